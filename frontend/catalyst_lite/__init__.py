@@ -1,0 +1,17 @@
+"""catalyst_lite: a Catalyst-compatible ``@qjit`` with dynamic shapes, compiled by XLA.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> @qjit
+... def f(n: int):
+...     return jnp.arange(n) * 2
+>>> f(3).tolist()
+[0, 2, 4]
+"""
+
+from .errors import CatalystLiteError
+from .compiled import QJIT, qjit
+
+__version__ = "0.1.0"
+
+__all__ = ["qjit", "QJIT", "CatalystLiteError", "__version__"]

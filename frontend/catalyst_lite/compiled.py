@@ -1,0 +1,222 @@
+"""``@qjit``: trace a function once with symbolic sizes, run it anywhere XLA runs.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> @qjit
+... def f(sz: int):
+...     return jnp.ones((sz + 1,), dtype=float)
+>>> f(2).tolist(), f(4).shape
+([1.0, 1.0, 1.0], (5,))
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from typing import Any, Callable, Hashable, Sequence
+
+import jax
+import numpy as np
+
+from .errors import ArgumentTypeError, CatalystLiteError, function_name
+from .jax_extras import x64_scope
+from .signature import ArgumentLayout, LeafSpec
+from .tracing import TracedProgram, trace_program
+
+__all__ = ["qjit", "QJIT"]
+
+# Catalyst options that change nothing here (we always compile with XLA).
+_ACCEPTED_OPTIONS = {
+    "target",
+    "keep_intermediate",
+    "verbose",
+    "logfile",
+    "pipelines",
+    "async_qnodes",
+    "disable_assertions",
+    "seed",
+    "experimental_capture",
+    "circuit_transform_pipeline",
+    "pass_plugins",
+    "dialect_plugins",
+}
+
+_ANNOTATION_SPECS = {
+    int: LeafSpec((), np.dtype("int64"), True),
+    float: LeafSpec((), np.dtype("float64"), True),
+    bool: LeafSpec((), np.dtype(bool), True),
+    complex: LeafSpec((), np.dtype("complex128"), True),
+}
+
+
+class QJIT:
+    """A function compiled by :func:`qjit`. Call it like the original function.
+
+    Attributes:
+        jaxpr: the traced ``ClosedJaxpr`` of the last signature (``None`` before the first trace).
+        mlir: StableHLO of :attr:`jaxpr`, symbolic sizes as ``?`` dimensions.
+    """
+
+    def __init__(
+        self,
+        fn: Callable,
+        *,
+        abstracted_axes: Any = None,
+        static_argnums: Sequence[int] | int | None = None,
+        static_argnames: Sequence[str] | str | None = None,
+        autograph: bool = False,
+        **options: Any,
+    ):
+        unknown = set(options) - _ACCEPTED_OPTIONS
+        if unknown:
+            raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
+        if autograph:
+            raise NotImplementedError(
+                "catalyst_lite does not convert Python control flow (autograph=True); use "
+                "for_loop, while_loop and cond."
+            )
+        functools.update_wrapper(self, fn)
+        self.original_function = fn
+        self.name = function_name(fn)
+        self.options = dict(options, abstracted_axes=abstracted_axes)
+        self.layout = ArgumentLayout(fn, abstracted_axes, static_argnums, static_argnames)
+        self._programs: dict[Hashable, TracedProgram] = {}
+        self._last: TracedProgram | None = None
+        self._lock = threading.Lock()
+        self._annotated = self._annotation_specs()
+        if self._annotated is not None:
+            self._trace_from_specs(*self._annotated)
+
+    # --- tracing -----------------------------------------------------------------------------
+
+    def _annotation_specs(self):
+        """Leaf specs from type annotations when every parameter has a usable one (AOT)."""
+        sig = self.layout.signature
+        if sig is None or not sig.parameters or self.layout.static_argnums:
+            return None
+        specs = []
+        for p in sig.parameters.values():
+            ann = p.annotation
+            if isinstance(ann, str):
+                ann = {"int": int, "float": float, "bool": bool, "complex": complex}.get(ann, ann)
+            if ann in _ANNOTATION_SPECS:
+                specs.append(_ANNOTATION_SPECS[ann])
+            elif isinstance(ann, jax.ShapeDtypeStruct):
+                specs.append(LeafSpec(tuple(ann.shape), np.dtype(ann.dtype), False))
+            else:
+                return None
+        if self.layout.abstracted_axes is not None:
+            return None
+        tree = jax.tree_util.tree_structure(tuple(0 for _ in specs))
+        return tree, specs
+
+    def _trace_from_specs(self, tree, specs) -> TracedProgram:
+        key = (tree, tuple(specs), ())
+        axes = [{} for _ in specs]
+        program = trace_program(self.original_function, tree, specs, axes, self.name)
+        self._programs[key] = self._last = program
+        return program
+
+    def _program_for(self, dynamic: tuple, static: tuple) -> tuple[TracedProgram, list[Any], list[str]]:
+        tree, specs, leaves, axes = self.layout.leaf_specs(dynamic)
+        key = (tree, tuple(specs), static)
+        program = self._programs.get(key)
+        if program is None:
+            with self._lock:
+                program = self._programs.get(key)
+                if program is None:
+                    fn = self.original_function
+                    if static:
+                        layout = self.layout
+
+                        def fn(*dyn, _f=self.original_function):
+                            return _f(*layout.merge(dyn, static))
+
+                    program = trace_program(fn, tree, specs, axes, self.name)
+                    self._programs[key] = program
+        self._last = program
+        names = [n for a, n in zip(dynamic, self.layout.dynamic_names(len(dynamic)))
+                 for _ in jax.tree_util.tree_leaves(a)]
+        return program, leaves, names
+
+    def _check_annotations(self, args: tuple) -> None:
+        for i, (p, a) in enumerate(zip(self.layout.signature.parameters.values(), args)):
+            ann = p.annotation if not isinstance(p.annotation, str) else eval(p.annotation, {})
+            kind = np.asarray(a).dtype if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
+            ok = {
+                int: kind is not None and np.issubdtype(kind, np.integer) and not isinstance(a, bool),
+                float: kind is not None and (np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer)),
+                bool: kind is not None and kind == np.dtype(bool),
+                complex: kind is not None and np.issubdtype(kind, np.number),
+            }.get(ann, True)
+            if not ok or np.ndim(a) != 0 and ann in _ANNOTATION_SPECS:
+                raise ArgumentTypeError(
+                    f"{self.name}: argument {p.name!r} is annotated {ann.__name__} but got "
+                    f"{type(a).__name__} {a!r}."
+                )
+
+    # --- calling -----------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        dynamic, static = self.layout.split(args, kwargs)
+        if self._annotated is not None:
+            self._check_annotations(dynamic)
+            dynamic = tuple(
+                (int(a) if s.dtype.kind == "i" else float(a) if s.dtype.kind == "f" else a)
+                if s.shape == () and s.weak_type else a
+                for a, s in zip(dynamic, self._annotated[1])
+            )
+        program, leaves, names = self._program_for(dynamic, static)
+        implicit = program.implicit_args(leaves, names, self.name)
+        with x64_scope():
+            return program.run(implicit, leaves)
+
+    # --- inspection --------------------------------------------------------------------------
+
+    @property
+    def jaxpr(self):
+        """The traced ``ClosedJaxpr`` (of the most recent signature)."""
+        return None if self._last is None else self._last.closed_jaxpr
+
+    @property
+    def mlir(self) -> str | None:
+        """StableHLO text of the traced program; symbolic sizes are ``?`` dimensions."""
+        if self._last is None:
+            return None
+        from .compiler.lowering import program_to_mlir
+
+        return program_to_mlir(self._last, self.name)
+
+    def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
+        """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
+        dynamic, static = self.layout.split(args, kwargs)
+        program, leaves, names = self._program_for(dynamic, static)
+        implicit = program.implicit_args(leaves, names, self.name)
+        with x64_scope():
+            return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
+
+    def __repr__(self) -> str:
+        return f"<catalyst_lite.QJIT {self.name}>"
+
+
+def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:
+    """Compile ``fn`` with symbolic sizes; usable bare (``@qjit``) or with options.
+
+    Args:
+        fn: the function to compile.
+        abstracted_axes: axes whose sizes are symbolic: one ``{axis: name}`` dict applied to every
+            argument that has the axis, or one entry per argument (a dict, a tuple of names or
+            ``None``). Equal names are one shared dimension.
+        static_argnums / static_argnames: arguments that are compile-time values.
+
+    >>> import jax.numpy as jnp
+    >>> @qjit(abstracted_axes={0: "n"})
+    ... def total(x):
+    ...     return jnp.sum(x * 2.0)
+    >>> float(total(jnp.arange(4.0)))
+    12.0
+    """
+    if fn is None:
+        return functools.partial(qjit, **options)
+    return QJIT(fn, **options)

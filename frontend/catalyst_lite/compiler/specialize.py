@@ -1,0 +1,225 @@
+"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes.
+
+XLA on the CPU refuses unbounded dynamic dimensions, so a traced program runs by *specializing* it:
+every dimension variable gets its concrete value and the jaxpr is re-evaluated with static shapes.
+One interpreter, :func:`eval_jaxpr`, does this in two modes:
+
+- ``STAGED``: inside a ``jax.jit`` trace. Dimensions are Python ints (computed from the call's
+  sizes by folding the integer arithmetic that produces them); arrays are jit tracers. The result
+  is one static XLA program per size signature. A size that depends on data computed inside the
+  program (a loop that resizes an array, a ``cond`` whose branches return different sizes) raises
+  :class:`NeedsHost`.
+- ``HOST``: eager. Every value is concrete, so every size is known; the control-flow primitives
+  drive their loops from Python and run each body through a :class:`JaxprRunner`, which compiles
+  it once per size signature.
+
+Primitives with nested jaxprs register a rule per mode in :data:`staged_rules`/:data:`host_rules`
+and, in :data:`dimension_operand_rules`, which of their operands must be known to specialize them.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from typing import Any, Callable, Sequence
+
+import jax
+import numpy as np
+
+from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
+from ..jax_extras.shapes import SHAPE_PARAMS
+
+__all__ = [
+    "Mode",
+    "NeedsHost",
+    "eval_jaxpr",
+    "JaxprRunner",
+    "dimension_inputs",
+    "staged_rules",
+    "host_rules",
+    "dimension_operand_rules",
+    "to_dim",
+]
+
+
+class Mode(enum.Enum):
+    STAGED = "staged"
+    HOST = "host"
+
+
+class NeedsHost(Exception):
+    """Raised while staging when a size is only known at run time."""
+
+
+# prim -> rule(eqn, invals, mode) -> outvals
+Rule = Callable[[Any, list[Any], Mode], Sequence[Any]]
+staged_rules: dict[Primitive, Rule] = {}
+host_rules: dict[Primitive, Rule] = {}
+# prim -> rule(eqn) -> indices of operands whose values a specialization needs
+dimension_operand_rules: dict[Primitive, Callable[[Any], set[int]]] = {}
+
+
+def to_dim(value: Any) -> int:
+    """The concrete size held by ``value``; :class:`NeedsHost` if it is only known at run time."""
+    if isinstance(value, Tracer):
+        raise NeedsHost(value)
+    return int(value)
+
+
+def _is_int_scalar(v: Any) -> bool:
+    aval = v.aval
+    return not aval.shape and np.issubdtype(aval.dtype, np.integer)
+
+
+def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[str, Any]]:
+    """Replace the ``None`` sizes of a shape-carrying primitive by the concrete trailing operands."""
+    name = SHAPE_PARAMS[eqn.primitive]
+    static = eqn.params[name]
+    ndyn = sum(d is None for d in static)
+    if ndyn == 0:
+        return invals, eqn.params
+    dims = iter(to_dim(v) for v in invals[len(invals) - ndyn :])
+    filled = tuple(next(dims) if d is None else d for d in static)
+    return invals[: len(invals) - ndyn], dict(eqn.params, **{name: filled})
+
+
+def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
+    """Evaluate ``jaxpr`` (constants already turned into leading arguments) on ``args``.
+
+    Integer scalars computed only from known numbers stay Python ints, so that sizes derived from
+    them (``n + 1``) are static when staging.
+    """
+    env: dict[Var, Any] = {}
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, Literal) else env[atom]
+
+    for var, value in zip(jaxpr.invars, args):
+        env[var] = value
+    rules = staged_rules if mode is Mode.STAGED else host_rules
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        prim = eqn.primitive
+        if prim in rules:
+            outvals = list(rules[prim](eqn, invals, mode))
+        elif prim in SHAPE_PARAMS:
+            operands, params = _fill_dynamic_shape(eqn, invals)
+            outvals = _bind(prim, operands, params)
+        elif all(_is_int_scalar(v) for v in eqn.outvars) and not any(
+            isinstance(x, Tracer) for x in invals
+        ):
+            with eval_context():
+                outvals = [int(x) for x in _bind(prim, invals, eqn.params)]
+        else:
+            outvals = _bind(prim, invals, eqn.params)
+        for var, value in zip(eqn.outvars, outvals):
+            if not isinstance(var, DropVar):
+                env[var] = value
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _bind(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    out = prim.bind(*invals, **params)
+    return list(out) if prim.multiple_results else [out]
+
+
+def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
+    """Positions of ``jaxpr``'s inputs whose values determine some size in it (directly, or through
+    integer arithmetic). A specialization is keyed on exactly these values."""
+    needed: set[Var] = set()
+
+    def add_shape_vars(aval: Any) -> None:
+        if type(aval) is DShapedArray:
+            needed.update(d for d in aval.shape if isinstance(d, Var))
+
+    for v in jaxpr.invars:
+        add_shape_vars(v.aval)
+    for eqn in jaxpr.eqns:
+        for v in (*eqn.invars, *eqn.outvars):
+            if not isinstance(v, Literal):
+                add_shape_vars(v.aval)
+        if eqn.primitive in SHAPE_PARAMS:
+            ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
+            needed.update(v for v in eqn.invars[len(eqn.invars) - ndyn :] if isinstance(v, Var))
+        if eqn.primitive in dimension_operand_rules:
+            for i in dimension_operand_rules[eqn.primitive](eqn):
+                if isinstance(eqn.invars[i], Var):
+                    needed.add(eqn.invars[i])
+    for v in jaxpr.outvars:
+        if isinstance(v, Var):
+            add_shape_vars(v.aval)
+    # Integer arithmetic that produces a needed value needs its own inputs.
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
+            needed.update(v for v in eqn.invars if isinstance(v, Var))
+    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed)
+
+
+class JaxprRunner:
+    """Runs one jaxpr at concrete sizes, compiling it once per size signature.
+
+    The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
+    keeps either a compiled ``jax.jit`` executable (all sizes static) or notes that the program needs
+    host-driven execution.
+    """
+
+    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr"):
+        self.jaxpr = jaxpr
+        self.name = name
+        self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
+        self.dynamic_positions = tuple(
+            i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
+        )
+        self._executables: dict[tuple[int, ...], Callable | None] = {}
+        self._lock = threading.Lock()
+
+    def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
+        return tuple(int(args[i]) for i in self.static_positions)
+
+    def _staged_function(self, key: tuple[int, ...]) -> Callable:
+        static = dict(zip(self.static_positions, key))
+        positions = self.dynamic_positions
+        jaxpr = self.jaxpr
+
+        def specialized(*dynamic_args):
+            args: list[Any] = [None] * len(jaxpr.invars)
+            for i, v in static.items():
+                args[i] = v
+            for i, v in zip(positions, dynamic_args):
+                args[i] = v
+            return eval_jaxpr(jaxpr, args, Mode.STAGED)
+
+        specialized.__name__ = self.name
+        return jax.jit(specialized)
+
+    def executable(self, key: tuple[int, ...], dynamic_args: Sequence[Any]) -> Callable | None:
+        """The compiled executable for ``key``, or ``None`` when it needs host-driven execution."""
+        try:
+            return self._executables[key]
+        except KeyError:
+            pass
+        with self._lock:
+            if key not in self._executables:
+                fn = self._staged_function(key)
+                try:
+                    fn.lower(*dynamic_args)
+                except NeedsHost:
+                    fn = None
+                self._executables[key] = fn
+        return self._executables[key]
+
+    def __call__(self, *args: Any) -> list[Any]:
+        key = self.signature(args)
+        dynamic_args = [args[i] for i in self.dynamic_positions]
+        fn = self.executable(key, dynamic_args)
+        if fn is None:
+            return eval_jaxpr(self.jaxpr, args, Mode.HOST)
+        return list(fn(*dynamic_args))
+
+    def lower(self, *args: Any) -> Any:
+        """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""
+        key = self.signature(args)
+        dynamic_args = [args[i] for i in self.dynamic_positions]
+        if self.executable(key, dynamic_args) is None:
+            raise NeedsHost(f"{self.name} has sizes known only at run time")
+        return self._staged_function(key).lower(*dynamic_args)

@@ -1,0 +1,39 @@
+"""catalyst_lite's exceptions.
+
+Each is a subclass of the built-in exception a Python user expects (``TypeError`` for a value of
+the wrong kind, ``ValueError`` for a value out of range), so ``except TypeError`` keeps working, and
+of :class:`CatalystLiteError`, so that all of ours can be caught at once.
+"""
+
+from __future__ import annotations
+
+
+class CatalystLiteError(Exception):
+    """Base class of every error raised by catalyst_lite itself."""
+
+
+class ArgumentTypeError(CatalystLiteError, TypeError):
+    """An argument of a compiled function has the wrong type, structure or count."""
+
+
+class ArgumentValueError(CatalystLiteError, ValueError):
+    """An argument has the right type but an unusable value (a negative size, mismatched lengths of
+    a shared dimension, an axis beyond the argument's rank)."""
+
+
+class DimensionError(CatalystLiteError, TypeError):
+    """A nested body changes a dimension, dtype, rank or structure it must keep."""
+
+
+class ControlFlowError(CatalystLiteError, TypeError):
+    """Control flow is used in a way it cannot be compiled (a non-scalar predicate, branches with
+    different structures, Python control flow on a traced value)."""
+
+
+class CompileError(CatalystLiteError, ValueError):
+    """A traced program cannot be specialized or compiled for the given sizes."""
+
+
+def function_name(fn: object) -> str:
+    """A short, human-readable name of a user function for error messages."""
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)

@@ -1,0 +1,58 @@
+"""The seam between catalyst_lite and JAX's private internals.
+
+Every import of ``jax._src`` or ``jax.interpreters.partial_eval`` in catalyst_lite lives in this
+subpackage; the rest of the package imports the names it needs from here. A JAX upgrade touches
+these modules only.
+
+- :mod:`.patches`: scoped repairs to JAX 0.7's dynamic-shape path.
+- :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations.
+- :mod:`.dynshape`: the design documents' nested-binding algorithm (``DynshapePrimitive``).
+- :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
+"""
+
+from jax._src import core as core
+from jax._src import source_info_util as source_info_util
+from jax._src.interpreters import partial_eval as pe
+from jax._src.interpreters import mlir as mlir
+
+from .tracing import (
+    ClosedJaxpr,
+    DBIdx,
+    DropVar,
+    DShapedArray,
+    DynamicJaxprTrace,
+    DynamicJaxprTracer,
+    InDBIdx,
+    InnerTrace,
+    InputType,
+    OutputType,
+    Jaxpr,
+    Literal,
+    OutDBIdx,
+    ShapedArray,
+    Tracer,
+    Var,
+    collapse,
+    current_trace,
+    debug_info_for,
+    dynamic_tracing,
+    emit_equation,
+    get_aval,
+    input_type_to_tracers,
+    is_tracing,
+    make_input_type,
+    trace_to_jaxpr,
+)
+
+Primitive = core.Primitive
+EvalTrace = core.EvalTrace
+eval_context = core.eval_context
+ConcretizationTypeError = core.ConcretizationTypeError
+jaxpr_as_fun = core.jaxpr_as_fun
+
+
+def x64_scope():
+    """64-bit types for the calling thread (what catalyst_lite compiles and runs with)."""
+    from jax._src import config
+
+    return config.enable_x64(True)

@@ -1,0 +1,183 @@
+"""Scoped repairs to JAX 0.7's dynamic-shape path.
+
+JAX 0.7 still ships the dynamic-shape machinery (``DShapedArray``, de Bruijn indices, implicit
+dimension arguments) but parts of it rotted when tracing became "stackless". Each repair below is a
+small named :class:`Patch`: the JAX attribute it replaces, why, and a replacement that behaves like
+the original unless the *current thread* is inside :func:`patched_jax`. The replacements are
+installed when the first catalyst_lite trace starts and removed when the last one ends, so importing
+catalyst_lite changes nothing in JAX, and a thread that is not tracing with catalyst_lite sees JAX's
+own behaviour even while another thread is.
+
+>>> from catalyst_lite.jax_extras.patches import patched_jax, is_active
+>>> with patched_jax():
+...     is_active()
+True
+>>> is_active()
+False
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from jax._src import core, pjit
+from jax._src.interpreters import partial_eval as pe
+from jax._src.lax import lax as lax_internal
+from jax.tree_util import tree_flatten
+
+__all__ = ["Patch", "PATCHES", "patched_jax", "is_active"]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One replacement of ``owner.attr`` by ``make(original)`` while catalyst_lite traces."""
+
+    name: str
+    owner: Any
+    attr: str
+    make: Callable[[Any], Any]
+    why: str
+
+
+_thread_state = threading.local()
+
+
+def is_active() -> bool:
+    """True when the calling thread is inside :func:`patched_jax`."""
+    return getattr(_thread_state, "depth", 0) > 0
+
+
+# --- 1. Staging rules of shape-carrying primitives ------------------------------------------------
+
+
+def _make_dyn_shape_staging_rule(original):
+    # `lax._dyn_shape_staging_rule` (used by broadcast_in_dim, iota, reshape, dynamic_slice when a
+    # size is a tracer) still builds a `JaxprEqn`, but the stackless frame only accepts
+    # `TracingEqn`s: `jnp.ones((n,))` dies on `assert isinstance(eqn, TracingEqn)`.
+    def dyn_shape_staging_rule(trace, source_info, prim, out_aval, *args, **params):
+        if not is_active():
+            return original(trace, source_info, prim, out_aval, *args, **params)
+        (out,) = trace.emit_eqn(list(args), [out_aval], prim, params, core.no_effects, source_info)
+        return out
+
+    return dyn_shape_staging_rule
+
+
+# --- 2. Output tracers keep tracers in their shapes -----------------------------------------------
+
+
+def _make_make_eqn(original):
+    # `DynamicJaxprTrace.make_eqn` builds each output tracer from its *variable's* aval, whose shape
+    # holds `Var`s. Before stackless tracing the tracer kept the abstract-eval aval, whose shape
+    # holds dimension *tracers*; jax.numpy (`canonicalize_shape`, broadcasting) needs the latter.
+    def make_eqn(self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
+        eqn, out_tracers = original(
+            self, in_tracers, out_avals, primitive, params, effects, source_info, ctx
+        )
+        if is_active():
+            out_tracers = [
+                pe.DynamicJaxprTracer(self, aval, t.val, t._line_info, eqn)
+                if type(aval) is core.DShapedArray
+                else t
+                for aval, t in zip(out_avals, out_tracers)
+            ]
+        return eqn, out_tracers
+
+    return make_eqn
+
+
+# --- 3. Nested jax.jit calls are inlined ------------------------------------------------------------
+
+
+def _make_pjit_helper(original):
+    # Most jax.numpy functions are themselves `jax.jit`-decorated. Under dynamic shapes the nested
+    # jit re-derives an input type from tracers whose shapes hold other tracers and fails
+    # `_check_input_type`. Inlining a nested jit is semantically the identity, so while we trace we
+    # call the Python function directly (eager, untraced calls still take JAX's own path).
+    def python_pjit_helper(fun, jit_info, *args, **kwargs):
+        if not is_active() or isinstance(core.trace_ctx.trace, core.EvalTrace):
+            return original(fun, jit_info, *args, **kwargs)
+        outs = fun(*args, **kwargs)
+        out_flat, out_tree = tree_flatten(outs)
+        args_flat, _ = tree_flatten((args, kwargs))
+        no_jaxpr = types.SimpleNamespace(effects=core.no_effects, consts=[])
+        return outs, out_flat, out_tree, args_flat, no_jaxpr, None, None, []
+
+    return python_pjit_helper
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch(
+        "dyn_shape_staging_rule",
+        lax_internal,
+        "_dyn_shape_staging_rule",
+        _make_dyn_shape_staging_rule,
+        "emit a TracingEqn instead of a JaxprEqn for shape-carrying primitives",
+    ),
+    Patch(
+        "tracer_avals_keep_tracers",
+        pe.DynamicJaxprTrace,
+        "make_eqn",
+        _make_make_eqn,
+        "output tracers of dynamically-shaped equations carry dimension tracers, not Vars",
+    ),
+    Patch(
+        "inline_nested_jit",
+        pjit,
+        "_python_pjit_helper",
+        _make_pjit_helper,
+        "inline jax.jit-decorated helpers (most of jax.numpy) into the catalyst_lite trace",
+    ),
+)
+
+# Extra patches registered by other catalyst_lite modules (see `register_patch`).
+_extra_patches: list[Patch] = []
+
+_install_lock = threading.RLock()
+_install_count = 0
+_originals: dict[tuple[int, str], Any] = {}
+
+
+def register_patch(patch: Patch) -> Patch:
+    """Add a patch to the set applied by :func:`patched_jax` (call at import time only)."""
+    _extra_patches.append(patch)
+    return patch
+
+
+def _all_patches() -> tuple[Patch, ...]:
+    return PATCHES + tuple(_extra_patches)
+
+
+def _install() -> None:
+    for patch in _all_patches():
+        original = getattr(patch.owner, patch.attr)
+        _originals[(id(patch.owner), patch.attr)] = original
+        setattr(patch.owner, patch.attr, patch.make(original))
+
+
+def _uninstall() -> None:
+    for patch in reversed(_all_patches()):
+        setattr(patch.owner, patch.attr, _originals.pop((id(patch.owner), patch.attr)))
+
+
+@contextlib.contextmanager
+def patched_jax() -> Iterator[None]:
+    """Apply :data:`PATCHES` for the calling thread for the duration of the block (re-entrant)."""
+    global _install_count
+    with _install_lock:
+        if _install_count == 0:
+            _install()
+        _install_count += 1
+    _thread_state.depth = getattr(_thread_state, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _thread_state.depth -= 1
+        with _install_lock:
+            _install_count -= 1
+            if _install_count == 0:
+                _uninstall()

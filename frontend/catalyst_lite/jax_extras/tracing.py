@@ -1,0 +1,244 @@
+"""Tracing with JAX's dynamic-shape API: scopes, traces, input types and emitted equations.
+
+Everything here is a thin, named wrapper over JAX 0.7 internals, so that the rest of catalyst_lite
+speaks in the design documents' terms (input type, expanded arguments, inner trace) rather than in
+JAX's private API.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, trace_to_jaxpr, make_input_type
+>>> import numpy as np
+>>> with dynamic_tracing():
+...     in_type = make_input_type([np.int64(3)], [{}])
+...     jaxpr, out_type, consts = trace_to_jaxpr(lambda n: [jnp.ones((n,))], in_type, "f")
+>>> [eqn.primitive.name for eqn in jaxpr.eqns]
+['broadcast_in_dim']
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Hashable, Iterator, Sequence
+
+import numpy as np
+from jax._src import api_util, config, core, source_info_util
+from jax._src.interpreters import partial_eval as pe
+
+from .patches import patched_jax
+
+DBIdx = core.DBIdx
+InDBIdx = core.InDBIdx
+OutDBIdx = core.OutDBIdx
+DShapedArray = core.DShapedArray
+ShapedArray = core.ShapedArray
+Tracer = core.Tracer
+Var = core.Var
+Literal = core.Literal
+DropVar = core.DropVar
+Jaxpr = core.Jaxpr
+ClosedJaxpr = core.ClosedJaxpr
+DynamicJaxprTrace = pe.DynamicJaxprTrace
+DynamicJaxprTracer = pe.DynamicJaxprTracer
+InputType = tuple  # tuple[tuple[AbstractValue, bool], ...]
+OutputType = tuple
+
+__all__ = [
+    "dynamic_tracing",
+    "is_tracing",
+    "current_trace",
+    "make_input_type",
+    "input_type_to_tracers",
+    "collapse",
+    "trace_to_jaxpr",
+    "InnerTrace",
+    "emit_equation",
+    "get_aval",
+    "debug_info_for",
+]
+
+
+@contextlib.contextmanager
+def dynamic_tracing() -> Iterator[None]:
+    """Switch on dynamic shapes and 64-bit types, and the repairs of :mod:`.patches`, for this
+    thread only; the user's global ``jax.config`` is left as it was."""
+    with config.dynamic_shapes(True), config.enable_x64(True), patched_jax():
+        yield
+
+
+def current_trace() -> Any:
+    """The innermost trace of the calling thread (``EvalTrace`` when nothing is being traced)."""
+    return core.trace_ctx.trace
+
+
+def is_tracing() -> bool:
+    """True when the calling thread is tracing a catalyst_lite program."""
+    return isinstance(current_trace(), DynamicJaxprTrace) and config.dynamic_shapes.value
+
+
+def get_aval(x: Any) -> core.AbstractValue:
+    """The abstract value of ``x``; for tracers its shape may hold dimension tracers."""
+    return core.get_aval(x)
+
+
+def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.DebugInfo:
+    """JAX debug info naming ``fn`` (used in JAX's own error messages)."""
+    try:
+        dbg = api_util.debug_info(name, fn, tuple(args), {})
+    except Exception:  # non-inspectable callables
+        dbg = core.DebugInfo(name, getattr(fn, "__name__", repr(fn)), None, None)
+    return dbg._replace(result_paths=None)  # results are flattened by us, not by lu.wrap_init
+
+
+def make_input_type(
+    avals_or_args: Sequence[Any], axes_specs: Sequence[dict[int, Hashable]]
+) -> InputType:
+    """Input type of a top-level program: one implicit ``i64[]`` per distinct abstracted axis name,
+    first, then each explicit argument with ``DBIdx`` in its abstracted axes.
+
+    >>> from jax import ShapeDtypeStruct as S
+    >>> t = make_input_type([S((3,), 'float64'), S((3, 2), 'float64')], [{0: 'n'}, {0: 'n'}])
+    >>> [(str(a), e) for a, e in t]
+    [('int64[]', False), ('f64[DBIdx(val=0)]', True), ('f64[DBIdx(val=0),2]', True)]
+    """
+    avals = [_abstractify(x) for x in avals_or_args]
+    name_to_index: dict[Hashable, DBIdx] = {}
+    for aval, spec in zip(avals, axes_specs):
+        for _, name in sorted(spec.items()):
+            name_to_index.setdefault(name, DBIdx(len(name_to_index)))
+    dim_aval = ShapedArray((), np.dtype("int64"))
+    implicit = [(dim_aval, False)] * len(name_to_index)
+    explicit = []
+    for aval, spec in zip(avals, axes_specs):
+        if spec:
+            shape = tuple(name_to_index[spec[i]] if i in spec else d for i, d in enumerate(aval.shape))
+            aval = DShapedArray(shape, aval.dtype, False)
+        explicit.append((aval, True))
+    return (*implicit, *explicit)
+
+
+def _abstractify(x: Any) -> core.AbstractValue:
+    if isinstance(x, core.AbstractValue):
+        return x
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__jax_array__"):
+        if not isinstance(x, (np.ndarray, np.generic)) and not hasattr(x, "aval"):
+            return ShapedArray(tuple(x.shape), np.dtype(x.dtype))  # e.g. jax.ShapeDtypeStruct
+    return core.get_aval(x)
+
+
+def input_type_to_tracers(
+    in_type: InputType, new_arg: Callable[[Any], Tracer], lift: Callable[[Tracer], Tracer]
+) -> list[Tracer]:
+    """Create the *expanded* argument tracers of an inner trace (design doc: ``initialize``).
+
+    ``DBIdx(k)`` in a shape becomes the k-th tracer created here; a tracer of an enclosing trace in
+    a shape (a preserved dimension) becomes a constant of the inner trace via ``lift``.
+    """
+    tracers: list[Tracer] = []
+    for aval, _ in in_type:
+        if type(aval) is DShapedArray:
+            shape = tuple(
+                tracers[d.val] if type(d) is DBIdx else lift(d) if isinstance(d, Tracer) else d
+                for d in aval.shape
+            )
+            aval = aval.update(shape=shape)
+        tracers.append(new_arg(aval))
+    return tracers
+
+
+def collapse(typ: Sequence[tuple[Any, bool]], expanded: Sequence[Any]) -> list[Any]:
+    """Keep the explicit entries of an expanded list (the ones a Python function sees)."""
+    return [x for x, (_, explicit) in zip(expanded, typ) if explicit]
+
+
+class InnerTrace:
+    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``).
+
+    Values of enclosing traces that the traced function uses become constants of this trace;
+    :meth:`to_jaxpr` returns them so that the caller can pass them as operands (``body_nconsts``).
+    """
+
+    def __init__(self, debug_info: core.DebugInfo):
+        self.debug_info = debug_info
+        self.trace = DynamicJaxprTrace(debug_info, parent_trace=current_trace())
+        self.source_info = source_info_util.current()
+
+    def new_arg(self, aval: core.AbstractValue) -> Tracer:
+        return self.trace.new_arg(aval, self.source_info)
+
+    def lift(self, x: Any) -> Tracer:
+        """The tracer of this trace standing for ``x`` (a constant when ``x`` is from outside)."""
+        return self.trace.to_jaxpr_tracer(x, self.source_info)
+
+    def arguments(self, in_type: InputType) -> list[Tracer]:
+        return input_type_to_tracers(in_type, self.new_arg, self.lift)
+
+    def call(self, fn: Callable, *args: Any) -> Any:
+        with core.set_current_trace(self.trace), source_info_util.reset_name_stack():
+            return fn(*args)
+
+    def to_jaxpr(
+        self, results: Sequence[Any], keep_alive: Sequence[Any] = ()
+    ) -> tuple[Jaxpr, list[Any]]:
+        """The traced jaxpr with its constants turned into leading arguments, and the constants'
+        values (from enclosing traces or concrete). ``keep_alive`` are tracers (typically argument
+        dimensions) whose constants must stay even when no equation uses them."""
+        out = [self.lift(r) for r in results]
+        extra = [self.lift(k) for k in keep_alive]
+        jaxpr, consts = self.trace.frame.to_jaxpr(
+            self.trace, out + extra, self.debug_info, self.source_info
+        )
+        jaxpr = jaxpr.replace(outvars=jaxpr.outvars[: len(out)])
+        return pe.convert_constvars_jaxpr(jaxpr), list(consts)
+
+    def close(self) -> None:
+        self.trace.invalidate()
+
+
+def trace_to_jaxpr(
+    flat_fn: Callable[..., Sequence[Any]], in_type: InputType, name: str
+) -> tuple[Jaxpr, OutputType, list[Any]]:
+    """Trace a flat top-level function; implicit outputs (new dimensions) are added in front of
+    the explicit ones and described by ``InDBIdx``/``OutDBIdx`` in the output type."""
+    dbg = debug_info_for(flat_fn, name)
+    inner = InnerTrace(dbg)
+    try:
+        args = collapse(in_type, inner.arguments(in_type))
+        results = inner.call(flat_fn, *args)
+        out = [inner.lift(r) for r in results]
+        jaxpr, out_type, consts = inner.trace.frame.to_jaxpr2(out, dbg)
+    finally:
+        inner.close()
+    return jaxpr, out_type, list(consts)
+
+
+def emit_equation(
+    primitive: core.Primitive,
+    operands: Sequence[Any],
+    out_type: OutputType,
+    params: dict[str, Any],
+) -> list[Tracer]:
+    """Append ``outs = primitive[params] operands`` to the current trace (design doc:
+    ``emitJaxprLine`` followed by ``parseOutputType``).
+
+    ``out_type`` describes each result; ``InDBIdx(k)`` in a shape is operand ``k`` and
+    ``OutDBIdx(k)`` is result ``k``. Returns all (expanded) result tracers.
+    """
+    trace = current_trace()
+    src = source_info_util.current()
+    in_tracers = [trace.to_jaxpr_tracer(x, src) for x in operands]
+    out_tracers: list[Tracer] = []
+    for aval, _ in out_type:
+        if type(aval) is DShapedArray:
+            shape = tuple(
+                in_tracers[d.val] if type(d) is InDBIdx else out_tracers[d.val] if type(d) is OutDBIdx else d
+                for d in aval.shape
+            )
+            aval = aval.update(shape=shape)
+            if all(type(d) is int for d in shape):
+                aval = ShapedArray(shape, aval.dtype, aval.weak_type)
+        out_tracers.append(DynamicJaxprTracer(trace, aval, trace.frame.newvar(aval), src))
+    eqn, _ = trace.make_eqn(in_tracers, [], primitive, params, core.no_effects, src)
+    eqn.outvars = [t.val for t in out_tracers]
+    for t in out_tracers:
+        t.parent = eqn
+    trace.frame.add_eqn(eqn)
+    return out_tracers

@@ -1,0 +1,108 @@
+"""Tracing a user function once into a dynamically-shaped program.
+
+:func:`trace_program` turns a Python function and the :class:`~.signature.LeafSpec` of its flat
+arguments into a :class:`TracedProgram`: the ``ClosedJaxpr`` (what ``.jaxpr`` shows), its input
+and output types (implicit dimension arguments and results, with de Bruijn indices), and where
+each implicit dimension comes from at call time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Sequence
+
+from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+from .compiler.specialize import JaxprRunner
+from .errors import ArgumentValueError
+from .jax_extras import (
+    ClosedJaxpr,
+    InputType,
+    ShapedArray,
+    collapse,
+    dynamic_tracing,
+    make_input_type,
+    pe,
+    trace_to_jaxpr,
+)
+from .signature import AxesSpec, LeafSpec
+
+__all__ = ["TracedProgram", "trace_program"]
+
+
+@dataclass
+class TracedProgram:
+    """A traced function: its jaxpr and what is needed to call it with concrete arguments."""
+
+    closed_jaxpr: ClosedJaxpr
+    in_type: InputType
+    out_type: tuple
+    out_tree: PyTreeDef
+    # For each implicit input: every (leaf index, axis) that has that dimension.
+    dim_sources: list[list[tuple[int, int]]]
+    axis_names: list[Hashable]
+    runner: JaxprRunner = field(repr=False)
+
+    def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
+        """Values of the implicit dimension arguments; shared dimensions must agree."""
+        values = []
+        for name, sources in zip(self.axis_names, self.dim_sources):
+            (leaf0, axis0), *others = sources
+            n = _shape(leaves[leaf0])[axis0]
+            for leaf, axis in others:
+                m = _shape(leaves[leaf])[axis]
+                if m != n:
+                    raise ArgumentValueError(
+                        f"{fn_name}: abstracted axis {name!r} is shared by argument "
+                        f"{leaf_names[leaf0]} (axis {axis0}, length {n}) and argument "
+                        f"{leaf_names[leaf]} (axis {axis}, length {m}), but the lengths differ."
+                    )
+            values.append(n)
+        return values
+
+    def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
+        outs = self.runner(*self.closed_jaxpr.consts, *implicit, *leaves)
+        return tree_unflatten(self.out_tree, collapse(self.out_type, outs))
+
+    def full_args(self, implicit: Sequence[int], leaves: Sequence[Any]) -> list[Any]:
+        return [*self.closed_jaxpr.consts, *implicit, *leaves]
+
+
+def _shape(x: Any) -> tuple[int, ...]:
+    return tuple(getattr(x, "shape", ()))
+
+
+def trace_program(
+    fn: Callable[..., Any],
+    tree: PyTreeDef,
+    leaf_specs: Sequence[LeafSpec],
+    axes_specs: Sequence[AxesSpec],
+    name: str,
+) -> TracedProgram:
+    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes."""
+    avals = [
+        ShapedArray(tuple(0 if d is None else d for d in s.shape), s.dtype, s.weak_type)
+        for s in leaf_specs
+    ]
+    out_tree_box: list[PyTreeDef] = []
+
+    def flat_fn(*leaves: Any) -> list[Any]:
+        out = fn(*tree_unflatten(tree, list(leaves)))
+        flat, out_tree = tree_flatten(out)
+        out_tree_box.append(out_tree)
+        return flat
+
+    with dynamic_tracing():
+        in_type = make_input_type(avals, axes_specs)
+        jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name)
+    axis_names: list[Hashable] = []
+    dim_sources: list[list[tuple[int, int]]] = []
+    for leaf, spec in enumerate(axes_specs):
+        for axis, axis_name in sorted(spec.items()):
+            if axis_name not in axis_names:
+                axis_names.append(axis_name)
+                dim_sources.append([])
+            dim_sources[axis_names.index(axis_name)].append((leaf, axis))
+    closed = ClosedJaxpr(jaxpr, consts)
+    runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)
+    return TracedProgram(closed, in_type, out_type, out_tree_box[-1], dim_sources, axis_names, runner)
