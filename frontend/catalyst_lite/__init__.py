@@ -11,7 +11,8 @@
 
 from .errors import CatalystLiteError
 from .compiled import QJIT, qjit
+from .control_flow import for_loop
 
 __version__ = "0.1.0"
 
-__all__ = ["qjit", "QJIT", "CatalystLiteError", "__version__"]
+__all__ = ["qjit", "QJIT", "for_loop", "CatalystLiteError", "__version__"]

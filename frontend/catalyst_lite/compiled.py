@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import threading
@@ -19,10 +20,10 @@ from typing import Any, Callable, Hashable, Sequence
 import jax
 import numpy as np
 
-from .errors import ArgumentTypeError, CatalystLiteError, function_name
+from .errors import ArgumentTypeError, ArgumentValueError, CatalystLiteError, CompileError, function_name
 from .jax_extras import x64_scope
 from .signature import ArgumentLayout, LeafSpec
-from .tracing import TracedProgram, trace_program
+from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
 
 __all__ = ["qjit", "QJIT"]
 
@@ -120,9 +121,13 @@ class QJIT:
 
     def _program_for(self, dynamic: tuple, static: tuple) -> tuple[TracedProgram, list[Any], list[str]]:
         tree, specs, leaves, axes = self.layout.leaf_specs(dynamic)
+        names = [n for a, n in zip(dynamic, self.layout.dynamic_names(len(dynamic)))
+                 for _ in jax.tree_util.tree_leaves(a)]
         key = (tree, tuple(specs), static)
         program = self._programs.get(key)
         if program is None:
+            # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
+            implicit_values(*dimension_sources(axes), leaves, names, self.name)
             with self._lock:
                 program = self._programs.get(key)
                 if program is None:
@@ -136,8 +141,6 @@ class QJIT:
                     program = trace_program(fn, tree, specs, axes, self.name)
                     self._programs[key] = program
         self._last = program
-        names = [n for a, n in zip(dynamic, self.layout.dynamic_names(len(dynamic)))
-                 for _ in jax.tree_util.tree_leaves(a)]
         return program, leaves, names
 
     def _check_annotations(self, args: tuple) -> None:
@@ -169,8 +172,20 @@ class QJIT:
             )
         program, leaves, names = self._program_for(dynamic, static)
         implicit = program.implicit_args(leaves, names, self.name)
-        with x64_scope():
+        with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.run(implicit, leaves)
+
+    @contextlib.contextmanager
+    def _naming_size_arguments(self, program, implicit, leaves, names):
+        """Re-raise a specialization error (a negative size) naming the arguments sizes come from."""
+        try:
+            yield
+        except CompileError as e:
+            sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
+            sizes += [f"axis {a!r}={v}" for a, v in zip(program.axis_names, implicit)]
+            raise ArgumentValueError(
+                f"{self.name}: {e} The sizes come from {', '.join(sizes) or 'no argument'}."
+            ) from None
 
     # --- inspection --------------------------------------------------------------------------
 
@@ -193,11 +208,15 @@ class QJIT:
         dynamic, static = self.layout.split(args, kwargs)
         program, leaves, names = self._program_for(dynamic, static)
         implicit = program.implicit_args(leaves, names, self.name)
-        with x64_scope():
+        with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
 
     def __repr__(self) -> str:
         return f"<catalyst_lite.QJIT {self.name}>"
+
+
+def _is_int_scalar(x: Any) -> bool:
+    return np.ndim(x) == 0 and np.issubdtype(np.asarray(x).dtype, np.integer) and not isinstance(x, bool)
 
 
 def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:

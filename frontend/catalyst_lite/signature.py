@@ -163,7 +163,7 @@ class ArgumentLayout:
         specs: list[AxesSpec] = []
         if axes is None:
             return [{} for leaves in leaves_per_arg for _ in leaves]
-        if isinstance(axes, dict) and all(isinstance(k, int) for k in axes):
+        if _is_axes_dict(axes):
             # One dict for every argument that has the axis.
             for leaves, name in zip(leaves_per_arg, names):
                 for leaf in leaves:
@@ -197,9 +197,14 @@ class ArgumentLayout:
         return tree, out, leaves, specs
 
 
+def _is_axes_dict(entry: Any) -> bool:
+    """``{axis: name}`` (integer keys), as opposed to a dict-shaped pytree of entries."""
+    return isinstance(entry, dict) and all(isinstance(k, (int, np.integer)) for k in entry)
+
+
 def _broadcast_entry(entry: Any, arg: Any, nleaves: int) -> list[Any]:
     """An abstracted_axes entry for one argument, as one entry per leaf of that argument."""
-    if entry is None or isinstance(entry, dict) or (
+    if entry is None or _is_axes_dict(entry) or (
         isinstance(entry, tuple) and all(e is None or isinstance(e, (str, int)) for e in entry)
     ):
         return [entry] * nleaves

@@ -27,7 +27,7 @@ from .jax_extras import (
 )
 from .signature import AxesSpec, LeafSpec
 
-__all__ = ["TracedProgram", "trace_program"]
+__all__ = ["TracedProgram", "trace_program", "dimension_sources", "implicit_values"]
 
 
 @dataclass
@@ -45,20 +45,7 @@ class TracedProgram:
 
     def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
         """Values of the implicit dimension arguments; shared dimensions must agree."""
-        values = []
-        for name, sources in zip(self.axis_names, self.dim_sources):
-            (leaf0, axis0), *others = sources
-            n = _shape(leaves[leaf0])[axis0]
-            for leaf, axis in others:
-                m = _shape(leaves[leaf])[axis]
-                if m != n:
-                    raise ArgumentValueError(
-                        f"{fn_name}: abstracted axis {name!r} is shared by argument "
-                        f"{leaf_names[leaf0]} (axis {axis0}, length {n}) and argument "
-                        f"{leaf_names[leaf]} (axis {axis}, length {m}), but the lengths differ."
-                    )
-            values.append(n)
-        return values
+        return implicit_values(self.axis_names, self.dim_sources, leaves, leaf_names, fn_name)
 
     def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
         outs = self.runner(*self.closed_jaxpr.consts, *implicit, *leaves)
@@ -70,6 +57,46 @@ class TracedProgram:
 
 def _shape(x: Any) -> tuple[int, ...]:
     return tuple(getattr(x, "shape", ()))
+
+
+def dimension_sources(
+    axes_specs: Sequence[AxesSpec],
+) -> tuple[list[Hashable], list[list[tuple[int, int]]]]:
+    """The distinct abstracted axis names, in order of first use, and for each one every
+    ``(leaf index, axis)`` that has that dimension."""
+    axis_names: list[Hashable] = []
+    dim_sources: list[list[tuple[int, int]]] = []
+    for leaf, spec in enumerate(axes_specs):
+        for axis, axis_name in sorted(spec.items()):
+            if axis_name not in axis_names:
+                axis_names.append(axis_name)
+                dim_sources.append([])
+            dim_sources[axis_names.index(axis_name)].append((leaf, axis))
+    return axis_names, dim_sources
+
+
+def implicit_values(
+    axis_names: Sequence[Hashable],
+    dim_sources: Sequence[Sequence[tuple[int, int]]],
+    leaves: Sequence[Any],
+    leaf_names: Sequence[str],
+    fn_name: str,
+) -> list[int]:
+    """The length of each abstracted axis in ``leaves``; an error when a shared one differs."""
+    values = []
+    for name, sources in zip(axis_names, dim_sources):
+        (leaf0, axis0), *others = sources
+        n = _shape(leaves[leaf0])[axis0]
+        for leaf, axis in others:
+            m = _shape(leaves[leaf])[axis]
+            if m != n:
+                raise ArgumentValueError(
+                    f"{fn_name}: abstracted axis {name!r} is shared by argument "
+                    f"{leaf_names[leaf0]} (axis {axis0}, length {n}) and argument "
+                    f"{leaf_names[leaf]} (axis {axis}, length {m}), but the lengths differ."
+                )
+        values.append(n)
+    return values
 
 
 def trace_program(
@@ -95,14 +122,7 @@ def trace_program(
     with dynamic_tracing():
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name)
-    axis_names: list[Hashable] = []
-    dim_sources: list[list[tuple[int, int]]] = []
-    for leaf, spec in enumerate(axes_specs):
-        for axis, axis_name in sorted(spec.items()):
-            if axis_name not in axis_names:
-                axis_names.append(axis_name)
-                dim_sources.append([])
-            dim_sources[axis_names.index(axis_name)].append((leaf, axis))
+    axis_names, dim_sources = dimension_sources(axes_specs)
     closed = ClosedJaxpr(jaxpr, consts)
     runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)
     return TracedProgram(closed, in_type, out_type, out_tree_box[-1], dim_sources, axis_names, runner)

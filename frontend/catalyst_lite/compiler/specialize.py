@@ -26,6 +26,7 @@ from typing import Any, Callable, Sequence
 import jax
 import numpy as np
 
+from ..errors import CompileError
 from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
 from ..jax_extras.shapes import SHAPE_PARAMS
 
@@ -39,6 +40,7 @@ __all__ = [
     "host_rules",
     "dimension_operand_rules",
     "to_dim",
+    "runner_for",
 ]
 
 
@@ -51,12 +53,12 @@ class NeedsHost(Exception):
     """Raised while staging when a size is only known at run time."""
 
 
-# prim -> rule(eqn, invals, mode) -> outvals
-Rule = Callable[[Any, list[Any], Mode], Sequence[Any]]
+# prim -> rule(invals, params) -> outvals
+Rule = Callable[[list[Any], dict[str, Any]], Sequence[Any]]
 staged_rules: dict[Primitive, Rule] = {}
 host_rules: dict[Primitive, Rule] = {}
-# prim -> rule(eqn) -> indices of operands whose values a specialization needs
-dimension_operand_rules: dict[Primitive, Callable[[Any], set[int]]] = {}
+# prim -> rule(params) -> indices of operands whose values a specialization needs
+dimension_operand_rules: dict[Primitive, Callable[[dict[str, Any]], set[int]]] = {}
 
 
 def to_dim(value: Any) -> int:
@@ -80,6 +82,8 @@ def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[st
         return invals, eqn.params
     dims = iter(to_dim(v) for v in invals[len(invals) - ndyn :])
     filled = tuple(next(dims) if d is None else d for d in static)
+    if any(d < 0 for d in filled):
+        raise CompileError(f"{eqn.primitive} would create an array of negative size {filled}.")
     return invals[: len(invals) - ndyn], dict(eqn.params, **{name: filled})
 
 
@@ -101,7 +105,7 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
         invals = [read(v) for v in eqn.invars]
         prim = eqn.primitive
         if prim in rules:
-            outvals = list(rules[prim](eqn, invals, mode))
+            outvals = list(rules[prim](invals, eqn.params))
         elif prim in SHAPE_PARAMS:
             operands, params = _fill_dynamic_shape(eqn, invals)
             outvals = _bind(prim, operands, params)
@@ -142,16 +146,19 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
             needed.update(v for v in eqn.invars[len(eqn.invars) - ndyn :] if isinstance(v, Var))
         if eqn.primitive in dimension_operand_rules:
-            for i in dimension_operand_rules[eqn.primitive](eqn):
+            for i in dimension_operand_rules[eqn.primitive](eqn.params):
                 if isinstance(eqn.invars[i], Var):
                     needed.add(eqn.invars[i])
     for v in jaxpr.outvars:
         if isinstance(v, Var):
             add_shape_vars(v.aval)
-    # Integer arithmetic that produces a needed value needs its own inputs.
+    # Scalar integer arithmetic that produces a needed value needs its own scalar inputs. (A size
+    # computed from array data, or returned by a nested primitive, is only known at run time.)
     for eqn in reversed(jaxpr.eqns):
+        if eqn.primitive in dimension_operand_rules:
+            continue
         if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
-            needed.update(v for v in eqn.invars if isinstance(v, Var))
+            needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_int_scalar(v))
     return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed)
 
 
@@ -223,3 +230,19 @@ class JaxprRunner:
         if self.executable(key, dynamic_args) is None:
             raise NeedsHost(f"{self.name} has sizes known only at run time")
         return self._staged_function(key).lower(*dynamic_args)
+
+
+_runners: dict[int, tuple[Jaxpr, JaxprRunner]] = {}
+_runners_lock = threading.Lock()
+
+
+def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
+    """The (shared) :class:`JaxprRunner` of a nested body, so that its executables are compiled
+    once per size signature for the life of the program."""
+    entry = _runners.get(id(jaxpr))
+    if entry is None or entry[0] is not jaxpr:
+        with _runners_lock:
+            entry = _runners.get(id(jaxpr))
+            if entry is None or entry[0] is not jaxpr:
+                entry = _runners[id(jaxpr)] = (jaxpr, JaxprRunner(jaxpr, name))
+    return entry[1]

@@ -76,11 +76,16 @@ class ExpansionStrategy:
 
 
 class DimensionMismatch(TypeError):
-    """A body result does not have the dimensions its strategy requires (see ``message``)."""
+    """A body result does not have the dimensions its strategy requires (see ``reason``).
 
-    def __init__(self, position: int, arg_aval: Any, result_aval: Any, reason: str):
+    ``axis`` is set when a resizing loop's result changes a size that the argument has as a
+    static number: the caller may retry with that axis made dynamic.
+    """
+
+    def __init__(self, position: int, arg_aval: Any, result_aval: Any, reason: str, axis: int | None = None):
         super().__init__(reason)
         self.position = position
+        self.axis = axis
         self.arg_aval = arg_aval
         self.result_aval = result_aval
         self.reason = reason
@@ -100,12 +105,16 @@ def _is_dynamic(d: Any) -> bool:
 
 
 def expand_args(
-    args: Sequence[Any], strategy: ExpansionStrategy
+    args: Sequence[Any],
+    strategy: ExpansionStrategy,
+    force_dynamic: frozenset[tuple[int, int]] = frozenset(),
 ) -> tuple[list[Any], InputType]:
     """Deduce the body input type from outer values (design doc: ``deduceInputType``).
 
     Returns the expanded inputs (implicit dimensions first) and an input type whose shapes hold
     ``DBIdx`` (a new implicit argument) or, when dimensions are preserved, the enclosing tracer.
+    ``force_dynamic`` lists ``(argument, axis)`` pairs of static sizes that become implicit
+    arguments all the same (a resizing loop whose carry starts with a static size).
 
     >>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]
     ((ShapedArray(float32[]), True),)
@@ -115,16 +124,17 @@ def expand_args(
         return list(args), tuple((a, True) for a in avals)
     implicit: list[Any] = []
     explicit_type = []
-    for aval in avals:
-        if type(aval) is DShapedArray and any(_is_dynamic(d) for d in aval.shape):
+    for k, aval in enumerate(avals):
+        dynamic = [_is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)]
+        if any(dynamic):
             shape = []
-            for d in aval.shape:
-                if _is_dynamic(d):
+            for d, is_dyn in zip(aval.shape, dynamic):
+                if is_dyn:
                     shape.append(DBIdx(len(implicit)))
                     implicit.append(d)
                 else:
                     shape.append(d)
-            aval = aval.update(shape=tuple(shape))
+            aval = DShapedArray(tuple(shape), aval.dtype, aval.weak_type)
         explicit_type.append((aval, True))
     in_type = tuple([(DIM_AVAL, False)] * len(implicit) + explicit_type)
     return [*implicit, *args], in_type
@@ -156,7 +166,7 @@ def expand_results(
             raise DimensionMismatch(k, arg_aval, aval, "dtype")
         if len(arg_aval.shape) != len(aval.shape):
             raise DimensionMismatch(k, arg_aval, aval, "rank")
-        for d_arg, d_res in zip(arg_aval.shape, aval.shape):
+        for j, (d_arg, d_res) in enumerate(zip(arg_aval.shape, aval.shape)):
             if _is_dynamic(d_arg):
                 if strategy.preserve_dimensions:
                     if not same_dim(d_arg, d_res):
@@ -164,7 +174,8 @@ def expand_results(
                 else:
                     implicit.append(d_res)
             elif _is_dynamic(d_res) or d_arg != d_res:
-                raise DimensionMismatch(k, arg_aval, aval, "dimension")
+                axis = None if strategy.preserve_dimensions else j
+                raise DimensionMismatch(k, arg_aval, aval, "dimension", axis)
     return [*implicit, *results], len(implicit)
 
 

@@ -22,14 +22,14 @@ import contextlib
 import threading
 import types
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 from jax._src import core, pjit
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax.tree_util import tree_flatten
 
-__all__ = ["Patch", "PATCHES", "patched_jax", "is_active"]
+__all__ = ["Patch", "PATCHES", "patched_jax", "is_active", "register_patch", "staging_trace"]
 
 
 @dataclass(frozen=True)
@@ -99,15 +99,50 @@ def _make_pjit_helper(original):
     # `_check_input_type`. Inlining a nested jit is semantically the identity, so while we trace we
     # call the Python function directly (eager, untraced calls still take JAX's own path).
     def python_pjit_helper(fun, jit_info, *args, **kwargs):
-        if not is_active() or isinstance(core.trace_ctx.trace, core.EvalTrace):
+        trace = staging_trace(tree_flatten((args, kwargs))[0]) if is_active() else None
+        if trace is None:
             return original(fun, jit_info, *args, **kwargs)
-        outs = fun(*args, **kwargs)
+        with core.set_current_trace(trace):
+            outs = fun(*args, **kwargs)
         out_flat, out_tree = tree_flatten(outs)
         args_flat, _ = tree_flatten((args, kwargs))
         no_jaxpr = types.SimpleNamespace(effects=core.no_effects, consts=[])
         return outs, out_flat, out_tree, args_flat, no_jaxpr, None, None, []
 
     return python_pjit_helper
+
+
+# --- 4. Arithmetic on dimensions inside shape rules is staged --------------------------------------
+
+
+def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
+    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them).
+
+    That is the current trace, except inside a primitive's shape rule: ``Primitive.bind`` runs it
+    with the *eval* trace current, yet under dynamic shapes its dimensions are tracers of the trace
+    being built (``operand.shape[i] - 1``). Their arithmetic belongs to that trace, so that the
+    result is again a dimension tracer.
+    """
+    current = core.trace_ctx.trace
+    if not isinstance(current, core.EvalTrace):
+        return current
+    for x in args:
+        if isinstance(x, pe.DynamicJaxprTracer) and x._trace.is_valid():
+            return x._trace
+    return None
+
+
+def _make_eval_process_primitive(original):
+    # A shape rule computing with dimension tracers (`max(0, d - 1)`) binds primitives under the
+    # eval trace, which refuses tracers ("UnexpectedTracerError"). Stage them instead.
+    def process_primitive(self, primitive, args, params):
+        trace = staging_trace(args) if is_active() else None
+        if trace is None:
+            return original(self, primitive, args, params)
+        with core.set_current_trace(trace):
+            return primitive.bind_with_trace(trace, args, params)
+
+    return process_primitive
 
 
 PATCHES: tuple[Patch, ...] = (
@@ -131,6 +166,13 @@ PATCHES: tuple[Patch, ...] = (
         "_python_pjit_helper",
         _make_pjit_helper,
         "inline jax.jit-decorated helpers (most of jax.numpy) into the catalyst_lite trace",
+    ),
+    Patch(
+        "stage_dimension_arithmetic",
+        core.EvalTrace,
+        "process_primitive",
+        _make_eval_process_primitive,
+        "arithmetic on dimension tracers inside shape rules is staged, not evaluated",
     ),
 )
 

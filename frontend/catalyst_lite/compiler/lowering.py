@@ -1,0 +1,39 @@
+"""``QJIT.mlir``: the StableHLO of a traced program, with symbolic sizes as ``?`` dimensions.
+
+The text is what JAX's MLIR lowering makes of the *dynamic* jaxpr (before specialization):
+implicit dimension arguments are ``tensor<i64>`` arguments of ``@main``, arrays whose sizes are
+symbolic are ``tensor<?x...>``, and shapes built from sizes use the dynamic StableHLO ops
+(``stablehlo.dynamic_broadcast_in_dim``, ``stablehlo.dynamic_iota``). Loops and conditionals stay
+``stablehlo.while`` and ``stablehlo.case``. XLA on the CPU cannot run such a module; what it runs
+is :meth:`~catalyst_lite.QJIT.specialized_mlir`.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> @qjit
+... def f(sz: int):
+...     return jnp.ones((sz + 1,), dtype=float)
+>>> print(f.mlir.splitlines()[1].strip())
+func.func public @main(%arg0: tensor<i64>) -> (tensor<i64>, tensor<?xf64>) {
+"""
+
+from __future__ import annotations
+
+from ..tracing import TracedProgram
+
+__all__ = ["program_to_mlir"]
+
+
+def program_to_mlir(program: TracedProgram, name: str) -> str:
+    """StableHLO text (a module named ``name`` with one public ``@main``) of a traced program.
+
+    Raises ``TypeError`` when ``program`` is not a :class:`~catalyst_lite.tracing.TracedProgram`
+    and ``ValueError`` when it cannot be shown (e.g. it has side effects).
+    """
+    if not isinstance(program, TracedProgram):
+        raise TypeError(f"program_to_mlir expects a TracedProgram, got {type(program).__name__}")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"program_to_mlir expects a non-empty module name, got {name!r}")
+    # Imported here: the lowering repairs are registered with the patch set on first use only.
+    from ..jax_extras.lowering import lower_jaxpr_to_stablehlo
+
+    return lower_jaxpr_to_stablehlo(program.closed_jaxpr, name)

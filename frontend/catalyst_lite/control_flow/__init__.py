@@ -1,0 +1,11 @@
+"""Structured control flow with dynamically-shaped values: one primitive family per module.
+
+- :mod:`.for_loop`: ``for_loop`` and ``for_loop_p``.
+- :mod:`.while_loop`: ``while_loop`` and ``while_loop_p``.
+- :mod:`.cond`: ``cond`` (with ``else_if``/``otherwise``) and ``cond_p``.
+- :mod:`.common`, :mod:`.loop_common`: options, checks and the loop expansion they share.
+"""
+
+from .for_loop import for_loop, for_loop_p
+
+__all__ = ["for_loop", "for_loop_p"]

@@ -1,0 +1,159 @@
+"""What ``for_loop``, ``while_loop`` and ``cond`` share: options, tracing checks, error messages,
+and *ambient carries* (values threaded implicitly through every loop and branch, such as the state
+vector of a quantum circuit being compiled)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Iterator, Protocol, Sequence
+
+import numpy as np
+from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+from ..errors import ControlFlowError, DimensionError, function_name
+from ..jax_extras import EvalTrace, current_trace, get_aval, is_tracing
+from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
+
+__all__ = [
+    "expansion_strategy",
+    "tracing_mode",
+    "dimension_error",
+    "normalize_results",
+    "unwrap_results",
+    "AmbientCarry",
+    "ambient_carry",
+    "ambient_carries",
+    "check_predicate",
+]
+
+
+def expansion_strategy(
+    allow_array_resizing: bool, experimental_preserve_dimensions: bool | None
+) -> ExpansionStrategy:
+    """Catalyst's ``allow_array_resizing`` and the design documents' opposite option, as one."""
+    if experimental_preserve_dimensions is not None:
+        if allow_array_resizing and experimental_preserve_dimensions:
+            raise ValueError(
+                "allow_array_resizing=True and experimental_preserve_dimensions=True contradict "
+                "each other; pass only one of them."
+            )
+        return ExpansionStrategy(bool(experimental_preserve_dimensions))
+    return ExpansionStrategy(not allow_array_resizing)
+
+
+def tracing_mode(api: str, fn: Callable) -> str:
+    """``"trace"`` inside a catalyst_lite trace, ``"eager"`` outside any JAX transformation."""
+    if is_tracing():
+        return "trace"
+    if isinstance(current_trace(), EvalTrace):
+        return "eager"
+    raise ControlFlowError(
+        f"{api} ({function_name(fn)}) is used inside a JAX transformation that is not a "
+        "catalyst_lite qjit; call it inside @qjit, or use jax.lax control flow with jax.jit."
+    )
+
+
+def dimension_error(err: DimensionMismatch, api: str, fn: Callable, what: str = "argument") -> DimensionError:
+    """A user-facing message for a loop body whose result does not fit its argument."""
+    name = function_name(fn)
+    arg, res = err.arg_aval.str_short(), err.result_aval.str_short()
+    if err.reason == "dimension":
+        return DimensionError(
+            f"{api} body {name} changes a dimension of {what} {err.position}: it receives "
+            f"{arg} but returns {res}. Pass allow_array_resizing=True to {api} to let the loop "
+            "change array sizes."
+        )
+    hint = ""
+    if err.reason == "dtype" and {err.arg_aval.dtype.name, err.result_aval.dtype.name} == {"float32", "float64"}:
+        hint = (
+            " (qjit computes with 64-bit types: with jax_enable_x64 off, jax.numpy arrays passed "
+            "in are float32; pass float64 NumPy arrays or cast with .astype)"
+        )
+    return DimensionError(
+        f"{api} body {name} changes the {err.reason} of {what} {err.position}: it receives "
+        f"{arg} but returns {res}; a loop must return values of the types it receives{hint}."
+    )
+
+
+def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, fn: Callable) -> list[Any]:
+    """A loop body's return value, flattened in the structure of its arguments."""
+    if n_args == 1:
+        results = (results,)
+    elif n_args == 0:
+        if results is not None and results != ():
+            raise ControlFlowError(
+                f"{api} body {function_name(fn)} takes no loop values but returns {results!r}."
+            )
+        results = ()
+    elif isinstance(results, list):
+        results = tuple(results)
+    flat, tree = tree_flatten(results)
+    if tree != in_tree:
+        raise ControlFlowError(
+            f"{api} body {function_name(fn)} must return values with the structure of its "
+            f"arguments: expected {in_tree}, got {tree}."
+        )
+    return flat
+
+
+def unwrap_results(values: Sequence[Any], n_args: int, tree: PyTreeDef) -> Any:
+    """Catalyst's convention: one value comes back unwrapped, several as a tuple, none as None."""
+    out = tree_unflatten(tree, list(values))
+    if n_args == 0:
+        return None
+    return out[0] if n_args == 1 else out
+
+
+def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
+    """A predicate must be a boolean scalar (Python bool or a traced ``bool[]``)."""
+    if isinstance(pred, (bool, np.bool_)):
+        return bool(pred)
+    aval = get_aval(pred)
+    if aval.shape != () or aval.dtype != np.dtype(bool):
+        raise ControlFlowError(
+            f"{api} ({function_name(fn)}) needs a boolean scalar predicate, got "
+            f"{aval.str_short()}. Compare explicitly, e.g. `x > 0` or `(n % 2) == 0`."
+        )
+    return pred
+
+
+# --- ambient carries -----------------------------------------------------------------------------
+
+
+class AmbientCarry(Protocol):
+    """A value that every loop carries and every branch returns without the user writing it."""
+
+    def get(self) -> Any: ...
+
+    def set(self, value: Any) -> None: ...
+
+
+_ambient = threading.local()
+
+
+def ambient_carries() -> list[AmbientCarry]:
+    """The ambient carries active in this thread, outermost first."""
+    return list(getattr(_ambient, "stack", ()))
+
+
+@contextlib.contextmanager
+def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
+    """Make ``carry`` ambient for the duration of the block."""
+    stack = getattr(_ambient, "stack", None)
+    if stack is None:
+        stack = _ambient.stack = []
+    stack.append(carry)
+    try:
+        yield carry
+    finally:
+        stack.pop()
+
+
+def get_ambient_values() -> list[Any]:
+    return [c.get() for c in ambient_carries()]
+
+
+def set_ambient_values(values: Sequence[Any]) -> None:
+    for carry, value in zip(ambient_carries(), values):
+        carry.set(value)

@@ -1,0 +1,195 @@
+"""``for_loop``: a counted loop whose carried values may have dynamic shapes.
+
+The equation (as in the design documents)::
+
+    outs = for_loop[body_jaxpr, body_nconsts, nimplicit, preserve_dimensions,
+                    apply_reverse_transform] *consts *implicit lower upper step start *carried
+
+``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``.
+``nimplicit`` is the number of carried dimensions (0 when dimensions are preserved).
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit, for_loop
+>>> @qjit
+... def f(n: int):
+...     @for_loop(0, n, 1)
+...     def body(i, acc):
+...         return acc + i
+...     return body(0)
+>>> int(f(5))
+10
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import jax
+import numpy as np
+from jax import lax
+from jax.tree_util import tree_flatten
+
+from ..compiler.specialize import (
+    Mode,
+    NeedsHost,
+    dimension_inputs,
+    dimension_operand_rules,
+    eval_jaxpr,
+    host_rules,
+    runner_for,
+    staged_rules,
+    to_dim,
+)
+from ..errors import ControlFlowError, function_name
+from ..jax_extras import ClosedJaxpr, collapse
+from ..jax_extras.dynshape import DynshapePrimitive
+from .common import (
+    expansion_strategy,
+    set_ambient_values,
+    tracing_mode,
+    unwrap_results,
+)
+from .loop_common import dims_unchanged, loop_output_type, split_carry, trace_loop
+
+__all__ = ["for_loop", "for_loop_p"]
+
+
+class ForLoop(DynshapePrimitive):
+    pass
+
+
+for_loop_p = ForLoop("for_loop")
+
+
+# --- user API ------------------------------------------------------------------------------------
+
+
+def for_loop(
+    lower: Any,
+    upper: Any,
+    step: Any,
+    allow_array_resizing: bool = False,
+    *,
+    experimental_preserve_dimensions: bool | None = None,
+) -> Callable[[Callable], Callable]:
+    """Decorator turning ``body(i, *carry) -> carry`` into a loop over ``range(lower, upper, step)``.
+
+    The decorated function takes the initial carried values and returns the final ones (one value
+    unwrapped, several as a tuple). Bounds may be traced integers; carried values may be pytrees
+    of arrays with dynamic sizes. ``allow_array_resizing=True`` lets the body return arrays of
+    other sizes than it receives, at the price of not sharing sizes with captured arrays.
+    """
+    strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
+
+    def decorator(body: Callable) -> Callable:
+        @functools.wraps(body)
+        def loop(*init: Any) -> Any:
+            if tracing_mode("for_loop", body) == "eager":
+                return _run_eagerly(body, lower, upper, step, init)
+            return _bind(body, lower, upper, step, init, strategy)
+
+        return loop
+
+    return decorator
+
+
+def _run_eagerly(body: Callable, lower: Any, upper: Any, step: Any, init: tuple) -> Any:
+    carry = init
+    for i in range(int(lower), int(upper), _checked_step(step, body)):
+        out = body(i, *carry)
+        carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
+    return None if len(init) == 0 else carry[0] if len(init) == 1 else carry
+
+
+def _checked_step(step: Any, body: Callable) -> int:
+    if int(step) == 0:
+        raise ValueError(f"for_loop ({function_name(body)}): step must not be zero.")
+    return int(step)
+
+
+def _as_index(x: Any) -> Any:
+    return np.int64(x) if isinstance(x, (int, np.integer)) else x
+
+
+def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strategy) -> Any:
+    """The design documents' ``bindNested`` for ``for_loop``."""
+    if isinstance(step, (int, np.integer)):
+        _checked_step(step, body)
+    lower, upper, step = map(_as_index, (lower, upper, step))
+    nested, expanded, nimplicit = trace_loop(body, [lower], init, strategy, "for_loop")
+    implicit, (start, *carried) = expanded[:nimplicit], expanded[nimplicit:]
+    flat_init, in_tree = tree_flatten(init)
+    operands = [*nested.consts, *implicit, lower, upper, step, start, *carried]
+    out_type = loop_output_type(nested, strategy, const_operand=lambda k: k)
+    outs = for_loop_p.bind_nested(
+        operands,
+        out_type,
+        body_jaxpr=ClosedJaxpr(nested.jaxpr, ()),
+        body_nconsts=nested.nconsts,
+        nimplicit=nimplicit,
+        preserve_dimensions=strategy.preserve_dimensions,
+        apply_reverse_transform=False,
+    )
+    explicit = collapse(out_type, outs)
+    set_ambient_values(explicit[len(flat_init) :])
+    return unwrap_results(explicit[: len(flat_init)], len(init), in_tree)
+
+
+# --- specialization rules ------------------------------------------------------------------------
+
+
+def _operands(invals: list[Any], params: dict[str, Any]):
+    consts, implicit, bounds, carried = split_carry(
+        invals, [params["body_nconsts"], params["nimplicit"], 4]
+    )
+    return consts, implicit, bounds, carried
+
+
+def trip_count(lower: Any, upper: Any, step: Any) -> Any:
+    """Number of iterations of ``range(lower, upper, step)``, for traced or concrete bounds."""
+    if all(isinstance(x, (int, np.integer)) for x in (lower, upper, step)):
+        return len(range(int(lower), int(upper), int(step)))
+    return jax.numpy.maximum(0, -((lower - upper) // step))
+
+
+def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
+    """Inside one XLA program: a ``lax.fori_loop`` over the trip count."""
+    consts, implicit, (lower, upper, step, _), carried = _operands(invals, params)
+    body = params["body_jaxpr"].jaxpr
+    nconsts, nimplicit = params["body_nconsts"], params["nimplicit"]
+    if nimplicit and not dims_unchanged(body, nconsts, nimplicit):
+        raise NeedsHost("for_loop resizes arrays")
+    implicit = [to_dim(d) for d in implicit]
+
+    def step_fn(k, carry):
+        i = lower + k * step
+        return tuple(eval_jaxpr(body, [*consts, *implicit, i, *carry], Mode.STAGED)[nimplicit:])
+
+    out = lax.fori_loop(0, trip_count(lower, upper, step), step_fn, tuple(carried))
+    return [*implicit, *out]
+
+
+def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
+    """Driven from Python: each iteration runs the body compiled for its current sizes."""
+    consts, implicit, (lower, upper, step, _), carried = _operands(invals, params)
+    nimplicit = params["nimplicit"]
+    run_body = runner_for(params["body_jaxpr"].jaxpr, "for_loop body")
+    if int(step) == 0:
+        raise ValueError("for_loop: step must not be zero.")
+    for i in range(int(lower), int(upper), int(step)):
+        outs = run_body(*consts, *implicit, np.int64(i), *carried)
+        implicit, carried = [int(d) for d in outs[:nimplicit]], outs[nimplicit:]
+    return [*implicit, *carried]
+
+
+def _dimension_operands(params: dict[str, Any]) -> set[int]:
+    """Constants and carried dimensions that size the body are needed to specialize it."""
+    fixed = params["body_nconsts"] + params["nimplicit"]
+    return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed}
+
+
+staged_rules[for_loop_p] = _staged
+host_rules[for_loop_p] = _host
+dimension_operand_rules[for_loop_p] = _dimension_operands
+for_loop_p.def_impl(lambda *invals, **params: _host(list(invals), params))
