@@ -11,8 +11,8 @@
 
 from .errors import CatalystLiteError
 from .compiled import QJIT, qjit
-from .control_flow import for_loop
+from .control_flow import cond, for_loop, while_loop
 
 __version__ = "0.1.0"
 
-__all__ = ["qjit", "QJIT", "for_loop", "CatalystLiteError", "__version__"]
+__all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "CatalystLiteError", "__version__"]

@@ -37,3 +37,13 @@ class CompileError(CatalystLiteError, ValueError):
 def function_name(fn: object) -> str:
     """A short, human-readable name of a user function for error messages."""
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+class SizeAssumptionError(CompileError):
+    """A program traced with symbolic sizes assumed something about them (``n >= 1`` for a
+    reduction without identity, ``k >= 0`` for a slice bound) that is false for a call."""
+
+
+class SymbolicSizeError(CatalystLiteError, TypeError):
+    """A function was asked for a result whose size depends on array *data* (``jnp.nonzero``
+    without ``size=``); with symbolic sizes a size must come from sizes and integer arguments."""

@@ -13,6 +13,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
+from .compiler import assumptions as _assumptions  # noqa: F401  (registers a specialization rule)
 from .compiler.specialize import JaxprRunner
 from .errors import ArgumentValueError
 from .jax_extras import (

@@ -7,5 +7,7 @@
 """
 
 from .for_loop import for_loop, for_loop_p
+from .while_loop import while_loop, while_loop_p
+from .cond import cond, cond_p
 
-__all__ = ["for_loop", "for_loop_p"]
+__all__ = ["for_loop", "for_loop_p", "while_loop", "while_loop_p", "cond", "cond_p"]

@@ -193,3 +193,43 @@ staged_rules[for_loop_p] = _staged
 host_rules[for_loop_p] = _host
 dimension_operand_rules[for_loop_p] = _dimension_operands
 for_loop_p.def_impl(lambda *invals, **params: _host(list(invals), params))
+
+
+# --- lowering ------------------------------------------------------------------------------------
+# `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` (never unrolled) carrying
+# the index, the carried dimensions and the carried values; loop constants are captured.
+
+from ..jax_extras.lowering import (  # noqa: E402  (kept inside this section on purpose)
+    add,
+    counted_loop_condition,
+    ir_types,
+    lower_nested_jaxpr,
+    register_lowering,
+    while_op,
+)
+
+
+def _lower(ctx, *operands, body_jaxpr, body_nconsts, nimplicit, preserve_dimensions,
+           apply_reverse_transform):
+    """StableHLO of ``for_loop``: ``while (i in range(lower, upper, step)) carry = body(i, carry)``."""
+    del preserve_dimensions  # already reflected in the operands and in the body's types
+    if apply_reverse_transform:
+        raise NotImplementedError("lowering a reversed for_loop is not supported")
+    consts, implicit, (_, upper, step, start), carried = split_carry(
+        list(operands), [body_nconsts, nimplicit, 4]
+    )
+    body_types = [start.type, *ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
+
+    def cond(state):
+        return counted_loop_condition(state[0], upper, step)
+
+    def body(state):
+        i, *rest = state
+        outs = lower_nested_jaxpr(ctx, body_jaxpr, [*consts, *rest[:nimplicit], i, *rest[nimplicit:]])
+        return [add(i, step), *outs]
+
+    _, *results = while_op([start, *implicit, *carried], body_types, cond, body)
+    return results
+
+
+register_lowering(for_loop_p, _lower)

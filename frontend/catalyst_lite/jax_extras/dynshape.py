@@ -143,7 +143,7 @@ def expand_args(
 def expand_results(
     carried_args: Sequence[Tracer] | None,
     results: Sequence[Any],
-    strategy: ExpansionStrategy,
+    strategy: ExpansionStrategy | None,
 ) -> tuple[list[Any], int]:
     """Deduce the implicit results of a body (design doc: ``deduceOutputType``).
 

@@ -48,9 +48,11 @@ __all__ = [
     "lower_nested_jaxpr",
     "ir_types",
     "carried_types",
-    "scalar_constant",
-    "hlo",
-    "ir",
+    "while_op",
+    "case_op",
+    "counted_loop_condition",
+    "add",
+    "to_case_index",
 ]
 
 LoweringRuleContext = mlir.LoweringRuleContext
@@ -283,6 +285,84 @@ def carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type
     return out
 
 
-def scalar_constant(value: Any, dtype: Any) -> ir.Value:
-    """A ``tensor<dtype>`` constant (e.g. a loop counter's step)."""
-    return mlir.ir_constant(np.asarray(value, dtype=dtype))
+def _fit(value: ir.Value, typ: ir.Type) -> ir.Value:
+    """``value`` with type ``typ`` (only ever a static size made ``?``, which ``convert`` does)."""
+    return value if value.type == typ else hlo.convert(typ, value)
+
+
+def while_op(
+    init: Sequence[ir.Value],
+    body_types: Sequence[ir.Type],
+    cond: Callable[[list[ir.Value]], ir.Value],
+    body: Callable[[list[ir.Value]], Sequence[ir.Value]],
+) -> list[ir.Value]:
+    """Emit ``stablehlo.while`` over the carried values ``init``; return its results.
+
+    ``body_types`` are the types the body returns (from its jaxpr), so that a size that the loop
+    changes is ``?`` in the carried type. ``cond(carry)`` returns a ``tensor<i1>``; ``body(carry)``
+    returns the next carry. Values of the enclosing function (loop constants) may be used directly
+    inside both regions: StableHLO regions capture them implicitly.
+    """
+    types = carried_types([v.type for v in init], body_types)
+    op = hlo.WhileOp(types, [_fit(v, t) for v, t in zip(init, types)])
+    cond_block = op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(cond_block):
+        hlo.return_([cond(list(cond_block.arguments))])
+    body_block = op.regions[1].blocks.append(*types)
+    with ir.InsertionPoint(body_block):
+        nxt = body(list(body_block.arguments))
+        hlo.return_([_fit(v, t) for v, t in zip(nxt, types)])
+    return list(op.results)
+
+
+def case_op(
+    index: ir.Value,
+    result_types: Sequence[ir.Type],
+    branches: Sequence[Callable[[], Sequence[ir.Value]]],
+) -> list[ir.Value]:
+    """Emit ``stablehlo.case`` choosing ``branches[index]`` (an ``i32`` scalar); each branch
+    function emits its operations and returns its results (which may use enclosing values)."""
+    op = hlo.CaseOp(list(result_types), index=index, num_branches=len(branches))
+    for region, branch in zip(op.regions, branches):
+        block = region.blocks.append()
+        with ir.InsertionPoint(block):
+            hlo.return_([_fit(v, t) for v, t in zip(branch(), result_types)])
+    return list(op.results)
+
+
+def to_case_index(value: ir.Value) -> ir.Value:
+    """A boolean or integer scalar as the ``tensor<i32>`` index of ``stablehlo.case``."""
+    i32 = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
+    return value if value.type == i32 else hlo.convert(i32, value)
+
+
+def _compare_signed(x: ir.Value, y: ir.Value, direction: str) -> ir.Value:
+    return hlo.compare(
+        x,
+        y,
+        hlo.ComparisonDirectionAttr.get(direction),
+        compare_type=hlo.ComparisonTypeAttr.get("SIGNED"),
+    )
+
+
+def counted_loop_condition(i: ir.Value, upper: ir.Value, step: ir.Value) -> ir.Value:
+    """``i < upper`` when ``step > 0``, else ``i > upper`` (``range`` semantics)."""
+    zero = mlir.ir_constant(np.zeros((), dtype=_signed_int_dtype(step.type)))
+    return hlo.select(
+        _compare_signed(step, zero, "GT"),
+        _compare_signed(i, upper, "LT"),
+        _compare_signed(i, upper, "GT"),
+    )
+
+
+def add(x: ir.Value, y: ir.Value) -> ir.Value:
+    """``x + y`` of two values of one type."""
+    return hlo.add(x, y)
+
+
+def _signed_int_dtype(typ: ir.Type) -> np.dtype:
+    element = ir.RankedTensorType(typ).element_type
+    for dtype in map(np.dtype, ("int64", "int32", "int16", "int8")):
+        if mlir.dtype_to_ir_type(dtype) == element:
+            return dtype
+    raise TypeError(f"a loop counter must be a signed integer scalar, got {typ}")
