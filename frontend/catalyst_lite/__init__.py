@@ -12,7 +12,9 @@
 from .errors import CatalystLiteError
 from .compiled import QJIT, qjit
 from .control_flow import cond, for_loop, while_loop
+from .transforms import grad, jacobian, jvp, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
-__all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "CatalystLiteError", "__version__"]
+__all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
+           "CatalystLiteError", "__version__"]

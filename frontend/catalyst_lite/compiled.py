@@ -20,8 +20,16 @@ from typing import Any, Callable, Hashable, Sequence
 import jax
 import numpy as np
 
-from .errors import ArgumentTypeError, ArgumentValueError, CatalystLiteError, CompileError, function_name
-from .jax_extras import x64_scope
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    CatalystLiteError,
+    CompileError,
+    UnsupportedOperationError,
+    function_name,
+)
+from .jax_extras import Tracer, x64_scope
+from .jax_extras.autodiff import is_concrete_value
 from .signature import ArgumentLayout, LeafSpec
 from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
 
@@ -115,7 +123,8 @@ class QJIT:
     def _trace_from_specs(self, tree, specs) -> TracedProgram:
         key = (tree, tuple(specs), ())
         axes = [{} for _ in specs]
-        program = trace_program(self.original_function, tree, specs, axes, self.name)
+        names = self.layout.dynamic_names(len(specs))
+        program = trace_program(self.original_function, tree, specs, axes, self.name, names)
         self._programs[key] = self._last = program
         return program
 
@@ -138,7 +147,7 @@ class QJIT:
                         def fn(*dyn, _f=self.original_function):
                             return _f(*layout.merge(dyn, static))
 
-                    program = trace_program(fn, tree, specs, axes, self.name)
+                    program = trace_program(fn, tree, specs, axes, self.name, names)
                     self._programs[key] = program
         self._last = program
         return program, leaves, names
@@ -146,7 +155,7 @@ class QJIT:
     def _check_annotations(self, args: tuple) -> None:
         for i, (p, a) in enumerate(zip(self.layout.signature.parameters.values(), args)):
             ann = p.annotation if not isinstance(p.annotation, str) else eval(p.annotation, {})
-            kind = np.asarray(a).dtype if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
+            kind = _dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
             ok = {
                 int: kind is not None and np.issubdtype(kind, np.integer) and not isinstance(a, bool),
                 float: kind is not None and (np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer)),
@@ -167,25 +176,47 @@ class QJIT:
             self._check_annotations(dynamic)
             dynamic = tuple(
                 (int(a) if s.dtype.kind == "i" else float(a) if s.dtype.kind == "f" else a)
-                if s.shape == () and s.weak_type else a
+                # A tracer of an outer JAX transformation stays one (float() would cut it off).
+                if s.shape == () and s.weak_type and not isinstance(a, Tracer) else a
                 for a, s in zip(dynamic, self._annotated[1])
             )
         program, leaves, names = self._program_for(dynamic, static)
         implicit = program.implicit_args(leaves, names, self.name)
+        self._check_size_arguments_known(program, implicit, leaves, names)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.run(implicit, leaves)
 
+    def _check_size_arguments_known(self, program, implicit, leaves, names) -> None:
+        """Under an outer ``jax.jit``/``jax.vmap``/``jax.grad`` arrays may be tracers (their
+        shapes are known), but an integer argument that sets a size must have a known value."""
+        first_leaf = len(program.closed_jaxpr.consts) + len(implicit)
+        for position in program.runner.static_positions:
+            k = position - first_leaf
+            if k >= 0 and not is_concrete_value(leaves[k]):
+                raise ArgumentTypeError(
+                    f"{self.name}: argument {names[k]} sets an array size, so its value must be "
+                    "known, but an outer JAX transformation (jax.jit, jax.vmap, ...) traces it. "
+                    "Pass it as a static argument of that transformation (static_argnums) or "
+                    "keep it out of the transformation."
+                )
+
     @contextlib.contextmanager
     def _naming_size_arguments(self, program, implicit, leaves, names):
-        """Re-raise a specialization error (a negative size) naming the arguments sizes come from."""
+        """Re-raise a specialization error (a negative size) naming the arguments sizes come from,
+        and an unsupported operation naming this function."""
         try:
             yield
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
             sizes += [f"axis {a!r}={v}" for a, v in zip(program.axis_names, implicit)]
-            raise ArgumentValueError(
+            # An array too large for memory stays a MemoryError; other size errors are bad values.
+            error_type = type(e) if isinstance(e, MemoryError) else ArgumentValueError
+            raise error_type(
                 f"{self.name}: {e} The sizes come from {', '.join(sizes) or 'no argument'}."
             ) from None
+        except UnsupportedOperationError as e:
+            e.args = (f"{self.name}: {e.args[0]}", *e.args[1:])
+            raise
 
     # --- inspection --------------------------------------------------------------------------
 
@@ -215,8 +246,17 @@ class QJIT:
         return f"<catalyst_lite.QJIT {self.name}>"
 
 
+def _dtype_of(x: Any) -> np.dtype:
+    """The dtype of an argument, without converting it (it may be a tracer)."""
+    return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
 def _is_int_scalar(x: Any) -> bool:
-    return np.ndim(x) == 0 and np.issubdtype(np.asarray(x).dtype, np.integer) and not isinstance(x, bool)
+    """A known integer scalar (an argument that may set sizes)."""
+    return (
+        np.ndim(x) == 0 and np.issubdtype(_dtype_of(x), np.integer) and not isinstance(x, bool)
+        and is_concrete_value(x)
+    )
 
 
 def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:

@@ -39,6 +39,15 @@ def function_name(fn: object) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
 
+class ArrayTooLargeError(CompileError, MemoryError):
+    """A specialized program would allocate an array larger than the memory available; raised
+    before XLA tries (and fails, or makes the machine swap) to allocate it."""
+
+
+class UnsupportedOperationError(CatalystLiteError, NotImplementedError):
+    """A JAX operation that the dynamic-shape tracing path cannot handle (named in the message)."""
+
+
 class SizeAssumptionError(CompileError):
     """A program traced with symbolic sizes assumed something about them (``n >= 1`` for a
     reduction without identity, ``k >= 0`` for a slice bound) that is false for a call."""
@@ -47,3 +56,9 @@ class SizeAssumptionError(CompileError):
 class SymbolicSizeError(CatalystLiteError, TypeError):
     """A function was asked for a result whose size depends on array *data* (``jnp.nonzero``
     without ``size=``); with symbolic sizes a size must come from sizes and integer arguments."""
+
+
+class DifferentiationError(CatalystLiteError, TypeError):
+    """A function cannot be differentiated as asked: with respect to an integer argument, or
+    ``grad`` of a result that is not a real scalar. (Bad options, such as ``argnums`` beyond the
+    arguments or an unknown ``method``, are :class:`ArgumentValueError`.)"""

@@ -15,6 +15,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler import assumptions as _assumptions  # noqa: F401  (registers a specialization rule)
 from .compiler.specialize import JaxprRunner
+from .diagnostics import user_facing_trace_errors
 from .errors import ArgumentValueError
 from .jax_extras import (
     ClosedJaxpr,
@@ -106,8 +107,13 @@ def trace_program(
     leaf_specs: Sequence[LeafSpec],
     axes_specs: Sequence[AxesSpec],
     name: str,
+    leaf_names: Sequence[str] = (),
 ) -> TracedProgram:
-    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes."""
+    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes.
+
+    Errors raised while tracing name ``name``, the user's source line and, when a size is not an
+    integer, the non-integer scalar arguments among ``leaf_names`` (see :mod:`.diagnostics`).
+    """
     avals = [
         ShapedArray(tuple(0 if d is None else d for d in s.shape), s.dtype, s.weak_type)
         for s in leaf_specs
@@ -120,7 +126,9 @@ def trace_program(
         out_tree_box.append(out_tree)
         return flat
 
-    with dynamic_tracing():
+    scalar_dtypes = [s.dtype if s.shape == () else None for s in leaf_specs]
+    # Translated outside `dynamic_tracing`: the messages are built with the user's JAX settings.
+    with user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing():
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name)
     axis_names, dim_sources = dimension_sources(axes_specs)

@@ -20,15 +20,21 @@ and, in :data:`dimension_operand_rules`, which of their operands must be known t
 from __future__ import annotations
 
 import enum
+import math
+import os
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
 
-from ..errors import CompileError
+from ..diagnostics import unsupported_equation_error
+from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
 from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
+from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.shapes import SHAPE_PARAMS
+from .reverse_mode import needs_reverse_mode, reverse_mode
 
 __all__ = [
     "Mode",
@@ -73,6 +79,12 @@ def _is_int_scalar(v: Any) -> bool:
     return not aval.shape and np.issubdtype(aval.dtype, np.integer)
 
 
+def _is_index_scalar(v: Any) -> bool:
+    """An integer or boolean scalar: size arithmetic is made of these (``a[:1]`` computes its
+    length with ``min``, comparisons and ``select_n``), so they are folded together."""
+    return _is_int_scalar(v) or (not v.aval.shape and v.aval.dtype == np.bool_)
+
+
 def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[str, Any]]:
     """Replace the ``None`` sizes of a shape-carrying primitive by the concrete trailing operands."""
     name = SHAPE_PARAMS[eqn.primitive]
@@ -84,7 +96,43 @@ def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[st
     filled = tuple(next(dims) if d is None else d for d in static)
     if any(d < 0 for d in filled):
         raise CompileError(f"{eqn.primitive} would create an array of negative size {filled}.")
+    check_fits_in_memory(str(eqn.primitive), filled, eqn.outvars[0].aval.dtype)
     return invals[: len(invals) - ndyn], dict(eqn.params, **{name: filled})
+
+
+# Arrays below this size are not worth a look at the system's free memory.
+_ALWAYS_FITS_BYTES = 1 << 26
+
+
+def available_memory() -> int:
+    """Bytes of memory the process can still allocate: Linux's ``MemAvailable`` (free memory plus
+    reclaimable caches), else the physical memory size, else unlimited."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return sys.maxsize
+
+
+def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
+    """Raise :class:`ArrayTooLargeError` before an array of this shape is allocated when it would
+    not fit in memory (XLA would fail with an opaque ``RESOURCE_EXHAUSTED``, or the machine swap)."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    if nbytes <= _ALWAYS_FITS_BYTES:
+        return
+    available = available_memory()
+    if nbytes > available:
+        raise ArrayTooLargeError(
+            f"{what} would create an array of shape {tuple(shape)} and dtype {np.dtype(dtype)} "
+            f"({nbytes / 2**30:.3g} GiB), more than the {available / 2**30:.3g} GiB of memory "
+            "available. Pass smaller sizes."
+        )
 
 
 def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
@@ -106,20 +154,34 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
         prim = eqn.primitive
         if prim in rules:
             outvals = list(rules[prim](invals, eqn.params))
-        elif prim in SHAPE_PARAMS:
-            operands, params = _fill_dynamic_shape(eqn, invals)
-            outvals = _bind(prim, operands, params)
-        elif all(_is_int_scalar(v) for v in eqn.outvars) and not any(
-            isinstance(x, Tracer) for x in invals
-        ):
-            with eval_context():
-                outvals = [int(x) for x in _bind(prim, invals, eqn.params)]
         else:
-            outvals = _bind(prim, invals, eqn.params)
+            outvals = _eval_equation(eqn, invals)
         for var, value in zip(eqn.outvars, outvals):
             if not isinstance(var, DropVar):
                 env[var] = value
     return [read(v) for v in jaxpr.outvars]
+
+
+# Errors that are already clear, or that drive the specialization itself.
+_UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntimeError)
+
+
+def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
+    """Bind a JAX primitive (not one with a rule) at concrete sizes; a failure of JAX here means
+    the traced program uses an operation the specialization cannot handle."""
+    prim = eqn.primitive
+    try:
+        if prim in SHAPE_PARAMS:
+            operands, params = _fill_dynamic_shape(eqn, invals)
+            return _bind(prim, operands, params)
+        if all(_is_index_scalar(v) for v in eqn.outvars) and not any(isinstance(x, Tracer) for x in invals):
+            with eval_context():
+                return [x.item() for x in _bind(prim, invals, eqn.params)]
+        return _bind(prim, invals, eqn.params)
+    except _UNTRANSLATED:
+        raise
+    except Exception as err:
+        raise unsupported_equation_error(eqn, err) from err
 
 
 def _bind(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -158,8 +220,9 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
         if eqn.primitive in dimension_operand_rules:
             continue
         if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
-            needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_int_scalar(v))
-    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed)
+            needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_index_scalar(v))
+    # Only integer inputs are keyed on (a boolean input that decides a size stays host-driven).
+    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
 
 
 class JaxprRunner:
@@ -177,13 +240,14 @@ class JaxprRunner:
         self.dynamic_positions = tuple(
             i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
         )
-        self._executables: dict[tuple[int, ...], Callable | None] = {}
+        # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
+        self._executables: dict[tuple[tuple[int, ...], bool], Callable | None] = {}
         self._lock = threading.Lock()
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
 
-    def _staged_function(self, key: tuple[int, ...]) -> Callable:
+    def _staged_function(self, key: tuple[int, ...], reverse: bool = False) -> Callable:
         static = dict(zip(self.static_positions, key))
         positions = self.dynamic_positions
         jaxpr = self.jaxpr
@@ -194,34 +258,51 @@ class JaxprRunner:
                 args[i] = v
             for i, v in zip(positions, dynamic_args):
                 args[i] = v
-            return eval_jaxpr(jaxpr, args, Mode.STAGED)
+            with reverse_mode(reverse):
+                return eval_jaxpr(jaxpr, args, Mode.STAGED)
 
         specialized.__name__ = self.name
         return jax.jit(specialized)
 
-    def executable(self, key: tuple[int, ...], dynamic_args: Sequence[Any]) -> Callable | None:
-        """The compiled executable for ``key``, or ``None`` when it needs host-driven execution."""
+    def executable(
+        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
+    ) -> Callable | None:
+        """The compiled executable for ``key``, or ``None`` when it needs host-driven execution.
+        ``reverse``: specialized for reverse-mode differentiation (see :mod:`.reverse_mode`)."""
         try:
-            return self._executables[key]
+            return self._executables[key, reverse]
         except KeyError:
             pass
         with self._lock:
-            if key not in self._executables:
-                fn = self._staged_function(key)
+            if (key, reverse) not in self._executables:
+                fn = self._staged_function(key, reverse)
                 try:
                     fn.lower(*dynamic_args)
                 except NeedsHost:
                     fn = None
-                self._executables[key] = fn
-        return self._executables[key]
+                self._executables[key, reverse] = fn
+        return self._executables[key, reverse]
 
     def __call__(self, *args: Any) -> list[Any]:
         key = self.signature(args)
         dynamic_args = [args[i] for i in self.dynamic_positions]
-        fn = self.executable(key, dynamic_args)
+        reverse = needs_reverse_mode(dynamic_args)
+        fn = self.executable(key, dynamic_args, reverse)
         if fn is None:
-            return eval_jaxpr(self.jaxpr, args, Mode.HOST)
+            self._check_host_drivable(dynamic_args)
+            with reverse_mode(reverse):
+                return eval_jaxpr(self.jaxpr, args, Mode.HOST)
         return list(fn(*dynamic_args))
+
+    def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
+        """Host-driven execution reads sizes and trip counts from values: under an outer
+        ``jax.jit`` or ``jax.vmap`` they have none, so say so instead of a JAX tracer error."""
+        if not all(is_concrete_value(a) for a in dynamic_args):
+            raise ArgumentTypeError(
+                f"{self.name} must run host-driven (a size or a loop's trip count is only known "
+                "at run time, or a while loop is differentiated in reverse mode), which needs "
+                "concrete values, but it is called inside jax.jit or jax.vmap; call it outside."
+            )
 
     def lower(self, *args: Any) -> Any:
         """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""

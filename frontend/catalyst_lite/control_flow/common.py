@@ -25,6 +25,7 @@ __all__ = [
     "ambient_carry",
     "ambient_carries",
     "check_predicate",
+    "describe_aval",
 ]
 
 
@@ -54,10 +55,21 @@ def tracing_mode(api: str, fn: Callable) -> str:
     )
 
 
+def describe_aval(aval: Any) -> str:
+    """``f64[?,3]``: an abstract value for messages, ``?`` for each size known only at run time."""
+    dims = ",".join(str(d) if isinstance(d, (int, np.integer)) else "?" for d in aval.shape)
+    return f"{_short_dtype(aval.dtype)}[{dims}]"
+
+
+def _short_dtype(dtype: Any) -> str:
+    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[np.dtype(dtype).kind]
+    return kind if kind == "bool" else f"{kind}{np.dtype(dtype).itemsize * 8}"
+
+
 def dimension_error(err: DimensionMismatch, api: str, fn: Callable, what: str = "argument") -> DimensionError:
     """A user-facing message for a loop body whose result does not fit its argument."""
     name = function_name(fn)
-    arg, res = err.arg_aval.str_short(), err.result_aval.str_short()
+    arg, res = describe_aval(err.arg_aval), describe_aval(err.result_aval)
     if err.reason == "dimension":
         return DimensionError(
             f"{api} body {name} changes a dimension of {what} {err.position}: it receives "
@@ -113,7 +125,7 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     if aval.shape != () or aval.dtype != np.dtype(bool):
         raise ControlFlowError(
             f"{api} ({function_name(fn)}) needs a boolean scalar predicate, got "
-            f"{aval.str_short()}. Compare explicitly, e.g. `x > 0` or `(n % 2) == 0`."
+            f"{describe_aval(aval)}. Compare explicitly, e.g. `x > 0` or `(n % 2) == 0`."
         )
     return pred
 

@@ -50,7 +50,7 @@ from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, Tracer, Var, collapse, get_aval
 from ..jax_extras.dynshape import DIM_AVAL, DynshapePrimitive, NestedBody, expand_results, same_dim, trace_nested
 from ..jax_extras.tracing import DShapedArray, InDBIdx, OutDBIdx
-from .common import check_predicate, get_ambient_values, set_ambient_values, tracing_mode
+from .common import check_predicate, describe_aval, get_ambient_values, set_ambient_values, tracing_mode
 
 __all__ = ["cond", "cond_p", "CondCallable"]
 
@@ -200,8 +200,8 @@ def _check_same_structure(traced: list[NestedBody], has_otherwise: bool, first: 
         for k, (a, b) in enumerate(zip(ref.out_avals, t.out_avals)):
             if a.dtype != b.dtype or len(a.shape) != len(b.shape):
                 raise ControlFlowError(
-                    f"cond ({name}): result {k} is {a.str_short()} in branch 0 but "
-                    f"{b.str_short()} in branch {i}; branches must agree on dtypes and ranks."
+                    f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
+                    f"{describe_aval(b)} in branch {i}; branches must agree on dtypes and ranks."
                 )
 
 
@@ -337,3 +337,40 @@ staged_rules[cond_p] = _staged
 host_rules[cond_p] = _host
 dimension_operand_rules[cond_p] = _dimension_operands
 cond_p.def_impl(lambda *invals, **params: _host(list(invals), params))
+
+
+# --- lowering ------------------------------------------------------------------------------------
+# `.mlir` shows the dynamic program: one `stablehlo.case` on the index of the first predicate that
+# holds (the last region is `otherwise`); each region lowers its branch on captured constants.
+
+from ..jax_extras import lowering  # noqa: E402  (the helpers of this section)
+
+
+def _lower(
+    ctx: lowering.LoweringRuleContext,
+    *operands: Any,
+    branch_jaxprs: tuple[ClosedJaxpr, ...],
+    branch_nconsts: tuple[int, ...],
+    nimplicit_outputs: int,
+) -> list[Any]:
+    """StableHLO of ``cond``: ``case first_true(preds) { branch_0 } ... { otherwise }``."""
+    del nimplicit_outputs  # the implicit sizes are the leading results of every branch
+    params = {"branch_jaxprs": branch_jaxprs, "branch_nconsts": branch_nconsts}
+    preds, consts = _split(list(operands), params)
+
+    def as_region(jaxpr: ClosedJaxpr, branch_consts: list[Any]) -> Callable[[], list[Any]]:
+        return lambda: lowering.lower_nested_jaxpr(ctx, jaxpr, branch_consts)
+
+    regions = [as_region(j, c) for j, c in zip(branch_jaxprs, consts)]
+    index = lowering.first_true_index(preds)
+    return lowering.case_op(index, lowering.ir_types(ctx.avals_out), regions)
+
+
+lowering.register_lowering(cond_p, _lower)
+
+
+# --- differentiation -----------------------------------------------------------------------------
+# No rule of ours is needed in either mode: the staged conditional is a `lax.switch` (or, with
+# known predicates, just the chosen branch), which JAX differentiates forward and in reverse; the
+# host-driven one runs the chosen branch as a compiled program, which JAX differentiates. Branches
+# that return different sizes run host-driven, so their results' tangents have the chosen sizes.

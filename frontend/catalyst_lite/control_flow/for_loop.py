@@ -166,7 +166,9 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
         i = lower + k * step
         return tuple(eval_jaxpr(body, [*consts, *implicit, i, *carry], Mode.STAGED)[nimplicit:])
 
-    out = lax.fori_loop(0, trip_count(lower, upper, step), step_fn, tuple(carried))
+    count = trip_count(lower, upper, step)
+    _require_static_trip_count_in_reverse_mode(count)
+    out = lax.fori_loop(0, count, step_fn, tuple(carried))
     return [*implicit, *out]
 
 
@@ -199,37 +201,55 @@ for_loop_p.def_impl(lambda *invals, **params: _host(list(invals), params))
 # `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` (never unrolled) carrying
 # the index, the carried dimensions and the carried values; loop constants are captured.
 
-from ..jax_extras.lowering import (  # noqa: E402  (kept inside this section on purpose)
-    add,
-    counted_loop_condition,
-    ir_types,
-    lower_nested_jaxpr,
-    register_lowering,
-    while_op,
-)
+from ..jax_extras import lowering  # noqa: E402  (the helpers of this section)
 
 
-def _lower(ctx, *operands, body_jaxpr, body_nconsts, nimplicit, preserve_dimensions,
-           apply_reverse_transform):
-    """StableHLO of ``for_loop``: ``while (i in range(lower, upper, step)) carry = body(i, carry)``."""
+def _lower(
+    ctx: lowering.LoweringRuleContext,
+    *operands: Any,
+    body_jaxpr: ClosedJaxpr,
+    body_nconsts: int,
+    nimplicit: int,
+    preserve_dimensions: bool,
+    apply_reverse_transform: bool,
+) -> list[Any]:
+    """StableHLO: ``for i in range(lower, upper, step): carry = body(i, carry)`` as a while."""
     del preserve_dimensions  # already reflected in the operands and in the body's types
     if apply_reverse_transform:
         raise NotImplementedError("lowering a reversed for_loop is not supported")
     consts, implicit, (_, upper, step, start), carried = split_carry(
         list(operands), [body_nconsts, nimplicit, 4]
     )
-    body_types = [start.type, *ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
+    body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
 
-    def cond(state):
-        return counted_loop_condition(state[0], upper, step)
+    def cond(state: list[Any]) -> Any:
+        return lowering.counted_loop_condition(state[0], upper, step)
 
-    def body(state):
+    def body(state: list[Any]) -> list[Any]:
         i, *rest = state
-        outs = lower_nested_jaxpr(ctx, body_jaxpr, [*consts, *rest[:nimplicit], i, *rest[nimplicit:]])
-        return [add(i, step), *outs]
+        dims, values = rest[:nimplicit], rest[nimplicit:]
+        outs = lowering.lower_nested_jaxpr(ctx, body_jaxpr, [*consts, *dims, i, *values])
+        return [lowering.add(i, step), *outs]
 
-    _, *results = while_op([start, *implicit, *carried], body_types, cond, body)
+    _, *results = lowering.while_op([start, *implicit, *carried], body_types, cond, body)
     return results
 
 
-register_lowering(for_loop_p, _lower)
+lowering.register_lowering(for_loop_p, _lower)
+
+
+# --- differentiation -----------------------------------------------------------------------------
+# Forward mode (JVP) needs no rule of ours: the staged loop is a `lax.fori_loop`, which JAX
+# differentiates, and the host-driven loop runs compiled bodies that JAX differentiates one by one
+# (so resizing carries work too). Reverse mode: a `fori_loop` with a static trip count is a `scan`,
+# which JAX transposes by storing each iteration's carry; with traced bounds it is a `while_loop`,
+# which JAX cannot transpose (the storage size is unknown when XLA compiles). Then the loop runs
+# host-driven, where the bounds are concrete and JAX records every iteration at run time.
+
+from ..compiler.reverse_mode import reverse_mode_requested  # noqa: E402  (this section's own)
+
+
+def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
+    """Leave staging for host-driven execution when a traced trip count would be transposed."""
+    if reverse_mode_requested() and not isinstance(count, int):
+        raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")

@@ -141,6 +141,7 @@ def _operands(invals: list[Any], params: dict[str, Any]):
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.while_loop``."""
+    _require_host_in_reverse_mode()
     cond_consts, body_consts, implicit, carried = _operands(invals, params)
     cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
     nimplicit = params["nimplicit"]
@@ -190,29 +191,51 @@ while_loop_p.def_impl(lambda *invals, **params: _host(list(invals), params))
 # `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` carrying the carried
 # dimensions and values; the constants of the predicate and of the body are captured.
 
-from ..jax_extras.lowering import (  # noqa: E402  (kept inside this section on purpose)
-    ir_types,
-    lower_nested_jaxpr,
-    register_lowering,
-    while_op,
-)
+from ..jax_extras import lowering  # noqa: E402  (the helpers of this section)
 
 
-def _lower(ctx, *operands, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, nimplicit,
-           preserve_dimensions):
+def _lower(
+    ctx: lowering.LoweringRuleContext,
+    *operands: Any,
+    cond_jaxpr: ClosedJaxpr,
+    body_jaxpr: ClosedJaxpr,
+    cond_nconsts: int,
+    body_nconsts: int,
+    nimplicit: int,
+    preserve_dimensions: bool,
+) -> list[Any]:
     """StableHLO of ``while_loop``: ``while cond(carry): carry = body(carry)``."""
     del nimplicit, preserve_dimensions  # already reflected in the operands and the bodies' types
     cond_consts, body_consts, carry = split_carry(list(operands), [cond_nconsts, body_nconsts])
-    body_types = ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
+    body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
 
-    def cond(state):
-        (pred,) = lower_nested_jaxpr(ctx, cond_jaxpr, [*cond_consts, *state])
+    def cond(state: list[Any]) -> Any:
+        (pred,) = lowering.lower_nested_jaxpr(ctx, cond_jaxpr, [*cond_consts, *state])
         return pred
 
-    def body(state):
-        return lower_nested_jaxpr(ctx, body_jaxpr, [*body_consts, *state])
+    def body(state: list[Any]) -> list[Any]:
+        return lowering.lower_nested_jaxpr(ctx, body_jaxpr, [*body_consts, *state])
 
-    return while_op(carry, body_types, cond, body)
+    return lowering.while_op(carry, body_types, cond, body)
 
 
-register_lowering(while_loop_p, _lower)
+lowering.register_lowering(while_loop_p, _lower)
+
+
+# --- differentiation -----------------------------------------------------------------------------
+# Forward mode (JVP) needs no rule of ours: JAX differentiates the staged `lax.while_loop`, and the
+# host-driven loop (resizing carries) runs compiled bodies that JAX differentiates one by one.
+# Reverse mode needs, for the backward pass, the trip count and every iteration's carries, in
+# storage whose size is only known once the loop has run: JAX refuses to transpose a
+# `lax.while_loop` for that reason. So, when reverse mode is requested, the loop runs host-driven:
+# the predicate is evaluated on concrete values in Python, each body call is a compiled program that
+# JAX differentiates, and JAX's tape records the iterations as they happen (storage sized at run
+# time, the trip count being the tape's length).
+
+from ..compiler.reverse_mode import reverse_mode_requested  # noqa: E402  (this section's own)
+
+
+def _require_host_in_reverse_mode() -> None:
+    """Leave staging for host-driven execution when the loop will be transposed."""
+    if reverse_mode_requested():
+        raise NeedsHost("reverse-mode differentiation of a while_loop")

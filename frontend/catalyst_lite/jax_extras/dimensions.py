@@ -9,7 +9,8 @@ traced. jax.numpy and the shape rules of ``lax`` were written for sizes that are
    :func:`min_dim`/:func:`max_dim` stage ``min``/``max`` too, so the result is again a dimension.
 2. **comparisons used as Python booleans** (``if d < 0: raise``, ``if start >= 0: ...``). A trace
    cannot know the answer, so it makes an *assumption*: it decides the comparison by evaluating
-   it at generic, large, distinct sizes (:func:`example_value`), and records the assumption as an
+   it at generic, large, distinct sizes (:func:`generic_values`; it must come out the same for
+   two opposite orderings of the sizes), and records the assumption as an
    ``assume_size`` equation. When the program is specialized to concrete sizes the equation checks
    the assumption and raises :class:`~catalyst_lite.errors.SizeAssumptionError` if it is false, so
    a program never silently computes what JAX would not. (Checks that live in shape rules are in
@@ -34,21 +35,24 @@ from jax._src.lax import lax
 from ..errors import SizeAssumptionError
 from .patches import Patch, is_active, register_patch
 
-__all__ = ["assume_size_p", "example_value", "is_size_expression"]
+__all__ = ["assume_size_p", "GenericSizes", "generic_values", "example_value", "is_size_expression"]
 
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size) and
 # distinct (so that two unrelated sizes are never assumed equal).
-_GENERIC_SIZE = 1 << 20
+_GENERIC_SIZE = 1 << 30
 _GENERIC_STRIDE = 1 << 10
 
-_COMPARISONS = {
-    lax.eq_p: "==",
-    lax.ne_p: "!=",
-    lax.lt_p: "<",
-    lax.le_p: "<=",
-    lax.gt_p: ">",
-    lax.ge_p: ">=",
+# comparison primitive -> (its Python spelling, the Python operator)
+_COMPARISONS_BY_PRIMITIVE = {
+    lax.eq_p: ("==", operator.eq),
+    lax.ne_p: ("!=", operator.ne),
+    lax.lt_p: ("<", operator.lt),
+    lax.le_p: ("<=", operator.le),
+    lax.gt_p: (">", operator.gt),
+    lax.ge_p: (">=", operator.ge),
 }
+_COMPARISONS = {prim: spelling for prim, (spelling, _) in _COMPARISONS_BY_PRIMITIVE.items()}
+_OPERATORS = dict(_COMPARISONS_BY_PRIMITIVE.values())
 
 
 # --- Sizes as values ---------------------------------------------------------------------------
@@ -61,13 +65,41 @@ def _is_scalar_int_or_bool(x: Any) -> bool:
     )
 
 
-def example_value(tracer: pe.DynamicJaxprTracer, symbols: dict[Any, int]) -> Any:
+class GenericSizes:
+    """One assignment of generic values to the leaves of size expressions (the arguments and
+    captured values of a trace), numbered in the order they are met.
+
+    Two assignments order the leaves oppositely (``ascending``), so that an answer that depends on
+    which of two unrelated sizes is larger (``min(n, k) == n``) differs between them and is not
+    assumed.
+    """
+
+    def __init__(self, ascending: bool):
+        self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
+        self.index: dict[Any, int] = {}
+
+    def __getitem__(self, leaf: Any) -> int:
+        return _GENERIC_SIZE + self.step * self.index.setdefault(leaf, len(self.index))
+
+
+def generic_values(*sizes: Any) -> list[tuple[Any, ...]] | None:
+    """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment, or
+    ``None`` if one of them is not a size expression."""
+    points = []
+    for ascending in (True, False):
+        symbols = GenericSizes(ascending)
+        values = tuple(_size_value(d, symbols) for d in sizes)
+        if any(v is None for v in values):
+            return None
+        points.append(values)
+    return points
+
+
+def example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
     """The value of ``tracer`` when every size it is computed from takes a generic value.
 
-    ``symbols`` maps each leaf variable (an argument or captured value of the trace) to its generic
-    value and is extended as new leaves are met. Returns ``None`` when ``tracer`` is not a *size
-    expression*: a scalar computed from sizes, integer arguments and constants by scalar
-    operations only (anything computed from array data).
+    Returns ``None`` when ``tracer`` is not a *size expression*: a scalar computed from sizes,
+    integer arguments and constants by scalar operations only (not from array data).
     """
     if not _is_scalar_int_or_bool(tracer):
         return None
@@ -86,18 +118,25 @@ def example_value(tracer: pe.DynamicJaxprTracer, symbols: dict[Any, int]) -> Any
     return np.asarray(out).item()
 
 
-def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: dict[Any, int]) -> Any:
+def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
     const = tracer._trace.frame.constvar_to_val.get(tracer.val)
     if const is not None and not isinstance(const.canonical, core.Tracer):
         return np.asarray(const.canonical).item()
-    if tracer.val not in symbols:
-        symbols[tracer.val] = _GENERIC_SIZE + _GENERIC_STRIDE * len(symbols)
     return symbols[tracer.val]
+
+
+def _size_value(d: Any, symbols: GenericSizes) -> Any:
+    """:func:`example_value` of a size tracer, the value of an int, ``None`` otherwise."""
+    if isinstance(d, pe.DynamicJaxprTracer):
+        return example_value(d, symbols)
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    return None
 
 
 def is_size_expression(x: Any) -> bool:
     """``x`` is a tracer of a catalyst_lite trace computed from sizes and integers only."""
-    return isinstance(x, pe.DynamicJaxprTracer) and example_value(x, {}) is not None
+    return isinstance(x, pe.DynamicJaxprTracer) and generic_values(x) is not None
 
 
 # --- Assumptions, checked at specialization ----------------------------------------------------
@@ -108,8 +147,7 @@ assume_size_p.multiple_results = True
 
 def _check_assumption(lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str) -> list:
     """Raise if ``(lhs comparison rhs) != holds`` for these concrete sizes."""
-    op = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-          ">": operator.gt, ">=": operator.ge}[comparison]
+    op = _OPERATORS[comparison]
     lhs, rhs = np.asarray(lhs).item(), np.asarray(rhs).item()
     if bool(op(lhs, rhs)) != holds:
         stated = f"{lhs} {comparison} {rhs}" if holds else f"not ({lhs} {comparison} {rhs})"
@@ -127,18 +165,31 @@ assume_size_p.def_abstract_eval(lambda *args, **params: [])
 mlir.register_lowering(assume_size_p, lambda ctx, *args, **params: [])
 
 
-def _assume(predicate: pe.DynamicJaxprTracer, holds: bool) -> None:
-    """Record ``predicate == holds`` in the predicate's trace."""
-    eqn = predicate.parent
-    trace = predicate._trace
-    where = source_info_util.summarize(source_info_util.current())
+def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool) -> None:
+    """Record ``(lhs comparison rhs) == holds`` in the trace of the size tracers."""
+    trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
     with core.set_current_trace(trace):
-        assume_size_p.bind(
-            *eqn.in_tracers,
-            comparison=_COMPARISONS[eqn.primitive],
-            holds=holds,
-            where=where,
-        )
+        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=_user_call_site())
+
+
+def _user_call_site() -> str:
+    """``file:line (jax function)``: the user's line and the JAX function it called."""
+    frame = sys._getframe(1)
+    jax_function = "?"
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if module.startswith("jax."):
+            jax_function = f"{module.removeprefix('jax._src.')}.{frame.f_code.co_name}"
+        elif not module.startswith("catalyst_lite."):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {jax_function})"
+        frame = frame.f_back
+    return jax_function
+
+
+def _in_shape_rule() -> bool:
+    """Shape rules run with the eval trace current; the specialized ``jax.jit`` re-runs them with
+    concrete sizes, so their checks need no recorded assumption."""
+    return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
 def _called_by_jax(depth: int = 2) -> bool:
@@ -157,13 +208,101 @@ def _make_bool(original):
             and self.parent is not None
             and self.parent.primitive in _COMPARISONS
         ):
-            answer = example_value(self, {})
-            if answer is not None:
-                _assume(self, bool(answer))
+            answers = {point for point in generic_values(self) or ()}
+            if len(answers) == 1:  # a size expression, the same answer at every assignment
+                ((answer,),) = answers
+                if not _in_shape_rule():
+                    lhs, rhs = self.parent.in_tracers
+                    _assume(lhs, rhs, _COMPARISONS[self.parent.primitive], bool(answer))
                 return bool(answer)
         return original(self)
 
     return __bool__
+
+
+def _make_definitely_equal(original):
+    # Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers,
+    # and JAX only calls tracers equal when they are the same one. When two size expressions are
+    # equal at generic sizes, assume they are equal (checked at specialization). Unequal ones stay
+    # "not definitely equal", JAX's conservative answer, with nothing to check.
+    def definitely_equal(x, y):
+        if original(x, y):
+            return True
+        if not (is_active() and (isinstance(x, core.Tracer) or isinstance(y, core.Tracer))):
+            return False
+        points = generic_values(x, y)
+        if points is None or any(x_value != y_value for x_value, y_value in points):
+            return False
+        if not _in_shape_rule():
+            _assume(x, y, "==", True)
+        return True
+
+    return definitely_equal
+
+
+# --- Size expressions are symbolic dimensions -----------------------------------------------------
+
+
+def _make_is_symbolic_dim(original):
+    # jax.numpy already handles `jax.export`'s symbolic dimensions (`arange(n)`, slices with
+    # symbolic bounds, `linspace(0, 1, n)`) by computing on them with overloaded operators, which
+    # dimension tracers have too. Let those code paths take our sizes.
+    def is_symbolic_dim(v):
+        return original(v) or (is_active() and is_size_expression(v))
+
+    return is_symbolic_dim
+
+
+def _make_concrete_or_error(original):
+    # `concrete_or_error(None, x)` asks for a value that Python can compute with; a symbolic
+    # `jax.export` dimension passes it unchanged (it is not a Tracer), and so does a size tracer.
+    def concrete_or_error(force, val, context=""):
+        if force is None and is_active() and is_size_expression(val):
+            return val
+        return original(force, val, context)
+
+    return concrete_or_error
+
+
+def _make_sharding(original):
+    # `DShapedArray.sharding` has an empty spec whatever the rank, and jax.numpy indexing reads
+    # one entry per axis (`x_spec[axis]`); give it one unconstrained entry per axis, like
+    # `ShapedArray`.
+    def sharding(self):
+        if not is_active():
+            return original.fget(self)
+        from jax.sharding import NamedSharding, PartitionSpec
+
+        unconstrained = PartitionSpec(*([None] * len(self.shape)))
+        return NamedSharding(original.fget(self).mesh, unconstrained)
+
+    return property(sharding)
+
+
+def _make_array(original):
+    # NumPy shape arithmetic in JAX (`np.delete(operand.shape, axes)`, `np.ndim([n, 2])`) turns a
+    # shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
+    # arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
+    def __array__(self, dtype=None, copy=None):
+        wants_object = dtype is None or np.dtype(dtype) == np.dtype(object)
+        if not (wants_object and is_active() and is_size_expression(self)):
+            return original(self, dtype, copy)
+        boxed = np.empty((), dtype=object)
+        boxed[()] = self
+        return boxed
+
+    return __array__
+
+
+def _make_hash(original):
+    # `jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
+    # which catalyst_lite then inlines; a size passed there is hashed by identity.
+    def __hash__(self):
+        if is_active() and is_size_expression(self):
+            return object.__hash__(self)
+        return original(self)
+
+    return __hash__
 
 
 # --- min / max of sizes --------------------------------------------------------------------------
@@ -199,6 +338,60 @@ register_patch(
         "__bool__",
         _make_bool,
         "JAX's comparisons of symbolic sizes become assumptions checked at specialization",
+    )
+)
+register_patch(
+    Patch(
+        "equal_size_expressions",
+        core,
+        "definitely_equal",
+        _make_definitely_equal,
+        "size expressions equal at generic sizes are assumed equal (checked at specialization)",
+    )
+)
+register_patch(
+    Patch(
+        "size_tracers_are_symbolic_dims",
+        core,
+        "is_symbolic_dim",
+        _make_is_symbolic_dim,
+        "jax.numpy's symbolic-dimension code paths accept size tracers",
+    )
+)
+register_patch(
+    Patch(
+        "size_tracers_pass_concrete_or_error",
+        core,
+        "concrete_or_error",
+        _make_concrete_or_error,
+        "concrete_or_error(None, size) returns the size, as for a jax.export symbolic dimension",
+    )
+)
+register_patch(
+    Patch(
+        "dshaped_array_sharding_rank",
+        core.DShapedArray,
+        "sharding",
+        _make_sharding,
+        "DShapedArray.sharding has one (unconstrained) spec entry per axis",
+    )
+)
+register_patch(
+    Patch(
+        "sizes_in_numpy_shape_arithmetic",
+        pe.DynamicJaxprTracer,
+        "__array__",
+        _make_array,
+        "a size converts to a 0-d object array holding it (NumPy arithmetic on shapes)",
+    )
+)
+register_patch(
+    Patch(
+        "sizes_are_hashable",
+        pe.DynamicJaxprTracer,
+        "__hash__",
+        _make_hash,
+        "sizes passed as static arguments of jax.jit-decorated helpers hash by identity",
     )
 )
 register_patch(

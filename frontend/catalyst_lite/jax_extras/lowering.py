@@ -52,7 +52,7 @@ __all__ = [
     "case_op",
     "counted_loop_condition",
     "add",
-    "to_case_index",
+    "first_true_index",
 ]
 
 LoweringRuleContext = mlir.LoweringRuleContext
@@ -133,7 +133,7 @@ LOWERING_PATCHES: tuple[Patch, ...] = (
 )
 
 
-# --- 2. The driver ----------------------------------------------------------------------------------
+# --- 2. The driver --------------------------------------------------------------------------------
 
 
 def _module_context(name: str) -> mlir.ModuleContext:
@@ -162,9 +162,8 @@ def _check_lowerable(closed_jaxpr: core.ClosedJaxpr) -> None:
     if not isinstance(closed_jaxpr, core.ClosedJaxpr):
         raise TypeError(f"expected a ClosedJaxpr, got {type(closed_jaxpr).__name__}")
     if closed_jaxpr.effects:
-        raise ValueError(
-            f"cannot show StableHLO of a program with side effects {sorted(map(str, closed_jaxpr.effects))}"
-        )
+        effects = sorted(map(str, closed_jaxpr.effects))
+        raise ValueError(f"cannot show the StableHLO of a program with side effects {effects}")
 
 
 def lower_jaxpr_to_stablehlo(closed_jaxpr: core.ClosedJaxpr, name: str) -> str:
@@ -189,9 +188,18 @@ def lower_jaxpr_to_stablehlo(closed_jaxpr: core.ClosedJaxpr, name: str) -> str:
                 consts = [mlir.ir_constant(c) for c in closed_jaxpr.consts]
                 outs = _jaxpr_subcomp(ctx, jaxpr, consts, list(entry.arguments), [], {})
                 func_dialect.ReturnOp(mlir.flatten_ir_values(outs))
-            if not ctx.module.operation.verify():
-                raise RuntimeError(f"StableHLO of {name} does not verify")
+            _verify(ctx.module, name)
             return str(ctx.module)
+
+
+def _verify(module: ir.Module, name: str) -> None:
+    # A module that does not verify is a bug in a lowering rule, not in the user's program.
+    try:
+        ok = module.operation.verify()
+    except Exception as err:  # MLIRError in recent jaxlibs, which report instead of returning
+        raise RuntimeError(f"the StableHLO of {name} does not verify: {err}") from err
+    if not ok:
+        raise RuntimeError(f"the StableHLO of {name} does not verify")
 
 
 def _jaxpr_subcomp(
@@ -233,7 +241,7 @@ def check_parses(text: str) -> None:
             raise ValueError(f"not a valid MLIR module: {err}") from err
 
 
-# --- 3. For the lowering rules of catalyst_lite's primitives ----------------------------------------
+# --- 3. For the lowering rules of catalyst_lite's primitives --------------------------------------
 
 
 def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
@@ -330,10 +338,13 @@ def case_op(
     return list(op.results)
 
 
-def to_case_index(value: ir.Value) -> ir.Value:
-    """A boolean or integer scalar as the ``tensor<i32>`` index of ``stablehlo.case``."""
-    i32 = ir.RankedTensorType.get([], ir.IntegerType.get_signless(32))
-    return value if value.type == i32 else hlo.convert(i32, value)
+def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
+    """``tensor<i32>`` index of the first of the ``tensor<i1>`` predicates that holds, or
+    ``len(preds)`` when none does (the ``otherwise`` branch of a ``stablehlo.case``)."""
+    index = mlir.ir_constant(np.int32(len(preds)))
+    for i in reversed(range(len(preds))):
+        index = hlo.select(preds[i], mlir.ir_constant(np.int32(i)), index)
+    return index
 
 
 def _compare_signed(x: ir.Value, y: ir.Value, direction: str) -> ir.Value:

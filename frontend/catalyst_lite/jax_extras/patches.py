@@ -145,6 +145,29 @@ def _make_eval_process_primitive(original):
     return process_primitive
 
 
+# --- 4. Captures go through every enclosing trace ----------------------------------------------
+
+
+def _make_to_jaxpr_tracer(original):
+    # A body nested two levels deep that uses a value of the outermost program would capture it
+    # directly, as a constant of its own; the level in between would never see it. Its sizes would
+    # then be other variables than the same sizes seen through the middle level, and `a + x` fails
+    # with "Incompatible shapes". Lifting through the parent first keeps one variable per size.
+    def to_jaxpr_tracer(self, x, source_info):
+        parent = getattr(self, "parent_trace", None)
+        if (
+            is_active()
+            and isinstance(x, pe.DynamicJaxprTracer)
+            and x._trace is not self
+            and isinstance(parent, pe.DynamicJaxprTrace)
+            and x._trace is not parent
+        ):
+            x = parent.to_jaxpr_tracer(x, source_info)
+        return original(self, x, source_info)
+
+    return to_jaxpr_tracer
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "dyn_shape_staging_rule",
@@ -166,6 +189,13 @@ PATCHES: tuple[Patch, ...] = (
         "_python_pjit_helper",
         _make_pjit_helper,
         "inline jax.jit-decorated helpers (most of jax.numpy) into the catalyst_lite trace",
+    ),
+    Patch(
+        "capture_through_enclosing_traces",
+        pe.DynamicJaxprTrace,
+        "to_jaxpr_tracer",
+        _make_to_jaxpr_tracer,
+        "a value captured from an outer scope is lifted through each scope in between",
     ),
     Patch(
         "stage_dimension_arithmetic",

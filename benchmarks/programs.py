@@ -1,0 +1,184 @@
+"""The benchmarked programs, each written once against a Catalyst-style front end and once by
+hand for ``jax.jit``.
+
+A front end is a module with ``qjit``, ``for_loop`` and ``while_loop`` (``catalyst_lite`` or
+``catalyst``): the same source runs on both. Every builder returns a *fresh* compiled function, so
+a benchmark of first-call latency pays for tracing and compiling each time.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+__all__ = ["Program", "PROGRAMS", "SHRINK", "WHILE_STEPS", "LOOP_STEPS"]
+
+LOOP_STEPS = 10
+WHILE_STEPS = 100
+SHRINK = 0.99
+
+
+@dataclass(frozen=True)
+class Program:
+    """One program: a builder per front end (taking the front-end module) and one for jax.jit."""
+
+    description: str
+    frontend: Callable[[ModuleType], Callable]
+    jax_jit: Callable[[], Callable]
+
+
+# --- design document 000's first program ---------------------------------------------------------
+
+
+def circuit(api: ModuleType) -> Callable:
+    @api.qjit
+    def circuit(sz: int):
+        a0 = jnp.ones([sz], dtype=float)
+
+        @api.for_loop(0, LOOP_STEPS, 1)
+        def loop(i, a):
+            return a + a0
+
+        a2 = loop(a0)
+        return a0 + a2
+
+    return circuit
+
+
+def circuit_jax() -> Callable:
+    @functools.partial(jax.jit, static_argnums=0)
+    def circuit(sz):
+        a0 = jnp.ones([sz], dtype=float)
+        a2 = lax.fori_loop(0, LOOP_STEPS, lambda i, a: a + a0, a0)
+        return a0 + a2
+
+    return circuit
+
+
+# --- a while_loop over an array argument ---------------------------------------------------------
+
+
+def decay(api: ModuleType) -> Callable:
+    @api.qjit
+    def decay(a):
+        @api.while_loop(lambda i, a: i < WHILE_STEPS)
+        def loop(i, a):
+            return i + 1, a * SHRINK + jnp.sin(a)
+
+        return loop(0, a)[1]
+
+    return decay
+
+
+def decay_jax() -> Callable:
+    @jax.jit
+    def decay(a):
+        def body(carry):
+            i, a = carry
+            return i + 1, a * SHRINK + jnp.sin(a)
+
+        return lax.while_loop(lambda carry: carry[0] < WHILE_STEPS, body, (0, a))[1]
+
+    return decay
+
+
+# --- one function over arrays of many sizes ------------------------------------------------------
+
+
+def _energy(x: Any) -> tuple[Any, Any]:
+    y = jnp.sin(x) * 2.0 + x
+    return y, jnp.sum(y * y)
+
+
+def energy(api: ModuleType) -> Callable:
+    @api.qjit(abstracted_axes={0: "n"})
+    def energy(x):
+        return _energy(x)
+
+    return energy
+
+
+def energy_jax() -> Callable:
+    @jax.jit
+    def energy(x):
+        return _energy(x)
+
+    return energy
+
+
+# --- a loop that appends one element per iteration, and the same loop at a fixed size -------------
+
+
+def grow(api: ModuleType) -> Callable:
+    @api.qjit
+    def grow(sz: int):
+        @api.for_loop(0, LOOP_STEPS, 1, allow_array_resizing=True)
+        def loop(i, a):
+            return jnp.concatenate([a * 0.5, a[:1] + i])
+
+        return loop(jnp.ones([sz], dtype=float))
+
+    return grow
+
+
+def grow_jax() -> Callable:
+    # jax.jit has no resizing loop: the loop is unrolled at trace time.
+    @functools.partial(jax.jit, static_argnums=0)
+    def grow(sz):
+        a = jnp.ones([sz], dtype=float)
+        for i in range(LOOP_STEPS):
+            a = jnp.concatenate([a * 0.5, a[:1] + i])
+        return a
+
+    return grow
+
+
+def fixed(api: ModuleType) -> Callable:
+    @api.qjit
+    def fixed(sz: int):
+        @api.for_loop(0, LOOP_STEPS, 1)
+        def loop(i, a):
+            return a * 0.5 + (a[:1] + i)
+
+        return loop(jnp.ones([sz], dtype=float))
+
+    return fixed
+
+
+def fixed_jax() -> Callable:
+    @functools.partial(jax.jit, static_argnums=0)
+    def fixed(sz):
+        return lax.fori_loop(0, LOOP_STEPS, lambda i, a: a * 0.5 + (a[:1] + i), jnp.ones([sz]))
+
+    return fixed
+
+
+# --- the smallest call ---------------------------------------------------------------------------
+
+
+def add_one(api: ModuleType) -> Callable:
+    @api.qjit
+    def add_one(x):
+        return x + 1.0
+
+    return add_one
+
+
+def add_one_jax() -> Callable:
+    return jax.jit(lambda x: x + 1.0)
+
+
+PROGRAMS: dict[str, Program] = {
+    "circuit": Program("design doc 000: for_loop a + a0, 10 iterations", circuit, circuit_jax),
+    "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
+    "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
+    "grow": Program(f"for_loop appending 1 element, {LOOP_STEPS} iterations", grow, grow_jax),
+    "fixed": Program(f"the same for_loop at a fixed size", fixed, fixed_jax),
+    "add_one": Program("x + 1.0", add_one, add_one_jax),
+}

@@ -1,0 +1,259 @@
+"""Run every benchmark in one process and print a table of medians and ratios to ``jax.jit``.
+
+    python -m benchmarks            # full run (a few minutes)
+    python -m benchmarks --quick    # under a minute
+    python benchmarks/run.py        # the same, as a script
+
+Everything computes in 64-bit types, as Catalyst and catalyst_lite do. Ratios are
+``time / jax.jit time`` in the same run: below 1 is faster than ``jax.jit``. Results also go to
+``benchmarks/results/latest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import functools
+import importlib
+import json
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.programs import PROGRAMS
+from benchmarks.timing import Budget, time_cold, time_steady
+
+JAX = "jax.jit"
+LITE = "catalyst_lite"
+CATALYST = "catalyst"
+IMPLEMENTATIONS = (LITE, JAX, CATALYST)
+RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+
+QUICK = Budget(cold_repeats=3, steady_repeats=5, min_sample_seconds=0.02)
+FULL = Budget(cold_repeats=7, steady_repeats=15, min_sample_seconds=0.1)
+NEW_SIZES = tuple(1000 + 37 * k for k in range(20))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of the table: a program, how it is called, and with which arguments.
+
+    ``kind`` is ``"steady"`` (a compiled function called again), ``"first call"`` (a fresh
+    function traced, compiled and called once) or ``"new sizes"`` (a fresh function called once
+    per argument in ``args``, each of a new size).
+    """
+
+    key: str
+    program: str
+    kind: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal: ``numerator / denominator`` (median times, as ``(case key, implementation)``)."""
+
+    label: str
+    numerator: tuple[str, str]
+    denominator: tuple[str, str]
+    limit: float
+
+
+def _vector(n: int) -> jax.Array:
+    return jnp.linspace(0.0, 1.0, n)
+
+
+def cases() -> list[Case]:
+    return [
+        *(Case(f"circuit sz={label}", "circuit", "steady", (n,)) for label, n in
+          (("3", 3), ("1e3", 1000), ("1e6", 10**6))),
+        *(Case(f"while_loop n={label}", "decay", "steady", (_vector(n),)) for label, n in
+          (("1e3", 1000), ("1e6", 10**6))),
+        Case("first call: circuit sz=1e3", "circuit", "first call", (1000,)),
+        Case("first call: while_loop n=1e3", "decay", "first call", (_vector(1000),)),
+        Case("20 new sizes (abstracted_axes)", "energy", "new sizes", tuple(map(_vector, NEW_SIZES))),
+        Case("resizing for_loop sz=1e3", "grow", "steady", (1000,)),
+        Case("fixed-size for_loop sz=1e3", "fixed", "steady", (1000,)),
+        Case("dispatch: x + 1 on 3 elements", "add_one", "steady", (_vector(3),)),
+    ]
+
+
+TARGETS = [
+    Target("dispatch <= 2x jax.jit", ("dispatch: x + 1 on 3 elements", LITE), ("dispatch: x + 1 on 3 elements", JAX), 2.0),
+    Target("circuit 1e6 <= 1.2x jax.jit", ("circuit sz=1e6", LITE), ("circuit sz=1e6", JAX), 1.2),
+    Target("while_loop 1e6 <= 1.2x jax.jit", ("while_loop n=1e6", LITE), ("while_loop n=1e6", JAX), 1.2),
+    Target("first call circuit <= 1.5x jax.jit", ("first call: circuit sz=1e3", LITE), ("first call: circuit sz=1e3", JAX), 1.5),
+    Target("first call while_loop <= 1.5x jax.jit", ("first call: while_loop n=1e3", LITE), ("first call: while_loop n=1e3", JAX), 1.5),
+    Target("20 new sizes <= 0.5x jax.jit", ("20 new sizes (abstracted_axes)", LITE), ("20 new sizes (abstracted_axes)", JAX), 0.5),
+    Target("resizing loop <= 10x fixed-size loop", ("resizing for_loop sz=1e3", LITE), ("fixed-size for_loop sz=1e3", LITE), 10.0),
+]
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+
+def frontends() -> tuple[dict[str, ModuleType], dict[str, str]]:
+    """The importable front ends, and a note for each one that is not."""
+    modules, notes = {LITE: importlib.import_module("catalyst_lite")}, {}
+    try:
+        modules[CATALYST] = importlib.import_module("catalyst")
+    except ImportError as e:
+        notes[CATALYST] = f"skipped: pennylane-catalyst is not installed ({e})"
+    return modules, notes
+
+
+def builder(program: str, implementation: str, modules: dict[str, ModuleType]) -> Callable[[], Callable]:
+    """A function returning a fresh compiled version of ``program`` for ``implementation``."""
+    if implementation == JAX:
+        return PROGRAMS[program].jax_jit
+    return functools.partial(PROGRAMS[program].frontend, modules[implementation])
+
+
+def thunk(case: Case, build: Callable[[], Callable]) -> Callable[[], Any]:
+    """What one timed sample runs."""
+    if case.kind == "steady":
+        compiled = build()
+        return lambda: compiled(*case.args)
+    if case.kind == "first call":
+        return lambda: build()(*case.args)
+
+    def new_sizes() -> list[Any]:
+        compiled = build()
+        return [compiled(x) for x in case.args]
+
+    return new_sizes
+
+
+def measure(case: Case, build: Callable[[], Callable], budget: Budget) -> float:
+    run = thunk(case, build)
+    return time_steady(run, budget) if case.kind == "steady" else time_cold(run, budget)
+
+
+def same_results(case: Case, modules: dict[str, ModuleType]) -> bool:
+    """Whether catalyst_lite computes what jax.jit computes for this case (bit for bit)."""
+    def outputs(implementation: str) -> list[np.ndarray]:
+        return [np.asarray(x) for x in jax.tree_util.tree_leaves(thunk(case, builder(case.program, implementation, modules))())]
+
+    return all(np.array_equal(a, b) for a, b in zip(outputs(LITE), outputs(JAX), strict=True))
+
+
+def run_all(budget: Budget, modules: dict[str, ModuleType], notes: dict[str, str]) -> list[dict[str, Any]]:
+    rows = []
+    for case in cases():
+        row: dict[str, Any] = {"case": case.key, "kind": case.kind, "seconds": {}, "errors": {}}
+        for implementation in IMPLEMENTATIONS:
+            if implementation != JAX and implementation not in modules:
+                continue
+            try:
+                row["seconds"][implementation] = measure(case, builder(case.program, implementation, modules), budget)
+            except Exception as e:  # a front end that cannot compile a program is a result too
+                row["errors"][implementation] = f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+        row["identical_to_jax"] = same_results(case, modules)
+        rows.append(row)
+        print(f"  measured {case.key}", file=sys.stderr, flush=True)
+    return rows
+
+
+# --- reporting -----------------------------------------------------------------------------------
+
+
+def _fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a / b
+
+
+def table(rows: list[dict[str, Any]], implementations: list[str]) -> str:
+    header = ["case", *implementations, *(f"{i}/jit" for i in implementations if i != JAX), "same"]
+    lines = [header]
+    for row in rows:
+        s = row["seconds"]
+        ratios = [_ratio(s.get(i), s.get(JAX)) for i in implementations if i != JAX]
+        lines.append([
+            row["case"],
+            *(_fmt_time(s.get(i)) if i not in row["errors"] else "error" for i in implementations),
+            *("-" if r is None else f"{r:.2f}x" for r in ratios),
+            "yes" if row["identical_to_jax"] else "NO",
+        ])
+    widths = [max(len(line[k]) for line in lines) for k in range(len(header))]
+    text = [" | ".join(c.ljust(w) for c, w in zip(line, widths)) for line in lines]
+    text.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(text)
+
+
+def evaluate_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seconds = {(row["case"], i): t for row in rows for i, t in row["seconds"].items()}
+    out = []
+    for target in TARGETS:
+        ratio = _ratio(seconds.get(target.numerator), seconds.get(target.denominator))
+        out.append({**asdict(target), "ratio": ratio, "holds": ratio is not None and ratio <= target.limit})
+    return out
+
+
+def machine() -> dict[str, Any]:
+    versions = {"python": platform.python_version(), "jax": jax.__version__}
+    try:
+        versions["catalyst"] = importlib.import_module("catalyst").__version__
+    except ImportError:
+        pass
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(), **versions}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples: under a minute")
+    parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
+    args = parser.parse_args(argv)
+
+    jax.config.update("jax_enable_x64", True)  # what catalyst_lite and Catalyst compute with
+    modules, notes = frontends()
+    budget = QUICK if args.quick else FULL
+    rows = run_all(budget, modules, notes)
+    implementations = [i for i in IMPLEMENTATIONS if i == JAX or i in modules]
+    targets = evaluate_targets(rows)
+
+    print(table(rows, implementations))
+    for note in notes.values():
+        print(f"note: catalyst {note}")
+    print("\ntargets (catalyst_lite, medians):")
+    for t in targets:
+        ratio = "-" if t["ratio"] is None else f"{t['ratio']:.2f}x"
+        print(f"  [{'ok' if t['holds'] else 'MISSED'}] {t['label']}: {ratio}")
+
+    report = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(),
+        "budget": asdict(budget),
+        "notes": notes,
+        "rows": rows,
+        "targets": targets,
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwritten to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

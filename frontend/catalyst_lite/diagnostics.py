@@ -1,0 +1,226 @@
+"""Errors raised while tracing a user function, made to point at the user's code.
+
+:func:`user_facing_trace_errors` wraps the trace of a ``@qjit`` function. Whatever goes wrong in it
+comes out naming the function and the user's source line (``file:line``, the innermost frame of the
+traceback that is not JAX's, NumPy's or catalyst_lite's own):
+
+- our own errors (a loop body that changes a dimension, a non-scalar predicate) get the location;
+- JAX's errors about Python control flow on a traced value (``if x > 0:``, ``range(n)``,
+  ``int(x)``) become :class:`~.errors.ControlFlowError` saying to use ``cond``/``for_loop``/
+  ``while_loop`` or a static argument;
+- a size that is not an integer (``jnp.ones(x)`` with a float ``x``) becomes
+  :class:`~.errors.ArgumentTypeError` naming the scalar arguments that are not integers;
+- an internal failure of JAX's dynamic-shape path becomes :class:`~.errors.UnsupportedOperationError`
+  naming the JAX function and primitive;
+- any other error (JAX's own, about the user's program) is left as it is, with a note saying where.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import linecache
+import os
+import traceback
+from types import TracebackType
+from typing import Iterator, Sequence
+
+import jax
+import jax.errors
+import jaxlib
+import numpy as np
+
+from .errors import ArgumentTypeError, CatalystLiteError, ControlFlowError, UnsupportedOperationError
+from .jax_extras import Primitive
+
+__all__ = ["user_facing_trace_errors", "user_location", "equation_location", "unsupported_equation_error"]
+
+# Directories whose files are never the user's line: JAX, NumPy, catalyst_lite and the standard
+# library modules that wrap calls (a path test works for live frames and for JAX's source info).
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(path) + os.sep for path in (jax.__file__, jaxlib.__file__, np.__file__, __file__)
+) + tuple(module.__file__ for module in (contextlib, functools))
+
+# Fragments of JAX's *internal* failures on dynamically-shaped values: a JAX function that has no
+# dynamic-shape support trips over these types instead of raising a user-facing error.
+_INTERNAL_MARKERS = ("DShapedArray", "DynamicJaxprTracer", "DBIdx", "JaxprEqn", "TracingEqn", "hashable")
+
+_HINTS: tuple[tuple[type[BaseException], str], ...] = (
+    (
+        jax.errors.TracerBoolConversionError,
+        "Python `if`/`while`/`and`/`or`/`not` on a traced value: its truth is only known when the "
+        "program runs. Use catalyst_lite.cond for `if`, catalyst_lite.while_loop for `while`, "
+        "jnp.where for an elementwise choice, or pass the value as a static argument "
+        "(static_argnums/static_argnames) if it is a compile-time option.",
+    ),
+    (
+        jax.errors.TracerIntegerConversionError,
+        "a traced integer used as a Python int (`range(n)`, a list index): its value is only known "
+        "when the program runs. Use catalyst_lite.for_loop(0, n, 1) instead of `for i in range(n)`, "
+        "jnp indexing instead of list indexing, or pass the value as a static argument "
+        "(static_argnums/static_argnames).",
+    ),
+    (
+        jax.errors.TracerArrayConversionError,
+        "a traced array passed to NumPy (np.asarray, np.sum, ...): use the jax.numpy function "
+        "instead, which works on traced arrays.",
+    ),
+    (
+        jax.errors.ConcretizationTypeError,
+        "a traced value where Python needs a concrete one (int(x), float(x), a data-dependent "
+        "size): its value is only known when the program runs. Use cond/for_loop/while_loop for "
+        "control flow, x.astype(...) to convert, the `size=` argument of jnp functions with "
+        "data-dependent sizes, or pass the value as a static argument (static_argnums).",
+    ),
+)
+
+
+def _is_library_file(filename: str) -> bool:
+    return filename.startswith(_LIBRARY_DIRS)
+
+
+def _is_library_frame(frame) -> bool:
+    return _is_library_file(frame.f_code.co_filename)
+
+
+def _describe_line(filename: str, lineno: int) -> str:
+    code = linecache.getline(filename, lineno).strip()
+    return f"{filename}:{lineno}" + (f": `{code}`" if code else "")
+
+
+def user_location(tb: TracebackType | None) -> str | None:
+    """``file:line: `source``` of the innermost user frame of a traceback (``None`` if none)."""
+    location = None
+    for frame, lineno in traceback.walk_tb(tb):
+        if not _is_library_frame(frame):
+            location = _describe_line(frame.f_code.co_filename, lineno)
+    return location
+
+
+def equation_location(source_info) -> str | None:
+    """``file:line: `source``` of the user's line that created a jaxpr equation (JAX records the
+    Python traceback of every equation in its ``source_info``)."""
+    frames = getattr(getattr(source_info, "traceback", None), "frames", None) or []
+    for frame in frames:  # innermost first
+        if not _is_library_file(frame.file_name):
+            return _describe_line(frame.file_name, frame.line_num)
+    return None
+
+
+def _jax_entry_point(tb: TracebackType | None) -> str | None:
+    """The public name of the JAX function the user's code called (``jax.numpy.fft.fft``)."""
+    entry, after_user = None, False
+    for frame, _ in traceback.walk_tb(tb):
+        module = frame.f_globals.get("__name__") or ""
+        if not _is_library_frame(frame):
+            after_user, entry = True, None
+        elif after_user and entry is None and module.startswith("jax"):
+            entry = f"{module.replace('._src', '')}.{frame.f_code.co_name}"
+    return entry
+
+
+def _failing_primitive(tb: TracebackType | None) -> str | None:
+    """The innermost JAX primitive being bound in a traceback, found in the frames' locals."""
+    name = None
+    for frame, _ in traceback.walk_tb(tb):
+        for local in ("primitive", "prim", "self"):
+            if isinstance(frame.f_locals.get(local), Primitive):
+                name = frame.f_locals[local].name
+                break
+    return name
+
+
+def _raised_inside_jax(tb: TracebackType | None) -> bool:
+    """The innermost frame is JAX's, or one of our repairs of it (``catalyst_lite.jax_extras``)."""
+    frames = list(traceback.walk_tb(tb))
+    module = frames[-1][0].f_globals.get("__name__") or "" if frames else ""
+    return module.startswith(("jax", "catalyst_lite.jax_extras"))
+
+
+def _is_internal_jax_failure(err: BaseException) -> bool:
+    """JAX broke on a dynamic shape, as opposed to reporting a mistake in the user's program."""
+    if isinstance(err, (jax.errors.JAXTypeError, jax.errors.JAXIndexError)) or not _raised_inside_jax(
+        err.__traceback__
+    ):
+        return False
+    if isinstance(err, (AssertionError, AttributeError, NotImplementedError, KeyError)):
+        return True
+    return isinstance(err, (TypeError, ValueError, IndexError)) and any(
+        marker in str(err) for marker in _INTERNAL_MARKERS
+    )
+
+
+_STATIC_SHAPE_FIX = (
+    "Give the array a static shape (drop its axis from abstracted_axes, or pass its size with "
+    "static_argnums), or compute it with other jax.numpy functions."
+)
+
+
+def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationError:
+    """The error for a primitive that JAX fails to run when a traced program is specialized."""
+    location = equation_location(eqn.source_info)
+    return UnsupportedOperationError(
+        f"primitive {eqn.primitive.name!r}" + (f" (at {location})" if location else "")
+        + " cannot run on the specialized sizes: JAX 0.7's dynamic-shape path does not support "
+        f"it ({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
+    )
+
+
+def _where(fn_name: str, err: BaseException) -> str:
+    location = user_location(err.__traceback__)
+    return f"{fn_name} (at {location})" if location else fn_name
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _non_integer_scalars(leaf_names: Sequence[str], leaf_dtypes: Sequence[np.dtype | None]) -> str:
+    found = [f"{n} ({d})" for n, d in zip(leaf_names, leaf_dtypes) if d is not None and d.kind in "fbc"]
+    return ", ".join(found) or "none"
+
+
+@contextlib.contextmanager
+def user_facing_trace_errors(
+    fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None]
+) -> Iterator[None]:
+    """Translate errors raised while tracing ``fn_name`` (see the module docstring).
+
+    ``leaf_names``/``scalar_dtypes`` describe the flat arguments (the dtype of each scalar one,
+    ``None`` for arrays), to name the candidates when a size turns out not to be an integer.
+    """
+    try:
+        yield
+    except CatalystLiteError as err:
+        if not getattr(err, "_catalyst_lite_located", False):
+            location = user_location(err.__traceback__)
+            if location and err.args:
+                err.args = (f"{err.args[0]} (at {location})", *err.args[1:])
+            err._catalyst_lite_located = True
+        raise
+    except Exception as err:
+        for jax_error, hint in _HINTS:
+            if isinstance(err, jax_error):
+                raise ControlFlowError(
+                    f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
+                ) from None
+        if isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer"):
+            raise ArgumentTypeError(
+                f"{_where(fn_name, err)}: a size must be an integer, but it is computed from a "
+                f"non-integer value. Scalar arguments that are not integers: "
+                f"{_non_integer_scalars(leaf_names, scalar_dtypes)}. Pass sizes as Python or NumPy "
+                "ints (not floats, bools or NaN), or convert with x.astype(int)."
+            ) from None
+        if _is_internal_jax_failure(err):
+            operation = _jax_entry_point(err.__traceback__) or "a JAX function"
+            primitive = _failing_primitive(err.__traceback__)
+            raise UnsupportedOperationError(
+                f"{_where(fn_name, err)}: {operation}"
+                + (f" (primitive {primitive!r})" if primitive else "")
+                + " is not supported on dynamically-shaped arrays by JAX 0.7's dynamic-shape path "
+                f"({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
+            ) from err
+        location = user_location(err.__traceback__)
+        if location:
+            err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")
+        raise

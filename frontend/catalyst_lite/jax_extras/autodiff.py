@@ -1,0 +1,43 @@
+"""What catalyst_lite needs to know about JAX's automatic differentiation (private API).
+
+JAX 0.7 differentiates in reverse mode (``jax.grad``, ``jax.vjp``, ``jax.jacrev``) by
+*linearizing*: the function is traced with :class:`LinearizeTracer` values, whose trace is a
+``LinearizeTrace``. Seeing such a tracer among a program's arguments therefore means "this run
+will be transposed", which is when a loop with an unknown trip count must record its iterations.
+
+>>> import jax
+>>> seen = []
+>>> _ = jax.grad(lambda x: seen.append(is_reverse_mode_value(x)) or x * 2.0)(1.0)
+>>> _ = jax.jvp(lambda x: seen.append(is_reverse_mode_value(x)) or x * 2.0, (1.0,), (1.0,))
+>>> seen
+[True, False]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax._src import core
+from jax._src.interpreters import ad
+
+__all__ = ["is_reverse_mode_value", "is_concrete_value"]
+
+
+def is_reverse_mode_value(x: Any) -> bool:
+    """True when ``x`` is traced by a reverse-mode differentiation, possibly under other
+    transformations (``jax.vmap(jax.grad(f))`` wraps the linearize trace in a batching trace,
+    ``jax.grad(jax.vmap(f))`` the other way round: both are found by walking the parent traces)."""
+    if not isinstance(x, core.Tracer):
+        return False
+    trace = getattr(x, "_trace", None)
+    while trace is not None:
+        if isinstance(trace, ad.LinearizeTrace):
+            return True
+        trace = getattr(trace, "parent_trace", None)
+    return False
+
+
+def is_concrete_value(x: Any) -> bool:
+    """True when ``x`` has a value known now (a number, an array, or a tracer of the
+    differentiation or batching kind wrapping known values), false for ``jax.jit`` tracers."""
+    return not isinstance(x, core.Tracer) or core.is_concrete(x)

@@ -1,0 +1,117 @@
+"""catalyst_lite as a PennyLane compiler: ``qml.qjit(fn, compiler="catalyst_lite")``.
+
+PennyLane finds compilers through the ``pennylane.compilers`` entry-point group. A compiler named
+``catalyst_lite`` declares three entry points (in ``pyproject.toml``), all defined here:
+
+- ``catalyst_lite.qjit`` -> :func:`qjit`, what ``qml.qjit(..., compiler="catalyst_lite")`` calls.
+- ``catalyst_lite.context`` -> :class:`TracingContext`; PennyLane asks its ``is_tracing()`` to
+  answer ``qml.compiler.active_compiler()``.
+- ``catalyst_lite.ops`` -> :class:`PennyLaneOps`; while catalyst_lite is the active compiler,
+  ``qml.for_loop``, ``qml.while_loop`` and ``qml.cond`` hand their work to it.
+
+>>> import pennylane as qml
+>>> @qml.qjit(compiler="catalyst_lite")
+... def triangle(n: int):
+...     @qml.for_loop(0, n, 1)
+...     def body(i, total):
+...         return total + i
+...     return body(0)
+>>> int(triangle(5))
+10
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NoReturn
+
+from .compiled import QJIT
+from .compiled import qjit as _catalyst_lite_qjit
+from .control_flow import cond, for_loop, while_loop
+from .jax_extras import is_tracing
+from .jax_extras.patches import is_active as _inside_catalyst_lite_scope
+
+__all__ = ["COMPILER_NAME", "qjit", "TracingContext", "PennyLaneOps"]
+
+COMPILER_NAME = "catalyst_lite"
+"""The name users pass as ``qml.qjit(compiler=...)``; the prefix of our entry-point names."""
+
+
+def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:
+    """The ``catalyst_lite.qjit`` entry point: compile ``fn`` with :func:`catalyst_lite.qjit`.
+
+    ``qml.qjit(fn, compiler="catalyst_lite", **options)`` calls ``qjit(fn=fn, **options)``;
+    without ``fn`` (``@qml.qjit(compiler="catalyst_lite", abstracted_axes=...)``) the result is a
+    decorator. Options are those of :func:`catalyst_lite.qjit`; an unknown one is a ``TypeError``.
+
+    >>> import jax.numpy as jnp
+    >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
+    >>> float(f(jnp.ones(3)))
+    3.0
+    """
+    if fn is not None and not callable(fn):
+        raise TypeError(
+            f"qml.qjit(compiler={COMPILER_NAME!r}) compiles a function, got "
+            f"{type(fn).__name__} {fn!r}."
+        )
+    return _catalyst_lite_qjit(fn, **options)
+
+
+class TracingContext:
+    """The ``catalyst_lite.context`` entry point: tells PennyLane when catalyst_lite traces.
+
+    >>> TracingContext.is_tracing()
+    False
+    """
+
+    @staticmethod
+    def is_tracing() -> bool:
+        """True while the calling thread traces a catalyst_lite program.
+
+        Other JAX-based compilers (Catalyst) also trace with dynamic shapes, so a dynamic-shape
+        trace alone does not mean it is ours: the trace must also run inside catalyst_lite's own
+        thread-local tracing scope. Otherwise PennyLane, which asks every installed compiler in
+        turn, could hand Catalyst's loops to us.
+        """
+        return _inside_catalyst_lite_scope() and is_tracing()
+
+
+def _unsupported(name: str) -> Callable[..., NoReturn]:
+    """A stand-in for a PennyLane operation catalyst_lite cannot compile: a clear error, rather
+    than PennyLane's ``AttributeError`` on our ops object."""
+
+    def operation(*args: Any, **kwargs: Any) -> NoReturn:
+        raise NotImplementedError(
+            f"qml.{name} is not supported inside qml.qjit(compiler={COMPILER_NAME!r}): "
+            "catalyst_lite compiles classical JAX programs with qml.for_loop, qml.while_loop "
+            "and qml.cond. Use compiler='catalyst' for quantum operations and derivatives."
+        )
+
+    operation.__name__ = operation.__qualname__ = name
+    return operation
+
+
+class PennyLaneOps:
+    """The ``catalyst_lite.ops`` entry point: what PennyLane operations become under our qjit.
+
+    PennyLane calls ``for_loop(start, stop, step, allow_array_resizing=...)``,
+    ``while_loop(cond_fn, allow_array_resizing=...)`` and ``cond(pred)`` (then ``else_if`` and
+    ``otherwise`` on the result); catalyst_lite's functions take exactly these arguments, so they
+    serve as they are.
+
+    >>> PennyLaneOps.for_loop is for_loop
+    True
+    """
+
+    for_loop = staticmethod(for_loop)
+    while_loop = staticmethod(while_loop)
+    cond = staticmethod(cond)
+
+    # The rest of PennyLane's compiler-dispatched operations.
+    adjoint = staticmethod(_unsupported("adjoint"))
+    ctrl = staticmethod(_unsupported("ctrl"))
+    measure = staticmethod(_unsupported("measure"))
+    grad = staticmethod(_unsupported("grad"))
+    jacobian = staticmethod(_unsupported("jacobian"))
+    value_and_grad = staticmethod(_unsupported("value_and_grad"))
+    jvp = staticmethod(_unsupported("jvp"))
+    vjp = staticmethod(_unsupported("vjp"))

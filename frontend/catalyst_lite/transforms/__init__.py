@@ -1,0 +1,8 @@
+"""Transformations of functions, usable inside and outside ``@qjit``.
+
+- :mod:`.differentiation`: ``grad``, ``value_and_grad``, ``jacobian``, ``jvp``, ``vjp``.
+"""
+
+from .differentiation import grad, jacobian, jvp, value_and_grad, vjp
+
+__all__ = ["grad", "value_and_grad", "jacobian", "jvp", "vjp"]

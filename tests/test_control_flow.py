@@ -1,0 +1,363 @@
+"""for_loop, while_loop and cond against NumPy references: traced bounds, negative steps, zero-trip
+loops, nesting, captures from every enclosing scope, loop-index-sized arrays, resizing loops,
+conds in loops and loops in conds, branches of different sizes, and the errors of bad bodies."""
+
+import numpy as np
+import jax.numpy as jnp
+import pytest
+
+from catalyst_lite import cond, for_loop, qjit, while_loop
+from catalyst_lite.errors import ControlFlowError, DimensionError
+
+
+# --- for_loop -------------------------------------------------------------------------------------
+
+
+@qjit
+def strided_sum(lower: int, upper: int, step: int):
+    @for_loop(lower, upper, step)
+    def body(i, s):
+        return s + i
+
+    return body(0)
+
+
+@pytest.mark.parametrize(
+    "lower,upper,step", [(0, 10, 1), (3, 20, 4), (10, 0, -1), (7, 0, -2), (5, 5, 1), (5, 0, 1), (0, 5, -1)]
+)
+def test_traced_bounds_negative_steps_zero_trips(lower, upper, step):
+    assert int(strided_sum(lower, upper, step)) == sum(range(lower, upper, step))
+
+
+def test_single_and_multiple_carries_and_pytrees():
+    @qjit
+    def f(n: int):
+        @for_loop(0, n, 1)
+        def two(i, a, b):
+            return a + 1, b * 2
+
+        @for_loop(0, n, 1)
+        def tree(i, d):
+            return {"x": d["x"] + i, "y": (d["y"][0] - 1,)}
+
+        return two(0, 1), tree({"x": 0, "y": (10,)})
+
+    (a, b), d = f(4)
+    assert (int(a), int(b)) == (4, 16)
+    assert int(d["x"]) == 6 and int(d["y"][0]) == 6
+
+
+def test_nested_loops_capture_from_every_scope():
+    @qjit
+    def f(n: int, m: int):
+        x = jnp.ones([n]) * 3.0
+
+        @for_loop(0, m, 1)
+        def outer(i, acc):
+            y = acc * 0.5
+
+            @for_loop(0, i, 1)
+            def inner(j, a):
+                return a + x * j + y
+
+            return inner(acc)
+
+        return outer(jnp.zeros([n]))
+
+    def reference(n, m):
+        x, acc = np.ones(n) * 3.0, np.zeros(n)
+        for i in range(m):
+            y, a = acc * 0.5, acc
+            for j in range(i):
+                a = a + x * j + y
+            acc = a
+        return acc
+
+    for n, m in [(3, 4), (5, 6), (1, 0)]:
+        np.testing.assert_allclose(f(n, m), reference(n, m))
+
+
+def test_loop_index_sizes_arrays_and_resizing_while():
+    @qjit
+    def triangle(n: int):
+        @for_loop(1, n + 1, 1, allow_array_resizing=True)
+        def body(i, acc):
+            return jnp.ones([acc.shape[0] + i]) * i
+
+        return body(jnp.zeros([0]))
+
+    for n in (1, 3, 5):
+        np.testing.assert_array_equal(triangle(n), np.full(n * (n + 1) // 2, float(n)))
+
+    @qjit(abstracted_axes={0: "n"})
+    def doubling(x):
+        @while_loop(lambda a: a.shape[0] < 50, allow_array_resizing=True)
+        def grow(a):
+            return jnp.ones([a.shape[0] * 2]) * (jnp.sum(a) + 1.0)
+
+        return grow(x)
+
+    def doubling_reference(x):
+        while x.shape[0] < 50:
+            x = np.ones(x.shape[0] * 2) * (np.sum(x) + 1.0)
+        return x
+
+    for n in (1, 3, 7, 60):
+        np.testing.assert_allclose(doubling(np.ones(n)), doubling_reference(np.ones(n)))
+
+
+def test_preserved_while_loop_is_one_program():
+    @qjit(abstracted_axes={0: "n"})
+    def f(a):
+        @while_loop(lambda i, a: i < 100)
+        def body(i, a):
+            return i + 1, a * 0.99 + jnp.sin(a)
+
+        return body(0, a)[1]
+
+    def reference(a):
+        for _ in range(100):
+            a = a * 0.99 + np.sin(a)
+        return a
+
+    for n in (2, 9):
+        x = np.linspace(0.0, 1.0, n)
+        np.testing.assert_allclose(f(x), reference(x), rtol=1e-12)
+    assert f.specialized_mlir(np.ones(4)).count("stablehlo.while") >= 1
+
+
+# --- cond -----------------------------------------------------------------------------------------
+
+
+@qjit
+def classify(x: float):
+    @cond(x > 10.0)
+    def c():
+        return 2
+
+    @c.else_if(x > 0.0)
+    def c():
+        return 1
+
+    @c.otherwise
+    def c():
+        return 0
+
+    return c()
+
+
+@pytest.mark.parametrize("x,expected", [(20.0, 2), (5.0, 1), (-1.0, 0), (10.0, 1)])
+def test_else_if_chain(x, expected):
+    assert int(classify(x)) == expected
+
+
+def test_cond_without_otherwise_returning_nothing():
+    @qjit
+    def f(x: float):
+        @cond(x > 0.0)
+        def c():
+            return None
+
+        assert c() is None
+        return x
+
+    assert float(f(2.0)) == 2.0
+
+
+def test_cond_branches_of_different_sizes():
+    @qjit
+    def f(n: int, x: float):
+        @cond(x > 0)
+        def c():
+            return jnp.ones([n]) * x
+
+        @c.otherwise
+        def c():
+            return jnp.zeros([n + 2])
+
+        return c()
+
+    np.testing.assert_array_equal(f(3, 2.0), np.full(3, 2.0))
+    np.testing.assert_array_equal(f(3, -1.0), np.zeros(5))
+    (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "cond"]
+    assert eqn.params["nimplicit_outputs"] == 1
+
+
+def test_cond_in_loop_and_loop_in_cond():
+    @qjit
+    def f(n: int, flag: bool):
+        a = jnp.ones([n])
+
+        @for_loop(0, 6, 1)
+        def loop(i, a):
+            @cond(i % 2 == 0)
+            def b():
+                return a * 2.0
+
+            @b.otherwise
+            def b():
+                return a + 1.0
+
+            return b()
+
+        @cond(flag)
+        def c():
+            @while_loop(lambda v: jnp.sum(v) < 100.0)
+            def w(v):
+                return v * 2.0
+
+            return w(loop(a))
+
+        @c.otherwise
+        def c():
+            return a
+
+        return c()
+
+    def reference(n, flag):
+        a = np.ones(n)
+        if not flag:
+            return a
+        v = a
+        for i in range(6):
+            v = v * 2.0 if i % 2 == 0 else v + 1.0
+        while np.sum(v) < 100.0:
+            v = v * 2.0
+        return v
+
+    for n, flag in [(3, True), (3, False), (1, True), (8, True)]:
+        np.testing.assert_array_equal(f(n, flag), reference(n, flag))
+
+
+def test_resizing_cond_inside_resizing_loop():
+    @qjit
+    def f(n: int):
+        @for_loop(0, n, 1, allow_array_resizing=True)
+        def loop(i, a):
+            @cond(i % 2 == 0)
+            def b():
+                return jnp.ones([a.shape[0] + 1]) * i
+
+            @b.otherwise
+            def b():
+                return a
+
+            return b()
+
+        return loop(jnp.zeros([1]))
+
+    def reference(n):
+        a = np.zeros(1)
+        for i in range(n):
+            if i % 2 == 0:
+                a = np.ones(a.shape[0] + 1) * i
+        return a
+
+    for n in (0, 1, 5, 6):
+        np.testing.assert_array_equal(f(n), reference(n))
+
+
+# --- eager use outside qjit -----------------------------------------------------------------------
+
+
+def test_eager_semantics_outside_qjit():
+    @for_loop(0, 4, 1)
+    def f(i, a):
+        return a + i
+
+    assert f(10) == 16
+
+    @while_loop(lambda x: x < 100)
+    def w(x):
+        return x * 3
+
+    assert w(1) == 243
+
+    @cond(False)
+    def c():
+        return "a"
+
+    @c.otherwise
+    def c():
+        return "b"
+
+    assert c() == "b"
+
+
+# --- bad bodies -----------------------------------------------------------------------------------
+
+
+def test_resizing_without_permission_names_loop_and_fix():
+    with pytest.raises(DimensionError, match=r"grow.*argument 0.*allow_array_resizing=True"):
+
+        @qjit
+        def f(n: int):
+            @for_loop(0, 3, 1)
+            def grow(i, a):
+                return jnp.ones([a.shape[0] + 1])
+
+            return grow(jnp.ones([n]))
+
+
+@pytest.mark.parametrize(
+    "body,match",
+    [
+        (lambda i, a, b: a, "structure"),
+        (lambda i, a, b: (a, b, a), "structure"),
+        (lambda i, a, b: (a.astype(jnp.int32), b), "dtype"),
+        (lambda i, a, b: (a, b[None]), "rank"),
+    ],
+)
+def test_wrong_results_are_clear_errors(body, match):
+    @qjit
+    def f(n):  # not annotated: traced at the first call
+        return for_loop(0, 2, 1)(body)(jnp.ones([n]), jnp.ones([n]))
+
+    with pytest.raises((DimensionError, ControlFlowError), match=match):
+        f(3)
+    with pytest.raises((DimensionError, ControlFlowError)):  # every call reports it again
+        f(4)
+
+
+def test_bad_predicates_and_branch_structures():
+    @qjit
+    def non_scalar(n):
+        x = jnp.ones([n])
+
+        @cond(x > 0)
+        def c():
+            return 1
+
+        @c.otherwise
+        def c():
+            return 0
+
+        return c()
+
+    with pytest.raises(ControlFlowError, match="boolean scalar predicate"):
+        non_scalar(3)
+
+    @qjit
+    def mismatched(x):
+        @cond(x > 0)
+        def c():
+            return x, x
+
+        @c.otherwise
+        def c():
+            return x
+
+        return c()
+
+    with pytest.raises(ControlFlowError, match="same structure"):
+        mismatched(1.0)
+
+    with pytest.raises(ControlFlowError, match="otherwise"):
+
+        @qjit
+        def missing_otherwise(x: float):
+            @cond(x > 0)
+            def c():
+                return x
+
+            return c()

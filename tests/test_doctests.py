@@ -1,0 +1,37 @@
+"""The examples in catalyst_lite's docstrings are run, so that they stay true."""
+
+import doctest
+import importlib
+import pkgutil
+
+import jax
+import pytest
+
+import catalyst_lite
+
+MODULES = sorted(
+    [catalyst_lite.__name__]
+    + [m.name for m in pkgutil.walk_packages(catalyst_lite.__path__, catalyst_lite.__name__ + ".")]
+)
+
+
+def test_every_subpackage_is_found():
+    assert {"catalyst_lite.compiled", "catalyst_lite.signature", "catalyst_lite.tracing"} <= set(
+        MODULES
+    )
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    before = (jax.config.jax_dynamic_shapes, jax.config.jax_enable_x64)
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0, f"{result.failed} of {result.attempted} doctest examples failed in {name}"
+    assert (jax.config.jax_dynamic_shapes, jax.config.jax_enable_x64) == before
+
+
+def test_examples_are_found():
+    """Guards against a finder that silently sees nothing (the test above would then pass)."""
+    module = importlib.import_module("catalyst_lite.compiled")
+    examples = sum(len(t.examples) for t in doctest.DocTestFinder().find(module))
+    assert examples >= 3
