@@ -19,6 +19,7 @@ class Budget:
     cold_repeats: int
     steady_repeats: int
     min_sample_seconds: float
+    max_case_seconds: float
 
 
 def _run_once(thunk: Callable[[], Any]) -> float:
@@ -34,12 +35,13 @@ def time_steady(thunk: Callable[[], Any], budget: Budget) -> float:
     (timer resolution and loop overhead then do not matter); each call is waited for, as a
     user reading the result would.
     """
-    for _ in range(3):  # warm-up: compile, fill caches
-        _run_once(thunk)
+    _run_once(thunk)  # warm-up: trace, compile, fill caches
     per_call = _run_once(thunk)
     batch = max(1, int(budget.min_sample_seconds / max(per_call, 1e-7)))
+    # A slow call (a second or more) gets fewer samples, at least three.
+    repeats = max(3, min(budget.steady_repeats, int(budget.max_case_seconds / (batch * per_call))))
     samples = []
-    for _ in range(budget.steady_repeats):
+    for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(batch):
             jax.block_until_ready(thunk())

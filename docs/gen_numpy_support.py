@@ -30,13 +30,14 @@ identity, `k >= 0` for a traced slice bound), the program is traced under an *as
 for all large sizes, and each call checks it: a call that breaks it (e.g. `jnp.max` of an empty
 array, `x[:k]` with `k < 0`) raises a `CatalystLiteError` (a `ValueError`) instead of computing
 something JAX would not. A result whose size depends on array data (`jnp.nonzero` without `size=`)
-is an error naming the call.
+is an error naming the call and what to pass instead.
 
 """
 
 
-def render(cases: Mapping[str, Any]) -> str:
-    """The page for ``cases`` (``call -> Case(group, call, fn)``), grouped in table order."""
+def render(cases: Mapping[str, Any], unsupported: Mapping[str, Any]) -> str:
+    """The page for ``cases`` (``call -> Case(group, call, fn)``), grouped in table order, and
+    ``unsupported`` (``call -> Unsupported(call, instead, fn, error)``)."""
     lines = [HEADER.rstrip("\n"), ""]
     total = 0
     for group, members in groupby(cases.values(), key=lambda case: case.group):
@@ -45,19 +46,22 @@ def render(cases: Mapping[str, Any]) -> str:
         lines += [f"## {group}", "", "| call | symbolic sizes |", "|---|---|"]
         lines += [f"| `{call}` | supported |" for call in calls]
         lines.append("")
-    lines.append(f"{total} calls supported.")
+    lines += [f"{total} calls supported.", "", "## Not supported with symbolic sizes", ""]
+    lines += ["Tracing each of these raises the error shown.", ""]
+    lines += ["| call | error | instead |", "|---|---|---|"]
+    lines += [f"| `{u.call}` | `{u.error.__name__}` | {u.instead} |" for u in unsupported.values()]
     return "\n".join(lines) + "\n"
 
 
-def _cases() -> Mapping[str, Any]:
+def _tables() -> tuple[Mapping[str, Any], Mapping[str, Any]]:
     path = ROOT / "tests" / "test_numpy_coverage.py"
     spec = importlib.util.spec_from_file_location("test_numpy_coverage", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
-    return module.CASES
+    return module.CASES, module.UNSUPPORTED
 
 
 if __name__ == "__main__":
-    PAGE.write_text(render(_cases()))
+    PAGE.write_text(render(*_tables()))
     print(f"wrote {PAGE}")

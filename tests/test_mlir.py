@@ -421,3 +421,16 @@ def test_cond_inside_loop_body_is_lowered_once():
 def test_docstring_examples(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_slices_with_symbolic_bounds_lower_to_dynamic_gather():
+    """`x[1:]` carries its symbolic slice size as an operand; `.mlir` puts it back in the gather."""
+
+    @qjit(abstracted_axes={0: "n"})
+    def diffs(x):
+        return x[1:] - x[:-1]
+
+    np.testing.assert_array_equal(diffs(np.arange(5.0)), np.ones(4))
+    text = diffs.mlir
+    assert text.count("stablehlo.dynamic_gather") == 2
+    assert "tensor<?xf64>" in text

@@ -101,6 +101,49 @@ CASES: dict[str, Case] = {
         Case("Indexing", "x.at[i].add", lambda n: vec(n).at[0].add(7.0)),
         Case("Sorting", "jnp.sort", lambda n: jnp.sort(-vec(n))),
         Case("Sorting", "jnp.argsort", lambda n: jnp.argsort(-vec(n))),
+        Case("Also supported", "jnp.diff", lambda n: jnp.diff(vec(n))),
+        Case("Also supported", "jnp.pad", lambda n: jnp.pad(vec(n), 2)),
+        Case("Also supported", "jnp.roll", lambda n: jnp.roll(vec(n), 1)),
+        Case("Also supported", "jnp.split (equal parts)", lambda n: jnp.split(vec(2 * n), 2)[1]),
+        Case("Also supported", "jnp.var", lambda n: jnp.var(mat(n), axis=0)),
+        Case("Also supported", "jnp.triu", lambda n: jnp.triu(jnp.ones((n, n)))),
+        Case("Also supported", "jnp.take", lambda n: jnp.take(vec(n), jnp.array([0, 2]))),
+        Case("Also supported", "x[i] of a 2-D array", lambda n: mat(n)[n - 1]),
+        Case("Also supported", "x[:, 1:]", lambda n: mat(n).T[:, 1:]),
+        Case("Also supported", "jax.nn.softmax", lambda n: jax.nn.softmax(vec(n))),
+    ]
+}
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A call whose result cannot have a symbolic size; ``fn(x)`` on a symbolic-length ``x``."""
+
+    call: str
+    instead: str
+    fn: Callable
+    error: type[BaseException]  # what tracing it raises
+
+
+UNSUPPORTED: dict[str, Unsupported] = {
+    u.call: u
+    for u in [
+        Unsupported(
+            "jnp.nonzero(x)", "pass `size=`", lambda x: jnp.nonzero(x), CatalystLiteError
+        ),
+        Unsupported("jnp.unique(x)", "pass `size=`", lambda x: jnp.unique(x), CatalystLiteError),
+        Unsupported(
+            "x[x > 0] (boolean mask)",
+            "`jnp.where(x > 0, x, 0)`",
+            lambda x: x[x > 0],
+            IndexError,  # JAX's own, as under jax.jit
+        ),
+        Unsupported(
+            "jnp.squeeze(x) without axis",
+            "pass `axis=` (the result's rank would depend on which sizes are 1)",
+            lambda x: jnp.squeeze(x[None]),
+            ValueError,  # JAX's own, as for jax.export's symbolic shapes
+        ),
     ]
 }
 
@@ -158,6 +201,14 @@ def test_python_branch_on_a_size_is_still_refused():
         qjit(lambda n: jnp.ones(3) if n > 2 else jnp.zeros(3))(3)
 
 
+@pytest.mark.parametrize("call", list(UNSUPPORTED))
+def test_unsupported_call_is_a_clear_error(call):
+    case = UNSUPPORTED[call]
+    compiled = qjit(case.fn, abstracted_axes={0: "n"})
+    with pytest.raises(case.error):
+        compiled(jnp.arange(3.0))
+
+
 def test_data_dependent_result_size_names_the_call_and_the_fix():
     with pytest.raises(CatalystLiteError, match="size=") as info:
         qjit(lambda x: jnp.nonzero(x), abstracted_axes={0: "n"})(jnp.arange(3.0))
@@ -172,6 +223,6 @@ def _load_generator():
 
 
 def test_support_page_is_generated_from_this_table():
-    generated = _load_generator().render(CASES)
+    generated = _load_generator().render(CASES, UNSUPPORTED)
     committed = (ROOT / "docs" / "numpy-support.md").read_text()
     assert committed == generated, "run: python docs/gen_numpy_support.py"

@@ -12,6 +12,7 @@
 from .errors import CatalystLiteError
 from .compiled import QJIT, qjit
 from .control_flow import cond, for_loop, while_loop
+from .quantum import measure
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp
 
 __version__ = "0.1.0"

@@ -32,6 +32,7 @@ from .jax_extras import Tracer, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .signature import ArgumentLayout, LeafSpec
 from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
+from .quantum.qnode import quantum_tracing
 
 __all__ = ["qjit", "QJIT"]
 
@@ -91,6 +92,8 @@ class QJIT:
         self.options = dict(options, abstracted_axes=abstracted_axes)
         self.layout = ArgumentLayout(fn, abstracted_axes, static_argnums, static_argnames)
         self._programs: dict[Hashable, TracedProgram] = {}
+        # Calls already validated, by _call_key: the program and its implicit sizes (see __call__).
+        self._validated_calls: dict[tuple, tuple[TracedProgram, list[int]]] = {}
         self._last: TracedProgram | None = None
         self._lock = threading.Lock()
         self._annotated = self._annotation_specs()
@@ -124,7 +127,8 @@ class QJIT:
         key = (tree, tuple(specs), ())
         axes = [{} for _ in specs]
         names = self.layout.dynamic_names(len(specs))
-        program = trace_program(self.original_function, tree, specs, axes, self.name, names)
+        with quantum_tracing(self.options):  # QNodes called while tracing compile into the program
+            program = trace_program(self.original_function, tree, specs, axes, self.name, names)
         self._programs[key] = self._last = program
         return program
 
@@ -147,7 +151,8 @@ class QJIT:
                         def fn(*dyn, _f=self.original_function):
                             return _f(*layout.merge(dyn, static))
 
-                    program = trace_program(fn, tree, specs, axes, self.name, names)
+                    with quantum_tracing(self.options):
+                        program = trace_program(fn, tree, specs, axes, self.name, names)
                     self._programs[key] = program
         self._last = program
         return program, leaves, names
@@ -171,6 +176,22 @@ class QJIT:
     # --- calling -----------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Fast path: arguments of the types, shapes and dtypes of a call already validated need
+        # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
+        key = None if kwargs else _call_key(args)
+        validated = self._validated_calls.get(key) if key is not None else None
+        if validated is not None:
+            program, implicit = validated
+            self._last = program
+            try:
+                with x64_scope():
+                    return program.run(implicit, args)
+            except (CompileError, UnsupportedOperationError):
+                pass  # rare (a negative size): the checked call raises it naming the arguments
+        return self._call_checked(key, args, kwargs)
+
+    def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
+        """A call with every check; remembered for the fast path when ``key`` settles them."""
         dynamic, static = self.layout.split(args, kwargs)
         if self._annotated is not None:
             self._check_annotations(dynamic)
@@ -183,6 +204,18 @@ class QJIT:
         program, leaves, names = self._program_for(dynamic, static)
         implicit = program.implicit_args(leaves, names, self.name)
         self._check_size_arguments_known(program, implicit, leaves, names)
+        if any(isinstance(x, Tracer) for x in leaves):
+            # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see transforms.boundary).
+            from .transforms.boundary import call_from_transformation
+
+            with self._naming_size_arguments(program, implicit, leaves, names):
+                return call_from_transformation(lambda *xs: program.run(implicit, xs), leaves)
+        if key is not None and not static and len(dynamic) == len(args) and all(
+            d is a for d, a in zip(dynamic, args)
+        ):
+            # Each argument is one leaf, passed unconverted (and no default was filled in): a call
+            # with the same key is the same call.
+            self._validated_calls[key] = (program, implicit)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.run(implicit, leaves)
 
@@ -249,6 +282,25 @@ class QJIT:
 def _dtype_of(x: Any) -> np.dtype:
     """The dtype of an argument, without converting it (it may be a tracer)."""
     return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+_SCALAR_TYPES = frozenset({int, float, bool, complex})
+
+
+def _call_key(args: tuple) -> tuple | None:
+    """What a call's validation depends on, when every argument is a number or a concrete array
+    (``None`` otherwise: pytrees and tracers take the checked path every time). Python numbers are
+    keyed on their type only: their values never change which program runs."""
+    key = []
+    for a in args:
+        kind = type(a)
+        if kind in _SCALAR_TYPES:
+            key.append(kind)
+        elif isinstance(a, (jax.Array, np.ndarray)) and not isinstance(a, Tracer):
+            key.append((kind, a.shape, a.dtype, getattr(a, "weak_type", False)))
+        else:
+            return None
+    return tuple(key)
 
 
 def _is_int_scalar(x: Any) -> bool:

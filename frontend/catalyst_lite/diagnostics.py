@@ -107,6 +107,15 @@ def equation_location(source_info) -> str | None:
     return None
 
 
+def _unfiltered_traceback(err: BaseException) -> TracebackType | None:
+    """The traceback with JAX's internal frames: JAX removes them from the traceback of errors
+    crossing its API and keeps the full one on a chained ``UnfilteredStackTrace``."""
+    cause = err.__cause__
+    if type(cause).__name__ == "UnfilteredStackTrace" and cause.__traceback__ is not None:
+        return cause.__traceback__
+    return err.__traceback__
+
+
 def _jax_entry_point(tb: TracebackType | None) -> str | None:
     """The public name of the JAX function the user's code called (``jax.numpy.fft.fft``)."""
     entry, after_user = None, False
@@ -130,10 +139,20 @@ def _failing_primitive(tb: TracebackType | None) -> str | None:
     return name
 
 
+def _operation_name(tb: TracebackType | None) -> str:
+    """``jax.numpy.fft.fft (primitive 'fft')``, or as much of it as the traceback tells."""
+    entry, primitive = _jax_entry_point(tb), _failing_primitive(tb)
+    if entry and primitive:
+        return f"{entry} (primitive {primitive!r})"
+    return entry or (f"primitive {primitive!r}" if primitive else "this JAX operation")
+
+
 def _raised_inside_jax(tb: TracebackType | None) -> bool:
     """The innermost frame is JAX's, or one of our repairs of it (``catalyst_lite.jax_extras``)."""
     frames = list(traceback.walk_tb(tb))
-    module = frames[-1][0].f_globals.get("__name__") or "" if frames else ""
+    if not frames:
+        return False
+    module = frames[-1][0].f_globals.get("__name__") or ""
     return module.startswith(("jax", "catalyst_lite.jax_extras"))
 
 
@@ -160,9 +179,10 @@ def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationE
     """The error for a primitive that JAX fails to run when a traced program is specialized."""
     location = equation_location(eqn.source_info)
     return UnsupportedOperationError(
-        f"primitive {eqn.primitive.name!r}" + (f" (at {location})" if location else "")
-        + " cannot run on the specialized sizes: JAX 0.7's dynamic-shape path does not support "
-        f"it ({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
+        (f"at {location}: " if location else "")
+        + f"primitive {eqn.primitive.name!r} cannot run on the specialized sizes: JAX 0.7's "
+        f"dynamic-shape path does not support it ({type(err).__name__}: {_first_line(err)}). "
+        f"{_STATIC_SHAPE_FIX}"
     )
 
 
@@ -212,12 +232,9 @@ def user_facing_trace_errors(
                 "ints (not floats, bools or NaN), or convert with x.astype(int)."
             ) from None
         if _is_internal_jax_failure(err):
-            operation = _jax_entry_point(err.__traceback__) or "a JAX function"
-            primitive = _failing_primitive(err.__traceback__)
             raise UnsupportedOperationError(
-                f"{_where(fn_name, err)}: {operation}"
-                + (f" (primitive {primitive!r})" if primitive else "")
-                + " is not supported on dynamically-shaped arrays by JAX 0.7's dynamic-shape path "
+                f"{_where(fn_name, err)}: {_operation_name(_unfiltered_traceback(err))} is not "
+                "supported on dynamically-shaped arrays by JAX 0.7's dynamic-shape path "
                 f"({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
             ) from err
         location = user_location(err.__traceback__)

@@ -53,12 +53,16 @@ class SizeAssumptionError(CompileError):
     reduction without identity, ``k >= 0`` for a slice bound) that is false for a call."""
 
 
-class SymbolicSizeError(CatalystLiteError, TypeError):
-    """A function was asked for a result whose size depends on array *data* (``jnp.nonzero``
-    without ``size=``); with symbolic sizes a size must come from sizes and integer arguments."""
-
-
 class DifferentiationError(CatalystLiteError, TypeError):
     """A function cannot be differentiated as asked: with respect to an integer argument, or
     ``grad`` of a result that is not a real scalar. (Bad options, such as ``argnums`` beyond the
     arguments or an unknown ``method``, are :class:`ArgumentValueError`.)"""
+
+
+class QuantumOperationError(CatalystLiteError, TypeError):
+    """A quantum circuit uses an operation or measurement that catalyst_lite cannot compile."""
+
+
+class WireError(CatalystLiteError, ValueError):
+    """A quantum operation acts on a wire the device does not have, or a device's number of
+    wires is not a fixed Python integer."""

@@ -28,6 +28,7 @@ from .compiled import QJIT
 from .compiled import qjit as _catalyst_lite_qjit
 from .control_flow import cond, for_loop, while_loop
 from .jax_extras import is_tracing
+from .quantum.qnode import pennylane_adjoint, pennylane_ctrl, pennylane_measure
 from .jax_extras.patches import is_active as _inside_catalyst_lite_scope
 
 __all__ = ["COMPILER_NAME", "qjit", "TracingContext", "PennyLaneOps"]
@@ -107,9 +108,10 @@ class PennyLaneOps:
     cond = staticmethod(cond)
 
     # The rest of PennyLane's compiler-dispatched operations.
-    adjoint = staticmethod(_unsupported("adjoint"))
-    ctrl = staticmethod(_unsupported("ctrl"))
-    measure = staticmethod(_unsupported("measure"))
+    # Quantum operations inside compiled QNodes (catalyst_lite.quantum).
+    adjoint = staticmethod(pennylane_adjoint)
+    ctrl = staticmethod(pennylane_ctrl)
+    measure = staticmethod(pennylane_measure)
     grad = staticmethod(_unsupported("grad"))
     jacobian = staticmethod(_unsupported("jacobian"))
     value_and_grad = staticmethod(_unsupported("value_and_grad"))

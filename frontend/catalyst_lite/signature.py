@@ -177,7 +177,7 @@ class ArgumentLayout:
                 f"takes {len(dynamic)} non-static arguments."
             )
         for arg, entry, leaves, name in zip(dynamic, entries, leaves_per_arg, names):
-            per_leaf = _broadcast_entry(entry, arg, len(leaves))
+            per_leaf = _broadcast_entry(entry, arg, len(leaves), self.fn_name, name)
             for leaf, leaf_entry in zip(leaves, per_leaf):
                 ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
                 specs.append(_axes_for_leaf(leaf_entry, ndim, self.fn_name, name, strict=True))
@@ -202,12 +202,19 @@ def _is_axes_dict(entry: Any) -> bool:
     return isinstance(entry, dict) and all(isinstance(k, (int, np.integer)) for k in entry)
 
 
-def _broadcast_entry(entry: Any, arg: Any, nleaves: int) -> list[Any]:
+def _broadcast_entry(entry: Any, arg: Any, nleaves: int, fn_name: str, where: str) -> list[Any]:
     """An abstracted_axes entry for one argument, as one entry per leaf of that argument."""
     if entry is None or _is_axes_dict(entry) or (
         isinstance(entry, tuple) and all(e is None or isinstance(e, (str, int)) for e in entry)
     ):
         return [entry] * nleaves
     # A pytree of entries matching the argument's structure.
-    entry_leaves = tree_structure(arg).flatten_up_to(entry)
-    return list(entry_leaves)
+    structure = tree_structure(arg)
+    try:
+        return list(structure.flatten_up_to(entry))
+    except (ValueError, TypeError) as err:
+        raise ArgumentTypeError(
+            f"{fn_name}: the abstracted_axes entry for argument {where} does not match its pytree "
+            f"structure ({err}). The argument is {structure}; give one {{axis: name}} per leaf in "
+            "that structure, or one dict for all its leaves."
+        ) from None

@@ -225,6 +225,9 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
     return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
 
 
+_NOT_COMPILED = object()  # a missing entry of JaxprRunner._executables (None: host-driven)
+
+
 class JaxprRunner:
     """Runs one jaxpr at concrete sizes, compiling it once per size signature.
 
@@ -284,10 +287,13 @@ class JaxprRunner:
         return self._executables[key, reverse]
 
     def __call__(self, *args: Any) -> list[Any]:
-        key = self.signature(args)
+        # The hot path of every call: a dict lookup keyed on the sizes (none for most programs).
+        key = self.signature(args) if self.static_positions else ()
         dynamic_args = [args[i] for i in self.dynamic_positions]
         reverse = needs_reverse_mode(dynamic_args)
-        fn = self.executable(key, dynamic_args, reverse)
+        fn = self._executables.get((key, reverse), _NOT_COMPILED)
+        if fn is _NOT_COMPILED:
+            fn = self.executable(key, dynamic_args, reverse)
         if fn is None:
             self._check_host_drivable(dynamic_args)
             with reverse_mode(reverse):

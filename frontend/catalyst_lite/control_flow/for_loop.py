@@ -42,7 +42,7 @@ from ..compiler.specialize import (
     to_dim,
 )
 from ..errors import ControlFlowError, function_name
-from ..jax_extras import ClosedJaxpr, collapse
+from ..jax_extras import ClosedJaxpr, Tracer, collapse, get_aval
 from ..jax_extras.dynshape import DynshapePrimitive
 from .common import (
     expansion_strategy,
@@ -85,6 +85,7 @@ def for_loop(
     def decorator(body: Callable) -> Callable:
         @functools.wraps(body)
         def loop(*init: Any) -> Any:
+            _check_bounds(body, lower, upper, step)
             if tracing_mode("for_loop", body) == "eager":
                 return _run_eagerly(body, lower, upper, step, init)
             return _bind(body, lower, upper, step, init, strategy)
@@ -100,6 +101,20 @@ def _run_eagerly(body: Callable, lower: Any, upper: Any, step: Any, init: tuple)
         out = body(i, *carry)
         carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
     return None if len(init) == 0 else carry[0] if len(init) == 1 else carry
+
+
+def _check_bounds(body: Callable, lower: Any, upper: Any, step: Any) -> None:
+    """Bounds must be integer scalars: a float bound would otherwise be truncated eagerly and fail
+    deep inside XLA's loop when compiled."""
+    for name, bound in (("lower", lower), ("upper", upper), ("step", step)):
+        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) and (
+            np.shape(bound) != () or not np.issubdtype(get_aval(bound).dtype, np.integer)
+        ):
+            found = type(bound).__name__ if isinstance(bound, bool) else get_aval(bound).str_short()
+            raise ControlFlowError(
+                f"for_loop ({function_name(body)}): the {name} bound must be an integer scalar, got "
+                f"{found}. Pass Python/NumPy ints or integer arguments; convert with x.astype(int)."
+            )
 
 
 def _checked_step(step: Any, body: Callable) -> int:
@@ -147,8 +162,12 @@ def _operands(invals: list[Any], params: dict[str, Any]):
 
 
 def trip_count(lower: Any, upper: Any, step: Any) -> Any:
-    """Number of iterations of ``range(lower, upper, step)``, for traced or concrete bounds."""
-    if all(isinstance(x, (int, np.integer)) for x in (lower, upper, step)):
+    """Number of iterations of ``range(lower, upper, step)``, for traced or concrete bounds.
+
+    Known bounds (Python or NumPy numbers, or the 0-d arrays of jaxpr literals) give a Python int:
+    ``lax.fori_loop`` then becomes a ``scan`` of known length, which XLA may unroll or fold, as it
+    does for a hand-written ``jax.jit`` program."""
+    if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
         return len(range(int(lower), int(upper), int(step)))
     return jax.numpy.maximum(0, -((lower - upper) // step))
 
@@ -159,7 +178,7 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     body = params["body_jaxpr"].jaxpr
     nconsts, nimplicit = params["body_nconsts"], params["nimplicit"]
     if nimplicit and not dims_unchanged(body, nconsts, nimplicit):
-        raise NeedsHost("for_loop resizes arrays")
+        return _unrolled(body, consts, implicit, (lower, upper, step), carried, nimplicit)
     implicit = [to_dim(d) for d in implicit]
 
     def step_fn(k, carry):
@@ -170,6 +189,30 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     _require_static_trip_count_in_reverse_mode(count)
     out = lax.fori_loop(0, count, step_fn, tuple(carried))
     return [*implicit, *out]
+
+
+# A resizing loop with at most this many iterations is unrolled into one XLA program.
+UNROLL_LIMIT = 32
+
+
+def _unrolled(
+    body: Any, consts: list[Any], implicit: list[Any], bounds: tuple, carried: list[Any], nimplicit: int
+) -> list[Any]:
+    """Inside one XLA program: a resizing loop whose trip count is known and short, each
+    iteration staged at its own sizes. This replaces one dispatch per iteration (host-driven
+    execution) by one for the whole program; a size that depends on data raises
+    :class:`NeedsHost` as before (``to_dim``)."""
+    if any(isinstance(b, Tracer) for b in bounds):
+        raise NeedsHost("for_loop resizes arrays, with bounds known only at run time")
+    bounds = tuple(int(b) for b in bounds)
+    if len(range(*bounds)) > UNROLL_LIMIT:
+        raise NeedsHost("for_loop resizes arrays in too many iterations to unroll")
+    implicit = [to_dim(d) for d in implicit]
+    for i in range(*bounds):
+        # np.int64, as host-driven execution passes the index: the same types, the same results.
+        outs = eval_jaxpr(body, [*consts, *implicit, np.int64(i), *carried], Mode.STAGED)
+        implicit, carried = [to_dim(d) for d in outs[:nimplicit]], outs[nimplicit:]
+    return [*implicit, *carried]
 
 
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:

@@ -11,6 +11,8 @@ these modules only.
 - :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
 """
 
+import contextlib
+
 from jax._src import core as core
 from jax._src import source_info_util as source_info_util
 from jax._src.interpreters import partial_eval as pe
@@ -54,7 +56,13 @@ jaxpr_as_fun = core.jaxpr_as_fun
 
 
 def x64_scope():
-    """64-bit types for the calling thread (what catalyst_lite compiles and runs with)."""
+    """64-bit types for the calling thread (what catalyst_lite compiles and runs with).
+
+    When they are already on (``jax_enable_x64``, as Catalyst sets it) no scope is entered:
+    reading the flag costs well under a microsecond, entering the scope several, on every call.
+    """
     from jax._src import config
 
+    if config.enable_x64.value:
+        return contextlib.nullcontext()
     return config.enable_x64(True)

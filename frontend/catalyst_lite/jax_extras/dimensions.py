@@ -16,6 +16,13 @@ traced. jax.numpy and the shape rules of ``lax`` were written for sizes that are
    a program never silently computes what JAX would not. (Checks that live in shape rules are in
    any case re-run by the specialized static ``jax.jit``.)
 
+   Two sizes computed separately (``x[1:]`` and ``x[:-1]`` both have ``n - 1`` elements) are
+   likewise assumed equal when they are equal at every generic assignment (``definitely_equal``).
+3. **the paths jax.numpy takes for ``jax.export`` symbolic dimensions**: a size tracer counts as a
+   symbolic dimension (``is_symbolic_dim``), passes ``concrete_or_error(None, ...)`` unchanged,
+   hashes by identity (a static argument of a jitted helper) and becomes a 0-d object array in
+   NumPy shape arithmetic (``np.delete(shape, axes)``), as a polynomial dimension would.
+
 Only comparisons made *by JAX itself* are assumed, and only when they are computed from sizes and
 integer arguments alone; a user's ``if n > 3:`` keeps JAX's ``TracerBoolConversionError``.
 """
@@ -24,16 +31,18 @@ from __future__ import annotations
 
 import operator
 import sys
+import weakref
 from typing import Any
 
 import numpy as np
-from jax._src import core, source_info_util
+from jax._src import core
 from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError
-from .patches import Patch, is_active, register_patch
+from .patches import Patch, is_active, register_patch, suspended
+from .tracing import constant_value
 
 __all__ = ["assume_size_p", "GenericSizes", "generic_values", "example_value", "is_size_expression"]
 
@@ -77,6 +86,9 @@ class GenericSizes:
     def __init__(self, ascending: bool):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.index: dict[Any, int] = {}
+        # Values already computed, by variable: size expressions share subexpressions, and
+        # walking them as trees would take time exponential in their depth.
+        self.computed: dict[Any, Any] = {}
 
     def __getitem__(self, leaf: Any) -> int:
         return _GENERIC_SIZE + self.step * self.index.setdefault(leaf, len(self.index))
@@ -105,23 +117,35 @@ def example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
         return None
     if isinstance(tracer.val, core.Literal):
         return tracer.val.val
+    if tracer.val not in symbols.computed:
+        symbols.computed[tracer.val] = _compute_example_value(tracer, symbols)
+    return symbols.computed[tracer.val]
+
+
+def _compute_example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
     eqn = tracer.parent
     if eqn is None:
         return _leaf_value(tracer, symbols)
+    if _has_subprograms(eqn):  # control flow: not shape arithmetic, and costly to evaluate
+        return None
     inputs = [example_value(t, symbols) for t in eqn.in_tracers]
     if any(v is None for v in inputs):
         return None
-    with core.eval_context():
+    with core.eval_context(), suspended():  # plain JAX, on numbers
         out = eqn.primitive.bind(*inputs, **eqn.params)
     if eqn.primitive.multiple_results:
         out = out[eqn.outvars.index(tracer.val)]
     return np.asarray(out).item()
 
 
+def _has_subprograms(eqn: Any) -> bool:
+    return any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
+
+
 def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
-    const = tracer._trace.frame.constvar_to_val.get(tracer.val)
-    if const is not None and not isinstance(const.canonical, core.Tracer):
-        return np.asarray(const.canonical).item()
+    const = constant_value(tracer)
+    if const is not None and not isinstance(const, core.Tracer):
+        return np.asarray(const).item()
     return symbols[tracer.val]
 
 
@@ -165,11 +189,27 @@ assume_size_p.def_abstract_eval(lambda *args, **params: [])
 mlir.register_lowering(assume_size_p, lambda ctx, *args, **params: [])
 
 
+# frame of a trace -> the assumptions already recorded in it
+_recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool) -> None:
-    """Record ``(lhs comparison rhs) == holds`` in the trace of the size tracers."""
+    """Record ``(lhs comparison rhs) == holds`` in the trace of the size tracers (once)."""
     trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
+    recorded = _recorded.setdefault(trace.frame, set())
+    key = (_identity(lhs), _identity(rhs), comparison, holds)
+    if key in recorded:
+        return
+    recorded.add(key)
     with core.set_current_trace(trace):
         assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=_user_call_site())
+
+
+def _identity(x: Any) -> Any:
+    """What a side of an assumption is: its variable (kept alive by the trace) or its value."""
+    if isinstance(x, pe.DynamicJaxprTracer):
+        return ("value", int(x.val.val)) if isinstance(x.val, core.Literal) else x.val
+    return ("value", int(x))
 
 
 def _user_call_site() -> str:
@@ -305,6 +345,54 @@ def _make_hash(original):
     return __hash__
 
 
+# --- One tracer per size ---------------------------------------------------------------------------
+
+
+def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
+    """The non-literal tracers ``tracer`` is computed from (through scalar equations), nearest
+    first."""
+    seen: dict[int, pe.DynamicJaxprTracer] = {}
+    frontier = [tracer]
+    while frontier:
+        t = frontier.pop(0)
+        for parent_input in t.parent.in_tracers if t.parent is not None else ():
+            if not isinstance(parent_input.val, core.Literal) and id(parent_input) not in seen:
+                seen[id(parent_input)] = parent_input
+                frontier.append(parent_input)
+    return list(seen.values())
+
+
+def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
+    """The size ``size`` is computed from that it equals at every generic assignment, if any
+    (``(n - 0 + 1 - 1) // 1`` is ``n``); the equality is an assumption checked at specialization.
+
+    jax.numpy computes sizes with such formulas (``arange``, slices), and JAX calls two sizes equal
+    only when they are the same tracer; without this, ``jnp.arange(n)`` and ``jnp.ones(n)`` would
+    have different sizes in a ``cond`` branch, where no ``definitely_equal`` is asked.
+    """
+    points = generic_values(size)
+    if points is None:
+        return size
+    for ancestor in reversed(_ancestors(size)):  # the farthest first: the size itself if it can
+        if ancestor.aval == size.aval and generic_values(ancestor) == points:
+            _assume(size, ancestor, "==", True)
+            return ancestor
+    return size
+
+
+def _make_canonicalize_dimension(original):
+    # Where a value becomes the size of an array (`broadcasted_iota(dtype, (size,), 0)`), use the
+    # size it is computed from when they are equal. Only sizes: other integers (a loop index) are
+    # no business of shape logic, and checking assumptions on them would make them static.
+    def canonicalize_dimension(dim):
+        dim = original(dim)
+        if is_active() and isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
+            return _canonical_size(dim)
+        return dim
+
+    return canonicalize_dimension
+
+
 # --- min / max of sizes --------------------------------------------------------------------------
 
 
@@ -392,6 +480,15 @@ register_patch(
         "__hash__",
         _make_hash,
         "sizes passed as static arguments of jax.jit-decorated helpers hash by identity",
+    )
+)
+register_patch(
+    Patch(
+        "one_tracer_per_size",
+        core,
+        "_canonicalize_dimension",
+        _make_canonicalize_dimension,
+        "a staged size equal to a size it is computed from is that size (checked assumption)",
     )
 )
 register_patch(

@@ -33,11 +33,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
 from jax._src.interpreters import mlir
+from jax._src.lax import lax as lax_internal
+from jax._src.lax import slicing
 from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
 from .patches import Patch, is_active, register_patch
+from .shapes import SHAPE_PARAMS
 from .tracing import dynamic_tracing
 
 __all__ = [
@@ -95,9 +98,11 @@ def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     # `multi_broadcast_in_dim`, which builds a `ShapedArray` of that shape and so rejects
     # dimension variables ("Shapes must be 1D sequences of integer scalars"). A `DShapedArray`
     # result type makes `mlir.broadcast_in_dim` emit `stablehlo.dynamic_broadcast_in_dim`.
-    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, out_sharding):
+    # `out_sharding` (and anything after it) passes through untouched: it is optional in jax 0.7.1
+    # (some rules omit it) and required in 0.7.2, and a dynamic shape has no sharding to apply.
+    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
         if not is_active() or core.is_constant_shape(out_shape):
-            return original(ctx, ops, ops_avals, out_shape, out_sharding)
+            return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
         out = []
         for op, aval in zip(ops, ops_avals):
             if core.definitely_equal_shape(aval.shape, out_shape):
@@ -136,6 +141,52 @@ LOWERING_PATCHES: tuple[Patch, ...] = (
 # --- 2. The driver --------------------------------------------------------------------------------
 
 
+# JAX's own lowering rules that take dynamic sizes as trailing operands (the dynamic-shape API's
+# convention, which ours follows).
+_JAX_UNDERSTANDS_TRAILING_SIZES = frozenset(
+    {
+        lax_internal.broadcast_in_dim_p,
+        lax_internal.iota_p,
+        lax_internal.reshape_p,
+        slicing.dynamic_slice_p,
+    }
+)
+
+
+def _sizes_as_operands_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
+    """Lowering rules for primitives whose dynamic sizes we carry as trailing operands.
+
+    Our convention (:data:`~.shapes.SHAPE_PARAMS`) puts ``None`` in a size parameter and the size
+    as an extra operand, e.g. ``gather[slice_sizes=(None,)] x idx n``. JAX's own rule for
+    ``broadcast_in_dim``, ``iota``, ``reshape`` and ``dynamic_slice`` already understands this;
+    for the others (``gather``) the override puts the operand's IR value back in the parameter,
+    which JAX's rule then lowers with its dynamic-shape path (``stablehlo.dynamic_gather``).
+    Overrides are scoped to this module context, unlike ``mlir.register_lowering``.
+    """
+    rules = []
+    for prim, param in SHAPE_PARAMS.items():
+        if prim in _JAX_UNDERSTANDS_TRAILING_SIZES:
+            continue
+        rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, param)))
+    return tuple(rules)
+
+
+def _with_sizes_in_param(rule: Callable, param: str) -> Callable:
+    def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
+        sizes = params[param]
+        ndyn = sum(d is None for d in sizes)
+        if ndyn == 0:
+            return rule(ctx, *operands, **params)
+        dyn = iter(operands[len(operands) - ndyn :])
+        filled = tuple(next(dyn) if d is None else d for d in sizes)
+        ctx = ctx.replace(avals_in=ctx.avals_in[: len(operands) - ndyn])
+        return rule(ctx, *operands[: len(operands) - ndyn], **dict(params, **{param: filled}))
+
+    return lower
+
+
+
+
 def _module_context(name: str) -> mlir.ModuleContext:
     """A fresh module context for the CPU; ``sym_name`` is the sanitized ``name``."""
     ctx = mlir.ModuleContext(
@@ -145,7 +196,9 @@ def _module_context(name: str) -> mlir.ModuleContext:
         keepalives=[],
         channel_iterator=itertools.count(1),  # HLO channels start at 1
         host_callbacks=[],
-        lowering_parameters=mlir.LoweringParameters(),
+        lowering_parameters=mlir.LoweringParameters(
+            override_lowering_rules=_sizes_as_operands_rules()
+        ),
     )
     with ctx.context, ir.Location.unknown(ctx.context):
         module_name = mlir.sanitize_name(name).rstrip("_") or "jit_fn"

@@ -29,7 +29,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax.tree_util import tree_flatten
 
-__all__ = ["Patch", "PATCHES", "patched_jax", "is_active", "register_patch", "staging_trace"]
+__all__ = ["Patch", "PATCHES", "patched_jax", "is_active", "register_patch", "staging_trace", "suspended"]
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ def _make_eval_process_primitive(original):
     return process_primitive
 
 
-# --- 4. Captures go through every enclosing trace ----------------------------------------------
+# --- 5. Captures go through every enclosing trace ----------------------------------------------
 
 
 def _make_to_jaxpr_tracer(original):
@@ -211,12 +211,21 @@ _extra_patches: list[Patch] = []
 
 _install_lock = threading.RLock()
 _install_count = 0
-_originals: dict[tuple[int, str], Any] = {}
+# The patches in effect and the attributes they replaced, in installation order (a list, not a
+# dict keyed by attribute: two patches may wrap the same attribute, one over the other).
+_installed: list[tuple[Patch, Any]] = []
 
 
 def register_patch(patch: Patch) -> Patch:
-    """Add a patch to the set applied by :func:`patched_jax` (call at import time only)."""
-    _extra_patches.append(patch)
+    """Add a patch to the set applied by :func:`patched_jax` (call at import time).
+
+    A module imported lazily may register one while another thread is tracing: the patch is then
+    applied at once, so that it is in effect now and removed with the others.
+    """
+    with _install_lock:
+        _extra_patches.append(patch)
+        if _install_count:
+            _apply(patch)
     return patch
 
 
@@ -224,16 +233,38 @@ def _all_patches() -> tuple[Patch, ...]:
     return PATCHES + tuple(_extra_patches)
 
 
+def _apply(patch: Patch) -> None:
+    original = getattr(patch.owner, patch.attr)
+    setattr(patch.owner, patch.attr, patch.make(original))
+    _installed.append((patch, original))
+
+
 def _install() -> None:
-    for patch in _all_patches():
-        original = getattr(patch.owner, patch.attr)
-        _originals[(id(patch.owner), patch.attr)] = original
-        setattr(patch.owner, patch.attr, patch.make(original))
+    try:
+        for patch in _all_patches():
+            _apply(patch)
+    except BaseException:
+        _uninstall()  # all or nothing: a half-patched JAX must not outlive a failed install
+        raise
 
 
 def _uninstall() -> None:
-    for patch in reversed(_all_patches()):
-        setattr(patch.owner, patch.attr, _originals.pop((id(patch.owner), patch.attr)))
+    """Undo exactly the patches applied, last first (whatever was registered meanwhile)."""
+    while _installed:
+        patch, original = _installed.pop()
+        setattr(patch.owner, patch.attr, original)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """JAX's own behaviour for the calling thread within the block, even inside
+    :func:`patched_jax` (e.g. to evaluate a primitive eagerly on numbers while tracing)."""
+    depth = getattr(_thread_state, "depth", 0)
+    _thread_state.depth = 0
+    try:
+        yield
+    finally:
+        _thread_state.depth = depth
 
 
 @contextlib.contextmanager

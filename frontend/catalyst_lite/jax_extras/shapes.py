@@ -4,11 +4,14 @@ For these, the dynamic sizes are the trailing operands of the equation, in order
 listed here that JAX itself stages with dimension *tracers* in that parameter (``gather``'s
 ``slice_sizes`` for ``x[1:]`` of a symbolic axis) is staged in this form by the
 ``sizes_in_params_become_operands`` patch: a tracer inside ``params`` would escape the jaxpr.
+
+Primitives in :data:`SIZE_PARAM_REWRITES` get sizes in other parameters (``slice``'s bounds,
+``split``'s sizes); with tracers there they are re-expressed with ``dynamic_slice``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from jax._src import core
 from jax._src.interpreters import partial_eval as pe
@@ -17,7 +20,7 @@ from jax._src.lax import slicing
 
 from .patches import Patch, is_active, register_patch
 
-__all__ = ["SHAPE_PARAMS", "sizes_as_operands"]
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "sizes_as_operands"]
 
 SHAPE_PARAMS = {
     lax_internal.broadcast_in_dim_p: "shape",
@@ -40,16 +43,55 @@ def sizes_as_operands(
     return [*operands, *dynamic], dict(params, **{name: static})
 
 
+def _slice_as_dynamic_slice(operand, *, start_indices, limit_indices, strides):
+    """``operand[start:limit]`` with symbolic bounds: the same elements, as a ``dynamic_slice`` of
+    ``limit - start`` elements (the bounds of a ``slice`` are in range, so nothing is clamped)."""
+    if strides is not None and any(s != 1 for s in strides):
+        raise NotImplementedError("a strided lax.slice with symbolic bounds")
+    sizes = [limit - start for start, limit in zip(start_indices, limit_indices)]
+    return slicing.dynamic_slice(operand, start_indices, sizes)
+
+
+def _split_as_dynamic_slices(operand, *, sizes, axis):
+    """``split`` into symbolic sizes: one ``dynamic_slice`` per piece, at the running offset."""
+    pieces, offset = [], 0
+    for size in sizes:
+        pieces.append(slicing.dynamic_slice_in_dim(operand, offset, size, axis))
+        offset = offset + size
+    return pieces
+
+
+# primitive -> (its size-carrying parameters, an equivalent in primitives that take sizes as operands)
+SIZE_PARAM_REWRITES: dict[core.Primitive, tuple[tuple[str, ...], Callable[..., Any]]] = {
+    slicing.slice_p: (("start_indices", "limit_indices"), _slice_as_dynamic_slice),
+    lax_internal.split_p: (("sizes",), _split_as_dynamic_slices),
+}
+
+
+def _holds_tracers(params: dict[str, Any], names: tuple[str, ...]) -> bool:
+    return any(isinstance(d, core.Tracer) for name in names for d in params.get(name) or ())
+
+
 def _has_size_tracers(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    name = SHAPE_PARAMS.get(primitive)
-    return name is not None and any(isinstance(d, core.Tracer) for d in params.get(name, ()))
+    return primitive in SHAPE_PARAMS and _holds_tracers(params, (SHAPE_PARAMS[primitive],))
+
+
+def _needs_rewrite(primitive: core.Primitive, params: dict[str, Any]) -> bool:
+    return primitive in SIZE_PARAM_REWRITES and _holds_tracers(
+        params, SIZE_PARAM_REWRITES[primitive][0]
+    )
 
 
 def _make_default_process_primitive(original):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
     def default_process_primitive(self, primitive, tracers, params, source_info=None):
+        if is_active() and _needs_rewrite(primitive, params):
+            with core.set_current_trace(self):
+                return SIZE_PARAM_REWRITES[primitive][1](*tracers, **params)
         if not (is_active() and _has_size_tracers(primitive, params)):
+            if is_active():
+                _refuse_sizes_in_params(primitive, params)
             return original(self, primitive, tracers, params, source_info)
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
         operands, staged_params = sizes_as_operands(primitive, list(tracers), params)
@@ -60,12 +102,24 @@ def _make_default_process_primitive(original):
     return default_process_primitive
 
 
+def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
+    """A size tracer in any other parameter would escape the jaxpr (and break its specialization
+    later, far from the cause): refuse it while tracing, naming the primitive."""
+    for name, value in params.items():
+        values = value if isinstance(value, (tuple, list)) else (value,)
+        if any(isinstance(v, core.Tracer) for v in values):
+            raise NotImplementedError(
+                f"primitive {primitive.name!r} takes a symbolic size in its parameter {name!r}, "
+                "which JAX 0.7's dynamic-shape path cannot stage"
+            )
+
+
 register_patch(
     Patch(
         "sizes_in_params_become_operands",
         pe.DynamicJaxprTrace,
         "default_process_primitive",
         _make_default_process_primitive,
-        "dimension tracers in a SHAPE_PARAMS parameter are staged as trailing operands",
+        "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES are rewritten",
     )
 )

@@ -23,7 +23,7 @@ import numpy as np
 from jax._src import api_util, config, core, source_info_util
 from jax._src.interpreters import partial_eval as pe
 
-from .patches import patched_jax
+from .patches import is_active, patched_jax
 
 DBIdx = core.DBIdx
 InDBIdx = core.InDBIdx
@@ -70,13 +70,27 @@ def current_trace() -> Any:
 
 
 def is_tracing() -> bool:
-    """True when the calling thread is tracing a catalyst_lite program."""
-    return isinstance(current_trace(), DynamicJaxprTrace) and config.dynamic_shapes.value
+    """True when the calling thread is tracing a catalyst_lite program (not merely some other
+    dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``)."""
+    return (
+        is_active()
+        and isinstance(current_trace(), DynamicJaxprTrace)
+        and config.dynamic_shapes.value
+    )
 
 
 def get_aval(x: Any) -> core.AbstractValue:
     """The abstract value of ``x``; for tracers its shape may hold dimension tracers."""
     return core.get_aval(x)
+
+
+def constant_value(tracer: Any) -> Any:
+    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant).
+
+    jax 0.7.2 stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself.
+    """
+    const = tracer._trace.frame.constvar_to_val.get(tracer.val)
+    return getattr(const, "canonical", const)
 
 
 def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.DebugInfo:
@@ -85,7 +99,9 @@ def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.De
         dbg = api_util.debug_info(name, fn, tuple(args), {})
     except Exception:  # non-inspectable callables
         dbg = core.DebugInfo(name, getattr(fn, "__name__", repr(fn)), None, None)
-    return dbg._replace(result_paths=None)  # results are flattened by us, not by lu.wrap_init
+    # Results are flattened by us, not by lu.wrap_init: no paths to resolve. `()` (unknown) is
+    # accepted by both jax 0.7.1 (which rejects None) and 0.7.2 (which rejects the sentinel).
+    return dbg._replace(result_paths=())
 
 
 def make_input_type(

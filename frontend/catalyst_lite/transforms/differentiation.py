@@ -350,6 +350,13 @@ def _jacobian(traced: TracedFunction, options: Options) -> Any:
     return tree_unflatten(traced.out_tree, per_result)
 
 
+def _transformation(fn: Callable | None, kind: str, options: Options) -> Any:
+    """``kind(fn)``, or a decorator making it (``@grad(argnums=1)``) when ``fn`` is ``None``."""
+    if fn is None:
+        return functools.partial(_Transformed, kind=kind, options=options)
+    return _Transformed(fn, kind, options)
+
+
 def grad(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
     """The gradient of a function returning one real scalar, w.r.t. argument ``argnums`` (default
     0; a tuple gives a tuple of gradients). ``method="fd"``: central finite differences with step
@@ -361,10 +368,7 @@ def grad(fn: Callable | None = None, *, method: str | None = None, h: float | No
     >>> df(jnp.arange(3.0)).tolist()
     [0.0, 2.0, 4.0]
     """
-    options = Options.checked("grad", method, h, argnums)
-    if fn is None:
-        return functools.partial(_Transformed, kind="grad", options=options)
-    return _Transformed(fn, "grad", options)
+    return _transformation(fn, "grad", Options.checked("grad", method, h, argnums))
 
 
 def value_and_grad(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
@@ -374,10 +378,7 @@ def value_and_grad(fn: Callable | None = None, *, method: str | None = None, h: 
     >>> float(value), float(g)
     (9.0, 6.0)
     """
-    options = Options.checked("value_and_grad", method, h, argnums)
-    if fn is None:
-        return functools.partial(_Transformed, kind="value_and_grad", options=options)
-    return _Transformed(fn, "value_and_grad", options)
+    return _transformation(fn, "value_and_grad", Options.checked("value_and_grad", method, h, argnums))
 
 
 def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
@@ -388,10 +389,7 @@ def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float 
     >>> jacobian(lambda x: x * jnp.arange(1.0, 3.0))(jnp.ones(2)).tolist()
     [[1.0, 0.0], [0.0, 2.0]]
     """
-    options = Options.checked("jacobian", method, h, argnums)
-    if fn is None:
-        return functools.partial(_Transformed, kind="jacobian", options=options)
-    return _Transformed(fn, "jacobian", options)
+    return _transformation(fn, "jacobian", Options.checked("jacobian", method, h, argnums))
 
 
 def _all_or(argnums: Any, params: Sequence[Any]) -> int | tuple[int, ...]:
@@ -609,3 +607,29 @@ host_rules[differentiate_p] = _rule(Mode.HOST)
 # The operands feeding the body are its inputs in order, so the body's size inputs are ours.
 dimension_operand_rules[differentiate_p] = lambda params: set(dimension_inputs(params["fn_jaxpr"].jaxpr))
 differentiate_p.def_impl(lambda *invals, **params: host_rules[differentiate_p](list(invals), params))
+
+
+# --- lowering ------------------------------------------------------------------------------------
+# `.mlir` shows the dynamic program, where derivatives do not exist yet (they are taken at
+# specialization): the equation is one opaque `stablehlo.custom_call @catalyst_lite.<transform>`
+# whose operands and results are the equation's, with its options in `backend_config`.
+
+from ..jax_extras import mlir  # noqa: E402  (kept inside this section on purpose)
+from ..jax_extras.lowering import ir_types, register_lowering  # noqa: E402
+
+
+def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, nimplicit_out: int,
+           wrt: tuple[int, ...], transform: str, method: str, h: float) -> list[Any]:
+    """StableHLO of ``differentiate``: an opaque call naming the transformation."""
+    del fn_jaxpr, nconsts, nargs, nimplicit_out  # reflected in the operands and result types
+    config = f"method={method} h={h} wrt={list(wrt)}"
+    op = mlir.custom_call(
+        f"catalyst_lite.{transform}",
+        result_types=ir_types(ctx.avals_out),
+        operands=list(operands),
+        backend_config=config,
+    )
+    return list(op.results)
+
+
+register_lowering(differentiate_p, _lower)

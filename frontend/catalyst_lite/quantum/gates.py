@@ -1,0 +1,193 @@
+"""Which PennyLane operations compile, and what each becomes: :class:`GateRecord` s.
+
+A record is a dense matrix on target wires plus control wires and values; :mod:`.statevector`
+applies it. Named gates use PennyLane's own ``op.matrix()`` (which accepts traced parameters),
+``qml.ctrl`` and PennyLane's controlled gates (``CNOT``, ``CRX``, ``Toffoli``...) become their base
+gate's record with controls, ``qml.adjoint`` the reversed, conjugate-transposed records of its
+base, and any other operation with a decomposition its decomposition.
+
+>>> import pennylane as qml
+>>> [r.targets + r.controls for r in gate_records(qml.CNOT([0, 1]), WireMap(range(2)))]
+[(1, 0)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import QuantumOperationError, WireError
+from ..jax_extras import Tracer
+from ..jax_extras.provenance import static_element_source
+
+__all__ = ["GateRecord", "WireMap", "gate_records", "batched_matrices", "SUPPORTED_GATES", "supported_summary"]
+
+SUPPORTED_GATES = frozenset({
+    "Identity", "PauliX", "PauliY", "PauliZ", "Hadamard", "S", "T", "SX",
+    "RX", "RY", "RZ", "Rot", "PhaseShift", "U1", "U2", "U3",
+    "SWAP", "ISWAP", "IsingXX", "IsingYY", "IsingZZ", "IsingXY", "MultiRZ",
+    "QubitUnitary", "DiagonalQubitUnitary",
+})
+"""Gates applied as their matrix; controlled versions (``CNOT``, ``CZ``, ``CRX``, ``CRot``,
+``ControlledPhaseShift``, ``Toffoli``, ``CSWAP``, ``qml.ctrl(...)``) and adjoints of them too."""
+
+MAX_DENSE_WIRES = 3
+"""Above this many target wires a gate is decomposed (a dense ``k``-wire gate costs ``2**k``
+passes over the state); ``QubitUnitary`` has no decomposition and is applied densely at any size."""
+
+
+def supported_summary() -> str:
+    """The list quoted by error messages."""
+    return (
+        ", ".join(sorted(SUPPORTED_GATES))
+        + "; their qml.adjoint and qml.ctrl (CNOT, CY, CZ, CRX, CRY, CRZ, CRot, "
+        "ControlledPhaseShift, Toffoli, CSWAP...), BasisState and StatePrep, and operations "
+        "that decompose into these"
+    )
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """A gate on ``targets`` where every wire of ``controls`` has its ``control_values``.
+
+    Its matrix is ``op.matrix()`` (conjugate-transposed when ``adjoint``), or ``explicit`` when
+    there is no operator; keeping the operator lets runs of gates of one type compute their
+    matrices in one batched call (:func:`batched_matrices`).
+    """
+
+    op: Any
+    targets: tuple
+    controls: tuple = ()
+    control_values: tuple = ()
+    adjoint: bool = False
+    explicit: Any = None
+
+    @property
+    def matrix(self) -> Any:
+        m = self.explicit if self.op is None else self.op.matrix()
+        return _dagger(m) if self.adjoint else m
+
+    @property
+    def is_static(self) -> bool:
+        """True when the matrix is known while tracing (no traced parameter)."""
+        if self.op is None:
+            return not isinstance(self.explicit, Tracer)
+        return not any(isinstance(p, Tracer) for p in self.op.parameters)
+
+    def group_key(self) -> tuple:
+        """Records with equal keys compute their matrices in one batched call."""
+        hyper = tuple(sorted((k, repr(v)) for k, v in self.op.hyperparameters.items()))
+        return (type(self.op), hyper, self.adjoint, len(self.op.parameters))
+
+
+def _dagger(m: Any) -> Any:
+    if isinstance(m, np.ndarray):
+        return np.conj(np.swapaxes(m, -1, -2))
+    return jnp.conj(jnp.swapaxes(jnp.asarray(m), -1, -2))
+
+
+def stacked(values: Sequence[Any]) -> Any:
+    """``jnp.stack(values)``; when every value is an element of one array with static indices
+    (``params[layer, wire]``), one gather from that array instead (cheaper to compile).
+
+    >>> stacked([1.0, 2.0]).tolist()
+    [1.0, 2.0]
+    """
+    sources = [static_element_source(v) for v in values]
+    if len(values) > 1 and all(s is not None and s[0] is sources[0][0] for s in sources):
+        flat = jnp.reshape(sources[0][0], (-1,))
+        return jnp.take(flat, np.array([s[1] for s in sources]), mode="clip")
+    return jnp.stack([jnp.asarray(v) for v in values])
+
+
+def batched_matrices(records: Sequence[GateRecord]) -> Any:
+    """The matrices of records sharing one :meth:`GateRecord.group_key`, stacked: one call of the
+    operator type's ``compute_matrix`` on stacked parameters (PennyLane broadcasts them)."""
+    first = records[0].op
+    params = [stacked([r.op.parameters[i] for r in records]) for i in range(len(first.parameters))]
+    matrices = jnp.asarray(type(first).compute_matrix(*params, **first.hyperparameters), jnp.complex128)
+    return _dagger(matrices) if records[0].adjoint else matrices
+
+
+class WireMap:
+    """Device wire labels to indices; traced wires are taken to be indices already.
+
+    >>> WireMap(["a", "b"]).index("b", "PauliX")
+    1
+    """
+
+    def __init__(self, labels: Sequence[Any]):
+        self.labels = list(labels)
+        self.n_wires = len(self.labels)
+
+    def index(self, wire: Any, op_name: str) -> Any:
+        if isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray)):
+            if self.labels != list(range(self.n_wires)):
+                raise WireError(
+                    f"{op_name} acts on a traced wire, but the device's wires are labelled "
+                    f"{self.labels}; traced wires need a device with wires=<int>."
+                )
+            return jnp.asarray(wire, jnp.int64)
+        label = wire.item() if isinstance(wire, np.ndarray) else wire
+        if label not in self.labels:
+            raise WireError(
+                f"{op_name} acts on wire {label!r}, which the device does not have (its wires "
+                f"are {self.labels})."
+            )
+        return self.labels.index(label)
+
+    def indices(self, wires: Sequence[Any], op_name: str) -> tuple:
+        return tuple(self.index(w, op_name) for w in wires)
+
+
+def _qml():
+    import pennylane as qml
+
+    return qml
+
+
+def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
+    """The records that apply ``op`` (a PennyLane operator) to the state, in order."""
+    qml = _qml()
+    if isinstance(op, qml.ops.Controlled):
+        controls = wires.indices(op.control_wires, op.name)
+        values = tuple(op.control_values)
+        return [
+            replace(r, controls=r.controls + controls, control_values=r.control_values + values)
+            for r in gate_records(op.base, wires)
+        ]
+    if isinstance(op, qml.ops.Adjoint):
+        return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
+    if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
+        if getattr(op, "batch_size", None):
+            raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
+        return [GateRecord(op, wires.indices(op.wires, op.name))]
+    if op.has_decomposition:
+        return [r for sub in op.decomposition() for r in gate_records(sub, wires)]
+    raise QuantumOperationError(
+        f"catalyst_lite cannot compile the quantum operation {op.name}. Supported: "
+        f"{supported_summary()}."
+    )
+
+
+def bit_flip_matrix(bit: Any) -> Any:
+    """``X**bit`` for a (possibly traced) bit: the identity for 0, Pauli X for 1.
+
+    >>> bit_flip_matrix(1).tolist()
+    [[0j, (1+0j)], [(1+0j), 0j]]
+    """
+    b = jnp.asarray(bit).astype(jnp.complex128)
+    return jnp.stack([jnp.stack([1 - b, b]), jnp.stack([b, 1 - b])])
+
+
+def basis_state_records(op: Any, wires: WireMap) -> list[GateRecord]:
+    """``BasisState(bits, wires)`` from ``|0...0>``: an ``X**bit`` on each wire (bits may be traced)."""
+    bits = jnp.asarray(op.parameters[0]).reshape(-1)
+    targets = wires.indices(op.wires, op.name)
+    return [GateRecord(None, (t,), explicit=bit_flip_matrix(bits[m])) for m, t in enumerate(targets)]
+
+
+PREPARATIONS: dict[str, Callable] = {"BasisState": basis_state_records}

@@ -1,0 +1,50 @@
+"""A counter-based PRNG on raw ``uint32[2]`` keys (Threefry-2x32, as ``jax.random``).
+
+``jax.random``'s typed keys do not survive catalyst_lite's specialization, so the quantum code keeps
+its key as plain integers and draws with the ``threefry2x32`` primitive directly.
+
+>>> key = key_from_seed(42)
+>>> key, sub = split(key)
+>>> u = uniform(sub, (3,))
+>>> bool(((0 <= u) & (u < 1)).all())
+True
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.extend.random import threefry_2x32
+
+__all__ = ["key_from_seed", "split", "uniform", "sample_indices"]
+
+
+def key_from_seed(seed: int) -> jnp.ndarray:
+    """The key ``jax.random.PRNGKey(seed)`` holds, for a seed below ``2**32``."""
+    return jnp.asarray(np.array([0, seed % 2**32], np.uint32))
+
+
+def _bits(key: jnp.ndarray, count: int) -> jnp.ndarray:
+    return threefry_2x32(key, lax.iota(jnp.uint32, count))
+
+
+def split(key: jnp.ndarray) -> tuple[jnp.ndarray, jnp.ndarray]:
+    """Two independent keys from ``key``: the next carried key and one to draw with."""
+    bits = _bits(key, 4)
+    return bits[:2], bits[2:]
+
+
+def uniform(key: jnp.ndarray, shape: tuple[int, ...]) -> jnp.ndarray:
+    """``float64`` numbers uniform in ``[0, 1)`` with 53 random bits each."""
+    size = int(np.prod(shape, dtype=np.int64))
+    bits = _bits(key, 2 * max(size, 1))[: 2 * size].reshape(size, 2).astype(jnp.uint64)
+    mantissa = ((bits[:, 0] >> 5) << 26) | (bits[:, 1] >> 6)
+    return (mantissa.astype(jnp.float64) * 2.0**-53).reshape(shape)
+
+
+def sample_indices(key: jnp.ndarray, probs: jnp.ndarray, shots: int) -> jnp.ndarray:
+    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF)."""
+    cdf = jnp.cumsum(probs)
+    u = uniform(key, (shots,)) * cdf[-1]
+    return jnp.minimum(jnp.searchsorted(cdf, u, side="right", method="sort"), probs.shape[0] - 1)

@@ -1,0 +1,417 @@
+"""QNodes inside ``@qjit``: the circuit becomes array operations of the traced program.
+
+While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`` runs
+:func:`execute_qnode` instead of PennyLane's execution pipeline:
+
+1. the state vector and a PRNG key become *ambient carries* (``control_flow.common``), so every
+   ``for_loop``/``while_loop`` carries them and every ``cond`` branch returns them;
+2. the quantum function runs under a :class:`CircuitRecorder` (a PennyLane queuing context);
+3. queued gates are applied when the state is next needed (:meth:`QuantumState.get`): by a loop or
+   branch being traced, a mid-circuit measurement, or the terminal measurements. Gates written in
+   a loop body are therefore applied inside that body. (Gates wait until then rather than being
+   applied on queuing because PennyLane removes an operator from the queue again when it becomes
+   the base of ``qml.adjoint``/``qml.ctrl``.)
+4. runs of gates are applied by one counted loop over their stacked matrices and wires
+   (:func:`apply_records`), so the compiled program's size does not grow with the circuit's.
+
+>>> import pennylane as qml
+>>> from catalyst_lite import qjit
+>>> dev = qml.device("default.qubit", wires=2)
+>>> @qjit
+... @qml.qnode(dev)
+... def bell(x: float):
+...     qml.RY(x, wires=0)
+...     qml.CNOT(wires=[0, 1])
+...     return qml.probs()
+>>> [round(float(p), 3) for p in bell(3.14159265 / 2)]
+[0.5, 0.0, 0.0, 0.5]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from typing import Any, Iterator, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..control_flow import for_loop
+from ..control_flow.common import ambient_carry
+from ..errors import QuantumOperationError, WireError
+from ..jax_extras import Tracer, is_tracing
+from . import prng
+from .gates import PREPARATIONS, GateRecord, WireMap, batched_matrices, bit_flip_matrix, gate_records
+from .measurements import measure_terminal
+from .statevector import apply_matrix, project_wire, wire_probability, zero_state
+
+__all__ = ["execute_qnode", "measure", "quantum_tracing", "apply_records", "SUPPORTED_DEVICES"]
+
+SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit")
+LOOP_MIN_GATES = 2
+"""Runs of at least this many gates are applied by one counted loop (one compiled kernel)."""
+_SKIPPED = frozenset({"Barrier", "Snapshot"})
+
+_local = threading.local()
+
+
+# --- scope: intercepting QNode calls while catalyst_lite traces ----------------------------------
+
+
+@contextlib.contextmanager
+def quantum_tracing(options: Mapping[str, Any]) -> Iterator[None]:
+    """While tracing a ``qjit`` with these ``options``: QNode calls compile into the program.
+
+    ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples.
+    """
+    previous = getattr(_local, "options", None)
+    _local.options = options
+    try:
+        with _qnode_interception():
+            yield
+    finally:
+        _local.options = previous
+
+
+@contextlib.contextmanager
+def _qnode_interception() -> Iterator[None]:
+    import pennylane as qml
+
+    original = qml.QNode.__call__
+    if getattr(original, "_catalyst_lite", False):  # nested qjit traces: already installed
+        yield
+        return
+
+    def __call__(self, *args, **kwargs):
+        if is_tracing():
+            return execute_qnode(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    __call__._catalyst_lite = True
+    qml.QNode.__call__ = __call__
+    try:
+        yield
+    finally:
+        qml.QNode.__call__ = original
+
+
+def _seed() -> int:
+    options = getattr(_local, "options", None) or {}
+    seed = options.get("seed")
+    # Without a seed, one is drawn when tracing: calls of one compiled program repeat its draws.
+    return int(np.random.randint(0, 2**31 - 1)) if seed is None else int(seed)
+
+
+# --- ambient values ------------------------------------------------------------------------------
+
+
+class KeyCarry:
+    """The PRNG key threaded through control flow (an ambient carry)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def get(self):
+        return self.key
+
+    def set(self, value) -> None:
+        self.key = value
+
+    def split(self):
+        """A fresh key for one random draw; the carried key moves on."""
+        self.key, sub = prng.split(self.key)
+        return sub
+
+
+class QuantumState:
+    """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far."""
+
+    def __init__(self, n_wires: int, wires: WireMap, recorder: "CircuitRecorder"):
+        self.n_wires = n_wires
+        self.wires = wires
+        self.recorder = recorder
+        self.vector = zero_state(n_wires)
+
+    def get(self):
+        self.flush()
+        return self.vector
+
+    def set(self, value) -> None:
+        self.vector = value
+
+    def flush(self) -> None:
+        ops = self.recorder.take_operations()
+        records: list[GateRecord] = []
+        for op in ops:
+            if op.name in _SKIPPED:
+                continue
+            if op.name == "StatePrep":
+                self.vector = apply_records(self, self.vector, records)
+                records = []
+                self.vector = _state_prep(op, self.wires)
+            elif op.name in PREPARATIONS:
+                records += PREPARATIONS[op.name](op, self.wires)
+            elif type(op).__name__ == "MidMeasureMP":
+                raise QuantumOperationError(
+                    "qml.measure is compiled only while catalyst_lite is PennyLane's active compiler "
+                    "(qml.qjit(compiler='catalyst_lite')); use catalyst_lite.measure."
+                )
+            else:
+                records += gate_records(op, self.wires)
+        self.vector = apply_records(self, self.vector, records)
+
+
+def _state_prep(op, wires: WireMap):
+    if list(wires.indices(op.wires, op.name)) != list(range(wires.n_wires)):
+        raise QuantumOperationError(
+            f"StatePrep is supported on all the device's wires in order ({wires.labels}), got "
+            f"wires {list(op.wires)}."
+        )
+    return jnp.asarray(op.parameters[0], jnp.complex128).reshape(-1)
+
+
+@functools.cache
+def _recorder_class():
+    import pennylane as qml
+
+    class CircuitRecorder(qml.queuing.AnnotatedQueue):
+        """The queuing context of a compiled circuit: operators wait here until applied."""
+
+        def take_operations(self) -> list:
+            ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
+            for o in ops:
+                self.remove(o)
+            return ops
+
+    return CircuitRecorder
+
+
+# --- applying gates ------------------------------------------------------------------------------
+
+
+MAX_LOOP_CONTROLS = (1, 2)
+"""Control slots of the loop kernels: a gate takes the first that fits (unused slots hold wire
+-1), so a circuit of one-wire gates and CNOTs is one loop, one kernel."""
+
+
+def _loop_shape(r: GateRecord) -> tuple[int, int] | None:
+    """``(targets, control slots)`` of the loop kernel that applies a record; ``None`` for wider
+    gates (applied one by one)."""
+    if len(r.targets) not in (1, 2):
+        return None
+    for c in MAX_LOOP_CONTROLS:
+        if len(r.controls) <= c:
+            return len(r.targets), c
+    return None
+
+
+def _run_matrices(run: Sequence[GateRecord]) -> Any:
+    """``(len(run), 2**k, 2**k)`` matrices: known ones as constants, traced ones computed in one
+    batched call per gate type, put back in order by one gather."""
+    order: list[int] = []
+    blocks: list[Any] = []
+    static = [i for i, r in enumerate(run) if r.is_static]
+    if static:
+        order += static
+        blocks.append(np.stack([np.asarray(run[i].matrix, np.complex128) for i in static]))
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(run):
+        if not r.is_static:
+            groups.setdefault(("explicit", i) if r.op is None else r.group_key(), []).append(i)
+    for positions in groups.values():
+        records = [run[i] for i in positions]
+        order += positions
+        blocks.append(jnp.asarray(records[0].matrix, jnp.complex128)[None] if records[0].op is None
+                      else batched_matrices(records))
+    if len(blocks) == 1 and order == sorted(order):
+        return blocks[0]
+    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), np.argsort(order), axis=0)
+
+
+def _table(rows: list[list[Any]]) -> Any:
+    """Integer rows as a NumPy constant, or a traced array when some entry is traced."""
+    if any(isinstance(x, Tracer) for row in rows for x in row):
+        return jnp.stack([jnp.stack([jnp.asarray(x, jnp.int64) for x in row]) for row in rows])
+    return np.asarray(rows, np.int64).reshape(len(rows), -1)
+
+
+def _apply_run_in_loop(state_carry: QuantumState, vector, run: Sequence[GateRecord]):
+    """A run of gates of one shape applied by one counted loop over their stacked matrices and
+    wires: one compiled gate kernel, however long the run."""
+    n = state_carry.n_wires
+    k, c = _loop_shape(run[0])
+    matrices = _run_matrices(run)
+    wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
+    values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
+    state_carry.vector = vector
+
+    @for_loop(0, len(run), 1)
+    def gates(g):
+        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
+        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
+        v = lax.dynamic_index_in_dim(values, g, keepdims=False) if c else []
+        state_carry.vector = apply_matrix(
+            state_carry.vector, m, [w[t] for t in range(k)], n,
+            [w[k + t] for t in range(c)], [v[t] for t in range(c)],
+        )
+
+    gates()
+    return state_carry.vector
+
+
+def apply_records(state_carry: QuantumState, vector, records: Sequence[GateRecord]):
+    """``records`` applied to ``vector`` in order: each run of consecutive gates of one shape by a
+    counted loop, the others one by one."""
+    n = state_carry.n_wires
+    i = 0
+    while i < len(records):
+        shape = _loop_shape(records[i])
+        j = i + 1
+        while shape is not None and j < len(records) and _loop_shape(records[j]) == shape:
+            j += 1
+        if shape is not None and j - i >= LOOP_MIN_GATES:
+            vector = _apply_run_in_loop(state_carry, vector, records[i:j])
+        else:
+            for r in records[i:j]:
+                vector = apply_matrix(vector, r.matrix, r.targets, n, r.controls, r.control_values)
+        i = j
+    return vector
+
+
+# --- the circuit ---------------------------------------------------------------------------------
+
+
+class _Circuit:
+    """The QNode being compiled in this thread: its state and key (for :func:`measure`)."""
+
+    def __init__(self, state: QuantumState, key: KeyCarry):
+        self.state, self.key = state, key
+
+
+def _device_wires(qnode) -> WireMap:
+    device = qnode.device
+    name = getattr(device, "name", type(device).__name__)
+    if name not in SUPPORTED_DEVICES:
+        raise QuantumOperationError(
+            f"catalyst_lite compiles QNodes on {' and '.join(SUPPORTED_DEVICES)}, not on {name}."
+        )
+    if device.wires is None:
+        raise WireError(
+            f"QNode {getattr(qnode, '__name__', qnode)}: the device {name} needs a fixed number "
+            "of wires (qml.device(..., wires=<int>)) to be compiled."
+        )
+    labels = list(device.wires.labels)
+    if any(isinstance(l, Tracer) for l in labels):
+        raise WireError("The number of wires of a compiled device must be a Python integer, not a traced value.")
+    return WireMap(labels)
+
+
+def execute_qnode(qnode, args: tuple, kwargs: dict):
+    """The QNode's results, computed by array operations in the program being traced."""
+    import pennylane as qml
+
+    wires = _device_wires(qnode)
+    kwargs = dict(kwargs)
+    shots = qnode._get_shots(kwargs).total_shots
+    recorder = _recorder_class()()
+    state = QuantumState(wires.n_wires, wires, recorder)
+    key = KeyCarry(prng.key_from_seed(_seed()))
+    circuit = _Circuit(state, key)
+    stack = _circuits()
+    stack.append(circuit)
+    try:
+        with ambient_carry(state), ambient_carry(key), recorder:
+            output = qnode.func(*args, **kwargs)
+            state.flush()  # while ambient: a loop applying the last gates must carry the state
+        is_mp = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
+
+        def value(x):
+            if not is_mp(x):
+                return x
+            sample_key = key.split() if shots is not None else None
+            return measure_terminal(x, state.vector, wires.n_wires, wires, shots, sample_key)
+
+        return jax.tree_util.tree_map(value, output, is_leaf=is_mp)
+    finally:
+        stack.pop()
+
+
+def _circuits() -> list[_Circuit]:
+    if not hasattr(_local, "circuits"):
+        _local.circuits = []
+    return _local.circuits
+
+
+# --- mid-circuit measurement ---------------------------------------------------------------------
+
+
+def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
+    """Measure one wire in the computational basis inside a compiled QNode, like
+    ``catalyst.measure``: returns the outcome as a traced boolean that ``cond`` can use; the state
+    collapses (and is reset to ``|0>`` with ``reset=True``; ``postselect`` forces the outcome).
+
+    >>> import pennylane as qml
+    >>> from catalyst_lite import qjit, cond
+    >>> @qjit(seed=7)
+    ... @qml.qnode(qml.device("default.qubit", wires=2))
+    ... def copy_bit():
+    ...     qml.Hadamard(0)
+    ...     m = measure(0)
+    ...     @cond(m)
+    ...     def flip():
+    ...         qml.X(1)
+    ...     flip()
+    ...     return qml.expval(qml.Z(0) @ qml.Z(1))
+    >>> round(float(copy_bit()), 6)
+    1.0
+    """
+    stack = _circuits()
+    if not stack or not is_tracing():
+        raise QuantumOperationError("measure() is only available inside a QNode compiled by qjit.")
+    circuit = stack[-1]
+    state = circuit.state
+    wire_list = list(wires) if isinstance(wires, (list, tuple)) else [wires]
+    if len(wire_list) != 1:
+        raise QuantumOperationError(f"measure() measures exactly one wire, got {wire_list}.")
+    wire = state.wires.index(wire_list[0], "measure")
+    vector = state.get()
+    p1 = wire_probability(vector, wire, state.n_wires)
+    if postselect is None:
+        outcome = prng.uniform(circuit.key.split(), ()) < p1
+    else:
+        outcome = jnp.asarray(bool(postselect))
+    probability = jnp.where(outcome, p1, 1.0 - p1)
+    vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
+    if reset:
+        vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
+    state.set(vector)
+    return outcome
+
+
+# --- PennyLane's compiler-dispatched operations --------------------------------------------------
+# While catalyst_lite is PennyLane's active compiler, qml.adjoint, qml.ctrl and qml.measure hand
+# their work to the compiler's ``ops`` entry point; these are the quantum ones.
+
+
+def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
+    """``qml.adjoint``: PennyLane's own operator/queuing logic (the gates compile as usual)."""
+    import sys
+
+    import pennylane  # noqa: F401  (the module below is PennyLane's)
+
+    return sys.modules["pennylane.ops.op_math.adjoint"].create_adjoint_op(fn, lazy)
+
+
+def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, work_wire_type="borrowed") -> Any:
+    """``qml.ctrl``: PennyLane's own controlled operators (compiled as controlled records)."""
+    from pennylane.ops.op_math.controlled import create_controlled_op
+
+    return create_controlled_op(op, control, control_values, work_wires, work_wire_type)
+
+
+def pennylane_measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
+    """``qml.measure``: :func:`measure` (the outcome is a traced boolean, as with Catalyst)."""
+    return measure(wires, reset=reset, postselect=postselect)

@@ -1,0 +1,95 @@
+"""Calling a qjit program from inside JAX transformations (``jax.grad``, ``jax.jvp``, ``jax.vmap``,
+``jax.jit``...): adapting its 64-bit world to the caller's.
+
+A qjit program always computes with 64-bit types (:func:`~catalyst_lite.jax_extras.x64_scope`),
+while the caller's JAX may run with ``jax_enable_x64`` off. Called with plain values, qjit simply
+returns 64-bit arrays. Called with the tracers of an outer transformation, its results flow into
+the caller's computation, so
+
+- results are cast to the caller's types (``float64`` becomes ``float32``, as the undecorated
+  function would give), and
+- under reverse mode, the backward pass, which JAX runs *after* qjit has returned and so outside
+  its 64-bit scope, is brought back into that scope with a ``jax.custom_vjp`` whose forward and
+  backward passes both run in 64 bits.
+
+With ``jax_enable_x64`` on in the caller, both worlds agree and nothing is adapted.
+
+>>> import jax
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> f = qjit(lambda x: jnp.sum(x ** 3))
+>>> jax.grad(f)(jnp.arange(3.0)).tolist()
+[0.0, 3.0, 12.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.tree_util import tree_flatten, tree_map, tree_unflatten
+
+from ..jax_extras import x64_scope
+from ..jax_extras.autodiff import is_reverse_mode_value
+
+__all__ = ["call_from_transformation"]
+
+# What each 64-bit type is with jax_enable_x64 off.
+_32_BIT = {
+    np.dtype("float64"): np.dtype("float32"),
+    np.dtype("int64"): np.dtype("int32"),
+    np.dtype("uint64"): np.dtype("uint32"),
+    np.dtype("complex128"): np.dtype("complex64"),
+}
+
+
+def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
+    """``run(*leaves)`` (a qjit program on its flat arguments, some of them tracers of an outer
+    JAX transformation), with results and backward pass adapted to the caller's types."""
+    if jax.config.jax_enable_x64:
+        with x64_scope():
+            return run(*leaves)
+    if any(is_reverse_mode_value(x) for x in leaves):
+        return _with_backward_pass_in_64_bits(run, leaves)
+    with x64_scope():
+        return _to_caller_types(run(*leaves))
+
+
+def _to_caller_types(tree: Any) -> Any:
+    """Each array of ``tree`` cast to the caller's (32-bit) type; call inside the 64-bit scope."""
+    return tree_map(lambda x: x.astype(_32_BIT[x.dtype]) if x.dtype in _32_BIT else x, tree)
+
+
+def _with_backward_pass_in_64_bits(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
+    """``run(*leaves)`` as a ``jax.custom_vjp`` whose forward and backward passes run in 64 bits."""
+    result_types: list[Any] = []  # set by the forward pass: the 64-bit results' tree and dtypes
+
+    @jax.custom_vjp
+    def call(*xs: Any) -> Any:
+        with x64_scope():
+            return _to_caller_types(run(*xs))
+
+    def forward(*xs: Any) -> tuple[Any, Any]:
+        with x64_scope():
+            results, pullback = jax.vjp(run, *xs)
+            flat, tree = tree_flatten(results)
+            result_types[:] = [tree, [r.dtype for r in flat]]
+            return _to_caller_types(results), pullback
+
+    def backward(pullback: Any, cotangents: Any) -> tuple[Any, ...]:
+        tree, dtypes = result_types
+        with x64_scope():
+            flat = [_as_dtype(c, d) for c, d in zip(tree.flatten_up_to(cotangents), dtypes)]
+            return tuple(_to_caller_types(pullback(tree_unflatten(tree, flat))))
+
+    call.defvjp(forward, backward)
+    return call(*leaves)
+
+
+def _as_dtype(cotangent: Any, dtype: np.dtype) -> Any:
+    """A cotangent in its result's 64-bit type (``float0`` ones, of integer results, stay)."""
+    if jnp.result_type(cotangent) == jax.dtypes.float0:
+        return cotangent
+    return jnp.asarray(cotangent, dtype)

@@ -1,0 +1,236 @@
+"""One compiled function used from many threads: right results, each size compiled by XLA once,
+and the user's global JAX configuration never changed, also when tracing fails halfway.
+
+XLA compilations are counted with JAX's public monitoring events (one
+``/jax/core/compile/backend_compile_duration`` event per backend compilation).
+"""
+
+import threading
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import CatalystLiteError, for_loop, qjit
+from catalyst_lite.jax_extras import patches
+
+THREADS = 8
+BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+
+def global_config():
+    return jax.config.jax_dynamic_shapes, jax.config.jax_enable_x64
+
+
+@pytest.fixture(autouse=True)
+def jax_config_untouched():
+    before = global_config()
+    yield
+    assert global_config() == before
+    assert not patches.is_active()
+
+
+class CompileCounter:
+    """Counts XLA backend compilations in the whole process (JAX has no public way to remove a
+    listener, so one is registered for the module and tests look at differences)."""
+
+    def __init__(self):
+        self.total = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, event: str, duration: float, **kwargs) -> None:
+        if event == BACKEND_COMPILE:
+            with self.lock:
+                self.total += 1
+
+
+_COUNTER = CompileCounter()
+jax.monitoring.register_event_duration_secs_listener(_COUNTER)
+
+
+class CompilationsSince:
+    """Compilations since this object was made (references are computed with NumPy only)."""
+
+    def __init__(self):
+        self.start = _COUNTER.total
+
+    @property
+    def compilations(self) -> int:
+        return _COUNTER.total - self.start
+
+
+def run_in_threads(work, n_threads=THREADS):
+    """Run ``work(i)`` in ``n_threads`` threads started together; re-raise the first failure."""
+    barrier = threading.Barrier(n_threads)
+    results, errors = [None] * n_threads, []
+
+    def target(i):
+        try:
+            barrier.wait(30)
+            results[i] = work(i)
+        except BaseException as e:  # noqa: BLE001  (reported in the main thread)
+            errors.append(e)
+
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(n_threads)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def make_program():
+    """A function with a loop, a sized constructor and a reduction; its NumPy reference."""
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        @for_loop(0, 3, 1)
+        def body(i, acc):
+            return acc * 0.5 + x
+
+        return body(jnp.ones(x.shape[0] + 1)[1:]), jnp.sum(x * x)
+
+    def reference(x):
+        acc = np.ones(x.shape[0])
+        for _ in range(3):
+            acc = acc * 0.5 + x
+        return acc, np.sum(x * x)
+
+    return f, reference
+
+
+@pytest.mark.parametrize("distinct_sizes", [THREADS, 3, 1])
+def test_eight_threads_each_size_compiled_once(distinct_sizes):
+    f, reference = make_program()
+    f(np.ones(1))  # the first call also compiles JAX's own helpers once; size 1 is not used below
+    compile_counter = CompilationsSince()
+    sizes = [2 + i % distinct_sizes for i in range(THREADS)]
+
+    results = run_in_threads(lambda i: f(np.linspace(0.0, 1.0, sizes[i])))
+
+    for size, (acc, total) in zip(sizes, results):
+        expected_acc, expected_total = reference(np.linspace(0.0, 1.0, size))
+        np.testing.assert_allclose(acc, expected_acc, rtol=1e-12)
+        np.testing.assert_allclose(total, expected_total, rtol=1e-12)
+    assert compile_counter.compilations == distinct_sizes
+    # Calling again at the same sizes, from any thread, compiles nothing.
+    run_in_threads(lambda i: f(np.linspace(0.0, 1.0, sizes[i])))
+    assert compile_counter.compilations == distinct_sizes
+
+
+def test_python_function_traced_once_by_eight_threads():
+    calls = []
+
+    @qjit
+    def f(n):
+        calls.append(n)
+        return jnp.arange(n) * 2
+
+    results = run_in_threads(lambda i: f(i + 1))
+    assert len(calls) == 1
+    for i, out in enumerate(results):
+        np.testing.assert_array_equal(out, np.arange(i + 1) * 2)
+
+
+def test_different_signatures_trace_concurrently_and_stay_separate():
+    """Scalars, vectors and matrices of several sizes: three signatures, each traced once."""
+    calls = Counter()
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        calls[np.ndim(x)] += 1
+        return x * 2.0
+
+    def make_input(i):
+        return [np.float64(i), np.arange(i + 1.0), np.ones((i + 1, 3))][i % 3]
+
+    results = run_in_threads(lambda i: f(make_input(i)))
+    assert calls == {0: 1, 1: 1, 2: 1}
+    for i, out in enumerate(results):
+        np.testing.assert_allclose(out, make_input(i) * 2.0)
+
+
+def test_config_unchanged_while_other_threads_fail_halfway_through_tracing():
+    """Half the threads call a function whose trace fails in the middle, half a good one; while
+    both are being traced the main thread sees the user's configuration and plain JAX behaves as
+    usual, and afterwards nothing is left changed."""
+    before = global_config()
+    inside = {"bad": threading.Event(), "good": threading.Event()}
+    release = threading.Event()
+
+    def pause(name):
+        inside[name].set()
+        assert release.wait(30)
+
+    @qjit
+    def bad(n):
+        jnp.ones([n])
+        pause("bad")
+        if n > 0:  # Python control flow on a traced value: fails while tracing
+            return n
+        return n
+
+    @qjit
+    def good(n):
+        y = jnp.ones([n])
+        pause("good")
+        return y * 2.0
+
+    def work(i):
+        try:
+            return (bad if i % 2 else good)(i + 1)
+        except CatalystLiteError as e:
+            return e
+
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.extend(run_in_threads(work)))
+    worker.start()
+    try:
+        assert all(event.wait(30) for event in inside.values())  # both traces are under way
+        seen = global_config(), jnp.ones(2).dtype, jax.jit(lambda x: x * 2)(jnp.ones(2)).dtype
+    finally:
+        release.set()
+        worker.join(120)
+
+    assert seen == (before, jnp.zeros(1).dtype, jnp.zeros(1).dtype)
+    assert global_config() == before
+    assert len(outcome) == THREADS
+    for i, result in enumerate(outcome):
+        if i % 2:
+            assert isinstance(result, CatalystLiteError) and "cond" in str(result)
+        else:
+            np.testing.assert_allclose(result, np.full(i + 1, 2.0))
+
+
+def test_patches_registered_while_another_thread_traces_are_undone():
+    """A module imported lazily may register a patch while a trace is running: it is applied at
+    once and removed with the others (before the fix, removing it raised ``KeyError``)."""
+    owner = type("Owner", (), {"value": staticmethod(lambda: "original")})
+    inside, release = threading.Event(), threading.Event()
+    seen = []
+
+    @qjit
+    def f(n):
+        inside.set()
+        assert release.wait(30)
+        seen.append(owner.value())
+        return jnp.ones([n])
+
+    worker = threading.Thread(target=lambda: seen.append(f(2)))
+    worker.start()
+    try:
+        assert inside.wait(30)
+        patch = patches.Patch("test_only", owner, "value", lambda original: lambda: "patched", "test")
+        patches.register_patch(patch)
+    finally:
+        release.set()
+        worker.join(60)
+        patches._extra_patches.remove(patch)
+    assert seen[0] == "patched"
+    np.testing.assert_allclose(seen[1], np.ones(2))
+    assert owner.value() == "original"

@@ -1,0 +1,497 @@
+"""Every kind of bad input gets a clear catalyst_lite error, and the same compiled function keeps
+working for good input afterwards.
+
+Each test feeds one kind of bad input, checks the exception's type (a :class:`CatalystLiteError`
+that is also the built-in type a Python user expects) and that its message names the function, the
+argument or loop, what was found and the fix; errors found while tracing also name the user's line.
+"""
+
+import re
+
+import jax
+import jax.extend
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import CatalystLiteError, cond, for_loop, qjit, while_loop
+from catalyst_lite.errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    ArrayTooLargeError,
+    ControlFlowError,
+    DimensionError,
+    UnsupportedOperationError,
+)
+
+THIS_FILE = re.escape(__file__)
+
+
+@pytest.fixture(autouse=True)
+def jax_config_untouched():
+    """No error leaves the user's global JAX flags changed."""
+    before = (jax.config.jax_dynamic_shapes, jax.config.jax_enable_x64)
+    yield
+    assert (jax.config.jax_dynamic_shapes, jax.config.jax_enable_x64) == before
+
+
+def raises(error_type, *patterns):
+    """``pytest.raises`` for a catalyst_lite error whose message matches every pattern, in order."""
+    assert issubclass(error_type, CatalystLiteError)
+    return pytest.raises(error_type, match=".*".join(patterns))
+
+
+def at_line(fragment: str) -> str:
+    """The message part naming this test file's line holding ``fragment``."""
+    return rf"at {THIS_FILE}:\d+: `[^`]*{re.escape(fragment)}"
+
+
+# --- arguments --------------------------------------------------------------------------------------
+
+
+@qjit
+def sized(n: int):
+    return jnp.ones([n]) * 2.0
+
+
+@qjit
+def sized_unannotated(n):
+    return jnp.ones([n]) * 2.0
+
+
+@qjit(abstracted_axes={0: "n"})
+def doubled(x):
+    return x * 2.0
+
+
+def works(f, n=3):
+    """``f`` (one of the functions above) still gives the right result for good input."""
+    if f is doubled:
+        np.testing.assert_allclose(f(np.arange(n * 1.0)), np.arange(n) * 2.0)
+    else:
+        np.testing.assert_allclose(f(n), np.full(n, 2.0))
+
+
+def test_too_many_arguments():
+    with raises(ArgumentTypeError, "sized", "too many"):
+        sized(1, 2)
+    works(sized)
+
+
+def test_missing_argument():
+    with raises(ArgumentTypeError, "sized", "'n'"):
+        sized()
+    works(sized)
+
+
+def test_unexpected_keyword_argument():
+    with raises(ArgumentTypeError, "sized", "'m'"):
+        sized(3, m=3)
+    works(sized)
+
+
+def test_argument_of_unsupported_type():
+    with raises(ArgumentTypeError, "doubled", "'x'", "object", "static_argnums"):
+        doubled(object())
+    works(doubled)
+
+
+def test_pytree_with_a_string_leaf():
+    with raises(ArgumentTypeError, "doubled", "'x'", "str"):
+        doubled({"a": np.ones(2), "b": "text"})
+    works(doubled)
+
+
+def test_abstracted_axes_pytree_not_matching_the_argument():
+    f = qjit(lambda t: t["a"].sum() + t["b"].sum(), abstracted_axes=({"a": {0: "n"}, "c": {0: "m"}},))
+    with raises(ArgumentTypeError, "abstracted_axes entry for argument 't'", "'c'", r"\{'a': \*, 'b': \*\}"):
+        f({"a": np.ones(2), "b": np.ones(3)})
+    g = qjit(lambda t: t["a"].sum() + t["b"].sum(), abstracted_axes=({"a": {0: "n"}, "b": {0: "m"}},))
+    assert float(g({"a": np.ones(2), "b": np.ones(3)})) == 5.0
+
+
+@pytest.mark.parametrize("f", [sized, sized_unannotated], ids=["annotated", "unannotated"])
+def test_string_where_a_size_is_expected(f):
+    with raises(ArgumentTypeError, "'n'", "str"):
+        f("3")
+    works(f)
+
+
+@pytest.mark.parametrize("bad", [2.5, float("nan"), np.float64(3.0), True], ids=["float", "nan", "np_float", "bool"])
+def test_non_integer_size_annotated(bad):
+    with raises(ArgumentTypeError, "sized", "'n'", "annotated int"):
+        sized(bad)
+    works(sized)
+
+
+@pytest.mark.parametrize(
+    "bad, dtype", [(2.5, "float64"), (float("nan"), "float64"), (np.float64(3.0), "float64"), (True, "bool")],
+    ids=["float", "nan", "np_float", "bool"],
+)
+def test_non_integer_size_unannotated(bad, dtype):
+    with raises(ArgumentTypeError, "sized_unannotated", at_line("jnp.ones([n])"), "must be an integer",
+                f"'n' \\({dtype}\\)", "Pass sizes as"):
+        sized_unannotated(bad)
+    works(sized_unannotated)
+
+
+@pytest.mark.parametrize("f", [sized, sized_unannotated], ids=["annotated", "unannotated"])
+def test_negative_size(f):
+    with raises(ArgumentValueError, f.__name__, "negative size", "'n'=-2"):
+        f(-2)
+    works(f)
+
+
+@pytest.mark.parametrize("f", [sized, sized_unannotated], ids=["annotated", "unannotated"])
+def test_size_too_large_for_memory_is_refused_before_xla_allocates(f):
+    with raises(ArrayTooLargeError, f.__name__, r"shape \(1000000000000000,\)", "GiB", "'n'=1000000000000000"):
+        f(10**15)
+    with pytest.raises(MemoryError):  # also the built-in type
+        f(10**15)
+    works(f)
+
+
+def test_two_dimensional_size_too_large_for_memory():
+    f = qjit(lambda x: x[:, None] * x[None, :], abstracted_axes={0: "n"})
+    with raises(ArrayTooLargeError, "shape", "more than"):
+        f(np.ones(10**7, dtype=np.int8))
+    np.testing.assert_allclose(f(np.arange(3.0)), np.outer(np.arange(3.0), np.arange(3.0)))
+
+
+def test_shared_abstracted_dimension_with_different_lengths():
+    f = qjit(lambda x, y: x + y, abstracted_axes={0: "n"})
+    with raises(ArgumentValueError, "'n'", "'x'", "length 2", "'y'", "length 3", "differ"):
+        f(np.ones(2), np.ones(3))
+    np.testing.assert_allclose(f(np.ones(3), np.ones(3)), np.full(3, 2.0))
+
+
+def test_abstracted_axis_beyond_rank():
+    f = qjit(lambda x: x.sum(), abstracted_axes=({2: "n"},))
+    with raises(ArgumentValueError, "axis 2 of argument 'x'", "rank 2", r"0\.\.1"):
+        f(np.ones((2, 3)))
+    assert float(f(np.ones((2, 3, 4)))) == 24.0
+
+
+# --- loops ------------------------------------------------------------------------------------------
+
+
+def test_loop_body_changes_a_dimension_without_permission():
+    @qjit
+    def f(n):
+        @for_loop(0, 2, 1)
+        def grow(i, v):
+            return jnp.ones(v.shape[0] + 1)
+
+        return grow(jnp.ones(n))
+
+    with raises(DimensionError, "for_loop body", "grow", "changes a dimension", "allow_array_resizing=True",
+                at_line("return grow(jnp.ones(n))")):
+        f(3)
+    with raises(DimensionError, "grow"):  # and again: nothing half-traced was kept
+        f(3)
+
+
+def test_loop_body_returns_the_wrong_number_of_values():
+    @qjit
+    def f(n):
+        @for_loop(0, n, 1)
+        def body(i, a, b):
+            return a + b
+
+        return body(1.0, 2.0)
+
+    with raises(ControlFlowError, "for_loop body", "body", "structure of its arguments",
+                r"expected PyTreeDef\(\(\*, \*\)\), got PyTreeDef\(\*\)", at_line("return body(1.0, 2.0)")):
+        f(3)
+
+
+def test_loop_body_returns_the_wrong_structure():
+    @qjit
+    def f(n):
+        @while_loop(lambda s: s["i"] < n)
+        def body(s):
+            return (s["i"] + 1, s["x"])
+
+        return body({"i": 0, "x": 1.0})
+
+    with raises(ControlFlowError, "while_loop body", "body", "structure"):
+        f(3)
+
+
+@pytest.mark.parametrize("api", ["for_loop", "while_loop"])
+def test_loop_body_changes_a_carried_dtype(api):  # noqa: C901 (two loops, one test)
+    @qjit
+    def f(n):
+        if api == "for_loop":
+            @for_loop(0, n, 1)
+            def body(i, x):
+                return x.astype(jnp.int32)
+
+            return body(jnp.ones(n))
+
+        @while_loop(lambda x: jnp.sum(x) < 10)
+        def body(x):
+            return (x + 1).astype(jnp.int32)
+
+        return body(jnp.ones(n))
+
+    with raises(DimensionError, f"{api} body", "body", "changes the dtype", "f64", "i32", "types it receives"):
+        f(3)
+
+
+@pytest.mark.parametrize("make_pred, found", [(lambda x: x > 0, r"bool\[\?\]"), (lambda x: jnp.sum(x), r"f64\[\]")],
+                         ids=["non_scalar", "non_boolean"])
+def test_while_loop_bad_predicate(make_pred, found):
+    @qjit
+    def f(n):
+        @while_loop(make_pred)
+        def body(x):
+            return x - 1.0
+
+        return body(jnp.ones(n))
+
+    with raises(ControlFlowError, "while_loop", "boolean scalar predicate", found, "Compare explicitly",
+                at_line("return body(jnp.ones(n))")):
+        f(3)
+
+
+@pytest.mark.parametrize("bound", [2.5, np.float64(2.0), True], ids=["float", "np_float", "bool"])
+def test_for_loop_bound_that_is_not_an_integer(bound):
+    @qjit
+    def f(k):
+        @for_loop(0, k, 1)
+        def body(i, acc):
+            return acc + 1.0
+
+        return body(0.0)
+
+    with raises(ControlFlowError, "for_loop", "body", "upper bound must be an integer scalar", at_line("return body(0.0)")):
+        f(bound)
+    assert float(f(3)) == 3.0
+
+
+# --- cond -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make_pred, found", [(lambda x: x > 0, r"bool\[\?\]"), (lambda x: jnp.sum(x), r"f64\[\]")],
+                         ids=["non_scalar", "non_boolean"])
+def test_cond_bad_predicate(make_pred, found):
+    @qjit
+    def f(n):
+        x = jnp.ones(n)
+
+        @cond(make_pred(x))
+        def c():
+            return 1.0
+
+        @c.otherwise
+        def c():
+            return 2.0
+
+        return c()
+
+    with raises(ControlFlowError, "cond", "boolean scalar predicate", found, at_line("return c()")):
+        f(3)
+
+
+@pytest.mark.parametrize(
+    "otherwise, patterns",
+    [
+        (lambda x: (x, x), ("branch 1 returns", "same structure")),
+        (lambda x: 1, ("f64", "i64", "agree on dtypes")),
+    ],
+    ids=["structure", "dtype"],
+)
+def test_cond_branches_that_disagree(otherwise, patterns):
+    @qjit
+    def f(x):
+        @cond(x > 0)
+        def c():
+            return x
+
+        @c.otherwise
+        def c():
+            return otherwise(x)
+
+        return c()
+
+    with raises(ControlFlowError, "cond", *patterns, at_line("return c()")):
+        f(1.0)
+    with raises(ControlFlowError, "cond"):  # the same object fails the same way: nothing was cached
+        f(1.0)
+
+
+def test_cond_returning_values_without_otherwise():
+    @qjit
+    def f(x):
+        @cond(x > 0)
+        def c():
+            return x
+
+        return c()
+
+    with raises(ControlFlowError, "cond", "no `otherwise`"):
+        f(1.0)
+
+
+# --- Python control flow on traced values ----------------------------------------------------------
+
+
+def test_python_if_on_a_traced_value():
+    @qjit
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    with raises(ControlFlowError, "f", at_line("if x > 0:"), "catalyst_lite.cond", "while_loop"):
+        f(1.0)
+    with pytest.raises(TypeError):  # also the built-in type
+        f(1.0)
+
+
+def test_python_range_over_a_traced_value():
+    @qjit
+    def f(n):
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    with raises(ControlFlowError, "f", at_line("for i in range(n):"), r"for_loop\(0, n, 1\)"):
+        f(3)
+
+
+def test_python_int_of_a_traced_value():
+    @qjit
+    def f(x):
+        return jnp.ones(int(x))
+
+    with raises(ControlFlowError, "f", at_line("int(x)"), "astype", "static"):
+        f(3.0)
+
+
+def test_numpy_on_a_traced_value():
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        return np.sum(np.asarray(x))
+
+    with raises(ControlFlowError, "f", at_line("np.asarray(x)"), "jax.numpy"):
+        f(np.ones(3))
+
+
+def test_data_dependent_size():
+    @qjit
+    def f(n):
+        return jnp.nonzero(jnp.arange(n) % 2)
+
+    with pytest.raises(CatalystLiteError, match=r"nonzero.*size="):
+        f(4)
+
+
+# --- operations the dynamic-shape path cannot handle -----------------------------------------------
+
+
+def test_unsupported_operation_while_tracing_is_named():
+    @qjit
+    def f(n):
+        return jnp.fft.fft(jnp.ones(n))
+
+    with raises(UnsupportedOperationError, "f", at_line("jnp.fft.fft"), "jax.numpy.fft.fft", "'fft'",
+                "not supported on dynamically-shaped arrays", "static shape"):
+        f(3)
+    with pytest.raises(NotImplementedError):  # also the built-in type
+        f(3)
+
+
+def test_unsupported_scan_over_a_symbolic_length_is_named():
+    @qjit
+    def f(n):
+        return jax.lax.scan(lambda c, x: (c + x, x), 0.0, jnp.ones(n))[0]
+
+    with raises(UnsupportedOperationError, "f", at_line("jax.lax.scan"), "'scan'", "static shape"):
+        f(3)
+
+
+def _primitive_without_static_shape_support():
+    """A stand-in for a JAX primitive that traces with symbolic sizes but fails on concrete ones."""
+    prim = jax.extend.core.Primitive("only_symbolic")
+
+    def abstract_eval(x):
+        if all(isinstance(d, int) for d in x.shape):
+            raise TypeError("only_symbolic cannot handle concrete shapes")
+        return x
+
+    prim.def_abstract_eval(abstract_eval)
+    return prim
+
+
+def test_unsupported_operation_while_specializing_is_named():
+    prim = _primitive_without_static_shape_support()
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        return prim.bind(x) * 2.0
+
+    with raises(UnsupportedOperationError, "f", at_line("prim.bind(x)"), "primitive 'only_symbolic'",
+                "specialized sizes", "TypeError: only_symbolic cannot handle", "static shape"):
+        f(np.ones(3))
+
+
+def test_unsupported_linear_algebra_is_named():
+    @qjit
+    def f(n):
+        return jnp.linalg.inv(jnp.eye(n))
+
+    with raises(UnsupportedOperationError, "jax.numpy.linalg.inv", "'lu'"):
+        f(3)
+
+
+# --- recovery ---------------------------------------------------------------------------------------
+
+
+def test_same_function_works_after_every_kind_of_bad_call():
+    """One compiled function, many bad calls in a row (bad arguments, and a static option that
+    selects a bad program), then good calls at several sizes."""
+
+    @qjit(abstracted_axes=({0: "n"}, None), static_argnames="mode")
+    def f(x, k, mode="ok"):
+        @for_loop(0, k, 1)
+        def body(i, acc):
+            if mode == "resize":
+                return jnp.concatenate([acc, acc])
+            if mode == "python_if" and acc[0] > 0:
+                return acc
+            if mode == "fft":
+                return jnp.fft.fft(acc).real
+            return acc + x
+
+        return body(jnp.zeros(x.shape[0]))
+
+    bad_calls = [
+        ((np.ones(3),), {}),
+        ((np.ones(3), 2, "ok", 3), {}),
+        ((np.ones(3), "2"), {}),
+        ((np.ones(3), 2.5), {}),
+        (("x", 2), {}),
+        ((np.ones(3),), {"kk": 2}),
+        ((np.ones(3), 2), {"mode": "resize"}),
+        ((np.ones(3), 2), {"mode": "python_if"}),
+        ((np.ones(3), 2), {"mode": "fft"}),
+    ]
+    for args, kwargs in bad_calls:
+        with pytest.raises(CatalystLiteError):
+            f(*args, **kwargs)
+    for n in [0, 2, 5]:
+        np.testing.assert_allclose(f(np.arange(n * 1.0), 3), 3 * np.arange(n * 1.0))
+
+
+def test_user_exception_while_tracing_keeps_its_type_and_says_where():
+    @qjit
+    def f(n):
+        raise KeyError("user problem")
+
+    with pytest.raises(KeyError) as info:
+        f(3)
+    assert any(re.search(r"raised while tracing .*f at .*test_errors.py:\d+: `raise KeyError", note)
+               for note in info.value.__notes__)

@@ -1,0 +1,135 @@
+"""The shortcuts taken for speed give the results of the general path (speed itself is measured
+by ``python -m benchmarks``, never here)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import for_loop, qjit
+from catalyst_lite.errors import ArgumentValueError, DimensionError
+
+
+def _program(f):
+    """The one traced program of ``f``."""
+    (program,) = f._programs.values()
+    return program
+
+
+def test_repeated_calls_take_the_validated_path_with_the_same_results():
+    @qjit(abstracted_axes={0: "n"})
+    def f(x, k: int):
+        return x * k + 1.0
+
+    x = np.arange(4.0)
+    first = f(x, 2)
+    assert len(f._validated_calls) == 1
+    np.testing.assert_array_equal(f(x, 2), first)
+    np.testing.assert_array_equal(f(x, 3), x * 3 + 1.0)  # a new value of a number: same key
+    np.testing.assert_array_equal(f(np.arange(6.0), 3), np.arange(6.0) * 3 + 1.0)
+    assert len(f._validated_calls) == 2  # a new shape is validated once
+
+
+def test_a_bad_size_after_a_validated_call_is_still_named():
+    @qjit
+    def f(n: int):
+        return jnp.ones((n - 1,))
+
+    assert f(3).shape == (2,)
+    with pytest.raises(ArgumentValueError, match="'n'=0"):
+        f(0)
+
+
+def test_converted_or_structured_arguments_are_checked_every_time():
+    @qjit
+    def f(x: float):
+        return x * 2.0
+
+    assert float(f(2)) == 4.0  # an int for a float annotation is converted: not a validated call
+    assert f._validated_calls == {}
+
+    @qjit
+    def g(pair):
+        return pair[0] + pair[1]
+
+    assert float(g((1.0, 2.0))) == 3.0
+    assert g._validated_calls == {}
+
+
+def test_sizes_computed_with_comparisons_are_static():
+    """``a[:1]`` computes its length with ``min``, comparisons and ``select_n``: folded, so the
+    loop compiles into one program instead of running host-driven."""
+
+    @qjit
+    def f(sz: int):
+        @for_loop(0, 3, 1)
+        def loop(i, a):
+            return a * 0.5 + (a[:1] + i)
+
+        return loop(jnp.ones([sz]))
+
+    expected = np.ones(4)
+    for i in range(3):
+        expected = expected * 0.5 + (expected[:1] + i)
+    np.testing.assert_array_equal(f(4), expected)
+    assert None not in _program(f).runner._executables.values()
+
+
+def _appending(n_steps: int):
+    @qjit
+    def grow(sz: int):
+        @for_loop(0, n_steps, 1, allow_array_resizing=True)
+        def loop(i, a):
+            return jnp.concatenate([a * 0.5, a[:1] + i])
+
+        return loop(jnp.ones([sz]))
+
+    return grow
+
+
+def _appending_numpy(sz: int, n_steps: int) -> np.ndarray:
+    a = np.ones(sz)
+    for i in range(n_steps):
+        a = np.concatenate([a * 0.5, a[:1] + i])
+    return a
+
+
+@pytest.mark.parametrize("n_steps", [0, 5, 40])
+def test_short_resizing_loops_are_unrolled_with_the_same_results(n_steps):
+    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+
+    grow = _appending(n_steps)
+    np.testing.assert_array_equal(grow(3), _appending_numpy(3, n_steps))
+    staged = None not in _program(grow).runner._executables.values()
+    assert staged == (n_steps <= UNROLL_LIMIT)  # a long loop stays host-driven
+
+
+def test_a_resizing_loop_whose_size_depends_on_data_stays_host_driven():
+    @qjit
+    def f(n: int):
+        @for_loop(0, 3, 1, allow_array_resizing=True)
+        def loop(i, a):
+            return jnp.ones([a.shape[0] + 1]) * jnp.sum(a)
+
+        return loop(jnp.ones([n]))
+
+    assert f(2).shape == (5,)
+    with pytest.raises(DimensionError):
+
+        @qjit
+        def g(n: int):
+            @for_loop(0, 3, 1)
+            def loop(i, a):
+                return jnp.ones([a.shape[0] + 1])
+
+            return loop(jnp.ones([n]))
+
+
+def test_defaults_are_filled_in_on_every_call():
+    @qjit
+    def f(x, scale=2.0):
+        return x * scale
+
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f(x), x * 2.0)
+    np.testing.assert_array_equal(f(x), x * 2.0)
+    np.testing.assert_array_equal(f(x, 3.0), x * 3.0)

@@ -1,0 +1,278 @@
+"""QNodes compiled inside ``@qjit``: gates, control flow, mid-circuit measurements and terminal
+measurements against PennyLane's own ``default.qubit``; errors for what does not compile."""
+
+import numpy as np
+import pennylane as qml
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from catalyst_lite import CatalystLiteError, cond, for_loop, measure, qjit, while_loop
+
+TOL = 1e-10
+
+
+def dev(n=3, **kw):
+    return qml.device("default.qubit", wires=n, **kw)
+
+
+def compare(qfunc, *args, n=3):
+    """Compiled and PennyLane results of ``qfunc`` agree to TOL."""
+    expected = qml.qnode(dev(n))(qfunc)(*args)
+    actual = qjit(qml.qnode(dev(n))(qfunc))(*args)
+    for a, e in zip(np.atleast_1d(np.asarray(actual, dtype=object)) if isinstance(actual, tuple) else [actual],
+                    expected if isinstance(expected, tuple) else [expected]):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), atol=TOL)
+
+
+ONE_WIRE = [qml.PauliX, qml.PauliY, qml.PauliZ, qml.Hadamard, qml.S, qml.T, qml.SX]
+ONE_PARAM = [qml.RX, qml.RY, qml.RZ, qml.PhaseShift]
+TWO_WIRE = [qml.CNOT, qml.CY, qml.CZ, qml.SWAP]
+TWO_PARAM = [qml.CRX, qml.CRY, qml.CRZ, qml.ControlledPhaseShift, qml.IsingXX, qml.IsingYY, qml.IsingZZ]
+
+
+def test_every_listed_gate_and_measurement():
+    u = qml.matrix(qml.Rot(0.1, 0.7, -0.3, wires=0) @ qml.RX(0.2, 0))
+
+    def circuit(x):
+        for g in ONE_WIRE:
+            g(wires=1)
+            qml.RX(x, 0)
+        for g in ONE_PARAM:
+            g(x * 1.3, wires=2)
+            qml.Hadamard(0)
+        for g in TWO_WIRE:
+            g(wires=[0, 2])
+            qml.RY(0.4, 1)
+        for g in TWO_PARAM:
+            g(x - 0.2, wires=[2, 1])
+        qml.Rot(x, 0.3, 0.5, wires=0)
+        qml.CRot(0.1, x, 0.3, wires=[1, 0])
+        qml.Toffoli(wires=[0, 1, 2])
+        qml.CSWAP(wires=[2, 0, 1])
+        qml.MultiRZ(x, wires=[0, 1, 2])
+        qml.QubitUnitary(u, wires=1)
+        qml.adjoint(qml.S(0))
+        qml.adjoint(qml.CRX(0.3, wires=[0, 2]))
+        qml.ctrl(qml.RY(x, 2), control=[0, 1], control_values=[1, 0])
+        qml.ctrl(qml.Hadamard(1), control=0)
+        H = qml.Hamiltonian([0.3, -1.2], [qml.Z(0) @ qml.X(1), qml.Y(2)])
+        return (qml.expval(qml.Z(0)), qml.expval(qml.X(1) @ qml.Y(2)), qml.expval(H), qml.var(H),
+                qml.var(qml.X(0)), qml.probs(), qml.probs(wires=[2, 0]), qml.state(),
+                qml.expval(qml.Hermitian(np.array([[1.0, 2j], [-2j, 0.5]]), wires=1)))
+
+    compare(circuit, 0.37)
+
+
+def test_state_preparation():
+    def circuit(bits):
+        qml.BasisState(bits, wires=[0, 1, 2])
+        qml.Hadamard(0)
+        return qml.state()
+
+    compare(circuit, np.array([0, 1, 1]))
+
+    def prep():
+        qml.StatePrep(np.arange(8) / np.linalg.norm(np.arange(8)), wires=[0, 1, 2])
+        qml.CNOT([0, 2])
+        return qml.probs()
+
+    compare(prep)
+
+
+def test_traced_wires_in_loops_and_cond():
+    @qjit
+    @qml.qnode(dev(4))
+    def circuit(n: int, x: float):
+        qml.Hadamard(0)
+
+        @for_loop(0, n - 1, 1)
+        def chain(i):
+            qml.CNOT(wires=[i, i + 1])
+            qml.RY(x * i, wires=i + 1)
+
+        chain()
+
+        @while_loop(lambda k: k < 3)
+        def again(k):
+            qml.RZ(0.3, wires=k)
+            return k + 1
+
+        again(0)
+
+        @cond(x > 0.5)
+        def branch():
+            qml.PauliX(wires=3)
+
+        branch()
+        return qml.probs()
+
+    @qml.qnode(dev(4))
+    def reference(n, x):
+        qml.Hadamard(0)
+        for i in range(n - 1):
+            qml.CNOT(wires=[i, i + 1])
+            qml.RY(x * i, wires=i + 1)
+        for k in range(3):
+            qml.RZ(0.3, wires=k)
+        if x > 0.5:
+            qml.PauliX(wires=3)
+        return qml.probs()
+
+    for n, x in [(4, 0.7), (2, 0.2)]:
+        np.testing.assert_allclose(circuit(n, x), reference(n, x), atol=TOL)
+
+
+def test_pennylane_control_flow_inside_qnode():
+    @qjit
+    @qml.qnode(dev(3))
+    def circuit(n: int):
+        @qml.for_loop(0, n, 1)
+        def layer(i):
+            qml.RX(0.5, wires=i)
+
+        layer()
+        return qml.expval(qml.Z(0) @ qml.Z(2))
+
+    np.testing.assert_allclose(circuit(3), np.cos(0.5) ** 2, atol=TOL)
+
+
+def test_mid_circuit_measurement_feeds_cond_and_is_seeded():
+    @qjit(seed=11)
+    @qml.qnode(dev(2))
+    def teleport_bit(x: float):
+        qml.RY(x, 0)
+        m = measure(0)
+
+        @cond(m)
+        def fix():
+            qml.PauliX(1)
+
+        fix()
+        return qml.expval(qml.Z(0) @ qml.Z(1)), m
+
+    zz, m = teleport_bit(1.0)
+    assert float(zz) == pytest.approx(1.0)
+    outcomes = {bool(qjit(seed=s)(teleport_bit.original_function)(1.6)[1]) for s in range(12)}
+    assert outcomes == {True, False}
+
+    @qjit(seed=3)
+    @qml.qnode(dev(1))
+    def reset():
+        qml.PauliX(0)
+        qml.measure(0, reset=True)
+        return qml.probs()
+
+    np.testing.assert_allclose(reset(), [1.0, 0.0], atol=TOL)
+
+
+def test_samples_and_counts_with_shots():
+    @qjit(seed=5)
+    @qml.qnode(dev(2), shots=2000)
+    def sampled():
+        qml.Hadamard(0)
+        qml.CNOT([0, 1])
+        return qml.sample(), qml.counts(wires=[0]), qml.sample(qml.X(0))
+
+    samples, (outcomes, counts), xs = sampled()
+    assert samples.shape == (2000, 2) and np.all(samples[:, 0] == samples[:, 1])
+    assert outcomes.tolist() == [0, 1] and int(counts.sum()) == 2000 and 850 < int(counts[0]) < 1150
+    assert set(np.unique(xs)) <= {-1.0, 1.0} and abs(float(np.mean(xs))) < 0.15
+    first = np.asarray(sampled()[0])
+    np.testing.assert_array_equal(first, np.asarray(sampled()[0]))
+
+
+def test_several_qnodes_and_post_processing():
+    a = qml.qnode(dev(2))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])
+    b = qml.qnode(dev(3))(lambda x: (qml.RY(x, 2), qml.expval(qml.Z(2)))[1])
+
+    @qjit
+    def f(x: float):
+        return a(x) * 2 + b(x / 2)
+
+    assert float(f(0.3)) == pytest.approx(2 * np.cos(0.3) + np.cos(0.15), abs=TOL)
+
+
+GATES = st.sampled_from(ONE_WIRE + ONE_PARAM + TWO_WIRE + TWO_PARAM + [qml.Rot, qml.Toffoli])
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(GATES, st.permutations([0, 1, 2]), st.floats(-3, 3)), min_size=1, max_size=8))
+def test_random_circuits_match_default_qubit(gates):
+    def circuit():
+        for g, wires, x in gates:
+            nw = g.num_wires
+            args = [] if g.num_params == 0 else [x] * g.num_params
+            g(*args, wires=wires[:nw])
+        return qml.state(), qml.expval(qml.X(0) @ qml.Z(2))
+
+    compare(circuit)
+
+
+@pytest.mark.parametrize(
+    "qfunc, error, words",
+    [
+        (lambda: (qml.AmplitudeDamping(0.1, 0), qml.expval(qml.Z(0)))[1], TypeError, ["AmplitudeDamping", "Supported"]),
+        (lambda: (qml.RX(0.1, 7), qml.expval(qml.Z(0)))[1], ValueError, ["RX", "wire 7"]),
+        (lambda: qml.vn_entropy(wires=0), TypeError, ["VnEntropyMP", "expval"]),
+        (lambda: qml.sample(), TypeError, ["sample", "shots"]),
+    ],
+)
+def test_clear_errors_while_tracing(qfunc, error, words):
+    with pytest.raises(error) as info:
+        qjit(qml.qnode(dev(2))(qfunc))()
+    assert isinstance(info.value, CatalystLiteError)
+    assert all(w in str(info.value) for w in words)
+
+
+def test_device_without_fixed_wires():
+    with pytest.raises(ValueError, match="fixed number of wires"):
+        qjit(qml.qnode(qml.device("default.qubit"))(lambda: qml.expval(qml.Z(0))))()
+
+
+def test_circuit_is_a_loop_not_unrolled():
+    def circuit(x):
+        for w in range(3):
+            qml.RX(x, w)
+        for w in range(2):
+            qml.CNOT([w, w + 1])
+        return qml.expval(qml.Z(0))
+
+    f = qjit(qml.qnode(dev(3))(circuit))
+    f(0.1)
+    assert sum(e.primitive.name == "for_loop" for e in f.jaxpr.jaxpr.eqns) == 1
+    assert "stablehlo.while" in f.mlir
+
+
+def test_traced_number_of_wires_is_a_wire_error():
+    def f(n: int):
+        return qml.qnode(qml.device("default.qubit", wires=n))(lambda: qml.expval(qml.Z(0)))()
+
+    with pytest.raises(ValueError, match="Python integer"):
+        qjit(f)
+
+
+def test_pennylane_qjit_dispatches_adjoint_ctrl_measure():
+    @qml.qjit(compiler="catalyst_lite", seed=1)
+    @qml.qnode(qml.device("lightning.qubit", wires=2))
+    def circuit(x: float):
+        qml.adjoint(qml.RX)(x, wires=0)
+        qml.ctrl(qml.RY, control=0)(x, wires=1)
+        m = qml.measure(1, postselect=0)
+
+        @qml.cond(m)
+        def never():
+            qml.X(0)
+
+        never()
+        return qml.probs()
+
+    @qml.qnode(dev(2))
+    def reference(x):
+        qml.adjoint(qml.RX)(x, wires=0)
+        qml.ctrl(qml.RY, control=0)(x, wires=1)
+        return qml.probs()
+
+    p = reference(0.5)
+    expected = np.array([p[0], 0.0, p[2], 0.0]) / (p[0] + p[2])
+    np.testing.assert_allclose(circuit(0.5), expected, atol=TOL)

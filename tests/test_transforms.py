@@ -1,0 +1,360 @@
+"""Differentiation of and inside qjit programs: ``grad``, ``value_and_grad``, ``jacobian``, ``jvp``
+and ``vjp`` inside qjit (against ``jax.grad`` & co. of equivalent ``lax`` programs where JAX can
+differentiate them, against central finite differences where it cannot: while loops, traced trip
+counts, resizing loops), JAX's own transformations applied to qjit functions, and bad input."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
+
+from catalyst_lite import (
+    CatalystLiteError,
+    cond,
+    for_loop,
+    grad,
+    jacobian,
+    jvp,
+    qjit,
+    value_and_grad,
+    vjp,
+    while_loop,
+)
+
+SIZES = [1, 3, 6]
+
+
+def close(actual, expected, rtol=1e-9, atol=1e-9):
+    """Same structure, shapes and values (pytrees compared leaf by leaf)."""
+    a_leaves, a_tree = jax.tree_util.tree_flatten(actual)
+    e_leaves, e_tree = jax.tree_util.tree_flatten(expected)
+    assert a_tree == e_tree
+    for a, e in zip(a_leaves, e_leaves):
+        assert np.shape(a) == np.shape(e)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), rtol=rtol, atol=atol)
+
+
+def central_difference_grad(f, x, h=1e-6):
+    """The gradient of the scalar function ``f`` at the float64 array ``x``, by central differences."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for k in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[k] = h
+        g[k] = (float(f(x + e)) - float(f(x - e))) / (2 * h)
+    return g
+
+
+def data(n):
+    return np.linspace(0.1, 0.9, n)
+
+
+def with_x64(fn, *args):
+    """``fn(*args)`` with 64-bit JAX, for references computed by plain JAX (the global flag, restored
+    after: JAX's caches of traced loop bodies do not see a thread-local one)."""
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        return jax.tree_util.tree_map(np.asarray, fn(*args))
+    finally:
+        jax.config.update("jax_enable_x64", before)
+
+
+# --- the transformations inside qjit, on plain JAX code -------------------------------------------
+
+
+def energy(x):
+    return jnp.sum(jnp.sin(x) * x)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_grad_value_and_grad_jacobian_with_symbolic_size(n):
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        value, g = value_and_grad(energy)(x)
+        return value, g, grad(energy)(x), jacobian(lambda y: jnp.sin(y) * y)(x)
+
+    x = data(n)
+    expected = with_x64(
+        lambda x: (*jax.value_and_grad(energy)(x), jax.grad(energy)(x), jax.jacrev(lambda y: jnp.sin(y) * y)(x)), x
+    )
+    close(f(x), expected)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_jvp_and_vjp_with_symbolic_size(n):
+    def fn(x, s):
+        return jnp.sin(x) * s, jnp.sum(x ** 2)
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x, t):
+        outs, tangents = jvp(fn, [x, 2.0], [t, 1.0])
+        res, cts = vjp(fn, [x, 2.0], [t, 1.0])
+        return outs, tangents, res, cts
+
+    x, t = data(n), np.cos(data(n))
+    expected = with_x64(
+        lambda x, t: (*jax.jvp(fn, (x, 2.0), (t, 1.0)), jax.vjp(fn, x, 2.0)[0], jax.vjp(fn, x, 2.0)[1]((t, 1.0))),
+        x, t,
+    )
+    close(f(x, t), expected)
+
+
+def test_argnums_tuple_and_pytree_arguments():
+    def fn(params, x):
+        return jnp.sum(params["w"] * x) + params["b"] ** 2 * jnp.sum(x)
+
+    @qjit
+    def f(params, x):
+        return grad(fn, argnums=(0, 1))(params, x)
+
+    params, x = {"w": np.array([1.0, 2.0]), "b": 3.0}, np.array([0.5, -1.0])
+    close(f(params, x), with_x64(jax.grad(fn, argnums=(0, 1)), params, x))
+
+
+def test_finite_differences_agree_with_automatic_differentiation():
+    fn = lambda y: jnp.sum(jnp.exp(y) * y)
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        return (
+            grad(fn, method="fd", h=1e-6)(x),
+            jacobian(lambda y: jnp.exp(y) * y, method="fd", h=1e-6)(x),
+            jvp(fn, [x], [jnp.ones_like(x)], method="fd", h=1e-6)[1],
+        )
+
+    x = data(4)
+    g = with_x64(jax.grad(fn), x)
+    close(f(x), (g, with_x64(jax.jacrev(lambda y: jnp.exp(y) * y), x), jnp.sum(g)), rtol=1e-6, atol=1e-8)
+
+
+def test_nested_and_higher_order():
+    @qjit
+    def f(x: float):
+        return grad(grad(lambda y: y ** 4))(x), grad(lambda y: grad(lambda z: z * y ** 2)(y))(x)
+
+    close(f(2.0), (48.0, 4.0))  # d/dy (d/dz z y^2) = d/dy y^2 = 2y
+
+
+def test_grad_of_a_qjit_function_inside_qjit():
+    inner = qjit(lambda y: jnp.sum(y ** 3))
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        return grad(inner)(x)
+
+    close(f(data(3)), 3 * data(3) ** 2)
+
+
+def test_outside_qjit_the_transformations_compile_themselves():
+    close(grad(energy)(data(3)), with_x64(jax.grad(energy), data(3)))
+    close(jvp(lambda x: x ** 2, [3.0], [1.0]), (9.0, 6.0))
+    close(vjp(lambda x: x ** 2, [3.0], [1.0]), (9.0, (6.0,)))
+
+
+# --- through our control flow ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_for_loop_static_and_traced_bounds_against_fori_loop(n):
+    def ours(x, steps):
+        @for_loop(0, steps, 1)
+        def body(i, v):
+            return jnp.sin(v) * x + i
+
+        return jnp.sum(body(x))
+
+    def reference(x, steps):
+        return jnp.sum(lax.fori_loop(0, steps, lambda i, v: jnp.sin(v) * x + i, x))
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x, steps):
+        static = grad(lambda y: ours(y, 3))(x)
+        traced = grad(ours)(x, steps)  # the trip count is an argument: only known at run time
+        return static, traced, jvp(ours, [x, steps], [jnp.ones_like(x)], argnums=0)[1]
+
+    x = data(n)
+    g3 = with_x64(jax.grad(reference), x, 3)
+    g5 = with_x64(jax.grad(reference), x, 5)
+    close(f(x, 5), (g3, g5, np.sum(g5)))
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_while_loop_reverse_mode_against_finite_differences(n):
+    def ours(x):
+        # The trip count depends on the data (until the norm falls below 0.05).
+        @while_loop(lambda v, k: jnp.sum(v ** 2) > 0.05)
+        def shrink(v, k):
+            return v * jnp.cos(x) * 0.7, k + 1
+
+        v, k = shrink(x, 0)
+        return jnp.sum(v * x) + k
+
+    f = qjit(lambda x: (ours(x), grad(ours)(x), vjp(ours, [x], [2.0])[1][0]), abstracted_axes={0: "n"})
+    x = data(n)
+    value, g, ct = f(x)
+    expected = central_difference_grad(lambda y: f(y)[0], x)
+    close(g, expected, rtol=1e-5, atol=1e-7)
+    close(ct, 2 * expected, rtol=1e-5, atol=1e-7)
+
+
+def test_while_loop_forward_mode_against_lax_while_loop():
+    def ours(x):
+        @while_loop(lambda v, k: k < 4)
+        def body(v, k):
+            return v * x + 1.0, k + 1
+
+        return body(x, 0)[0]
+
+    def reference(x):
+        return lax.while_loop(lambda c: c[1] < 4, lambda c: (c[0] * x + 1.0, c[1] + 1), (x, 0))[0]
+
+    f = qjit(lambda x: jvp(ours, [x], [jnp.ones_like(x)]), abstracted_axes={0: "n"})
+    x = data(3)
+    close(f(x), with_x64(lambda x: jax.jvp(reference, (x,), (jnp.ones_like(x),)), x))
+
+
+def test_cond_both_modes_against_lax_cond():
+    def ours(x):
+        @cond(jnp.sum(x) > 1.0)
+        def branch():
+            return jnp.sum(x ** 2)
+
+        @branch.otherwise
+        def branch():
+            return jnp.sum(jnp.sin(x))
+
+        return branch()
+
+    reference = lambda x: lax.cond(jnp.sum(x) > 1.0, lambda: jnp.sum(x ** 2), lambda: jnp.sum(jnp.sin(x)))
+    f = qjit(lambda x: (grad(ours)(x), jvp(ours, [x], [jnp.ones_like(x)])[1]), abstracted_axes={0: "n"})
+    for x in (data(2), data(5)):  # sums 1.0 and 2.5: both branches
+        g = with_x64(jax.grad(reference), x)
+        close(f(x), (g, np.sum(g)))
+
+
+def grow_with_for_loop(x, steps):
+    """A resizing loop with a known, short trip count: unrolled into one XLA program."""
+
+    @for_loop(0, steps, 1, allow_array_resizing=True)
+    def grow(i, v):
+        return jnp.concatenate([v, jnp.sin(v[-1:]) * x])
+
+    return jnp.sum(grow(jnp.ones(1)))
+
+
+def grow_with_while_loop(x, steps):
+    """A resizing while loop: host-driven, one compiled body per size."""
+
+    @while_loop(lambda v: v.shape[0] <= steps, allow_array_resizing=True)
+    def grow(v):
+        return jnp.concatenate([v, jnp.sin(v[-1:]) * x])
+
+    return jnp.sum(grow(jnp.ones(1)))
+
+
+@pytest.mark.parametrize("ours", [grow_with_for_loop, grow_with_while_loop])
+def test_resizing_loops_both_modes_against_finite_differences(ours):
+    @qjit
+    def derivatives(x: float, steps: int):
+        return grad(ours)(x, steps), jvp(ours, [x, steps], [1.0], argnums=0)[1]
+
+    value = qjit(ours)
+    for steps in (1, 3):
+        g, t = derivatives(0.8, steps)
+        expected = central_difference_grad(lambda y: value(float(y), steps), np.array(0.8))
+        close((g, t), (expected, expected), rtol=1e-6, atol=1e-8)
+
+
+# --- JAX's transformations applied to qjit functions ----------------------------------------------
+
+
+def cubic(x):
+    return jnp.sum(x ** 3 + jnp.sin(x))
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_jax_transformations_of_a_qjit_function(n):
+    f = qjit(cubic)
+    x = jnp.asarray(data(n), dtype=jnp.float32)
+    close(jax.grad(f)(x), jax.grad(cubic)(x), rtol=1e-6)
+    close(jax.jacobian(qjit(jnp.sin))(x), jax.jacobian(jnp.sin)(x), rtol=1e-6)
+    close(jax.jvp(f, (x,), (x,)), jax.jvp(cubic, (x,), (x,)), rtol=1e-6)
+    close(jax.vjp(f, x)[1](1.0), jax.vjp(cubic, x)[1](1.0), rtol=1e-6)
+    close(jax.vmap(f)(jnp.stack([x, 2 * x])), jax.vmap(cubic)(jnp.stack([x, 2 * x])), rtol=1e-6)
+    close(jax.jit(f)(x), cubic(x), rtol=1e-6)
+    close(jax.jit(jax.grad(f))(x), jax.grad(cubic)(x), rtol=1e-6)
+
+
+def test_jax_grad_of_a_qjit_function_with_a_while_loop():
+    @qjit
+    def f(y):
+        @while_loop(lambda v, i: i < 5)
+        def loop(v, i):
+            return v * y, i + 1
+
+        return loop(1.0, 0)[0]
+
+    close(jax.grad(f)(1.5), 5 * 1.5 ** 4, rtol=1e-6)
+    close(jax.jvp(f, (1.5,), (1.0,))[1], 5 * 1.5 ** 4, rtol=1e-6)
+    with pytest.raises(TypeError, match="host-driven.*jax.jit"):
+        jax.jit(jax.grad(f))(1.5)
+
+
+def test_a_size_argument_traced_by_jax_jit_is_a_clear_error():
+    f = qjit(lambda n: jnp.ones(n).sum())
+    with pytest.raises(CatalystLiteError, match="argument 'n' sets an array size"):
+        jax.jit(f)(3)
+    assert float(jax.jit(f, static_argnums=0)(3)) == 3.0
+
+
+# --- bad input ------------------------------------------------------------------------------------
+
+
+def test_differentiating_an_integer_argument_names_it():
+    with pytest.raises(TypeError, match="argument 'count'.*int64"):
+        qjit(lambda x, n: grad(lambda x, count: x * count, argnums=1)(x, n))(1.0, 2)
+
+
+def test_grad_of_a_non_scalar_result():
+    with pytest.raises(CatalystLiteError, match="one real scalar.*float64\\[2\\]"):
+        qjit(lambda x: grad(lambda y: y * 2.0)(x))(np.ones(2))
+
+
+def test_argnums_out_of_range_and_bad_options():
+    with pytest.raises(ValueError, match="argnums=2"):
+        qjit(lambda x: grad(lambda y: y * 2.0, argnums=2)(x))(1.0)
+    with pytest.raises(ValueError, match="method"):
+        grad(energy, method="adjoint")
+    with pytest.raises(ValueError, match="h"):
+        grad(energy, h=1e-3)  # a step needs method="fd"
+    with pytest.raises(ValueError, match="tangents"):
+        qjit(lambda x: jvp(lambda y: y, [x], [x, x]))(1.0)
+
+
+# --- quantum circuits -----------------------------------------------------------------------------
+
+
+def test_gradient_of_a_circuit_backpropagates_through_the_state_vector():
+    qml = pytest.importorskip("pennylane")
+    dev = qml.device("default.qubit", wires=2)
+
+    @qml.qnode(dev)
+    def circuit(x, layers):
+        @for_loop(0, layers, 1)
+        def layer(i):
+            qml.RX(x * (i + 1), wires=0)
+            qml.CNOT(wires=[0, 1])
+
+        layer()
+        return qml.expval(qml.PauliZ(1))
+
+    @qjit
+    def f(x: float, layers: int):
+        return grad(circuit)(x, layers)
+
+    value = qjit(circuit)
+    expected = central_difference_grad(lambda y: value(float(y), 3), np.array(0.3))
+    close(f(0.3, 3), expected, rtol=1e-6, atol=1e-8)
+    close(f(0.3, 1), -np.sin(0.3), rtol=1e-9)  # <Z_1> = cos(x) after RX(x) and CNOT
