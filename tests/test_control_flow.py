@@ -361,3 +361,28 @@ def test_bad_predicates_and_branch_structures():
                 return x
 
             return c()
+
+
+def test_zero_step_is_a_clear_value_error():
+    from catalyst_lite.errors import ArgumentValueError
+
+    with pytest.raises(ArgumentValueError, match="step must not be zero"):
+        for_loop(0, 3, 0)(lambda i, a: a)(1)  # eagerly
+
+    @qjit
+    def f(step: int, x: float):
+        @for_loop(0, 3, step)
+        def preserved(i, a):
+            return a * 2.0
+
+        @for_loop(0, 3, step, allow_array_resizing=True)
+        def resizing(i, a):
+            return jnp.ones([a.shape[0] + 1]) * x
+
+        return preserved(x), resizing(jnp.ones([1]))
+
+    with pytest.raises(ArgumentValueError, match="step must not be zero"):
+        f(0, 1.0)
+    preserved, resized = f(1, 1.5)  # the same object works afterwards
+    assert float(preserved) == 12.0 and resized.shape == (4,)
+    assert float(f(2, 1.5)[0]) == 6.0

@@ -229,13 +229,19 @@ def test_cond_as_decorator_with_otherwise():
     assert float(clipped(0.5)) == 0.5
 
 
-def test_unsupported_operation_is_a_clear_error():
+def test_derivatives_dispatch_to_ours():
     def f(x):
-        return qml.grad(lambda y: y**2)(x)
+        g = qml.grad(lambda y: jnp.sin(y) * y**2)(x)
+        _, jvp_out = qml.jvp(lambda y: y**3, (x,), (1.0,))
+        return g, qml.jacobian(lambda y: jnp.stack([y, y**2]))(x), jvp_out
 
     compiled = qml.qjit(f, compiler="catalyst_lite")
-    with pytest.raises(NotImplementedError, match="qml.grad is not supported"):
-        compiled(1.0)
+    for x in (0.3, 1.7):
+        g, jac, jvp_out = compiled(x)
+        np.testing.assert_allclose(g, np.cos(x) * x**2 + 2 * x * np.sin(x), rtol=1e-12)
+        np.testing.assert_allclose(jac, [1.0, 2 * x], rtol=1e-12)
+        np.testing.assert_allclose(jvp_out, 3 * x**2, rtol=1e-12)
+    assert "differentiate" in str(compiled.jaxpr)
 
 
 # --- fallback outside qjit -----------------------------------------------------------------------

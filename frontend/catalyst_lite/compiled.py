@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import operator
 import threading
 from typing import Any, Callable, Hashable, Sequence
 
@@ -31,6 +32,7 @@ from .errors import (
 from .jax_extras import Tracer, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .signature import ArgumentLayout, LeafSpec
+from .compiler.tiers import wait_for_compilations
 from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
 from .quantum.qnode import quantum_tracing
 
@@ -76,6 +78,7 @@ class QJIT:
         static_argnums: Sequence[int] | int | None = None,
         static_argnames: Sequence[str] | str | None = None,
         autograph: bool = False,
+        tiered_compilation: bool | None = None,
         **options: Any,
     ):
         unknown = set(options) - _ACCEPTED_OPTIONS
@@ -91,9 +94,11 @@ class QJIT:
         self.name = function_name(fn)
         self.options = dict(options, abstracted_axes=abstracted_axes)
         self.layout = ArgumentLayout(fn, abstracted_axes, static_argnums, static_argnames)
+        # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
+        self.tiered_compilation = tiered_compilation
         self._programs: dict[Hashable, TracedProgram] = {}
-        # Calls already validated, by _call_key: the program and its implicit sizes (see __call__).
-        self._validated_calls: dict[tuple, tuple[TracedProgram, list[int]]] = {}
+        # Calls already validated, by _call_key: what their repeats run (see __call__).
+        self._validated_calls: dict[tuple, _ValidatedCall] = {}
         self._last: TracedProgram | None = None
         self._lock = threading.Lock()
         self._annotated = self._annotation_specs()
@@ -129,6 +134,7 @@ class QJIT:
         names = self.layout.dynamic_names(len(specs))
         with quantum_tracing(self.options):  # QNodes called while tracing compile into the program
             program = trace_program(self.original_function, tree, specs, axes, self.name, names)
+        self._set_tiering(program)
         self._programs[key] = self._last = program
         return program
 
@@ -153,9 +159,14 @@ class QJIT:
 
                     with quantum_tracing(self.options):
                         program = trace_program(fn, tree, specs, axes, self.name, names)
+                    self._set_tiering(program)
                     self._programs[key] = program
         self._last = program
         return program, leaves, names
+
+    def _set_tiering(self, program: TracedProgram) -> None:
+        if self.tiered_compilation is not None:
+            program.runner.tiered = self.tiered_compilation
 
     def _check_annotations(self, args: tuple) -> None:
         for i, (p, a) in enumerate(zip(self.layout.signature.parameters.values(), args)):
@@ -181,11 +192,9 @@ class QJIT:
         key = None if kwargs else _call_key(args)
         validated = self._validated_calls.get(key) if key is not None else None
         if validated is not None:
-            program, implicit = validated
-            self._last = program
+            self._last = validated.program
             try:
-                with x64_scope():
-                    return program.run(implicit, args)
+                return validated(args)
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
         return self._call_checked(key, args, kwargs)
@@ -215,7 +224,7 @@ class QJIT:
         ):
             # Each argument is one leaf, passed unconverted (and no default was filled in): a call
             # with the same key is the same call.
-            self._validated_calls[key] = (program, implicit)
+            self._validated_calls[key] = _ValidatedCall(program, implicit, leaves)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.run(implicit, leaves)
 
@@ -275,8 +284,51 @@ class QJIT:
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
 
+    @staticmethod
+    def wait_for_compilations() -> None:
+        """Block until the optimized executables of tiered compilation are all compiled and in
+        use (see ``tiered_compilation`` in :func:`qjit`); results are then deterministic."""
+        wait_for_compilations()
+
     def __repr__(self) -> str:
         return f"<catalyst_lite.QJIT {self.name}>"
+
+
+class _ValidatedCall:
+    """What a call with already-validated argument types runs: the compiled executable of its
+    sizes, called directly. Only what can change between such calls is checked on each one: the
+    sizes that integer arguments set, reverse mode, and the executable (tiered compilation swaps
+    it); anything else takes the general path, :meth:`TracedProgram.run`."""
+
+    def __init__(self, program: TracedProgram, implicit: list[int], leaves: Sequence[Any]):
+        self.program = program
+        self.implicit = implicit
+        self.runner = program.runner
+        self.prefix = (*program.closed_jaxpr.consts, *implicit)
+        positions = self.runner.dynamic_positions
+        # Without constants or sizes among the jaxpr's inputs, the arguments are the executable's.
+        self.positions = None if positions == tuple(range(len(self.prefix) + len(leaves))) else positions
+        full = (*self.prefix, *leaves)
+        # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
+        # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
+        self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
+        self.results = _results_function(program)
+
+    def __call__(self, args: tuple) -> Any:
+        full = (*self.prefix, *args) if self.prefix else args
+        spec = None if self.needs_x64 else self.runner.compiled(full)
+        if spec is None:
+            with x64_scope():
+                return self.program.run(self.implicit, args)
+        return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
+
+
+def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:
+    """``program.results``, or for the most common result, one array, a cheaper equivalent."""
+    explicit = [i for i, (_, is_explicit) in enumerate(program.out_type) if is_explicit]
+    if len(explicit) == 1 and jax.tree_util.treedef_is_leaf(program.out_tree):
+        return operator.itemgetter(explicit[0])
+    return program.results
 
 
 def _dtype_of(x: Any) -> np.dtype:
@@ -285,6 +337,17 @@ def _dtype_of(x: Any) -> np.dtype:
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex})
+# Types seen to be concrete arrays (an exact-type lookup is cheaper than the isinstance checks).
+_CONCRETE_ARRAY_TYPES: set[type] = set()
+
+
+def _is_concrete_array_type(kind: type) -> bool:
+    if kind in _CONCRETE_ARRAY_TYPES:
+        return True
+    if issubclass(kind, (jax.Array, np.ndarray)) and not issubclass(kind, Tracer):
+        _CONCRETE_ARRAY_TYPES.add(kind)
+        return True
+    return False
 
 
 def _call_key(args: tuple) -> tuple | None:
@@ -296,7 +359,7 @@ def _call_key(args: tuple) -> tuple | None:
         kind = type(a)
         if kind in _SCALAR_TYPES:
             key.append(kind)
-        elif isinstance(a, (jax.Array, np.ndarray)) and not isinstance(a, Tracer):
+        elif _is_concrete_array_type(kind):
             key.append((kind, a.shape, a.dtype, getattr(a, "weak_type", False)))
         else:
             return None

@@ -22,13 +22,14 @@ PennyLane finds compilers through the ``pennylane.compilers`` entry-point group.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
 from .compiled import QJIT
 from .compiled import qjit as _catalyst_lite_qjit
 from .control_flow import cond, for_loop, while_loop
 from .jax_extras import is_tracing
 from .quantum.qnode import pennylane_adjoint, pennylane_ctrl, pennylane_measure
+from .transforms import grad, jacobian, jvp, value_and_grad, vjp
 from .jax_extras.patches import is_active as _inside_catalyst_lite_scope
 
 __all__ = ["COMPILER_NAME", "qjit", "TracingContext", "PennyLaneOps"]
@@ -76,21 +77,6 @@ class TracingContext:
         return _inside_catalyst_lite_scope() and is_tracing()
 
 
-def _unsupported(name: str) -> Callable[..., NoReturn]:
-    """A stand-in for a PennyLane operation catalyst_lite cannot compile: a clear error, rather
-    than PennyLane's ``AttributeError`` on our ops object."""
-
-    def operation(*args: Any, **kwargs: Any) -> NoReturn:
-        raise NotImplementedError(
-            f"qml.{name} is not supported inside qml.qjit(compiler={COMPILER_NAME!r}): "
-            "catalyst_lite compiles classical JAX programs with qml.for_loop, qml.while_loop "
-            "and qml.cond. Use compiler='catalyst' for quantum operations and derivatives."
-        )
-
-    operation.__name__ = operation.__qualname__ = name
-    return operation
-
-
 class PennyLaneOps:
     """The ``catalyst_lite.ops`` entry point: what PennyLane operations become under our qjit.
 
@@ -112,8 +98,10 @@ class PennyLaneOps:
     adjoint = staticmethod(pennylane_adjoint)
     ctrl = staticmethod(pennylane_ctrl)
     measure = staticmethod(pennylane_measure)
-    grad = staticmethod(_unsupported("grad"))
-    jacobian = staticmethod(_unsupported("jacobian"))
-    value_and_grad = staticmethod(_unsupported("value_and_grad"))
-    jvp = staticmethod(_unsupported("jvp"))
-    vjp = staticmethod(_unsupported("vjp"))
+    # Derivatives (catalyst_lite.transforms): PennyLane passes (fn, method=, h=, argnums=), and
+    # (f, params, tangents/cotangents, method=, h=, argnums=) for jvp/vjp, as ours take them.
+    grad = staticmethod(grad)
+    jacobian = staticmethod(jacobian)
+    value_and_grad = staticmethod(value_and_grad)
+    jvp = staticmethod(jvp)
+    vjp = staticmethod(vjp)

@@ -50,7 +50,10 @@ class TracedProgram:
         return implicit_values(self.axis_names, self.dim_sources, leaves, leaf_names, fn_name)
 
     def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
-        outs = self.runner(*self.closed_jaxpr.consts, *implicit, *leaves)
+        return self.results(self.runner(*self.closed_jaxpr.consts, *implicit, *leaves))
+
+    def results(self, outs: Sequence[Any]) -> Any:
+        """The function's result (a pytree) from the jaxpr's outputs (implicit sizes dropped)."""
         return tree_unflatten(self.out_tree, collapse(self.out_type, outs))
 
     def full_args(self, implicit: Sequence[int], leaves: Sequence[Any]) -> list[Any]:

@@ -34,7 +34,8 @@ from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, C
 from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.shapes import SHAPE_PARAMS
-from .reverse_mode import needs_reverse_mode, reverse_mode
+from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
+from .tiers import Specialization, tiered_by_default
 
 __all__ = [
     "Mode",
@@ -47,6 +48,7 @@ __all__ = [
     "dimension_operand_rules",
     "to_dim",
     "runner_for",
+    "register_specialization",
 ]
 
 
@@ -67,11 +69,31 @@ host_rules: dict[Primitive, Rule] = {}
 dimension_operand_rules: dict[Primitive, Callable[[dict[str, Any]], set[int]]] = {}
 
 
+def register_specialization(
+    primitive: Primitive,
+    *,
+    staged: Rule,
+    host: Rule,
+    dimension_operands: Callable[[dict[str, Any]], set[int]],
+) -> None:
+    """Register how a primitive with nested jaxprs runs at concrete sizes: ``staged`` inside one
+    XLA program, ``host`` driven from Python (also its ``impl``, for eager evaluation), and which
+    of its operands a specialization must know (``dimension_operands``)."""
+    staged_rules[primitive] = staged
+    host_rules[primitive] = host
+    dimension_operand_rules[primitive] = dimension_operands
+    primitive.def_impl(lambda *invals, **params: host(list(invals), params))
+
+
 def to_dim(value: Any) -> int:
     """The concrete size held by ``value``; :class:`NeedsHost` if it is only known at run time."""
     if isinstance(value, Tracer):
         raise NeedsHost(value)
     return int(value)
+
+
+def _any_traced(values: Sequence[Any]) -> bool:
+    return any(isinstance(x, Tracer) for x in values)
 
 
 def _is_int_scalar(v: Any) -> bool:
@@ -174,7 +196,7 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
         if prim in SHAPE_PARAMS:
             operands, params = _fill_dynamic_shape(eqn, invals)
             return _bind(prim, operands, params)
-        if all(_is_index_scalar(v) for v in eqn.outvars) and not any(isinstance(x, Tracer) for x in invals):
+        if all(_is_index_scalar(v) for v in eqn.outvars) and not _any_traced(invals):
             with eval_context():
                 return [x.item() for x in _bind(prim, invals, eqn.params)]
         return _bind(prim, invals, eqn.params)
@@ -232,19 +254,21 @@ class JaxprRunner:
     """Runs one jaxpr at concrete sizes, compiling it once per size signature.
 
     The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
-    keeps either a compiled ``jax.jit`` executable (all sizes static) or notes that the program needs
-    host-driven execution.
+    keeps either a compiled :class:`~.tiers.Specialization` (all sizes static) or notes that the
+    program needs host-driven execution. ``tiered``: compile new sizes in two tiers (see
+    :mod:`.tiers`; ``None``: as the ``CATALYST_LITE_TIERED`` environment variable says).
     """
 
-    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr"):
+    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", tiered: bool | None = None):
         self.jaxpr = jaxpr
         self.name = name
+        self.tiered = tiered_by_default() if tiered is None else tiered
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
         self.dynamic_positions = tuple(
             i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
         )
         # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
-        self._executables: dict[tuple[tuple[int, ...], bool], Callable | None] = {}
+        self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
         self._lock = threading.Lock()
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
@@ -269,36 +293,56 @@ class JaxprRunner:
 
     def executable(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
-    ) -> Callable | None:
-        """The compiled executable for ``key``, or ``None`` when it needs host-driven execution.
-        ``reverse``: specialized for reverse-mode differentiation (see :mod:`.reverse_mode`)."""
+    ) -> Specialization | None:
+        """The compiled specialization for ``key``, or ``None`` when it needs host-driven
+        execution. ``reverse``: specialized for reverse-mode differentiation (see
+        :mod:`.reverse_mode`)."""
         try:
             return self._executables[key, reverse]
         except KeyError:
             pass
         with self._lock:
             if (key, reverse) not in self._executables:
-                fn = self._staged_function(key, reverse)
-                try:
-                    fn.lower(*dynamic_args)
-                except NeedsHost:
-                    fn = None
-                self._executables[key, reverse] = fn
+                self._executables[key, reverse] = self._specialize(key, dynamic_args, reverse)
         return self._executables[key, reverse]
+
+    def _specialize(
+        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
+    ) -> Specialization | None:
+        fn = self._staged_function(key, reverse)
+        try:
+            lowered = fn.lower(*dynamic_args)
+        except NeedsHost:
+            return None
+        spec = Specialization(fn, self.tiered)
+        # Traced by an outer transformation, only `fn` runs (inlined into the outer program).
+        if not _any_traced(dynamic_args):
+            spec.compile(lowered)
+        return spec
+
+    def compiled(self, args: Sequence[Any]) -> Specialization | None:
+        """The specialization for concrete ``args`` when it is compiled and not needed in
+        reverse mode (``None`` otherwise): what a repeated call with validated arguments runs."""
+        if reverse_mode_requested():
+            return None
+        key = self.signature(args) if self.static_positions else ()
+        return self._executables.get((key, False))
 
     def __call__(self, *args: Any) -> list[Any]:
         # The hot path of every call: a dict lookup keyed on the sizes (none for most programs).
         key = self.signature(args) if self.static_positions else ()
         dynamic_args = [args[i] for i in self.dynamic_positions]
         reverse = needs_reverse_mode(dynamic_args)
-        fn = self._executables.get((key, reverse), _NOT_COMPILED)
-        if fn is _NOT_COMPILED:
-            fn = self.executable(key, dynamic_args, reverse)
-        if fn is None:
+        spec = self._executables.get((key, reverse), _NOT_COMPILED)
+        if spec is _NOT_COMPILED:
+            spec = self.executable(key, dynamic_args, reverse)
+        if spec is None:
             self._check_host_drivable(dynamic_args)
             with reverse_mode(reverse):
                 return eval_jaxpr(self.jaxpr, args, Mode.HOST)
-        return list(fn(*dynamic_args))
+        if _any_traced(dynamic_args):
+            return list(spec.jitted(*dynamic_args))
+        return list(spec.run(dynamic_args))
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
         """Host-driven execution reads sizes and trip counts from values: under an outer
@@ -314,9 +358,10 @@ class JaxprRunner:
         """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""
         key = self.signature(args)
         dynamic_args = [args[i] for i in self.dynamic_positions]
-        if self.executable(key, dynamic_args) is None:
+        spec = self.executable(key, dynamic_args)
+        if spec is None:
             raise NeedsHost(f"{self.name} has sizes known only at run time")
-        return self._staged_function(key).lower(*dynamic_args)
+        return spec.jitted.lower(*dynamic_args)
 
 
 _runners: dict[int, tuple[Jaxpr, JaxprRunner]] = {}

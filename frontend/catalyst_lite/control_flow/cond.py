@@ -40,11 +40,9 @@ from ..compiler.specialize import (
     Mode,
     NeedsHost,
     dimension_inputs,
-    dimension_operand_rules,
     eval_jaxpr,
-    host_rules,
+    register_specialization,
     runner_for,
-    staged_rules,
 )
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, Tracer, Var, collapse, get_aval
@@ -333,10 +331,7 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return needed
 
 
-staged_rules[cond_p] = _staged
-host_rules[cond_p] = _host
-dimension_operand_rules[cond_p] = _dimension_operands
-cond_p.def_impl(lambda *invals, **params: _host(list(invals), params))
+register_specialization(cond_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
 
 
 # --- lowering ------------------------------------------------------------------------------------

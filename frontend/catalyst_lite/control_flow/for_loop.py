@@ -34,14 +34,12 @@ from ..compiler.specialize import (
     Mode,
     NeedsHost,
     dimension_inputs,
-    dimension_operand_rules,
     eval_jaxpr,
-    host_rules,
+    register_specialization,
     runner_for,
-    staged_rules,
     to_dim,
 )
-from ..errors import ControlFlowError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, collapse, get_aval
 from ..jax_extras.dynshape import DynshapePrimitive
 from .common import (
@@ -97,7 +95,7 @@ def for_loop(
 
 def _run_eagerly(body: Callable, lower: Any, upper: Any, step: Any, init: tuple) -> Any:
     carry = init
-    for i in range(int(lower), int(upper), _checked_step(step, body)):
+    for i in range(int(lower), int(upper), _checked_step(step, function_name(body))):
         out = body(i, *carry)
         carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
     return None if len(init) == 0 else carry[0] if len(init) == 1 else carry
@@ -117,9 +115,10 @@ def _check_bounds(body: Callable, lower: Any, upper: Any, step: Any) -> None:
             )
 
 
-def _checked_step(step: Any, body: Callable) -> int:
+def _checked_step(step: Any, where: str) -> int:
+    """A known step as an int; zero would loop forever (Python) or divide by zero (XLA)."""
     if int(step) == 0:
-        raise ValueError(f"for_loop ({function_name(body)}): step must not be zero.")
+        raise ArgumentValueError(f"for_loop ({where}): step must not be zero.")
     return int(step)
 
 
@@ -130,7 +129,7 @@ def _as_index(x: Any) -> Any:
 def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strategy) -> Any:
     """The design documents' ``bindNested`` for ``for_loop``."""
     if isinstance(step, (int, np.integer)):
-        _checked_step(step, body)
+        _checked_step(step, function_name(body))
     lower, upper, step = map(_as_index, (lower, upper, step))
     nested, expanded, nimplicit = trace_loop(body, [lower], init, strategy, "for_loop")
     implicit, (start, *carried) = expanded[:nimplicit], expanded[nimplicit:]
@@ -175,6 +174,8 @@ def trip_count(lower: Any, upper: Any, step: Any) -> Any:
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.fori_loop`` over the trip count."""
     consts, implicit, (lower, upper, step, _), carried = _operands(invals, params)
+    if not isinstance(step, Tracer):  # a specialization operand, see _dimension_operands
+        step = _checked_step(step, "compiled loop")
     body = params["body_jaxpr"].jaxpr
     nconsts, nimplicit = params["body_nconsts"], params["nimplicit"]
     if nimplicit and not dims_unchanged(body, nconsts, nimplicit):
@@ -220,24 +221,23 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     consts, implicit, (lower, upper, step, _), carried = _operands(invals, params)
     nimplicit = params["nimplicit"]
     run_body = runner_for(params["body_jaxpr"].jaxpr, "for_loop body")
-    if int(step) == 0:
-        raise ValueError("for_loop: step must not be zero.")
-    for i in range(int(lower), int(upper), int(step)):
+    for i in range(int(lower), int(upper), _checked_step(step, "host-driven loop")):
         outs = run_body(*consts, *implicit, np.int64(i), *carried)
         implicit, carried = [int(d) for d in outs[:nimplicit]], outs[nimplicit:]
     return [*implicit, *carried]
 
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants and carried dimensions that size the body are needed to specialize it."""
+    """Constants and carried dimensions that size the body are needed to specialize it, and so
+    is the step: a known step makes a known trip count, and a zero step an error at compile time
+    rather than a division by zero inside XLA (steps are constants in practice, so this costs no
+    extra compilations)."""
     fixed = params["body_nconsts"] + params["nimplicit"]
-    return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed}
+    step = fixed + 2  # operands: *consts *implicit lower upper step start *carried
+    return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed} | {step}
 
 
-staged_rules[for_loop_p] = _staged
-host_rules[for_loop_p] = _host
-dimension_operand_rules[for_loop_p] = _dimension_operands
-for_loop_p.def_impl(lambda *invals, **params: _host(list(invals), params))
+register_specialization(for_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
 
 
 # --- lowering ------------------------------------------------------------------------------------

@@ -31,11 +31,9 @@ from ..compiler.specialize import (
     Mode,
     NeedsHost,
     dimension_inputs,
-    dimension_operand_rules,
     eval_jaxpr,
-    host_rules,
+    register_specialization,
     runner_for,
-    staged_rules,
     to_dim,
 )
 from ..jax_extras import ClosedJaxpr, collapse
@@ -181,10 +179,7 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return needed
 
 
-staged_rules[while_loop_p] = _staged
-host_rules[while_loop_p] = _host
-dimension_operand_rules[while_loop_p] = _dimension_operands
-while_loop_p.def_impl(lambda *invals, **params: _host(list(invals), params))
+register_specialization(while_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
 
 
 # --- lowering ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 import jax.numpy as jnp
+from jax import lax
 import numpy as np
 
 from ..errors import QuantumOperationError
@@ -31,7 +32,8 @@ SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts")
 def _pauli_word_apply(state, word: dict, coeff: Any, n_wires: int, wires: WireMap):
     """``coeff * P|state>`` for one Pauli word ``{wire: "X"|"Y"|"Z"}``: a flip of the X/Y bits
     and a per-amplitude sign/phase."""
-    indices = basis_indices(n_wires)
+    # The barrier keeps XLA from constant-folding index arithmetic into 2**n-element literals.
+    indices = lax.optimization_barrier(basis_indices(n_wires))
     flip = 0
     factor = jnp.asarray(coeff, jnp.complex128)
     for label, pauli in word.items():
@@ -43,7 +45,7 @@ def _pauli_word_apply(state, word: dict, coeff: Any, n_wires: int, wires: WireMa
             factor = factor * 1j * (2 * bit - 1)
         elif pauli == "Z":
             factor = factor * (1 - 2 * bit)
-    return factor * jnp.take(state, indices ^ flip)
+    return factor * (state if flip == 0 else jnp.take(state, indices ^ flip))
 
 
 def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):

@@ -46,12 +46,10 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatte
 
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.specialize import (
+    register_specialization,
     Mode,
     dimension_inputs,
-    dimension_operand_rules,
     eval_jaxpr,
-    host_rules,
-    staged_rules,
     to_dim,
 )
 from ..errors import ArgumentValueError, DifferentiationError, function_name
@@ -602,11 +600,13 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
     return rule
 
 
-staged_rules[differentiate_p] = _rule(Mode.STAGED)
-host_rules[differentiate_p] = _rule(Mode.HOST)
-# The operands feeding the body are its inputs in order, so the body's size inputs are ours.
-dimension_operand_rules[differentiate_p] = lambda params: set(dimension_inputs(params["fn_jaxpr"].jaxpr))
-differentiate_p.def_impl(lambda *invals, **params: host_rules[differentiate_p](list(invals), params))
+register_specialization(
+    differentiate_p,
+    staged=_rule(Mode.STAGED),
+    host=_rule(Mode.HOST),
+    # The operands feeding the body are its inputs in order, so the body's size inputs are ours.
+    dimension_operands=lambda params: set(dimension_inputs(params["fn_jaxpr"].jaxpr)),
+)
 
 
 # --- lowering ------------------------------------------------------------------------------------
