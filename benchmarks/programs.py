@@ -96,12 +96,18 @@ def _energy(x: Any) -> tuple[Any, Any]:
     return y, jnp.sum(y * y)
 
 
-def energy(api: ModuleType) -> Callable:
-    @api.qjit(abstracted_axes={0: "n"})
+def energy(api: ModuleType, **options: Any) -> Callable:
+    @api.qjit(abstracted_axes={0: "n"}, **options)
     def energy(x):
         return _energy(x)
 
     return energy
+
+
+def energy_tiered(api: ModuleType) -> Callable:
+    # Tiered compilation is catalyst_lite's (Catalyst has no such option).
+    options = {"tiered_compilation": True} if api.__name__ == "catalyst_lite" else {}
+    return energy(api, **options)
 
 
 def energy_jax() -> Callable:
@@ -178,6 +184,7 @@ PROGRAMS: dict[str, Program] = {
     "circuit": Program("design doc 000: for_loop a + a0, 10 iterations", circuit, circuit_jax),
     "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
     "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
+    "energy_tiered": Program("the same, with tiered compilation (catalyst_lite)", energy_tiered, energy_jax),
     "grow": Program(f"for_loop appending 1 element, {LOOP_STEPS} iterations", grow, grow_jax),
     "fixed": Program(f"the same for_loop at a fixed size", fixed, fixed_jax),
     "add_one": Program("x + 1.0", add_one, add_one_jax),

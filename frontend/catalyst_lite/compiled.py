@@ -383,6 +383,11 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             argument that has the axis, or one entry per argument (a dict, a tuple of names or
             ``None``). Equal names are one shared dimension.
         static_argnums / static_argnames: arguments that are compile-time values.
+        tiered_compilation: compile each new size fast (XLA optimization level 0) and run it at
+            once; when the size runs again, compile it optimized in the background and swap it in
+            (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round
+            reductions differently from ``jax.jit`` in the last bits. ``None``: the environment
+            variable ``CATALYST_LITE_TIERED`` (``1`` turns it on). See docs/architecture.md.
 
     >>> import jax.numpy as jnp
     >>> @qjit(abstracted_axes={0: "n"})

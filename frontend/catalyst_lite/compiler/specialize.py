@@ -309,20 +309,19 @@ class JaxprRunner:
     def _specialize(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
     ) -> Specialization | None:
+        """Stage and lower the program at ``key``'s sizes (compiled on its first concrete run);
+        ``None`` when a size is only known at run time."""
         fn = self._staged_function(key, reverse)
         try:
             lowered = fn.lower(*dynamic_args)
         except NeedsHost:
             return None
-        spec = Specialization(fn, self.tiered)
-        # Traced by an outer transformation, only `fn` runs (inlined into the outer program).
-        if not _any_traced(dynamic_args):
-            spec.compile(lowered)
-        return spec
+        # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
+        return Specialization(fn, self.tiered, None if _any_traced(dynamic_args) else lowered)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
-        """The specialization for concrete ``args`` when it is compiled and not needed in
-        reverse mode (``None`` otherwise): what a repeated call with validated arguments runs."""
+        """The specialization of concrete ``args``' sizes when there is one and reverse mode is
+        not requested (``None`` otherwise): what a repeated call with validated arguments runs."""
         if reverse_mode_requested():
             return None
         key = self.signature(args) if self.static_positions else ()
