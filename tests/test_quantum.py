@@ -182,6 +182,64 @@ def test_samples_and_counts_with_shots():
     np.testing.assert_array_equal(first, np.asarray(sampled()[0]))
 
 
+H_MIXED = qml.Hamiltonian([0.3, -1.2], [qml.Z(0) @ qml.X(1), qml.Y(0)])
+
+
+def shot_circuit(x):
+    qml.RX(x, 0)
+    qml.RY(0.5, 1)
+    qml.CNOT([0, 1])
+    return (qml.expval(qml.Z(0)), qml.expval(qml.X(0) @ qml.Y(1)), qml.expval(H_MIXED),
+            qml.var(qml.X(1)), qml.var(H_MIXED), qml.probs(wires=[1, 0]))
+
+
+def shot_tolerances(x, shots):
+    """Five standard errors of each estimate of ``shot_circuit`` (bounds where noted)."""
+    words = [qml.Z(0), qml.X(0) @ qml.Y(1), qml.Z(0) @ qml.X(1), qml.Y(0), qml.X(1)]
+    exact = qml.qnode(dev(2))(lambda: ((qml.RX(x, 0), qml.RY(0.5, 1), qml.CNOT([0, 1])),
+                                      [qml.expval(w) for w in words])[1])()
+    z0, xy, zx, y0, x1 = (float(e) for e in exact)
+    se_word = lambda mean: np.sqrt((1 - mean**2) / shots)  # noqa: E731  (+-1 outcomes)
+    # Each word of H_MIXED is sampled on its own: the errors add in quadrature.
+    se_h = np.sqrt(0.3**2 * (1 - zx**2) + 1.2**2 * (1 - y0**2)) / np.sqrt(shots)
+    # |Var - var| <= 2|mean - m| for +-1 outcomes; outcomes within +-1.5 bound the variance of
+    # (X - mean)**2 by 3**4 / 4, so its standard error by 4.5 / sqrt(N).
+    return [5 * se_word(z0), 5 * se_word(xy), 5 * se_h, 10 * se_word(x1), 5 * 4.5 / np.sqrt(shots),
+            5 * 0.5 / np.sqrt(shots)]
+
+
+@pytest.mark.parametrize("x, shots", [(0.3, 200), (2.1, 200), (0.3, 5000), (2.1, 5000)])
+def test_shot_estimates_within_five_standard_errors(x, shots):
+    exact = qml.qnode(dev(2))(shot_circuit)(x)
+    estimated = qjit(seed=17)(qml.qnode(dev(2), shots=shots)(shot_circuit))(x)
+    for e, a, tol in zip(exact, estimated, shot_tolerances(x, shots)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), atol=tol + 1e-12)
+
+
+def test_shot_estimates_are_estimates_and_seeded():
+    def circuit(x):
+        qml.RY(x, 0)
+        qml.Hadamard(1)
+        return qml.expval(qml.Z(0)), qml.var(0.5 * qml.Z(0)), qml.probs(wires=[0, 1])
+
+    shots = 300
+    f = qjit(seed=4)(qml.qnode(dev(2), shots=shots)(circuit))
+    first = [np.asarray(r) for r in f(1.1)]
+    again = [np.asarray(r) for r in qjit(seed=4)(qml.qnode(dev(2), shots=shots)(circuit))(1.1)]
+    for a, b, c in zip(first, [np.asarray(r) for r in f(1.1)], again):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(a, c)
+    other = np.asarray(qjit(seed=5)(qml.qnode(dev(2), shots=shots)(circuit))(1.1)[2])
+    assert not np.array_equal(other, first[2])
+    probs = first[2]
+    assert float(probs.sum()) == pytest.approx(1.0, abs=TOL)
+    np.testing.assert_allclose(probs * shots, np.round(probs * shots), atol=1e-9)
+    assert float(first[0]) != pytest.approx(np.cos(1.1), abs=1e-6)  # an estimate, not exact
+    # With shots the qnode's own setting wins over the device's, as in PennyLane.
+    exact = qjit(qml.qnode(dev(2, shots=shots), shots=None)(circuit))(1.1)
+    np.testing.assert_allclose(exact[0], np.cos(1.1), atol=TOL)
+
+
 def test_several_qnodes_and_post_processing():
     a = qml.qnode(dev(2))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])
     b = qml.qnode(dev(3))(lambda x: (qml.RY(x, 2), qml.expval(qml.Z(2)))[1])
@@ -223,6 +281,15 @@ def test_clear_errors_while_tracing(qfunc, error, words):
         qjit(qml.qnode(dev(2))(qfunc))()
     assert isinstance(info.value, CatalystLiteError)
     assert all(w in str(info.value) for w in words)
+
+
+def test_variance_of_a_traced_sum_with_shots_is_a_clear_error():
+    @qml.qnode(dev(2), shots=100)
+    def circuit(x: float):
+        return qml.var(qml.Hamiltonian([x, 1.0], [qml.Z(0), qml.X(0)]))
+
+    with pytest.raises(TypeError, match="eigenvalues depend on traced values"):
+        qjit(seed=1)(circuit)(0.3)
 
 
 def test_device_without_fixed_wires():
