@@ -495,3 +495,19 @@ def test_user_exception_while_tracing_keeps_its_type_and_says_where():
         f(3)
     assert any(re.search(r"raised while tracing .*f at .*test_errors.py:\d+: `raise KeyError", note)
                for note in info.value.__notes__)
+
+
+@pytest.mark.parametrize(
+    "body,call,fix",
+    [
+        (lambda x: jnp.squeeze(x), r"jnp\.squeeze\(x\) without axis", r"axis=1"),
+        (lambda x: x[x[:, 0] > 0], r"boolean-mask indexing", r"jnp\.where"),
+    ],
+)
+def test_calls_without_a_symbolic_result_shape_name_the_fix(body, call, fix):
+    f = qjit(body, abstracted_axes={0: "n"})
+    with pytest.raises(UnsupportedOperationError, match=f"{call}.*{fix}"):
+        f(np.ones((3, 1)))
+    # Each later call with another size reports it again (the trace failed, nothing is cached).
+    with pytest.raises(UnsupportedOperationError):
+        f(np.ones((4, 1)))

@@ -75,6 +75,26 @@ _HINTS: tuple[tuple[type[BaseException], str], ...] = (
 )
 
 
+# JAX calls whose result *rank or size* would depend on the values of symbolic sizes or on data:
+# (exception type, start of JAX's message, the call, what to write instead).
+_NO_SYMBOLIC_RESULT: tuple[tuple[type[BaseException], str, str, str], ...] = (
+    (
+        ValueError,
+        "jnp.squeeze with axis=None",
+        "jnp.squeeze(x) without axis",
+        "which axes have length 1 is only known at run time; pass the axes, e.g. "
+        "jnp.squeeze(x, axis=1)",
+    ),
+    (
+        IndexError,
+        "Indexing mode not yet supported. Got unsupported indexer",
+        "boolean-mask indexing x[mask]",
+        "the result's length depends on the data; use jnp.where(mask, x, fill) to keep the size, "
+        "or jnp.nonzero(mask, size=k, fill_value=...) with a bound k",
+    ),
+)
+
+
 def _is_library_file(filename: str) -> bool:
     return filename.startswith(_LIBRARY_DIRS)
 
@@ -223,6 +243,11 @@ def user_facing_trace_errors(
             if isinstance(err, jax_error):
                 raise ControlFlowError(
                     f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
+                ) from None
+        for jax_error, prefix, call, fix in _NO_SYMBOLIC_RESULT:
+            if isinstance(err, jax_error) and str(err).startswith(prefix):
+                raise UnsupportedOperationError(
+                    f"{_where(fn_name, err)}: {call} cannot have a symbolic result shape: {fix}."
                 ) from None
         if isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer"):
             raise ArgumentTypeError(
