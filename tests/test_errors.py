@@ -16,6 +16,7 @@ import pytest
 
 from catalyst_lite import CatalystLiteError, cond, for_loop, qjit, while_loop
 from catalyst_lite.errors import (
+    SymbolicShapeError,
     ArgumentTypeError,
     ArgumentValueError,
     ArrayTooLargeError,
@@ -506,8 +507,8 @@ def test_user_exception_while_tracing_keeps_its_type_and_says_where():
 )
 def test_calls_without_a_symbolic_result_shape_name_the_fix(body, call, fix):
     f = qjit(body, abstracted_axes={0: "n"})
-    with pytest.raises(UnsupportedOperationError, match=f"{call}.*{fix}"):
+    with pytest.raises(SymbolicShapeError, match=f"{call}.*{fix}"):
         f(np.ones((3, 1)))
     # Each later call with another size reports it again (the trace failed, nothing is cached).
-    with pytest.raises(UnsupportedOperationError):
+    with pytest.raises(SymbolicShapeError):
         f(np.ones((4, 1)))

@@ -30,7 +30,13 @@ import jax.errors
 import jaxlib
 import numpy as np
 
-from .errors import ArgumentTypeError, CatalystLiteError, ControlFlowError, UnsupportedOperationError
+from .errors import (
+    ArgumentTypeError,
+    CatalystLiteError,
+    ControlFlowError,
+    SymbolicShapeError,
+    UnsupportedOperationError,
+)
 from .jax_extras import Primitive
 
 __all__ = ["user_facing_trace_errors", "user_location", "equation_location", "unsupported_equation_error"]
@@ -246,7 +252,7 @@ def user_facing_trace_errors(
                 ) from None
         for jax_error, prefix, call, fix in _NO_SYMBOLIC_RESULT:
             if isinstance(err, jax_error) and str(err).startswith(prefix):
-                raise UnsupportedOperationError(
+                raise SymbolicShapeError(
                     f"{_where(fn_name, err)}: {call} cannot have a symbolic result shape: {fix}."
                 ) from None
         if isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer"):

@@ -48,6 +48,11 @@ class UnsupportedOperationError(CatalystLiteError, NotImplementedError):
     """A JAX operation that the dynamic-shape tracing path cannot handle (named in the message)."""
 
 
+class SymbolicShapeError(CatalystLiteError, TypeError):
+    """A call whose result shape cannot be symbolic: its rank or size would depend on which sizes
+    are 1 or on the data (``jnp.squeeze`` without ``axis``, boolean-mask indexing)."""
+
+
 class SizeAssumptionError(CompileError):
     """A program traced with symbolic sizes assumed something about them (``n >= 1`` for a
     reduction without identity, ``k >= 0`` for a slice bound) that is false for a call."""
