@@ -350,6 +350,8 @@ def test_string_annotations_are_understood():
     assert len(calls) == 1
     assert_matches(compiled(4), np.ones(4))
     assert len(calls) == 1
+    with pytest.raises(TypeError, match="annotated int"):
+        compiled(2.5)
 
 
 def test_unannotated_function_is_traced_at_first_call():

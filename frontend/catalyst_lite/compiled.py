@@ -114,9 +114,7 @@ class QJIT:
             return None
         specs = []
         for p in sig.parameters.values():
-            ann = p.annotation
-            if isinstance(ann, str):
-                ann = {"int": int, "float": float, "bool": bool, "complex": complex}.get(ann, ann)
+            ann = _resolved_annotation(p.annotation)
             if ann in _ANNOTATION_SPECS:
                 specs.append(_ANNOTATION_SPECS[ann])
             elif isinstance(ann, jax.ShapeDtypeStruct):
@@ -169,8 +167,8 @@ class QJIT:
             program.runner.tiered = self.tiered_compilation
 
     def _check_annotations(self, args: tuple) -> None:
-        for i, (p, a) in enumerate(zip(self.layout.signature.parameters.values(), args)):
-            ann = p.annotation if not isinstance(p.annotation, str) else eval(p.annotation, {})
+        for p, a in zip(self.layout.signature.parameters.values(), args):
+            ann = _resolved_annotation(p.annotation)
             kind = _dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
             ok = {
                 int: kind is not None and np.issubdtype(kind, np.integer) and not isinstance(a, bool),
@@ -329,6 +327,14 @@ def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:
     if len(explicit) == 1 and jax.tree_util.treedef_is_leaf(program.out_tree):
         return operator.itemgetter(explicit[0])
     return program.results
+
+
+def _resolved_annotation(annotation: Any) -> Any:
+    """``int`` for the annotation ``int`` or the string ``"int"`` (``from __future__ import
+    annotations``); likewise ``float``, ``bool``, ``complex``; anything else as it is."""
+    if isinstance(annotation, str):
+        return {"int": int, "float": float, "bool": bool, "complex": complex}.get(annotation, annotation)
+    return annotation
 
 
 def _dtype_of(x: Any) -> np.dtype:

@@ -26,6 +26,7 @@ __all__ = [
     "ambient_carries",
     "check_predicate",
     "describe_aval",
+    "split_groups",
 ]
 
 
@@ -169,3 +170,13 @@ def get_ambient_values() -> list[Any]:
 def set_ambient_values(values: Sequence[Any]) -> None:
     for carry, value in zip(ambient_carries(), values):
         carry.set(value)
+
+
+def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    """Split ``values`` into consecutive groups of the given sizes (the last takes the rest)."""
+    groups, start = [], 0
+    for n in sizes:
+        groups.append(list(values[start : start + n]))
+        start += n
+    groups.append(list(values[start:]))
+    return groups

@@ -48,7 +48,14 @@ from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, Tracer, Var, collapse, get_aval
 from ..jax_extras.dynshape import DIM_AVAL, DynshapePrimitive, NestedBody, expand_results, same_dim, trace_nested
 from ..jax_extras.tracing import DShapedArray, InDBIdx, OutDBIdx
-from .common import check_predicate, describe_aval, get_ambient_values, set_ambient_values, tracing_mode
+from .common import (
+    check_predicate,
+    describe_aval,
+    get_ambient_values,
+    set_ambient_values,
+    split_groups,
+    tracing_mode,
+)
 
 __all__ = ["cond", "cond_p", "CondCallable"]
 
@@ -260,11 +267,7 @@ def _with_outputs(nested: NestedBody, dims: list[Any]):
 
 def _split(invals: list[Any], params: dict[str, Any]):
     npreds = len(params["branch_jaxprs"]) - 1
-    preds, rest = invals[:npreds], invals[npreds:]
-    consts, start = [], 0
-    for n in params["branch_nconsts"]:
-        consts.append(rest[start : start + n])
-        start += n
+    preds, *consts, _ = split_groups(invals, [npreds, *params["branch_nconsts"]])
     return preds, consts
 
 

@@ -45,10 +45,11 @@ from ..jax_extras.dynshape import DynshapePrimitive
 from .common import (
     expansion_strategy,
     set_ambient_values,
+    split_groups,
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import dims_unchanged, loop_output_type, split_carry, trace_loop
+from .loop_common import dims_unchanged, loop_output_type, trace_loop
 
 __all__ = ["for_loop", "for_loop_p"]
 
@@ -154,7 +155,7 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
 
 
 def _operands(invals: list[Any], params: dict[str, Any]):
-    consts, implicit, bounds, carried = split_carry(
+    consts, implicit, bounds, carried = split_groups(
         invals, [params["body_nconsts"], params["nimplicit"], 4]
     )
     return consts, implicit, bounds, carried
@@ -260,7 +261,7 @@ def _lower(
     del preserve_dimensions  # already reflected in the operands and in the body's types
     if apply_reverse_transform:
         raise NotImplementedError("lowering a reversed for_loop is not supported")
-    consts, implicit, (_, upper, step, start), carried = split_carry(
+    consts, implicit, (_, upper, step, start), carried = split_groups(
         list(operands), [body_nconsts, nimplicit, 4]
     )
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]

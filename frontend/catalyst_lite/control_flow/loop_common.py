@@ -26,7 +26,7 @@ from .common import (
     set_ambient_values,
 )
 
-__all__ = ["trace_loop", "loop_output_type", "dims_unchanged", "split_carry"]
+__all__ = ["trace_loop", "loop_output_type", "dims_unchanged"]
 
 
 def trace_loop(
@@ -121,13 +121,3 @@ def loop_output_type(
 def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
     """True when a resizing loop's body returns every implicit dimension unchanged."""
     return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])
-
-
-def split_carry(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
-    """Split ``values`` into consecutive groups of the given sizes (the last takes the rest)."""
-    groups, start = [], 0
-    for n in sizes:
-        groups.append(list(values[start : start + n]))
-        start += n
-    groups.append(list(values[start:]))
-    return groups

@@ -43,10 +43,11 @@ from .common import (
     expansion_strategy,
     get_ambient_values,
     set_ambient_values,
+    split_groups,
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import dims_unchanged, loop_output_type, split_carry, trace_loop
+from .loop_common import dims_unchanged, loop_output_type, trace_loop
 
 __all__ = ["while_loop", "while_loop_p"]
 
@@ -134,7 +135,7 @@ def _trace_cond(cond_fn: Callable, in_type: tuple, in_tree: PyTreeDef, n_ambient
 
 
 def _operands(invals: list[Any], params: dict[str, Any]):
-    return split_carry(invals, [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]])
+    return split_groups(invals, [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]])
 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
@@ -201,7 +202,7 @@ def _lower(
 ) -> list[Any]:
     """StableHLO of ``while_loop``: ``while cond(carry): carry = body(carry)``."""
     del nimplicit, preserve_dimensions  # already reflected in the operands and the bodies' types
-    cond_consts, body_consts, carry = split_carry(list(operands), [cond_nconsts, body_nconsts])
+    cond_consts, body_consts, carry = split_groups(list(operands), [cond_nconsts, body_nconsts])
     body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
 
     def cond(state: list[Any]) -> Any:
