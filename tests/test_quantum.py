@@ -1,6 +1,7 @@
 """QNodes compiled inside ``@qjit``: gates, control flow, mid-circuit measurements and terminal
 measurements against PennyLane's own ``default.qubit``; errors for what does not compile."""
 
+import jax
 import numpy as np
 import pennylane as qml
 import pytest
@@ -297,18 +298,74 @@ def test_device_without_fixed_wires():
         qjit(qml.qnode(qml.device("default.qubit"))(lambda: qml.expval(qml.Z(0))))()
 
 
-def test_circuit_is_a_loop_not_unrolled():
-    def circuit(x):
-        for w in range(3):
-            qml.RX(x, w)
-        for w in range(2):
-            qml.CNOT([w, w + 1])
+def _layered(n_wires: int, layers: int):
+    def circuit(params):
+        for layer in range(layers):
+            for w in range(n_wires):
+                qml.RX(params[layer, w], wires=w)
+            for w in range(n_wires - 1):
+                qml.CNOT(wires=[w, w + 1])
         return qml.expval(qml.Z(0))
 
-    f = qjit(qml.qnode(dev(3))(circuit))
-    f(0.1)
-    assert sum(e.primitive.name == "for_loop" for e in f.jaxpr.jaxpr.eqns) == 1
+    return circuit
+
+
+def _equation_count(jaxpr, skip=()) -> int:
+    """Equations of ``jaxpr`` and the jaxprs nested in it, except those of primitives ``skip``."""
+    return sum((e.primitive.name not in skip) + sum(_equation_count(sub, skip) for sub in jax.core.jaxprs_in_params(e.params))
+               for e in jaxpr.eqns)
+
+
+def test_repeated_layers_are_one_loop_whatever_their_number():
+    sizes = {}
+    for layers in (3, 30):
+        params = np.random.default_rng(layers).uniform(0, np.pi, (layers, 4))
+        f = qjit(qml.qnode(dev(4))(_layered(4, layers)))
+        expected = qml.qnode(dev(4))(_layered(4, layers))(params)
+        assert np.allclose(f(params), expected, atol=1e-10)
+        assert sum(e.primitive.name == "for_loop" for e in f.jaxpr.jaxpr.eqns) == 1
+        # The user's own ``params[layer, w]`` (a slice and a squeeze each) grow with the layers.
+        sizes[layers] = _equation_count(f.jaxpr.jaxpr, skip=("slice", "squeeze"))
+    assert sizes[3] == sizes[30]
     assert "stablehlo.while" in f.mlir
+
+
+def _irregular(gates):
+    def circuit(params):
+        for i, (kind, a, b) in enumerate(gates):
+            if kind == 0:
+                qml.RY(params[i], wires=a)
+            elif kind == 1:
+                qml.CNOT(wires=[a, b])
+            else:
+                qml.CRX(params[i], wires=[b, a])
+        return qml.expval(qml.Z(0) @ qml.Z(3))
+
+    return circuit
+
+
+def test_long_irregular_circuit_stays_a_bounded_program():
+    rng = np.random.default_rng(0)
+    sizes = {}
+    for length in (120, 360):
+        gates = [(int(k), *map(int, rng.choice(5, 2, replace=False))) for k in rng.integers(0, 3, length)]
+        params = rng.uniform(0, np.pi, length)
+        f = qjit(qml.qnode(dev(5))(_irregular(gates)))
+        assert np.isclose(f(params), qml.qnode(dev(5))(_irregular(gates))(params), atol=1e-10)
+        sizes[length] = _equation_count(f.jaxpr.jaxpr, skip=("slice", "squeeze"))
+    assert sizes[360] == sizes[120]
+
+
+def test_fused_blocks_match_pennylane_on_every_gate_kind():
+    def circuit(x):
+        qml.Hadamard(0), qml.RX(x, 1), qml.CNOT([0, 1]), qml.SWAP([1, 3]), qml.CZ([3, 0])
+        qml.Toffoli([0, 3, 2]), qml.S(2), qml.ctrl(qml.Y(1), control=[2], control_values=[0])
+        qml.CRY(x, [3, 1]), qml.RZ(x, 3), qml.T(0), qml.CSWAP([1, 0, 2]), qml.IsingXX(x, [0, 2])
+        qml.QubitUnitary(qml.matrix(qml.RX(0.4, 0) @ qml.RY(0.2, 1) @ qml.Hadamard(2) @ qml.X(3)), [3, 1, 0, 2])
+        qml.MultiRZ(x, [0, 1, 2, 3])
+        return qml.state()
+
+    assert np.allclose(qjit(qml.qnode(dev(4))(circuit))(0.7), qml.qnode(dev(4))(circuit)(0.7), atol=1e-10)
 
 
 def test_traced_number_of_wires_is_a_wire_error():

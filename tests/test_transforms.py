@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
+from jax.experimental import disable_x64
 
 from catalyst_lite import (
     CatalystLiteError,
@@ -358,3 +359,15 @@ def test_gradient_of_a_circuit_backpropagates_through_the_state_vector():
     expected = central_difference_grad(lambda y: value(float(y), 3), np.array(0.3))
     close(f(0.3, 3), expected, rtol=1e-6, atol=1e-8)
     close(f(0.3, 1), -np.sin(0.3), rtol=1e-9)  # <Z_1> = cos(x) after RX(x) and CNOT
+
+
+def test_jax_grad_of_numpy_float64_arguments_with_x64_off():
+    # jax.grad hands over float32 tracers whose values are still the float64 NumPy arrays.
+    def f(p):
+        return jnp.cos(p[0, 1] / 2) * jnp.sum(p**2)
+
+    p = np.array([[0.3, 1.2]])
+    with disable_x64():
+        expected = jax.grad(f)(p)
+        assert np.allclose(jax.grad(qjit(f))(p), expected, atol=1e-6)
+        assert jax.grad(qjit(f))(p).dtype == expected.dtype

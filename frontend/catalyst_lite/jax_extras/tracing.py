@@ -223,7 +223,38 @@ def trace_to_jaxpr(
         jaxpr, out_type, consts = inner.trace.frame.to_jaxpr2(out, dbg)
     finally:
         inner.close()
-    return jaxpr, out_type, list(consts)
+    return drop_dead_equations(jaxpr), out_type, list(consts)
+
+
+def drop_dead_equations(jaxpr: Jaxpr) -> Jaxpr:
+    """``jaxpr`` without the equations whose results nothing uses and that have no effects (e.g.
+    the ``params[i]`` a QNode's gates read, once their matrices are computed by one gather from
+    ``params``): every later stage (specialization, lowering, XLA) would pay for them.
+
+    A variable is used when an equation or the outputs read it, *or* when it is a dimension of a
+    used variable's type (a dynamic shape names its size variables only in types). Equations
+    without results (such as size-assumption checks) are kept.
+    """
+    live: set = set()
+
+    def use(v: Any) -> None:
+        if isinstance(v, core.Var) and v not in live:
+            live.add(v)
+            for d in getattr(v.aval, "shape", ()):
+                use(d)
+
+    for v in jaxpr.outvars:
+        use(v)
+    kept = []
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or not eqn.outvars or any(v in live for v in eqn.outvars):
+            kept.append(eqn)
+            for v in eqn.invars:
+                use(v)
+            for v in eqn.outvars:  # a result's dimensions come from earlier equations
+                for d in getattr(v.aval, "shape", ()):
+                    use(d)
+    return jaxpr.replace(eqns=kept[::-1])
 
 
 def emit_equation(

@@ -23,7 +23,7 @@ from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer
 from ..jax_extras.provenance import static_element_source
 
-__all__ = ["GateRecord", "WireMap", "gate_records", "batched_matrices", "SUPPORTED_GATES", "supported_summary"]
+__all__ = ["GateRecord", "WireMap", "gate_records", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
 
 SUPPORTED_GATES = frozenset({
     "Identity", "PauliX", "PauliY", "PauliZ", "Hadamard", "S", "T", "SX",
@@ -110,6 +110,30 @@ def batched_matrices(records: Sequence[GateRecord]) -> Any:
     params = [stacked([r.op.parameters[i] for r in records]) for i in range(len(first.parameters))]
     matrices = jnp.asarray(type(first).compute_matrix(*params, **first.hyperparameters), jnp.complex128)
     return _dagger(matrices) if records[0].adjoint else matrices
+
+
+def stacked_matrices(run: Sequence[GateRecord]) -> Any:
+    """``(len(run), 2**k, 2**k)`` matrices of records with ``k`` targets each: known ones as
+    constants, traced ones computed in one batched call per gate type, put back in order by one
+    gather."""
+    order: list[int] = []
+    blocks: list[Any] = []
+    static = [i for i, r in enumerate(run) if r.is_static]
+    if static:
+        order += static
+        blocks.append(np.stack([np.asarray(run[i].matrix, np.complex128) for i in static]))
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(run):
+        if not r.is_static:
+            groups.setdefault(("explicit", i) if r.op is None else r.group_key(), []).append(i)
+    for positions in groups.values():
+        records = [run[i] for i in positions]
+        order += positions
+        blocks.append(jnp.asarray(records[0].matrix, jnp.complex128)[None] if records[0].op is None
+                      else batched_matrices(records))
+    if len(blocks) == 1 and order == sorted(order):
+        return blocks[0]
+    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), np.argsort(order), axis=0)
 
 
 class WireMap:

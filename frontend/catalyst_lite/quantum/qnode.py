@@ -44,7 +44,8 @@ from ..control_flow.common import ambient_carry
 from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer, is_tracing
 from . import prng
-from .gates import PREPARATIONS, GateRecord, WireMap, batched_matrices, bit_flip_matrix, gate_records
+from .fusion import apply_known_wires, has_known_wires
+from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, stacked_matrices
 from .measurements import measure_terminal
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 
@@ -208,29 +209,6 @@ def _loop_shape(r: GateRecord) -> tuple[int, int] | None:
     return None
 
 
-def _run_matrices(run: Sequence[GateRecord]) -> Any:
-    """``(len(run), 2**k, 2**k)`` matrices: known ones as constants, traced ones computed in one
-    batched call per gate type, put back in order by one gather."""
-    order: list[int] = []
-    blocks: list[Any] = []
-    static = [i for i, r in enumerate(run) if r.is_static]
-    if static:
-        order += static
-        blocks.append(np.stack([np.asarray(run[i].matrix, np.complex128) for i in static]))
-    groups: dict[tuple, list[int]] = {}
-    for i, r in enumerate(run):
-        if not r.is_static:
-            groups.setdefault(("explicit", i) if r.op is None else r.group_key(), []).append(i)
-    for positions in groups.values():
-        records = [run[i] for i in positions]
-        order += positions
-        blocks.append(jnp.asarray(records[0].matrix, jnp.complex128)[None] if records[0].op is None
-                      else batched_matrices(records))
-    if len(blocks) == 1 and order == sorted(order):
-        return blocks[0]
-    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), np.argsort(order), axis=0)
-
-
 def _table(rows: list[list[Any]]) -> Any:
     """Integer rows as a NumPy constant, or a traced array when some entry is traced."""
     if any(isinstance(x, Tracer) for row in rows for x in row):
@@ -243,7 +221,7 @@ def _apply_run_in_loop(state_carry: QuantumState, vector, run: Sequence[GateReco
     wires: one compiled gate kernel, however long the run."""
     n = state_carry.n_wires
     k, c = _loop_shape(run[0])
-    matrices = _run_matrices(run)
+    matrices = stacked_matrices(run)
     wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
     values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
     state_carry.vector = vector
@@ -263,8 +241,33 @@ def _apply_run_in_loop(state_carry: QuantumState, vector, run: Sequence[GateReco
 
 
 def apply_records(state_carry: QuantumState, vector, records: Sequence[GateRecord]):
-    """``records`` applied to ``vector`` in order: each run of consecutive gates of one shape by a
-    counted loop, the others one by one."""
+    """``records`` applied to ``vector`` in order: runs of gates on known wires planned by
+    :mod:`.fusion` (fused blocks, repeated stretches as loops), the others by gate kernels."""
+    n = state_carry.n_wires
+    for known, run in _runs_by_wire_kind(records):
+        if known:
+            vector = apply_known_wires(state_carry, vector, run, n,
+                                       fallback=lambda v, rs: _apply_by_shape(state_carry, v, rs))
+        else:
+            vector = _apply_by_shape(state_carry, vector, run)
+    return vector
+
+
+def _runs_by_wire_kind(records: Sequence[GateRecord]) -> list[tuple[bool, list[GateRecord]]]:
+    """Maximal runs of consecutive records that all have, or all lack, known wires."""
+    runs: list[tuple[bool, list[GateRecord]]] = []
+    for r in records:
+        known = has_known_wires(r)
+        if runs and runs[-1][0] == known:
+            runs[-1][1].append(r)
+        else:
+            runs.append((known, [r]))
+    return runs
+
+
+def _apply_by_shape(state_carry: QuantumState, vector, records: Sequence[GateRecord]):
+    """``records`` applied by the indexed gate kernel: each run of consecutive gates of one shape
+    by a counted loop (wires may be traced), the others one by one."""
     n = state_carry.n_wires
     i = 0
     while i < len(records):

@@ -18,6 +18,7 @@ entries selected by its own target bits. No transpose, no Python branch on a wir
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import jax.numpy as jnp
@@ -30,6 +31,10 @@ __all__ = [
     "basis_indices",
     "wire_bits",
     "apply_matrix",
+    "apply_block",
+    "Monomial",
+    "apply_monomials",
+    "lookup",
     "probabilities",
     "wire_probability",
     "project_wire",
@@ -110,17 +115,25 @@ def _controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_w
     return (indices & mask) == pattern
 
 
-def _entries_by_row(matrix, f: int, row_bits: Sequence[Any], k: int):
-    """``matrix[row(i), row(i) ^ f]`` for every amplitude ``i``: the ``2**k`` values are picked
-    from the small matrix first, then selected per amplitude by its target bits (one ``where``
-    per bit: cheaper than an elementwise table lookup)."""
-    rows = np.arange(2**k)
-    values = [matrix[r, r ^ f] for r in rows]
-    for m in range(k):  # fold the most significant remaining bit, pairing values
-        bit = row_bits[m] == 1
+def lookup(values: Sequence[Any], row_bits: Sequence[Any]) -> Any:
+    """``values[row(i)]`` for every amplitude ``i``, where ``row(i)`` is the number whose bits
+    (most significant first) are ``row_bits``: one ``where`` per bit, folding the most
+    significant remaining bit (cheaper than an elementwise table lookup).
+
+    >>> lookup([10, 20, 30, 40], [jnp.array([0, 1]), jnp.array([1, 1])]).tolist()
+    [20, 40]
+    """
+    values = list(values)
+    for bits in row_bits:
+        bit = bits == 1
         half = len(values) // 2
         values = [jnp.where(bit, values[half + j], values[j]) for j in range(half)]
     return values[0]
+
+
+def _entries_by_row(matrix, f: int, row_bits: Sequence[Any], k: int):
+    """``matrix[row(i), row(i) ^ f]`` for every amplitude ``i``."""
+    return lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits)
 
 
 def apply_matrix(
@@ -158,6 +171,108 @@ def apply_matrix(
     if controls:
         new = jnp.where(_controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
+
+
+def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: int) -> jnp.ndarray:
+    """``matrix`` (``2**k x 2**k``) applied to the known, ascending ``wires``: one pass over the
+    state, written as a broadcast product and a sum over the matrix's column axis.
+
+    The state is viewed with one axis per target wire and one per stretch of other wires;
+    ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``. For consecutive wires the target
+    axes are merged into one axis of length ``2**k`` (XLA's fastest form of this reduction).
+
+    >>> x = np.array([[0, 1], [1, 0]])
+    >>> apply_block(zero_state(2), x, [1], 2).tolist()
+    [0j, (1+0j), 0j, 0j]
+    """
+    k, state = len(wires), jnp.asarray(state)
+    if list(wires) == list(range(wires[0], wires[0] + k)):
+        view = state.reshape(2 ** wires[0], 1, 2**k, -1)
+        return jnp.sum(matrix[None, :, :, None] * view, axis=2).reshape(-1)
+    state_shape, matrix_shape, previous = [], [], -1
+    for wire in wires:  # per target: (other wires before it, row axis, column axis)
+        state_shape += [2 ** (wire - previous - 1), 1, 2]
+        matrix_shape += [1, 2, 2]
+        previous = wire
+    state_shape.append(2 ** (n_wires - 1 - previous))
+    matrix_shape.append(1)
+    rows_and_columns = jnp.reshape(matrix, (2,) * (2 * k))
+    interleaved = jnp.transpose(rows_and_columns, [a for m in range(k) for a in (m, k + m)])
+    product = interleaved.reshape(matrix_shape) * state.reshape(state_shape)
+    return jnp.sum(product, axis=tuple(3 * m + 2 for m in range(k))).reshape(-1)
+
+
+@dataclass(frozen=True)
+class Monomial:
+    """A known gate with one non-zero entry per row of its matrix (``CNOT``, ``X``, ``SWAP``,
+    ``CZ``, ``S``, ``T``, ``Toffoli``...): row ``r`` of the targets takes the amplitude of column
+    ``source[r]`` times ``phase[r]``, where the controls hold."""
+
+    targets: tuple
+    controls: tuple
+    control_values: tuple
+    source: np.ndarray
+    phase: np.ndarray
+
+    @staticmethod
+    def of(matrix: np.ndarray, targets: tuple, controls: tuple = (), control_values: tuple = ()) -> "Monomial | None":
+        """The monomial form of a known matrix, or ``None`` when a row has several non-zeros."""
+        nonzero = matrix != 0
+        if not (nonzero.sum(axis=1) == 1).all():
+            return None
+        source = nonzero.argmax(axis=1)
+        return Monomial(targets, controls, control_values, source, matrix[np.arange(len(source)), source])
+
+
+def _row_bits(indices, targets: Sequence[int], n_wires: int) -> list:
+    return [wire_bits(indices, t, n_wires) for t in targets]
+
+
+def _deposit(row: int, targets: Sequence[int], n_wires: int) -> int:
+    """The index bits of ``targets`` set as in ``row`` (first target most significant)."""
+    k = len(targets)
+    return sum(((row >> (k - 1 - m)) & 1) << bit_position(t, n_wires) for m, t in enumerate(targets))
+
+
+def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int) -> jnp.ndarray:
+    """``gates`` applied in order, in one pass: one gather at a computed index and one phase.
+
+    Gate ``g`` maps ``new[i] = phase_g(i) * old[source_g(i)]``, so the sequence maps
+    ``new[i] = phase(i) * old[j]`` with ``j`` and ``phase`` accumulated from the last gate back to
+    the first: index arithmetic on ``iota``, fused by XLA into the gather.
+
+    >>> x = np.array([[0, 1], [1, 0]])
+    >>> cnot = Monomial.of(x, targets=(1,), controls=(0,), control_values=(1,))
+    >>> apply_monomials(apply_block(zero_state(2), x, [0], 2), [cnot], 2).tolist()
+    [0j, 0j, 0j, (1+0j)]
+    """
+    state = jnp.asarray(state)
+    # The barrier keeps XLA from folding the index arithmetic into a 2**n-element literal.
+    index = lax.optimization_barrier(basis_indices(n_wires))
+    phase, permuted = None, False
+    for gate in reversed(gates):
+        hold = _controls_hold(index, gate.controls, gate.control_values, n_wires) if gate.controls else None
+        if not np.all(gate.phase == 1):
+            factor = lookup([complex(p) for p in gate.phase], _row_bits(index, gate.targets, n_wires))
+            factor = factor if hold is None else jnp.where(hold, factor, 1.0 + 0j)
+            phase = factor if phase is None else phase * factor
+        if (gate.source != np.arange(len(gate.source))).any():
+            moved = _new_target_bits(index, gate, n_wires)
+            index = moved if hold is None else jnp.where(hold, moved, index)
+            permuted = True
+    if permuted:
+        state = state.at[index].get(mode="promise_in_bounds", unique_indices=True)
+    return state if phase is None else phase * state
+
+
+def _new_target_bits(index, gate: Monomial, n_wires: int):
+    """``index`` with its target bits replaced by those of the source column of its row."""
+    flips = {int(s) ^ r for r, s in enumerate(gate.source)}
+    if len(flips) == 1:  # the same bits flip in every row (X, CNOT, Toffoli): one xor
+        return index ^ np.int32(_deposit(flips.pop(), gate.targets, n_wires))
+    cleared = index & np.int32(~sum(1 << bit_position(t, n_wires) for t in gate.targets))
+    deposited = [np.int32(_deposit(int(s), gate.targets, n_wires)) for s in gate.source]
+    return cleared | lookup(deposited, _row_bits(index, gate.targets, n_wires))
 
 
 def probabilities(state: jnp.ndarray) -> jnp.ndarray:

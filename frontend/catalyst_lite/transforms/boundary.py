@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import tree_flatten, tree_map, tree_unflatten
 
-from ..jax_extras import x64_scope
+from ..jax_extras import Tracer, x64_scope
 from ..jax_extras.autodiff import is_reverse_mode_value
 
 __all__ = ["call_from_transformation"]
@@ -51,10 +51,21 @@ def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> 
     if jax.config.jax_enable_x64:
         with x64_scope():
             return run(*leaves)
+    leaves = [_in_caller_precision(x) for x in leaves]
     if any(is_reverse_mode_value(x) for x in leaves):
         return _with_backward_pass_in_64_bits(run, leaves)
     with x64_scope():
         return _to_caller_types(run(*leaves))
+
+
+def _in_caller_precision(x: Any) -> Any:
+    """``x`` with its value computed in its own (32-bit) type. ``jax.grad(f)(numpy_float64)``
+    with x64 off hands over a tracer whose type is ``float32`` but whose value is still the
+    float64 NumPy array; in the 64-bit scope that value would compute in float64 against float32
+    derivatives. Multiplying by one (exact, keeps ``-0.0`` and NaN) materializes it here."""
+    if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number):
+        return x * np.ones((), x.dtype)
+    return x
 
 
 def _to_caller_types(tree: Any) -> Any:

@@ -1,0 +1,141 @@
+"""Gate fusion and repetition planning (catalyst_lite/quantum/fusion.py), and the state-vector
+kernels it uses, checked against PennyLane and against the order of the gates."""
+
+import jax
+import numpy as np
+import pennylane as qml
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from jax.experimental import enable_x64
+
+from catalyst_lite import qjit
+from catalyst_lite.quantum.fusion import MAX_FUSED_WIRES, Shape, fuse, repeated_stretches
+from catalyst_lite.quantum.statevector import Monomial, apply_block, apply_monomials
+
+SHAPES = st.lists(
+    st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True), st.booleans()),
+    min_size=1, max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(SHAPES)
+def test_fusion_keeps_the_order_of_gates_that_share_a_wire(gates):
+    shapes = [Shape(tuple(w), m) for w, m in gates]
+    blocks = fuse(shapes)
+    place = {}  # gate -> (block, position in block)
+    for b, block in enumerate(blocks):
+        assert block.wires == set().union(*(shapes[m].wires for m in block.members))
+        for p, m in enumerate(block.members):
+            place[m] = (b, p)
+    assert sorted(place) == list(range(len(shapes)))
+    for i in range(len(shapes)):
+        for j in range(i + 1, len(shapes)):
+            if set(shapes[i].wires) & set(shapes[j].wires):
+                assert place[i] < place[j], (i, j, blocks)
+    for block in blocks:
+        if block.kind == "dense" and len(block.members) > 1:
+            assert len(block.wires) <= max(MAX_FUSED_WIRES, max(len(shapes[m].wires) for m in block.members))
+        if block.kind == "wide":
+            assert len(block.members) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=40))
+def test_repeated_stretches_really_repeat_and_do_not_overlap(keys):
+    end = 0
+    for start, period, count in repeated_stretches(keys):
+        assert start >= end and count >= 2
+        body = keys[start:start + period]
+        assert all(keys[start + r * period:start + (r + 1) * period] == body for r in range(count))
+        end = start + period * count
+
+
+def test_a_layered_sequence_is_found_whole():
+    layer = ["rx0", "rx1", "rx2", "cnot01", "cnot12"]
+    assert repeated_stretches(["h0", "h1"] + layer * 7 + ["z"]) == [(2, 5, 7)]
+
+
+def _reference(state, matrix, wires, n):
+    k = len(wires)
+    t = np.tensordot(matrix.reshape([2] * (2 * k)), state.reshape([2] * n), axes=(list(range(k, 2 * k)), wires))
+    return np.moveaxis(t, list(range(k)), wires).reshape(-1)
+
+
+@pytest.mark.parametrize("wires", [[0], [4], [1, 2], [0, 3], [1, 2, 3], [0, 2, 4]])
+def test_apply_block_matches_a_tensor_contraction(wires):
+    rng = np.random.default_rng(len(wires) * 10 + wires[0])
+    n, k = 5, len(wires)
+    state = rng.normal(size=2**n) + 1j * rng.normal(size=2**n)
+    matrix = rng.normal(size=(2**k, 2**k)) + 1j * rng.normal(size=(2**k, 2**k))
+    assert np.allclose(apply_block(state, matrix, wires, n), _reference(state, matrix, wires, n), atol=1e-12)
+
+
+def test_monomials_in_one_pass_match_their_product():
+    n = 5
+    ops = [qml.CNOT([0, 3]), qml.SWAP([1, 4]), qml.CZ([2, 0]), qml.Toffoli([4, 1, 2]), qml.S(3), qml.Y(1),
+           qml.ctrl(qml.Y(2), control=[0], control_values=[0])]
+    monomials = []
+    for op in ops:
+        base, controls, values = (op.base, op.control_wires, op.control_values) if isinstance(op, qml.ops.Controlled) else (op, [], [])
+        monomials.append(Monomial.of(np.asarray(base.matrix()), tuple(base.wires), tuple(controls), tuple(int(v) for v in values)))
+    state = np.random.default_rng(1).normal(size=2**n) + 0j
+    expected = state
+    for op in ops:
+        expected = qml.matrix(op, wire_order=range(n)) @ expected
+    assert np.allclose(apply_monomials(state, monomials, n), expected, atol=1e-12)
+
+
+def _random_layer(rng, n_wires: int) -> list:
+    kinds = ["RX", "RY", "RZ", "CNOT", "CZ", "SWAP", "CRX", "Hadamard", "IsingXX", "T"]
+    layer = []
+    for _ in range(rng.integers(2, 7)):
+        kind = kinds[rng.integers(len(kinds))]
+        wires = [int(w) for w in rng.choice(n_wires, 2, replace=False)]
+        layer.append((kind, wires))
+    return layer
+
+
+def _layered_circuit(layer: list, repeats: int):
+    def circuit(params):
+        for r in range(repeats):
+            for g, (kind, wires) in enumerate(layer):
+                op = getattr(qml, kind)
+                if op.num_params:
+                    op(params[r, g], wires=wires[:op.num_wires] if op.num_wires != 1 else wires[0])
+                else:
+                    op(wires=wires[:op.num_wires] if op.num_wires != 1 else wires[0])
+        return qml.state()
+
+    return circuit
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.integers(2, 6))
+def test_repeated_random_layers_match_default_qubit(seed, repeats):
+    rng = np.random.default_rng(seed)
+    layer = _random_layer(rng, 4)
+    params = rng.uniform(-np.pi, np.pi, (repeats, len(layer)))
+    circuit = _layered_circuit(layer, repeats)
+    dev = qml.device("default.qubit", wires=4)
+    assert np.allclose(qjit(qml.qnode(dev)(circuit))(params), qml.qnode(dev)(circuit)(params), atol=1e-10)
+
+
+def test_gradient_through_a_repeated_fused_circuit():
+    n, layers = 4, 5
+
+    def circuit(params):
+        for layer in range(layers):
+            for w in range(n):
+                qml.RY(params[layer, w], wires=w)
+            for w in range(n - 1):
+                qml.CNOT(wires=[w, w + 1])
+        return qml.expval(qml.Z(0) @ qml.Z(n - 1))
+
+    dev = qml.device("default.qubit", wires=n)
+    params = np.random.default_rng(3).uniform(0, np.pi, (layers, n))
+    with enable_x64():
+        ours = jax.grad(qjit(qml.qnode(dev)(circuit)))(params)
+        theirs = jax.grad(qml.qnode(dev, interface="jax")(circuit))(jax.numpy.asarray(params))
+    assert np.allclose(ours, theirs, atol=1e-10)
