@@ -625,3 +625,15 @@ def test_errors_are_catalyst_lite_errors():
     for bad in [(2.5,), ("3",), (1, 2)]:
         with pytest.raises(CatalystLiteError):
             f(*bad)
+
+
+def test_qjit_without_arguments_called_while_another_traces_is_staged_into_it():
+    inner = qjit(lambda: jnp.arange(3.0) * 2.0)
+    np.testing.assert_array_equal(inner(), [0.0, 2.0, 4.0])  # compiled and validated first
+
+    @qjit
+    def outer(n: int):
+        return inner() + jnp.ones([n])[:3]
+
+    np.testing.assert_array_equal(outer(5), np.arange(3.0) * 2.0 + 1.0)
+    assert any(e.primitive.name == "mul" for e in outer.jaxpr.jaxpr.eqns)  # inlined, not a constant

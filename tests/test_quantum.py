@@ -183,6 +183,56 @@ def test_samples_and_counts_with_shots():
     np.testing.assert_array_equal(first, np.asarray(sampled()[0]))
 
 
+def _coin(shots: int = 64):
+    @qml.qnode(dev(1), shots=shots)
+    def coin():
+        qml.Hadamard(0)
+        return qml.sample()
+
+    return coin
+
+
+def test_without_a_seed_every_call_draws_anew():
+    # Catalyst draws anew on every execution unless qjit is given a seed.
+    f = qjit(_coin())
+    draws = [np.asarray(f()).ravel() for _ in range(3)]
+    assert not np.array_equal(draws[0], draws[1]) and not np.array_equal(draws[1], draws[2])
+    assert all(set(d.tolist()) <= {0, 1} for d in draws)
+    # The key is a constant of the program replaced on each call: the traced program has no
+    # extra argument, and nothing is traced again.
+    assert f.jaxpr.jaxpr.invars == []
+
+
+def test_unseeded_key_of_a_qjit_called_inside_another_is_drawn_anew():
+    inner = qjit(_coin())
+
+    @qjit
+    def outer(x: float):
+        return inner(), x
+
+    assert not np.array_equal(np.asarray(outer(1.0)[0]), np.asarray(outer(1.0)[0]))
+
+
+def test_qnodes_of_one_seeded_program_draw_independent_streams():
+    @qjit(seed=3)
+    def two():
+        return _coin()(), _coin()()
+
+    a, b = (np.asarray(r).ravel() for r in two())
+    assert not np.array_equal(a, b)
+    np.testing.assert_array_equal(np.asarray(two()[0]).ravel(), a)  # seeded: calls repeat
+
+
+def test_circuit_programs_get_circuit_compile_options_and_classical_ones_do_not():
+    from catalyst_lite.quantum.qnode import CIRCUIT_COMPILE_OPTIONS
+
+    circuit = qjit(qml.qnode(dev(2))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1]))
+    classical = qjit(lambda x: x * 2.0)
+    assert float(circuit(0.4)) == pytest.approx(np.cos(0.4), abs=TOL) and float(classical(1.5)) == 3.0
+    assert circuit._last.runner.compile_options == CIRCUIT_COMPILE_OPTIONS
+    assert classical._last.runner.compile_options == {}
+
+
 H_MIXED = qml.Hamiltonian([0.3, -1.2], [qml.Z(0) @ qml.X(1), qml.Y(0)])
 
 

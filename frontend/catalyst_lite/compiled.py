@@ -130,9 +130,7 @@ class QJIT:
         key = (tree, tuple(specs), ())
         axes = [{} for _ in specs]
         names = self.layout.dynamic_names(len(specs))
-        with quantum_tracing(self.options):  # QNodes called while tracing compile into the program
-            program = trace_program(self.original_function, tree, specs, axes, self.name, names)
-        self._set_tiering(program)
+        program = self._trace(self.original_function, tree, specs, axes, names)
         self._programs[key] = self._last = program
         return program
 
@@ -155,16 +153,20 @@ class QJIT:
                         def fn(*dyn, _f=self.original_function):
                             return _f(*layout.merge(dyn, static))
 
-                    with quantum_tracing(self.options):
-                        program = trace_program(fn, tree, specs, axes, self.name, names)
-                    self._set_tiering(program)
+                    program = self._trace(fn, tree, specs, axes, names)
                     self._programs[key] = program
         self._last = program
         return program, leaves, names
 
-    def _set_tiering(self, program: TracedProgram) -> None:
+    def _trace(self, fn: Callable, tree, specs, axes, names) -> TracedProgram:
+        """Trace ``fn`` into a program, configured for how it is to be compiled and called."""
+        with quantum_tracing(self.options) as circuits:  # QNodes called here compile into it
+            program = trace_program(fn, tree, specs, axes, self.name, names)
+        program.runner.compile_options = circuits.compile_options
+        program.fresh_consts = circuits.fresh_consts(program.closed_jaxpr.consts)
         if self.tiered_compilation is not None:
             program.runner.tiered = self.tiered_compilation
+        return program
 
     def _check_annotations(self, args: tuple) -> None:
         for p, a in zip(self.layout.signature.parameters.values(), args):
@@ -303,6 +305,7 @@ class _ValidatedCall:
         self.implicit = implicit
         self.runner = program.runner
         self.prefix = (*program.closed_jaxpr.consts, *implicit)
+        self.fresh_prefix = bool(program.fresh_consts)  # then built anew on every call
         positions = self.runner.dynamic_positions
         # Without constants or sizes among the jaxpr's inputs, the arguments are the executable's.
         self.positions = None if positions == tuple(range(len(self.prefix) + len(leaves))) else positions
@@ -313,7 +316,8 @@ class _ValidatedCall:
         self.results = _results_function(program)
 
     def __call__(self, args: tuple) -> Any:
-        full = (*self.prefix, *args) if self.prefix else args
+        prefix = (*self.program.consts(), *self.implicit) if self.fresh_prefix else self.prefix
+        full = (*prefix, *args) if prefix else args
         spec = None if self.needs_x64 else self.runner.compiled(full)
         if spec is None:
             with x64_scope():

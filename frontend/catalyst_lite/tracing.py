@@ -23,6 +23,7 @@ from .jax_extras import (
     ShapedArray,
     collapse,
     dynamic_tracing,
+    is_tracing,
     make_input_type,
     pe,
     trace_to_jaxpr,
@@ -44,20 +45,33 @@ class TracedProgram:
     dim_sources: list[list[tuple[int, int]]]
     axis_names: list[Hashable]
     runner: JaxprRunner = field(repr=False)
+    # Constants drawn anew for every call, by position among the jaxpr's constants: the PRNG key
+    # of a program whose QNodes have no seed (see quantum.qnode.TracedCircuits).
+    fresh_consts: dict[int, Callable[[], Any]] = field(default_factory=dict, repr=False)
+
+    def consts(self) -> list[Any]:
+        """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
+        except while this call is traced into another program (which then draws them)."""
+        consts = list(self.closed_jaxpr.consts)
+        if is_tracing():
+            return consts
+        for i, draw in self.fresh_consts.items():
+            consts[i] = draw()
+        return consts
 
     def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
         """Values of the implicit dimension arguments; shared dimensions must agree."""
         return implicit_values(self.axis_names, self.dim_sources, leaves, leaf_names, fn_name)
 
     def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
-        return self.results(self.runner(*self.closed_jaxpr.consts, *implicit, *leaves))
+        return self.results(self.runner(*self.consts(), *implicit, *leaves))
 
     def results(self, outs: Sequence[Any]) -> Any:
         """The function's result (a pytree) from the jaxpr's outputs (implicit sizes dropped)."""
         return tree_unflatten(self.out_tree, collapse(self.out_type, outs))
 
     def full_args(self, implicit: Sequence[int], leaves: Sequence[Any]) -> list[Any]:
-        return [*self.closed_jaxpr.consts, *implicit, *leaves]
+        return [*self.consts(), *implicit, *leaves]
 
 
 def _shape(x: Any) -> tuple[int, ...]:

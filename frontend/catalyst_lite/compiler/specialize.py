@@ -31,7 +31,7 @@ import numpy as np
 
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
-from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
+from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context, is_tracing
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.shapes import SHAPE_PARAMS
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
@@ -97,8 +97,10 @@ def _any_traced(values: Sequence[Any]) -> bool:
 
 
 def _is_int_scalar(v: Any) -> bool:
+    """A signed integer scalar: what sizes are. (Unsigned ones are bits, such as the halves of a
+    PRNG key: folding them into Python ints would lose their type.)"""
     aval = v.aval
-    return not aval.shape and np.issubdtype(aval.dtype, np.integer)
+    return not aval.shape and np.issubdtype(aval.dtype, np.signedinteger)
 
 
 def _is_index_scalar(v: Any) -> bool:
@@ -257,12 +259,14 @@ class JaxprRunner:
     keeps either a compiled :class:`~.tiers.Specialization` (all sizes static) or notes that the
     program needs host-driven execution. ``tiered``: compile new sizes in two tiers (see
     :mod:`.tiers`; ``None``: as the ``CATALYST_LITE_TIERED`` environment variable says).
+    ``compile_options``: XLA options for its executables (set before the first call).
     """
 
     def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", tiered: bool | None = None):
         self.jaxpr = jaxpr
         self.name = name
         self.tiered = tiered_by_default() if tiered is None else tiered
+        self.compile_options: dict[str, Any] = {}
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
         self.dynamic_positions = tuple(
             i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
@@ -317,12 +321,14 @@ class JaxprRunner:
         except NeedsHost:
             return None
         # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
-        return Specialization(fn, self.tiered, None if _any_traced(dynamic_args) else lowered)
+        lowered = None if _any_traced(dynamic_args) else lowered
+        return Specialization(fn, self.tiered, lowered, self.compile_options)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
         """The specialization of concrete ``args``' sizes when there is one and reverse mode is
-        not requested (``None`` otherwise): what a repeated call with validated arguments runs."""
-        if reverse_mode_requested():
+        not requested and no program is being traced (``None`` otherwise): what a repeated call
+        with validated arguments runs."""
+        if reverse_mode_requested() or is_tracing():
             return None
         key = self.signature(args) if self.static_positions else ()
         return self._executables.get((key, False))
@@ -339,7 +345,9 @@ class JaxprRunner:
             self._check_host_drivable(dynamic_args)
             with reverse_mode(reverse):
                 return eval_jaxpr(self.jaxpr, args, Mode.HOST)
-        if _any_traced(dynamic_args):
+        if _any_traced(dynamic_args) or is_tracing():
+            # Staged into the caller's program (even without traced arguments: a qjit program
+            # called while another is traced), not run.
             return list(spec.jitted(*dynamic_args))
         return list(spec.run(dynamic_args))
 

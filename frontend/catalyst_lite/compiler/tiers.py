@@ -55,9 +55,17 @@ class Specialization:
     starts the optimized compilation.
     """
 
-    def __init__(self, jitted: Callable, tiered: bool, lowered: jax.stages.Lowered | None = None):
+    def __init__(
+        self,
+        jitted: Callable,
+        tiered: bool,
+        lowered: jax.stages.Lowered | None = None,
+        compile_options: dict[str, Any] | None = None,
+    ):
         self.jitted = jitted
         self.tiered = tiered
+        # XLA options of the optimized executable (the fast tier adds its own on top).
+        self.compile_options = dict(compile_options or {})
         self._lowered = lowered  # lowered for concrete arguments, until the first run compiles it
         self.optimized = False
         # Read without a lock on every call: replacing it is one atomic attribute store.
@@ -74,7 +82,7 @@ class Specialization:
                 lowered = self._lowered or self.jitted.lower(*dynamic_args)
                 self._lowered = None
                 if self.tiered:
-                    self.call = entry_point(lowered.compile(FAST_TIER_OPTIONS))
+                    self.call = entry_point(lowered.compile({**self.compile_options, **FAST_TIER_OPTIONS}))
                     self._to_optimize = lowered
                 else:
                     self._optimize(lowered)
@@ -92,7 +100,7 @@ class Specialization:
 
     def _optimize(self, lowered: jax.stages.Lowered) -> None:
         with x64_scope():  # a new thread starts in JAX's default (32-bit) configuration
-            self.call = entry_point(lowered.compile())
+            self.call = entry_point(lowered.compile(self.compile_options or None))
         self.optimized = True
 
     def run(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:

@@ -12,17 +12,63 @@ True
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import threefry_2x32
 
-__all__ = ["key_from_seed", "split", "uniform", "sample_indices"]
+__all__ = ["key_from_seed", "unseeded_key", "is_unseeded_key", "host_key", "fold_in", "split", "uniform", "sample_indices"]
 
 
-def key_from_seed(seed: int) -> jnp.ndarray:
-    """The key ``jax.random.PRNGKey(seed)`` holds, for a seed below ``2**32``."""
-    return jnp.asarray(np.array([0, seed % 2**32], np.uint32))
+def key_from_seed(seed: int) -> jax.Array:
+    """The key ``jax.random.PRNGKey(seed)`` holds, for a seed below ``2**32``: a concrete array
+    even while tracing, so that it is a constant of the traced program (which a call may replace).
+
+    >>> key_from_seed(7).tolist()
+    [0, 7]
+    """
+    with jax.ensure_compile_time_eval():
+        return jnp.asarray(np.array([0, seed % 2**32], np.uint32))
+
+
+_unseeded: dict[int, weakref.ref] = {}
+_unseeded_lock = threading.Lock()
+
+
+def unseeded_key() -> jax.Array:
+    """A placeholder key for a program without a seed: a constant of the traced program that every
+    call replaces with :func:`host_key` (see :func:`is_unseeded_key`)."""
+    key = key_from_seed(0)
+    with _unseeded_lock:
+        _unseeded[id(key)] = weakref.ref(key, lambda _, i=id(key): _unseeded.pop(i, None))
+    return key
+
+
+def is_unseeded_key(value: object) -> bool:
+    """True when ``value`` is (this very object) a key made by :func:`unseeded_key`.
+
+    >>> is_unseeded_key(unseeded_key()), is_unseeded_key(key_from_seed(0))
+    (True, False)
+    """
+    ref = _unseeded.get(id(value))
+    return ref is not None and ref() is value
+
+
+def host_key() -> jax.Array:
+    """A fresh key from the operating system's entropy: what a program without a seed draws with
+    on each call."""
+    return jax.device_put(np.frombuffer(os.urandom(8), np.uint32))
+
+
+def fold_in(key: jnp.ndarray, data: int) -> jnp.ndarray:
+    """The key of stream ``data`` of ``key`` (as ``jax.random.fold_in``): independent streams
+    for the QNodes of one program."""
+    return threefry_2x32(key, jnp.asarray(np.array([0, data], np.uint32)))
 
 
 def _bits(key: jnp.ndarray, count: int) -> jnp.ndarray:

@@ -32,7 +32,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from typing import Any, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -49,7 +50,7 @@ from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_reco
 from .measurements import measure_terminal
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 
-__all__ = ["execute_qnode", "measure", "quantum_tracing", "apply_records", "SUPPORTED_DEVICES"]
+__all__ = ["execute_qnode", "measure", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "apply_records", "SUPPORTED_DEVICES"]
 
 SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit")
 LOOP_MIN_GATES = 2
@@ -62,19 +63,63 @@ _local = threading.local()
 # --- scope: intercepting QNode calls while catalyst_lite traces ----------------------------------
 
 
+CIRCUIT_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+"""XLA options for a program that holds a circuit. A state-vector simulation is a chain of
+complex multiply-reduce and gather kernels, one per gate block; XLA's classic CPU emitters compile
+them about a third faster than its fusion emitters (most of a circuit's first call), and the
+executables run as fast. Classical programs keep XLA's defaults (bit-identical to ``jax.jit``)."""
+
+
+@dataclass
+class TracedCircuits:
+    """The QNodes compiled into one program while it is traced, and what the program needs for
+    them: XLA options, and its PRNG key.
+
+    The program draws (mid-circuit measurements, samples) from one base key, a constant of the
+    traced program; QNode number ``i`` draws from stream ``i`` of it (:func:`.prng.fold_in`).
+    With ``seed``, the base key comes from it: every call draws the same. Without, the base key
+    is replaced by a fresh one on every call (see :meth:`fresh_consts`), as Catalyst draws anew
+    on every execution.
+    """
+
+    seed: int | None = None
+    count: int = 0
+    base_key: Any = None
+
+    @property
+    def compile_options(self) -> dict[str, Any]:
+        return dict(CIRCUIT_COMPILE_OPTIONS) if self.count else {}
+
+    def next_key(self) -> Any:
+        """The key of the next QNode compiled into the program."""
+        if self.base_key is None:
+            self.base_key = prng.unseeded_key() if self.seed is None else prng.key_from_seed(self.seed)
+        key = prng.fold_in(self.base_key, self.count)
+        self.count += 1
+        return key
+
+    @staticmethod
+    def fresh_consts(consts: Sequence[Any]) -> dict[int, Callable[[], Any]]:
+        """Positions among a traced program's ``consts`` of the keys to draw anew on each call:
+        its own unseeded key, and those of unseeded qjit programs it called while it traced."""
+        return {i: prng.host_key for i, c in enumerate(consts) if prng.is_unseeded_key(c)}
+
+
 @contextlib.contextmanager
-def quantum_tracing(options: Mapping[str, Any]) -> Iterator[None]:
+def quantum_tracing(options: Mapping[str, Any]) -> Iterator[TracedCircuits]:
     """While tracing a ``qjit`` with these ``options``: QNode calls compile into the program.
 
-    ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples.
+    ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples. Yields the
+    :class:`TracedCircuits` record of the trace.
     """
-    previous = getattr(_local, "options", None)
-    _local.options = options
+    previous = getattr(_local, "traced", None)
+    seed = options.get("seed")
+    _local.traced = TracedCircuits(None if seed is None else int(seed))
     try:
         with _qnode_interception():
-            yield
+            yield _local.traced
     finally:
-        _local.options = previous
+        _local.traced = previous
 
 
 @contextlib.contextmanager
@@ -99,11 +144,10 @@ def _qnode_interception() -> Iterator[None]:
         qml.QNode.__call__ = original
 
 
-def _seed() -> int:
-    options = getattr(_local, "options", None) or {}
-    seed = options.get("seed")
-    # Without a seed, one is drawn when tracing: calls of one compiled program repeat its draws.
-    return int(np.random.randint(0, 2**31 - 1)) if seed is None else int(seed)
+def _traced() -> TracedCircuits:
+    """The record of the trace in progress (a QNode compiled by another route gets its own)."""
+    traced = getattr(_local, "traced", None)
+    return TracedCircuits() if traced is None else traced
 
 
 # --- ambient values ------------------------------------------------------------------------------
@@ -321,7 +365,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict):
     shots = qnode._get_shots(kwargs).total_shots
     recorder = _recorder_class()()
     state = QuantumState(wires.n_wires, wires, recorder)
-    key = KeyCarry(prng.key_from_seed(_seed()))
+    key = KeyCarry(_traced().next_key())
     circuit = _Circuit(state, key)
     stack = _circuits()
     stack.append(circuit)
