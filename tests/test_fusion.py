@@ -11,7 +11,8 @@ from jax.experimental import enable_x64
 
 from catalyst_lite import qjit
 from catalyst_lite.quantum.fusion import MAX_FUSED_WIRES, Shape, fuse, repeated_stretches
-from catalyst_lite.quantum.statevector import Monomial, apply_block, apply_monomials
+from catalyst_lite.quantum.monomials import AffineMap, Monomial, apply_monomials
+from catalyst_lite.quantum.statevector import apply_block
 
 SHAPES = st.lists(
     st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True), st.booleans()),
@@ -139,3 +140,52 @@ def test_gradient_through_a_repeated_fused_circuit():
         ours = jax.grad(qjit(qml.qnode(dev)(circuit)))(params)
         theirs = jax.grad(qml.qnode(dev, interface="jax")(circuit))(jax.numpy.asarray(params))
     assert np.allclose(ours, theirs, atol=1e-10)
+
+
+def _monomial_of(op) -> Monomial:
+    base, controls, values = (op.base, op.control_wires, op.control_values) if isinstance(op, qml.ops.Controlled) else (op, [], [])
+    return Monomial.of(np.asarray(base.matrix()), tuple(base.wires), tuple(controls), tuple(int(v) for v in values))
+
+
+AFFINE_OPS = st.sampled_from(["X", "CNOT", "SWAP", "CNOT0"])
+
+
+def _affine_op(kind: str, wires: list):
+    return {"X": lambda: qml.X(wires[0]), "CNOT": lambda: qml.CNOT(wires[:2]), "SWAP": lambda: qml.SWAP(wires[:2]),
+            "CNOT0": lambda: qml.ctrl(qml.X(wires[1]), control=wires[0], control_values=[0])}[kind]()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(AFFINE_OPS, st.permutations(list(range(6)))), min_size=1, max_size=25))
+def test_affine_chains_are_one_table_lookup_and_match_their_product(ops):
+    n = 6
+    ops = [_affine_op(kind, wires) for kind, wires in ops]
+    monomials = [_monomial_of(op) for op in ops]
+    assert AffineMap.of(monomials, n) is not None
+    state = np.random.default_rng(len(ops)).normal(size=2**n) + 1j
+    expected = state
+    for op in ops:
+        expected = qml.matrix(op, wire_order=range(n)) @ expected
+    with enable_x64():
+        assert np.allclose(apply_monomials(state, monomials, n), expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("n", [3, 12, 18])
+def test_affine_tables_cover_every_index_bit(n):
+    # A CNOT chain down the line, then X on the last wire: j(i) checked against the gates' own
+    # per-gate index arithmetic at every basis index.
+    from catalyst_lite.quantum.monomials import _source_indices
+
+    x = np.array([[0, 1], [1, 0]])
+    gates = [Monomial.of(x, (w + 1,), (w,), (1,)) for w in range(n - 1)] + [Monomial.of(x, (n - 1,))]
+    j = np.arange(2**n)
+    for g in reversed(gates):
+        j = _source_indices(j, g, n)
+    with enable_x64():
+        assert np.array_equal(np.asarray(AffineMap.of(gates, n).indices(n)), j)
+
+
+def test_toffoli_cswap_and_phases_are_not_affine():
+    assert AffineMap.of([_monomial_of(qml.Toffoli([0, 1, 2]))], 3) is None
+    assert AffineMap.of([_monomial_of(qml.CSWAP([0, 1, 2]))], 3) is None
+    assert AffineMap.of([_monomial_of(qml.CNOT([0, 1])), _monomial_of(qml.CZ([1, 2]))], 3) is None

@@ -36,7 +36,8 @@ from jax import lax
 
 from ..control_flow import for_loop
 from .gates import GateRecord, stacked_matrices
-from .statevector import Monomial, apply_block, apply_matrix, apply_monomials
+from .monomials import Monomial, apply_monomials
+from .statevector import apply_block, apply_matrix
 
 __all__ = ["Shape", "Block", "fuse", "repeated_stretches", "has_known_wires", "apply_known_wires"]
 

@@ -18,8 +18,7 @@ entries selected by its own target bits. No transpose, no Python branch on a wir
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -30,10 +29,9 @@ __all__ = [
     "bit_position",
     "basis_indices",
     "wire_bits",
+    "controls_hold",
     "apply_matrix",
     "apply_block",
-    "Monomial",
-    "apply_monomials",
     "lookup",
     "probabilities",
     "wire_probability",
@@ -94,7 +92,7 @@ def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
     return (indices >> bit_position(wire, n_wires)) & 1
 
 
-def _controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wires: int):
+def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wires: int):
     """True where every control wire has its control value; a control wire ``< 0`` is unused
     (so that gates with fewer controls fit a fixed-size record). The controls are folded into one
     scalar mask and pattern first, leaving one ``and`` and one comparison per amplitude."""
@@ -115,10 +113,11 @@ def _controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_w
     return (indices & mask) == pattern
 
 
-def lookup(values: Sequence[Any], row_bits: Sequence[Any]) -> Any:
+def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp.where) -> Any:
     """``values[row(i)]`` for every amplitude ``i``, where ``row(i)`` is the number whose bits
     (most significant first) are ``row_bits``: one ``where`` per bit, folding the most
-    significant remaining bit (cheaper than an elementwise table lookup).
+    significant remaining bit (cheaper than an elementwise table lookup). ``where`` is
+    ``np.where`` for NumPy indices.
 
     >>> lookup([10, 20, 30, 40], [jnp.array([0, 1]), jnp.array([1, 1])]).tolist()
     [20, 40]
@@ -127,7 +126,7 @@ def lookup(values: Sequence[Any], row_bits: Sequence[Any]) -> Any:
     for bits in row_bits:
         bit = bits == 1
         half = len(values) // 2
-        values = [jnp.where(bit, values[half + j], values[j]) for j in range(half)]
+        values = [where(bit, values[half + j], values[j]) for j in range(half)]
     return values[0]
 
 
@@ -169,7 +168,7 @@ def apply_matrix(
         partner = state.at[indices ^ flip].get(mode="promise_in_bounds", unique_indices=True)
         new = new + _entries_by_row(matrix, f, row_bits, k) * partner
     if controls:
-        new = jnp.where(_controls_hold(indices, controls, control_values, n_wires), new, state)
+        new = jnp.where(controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
 
 
@@ -200,79 +199,6 @@ def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: 
     interleaved = jnp.transpose(rows_and_columns, [a for m in range(k) for a in (m, k + m)])
     product = interleaved.reshape(matrix_shape) * state.reshape(state_shape)
     return jnp.sum(product, axis=tuple(3 * m + 2 for m in range(k))).reshape(-1)
-
-
-@dataclass(frozen=True)
-class Monomial:
-    """A known gate with one non-zero entry per row of its matrix (``CNOT``, ``X``, ``SWAP``,
-    ``CZ``, ``S``, ``T``, ``Toffoli``...): row ``r`` of the targets takes the amplitude of column
-    ``source[r]`` times ``phase[r]``, where the controls hold."""
-
-    targets: tuple
-    controls: tuple
-    control_values: tuple
-    source: np.ndarray
-    phase: np.ndarray
-
-    @staticmethod
-    def of(matrix: np.ndarray, targets: tuple, controls: tuple = (), control_values: tuple = ()) -> "Monomial | None":
-        """The monomial form of a known matrix, or ``None`` when a row has several non-zeros."""
-        nonzero = matrix != 0
-        if not (nonzero.sum(axis=1) == 1).all():
-            return None
-        source = nonzero.argmax(axis=1)
-        return Monomial(targets, controls, control_values, source, matrix[np.arange(len(source)), source])
-
-
-def _row_bits(indices, targets: Sequence[int], n_wires: int) -> list:
-    return [wire_bits(indices, t, n_wires) for t in targets]
-
-
-def _deposit(row: int, targets: Sequence[int], n_wires: int) -> int:
-    """The index bits of ``targets`` set as in ``row`` (first target most significant)."""
-    k = len(targets)
-    return sum(((row >> (k - 1 - m)) & 1) << bit_position(t, n_wires) for m, t in enumerate(targets))
-
-
-def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int) -> jnp.ndarray:
-    """``gates`` applied in order, in one pass: one gather at a computed index and one phase.
-
-    Gate ``g`` maps ``new[i] = phase_g(i) * old[source_g(i)]``, so the sequence maps
-    ``new[i] = phase(i) * old[j]`` with ``j`` and ``phase`` accumulated from the last gate back to
-    the first: index arithmetic on ``iota``, fused by XLA into the gather.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> cnot = Monomial.of(x, targets=(1,), controls=(0,), control_values=(1,))
-    >>> apply_monomials(apply_block(zero_state(2), x, [0], 2), [cnot], 2).tolist()
-    [0j, 0j, 0j, (1+0j)]
-    """
-    state = jnp.asarray(state)
-    # The barrier keeps XLA from folding the index arithmetic into a 2**n-element literal.
-    index = lax.optimization_barrier(basis_indices(n_wires))
-    phase, permuted = None, False
-    for gate in reversed(gates):
-        hold = _controls_hold(index, gate.controls, gate.control_values, n_wires) if gate.controls else None
-        if not np.all(gate.phase == 1):
-            factor = lookup([complex(p) for p in gate.phase], _row_bits(index, gate.targets, n_wires))
-            factor = factor if hold is None else jnp.where(hold, factor, 1.0 + 0j)
-            phase = factor if phase is None else phase * factor
-        if (gate.source != np.arange(len(gate.source))).any():
-            moved = _new_target_bits(index, gate, n_wires)
-            index = moved if hold is None else jnp.where(hold, moved, index)
-            permuted = True
-    if permuted:
-        state = state.at[index].get(mode="promise_in_bounds", unique_indices=True)
-    return state if phase is None else phase * state
-
-
-def _new_target_bits(index, gate: Monomial, n_wires: int):
-    """``index`` with its target bits replaced by those of the source column of its row."""
-    flips = {int(s) ^ r for r, s in enumerate(gate.source)}
-    if len(flips) == 1:  # the same bits flip in every row (X, CNOT, Toffoli): one xor
-        return index ^ np.int32(_deposit(flips.pop(), gate.targets, n_wires))
-    cleared = index & np.int32(~sum(1 << bit_position(t, n_wires) for t in gate.targets))
-    deposited = [np.int32(_deposit(int(s), gate.targets, n_wires)) for s in gate.source]
-    return cleared | lookup(deposited, _row_bits(index, gate.targets, n_wires))
 
 
 def probabilities(state: jnp.ndarray) -> jnp.ndarray:
