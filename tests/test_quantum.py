@@ -450,3 +450,218 @@ def test_pennylane_qjit_dispatches_adjoint_ctrl_measure():
     p = reference(0.5)
     expected = np.array([p[0], 0.0, p[2], 0.0]) / (p[0] + p[2])
     np.testing.assert_allclose(circuit(0.5), expected, atol=TOL)
+
+
+# --- StatePrep on some wires, observables built before a loop, the QNode's own transforms -------
+
+
+def _reference(qfunc, n=3, transform=None):
+    """``qfunc`` on PennyLane's ``default.qubit`` (optionally transformed), and compiled."""
+    wrap = transform or (lambda q: q)
+    return wrap(qml.qnode(dev(n))(qfunc)), qjit(wrap(qml.qnode(dev(n))(qfunc)))
+
+
+VECTOR = np.array([1, 2, 3j, 4]) / np.sqrt(30)
+
+
+@pytest.mark.parametrize("wires", [[2, 0], [0, 2], [1, 2], [2, 1, 0]])
+def test_state_prep_on_some_wires_in_any_order(wires):
+    vector = np.arange(1, 2 ** len(wires) + 1) * np.exp(0.3j * np.arange(2 ** len(wires)))
+    vector = vector / np.linalg.norm(vector)
+
+    def first(v):  # the circuit's initial state, the vector traced
+        qml.StatePrep(v, wires=wires)
+        qml.RY(0.3, 1)
+        return qml.state()
+
+    def later(v):  # after gates, on wires in |0> and not: PennyLane applies its decomposition
+        qml.RX(0.4, 0), qml.Hadamard(1)
+        qml.StatePrep(v, wires=wires)
+        qml.CNOT([0, 1])
+        return qml.state()
+
+    for qfunc in (first, later):
+        reference, compiled = _reference(qfunc)
+        np.testing.assert_allclose(compiled(vector), reference(vector), atol=TOL)
+        assert compiled.jaxpr.in_avals[0].shape == vector.shape  # the vector is traced
+
+
+def test_state_prep_pad_with_and_normalize():
+    def circuit():
+        qml.Hadamard(0)
+        qml.StatePrep(np.array([1.0, 2.0, 2.0]), wires=[2, 1], pad_with=0.0, normalize=True)
+        return qml.state()
+
+    reference, compiled = _reference(circuit)
+    np.testing.assert_allclose(compiled(), reference(), atol=TOL)
+
+
+def _observables_before_a_loop(loop):
+    def circuit(x):
+        obs = qml.Z(0) @ qml.X(1)
+        ham = qml.Hamiltonian([0.3, -0.7], [qml.Y(0), qml.Z(1) @ qml.Z(2)])
+        total = 0.5 * qml.X(2) + qml.Z(1)
+        herm = qml.Hermitian(np.array([[1.0, 2j], [-2j, 0.5]]), wires=1)
+        qml.Hadamard(0)
+        loop(x)
+        return qml.expval(obs), qml.expval(ham), qml.var(total), qml.expval(herm)
+
+    return circuit
+
+
+def test_observable_combinations_built_before_a_loop_are_not_applied_as_gates():
+    def compiled_loop(x):
+        @for_loop(0, 3, 1)
+        def body(i):
+            qml.RY(x, 1), qml.CNOT([0, 2])
+
+        body()
+
+    def unrolled(x):
+        for _ in range(3):
+            qml.RY(x, 1), qml.CNOT([0, 2])
+
+    expected = qml.qnode(dev())(_observables_before_a_loop(unrolled))(0.4)
+    actual = qjit(qml.qnode(dev())(_observables_before_a_loop(compiled_loop)))(0.4)
+    np.testing.assert_allclose(np.asarray(actual), np.asarray(expected), atol=TOL)
+
+
+def test_observable_combination_before_a_mid_circuit_measurement():
+    def circuit(x):
+        obs = qml.X(0) @ qml.Y(1) + 0.5 * qml.Z(1)
+        qml.RX(x, 1)
+        measure(0, postselect=0)
+        qml.Hadamard(0)
+        return qml.expval(obs)
+
+    def reference(x):
+        qml.RX(x, 1)
+        qml.Hadamard(0)
+        return qml.expval(qml.X(0) @ qml.Y(1) + 0.5 * qml.Z(1))
+
+    np.testing.assert_allclose(qjit(qml.qnode(dev(2))(circuit))(0.7), qml.qnode(dev(2))(reference)(0.7), atol=TOL)
+
+
+@pytest.mark.parametrize("observable", [lambda z: z, lambda z: 2.0 * z @ qml.X(1), lambda z: qml.Hamiltonian([0.5], [z])])
+def test_gate_built_before_a_loop_and_measured_is_a_clear_error(observable):
+    def circuit(x):
+        z = qml.Z(0)
+
+        @for_loop(0, 2, 1)
+        def body(i):
+            qml.RY(x, 0)
+
+        body()
+        return qml.expval(observable(z))
+
+    with pytest.raises(TypeError, match=r"Z\(0\).*Build the observable where it is measured") as info:
+        qjit(qml.qnode(dev(2))(circuit))(0.3)
+    assert isinstance(info.value, CatalystLiteError)
+
+
+def test_product_queued_as_a_gate_before_a_loop_is_a_clear_error():
+    def circuit(x):
+        qml.prod(qml.RX(x, 0), qml.RY(x, 1))
+
+        @for_loop(0, 2, 1)
+        def body(i):
+            qml.Hadamard(0)
+
+        body()
+        return qml.probs()
+
+    with pytest.raises(TypeError, match="never measured.*Queue its gates separately") as info:
+        qjit(qml.qnode(dev(2))(circuit))(0.3)
+    assert isinstance(info.value, CatalystLiteError)
+
+
+def _redundant_circuit(cancelled=True):
+    """A circuit with pairs of gates that cancel_inverses removes (unless ``cancelled=False``:
+    the circuit without them, written by hand) and rotations that merge_rotations merges."""
+    def circuit(x):
+        for k in range(3):
+            qml.RX(x, 0), qml.RZ(0.1 * k, 2), qml.RZ(-0.1 * k, 2)
+        if cancelled:
+            qml.Hadamard(1), qml.CNOT([0, 1]), qml.CNOT([0, 1]), qml.Hadamard(1)
+        qml.SWAP([0, 2]), qml.RY(x, 0), qml.Hadamard(2), qml.CNOT([2, 1])
+        return qml.probs()
+
+    return circuit
+
+
+@qml.transform
+def _drop_hadamards(tape):
+    """An answer-changing transform: a wrong or skipped application shows in the result."""
+    return [tape.copy(operations=[op for op in tape.operations if op.name != "Hadamard"])], lambda r: r[0]
+
+
+@pytest.mark.parametrize("transform", [qml.transforms.cancel_inverses, qml.transforms.merge_rotations,
+                                       _drop_hadamards, qml.transforms.decompose(gate_set={"RX", "RY", "CNOT", "RZ", "GlobalPhase"})])
+def test_qnode_transforms_are_applied(transform):
+    reference, compiled = _reference(_redundant_circuit(), transform=transform)
+    np.testing.assert_allclose(compiled(0.3), reference(0.3), atol=TOL)
+    plain = qjit(qml.qnode(dev())(_redundant_circuit()))
+    untransformed = plain(0.3)
+    if transform is _drop_hadamards:
+        assert not np.allclose(untransformed, reference(0.3), atol=1e-3)
+    size = _equation_count(compiled.jaxpr.jaxpr)
+    if transform is qml.transforms.cancel_inverses:  # the program of the circuit without the pairs
+        by_hand = qjit(qml.qnode(dev())(_redundant_circuit(cancelled=False)))
+        by_hand(0.3)
+        assert size == _equation_count(by_hand.jaxpr.jaxpr) < _equation_count(plain.jaxpr.jaxpr)
+    if transform is qml.transforms.merge_rotations:  # fewer gates: a smaller program
+        assert size < _equation_count(plain.jaxpr.jaxpr)
+
+
+def test_qnode_transforms_apply_to_each_segment_of_a_loop():
+    def circuit(x):
+        qml.Hadamard(0), qml.Hadamard(1)
+
+        @for_loop(0, 3, 1)
+        def body(i):
+            qml.RY(x, 0), qml.Hadamard(1)
+
+        body()
+        qml.Hadamard(0)
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    def unrolled(x):
+        for _ in range(3):
+            qml.RY(x, 0)
+        return qml.expval(qml.Z(0) @ qml.Z(1))
+
+    compiled = qjit(_drop_hadamards(qml.qnode(dev(2))(circuit)))
+    np.testing.assert_allclose(compiled(0.4), qml.qnode(dev(2))(unrolled)(0.4), atol=TOL)
+
+
+@qml.transform
+def _measure_x_instead(tape):
+    return [tape.copy(measurements=[qml.expval(qml.X(0))])], lambda r: r[0]
+
+
+@pytest.mark.parametrize("transform, name", [(qml.transforms.split_non_commuting, "split_non_commuting"),
+                                             (_measure_x_instead, "_measure_x_instead")])
+def test_unsupported_qnode_transform_is_a_clear_error(transform, name):
+    circuit = transform(qml.qnode(dev(2))(lambda: (qml.expval(qml.X(0)), qml.expval(qml.Z(0)))))
+    with pytest.raises(TypeError, match=f"{name}.*only transforms that rewrite the gates into one circuit") as info:
+        qjit(circuit)()
+    assert isinstance(info.value, CatalystLiteError)
+
+
+def test_state_prep_as_first_operation_is_array_operations_not_its_decomposition():
+    def prepared(v):
+        qml.StatePrep(v, wires=[3, 1, 0, 2])
+        qml.RY(0.3, 1)
+        return qml.state()
+
+    def unprepared(v):
+        qml.RY(0.3, 1)
+        return qml.state()
+
+    vector = np.exp(0.2j * np.arange(16)) / 4
+    sizes = []
+    for qfunc in (prepared, unprepared):
+        compiled = qjit(qml.qnode(dev(5))(qfunc))
+        np.testing.assert_allclose(compiled(vector), qml.qnode(dev(5))(qfunc)(vector), atol=TOL)
+        sizes.append(_equation_count(compiled.jaxpr.jaxpr))
+    assert sizes[0] <= sizes[1] + 10  # a few array operations, not 2**4 decomposed gates

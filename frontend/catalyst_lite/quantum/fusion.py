@@ -172,14 +172,26 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
 
 @dataclass
 class _Gate:
-    """A gate of a planned run: its record's wires, and its matrix on its targets (a NumPy
-    constant when known; else traced, with a leading axis over repetitions in a loop body)."""
+    """A gate of a planned run: its record's wires, and its matrix on its targets: ``known`` (a
+    NumPy constant), else row ``position`` of ``stack``, the traced matrices of the run's gates of
+    its size, shape ``(gates, repetitions, d, d)``."""
 
     targets: tuple
     controls: tuple
     control_values: tuple
-    matrix: Any
+    known: np.ndarray | None
     monomial: Monomial | None
+    stack: Any = None
+    position: int = 0
+
+    @property
+    def matrix(self) -> Any:
+        """The known matrix, or the traced ones over repetitions, ``(repetitions, d, d)``."""
+        return self.known if self.known is not None else self.stack[self.position]
+
+    @property
+    def size(self) -> int:
+        return 2 ** len(self.targets)
 
 
 def has_known_wires(record: GateRecord) -> bool:
@@ -217,127 +229,152 @@ def _monomial(known: np.ndarray, record: GateRecord) -> Monomial | None:
 
 def _gates(columns: Sequence[Sequence[GateRecord]]) -> list[_Gate]:
     """One gate per column of records (the same gate in each repetition): known matrices as
-    constants, traced ones computed by one batched call per matrix size, shape ``(count, d, d)``."""
+    constants, traced ones computed by one batched call per matrix size into one stack."""
     traced_by_size: dict[int, list[int]] = {}
-    matrices: list[Any] = []
     for c, column in enumerate(columns):
-        known = _known_matrix(column[0])
-        matrices.append(known)
-        if known is None:
+        if _known_matrix(column[0]) is None:
             traced_by_size.setdefault(len(column[0].targets), []).append(c)
+    stacks: dict[int, tuple[Any, int]] = {}  # column -> (stack, position)
     for cols in traced_by_size.values():
-        stacked = stacked_matrices([r for c in cols for r in columns[c]])
-        stacked = jnp.reshape(stacked, (len(cols), len(columns[cols[0]])) + stacked.shape[1:])
-        for j, c in enumerate(cols):
-            matrices[c] = stacked[j]
+        stack = stacked_matrices([r for c in cols for r in columns[c]])
+        stack = jnp.reshape(stack, (len(cols), len(columns[cols[0]])) + stack.shape[1:])
+        stacks.update({c: (stack, j) for j, c in enumerate(cols)})
     gates = []
-    for column, matrix in zip(columns, matrices):
-        r = column[0]
-        monomial = _monomial(matrix, r) if isinstance(matrix, np.ndarray) else None
-        gates.append(_Gate(r.targets, r.controls, tuple(int(v) for v in r.control_values), matrix, monomial))
+    for c, column in enumerate(columns):
+        r, known = column[0], _known_matrix(column[0])
+        monomial = None if known is None else _monomial(known, r)
+        values = tuple(int(v) for v in r.control_values)
+        gates.append(_Gate(r.targets, r.controls, values, known, monomial, *stacks.get(c, (None, 0))))
     return gates
 
 
-def _with_controls(matrix: Any, control_values: tuple) -> Any:
-    """The matrix on ``controls + targets``: the identity, except ``matrix`` on the block of rows
-    and columns where the controls have their values."""
-    if not control_values:
-        return matrix
-    d = matrix.shape[-1]
-    size = d << len(control_values)
-    pattern = int("".join(str(v) for v in control_values), 2)
-    where = (Ellipsis, slice(pattern * d, (pattern + 1) * d), slice(pattern * d, (pattern + 1) * d))
-    if isinstance(matrix, np.ndarray):
-        full = np.broadcast_to(np.eye(size, dtype=np.complex128), matrix.shape[:-2] + (size, size)).copy()
-        full[where] = matrix
-        return full
-    full = jnp.broadcast_to(jnp.eye(size, dtype=jnp.complex128), matrix.shape[:-2] + (size, size))
-    return full.at[where].set(matrix)
+_ZERO, _ONE = -1, -2  # entries of an embedding table that are constants, not a gate's entry
 
 
-def _embedded(matrix: Any, gate_wires: tuple, block_wires: tuple) -> Any:
-    """A gate's matrix on ``gate_wires`` as a matrix on the (sorted) ``block_wires``: its tensor
-    product with the identity on the block's other wires, axes put in the block's order."""
-    if tuple(gate_wires) == tuple(block_wires):
-        return matrix
-    k, others = len(gate_wires), [w for w in block_wires if w not in gate_wires]
-    batch = matrix.shape[:-2]
-    xp = np if isinstance(matrix, np.ndarray) else jnp
-    gate = xp.reshape(matrix, batch + (2,) * (2 * k) + (1,) * (2 * len(others)))
-    identity = np.eye(2 ** len(others)).reshape((2,) * (2 * len(others)))
-    # axes: gate rows, gate columns, other rows, other columns -> block rows, block columns
-    axis = {w: m for m, w in enumerate(gate_wires)} | {w: 2 * k + m for m, w in enumerate(others)}
-    rows = [axis[w] for w in block_wires]
-    columns = [axis[w] + (k if w in gate_wires else len(others)) for w in block_wires]
-    order = list(range(len(batch))) + [len(batch) + a for a in rows + columns]
+def _embedding(gate: _Gate, block_wires: tuple) -> np.ndarray:
+    """Where each entry of ``gate``'s matrix on ``block_wires`` (first wire most significant)
+    comes from: a position in the gate's flattened matrix (on its targets), or ``_ZERO``/``_ONE``.
+    The gate acts on its targets where its controls hold, as the identity elsewhere, and as the
+    identity on the block's other wires.
+
+    >>> x = _Gate((1,), (0,), (1,), np.array([[0, 1], [1, 0]]), None)
+    >>> _embedding(x, (0, 1)).tolist()  # CNOT: the identity, then X in the lower right block
+    [[-2, -1, -1, -1], [-1, -2, -1, -1], [-1, -1, 0, 1], [-1, -1, 2, 3]]
+    """
     size = 2 ** len(block_wires)
-    return xp.reshape(xp.transpose(gate * identity, order), batch + (size, size))
+    rows, columns = np.arange(size)[:, None], np.arange(size)[None, :]
+
+    def bits(x: np.ndarray, wires: Sequence[int]) -> np.ndarray:
+        """The number whose bits are ``x``'s bits of ``wires`` (first wire most significant)."""
+        value = np.zeros_like(x)
+        for w in wires:
+            value = (value << 1) | ((x >> (len(block_wires) - 1 - block_wires.index(w))) & 1)
+        return value
+
+    others = [w for w in block_wires if w not in gate.controls + gate.targets]
+    untouched = (bits(rows, others + list(gate.controls)) == bits(columns, others + list(gate.controls)))
+    pattern = int("".join(str(v) for v in gate.control_values) or "0", 2)
+    active = bits(rows, gate.controls) == pattern
+    row, column = bits(rows, gate.targets), bits(columns, gate.targets)
+    entry = row * 2 ** len(gate.targets) + column
+    inside = np.where(active, entry, np.where(row == column, _ONE, _ZERO))
+    return np.where(untouched, inside, _ZERO)
 
 
-def _member_signature(gate: _Gate, wires: tuple) -> Hashable:
-    relative = tuple(wires.index(w) for w in gate.controls + gate.targets)
-    known = gate.matrix.tobytes() if isinstance(gate.matrix, np.ndarray) else None
-    return relative, gate.control_values, known, gate.matrix.shape[-1]
+def _products(blocks: Sequence[Block], gates: Sequence[_Gate], count: int, xp: Any) -> Any:
+    """The matrices of dense ``blocks`` all on the same number of wires, shape
+    ``(count, len(blocks), d, d)`` (``count``: repetitions; ``xp``: ``np`` for known matrices).
 
+    Every entry of a gate embedded in its block is 0, 1 or an entry of the gate's matrix, so the
+    embedded matrices at each depth of the blocks are one gather from the gates' entries (shorter
+    blocks padded with identities); their products are then batched matrix products: a few
+    operations for the whole run, whatever its number of blocks."""
+    members = sorted({m for block in blocks for m in block.members})
+    sources: list[Any] = []  # arrays of entries, each (count, n): traced stacks, then constants
+    start: dict[int, int] = {}
+    stacks = {id(gates[m].stack): gates[m].stack for m in members if gates[m].known is None}
+    offset = 0
+    for stack in stacks.values():
+        width = stack.shape[-1] ** 2
+        for m in members:
+            if gates[m].known is None and gates[m].stack is stack:
+                start[m] = offset + gates[m].position * width
+        sources.append(xp.reshape(xp.moveaxis(stack, 0, 1), (count, -1)))
+        offset += stack.shape[0] * width
+    constants = [np.zeros(1), np.ones(1)] + [gates[m].known.reshape(-1) for m in members if gates[m].known is not None]
+    zero, one = offset, offset + 1  # where 0 and 1 stand in the entries
+    offset += 2
+    for m in members:
+        if gates[m].known is not None:
+            start[m], offset = offset, offset + gates[m].size ** 2
+    sources.append(np.broadcast_to(np.concatenate(constants).astype(complex), (count, offset - zero)))
+    entries = xp.concatenate(sources, axis=1) if len(sources) > 1 else xp.asarray(sources[0])
 
-def _product(members: Sequence[_Gate], matrices: Sequence[Any], wires: tuple) -> Any:
-    """The product of the gates' matrices (later gates on the left) as a matrix on ``wires``."""
+    depth, size = max(len(b.members) for b in blocks), 2 ** len(blocks[0].wires)
+    identity = np.where(np.eye(size, dtype=bool), one, zero)
     product = None
-    for g, matrix in zip(members, matrices):
-        full = _embedded(_with_controls(matrix, g.control_values), g.controls + g.targets, wires)
-        product = full if product is None else full @ product
+    for k in range(depth):
+        table = np.empty((len(blocks), size, size), np.int32)
+        for j, block in enumerate(blocks):
+            if k >= len(block.members):
+                table[j] = identity
+                continue
+            m = block.members[k]
+            embedding = _embedding(gates[m], tuple(sorted(block.wires)))
+            table[j] = np.where(embedding >= 0, start[m] + embedding, np.where(embedding == _ONE, one, zero))
+        embedded = entries[:, table]  # (count, blocks, size, size)
+        product = embedded if product is None else embedded @ product
     return product
 
 
 @dataclass
 class _BlockMatrices:
-    """The matrices of a run's dense and wide blocks. Known ones are NumPy constants per block;
-    traced ones are computed per *group* of blocks built alike (same gates at the same relative
-    wires), stacked on a leading axis: a few batched operations instead of a few per block."""
+    """The matrices of a run's dense and wide blocks: known ones as NumPy constants; traced ones
+    in a few stacks (one per matrix size, shape ``(count, blocks, d, d)``), picked per
+    repetition."""
 
     n_blocks: int
     known: dict = field(default_factory=dict)
-    groups: list = field(default_factory=list)
-    slot: dict = field(default_factory=dict)  # block -> (group, position in the group)
+    stacks: list = field(default_factory=list)
+    slot: dict = field(default_factory=dict)  # block -> (stack, position in the stack)
 
-    def picked(self, pick: Callable[[Any], Any] = lambda m: m) -> list[Any]:
-        """Each block's matrix (``None`` for monomial blocks), the traced ones after ``pick``
-        and behind one optimization barrier: XLA would otherwise fuse their computation into
-        every amplitude's update, recomputing it ``2**n`` times."""
-        fenced = lax.optimization_barrier(tuple(pick(g) for g in self.groups)) if self.groups else ()
+    def add_stack(self, stack: Any, blocks: Sequence[int]) -> None:
+        self.slot.update({b: (len(self.stacks), j) for j, b in enumerate(blocks)})
+        self.stacks.append(stack)
+
+    def picked(self, repetition: Callable[[Any], Any]) -> list[Any]:
+        """Each block's matrix (``None`` for monomial blocks), ``repetition`` picking the current
+        repetition of each stack; the traced ones behind one optimization barrier: XLA would
+        otherwise fuse their computation into every amplitude's update, recomputing it ``2**n``
+        times."""
+        fenced = lax.optimization_barrier(tuple(repetition(s) for s in self.stacks)) if self.stacks else ()
         matrices: list[Any] = [None] * self.n_blocks
         for b, matrix in self.known.items():
             matrices[b] = matrix
-        for b, (group, position) in self.slot.items():
-            matrices[b] = fenced[group][position]
+        for b, (stack, position) in self.slot.items():
+            matrices[b] = fenced[stack][position]
         return matrices
 
 
-def _block_matrices(blocks: Sequence[Block], gates: Sequence[_Gate]) -> _BlockMatrices:
-    groups: dict[Hashable, list[int]] = {}
-    for b, block in enumerate(blocks):
-        if block.kind == "wide":
-            groups[("wide", b)] = [b]
-        elif block.kind == "dense":
-            wires = tuple(sorted(block.wires))
-            signature = tuple(_member_signature(gates[m], wires) for m in block.members)
-            groups.setdefault(signature, []).append(b)
+def _block_matrices(blocks: Sequence[Block], gates: Sequence[_Gate], count: int) -> _BlockMatrices:
+    """The matrices of ``blocks``, for ``count`` repetitions (see :class:`_BlockMatrices`)."""
     result = _BlockMatrices(len(blocks))
-    for alike in groups.values():
-        first = blocks[alike[0]]
-        members = [gates[m] for m in first.members]
-        stacked = [g.matrix if isinstance(g.matrix, np.ndarray)
-                   else jnp.stack([gates[blocks[b].members[i]].matrix for b in alike])
-                   for i, g in enumerate(members)]
-        if first.kind == "wide":
-            matrix = stacked[0]
-        else:
-            matrix = _product(members, stacked, tuple(sorted(first.wires)))
-        if isinstance(matrix, np.ndarray):
-            result.known.update({b: matrix for b in alike})
-        else:
-            result.slot.update({b: (len(result.groups), j) for j, b in enumerate(alike)})
-            result.groups.append(matrix)
+    traced_by_size: dict[int, list[int]] = {}
+    for b, block in enumerate(blocks):
+        members = [gates[m] for m in block.members]
+        known = all(g.known is not None for g in members)
+        if block.kind == "wide":
+            g = members[0]
+            if known:
+                result.known[b] = g.matrix
+            else:
+                result.add_stack(g.matrix[:, None], [b])
+        elif block.kind == "dense" and known:
+            result.known[b] = _products([block], gates, 1, np)[0, 0]
+        elif block.kind == "dense":
+            traced_by_size.setdefault(len(block.wires), []).append(b)
+    for bs in traced_by_size.values():
+        result.add_stack(_products([blocks[b] for b in bs], gates, count, jnp), bs)
     return result
 
 
@@ -384,10 +421,9 @@ def _apply_unrolled(vector, records: Sequence[GateRecord], n_wires: int, fallbac
     blocks = fuse([_shape_of(r) for r in records])
     if len(blocks) > MAX_UNROLLED_BLOCKS:
         return fallback(vector, records)
-    gates = [_Gate(g.targets, g.controls, g.control_values,
-                   g.matrix if isinstance(g.matrix, np.ndarray) else g.matrix[0], g.monomial)
-             for g in _gates([[r] for r in records])]
-    return _apply_blocks(vector, blocks, gates, _block_matrices(blocks, gates).picked(), n_wires)
+    gates = _gates([[r] for r in records])
+    matrices = _block_matrices(blocks, gates, 1).picked(lambda stack: stack[0])
+    return _apply_blocks(vector, blocks, gates, matrices, n_wires)
 
 
 def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], period: int, count: int, n_wires: int):
@@ -396,12 +432,12 @@ def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], per
     columns = [records[p::period] for p in range(period)]
     gates = _gates(columns)
     blocks = fuse([_shape_of(r) for r in records[:period]])
-    matrices = _block_matrices(blocks, gates)
+    matrices = _block_matrices(blocks, gates, count)
     state_carry.vector = vector
 
     @for_loop(0, count, 1)
     def repetition(i):
-        picked = matrices.picked(lambda m: lax.dynamic_index_in_dim(m, i, axis=1, keepdims=False))
+        picked = matrices.picked(lambda stack: lax.dynamic_index_in_dim(stack, i, keepdims=False))
         state_carry.vector = _apply_blocks(state_carry.vector, blocks, gates, picked, n_wires)
 
     repetition()

@@ -23,7 +23,7 @@ from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer
 from ..jax_extras.provenance import static_element_source
 
-__all__ = ["GateRecord", "WireMap", "gate_records", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
+__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
 
 SUPPORTED_GATES = frozenset({
     "Identity", "PauliX", "PauliY", "PauliZ", "Hadamard", "S", "T", "SX",
@@ -176,7 +176,11 @@ def _qml():
 def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
     """The records that apply ``op`` (a PennyLane operator) to the state, in order."""
     qml = _qml()
-    if isinstance(op, qml.ops.Controlled):
+    if op.name == "GlobalPhase":
+        return [_global_phase_record(op, wires)]
+    # A controlled operator without wires of its own (a controlled GlobalPhase) is its
+    # decomposition (a PhaseShift on a control wire), below.
+    if isinstance(op, qml.ops.Controlled) and len(op.base.wires):
         controls = wires.indices(op.control_wires, op.name)
         values = tuple(op.control_values)
         return [
@@ -195,6 +199,31 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         f"catalyst_lite cannot compile the quantum operation {op.name}. Supported: "
         f"{supported_summary()}."
     )
+
+
+def _global_phase_record(op: Any, wires: WireMap) -> GateRecord:
+    """``GlobalPhase(phi)``: ``exp(-i phi)`` times the identity on one wire (its own first wire,
+    else the device's first), so that ``qml.state()`` keeps the phase of decompositions."""
+    target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
+    return GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))
+
+
+def initial_state(op: Any, wires: WireMap) -> Any:
+    """The state ``StatePrep(vector, W)`` prepares from ``|0...0>``, as ``default.qubit`` does
+    for a circuit's first operation: ``vector`` on the wires ``W`` (its first entry's bit order
+    is that of ``W``), the other wires in ``|0>``. Array operations; ``vector`` may be traced."""
+    targets = list(wires.indices(op.wires, op.name))
+    if not all(isinstance(t, int) for t in targets):
+        raise QuantumOperationError(f"{op.name} on traced wires is not supported; pass wire labels.")
+    if getattr(op, "batch_size", None):
+        raise QuantumOperationError(f"{op.name} with broadcast (batched) states is not supported.")
+    vector = op.parameters[0].toarray() if getattr(op, "is_sparse", False) else op.parameters[0]
+    n, k = wires.n_wires, len(targets)
+    others = [w for w in range(n) if w not in targets]
+    # Rows: the W wires in W's order; column 0: the other wires all in |0>.
+    table = jnp.zeros((2**k, 2 ** (n - k)), jnp.complex128).at[:, 0].set(
+        jnp.asarray(vector, jnp.complex128).reshape(-1))
+    return jnp.transpose(table.reshape((2,) * n), np.argsort(targets + others)).reshape(-1)
 
 
 def bit_flip_matrix(bit: Any) -> Any:

@@ -10,7 +10,11 @@ While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`
    branch being traced, a mid-circuit measurement, or the terminal measurements. Gates written in
    a loop body are therefore applied inside that body. (Gates wait until then rather than being
    applied on queuing because PennyLane removes an operator from the queue again when it becomes
-   the base of ``qml.adjoint``/``qml.ctrl``.)
+   the base of ``qml.adjoint``/``qml.ctrl``.) Observables that are not gates (products, sums,
+   Hamiltonians, ``Hermitian``) stay queued until the terminal measurements, which may take them;
+   the QNode's own transforms rewrite the operations of each applied stretch (:mod:`.transforms`);
+   a ``StatePrep`` that is the circuit's first operation sets the state, a later one is its
+   decomposition (as on ``default.qubit``).
 4. runs of gates are applied by one counted loop over their stacked matrices and wires
    (:func:`apply_records`), so the compiled program's size does not grow with the circuit's.
 
@@ -46,9 +50,10 @@ from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer, is_tracing
 from . import prng
 from .fusion import apply_known_wires, has_known_wires
-from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, stacked_matrices
+from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, initial_state, stacked_matrices
 from .measurements import measure_terminal
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
+from .transforms import qnode_pipeline, transformed_operations
 
 __all__ = ["execute_qnode", "measure", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "apply_records", "SUPPORTED_DEVICES"]
 
@@ -174,11 +179,13 @@ class KeyCarry:
 class QuantumState:
     """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far."""
 
-    def __init__(self, n_wires: int, wires: WireMap, recorder: "CircuitRecorder"):
+    def __init__(self, n_wires: int, wires: WireMap, recorder: "CircuitRecorder", pipeline: Any = None):
         self.n_wires = n_wires
         self.wires = wires
         self.recorder = recorder
+        self.pipeline = pipeline  # the QNode's own transforms (None or empty: none)
         self.vector = zero_state(n_wires)
+        self.fresh = True  # still |0...0>, nothing applied: a StatePrep here is the initial state
 
     def get(self):
         self.flush()
@@ -186,17 +193,23 @@ class QuantumState:
 
     def set(self, value) -> None:
         self.vector = value
+        self.fresh = False
 
-    def flush(self) -> None:
-        ops = self.recorder.take_operations()
+    def flush(self, measurements: Sequence[Any] | None = None) -> None:
+        """Apply the queued operations. ``measurements``: this is the circuit's last segment, and
+        these are its terminal measurements (the QNode's transforms see them)."""
+        final = measurements is not None
+        ops = self.recorder.take_operations(final)
+        if self.pipeline and (ops or final):  # the last segment: measurements are checked too
+            ops = transformed_operations(self.pipeline, ops, measurements or ())
         records: list[GateRecord] = []
         for op in ops:
             if op.name in _SKIPPED:
                 continue
-            if op.name == "StatePrep":
-                self.vector = apply_records(self, self.vector, records)
-                records = []
-                self.vector = _state_prep(op, self.wires)
+            if op.name == "StatePrep" and self.fresh and not records:
+                # default.qubit's initial state; a later StatePrep is its decomposition, below.
+                self.vector = initial_state(op, self.wires)
+                self.fresh = False
             elif op.name in PREPARATIONS:
                 records += PREPARATIONS[op.name](op, self.wires)
             elif type(op).__name__ == "MidMeasureMP":
@@ -206,16 +219,17 @@ class QuantumState:
                 )
             else:
                 records += gate_records(op, self.wires)
-        self.vector = apply_records(self, self.vector, records)
+        if records:
+            self.vector = apply_records(self, self.vector, records)
+            self.fresh = False
 
 
-def _state_prep(op, wires: WireMap):
-    if list(wires.indices(op.wires, op.name)) != list(range(wires.n_wires)):
-        raise QuantumOperationError(
-            f"StatePrep is supported on all the device's wires in order ({wires.labels}), got "
-            f"wires {list(op.wires)}."
-        )
-    return jnp.asarray(op.parameters[0], jnp.complex128).reshape(-1)
+def _observable_types() -> tuple:
+    """Operator types that are observables and not gates: a flush before the end of the QNode
+    leaves them queued, since a measurement written later may still take them."""
+    import pennylane as qml
+
+    return (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)
 
 
 @functools.cache
@@ -223,15 +237,60 @@ def _recorder_class():
     import pennylane as qml
 
     class CircuitRecorder(qml.queuing.AnnotatedQueue):
-        """The queuing context of a compiled circuit: operators wait here until applied."""
+        """The queuing context of a compiled circuit: operators wait here until applied.
 
-        def take_operations(self) -> list:
+        ``applied`` holds the operators taken to be applied as gates (by ``id``), so that a
+        measurement of one of them is an error rather than a wrong answer; ``deferred`` the
+        observable-type operators a flush left queued.
+        """
+
+        def __init__(self):
+            super().__init__()
+            self.applied: dict[int, Any] = {}
+            self.deferred: dict[int, Any] = {}
+
+        def take_operations(self, final: bool = False) -> list:
+            """The queued operators to apply now, removed from the queue. Before the last
+            segment (``final=False``) observable-type operators stay queued."""
             ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
+            if not final:
+                self.deferred.update((id(o), o) for o in ops if isinstance(o, _observable_types()))
+                ops = [o for o in ops if not isinstance(o, _observable_types())]
             for o in ops:
+                if self.deferred.get(id(o)) is o:
+                    raise QuantumOperationError(
+                        f"{o} was built before a loop, branch or mid-circuit measurement and is "
+                        "never measured, so it would be applied as a gate out of order: "
+                        "catalyst_lite keeps observables (products, sums, Hamiltonians, Hermitian) "
+                        "out of the gates applied before such a point. Queue its gates separately "
+                        "or build it after the loop."
+                    )
                 self.remove(o)
+                self.applied[id(o)] = o
             return ops
 
+        def check_not_applied(self, mp: Any) -> None:
+            """Raise if ``mp``'s observable, or an operator inside it, was applied as a gate."""
+            for part in _operator_parts(getattr(mp, "obs", None)):
+                if self.applied.get(id(part)) is part:
+                    raise QuantumOperationError(
+                        f"The observable {part} of {type(mp).__name__} was built before a loop, "
+                        "branch or mid-circuit measurement, where catalyst_lite applied it as a "
+                        "gate. Build the observable where it is measured, after the loop."
+                    )
+
     return CircuitRecorder
+
+
+def _operator_parts(op: Any) -> Iterator[Any]:
+    """``op`` and, recursively, the operators it is built from (operands, bases)."""
+    if op is None:
+        return
+    yield op
+    for child in getattr(op, "operands", ()):
+        yield from _operator_parts(child)
+    if hasattr(op, "base"):
+        yield from _operator_parts(op.base)
 
 
 # --- applying gates ------------------------------------------------------------------------------
@@ -364,7 +423,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict):
     kwargs = dict(kwargs)
     shots = qnode._get_shots(kwargs).total_shots
     recorder = _recorder_class()()
-    state = QuantumState(wires.n_wires, wires, recorder)
+    state = QuantumState(wires.n_wires, wires, recorder, qnode_pipeline(qnode))
     key = KeyCarry(_traced().next_key())
     circuit = _Circuit(state, key)
     stack = _circuits()
@@ -372,8 +431,11 @@ def execute_qnode(qnode, args: tuple, kwargs: dict):
     try:
         with ambient_carry(state), ambient_carry(key), recorder:
             output = qnode.func(*args, **kwargs)
-            state.flush()  # while ambient: a loop applying the last gates must carry the state
-        is_mp = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
+            is_mp = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
+            measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=is_mp) if is_mp(m)]
+            for m in measurements:
+                recorder.check_not_applied(m)
+            state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
 
         def value(x):
             if not is_mp(x):
