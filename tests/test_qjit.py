@@ -637,3 +637,30 @@ def test_qjit_without_arguments_called_while_another_traces_is_staged_into_it():
 
     np.testing.assert_array_equal(outer(5), np.arange(3.0) * 2.0 + 1.0)
     assert any(e.primitive.name == "mul" for e in outer.jaxpr.jaxpr.eqns)  # inlined, not a constant
+
+
+def test_garbage_collection_is_paused_while_tracing_and_restored_after():
+    import gc
+
+    seen = []
+
+    def f(x):
+        seen.append(gc.isenabled())
+        return x + 1.0
+
+    assert gc.isenabled()
+    qjit(f)(1.0)
+    assert seen == [False] and gc.isenabled()
+
+    def bad(x):
+        raise ValueError("user error while tracing")
+
+    with pytest.raises(ValueError):
+        qjit(bad)(1.0)
+    assert gc.isenabled()  # restored after a failed trace too
+    gc.disable()
+    try:
+        qjit(f)(2.0)
+        assert not gc.isenabled()  # a user's own setting is kept
+    finally:
+        gc.enable()

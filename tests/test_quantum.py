@@ -200,7 +200,21 @@ def test_without_a_seed_every_call_draws_anew():
     assert all(set(d.tolist()) <= {0, 1} for d in draws)
     # The key is a constant of the program replaced on each call: the traced program has no
     # extra argument, and nothing is traced again.
-    assert f.jaxpr.jaxpr.invars == []
+    assert f.jaxpr.jaxpr.invars == [] and len(f._last.fresh_consts) == 1
+
+
+def test_a_program_that_never_draws_does_not_refresh_its_key():
+    def circuit(x):
+        @for_loop(0, 3, 1)
+        def layer(i):  # the key is carried through the loop, but nothing draws from it
+            qml.RX(x, 0)
+
+        layer()
+        return qml.expval(qml.Z(0))
+
+    f = qjit(qml.qnode(dev(1))(circuit))
+    assert float(f(0.2)) == pytest.approx(np.cos(0.6), abs=TOL)
+    assert f._last.fresh_consts == {}
 
 
 def test_unseeded_key_of_a_qjit_called_inside_another_is_drawn_anew():

@@ -316,13 +316,14 @@ class _ValidatedCall:
         self.results = _results_function(program)
 
     def __call__(self, args: tuple) -> Any:
-        prefix = (*self.program.consts(), *self.implicit) if self.fresh_prefix else self.prefix
-        full = (*prefix, *args) if prefix else args
-        spec = None if self.needs_x64 else self.runner.compiled(full)
-        if spec is None:
-            with x64_scope():
-                return self.program.run(self.implicit, args)
-        return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
+        if not self.needs_x64:
+            prefix = (*self.program.consts(), *self.implicit) if self.fresh_prefix else self.prefix
+            full = (*prefix, *args) if prefix else args
+            spec = self.runner.compiled(full)
+            if spec is not None:
+                return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
+        with x64_scope():
+            return self.program.run(self.implicit, args)
 
 
 def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:

@@ -8,9 +8,14 @@ each implicit dimension comes from at call time.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Iterator, Sequence
 
+import jax
+import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler import assumptions as _assumptions  # noqa: F401  (registers a specialization rule)
@@ -27,10 +32,11 @@ from .jax_extras import (
     make_input_type,
     pe,
     trace_to_jaxpr,
+    x64_scope,
 )
 from .signature import AxesSpec, LeafSpec
 
-__all__ = ["TracedProgram", "trace_program", "dimension_sources", "implicit_values"]
+__all__ = ["TracedProgram", "trace_program", "dimension_sources", "implicit_values", "gc_paused"]
 
 
 @dataclass
@@ -118,6 +124,47 @@ def implicit_values(
     return values
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's automatic cyclic garbage collection paused while this thread (or another) traces.
+
+    A trace allocates many short-lived objects. A full collection triggered in the middle of one
+    walks the whole heap (JAX, PennyLane) and adds about 0.1 s to a first call. The garbage is
+    collected after the trace instead. A user who disabled collection keeps it disabled.
+
+    >>> import gc
+    >>> with gc_paused():
+    ...     paused = not gc.isenabled()
+    >>> paused, gc.isenabled()
+    (True, True)
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def _on_device(consts: Sequence[Any]) -> list[Any]:
+    """The traced program's NumPy constants (index tables, gate matrices...) moved to the device
+    once, in their own types, rather than converted again by every call."""
+    with x64_scope():
+        return [jax.device_put(c) if isinstance(c, np.ndarray) else c for c in consts]
+
+
 def trace_program(
     fn: Callable[..., Any],
     tree: PyTreeDef,
@@ -145,10 +192,10 @@ def trace_program(
 
     scalar_dtypes = [s.dtype if s.shape == () else None for s in leaf_specs]
     # Translated outside `dynamic_tracing`: the messages are built with the user's JAX settings.
-    with user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing():
+    with gc_paused(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing():
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name)
     axis_names, dim_sources = dimension_sources(axes_specs)
-    closed = ClosedJaxpr(jaxpr, consts)
+    closed = ClosedJaxpr(jaxpr, _on_device(consts))
     runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)
     return TracedProgram(closed, in_type, out_type, out_tree_box[-1], dim_sources, axis_names, runner)

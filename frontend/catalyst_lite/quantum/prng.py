@@ -22,7 +22,7 @@ import numpy as np
 from jax import lax
 from jax.extend.random import threefry_2x32
 
-__all__ = ["key_from_seed", "unseeded_key", "is_unseeded_key", "host_key", "fold_in", "split", "uniform", "sample_indices"]
+__all__ = ["key_from_seed", "mark_unseeded", "is_unseeded_key", "host_key", "fold_in", "split", "uniform", "sample_indices"]
 
 
 def key_from_seed(seed: int) -> jax.Array:
@@ -40,20 +40,21 @@ _unseeded: dict[int, weakref.ref] = {}
 _unseeded_lock = threading.Lock()
 
 
-def unseeded_key() -> jax.Array:
-    """A placeholder key for a program without a seed: a constant of the traced program that every
-    call replaces with :func:`host_key` (see :func:`is_unseeded_key`)."""
-    key = key_from_seed(0)
+def mark_unseeded(key: jax.Array) -> None:
+    """Mark ``key`` (a constant of a traced program, see :func:`key_from_seed`) as a placeholder
+    that every call of the program replaces with :func:`host_key`."""
     with _unseeded_lock:
         _unseeded[id(key)] = weakref.ref(key, lambda _, i=id(key): _unseeded.pop(i, None))
-    return key
 
 
 def is_unseeded_key(value: object) -> bool:
-    """True when ``value`` is (this very object) a key made by :func:`unseeded_key`.
+    """True when ``value`` is (this very object) a key passed to :func:`mark_unseeded`.
 
-    >>> is_unseeded_key(unseeded_key()), is_unseeded_key(key_from_seed(0))
-    (True, False)
+    >>> key = key_from_seed(0)
+    >>> before = is_unseeded_key(key)
+    >>> mark_unseeded(key)
+    >>> before, is_unseeded_key(key), is_unseeded_key(key_from_seed(0))
+    (False, True, False)
     """
     ref = _unseeded.get(id(value))
     return ref is not None and ref() is value

@@ -95,13 +95,19 @@ class TracedCircuits:
     def compile_options(self) -> dict[str, Any]:
         return dict(CIRCUIT_COMPILE_OPTIONS) if self.count else {}
 
-    def next_key(self) -> Any:
+    def next_key(self) -> "KeyCarry":
         """The key of the next QNode compiled into the program."""
         if self.base_key is None:
-            self.base_key = prng.unseeded_key() if self.seed is None else prng.key_from_seed(self.seed)
+            self.base_key = prng.key_from_seed(0 if self.seed is None else self.seed)
         key = prng.fold_in(self.base_key, self.count)
         self.count += 1
-        return key
+        return KeyCarry(key, self._drawing)
+
+    def _drawing(self) -> None:
+        """A QNode draws from the program's key: without a seed, calls must replace it (until
+        then its value does not matter, and calls need not pay for a fresh one)."""
+        if self.seed is None:
+            prng.mark_unseeded(self.base_key)
 
     @staticmethod
     def fresh_consts(consts: Sequence[Any]) -> dict[int, Callable[[], Any]]:
@@ -159,10 +165,12 @@ def _traced() -> TracedCircuits:
 
 
 class KeyCarry:
-    """The PRNG key threaded through control flow (an ambient carry)."""
+    """The PRNG key threaded through control flow (an ambient carry); ``on_draw`` is told of each
+    draw."""
 
-    def __init__(self, key):
+    def __init__(self, key, on_draw: Callable[[], None] = lambda: None):
         self.key = key
+        self.on_draw = on_draw
 
     def get(self):
         return self.key
@@ -172,6 +180,7 @@ class KeyCarry:
 
     def split(self):
         """A fresh key for one random draw; the carried key moves on."""
+        self.on_draw()
         self.key, sub = prng.split(self.key)
         return sub
 
@@ -424,7 +433,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict):
     shots = qnode._get_shots(kwargs).total_shots
     recorder = _recorder_class()()
     state = QuantumState(wires.n_wires, wires, recorder, qnode_pipeline(qnode))
-    key = KeyCarry(_traced().next_key())
+    key = _traced().next_key()
     circuit = _Circuit(state, key)
     stack = _circuits()
     stack.append(circuit)
