@@ -9,6 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jax.experimental import enable_x64
 
+from circuits import layered
+
 from catalyst_lite import qjit
 from catalyst_lite.quantum.fusion import MAX_FUSED_WIRES, Shape, fuse, repeated_stretches
 from catalyst_lite.quantum.monomials import AffineMap, Monomial, apply_monomials
@@ -125,15 +127,7 @@ def test_repeated_random_layers_match_default_qubit(seed, repeats):
 
 def test_gradient_through_a_repeated_fused_circuit():
     n, layers = 4, 5
-
-    def circuit(params):
-        for layer in range(layers):
-            for w in range(n):
-                qml.RY(params[layer, w], wires=w)
-            for w in range(n - 1):
-                qml.CNOT(wires=[w, w + 1])
-        return qml.expval(qml.Z(0) @ qml.Z(n - 1))
-
+    circuit = layered(n, layers, rotation=qml.RY, observable=qml.Z(0) @ qml.Z(n - 1))
     dev = qml.device("default.qubit", wires=n)
     params = np.random.default_rng(3).uniform(0, np.pi, (layers, n))
     with enable_x64():

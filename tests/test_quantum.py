@@ -8,6 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from circuits import layered
+
 from catalyst_lite import CatalystLiteError, cond, for_loop, measure, qjit, while_loop
 
 TOL = 1e-10
@@ -362,18 +364,6 @@ def test_device_without_fixed_wires():
         qjit(qml.qnode(qml.device("default.qubit"))(lambda: qml.expval(qml.Z(0))))()
 
 
-def _layered(n_wires: int, layers: int):
-    def circuit(params):
-        for layer in range(layers):
-            for w in range(n_wires):
-                qml.RX(params[layer, w], wires=w)
-            for w in range(n_wires - 1):
-                qml.CNOT(wires=[w, w + 1])
-        return qml.expval(qml.Z(0))
-
-    return circuit
-
-
 def _equation_count(jaxpr, skip=()) -> int:
     """Equations of ``jaxpr`` and the jaxprs nested in it, except those of primitives ``skip``."""
     return sum((e.primitive.name not in skip) + sum(_equation_count(sub, skip) for sub in jax.core.jaxprs_in_params(e.params))
@@ -384,8 +374,8 @@ def test_repeated_layers_are_one_loop_whatever_their_number():
     sizes = {}
     for layers in (3, 30):
         params = np.random.default_rng(layers).uniform(0, np.pi, (layers, 4))
-        f = qjit(qml.qnode(dev(4))(_layered(4, layers)))
-        expected = qml.qnode(dev(4))(_layered(4, layers))(params)
+        f = qjit(qml.qnode(dev(4))(layered(4, layers)))
+        expected = qml.qnode(dev(4))(layered(4, layers))(params)
         assert np.allclose(f(params), expected, atol=1e-10)
         assert sum(e.primitive.name == "for_loop" for e in f.jaxpr.jaxpr.eqns) == 1
         # The user's own ``params[layer, w]`` (a slice and a squeeze each) grow with the layers.
