@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import operator
 import threading
 from typing import Any, Callable, Hashable, Sequence
@@ -24,7 +23,6 @@ import numpy as np
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
-    CatalystLiteError,
     CompileError,
     UnsupportedOperationError,
     function_name,

@@ -230,9 +230,10 @@ def _monomial(known: np.ndarray, record: GateRecord) -> Monomial | None:
 def _gates(columns: Sequence[Sequence[GateRecord]]) -> list[_Gate]:
     """One gate per column of records (the same gate in each repetition): known matrices as
     constants, traced ones computed by one batched call per matrix size into one stack."""
+    known = [_known_matrix(column[0]) for column in columns]
     traced_by_size: dict[int, list[int]] = {}
     for c, column in enumerate(columns):
-        if _known_matrix(column[0]) is None:
+        if known[c] is None:
             traced_by_size.setdefault(len(column[0].targets), []).append(c)
     stacks: dict[int, tuple[Any, int]] = {}  # column -> (stack, position)
     for cols in traced_by_size.values():
@@ -241,10 +242,10 @@ def _gates(columns: Sequence[Sequence[GateRecord]]) -> list[_Gate]:
         stacks.update({c: (stack, j) for j, c in enumerate(cols)})
     gates = []
     for c, column in enumerate(columns):
-        r, known = column[0], _known_matrix(column[0])
-        monomial = None if known is None else _monomial(known, r)
+        r = column[0]
+        monomial = None if known[c] is None else _monomial(known[c], r)
         values = tuple(int(v) for v in r.control_values)
-        gates.append(_Gate(r.targets, r.controls, values, known, monomial, *stacks.get(c, (None, 0))))
+        gates.append(_Gate(r.targets, r.controls, values, known[c], monomial, *stacks.get(c, (None, 0))))
     return gates
 
 
@@ -281,6 +282,32 @@ def _embedding(gate: _Gate, block_wires: tuple) -> np.ndarray:
     return np.where(untouched, inside, _ZERO)
 
 
+def _gate_entries(members: Sequence[int], gates: Sequence[_Gate], count: int, xp: Any) -> tuple[Any, dict[int, int], int, int]:
+    """What the block matrices are gathered from: ``entries`` of shape ``(count, n)``, made of
+    the traced stacks' entries (each stack whole: no slicing per gate), then 0, 1 and the known
+    gates' entries. Returns ``entries``, where each member gate's entries start, and where 0 and
+    1 stand."""
+    sources: list[Any] = []
+    start: dict[int, int] = {}
+    stacks = {id(gates[m].stack): gates[m].stack for m in members if gates[m].known is None}
+    offset = 0
+    for stack in stacks.values():
+        width = stack.shape[-1] ** 2
+        start.update({m: offset + gates[m].position * width for m in members if gates[m].stack is stack})
+        sources.append(xp.reshape(xp.moveaxis(stack, 0, 1), (count, -1)))
+        offset += stack.shape[0] * width
+    zero, one = offset, offset + 1
+    constants = [np.zeros(1), np.ones(1)]
+    offset += 2
+    for m in members:
+        if gates[m].known is not None:
+            start[m], offset = offset, offset + gates[m].size ** 2
+            constants.append(gates[m].known.reshape(-1))
+    sources.append(np.broadcast_to(np.concatenate(constants).astype(complex), (count, offset - zero)))
+    entries = xp.concatenate(sources, axis=1) if len(sources) > 1 else xp.asarray(sources[0])
+    return entries, start, zero, one
+
+
 def _products(blocks: Sequence[Block], gates: Sequence[_Gate], count: int, xp: Any) -> Any:
     """The matrices of dense ``blocks`` all on the same number of wires, shape
     ``(count, len(blocks), d, d)`` (``count``: repetitions; ``xp``: ``np`` for known matrices).
@@ -290,26 +317,7 @@ def _products(blocks: Sequence[Block], gates: Sequence[_Gate], count: int, xp: A
     blocks padded with identities); their products are then batched matrix products: a few
     operations for the whole run, whatever its number of blocks."""
     members = sorted({m for block in blocks for m in block.members})
-    sources: list[Any] = []  # arrays of entries, each (count, n): traced stacks, then constants
-    start: dict[int, int] = {}
-    stacks = {id(gates[m].stack): gates[m].stack for m in members if gates[m].known is None}
-    offset = 0
-    for stack in stacks.values():
-        width = stack.shape[-1] ** 2
-        for m in members:
-            if gates[m].known is None and gates[m].stack is stack:
-                start[m] = offset + gates[m].position * width
-        sources.append(xp.reshape(xp.moveaxis(stack, 0, 1), (count, -1)))
-        offset += stack.shape[0] * width
-    constants = [np.zeros(1), np.ones(1)] + [gates[m].known.reshape(-1) for m in members if gates[m].known is not None]
-    zero, one = offset, offset + 1  # where 0 and 1 stand in the entries
-    offset += 2
-    for m in members:
-        if gates[m].known is not None:
-            start[m], offset = offset, offset + gates[m].size ** 2
-    sources.append(np.broadcast_to(np.concatenate(constants).astype(complex), (count, offset - zero)))
-    entries = xp.concatenate(sources, axis=1) if len(sources) > 1 else xp.asarray(sources[0])
-
+    entries, start, zero, one = _gate_entries(members, gates, count, xp)
     depth, size = max(len(b.members) for b in blocks), 2 ** len(blocks[0].wires)
     identity = np.where(np.eye(size, dtype=bool), one, zero)
     product = None

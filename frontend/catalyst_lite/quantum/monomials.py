@@ -24,7 +24,7 @@ compute ``j``:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np

@@ -5,7 +5,8 @@ While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`
 
 1. the state vector and a PRNG key become *ambient carries* (``control_flow.common``), so every
    ``for_loop``/``while_loop`` carries them and every ``cond`` branch returns them;
-2. the quantum function runs under a :class:`CircuitRecorder` (a PennyLane queuing context);
+2. the quantum function runs under a ``CircuitRecorder`` (a PennyLane queuing context,
+   :mod:`.recorder`);
 3. queued gates are applied when the state is next needed (:meth:`QuantumState.get`): by a loop or
    branch being traced, a mid-circuit measurement, or the terminal measurements. Gates written in
    a loop body are therefore applied inside that body. (Gates wait until then rather than being
@@ -15,8 +16,9 @@ While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`
    the QNode's own transforms rewrite the operations of each applied stretch (:mod:`.transforms`);
    a ``StatePrep`` that is the circuit's first operation sets the state, a later one is its
    decomposition (as on ``default.qubit``).
-4. runs of gates are applied by one counted loop over their stacked matrices and wires
-   (:func:`apply_records`), so the compiled program's size does not grow with the circuit's.
+4. the gates are applied by :mod:`.application`: fused blocks and repeated layers as loops for
+   gates on known wires (:mod:`.fusion`), counted loops over stacked matrices for traced wires, so
+   the compiled program's size does not grow with the circuit's.
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -34,32 +36,27 @@ While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax import lax
 
-from ..control_flow import for_loop
 from ..control_flow.common import ambient_carry
 from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer, is_tracing
 from . import prng
-from .fusion import apply_known_wires, has_known_wires
-from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, initial_state, stacked_matrices
+from .application import apply_records
+from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, initial_state
 from .measurements import measure_terminal
+from .recorder import recorder_class
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
 
 __all__ = ["execute_qnode", "measure", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "apply_records", "SUPPORTED_DEVICES"]
 
 SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit")
-LOOP_MIN_GATES = 2
-"""Runs of at least this many gates are applied by one counted loop (one compiled kernel)."""
 _SKIPPED = frozenset({"Barrier", "Snapshot"})
 
 _local = threading.local()
@@ -188,7 +185,7 @@ class KeyCarry:
 class QuantumState:
     """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far."""
 
-    def __init__(self, n_wires: int, wires: WireMap, recorder: "CircuitRecorder", pipeline: Any = None):
+    def __init__(self, n_wires: int, wires: WireMap, recorder: Any, pipeline: Any = None):
         self.n_wires = n_wires
         self.wires = wires
         self.recorder = recorder
@@ -233,169 +230,6 @@ class QuantumState:
             self.fresh = False
 
 
-def _observable_types() -> tuple:
-    """Operator types that are observables and not gates: a flush before the end of the QNode
-    leaves them queued, since a measurement written later may still take them."""
-    import pennylane as qml
-
-    return (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)
-
-
-@functools.cache
-def _recorder_class():
-    import pennylane as qml
-
-    class CircuitRecorder(qml.queuing.AnnotatedQueue):
-        """The queuing context of a compiled circuit: operators wait here until applied.
-
-        ``applied`` holds the operators taken to be applied as gates (by ``id``), so that a
-        measurement of one of them is an error rather than a wrong answer; ``deferred`` the
-        observable-type operators a flush left queued.
-        """
-
-        def __init__(self):
-            super().__init__()
-            self.applied: dict[int, Any] = {}
-            self.deferred: dict[int, Any] = {}
-
-        def take_operations(self, final: bool = False) -> list:
-            """The queued operators to apply now, removed from the queue. Before the last
-            segment (``final=False``) observable-type operators stay queued."""
-            ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
-            if not final:
-                self.deferred.update((id(o), o) for o in ops if isinstance(o, _observable_types()))
-                ops = [o for o in ops if not isinstance(o, _observable_types())]
-            for o in ops:
-                if self.deferred.get(id(o)) is o:
-                    raise QuantumOperationError(
-                        f"{o} was built before a loop, branch or mid-circuit measurement and is "
-                        "never measured, so it would be applied as a gate out of order: "
-                        "catalyst_lite keeps observables (products, sums, Hamiltonians, Hermitian) "
-                        "out of the gates applied before such a point. Queue its gates separately "
-                        "or build it after the loop."
-                    )
-                self.remove(o)
-                self.applied[id(o)] = o
-            return ops
-
-        def check_not_applied(self, mp: Any) -> None:
-            """Raise if ``mp``'s observable, or an operator inside it, was applied as a gate."""
-            for part in _operator_parts(getattr(mp, "obs", None)):
-                if self.applied.get(id(part)) is part:
-                    raise QuantumOperationError(
-                        f"The observable {part} of {type(mp).__name__} was built before a loop, "
-                        "branch or mid-circuit measurement, where catalyst_lite applied it as a "
-                        "gate. Build the observable where it is measured, after the loop."
-                    )
-
-    return CircuitRecorder
-
-
-def _operator_parts(op: Any) -> Iterator[Any]:
-    """``op`` and, recursively, the operators it is built from (operands, bases)."""
-    if op is None:
-        return
-    yield op
-    for child in getattr(op, "operands", ()):
-        yield from _operator_parts(child)
-    if hasattr(op, "base"):
-        yield from _operator_parts(op.base)
-
-
-# --- applying gates ------------------------------------------------------------------------------
-
-
-MAX_LOOP_CONTROLS = (1, 2)
-"""Control slots of the loop kernels: a gate takes the first that fits (unused slots hold wire
--1), so a circuit of one-wire gates and CNOTs is one loop, one kernel."""
-
-
-def _loop_shape(r: GateRecord) -> tuple[int, int] | None:
-    """``(targets, control slots)`` of the loop kernel that applies a record; ``None`` for wider
-    gates (applied one by one)."""
-    if len(r.targets) not in (1, 2):
-        return None
-    for c in MAX_LOOP_CONTROLS:
-        if len(r.controls) <= c:
-            return len(r.targets), c
-    return None
-
-
-def _table(rows: list[list[Any]]) -> Any:
-    """Integer rows as a NumPy constant, or a traced array when some entry is traced."""
-    if any(isinstance(x, Tracer) for row in rows for x in row):
-        return jnp.stack([jnp.stack([jnp.asarray(x, jnp.int64) for x in row]) for row in rows])
-    return np.asarray(rows, np.int64).reshape(len(rows), -1)
-
-
-def _apply_run_in_loop(state_carry: QuantumState, vector, run: Sequence[GateRecord]):
-    """A run of gates of one shape applied by one counted loop over their stacked matrices and
-    wires: one compiled gate kernel, however long the run."""
-    n = state_carry.n_wires
-    k, c = _loop_shape(run[0])
-    matrices = stacked_matrices(run)
-    wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
-    values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
-    state_carry.vector = vector
-
-    @for_loop(0, len(run), 1)
-    def gates(g):
-        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
-        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
-        v = lax.dynamic_index_in_dim(values, g, keepdims=False) if c else []
-        state_carry.vector = apply_matrix(
-            state_carry.vector, m, [w[t] for t in range(k)], n,
-            [w[k + t] for t in range(c)], [v[t] for t in range(c)],
-        )
-
-    gates()
-    return state_carry.vector
-
-
-def apply_records(state_carry: QuantumState, vector, records: Sequence[GateRecord]):
-    """``records`` applied to ``vector`` in order: runs of gates on known wires planned by
-    :mod:`.fusion` (fused blocks, repeated stretches as loops), the others by gate kernels."""
-    n = state_carry.n_wires
-    for known, run in _runs_by_wire_kind(records):
-        if known:
-            vector = apply_known_wires(state_carry, vector, run, n,
-                                       fallback=lambda v, rs: _apply_by_shape(state_carry, v, rs))
-        else:
-            vector = _apply_by_shape(state_carry, vector, run)
-    return vector
-
-
-def _runs_by_wire_kind(records: Sequence[GateRecord]) -> list[tuple[bool, list[GateRecord]]]:
-    """Maximal runs of consecutive records that all have, or all lack, known wires."""
-    runs: list[tuple[bool, list[GateRecord]]] = []
-    for r in records:
-        known = has_known_wires(r)
-        if runs and runs[-1][0] == known:
-            runs[-1][1].append(r)
-        else:
-            runs.append((known, [r]))
-    return runs
-
-
-def _apply_by_shape(state_carry: QuantumState, vector, records: Sequence[GateRecord]):
-    """``records`` applied by the indexed gate kernel: each run of consecutive gates of one shape
-    by a counted loop (wires may be traced), the others one by one."""
-    n = state_carry.n_wires
-    i = 0
-    while i < len(records):
-        shape = _loop_shape(records[i])
-        j = i + 1
-        while shape is not None and j < len(records) and _loop_shape(records[j]) == shape:
-            j += 1
-        if shape is not None and j - i >= LOOP_MIN_GATES:
-            vector = _apply_run_in_loop(state_carry, vector, records[i:j])
-        else:
-            for r in records[i:j]:
-                vector = apply_matrix(vector, r.matrix, r.targets, n, r.controls, r.control_values)
-        i = j
-    return vector
-
-
 # --- the circuit ---------------------------------------------------------------------------------
 
 
@@ -431,7 +265,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict):
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = qnode._get_shots(kwargs).total_shots
-    recorder = _recorder_class()()
+    recorder = recorder_class()()
     state = QuantumState(wires.n_wires, wires, recorder, qnode_pipeline(qnode))
     key = _traced().next_key()
     circuit = _Circuit(state, key)

@@ -1,0 +1,132 @@
+"""Applying a circuit's gate records to the state vector, each run of them in the cheapest way.
+
+- Runs of gates whose wires are Python integers are planned by :mod:`.fusion` (repeated layers
+  as loops, fused blocks in one pass each).
+- Runs with traced wires (a loop index) go to the index kernel :func:`.statevector.apply_matrix`:
+  each run of consecutive gates of one shape becomes one counted loop over their stacked matrices,
+  wires and control values, so the program's size does not grow with the circuit's.
+
+``state_carry`` is the ambient carry that holds the state (:class:`.qnode.QuantumState`): loops
+traced here thread it.
+
+>>> import pennylane as qml
+>>> from catalyst_lite import qjit
+>>> @qjit
+... @qml.qnode(qml.device("default.qubit", wires=3))
+... def ghz():
+...     qml.Hadamard(0)
+...     for w in range(2):
+...         qml.CNOT([w, w + 1])
+...     return qml.probs()
+>>> [round(float(p), 3) for p in ghz()]
+[0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..control_flow import for_loop
+from ..jax_extras import Tracer
+from .fusion import apply_known_wires, has_known_wires
+from .gates import GateRecord, stacked_matrices
+from .statevector import apply_matrix
+
+__all__ = ["apply_records"]
+
+LOOP_MIN_GATES = 2
+"""Runs of at least this many gates are applied by one counted loop (one compiled kernel)."""
+
+MAX_LOOP_CONTROLS = (1, 2)
+"""Control slots of the loop kernels: a gate takes the first that fits (unused slots hold wire
+-1), so a circuit of one-wire gates and CNOTs is one loop, one kernel."""
+
+
+def _loop_shape(r: GateRecord) -> tuple[int, int] | None:
+    """``(targets, control slots)`` of the loop kernel that applies a record; ``None`` for wider
+    gates (applied one by one)."""
+    if len(r.targets) not in (1, 2):
+        return None
+    for c in MAX_LOOP_CONTROLS:
+        if len(r.controls) <= c:
+            return len(r.targets), c
+    return None
+
+
+def _table(rows: list[list[Any]]) -> Any:
+    """Integer rows as a NumPy constant, or a traced array when some entry is traced."""
+    if any(isinstance(x, Tracer) for row in rows for x in row):
+        return jnp.stack([jnp.stack([jnp.asarray(x, jnp.int64) for x in row]) for row in rows])
+    return np.asarray(rows, np.int64).reshape(len(rows), -1)
+
+
+def _apply_run_in_loop(state_carry: Any, vector, run: Sequence[GateRecord]):
+    """A run of gates of one shape applied by one counted loop over their stacked matrices and
+    wires: one compiled gate kernel, however long the run."""
+    n = state_carry.n_wires
+    k, c = _loop_shape(run[0])
+    matrices = stacked_matrices(run)
+    wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
+    values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
+    state_carry.vector = vector
+
+    @for_loop(0, len(run), 1)
+    def gates(g):
+        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
+        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
+        v = lax.dynamic_index_in_dim(values, g, keepdims=False) if c else []
+        state_carry.vector = apply_matrix(
+            state_carry.vector, m, [w[t] for t in range(k)], n,
+            [w[k + t] for t in range(c)], [v[t] for t in range(c)],
+        )
+
+    gates()
+    return state_carry.vector
+
+
+def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
+    """``records`` applied to ``vector`` in order: runs of gates on known wires planned by
+    :mod:`.fusion` (fused blocks, repeated stretches as loops), the others by gate kernels."""
+    n = state_carry.n_wires
+    for known, run in _runs_by_wire_kind(records):
+        if known:
+            vector = apply_known_wires(state_carry, vector, run, n,
+                                       fallback=lambda v, rs: _apply_by_shape(state_carry, v, rs))
+        else:
+            vector = _apply_by_shape(state_carry, vector, run)
+    return vector
+
+
+def _runs_by_wire_kind(records: Sequence[GateRecord]) -> list[tuple[bool, list[GateRecord]]]:
+    """Maximal runs of consecutive records that all have, or all lack, known wires."""
+    runs: list[tuple[bool, list[GateRecord]]] = []
+    for r in records:
+        known = has_known_wires(r)
+        if runs and runs[-1][0] == known:
+            runs[-1][1].append(r)
+        else:
+            runs.append((known, [r]))
+    return runs
+
+
+def _apply_by_shape(state_carry: Any, vector, records: Sequence[GateRecord]):
+    """``records`` applied by the indexed gate kernel: each run of consecutive gates of one shape
+    by a counted loop (wires may be traced), the others one by one."""
+    n = state_carry.n_wires
+    i = 0
+    while i < len(records):
+        shape = _loop_shape(records[i])
+        j = i + 1
+        while shape is not None and j < len(records) and _loop_shape(records[j]) == shape:
+            j += 1
+        if shape is not None and j - i >= LOOP_MIN_GATES:
+            vector = _apply_run_in_loop(state_carry, vector, records[i:j])
+        else:
+            for r in records[i:j]:
+                vector = apply_matrix(vector, r.matrix, r.targets, n, r.controls, r.control_values)
+        i = j
+    return vector

@@ -1,0 +1,85 @@
+"""The queuing context of a compiled circuit: PennyLane queues operators here, and they wait
+until the state is next needed (see :mod:`.qnode`).
+
+Observables that are not gates (products, sums, Hamiltonians, ``Hermitian``, ``Projector``) stay
+queued until the terminal measurements, which may take them. An operator that was applied as a
+gate and is then measured is an error rather than a wrong answer.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterator
+
+from ..errors import QuantumOperationError
+
+__all__ = ["recorder_class"]
+
+
+def _observable_types() -> tuple:
+    """Operator types that are observables and not gates: a flush before the end of the QNode
+    leaves them queued, since a measurement written later may still take them."""
+    import pennylane as qml
+
+    return (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)
+
+
+@functools.cache
+def recorder_class():
+    import pennylane as qml
+
+    class CircuitRecorder(qml.queuing.AnnotatedQueue):
+        """The queuing context of a compiled circuit: operators wait here until applied.
+
+        ``applied`` holds the operators taken to be applied as gates (by ``id``), so that a
+        measurement of one of them is an error rather than a wrong answer; ``deferred`` the
+        observable-type operators a flush left queued.
+        """
+
+        def __init__(self):
+            super().__init__()
+            self.applied: dict[int, Any] = {}
+            self.deferred: dict[int, Any] = {}
+
+        def take_operations(self, final: bool = False) -> list:
+            """The queued operators to apply now, removed from the queue. Before the last
+            segment (``final=False``) observable-type operators stay queued."""
+            ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
+            if not final:
+                self.deferred.update((id(o), o) for o in ops if isinstance(o, _observable_types()))
+                ops = [o for o in ops if not isinstance(o, _observable_types())]
+            for o in ops:
+                if self.deferred.get(id(o)) is o:
+                    raise QuantumOperationError(
+                        f"{o} was built before a loop, branch or mid-circuit measurement and is "
+                        "never measured, so it would be applied as a gate out of order: "
+                        "catalyst_lite keeps observables (products, sums, Hamiltonians, Hermitian) "
+                        "out of the gates applied before such a point. Queue its gates separately "
+                        "or build it after the loop."
+                    )
+                self.remove(o)
+                self.applied[id(o)] = o
+            return ops
+
+        def check_not_applied(self, mp: Any) -> None:
+            """Raise if ``mp``'s observable, or an operator inside it, was applied as a gate."""
+            for part in _operator_parts(getattr(mp, "obs", None)):
+                if self.applied.get(id(part)) is part:
+                    raise QuantumOperationError(
+                        f"The observable {part} of {type(mp).__name__} was built before a loop, "
+                        "branch or mid-circuit measurement, where catalyst_lite applied it as a "
+                        "gate. Build the observable where it is measured, after the loop."
+                    )
+
+    return CircuitRecorder
+
+
+def _operator_parts(op: Any) -> Iterator[Any]:
+    """``op`` and, recursively, the operators it is built from (operands, bases)."""
+    if op is None:
+        return
+    yield op
+    for child in getattr(op, "operands", ()):
+        yield from _operator_parts(child)
+    if hasattr(op, "base"):
+        yield from _operator_parts(op.base)
