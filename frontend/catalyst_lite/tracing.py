@@ -59,10 +59,9 @@ class TracedProgram:
         """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
         except while this call is traced into another program (which then draws them)."""
         consts = list(self.closed_jaxpr.consts)
-        if is_tracing():
-            return consts
-        for i, draw in self.fresh_consts.items():
-            consts[i] = draw()
+        if self.fresh_consts and not is_tracing():
+            for i, draw in self.fresh_consts.items():
+                consts[i] = draw()
         return consts
 
     def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
