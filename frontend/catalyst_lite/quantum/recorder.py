@@ -16,6 +16,7 @@ from ..errors import QuantumOperationError
 __all__ = ["recorder_class"]
 
 
+@functools.cache
 def _observable_types() -> tuple:
     """Operator types that are observables and not gates: a flush before the end of the QNode
     leaves them queued, since a measurement written later may still take them."""
@@ -46,8 +47,9 @@ def recorder_class():
             segment (``final=False``) observable-type operators stay queued."""
             ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
             if not final:
-                self.deferred.update((id(o), o) for o in ops if isinstance(o, _observable_types()))
-                ops = [o for o in ops if not isinstance(o, _observable_types())]
+                observables = _observable_types()
+                self.deferred.update((id(o), o) for o in ops if isinstance(o, observables))
+                ops = [o for o in ops if not isinstance(o, observables)]
             for o in ops:
                 if self.deferred.get(id(o)) is o:
                     raise QuantumOperationError(
