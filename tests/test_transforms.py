@@ -3,6 +3,7 @@ and ``vjp`` inside qjit (against ``jax.grad`` & co. of equivalent ``lax`` progra
 differentiate them, against central finite differences where it cannot: while loops, traced trip
 counts, resizing loops), JAX's own transformations applied to qjit functions, and bad input."""
 
+import contextlib
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -275,14 +276,23 @@ def cubic(x):
     return jnp.sum(x ** 3 + jnp.sin(x))
 
 
+@pytest.mark.parametrize("x64", [True, False], ids=["x64", "x64-off"])
 @pytest.mark.parametrize("n", [1, 4])
-def test_jax_transformations_of_a_qjit_function(n):
+def test_jax_transformations_of_a_qjit_function(n, x64):
+    # float32 data in both modes: with x64 off (the user's own configuration, see settings.py)
+    # float32 is JAX's default type; with it on (as after `import catalyst_lite`) it is explicit.
+    with contextlib.nullcontext() if x64 else disable_x64():
+        _check_jax_transformations_of_a_qjit_function(n)
+
+
+def _check_jax_transformations_of_a_qjit_function(n):
     f = qjit(cubic)
     x = jnp.asarray(data(n), dtype=jnp.float32)
     close(jax.grad(f)(x), jax.grad(cubic)(x), rtol=1e-6)
     close(jax.jacobian(qjit(jnp.sin))(x), jax.jacobian(jnp.sin)(x), rtol=1e-6)
     close(jax.jvp(f, (x,), (x,)), jax.jvp(cubic, (x,), (x,)), rtol=1e-6)
-    close(jax.vjp(f, x)[1](1.0), jax.vjp(cubic, x)[1](1.0), rtol=1e-6)
+    one = jnp.ones((), jnp.float32)
+    close(jax.vjp(f, x)[1](one), jax.vjp(cubic, x)[1](one), rtol=1e-6)
     close(jax.vmap(f)(jnp.stack([x, 2 * x])), jax.vmap(cubic)(jnp.stack([x, 2 * x])), rtol=1e-6)
     close(jax.jit(f)(x), cubic(x), rtol=1e-6)
     close(jax.jit(jax.grad(f))(x), jax.grad(cubic)(x), rtol=1e-6)

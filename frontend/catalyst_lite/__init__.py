@@ -14,8 +14,11 @@ from .compiled import QJIT, qjit
 from .control_flow import cond, for_loop, while_loop
 from .quantum import measure
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp
+from .settings import apply_import_defaults
 
 __version__ = "0.1.0"
 
 __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
            "CatalystLiteError", "__version__"]
+
+apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see settings.py)

@@ -1,0 +1,39 @@
+"""Process-wide settings that catalyst_lite applies when it is imported, as Catalyst does.
+
+**64-bit types by default.** ``import catalyst`` switches on ``jax_enable_x64``, and Catalyst
+users' programs rely on it: they compare qjit results with JAX values computed outside qjit, and
+pass ``float64`` arrays built with ``jax.numpy``. Importing catalyst_lite does the same, so that
+those programs run unchanged. To keep your own JAX configuration untouched, set the environment
+variable ``CATALYST_LITE_ENABLE_X64=0`` before catalyst_lite is imported (qjit programs still
+compute in 64 bits, for the thread that runs them only, and results flowing into your 32-bit JAX
+code are cast to your types; see ``transforms.boundary``). Turning ``jax_enable_x64`` off again
+after the import has the same effect.
+
+>>> import jax
+>>> x64_requested({}), x64_requested({X64_ENV_VAR: "0"})
+(True, False)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+import jax
+
+__all__ = ["X64_ENV_VAR", "x64_requested", "apply_import_defaults"]
+
+X64_ENV_VAR = "CATALYST_LITE_ENABLE_X64"
+_OFF = ("0", "false", "no", "off")
+
+
+def x64_requested(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether importing catalyst_lite switches on ``jax_enable_x64`` (unless the environment
+    variable :data:`X64_ENV_VAR` says ``0``/``false``/``no``/``off``)."""
+    return environ.get(X64_ENV_VAR, "1").strip().lower() not in _OFF
+
+
+def apply_import_defaults() -> None:
+    """Catalyst's import-time configuration: ``jax_enable_x64`` on (unless opted out)."""
+    if x64_requested():
+        jax.config.update("jax_enable_x64", True)
