@@ -17,10 +17,14 @@ import numpy as np
 
 LAYERS = 10
 WIRES = (8, 14, 18)
-CATALYST_RUN_S = {8: 0.4e-3, 14: 1.9e-3, 18: 24e-3}
-"""Catalyst 0.15 on ``lightning.qubit``, measured on this kind of machine (the issue's figures):
-run time per call. Targets: run time at most these at 8 and 14 wires, within 2x at 18."""
+LITE = "catalyst_lite"
+CATALYST = "catalyst(lightning.qubit)"
 FIRST_CALL_TARGET_S = 0.5
+RUN_TIME_ALLOWANCE = {8: 1.0, 14: 1.0, 18: 1.3}
+"""Targets: catalyst_lite's run time at most this multiple of Catalyst's, measured in the same
+run, at each number of wires (up to 14 wires at or under Catalyst's, within 1.3x at 18); its
+first call (trace, compile, run) under :data:`FIRST_CALL_TARGET_S`."""
+AGREEMENT_DIGITS = 12
 
 
 def layered_qfunc(n_wires: int, qml: Any) -> Callable:
@@ -55,12 +59,28 @@ def _time(fn: Callable, params: Any, repeats: int, seconds: float = 2.0) -> tupl
     return first, float(np.median(runs)), value
 
 
-def target_met(row: dict) -> bool | None:
-    """Whether a catalyst_lite row meets the issue's targets (``None`` for other rows)."""
-    if row["name"] != "catalyst_lite" or row["wires"] not in CATALYST_RUN_S:
+def target_met(row: dict, rows: list[dict]) -> bool | None:
+    """Whether a catalyst_lite row meets the targets against the Catalyst row of the same number
+    of wires in ``rows`` (measured in the same run); ``None`` for other rows, or when Catalyst was
+    not measured (no figure is taken from anywhere else)."""
+    if row["name"] != LITE:
         return None
-    allowed = CATALYST_RUN_S[row["wires"]] * (2 if row["wires"] >= 18 else 1)
+    catalyst = [r for r in rows if r["name"] == CATALYST and r["wires"] == row["wires"]]
+    if not catalyst:
+        return None
+    allowed = catalyst[0]["run_s"] * RUN_TIME_ALLOWANCE.get(row["wires"], 1.0)
     return row["first_call_s"] < FIRST_CALL_TARGET_S and row["run_s"] <= allowed
+
+
+def disagreements(rows: list[dict], digits: int = AGREEMENT_DIGITS) -> list[str]:
+    """The rows whose value differs from catalyst_lite's at the same number of wires by more than
+    ``10**-digits`` (all implementations compute the same expectation value)."""
+    reference = {r["wires"]: r["value"] for r in rows if r["name"] == LITE}
+    return [
+        f"{r['name']} at {r['wires']} wires: {r['value']!r} vs {reference[r['wires']]!r}"
+        for r in rows
+        if r["wires"] in reference and abs(r["value"] - reference[r["wires"]]) > 10.0 ** -digits
+    ]
 
 
 def _catalyst_lite(n: int):
@@ -90,11 +110,11 @@ def run(wires: tuple[int, ...] = WIRES, repeats: int = 10, include_jax: bool = T
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    implementations = {"catalyst_lite": _catalyst_lite}
+    implementations = {LITE: _catalyst_lite}
     if include_jax:
         implementations["jax.jit(default.qubit)"] = _jax_default_qubit
     if importlib.util.find_spec("catalyst") is not None:
-        implementations["catalyst(lightning.qubit)"] = _catalyst_lightning
+        implementations[CATALYST] = _catalyst_lightning
     rows = []
     for n in wires:
         params = np.random.default_rng(0).uniform(0, np.pi, (LAYERS, n))
@@ -111,12 +131,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-jax", action="store_true", help="skip jax.jit(default.qubit) (slow to compile)")
     args = parser.parse_args(argv)
     print(f"{'implementation':28} {'wires':>5} {'first call':>11} {'run':>11}  {'value':>16}  target")
-    for row in run(tuple(args.wires), args.repeats, not args.skip_jax):
-        met = {None: "", True: "met", False: "MISSED"}[target_met(row)]
+    rows = run(tuple(args.wires), args.repeats, not args.skip_jax)
+    for row in rows:
+        met = {None: "", True: "met", False: "MISSED"}[target_met(row, rows)]
         print(f"{row['name']:28} {row['wires']:5d} {row['first_call_s']:10.3f}s "
               f"{row['run_s'] * 1e3:9.3f}ms  {row['value']:16.12f}  {met}")
-    print(f"targets: first call < {FIRST_CALL_TARGET_S} s; run <= Catalyst's "
-          + ", ".join(f"{w} wires {t * 1e3:g} ms" for w, t in CATALYST_RUN_S.items()) + " (2x at 18)")
+    print(f"targets: first call < {FIRST_CALL_TARGET_S} s; run time <= "
+          + ", ".join(f"{x:g}x" for x in RUN_TIME_ALLOWANCE.values())
+          + f" Catalyst's at {', '.join(map(str, RUN_TIME_ALLOWANCE))} wires (measured above; "
+          "not judged when Catalyst is not installed)")
+    mismatched = disagreements(rows)
+    print(f"values agree to {AGREEMENT_DIGITS} digits" if not mismatched
+          else "VALUES DISAGREE: " + "; ".join(mismatched))
 
 
 if __name__ == "__main__":
