@@ -42,6 +42,7 @@ from .tracing import (
     dynamic_tracing,
     emit_equation,
     get_aval,
+    hosted_capture,
     input_type_to_tracers,
     is_tracing,
     make_input_type,

@@ -168,6 +168,22 @@ def _make_to_jaxpr_tracer(original):
     return to_jaxpr_tracer
 
 
+# --- 6. jax.make_jaxpr (and jax.jit's tracing) inside a trace --------------------------------------
+
+
+def _make_infer_params_impl(original):
+    # Under dynamic shapes `jax.make_jaxpr(f)` inside a trace (as PennyLane's program capture does
+    # for every loop body and QNode) builds `PjitParams` whose `consts` is a tuple, then computes
+    # `p.consts + args_flat` with a list: "can only concatenate tuple (not "list") to tuple".
+    def infer_params_impl(*args, **kwargs):
+        p, args_flat = original(*args, **kwargs)
+        if is_active() and isinstance(p.consts, tuple):
+            p = p._replace(consts=list(p.consts))
+        return p, args_flat
+
+    return infer_params_impl
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "dyn_shape_staging_rule",
@@ -203,6 +219,13 @@ PATCHES: tuple[Patch, ...] = (
         "process_primitive",
         _make_eval_process_primitive,
         "arithmetic on dimension tracers inside shape rules is staged, not evaluated",
+    ),
+    Patch(
+        "make_jaxpr_inside_a_trace",
+        pjit,
+        "_infer_params_impl",
+        _make_infer_params_impl,
+        "jax.make_jaxpr called while tracing (PennyLane's program capture) keeps consts a list",
     ),
 )
 

@@ -17,6 +17,7 @@ JAX's private API.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import numpy as np
@@ -44,6 +45,7 @@ OutputType = tuple
 __all__ = [
     "dynamic_tracing",
     "is_tracing",
+    "hosted_capture",
     "current_trace",
     "make_input_type",
     "input_type_to_tracers",
@@ -69,14 +71,37 @@ def current_trace() -> Any:
     return core.trace_ctx.trace
 
 
+_hosting = threading.local()
+
+
 def is_tracing() -> bool:
     """True when the calling thread is tracing a catalyst_lite program (not merely some other
-    dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``)."""
+    dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``), and is not
+    hosting another framework's capture (:func:`hosted_capture`)."""
     return (
         is_active()
+        and not getattr(_hosting, "depth", 0)
         and isinstance(current_trace(), DynamicJaxprTrace)
         and config.dynamic_shapes.value
     )
+
+
+@contextlib.contextmanager
+def hosted_capture() -> Iterator[None]:
+    """Within the block the calling thread's trace hosts another framework's capture (PennyLane's
+    program capture, see ``catalyst_lite.capture``): the dynamic-shape repairs stay in effect, but
+    :func:`is_tracing` is False, so that code asking whether catalyst_lite traces (PennyLane's
+    compiler dispatch, QNode calls) records that framework's own primitives.
+
+    >>> with hosted_capture():
+    ...     is_tracing()
+    False
+    """
+    _hosting.depth = getattr(_hosting, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _hosting.depth -= 1
 
 
 def get_aval(x: Any) -> core.AbstractValue:
