@@ -31,6 +31,7 @@ from .jax_extras import Tracer, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .signature import ArgumentLayout, LeafSpec
 from .compiler.tiers import wait_for_compilations
+from .capture import capture_switched, check_capture_option, uses_capture
 from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
 from .quantum.qnode import quantum_tracing
 
@@ -77,6 +78,7 @@ class QJIT:
         static_argnames: Sequence[str] | str | None = None,
         autograph: bool = False,
         tiered_compilation: bool | None = None,
+        capture: bool | str = "global",
         **options: Any,
     ):
         unknown = set(options) - _ACCEPTED_OPTIONS
@@ -90,6 +92,11 @@ class QJIT:
         functools.update_wrapper(self, fn)
         self.original_function = fn
         self.name = function_name(fn)
+        check_capture_option(capture, self.name)
+        if capture is True:
+            with capture_switched(True, self.name):  # PennyLane may refuse: say so at once
+                pass
+        self.capture = capture
         self.options = dict(options, abstracted_axes=abstracted_axes)
         self.layout = ArgumentLayout(fn, abstracted_axes, static_argnums, static_argnames)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
@@ -158,7 +165,14 @@ class QJIT:
 
     def _trace(self, fn: Callable, tree, specs, axes, names) -> TracedProgram:
         """Trace ``fn`` into a program, configured for how it is to be compiled and called."""
-        with quantum_tracing(self.options) as circuits:  # QNodes called here compile into it
+        if uses_capture(self.capture):
+            # Imported here: it imports PennyLane, which only programs that use it pay for.
+            from .capture.program import captured_program
+
+            fn = captured_program(fn, self.name)
+        # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
+        # while PennyLane captures); QNodes called here compile into the program.
+        with capture_switched(False, self.name), quantum_tracing(self.options) as circuits:
             program = trace_program(fn, tree, specs, axes, self.name, names)
         program.runner.compile_options = circuits.compile_options
         program.fresh_consts = circuits.fresh_consts(program.closed_jaxpr.consts)
@@ -392,6 +406,11 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             argument that has the axis, or one entry per argument (a dict, a tuple of names or
             ``None``). Equal names are one shared dimension.
         static_argnums / static_argnames: arguments that are compile-time values.
+        capture: Catalyst's program-capture switch. ``"global"`` (default): as
+            ``qml.capture.enabled()`` says when the function is traced; ``True``: trace it through
+            PennyLane's program capture (``qml.for_loop``, QNodes, ... become PennyLane's
+            primitives, which catalyst_lite then compiles); ``False``: catalyst_lite's own
+            frontend. See docs/pennylane.md.
         tiered_compilation: compile each new size fast (XLA optimization level 0) and run it at
             once; when the size runs again, compile it optimized in the background and swap it in
             (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round

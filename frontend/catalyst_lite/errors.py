@@ -71,3 +71,23 @@ class QuantumOperationError(CatalystLiteError, TypeError):
 class WireError(CatalystLiteError, ValueError):
     """A quantum operation acts on a wire the device does not have, or a device's number of
     wires is not a fixed Python integer."""
+
+
+class CaptureUnavailableError(CatalystLiteError, ImportError):
+    """``qjit(capture=True)`` needs PennyLane's program capture, which PennyLane refuses to switch
+    on in this environment (it supports only the JAX version it pins)."""
+
+
+class PlxprCaptureCFCompatibilityError(ControlFlowError):
+    """catalyst_lite's ``for_loop``/``while_loop``/``cond`` used while PennyLane's program capture
+    is on (``qjit(capture=True)``, or ``qml.capture.enable()``), as Catalyst refuses it: the
+    program is captured by PennyLane, so its control flow must be ``qml.for_loop``,
+    ``qml.while_loop`` and ``qml.cond``."""
+
+    def __init__(self, control_flow_type: str):
+        self.control_flow_type = control_flow_type
+        super().__init__(
+            f"catalyst_lite.{control_flow_type} cannot be used while PennyLane's program capture "
+            f"is enabled (qjit(capture=True), or capture='global' after qml.capture.enable()): "
+            f"write qml.{control_flow_type} instead, or compile with qjit(capture=False)."
+        )

@@ -44,6 +44,7 @@ from ..compiler.specialize import (
     register_specialization,
     runner_for,
 )
+from ..capture.switch import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, Tracer, Var, collapse, get_aval
 from ..jax_extras.dynshape import DIM_AVAL, DynshapePrimitive, NestedBody, expand_results, same_dim, trace_nested
@@ -115,6 +116,7 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
     Add branches with ``.else_if(pred)`` and a default with ``.otherwise``; without ``otherwise``
     the branches must return nothing.
     """
+    refuse_under_capture("cond")  # as Catalyst does: captured programs use qml.cond
 
     def decorator(fn: Callable) -> CondCallable:
         return CondCallable(pred, fn)

@@ -39,6 +39,7 @@ from ..compiler.specialize import (
     runner_for,
     to_dim,
 )
+from ..capture.switch import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, collapse, get_aval
 from ..jax_extras.dynshape import DynshapePrimitive
@@ -80,6 +81,7 @@ def for_loop(
     other sizes than it receives, at the price of not sharing sizes with captured arrays.
     """
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
+    refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 
     def decorator(body: Callable) -> Callable:
         @functools.wraps(body)

@@ -36,6 +36,7 @@ from ..compiler.specialize import (
     runner_for,
     to_dim,
 )
+from ..capture.switch import refuse_under_capture
 from ..jax_extras import ClosedJaxpr, collapse
 from ..jax_extras.dynshape import DynshapePrimitive, NestedBody, trace_nested
 from .common import (
@@ -75,6 +76,7 @@ def while_loop(
     ``allow_array_resizing``.
     """
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
+    refuse_under_capture("while_loop")  # as Catalyst does: captured programs use qml.while_loop
 
     def decorator(body: Callable) -> Callable:
         @functools.wraps(body)

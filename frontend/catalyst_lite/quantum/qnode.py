@@ -43,6 +43,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
+from ..capture.switch import pennylane_capture_enabled
 from ..control_flow.common import ambient_carry
 from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer, is_tracing
@@ -258,8 +259,11 @@ def _device_wires(qnode) -> WireMap:
     return WireMap(labels)
 
 
-def execute_qnode(qnode, args: tuple, kwargs: dict):
-    """The QNode's results, computed by array operations in the program being traced."""
+def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
+    """The QNode's results, computed by array operations in the program being traced.
+
+    ``qfunc`` runs in place of the QNode's quantum function (``catalyst_lite.capture`` passes the
+    function's captured program)."""
     import pennylane as qml
 
     wires = _device_wires(qnode)
@@ -273,7 +277,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict):
     stack.append(circuit)
     try:
         with ambient_carry(state), ambient_carry(key), recorder:
-            output = qnode.func(*args, **kwargs)
+            output = (qnode.func if qfunc is None else qfunc)(*args, **kwargs)
             is_mp = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
             measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=is_mp) if is_mp(m)]
             for m in measurements:
@@ -321,6 +325,10 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     1.0
     """
     stack = _circuits()
+    if not is_tracing() and pennylane_capture_enabled():
+        import pennylane as qml  # PennyLane captures the program (qjit(capture=True)): its own
+
+        return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
     if not stack or not is_tracing():
         raise QuantumOperationError("measure() is only available inside a QNode compiled by qjit.")
     circuit = stack[-1]

@@ -34,6 +34,7 @@ sections of the control-flow modules.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -44,6 +45,7 @@ import numpy as np
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
+from ..capture.switch import pennylane_capture_enabled
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.specialize import (
     register_specialization,
@@ -314,6 +316,10 @@ class _Transformed:
         self._compiled: Any = None
 
     def __call__(self, *args: Any) -> Any:
+        if not is_tracing() and pennylane_capture_enabled():
+            options = self.options
+            h = options.h if options.method == "fd" else None
+            return _pennylane(self.kind)(self.fn, method=options.method, h=h, argnums=options.argnums)(*args)
         if not is_tracing():
             if self._compiled is None:
                 from ..compiled import QJIT
@@ -390,6 +396,13 @@ def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float 
     return _transformation(fn, "jacobian", Options.checked("jacobian", method, h, argnums))
 
 
+def _pennylane(transform: str) -> Callable:
+    """``qml.<transform>``: while PennyLane captures the program (``qjit(capture=True)``) a
+    derivative must be its primitive, which ``catalyst_lite.capture`` compiles with the functions
+    here (PennyLane is imported by programs that use it only)."""
+    return getattr(importlib.import_module("pennylane"), transform)
+
+
 def _all_or(argnums: Any, params: Sequence[Any]) -> int | tuple[int, ...]:
     return tuple(range(len(params))) if argnums is None else argnums
 
@@ -423,6 +436,8 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     (9.0, 6.0)
     """
     params, tangents = _params_tuple("jvp", params, "params"), _params_tuple("jvp", tangents, "tangents")
+    if not is_tracing() and pennylane_capture_enabled():
+        return _pennylane("jvp")(f, params, tangents, method=method, h=h, argnums=argnums)
     if not is_tracing():
         return _compiled_call(jvp, f, params, tangents, method=method, h=h, argnums=argnums)
     options = Options.checked("jvp", method, h, argnums)
@@ -446,6 +461,8 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Sequence[Any], *, method
     """
     params = _params_tuple("vjp", params, "params")
     cotangents = _params_tuple("vjp", cotangents, "cotangents")
+    if not is_tracing() and pennylane_capture_enabled():
+        return _pennylane("vjp")(f, params, cotangents, method=method, h=h, argnums=argnums)
     if not is_tracing():
         return _compiled_call(vjp, f, params, cotangents, method=method, h=h, argnums=argnums)
     options = Options.checked("vjp", method, h, argnums)

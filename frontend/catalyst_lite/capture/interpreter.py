@@ -1,0 +1,159 @@
+"""The plxpr interpreter: a program captured by PennyLane, evaluated into a catalyst_lite trace.
+
+:class:`PlxprCompiler` is a PennyLane :class:`~pennylane.capture.PlxprInterpreter`. Evaluated
+while catalyst_lite traces, it binds JAX's primitives into the trace as they are and replaces
+PennyLane's by what catalyst_lite compiles:
+
+- operators are built and queued (into the circuit recorder of the QNode being compiled);
+  measurements are built and returned to the QNode (:mod:`.quantum`);
+- ``for_loop``/``while_loop``/``cond`` become catalyst_lite's control flow (:mod:`.control_flow`),
+  QNodes, mid-circuit measurements, ``adjoint``/``ctrl`` transforms catalyst_lite's quantum
+  machinery (:mod:`.quantum`), derivatives its transforms (:mod:`.differentiation`).
+
+A PennyLane primitive without a rule here is an error naming it, rather than an equation that
+fails later. Sizes: PennyLane passes the dynamic sizes of a nested program's array inputs as
+leading integer inputs (its "abstract shapes"); :class:`SizeInputs` recomputes them from the
+arrays inside catalyst_lite's bodies, whose arrays have sizes of their own.
+"""
+
+from __future__ import annotations
+
+from copy import copy
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import jax.numpy as jnp
+import pennylane as qml
+from pennylane.capture import PlxprInterpreter
+from pennylane.capture.primitives import qnode_prim, quantum_subroutine_prim, transform_prim
+
+from ..errors import QuantumOperationError, UnsupportedOperationError
+from ..jax_extras import Var
+from .switch import capture_switched
+
+__all__ = ["PlxprCompiler", "SizeInputs"]
+
+
+class _Rules(dict):
+    """Primitive -> rule; a PennyLane primitive without a rule gets :func:`_unsupported` (its
+    default, re-binding the primitive, would leave it in the catalyst_lite program)."""
+
+    def get(self, primitive: Any, default: Any = None) -> Any:
+        rule = super().get(primitive, default)
+        if rule is None and getattr(primitive, "prim_type", "") not in ("", "operator", "measurement"):
+            return _unsupported(primitive)
+        return rule
+
+
+def _unsupported(primitive: Any) -> Callable:
+    def rule(self: PlxprCompiler, *invals: Any, **params: Any) -> Any:
+        raise UnsupportedOperationError(
+            f"PennyLane's {primitive.name!r} is not supported in programs compiled with "
+            "qjit(capture=True); compile with capture=False (catalyst_lite's own frontend)."
+        )
+
+    return rule
+
+
+class PlxprCompiler(PlxprInterpreter):
+    """Evaluates plxpr into the current catalyst_lite trace (see the module docstring)."""
+
+    def interpret_operation(self, op: Any) -> Any:
+        """An operator whose result the program does not use: a gate, queued where it stands."""
+        return qml.apply(op)
+
+    def interpret_measurement_eqn(self, eqn: Any) -> Any:
+        if eqn.primitive.name.endswith("_mcm"):
+            raise QuantumOperationError(
+                f"{eqn.primitive.name}: statistics of mid-circuit measurement results "
+                "(qml.expval(m), qml.probs(op=m), qml.sample(m), ...) are not supported by "
+                "catalyst_lite; return the measured value, or measure the wire at the end."
+            )
+        if not eqn.invars:
+            # A measurement of every wire (qml.probs(), qml.state()): PennyLane builds it with no
+            # wires only while its capture is on.
+            with capture_switched(True, eqn.primitive.name):
+                return super().interpret_measurement_eqn(eqn)
+        return super().interpret_measurement_eqn(eqn)
+
+    def interpret_measurement(self, measurement: Any) -> Any:
+        return measurement  # returned to the QNode, which measures it (not queued)
+
+    def subprogram(self, jaxpr: Any, consts: Sequence[Any]) -> Callable[..., list[Any]]:
+        """A nested jaxpr as a function of its inputs, evaluated by a fresh copy of this
+        interpreter (each evaluation has its own variables)."""
+
+        def run(*args: Any) -> list[Any]:
+            return copy(self).eval(jaxpr, consts, *args)
+
+        return run
+
+
+PlxprCompiler._primitive_registrations = _Rules(PlxprCompiler._primitive_registrations)
+
+
+@PlxprCompiler.register_primitive(quantum_subroutine_prim)
+def _subroutine(self: PlxprCompiler, *invals: Any, jaxpr: Any, **params: Any) -> list[Any]:
+    """``qml.capture.subroutine``: its body, inlined."""
+    return self.subprogram(jaxpr.jaxpr, jaxpr.consts)(*invals)
+
+
+@PlxprCompiler.register_primitive(transform_prim)
+def _transform(
+    self: PlxprCompiler, *invals: Any, inner_jaxpr: Any, args_slice: tuple, consts_slice: tuple,
+    targs_slice: tuple, tkwargs: Any, transform: Any,
+) -> list[Any]:
+    """A PennyLane transform of a QNode (``@qml.transforms.cancel_inverses`` on it) or of a
+    quantum function called inside one."""
+    run = self.subprogram(inner_jaxpr, invals[slice(*consts_slice)])
+    args = invals[slice(*args_slice)]
+    if any(eqn.primitive is qnode_prim for eqn in inner_jaxpr.eqns):
+        return run(*args)  # the QNode's own transforms: compiled QNodes apply them
+    return transform(run, *invals[slice(*targs_slice)], **dict(tkwargs))(*args)
+
+
+# --- sizes ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SizeInputs:
+    """Which inputs of a nested plxpr are sizes of its array inputs.
+
+    ``locations[j] = (k, axis)``: input ``j`` is the size of axis ``axis`` of input ``k``.
+
+    >>> import numpy as np
+    >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
+    >>> with dynamic_tracing():  # a jaxpr of x: f64[n], taking the size n first
+    ...     in_type = make_input_type([np.ones(3)], [{0: "n"}])
+    ...     jaxpr, _, _ = trace_to_jaxpr(lambda x: [x], in_type, "f")
+    >>> sizes = SizeInputs.of(jaxpr.invars)
+    >>> sizes.locations, sizes.leading()
+    ({0: (1, 0)}, 1)
+    >>> sizes.fill([None, np.ones(5)])[0]
+    5
+    """
+
+    locations: dict[int, tuple[int, int]]
+
+    @staticmethod
+    def of(invars: Sequence[Any]) -> "SizeInputs":
+        where: dict[Any, tuple[int, int]] = {}
+        for k, v in enumerate(invars):
+            for axis, d in enumerate(getattr(v.aval, "shape", ())):
+                if isinstance(d, Var):
+                    where.setdefault(d, (k, axis))
+        return SizeInputs({j: where[v] for j, v in enumerate(invars) if v in where})
+
+    def leading(self) -> int:
+        """How many inputs, from the first, are sizes (PennyLane puts them first)."""
+        n = 0
+        while n in self.locations:
+            n += 1
+        return n
+
+    def fill(self, values: Sequence[Any]) -> list[Any]:
+        """``values`` with each size input replaced by its array's size."""
+        values = list(values)
+        for j, (k, axis) in self.locations.items():
+            values[j] = jnp.shape(values[k])[axis]
+        return values

@@ -1,0 +1,63 @@
+"""Tracing a function through PennyLane's program capture, inside a catalyst_lite trace.
+
+:func:`captured_program` wraps the user's function for :func:`~catalyst_lite.tracing.trace_program`.
+Called with the program's argument tracers, it
+
+1. captures the function as PennyLane does under ``qml.capture.enable()``: in a trace nested in
+   catalyst_lite's (so that arrays keep their symbolic sizes and JAX's dynamic-shape repairs
+   apply), with PennyLane's capture switched on and catalyst_lite standing aside
+   (:func:`~catalyst_lite.jax_extras.hosted_capture`): ``qml.for_loop``, QNode calls, operators and
+   measurements become PennyLane's primitives, a program in PennyLane's representation (plxpr);
+2. evaluates that program into catalyst_lite's trace with :class:`~.interpreter.PlxprCompiler`, with
+   PennyLane's capture off again: PennyLane's primitives become catalyst_lite's.
+
+For example (PennyLane's capture needs the JAX version it pins, 0.7.1)::
+
+    @qjit(capture=True)
+    def total(n: int):
+        return qml.for_loop(0, n, 1)(lambda i, acc: acc + i)(jnp.zeros(n))
+
+    total(3)  # Array([3., 3., 3.]): PennyLane's for_loop primitive, compiled as catalyst_lite's
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from jax.tree_util import tree_flatten, tree_unflatten
+
+from ..jax_extras import hosted_capture
+from ..jax_extras.dynshape import ExpansionStrategy, NestedBody, expand_args, trace_nested
+from . import control_flow as _control_flow  # noqa: F401  (registers the interpreter's rules)
+from . import differentiation as _differentiation  # noqa: F401  (likewise)
+from . import quantum as _quantum  # noqa: F401  (likewise)
+from .interpreter import PlxprCompiler
+from .switch import capture_switched
+
+__all__ = ["captured_program", "capture_plxpr"]
+
+
+def captured_program(fn: Callable, name: str) -> Callable:
+    """``fn`` captured by PennyLane and compiled by catalyst_lite: a function of the same
+    (positional) arguments, to be called while catalyst_lite traces."""
+
+    def program(*args: Any) -> Any:
+        flat_args, in_tree = tree_flatten(args)
+        plxpr = capture_plxpr(fn, flat_args, in_tree, name)
+        results = PlxprCompiler().eval(plxpr.jaxpr, [], *plxpr.consts, *flat_args)
+        return tree_unflatten(plxpr.out_tree, results)
+
+    program.__name__ = program.__qualname__ = name
+    return program
+
+
+def capture_plxpr(fn: Callable, flat_args: list[Any], in_tree: Any, name: str) -> NestedBody:
+    """PennyLane's program of ``fn`` for these arguments (tracers of the current trace): a jaxpr
+    taking its captured values (``.consts``) and then ``flat_args``."""
+    _, in_type = expand_args(flat_args, ExpansionStrategy(preserve_dimensions=True))
+
+    def under_capture(*args: Any) -> Any:
+        with capture_switched(True, name), hosted_capture():
+            return fn(*args)
+
+    return trace_nested(under_capture, in_type, in_tree, name, expand=lambda _, results: (results, 0))
