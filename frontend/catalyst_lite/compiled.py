@@ -51,6 +51,7 @@ _ACCEPTED_OPTIONS = {
     "circuit_transform_pipeline",
     "pass_plugins",
     "dialect_plugins",
+    "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
 }
 
 _ANNOTATION_SPECS = {

@@ -43,30 +43,21 @@ def _resizes(jaxpr: Any, n_sizes: int, loop: str) -> bool:
     return any(out is not inp for out, inp in zip(jaxpr.outvars[:n_sizes], jaxpr.invars[:n_sizes]))
 
 
-def _sizes_of(values: Sequence[Any], sizes: SizeInputs, n_sizes: int, offset: int) -> list[Any]:
-    """The first ``n_sizes`` size inputs of a loop body, read from the loop's carried ``values``
-    (the body inputs that follow ``offset`` others)."""
-    return [jnp.shape(values[k - offset])[axis] for k, axis in map(sizes.locations.get, range(n_sizes))]
-
-
 @PlxprCompiler.register_primitive(for_loop_prim)
 def _for_loop(
     self: PlxprCompiler, start: Any, stop: Any, step: Any, *invals: Any,
     jaxpr_body_fn: Any, consts_slice: tuple, args_slice: tuple, abstract_shapes_slice: tuple,
 ) -> list[Any]:
-    consts = invals[slice(*consts_slice)]
     n_sizes = len(invals[slice(*abstract_shapes_slice)])
-    init = tuple(invals[slice(*args_slice)])
     sizes = SizeInputs.of(jaxpr_body_fn.invars)  # body inputs: *sizes, i, *carried
-    body = self.subprogram(jaxpr_body_fn, consts)
+    body = self.subprogram(jaxpr_body_fn, invals[slice(*consts_slice)])
 
     @for_loop(start, stop, step, allow_array_resizing=_resizes(jaxpr_body_fn, n_sizes, "for_loop"))
     def loop(i: Any, carried: tuple) -> tuple:
-        inputs = sizes.fill([None] * n_sizes + [i, *carried])
-        return tuple(body(*inputs)[n_sizes:])
+        return tuple(body(*sizes.fill([None] * n_sizes + [i, *carried]))[n_sizes:])
 
-    final = loop(init)
-    return [*_sizes_of(final, sizes, n_sizes, n_sizes + 1), *final]
+    final = loop(tuple(invals[slice(*args_slice)]))
+    return [*sizes.fill([None] * (n_sizes + 1) + list(final))[:n_sizes], *final]
 
 
 @PlxprCompiler.register_primitive(while_loop_prim)
@@ -76,19 +67,19 @@ def _while_loop(
 ) -> list[Any]:
     sizes = SizeInputs.of(jaxpr_body_fn.invars)  # body and condition inputs: *sizes, *carried
     n_sizes = sizes.leading()
-    init = tuple(invals[slice(*args_slice)][n_sizes:])
     body = self.subprogram(jaxpr_body_fn, invals[slice(*body_slice)])
     predicate = self.subprogram(jaxpr_cond_fn, invals[slice(*cond_slice)])
 
-    def holds(carried: tuple) -> Any:
-        return predicate(*sizes.fill([None] * n_sizes + list(carried)))[0]
+    def inputs(carried: tuple) -> list[Any]:
+        return sizes.fill([None] * n_sizes + list(carried))
 
-    @while_loop(holds, allow_array_resizing=_resizes(jaxpr_body_fn, n_sizes, "while_loop"))
+    @while_loop(lambda carried: predicate(*inputs(carried))[0],
+                allow_array_resizing=_resizes(jaxpr_body_fn, n_sizes, "while_loop"))
     def loop(carried: tuple) -> tuple:
-        return tuple(body(*sizes.fill([None] * n_sizes + list(carried)))[n_sizes:])
+        return tuple(body(*inputs(carried))[n_sizes:])
 
-    final = loop(init)
-    return [*_sizes_of(final, sizes, n_sizes, n_sizes), *final]
+    final = loop(tuple(invals[slice(*args_slice)][n_sizes:]))
+    return inputs(final)
 
 
 @PlxprCompiler.register_primitive(cond_prim)
