@@ -55,21 +55,21 @@ def _value_and_grad(
     return [value, *tree_leaves(gradient)]
 
 
-@PlxprCompiler.register_primitive(jvp_prim)
-def _jvp(
-    self: PlxprCompiler, *invals: Any, jaxpr: Any, fn: Callable, method: str, h: float,
-    argnums: Sequence[int],
-) -> list[Any]:
-    n = len(jaxpr.invars)
-    results, tangents = jvp(_function(self, jaxpr, ()), invals[:n], invals[n:], **_options(method, h, argnums))
-    return [*tree_leaves(results), *tree_leaves(tangents)]
+def _product_rule(transform: Callable) -> Callable:
+    """The rule of ``jvp_prim``/``vjp_prim``: inputs are the function's inputs, then the tangents
+    (or cotangents); results are the function's results, then the derivative's."""
+
+    def rule(
+        self: PlxprCompiler, *invals: Any, jaxpr: Any, fn: Callable, method: str, h: float,
+        argnums: Sequence[int],
+    ) -> list[Any]:
+        n = len(jaxpr.invars)
+        function = _function(self, jaxpr, ())
+        results, derivatives = transform(function, invals[:n], invals[n:], **_options(method, h, argnums))
+        return [*tree_leaves(results), *tree_leaves(derivatives)]
+
+    return rule
 
 
-@PlxprCompiler.register_primitive(vjp_prim)
-def _vjp(
-    self: PlxprCompiler, *invals: Any, jaxpr: Any, fn: Callable, method: str, h: float,
-    argnums: Sequence[int],
-) -> list[Any]:
-    n = len(jaxpr.invars)
-    results, cotangents = vjp(_function(self, jaxpr, ()), invals[:n], invals[n:], **_options(method, h, argnums))
-    return [*tree_leaves(results), *tree_leaves(cotangents)]
+PlxprCompiler.register_primitive(jvp_prim)(_product_rule(jvp))
+PlxprCompiler.register_primitive(vjp_prim)(_product_rule(vjp))
