@@ -94,7 +94,7 @@ class QJIT:
         self.original_function = fn
         self.name = function_name(fn)
         check_capture_option(capture, self.name)
-        if capture is True:
+        if capture != "global" and capture:
             with capture_switched(True, self.name):  # PennyLane may refuse: say so at once
                 pass
         self.capture = capture

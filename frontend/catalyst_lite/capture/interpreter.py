@@ -67,7 +67,8 @@ class PlxprCompiler(PlxprInterpreter):
             raise QuantumOperationError(
                 f"{eqn.primitive.name}: statistics of mid-circuit measurement results "
                 "(qml.expval(m), qml.probs(op=m), qml.sample(m), ...) are not supported by "
-                "catalyst_lite; return the measured value, or measure the wire at the end."
+                "catalyst_lite; use the outcome in qml.cond, or measure the wire at the end of "
+                "the circuit (qml.probs(wires=...), qml.sample(wires=...))."
             )
         if not eqn.invars:
             # A measurement of every wire (qml.probs(), qml.state()): PennyLane builds it with no

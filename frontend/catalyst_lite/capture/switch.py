@@ -23,6 +23,8 @@ import importlib
 import sys
 from typing import Any, Iterator
 
+import numpy as np
+
 from ..errors import ArgumentValueError, CaptureUnavailableError, PlxprCaptureCFCompatibilityError
 
 __all__ = [
@@ -40,8 +42,8 @@ CAPTURE_VALUES = ("global", True, False)
 
 def check_capture_option(value: Any, fn_name: str) -> None:
     """Raise :class:`~catalyst_lite.errors.ArgumentValueError` unless ``value`` is one of
-    :data:`CAPTURE_VALUES` (``1`` or ``None`` are not: they would silently mean something)."""
-    if not (value is True or value is False or (isinstance(value, str) and value == "global")):
+    :data:`CAPTURE_VALUES` (or equal to one, as Catalyst checks: ``1`` is ``True``)."""
+    if not any(isinstance(value, (str, bool, int, np.bool_)) and value == v for v in CAPTURE_VALUES):
         raise ArgumentValueError(
             f"{fn_name}: invalid value for capture: {value!r}. Valid values are 'global', True "
             "and False."
