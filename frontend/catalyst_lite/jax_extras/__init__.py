@@ -7,6 +7,7 @@ these modules only.
 - :mod:`.patches`: scoped repairs to JAX 0.7's dynamic-shape path.
 - :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations.
 - :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
+- :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
 - :mod:`.dynshape`: the design documents' nested-binding algorithm (``DynshapePrimitive``).
 - :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
 """
@@ -19,6 +20,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
+from . import requirements as requirements  # registers the reshape patches
 from .tracing import (
     ClosedJaxpr,
     DBIdx,

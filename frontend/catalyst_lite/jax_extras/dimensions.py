@@ -46,10 +46,12 @@ from .tracing import constant_value
 
 __all__ = ["assume_size_p", "GenericSizes", "generic_values", "example_value", "is_size_expression"]
 
-# Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size) and
-# distinct (so that two unrelated sizes are never assumed equal).
-_GENERIC_SIZE = 1 << 30
-_GENERIC_STRIDE = 1 << 10
+# Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
+# distinct (so that two unrelated sizes are never assumed equal) and multiples of every number up
+# to 16 (so that `(n // 3) * 3` is `n`, as it is whenever a reshape to `(-1, 3)` is valid: such
+# divisions are checked at call time, see `requirements`).
+_GENERIC_STRIDE = 720720  # lcm(1, ..., 16)
+_GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 
 # comparison primitive -> (its Python spelling, the Python operator)
 _COMPARISONS_BY_PRIMITIVE = {
@@ -146,6 +148,10 @@ def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
     const = constant_value(tracer)
     if const is not None and not isinstance(const, core.Tracer):
         return np.asarray(const).item()
+    if isinstance(const, pe.DynamicJaxprTracer) and const._trace.is_valid():
+        # A size captured from an enclosing program (a loop body using `x.shape[0] * 3` from
+        # outside) is the expression it is there, so that it relates to the body's other sizes.
+        return example_value(const, symbols)
     return symbols[tracer.val]
 
 
@@ -202,7 +208,7 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool) -> None:
         return
     recorded.add(key)
     with core.set_current_trace(trace):
-        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=_user_call_site())
+        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=user_call_site())
 
 
 def _identity(x: Any) -> Any:
@@ -212,7 +218,7 @@ def _identity(x: Any) -> Any:
     return ("value", int(x))
 
 
-def _user_call_site() -> str:
+def user_call_site() -> str:
     """``file:line (jax function)``: the user's line and the JAX function it called."""
     frame = sys._getframe(1)
     jax_function = "?"

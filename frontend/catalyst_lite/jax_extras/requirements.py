@@ -1,0 +1,242 @@
+"""Size requirements: what a call's sizes must satisfy for its program to mean anything.
+
+An *assumption* (:mod:`.dimensions`) is a choice JAX's shape logic made at generic sizes; other
+sizes would take another path through JAX. A *requirement* is a fact without which ``jax.jit``
+itself refuses the call: a reshape keeps the number of elements, and the ``-1`` of a reshape is a
+whole quotient. With symbolic sizes neither can be checked while tracing, and JAX's dynamic-shape
+path checks neither (``reshape``'s shape rule skips its check under dynamic shapes, and
+``core.cancel_divide_tracers`` computes ``n * (1 // 3)``, size 0, for ``x.reshape(-1, 3)``).
+
+Here a ``-1`` becomes the staged quotient of the sizes, and each requirement is a
+``require_size`` equation that specialization checks at the call's sizes, raising a
+:class:`~catalyst_lite.errors.CompileError` that names them.
+
+>>> import numpy as np, jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> @qjit(abstracted_axes={0: "n"})
+... def rows(x):
+...     return x.reshape(-1, 3)
+>>> rows(np.arange(6.0)).shape, rows(np.arange(12.0)).shape
+((2, 3), (4, 3))
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any, Sequence
+
+import numpy as np
+from jax._src import core
+from jax._src.interpreters import mlir
+from jax._src.lax import lax
+from jax._src.numpy import lax_numpy
+
+from ..errors import CompileError
+from .dimensions import user_call_site
+from .patches import Patch, is_active, register_patch
+
+__all__ = ["require_size_p", "require", "size_quotient"]
+
+# relation -> whether it holds for (lhs, rhs)
+_RELATIONS = {
+    "==": lambda lhs, rhs: lhs == rhs,
+    "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0,
+}
+
+require_size_p = core.Primitive("require_size")
+require_size_p.multiple_results = True
+
+
+def _check_requirement(lhs: Any, rhs: Any, *, relation: str, message: str, where: str) -> list:
+    """Raise if ``lhs relation rhs`` is false for these concrete sizes."""
+    lhs, rhs = int(np.asarray(lhs)), int(np.asarray(rhs))
+    if not _RELATIONS[relation](lhs, rhs):
+        raise CompileError(f"{where}: {message.format(lhs=lhs, rhs=rhs)}.")
+    return []
+
+
+require_size_p.def_impl(_check_requirement)
+require_size_p.def_abstract_eval(lambda *args, **params: [])
+mlir.register_lowering(require_size_p, lambda ctx, *args, **params: [])
+
+
+def _is_symbolic(d: Any) -> bool:
+    return isinstance(d, core.Tracer)
+
+
+def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
+    """Record that ``lhs relation rhs`` must hold (``"=="``, or ``"divides"``: ``rhs % lhs == 0``
+    with ``lhs != 0``), in the trace of the symbolic side(s). ``message`` may name ``{lhs}`` and
+    ``{rhs}``, which the error fills with the call's sizes."""
+    trace = next(d._trace for d in (lhs, rhs) if _is_symbolic(d))
+    with core.set_current_trace(trace):
+        require_size_p.bind(lhs, rhs, relation=relation, message=message, where=user_call_site())
+
+
+def _product(sizes: Sequence[Any]) -> Any:
+    """The product of sizes, staged only where a size is symbolic (no ``* 1``)."""
+    static = math.prod(d for d in sizes if not _is_symbolic(d))
+    symbolic = [d for d in sizes if _is_symbolic(d)]
+    if not symbolic:
+        return static
+    out = symbolic[0]
+    for d in symbolic[1:]:
+        out = out * d
+    return out if static == 1 else out * static
+
+
+def _key(d: Any) -> Any:
+    """What a size is, for comparing shapes: its variable, or its value."""
+    return ("var", d.val) if _is_symbolic(d) else int(d)
+
+
+def _shape_key(sizes: Sequence[Any]) -> list:
+    return sorted(map(_key, sizes), key=repr)
+
+
+# frame of a trace -> {quotient variable: (shape divided, the other sizes)}: a reshape to a shape
+# with that quotient and those other sizes keeps the element count (required with the quotient).
+_quotients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
+    """``prod(num) // prod(den)``, the size that ``-1`` stands for in a reshape of an array of
+    shape ``num`` to a shape whose other sizes are ``den``; a requirement that it is exact.
+
+    Equal symbolic sizes cancel first (``(n, m) -> (m, -1)`` is ``n``, nothing to check).
+    """
+    original = (_shape_key(num), _shape_key(den))
+    num, den = list(num), list(den)
+    for d in [d for d in den if _is_symbolic(d)]:
+        match = next((i for i, n in enumerate(num) if n is d), None)
+        if match is not None:
+            del num[match]
+            den.remove(d)
+    static_num = math.prod(d for d in num if not _is_symbolic(d))
+    static_den = math.prod(d for d in den if not _is_symbolic(d))
+    if not any(map(_is_symbolic, den)) and static_den and static_num % static_den == 0:
+        quotient = _product([d for d in num if _is_symbolic(d)] + [static_num // static_den])
+    else:
+        total, divisor = _product(num), _product(den)
+        require(
+            divisor, total, "divides",
+            "cannot reshape an array of {rhs} elements with a -1 in the new shape: the product "
+            "of the other sizes ({lhs}) does not evenly divide {rhs}",
+        )
+        quotient = lax.div(total, divisor)  # checked first: the requirement comes before
+    if _is_symbolic(quotient):
+        _quotients.setdefault(quotient._trace.frame, {})[quotient.val] = original
+    return quotient
+
+
+def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> bool:
+    """``new_sizes`` is a shape of ``shape``'s element count by construction: one of its sizes is
+    the quotient of ``shape`` by the others (:func:`size_quotient`)."""
+    for i, d in enumerate(new_sizes):
+        if _is_symbolic(d):
+            divided = _quotients.get(d._trace.frame, {}).get(d.val)
+            others = (*new_sizes[:i], *new_sizes[i + 1 :])
+            if divided == (_shape_key(shape), _shape_key(others)):
+                return True
+    return False
+
+
+def _make_cancel_divide_tracers(original):
+    # `jnp.reshape` computes the size of a `-1` with this function when a size is a tracer. It
+    # cancels equal tracers and then divides the *remaining static* sizes, `1 // 3` for
+    # `(n,) -> (-1, 3)`: size 0. (And it gives up, then fails, when a tracer does not cancel.)
+    def cancel_divide_tracers(num, denom):
+        if is_active() and any(map(_is_symbolic, (*num, *denom))):
+            return size_quotient(num, denom)
+        return original(num, denom)
+
+    return cancel_divide_tracers
+
+
+def _make_reshape(original):
+    # Under dynamic shapes `reshape`'s shape rule no longer checks that the number of elements is
+    # unchanged; a symbolic reshape then failed only at call time, inside XLA's static check, with
+    # a message about JAX internals. Check it as a requirement of the call.
+    def reshape(operand, new_sizes, dimensions=None, **kwargs):
+        if is_active():
+            _require_same_size(np.shape(operand), tuple(core.canonicalize_shape(new_sizes)))
+        return original(operand, new_sizes, dimensions, **kwargs)
+
+    return reshape
+
+
+def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
+    if not any(map(_is_symbolic, (*shape, *new_sizes))) or _is_exact_quotient_shape(shape, new_sizes):
+        return
+    old, new = _product(shape), _product(new_sizes)
+    if old is new or (not _is_symbolic(old) and not _is_symbolic(new) and old == new):
+        return
+    require(
+        old, new, "==",
+        f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements "
+        f"({_describe_shape(new_sizes)})",
+    )
+
+
+def _describe_shape(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join("?" if _is_symbolic(d) else str(d) for d in shape) + ")"
+
+
+def _make_split(original):
+    # `jnp.split`/`array_split` into a number of sections divide the axis size with `divmod` and
+    # branch on the remainder: with a symbolic size, `split` would be traced for one remainder and
+    # `array_split` builds `[part + 1] * r`, a list times a tracer. The pieces' sizes are computed
+    # symbolically instead: equal ones (required to divide) or, for `array_split`, one more for
+    # the first `size % sections` pieces.
+    def _split(op, ary, indices_or_sections, axis=0):
+        size = np.shape(ary)[axis] if isinstance(axis, int) and -np.ndim(ary) <= axis < np.ndim(ary) else None
+        if not (is_active() and _is_symbolic(size) and _is_count(indices_or_sections)):
+            return original(op, ary, indices_or_sections, axis)
+        sections = int(indices_or_sections)
+        if op == "array_split":  # piece i has ceil((size - i) / sections) elements
+            sizes = [lax.div(size + (sections - 1 - i), sections) for i in range(sections)]
+        else:
+            require(
+                sections, size, "divides",
+                f"jnp.{op} into {{lhs}} sections: the axis of {{rhs}} elements is not evenly divided "
+                "(jnp.array_split allows unequal sections)",
+            )
+            sizes = [lax.div(size, sections)] * sections
+        return list(lax.split(ary, sizes, axis=axis))
+
+    return _split
+
+
+def _is_count(sections: Any) -> bool:
+    """A positive number of sections (not a list of split indices)."""
+    return isinstance(sections, (int, np.integer)) and not isinstance(sections, bool) and sections > 0
+
+
+register_patch(
+    Patch(
+        "symbolic_reshape_quotient",
+        core,
+        "cancel_divide_tracers",
+        _make_cancel_divide_tracers,
+        "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact",
+    )
+)
+register_patch(
+    Patch(
+        "reshape_keeps_element_count",
+        lax,
+        "reshape",
+        _make_reshape,
+        "a reshape with symbolic sizes requires the same number of elements (checked at call time)",
+    )
+)
+register_patch(
+    Patch(
+        "symbolic_split_sections",
+        lax_numpy,
+        "_split",
+        _make_split,
+        "split/array_split of a symbolic axis into sections have symbolic sizes (equal ones required)",
+    )
+)
