@@ -100,7 +100,8 @@ def _is_int_scalar(v: Any) -> bool:
     """A signed integer scalar: what sizes are. (Unsigned ones are bits, such as the halves of a
     PRNG key: folding them into Python ints would lose their type.)"""
     aval = v.aval
-    return not aval.shape and np.issubdtype(aval.dtype, np.signedinteger)
+    # `jax.dtypes.issubdtype`: a PRNG key's extended dtype is not a NumPy one.
+    return not aval.shape and jax.dtypes.issubdtype(aval.dtype, np.signedinteger)
 
 
 def _is_index_scalar(v: Any) -> bool:
@@ -147,7 +148,7 @@ def available_memory() -> int:
 def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
     """Raise :class:`ArrayTooLargeError` before an array of this shape is allocated when it would
     not fit in memory (XLA would fail with an opaque ``RESOURCE_EXHAUSTED``, or the machine swap)."""
-    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    nbytes = math.prod(shape) * getattr(dtype, "itemsize", 8)  # a PRNG key's dtype is not NumPy's
     if nbytes <= _ALWAYS_FITS_BYTES:
         return
     available = available_memory()

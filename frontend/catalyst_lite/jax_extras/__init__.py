@@ -8,6 +8,7 @@ these modules only.
 - :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations.
 - :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
 - :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
+- :mod:`.random`: ``jax.random`` with symbolic sizes.
 - :mod:`.dynshape`: the design documents' nested-binding algorithm (``DynshapePrimitive``).
 - :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
 """
@@ -20,6 +21,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
+from . import random as random  # registers the jax.random patches
 from . import requirements as requirements  # registers the reshape patches
 from .tracing import (
     ClosedJaxpr,

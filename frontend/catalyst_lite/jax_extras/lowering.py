@@ -47,6 +47,8 @@ __all__ = [
     "lower_jaxpr_to_stablehlo",
     "check_parses",
     "register_lowering",
+    "register_dynamic_lowering",
+    "opaque_call",
     "LoweringRuleContext",
     "lower_nested_jaxpr",
     "ir_types",
@@ -153,6 +155,27 @@ _JAX_UNDERSTANDS_TRAILING_SIZES = frozenset(
 )
 
 
+# Lowering rules for the dynamic program only (`QJIT.mlir`), for primitives that JAX cannot lower
+# with symbolic sizes (see `register_dynamic_lowering`).
+_DYNAMIC_ONLY_RULES: dict[core.Primitive, Callable] = {}
+
+
+def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
+    """Lower ``prim`` with ``rule`` in the dynamic program (``QJIT.mlir``) only; specializations,
+    where every size is known, keep its own lowering."""
+    _DYNAMIC_ONLY_RULES[prim] = rule
+
+
+def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrValue], config: str) -> list[IrValue]:
+    """``stablehlo.custom_call @catalyst_lite.<name>``: an operation of the dynamic program whose
+    body is only chosen at specialization (its operands and result types are the equation's)."""
+    op = mlir.custom_call(
+        f"catalyst_lite.{name}", result_types=ir_types(ctx.avals_out), operands=list(operands),
+        backend_config=config,
+    )
+    return list(op.results)
+
+
 def _sizes_as_operands_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
     """Lowering rules for primitives whose dynamic sizes we carry as trailing operands.
 
@@ -163,9 +186,9 @@ def _sizes_as_operands_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
     which JAX's rule then lowers with its dynamic-shape path (``stablehlo.dynamic_gather``).
     Overrides are scoped to this module context, unlike ``mlir.register_lowering``.
     """
-    rules = []
+    rules = list(_DYNAMIC_ONLY_RULES.items())
     for prim, param in SHAPE_PARAMS.items():
-        if prim in _JAX_UNDERSTANDS_TRAILING_SIZES:
+        if prim in _JAX_UNDERSTANDS_TRAILING_SIZES or prim in _DYNAMIC_ONLY_RULES:
             continue
         rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, param)))
     return tuple(rules)
@@ -207,8 +230,9 @@ def _module_context(name: str) -> mlir.ModuleContext:
 
 
 def ir_types(avals: Sequence[core.AbstractValue]) -> list[ir.Type]:
-    """IR types of ``avals``; a size that is not a number is a ``?`` dimension."""
-    return [mlir.aval_to_ir_type(a) for a in avals]
+    """IR types of ``avals``; a size that is not a number is a ``?`` dimension, and a PRNG key is
+    its physical ``uint32`` array."""
+    return [mlir.aval_to_ir_type(core.physical_aval(a)) for a in avals]
 
 
 def _check_lowerable(closed_jaxpr: core.ClosedJaxpr) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from jax._src import core
+from jax._src import core, prng
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
@@ -28,6 +28,8 @@ SHAPE_PARAMS = {
     lax_internal.reshape_p: "new_sizes",
     slicing.dynamic_slice_p: "slice_sizes",
     slicing.gather_p: "slice_sizes",
+    prng.random_bits_p: "shape",
+    prng.random_split_p: "shape",
 }
 
 

@@ -1,0 +1,129 @@
+"""``jax.random`` with symbolic sizes.
+
+Random numbers are drawn by two primitives whose result shape is a parameter, ``random_bits``
+and ``random_split``; with a symbolic size there, their abstract evaluation builds a
+``ShapedArray`` with a tracer in its shape and fails. Here they give a ``DShapedArray``, and the
+size is staged as a trailing operand (the :data:`~.shapes.SHAPE_PARAMS` convention), filled in at
+specialization.
+
+``permutation``/``shuffle`` choose their number of sorting rounds from the array's size, a Python
+decision JAX refuses to make for a symbolic size. They become one ``shuffle`` equation that runs
+JAX's own shuffle when the program is specialized, the size then known: the rounds, and so the
+numbers, are ``jax.jit``'s.
+
+>>> import jax, numpy as np
+>>> from catalyst_lite import qjit
+>>> @qjit(abstracted_axes={0: "n"})
+... def noisy(x):
+...     return x + jax.random.uniform(jax.random.key(0), x.shape)
+>>> bool(np.allclose(noisy(np.zeros(3)), jax.random.uniform(jax.random.key(0), (3,))))
+True
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jax._src import core, prng
+from jax._src import random as jax_random
+from jax._src.interpreters import mlir
+
+from .lowering import opaque_call, register_dynamic_lowering
+from .patches import Patch, is_active, register_patch
+
+__all__ = ["shuffle_p"]
+
+
+def _is_symbolic(shape: Any) -> bool:
+    return any(isinstance(d, core.Tracer) for d in shape)
+
+
+def _make_random_bits_abstract_eval(original):
+    # `random_bits_abstract_eval` builds a `ShapedArray` from `keys.shape + shape`.
+    def abstract_eval(keys_aval, *, bit_width, shape):
+        if not (is_active() and _is_symbolic(shape)):
+            return original(keys_aval, bit_width=bit_width, shape=shape)
+        aval, effects = original(keys_aval, bit_width=bit_width, shape=(1,) * len(shape))
+        return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
+
+    return abstract_eval
+
+
+def _make_random_split_abstract_eval(original):
+    # `random_split_abstract_eval` builds the keys' sharding spec and shape from `shape`.
+    def abstract_eval(keys_aval, *, shape):
+        if not (is_active() and _is_symbolic(shape)):
+            return original(keys_aval, shape=shape)
+        aval, effects = original(keys_aval, shape=(1,) * len(shape))
+        return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
+
+    return abstract_eval
+
+
+# --- shuffle: JAX's own, run at specialization ------------------------------------------------------
+
+_jax_shuffle = jax_random._shuffle  # the jitted `_shuffle(key, x, axis)` of jax.random
+
+shuffle_p = core.Primitive("shuffle")
+shuffle_p.def_impl(lambda key, x, *, axis: _jax_shuffle(key, x, axis))
+shuffle_p.def_abstract_eval(lambda key_aval, x_aval, *, axis: x_aval)
+
+
+mlir.register_lowering(
+    shuffle_p,
+    lambda ctx, key, x, *, axis: mlir.lower_fun(
+        lambda k, v: _jax_shuffle(k, v, axis), multiple_results=False
+    )(ctx, key, x),
+)
+
+
+# In `.mlir`, the dynamic program, these are opaque calls: JAX's threefry and its shuffle's
+# number of rounds are computed from sizes that are only known at specialization.
+register_dynamic_lowering(
+    prng.random_bits_p,
+    lambda ctx, *ops, bit_width, shape: opaque_call(ctx, "random_bits", ops, f"bit_width={bit_width}"),
+)
+register_dynamic_lowering(
+    prng.random_split_p, lambda ctx, *ops, shape: opaque_call(ctx, "random_split", ops, "")
+)
+register_dynamic_lowering(
+    shuffle_p, lambda ctx, key, x, *, axis: opaque_call(ctx, "shuffle", (key, x), f"axis={axis}")
+)
+
+
+def _make_shuffle(original):
+    def shuffle(key, x, axis):
+        if is_active() and not core.is_constant_dim(x.shape[axis]):
+            return shuffle_p.bind(key, x, axis=axis)
+        return original(key, x, axis)
+
+    return shuffle
+
+
+register_patch(
+    Patch(
+        "random_bits_of_symbolic_shape",
+        prng.random_bits_p,
+        "abstract_eval",
+        _make_random_bits_abstract_eval,
+        "random bits of a symbolic shape have a DShapedArray type",
+    )
+)
+register_patch(
+    Patch(
+        "random_split_of_symbolic_shape",
+        prng.random_split_p,
+        "abstract_eval",
+        _make_random_split_abstract_eval,
+        "keys split into a symbolic number have a DShapedArray type",
+    )
+)
+register_patch(
+    Patch(
+        "shuffle_of_symbolic_size",
+        jax_random,
+        "_shuffle",
+        _make_shuffle,
+        "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization",
+    )
+)
