@@ -12,9 +12,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import operator
 import threading
+import types
 from typing import Any, Callable, Hashable, Sequence
 
 import jax
@@ -27,8 +29,9 @@ from .errors import (
     UnsupportedOperationError,
     function_name,
 )
-from .jax_extras import Tracer, x64_scope
+from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
+from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
@@ -99,66 +102,58 @@ class QJIT:
                 pass
         self.capture = capture
         self.options = dict(options, abstracted_axes=abstracted_axes)
-        self.layout = ArgumentLayout(fn, abstracted_axes, static_argnums, static_argnames)
+        self.binding = CallBinding(fn, static_argnums, static_argnames)
+        self.layout = ArgumentLayout(self.name, abstracted_axes)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
         self.tiered_compilation = tiered_compilation
         self._programs: dict[Hashable, TracedProgram] = {}
         # Calls already validated, by _call_key: what their repeats run (see __call__).
         self._validated_calls: dict[tuple, _ValidatedCall] = {}
         self._last: TracedProgram | None = None
+        # Held while a top-level call traces a new signature, so that two threads calling with
+        # the same one trace it once. Never taken inside a trace (a QJIT called there is inlined,
+        # or under a JAX transformation traced on its own): a trace never waits for another
+        # thread, so no two threads can wait for each other.
         self._lock = threading.Lock()
-        self._annotated = self._annotation_specs()
+        self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
-            self._trace_from_specs(*self._annotated)
+            self._program_for(self._annotated)
 
     # --- tracing -----------------------------------------------------------------------------
 
-    def _annotation_specs(self):
-        """Leaf specs from type annotations when every parameter has a usable one (AOT)."""
-        sig = self.layout.signature
-        if sig is None or not sig.parameters or self.layout.static_argnums:
+    def _annotation_call(self) -> CallArguments | None:
+        """Arguments standing for the type annotations when every parameter is positional and has
+        a usable annotation: the function is then traced now (ahead of time)."""
+        binding = self.binding
+        params = list(binding.signature.parameters.values()) if binding.signature else []
+        if not params or binding.has_static_arguments or self.layout.abstracted_axes is not None:
             return None
-        specs = []
-        for p in sig.parameters.values():
+        examples = []
+        for p in params:
             ann = _resolved_annotation(p.annotation)
+            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+                return None
             if ann in _ANNOTATION_SPECS:
-                specs.append(_ANNOTATION_SPECS[ann])
+                spec = _ANNOTATION_SPECS[ann]
+                examples.append(jax.ShapeDtypeStruct(spec.shape, spec.dtype, weak_type=spec.weak_type))
             elif isinstance(ann, jax.ShapeDtypeStruct):
-                specs.append(LeafSpec(tuple(ann.shape), np.dtype(ann.dtype), False))
+                examples.append(jax.ShapeDtypeStruct(ann.shape, ann.dtype))
             else:
                 return None
-        if self.layout.abstracted_axes is not None:
-            return None
-        tree = jax.tree_util.tree_structure(tuple(0 for _ in specs))
-        return tree, specs
+        return binding.bind(tuple(examples), {})
 
-    def _trace_from_specs(self, tree, specs) -> TracedProgram:
-        key = (tree, tuple(specs), ())
-        axes = [{} for _ in specs]
-        names = self.layout.dynamic_names(len(specs))
-        program = self._trace(self.original_function, tree, specs, axes, names)
-        self._programs[key] = self._last = program
-        return program
-
-    def _program_for(self, dynamic: tuple, static: tuple) -> tuple[TracedProgram, list[Any], list[str]]:
-        tree, specs, leaves, axes = self.layout.leaf_specs(dynamic)
-        names = [n for a, n in zip(dynamic, self.layout.dynamic_names(len(dynamic)))
-                 for _ in jax.tree_util.tree_leaves(a)]
-        key = (tree, tuple(specs), static)
+    def _program_for(self, call: CallArguments) -> tuple[TracedProgram, list[Any], list[str]]:
+        tree, specs, leaves, axes = self.layout.leaf_specs(call)
+        names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
+        key = (call.dynamic_keys, tree, tuple(specs), call.static)
         program = self._programs.get(key)
         if program is None:
             # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
             implicit_values(*dimension_sources(axes), leaves, names, self.name)
-            with self._lock:
+            with contextlib.nullcontext() if inside_program_trace() else self._lock:
                 program = self._programs.get(key)
                 if program is None:
-                    fn = self.original_function
-                    if static:
-                        layout = self.layout
-
-                        def fn(*dyn, _f=self.original_function):
-                            return _f(*layout.merge(dyn, static))
-
+                    fn = self.binding.of_dynamic_arguments(self.original_function, call)
                     program = self._trace(fn, tree, specs, axes, names)
                     self._programs[key] = program
         self._last = program
@@ -181,25 +176,32 @@ class QJIT:
             program.runner.tiered = self.tiered_compilation
         return program
 
-    def _check_annotations(self, args: tuple) -> None:
-        for p, a in zip(self.layout.signature.parameters.values(), args):
-            ann = _resolved_annotation(p.annotation)
-            kind = _dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
-            ok = {
-                int: kind is not None and np.issubdtype(kind, np.integer) and not isinstance(a, bool),
-                float: kind is not None and (np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer)),
-                bool: kind is not None and kind == np.dtype(bool),
-                complex: kind is not None and np.issubdtype(kind, np.number),
-            }.get(ann, True)
-            if not ok or np.ndim(a) != 0 and ann in _ANNOTATION_SPECS:
-                raise ArgumentTypeError(
-                    f"{self.name}: argument {p.name!r} is annotated {ann.__name__} but got "
-                    f"{type(a).__name__} {a!r}."
-                )
+    def _annotated_values(self, call: CallArguments) -> tuple:
+        """The call's values checked against the annotations, Python numbers converted to the
+        annotated type (``f(2)`` for ``x: float`` is traced as a float)."""
+        out = []
+        for (tag, ident), name, a in zip(call.keys, call.names, call.values):
+            ann = _resolved_annotation(self.binding.parameters[ident].annotation) if tag == "" else None
+            if ann in _ANNOTATION_SPECS:
+                _check_annotation(self.name, name, ann, a)
+                # A tracer of an outer JAX transformation stays one (float() would cut it off).
+                if ann in (int, float) and not isinstance(a, Tracer):
+                    a = ann(a)
+            out.append(a)
+        return tuple(out)
 
     # --- calling -----------------------------------------------------------------------------
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        """``@qjit`` on a method: ``obj.method(x)`` calls it with ``obj`` first (pass
+        ``static_argnums=0`` to make ``self`` a compile-time value, as with ``jax.jit``)."""
+        return self if instance is None else types.MethodType(self, instance)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if is_tracing():
+            # Called while a program is being traced (recursion, or a qjit function calling
+            # another): inlined into that program, as Catalyst does, with its symbolic sizes.
+            return self.original_function(*args, **kwargs)
         # Fast path: arguments of the types, shapes and dtypes of a call already validated need
         # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
@@ -214,16 +216,10 @@ class QJIT:
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
         """A call with every check; remembered for the fast path when ``key`` settles them."""
-        dynamic, static = self.layout.split(args, kwargs)
+        call = self.binding.bind(args, kwargs)
         if self._annotated is not None:
-            self._check_annotations(dynamic)
-            dynamic = tuple(
-                (int(a) if s.dtype.kind == "i" else float(a) if s.dtype.kind == "f" else a)
-                # A tracer of an outer JAX transformation stays one (float() would cut it off).
-                if s.shape == () and s.weak_type and not isinstance(a, Tracer) else a
-                for a, s in zip(dynamic, self._annotated[1])
-            )
-        program, leaves, names = self._program_for(dynamic, static)
+            call = dataclasses.replace(call, values=self._annotated_values(call))
+        program, leaves, names = self._program_for(call)
         implicit = program.implicit_args(leaves, names, self.name)
         self._check_size_arguments_known(program, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
@@ -232,11 +228,11 @@ class QJIT:
 
             with self._naming_size_arguments(program, implicit, leaves, names):
                 return call_from_transformation(lambda *xs: program.run(implicit, xs), leaves)
-        if key is not None and not static and len(dynamic) == len(args) and all(
-            d is a for d, a in zip(dynamic, args)
+        if key is not None and not any(call.is_static) and len(call.values) == len(args) and all(
+            v is a for v, a in zip(call.values, args)
         ):
-            # Each argument is one leaf, passed unconverted (and no default was filled in): a call
-            # with the same key is the same call.
+            # Each argument is one leaf, passed unconverted: a call with the same key is the same
+            # call.
             self._validated_calls[key] = _ValidatedCall(program, implicit, leaves)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.run(implicit, leaves)
@@ -291,8 +287,7 @@ class QJIT:
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
         """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
-        dynamic, static = self.layout.split(args, kwargs)
-        program, leaves, names = self._program_for(dynamic, static)
+        program, leaves, names = self._program_for(self.binding.bind(args, kwargs))
         implicit = program.implicit_args(leaves, names, self.name)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
@@ -345,6 +340,23 @@ def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:
     if len(explicit) == 1 and jax.tree_util.treedef_is_leaf(program.out_tree):
         return operator.itemgetter(explicit[0])
     return program.results
+
+
+def _check_annotation(fn_name: str, arg_name: str, annotation: type, a: Any) -> None:
+    """An argument of a parameter annotated ``int``/``float``/``bool``/``complex`` is a scalar
+    of that kind (an ``int`` for ``float``, any number for ``complex``)."""
+    kind = _dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
+    ok = kind is not None and np.ndim(a) == 0 and {
+        int: np.issubdtype(kind, np.integer) and not isinstance(a, bool),
+        float: np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer),
+        bool: kind == np.dtype(bool),
+        complex: np.issubdtype(kind, np.number),
+    }[annotation]
+    if not ok:
+        raise ArgumentTypeError(
+            f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
+            f"{type(a).__name__} {a!r}."
+        )
 
 
 def _resolved_annotation(annotation: Any) -> Any:

@@ -1,5 +1,5 @@
-"""Arguments of a compiled function: static/dynamic split, pytrees, abstracted axes, and the
-signature that decides when a function must be traced again.
+"""Arguments of a compiled function as traced: pytrees, abstracted axes, and the signature that
+decides when a function must be traced again.
 
 A function is re-traced only when its *signature* changes: the pytree structure of its dynamic
 arguments, their dtypes and ranks, the sizes of the axes that are not abstracted, and the values of
@@ -9,16 +9,16 @@ it: a program traced once runs at every size.
 
 from __future__ import annotations
 
-import inspect
 import numbers
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Hashable, Sequence
 
 import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure
 
-from .errors import ArgumentTypeError, ArgumentValueError, function_name
+from .binding import CallArguments
+from .errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = ["LeafSpec", "ArgumentLayout", "AxesSpec"]
 
@@ -46,12 +46,17 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
     if isinstance(x, complex):
         return (), np.dtype("complex128"), True
     if isinstance(x, jax.ShapeDtypeStruct) or hasattr(x, "shape") and hasattr(x, "dtype"):
-        return tuple(x.shape), np.dtype(x.dtype), bool(getattr(x, "weak_type", False))
+        return tuple(x.shape), _dtype(x.dtype), bool(getattr(x, "weak_type", False))
     raise ArgumentTypeError(
         f"{fn_name}: argument {where} is a {type(x).__name__}; compiled functions take arrays, "
         "numbers and pytrees of them. Pass it with static_argnums/static_argnames if it is a "
         "compile-time option."
     )
+
+
+def _dtype(dtype: Any) -> Any:
+    """A NumPy dtype, or JAX's extended dtype of a typed PRNG key as it is."""
+    return dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
 
 
 def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool) -> AxesSpec:
@@ -78,117 +83,69 @@ def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool
 
 
 class ArgumentLayout:
-    """How a user function's arguments map to the flat list that is traced.
+    """How the dynamic arguments of a call (see :mod:`.binding`) map to the flat list that is
+    traced: pytree leaves, and the axes of each that ``abstracted_axes`` makes symbolic.
 
-    >>> layout = ArgumentLayout(lambda x, n: x, abstracted_axes={0: "n"})
-    >>> dyn, static = layout.split((np.ones(3), 2), {})
-    >>> [str(s.shape) for s in layout.leaf_specs(dyn)[1]]
+    >>> from catalyst_lite.binding import CallBinding
+    >>> call = CallBinding(lambda x, n: x).bind((np.ones(3),), {"n": 2})
+    >>> layout = ArgumentLayout("f", abstracted_axes={0: "n"})
+    >>> [str(s.shape) for s in layout.leaf_specs(call)[1]]
     ['(None,)', '()']
     """
 
-    def __init__(
-        self,
-        fn: Callable,
-        abstracted_axes: Any = None,
-        static_argnums: Sequence[int] | int | None = None,
-        static_argnames: Sequence[str] | str | None = None,
-    ):
-        self.fn = fn
-        self.fn_name = function_name(fn)
+    def __init__(self, fn_name: str, abstracted_axes: Any = None):
+        self.fn_name = fn_name
         self.abstracted_axes = abstracted_axes
-        try:
-            self.signature = inspect.signature(fn)
-        except (TypeError, ValueError):
-            self.signature = None
-        params = list(self.signature.parameters) if self.signature else []
-        nums = {static_argnums} if isinstance(static_argnums, int) else set(static_argnums or ())
-        names = {static_argnames} if isinstance(static_argnames, str) else set(static_argnames or ())
-        for name in names:
-            if name not in params:
-                raise ArgumentValueError(f"{self.fn_name}: static_argnames names {name!r}, which is not a parameter.")
-            nums.add(params.index(name))
-        self.static_argnums = frozenset(nums)
-        self.param_names = params
 
-    def arg_name(self, i: int) -> str:
-        return repr(self.param_names[i]) if i < len(self.param_names) else f"#{i}"
+    # --- abstracted axes -----------------------------------------------------------------------
 
-    def bind(self, args: tuple, kwargs: dict) -> tuple:
-        """Positional arguments after binding keywords; a clear error on a wrong count."""
-        if self.signature is None:
-            if kwargs:
-                raise ArgumentTypeError(f"{self.fn_name}: keyword arguments need an inspectable signature.")
-            return args
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise ArgumentTypeError(f"{self.fn_name}: {e}") from None
-        bound.apply_defaults()
-        return tuple(bound.args) + tuple(bound.kwargs.values())
-
-    def split(self, args: tuple, kwargs: dict) -> tuple[tuple, tuple]:
-        """``(dynamic_args, static_key)``: the static ones as a hashable key."""
-        args = self.bind(args, kwargs)
-        dynamic = tuple(a for i, a in enumerate(args) if i not in self.static_argnums)
-        static = []
-        for i, a in enumerate(args):
-            if i in self.static_argnums:
-                try:
-                    hash(a)
-                except TypeError:
-                    raise ArgumentTypeError(
-                        f"{self.fn_name}: static argument {self.arg_name(i)} must be hashable, "
-                        f"got {type(a).__name__}."
-                    ) from None
-                static.append((i, a))
-        return dynamic, tuple(static)
-
-    def merge(self, dynamic: Sequence[Any], static: tuple) -> list[Any]:
-        """Rebuild the full positional argument list from its two parts."""
-        out: list[Any] = []
-        dyn = iter(dynamic)
-        static_map = dict(static)
-        for i in range(len(dynamic) + len(static)):
-            out.append(static_map[i] if i in static_map else next(dyn))
-        return out
-
-    def dynamic_names(self, n: int) -> list[str]:
-        names = [self.arg_name(i) for i in range(n + len(self.static_argnums)) if i not in self.static_argnums]
-        return names[:n]
-
-    def axes_specs(self, dynamic: tuple, leaves_per_arg: list[list[Any]]) -> list[AxesSpec]:
-        """One ``{axis: name}`` per flat leaf, from the ``abstracted_axes`` option."""
+    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]]) -> list[AxesSpec]:
+        """One ``{axis: name}`` per flat leaf of the dynamic arguments, from ``abstracted_axes``."""
         axes = self.abstracted_axes
-        names = self.dynamic_names(len(dynamic))
-        specs: list[AxesSpec] = []
+        dynamic, names = call.dynamic, call.dynamic_names
         if axes is None:
             return [{} for leaves in leaves_per_arg for _ in leaves]
         if _is_axes_dict(axes):
-            # One dict for every argument that has the axis.
-            for leaves, name in zip(leaves_per_arg, names):
-                for leaf in leaves:
-                    ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
-                    specs.append(_axes_for_leaf(axes, ndim, self.fn_name, name, strict=False))
-            return specs
+            return self._axes_from_dict(axes, leaves_per_arg, names)
         entries = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
-        if len(entries) != len(dynamic):
+        if len(entries) > call.nslots or any(slot >= len(entries) for slot in call.dynamic_slots):
             raise ArgumentValueError(
                 f"{self.fn_name}: abstracted_axes has {len(entries)} entries but the function "
-                f"takes {len(dynamic)} non-static arguments."
+                f"takes {call.nslots} non-static arguments."
             )
-        for arg, entry, leaves, name in zip(dynamic, entries, leaves_per_arg, names):
-            per_leaf = _broadcast_entry(entry, arg, len(leaves), self.fn_name, name)
+        specs: list[AxesSpec] = []
+        for arg, slot, leaves, name in zip(dynamic, call.dynamic_slots, leaves_per_arg, names):
+            per_leaf = _broadcast_entry(entries[slot], arg, len(leaves), self.fn_name, name)
             for leaf, leaf_entry in zip(leaves, per_leaf):
                 ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
                 specs.append(_axes_for_leaf(leaf_entry, ndim, self.fn_name, name, strict=True))
         return specs
 
-    def leaf_specs(self, dynamic: tuple) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec]]:
+    def _axes_from_dict(self, axes: dict, leaves_per_arg: list[list[Any]], names: Sequence[str]) -> list[AxesSpec]:
+        """One dict for every argument that has the axis. A dict that applies to no array at all
+        is a mistake (an axis beyond every argument's rank), not a request for static shapes."""
+        specs: list[AxesSpec] = []
+        ranks: list[tuple[str, int]] = []
+        for leaves, name in zip(leaves_per_arg, names):
+            for leaf in leaves:
+                ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
+                ranks.append((name, ndim))
+                specs.append(_axes_for_leaf(axes, ndim, self.fn_name, name, strict=False))
+        if any(ndim for _, ndim in ranks) and not any(specs):
+            described = ", ".join(f"{name} has {ndim}" for name, ndim in ranks)
+            raise ArgumentValueError(
+                f"{self.fn_name}: abstracted_axes={axes!r} applies to no argument: it names "
+                f"axes {sorted(axes)}, but {described} dimension(s). Name an axis the arguments "
+                "have (axes count from 0), or give one entry per argument."
+            )
+        return specs
+
+    def leaf_specs(self, call: CallArguments) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec]]:
         """Flatten the dynamic arguments: tree, per-leaf specs, leaves and axes specs."""
-        names = self.dynamic_names(len(dynamic))
+        dynamic, names = call.dynamic, call.dynamic_names
         leaves_per_arg = [tree_flatten(a)[0] for a in dynamic]
         leaves, tree = tree_flatten(dynamic)
-        specs = self.axes_specs(dynamic, leaves_per_arg)
+        specs = self.axes_specs(call, leaves_per_arg)
         out = []
         owners = [name for name, ls in zip(names, leaves_per_arg) for _ in ls]
         for leaf, spec, owner in zip(leaves, specs, owners):

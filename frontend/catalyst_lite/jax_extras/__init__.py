@@ -48,6 +48,7 @@ from .tracing import (
     get_aval,
     hosted_capture,
     input_type_to_tracers,
+    inside_program_trace,
     is_tracing,
     make_input_type,
     trace_to_jaxpr,

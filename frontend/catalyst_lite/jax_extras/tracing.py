@@ -46,6 +46,7 @@ __all__ = [
     "dynamic_tracing",
     "is_tracing",
     "hosted_capture",
+    "inside_program_trace",
     "current_trace",
     "make_input_type",
     "input_type_to_tracers",
@@ -102,6 +103,12 @@ def hosted_capture() -> Iterator[None]:
         yield
     finally:
         _hosting.depth -= 1
+
+
+def inside_program_trace() -> bool:
+    """True while the calling thread traces a catalyst_lite program, even where a JAX
+    transformation (``jax.vmap``, ``jax.grad``) applied inside it is the current trace."""
+    return is_active() and config.dynamic_shapes.value
 
 
 def get_aval(x: Any) -> core.AbstractValue:

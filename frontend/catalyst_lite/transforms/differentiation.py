@@ -244,15 +244,22 @@ class TracedFunction:
         return collapse(out_type, outs)
 
 
-def trace_function(api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...]) -> TracedFunction:
-    """Trace ``fn(*args)`` into a nested body whose sizes are the enclosing program's."""
+def trace_function(
+    api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...], kwargs: dict | None = None
+) -> TracedFunction:
+    """Trace ``fn(*args, **kwargs)`` into a nested body whose sizes are the enclosing program's.
+
+    As in ``jax.grad``, ``argnums`` are positions among ``args``; keyword arguments bind by name
+    and are not differentiated (values of the enclosing program among them are captured).
+    """
     selection = select_arguments(api, fn, args, argnums)
     in_tree = tree_structure(args)
     _, in_type = expand_args(selection.flat_args, ExpansionStrategy(preserve_dimensions=True))
     trees: list[PyTreeDef] = []
+    kwargs = kwargs or {}
 
     def flat_fn(*flat: Any) -> list[Any]:
-        results, tree = tree_flatten(fn(*tree_unflatten(in_tree, list(flat))))
+        results, tree = tree_flatten(fn(*tree_unflatten(in_tree, list(flat)), **kwargs))
         trees.append(tree)
         return results
 
@@ -315,19 +322,20 @@ class _Transformed:
         self.__doc__ = getattr(self.fn, "__doc__", None)
         self._compiled: Any = None
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not is_tracing() and pennylane_capture_enabled():
             options = self.options
             h = options.h if options.method == "fd" else None
-            return _pennylane(self.kind)(self.fn, method=options.method, h=h, argnums=options.argnums)(*args)
+            transformed = _pennylane(self.kind)(self.fn, method=options.method, h=h, argnums=options.argnums)
+            return transformed(*args, **kwargs)
         if not is_tracing():
             if self._compiled is None:
                 from ..compiled import QJIT
 
                 self._compiled = QJIT(self)
-            return self._compiled(*args)
+            return self._compiled(*args, **kwargs)
         argnums = 0 if self.options.argnums is None else self.options.argnums
-        traced = trace_function(self.__name__, self.fn, args, argnums)
+        traced = trace_function(self.__name__, self.fn, args, argnums, kwargs)
         if self.kind == "jacobian":
             return _jacobian(traced, self.options)
         value, grads = _value_and_grad(traced, self.options)
