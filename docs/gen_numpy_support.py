@@ -29,8 +29,11 @@ Where JAX's own code branches on a comparison of sizes (`n >= 1` before a reduct
 identity, `k >= 0` for a traced slice bound), the program is traced under an *assumption* that holds
 for all large sizes, and each call checks it: a call that breaks it (e.g. `jnp.max` of an empty
 array, `x[:k]` with `k < 0`) raises a `CatalystLiteError` (a `ValueError`) instead of computing
-something JAX would not. A result whose size depends on array data (`jnp.nonzero` without `size=`)
-is an error naming the call and what to pass instead.
+something JAX would not. Where `jax.jit` itself refuses some sizes (the `-1` of `x.reshape(-1, 3)`
+must be a whole quotient, a reshape keeps the number of elements, `jnp.split` into sections must
+divide the axis), the size is symbolic (`n // 3`) and each call checks the requirement, raising an
+`ArgumentValueError` that names the sizes. A result whose size depends on array data
+(`jnp.nonzero` without `size=`) is an error naming the call and what to pass instead.
 
 """
 
