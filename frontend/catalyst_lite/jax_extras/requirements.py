@@ -166,12 +166,27 @@ def _make_reshape(original):
     return reshape
 
 
+def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
+    """The product of ``sizes`` as its constant and its symbolic factors, so that products written
+    differently (``(2, n)`` and ``(2 * n,)``, ``(n, n)`` and ``n * n``) compare equal."""
+    constant, symbolic, todo = 1, [], list(sizes)
+    while todo:
+        d = todo.pop()
+        if not _is_symbolic(d):
+            constant *= int(d)
+        elif isinstance(d.val, core.Literal):
+            constant *= int(d.val.val)
+        elif d.parent is not None and d.parent.primitive is lax.mul_p:
+            todo += d.parent.in_tracers
+        else:
+            symbolic.append(_key(d))
+    return constant, sorted(symbolic, key=repr)
+
+
 def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
-    if not any(map(_is_symbolic, (*shape, *new_sizes))) or _is_exact_quotient_shape(shape, new_sizes):
+    if _factors(shape) == _factors(new_sizes) or _is_exact_quotient_shape(shape, new_sizes):
         return
     old, new = _product(shape), _product(new_sizes)
-    if old is new or (not _is_symbolic(old) and not _is_symbolic(new) and old == new):
-        return
     require(
         old, new, "==",
         f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements "
