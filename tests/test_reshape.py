@@ -138,8 +138,9 @@ def test_static_array_reshaped_by_a_size_argument():
         f(5)
 
 
-def test_reshape_to_a_wrong_element_count_is_an_error():
-    f = qjit(lambda x: x.reshape(x.shape[0] // 2, 2), abstracted_axes={0: "n"})
+@pytest.mark.parametrize("reshape", [lambda x, s: x.reshape(s), jax.lax.reshape], ids=["x.reshape", "lax.reshape"])
+def test_reshape_to_a_wrong_element_count_is_an_error(reshape):
+    f = qjit(lambda x: reshape(x, (x.shape[0] // 2, 2)), abstracted_axes={0: "n"})
     assert f(np.ones(8)).shape == (4, 2)
     with pytest.raises(ArgumentValueError, match=r"cannot reshape an array of 7 elements into a shape of 6"):
         f(np.ones(7))

@@ -219,17 +219,19 @@ def _identity(x: Any) -> Any:
 
 
 def user_call_site() -> str:
-    """``file:line (jax function)``: the user's line and the JAX function it called."""
+    """``file:line (in jax function)``: the user's line and the JAX function it called (if the
+    user's line called a JAX function)."""
     frame = sys._getframe(1)
-    jax_function = "?"
+    jax_function = ""
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
         if module.startswith("jax."):
             jax_function = f"{module.removeprefix('jax._src.')}.{frame.f_code.co_name}"
         elif not module.startswith("catalyst_lite."):
-            return f"{frame.f_code.co_filename}:{frame.f_lineno} (in {jax_function})"
+            called = f" (in {jax_function})" if jax_function else ""
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}{called}"
         frame = frame.f_back
-    return jax_function
+    return jax_function or "?"
 
 
 def _in_shape_rule() -> bool:

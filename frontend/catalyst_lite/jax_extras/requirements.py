@@ -7,9 +7,10 @@ whole quotient. With symbolic sizes neither can be checked while tracing, and JA
 path checks neither (``reshape``'s shape rule skips its check under dynamic shapes, and
 ``core.cancel_divide_tracers`` computes ``n * (1 // 3)``, size 0, for ``x.reshape(-1, 3)``).
 
-Here a ``-1`` becomes the staged quotient of the sizes, and each requirement is a
-``require_size`` equation that specialization checks at the call's sizes, raising a
-:class:`~catalyst_lite.errors.CompileError` that names them.
+Here a ``-1`` becomes the staged quotient of the sizes, ``jnp.split``/``array_split`` into
+sections get symbolic pieces, and each requirement is a ``require_size`` equation that
+specialization checks at the call's sizes, raising a :class:`~catalyst_lite.errors.CompileError`
+that names them.
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -29,6 +30,7 @@ from typing import Any, Sequence
 import numpy as np
 from jax._src import core
 from jax._src.interpreters import mlir
+from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 from jax._src.numpy import lax_numpy
 
@@ -154,16 +156,19 @@ def _make_cancel_divide_tracers(original):
     return cancel_divide_tracers
 
 
-def _make_reshape(original):
+def _make_process_primitive(original):
     # Under dynamic shapes `reshape`'s shape rule no longer checks that the number of elements is
     # unchanged; a symbolic reshape then failed only at call time, inside XLA's static check, with
-    # a message about JAX internals. Check it as a requirement of the call.
-    def reshape(operand, new_sizes, dimensions=None, **kwargs):
-        if is_active():
-            _require_same_size(np.shape(operand), tuple(core.canonicalize_shape(new_sizes)))
-        return original(operand, new_sizes, dimensions, **kwargs)
+    # a message about JAX internals. Every reshape staged with a symbolic size requires it.
+    def process_primitive(self, primitive, tracers, params):
+        if primitive is lax.reshape_p and is_active():
+            operand, *dynamic = tracers
+            sizes = iter(dynamic)
+            new_sizes = tuple(next(sizes) if d is None else d for d in params["new_sizes"])
+            _require_same_size(np.shape(operand), new_sizes)
+        return original(self, primitive, tracers, params)
 
-    return reshape
+    return process_primitive
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
@@ -240,9 +245,9 @@ register_patch(
 register_patch(
     Patch(
         "reshape_keeps_element_count",
-        lax,
-        "reshape",
-        _make_reshape,
+        pe.DynamicJaxprTrace,
+        "process_primitive",
+        _make_process_primitive,
         "a reshape with symbolic sizes requires the same number of elements (checked at call time)",
     )
 )
