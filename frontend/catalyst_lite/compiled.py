@@ -33,6 +33,7 @@ from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
+from .autograph import run_autograph
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
@@ -81,6 +82,7 @@ class QJIT:
         static_argnums: Sequence[int] | int | None = None,
         static_argnames: Sequence[str] | str | None = None,
         autograph: bool = False,
+        autograph_include: Sequence[str] = (),
         tiered_compilation: bool | None = None,
         capture: bool | str = "global",
         **options: Any,
@@ -88,13 +90,10 @@ class QJIT:
         unknown = set(options) - _ACCEPTED_OPTIONS
         if unknown:
             raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
-        if autograph:
-            raise NotImplementedError(
-                "catalyst_lite does not convert Python control flow (autograph=True); use "
-                "for_loop, while_loop and cond."
-            )
         functools.update_wrapper(self, fn)
         self.original_function = fn
+        # What is traced: with autograph, fn with its Python control flow converted.
+        self._function = run_autograph(fn, autograph_include) if autograph else fn
         self.name = function_name(fn)
         check_capture_option(capture, self.name)
         if capture != "global" and capture:
@@ -153,7 +152,7 @@ class QJIT:
             with contextlib.nullcontext() if inside_program_trace() else self._lock:
                 program = self._programs.get(key)
                 if program is None:
-                    fn = self.binding.of_dynamic_arguments(self.original_function, call)
+                    fn = self.binding.of_dynamic_arguments(self._function, call)
                     program = self._trace(fn, tree, specs, axes, names)
                     self._programs[key] = program
         self._last = program
@@ -201,7 +200,7 @@ class QJIT:
         if is_tracing():
             # Called while a program is being traced (recursion, or a qjit function calling
             # another): inlined into that program, as Catalyst does, with its symbolic sizes.
-            return self.original_function(*args, **kwargs)
+            return self._function(*args, **kwargs)
         # Fast path: arguments of the types, shapes and dtypes of a call already validated need
         # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
@@ -424,6 +423,10 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             PennyLane's program capture (``qml.for_loop``, QNodes, ... become PennyLane's
             primitives, which catalyst_lite then compiles); ``False``: catalyst_lite's own
             frontend. See docs/pennylane.md.
+        autograph: convert Python ``if``/``for``/``while`` (and ``and``/``or``/``not``,
+            ``x[i] = v``) in ``fn`` and the user functions it calls into ``cond``/``for_loop``/
+            ``while_loop`` (see docs/autograph.md). ``autograph_include``: library modules whose
+            functions are converted too.
         tiered_compilation: compile each new size fast (XLA optimization level 0) and run it at
             once; when the size runs again, compile it optimized in the background and swap it in
             (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round

@@ -30,6 +30,20 @@ class ControlFlowError(CatalystLiteError, TypeError):
     different structures, Python control flow on a traced value)."""
 
 
+class AutoGraphError(ControlFlowError):
+    """``qjit(autograph=True)`` cannot compile a Python ``if``/``for``/``while`` as written (a
+    variable left undefined by a branch, a loop that changes a variable's type, ``break`` in a
+    compiled ``for``), or cannot convert a function. The message names the user's line."""
+
+    _catalyst_lite_located = True  # diagnostics need not add the line: the message has it
+
+
+class AutoGraphWarning(UserWarning):
+    """A Python loop that ``qjit(autograph=True)`` could not compile runs as a Python loop instead
+    (unrolled while tracing). ``warnings.filterwarnings("error", category=AutoGraphWarning)``
+    makes that an error."""
+
+
 class CompileError(CatalystLiteError, ValueError):
     """A traced program cannot be specialized or compiled for the given sizes."""
 

@@ -1,0 +1,330 @@
+"""Overloads for ``if``, ``x if c else y`` and ``and``/``or``/``not`` in converted code.
+
+On a concrete condition (a Python value, or an array whose value is known while tracing) each
+overload does exactly what Python does, at no cost: the program gets no conditional. On a traced
+condition, ``if`` becomes :func:`~catalyst_lite.cond`: each branch runs once, while tracing, and
+returns the state variables it may change (see :mod:`.state`); the conditional's results are
+their new values. Branches may disagree on
+
+- sizes: the result's size is then known when the program runs (our ``cond`` allows it);
+- dtypes: the results are promoted, as JAX promotes (``1`` in one branch, ``x: f64`` in the other
+  give ``f64``);
+- whether the function returned: malt's return value of a branch that did not return is filled with
+  zeros, which the function never returns when every path ends in ``return`` (otherwise the
+  compiled function could return "nothing or a value": an error).
+
+Anything else (a variable assigned in only some branches, a different rank or structure) is an
+:class:`~catalyst_lite.errors.AutoGraphError` naming the variable and the line.
+
+``and``/``or``/``not`` on traced booleans compute ``logical_and``/``logical_or``/``logical_not``;
+both operands are evaluated then (Python's short circuit needs the left value).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from malt.operators.variables import UndefinedReturnValue
+
+from ..control_flow import cond
+from ..errors import AutoGraphError, ControlFlowError
+from ..jax_extras import Tracer
+from .state import (
+    LeafRecord,
+    Location,
+    Snapshot,
+    VariableRecord,
+    at,
+    display_name,
+    predicate,
+    user_location,
+)
+
+__all__ = ["if_stmt", "if_exp", "and_", "or_", "not_", "FunctionScope", "with_function_scope"]
+
+
+# --- if statements -------------------------------------------------------------------------------
+
+
+def if_stmt(
+    condition: Any,
+    body: Callable[[], None],
+    orelse: Callable[[], None],
+    get_state: Callable[[], tuple],
+    set_state: Callable[[tuple], None],
+    symbol_names: Sequence[str],
+    nouts: int,
+) -> None:
+    """``if condition: body else: orelse`` (malt's functional form)."""
+    del nouts  # the state holds exactly the variables used after the statement
+    if not isinstance(condition, Tracer):
+        if condition:
+            body()
+        else:
+            orelse()
+        return
+    where = user_location()
+    pred = predicate(condition, "`if`", where)
+    set_state(_compiled_branches(pred, (body, orelse), get_state, set_state, symbol_names, where))
+
+
+def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any], expr_repr: str) -> Any:
+    """``if_true() if condition else if_false()``."""
+    if not isinstance(condition, Tracer):
+        return if_true() if condition else if_false()
+    where = user_location()
+    pred = predicate(condition, "conditional expression", where)
+    box: list[Any] = [None]
+
+    def branch(value_fn: Callable[[], Any]) -> Callable[[], None]:
+        def run() -> None:
+            box[0] = value_fn()
+
+        return run
+
+    def set_state(values: tuple) -> None:
+        box[0] = values[0]
+
+    (value,) = _compiled_branches(
+        pred, (branch(if_true), branch(if_false)), lambda: (box[0],), set_state, (expr_repr,), where
+    )
+    return value
+
+
+@dataclass
+class _Plan:
+    """How the second tracing of the branches makes them agree: per (variable, leaf), the dtype to
+    cast to; per variable, the record whose zeros stand in for a missing return value."""
+
+    dtypes: dict[tuple[int, int], np.dtype] = field(default_factory=dict)
+    placeholders: dict[int, VariableRecord] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.dtypes or self.placeholders)
+
+
+def _compiled_branches(
+    pred: Any,
+    branches: Sequence[Callable[[], None]],
+    get_state: Callable[[], tuple],
+    set_state: Callable[[tuple], None],
+    names: Sequence[str],
+    where: Location | None,
+) -> tuple:
+    """The state after a ``cond`` of the branches: traced once, or twice when the first tracing
+    shows dtypes to promote or return values to fill in."""
+    init = get_state()
+    plan = _Plan()
+    for attempt in (1, 2):
+        outcomes: list[Snapshot | None] = [None] * len(branches)
+        traced = [
+            _traced_branch(branch, k, outcomes, plan, init, get_state, set_state, names)
+            for k, branch in enumerate(branches)
+        ]
+        try:
+            results = cond(pred)(traced[0]).otherwise(traced[1])()
+        except ControlFlowError:
+            if any(o is None for o in outcomes):
+                raise  # a branch itself failed
+            needed = _unify(outcomes, names, where)
+            if attempt == 1 and needed:
+                plan = needed
+                continue
+            raise
+        finally:
+            set_state(init)
+        needed = _unify(outcomes, names, where)
+        if attempt == 1 and needed:
+            plan = needed
+            continue
+        return _merged(outcomes[0], plan, results)
+    raise AssertionError("unreachable: the second tracing follows its plan")
+
+
+def _traced_branch(
+    branch: Callable[[], None],
+    k: int,
+    outcomes: list[Snapshot | None],
+    plan: _Plan,
+    init: tuple,
+    get_state: Callable[[], tuple],
+    set_state: Callable[[tuple], None],
+    names: Sequence[str],
+) -> Callable[[], list[Any]]:
+    """Branch ``k`` as a ``cond`` branch: it starts from the state before the statement and
+    returns the dynamic leaves of the state it leaves (cast or filled in as ``plan`` says)."""
+
+    def run() -> list[Any]:
+        set_state(init)
+        branch()
+        snapshot = Snapshot.of(get_state(), names)
+        outcomes[k] = snapshot
+        leaves = []
+        for j, record in enumerate(snapshot.variables):
+            if j in plan.placeholders and record.kind == "no_return":
+                leaves += [_zeros(r) for r in plan.placeholders[j].leaves if r.dynamic]
+                continue
+            values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
+            dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
+            for i, value in zip(dynamic, values):
+                dtype = plan.dtypes.get((j, i))
+                if dtype is not None or not isinstance(value, (Tracer, jax.Array)):
+                    value = jnp.asarray(value, dtype)
+                leaves.append(value)
+        return leaves
+
+    run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
+    return run
+
+
+def _zeros(record: LeafRecord) -> Any:
+    """A stand-in value of a leaf's type (a size known only at run time becomes 0)."""
+    return jnp.zeros(tuple(0 if d is None else d for d in record.shape), record.dtype)
+
+
+def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> _Plan:
+    """What the branches' states need to agree, or an :class:`AutoGraphError` if they cannot."""
+    plan = _Plan()
+    for j, name in enumerate(names):
+        records = [o.variables[j] for o in outcomes]
+        kinds = {r.kind for r in records}
+        if kinds == {"undefined"} or kinds == {"no_return"}:
+            continue
+        if "undefined" in kinds:
+            raise AutoGraphError(
+                f"{display_name(name).capitalize()} is assigned in only some branches of the `if`"
+                f"{at(where)}, whose condition is traced: every branch must give it a value (or "
+                "assign it before the `if`), since which branch runs is known only at run time."
+            )
+        values = [r for r in records if r.kind == "value"]
+        if "no_return" in kinds:
+            _scope_fills_return_value(where)
+            plan.placeholders[j] = values[0]
+        ref = values[0]
+        for other in values[1:]:
+            if other.tree != ref.tree or [r.dynamic for r in other.leaves] != [r.dynamic for r in ref.leaves]:
+                raise _mismatch(name, ref, other, where, "structure")
+            for i, (a, b) in enumerate(zip(ref.leaves, other.leaves)):
+                if not a.dynamic and not a.same_static(b):
+                    raise _mismatch(name, ref, other, where, "value")
+                if a.dynamic and len(a.shape) != len(b.shape):
+                    raise _mismatch(name, ref, other, where, "rank")
+        for i, leaf in enumerate(ref.leaves):
+            if leaf.dynamic:
+                leaves = [v.leaves[i] for v in values]
+                if len({l.dtype for l in leaves}) > 1:
+                    plan.dtypes[(j, i)] = np.dtype(jnp.result_type(*(l.promotion_type() for l in leaves)))
+    return plan
+
+
+def _mismatch(name: str, a: VariableRecord, b: VariableRecord, where: Location | None, what: str) -> AutoGraphError:
+    fix = {
+        "structure": "give it the same structure (tuple, list, dict, None...) in every branch",
+        "value": "a Python value that is not an array must be the same in every branch",
+        "rank": "sizes may differ between branches, the number of dimensions may not",
+    }[what]
+    return AutoGraphError(
+        f"{display_name(name).capitalize()} is {a.describe()} in one branch of the `if`{at(where)} "
+        f"and {b.describe()} in another; the condition is traced, so the branches must agree: {fix}."
+    )
+
+
+def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
+    """The state after the conditional: the ``cond`` results in the shape of the branches' state."""
+    variables = [plan.placeholders.get(j, r) for j, r in enumerate(first.variables)]
+    return Snapshot(variables, first.values).rebuild(results)
+
+
+# --- functions that return from inside a compiled `if` --------------------------------------------
+
+_scopes = threading.local()
+
+
+class FunctionScope:
+    """``ag__.FunctionScope``: the body of a converted function runs inside one. It knows whether
+    every path of the function ends in ``return`` (see :mod:`.transformer`) and whether a compiled
+    ``if`` filled in a return value for a branch that did not return."""
+
+    def __init__(self, function_name: str, scope_name: str, options: Any, always_returns: bool = True):
+        self.function_name = function_name
+        self.scope_name = scope_name
+        self.callopts = options.call_options()
+        self.always_returns = always_returns
+        self.filled_at: Location | None = None
+        self.filled = False
+
+    def __enter__(self) -> "FunctionScope":
+        stack = getattr(_scopes, "stack", None)
+        if stack is None:
+            stack = _scopes.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _scopes.stack.pop()
+
+    def ret(self, value: Any, did_return: Any) -> Any:
+        """The function's result: ``None`` when it did not return a value."""
+        del did_return
+        if isinstance(value, UndefinedReturnValue):
+            return None
+        if self.filled and not self.always_returns:
+            raise AutoGraphError(
+                f"{self.function_name} returns a value in some branches of the `if`{at(self.filled_at)} "
+                "but its condition is traced and not every path of the function ends in `return`: "
+                "the compiled function would return a value or None depending on run-time data. "
+                f"End every path of {self.function_name} with a `return`."
+            )
+        return value
+
+
+def _scope_fills_return_value(where: Location | None) -> None:
+    """Note, in the innermost converted function running, that a compiled ``if`` gave a branch that
+    did not return a stand-in return value."""
+    stack = getattr(_scopes, "stack", None)
+    if stack:
+        stack[-1].filled = True
+        stack[-1].filled_at = stack[-1].filled_at or where
+
+
+def with_function_scope(thunk: Callable[[FunctionScope], Any], scope_name: str, options: Any) -> Any:
+    """``ag__.with_function_scope``: a converted lambda's body."""
+    with FunctionScope("lambda", scope_name, options) as scope:
+        return thunk(scope)
+
+
+# --- logical operators ---------------------------------------------------------------------------
+
+
+def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
+    """``a and b``."""
+    left = a()
+    if not isinstance(left, Tracer):
+        return left and b()
+    return _logical(jnp.logical_and, left, b(), "`and`")
+
+
+def or_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
+    """``a or b``."""
+    left = a()
+    if not isinstance(left, Tracer):
+        return left or b()
+    return _logical(jnp.logical_or, left, b(), "`or`")
+
+
+def not_(a: Any) -> Any:
+    """``not a``."""
+    if not isinstance(a, Tracer):
+        return not a
+    return jnp.logical_not(predicate(a, "`not`", user_location()))
+
+
+def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
+    where = user_location()
+    right = predicate(right, construct, where) if isinstance(right, Tracer) else bool(right)
+    return op(predicate(left, construct, where), right)

@@ -1,0 +1,362 @@
+"""The entry points of autograph: which functions are converted, and the converted calls.
+
+:func:`run_autograph` converts a function (``qjit(autograph=True)`` does it for the function it
+compiles). Converted code calls every function through :func:`converted_call`, which converts the
+callee too when it is *user code*: functions, methods and callable objects defined outside the
+libraries (JAX, NumPy, SciPy, PennyLane, Catalyst, catalyst_lite, malt and Python's standard
+library), whose calls run as they are. ``autograph_include=["pkg.module"]`` converts a library
+module's functions as well. A QNode called from converted code runs its converted quantum function.
+
+:data:`disable_autograph` leaves a function (as a decorator) or the calls made in a ``with`` block
+(as a context manager) unconverted; :func:`autograph_source` shows what a function became.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> @qjit(autograph=True)
+... def relu(x: float):
+...     if x > 0:
+...         y = x
+...     else:
+...         y = 0.0
+...     return y
+>>> float(relu(2.0)), float(relu(-1.0))
+(2.0, 0.0)
+>>> "ag__.if_stmt" in autograph_source(relu)
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import inspect
+import sys
+import threading
+import types
+import warnings
+import weakref
+from typing import Any, Callable, Iterator, Sequence
+
+from malt.core import converter
+from malt.operators import py_builtins
+from malt.operators.variables import Undefined, UndefinedReturnValue
+
+from ..errors import AutoGraphError, AutoGraphWarning
+from . import builtins, conditionals, item_assignment, loops
+from .state import load
+from .transformer import (
+    ConversionFailed,
+    ConvertedCode,
+    cached_conversion,
+    convert_code,
+    converted_function,
+    source_of,
+)
+
+__all__ = ["run_autograph", "converted_call", "disable_autograph", "autograph_source", "LIBRARY_PACKAGES"]
+
+LIBRARY_PACKAGES = frozenset(
+    {"jax", "jaxlib", "numpy", "scipy", "pennylane", "catalyst", "catalyst_lite", "malt", "builtins"}
+)
+"""Top-level packages whose functions are called as they are (with Python's standard library)."""
+
+_MARK = "__catalyst_lite_autograph__"  # on converted functions: "converted"; on disabled: "disabled"
+
+
+# --- the conversion context of a thread ----------------------------------------------------------
+
+
+class _Context(threading.local):
+    """What the running conversion converts: modules included despite being library code, and
+    how many ``disable_autograph`` blocks are open."""
+
+    def __init__(self):
+        self.include: tuple[str, ...] = ()
+        self.disabled = 0
+
+
+_context = _Context()
+
+
+@contextlib.contextmanager
+def _converting(include: tuple[str, ...]) -> Iterator[None]:
+    previous = _context.include
+    _context.include = include
+    try:
+        yield
+    finally:
+        _context.include = previous
+
+
+class _DisableAutograph:
+    """``disable_autograph``: as a decorator, the function runs unconverted (and so does every
+    call it makes); as a context manager, calls made inside the block are not converted (the
+    block's own ``if``/``for``/``while`` still are, as they belong to the converted function).
+
+    >>> @disable_autograph
+    ... def python_only(n):
+    ...     return [i for i in range(n)]
+    >>> python_only(3)
+    [0, 1, 2]
+    """
+
+    def __call__(self, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def unconverted(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        setattr(unconverted, _MARK, "disabled")
+        return unconverted
+
+    def __enter__(self) -> "_DisableAutograph":
+        _context.disabled += 1
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _context.disabled -= 1
+
+    def __repr__(self) -> str:
+        return "catalyst_lite.disable_autograph"
+
+
+disable_autograph = _DisableAutograph()
+
+
+# --- which callables are converted ---------------------------------------------------------------
+
+
+def _module_of(fn: Any) -> str:
+    globals_ = getattr(fn, "__globals__", None)
+    return (globals_ or {}).get("__name__") or getattr(fn, "__module__", None) or ""
+
+
+def _is_library(module: str) -> bool:
+    for name in _context.include:
+        if module == name or module.startswith(name + "."):
+            return False
+    top = module.partition(".")[0]
+    return top in LIBRARY_PACKAGES or top in sys.stdlib_module_names
+
+
+def _convertible_function(fn: Any) -> bool:
+    """A plain Python function of user code that is not already converted or disabled."""
+    return (
+        isinstance(fn, types.FunctionType)
+        and getattr(fn, _MARK, None) is None
+        and not inspect.isgeneratorfunction(fn)
+        and not inspect.iscoroutinefunction(fn)
+        and not _is_library(_module_of(fn))
+    )
+
+
+# converted functions by original function (the converted code is cached per code object)
+_converted: "weakref.WeakKeyDictionary[Callable, Callable]" = weakref.WeakKeyDictionary()
+_converted_qnodes: "weakref.WeakKeyDictionary[Any, Any]" = weakref.WeakKeyDictionary()
+_failures_warned: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+def _convert(fn: types.FunctionType, *, requested: bool = False) -> Callable:
+    """``fn`` converted; a callee malt cannot convert runs as it is (with a warning), the
+    function the user asked to convert raises."""
+    converted = _converted.get(fn)
+    if converted is None:
+        try:
+            code = convert_code(fn)
+        except ConversionFailed as err:
+            if requested:
+                raise
+            _warn_unconverted(fn, err)
+            return fn
+        converted = converted_function(fn, code, _namespace(code))
+        if converted is not fn:
+            setattr(converted, _MARK, "converted")
+            setattr(converted, "__wrapped__", fn)
+        _converted[fn] = converted
+    return converted
+
+
+def _warn_unconverted(fn: types.FunctionType, err: Exception) -> None:
+    if fn.__code__ not in _failures_warned:
+        _failures_warned.add(fn.__code__)
+        warnings.warn(
+            f"catalyst_lite autograph: {err} It runs unconverted: Python control flow on traced "
+            "values inside it will fail.",
+            AutoGraphWarning,
+            stacklevel=4,
+        )
+
+
+def _converted_qnode(qnode: Any) -> Any:
+    """A copy of a QNode whose quantum function is converted."""
+    converted = _converted_qnodes.get(qnode)
+    if converted is None:
+        converted = copy.copy(qnode)
+        converted.func = _convert(qnode.func) if _convertible_function(qnode.func) else qnode.func
+        _converted_qnodes[qnode] = converted
+    return converted
+
+
+def _is_qnode(f: Any) -> bool:
+    qml = sys.modules.get("pennylane")
+    return qml is not None and isinstance(f, qml.QNode)
+
+
+def converted_call(
+    f: Any,
+    args: tuple,
+    kwargs: dict | None,
+    caller_fn_scope: Any = None,
+    options: Any = None,
+) -> Any:
+    """``f(*args, **kwargs)`` in converted code: user functions are converted first."""
+    del options
+    kwargs = kwargs or {}
+    if f is range:
+        return builtins.range_(*args, **kwargs)
+    if f is enumerate:
+        return builtins.enumerate_(*args, **kwargs)
+    if f is len:
+        return builtins.len_(*args, **kwargs)
+    if f is super or f is eval or f is locals or f is globals:
+        return _call_in_caller_context(f, args, caller_fn_scope)
+    if _context.disabled:
+        return f(*args, **kwargs)
+    if isinstance(f, functools.partial):
+        return converted_call(f.func, f.args + args, {**f.keywords, **kwargs}, caller_fn_scope)
+    if _convertible_function(f):
+        return _convert(f)(*args, **kwargs)
+    if inspect.ismethod(f) and _convertible_function(f.__func__):
+        return _convert(f.__func__)(f.__self__, *args, **kwargs)
+    if _is_qnode(f):
+        return _converted_qnode(f)(*args, **kwargs)
+    if not isinstance(f, type) and _convertible_function(getattr(type(f), "__call__", None)):
+        return _convert(type(f).__call__)(f, *args, **kwargs)
+    return f(*args, **kwargs)
+
+
+def _call_in_caller_context(f: Any, args: tuple, scope: Any) -> Any:
+    """``super()``, ``eval``, ``locals()``, ``globals()`` see the converted function's frame."""
+    if f is super:
+        return py_builtins.super_in_original_context(f, args, scope)
+    if f is eval:
+        return py_builtins.eval_in_original_context(f, args, scope)
+    if f is locals:
+        return py_builtins.locals_in_original_context(scope)
+    return py_builtins.globals_in_original_context(scope)
+
+
+# --- the operators' namespace --------------------------------------------------------------------
+
+_OPERATORS = {
+    # statements and expressions (our overloads)
+    "if_stmt": conditionals.if_stmt,
+    "if_exp": conditionals.if_exp,
+    "for_stmt": loops.for_stmt,
+    "while_stmt": loops.while_stmt,
+    "and_": conditionals.and_,
+    "or_": conditionals.or_,
+    "not_": conditionals.not_,
+    "set_item": item_assignment.set_item,
+    "update_item": item_assignment.update_item,
+    "converted_call": converted_call,
+    "with_function_scope": conditionals.with_function_scope,
+    "ld": load,
+    # malt's bookkeeping, used as malt defines it
+    "Undefined": Undefined,
+    "UndefinedReturnValue": UndefinedReturnValue,
+    "ConversionOptions": converter.ConversionOptions,
+    "Feature": converter.Feature,
+    "STD": converter.STANDARD_OPTIONS,
+}
+
+
+def _autograph_artifact(fn: Any, extras: Any = None) -> Any:
+    """Marks a function defined inside converted code: it is converted already."""
+    try:
+        setattr(fn, _MARK, "converted")
+    except AttributeError:
+        pass
+    return fn
+
+
+def _namespace(code: ConvertedCode) -> types.SimpleNamespace:
+    """``ag__`` for one converted function: the operators, and function scopes that know which
+    of the function's paths end in ``return``."""
+
+    def function_scope(function_name: str, scope_name: str, options: Any) -> conditionals.FunctionScope:
+        return conditionals.FunctionScope(
+            function_name, scope_name, options, code.always_returns.get(scope_name, True)
+        )
+
+    return types.SimpleNamespace(**_OPERATORS, FunctionScope=function_scope, autograph_artifact=_autograph_artifact)
+
+
+# --- public entry points -------------------------------------------------------------------------
+
+
+def _target(fn: Any) -> Any:
+    """The Python function behind what ``qjit``/``run_autograph`` were given (a ``qjit``
+    function holds it as ``original_function``)."""
+    if hasattr(fn, "original_function"):
+        return _target(fn.original_function)
+    if _is_qnode(fn):
+        return _target(fn.func)
+    return getattr(fn, "__func__", fn)
+
+
+def run_autograph(fn: Callable, include: Sequence[str] = ()) -> Callable:
+    """``fn`` with its Python control flow converted (and that of the user functions it calls):
+    ``if``/``for``/``while`` on traced values become ``cond``/``for_loop``/``while_loop`` when it
+    runs inside ``qjit``, and behave as in Python on concrete values. ``include`` lists modules
+    whose functions are converted although they are library code.
+
+    >>> from catalyst_lite import qjit
+    >>> def count_down(n):
+    ...     steps = 0
+    ...     while n > 0:
+    ...         n = n - 2
+    ...         steps += 1
+    ...     return steps
+    >>> int(qjit(run_autograph(count_down))(7))
+    4
+    """
+    include = tuple(include)
+    if _is_qnode(fn):
+        converted: Any = _converted_qnode(fn)
+    elif inspect.ismethod(fn):
+        converted = functools.partial(_convert(fn.__func__, requested=True), fn.__self__)
+    elif isinstance(fn, types.FunctionType):
+        converted = _convert(fn, requested=True)
+    else:
+        raise AutoGraphError(
+            f"autograph converts Python functions and QNodes, not {type(fn).__name__} {fn!r}."
+        )
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with _converting(include):
+            return converted(*args, **kwargs)
+
+    setattr(run, _MARK, "converted")
+    return run
+
+
+def autograph_source(fn: Callable) -> str:
+    """The source code ``fn`` was converted to (``fn``: a function, a QNode or a ``qjit``
+    function, converted by ``qjit(autograph=True)`` or called from converted code).
+
+    Raises :class:`~catalyst_lite.errors.AutoGraphError` if ``fn`` was never converted.
+    """
+    target = _target(fn)
+    code = getattr(target, "__code__", None)
+    converted = cached_conversion(code) if code is not None else None
+    if converted is None:
+        raise AutoGraphError(
+            f"{getattr(target, '__qualname__', target)!r} was not converted by autograph: compile it "
+            "with qjit(autograph=True), or call it from a function that is."
+        )
+    if not converted.changed:
+        return inspect.getsource(target)
+    return source_of(converted)

@@ -1,0 +1,342 @@
+"""Overloads for ``for`` and ``while`` in converted code.
+
+A ``for`` over a range or an array becomes :func:`~catalyst_lite.for_loop`, a ``while`` becomes
+:func:`~catalyst_lite.while_loop`; their carried values are the dynamic leaves of the state
+variables (:mod:`.state`). The body is traced once, and checked against the state it started from,
+so that a variable that changes type names itself:
+
+- a variable that starts as a Python number takes the type the body gives it (``s = 0`` then
+  ``s = s + 0.5`` is a ``float`` loop): the loop is traced again with the promoted start value;
+- an array that changes size makes the loop trace again with ``allow_array_resizing=True``;
+- any other change (dtype of an array, rank, structure, a variable first assigned in the loop) is
+  an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable and the loop's line.
+
+A loop whose iterations are all known while tracing (a ``range`` with concrete bounds, a concrete
+array, a ``while`` whose condition starts concrete) that cannot be compiled (its body indexes a
+Python list with the loop index, carries a string...) runs as a Python loop instead, unrolled while
+tracing, with an :class:`~catalyst_lite.errors.AutoGraphWarning`, as Catalyst does. A ``for`` over
+anything else (lists, tuples, ``zip``...) is always a Python loop.
+
+``break`` works in ``while`` loops and in Python loops; a compiled ``for_loop`` always runs all its
+iterations, so ``break``/``return`` in one is an error saying how to write it as a ``while`` loop.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any, Callable, Iterable, Sequence
+
+import jax.numpy as jnp
+
+from ..control_flow import for_loop, while_loop
+from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
+from ..jax_extras import Tracer, is_tracing
+from .builtins import IterationSpace, iteration_space
+from .state import LeafRecord, Location, Snapshot, VariableRecord, at, display_name, predicate, user_location
+
+__all__ = ["for_stmt", "while_stmt"]
+
+_MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
+
+
+class _Promote(Exception):
+    """Raised while tracing a body: trace again with these carried leaves promoted."""
+
+    def __init__(self, dtypes: dict[int, Any]):
+        super().__init__(dtypes)
+        self.dtypes = dtypes
+
+
+# --- for -----------------------------------------------------------------------------------------
+
+
+def for_stmt(
+    iter_: Any,
+    extra_test: Callable[[], Any] | None,
+    body: Callable[[Any], None],
+    get_state: Callable[[], tuple],
+    set_state: Callable[[tuple], None],
+    symbol_names: Sequence[str],
+    opts: dict,
+) -> None:
+    """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
+    del opts
+    where = user_location()
+    space = iteration_space(iter_)
+    if space is None or not is_tracing():  # outside qjit, converted code is plain Python
+        _python_for(iter_, extra_test, body, where)
+        return
+    if extra_test is not None:
+        if not space.concrete:
+            raise _early_exit_error(symbol_names, where)
+        _python_for(space.python_items(), extra_test, body, where)
+        return
+
+    def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
+        def loop_body(i: Any, values: list[Any]) -> list[Any]:
+            set_state(snapshot.rebuild(values))
+            body(space.item(i))
+            return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished)
+
+        loop_body.__name__ = loop_body.__qualname__ = f"for loop{at(where)}"
+        return for_loop(space.lower, space.upper, space.step, allow_array_resizing=resize)(loop_body)(carried)
+
+    def python_loop(error: Exception, warn: Callable[[], None]) -> None:
+        warn()
+        _python_for(space.python_items(), None, body, where)
+
+    _run(compiled, python_loop if space.concrete else None, get_state, set_state, symbol_names, where, "for")
+
+
+def _python_for(items: Iterable[Any], extra_test: Callable[[], Any] | None, body: Callable[[Any], None], where) -> None:
+    """Python's own ``for`` (with malt's ``break``/``return`` test before each iteration)."""
+    for item in items:
+        if extra_test is not None and not _known_truth(extra_test(), where):
+            break
+        body(item)
+
+
+def _known_truth(value: Any, where: Location | None) -> bool:
+    if isinstance(value, Tracer):
+        raise AutoGraphError(
+            f"`break` or `return` in the Python loop{at(where)} depends on a traced value: a loop "
+            "over a Python sequence is unrolled while tracing and cannot stop at run time. Loop "
+            "over an index with a `while` loop instead: `i = 0` / `while i < len(xs) and not done:`."
+        )
+    return bool(value)
+
+
+def _early_exit_error(names: Sequence[str], where: Location | None) -> AutoGraphError:
+    statement = "return" if any(n.startswith("do_return") for n in names) else "break"
+    return AutoGraphError(
+        f"`{statement}` inside the `for` loop{at(where)}, whose range is traced: a compiled "
+        "for_loop runs all its iterations. Write it as a `while` loop, which may stop early, e.g. "
+        "`i = 0` / `while i < n and not done: ...; i += 1`"
+        + (", keeping the result in a variable returned after the loop." if statement == "return" else ".")
+    )
+
+
+# --- while ---------------------------------------------------------------------------------------
+
+
+def while_stmt(
+    test: Callable[[], Any],
+    body: Callable[[], None],
+    get_state: Callable[[], tuple],
+    set_state: Callable[[tuple], None],
+    symbol_names: Sequence[str],
+    opts: dict,
+) -> None:
+    """``while test(): body()``."""
+    del opts
+    where = user_location()
+    if not is_tracing():  # outside qjit, converted code is plain Python
+        _python_while(test(), test, body, where, None)
+        return
+
+    def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
+        def condition(values: list[Any]) -> Any:
+            set_state(snapshot.rebuild(values))
+            value = test()
+            return predicate(value, "`while` loop", where) if isinstance(value, Tracer) else bool(value)
+
+        def loop_body(values: list[Any]) -> list[Any]:
+            set_state(snapshot.rebuild(values))
+            body()
+            return _checked_iteration(snapshot, get_state(), symbol_names, where, "while", finished)
+
+        loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
+        return while_loop(condition, allow_array_resizing=resize)(loop_body)(carried)
+
+    def python_loop(error: Exception, warn: Callable[[], None]) -> None:
+        value = test()
+        if isinstance(value, Tracer):
+            raise error  # the condition is traced from the start: no Python loop can replace it
+        warn()
+        _python_while(value, test, body, where, error)
+
+    _run(compiled, python_loop, get_state, set_state, symbol_names, where, "while")
+
+
+def _python_while(
+    value: Any, test: Callable[[], Any], body: Callable[[], None], where: Location | None, error: Exception | None
+) -> None:
+    """Python's own ``while``, from the condition's first value."""
+    while value:
+        body()
+        value = test()
+        if isinstance(value, Tracer):
+            raise AutoGraphError(
+                f"The `while` loop{at(where)} runs as a Python loop"
+                + (f" (it could not be compiled: {_summary(error)})" if error is not None else "")
+                + " but its condition becomes traced after the first iterations."
+            ) from error
+
+
+# --- compiling a loop, or running it in Python ---------------------------------------------------
+
+
+def _run(
+    compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
+    python_loop: Callable[[Exception, Callable[[], None]], None] | None,
+    get_state: Callable[[], tuple],
+    set_state: Callable[[tuple], None],
+    names: Sequence[str],
+    where: Location | None,
+    kind: str,
+) -> None:
+    """Compile the loop (tracing again to promote Python-number variables or resize arrays); if it
+    cannot be compiled and ``python_loop`` is given, undo the attempt and run that instead."""
+    init = get_state()
+    checkpoint = _QueueCheckpoint()
+    try:
+        set_state(_compiled_state(compiled, Snapshot.of(init, names), names, where, kind))
+    except Exception as error:
+        set_state(init)
+        checkpoint.restore()
+        if python_loop is None:
+            raise
+        python_loop(error, lambda: _warn_fallback(error, where, kind))
+
+
+def _compiled_state(
+    compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
+    snapshot: Snapshot,
+    names: Sequence[str],
+    where: Location | None,
+    kind: str,
+) -> tuple:
+    _check_start(snapshot, where, kind)
+    carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
+    resize = False
+    for _ in range(_MAX_RETRACES):
+        finished = [False]
+        try:
+            return snapshot.rebuild(compiled(snapshot, carried, resize, finished))
+        except _Promote as request:
+            carried = [jnp.asarray(v, request.dtypes[k]) if k in request.dtypes else v for k, v in enumerate(carried)]
+            snapshot = Snapshot.of(snapshot.rebuild(carried), names)
+        except DimensionError:
+            if resize or not finished[0]:
+                raise  # not a size our body changed (a nested loop's error), or already resizing
+            resize = True
+    raise AutoGraphError(f"The `{kind}` loop{at(where)} changes the types of its variables at every tracing.")
+
+
+def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:
+    for record in snapshot.variables:
+        if record.kind == "no_return":
+            raise AutoGraphError(
+                f"`return` inside the `{kind}` loop{at(where)}: a compiled loop cannot return from "
+                "the function. Keep the result in a variable, leave the loop with `break` (in a "
+                "`while` loop), and return after the loop."
+            )
+        if record.kind == "undefined":
+            raise AutoGraphError(
+                f"{display_name(record.name).capitalize()} is first assigned inside the `{kind}` "
+                f"loop{at(where)} and used after it (or in the next iteration): a compiled loop "
+                "needs its initial value. Assign it before the loop, with the type and shape it "
+                "has in the loop."
+            )
+
+
+def _checked_iteration(
+    snapshot: Snapshot,
+    values: tuple,
+    names: Sequence[str],
+    where: Location | None,
+    kind: str,
+    finished: list[bool],
+) -> list[Any]:
+    """The dynamic leaves an iteration leaves, checked against those it started with."""
+    after = Snapshot.of(values, names)
+    promote: dict[int, Any] = {}
+    out: list[Any] = []
+    position = 0
+    for before_var, after_var, value in zip(snapshot.variables, after.variables, after.values):
+        _check_variable(before_var, after_var, where, kind)
+        leaves = Snapshot([after_var], [value]).dynamic_leaves()
+        dynamic = [(b, a) for b, a in zip(before_var.leaves, after_var.leaves) if b.dynamic]
+        for (before, after_leaf), leaf in zip(dynamic, leaves):
+            dtype = _carried_dtype(before, after_leaf)
+            if dtype != before.dtype:
+                if not before.python_number:
+                    raise _type_change(before_var.name, before, after_leaf, where, kind)
+                promote[position] = dtype
+            out.append(leaf if dtype == after_leaf.dtype and hasattr(leaf, "dtype") else jnp.asarray(leaf, before.dtype))
+            position += 1
+    if promote:
+        raise _Promote(promote)
+    finished[0] = True
+    return out
+
+
+def _check_variable(before: VariableRecord, after: VariableRecord, where: Location | None, kind: str) -> None:
+    if after.kind != "value" or after.tree != before.tree or [l.dynamic for l in after.leaves] != [
+        l.dynamic for l in before.leaves
+    ]:
+        raise AutoGraphError(
+            f"{display_name(before.name).capitalize()} is {before.describe()} before the `{kind}` "
+            f"loop{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the "
+            "structure of its variables (tuple, list, dict, None...)."
+        )
+    for b, a in zip(before.leaves, after.leaves):
+        if not b.dynamic and not b.same_static(a):
+            raise AutoGraphError(
+                f"{display_name(before.name).capitalize()} is {b.value!r} before the `{kind}` "
+                f"loop{at(where)} and {a.value!r} after an iteration: a compiled loop can only "
+                "change arrays and numbers."
+            )
+        if b.dynamic and len(a.shape) != len(b.shape):
+            raise AutoGraphError(
+                f"{display_name(before.name).capitalize()} is {b.describe()} before the `{kind}` "
+                f"loop{at(where)} but {a.describe()} after an iteration: a compiled loop keeps "
+                "the number of dimensions of its arrays."
+            )
+
+
+def _carried_dtype(before: LeafRecord, after: LeafRecord) -> Any:
+    """The dtype a loop must carry for a value that starts as ``before`` and becomes ``after``."""
+    if after.dtype == before.dtype:
+        return before.dtype
+    return jnp.result_type(before.promotion_type(), after.promotion_type())
+
+
+def _type_change(name: str, before: LeafRecord, after: LeafRecord, where: Location | None, kind: str) -> AutoGraphError:
+    return AutoGraphError(
+        f"{display_name(name).capitalize()} is {before.describe()} before the `{kind}` loop"
+        f"{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the types of "
+        f"its variables. Start it with the type it gets in the loop (e.g. .astype({after.dtype.name}))."
+    )
+
+
+def _summary(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _warn_fallback(error: Exception, where: Location | None, kind: str) -> None:
+    message = (
+        f"catalyst_lite autograph: the `{kind}` loop cannot be compiled ({_summary(error)}); it "
+        "runs as a Python loop instead, unrolled while tracing."
+    )
+    if where is None:
+        warnings.warn(message, AutoGraphWarning, stacklevel=4)
+    else:
+        warnings.warn_explicit(message, AutoGraphWarning, where.filename, where.lineno)
+
+
+class _QueueCheckpoint:
+    """The operators queued on PennyLane's active queue (a compiled QNode's circuit) before a
+    loop is traced: a loop that is then run in Python must not apply its first attempt's gates."""
+
+    def __init__(self):
+        qml = sys.modules.get("pennylane")
+        self.queue = qml.QueuingManager.active_context() if qml is not None else None
+        self.before = {id(o) for o in self.queue.queue} if self.queue is not None else set()
+
+    def restore(self) -> None:
+        if self.queue is not None:
+            for o in [o for o in self.queue.queue if id(o) not in self.before]:
+                self.queue.remove(o)

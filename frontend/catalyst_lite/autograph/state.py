@@ -1,0 +1,242 @@
+"""The variables that flow through a converted ``if``, ``for`` or ``while``, and where it is.
+
+malt hands each control-flow operator the statement's *state*: ``get_state()`` returns the values
+of the variables the statement may change (those still used after it, or from one iteration to
+the next), ``set_state(values)`` assigns them, ``symbol_names`` names them. Compiled control flow
+can only carry arrays, so a :class:`Snapshot` splits each variable into its *dynamic* leaves
+(arrays and numbers: carried or returned by the primitive) and its *static* rest (pytree structure,
+``None``, strings, other Python objects: they must come out of every branch or iteration
+unchanged). Comparing snapshots is how branches and iterations are checked against each other, so
+that an error names the variable, not a flattened position.
+
+>>> snap = Snapshot.of((1.5, None, "label"), ("x", "y", "z"))
+>>> [v.kind for v in snap.variables], len(snap.dynamic_leaves())
+(['value', 'value', 'value'], 1)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+import malt
+import numpy as np
+from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from malt.operators.variables import Undefined, UndefinedReturnValue
+
+from ..errors import AutoGraphError
+from ..jax_extras import Tracer
+
+__all__ = [
+    "Snapshot",
+    "VariableRecord",
+    "LeafRecord",
+    "Location",
+    "user_location",
+    "is_traced",
+    "is_array_like",
+    "display_name",
+    "describe",
+    "predicate",
+    "load",
+]
+
+# Frames of these directories are never the user's line: catalyst_lite's own and malt's.
+_OWN_DIRS = tuple(
+    os.path.dirname(os.path.dirname(path)) + os.sep for path in (__file__,)
+) + (os.path.dirname(malt.__file__) + os.sep,)
+
+_NUMBERS = (bool, int, float, complex, np.generic)
+
+
+@dataclass(frozen=True)
+class Location:
+    """A line of the user's source: what converted code runs at (it is compiled at these lines)."""
+
+    filename: str
+    lineno: int
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}"
+
+
+def user_location() -> Location | None:
+    """The innermost line of user code on the call stack (converted code keeps the user's file
+    and line numbers, see :mod:`.transformer`)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_OWN_DIRS):
+            return Location(filename, frame.f_lineno)
+        frame = frame.f_back
+    return None
+
+
+def at(where: Location | None) -> str:
+    """`` at file:line`` for messages (empty when unknown)."""
+    return f" at {where}" if where is not None else ""
+
+
+def is_traced(value: Any) -> bool:
+    """True when any leaf of ``value`` is a tracer: its value is only known when the program runs."""
+    return any(isinstance(leaf, Tracer) for leaf in jax.tree_util.tree_leaves(value))
+
+
+def is_array_like(leaf: Any) -> bool:
+    """A leaf compiled control flow can carry: a JAX or NumPy array, or a number."""
+    return isinstance(leaf, (Tracer, jax.Array, np.ndarray, *_NUMBERS))
+
+
+def display_name(name: str) -> str:
+    """How messages refer to a state variable (malt's own variables by what they mean)."""
+    if name.startswith("retval_"):
+        return "the return value"
+    if name.startswith("do_return"):
+        return "whether the function has returned"
+    if name.startswith("break_"):
+        return "the `break` flag"
+    return f"variable {name!r}"
+
+
+def describe(leaf: Any) -> str:
+    """``f64[3]``, ``int``, ``str``: a value's type for messages."""
+    if is_array_like(leaf) and not isinstance(leaf, (bool, int, float, complex)):
+        shape = ",".join(str(d) if isinstance(d, (int, np.integer)) else "?" for d in np.shape(leaf))
+        return f"{np.dtype(leaf.dtype).name}[{shape}]"
+    return type(leaf).__name__
+
+
+def predicate(value: Any, construct: str, where: Location | None) -> Any:
+    """A traced condition as a boolean scalar, with Python's truth rules for a number (``if n:``
+    means ``n != 0``); an array condition is an error, as its truth is ambiguous in Python."""
+    shape = np.shape(value)
+    if shape != ():
+        raise AutoGraphError(
+            f"The condition of the {construct}{at(where)} is an array of shape {shape}, whose truth "
+            "value is ambiguous; reduce it to one boolean, e.g. with jnp.all or jnp.any."
+        )
+    return value if value.dtype == np.dtype(bool) else value != 0
+
+
+def load(value: Any) -> Any:
+    """``ag__.ld``: reading a variable; one without a value is Python's ``UnboundLocalError``."""
+    if isinstance(value, Undefined):
+        name = object.__getattribute__(value, "symbol_name")
+        raise UnboundLocalError(
+            f"cannot access local variable {name!r} where it is not associated with a value"
+            f"{at(user_location())}. Under qjit(autograph=True) a variable first assigned inside a "
+            "compiled loop, or in only some branches of a compiled `if`, has no value after it: "
+            "assign it before the loop or `if`."
+        )
+    return value
+
+
+# --- snapshots of the state ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeafRecord:
+    """One leaf of a variable: an array's dtype, shape (``None`` for a size known only at run
+    time) and weak type, or a static Python value."""
+
+    dynamic: bool
+    dtype: np.dtype | None = None
+    shape: tuple[int | None, ...] = ()
+    weak_type: bool = False
+    python_number: bool = False
+    value: Any = None
+
+    @staticmethod
+    def of(leaf: Any) -> "LeafRecord":
+        if not is_array_like(leaf):
+            return LeafRecord(False, value=leaf)
+        if isinstance(leaf, (bool, int, float, complex)):
+            return LeafRecord(True, jnp.asarray(leaf).dtype, (), True, True)
+        shape = tuple(d if isinstance(d, (int, np.integer)) else None for d in np.shape(leaf))
+        return LeafRecord(True, np.dtype(leaf.dtype), shape, bool(getattr(leaf, "weak_type", False)))
+
+    def promotion_type(self) -> Any:
+        """What JAX promotes this leaf as: a weakly-typed value as the Python type it stands for."""
+        if self.weak_type:
+            return {"b": bool, "i": int, "u": int, "f": float, "c": complex}[self.dtype.kind]
+        return self.dtype
+
+    def describe(self) -> str:
+        if not self.dynamic:
+            return type(self.value).__name__
+        return f"{self.dtype.name}[{','.join('?' if d is None else str(d) for d in self.shape)}]"
+
+    def same_static(self, other: "LeafRecord") -> bool:
+        if self.value is other.value:
+            return True
+        try:
+            return bool(self.value == other.value)
+        except Exception:  # an object whose == is not a truth value
+            return False
+
+
+@dataclass(frozen=True)
+class VariableRecord:
+    """One state variable: ``kind`` is ``"value"``, ``"undefined"`` (no value yet) or
+    ``"no_return"`` (malt's return value of a function that has not returned)."""
+
+    name: str
+    kind: str
+    tree: PyTreeDef | None = None
+    leaves: tuple[LeafRecord, ...] = ()
+
+    @staticmethod
+    def of(name: str, value: Any) -> "VariableRecord":
+        if isinstance(value, Undefined):
+            return VariableRecord(name, "undefined")
+        if isinstance(value, UndefinedReturnValue):
+            return VariableRecord(name, "no_return")
+        leaves, tree = tree_flatten(value)
+        return VariableRecord(name, "value", tree, tuple(LeafRecord.of(l) for l in leaves))
+
+    def describe(self) -> str:
+        if self.kind != "value":
+            return "no value"
+        if not self.leaves:
+            return repr(tree_unflatten(self.tree, []))
+        if jax.tree_util.treedef_is_leaf(self.tree):
+            return self.leaves[0].describe()
+        return f"{self.tree} of {', '.join(l.describe() for l in self.leaves)}"
+
+
+class Snapshot:
+    """The state variables at one point: their records and their values."""
+
+    def __init__(self, variables: Sequence[VariableRecord], values: Sequence[Any]):
+        self.variables = list(variables)
+        self.values = list(values)
+
+    @staticmethod
+    def of(values: Sequence[Any], names: Sequence[str]) -> "Snapshot":
+        return Snapshot([VariableRecord.of(n, v) for n, v in zip(names, values)], values)
+
+    def dynamic_leaves(self) -> list[Any]:
+        """The array leaves, flattened in variable order (what compiled control flow carries)."""
+        out = []
+        for record, value in zip(self.variables, self.values):
+            if record.kind == "value":
+                out += [l for l, r in zip(tree_flatten(value)[0], record.leaves) if r.dynamic]
+        return out
+
+    def rebuild(self, dynamic: Sequence[Any]) -> tuple:
+        """The variables' values with these dynamic leaves and this snapshot's static parts."""
+        dynamic = iter(dynamic)
+        values = []
+        for record in self.variables:
+            if record.kind == "undefined":
+                values.append(Undefined(record.name))
+            elif record.kind == "no_return":
+                values.append(UndefinedReturnValue())
+            else:
+                leaves = [next(dynamic) if r.dynamic else r.value for r in record.leaves]
+                values.append(tree_unflatten(record.tree, leaves))
+        return tuple(values)

@@ -1,0 +1,326 @@
+"""Converting one function: diastatic-malt's source transformation, compiled at the user's lines.
+
+diastatic-malt (``malt``, the maintained fork of TensorFlow's AutoGraph that Catalyst also builds
+on) parses a function and rewrites its control flow into calls of *operators* (``ag__.if_stmt``,
+``ag__.for_stmt``, ...) whose meaning is ours (:mod:`.conditionals`, :mod:`.loops`, ...). This
+module runs malt's converters, plus our own item-assignment pass, and compiles the result
+differently from malt in two ways:
+
+- **at the user's lines.** Every node of the converted tree gets the file and line of the user's
+  code it came from (malt records them as ``ORIGIN`` annotations), and the code is compiled with
+  the user's file name. Tracebacks, JAX's source information of each equation, and catalyst_lite's
+  error messages therefore name the user's line, never generated code; no file is written.
+- **only the passes a function needs.** Conversion is most of what ``autograph=True`` costs (the
+  passes are pure-Python walks over the tree), so a function without loops skips the loop passes,
+  one without ``break`` the ``break`` pass, and so on; one with nothing to convert is not
+  converted.
+
+The result of a conversion is cached per code object; :func:`converted_function` binds it to a
+function object (its globals, closure and defaults).
+"""
+
+from __future__ import annotations
+
+import __future__
+import ast
+import linecache
+import threading
+import types
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from malt.converters import (
+    break_statements,
+    call_trees,
+    conditional_expressions,
+    continue_statements,
+    control_flow,
+    functions,
+    logical_expressions,
+    return_statements,
+    variables,
+)
+from malt.core import converter, unsupported_features_checker
+from malt.pyct import anno, cfg, parser, qual_names, transpiler
+from malt.pyct.static_analysis import activity, reaching_definitions
+
+from ..errors import AutoGraphError
+from . import item_assignment
+
+__all__ = ["ConvertedCode", "ConversionFailed", "convert_code", "cached_conversion", "converted_function", "source_of"]
+
+_FACTORY = "__catalyst_lite_autograph_factory"
+_INNER = "__catalyst_lite_autograph_inner"
+
+
+@dataclass
+class ConvertedCode:
+    """A function's converted code, ready to be bound to any function object with the original
+    code: ``factory`` takes the operators' namespace ``ag__`` and returns the converted function,
+    closing over the original function's free variables."""
+
+    factory: types.CodeType
+    tree: ast.AST  # the converted function, for autograph_source
+    name: str  # of the converted function inside the factory
+    always_returns: dict[str, bool]  # per function scope: every path ends in `return`
+    changed: bool  # False: nothing to convert, the original function serves as it is
+
+
+class ConversionFailed(AutoGraphError):
+    """malt cannot convert a function (no source code, a construct it does not support)."""
+
+
+# --- the passes ----------------------------------------------------------------------------------
+
+
+class _Transpiler(transpiler.GenericTranspiler):
+    """malt's parse-transform driver with our selection of passes (``transform_ast``)."""
+
+    def get_transformed_name(self, node: ast.AST) -> str:
+        return "ag__" + super().get_transformed_name(node)
+
+    def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
+        unsupported_features_checker.verify(node)
+        found = _Constructs(node)
+        if not found.anything:
+            return node, {}, False
+        flow = found.control_flow or found.early_exits
+        if flow:
+            node = _initial_analysis(node, ctx)
+        node = functions.transform(node, ctx)
+        always_returns = {
+            anno.getanno(f, "function_context_name"): _always_returns(f.body)
+            for f in ast.walk(node)
+            if isinstance(f, ast.FunctionDef) and anno.hasanno(f, "function_context_name")
+        }
+        if found.breaks:
+            node = break_statements.transform(node, ctx)
+        if found.continues or found.breaks:  # the break pass leaves `continue` statements
+            node = continue_statements.transform(node, ctx)
+        if found.early_returns:
+            node = return_statements.transform(node, ctx)
+        if found.item_assignments:
+            node = item_assignment.transform(node, ctx)
+        if found.calls:
+            node = call_trees.transform(node, ctx)
+        if flow:
+            node = control_flow.transform(node, ctx)
+        if found.conditional_expressions:
+            node = conditional_expressions.transform(node, ctx)
+        if found.logic or found.early_exits:
+            node = logical_expressions.transform(node, ctx)
+        if flow:
+            node = variables.transform(node, ctx)
+        return node, always_returns, True
+
+
+def _initial_analysis(node: ast.AST, ctx: Any) -> ast.AST:
+    """The analyses malt's ``variables`` pass relies on (the definitions of the original code)."""
+    graphs = cfg.build(node)
+    node = qual_names.resolve(node)
+    node = activity.resolve(node, ctx, None)
+    node = reaching_definitions.resolve(node, ctx, graphs)
+    anno.dup(node, {anno.Static.DEFINITIONS: anno.Static.ORIG_DEFINITIONS})
+    return node
+
+
+class _Constructs:
+    """Which convertible constructs a function's tree contains (one walk)."""
+
+    def __init__(self, node: ast.AST):
+        kinds = set()
+        for n in ast.walk(node):
+            kinds.add(type(n))
+            if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+                kinds.add(ast.Not)
+            elif isinstance(n, ast.Compare) and len(n.ops) > 1:
+                kinds.add(ast.BoolOp)
+            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                kinds.add(ast.Store)
+        self.control_flow = bool(kinds & {ast.If, ast.For, ast.While})
+        self.breaks = ast.Break in kinds
+        self.continues = ast.Continue in kinds
+        self.early_returns = ast.Return in kinds and _returns_inside_blocks(node)
+        self.early_exits = self.breaks or self.continues or self.early_returns
+        self.item_assignments = ast.Store in kinds
+        self.calls = ast.Call in kinds
+        self.conditional_expressions = ast.IfExp in kinds
+        self.logic = bool(kinds & {ast.BoolOp, ast.Not})
+        self.anything = (
+            self.control_flow or self.early_exits or self.item_assignments or self.calls
+            or self.conditional_expressions or self.logic
+        )
+
+
+_BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
+
+
+def _returns_inside_blocks(node: ast.AST) -> bool:
+    """A ``return`` nested in a compound statement (malt then rewrites returns into a flag)."""
+
+    def visit(n: ast.AST, nested: bool) -> bool:
+        if isinstance(n, ast.Return):
+            return nested
+        if isinstance(n, (ast.FunctionDef, ast.Lambda)):
+            nested = False
+        elif isinstance(n, _BLOCKS):
+            nested = True
+        return any(visit(child, nested) for child in ast.iter_child_nodes(n))
+
+    return visit(node, False)
+
+
+def _always_returns(body: list[ast.stmt]) -> bool:
+    """Whether every path through ``body`` ends in ``return`` or ``raise`` (Python semantics)."""
+    return any(_terminates(statement) for statement in body)
+
+
+def _terminates(s: ast.stmt) -> bool:
+    if isinstance(s, (ast.Return, ast.Raise)):
+        return True
+    if isinstance(s, ast.If):
+        return _always_returns(s.body) and _always_returns(s.orelse)
+    if isinstance(s, ast.With):
+        return _always_returns(s.body)
+    if isinstance(s, ast.Try):
+        handled = all(_always_returns(h.body) for h in s.handlers)
+        return _always_returns(s.finalbody) or (
+            (_always_returns(s.body) or _always_returns(s.orelse)) and handled
+        )
+    return False
+
+
+# --- compiling at the user's lines ---------------------------------------------------------------
+
+
+def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> None:
+    """Give every node the position of the user's code it came from. A node malt generated gets
+    its parent's position, and a generated statement that of the next statement of the same block
+    that has one (``def if_body(): ...`` gets the line of the ``if`` it implements)."""
+    widths: dict[int, int] = {}
+
+    def width(line: int) -> int:
+        if line not in widths:
+            widths[line] = len(linecache.getline(filename, line).rstrip("\n").encode())
+        return widths[line]
+
+    def position(node: ast.AST, inherited: tuple[int, int]) -> tuple[int, int]:
+        origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
+        return (origin.loc.lineno, origin.loc.col_offset) if origin is not None else inherited
+
+    stack: list[tuple[ast.AST, tuple[int, int]]] = [(tree, (default_line, 0))]
+    while stack:
+        node, inherited = stack.pop()
+        line, col = here = position(node, inherited)
+        if "lineno" in node._attributes:
+            node.lineno = node.end_lineno = line
+            node.col_offset = col
+            node.end_col_offset = max(col, width(line))
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, ast.AST):
+                stack.append((value, here))
+            elif isinstance(value, list):
+                following = here
+                for child in reversed(value):
+                    if isinstance(child, ast.AST):
+                        if isinstance(child, ast.stmt):
+                            following = position(child, following)
+                            stack.append((child, following))
+                        else:
+                            stack.append((child, here))
+
+
+def _factory_module(function: ast.stmt, name: str, freevars: tuple[str, ...]) -> ast.Module:
+    """``def factory(): <freevars> = None; def inner(ag__): <function>; return name; return inner``:
+    the free variables are declared so that the converted function closes over them (``inner``
+    is later rebuilt with the original function's cells)."""
+    declarations = [ast.Assign(targets=[ast.Name(v, ast.Store())], value=ast.Constant(None)) for v in freevars]
+    inner = ast.FunctionDef(
+        name=_INNER,
+        args=ast.arguments(posonlyargs=[], args=[ast.arg("ag__")], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[function, ast.Return(ast.Name(name, ast.Load()))],
+        decorator_list=[],
+    )
+    outer = ast.FunctionDef(
+        name=_FACTORY,
+        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+        body=[*declarations, inner, ast.Return(ast.Name(_INNER, ast.Load()))],
+        decorator_list=[],
+    )
+    return ast.Module(body=[outer], type_ignores=[])
+
+
+def _compile(fn: Callable, tree: ast.AST, name: str, future_features: tuple[str, ...]) -> types.CodeType:
+    code = fn.__code__
+    if isinstance(tree, ast.Lambda):
+        function = ast.Assign(targets=[ast.Name(name, ast.Store())], value=tree)
+    else:
+        function, tree.name = tree, name
+    module = _factory_module(function, name, code.co_freevars)
+    _place_at_user_lines(module, code.co_filename, code.co_firstlineno)
+    flags = 0
+    for feature in future_features:
+        flags |= getattr(__future__, feature).compiler_flag
+    namespace: dict[str, Any] = {}
+    exec(compile(module, code.co_filename, "exec", flags=flags, dont_inherit=True), namespace)
+    return namespace[_FACTORY]().__code__
+
+
+# --- the cache and the entry points --------------------------------------------------------------
+
+_TRANSPILER = _Transpiler()
+_OPTIONS = converter.ProgramContext(
+    options=converter.ConversionOptions(recursive=True, user_requested=True, optional_features=None)
+)
+_by_code: "weakref.WeakKeyDictionary[types.CodeType, ConvertedCode]" = weakref.WeakKeyDictionary()
+_lock = threading.RLock()
+
+
+def convert_code(fn: Callable) -> ConvertedCode:
+    """The converted code of a plain function or lambda (cached per code object); raises
+    :class:`ConversionFailed` when malt cannot convert it."""
+    code = fn.__code__
+    converted = _by_code.get(code)
+    if converted is not None:
+        return converted
+    with _lock:
+        converted = _by_code.get(code)
+        if converted is None:
+            try:
+                (tree, always_returns, changed), ctx = _TRANSPILER.transform_function(fn, _OPTIONS)
+                name = ctx.info.name
+                factory = _compile(fn, tree, name, ctx.info.future_features) if changed else None
+            except Exception as err:
+                raise ConversionFailed(
+                    f"Cannot convert {getattr(fn, '__qualname__', fn)!r} for autograph "
+                    f"({type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''})."
+                ) from err
+            converted = _by_code[code] = ConvertedCode(factory, tree, name, always_returns, changed)
+    return converted
+
+
+def cached_conversion(code: types.CodeType) -> ConvertedCode | None:
+    """The conversion of this code object, if it was converted."""
+    return _by_code.get(code)
+
+
+def converted_function(fn: Callable, converted: ConvertedCode, namespace: Any) -> Callable:
+    """``converted`` bound to ``fn``'s globals, closure, defaults and name."""
+    if not converted.changed:
+        return fn
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    closure = tuple(cells[v] for v in converted.factory.co_freevars)
+    factory = types.FunctionType(converted.factory, fn.__globals__, _INNER, None, closure)
+    new = factory(namespace)
+    new.__code__ = new.__code__.replace(co_name=fn.__code__.co_name, co_qualname=fn.__code__.co_qualname)
+    new.__defaults__ = fn.__defaults__
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__name__, new.__qualname__, new.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+    new.__module__ = fn.__module__
+    return new
+
+
+def source_of(converted: ConvertedCode) -> str:
+    """The converted source code (as ``autograph_source`` shows it)."""
+    return parser.unparse(converted.tree, include_encoding_marker=False).strip() + "\n"
