@@ -1,0 +1,680 @@
+"""qjit(autograph=True) on classical programs.
+
+Each pattern is compared with the same program written with explicit ``cond``/``for_loop``/
+``while_loop``: the jaxprs have the same structure (primitives and their nesting) and the results
+agree, with each other and with plain Python/NumPy. Then what stays Python, what is converted
+(callees, not libraries), the public helpers, and the errors, which name the user's line."""
+
+import functools
+import importlib.util
+import inspect
+import traceback
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pennylane as qml
+import pytest
+
+from catalyst_lite import (
+    AutoGraphError,
+    autograph_source,
+    cond,
+    disable_autograph,
+    for_loop,
+    qjit,
+    run_autograph,
+    while_loop,
+)
+from catalyst_lite.errors import AutoGraphWarning, CatalystLiteError, ControlFlowError
+
+from jaxpr_structure import control_flow_of, skeleton
+
+HERE = __file__
+
+
+def line_of(fn, text: str) -> int:
+    """The line number in this file of the first line of ``fn`` containing ``text``."""
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+# --- if ------------------------------------------------------------------------------------------
+
+
+@qjit(autograph=True)
+def piecewise(x: float):
+    if x > 1.0:
+        y = x * 2.0
+        z = 1.0
+    elif x > 0.0:
+        y = x + 1.0
+        z = 2.0
+    else:
+        y = -x
+        z = 3.0
+    return y * z
+
+
+@qjit
+def piecewise_explicit(x: float):
+    @cond(x > 1.0)
+    def outer():
+        return x * 2.0, 1.0
+
+    @outer.otherwise
+    def outer():
+        @cond(x > 0.0)
+        def inner():
+            return x + 1.0, 2.0
+
+        @inner.otherwise
+        def inner():
+            return -x, 3.0
+
+        return inner()
+
+    y, z = outer()
+    return y * z
+
+
+def test_if_elif_else_defines_variables_in_branches():
+    for x in (3.0, 0.5, -2.0):
+        y, z = (x * 2, 1) if x > 1 else (x + 1, 2) if x > 0 else (-x, 3)
+        assert float(piecewise(x)) == float(piecewise_explicit(x)) == y * z
+    assert skeleton(piecewise.jaxpr) == skeleton(piecewise_explicit.jaxpr)
+
+
+def test_if_on_concrete_values_stays_python():
+    scale = 3
+
+    @qjit(autograph=True, static_argnums=1)
+    def f(x, flag):
+        if flag and scale > 2:
+            y = x * scale
+        else:
+            y = x
+        if not flag:
+            y = y - 1
+        return y if scale > 5 else y + 0.5
+
+    assert float(f(2.0, True)) == 6.5 and float(f(2.0, False)) == 1.5
+    assert control_flow_of(f.jaxpr) == []
+
+
+def test_branches_promote_types_and_may_differ_in_size():
+    @qjit(autograph=True)
+    def f(x: float, n: int):
+        if x > 0:
+            y = 1  # a Python int in one branch, f64 in the other: promoted as JAX does
+            a = jnp.ones([n])
+        else:
+            y = x
+            a = jnp.zeros([n + 1])
+        return y, a
+
+    y, a = f(2.0, 3)
+    assert y.dtype == jnp.float64 and float(y) == 1.0 and a.tolist() == [1.0, 1.0, 1.0]
+    y, a = f(-2.0, 3)
+    assert float(y) == -2.0 and a.tolist() == [0.0] * 4
+
+
+def test_return_in_branches():
+    @qjit(autograph=True)
+    def early(x: float):
+        if x > 0:
+            return x
+        return -x
+
+    @qjit(autograph=True)
+    def nested(x: float, y: float):
+        if x > 0:
+            if y > 0:
+                return 1.0
+        return 2.0
+
+    @qjit(autograph=True)
+    def chain(x: float):
+        if x > 1:
+            return x
+        elif x < -1:
+            return -x
+        return 0.0
+
+    assert [float(early(v)) for v in (2.0, -3.0)] == [2.0, 3.0]
+    assert [float(nested(a, b)) for a, b in [(1, 1), (1, -1), (-1, 1)]] == [1.0, 2.0, 2.0]
+    assert [float(chain(v)) for v in (2.0, -3.0, 0.5)] == [2.0, 3.0, 0.0]
+
+
+def test_conditional_expression_and_logical_operators():
+    @qjit(autograph=True)
+    def f(x: float, y: float):
+        inside = x > 0 and y > 0 or not x > -1
+        s = x if inside else -x
+        return s, inside
+
+    @qjit
+    def explicit(x: float, y: float):
+        inside = jnp.logical_or(jnp.logical_and(x > 0, y > 0), jnp.logical_not(x > -1))
+
+        @cond(inside)
+        def s():
+            return x
+
+        @s.otherwise
+        def s():
+            return -x
+
+        return s(), inside
+
+    for x, y in [(1.0, 1.0), (1.0, -1.0), (-2.0, 1.0), (-0.5, 1.0)]:
+        inside = x > 0 and y > 0 or not x > -1
+        s, b = f(x, y)
+        assert (float(s), bool(b)) == (x if inside else -x, inside)
+        assert [float(v) for v in explicit(x, y)] == [float(s), float(b)]
+    assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
+
+
+# --- for and while -------------------------------------------------------------------------------
+
+
+@qjit(autograph=True)
+def strided(lower: int, upper: int, step: int):
+    total = 0
+    for i in range(lower, upper, step):
+        total = total + i * i
+    return total
+
+
+@qjit
+def strided_explicit(lower: int, upper: int, step: int):
+    @for_loop(lower, upper, step)
+    def body(i, total):
+        return total + i * i
+
+    return body(0)
+
+
+@pytest.mark.parametrize("bounds", [(0, 10, 1), (3, 20, 4), (10, 0, -2), (5, 5, 1)])
+def test_for_range_with_traced_bounds(bounds):
+    assert int(strided(*bounds)) == int(strided_explicit(*bounds)) == sum(i * i for i in range(*bounds))
+    assert skeleton(strided.jaxpr) == skeleton(strided_explicit.jaxpr)
+
+
+def test_for_over_array_rows_and_enumerate():
+    @qjit(autograph=True, abstracted_axes={0: "n"})
+    def f(x):
+        s = jnp.zeros(x.shape[1:])
+        for row in x:
+            s = s + row
+        t = 0.0
+        for i, row in enumerate(x):
+            t = t + i * jnp.sum(row)
+        return s, t
+
+    @qjit(abstracted_axes={0: "n"})
+    def explicit(x):
+        @for_loop(0, x.shape[0], 1)
+        def rows(i, s):
+            return s + x[i]
+
+        @for_loop(0, x.shape[0], 1)
+        def counted(i, t):
+            return t + i * jnp.sum(x[i])
+
+        return rows(jnp.zeros(x.shape[1:])), counted(0.0)
+
+    for n in (3, 5):
+        x = np.arange(2.0 * n).reshape(n, 2)
+        s, t = f(x)
+        np.testing.assert_allclose(s, x.sum(0))
+        assert float(t) == sum(i * x[i].sum() for i in range(n))
+        assert [float(v) for v in explicit(x)[1:]] == [float(t)]
+    assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
+
+
+def test_for_over_a_python_list_is_unrolled():
+    @qjit(autograph=True)
+    def f(x: float):
+        s = 0.0
+        for scale, shift in [(1.0, 0.0), (2.0, 1.0), (3.0, -1.0)]:
+            if scale > 1.5:  # concrete: stays Python
+                s = s + scale * x + shift
+        return s
+
+    assert float(f(2.0)) == (2 * 2 + 1) + (3 * 2 - 1)
+    assert control_flow_of(f.jaxpr) == []
+
+
+@qjit(autograph=True)
+def halvings(x: float):
+    n = 0
+    while x > 1.0 and n < 100:
+        x = x / 2
+        n += 1
+    return n, x
+
+
+@qjit
+def halvings_explicit(x: float):
+    @while_loop(lambda n, x: jnp.logical_and(x > 1.0, n < 100))
+    def loop(n, x):
+        x = x / 2
+        return n + 1, x
+
+    return loop(0, x)
+
+
+def test_while_with_a_traced_condition():
+    for x in (0.5, 10.0, 1000.0):
+        n, y = halvings(x)
+        ref_n = int(np.ceil(np.log2(x))) if x > 1 else 0
+        assert (int(n), float(y)) == (ref_n, x / 2**ref_n)
+        assert [float(v) for v in halvings_explicit(x)] == [float(n), float(y)]
+    assert skeleton(halvings.jaxpr) == skeleton(halvings_explicit.jaxpr)
+
+
+def test_nested_loops_and_conditionals():
+    @qjit(autograph=True)
+    def f(n: int, m: int):
+        s = 0
+        for i in range(n):
+            j = 0
+            while j < m:
+                if (i + j) % 2 == 0:
+                    s = s + i * j
+                j += 1
+        return s
+
+    @qjit
+    def explicit(n: int, m: int):
+        @for_loop(0, n, 1)
+        def outer(i, s):
+            @while_loop(lambda j, s: j < m)
+            def inner(j, s):
+                @cond((i + j) % 2 == 0)
+                def add():
+                    return s + i * j
+
+                @add.otherwise
+                def add():
+                    return s
+
+                return j + 1, add()
+
+            return inner(0, s)[1]
+
+        return outer(0)
+
+    reference = sum(i * j for i in range(4) for j in range(5) if (i + j) % 2 == 0)
+    assert int(f(4, 5)) == int(explicit(4, 5)) == reference
+    assert control_flow_of(f.jaxpr) == control_flow_of(explicit.jaxpr) == [
+        ("for_loop", [[("while_loop", [[], [("cond", [[], []])]])]])
+    ]
+
+
+def test_break_and_continue_in_while_continue_in_for():
+    @qjit(autograph=True)
+    def f(n: int):
+        i, found = 0, -1
+        while True:
+            if i * i > n:
+                found = i
+                break
+            i += 1
+        odd = 0
+        for k in range(n):
+            if k % 2 == 0:
+                continue
+            odd += k
+        return found, odd
+
+    for n in (0, 10, 50):
+        found = next(i for i in range(100) if i * i > n)
+        assert [int(v) for v in f(n)] == [found, sum(k for k in range(n) if k % 2)]
+
+
+def test_item_assignment_becomes_at_set():
+    @qjit(autograph=True)
+    def f(n: int):
+        x = jnp.zeros(6)
+        m = jnp.zeros((3, 3))
+        for i in range(n):
+            x[i] = i * 2.0
+            m[i % 3, i % 3] += 1.0
+        x[4:] = -1.0
+        return x, m
+
+    @qjit
+    def explicit(n: int):
+        @for_loop(0, n, 1)
+        def body(i, x, m):
+            x = x.at[i].set(i * 2.0)
+            k = (i % 3, i % 3)
+            return x, m.at[k].set(m[k] + 1.0)
+
+        x, m = body(jnp.zeros(6), jnp.zeros((3, 3)))
+        return x.at[4:].set(-1.0), m
+
+    x, m = f(4)
+    assert x.tolist() == [0.0, 2.0, 4.0, 6.0, -1.0, -1.0]
+    np.testing.assert_array_equal(m, np.diag([2.0, 1.0, 1.0]))
+    assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
+
+
+def test_item_assignment_of_python_containers_and_globals_stays_python():
+    @qjit(autograph=True)
+    def f(x: float):
+        d = {"a": x}
+        d["b"] = x * 2
+        values = [x, x]
+        values[1] += 1.0
+        return d["b"] + values[1]
+
+    assert float(f(1.0)) == 4.0
+
+
+def test_arrays_that_change_size_in_a_loop():
+    @qjit(autograph=True)
+    def f(n: int):
+        a = jnp.zeros(0)
+        for i in range(n):
+            a = jnp.append(a, i * 1.0)
+        return a
+
+    @qjit
+    def explicit(n: int):
+        @for_loop(0, n, 1, allow_array_resizing=True)
+        def body(i, a):
+            return jnp.append(a, i * 1.0)
+
+        return body(jnp.zeros(0))
+
+    assert f(4).tolist() == explicit(4).tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
+
+
+def test_a_python_number_takes_the_type_the_loop_gives_it():
+    @qjit(autograph=True)
+    def f(n: int):
+        s = 0
+        for i in range(n):
+            s = s + 0.5
+        return s
+
+    assert f(3).dtype == jnp.float64 and float(f(3)) == 1.5
+
+
+def test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning():
+    weights = [1.0, 2.0, 3.0]
+
+    def f(x: float):
+        s = 0.0
+        for i in range(3):
+            s = s + weights[i] * x  # a Python list indexed by the loop index
+        return s
+
+    with pytest.warns(AutoGraphWarning, match="Python loop") as record:
+        g = qjit(autograph=True)(f)
+    assert record[0].filename == HERE and record[0].lineno == line_of(test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning, "for i in range(3)")
+    assert float(g(2.0)) == 12.0
+    assert control_flow_of(g.jaxpr) == []
+
+
+# --- what is converted ---------------------------------------------------------------------------
+
+
+def absolute(x):
+    if x > 0:
+        return x
+    return -x
+
+
+class Scaled:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, x):
+        if x > 0:
+            return self.k * x
+        return x
+
+    def shifted(self, x):
+        for _ in range(3):
+            x = x + self.k
+        return x
+
+
+def test_called_user_functions_methods_and_objects_are_converted():
+    @qjit(autograph=True)
+    def f(x: float):
+        s = Scaled(2.0)
+        clip = lambda v: v if v < 5 else 5.0  # noqa: E731
+        return absolute(x) + s(x) + s.shifted(x) + functools.partial(absolute)(x) + clip(x)
+
+    for x in (1.0, -1.0, 4.0):
+        s = Scaled(2.0)
+        ref = abs(x) + (2 * x if x > 0 else x) + x + 6 + abs(x) + min(x, 5.0)
+        assert float(f(x)) == ref
+    assert "ag__.if_stmt" in autograph_source(absolute)
+    assert "ag__.for_stmt" in autograph_source(Scaled.shifted)
+
+
+def test_disable_autograph_as_decorator_and_context_manager():
+    @disable_autograph
+    def python_only(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(ControlFlowError, match="traced value"):
+        qjit(autograph=True)(lambda x: python_only(x))(1.0)
+
+    def f(x: float):
+        with disable_autograph:
+            y = absolute(x)  # not converted: Python `if` on a traced value
+        return y
+
+    with pytest.raises(TypeError, match="traced value"):
+        qjit(autograph=True)(f)
+
+    @qjit(autograph=True)
+    def g(x: float):
+        with disable_autograph:
+            if x > 0:  # the block's own statements are still converted
+                y = x
+            else:
+                y = -x
+            z = python_only(3.0)  # a concrete value: fine
+        return y + z
+
+    assert float(g(-2.0)) == 5.0
+
+
+def test_library_code_is_not_converted_unless_included(tmp_path):
+    source = tmp_path / "helper.py"
+    source.write_text("def magnitude(x):\n    if x > 0:\n        return x\n    return -x\n")
+    spec = importlib.util.spec_from_file_location("numpy.catalyst_lite_test_helper", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def f(x):
+        return module.magnitude(x)
+
+    with pytest.raises(ControlFlowError, match="traced value"):
+        qjit(autograph=True)(f)(1.0)
+    assert float(qjit(autograph=True, autograph_include=["numpy.catalyst_lite_test_helper"])(f)(-3.0)) == 3.0
+    through_pennylane = qml.qjit(f, compiler="catalyst_lite", autograph=True,
+                                 autograph_include=["numpy.catalyst_lite_test_helper"])
+    assert float(through_pennylane(-4.0)) == 4.0
+
+
+def test_autograph_source_and_run_autograph():
+    def count(n):
+        steps = 0
+        while n > 1:
+            n = n // 2
+            steps += 1
+        return steps
+
+    converted = run_autograph(count)
+    assert converted(40) == 5  # outside qjit: Python semantics, Python values
+    compiled = qjit(converted)
+    assert int(compiled(40)) == 5 and control_flow_of(compiled.jaxpr) == [("while_loop", [[], []])]
+    assert "ag__.while_stmt" in autograph_source(count)
+    assert "def ag__piecewise" in autograph_source(piecewise)
+
+    def never(x):
+        return x
+
+    with pytest.raises(AutoGraphError, match="not converted"):
+        autograph_source(never)
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def check_error(program, error: type, match: str, text: str):
+    """``program`` raises ``error`` naming this file and the line containing ``text``."""
+    with pytest.raises(error, match=match) as info:
+        program()
+    assert f"{HERE}:{line_of(program, text)}" in str(info.value), str(info.value)
+    return info.value
+
+
+def test_a_variable_defined_in_only_one_branch():
+    def program():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                y = x
+            return y
+
+    # Catalyst 0.15 raises its AutoGraphError here too
+    check_error(program, AutoGraphError, "'y' is assigned in only some branches", "if x > 0")
+
+
+def test_branches_of_different_rank_or_structure():
+    def rank():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                y = jnp.ones((2, 2))
+            else:
+                y = jnp.ones(3)
+            return y
+
+    def structure():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                y = (x, x)
+            else:
+                y = x
+            return y
+
+    # Catalyst 0.15 raises TypeError for both (AutoGraphError is a TypeError)
+    err = check_error(rank, AutoGraphError, r"'y' is float64\[2,2\] in one branch", "if x > 0")
+    assert isinstance(err, TypeError) and isinstance(err, CatalystLiteError)
+    check_error(structure, TypeError, "'y' is .* in one branch", "if x > 0")
+
+
+def test_returning_on_some_paths_only():
+    def program():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                return x
+
+    check_error(program, AutoGraphError, "returns a value in some branches", "if x > 0")
+
+
+def test_break_or_return_in_a_compiled_for_loop():
+    def breaks():
+        @qjit(autograph=True)
+        def f(n: int):
+            s = 0
+            for i in range(n):
+                if i > 3:
+                    break
+                s += i
+            return s
+
+    def returns():
+        @qjit(autograph=True)
+        def f(n: int):
+            s = 0
+            for i in range(n):
+                if i > 3:
+                    return s
+                s += i
+            return s
+
+    # Catalyst 0.15 fails on both with a bare AssertionError
+    check_error(breaks, AutoGraphError, "`break` inside the `for` loop.*while", "for i in range(n)")
+    check_error(returns, AutoGraphError, "`return` inside the `for` loop.*while", "for i in range(n)")
+
+
+def test_return_in_a_compiled_while_loop():
+    def program():
+        @qjit(autograph=True)
+        def f(n: int):
+            i = 0
+            while i < n:
+                if i > 3:
+                    return i
+                i += 1
+            return i
+
+    check_error(program, AutoGraphError, "`return` inside the `while` loop", "while i < n")
+
+
+def test_loop_variables_must_start_defined_and_keep_their_type():
+    def undefined():
+        @qjit(autograph=True)
+        def f(n: int):
+            for i in range(n):
+                last = i
+            return last
+
+    def retyped():
+        @qjit(autograph=True)
+        def f(n: int):
+            s = jnp.zeros(3, dtype=int)
+            for i in range(n):
+                s = s + 0.5
+            return s
+
+    check_error(undefined, AutoGraphError, "'last' is first assigned inside the `for` loop", "for i in range(n)")
+    check_error(retyped, AutoGraphError, r"'s' is int64\[3\] before .* float64\[3\]", "for i in range(n)")
+
+
+def test_an_error_in_converted_code_points_at_the_users_line():
+    def program():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                y = jnp.dot(jnp.ones(3), jnp.ones(4))
+            else:
+                y = x
+            return y
+
+    with pytest.raises(TypeError, match="dot_general") as info:
+        program()
+    line = line_of(program, "jnp.dot")
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert any(f.filename == HERE and f.lineno == line and "jnp.dot" in f.line for f in frames)
+    assert not any("autograph_generated" in f.filename for f in frames)
+    assert f"{HERE}:{line}" in "".join(info.value.__notes__)
+
+
+def test_an_array_condition_is_ambiguous():
+    def program():
+        @qjit(autograph=True)
+        def f(x: jax.ShapeDtypeStruct((3,), jnp.float64)):
+            if x > 0:
+                x = -x
+            return x
+
+    check_error(program, AutoGraphError, r"array of shape \(3,\)", "if x > 0")

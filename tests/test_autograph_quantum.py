@@ -1,0 +1,166 @@
+"""qjit(autograph=True) on QNodes: loops and branches with gates and mid-circuit measurements,
+compared with the same circuits written with explicit control flow (results and the nesting of
+control flow in the jaxpr) and with PennyLane's default.qubit."""
+
+import warnings
+
+import jax.numpy as jnp
+import numpy as np
+import pennylane as qml
+import pytest
+
+from catalyst_lite import cond, for_loop, measure, qjit, while_loop
+from catalyst_lite.errors import AutoGraphWarning
+
+from jaxpr_structure import control_flow_of
+
+DEV = qml.device("default.qubit", wires=3)
+
+
+def layered(x, n):
+    """The circuit in plain Python (concrete ``n``), for default.qubit."""
+    for i in range(n):
+        qml.RX(x * (i + 1), wires=i % 3)
+        if i % 2 == 0:
+            qml.CNOT(wires=[i % 3, (i + 1) % 3])
+    k = 0
+    while k < n:
+        qml.RY(0.1 * k, wires=2)
+        k += 1
+    return qml.expval(qml.PauliZ(1) @ qml.PauliZ(2))
+
+
+autograph_layered = qjit(autograph=True)(qml.qnode(DEV)(lambda x, n: layered(x, n)))
+
+
+@qjit
+@qml.qnode(DEV)
+def explicit_layered(x: float, n: int):
+    @for_loop(0, n, 1)
+    def layer(i):
+        qml.RX(x * (i + 1), wires=i % 3)
+
+        @cond(i % 2 == 0)
+        def entangle():
+            qml.CNOT(wires=[i % 3, (i + 1) % 3])
+
+        entangle()
+
+    layer()
+
+    @while_loop(lambda k: k < n)
+    def rotations(k):
+        qml.RY(0.1 * k, wires=2)
+        return k + 1
+
+    rotations(0)
+    return qml.expval(qml.PauliZ(1) @ qml.PauliZ(2))
+
+
+def test_loops_and_branches_with_gates():
+    reference = qml.QNode(layered, DEV)
+    for x, n in [(0.3, 4), (0.7, 1), (1.1, 0)]:
+        expected = float(reference(x, n))
+        assert float(autograph_layered(x, n)) == pytest.approx(expected, abs=1e-12)
+        assert float(explicit_layered(x, n)) == pytest.approx(expected, abs=1e-12)
+    assert control_flow_of(autograph_layered.jaxpr) == control_flow_of(explicit_layered.jaxpr) == [
+        ("for_loop", [[("cond", [[], []])]]),
+        ("while_loop", [[], []]),
+    ]
+
+
+def test_mid_circuit_measurements_in_conditions_and_loops():
+    @qjit(autograph=True, seed=11)
+    @qml.qnode(DEV)
+    def reset_each(x: float, n: int):
+        for _ in range(n):
+            qml.RY(x, wires=0)
+            if measure(0):  # a traced outcome: cond
+                qml.PauliX(0)  # back to |0>
+        qml.PauliX(1)
+        m = measure(1, postselect=1)  # a traced outcome, known to be True
+        if m:
+            qml.PauliX(2)
+        return qml.expval(qml.PauliZ(0)), qml.expval(qml.PauliZ(2))
+
+    @qjit(seed=11)
+    @qml.qnode(DEV)
+    def explicit(x: float, n: int):
+        @for_loop(0, n, 1)
+        def loop(i):
+            qml.RY(x, wires=0)
+
+            @cond(measure(0))
+            def flip():
+                qml.PauliX(0)
+
+            flip()
+
+        loop()
+        qml.PauliX(1)
+
+        @cond(measure(1, postselect=1))
+        def flip2():
+            qml.PauliX(2)
+
+        flip2()
+        return qml.expval(qml.PauliZ(0)), qml.expval(qml.PauliZ(2))
+
+    for n in (0, 3):
+        assert [float(v) for v in reset_each(1.2, n)] == [1.0, -1.0]
+        assert [float(v) for v in explicit(1.2, n)] == [1.0, -1.0]
+    assert control_flow_of(reset_each.jaxpr) == control_flow_of(explicit.jaxpr)
+
+
+def test_pennylane_measure_under_the_pennylane_entry_point():
+    @qml.qjit(compiler="catalyst_lite", autograph=True)
+    @qml.qnode(DEV)
+    def teleport_bit(x: float):
+        qml.RX(x, wires=0)
+        qml.CNOT(wires=[0, 1])
+        if qml.measure(0, postselect=0):
+            qml.PauliX(2)
+        elif x > 1.0:
+            qml.PauliY(2)
+        return qml.expval(qml.PauliZ(1)), qml.expval(qml.PauliZ(2))
+
+    # postselecting 0 on wire 0 leaves wire 1 in |0>; the measured bit is False
+    assert [float(v) for v in teleport_bit(0.4)] == pytest.approx([1.0, 1.0])
+    assert [float(v) for v in teleport_bit(1.4)] == pytest.approx([1.0, -1.0])
+
+
+def test_python_lists_of_wires_are_unrolled_and_uncompilable_loops_fall_back():
+    angles = [0.1, 0.2, 0.3]
+
+    def circuit(scale):
+        for wire, angle in zip([0, 1, 2], angles):
+            qml.RX(angle * scale, wires=wire)
+        for i in range(3):
+            qml.RY(angles[i], wires=i)  # a Python list indexed by the loop index: falls back
+        return qml.expval(qml.PauliZ(0) @ qml.PauliZ(1) @ qml.PauliZ(2))
+
+    with pytest.warns(AutoGraphWarning, match="Python loop"):
+        compiled = qjit(autograph=True)(qml.qnode(DEV)(circuit))
+        result = float(compiled(2.0))
+    assert result == pytest.approx(float(qml.QNode(circuit, DEV)(2.0)), abs=1e-12)
+    assert control_flow_of(compiled.jaxpr) == []
+
+
+def test_a_qnode_called_from_converted_code_is_converted():
+    @qml.qnode(DEV)
+    def rotations(x, n):
+        for i in range(n):
+            if x > 0:
+                qml.RX(x, wires=i % 3)
+            else:
+                qml.RY(-x, wires=i % 3)
+        return qml.expval(qml.PauliZ(0))
+
+    @qjit(autograph=True)
+    def twice(x: float, n: int):
+        return 2 * rotations(x, n)
+
+    for x, n in [(0.5, 4), (-0.5, 4), (0.5, 0)]:
+        with qml.QueuingManager.stop_recording():
+            expected = 2 * float(qml.QNode(rotations.func, DEV)(x, n))
+        assert float(twice(x, n)) == pytest.approx(expected, abs=1e-12)
