@@ -422,6 +422,35 @@ def test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning():
     assert control_flow_of(g.jaxpr) == []
 
 
+def test_a_while_whose_condition_ignores_the_loop_variables_is_python():
+    @qjit(autograph=True)
+    def f(x: float):
+        queue = [1.0, 2.0, 3.0]
+        s = x
+        while queue:  # the body empties a Python list: a Python loop, run while tracing
+            s = s * queue.pop()
+        return s
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(f(2.0)) == 12.0
+    assert control_flow_of(f.jaxpr) == []
+
+
+def test_a_traced_index_used_as_a_python_int_in_a_compiled_loop():
+    def program():
+        @qjit(autograph=True)
+        def f(n: int):
+            params = [1.0, 2.0]
+            s = 0.0
+            for i in range(n):
+                s = s + params[i]
+            return s
+
+    err = check_error(program, AutoGraphError, "loop index .* traced .* needs a concrete value", "for i in range(n)")
+    assert f"{HERE}:{line_of(program, 'params[i]')}" in str(err)
+
+
 # --- what is converted ---------------------------------------------------------------------------
 
 

@@ -23,13 +23,16 @@ iterations, so ``break``/``return`` in one is an error saying how to write it as
 
 from __future__ import annotations
 
+import re
 import sys
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
+import jax
 import jax.numpy as jnp
 
 from ..control_flow import for_loop, while_loop
+from ..diagnostics import user_location as user_location_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
 from .builtins import IterationSpace, iteration_space
@@ -134,12 +137,27 @@ def while_stmt(
     if not is_tracing():  # outside qjit, converted code is plain Python
         _python_while(test(), test, body, where, None)
         return
+    if not _reads_any(test, symbol_names):
+        # The condition cannot see what the loop changes (`while queue:` popping a Python list):
+        # known while tracing, it is a Python loop; a compiled one would never stop.
+        value = test()
+        if not isinstance(value, Tracer):
+            _python_while(value, test, body, where, None)
+            return
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def condition(values: list[Any]) -> Any:
             set_state(snapshot.rebuild(values))
             value = test()
-            return predicate(value, "`while` loop", where) if isinstance(value, Tracer) else bool(value)
+            if not isinstance(value, Tracer):
+                # Known while tracing although it reads the loop's variables (the length of a list
+                # they hold, say): compiled, the loop would never stop.
+                raise AutoGraphError(
+                    f"The condition of the `while` loop{at(where)} does not depend on the values "
+                    "the loop changes, as far as a compiled loop can see (they are arrays and "
+                    "numbers): a compiled loop would never stop."
+                )
+            return predicate(value, "`while` loop", where)
 
         def loop_body(values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
@@ -151,8 +169,8 @@ def while_stmt(
 
     def python_loop(error: Exception, warn: Callable[[], None]) -> None:
         value = test()
-        if isinstance(value, Tracer):
-            raise error  # the condition is traced from the start: no Python loop can replace it
+        if isinstance(value, Tracer):  # traced from the start: no Python loop can replace it
+            _raise_explained(error, where, "while")
         warn()
         _python_while(value, test, body, where, error)
 
@@ -196,8 +214,15 @@ def _run(
         set_state(init)
         checkpoint.restore()
         if python_loop is None:
-            raise
+            _raise_explained(error, where, kind)
         python_loop(error, lambda: _warn_fallback(error, where, kind))
+
+
+_NEEDS_CONCRETE_VALUES = (
+    jax.errors.ConcretizationTypeError,
+    jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerArrayConversionError,
+)
 
 
 def _compiled_state(
@@ -222,6 +247,13 @@ def _compiled_state(
                 raise  # not a size our body changed (a nested loop's error), or already resizing
             resize = True
     raise AutoGraphError(f"The `{kind}` loop{at(where)} changes the types of its variables at every tracing.")
+
+
+def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
+    """Whether a function generated for a loop reads any of the loop's variables (``self.x``:
+    ``self``), judged by the variables it closes over."""
+    roots = {re.match(r"\w*", name).group() for name in names}
+    return bool(roots & set(fn.__code__.co_freevars))
 
 
 def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:
@@ -309,6 +341,21 @@ def _type_change(name: str, before: LeafRecord, after: LeafRecord, where: Locati
         f"{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the types of "
         f"its variables. Start it with the type it gets in the loop (e.g. .astype({after.dtype.name}))."
     )
+
+
+def _raise_explained(error: Exception, where: Location | None, kind: str) -> None:
+    """A loop that must be compiled and cannot: a traced value used as a Python value in its body
+    is explained in terms of the loop; other errors are the body's own."""
+    if not isinstance(error, _NEEDS_CONCRETE_VALUES):
+        raise error
+    because = "its range or array" if kind == "for" else "its condition"
+    raise AutoGraphError(
+        f"The `{kind}` loop{at(where)} is compiled ({because} is traced), so the loop index and "
+        "the loop's variables are traced values inside it, but "
+        f"{user_location_of_traceback(error.__traceback__) or 'its body'} needs a concrete value "
+        f"({_summary(error)}). Index arrays with them (jnp.asarray(python_list)[i]) rather than "
+        "Python lists, and compute Python values outside the loop."
+    ) from error
 
 
 def _summary(error: Exception) -> str:
