@@ -9,6 +9,8 @@ a benchmark of first-call latency pays for tracing and compiling each time.
 from __future__ import annotations
 
 import functools
+import itertools
+import types
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable
@@ -59,6 +61,29 @@ def circuit_jax() -> Callable:
         return a0 + a2
 
     return circuit
+
+
+# --- the same program with a Python `for` loop and autograph ---------------------------------------
+
+_fresh_names = itertools.count()
+
+
+def _fresh(fn: Callable) -> Callable:
+    """``fn`` with a code object of its own: caches keyed on code (autograph's conversions, in
+    catalyst_lite and in Catalyst) miss, so a first call pays for converting the source."""
+    code = fn.__code__.replace(co_name=f"{fn.__code__.co_name}_{next(_fresh_names)}")
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
+def circuit_autograph(api: ModuleType) -> Callable:
+    def circuit(sz: int):
+        a0 = jnp.ones([sz], dtype=float)
+        a2 = a0
+        for i in range(LOOP_STEPS):
+            a2 = a2 + a0
+        return a0 + a2
+
+    return api.qjit(autograph=True)(_fresh(circuit))
 
 
 # --- a while_loop over an array argument ---------------------------------------------------------
@@ -182,6 +207,7 @@ def add_one_jax() -> Callable:
 
 PROGRAMS: dict[str, Program] = {
     "circuit": Program("design doc 000: for_loop a + a0, 10 iterations", circuit, circuit_jax),
+    "circuit_autograph": Program("the same with a Python for loop, autograph=True", circuit_autograph, circuit_jax),
     "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
     "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
     "energy_tiered": Program("the same, with tiered compilation (catalyst_lite)", energy_tiered, energy_jax),
