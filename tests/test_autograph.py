@@ -29,6 +29,8 @@ from catalyst_lite import (
 )
 from catalyst_lite.errors import AutoGraphWarning, CatalystLiteError, ControlFlowError
 
+import autograph_error_programs as error_programs
+import catalyst_lite
 from jaxpr_structure import control_flow_of, skeleton
 
 HERE = __file__
@@ -565,48 +567,26 @@ def test_autograph_source_and_run_autograph():
 
 
 def check_error(program, error: type, match: str, text: str):
-    """``program`` raises ``error`` naming this file and the line containing ``text``."""
+    """``program`` raises ``error`` naming its file and the line containing ``text``; ``program``
+    may be one of autograph_error_programs (then built with catalyst_lite)."""
+    source = inspect.getsourcefile(program)
+    run = functools.partial(program, catalyst_lite) if program.__module__ == error_programs.__name__ else program
     with pytest.raises(error, match=match) as info:
-        program()
-    assert f"{HERE}:{line_of(program, text)}" in str(info.value), str(info.value)
+        run()
+    assert f"{source}:{line_of(program, text)}" in str(info.value), str(info.value)
     return info.value
 
 
 def test_a_variable_defined_in_only_one_branch():
-    def program():
-        @qjit(autograph=True)
-        def f(x: float):
-            if x > 0:
-                y = x
-            return y
-
-    # Catalyst 0.15 raises its AutoGraphError here too
-    check_error(program, AutoGraphError, "'y' is assigned in only some branches", "if x > 0")
+    # Catalyst 0.15 raises its AutoGraphError here too (test_autograph_catalyst.py)
+    check_error(error_programs.undefined_in_a_branch, AutoGraphError, "'y' is assigned in only some branches", "if x > 0")
 
 
 def test_branches_of_different_rank_or_structure():
-    def rank():
-        @qjit(autograph=True)
-        def f(x: float):
-            if x > 0:
-                y = jnp.ones((2, 2))
-            else:
-                y = jnp.ones(3)
-            return y
-
-    def structure():
-        @qjit(autograph=True)
-        def f(x: float):
-            if x > 0:
-                y = (x, x)
-            else:
-                y = x
-            return y
-
     # Catalyst 0.15 raises TypeError for both (AutoGraphError is a TypeError)
-    err = check_error(rank, AutoGraphError, r"'y' is float64\[2,2\] in one branch", "if x > 0")
+    err = check_error(error_programs.rank_mismatch, AutoGraphError, r"'y' is float64\[2,2\] in one branch", "if x > 0")
     assert isinstance(err, TypeError) and isinstance(err, CatalystLiteError)
-    check_error(structure, TypeError, "'y' is .* in one branch", "if x > 0")
+    check_error(error_programs.structure_mismatch, TypeError, "'y' is .* in one branch", "if x > 0")
 
 
 def test_returning_on_some_paths_only():
@@ -620,29 +600,9 @@ def test_returning_on_some_paths_only():
 
 
 def test_break_or_return_in_a_compiled_for_loop():
-    def breaks():
-        @qjit(autograph=True)
-        def f(n: int):
-            s = 0
-            for i in range(n):
-                if i > 3:
-                    break
-                s += i
-            return s
-
-    def returns():
-        @qjit(autograph=True)
-        def f(n: int):
-            s = 0
-            for i in range(n):
-                if i > 3:
-                    return s
-                s += i
-            return s
-
-    # Catalyst 0.15 fails on both with a bare AssertionError
-    check_error(breaks, AutoGraphError, "`break` inside the `for` loop.*while", "for i in range(n)")
-    check_error(returns, AutoGraphError, "`return` inside the `for` loop.*while", "for i in range(n)")
+    # Catalyst 0.15 fails on both with a bare AssertionError (test_autograph_catalyst.py)
+    for program, statement in [(error_programs.break_in_a_for_loop, "break"), (error_programs.return_in_a_for_loop, "return")]:
+        check_error(program, AutoGraphError, f"`{statement}` inside the `for` loop.*while", "for i in range(n)")
 
 
 def test_return_in_a_compiled_while_loop():

@@ -2,10 +2,6 @@
 compared with the same circuits written with explicit control flow (results and the nesting of
 control flow in the jaxpr) and with PennyLane's default.qubit."""
 
-import warnings
-
-import jax.numpy as jnp
-import numpy as np
 import pennylane as qml
 import pytest
 

@@ -35,8 +35,10 @@ from ..control_flow import cond
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from .state import (
+    GetState,
     LeafRecord,
     Location,
+    SetState,
     Snapshot,
     VariableRecord,
     at,
@@ -55,8 +57,8 @@ def if_stmt(
     condition: Any,
     body: Callable[[], None],
     orelse: Callable[[], None],
-    get_state: Callable[[], tuple],
-    set_state: Callable[[tuple], None],
+    get_state: GetState,
+    set_state: SetState,
     symbol_names: Sequence[str],
     nouts: int,
 ) -> None:
@@ -111,8 +113,8 @@ class _Plan:
 def _compiled_branches(
     pred: Any,
     branches: Sequence[Callable[[], None]],
-    get_state: Callable[[], tuple],
-    set_state: Callable[[tuple], None],
+    get_state: GetState,
+    set_state: SetState,
     names: Sequence[str],
     where: Location | None,
 ) -> tuple:
@@ -152,8 +154,8 @@ def _traced_branch(
     outcomes: list[Snapshot | None],
     plan: _Plan,
     init: tuple,
-    get_state: Callable[[], tuple],
-    set_state: Callable[[tuple], None],
+    get_state: GetState,
+    set_state: SetState,
     names: Sequence[str],
 ) -> Callable[[], list[Any]]:
     """Branch ``k`` as a ``cond`` branch: it starts from the state before the statement and

@@ -35,8 +35,19 @@ from ..control_flow import for_loop, while_loop
 from ..diagnostics import user_location as user_location_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
-from .builtins import IterationSpace, iteration_space
-from .state import LeafRecord, Location, Snapshot, VariableRecord, at, display_name, predicate, user_location
+from .builtins import iteration_space
+from .state import (
+    GetState,
+    LeafRecord,
+    Location,
+    SetState,
+    Snapshot,
+    VariableRecord,
+    at,
+    display_name,
+    predicate,
+    user_location,
+)
 
 __all__ = ["for_stmt", "while_stmt"]
 
@@ -58,8 +69,8 @@ def for_stmt(
     iter_: Any,
     extra_test: Callable[[], Any] | None,
     body: Callable[[Any], None],
-    get_state: Callable[[], tuple],
-    set_state: Callable[[tuple], None],
+    get_state: GetState,
+    set_state: SetState,
     symbol_names: Sequence[str],
     opts: dict,
 ) -> None:
@@ -126,8 +137,8 @@ def _early_exit_error(names: Sequence[str], where: Location | None) -> AutoGraph
 def while_stmt(
     test: Callable[[], Any],
     body: Callable[[], None],
-    get_state: Callable[[], tuple],
-    set_state: Callable[[tuple], None],
+    get_state: GetState,
+    set_state: SetState,
     symbol_names: Sequence[str],
     opts: dict,
 ) -> None:
@@ -198,8 +209,8 @@ def _python_while(
 def _run(
     compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
     python_loop: Callable[[Exception, Callable[[], None]], None] | None,
-    get_state: Callable[[], tuple],
-    set_state: Callable[[tuple], None],
+    get_state: GetState,
+    set_state: SetState,
     names: Sequence[str],
     where: Location | None,
     kind: str,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -32,6 +32,8 @@ from ..errors import AutoGraphError
 from ..jax_extras import Tracer
 
 __all__ = [
+    "GetState",
+    "SetState",
     "Snapshot",
     "VariableRecord",
     "LeafRecord",
@@ -40,7 +42,6 @@ __all__ = [
     "is_traced",
     "is_array_like",
     "display_name",
-    "describe",
     "predicate",
     "load",
 ]
@@ -51,6 +52,11 @@ _OWN_DIRS = tuple(
 ) + (os.path.dirname(malt.__file__) + os.sep,)
 
 _NUMBERS = (bool, int, float, complex, np.generic)
+
+GetState = Callable[[], tuple]
+"""malt's ``get_state``: the current values of a statement's state variables."""
+SetState = Callable[[tuple], None]
+"""malt's ``set_state``: assigns the state variables."""
 
 
 @dataclass(frozen=True)
@@ -100,14 +106,6 @@ def display_name(name: str) -> str:
     if name.startswith("break_"):
         return "the `break` flag"
     return f"variable {name!r}"
-
-
-def describe(leaf: Any) -> str:
-    """``f64[3]``, ``int``, ``str``: a value's type for messages."""
-    if is_array_like(leaf) and not isinstance(leaf, (bool, int, float, complex)):
-        shape = ",".join(str(d) if isinstance(d, (int, np.integer)) else "?" for d in np.shape(leaf))
-        return f"{np.dtype(leaf.dtype).name}[{shape}]"
-    return type(leaf).__name__
 
 
 def predicate(value: Any, construct: str, where: Location | None) -> Any:
