@@ -658,6 +658,19 @@ def test_an_error_in_converted_code_points_at_the_users_line():
     assert f"{HERE}:{line}" in "".join(info.value.__notes__)
 
 
+def test_functions_without_source_code():
+    namespace: dict = {}
+    exec("def no_source(x):\n    return x * 2.0\n", namespace)  # exec'd code has no source to read
+    with pytest.raises(AutoGraphError, match="'no_source' .* source code is not available"):
+        qjit(autograph=True)(namespace["no_source"])
+
+    def calls_it(x):
+        return namespace["no_source"](x) + 1.0
+
+    with pytest.warns(AutoGraphWarning, match="runs unconverted"):
+        assert float(qjit(autograph=True)(calls_it)(1.0)) == 3.0
+
+
 def test_an_array_condition_is_ambiguous():
     def program():
         @qjit(autograph=True)

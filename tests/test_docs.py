@@ -6,6 +6,7 @@ README's tour is also checked claim by claim in ``test_examples.py``.
 """
 
 import doctest
+import linecache
 import pathlib
 import re
 
@@ -42,4 +43,6 @@ def test_block_runs_as_written(where, code):
         runner.run(test)
         assert runner.failures == 0, f"{where}: {runner.failures} example(s) failed"
     else:
+        # The source is known, as for code in a file or a notebook cell (autograph=True reads it).
+        linecache.cache[where] = (len(code), None, code.splitlines(True), where)
         exec(compile(code, where, "exec"), {"__name__": "__docs__"})

@@ -42,7 +42,7 @@ from malt.converters import (
     variables,
 )
 from malt.core import converter, unsupported_features_checker
-from malt.pyct import anno, cfg, parser, qual_names, transpiler
+from malt.pyct import anno, cfg, errors, parser, qual_names, transpiler
 from malt.pyct.static_analysis import activity, reaching_definitions
 
 from ..errors import AutoGraphError
@@ -291,10 +291,16 @@ def convert_code(fn: Callable) -> ConvertedCode:
                 (tree, always_returns, changed), ctx = _TRANSPILER.transform_function(fn, _OPTIONS)
                 name = ctx.info.name
                 factory = _compile(fn, tree, name, ctx.info.future_features) if changed else None
-            except Exception as err:
+            except errors.InaccessibleSourceCodeError as err:
                 raise ConversionFailed(
-                    f"Cannot convert {getattr(fn, '__qualname__', fn)!r} for autograph "
-                    f"({type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''})."
+                    f"Cannot convert {fn.__qualname__!r} for autograph: its source code is not "
+                    "available (a function built with exec or typed at a plain interactive prompt "
+                    "has none). Define it in a file or a notebook cell."
+                ) from err
+            except Exception as err:
+                reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                raise ConversionFailed(
+                    f"Cannot convert {fn.__qualname__!r} for autograph ({type(err).__name__}: {reason})."
                 ) from err
             converted = _by_code[code] = ConvertedCode(factory, tree, name, always_returns, changed)
     return converted
