@@ -132,6 +132,7 @@ def test_python_lists_of_wires_are_unrolled_and_uncompilable_loops_fall_back():
         for wire, angle in zip([0, 1, 2], angles):
             qml.RX(angle * scale, wires=wire)
         for i in range(3):
+            qml.Hadamard(wires=i)  # queued by the failed compiled attempt too: must not stay
             qml.RY(angles[i], wires=i)  # a Python list indexed by the loop index: falls back
         return qml.expval(qml.PauliZ(0) @ qml.PauliZ(1) @ qml.PauliZ(2))
 

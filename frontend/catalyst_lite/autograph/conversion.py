@@ -170,9 +170,8 @@ def _convert(fn: types.FunctionType, *, requested: bool = False) -> Callable:
             _warn_unconverted(fn, err)
             return fn
         converted = converted_function(fn, code, _namespace(code))
-        if converted is not fn:
+        if converted is not fn:  # (no reference back to fn: the cache must not keep it alive)
             setattr(converted, _MARK, "converted")
-            setattr(converted, "__wrapped__", fn)
         _converted[fn] = converted
     return converted
 
