@@ -93,7 +93,7 @@ class QJIT:
         functools.update_wrapper(self, fn)
         self.original_function = fn
         # What is traced: with autograph, fn with its Python control flow converted.
-        self._function = run_autograph(fn, autograph_include) if autograph else fn
+        self._function = run_autograph(fn, *autograph_include) if autograph else fn
         self.name = function_name(fn)
         check_capture_option(capture, self.name)
         if capture != "global" and capture:

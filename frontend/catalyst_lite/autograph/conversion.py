@@ -36,7 +36,7 @@ import threading
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 from malt.core import converter
 from malt.operators import py_builtins
@@ -305,11 +305,11 @@ def _target(fn: Any) -> Any:
     return getattr(fn, "__func__", fn)
 
 
-def run_autograph(fn: Callable, include: Sequence[str] = ()) -> Callable:
+def run_autograph(fn: Callable, *modules: str) -> Callable:
     """``fn`` with its Python control flow converted (and that of the user functions it calls):
     ``if``/``for``/``while`` on traced values become ``cond``/``for_loop``/``while_loop`` when it
-    runs inside ``qjit``, and behave as in Python on concrete values. ``include`` lists modules
-    whose functions are converted although they are library code.
+    runs inside ``qjit``, and behave as in Python on concrete values. ``modules`` names modules
+    whose functions are converted although they are library code (``autograph_include``).
 
     >>> from catalyst_lite import qjit
     >>> def count_down(n):
@@ -321,7 +321,7 @@ def run_autograph(fn: Callable, include: Sequence[str] = ()) -> Callable:
     >>> int(qjit(run_autograph(count_down))(7))
     4
     """
-    include = tuple(include)
+    include = tuple(modules)
     if _is_qnode(fn):
         converted: Any = _converted_qnode(fn)
     elif inspect.ismethod(fn):
