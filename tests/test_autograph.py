@@ -23,6 +23,7 @@ from catalyst_lite import (
     cond,
     disable_autograph,
     for_loop,
+    grad,
     qjit,
     run_autograph,
     while_loop,
@@ -490,6 +491,28 @@ def test_called_user_functions_methods_and_objects_are_converted():
         assert float(f(x)) == ref
     assert "ag__.if_stmt" in autograph_source(absolute)
     assert "ag__.for_stmt" in autograph_source(Scaled.shifted)
+
+
+def square_or_negate(x):
+    if x > 0:
+        return x * x
+    return -x
+
+
+def add_even(i, acc):
+    if i % 2 == 0:
+        acc = acc + i
+    return acc
+
+
+def test_functions_given_to_catalyst_lite_and_pennylane_are_converted():
+    @qjit(autograph=True)
+    def f(x: float, n: int):
+        return grad(square_or_negate)(x), for_loop(0, n, 1)(add_even)(0), qml.grad(square_or_negate)(x)
+
+    for x, n in [(3.0, 5), (-2.0, 4)]:
+        d = 2 * x if x > 0 else -1.0
+        assert [float(v) for v in f(x, n)] == [d, sum(i for i in range(n) if i % 2 == 0), d]
 
 
 def test_disable_autograph_as_decorator_and_context_manager():

@@ -5,7 +5,7 @@ control flow in the jaxpr) and with PennyLane's default.qubit."""
 import pennylane as qml
 import pytest
 
-from catalyst_lite import cond, for_loop, measure, qjit, while_loop
+from catalyst_lite import AutoGraphError, cond, for_loop, measure, qjit, while_loop
 from catalyst_lite.errors import AutoGraphWarning
 
 from jaxpr_structure import control_flow_of
@@ -161,3 +161,43 @@ def test_a_qnode_called_from_converted_code_is_converted():
         with qml.QueuingManager.stop_recording():
             expected = 2 * float(qml.QNode(rotations.func, DEV)(x, n))
         assert float(twice(x, n)) == pytest.approx(expected, abs=1e-12)
+
+
+def rotate_twice(x):
+    for i in range(2):
+        qml.RX(x * (i + 1), wires=0)
+
+
+def signed_rotation(x):
+    if x > 0:
+        qml.RX(x, wires=0)
+    else:
+        qml.RY(x, wires=0)
+
+
+def test_functions_given_to_adjoint_and_ctrl():
+    """Their operations must be known while tracing (PennyLane transforms the recorded gates):
+    loops over known ranges run in Python there, a traced condition is an AutoGraphError (not
+    gates applied untransformed)."""
+
+    def circuit(x):
+        qml.Hadamard(wires=1)
+        qml.adjoint(rotate_twice)(x)
+        qml.ctrl(rotate_twice, control=1)(x)
+
+        def inner():
+            for i in range(2):
+                qml.RY(x, wires=i)
+
+        qml.adjoint(inner)()
+        return qml.expval(qml.PauliZ(0))
+
+    compiled = qjit(autograph=True)(qml.qnode(DEV)(circuit))
+    assert float(compiled(0.3)) == pytest.approx(float(qml.QNode(circuit, DEV)(0.3)), abs=1e-12)
+
+    def traced_condition(x: float):
+        qml.adjoint(signed_rotation)(x)
+        return qml.expval(qml.PauliZ(0))
+
+    with pytest.raises(AutoGraphError, match="inside qml.adjoint or qml.ctrl"):
+        qjit(autograph=True)(qml.qnode(DEV)(traced_condition))

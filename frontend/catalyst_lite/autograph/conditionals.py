@@ -42,6 +42,7 @@ from .state import (
     Snapshot,
     VariableRecord,
     at,
+    check_not_recording,
     display_name,
     predicate,
     user_location,
@@ -71,6 +72,7 @@ def if_stmt(
             orelse()
         return
     where = user_location()
+    check_not_recording("`if`", where)
     pred = predicate(condition, "`if`", where)
     set_state(_compiled_branches(pred, (body, orelse), get_state, set_state, symbol_names, where))
 
@@ -80,6 +82,7 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
     if not isinstance(condition, Tracer):
         return if_true() if condition else if_false()
     where = user_location()
+    check_not_recording("conditional expression", where)
     pred = predicate(condition, "conditional expression", where)
     box: list[Any] = [None]
 

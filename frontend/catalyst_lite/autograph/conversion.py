@@ -5,7 +5,9 @@ compiles). Converted code calls every function through :func:`converted_call`, w
 callee too when it is *user code*: functions, methods and callable objects defined outside the
 libraries (JAX, NumPy, SciPy, PennyLane, Catalyst, catalyst_lite, malt and Python's standard
 library), whose calls run as they are. ``autograph_include=["pkg.module"]`` converts a library
-module's functions as well. A QNode called from converted code runs its converted quantum function.
+module's functions as well. A QNode called from converted code runs its converted quantum function,
+and so do user functions given to catalyst_lite's and PennyLane's functions (``grad(f)``,
+``qml.adjoint(f)``, ``for_loop(0, n, 1)(body)``).
 
 :data:`disable_autograph` leaves a function (as a decorator) or the calls made in a ``with`` block
 (as a context manager) unconverted; :func:`autograph_source` shows what a function became.
@@ -187,12 +189,14 @@ def _warn_unconverted(fn: types.FunctionType, err: Exception) -> None:
         )
 
 
-def _converted_qnode(qnode: Any) -> Any:
+def _converted_qnode(qnode: Any, *, requested: bool = False) -> Any:
     """A copy of a QNode whose quantum function is converted."""
     converted = _converted_qnodes.get(qnode)
     if converted is None:
         converted = copy.copy(qnode)
-        converted.func = _convert(qnode.func) if _convertible_function(qnode.func) else qnode.func
+        func = qnode.func
+        if requested or _convertible_function(func):
+            converted.func = _convert(func, requested=requested)
         _converted_qnodes[qnode] = converted
     return converted
 
@@ -232,7 +236,24 @@ def converted_call(
         return _converted_qnode(f)(*args, **kwargs)
     if not isinstance(f, type) and _convertible_function(getattr(type(f), "__call__", None)):
         return _convert(type(f).__call__)(f, *args, **kwargs)
+    if _module_of(f).partition(".")[0] in _HIGHER_ORDER_PACKAGES:
+        # grad(f), qml.adjoint(f), for_loop(...)(body): the functions they are given run converted
+        args = tuple(_converted_argument(a) for a in args)
+        kwargs = {k: _converted_argument(v) for k, v in kwargs.items()}
     return f(*args, **kwargs)
+
+
+_HIGHER_ORDER_PACKAGES = frozenset({"catalyst_lite", "pennylane"})
+"""Libraries whose functions, given user functions, run them as part of the program (derivatives,
+adjoints, controlled operations, loop bodies): those are converted."""
+
+
+def _converted_argument(value: Any) -> Any:
+    if _convertible_function(value):
+        return _convert(value)
+    if _is_qnode(value):
+        return _converted_qnode(value)
+    return value
 
 
 def _call_in_caller_context(f: Any, args: tuple, scope: Any) -> Any:
@@ -323,7 +344,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
     """
     include = tuple(modules)
     if _is_qnode(fn):
-        converted: Any = _converted_qnode(fn)
+        converted: Any = _converted_qnode(fn, requested=True)
     elif inspect.ismethod(fn):
         converted = functools.partial(_convert(fn.__func__, requested=True), fn.__self__)
     elif isinstance(fn, types.FunctionType):

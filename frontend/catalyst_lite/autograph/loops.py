@@ -44,8 +44,10 @@ from .state import (
     Snapshot,
     VariableRecord,
     at,
+    check_not_recording,
     display_name,
     predicate,
+    recording_operators,
     user_location,
 )
 
@@ -81,8 +83,10 @@ def for_stmt(
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
         _python_for(iter_, extra_test, body, where)
         return
-    if extra_test is not None:
+    if extra_test is not None or recording_operators():
+        # (in qml.adjoint/qml.ctrl the operations must be known while tracing: see state.py)
         if not space.concrete:
+            check_not_recording("`for` loop", where)
             raise _early_exit_error(symbol_names, where)
         _python_for(space.python_items(), extra_test, body, where)
         return
@@ -147,6 +151,12 @@ def while_stmt(
     where = user_location()
     if not is_tracing():  # outside qjit, converted code is plain Python
         _python_while(test(), test, body, where, None)
+        return
+    if recording_operators():  # in qml.adjoint/qml.ctrl: a Python loop or nothing (state.py)
+        value = test()
+        if isinstance(value, Tracer):
+            check_not_recording("`while` loop", where)
+        _python_while(value, test, body, where, None)
         return
     if not _reads_any(test, symbol_names):
         # The condition cannot see what the loop changes (`while queue:` popping a Python list):

@@ -30,6 +30,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 
 from ..errors import AutoGraphError
 from ..jax_extras import Tracer
+from ..quantum.recorder import recorder_class
 
 __all__ = [
     "GetState",
@@ -44,6 +45,8 @@ __all__ = [
     "display_name",
     "predicate",
     "load",
+    "check_not_recording",
+    "recording_operators",
 ]
 
 # Frames of these directories are never the user's line: catalyst_lite's own and malt's.
@@ -118,6 +121,26 @@ def predicate(value: Any, construct: str, where: Location | None) -> Any:
             "value is ambiguous; reduce it to one boolean, e.g. with jnp.all or jnp.any."
         )
     return value if value.dtype == np.dtype(bool) else value != 0
+
+
+def recording_operators() -> bool:
+    """True inside ``qml.adjoint(f)``/``qml.ctrl(f)`` in a compiled QNode: PennyLane records
+    ``f``'s operations in a queue of its own to transform them, which compiled control flow would
+    bypass (its gates go to the circuit's state directly)."""
+    qml = sys.modules.get("pennylane")
+    active = qml.QueuingManager.active_context() if qml is not None else None
+    return active is not None and not isinstance(active, recorder_class())
+
+
+def check_not_recording(construct: str, where: Location | None) -> None:
+    """Compiled control flow is refused where PennyLane records operations to transform them."""
+    if recording_operators():
+        raise AutoGraphError(
+            f"The {construct}{at(where)} depends on a traced value inside qml.adjoint or qml.ctrl: "
+            "catalyst_lite applies the adjoint or controlled version of operations it knows while "
+            "tracing, not of compiled control flow. Use values known while tracing there, or put "
+            "the control flow around the qml.adjoint/qml.ctrl call."
+        )
 
 
 def load(value: Any) -> Any:

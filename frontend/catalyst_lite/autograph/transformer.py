@@ -197,7 +197,8 @@ def _terminates(s: ast.stmt) -> bool:
 def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> None:
     """Give every node the position of the user's code it came from. A node malt generated gets
     its parent's position, and a generated statement that of the next statement of the same block
-    that has one (``def if_body(): ...`` gets the line of the ``if`` it implements)."""
+    that has one (``def if_body(): ...`` gets the line of the ``if`` it implements). Also make the
+    tree compilable: malt writes some node lists as tuples, which only its unparser accepts."""
     widths: dict[int, int] = {}
 
     def width(line: int) -> int:
@@ -217,7 +218,10 @@ def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> Non
             node.lineno = node.end_lineno = line
             node.col_offset = col
             node.end_col_offset = max(col, width(line))
-        for _, value in ast.iter_fields(node):
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, tuple):  # malt builds some node lists as tuples; compile() wants lists
+                value = list(value)
+                setattr(node, name, value)
             if isinstance(value, ast.AST):
                 stack.append((value, here))
             elif isinstance(value, list):
