@@ -483,7 +483,7 @@ def test_called_user_functions_methods_and_objects_are_converted():
     def f(x: float):
         s = Scaled(2.0)
         clip = lambda v: v if v < 5 else 5.0  # noqa: E731
-        return absolute(x) + s(x) + s.shifted(x) + functools.partial(absolute)(x) + clip(x)
+        return absolute(x) + s(x) + s.shifted(x) + functools.partial(absolute, x=x)() + clip(x)
 
     for x in (1.0, -1.0, 4.0):
         s = Scaled(2.0)
