@@ -377,6 +377,18 @@ def test_item_assignment_of_python_containers_and_globals_stays_python():
 
     assert float(f(1.0)) == 4.0
 
+    @qjit(autograph=True)
+    def g(x: float, n: int):
+        d = {"a": 0.0, "b": 0.0}
+        if x > 0:
+            d["a"] = x  # a traced value: the dict is copied, and flows out of the cond
+        for i in range(n):
+            d["b"] += i
+        return d["a"], d["b"]
+
+    assert [float(v) for v in g(2.0, 4)] == [2.0, 6.0]
+    assert [float(v) for v in g(-1.0, 3)] == [0.0, 3.0]
+
 
 def test_arrays_that_change_size_in_a_loop():
     @qjit(autograph=True)
@@ -452,6 +464,30 @@ def test_a_traced_index_used_as_a_python_int_in_a_compiled_loop():
 
     err = check_error(program, AutoGraphError, "loop index .* traced .* needs a concrete value", "for i in range(n)")
     assert f"{HERE}:{line_of(program, 'params[i]')}" in str(err)
+
+
+def squares_list(n, x):
+    out = []
+    for i in range(n):
+        out.append(x * i)
+    return out
+
+
+def test_loops_and_branches_that_append_to_python_lists():
+    with pytest.warns(AutoGraphWarning, match="changes the Python container 'out'"):
+        known = qjit(autograph=True)(lambda x: sum(squares_list(3, x)))  # a known range: Python
+        assert float(known(2.0)) == 6.0
+    with pytest.raises(AutoGraphError, match="`for` loop .* changes the Python container 'out'"):
+        qjit(autograph=True)(lambda x, n: sum(squares_list(n, x)))(2.0, 3)
+
+    def branch(x: float):
+        found = []
+        if x > 0:
+            found.append(x)
+        return len(found)
+
+    with pytest.raises(AutoGraphError, match="branch of the `if` .* changes the Python container 'found'"):
+        qjit(autograph=True)(branch)
 
 
 # --- what is converted ---------------------------------------------------------------------------

@@ -143,6 +143,21 @@ def test_python_lists_of_wires_are_unrolled_and_uncompilable_loops_fall_back():
     assert control_flow_of(compiled.jaxpr) == []
 
 
+def test_a_list_of_measurements_built_in_a_loop():
+    def circuit(x):
+        for i in range(3):
+            qml.RX(x * (i + 1), wires=i)
+        measurements = []
+        for i in range(3):
+            measurements.append(qml.expval(qml.PauliZ(i)))
+        return measurements
+
+    with pytest.warns(AutoGraphWarning, match="'measurements'"):
+        compiled = qjit(autograph=True)(qml.qnode(DEV)(circuit))
+        results = [float(v) for v in compiled(0.3)]
+    assert results == pytest.approx([float(v) for v in qml.QNode(circuit, DEV)(0.3)], abs=1e-12)
+
+
 def test_a_qnode_called_from_converted_code_is_converted():
     @qml.qnode(DEV)
     def rotations(x, n):

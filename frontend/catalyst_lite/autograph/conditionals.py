@@ -35,6 +35,7 @@ from ..control_flow import cond
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from .state import (
+    ContainerCheckpoint,
     GetState,
     LeafRecord,
     Location,
@@ -84,20 +85,23 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
     where = user_location()
     check_not_recording("conditional expression", where)
     pred = predicate(condition, "conditional expression", where)
-    box: list[Any] = [None]
+    value: Any = None
 
     def branch(value_fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
-            box[0] = value_fn()
+            nonlocal value
+            value = value_fn()
 
         return run
 
-    def set_state(values: tuple) -> None:
-        box[0] = values[0]
+    def get_state() -> tuple:
+        return (value,)
 
-    (value,) = _compiled_branches(
-        pred, (branch(if_true), branch(if_false)), lambda: (box[0],), set_state, (expr_repr,), where
-    )
+    def set_state(values: tuple) -> None:
+        nonlocal value
+        (value,) = values
+
+    set_state(_compiled_branches(pred, (branch(if_true), branch(if_false)), get_state, set_state, (expr_repr,), where))
     return value
 
 
@@ -124,11 +128,12 @@ def _compiled_branches(
     """The state after a ``cond`` of the branches: traced once, or twice when the first tracing
     shows dtypes to promote or return values to fill in."""
     init = get_state()
+    containers = ContainerCheckpoint(*branches)
     plan = _Plan()
     for attempt in (1, 2):
         outcomes: list[Snapshot | None] = [None] * len(branches)
         traced = [
-            _traced_branch(branch, k, outcomes, plan, init, get_state, set_state, names)
+            _traced_branch(branch, k, outcomes, plan, init, get_state, set_state, names, containers, where)
             for k, branch in enumerate(branches)
         ]
         try:
@@ -160,6 +165,8 @@ def _traced_branch(
     get_state: GetState,
     set_state: SetState,
     names: Sequence[str],
+    containers: ContainerCheckpoint,
+    where: Location | None,
 ) -> Callable[[], list[Any]]:
     """Branch ``k`` as a ``cond`` branch: it starts from the state before the statement and
     returns the dynamic leaves of the state it leaves (cast or filled in as ``plan`` says)."""
@@ -167,6 +174,15 @@ def _traced_branch(
     def run() -> list[Any]:
         set_state(init)
         branch()
+        changed = containers.changed()
+        if changed:  # raised inside the branch's tracing, so that cond's own cleanup runs
+            containers.restore()
+            raise AutoGraphError(
+                f"A branch of the `if`{at(where)} changes the Python container "
+                f"{', '.join(map(repr, changed))} in place (append, ...), but the condition is "
+                "traced: every branch runs once, while tracing. Assign the values to variables "
+                "(or arrays, `x[i] = v`) in the branches instead."
+            )
         snapshot = Snapshot.of(get_state(), names)
         outcomes[k] = snapshot
         leaves = []

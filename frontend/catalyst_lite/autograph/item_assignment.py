@@ -4,7 +4,9 @@ JAX arrays cannot change in place, so the conversion turns an item assignment in
 of the variable: ``x[i] = v`` becomes ``x = ag__.set_item(x, i, v)`` (and ``x[i][j] = v`` becomes
 ``x = ag__.set_item(x, i, ag__.set_item(x[i], j, v))``). The variable then flows through loops and
 branches like any other. At run time, :func:`set_item` updates an array with ``.at[...].set`` and
-anything else (a list, a dict, a NumPy array given concrete values) in place, as Python does.
+anything else (a list, a dict, a NumPy array given concrete values) in place, as Python does;
+a list or dict given a traced value is copied first, so that compiled branches and loops, which
+run once while tracing, do not change the value they started from.
 Augmented assignments compute ``x[i] op v`` first, so ``x[i] += v`` means NumPy's
 ``x[i] = x[i] + v`` (not a scatter-add) for repeated indices too.
 
@@ -21,6 +23,7 @@ rewritten: ``g[i] = v`` on a global NumPy array ``g`` keeps mutating the global.
 from __future__ import annotations
 
 import ast
+import copy
 import operator
 from typing import Any
 
@@ -55,8 +58,13 @@ def set_item(target: Any, key: Any, value: Any) -> Any:
     """``target[key] = value``, returning the updated ``target`` (a new array for JAX arrays)."""
     if isinstance(target, (Tracer, jax.Array)):
         return target.at[key].set(value)
-    if isinstance(target, np.ndarray) and (is_traced(value) or is_traced(key)):
-        return jnp.asarray(target).at[key].set(value)
+    if is_traced(value) or is_traced(key):
+        if isinstance(target, np.ndarray):
+            return jnp.asarray(target).at[key].set(value)
+        if isinstance(target, (list, dict)):
+            # A traced value belongs to a branch or an iteration being traced: a copy, assigned
+            # to the variable, flows out of the compiled block (the original is its start value).
+            target = copy.copy(target)
     target[key] = value
     return target
 

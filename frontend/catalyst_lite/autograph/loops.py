@@ -37,6 +37,7 @@ from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
 from .builtins import iteration_space
 from .state import (
+    ContainerCheckpoint,
     GetState,
     LeafRecord,
     Location,
@@ -91,10 +92,13 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, where)
         return
 
+    containers = ContainerCheckpoint(body)
+
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def loop_body(i: Any, values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body(space.item(i))
+            _check_containers(containers, where, "for")
             return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished)
 
         loop_body.__name__ = loop_body.__qualname__ = f"for loop{at(where)}"
@@ -104,7 +108,8 @@ def for_stmt(
         warn()
         _python_for(space.python_items(), None, body, where)
 
-    _run(compiled, python_loop if space.concrete else None, get_state, set_state, symbol_names, where, "for")
+    fallback = python_loop if space.concrete else None
+    _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
 
 
 def _python_for(items: Iterable[Any], extra_test: Callable[[], Any] | None, body: Callable[[Any], None], where) -> None:
@@ -166,6 +171,8 @@ def while_stmt(
             _python_while(value, test, body, where, None)
             return
 
+    containers = ContainerCheckpoint(test, body)
+
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def condition(values: list[Any]) -> Any:
             set_state(snapshot.rebuild(values))
@@ -183,6 +190,7 @@ def while_stmt(
         def loop_body(values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body()
+            _check_containers(containers, where, "while")
             return _checked_iteration(snapshot, get_state(), symbol_names, where, "while", finished)
 
         loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
@@ -195,7 +203,7 @@ def while_stmt(
         warn()
         _python_while(value, test, body, where, error)
 
-    _run(compiled, python_loop, get_state, set_state, symbol_names, where, "while")
+    _run(compiled, python_loop, containers, get_state, set_state, symbol_names, where, "while")
 
 
 def _python_while(
@@ -219,6 +227,7 @@ def _python_while(
 def _run(
     compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
     python_loop: Callable[[Exception, Callable[[], None]], None] | None,
+    containers: ContainerCheckpoint,
     get_state: GetState,
     set_state: SetState,
     names: Sequence[str],
@@ -226,7 +235,8 @@ def _run(
     kind: str,
 ) -> None:
     """Compile the loop (tracing again to promote Python-number variables or resize arrays); if it
-    cannot be compiled and ``python_loop`` is given, undo the attempt and run that instead."""
+    cannot be compiled and ``python_loop`` is given, undo the attempt (the loop's variables, the
+    gates it queued, the ``containers`` it changed) and run that instead."""
     init = get_state()
     checkpoint = _QueueCheckpoint()
     try:
@@ -234,6 +244,7 @@ def _run(
     except Exception as error:
         set_state(init)
         checkpoint.restore()
+        containers.restore()
         if python_loop is None:
             _raise_explained(error, where, kind)
         python_loop(error, lambda: _warn_fallback(error, where, kind))
@@ -275,6 +286,19 @@ def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
     ``self``), judged by the variables it closes over."""
     roots = {re.match(r"\w*", name).group() for name in names}
     return bool(roots & set(fn.__code__.co_freevars))
+
+
+def _check_containers(containers: ContainerCheckpoint, where: Location | None, kind: str) -> None:
+    """Raised from the body's tracing (so that the loop's own cleanup runs): the body changed a
+    Python container in place."""
+    changed = containers.changed()
+    if changed:
+        raise AutoGraphError(
+            f"The `{kind}` loop{at(where)} changes the Python container "
+            f"{', '.join(map(repr, changed))} in place (append, ...): a compiled loop runs its body "
+            "once, while tracing. Collect the values in an array (`x[i] = v`) or in a loop "
+            "variable instead."
+        )
 
 
 def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:

@@ -16,6 +16,7 @@ that an error names the variable, not a flattened position.
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ __all__ = [
     "load",
     "check_not_recording",
     "recording_operators",
+    "ContainerCheckpoint",
 ]
 
 # Frames of these directories are never the user's line: catalyst_lite's own and malt's.
@@ -261,3 +263,56 @@ class Snapshot:
                 leaves = [next(dynamic) if r.dynamic else r.value for r in record.leaves]
                 values.append(tree_unflatten(record.tree, leaves))
         return tuple(values)
+
+
+# --- Python containers a block changes in place ---------------------------------------------------
+
+
+class ContainerCheckpoint:
+    """The Python lists, dicts and sets that malt's block functions (loop body, branches) close
+    over, as they were. A compiled block runs once while tracing, so a ``results.append(x)`` in it
+    would leave one traced value of a dead trace in the list: this finds such a change (by the
+    variable's name) and undoes it.
+
+    >>> def block():
+    ...     out = []
+    ...     def body():
+    ...         out.append(1)
+    ...     return out, body
+    >>> out, body = block()
+    >>> checkpoint = ContainerCheckpoint(body)
+    >>> body(); checkpoint.changed()
+    ['out']
+    >>> checkpoint.restore(); out
+    []
+    """
+
+    def __init__(self, *functions: Callable):
+        self.saved: list[tuple[str, Any, Any]] = []
+        for fn in functions:
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # not assigned yet
+                    continue
+                if type(value) in (list, dict, set) and all(value is not v for _, v, _ in self.saved):
+                    self.saved.append((name, value, copy.copy(value)))
+
+    def changed(self) -> list[str]:
+        return [name for name, value, saved in self.saved if _differs(value, saved)]
+
+    def restore(self) -> None:
+        for _, value, saved in self.saved:
+            if _differs(value, saved):
+                value.clear()
+                value.update(saved) if not isinstance(value, list) else value.extend(saved)
+
+
+def _differs(value: Any, saved: Any) -> bool:
+    if len(value) != len(saved):
+        return True
+    if isinstance(value, list):
+        return any(a is not b for a, b in zip(value, saved))
+    if isinstance(value, dict):
+        return any(k not in saved or saved[k] is not v for k, v in value.items())
+    return value != saved
