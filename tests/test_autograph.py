@@ -432,7 +432,8 @@ def test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning():
 
     with pytest.warns(AutoGraphWarning, match="Python loop") as record:
         g = qjit(autograph=True)(f)
-    assert record[0].filename == HERE and record[0].lineno == line_of(test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning, "for i in range(3)")
+    loop_line = line_of(test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning, "for i in range(3)")
+    assert (record[0].filename, record[0].lineno) == (HERE, loop_line)
     assert float(g(2.0)) == 12.0
     assert control_flow_of(g.jaxpr) == []
 
@@ -638,7 +639,9 @@ def check_error(program, error: type, match: str, text: str):
 
 def test_a_variable_defined_in_only_one_branch():
     # Catalyst 0.15 raises its AutoGraphError here too (test_autograph_catalyst.py)
-    check_error(error_programs.undefined_in_a_branch, AutoGraphError, "'y' is assigned in only some branches", "if x > 0")
+    check_error(
+        error_programs.undefined_in_a_branch, AutoGraphError, "'y' is assigned in only some branches", "if x > 0"
+    )
 
 
 def test_branches_of_different_rank_or_structure():
@@ -660,7 +663,8 @@ def test_returning_on_some_paths_only():
 
 def test_break_or_return_in_a_compiled_for_loop():
     # Catalyst 0.15 fails on both with a bare AssertionError (test_autograph_catalyst.py)
-    for program, statement in [(error_programs.break_in_a_for_loop, "break"), (error_programs.return_in_a_for_loop, "return")]:
+    cases = [(error_programs.break_in_a_for_loop, "break"), (error_programs.return_in_a_for_loop, "return")]
+    for program, statement in cases:
         check_error(program, AutoGraphError, f"`{statement}` inside the `for` loop.*while", "for i in range(n)")
 
 

@@ -3,6 +3,7 @@ the same programs give the same results, and the error cases raise errors of the
 raises (its AutoGraphError is our AutoGraphError; where Catalyst raises a TypeError, ours is one).
 Where Catalyst fails on a valid program or with an internal error, that is noted per case."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -78,7 +79,7 @@ def test_same_results_as_catalyst(program, catalyst):
     ours, arguments = program(catalyst_lite)
     theirs, _ = program(catalyst)
     for args in arguments:
-        for a, b in zip(np.atleast_1d(np.asarray(ours(*args), dtype=object)), np.atleast_1d(np.asarray(theirs(*args), dtype=object))):
+        for a, b in zip(jax.tree_util.tree_leaves(ours(*args)), jax.tree_util.tree_leaves(theirs(*args)), strict=True):
             np.testing.assert_allclose(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
 
 

@@ -101,7 +101,8 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
         nonlocal value
         (value,) = values
 
-    set_state(_compiled_branches(pred, (branch(if_true), branch(if_false)), get_state, set_state, (expr_repr,), where))
+    branches = (branch(if_true), branch(if_false))
+    set_state(_compiled_branches(pred, branches, get_state, set_state, (expr_repr,), where))
     return value
 
 
@@ -243,7 +244,9 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
     return plan
 
 
-def _mismatch(name: str, a: VariableRecord, b: VariableRecord, where: Location | None, what: str) -> AutoGraphError:
+def _mismatch(
+    name: str, a: VariableRecord, b: VariableRecord, where: Location | None, what: str
+) -> AutoGraphError:
     fix = {
         "structure": "give it the same structure (tuple, list, dict, None...) in every branch",
         "value": "a Python value that is not an array must be the same in every branch",

@@ -310,7 +310,9 @@ def _namespace(code: ConvertedCode) -> types.SimpleNamespace:
             function_name, scope_name, options, code.always_returns.get(scope_name, True)
         )
 
-    return types.SimpleNamespace(**_OPERATORS, FunctionScope=function_scope, autograph_artifact=_autograph_artifact)
+    return types.SimpleNamespace(
+        **_OPERATORS, FunctionScope=function_scope, autograph_artifact=_autograph_artifact
+    )
 
 
 # --- public entry points -------------------------------------------------------------------------

@@ -111,7 +111,8 @@ class ItemAssignmentTransformer(converter.Base):
         node = self.generic_visit(node)
         if isinstance(node.target, ast.Subscript):
             base, key = node.target.value, _as_value(node.target.slice)
-            updated = _call("update_item", _load(base), key, node.value, ast.Constant(_OPERATOR_NAMES[type(node.op)]))
+            op = ast.Constant(_OPERATOR_NAMES[type(node.op)])
+            updated = _call("update_item", _load(base), key, node.value, op)
             return self._store(base, updated, node) or node
         return node
 

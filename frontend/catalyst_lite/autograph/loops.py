@@ -112,7 +112,12 @@ def for_stmt(
     _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
 
 
-def _python_for(items: Iterable[Any], extra_test: Callable[[], Any] | None, body: Callable[[Any], None], where) -> None:
+def _python_for(
+    items: Iterable[Any],
+    extra_test: Callable[[], Any] | None,
+    body: Callable[[Any], None],
+    where: Location | None,
+) -> None:
     """Python's own ``for`` (with malt's ``break``/``return`` test before each iteration)."""
     for item in items:
         if extra_test is not None and not _known_truth(extra_test(), where):
@@ -272,7 +277,8 @@ def _compiled_state(
         try:
             return snapshot.rebuild(compiled(snapshot, carried, resize, finished))
         except _Promote as request:
-            carried = [jnp.asarray(v, request.dtypes[k]) if k in request.dtypes else v for k, v in enumerate(carried)]
+            promoted = request.dtypes
+            carried = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
             snapshot = Snapshot.of(snapshot.rebuild(carried), names)
         except DimensionError:
             if resize or not finished[0]:
@@ -341,7 +347,8 @@ def _checked_iteration(
                 if not before.python_number:
                     raise _type_change(before_var.name, before, after_leaf, where, kind)
                 promote[position] = dtype
-            out.append(leaf if dtype == after_leaf.dtype and hasattr(leaf, "dtype") else jnp.asarray(leaf, before.dtype))
+            as_carried = dtype == after_leaf.dtype and hasattr(leaf, "dtype")
+            out.append(leaf if as_carried else jnp.asarray(leaf, before.dtype))
             position += 1
     if promote:
         raise _Promote(promote)
@@ -380,7 +387,9 @@ def _carried_dtype(before: LeafRecord, after: LeafRecord) -> Any:
     return jnp.result_type(before.promotion_type(), after.promotion_type())
 
 
-def _type_change(name: str, before: LeafRecord, after: LeafRecord, where: Location | None, kind: str) -> AutoGraphError:
+def _type_change(
+    name: str, before: LeafRecord, after: LeafRecord, where: Location | None, kind: str
+) -> AutoGraphError:
     return AutoGraphError(
         f"{display_name(name).capitalize()} is {before.describe()} before the `{kind}` loop"
         f"{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the types of "

@@ -48,7 +48,14 @@ from malt.pyct.static_analysis import activity, reaching_definitions
 from ..errors import AutoGraphError
 from . import item_assignment
 
-__all__ = ["ConvertedCode", "ConversionFailed", "convert_code", "cached_conversion", "converted_function", "source_of"]
+__all__ = [
+    "ConvertedCode",
+    "ConversionFailed",
+    "convert_code",
+    "cached_conversion",
+    "converted_function",
+    "source_of",
+]
 
 _FACTORY = "__catalyst_lite_autograph_factory"
 _INNER = "__catalyst_lite_autograph_inner"
