@@ -216,3 +216,21 @@ def test_functions_given_to_adjoint_and_ctrl():
 
     with pytest.raises(AutoGraphError, match="inside qml.adjoint or qml.ctrl"):
         qjit(autograph=True)(qml.qnode(DEV)(traced_condition))
+
+
+def test_under_program_capture_pennylane_autograph_converts():
+    """With qjit(capture=True) PennyLane records the program, so its own autograph (which emits
+    PennyLane's control flow) converts the function; catalyst_lite compiles the recording."""
+    from test_capture import REFUSAL
+
+    if REFUSAL is not None:
+        pytest.skip(f"PennyLane refuses program capture here: {REFUSAL}")
+
+    def circuit(x, n):
+        for i in range(n):
+            if i % 2 == 0:
+                qml.RX(x, wires=0)
+        return qml.expval(qml.PauliZ(0))
+
+    compiled = qjit(autograph=True, capture=True)(qml.qnode(DEV)(circuit))
+    assert float(compiled(0.3, 3)) == pytest.approx(float(qml.QNode(circuit, DEV)(0.3, 3)), abs=1e-12)

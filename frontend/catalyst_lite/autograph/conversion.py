@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import importlib
 import inspect
 import sys
 import threading
@@ -44,6 +45,7 @@ from malt.core import converter
 from malt.operators import py_builtins
 from malt.operators.variables import Undefined, UndefinedReturnValue
 
+from ..capture.switch import pennylane_capture_enabled
 from ..errors import AutoGraphError, AutoGraphWarning
 from . import builtins, conditionals, item_assignment, loops
 from .state import load
@@ -358,11 +360,27 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
+        if pennylane_capture_enabled():
+            # Traced through PennyLane's program capture (qjit(capture=True)), which records
+            # PennyLane's control-flow primitives: PennyLane's own autograph converts to those.
+            return _pennylane_autograph(fn)(*args, **kwargs)
         with _converting(include):
             return converted(*args, **kwargs)
 
     setattr(run, _MARK, "converted")
     return run
+
+
+_pennylane_converted: "weakref.WeakKeyDictionary[Any, Callable]" = weakref.WeakKeyDictionary()
+
+
+def _pennylane_autograph(fn: Callable) -> Callable:
+    """``fn`` converted by PennyLane's autograph (for program capture), cached."""
+    converted = _pennylane_converted.get(fn)
+    if converted is None:
+        pennylane_autograph = importlib.import_module("pennylane.capture.autograph")
+        converted = _pennylane_converted[fn] = pennylane_autograph.run_autograph(fn)
+    return converted
 
 
 def autograph_source(fn: Callable) -> str:
