@@ -43,12 +43,12 @@ from typing import Any, Callable, Iterator
 
 from malt.core import converter
 from malt.operators import py_builtins
-from malt.operators.variables import Undefined, UndefinedReturnValue
+from malt.operators.variables import UndefinedReturnValue
 
 from ..capture.switch import pennylane_capture_enabled
 from ..errors import AutoGraphError, AutoGraphWarning
 from . import builtins, conditionals, item_assignment, loops
-from .state import load
+from .state import Unassigned
 from .transformer import (
     ConversionFailed,
     ConvertedCode,
@@ -284,9 +284,8 @@ _OPERATORS = {
     "update_item": item_assignment.update_item,
     "converted_call": converted_call,
     "with_function_scope": conditionals.with_function_scope,
-    "ld": load,
     # malt's bookkeeping, used as malt defines it
-    "Undefined": Undefined,
+    "Undefined": Unassigned,
     "UndefinedReturnValue": UndefinedReturnValue,
     "ConversionOptions": converter.ConversionOptions,
     "Feature": converter.Feature,

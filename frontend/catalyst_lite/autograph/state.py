@@ -45,16 +45,16 @@ __all__ = [
     "is_array_like",
     "display_name",
     "predicate",
-    "load",
+    "Unassigned",
     "check_not_recording",
     "recording_operators",
     "ContainerCheckpoint",
 ]
 
-# Frames of these directories are never the user's line: catalyst_lite's own and malt's.
-_OWN_DIRS = tuple(
-    os.path.dirname(os.path.dirname(path)) + os.sep for path in (__file__,)
-) + (os.path.dirname(malt.__file__) + os.sep,)
+# Frames of these directories are never the user's line: catalyst_lite's own, malt's and JAX's.
+_LIBRARY_DIRS = (os.path.dirname(os.path.dirname(__file__)) + os.sep,) + tuple(
+    os.path.dirname(module.__file__) + os.sep for module in (malt, jax, np)
+)
 
 _NUMBERS = (bool, int, float, complex, np.generic)
 
@@ -81,7 +81,7 @@ def user_location() -> Location | None:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_OWN_DIRS):
+        if not filename.startswith(_LIBRARY_DIRS):
             return Location(filename, frame.f_lineno)
         frame = frame.f_back
     return None
@@ -145,17 +145,47 @@ def check_not_recording(construct: str, where: Location | None) -> None:
         )
 
 
-def load(value: Any) -> Any:
-    """``ag__.ld``: reading a variable; one without a value is Python's ``UnboundLocalError``."""
-    if isinstance(value, Undefined):
-        name = object.__getattribute__(value, "symbol_name")
-        raise UnboundLocalError(
-            f"cannot access local variable {name!r} where it is not associated with a value"
-            f"{at(user_location())}. Under qjit(autograph=True) a variable first assigned inside a "
-            "compiled loop, or in only some branches of a compiled `if`, has no value after it: "
-            "assign it before the loop or `if`."
-        )
-    return value
+def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
+    name = object.__getattribute__(value, "symbol_name")
+    raise UnboundLocalError(
+        f"cannot access local variable {name!r} where it is not associated with a value"
+        f"{at(user_location())}. Under qjit(autograph=True) a variable first assigned inside a "
+        "compiled loop (the loop variable of a compiled `for` included), or in only some branches "
+        "of an `if`, has no value after it: assign it before the loop or `if`."
+    )
+
+
+class Unassigned(Undefined):
+    """``ag__.Undefined``: what converted code holds in a variable that has no value yet. Any use
+    of it (an operation, an attribute, a truth value, a conversion) is Python's
+    ``UnboundLocalError`` naming the variable: the error a read of an unassigned local gives.
+
+    >>> y = Unassigned("y")
+    >>> y + 1
+    Traceback (most recent call last):
+    ...
+    UnboundLocalError: cannot access local variable 'y' where it is not associated with a value...
+    """
+
+    __slots__ = ()
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in ("symbol_name", "__class__", "__repr__", "read"):
+            return object.__getattribute__(self, name)
+        _unassigned(self)
+
+    def read(self) -> Any:
+        _unassigned(self)
+
+    __bool__ = __len__ = __iter__ = __contains__ = __getitem__ = __setitem__ = __call__ = _unassigned
+    __index__ = __int__ = __float__ = __complex__ = __str__ = __format__ = _unassigned
+    __array__ = __jax_array__ = __neg__ = __pos__ = __abs__ = __invert__ = _unassigned
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __matmul__ = __rmatmul__ = _unassigned
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _unassigned
+    __pow__ = __rpow__ = __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _unassigned
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _unassigned
+    __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _unassigned
+    __hash__ = object.__hash__
 
 
 # --- snapshots of the state ----------------------------------------------------------------------
@@ -256,7 +286,7 @@ class Snapshot:
         values = []
         for record in self.variables:
             if record.kind == "undefined":
-                values.append(Undefined(record.name))
+                values.append(Unassigned(record.name))
             elif record.kind == "no_return":
                 values.append(UndefinedReturnValue())
             else:

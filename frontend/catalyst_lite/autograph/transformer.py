@@ -39,11 +39,9 @@ from malt.converters import (
     functions,
     logical_expressions,
     return_statements,
-    variables,
 )
 from malt.core import converter, unsupported_features_checker
-from malt.pyct import anno, cfg, errors, parser, qual_names, transpiler
-from malt.pyct.static_analysis import activity, reaching_definitions
+from malt.pyct import anno, errors, parser, transpiler
 
 from ..errors import AutoGraphError
 from . import item_assignment
@@ -93,8 +91,6 @@ class _Transpiler(transpiler.GenericTranspiler):
         if not found.anything:
             return node, {}, False
         flow = found.control_flow or found.early_exits
-        if flow:
-            node = _initial_analysis(node, ctx)
         node = functions.transform(node, ctx)
         always_returns = {
             anno.getanno(f, "function_context_name"): _always_returns(f.body)
@@ -117,19 +113,9 @@ class _Transpiler(transpiler.GenericTranspiler):
             node = conditional_expressions.transform(node, ctx)
         if found.logic or found.early_exits:
             node = logical_expressions.transform(node, ctx)
-        if flow:
-            node = variables.transform(node, ctx)
+        # (malt's `variables` pass, which wraps every read in `ag__.ld` to catch variables without
+        # a value, is not needed: our `ag__.Undefined` raises on any use, see state.Unassigned.)
         return node, always_returns, True
-
-
-def _initial_analysis(node: ast.AST, ctx: Any) -> ast.AST:
-    """The analyses malt's ``variables`` pass relies on (the definitions of the original code)."""
-    graphs = cfg.build(node)
-    node = qual_names.resolve(node)
-    node = activity.resolve(node, ctx, None)
-    node = reaching_definitions.resolve(node, ctx, graphs)
-    anno.dup(node, {anno.Static.DEFINITIONS: anno.Static.ORIG_DEFINITIONS})
-    return node
 
 
 class _Constructs:
