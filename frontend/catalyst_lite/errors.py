@@ -105,3 +105,8 @@ class PlxprCaptureCFCompatibilityError(ControlFlowError):
             f"is enabled (qjit(capture=True), or capture='global' after qml.capture.enable()): "
             f"write qml.{control_flow_type} instead, or compile with qjit(capture=False)."
         )
+
+
+class QuantumRegionError(CatalystLiteError, ValueError):
+    """A measurement inside ``qml.adjoint``/``qml.ctrl`` of a quantum function (Catalyst's
+    ``ValueError``)."""

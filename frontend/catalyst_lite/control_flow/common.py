@@ -27,6 +27,9 @@ __all__ = [
     "check_predicate",
     "describe_aval",
     "split_groups",
+    "ControlFlowHandler",
+    "control_flow_handler",
+    "active_control_flow_handler",
 ]
 
 
@@ -180,3 +183,42 @@ def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]
         start += n
     groups.append(list(values[start:]))
     return groups
+
+
+# --- handlers ------------------------------------------------------------------------------------
+# A quantum circuit being compiled may need to see the control flow written inside it before it is
+# bound: inside ``qml.adjoint`` a loop is applied reversed, so it must be recorded rather than
+# traced where it stands. A handler receives each traced ``for_loop``/``while_loop``/``cond`` call
+# with ``bind``, the usual implementation, which it may call (with other bodies) or not.
+
+
+class ControlFlowHandler(Protocol):
+    """What a handler installed by :func:`control_flow_handler` is asked.
+
+    ``bind(body, init)`` (``for_loop``), ``bind(cond_fn, body, init)`` (``while_loop``) or
+    ``bind(preds, branches, otherwise)`` (``cond``; ``otherwise`` is ``None`` when the user gave
+    none) traces and binds the control flow as usual.
+    """
+
+    def for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any: ...
+
+    def while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any: ...
+
+    def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any: ...
+
+
+@contextlib.contextmanager
+def control_flow_handler(handler: ControlFlowHandler | None) -> Iterator[None]:
+    """Hand the traced control flow of this thread to ``handler`` for the duration of the block
+    (``None``: bind it as usual, e.g. for loops a handler emits itself)."""
+    previous = getattr(_ambient, "handler", None)
+    _ambient.handler = handler
+    try:
+        yield
+    finally:
+        _ambient.handler = previous
+
+
+def active_control_flow_handler() -> ControlFlowHandler | None:
+    """The handler installed in this thread, if any."""
+    return getattr(_ambient, "handler", None)

@@ -50,6 +50,7 @@ from ..jax_extras import ClosedJaxpr, Literal, Tracer, Var, collapse, get_aval
 from ..jax_extras.dynshape import DIM_AVAL, DynshapePrimitive, NestedBody, expand_results, same_dim, trace_nested
 from ..jax_extras.tracing import DShapedArray, InDBIdx, OutDBIdx
 from .common import (
+    active_control_flow_handler,
     check_predicate,
     describe_aval,
     get_ambient_values,
@@ -107,6 +108,13 @@ class CondCallable:
         otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else _returns_none
         if all(isinstance(p, bool) for p in preds) or tracing_mode("cond", first) == "eager":
             return _run_eagerly(preds, branches, otherwise)
+        handler = active_control_flow_handler()
+        if handler is not None:  # e.g. a conditional inside qml.adjoint, applied adjointed
+
+            def bind(preds: list, branches: list, otherwise: Callable | None) -> Any:
+                return _bind(preds, branches, otherwise or _returns_none, otherwise is not None, first)
+
+            return handler.cond(preds, branches, otherwise if self.otherwise_fn else None, bind)
         return _bind(preds, branches, otherwise, self.otherwise_fn is not None, first)
 
 

@@ -44,6 +44,7 @@ from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, collapse, get_aval
 from ..jax_extras.dynshape import DynshapePrimitive
 from .common import (
+    active_control_flow_handler,
     expansion_strategy,
     set_ambient_values,
     split_groups,
@@ -89,6 +90,13 @@ def for_loop(
             _check_bounds(body, lower, upper, step)
             if tracing_mode("for_loop", body) == "eager":
                 return _run_eagerly(body, lower, upper, step, init)
+            handler = active_control_flow_handler()
+            if handler is not None:  # e.g. a loop inside qml.adjoint, applied reversed
+
+                def bind(body: Callable, init: tuple) -> Any:
+                    return _bind(body, lower, upper, step, init, strategy)
+
+                return handler.for_loop(body, (lower, upper, step), init, bind)
             return _bind(body, lower, upper, step, init, strategy)
 
         return loop

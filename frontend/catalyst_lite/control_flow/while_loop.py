@@ -40,6 +40,7 @@ from ..capture.switch import refuse_under_capture
 from ..jax_extras import ClosedJaxpr, collapse
 from ..jax_extras.dynshape import DynshapePrimitive, NestedBody, trace_nested
 from .common import (
+    active_control_flow_handler,
     check_predicate,
     expansion_strategy,
     get_ambient_values,
@@ -83,6 +84,13 @@ def while_loop(
         def loop(*init: Any) -> Any:
             if tracing_mode("while_loop", body) == "eager":
                 return _run_eagerly(cond_fn, body, init)
+            handler = active_control_flow_handler()
+            if handler is not None:  # e.g. a loop inside qml.adjoint, applied reversed
+
+                def bind(cond_fn: Callable, body: Callable, init: tuple) -> Any:
+                    return _bind(cond_fn, body, init, strategy)
+
+                return handler.while_loop(cond_fn, body, init, bind)
             return _bind(cond_fn, body, init, strategy)
 
         return loop

@@ -36,6 +36,7 @@ While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -44,14 +45,15 @@ import jax
 import jax.numpy as jnp
 
 from ..capture.switch import pennylane_capture_enabled
-from ..control_flow.common import ambient_carry
-from ..errors import QuantumOperationError, WireError
+from ..control_flow.common import ambient_carry, control_flow_handler
+from ..errors import QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing
 from . import prng
 from .application import apply_records
 from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, initial_state
 from .measurements import measure_terminal
 from .recorder import recorder_class
+from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
 
@@ -184,7 +186,11 @@ class KeyCarry:
 
 
 class QuantumState:
-    """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far."""
+    """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far.
+
+    ``regions`` are the ``qml.adjoint``/``qml.ctrl`` regions open now (outermost first, see
+    :mod:`.regions`): operations queue into the innermost one.
+    """
 
     def __init__(self, n_wires: int, wires: WireMap, recorder: Any, pipeline: Any = None):
         self.n_wires = n_wires
@@ -193,6 +199,8 @@ class QuantumState:
         self.pipeline = pipeline  # the QNode's own transforms (None or empty: none)
         self.vector = zero_state(n_wires)
         self.fresh = True  # still |0...0>, nothing applied: a StatePrep here is the initial state
+        self.regions: list[Region] = []
+        self._applying = False
 
     def get(self):
         self.flush()
@@ -202,9 +210,39 @@ class QuantumState:
         self.vector = value
         self.fresh = False
 
+    @contextlib.contextmanager
+    def region(self, region: Region) -> Iterator[Region]:
+        """Open ``region``: operations queue into it until the block ends."""
+        self.regions.append(region)
+        try:
+            with region.queue:
+                yield region
+        finally:
+            self.regions.pop()
+
     def flush(self, measurements: Sequence[Any] | None = None) -> None:
-        """Apply the queued operations. ``measurements``: this is the circuit's last segment, and
-        these are its terminal measurements (the QNode's transforms see them)."""
+        """Apply the queued operations: those of open regions first reach the circuit through
+        their regions (an adjoint region keeps them). ``measurements``: this is the circuit's
+        last segment, and these are its terminal measurements (the QNode's transforms see them)."""
+        if self._applying:  # a loop applying gates asks for the state: it is the one being built
+            return
+        for k in reversed(range(len(self.regions))):
+            ops = self.regions[k].release(self.regions[k].take())
+            if ops is None:
+                return
+            parent = self.regions[k - 1].queue if k else self.recorder
+            for op in ops:
+                parent.append(op)
+        self._applying = True
+        try:
+            # Decompositions and transforms build operators: none may queue into the circuit
+            # (they would be applied again), and the loops that apply gates are our own.
+            with _qml().QueuingManager.stop_recording(), control_flow_handler(None):
+                self._apply_queued(measurements)
+        finally:
+            self._applying = False
+
+    def _apply_queued(self, measurements: Sequence[Any] | None) -> None:
         final = measurements is not None
         ops = self.recorder.take_operations(final)
         if self.pipeline and (ops or final):  # the last segment: measurements are checked too
@@ -276,7 +314,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     stack = _circuits()
     stack.append(circuit)
     try:
-        with ambient_carry(state), ambient_carry(key), recorder:
+        regions = RegionControlFlow(state)
+        with ambient_carry(state), ambient_carry(key), recorder, control_flow_handler(regions):
             output = (qnode.func if qfunc is None else qfunc)(*args, **kwargs)
             is_mp = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
             measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=is_mp) if is_mp(m)]
@@ -333,6 +372,8 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
         raise QuantumOperationError("measure() is only available inside a QNode compiled by qjit.")
     circuit = stack[-1]
     state = circuit.state
+    if state.regions:
+        raise QuantumRegionError(MEASUREMENT_IN_REGION)
     wire_list = list(wires) if isinstance(wires, (list, tuple)) else [wires]
     if len(wire_list) != 1:
         raise QuantumOperationError(f"measure() measures exactly one wire, got {wire_list}.")
@@ -356,20 +397,37 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
 # their work to the compiler's ``ops`` entry point; these are the quantum ones.
 
 
+def _qml():
+    import pennylane as qml
+
+    return qml
+
+
+def _compiling_circuit() -> _Circuit | None:
+    """The circuit being compiled in this thread, if any."""
+    stack = _circuits()
+    return stack[-1] if stack and is_tracing() else None
+
+
 def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
-    """``qml.adjoint``: PennyLane's own operator/queuing logic (the gates compile as usual)."""
-    import sys
-
-    import pennylane  # noqa: F401  (the module below is PennyLane's)
-
-    return sys.modules["pennylane.ops.op_math.adjoint"].create_adjoint_op(fn, lazy)
+    """``qml.adjoint``: of an operator, PennyLane's own ``Adjoint``; of a quantum function inside a
+    compiled circuit, its adjoint region (:mod:`.regions`: loops reversed, branches adjointed)."""
+    qml = _qml()
+    circuit = _compiling_circuit()
+    if circuit is None or isinstance(fn, qml.operation.Operator) or not callable(fn):
+        return sys.modules["pennylane.ops.op_math.adjoint"].create_adjoint_op(fn, lazy)
+    return adjoint_transform(circuit.state, fn, lazy)
 
 
 def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, work_wire_type="borrowed") -> Any:
-    """``qml.ctrl``: PennyLane's own controlled operators (compiled as controlled records)."""
-    from pennylane.ops.op_math.controlled import create_controlled_op
-
-    return create_controlled_op(op, control, control_values, work_wires, work_wire_type)
+    """``qml.ctrl``: of an operator, PennyLane's own controlled operator; of a quantum function
+    inside a compiled circuit, its ctrl region (every gate it applies controlled, in loops too)."""
+    qml = _qml()
+    options = (control, control_values, work_wires, work_wire_type)
+    circuit = _compiling_circuit()
+    if circuit is None or isinstance(op, qml.operation.Operator) or not callable(op):
+        return qml.ops.op_math.controlled.create_controlled_op(op, *options)
+    return ctrl_transform(circuit.state, op, *options)
 
 
 def pennylane_measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:

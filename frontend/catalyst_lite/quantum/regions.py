@@ -1,0 +1,386 @@
+"""``qml.adjoint`` and ``qml.ctrl`` of quantum functions, including the control flow inside them.
+
+While a function given to ``qml.adjoint(fn)`` or ``qml.ctrl(fn, control)`` runs, its operations
+queue into a *region* (a PennyLane queuing context of its own) and reach the enclosing circuit
+transformed when the state is next needed (:meth:`.qnode.QuantumState.flush`):
+
+- a :class:`CtrlRegion` hands on each operation controlled; its loops and branches are traced where
+  they stand, so every gate they apply is controlled too;
+- an :class:`AdjointRegion` keeps its operations, and the loops and branches called inside it, as
+  *items*; when the function returns, it emits them in reverse order, each adjointed: gates as
+  ``Adjoint(op)``, a ``for_loop`` as a loop over the reversed range whose body is the adjoint of
+  the original body, a ``while_loop`` likewise over the iterations it ran, a ``cond`` as a ``cond``
+  of the adjoints of its branches;
+- a :class:`DiscardRegion` drops its operations: it runs a body for its classical results only
+  (the values a loop carries, which gates cannot change: mid-circuit measurements are not allowed
+  in these regions, as in Catalyst).
+
+Loops and branches reach the regions through the control-flow handler of the circuit
+(:class:`RegionControlFlow`, see :func:`~catalyst_lite.control_flow.common.control_flow_handler`).
+A loop inside ``qml.adjoint`` that carries values is run once forwards for them (in a discard
+region); iteration ``j`` of the reversed loop recomputes the carried values it needs by ``j``
+iterations of the body in a discard region, so gates are applied ``n`` times and the classical part
+``O(n**2)`` times.
+
+>>> import pennylane as qml
+>>> from catalyst_lite import qjit, for_loop
+>>> dev = qml.device("default.qubit", wires=2)
+>>> def ladder(x):
+...     @for_loop(0, 2, 1)
+...     def layer(i):
+...         qml.RY(x * (i + 1), wires=i)
+...         qml.CNOT([i, (i + 1) % 2])
+...     layer()
+>>> @qjit
+... @qml.qnode(dev)
+... def undone(x: float):
+...     ladder(x)
+...     qml.adjoint(ladder)(x)
+...     return qml.probs()
+>>> [round(float(p), 6) for p in undone(0.4)]
+[1.0, 0.0, 0.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+from ..control_flow import cond, for_loop
+from ..control_flow.for_loop import trip_count
+from ..errors import QuantumRegionError
+
+__all__ = [
+    "Region",
+    "CtrlRegion",
+    "AdjointRegion",
+    "DiscardRegion",
+    "RegionControlFlow",
+    "adjoint_transform",
+    "ctrl_transform",
+    "MEASUREMENT_IN_REGION",
+]
+
+MEASUREMENT_IN_REGION = "Mid-circuit measurements cannot be used within an adjoint() or ctrl() region."
+_MEASUREMENT_PROCESS_IN_REGION = "Measurement process cannot be used within an adjoint() or ctrl() region."
+
+
+def _qml():
+    import pennylane as qml
+
+    return qml
+
+
+# --- regions -------------------------------------------------------------------------------------
+
+
+class Region:
+    """A stretch of the circuit whose operations queue here and reach the enclosing circuit
+    transformed (:meth:`release`)."""
+
+    def __init__(self):
+        self.queue = _qml().queuing.AnnotatedQueue()
+
+    def take(self) -> list:
+        """The operators queued so far, removed from the queue."""
+        qml = _qml()
+        if any(isinstance(o, qml.measurements.MeasurementProcess) for o in self.queue.queue):
+            raise QuantumRegionError(_MEASUREMENT_PROCESS_IN_REGION)
+        ops = [o for o in self.queue.queue if isinstance(o, qml.operation.Operator)]
+        for o in ops:
+            self.queue.remove(o)
+        return ops
+
+    def release(self, ops: list) -> list | None:
+        """What ``ops`` become in the enclosing circuit, or ``None`` when this region keeps them."""
+        raise NotImplementedError
+
+
+class CtrlRegion(Region):
+    """``qml.ctrl(fn, control, control_values, work_wires, work_wire_type)``: every operation
+    controlled."""
+
+    def __init__(self, control: Any, control_values: Any = None, work_wires: Any = None,
+                 work_wire_type: str = "borrowed"):
+        super().__init__()
+        self.options = (control, control_values, work_wires, work_wire_type)
+
+    def again(self) -> "CtrlRegion":
+        """A new region with the same controls (for a loop body re-entered elsewhere)."""
+        return CtrlRegion(*self.options)
+
+    def release(self, ops: list) -> list:
+        qml = _qml()
+        with qml.QueuingManager.stop_recording():
+            return [qml.ops.op_math.controlled.create_controlled_op(op, *self.options) for op in ops]
+
+
+class DiscardRegion(Region):
+    """Operations are dropped: a body runs for its classical results only."""
+
+    def release(self, ops: list) -> None:
+        return None
+
+
+@dataclass
+class _Loop:
+    """A ``for_loop`` (``cond_fn is None``) or ``while_loop`` recorded inside ``qml.adjoint``."""
+
+    body: Callable
+    init: tuple
+    bounds: tuple = ()
+    cond_fn: Callable | None = None
+    count: Any = None  # iterations a while loop ran (from its classical run)
+
+
+@dataclass
+class _Cond:
+    """A ``cond`` recorded inside ``qml.adjoint``: its predicates and bound branches."""
+
+    preds: list
+    branches: list
+    otherwise: Callable | None
+
+
+class AdjointRegion(Region):
+    """``qml.adjoint(fn)``: operations, loops and branches kept as items, emitted reversed and
+    adjointed by :meth:`emit` once ``fn`` has returned."""
+
+    def __init__(self, state: Any, lazy: bool = True):
+        super().__init__()
+        self.state = state
+        self.lazy = lazy
+        self.items: list[Any] = []  # lists of operators, _Loop and _Cond, in program order
+
+    def release(self, ops: list) -> None:
+        if ops:
+            self.items.append(ops)
+        return None
+
+    # Recording control flow (called by RegionControlFlow). The region's pending operations are
+    # items first; values the control flow returns come from a run that discards its gates.
+
+    def record_for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
+        self.state.flush()
+        result = self._classically(bind, body, init) if init else None
+        self.items.append(_Loop(body, init, bounds))
+        return result
+
+    def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
+        self.state.flush()
+
+        def counting_cond(*carried: Any) -> Any:
+            return cond_fn(*carried[:-1])
+
+        def counting_body(*carried: Any) -> tuple:
+            *user, count = carried
+            return (*_as_tuple(body(*user), len(user)), count + 1)
+
+        *result, count = _as_tuple(self._classically(bind, counting_body, (*init, 0), counting_cond), len(init) + 1)
+        self.items.append(_Loop(body, init, cond_fn=cond_fn, count=count))
+        return _unwrapped(result)
+
+    def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
+        self.state.flush()
+        # Without `otherwise` the branches return nothing: no classical run is needed.
+        result = None
+        if otherwise is not None:
+            with self.state.region(DiscardRegion()):
+                result = bind(preds, branches, otherwise)
+        self.items.append(_Cond(preds, branches, otherwise))
+        return result
+
+    def _classically(self, bind: Callable, body: Callable, init: tuple, cond_fn: Callable | None = None) -> Any:
+        with self.state.region(DiscardRegion()):
+            return bind(body, init) if cond_fn is None else bind(cond_fn, body, init)
+
+    # Emitting the adjoint (in the enclosing context, where loops and branches may be recorded
+    # again by an enclosing adjoint region).
+
+    def emit(self) -> list:
+        """Queue the adjoint of the recorded items into the enclosing context; the adjoint gates
+        emitted (those of the loops and branches excepted)."""
+        qml = _qml()
+        emitted = []
+        for item in reversed(self.items):
+            if isinstance(item, _Loop):
+                self._emit_loop(item)
+            elif isinstance(item, _Cond):
+                self._emit_cond(item)
+            else:
+                with qml.QueuingManager.stop_recording():
+                    adjoints = [_adjoint_op(op, self.lazy) for op in reversed(item)]
+                for op in adjoints:
+                    qml.QueuingManager.append(op)
+                emitted += adjoints
+        return emitted
+
+    def _emit_loop(self, loop: _Loop) -> None:
+        state, lazy = self.state, self.lazy
+        if loop.cond_fn is None:
+            lower, upper, step = loop.bounds
+            count = trip_count(lower, upper, step)
+        else:
+            lower, step, count = 0, 1, loop.count
+
+        @for_loop(0, count, 1)
+        def reversed_loop(k: Any) -> None:
+            j = count - 1 - k
+            i = lower + j * step
+            carried = loop.init
+            if loop.init:  # the values iteration j receives: j iterations of the body, no gates
+                with state.region(DiscardRegion()):
+                    forward = (lambda _, *c: loop.body(*c)) if loop.cond_fn is not None else loop.body
+                    carried = _as_tuple(for_loop(lower, i, step)(forward)(*loop.init), len(loop.init))
+            prefix = () if loop.cond_fn is not None else (i,)
+            adjoint_transform(state, loop.body, lazy)(*prefix, *carried)
+
+        reversed_loop()
+
+    def _emit_cond(self, item: _Cond) -> None:
+        state, lazy = self.state, self.lazy
+        adjoints = [adjoint_transform(state, b, lazy, returns=False) for b in item.branches]
+        chosen = cond(item.preds[0])(adjoints[0])
+        for pred, branch in zip(item.preds[1:], adjoints[1:]):
+            chosen.else_if(pred)(branch)
+        if item.otherwise is not None:
+            chosen.otherwise(adjoint_transform(state, item.otherwise, lazy, returns=False))
+        chosen()
+
+
+def _adjoint_op(op: Any, lazy: bool) -> Any:
+    """``qml.adjoint(op, lazy)`` of one operator, outside any queue."""
+    if not lazy and op.has_adjoint:
+        return op.adjoint()
+    return _qml().ops.Adjoint(op)
+
+
+def _as_tuple(values: Any, n: int) -> tuple:
+    """The loop convention: one carried value unwrapped, several as a tuple, none as ``None``."""
+    return () if n == 0 else (values,) if n == 1 else tuple(values)
+
+
+def _unwrapped(values: Sequence[Any]) -> Any:
+    return None if not values else values[0] if len(values) == 1 else tuple(values)
+
+
+# --- control flow inside regions -----------------------------------------------------------------
+
+
+class RegionControlFlow:
+    """The control-flow handler of a circuit being compiled: a loop or branch called inside
+    ``qml.adjoint`` (even through ``qml.ctrl`` regions inside it) is recorded by that adjoint
+    region; elsewhere it is bound as usual. ``loop_depth`` counts the loops being traced."""
+
+    def __init__(self, state: Any):
+        self.state = state
+        self.loop_depth = 0
+
+    def _recording(self) -> tuple[AdjointRegion | None, list[CtrlRegion]]:
+        """The innermost adjoint region recording control flow, and the ctrl regions inside it."""
+        regions = self.state.regions
+        for k in reversed(range(len(regions))):
+            if isinstance(regions[k], DiscardRegion):
+                return None, []
+            if isinstance(regions[k], AdjointRegion):
+                return regions[k], list(regions[k + 1:])
+        return None, []
+
+    @contextlib.contextmanager
+    def _in_loop(self) -> Iterator[None]:
+        self.loop_depth += 1
+        try:
+            yield
+        finally:
+            self.loop_depth -= 1
+
+    def for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
+        region, inner = self._recording()
+        with self._in_loop():
+            if region is None:
+                return bind(body, init)
+            return region.record_for_loop(_within(self.state, inner, body), bounds, init, bind)
+
+    def while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
+        region, inner = self._recording()
+        with self._in_loop():
+            if region is None:
+                return bind(cond_fn, body, init)
+            return region.record_while_loop(cond_fn, _within(self.state, inner, body), init, bind)
+
+    def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
+        region, inner = self._recording()
+        if region is None:
+            return bind(preds, branches, otherwise)
+        wrapped = [_within(self.state, inner, b) for b in branches]
+        if otherwise is not None:
+            otherwise = _within(self.state, inner, otherwise)
+        return region.record_cond(preds, wrapped, otherwise, bind)
+
+
+def _within(state: Any, regions: Sequence[CtrlRegion], fn: Callable) -> Callable:
+    """``fn`` run inside new ctrl regions like ``regions`` (outermost first): a body recorded
+    through them keeps their controls wherever it is emitted."""
+    if not regions:
+        return fn
+
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.ExitStack() as stack:
+            for region in regions:
+                stack.enter_context(state.region(region.again()))
+            out = fn(*args, **kwargs)
+            state.flush()  # hand the controlled gates on while the regions are open
+        return out
+
+    return wrapped
+
+
+# --- qml.adjoint and qml.ctrl of quantum functions -----------------------------------------------
+
+
+def _unqueue_operator_arguments(args: tuple, kwargs: dict) -> None:
+    """Operators passed as arguments are the function's to apply, not gates of their own (as
+    PennyLane's ``adjoint``/``ctrl`` of a function treat them)."""
+    qml = _qml()
+    leaves, _ = qml.pytrees.flatten((args, kwargs), lambda obj: isinstance(obj, qml.operation.Operator))
+    for leaf in leaves:
+        if isinstance(leaf, qml.operation.Operator):
+            qml.QueuingManager.remove(leaf)
+
+
+def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool = True) -> Callable:
+    """``qml.adjoint(fn, lazy)`` in the circuit whose state is ``state``: calling the result runs
+    ``fn`` in an :class:`AdjointRegion` and emits its adjoint. Returns, as PennyLane does, the
+    adjoint operator (or a list of them) when ``fn`` applied gates only; ``returns=False`` returns
+    nothing (a branch of a ``cond``)."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _unqueue_operator_arguments(args, kwargs)
+        region = AdjointRegion(state, lazy)
+        with state.region(region):
+            fn(*args, **kwargs)
+            state.flush()
+        emitted = region.emit()
+        if not returns or any(not isinstance(item, list) for item in region.items):
+            return None
+        return emitted[0] if len(emitted) == 1 else emitted
+
+    return wrapper
+
+
+def ctrl_transform(state: Any, fn: Callable, control: Any, control_values: Any = None,
+                   work_wires: Any = None, work_wire_type: str = "borrowed") -> Callable:
+    """``qml.ctrl(fn, control, ...)`` in the circuit whose state is ``state``: calling the result
+    runs ``fn`` in a :class:`CtrlRegion`. Returns ``[]`` (PennyLane returns the function's
+    measurements, which a region may not have)."""
+    options = (control, control_values, work_wires, work_wire_type)
+
+    def wrapper(*args: Any, **kwargs: Any) -> list:
+        _unqueue_operator_arguments(args, kwargs)
+        with state.region(CtrlRegion(*options)):
+            fn(*args, **kwargs)
+            state.flush()
+        return []
+
+    return wrapper

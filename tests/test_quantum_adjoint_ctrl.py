@@ -1,0 +1,233 @@
+"""``qml.adjoint`` and ``qml.ctrl`` of quantum functions that contain control flow, compiled by
+catalyst_lite, against ``default.qubit`` (where the same loops run as Python loops): the adjoint of
+a loop is the reversed loop of adjoint bodies, the adjoint of a branch the branch of adjoints, and
+every gate inside ``ctrl`` is controlled. Measurements inside them raise Catalyst's errors."""
+
+import numpy as np
+import pennylane as qml
+import pytest
+
+import catalyst_lite
+from catalyst_lite import cond, for_loop, measure, qjit, while_loop
+from catalyst_lite.errors import QuantumRegionError
+
+DEV = qml.device("default.qubit", wires=3)
+
+
+def assert_states_match(qfunc, *args, dev=DEV):
+    expected = qml.qnode(dev)(qfunc)(*args)
+    actual = qjit(qml.qnode(dev)(qfunc))(*args)
+    np.testing.assert_allclose(np.asarray(actual), expected, atol=1e-10)
+
+
+def pennylane_control_flow(x, n):
+    """Two wires (0, 1): a loop carrying a value, a while loop, a branch and a controlled gate in
+    a loop, written with PennyLane's control flow (Python loops on default.qubit)."""
+
+    @qml.for_loop(0, n, 1)
+    def chain(i, angle):
+        qml.RX(angle * x, wires=i % 2)
+        qml.CNOT([i % 2, (i + 1) % 2])
+        return angle + 0.5
+
+    angle = chain(1.0)
+
+    @qml.while_loop(lambda k: k < 2)
+    def walk(k):
+        qml.RZ(k * x + 0.1, wires=k)
+        qml.Hadamard(k)
+        return k + 1
+
+    walk(0)
+
+    def big():
+        qml.S(1)
+        qml.RX(x, 0)
+
+    def small():
+        qml.T(0)
+
+    qml.cond(x > 0.5, big, small)()
+
+    @qml.for_loop(0, 2, 1)
+    def controlled(i):
+        qml.ctrl(qml.RY, control=(i + 1) % 2)(x, wires=i)
+
+    controlled()
+    qml.RY(angle, wires=0)
+
+
+WRAPPERS = {
+    "adjoint": lambda f: qml.adjoint(f),
+    "ctrl": lambda f: qml.ctrl(f, control=2, control_values=0),
+    "adjoint of ctrl": lambda f: qml.adjoint(qml.ctrl(f, control=2)),
+    "ctrl of adjoint": lambda f: qml.ctrl(qml.adjoint(f), control=2),
+    "adjoint of adjoint": lambda f: qml.adjoint(qml.adjoint(f)),
+    "adjoint, not lazy": lambda f: qml.adjoint(f, lazy=False),
+}
+
+
+def test_control_flow_inside_adjoint_and_ctrl_matches_default_qubit():
+    def circuit(x, n):  # every wrapper in turn, each followed by a gate that does not commute
+        qml.Hadamard(0)
+        qml.RX(0.3, 1)
+        qml.Hadamard(2)
+        for k, wrap in enumerate(WRAPPERS.values()):
+            wrap(pennylane_control_flow)(x, n)
+            qml.RY(0.2 * k + 0.1, wires=k % 3)
+        return qml.state()
+
+    for x in (0.7, 0.2):
+        assert_states_match(circuit, x, 4)
+
+
+def catalyst_lite_control_flow(x, n, m):
+    """catalyst_lite's own control flow (it runs eagerly on default.qubit): a reversed range with
+    traced bounds, a while loop with two carried values, a cond with else_if/otherwise that
+    returns a value, a nested loop."""
+
+    @for_loop(n, m, -2)
+    def down(i):
+        qml.RY(x * i, wires=i % 3)
+
+        @for_loop(0, i % 3, 1)
+        def inner(j, a):
+            qml.CRX(a, wires=[j, (j + 1) % 3])
+            return a * 1.5
+
+        inner(x)
+
+    down()
+
+    @while_loop(lambda k, a: k < n)
+    def grow(k, a):
+        qml.IsingXY(a, wires=[k % 3, (k + 2) % 3])
+        return k + 2, a + x
+
+    _, total = grow(0, 0.1)
+
+    @cond(total > 1.0)
+    def branch():
+        qml.Rot(total, x, 0.2, wires=1)
+        return total * 2
+
+    @branch.else_if(total > 0.5)
+    def branch():
+        qml.SX(2)
+        return total
+
+    @branch.otherwise
+    def branch():
+        return -total
+
+    qml.RZ(branch(), wires=2)
+
+
+def test_catalyst_lite_control_flow_inside_adjoint():
+    def circuit(x, n, m):
+        qml.Hadamard(0)
+        qml.Hadamard(3)
+        qml.adjoint(catalyst_lite_control_flow)(x, n, m)
+        qml.RX(0.4, wires=3)
+        qml.ctrl(qml.adjoint(catalyst_lite_control_flow), control=3, control_values=0)(x, n, m)
+        return qml.state()
+
+    for x, n, m in [(0.45, 5, -1), (0.9, 4, 0), (0.2, 1, 2)]:
+        assert_states_match(circuit, x, n, m, dev=qml.device("default.qubit", wires=4))
+
+
+def test_adjoint_of_a_loop_with_traced_bounds_is_one_loop_in_the_program():
+    def circuit(x, n):
+        @for_loop(0, n, 1)
+        def layer(i):
+            qml.RX(x * (i + 1), wires=i % 3)
+            qml.CNOT([i % 3, (i + 1) % 3])
+
+        qml.adjoint(layer)()
+        return qml.state()
+
+    compiled = qjit(qml.qnode(DEV)(circuit))
+    for n in (7, 0):
+        expected = qml.qnode(DEV)(circuit)(0.3, n)
+        np.testing.assert_allclose(np.asarray(compiled(0.3, n)), expected, atol=1e-10)
+    # No carried values: no forward run, only the reversed loop, whose trip count is traced.
+    outer = [e for e in compiled.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
+    assert len(outer) == 1
+
+
+def test_adjoint_returns_pennylanes_operators_for_gates_only():
+    seen = {}
+
+    def circuit(x):
+        seen["ops"] = qml.adjoint(lambda: (qml.RX(x, 0), qml.CNOT([0, 1])))()
+        seen["one"] = qml.adjoint(qml.RY)(x, wires=1)
+        return qml.state()
+
+    qjit(qml.qnode(DEV)(circuit))(0.5)
+    assert all(isinstance(op, qml.ops.Adjoint) for op in seen["ops"])
+    assert [op.base.name for op in seen["ops"]] == ["CNOT", "RX"]
+    assert seen["one"].base.name == "RY"
+
+
+@pytest.mark.parametrize("region", [
+    lambda f: qml.adjoint(f),
+    lambda f: qml.ctrl(f, control=2),
+    lambda f: qml.adjoint(lambda x: qml.ctrl(f, control=2)(x)),
+])
+@pytest.mark.parametrize("mid", [lambda: measure(0), lambda: qml.measure(0)])
+def test_mid_circuit_measurement_inside_adjoint_or_ctrl_is_catalysts_error(region, mid):
+    def inner(x):
+        qml.RX(x, 0)
+        mid()
+
+    def circuit(x):
+        region(inner)(x)
+        return qml.state()
+
+    # Catalyst 0.15: ValueError("Mid-circuit measurements cannot be used within an adjoint() or
+    # ctrl() region.")
+    with pytest.raises(ValueError, match=r"Mid-circuit measurements cannot be used within an adjoint\(\) or ctrl\(\) region"):
+        qjit(qml.qnode(DEV)(circuit))(0.3)
+
+
+def test_mid_circuit_measurement_inside_a_loop_inside_adjoint_is_catalysts_error():
+    def inner(x):
+        @for_loop(0, 2, 1)
+        def body(i):
+            qml.RX(x, wires=i)
+            measure(i)
+
+        body()
+
+    def circuit(x):
+        qml.adjoint(inner)(x)
+        return qml.state()
+
+    with pytest.raises(QuantumRegionError, match="Mid-circuit measurements cannot be used"):
+        qjit(qml.qnode(DEV)(circuit))(0.3)
+
+
+@pytest.mark.parametrize("region", [lambda f: qml.adjoint(f), lambda f: qml.ctrl(f, control=2)])
+def test_measurement_process_inside_adjoint_or_ctrl_is_catalysts_error(region):
+    def inner(x):
+        qml.RX(x, 0)
+        return qml.expval(qml.Z(0))
+
+    def circuit(x):
+        region(inner)(x)
+        return qml.state()
+
+    with pytest.raises(QuantumRegionError, match=r"Measurement process cannot be used within an adjoint\(\) or ctrl\(\) region"):
+        qjit(qml.qnode(DEV)(circuit))(0.3)
+
+
+def test_pennylane_qjit_compiler_dispatches_adjoint_of_loops():
+    def circuit(x, n):
+        qml.Hadamard(0)
+        qml.adjoint(pennylane_control_flow)(x, n)
+        return qml.probs()
+
+    expected = qml.qnode(DEV)(circuit)(0.7, 3)
+    actual = qml.qjit(qml.qnode(DEV)(circuit), compiler="catalyst_lite")(0.7, 3)
+    np.testing.assert_allclose(np.asarray(actual), expected, atol=1e-10)
+    assert catalyst_lite.qjit is not None
