@@ -110,3 +110,8 @@ class PlxprCaptureCFCompatibilityError(ControlFlowError):
 class QuantumRegionError(CatalystLiteError, ValueError):
     """A measurement inside ``qml.adjoint``/``qml.ctrl`` of a quantum function (Catalyst's
     ``ValueError``)."""
+
+
+class ShotsError(CatalystLiteError, ValueError):
+    """A QNode's shots, ``mcm_method`` or ``postselect_mode`` cannot be used together (Catalyst's
+    and PennyLane's ``ValueError``)."""

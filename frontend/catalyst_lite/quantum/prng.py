@@ -15,12 +15,15 @@ from __future__ import annotations
 import os
 import threading
 import weakref
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax.extend.random import threefry_2x32
+
+from ..control_flow import for_loop
 
 __all__ = ["key_from_seed", "mark_unseeded", "is_unseeded_key", "host_key", "fold_in", "split", "uniform", "sample_indices"]
 
@@ -66,10 +69,12 @@ def host_key() -> jax.Array:
     return jax.device_put(np.frombuffer(os.urandom(8), np.uint32))
 
 
-def fold_in(key: jnp.ndarray, data: int) -> jnp.ndarray:
+def fold_in(key: jnp.ndarray, data: Any) -> jnp.ndarray:
     """The key of stream ``data`` of ``key`` (as ``jax.random.fold_in``): independent streams
-    for the QNodes of one program."""
-    return threefry_2x32(key, jnp.asarray(np.array([0, data], np.uint32)))
+    for the QNodes of one program, or for the shots of one QNode (``data`` may be traced)."""
+    if isinstance(data, (int, np.integer)):
+        return threefry_2x32(key, jnp.asarray(np.array([0, data], np.uint32)))
+    return threefry_2x32(key, jnp.stack([jnp.uint32(0), jnp.asarray(data).astype(jnp.uint32)]))
 
 
 def _bits(key: jnp.ndarray, count: int) -> jnp.ndarray:
@@ -90,8 +95,21 @@ def uniform(key: jnp.ndarray, shape: tuple[int, ...]) -> jnp.ndarray:
     return (mantissa.astype(jnp.float64) * 2.0**-53).reshape(shape)
 
 
-def sample_indices(key: jnp.ndarray, probs: jnp.ndarray, shots: int) -> jnp.ndarray:
-    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF)."""
+def sample_indices(key: jnp.ndarray, probs: jnp.ndarray, shots: Any) -> jnp.ndarray:
+    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF).
+
+    ``shots`` may be traced (a symbolic number of samples): JAX's Threefry primitive takes no
+    symbolic length, so each sample is then drawn from its own stream, in a counted loop."""
     cdf = jnp.cumsum(probs)
-    u = uniform(key, (shots,)) * cdf[-1]
-    return jnp.minimum(jnp.searchsorted(cdf, u, side="right", method="sort"), probs.shape[0] - 1)
+    last = probs.shape[0] - 1
+    if isinstance(shots, (int, np.integer)):
+        u = uniform(key, (shots,)) * cdf[-1]
+        return jnp.minimum(jnp.searchsorted(cdf, u, side="right", method="sort"), last)
+
+    @for_loop(0, shots, 1)
+    def draw(i, samples):
+        u = uniform(fold_in(key, i), ()) * cdf[-1]
+        index = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), last).astype(samples.dtype)
+        return lax.dynamic_update_index_in_dim(samples, index, i, 0)
+
+    return draw(jnp.zeros((shots,), jnp.int32))

@@ -51,9 +51,12 @@ from ..jax_extras import Tracer, is_tracing
 from . import prng
 from .application import apply_records
 from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, initial_state
+from .mcm import McmPolicy, SingleBranch
 from .measurements import measure_terminal
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
+from .repeated import all_branches_results, one_shot_results
+from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
 
@@ -273,10 +276,22 @@ class QuantumState:
 
 
 class _Circuit:
-    """The QNode being compiled in this thread: its state and key (for :func:`measure`)."""
+    """The QNode being compiled in this thread: its state, key, control-flow handler and
+    mid-circuit measurement policy (for :func:`measure`)."""
 
-    def __init__(self, state: QuantumState, key: KeyCarry):
-        self.state, self.key = state, key
+    def __init__(self, state: QuantumState, key: KeyCarry, policy: McmPolicy, regions: RegionControlFlow):
+        self.state, self.key, self.policy, self.regions = state, key, policy, regions
+
+
+@dataclass
+class CircuitRun:
+    """One run of a QNode's quantum function: what it returned, its terminal measurements, its
+    final state and how its mid-circuit measurements chose their outcomes."""
+
+    output: Any
+    measurements: list
+    state: QuantumState
+    policy: McmPolicy
 
 
 def _device_wires(qnode) -> WireMap:
@@ -297,41 +312,79 @@ def _device_wires(qnode) -> WireMap:
     return WireMap(labels)
 
 
-def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
-    """The QNode's results, computed by array operations in the program being traced.
+def _is_mp(x: Any) -> bool:
+    return isinstance(x, _qml().measurements.MeasurementProcess)
 
-    ``qfunc`` runs in place of the QNode's quantum function (``catalyst_lite.capture`` passes the
-    function's captured program)."""
-    import pennylane as qml
 
-    wires = _device_wires(qnode)
-    kwargs = dict(kwargs)
-    shots = qnode._get_shots(kwargs).total_shots
+def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
+                key: KeyCarry) -> CircuitRun:
+    """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
+    the state as array operations of the program being traced."""
     recorder = recorder_class()()
     state = QuantumState(wires.n_wires, wires, recorder, qnode_pipeline(qnode))
-    key = _traced().next_key()
-    circuit = _Circuit(state, key)
+    regions = RegionControlFlow(state)
     stack = _circuits()
-    stack.append(circuit)
+    stack.append(_Circuit(state, key, policy, regions))
     try:
-        regions = RegionControlFlow(state)
-        with ambient_carry(state), ambient_carry(key), recorder, control_flow_handler(regions):
-            output = (qnode.func if qfunc is None else qfunc)(*args, **kwargs)
-            is_mp = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
-            measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=is_mp) if is_mp(m)]
+        with contextlib.ExitStack() as scope:
+            for carry in (state, key, *policy.carries):
+                scope.enter_context(ambient_carry(carry))
+            scope.enter_context(recorder)
+            scope.enter_context(control_flow_handler(regions))
+            output = qfunc(*args, **kwargs)
+            measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
             for m in measurements:
                 recorder.check_not_applied(m)
             state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
-
-        def value(x):
-            if not is_mp(x):
-                return x
-            sample_key = key.split() if shots is not None else None
-            return measure_terminal(x, state.vector, wires.n_wires, wires, shots, sample_key)
-
-        return jax.tree_util.tree_map(value, output, is_leaf=is_mp)
+        return CircuitRun(output, measurements, state, policy)
     finally:
         stack.pop()
+
+
+def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
+    """The QNode's results, computed by array operations in the program being traced. ``qfunc``
+    runs in place of the QNode's quantum function (``catalyst_lite.capture`` passes the function's
+    captured program).
+
+    The quantum function runs once with each mid-circuit measurement following one drawn branch.
+    That is the result when the circuit has no mid-circuit measurement, or with
+    ``mcm_method="single-branch-statistics"`` (the default without shots, as in Catalyst).
+    Otherwise the circuit runs again inside a loop, once per shot or once per branch
+    (:mod:`.repeated`), and the first run is dead code.
+    """
+    wires = _device_wires(qnode)
+    kwargs = dict(kwargs)
+    shots = ShotPlan.of(qnode, kwargs)
+    config = McmConfig.of(qnode, shots)
+    key = _traced().next_key()
+    qfunc = qnode.func if qfunc is None else qfunc
+    first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key)
+    if first.policy.sites and config.method != "single-branch-statistics":
+
+        def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:
+            return run_circuit(qnode, qfunc, args, kwargs, wires, policy, key)
+
+        if shots.finite:
+            return one_shot_results(run, first, key, shots, config)
+        return all_branches_results(run, first, key)
+    return _terminal_results(first, key, shots)
+
+
+def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan) -> Any:
+    """The QNode's results from its final state: exact, or statistics of ``shots`` samples (a
+    tuple of results, one per entry of a shot vector)."""
+    state = run.state
+    leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
+    values = [
+        measure_terminal(x, state.vector, state.n_wires, state.wires, shots, key.split() if shots.finite else None)
+        if _is_mp(x) else x
+        for x in leaves
+    ]
+    if not shots.partitioned:
+        return jax.tree_util.tree_unflatten(tree, values)
+    entries = range(len(shots.slices()))
+    return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if _is_mp(x) else v for x, v in zip(leaves, values)])
+                 for i in entries)
 
 
 def _circuits() -> list[_Circuit]:
@@ -380,10 +433,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     wire = state.wires.index(wire_list[0], "measure")
     vector = state.get()
     p1 = wire_probability(vector, wire, state.n_wires)
-    if postselect is None:
-        outcome = prng.uniform(circuit.key.split(), ()) < p1
-    else:
-        outcome = jnp.asarray(bool(postselect))
+    outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, circuit.regions.loop_depth > 0)
     probability = jnp.where(outcome, p1, 1.0 - p1)
     vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
     if reset:

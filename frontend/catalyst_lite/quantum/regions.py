@@ -47,6 +47,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import jax
+
 from ..control_flow import cond, for_loop
 from ..control_flow.for_loop import trip_count
 from ..errors import QuantumRegionError
@@ -310,6 +312,9 @@ class RegionControlFlow:
             return region.record_while_loop(cond_fn, _within(self.state, inner, body), init, bind)
 
     def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
+        # `qml.cond(m, qml.RY)(x, wires=0)`: a branch may return the operator it applies.
+        branches = [_operators_dropped(b) for b in branches]
+        otherwise = None if otherwise is None else _operators_dropped(otherwise)
         region, inner = self._recording()
         if region is None:
             return bind(preds, branches, otherwise)
@@ -317,6 +322,25 @@ class RegionControlFlow:
         if otherwise is not None:
             otherwise = _within(self.state, inner, otherwise)
         return region.record_cond(preds, wrapped, otherwise, bind)
+
+
+def _operators_dropped(branch: Callable) -> Callable:
+    """``branch`` returning ``None`` in place of the operators it returns: they are gates it
+    applied, not values of the conditional (a branch that returns only operators returns nothing)."""
+    qml = _qml()
+
+    def is_operator(x: Any) -> bool:
+        return isinstance(x, qml.operation.Operator)
+
+    def dropped() -> Any:
+        out = branch()
+        leaves = jax.tree_util.tree_leaves(out, is_leaf=is_operator)
+        if all(is_operator(x) for x in leaves):
+            return None
+        return jax.tree_util.tree_map(lambda x: None if is_operator(x) else x, out, is_leaf=is_operator)
+
+    dropped.__name__ = dropped.__qualname__ = getattr(branch, "__name__", "branch")
+    return dropped
 
 
 def _within(state: Any, regions: Sequence[CtrlRegion], fn: Callable) -> Callable:

@@ -1,0 +1,119 @@
+"""How a mid-circuit measurement picks its outcome: one policy per way of running a circuit.
+
+- :class:`SingleBranch`: the outcome is drawn (``postselect`` forces it): one random branch per
+  execution (Catalyst's ``"single-branch-statistics"``, and every circuit's first trace).
+- :class:`OneShot`: one execution per shot (``"one-shot"``): the outcome is drawn; a
+  ``postselect`` that the drawn outcome misses makes the shot invalid (``"hw-like"``) unless every
+  shot is to be kept (``"fill-shots"``: the outcome is forced, as in :class:`SingleBranch`).
+- :class:`Branches`: one execution per branch (``"deferred"`` without shots): measurement number
+  ``j`` takes bit ``j`` of the branch's index, and the branch's weight is the product of its
+  outcomes' probabilities.
+
+A policy also counts the measurements traced (``sites``, ``sites_in_loops``): whether a circuit has
+any decides how it runs. Values a policy updates (validity, weight) are ambient carries, so that
+measurements inside loops and branches update them too.
+
+>>> policy = SingleBranch()
+>>> bool(policy.outcome(0.25, postselect=1, draw=lambda: None, in_loop=False)), policy.sites
+(True, 1)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax.numpy as jnp
+
+from . import prng
+
+__all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches"]
+
+
+class ValueCarry:
+    """A traced value threaded through control flow (an ambient carry)."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+    def set(self, value: Any) -> None:
+        self.value = value
+
+
+class McmPolicy:
+    """Picks the outcome of each mid-circuit measurement; ``carries``: its ambient values."""
+
+    carries: tuple = ()
+
+    def __init__(self):
+        self.sites = 0
+        self.sites_in_loops = 0
+
+    def outcome(self, p1: Any, postselect: int | None, draw: Callable[[], Any], in_loop: bool) -> Any:
+        """The outcome (a traced ``bool``) of a measurement whose probability of 1 is ``p1``;
+        ``draw()`` gives a fresh PRNG key."""
+        site = self.sites
+        self.sites += 1
+        self.sites_in_loops += bool(in_loop)
+        return self._outcome(site, p1, postselect, draw)
+
+    def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
+        raise NotImplementedError
+
+
+def _drawn(p1: Any, draw: Callable[[], Any]) -> Any:
+    return prng.uniform(draw(), ()) < p1
+
+
+class SingleBranch(McmPolicy):
+    """Drawn outcomes; ``postselect`` forces the outcome."""
+
+    def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
+        return _drawn(p1, draw) if postselect is None else jnp.asarray(bool(postselect))
+
+
+class OneShot(McmPolicy):
+    """Drawn outcomes, one execution per shot; ``valid``: no post-selection failed (always, with
+    ``fill_shots``)."""
+
+    def __init__(self, fill_shots: bool):
+        super().__init__()
+        self.fill_shots = fill_shots
+        self.valid = ValueCarry(jnp.asarray(True))
+        self.carries = (self.valid,)
+
+    def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
+        if postselect is None:
+            return _drawn(p1, draw)
+        if not self.fill_shots:  # hardware-like: the shot counts only if the drawn outcome matches
+            self.valid.set(self.valid.get() & (_drawn(p1, draw) == bool(postselect)))
+        return jnp.asarray(bool(postselect))
+
+
+class Branches(McmPolicy):
+    """Measurement number ``j`` takes bit ``j`` of ``branch``; ``weight`` multiplies the
+    probabilities of the outcomes (zero for an outcome post-selection excludes); ``seen`` has bit
+    ``j`` set once measurement ``j`` ran (a branch that skips a measurement counts once)."""
+
+    def __init__(self, branch: Any):
+        super().__init__()
+        self.branch = branch
+        self.weight = ValueCarry(jnp.asarray(1.0))
+        self.seen = ValueCarry(jnp.zeros((), jnp.int64))
+        self.carries = (self.weight, self.seen)
+
+    def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
+        bit = ((self.branch >> site) & 1) == 1
+        probability = jnp.where(bit, p1, 1.0 - p1)
+        if postselect is not None:
+            probability = jnp.where(bit == bool(postselect), probability, 0.0)
+        self.weight.set(self.weight.get() * probability)
+        self.seen.set(self.seen.get() | (1 << site))
+        return bit
+
+    def total_weight(self) -> Any:
+        """The branch's weight; zero when its index sets the bit of a measurement it skipped."""
+        unseen = self.branch & ~self.seen.get()
+        return jnp.where(unseen == 0, self.weight.get(), 0.0)

@@ -1,0 +1,169 @@
+"""Circuits with mid-circuit measurements whose results cover many branches: the circuit runs
+again and again inside one counted loop of the compiled program.
+
+- :func:`one_shot_results` (``mcm_method="one-shot"``, and ``"deferred"`` with shots): one
+  execution per shot, each drawing its own outcomes and following its own branch; each execution
+  records what its one shot gives of every measurement (:mod:`.sampling`), and the results are the
+  statistics of these records over the valid shots. A value the circuit returns that is not a
+  measurement comes back once per shot, stacked (as Catalyst returns it).
+- :func:`all_branches_results` (``mcm_method="deferred"`` without shots): one execution per branch
+  (``2**k`` for ``k`` mid-circuit measurements), weighted by its probability: exact expectation
+  values, variances and probabilities of the mixture, as PennyLane's deferred measurements give.
+
+``run(policy, key)`` runs the quantum function once (see :func:`.qnode.run_circuit`) and returns
+its :class:`~.qnode.CircuitRun`; ``probe`` is the run that found the mid-circuit measurements and
+gives the results' structure. Analytic circuits without mid-circuit measurements never get here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ..control_flow import for_loop
+from ..errors import QuantumOperationError
+from . import prng
+from .mcm import Branches, OneShot
+from .measurements import apply_observable, exact_measurement
+from .sampling import measurement_kind, shot_records, statistic, value_record
+from .shots import McmConfig, ShotPlan
+
+__all__ = ["one_shot_results", "all_branches_results", "MAX_BRANCHING_MEASUREMENTS"]
+
+MAX_BRANCHING_MEASUREMENTS = 20
+"""``mcm_method="deferred"`` without shots runs ``2**k`` branches: at most this many measurements."""
+
+
+def _is_mp(x: Any) -> bool:
+    import pennylane as qml
+
+    return isinstance(x, qml.measurements.MeasurementProcess)
+
+
+def _flatten(output: Any) -> tuple[list, Any]:
+    return jax.tree_util.tree_flatten(output, is_leaf=_is_mp)
+
+
+# --- one execution per shot ----------------------------------------------------------------------
+
+
+def _shot_record(leaf: Any, run: Any, key: Any) -> Any:
+    """What one execution (one shot) records of an output leaf."""
+    if not _is_mp(leaf):
+        return jnp.asarray(leaf)
+    kind = measurement_kind(leaf)
+    if kind == "state":
+        raise QuantumOperationError(
+            "qml.state() is not compatible with the mcm_method 'one-shot' (the default with "
+            "shots): each shot follows its own branch. Use mcm_method='single-branch-statistics' "
+            "or another measurement."
+        )
+    if leaf.mv is not None:
+        return value_record(leaf)
+    state = run.state
+    return shot_records(leaf, state.vector, key.split(), 1, state.n_wires, state.wires)[0]
+
+
+def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, config: McmConfig) -> Any:
+    """The QNode's results with one execution per shot (see the module docstring); ``key`` is the
+    QNode's key carry."""
+    leaves, tree = _flatten(probe.output)
+    # Each record's type, from the probe's final state (the probe's equations are dead code).
+    shapes = [jnp.asarray(_shot_record(leaf, probe, key)) for leaf in leaves]
+    base = key.split()
+    count = shots.total
+
+    @for_loop(0, count, 1)
+    def each_shot(i, records, valid):
+        policy = OneShot(config.fill_shots)
+        shot_key = type(key)(prng.fold_in(base, i), key.on_draw)
+        current = run(policy, shot_key)
+        now = [_shot_record(leaf, current, shot_key) for leaf in _flatten(current.output)[0]]
+        records = [lax.dynamic_update_index_in_dim(r, jnp.asarray(x, r.dtype), i, 0) for r, x in zip(records, now)]
+        return records, lax.dynamic_update_index_in_dim(valid, policy.valid.get(), i, 0)
+
+    init = [jnp.zeros((count,) + s.shape, s.dtype) for s in shapes]
+    records, valid = each_shot(init, jnp.ones((count,), bool))
+    kept = None if config.fill_shots else valid
+
+    def entry(records: list, kept: Any) -> Any:
+        values = [statistic(leaf, r, probe.state.n_wires, kept) if _is_mp(leaf) else r
+                  for leaf, r in zip(leaves, records)]
+        return jax.tree_util.tree_unflatten(tree, values)
+
+    if not shots.partitioned:
+        return entry(records, kept)
+    return tuple(entry([r[start:stop] for r in records], None if kept is None else kept[start:stop])
+                 for start, stop in shots.slices())
+
+
+# --- one execution per branch --------------------------------------------------------------------
+
+
+def _moments(leaf: Any, state: Any) -> Any:
+    """What one branch contributes (weighted) to a measurement without shots: its exact value, and
+    for a variance also the mean square."""
+    if not _is_mp(leaf):
+        raise QuantumOperationError(
+            "With mcm_method='deferred' and no shots the QNode must return measurements only (a "
+            "mid-circuit measurement value differs from branch to branch); use qml.expval(m) or "
+            "qml.probs(op=m)."
+        )
+    kind = measurement_kind(leaf)
+    if kind not in ("expval", "var", "probs"):
+        raise QuantumOperationError(
+            f"{kind} needs finite shots; with mcm_method='deferred' and no shots, expval, var and "
+            "probs are computed exactly."
+        )
+    if leaf.mv is not None:
+        value = value_record(leaf)
+        if kind == "probs":
+            return jax.nn.one_hot(value, 2 ** len(leaf.mv if isinstance(leaf.mv, (list, tuple)) else [leaf.mv]),
+                                  dtype=jnp.float64)
+        return jnp.stack([value, value**2])
+    if kind == "var":
+        applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
+        mean = jnp.real(jnp.vdot(state.vector, applied))
+        return jnp.stack([mean, jnp.real(jnp.vdot(applied, applied))])
+    value = exact_measurement(leaf, state.vector, state.n_wires, state.wires)
+    return jnp.stack([value, value**2]) if kind == "expval" else value
+
+
+def _combined(leaf: Any, total: Any, norm: Any) -> Any:
+    moments = total / norm
+    kind = measurement_kind(leaf)
+    if kind == "probs":
+        return moments
+    return moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
+
+
+def all_branches_results(run: Callable, probe: Any, key: Any) -> Any:
+    """The QNode's exact results over every branch of its mid-circuit measurements."""
+    sites = probe.policy.sites
+    if probe.policy.sites_in_loops:
+        raise QuantumOperationError(
+            "mcm_method='deferred' without shots needs the number of mid-circuit measurements "
+            "while tracing, but a measurement is inside a for_loop/while_loop. Set finite shots "
+            "(each shot then follows its own branch), or measure outside loops."
+        )
+    if sites > MAX_BRANCHING_MEASUREMENTS:
+        raise QuantumOperationError(
+            f"mcm_method='deferred' without shots runs every branch: {sites} mid-circuit "
+            f"measurements would be 2**{sites} executions. Set finite shots instead."
+        )
+    leaves, tree = _flatten(probe.output)
+    init = [jnp.zeros_like(_moments(leaf, probe.state)) for leaf in leaves]
+
+    @for_loop(0, 2**sites, 1)
+    def each_branch(b, totals, norm):
+        policy = Branches(b)
+        current = run(policy, key)
+        weight = policy.total_weight()
+        moments = [_moments(leaf, current.state) for leaf in _flatten(current.output)[0]]
+        return [t + weight * m for t, m in zip(totals, moments)], norm + weight
+
+    totals, norm = each_branch(init, jnp.zeros(()))
+    return jax.tree_util.tree_unflatten(tree, [_combined(leaf, t, norm) for leaf, t in zip(leaves, totals)])

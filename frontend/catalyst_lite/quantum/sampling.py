@@ -1,0 +1,262 @@
+"""Measurements with finite shots: what each shot *records* of a measurement, and the statistic of
+many shots' records, as PennyLane's ``default.qubit`` estimates them.
+
+Every measurement with shots goes through the same two steps, so that drawing all shots from one
+final state (:func:`shot_records`) and running the circuit once per shot (mid-circuit measurements,
+``mcm_method="one-shot"``, see :mod:`.repeated`) give their results the same way
+(:func:`statistic`):
+
+=====================================  =================================  =====================
+measurement                            one shot records                   statistic
+=====================================  =================================  =====================
+``expval(obs)``                        ``sum_w c_w * (+-1 of word w)``    mean
+                                       (a Pauli sentence, each word in
+                                       its own basis), else an
+                                       eigenvalue of ``obs``
+``var(obs)``                           ``c * (+-1)`` (one Pauli word),    variance (``ddof=0``)
+                                       else an eigenvalue
+``probs(wires)``, ``counts(wires)``    the outcome's index                ``counts / shots``,
+                                                                          ``(outcomes, counts)``
+``sample(wires)``, ``sample(obs)``     the bits (``int64``), the          the records
+                                       eigenvalue
+statistics of a measurement value      its value (``probs``/``counts``:   as above
+                                       the index of a list of bits)
+=====================================  =================================  =====================
+
+A shot may be *invalid* (a post-selected mid-circuit measurement gave the other outcome): the
+statistics use the valid shots only, and samples of invalid shots are ``INVALID_SAMPLE``, as
+PennyLane pads them under ``jax.jit``.
+
+>>> import pennylane as qml
+>>> from catalyst_lite.quantum.gates import WireMap
+>>> from catalyst_lite.quantum.prng import key_from_seed
+>>> from catalyst_lite.quantum.statevector import zero_state
+>>> mp = qml.counts(wires=[0])
+>>> records = shot_records(mp, zero_state(1), key_from_seed(0), 5, 1, WireMap([0]))
+>>> [x.tolist() for x in statistic(mp, records, 1)]
+[[0, 1], [5, 0]]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import QuantumOperationError
+from . import prng
+from .gates import WireMap, gate_records
+from .statevector import apply_matrix, probabilities, wire_bits
+
+__all__ = [
+    "INVALID_SAMPLE",
+    "measurement_kind",
+    "measured_wires",
+    "shot_records",
+    "value_record",
+    "statistic",
+    "static_eigvals",
+]
+
+INVALID_SAMPLE = int(np.iinfo(np.int32).min)
+"""The sample of a discarded (post-selection failed) shot, as PennyLane fills it under JAX."""
+
+_KINDS = {
+    "ExpectationMP": "expval", "VarianceMP": "var", "ProbabilityMP": "probs",
+    "StateMP": "state", "SampleMP": "sample", "CountsMP": "counts",
+}
+
+
+def measurement_kind(mp: Any) -> str:
+    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"`` (or the
+    class name of another measurement process)."""
+    name = type(mp).__name__
+    return _KINDS.get(name, name)
+
+
+def measured_wires(mp: Any, n_wires: int, wires: WireMap) -> tuple:
+    """The wire indices a measurement without observable reads (all wires when it names none)."""
+    return wires.indices(mp.wires, measurement_kind(mp)) if len(mp.wires) else tuple(range(n_wires))
+
+
+# --- drawing samples from a state ----------------------------------------------------------------
+
+
+def _basis_samples(state, key, shots: Any, n_wires: int):
+    """``shots`` basis indices drawn from ``|state|**2``."""
+    return prng.sample_indices(key, probabilities(state), shots)
+
+
+def outcome_index(samples, targets: tuple, n_wires: int):
+    """The outcome of each sampled basis index on the ``targets`` wires, as an integer whose most
+    significant bit is the first target (the order of ``probs`` and of ``eigvals``)."""
+    k = len(targets)
+    return sum((wire_bits(samples, t, n_wires) << (k - 1 - m) for m, t in enumerate(targets)),
+               jnp.zeros_like(samples))
+
+
+def _rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
+    """``state`` after ``obs``'s diagonalizing gates: in this basis ``obs`` is diagonal, so a
+    computational-basis sample picks one of its eigenvalues."""
+    import pennylane as qml
+
+    with qml.QueuingManager.stop_recording():
+        gates = obs.diagonalizing_gates()
+    for op in gates:
+        for r in gate_records(op, wires):
+            state = apply_matrix(state, r.matrix, r.targets, n_wires, r.controls, r.control_values)
+    return state
+
+
+def static_eigvals(obs) -> np.ndarray:
+    """``obs.eigvals()`` as a constant (a traced observable's are unknown while tracing)."""
+    try:
+        return np.asarray(obs.eigvals())
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        raise QuantumOperationError(
+            f"catalyst_lite cannot sample the observable {obs} with finite shots: its eigenvalues "
+            "depend on traced values. Sample its Pauli words separately."
+        ) from None
+
+
+def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMap):
+    """``(shots,)`` eigenvalues of ``obs``: samples of ``state`` measured in its eigenbasis."""
+    rotated = _rotate_to_eigenbasis(state, obs, n_wires, wires)
+    position = outcome_index(_basis_samples(rotated, key, shots, n_wires),
+                             wires.indices(obs.wires, obs.name), n_wires)
+    return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
+
+
+def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires: WireMap):
+    """``(shots,)`` outcomes ``±1`` of the Pauli word ``{wire: "X"|"Y"|"Z"}``: in its eigenbasis
+    the eigenvalue of a basis state is the parity of the word's bits (``+1`` when even)."""
+    import pennylane as qml
+
+    if not word:  # the identity: no draw needed
+        return jnp.ones((shots,), jnp.float64)
+    with qml.QueuingManager.stop_recording():
+        operation = qml.pauli.PauliWord(word).operation()
+    rotated = _rotate_to_eigenbasis(state, operation, n_wires, wires)
+    samples = _basis_samples(rotated, key, shots, n_wires)
+    parity = sum(wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word) & 1
+    return 1.0 - 2.0 * parity.astype(jnp.float64)
+
+
+def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: WireMap):
+    """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word sampled in its own basis with its
+    own key: the mean is PennyLane's estimate, word by word (coefficients may be traced)."""
+    total = None
+    for word, coeff in sentence.items():
+        key, sub = prng.split(key)
+        term = jnp.real(jnp.asarray(coeff)) * _pauli_word_samples(state, dict(word), sub, shots, n_wires, wires)
+        total = term if total is None else total + term
+    return total
+
+
+def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
+    """What each of ``shots`` shots records of the measurement ``mp`` on ``state``
+    (``(shots, ...)``; see the module's table)."""
+    kind = measurement_kind(mp)
+    obs = mp.obs
+    if kind in ("expval", "var"):
+        if obs is None:
+            raise QuantumOperationError(f"{kind} needs an observable.")
+        sentence = obs.pauli_rep
+        if sentence is not None and (kind == "expval" or len(sentence) == 1):
+            return _sentence_samples(state, sentence, key, shots, n_wires, wires)
+        return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
+    if kind in ("sample", "counts") and obs is not None:
+        return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
+    targets = measured_wires(mp, n_wires, wires)
+    samples = _basis_samples(state, key, shots, n_wires)
+    if kind == "sample":
+        if not targets:  # a device without wires: each shot records no bits
+            return samples.astype(jnp.int64)[:, None][:, :0]
+        return jnp.stack([wire_bits(samples, t, n_wires) for t in targets], axis=-1).astype(jnp.int64)
+    if kind in ("probs", "counts"):
+        if obs is not None:
+            raise QuantumOperationError("probs of an observable (probs(op=...)) is not supported; pass wires.")
+        return outcome_index(samples, targets, n_wires)
+    raise QuantumOperationError(
+        f"catalyst_lite cannot compile {kind} with finite shots; supported: expval, var, probs, "
+        "sample, counts."
+    )
+
+
+# --- mid-circuit measurement values --------------------------------------------------------------
+
+
+def _values(mp: Any) -> list:
+    return list(mp.mv) if isinstance(mp.mv, (list, tuple)) else [mp.mv]
+
+
+def value_record(mp: Any):
+    """What one shot records of a statistic of mid-circuit measurement values ``mp.mv`` (a value,
+    an arithmetic combination of values, or a list of them)."""
+    kind = measurement_kind(mp)
+    values = [jnp.asarray(v) for v in _values(mp)]
+    listed = isinstance(mp.mv, (list, tuple))
+    if kind in ("probs", "counts"):
+        if any(v.dtype != jnp.bool_ for v in values):
+            raise QuantumOperationError(
+                f"{kind} of a combination of mid-circuit measurements (such as m0 + 2 * m1) is not "
+                f"supported: its possible values are unknown while tracing. Pass the measurements "
+                f"as a list ({kind}(op=[m0, m1])), or use expval/var/sample of the combination."
+            )
+        k = len(values)
+        return sum(v.astype(jnp.int64) << (k - 1 - m) for m, v in enumerate(values))
+    if kind == "sample":
+        as_int = [v.astype(jnp.int64) if v.dtype == jnp.bool_ or jnp.issubdtype(v.dtype, jnp.integer)
+                  else v for v in values]
+        return jnp.stack(as_int) if listed else as_int[0]
+    if kind in ("expval", "var"):
+        if listed:
+            raise QuantumOperationError(f"qml.{kind} does not take a list of mid-circuit measurements.")
+        return values[0].astype(jnp.float64)
+    raise QuantumOperationError(f"{kind} of mid-circuit measurement values is not supported.")
+
+
+# --- statistics of records -----------------------------------------------------------------------
+
+
+def _outcome_count(mp: Any, n_wires: int) -> int:
+    """How many outcomes a ``probs``/``counts`` without observable has."""
+    if mp.mv is not None:
+        return 2 ** len(_values(mp))
+    return 2 ** (len(mp.wires) if len(mp.wires) else n_wires)
+
+
+def statistic(mp: Any, records, n_wires: int, valid=None):
+    """The result of ``mp`` from the records of several shots (``valid``: which shots count;
+    ``None``: all)."""
+    kind = measurement_kind(mp)
+    weights = None if valid is None else valid.astype(jnp.float64)
+    if kind in ("expval", "var"):
+        mean = jnp.mean(records) if weights is None else jnp.sum(records * weights) / jnp.sum(weights)
+        if kind == "expval":
+            return mean
+        spread = (records - mean) ** 2
+        return jnp.mean(spread) if weights is None else jnp.sum(spread * weights) / jnp.sum(weights)
+    if kind == "sample":
+        if valid is None:
+            return records
+        keep = jnp.reshape(valid, valid.shape + (1,) * (records.ndim - 1))
+        return jnp.where(keep, records, jnp.asarray(INVALID_SAMPLE, records.dtype))
+    if kind == "counts" and mp.obs is not None:
+        outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs)), jnp.float64)
+        hits = records[:, None] == outcomes[None, :]
+        return outcomes, _count(hits, valid)
+    if kind in ("probs", "counts"):
+        outcomes = jnp.arange(_outcome_count(mp, n_wires))
+        counts = _count(records[:, None] == outcomes[None, :], valid)
+        return (outcomes, counts) if kind == "counts" else counts / jnp.sum(counts)
+    raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
+
+
+def _count(hits, valid):
+    """How many shots hit each outcome (``hits``: ``(shots, outcomes)`` booleans)."""
+    if valid is not None:
+        hits = hits & valid[:, None]
+    return jnp.sum(hits, axis=0, dtype=jnp.int64)

@@ -1,0 +1,112 @@
+"""A compiled QNode's shots and mid-circuit measurement method, resolved as PennyLane and Catalyst
+resolve them.
+
+- **Shots** (:class:`ShotPlan`): the QNode's (``qml.set_shots``, ``qml.qnode(..., shots=)``, the
+  device's), or a call-site ``circuit(x, shots=100)``; an integer, a *shot vector*
+  (``[10, (20, 3)]``: one result per entry, in PennyLane's structure) or a traced integer (the
+  samples then have a symbolic length).
+- **Mid-circuit measurements** (:class:`McmConfig`): ``mcm_method=None`` is ``"one-shot"`` with
+  finite shots (PennyLane's and Catalyst's choice) and ``"single-branch-statistics"`` without
+  (Catalyst's: each execution follows one randomly drawn branch). ``"one-shot"`` runs the circuit
+  once per shot, each with its own outcomes and branch; ``"deferred"`` (and ``"tree-traversal"``)
+  gives the statistics of all branches at once, exactly without shots.
+
+>>> import pennylane as qml
+>>> dev = qml.device("default.qubit", wires=1)
+>>> plan = ShotPlan.of(qml.qnode(dev, shots=[10, (20, 3)])(lambda: qml.sample()), {})
+>>> plan.total, plan.slices()
+(70, [(0, 10), (10, 30), (30, 50), (50, 70)])
+>>> McmConfig.of(qml.qnode(dev, shots=10)(lambda: qml.sample()), plan).method
+'one-shot'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ShotsError
+from ..jax_extras import Tracer
+
+__all__ = ["ShotPlan", "McmConfig"]
+
+
+@dataclass(frozen=True)
+class ShotPlan:
+    """How many samples a QNode draws: ``total`` (``None``: exact results), and ``copies``, the
+    ``(shots, copies)`` entries of a shot vector (``()`` unless it is one)."""
+
+    total: Any = None
+    copies: tuple = ()
+
+    @staticmethod
+    def of(qnode: Any, kwargs: dict) -> "ShotPlan":
+        """The shots of a call of ``qnode`` (``kwargs`` loses a call-site ``shots=``)."""
+        import pennylane as qml
+
+        shots = qnode._get_shots(kwargs)  # PennyLane warns of a call-site keyword, and honours it
+        shots = shots if isinstance(shots, qml.measurements.Shots) else qml.measurements.Shots(shots)
+        if shots.total_shots is None:
+            return ShotPlan()
+        copies = tuple((s.shots, s.copies) for s in shots.shot_vector)
+        return ShotPlan(shots.total_shots, copies if shots.has_partitioned_shots else ())
+
+    @property
+    def finite(self) -> bool:
+        return self.total is not None
+
+    @property
+    def traced(self) -> bool:
+        return isinstance(self.total, Tracer)
+
+    @property
+    def partitioned(self) -> bool:
+        return bool(self.copies)
+
+    def slices(self) -> list[tuple[Any, Any]]:
+        """``(start, stop)`` of each result's samples among the ``total`` drawn."""
+        if not self.partitioned:
+            return [(0, self.total)]
+        out, start = [], 0
+        for shots, copies in self.copies:
+            for _ in range(copies):
+                out.append((start, start + shots))
+                start += shots
+        return out
+
+
+MCM_METHODS = ("one-shot", "single-branch-statistics", "deferred", "tree-traversal", "device")
+
+
+@dataclass(frozen=True)
+class McmConfig:
+    """The resolved mid-circuit measurement method and post-selection mode of a QNode call.
+
+    ``method``: ``"one-shot"``, ``"deferred"`` or ``"single-branch-statistics"`` (PennyLane's
+    ``"tree-traversal"`` and ``"device"`` give the statistics of every branch: ``"deferred"``).
+    ``fill_shots``: post-selected shots are all kept (PennyLane's ``"fill-shots"``, and what
+    ``"deferred"`` does); otherwise a shot whose outcome differs from its ``postselect`` value is
+    discarded (``"hw-like"``): statistics use the valid shots, samples of the others are padded
+    with ``INVALID_SAMPLE``.
+    """
+
+    method: str
+    fill_shots: bool = False
+    explicit: bool = False  # the user chose the method
+
+    @staticmethod
+    def of(qnode: Any, shots: ShotPlan) -> "McmConfig":
+        options = getattr(qnode, "execute_kwargs", {})
+        method, mode = options.get("mcm_method"), options.get("postselect_mode")
+        if method is not None and method not in MCM_METHODS:
+            raise ShotsError(f"mcm_method={method!r} is not one of {', '.join(map(repr, MCM_METHODS))}.")
+        if method == "one-shot" and not shots.finite:
+            raise ShotsError("mcm_method='one-shot' is not supported in analytic shot mode; set finite shots.")
+        if method == "single-branch-statistics" and mode == "hw-like":
+            raise ShotsError("'hw-like' post-selection requires mcm_method='one-shot'.")
+        explicit = method is not None
+        if method is None:
+            method = "one-shot" if shots.finite else "single-branch-statistics"
+        elif method in ("tree-traversal", "device"):
+            method = "deferred"
+        return McmConfig(method, fill_shots=method == "deferred" or mode == "fill-shots", explicit=explicit)

@@ -1,0 +1,267 @@
+"""Shots and mid-circuit measurements in compiled QNodes, with PennyLane's semantics.
+
+- ``mcm_method="deferred"`` without shots is exact: compared with ``default.qubit`` to 1e-10.
+- ``"one-shot"`` (the default with shots) runs each shot on its own branch: its estimates are
+  compared with ``default.qubit``'s exact values within five binomial standard errors (seeded), and
+  what is deterministic per shot (a measured wire keeps its outcome) is checked exactly.
+- Shot vectors, ``qml.set_shots``, the call-site ``shots=`` keyword, a traced number of shots,
+  ``int64`` samples, devices without wires, and Catalyst's errors.
+"""
+
+import numpy as np
+import pennylane as qml
+import pytest
+
+from catalyst_lite import for_loop, measure, qjit, while_loop
+from catalyst_lite.errors import QuantumOperationError, ShotsError
+from catalyst_lite.quantum.sampling import INVALID_SAMPLE
+
+DEV = qml.device("default.qubit", wires=3)
+REFERENCE = qml.device("default.qubit")  # deferred measurements add wires of their own
+X, Y = 1.1, 0.7
+SHOTS = 3000
+
+
+def branching(x, y):
+    """Two mid-circuit measurements (one with reset) that steer later gates."""
+    qml.RX(x, 0)
+    qml.RY(y, 1)
+    qml.CNOT([0, 2])
+    m0 = qml.measure(0)
+    qml.cond(m0, qml.RY)(y, wires=1)
+    m1 = qml.measure(1, reset=True)
+    qml.cond(m1 == 0, qml.Hadamard)(wires=2)
+    qml.RX(x * 0.5, 1)
+    return m0, m1
+
+
+def exact_circuit(x, y):
+    m0, m1 = branching(x, y)
+    return (qml.expval(qml.Z(1) @ qml.X(2)), qml.var(qml.Y(2)), qml.probs(wires=[0, 1]),
+            qml.expval(m0), qml.var(m0 + 2 * m1), qml.probs(op=[m0, m1]), qml.probs(op=m1))
+
+
+def assert_all_close(actual, expected):
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), atol=1e-10)
+
+
+def test_deferred_without_shots_is_exact():
+    expected = qml.qnode(REFERENCE, mcm_method="deferred")(exact_circuit)(X, Y)
+    assert_all_close(qjit(qml.qnode(DEV, mcm_method="deferred")(exact_circuit))(X, Y), expected)
+
+
+def test_deferred_without_shots_post_selects_and_renormalizes():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        qml.RY(x / 3, 1)
+        m = qml.measure(1, postselect=1)
+        qml.cond(m, qml.PauliX)(wires=2)
+        return qml.expval(qml.Z(0)), qml.probs(wires=[0, 2])
+
+    expected = qml.qnode(REFERENCE, mcm_method="deferred")(circuit)(X)
+    assert_all_close(qjit(qml.qnode(DEV, mcm_method="deferred")(circuit))(X), expected)
+
+
+def tolerance(p, shots=SHOTS):
+    """Five binomial standard errors of a frequency whose probability is ``p`` (at least 1e-3)."""
+    return max(5 * np.sqrt(p * (1 - p) / shots), 1e-3)
+
+
+@pytest.fixture(scope="module")
+def one_shot():
+    def circuit(x, y):
+        m0, m1 = branching(x, y)
+        return (qml.expval(qml.Z(1) @ qml.X(2)), qml.probs(wires=[0, 1]), qml.expval(m0),
+                qml.probs(op=[m0, m1]), qml.counts(m1), qml.sample(m0), qml.sample(wires=[0, 2]),
+                qml.expval(m0 + 2 * m1), qml.var(m1))
+
+    return qjit(seed=11)(qml.set_shots(qml.qnode(DEV)(circuit), shots=SHOTS))(X, Y)
+
+
+def test_one_shot_estimates_match_default_qubit(one_shot):
+    exact = [np.asarray(e) for e in qml.qnode(REFERENCE, mcm_method="deferred")(exact_circuit)(X, Y)]
+    zx, probs, m0, m0m1 = (np.asarray(r) for r in one_shot[:4])
+    assert abs(zx - exact[0]) < 2 * tolerance((1 - exact[0]) / 2)  # a +-1 outcome: twice a frequency
+    for estimate, p in [*zip(probs, exact[2]), *zip(m0m1, exact[5]), (m0, exact[3])]:
+        assert abs(estimate - p) < tolerance(p)
+    outcomes, counts = (np.asarray(c) for c in one_shot[4])
+    assert outcomes.tolist() == [0, 1] and counts.sum() == SHOTS
+    assert abs(counts[1] / SHOTS - exact[6][1]) < tolerance(exact[6][1])
+
+
+def test_one_shot_records_every_measurement_of_a_shot_together(one_shot):
+    m0_samples, bits = np.asarray(one_shot[5]), np.asarray(one_shot[6])
+    assert m0_samples.dtype == np.int64 and bits.dtype == np.int64
+    assert m0_samples.shape == (SHOTS,) and bits.shape == (SHOTS, 2)
+    # Wire 0 keeps its measured value: per shot, its sample is that shot's m0.
+    np.testing.assert_array_equal(bits[:, 0], m0_samples)
+    assert 0 < m0_samples.sum() < SHOTS  # both branches were taken
+    # Statistics of one shot set: the mean of m0 + 2 m1 is mean(m0) + 2 mean(m1) exactly.
+    m1_mean = np.asarray(one_shot[4][1])[1] / SHOTS
+    assert abs(np.asarray(one_shot[7]) - (m0_samples.mean() + 2 * m1_mean)) < 1e-12
+    assert abs(np.asarray(one_shot[2]) - m0_samples.mean()) < 1e-12
+    assert abs(np.asarray(one_shot[8]) - m1_mean * (1 - m1_mean)) < 1e-12
+
+
+def post_selected(x):
+    qml.RX(x, 0)
+    qml.CNOT([0, 1])
+    m = qml.measure(0, postselect=1)
+    return qml.sample(wires=[1]), qml.expval(qml.Z(1)), qml.counts(m)
+
+
+def test_one_shot_post_selection_discards_failed_shots_hardware_like():
+    sample, z1, (outcomes, counts) = qjit(seed=3)(qml.qnode(DEV, shots=SHOTS)(post_selected))(X)
+    sample = np.asarray(sample)[:, 0]
+    valid = sample != INVALID_SAMPLE
+    assert set(sample[valid].tolist()) == {1} and counts.tolist() == [0, valid.sum()]
+    p = np.sin(X / 2) ** 2
+    assert abs(valid.mean() - p) < tolerance(p)
+    assert float(z1) == -1.0  # over the valid shots only
+
+
+@pytest.mark.parametrize("options", [{"postselect_mode": "fill-shots"}, {"mcm_method": "deferred"}])
+def test_filled_shots_and_deferred_with_shots_keep_every_shot(options):
+    sample, z1, (outcomes, counts) = qjit(seed=3)(qml.qnode(DEV, shots=50, **options)(post_selected))(X)
+    assert np.asarray(sample).tolist() == [[1]] * 50
+    assert float(z1) == -1.0 and counts.tolist() == [0, 50]
+
+
+def test_mid_circuit_measurements_inside_loops_one_per_shot():
+    """Repeat until success: the number of attempts is geometric, per shot (returned stacked, as
+    Catalyst returns a classical value of a one-shot circuit); a for_loop of measurements."""
+
+    def circuit(x):
+        @while_loop(lambda done, attempts: ~done)
+        def attempt(done, attempts):
+            qml.RX(x, 0)
+            return measure(0, reset=True), attempts + 1
+
+        _, attempts = attempt(False, 0)
+
+        @for_loop(0, 3, 1)
+        def heads(i, total):
+            qml.Hadamard(i)
+            return total + measure(i)
+
+        return attempts, qml.expval(heads(0)), qml.sample(wires=[0])
+
+    attempts, heads, sample = qjit(seed=5)(qml.qnode(DEV, shots=SHOTS)(circuit))(X)
+    p = np.sin(X / 2) ** 2
+    attempts = np.asarray(attempts)
+    assert attempts.shape == (SHOTS,) and attempts.min() >= 1
+    assert abs(attempts.mean() - 1 / p) < 5 * np.sqrt(1 - p) / p / np.sqrt(SHOTS)
+    assert abs(float(heads) - 1.5) < 5 * np.sqrt(0.75 / SHOTS)
+
+
+def test_shot_vectors_give_one_result_per_entry():
+    def circuit(x):
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.CNOT([0, 1])
+        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.counts(m)
+
+    def no_mcm(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.probs(wires=[0])
+
+    shots = [10, (20, 3)]
+    reference = qml.qnode(DEV, shots=shots)(no_mcm)(X)
+    for qfunc in (circuit, no_mcm):
+        results = qjit(seed=2)(qml.qnode(DEV, shots=shots)(qfunc))(X)
+        assert isinstance(results, tuple) and len(results) == len(reference) == 4
+        for entry, n in zip(results, [10, 20, 20, 20]):
+            sample, z1, last = entry
+            assert np.asarray(sample).shape == (n, 2)
+            np.testing.assert_array_equal(np.asarray(sample)[:, 0], np.asarray(sample)[:, 1])
+            assert float(z1) * n == pytest.approx(round(float(z1) * n), abs=1e-9)  # n shots' mean
+            if qfunc is circuit:  # one execution per shot records all measurements together
+                assert float(z1) == pytest.approx(1 - 2 * np.asarray(sample)[:, 1].mean(), abs=1e-12)
+                assert np.asarray(last[1]).sum() == n
+        assert [np.shape(r[0]) for r in reference] == [np.shape(r[0]) for r in results]
+
+
+def test_set_shots_call_site_shots_and_int64_samples():
+    def circuit(x):
+        qml.RX(x, 0)
+        return qml.sample(), qml.sample(qml.Z(0))
+
+    qnode = qml.qnode(DEV)(circuit)
+    sample, z = qjit(qml.set_shots(qnode, shots=7))(X)
+    assert sample.dtype == np.int64 and sample.shape == (7, 3) and z.shape == (7,)
+    with pytest.warns(qml.exceptions.PennyLaneDeprecationWarning, match="shots"):
+        sample, _ = qjit(lambda x: qnode(x, shots=5))(X)
+    assert sample.shape == (5, 3)
+
+
+def test_a_traced_number_of_shots():
+    def circuit(x):
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.CNOT([0, 1])
+        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.counts(m)
+
+    def without_mid_circuit_measurement(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1))
+
+    for qfunc in (circuit, without_mid_circuit_measurement):
+        compiled = qjit(seed=1)(lambda n, x: qml.set_shots(qml.qnode(DEV)(qfunc), shots=n)(x))
+        for n in (3, 40):
+            out = compiled(n, X)
+            assert np.asarray(out[0]).shape == (n, 2)
+            assert float(out[1]) * n == pytest.approx(round(float(out[1]) * n), abs=1e-9)
+            if qfunc is circuit:
+                assert float(out[1]) == pytest.approx(1 - 2 * np.asarray(out[0])[:, 1].mean(), abs=1e-12)
+        assert len(compiled._programs) == 1  # traced once for every number of shots
+
+
+def test_sample_and_counts_on_a_device_without_wires():
+    # Catalyst 0.15: sample() has shape (shots, 0) and counts() is ([0], [shots])
+    circuit = qml.qnode(qml.device("default.qubit", wires=0), shots=3)
+    sample = qjit(circuit(lambda: qml.sample()))()
+    outcomes, counts = qjit(circuit(lambda: qml.counts()))()
+    assert sample.shape == (3, 0) and sample.dtype == np.int64
+    assert outcomes.tolist() == [0] and counts.tolist() == [3]
+
+
+def test_without_shots_one_branch_is_followed_by_default():
+    def circuit():
+        qml.Hadamard(0)
+        qml.measure(0)
+        return qml.probs(wires=[0])
+
+    probs = np.asarray(qjit(seed=4)(qml.qnode(DEV)(circuit))())
+    assert sorted(probs.tolist()) == [0.0, 1.0]  # Catalyst's single-branch-statistics
+
+
+@pytest.mark.parametrize("options, qfunc, error, message", [
+    ({"mcm_method": "one-shot"}, lambda: qml.measure(0) and qml.probs(), ShotsError,
+     "mcm_method='one-shot' is not supported in analytic shot mode"),
+    ({"shots": 10, "mcm_method": "single-branch-statistics", "postselect_mode": "hw-like"},
+     lambda: qml.probs(), ShotsError, "'hw-like' post-selection requires mcm_method='one-shot'"),
+    ({"shots": 10}, lambda: (qml.measure(0), qml.state())[1], QuantumOperationError, "one-shot"),
+    ({"mcm_method": "deferred"}, lambda: qml.sample(qml.measure(0)), QuantumOperationError, "finite shots"),
+    ({}, lambda: qml.expval(qml.measure(0)), QuantumOperationError, "deferred"),
+])
+def test_catalysts_and_pennylanes_errors(options, qfunc, error, message):
+    with pytest.raises(error, match=message):
+        qjit(qml.qnode(DEV, **options)(qfunc))()
+
+
+def test_deferred_without_shots_refuses_measurements_inside_loops():
+    def circuit():
+        @for_loop(0, 2, 1)
+        def body(i):
+            qml.Hadamard(i)
+            measure(i)
+
+        body()
+        return qml.probs()
+
+    with pytest.raises(QuantumOperationError, match="inside a for_loop/while_loop"):
+        qjit(qml.qnode(DEV, mcm_method="deferred")(circuit))()
