@@ -358,6 +358,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     config = McmConfig.of(qnode, shots)
     key = _traced().next_key()
     qfunc = qnode.func if qfunc is None else qfunc
+    initial_key = key.get()
     first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key)
     if first.policy.sites and config.method != "single-branch-statistics":
 
@@ -365,7 +366,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             return run_circuit(qnode, qfunc, args, kwargs, wires, policy, key)
 
         if shots.finite:
-            return one_shot_results(run, first, key, shots, config)
+            return one_shot_results(run, first, key, initial_key, shots, config)
         return all_branches_results(run, first, key)
     return _terminal_results(first, key, shots)
 
