@@ -1,9 +1,15 @@
 """Quantum circuits compiled into the same XLA program as the classical code around them.
 
-- :mod:`.statevector`: the state vector and the gate kernel (array operations, traced wires).
-- :mod:`.gates`: which PennyLane operations compile and the records they become.
-- :mod:`.measurements`: terminal measurements (expval, var, probs, state, sample, counts).
 - :mod:`.qnode`: QNode interception while tracing, ambient state and key, mid-circuit ``measure``.
+- :mod:`.recorder`, :mod:`.regions`: where operations queue; ``qml.adjoint``/``qml.ctrl`` regions.
+- :mod:`.gates`, :mod:`.transforms`: which operations compile, the records they become, the
+  QNode's own transforms.
+- :mod:`.application`, :mod:`.fusion`, :mod:`.statevector`, :mod:`.monomials`: applying gate
+  records to the state vector (planned blocks, loops, kernels).
+- :mod:`.measurements`, :mod:`.sampling`: terminal measurements, exact or from shots.
+- :mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`: shots and ``mcm_method``; mid-circuit measurement
+  outcomes; one execution per shot or per branch.
+- :mod:`.prng`: the seedable PRNG.
 """
 
 from .qnode import execute_qnode, measure, quantum_tracing

@@ -16,9 +16,13 @@ While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`
    the QNode's own transforms rewrite the operations of each applied stretch (:mod:`.transforms`);
    a ``StatePrep`` that is the circuit's first operation sets the state, a later one is its
    decomposition (as on ``default.qubit``).
+   Inside ``qml.adjoint``/``qml.ctrl`` of a function, operations queue into a region and reach
+   the circuit adjointed or controlled (:mod:`.regions`).
 4. the gates are applied by :mod:`.application`: fused blocks and repeated layers as loops for
    gates on known wires (:mod:`.fusion`), counted loops over stacked matrices for traced wires, so
-   the compiled program's size does not grow with the circuit's.
+   the compiled program's size does not grow with the circuit's;
+5. the terminal measurements are exact, or statistics of shots (:mod:`.sampling`); a circuit with
+   mid-circuit measurements may run again once per shot or per branch (:mod:`.repeated`).
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -400,7 +404,9 @@ def _circuits() -> list[_Circuit]:
 def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
     """Measure one wire in the computational basis inside a compiled QNode, like
     ``catalyst.measure``: returns the outcome as a traced boolean that ``cond`` can use; the state
-    collapses (and is reset to ``|0>`` with ``reset=True``; ``postselect`` forces the outcome).
+    collapses (and is reset to ``|0>`` with ``reset=True``). How the outcome is chosen depends on
+    the QNode's ``mcm_method`` and shots (:mod:`.mcm`): drawn for one branch, for each shot, or
+    enumerated over all branches; ``postselect`` forces it, or discards the shots that miss it.
 
     >>> import pennylane as qml
     >>> from catalyst_lite import qjit, cond
