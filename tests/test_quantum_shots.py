@@ -156,31 +156,40 @@ def test_mid_circuit_measurements_inside_loops_one_per_shot():
     assert abs(float(heads) - 1.5) < 5 * np.sqrt(0.75 / SHOTS)
 
 
+def copied_bit(x):
+    """Wire 0 rotated, measured mid-circuit and copied to wire 1."""
+    qml.RX(x, 0)
+    m = qml.measure(0)
+    qml.CNOT([0, 1])
+    return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.counts(m)
+
+
+def copied_bit_without_measurement(x):
+    qml.RX(x, 0)
+    qml.CNOT([0, 1])
+    return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.probs(wires=[0])
+
+
+def check_shots(result, qfunc, n):
+    """``n`` samples of two equal bits, an expectation that is a mean of ``n`` outcomes and, with
+    one execution per shot, the same shots' mean."""
+    sample, z1, last = result
+    assert np.asarray(sample).shape == (n, 2)
+    np.testing.assert_array_equal(np.asarray(sample)[:, 0], np.asarray(sample)[:, 1])
+    assert float(z1) * n == pytest.approx(round(float(z1) * n), abs=1e-9)
+    if qfunc is copied_bit:  # one execution per shot records all measurements together
+        assert float(z1) == pytest.approx(1 - 2 * np.asarray(sample)[:, 1].mean(), abs=1e-12)
+        assert np.asarray(last[1]).sum() == n
+
+
 def test_shot_vectors_give_one_result_per_entry():
-    def circuit(x):
-        qml.RX(x, 0)
-        m = qml.measure(0)
-        qml.CNOT([0, 1])
-        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.counts(m)
-
-    def no_mcm(x):
-        qml.RX(x, 0)
-        qml.CNOT([0, 1])
-        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.probs(wires=[0])
-
     shots = [10, (20, 3)]
-    reference = qml.qnode(DEV, shots=shots)(no_mcm)(X)
-    for qfunc in (circuit, no_mcm):
+    reference = qml.qnode(DEV, shots=shots)(copied_bit_without_measurement)(X)
+    for qfunc in (copied_bit, copied_bit_without_measurement):
         results = qjit(seed=2)(qml.qnode(DEV, shots=shots)(qfunc))(X)
         assert isinstance(results, tuple) and len(results) == len(reference) == 4
         for entry, n in zip(results, [10, 20, 20, 20]):
-            sample, z1, last = entry
-            assert np.asarray(sample).shape == (n, 2)
-            np.testing.assert_array_equal(np.asarray(sample)[:, 0], np.asarray(sample)[:, 1])
-            assert float(z1) * n == pytest.approx(round(float(z1) * n), abs=1e-9)  # n shots' mean
-            if qfunc is circuit:  # one execution per shot records all measurements together
-                assert float(z1) == pytest.approx(1 - 2 * np.asarray(sample)[:, 1].mean(), abs=1e-12)
-                assert np.asarray(last[1]).sum() == n
+            check_shots(entry, qfunc, n)
         assert [np.shape(r[0]) for r in reference] == [np.shape(r[0]) for r in results]
 
 
@@ -198,25 +207,10 @@ def test_set_shots_call_site_shots_and_int64_samples():
 
 
 def test_a_traced_number_of_shots():
-    def circuit(x):
-        qml.RX(x, 0)
-        m = qml.measure(0)
-        qml.CNOT([0, 1])
-        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1)), qml.counts(m)
-
-    def without_mid_circuit_measurement(x):
-        qml.RX(x, 0)
-        qml.CNOT([0, 1])
-        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(1))
-
-    for qfunc in (circuit, without_mid_circuit_measurement):
+    for qfunc in (copied_bit, copied_bit_without_measurement):
         compiled = qjit(seed=1)(lambda n, x: qml.set_shots(qml.qnode(DEV)(qfunc), shots=n)(x))
         for n in (3, 40):
-            out = compiled(n, X)
-            assert np.asarray(out[0]).shape == (n, 2)
-            assert float(out[1]) * n == pytest.approx(round(float(out[1]) * n), abs=1e-9)
-            if qfunc is circuit:
-                assert float(out[1]) == pytest.approx(1 - 2 * np.asarray(out[0])[:, 1].mean(), abs=1e-12)
+            check_shots(compiled(n, X), qfunc, n)
         assert len(compiled._programs) == 1  # traced once for every number of shots
 
 
