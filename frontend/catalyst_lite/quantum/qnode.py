@@ -369,8 +369,11 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:
             return run_circuit(qnode, qfunc, args, kwargs, wires, policy, key)
 
+        # Draw from the key the first run started from: nothing it computed is used, so its
+        # equations are dropped from the program.
+        key.set(initial_key)
         if shots.finite:
-            return one_shot_results(run, first, key, initial_key, shots, config)
+            return one_shot_results(run, first, key, shots, config)
         return all_branches_results(run, first, key)
     return _terminal_results(first, key, shots)
 

@@ -67,14 +67,14 @@ def _shot_record(leaf: Any, run: Any, key: Any) -> Any:
     return shot_records(leaf, state.vector, key.split(), 1, state.n_wires, state.wires)[0]
 
 
-def one_shot_results(run: Callable, probe: Any, key: Any, initial_key: Any, shots: ShotPlan, config: McmConfig) -> Any:
+def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, config: McmConfig) -> Any:
     """The QNode's results with one execution per shot (see the module docstring); ``key`` is the
-    QNode's key carry, ``initial_key`` its value before the probe ran."""
+    QNode's key carry."""
     leaves, tree = _flatten(probe.output)
-    # Each record's type, from the probe's final state; the shots draw from the key the probe
-    # started from, so that nothing the probe computed is used (its equations are dropped).
-    shapes = [jnp.asarray(_shot_record(leaf, probe, key)) for leaf in leaves]
-    key.set(initial_key)
+    # Each record's type, from the probe's final state (with a key of its own: nothing the probe
+    # computed is used, and its equations are dropped).
+    scratch = type(key)(key.get())
+    shapes = [jnp.asarray(_shot_record(leaf, probe, scratch)) for leaf in leaves]
     base = key.split()
     count = shots.total
 
