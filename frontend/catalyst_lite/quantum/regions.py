@@ -335,7 +335,7 @@ def _operators_dropped(branch: Callable) -> Callable:
     def dropped() -> Any:
         out = branch()
         leaves = jax.tree_util.tree_leaves(out, is_leaf=is_operator)
-        if all(is_operator(x) for x in leaves):
+        if leaves and all(is_operator(x) for x in leaves):
             return None
         return jax.tree_util.tree_map(lambda x: None if is_operator(x) else x, out, is_leaf=is_operator)
 
