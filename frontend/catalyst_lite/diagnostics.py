@@ -49,7 +49,9 @@ _LIBRARY_DIRS = tuple(
 
 # Fragments of JAX's *internal* failures on dynamically-shaped values: a JAX function that has no
 # dynamic-shape support trips over these types instead of raising a user-facing error.
-_INTERNAL_MARKERS = ("DShapedArray", "DynamicJaxprTracer", "DBIdx", "JaxprEqn", "TracingEqn", "hashable")
+# (`Var(id=...)` is a size variable of a jaxpr that JAX traced itself: lax.cond's branches
+# disagreeing on sizes that JAX cannot relate.)
+_INTERNAL_MARKERS = ("DShapedArray", "DynamicJaxprTracer", "DBIdx", "JaxprEqn", "TracingEqn", "hashable", "Var(id=")
 
 _HINTS: tuple[tuple[type[BaseException], str], ...] = (
     (

@@ -201,7 +201,8 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
             return _bind(prim, operands, params)
         if all(_is_index_scalar(v) for v in eqn.outvars) and not _any_traced(invals):
             with eval_context():
-                return [x.item() for x in _bind(prim, invals, eqn.params)]
+                outs = _bind(prim, invals, eqn.params)
+            return [_folded(x, v.aval.dtype) for x, v in zip(outs, eqn.outvars)]
         return _bind(prim, invals, eqn.params)
     except _UNTRANSLATED:
         raise
@@ -209,8 +210,28 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
         raise unsupported_equation_error(eqn, err) from err
 
 
+def _folded(value: Any, dtype: Any) -> Any:
+    """A known index scalar as a host value that binds back as its own type.
+
+    A Python ``int`` or ``bool`` keeps later sizes static, but binds as JAX's default integer
+    type (64 bits here); a 32-bit one (``platform_index``, the indices ``jnp.diagonal`` computes)
+    stays a NumPy scalar of its type, since StableHLO requires 32 bits where JAX asked for them.
+
+    >>> import numpy as np
+    >>> type(_folded(np.int64(3), np.int64)).__name__, type(_folded(np.int32(3), np.int32)).__name__
+    ('int', 'int32')
+    """
+    host = np.asarray(value).item()
+    if np.dtype(type(host)) == np.dtype(dtype):
+        return host
+    return np.dtype(dtype).type(host)
+
+
 def _bind(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    out = prim.bind(*invals, **params)
+    # As JAX's own interpreter binds an equation: primitives holding functions (custom_jvp_call's
+    # jvp, custom_vjp_call's fwd and bwd) take them back as leading arguments.
+    subfuns, params = prim.get_bind_params(params)
+    out = prim.bind(*subfuns, *invals, **params)
     return list(out) if prim.multiple_results else [out]
 
 

@@ -9,6 +9,7 @@ these modules only.
 - :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
 - :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
 - :mod:`.random`: ``jax.random`` with symbolic sizes.
+- :mod:`.multi_result`: multi-result primitives (linear algebra) on symbolic shapes.
 - :mod:`.dynshape`: the design documents' nested-binding algorithm (``DynshapePrimitive``).
 - :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
 """
@@ -23,6 +24,7 @@ from jax._src.interpreters import mlir as mlir
 from . import dimensions as dimensions  # registers the symbolic-size patches
 from . import random as random  # registers the jax.random patches
 from . import requirements as requirements  # registers the reshape patches
+from . import multi_result as multi_result  # registers the multi-result abstract-eval patches
 from .tracing import (
     ClosedJaxpr,
     DBIdx,

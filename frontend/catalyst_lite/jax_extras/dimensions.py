@@ -35,7 +35,7 @@ import weakref
 from typing import Any
 
 import numpy as np
-from jax._src import core
+from jax._src import core, dtypes
 from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
@@ -263,6 +263,13 @@ def _make_bool(original):
                     lhs, rhs = self.parent.in_tracers
                     _assume(lhs, rhs, _COMPARISONS[self.parent.primitive], bool(answer))
                 return bool(answer)
+            if _in_shape_rule():
+                # A shape rule only compares sizes, never data: these are sizes it cannot relate
+                # (those of a nested JAX trace: lax.while_loop, lax.cond, custom_linear_solve).
+                raise NotImplementedError(
+                    "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
+                    "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
+                )
         return original(self)
 
     return __bool__
@@ -325,6 +332,18 @@ def _make_sharding(original):
         return NamedSharding(original.fget(self).mesh, unconstrained)
 
     return property(sharding)
+
+
+def _make_dshaped_init(original):
+    # `ShapedArray` turns its dtype argument into a NumPy dtype; `DShapedArray` keeps whatever it
+    # is given, and some dtype rules give an operand's aval for "its dtype" (`_lu_dtype_rule`,
+    # triangular_solve's): the array's dtype then prints as `f64[n,n]` and type promotion fails.
+    def __init__(self, shape, dtype, weak_type=False):
+        if is_active():
+            dtype = dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
+        original(self, shape, dtype, weak_type)
+
+    return __init__
 
 
 def _make_array(original):
@@ -470,6 +489,15 @@ register_patch(
         "sharding",
         _make_sharding,
         "DShapedArray.sharding has one (unconstrained) spec entry per axis",
+    )
+)
+register_patch(
+    Patch(
+        "dshaped_array_dtype_object",
+        core.DShapedArray,
+        "__init__",
+        _make_dshaped_init,
+        "DShapedArray's dtype is a NumPy dtype, as ShapedArray's is",
     )
 )
 register_patch(

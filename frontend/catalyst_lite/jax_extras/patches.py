@@ -24,7 +24,8 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-from jax._src import core, pjit
+from jax._src import core, pjit, xla_bridge
+from jax._src.lax import control_flow
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax.tree_util import tree_flatten
@@ -184,6 +185,50 @@ def _make_infer_params_impl(original):
     return infer_params_impl
 
 
+# --- 7. Platform-dependent code is resolved while tracing ------------------------------------------
+
+
+def _make_platform_dependent(original):
+    # `lax.platform_dependent` (jnp.diagonal's TPU variant) stages a `switch` on the platform,
+    # resolved when lowering. That switch does not carry symbolic shapes (its branches disagree
+    # on their types). We always compile for the default backend, so pick its branch now: the
+    # same choice lowering would make.
+    def platform_dependent(*args, default=None, **per_platform):
+        if not is_active():
+            return original(*args, default=default, **per_platform)
+        branch = per_platform.get(xla_bridge.get_backend().platform, default)
+        if branch is None:
+            return original(*args, default=default, **per_platform)
+        return branch(*args)
+
+    return platform_dependent
+
+
+# --- 8. JAX's own nested traces of symbolically-shaped functions -----------------------------------
+
+
+def _make_trace_to_jaxpr_dynamic(original):
+    # JAX traces some functions itself (lax.cond's branches, lax.while_loop's body, custom_jvp
+    # functions, custom_linear_solve): a fresh trace that does not relate its sizes to ours, so
+    # jax.numpy then fails on "incompatible" sizes that are equal. Say which JAX function failed
+    # and why, instead of a baffling shape error (catalyst_lite itself never calls this).
+    def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
+        if not (is_active() and any(type(a) is core.DShapedArray for a in in_avals)):
+            return original(fun, in_avals, *args, **kwargs)
+        try:
+            return original(fun, in_avals, *args, **kwargs)
+        except (TypeError, ValueError) as err:
+            if "JitTracer<" not in str(err):
+                raise
+            raise NotImplementedError(
+                "JAX traces a nested function (a jax.lax control-flow primitive, a custom_jvp or "
+                "custom_linear_solve) on symbolically-sized arrays and loses the relation between "
+                f"their sizes: {str(err).splitlines()[0]}"
+            ) from err
+
+    return trace_to_jaxpr_dynamic
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "dyn_shape_staging_rule",
@@ -226,6 +271,20 @@ PATCHES: tuple[Patch, ...] = (
         "_infer_params_impl",
         _make_infer_params_impl,
         "jax.make_jaxpr called while tracing (PennyLane's program capture) keeps consts a list",
+    ),
+    Patch(
+        "resolve_platform_dependent",
+        control_flow,
+        "platform_dependent",
+        _make_platform_dependent,
+        "lax.platform_dependent takes the default backend's branch at once (no staged switch)",
+    ),
+    Patch(
+        "name_nested_jax_trace_failures",
+        pe,
+        "trace_to_jaxpr_dynamic",
+        _make_trace_to_jaxpr_dynamic,
+        "a shape error in JAX's own nested trace of a symbolically-shaped function is unsupported",
     ),
 )
 

@@ -1,0 +1,92 @@
+"""Multi-result primitives on dynamically-shaped operands.
+
+JAX's single-result primitives build their result type with ``lax.utils.standard_abstract_eval``,
+which still has its dynamic-shape branch: a ``DShapedArray`` operand gives a ``DShapedArray``
+result whose shape the primitive's shape rule computes from the operand's dimension tracers. Its
+multi-result twin, ``standard_multi_result_abstract_eval``, lost that branch and raises
+``TypeError((avals...), DShapedArray)``. Every linear-algebra decomposition is such a primitive
+(``lu``, ``eigh``, ``eig``, ``svd``, ``schur``, ``hessenberg``, ``tridiagonal``...), as are the
+variadic ``reduce`` and ``rng_bit_generator``: with a symbolic size, ``jnp.linalg.inv`` or
+``jnp.linalg.eigh`` failed while tracing.
+
+The repair gives each such primitive the missing branch while catalyst_lite traces: the same shape,
+dtype and weak-type rules, applied to the operands' dynamic shapes (so ``min(m, n)`` of two sizes
+is a staged ``min``, see :mod:`.dimensions`). At specialization every shape is static again and
+JAX's own rule runs.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Iterator
+
+from jax._src import core
+from jax._src.lax import lax as lax_internal
+from jax._src.lax import linalg as lax_linalg
+from jax._src.lax import utils as lax_utils
+
+from .patches import Patch, is_active, register_patch
+
+__all__ = ["standard_multi_result_primitives"]
+
+
+def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
+    """The ``partial(standard_multi_result_abstract_eval, prim, shape_rule, dtype_rule,
+    weak_type_rule, ...)`` behind ``primitive``'s abstract evaluation, if that is what it is.
+
+    ``Primitive.def_abstract_eval`` wraps the rule in a closure that adds "no effects"; the
+    partial is the one cell of that closure.
+    """
+    for cell in getattr(primitive.abstract_eval, "__closure__", None) or ():
+        rule = cell.cell_contents
+        if isinstance(rule, functools.partial) and rule.func is lax_utils.standard_multi_result_abstract_eval:
+            return rule
+    return None
+
+
+def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functools.partial]]:
+    """Every primitive of ``lax`` and ``lax.linalg`` whose result types come from
+    ``standard_multi_result_abstract_eval``, with the rules it was given."""
+    for module in (lax_internal, lax_linalg):
+        for value in vars(module).values():
+            if isinstance(value, core.Primitive) and value.multiple_results:
+                rules = _standard_rules(value)
+                if rules is not None:
+                    yield value, rules
+
+
+def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
+    _, shape_rule, dtype_rule, weak_type_rule = rules.args[:4]
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def abstract_eval(*avals: Any, **params: Any) -> Any:
+            if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
+                return original(*avals, **params)
+            shapes = shape_rule(*avals, **params)
+            out_dtypes = dtype_rule(*avals, **params)
+            weak_types = weak_type_rule(*avals, **params)
+            if isinstance(weak_types, bool):
+                weak_types = (weak_types,) * len(shapes)
+            out_avals = [
+                core.ShapedArray(shape, dtype, weak_type)
+                if all(type(d) is int for d in shape)
+                else core.DShapedArray(tuple(shape), dtype, weak_type)
+                for shape, dtype, weak_type in zip(shapes, out_dtypes, weak_types)
+            ]
+            return out_avals, core.no_effects
+
+        return abstract_eval
+
+    return make
+
+
+for _primitive, _rules in standard_multi_result_primitives():
+    register_patch(
+        Patch(
+            f"dynamic_shapes_in_{_primitive.name}_abstract_eval",
+            _primitive,
+            "abstract_eval",
+            _make_abstract_eval(_rules),
+            "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
+        )
+    )
