@@ -9,18 +9,22 @@
 [0, 2, 4]
 """
 
-from .errors import AutoGraphError, CatalystLiteError
+from .errors import AutoGraphError, CatalystLiteError, CompileError, DifferentiableCompileError
 from .compiled import QJIT, qjit
-from .control_flow import cond, for_loop, while_loop
+from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
 from .quantum import measure
-from .transforms import grad, jacobian, jvp, value_and_grad, vjp
+from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
+from .callbacks import accelerate, pure_callback
+from . import debug
+from .debug import debug_assert
 from .settings import apply_import_defaults
 
 __version__ = "0.1.0"
 
 __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
+           "vmap", "switch", "pure_callback", "accelerate", "debug", "debug_assert",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
-           "CatalystLiteError", "__version__"]
+           "CatalystLiteError", "CompileError", "DifferentiableCompileError", "__version__"]
 
 apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see settings.py)

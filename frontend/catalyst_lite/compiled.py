@@ -26,6 +26,7 @@ from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
     CompileError,
+    DifferentiableCompileError,
     UnsupportedOperationError,
     function_name,
 )
@@ -34,9 +35,10 @@ from .jax_extras.autodiff import is_concrete_value
 from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .autograph import run_autograph
+from .callbacks import raise_from_callback
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
-from .tracing import TracedProgram, dimension_sources, implicit_values, trace_program
+from .tracing import TracedProgram, dimension_sources, implicit_values, qjit_options, trace_program
 from .quantum.qnode import quantum_tracing
 
 __all__ = ["qjit", "QJIT"]
@@ -166,8 +168,10 @@ class QJIT:
 
             fn = captured_program(fn, self.name)
         # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
-        # while PennyLane captures); QNodes called here compile into the program.
-        with capture_switched(False, self.name), quantum_tracing(self.options) as circuits:
+        # while PennyLane captures); QNodes called here compile into the program; debug_assert
+        # reads disable_assertions.
+        with capture_switched(False, self.name), qjit_options(self.options), \
+                quantum_tracing(self.options) as circuits:
             program = trace_program(fn, tree, specs, axes, self.name, names)
         program.runner.compile_options = circuits.compile_options
         program.fresh_consts = circuits.fresh_consts(program.closed_jaxpr.consts)
@@ -211,6 +215,8 @@ class QJIT:
                 return validated(args)
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
+            except jax.errors.JaxRuntimeError as err:
+                raise_from_callback(err)  # a callback failed: its own exception
         return self._call_checked(key, args, kwargs)
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
@@ -256,6 +262,8 @@ class QJIT:
         and an unsupported operation naming this function."""
         try:
             yield
+        except DifferentiableCompileError:
+            raise  # about the function, not about sizes
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
             sizes += [f"axis {a!r}={v}" for a, v in zip(program.axis_names, implicit)]
@@ -267,6 +275,8 @@ class QJIT:
         except UnsupportedOperationError as e:
             e.args = (f"{self.name}: {e.args[0]}", *e.args[1:])
             raise
+        except jax.errors.JaxRuntimeError as err:
+            raise_from_callback(err)  # a callback failed: its own exception
 
     # --- inspection --------------------------------------------------------------------------
 

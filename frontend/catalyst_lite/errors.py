@@ -3,6 +3,15 @@
 Each is a subclass of the built-in exception a Python user expects (``TypeError`` for a value of
 the wrong kind, ``ValueError`` for a value out of range), so ``except TypeError`` keeps working, and
 of :class:`CatalystLiteError`, so that all of ours can be caught at once.
+
+Catalyst's exported exceptions have the same names here (:class:`CompileError`,
+:class:`DifferentiableCompileError`, ...) and are raised where Catalyst raises them, so a Catalyst
+program's ``except catalyst.CompileError`` works with ``catalyst_lite.CompileError``. Ours
+subclass them where the error is a special case (:class:`DifferentiationError` is a
+:class:`DifferentiableCompileError`).
+
+>>> issubclass(DifferentiationError, DifferentiableCompileError), issubclass(DifferentiationError, TypeError)
+(True, True)
 """
 
 from __future__ import annotations
@@ -45,7 +54,13 @@ class AutoGraphWarning(UserWarning):
 
 
 class CompileError(CatalystLiteError, ValueError):
-    """A traced program cannot be specialized or compiled for the given sizes."""
+    """A program cannot be compiled: Catalyst's ``CompileError``. Here also a traced program that
+    cannot be specialized for the given sizes."""
+
+
+class DifferentiableCompileError(CompileError):
+    """A function cannot be differentiated as asked: Catalyst's ``DifferentiableCompileError``
+    (an integer argument or result, ``grad`` of a result that is not a scalar)."""
 
 
 def function_name(fn: object) -> str:
@@ -72,10 +87,22 @@ class SizeAssumptionError(CompileError):
     reduction without identity, ``k >= 0`` for a slice bound) that is false for a call."""
 
 
-class DifferentiationError(CatalystLiteError, TypeError):
+class DifferentiationError(DifferentiableCompileError, TypeError):
     """A function cannot be differentiated as asked: with respect to an integer argument, or
     ``grad`` of a result that is not a real scalar. (Bad options, such as ``argnums`` beyond the
     arguments or an unknown ``method``, are :class:`ArgumentValueError`.)"""
+
+
+class CallbackError(CatalystLiteError, TypeError, ValueError):
+    """A host callback (``pure_callback``, ``debug.callback``, ``accelerate``) is declared or
+    behaves wrongly: no result type, results of other types or shapes than declared, a debug
+    callback that returns a value. (Catalyst raises ``TypeError`` for some, ``ValueError`` for
+    others: this is both.)"""
+
+
+class DebugAssertionError(CatalystLiteError, RuntimeError):
+    """A ``debug_assert`` condition is false when the program runs (Catalyst raises a
+    ``RuntimeError`` with the assertion's message)."""
 
 
 class QuantumOperationError(CatalystLiteError, TypeError):

@@ -12,7 +12,7 @@ import contextlib
 import gc
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterator, Sequence
+from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -36,7 +36,15 @@ from .jax_extras import (
 )
 from .signature import AxesSpec, LeafSpec
 
-__all__ = ["TracedProgram", "trace_program", "dimension_sources", "implicit_values", "gc_paused"]
+__all__ = [
+    "TracedProgram",
+    "trace_program",
+    "dimension_sources",
+    "implicit_values",
+    "gc_paused",
+    "qjit_options",
+    "qjit_option",
+]
 
 
 @dataclass
@@ -121,6 +129,32 @@ def implicit_values(
                 )
         values.append(n)
     return values
+
+
+_options = threading.local()
+
+
+@contextlib.contextmanager
+def qjit_options(options: Mapping[str, Any]) -> Iterator[None]:
+    """The options of the ``qjit`` this thread traces, for what its function calls (a
+    ``debug_assert`` under ``disable_assertions=True``) to read with :func:`qjit_option`."""
+    previous = getattr(_options, "current", None)
+    _options.current = options
+    try:
+        yield
+    finally:
+        _options.current = previous
+
+
+def qjit_option(name: str, default: Any = None) -> Any:
+    """Option ``name`` of the ``qjit`` being traced (``default`` outside a trace).
+
+    >>> with qjit_options({"disable_assertions": True}):
+    ...     qjit_option("disable_assertions", False)
+    True
+    """
+    options = getattr(_options, "current", None)
+    return default if options is None else options.get(name, default)
 
 
 _gc_lock = threading.Lock()

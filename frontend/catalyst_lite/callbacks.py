@@ -1,0 +1,357 @@
+"""Host callbacks: Python functions called by a compiled program while it runs.
+
+- :func:`pure_callback`: a pure function with declared result types (a type annotation or
+  ``result_type``), differentiable when its ``.fwd``/``.bwd`` are given, as in Catalyst.
+- :func:`accelerate`: Catalyst runs a ``jax.jit`` function on an accelerator through a callback;
+  here every program is already XLA, so the function is traced into the program.
+- :class:`HostCall` and ``host_callback_p``: the equation both ``pure_callback`` and
+  :mod:`catalyst_lite.debug`'s callbacks become inside qjit::
+
+      results = host_callback[call] *flat_arguments
+
+  At specialization it is bound as ``jax.pure_callback`` (or ``jax.debug.callback``) on concrete
+  arrays, so the operands may have symbolic sizes; ``.mlir`` shows it as an opaque
+  ``stablehlo.custom_call @catalyst_lite.pure_callback``.
+
+Outside any trace a callback is simply called, as in Catalyst. An exception raised by a callback
+while the program runs reaches the caller as itself (:func:`raise_from_callback`), not as XLA's
+``XlaRuntimeError`` wrapping its traceback.
+
+>>> import numpy as np
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit, pure_callback
+>>> @pure_callback
+... def host_sin(x) -> float:
+...     return np.sin(x)
+>>> @qjit
+... def f(x):
+...     return jnp.cos(host_sin(x ** 2))
+>>> round(float(f(0.654)), 7)
+0.9151995
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, NoReturn, Sequence
+
+import jax
+import numpy as np
+from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+
+from .compiler.specialize import register_specialization
+from .errors import CallbackError, DifferentiableCompileError, function_name
+from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
+from .jax_extras.lowering import ir_types, register_lowering
+
+__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "raise_from_callback", "run_eagerly"]
+
+
+def run_eagerly() -> bool:
+    """Neither a catalyst_lite trace nor another JAX transformation is running: call directly."""
+    return not is_tracing() and isinstance(current_trace(), EvalTrace)
+
+
+# --- exceptions raised by callbacks --------------------------------------------------------------
+
+_raised: list[BaseException] = []
+_raised_lock = threading.Lock()
+
+
+def _remembering_exceptions(fn: Callable) -> Callable:
+    """``fn``, recording what it raises: XLA reports a failed callback as an ``XlaRuntimeError``
+    that only quotes the traceback, and :func:`raise_from_callback` raises the original."""
+
+    @functools.wraps(fn)
+    def host(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except BaseException as err:
+            err._catalyst_lite_callback = True
+            with _raised_lock:
+                _raised.append(err)
+            raise
+
+    return host
+
+
+def raise_from_callback(err: BaseException) -> NoReturn:
+    """Re-raise ``err`` (an ``XlaRuntimeError`` of a program run) as the exception a callback
+    raised, if one did; otherwise ``err`` itself."""
+    with _raised_lock:
+        original = _raised[-1] if _raised else None
+        _raised.clear()
+    if original is None:
+        raise err
+    raise original.with_traceback(original.__traceback__) from None
+
+
+class _RaisedByCallbacks(logging.Filter):
+    """JAX logs every exception of a callback before XLA fails; ours reach the caller anyway."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not getattr(exc, "_catalyst_lite_callback", False)
+
+
+for _logger in ("jax._src.callback", "jax._src.debugging"):
+    logging.getLogger(_logger).addFilter(_RaisedByCallbacks())
+
+
+# --- result types --------------------------------------------------------------------------------
+
+_PYTHON_TYPES = {float: np.float64, int: np.int64, bool: np.bool_, complex: np.complex128}
+
+
+def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
+    if t in _PYTHON_TYPES:
+        return jax.ShapeDtypeStruct((), np.dtype(_PYTHON_TYPES[t]))
+    if not isinstance(t, type) and hasattr(t, "shape") and hasattr(t, "dtype"):
+        return jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype))  # ShapeDtypeStruct, ShapedArray
+    try:
+        return jax.ShapeDtypeStruct((), np.dtype(t))  # np.float32, jnp.int32, "float64"
+    except TypeError:
+        raise CallbackError(
+            f"callback {name}: result type {t!r} is not a Python scalar type, a dtype or a "
+            "jax.ShapeDtypeStruct."
+        ) from None
+
+
+def result_types(spec: Any, name: str) -> tuple[tuple[jax.ShapeDtypeStruct, ...], PyTreeDef]:
+    """The flat result types and their structure, from a (pytree of) type declaration(s)."""
+    leaves, tree = tree_flatten(spec)
+    return tuple(_result_leaf(t, name) for t in leaves), tree
+
+
+def _declared_return(fn: Callable) -> Any:
+    """``fn``'s return annotation (evaluated when written as a string), or ``None``."""
+    try:
+        annotation = inspect.signature(fn).return_annotation
+    except (TypeError, ValueError):
+        return None
+    if annotation is inspect.Signature.empty:
+        return None
+    if isinstance(annotation, str):
+        scope = dict(getattr(fn, "__globals__", {}))
+        scope.update(inspect.getclosurevars(fn).nonlocals if inspect.isfunction(fn) else {})
+        annotation = eval(annotation, scope)  # noqa: S307 (the user's own annotation)
+    return annotation
+
+
+def _as_declared(name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
+    """A callback's results as NumPy arrays of the declared types; Python scalars are converted
+    to their declared dtype, anything else must already have it."""
+    leaves = tree_flatten(results)[0]
+    if len(leaves) != len(types):
+        raise CallbackError(f"callback {name} returned {len(leaves)} value(s), but {len(types)} are declared.")
+    arrays = []
+    for value, t in zip(leaves, types):
+        array = np.asarray(value)
+        if type(value) in _PYTHON_TYPES and np.can_cast(array.dtype, t.dtype, "same_kind"):
+            array = array.astype(t.dtype)
+        if array.shape != t.shape or array.dtype != t.dtype:
+            raise CallbackError(
+                f"callback {name} is declared to return {t.dtype}{list(t.shape)} but returned "
+                f"{array.dtype}{list(array.shape)}."
+            )
+        arrays.append(array)
+    return arrays
+
+
+# --- the equation --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class HostCall:
+    """One call site of a callback: the function, how its flat operands form its arguments, and
+    its declared results (none for a debug callback). ``fwd``/``bwd``: a pure callback's
+    derivative, as Catalyst defines it."""
+
+    fn: Callable
+    name: str
+    in_tree: PyTreeDef
+    types: tuple[jax.ShapeDtypeStruct, ...]
+    debug: bool = False
+    fwd: Callable | None = None
+    bwd: Callable | None = None
+
+    def host(self, *flat: Any) -> Any:
+        """What XLA calls: the user's function on NumPy arrays (0-d ones as NumPy scalars)."""
+        args, kwargs = tree_unflatten(self.in_tree, [np.asarray(x)[()] if np.ndim(x) == 0 else np.asarray(x) for x in flat])
+        results = self.fn(*args, **kwargs)
+        if self.debug:
+            if results is not None:
+                raise CallbackError(f"debug.callback {self.name} must return None, got {results!r}.")
+            return None
+        return _as_declared(self.name, results, self.types)
+
+    def jax_call(self, flat: Sequence[Any]) -> list[Any]:
+        """The call in JAX's own terms (what specialization binds, and a JAX trace runs)."""
+        host = _remembering_exceptions(self.host)
+        if self.debug:
+            jax.debug.callback(host, *flat)
+            return []
+
+        def call(*xs: Any) -> list[Any]:
+            return jax.pure_callback(host, list(self.types), *xs, vmap_method="sequential")
+
+        if self.fwd is None:
+            differentiable = jax.custom_jvp(call)
+            differentiable.defjvp(self._no_derivative)
+        else:
+            differentiable = jax.custom_vjp(call)
+            differentiable.defvjp(self._flat_fwd, self._flat_bwd)
+        return list(differentiable(*flat))
+
+    def _no_derivative(self, primals: Any, tangents: Any) -> NoReturn:
+        raise DifferentiableCompileError(
+            f"pure_callback {self.name} is differentiated but has no derivative: define its "
+            "forward and backward passes with @<callback>.fwd and @<callback>.bwd."
+        )
+
+    def _flat_fwd(self, *flat: Any) -> tuple[list[Any], Any]:
+        args, kwargs = tree_unflatten(self.in_tree, list(flat))
+        results, residuals = self.fwd(*args, **kwargs)
+        return list(tree_flatten(results)[0]), residuals
+
+    def _flat_bwd(self, residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
+        """Catalyst's ``bwd(residuals, dy)`` returns one cotangent per argument (a tuple)."""
+        dy = cotangents[0] if len(cotangents) == 1 else tuple(cotangents)
+        per_argument = self.bwd(residuals, dy)
+        if not isinstance(per_argument, tuple):
+            per_argument = (per_argument,)
+        flat = tree_flatten(per_argument)[0]
+        if len(flat) != self.in_tree.num_leaves:
+            raise CallbackError(
+                f"the .bwd of pure_callback {self.name} returned {len(flat)} cotangent(s) for "
+                f"{self.in_tree.num_leaves} argument array(s); return a tuple with one per argument."
+            )
+        return tuple(flat)
+
+
+host_callback_p = Primitive("host_callback")
+host_callback_p.multiple_results = True
+host_callback_p.def_abstract_eval(lambda *avals, call: [ShapedArray(t.shape, t.dtype) for t in call.types])
+
+
+def _specialized(invals: list[Any], params: dict[str, Any]) -> list[Any]:
+    return params["call"].jax_call(invals)
+
+
+register_specialization(host_callback_p, staged=_specialized, host=_specialized, dimension_operands=lambda _: set())
+
+
+def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
+    """``.mlir``: an opaque custom call naming the callback (it runs on the host)."""
+    op = mlir.custom_call(
+        "catalyst_lite.debug_callback" if call.debug else "catalyst_lite.pure_callback",
+        result_types=ir_types(ctx.avals_out),
+        operands=list(operands),
+        backend_config=call.name,
+        has_side_effect=call.debug,
+    )
+    return list(op.results)
+
+
+register_lowering(host_callback_p, _lower)
+
+
+def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:
+    """The flat results of ``call`` on these arguments: an equation inside qjit, JAX's callback
+    under another JAX transformation."""
+    flat = tree_flatten((args, kwargs))[0]
+    if is_tracing():
+        return host_callback_p.bind(*flat, call=call)
+    return call.jax_call(flat)
+
+
+# --- pure_callback -------------------------------------------------------------------------------
+
+
+class PureCallback:
+    """``pure_callback(fn, result_type)``: call it like ``fn``. ``.fwd``/``.bwd`` decorate its
+    forward pass (``fwd(*args) -> (results, residuals)``) and vector-Jacobian product
+    (``bwd(residuals, dy) -> one cotangent per argument``)."""
+
+    def __init__(self, fn: Callable, result_type: Any = None):
+        functools.update_wrapper(self, fn)
+        self.fn = fn
+        self.result_type = result_type
+        self._fwd: Callable | None = None
+        self._bwd: Callable | None = None
+
+    def fwd(self, fn: Callable) -> Callable:
+        """Decorator: the forward pass, returning the results and residuals for :meth:`bwd`."""
+        self._fwd = fn
+        return fn
+
+    def bwd(self, fn: Callable) -> Callable:
+        """Decorator: the backward pass, from the residuals and the results' cotangent."""
+        self._bwd = fn
+        return fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if run_eagerly():
+            return self.fn(*args, **kwargs)
+        name = function_name(self.fn)
+        if (self._fwd is None) != (self._bwd is None):
+            missing = "forward (.fwd)" if self._fwd is None else "backward (.bwd)"
+            raise DifferentiableCompileError(f"pure_callback {name} has a derivative without its {missing} pass.")
+        declared = self.result_type if self.result_type is not None else _declared_return(self.fn)
+        if declared is None:
+            raise CallbackError(
+                f"pure_callback {name} needs its result type: annotate its return (-> float, "
+                "-> jax.ShapeDtypeStruct(shape, dtype)) or pass result_type."
+            )
+        types, out_tree = result_types(declared, name)
+        call = HostCall(self.fn, name, tree_flatten((args, kwargs))[1], types, fwd=self._fwd, bwd=self._bwd)
+        return tree_unflatten(out_tree, call_on_host(call, args, kwargs))
+
+
+def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallback:
+    """Call the pure Python function ``callback_fn`` from a compiled program, at run time.
+
+    ``result_type``, or ``callback_fn``'s return annotation, declares its results: ``float``,
+    ``int``, ``bool``, ``complex``, a dtype, a ``jax.ShapeDtypeStruct``, or a pytree of these.
+    The function receives NumPy arrays and must return values of exactly these types (Python
+    scalars are converted). Usable as a decorator. Differentiating it needs ``.fwd`` and
+    ``.bwd``; ``vmap`` calls it once per slice.
+
+    >>> import numpy as np
+    >>> from catalyst_lite import qjit
+    >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))
+    3
+    """
+    return PureCallback(callback_fn, result_type)
+
+
+# --- accelerate ----------------------------------------------------------------------------------
+
+
+def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -> Any:
+    """Catalyst's ``accelerate``: run a JAX function (``jax.jit``-decorated or not) as part of
+    the program. Catalyst calls it back on an accelerator; here the whole program is compiled by
+    XLA for JAX's default device, so ``func`` is traced into it (differentiable, vmappable, with
+    symbolic sizes where its operations allow them). ``dev`` must be a ``jax.Device`` and is
+    otherwise unused.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
+    >>> square = accelerate(lambda x: jnp.sin(x) ** 2)
+    >>> round(float(qjit(lambda x: jnp.cos(square(x)))(1.0)), 6)
+    0.759616
+    """
+    if dev is not None and not isinstance(dev, jax.Device):
+        raise CallbackError(f"accelerate: dev must be a jax.Device (see jax.devices()), got {dev!r}.")
+    if func is None:
+        return functools.partial(accelerate, dev=dev)
+
+    @functools.wraps(func)
+    def accelerated(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return accelerated

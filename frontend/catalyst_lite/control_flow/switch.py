@@ -1,0 +1,101 @@
+"""``switch``: Catalyst's index switch, one branch per integer case and a default.
+
+``@switch(i)`` makes the decorated function the default branch; ``@<switch>.branch(k)`` adds the
+branch taken when ``i == k`` (any integers, in any order; unlike ``jax.lax.switch`` the index is
+not clamped). Calling the switch with the operands every branch takes runs one branch.
+
+With a traced index the switch is a :func:`~catalyst_lite.control_flow.cond.cond` whose
+predicates are ``i == k`` and whose ``otherwise`` branch is the default: the same equation, so it
+works wherever ``cond`` does (inside QNodes, loops, differentiated functions), with its rules for
+the branches' results. With a known index (a Python int, or outside qjit) the chosen branch is
+simply called, as Catalyst does.
+
+>>> from catalyst_lite import qjit, switch
+>>> @qjit
+... def pick(i: int, x: float):
+...     @switch(i)
+...     def scaled(x):
+...         return x / 4
+...     @scaled.branch(-3)
+...     def scaled(x):
+...         return x * 10
+...     return scaled(x)
+>>> float(pick(-3, 12.0)), float(pick(7, 12.0))
+(120.0, 3.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ControlFlowError, function_name
+from ..jax_extras import Tracer, get_aval
+from .common import describe_aval
+from .cond import cond
+
+__all__ = ["switch", "SwitchCallable"]
+
+
+class SwitchCallable:
+    """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
+
+    def __init__(self, index: Any, default: Callable):
+        self.index = index
+        self.default = default
+        self.cases: dict[int, Callable] = {}
+        self.__name__ = function_name(default)
+        self.__doc__ = getattr(default, "__doc__", None)
+
+    def branch(self, case: int) -> Callable[[Callable], "SwitchCallable"]:
+        """Add the branch taken when the index equals ``case`` (a later branch for the same case
+        replaces an earlier one)."""
+        if isinstance(case, (bool, np.bool_)) or not isinstance(case, (int, np.integer)):
+            raise ControlFlowError(
+                f"switch ({self.__name__}): a case must be a Python int, got {type(case).__name__} "
+                f"{case!r}."
+            )
+
+        def decorator(fn: Callable) -> SwitchCallable:
+            self.cases[int(case)] = fn
+            return self
+
+        return decorator
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        index = _checked_index(self.index, self.__name__)
+        if not isinstance(index, Tracer):
+            return self.cases.get(int(index), self.default)(*args, **kwargs)
+        if not self.cases:
+            return self.default(*args, **kwargs)
+        (first_case, first_fn), *others = self.cases.items()
+        branches = cond(index == first_case)(first_fn)
+        for case, fn in others:
+            branches.else_if(index == case)(fn)
+        branches.otherwise(self.default)
+        return branches(*args, **kwargs)
+
+
+def _checked_index(index: Any, name: str) -> Any:
+    """An integer scalar: a Python or NumPy int, or a traced integer (a boolean counts as 0/1)."""
+    if isinstance(index, (bool, np.bool_, int, np.integer)):
+        return int(index)
+    aval = get_aval(index)
+    if aval.shape != () or not (np.issubdtype(aval.dtype, np.integer) or aval.dtype == np.bool_):
+        raise ControlFlowError(
+            f"switch ({name}) needs an integer scalar index, got {describe_aval(aval)}. Convert "
+            "it, e.g. with x.astype(int)."
+        )
+    return index
+
+
+def switch(index: Any) -> Callable[[Callable], SwitchCallable]:
+    """Decorator making ``fn`` the default branch of a switch on the integer ``index``; add cases
+    with ``.branch(k)`` and call the switch with the branches' operands (see the module docstring).
+    """
+
+    def decorator(fn: Callable) -> SwitchCallable:
+        return SwitchCallable(index, fn)
+
+    return decorator

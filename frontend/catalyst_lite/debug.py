@@ -1,0 +1,127 @@
+"""``catalyst_lite.debug``: Catalyst's run-time debugging helpers.
+
+- :func:`callback`: call a Python function with no result (printing, logging) while the program
+  runs.
+- :func:`print`: ``print(fmt.format(*args, **kwargs))`` at run time, with the values' contents.
+- :func:`print_memref`: an array with its rank, sizes and strides, as Catalyst prints it.
+- :func:`debug_assert` (also ``catalyst_lite.debug_assert``): a ``RuntimeError`` when a traced
+  condition is false at run time; ``qjit(disable_assertions=True)`` leaves them out.
+
+Each is a host callback (see :mod:`catalyst_lite.callbacks`); under differentiation it runs on
+the forward pass only. Outside qjit each simply runs.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit, debug
+>>> @qjit
+... def f(a, b):
+...     debug.print("b={b} a={a}", a=a, b=b)
+...     return a + b
+>>> int(f(1, 2))
+b=2 a=1
+3
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from typing import Any, Callable
+
+import numpy as np
+from jax.tree_util import tree_flatten
+
+from .callbacks import HostCall, call_on_host, run_eagerly
+from .errors import ArgumentTypeError, DebugAssertionError, function_name
+from .jax_extras import get_aval
+from .tracing import qjit_option
+
+__all__ = ["callback", "print", "print_memref", "debug_assert"]
+
+
+def callback(callback_fn: Callable) -> Callable:
+    """``callback_fn`` (which must return ``None``), called with its arguments' values when the
+    program runs. Usable as a decorator.
+
+    >>> from catalyst_lite import qjit
+    >>> show = callback(lambda y: builtins.print("y =", y))
+    >>> float(qjit(lambda x: (show(x * 2), x)[1])(1.5))
+    y = 3.0
+    1.5
+    """
+
+    @functools.wraps(callback_fn)
+    def debug_callback(*args: Any, **kwargs: Any) -> None:
+        if run_eagerly():
+            callback_fn(*args, **kwargs)
+            return
+        call = HostCall(callback_fn, function_name(callback_fn), tree_flatten((args, kwargs))[1], (), debug=True)
+        call_on_host(call, args, kwargs)
+
+    return debug_callback
+
+
+def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst's name)
+    """Print ``fmt.format(*args, **kwargs)`` when the program runs (``str.format`` syntax:
+    ``"{x:.2f}"``); a ``fmt`` that is not a string is itself printed. An f-string is formatted
+    when traced, so it shows tracers, not values."""
+    if isinstance(fmt, str):
+        callback(lambda *a, **k: builtins.print(fmt.format(*a, **k)))(*args, **kwargs)
+    else:
+        callback(builtins.print)(fmt)
+
+
+def _number_text(v: Any) -> str:
+    """A number as a C++ stream prints it (Catalyst's runtime): ``1`` and ``0.5``, not ``1.``."""
+    return f"({v.real:g},{v.imag:g})" if np.iscomplexobj(v) else format(v, "g")
+
+
+def _memref_text(x: Any) -> str:
+    array = np.asarray(x)
+    strides = [s // array.itemsize for s in array.strides] if array.ndim else []
+    if array.ndim:
+        data = np.array2string(array, separator=",  ", formatter={"all": _number_text})
+    else:
+        data = _number_text(array[()])
+    return (
+        f"MemRef: base@ = 0x{id(array):x} rank = {array.ndim} offset = 0 sizes = {list(array.shape)} "
+        f"strides = {strides} data =\n{data}"
+    )
+
+
+def print_memref(x: Any) -> None:
+    """Print array ``x`` at run time with its rank, sizes and strides (Catalyst's format)."""
+    callback(lambda a: builtins.print(_memref_text(a)))(x)
+
+
+def _fail_if_false(condition: Any, message: str) -> None:
+    if not bool(condition):
+        raise DebugAssertionError(message)
+
+
+def debug_assert(condition: Any, error: str) -> None:
+    """Raise ``RuntimeError(error)`` (a :class:`~catalyst_lite.errors.DebugAssertionError`) when
+    the program runs and the boolean scalar ``condition`` is false. Left out of programs compiled
+    with ``qjit(disable_assertions=True)``; outside qjit, checked at once.
+
+    >>> from catalyst_lite import qjit
+    >>> def f(x):
+    ...     debug_assert(x < 5, "x was greater than 5")
+    ...     return x * 8
+    >>> int(qjit(f)(4))
+    32
+    """
+    if not isinstance(error, str):
+        raise ArgumentTypeError(f"debug_assert: the error message must be a str, got {type(error).__name__}.")
+    if not isinstance(condition, (bool, np.bool_)):
+        aval = get_aval(condition)
+        if aval.shape != () or aval.dtype != np.bool_:
+            raise ArgumentTypeError(
+                f"debug_assert ({error!r}) needs a boolean scalar condition, got "
+                f"{aval.str_short()}; reduce it first (jnp.all, jnp.any)."
+            )
+    if run_eagerly():
+        _fail_if_false(condition, error)
+        return
+    if qjit_option("disable_assertions", False):
+        return
+    callback(functools.partial(_fail_if_false, message=error))(condition)

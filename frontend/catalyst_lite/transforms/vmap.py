@@ -1,0 +1,184 @@
+"""``vmap``: Catalyst's vectorizing map, a loop over the batch.
+
+``vmap(fn, in_axes=0, out_axes=0, axis_size=None)`` has ``jax.vmap``'s signature and results. As in
+Catalyst, it is not a batching transformation: inside ``@qjit`` it becomes a ``for_loop`` that
+calls ``fn`` on one slice of the batch per iteration and writes each result into its row of the
+stacked output. So it works for anything ``fn`` may contain (our loops and conditionals, QNodes,
+callbacks) without batching rules, and the batch size may be symbolic. The first slice is
+computed before the loop: its results give the shapes and dtypes of the stacked outputs.
+
+Outside qjit, ``vmap(fn)`` compiles itself with qjit once (Catalyst calls ``jax.vmap`` there;
+the results are the same).
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit, vmap
+>>> @qjit
+... def row_norms(x):
+...     return vmap(lambda row: jnp.sqrt(jnp.sum(row ** 2)))(x)
+>>> row_norms(jnp.array([[3.0, 4.0], [6.0, 8.0]])).tolist()
+[5.0, 10.0]
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import jax.numpy as jnp
+from jax import lax
+from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
+
+from ..compiled import QJIT
+from ..control_flow import for_loop
+from ..errors import ArgumentValueError, function_name
+from ..jax_extras import is_tracing
+from ..jax_extras.dynshape import same_dim
+
+__all__ = ["vmap"]
+
+
+def _is_axis_spec(x: Any) -> bool:
+    return x is None or (isinstance(x, int) and not isinstance(x, bool))
+
+
+def _axis_leaves(spec: Any) -> list[Any]:
+    return tree_flatten(spec, is_leaf=lambda x: x is None)[0]
+
+
+def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None:
+    """An int, ``None``, or a container (``in_axes``: a tuple, one entry per positional argument)
+    of pytrees of ints and ``None``."""
+    if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
+        return
+    raise ArgumentValueError(
+        f"vmap: {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
+        f"of ints and None matching the {'positional arguments' if name == 'in_axes' else 'results'}; "
+        f"got {spec!r}."
+    )
+
+
+def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
+    """``spec`` broadcast to one axis per leaf of ``value``: a prefix of its structure."""
+    leaves = tree_flatten(value)[0]
+    if _is_axis_spec(spec):
+        return [spec] * len(leaves)
+    prefix = tree_structure(spec, is_leaf=lambda x: x is None)
+    try:
+        subtrees = prefix.flatten_up_to(value)
+    except (TypeError, ValueError):
+        raise ArgumentValueError(
+            f"vmap: {name}={spec!r} does not match the structure of the {what} "
+            f"({tree_structure(value)}); give one entry per {what[:-1]}, or one int for all."
+        ) from None
+    return [axis for axis, sub in zip(_axis_leaves(spec), subtrees) for _ in tree_flatten(sub)[0]]
+
+
+def _normalized_axis(axis: int, ndim: int, what: str) -> int:
+    if not -ndim <= axis < ndim:
+        raise ArgumentValueError(f"vmap: axis {axis} is out of bounds for {what} of rank {ndim}.")
+    return axis % ndim
+
+
+class Vmapped:
+    """``vmap(fn, ...)``: call it like ``fn``, with a batch axis in (some of) the arguments."""
+
+    def __init__(self, fn: Callable, in_axes: Any, out_axes: Any, axis_size: int | None):
+        _check_axes_spec("in_axes", in_axes, (tuple,))
+        _check_axes_spec("out_axes", out_axes, (tuple, list, dict))
+        if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):
+            raise ArgumentValueError(f"vmap: axis_size must be a non-negative int or None, got {axis_size!r}.")
+        # Not functools.wraps: qjit would then bind fn's signature (its defaults as arguments).
+        self.fn, self.in_axes, self.out_axes, self.axis_size = fn, in_axes, out_axes, axis_size
+        self.__name__ = self.__qualname__ = f"vmap({function_name(fn)})"
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self._compiled: QJIT | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not is_tracing():
+            if self._compiled is None:
+                self._compiled = QJIT(self._call_with_keywords)
+                self._compiled.__name__ = self.__name__
+            return self._compiled(args, kwargs)
+        return self._map(args, kwargs)
+
+    def _call_with_keywords(self, args: tuple, kwargs: dict) -> Any:
+        return self._map(tuple(args), dict(kwargs))
+
+    def _map(self, args: tuple, kwargs: dict) -> Any:
+        flat, in_tree = tree_flatten((args, kwargs))
+        # Keyword arguments are mapped over their axis 0, as jax.vmap maps them.
+        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
+        axes += [0] * (len(flat) - len(axes))
+        flat = [jnp.asarray(x) for x in flat]
+        axes = [None if a is None else _normalized_axis(a, jnp.ndim(x), "a mapped argument")
+                for a, x in zip(axes, flat)]
+        size = self._batch_size(flat, axes)
+        # Batch axes first, so that slice i of every mapped leaf is row i.
+        flat = [x if a is None else jnp.moveaxis(x, a, 0) for x, a in zip(flat, axes)]
+
+        def call_at(i: Any) -> tuple[list[Any], PyTreeDef]:
+            leaves = [x if a is None else lax.dynamic_index_in_dim(x, i, 0, keepdims=False)
+                      for x, a in zip(flat, axes)]
+            call_args, call_kwargs = tree_unflatten(in_tree, leaves)
+            results, out_tree = tree_flatten(self.fn(*call_args, **call_kwargs))
+            return [jnp.asarray(r) for r in results], out_tree
+
+        first, out_tree = call_at(0)
+        out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
+        stacked = tuple(jnp.broadcast_to(r, (size, *jnp.shape(r))) for r in first)
+
+        @for_loop(1, size, 1)
+        def rows(i: Any, stacked: tuple) -> tuple:
+            results, tree = call_at(i)
+            if tree != out_tree:
+                raise ArgumentValueError(
+                    f"{self.__name__}: the function returns {tree} for one slice and {out_tree} "
+                    "for another; it must return the same structure for every slice."
+                )
+            return tuple(lax.dynamic_update_index_in_dim(s, r.astype(s.dtype), i, 0)
+                         for s, r in zip(stacked, results))
+
+        stacked = rows(stacked) if stacked else ()
+        outs = [
+            r0 if axis is None else jnp.moveaxis(s, 0, _normalized_axis(axis, s.ndim, "a mapped result"))
+            for r0, s, axis in zip(first, stacked, out_axes)
+        ]
+        return tree_unflatten(out_tree, outs)
+
+    def _batch_size(self, flat: list[Any], axes: list[Any]) -> Any:
+        """The batch size every mapped leaf agrees on (``axis_size`` when nothing is mapped)."""
+        sizes = [jnp.shape(x)[a] for x, a in zip(flat, axes) if a is not None]
+        if not sizes:
+            if self.axis_size is None:
+                raise ArgumentValueError(
+                    f"{self.__name__}: no argument is mapped (in_axes is None for all of them), so "
+                    "the batch size is unknown; pass axis_size."
+                )
+            return self.axis_size
+        if any(not same_dim(sizes[0], s) for s in sizes[1:]):
+            shown = [s if isinstance(s, int) else "?" for s in sizes]
+            raise ArgumentValueError(
+                f"{self.__name__}: the mapped axes of the arguments have different sizes {shown}; "
+                "every mapped axis must have the batch size."
+            )
+        if self.axis_size is not None and not same_dim(sizes[0], self.axis_size):
+            raise ArgumentValueError(
+                f"{self.__name__}: axis_size={self.axis_size} but the mapped axes have size {sizes[0]}."
+            )
+        return sizes[0]
+
+
+def vmap(fn: Callable | None = None, *, in_axes: Any = 0, out_axes: Any = 0,
+         axis_size: int | None = None) -> Any:
+    """Map ``fn`` over an axis of its arguments, with ``jax.vmap``'s ``in_axes``, ``out_axes``
+    and ``axis_size``: inside qjit, as a loop over the batch (see the module docstring). Usable as
+    ``vmap(fn)``, ``vmap(fn, in_axes=(0, None))`` or ``@vmap(in_axes=1)``.
+
+    >>> import jax.numpy as jnp
+    >>> scale = vmap(lambda row, c: row * c, in_axes=(0, None), out_axes=1)
+    >>> scale(jnp.array([[1.0, 2.0], [3.0, 4.0]]), 10.0).tolist()
+    [[10.0, 30.0], [20.0, 40.0]]
+    """
+    if fn is None:
+        return functools.partial(vmap, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size)
+    return Vmapped(fn, in_axes, out_axes, axis_size)

@@ -1,0 +1,218 @@
+"""Host callbacks with Catalyst 0.15's API: ``pure_callback`` (result types, ``.fwd``/``.bwd``,
+with ``vmap`` and ``grad``), ``accelerate``, ``debug.callback``/``debug.print``/``print_memref`` and
+``debug_assert``. Programs from Catalyst's documentation; expected values from NumPy/JAX (and
+checked by hand against Catalyst 0.15)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import (
+    CompileError,
+    DifferentiableCompileError,
+    accelerate,
+    debug,
+    debug_assert,
+    for_loop,
+    grad,
+    jacobian,
+    pure_callback,
+    qjit,
+    vmap,
+)
+from catalyst_lite.errors import CallbackError, DebugAssertionError
+
+
+@pure_callback
+def host_sin(x) -> float:
+    return np.sin(x)
+
+
+def test_pure_callback_with_annotated_and_given_result_types():
+    assert float(qjit(lambda x: jnp.cos(host_sin(x**2)))(0.654)) == pytest.approx(np.cos(np.sin(0.654**2)))
+    add_one = qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))
+    assert add_one(2) == 3 and add_one(2).dtype == jnp.int64
+    pair = qjit(lambda x: pure_callback(lambda v: [v, v * 2], [float, float])(x))(2.0)
+    assert isinstance(pair, list) and [float(p) for p in pair] == [2.0, 4.0]
+
+
+def test_pure_callback_array_results_and_symbolic_operands():
+    def spectrum(x):
+        x = jnp.cos(x)
+        result = jax.ShapeDtypeStruct(x.shape, jnp.complex128)
+
+        @pure_callback
+        def fft(y) -> result:
+            return np.fft.fft(y)
+
+        return fft(x)
+
+    x = jnp.array([0.1, 0.2])
+    np.testing.assert_allclose(qjit(spectrum)(x), np.fft.fft(np.cos(x)), rtol=1e-12)
+    total = qjit(lambda v: pure_callback(lambda a: np.sum(a) * 2, float)(v), abstracted_axes=({0: "n"},))
+    assert [float(total(jnp.arange(n, dtype=float))) for n in (3, 5)] == [6.0, 20.0]
+    assert "catalyst_lite.pure_callback" in total.mlir
+
+
+def test_outside_qjit_the_function_is_called():
+    assert host_sin(0.5) == np.sin(0.5)
+    assert type(pure_callback(lambda v: v + 1, int)(2)) is int
+
+
+def test_results_must_have_the_declared_types():
+    with pytest.raises(CallbackError, match="needs its result type"):
+        qjit(lambda x: pure_callback(lambda v: v + 1)(x))(2)
+    with pytest.raises(TypeError, match="declared to return int64"):
+        qjit(lambda x: pure_callback(lambda v: v + 1.5, int)(x))(2)
+    with pytest.raises(TypeError, match=r"float64\[2\] but returned float64\[3\]"):
+        qjit(lambda x: pure_callback(lambda v: np.ones(3), jax.ShapeDtypeStruct((2,), jnp.float64))(x))(2.0)
+
+
+def test_pure_callback_under_vmap():
+    np.testing.assert_allclose(qjit(vmap(host_sin))(jnp.array([0.1, 0.2])), np.sin([0.1, 0.2]), rtol=1e-15)
+
+
+@pure_callback
+def product(x) -> float:
+    return np.sin(x[0]) * x[1]
+
+
+@product.fwd
+def product_fwd(x):
+    return product(x), x
+
+
+@product.bwd
+def product_vjp(res, dy):
+    def vjp(x, dy) -> (jax.ShapeDtypeStruct((2,), jnp.float64),):
+        return (np.array([np.cos(x[0]) * dy * x[1], np.sin(x[0]) * dy]),)
+
+    return pure_callback(vjp)(res, dy)
+
+
+def through_product(x):
+    y = jnp.array([jnp.cos(x[0]), x[1]])
+    return jnp.sin(product(y))
+
+
+def jax_product(x):
+    y = jnp.array([jnp.cos(x[0]), x[1]])
+    return jnp.sin(jnp.sin(y[0]) * y[1])
+
+
+def test_pure_callback_differentiated_with_its_fwd_and_bwd():
+    """Catalyst's documented example (Catalyst 0.15 gives [-0.01071923, 0.82698717])."""
+    x = jnp.array([0.1, 0.2])
+    expected = jax.grad(jax_product)(x)
+    np.testing.assert_allclose(qjit(grad(through_product))(x), expected, rtol=1e-12)
+    np.testing.assert_allclose(qjit(jacobian(through_product))(x), expected, rtol=1e-12)
+    np.testing.assert_allclose(qjit(through_product)(x), jax_product(x), rtol=1e-12)
+    batch = jnp.array([[0.1, 0.2], [0.3, 0.4]])
+    np.testing.assert_allclose(qjit(vmap(grad(through_product)))(batch), jax.vmap(jax.grad(jax_product))(batch))
+
+
+def test_differentiating_a_callback_needs_fwd_and_bwd():
+    with pytest.raises(DifferentiableCompileError, match="define its forward and backward"):
+        qjit(grad(lambda x: host_sin(x)))(0.5)
+
+    @pure_callback
+    def half(x) -> float:
+        return np.sin(x)
+
+    half.fwd(lambda x: (half(x), x))
+    with pytest.raises(DifferentiableCompileError, match=r"backward \(.bwd\)"):
+        qjit(grad(lambda x: half(x)))(0.5)
+    assert issubclass(DifferentiableCompileError, CompileError)
+
+
+def test_accelerate_traces_jax_functions_into_the_program():
+    square = accelerate(lambda x: jnp.sin(x) ** 2)
+    x = jnp.array([1.0, 2.0])
+    np.testing.assert_allclose(qjit(lambda v: jnp.cos(square(jnp.sqrt(v))))(x), jnp.cos(jnp.sin(jnp.sqrt(x)) ** 2))
+    np.testing.assert_allclose(qjit(accelerate(jax.jit(lambda v: v * 2), dev=jax.devices()[0]))(x), x * 2)
+    m = jnp.array([[0.1, 0.2], [0.3, 0.4]])
+    expm = accelerate(jax.scipy.linalg.expm)  # Catalyst's documented example (its gradient: see below)
+    np.testing.assert_allclose(qjit(lambda v: expm(jnp.sin(v)))(m), jax.scipy.linalg.expm(jnp.sin(m)))
+    np.testing.assert_allclose(qjit(grad(lambda v: jnp.sum(square(v))))(x), jnp.sin(2 * x))
+    with pytest.raises(ValueError, match="jax.Device"):
+        accelerate(dev="cpu")
+
+
+def test_debug_callback_and_print_run_when_the_program_runs(capsys):
+    @debug.callback
+    def show(y):
+        print("Value of y =", y)
+
+    def f(x):
+        y = jnp.sin(x)
+        show(y)
+        debug.print("x = {0:.2f}, y = {y:.3f}", x, y=y)
+        return y**2
+
+    compiled = qjit(f)
+    capsys.readouterr()
+    for x in (0.54, 1.52):
+        assert float(compiled(x)) == pytest.approx(np.sin(x) ** 2)
+        assert capsys.readouterr().out == f"Value of y = {np.sin(x)}\nx = {x:.2f}, y = {np.sin(x):.3f}\n"
+    assert float(qjit(grad(f))(0.54)) == pytest.approx(2 * np.sin(0.54) * np.cos(0.54))
+    assert capsys.readouterr().out.count("Value of y") == 1  # the forward pass only
+    f(0.54)  # outside qjit: called directly
+    assert capsys.readouterr().out.startswith("Value of y = ")
+
+
+def test_debug_print_of_values_and_in_loops(capsys):
+    @qjit
+    def f(n, v):
+        debug.print(v)
+        debug.print_memref(v)
+
+        @for_loop(0, n, 1)
+        def body(i, acc):
+            debug.print("i={i} acc={acc}", i=i, acc=acc)
+            return acc + i
+
+        return body(0)
+
+    assert int(f(3, jnp.arange(3.0))) == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "[0. 1. 2.]"
+    assert lines[1].startswith("MemRef: base@ = 0x") and lines[1].endswith("rank = 1 offset = 0 sizes = [3] strides = [1] data =")
+    assert lines[2:] == ["[0,  1,  2]", "i=0 acc=0", "i=1 acc=0", "i=2 acc=1"]
+
+
+def test_debug_callback_must_return_none():
+    with pytest.raises(ValueError, match="must return None"):
+        qjit(lambda x: debug.callback(lambda v: 5)(x))(1.0)
+
+
+def test_debug_assert():
+    def f(x):
+        debug_assert(x < 5, "x was greater than 5")
+        return x * 8
+
+    compiled = qjit(f)
+    assert int(compiled(4)) == 32
+    for _ in range(2):  # the fast path of a repeated call raises it too
+        with pytest.raises(RuntimeError, match="^x was greater than 5$") as info:
+            compiled(6)
+        assert isinstance(info.value, DebugAssertionError)
+    assert int(compiled(3)) == 24
+    assert int(qjit(f, disable_assertions=True)(6)) == 48
+    with pytest.raises(DebugAssertionError):
+        f(6)  # outside qjit: checked at once
+
+    @qjit
+    def loop(n):
+        @for_loop(0, n, 1)
+        def body(i, acc):
+            debug_assert(i < 2, "i too big")
+            return acc + i
+
+        return body(0)
+
+    assert int(loop(2)) == 1
+    with pytest.raises(RuntimeError, match="i too big"):
+        loop(3)
+    with pytest.raises(TypeError, match="boolean scalar"):
+        qjit(lambda x: debug_assert(x < 5, "array"))(jnp.ones(2))
