@@ -91,8 +91,8 @@ def test_jvp_and_vjp_with_symbolic_size(n):
 
     @qjit(abstracted_axes={0: "n"})
     def f(x, t):
-        outs, tangents = jvp(fn, [x, 2.0], [t, 1.0])
-        res, cts = vjp(fn, [x, 2.0], [t, 1.0])
+        outs, tangents = jvp(fn, [x, 2.0], [t, 1.0], argnums=[0, 1])
+        res, cts = vjp(fn, [x, 2.0], [t, 1.0], argnums=[0, 1])
         return outs, tangents, res, cts
 
     x, t = data(n), np.cos(data(n))
@@ -121,9 +121,9 @@ def test_finite_differences_agree_with_automatic_differentiation():
     @qjit(abstracted_axes={0: "n"})
     def f(x):
         return (
-            grad(fn, method="fd", h=1e-6)(x),
-            jacobian(lambda y: jnp.exp(y) * y, method="fd", h=1e-6)(x),
-            jvp(fn, [x], [jnp.ones_like(x)], method="fd", h=1e-6)[1],
+            grad(fn, method="fd", h=1e-8)(x),
+            jacobian(lambda y: jnp.exp(y) * y, method="fd", h=1e-8)(x),
+            jvp(fn, [x], [jnp.ones_like(x)], method="fd", h=1e-8)[1],
         )
 
     x = data(4)
@@ -193,7 +193,7 @@ def test_while_loop_reverse_mode_against_finite_differences(n):
         v, k = shrink(x, 0)
         return jnp.sum(v * x) + k
 
-    f = qjit(lambda x: (ours(x), grad(ours)(x), vjp(ours, [x], [2.0])[1][0]), abstracted_axes={0: "n"})
+    f = qjit(lambda x: (ours(x), grad(ours)(x), vjp(ours, [x], [2.0])[1]), abstracted_axes={0: "n"})
     x = data(n)
     value, g, ct = f(x)
     expected = central_difference_grad(lambda y: f(y)[0], x)
@@ -339,8 +339,8 @@ def test_argnums_out_of_range_and_bad_options():
     with pytest.raises(ValueError, match="method"):
         grad(energy, method="adjoint")
     with pytest.raises(ValueError, match="h"):
-        grad(energy, h=1e-3)  # a step needs method="fd"
-    with pytest.raises(ValueError, match="tangents"):
+        grad(energy, method="fd", h=0.0)
+    with pytest.raises(TypeError, match="tangents"):
         qjit(lambda x: jvp(lambda y: y, [x], [x, x]))(1.0)
 
 

@@ -30,6 +30,11 @@ class ArgumentValueError(CatalystLiteError, ValueError):
     a shared dimension, an axis beyond the argument's rank)."""
 
 
+class ArgumentIndexError(ArgumentValueError, IndexError):
+    """An index names an argument the call does not have (``argnums`` beyond the arguments: an
+    ``IndexError`` in Catalyst)."""
+
+
 class DimensionError(CatalystLiteError, TypeError):
     """A nested body changes a dimension, dtype, rank or structure it must keep."""
 

@@ -18,7 +18,7 @@ The equation returns the implicit sizes, then
 Differentiation happens at *specialization*, when every size is known: the rule evaluates
 ``fn_jaxpr`` at concrete sizes (:func:`~catalyst_lite.compiler.specialize.eval_jaxpr`; plain
 static-shape JAX when staged) and applies ``jax.jvp``/``jax.vjp``/``jax.jacrev`` to that
-evaluation, or central finite differences for ``method="fd"``. How our loops are differentiated
+evaluation, or forward finite differences for ``method="fd"`` (as Catalyst does). How our loops are differentiated
 is described in :mod:`catalyst_lite.compiler.reverse_mode` and in the ``differentiation``
 sections of the control-flow modules.
 
@@ -36,7 +36,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import jax
@@ -46,6 +46,7 @@ from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
 from ..capture.switch import pennylane_capture_enabled
+from ..compiled import QJIT
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.specialize import (
     register_specialization,
@@ -54,10 +55,17 @@ from ..compiler.specialize import (
     eval_jaxpr,
     to_dim,
 )
-from ..errors import ArgumentValueError, DifferentiationError, function_name
+from ..errors import (
+    ArgumentIndexError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    DifferentiationError,
+    function_name,
+)
 from ..jax_extras import ClosedJaxpr, DShapedArray, Literal, OutputType, ShapedArray, collapse, get_aval, is_tracing
 from ..jax_extras.dynshape import (
     DIM_AVAL,
+    same_dim,
     DynshapePrimitive,
     ExpansionStrategy,
     NestedBody,
@@ -84,7 +92,7 @@ differentiate_p = Differentiate("differentiate")
 
 @dataclass(frozen=True)
 class Options:
-    """``method`` (``"auto"``: automatic differentiation, ``"fd"``: central finite differences
+    """``method`` (``"auto"``: automatic differentiation, ``"fd"``: forward finite differences
     with step ``h``) and ``argnums`` (``None``: the transformation's default)."""
 
     method: str
@@ -101,10 +109,10 @@ class Options:
         method = "auto" if method is None else method
         if method not in ("auto", "fd"):
             raise ArgumentValueError(f"{api}: method must be 'auto' or 'fd', got {method!r}.")
-        if h is not None and (method != "fd" or not isinstance(h, (int, float)) or not h > 0):
+        # As in Catalyst, a step is accepted (and unused) with method="auto", and may be negative.
+        if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(h) or h == 0):
             raise ArgumentValueError(
-                f"{api}: h (the finite-difference step) must be a positive number and needs "
-                f"method='fd'; got h={h!r} with method={method!r}."
+                f"{api}: h (the finite-difference step) must be a finite non-zero number, got {h!r}."
             )
         if isinstance(argnums, (list, tuple)):
             argnums = tuple(argnums)
@@ -135,15 +143,6 @@ class Selection:
             start += tree.num_leaves
         return out[0] if self.single else tuple(out)
 
-    def flatten_like_arguments(self, api: str, what: str, values: Sequence[Any]) -> list[Any]:
-        """Flatten one value per differentiated argument (tangents) in its argument's structure."""
-        if len(values) != len(self.trees):
-            raise ArgumentValueError(
-                f"{api}: expected {len(self.trees)} {what} (one per differentiated argument), "
-                f"got {len(values)}."
-            )
-        return [leaf for tree, v in zip(self.trees, values) for leaf in tree.flatten_up_to(v)]
-
 
 def argument_names(fn: Callable, count: int) -> list[str]:
     """Human-readable names of the first ``count`` positional arguments of ``fn``."""
@@ -159,15 +158,17 @@ def argument_names(fn: Callable, count: int) -> list[str]:
 
 
 def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...]) -> Selection:
-    """Flatten ``args`` and check that ``argnums`` names floating-point arguments."""
+    """Flatten ``args`` and check that ``argnums`` (negative: from the end) names floating-point
+    arguments."""
     indices = (argnums,) if isinstance(argnums, int) else argnums
     names = argument_names(fn, len(args))
     for k in indices:
-        if not 0 <= k < len(args):
-            raise ArgumentValueError(
+        if not -len(args) <= k < len(args):
+            raise ArgumentIndexError(
                 f"{api}: argnums={argnums!r} names argument {k}, but {function_name(fn)} is called "
                 f"with {len(args)} positional argument(s)."
             )
+    indices = tuple(k % len(args) for k in indices)
     flat_args: list[Any] = []
     starts = []
     for a in args:
@@ -309,12 +310,12 @@ def _jacobian_block_aval(result: Any, argument: Any) -> Any:
 class _Transformed:
     """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``.
 
-    Inside qjit it emits a ``differentiate`` equation; outside, it compiles itself with qjit once.
+    Inside qjit it emits a ``differentiate`` equation. Outside, it computes what its JAX
+    counterpart (``jax.grad``...) would, as Catalyst does there: exact derivatives, whatever the
+    ``method`` (it compiles itself with qjit once, so that ``fn`` may use catalyst_lite).
     """
 
     def __init__(self, fn: Callable, kind: str, options: Options):
-        from ..compiled import QJIT  # here: compiled.py does not depend on transforms
-
         self.fn = fn.original_function if isinstance(fn, QJIT) else fn
         self.kind = kind
         self.options = options
@@ -330,9 +331,7 @@ class _Transformed:
             return transformed(*args, **kwargs)
         if not is_tracing():
             if self._compiled is None:
-                from ..compiled import QJIT
-
-                self._compiled = QJIT(self)
+                self._compiled = QJIT(_Transformed(self.fn, self.kind, replace(self.options, method="auto")))
             return self._compiled(*args, **kwargs)
         argnums = 0 if self.options.argnums is None else self.options.argnums
         traced = trace_function(self.__name__, self.fn, args, argnums, kwargs)
@@ -371,9 +370,10 @@ def _transformation(fn: Callable | None, kind: str, options: Options) -> Any:
 
 def grad(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
     """The gradient of a function returning one real scalar, w.r.t. argument ``argnums`` (default
-    0; a tuple gives a tuple of gradients). ``method="fd"``: central finite differences with step
-    ``h`` (default ``1e-7``). Usable as ``grad(fn)`` or ``@grad(argnums=1)``, inside qjit, nested,
-    and outside (where it compiles itself with qjit).
+    0; negative counts from the end; a sequence gives a tuple of gradients). ``method="fd"``:
+    forward finite differences ``(f(x + h) - f(x)) / h`` with step ``h`` (default ``1e-7``).
+    Usable as ``grad(fn)`` or ``@grad(argnums=1)``, inside qjit, nested, and outside (exact, as
+    ``jax.grad``).
 
     >>> import jax.numpy as jnp
     >>> df = grad(lambda x: jnp.sum(x ** 2))
@@ -411,33 +411,59 @@ def _pennylane(transform: str) -> Callable:
     return getattr(importlib.import_module("pennylane"), transform)
 
 
-def _all_or(argnums: Any, params: Sequence[Any]) -> int | tuple[int, ...]:
-    return tuple(range(len(params))) if argnums is None else argnums
-
-
 def _params_tuple(api: str, params: Any, what: str) -> tuple:
     if not isinstance(params, (list, tuple)):
         raise ArgumentValueError(f"{api}: {what} must be a list or a tuple, got {type(params).__name__}.")
     return tuple(params)
 
 
-def _compiled_call(transform: Callable, fn: Callable, params: tuple, rest: tuple, **options: Any) -> Any:
-    """Outside qjit: compile ``transform(fn, params, rest)`` with qjit and call it."""
-    from ..compiled import QJIT
+def _compiled_call(transform: Callable, fn: Callable, params: tuple, rest: Any) -> Any:
+    """Outside qjit: ``transform(fn, params, rest)`` as its JAX counterpart computes it (Catalyst
+    calls ``jax.jvp``/``jax.vjp`` there, whatever ``method`` and ``argnums`` say): exact
+    derivatives with respect to every argument. Compiled with qjit, so that ``fn`` may use
+    catalyst_lite."""
+    argnums = tuple(range(len(params)))
 
-    n = len(params)
-
-    def entry(*values: Any) -> Any:
-        return transform(fn, values[:n], values[n:], **options)
+    def entry(values: tuple, rest: Any) -> Any:
+        return transform(fn, tuple(values), rest, argnums=argnums)
 
     entry.__name__ = entry.__qualname__ = f"{transform.__name__}({function_name(fn)})"
-    return QJIT(entry)(*params, *rest)
+    return QJIT(entry)(params, rest)
+
+
+def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:
+    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape, as
+    Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape a ``ValueError``.
+    (A symbolic size of a result is the nested function's own variable: only its rank and known
+    sizes are compared; the evaluation at concrete sizes checks the rest.)"""
+    if len(flat) != len(avals):
+        raise ArgumentTypeError(
+            f"{api}: got {len(flat)} {what} for {len(avals)} {of}; give one array per {of[:-1]} "
+            "(in any structure: a list, a tuple, a dict...)."
+        )
+    for k, (value, aval) in enumerate(zip(flat, avals)):
+        got = get_aval(value)
+        if np.dtype(got.dtype) != np.dtype(aval.dtype):
+            raise ArgumentTypeError(
+                f"{api}: {what[:-1]} {k} is {got.str_short()} but {of[:-1]} {k} is "
+                f"{aval.str_short()}; dtypes must be equal."
+            )
+        if len(got.shape) != len(aval.shape) or not all(map(_same_or_symbolic, got.shape, aval.shape)):
+            raise ArgumentValueError(
+                f"{api}: {what[:-1]} {k} has shape {got.str_short()} but {of[:-1]} {k} has "
+                f"shape {aval.str_short()}; shapes must be equal."
+            )
+
+
+def _same_or_symbolic(d1: Any, d2: Any) -> bool:
+    return same_dim(d1, d2) or not (isinstance(d1, (int, np.integer)) and isinstance(d2, (int, np.integer)))
 
 
 def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: str | None = None,
         h: float | None = None, argnums: Any = None) -> tuple[Any, Any]:
-    """Forward mode: ``(f(*params), tangent of the results)`` along ``tangents``, one per
-    argument in ``argnums`` (default: all of them).
+    """Forward mode: ``(f(*params), tangent of the results)`` along ``tangents``: one array per
+    leaf of the arguments in ``argnums`` (default 0, as in Catalyst), of its dtype and shape.
+    Outside qjit, as ``jax.jvp``: every argument, exact derivatives.
 
     >>> results, tangents = jvp(lambda x: x ** 2, [3.0], [1.0])
     >>> float(results), float(tangents)
@@ -447,55 +473,46 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     if not is_tracing() and pennylane_capture_enabled():
         return _pennylane("jvp")(f, params, tangents, method=method, h=h, argnums=argnums)
     if not is_tracing():
-        return _compiled_call(jvp, f, params, tangents, method=method, h=h, argnums=argnums)
+        return _compiled_call(jvp, f, params, tangents)
     options = Options.checked("jvp", method, h, argnums)
-    traced = trace_function(f"jvp({function_name(f)})", f, params, _all_or(options.argnums, params))
+    traced = trace_function(f"jvp({function_name(f)})", f, params, 0 if options.argnums is None else options.argnums)
     traced.check_differentiable_results()
-    selection = traced.selection
-    flat_tangents = selection.flatten_like_arguments("jvp", "tangents", tangents)
+    flat_tangents = tree_flatten(tangents)[0]
+    wrt_avals = [get_aval(traced.selection.flat_args[k]) for k in traced.selection.wrt]  # the caller's sizes
+    _check_like(traced.api, "tangents", flat_tangents, wrt_avals, "differentiated arguments")
     outs = traced.bind("jvp", options, flat_tangents, traced.result_avals * 2)
     n = len(traced.result_avals)
     return tree_unflatten(traced.out_tree, outs[:n]), tree_unflatten(traced.out_tree, outs[n:])
 
 
-def vjp(f: Callable, params: Sequence[Any], cotangents: Sequence[Any], *, method: str | None = None,
-        h: float | None = None, argnums: Any = None) -> tuple[Any, tuple]:
-    """Reverse mode: ``(f(*params), cotangents of the arguments in argnums)`` (default: all), for
-    ``cotangents`` of the results (a list with one entry per result).
+def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | None = None,
+        h: float | None = None, argnums: Any = None) -> tuple[Any, Any]:
+    """Reverse mode: ``(f(*params), cotangents of the arguments in argnums)`` for ``cotangents``
+    of the results: one array per result leaf, in any structure (a single array, a list, a dict).
+    ``argnums`` defaults to 0, as in Catalyst; an int gives that argument's cotangent, a sequence
+    a tuple. Outside qjit, as ``jax.vjp``: a tuple for every argument, exact derivatives.
 
-    >>> results, (ct,) = vjp(lambda x: x ** 2, [3.0], [1.0])
+    >>> from catalyst_lite import qjit
+    >>> results, ct = qjit(lambda x: vjp(lambda v: v ** 2, [x], 1.0))(3.0)
     >>> float(results), float(ct)
     (9.0, 6.0)
+    >>> results, (ct,) = vjp(lambda v: v ** 2, [3.0], 1.0)  # outside qjit, as jax.vjp
+    >>> float(ct)
+    6.0
     """
     params = _params_tuple("vjp", params, "params")
-    cotangents = _params_tuple("vjp", cotangents, "cotangents")
     if not is_tracing() and pennylane_capture_enabled():
         return _pennylane("vjp")(f, params, cotangents, method=method, h=h, argnums=argnums)
     if not is_tracing():
-        return _compiled_call(vjp, f, params, cotangents, method=method, h=h, argnums=argnums)
+        return _compiled_call(vjp, f, params, cotangents)
     options = Options.checked("vjp", method, h, argnums)
-    argnums = _all_or(options.argnums, params)
-    traced = trace_function(f"vjp({function_name(f)})", f, params, argnums)
+    traced = trace_function(f"vjp({function_name(f)})", f, params, 0 if options.argnums is None else options.argnums)
     traced.check_differentiable_results()
-    flat_cts = _flat_cotangents(traced, cotangents)
+    flat_cts = tree_flatten(cotangents)[0]
+    _check_like(traced.api, "cotangents", flat_cts, traced.result_avals, "results")
     outs = traced.bind("vjp", options, flat_cts, [*traced.result_avals, *traced.wrt_avals])
     n = len(traced.result_avals)
-    cts_in = traced.selection.unflatten(outs[n:])
-    return tree_unflatten(traced.out_tree, outs[:n]), (cts_in,) if isinstance(argnums, int) else cts_in
-
-
-def _flat_cotangents(traced: TracedFunction, cotangents: tuple) -> list[Any]:
-    """Cotangents given as a list of the results (Catalyst) or in the results' structure (JAX)."""
-    n = traced.out_tree.num_leaves
-    if len(cotangents) == n and all(tree_structure(c).num_leaves == 1 for c in cotangents):
-        return list(cotangents)
-    try:
-        return traced.out_tree.flatten_up_to(cotangents[0] if len(cotangents) == 1 else cotangents)
-    except (TypeError, ValueError):
-        raise ArgumentValueError(
-            f"{traced.api}: cotangents must match the function's results ({n} array(s) in the "
-            f"structure {traced.out_tree}), got {len(cotangents)}."
-        ) from None
+    return tree_unflatten(traced.out_tree, outs[:n]), traced.selection.unflatten(outs[n:])
 
 
 # --- specialization rules ------------------------------------------------------------------------
@@ -542,53 +559,56 @@ def _jacobian_auto(f: SpecializedFunction, primals: list[Any], _: list[Any], h: 
     return [block for per_result in jac for block in per_result]
 
 
-def central_difference(f: Callable, primals: Sequence[Any], tangents: Sequence[Any], h: float) -> list[Any]:
-    """``(f(x + h t) - f(x - h t)) / 2h`` for each result: the derivative along ``t``, with an
-    error of order ``h**2``.
-
-    >>> [round(float(d), 6) for d in central_difference(lambda x: [x ** 3], [2.0], [1.0], 1e-4)]
-    [12.0]
-    """
-    plus = f(*[p + h * t for p, t in zip(primals, tangents)])
-    minus = f(*[p - h * t for p, t in zip(primals, tangents)])
-    return [(a - b) / (2 * h) for a, b in zip(plus, minus)]
-
-
 def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any]:
     """``[stack of fn(row)[k] over rows for each k]``: ``lax.map`` inside one XLA program; a
     Python loop when host-driven (the rows may need their own sizes or Python-driven loops)."""
     if mode is Mode.STAGED:
         return list(lax.map(fn, rows))
-    if rows.shape[0] == 0:
-        shapes = fn(jnp.zeros(rows.shape[1:], rows.dtype))
-        return [jnp.zeros((0, *jnp.shape(s)), jnp.result_type(s)) for s in shapes]
     return [jnp.stack(column) for column in zip(*(fn(row) for row in rows))]
 
 
-def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> list[list[Any]]:
-    """``J[i][j]``, of shape ``result_i.shape + primal_j.shape``, column by column."""
-    per_argument = []
+# Forward finite differences, as Catalyst computes them: ``(f(x + h t) - f(x)) / h``. ``f(x)`` is
+# evaluated as the first row of the same mapped evaluation as the shifted points (a shift of 0),
+# so that both are rounded alike: a result that does not depend on a shifted input then has a
+# difference of exactly 0, not a rounding error divided by ``h``.
+
+
+def _fd_jvp_rows(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
+    """Per result: ``[f(x), f(x + h t)]`` stacked."""
+
+    def shifted(step: Any) -> list[Any]:
+        return f(*[p + step.astype(jnp.result_type(p)) * t for p, t in zip(primals, tangents)])
+
+    return _map_rows(shifted, jnp.array([0.0, h]), f.mode)
+
+
+def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> tuple[list[Any], list[list[Any]]]:
+    """``f(x)`` and ``J[i][j]``, of shape ``result_i.shape + primal_j.shape``, column by column."""
+    values, per_argument = None, []
     for j, p in enumerate(primals):
         p = jnp.asarray(p)
         basis = jnp.eye(p.size, dtype=p.dtype).reshape((p.size, *p.shape))
+        directions = jnp.concatenate([jnp.zeros((1, *p.shape), p.dtype), basis])
 
-        def column(e: Any, j: int = j) -> list[Any]:
-            tangents = [e if k == j else jnp.zeros_like(q) for k, q in enumerate(primals)]
-            return central_difference(f, primals, tangents, h)
+        def shifted(e: Any, j: int = j) -> list[Any]:
+            return f(*[q + h * e if k == j else q for k, q in enumerate(primals)])
 
-        columns = _map_rows(column, basis, f.mode)
+        rows = _map_rows(shifted, directions, f.mode)
+        values = [r[0] for r in rows]
+        columns = [(r[1:] - r[:1]) / h for r in rows]
         per_argument.append([jnp.moveaxis(c, 0, -1).reshape((*c.shape[1:], *p.shape)) for c in columns])
-    nresults = len(per_argument[0]) if per_argument else 0
-    return [[blocks[i] for blocks in per_argument] for i in range(nresults)]
+    if values is None:
+        values = f(*primals)
+    return values, [[blocks[i] for blocks in per_argument] for i in range(len(values))]
 
 
 def _jvp_fd(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
-    return [*f(*primals), *central_difference(f, primals, tangents, h)]
+    rows = _fd_jvp_rows(f, primals, tangents, h)
+    return [*(r[0] for r in rows), *((r[1] - r[0]) / h for r in rows)]
 
 
 def _vjp_fd(f: SpecializedFunction, primals: list[Any], cotangents: list[Any], h: float) -> list[Any]:
-    outs = f(*primals)
-    jac = _fd_jacobian(f, primals, h)
+    outs, jac = _fd_jacobian(f, primals, h)
     cts = []
     for j, p in enumerate(primals):
         terms = [jnp.tensordot(ct, jac[i][j], axes=jnp.ndim(ct)) for i, ct in enumerate(cotangents)]
@@ -597,7 +617,7 @@ def _vjp_fd(f: SpecializedFunction, primals: list[Any], cotangents: list[Any], h
 
 
 def _jacobian_fd(f: SpecializedFunction, primals: list[Any], _: list[Any], h: float) -> list[Any]:
-    return [block for per_result in _fd_jacobian(f, primals, h) for block in per_result]
+    return [block for per_result in _fd_jacobian(f, primals, h)[1] for block in per_result]
 
 
 TRANSFORMS: dict[tuple[str, str], Callable[..., list[Any]]] = {
