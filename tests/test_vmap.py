@@ -80,6 +80,14 @@ def test_symbolic_batch_and_row_sizes():
     assert "for_loop" in str(norms.jaxpr)
 
 
+def test_empty_batch():
+    """As jax.vmap: an empty batch gives empty results, also when its size is symbolic."""
+    assert qjit(vmap(jnp.sum))(jnp.zeros((0, 3))).shape == jax.vmap(jnp.sum)(jnp.zeros((0, 3))).shape
+    sums = qjit(vmap(lambda row: (jnp.sum(row), row * 2)), abstracted_axes=({0: "b"},))
+    _same(sums(jnp.ones((2, 3))), (jnp.full(2, 3.0), jnp.full((2, 3), 2.0)))
+    assert [r.shape for r in sums(jnp.zeros((0, 3)))] == [(0,), (0, 3)]
+
+
 def test_qnode_batch_matches_default_qubit():
     """Catalyst's documented example: a QNode mapped over a batch of parameters."""
     dev = qml.device("default.qubit", wires=1)

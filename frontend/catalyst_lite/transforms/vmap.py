@@ -22,7 +22,7 @@ the results are the same).
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import jax.numpy as jnp
 from jax import lax
@@ -79,6 +79,14 @@ def _normalized_axis(axis: int, ndim: int, what: str) -> int:
     return axis % ndim
 
 
+def _padded(x: Any, axis: int) -> Any:
+    """``x`` with its batch axis first and one row of zeros after the batch: reading row ``i`` is
+    then valid code even for an empty batch (a size that may only be known at run time), whose
+    first "row" only gives the results' types and whose loop never runs."""
+    x = jnp.moveaxis(x, axis, 0)
+    return jnp.concatenate([x, jnp.zeros((1, *jnp.shape(x)[1:]), x.dtype)])
+
+
 class Vmapped:
     """``vmap(fn, ...)``: call it like ``fn``, with a batch axis in (some of) the arguments."""
 
@@ -113,8 +121,7 @@ class Vmapped:
         axes = [None if a is None else _normalized_axis(a, jnp.ndim(x), "a mapped argument")
                 for a, x in zip(axes, flat)]
         size = self._batch_size(flat, axes)
-        # Batch axes first, so that slice i of every mapped leaf is row i.
-        flat = [x if a is None else jnp.moveaxis(x, a, 0) for x, a in zip(flat, axes)]
+        flat = [x if a is None else _padded(x, a) for x, a in zip(flat, axes)]
 
         def call_at(i: Any) -> tuple[list[Any], PyTreeDef]:
             leaves = [x if a is None else lax.dynamic_index_in_dim(x, i, 0, keepdims=False)
@@ -125,7 +132,8 @@ class Vmapped:
 
         first, out_tree = call_at(0)
         out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
-        stacked = tuple(jnp.broadcast_to(r, (size, *jnp.shape(r))) for r in first)
+        # One spare row here too (row `size`, never written): writing row i is valid code at any size.
+        stacked = tuple(jnp.broadcast_to(r, (size + 1, *jnp.shape(r))) for r in first)
 
         @for_loop(1, size, 1)
         def rows(i: Any, stacked: tuple) -> tuple:
@@ -138,7 +146,7 @@ class Vmapped:
             return tuple(lax.dynamic_update_index_in_dim(s, r.astype(s.dtype), i, 0)
                          for s, r in zip(stacked, results))
 
-        stacked = rows(stacked) if stacked else ()
+        stacked = [lax.dynamic_slice_in_dim(s, 0, size) for s in (rows(stacked) if stacked else ())]
         outs = [
             r0 if axis is None else jnp.moveaxis(s, 0, _normalized_axis(axis, s.ndim, "a mapped result"))
             for r0, s, axis in zip(first, stacked, out_axes)
