@@ -4,7 +4,7 @@ With static shapes every commonly used function compiles. With symbolic sizes (`
 the decompositions and what is built on them compile too; functions that JAX implements with its
 own nested traces (``custom_linear_solve``: inv, solve; ``custom_jvp``: det, slogdet; ``lax.cond``
 or ``lax.while_loop``: expm, sqrtm, polar) raise :class:`UnsupportedOperationError` naming the
-function, as documented in docs/numpy-support.md.
+function, as listed in docs/catalyst-compatibility.md.
 """
 
 import jax

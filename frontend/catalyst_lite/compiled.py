@@ -58,6 +58,7 @@ _ACCEPTED_OPTIONS = {
     "pass_plugins",
     "dialect_plugins",
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
+    "use_nameloc",
 }
 
 _ANNOTATION_SPECS = {
