@@ -6,6 +6,7 @@ checked by hand against Catalyst 0.15)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pennylane as qml
 import pytest
 
 from catalyst_lite import (
@@ -22,6 +23,7 @@ from catalyst_lite import (
     vmap,
 )
 from catalyst_lite.errors import CallbackError, DebugAssertionError
+from test_capture import needs_capture
 
 
 @pure_callback
@@ -216,3 +218,20 @@ def test_debug_assert():
         loop(3)
     with pytest.raises(TypeError, match="boolean scalar"):
         qjit(lambda x: debug_assert(x < 5, "array"))(jnp.ones(2))
+
+
+@needs_capture
+def test_under_program_capture():
+    """As in Catalyst, vmap, callbacks and debug helpers also work in captured programs (vmap's
+    loop is then PennyLane's qml.for_loop)."""
+    def f(x):
+        debug_assert(x < 5, "x too big")
+        return host_sin(x) * 2 + jnp.sum(vmap(lambda r: r * 2)(jnp.ones(3) * x))
+
+    captured = qjit(f, capture=True)
+    assert float(captured(0.5)) == pytest.approx(2 * np.sin(0.5) + 3.0)
+    with pytest.raises(DebugAssertionError, match="x too big"):
+        captured(7.0)
+    x = jnp.array([0.1, 0.2])
+    np.testing.assert_allclose(qjit(grad(through_product), capture=True)(x), jax.grad(jax_product)(x), rtol=1e-12)
+    assert not qml.capture.enabled()

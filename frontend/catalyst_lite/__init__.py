@@ -9,7 +9,13 @@
 [0, 2, 4]
 """
 
-from .errors import AutoGraphError, CatalystLiteError, CompileError, DifferentiableCompileError
+from .errors import (
+    AutoGraphError,
+    CatalystLiteError,
+    CompileError,
+    DifferentiableCompileError,
+    PlxprCaptureCFCompatibilityError,
+)
 from .compiled import QJIT, qjit
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
@@ -25,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
            "vmap", "switch", "pure_callback", "accelerate", "debug", "debug_assert",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
-           "CatalystLiteError", "CompileError", "DifferentiableCompileError", "__version__"]
+           "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",
+           "__version__"]
 
 apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see settings.py)

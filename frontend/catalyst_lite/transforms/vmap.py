@@ -8,7 +8,8 @@ callbacks) without batching rules, and the batch size may be symbolic. The first
 computed before the loop: its results give the shapes and dtypes of the stacked outputs.
 
 Outside qjit, ``vmap(fn)`` compiles itself with qjit once (Catalyst calls ``jax.vmap`` there;
-the results are the same).
+the results are the same). While PennyLane captures the program (``qjit(capture=True)``) the loop
+is PennyLane's ``qml.for_loop``, which the captured program compiles back into ours.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, vmap
@@ -22,12 +23,14 @@ the results are the same).
 from __future__ import annotations
 
 import functools
+import importlib
 from typing import Any, Callable
 
 import jax.numpy as jnp
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
+from ..capture.switch import pennylane_capture_enabled
 from ..compiled import QJIT
 from ..control_flow import for_loop
 from ..errors import ArgumentValueError, function_name
@@ -79,6 +82,14 @@ def _normalized_axis(axis: int, ndim: int, what: str) -> int:
     return axis % ndim
 
 
+def _loop() -> Callable:
+    """Our ``for_loop``; PennyLane's while PennyLane captures the program (where ours is refused,
+    as Catalyst's is, and PennyLane's becomes ours when the captured program is compiled)."""
+    if pennylane_capture_enabled():
+        return importlib.import_module("pennylane").for_loop  # imported by programs that use it
+    return for_loop
+
+
 def _padded(x: Any, axis: int) -> Any:
     """``x`` with its batch axis first and one row of zeros after the batch: reading row ``i`` is
     then valid code even for an empty batch (a size that may only be known at run time), whose
@@ -102,7 +113,7 @@ class Vmapped:
         self._compiled: QJIT | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not is_tracing():
+        if not is_tracing() and not pennylane_capture_enabled():
             if self._compiled is None:
                 self._compiled = QJIT(self._call_with_keywords)
                 self._compiled.__name__ = self.__name__
@@ -135,7 +146,7 @@ class Vmapped:
         # One spare row here too (row `size`, never written): writing row i is valid code at any size.
         stacked = tuple(jnp.broadcast_to(r, (size + 1, *jnp.shape(r))) for r in first)
 
-        @for_loop(1, size, 1)
+        @_loop()(1, size, 1)
         def rows(i: Any, stacked: tuple) -> tuple:
             results, tree = call_at(i)
             if tree != out_tree:
