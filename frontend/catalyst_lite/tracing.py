@@ -20,12 +20,13 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler import assumptions as _assumptions  # noqa: F401  (registers a specialization rule)
 from .compiler.specialize import JaxprRunner
-from .diagnostics import user_facing_trace_errors
+from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import ArgumentValueError
 from .jax_extras import (
     ClosedJaxpr,
     InputType,
     ShapedArray,
+    Tracer,
     collapse,
     dynamic_tracing,
     is_tracing,
@@ -198,6 +199,16 @@ def _on_device(consts: Sequence[Any]) -> list[Any]:
         return [jax.device_put(c) if isinstance(c, np.ndarray) else c for c in consts]
 
 
+def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
+    """A constant that is still a tracer is a size that escaped a trace JAX ran inside ours: the
+    program could never run (its call would fail on the tracer), so say which call did it now."""
+    for var, const in zip(jaxpr.constvars, consts):
+        if isinstance(const, Tracer):
+            users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
+            if users:
+                raise escaped_size_error(name, users[0])
+
+
 def trace_program(
     fn: Callable[..., Any],
     tree: PyTreeDef,
@@ -228,6 +239,7 @@ def trace_program(
     with gc_paused(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing():
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name)
+    _refuse_escaped_sizes(jaxpr, consts, name)
     axis_names, dim_sources = dimension_sources(axes_specs)
     closed = ClosedJaxpr(jaxpr, _on_device(consts))
     runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)

@@ -218,7 +218,10 @@ def _make_trace_to_jaxpr_dynamic(original):
         try:
             return original(fun, in_avals, *args, **kwargs)
         except (TypeError, ValueError) as err:
-            if "JitTracer<" not in str(err):
+            # A size shown as a tracer or a jaxpr variable, or needed as a number (`int(n)`).
+            lost = ("JitTracer<" in str(err) or "'Var' object" in str(err)
+                    or isinstance(err, core.ConcretizationTypeError))
+            if not lost:
                 raise
             raise NotImplementedError(
                 "JAX traces a nested function (a jax.lax control-flow primitive, a custom_jvp or "
