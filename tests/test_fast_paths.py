@@ -11,7 +11,7 @@ from catalyst_lite.errors import ArgumentValueError, DimensionError
 
 def _program(f):
     """The one traced program of ``f``."""
-    (program,) = f._programs.values()
+    (program,) = f._traced_programs()
     return program
 
 

@@ -16,7 +16,7 @@ from catalyst_lite.compiler.tiers import TIERED_ENV_VAR
 
 def _specializations(f):
     """The compiled specializations of ``f``'s one traced program."""
-    (program,) = f._programs.values()
+    (program,) = f._traced_programs()
     return [s for s in program.runner._executables.values() if s is not None]
 
 

@@ -23,10 +23,13 @@ import jax
 import numpy as np
 
 from .errors import (
+    ArgumentOverflowError,
     ArgumentTypeError,
     ArgumentValueError,
     CompileError,
     DifferentiableCompileError,
+    IncompatibleSizesError,
+    SizeAssumptionError,
     UnsupportedOperationError,
     function_name,
 )
@@ -38,6 +41,11 @@ from .autograph import run_autograph
 from .callbacks import raise_from_callback
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
+from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
+from .compiler.specialize import NeedsHost
+from .jax_extras.requirements import BrokenRequirement
+from .jax_extras.size_expressions import UnknownSize
+from .jax_extras.size_facts import SizeScope
 from .tracing import TracedProgram, dimension_sources, implicit_values, qjit_options, trace_program
 from .quantum.qnode import quantum_tracing
 
@@ -108,20 +116,27 @@ class QJIT:
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
         self.tiered_compilation = tiered_compilation
-        self._programs: dict[Hashable, TracedProgram] = {}
+        # The programs traced for each signature, each valid for the sizes where its facts hold.
+        self._programs: dict[Hashable, ProgramFamily] = {}
         # Calls already validated, by _call_key: what their repeats run (see __call__).
         self._validated_calls: dict[tuple, _ValidatedCall] = {}
         self._last: TracedProgram | None = None
-        # Held while a top-level call traces a new signature, so that two threads calling with
-        # the same one trace it once. Never taken inside a trace (a QJIT called there is inlined,
-        # or under a JAX transformation traced on its own): a trace never waits for another
-        # thread, so no two threads can wait for each other.
+        # Guards the creation of program families (each family holds a lock while it traces, so
+        # that two threads calling with the same new signature or sizes trace it once).
         self._lock = threading.Lock()
         self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
-            self._program_for(self._annotated)
+            self._trace_generic(self._annotated)
 
     # --- tracing -----------------------------------------------------------------------------
+
+    def _trace_generic(self, call: CallArguments) -> None:
+        """Trace the generic program of this call's signature now (ahead of time)."""
+        tree, specs, leaves, axes = self.layout.leaf_specs(call)
+        names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
+        family = self._family_for(call, tree, specs, axes, names)
+        trace = functools.partial(self._trace_in_scope, call, tree, specs, axes, names)
+        self._last = family.generic(trace)
 
     def _annotation_call(self) -> CallArguments | None:
         """Arguments standing for the type annotations when every parameter is positional and has
@@ -144,24 +159,59 @@ class QJIT:
                 return None
         return binding.bind(tuple(examples), {})
 
-    def _program_for(self, call: CallArguments) -> tuple[TracedProgram, list[Any], list[str]]:
+    def _program_for(self, call: CallArguments) -> tuple[TracedProgram, list[Any], list[str], list[int]]:
+        """The program for this call (traced if no program of its signature holds for its
+        sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, and the
+        call's size inputs' leading part: the lengths of its abstracted axes."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
-        key = (call.dynamic_keys, tree, tuple(specs), call.static)
-        program = self._programs.get(key)
-        if program is None:
-            # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
-            implicit_values(*dimension_sources(axes), leaves, names, self.name)
-            with contextlib.nullcontext() if inside_program_trace() else self._lock:
-                program = self._programs.get(key)
-                if program is None:
-                    fn = self.binding.of_dynamic_arguments(self._function, call)
-                    program = self._trace(fn, tree, specs, axes, names)
-                    self._programs[key] = program
+        family = self._family_for(call, tree, specs, axes, names)
+        # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
+        axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
+        _check_int64(self.name, names, leaves)
+        # A size argument traced by an outer transformation has no value to check facts with.
+        values = [*axis_lengths, *(None if isinstance(x, Tracer) and not is_concrete_value(x) else x for x in leaves)]
+        trace = functools.partial(self._trace_in_scope, call, tree, specs, axes, names)
+        try:
+            program = family.program_for(values, trace, lock=not inside_program_trace())
+        except UnknownSize as unknown:
+            raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
-        return program, leaves, names
+        return program, leaves, names, axis_lengths
 
-    def _trace(self, fn: Callable, tree, specs, axes, names) -> TracedProgram:
+    def _family_for(self, call: CallArguments, tree, specs, axes, names) -> ProgramFamily:
+        """The programs traced for this call's signature (structure, dtypes, static values)."""
+        key = (call.dynamic_keys, tree, tuple(specs), call.static)
+        family = self._programs.get(key)
+        if family is None:
+            inputs = SizeInputs.of(*dimension_sources(axes), names, [_is_int_scalar_spec(s) for s in specs])
+            with self._lock:
+                family = self._programs.setdefault(key, ProgramFamily(inputs, self.name))
+        return family
+
+    def _trace_in_scope(
+        self, call: CallArguments, tree, specs, axes, names, scope: SizeScope, static: Sequence[int | None] | None
+    ) -> TracedProgram:
+        """Trace the function for this call's signature in ``scope``; with ``static`` (values of
+        the size inputs, ``None`` for the others), with those sizes as constants: the abstracted
+        axes static and the integer arguments Python numbers, as ``jax.jit`` sees them."""
+        fn = self.binding.of_dynamic_arguments(self._function, call)
+        if static is not None:
+            leaves = jax.tree_util.tree_leaves(call.dynamic)
+            specs = [
+                LeafSpec(tuple(np.shape(leaf)), spec.dtype, spec.weak_type) for leaf, spec in zip(leaves, specs)
+            ]
+            axes = [{} for _ in axes]
+            first_leaf = len(static) - len(leaves)
+            constants = {
+                j: (int(v) if spec.weak_type else np.dtype(spec.dtype).type(v))
+                for j, (v, spec) in enumerate(zip(static[first_leaf:], specs))
+                if v is not None
+            }
+            fn = _with_constant_leaves(fn, constants)
+        return self._trace(fn, tree, specs, axes, names, scope)
+
+    def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None) -> TracedProgram:
         """Trace ``fn`` into a program, configured for how it is to be compiled and called."""
         if uses_capture(self.capture):
             # Imported here: it imports PennyLane, which only programs that use it pay for.
@@ -173,7 +223,7 @@ class QJIT:
         # reads disable_assertions.
         with capture_switched(False, self.name), qjit_options(self.options), \
                 quantum_tracing(self.options) as circuits:
-            program = trace_program(fn, tree, specs, axes, self.name, names)
+            program = trace_program(fn, tree, specs, axes, self.name, names, scope)
         program.runner.compile_options = circuits.compile_options
         program.fresh_consts = circuits.fresh_consts(program.closed_jaxpr.consts)
         if self.tiered_compilation is not None:
@@ -210,7 +260,7 @@ class QJIT:
         # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
         validated = self._validated_calls.get(key) if key is not None else None
-        if validated is not None:
+        if validated is not None and (validated.facts is None or validated.facts.hold(args)):
             self._last = validated.program
             try:
                 return validated(args)
@@ -225,7 +275,7 @@ class QJIT:
         call = self.binding.bind(args, kwargs)
         if self._annotated is not None:
             call = dataclasses.replace(call, values=self._annotated_values(call))
-        program, leaves, names = self._program_for(call)
+        program, leaves, names, axis_lengths = self._program_for(call)
         implicit = program.implicit_args(leaves, names, self.name)
         self._check_size_arguments_known(program, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
@@ -239,7 +289,7 @@ class QJIT:
         ):
             # Each argument is one leaf, passed unconverted: a call with the same key is the same
             # call.
-            self._validated_calls[key] = _ValidatedCall(program, implicit, leaves)
+            self._validated_calls[key] = _ValidatedCall(program, implicit, leaves, axis_lengths)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
             return program.run(implicit, leaves)
 
@@ -250,12 +300,7 @@ class QJIT:
         for position in program.runner.static_positions:
             k = position - first_leaf
             if k >= 0 and not is_concrete_value(leaves[k]):
-                raise ArgumentTypeError(
-                    f"{self.name}: argument {names[k]} sets an array size, so its value must be "
-                    "known, but an outer JAX transformation (jax.jit, jax.vmap, ...) traces it. "
-                    "Pass it as a static argument of that transformation (static_argnums) or "
-                    "keep it out of the transformation."
-                )
+                raise _size_argument_not_known(self.name, names[k])
 
     @contextlib.contextmanager
     def _naming_size_arguments(self, program, implicit, leaves, names):
@@ -268,8 +313,15 @@ class QJIT:
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
             sizes += [f"axis {a!r}={v}" for a, v in zip(program.axis_names, implicit)]
-            # An array too large for memory stays a MemoryError; other size errors are bad values.
-            error_type = type(e) if isinstance(e, MemoryError) else ArgumentValueError
+            # An array too large for memory stays a MemoryError, a broken assumption inside a loop
+            # a SizeAssumptionError, sizes that do not fit together (a reshape) are incompatible;
+            # other size errors are bad values.
+            if isinstance(e, (MemoryError, SizeAssumptionError)):
+                error_type = type(e)
+            elif isinstance(e, BrokenRequirement):
+                error_type = IncompatibleSizesError
+            else:
+                error_type = ArgumentValueError
             raise error_type(
                 f"{self.name}: {e} The sizes come from {', '.join(sizes) or 'no argument'}."
             ) from None
@@ -280,6 +332,14 @@ class QJIT:
             raise_from_callback(err)  # a callback failed: its own exception
 
     # --- inspection --------------------------------------------------------------------------
+
+    def _traced_programs(self) -> list[TracedProgram]:
+        """Every program traced so far (for every signature, each with the facts it holds for)."""
+        return [
+            program
+            for family in list(self._programs.values())
+            for program in [*family.programs, *family.static_programs.values()]
+        ]
 
     @property
     def jaxpr(self):
@@ -297,10 +357,19 @@ class QJIT:
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
         """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
-        program, leaves, names = self._program_for(self.binding.bind(args, kwargs))
+        program, leaves, names, _ = self._program_for(self.binding.bind(args, kwargs))
         implicit = program.implicit_args(leaves, names, self.name)
         with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
-            return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
+            try:
+                return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
+            except NeedsHost:
+                raise UnsupportedOperationError(
+                    f"{self.name}: no single StableHLO program computes these arguments: a size "
+                    "is only known while the program runs (a loop resizes an array, or a cond's "
+                    "branches return different sizes), so the program runs host-driven, each "
+                    "loop body compiled for the sizes it meets. .mlir shows the whole program "
+                    "with dynamic sizes."
+                ) from None
 
     @staticmethod
     def wait_for_compilations() -> None:
@@ -318,9 +387,16 @@ class _ValidatedCall:
     sizes that integer arguments set, reverse mode, and the executable (tiered compilation swaps
     it); anything else takes the general path, :meth:`TracedProgram.run`."""
 
-    def __init__(self, program: TracedProgram, implicit: list[int], leaves: Sequence[Any]):
+    def __init__(
+        self, program: TracedProgram, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]
+    ):
         self.program = program
         self.implicit = implicit
+        # The program's facts that read integer arguments, checked on each call (the lengths of
+        # abstracted axes are part of the key: facts about them hold for every call that has it).
+        self.facts = _ArgumentFacts(program.facts, axis_lengths) if any(
+            k >= len(axis_lengths) for k in program.facts.inputs
+        ) else None
         self.runner = program.runner
         self.prefix = (*program.closed_jaxpr.consts, *implicit)
         self.fresh_prefix = bool(program.fresh_consts)  # then built anew on every call
@@ -342,6 +418,17 @@ class _ValidatedCall:
                 return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
         with x64_scope():
             return self.program.run(self.implicit, args)
+
+
+class _ArgumentFacts:
+    """A program's facts checked on a call's arguments, the axis lengths being known."""
+
+    def __init__(self, facts: SizeFacts, axis_lengths: list[int]):
+        self.first_broken = facts.first_broken
+        self.axis_lengths = tuple(axis_lengths)
+
+    def hold(self, args: tuple) -> bool:
+        return self.first_broken((*self.axis_lengths, *args) if self.axis_lengths else args) < 0
 
 
 def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:
@@ -404,12 +491,50 @@ def _call_key(args: tuple) -> tuple | None:
     for a in args:
         kind = type(a)
         if kind in _SCALAR_TYPES:
-            key.append(kind)
+            # An int beyond int64 is an error, raised by the checked path.
+            key.append(kind if kind is not int or a in _INT64_RANGE else None)
         elif _is_concrete_array_type(kind):
             key.append((kind, a.shape, a.dtype, getattr(a, "weak_type", False)))
         else:
             return None
     return tuple(key)
+
+
+_INT64_RANGE = range(-(2**63), 2**63)
+
+
+def _check_int64(fn_name: str, names: Sequence[str], leaves: Sequence[Any]) -> None:
+    """A Python int argument must fit in int64 (the type it is passed as), as ``jax.jit`` says."""
+    for name, leaf in zip(names, leaves):
+        if type(leaf) is int and leaf not in _INT64_RANGE:
+            raise ArgumentOverflowError(
+                f"{fn_name}: argument {name} = {leaf} does not fit in a 64-bit integer, the type "
+                "of integer arguments (and of sizes). Pass a smaller value."
+            )
+
+
+def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
+    return ArgumentTypeError(
+        f"{fn_name}: argument {name} sets an array size, so its value must be known, but an "
+        "outer JAX transformation (jax.jit, jax.vmap, ...) traces it. Pass it as a static "
+        "argument of that transformation (static_argnums) or keep it out of the transformation."
+    )
+
+
+def _is_int_scalar_spec(spec: LeafSpec) -> bool:
+    """A flat argument that can set sizes: a signed integer scalar."""
+    return spec.shape == () and jax.dtypes.issubdtype(spec.dtype, np.signedinteger)
+
+
+def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
+    """``fn`` with some of its flat argument leaves replaced by constants."""
+
+    def with_constants(*args: Any) -> Any:
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
+        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
+
+    return with_constants
 
 
 def _is_int_scalar(x: Any) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "equation_location",
     "unsupported_equation_error",
     "escaped_size_error",
+    "needs_static_sizes",
 ]
 
 # Directories whose files are never the user's line: JAX, NumPy, catalyst_lite and the standard
@@ -255,6 +256,33 @@ def escaped_size_error(fn_name: str, eqn) -> UnsupportedOperationError:
     )
 
 
+# Where a traced value is turned into a Python value: not the code that asked for it.
+_CONVERSION_FILES = tuple(
+    os.path.join(os.path.dirname(jax.__file__), "_src", name) for name in ("core.py", "numpy/array_methods.py")
+)
+
+
+def _requested_by_jax(err: BaseException) -> bool:
+    """A Python value of a traced scalar was asked for by JAX's own code (``len(x)``, ``int(n)``
+    in a jax.numpy function), not by the user's: with static sizes, as under ``jax.jit``, the
+    function would run."""
+    asking = None
+    for frame, _ in traceback.walk_tb(_unfiltered_traceback(err)):
+        filename = frame.f_code.co_filename
+        module = frame.f_globals.get("__name__") or ""
+        if not filename.startswith(_CONVERSION_FILES) and not module.startswith("catalyst_lite.jax_extras"):
+            asking = frame
+    return asking is not None and _is_library_frame(asking) and (
+        (asking.f_globals.get("__name__") or "").startswith("jax")
+    )
+
+
+def needs_static_sizes(err: BaseException) -> bool:
+    """``err`` was raised while tracing because JAX's own code needs a size as a Python value
+    (see :func:`user_facing_trace_errors`)."""
+    return getattr(err, "_catalyst_lite_needs_static_sizes", False)
+
+
 def _where(fn_name: str, err: BaseException) -> str:
     location = user_location(err.__traceback__)
     return f"{fn_name} (at {location})" if location else fn_name
@@ -290,9 +318,11 @@ def user_facing_trace_errors(
     except Exception as err:
         for jax_error, hint in _HINTS:
             if isinstance(err, jax_error):
-                raise ControlFlowError(
+                translated = ControlFlowError(
                     f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
-                ) from None
+                )
+                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err)
+                raise translated from None
         for jax_error, prefix, call, fix in _NO_SYMBOLIC_RESULT:
             if isinstance(err, jax_error) and str(err).startswith(prefix):
                 raise SymbolicShapeError(

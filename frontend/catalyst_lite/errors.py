@@ -35,6 +35,18 @@ class ArgumentIndexError(ArgumentValueError, IndexError):
     ``IndexError`` in Catalyst)."""
 
 
+class ArgumentOverflowError(ArgumentValueError, OverflowError):
+    """An integer argument does not fit in 64 bits (the type of integer arguments), as
+    ``jax.jit`` refuses it with an ``OverflowError``."""
+
+
+class IncompatibleSizesError(ArgumentValueError, TypeError):
+    """Sizes that must fit together do not at a call: two broadcast axes, a matrix product's
+    contracted axes, concatenated arrays' other axes (JAX needs them equal), a reshape that
+    changes the number of elements. Both a ``ValueError`` and a ``TypeError``, as JAX raises
+    either for such shapes."""
+
+
 class DimensionError(CatalystLiteError, TypeError):
     """A nested body changes a dimension, dtype, rank or structure it must keep."""
 
@@ -88,8 +100,9 @@ class SymbolicShapeError(CatalystLiteError, TypeError):
 
 
 class SizeAssumptionError(CompileError):
-    """A program traced with symbolic sizes assumed something about them (``n >= 1`` for a
-    reduction without identity, ``k >= 0`` for a slice bound) that is false for a call."""
+    """A program traced with symbolic sizes assumed something about a size computed inside a loop
+    (its index, or an array it resizes) that is false when the loop runs. (Assumptions about the
+    arguments' sizes never raise: a call that breaks one gets a program traced for its sizes.)"""
 
 
 class DifferentiationError(DifferentiableCompileError, TypeError):

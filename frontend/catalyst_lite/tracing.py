@@ -18,7 +18,7 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from .compiler import assumptions as _assumptions  # noqa: F401  (registers a specialization rule)
+from .compiler.assumptions import NO_FACTS, SizeFacts, size_input_names
 from .compiler.specialize import JaxprRunner
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import ArgumentValueError
@@ -35,6 +35,7 @@ from .jax_extras import (
     trace_to_jaxpr,
     x64_scope,
 )
+from .jax_extras.size_facts import SizeScope, size_scope
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
@@ -63,6 +64,9 @@ class TracedProgram:
     # Constants drawn anew for every call, by position among the jaxpr's constants: the PRNG key
     # of a program whose QNodes have no seed (see quantum.qnode.TracedCircuits).
     fresh_consts: dict[int, Callable[[], Any]] = field(default_factory=dict, repr=False)
+    # What the trace decided about the sizes: the calls this program is valid for (see
+    # compiler.assumptions).
+    facts: SizeFacts = field(default=NO_FACTS, repr=False)
 
     def consts(self) -> list[Any]:
         """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
@@ -216,12 +220,17 @@ def trace_program(
     axes_specs: Sequence[AxesSpec],
     name: str,
     leaf_names: Sequence[str] = (),
+    scope: SizeScope | None = None,
 ) -> TracedProgram:
     """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes.
 
     Errors raised while tracing name ``name``, the user's source line and, when a size is not an
     integer, the non-integer scalar arguments among ``leaf_names`` (see :mod:`.diagnostics`).
+    ``scope`` names the size inputs and says where the trace decides comparisons of sizes (at
+    generic sizes when it has no point); its facts become the program's.
     """
+    if scope is None:
+        scope = SizeScope(size_input_names(dimension_sources(axes_specs)[0], leaf_names))
     avals = [
         ShapedArray(tuple(0 if d is None else d for d in s.shape), s.dtype, s.weak_type)
         for s in leaf_specs
@@ -236,11 +245,14 @@ def trace_program(
 
     scalar_dtypes = [s.dtype if s.shape == () else None for s in leaf_specs]
     # Translated outside `dynamic_tracing`: the messages are built with the user's JAX settings.
-    with gc_paused(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing():
+    with gc_paused(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing(), size_scope(scope):
         in_type = make_input_type(avals, axes_specs)
-        jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name)
+        jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
     _refuse_escaped_sizes(jaxpr, consts, name)
     axis_names, dim_sources = dimension_sources(axes_specs)
     closed = ClosedJaxpr(jaxpr, _on_device(consts))
     runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)
-    return TracedProgram(closed, in_type, out_type, out_tree_box[-1], dim_sources, axis_names, runner)
+    return TracedProgram(
+        closed, in_type, out_type, out_tree_box[-1], dim_sources, axis_names, runner,
+        facts=SizeFacts(scope.facts),
+    )

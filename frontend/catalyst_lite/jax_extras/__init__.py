@@ -7,6 +7,8 @@ these modules only.
 - :mod:`.patches`: scoped repairs to JAX 0.7's dynamic-shape path.
 - :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations.
 - :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
+- :mod:`.size_facts`: what a trace decided about its sizes, as facts checked before a call.
+- :mod:`.size_expressions`: expressions over a program's sizes (printed, simplified, compiled).
 - :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
 - :mod:`.random`: ``jax.random`` with symbolic sizes.
 - :mod:`.multi_result`: multi-result primitives (linear algebra) on symbolic shapes.

@@ -10,11 +10,14 @@ traced. jax.numpy and the shape rules of ``lax`` were written for sizes that are
 2. **comparisons used as Python booleans** (``if d < 0: raise``, ``if start >= 0: ...``). A trace
    cannot know the answer, so it makes an *assumption*: it decides the comparison by evaluating
    it at generic, large, distinct sizes (:func:`generic_values`; it must come out the same for
-   two opposite orderings of the sizes), and records the assumption as an
-   ``assume_size`` equation. When the program is specialized to concrete sizes the equation checks
-   the assumption and raises :class:`~catalyst_lite.errors.SizeAssumptionError` if it is false, so
-   a program never silently computes what JAX would not. (Checks that live in shape rules are in
-   any case re-run by the specialized static ``jax.jit``.)
+   two opposite orderings of the sizes) -- or, in a trace guided by a call, at that call's sizes
+   (see :mod:`.size_facts`) -- and records the decision as a *fact* of the program. A call
+   checks the facts before it runs the program (and gets another program, traced for its sizes,
+   when one is false: :mod:`catalyst_lite.compiler.assumptions`). Decisions outside shape rules are
+   also ``assume_size`` equations, checked when the program is specialized: one inside a loop body
+   that depends on the loop's own values cannot be checked before the call, and raises
+   :class:`~catalyst_lite.errors.SizeAssumptionError` if it is false, so a program never silently
+   computes what JAX would not.
 
    Two sizes computed separately (``x[1:]`` and ``x[:-1]`` both have ``n - 1`` elements) are
    likewise assumed equal when they are equal at every generic assignment (``definitely_equal``).
@@ -42,9 +45,18 @@ from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError
 from .patches import Patch, is_active, register_patch, suspended
+from .size_expressions import NEGATED
+from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
 from .tracing import constant_value
 
-__all__ = ["assume_size_p", "GenericSizes", "generic_values", "example_value", "is_size_expression"]
+__all__ = [
+    "assume_size_p",
+    "GenericSizes",
+    "generic_values",
+    "example_value",
+    "is_size_expression",
+    "decide_size_comparison",
+]
 
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
 # distinct (so that two unrelated sizes are never assumed equal) and multiples of every number up
@@ -69,39 +81,39 @@ _OPERATORS = dict(_COMPARISONS_BY_PRIMITIVE.values())
 # --- Sizes as values ---------------------------------------------------------------------------
 
 
-def _is_scalar_int_or_bool(x: Any) -> bool:
-    aval = core.get_aval(x)
-    return aval.shape == () and (
-        np.issubdtype(aval.dtype, np.integer) or np.issubdtype(aval.dtype, np.bool_)
-    )
-
-
 class GenericSizes:
     """One assignment of generic values to the leaves of size expressions (the arguments and
     captured values of a trace), numbered in the order they are met.
 
     Two assignments order the leaves oppositely (``ascending``), so that an answer that depends on
     which of two unrelated sizes is larger (``min(n, k) == n``) differs between them and is not
-    assumed.
+    assumed. Leaves in ``point`` (the size inputs of a trace guided by a call) take the call's
+    values instead, in both assignments.
     """
 
-    def __init__(self, ascending: bool):
+    def __init__(self, ascending: bool, point: dict[Any, int] | None = None):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
+        self.point = point or {}
         self.index: dict[Any, int] = {}
         # Values already computed, by variable: size expressions share subexpressions, and
         # walking them as trees would take time exponential in their depth.
         self.computed: dict[Any, Any] = {}
 
     def __getitem__(self, leaf: Any) -> int:
+        if leaf in self.point:
+            return self.point[leaf]
         return _GENERIC_SIZE + self.step * self.index.setdefault(leaf, len(self.index))
 
 
-def generic_values(*sizes: Any) -> list[tuple[Any, ...]] | None:
+def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] | None:
     """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment, or
-    ``None`` if one of them is not a size expression."""
+    ``None`` if one of them is not a size expression. In a trace guided by a call the size inputs
+    take that call's values (unless ``at_point`` is false)."""
+    scope = current_scope()
+    point = scope.point_values if at_point and scope is not None else None
     points = []
     for ascending in (True, False):
-        symbols = GenericSizes(ascending)
+        symbols = GenericSizes(ascending, point)
         values = tuple(_size_value(d, symbols) for d in sizes)
         if any(v is None for v in values):
             return None
@@ -115,7 +127,7 @@ def example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
     Returns ``None`` when ``tracer`` is not a *size expression*: a scalar computed from sizes,
     integer arguments and constants by scalar operations only (not from array data).
     """
-    if not _is_scalar_int_or_bool(tracer):
+    if not is_scalar_int_or_bool(tracer):
         return None
     if isinstance(tracer.val, core.Literal):
         return tracer.val.val
@@ -128,7 +140,7 @@ def _compute_example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes)
     eqn = tracer.parent
     if eqn is None:
         return _leaf_value(tracer, symbols)
-    if _has_subprograms(eqn):  # control flow: not shape arithmetic, and costly to evaluate
+    if has_subprograms(eqn):  # control flow: not shape arithmetic, and costly to evaluate
         return None
     inputs = [example_value(t, symbols) for t in eqn.in_tracers]
     if any(v is None for v in inputs):
@@ -138,10 +150,6 @@ def _compute_example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes)
     if eqn.primitive.multiple_results:
         out = out[eqn.outvars.index(tracer.val)]
     return np.asarray(out).item()
-
-
-def _has_subprograms(eqn: Any) -> bool:
-    return any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
 
 
 def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
@@ -175,17 +183,21 @@ assume_size_p = core.Primitive("assume_size")
 assume_size_p.multiple_results = True
 
 
-def _check_assumption(lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str) -> list:
+def _check_assumption(
+    lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = ""
+) -> list:
     """Raise if ``(lhs comparison rhs) != holds`` for these concrete sizes."""
     op = _OPERATORS[comparison]
     lhs, rhs = np.asarray(lhs).item(), np.asarray(rhs).item()
     if bool(op(lhs, rhs)) != holds:
-        stated = f"{lhs} {comparison} {rhs}" if holds else f"not ({lhs} {comparison} {rhs})"
+        comparison = comparison if holds else NEGATED[comparison]
+        stated = f"{statement} ({lhs} {comparison} {rhs})" if statement else f"{lhs} {comparison} {rhs}"
         raise SizeAssumptionError(
-            f"{where}: the program was traced with symbolic sizes assuming that "
-            f"{stated}, which is false for these arguments. JAX takes a different path for "
-            "such sizes (e.g. an empty array or a negative index); pass that size as a static "
-            "argument (static_argnums) or avoid the case."
+            f"{where}: the program was traced with symbolic sizes assuming that {stated}, which "
+            "is false for these arguments. The sizes are computed inside a loop, so the call "
+            "cannot be given a program traced for them; JAX takes a different path for such "
+            "sizes (e.g. an empty array or a negative index): avoid the case, or make the size "
+            "static."
         )
     return []
 
@@ -199,16 +211,25 @@ mlir.register_lowering(assume_size_p, lambda ctx, *args, **params: [])
 _recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool) -> None:
-    """Record ``(lhs comparison rhs) == holds`` in the trace of the size tracers (once)."""
+def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True) -> None:
+    """Record ``(lhs comparison rhs) == holds`` as a fact of the program being traced and, when
+    ``in_program``, as an ``assume_size`` equation in the trace of the size tracers (once)."""
+    where = user_call_site()
+    scope = current_scope()
+    fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
+    if not in_program:
+        return
     trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
     recorded = _recorded.setdefault(trace.frame, set())
     key = (_identity(lhs), _identity(rhs), comparison, holds)
     if key in recorded:
         return
     recorded.add(key)
+    statement = fact.statement(scope.names) if fact is not None else ""
     with core.set_current_trace(trace):
-        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=user_call_site())
+        assume_size_p.bind(
+            lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement
+        )
 
 
 def _identity(x: Any) -> Any:
@@ -218,6 +239,9 @@ def _identity(x: Any) -> Any:
     return ("value", int(x))
 
 
+_JAX_WRAPPERS = ("jax._src.traceback_util", "jax._src.pjit", "jax._src.api", "jax._src.linear_util")
+
+
 def user_call_site() -> str:
     """``file:line (in jax function)``: the user's line and the JAX function it called (if the
     user's line called a JAX function)."""
@@ -225,7 +249,9 @@ def user_call_site() -> str:
     jax_function = ""
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.startswith("jax."):
+        if module.startswith(_JAX_WRAPPERS):
+            pass  # jax.jit's and the API's own wrappers: not the function the user called
+        elif module.startswith("jax."):
             jax_function = f"{module.removeprefix('jax._src.')}.{frame.f_code.co_name}"
         elif not module.startswith("catalyst_lite."):
             called = f" (in {jax_function})" if jax_function else ""
@@ -235,8 +261,9 @@ def user_call_site() -> str:
 
 
 def _in_shape_rule() -> bool:
-    """Shape rules run with the eval trace current; the specialized ``jax.jit`` re-runs them with
-    concrete sizes, so their checks need no recorded assumption."""
+    """Shape rules run with the eval trace current. Their decisions are facts of the program
+    (they shape its arrays), but no ``assume_size`` equation: the specialized ``jax.jit`` re-runs
+    them with concrete sizes."""
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
@@ -246,30 +273,55 @@ def _called_by_jax(depth: int = 2) -> bool:
     return module.startswith("jax.")
 
 
+def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None) -> bool | None:
+    """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
+    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or an
+    answer that depends on how unrelated sizes compare).
+
+    At generic sizes ``generic_answer``, when given, is the answer (a size assumed small enough,
+    say); in a trace guided by a call, the answer is always the one at the call's sizes.
+    """
+    scope = current_scope()
+    points = generic_values(lhs, rhs)
+    if points is None:
+        return None
+    answers = {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
+    if generic_answer is not None and (scope is None or scope.point is None):
+        answers = {generic_answer}
+    if len(answers) != 1:
+        if scope is not None:
+            scope.undecided += 1  # it depends on how unrelated sizes compare: a call can say
+        return None
+    (answer,) = answers
+    _assume(lhs, rhs, comparison, answer, in_program=not _in_shape_rule())
+    if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
+        scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
+    return answer
+
+
 def _make_bool(original):
-    # JAX's shape logic branches on comparisons of sizes. With symbolic sizes the answer is an
-    # assumption, decided at generic sizes and checked when the program is specialized.
+    # JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
+    # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
+    # (or the guiding call's) and checked for every call.
     def __bool__(self):
-        if (
-            is_active()
-            and _called_by_jax()
-            and self.parent is not None
-            and self.parent.primitive in _COMPARISONS
-        ):
-            answers = {point for point in generic_values(self) or ()}
-            if len(answers) == 1:  # a size expression, the same answer at every assignment
-                ((answer,),) = answers
-                if not _in_shape_rule():
-                    lhs, rhs = self.parent.in_tracers
-                    _assume(lhs, rhs, _COMPARISONS[self.parent.primitive], bool(answer))
-                return bool(answer)
-            if _in_shape_rule():
-                # A shape rule only compares sizes, never data: these are sizes it cannot relate
-                # (those of a nested JAX trace: lax.while_loop, lax.cond, custom_linear_solve).
-                raise NotImplementedError(
-                    "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
-                    "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
-                )
+        if is_active() and _called_by_jax():
+            if self.parent is not None and self.parent.primitive in _COMPARISONS:
+                lhs, rhs = self.parent.in_tracers
+                answer = decide_size_comparison(lhs, rhs, _COMPARISONS[self.parent.primitive])
+                if answer is None and _in_shape_rule():
+                    # A shape rule only compares sizes, never data: these are sizes it cannot
+                    # relate (those of a nested JAX trace: lax.while_loop, lax.cond,
+                    # custom_linear_solve).
+                    raise NotImplementedError(
+                        "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
+                        "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
+                    )
+            elif dtypes.issubdtype(self.aval.dtype, np.integer):
+                answer = decide_size_comparison(self, 0, "!=")
+            else:
+                answer = None
+            if answer is not None:
+                return answer
         return original(self)
 
     return __bool__
@@ -278,21 +330,37 @@ def _make_bool(original):
 def _make_definitely_equal(original):
     # Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers,
     # and JAX only calls tracers equal when they are the same one. When two size expressions are
-    # equal at generic sizes, assume they are equal (checked at specialization). Unequal ones stay
-    # "not definitely equal", JAX's conservative answer, with nothing to check.
+    # equal at generic sizes (or at the guiding call's), assume they are equal (a fact of the
+    # program). Unequal ones stay "not definitely equal", JAX's conservative answer, with nothing
+    # to check; they are noted, to name them if the trace then fails.
     def definitely_equal(x, y):
         if original(x, y):
             return True
         if not (is_active() and (isinstance(x, core.Tracer) or isinstance(y, core.Tracer))):
             return False
         points = generic_values(x, y)
-        if points is None or any(x_value != y_value for x_value, y_value in points):
+        if points is None:
             return False
-        if not _in_shape_rule():
-            _assume(x, y, "==", True)
+        if any(x_value != y_value for x_value, y_value in points):
+            scope = current_scope()
+            if scope is not None:
+                scope.note_disagreement(x, y)
+            return False
+        _assume(x, y, "==", True, in_program=not _in_shape_rule())
         return True
 
     return definitely_equal
+
+
+def _make_short_repr(original):
+    # JAX's messages show a size as `JitTracer<~int64[]>` (shapes print their sizes with it too):
+    # name it by the arguments it is computed from, `n + 1`.
+    def _short_repr(self):
+        scope = current_scope() if is_active() else None
+        name = scope.name(self) if scope is not None else None
+        return name if name is not None else original(self)
+
+    return _short_repr
 
 
 # --- Size expressions are symbolic dimensions -----------------------------------------------------
@@ -311,8 +379,10 @@ def _make_is_symbolic_dim(original):
 def _make_concrete_or_error(original):
     # `concrete_or_error(None, x)` asks for a value that Python can compute with; a symbolic
     # `jax.export` dimension passes it unchanged (it is not a Tracer), and so does a size tracer.
+    # So does `concrete_or_error(operator.index, num)`, the `num` of `jnp.geomspace`/`logspace`
+    # (passed on to `linspace`, which takes a symbolic size).
     def concrete_or_error(force, val, context=""):
-        if force is None and is_active() and is_size_expression(val):
+        if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
         return original(force, val, context)
 
@@ -344,6 +414,30 @@ def _make_dshaped_init(original):
         original(self, shape, dtype, weak_type)
 
     return __init__
+
+
+def _make_var_repr(original):
+    # A size variable inside an abstract value prints as `Var(id=140...):int64[]` in JAX's
+    # messages (`f64[Var(id=...)]`): name it, or `?` when it has no name (a size computed inside a
+    # nested body).
+    def __repr__(self):
+        scope = current_scope() if is_active() else None
+        if scope is None or getattr(self.aval, "shape", None) != ():
+            return original(self)
+        return scope.name_of_variable(self) or "?"
+
+    return __repr__
+
+
+def _make_memory_space(original):
+    # `core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
+    # `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device.
+    def memory_space(self):
+        if not is_active():
+            raise AttributeError("memory_space")
+        return core.MemorySpace.Device
+
+    return property(memory_space)
 
 
 def _make_array(original):
@@ -400,8 +494,15 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     points = generic_values(size)
     if points is None:
         return size
+    # In a trace guided by a call, equal there and at generic sizes: sizes that merely coincide at
+    # the call (`max(n - 1, 0)` and `n` at `n = 0`) stay distinct, so the program stays general.
+    generic = generic_values(size, at_point=False)
     for ancestor in reversed(_ancestors(size)):  # the farthest first: the size itself if it can
-        if ancestor.aval == size.aval and generic_values(ancestor) == points:
+        if (
+            ancestor.aval == size.aval
+            and generic_values(ancestor) == points
+            and generic_values(ancestor, at_point=False) == generic
+        ):
             _assume(size, ancestor, "==", True)
             return ancestor
     return size
@@ -466,6 +567,15 @@ register_patch(
 )
 register_patch(
     Patch(
+        "sizes_named_in_messages",
+        pe.DynamicJaxprTracer,
+        "_short_repr",
+        _make_short_repr,
+        "a size prints as the expression of the arguments it comes from (`n + 1`)",
+    )
+)
+register_patch(
+    Patch(
         "size_tracers_are_symbolic_dims",
         core,
         "is_symbolic_dim",
@@ -498,6 +608,24 @@ register_patch(
         "__init__",
         _make_dshaped_init,
         "DShapedArray's dtype is a NumPy dtype, as ShapedArray's is",
+    )
+)
+register_patch(
+    Patch(
+        "size_variables_named_in_messages",
+        core.Var,
+        "__repr__",
+        _make_var_repr,
+        "a size variable in an abstract value prints as its name (`n + 1`), or `?`",
+    )
+)
+register_patch(
+    Patch(
+        "dshaped_array_memory_space",
+        core.DShapedArray,
+        "memory_space",
+        _make_memory_space,
+        "DShapedArray has a memory space (the device), as ShapedArray",
     )
 )
 register_patch(

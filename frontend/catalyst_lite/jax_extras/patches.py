@@ -318,9 +318,13 @@ def _all_patches() -> tuple[Patch, ...]:
     return PATCHES + tuple(_extra_patches)
 
 
+# The original of an attribute that a patch adds (it is deleted again when the patch is removed).
+_ABSENT = object()
+
+
 def _apply(patch: Patch) -> None:
-    original = getattr(patch.owner, patch.attr)
-    setattr(patch.owner, patch.attr, patch.make(original))
+    original = getattr(patch.owner, patch.attr, _ABSENT)
+    setattr(patch.owner, patch.attr, patch.make(None if original is _ABSENT else original))
     _installed.append((patch, original))
 
 
@@ -337,7 +341,10 @@ def _uninstall() -> None:
     """Undo exactly the patches applied, last first (whatever was registered meanwhile)."""
     while _installed:
         patch, original = _installed.pop()
-        setattr(patch.owner, patch.attr, original)
+        if original is _ABSENT:
+            delattr(patch.owner, patch.attr)
+        else:
+            setattr(patch.owner, patch.attr, original)
 
 
 @contextlib.contextmanager

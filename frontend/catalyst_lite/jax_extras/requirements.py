@@ -9,8 +9,9 @@ path checks neither (``reshape``'s shape rule skips its check under dynamic shap
 
 Here a ``-1`` becomes the staged quotient of the sizes, ``jnp.split``/``array_split`` into
 sections get symbolic pieces, and each requirement is a ``require_size`` equation that
-specialization checks at the call's sizes, raising a :class:`~catalyst_lite.errors.CompileError`
-that names them.
+specialization checks at the call's sizes (a trace guided by a call's sizes checks it at once),
+raising :class:`BrokenRequirement`, which a call reports as an
+:class:`~catalyst_lite.errors.IncompatibleSizesError` naming the sizes.
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -35,10 +36,11 @@ from jax._src.lax import lax
 from jax._src.numpy import lax_numpy
 
 from ..errors import CompileError
-from .dimensions import user_call_site
+from .dimensions import generic_values, user_call_site
 from .patches import Patch, is_active, register_patch
+from .size_facts import current_scope
 
-__all__ = ["require_size_p", "require", "size_quotient"]
+__all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
 
 # relation -> whether it holds for (lhs, rhs)
 _RELATIONS = {
@@ -50,11 +52,20 @@ require_size_p = core.Primitive("require_size")
 require_size_p.multiple_results = True
 
 
+class BrokenRequirement(CompileError):
+    """A requirement that is false at a call's sizes: ``jax.jit`` refuses these sizes.
+    ``inputs``: the positions of the size inputs involved, when known."""
+
+    def __init__(self, message: str, inputs: frozenset[int] = frozenset()):
+        super().__init__(message)
+        self.inputs = inputs
+
+
 def _check_requirement(lhs: Any, rhs: Any, *, relation: str, message: str, where: str) -> list:
     """Raise if ``lhs relation rhs`` is false for these concrete sizes."""
     lhs, rhs = int(np.asarray(lhs)), int(np.asarray(rhs))
     if not _RELATIONS[relation](lhs, rhs):
-        raise CompileError(f"{where}: {message.format(lhs=lhs, rhs=rhs)}.")
+        raise BrokenRequirement(f"{where}: {message.format(lhs=lhs, rhs=rhs)}.")
     return []
 
 
@@ -70,10 +81,30 @@ def _is_symbolic(d: Any) -> bool:
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
     """Record that ``lhs relation rhs`` must hold (``"=="``, or ``"divides"``: ``rhs % lhs == 0``
     with ``lhs != 0``), in the trace of the symbolic side(s). ``message`` may name ``{lhs}`` and
-    ``{rhs}``, which the error fills with the call's sizes."""
+    ``{rhs}``, which the error fills with the call's sizes.
+
+    In a trace guided by a call, a requirement that is false at the call's sizes raises
+    :class:`BrokenRequirement` at once: the rest of the program need not be traced for sizes that
+    ``jax.jit`` refuses here."""
+    where = user_call_site()
+    _check_at_point(lhs, rhs, relation, message, where)
     trace = next(d._trace for d in (lhs, rhs) if _is_symbolic(d))
     with core.set_current_trace(trace):
-        require_size_p.bind(lhs, rhs, relation=relation, message=message, where=user_call_site())
+        require_size_p.bind(lhs, rhs, relation=relation, message=message, where=where)
+
+
+def _check_at_point(lhs: Any, rhs: Any, relation: str, message: str, where: str) -> None:
+    scope = current_scope()
+    if scope is None or scope.point is None:
+        return
+    points = set(generic_values(lhs, rhs) or ())
+    if len(points) != 1:
+        return  # not a function of the call's sizes alone
+    ((lhs_value, rhs_value),) = points
+    if not _RELATIONS[relation](int(lhs_value), int(rhs_value)):
+        sides = [scope.expression(d) if _is_symbolic(d) else None for d in (lhs, rhs)]
+        inputs = frozenset().union(*(e.inputs() for e in sides if e is not None))
+        raise BrokenRequirement(f"{where}: {message.format(lhs=lhs_value, rhs=rhs_value)}.", inputs)
 
 
 def _product(sizes: Sequence[Any]) -> Any:

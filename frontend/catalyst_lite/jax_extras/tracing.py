@@ -145,14 +145,16 @@ def make_input_type(
     >>> from jax import ShapeDtypeStruct as S
     >>> t = make_input_type([S((3,), 'float64'), S((3, 2), 'float64')], [{0: 'n'}, {0: 'n'}])
     >>> [(str(a), e) for a, e in t]
-    [('int64[]', False), ('f64[DBIdx(val=0)]', True), ('f64[DBIdx(val=0),2]', True)]
+    [('~int64[]', False), ('f64[DBIdx(val=0)]', True), ('f64[DBIdx(val=0),2]', True)]
     """
     avals = [_abstractify(x) for x in avals_or_args]
     name_to_index: dict[Hashable, DBIdx] = {}
     for aval, spec in zip(avals, axes_specs):
         for _, name in sorted(spec.items()):
             name_to_index.setdefault(name, DBIdx(len(name_to_index)))
-    dim_aval = ShapedArray((), np.dtype("int64"))
+    # Weakly typed, as a Python int: a size used as a value (`x.shape[0] - idx`) then has the
+    # dtype jax.jit gives it with static shapes (int32 with int32 operands, not int64).
+    dim_aval = ShapedArray((), np.dtype("int64"), weak_type=True)
     implicit = [(dim_aval, False)] * len(name_to_index)
     explicit = []
     for aval, spec in zip(avals, axes_specs):
@@ -242,14 +244,21 @@ class InnerTrace:
 
 
 def trace_to_jaxpr(
-    flat_fn: Callable[..., Sequence[Any]], in_type: InputType, name: str
+    flat_fn: Callable[..., Sequence[Any]],
+    in_type: InputType,
+    name: str,
+    on_arguments: Callable[[list[Tracer]], None] | None = None,
 ) -> tuple[Jaxpr, OutputType, list[Any]]:
     """Trace a flat top-level function; implicit outputs (new dimensions) are added in front of
-    the explicit ones and described by ``InDBIdx``/``OutDBIdx`` in the output type."""
+    the explicit ones and described by ``InDBIdx``/``OutDBIdx`` in the output type.
+    ``on_arguments`` receives the (expanded) argument tracers before the function runs."""
     dbg = debug_info_for(flat_fn, name)
     inner = InnerTrace(dbg)
     try:
-        args = collapse(in_type, inner.arguments(in_type))
+        expanded = inner.arguments(in_type)
+        if on_arguments is not None:
+            on_arguments(expanded)
+        args = collapse(in_type, expanded)
         results = inner.call(flat_fn, *args)
         out = [inner.lift(r) for r in results]
         jaxpr, out_type, consts = inner.trace.frame.to_jaxpr2(out, dbg)

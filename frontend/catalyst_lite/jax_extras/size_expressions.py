@@ -1,0 +1,365 @@
+"""Expressions over a program's size inputs, and facts about them.
+
+A :class:`SizeExpr` is an integer (or boolean) scalar computed from a program's *size inputs*
+(the lengths of its abstracted axes and its integer arguments, by position) by scalar operations:
+``max(n - 1, 0)``. A :class:`Fact` is a comparison of two of them that a traced program assumes
+(``n - 1 >= 0``; see :mod:`.size_facts`). Expressions are simplified as they are built
+(:func:`simplified`), printed with the inputs' names (:meth:`SizeExpr.render`), and compiled into
+Python functions of the inputs (:func:`compile_facts`): a call checks a program's facts with
+integer arithmetic, without JAX.
+
+>>> n, one = SizeExpr.input(0), SizeExpr.literal(1)
+>>> fact = Fact(SizeExpr.apply_op("sub", n, one), SizeExpr.literal(0), ">=", "f.py:3")
+>>> fact.statement(["n"]), compile_facts([fact])([3]), compile_facts([fact])([0])
+('n - 1 >= 0', -1, 0)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from jax._src import core
+
+from .patches import suspended
+
+__all__ = [
+    "SizeExpr",
+    "Fact",
+    "NEGATED",
+    "UnknownSize",
+    "simplified",
+    "same_expression",
+    "compile_facts",
+    "compile_expression",
+]
+
+# comparison -> the comparison that holds when it does not
+NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
+# comparison primitive's name -> its Python spelling
+_COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+# --- Expressions over the size inputs -------------------------------------------------------------
+
+
+class SizeExpr:
+    """An integer (or boolean) scalar computed from a program's size inputs by scalar operations:
+    an ``input`` (by position), a ``literal``, or a primitive applied to expressions. Built once
+    per variable of a trace and shared, so an expression is a DAG, compared by identity."""
+
+    __slots__ = ("op", "args", "value", "primitive", "params", "is_bool")
+
+    def __init__(self, op: str, args: tuple = (), value: Any = None, primitive: Any = None,
+                 params: dict | None = None, is_bool: bool = False):
+        self.op = op
+        self.args: tuple[SizeExpr, ...] = args
+        self.value = value  # input position, literal value, or result index of a primitive
+        self.primitive = primitive
+        self.params = params or {}
+        self.is_bool = is_bool
+
+    @classmethod
+    def input(cls, position: int) -> SizeExpr:
+        return cls("input", value=position)
+
+    @classmethod
+    def literal(cls, value: Any) -> SizeExpr:
+        value = np.asarray(value).item()
+        return cls("literal", value=value, is_bool=isinstance(value, bool))
+
+    @classmethod
+    def apply_op(cls, op: str, *args: SizeExpr) -> SizeExpr:
+        """An operation of the Python table below (``add``, ``max``, ``ge``...)."""
+        return cls(op, tuple(args), is_bool=op in _COMPARISON_NAMES)
+
+    def inputs(self) -> frozenset[int]:
+        """Positions of the size inputs this expression reads."""
+        found: set[int] = set()
+        for node in _nodes([self]):
+            if node.op == "input":
+                found.add(node.value)
+        return frozenset(found)
+
+    def render(self, names: Sequence[str]) -> str:
+        """``max(n - 1, 0)``: the expression with its inputs named."""
+        return _render(self, names, {})[0]
+
+
+def _nodes(roots: Sequence[SizeExpr]) -> list[SizeExpr]:
+    """Every node reachable from ``roots``, each once, operands before their users."""
+    order: list[SizeExpr] = []
+    seen: set[int] = set()
+    stack: list[tuple[SizeExpr, bool]] = [(r, False) for r in reversed(roots)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in seen:
+            continue
+        if expanded:
+            seen.add(id(node))
+            order.append(node)
+        else:
+            stack.append((node, True))
+            stack.extend((a, False) for a in reversed(node.args) if id(a) not in seen)
+    return order
+
+
+# op -> (precedence, format): how an expression prints (precedence: higher binds tighter)
+_INFIX = {
+    "add": (70, "{} + {}"), "sub": (70, "{} - {}"), "mul": (80, "{} * {}"),
+    "div": (80, "{} // {}"), "rem": (80, "{} % {}"),
+    "and": (40, "{} and {}"), "or": (30, "{} or {}"),
+    **{op: (60, "{} " + c + " {}") for op, c in _COMPARISON_NAMES.items()},
+}
+_TRANSPARENT = {"convert_element_type", "copy", "copy_p"}
+
+
+def _render(node: SizeExpr, names: Sequence[str], memo: dict) -> tuple[str, int]:
+    if id(node) in memo:
+        return memo[id(node)]
+    args = [_render(a, names, memo) for a in node.args]
+    if node.op == "input":
+        out = (names[node.value] if node.value < len(names) else f"size{node.value}", 100)
+    elif node.op == "literal":
+        out = (str(node.value), 100)
+    elif node.op in _TRANSPARENT and len(args) == 1:
+        out = args[0]
+    elif node.op == "neg":
+        out = (f"-{_paren(args[0], 90)}", 90)
+    elif node.op == "not":
+        out = (f"not {_paren(args[0], 50)}", 50)
+    elif node.op in _INFIX and len(args) == 2:
+        prec, fmt = _INFIX[node.op]
+        # left-associative: the right operand of `a - (b + c)` keeps its parentheses
+        out = (fmt.format(_paren(args[0], prec), _paren(args[1], prec + 1)), prec)
+    elif node.op == "select_n" and len(args) == 3:
+        out = (f"{_paren(args[2], 21)} if {_paren(args[0], 21)} else {_paren(args[1], 21)}", 20)
+    else:
+        out = (f"{node.op}({', '.join(text for text, _ in args)})", 100)
+    memo[id(node)] = out
+    return out
+
+
+def _paren(arg: tuple[str, int], precedence: int) -> str:
+    text, own = arg
+    return text if own >= precedence else f"({text})"
+
+
+class Fact:
+    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the
+    user's line (and the JAX function) whose size logic decided it."""
+
+    __slots__ = ("lhs", "rhs", "comparison", "where")
+
+    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str):
+        self.lhs, self.rhs, self.comparison, self.where = lhs, rhs, comparison, where
+
+    def inputs(self) -> frozenset[int]:
+        return self.lhs.inputs() | self.rhs.inputs()
+
+    def statement(self, names: Sequence[str]) -> str:
+        return f"{self.lhs.render(names)} {self.comparison} {self.rhs.render(names)}"
+
+
+# --- Simplification ------------------------------------------------------------------------------
+# jax.numpy computes sizes with general formulas (`arange(n)` has `(max(0, n - 0 + 1 - 1) // 1`
+# rounded up); folded, they read as the user wrote them (`max(0, n)`) and cost less to check.
+
+
+def _literal_value(e: SizeExpr) -> Any:
+    return e.value if e.op == "literal" else None
+
+
+def _is(e: SizeExpr, value: Any) -> bool:
+    return e.op == "literal" and e.value == value and isinstance(e.value, bool) == isinstance(value, bool)
+
+
+def _offset(e: SizeExpr) -> tuple[SizeExpr, int]:
+    """``e`` as ``base + c`` (``c`` an int literal)."""
+    if e.op in ("add", "sub") and len(e.args) == 2 and _literal_value(e.args[1]) is not None:
+        c = int(e.args[1].value)
+        return e.args[0], c if e.op == "add" else -c
+    return e, 0
+
+
+def simplified(e: SizeExpr) -> SizeExpr:
+    """``e`` with its constant parts folded and trivial operations removed (its value unchanged
+    for every value of its inputs)."""
+    args = e.args
+    if e.op in _TRANSPARENT and len(args) == 1 and args[0].is_bool == e.is_bool:
+        return args[0]
+    if args and all(a.op == "literal" for a in args):
+        try:
+            return SizeExpr.literal(compile_expression(e)(()))
+        except Exception:
+            return e
+    if len(args) == 2:
+        a, b = args
+        if (e.op in ("add", "sub") and _is(b, 0)) or (e.op in ("mul", "div") and _is(b, 1)):
+            return a
+        if (e.op == "add" and _is(a, 0)) or (e.op == "mul" and _is(a, 1)):
+            return b
+        if e.op == "rem" and _is(b, 1):
+            return SizeExpr.literal(0)
+        if e.op in ("max", "min") and a is b:
+            return a
+        if e.op in ("add", "sub") and not e.is_bool and _literal_value(b) is not None:
+            base, c = _offset(a)
+            if base is not a:  # (x + c1) +/- c2 = x + (c1 +/- c2)
+                total = c + (int(b.value) if e.op == "add" else -int(b.value))
+                if total == 0:
+                    return base
+                return SizeExpr.apply_op("add" if total > 0 else "sub", base, SizeExpr.literal(abs(total)))
+        if e.op == "and" and e.is_bool:
+            if _is(a, False) or _is(b, False):
+                return SizeExpr.literal(False)
+            if _is(a, True) or _is(b, True):
+                return b if _is(a, True) else a
+        if e.op == "or" and e.is_bool:
+            if _is(a, True) or _is(b, True):
+                return SizeExpr.literal(True)
+            if _is(a, False) or _is(b, False):
+                return b if _is(a, False) else a
+    if e.op == "select_n" and args and args[0].op == "literal":
+        return args[1 + int(args[0].value)]
+    if e.op == "select_n" and len(args) == 3 and args[1] is args[2]:
+        return args[1]
+    return e
+
+
+def same_expression(a: SizeExpr, b: SizeExpr) -> bool:
+    """The two expressions compute the same thing (written the same way)."""
+    positional = [f"size{k}" for k in range(max(a.inputs() | b.inputs() | {-1}) + 1)]
+    return a is b or a.render(positional) == b.render(positional)
+
+
+# --- Evaluating facts at a call's sizes ------------------------------------------------------------
+
+
+class UnknownSize(Exception):
+    """A fact reads a size input whose value the call does not know (a tracer of an outer
+    transformation); ``position`` says which."""
+
+    def __init__(self, position: int):
+        super().__init__(position)
+        self.position = position
+
+
+def _div(a: int, b: int) -> int:
+    """XLA's signed integer division: rounds toward zero; ``x / 0`` is ``-1``."""
+    if b == 0:
+        return -1
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _rem(a: int, b: int) -> int:
+    """XLA's remainder: the sign of the dividend; ``x % 0`` is ``x``."""
+    return a if b == 0 else a - b * _div(a, b)
+
+
+def _sign(a: int) -> int:
+    return (a > 0) - (a < 0)
+
+
+def _bind(primitive: Any, params: dict, index: int, *args: Any) -> Any:
+    """A primitive without a Python spelling, evaluated by JAX on numbers."""
+    with core.eval_context(), suspended():
+        out = primitive.bind(*(np.asarray(a) for a in args), **params)
+    return np.asarray(out[index] if primitive.multiple_results else out).item()
+
+
+# op -> Python source of the operation on its operands' local names
+_PYTHON = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "neg": "-{0}",
+    "div": "_div({0}, {1})", "rem": "_rem({0}, {1})", "sign": "_sign({0})", "abs": "abs({0})",
+    "max": "max({0}, {1})", "min": "min({0}, {1})",
+    "clamp": "min(max({1}, {0}), {2})", "square": "{0} * {0}",
+    **{op: "{0} " + c + " {1}" for op, c in _COMPARISON_NAMES.items()},
+    "shift_left": "{0} << {1}", "shift_right_arithmetic": "{0} >> {1}",
+    "copy": "{0}", "copy_p": "{0}",
+}
+_BOOLEAN = {"and": "{0} and {1}", "or": "{0} or {1}", "xor": "{0} != {1}", "not": "not {0}"}
+_BITWISE = {"and": "{0} & {1}", "or": "{0} | {1}", "xor": "{0} ^ {1}", "not": "~{0}"}
+
+
+def _python_source(node: SizeExpr, operands: list[str]) -> tuple[str, dict[str, Any]]:
+    """Python source computing ``node`` from its operands, and the names it needs."""
+    if node.op == "literal":
+        return repr(node.value), {}
+    if node.op in _PYTHON:
+        return _PYTHON[node.op].format(*operands), {}
+    if node.op in _BOOLEAN:
+        return (_BOOLEAN if node.is_bool else _BITWISE)[node.op].format(*operands), {}
+    if node.op == "integer_pow":
+        return f"{operands[0]} ** {int(node.params['y'])}", {}
+    if node.op == "select_n":
+        return f"({', '.join(operands[1:])},)[int({operands[0]})]", {}
+    if node.op == "convert_element_type":
+        return (f"bool({operands[0]})" if node.is_bool else f"int({operands[0]})"), {}
+    name = f"prim{id(node)}"
+    return f"_bind({name}, {name}_params, {node.value}, {', '.join(operands)})", {
+        name: node.primitive,
+        f"{name}_params": node.params,
+    }
+
+
+def compile_expression(expr: SizeExpr) -> Callable[[Sequence[Any]], Any]:
+    """A function of the size inputs computing ``expr``.
+
+    >>> compile_expression(SizeExpr.apply_op("max", SizeExpr.input(0), SizeExpr.literal(0)))([-3])
+    0
+    """
+    always = Fact(SizeExpr.literal(0), SizeExpr.literal(0), "==", "")
+    return _compile([always], result=expr)
+
+
+def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
+    """A function of a call's size inputs (indexable by position) returning the index of the
+    first fact that is false for them, or ``-1``. An input that a fact reads and that is ``None``
+    raises :class:`UnknownSize`.
+
+    >>> n, m = SizeExpr.input(0), SizeExpr.input(1)
+    >>> check = compile_facts([Fact(n, m, "==", "?"), Fact(SizeExpr.apply_op("max", n, m), n, ">=", "?")])
+    >>> check([4, 4]), check([4, 5])
+    (-1, 0)
+    """
+    if not facts:
+        return _no_fact_is_broken
+    return _compile(facts)
+
+
+def _compile(facts: Sequence[Fact], result: SizeExpr | None = None) -> Callable[[Sequence[Any]], Any]:
+    """The function of :func:`compile_facts`; with ``result``, one returning that expression's
+    value (once the facts hold)."""
+    namespace: dict[str, Any] = {"_div": _div, "_rem": _rem, "_sign": _sign, "_bind": _bind,
+                                 "UnknownSize": UnknownSize}
+    local: dict[int, str] = {}
+    lines = ["def check(values):"]
+    roots = [(i, fact) for i, fact in enumerate(facts)] + ([(None, result)] if result is not None else [])
+    for i, root in roots:
+        for node in _nodes([root] if i is None else [root.lhs, root.rhs]):
+            if id(node) in local:
+                continue
+            name = local[id(node)] = f"t{len(local)}"
+            if node.op == "input":
+                lines.append(f"    {name} = values[{node.value}]")
+                lines.append(f"    if {name} is None: raise UnknownSize({node.value})")
+                lines.append(f"    {name} = int({name})")
+            else:
+                source, needs = _python_source(node, [local[id(a)] for a in node.args])
+                namespace.update(needs)
+                lines.append(f"    {name} = {source}")
+        if i is None:
+            lines.append(f"    return {local[id(root)]}")
+        else:
+            lhs, rhs = local[id(root.lhs)], local[id(root.rhs)]
+            lines.append(f"    if not ({lhs} {root.comparison} {rhs}): return {i}")
+    if result is None:
+        lines.append("    return -1")
+    exec(compile("\n".join(lines), "<size facts>", "exec"), namespace)
+    return namespace["check"]
+
+
+def _no_fact_is_broken(values: Sequence[Any]) -> int:
+    return -1

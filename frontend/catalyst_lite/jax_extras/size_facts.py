@@ -1,0 +1,210 @@
+"""Size facts: what a traced program assumed about its sizes, checked before a call runs it.
+
+A trace decides JAX's comparisons of symbolic sizes (see :mod:`.dimensions`). Each decision is a
+*fact* about the program's **size inputs** -- the lengths of its abstracted axes and its integer
+arguments -- such as ``n - 1 >= 0`` or ``n == m``. This module keeps, for the program being traced,
+a :class:`SizeScope`:
+
+- which variables of the trace are its size inputs, and their names (``n``, ``k``), so that a size
+  reads ``max(n - 1, 0)`` in messages rather than ``JitTracer<~int64[]>``;
+- optionally a *point*: the sizes of one call, at which the trace then decides every comparison
+  (a trace *guided* by a call, see :mod:`catalyst_lite.compiler.assumptions`);
+- the facts decided so far, each a :class:`~.size_expressions.Fact` between two expressions over
+  the size inputs (:mod:`.size_expressions`, which also compiles them into the function a call
+  checks them with).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from jax._src import core, dtypes
+from jax._src.interpreters import partial_eval as pe
+
+from .size_expressions import NEGATED, Fact, SizeExpr, same_expression, simplified
+from .tracing import constant_value
+
+__all__ = [
+    "SizeScope",
+    "size_scope",
+    "current_scope",
+    "size_name",
+    "describe_aval",
+    "is_scalar_int_or_bool",
+    "has_subprograms",
+]
+
+
+def is_scalar_int_or_bool(x: Any) -> bool:
+    """An integer or boolean scalar: what size arithmetic is made of. (``dtypes.issubdtype``: a
+    PRNG key's extended dtype is not a NumPy one.)"""
+    aval = core.get_aval(x)
+    return aval.shape == () and (
+        dtypes.issubdtype(aval.dtype, np.integer) or dtypes.issubdtype(aval.dtype, np.bool_)
+    )
+
+
+def has_subprograms(eqn: Any) -> bool:
+    """The equation holds nested jaxprs (control flow): not shape arithmetic."""
+    return any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
+
+
+# --- The scope of one top-level trace ------------------------------------------------------------
+
+
+class SizeScope:
+    """The size inputs of a program being traced, the point its decisions are taken at (``None``:
+    at generic sizes), and the facts decided so far.
+
+    ``names`` are the inputs' names, in the order of the program's inputs (implicit sizes, then the
+    flat arguments); ``point`` their values at the guiding call (``None`` entries for inputs that
+    are not integer scalars).
+    """
+
+    def __init__(self, names: Sequence[str], point: Sequence[int | None] | None = None):
+        self.names = list(names)
+        self.point = None if point is None else list(point)
+        self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
+        self.point_values: dict[Any, int] = {}  # variable -> its value at the point
+        self.facts: list[Fact] = []
+        self._fact_keys: set[tuple] = set()
+        self._expressions: dict[Any, SizeExpr | None] = {}
+        # Pairs of sizes JAX's shape logic asked to be equal and that are not, at the point: what
+        # an "incompatible shapes" error raised by the trace is about.
+        self.disagreements: list[tuple[SizeExpr, SizeExpr]] = []
+        # The last of them, if JAX asked no other question about sizes since.
+        self.last_disagreement: tuple[SizeExpr, SizeExpr] | None = None
+        # Comparisons of sizes left undecided: their answer depends on how unrelated sizes
+        # compare (`n < m`), which only a call's sizes can tell.
+        self.undecided = 0
+
+    def bind_inputs(self, tracers: Sequence[Any]) -> None:
+        """The argument tracers of the trace, in input order (called once the trace creates them)."""
+        for position, tracer in enumerate(tracers):
+            if not is_scalar_int_or_bool(tracer):
+                continue
+            self.inputs[tracer.val] = position
+            if self.point is not None and self.point[position] is not None:
+                self.point_values[tracer.val] = self.point[position]
+
+    def expression(self, tracer: Any) -> SizeExpr | None:
+        """``tracer`` as an expression over the size inputs, or ``None`` when it is not one (it
+        is computed from array data, or from a value local to a loop body, such as its index)."""
+        if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
+            return None
+        if isinstance(tracer.val, core.Literal):
+            return SizeExpr.literal(tracer.val.val)
+        if tracer.val not in self._expressions:
+            self._expressions[tracer.val] = self._build(tracer)
+        return self._expressions[tracer.val]
+
+    def _build(self, tracer: Any) -> SizeExpr | None:
+        eqn = tracer.parent
+        if eqn is None:
+            const = constant_value(tracer)
+            if const is not None and not isinstance(const, core.Tracer):
+                return SizeExpr.literal(const)
+            if isinstance(const, pe.DynamicJaxprTracer) and const._trace.is_valid():
+                return self.expression(const)  # a size captured from an enclosing program
+            position = self.inputs.get(tracer.val)
+            return None if position is None else SizeExpr.input(position)
+        if has_subprograms(eqn):
+            return None
+        args = [self.expression(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
+        if any(a is None for a in args):
+            return None
+        index = eqn.outvars.index(tracer.val) if eqn.primitive.multiple_results else 0
+        is_bool = np.dtype(tracer.aval.dtype) == np.bool_
+        expr = SizeExpr(eqn.primitive.name, tuple(args), index, eqn.primitive, dict(eqn.params), is_bool)
+        return simplified(expr)
+
+    def name(self, tracer: Any) -> str | None:
+        """``n + 1``: a size tracer named by the inputs it is computed from (``None`` if it is
+        not computed from them alone)."""
+        expr = self.expression(tracer)
+        return None if expr is None else expr.render(self.names)
+
+    def name_of_variable(self, var: Any) -> str | None:
+        """The name of a size variable of the trace, if it is known as an expression."""
+        if var in self.inputs:
+            return self.names[self.inputs[var]]
+        expr = self._expressions.get(var)
+        return None if expr is None else expr.render(self.names)
+
+    def record(self, lhs: Any, rhs: Any, comparison: str, holds: bool, where: str) -> Fact | None:
+        """Record that ``(lhs comparison rhs) == holds``, when both sides are expressions over the
+        size inputs (once); return the fact (``None`` when it cannot be expressed)."""
+        lhs_expr, rhs_expr = self._side(lhs), self._side(rhs)
+        if lhs_expr is None or rhs_expr is None:
+            return None
+        self.last_disagreement = None
+        comparison = comparison if holds else NEGATED[comparison]
+        if comparison in ("==", "<=", ">=") and same_expression(lhs_expr, rhs_expr):
+            return None  # true whatever the sizes (two computations of one size)
+        key = (id(lhs_expr), id(rhs_expr), comparison)
+        fact = Fact(lhs_expr, rhs_expr, comparison, where)
+        if key not in self._fact_keys:
+            self._fact_keys.add(key)
+            self.facts.append(fact)
+        return fact
+
+    def _side(self, x: Any) -> SizeExpr | None:
+        if isinstance(x, core.Tracer):
+            return self.expression(x)
+        return SizeExpr.literal(x) if isinstance(x, (int, bool, np.integer, np.bool_)) else None
+
+    def note_disagreement(self, x: Any, y: Any) -> None:
+        """JAX asked whether two sizes are equal, and they are not (at the point, or at generic
+        sizes). Asking whether a size is -1, 0 or 1 (to broadcast it, say) is no disagreement."""
+        pair = (self._side(x), self._side(y))
+        if None not in pair and any(e.op != "literal" for e in pair) and not any(
+            e.op == "literal" and e.value in (-1, 0, 1) for e in pair
+        ):
+            self.disagreements.append(pair)
+            self.last_disagreement = pair
+        elif None not in pair:
+            self.last_disagreement = None
+
+
+def size_name(d: Any) -> str:
+    """``n + 1``: a dimension named by the size inputs it is computed from, in the program being
+    traced; a number as it is; ``?`` for a size known only while the program runs."""
+    if not isinstance(d, core.Tracer):
+        return str(d)
+    scope = current_scope()
+    name = scope.name(d) if scope is not None else None
+    return "?" if name is None else name
+
+
+def describe_aval(aval: Any) -> str:
+    """``f64[n + 1,3]``: an abstract value for messages, each size named by :func:`size_name`."""
+    dims = ",".join(size_name(d) for d in aval.shape)
+    return f"{_short_dtype(aval.dtype)}[{dims}]"
+
+
+def _short_dtype(dtype: Any) -> str:
+    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[np.dtype(dtype).kind]
+    return kind if kind == "bool" else f"{kind}{np.dtype(dtype).itemsize * 8}"
+
+
+_scopes = threading.local()
+
+
+@contextlib.contextmanager
+def size_scope(scope: SizeScope) -> Iterator[SizeScope]:
+    """Make ``scope`` the calling thread's current one for the block (a trace of a program)."""
+    stack = _scopes.__dict__.setdefault("stack", [])
+    stack.append(scope)
+    try:
+        yield scope
+    finally:
+        stack.pop()
+
+
+def current_scope() -> SizeScope | None:
+    """The scope of the program the calling thread is tracing (``None`` outside one)."""
+    stack = getattr(_scopes, "stack", None)
+    return stack[-1] if stack else None
