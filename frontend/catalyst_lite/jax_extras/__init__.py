@@ -9,6 +9,7 @@ these modules only.
 - :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
 - :mod:`.size_facts`: what a trace decided about its sizes, as facts checked before a call.
 - :mod:`.size_expressions`: expressions over a program's sizes (printed, simplified, compiled).
+- :mod:`.numpy_functions`: jax.numpy functions given symbolic-size paths (``len``, searchsorted).
 - :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
 - :mod:`.random`: ``jax.random`` with symbolic sizes.
 - :mod:`.multi_result`: multi-result primitives (linear algebra) on symbolic shapes.
@@ -24,6 +25,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
+from . import numpy_functions as numpy_functions  # registers the jax.numpy patches
 from . import random as random  # registers the jax.random patches
 from . import requirements as requirements  # registers the reshape patches
 from . import multi_result as multi_result  # registers the multi-result abstract-eval patches

@@ -63,15 +63,47 @@ def _split_as_dynamic_slices(operand, *, sizes, axis):
     return pieces
 
 
+def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
+    """``lax.pad`` whose low/high widths are symbolic: the static widths (and interior padding)
+    by ``pad``, each symbolic one as a block of ``padding_value`` concatenated to that side."""
+    if any(_is_tracer(interior) for _, _, interior in padding_config):
+        raise NotImplementedError("lax.pad with a symbolic interior padding")
+    static = [(0 if _is_tracer(lo) else lo, 0 if _is_tracer(hi) else hi, i) for lo, hi, i in padding_config]
+    out = lax_internal.pad(operand, padding_value, static)
+    for axis, (lo, hi, _) in enumerate(padding_config):
+        blocks = [
+            lax_internal.broadcast_in_dim(
+                padding_value, tuple(width if i == axis else d for i, d in enumerate(out.shape)), ()
+            )
+            for width in (lo, hi)
+        ]
+        parts = [blocks[0]] * _is_tracer(lo) + [out] + [blocks[1]] * _is_tracer(hi)
+        if len(parts) > 1:
+            out = lax_internal.concatenate(parts, axis)
+    return out
+
+
 # primitive -> (its size-carrying parameters, an equivalent in primitives that take sizes as operands)
 SIZE_PARAM_REWRITES: dict[core.Primitive, tuple[tuple[str, ...], Callable[..., Any]]] = {
     slicing.slice_p: (("start_indices", "limit_indices"), _slice_as_dynamic_slice),
     lax_internal.split_p: (("sizes",), _split_as_dynamic_slices),
+    lax_internal.pad_p: (("padding_config",), _pad_with_symbolic_widths),
 }
 
 
+def _is_tracer(d: Any) -> bool:
+    return isinstance(d, core.Tracer)
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The entries of a parameter, nested tuples flattened (``padding_config``'s triples)."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for entry in value for leaf in _leaves(entry)]
+    return [value]
+
+
 def _holds_tracers(params: dict[str, Any], names: tuple[str, ...]) -> bool:
-    return any(isinstance(d, core.Tracer) for name in names for d in params.get(name) or ())
+    return any(_is_tracer(d) for name in names for d in _leaves(params.get(name) or ()))
 
 
 def _has_size_tracers(primitive: core.Primitive, params: dict[str, Any]) -> bool:
@@ -108,8 +140,7 @@ def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -
     """A size tracer in any other parameter would escape the jaxpr (and break its specialization
     later, far from the cause): refuse it while tracing, naming the primitive."""
     for name, value in params.items():
-        values = value if isinstance(value, (tuple, list)) else (value,)
-        if any(isinstance(v, core.Tracer) for v in values):
+        if any(_is_tracer(v) for v in _leaves(value)):
             raise NotImplementedError(
                 f"primitive {primitive.name!r} takes a symbolic size in its parameter {name!r}, "
                 "which JAX 0.7's dynamic-shape path cannot stage"

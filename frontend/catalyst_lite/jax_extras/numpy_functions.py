@@ -1,0 +1,168 @@
+"""jax.numpy functions that need a symbolic-size path of their own.
+
+Most of jax.numpy computes with sizes through the operators and shape rules that
+:mod:`.dimensions` makes symbolic. A few functions do something else with a size:
+
+- **Python's** ``len``: ``jnp.interp`` and ``jnp.convolve``/``correlate`` ask ``len(x)``, which
+  must return an ``int``. :func:`with_symbolic_len` runs such a function with a ``len`` that
+  returns the symbolic length (comparisons of it are then decided as any of JAX's, see
+  :mod:`.dimensions`). A convolution's padding must be Python ints too: with a symbolic
+  padding (a symbolic-length kernel) the input is padded first.
+- **a loop whose trip count is computed from a size**: ``jnp.searchsorted`` (and ``digitize``,
+  ``interp``, ``histogram`` through it) runs a binary search of ``ceil(log2(n + 1))`` steps with
+  ``lax.scan``, whose length must be a number (and whose carry cannot have a symbolic shape).
+  With symbolic sizes it uses JAX's sort-based method instead, which gives the same indices.
+- **the index dtype chosen from a size**: ``int_dtype_for_dim(n)`` is ``int32`` below ``2**31``.
+  With a symbolic ``n`` it assumes ``n < 2**31`` (a fact of the program: a larger ``n`` gets a
+  program traced for it), so results have ``jax.jit``'s dtype.
+
+>>> import numpy as np, jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> @qjit(abstracted_axes=({0: "n"}, None))
+... def where_to_insert(edges, x):
+...     return jnp.searchsorted(edges, x)
+>>> where_to_insert(np.array([0.0, 1.0, 2.0]), np.array([0.5, 1.5, 9.0])).tolist()
+[1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import types
+from typing import Any, Callable
+
+import numpy as np
+from jax._src import core
+from jax._src.lax import convolution
+from jax._src.lax import lax
+from jax._src.lax import utils as lax_utils
+from jax._src.numpy import lax_numpy
+
+from .dimensions import decide_size_comparison
+from .patches import Patch, is_active, register_patch
+
+__all__ = ["symbolic_len", "with_symbolic_len"]
+
+
+def _is_symbolic(d: Any) -> bool:
+    return isinstance(d, core.Tracer)
+
+
+def symbolic_len(x: Any) -> Any:
+    """``len(x)``; the symbolic length when ``x``'s leading axis is symbolic (while tracing)."""
+    shape = getattr(x, "shape", None)
+    if is_active() and shape and _is_symbolic(shape[0]):
+        return shape[0]
+    return builtins.len(x)
+
+
+def with_symbolic_len(fn: Callable) -> Callable:
+    """A copy of the Python function ``fn`` whose ``len`` is :func:`symbolic_len`."""
+    fn = getattr(fn, "__wrapped__", fn)  # the Python function under a jax.jit
+    namespace = dict(fn.__globals__, len=symbolic_len)
+    clone = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    clone.__kwdefaults__ = fn.__kwdefaults__
+    return functools.wraps(fn)(clone)
+
+
+def _make_symbolic_len_patch(original: Callable) -> Callable:
+    # The function as JAX wrote it, but asking `len` of a symbolic axis gives the symbolic size.
+    clone = with_symbolic_len(original)
+
+    def patched(*args: Any, **kwargs: Any) -> Any:
+        return (clone if is_active() else original)(*args, **kwargs)
+
+    return functools.wraps(original)(patched)
+
+
+def _make_searchsorted_via_scan(original: Callable) -> Callable:
+    # A binary search of ceil(log2(n + 1)) steps, run by `lax.scan`: its length must be a number,
+    # and JAX's scan cannot carry arrays of a symbolic shape (the queries'). The sort-based method
+    # finds the same indices.
+    def searchsorted_via_scan(unrolled, sorted_arr, query, side, dtype):
+        if is_active() and any(map(_is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
+            return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
+        return original(unrolled, sorted_arr, query, side, dtype)
+
+    return searchsorted_via_scan
+
+
+def _make_conv_general_dilated(original: Callable) -> Callable:
+    # Its padding must be Python ints (`operator.index`); `jnp.convolve` of a symbolic-length
+    # kernel pads by `m - 1`. Pad the input first (a `pad` of symbolic widths), convolve unpadded.
+    def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, *args, **kwargs):
+        if (
+            is_active()
+            and not isinstance(padding, str)
+            and any(_is_symbolic(p) for pair in padding for p in pair)
+            and all(d == 1 for d in lhs_dilation or ())
+        ):
+            numbers = kwargs.get("dimension_numbers", args[1] if len(args) > 1 else None)
+            spec = convolution.conv_dimension_numbers(np.shape(lhs), np.shape(rhs), numbers).lhs_spec
+            config = [(0, 0, 0)] * np.ndim(lhs)
+            for axis, (lo, hi) in zip(spec[2:], padding):
+                config[axis] = (lo, hi, 0)
+            lhs = lax.pad(lhs, lax._const(lhs, 0), config)
+            padding = [(0, 0)] * len(padding)
+        return original(lhs, rhs, window_strides, padding, lhs_dilation, *args, **kwargs)
+
+    return conv_general_dilated
+
+
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
+
+def _make_int_dtype_for_dim(original: Callable) -> Callable:
+    # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
+    # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
+    def int_dtype_for_dim(d, *, signed):
+        if is_active() and _is_symbolic(d):
+            bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
+            small = decide_size_comparison(d, bound, "<=", generic_answer=True)
+            if small is not None:
+                return np.dtype(np.int32 if signed else np.uint32) if small else np.dtype(
+                    np.int64 if signed else np.uint64
+                )
+        return original(d, signed=signed)
+
+    return int_dtype_for_dim
+
+
+for _name in ("_conv", "_interp"):
+    register_patch(
+        Patch(
+            f"symbolic_len_in_{_name.lstrip('_')}",
+            lax_numpy,
+            _name,
+            _make_symbolic_len_patch,
+            "len() of an array with a symbolic leading axis is its symbolic length",
+        )
+    )
+register_patch(
+    Patch(
+        "convolution_with_symbolic_padding",
+        convolution,
+        "conv_general_dilated",
+        _make_conv_general_dilated,
+        "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)",
+    )
+)
+register_patch(
+    Patch(
+        "searchsorted_of_a_symbolic_length",
+        lax_numpy,
+        "_searchsorted_via_scan",
+        _make_searchsorted_via_scan,
+        "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)",
+    )
+)
+register_patch(
+    Patch(
+        "index_dtype_of_a_symbolic_dimension",
+        lax_utils,
+        "int_dtype_for_dim",
+        _make_int_dtype_for_dim,
+        "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)",
+    )
+)
