@@ -257,7 +257,7 @@ def test_001_shared_dimension_patterns():
     r1, r2 = both_new(3)
     assert r1.shape == r2.shape == (4,)
 
-    with pytest.raises(DimensionError, match=r"argument 1: it receives f64\[\?\] but returns f64\[\?\].*allow_array_resizing=True"):
+    with pytest.raises(DimensionError, match=r"argument 1: it receives f64\[sz\] but returns f64\[sz \+ 1\].*allow_array_resizing=True"):
 
         @qjit  # annotated: traced (and rejected) at decoration time
         def one_new(sz: int):

@@ -14,6 +14,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, current_trace, get_aval, is_tracing
 from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
+from ..jax_extras.size_facts import describe_aval
 
 __all__ = [
     "expansion_strategy",
@@ -59,21 +60,10 @@ def tracing_mode(api: str, fn: Callable) -> str:
     )
 
 
-def describe_aval(aval: Any) -> str:
-    """``f64[?,3]``: an abstract value for messages, ``?`` for each size known only at run time."""
-    dims = ",".join(str(d) if isinstance(d, (int, np.integer)) else "?" for d in aval.shape)
-    return f"{_short_dtype(aval.dtype)}[{dims}]"
-
-
-def _short_dtype(dtype: Any) -> str:
-    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[np.dtype(dtype).kind]
-    return kind if kind == "bool" else f"{kind}{np.dtype(dtype).itemsize * 8}"
-
-
 def dimension_error(err: DimensionMismatch, api: str, fn: Callable, what: str = "argument") -> DimensionError:
     """A user-facing message for a loop body whose result does not fit its argument."""
     name = function_name(fn)
-    arg, res = describe_aval(err.arg_aval), describe_aval(err.result_aval)
+    arg, res = err.arg_description, err.result_description
     if err.reason == "dimension":
         return DimensionError(
             f"{api} body {name} changes a dimension of {what} {err.position}: it receives "

@@ -25,6 +25,7 @@ import numpy as np
 from jax._src import core
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
+from .size_facts import describe_aval
 from .tracing import (
     DBIdx,
     DShapedArray,
@@ -89,6 +90,9 @@ class DimensionMismatch(TypeError):
         self.arg_aval = arg_aval
         self.result_aval = result_aval
         self.reason = reason
+        # Described now, while the body's trace can still name its sizes (`f64[n + 1]`).
+        self.arg_description = describe_aval(arg_aval)
+        self.result_description = describe_aval(result_aval)
 
 
 def same_dim(d1: Any, d2: Any) -> bool:
