@@ -26,14 +26,16 @@ abstracted axis (`@qjit(abstracted_axes={0: "n"})`): the function is traced once
 size. Each call below is tested at several sizes against `jax.jit` at the same (static) size.
 
 Where JAX's own code branches on a comparison of sizes (`n >= 1` before a reduction without an
-identity, `k >= 0` for a traced slice bound), the program is traced under an *assumption* that holds
-for all large sizes, and each call checks it: a call that breaks it (e.g. `jnp.max` of an empty
-array, `x[:k]` with `k < 0`) raises a `CatalystLiteError` (a `ValueError`) instead of computing
-something JAX would not. Where `jax.jit` itself refuses some sizes (the `-1` of `x.reshape(-1, 3)`
-must be a whole quotient, a reshape keeps the number of elements, `jnp.split` into sections must
-divide the axis), the size is symbolic (`n // 3`) and each call checks the requirement, raising an
-`ArgumentValueError` that names the sizes. A result whose size depends on array data
-(`jnp.nonzero` without `size=`) is an error naming the call and what to pass instead.
+identity, `n - 1 >= 0` for `x[:-1]`, `n == m` to add two arrays), the program is traced with the
+answer at generic sizes, and each call checks these *facts* against its sizes. A call that breaks
+one (an empty array, a length of 1, two lengths equal only at this call) gets a program traced
+for its sizes, as `jax.jit` would compute it, and later calls pick the program whose facts they
+satisfy (see [architecture.md](architecture.md#how-a-call-picks-its-program)). Where `jax.jit`
+itself refuses some sizes (the `-1` of `x.reshape(-1, 3)` must be a whole quotient, a reshape
+keeps the number of elements, `jnp.split` into sections must divide the axis, two broadcast
+lengths must agree), the call raises an `IncompatibleSizesError` that names the sizes. A result
+whose size depends on array data (`jnp.nonzero` without `size=`) is an error naming the call and
+what to pass instead.
 
 """
 
