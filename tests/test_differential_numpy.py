@@ -98,6 +98,7 @@ PROGRAMS = [
     of_x("jnp.piecewise", lambda x: jnp.piecewise(x, [x < 0], [lambda t: -t, lambda t: t * 2])),
     # Convolutions.
     of_x("jnp.convolve", lambda x: jnp.convolve(x, jnp.array([1.0, 2.0]))),
+    of_x("jnp.polyval", lambda x: jnp.polyval(jnp.array([1.0, -2.0, 0.5]), x)),
     of_x("jnp.correlate", lambda x: jnp.correlate(x, jnp.array([1.0, -1.0, 0.5]), mode="same")),
     # Reductions (some have no identity: an empty array is an error for both).
     of_x("jnp.max", jnp.max),

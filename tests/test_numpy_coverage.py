@@ -127,6 +127,7 @@ CASES: dict[str, Case] = {
         Case("Also supported", "x[:, 1:]", lambda n: mat(n).T[:, 1:]),
         Case("Also supported", "jax.nn.softmax", lambda n: jax.nn.softmax(vec(n))),
         Case("Also supported", "jnp.trapezoid", lambda n: jnp.trapezoid(vec(n))),
+        Case("Also supported", "jnp.polyval (static coefficients)", lambda n: jnp.polyval(jnp.array([1.0, -2.0, 0.5]), vec(n))),
         Case("Also supported", "jnp.unwrap", lambda n: jnp.unwrap(vec(n) * 4.0)),
         Case("Also supported", "jnp.piecewise", lambda n: jnp.piecewise(vec(n), [vec(n) < 0], [lambda t: -t, lambda t: t * t])),
         Case("Also supported", "jnp.pad (symbolic width)", lambda n: jnp.pad(jnp.ones(3), (n, 1))),

@@ -176,6 +176,7 @@ TRACED_ONCE = {
     "jnp.geomspace": lambda x: jnp.geomspace(1.0, 8.0, x.shape[0]),
     "jnp.pad by a symbolic width": lambda x: jnp.pad(x, (x.shape[0] // 2, 1)),
     "jnp.diagonal": lambda x: jnp.diagonal(jnp.outer(x, x + 1.0)),
+    "jnp.polyval": lambda x: jnp.polyval(jnp.array([1.0, -2.0, 0.5]), x),
 }
 
 

@@ -416,19 +416,6 @@ def _make_dshaped_init(original):
     return __init__
 
 
-def _make_var_repr(original):
-    # A size variable inside an abstract value prints as `Var(id=140...):int64[]` in JAX's
-    # messages (`f64[Var(id=...)]`): name it, or `?` when it has no name (a size computed inside a
-    # nested body).
-    def __repr__(self):
-        scope = current_scope() if is_active() else None
-        if scope is None or getattr(self.aval, "shape", None) != ():
-            return original(self)
-        return scope.name_of_variable(self) or "?"
-
-    return __repr__
-
-
 def _make_memory_space(original):
     # `core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
     # `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device.
@@ -608,15 +595,6 @@ register_patch(
         "__init__",
         _make_dshaped_init,
         "DShapedArray's dtype is a NumPy dtype, as ShapedArray's is",
-    )
-)
-register_patch(
-    Patch(
-        "size_variables_named_in_messages",
-        core.Var,
-        "__repr__",
-        _make_var_repr,
-        "a size variable in an abstract value prints as its name (`n + 1`), or `?`",
     )
 )
 register_patch(

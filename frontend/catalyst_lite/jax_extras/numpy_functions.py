@@ -12,6 +12,8 @@ Most of jax.numpy computes with sizes through the operators and shape rules that
   ``interp``, ``histogram`` through it) runs a binary search of ``ceil(log2(n + 1))`` steps with
   ``lax.scan``, whose length must be a number (and whose carry cannot have a symbolic shape).
   With symbolic sizes it uses JAX's sort-based method instead, which gives the same indices.
+- **a scan whose carry has a symbolic shape**: JAX's scan cannot carry one; the short static
+  scans of jax.numpy (``jnp.polyval`` over its coefficients) run unrolled instead.
 - **the index dtype chosen from a size**: ``int_dtype_for_dim(n)`` is ``int32`` below ``2**31``.
   With a symbolic ``n`` it assumes ``n < 2**31`` (a fact of the program: a larger ``n`` gets a
   program traced for it), so results have ``jax.jit``'s dtype.
@@ -33,7 +35,9 @@ import types
 from typing import Any, Callable
 
 import numpy as np
+import jax
 from jax._src import core
+from jax._src.lax import control_flow
 from jax._src.lax import convolution
 from jax._src.lax import lax
 from jax._src.lax import utils as lax_utils
@@ -110,6 +114,38 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
     return conv_general_dilated
 
 
+# Scans up to this length whose carries have symbolic shapes are unrolled while tracing.
+_UNROLLED_SCAN_LENGTH = 64
+
+
+def _make_scan(original: Callable) -> Callable:
+    # JAX's scan cannot carry arrays of symbolic shapes (their sizes become variables of its body,
+    # which its type check and its specialization do not relate to the caller's). jax.numpy scans
+    # a few short static sequences (`jnp.polyval` over its coefficients): run those steps in
+    # Python instead, the same operations in the same order.
+    def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
+        leaves, xs_leaves = jax.tree_util.tree_leaves((init, xs)), jax.tree_util.tree_leaves(xs)
+        steps = length if length is not None or not xs_leaves else np.shape(xs_leaves[0])[0]
+        if not (
+            is_active()
+            and isinstance(steps, (int, np.integer))
+            and steps <= _UNROLLED_SCAN_LENGTH
+            and any(_is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
+        ):
+            return original(f, init, xs, length, reverse, unroll, _split_transpose)
+        carry, ys = init, []
+        for i in reversed(range(steps)) if reverse else range(steps):
+            carry, y = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
+            ys.append(y)
+        if reverse:
+            ys.reverse()
+        if not ys:
+            return original(f, init, xs, length, reverse, unroll, _split_transpose)
+        return carry, jax.tree_util.tree_map(lambda *y: lax_numpy.stack(y), *ys)
+
+    return scan
+
+
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
@@ -146,6 +182,15 @@ register_patch(
         "conv_general_dilated",
         _make_conv_general_dilated,
         "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)",
+    )
+)
+register_patch(
+    Patch(
+        "short_scans_of_symbolic_carries_unrolled",
+        control_flow,
+        "scan",
+        _make_scan,
+        "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)",
     )
 )
 register_patch(

@@ -127,13 +127,6 @@ class SizeScope:
         expr = self.expression(tracer)
         return None if expr is None else expr.render(self.names)
 
-    def name_of_variable(self, var: Any) -> str | None:
-        """The name of a size variable of the trace, if it is known as an expression."""
-        if var in self.inputs:
-            return self.names[self.inputs[var]]
-        expr = self._expressions.get(var)
-        return None if expr is None else expr.render(self.names)
-
     def record(self, lhs: Any, rhs: Any, comparison: str, holds: bool, where: str) -> Fact | None:
         """Record that ``(lhs comparison rhs) == holds``, when both sides are expressions over the
         size inputs (once); return the fact (``None`` when it cannot be expressed)."""
