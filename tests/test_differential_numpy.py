@@ -88,7 +88,6 @@ PROGRAMS = [
     of_x("jnp.sort", jnp.sort),
     of_x("jnp.argsort", jnp.argsort),
     of_x("jnp.searchsorted", lambda x: jnp.searchsorted(jnp.sort(x), GRID)),
-    of_x("jnp.searchsorted(queries)", lambda x: jnp.searchsorted(GRID, x, side="right")),
     of_x("jnp.digitize", lambda x: jnp.digitize(x, GRID)),
     of_x("jnp.interp", lambda x: jnp.interp(GRID, jnp.sort(x), x)),
     of_x("jnp.histogram", lambda x: jnp.histogram(x, bins=3, range=(-3.0, 3.0))[0]),

@@ -34,8 +34,8 @@ import functools
 import types
 from typing import Any, Callable
 
-import numpy as np
 import jax
+import numpy as np
 from jax._src import core
 from jax._src.lax import control_flow
 from jax._src.lax import convolution
