@@ -19,6 +19,7 @@ from .errors import (
 from .compiled import QJIT, qjit
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
+from .jax_extras import dynamic_jaxprs
 from .quantum import measure
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
@@ -31,7 +32,7 @@ __version__ = "0.1.0"
 __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
            "vmap", "switch", "pure_callback", "accelerate", "debug", "debug_assert",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
-           "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",
+           "dynamic_jaxprs", "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",
            "__version__"]
 
 apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see settings.py)

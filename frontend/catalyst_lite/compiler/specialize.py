@@ -20,6 +20,7 @@ and, in :data:`dimension_operand_rules`, which of their operands must be known t
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import os
 import sys
@@ -32,8 +33,10 @@ import numpy as np
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
 from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context, is_tracing
+from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
-from ..jax_extras.shapes import SHAPE_PARAMS
+from ..jax_extras.rules import specializations
+from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
 from .tiers import Specialization, tiered_by_default
 
@@ -49,6 +52,7 @@ __all__ = [
     "to_dim",
     "runner_for",
     "register_specialization",
+    "specialize_if_static",
 ]
 
 
@@ -78,11 +82,30 @@ def register_specialization(
 ) -> None:
     """Register how a primitive with nested jaxprs runs at concrete sizes: ``staged`` inside one
     XLA program, ``host`` driven from Python (also its ``impl``, for eager evaluation), and which
-    of its operands a specialization must know (``dimension_operands``)."""
+    of its operands a specialization must know (``dimension_operands``). The staged rule is also
+    the primitive's specialization for its JAX rules at known sizes
+    (:data:`~catalyst_lite.jax_extras.rules.specializations`)."""
     staged_rules[primitive] = staged
     host_rules[primitive] = host
     dimension_operand_rules[primitive] = dimension_operands
+    specializations[primitive] = functools.partial(specialize_if_static, primitive)
     primitive.def_impl(lambda *invals, **params: host(list(invals), params))
+
+
+def specialize_if_static(primitive: Primitive, invals: list[Any], params: dict[str, Any]) -> list[Any] | None:
+    """``primitive``'s staged rule in the current trace, when every operand has a static shape
+    and the values of the operands that size it are known (numbers, concrete, or known in the
+    trace); ``None`` otherwise (symbolic sizes: the equation stays one equation)."""
+    if any(type(get_aval(x)) is DShapedArray for x in invals):
+        return None
+    needed = dimension_operand_rules[primitive](params)
+    sizes = {k: dimension_value(invals[k]) for k in needed}
+    if any(v is None or isinstance(v, Tracer) for v in sizes.values()):
+        return None
+    try:
+        return list(staged_rules[primitive]([sizes.get(k, v) for k, v in enumerate(invals)], params))
+    except NeedsHost:
+        return None
 
 
 def to_dim(value: Any) -> int:
@@ -112,17 +135,13 @@ def _is_index_scalar(v: Any) -> bool:
 
 def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[str, Any]]:
     """Replace the ``None`` sizes of a shape-carrying primitive by the concrete trailing operands."""
-    name = SHAPE_PARAMS[eqn.primitive]
-    static = eqn.params[name]
-    ndyn = sum(d is None for d in static)
-    if ndyn == 0:
-        return invals, eqn.params
-    dims = iter(to_dim(v) for v in invals[len(invals) - ndyn :])
-    filled = tuple(next(dims) if d is None else d for d in static)
-    if any(d < 0 for d in filled):
-        raise CompileError(f"{eqn.primitive} would create an array of negative size {filled}.")
-    check_fits_in_memory(str(eqn.primitive), filled, eqn.outvars[0].aval.dtype)
-    return invals[: len(invals) - ndyn], dict(eqn.params, **{name: filled})
+    operands, params = fill_sizes(eqn.primitive, invals, eqn.params, to_dim)
+    filled = params[SHAPE_PARAMS[eqn.primitive]]
+    if filled is not eqn.params[SHAPE_PARAMS[eqn.primitive]]:
+        if any(d < 0 for d in filled):
+            raise CompileError(f"{eqn.primitive} would create an array of negative size {filled}.")
+        check_fits_in_memory(str(eqn.primitive), filled, eqn.outvars[0].aval.dtype)
+    return operands, params
 
 
 # Arrays below this size are not worth a look at the system's free memory.

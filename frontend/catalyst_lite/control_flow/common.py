@@ -1,6 +1,7 @@
 """What ``for_loop``, ``while_loop`` and ``cond`` share: options, tracing checks, error messages,
 and *ambient carries* (values threaded implicitly through every loop and branch, such as the state
-vector of a quantum circuit being compiled)."""
+vector of a quantum circuit being compiled; :func:`~catalyst_lite.jax_extras.nested.bind_nested`
+threads them)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, current_trace, get_aval, is_tracing
+from ..jax_extras.tracing import inside_program_trace
 from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
+from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
 
 __all__ = [
@@ -49,8 +52,9 @@ def expansion_strategy(
 
 
 def tracing_mode(api: str, fn: Callable) -> str:
-    """``"trace"`` inside a catalyst_lite trace, ``"eager"`` outside any JAX transformation."""
-    if is_tracing():
+    """``"trace"`` inside a catalyst_lite trace (also under a JAX transformation applied in it),
+    ``"eager"`` outside any JAX transformation."""
+    if is_tracing() or inside_program_trace():
         return "trace"
     if isinstance(current_trace(), EvalTrace):
         return "eager"
@@ -127,12 +131,7 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
 # --- ambient carries -----------------------------------------------------------------------------
 
 
-class AmbientCarry(Protocol):
-    """A value that every loop carries and every branch returns without the user writing it."""
-
-    def get(self) -> Any: ...
-
-    def set(self, value: Any) -> None: ...
+AmbientCarry = Threaded  # a value that every loop carries and every branch returns, unwritten
 
 
 _ambient = threading.local()
@@ -154,15 +153,6 @@ def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
         yield carry
     finally:
         stack.pop()
-
-
-def get_ambient_values() -> list[Any]:
-    return [c.get() for c in ambient_carries()]
-
-
-def set_ambient_values(values: Sequence[Any]) -> None:
-    for carry, value in zip(ambient_carries(), values):
-        carry.set(value)
 
 
 def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:

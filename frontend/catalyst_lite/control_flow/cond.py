@@ -46,27 +46,38 @@ from ..compiler.specialize import (
 )
 from ..capture.switch import refuse_under_capture
 from ..errors import ControlFlowError, function_name
-from ..jax_extras import ClosedJaxpr, Literal, Tracer, Var, collapse, get_aval
-from ..jax_extras.dynshape import DIM_AVAL, DynshapePrimitive, NestedBody, expand_results, same_dim, trace_nested
-from ..jax_extras.tracing import DShapedArray, InDBIdx, OutDBIdx
+from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
+from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
+from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested, interleave, retrace
+from ..jax_extras.rules import (
+    Zero,
+    batch_call,
+    bind_known,
+    instantiate_zeros,
+    jvp_call,
+    move_batch_axis,
+    not_mapped,
+    register_nested_primitive,
+    result_avals,
+    same_atoms,
+    unknown_results,
+    zero_tangent,
+)
+from ..jax_extras.tracing import forward_dependence, prune_jaxpr
+from ..jax_extras.typecheck import check_nested
 from .common import (
     active_control_flow_handler,
+    ambient_carries,
     check_predicate,
     describe_aval,
-    get_ambient_values,
-    set_ambient_values,
     split_groups,
     tracing_mode,
 )
+from .loop_common import is_inexact, with_batch_axis
 
 __all__ = ["cond", "cond_p", "CondCallable"]
 
-
-class Cond(DynshapePrimitive):
-    pass
-
-
-cond_p = Cond("cond")
+cond_p = DynshapePrimitive("cond")
 
 
 # --- user API ------------------------------------------------------------------------------------
@@ -154,65 +165,45 @@ def _run_eagerly(preds: Sequence[Any], branches: Sequence[Callable], otherwise: 
 # --- binding -------------------------------------------------------------------------------------
 
 
-def _trace_branch(branch: Callable) -> tuple[NestedBody, list[Any]]:
-    """Trace one branch (no arguments: what it uses is captured as constants)."""
-    outer_ambient = get_ambient_values()
-
-    def flat_branch() -> list[Any]:
-        flat, tree = tree_flatten(branch())
-        trees.append(tree)
-        return [*flat, *get_ambient_values()]
-
-    trees: list[PyTreeDef] = []
-    try:
-        nested = trace_nested(
-            flat_branch, (), None, f"cond branch {function_name(branch)}",
-            lambda args, results: expand_results(None, results, None),
-        )
-    finally:
-        set_ambient_values(outer_ambient)
-    nested.out_tree = trees[-1]
-    return nested, nested.consts
-
-
 def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> Any:
-    """The design documents' ``bindNested`` for ``cond``: trace every branch, unify their output
-    types (a size that differs between branches becomes an implicit result), emit one equation."""
-    traced = [_trace_branch(b)[0] for b in [*branches, otherwise]]
-    _check_same_structure(traced, has_otherwise, first)
-    out_type, implicit_dims = _unify_output_types(traced, len(preds))
-    jaxprs = [_with_outputs(t, dims) for t, dims in zip(traced, implicit_dims)]
-    operands = [*preds, *(c for t in traced for c in t.consts)]
-    outs = cond_p.bind_nested(
-        operands,
-        out_type,
-        branch_jaxprs=tuple(ClosedJaxpr(j, ()) for j in jaxprs),
-        branch_nconsts=tuple(t.nconsts for t in traced),
-        nimplicit_outputs=len(implicit_dims[0]),
-    )
-    explicit = collapse(out_type, outs)
-    n_ambient = len(get_ambient_values())
-    user, ambient = explicit[: len(explicit) - n_ambient], explicit[len(explicit) - n_ambient :]
-    set_ambient_values(ambient)
-    result = tree_unflatten(traced[0].out_tree, user)
-    return None if not has_otherwise else result
+    """The design documents' ``bindNested`` for ``cond``: every branch is traced without
+    arguments (what it uses is captured), their output types are joined (a size that differs
+    between branches becomes an implicit result) and one equation is emitted."""
+    trees: dict[int, PyTreeDef] = {}
+
+    def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
+        def flat_branch() -> list[Any]:
+            leaves, trees[k] = tree_flatten(branch())
+            return leaves
+
+        return flat_branch
+
+    all_branches = [*branches, otherwise]
+    bodies = [Body(flat(k, b), f"cond branch {function_name(b)}", "free") for k, b in enumerate(all_branches)]
+
+    def equation(traced: list[NestedBody], implicit: list, explicit: list) -> Equation:
+        _check_same_structure(traced, [trees[k] for k in range(len(traced))], has_otherwise, first)
+        return _equation(list(preds), traced)
+
+    spec = NestedSpec(cond_p, equation, threaded=ambient_carries())
+    results = bind_nested(spec, bodies, [])
+    return tree_unflatten(trees[0], results) if has_otherwise else None
 
 
-def _check_same_structure(traced: list[NestedBody], has_otherwise: bool, first: Callable) -> None:
+def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_otherwise: bool, first: Callable) -> None:
     name = function_name(first)
-    if not has_otherwise and traced[0].out_tree.num_leaves:
+    if not has_otherwise and trees[0].num_leaves:
         raise ControlFlowError(
             f"cond ({name}) returns values but has no `otherwise` branch; add one with "
             "@<cond>.otherwise so that the result is defined when no predicate holds."
         )
-    ref = traced[0]
-    for i, t in enumerate(traced[1:], start=1):
-        if t.out_tree != ref.out_tree:
+    for i, (t, tree) in enumerate(zip(traced[1:], trees[1:]), start=1):
+        if tree != trees[0]:
             raise ControlFlowError(
-                f"cond ({name}): branch {i} returns {t.out_tree} but branch 0 returns "
-                f"{ref.out_tree}; every branch must return the same structure."
+                f"cond ({name}): branch {i} returns {tree} but branch 0 returns "
+                f"{trees[0]}; every branch must return the same structure."
             )
-        for k, (a, b) in enumerate(zip(ref.out_avals, t.out_avals)):
+        for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
             if a.dtype != b.dtype or len(a.shape) != len(b.shape):
                 raise ControlFlowError(
                     f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
@@ -220,65 +211,210 @@ def _check_same_structure(traced: list[NestedBody], has_otherwise: bool, first: 
                 )
 
 
-def _dim_of(nested: NestedBody, dim: Any) -> Any:
-    """A result dimension of a branch, in the enclosing trace: a number, the enclosing tracer it
-    was captured from, or ``None`` when the branch computes it."""
-    if isinstance(dim, int):
-        return dim
-    if isinstance(dim, Literal):
-        return int(dim.val)
-    invars = nested.jaxpr.invars
-    if dim in invars and invars.index(dim) < nested.nconsts:
-        return nested.consts[invars.index(dim)]
-    return None
+def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
+    """The ``cond`` equation of traced branches: their output types are joined, and each size
+    that differs between branches becomes an implicit result, returned by every branch."""
+    operands = [*preds, *(c for t in traced for c in t.consts)]
+    offsets = np.cumsum([len(preds)] + [t.nconsts for t in traced]).tolist()
+    alternatives = [
+        ([v.aval for v in t.jaxpr.outvars], [], {v: offset + j for j, v in enumerate(t.jaxpr.invars)})
+        for t, offset in zip(traced, offsets)
+    ]
+    _, new = join_output_types(alternatives, same_atoms(operands), allow_new_implicit=True)
+    jaxprs = []
+    for t, dims in zip(traced, new):
+        added = [d if isinstance(d, Var) else Literal(int(d), DIM_AVAL) for d in dims]
+        jaxprs.append(t.jaxpr.replace(outvars=[*added, *t.jaxpr.outvars]))
+    params = _params(jaxprs, [t.nconsts for t in traced], len(new[0]))
+    return Equation(operands, params, params["nimplicit_outputs"])
 
 
-def _unify_output_types(traced: list[NestedBody], npreds: int):
-    """The equation's output type, and for each branch the dimensions it returns implicitly."""
-    explicit_vars = [t.jaxpr.outvars[t.nimplicit_out :] for t in traced]
-    const_offsets = np.cumsum([npreds] + [t.nconsts for t in traced]).tolist()
-    implicit_dims: list[list[Any]] = [[] for _ in traced]
-    out_avals = []
-    for k, ref_var in enumerate(explicit_vars[0]):
-        aval = ref_var.aval
-        if type(aval) is not DShapedArray:
-            if all(v.aval.shape == aval.shape for vs in explicit_vars for v in [vs[k]]):
-                out_avals.append(aval)
-                continue
-            aval = DShapedArray(aval.shape, aval.dtype, aval.weak_type)
-        shape = []
-        for j in range(len(aval.shape)):
-            dims = [vs[k].aval.shape[j] for vs in explicit_vars]
-            outer = [_dim_of(t, d) for t, d in zip(traced, dims)]
-            if all(isinstance(o, int) for o in outer) and len(set(outer)) == 1:
-                shape.append(outer[0])
-            elif all(isinstance(o, Tracer) for o in outer) and all(same_dim(outer[0], o) for o in outer):
-                pos = traced[0].jaxpr.invars.index(dims[0])
-                shape.append(InDBIdx(const_offsets[0] + pos))
-            else:
-                shape.append(OutDBIdx(len(implicit_dims[0])))
-                for b, d in enumerate(dims):
-                    implicit_dims[b].append(d)
-        out_avals.append(aval.update(shape=tuple(shape)))
-    nimpl = len(implicit_dims[0])
-    out_type = tuple([(DIM_AVAL, False)] * nimpl + [(a, True) for a in out_avals])
-    return out_type, implicit_dims
+def _params(jaxprs: Sequence[Any], nconsts: Sequence[int], nimplicit: int) -> dict[str, Any]:
+    return dict(
+        branch_jaxprs=tuple(ClosedJaxpr(j, ()) for j in jaxprs),
+        branch_nconsts=tuple(nconsts),
+        nimplicit_outputs=nimplicit,
+    )
 
 
-def _with_outputs(nested: NestedBody, dims: list[Any]):
-    """The branch jaxpr returning exactly ``*dims *explicit results``."""
-    explicit = nested.jaxpr.outvars[nested.nimplicit_out :]
-    outvars = [d if isinstance(d, Var) else Literal(int(d), DIM_AVAL) for d in dims]
-    return nested.jaxpr.replace(outvars=[*outvars, *explicit])
-
-
-# --- specialization rules ------------------------------------------------------------------------
+# --- types ---------------------------------------------------------------------------------------
 
 
 def _split(invals: list[Any], params: dict[str, Any]):
+    """``(preds, [consts of each branch])``."""
     npreds = len(params["branch_jaxprs"]) - 1
     preds, *consts, _ = split_groups(invals, [npreds, *params["branch_nconsts"]])
     return preds, consts
+
+
+def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
+    offset, feeds = len(params["branch_jaxprs"]) - 1, []
+    for cj, n in zip(params["branch_jaxprs"], params["branch_nconsts"]):
+        feeds.append((cj.jaxpr, list(range(offset, offset + n))))
+        offset += n
+    return feeds
+
+
+def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
+    """The branches' output types joined: a size is the same number, the same operand or the
+    same implicit result in every branch."""
+    n = params["nimplicit_outputs"]
+    alternatives = [
+        ([v.aval for v in jaxpr.outvars[n:]], jaxpr.outvars[:n], dict(zip(jaxpr.invars, feed)))
+        for jaxpr, feed in _feeds(params)
+    ]
+    return join_output_types(alternatives, same_operand)[0]
+
+
+def _is_bool_scalar(aval: Any) -> bool:
+    return aval.shape == () and aval.dtype == np.dtype(bool)
+
+
+def _check(atoms: list[Any], params: dict[str, Any]) -> None:
+    """Boolean scalar predicates; each branch takes its constants; the output types join."""
+    preds, _ = _split(atoms, params)
+    if not all(_is_bool_scalar(p.aval) for p in preds):
+        raise JaxprTypeError(f"cond predicates must be bool[], got {[p.aval for p in preds]}")
+    nouts = {len(cj.jaxpr.outvars) for cj in params["branch_jaxprs"]}
+    if len(nouts) != 1:
+        raise JaxprTypeError(f"cond branches return different numbers of results: {sorted(nouts)}")
+    for b, (jaxpr, feed) in enumerate(_feeds(params)):
+        check_nested(jaxpr, [atoms[k] for k in feed], f"cond branch {b}")
+
+
+# --- transformations -----------------------------------------------------------------------------
+
+
+def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+    """Each branch computes its results' tangents too (zeros where it has none and another
+    branch has some)."""
+    preds, consts = _split(primals, params)
+    _, consts_dot = _split(tangents, params)
+    n = params["nimplicit_outputs"]
+    jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
+    consts_nz = [[type(t) is not Zero for t in dots] for dots in consts_dot]
+    out_nz = [is_inexact(v.aval) for v in jaxprs[0].outvars[n:]]
+    depends = [forward_dependence(j, nz)[n:] for j, nz in zip(jaxprs, consts_nz)]
+    out_nz = [inexact and any(d[k] for d in depends) for k, inexact in enumerate(out_nz)]
+    if not any(out_nz):
+        outs = cond_p.bind(*primals, **params)
+        return outs, [zero_tangent(o) for o in outs]
+    traced, operands = [], []
+    for jaxpr, c, c_dot, nz in zip(jaxprs, consts, consts_dot, consts_nz):
+        traced.append(_jvp_branch(jaxpr, nz, out_nz, n))
+        operands.append([*traced[-1].consts, *c, *(t for t, z in zip(c_dot, nz) if z)])
+    new_params = _params([t.jaxpr for t in traced], [len(ops) for ops in operands], n)
+    outs = cond_p.bind(*preds, *(x for ops in operands for x in ops), **new_params)
+    nouts = len(jaxprs[0].outvars)
+    primals_out, dots = outs[:nouts], outs[nouts:]
+    zeros = [zero_tangent(x) for x, nz in zip(primals_out[n:], out_nz) if not nz]
+    return primals_out, [*map(zero_tangent, primals_out[:n]), *interleave(out_nz, dots, zeros)]
+
+
+def _jvp_branch(jaxpr: Any, consts_nz: list[bool], out_nz: list[bool], nimplicit: int) -> NestedBody:
+    tangent_binders = [v for v, nz in zip(jaxpr.invars, consts_nz) if nz]
+    in_type = input_type_of([*jaxpr.invars, *tangent_binders])
+    nconsts = len(jaxpr.invars)
+
+    def jvp_branch(*args: Any) -> list[Any]:
+        c, c_dot = args[:nconsts], args[nconsts:]
+        zeros = [zero_tangent(x) for x, nz in zip(c, consts_nz) if not nz]
+        outs, dots = jvp_call(jaxpr, c, interleave(consts_nz, c_dot, zeros))
+        return [*outs, *(instantiate_zeros(d) for d, nz in zip(dots[nimplicit:], out_nz) if nz)]
+
+    return retrace(jvp_branch, in_type, "cond branch (JVP)", nimplicit)
+
+
+def _batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+    """Batched predicates: every branch runs on the batch and each example takes its branch's
+    results (so the branches must agree on sizes). Otherwise each branch is batched."""
+    preds, consts = _split(args, params)
+    preds_d, consts_d = _split(dims, params)
+    size = axis_data.size
+    n = params["nimplicit_outputs"]
+    jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
+    consts_b = [[d is not not_mapped for d in ds] for ds in consts_d]
+    consts = [[move_batch_axis(x, d, size, b) for x, d, b in zip(*group)] for group in zip(consts, consts_d, consts_b)]
+    if any(d is not not_mapped for d in preds_d):
+        return _select_branches(jaxprs, [move_batch_axis(p, d, size, True) for p, d in zip(preds, preds_d)],
+                                consts, consts_b, size, n)
+    depends = [forward_dependence(j, b) for j, b in zip(jaxprs, consts_b)]
+    if any(any(d[:n]) for d in depends):
+        raise ControlFlowError("jax.vmap of a cond whose result sizes depend on the batched values")
+    out_b = [any(d[k] for d in depends) for k in range(n, len(jaxprs[0].outvars))]
+    traced = []
+    for jaxpr, b in zip(jaxprs, consts_b):
+        in_type = with_batch_axis(input_type_of(jaxpr.invars), b, size)
+        fn = _batched_branch(jaxpr, b, size, [*[False] * n, *out_b])
+        traced.append(retrace(fn, in_type, "cond branch (batched)", n))
+    operands = [[*t.consts, *c] for t, c in zip(traced, consts)]
+    new_params = _params([t.jaxpr for t in traced], [len(ops) for ops in operands], n)
+    outs = cond_p.bind(*preds, *(x for ops in operands for x in ops), **new_params)
+    return outs, [*[not_mapped] * n, *[0 if b else not_mapped for b in out_b]]
+
+
+def _batched_branch(jaxpr: Any, batched: list[bool], size: int, out_batched: list[bool]) -> Callable:
+    return lambda *args: batch_call(jaxpr, args, batched, size, out_batched)
+
+
+def _select_branches(jaxprs, preds, consts, consts_b, size: int, nimplicit: int):
+    """One unconditional branch that runs every branch on the batch and picks, for each example,
+    the results of the first branch whose predicate holds."""
+    if nimplicit:
+        raise ControlFlowError(
+            "jax.vmap of a cond whose predicates differ between examples needs branches that "
+            "return arrays of the same sizes."
+        )
+    pred_binders = [Var(ShapedArray((), np.dtype(bool))) for _ in preds]
+    binders = [*pred_binders, *(v for j in jaxprs for v in j.invars)]
+    batched = [*[True] * len(preds), *(b for bs in consts_b for b in bs)]
+    in_type = with_batch_axis(input_type_of(binders), batched, size)
+    nouts = len(jaxprs[0].outvars)
+
+    def select(*args: Any) -> list[Any]:
+        p, *groups = split_groups(args, [len(preds), *(len(j.invars) for j in jaxprs)])
+        results = [batch_call(j, c, b, size, [True] * nouts) for j, c, b in zip(jaxprs, groups, consts_b)]
+        index = _branch_index(p)
+        return [_pick(index, [r[k] for r in results]) for k in range(nouts)]
+
+    traced = retrace(select, in_type, "cond (batched predicates)", 0)
+    operands = [*traced.consts, *preds, *(x for c in consts for x in c)]
+    outs = cond_p.bind(*operands, **_params([traced.jaxpr], [len(operands)], 0))
+    return outs, [0] * nouts
+
+
+def _pick(index: Any, values: list[Any]) -> Any:
+    """``values[index[e]][e]`` for each example ``e`` (batch axis first)."""
+    index = index.reshape(index.shape + (1,) * (values[0].ndim - 1))
+    return lax.select_n(jnp.broadcast_to(index, values[0].shape), *values)
+
+
+def _partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
+    """With known predicates, a ``cond`` computes the known results (those that depend on known
+    values only) now, and the whole ``cond`` is staged for the unknown ones."""
+    known = [t.pval.is_known() for t in tracers]
+    values = [t.pval.get_known() for t in tracers]
+    preds_k, consts_k = _split(known, params)
+    n = params["nimplicit_outputs"]
+    jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
+    depends = [forward_dependence(j, [not k for k in ks]) for j, ks in zip(jaxprs, consts_k)]
+    out_uk = [any(d[k] for d in depends) for k in range(len(jaxprs[0].outvars))]
+    if not all(preds_k) or any(out_uk[:n]) or all(out_uk[n:]):
+        return unknown_results(trace, cond_p, tracers, params, result_avals(_output_type, params, tracers, _feeds))
+    preds_v, consts_v = _split(values, params)
+    used = [not u for u in out_uk]
+    pruned = [prune_jaxpr(j, used, [False] * len(j.invars)) for j in jaxprs]
+    known_consts = [[c for c, t in zip(cs, taken) if t] for cs, (_, taken) in zip(consts_v, pruned)]
+    known_params = _params([j for j, _ in pruned], [len(c) for c in known_consts], n)
+    outs_known = bind_known(trace, cond_p, [*preds_v, *(c for cs in known_consts for c in cs)], known_params)
+    implicit_out = outs_known[:n]
+    avals = result_avals(_output_type, params, tracers, _feeds, implicit_out)
+    outs_unknown = unknown_results(trace, cond_p, tracers, params, avals)
+    unknown = [o for o, u in zip(outs_unknown[n:], out_uk[n:]) if u]
+    return [*implicit_out, *interleave(used[n:], outs_known[n:], unknown)]
+
+
+# --- specialization rules ------------------------------------------------------------------------
 
 
 def _branch_index(preds: Sequence[Any]) -> Any:
@@ -344,15 +480,9 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return needed
 
 
-register_specialization(cond_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
-
-
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program: one `stablehlo.case` on the index of the first predicate that
 # holds (the last region is `otherwise`); each region lowers its branch on captured constants.
-
-from ..jax_extras import lowering  # noqa: E402  (the helpers of this section)
-
 
 def _lower(
     ctx: lowering.LoweringRuleContext,
@@ -374,11 +504,17 @@ def _lower(
     return lowering.case_op(index, lowering.ir_types(ctx.avals_out), regions)
 
 
+
+# --- differentiation at concrete sizes ----------------------------------------------------------
+# The rules above transform the equation; at concrete sizes the staged conditional is a
+# `lax.switch` (or, with known predicates, just the chosen branch), which JAX differentiates
+# forward and in reverse; the host-driven one runs the chosen branch as a compiled program, which
+# JAX differentiates. Branches that return different sizes run host-driven, so their results'
+# tangents have the chosen sizes.
+
+# --- registration --------------------------------------------------------------------------------
+
+register_nested_primitive(cond_p, output_type=_output_type, feeds=_feeds, check=_check,
+                          jvp=_jvp, batching=_batching, partial_eval=_partial_eval)
+register_specialization(cond_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
 lowering.register_lowering(cond_p, _lower)
-
-
-# --- differentiation -----------------------------------------------------------------------------
-# No rule of ours is needed in either mode: the staged conditional is a `lax.switch` (or, with
-# known predicates, just the chosen branch), which JAX differentiates forward and in reverse; the
-# host-driven one runs the chosen branch as a compiled program, which JAX differentiates. Branches
-# that return different sizes run host-driven, so their results' tangents have the chosen sizes.

@@ -7,6 +7,8 @@ The equation (as in the design documents)::
 
 ``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``.
 ``nimplicit`` is the number of carried dimensions (0 when dimensions are preserved).
+``apply_reverse_transform`` is the design documents' parameter; it is always ``False`` (the
+loop runs forwards).
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, for_loop
@@ -23,13 +25,14 @@ The equation (as in the design documents)::
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import jax
 import numpy as np
 from jax import lax
-from jax.tree_util import tree_flatten
+from jax.tree_util import tree_flatten, tree_unflatten
 
+from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.specialize import (
     Mode,
     NeedsHost,
@@ -41,26 +44,25 @@ from ..compiler.specialize import (
 )
 from ..capture.switch import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, function_name
-from ..jax_extras import ClosedJaxpr, Tracer, collapse, get_aval
-from ..jax_extras.dynshape import DynshapePrimitive
+from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
+from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
+from ..jax_extras.rules import register_nested_primitive
 from .common import (
     active_control_flow_handler,
+    ambient_carries,
+    dimension_error,
     expansion_strategy,
-    set_ambient_values,
+    normalize_results,
     split_groups,
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import dims_unchanged, loop_output_type, trace_loop
+from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged
 
 __all__ = ["for_loop", "for_loop_p"]
 
-
-class ForLoop(DynshapePrimitive):
-    pass
-
-
-for_loop_p = ForLoop("for_loop")
+for_loop_p = DynshapePrimitive("for_loop")
 
 
 # --- user API ------------------------------------------------------------------------------------
@@ -138,37 +140,86 @@ def _as_index(x: Any) -> Any:
 
 
 def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strategy) -> Any:
-    """The design documents' ``bindNested`` for ``for_loop``."""
+    """The design documents' ``bindNested`` for ``for_loop``: the body takes the index (the
+    ``lower`` value stands for it) and the carried values."""
     if isinstance(step, (int, np.integer)):
         _checked_step(step, function_name(body))
     lower, upper, step = map(_as_index, (lower, upper, step))
-    nested, expanded, nimplicit = trace_loop(body, [lower], init, strategy, "for_loop")
-    implicit, (start, *carried) = expanded[:nimplicit], expanded[nimplicit:]
     flat_init, in_tree = tree_flatten(init)
-    operands = [*nested.consts, *implicit, lower, upper, step, start, *carried]
-    out_type = loop_output_type(nested, strategy, const_operand=lambda k: k)
-    outs = for_loop_p.bind_nested(
-        operands,
-        out_type,
-        body_jaxpr=ClosedJaxpr(nested.jaxpr, ()),
-        body_nconsts=nested.nconsts,
+
+    def flat_body(i: Any, *carried: Any) -> list[Any]:
+        results = body(i, *tree_unflatten(in_tree, list(carried)))
+        return normalize_results(results, len(init), in_tree, "for_loop", body)
+
+    def equation(bodies: list, implicit: list, explicit: list) -> Equation:
+        (traced,) = bodies
+        start, *carried = explicit
+        params = _params(traced.jaxpr, traced.nconsts, len(implicit), strategy.preserve_dimensions)
+        return Equation([*traced.consts, *implicit, lower, upper, step, start, *carried], params, len(implicit))
+
+    spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
+    try:
+        outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
+    except DimensionMismatch as err:
+        raise dimension_error(err, "for_loop", body) from None
+    return unwrap_results(outs, len(init), in_tree)
+
+
+def _params(body: Any, nconsts: int, nimplicit: int, preserve_dimensions: bool) -> dict[str, Any]:
+    return dict(
+        body_jaxpr=ClosedJaxpr(body, ()),
+        body_nconsts=nconsts,
         nimplicit=nimplicit,
-        preserve_dimensions=strategy.preserve_dimensions,
+        preserve_dimensions=preserve_dimensions,
         apply_reverse_transform=False,
     )
-    explicit = collapse(out_type, outs)
-    set_ambient_values(explicit[len(flat_init) :])
-    return unwrap_results(explicit[: len(flat_init)], len(init), in_tree)
+
+
+# --- types ---------------------------------------------------------------------------------------
+
+
+def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
+    """``*consts *implicit lower upper step start *carried``."""
+    consts, implicit, bounds, carried = split_groups(values, [params["body_nconsts"], params["nimplicit"], 4])
+    return LoopOperands([], consts, implicit, bounds, carried)
+
+
+def _body(params: dict[str, Any]) -> LoopBody:
+    return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["nimplicit"], 1, "for_loop body")
+
+
+def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
+    """The operand feeding each binder of the body on entry (the index: ``start``)."""
+    body = _body(params)
+    start = body.nconsts + body.nimplicit + 3
+    return [(body.jaxpr, [*range(start - 3), start, *range(start + 1, start + 1 + body.ncarried)])]
+
+
+def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
+    """Constant ``k`` of the body is operand ``k``."""
+    return _body(params).output_type(lambda k: k)
+
+
+def _check(atoms: list[Any], params: dict[str, Any]) -> None:
+    """The body takes the operands and returns its carried types; the bounds are integers."""
+    ops = _operands(atoms, params)
+    if not all(b.aval.shape == () and np.issubdtype(b.aval.dtype, np.integer) for b in ops.bounds):
+        raise JaxprTypeError(f"for_loop bounds must be integer scalars, got {[b.aval for b in ops.bounds]}")
+    if params["apply_reverse_transform"]:
+        raise JaxprTypeError("for_loop with apply_reverse_transform=True is not supported")
+    _body(params).typecheck([*ops.consts, *ops.implicit, ops.bounds[3], *ops.carried])
+
+
+def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> tuple[list[Any], dict]:
+    """The loop with another body (transformation rules)."""
+    new_params = _params(body, len(ops.consts), params["nimplicit"], params["preserve_dimensions"])
+    return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
+
+
+_loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation)
 
 
 # --- specialization rules ------------------------------------------------------------------------
-
-
-def _operands(invals: list[Any], params: dict[str, Any]):
-    consts, implicit, bounds, carried = split_groups(
-        invals, [params["body_nconsts"], params["nimplicit"], 4]
-    )
-    return consts, implicit, bounds, carried
 
 
 def trip_count(lower: Any, upper: Any, step: Any) -> Any:
@@ -184,7 +235,8 @@ def trip_count(lower: Any, upper: Any, step: Any) -> Any:
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.fori_loop`` over the trip count."""
-    consts, implicit, (lower, upper, step, _), carried = _operands(invals, params)
+    ops = _operands(invals, params)
+    consts, implicit, (lower, upper, step, _), carried = ops.consts, ops.implicit, ops.bounds, ops.carried
     if not isinstance(step, Tracer):  # a specialization operand, see _dimension_operands
         step = _checked_step(step, "compiled loop")
     body = params["body_jaxpr"].jaxpr
@@ -229,7 +281,8 @@ def _unrolled(
 
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Driven from Python: each iteration runs the body compiled for its current sizes."""
-    consts, implicit, (lower, upper, step, _), carried = _operands(invals, params)
+    ops = _operands(invals, params)
+    consts, implicit, (lower, upper, step, _), carried = ops.consts, ops.implicit, ops.bounds, ops.carried
     nimplicit = params["nimplicit"]
     run_body = runner_for(params["body_jaxpr"].jaxpr, "for_loop body")
     for i in range(int(lower), int(upper), _checked_step(step, "host-driven loop")):
@@ -248,15 +301,9 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed} | {step}
 
 
-register_specialization(for_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
-
-
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` (never unrolled) carrying
 # the index, the carried dimensions and the carried values; loop constants are captured.
-
-from ..jax_extras import lowering  # noqa: E402  (the helpers of this section)
-
 
 def _lower(
     ctx: lowering.LoweringRuleContext,
@@ -289,21 +336,24 @@ def _lower(
     return results
 
 
-lowering.register_lowering(for_loop_p, _lower)
 
-
-# --- differentiation -----------------------------------------------------------------------------
-# Forward mode (JVP) needs no rule of ours: the staged loop is a `lax.fori_loop`, which JAX
-# differentiates, and the host-driven loop runs compiled bodies that JAX differentiates one by one
-# (so resizing carries work too). Reverse mode: a `fori_loop` with a static trip count is a `scan`,
-# which JAX transposes by storing each iteration's carry; with traced bounds it is a `while_loop`,
-# which JAX cannot transpose (the storage size is unknown when XLA compiles). Then the loop runs
-# host-driven, where the bounds are concrete and JAX records every iteration at run time.
-
-from ..compiler.reverse_mode import reverse_mode_requested  # noqa: E402  (this section's own)
+# --- differentiation at concrete sizes ----------------------------------------------------------
+# The rules above transform the equation; at concrete sizes (a qjit program's specialization)
+# JAX differentiates the staged `lax.fori_loop` in forward mode, and in reverse mode a `fori_loop`
+# with a static trip count (a `scan`, whose iterations JAX stores). With traced bounds it is a
+# `while_loop`, which JAX cannot transpose (the storage size is unknown when XLA compiles): then
+# the loop runs host-driven, where the bounds are concrete and JAX records every iteration.
 
 
 def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
     """Leave staging for host-driven execution when a traced trip count would be transposed."""
     if reverse_mode_requested() and not isinstance(count, int):
         raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
+
+
+# --- registration --------------------------------------------------------------------------------
+
+register_nested_primitive(for_loop_p, output_type=_output_type, feeds=_feeds, check=_check,
+                          jvp=_loop.jvp, batching=_loop.batching, partial_eval=_loop.partial_eval)
+register_specialization(for_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
+lowering.register_lowering(for_loop_p, _lower)

@@ -1,123 +1,324 @@
-"""Pieces shared by the two loop primitives: tracing a body with the design documents' loop
-expansion, the loops' output type, and running a body at concrete sizes."""
+"""What the two loop primitives share: the layout of a loop body, its output type and type check,
+and their JVP, batching and partial-evaluation rules on symbolic sizes.
+
+A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``for_loop``'s
+index) and its results ``*implicit *carried``: the carried sizes (only when the loop may resize
+arrays) and the carried values; ``while_loop``'s predicate takes ``*consts *implicit *carried``
+and returns one boolean. A loop's results have the types of its carried binders, whatever the
+number of iterations (none included): a carried size is an implicit result (``OutDBIdx``), a
+preserved one the operand that feeds the constant binder (``InDBIdx``).
+
+The rules bind the loop again with transformed bodies (:class:`LoopBody`'s ``jvp``, ``batched``,
+``known_part``); each primitive says how its operands are grouped and how an equation is rebuilt
+(:class:`Loop`).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from ..errors import ControlFlowError
+from ..jax_extras import Jaxpr, OutputType, Var
+from ..jax_extras.dynshape import JaxprTypeError, input_type_of, output_type_of
+from ..jax_extras.nested import NestedBody, interleave, retrace
+from ..jax_extras.rules import Feeds, Zero, batch_call, bind_known, instantiate_zeros, jvp_call, move_batch_axis
+from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
+from ..jax_extras.tracing import DShapedArray, ShapedArray, forward_dependence, prune_jaxpr
+from ..jax_extras.typecheck import check_carry, check_nested
+from .common import split_groups
 
-from ..jax_extras import OutputType, ShapedArray
-from ..jax_extras.dynshape import (
-    DIM_AVAL,
-    DimensionMismatch,
-    ExpansionStrategy,
-    NestedBody,
-    expand_args,
-    expand_results,
-    output_type_of,
-    trace_nested,
-)
-from ..jax_extras.tracing import DShapedArray, OutDBIdx
-from .common import (
-    dimension_error,
-    get_ambient_values,
-    normalize_results,
-    set_ambient_values,
-)
-
-__all__ = ["trace_loop", "loop_output_type", "dims_unchanged"]
-
-
-def trace_loop(
-    body: Callable,
-    prefix: Sequence[Any],
-    init: tuple,
-    strategy: ExpansionStrategy,
-    api: str,
-) -> tuple[NestedBody, list[Any], int]:
-    """Expand the arguments of a loop and trace its body (design doc steps 1-2).
-
-    The body's explicit arguments are the ``prefix`` values (the index of a ``for_loop``), the
-    flattened user carries, then the ambient carries. Returns the traced body, the expanded inputs
-    (implicit dimensions first) and the number of implicit ones. A resizing loop whose result
-    changes a size that its initial value has as a static number is traced once more with that
-    size carried as an implicit dimension.
-    """
-    flat_init, in_tree = tree_flatten(init)
-    ambient = get_ambient_values()
-    values = [*prefix, *flat_init, *ambient]
-    force_dynamic: frozenset[tuple[int, int]] = frozenset()
-    while True:
-        expanded, in_type = expand_args(values, strategy, force_dynamic)
-        try:
-            nested = _trace_loop_body(body, in_type, in_tree, len(init), strategy, api, len(prefix))
-        except DimensionMismatch as err:
-            if err.axis is None or (len(prefix) + err.position, err.axis) in force_dynamic:
-                raise dimension_error(err, api, body) from None
-            force_dynamic |= {(len(prefix) + err.position, err.axis)}
-            continue
-        return nested, expanded, len(expanded) - len(values)
+__all__ = [
+    "LoopBody",
+    "LoopOperands",
+    "Loop",
+    "loop_jvp",
+    "loop_batching",
+    "loop_partial_eval",
+    "dims_unchanged",
+    "is_inexact",
+    "with_batch_axis",
+]
 
 
-def _trace_loop_body(
-    body: Callable,
-    in_type: tuple,
-    in_tree: PyTreeDef,
-    n_user_args: int,
-    strategy: ExpansionStrategy,
-    api: str,
-    n_prefix: int,
-) -> NestedBody:
-    n_ambient = len(get_ambient_values())
-    outer_ambient = get_ambient_values()
-
-    def flat_body(*explicit: Any) -> list[Any]:
-        prefix, rest = explicit[:n_prefix], explicit[n_prefix:]
-        user, ambient = rest[: len(rest) - n_ambient], rest[len(rest) - n_ambient :]
-        set_ambient_values(ambient)
-        results = body(*prefix, *tree_unflatten(in_tree, list(user)))
-        flat = normalize_results(results, n_user_args, in_tree, api, body)
-        return [*flat, *get_ambient_values()]
-
-    def expand(explicit_args: list[Any], results: list[Any]):
-        return expand_results(explicit_args[n_prefix:], results, strategy)
-
-    try:
-        return trace_nested(flat_body, in_type, None, f"{api} body", expand)
-    finally:
-        set_ambient_values(outer_ambient)
+def is_inexact(aval: Any) -> bool:
+    """A type with tangents (floating point or complex)."""
+    return getattr(aval, "dtype", None) is not None and aval.dtype.kind in "fc"
 
 
-def loop_output_type(
-    body: NestedBody, strategy: ExpansionStrategy, const_operand: Callable[[int], int]
-) -> OutputType:
-    """The loop equation's output type: implicit dimensions (resizing only), then the carries.
+@dataclass(frozen=True)
+class LoopBody:
+    """A loop body (or ``while_loop``'s predicate) jaxpr with its binder layout."""
 
-    With preserved dimensions a result's dimension is a body constant, i.e. ``InDBIdx`` of the
-    operand that feeds it; when resizing, each carry's dynamic dimension ``j`` is the implicit
-    result at the same position as the implicit argument that carried it in (``OutDBIdx``).
-    """
-    nc, ni = body.nconsts, body.nimplicit_out
-    if strategy.preserve_dimensions:
-        return output_type_of(body.jaxpr, 0, lambda k: const_operand(k) if k < nc else None)
-    out_type: list[tuple[Any, bool]] = [(DIM_AVAL, False)] * ni
-    position = 0
-    for v in body.jaxpr.outvars[ni:]:
-        aval = v.aval
-        if type(aval) is DShapedArray:
-            shape = []
-            for d in aval.shape:
-                if isinstance(d, int):
-                    shape.append(d)
-                else:
-                    shape.append(OutDBIdx(position))
-                    position += 1
-            aval = aval.update(shape=tuple(shape))
-        out_type.append((aval, True))
-    return tuple(out_type)
+    jaxpr: Jaxpr
+    nconsts: int
+    nimplicit: int
+    nprefix: int
+    name: str
+    predicate: bool = False
+
+    @property
+    def groups(self) -> list[list[Any]]:
+        """The binders: ``[consts, implicit, prefix, carried]``."""
+        return split_groups(self.jaxpr.invars, [self.nconsts, self.nimplicit, self.nprefix])
+
+    @property
+    def ncarried(self) -> int:
+        return len(self.jaxpr.invars) - self.nconsts - self.nimplicit - self.nprefix
+
+    def _inputs(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> list[bool]:
+        return [*const_marks, *[False] * (self.nimplicit + self.nprefix), *carried_marks]
+
+    # --- types -----------------------------------------------------------------------------------
+
+    def output_type(self, const_operand: Callable[[int], int]) -> OutputType:
+        """The loop's output type; ``const_operand(k)`` is the operand feeding constant ``k``."""
+        consts, implicit, _, carried = self.groups
+        operand_of = {v: const_operand(k) for k, v in enumerate(consts)}
+        return output_type_of([v.aval for v in carried], implicit, operand_of)
+
+    def typecheck(self, operands: Sequence[Any]) -> None:
+        """The body takes ``operands`` (atoms, one per binder) and returns its carried types (a
+        predicate: one boolean scalar)."""
+        check_nested(self.jaxpr, operands, self.name)
+        if self.predicate:
+            outs = self.jaxpr.outvars
+            if len(outs) != 1 or outs[0].aval.shape != () or outs[0].aval.dtype != bool:
+                raise JaxprTypeError(f"{self.name} returns {[v.aval for v in outs]}, not one bool[]")
+            return
+        _, implicit, _, carried = self.groups
+        check_carry([*implicit, *carried], self.jaxpr.outvars, self.nimplicit, self.name)
+
+    # --- analyses --------------------------------------------------------------------------------
+
+    def carried_fixpoint(
+        self, const_marks: Sequence[bool], carried_marks: Sequence[bool], keep: Callable[[Any], bool] = lambda a: True
+    ) -> list[bool]:
+        """Which carried values depend, at some iteration, on the marked constants or initial
+        carried values (only values whose type ``keep`` accepts can be marked)."""
+        _, _, _, carried = self.groups
+        marks = [m and keep(v.aval) for m, v in zip(carried_marks, carried)]
+        for _ in range(len(marks) + 1):
+            out = forward_dependence(self.jaxpr, self._inputs(const_marks, marks))[self.nimplicit :]
+            new = [m or (o and keep(v.aval)) for m, o, v in zip(marks, out, carried)]
+            if new == marks:
+                return marks
+            marks = new
+        raise AssertionError("the carried fixpoint was not reached")
+
+    def depends_on(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> bool:
+        """Whether a carried size (a predicate: the predicate) depends on the marked values."""
+        out = forward_dependence(self.jaxpr, self._inputs(const_marks, carried_marks))
+        return any(out) if self.predicate else any(out[: self.nimplicit])
+
+    # --- transformed bodies ----------------------------------------------------------------------
+
+    def jvp(self, consts_nz: Sequence[bool], carried_nz: Sequence[bool]) -> NestedBody:
+        """The body carrying the tangents of the ``carried_nz`` values too, with the tangents of
+        the ``consts_nz`` constants as constants: binders ``*consts *const_tangents *implicit
+        *prefix *carried *carried_tangents``, results ``*implicit *carried *carried_tangents``."""
+        consts, implicit, prefix, carried = self.groups
+        tangent_consts = [v for v, nz in zip(consts, consts_nz) if nz]
+        tangent_carried = [v for v, nz in zip(carried, carried_nz) if nz]
+        in_type = input_type_of([*consts, *tangent_consts, *implicit, *prefix, *carried, *tangent_carried])
+        sizes = [self.nconsts, len(tangent_consts), self.nimplicit, self.nprefix, self.ncarried]
+
+        def jvp_body(*args: Any) -> list[Any]:
+            c, c_dot, i, p, x, x_dot = split_groups(args, sizes)
+            tangents = [*_with_zeros(c, c_dot, consts_nz), *map(zero_tangent, [*i, *p]), *_with_zeros(x, x_dot, carried_nz)]
+            outs, outs_dot = jvp_call(self.jaxpr, [*c, *i, *p, *x], tangents)
+            dots = [instantiate_zeros(t) for t, nz in zip(outs_dot[self.nimplicit :], carried_nz) if nz]
+            return [*outs, *dots]
+
+        return retrace(jvp_body, in_type, f"{self.name} (JVP)", self.nimplicit)
+
+    def ignoring_tangents(self, carried_nz: Sequence[bool]) -> Jaxpr:
+        """A predicate taking the tangents of the ``carried_nz`` values too (and ignoring them)."""
+        _, _, _, carried = self.groups
+        extra = [Var(v.aval) for v, nz in zip(carried, carried_nz) if nz]
+        dbg = self.jaxpr.debug_info
+        if isinstance(dbg.arg_names, tuple):
+            dbg = dbg._replace(arg_names=dbg.arg_names + ("",) * len(extra))
+        return self.jaxpr.replace(invars=[*self.jaxpr.invars, *extra], debug_info=dbg)
+
+    def batched(self, consts_b: Sequence[bool], carried_b: Sequence[bool], size: int) -> NestedBody:
+        """The body (or predicate, the same for every example) applied to a batch of ``size``
+        examples: the ``consts_b`` constants and the ``carried_b`` values have a leading axis."""
+        batched = self._inputs(consts_b, carried_b)
+        in_type = with_batch_axis(input_type_of(self.jaxpr.invars), batched, size)
+        out_batched = [False] if self.predicate else [*[False] * self.nimplicit, *carried_b]
+
+        def batched_body(*args: Any) -> list[Any]:
+            return batch_call(self.jaxpr, args, batched, size, out_batched)
+
+        nimplicit = 0 if self.predicate else self.nimplicit
+        return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit)
+
+    def known_part(self, consts_known: Sequence[bool], carried_known: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
+        """The body computing only the sizes and the ``carried_known`` values (a predicate: the
+        predicate), from the known constants and values; and which constants it takes."""
+        keep = [*[False] * self.nconsts, *[True] * (self.nimplicit + self.nprefix), *carried_known]
+        used_outputs = [True] if self.predicate else [*[True] * self.nimplicit, *carried_known]
+        jaxpr, taken = prune_jaxpr(self.jaxpr, used_outputs, keep)
+        taken_consts = taken[: self.nconsts]
+        assert all(k for t, k in zip(taken_consts, consts_known) if t), "known values need unknown constants"
+        return jaxpr, taken_consts
+
+
+def _with_zeros(primals: Sequence[Any], tangents: Sequence[Any], nonzero: Sequence[bool]) -> list[Any]:
+    """One tangent per primal: the given ones where ``nonzero``, symbolic zeros elsewhere."""
+    return interleave(nonzero, tangents, [zero_tangent(p) for p, nz in zip(primals, nonzero) if not nz])
+
+
+def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple:
+    """``in_type`` with a leading axis of ``size`` on the ``batched`` entries."""
+    out = []
+    for (aval, explicit), b in zip(in_type, batched):
+        if b:
+            shape = (size, *aval.shape)
+            cls = ShapedArray if all(type(d) is int for d in shape) else DShapedArray
+            aval = cls(shape, aval.dtype, aval.weak_type)
+        out.append((aval, explicit))
+    return tuple(out)
 
 
 def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
     """True when a resizing loop's body returns every implicit dimension unchanged."""
     return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])
+
+
+# --- the rules -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopOperands:
+    """A loop equation's operands (or anything in their layout), grouped."""
+
+    pred_consts: list[Any]  # the predicate's constants (while_loop)
+    consts: list[Any]  # the body's constants
+    implicit: list[Any]  # the carried sizes
+    bounds: list[Any]  # lower, upper, step, start (for_loop)
+    carried: list[Any]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop primitive as its rules see it: how its operands are grouped (``operands``), its
+    body and predicate (``None`` for ``for_loop``), and how an equation is rebuilt with other
+    body and predicate jaxprs (``equation``: its operands and parameters). ``batched_predicate``
+    batches a loop whose predicate differs between examples."""
+
+    primitive: Any
+    output_type: Callable[..., OutputType]
+    feeds: Feeds
+    operands: Callable[[Sequence[Any], dict[str, Any]], LoopOperands]
+    body: Callable[[dict[str, Any]], LoopBody]
+    predicate: Callable[[dict[str, Any]], LoopBody | None]
+    equation: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], tuple[list[Any], dict[str, Any]]]
+    batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
+
+    def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+        return loop_jvp(self, primals, tangents, params)
+
+    def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
+        return loop_batching(self, axis_data, args, dims, params)
+
+    def partial_eval(self, trace: Any, *tracers: Any, **params: Any) -> list[Any]:
+        return loop_partial_eval(self, trace, tracers, params)
+
+
+def loop_jvp(loop: Loop, primals: list[Any], tangents: list[Any], params: dict[str, Any]) -> tuple[list, list]:
+    """The loop carrying the tangents of the values that have some, with the constants' tangents
+    as constants; a carried value gets a tangent once something it depends on has one."""
+    body, pred = loop.body(params), loop.predicate(params)
+    p, t = loop.operands(primals, params), loop.operands(tangents, params)
+    consts_nz = [type(x) is not Zero for x in t.consts]
+    carried_nz = body.carried_fixpoint(consts_nz, [type(x) is not Zero for x in t.carried], keep=is_inexact)
+    if not any(carried_nz):
+        outs = loop.primitive.bind(*primals, **params)
+        return outs, [zero_tangent(o) for o in outs]
+    new = body.jvp(consts_nz, carried_nz)
+    ops = LoopOperands(
+        p.pred_consts,
+        [*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)],
+        p.implicit,
+        p.bounds,
+        [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)],
+    )
+    operands, new_params = loop.equation(params, new.jaxpr, pred and pred.ignoring_tangents(carried_nz), ops)
+    outs = loop.primitive.bind(*operands, **new_params)
+    n = body.nimplicit + len(p.carried)
+    primals_out, dots = outs[:n], outs[n:]
+    zeros = [zero_tangent(x) for x, nz in zip(primals_out[body.nimplicit :], carried_nz) if not nz]
+    return primals_out, [*map(zero_tangent, primals_out[: body.nimplicit]), *interleave(carried_nz, dots, zeros)]
+
+
+def loop_batching(loop: Loop, axis_data: Any, args: list[Any], dims: list[Any], params: dict[str, Any]) -> tuple[list, list]:
+    """The loop over a batch: the batched constants and carried values (and what depends on them)
+    get a leading batch axis; bounds and sizes must be the same for every example. A predicate
+    that differs between examples is ``loop.batched_predicate``'s business."""
+    name = loop.primitive.name
+    body, pred = loop.body(params), loop.predicate(params)
+    a, d = loop.operands(args, params), loop.operands(dims, params)
+    if any(x is not not_mapped for x in (*d.implicit, *d.bounds)):
+        raise ControlFlowError(
+            f"jax.vmap of a {name} whose bounds or array sizes differ between examples is not "
+            "supported; vmap the loop body instead, or loop over the examples."
+        )
+    size = axis_data.size
+    pred_b, consts_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]
+    carried_b = body.carried_fixpoint(consts_b, [x is not not_mapped for x in d.carried])
+    if pred is not None and pred.depends_on(pred_b, carried_b):
+        return loop.batched_predicate(axis_data, args, dims, **params)
+    if body.depends_on(consts_b, carried_b):
+        raise ControlFlowError(f"jax.vmap of a {name} whose array sizes depend on the batched values")
+    new_body = body.batched(consts_b, carried_b, size)
+    new_pred = pred and pred.batched(pred_b, carried_b, size)
+
+    def moved(values: list[Any], batch_dims: list[Any], batched: list[bool]) -> list[Any]:
+        return [move_batch_axis(x, bd, size, b) for x, bd, b in zip(values, batch_dims, batched)]
+
+    ops = LoopOperands(
+        [*(new_pred.consts if new_pred else ()), *moved(a.pred_consts, d.pred_consts, pred_b)],
+        [*new_body.consts, *moved(a.consts, d.consts, consts_b)],
+        a.implicit,
+        a.bounds,
+        moved(a.carried, d.carried, carried_b),
+    )
+    operands, new_params = loop.equation(params, new_body.jaxpr, new_pred and new_pred.jaxpr, ops)
+    outs = loop.primitive.bind(*operands, **new_params)
+    return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
+
+
+def loop_partial_eval(loop: Loop, trace: Any, tracers: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    """Known carried values (those that depend on known values only) are computed by a loop of
+    their own, now; the whole loop is staged for the unknown ones (recomputing the known ones
+    alongside, as JAX's ``while_loop`` rule does). Unknown sizes, bounds or predicate: all is
+    unknown."""
+    body, pred = loop.body(params), loop.predicate(params)
+    known = loop.operands([t.pval.is_known() for t in tracers], params)
+    values = loop.operands([t.pval.get_known() for t in tracers], params)
+    consts_uk = [not k for k in known.consts]
+    carried_uk = body.carried_fixpoint(consts_uk, [not k for k in known.carried])
+    pred_uk = pred is not None and pred.depends_on([not k for k in known.pred_consts], carried_uk)
+    sizes_known = all(known.implicit) and all(known.bounds) and not body.depends_on(consts_uk, carried_uk)
+    if pred_uk or not sizes_known or all(carried_uk):
+        avals = result_avals(loop.output_type, params, tracers, loop.feeds)
+        return unknown_results(trace, loop.primitive, tracers, params, avals)
+    carried_known = [not u for u in carried_uk]
+    body_jaxpr, body_taken = body.known_part(known.consts, carried_known)
+    pred_jaxpr, pred_taken = pred.known_part(known.pred_consts, carried_known) if pred else (None, [])
+    ops = LoopOperands(
+        [c for c, taken in zip(values.pred_consts, pred_taken) if taken],
+        [c for c, taken in zip(values.consts, body_taken) if taken],
+        values.implicit,
+        values.bounds,
+        [x for x, k in zip(values.carried, carried_known) if k],
+    )
+    operands, known_params = loop.equation(params, body_jaxpr, pred_jaxpr, ops)
+    outs_known = bind_known(trace, loop.primitive, operands, known_params)
+    implicit_out = outs_known[: body.nimplicit]
+    avals = result_avals(loop.output_type, params, tracers, loop.feeds, implicit_out)
+    outs_unknown = unknown_results(trace, loop.primitive, tracers, params, avals)
+    unknown_carried = [o for o, u in zip(outs_unknown[body.nimplicit :], carried_uk) if u]
+    return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]

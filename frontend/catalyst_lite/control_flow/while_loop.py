@@ -22,11 +22,13 @@ takes ``*body_consts *implicit *carried`` and returns ``*implicit *carried``.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
+import jax.numpy as jnp
 from jax import lax
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from jax.tree_util import tree_flatten, tree_unflatten
 
+from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.specialize import (
     Mode,
     NeedsHost,
@@ -37,28 +39,27 @@ from ..compiler.specialize import (
     to_dim,
 )
 from ..capture.switch import refuse_under_capture
-from ..jax_extras import ClosedJaxpr, collapse
-from ..jax_extras.dynshape import DynshapePrimitive, NestedBody, trace_nested
+from ..errors import ControlFlowError
+from ..jax_extras import ClosedJaxpr, lowering
+from ..jax_extras.dynshape import DimensionMismatch, input_type_of
+from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
+from ..jax_extras.rules import batch_call, move_batch_axis, not_mapped, register_nested_primitive
 from .common import (
     active_control_flow_handler,
+    ambient_carries,
     check_predicate,
+    dimension_error,
     expansion_strategy,
-    get_ambient_values,
-    set_ambient_values,
+    normalize_results,
     split_groups,
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import dims_unchanged, loop_output_type, trace_loop
+from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, with_batch_axis
 
 __all__ = ["while_loop", "while_loop_p"]
 
-
-class WhileLoop(DynshapePrimitive):
-    pass
-
-
-while_loop_p = WhileLoop("while_loop")
+while_loop_p = DynshapePrimitive("while_loop")
 
 
 # --- user API ------------------------------------------------------------------------------------
@@ -107,51 +108,149 @@ def _run_eagerly(cond_fn: Callable, body: Callable, init: tuple) -> Any:
 
 
 def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
-    """The design documents' ``bindNested`` for ``while_loop`` (two nested programs)."""
+    """The design documents' ``bindNested`` for ``while_loop``: two nested programs (the body,
+    then the predicate) of one input type."""
     flat_init, in_tree = tree_flatten(init)
-    nested, expanded, nimplicit = trace_loop(body, [], init, strategy, "while_loop")
-    n_ambient = len(get_ambient_values())
-    cond = _trace_cond(cond_fn, nested.in_type, in_tree, n_ambient)
-    implicit, carried = expanded[:nimplicit], expanded[nimplicit:]
-    operands = [*cond.consts, *nested.consts, *implicit, *carried]
-    out_type = loop_output_type(nested, strategy, const_operand=lambda k: cond.nconsts + k)
-    outs = while_loop_p.bind_nested(
-        operands,
-        out_type,
-        cond_jaxpr=ClosedJaxpr(cond.jaxpr, ()),
-        body_jaxpr=ClosedJaxpr(nested.jaxpr, ()),
-        cond_nconsts=cond.nconsts,
-        body_nconsts=nested.nconsts,
+
+    def flat_body(*carried: Any) -> list[Any]:
+        results = body(*tree_unflatten(in_tree, list(carried)))
+        return normalize_results(results, len(init), in_tree, "while_loop", body)
+
+    def flat_cond(*carried: Any) -> list[Any]:
+        return [check_predicate(cond_fn(*tree_unflatten(in_tree, list(carried))), "while_loop", cond_fn)]
+
+    def equation(bodies: list, implicit: list, carried: list) -> Equation:
+        traced_body, traced_cond = bodies
+        params = _params(traced_cond.jaxpr, traced_body.jaxpr, traced_cond.nconsts, traced_body.nconsts,
+                         len(implicit), strategy.preserve_dimensions)
+        operands = [*traced_cond.consts, *traced_body.consts, *implicit, *carried]
+        return Equation(operands, params, len(implicit))
+
+    spec = NestedSpec(while_loop_p, equation, strategy, threaded=ambient_carries())
+    bodies = [Body(flat_body, "while_loop body", "carried"), Body(flat_cond, "while_loop condition", "predicate")]
+    try:
+        outs = bind_nested(spec, bodies, flat_init)
+    except DimensionMismatch as err:
+        raise dimension_error(err, "while_loop", body) from None
+    return unwrap_results(outs, len(init), in_tree)
+
+
+def _params(cond: Any, body: Any, cond_nconsts: int, body_nconsts: int, nimplicit: int, preserve: bool) -> dict:
+    return dict(
+        cond_jaxpr=ClosedJaxpr(cond, ()),
+        body_jaxpr=ClosedJaxpr(body, ()),
+        cond_nconsts=cond_nconsts,
+        body_nconsts=body_nconsts,
         nimplicit=nimplicit,
-        preserve_dimensions=strategy.preserve_dimensions,
+        preserve_dimensions=preserve,
     )
-    explicit = collapse(out_type, outs)
-    set_ambient_values(explicit[len(flat_init) :])
-    return unwrap_results(explicit[: len(flat_init)], len(init), in_tree)
 
 
-def _trace_cond(cond_fn: Callable, in_type: tuple, in_tree: PyTreeDef, n_ambient: int) -> NestedBody:
-    """Trace the predicate with the body's input type; it sees the user's carries only."""
+# --- types ---------------------------------------------------------------------------------------
 
-    def flat_cond(*explicit: Any) -> list[Any]:
-        user = explicit[: len(explicit) - n_ambient]
-        pred = cond_fn(*tree_unflatten(in_tree, list(user)))
-        return [check_predicate(pred, "while_loop", cond_fn)]
 
-    return trace_nested(flat_cond, in_type, None, "while_loop condition", lambda args, res: (res, 0))
+def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
+    """``*cond_consts *body_consts *implicit *carried``."""
+    groups = split_groups(values, [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]])
+    cond_consts, body_consts, implicit, carried = groups
+    return LoopOperands(cond_consts, body_consts, implicit, [], carried)
+
+
+def _body(params: dict[str, Any]) -> LoopBody:
+    return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["nimplicit"], 0, "while_loop body")
+
+
+def _cond(params: dict[str, Any]) -> LoopBody:
+    return LoopBody(params["cond_jaxpr"].jaxpr, params["cond_nconsts"], params["nimplicit"], 0,
+                    "while_loop condition", predicate=True)
+
+
+def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
+    ncc, nbc = params["cond_nconsts"], params["body_nconsts"]
+    ncarry = len(params["body_jaxpr"].jaxpr.invars) - nbc
+    carry = list(range(ncc + nbc, ncc + nbc + ncarry))
+    return [
+        (params["cond_jaxpr"].jaxpr, [*range(ncc), *carry]),
+        (params["body_jaxpr"].jaxpr, [*range(ncc, ncc + nbc), *carry]),
+    ]
+
+
+def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
+    """Constant ``k`` of the body is operand ``cond_nconsts + k``."""
+    return _body(params).output_type(lambda k: params["cond_nconsts"] + k)
+
+
+def _check(atoms: list[Any], params: dict[str, Any]) -> None:
+    """Both programs take the operands; the predicate is a boolean scalar; the body returns its
+    carried types."""
+    ops = _operands(atoms, params)
+    _cond(params).typecheck([*ops.pred_consts, *ops.implicit, *ops.carried])
+    _body(params).typecheck([*ops.consts, *ops.implicit, *ops.carried])
+
+
+def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> tuple[list[Any], dict]:
+    """The loop with another body and predicate (transformation rules)."""
+    new_params = _params(cond, body, len(ops.pred_consts), len(ops.consts), params["nimplicit"],
+                         params["preserve_dimensions"])
+    return [*ops.pred_consts, *ops.consts, *ops.implicit, *ops.carried], new_params
+
+
+# --- batching with a predicate that differs between examples ------------------------------------
+
+
+def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+    """Every carried value is batched; the loop runs while the predicate holds for some example,
+    and an example whose predicate no longer holds keeps its values."""
+    body, cond, size = _body(params), _cond(params), axis_data.size
+    a, d = _operands(args, params), _operands(dims, params)
+    cond_b, body_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]
+    if body.nimplicit:
+        raise ControlFlowError("jax.vmap of a resizing while_loop whose trip count differs between examples")
+    cond_consts = [move_batch_axis(x, bd, size, b) for x, bd, b in zip(a.pred_consts, d.pred_consts, cond_b)]
+    body_consts = [move_batch_axis(x, bd, size, b) for x, bd, b in zip(a.consts, d.consts, body_b)]
+    carried = [move_batch_axis(x, bd, size, True) for x, bd in zip(a.carried, d.carried)]
+    new_cond, new_body = _masked_loop(cond, body, cond_b, body_b, size)
+    ops = LoopOperands([*new_cond.consts, *cond_consts], [*new_body.consts, *cond_consts, *body_consts],
+                       a.implicit, [], carried)
+    operands, new_params = _equation(params, new_body.jaxpr, new_cond.jaxpr, ops)
+    return while_loop_p.bind(*operands, **new_params), [0] * len(carried)
+
+
+def _masked_loop(cond: LoopBody, body: LoopBody, cond_b: list[bool], body_b: list[bool], size: int):
+    """A predicate that holds while it holds for some example, and a body that leaves the
+    examples whose predicate does not hold unchanged (taking the predicate's constants first)."""
+    carried_b = [True] * body.ncarried
+    cond_in = [*cond_b, *carried_b]
+    cond_type = with_batch_axis(input_type_of(cond.jaxpr.invars), cond_in, size)
+
+    def any_pred(*args: Any) -> list[Any]:
+        (pred,) = batch_call(cond.jaxpr, args, cond_in, size, [True])
+        return [jnp.any(pred)]
+
+    new_cond = retrace(any_pred, cond_type, "while_loop condition (batched)", 0)
+    binders = [*cond.jaxpr.invars[: cond.nconsts], *body.jaxpr.invars]
+    body_type = with_batch_axis(input_type_of(binders), [*cond_b, *body_b, *carried_b], size)
+
+    def masked_body(*args: Any) -> list[Any]:
+        cc, bc, x = split_groups(args, [cond.nconsts, body.nconsts])
+        (pred,) = batch_call(cond.jaxpr, [*cc, *x], cond_in, size, [True])
+        new = batch_call(body.jaxpr, [*bc, *x], [*body_b, *carried_b], size, carried_b)
+        return [jnp.where(pred.reshape(pred.shape + (1,) * (n.ndim - 1)), n, old) for n, old in zip(new, x)]
+
+    return new_cond, retrace(masked_body, body_type, "while_loop body (batched)", 0)
+
+
+_loop = Loop(while_loop_p, _output_type, _feeds, _operands, _body, _cond, _equation, _masked_batching)
 
 
 # --- specialization rules ------------------------------------------------------------------------
 
 
-def _operands(invals: list[Any], params: dict[str, Any]):
-    return split_groups(invals, [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]])
-
-
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.while_loop``."""
     _require_host_in_reverse_mode()
-    cond_consts, body_consts, implicit, carried = _operands(invals, params)
+    ops = _operands(invals, params)
+    cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
     cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
     nimplicit = params["nimplicit"]
     if nimplicit and not dims_unchanged(body, params["body_nconsts"], nimplicit):
@@ -169,7 +268,8 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
 
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Driven from Python: predicate and body compiled per size signature."""
-    cond_consts, body_consts, implicit, carried = _operands(invals, params)
+    ops = _operands(invals, params)
+    cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
     nimplicit = params["nimplicit"]
     run_cond = runner_for(params["cond_jaxpr"].jaxpr, "while_loop condition")
     run_body = runner_for(params["body_jaxpr"].jaxpr, "while_loop body")
@@ -190,15 +290,9 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return needed
 
 
-register_specialization(while_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
-
-
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` carrying the carried
 # dimensions and values; the constants of the predicate and of the body are captured.
-
-from ..jax_extras import lowering  # noqa: E402  (the helpers of this section)
-
 
 def _lower(
     ctx: lowering.LoweringRuleContext,
@@ -225,23 +319,27 @@ def _lower(
     return lowering.while_op(carry, body_types, cond, body)
 
 
-lowering.register_lowering(while_loop_p, _lower)
 
-
-# --- differentiation -----------------------------------------------------------------------------
-# Forward mode (JVP) needs no rule of ours: JAX differentiates the staged `lax.while_loop`, and the
-# host-driven loop (resizing carries) runs compiled bodies that JAX differentiates one by one.
-# Reverse mode needs, for the backward pass, the trip count and every iteration's carries, in
+# --- differentiation at concrete sizes ----------------------------------------------------------
+# The rules above transform the equation; at concrete sizes (a qjit program's specialization) JAX
+# differentiates the staged `lax.while_loop` in forward mode, and the host-driven loop (resizing
+# carries) runs compiled bodies that JAX differentiates one by one. Reverse mode needs, for the backward pass, the trip count and every iteration's carries, in
 # storage whose size is only known once the loop has run: JAX refuses to transpose a
 # `lax.while_loop` for that reason. So, when reverse mode is requested, the loop runs host-driven:
 # the predicate is evaluated on concrete values in Python, each body call is a compiled program that
 # JAX differentiates, and JAX's tape records the iterations as they happen (storage sized at run
 # time, the trip count being the tape's length).
 
-from ..compiler.reverse_mode import reverse_mode_requested  # noqa: E402  (this section's own)
-
 
 def _require_host_in_reverse_mode() -> None:
     """Leave staging for host-driven execution when the loop will be transposed."""
     if reverse_mode_requested():
         raise NeedsHost("reverse-mode differentiation of a while_loop")
+
+
+# --- registration --------------------------------------------------------------------------------
+
+register_nested_primitive(while_loop_p, output_type=_output_type, feeds=_feeds, check=_check,
+                          jvp=_loop.jvp, batching=_loop.batching, partial_eval=_loop.partial_eval)
+register_specialization(while_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
+lowering.register_lowering(while_loop_p, _lower)

@@ -5,7 +5,8 @@ subpackage; the rest of the package imports the names it needs from here. A JAX 
 these modules only.
 
 - :mod:`.patches`: scoped repairs to JAX 0.7's dynamic-shape path.
-- :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations.
+- :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations,
+  jaxpr utilities (pruning, dependence), ``dynamic_jaxprs()`` for JAX's own interpreters.
 - :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
 - :mod:`.size_facts`: what a trace decided about its sizes, as facts checked before a call.
 - :mod:`.size_expressions`: expressions over a program's sizes (printed, simplified, compiled).
@@ -13,8 +14,16 @@ these modules only.
 - :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
 - :mod:`.random`: ``jax.random`` with symbolic sizes.
 - :mod:`.multi_result`: multi-result primitives (linear algebra) on symbolic shapes.
-- :mod:`.dynshape`: the design documents' nested-binding algorithm (``DynshapePrimitive``).
+- :mod:`.shapes`: primitives whose result shape is a parameter with ``None`` for dynamic sizes.
+- :mod:`.dynshape`: input and output types of nested programs (``expand_args``,
+  ``expand_results``, ``output_type_of``).
+- :mod:`.nested`: the nested-binding driver ``bind_nested`` (``DynshapePrimitive``).
+- :mod:`.rules`: what the JAX rules of the nested primitives share (staging, abstract evaluation,
+  JVP, batching, partial evaluation).
+- :mod:`.typecheck`: a type checker for dynamically-shaped jaxprs.
 - :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
+- :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: recognizing reverse-mode tracers and
+  ``x[i, j]`` reads, calling compiled executables through JAX's C++ dispatcher.
 """
 
 import contextlib
@@ -49,6 +58,7 @@ from .tracing import (
     collapse,
     current_trace,
     debug_info_for,
+    dynamic_jaxprs,
     dynamic_tracing,
     emit_equation,
     get_aval,

@@ -1,64 +1,66 @@
-"""The design documents' algorithm for binding primitives that hold nested programs.
+"""Types of nested programs: the design documents' input and output types, with de Bruijn indices.
 
-``bindNested(Function, Inputs, S)`` from "Jax dynamically-shaped arrays" is spelled here as:
+A primitive holding nested jaxprs (a loop body, branches, a function to differentiate) relates
+three lists: the equation's *operands*, each body's *binders* (its arguments), and the equation's
+*results*. Sizes flow between them as de Bruijn indices:
 
-1. :func:`expand_args` — deduce the input type of the body from the outer ``Inputs`` and the
-   :class:`ExpansionStrategy` ``S`` (which dimensions become implicit arguments);
-2. :func:`trace_nested` — the abstract evaluation: open an :class:`~.tracing.InnerTrace`, create the
-   argument tracers (:func:`~.tracing.input_type_to_tracers`), :func:`~.tracing.collapse` them, call
-   the Python body, deduce the results' implicit dimensions with :func:`expand_results`, and close
-   the trace into a jaxpr whose captured values are hoisted to leading constants (``body_nconsts``);
-3. :func:`output_type_of` — the body's output type, with ``InDBIdx`` pointing at operands of the
-   outer equation and ``OutDBIdx`` at its own results;
-4. :meth:`DynshapePrimitive.bind_nested` — emit the equation and build the outer result tracers
-   (:func:`output_type_to_tracers` is :func:`~.tracing.emit_equation`), then collapse them.
+- :func:`expand_args` (design doc: ``deduceInputType``) turns outer values into the input type of
+  a body: dimensions that become implicit arguments are ``DBIdx``, chosen by the
+  :class:`ExpansionStrategy`;
+- :func:`input_type_of` is the input type a traced jaxpr's binders already have (how a body is
+  traced again, transformed, by a JVP or batching rule);
+- :func:`expand_results` (``deduceOutputType``) decides which result sizes of a loop body or
+  branch are implicit results;
+- :func:`output_type_of` is **the** output-type function: the type of an equation's results,
+  where a size is ``InDBIdx(k)`` (operand ``k``), ``OutDBIdx(k)`` (result ``k``, an implicit
+  result) or a number. Every primitive of catalyst_lite computes its output type with it, when it
+  is traced, staged again, type-checked or transformed; :func:`join_output_types` joins the types
+  of alternatives (``cond``'s branches) with it.
 
-The control-flow primitives (:mod:`catalyst_lite.control_flow`) are thin users of these pieces.
+>>> import numpy as np
+>>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]
+((ShapedArray(float32[]), True),)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from jax._src import core
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .size_facts import describe_aval
 from .tracing import (
     DBIdx,
     DShapedArray,
     InDBIdx,
-    InnerTrace,
     InputType,
-    Jaxpr,
     Literal,
     OutDBIdx,
     OutputType,
     ShapedArray,
     Tracer,
     Var,
-    collapse,
-    debug_info_for,
-    emit_equation,
     get_aval,
 )
 
 __all__ = [
+    "DIM_AVAL",
     "ExpansionStrategy",
-    "expand_args",
-    "expand_results",
-    "NestedBody",
-    "trace_nested",
-    "output_type_of",
-    "output_type_to_tracers",
-    "DynshapePrimitive",
     "DimensionMismatch",
     "same_dim",
+    "is_dynamic",
+    "expand_args",
+    "expand_results",
+    "input_type_of",
+    "output_type_of",
+    "join_output_types",
+    "JaxprTypeError",
 ]
 
 DIM_AVAL = ShapedArray((), np.dtype("int64"))
+JaxprTypeError = core.JaxprTypeError
 
 
 @dataclass(frozen=True)
@@ -104,8 +106,12 @@ def same_dim(d1: Any, d2: Any) -> bool:
     return d1 == d2
 
 
-def _is_dynamic(d: Any) -> bool:
+def is_dynamic(d: Any) -> bool:
+    """A dimension that is not a number (a tracer, a variable or a de Bruijn index)."""
     return not isinstance(d, (int, np.integer))
+
+
+# --- input types ---------------------------------------------------------------------------------
 
 
 def expand_args(
@@ -119,9 +125,6 @@ def expand_args(
     ``DBIdx`` (a new implicit argument) or, when dimensions are preserved, the enclosing tracer.
     ``force_dynamic`` lists ``(argument, axis)`` pairs of static sizes that become implicit
     arguments all the same (a resizing loop whose carry starts with a static size).
-
-    >>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]
-    ((ShapedArray(float32[]), True),)
     """
     avals = [get_aval(a) for a in args]
     if strategy.preserve_dimensions:
@@ -129,7 +132,7 @@ def expand_args(
     implicit: list[Any] = []
     explicit_type = []
     for k, aval in enumerate(avals):
-        dynamic = [_is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)]
+        dynamic = [is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)]
         if any(dynamic):
             shape = []
             for d, is_dyn in zip(aval.shape, dynamic):
@@ -144,6 +147,35 @@ def expand_args(
     return [*implicit, *args], in_type
 
 
+def input_type_of(binders: Sequence[Any]) -> InputType:
+    """The input type that a jaxpr's binders (or any avals whose sizes are earlier binders) have:
+    a size that is binder ``k`` becomes ``DBIdx(k)``; every entry is explicit.
+
+    Tracing a function with it gives a jaxpr whose binders have the same types: how the rules of
+    catalyst_lite's primitives trace a transformed body (its JVP, its batched version).
+
+    >>> from jax._src import core
+    >>> n = core.Var(DIM_AVAL)
+    >>> x = core.Var(DShapedArray((n, 2), np.dtype("float64"), False))
+    >>> [str(a) for a, _ in input_type_of([n, x])]
+    ['int64[]', 'f64[DBIdx(val=0),2]']
+    """
+    position: dict[Var, int] = {}
+    for k, v in enumerate(binders):
+        position.setdefault(v, k)  # a binder listed twice (a primal and its tangent) is the first
+    in_type = []
+    for v in binders:
+        aval = v.aval
+        if type(aval) is DShapedArray:
+            shape = tuple(DBIdx(position[d]) if isinstance(d, Var) else d for d in aval.shape)
+            aval = aval.update(shape=shape)
+        in_type.append((aval, True))
+    return tuple(in_type)
+
+
+# --- output types --------------------------------------------------------------------------------
+
+
 def expand_results(
     carried_args: Sequence[Tracer] | None,
     results: Sequence[Any],
@@ -155,14 +187,14 @@ def expand_results(
     types: with preserved dimensions the very same dimension variables (no implicit results), with
     resizing one implicit result per dynamic dimension of each argument (the new size), in the
     arguments' order, so that results can be fed back as arguments. Without ``carried_args`` (a
-    branch) every dimension that is not a number becomes an implicit result.
+    function's results) every dimension that is not a number becomes an implicit result.
     Returns the expanded results and the number of implicit ones.
     """
     result_avals = [get_aval(r) for r in results]
     implicit: list[Any] = []
     if carried_args is None:
         for aval in result_avals:
-            implicit.extend(d for d in getattr(aval, "shape", ()) if _is_dynamic(d))
+            implicit.extend(d for d in getattr(aval, "shape", ()) if is_dynamic(d))
         return [*implicit, *results], len(implicit)
     for k, (arg, aval) in enumerate(zip(carried_args, result_avals)):
         arg_aval = get_aval(arg)
@@ -171,123 +203,135 @@ def expand_results(
         if len(arg_aval.shape) != len(aval.shape):
             raise DimensionMismatch(k, arg_aval, aval, "rank")
         for j, (d_arg, d_res) in enumerate(zip(arg_aval.shape, aval.shape)):
-            if _is_dynamic(d_arg):
+            if is_dynamic(d_arg):
                 if strategy.preserve_dimensions:
                     if not same_dim(d_arg, d_res):
                         raise DimensionMismatch(k, arg_aval, aval, "dimension")
                 else:
                     implicit.append(d_res)
-            elif _is_dynamic(d_res) or d_arg != d_res:
+            elif is_dynamic(d_res) or d_arg != d_res:
                 axis = None if strategy.preserve_dimensions else j
                 raise DimensionMismatch(k, arg_aval, aval, "dimension", axis)
     return [*implicit, *results], len(implicit)
 
 
-@dataclass
-class NestedBody:
-    """A traced body: ``jaxpr`` takes ``consts + expanded args`` and returns expanded results."""
-
-    jaxpr: Jaxpr
-    consts: list[Any]  # values of enclosing traces (or concrete) for the leading invars
-    in_type: InputType
-    nimplicit_out: int
-    out_tree: PyTreeDef
-    out_avals: list[Any]  # inner avals of the explicit results (for error messages)
-
-    @property
-    def nconsts(self) -> int:
-        return len(self.consts)
-
-
-def trace_nested(
-    fn: Callable,
-    in_type: InputType,
-    in_tree: PyTreeDef | None,
-    name: str,
-    expand: Callable[[list[Tracer], list[Any]], tuple[list[Any], int]],
-    prefix_args: Sequence[Any] = (),
-) -> NestedBody:
-    """Abstract evaluation of a Python body (design doc: ``abstractEval``).
-
-    ``expand(explicit_arg_tracers, flat_results)`` deduces the expanded results (usually a partial
-    application of :func:`expand_results`). ``prefix_args`` are passed before the unflattened
-    arguments (e.g. nothing for a branch). The returned jaxpr has the captured constants hoisted
-    to leading arguments.
-    """
-    inner = InnerTrace(debug_info_for(fn, name))
-    try:
-        expanded_args = inner.arguments(in_type)
-        explicit = collapse(in_type, expanded_args)
-        args = tree_unflatten(in_tree, explicit) if in_tree is not None else explicit
-        results = inner.call(fn, *prefix_args, *args)
-        flat_results, out_tree = tree_flatten(results)
-        flat_results = [_as_jax_value(r, name) for r in flat_results]
-        flat_results = [inner.lift(r) for r in flat_results]
-        expanded_results, nimplicit = expand(explicit, flat_results)
-        arg_dims = [d for t in expanded_args for d in getattr(t.aval, "shape", ()) if _is_dynamic(d)]
-        jaxpr, consts = inner.to_jaxpr(expanded_results, keep_alive=arg_dims)
-        out_avals = [r.aval for r in flat_results]
-    finally:
-        inner.close()
-    return NestedBody(jaxpr, consts, in_type, nimplicit, out_tree, out_avals)
-
-
-def _as_jax_value(x: Any, name: str) -> Any:
-    if isinstance(x, (Tracer, np.ndarray, np.generic, int, float, bool, complex)) or hasattr(
-        x, "__jax_array__"
-    ) or hasattr(x, "aval"):
-        return x
-    raise TypeError(
-        f"{name} returned a value of type {type(x).__name__}, which is not a JAX array or number."
-    )
+def _matches(dim: Any, atom: Any) -> bool:
+    """A size (a variable or a number) is the value of ``atom`` (a variable, a literal or a number)."""
+    if isinstance(atom, Var) or isinstance(dim, Var):
+        return dim is atom
+    if dim is None:
+        return False
+    return int(atom.val if isinstance(atom, Literal) else atom) == int(dim)
 
 
 def output_type_of(
-    jaxpr: Jaxpr, nimplicit_out: int, invar_to_operand: Callable[[int], int | None]
+    avals: Sequence[Any],
+    implicit: Sequence[Any],
+    operand_of: Mapping[Any, int],
+    free: Callable[[Any], Any] | None = None,
 ) -> OutputType:
-    """Output type of an equation whose results are ``jaxpr``'s outputs.
+    """The output type of an equation: its implicit results, then results of types ``avals``.
 
-    A dimension that is the body's argument ``k`` becomes ``InDBIdx(invar_to_operand(k))`` (the
-    operand fed to that argument; ``None`` when the argument has no fixed operand, e.g. a loop's
-    carried value, which is an error the caller's strategy prevents); a dimension that is one of the
-    body's own results becomes ``OutDBIdx``.
+    ``avals`` are types inside a nested jaxpr (their sizes are its variables); ``implicit`` are
+    the atoms the equation returns as implicit results (each an ``i64[]``); ``operand_of`` maps
+    a binder of the nested jaxpr to the operand of the equation that feeds it. A size is
+
+    - a number when it is one (or a literal);
+    - ``OutDBIdx(k)`` when it is the ``k``-th implicit result;
+    - ``InDBIdx(operand_of[v])`` when it is a binder ``v`` fed by an operand;
+    - otherwise ``free(v)`` (a caller still deciding its implicit results), or an error: a size
+      the enclosing program could not name.
+
+    >>> from jax._src import core
+    >>> n, m = core.Var(DIM_AVAL), core.Var(DIM_AVAL)
+    >>> x = DShapedArray((n, m, 3), np.dtype("float64"), False)
+    >>> [str(a) for a, _ in output_type_of([x], [m], {n: 4})]
+    ['int64[]', 'f64[InDBIdx(val=4),OutDBIdx(val=0),3]']
     """
-    in_pos = {v: i for i, v in enumerate(jaxpr.invars)}
-    out_pos = {v: i for i, v in enumerate(jaxpr.outvars) if isinstance(v, Var)}
-    out_type = []
-    for i, v in enumerate(jaxpr.outvars):
-        aval = v.aval
+    out_type: list[tuple[Any, bool]] = [(DIM_AVAL, False)] * len(implicit)
+    for aval in avals:
         if type(aval) is DShapedArray:
-            shape = []
-            for d in aval.shape:
-                if isinstance(d, Var) and d in out_pos and out_pos[d] < nimplicit_out:
-                    shape.append(OutDBIdx(out_pos[d]))
-                elif isinstance(d, Var) and d in in_pos and invar_to_operand(in_pos[d]) is not None:
-                    shape.append(InDBIdx(invar_to_operand(in_pos[d])))
-                elif isinstance(d, Literal):
-                    shape.append(int(d.val))
-                elif isinstance(d, Var):
-                    raise AssertionError(f"unbound dimension {d} in the output of a nested body")
-                else:
-                    shape.append(d)
-            aval = aval.update(shape=tuple(shape))
-        out_type.append((aval, i >= nimplicit_out))
+            shape = tuple(_outer_dim(d, implicit, operand_of, free) for d in aval.shape)
+            if all(type(d) is int for d in shape):
+                aval = ShapedArray(shape, aval.dtype, aval.weak_type)
+            else:
+                aval = aval.update(shape=shape)
+        out_type.append((aval, True))
     return tuple(out_type)
 
 
-output_type_to_tracers = emit_equation
+def _outer_dim(d: Any, implicit: Sequence[Any], operand_of: Mapping[Any, int], free: Callable | None) -> Any:
+    if isinstance(d, Literal):
+        d = d.val
+    if not isinstance(d, Var):
+        return int(d)
+    for k, atom in enumerate(implicit):
+        if atom is d:
+            return OutDBIdx(k)
+    if d in operand_of:
+        return InDBIdx(operand_of[d])
+    if free is not None:
+        return free(d)
+    raise JaxprTypeError(f"a result size {d} is neither an operand nor an implicit result")
 
 
-class DynshapePrimitive(core.Primitive):
-    """A primitive with nested jaxprs whose results may have dynamic shapes.
+def join_output_types(
+    alternatives: Sequence[tuple[Sequence[Any], Sequence[Any], Mapping[Any, int]]],
+    same_operand: Callable[[int, int], bool],
+    allow_new_implicit: bool = False,
+) -> tuple[OutputType, list[list[Any]]]:
+    """The output type of an equation that returns the results of one of several alternatives.
 
-    JAX's ``bind`` derives result avals from operand avals; with nested dynamic shapes the result
-    type is only known after tracing the body, so subclasses trace first and then call
-    :meth:`bind_nested` with the deduced output type.
+    Each alternative is ``(avals, implicit, operand_of)`` as for :func:`output_type_of`; all have
+    the same number of results and implicit results. A size is the same number in every
+    alternative, the same operand (``same_operand(i, j)``: operands ``i`` and ``j`` are one value),
+    or an implicit result ``k`` whose atom is that size in every alternative. Otherwise, with
+    ``allow_new_implicit``, it becomes a new implicit result (each alternative then returns its own
+    size there: the second value returned, one list of atoms per alternative); without it the
+    alternatives do not have one type: :class:`JaxprTypeError`.
     """
+    nimplicit = len(alternatives[0][1])
+    new: list[list[Any]] = [[] for _ in alternatives]
+    types = [
+        output_type_of(avals, implicit, operand_of, free=lambda d: None)
+        for avals, implicit, operand_of in alternatives
+    ]
+    joined: list[Any] = []
+    for p in range(nimplicit, len(types[0])):
+        aval = types[0][p][0]
+        per_alternative = [t[p][0] for t in types]
+        if not all(a.dtype == aval.dtype and len(a.shape) == len(aval.shape) for a in per_alternative):
+            raise JaxprTypeError(f"result {p - nimplicit} has different dtypes or ranks in the alternatives")
+        shape = []
+        for j in range(len(aval.shape)):
+            dims = [a.shape[j] for a in per_alternative]
+            inner = [avals[p - nimplicit].shape[j] for avals, _, _ in alternatives]
+            shape.append(_join_dim(dims, inner, alternatives, same_operand, new, allow_new_implicit))
+        if all(type(d) is int for d in shape):
+            joined.append(ShapedArray(tuple(shape), aval.dtype, aval.weak_type))
+        else:
+            joined.append(DShapedArray(tuple(shape), aval.dtype, aval.weak_type))
+    total = nimplicit + len(new[0])
+    out_type = tuple([(DIM_AVAL, False)] * total + [(a, True) for a in joined])
+    return out_type, new
 
-    multiple_results = True
 
-    def bind_nested(self, operands: Sequence[Any], out_type: OutputType, **params: Any) -> list[Any]:
-        """Emit ``self[params] operands`` into the current trace; return the expanded results."""
-        return emit_equation(self, operands, out_type, params)
+def _join_dim(dims, inner, alternatives, same_operand, new, allow_new) -> Any:
+    first = dims[0]
+    if all(type(d) is int for d in dims) and len(set(dims)) == 1:
+        return first
+    if all(type(d) is InDBIdx for d in dims) and all(same_operand(first.val, d.val) for d in dims):
+        return first
+    nimplicit = len(alternatives[0][1])
+    candidates = [alt[1] for alt in alternatives]
+    for k in range(nimplicit):
+        if all(_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
+            return OutDBIdx(k)
+    for k in range(len(new[0])):
+        if all(_matches(d, atoms[k]) for d, atoms in zip(inner, new)):
+            return OutDBIdx(nimplicit + k)
+    if not allow_new:
+        raise JaxprTypeError(f"a result size differs between the alternatives ({dims})")
+    for d, atoms in zip(inner, new):
+        atoms.append(d)
+    return OutDBIdx(nimplicit + len(new[0]) - 1)

@@ -232,6 +232,27 @@ def _make_trace_to_jaxpr_dynamic(original):
     return trace_to_jaxpr_dynamic
 
 
+# --- 9. Partial evaluation takes arguments of symbolic sizes ------------------------------------
+
+
+def _make_new_arg(original):
+    # `JaxprTrace.new_arg` (what `jax.linearize` gives its unknown tangents) makes the size tracers
+    # of a `DShapedArray` from enclosing traces into constants, testing `d._trace.level`: traces
+    # have no levels since tracing became stackless (AttributeError). A size is from an enclosing
+    # trace when it is not this trace's own.
+    def new_arg(self, pval):
+        aval = pval.get_aval() if pval.get_known() is None else None
+        if not is_active() or type(aval) is not core.DShapedArray:
+            return original(self, pval)
+        shape = tuple(
+            self.new_instantiated_const(d) if isinstance(d, core.Tracer) and d._trace is not self else d
+            for d in aval.shape
+        )
+        return pe.JaxprTracer(self, pe.PartialVal.unknown(aval.update(shape=shape)), pe.LambdaBinding())
+
+    return new_arg
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "dyn_shape_staging_rule",
@@ -260,6 +281,13 @@ PATCHES: tuple[Patch, ...] = (
         "to_jaxpr_tracer",
         _make_to_jaxpr_tracer,
         "a value captured from an outer scope is lifted through each scope in between",
+    ),
+    Patch(
+        "partial_eval_arguments_of_symbolic_sizes",
+        pe.JaxprTrace,
+        "new_arg",
+        _make_new_arg,
+        "jax.linearize's unknown tangents may have symbolic sizes from the enclosing trace",
     ),
     Patch(
         "stage_dimension_arithmetic",

@@ -13,14 +13,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from jax._src import core, prng
+import numpy as np
+from jax._src import config, core, prng
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
 
+from ..errors import SymbolicShapeError
 from .patches import Patch, is_active, register_patch
+from .tracing import dimension_value
 
-__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "sizes_as_operands"]
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "sizes_as_operands", "fill_sizes"]
 
 SHAPE_PARAMS = {
     lax_internal.broadcast_in_dim_p: "shape",
@@ -43,6 +46,22 @@ def sizes_as_operands(
     dynamic = [d for d in sizes if isinstance(d, core.Tracer)]
     static = tuple(None if isinstance(d, core.Tracer) else d for d in sizes)
     return [*operands, *dynamic], dict(params, **{name: static})
+
+
+def fill_sizes(
+    primitive: core.Primitive, operands: list[Any], params: dict[str, Any], size_of: Callable[[Any], Any]
+) -> tuple[list[Any], dict[str, Any]]:
+    """The inverse of :func:`sizes_as_operands`: the ``None`` sizes of ``primitive``'s shape
+    parameter become ``size_of(operand)`` of the trailing size operands, which are dropped.
+    (Unchanged when the shape is static.)"""
+    name = SHAPE_PARAMS[primitive]
+    static = params[name]
+    ndyn = sum(d is None for d in static)
+    if ndyn == 0:
+        return operands, params
+    sizes = iter([size_of(v) for v in operands[len(operands) - ndyn :]])
+    filled = tuple(next(sizes) if d is None else d for d in static)
+    return operands[: len(operands) - ndyn], dict(params, **{name: filled})
 
 
 def _slice_as_dynamic_slice(operand, *, start_indices, limit_indices, strides):
@@ -156,3 +175,63 @@ register_patch(
         "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES are rewritten",
     )
 )
+
+
+# --- sizes given as numbers (JAX's interpreters on catalyst_lite's jaxprs) ------------------------
+
+
+def _has_dynamic_shape(primitive: core.Primitive, params: dict[str, Any]) -> bool:
+    return primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ())
+
+
+def _static_size(x: Any) -> int:
+    size = dimension_value(x)
+    if size is None or isinstance(size, core.Tracer):
+        raise SymbolicShapeError(
+            "a catalyst_lite jaxpr evaluated by JAX with static shapes (jax.core.eval_jaxpr under "
+            "jax.jit, jax.vmap, jax.jvp...) needs its sizes as numbers, but a size is traced here. "
+            "Pass the sizes as static values (e.g. jax.jit(..., static_argnums=...)), or call the "
+            "qjit function itself."
+        )
+    return size
+
+
+def _make_static_sizes(original: Callable) -> Callable:
+    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's own interpreters evaluate catalyst_lite's
+    # jaxprs: a shape-carrying primitive with `None` sizes and numbers as size operands is bound
+    # with a static shape, and (while `jax.jit` stages) integer arithmetic on numbers is folded,
+    # so that the sizes computed from sizes stay numbers.
+    def process_primitive(self, primitive, tracers, params):
+        if not is_active() or config.dynamic_shapes.value:
+            return original(self, primitive, tracers, params)
+        if _has_dynamic_shape(primitive, params):
+            operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
+            return primitive.bind_with_trace(self, operands, params)
+        if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
+            with core.eval_context():
+                return primitive.bind_with_trace(core.eval_trace, tracers, params)
+        return original(self, primitive, tracers, params)
+
+    return process_primitive
+
+
+def _is_integer_number(x: Any) -> bool:
+    """A Python or NumPy integer (or boolean) scalar, or a concrete one: what sizes are made of."""
+    if isinstance(x, core.Tracer):
+        return False
+    if isinstance(x, (bool, int, np.integer, np.bool_)):
+        return True
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and np.shape(x) == () and (np.issubdtype(dtype, np.integer) or dtype == np.bool_)
+
+
+for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
+    register_patch(
+        Patch(
+            f"static_sizes_{_owner.__name__}",
+            _owner,
+            "process_primitive",
+            _make_static_sizes,
+            "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
+        )
+    )

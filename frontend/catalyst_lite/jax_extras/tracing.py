@@ -44,6 +44,7 @@ OutputType = tuple
 
 __all__ = [
     "dynamic_tracing",
+    "dynamic_jaxprs",
     "is_tracing",
     "hosted_capture",
     "inside_program_trace",
@@ -54,6 +55,10 @@ __all__ = [
     "trace_to_jaxpr",
     "InnerTrace",
     "emit_equation",
+    "drop_dead_equations",
+    "prune_jaxpr",
+    "forward_dependence",
+    "dimension_value",
     "get_aval",
     "debug_info_for",
 ]
@@ -64,6 +69,19 @@ def dynamic_tracing() -> Iterator[None]:
     """Switch on dynamic shapes and 64-bit types, and the repairs of :mod:`.patches`, for this
     thread only; the user's global ``jax.config`` is left as it was."""
     with config.dynamic_shapes(True), config.enable_x64(True), patched_jax():
+        yield
+
+
+@contextlib.contextmanager
+def dynamic_jaxprs() -> Iterator[None]:
+    """JAX's interpreters evaluate and transform catalyst_lite's jaxprs in this block (this thread).
+
+    64-bit types (the jaxprs' own) and the repairs of :mod:`.patches`, but *not* JAX's dynamic
+    shapes: sizes are numbers here, so every shape is static once they are known. Shape-carrying
+    primitives whose sizes are given as numbers get static shapes, and integer arithmetic on known
+    numbers is folded while a static program (``jax.jit``) is staged.
+    """
+    with config.dynamic_shapes(False), config.enable_x64(True), patched_jax():
         yield
 
 
@@ -271,10 +289,20 @@ def drop_dead_equations(jaxpr: Jaxpr) -> Jaxpr:
     """``jaxpr`` without the equations whose results nothing uses and that have no effects (e.g.
     the ``params[i]`` a QNode's gates read, once their matrices are computed by one gather from
     ``params``): every later stage (specialization, lowering, XLA) would pay for them.
+    """
+    pruned, _ = prune_jaxpr(jaxpr, [True] * len(jaxpr.outvars), [True] * len(jaxpr.invars))
+    return pruned
+
+
+def prune_jaxpr(
+    jaxpr: Jaxpr, used_outputs: Sequence[bool], keep_inputs: Sequence[bool]
+) -> tuple[Jaxpr, list[bool]]:
+    """``jaxpr`` returning only its used outputs, without the equations they do not need, and
+    taking only the inputs they use or that ``keep_inputs`` keeps; and which inputs it takes.
 
     A variable is used when an equation or the outputs read it, *or* when it is a dimension of a
     used variable's type (a dynamic shape names its size variables only in types). Equations
-    without results (such as size-assumption checks) are kept.
+    without results (such as size-assumption checks) and with effects are kept.
     """
     live: set = set()
 
@@ -284,7 +312,8 @@ def drop_dead_equations(jaxpr: Jaxpr) -> Jaxpr:
             for d in getattr(v.aval, "shape", ()):
                 use(d)
 
-    for v in jaxpr.outvars:
+    outvars = [v for v, used in zip(jaxpr.outvars, used_outputs) if used]
+    for v in outvars:
         use(v)
     kept = []
     for eqn in reversed(jaxpr.eqns):
@@ -295,7 +324,53 @@ def drop_dead_equations(jaxpr: Jaxpr) -> Jaxpr:
             for v in eqn.outvars:  # a result's dimensions come from earlier equations
                 for d in getattr(v.aval, "shape", ()):
                     use(d)
-    return jaxpr.replace(eqns=kept[::-1])
+    for v, keep in zip(jaxpr.invars, keep_inputs):
+        if keep:
+            use(v)
+    taken = [v in live for v in jaxpr.invars]
+    invars = [v for v, t in zip(jaxpr.invars, taken) if t]
+    dbg = jaxpr.debug_info
+    if isinstance(dbg.arg_names, tuple) and len(dbg.arg_names) == len(taken):
+        dbg = dbg._replace(arg_names=tuple(n for n, t in zip(dbg.arg_names, taken) if t))
+    if isinstance(dbg.result_paths, tuple) and len(dbg.result_paths) == len(used_outputs):
+        dbg = dbg._replace(result_paths=tuple(p for p, u in zip(dbg.result_paths, used_outputs) if u))
+    return jaxpr.replace(invars=invars, outvars=outvars, eqns=kept[::-1], debug_info=dbg), taken
+
+
+def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool]:
+    """Which outputs of ``jaxpr`` depend on the marked inputs (through any equation)."""
+    marked = {v for v, m in zip(jaxpr.invars, marked_inputs) if m}
+    for eqn in jaxpr.eqns:
+        if any(isinstance(v, core.Var) and v in marked for v in eqn.invars):
+            marked.update(eqn.outvars)
+    return [isinstance(v, core.Var) and v in marked for v in jaxpr.outvars]
+
+
+def dimension_value(x: Any) -> Any:
+    """``x`` as a size: a Python int when its value is known (a number, a concrete array, a
+    constant of a trace, the known part of a partially-evaluated value), the tracer itself when
+    it is a symbolic size of a dynamic-shape trace, ``None`` when it is unknown.
+
+    >>> dimension_value(np.int64(3)), dimension_value(None)
+    (3, None)
+    """
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return int(x)
+    aval = get_aval(x) if isinstance(x, Tracer) or hasattr(x, "dtype") else None
+    if aval is None or getattr(aval, "shape", None) != () or not np.issubdtype(aval.dtype, np.integer):
+        return None
+    if isinstance(x, pe.JaxprTracer):
+        known = x.pval.get_known()
+        return None if known is None else dimension_value(known)
+    if isinstance(x, DynamicJaxprTracer):
+        if isinstance(x.val, Literal):
+            return dimension_value(x.val.val)
+        if x._trace.is_valid() and x.val in x._trace.frame.constvar_to_val:
+            return dimension_value(constant_value(x))
+        return x if config.dynamic_shapes.value else None
+    if isinstance(x, Tracer):
+        return None
+    return int(x)
 
 
 def emit_equation(
@@ -303,14 +378,15 @@ def emit_equation(
     operands: Sequence[Any],
     out_type: OutputType,
     params: dict[str, Any],
+    trace: DynamicJaxprTrace | None = None,
 ) -> list[Tracer]:
-    """Append ``outs = primitive[params] operands`` to the current trace (design doc:
-    ``emitJaxprLine`` followed by ``parseOutputType``).
+    """Append ``outs = primitive[params] operands`` to ``trace`` (the current trace by default;
+    design doc: ``emitJaxprLine`` followed by ``parseOutputType``).
 
     ``out_type`` describes each result; ``InDBIdx(k)`` in a shape is operand ``k`` and
     ``OutDBIdx(k)`` is result ``k``. Returns all (expanded) result tracers.
     """
-    trace = current_trace()
+    trace = current_trace() if trace is None else trace
     src = source_info_util.current()
     in_tracers = [trace.to_jaxpr_tracer(x, src) for x in operands]
     out_tracers: list[Tracer] = []

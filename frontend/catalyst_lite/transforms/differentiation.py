@@ -49,10 +49,10 @@ from ..capture.switch import pennylane_capture_enabled
 from ..compiled import QJIT
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.specialize import (
-    register_specialization,
     Mode,
     dimension_inputs,
     eval_jaxpr,
+    register_specialization,
     to_dim,
 )
 from ..errors import (
@@ -62,29 +62,19 @@ from ..errors import (
     DifferentiationError,
     function_name,
 )
-from ..jax_extras import ClosedJaxpr, DShapedArray, Literal, OutputType, ShapedArray, collapse, get_aval, is_tracing
-from ..jax_extras.dynshape import (
-    DIM_AVAL,
-    same_dim,
-    DynshapePrimitive,
-    ExpansionStrategy,
-    NestedBody,
-    expand_args,
-    expand_results,
-    trace_nested,
-)
-from ..jax_extras.tracing import InDBIdx, OutDBIdx
+from ..jax_extras import ClosedJaxpr, DShapedArray, get_aval, is_tracing, mlir
+from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, output_type_of, same_dim
+from ..jax_extras.lowering import ir_types, register_lowering
+from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
+from ..jax_extras.rules import register_nested_primitive
+from ..jax_extras.typecheck import check_nested
 
 __all__ = ["grad", "value_and_grad", "jacobian", "jvp", "vjp", "differentiate_p"]
 
 DEFAULT_STEP = 1e-7  # Catalyst's default finite-difference step
 
 
-class Differentiate(DynshapePrimitive):
-    pass
-
-
-differentiate_p = Differentiate("differentiate")
+differentiate_p = DynshapePrimitive("differentiate")
 
 
 # --- options -------------------------------------------------------------------------------------
@@ -225,83 +215,102 @@ class TracedFunction:
                 "Use jacobian (or reduce the result, e.g. with jnp.sum) for other results."
             )
 
-    def bind(self, transform: str, options: Options, extra: Sequence[Any], result_avals: list[Any]) -> list[Any]:
-        """Emit the ``differentiate`` equation; return its explicit results."""
-        body = self.body
-        out_type = _output_type(body, result_avals)
-        operands = [*body.consts, *self.selection.flat_args, *extra]
-        outs = differentiate_p.bind_nested(
-            operands,
-            out_type,
-            fn_jaxpr=ClosedJaxpr(body.jaxpr, ()),
-            nconsts=body.nconsts,
-            nargs=len(self.selection.flat_args),
-            nimplicit_out=body.nimplicit_out,
-            wrt=self.selection.wrt,
-            transform=transform,
-            method=options.method,
-            h=options.h,
-        )
-        return collapse(out_type, outs)
 
 
-def trace_function(
-    api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...], kwargs: dict | None = None
-) -> TracedFunction:
-    """Trace ``fn(*args, **kwargs)`` into a nested body whose sizes are the enclosing program's.
+def differentiate(
+    api: str,
+    fn: Callable,
+    args: tuple,
+    argnums: int | tuple[int, ...],
+    transform: str,
+    options: Options,
+    operands_for: Callable[[TracedFunction], Sequence[Any]] = lambda traced: (),
+    kwargs: dict | None = None,
+) -> tuple[TracedFunction, list[Any]]:
+    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the
+    ``differentiate`` equation (the design documents' ``bindNested``). ``operands_for(traced)``
+    checks the traced function and returns the tangents or cotangents the transformation takes.
+    Returns the traced function and the equation's explicit results.
 
     As in ``jax.grad``, ``argnums`` are positions among ``args``; keyword arguments bind by name
     and are not differentiated (values of the enclosing program among them are captured).
     """
     selection = select_arguments(api, fn, args, argnums)
     in_tree = tree_structure(args)
-    _, in_type = expand_args(selection.flat_args, ExpansionStrategy(preserve_dimensions=True))
     trees: list[PyTreeDef] = []
     kwargs = kwargs or {}
+    traced: list[TracedFunction] = []
 
     def flat_fn(*flat: Any) -> list[Any]:
         results, tree = tree_flatten(fn(*tree_unflatten(in_tree, list(flat)), **kwargs))
         trees.append(tree)
         return results
 
-    body = trace_nested(
-        flat_fn, in_type, None, f"{api} of {function_name(fn)}",
-        lambda args, results: expand_results(None, results, None),
-    )
-    return TracedFunction(api, body, selection, trees[-1])
+    def equation(bodies: list[NestedBody], implicit: list, explicit: list) -> Equation:
+        (body,) = bodies
+        traced.append(TracedFunction(api, body, selection, trees[-1]))
+        extra = list(operands_for(traced[-1]))
+        params = dict(
+            fn_jaxpr=ClosedJaxpr(body.jaxpr, ()),
+            nconsts=body.nconsts,
+            nargs=len(explicit),
+            nimplicit_out=body.nimplicit_out,
+            wrt=selection.wrt,
+            transform=transform,
+            method=options.method,
+            h=options.h,
+        )
+        return Equation([*body.consts, *explicit, *extra], params, body.nimplicit_out)
+
+    spec = NestedSpec(differentiate_p, equation, ExpansionStrategy(preserve_dimensions=True))
+    outs = bind_nested(spec, [Body(flat_fn, f"{api} of {function_name(fn)}", "sized")], selection.flat_args)
+    return traced[-1], outs
 
 
-def _output_type(body: NestedBody, result_avals: Sequence[Any]) -> OutputType:
-    """The equation's output type: the body's implicit sizes, then ``result_avals`` whose shapes
-    hold the body's variables. A size that is an input of the body (an enclosing dimension) stays
-    that operand (``InDBIdx``), so results share sizes with the enclosing program's arrays; a size
-    the body computes is one of the implicit results (``OutDBIdx``)."""
-    invars = body.jaxpr.invars
-    implicit = body.jaxpr.outvars[: body.nimplicit_out]
-
-    def outer_dim(d: Any) -> Any:
-        if isinstance(d, (int, np.integer)):
-            return int(d)
-        if isinstance(d, Literal):
-            return int(d.val)
-        if d in invars:
-            return InDBIdx(invars.index(d))
-        return OutDBIdx(implicit.index(d))
-
-    out_type: list[tuple[Any, bool]] = [(DIM_AVAL, False)] * body.nimplicit_out
-    for aval in result_avals:
-        shape = tuple(outer_dim(d) for d in aval.shape)
-        if all(isinstance(d, int) for d in shape):
-            out_type.append((ShapedArray(shape, aval.dtype, aval.weak_type), True))
-        else:
-            out_type.append((DShapedArray(shape, aval.dtype, aval.weak_type), True))
-    return tuple(out_type)
+# --- types ---------------------------------------------------------------------------------------
 
 
 def _jacobian_block_aval(result: Any, argument: Any) -> Any:
     """The aval of d result / d argument: the result's shape followed by the argument's."""
     shape = (*result.shape, *argument.shape)
     return DShapedArray(shape, result.dtype, False)
+
+
+def _result_avals(params: dict[str, Any]) -> list[Any]:
+    """The equation's explicit results, typed inside ``fn_jaxpr``: the function's results and
+    their tangents (``jvp``), its results and the cotangents of the arguments in ``wrt``
+    (``vjp``), or one Jacobian block per result and argument (``jacobian``)."""
+    fn, n = params["fn_jaxpr"].jaxpr, params["nimplicit_out"]
+    results = [v.aval for v in fn.outvars[n:]]
+    wrt = [fn.invars[params["nconsts"] + k].aval for k in params["wrt"]]
+    if params["transform"] == "jvp":
+        return results * 2
+    if params["transform"] == "vjp":
+        return [*results, *wrt]
+    return [_jacobian_block_aval(r, a) for r in results for a in wrt]
+
+
+def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
+    return [(params["fn_jaxpr"].jaxpr, list(range(params["nconsts"] + params["nargs"])))]
+
+
+def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
+    """The function's implicit results, then :func:`_result_avals`: a size that is an input of
+    the function is the operand that feeds it, so results share sizes with the enclosing program."""
+    fn, n = params["fn_jaxpr"].jaxpr, params["nimplicit_out"]
+    return output_type_of(_result_avals(params), fn.outvars[:n], {v: k for k, v in enumerate(fn.invars)})
+
+
+def _check(atoms: list[Any], params: dict[str, Any]) -> None:
+    """The function takes the constants and arguments; the extra operands are one tangent per
+    differentiated argument (``jvp``) or one cotangent per result (``vjp``)."""
+    fn, ninputs = params["fn_jaxpr"].jaxpr, params["nconsts"] + params["nargs"]
+    check_nested(fn, atoms[:ninputs], f"differentiate ({params['transform']})")
+    nresults = len(fn.outvars) - params["nimplicit_out"]
+    expected = {"jvp": len(params["wrt"]), "vjp": nresults, "jacobian": 0}[params["transform"]]
+    if len(atoms) - ninputs != expected or (params["transform"], params["method"]) not in TRANSFORMS:
+        raise JaxprTypeError(f"differentiate[{params['transform']}, {params['method']}] with "
+                             f"{len(atoms) - ninputs} extra operands (expected {expected})")
 
 
 # --- user API ------------------------------------------------------------------------------------
@@ -334,27 +343,32 @@ class _Transformed:
                 self._compiled = QJIT(_Transformed(self.fn, self.kind, replace(self.options, method="auto")))
             return self._compiled(*args, **kwargs)
         argnums = 0 if self.options.argnums is None else self.options.argnums
-        traced = trace_function(self.__name__, self.fn, args, argnums, kwargs)
         if self.kind == "jacobian":
-            return _jacobian(traced, self.options)
-        value, grads = _value_and_grad(traced, self.options)
+            return _jacobian(self.__name__, self.fn, args, argnums, self.options, kwargs)
+        value, grads = _value_and_grad(self.__name__, self.fn, args, argnums, self.options, kwargs)
         return (value, grads) if self.kind == "value_and_grad" else grads
 
 
-def _value_and_grad(traced: TracedFunction, options: Options) -> tuple[Any, Any]:
+def _value_and_grad(
+    api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict
+) -> tuple[Any, Any]:
     """``grad`` is a vector-Jacobian product with the cotangent 1 of the scalar result."""
-    traced.check_real_scalar_result()
-    (result,) = traced.result_avals
-    seed = np.ones((), result.dtype)
-    outs = traced.bind("vjp", options, [seed], [result, *traced.wrt_avals])
+
+    def seed(traced: TracedFunction) -> list[Any]:
+        traced.check_real_scalar_result()
+        return [np.ones((), traced.result_avals[0].dtype)]
+
+    traced, outs = differentiate(api, fn, args, argnums, "vjp", options, seed, kwargs)
     return tree_unflatten(traced.out_tree, outs[:1]), traced.selection.unflatten(outs[1:])
 
 
-def _jacobian(traced: TracedFunction, options: Options) -> Any:
-    traced.check_differentiable_results()
+def _jacobian(api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict) -> Any:
+    def check(traced: TracedFunction) -> list[Any]:
+        traced.check_differentiable_results()
+        return []
+
+    traced, blocks = differentiate(api, fn, args, argnums, "jacobian", options, check, kwargs)
     results, wrt = traced.result_avals, traced.wrt_avals
-    avals = [_jacobian_block_aval(r, a) for r in results for a in wrt]
-    blocks = traced.bind("jacobian", options, [], avals)
     per_result = [
         traced.selection.unflatten(blocks[i * len(wrt) : (i + 1) * len(wrt)]) for i in range(len(results))
     ]
@@ -475,12 +489,16 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     if not is_tracing():
         return _compiled_call(jvp, f, params, tangents)
     options = Options.checked("jvp", method, h, argnums)
-    traced = trace_function(f"jvp({function_name(f)})", f, params, 0 if options.argnums is None else options.argnums)
-    traced.check_differentiable_results()
-    flat_tangents = tree_flatten(tangents)[0]
-    wrt_avals = [get_aval(traced.selection.flat_args[k]) for k in traced.selection.wrt]  # the caller's sizes
-    _check_like(traced.api, "tangents", flat_tangents, wrt_avals, "differentiated arguments")
-    outs = traced.bind("jvp", options, flat_tangents, traced.result_avals * 2)
+
+    def flat_tangents(traced: TracedFunction) -> list[Any]:
+        traced.check_differentiable_results()
+        flat = tree_flatten(tangents)[0]
+        wrt_avals = [get_aval(traced.selection.flat_args[k]) for k in traced.selection.wrt]  # the caller's sizes
+        _check_like(traced.api, "tangents", flat, wrt_avals, "differentiated arguments")
+        return flat
+
+    argnums = 0 if options.argnums is None else options.argnums
+    traced, outs = differentiate(f"jvp({function_name(f)})", f, params, argnums, "jvp", options, flat_tangents)
     n = len(traced.result_avals)
     return tree_unflatten(traced.out_tree, outs[:n]), tree_unflatten(traced.out_tree, outs[n:])
 
@@ -506,11 +524,15 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     if not is_tracing():
         return _compiled_call(vjp, f, params, cotangents)
     options = Options.checked("vjp", method, h, argnums)
-    traced = trace_function(f"vjp({function_name(f)})", f, params, 0 if options.argnums is None else options.argnums)
-    traced.check_differentiable_results()
-    flat_cts = tree_flatten(cotangents)[0]
-    _check_like(traced.api, "cotangents", flat_cts, traced.result_avals, "results")
-    outs = traced.bind("vjp", options, flat_cts, [*traced.result_avals, *traced.wrt_avals])
+
+    def flat_cotangents(traced: TracedFunction) -> list[Any]:
+        traced.check_differentiable_results()
+        flat = tree_flatten(cotangents)[0]
+        _check_like(traced.api, "cotangents", flat, traced.result_avals, "results")
+        return flat
+
+    argnums = 0 if options.argnums is None else options.argnums
+    traced, outs = differentiate(f"vjp({function_name(f)})", f, params, argnums, "vjp", options, flat_cotangents)
     n = len(traced.result_avals)
     return tree_unflatten(traced.out_tree, outs[:n]), traced.selection.unflatten(outs[n:])
 
@@ -645,22 +667,21 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
     return rule
 
 
-register_specialization(
-    differentiate_p,
-    staged=_rule(Mode.STAGED),
-    host=_rule(Mode.HOST),
-    # The operands feeding the body are its inputs in order, so the body's size inputs are ours.
-    dimension_operands=lambda params: set(dimension_inputs(params["fn_jaxpr"].jaxpr)),
-)
+def _dimension_operands(params: dict[str, Any]) -> set[int]:
+    """The operands feeding the body are its inputs in order, so the body's size inputs are ours."""
+    return set(dimension_inputs(params["fn_jaxpr"].jaxpr))
+
+
+# --- transformations (at known sizes) ------------------------------------------------------------
+# A derivative is taken when the equation is specialized (the sizes known). So are its own
+# derivatives and its batched version: JAX transforms the specialization, which must then be
+# possible (sizes known; inside a qjit trace, nest catalyst_lite's transformations instead).
 
 
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program, where derivatives do not exist yet (they are taken at
 # specialization): the equation is one opaque `stablehlo.custom_call @catalyst_lite.<transform>`
 # whose operands and results are the equation's, with its options in `backend_config`.
-
-from ..jax_extras import mlir  # noqa: E402  (kept inside this section on purpose)
-from ..jax_extras.lowering import ir_types, register_lowering  # noqa: E402
 
 
 def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, nimplicit_out: int,
@@ -677,4 +698,13 @@ def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, ni
     return list(op.results)
 
 
+# --- registration --------------------------------------------------------------------------------
+# A derivative is taken when the equation is specialized (the sizes known), and so are its own
+# derivatives and its batched version: JAX transforms the specialization. With symbolic sizes
+# (inside a qjit program), nest catalyst_lite's transformations instead.
+
+register_nested_primitive(differentiate_p, output_type=_output_type, feeds=_feeds, check=_check)
+register_specialization(
+    differentiate_p, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST), dimension_operands=_dimension_operands
+)
 register_lowering(differentiate_p, _lower)

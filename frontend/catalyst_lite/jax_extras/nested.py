@@ -1,0 +1,252 @@
+"""The nested-binding driver: one ``bind_nested(spec, bodies, operands)`` for every primitive.
+
+``bindNested(Function, Inputs, S)`` of "Jax dynamically-shaped arrays", for primitives with one
+or several nested programs (``for_loop``'s body, ``while_loop``'s predicate and body, ``cond``'s
+branches, the function ``grad`` differentiates):
+
+1. deduce the input type of the bodies (:func:`~.dynshape.expand_args` with the strategy ``S``);
+2. trace each body in an inner trace (:func:`trace_nested`: :func:`~.tracing.input_type_to_tracers`,
+   :func:`~.tracing.collapse`, the Python body, :func:`~.dynshape.expand_results`, then the jaxpr
+   with captured values hoisted to leading constants);
+3. build the equation's operands and parameters (the primitive's ``NestedSpec.equation``);
+4. bind the primitive with ``Primitive.bind``, so that whatever trace is current sees it: the
+   staging rule of :mod:`.rules` computes the output type (:func:`~.dynshape.output_type_of`),
+   emits the equation and builds the result tracers;
+5. collapse the results to the explicit ones.
+
+*Threaded values* (``NestedSpec.threaded``: the state vector of a quantum circuit being compiled,
+its PRNG key) are carried through every body without the user writing them: appended to the
+arguments of loop bodies and to the results of every body that returns values, and set to the
+equation's results afterwards. A resizing loop whose result changes a size that its initial value
+has as a number is traced again with that size made an implicit argument.
+
+The rules that transform an equation (JVP, batching, partial evaluation, transposition) trace
+their transformed bodies with :func:`retrace`, in the bodies' own input types
+(:func:`~.dynshape.input_type_of`), and bind the primitive again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal as KindLiteral, Protocol, Sequence
+
+import numpy as np
+from jax._src import core
+
+from .dynshape import DimensionMismatch, ExpansionStrategy, expand_args, expand_results, is_dynamic
+from .tracing import (
+    InnerTrace,
+    InputType,
+    Jaxpr,
+    Tracer,
+    collapse,
+    debug_info_for,
+    dynamic_tracing,
+)
+
+__all__ = [
+    "NestedBody",
+    "trace_nested",
+    "retrace",
+    "Threaded",
+    "Body",
+    "Equation",
+    "NestedSpec",
+    "bind_nested",
+    "DynshapePrimitive",
+    "interleave",
+]
+
+
+class DynshapePrimitive(core.Primitive):
+    """A primitive holding nested jaxprs whose results may have dynamic shapes (the design
+    documents' ``DynshapePrimitive``). It binds like any JAX primitive: its output type is
+    computed from its jaxprs by the rules its module registers (see :mod:`.rules`)."""
+
+    multiple_results = True
+
+
+@dataclass
+class NestedBody:
+    """A traced body: ``jaxpr`` takes ``consts + expanded args`` and returns expanded results."""
+
+    jaxpr: Jaxpr
+    consts: list[Any]  # values of enclosing traces (or concrete) for the leading binders
+    in_type: InputType
+    nimplicit_out: int
+    out_avals: list[Any]  # avals of the explicit results inside the body (for error messages)
+
+    @property
+    def nconsts(self) -> int:
+        return len(self.consts)
+
+
+def trace_nested(
+    fn: Callable[..., Sequence[Any]],
+    in_type: InputType,
+    name: str,
+    expand: Callable[[list[Tracer], list[Any]], tuple[list[Any], int]],
+) -> NestedBody:
+    """Abstract evaluation of a flat Python body (design doc: ``abstractEval``).
+
+    ``fn`` takes the explicit arguments of ``in_type`` and returns a flat list of results;
+    ``expand(explicit_arg_tracers, results)`` returns the expanded results and the number of
+    implicit ones (usually a partial application of :func:`~.dynshape.expand_results`). The
+    returned jaxpr has the values it captured hoisted to leading binders.
+    """
+    with dynamic_tracing():
+        inner = InnerTrace(debug_info_for(fn, name))
+        try:
+            expanded_args = inner.arguments(in_type)
+            explicit = collapse(in_type, expanded_args)
+            results = [_as_jax_value(r, name) for r in inner.call(fn, *explicit)]
+            results = [inner.lift(r) for r in results]
+            expanded_results, nimplicit = expand(explicit, results)
+            arg_dims = [d for t in expanded_args for d in getattr(t.aval, "shape", ()) if is_dynamic(d)]
+            jaxpr, consts = inner.to_jaxpr(expanded_results, keep_alive=arg_dims)
+            out_avals = [r.aval for r in results]
+        finally:
+            inner.close()
+    return NestedBody(jaxpr, consts, in_type, nimplicit, out_avals)
+
+
+def _as_jax_value(x: Any, name: str) -> Any:
+    if isinstance(x, (Tracer, np.ndarray, np.generic, int, float, bool, complex)) or hasattr(
+        x, "__jax_array__"
+    ) or hasattr(x, "aval"):
+        return x
+    raise TypeError(
+        f"{name} returned a value of type {type(x).__name__}, which is not a JAX array or number."
+    )
+
+
+def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int) -> NestedBody:
+    """Trace a transformed body in a given input type (usually :func:`~.dynshape.input_type_of`
+    of the original body's binders, plus the binders the transformation adds). ``fn`` returns
+    expanded results: its first ``nimplicit_out`` results are implicit ones."""
+    return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
+
+
+# --- the driver ----------------------------------------------------------------------------------
+
+
+class Threaded(Protocol):
+    """A value carried through every nested body without the user writing it."""
+
+    def get(self) -> Any: ...
+
+    def set(self, value: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class Body:
+    """One nested program of an equation: ``fn`` takes the explicit arguments (flat) and returns
+    flat results, which are ``"carried"`` (a loop body: they feed the next iteration, so they must
+    fit the arguments), a ``"predicate"`` (one boolean), ``"free"`` (anything: the caller decides
+    which sizes become implicit results) or ``"sized"`` (anything, and every size that is not a
+    number is also returned, as an implicit result)."""
+
+    fn: Callable[..., Sequence[Any]]
+    name: str
+    results: KindLiteral["carried", "predicate", "free", "sized"] = "free"
+
+
+@dataclass
+class Equation:
+    """What a primitive's ``NestedSpec.equation`` builds from its traced bodies."""
+
+    operands: list[Any]
+    params: dict[str, Any]
+    nimplicit_out: int
+
+
+@dataclass(frozen=True)
+class NestedSpec:
+    """How to bind one primitive with nested programs.
+
+    ``strategy``: how the arguments expand (``None``: the bodies take no arguments; what they use
+    is captured). ``nprefix``: leading arguments that are not carried (a loop's index).
+    ``threaded``: the threaded values, outermost first. ``equation(bodies, implicit, explicit)``
+    builds the equation from the traced bodies and the expanded arguments.
+    """
+
+    primitive: core.Primitive
+    equation: Callable[[list[NestedBody], list[Any], list[Any]], Equation]
+    strategy: ExpansionStrategy | None = None
+    nprefix: int = 0
+    threaded: Sequence[Threaded] = field(default_factory=tuple)
+
+
+def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any]) -> list[Any]:
+    """Bind ``spec.primitive`` with nested ``bodies`` on the flat ``operands`` (the bodies'
+    arguments, for a primitive whose bodies take some); return the explicit results without the
+    threaded values (which are set to their new values).
+
+    Raises :class:`~.dynshape.DimensionMismatch` when a loop body's results do not fit its
+    arguments (the caller words the error for its users).
+    """
+    threaded = list(spec.threaded)
+    outer = [t.get() for t in threaded]
+    args = [*operands, *outer] if spec.strategy is not None else []
+    force_dynamic: frozenset[tuple[int, int]] = frozenset()
+    while True:
+        if spec.strategy is None:
+            expanded, in_type = [], ()
+        else:
+            expanded, in_type = expand_args(args, spec.strategy, force_dynamic)
+        try:
+            traced = [_trace_body(spec, body, in_type, outer) for body in bodies]
+        except DimensionMismatch as err:
+            key = (spec.nprefix + err.position, err.axis)
+            if err.axis is None or key in force_dynamic:
+                raise
+            force_dynamic |= {key}
+            continue
+        break
+    nimplicit = len(expanded) - len(args)
+    equation = spec.equation(traced, expanded[:nimplicit], expanded[nimplicit:])
+    outs = spec.primitive.bind(*equation.operands, **equation.params)
+    explicit = list(outs[equation.nimplicit_out :])
+    nuser = len(explicit) - len(threaded)
+    for carry, value in zip(threaded, explicit[nuser:]):
+        carry.set(value)
+    return explicit[:nuser]
+
+
+def _trace_body(spec: NestedSpec, body: Body, in_type: InputType, outer: list[Any]) -> NestedBody:
+    threaded, nthreaded = spec.threaded, len(outer)
+    takes_threaded = spec.strategy is not None
+
+    def flat(*explicit: Any) -> list[Any]:
+        if takes_threaded and nthreaded:
+            for carry, value in zip(threaded, explicit[len(explicit) - nthreaded :]):
+                carry.set(value)
+            explicit = explicit[: len(explicit) - nthreaded]
+        results = list(body.fn(*explicit))
+        if body.results != "predicate":
+            results += [carry.get() for carry in threaded]
+        return results
+
+    def expand(args: list[Any], results: list[Any]) -> tuple[list[Any], int]:
+        if body.results == "carried":
+            return expand_results(args[spec.nprefix :], results, spec.strategy)
+        if body.results == "sized":
+            return expand_results(None, results, None)
+        return results, 0
+
+    try:
+        return trace_nested(flat, in_type, body.name, expand)
+    finally:
+        for carry, value in zip(threaded, outer):
+            carry.set(value)
+
+
+def interleave(flags: Sequence[bool], if_true: Sequence[Any], if_false: Sequence[Any]) -> list[Any]:
+    """One value per flag: the next of ``if_true`` where it is set, the next of ``if_false``
+    elsewhere (operands split by a transformation, put back in order).
+
+    >>> interleave([True, False, True], [1, 3], [2])
+    [1, 2, 3]
+    """
+    t, f = iter(if_true), iter(if_false)
+    return [next(t) if flag else next(f) for flag in flags]

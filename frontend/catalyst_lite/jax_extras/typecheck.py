@@ -1,0 +1,190 @@
+"""A type checker for catalyst_lite's jaxprs, dynamic shapes included.
+
+JAX's ``core.check_jaxpr`` is built for dynamic shapes in its structure: every size in a type must
+be a bound ``i64[]`` variable, and an equation's result types (with ``InDBIdx``/``OutDBIdx``
+substituted by its operands and results) must match its binders. Its per-equation typing, though,
+calls JAX's shape rules, which do not take variables as sizes. :func:`check_jaxpr` keeps that
+structure and types each equation by
+
+- its primitive's typing rule in ``core.custom_typechecks`` when it has one: catalyst_lite's
+  nested primitives (their rules check their nested jaxprs with this checker, the operands fed to
+  each binder, and return the primitive's output type) and JAX's own (``cond``, ``while``...);
+- JAX's abstract evaluation when its operands and results have static types;
+- otherwise the result types JAX's shape rules gave while tracing (sizes still must be in scope).
+
+So a wrong output type from any rule of catalyst_lite's primitives is caught.
+``CATALYST_LITE_TYPECHECK=1`` makes every traced program checked (the test suite sets it).
+
+>>> import numpy as np, jax.numpy as jnp
+>>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
+>>> with dynamic_tracing():
+...     jaxpr, _, _ = trace_to_jaxpr(lambda n: [jnp.ones((n,)) * 2], make_input_type([np.int64(3)], [{}]), "f")
+>>> check_jaxpr(jaxpr)
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools as it
+import os
+from typing import Any, Sequence
+
+from jax._src import core
+
+from .shapes import SHAPE_PARAMS
+from .tracing import DShapedArray, Jaxpr, Literal, Var
+
+__all__ = ["check_jaxpr", "check_nested", "check_carry", "same_type", "typecheck_enabled", "JaxprTypeError"]
+
+JaxprTypeError = core.JaxprTypeError
+
+
+def typecheck_enabled() -> bool:
+    """Whether every traced program is type-checked (``CATALYST_LITE_TYPECHECK=1``)."""
+    return os.environ.get("CATALYST_LITE_TYPECHECK", "") not in ("", "0")
+
+
+def check_jaxpr(jaxpr: Jaxpr) -> None:
+    """Raise :class:`JaxprTypeError` (with the offending equation) if ``jaxpr`` is ill-typed."""
+
+    @functools.cache
+    def ctx_factory():
+        ctx, settings = core.JaxprPpContext(), core.JaxprPpSettings()
+        try:
+            core.pp_jaxpr(jaxpr, ctx, settings)  # names the variables
+        except Exception:  # printing is only for the message
+            pass
+        return ctx, settings
+
+    try:
+        _check(ctx_factory, jaxpr)
+    except JaxprTypeError as e:
+        ctx, settings = ctx_factory()
+        msg, *where = e.args
+        at = where[0] if where else 0
+        text = str(core.pp_jaxpr_eqn_range(jaxpr, at - 10, at + 10, ctx, settings))
+        raise JaxprTypeError(f"{msg}\n\nwhile checking jaxpr:\n{text}") from None
+
+
+def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
+    env: dict[Var, Var] = {}
+
+    def name(v: Any) -> str:
+        return core.pp_var(v, ctx_factory()[0])
+
+    def read(x: Any) -> Any:
+        core.check_type(ctx_factory, env, x.aval)
+        if isinstance(x, Var) and x not in env:
+            raise JaxprTypeError(f"Variable '{name(x)}' not defined")
+        if isinstance(x, Literal) and not core.typecheck(x.aval, x.val):
+            raise JaxprTypeError(f"Literal {x.val} does not match its type {x.aval}")
+        return x
+
+    def write(v: Var, aval: Any) -> None:
+        core.check_type(ctx_factory, env, v.aval)
+        if v in env:
+            raise JaxprTypeError(f"Variable '{name(v)}' already bound")
+        if not same_type(v.aval, aval):
+            raise JaxprTypeError(
+                f"Value for variable '{name(v)}' inconsistently typed as {aval} for let-binder of "
+                f"type {v.aval}"
+            )
+        if not isinstance(v, core.DropVar):
+            env[v] = v
+
+    for v in it.chain(jaxpr.constvars, jaxpr.invars):
+        write(v, v.aval)
+    for index, eqn in enumerate(jaxpr.eqns):
+        try:
+            in_atoms = [read(x) for x in eqn.invars]
+            out_type = _equation_type(ctx_factory, eqn, in_atoms)
+            out_type = core.substitute_vars_in_output_ty(out_type, eqn.invars, eqn.outvars)
+            for v, aval in zip(eqn.outvars, out_type, strict=True):
+                write(v, aval)
+        except JaxprTypeError as e:
+            ctx, settings = ctx_factory()
+            where = core.pp_eqn(eqn, ctx, settings)
+            raise JaxprTypeError(f"{e.args[0]}\n\nin equation:\n\n  {where}", index) from None
+    for x in jaxpr.outvars:
+        read(x)
+
+
+def _equation_type(ctx_factory: Any, eqn: Any, in_atoms: list[Any]) -> list[Any]:
+    prim = eqn.primitive
+    if prim in core.custom_typechecks:
+        out_type, effects = core.custom_typechecks[prim](ctx_factory, *in_atoms, **eqn.params)
+        if eqn.effects != effects:
+            raise JaxprTypeError(f"effects {eqn.effects} of the equation, {effects} of its type")
+        return list(out_type)
+    if _static(eqn):
+        out_avals, _ = core.check_eqn(prim, [x.aval for x in in_atoms], eqn.params)
+        return list(out_avals)
+    return [v.aval for v in eqn.outvars]
+
+
+def _static(eqn: Any) -> bool:
+    """An equation whose types JAX's own abstract evaluation can compute: no size variables."""
+    if eqn.primitive in SHAPE_PARAMS and None in (eqn.params[SHAPE_PARAMS[eqn.primitive]] or ()):
+        return False
+    return not any(type(v.aval) is DShapedArray for v in (*eqn.invars, *eqn.outvars))
+
+
+# --- helpers for the typing rules of nested primitives -------------------------------------------
+
+
+def same_type(t1: Any, t2: Any) -> bool:
+    """Two types are equal, ignoring weak types: same dtype, and sizes that are the same variable
+    or the same number. (JAX's ``core.typematch`` fails on a ``DShapedArray`` against a
+    ``ShapedArray`` in jax 0.7: a ``DShapedArray`` has no ``memory_space``.)"""
+    arrays = (core.ShapedArray, DShapedArray)
+    if not (isinstance(t1, arrays) and isinstance(t2, arrays)):
+        return core.typematch(t1, t2)
+    return (
+        t1.dtype == t2.dtype
+        and len(t1.shape) == len(t2.shape)
+        and all(_same_size(a, b) for a, b in zip(t1.shape, t2.shape))
+    )
+
+
+def _same_size(a: Any, b: Any) -> bool:
+    if isinstance(a, Var) or isinstance(b, Var):
+        return a is b
+    return int(a) == int(b)
+
+
+
+def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
+    """``aval`` with its size variables replaced by ``env``'s atoms (literals by their values)."""
+    if type(aval) is not DShapedArray:
+        return aval
+    shape = []
+    for d in aval.shape:
+        d = env.get(d, d) if isinstance(d, Var) else d
+        shape.append(int(d.val) if isinstance(d, Literal) else d)
+    return aval.update(shape=tuple(shape))
+
+
+def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
+    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation): one per
+    binder, each of the binder's type once the binder's sizes are the operands that feed them."""
+    if len(jaxpr.invars) != len(operands):
+        raise JaxprTypeError(f"{what} takes {len(jaxpr.invars)} arguments but is given {len(operands)}")
+    env: dict[Var, Any] = {}
+    for k, (v, x) in enumerate(zip(jaxpr.invars, operands)):
+        expected = _substitute(v.aval, env)
+        if not same_type(expected, x.aval):
+            raise JaxprTypeError(f"{what}: argument {k} has type {x.aval}, the body expects {expected}")
+        env[v] = x
+    check_jaxpr(jaxpr)
+
+
+def check_carry(binders: Sequence[Var], results: Sequence[Any], nimplicit: int, what: str) -> None:
+    """A loop body returns, for each carried binder, a value of the binder's type, where the
+    binder's carried sizes (the first ``nimplicit`` binders) are the body's implicit results."""
+    if len(binders) != len(results):
+        raise JaxprTypeError(f"{what} carries {len(binders)} values but returns {len(results)}")
+    env = dict(zip(binders[:nimplicit], results[:nimplicit]))
+    for k, (b, r) in enumerate(zip(binders, results)):
+        expected = _substitute(b.aval, env)
+        if not same_type(expected, r.aval):
+            raise JaxprTypeError(f"{what}: carried value {k} has type {b.aval} but the body returns {r.aval}")
