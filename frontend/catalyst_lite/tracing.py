@@ -36,6 +36,7 @@ from .jax_extras import (
     x64_scope,
 )
 from .jax_extras.size_facts import SizeScope, size_scope
+from .jax_extras.typecheck import check_jaxpr, typecheck_enabled
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
@@ -249,6 +250,8 @@ def trace_program(
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
     _refuse_escaped_sizes(jaxpr, consts, name)
+    if typecheck_enabled():  # CATALYST_LITE_TYPECHECK=1 (the test suite): a wrong type is our bug
+        check_jaxpr(jaxpr)
     axis_names, dim_sources = dimension_sources(axes_specs)
     closed = ClosedJaxpr(jaxpr, _on_device(consts))
     runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)
