@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from jax.tree_util import tree_flatten, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from ..jax_extras import hosted_capture
-from ..jax_extras.dynshape import ExpansionStrategy, NestedBody, expand_args, trace_nested
+from ..jax_extras.dynshape import ExpansionStrategy, expand_args
+from ..jax_extras.nested import NestedBody, trace_nested
 from . import control_flow as _control_flow  # noqa: F401  (registers the interpreter's rules)
 from . import differentiation as _differentiation  # noqa: F401  (likewise)
 from . import quantum as _quantum  # noqa: F401  (likewise)
@@ -43,21 +44,25 @@ def captured_program(fn: Callable, name: str) -> Callable:
 
     def program(*args: Any) -> Any:
         flat_args, in_tree = tree_flatten(args)
-        plxpr = capture_plxpr(fn, flat_args, in_tree, name)
+        plxpr, out_tree = capture_plxpr(fn, flat_args, in_tree, name)
         results = PlxprCompiler().eval(plxpr.jaxpr, [], *plxpr.consts, *flat_args)
-        return tree_unflatten(plxpr.out_tree, results)
+        return tree_unflatten(out_tree, results)
 
     program.__name__ = program.__qualname__ = name
     return program
 
 
-def capture_plxpr(fn: Callable, flat_args: list[Any], in_tree: Any, name: str) -> NestedBody:
+def capture_plxpr(fn: Callable, flat_args: list[Any], in_tree: Any, name: str) -> tuple[NestedBody, PyTreeDef]:
     """PennyLane's program of ``fn`` for these arguments (tracers of the current trace): a jaxpr
-    taking its captured values (``.consts``) and then ``flat_args``."""
+    taking its captured values (``.consts``) and then ``flat_args``; and its results' structure."""
     _, in_type = expand_args(flat_args, ExpansionStrategy(preserve_dimensions=True))
+    trees: list[PyTreeDef] = []
 
-    def under_capture(*args: Any) -> Any:
+    def under_capture(*flat: Any) -> list[Any]:
         with capture_switched(True, name), hosted_capture():
-            return fn(*args)
+            leaves, tree = tree_flatten(fn(*tree_unflatten(in_tree, list(flat))))
+        trees.append(tree)
+        return leaves
 
-    return trace_nested(under_capture, in_type, in_tree, name, expand=lambda _, results: (results, 0))
+    plxpr = trace_nested(under_capture, in_type, name, expand=lambda _, results: (results, 0))
+    return plxpr, trees[-1]
