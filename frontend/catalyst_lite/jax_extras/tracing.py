@@ -80,6 +80,15 @@ def dynamic_jaxprs() -> Iterator[None]:
     shapes: sizes are numbers here, so every shape is static once they are known. Shape-carrying
     primitives whose sizes are given as numbers get static shapes, and integer arithmetic on known
     numbers is folded while a static program (``jax.jit``) is staged.
+
+    >>> import jax, jax.numpy as jnp
+    >>> from catalyst_lite import qjit
+    >>> @qjit
+    ... def f(n: int):
+    ...     return jnp.ones((n + 1,)) * 2
+    >>> with dynamic_jaxprs():
+    ...     jax.core.eval_jaxpr(f.jaxpr.jaxpr, f.jaxpr.consts, 2)[-1].tolist()
+    [2.0, 2.0, 2.0]
     """
     with config.dynamic_shapes(False), config.enable_x64(True), patched_jax():
         yield
