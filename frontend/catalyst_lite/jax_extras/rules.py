@@ -65,6 +65,7 @@ __all__ = [
     "specialized",
     "specialized_or_error",
     "register_nested_primitive",
+    "nested_primitives",
     "abstract_eval_rule",
     "sizes_from_types",
     "resolve_output_type",
@@ -259,6 +260,8 @@ def specialized_or_error(primitive: core.Primitive, operands: Sequence[Any], par
 
 # --- registration --------------------------------------------------------------------------------
 
+nested_primitives: set[core.Primitive] = set()  # registered by register_nested_primitive
+
 
 def register_nested_primitive(
     primitive: core.Primitive,
@@ -280,6 +283,7 @@ def register_nested_primitive(
     ``partial_eval`` (JAX's signatures) bind the primitive again with transformed bodies; without
     them it is an error.
     """
+    nested_primitives.add(primitive)
     primitive.def_abstract_eval(abstract_eval_rule(output_type, feeds))
     custom_staging_rules[primitive] = staging_rule(primitive, output_type)
     custom_typechecks[primitive] = _typecheck_rule(check, output_type)

@@ -149,6 +149,9 @@ def _make_default_process_primitive(original):
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
         operands, staged_params = sizes_as_operands(primitive, list(tracers), params)
         operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
+        # A size captured from an enclosing trace is now a constant of this one; so must the
+        # result's size be (the type checker found it naming the enclosing trace's variable).
+        out_aval = self._lift_tracers_in_aval(out_aval, source_info)
         (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
         return out
 

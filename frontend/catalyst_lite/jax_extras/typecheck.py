@@ -6,10 +6,10 @@ substituted by its operands and results) must match its binders. Its per-equatio
 calls JAX's shape rules, which do not take variables as sizes. :func:`check_jaxpr` keeps that
 structure and types each equation by
 
-- its primitive's typing rule in ``core.custom_typechecks`` when it has one: catalyst_lite's
-  nested primitives (their rules check their nested jaxprs with this checker, the operands fed to
-  each binder, and return the primitive's output type) and JAX's own (``cond``, ``while``...);
-- JAX's abstract evaluation when its operands and results have static types;
+- the typing rule of catalyst_lite's nested primitives (it checks their nested jaxprs with this
+  checker and the operands fed to each binder, and returns the primitive's output type);
+- when its operands and results have static types, JAX's own typing rule (``cond``,
+  ``while``...) or abstract evaluation;
 - otherwise the result types JAX's shape rules gave while tracing (sizes still must be in scope).
 
 So a wrong output type from any rule of catalyst_lite's primitives is caught.
@@ -31,6 +31,7 @@ from typing import Any, Sequence
 
 from jax._src import core
 
+from .rules import nested_primitives
 from .shapes import SHAPE_PARAMS
 from .tracing import DShapedArray, Jaxpr, Literal, Var
 
@@ -111,7 +112,7 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
 
 def _equation_type(ctx_factory: Any, eqn: Any, in_atoms: list[Any]) -> list[Any]:
     prim = eqn.primitive
-    if prim in core.custom_typechecks:
+    if prim in nested_primitives or (prim in core.custom_typechecks and _static(eqn)):
         out_type, effects = core.custom_typechecks[prim](ctx_factory, *in_atoms, **eqn.params)
         if eqn.effects != effects:
             raise JaxprTypeError(f"effects {eqn.effects} of the equation, {effects} of its type")
