@@ -91,6 +91,7 @@ def _make_make_eqn(original):
     return make_eqn
 
 
+
 # --- 3. Nested jax.jit calls are inlined ------------------------------------------------------------
 
 
@@ -253,6 +254,36 @@ def _make_new_arg(original):
     return new_arg
 
 
+# --- 10. A size used only in an equation's result type is kept ---------------------------------
+
+
+def _make_drop_unused_vars(original):
+    # When a trace becomes a jaxpr, JAX replaces the results nobody uses by `DropVar`s, counting a
+    # variable as used when an operand's type or the jaxpr's results' types name it, but not when
+    # an equation's *result* type does: in `_:f64[d] = hessenberg b` (the unused second result,
+    # of size `d = a - 1`), `d`'s own equation then binds a `DropVar`, and the type names an
+    # unbound variable. Here result types count too.
+    def drop_unused_vars(constvars, constvals, eqns, outvars):
+        if not is_active():
+            return original(constvars, constvals, eqns, outvars)
+
+        def names(atom):
+            if isinstance(atom, core.Literal):
+                return []
+            shape = atom.aval.shape if type(atom.aval) is core.DShapedArray else ()
+            return [atom, *(d for d in shape if isinstance(d, core.Var))]
+
+        used = {v for atom in outvars for v in names(atom)}
+        for eqn in eqns[::-1]:
+            eqn.outvars = [v if v in used else core.DropVar(v.aval) for v in eqn.outvars]
+            used.update(v for atom in eqn.invars for v in names(atom))
+            used.update(d for v in eqn.outvars for d in names(v)[1:])
+        kept = [(v, val) for v, val in zip(constvars, constvals) if v in used]
+        return [v for v, _ in kept], [val for _, val in kept]
+
+    return drop_unused_vars
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "dyn_shape_staging_rule",
@@ -281,6 +312,13 @@ PATCHES: tuple[Patch, ...] = (
         "to_jaxpr_tracer",
         _make_to_jaxpr_tracer,
         "a value captured from an outer scope is lifted through each scope in between",
+    ),
+    Patch(
+        "sizes_in_result_types_are_used",
+        pe,
+        "_drop_unused_vars",
+        _make_drop_unused_vars,
+        "a size that only an equation's result type names keeps its own equation's binder",
     ),
     Patch(
         "partial_eval_arguments_of_symbolic_sizes",
