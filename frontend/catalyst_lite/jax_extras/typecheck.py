@@ -29,6 +29,7 @@ import itertools as it
 import os
 from typing import Any, Sequence
 
+import numpy as np
 from jax._src import core
 
 from .rules import nested_primitives
@@ -74,7 +75,7 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
         return core.pp_var(v, ctx_factory()[0])
 
     def read(x: Any) -> Any:
-        core.check_type(ctx_factory, env, x.aval)
+        _check_type(ctx_factory, env, x.aval)
         if isinstance(x, Var) and x not in env:
             raise JaxprTypeError(f"Variable '{name(x)}' not defined")
         if isinstance(x, Literal) and not core.typecheck(x.aval, x.val):
@@ -82,7 +83,7 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
         return x
 
     def write(v: Var, aval: Any) -> None:
-        core.check_type(ctx_factory, env, v.aval)
+        _check_type(ctx_factory, env, v.aval)
         if v in env:
             raise JaxprTypeError(f"Variable '{name(v)}' already bound")
         if not same_type(v.aval, aval):
@@ -108,6 +109,16 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
             raise JaxprTypeError(f"{e.args[0]}\n\nin equation:\n\n  {where}", index) from None
     for x in jaxpr.outvars:
         read(x)
+
+
+def _check_type(ctx_factory: Any, env: dict, aval: Any) -> None:
+    """JAX's check that every size in a type is a bound ``i64[]`` variable or a number. A NumPy
+    integer counts as a number: JAX's shape rules compute static sizes with NumPy next to size
+    variables (``conv_general_dilated`` of ``jnp.convolve`` gives ``f64[1,1,a]`` with NumPy ones),
+    while JAX's own check takes Python ints only."""
+    if type(aval) is DShapedArray and any(isinstance(d, np.integer) for d in aval.shape):
+        aval = aval.update(shape=tuple(int(d) if isinstance(d, np.integer) else d for d in aval.shape))
+    core.check_type(ctx_factory, env, aval)
 
 
 def _equation_type(ctx_factory: Any, eqn: Any, in_atoms: list[Any]) -> list[Any]:
