@@ -9,11 +9,12 @@ import contextlib
 import threading
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from ..errors import ControlFlowError, DimensionError, function_name
-from ..jax_extras import EvalTrace, current_trace, get_aval, is_tracing
+from ..jax_extras import EvalTrace, Tracer, current_trace, get_aval, is_tracing
 from ..jax_extras.tracing import inside_program_trace
 from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
 from ..jax_extras.nested import Threaded
@@ -29,6 +30,7 @@ __all__ = [
     "ambient_carry",
     "ambient_carries",
     "check_predicate",
+    "as_predicate",
     "describe_aval",
     "split_groups",
     "ControlFlowHandler",
@@ -126,6 +128,34 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
             f"{describe_aval(aval)}. Compare explicitly, e.g. `x > 0` or `(n % 2) == 0`."
         )
     return pred
+
+
+def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
+    """A ``cond`` predicate as a boolean, converted as Python's ``if`` would (Catalyst's
+    convention): a number is true when it is not zero; an array must hold one element."""
+    if isinstance(pred, (bool, np.bool_)):
+        return bool(pred)
+    if isinstance(pred, (int, float, complex, np.number)):
+        return bool(pred)
+    try:
+        aval = get_aval(pred)
+    except TypeError:
+        aval = None
+    if aval is None or not hasattr(aval, "dtype") or aval.dtype.kind not in "biufc":
+        raise ControlFlowError(
+            f"{api} ({function_name(fn)}): a predicate must be a boolean, integer or floating-point "
+            f"value, got {type(pred).__name__}."
+        )
+    if len(aval.shape) > 1 or aval.shape and not (type(aval.shape[0]) is int and aval.shape[0] == 1):
+        raise ControlFlowError(
+            f"{api} ({function_name(fn)}): a predicate must hold one element, got "
+            f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
+            "jnp.any or jnp.all."
+        )
+    if not isinstance(pred, Tracer):  # a concrete value chooses its branch now
+        return bool(np.asarray(pred).reshape(()))
+    pred = jnp.reshape(pred, ())
+    return pred if aval.dtype == np.dtype(bool) else pred != 0
 
 
 # --- ambient carries -----------------------------------------------------------------------------

@@ -48,7 +48,17 @@ from ..capture.switch import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
-from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested, interleave, retrace
+from ..jax_extras.nested import (
+    Body,
+    DynshapePrimitive,
+    Equation,
+    NestedBody,
+    NestedSpec,
+    bind_nested,
+    interleave,
+    promote_results,
+    retrace,
+)
 from ..jax_extras.rules import (
     Zero,
     batch_call,
@@ -68,7 +78,7 @@ from ..jax_extras.typecheck import check_nested
 from .common import (
     active_control_flow_handler,
     ambient_carries,
-    check_predicate,
+    as_predicate,
     describe_aval,
     split_groups,
     tracing_mode,
@@ -114,7 +124,7 @@ class CondCallable:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         first = self.branches[0]
-        preds = [check_predicate(p, "cond", first) for p in self.preds]
+        preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]
         otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else _returns_none
         if all(isinstance(p, bool) for p in preds) or tracing_mode("cond", first) == "eager":
@@ -183,7 +193,7 @@ def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> A
 
     def equation(traced: list[NestedBody], implicit: list, explicit: list) -> Equation:
         _check_same_structure(traced, [trees[k] for k in range(len(traced))], has_otherwise, first)
-        return _equation(list(preds), traced)
+        return _equation(list(preds), promote_results(traced, "cond branch (promoted results)"))
 
     spec = NestedSpec(cond_p, equation, threaded=ambient_carries())
     results = bind_nested(spec, bodies, [])
@@ -191,6 +201,10 @@ def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> A
 
 
 def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_otherwise: bool, first: Callable) -> None:
+    """Catalyst's conventions for what branches return: one structure (a tuple is not a list),
+    the same ranks, and a size that is a number in one branch is that number in every branch (a
+    size that is symbolic in every branch may differ: it becomes an implicit result). Dtypes may
+    differ: they are promoted (:func:`~catalyst_lite.jax_extras.nested.promote_results`)."""
     name = function_name(first)
     if not has_otherwise and trees[0].num_leaves:
         raise ControlFlowError(
@@ -201,14 +215,25 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
         if tree != trees[0]:
             raise ControlFlowError(
                 f"cond ({name}): branch {i} returns {tree} but branch 0 returns "
-                f"{trees[0]}; every branch must return the same structure."
+                f"{trees[0]}; every branch must return the same structure{_container_hint(tree, trees[0])}."
             )
         for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
-            if a.dtype != b.dtype or len(a.shape) != len(b.shape):
+            if len(a.shape) != len(b.shape) or not _static_sizes_agree(a.shape, b.shape):
                 raise ControlFlowError(
                     f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
-                    f"{describe_aval(b)} in branch {i}; branches must agree on dtypes and ranks."
+                    f"{describe_aval(b)} in branch {i}; branches must return arrays of the same "
+                    "rank, and a size that is a number in one branch must be that number in every "
+                    "branch (sizes that are symbolic in every branch may differ)."
                 )
+
+
+def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
+    kinds = {str(a)[10:11], str(b)[10:11]}  # "PyTreeDef((" or "PyTreeDef(["
+    return " (a tuple and a list differ)" if kinds == {"(", "["} else ""
+
+
+def _static_sizes_agree(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return all((type(x) is int) == (type(y) is int) and (type(x) is not int or x == y) for x, y in zip(a, b))
 
 
 def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:

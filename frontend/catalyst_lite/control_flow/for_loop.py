@@ -195,9 +195,10 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
     return [(body.jaxpr, [*range(start - 3), start, *range(start + 1, start + 1 + body.ncarried)])]
 
 
-def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
-    """Constant ``k`` of the body is operand ``k``."""
-    return _body(params).output_type(lambda k: k)
+def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
+    """Constant ``k`` of the body is operand ``k``, carried size ``k`` operand ``nconsts + k``."""
+    nconsts = params["body_nconsts"]
+    return _body(params).output_type(lambda k: k, lambda k: nconsts + k, same_operand)
 
 
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..errors import ControlFlowError
-from ..jax_extras import Jaxpr, OutputType, Var
+from ..jax_extras import Jaxpr, OutDBIdx, OutputType, Var
 from ..jax_extras.dynshape import JaxprTypeError, input_type_of, output_type_of
 from ..jax_extras.nested import NestedBody, interleave, retrace
 from ..jax_extras.rules import Feeds, Zero, batch_call, bind_known, instantiate_zeros, jvp_call, move_batch_axis
@@ -71,11 +71,60 @@ class LoopBody:
 
     # --- types -----------------------------------------------------------------------------------
 
-    def output_type(self, const_operand: Callable[[int], int]) -> OutputType:
-        """The loop's output type; ``const_operand(k)`` is the operand feeding constant ``k``."""
+    def output_type(
+        self,
+        const_operand: Callable[[int], int],
+        implicit_operand: Callable[[int], int],
+        same_operand: Callable[[int, int], bool],
+    ) -> OutputType:
+        """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
+        feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value.
+
+        A carried size that no iteration changes keeps its operand (``InDBIdx``), and carried
+        sizes that hold one value at every iteration are one implicit result (Catalyst's
+        convention: an array whose size a resizing loop never changes keeps its dimension).
+        """
         consts, implicit, _, carried = self.groups
         operand_of = {v: const_operand(k) for k, v in enumerate(consts)}
-        return output_type_of([v.aval for v in carried], implicit, operand_of)
+        same, invariant = self.size_classes(lambda i, j: same_operand(implicit_operand(i), implicit_operand(j)))
+        operand_of.update({v: implicit_operand(k) for k, v in enumerate(implicit) if invariant[k]})
+        returned = [v if same[k] == k and not invariant[k] else None for k, v in enumerate(implicit)]
+        position = {v: k for k, v in enumerate(implicit)}
+        return output_type_of(
+            [v.aval for v in carried], returned, operand_of, free=lambda v: OutDBIdx(same[position[v]])
+        )
+
+    def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
+        """Which carried sizes hold one value at every iteration (for each, the first of its
+        class), and which of them no iteration changes.
+
+        Sizes are one value when their operands are (``same_operand(i, j)``) and the body returns
+        one value for them: the same variable or literal, or the binders of sizes that are one
+        value. The classes are refined until they are stable; a class is unchanged when the body
+        returns, for every size in it, the binder of a size in it.
+        """
+        n = self.nimplicit
+        _, implicit, _, _ = self.groups
+        returned = self.jaxpr.outvars[:n]
+        binder = {v: k for k, v in enumerate(implicit)}
+        same = [next(j for j in range(k + 1) if same_operand(j, k)) for k in range(n)]
+
+        def key(k: int) -> tuple:
+            out = returned[k]
+            if isinstance(out, Var) and out in binder:
+                return same[k], "binder", same[binder[out]]
+            if isinstance(out, Var):
+                return same[k], "var", out
+            return same[k], "literal", int(out.val)
+
+        while True:
+            keys = [key(k) for k in range(n)]
+            refined = [keys.index(keys[k]) for k in range(n)]
+            if refined == same:
+                break
+            same = refined
+        unchanged = [k_[1] == "binder" and k_[2] == same[k] for k, k_ in enumerate(keys)]
+        return same, unchanged
 
     def typecheck(self, operands: Sequence[Any]) -> None:
         """The body takes ``operands`` (atoms, one per binder) and returns its carried types (a

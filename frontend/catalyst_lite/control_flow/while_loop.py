@@ -175,9 +175,11 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
     ]
 
 
-def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
-    """Constant ``k`` of the body is operand ``cond_nconsts + k``."""
-    return _body(params).output_type(lambda k: params["cond_nconsts"] + k)
+def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
+    """Constant ``k`` of the body is operand ``cond_nconsts + k``, carried size ``k`` operand
+    ``cond_nconsts + body_nconsts + k``."""
+    nconsts = params["cond_nconsts"] + params["body_nconsts"]
+    return _body(params).output_type(lambda k: params["cond_nconsts"] + k, lambda k: nconsts + k, same_operand)
 
 
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:

@@ -30,10 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal as KindLiteral, Protocol, Sequence
 
+import functools
+
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax._src import core
 
-from .dynshape import DimensionMismatch, ExpansionStrategy, expand_args, expand_results, is_dynamic
+from .dynshape import DimensionMismatch, ExpansionStrategy, expand_args, expand_results, input_type_of, is_dynamic
 from .tracing import (
     InnerTrace,
     InputType,
@@ -48,6 +52,7 @@ __all__ = [
     "NestedBody",
     "trace_nested",
     "retrace",
+    "promote_results",
     "Threaded",
     "Body",
     "Equation",
@@ -125,6 +130,36 @@ def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nim
     of the original body's binders, plus the binders the transformation adds). ``fn`` returns
     expanded results: its first ``nimplicit_out`` results are implicit ones."""
     return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
+
+
+def promote_results(bodies: Sequence[NestedBody], name: str) -> list[NestedBody]:
+    """Alternative bodies (``cond``'s branches) returning one type: each explicit result is
+    converted to the dtype its alternatives promote to (``jnp.promote_types``, weak types
+    ignored, as Catalyst does: ``int`` and ``float`` give ``float64``). Bodies already returning
+    the promoted dtypes are kept as they are; the others are traced again from their jaxprs.
+    All bodies must return results of the same number and ranks."""
+    columns = list(zip(*(b.out_avals for b in bodies)))
+    promoted = [
+        functools.reduce(jnp.promote_types, [a.dtype for a in avals])
+        if all(hasattr(a, "dtype") for a in avals) else None
+        for avals in columns
+    ]
+    return [_cast_results(b, promoted, name) for b in bodies]
+
+
+def _cast_results(body: NestedBody, dtypes: Sequence[Any], name: str) -> NestedBody:
+    wanted = [d if d is not None and a.dtype != d else None for a, d in zip(body.out_avals, dtypes)]
+    if not any(d is not None for d in wanted):
+        return body
+    jaxpr, n = body.jaxpr, body.nimplicit_out
+
+    def cast(*args: Any) -> list[Any]:
+        outs = core.eval_jaxpr(jaxpr, (), *args)
+        return [*outs[:n], *(x if d is None else lax.convert_element_type(x, d) for x, d in zip(outs[n:], wanted))]
+
+    new = retrace(cast, input_type_of(jaxpr.invars), name, n)
+    out_avals = [a if d is None else a.update(dtype=d, weak_type=False) for a, d in zip(body.out_avals, wanted)]
+    return NestedBody(new.jaxpr, [*new.consts, *body.consts], body.in_type, n, out_avals)
 
 
 # --- the driver ----------------------------------------------------------------------------------
