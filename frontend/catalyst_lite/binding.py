@@ -20,7 +20,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import ArgumentTypeError, ArgumentValueError, function_name
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    StaticArgnumsError,
+    UnhashableStaticArgumentError,
+    function_name,
+)
 
 __all__ = ["CallArguments", "CallBinding"]
 
@@ -93,10 +99,17 @@ class CallBinding:
         kinds = {p.kind: p.name for p in params}
         self.var_positional = kinds.get(inspect.Parameter.VAR_POSITIONAL)
         self.var_keyword = kinds.get(inspect.Parameter.VAR_KEYWORD)
-        nums = _checked_static_argnums(static_argnums, self.fn_name)
+        # Catalyst reports a bad static_argnums when the function is called: kept until then.
+        self.static_argnums_error: Exception | None = None
+        try:
+            nums = _checked_static_argnums(static_argnums, self.fn_name)
+            if self.signature is not None:
+                self._check_static_argnums_range(nums)
+        except (ArgumentTypeError, StaticArgnumsError) as err:
+            self.static_argnums_error, nums = err, set()
         names = _checked_static_argnames(static_argnames, self.fn_name)
         if self.signature is not None:
-            self._check_static_against_signature(nums, names)
+            self._check_static_argnames(names)
         # As jax.jit does: a positional parameter is static whether passed by position or name.
         self.static_names = frozenset(names) | {self.positional[i] for i in nums if i < len(self.positional)}
         # Positions beyond the named parameters are elements of *args.
@@ -106,25 +119,36 @@ class CallBinding:
     def has_static_arguments(self) -> bool:
         return bool(self.static_names or self.static_varargs)
 
-    def _check_static_against_signature(self, nums: set[int], names: set[str]) -> None:
+    def _check_static_argnums_range(self, nums: set[int]) -> None:
         if self.var_positional is None:
             for i in sorted(nums):
                 if i >= len(self.positional):
-                    raise ArgumentValueError(
-                        f"{self.fn_name}: static_argnums={i} is beyond the valid range "
-                        f"[0, {len(self.positional)}): the function takes {len(self.positional)} "
-                        "positional argument(s)."
+                    raise StaticArgnumsError(
+                        f"{self.fn_name}: static_argnums names argnum {i}, which is beyond the valid "
+                        f"range of [0, {len(self.positional)}): the function takes "
+                        f"{len(self.positional)} positional argument(s)."
                     )
+
+    def _check_static_argnames(self, names: set[str]) -> None:
         named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
         unknown = sorted(n for n in names if n not in named)
         if unknown and self.var_keyword is None:
             raise ArgumentValueError(
-                f"{self.fn_name}: static_argnames names {', '.join(map(repr, unknown))}, which is not "
-                f"a parameter (parameters: {', '.join(map(repr, named)) or 'none'})."
+                f"{self.fn_name}: the qjitted function has invalid argname "
+                f"{{{', '.join(map(repr, unknown))}}} in static_argnames: not a parameter "
+                f"(parameters: {', '.join(repr(n) for n in self.parameters if n in named) or 'none'})."
             )
+
+    @property
+    def static_argnums(self) -> tuple[int, ...]:
+        """The positions of the static arguments (those named by ``static_argnames`` too)."""
+        named = {i for i, n in enumerate(self.positional) if n in self.static_names}
+        return tuple(sorted(named | {len(self.positional) + i for i in self.static_varargs}))
 
     def bind(self, args: tuple, kwargs: dict) -> CallArguments:
         """Bind a call's arguments to the parameters; a clear error when Python would refuse it."""
+        if self.static_argnums_error is not None:
+            raise self.static_argnums_error.with_traceback(None)
         if self.signature is None:  # no signature to bind by: arguments as given
             keys = [("*", i) for i in range(len(args))] + [("**", k) for k in kwargs]
             return self._arguments(keys, [*args, *kwargs.values()])
@@ -179,7 +203,7 @@ class CallBinding:
                 try:
                     hash(value)
                 except TypeError:
-                    raise ArgumentTypeError(
+                    raise UnhashableStaticArgumentError(
                         f"{self.fn_name}: static argument {self._name(key)} must be hashable, got "
                         f"{type(value).__name__}."
                     ) from None
@@ -197,9 +221,10 @@ class CallBinding:
         for i in sorted(self.static_varargs):
             if i >= given:
                 npos = len(self.positional) + given
-                raise ArgumentValueError(
-                    f"{self.fn_name}: static_argnums={len(self.positional) + i} is beyond the valid "
-                    f"range [0, {npos}): the call passes {npos} positional argument(s)."
+                raise StaticArgnumsError(
+                    f"{self.fn_name}: static_argnums names argnum {len(self.positional) + i}, which "
+                    f"is beyond the valid range of [0, {npos}): the call passes {npos} positional "
+                    "argument(s)."
                 )
 
     def _slots(self, keys: list[ArgumentKey], static: list[bool]) -> tuple[tuple[int, ...], int]:
@@ -267,12 +292,14 @@ def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:
         nums = None
     if nums is None or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
         raise ArgumentTypeError(
-            f"{fn_name}: static_argnums must be an int or a sequence of ints, got {static_argnums!r}."
+            f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
+            f"got {static_argnums!r}."
         )
     for i in nums:
         if i < 0:
-            raise ArgumentValueError(
-                f"{fn_name}: static_argnums={int(i)} is negative; give positions from 0."
+            raise StaticArgnumsError(
+                f"{fn_name}: static_argnums names argnum {int(i)}, which is beyond the valid range "
+                "(negative); give positions from 0."
             )
     return {int(i) for i in nums}
 

@@ -44,6 +44,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.specialize import register_specialization
+from .annotations import PYTHON_SCALARS, resolved_annotation
 from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
 from .jax_extras.lowering import ir_types, register_lowering
@@ -104,12 +105,9 @@ for _logger in ("jax._src.callback", "jax._src.debugging"):
 
 # --- result types --------------------------------------------------------------------------------
 
-_PYTHON_TYPES = {float: np.float64, int: np.int64, bool: np.bool_, complex: np.complex128}
-
-
 def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
-    if t in _PYTHON_TYPES:
-        return jax.ShapeDtypeStruct((), np.dtype(_PYTHON_TYPES[t]))
+    if t in PYTHON_SCALARS:
+        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[t])
     if not isinstance(t, type) and hasattr(t, "shape") and hasattr(t, "dtype"):
         return jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype))  # ShapeDtypeStruct, ShapedArray
     try:
@@ -135,11 +133,7 @@ def _declared_return(fn: Callable) -> Any:
         return None
     if annotation is inspect.Signature.empty:
         return None
-    if isinstance(annotation, str):
-        scope = dict(getattr(fn, "__globals__", {}))
-        scope.update(inspect.getclosurevars(fn).nonlocals if inspect.isfunction(fn) else {})
-        annotation = eval(annotation, scope)  # noqa: S307 (the user's own annotation)
-    return annotation
+    return resolved_annotation(annotation, fn)
 
 
 def _as_declared(name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
@@ -151,7 +145,7 @@ def _as_declared(name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct])
     arrays = []
     for value, t in zip(leaves, types):
         array = np.asarray(value)
-        if type(value) in _PYTHON_TYPES and np.can_cast(array.dtype, t.dtype, "same_kind"):
+        if type(value) in PYTHON_SCALARS and np.can_cast(array.dtype, t.dtype, "same_kind"):
             array = array.astype(t.dtype)
         if array.shape != t.shape or array.dtype != t.dtype:
             raise CallbackError(

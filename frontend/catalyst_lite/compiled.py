@@ -37,6 +37,7 @@ from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
+from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
 from .callbacks import raise_from_callback
 from .compiler.tiers import wait_for_compilations
@@ -68,14 +69,6 @@ _ACCEPTED_OPTIONS = {
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
     "use_nameloc",
 }
-
-_ANNOTATION_SPECS = {
-    int: LeafSpec((), np.dtype("int64"), True),
-    float: LeafSpec((), np.dtype("float64"), True),
-    bool: LeafSpec((), np.dtype(bool), True),
-    complex: LeafSpec((), np.dtype("complex128"), True),
-}
-
 
 class QJIT:
     """A function compiled by :func:`qjit`. Call it like the original function.
@@ -111,6 +104,7 @@ class QJIT:
             with capture_switched(True, self.name):  # PennyLane may refuse: say so at once
                 pass
         self.capture = capture
+        self.autograph = autograph
         self.options = dict(options, abstracted_axes=abstracted_axes)
         self.binding = CallBinding(fn, static_argnums, static_argnames)
         self.layout = ArgumentLayout(self.name, abstracted_axes)
@@ -128,6 +122,14 @@ class QJIT:
         if self._annotated is not None:
             self._trace_generic(self._annotated)
 
+    @property
+    def compile_options(self) -> types.SimpleNamespace:
+        """The options as Catalyst's ``QJIT.compile_options`` shows them: ``static_argnums`` (every
+        static position, those named by ``static_argnames`` too), ``autograph`` and the others."""
+        return types.SimpleNamespace(
+            static_argnums=self.binding.static_argnums, autograph=self.autograph, **self.options
+        )
+
     # --- tracing -----------------------------------------------------------------------------
 
     def _trace_generic(self, call: CallArguments) -> None:
@@ -139,25 +141,23 @@ class QJIT:
         self._last = family.generic(trace)
 
     def _annotation_call(self) -> CallArguments | None:
-        """Arguments standing for the type annotations when every parameter is positional and has
-        a usable annotation: the function is then traced now (ahead of time)."""
+        """Arguments standing for the type annotations when every parameter is positional and
+        annotated with a type (or there is none): the function is then traced now (ahead of time),
+        as Catalyst does. An annotation that is a class but not a JAX type raises here."""
         binding = self.binding
-        params = list(binding.signature.parameters.values()) if binding.signature else []
-        if not params or binding.has_static_arguments or self.layout.abstracted_axes is not None:
+        if binding.signature is None or binding.has_static_arguments or binding.static_argnums_error \
+                or self.layout.abstracted_axes is not None:
             return None
-        examples = []
-        for p in params:
-            ann = _resolved_annotation(p.annotation)
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-                return None
-            if ann in _ANNOTATION_SPECS:
-                spec = _ANNOTATION_SPECS[ann]
-                examples.append(jax.ShapeDtypeStruct(spec.shape, spec.dtype, weak_type=spec.weak_type))
-            elif isinstance(ann, jax.ShapeDtypeStruct):
-                examples.append(jax.ShapeDtypeStruct(ann.shape, ann.dtype))
-            else:
-                return None
-        return binding.bind(tuple(examples), {})
+        params = list(binding.signature.parameters.values())
+        annotations = [resolved_annotation(p.annotation, self.original_function) for p in params]
+        if not all(
+            p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.annotation is not p.empty
+            and is_type_annotation(a)
+            for p, a in zip(params, annotations)
+        ):
+            return None
+        examples = tuple(example_of(a, p.name, self.name) for p, a in zip(params, annotations))
+        return binding.bind(examples, {})
 
     def _program_for(self, call: CallArguments) -> tuple[TracedProgram, list[Any], list[str], list[int]]:
         """The program for this call (traced if no program of its signature holds for its
@@ -231,16 +231,13 @@ class QJIT:
         return program
 
     def _annotated_values(self, call: CallArguments) -> tuple:
-        """The call's values checked against the annotations, Python numbers converted to the
-        annotated type (``f(2)`` for ``x: float`` is traced as a float)."""
+        """The call's values checked against the annotations and converted to them where
+        Catalyst converts (see :func:`.annotations.as_annotated`)."""
         out = []
         for (tag, ident), name, a in zip(call.keys, call.names, call.values):
-            ann = _resolved_annotation(self.binding.parameters[ident].annotation) if tag == "" else None
-            if ann in _ANNOTATION_SPECS:
-                _check_annotation(self.name, name, ann, a)
-                # A tracer of an outer JAX transformation stays one (float() would cut it off).
-                if ann in (int, float) and not isinstance(a, Tracer):
-                    a = ann(a)
+            if tag == "":
+                ann = resolved_annotation(self.binding.parameters[ident].annotation, self.original_function)
+                a = as_annotated(self.name, name, ann, a)
             out.append(a)
         return tuple(out)
 
@@ -439,36 +436,6 @@ def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:
     return program.results
 
 
-def _check_annotation(fn_name: str, arg_name: str, annotation: type, a: Any) -> None:
-    """An argument of a parameter annotated ``int``/``float``/``bool``/``complex`` is a scalar
-    of that kind (an ``int`` for ``float``, any number for ``complex``)."""
-    kind = _dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
-    ok = kind is not None and np.ndim(a) == 0 and {
-        int: np.issubdtype(kind, np.integer) and not isinstance(a, bool),
-        float: np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer),
-        bool: kind == np.dtype(bool),
-        complex: np.issubdtype(kind, np.number),
-    }[annotation]
-    if not ok:
-        raise ArgumentTypeError(
-            f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
-            f"{type(a).__name__} {a!r}."
-        )
-
-
-def _resolved_annotation(annotation: Any) -> Any:
-    """``int`` for the annotation ``int`` or the string ``"int"`` (``from __future__ import
-    annotations``); likewise ``float``, ``bool``, ``complex``; anything else as it is."""
-    if isinstance(annotation, str):
-        return {"int": int, "float": float, "bool": bool, "complex": complex}.get(annotation, annotation)
-    return annotation
-
-
-def _dtype_of(x: Any) -> np.dtype:
-    """The dtype of an argument, without converting it (it may be a tracer)."""
-    return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
-
-
 _SCALAR_TYPES = frozenset({int, float, bool, complex})
 # Types seen to be concrete arrays (an exact-type lookup is cheaper than the isinstance checks).
 _CONCRETE_ARRAY_TYPES: set[type] = set()
@@ -540,7 +507,7 @@ def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
 def _is_int_scalar(x: Any) -> bool:
     """A known integer scalar (an argument that may set sizes)."""
     return (
-        np.ndim(x) == 0 and np.issubdtype(_dtype_of(x), np.integer) and not isinstance(x, bool)
+        np.ndim(x) == 0 and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)
         and is_concrete_value(x)
     )
 

@@ -80,6 +80,16 @@ class DifferentiableCompileError(CompileError):
     (an integer argument or result, ``grad`` of a result that is not a scalar)."""
 
 
+class StaticArgnumsError(CompileError, ArgumentValueError):
+    """``static_argnums`` names a position the call does not have (or a negative one): Catalyst's
+    ``CompileError``, reported when the function is called, as Catalyst does."""
+
+
+class UnhashableStaticArgumentError(ArgumentTypeError, ValueError):
+    """A static argument that is not hashable: a ``ValueError`` as in Catalyst and ``jax.jit``
+    (and a ``TypeError``: the argument's type is the problem)."""
+
+
 def function_name(fn: object) -> str:
     """A short, human-readable name of a user function for error messages."""
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
