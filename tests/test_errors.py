@@ -240,61 +240,6 @@ def test_loop_body_changes_a_carried_dtype(api):  # noqa: C901 (two loops, one t
         f(3)
 
 
-@pytest.mark.parametrize("make_pred, found", [(lambda x: x > 0, r"bool\[n\]"), (lambda x: jnp.sum(x), r"f64\[\]")],
-                         ids=["non_scalar", "non_boolean"])
-def test_while_loop_bad_predicate(make_pred, found):
-    @qjit
-    def f(n):
-        @while_loop(make_pred)
-        def body(x):
-            return x - 1.0
-
-        return body(jnp.ones(n))
-
-    with raises(ControlFlowError, "while_loop", "boolean scalar predicate", found, "Compare explicitly",
-                at_line("return body(jnp.ones(n))")):
-        f(3)
-
-
-@pytest.mark.parametrize("bound", [2.5, np.float64(2.0), True], ids=["float", "np_float", "bool"])
-def test_for_loop_bound_that_is_not_an_integer(bound):
-    @qjit
-    def f(k):
-        @for_loop(0, k, 1)
-        def body(i, acc):
-            return acc + 1.0
-
-        return body(0.0)
-
-    with raises(ControlFlowError, "for_loop", "body", "upper bound must be an integer scalar", at_line("return body(0.0)")):
-        f(bound)
-    assert float(f(3)) == 3.0
-
-
-# --- cond -------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("make_pred, found", [(lambda x: x > 0, r"bool\[n\]"), (lambda x: jnp.sum(x), r"f64\[\]")],
-                         ids=["non_scalar", "non_boolean"])
-def test_cond_bad_predicate(make_pred, found):
-    @qjit
-    def f(n):
-        x = jnp.ones(n)
-
-        @cond(make_pred(x))
-        def c():
-            return 1.0
-
-        @c.otherwise
-        def c():
-            return 2.0
-
-        return c()
-
-    with raises(ControlFlowError, "cond", "boolean scalar predicate", found, at_line("return c()")):
-        f(3)
-
-
 @pytest.mark.parametrize(
     "otherwise, patterns",
     [
