@@ -3,6 +3,8 @@ annotated with types (``int``, ``float``, dtypes, ``jax.core.ShapedArray``), is 
 ``@qjit`` runs; bad annotations raise there, and bad ``static_argnums`` when the function is
 called (Catalyst's error types), as Catalyst 0.15 does."""
 
+from typing import Any
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -66,7 +68,7 @@ def test_negative_annotated_sizes_raise_at_decoration():
             return x
 
 
-@pytest.mark.parametrize("annotation", [None, 3, "SomeForwardReference", list[int]])
+@pytest.mark.parametrize("annotation", [None, 3, "SomeForwardReference", list[int], Any])
 def test_other_annotations_are_traced_at_the_first_call(annotation):
     @qjit
     def f(x: annotation, y: float):

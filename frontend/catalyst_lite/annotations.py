@@ -72,7 +72,11 @@ def is_type_annotation(annotation: Any) -> bool:
     aliases such as ``list[int]`` are not classes)."""
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
         return True
-    return isinstance(annotation, type) and not isinstance(annotation, types.GenericAlias)
+    return (
+        isinstance(annotation, type)
+        and not isinstance(annotation, types.GenericAlias)
+        and getattr(annotation, "__module__", None) != "typing"  # typing.Any is a class since 3.11
+    )
 
 
 def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruct:

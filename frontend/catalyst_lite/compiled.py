@@ -107,6 +107,10 @@ class QJIT:
         self.autograph = autograph
         self.options = dict(options, abstracted_axes=abstracted_axes)
         self.binding = CallBinding(fn, static_argnums, static_argnames)
+        # The parameters' annotations as objects (strings evaluated once, here).
+        self._annotations = {
+            name: resolved_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
+        }
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
         self.tiered_compilation = tiered_compilation
@@ -149,7 +153,7 @@ class QJIT:
                 or self.layout.abstracted_axes is not None:
             return None
         params = list(binding.signature.parameters.values())
-        annotations = [resolved_annotation(p.annotation, self.original_function) for p in params]
+        annotations = [self._annotations[p.name] for p in params]
         if not all(
             p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.annotation is not p.empty
             and is_type_annotation(a)
@@ -236,8 +240,7 @@ class QJIT:
         out = []
         for (tag, ident), name, a in zip(call.keys, call.names, call.values):
             if tag == "":
-                ann = resolved_annotation(self.binding.parameters[ident].annotation, self.original_function)
-                a = as_annotated(self.name, name, ann, a)
+                a = as_annotated(self.name, name, self._annotations[ident], a)
             out.append(a)
         return tuple(out)
 

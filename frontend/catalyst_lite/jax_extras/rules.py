@@ -133,7 +133,8 @@ def resolve_output_type(
 
     def size(d: Any) -> Any:
         if type(d) is InDBIdx and sizes.get(d.val) is not None:
-            return sizes[d.val]
+            value = sizes[d.val]
+            return int(value) if isinstance(value, np.integer) else value  # a shape holds ints
         if type(d) is OutDBIdx and d.val < len(result_sizes) and result_sizes[d.val] is not None:
             return result_sizes[d.val]
         return d

@@ -438,7 +438,7 @@ def _compiled_call(transform: Callable, fn: Callable, params: tuple, rest: Any) 
     catalyst_lite."""
     argnums = tuple(range(len(params)))
 
-    def entry(values: tuple, rest: Any) -> Any:
+    def entry(values, rest):  # unannotated: qjit traces annotated functions ahead of time
         return transform(fn, tuple(values), rest, argnums=argnums)
 
     entry.__name__ = entry.__qualname__ = f"{transform.__name__}({function_name(fn)})"

@@ -120,7 +120,7 @@ class Vmapped:
             return self._compiled(args, kwargs)
         return self._map(args, kwargs)
 
-    def _call_with_keywords(self, args: tuple, kwargs: dict) -> Any:
+    def _call_with_keywords(self, args, kwargs):  # unannotated: qjit would trace it ahead of time
         return self._map(tuple(args), dict(kwargs))
 
     def _map(self, args: tuple, kwargs: dict) -> Any:
