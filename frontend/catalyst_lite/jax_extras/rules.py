@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax._src import config, core, source_info_util
 from jax._src.interpreters import ad, batching
 from jax._src.interpreters import partial_eval as pe
