@@ -31,6 +31,7 @@ __all__ = [
     "wire_bits",
     "controls_hold",
     "apply_matrix",
+    "apply_tensor",
     "apply_block",
     "lookup",
     "probabilities",
@@ -155,6 +156,8 @@ def apply_matrix(
     (1+0j)
     """
     k = len(targets)
+    if k > MAX_INDEXED_TARGETS and all(_is_static(w) for w in (*targets, *controls, *control_values, n_wires)):
+        return apply_tensor(state, matrix, targets, n_wires, controls, control_values)
     matrix = jnp.asarray(matrix, jnp.complex128)
     indices = basis_indices(n_wires)
     masks = [_bit_mask(t, n_wires) for t in targets]
@@ -170,6 +173,43 @@ def apply_matrix(
     if controls:
         new = jnp.where(controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
+
+
+MAX_INDEXED_TARGETS = 2
+"""Above this many known target wires a gate is applied by :func:`apply_tensor`: the indexed
+kernel's program holds ``4**k`` terms for ``k`` targets (a 4-wire gate would be thousands of
+operations, an 8-wire one millions), the tensor kernel a few operations for any ``k``."""
+
+
+def apply_tensor(
+    state: jnp.ndarray,
+    matrix: Any,
+    targets: Sequence[int],
+    n_wires: int,
+    controls: Sequence[int] = (),
+    control_values: Sequence[int] = (),
+) -> jnp.ndarray:
+    """``matrix`` (``2**k x 2**k``) applied to the known ``targets`` where the known ``controls``
+    have their values: the state as a tensor with one axis per wire, the controls' axes fixed at
+    their values, the targets' axes moved first and contracted with the matrix (one matrix product,
+    however many wires).
+
+    >>> x = np.array([[0, 1], [1, 0]])
+    >>> apply_tensor(zero_state(2), x, [1], 2, controls=[0], control_values=[0]).tolist()
+    [0j, (1+0j), 0j, 0j]
+    """
+    k = len(targets)
+    tensor = jnp.reshape(jnp.asarray(state), (2,) * n_wires)
+    fixed = dict(zip(controls, control_values))
+    where = tuple(int(fixed[w]) if w in fixed else slice(None) for w in range(n_wires))
+    free = [w for w in range(n_wires) if w not in fixed]  # the axes left once the controls are fixed
+    axes = [free.index(t) for t in targets]
+    part = tensor[where] if controls else tensor
+    moved = jnp.moveaxis(part, axes, list(range(k)))
+    product = jnp.asarray(matrix, jnp.complex128) @ jnp.reshape(moved, (2**k, -1))
+    part = jnp.moveaxis(jnp.reshape(product, moved.shape), list(range(k)), axes)
+    tensor = tensor.at[where].set(part) if controls else part
+    return jnp.reshape(tensor, (-1,))
 
 
 def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: int) -> jnp.ndarray:
