@@ -2,7 +2,7 @@
 
     python -m benchmarks            # full run (a few minutes)
     python -m benchmarks --quick    # under a minute
-    python -m benchmarks --quantum  # also the layered quantum circuit of benchmarks/quantum.py
+    python -m benchmarks --quantum  # also the quantum circuits of benchmarks/quantum.py and large_circuits.py
     python benchmarks/run.py        # the same, as a script
 
 Everything computes in 64-bit types, as Catalyst and catalyst_lite do. Ratios are
@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples: under a minute")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
-    parser.add_argument("--quantum", action="store_true", help="also run benchmarks/quantum.py (slow)")
+    parser.add_argument("--quantum", action="store_true", help="also run benchmarks/quantum.py and large_circuits.py (slow)")
     args = parser.parse_args(argv)
 
     jax.config.update("jax_enable_x64", True)  # what catalyst_lite and Catalyst compute with
@@ -284,6 +284,15 @@ def main(argv: list[str] | None = None) -> int:
         for row in report["quantum"]:
             print(f"quantum {row['name']:28} wires={row['wires']:3} first call {_fmt_time(row['first_call_s'])}, "
                   f"run {_fmt_time(row['run_s'])}")
+        from benchmarks import large_circuits
+
+        report["large_circuits"] = large_circuits.run(large_circuits.ROWS[:1] if args.quick else large_circuits.ROWS)
+        for row in report["large_circuits"]:
+            if "error" in row:
+                print(f"large circuit {row['row']:20} {row['name']:26} failed: {row['error']}")
+                continue
+            print(f"large circuit {row['row']:20} {row['name']:26} {row['gates']:5d} gates: compile "
+                  f"{_fmt_time(row['compile_s'])}, run {_fmt_time(row['run_s'])}, peak {row['peak_mb']:.0f} MB")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"\nwritten to {args.output}")

@@ -35,6 +35,7 @@ from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, C
 from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context, is_tracing
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
+from ..jax_extras.literals import literals_by_value
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
@@ -358,7 +359,8 @@ class JaxprRunner:
         ``None`` when a size is only known at run time."""
         fn = self._staged_function(key, reverse)
         try:
-            lowered = fn.lower(*dynamic_args)
+            with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
+                lowered = fn.lower(*dynamic_args)
         except NeedsHost:
             return None
         # Lowered for tracers of an outer transformation, it is of no use to a concrete run.

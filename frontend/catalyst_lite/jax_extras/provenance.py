@@ -1,9 +1,12 @@
-"""Where a traced scalar comes from: recognizing ``x[i, j]`` (static indices) while tracing.
+"""Where a traced scalar comes from: recognizing ``x[i, j]`` (static indices), and scalars
+computed alike, while tracing.
 
-A circuit's parameters are usually read one by one from one array (``params[layer, wire]``).
-Stacking hundreds of such scalars back into a vector costs XLA one small kernel each to compile;
-recognizing that they are elements of one array lets the compiled circuit read them with a single
-gather instead. This reads JAX 0.7's tracing equations (``tracer.parent``), hence its place here.
+A circuit's parameters are usually read one by one from one array (``params[layer, wire]``) or
+computed one by one by the same formula (``x * angle[g]``). Stacking thousands of such scalars back
+into a vector costs XLA one small kernel each to compile; recognizing where they come from lets the
+compiled circuit compute them all at once: a single gather (:func:`static_element_source`), or the
+formula applied to vectors (:func:`vectorized_stack`), the scalar equations being left unused. This
+reads JAX 0.7's tracing equations (``tracer.parent``), hence its place here.
 
 >>> import numpy as np
 >>> from catalyst_lite import qjit
@@ -18,13 +21,15 @@ gather instead. This reads JAX 0.7's tracing equations (``tracer.parent``), henc
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
-from .tracing import DynamicJaxprTracer
+from .tracing import DynamicJaxprTracer, Literal
 
-__all__ = ["static_element_source"]
+__all__ = ["static_element_source", "vectorized_stack"]
 
 
 def _parent(tracer: Any) -> Any:
@@ -49,3 +54,84 @@ def static_element_source(value: Any) -> tuple[Any, int] | None:
     if any(l - s != 1 for s, l in zip(start, limit)):
         return None
     return source, int(np.ravel_multi_index(tuple(start), shape))
+
+
+# --- scalars computed alike ------------------------------------------------------------------------
+
+ELEMENTWISE = frozenset({
+    "add", "sub", "mul", "div", "neg", "max", "min", "abs", "sign", "pow", "integer_pow", "sqrt",
+    "exp", "log", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
+    "convert_element_type", "square",
+})
+"""Scalar primitives a formula may be made of (they apply elementwise to vectors alike)."""
+
+MAX_DEPTH = 6
+
+
+@dataclass
+class _Node:
+    """How one scalar is computed: ``kind`` ``"const"`` (``value``), ``"element"`` (``value``: its
+    flat index in ``source``), ``"leaf"`` (``value``: a tracer shared by all) or ``"op"``."""
+
+    kind: str
+    key: Any  # equal keys: the same computation up to constants and element indices
+    value: Any = None
+    source: Any = None
+    eqn: Any = None
+    children: list = field(default_factory=list)
+
+
+def _node(x: Any, depth: int) -> _Node:
+    if not isinstance(x, DynamicJaxprTracer):
+        dtype = np.asarray(x).dtype
+        return _Node("const", ("const", dtype), x)
+    if isinstance(x.val, Literal):
+        return _Node("const", ("const", x.aval.dtype), x.val.val)
+    element = static_element_source(x)
+    if element is not None:
+        return _Node("element", ("element", id(element[0])), element[1], element[0])
+    eqn = _parent(x)
+    if (depth > 0 and eqn is not None and eqn.primitive.name in ELEMENTWISE
+            and not eqn.primitive.multiple_results
+            and all(getattr(t, "shape", None) == () for t in eqn.in_tracers)):
+        children = [_node(t, depth - 1) for t in eqn.in_tracers]
+        key = (eqn.primitive, repr(sorted(eqn.params.items())), x.aval.dtype, *(c.key for c in children))
+        return _Node("op", key, eqn=eqn, children=children)
+    return _Node("leaf", ("leaf", id(x)), x)
+
+
+def _rebuilt(nodes: Sequence[_Node], count: int) -> Any:
+    """The vector of the scalars ``nodes`` describe (all with one key)."""
+    first = nodes[0]
+    if first.kind == "const":
+        return np.array([n.value for n in nodes], dtype=first.key[1])
+    if first.kind == "element":
+        return jnp.take(jnp.reshape(first.source, (-1,)), np.array([n.value for n in nodes]), mode="clip")
+    if first.kind == "leaf":
+        return first.value
+    operands = [jnp.broadcast_to(_rebuilt([n.children[k] for n in nodes], count), (count,))
+                for k in range(len(first.children))]
+    return first.eqn.primitive.bind(*operands, **first.eqn.params)
+
+
+def vectorized_stack(values: Sequence[Any]) -> Any:
+    """``jnp.stack(values)`` computed at once when the traced scalars ``values`` are all computed by
+    one formula of elementwise operations whose inputs are shared tracers, constants and elements
+    of one array (``x * angles[g]``, ``params[layer, wire] / 2``); ``None`` otherwise.
+
+    >>> import numpy as np
+    >>> from catalyst_lite import qjit
+    >>> @qjit
+    ... def scaled(x: float):
+    ...     stack = vectorized_stack([x * a for a in (1.0, 2.0, 3.0)])
+    ...     assert stack.parent.primitive.name == "mul"  # one vector product, not three
+    ...     return stack
+    >>> scaled(2.0).tolist()
+    [2.0, 4.0, 6.0]
+    """
+    if len(values) < 2 or not any(isinstance(v, DynamicJaxprTracer) for v in values):
+        return None
+    nodes = [_node(v, MAX_DEPTH) for v in values]
+    if any(n.key != nodes[0].key for n in nodes) or nodes[0].kind in ("const", "leaf"):
+        return None
+    return _rebuilt(nodes, len(values))

@@ -1,7 +1,8 @@
 """Applying a circuit's gate records to the state vector, each run of them in the cheapest way.
 
 - Runs of gates whose wires are Python integers are planned by :mod:`.fusion` (repeated layers
-  as loops, fused blocks in one pass each).
+  as loops, fused blocks in one pass each); long irregular ones become tables of fused blocks,
+  applied by one loop each (:mod:`.table`).
 - Runs with traced wires (a loop index) go to the index kernel :func:`.statevector.apply_matrix`:
   each run of consecutive gates of one shape becomes one counted loop over their stacked matrices,
   wires and control values, so the program's size does not grow with the circuit's.
@@ -35,6 +36,7 @@ from ..jax_extras import Tracer
 from .fusion import apply_known_wires, has_known_wires
 from .gates import GateRecord, stacked_matrices
 from .statevector import apply_matrix
+from .table import apply_as_tables
 
 __all__ = ["apply_records"]
 
@@ -95,10 +97,18 @@ def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
     for known, run in _runs_by_wire_kind(records):
         if known:
             vector = apply_known_wires(state_carry, vector, run, n,
-                                       fallback=lambda v, rs: _apply_by_shape(state_carry, v, rs))
+                                       fallback=lambda v, rs: _apply_irregular(state_carry, v, rs))
         else:
             vector = _apply_by_shape(state_carry, vector, run)
     return vector
+
+
+def _apply_irregular(state_carry: Any, vector, records: Sequence[GateRecord]):
+    """A long run on known wires that neither repeats nor fuses into few blocks: as tables of
+    fused blocks, each applied by one loop (:mod:`.table`)."""
+    if state_carry.n_wires < 2:
+        return _apply_by_shape(state_carry, vector, records)
+    return apply_as_tables(state_carry, vector, records, state_carry.n_wires)
 
 
 def _runs_by_wire_kind(records: Sequence[GateRecord]) -> list[tuple[bool, list[GateRecord]]]:

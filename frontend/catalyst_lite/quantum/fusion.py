@@ -39,7 +39,8 @@ from .gates import GateRecord, stacked_matrices
 from .monomials import Monomial, apply_monomials
 from .statevector import apply_block, apply_matrix
 
-__all__ = ["Shape", "Block", "fuse", "repeated_stretches", "has_known_wires", "apply_known_wires"]
+__all__ = ["Shape", "Block", "PlannedGate", "fuse", "repeated_stretches", "has_known_wires", "planned_gates",
+           "block_matrices", "BlockMatrices", "apply_known_wires"]
 
 MAX_FUSED_WIRES = 2
 """Gates are fused into dense blocks of at most this many wires (a pass over the state costs
@@ -75,25 +76,33 @@ class Block:
 # --- fusion --------------------------------------------------------------------------------------
 
 
-def fuse(shapes: Sequence[Shape]) -> list[Block]:
-    """Group gates, in order, into blocks (see the module docstring)."""
+def fuse(shapes: Sequence[Shape], max_block_wires: int = MAX_BLOCK_WIRES, max_members: int | None = None) -> list[Block]:
+    """Group gates, in order, into blocks (see the module docstring); a dense gate on more than
+    ``max_block_wires`` wires is a wide block of its own; a block holds at most ``max_members``
+    gates (``None``: any number)."""
     blocks: list[Block] = []
+    last_on: dict[Any, int] = {}  # wire -> the last block touching it
     for position, shape in enumerate(shapes):
         wires = set(shape.wires)
-        last = max((b for b, block in enumerate(blocks) if block.wires & wires), default=-1)
-        block = _block_to_join(blocks, last, shape, wires)
+        last = max((last_on.get(w, -1) for w in wires), default=-1)
+        kind = _kind(shape, max_block_wires)
+        block = None if kind == "wide" else _block_to_join(blocks, last, shape, wires)
+        if block is not None and max_members is not None and len(block.members) >= max_members:
+            block = None
         if block is None:
-            block = Block(_kind(shape), set())
+            block = Block(kind, set())
             blocks.append(block)
         block.wires |= wires
         block.members.append(position)
+        index = next(b for b in range(len(blocks) - 1, last - 1, -1) if blocks[b] is block)
+        last_on.update((w, index) for w in wires)
     return blocks
 
 
-def _kind(shape: Shape) -> str:
+def _kind(shape: Shape, max_block_wires: int = MAX_BLOCK_WIRES) -> str:
     if shape.monomial:
         return "monomial"
-    return "dense" if len(shape.wires) <= MAX_BLOCK_WIRES else "wide"
+    return "dense" if len(shape.wires) <= max_block_wires else "wide"
 
 
 def _fits_dense(block: Block, wires: set) -> bool:
@@ -109,8 +118,6 @@ def _fits_dense(block: Block, wires: set) -> bool:
 def _block_to_join(blocks: list[Block], last: int, shape: Shape, wires: set) -> Block | None:
     """The block a gate joins, or ``None`` for a new one. Only blocks from ``last`` (the last
     block touching the gate's wires) on are candidates: the gate commutes with all of them."""
-    if _kind(shape) == "wide":
-        return None
     candidates = blocks[max(last, 0):]
     if last >= 0 and _fits_dense(blocks[last], wires):
         return blocks[last]
@@ -171,7 +178,7 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
 
 
 @dataclass
-class _Gate:
+class PlannedGate:
     """A gate of a planned run: its record's wires, and its matrix on its targets: ``known`` (a
     NumPy constant), else row ``position`` of ``stack``, the traced matrices of the run's gates of
     its size, shape ``(gates, repetitions, d, d)``."""
@@ -227,7 +234,7 @@ def _monomial(known: np.ndarray, record: GateRecord) -> Monomial | None:
     return Monomial.of(known, record.targets, record.controls, values)
 
 
-def _gates(columns: Sequence[Sequence[GateRecord]]) -> list[_Gate]:
+def planned_gates(columns: Sequence[Sequence[GateRecord]]) -> list[PlannedGate]:
     """One gate per column of records (the same gate in each repetition): known matrices as
     constants, traced ones computed by one batched call per matrix size into one stack."""
     known = [_known_matrix(column[0]) for column in columns]
@@ -245,20 +252,20 @@ def _gates(columns: Sequence[Sequence[GateRecord]]) -> list[_Gate]:
         r = column[0]
         monomial = None if known[c] is None else _monomial(known[c], r)
         values = tuple(int(v) for v in r.control_values)
-        gates.append(_Gate(r.targets, r.controls, values, known[c], monomial, *stacks.get(c, (None, 0))))
+        gates.append(PlannedGate(r.targets, r.controls, values, known[c], monomial, *stacks.get(c, (None, 0))))
     return gates
 
 
 _ZERO, _ONE = -1, -2  # entries of an embedding table that are constants, not a gate's entry
 
 
-def _embedding(gate: _Gate, block_wires: tuple) -> np.ndarray:
+def _embedding(gate: PlannedGate, block_wires: tuple) -> np.ndarray:
     """Where each entry of ``gate``'s matrix on ``block_wires`` (first wire most significant)
     comes from: a position in the gate's flattened matrix (on its targets), or ``_ZERO``/``_ONE``.
     The gate acts on its targets where its controls hold, as the identity elsewhere, and as the
     identity on the block's other wires.
 
-    >>> x = _Gate((1,), (0,), (1,), np.array([[0, 1], [1, 0]]), None)
+    >>> x = PlannedGate((1,), (0,), (1,), np.array([[0, 1], [1, 0]]), None)
     >>> _embedding(x, (0, 1)).tolist()  # CNOT: the identity, then X in the lower right block
     [[-2, -1, -1, -1], [-1, -2, -1, -1], [-1, -1, 0, 1], [-1, -1, 2, 3]]
     """
@@ -282,7 +289,7 @@ def _embedding(gate: _Gate, block_wires: tuple) -> np.ndarray:
     return np.where(untouched, inside, _ZERO)
 
 
-def _gate_entries(members: Sequence[int], gates: Sequence[_Gate], count: int, xp: Any) -> tuple[Any, dict[int, int], int, int]:
+def _gate_entries(members: Sequence[int], gates: Sequence[PlannedGate], count: int, xp: Any) -> tuple[Any, dict[int, int], int, int]:
     """What the block matrices are gathered from: ``entries`` of shape ``(count, n)``, made of
     the traced stacks' entries (each stack whole: no slicing per gate), then 0, 1 and the known
     gates' entries. Returns ``entries``, where each member gate's entries start, and where 0 and
@@ -308,7 +315,7 @@ def _gate_entries(members: Sequence[int], gates: Sequence[_Gate], count: int, xp
     return entries, start, zero, one
 
 
-def _products(blocks: Sequence[Block], gates: Sequence[_Gate], count: int, xp: Any) -> Any:
+def _products(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int, xp: Any) -> Any:
     """The matrices of dense ``blocks`` all on the same number of wires, shape
     ``(count, len(blocks), d, d)`` (``count``: repetitions; ``xp``: ``np`` for known matrices).
 
@@ -336,7 +343,7 @@ def _products(blocks: Sequence[Block], gates: Sequence[_Gate], count: int, xp: A
 
 
 @dataclass
-class _BlockMatrices:
+class BlockMatrices:
     """The matrices of a run's dense and wide blocks: known ones as NumPy constants; traced ones
     in a few stacks (one per matrix size, shape ``(count, blocks, d, d)``), picked per
     repetition."""
@@ -364,9 +371,9 @@ class _BlockMatrices:
         return matrices
 
 
-def _block_matrices(blocks: Sequence[Block], gates: Sequence[_Gate], count: int) -> _BlockMatrices:
-    """The matrices of ``blocks``, for ``count`` repetitions (see :class:`_BlockMatrices`)."""
-    result = _BlockMatrices(len(blocks))
+def block_matrices(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int) -> BlockMatrices:
+    """The matrices of ``blocks``, for ``count`` repetitions (see :class:`BlockMatrices`)."""
+    result = BlockMatrices(len(blocks))
     traced_by_size: dict[int, list[int]] = {}
     for b, block in enumerate(blocks):
         members = [gates[m] for m in block.members]
@@ -386,7 +393,7 @@ def _block_matrices(blocks: Sequence[Block], gates: Sequence[_Gate], count: int)
     return result
 
 
-def _apply_blocks(vector, blocks: Sequence[Block], gates: Sequence[_Gate], matrices: Sequence[Any], n_wires: int):
+def _apply_blocks(vector, blocks: Sequence[Block], gates: Sequence[PlannedGate], matrices: Sequence[Any], n_wires: int):
     for block, matrix in zip(blocks, matrices):
         if block.kind == "dense":
             vector = apply_block(vector, matrix, sorted(block.wires), n_wires)
@@ -429,8 +436,8 @@ def _apply_unrolled(vector, records: Sequence[GateRecord], n_wires: int, fallbac
     blocks = fuse([_shape_of(r) for r in records])
     if len(blocks) > MAX_UNROLLED_BLOCKS:
         return fallback(vector, records)
-    gates = _gates([[r] for r in records])
-    matrices = _block_matrices(blocks, gates, 1).picked(lambda stack: stack[0])
+    gates = planned_gates([[r] for r in records])
+    matrices = block_matrices(blocks, gates, 1).picked(lambda stack: stack[0])
     return _apply_blocks(vector, blocks, gates, matrices, n_wires)
 
 
@@ -438,9 +445,9 @@ def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], per
     """``count`` repetitions of ``period`` gates as one loop: block matrices are computed for all
     repetitions at once, outside the loop, and picked by the loop counter."""
     columns = [records[p::period] for p in range(period)]
-    gates = _gates(columns)
+    gates = planned_gates(columns)
     blocks = fuse([_shape_of(r) for r in records[:period]])
-    matrices = _block_matrices(blocks, gates, count)
+    matrices = block_matrices(blocks, gates, count)
     state_carry.vector = vector
 
     @for_loop(0, count, 1)

@@ -4,7 +4,9 @@ A record is a dense matrix on target wires plus control wires and values; :mod:`
 applies it. Named gates use PennyLane's own ``op.matrix()`` (which accepts traced parameters),
 ``qml.ctrl`` and PennyLane's controlled gates (``CNOT``, ``CRX``, ``Toffoli``...) become their base
 gate's record with controls, ``qml.adjoint`` the reversed, conjugate-transposed records of its
-base, and any other operation with a decomposition its decomposition.
+base, any other operation with a decomposition its decomposition, and an operation with a matrix
+but no decomposition (``BlockEncode``, a user's ``Operation`` defining ``compute_matrix``) its
+matrix.
 
 >>> import pennylane as qml
 >>> [r.targets + r.controls for r in gate_records(qml.CNOT([0, 1]), WireMap(range(2)))]
@@ -21,7 +23,7 @@ import numpy as np
 
 from ..errors import QuantumOperationError, WireError
 from ..jax_extras import Tracer
-from ..jax_extras.provenance import static_element_source
+from ..jax_extras.provenance import vectorized_stack
 
 __all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
 
@@ -44,8 +46,8 @@ def supported_summary() -> str:
     return (
         ", ".join(sorted(SUPPORTED_GATES))
         + "; their qml.adjoint and qml.ctrl (CNOT, CY, CZ, CRX, CRY, CRZ, CRot, "
-        "ControlledPhaseShift, Toffoli, CSWAP...), BasisState and StatePrep, and operations "
-        "that decompose into these"
+        "ControlledPhaseShift, Toffoli, CSWAP...), BasisState and StatePrep, operations "
+        "that decompose into these, and operations with a matrix"
     )
 
 
@@ -91,16 +93,14 @@ def _dagger(m: Any) -> Any:
 
 def stacked(values: Sequence[Any]) -> Any:
     """``jnp.stack(values)``; when every value is an element of one array with static indices
-    (``params[layer, wire]``), one gather from that array instead (cheaper to compile).
+    (``params[layer, wire]``) or computed by one formula (``x * angle[g]``), one gather or one
+    vector formula instead (cheaper to compile, see :func:`~.jax_extras.provenance.vectorized_stack`).
 
     >>> stacked([1.0, 2.0]).tolist()
     [1.0, 2.0]
     """
-    sources = [static_element_source(v) for v in values]
-    if len(values) > 1 and all(s is not None and s[0] is sources[0][0] for s in sources):
-        flat = jnp.reshape(sources[0][0], (-1,))
-        return jnp.take(flat, np.array([s[1] for s in sources]), mode="clip")
-    return jnp.stack([jnp.asarray(v) for v in values])
+    vector = vectorized_stack(values)
+    return jnp.stack([jnp.asarray(v) for v in values]) if vector is None else vector
 
 
 def batched_matrices(records: Sequence[GateRecord]) -> Any:
@@ -194,11 +194,27 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
             raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
         return [GateRecord(op, wires.indices(op.wires, op.name))]
     if op.has_decomposition:
-        return [r for sub in op.decomposition() for r in gate_records(sub, wires)]
+        try:
+            decomposition = op.decomposition()
+        except qml.operation.DecompositionUndefinedError:
+            decomposition = None
+        if decomposition is not None:
+            return [r for sub in decomposition for r in gate_records(sub, wires)]
+    if op.has_matrix:
+        return [_matrix_record(op, wires)]
     raise QuantumOperationError(
-        f"catalyst_lite cannot compile the quantum operation {op.name}. Supported: "
-        f"{supported_summary()}."
+        f"catalyst_lite cannot compile the quantum operation {op.name}: it has neither a "
+        f"decomposition nor a matrix. Supported: {supported_summary()}; give {op.name} a "
+        "compute_matrix or a compute_decomposition."
     )
+
+
+def _matrix_record(op: Any, wires: WireMap) -> GateRecord:
+    """An operation with a matrix but no decomposition (``BlockEncode``, a user's operation with
+    ``compute_matrix``), applied by its matrix."""
+    if getattr(op, "batch_size", None):
+        raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
+    return GateRecord(None, wires.indices(op.wires, op.name), explicit=op.matrix())
 
 
 def _global_phase_record(op: Any, wires: WireMap) -> GateRecord:

@@ -1,0 +1,209 @@
+"""Long runs of gates as data: one counted loop over a table of ``4 x 4`` matrices, wires and
+control values, so that a circuit of thousands of gates compiles as fast as one of ten.
+
+A run too irregular to unroll (a decomposed arithmetic template, a random circuit) is planned in
+Python, then applied by a single loop whose body is one gate kernel:
+
+1. its gates are fused into blocks on at most two wires (:func:`~.fusion.fuse`), whose matrices
+   are multiplied while tracing when known, or all at once by a few batched operations when
+   traced (:func:`~.fusion.block_matrices`);
+2. each block, and each gate on more wires, becomes a table *entry*: a ``4 x 4`` matrix on two
+   target wires plus up to :data:`CONTROL_SLOTS` control wires. A block on one wire is its matrix
+   times the identity on a neighbouring wire; a gate with one target takes its first control into
+   its matrix (``CCX`` is a ``CNOT`` matrix on the first control and the target, controlled by
+   the second);
+3. one ``for_loop`` over the entries applies each with the indexed kernel
+   :func:`~.statevector.apply_matrix`, reading its matrix, wires and control values from the
+   stacked tables.
+
+A gate that fits no entry (three or more targets, more controls than slots) splits the run and is
+applied by itself. The program's size does not depend on the run's length; each entry costs one
+pass over the state when the program runs.
+
+>>> import numpy as np
+>>> from catalyst_lite.quantum.gates import GateRecord
+>>> x = np.array([[0, 1], [1, 0]])
+>>> ccx = GateRecord(None, (2,), (0, 1), (1, 1), explicit=x)
+>>> [(e.targets, e.controls) for e in table_segments([ccx], 3)[0].entries]
+[((0, 2), (1, -1))]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..control_flow import for_loop
+from .fusion import Block, BlockMatrices, PlannedGate, Shape, block_matrices, fuse, planned_gates
+from .gates import GateRecord
+from .statevector import apply_matrix
+
+__all__ = ["CONTROL_SLOTS", "TableEntry", "Table", "table_segments", "apply_table", "apply_as_tables"]
+
+CONTROL_SLOTS = 2
+"""Control wires an entry may have besides its two targets (unused slots hold wire ``-1``)."""
+
+MAX_BLOCK_GATES = 8
+"""Gates fused into one entry at most: the traced matrices of the blocks are multiplied one depth
+at a time for all blocks together, so the depth bounds the program's size."""
+
+_TARGETS = 2
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    """One row of the table: a ``4 x 4`` matrix on ``targets`` where every wire of ``controls``
+    (``-1``: unused) has its value in ``control_values``. The matrix is ``known`` (NumPy), else
+    row ``position`` of the table's traced source ``source`` (see :class:`Table`)."""
+
+    targets: tuple
+    controls: tuple
+    control_values: tuple
+    known: np.ndarray | None = None
+    source: Any = None
+    position: int = 0
+
+
+def _padded(controls: Sequence[int], values: Sequence[int]) -> tuple[tuple, tuple]:
+    free = CONTROL_SLOTS - len(controls)
+    return tuple(controls) + (-1,) * free, tuple(int(v) for v in values) + (1,) * free
+
+
+def _two_wire(matrices: Any, form: str, value: int = 1) -> Any:
+    """Matrices ``(..., d, d)`` as two-wire ones ``(..., 4, 4)``: ``"plain"`` ones already are;
+    ``"identity"``: a one-wire matrix times the identity on the second wire; ``"controlled"``: a
+    one-wire matrix applied to the second wire when the first has ``value``."""
+    if form == "plain":
+        return matrices
+    xp = np if isinstance(matrices, np.ndarray) else jnp
+    eye = xp.broadcast_to(xp.eye(2, dtype=complex), matrices.shape)
+    if form == "identity":  # m ⊗ I: rows (a, b) -> m[a_r, a_c] * I[b_r, b_c]
+        product = matrices[..., :, None, :, None] * eye[..., None, :, None, :]
+        return xp.reshape(product, matrices.shape[:-2] + (4, 4))
+    zero = xp.zeros_like(matrices)
+    top, bottom = (eye, matrices) if value else (matrices, eye)
+    rows = [xp.concatenate([top, zero], axis=-1), xp.concatenate([zero, bottom], axis=-1)]
+    return xp.concatenate(rows, axis=-2)
+
+
+@dataclass
+class Table:
+    """Entries to apply by one loop. ``sources`` (shared by the tables of one run): how to compute
+    each traced source of matrices, ``key -> (stack (m, d, d), form, value)``, made two-wire as a
+    whole (see :func:`_two_wire`)."""
+
+    entries: list
+    sources: dict
+
+    def matrices(self) -> Any:
+        """``(entries, 4, 4)``: a constant when every matrix is known, else the known ones and
+        the traced sources the entries use, put in order by one gather."""
+        known = [e.known for e in self.entries if e.known is not None]
+        if len(known) == len(self.entries):
+            return np.stack(known).astype(complex)
+        parts: list[Any] = [np.stack(known).astype(complex)] if known else []
+        offsets: dict[Any, int] = {}
+        offset = len(known)
+        for key in dict.fromkeys(e.source for e in self.entries if e.known is None):
+            stack, form, value = self.sources[key]
+            parts.append(_two_wire(stack, form, value))
+            offsets[key] = offset
+            offset += parts[-1].shape[0]
+        order, k = [], 0
+        for e in self.entries:
+            if e.known is not None:
+                order.append(k)
+                k += 1
+            else:
+                order.append(offsets[e.source] + e.position)
+        return jnp.take(jnp.concatenate([jnp.asarray(p, jnp.complex128) for p in parts]), np.array(order), axis=0)
+
+
+def _gate_entry(gate: PlannedGate, sources: dict) -> TableEntry | None:
+    """The entry of a gate on more than two wires, or ``None`` when it fits none."""
+    targets, controls, values = gate.targets, gate.controls, gate.control_values
+    form, value = "plain", 1
+    if len(targets) == 1 and controls:
+        form, value = "controlled", values[0]
+        targets, controls, values = (controls[0], targets[0]), controls[1:], values[1:]
+    if len(targets) != _TARGETS or len(controls) > CONTROL_SLOTS:
+        return None
+    if gate.known is not None:
+        return TableEntry(tuple(targets), *_padded(controls, values), _two_wire(gate.known, form, value))
+    key = ("gate", id(gate.stack), form, value)  # the run's traced gates of this size, one stack
+    sources[key] = (gate.stack[:, 0], form, value)
+    return TableEntry(tuple(targets), *_padded(controls, values), None, key, gate.position)
+
+
+def _block_entry(block: Block, b: int, matrices: BlockMatrices, sources: dict, n_wires: int) -> TableEntry:
+    """The entry of a dense block (number ``b`` of ``matrices``) on one or two wires."""
+    on = sorted(block.wires)
+    form = "plain"
+    if len(on) == 1:
+        on, form = [on[0], on[0] + 1 if on[0] + 1 < n_wires else on[0] - 1], "identity"
+    if b in matrices.known:
+        return TableEntry(tuple(on), *_padded((), ()), _two_wire(matrices.known[b], form))
+    stack, position = matrices.slot[b]
+    sources[("block", stack)] = (matrices.stacks[stack][0], form, 1)
+    return TableEntry(tuple(on), *_padded((), ()), None, ("block", stack), position)
+
+
+def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[Table | GateRecord]:
+    """The run ``records`` (all on known wires) as segments, in order: tables, and the records
+    that fit no entry (applied by themselves)."""
+    shapes = [Shape(r.controls + r.targets, False) for r in records]
+    blocks = fuse(shapes, max_block_wires=_TARGETS, max_members=MAX_BLOCK_GATES)
+    gates = planned_gates([[r] for r in records])
+    dense = [b for b, block in enumerate(blocks) if block.kind == "dense"]
+    matrices = block_matrices([blocks[b] for b in dense], gates, 1)
+    number = {b: j for j, b in enumerate(dense)}
+    sources: dict = {}
+    segments: list[Table | GateRecord] = [Table([], sources)]
+    for b, block in enumerate(blocks):
+        if b in number:
+            entry = _block_entry(block, number[b], matrices, sources, n_wires)
+        else:
+            entry = _gate_entry(gates[block.members[0]], sources)
+        if entry is None:
+            segments += [records[block.members[0]], Table([], sources)]
+        else:
+            segments[-1].entries.append(entry)
+    return [s for s in segments if not isinstance(s, Table) or s.entries]
+
+
+def apply_table(state_carry: Any, vector, table: Table, n_wires: int):
+    """``table``'s entries applied in order by one counted loop whose body is the indexed kernel
+    (``state_carry``: the ambient carry that holds the state, threaded by the loop)."""
+    matrices = table.matrices()
+    wires = np.array([e.targets + e.controls for e in table.entries], np.int64)
+    values = np.array([e.control_values for e in table.entries], np.int64)
+    state_carry.vector = vector
+
+    @for_loop(0, len(table.entries), 1)
+    def entry(g):
+        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
+        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
+        v = lax.dynamic_index_in_dim(values, g, keepdims=False)
+        state_carry.vector = apply_matrix(
+            state_carry.vector, m, [w[0], w[1]], n_wires,
+            [w[_TARGETS + c] for c in range(CONTROL_SLOTS)], [v[c] for c in range(CONTROL_SLOTS)],
+        )
+
+    entry()
+    return state_carry.vector
+
+
+def apply_as_tables(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int):
+    """``records`` (all on known wires, on a device of at least two wires) applied as tables,
+    each by one loop, and the gates that fit no table by themselves."""
+    for segment in table_segments(records, n_wires):
+        if isinstance(segment, Table):
+            vector = apply_table(state_carry, vector, segment, n_wires)
+        else:
+            r = segment
+            vector = apply_matrix(vector, r.matrix, r.targets, n_wires, r.controls, r.control_values)
+    return vector
