@@ -20,7 +20,7 @@ from .compiled import QJIT, qjit
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
 from .jax_extras import dynamic_jaxprs
-from .quantum import measure
+from .quantum import adjoint, ctrl, measure
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
 from . import debug
@@ -31,6 +31,7 @@ __version__ = "0.1.0"
 
 __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
            "vmap", "switch", "pure_callback", "accelerate", "debug", "debug_assert",
+           "measure", "adjoint", "ctrl",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
            "dynamic_jaxprs", "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",
            "__version__"]

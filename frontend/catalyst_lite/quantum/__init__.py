@@ -2,6 +2,7 @@
 
 - :mod:`.qnode`: QNode interception while tracing, ambient state and key, mid-circuit ``measure``.
 - :mod:`.recorder`, :mod:`.regions`: where operations queue; ``qml.adjoint``/``qml.ctrl`` regions.
+- :mod:`.operators`: ``catalyst_lite.adjoint``/``ctrl`` (Catalyst's), returning operators.
 - :mod:`.gates`, :mod:`.transforms`: which operations compile, the records they become, the
   QNode's own transforms.
 - :mod:`.application`, :mod:`.fusion`, :mod:`.statevector`, :mod:`.monomials`: applying gate
@@ -13,5 +14,6 @@
 """
 
 from .qnode import execute_qnode, measure, quantum_tracing
+from .operators import adjoint, ctrl
 
-__all__ = ["execute_qnode", "measure", "quantum_tracing"]
+__all__ = ["execute_qnode", "measure", "quantum_tracing", "adjoint", "ctrl"]

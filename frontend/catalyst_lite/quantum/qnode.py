@@ -64,10 +64,10 @@ from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
 
-__all__ = ["execute_qnode", "measure", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
+__all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
 
 SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit")
-_SKIPPED = frozenset({"Barrier", "Snapshot"})
+_SKIPPED = frozenset({"Barrier"})
 
 _local = threading.local()
 
@@ -207,6 +207,8 @@ class QuantumState:
         self.vector = zero_state(n_wires)
         self.fresh = True  # still |0...0>, nothing applied: a StatePrep here is the initial state
         self.regions: list[Region] = []
+        self.control_flow: RegionControlFlow | None = None  # the circuit's loops and branches
+        self.snapshots: list = []  # the state at each qml.Snapshot, in order
         self._applying = False
 
     def get(self):
@@ -256,7 +258,11 @@ class QuantumState:
             ops = transformed_operations(self.pipeline, ops, measurements or ())
         records: list[GateRecord] = []
         for op in ops:
-            if op.name in _SKIPPED:
+            if op.name == "Snapshot":
+                if records:
+                    self.vector, records = apply_records(self, self.vector, records), []
+                self.snapshots.append(self._snapshot(op))
+            elif op.name in _SKIPPED:
                 continue
             if op.name == "StatePrep" and self.fresh and not records:
                 # default.qubit's initial state; a later StatePrep is its decomposition, below.
@@ -274,6 +280,23 @@ class QuantumState:
         if records:
             self.vector = apply_records(self, self.vector, records)
             self.fresh = False
+
+
+    def _snapshot(self, op: Any) -> Any:
+        """The state at ``qml.Snapshot`` ``op``, as Catalyst returns it (only ``qml.state()``
+        snapshots, not inside loops or branches)."""
+        measurement = op.hyperparameters.get("measurement")
+        if measurement is not None and type(measurement).__name__ != "StateMP":
+            raise NotImplementedError(
+                "qml.Snapshot() only supports qml.state() when used from within Catalyst, but "
+                f"encountered {type(measurement)}"
+            )
+        if self.control_flow is not None and self.control_flow.depth:
+            raise QuantumOperationError(
+                "qml.Snapshot inside a for_loop, while_loop or cond is not supported: the snapshots "
+                "are results of the QNode, taken once. Take the snapshot outside the loop or branch."
+            )
+        return self.vector
 
 
 # --- the circuit ---------------------------------------------------------------------------------
@@ -327,6 +350,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     recorder = recorder_class()()
     state = QuantumState(wires.n_wires, wires, recorder, qnode_pipeline(qnode))
     regions = RegionControlFlow(state)
+    state.control_flow = regions
     stack = _circuits()
     stack.append(_Circuit(state, key, policy, regions))
     try:
@@ -373,9 +397,13 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         # equations are dropped from the program.
         key.set(initial_key)
         if shots.finite:
-            return one_shot_results(run, first, key, shots, config)
-        return all_branches_results(run, first, key)
-    return _terminal_results(first, key, shots)
+            results = one_shot_results(run, first, key, shots, config)
+        else:
+            results = all_branches_results(run, first, key)
+    else:
+        results = _terminal_results(first, key, shots)
+    # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
+    return (first.state.snapshots, results) if first.state.snapshots else results
 
 
 def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan) -> Any:
@@ -467,6 +495,12 @@ def _compiling_circuit() -> _Circuit | None:
     """The circuit being compiled in this thread, if any."""
     stack = _circuits()
     return stack[-1] if stack and is_tracing() else None
+
+
+def compiling_state() -> QuantumState | None:
+    """The state of the circuit being compiled in this thread, if any."""
+    circuit = _compiling_circuit()
+    return None if circuit is None else circuit.state
 
 
 def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:

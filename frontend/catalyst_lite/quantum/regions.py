@@ -61,6 +61,9 @@ __all__ = [
     "RegionControlFlow",
     "adjoint_transform",
     "ctrl_transform",
+    "RegionRun",
+    "run_adjoint",
+    "run_ctrl",
     "MEASUREMENT_IN_REGION",
 ]
 
@@ -107,6 +110,7 @@ class CtrlRegion(Region):
                  work_wire_type: str = "borrowed"):
         super().__init__()
         self.options = (control, control_values, work_wires, work_wire_type)
+        self.released: list = []  # the controlled operators handed on
 
     def again(self) -> "CtrlRegion":
         """A new region with the same controls (for a loop body re-entered elsewhere)."""
@@ -115,7 +119,9 @@ class CtrlRegion(Region):
     def release(self, ops: list) -> list:
         qml = _qml()
         with qml.QueuingManager.stop_recording():
-            return [qml.ops.op_math.controlled.create_controlled_op(op, *self.options) for op in ops]
+            controlled = [qml.ops.op_math.controlled.create_controlled_op(op, *self.options) for op in ops]
+        self.released += controlled
+        return controlled
 
 
 class DiscardRegion(Region):
@@ -273,11 +279,19 @@ def _unwrapped(values: Sequence[Any]) -> Any:
 class RegionControlFlow:
     """The control-flow handler of a circuit being compiled: a loop or branch called inside
     ``qml.adjoint`` (even through ``qml.ctrl`` regions inside it) is recorded by that adjoint
-    region; elsewhere it is bound as usual. ``loop_depth`` counts the loops being traced."""
+    region; elsewhere it is bound as usual. ``loop_depth`` and ``branch_depth`` count the loops
+    and branches being traced."""
 
     def __init__(self, state: Any):
         self.state = state
         self.loop_depth = 0
+        self.branch_depth = 0
+        self.calls = 0  # loops and branches traced so far
+
+    @property
+    def depth(self) -> int:
+        """The loops and branches being traced, nested."""
+        return self.loop_depth + self.branch_depth
 
     def _recording(self) -> tuple[AdjointRegion | None, list[CtrlRegion]]:
         """The innermost adjoint region recording control flow, and the ctrl regions inside it."""
@@ -291,6 +305,7 @@ class RegionControlFlow:
 
     @contextlib.contextmanager
     def _in_loop(self) -> Iterator[None]:
+        self.calls += 1
         self.loop_depth += 1
         try:
             yield
@@ -316,12 +331,17 @@ class RegionControlFlow:
         branches = [_operators_dropped(b) for b in branches]
         otherwise = None if otherwise is None else _operators_dropped(otherwise)
         region, inner = self._recording()
-        if region is None:
-            return bind(preds, branches, otherwise)
-        wrapped = [_within(self.state, inner, b) for b in branches]
-        if otherwise is not None:
-            otherwise = _within(self.state, inner, otherwise)
-        return region.record_cond(preds, wrapped, otherwise, bind)
+        self.calls += 1
+        self.branch_depth += 1
+        try:
+            if region is None:
+                return bind(preds, branches, otherwise)
+            wrapped = [_within(self.state, inner, b) for b in branches]
+            if otherwise is not None:
+                otherwise = _within(self.state, inner, otherwise)
+            return region.record_cond(preds, wrapped, otherwise, bind)
+        finally:
+            self.branch_depth -= 1
 
 
 def _operators_dropped(branch: Callable) -> Callable:
@@ -373,6 +393,41 @@ def _unqueue_operator_arguments(args: tuple, kwargs: dict) -> None:
             qml.QueuingManager.remove(leaf)
 
 
+@dataclass
+class RegionRun:
+    """What running a function in a region applied: ``gates``, the operators it handed to the
+    circuit (adjointed or controlled) outside control flow, and whether it also traced loops or
+    branches (whose gates are not among ``gates``)."""
+
+    gates: list
+    control_flow: bool
+
+
+def run_adjoint(state: Any, fn: Callable, lazy: bool, args: tuple, kwargs: dict) -> RegionRun:
+    """Run ``fn(*args, **kwargs)`` in an :class:`AdjointRegion` of the circuit whose state is
+    ``state``, and emit its adjoint."""
+    _unqueue_operator_arguments(args, kwargs)
+    region = AdjointRegion(state, lazy)
+    with state.region(region):
+        fn(*args, **kwargs)
+        state.flush()
+    gates = region.emit()
+    return RegionRun(gates, any(not isinstance(item, list) for item in region.items))
+
+
+def run_ctrl(state: Any, fn: Callable, options: tuple, args: tuple, kwargs: dict) -> RegionRun:
+    """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` (``options``: control, control
+    values, work wires and their type) of the circuit whose state is ``state``."""
+    _unqueue_operator_arguments(args, kwargs)
+    region = CtrlRegion(*options)
+    calls = state.control_flow.calls if state.control_flow is not None else 0
+    with state.region(region):
+        fn(*args, **kwargs)
+        state.flush()
+    traced = state.control_flow is not None and state.control_flow.calls != calls
+    return RegionRun([] if traced else region.released, traced)
+
+
 def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool = True) -> Callable:
     """``qml.adjoint(fn, lazy)`` in the circuit whose state is ``state``: calling the result runs
     ``fn`` in an :class:`AdjointRegion` and emits its adjoint. Returns, as PennyLane does, the
@@ -380,15 +435,10 @@ def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool
     nothing (a branch of a ``cond``)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _unqueue_operator_arguments(args, kwargs)
-        region = AdjointRegion(state, lazy)
-        with state.region(region):
-            fn(*args, **kwargs)
-            state.flush()
-        emitted = region.emit()
-        if not returns or any(not isinstance(item, list) for item in region.items):
+        run = run_adjoint(state, fn, lazy, args, kwargs)
+        if not returns or run.control_flow:
             return None
-        return emitted[0] if len(emitted) == 1 else emitted
+        return run.gates[0] if len(run.gates) == 1 else run.gates
 
     return wrapper
 
@@ -401,10 +451,7 @@ def ctrl_transform(state: Any, fn: Callable, control: Any, control_values: Any =
     options = (control, control_values, work_wires, work_wire_type)
 
     def wrapper(*args: Any, **kwargs: Any) -> list:
-        _unqueue_operator_arguments(args, kwargs)
-        with state.region(CtrlRegion(*options)):
-            fn(*args, **kwargs)
-            state.flush()
+        run_ctrl(state, fn, options, args, kwargs)
         return []
 
     return wrapper

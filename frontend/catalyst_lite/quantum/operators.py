@@ -1,0 +1,143 @@
+"""``catalyst_lite.adjoint`` and ``catalyst_lite.ctrl``: Catalyst's functions, with its signatures.
+
+Of an operator they are ``qml.adjoint``/``qml.ctrl``. Of a quantum function, inside a compiled
+circuit, calling the result applies the function's adjoint or controlled version (its loops and
+branches too, see :mod:`.regions`) and returns an *operator* describing it, as Catalyst's
+``HybridAdjoint``/``HybridCtrl``: its ``wires``, its ``decomposition()`` (the gates applied, when
+the function applied gates only), and for ``ctrl`` its ``control_wires``, ``control_values``,
+``work_wires`` and ``work_wire_type``. The operator is a record of what was applied, never queued
+itself. Outside a compiled circuit they are PennyLane's.
+
+>>> import pennylane as qml
+>>> from catalyst_lite import qjit
+>>> @qjit
+... @qml.qnode(qml.device("default.qubit", wires=3))
+... def circuit(x: float):
+...     op = ctrl(lambda: (qml.RX(x, 0), qml.CNOT([0, 1])), control=2)()
+...     assert op.wires.tolist() == [2, 0, 1] and op.work_wire_type == "borrowed"
+...     assert [g.name for g in op.decomposition()] == ["CRX", "Toffoli"]
+...     return qml.probs(wires=[0])
+>>> circuit(0.5).tolist()
+[1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+from .qnode import compiling_state
+from .regions import RegionRun, adjoint_transform, run_adjoint, run_ctrl
+
+__all__ = ["adjoint", "ctrl"]
+
+
+def _qml():
+    import pennylane as qml
+
+    return qml
+
+
+def _check_operand(f: Any) -> None:
+    qml = _qml()
+    if not (isinstance(f, qml.operation.Operator) or callable(f)):
+        raise ValueError(f"Expected a callable or a qml.Operator, not {f!r}")
+
+
+def _wires_of(gates: Sequence[Any], first: Sequence[Any] = ()) -> list:
+    """``first``, then the wires of ``gates`` in order of appearance, each once."""
+    seen: list = list(first)
+    for gate in gates:
+        seen += [w for w in gate.wires if w not in seen]
+    return seen
+
+
+@functools.cache
+def _classes() -> tuple[type, type]:
+    qml = _qml()
+
+    class HybridAdjoint(qml.operation.Operator):
+        """The adjoint of a quantum function, as applied in a compiled circuit."""
+
+        def __init__(self, run: RegionRun, wires: Sequence[Any]):
+            self._run = run
+            super().__init__(wires=wires)
+
+        @property
+        def has_decomposition(self) -> bool:
+            return not self._run.control_flow
+
+        def decomposition(self) -> list:
+            if self._run.control_flow:
+                raise qml.operation.DecompositionUndefinedError(
+                    f"{self.name} applied loops or branches, whose gates are not operators of the "
+                    "circuit; only a function of gates has a decomposition."
+                )
+            return list(self._run.gates)
+
+    class HybridCtrl(HybridAdjoint):
+        """The controlled version of a quantum function, as applied in a compiled circuit."""
+
+        def __init__(self, run: RegionRun, control: Sequence[Any], control_values: Sequence[Any],
+                     work_wires: Sequence[Any], work_wire_type: str):
+            self.control_wires = qml.wires.Wires(control)
+            self.control_values = list(control_values)
+            self.work_wires = qml.wires.Wires(work_wires)
+            self.work_wire_type = work_wire_type
+            super().__init__(run, _wires_of(run.gates, control))
+
+    return HybridAdjoint, HybridCtrl
+
+
+def _region_operator(make: Callable[[], Any]) -> Any:
+    with _qml().QueuingManager.stop_recording():  # a record of what was applied, not a gate
+        return make()
+
+
+def adjoint(f: Any, lazy: bool = True) -> Any:
+    """Catalyst's ``adjoint``: of an operator, ``qml.adjoint(f, lazy)``; of a quantum function, a
+    function that applies its adjoint and returns an operator describing it (see the module
+    docstring); of an operator class (``adjoint(qml.RX)(x, wires=0)``), the adjoint operator."""
+    _check_operand(f)
+    qml = _qml()
+    state = compiling_state()
+    if state is None or isinstance(f, qml.operation.Operator):
+        return qml.adjoint(f, lazy=lazy)
+    if isinstance(f, type) and issubclass(f, qml.operation.Operator):
+        return adjoint_transform(state, f, lazy)  # an operator class: its adjoint operator
+
+    @functools.wraps(f)
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        run = run_adjoint(state, f, lazy, args, kwargs)
+        return _region_operator(lambda: _classes()[0](run, _wires_of(run.gates)))
+
+    return apply
+
+
+def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = None,
+         work_wire_type: str = "borrowed") -> Any:
+    """Catalyst's ``ctrl``: of an operator, ``qml.ctrl(f, control, ...)``; of a quantum function,
+    a function that applies it controlled by ``control`` (wires having ``control_values``, all 1
+    by default) and returns an operator describing it (see the module docstring)."""
+    _check_operand(f)
+    qml = _qml()
+    options = (control, control_values, work_wires, work_wire_type)
+    state = compiling_state()
+    if state is None or isinstance(f, qml.operation.Operator):
+        return qml.ctrl(f, *options)
+    controls = qml.wires.Wires(control)
+    values = [True] * len(controls) if control_values is None else (
+        list(control_values) if isinstance(control_values, (list, tuple)) else [control_values])
+    if len(values) != len(controls):
+        raise ValueError(
+            f"control_values should be the same length as control wires: got {len(values)} values "
+            f"for {len(controls)} wires."
+        )
+    spare = qml.wires.Wires([] if work_wires is None else work_wires)
+
+    @functools.wraps(f)
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        run = run_ctrl(state, f, options, args, kwargs)
+        return _region_operator(lambda: _classes()[1](run, controls, values, spare, work_wire_type))
+
+    return apply

@@ -1,0 +1,201 @@
+"""Operations inside compiled QNodes beyond the named gates: operations applied by their matrix,
+``qml.Snapshot`` (returned as Catalyst returns snapshots), and ``catalyst_lite.adjoint``/``ctrl``
+(Catalyst's signatures, returning operators). Results against ``default.qubit``; structures and
+errors against Catalyst 0.15."""
+
+import jax.numpy as jnp
+import numpy as np
+import pennylane as qml
+import pytest
+
+import catalyst_lite
+from catalyst_lite import CatalystLiteError, for_loop, qjit
+
+TOL = 1e-10
+
+
+def dev(n=3):
+    return qml.device("default.qubit", wires=n)
+
+
+class XXRotation(qml.operation.Operation):
+    """A user's operation with a matrix and no decomposition."""
+
+    num_wires = 2
+    num_params = 1
+
+    @staticmethod
+    def compute_matrix(theta):
+        c, s = jnp.cos(theta / 2), -1j * jnp.sin(theta / 2)
+        return jnp.array([[c, 0, 0, s], [0, c, s, 0], [0, s, c, 0], [s, 0, 0, c]])
+
+
+def test_operations_with_a_matrix_and_no_decomposition_are_applied_by_it():
+    block = np.array([[0.1, 0.2], [0.3, 0.4]])
+
+    def circuit(x):
+        qml.Hadamard(0)
+        XXRotation(x, wires=[0, 2])
+        XXRotation(0.4, wires=[1, 2])
+        qml.BlockEncode(block, wires=[1, 2])
+        qml.adjoint(XXRotation(x, wires=[2, 0]))
+        qml.ctrl(XXRotation(x * 2, wires=[2, 0]), control=1, control_values=0)
+        return qml.state()
+
+    np.testing.assert_allclose(qjit(qml.qnode(dev())(circuit))(0.3), qml.qnode(dev())(circuit)(0.3), atol=TOL)
+
+
+def test_an_operation_without_matrix_or_decomposition_is_named():
+    class Opaque(qml.operation.Operation):
+        num_wires = 1
+
+    with pytest.raises(CatalystLiteError, match="Opaque.*neither a decomposition nor a matrix"):
+        qjit(qml.qnode(dev())(lambda: (Opaque(wires=0), qml.state())[1]))()
+
+
+# --- qml.Snapshot ---------------------------------------------------------------------------------
+
+
+def _snapshotted(x):
+    qml.Snapshot()
+    qml.Hadamard(0)
+    qml.Snapshot("after_h")
+    qml.RX(x, 1)
+    qml.CNOT([0, 2])
+    qml.Snapshot(measurement=qml.state())
+    return qml.expval(qml.Z(1)), qml.probs(wires=[0])
+
+
+def test_snapshots_come_first_as_catalyst_returns_them():
+    snapshots, (expval, probs) = qjit(qml.qnode(dev())(_snapshotted))(0.3)
+    expected = qml.snapshots(qml.qnode(dev())(_snapshotted))(0.3)
+    assert isinstance(snapshots, list) and len(snapshots) == 3
+    for actual, key in zip(snapshots, [0, "after_h", 2]):
+        np.testing.assert_allclose(actual, expected[key], atol=TOL)
+    np.testing.assert_allclose(expval, expected["execution_results"][0], atol=TOL)
+    np.testing.assert_allclose(probs, expected["execution_results"][1], atol=TOL)
+
+
+def test_snapshot_with_one_result_and_with_shots():
+    @qjit
+    @qml.qnode(dev(1))
+    def single(x: float):
+        qml.RY(x, 0)
+        qml.Snapshot()
+        return qml.expval(qml.Z(0))
+
+    (state,), value = single(0.5)
+    np.testing.assert_allclose(state, [np.cos(0.25), np.sin(0.25)], atol=TOL)
+    np.testing.assert_allclose(value, np.cos(0.5), atol=TOL)
+
+    @qjit(seed=3)
+    @qml.set_shots(shots=5)
+    @qml.qnode(dev(1))
+    def sampled():
+        qml.X(0)
+        qml.Snapshot()
+        return qml.sample()
+
+    (state,), samples = sampled()
+    np.testing.assert_allclose(state, [0, 1], atol=TOL)
+    assert samples.shape == (5, 1) and (samples == 1).all()
+
+
+def test_snapshot_of_another_measurement_is_catalysts_error():
+    def circuit():
+        qml.Snapshot(measurement=qml.expval(qml.Z(0)))
+        return qml.state()
+
+    with pytest.raises(NotImplementedError, match=r"only supports qml.state\(\)"):
+        qjit(qml.qnode(dev())(circuit))()
+
+
+def test_snapshot_inside_a_loop_is_refused():
+    def circuit(n: int):
+        @for_loop(0, n, 1)
+        def loop(i):
+            qml.RX(0.1, wires=i)
+            qml.Snapshot()
+
+        loop()
+        return qml.state()
+
+    with pytest.raises(CatalystLiteError, match="Snapshot inside a for_loop"):
+        qjit(qml.qnode(dev())(circuit))
+
+
+# --- catalyst_lite.adjoint and catalyst_lite.ctrl --------------------------------------------------
+
+
+def _entangle(x):
+    qml.RX(x, 0)
+    qml.CNOT([0, 1])
+    qml.RY(x / 2, 1)
+
+
+def test_adjoint_and_ctrl_of_functions_return_operators_as_catalyst():
+    seen = {}
+
+    def lite(x):
+        qml.Hadamard(2)
+        adj = catalyst_lite.adjoint(_entangle)(x)
+        ctl = catalyst_lite.ctrl(_entangle, control=2, control_values=0)(x)
+        seen.update(adj=adj, ctl=ctl)
+        return qml.state()
+
+    def reference(x):
+        qml.Hadamard(2)
+        qml.adjoint(_entangle)(x)
+        qml.ctrl(_entangle, control=2, control_values=0)(x)
+        return qml.state()
+
+    np.testing.assert_allclose(qjit(qml.qnode(dev())(lite))(0.4), qml.qnode(dev())(reference)(0.4), atol=TOL)
+    adj, ctl = seen["adj"], seen["ctl"]
+    assert isinstance(adj, qml.operation.Operator) and adj.wires.tolist() == [1, 0]
+    assert [g.name for g in adj.decomposition()] == ["Adjoint(RY)", "Adjoint(CNOT)", "Adjoint(RX)"]
+    assert ctl.wires.tolist() == [2, 0, 1] and ctl.control_wires.tolist() == [2]
+    assert ctl.work_wire_type == "borrowed" and ctl.control_values == [0]
+    assert [g.name for g in ctl.decomposition()] == ["C(RX)", "MultiControlledX", "C(RY)"]
+
+
+def test_adjoint_and_ctrl_of_operators_and_classes_are_pennylanes():
+    def lite(x):
+        catalyst_lite.adjoint(qml.RX(x, 1))
+        catalyst_lite.ctrl(qml.RY(x, 0), control=[1, 2], control_values=[0, 0])
+        op = catalyst_lite.adjoint(qml.RZ, lazy=False)(x, wires=2)
+        assert op.name == "RZ"  # lazy=False: the operator's own adjoint
+        return qml.state()
+
+    def reference(x):
+        qml.adjoint(qml.RX(x, 1))
+        qml.ctrl(qml.RY(x, 0), control=[1, 2], control_values=[0, 0])
+        qml.RZ(-x, wires=2)
+        return qml.state()
+
+    np.testing.assert_allclose(qjit(qml.qnode(dev())(lite))(0.9), qml.qnode(dev())(reference)(0.9), atol=TOL)
+
+
+def test_adjoint_of_a_loop_returns_an_operator_without_decomposition():
+    seen = {}
+
+    def circuit(x, n: int):
+        def ladder():
+            @for_loop(0, n, 1)
+            def rung(i):
+                qml.RY(x * (i + 1), wires=i)
+
+            rung()
+
+        ladder()
+        seen["op"] = catalyst_lite.adjoint(ladder)()
+        return qml.probs()
+
+    np.testing.assert_allclose(qjit(qml.qnode(dev())(circuit))(0.7, 3), np.eye(8)[0], atol=TOL)
+    with pytest.raises(qml.operation.DecompositionUndefinedError, match="loops or branches"):
+        seen["op"].decomposition()
+
+
+@pytest.mark.parametrize("make", [lambda: catalyst_lite.adjoint(5), lambda: catalyst_lite.ctrl(5, control=0)])
+def test_adjoint_and_ctrl_of_something_else_raise_catalysts_error(make):
+    with pytest.raises(ValueError, match="Expected a callable or a qml.Operator"):
+        make()
