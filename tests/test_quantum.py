@@ -359,11 +359,6 @@ def test_variance_of_a_traced_sum_with_shots_is_a_clear_error():
         qjit(seed=1)(circuit)(0.3)
 
 
-def test_device_without_fixed_wires():
-    with pytest.raises(ValueError, match="fixed number of wires"):
-        qjit(qml.qnode(qml.device("default.qubit"))(lambda: qml.expval(qml.Z(0))))()
-
-
 def _equation_count(jaxpr, skip=()) -> int:
     """Equations of ``jaxpr`` and the jaxprs nested in it, except those of primitives ``skip``."""
     return sum((e.primitive.name not in skip) + sum(_equation_count(sub, skip) for sub in jax.core.jaxprs_in_params(e.params))
@@ -408,14 +403,6 @@ def test_fused_blocks_match_pennylane_on_every_gate_kind():
         return qml.state()
 
     assert np.allclose(qjit(qml.qnode(dev(4))(circuit))(0.7), qml.qnode(dev(4))(circuit)(0.7), atol=1e-10)
-
-
-def test_traced_number_of_wires_is_a_wire_error():
-    def f(n: int):
-        return qml.qnode(qml.device("default.qubit", wires=n))(lambda: qml.expval(qml.Z(0)))()
-
-    with pytest.raises(ValueError, match="Python integer"):
-        qjit(f)
 
 
 def test_pennylane_qjit_dispatches_adjoint_ctrl_measure():

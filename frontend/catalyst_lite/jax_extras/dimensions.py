@@ -145,11 +145,34 @@ def _compute_example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes)
     inputs = [example_value(t, symbols) for t in eqn.in_tracers]
     if any(v is None for v in inputs):
         return None
+    if _exceeds_int64(eqn, inputs):
+        # `2**n` at a generic `n`: a size of its own (the same for the same inputs).
+        return symbols[(eqn.primitive, *(np.asarray(v).item() for v in inputs), *eqn.params.values())]
     with core.eval_context(), suspended():  # plain JAX, on numbers
         out = eqn.primitive.bind(*inputs, **eqn.params)
     if eqn.primitive.multiple_results:
         out = out[eqn.outvars.index(tracer.val)]
     return np.asarray(out).item()
+
+
+_EXPONENTIALS = {
+    lax.shift_left_p: lambda base, shift: float(base) * 2.0 ** min(float(shift), 2000.0),
+    lax.pow_p: lambda base, exponent: abs(float(base)) ** min(float(exponent), 2000.0),
+    lax.integer_pow_p: lambda base, *, y: abs(float(base)) ** min(float(y), 2000.0),
+}
+
+
+def _exceeds_int64(eqn: Any, inputs: list) -> bool:
+    """``eqn`` computes an exponential (``1 << n``, ``2 ** n``) too large for 64 bits at these
+    generic inputs: evaluating it would wrap around (``1 << n`` is 0), so it gets a generic value
+    of its own (large, like every generic size) instead."""
+    estimate = _EXPONENTIALS.get(eqn.primitive)
+    if estimate is None:
+        return False
+    try:
+        return abs(estimate(*inputs, **eqn.params)) >= 2.0**62
+    except OverflowError:
+        return True
 
 
 def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:

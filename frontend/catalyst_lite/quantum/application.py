@@ -3,7 +3,8 @@
 - Runs of gates whose wires are Python integers are planned by :mod:`.fusion` (repeated layers
   as loops, fused blocks in one pass each); long irregular ones become tables of fused blocks,
   applied by one loop each (:mod:`.table`).
-- Runs with traced wires (a loop index) go to the index kernel :func:`.statevector.apply_matrix`:
+- Runs with traced wires (a loop index), and every gate when the number of wires is traced, go
+  to the index kernel :func:`.statevector.apply_matrix`:
   each run of consecutive gates of one shape becomes one counted loop over their stacked matrices,
   wires and control values, so the program's size does not grow with the circuit's.
 
@@ -94,6 +95,8 @@ def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
     """``records`` applied to ``vector`` in order: runs of gates on known wires planned by
     :mod:`.fusion` (fused blocks, repeated stretches as loops), the others by gate kernels."""
     n = state_carry.n_wires
+    if isinstance(n, Tracer):  # a symbolic number of wires: no wire is a known bit position
+        return _apply_by_shape(state_carry, vector, records)
     for known, run in _runs_by_wire_kind(records):
         if known:
             vector = apply_known_wires(state_carry, vector, run, n,

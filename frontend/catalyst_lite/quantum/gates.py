@@ -15,15 +15,19 @@ matrix.
 
 from __future__ import annotations
 
+import functools
+import operator
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import QuantumOperationError, WireError
+from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
 from ..jax_extras.provenance import vectorized_stack
+from .statevector import basis_indices, bit_mask, outcome_index
+from .wires import WireMap
 
 __all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
 
@@ -136,37 +140,6 @@ def stacked_matrices(run: Sequence[GateRecord]) -> Any:
     return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), np.argsort(order), axis=0)
 
 
-class WireMap:
-    """Device wire labels to indices; traced wires are taken to be indices already.
-
-    >>> WireMap(["a", "b"]).index("b", "PauliX")
-    1
-    """
-
-    def __init__(self, labels: Sequence[Any]):
-        self.labels = list(labels)
-        self.n_wires = len(self.labels)
-
-    def index(self, wire: Any, op_name: str) -> Any:
-        if isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray)):
-            if self.labels != list(range(self.n_wires)):
-                raise WireError(
-                    f"{op_name} acts on a traced wire, but the device's wires are labelled "
-                    f"{self.labels}; traced wires need a device with wires=<int>."
-                )
-            return jnp.asarray(wire, jnp.int64)
-        label = wire.item() if isinstance(wire, np.ndarray) else wire
-        if label not in self.labels:
-            raise WireError(
-                f"{op_name} acts on wire {label!r}, which the device does not have (its wires "
-                f"are {self.labels})."
-            )
-        return self.labels.index(label)
-
-    def indices(self, wires: Sequence[Any], op_name: str) -> tuple:
-        return tuple(self.index(w, op_name) for w in wires)
-
-
 def _qml():
     import pennylane as qml
 
@@ -227,18 +200,23 @@ def _global_phase_record(op: Any, wires: WireMap) -> GateRecord:
 def initial_state(op: Any, wires: WireMap) -> Any:
     """The state ``StatePrep(vector, W)`` prepares from ``|0...0>``, as ``default.qubit`` does
     for a circuit's first operation: ``vector`` on the wires ``W`` (its first entry's bit order
-    is that of ``W``), the other wires in ``|0>``. Array operations; ``vector`` may be traced."""
+    is that of ``W``), the other wires in ``|0>``. Array operations; ``vector``, the wires and
+    their number may be traced."""
     targets = list(wires.indices(op.wires, op.name))
-    if not all(isinstance(t, int) for t in targets):
-        raise QuantumOperationError(f"{op.name} on traced wires is not supported; pass wire labels.")
     if getattr(op, "batch_size", None):
         raise QuantumOperationError(f"{op.name} with broadcast (batched) states is not supported.")
     vector = op.parameters[0].toarray() if getattr(op, "is_sparse", False) else op.parameters[0]
+    vector = jnp.asarray(vector, jnp.complex128).reshape(-1)
     n, k = wires.n_wires, len(targets)
+    if wires.traced or not all(isinstance(t, int) for t in targets):
+        # Amplitude i takes the vector's entry at its targets' bits, where the other bits are 0.
+        indices = basis_indices(n)
+        others_zero = (indices & ~functools.reduce(operator.or_, [bit_mask(t, n) for t in targets])) == 0
+        entry = vector.at[outcome_index(indices, targets, n)].get(mode="promise_in_bounds")
+        return jnp.where(others_zero, entry, 0)
     others = [w for w in range(n) if w not in targets]
     # Rows: the W wires in W's order; column 0: the other wires all in |0>.
-    table = jnp.zeros((2**k, 2 ** (n - k)), jnp.complex128).at[:, 0].set(
-        jnp.asarray(vector, jnp.complex128).reshape(-1))
+    table = jnp.zeros((2**k, 2 ** (n - k)), jnp.complex128).at[:, 0].set(vector)
     return jnp.transpose(table.reshape((2,) * n), np.argsort(targets + others)).reshape(-1)
 
 

@@ -17,16 +17,19 @@ Pauli sentence (a bit flip and a sign per word, no matrix); other observables wi
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 import jax.numpy as jnp
 from jax import lax
 
 from ..errors import QuantumOperationError
-from .gates import WireMap
+from ..jax_extras import Tracer
 from .sampling import measured_wires, measurement_kind, shot_records, statistic, value_record
 from .shots import ShotPlan
-from .statevector import apply_matrix, basis_indices, probabilities, wire_bits
+from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
+from .wires import WireMap
 
 __all__ = ["measure_terminal", "exact_measurement", "SUPPORTED_MEASUREMENTS", "apply_observable"]
 
@@ -38,18 +41,21 @@ def _pauli_word_apply(state, word: dict, coeff: Any, n_wires: int, wires: WireMa
     and a per-amplitude sign/phase."""
     # The barrier keeps XLA from constant-folding index arithmetic into 2**n-element literals.
     indices = lax.optimization_barrier(basis_indices(n_wires))
-    flip = 0
+    flips = []
     factor = jnp.asarray(coeff, jnp.complex128)
     for label, pauli in word.items():
         w = wires.index(label, "observable")
         bit = wire_bits(indices, w, n_wires)
         if pauli in "XY":
-            flip |= 1 << (n_wires - 1 - w)
+            flips.append(bit_mask(w, n_wires))
         if pauli == "Y":
             factor = factor * 1j * (2 * bit - 1)
         elif pauli == "Z":
             factor = factor * (1 - 2 * bit)
-    return factor * (state if flip == 0 else jnp.take(state, indices ^ flip))
+    if not flips:
+        return factor * state
+    partner = indices ^ functools.reduce(operator.or_, flips)
+    return factor * state.at[partner].get(mode="promise_in_bounds", unique_indices=True)
 
 
 def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
@@ -68,8 +74,14 @@ def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
     return apply_matrix(state, obs.matrix(), wires.indices(obs.wires, obs.name), n_wires)
 
 
-def _marginal(probs, targets: tuple, n_wires: int):
-    """Probabilities of the ``targets`` wires (in that order), the others summed out."""
+def _marginal(probs, targets: tuple | None, n_wires: Any):
+    """Probabilities of the ``targets`` wires (in that order, ``None``: all), the others summed
+    out."""
+    if targets is None:
+        return probs
+    if isinstance(n_wires, Tracer):  # a symbolic number of amplitudes: sum them by outcome
+        outcome = outcome_index(basis_indices(n_wires), targets, n_wires)
+        return jnp.stack([jnp.sum(jnp.where(outcome == j, probs, 0.0)) for j in range(2 ** len(targets))])
     tensor = probs.reshape((2,) * n_wires)
     others = tuple(a for a in range(n_wires) if a not in targets)
     summed = jnp.sum(tensor, axis=others) if others else tensor
@@ -100,7 +112,7 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
             raise QuantumOperationError("probs of an observable (probs(op=...)) is not supported; pass wires.")
         return _marginal(probabilities(state), measured_wires(mp, n_wires, wires), n_wires)
     if kind == "state":
-        if len(mp.wires) and len(mp.wires) != n_wires:
+        if len(mp.wires) and (isinstance(n_wires, Tracer) or len(mp.wires) != n_wires):
             raise QuantumOperationError("state() of a subset of wires (a density matrix) is not supported.")
         return state
     if kind in ("sample", "counts"):

@@ -54,15 +54,17 @@ from ..errors import QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing
 from . import prng
 from .application import apply_records
-from .gates import PREPARATIONS, GateRecord, WireMap, bit_flip_matrix, gate_records, initial_state
+from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch
 from .measurements import measure_terminal
+from .sampling import measurement_kind
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
 from .repeated import all_branches_results, one_shot_results
 from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
+from .wires import WireMap
 
 __all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
 
@@ -199,21 +201,33 @@ class QuantumState:
     :mod:`.regions`): operations queue into the innermost one.
     """
 
-    def __init__(self, n_wires: int, wires: WireMap, recorder: Any, pipeline: Any = None):
-        self.n_wires = n_wires
+    def __init__(self, wires: WireMap, recorder: Any, pipeline: Any = None):
         self.wires = wires
+        wires.on_grow = self._grow
         self.recorder = recorder
         self.pipeline = pipeline  # the QNode's own transforms (None or empty: none)
-        self.vector = zero_state(n_wires)
+        self.vector = zero_state(wires.n_wires)
         self.fresh = True  # still |0...0>, nothing applied: a StatePrep here is the initial state
         self.regions: list[Region] = []
         self.control_flow: RegionControlFlow | None = None  # the circuit's loops and branches
         self.snapshots: list = []  # the state at each qml.Snapshot, in order
         self._applying = False
 
+    @property
+    def n_wires(self) -> Any:
+        return self.wires.n_wires
+
     def get(self):
         self.flush()
         return self.vector
+
+    def _grow(self, added: int) -> None:
+        """``added`` wires were allocated (a device with ``wires=None``): they join the state in
+        ``|0>``. Inside a loop or branch the state's size is fixed: the circuit runs again, with
+        these wires from the start."""
+        if self.control_flow is not None and self.control_flow.depth:
+            raise WiresAllocated()
+        self.vector = jnp.kron(self.vector, zero_state(added))
 
     def set(self, value) -> None:
         self.vector = value
@@ -321,7 +335,14 @@ class CircuitRun:
     policy: McmPolicy
 
 
+class WiresAllocated(Exception):
+    """A device with ``wires=None`` met a new wire inside a loop or branch: run the circuit again
+    (its wire map now holds the wire)."""
+
+
 def _device_wires(qnode) -> WireMap:
+    """The device's wires: its labels, a traced number (``wires=n`` inside the compiled function),
+    or allocated as the circuit uses them (``wires=None``), see :mod:`.wires`."""
     device = qnode.device
     name = getattr(device, "name", type(device).__name__)
     if name not in SUPPORTED_DEVICES:
@@ -329,13 +350,14 @@ def _device_wires(qnode) -> WireMap:
             f"catalyst_lite compiles QNodes on {' and '.join(SUPPORTED_DEVICES)}, not on {name}."
         )
     if device.wires is None:
-        raise WireError(
-            f"QNode {getattr(qnode, '__name__', qnode)}: the device {name} needs a fixed number "
-            "of wires (qml.device(..., wires=<int>)) to be compiled."
-        )
+        return WireMap.allocated_on_use()
     labels = list(device.wires.labels)
+    if len(labels) == 1 and isinstance(labels[0], Tracer):
+        if not jnp.issubdtype(labels[0].dtype, jnp.integer):
+            raise WireError(f"The number of wires of {name} must be an integer, got {labels[0].aval.str_short()}.")
+        return WireMap.counted(labels[0])
     if any(isinstance(l, Tracer) for l in labels):
-        raise WireError("The number of wires of a compiled device must be a Python integer, not a traced value.")
+        raise WireError(f"The wires of {name} are labels or one (possibly traced) number of wires, got {labels}.")
     return WireMap(labels)
 
 
@@ -348,7 +370,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
     the state as array operations of the program being traced."""
     recorder = recorder_class()()
-    state = QuantumState(wires.n_wires, wires, recorder, qnode_pipeline(qnode))
+    state = QuantumState(wires, recorder, qnode_pipeline(qnode))
     regions = RegionControlFlow(state)
     state.control_flow = regions
     stack = _circuits()
@@ -363,6 +385,8 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
             measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
             for m in measurements:
                 recorder.check_not_applied(m)
+                if m.mv is None:  # wires allocated on use: all of them before any result
+                    wires.indices(m.wires, measurement_kind(m))
             state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
         return CircuitRun(output, measurements, state, policy)
     finally:
@@ -387,7 +411,12 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     key = _traced().next_key()
     qfunc = qnode.func if qfunc is None else qfunc
     initial_key = key.get()
-    first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key)
+    while True:
+        try:
+            first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key)
+            break
+        except WiresAllocated:  # run again with the wires found so far, from the same key
+            key.set(initial_key)
     if first.policy.sites and config.method != "single-branch-statistics":
 
         def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:

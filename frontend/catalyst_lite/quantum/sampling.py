@@ -44,11 +44,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..errors import QuantumOperationError
 from . import prng
-from .gates import WireMap, gate_records
-from .statevector import apply_matrix, probabilities, wire_bits
+from .gates import gate_records
+from .wires import WireMap
+from .statevector import apply_matrix, outcome_index, probabilities, state_size, wire_bits
 
 __all__ = [
     "INVALID_SAMPLE",
@@ -76,9 +78,10 @@ def measurement_kind(mp: Any) -> str:
     return _KINDS.get(name, name)
 
 
-def measured_wires(mp: Any, n_wires: int, wires: WireMap) -> tuple:
-    """The wire indices a measurement without observable reads (all wires when it names none)."""
-    return wires.indices(mp.wires, measurement_kind(mp)) if len(mp.wires) else tuple(range(n_wires))
+def measured_wires(mp: Any, n_wires: Any, wires: WireMap) -> tuple | None:
+    """The wire indices a measurement without observable reads (``None``: all of them, in order,
+    when it names none)."""
+    return wires.indices(mp.wires, measurement_kind(mp)) if len(mp.wires) else None
 
 
 # --- drawing samples from a state ----------------------------------------------------------------
@@ -87,14 +90,6 @@ def measured_wires(mp: Any, n_wires: int, wires: WireMap) -> tuple:
 def _basis_samples(state, key, shots: Any, n_wires: int):
     """``shots`` basis indices drawn from ``|state|**2``."""
     return prng.sample_indices(key, probabilities(state), shots)
-
-
-def outcome_index(samples, targets: tuple, n_wires: int):
-    """The outcome of each sampled basis index on the ``targets`` wires, as an integer whose most
-    significant bit is the first target (the order of ``probs`` and of ``eigvals``)."""
-    k = len(targets)
-    return sum((wire_bits(samples, t, n_wires) << (k - 1 - m) for m, t in enumerate(targets)),
-               jnp.zeros_like(samples))
 
 
 def _rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
@@ -172,13 +167,14 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
     targets = measured_wires(mp, n_wires, wires)
     samples = _basis_samples(state, key, shots, n_wires)
     if kind == "sample":
-        if not targets:  # a device without wires: each shot records no bits
-            return samples.astype(jnp.int64)[:, None][:, :0]
+        if targets is None:  # every wire (none on a device without wires; a symbolic number)
+            positions = (n_wires - 1 - lax.iota(jnp.int64, n_wires)).astype(samples.dtype)
+            return ((samples[:, None] >> positions[None, :]) & 1).astype(jnp.int64)
         return jnp.stack([wire_bits(samples, t, n_wires) for t in targets], axis=-1).astype(jnp.int64)
     if kind in ("probs", "counts"):
         if obs is not None:
             raise QuantumOperationError("probs of an observable (probs(op=...)) is not supported; pass wires.")
-        return outcome_index(samples, targets, n_wires)
+        return samples if targets is None else outcome_index(samples, targets, n_wires)
     raise QuantumOperationError(
         f"catalyst_lite cannot compile {kind} with finite shots; supported: expval, var, probs, "
         "sample, counts."
@@ -221,11 +217,12 @@ def value_record(mp: Any):
 # --- statistics of records -----------------------------------------------------------------------
 
 
-def _outcome_count(mp: Any, n_wires: int) -> int:
-    """How many outcomes a ``probs``/``counts`` without observable has."""
+def _outcome_count(mp: Any, n_wires: Any) -> Any:
+    """How many outcomes a ``probs``/``counts`` without observable has (a traced size for all the
+    wires of a device with a traced number of them)."""
     if mp.mv is not None:
         return 2 ** len(_values(mp))
-    return 2 ** (len(mp.wires) if len(mp.wires) else n_wires)
+    return state_size(len(mp.wires) if len(mp.wires) else n_wires)
 
 
 def statistic(mp: Any, records, n_wires: int, valid=None):

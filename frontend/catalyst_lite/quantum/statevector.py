@@ -18,6 +18,7 @@ entries selected by its own target bits. No transpose, no Python branch on a wir
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -25,10 +26,13 @@ import numpy as np
 from jax import lax
 
 __all__ = [
+    "state_size",
     "zero_state",
     "bit_position",
+    "bit_mask",
     "basis_indices",
     "wire_bits",
+    "outcome_index",
     "controls_hold",
     "apply_matrix",
     "apply_tensor",
@@ -42,14 +46,36 @@ __all__ = [
 Wire = Any  # a Python int or a traced integer scalar: the wire's index on the device
 
 
-def zero_state(n_wires: int) -> jnp.ndarray:
+def state_size(n_wires: Any) -> Any:
+    """``2**n_wires``, the length of the state: a Python int, or a traced size when the number of
+    wires is traced (a symbolic dimension of the program).
+
+    >>> state_size(3)
+    8
+    """
+    if _is_static(n_wires):
+        return 2 ** int(n_wires)
+    # One size per traced number of wires: computed again (inside a loop body, say), it would be
+    # another dimension, and the state's length would seem to change.
+    known = _sizes.get(id(n_wires))
+    if known is not None and known[0]() is n_wires:
+        return known[1]
+    size = lax.shift_left(np.int64(1), jnp.asarray(n_wires, jnp.int64))
+    _sizes[id(n_wires)] = (weakref.ref(n_wires, lambda _, key=id(n_wires): _sizes.pop(key, None)), size)
+    return size
+
+
+_sizes: dict[int, tuple[Any, Any]] = {}  # id(traced number of wires) -> (weak reference to it, 2**n)
+
+
+def zero_state(n_wires: Any) -> jnp.ndarray:
     """``|0...0>`` as a flat ``complex128`` vector.
 
     >>> zero_state(2).tolist()
     [(1+0j), 0j, 0j, 0j]
     """
     # Behind a barrier, XLA builds it when run instead of folding it into a 2**n-element literal.
-    return (lax.optimization_barrier(lax.iota(INDEX, 2**n_wires)) == 0).astype(jnp.complex128)
+    return (lax.optimization_barrier(basis_indices(n_wires)) == 0).astype(jnp.complex128)
 
 
 INDEX = jnp.int32
@@ -62,8 +88,12 @@ def _is_static(x: Any) -> bool:
     return isinstance(x, (int, np.integer, bool, np.bool_))
 
 
-def _bit_mask(wire: Wire, n_wires: int) -> Any:
-    """``1 << bit_position(wire)`` as a 32-bit index."""
+def bit_mask(wire: Wire, n_wires: Any) -> Any:
+    """``1 << bit_position(wire)`` as a 32-bit index (a NumPy scalar when known).
+
+    >>> int(bit_mask(0, 3))
+    4
+    """
     p = bit_position(wire, n_wires)
     return np.int32(1 << p) if _is_static(p) else jnp.left_shift(np.int32(1), p)
 
@@ -74,14 +104,14 @@ def bit_position(wire: Wire, n_wires: int) -> Any:
     >>> bit_position(0, 3), bit_position(2, 3)
     (2, 0)
     """
-    if isinstance(wire, (int, np.integer)):
-        return n_wires - 1 - int(wire)
-    return (n_wires - 1 - wire).astype(INDEX)
+    if isinstance(wire, (int, np.integer)) and _is_static(n_wires):
+        return int(n_wires) - 1 - int(wire)
+    return jnp.asarray(n_wires - 1 - wire).astype(INDEX)
 
 
-def basis_indices(n_wires: int) -> jnp.ndarray:
+def basis_indices(n_wires: Any) -> jnp.ndarray:
     """``[0, 1, ..., 2**n - 1]``: the index of every amplitude (computed in the program)."""
-    return lax.iota(INDEX, 2**n_wires)
+    return lax.iota(INDEX, state_size(n_wires))
 
 
 def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
@@ -93,6 +123,19 @@ def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
     return (indices >> bit_position(wire, n_wires)) & 1
 
 
+def outcome_index(samples, targets: tuple, n_wires: int):
+    """The outcome of each basis index (sampled, or of every amplitude) on the ``targets`` wires,
+    as an integer whose most significant bit is the first target (the order of ``probs`` and of
+    ``eigvals``).
+
+    >>> outcome_index(basis_indices(2), (1, 0), 2).tolist()
+    [0, 2, 1, 3]
+    """
+    k = len(targets)
+    return sum((wire_bits(samples, t, n_wires) << (k - 1 - m) for m, t in enumerate(targets)),
+               jnp.zeros_like(samples))
+
+
 def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wires: int):
     """True where every control wire has its control value; a control wire ``< 0`` is unused
     (so that gates with fewer controls fit a fixed-size record). The controls are folded into one
@@ -102,10 +145,10 @@ def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wi
         if _is_static(wire):
             if wire < 0:
                 continue
-            bit = _bit_mask(wire, n_wires)
+            bit = bit_mask(wire, n_wires)
         else:
             used = wire >= 0
-            bit = jnp.where(used, _bit_mask(jnp.where(used, wire, 0), n_wires), np.int32(0))
+            bit = jnp.where(used, bit_mask(jnp.where(used, wire, 0), n_wires), np.int32(0))
         mask = mask | bit
         if _is_static(value) and _is_static(bit):
             pattern = pattern | (bit if value else np.int32(0))
@@ -160,7 +203,7 @@ def apply_matrix(
         return apply_tensor(state, matrix, targets, n_wires, controls, control_values)
     matrix = jnp.asarray(matrix, jnp.complex128)
     indices = basis_indices(n_wires)
-    masks = [_bit_mask(t, n_wires) for t in targets]
+    masks = [bit_mask(t, n_wires) for t in targets]
     row_bits = [wire_bits(indices, t, n_wires) for t in targets]
     new = _entries_by_row(matrix, 0, row_bits, k) * state
     for f in range(1, 2**k):

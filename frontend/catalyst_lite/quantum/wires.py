@@ -1,0 +1,110 @@
+"""A device's wires as indices of the state vector, in the three ways a device may have them.
+
+- **Labels** (``qml.device(..., wires=3)`` or ``wires=["a", "b"]``): a fixed list; wire ``k`` of
+  the list is index ``k``.
+- **A traced number** (``wires=n`` with ``n`` a value of the compiled function, as Catalyst's
+  dynamic qubit allocation): the wires are ``0 .. n - 1`` and ``n_wires`` is a traced size, so the
+  state vector has the symbolic length ``2**n`` and one trace serves every ``n``.
+- **Unspecified** (``wires=None``): the wires are allocated as the circuit uses them, as Catalyst's
+  automatic qubit management does: integer labels ``0 .. max`` (a wire ``w`` brings all wires
+  below it), other labels in the order they appear. ``on_grow`` is told how many wires were added
+  (the state grows by them, as the least significant wires, so existing indices keep their
+  meaning).
+
+A traced wire (a loop index) is taken to be an index already.
+
+>>> WireMap(["a", "b"]).index("b", "PauliX")
+1
+>>> growing = WireMap.allocated_on_use()
+>>> growing.index(2, "PauliX"), growing.n_wires
+(2, 3)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import WireError
+from ..jax_extras import Tracer
+
+__all__ = ["WireMap"]
+
+
+def _is_traced(wire: Any) -> bool:
+    return isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray))
+
+
+def _is_index(label: Any) -> bool:
+    return isinstance(label, (int, np.integer)) and not isinstance(label, bool) and label >= 0
+
+
+class WireMap:
+    """Device wire labels to state-vector indices (see the module docstring)."""
+
+    def __init__(self, labels: Sequence[Any] | None = (), n_wires: Any = None, growing: bool = False):
+        self.labels = None if labels is None else list(labels)
+        self.n_wires = len(self.labels) if n_wires is None else n_wires
+        self.growing = growing
+        self.on_grow: Callable[[int], None] = lambda added: None
+
+    @staticmethod
+    def counted(n_wires: Any) -> "WireMap":
+        """Wires ``0 .. n_wires - 1`` for a traced ``n_wires``."""
+        return WireMap(None, jnp.asarray(n_wires).astype(jnp.int64))
+
+    @staticmethod
+    def allocated_on_use(labels: Sequence[Any] = ()) -> "WireMap":
+        """Wires allocated as they are used, starting with ``labels``."""
+        return WireMap(labels, growing=True)
+
+    @property
+    def traced(self) -> bool:
+        """The number of wires is a traced value."""
+        return self.labels is None
+
+    @property
+    def by_index(self) -> bool:
+        """Every label is its own index (``0 .. n - 1``): a traced wire may address them."""
+        return self.labels is None or self.labels == list(range(self.n_wires))
+
+    def index(self, wire: Any, op_name: str) -> Any:
+        if _is_traced(wire):
+            if self.growing:
+                raise WireError(
+                    f"{op_name} acts on a traced wire on a device without a number of wires "
+                    "(wires=None), whose wires are allocated as the circuit names them: give the "
+                    "device a number of wires (wires=n, n may be an argument of the compiled function)."
+                )
+            if not self.by_index:
+                raise WireError(
+                    f"{op_name} acts on a traced wire, but the device's wires are labelled "
+                    f"{self.labels}; traced wires need a device with wires=<int>."
+                )
+            return jnp.asarray(wire, jnp.int64)
+        label = wire.item() if isinstance(wire, np.ndarray) else wire
+        if self.labels is None:
+            if not _is_index(label):
+                raise WireError(f"{op_name} acts on wire {label!r}; the wires of a device with a traced "
+                                "number of wires are the integers 0 .. n - 1.")
+            return int(label)
+        if label not in self.labels:
+            if not self.growing:
+                raise WireError(
+                    f"{op_name} acts on wire {label!r}, which the device does not have (its wires "
+                    f"are {self.labels})."
+                )
+            self._allocate(label)
+        return self.labels.index(label)
+
+    def indices(self, wires: Sequence[Any], op_name: str) -> tuple:
+        return tuple(self.index(w, op_name) for w in wires)
+
+    def _allocate(self, label: Any) -> None:
+        """Add ``label`` (an integer brings every smaller one with it) as the last wires."""
+        added = [w for w in range(label + 1) if w not in self.labels] if _is_index(label) else [label]
+        self.labels += added
+        self.n_wires = len(self.labels)
+        self.on_grow(len(added))

@@ -1,0 +1,163 @@
+"""Devices whose number of wires is a traced value (``qml.device(..., wires=n)`` inside the
+compiled function: the state vector has the symbolic length ``2**n``, one trace serves every
+``n``) or left unspecified (``wires=None``: wires allocated as the circuit uses them, as Catalyst's
+automatic qubit management). Results against ``default.qubit`` with the same number of wires."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pennylane as qml
+import pytest
+
+from catalyst_lite import CatalystLiteError, cond, for_loop, grad, measure, qjit
+
+TOL = 1e-10
+
+
+def reference(qfunc, n, *args, **device):
+    """``qfunc`` on ``default.qubit`` with ``n`` wires (``qfunc(n, *args)``)."""
+    return qml.qnode(qml.device("default.qubit", wires=n, **device))(lambda *a: qfunc(n, *a))(*args)
+
+
+def chain(n, x):
+    """Gates on known and traced wires, a Hermitian and a Pauli sum: every kind of measurement."""
+    qml.Hadamard(0)
+
+    @for_loop(0, n - 1, 1)
+    def ladder(i):
+        qml.RY(x * (i + 1), wires=i + 1)
+        qml.CNOT(wires=[i, i + 1])
+
+    ladder()
+    qml.Toffoli(wires=[0, 1, 2])
+    qml.IsingXX(x / 3, wires=[2, 0])
+    hermitian = qml.Hermitian(np.array([[1.0, 0.5j], [-0.5j, -1.0]]), wires=1)
+    return (qml.state(), qml.probs(), qml.probs(wires=[2, 0]), qml.expval(qml.X(0) @ qml.Z(2) + 0.5 * qml.Y(1)),
+            qml.var(qml.Z(1)), qml.expval(hermitian))
+
+
+@pytest.fixture(scope="module")
+def traced_chain():
+    @qjit
+    def run(n: int, x: float):
+        return qml.qnode(qml.device("default.qubit", wires=n))(chain)(n, x)
+
+    return run
+
+
+@pytest.mark.parametrize("n", [3, 4, 6])
+def test_traced_number_of_wires_matches_default_qubit(traced_chain, n):
+    for actual, expected in zip(traced_chain(n, 0.7), reference(chain, n, 0.7)):
+        np.testing.assert_allclose(actual, expected, atol=TOL)
+
+
+def test_the_state_has_a_symbolic_length_and_is_traced_once():
+    traces = []
+
+    @qjit
+    def run(n: int, x: float):
+        traces.append(n)
+        return qml.qnode(qml.device("default.qubit", wires=n))(chain)(n, x)
+
+    for n in (3, 4, 5):
+        run(n, 0.2)
+    assert len(traces) == 1
+    results = [v for v in run.jaxpr.jaxpr.outvars if getattr(v.aval, "dtype", None) == np.complex128]
+    (state,) = results
+    assert not isinstance(state.aval.shape[0], int)  # a variable of the program: 2**n
+    assert "tensor<?xcomplex<f64>>" in run.mlir
+
+
+def test_samples_counts_and_mid_circuit_measurements_on_a_traced_number_of_wires():
+    @qjit(seed=5)
+    def run(n: int):
+        @qml.set_shots(shots=20)
+        @qml.qnode(qml.device("default.qubit", wires=n))
+        def circuit():
+            qml.X(0)
+
+            @for_loop(1, n, 1)
+            def copy(i):
+                qml.CNOT(wires=[i - 1, i])
+
+            copy()
+            return qml.sample(), qml.counts(), qml.sample(wires=[0])
+
+        return circuit()
+
+    for n in (2, 4):
+        samples, (outcomes, counts), first = run(n)
+        assert samples.shape == (20, n) and samples.dtype == np.int64 and (samples == 1).all()
+        np.testing.assert_array_equal(outcomes, np.arange(2**n))
+        assert counts[-1] == 20 and counts.sum() == 20
+        assert first.shape == (20, 1)
+
+    @qjit(seed=2)
+    def branch(n: int, x: float):
+        @qml.qnode(qml.device("default.qubit", wires=n))
+        def circuit():
+            qml.RX(x, wires=n - 1)
+            m = measure(n - 1)
+
+            @cond(m)
+            def flip():
+                qml.X(0)
+
+            flip()
+            return qml.expval(qml.Z(0) @ qml.Z(n - 1))
+
+        return circuit()
+
+    assert np.isclose(branch(3, 1.1), 1.0) and np.isclose(branch(5, 0.4), 1.0)  # both flipped or neither
+
+
+def test_state_preparation_and_gradient_on_a_traced_number_of_wires():
+    def prepared(n, x):
+        qml.StatePrep(jnp.ones(4) / 2, wires=[n - 1, 0])
+        qml.RY(x, wires=1)
+        qml.CRZ(x * 2, wires=[1, n - 1])
+        return qml.expval(qml.Z(1) @ qml.X(n - 1))
+
+    @qjit
+    def run(n: int, x: float):
+        circuit = qml.qnode(qml.device("default.qubit", wires=n))(prepared)
+        return circuit(n, x), grad(lambda y: circuit(n, y))(x)
+
+    for n in (3, 4):
+        value, slope = run(n, 0.6)
+        np.testing.assert_allclose(value, reference(prepared, n, 0.6), atol=TOL)
+        expected = jax.grad(qml.qnode(qml.device("default.qubit", wires=n), interface="jax")(
+            lambda x: prepared(n, x)))(0.6)
+        np.testing.assert_allclose(slope, expected, atol=1e-8)
+
+
+def test_wires_allocated_on_use_as_catalyst():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 3])
+
+        @for_loop(0, 2, 1)
+        def loop(i):
+            qml.RY(x, wires=5)  # a new wire inside a loop: the circuit is traced again with it
+
+        loop()
+        return qml.probs(), qml.expval(qml.Z(3))
+
+    probs, z3 = qjit(qml.qnode(qml.device("default.qubit", wires=None))(circuit))(0.3)
+    assert probs.shape == (2**6,)  # wires 0 .. 5, as Catalyst allocates them
+    expected = qml.qnode(qml.device("default.qubit", wires=6))(circuit)(0.3)
+    np.testing.assert_allclose(probs, expected[0], atol=TOL)
+    np.testing.assert_allclose(z3, expected[1], atol=TOL)
+
+
+def test_wires_allocated_on_use_refuse_traced_wires():
+    def circuit(n: int):
+        @for_loop(0, n, 1)
+        def loop(i):
+            qml.X(wires=i)
+
+        loop()
+        return qml.probs()
+
+    with pytest.raises(CatalystLiteError, match="wires=None"):
+        qjit(qml.qnode(qml.device("default.qubit", wires=None))(circuit))
