@@ -199,3 +199,25 @@ def test_adjoint_of_a_loop_returns_an_operator_without_decomposition():
 def test_adjoint_and_ctrl_of_something_else_raise_catalysts_error(make):
     with pytest.raises(ValueError, match="Expected a callable or a qml.Operator"):
         make()
+
+
+# --- null.qubit -------------------------------------------------------------------------------------
+
+
+def test_null_qubit_simulates_nothing_and_shapes_results_as_pennylane():
+    def exact(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(0)), qml.probs(wires=[0, 1]), qml.state(), qml.var(qml.X(1))
+
+    def sampled(x):
+        qml.RX(x, 0)
+        return qml.sample(wires=[0, 1]), qml.expval(qml.Z(0)), qml.sample(qml.Z(0))
+
+    null = qml.device("null.qubit", wires=3)
+    for circuit, shots in ((exact, None), (sampled, 4)):
+        actual = qjit(qml.qnode(null, shots=shots)(circuit))(0.3)
+        expected = qml.qnode(null, shots=shots)(circuit)(0.3)
+        for a, e in zip(actual, expected):
+            assert a.shape == np.shape(e)
+            np.testing.assert_allclose(a, e, atol=TOL)

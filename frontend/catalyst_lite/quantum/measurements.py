@@ -26,7 +26,7 @@ from jax import lax
 
 from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
-from .sampling import measured_wires, measurement_kind, shot_records, statistic, value_record
+from .sampling import measured_wires, measurement_kind, shot_records, static_eigvals, statistic, value_record
 from .shots import ShotPlan
 from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
 from .wires import WireMap
@@ -126,16 +126,25 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
     )
 
 
-def measure_terminal(mp: Any, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), key=None):
+def measure_terminal(mp: Any, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), key=None,
+                     simulated: bool = True):
     """The value of the measurement process ``mp`` on the final ``state``: exact without shots;
     with finite ``shots``, the statistic of that many shots drawn with ``key`` (one per entry of
-    a shot vector, as a tuple)."""
-    if not shots.finite or measurement_kind(mp) == "state":
+    a shot vector, as a tuple). ``simulated=False``: the device simulates nothing
+    (``null.qubit``): every result has its shape, with expectation values and variances 0 and
+    every shot in the all-zero outcome, as PennyLane's ``null.qubit`` gives them."""
+    kind = measurement_kind(mp)
+    if not shots.finite or kind == "state":
+        if not simulated and kind in ("expval", "var"):
+            return jnp.zeros((), jnp.float64)
         return exact_measurement(mp, state, n_wires, wires)
     if getattr(mp, "mv", None) is not None:  # one branch (single-branch-statistics): every shot alike
         record = value_record(mp)
         records = jnp.broadcast_to(record, (shots.total,) + record.shape)
-    else:
+    elif not simulated and mp.obs is not None:  # an eigenvalue (the first for counts) or 0
+        first = static_eigvals(mp.obs).min() if kind == "counts" else 0.0
+        records = jnp.full((shots.total,), first, jnp.float64)
+    else:  # drawn from the state (null.qubit's is |0...0>: every shot the all-zero outcome)
         records = shot_records(mp, state, key, shots.total, n_wires, wires)
     if not shots.partitioned:
         return statistic(mp, records, n_wires)

@@ -68,7 +68,10 @@ from .wires import WireMap
 
 __all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
 
-SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit")
+SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit", "null.qubit")
+UNSIMULATED_DEVICES = ("null.qubit",)
+"""Devices that simulate nothing: results have their shapes, with PennyLane's ``null.qubit``
+values (see :func:`.measurements.measure_terminal`)."""
 _SKIPPED = frozenset({"Barrier"})
 
 _local = threading.local()
@@ -201,8 +204,9 @@ class QuantumState:
     :mod:`.regions`): operations queue into the innermost one.
     """
 
-    def __init__(self, wires: WireMap, recorder: Any, pipeline: Any = None):
+    def __init__(self, wires: WireMap, recorder: Any, pipeline: Any = None, simulated: bool = True):
         self.wires = wires
+        self.simulated = simulated  # False: a device that applies no gate (null.qubit)
         wires.on_grow = self._grow
         self.recorder = recorder
         self.pipeline = pipeline  # the QNode's own transforms (None or empty: none)
@@ -268,6 +272,9 @@ class QuantumState:
     def _apply_queued(self, measurements: Sequence[Any] | None) -> None:
         final = measurements is not None
         ops = self.recorder.take_operations(final)
+        if not self.simulated:  # nothing to apply; snapshots are of |0...0>
+            self.snapshots += [self._snapshot(op) for op in ops if op.name == "Snapshot"]
+            return
         if self.pipeline and (ops or final):  # the last segment: measurements are checked too
             ops = transformed_operations(self.pipeline, ops, measurements or ())
         records: list[GateRecord] = []
@@ -340,11 +347,15 @@ class WiresAllocated(Exception):
     (its wire map now holds the wire)."""
 
 
+def _device_name(qnode) -> str:
+    return getattr(qnode.device, "name", type(qnode.device).__name__)
+
+
 def _device_wires(qnode) -> WireMap:
     """The device's wires: its labels, a traced number (``wires=n`` inside the compiled function),
     or allocated as the circuit uses them (``wires=None``), see :mod:`.wires`."""
     device = qnode.device
-    name = getattr(device, "name", type(device).__name__)
+    name = _device_name(qnode)
     if name not in SUPPORTED_DEVICES:
         raise QuantumOperationError(
             f"catalyst_lite compiles QNodes on {' and '.join(SUPPORTED_DEVICES)}, not on {name}."
@@ -370,7 +381,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
     the state as array operations of the program being traced."""
     recorder = recorder_class()()
-    state = QuantumState(wires, recorder, qnode_pipeline(qnode))
+    state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
     regions = RegionControlFlow(state)
     state.control_flow = regions
     stack = _circuits()
@@ -417,7 +428,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
-    if first.policy.sites and config.method != "single-branch-statistics":
+    if first.policy.sites and config.method != "single-branch-statistics" and first.state.simulated:
 
         def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:
             return run_circuit(qnode, qfunc, args, kwargs, wires, policy, key)
@@ -441,7 +452,8 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan) -> Any:
     state = run.state
     leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
     values = [
-        measure_terminal(x, state.vector, state.n_wires, state.wires, shots, key.split() if shots.finite else None)
+        measure_terminal(x, state.vector, state.n_wires, state.wires, shots, key.split() if shots.finite else None,
+                         state.simulated)
         if _is_mp(x) else x
         for x in leaves
     ]
@@ -498,6 +510,8 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     if len(wire_list) != 1:
         raise QuantumOperationError(f"measure() measures exactly one wire, got {wire_list}.")
     wire = state.wires.index(wire_list[0], "measure")
+    if not state.simulated:  # null.qubit: every outcome is 0
+        return circuit.policy.outcome(0.0, postselect, circuit.key.split, circuit.regions.loop_depth > 0)
     vector = state.get()
     p1 = wire_probability(vector, wire, state.n_wires)
     outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, circuit.regions.loop_depth > 0)
