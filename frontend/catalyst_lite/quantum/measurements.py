@@ -79,9 +79,11 @@ def _marginal(probs, targets: tuple | None, n_wires: Any):
     out."""
     if targets is None:
         return probs
-    if isinstance(n_wires, Tracer):  # a symbolic number of amplitudes: sum them by outcome
+    if isinstance(n_wires, Tracer) or any(isinstance(t, Tracer) for t in targets):
+        # a symbolic number of amplitudes, or wires known only when the program runs: add every
+        # amplitude's probability to its outcome
         outcome = outcome_index(basis_indices(n_wires), targets, n_wires)
-        return jnp.stack([jnp.sum(jnp.where(outcome == j, probs, 0.0)) for j in range(2 ** len(targets))])
+        return jnp.zeros(2 ** len(targets), probs.dtype).at[outcome].add(probs)
     tensor = probs.reshape((2,) * n_wires)
     others = tuple(a for a in range(n_wires) if a not in targets)
     summed = jnp.sum(tensor, axis=others) if others else tensor

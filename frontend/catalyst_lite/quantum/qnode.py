@@ -56,7 +56,8 @@ from . import prng
 from .application import apply_records
 from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch
-from .measurements import measure_terminal
+from .gradients import gradient_method, with_exact_derivative
+from .measurements import exact_measurement, measure_terminal
 from .sampling import measurement_kind
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
@@ -428,6 +429,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
+    method = gradient_method(qnode, [measurement_kind(m) for m in first.measurements], shots.finite)
     if first.policy.sites and config.method != "single-branch-statistics" and first.state.simulated:
 
         def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:
@@ -441,22 +443,29 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         else:
             results = all_branches_results(run, first, key)
     else:
-        results = _terminal_results(first, key, shots)
+        results = _terminal_results(first, key, shots, method is not None and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
     return (first.state.snapshots, results) if first.state.snapshots else results
 
 
-def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan) -> Any:
+def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, differentiated: bool = False) -> Any:
     """The QNode's results from its final state: exact, or statistics of ``shots`` samples (a
-    tuple of results, one per entry of a shot vector)."""
+    tuple of results, one per entry of a shot vector). ``differentiated``: statistics of shots
+    have the derivatives of the exact ones (see :mod:`.gradients`)."""
     state = run.state
     leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
-    values = [
-        measure_terminal(x, state.vector, state.n_wires, state.wires, shots, key.split() if shots.finite else None,
-                         state.simulated)
-        if _is_mp(x) else x
-        for x in leaves
-    ]
+
+    def value(mp: Any) -> Any:
+        result = measure_terminal(mp, state.vector, state.n_wires, state.wires, shots,
+                                  key.split() if shots.finite else None, state.simulated)
+        if not (differentiated and shots.finite and mp.mv is None and measurement_kind(mp) in ("expval", "probs", "var")):
+            return result
+        exact = exact_measurement(mp, state.vector, state.n_wires, state.wires)
+        if shots.partitioned:
+            return tuple(with_exact_derivative(r, exact) for r in result)
+        return with_exact_derivative(result, exact)
+
+    values = [value(x) if _is_mp(x) else x for x in leaves]
     if not shots.partitioned:
         return jax.tree_util.tree_unflatten(tree, values)
     entries = range(len(shots.slices()))

@@ -47,6 +47,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatte
 
 from ..capture.switch import pennylane_capture_enabled
 from ..compiled import QJIT
+from ..quantum.gradients import differentiating
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.specialize import (
     Mode,
@@ -230,7 +231,9 @@ def differentiate(
     """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the
     ``differentiate`` equation (the design documents' ``bindNested``). ``operands_for(traced)``
     checks the traced function and returns the tangents or cotangents the transformation takes.
-    Returns the traced function and the equation's explicit results.
+    Returns the traced function and the equation's explicit results. QNodes that ``fn`` calls
+    check their ``diff_method`` against ``options.method`` (see
+    :mod:`catalyst_lite.quantum.gradients`).
 
     As in ``jax.grad``, ``argnums`` are positions among ``args``; keyword arguments bind by name
     and are not differentiated (values of the enclosing program among them are captured).
@@ -263,7 +266,8 @@ def differentiate(
         return Equation([*body.consts, *explicit, *extra], params, body.nimplicit_out)
 
     spec = NestedSpec(differentiate_p, equation, ExpansionStrategy(preserve_dimensions=True))
-    outs = bind_nested(spec, [Body(flat_fn, f"{api} of {function_name(fn)}", "sized")], selection.flat_args)
+    with differentiating(options.method):  # QNodes check their diff_method (quantum/gradients.py)
+        outs = bind_nested(spec, [Body(flat_fn, f"{api} of {function_name(fn)}", "sized")], selection.flat_args)
     return traced[-1], outs
 
 

@@ -1,0 +1,127 @@
+"""A QNode's ``diff_method`` when ``grad``/``jacobian``/``jvp``/``vjp`` differentiate it.
+
+A compiled circuit is array operations of the traced program, so its derivatives are those of the
+simulation (exact). What ``diff_method`` decides is which circuits may be differentiated, and how
+results estimated from shots get their derivatives:
+
+- ``None``: the QNode may not be differentiated (Catalyst's error);
+- ``"adjoint"``: ``expval`` results only; with shots, the exact derivative (as Catalyst's adjoint
+  method, which ignores shots);
+- ``"parameter-shift"``: ``expval`` and ``probs`` results; with shots, the derivative of the
+  exact statistic (the mean of the parameter-shift estimate) rather than zero;
+- ``"backprop"``: any real result, without shots (PennyLane's rule);
+- ``"finite-diff"``: as ``"backprop"`` but with shots allowed (derivatives of the exact statistic);
+- ``"best"``: ``"backprop"`` on ``default.qubit`` without shots, otherwise as Catalyst chooses:
+  ``"adjoint"`` on ``lightning.qubit`` when every result is an ``expval``, else
+  ``"parameter-shift"``.
+
+``grad(..., method="fd")`` differentiates the whole function by finite differences, circuit
+included, whatever ``diff_method`` says (as in Catalyst).
+
+>>> import pennylane as qml
+>>> qnode = qml.qnode(qml.device("lightning.qubit", wires=1))(lambda: qml.expval(qml.Z(0)))
+>>> with differentiating("auto"):
+...     gradient_method(qnode, ["expval"], shots_finite=False)
+'adjoint'
+>>> gradient_method(qnode, ["expval"], shots_finite=False) is None  # not being differentiated
+True
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Iterator, Sequence
+
+import jax
+import jax.numpy as jnp
+
+from ..errors import DifferentiableCompileError
+
+__all__ = ["differentiating", "gradient_method", "with_exact_derivative"]
+
+_local = threading.local()
+
+_ALLOWED_RESULTS = {"adjoint": ("expval",), "parameter-shift": ("expval", "probs")}
+
+
+def _methods() -> list[str]:
+    if not hasattr(_local, "methods"):
+        _local.methods = []
+    return _local.methods
+
+
+@contextlib.contextmanager
+def differentiating(method: str) -> Iterator[None]:
+    """While a function is traced to be differentiated with ``method`` (``"auto"`` or
+    ``"fd"``): QNodes called by it check their ``diff_method`` (:func:`gradient_method`)."""
+    _methods().append(method)
+    try:
+        yield
+    finally:
+        _methods().pop()
+
+
+def _best(qnode, kinds: Sequence[str], shots_finite: bool) -> str:
+    device = getattr(qnode.device, "name", "")
+    if "lightning" in device:
+        return "adjoint" if all(k == "expval" for k in kinds) else "parameter-shift"
+    return "parameter-shift" if shots_finite else "backprop"
+
+
+def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool) -> str | None:
+    """The QNode's effective ``diff_method`` while a ``grad``/``jacobian``... traces it with
+    ``method="auto"`` (``None`` otherwise), given the kinds of its results (``"expval"``,
+    ``"probs"``...). Raises :class:`~catalyst_lite.errors.DifferentiableCompileError` (Catalyst's
+    class) for a QNode that cannot be differentiated so."""
+    methods = _methods()
+    if not methods or methods[-1] != "auto":
+        return None
+    name = getattr(qnode, "__name__", None) or getattr(qnode.func, "__name__", "the QNode")
+    method = qnode.diff_method
+    if method is None:
+        raise DifferentiableCompileError(
+            f"Cannot differentiate a QNode explicitly marked non-differentiable (with "
+            f"diff_method=None): {name}. Give it a diff_method (e.g. 'parameter-shift'), or "
+            "differentiate by finite differences with grad(..., method='fd')."
+        )
+    if method == "best":
+        method = _best(qnode, kinds, shots_finite)
+    if method not in ("adjoint", "parameter-shift", "backprop", "finite-diff"):
+        raise DifferentiableCompileError(
+            f"Invalid gradient method: {method} (QNode {name}). catalyst_lite differentiates QNodes with "
+            "diff_method 'best', 'parameter-shift', 'adjoint', 'backprop' or 'finite-diff'."
+        )
+    allowed = _ALLOWED_RESULTS.get(method)
+    if allowed is not None:
+        if "var" in kinds:
+            raise DifferentiableCompileError(
+                f"Variance returns are forbidden in gradients (QNode {name}, diff_method={method!r}): "
+                "differentiate qml.expval of the observable and of its square instead, or use "
+                "diff_method='backprop'."
+            )
+        wrong = sorted({k for k in kinds if k not in allowed})
+        if wrong:
+            raise DifferentiableCompileError(
+                f"The {method} method can only be used for QNodes which return "
+                f"{' or '.join('qml.' + k for k in allowed)}; {name} returns {', '.join(wrong)}. "
+                "Use diff_method='backprop', or grad(..., method='fd')."
+            )
+    if method == "backprop" and shots_finite:
+        raise DifferentiableCompileError(
+            f"diff_method='backprop' differentiates exact results only, and QNode {name} has finite "
+            "shots: use diff_method='parameter-shift', or remove the shots."
+        )
+    return method
+
+
+def with_exact_derivative(estimate: jax.Array, exact: jax.Array) -> jax.Array:
+    """``estimate`` (a statistic of shots, whose derivative would be zero) with the derivative of
+    ``exact`` (the statistic of the state): the value of one, the derivative of the other.
+
+    >>> f = lambda x: with_exact_derivative(jnp.round(x ** 2), x ** 2)
+    >>> float(f(1.2)), float(jax.grad(f)(1.2))
+    (1.0, 2.4)
+    """
+    exact = jnp.asarray(exact, jnp.result_type(estimate))
+    return estimate + (exact - jax.lax.stop_gradient(exact))
