@@ -23,14 +23,14 @@ from .jax_extras import dynamic_jaxprs
 from .quantum import adjoint, ctrl, measure
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
-from . import debug
+from . import debug, passes
 from .debug import debug_assert
 from .settings import apply_import_defaults
 
 __version__ = "0.1.0"
 
 __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_grad", "jacobian", "jvp", "vjp",
-           "vmap", "switch", "pure_callback", "accelerate", "debug", "debug_assert",
+           "vmap", "switch", "pure_callback", "accelerate", "debug", "debug_assert", "passes",
            "measure", "adjoint", "ctrl",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
            "dynamic_jaxprs", "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",

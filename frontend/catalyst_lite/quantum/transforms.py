@@ -5,8 +5,11 @@ The circuit is applied one straight-line segment at a time (see :mod:`.qnode`), 
 of the QNode's compile pipeline runs on a tape of one segment's operations (the last segment's tape
 also holds the terminal measurements). Only transforms that rewrite the gates into one circuit are
 supported: each must return one tape, with the same measurements, and post-processing that hands
-its one result back unchanged. Anything else (``split_non_commuting``, gradient transforms, a
-transform that changes measurements) is a :class:`~catalyst_lite.errors.QuantumOperationError`.
+its one result back unchanged. Compiler passes (``qml.transform(pass_name=...)``, Catalyst's
+``passes.apply_pass``) and transforms that only change how a circuit is executed
+(``split_non_commuting``, ``dynamic_one_shot``) keep the results: see
+:data:`RESULT_PRESERVING_PASSES`. Anything else (gradient transforms, a transform that changes
+measurements) is a :class:`~catalyst_lite.errors.QuantumOperationError`.
 
 >>> import pennylane as qml
 >>> pipeline = qml.transforms.cancel_inverses(qml.qnode(qml.device("default.qubit", wires=1))(
@@ -19,9 +22,22 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..errors import QuantumOperationError
+from ..errors import CompileError, QuantumOperationError
 
-__all__ = ["transformed_operations", "qnode_pipeline"]
+__all__ = ["transformed_operations", "qnode_pipeline", "RESULT_PRESERVING_PASSES"]
+
+RESULT_PRESERVING_PASSES = frozenset({
+    # Catalyst's own passes: optimizations and decompositions of the gates
+    "cancel-inverses", "merge-rotations", "combine-global-phases", "disentangle-cnot",
+    "disentangle-swap", "parity-synth", "decompose-lowering", "graph-decomposition",
+    "ions-decomposition", "gridsynth", "diagonalize-final-measurements", "to-ppr", "commute-ppr",
+    "merge-ppr-ppm", "ppr-to-ppm", "ppm-compilation", "reduce-t-depth", "ppr-to-mbqc",
+    "decompose-arbitrary-ppr",
+    # how the circuit is executed: separate executions per measurement group, one per shot
+    "split-non-commuting", "dynamic-one-shot",
+})
+"""Compiler passes (``qml.transform(pass_name=...)``, Catalyst's ``passes.apply_pass``) that
+keep a circuit's results: compiled, they change nothing a result shows."""
 
 
 def qnode_pipeline(qnode: Any) -> Any:
@@ -38,11 +54,17 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
     tape = qml.tape.QuantumScript(list(ops), list(measurements))
     for i in range(len(pipeline)):
         name = str(pipeline[i]).strip("<>")
+        pass_name = getattr(pipeline[i], "pass_name", None)
+        if pass_name is not None and pipeline[i].tape_transform is None:
+            tape = _compiler_pass(pass_name, pipeline[i], tape)
+            continue
         try:
             tapes, post = pipeline[i : i + 1]((tape,))
         except Exception as e:  # PennyLane's own errors: name the transform that raised
             raise QuantumOperationError(f"The QNode's transform {name} failed on a compiled circuit: {e}") from e
         if len(tapes) != 1 or not _is_identity(post) or not _same_measurements(tapes[0], tape):
+            if _pass_name(pipeline[i]) in RESULT_PRESERVING_PASSES:  # split_non_commuting...
+                continue
             raise QuantumOperationError(
                 f"catalyst_lite cannot apply the QNode's transform {name}: it splits the circuit, "
                 "changes its measurements or post-processes its results: only transforms that "
@@ -51,6 +73,35 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             )
         tape = tapes[0]
     return list(tape.operations)
+
+
+def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
+    """``tape`` after the compiler pass ``pass_name`` (a ``qml.transform(pass_name=...)`` or
+    Catalyst's ``passes.apply_pass``, with no tape transform of its own). Every pass Catalyst
+    knows preserves the circuit's results: PennyLane's tape transform of the same name applies
+    it when it rewrites the gates into one circuit; otherwise (it splits the circuit, or has no
+    counterpart) the exact simulation already gives the results it preserves."""
+    import pennylane as qml
+
+    if pass_name not in RESULT_PRESERVING_PASSES:
+        raise CompileError(
+            f"unknown pass or pass pipeline: {pass_name}. catalyst_lite applies the passes "
+            f"{', '.join(sorted(RESULT_PRESERVING_PASSES))}; apply other transforms outside qjit "
+            "or as PennyLane tape transforms (qml.transform(tape_transform))."
+        )
+    counterpart = getattr(qml.transforms, pass_name.replace("-", "_"), None)
+    if getattr(counterpart, "tape_transform", None) is None:
+        return tape
+    tapes, post = counterpart(tape, *bound.args, **bound.kwargs)
+    if len(tapes) != 1 or not _is_identity(post) or not _same_measurements(tapes[0], tape):
+        return tape
+    return tapes[0]
+
+
+def _pass_name(bound: Any) -> str:
+    """The compiler pass named like a tape transform (``split_non_commuting``:
+    ``split-non-commuting``)."""
+    return getattr(bound.tape_transform, "__name__", "").replace("_", "-")
 
 
 def _is_identity(post: Any) -> bool:

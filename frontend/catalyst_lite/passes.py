@@ -1,0 +1,77 @@
+"""Catalyst's ``catalyst.passes``: compiler passes scheduled on a QNode by decorators.
+
+Each is PennyLane's ``qml.transform(pass_name=...)``: it records the pass in the QNode's compile
+pipeline and leaves the QNode's Python function as written. Every pass Catalyst ships keeps the
+circuit's results, and so does the compiled circuit: a pass with a PennyLane tape transform of the
+same name (``cancel-inverses``, ``merge-rotations``...) rewrites the gates with it, the others
+change nothing a result shows (see :mod:`catalyst_lite.quantum.transforms`). An unknown pass name
+is Catalyst's ``CompileError`` when the QNode compiles.
+
+>>> import pennylane as qml
+>>> from catalyst_lite import qjit
+>>> @qjit
+... @apply_pass("merge-rotations")
+... @qml.qnode(qml.device("default.qubit", wires=1))
+... def circuit(x: float):
+...     qml.RX(x, 0)
+...     qml.RX(x, 0)
+...     return qml.expval(qml.Z(0))
+>>> round(float(circuit(0.5)), 6)
+0.540302
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pennylane as qml
+
+from .errors import UnsupportedOperationError
+
+__all__ = [
+    "apply_pass", "apply_pass_plugin", "cancel_inverses", "combine_global_phases", "commute_ppr",
+    "decompose_arbitrary_ppr", "diagonalize_measurements", "disentangle_cnot", "disentangle_swap",
+    "graph_decomposition", "gridsynth", "ions_decomposition", "merge_ppr_ppm", "merge_rotations",
+    "parity_synth", "ppm_compilation", "ppr_to_mbqc", "ppr_to_ppm", "reduce_t_depth", "to_ppr",
+]
+
+
+def apply_pass(pass_name: str, *flags: Any, **valued_options: Any) -> Callable[[Any], Any]:
+    """A decorator scheduling the compiler pass ``pass_name`` (with its options) on a QNode."""
+
+    def decorator(qnode: Any) -> Any:
+        return qml.transform(pass_name=pass_name)(qnode, *flags, **valued_options)
+
+    return decorator
+
+
+def apply_pass_plugin(path_to_plugin: str | Path, pass_name: str, *flags: Any, **valued_options: Any):
+    """Catalyst's MLIR pass plugins: catalyst_lite compiles with XLA and runs no MLIR plugin."""
+    if not Path(path_to_plugin).exists():
+        raise FileNotFoundError(f"File '{path_to_plugin}' does not exist.")
+    raise UnsupportedOperationError(
+        f"apply_pass_plugin({str(path_to_plugin)!r}, {pass_name!r}): catalyst_lite compiles with XLA "
+        "and cannot load MLIR pass plugins. Apply the transformation as a PennyLane tape transform "
+        "(qml.transform) instead."
+    )
+
+
+cancel_inverses = qml.transform(pass_name="cancel-inverses")
+combine_global_phases = qml.transform(pass_name="combine-global-phases")
+commute_ppr = qml.transform(pass_name="commute-ppr")
+decompose_arbitrary_ppr = qml.transform(pass_name="decompose-arbitrary-ppr")
+diagonalize_measurements = qml.transform(pass_name="diagonalize-final-measurements")
+disentangle_cnot = qml.transform(pass_name="disentangle-cnot")
+disentangle_swap = qml.transform(pass_name="disentangle-swap")
+graph_decomposition = qml.transform(pass_name="graph-decomposition")
+gridsynth = qml.transform(pass_name="gridsynth")
+ions_decomposition = qml.transform(pass_name="ions-decomposition")
+merge_ppr_ppm = qml.transform(pass_name="merge-ppr-ppm")
+merge_rotations = qml.transform(pass_name="merge-rotations")
+parity_synth = qml.transform(pass_name="parity-synth")
+ppm_compilation = qml.transform(pass_name="ppm-compilation")
+ppr_to_mbqc = qml.transform(pass_name="ppr-to-mbqc")
+ppr_to_ppm = qml.transform(pass_name="ppr-to-ppm")
+reduce_t_depth = qml.transform(pass_name="reduce-t-depth")
+to_ppr = qml.transform(pass_name="to-ppr")
