@@ -221,3 +221,35 @@ def test_null_qubit_simulates_nothing_and_shapes_results_as_pennylane():
         for a, e in zip(actual, expected):
             assert a.shape == np.shape(e)
             np.testing.assert_allclose(a, e, atol=TOL)
+
+
+# --- measurements and options: observables' probabilities, Catalyst's errors ------------------------
+
+
+def test_probs_of_an_observable_are_in_its_eigenbasis_as_pennylane():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.probs(op=qml.X(0)), qml.probs(op=qml.Y(1) @ qml.Z(0)), qml.probs(op=qml.Hadamard(1))
+
+    for actual, expected in zip(qjit(qml.qnode(dev())(circuit))(0.7), qml.qnode(dev())(circuit)(0.7)):
+        np.testing.assert_allclose(actual, expected, atol=TOL)
+    sampled = qjit(seed=2)(qml.qnode(dev(), shots=4000)(circuit))(0.7)
+    for actual, expected in zip(sampled, qml.qnode(dev())(circuit)(0.7)):
+        np.testing.assert_allclose(actual, expected, atol=5 * 0.5 / np.sqrt(4000))
+
+
+def test_an_unsupported_measurement_names_what_to_use_instead():
+    def circuit():
+        qml.Hadamard(0)
+        return qml.vn_entropy(wires=[0])
+
+    with pytest.raises(CatalystLiteError, match=r"VnEntropyMP.*qml\.math\.vn_entropy"):
+        qjit(qml.qnode(dev())(circuit))()
+
+
+@pytest.mark.parametrize("seed, error", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError)])
+def test_a_seed_out_of_range_is_catalysts_error(seed, error):
+    with pytest.raises(error, match="seed"):
+        qjit(seed=seed)(lambda x: x)
+    assert float(qjit(seed=2**32 - 1)(lambda x: x)(1.0)) == 1.0

@@ -70,6 +70,27 @@ _ACCEPTED_OPTIONS = {
     "use_nameloc",
 }
 
+def _check_seed(seed: Any, name: str) -> None:
+    """``qjit(seed=...)`` is ``None`` or an unsigned 32-bit integer, as in Catalyst.
+
+    >>> _check_seed(2**32, "f")
+    Traceback (most recent call last):
+    ...
+    catalyst_lite.errors.ArgumentValueError: qjit(seed=4294967296) of f: Seed must be an unsigned 32-bit integer! Use a seed in 0..4294967295.
+    """
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ArgumentTypeError(
+            f"qjit(seed={seed!r}) of {name}: the seed must be an integer in 0..{2**32 - 1}, "
+            f"got {type(seed).__name__}."
+        )
+    if not 0 <= seed < 2**32:
+        raise ArgumentValueError(
+            f"qjit(seed={seed}) of {name}: Seed must be an unsigned 32-bit integer! Use a seed in 0..{2**32 - 1}."
+        )
+
+
 class QJIT:
     """A function compiled by :func:`qjit`. Call it like the original function.
 
@@ -96,6 +117,7 @@ class QJIT:
             raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
         functools.update_wrapper(self, fn)
         self.original_function = fn
+        _check_seed(options.get("seed"), function_name(fn))
         # What is traced: with autograph, fn with its Python control flow converted.
         self._function = run_autograph(fn, *autograph_include) if autograph else fn
         self.name = function_name(fn)

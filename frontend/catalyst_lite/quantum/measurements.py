@@ -26,7 +26,9 @@ from jax import lax
 
 from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
-from .sampling import measured_wires, measurement_kind, shot_records, static_eigvals, statistic, value_record
+from .sampling import (
+    measured_wires, measurement_kind, rotate_to_eigenbasis, shot_records, static_eigvals, statistic, value_record,
+)
 from .shots import ShotPlan
 from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
 from .wires import WireMap
@@ -110,8 +112,9 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
             return mean
         return jnp.real(jnp.vdot(applied, applied)) - mean**2
     if kind == "probs":
-        if mp.obs is not None:
-            raise QuantumOperationError("probs of an observable (probs(op=...)) is not supported; pass wires.")
+        if mp.obs is not None:  # probs(op=...): in the observable's eigenbasis, on its wires
+            rotated = rotate_to_eigenbasis(state, mp.obs, n_wires, wires)
+            return _marginal(probabilities(rotated), wires.indices(mp.obs.wires, kind), n_wires)
         return _marginal(probabilities(state), measured_wires(mp, n_wires, wires), n_wires)
     if kind == "state":
         if len(mp.wires) and (isinstance(n_wires, Tracer) or len(mp.wires) != n_wires):
@@ -122,10 +125,23 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
             f"{kind} needs a finite number of shots: set shots on the QNode with qml.set_shots "
             "(or qml.qnode(..., shots=...))."
         )
+    hint = _INSTEAD.get(kind, "")
     raise QuantumOperationError(
         f"catalyst_lite cannot compile the measurement {type(mp).__name__}. Supported: "
-        f"{', '.join(SUPPORTED_MEASUREMENTS)}."
+        f"{', '.join(SUPPORTED_MEASUREMENTS)}.{hint}"
     )
+
+
+_INSTEAD = {
+    kind: f" Instead, return qml.state() and compute it with {fn} (inside qjit too)."
+    for kind, fn in (
+        ("DensityMatrixMP", "qml.math.reduce_statevector(state, indices)"),
+        ("VnEntropyMP", "qml.math.vn_entropy(qml.math.dm_from_state_vector(state), indices)"),
+        ("MutualInfoMP", "qml.math.mutual_info(qml.math.dm_from_state_vector(state), indices0, indices1)"),
+        ("PurityMP", "qml.math.purity(qml.math.dm_from_state_vector(state), indices)"),
+    )
+}
+"""What to use instead of a measurement that does not compile, by kind."""
 
 
 def measure_terminal(mp: Any, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), key=None,

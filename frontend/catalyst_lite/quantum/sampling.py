@@ -92,7 +92,7 @@ def _basis_samples(state, key, shots: Any, n_wires: int):
     return prng.sample_indices(key, probabilities(state), shots)
 
 
-def _rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
+def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
     """``state`` after ``obs``'s diagonalizing gates: in this basis ``obs`` is diagonal, so a
     computational-basis sample picks one of its eigenvalues."""
     import pennylane as qml
@@ -118,7 +118,7 @@ def static_eigvals(obs) -> np.ndarray:
 
 def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMap):
     """``(shots,)`` eigenvalues of ``obs``: samples of ``state`` measured in its eigenbasis."""
-    rotated = _rotate_to_eigenbasis(state, obs, n_wires, wires)
+    rotated = rotate_to_eigenbasis(state, obs, n_wires, wires)
     position = outcome_index(_basis_samples(rotated, key, shots, n_wires),
                              wires.indices(obs.wires, obs.name), n_wires)
     return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
@@ -133,7 +133,7 @@ def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires:
         return jnp.ones((shots,), jnp.float64)
     with qml.QueuingManager.stop_recording():
         operation = qml.pauli.PauliWord(word).operation()
-    rotated = _rotate_to_eigenbasis(state, operation, n_wires, wires)
+    rotated = rotate_to_eigenbasis(state, operation, n_wires, wires)
     samples = _basis_samples(rotated, key, shots, n_wires)
     parity = sum(wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word) & 1
     return 1.0 - 2.0 * parity.astype(jnp.float64)
@@ -165,6 +165,9 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
     if kind in ("sample", "counts") and obs is not None:
         return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
     targets = measured_wires(mp, n_wires, wires)
+    if obs is not None:  # probs(op=...): outcomes in the observable's eigenbasis, on its wires
+        state = rotate_to_eigenbasis(state, obs, n_wires, wires)
+        targets = wires.indices(obs.wires, kind)
     samples = _basis_samples(state, key, shots, n_wires)
     if kind == "sample":
         if targets is None:  # every wire (none on a device without wires; a symbolic number)
@@ -172,8 +175,6 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
             return ((samples[:, None] >> positions[None, :]) & 1).astype(jnp.int64)
         return jnp.stack([wire_bits(samples, t, n_wires) for t in targets], axis=-1).astype(jnp.int64)
     if kind in ("probs", "counts"):
-        if obs is not None:
-            raise QuantumOperationError("probs of an observable (probs(op=...)) is not supported; pass wires.")
         return samples if targets is None else outcome_index(samples, targets, n_wires)
     raise QuantumOperationError(
         f"catalyst_lite cannot compile {kind} with finite shots; supported: expval, var, probs, "

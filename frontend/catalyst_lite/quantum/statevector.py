@@ -61,7 +61,7 @@ def state_size(n_wires: Any) -> Any:
     if known is not None and known[0]() is n_wires:
         return known[1]
     size = lax.shift_left(np.int64(1), jnp.asarray(n_wires, jnp.int64))
-    _sizes[id(n_wires)] = (weakref.ref(n_wires, lambda _, key=id(n_wires): _sizes.pop(key, None)), size)
+    _sizes[id(n_wires)] = (weakref.ref(n_wires, lambda _, key=id(n_wires), sizes=_sizes: sizes.pop(key, None)), size)
     return size
 
 
