@@ -3,6 +3,7 @@
 Rows (each measured in a fresh process, so that its peak memory is its own):
 
 - ``multiplier``: ``qml.Multiplier`` on 8 + 10 wires (about 4,300 gates once decomposed);
+- ``multiplier-x2``: two of them in a row (over 5,000 gates once decomposed);
 - ``random-5000``: 5,000 gates (rotations, ``CNOT``, ``Toffoli``, ``CRZ``, ``H``) on random
   wires of 16, known angles;
 - ``random-5000-traced``: the same with angles computed from the argument (``x * angle``);
@@ -27,7 +28,7 @@ import sys
 from typing import Any, Callable
 
 COMPILE_TARGET_S = 10.0
-ROWS = ("multiplier", "random-5000", "random-5000-traced", "qmc-16")
+ROWS = ("multiplier", "multiplier-x2", "random-5000", "random-5000-traced", "qmc-16")
 LITE = "catalyst_lite"
 CATALYST = "catalyst(lightning.qubit)"
 
@@ -42,6 +43,19 @@ def multiplier(qml: Any) -> tuple[int, Callable]:
         qml.BasisEmbedding(3, wires=x_wires)
         qml.RY(x, 0)
         qml.Multiplier(5, x_wires, mod=2**8, work_wires=work)
+        return qml.probs(wires=x_wires)
+
+    return 18, circuit
+
+
+def multipliers(qml: Any) -> tuple[int, Callable]:
+    x_wires, work = list(range(8)), list(range(8, 18))
+
+    def circuit(x: float):
+        qml.BasisEmbedding(3, wires=x_wires)
+        qml.RY(x, 0)
+        qml.Multiplier(5, x_wires, mod=2**8, work_wires=work)
+        qml.Multiplier(3, x_wires, mod=2**8, work_wires=work)
         return qml.probs(wires=x_wires)
 
     return 18, circuit
@@ -93,6 +107,7 @@ def qmc(qml: Any) -> tuple[int, Callable]:
 
 CIRCUITS: dict[str, Callable[[Any], tuple[int, Callable]]] = {
     "multiplier": multiplier,
+    "multiplier-x2": multipliers,
     "random-5000": lambda qml: _random_gates(5000, 16, False, qml),
     "random-5000-traced": lambda qml: _random_gates(5000, 16, True, qml),
     "qmc-16": qmc,

@@ -70,6 +70,7 @@ _ACCEPTED_OPTIONS = {
     "use_nameloc",
 }
 
+
 def _check_seed(seed: Any, name: str) -> None:
     """``qjit(seed=...)`` is ``None`` or an unsigned 32-bit integer, as in Catalyst.
 

@@ -8,6 +8,7 @@
 - :mod:`.application`, :mod:`.fusion`, :mod:`.statevector`, :mod:`.monomials`: applying gate
   records to the state vector (planned blocks, loops, kernels).
 - :mod:`.measurements`, :mod:`.sampling`: terminal measurements, exact or from shots.
+- :mod:`.gradients`: a QNode's ``diff_method`` when it is differentiated.
 - :mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`: shots and ``mcm_method``; mid-circuit measurement
   outcomes; one execution per shot or per branch.
 - :mod:`.prng`: the seedable PRNG.
