@@ -36,26 +36,15 @@ CATALYST = "catalyst(lightning.qubit)"
 # --- the circuits (built in the child process) -----------------------------------------------------
 
 
-def multiplier(qml: Any) -> tuple[int, Callable]:
+def multipliers(qml: Any, factors: tuple[int, ...] = (5,)) -> tuple[int, Callable]:
+    """``qml.Multiplier`` by each of ``factors`` in turn, on 8 + 10 wires."""
     x_wires, work = list(range(8)), list(range(8, 18))
 
     def circuit(x: float):
         qml.BasisEmbedding(3, wires=x_wires)
         qml.RY(x, 0)
-        qml.Multiplier(5, x_wires, mod=2**8, work_wires=work)
-        return qml.probs(wires=x_wires)
-
-    return 18, circuit
-
-
-def multipliers(qml: Any) -> tuple[int, Callable]:
-    x_wires, work = list(range(8)), list(range(8, 18))
-
-    def circuit(x: float):
-        qml.BasisEmbedding(3, wires=x_wires)
-        qml.RY(x, 0)
-        qml.Multiplier(5, x_wires, mod=2**8, work_wires=work)
-        qml.Multiplier(3, x_wires, mod=2**8, work_wires=work)
+        for k in factors:
+            qml.Multiplier(k, x_wires, mod=2**8, work_wires=work)
         return qml.probs(wires=x_wires)
 
     return 18, circuit
@@ -106,8 +95,8 @@ def qmc(qml: Any) -> tuple[int, Callable]:
 
 
 CIRCUITS: dict[str, Callable[[Any], tuple[int, Callable]]] = {
-    "multiplier": multiplier,
-    "multiplier-x2": multipliers,
+    "multiplier": multipliers,
+    "multiplier-x2": lambda qml: multipliers(qml, (5, 3)),
     "random-5000": lambda qml: _random_gates(5000, 16, False, qml),
     "random-5000-traced": lambda qml: _random_gates(5000, 16, True, qml),
     "qmc-16": qmc,
