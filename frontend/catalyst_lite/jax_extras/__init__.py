@@ -27,11 +27,13 @@ these modules only.
 """
 
 import contextlib
+from typing import Any
 
 from jax._src import core as core
 from jax._src import source_info_util as source_info_util
 from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
+from jax._src.lax import lax as _lax
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
 from . import numpy_functions as numpy_functions  # registers the jax.numpy patches
@@ -75,6 +77,12 @@ EvalTrace = core.EvalTrace
 eval_context = core.eval_context
 ConcretizationTypeError = core.ConcretizationTypeError
 jaxpr_as_fun = core.jaxpr_as_fun
+
+
+def weakly_typed(x: Any) -> Any:
+    """``x`` typed as JAX types a Python scalar's results (``weak_type``): it then takes the other
+    operand's precision in arithmetic, as the same result of a ``jax.jit`` function would."""
+    return _lax._convert_element_type(x, x.dtype, weak_type=True)
 
 
 def x64_scope():

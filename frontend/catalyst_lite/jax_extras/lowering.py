@@ -27,11 +27,15 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import Any, Callable, Sequence
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
+from jax._src import linear_util as lu
 from jax._src.interpreters import mlir
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
@@ -44,6 +48,12 @@ from .shapes import SHAPE_PARAMS
 from .tracing import dynamic_tracing
 
 __all__ = [
+    "LoweringTarget",
+    "DISPLAY",
+    "UnsupportedLowering",
+    "current_target",
+    "display_rule",
+    "expanding_dimensions",
     "lower_jaxpr_to_stablehlo",
     "check_parses",
     "register_lowering",
@@ -58,10 +68,67 @@ __all__ = [
     "counted_loop_condition",
     "add",
     "first_true_index",
+    "full_slice",
+    "index_vector",
 ]
 
 LoweringRuleContext = mlir.LoweringRuleContext
 IrValue = Any  # ir.Value, or a tuple of them for multi-value avals (not used by catalyst_lite)
+
+
+# --- 0. Who reads the StableHLO -------------------------------------------------------------------
+
+
+class UnsupportedLowering(NotImplementedError):
+    """The program uses something the lowering target cannot express (e.g. a loop that resizes
+    its carried arrays, for a compiler that assumes carried sizes never change)."""
+
+
+@dataclass(frozen=True)
+class LoweringTarget:
+    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering.
+
+    :data:`DISPLAY` is ``QJIT.mlir``: JAX's lowering, repaired. A compiler that keeps dimensions
+    dynamic (IREE, see :mod:`.iree_lowering`) may need other forms of some operations:
+
+    - ``rules``: lowering rules used instead of JAX's, by primitive;
+    - ``dynamic_reshape(ctx, x, aval_out)`` and ``dynamic_broadcast(ctx, x, aval_out,
+      broadcast_dimensions)``: how a reshape or broadcast to a shape with symbolic sizes is
+      emitted (JAX's rules emit every such op through ``mlir.reshape`` and ``mlir.broadcast_in_dim``);
+    - ``tie_sizes``: nested bodies re-derive the sizes of their arguments from the dimension
+      values they receive, and so do the results of catalyst_lite's primitives (loops,
+      conditionals) from the values in scope, so that the compiler can trace each size to a value;
+    - ``resizing_loops``: whether a loop may carry arrays whose sizes change per iteration;
+    - ``foreign_ops``: whether operations of other dialects may appear (in generic form).
+    """
+
+    name: str
+    rules: tuple[tuple[core.Primitive, Callable[..., Any]], ...] = ()
+    dynamic_reshape: Callable[..., ir.Value] | None = None
+    dynamic_broadcast: Callable[..., ir.Value] | None = None
+    tie_sizes: bool = False
+    resizing_loops: bool = True
+    foreign_ops: bool = False
+
+
+DISPLAY = LoweringTarget("display")
+
+_lowering_state = threading.local()
+
+
+def current_target() -> LoweringTarget:
+    """The target of the lowering running in this thread (:data:`DISPLAY` outside one)."""
+    return getattr(_lowering_state, "target", DISPLAY)
+
+
+@contextlib.contextmanager
+def _lowering_for(target: LoweringTarget) -> Iterator[None]:
+    before = current_target()
+    _lowering_state.target = target
+    try:
+        yield
+    finally:
+        _lowering_state.target = before
 
 
 # --- 1. Scoped repairs of JAX's lowering helpers --------------------------------------------------
@@ -118,6 +185,100 @@ def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     return multi_broadcast_in_dim
 
 
+def _make_broadcast_in_dim(original: Callable) -> Callable:
+    # A `stablehlo.dynamic_broadcast_in_dim` does not say which operand dimensions expand (1 -> n)
+    # and which are kept; a compiler that keeps dimensions dynamic (IREE) cannot lower it without
+    # knowing. A jaxpr only ever expands dimensions of static size 1 (a symbolic size is never
+    # broadcast), so the answer is in the operand's type: record it in the op's attributes.
+    def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
+        target = current_target()
+        if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
+        out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
+        if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
+            _mark_expansions(out.owner, ir.RankedTensorType(op.type), aval_out.shape, broadcast_dimensions)
+        return out
+
+    return broadcast_in_dim
+
+
+def _mark_expansions(
+    op: Any, operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
+) -> None:
+    expanding = expanding_dimensions(operand_type, out_shape, dims)
+    kept = [i for i in range(len(dims)) if i not in expanding]
+    op.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
+    op.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
+
+
+def expanding_dimensions(
+    operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
+) -> list[int]:
+    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
+    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
+    return [
+        i for i, d in enumerate(dims)
+        if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
+    ]
+
+
+def _make_annotate(original: Callable) -> Callable:
+    # `mlir.lower_fun` (the lowering of `cumsum`, `argmax`, `sort`'s comparator, clamped gathers)
+    # re-traces a helper with one implicit argument per dimension in scope. Two things rotted:
+    # those arguments are typed int32 while our dimensions are int64 (64-bit mode), so the helper's
+    # size arithmetic failed ("lax.eq requires arguments to have the same dtypes, got int64,
+    # int32"); and `annotate` insists that some explicit argument's shape uses each of them, which
+    # a helper of scalars (a comparator) never does. Inside our lowering, they are int64 and may go
+    # unused.
+    def annotate(fun: Any, in_type: Any) -> Any:
+        if not is_active() or in_type is None:
+            return original(fun, in_type)
+        in_type = tuple(
+            (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
+            for aval, keep in in_type
+        )
+        return lu.WrappedFun(
+            fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
+        )
+
+    return annotate
+
+
+_INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
+_INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
+
+
+def _make_reduce_abstract_eval(original: Callable) -> Callable:
+    # The variadic `reduce` (used by `argmax`/`argmin`) has no abstract evaluation for
+    # dynamically-shaped operands ("TypeError: (f64[n], ...), DShapedArray"). Its result types are
+    # the operands' without the reduced axes.
+    def abstract_eval(*avals: Any, dimensions: Sequence[int], **params: Any) -> Any:
+        if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
+            return original(*avals, dimensions=dimensions, **params)
+        operands, inits = avals[: len(avals) // 2], avals[len(avals) // 2 :]
+        out = []
+        for op, init in zip(operands, inits):
+            shape = tuple(d for i, d in enumerate(op.shape) if i not in dimensions)
+            weak = op.weak_type and init.weak_type
+            static = all(type(d) is int for d in shape)
+            out.append((core.ShapedArray if static else core.DShapedArray)(shape, op.dtype, weak))
+        return out, core.no_effects
+
+    return abstract_eval
+
+
+def _make_reshape(original: Callable) -> Callable:
+    # JAX emits `stablehlo.dynamic_reshape` for a reshape to symbolic sizes; a target may need
+    # another form (IREE does not lower `dynamic_reshape`).
+    def reshape(ctx, op, aval_out):
+        target = current_target()
+        if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_reshape(ctx, op, aval_out)
+        return original(ctx, op, aval_out)
+
+    return reshape
+
+
 LOWERING_PATCHES: tuple[Patch, ...] = (
     register_patch(
         Patch(
@@ -135,6 +296,42 @@ LOWERING_PATCHES: tuple[Patch, ...] = (
             "multi_broadcast_in_dim",
             _make_multi_broadcast_in_dim,
             "elementwise rules broadcast scalars to dynamically-shaped results",
+        )
+    ),
+    register_patch(
+        Patch(
+            "dynamic_broadcasts_say_what_expands",
+            mlir,
+            "broadcast_in_dim",
+            _make_broadcast_in_dim,
+            "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
+        )
+    ),
+    register_patch(
+        Patch(
+            "lower_fun_dimensions_are_int64",
+            lu,
+            "annotate",
+            _make_annotate,
+            "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
+        )
+    ),
+    register_patch(
+        Patch(
+            "dynamic_variadic_reduce",
+            lax_internal.reduce_p,
+            "abstract_eval",
+            _make_reduce_abstract_eval,
+            "lax.reduce of several dynamically-shaped operands has result types",
+        )
+    ),
+    register_patch(
+        Patch(
+            "reshape_for_the_target",
+            mlir,
+            "reshape",
+            _make_reshape,
+            "a reshape to symbolic sizes takes the form the lowering target needs",
         )
     ),
 )
@@ -194,6 +391,46 @@ def _sizes_as_operands_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
     return tuple(rules)
 
 
+def _static_operand_types_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
+    """JAX's lowerings of ``reduce`` (variadic, as in ``argmax``) and ``sort`` assert that their
+    operands have static shapes, yet read only their ranks and dtypes (result types come from the
+    results' avals, which keep their ``?`` sizes). They get operand types with each symbolic size
+    replaced by a placeholder."""
+    return tuple(
+        (prim, _with_static_operand_types(mlir._lowerings[prim].rule))
+        for prim in (lax_internal.reduce_p, lax_internal.sort_p)
+    )
+
+
+def _with_static_operand_types(rule: Callable) -> Callable:
+    def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
+        avals_in = [_static_stand_in(a) for a in ctx.avals_in]
+        return rule(ctx.replace(avals_in=avals_in), *operands, **params)
+
+    return lower
+
+
+def _static_stand_in(aval: core.AbstractValue) -> core.AbstractValue:
+    if type(aval) is not core.DShapedArray:
+        return aval
+    shape = tuple(d if type(d) is int else 1 for d in aval.shape)
+    return core.ShapedArray(shape, aval.dtype, aval.weak_type)
+
+
+def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
+    return (*_sizes_as_operands_rules(), *_static_operand_types_rules())
+
+
+def display_rule(prim: core.Primitive) -> Callable[..., Any]:
+    """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it):
+    what a target's own rule falls back to for the forms it does not change."""
+    for p, rule in _display_rules():
+        if p is prim:
+            return rule
+    cpu_rules = mlir._platform_specific_lowerings.get("cpu", {})
+    return (cpu_rules.get(prim) or mlir._lowerings[prim]).rule
+
+
 def _with_sizes_in_param(rule: Callable, param: str) -> Callable:
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
         sizes = params[param]
@@ -210,7 +447,7 @@ def _with_sizes_in_param(rule: Callable, param: str) -> Callable:
 
 
 
-def _module_context(name: str) -> mlir.ModuleContext:
+def _module_context(name: str, target: LoweringTarget) -> mlir.ModuleContext:
     """A fresh module context for the CPU; ``sym_name`` is the sanitized ``name``."""
     ctx = mlir.ModuleContext(
         platforms=("cpu",),
@@ -220,9 +457,11 @@ def _module_context(name: str) -> mlir.ModuleContext:
         channel_iterator=itertools.count(1),  # HLO channels start at 1
         host_callbacks=[],
         lowering_parameters=mlir.LoweringParameters(
-            override_lowering_rules=_sizes_as_operands_rules()
+            # The first rule listed for a primitive wins: the target's own come first.
+            override_lowering_rules=(*target.rules, *_display_rules())
         ),
     )
+    ctx.context.allow_unregistered_dialects = target.foreign_ops
     with ctx.context, ir.Location.unknown(ctx.context):
         module_name = mlir.sanitize_name(name).rstrip("_") or "jit_fn"
         ctx.module.operation.attributes["sym_name"] = ir.StringAttr.get(module_name)
@@ -243,18 +482,21 @@ def _check_lowerable(closed_jaxpr: core.ClosedJaxpr) -> None:
         raise ValueError(f"cannot show the StableHLO of a program with side effects {effects}")
 
 
-def lower_jaxpr_to_stablehlo(closed_jaxpr: core.ClosedJaxpr, name: str) -> str:
+def lower_jaxpr_to_stablehlo(
+    closed_jaxpr: core.ClosedJaxpr, name: str, target: LoweringTarget = DISPLAY
+) -> str:
     """StableHLO text of ``closed_jaxpr`` as one public ``@main``, sizes kept symbolic.
 
     The constants of ``closed_jaxpr`` become ``stablehlo.constant`` s; every input (implicit
     dimensions first, as in the jaxpr) is an argument of ``@main``. The module is verified, and
     JAX's global configuration is not changed (dynamic shapes and x64 are switched on for this
-    thread only, for the duration of the call).
+    thread only, for the duration of the call). ``target``: who reads it (see
+    :class:`LoweringTarget`); :class:`UnsupportedLowering` when it cannot express the program.
     """
     _check_lowerable(closed_jaxpr)
     jaxpr = closed_jaxpr.jaxpr
-    with dynamic_tracing():
-        ctx = _module_context(name)
+    with dynamic_tracing(), _lowering_for(target):
+        ctx = _module_context(name, target)
         with ctx.context, ir.Location.unknown(ctx.context):
             in_types = ir_types([v.aval for v in jaxpr.invars])
             out_types = ir_types([v.aval for v in jaxpr.outvars])
@@ -323,7 +565,24 @@ def check_parses(text: str) -> None:
 
 def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
     """Register ``rule(ctx, *operands, **params) -> results`` as the lowering of ``prim``."""
-    mlir.register_lowering(prim, rule)
+
+    def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Sequence[IrValue]:
+        results = rule(ctx, *operands, **params)
+        return _tied_results(ctx, results) if current_target().tie_sizes else results
+
+    mlir.register_lowering(prim, lower)
+
+
+def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> list[IrValue]:
+    """``results``, each array of symbolic size re-sliced to the sizes its type names, when those
+    are values in scope (a size the equation itself returns is not: that array stays as it is)."""
+    env = ctx.axis_size_env or {}
+    out = list(results)
+    for k, aval in enumerate(ctx.avals_out):
+        if type(aval) is core.DShapedArray and all(type(d) is int or d in env for d in aval.shape):
+            sizes = [_i64_scalar(d) if type(d) is int else env[d] for d in aval.shape]
+            out[k] = full_slice(out[k], sizes)
+    return out
 
 
 def lower_nested_jaxpr(
@@ -340,6 +599,8 @@ def lower_nested_jaxpr(
         jaxpr = jaxpr.jaxpr
     if len(args) != len(jaxpr.invars):
         raise ValueError(f"nested jaxpr takes {len(jaxpr.invars)} values, got {len(args)}")
+    if current_target().tie_sizes:
+        args = _tied_to_their_sizes(jaxpr, args)
     return _jaxpr_subcomp(
         ctx.module_context,
         jaxpr,
@@ -349,6 +610,51 @@ def lower_nested_jaxpr(
         ctx.const_lowering,
         ctx.name_stack,
     )
+
+
+def _tied_to_their_sizes(jaxpr: core.Jaxpr, args: Sequence[IrValue]) -> list[IrValue]:
+    """``args``, each array of symbolic size re-sliced to its full extent, with the extent read
+    from the body's own dimension arguments: the sliced value's sizes are then visibly those
+    values (IREE cannot otherwise tell the sizes of a loop's carried values inside a nested loop,
+    "dynamic dimensions must have been resolved")."""
+    position = {v: k for k, v in enumerate(jaxpr.invars)}
+    out = list(args)
+    for k, v in enumerate(jaxpr.invars):
+        shape = getattr(v.aval, "shape", ())
+        if type(v.aval) is not core.DShapedArray or not all(
+            type(d) is int or position.get(d, k) < k for d in shape
+        ):
+            continue
+        sizes = [_i64_scalar(d) if type(d) is int else args[position[d]] for d in shape]
+        out[k] = full_slice(args[k], sizes)
+    return out
+
+
+def _i64_scalar(value: int) -> ir.Value:
+    return mlir.ir_constant(np.int64(value))
+
+
+def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
+    """A ``tensor<Nxi64>`` of ``N`` integer scalars (any integer type)."""
+    i64 = mlir.dtype_to_ir_type(np.dtype("int64"))
+    one = ir.RankedTensorType.get([1], i64)
+    parts = [
+        hlo.reshape(one, s if ir.RankedTensorType(s.type).element_type == i64
+                    else hlo.convert(ir.RankedTensorType.get([], i64), s))
+        for s in scalars
+    ]
+    if not parts:
+        return mlir.ir_constant(np.zeros((0,), np.int64))
+    return parts[0] if len(parts) == 1 else hlo.concatenate(parts, 0)
+
+
+def full_slice(x: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:
+    """``x[0:sizes[0], 0:sizes[1], ...]`` (``stablehlo.real_dynamic_slice``): all of ``x``, with
+    its sizes given by the values ``sizes``."""
+    rank = len(sizes)
+    zeros = mlir.ir_constant(np.zeros((rank,), np.int64))
+    ones = mlir.ir_constant(np.ones((rank,), np.int64))
+    return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
 
 
 def _join_dims(a: ir.RankedTensorType, b: ir.RankedTensorType) -> ir.Type:
@@ -380,14 +686,20 @@ def while_op(
     body_types: Sequence[ir.Type],
     cond: Callable[[list[ir.Value]], ir.Value],
     body: Callable[[list[ir.Value]], Sequence[ir.Value]],
+    resizes: bool = False,
 ) -> list[ir.Value]:
     """Emit ``stablehlo.while`` over the carried values ``init``; return its results.
 
     ``body_types`` are the types the body returns (from its jaxpr), so that a size that the loop
     changes is ``?`` in the carried type. ``cond(carry)`` returns a ``tensor<i1>``; ``body(carry)``
     returns the next carry. Values of the enclosing function (loop constants) may be used directly
-    inside both regions: StableHLO regions capture them implicitly.
+    inside both regions: StableHLO regions capture them implicitly. ``resizes``: the loop changes
+    the sizes of carried arrays (:class:`UnsupportedLowering` for a target without such loops).
     """
+    if resizes and not current_target().resizing_loops:
+        raise UnsupportedLowering(
+            f"a loop that resizes its carried arrays (lowering for {current_target().name})"
+        )
     types = carried_types([v.type for v in init], body_types)
     op = hlo.WhileOp(types, [_fit(v, t) for v, t in zip(init, types)])
     cond_block = op.regions[0].blocks.append(*types)
