@@ -15,7 +15,8 @@ from catalyst_lite.compiler import lowering as user_lowering
 from catalyst_lite.control_flow import cond, for_loop, while_loop
 from catalyst_lite.jax_extras import core, mlir
 from catalyst_lite.jax_extras import lowering as jax_lowering
-from catalyst_lite.jax_extras.lowering import check_parses
+from catalyst_lite.jax_extras.iree_lowering import lower_for_iree
+from catalyst_lite.jax_extras.lowering import UnsupportedLowering, check_parses
 
 
 def main_signature(text: str) -> str:
@@ -434,3 +435,87 @@ def test_slices_with_symbolic_bounds_lower_to_dynamic_gather():
     text = diffs.mlir
     assert text.count("stablehlo.dynamic_gather") == 2
     assert "tensor<?xf64>" in text
+
+
+# --- functions lowered through JAX's helpers -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "fn, op",
+    [
+        (lambda x: jnp.argmax(x), "stablehlo.reduce"),  # a variadic reduce
+        (lambda x: jnp.sort(-x), "stablehlo.sort"),
+        (lambda x: jnp.argsort(x), "stablehlo.sort"),
+        (lambda x: jnp.take(x, jnp.array([0, 2])), "stablehlo.gather"),  # clamped by lower_fun
+    ],
+    ids=["argmax", "sort", "argsort", "take"],
+)
+def test_functions_lowered_through_lower_fun_show_symbolic_sizes(fn, op):
+    f = qjit(fn, abstracted_axes={0: "n"})
+    f(np.arange(4.0))
+    text = f.mlir
+    check_parses(text)
+    assert op in text and "tensor<?xf64>" in text
+
+
+def test_dynamic_broadcasts_say_which_dimensions_expand():
+    @qjit(abstracted_axes={0: "n"})
+    def scaled(x):
+        return x[:, None] * jnp.array([1.0, 2.0, 3.0])
+
+    scaled(np.ones(2))
+    (expanding,) = [l for l in scaled.mlir.splitlines() if "(tensor<?x1xf64>" in l and "dynamic_broadcast" in l]
+    assert "known_expanding_dimensions = array<i64: 1>" in expanding
+    assert "known_nonexpanding_dimensions = array<i64: 0>" in expanding
+
+
+# --- the program for IREE (jax_extras/iree_lowering.py; needs JAX only) ---------------------------
+
+
+def for_iree(f, *args) -> str:
+    f(*args)
+    return lower_for_iree(f.jaxpr, "f")
+
+
+def test_for_iree_reshapes_are_tensor_reshapes_and_slices_real_dynamic_slices():
+    f = qjit(lambda x: (x.reshape(-1, 1) * jnp.ones(3)).reshape(-1) + 0 * jnp.sum(x[1:]), abstracted_axes={0: "n"})
+    text = for_iree(f, np.ones(4))
+    assert '"tensor.reshape"' in text and "stablehlo.dynamic_reshape" in f.mlir
+    assert "stablehlo.dynamic_reshape" not in text and "dynamic_gather" not in text
+    assert "stablehlo.real_dynamic_slice" in text
+
+
+@pytest.mark.parametrize(
+    "fn, batch_matmul",
+    [(lambda x: x @ x, False), (lambda x: jnp.outer(x, x) @ jnp.outer(x, x), True)],
+    ids=["vector-vector", "matrix-matrix"],
+)
+def test_for_iree_dot_products_take_the_batch_matmul_form(fn, batch_matmul):
+    text = for_iree(qjit(fn, abstracted_axes={0: "n"}), np.ones(3))
+    assert ("stablehlo.dot_general" in text) == batch_matmul
+    if not batch_matmul:  # a product broadcast to [B, M, N, K] and a sum over K
+        assert "stablehlo.reduce" in text
+
+
+def test_for_iree_a_resizing_loop_is_refused_and_a_preserving_one_is_not():
+    @qjit
+    def grow(n: int):
+        @for_loop(0, 3, 1, allow_array_resizing=True)
+        def body(i, a):
+            return jnp.ones((a.shape[0] + 1,))
+
+        return body(jnp.zeros((n,)))
+
+    with pytest.raises(UnsupportedLowering, match="resizes its carried arrays"):
+        for_iree(grow, 2)
+    assert grow.mlir.count("stablehlo.while") == 1  # what QJIT.mlir shows is unchanged
+    text = for_iree(qjit(scaled_loop_program), 4)
+    assert text.count("stablehlo.while") == 1 and "stablehlo.real_dynamic_slice" in text  # sizes tied
+
+
+def scaled_loop_program(n: int):
+    @for_loop(0, n, 1)
+    def body(i, a):
+        return a * 2.0
+
+    return body(jnp.ones([n]))

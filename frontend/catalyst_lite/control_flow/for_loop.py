@@ -58,7 +58,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged
+from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays
 
 __all__ = ["for_loop", "for_loop_p"]
 
@@ -333,7 +333,8 @@ def _lower(
         outs = lowering.lower_nested_jaxpr(ctx, body_jaxpr, [*consts, *dims, i, *values])
         return [lowering.add(i, step), *outs]
 
-    _, *results = lowering.while_op([start, *implicit, *carried], body_types, cond, body)
+    resizes = resizes_arrays(body_jaxpr.jaxpr, body_nconsts, nimplicit)
+    _, *results = lowering.while_op([start, *implicit, *carried], body_types, cond, body, resizes)
     return results
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "loop_batching",
     "loop_partial_eval",
     "dims_unchanged",
+    "resizes_arrays",
     "is_inexact",
     "with_batch_axis",
 ]
@@ -234,6 +235,11 @@ def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple
 def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
     """True when a resizing loop's body returns every implicit dimension unchanged."""
     return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])
+
+
+def resizes_arrays(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
+    """True when a loop's body may change the sizes of the arrays it carries."""
+    return bool(nimplicit) and not dims_unchanged(jaxpr, nconsts, nimplicit)
 
 
 # --- the rules -----------------------------------------------------------------------------------

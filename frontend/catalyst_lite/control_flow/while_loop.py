@@ -55,7 +55,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, with_batch_axis
+from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays, with_batch_axis
 
 __all__ = ["while_loop", "while_loop_p"]
 
@@ -307,7 +307,7 @@ def _lower(
     preserve_dimensions: bool,
 ) -> list[Any]:
     """StableHLO of ``while_loop``: ``while cond(carry): carry = body(carry)``."""
-    del nimplicit, preserve_dimensions  # already reflected in the operands and the bodies' types
+    del preserve_dimensions  # already reflected in the operands and the bodies' types
     cond_consts, body_consts, carry = split_groups(list(operands), [cond_nconsts, body_nconsts])
     body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
 
@@ -318,7 +318,8 @@ def _lower(
     def body(state: list[Any]) -> list[Any]:
         return lowering.lower_nested_jaxpr(ctx, body_jaxpr, [*body_consts, *state])
 
-    return lowering.while_op(carry, body_types, cond, body)
+    resizes = resizes_arrays(body_jaxpr.jaxpr, body_nconsts, nimplicit)
+    return lowering.while_op(carry, body_types, cond, body, resizes)
 
 
 

@@ -1,0 +1,290 @@
+"""StableHLO for IREE: the dynamically-shaped program in the forms IREE's compiler accepts.
+
+IREE (``iree-base-compiler``) compiles StableHLO with ``?`` dimensions once, for every size. Its
+input conversion lacks some of the dynamic forms JAX emits, so :data:`IREE` lowers them otherwise:
+
+- a reshape to symbolic sizes is MLIR's ``tensor.reshape`` (IREE does not lower
+  ``stablehlo.dynamic_reshape``; the tensor dialect is one of its input dialects);
+- a ``dot_general`` with symbolic sizes is put in batch-matmul form, ``[B, M, K] x [B, K, N]``
+  (IREE lowers the other forms through a static ``reshape``, which fails on ``?`` sizes);
+- a ``gather`` that is a slice of symbolic size (``x[1:]``, ``x[:k]``) is a
+  ``stablehlo.real_dynamic_slice`` (IREE does not lower ``dynamic_gather``);
+- nested bodies and loops and conditionals re-derive the sizes of their arguments and results
+  from the dimension values in scope (IREE cannot otherwise tell the sizes of a loop's carried
+  values inside a nested loop or conditional);
+- a loop that resizes its carried arrays is refused (:class:`~.lowering.UnsupportedLowering`):
+  IREE 3.x assumes that the sizes of a loop's carried values never change, and such a loop
+  computes wrong results or fails to compile.
+
+>>> import jax.numpy as jnp
+>>> import numpy as np
+>>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
+>>> from catalyst_lite.jax_extras import ClosedJaxpr
+>>> with dynamic_tracing():
+...     in_type = make_input_type([np.zeros(3)], [{0: "n"}])
+...     jaxpr, _, consts = trace_to_jaxpr(lambda x: [x.reshape(-1, 1) @ x[None]], in_type, "f")
+>>> text = lower_for_iree(ClosedJaxpr(jaxpr, consts), "f")
+>>> "tensor.reshape" in text and "stablehlo.dynamic_reshape" not in text
+True
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+from jax._src import core
+from jax._src.interpreters import mlir
+from jax._src.lax import lax as lax_internal
+from jax._src.lax import slicing
+from jax._src.lib.mlir import ir
+from jax._src.lib.mlir.dialects import hlo
+
+from .lowering import (
+    LoweringTarget,
+    display_rule,
+    expanding_dimensions,
+    index_vector,
+    lower_jaxpr_to_stablehlo,
+)
+
+__all__ = ["IREE", "lower_for_iree"]
+
+Size = Any  # a Python int (static) or an integer scalar ir.Value (symbolic)
+
+
+def lower_for_iree(closed_jaxpr: core.ClosedJaxpr, name: str) -> str:
+    """StableHLO (with ``tensor.reshape`` for dynamic reshapes) of ``closed_jaxpr`` for IREE."""
+    return lower_jaxpr_to_stablehlo(closed_jaxpr, name, IREE)
+
+
+# --- sizes as values -----------------------------------------------------------------------------
+
+
+def _sizes(ctx: mlir.LoweringRuleContext, aval: core.AbstractValue) -> list[Size]:
+    """The sizes of ``aval``: ints, or the ``i64`` values of its dimension variables."""
+    return list(mlir.eval_dynamic_shape(ctx, aval.shape))
+
+
+def _product(sizes: Sequence[Size]) -> Size:
+    static = math.prod(d for d in sizes if type(d) is int)
+    dynamic = [d for d in sizes if type(d) is not int]
+    if not dynamic:
+        return static
+    out = dynamic[0]
+    for d in dynamic[1:]:
+        out = hlo.multiply(out, d)
+    return out if static == 1 else hlo.multiply(out, mlir.ir_constant(np.int64(static)))
+
+
+def _tensor_type(sizes: Sequence[Size], element_type: ir.Type) -> ir.RankedTensorType:
+    dynamic = ir.ShapedType.get_dynamic_size()
+    return ir.RankedTensorType.get([d if type(d) is int else dynamic for d in sizes], element_type)
+
+
+def _as_value(size: Size) -> ir.Value:
+    return mlir.ir_constant(np.int64(size)) if type(size) is int else size
+
+
+def _reshape(x: ir.Value, sizes: Sequence[Size]) -> ir.Value:
+    """``x`` reshaped (row-major) to ``sizes``."""
+    out_type = _tensor_type(sizes, ir.RankedTensorType(x.type).element_type)
+    if all(type(d) is int for d in sizes):
+        return hlo.reshape(out_type, x)
+    shape = index_vector([_as_value(d) for d in sizes])
+    return ir.Operation.create("tensor.reshape", results=[out_type], operands=[x, shape]).result
+
+
+def _tensor_reshape(ctx: mlir.LoweringRuleContext, x: ir.Value, aval_out: Any) -> ir.Value:
+    return _reshape(x, _sizes(ctx, aval_out))
+
+
+# --- dot_general in batch-matmul form ------------------------------------------------------------
+
+
+def _dot_general(ctx: mlir.LoweringRuleContext, lhs: ir.Value, rhs: ir.Value, **params: Any) -> Any:
+    lhs_aval, rhs_aval = ctx.avals_in
+    (out_aval,) = ctx.avals_out
+    (lc, rc), (lb, rb) = params["dimension_numbers"]
+    static = all(core.is_constant_shape(a.shape) for a in (lhs_aval, rhs_aval, out_aval))
+    if static or _is_batch_matmul(lhs_aval.ndim, rhs_aval.ndim, lc, rc, lb, rb):
+        return display_rule(lax_internal.dot_general_p)(ctx, lhs, rhs, **params)
+    lf = [d for d in range(lhs_aval.ndim) if d not in lc and d not in lb]
+    rf = [d for d in range(rhs_aval.ndim) if d not in rc and d not in rb]
+    lhs_sizes, rhs_sizes = _sizes(ctx, lhs_aval), _sizes(ctx, rhs_aval)
+    element = mlir.dtype_to_ir_type(np.dtype(out_aval.dtype))
+
+    def grouped(x: ir.Value, sizes: list[Size], groups: Sequence[Sequence[int]]) -> ir.Value:
+        if ir.RankedTensorType(x.type).element_type != element:
+            x = hlo.convert(_tensor_type(sizes, element), x)
+        order = [d for group in groups for d in group]
+        if order != list(range(len(order))):
+            x = hlo.transpose(x, mlir.dense_int_array(order))
+        return _reshape(x, [_product([sizes[d] for d in group]) for group in groups])
+
+    lhs3 = grouped(lhs, lhs_sizes, [lb, lf, lc])
+    rhs3 = grouped(rhs, rhs_sizes, [rb, rc, rf])
+    b, m, k = (_product([lhs_sizes[d] for d in g]) for g in (lb, lf, lc))
+    n = _product([rhs_sizes[d] for d in rf])
+    if 1 in (m, n):
+        out3 = _multiply_and_sum(lhs3, rhs3, [b, m, n, k], np.dtype(out_aval.dtype))
+    else:
+        dnums = hlo.DotDimensionNumbers.get(
+            lhs_batching_dimensions=[0],
+            rhs_batching_dimensions=[0],
+            lhs_contracting_dimensions=[2],
+            rhs_contracting_dimensions=[1],
+        )
+        out3 = hlo.dot_general(_tensor_type([b, m, n], element), lhs3, rhs3, dnums)
+    out_sizes = [*(lhs_sizes[d] for d in (*lb, *lf)), *(rhs_sizes[d] for d in rf)]
+    return [_reshape(out3, out_sizes)]
+
+
+def _multiply_and_sum(lhs3: ir.Value, rhs3: ir.Value, sizes: list[Size], dtype: np.dtype) -> ir.Value:
+    """``[B, M, K] x [B, K, N] -> [B, M, N]`` as a product broadcast to ``[B, M, N, K]`` and a sum
+    over ``K``: for ``M`` or ``N`` of 1 (vector products), which IREE's ``dot_general`` lowering
+    refuses with symbolic sizes; the broadcast product is no larger than the larger operand."""
+    b, m, n, k = sizes
+    element = mlir.dtype_to_ir_type(dtype)
+    full = _tensor_type(sizes, element)
+    shape = _vector(sizes)
+    lhs4 = _broadcast(lhs3, full, shape, dims=[0, 1, 3], expanding=[])
+    rhs4 = _broadcast(rhs3, full, shape, dims=[0, 3, 2], expanding=[])
+    product = hlo.multiply(lhs4, rhs4)
+    zero = mlir.ir_constant(np.zeros((), dtype))
+    reduce = hlo.ReduceOp([_tensor_type([b, m, n], element)], [product], [zero], mlir.dense_int_array([3]))
+    scalar = ir.RankedTensorType.get([], element)
+    block = reduce.regions[0].blocks.append(scalar, scalar)
+    with ir.InsertionPoint(block):
+        hlo.return_([hlo.add(*block.arguments)])
+    return reduce.result
+
+
+def _broadcast(
+    x: ir.Value, result: ir.Type, shape: ir.Value, dims: Sequence[int], expanding: Sequence[int]
+) -> ir.Value:
+    rank = len(dims)
+    return hlo.dynamic_broadcast_in_dim(
+        result,
+        x,
+        shape,
+        mlir.dense_int_array(list(dims)),
+        known_expanding_dimensions=mlir.dense_int_array(list(expanding)),
+        known_nonexpanding_dimensions=mlir.dense_int_array([i for i in range(rank) if i not in expanding]),
+    )
+
+
+def _is_batch_matmul(lhs_rank: int, rhs_rank: int, lc, rc, lb, rb) -> bool:
+    """``[M, K] x [K, N]`` or ``[B, M, K] x [B, K, N]``: the forms IREE lowers at any sizes."""
+    nb = len(lb)
+    return (
+        nb in (0, 1)
+        and (lhs_rank, rhs_rank) == (nb + 2, nb + 2)
+        and tuple(lb) == tuple(rb) == tuple(range(nb))
+        and tuple(lc) == (nb + 1,)
+        and tuple(rc) == (nb,)
+    )
+
+
+# --- broadcasts ----------------------------------------------------------------------------------
+
+_DYNAMIC_BROADCAST = "stablehlo.dynamic_broadcast_in_dim"
+
+
+def _dynamic_broadcast(
+    ctx: mlir.LoweringRuleContext, x: ir.Value, aval_out: Any, broadcast_dimensions: Sequence[int]
+) -> ir.Value:
+    """A broadcast to symbolic sizes, in the forms IREE keeps track of. IREE rewrites broadcasts
+    (it folds a broadcast of a broadcast into one, and moves broadcasts across elementwise ops)
+    and drops their expansion attributes while doing so, then cannot lower the result. So a
+    broadcast that changes nothing (``f64[n] -> f64[n]``, which JAX emits for elementwise
+    operands) is no op at all, and a broadcast of a broadcast (``x[:, None] * y``) is one op."""
+    sizes = _sizes(ctx, aval_out)
+    dims = list(broadcast_dimensions)
+    x_type = ir.RankedTensorType(x.type)
+    out_type = _tensor_type(sizes, x_type.element_type)
+    expanding = expanding_dimensions(x_type, sizes, dims)
+    if dims == list(range(len(sizes))) and not expanding:
+        return x if x.type == out_type else hlo.convert(out_type, x)
+    inner = x.owner
+    if isinstance(inner, ir.Operation) and inner.name == _DYNAMIC_BROADCAST:
+        inner_dims = list(ir.DenseI64ArrayAttr(inner.attributes["broadcast_dimensions"]))
+        inner_grows = list(ir.DenseI64ArrayAttr(inner.attributes["known_expanding_dimensions"]))
+        expanding = [i for i, d in enumerate(inner_dims) if i in inner_grows or d in expanding]
+        x, dims = inner.operands[0], [dims[d] for d in inner_dims]
+    return _broadcast(x, out_type, _vector(sizes), dims, expanding)
+
+
+# --- gathers that are slices ---------------------------------------------------------------------
+
+
+def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value, *sizes: Any, **params: Any) -> Any:
+    """``x[start:start + size]`` along some axes, ``size`` symbolic: a ``real_dynamic_slice``
+    whose start is clamped as a gather's is, then the collapsed axes dropped."""
+    operand_aval, indices_aval = ctx.avals_in[:2]
+    dnums, slice_sizes = params["dimension_numbers"], params["slice_sizes"]
+    if not sizes or not _is_slice(dnums, indices_aval, params["mode"]):
+        return display_rule(slicing.gather_p)(ctx, operand, indices, *sizes, **params)
+    dynamic = iter(sizes)
+    widths = [next(dynamic) if d is None else d for d in slice_sizes]
+    extents = _sizes(ctx, operand_aval)
+    starts: list[Size] = [0] * operand_aval.ndim
+    index_type = ir.RankedTensorType.get([], ir.RankedTensorType(indices.type).element_type)
+    for k, axis in enumerate(dnums.start_index_map):
+        start = hlo.reshape(index_type, hlo.slice(indices, _i64s([k]), _i64s([k + 1]), _i64s([1])))
+        starts[axis] = _clamped_start(start, extents[axis], widths[axis])
+    limits = [_add(s, w) for s, w in zip(starts, widths)]
+    ones = mlir.ir_constant(np.ones((operand_aval.ndim,), np.int64))
+    result_type = _tensor_type(widths, ir.RankedTensorType(operand.type).element_type)
+    window = hlo.real_dynamic_slice(
+        result_type, operand, _vector(starts), _vector(limits), ones
+    )
+    kept = [w for axis, w in enumerate(widths) if axis not in dnums.collapsed_slice_dims]
+    return [_reshape(window, kept)]
+
+
+def _is_slice(dnums: Any, indices_aval: Any, mode: Any) -> bool:
+    """One start index per sliced axis, no batching: the gather is one window of the operand."""
+    return (
+        not dnums.operand_batching_dims
+        and tuple(indices_aval.shape) == (len(dnums.start_index_map),)
+        and mode in (slicing.GatherScatterMode.CLIP, slicing.GatherScatterMode.PROMISE_IN_BOUNDS)
+    )
+
+
+def _i64s(values: Sequence[int]) -> Any:
+    return mlir.dense_int_array(list(values))
+
+
+def _clamped_start(start: ir.Value, extent: Size, width: Size) -> ir.Value:
+    """``clamp(0, start, extent - width)``, as ``i64``: where a gather starts its window."""
+    i64 = ir.RankedTensorType.get([], mlir.dtype_to_ir_type(np.dtype("int64")))
+    if ir.RankedTensorType(start.type).element_type != i64.element_type:
+        start = hlo.convert(i64, start)
+    upper = hlo.subtract(_as_value(extent), _as_value(width))
+    return hlo.clamp(mlir.ir_constant(np.int64(0)), start, upper)
+
+
+def _add(a: Size, b: Size) -> Size:
+    if type(a) is int and type(b) is int:
+        return a + b
+    return hlo.add(_as_value(a), _as_value(b))
+
+
+def _vector(values: Sequence[Size]) -> ir.Value:
+    return index_vector([_as_value(v) for v in values])
+
+
+IREE = LoweringTarget(
+    "IREE",
+    rules=(
+        (lax_internal.dot_general_p, _dot_general),
+        (slicing.gather_p, _gather),
+    ),
+    dynamic_reshape=_tensor_reshape,
+    dynamic_broadcast=_dynamic_broadcast,
+    tie_sizes=True,
+    resizing_loops=False,
+    foreign_ops=True,
+)
