@@ -40,6 +40,7 @@ from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
 from .callbacks import raise_from_callback
+from .compiler.size_generic import SizeGenericTier
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
@@ -111,6 +112,7 @@ class QJIT:
         autograph_include: Sequence[str] = (),
         tiered_compilation: bool | None = None,
         capture: bool | str = "global",
+        size_generic: bool | None = None,
         **options: Any,
     ):
         unknown = set(options) - _ACCEPTED_OPTIONS
@@ -137,6 +139,8 @@ class QJIT:
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
         self.tiered_compilation = tiered_compilation
+        # None: as the CATALYST_LITE_SIZE_GENERIC environment variable says (see compiler.size_generic).
+        self.size_generic = size_generic
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
         # Calls already validated, by _call_key: what their repeats run (see __call__).
@@ -255,6 +259,7 @@ class QJIT:
         program.fresh_consts = circuits.fresh_consts(program.closed_jaxpr.consts)
         if self.tiered_compilation is not None:
             program.runner.tiered = self.tiered_compilation
+        program.runner.size_generic = SizeGenericTier.attach(program.runner, self.size_generic)
         return program
 
     def _annotated_values(self, call: CallArguments) -> tuple:
@@ -561,6 +566,10 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round
             reductions differently from ``jax.jit`` in the last bits. ``None``: the environment
             variable ``CATALYST_LITE_TIERED`` (``1`` turns it on). See docs/architecture.md.
+        size_generic: with IREE installed (``pip install 'catalyst-lite[iree]'``), compile the
+            program once for every size and run new sizes on that executable while XLA compiles
+            the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless
+            the environment variable ``CATALYST_LITE_SIZE_GENERIC`` is ``0``; without IREE, off.
 
     >>> import jax.numpy as jnp
     >>> @qjit(abstracted_axes={0: "n"})

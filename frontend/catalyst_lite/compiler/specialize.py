@@ -32,9 +32,21 @@ import numpy as np
 
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
-from ..jax_extras import DropVar, DShapedArray, Jaxpr, Literal, Primitive, Tracer, Var, eval_context, is_tracing
+from ..jax_extras import (
+    DropVar,
+    DShapedArray,
+    Jaxpr,
+    Literal,
+    Primitive,
+    Tracer,
+    Var,
+    eval_context,
+    is_tracing,
+    x64_scope,
+)
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
+from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.literals import literals_by_value
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
@@ -54,6 +66,7 @@ __all__ = [
     "runner_for",
     "register_specialization",
     "specialize_if_static",
+    "check_sizes",
 ]
 
 
@@ -207,6 +220,40 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
     return [read(v) for v in jaxpr.outvars]
 
 
+_UNKNOWN = object()  # a value check_sizes does not compute (array data, a loop's results)
+
+
+def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
+    """Check at these sizes what staging would check, without staging: evaluate the program's size
+    arithmetic from ``sizes`` (its dimension inputs, by position), check its size assumptions and
+    refuse negative or too large arrays, at the top level of ``jaxpr``. Sizes computed inside loops
+    are checked by whoever runs them."""
+    env: dict[Var, Any] = {v: sizes[i] for i, v in enumerate(jaxpr.invars) if i in sizes}
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, Literal) else env.get(atom, _UNKNOWN)
+
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        prim = eqn.primitive
+        if prim in SHAPE_PARAMS:
+            ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[prim]])
+            if _UNKNOWN not in invals[len(invals) - ndyn :]:
+                _fill_dynamic_shape(eqn, invals)
+        elif _UNKNOWN not in invals and (prim is assume_size_p or _is_size_arithmetic(eqn)):
+            for var, value in zip(eqn.outvars, _eval_equation(eqn, invals)):
+                env[var] = value
+
+
+def _is_size_arithmetic(eqn: Any) -> bool:
+    """Integer scalars from integer scalars, with no nested program (a loop is not arithmetic)."""
+    return (
+        eqn.primitive not in dimension_operand_rules
+        and bool(eqn.outvars)
+        and all(_is_index_scalar(v) for v in eqn.outvars)
+    )
+
+
 # Errors that are already clear, or that drive the specialization itself.
 _UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntimeError)
 
@@ -316,6 +363,9 @@ class JaxprRunner:
         # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
         self._lock = threading.Lock()
+        # One executable for every size (a size_generic.SizeGenericTier), when the program has one:
+        # it runs the sizes that have no XLA executable yet.
+        self.size_generic: Any = None
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
@@ -367,6 +417,21 @@ class JaxprRunner:
         lowered = None if _any_traced(dynamic_args) else lowered
         return Specialization(fn, self.tiered, lowered, self.compile_options)
 
+    def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any]) -> None:
+        """Specialize and compile ``key``'s XLA executable (concrete ``dynamic_args``, no reverse
+        mode) and only then make it the one calls use: a call meanwhile never waits for it. A size
+        that needs host-driven execution is left to the size-generic tier."""
+        if (key, False) in self._executables:
+            return
+        with x64_scope():  # also on the background thread, which starts in 32-bit mode
+            spec = self._specialize(key, dynamic_args, False)
+            if spec is None:
+                return
+            spec.tiered = False  # the tier that runs new sizes fast is the size-generic one
+            spec.compile(dynamic_args)
+        with self._lock:
+            self._executables.setdefault((key, False), spec)
+
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
         """The specialization of concrete ``args``' sizes when there is one and reverse mode is
         not requested and no program is being traced (``None`` otherwise): what a repeated call
@@ -382,6 +447,10 @@ class JaxprRunner:
         dynamic_args = [args[i] for i in self.dynamic_positions]
         reverse = needs_reverse_mode(dynamic_args)
         spec = self._executables.get((key, reverse), _NOT_COMPILED)
+        if (spec is _NOT_COMPILED or spec is None) and self.size_generic is not None and not reverse:
+            outs = self.size_generic.run(key, args)
+            if outs is not None:
+                return outs
         if spec is _NOT_COMPILED:
             spec = self.executable(key, dynamic_args, reverse)
         if spec is None:

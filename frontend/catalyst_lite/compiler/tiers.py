@@ -29,6 +29,7 @@ from ..jax_extras.executables import entry_point
 __all__ = [
     "FAST_TIER_OPTIONS",
     "Specialization",
+    "run_in_background",
     "tiered_by_default",
     "wait_for_compilations",
 ]
@@ -73,6 +74,11 @@ class Specialization:
         # Tiered: what the optimized compilation starts from, until it is submitted.
         self._to_optimize: jax.stages.Lowered | None = None
         self._lock = threading.Lock()
+
+    def compile(self, dynamic_args: Sequence[Any]) -> None:
+        """Compile now (for the first run's ``dynamic_args``), unless already compiled."""
+        if self.call is None:
+            self._compile(dynamic_args)
 
     def _compile(self, dynamic_args: Sequence[Any]) -> Callable[..., Any]:
         """The executable of the first concrete run: at the fast tier when tiered, else
@@ -164,6 +170,12 @@ class _BackgroundCompiler:
 
 
 _background = _BackgroundCompiler()
+
+
+def run_in_background(task: Callable[[], None]) -> None:
+    """Run ``task`` on the background compilation thread, after those submitted before it (an
+    exception it raises is dropped: background work is never required)."""
+    _background.submit(task)
 
 
 def wait_for_compilations() -> None:

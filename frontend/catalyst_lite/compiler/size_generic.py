@@ -1,0 +1,168 @@
+"""Size-generic execution: a new size runs at once, a size that comes back gets XLA's code.
+
+With IREE installed (the optional extra, see :mod:`.iree_backend`), a program whose sizes change
+between calls is compiled once more, for every size, and calls at sizes without an XLA executable
+run that size-generic executable instead of waiting for XLA to compile their size:
+
+1. the first call of a program looks for its size-generic executable in the caches (this process's
+   and, when configured, the disk cache of :mod:`.disk_cache`); without one it runs on XLA, as
+   without the extra;
+2. the first call at a *second* size signature starts compiling the size-generic executable on the
+   background thread (a program called at one size only never pays for it); until it is ready,
+   calls run on XLA;
+3. once it is ready, a size without an XLA executable runs on it at once (after the checks staging
+   would make: size assumptions, negative or too large sizes, :func:`~.specialize.check_sizes`);
+4. the second call at one size compiles that size's XLA executable on the background thread; when
+   it is ready, the runner uses it: hot sizes run XLA's code (results bit-identical to
+   ``jax.jit``'s), other sizes stay within about 1e-12 relative of them (another compiler, other
+   roundings).
+
+A program IREE cannot compile (a loop that resizes its carried arrays, a ``grad`` inside the
+program, an operation IREE lacks) or that fails at run time falls back to XLA per size for good;
+:attr:`SizeGenericTier.reason` says why. ``qjit(size_generic=False)`` or the environment variable
+``CATALYST_LITE_SIZE_GENERIC=0`` turn the tier off.
+
+>>> import jax.numpy as jnp, numpy as np
+>>> from catalyst_lite import qjit, QJIT
+>>> @qjit(abstracted_axes={0: "n"}, size_generic=True)
+... def total(x):
+...     return jnp.sum(x * 2.0)
+>>> [float(total(np.ones(n))) for n in (3, 4)]   # XLA; the second size starts IREE's compilation
+[6.0, 8.0]
+>>> QJIT.wait_for_compilations()
+>>> float(total(np.ones(1000)))                  # with IREE installed: no compilation
+2000.0
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Hashable, Sequence
+
+from ..jax_extras import Tracer, is_tracing
+from . import iree_backend
+from .iree_backend import Executable, LoweredProgram, Unsupported
+from .specialize import check_sizes
+from .tiers import run_in_background
+
+if TYPE_CHECKING:
+    from .specialize import JaxprRunner
+
+__all__ = ["SizeGenericTier", "Status", "SIZE_GENERIC_ENV_VAR", "size_generic_by_default"]
+
+SIZE_GENERIC_ENV_VAR = "CATALYST_LITE_SIZE_GENERIC"
+
+
+def size_generic_by_default() -> bool:
+    """Whether programs use the size-generic tier when ``qjit`` is not told (the environment; on
+    unless ``CATALYST_LITE_SIZE_GENERIC`` is ``0``)."""
+    return os.environ.get(SIZE_GENERIC_ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class Status(enum.Enum):
+    NOT_LOOKED_UP = "not looked up"  # before the program's first call
+    WAITING = "waiting for a second size"  # not cached: compiled once a second size is called
+    COMPILING = "compiling"
+    READY = "ready"
+    UNSUPPORTED = "unsupported"  # see SizeGenericTier.reason: XLA per size for good
+
+
+class SizeGenericTier:
+    """The size-generic executable of one program (a :class:`~.specialize.JaxprRunner`'s jaxpr)
+    and the policy deciding which calls it serves (see the module's documentation).
+
+    :meth:`run` is what the runner asks for a concrete call at a size signature with no XLA
+    executable: the program's flat outputs, or ``None`` when the call is XLA's to run.
+    """
+
+    # Calls at one size signature after which its XLA executable is compiled (in the background).
+    CALLS_BEFORE_XLA = 2
+
+    def __init__(self, runner: JaxprRunner):
+        self.runner = runner
+        self.status = Status.NOT_LOOKED_UP
+        self.reason: str | None = None  # why the status is UNSUPPORTED
+        self.from_cache = False  # the executable was compiled before (by this process or another)
+        self._executable: Executable | None = None
+        self._lowered: LoweredProgram | None = None
+        self._first_key: Hashable = None
+        self._calls: dict[Hashable, int] = {}
+        self._checked: set[Hashable] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def attach(cls, runner: JaxprRunner, enabled: bool | None = None) -> SizeGenericTier | None:
+        """The tier of ``runner``'s program, or ``None`` when it has none: turned off (``enabled``,
+        ``None``: :func:`size_generic_by_default`), IREE not installed, or the program has no
+        sizes to be generic over."""
+        enabled = size_generic_by_default() if enabled is None else enabled
+        if not (enabled and runner.static_positions and iree_backend.available()):
+            return None
+        return cls(runner)
+
+    def run(self, key: Hashable, args: Sequence[Any]) -> list[Any] | None:
+        """The outputs of the program on concrete ``args`` (sizes ``key``) from the size-generic
+        executable, or ``None`` when it does not serve this call."""
+        if is_tracing() or any(isinstance(a, Tracer) for a in args):
+            return None  # staged into another program: XLA's business
+        executable = self._executable if self.status is Status.READY else self._look_up(key)
+        if executable is None:
+            return None
+        if key not in self._checked:
+            check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
+            self._checked.add(key)
+        try:
+            outs = executable(args)
+        except Unsupported as err:
+            self._give_up(str(err))
+            return None
+        self._count(key, args)
+        return outs
+
+    def _look_up(self, key: Hashable) -> Executable | None:
+        """Before the executable is ready: the cached one (first call), or ``None`` (and the
+        background compilation started at the second size signature)."""
+        with self._lock:
+            if self.status is Status.NOT_LOOKED_UP:
+                try:
+                    self._lowered = iree_backend.lower(self.runner.jaxpr)
+                    self._executable = self._lowered.cached()
+                except Unsupported as err:
+                    self._give_up(str(err))
+                    return None
+                if self._executable is not None:
+                    self.status, self.from_cache = Status.READY, True
+                    return self._executable
+                self.status, self._first_key = Status.WAITING, key
+            elif self.status is Status.WAITING and key != self._first_key:
+                self.status = Status.COMPILING
+                run_in_background(self._compile)
+            return self._executable if self.status is Status.READY else None
+
+    def _compile(self) -> None:
+        try:
+            executable = self._lowered.compile()
+        except Exception as err:  # Unsupported, or anything else: XLA per size, as without IREE
+            self._give_up(str(err))
+            return
+        self._executable = executable
+        self.status = Status.READY
+
+    def _give_up(self, reason: str) -> None:
+        self.reason = reason
+        self.status = Status.UNSUPPORTED
+        self._executable = None
+
+    def _count(self, key: Hashable, args: Sequence[Any]) -> None:
+        """Count a call at ``key``; at the second, compile the size's XLA executable."""
+        calls = self._calls.get(key, 0) + 1
+        self._calls[key] = calls
+        if calls == self.CALLS_BEFORE_XLA:
+            dynamic_args = [args[i] for i in self.runner.dynamic_positions]
+            run_in_background(lambda: self.runner.prepare(key, dynamic_args))
+
+    def __repr__(self) -> str:
+        reason = f": {self.reason}" if self.reason else ""
+        return f"<SizeGenericTier {self.runner.name} {self.status.value}{reason}>"
