@@ -87,7 +87,8 @@ def run_in_threads(work, n_threads=THREADS):
 def make_program():
     """A function with a loop, a sized constructor and a reduction; its NumPy reference."""
 
-    @qjit(abstracted_axes={0: "n"})
+    # XLA per size (these tests count its compilations), whether or not IREE is installed.
+    @qjit(abstracted_axes={0: "n"}, size_generic=False)
     def f(x):
         @for_loop(0, 3, 1)
         def body(i, acc):

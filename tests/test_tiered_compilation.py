@@ -1,5 +1,6 @@
 """Tiered compilation (``qjit(tiered_compilation=True)``, see ``compiler/tiers.py``): a new size
 runs a fast-tier executable at once, the optimized one replaces it after the size's second run.
+(XLA's tiers: the size-generic one, tested in test_size_generic.py, is off here.)
 Correctness only; the speed is measured by ``python -m benchmarks``."""
 
 import threading
@@ -21,7 +22,7 @@ def _specializations(f):
 
 
 def _circuit(**options):
-    @qjit(**options)
+    @qjit(size_generic=False, **options)
     def circuit(sz: int):
         a0 = jnp.ones([sz], dtype=float)
 
@@ -35,7 +36,7 @@ def _circuit(**options):
 
 
 def _scaled(**options):
-    @qjit(abstracted_axes={0: "n"}, **options)
+    @qjit(abstracted_axes={0: "n"}, size_generic=False, **options)
     def scaled(x):
         return jnp.sin(x) * 2.0 + x
 
@@ -61,7 +62,7 @@ def test_a_sum_may_differ_in_the_last_bits_at_the_fast_tier_only():
     exactly the untiered result once optimized."""
 
     def total(**options):
-        return qjit(abstracted_axes={0: "n"}, **options)(lambda x: jnp.sum(x * x))
+        return qjit(abstracted_axes={0: "n"}, size_generic=False, **options)(lambda x: jnp.sum(x * x))
 
     tiered, plain = total(tiered_compilation=True), total(tiered_compilation=False)
     for n in (1000, 1037, 1074, 1111):

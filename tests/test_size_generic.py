@@ -1,0 +1,396 @@
+"""The size-generic tier (``compiler/size_generic.py``, IREE): new sizes run on one executable
+compiled for every size, sizes that come back get XLA's, programs IREE cannot compile fall back to
+XLA per size; and the persistent compilation caches (JAX's for XLA, ours for IREE).
+
+The tests that need IREE are skipped without it (``pip install 'catalyst-lite[iree]'``); the
+others check the fallback. IREE compilations take about a second each: the programs are built once
+per module (fixtures) and shared.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pennylane as qml
+import pytest
+from jax.experimental import enable_x64
+
+from catalyst_lite import QJIT, cond, for_loop, grad, qjit
+from catalyst_lite.compiler import iree_backend
+from catalyst_lite.compiler.size_generic import SIZE_GENERIC_ENV_VAR, SizeGenericTier, Status
+from catalyst_lite.errors import ArgumentValueError
+
+needs_iree = pytest.mark.skipif(not iree_backend.available(), reason="IREE is not installed")
+RTOL = 1e-12
+
+
+def tier(f: QJIT) -> SizeGenericTier | None:
+    """The size-generic tier of ``f``'s most recent program."""
+    return f._last.runner.size_generic
+
+
+def xla_sizes(f: QJIT) -> set:
+    """The size signatures ``f``'s most recent program has XLA executables for."""
+    return {key for (key, _), spec in f._last.runner._executables.items() if spec is not None}
+
+
+def warmed_up(f: QJIT, *calls: tuple) -> QJIT:
+    """``f`` after a call at each of two size signatures (the second starts compiling its
+    size-generic executable) and the compilation."""
+    for args in calls:
+        f(*args)
+    QJIT.wait_for_compilations()
+    return f
+
+
+def reference(fn, *args):
+    """``jax.jit`` of ``fn`` in 64-bit types, integer arguments static."""
+    static = [i for i, a in enumerate(args) if isinstance(a, int)]
+    with enable_x64():
+        return jax.jit(fn, static_argnums=static)(*args)
+
+
+def assert_close(actual, expected, rtol=RTOL):
+    for a, e in zip(jax.tree_util.tree_leaves(actual), jax.tree_util.tree_leaves(expected), strict=True):
+        a, e = np.asarray(a), np.asarray(e)
+        assert a.shape == e.shape and a.dtype == e.dtype
+        np.testing.assert_allclose(a, e, rtol=rtol, atol=1e-300 if rtol else 0)
+
+
+# --- programs shared by the tests ----------------------------------------------------------------
+
+
+def energy(x):
+    y = jnp.sin(x) * 2.0 + x
+    return y, jnp.sum(y * y)
+
+
+def overview(sz: int):
+    """Design document 000's first program: a loop keeping its carried array's size."""
+    a0 = jnp.ones([sz], dtype=float)
+
+    @for_loop(0, 10, 1)
+    def loop(i, a):
+        return a * 0.5 + a0
+
+    return a0 + loop(a0)
+
+
+def nested(n: int, m: int):
+    """Loops keeping their carried arrays' sizes, one inside the other, capturing from both."""
+    x = jnp.arange(n) * 1.0
+
+    @for_loop(0, m, 1)
+    def outer(i, acc):
+        @for_loop(0, 2, 1)
+        def inner(j, a):
+            return a * 0.5 + x * (i + j)
+
+        return inner(acc) + jnp.sum(acc) / n
+
+    return outer(jnp.ones([n]))
+
+
+def overview_reference(sz: int):
+    a0 = np.ones(sz)
+    a = a0
+    for _ in range(10):
+        a = a * 0.5 + a0
+    return a0 + a
+
+
+def nested_reference(n: int, m: int):
+    x, acc = np.arange(n) * 1.0, np.ones(n)
+    for i in range(m):
+        a = acc
+        for j in range(2):
+            a = a * 0.5 + x * (i + j)
+        acc = a + np.sum(acc) / n
+    return acc
+
+
+def pick_reference(n: int):
+    return np.arange(n) * 2.0 if n > 2 else np.zeros(3)
+
+
+def pick(n: int):
+    """A conditional whose branches return different sizes."""
+
+    @cond(n > 2)
+    def s():
+        return jnp.arange(n) * 2.0
+
+    @s.otherwise
+    def s():
+        return jnp.zeros((3,))
+
+    return s()
+
+
+def numpy_mix(x):
+    """jax.numpy calls whose lowering needed IREE's forms: reshapes, dot products in every form,
+    slices of symbolic size, broadcasts of broadcasts, reductions, sort, argmax."""
+    m = x[:, None] * jnp.array([1.0, -2.0, 3.0])
+    return (
+        jnp.dot(x, x),
+        m.T @ x,
+        jnp.einsum("ij,i->j", m, x),
+        jnp.outer(x, x[::1]).sum(axis=0),
+        x[1:] - x[:-1],
+        m.reshape(-1),
+        jnp.sort(-x),
+        jnp.argmax(x),
+        jnp.mean(m, axis=0),
+        jnp.concatenate([x, x * 2]),
+    )
+
+
+@pytest.fixture(scope="module")
+def generic_programs():
+    """The shared programs, each with its size-generic executable compiled."""
+    if not iree_backend.available():
+        pytest.skip("IREE is not installed")
+    vec = lambda n: np.linspace(0.5, 2.0, n)  # noqa: E731
+    return {
+        "energy": warmed_up(qjit(energy, abstracted_axes={0: "n"}, size_generic=True), (vec(10),), (vec(11),)),
+        "overview": warmed_up(qjit(overview, size_generic=True), (3,), (4,)),
+        "nested": warmed_up(qjit(nested, size_generic=True), (3, 4), (5, 6)),
+        "pick": warmed_up(qjit(pick, size_generic=True), (5,), (1,)),
+        "numpy_mix": warmed_up(qjit(numpy_mix, abstracted_axes={0: "n"}, size_generic=True), (vec(4),), (vec(5),)),
+    }
+
+
+# --- new sizes run on the size-generic executable ------------------------------------------------
+
+
+@needs_iree
+@pytest.mark.parametrize(
+    "name, expected, sizes",
+    [
+        ("energy", lambda x: reference(energy, x), [(np.linspace(-1, 1, n),) for n in (1, 17, 1000)]),
+        ("overview", overview_reference, [(n,) for n in (0, 1, 9, 1000)]),
+        ("nested", nested_reference, [(1, 0), (7, 3), (20, 9)]),
+        ("pick", pick_reference, [(0,), (3,), (12,)]),
+        # Positive entries: sums without cancellation, whose rounding is relative to the result.
+        ("numpy_mix", lambda x: reference(numpy_mix, x), [(np.linspace(0.5, 2.0, n),) for n in (2, 9, 64)]),
+    ],
+)
+def test_new_sizes_run_on_the_size_generic_executable(generic_programs, name, expected, sizes):
+    f = generic_programs[name]
+    assert tier(f).status is Status.READY, tier(f)
+    compiled_before = xla_sizes(f)
+    for args in sizes:
+        assert_close(f(*args), expected(*args))
+    assert xla_sizes(f) == compiled_before  # no XLA compilation for a size seen once
+
+
+@needs_iree
+def test_a_size_that_comes_back_gets_its_xla_executable_bit_identical_to_jax_jit(generic_programs):
+    f = generic_programs["energy"]
+    x = np.linspace(-1.0, 1.0, 333)
+    first = f(x)
+    assert (333,) not in xla_sizes(f)
+    f(x)  # the second call at this size starts its XLA compilation, in the background
+    QJIT.wait_for_compilations()
+    assert (333,) in xla_sizes(f)
+    hot = f(x)
+    expected = reference(energy, x)
+    for a, e in zip(hot, expected):
+        np.testing.assert_array_equal(a, e)
+    assert_close(first, expected)
+
+
+@needs_iree
+def test_size_checks_hold_on_the_size_generic_path(generic_programs):
+    """What staging checks at a new size (negative sizes, size assumptions) is checked before the
+    size-generic executable runs, with the same errors."""
+    f = warmed_up(qjit(lambda n: jnp.max(jnp.ones(n)) * jnp.ones(n - 2), size_generic=True), (5,), (6,))
+    assert tier(f).status is Status.READY
+    np.testing.assert_array_equal(f(9), np.ones(7))
+    with pytest.raises(ArgumentValueError, match="negative size"):
+        f(1)
+    with pytest.raises(ArgumentValueError, match="assuming that 0 >= 1"):
+        f(0)
+
+
+@needs_iree
+def test_threads_calling_new_sizes_get_correct_results(generic_programs):
+    f = generic_programs["energy"]
+    results, errors = {}, []
+
+    def work(n: int) -> None:
+        try:
+            results[n] = f(np.linspace(-1.0, 1.0, n))
+        except BaseException as err:  # pragma: no cover - reported below
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(40, 56)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for n, r in results.items():
+        assert_close(r, reference(energy, np.linspace(-1.0, 1.0, n)))
+
+
+@needs_iree
+def test_inside_jax_transformations_the_program_is_staged_by_xla(generic_programs):
+    f = generic_programs["energy"]
+    x = np.linspace(-1.0, 1.0, 7)
+    with enable_x64():
+        np.testing.assert_allclose(
+            jax.grad(lambda x: f(x)[1])(x), jax.grad(lambda x: energy(x)[1])(x), rtol=RTOL
+        )
+        assert_close(jax.jit(f)(x), energy(x))
+
+
+@needs_iree
+def test_a_qnode_program_with_a_symbolic_size():
+    dev = qml.device("default.qubit", wires=2)
+
+    def circuit(params):
+        @for_loop(0, params.shape[0], 1)
+        def layer(i):
+            qml.RX(params[i], wires=0)
+            qml.CNOT(wires=[0, 1])
+
+        layer()
+        return qml.expval(qml.Z(1))
+
+    def expected(params):
+        @qml.qnode(dev)
+        def plain():
+            for p in params:
+                qml.RX(p, wires=0)
+                qml.CNOT(wires=[0, 1])
+            return qml.expval(qml.Z(1))
+
+        return plain()
+
+    f = warmed_up(
+        qjit(qml.qnode(dev)(circuit), abstracted_axes={0: "n"}, size_generic=True),
+        (np.array([0.1, 0.2]),),
+        (np.array([0.1, 0.2, 0.3]),),
+    )
+    assert tier(f).status is Status.READY, tier(f)
+    for n in (1, 4, 7):
+        params = np.linspace(0.1, 0.9, n)
+        np.testing.assert_allclose(f(params), expected(params), atol=1e-12)
+
+
+# --- what falls back to XLA per size -------------------------------------------------------------
+
+
+@needs_iree
+def test_a_loop_that_resizes_its_carry_falls_back_to_xla():
+    """IREE assumes that a loop's carried sizes never change: such a program is not given to it."""
+
+    @qjit(size_generic=True)
+    def grow(n: int):
+        @for_loop(0, 3, 1, allow_array_resizing=True)
+        def body(i, a):
+            return jnp.ones((a.shape[0] + 1,)) * i
+
+        return body(jnp.zeros((n,)))
+
+    for n in (3, 4, 5):
+        np.testing.assert_array_equal(grow(n), np.full(n + 3, 2.0))
+    assert tier(grow).status is Status.UNSUPPORTED
+    assert "resizes its carried arrays" in tier(grow).reason
+
+
+@needs_iree
+def test_a_program_with_grad_inside_falls_back_to_xla():
+    @qjit(abstracted_axes={0: "n"}, size_generic=True)
+    def f(x):
+        return grad(lambda y: jnp.sum(jnp.sin(y)))(x)
+
+    for n in (3, 4, 5):
+        x = np.linspace(0.0, 1.0, n)
+        np.testing.assert_allclose(f(x), np.cos(x), rtol=RTOL)
+    QJIT.wait_for_compilations()
+    assert tier(f).status is Status.UNSUPPORTED
+    assert "custom_call" in tier(f).reason
+
+
+def test_programs_without_sizes_or_without_iree_have_no_size_generic_tier(monkeypatch):
+    fixed = qjit(lambda x: x * 2.0, size_generic=True)
+    fixed(np.ones(3))
+    assert tier(fixed) is None  # nothing to be generic over
+    monkeypatch.setattr(iree_backend, "available", lambda: False)
+    f = qjit(energy, abstracted_axes={0: "n"}, size_generic=True)
+    for n in (3, 4):
+        assert_close(f(np.linspace(-1, 1, n)), reference(energy, np.linspace(-1, 1, n)))
+    assert tier(f) is None
+
+
+def test_the_environment_variable_turns_the_tier_off(monkeypatch):
+    monkeypatch.setattr(iree_backend, "available", lambda: True)
+    monkeypatch.setenv(SIZE_GENERIC_ENV_VAR, "0")
+    f = qjit(energy, abstracted_axes={0: "n"})
+    f(np.ones(3))
+    assert tier(f) is None
+    g = qjit(energy, abstracted_axes={0: "n"}, size_generic=True)  # the option wins
+    g(np.ones(3))
+    assert tier(g) is not None
+
+
+# --- persistent compilation caches ---------------------------------------------------------------
+
+_SECOND_PROCESS = textwrap.dedent(
+    """
+    import json, sys
+    import jax, jax.numpy as jnp, numpy as np
+    jax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    misses = []
+    jax.monitoring.register_event_listener(
+        lambda event, **kw: misses.append(event) if event.endswith("cache_misses") else None)
+    from catalyst_lite import QJIT, qjit
+
+    @qjit(abstracted_axes={0: "n"}, size_generic=sys.argv[2] == "1")
+    def energy(x):
+        y = jnp.sin(x) * 2.0 + x
+        return y, jnp.sum(y * y)
+
+    totals = [float(energy(np.linspace(0.0, 1.0, n))[1]) for n in (5, 6, 7)]
+    QJIT.wait_for_compilations()
+    tier = energy._last.runner.size_generic
+    print(json.dumps({"misses": len(misses), "totals": totals,
+                      "generic": None if tier is None else [tier.status.value, tier.from_cache]}))
+    """
+)
+
+
+def _second_process(cache_dir, size_generic: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "CATALYST_LITE_CACHE_DIR"}
+    out = subprocess.run(
+        [sys.executable, "-c", _SECOND_PROCESS, str(cache_dir), "1" if size_generic else "0"],
+        capture_output=True, text=True, env=env, check=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_second_process_compiles_no_xla_executable_for_sizes_seen_before(tmp_path):
+    first = _second_process(tmp_path, size_generic=False)
+    second = _second_process(tmp_path, size_generic=False)
+    assert first["misses"] > 0 and second["misses"] == 0
+    assert first["totals"] == second["totals"]
+
+
+@needs_iree
+def test_a_second_process_loads_the_size_generic_executable_from_the_disk_cache(tmp_path):
+    first = _second_process(tmp_path, size_generic=True)
+    second = _second_process(tmp_path, size_generic=True)
+    assert first["generic"] == ["ready", False]  # compiled at the second size
+    assert second["generic"] == ["ready", True]  # found in the cache at the first call
+    assert any(p.suffix == ".vmfb" for p in (tmp_path / "catalyst_lite").iterdir())
+    np.testing.assert_allclose(first["totals"], second["totals"], rtol=RTOL)
