@@ -21,7 +21,9 @@ these modules only.
 - :mod:`.rules`: what the JAX rules of the nested primitives share (staging, abstract evaluation,
   JVP, batching, partial evaluation).
 - :mod:`.typecheck`: a type checker for dynamically-shaped jaxprs.
-- :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs.
+- :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs; :mod:`.lowering_repairs`,
+  the scoped repairs of JAX's lowering helpers; :mod:`.lowering_targets`, who reads the StableHLO.
+- :mod:`.iree_lowering`: the same program in the dynamic forms IREE's compiler accepts.
 - :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: recognizing reverse-mode tracers and
   ``x[i, j]`` reads, calling compiled executables through JAX's C++ dispatcher.
 """

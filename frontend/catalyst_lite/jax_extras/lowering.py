@@ -2,10 +2,10 @@
 
 JAX 0.7 still lowers most primitives correctly when a shape holds dimension variables (it emits
 ``stablehlo.dynamic_broadcast_in_dim``, ``stablehlo.dynamic_iota`` and ``tensor<?x...>`` types),
-but its top-level driver and two helpers rotted. This module
+but its top-level driver and some helpers rotted. This module
 
-- repairs the helpers with two scoped :class:`~.patches.Patch` es (active only in the calling
-  thread, inside :func:`~.tracing.dynamic_tracing`);
+- repairs the helpers with scoped :class:`~.patches.Patch` es (:mod:`.lowering_repairs`, active
+  only in the calling thread, inside :func:`~.tracing.dynamic_tracing`);
 - replaces the driver by :func:`lower_jaxpr_to_stablehlo`, which builds one public ``func.func
   @main`` whose arguments are the jaxpr's inputs (implicit dimension arguments are ``tensor<i64>``)
   and lowers the body with ``mlir.jaxpr_subcomp``;
@@ -27,15 +27,11 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import threading
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
-from jax._src import linear_util as lu
 from jax._src.interpreters import mlir
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
@@ -43,7 +39,8 @@ from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
-from .patches import Patch, is_active, register_patch
+from . import lowering_repairs as _repairs  # noqa: F401  (registers the repairs with the patch set)
+from .lowering_targets import DISPLAY, LoweringTarget, UnsupportedLowering, current_target, lowering_for
 from .shapes import SHAPE_PARAMS
 from .tracing import dynamic_tracing
 
@@ -53,7 +50,6 @@ __all__ = [
     "UnsupportedLowering",
     "current_target",
     "display_rule",
-    "expanding_dimensions",
     "lower_jaxpr_to_stablehlo",
     "check_parses",
     "register_lowering",
@@ -74,267 +70,6 @@ __all__ = [
 
 LoweringRuleContext = mlir.LoweringRuleContext
 IrValue = Any  # ir.Value, or a tuple of them for multi-value avals (not used by catalyst_lite)
-
-
-# --- 0. Who reads the StableHLO -------------------------------------------------------------------
-
-
-class UnsupportedLowering(NotImplementedError):
-    """The program uses something the lowering target cannot express (e.g. a loop that resizes
-    its carried arrays, for a compiler that assumes carried sizes never change)."""
-
-
-@dataclass(frozen=True)
-class LoweringTarget:
-    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering.
-
-    :data:`DISPLAY` is ``QJIT.mlir``: JAX's lowering, repaired. A compiler that keeps dimensions
-    dynamic (IREE, see :mod:`.iree_lowering`) may need other forms of some operations:
-
-    - ``rules``: lowering rules used instead of JAX's, by primitive;
-    - ``dynamic_reshape(ctx, x, aval_out)`` and ``dynamic_broadcast(ctx, x, aval_out,
-      broadcast_dimensions)``: how a reshape or broadcast to a shape with symbolic sizes is
-      emitted (JAX's rules emit every such op through ``mlir.reshape`` and ``mlir.broadcast_in_dim``);
-    - ``tie_sizes``: nested bodies re-derive the sizes of their arguments from the dimension
-      values they receive, and so do the results of catalyst_lite's primitives (loops,
-      conditionals) from the values in scope, so that the compiler can trace each size to a value;
-    - ``resizing_loops``: whether a loop may carry arrays whose sizes change per iteration;
-    - ``foreign_ops``: whether operations of other dialects may appear (in generic form).
-    """
-
-    name: str
-    rules: tuple[tuple[core.Primitive, Callable[..., Any]], ...] = ()
-    dynamic_reshape: Callable[..., ir.Value] | None = None
-    dynamic_broadcast: Callable[..., ir.Value] | None = None
-    tie_sizes: bool = False
-    resizing_loops: bool = True
-    foreign_ops: bool = False
-
-
-DISPLAY = LoweringTarget("display")
-
-_lowering_state = threading.local()
-
-
-def current_target() -> LoweringTarget:
-    """The target of the lowering running in this thread (:data:`DISPLAY` outside one)."""
-    return getattr(_lowering_state, "target", DISPLAY)
-
-
-@contextlib.contextmanager
-def _lowering_for(target: LoweringTarget) -> Iterator[None]:
-    before = current_target()
-    _lowering_state.target = target
-    try:
-        yield
-    finally:
-        _lowering_state.target = before
-
-
-# --- 1. Scoped repairs of JAX's lowering helpers --------------------------------------------------
-
-
-def _shape_vars(atom: Any) -> list[core.Var]:
-    """The dimension variables in the shape of ``atom``'s aval."""
-    shape = getattr(getattr(atom, "aval", None), "shape", ())
-    return [d for d in shape if isinstance(d, core.Var)]
-
-
-def _make_last_used(original: Callable) -> Callable:
-    # `jaxpr_subcomp` frees a variable after the last equation that has it as an *operand*, and
-    # reads the dimension variables of each equation's operand *types* (`axis_size_env`). A size
-    # `n` used only by `broadcast_in_dim` and later only in types (`f64[n]`) was freed too early:
-    # KeyError. Here a use in a type counts as a use.
-    def last_used(jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
-        if not is_active():
-            return original(jaxpr)
-        uses: dict[core.Var, Any] = {}
-        for v in jaxpr.outvars:
-            for u in [v, *_shape_vars(v)] if isinstance(v, core.Var) else []:
-                uses.setdefault(u, None)
-        for eqn in reversed(jaxpr.eqns):
-            operands = [v for v in eqn.invars if isinstance(v, core.Var)]
-            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in _shape_vars(v)]
-            for u in (*operands, *in_types):
-                uses.setdefault(u, eqn)
-        return uses
-
-    return last_used
-
-
-def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
-    # Elementwise rules broadcast scalar operands to the result shape through
-    # `multi_broadcast_in_dim`, which builds a `ShapedArray` of that shape and so rejects
-    # dimension variables ("Shapes must be 1D sequences of integer scalars"). A `DShapedArray`
-    # result type makes `mlir.broadcast_in_dim` emit `stablehlo.dynamic_broadcast_in_dim`.
-    # `out_sharding` (and anything after it) passes through untouched: it is optional in jax 0.7.1
-    # (some rules omit it) and required in 0.7.2, and a dynamic shape has no sharding to apply.
-    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
-        if not is_active() or core.is_constant_shape(out_shape):
-            return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
-        out = []
-        for op, aval in zip(ops, ops_avals):
-            if core.definitely_equal_shape(aval.shape, out_shape):
-                out.append(op)
-                continue
-            out_aval = core.DShapedArray(tuple(out_shape), aval.dtype, aval.weak_type)
-            dims = list(range(len(out_shape) - len(aval.shape), len(out_shape)))
-            out.append(mlir.broadcast_in_dim(ctx, op, out_aval, broadcast_dimensions=dims))
-        return out
-
-    return multi_broadcast_in_dim
-
-
-def _make_broadcast_in_dim(original: Callable) -> Callable:
-    # A `stablehlo.dynamic_broadcast_in_dim` does not say which operand dimensions expand (1 -> n)
-    # and which are kept; a compiler that keeps dimensions dynamic (IREE) cannot lower it without
-    # knowing. A jaxpr only ever expands dimensions of static size 1 (a symbolic size is never
-    # broadcast), so the answer is in the operand's type: record it in the op's attributes.
-    def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
-        target = current_target()
-        if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
-            return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
-        out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
-        if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
-            _mark_expansions(out.owner, ir.RankedTensorType(op.type), aval_out.shape, broadcast_dimensions)
-        return out
-
-    return broadcast_in_dim
-
-
-def _mark_expansions(
-    op: Any, operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
-) -> None:
-    expanding = expanding_dimensions(operand_type, out_shape, dims)
-    kept = [i for i in range(len(dims)) if i not in expanding]
-    op.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
-    op.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
-
-
-def expanding_dimensions(
-    operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
-) -> list[int]:
-    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
-    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
-    return [
-        i for i, d in enumerate(dims)
-        if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
-    ]
-
-
-def _make_annotate(original: Callable) -> Callable:
-    # `mlir.lower_fun` (the lowering of `cumsum`, `argmax`, `sort`'s comparator, clamped gathers)
-    # re-traces a helper with one implicit argument per dimension in scope. Two things rotted:
-    # those arguments are typed int32 while our dimensions are int64 (64-bit mode), so the helper's
-    # size arithmetic failed ("lax.eq requires arguments to have the same dtypes, got int64,
-    # int32"); and `annotate` insists that some explicit argument's shape uses each of them, which
-    # a helper of scalars (a comparator) never does. Inside our lowering, they are int64 and may go
-    # unused.
-    def annotate(fun: Any, in_type: Any) -> Any:
-        if not is_active() or in_type is None:
-            return original(fun, in_type)
-        in_type = tuple(
-            (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
-            for aval, keep in in_type
-        )
-        return lu.WrappedFun(
-            fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
-        )
-
-    return annotate
-
-
-_INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
-_INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
-
-
-def _make_reduce_abstract_eval(original: Callable) -> Callable:
-    # The variadic `reduce` (used by `argmax`/`argmin`) has no abstract evaluation for
-    # dynamically-shaped operands ("TypeError: (f64[n], ...), DShapedArray"). Its result types are
-    # the operands' without the reduced axes.
-    def abstract_eval(*avals: Any, dimensions: Sequence[int], **params: Any) -> Any:
-        if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
-            return original(*avals, dimensions=dimensions, **params)
-        operands, inits = avals[: len(avals) // 2], avals[len(avals) // 2 :]
-        out = []
-        for op, init in zip(operands, inits):
-            shape = tuple(d for i, d in enumerate(op.shape) if i not in dimensions)
-            weak = op.weak_type and init.weak_type
-            static = all(type(d) is int for d in shape)
-            out.append((core.ShapedArray if static else core.DShapedArray)(shape, op.dtype, weak))
-        return out, core.no_effects
-
-    return abstract_eval
-
-
-def _make_reshape(original: Callable) -> Callable:
-    # JAX emits `stablehlo.dynamic_reshape` for a reshape to symbolic sizes; a target may need
-    # another form (IREE does not lower `dynamic_reshape`).
-    def reshape(ctx, op, aval_out):
-        target = current_target()
-        if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
-            return target.dynamic_reshape(ctx, op, aval_out)
-        return original(ctx, op, aval_out)
-
-    return reshape
-
-
-LOWERING_PATCHES: tuple[Patch, ...] = (
-    register_patch(
-        Patch(
-            "type_uses_keep_dimensions_alive",
-            core,
-            "last_used",
-            _make_last_used,
-            "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
-        )
-    ),
-    register_patch(
-        Patch(
-            "dynamic_multi_broadcast_in_dim",
-            mlir,
-            "multi_broadcast_in_dim",
-            _make_multi_broadcast_in_dim,
-            "elementwise rules broadcast scalars to dynamically-shaped results",
-        )
-    ),
-    register_patch(
-        Patch(
-            "dynamic_broadcasts_say_what_expands",
-            mlir,
-            "broadcast_in_dim",
-            _make_broadcast_in_dim,
-            "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
-        )
-    ),
-    register_patch(
-        Patch(
-            "lower_fun_dimensions_are_int64",
-            lu,
-            "annotate",
-            _make_annotate,
-            "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
-        )
-    ),
-    register_patch(
-        Patch(
-            "dynamic_variadic_reduce",
-            lax_internal.reduce_p,
-            "abstract_eval",
-            _make_reduce_abstract_eval,
-            "lax.reduce of several dynamically-shaped operands has result types",
-        )
-    ),
-    register_patch(
-        Patch(
-            "reshape_for_the_target",
-            mlir,
-            "reshape",
-            _make_reshape,
-            "a reshape to symbolic sizes takes the form the lowering target needs",
-        )
-    ),
-)
 
 
 # --- 2. The driver --------------------------------------------------------------------------------
@@ -495,7 +230,7 @@ def lower_jaxpr_to_stablehlo(
     """
     _check_lowerable(closed_jaxpr)
     jaxpr = closed_jaxpr.jaxpr
-    with dynamic_tracing(), _lowering_for(target):
+    with dynamic_tracing(), lowering_for(target):
         ctx = _module_context(name, target)
         with ctx.context, ir.Location.unknown(ctx.context):
             in_types = ir_types([v.aval for v in jaxpr.invars])

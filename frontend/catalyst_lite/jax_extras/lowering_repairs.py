@@ -1,0 +1,227 @@
+"""Scoped repairs of JAX's lowering helpers for dynamically-shaped programs.
+
+JAX 0.7 still lowers most primitives correctly when a shape holds dimension variables, but some of
+its helpers rotted or never handled symbolic sizes. Each repair is a :class:`~.patches.Patch`
+(active only in the calling thread, inside :func:`~.tracing.dynamic_tracing`), registered when this
+module is imported (by :mod:`.lowering`). Two of them also give the lowering target
+(:mod:`.lowering_targets`) its say on reshapes and broadcasts to symbolic sizes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from jax._src import core
+from jax._src import linear_util as lu
+from jax._src.interpreters import mlir
+from jax._src.lax import lax as lax_internal
+from jax._src.lib.mlir import ir
+
+from .lowering_targets import current_target
+from .patches import Patch, is_active, register_patch
+
+__all__ = ["LOWERING_PATCHES", "expanding_dimensions"]
+
+
+def _shape_vars(atom: Any) -> list[core.Var]:
+    """The dimension variables in the shape of ``atom``'s aval."""
+    shape = getattr(getattr(atom, "aval", None), "shape", ())
+    return [d for d in shape if isinstance(d, core.Var)]
+
+
+def _make_last_used(original: Callable) -> Callable:
+    # `jaxpr_subcomp` frees a variable after the last equation that has it as an *operand*, and
+    # reads the dimension variables of each equation's operand *types* (`axis_size_env`). A size
+    # `n` used only by `broadcast_in_dim` and later only in types (`f64[n]`) was freed too early:
+    # KeyError. Here a use in a type counts as a use.
+    def last_used(jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
+        if not is_active():
+            return original(jaxpr)
+        uses: dict[core.Var, Any] = {}
+        for v in jaxpr.outvars:
+            for u in [v, *_shape_vars(v)] if isinstance(v, core.Var) else []:
+                uses.setdefault(u, None)
+        for eqn in reversed(jaxpr.eqns):
+            operands = [v for v in eqn.invars if isinstance(v, core.Var)]
+            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in _shape_vars(v)]
+            for u in (*operands, *in_types):
+                uses.setdefault(u, eqn)
+        return uses
+
+    return last_used
+
+
+def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
+    # Elementwise rules broadcast scalar operands to the result shape through
+    # `multi_broadcast_in_dim`, which builds a `ShapedArray` of that shape and so rejects
+    # dimension variables ("Shapes must be 1D sequences of integer scalars"). A `DShapedArray`
+    # result type makes `mlir.broadcast_in_dim` emit `stablehlo.dynamic_broadcast_in_dim`.
+    # `out_sharding` (and anything after it) passes through untouched: it is optional in jax 0.7.1
+    # (some rules omit it) and required in 0.7.2, and a dynamic shape has no sharding to apply.
+    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
+        if not is_active() or core.is_constant_shape(out_shape):
+            return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
+        out = []
+        for op, aval in zip(ops, ops_avals):
+            if core.definitely_equal_shape(aval.shape, out_shape):
+                out.append(op)
+                continue
+            out_aval = core.DShapedArray(tuple(out_shape), aval.dtype, aval.weak_type)
+            dims = list(range(len(out_shape) - len(aval.shape), len(out_shape)))
+            out.append(mlir.broadcast_in_dim(ctx, op, out_aval, broadcast_dimensions=dims))
+        return out
+
+    return multi_broadcast_in_dim
+
+
+def _make_broadcast_in_dim(original: Callable) -> Callable:
+    # A `stablehlo.dynamic_broadcast_in_dim` does not say which operand dimensions expand (1 -> n)
+    # and which are kept; a compiler that keeps dimensions dynamic (IREE) cannot lower it without
+    # knowing. A jaxpr only ever expands dimensions of static size 1 (a symbolic size is never
+    # broadcast), so the answer is in the operand's type: record it in the op's attributes.
+    def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
+        target = current_target()
+        if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
+        out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
+        if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
+            _mark_expansions(out.owner, ir.RankedTensorType(op.type), aval_out.shape, broadcast_dimensions)
+        return out
+
+    return broadcast_in_dim
+
+
+def _mark_expansions(
+    op: Any, operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
+) -> None:
+    expanding = expanding_dimensions(operand_type, out_shape, dims)
+    kept = [i for i in range(len(dims)) if i not in expanding]
+    op.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
+    op.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
+
+
+def expanding_dimensions(
+    operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
+) -> list[int]:
+    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
+    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
+    return [
+        i for i, d in enumerate(dims)
+        if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
+    ]
+
+
+def _make_annotate(original: Callable) -> Callable:
+    # `mlir.lower_fun` (the lowering of `cumsum`, `argmax`, `sort`'s comparator, clamped gathers)
+    # re-traces a helper with one implicit argument per dimension in scope. Two things rotted:
+    # those arguments are typed int32 while our dimensions are int64 (64-bit mode), so the helper's
+    # size arithmetic failed ("lax.eq requires arguments to have the same dtypes, got int64,
+    # int32"); and `annotate` insists that some explicit argument's shape uses each of them, which
+    # a helper of scalars (a comparator) never does. Inside our lowering, they are int64 and may go
+    # unused.
+    def annotate(fun: Any, in_type: Any) -> Any:
+        if not is_active() or in_type is None:
+            return original(fun, in_type)
+        in_type = tuple(
+            (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
+            for aval, keep in in_type
+        )
+        return lu.WrappedFun(
+            fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
+        )
+
+    return annotate
+
+
+_INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
+_INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
+
+
+def _make_reduce_abstract_eval(original: Callable) -> Callable:
+    # The variadic `reduce` (used by `argmax`/`argmin`) has no abstract evaluation for
+    # dynamically-shaped operands ("TypeError: (f64[n], ...), DShapedArray"). Its result types are
+    # the operands' without the reduced axes.
+    def abstract_eval(*avals: Any, dimensions: Sequence[int], **params: Any) -> Any:
+        if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
+            return original(*avals, dimensions=dimensions, **params)
+        operands, inits = avals[: len(avals) // 2], avals[len(avals) // 2 :]
+        out = []
+        for op, init in zip(operands, inits):
+            shape = tuple(d for i, d in enumerate(op.shape) if i not in dimensions)
+            weak = op.weak_type and init.weak_type
+            static = all(type(d) is int for d in shape)
+            out.append((core.ShapedArray if static else core.DShapedArray)(shape, op.dtype, weak))
+        return out, core.no_effects
+
+    return abstract_eval
+
+
+def _make_reshape(original: Callable) -> Callable:
+    # JAX emits `stablehlo.dynamic_reshape` for a reshape to symbolic sizes; a target may need
+    # another form (IREE does not lower `dynamic_reshape`).
+    def reshape(ctx, op, aval_out):
+        target = current_target()
+        if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_reshape(ctx, op, aval_out)
+        return original(ctx, op, aval_out)
+
+    return reshape
+
+
+LOWERING_PATCHES: tuple[Patch, ...] = (
+    register_patch(
+        Patch(
+            "type_uses_keep_dimensions_alive",
+            core,
+            "last_used",
+            _make_last_used,
+            "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
+        )
+    ),
+    register_patch(
+        Patch(
+            "dynamic_multi_broadcast_in_dim",
+            mlir,
+            "multi_broadcast_in_dim",
+            _make_multi_broadcast_in_dim,
+            "elementwise rules broadcast scalars to dynamically-shaped results",
+        )
+    ),
+    register_patch(
+        Patch(
+            "dynamic_broadcasts_say_what_expands",
+            mlir,
+            "broadcast_in_dim",
+            _make_broadcast_in_dim,
+            "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
+        )
+    ),
+    register_patch(
+        Patch(
+            "lower_fun_dimensions_are_int64",
+            lu,
+            "annotate",
+            _make_annotate,
+            "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
+        )
+    ),
+    register_patch(
+        Patch(
+            "dynamic_variadic_reduce",
+            lax_internal.reduce_p,
+            "abstract_eval",
+            _make_reduce_abstract_eval,
+            "lax.reduce of several dynamically-shaped operands has result types",
+        )
+    ),
+    register_patch(
+        Patch(
+            "reshape_for_the_target",
+            mlir,
+            "reshape",
+            _make_reshape,
+            "a reshape to symbolic sizes takes the form the lowering target needs",
+        )
+    ),
+)
