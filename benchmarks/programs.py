@@ -9,6 +9,7 @@ a benchmark of first-call latency pays for tracing and compiling each time.
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import types
 from dataclasses import dataclass
@@ -129,10 +130,27 @@ def energy(api: ModuleType, **options: Any) -> Callable:
     return energy
 
 
+def _lite_options(api: ModuleType, **options: Any) -> dict[str, Any]:
+    """``options`` for catalyst_lite (Catalyst has no such options and gets none)."""
+    return options if api.__name__ == "catalyst_lite" else {}
+
+
 def energy_tiered(api: ModuleType) -> Callable:
-    # Tiered compilation is catalyst_lite's (Catalyst has no such option).
-    options = {"tiered_compilation": True} if api.__name__ == "catalyst_lite" else {}
-    return energy(api, **options)
+    # XLA's two tiers, without the size-generic one (which would serve the new sizes instead).
+    return energy(api, **_lite_options(api, tiered_compilation=True, size_generic=False))
+
+
+def energy_xla(api: ModuleType) -> Callable:
+    # One XLA compilation per size, as without the optional IREE backend.
+    return energy(api, **_lite_options(api, size_generic=False))
+
+
+def energy_first_compile(api: ModuleType) -> Callable:
+    # The size-generic executable compiled during the sample: the modules this process compiled
+    # before are forgotten (and the benchmark runs without a disk cache).
+    if api.__name__ == "catalyst_lite":
+        importlib.import_module("catalyst_lite.compiler.iree_backend").forget_compiled()
+    return energy(api)
 
 
 def energy_jax() -> Callable:
@@ -210,7 +228,11 @@ PROGRAMS: dict[str, Program] = {
     "circuit_autograph": Program("the same with a Python for loop, autograph=True", circuit_autograph, circuit_jax),
     "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
     "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
-    "energy_tiered": Program("the same, with tiered compilation (catalyst_lite)", energy_tiered, energy_jax),
+    "energy_tiered": Program("the same, XLA's tiered compilation (catalyst_lite)", energy_tiered, energy_jax),
+    "energy_xla": Program("the same, XLA per size (catalyst_lite without IREE)", energy_xla, energy_jax),
+    "energy_first_compile": Program(
+        "the same, its size-generic executable compiled anew (catalyst_lite)", energy_first_compile, energy_jax
+    ),
     "grow": Program(f"for_loop appending 1 element, {LOOP_STEPS} iterations", grow, grow_jax),
     "fixed": Program(f"the same for_loop at a fixed size", fixed, fixed_jax),
     "add_one": Program("x + 1.0", add_one, add_one_jax),
