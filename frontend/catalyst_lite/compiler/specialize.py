@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import threading
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import jax
 import numpy as np
@@ -52,6 +52,9 @@ from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
 from .tiers import Specialization, tiered_by_default
+
+if TYPE_CHECKING:  # size_generic builds on this module
+    from .size_generic import SizeGenericTier
 
 __all__ = [
     "Mode",
@@ -363,9 +366,9 @@ class JaxprRunner:
         # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
         self._lock = threading.Lock()
-        # One executable for every size (a size_generic.SizeGenericTier), when the program has one:
-        # it runs the sizes that have no XLA executable yet.
-        self.size_generic: Any = None
+        # One executable for every size, when the program has one: it runs the sizes that have no
+        # XLA executable yet (set by QJIT, see .size_generic).
+        self.size_generic: SizeGenericTier | None = None
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
