@@ -79,6 +79,9 @@ class SizeGenericTier:
 
     # Calls at one size signature after which its XLA executable is compiled (in the background).
     CALLS_BEFORE_XLA = 2
+    # Size signatures remembered (calls counted, sizes checked); past this many the memory is
+    # cleared, so that a process calling ever new sizes does not grow without bound.
+    REMEMBERED_SIZES = 4096
 
     def __init__(self, runner: JaxprRunner):
         self.runner = runner
@@ -112,6 +115,8 @@ class SizeGenericTier:
             return None
         if key not in self._checked:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
+            if len(self._checked) >= self.REMEMBERED_SIZES:
+                self._checked.clear()
             self._checked.add(key)
         try:
             outs = executable(args)
@@ -158,6 +163,8 @@ class SizeGenericTier:
     def _count(self, key: Hashable, args: Sequence[Any]) -> None:
         """Count a call at ``key``; at the second, compile the size's XLA executable."""
         calls = self._calls.get(key, 0) + 1
+        if len(self._calls) >= self.REMEMBERED_SIZES:
+            self._calls.clear()
         self._calls[key] = calls
         if calls == self.CALLS_BEFORE_XLA:
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
