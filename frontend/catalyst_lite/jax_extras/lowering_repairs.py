@@ -138,25 +138,6 @@ _INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
 _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 
 
-def _make_reduce_abstract_eval(original: Callable) -> Callable:
-    # The variadic `reduce` (used by `argmax`/`argmin`) has no abstract evaluation for
-    # dynamically-shaped operands ("TypeError: (f64[n], ...), DShapedArray"). Its result types are
-    # the operands' without the reduced axes.
-    def abstract_eval(*avals: Any, dimensions: Sequence[int], **params: Any) -> Any:
-        if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
-            return original(*avals, dimensions=dimensions, **params)
-        operands, inits = avals[: len(avals) // 2], avals[len(avals) // 2 :]
-        out = []
-        for op, init in zip(operands, inits):
-            shape = tuple(d for i, d in enumerate(op.shape) if i not in dimensions)
-            weak = op.weak_type and init.weak_type
-            static = all(type(d) is int for d in shape)
-            out.append((core.ShapedArray if static else core.DShapedArray)(shape, op.dtype, weak))
-        return out, core.no_effects
-
-    return abstract_eval
-
-
 def _make_reshape(original: Callable) -> Callable:
     # JAX emits `stablehlo.dynamic_reshape` for a reshape to symbolic sizes; a target may need
     # another form (IREE does not lower `dynamic_reshape`).
@@ -204,15 +185,6 @@ LOWERING_PATCHES: tuple[Patch, ...] = (
             "annotate",
             _make_annotate,
             "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
-        )
-    ),
-    register_patch(
-        Patch(
-            "dynamic_variadic_reduce",
-            lax_internal.reduce_p,
-            "abstract_eval",
-            _make_reduce_abstract_eval,
-            "lax.reduce of several dynamically-shaped operands has result types",
         )
     ),
     register_patch(
