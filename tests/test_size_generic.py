@@ -320,6 +320,17 @@ def test_a_program_with_grad_inside_falls_back_to_xla():
     assert "custom_call" in tier(f).reason
 
 
+@needs_iree
+def test_a_lapack_custom_call_falls_back_to_xla():
+    f = qjit(lambda a: jnp.linalg.eigh(a)[0], abstracted_axes=({0: "n", 1: "n"},), size_generic=True)
+    for n in (2, 3, 4):
+        a = np.eye(n) * 2.0 + 0.1
+        np.testing.assert_allclose(f(a), np.linalg.eigvalsh(a), rtol=RTOL)
+    QJIT.wait_for_compilations()
+    assert tier(f).status is Status.UNSUPPORTED
+    assert "custom_call" in tier(f).reason and "lapack" in tier(f).reason
+
+
 def test_programs_without_sizes_or_without_iree_have_no_size_generic_tier(monkeypatch):
     fixed = qjit(lambda x: x * 2.0, size_generic=True)
     fixed(np.ones(3))

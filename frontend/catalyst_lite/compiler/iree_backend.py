@@ -39,6 +39,7 @@ import hashlib
 import importlib.metadata
 import os
 import platform
+import re
 import threading
 import weakref
 from pathlib import Path
@@ -248,8 +249,12 @@ def _first_line(err: BaseException) -> str:
 
 
 def _compiler_diagnostic(err: BaseException) -> str:
-    """The first ``error:`` line of IREE's diagnostics (the whole output is pages long)."""
-    for line in str(err).splitlines():
+    """The first ``error:`` of IREE's diagnostics, without the operation it prints (the whole
+    output is pages long), and the target of a ``custom_call`` it refused."""
+    text = str(err)
+    for line in text.splitlines():
         if "error:" in line:
-            return "iree-compile: " + line.split("error:", 1)[1].strip()
+            message = line.split("error:", 1)[1].split(": %", 1)[0].strip()
+            target = re.search(r'call_target_name = "([^"]+)"', line)
+            return f"iree-compile: {message}" + (f" ({target.group(1)})" if target else "")
     return "iree-compile failed: " + _first_line(err)
