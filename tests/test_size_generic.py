@@ -24,7 +24,7 @@ from jax.experimental import enable_x64
 from catalyst_lite import QJIT, cond, for_loop, grad, qjit
 from catalyst_lite.compiler import iree_backend
 from catalyst_lite.compiler.size_generic import SIZE_GENERIC_ENV_VAR, SizeGenericTier, Status
-from catalyst_lite.errors import ArgumentValueError
+from catalyst_lite.errors import IncompatibleSizesError
 
 needs_iree = pytest.mark.skipif(not iree_backend.available(), reason="IREE is not installed")
 RTOL = 1e-12
@@ -206,17 +206,34 @@ def test_a_size_that_comes_back_gets_its_xla_executable_bit_identical_to_jax_jit
     assert_close(first, expected)
 
 
+def _error_of(call) -> tuple[type, str]:
+    with pytest.raises(Exception) as info:
+        call()
+    return type(info.value), str(info.value)
+
+
 @needs_iree
-def test_size_checks_hold_on_the_size_generic_path(generic_programs):
-    """What staging checks at a new size (negative sizes, size assumptions) is checked before the
-    size-generic executable runs, with the same errors."""
-    f = warmed_up(qjit(lambda n: jnp.max(jnp.ones(n)) * jnp.ones(n - 2), size_generic=True), (5,), (6,))
-    assert tier(f).status is Status.READY
+def test_sizes_are_checked_as_without_the_tier(generic_programs):
+    """What a new size must satisfy (size assumptions, reshape requirements, no negative sizes)
+    is checked before the size-generic executable runs, with the errors of the XLA path."""
+
+    def sized(n):
+        return jnp.max(jnp.ones(n)) * jnp.ones(n - 2)
+
+    def rows(x):
+        return x.reshape(-1, 3)
+
+    f = warmed_up(qjit(sized, size_generic=True), (5,), (6,))
+    g = warmed_up(qjit(rows, abstracted_axes={0: "n"}, size_generic=True), (np.arange(6.0),), (np.arange(9.0),))
+    assert tier(f).status is tier(g).status is Status.READY
     np.testing.assert_array_equal(f(9), np.ones(7))
-    with pytest.raises(ArgumentValueError, match="negative size"):
-        f(1)
-    with pytest.raises(ArgumentValueError, match="assuming that 0 >= 1"):
-        f(0)
+    np.testing.assert_array_equal(g(np.arange(12.0)), np.arange(12.0).reshape(-1, 3))
+    f_xla, g_xla = qjit(sized, size_generic=False), qjit(rows, abstracted_axes={0: "n"}, size_generic=False)
+    for n in (1, 0):
+        assert _error_of(lambda: f(n)) == _error_of(lambda: f_xla(n))
+    with pytest.raises(IncompatibleSizesError):  # a reshape keeps the number of elements
+        g(np.arange(7.0))
+    assert _error_of(lambda: g(np.arange(7.0))) == _error_of(lambda: g_xla(np.arange(7.0)))
 
 
 @needs_iree

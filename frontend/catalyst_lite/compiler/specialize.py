@@ -33,6 +33,7 @@ import numpy as np
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
 from ..jax_extras import (
+    ClosedJaxpr,
     DropVar,
     DShapedArray,
     Jaxpr,
@@ -46,7 +47,6 @@ from ..jax_extras import (
 )
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
-from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.literals import literals_by_value
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
@@ -229,8 +229,8 @@ _UNKNOWN = object()  # a value check_sizes does not compute (array data, a loop'
 def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
     """Check at these sizes what staging would check, without staging: evaluate the program's size
     arithmetic from ``sizes`` (its dimension inputs, by position), check its size assumptions and
-    refuse negative or too large arrays, at the top level of ``jaxpr``. Sizes computed inside loops
-    are checked by whoever runs them."""
+    requirements and refuse negative or too large arrays, at the top level of ``jaxpr``. Sizes
+    computed inside loops are checked by whoever runs them."""
     env: dict[Var, Any] = {v: sizes[i] for i, v in enumerate(jaxpr.invars) if i in sizes}
 
     def read(atom: Any) -> Any:
@@ -243,9 +243,19 @@ def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[prim]])
             if _UNKNOWN not in invals[len(invals) - ndyn :]:
                 _fill_dynamic_shape(eqn, invals)
-        elif _UNKNOWN not in invals and (prim is assume_size_p or _is_size_arithmetic(eqn)):
+        elif _UNKNOWN not in invals and (_is_size_check(eqn) or _is_size_arithmetic(eqn)):
             for var, value in zip(eqn.outvars, _eval_equation(eqn, invals)):
                 env[var] = value
+
+
+def _is_size_check(eqn: Any) -> bool:
+    """An equation that only checks sizes (an assumption or a requirement): no results, no nested
+    program, and specializations key on its operands."""
+    return (
+        not eqn.outvars
+        and eqn.primitive in dimension_operand_rules
+        and not any(isinstance(p, (ClosedJaxpr, Jaxpr)) for p in eqn.params.values())
+    )
 
 
 def _is_size_arithmetic(eqn: Any) -> bool:
