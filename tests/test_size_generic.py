@@ -359,8 +359,12 @@ def test_programs_without_sizes_or_without_iree_have_no_size_generic_tier(monkey
     assert tier(f) is None
 
 
-def test_the_environment_variable_turns_the_tier_off(monkeypatch):
+def test_the_tier_is_on_by_default_and_the_environment_variable_turns_it_off(monkeypatch):
     monkeypatch.setattr(iree_backend, "available", lambda: True)
+    monkeypatch.delenv(SIZE_GENERIC_ENV_VAR, raising=False)  # as for a user (conftest sets it)
+    default = qjit(energy, abstracted_axes={0: "n"})
+    default(np.ones(3))
+    assert tier(default) is not None
     monkeypatch.setenv(SIZE_GENERIC_ENV_VAR, "0")
     f = qjit(energy, abstracted_axes={0: "n"})
     f(np.ones(3))
