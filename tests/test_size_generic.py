@@ -116,11 +116,12 @@ def nested_reference(n: int, m: int):
 
 
 def pick_reference(n: int):
-    return np.arange(n) * 2.0 if n > 2 else np.zeros(3)
+    return np.arange(n) * 2.0 if n > 2 else np.zeros(n + 3)
 
 
 def pick(n: int):
-    """A conditional whose branches return different sizes."""
+    """A conditional whose branches return different sizes (both symbolic: a number in one branch
+    would have to be that number in the other, as in Catalyst)."""
 
     @cond(n > 2)
     def s():
@@ -128,7 +129,7 @@ def pick(n: int):
 
     @s.otherwise
     def s():
-        return jnp.zeros((3,))
+        return jnp.zeros((n + 3,))
 
     return s()
 
