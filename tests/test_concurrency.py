@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import CatalystLiteError, for_loop, qjit
+from catalyst_lite import CatalystLiteError, cond, for_loop, measure, qjit
 from catalyst_lite.jax_extras import patches
 
 THREADS = 8
@@ -235,3 +235,114 @@ def test_patches_registered_while_another_thread_traces_are_undone():
     assert seen[0] == "patched"
     np.testing.assert_allclose(seen[1], np.ones(2))
     assert owner.value() == "original"
+
+
+def make_qnode(i, measuring=False):
+    """QNode number ``i`` (a distinct circuit for each thread) on ``default.qubit``. With
+    ``measuring``, its last rotation is conditioned on a mid-circuit ``measure`` of an ancilla
+    that is always 1 (only catalyst_lite's compilation of the QNode can run it)."""
+    import pennylane as qml
+
+    @qml.qnode(qml.device("default.qubit", wires=4))
+    def circuit(x):
+        qml.RX(x * (i + 1), wires=i % 3)
+        qml.CNOT(wires=[i % 3, (i + 1) % 3])
+        if measuring:
+            qml.X(3)
+            cond(measure(3))(lambda: qml.RY(0.3 * i, wires=(i + 2) % 3))()
+        else:
+            qml.RY(0.3 * i, wires=(i + 2) % 3)
+        return qml.expval(qml.Z((i + 1) % 3)), qml.probs(wires=[0, 1])
+
+    return circuit
+
+
+def test_eight_threads_trace_qnodes_at_once():
+    """Eight threads trace QNodes at once, their traces chained so that each starts while the
+    previous one is under way, which ends before the next calls its QNode (the QNode interception is reference-counted:
+    before, the first trace to end removed it for all). Each gets default.qubit's results, and
+    afterwards PennyLane's QNode is as it was."""
+    import pennylane as qml
+
+    before = vars(qml.QNode)["__call__"]
+    qnodes = [make_qnode(i, measuring=True) for i in range(THREADS)]
+    entered = [threading.Event() for _ in range(THREADS)]
+    done = [threading.Event() for _ in range(THREADS)]
+
+    def traced(i):
+        def program(x):
+            entered[i].set()
+            assert i == 0 or done[i - 1].wait(60)  # the previous trace has ended
+            out = qnodes[i](x)
+            assert i == THREADS - 1 or entered[i + 1].wait(60)  # the next one is under way
+            return out
+
+        return qjit(program)
+
+    compiled = [traced(i) for i in range(THREADS)]
+
+    def work(i):
+        assert i == 0 or entered[i - 1].wait(60)  # traces start in order
+        try:
+            return compiled[i](0.7)
+        finally:
+            done[i].set()
+
+    results = run_in_threads(work)
+    for i, (expval, probs) in enumerate(results):
+        ref_expval, ref_probs = make_qnode(i)(0.7)
+        np.testing.assert_allclose(expval, ref_expval, atol=1e-12)
+        np.testing.assert_allclose(probs, ref_probs, atol=1e-12)
+    assert vars(qml.QNode)["__call__"] is before
+
+
+def test_a_thread_not_tracing_sees_jax_and_pennylane_unpatched():
+    """While one thread is inside a trace (all repairs installed), another thread gets JAX's and
+    PennyLane's own behaviour: tracers refuse bool() and NumPy conversion in its jax.jit code, a
+    QNode runs on default.qubit, the collector runs; afterwards no class keeps a patch."""
+    import gc
+
+    import pennylane as qml
+
+    from catalyst_lite.jax_extras import pe
+
+    tracer_attrs = ("__bool__", "__array__", "__hash__", "_short_repr", "make_eqn")
+    before = {a: vars(pe.DynamicJaxprTracer).get(a) for a in tracer_attrs}
+    qnode_call = vars(qml.QNode)["__call__"]
+    qnode = make_qnode(1)
+    inside, release = threading.Event(), threading.Event()
+
+    @qjit
+    def traced(x):
+        out = qnode(x)
+        inside.set()
+        assert release.wait(30)
+        return out
+
+    worker = threading.Thread(target=traced.__call__, args=(0.5,))
+    worker.start()
+    try:
+        assert inside.wait(60)
+        assert vars(qml.QNode)["__call__"] is not qnode_call  # the interception is installed
+
+        def uses_bool(x):
+            return x if x > 0 else -x
+
+        with pytest.raises(jax.errors.TracerBoolConversionError):
+            jax.jit(uses_bool)(1.0)
+        with pytest.raises(jax.errors.TracerArrayConversionError):
+            jax.jit(lambda x: np.asarray(x))(1.0)
+        with pytest.raises(TypeError):
+            jax.jit(lambda n: jnp.ones((n,)))(3)
+        expval, probs = qnode(0.5)  # PennyLane's own execution
+        jit_expval, _ = jax.jit(qnode)(0.5)  # PennyLane's JAX interface
+        collector_on = gc.isenabled()
+    finally:
+        release.set()
+        worker.join(60)
+    ref_expval = np.cos(0.5 * 2)  # RX(2x) on wire 1, then CNOT(1 -> 2): <Z_2> = cos(2x)
+    np.testing.assert_allclose([expval, jit_expval], [ref_expval, ref_expval], atol=1e-12)
+    np.testing.assert_allclose(np.sum(probs), 1.0)
+    assert collector_on
+    assert {a: vars(pe.DynamicJaxprTracer).get(a) for a in tracer_attrs} == before
+    assert vars(qml.QNode)["__call__"] is qnode_call

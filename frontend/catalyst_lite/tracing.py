@@ -44,7 +44,7 @@ __all__ = [
     "trace_program",
     "dimension_sources",
     "implicit_values",
-    "gc_paused",
+    "full_collections_deferred",
     "qjit_options",
     "qjit_option",
 ]
@@ -163,38 +163,45 @@ def qjit_option(name: str, default: Any = None) -> Any:
     return default if options is None else options.get(name, default)
 
 
+# Python's collector runs a full collection (generation 2) only when generation 1 has been collected
+# this many times since the last one; this many never comes while a trace defers them.
+_NEVER = 2**30
 _gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
+_gc_deferrals = 0
+_gc_thresholds: tuple[int, ...] = ()
 
 
 @contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Python's automatic cyclic garbage collection paused while this thread (or another) traces.
+def full_collections_deferred() -> Iterator[None]:
+    """Python's full garbage collections deferred while this thread (or another) traces.
 
-    A trace allocates many short-lived objects. A full collection triggered in the middle of one
-    walks the whole heap (JAX, PennyLane) and adds about 0.1 s to a first call. The garbage is
-    collected after the trace instead. A user who disabled collection keeps it disabled.
+    A trace allocates many short-lived objects; a full collection triggered in the middle of one
+    walks the whole heap (JAX, PennyLane) and adds about 0.1 s to a first call. The collector
+    keeps running for every thread (young objects are collected as usual); only the full
+    collections wait until the last trace ends. Reference-counted, so concurrent traces are
+    safe; thresholds the user sets meanwhile are kept.
 
     >>> import gc
-    >>> with gc_paused():
-    ...     paused = not gc.isenabled()
-    >>> paused, gc.isenabled()
-    (True, True)
+    >>> before = gc.get_threshold()
+    >>> with full_collections_deferred():
+    ...     deferred = gc.get_threshold()[2] > before[2]
+    ...     enabled = gc.isenabled()
+    >>> deferred, enabled, gc.get_threshold() == before
+    (True, True, True)
     """
-    global _gc_pauses, _gc_was_enabled
+    global _gc_deferrals, _gc_thresholds
     with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
+        if _gc_deferrals == 0:
+            _gc_thresholds = gc.get_threshold()
+            gc.set_threshold(*_gc_thresholds[:2], _NEVER)
+        _gc_deferrals += 1
     try:
         yield
     finally:
         with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
+            _gc_deferrals -= 1
+            if _gc_deferrals == 0 and gc.get_threshold() == (*_gc_thresholds[:2], _NEVER):
+                gc.set_threshold(*_gc_thresholds)
 
 
 def _on_device(consts: Sequence[Any]) -> list[Any]:
@@ -246,7 +253,7 @@ def trace_program(
 
     scalar_dtypes = [s.dtype if s.shape == () else None for s in leaf_specs]
     # Translated outside `dynamic_tracing`: the messages are built with the user's JAX settings.
-    with gc_paused(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing(), size_scope(scope):
+    with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing(), size_scope(scope):
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
     _refuse_escaped_sizes(jaxpr, consts, name)

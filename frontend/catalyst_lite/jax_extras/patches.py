@@ -384,14 +384,17 @@ def _all_patches() -> tuple[Patch, ...]:
     return PATCHES + tuple(_extra_patches)
 
 
-# The original of an attribute that a patch adds (it is deleted again when the patch is removed).
+# What an owner's own namespace held where a patch adds the attribute (the attribute was inherited
+# or absent): removing the patch deletes it again, so the owner inherits as before.
 _ABSENT = object()
 
 
 def _apply(patch: Patch) -> None:
-    original = getattr(patch.owner, patch.attr, _ABSENT)
-    setattr(patch.owner, patch.attr, patch.make(None if original is _ABSENT else original))
-    _installed.append((patch, original))
+    """Replace ``patch.owner.attr``, remembering the owner's *own* entry (not an inherited one:
+    writing that back on removal would leave a copy behind in the subclass)."""
+    own = vars(patch.owner).get(patch.attr, _ABSENT)
+    setattr(patch.owner, patch.attr, patch.make(getattr(patch.owner, patch.attr, None)))
+    _installed.append((patch, own))
 
 
 def _install() -> None:
@@ -404,13 +407,14 @@ def _install() -> None:
 
 
 def _uninstall() -> None:
-    """Undo exactly the patches applied, last first (whatever was registered meanwhile)."""
+    """Undo exactly the patches applied, last first (whatever was registered meanwhile): each
+    owner's namespace is left as it was, an inherited attribute inherited again."""
     while _installed:
-        patch, original = _installed.pop()
-        if original is _ABSENT:
+        patch, own = _installed.pop()
+        if own is _ABSENT:
             delattr(patch.owner, patch.attr)
         else:
-            setattr(patch.owner, patch.attr, original)
+            setattr(patch.owner, patch.attr, own)
 
 
 @contextlib.contextmanager

@@ -52,6 +52,7 @@ from ..capture.switch import pennylane_capture_enabled
 from ..control_flow.common import ambient_carry, control_flow_handler
 from ..errors import QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing
+from ..jax_extras.patches import Patch, register_patch
 from . import prng
 from .application import apply_records
 from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
@@ -67,7 +68,7 @@ from .statevector import apply_matrix, project_wire, wire_probability, zero_stat
 from .transforms import qnode_pipeline, transformed_operations
 from .wires import WireMap
 
-__all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
+__all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "intercept_qnode_calls", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
 
 SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit", "null.qubit")
 UNSIMULATED_DEVICES = ("null.qubit",)
@@ -136,36 +137,44 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[TracedCircuits]:
     ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples. Yields the
     :class:`TracedCircuits` record of the trace.
     """
+    intercept_qnode_calls()
     previous = getattr(_local, "traced", None)
     seed = options.get("seed")
     _local.traced = TracedCircuits(None if seed is None else int(seed))
     try:
-        with _qnode_interception():
-            yield _local.traced
+        yield _local.traced
     finally:
         _local.traced = previous
 
 
-@contextlib.contextmanager
-def _qnode_interception() -> Iterator[None]:
-    import pennylane as qml
-
-    original = qml.QNode.__call__
-    if getattr(original, "_catalyst_lite", False):  # nested qjit traces: already installed
-        yield
-        return
-
+def _make_qnode_call(original: Callable) -> Callable:
+    # A QNode called while this thread traces a catalyst_lite program becomes array operations
+    # of the program; everywhere else (other threads, eager calls) PennyLane runs it.
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return execute_qnode(self, args, kwargs)
         return original(self, *args, **kwargs)
 
-    __call__._catalyst_lite = True
-    qml.QNode.__call__ = __call__
-    try:
-        yield
-    finally:
-        qml.QNode.__call__ = original
+    return __call__
+
+
+_intercept_lock = threading.Lock()
+_intercepting = False
+
+
+def intercept_qnode_calls() -> None:
+    """Register the :class:`~catalyst_lite.jax_extras.patches.Patch` of ``QNode.__call__`` once
+    PennyLane is imported (by the user: a program without QNodes never imports it). Like JAX's
+    repairs it is in effect only while some thread traces, and acts only for that thread."""
+    global _intercepting
+    if _intercepting or "pennylane" not in sys.modules:
+        return
+    with _intercept_lock:
+        if not _intercepting:
+            qnode_class = sys.modules["pennylane"].QNode
+            register_patch(Patch("compile_qnode_calls", qnode_class, "__call__", _make_qnode_call,
+                                 "a QNode called while catalyst_lite traces compiles into the program"))
+            _intercepting = True
 
 
 def _traced() -> TracedCircuits:
