@@ -3,6 +3,7 @@
 import doctest
 import importlib
 import pkgutil
+import re
 
 import jax
 import pytest
@@ -35,3 +36,17 @@ def test_examples_are_found():
     module = importlib.import_module("catalyst_lite.compiled")
     examples = sum(len(t.examples) for t in doctest.DocTestFinder().find(module))
     assert examples >= 3
+
+
+SUBPACKAGES = sorted(
+    m.name for m in pkgutil.iter_modules(catalyst_lite.__path__, catalyst_lite.__name__ + ".") if m.ispkg
+)
+
+
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_each_subpackage_docstring_lists_its_modules(name):
+    """A subpackage's docstring is its module map: it names every module in it, and no other."""
+    package = importlib.import_module(name)
+    modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
+    named = set(re.findall(r":mod:`\.(\w+)`", package.__doc__ or ""))
+    assert named == modules

@@ -143,6 +143,17 @@ def test_negative_size(f):
     works(f)
 
 
+def test_a_size_expression_may_be_zero_but_not_negative():
+    @qjit
+    def f(n):
+        return jnp.ones([n + 1]) * 2.0
+
+    with raises(ArgumentValueError, "f", "negative size", "'n'=-4"):
+        f(-4)
+    np.testing.assert_array_equal(f(-1), np.ones(0))
+    np.testing.assert_array_equal(f(2), np.full(3, 2.0))
+
+
 @pytest.mark.parametrize("f", [sized, sized_unannotated], ids=["annotated", "unannotated"])
 def test_size_too_large_for_memory_is_refused_before_xla_allocates(f):
     with raises(ArrayTooLargeError, f.__name__, r"shape \(1000000000000000,\)", "GiB", "'n'=1000000000000000"):
@@ -166,11 +177,19 @@ def test_shared_abstracted_dimension_with_different_lengths():
     np.testing.assert_allclose(f(np.ones(3), np.ones(3)), np.full(3, 2.0))
 
 
-def test_abstracted_axis_beyond_rank():
-    f = qjit(lambda x: x.sum(), abstracted_axes=({2: "n"},))
-    with raises(ArgumentValueError, "axis 2 of argument 'x'", "rank 2", r"0\.\.1"):
-        f(np.ones((2, 3)))
-    assert float(f(np.ones((2, 3, 4)))) == 24.0
+@pytest.mark.parametrize(
+    "axes, args, message, good",
+    [
+        (({2: "n"},), (np.ones((2, 3)),), ("axis 2 of argument 'x'", "rank 2", r"0\.\.1"), (np.ones((2, 3, 4)),)),
+        (({1: "n"}, None), (np.ones(3), np.ones(2)), ("axis 1 of argument 'x'", "rank 1"), (np.ones((2, 3)), np.ones(2))),
+    ],
+    ids=["only-argument", "with-an-unabstracted-argument"],
+)
+def test_abstracted_axis_beyond_rank(axes, args, message, good):
+    f = qjit(lambda x, y=0.0: x + jnp.sum(y), abstracted_axes=axes)
+    with raises(ArgumentValueError, *message):
+        f(*args)
+    np.testing.assert_allclose(f(*good), good[0] + np.sum(good[1:]))
 
 
 # --- loops ------------------------------------------------------------------------------------------

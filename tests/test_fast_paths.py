@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import for_loop, qjit
-from catalyst_lite.errors import ArgumentValueError, DimensionError
+from catalyst_lite import for_loop, qjit, while_loop
+from catalyst_lite.errors import ArgumentValueError, DimensionError, UnsupportedOperationError
 
 
 def _program(f):
@@ -103,17 +103,31 @@ def test_short_resizing_loops_are_unrolled_with_the_same_results(n_steps):
     assert staged == (n_steps <= UNROLL_LIMIT)  # a long loop stays host-driven
 
 
-def test_a_resizing_loop_whose_size_depends_on_data_stays_host_driven():
-    @qjit
-    def f(n: int):
-        @for_loop(0, 3, 1, allow_array_resizing=True)
-        def loop(i, a):
-            return jnp.ones([a.shape[0] + 1]) * jnp.sum(a)
+@pytest.mark.parametrize("x", [[1.0], [3.0, -1.0], [40.0, 70.0, 1.0]])
+def test_a_resizing_loop_whose_size_depends_on_data_stays_host_driven(x):
+    """How often the loop doubles its array depends on the values: no program of static shapes
+    computes it, so it runs host-driven (each body compiled for the sizes it meets), with
+    NumPy's results."""
 
-        return loop(jnp.ones([n]))
+    @qjit(abstracted_axes={0: "n"})
+    def grow(x):
+        @while_loop(lambda a: jnp.sum(a) < 100.0, allow_array_resizing=True)
+        def loop(a):
+            return jnp.concatenate([a, a * 2.0])
 
-    assert f(2).shape == (5,)
-    with pytest.raises(DimensionError):
+        return loop(x) + 1.0
+
+    a = np.array(x)
+    while a.sum() < 100.0:
+        a = np.concatenate([a, a * 2.0])
+    np.testing.assert_array_equal(grow(np.array(x)), a + 1.0)
+    assert None in _program(grow).runner._executables.values()  # host-driven, not one executable
+    with pytest.raises(UnsupportedOperationError, match="host-driven"):
+        grow.specialized_mlir(np.array(x))
+
+
+def test_a_loop_that_keeps_sizes_refuses_a_body_that_changes_them():
+    with pytest.raises(DimensionError, match="allow_array_resizing"):
 
         @qjit
         def g(n: int):

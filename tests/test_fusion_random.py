@@ -88,7 +88,7 @@ def qfunc_of(ops):
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(circuits(), st.integers(0, 2**31 - 1))
-def test_random_circuits_match_default_qubit(ops, seed):
+def test_random_fusable_circuits_match_default_qubit(ops, seed):
     rng = np.random.default_rng(seed)
     circuit = qfunc_of(ops)
     compiled = qjit(qml.qnode(DEV)(circuit))

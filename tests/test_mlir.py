@@ -1,7 +1,6 @@
 """``QJIT.mlir``: StableHLO of the traced dynamic program (symbolic sizes as ``?``), and
 ``QJIT.specialized_mlir``: what XLA compiles for concrete sizes."""
 
-import doctest
 import re
 import threading
 
@@ -413,15 +412,6 @@ def test_cond_inside_loop_body_is_lowered_once():
     assert count("stablehlo.multiply", text) == 1
     body = text[text.index("} do {") :]
     assert "stablehlo.case" in body
-
-
-# --- docstring examples --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("module", [user_lowering, jax_lowering])
-def test_docstring_examples(module):
-    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_slices_with_symbolic_bounds_lower_to_dynamic_gather():

@@ -44,6 +44,7 @@ from .compiler.size_generic import SizeGenericTier
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
+from .compiler.lowering import program_to_mlir
 from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
@@ -379,8 +380,6 @@ class QJIT:
         """StableHLO text of the traced program; symbolic sizes are ``?`` dimensions."""
         if self._last is None:
             return None
-        from .compiler.lowering import program_to_mlir
-
         return program_to_mlir(self._last, self.name)
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:

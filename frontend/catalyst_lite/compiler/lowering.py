@@ -18,6 +18,7 @@ func.func public @main(%arg0: tensor<i64>) -> (tensor<i64>, tensor<?xf64>) {
 
 from __future__ import annotations
 
+from ..jax_extras.lowering import lower_jaxpr_to_stablehlo
 from ..tracing import TracedProgram
 
 __all__ = ["program_to_mlir"]
@@ -33,7 +34,4 @@ def program_to_mlir(program: TracedProgram, name: str) -> str:
         raise TypeError(f"program_to_mlir expects a TracedProgram, got {type(program).__name__}")
     if not isinstance(name, str) or not name:
         raise TypeError(f"program_to_mlir expects a non-empty module name, got {name!r}")
-    # Imported here: the lowering repairs are registered with the patch set on first use only.
-    from ..jax_extras.lowering import lower_jaxpr_to_stablehlo
-
     return lower_jaxpr_to_stablehlo(program.closed_jaxpr, name)

@@ -316,9 +316,9 @@ def _lower(
     apply_reverse_transform: bool,
 ) -> list[Any]:
     """StableHLO: ``for i in range(lower, upper, step): carry = body(i, carry)`` as a while."""
-    del preserve_dimensions  # already reflected in the operands and in the body's types
-    if apply_reverse_transform:
-        raise NotImplementedError("lowering a reversed for_loop is not supported")
+    # Preserved dimensions are already reflected in the operands and in the body's types; a
+    # reversed loop is never built (the type check refuses one).
+    del preserve_dimensions, apply_reverse_transform
     consts, implicit, (_, upper, step, start), carried = split_groups(
         list(operands), [body_nconsts, nimplicit, 4]
     )

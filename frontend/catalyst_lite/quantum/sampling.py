@@ -87,7 +87,7 @@ def measured_wires(mp: Any, n_wires: Any, wires: WireMap) -> tuple | None:
 # --- drawing samples from a state ----------------------------------------------------------------
 
 
-def _basis_samples(state, key, shots: Any, n_wires: int):
+def _basis_samples(state, key, shots: Any):
     """``shots`` basis indices drawn from ``|state|**2``."""
     return prng.sample_indices(key, probabilities(state), shots)
 
@@ -119,7 +119,7 @@ def static_eigvals(obs) -> np.ndarray:
 def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMap):
     """``(shots,)`` eigenvalues of ``obs``: samples of ``state`` measured in its eigenbasis."""
     rotated = rotate_to_eigenbasis(state, obs, n_wires, wires)
-    position = outcome_index(_basis_samples(rotated, key, shots, n_wires),
+    position = outcome_index(_basis_samples(rotated, key, shots),
                              wires.indices(obs.wires, obs.name), n_wires)
     return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
 
@@ -134,7 +134,7 @@ def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires:
     with qml.QueuingManager.stop_recording():
         operation = qml.pauli.PauliWord(word).operation()
     rotated = rotate_to_eigenbasis(state, operation, n_wires, wires)
-    samples = _basis_samples(rotated, key, shots, n_wires)
+    samples = _basis_samples(rotated, key, shots)
     parity = sum(wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word) & 1
     return 1.0 - 2.0 * parity.astype(jnp.float64)
 
@@ -168,7 +168,7 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
     if obs is not None:  # probs(op=...): outcomes in the observable's eigenbasis, on its wires
         state = rotate_to_eigenbasis(state, obs, n_wires, wires)
         targets = wires.indices(obs.wires, kind)
-    samples = _basis_samples(state, key, shots, n_wires)
+    samples = _basis_samples(state, key, shots)
     if kind == "sample":
         if targets is None:  # every wire (none on a device without wires; a symbolic number)
             positions = (n_wires - 1 - lax.iota(jnp.int64, n_wires)).astype(samples.dtype)
