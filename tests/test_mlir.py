@@ -204,7 +204,7 @@ def test_mlir_while_another_thread_traces():
 
 
 def test_program_to_mlir_rejects_non_programs():
-    with pytest.raises(TypeError, match="TracedProgram"):
+    with pytest.raises(TypeError, match="Program"):
         user_lowering.program_to_mlir(object(), "f")
 
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import operator
 import threading
+import time
 import types
 from typing import Any, Callable, Hashable, Sequence
 
@@ -40,19 +40,21 @@ from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
 from .callbacks import raise_from_callback
-from .compiler.size_generic import SizeGenericTier
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
+from .compiler.boundary import call_from_transformation
+from .compiler.executable import Executable, FastCall
 from .compiler.lowering import program_to_mlir
+from .compiler.options import DEFAULT_CACHE_SIZE, CompileOptions, ExecutableCache
 from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .jax_extras.size_facts import SizeScope
-from .tracing import TracedProgram, dimension_sources, implicit_values, qjit_options, trace_program
-from .quantum.qnode import quantum_tracing
+from .reporting import Reporter
+from .tracing import dimension_sources, extended_trace, implicit_values, qjit_options, trace_program
 
-__all__ = ["qjit", "QJIT"]
+__all__ = ["qjit", "QJIT", "CacheInfo"]
 
 # Catalyst options that change nothing here (we always compile with XLA).
 _ACCEPTED_OPTIONS = {
@@ -94,6 +96,22 @@ def _check_seed(seed: Any, name: str) -> None:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class CacheInfo:
+    """What a :class:`QJIT` holds (:meth:`QJIT.cache_info`).
+
+    ``programs``: traced programs (for every signature and set of size facts); ``executables``:
+    compiled XLA executables, one per program and size signature (nested bodies' included);
+    ``sizes``: the size signature of each, least recently used first; ``maxsize``: the bound
+    (``None``: none).
+    """
+
+    programs: int
+    executables: int
+    sizes: tuple
+    maxsize: int | None
+
+
 class QJIT:
     """A function compiled by :func:`qjit`. Call it like the original function.
 
@@ -114,6 +132,7 @@ class QJIT:
         tiered_compilation: bool | None = None,
         capture: bool | str = "global",
         size_generic: bool | None = None,
+        cache_size: int | None = DEFAULT_CACHE_SIZE,
         **options: Any,
     ):
         unknown = set(options) - _ACCEPTED_OPTIONS
@@ -140,13 +159,17 @@ class QJIT:
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
         self.tiered_compilation = tiered_compilation
-        # None: as the CATALYST_LITE_SIZE_GENERIC environment variable says (see compiler.size_generic).
-        self.size_generic = size_generic
+        if cache_size is not None and (not isinstance(cache_size, int) or cache_size < 1):
+            raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
+        self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
+        self._compile_options = CompileOptions(
+            tiered_compilation, {}, ExecutableCache(cache_size), self._report, size_generic
+        )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
         # Calls already validated, by _call_key: what their repeats run (see __call__).
-        self._validated_calls: dict[tuple, _ValidatedCall] = {}
-        self._last: TracedProgram | None = None
+        self._validated_calls: dict[tuple, _RepeatedCall] = {}
+        self._last: Executable | None = None
         # Guards the creation of program families (each family holds a lock while it traces, so
         # that two threads calling with the same new signature or sizes trace it once).
         self._lock = threading.Lock()
@@ -191,7 +214,7 @@ class QJIT:
         examples = tuple(example_of(a, p.name, self.name) for p, a in zip(params, annotations))
         return binding.bind(examples, {})
 
-    def _program_for(self, call: CallArguments) -> tuple[TracedProgram, list[Any], list[str], list[int]]:
+    def _program_for(self, call: CallArguments) -> tuple[Executable, list[Any], list[str], list[int]]:
         """The program for this call (traced if no program of its signature holds for its
         sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, and the
         call's size inputs' leading part: the lengths of its abstracted axes."""
@@ -223,7 +246,7 @@ class QJIT:
 
     def _trace_in_scope(
         self, call: CallArguments, tree, specs, axes, names, scope: SizeScope, static: Sequence[int | None] | None
-    ) -> TracedProgram:
+    ) -> Executable:
         """Trace the function for this call's signature in ``scope``; with ``static`` (values of
         the size inputs, ``None`` for the others), with those sizes as constants: the abstracted
         axes static and the integer arguments Python numbers, as ``jax.jit`` sees them."""
@@ -243,25 +266,22 @@ class QJIT:
             fn = _with_constant_leaves(fn, constants)
         return self._trace(fn, tree, specs, axes, names, scope)
 
-    def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None) -> TracedProgram:
-        """Trace ``fn`` into a program, configured for how it is to be compiled and called."""
+    def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None) -> Executable:
+        """Trace ``fn`` into a program, made callable with this function's compile options."""
         if uses_capture(self.capture):
             # Imported here: it imports PennyLane, which only programs that use it pay for.
             from .capture.program import captured_program
 
             fn = captured_program(fn, self.name)
         # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
-        # while PennyLane captures); QNodes called here compile into the program; debug_assert
-        # reads disable_assertions.
+        # while PennyLane captures); extensions (QNodes compile into the program) contribute to
+        # it; debug_assert reads disable_assertions.
+        start = time.perf_counter()
         with capture_switched(False, self.name), qjit_options(self.options), \
-                quantum_tracing(self.options) as circuits:
-            program = trace_program(fn, tree, specs, axes, self.name, names, scope)
-        program.runner.compile_options = circuits.compile_options
-        program.fresh_consts = circuits.fresh_consts(program.closed_jaxpr.consts)
-        if self.tiered_compilation is not None:
-            program.runner.tiered = self.tiered_compilation
-        program.runner.size_generic = SizeGenericTier.attach(program.runner, self.size_generic)
-        return program
+                extended_trace(self.options) as contribution:
+            program = trace_program(fn, tree, specs, axes, self.name, names, scope, contribution)
+        self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
+        return Executable(program, self._compile_options)
 
     def _annotated_values(self, call: CallArguments) -> tuple:
         """The call's values checked against the annotations and converted to them where
@@ -290,9 +310,9 @@ class QJIT:
         key = None if kwargs else _call_key(args)
         validated = self._validated_calls.get(key) if key is not None else None
         if validated is not None and (validated.facts is None or validated.facts.hold(args)):
-            self._last = validated.program
+            self._last = validated.fast.executable
             try:
-                return validated(args)
+                return validated.fast(args)
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
             except jax.errors.JaxRuntimeError as err:
@@ -304,35 +324,33 @@ class QJIT:
         call = self.binding.bind(args, kwargs)
         if self._annotated is not None:
             call = dataclasses.replace(call, values=self._annotated_values(call))
-        program, leaves, names, axis_lengths = self._program_for(call)
-        implicit = program.implicit_args(leaves, names, self.name)
-        self._check_size_arguments_known(program, implicit, leaves, names)
+        executable, leaves, names, axis_lengths = self._program_for(call)
+        implicit = executable.program.implicit_args(leaves, names, self.name)
+        self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
-            # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see transforms.boundary).
-            from .transforms.boundary import call_from_transformation
-
-            with self._naming_size_arguments(program, implicit, leaves, names):
-                return call_from_transformation(lambda *xs: program.run(implicit, xs), leaves)
+            # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
+            with self._naming_size_arguments(executable, implicit, leaves, names):
+                return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves)
         if key is not None and not any(call.is_static) and len(call.values) == len(args) and all(
             v is a for v, a in zip(call.values, args)
         ):
             # Each argument is one leaf, passed unconverted: a call with the same key is the same
             # call.
-            self._validated_calls[key] = _ValidatedCall(program, implicit, leaves, axis_lengths)
-        with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
-            return program.run(implicit, leaves)
+            self._validated_calls[key] = _RepeatedCall(executable, implicit, leaves, axis_lengths)
+        with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
+            return executable.run(implicit, leaves)
 
-    def _check_size_arguments_known(self, program, implicit, leaves, names) -> None:
+    def _check_size_arguments_known(self, executable, implicit, leaves, names) -> None:
         """Under an outer ``jax.jit``/``jax.vmap``/``jax.grad`` arrays may be tracers (their
         shapes are known), but an integer argument that sets a size must have a known value."""
-        first_leaf = len(program.closed_jaxpr.consts) + len(implicit)
-        for position in program.runner.static_positions:
+        first_leaf = len(executable.program.closed_jaxpr.consts) + len(implicit)
+        for position in executable.size_positions:
             k = position - first_leaf
             if k >= 0 and not is_concrete_value(leaves[k]):
                 raise _size_argument_not_known(self.name, names[k])
 
     @contextlib.contextmanager
-    def _naming_size_arguments(self, program, implicit, leaves, names):
+    def _naming_size_arguments(self, executable, implicit, leaves, names):
         """Re-raise a specialization error (a negative size) naming the arguments sizes come from,
         and an unsupported operation naming this function."""
         try:
@@ -341,7 +359,7 @@ class QJIT:
             raise  # about the function, not about sizes
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
-            sizes += [f"axis {a!r}={v}" for a, v in zip(program.axis_names, implicit)]
+            sizes += [f"axis {a!r}={v}" for a, v in zip(executable.program.axis_names, implicit)]
             # An array too large for memory stays a MemoryError, a broken assumption inside a loop
             # a SizeAssumptionError, sizes that do not fit together (a reshape) are incompatible;
             # other size errors are bad values.
@@ -362,7 +380,7 @@ class QJIT:
 
     # --- inspection --------------------------------------------------------------------------
 
-    def _traced_programs(self) -> list[TracedProgram]:
+    def _traced_programs(self) -> list[Executable]:
         """Every program traced so far (for every signature, each with the facts it holds for)."""
         return [
             program
@@ -373,22 +391,22 @@ class QJIT:
     @property
     def jaxpr(self):
         """The traced ``ClosedJaxpr`` (of the most recent signature)."""
-        return None if self._last is None else self._last.closed_jaxpr
+        return None if self._last is None else self._last.program.closed_jaxpr
 
     @property
     def mlir(self) -> str | None:
         """StableHLO text of the traced program; symbolic sizes are ``?`` dimensions."""
         if self._last is None:
             return None
-        return program_to_mlir(self._last, self.name)
+        return program_to_mlir(self._last.program, self.name)
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
         """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
-        program, leaves, names, _ = self._program_for(self.binding.bind(args, kwargs))
-        implicit = program.implicit_args(leaves, names, self.name)
-        with x64_scope(), self._naming_size_arguments(program, implicit, leaves, names):
+        executable, leaves, names, _ = self._program_for(self.binding.bind(args, kwargs))
+        implicit = executable.program.implicit_args(leaves, names, self.name)
+        with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             try:
-                return program.runner.lower(*program.full_args(implicit, leaves)).as_text()
+                return executable.lower(implicit, leaves).as_text()
             except NeedsHost:
                 raise UnsupportedOperationError(
                     f"{self.name}: no single StableHLO program computes these arguments: a size "
@@ -397,6 +415,31 @@ class QJIT:
                     "loop body compiled for the sizes it meets. .mlir shows the whole program "
                     "with dynamic sizes."
                 ) from None
+
+    # --- the cache ---------------------------------------------------------------------------
+
+    def cache_info(self) -> CacheInfo:
+        """What this function holds: traced programs, compiled executables and their sizes.
+
+        >>> import jax.numpy as jnp
+        >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
+        >>> _ = f(jnp.ones(3)), f(jnp.ones(4))
+        >>> info = f.cache_info()
+        >>> info.programs, info.executables
+        (1, 2)
+        """
+        cache = self._compile_options.cache
+        sizes = tuple(sizes for sizes, _reverse in cache.keys())
+        return CacheInfo(len(self._traced_programs()), len(sizes), sizes, cache.maxsize)
+
+    def clear_cache(self) -> None:
+        """Drop every traced program and compiled executable (as ``jax.jit``'s ``clear_cache``):
+        the next call traces and compiles again."""
+        with self._lock:
+            self._programs = {}
+            self._validated_calls = {}
+            self._last = None
+            self._compile_options.cache.clear()
 
     @staticmethod
     def wait_for_compilations() -> None:
@@ -408,43 +451,15 @@ class QJIT:
         return f"<catalyst_lite.QJIT {self.name}>"
 
 
-class _ValidatedCall:
-    """What a call with already-validated argument types runs: the compiled executable of its
-    sizes, called directly. Only what can change between such calls is checked on each one: the
-    sizes that integer arguments set, reverse mode, and the executable (tiered compilation swaps
-    it); anything else takes the general path, :meth:`TracedProgram.run`."""
+class _RepeatedCall:
+    """What a call with already-validated argument types runs (:class:`FastCall`), and the
+    program's facts that read integer arguments, checked on each call (the lengths of abstracted
+    axes are part of the key: facts about them hold for every call that has it)."""
 
-    def __init__(
-        self, program: TracedProgram, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]
-    ):
-        self.program = program
-        self.implicit = implicit
-        # The program's facts that read integer arguments, checked on each call (the lengths of
-        # abstracted axes are part of the key: facts about them hold for every call that has it).
-        self.facts = _ArgumentFacts(program.facts, axis_lengths) if any(
-            k >= len(axis_lengths) for k in program.facts.inputs
-        ) else None
-        self.runner = program.runner
-        self.prefix = (*program.closed_jaxpr.consts, *implicit)
-        self.fresh_prefix = bool(program.fresh_consts)  # then built anew on every call
-        positions = self.runner.dynamic_positions
-        # Without constants or sizes among the jaxpr's inputs, the arguments are the executable's.
-        self.positions = None if positions == tuple(range(len(self.prefix) + len(leaves))) else positions
-        full = (*self.prefix, *leaves)
-        # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
-        # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
-        self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
-        self.results = _results_function(program)
-
-    def __call__(self, args: tuple) -> Any:
-        if not self.needs_x64:
-            prefix = (*self.program.consts(), *self.implicit) if self.fresh_prefix else self.prefix
-            full = (*prefix, *args) if prefix else args
-            spec = self.runner.compiled(full)
-            if spec is not None:
-                return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
-        with x64_scope():
-            return self.program.run(self.implicit, args)
+    def __init__(self, executable: Executable, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]):
+        self.fast = FastCall(executable, implicit, leaves)
+        facts = executable.facts
+        self.facts = _ArgumentFacts(facts, axis_lengths) if any(k >= len(axis_lengths) for k in facts.inputs) else None
 
 
 class _ArgumentFacts:
@@ -458,12 +473,13 @@ class _ArgumentFacts:
         return self.first_broken((*self.axis_lengths, *args) if self.axis_lengths else args) < 0
 
 
-def _results_function(program: TracedProgram) -> Callable[[Sequence[Any]], Any]:
-    """``program.results``, or for the most common result, one array, a cheaper equivalent."""
-    explicit = [i for i, (_, is_explicit) in enumerate(program.out_type) if is_explicit]
-    if len(explicit) == 1 and jax.tree_util.treedef_is_leaf(program.out_tree):
-        return operator.itemgetter(explicit[0])
-    return program.results
+def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
+    """The argument types of a trace, symbolic axes by name: ``(f64[n], i64[])``."""
+    types = []
+    for spec, spec_axes in zip(specs, axes):
+        dims = ",".join(str(spec_axes.get(i, d)) for i, d in enumerate(spec.shape))
+        types.append(f"{np.dtype(spec.dtype).name}[{dims}]")
+    return f"({', '.join(types)})"
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex})
@@ -560,6 +576,13 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             ``x[i] = v``) in ``fn`` and the user functions it calls into ``cond``/``for_loop``/
             ``while_loop`` (see docs/autograph.md). ``autograph_include``: library modules whose
             functions are converted too.
+        cache_size: how many compiled executables (one per program and size signature) the
+            function keeps; beyond it the least recently used is dropped (its sizes compile
+            again if they come back). ``None``: no bound. See :meth:`QJIT.cache_info` and
+            :meth:`QJIT.clear_cache`.
+        verbose: report what each call does (trace, new specialization, XLA compile time, cache
+            hit) on ``logfile`` (``sys.stderr`` by default), as Catalyst's option does. The same
+            reports go to the ``catalyst_lite`` logger of Python's ``logging`` at level ``DEBUG``.
         tiered_compilation: compile each new size fast (XLA optimization level 0) and run it at
             once; when the size runs again, compile it optimized in the background and swap it in
             (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round

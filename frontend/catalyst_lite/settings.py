@@ -6,7 +6,7 @@ pass ``float64`` arrays built with ``jax.numpy``. Importing catalyst_lite does t
 those programs run unchanged. To keep your own JAX configuration untouched, set the environment
 variable ``CATALYST_LITE_ENABLE_X64=0`` before catalyst_lite is imported (qjit programs still
 compute in 64 bits, for the thread that runs them only, and results flowing into your 32-bit JAX
-code are cast to your types; see ``transforms.boundary``). Turning ``jax_enable_x64`` off again
+code are cast to your types; see ``compiler.boundary``). Turning ``jax_enable_x64`` off again
 after the import has the same effect.
 
 >>> import jax

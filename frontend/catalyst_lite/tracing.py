@@ -1,7 +1,7 @@
 """Tracing a user function once into a dynamically-shaped program.
 
 :func:`trace_program` turns a Python function and the :class:`~.signature.LeafSpec` of its flat
-arguments into a :class:`TracedProgram`: the ``ClosedJaxpr`` (what ``.jaxpr`` shows), its input
+arguments into an immutable :class:`Program`: the ``ClosedJaxpr`` (what ``.jaxpr`` shows), its input
 and output types (implicit dimension arguments and results, with de Bruijn indices), and where
 each implicit dimension comes from at call time.
 """
@@ -9,27 +9,27 @@ each implicit dimension comes from at call time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any, Callable, ContextManager, Hashable, Iterator, Mapping, Sequence
 
 import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.assumptions import NO_FACTS, SizeFacts, size_input_names
-from .compiler.specialize import JaxprRunner
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import ArgumentValueError
 from .jax_extras import (
     ClosedJaxpr,
     InputType,
+    Jaxpr,
     ShapedArray,
     Tracer,
     collapse,
     dynamic_tracing,
-    is_tracing,
     make_input_type,
     pe,
     trace_to_jaxpr,
@@ -40,7 +40,10 @@ from .jax_extras.typecheck import check_jaxpr, typecheck_enabled
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
-    "TracedProgram",
+    "Program",
+    "Contribution",
+    "register_trace_extension",
+    "extended_trace",
     "trace_program",
     "dimension_sources",
     "implicit_values",
@@ -50,47 +53,79 @@ __all__ = [
 ]
 
 
-@dataclass
-class TracedProgram:
-    """A traced function: its jaxpr and what is needed to call it with concrete arguments."""
+@dataclass(frozen=True, eq=False)
+class Program:
+    """A traced function: its jaxpr, its types, and where each size comes from at call time.
+
+    Immutable: how it is compiled and called is :class:`~.compiler.executable.Executable`'s.
+    """
 
     closed_jaxpr: ClosedJaxpr
     in_type: InputType
     out_type: tuple
     out_tree: PyTreeDef
     # For each implicit input: every (leaf index, axis) that has that dimension.
-    dim_sources: list[list[tuple[int, int]]]
-    axis_names: list[Hashable]
-    runner: JaxprRunner = field(repr=False)
-    # Constants drawn anew for every call, by position among the jaxpr's constants: the PRNG key
-    # of a program whose QNodes have no seed (see quantum.qnode.TracedCircuits).
-    fresh_consts: dict[int, Callable[[], Any]] = field(default_factory=dict, repr=False)
+    dim_sources: tuple[tuple[tuple[int, int], ...], ...]
+    axis_names: tuple[Hashable, ...]
     # What the trace decided about the sizes: the calls this program is valid for (see
     # compiler.assumptions).
     facts: SizeFacts = field(default=NO_FACTS, repr=False)
+    # What extensions (quantum) contributed while it was traced: XLA options, fresh constants.
+    contribution: Contribution = field(default=None, repr=False)
 
-    def consts(self) -> list[Any]:
-        """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
-        except while this call is traced into another program (which then draws them)."""
-        consts = list(self.closed_jaxpr.consts)
-        if self.fresh_consts and not is_tracing():
-            for i, draw in self.fresh_consts.items():
-                consts[i] = draw()
-        return consts
+    @functools.cached_property
+    def jaxpr(self) -> Jaxpr:
+        """The jaxpr with its constants as leading inputs: ``[consts, implicit, leaves]``."""
+        return pe.convert_constvars_jaxpr(self.closed_jaxpr.jaxpr)
 
     def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
         """Values of the implicit dimension arguments; shared dimensions must agree."""
         return implicit_values(self.axis_names, self.dim_sources, leaves, leaf_names, fn_name)
 
-    def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
-        return self.results(self.runner(*self.consts(), *implicit, *leaves))
-
     def results(self, outs: Sequence[Any]) -> Any:
         """The function's result (a pytree) from the jaxpr's outputs (implicit sizes dropped)."""
         return tree_unflatten(self.out_tree, collapse(self.out_type, outs))
 
-    def full_args(self, implicit: Sequence[int], leaves: Sequence[Any]) -> list[Any]:
-        return [*self.consts(), *implicit, *leaves]
+
+# --- extensions: what other modules add to a program while it is traced ---------------------------
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What an extension adds to a traced program: XLA options for its executables, and
+    constants drawn anew on every call (by position among the jaxpr's constants)."""
+
+    compile_options: Mapping[str, Any] = field(default_factory=dict)
+    fresh_consts: Mapping[int, Callable[[], Any]] = field(default_factory=dict)
+
+
+# options -> a context manager around the trace, yielding consts -> its Contribution
+TraceExtension = Callable[[Mapping[str, Any]], ContextManager[Callable[[Sequence[Any]], Contribution]]]
+_extensions: list[TraceExtension] = []
+
+
+def register_trace_extension(extension: TraceExtension) -> TraceExtension:
+    """Make ``extension(options)`` a scope of every trace (at import time): :mod:`.quantum`
+    compiles QNodes into the program this way, without the compiler importing it."""
+    _extensions.append(extension)
+    return extension
+
+
+@contextlib.contextmanager
+def extended_trace(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[Any]], Contribution]]:
+    """Within every registered extension's scope; yields what gives, from the traced program's
+    constants, the extensions' :class:`Contribution`, merged."""
+    with contextlib.ExitStack() as scope:
+        finishers = [scope.enter_context(extension(options)) for extension in _extensions]
+
+        def contribution(consts: Sequence[Any]) -> Contribution:
+            parts = [finish(consts) for finish in finishers]
+            return Contribution(
+                {k: v for part in parts for k, v in part.compile_options.items()},
+                {k: v for part in parts for k, v in part.fresh_consts.items()},
+            )
+
+        yield contribution
 
 
 def _shape(x: Any) -> tuple[int, ...]:
@@ -229,13 +264,15 @@ def trace_program(
     name: str,
     leaf_names: Sequence[str] = (),
     scope: SizeScope | None = None,
-) -> TracedProgram:
+    contribution: Callable[[Sequence[Any]], Contribution] | None = None,
+) -> Program:
     """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes.
 
     Errors raised while tracing name ``name``, the user's source line and, when a size is not an
     integer, the non-integer scalar arguments among ``leaf_names`` (see :mod:`.diagnostics`).
     ``scope`` names the size inputs and says where the trace decides comparisons of sizes (at
-    generic sizes when it has no point); its facts become the program's.
+    generic sizes when it has no point); its facts become the program's. ``contribution``: what
+    the extensions the trace ran in add to the program (see :func:`extended_trace`).
     """
     if scope is None:
         scope = SizeScope(size_input_names(dimension_sources(axes_specs)[0], leaf_names))
@@ -261,8 +298,7 @@ def trace_program(
         check_jaxpr(jaxpr)
     axis_names, dim_sources = dimension_sources(axes_specs)
     closed = ClosedJaxpr(jaxpr, _on_device(consts))
-    runner = JaxprRunner(pe.convert_constvars_jaxpr(jaxpr), name)
-    return TracedProgram(
-        closed, in_type, out_type, out_tree_box[-1], dim_sources, axis_names, runner,
-        facts=SizeFacts(scope.facts),
+    return Program(
+        closed, in_type, tuple(out_type), out_tree_box[-1], tuple(map(tuple, dim_sources)), tuple(axis_names),
+        facts=SizeFacts(scope.facts), contribution=contribution(closed.consts) if contribution else Contribution(),
     )

@@ -2,6 +2,11 @@
 
 - :mod:`.assumptions`: which traced program a call runs (the size facts of each, checked at the
   call's sizes), and tracing a new one when none holds.
+- :mod:`.executable`: a traced program with its compile options: the flat argument layout, the
+  call paths (general, and the fast one of repeated calls), the runners of its nested bodies.
+- :mod:`.options`: compile options and the bounded cache of a function's executables.
+- :mod:`.boundary`: calling a program from inside JAX's own transformations (64-bit inside, the
+  caller's types outside).
 - :mod:`.specialize`: evaluating a dynamically-shaped jaxpr at concrete sizes, staged into one
   XLA program per size signature or host-driven (``JaxprRunner``).
 - :mod:`.tiers`: compiled specializations, and tiered compilation (fast first, optimized later).

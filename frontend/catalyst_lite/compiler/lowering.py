@@ -19,19 +19,19 @@ func.func public @main(%arg0: tensor<i64>) -> (tensor<i64>, tensor<?xf64>) {
 from __future__ import annotations
 
 from ..jax_extras.lowering import lower_jaxpr_to_stablehlo
-from ..tracing import TracedProgram
+from ..tracing import Program
 
 __all__ = ["program_to_mlir"]
 
 
-def program_to_mlir(program: TracedProgram, name: str) -> str:
+def program_to_mlir(program: Program, name: str) -> str:
     """StableHLO text (a module named ``name`` with one public ``@main``) of a traced program.
 
-    Raises ``TypeError`` when ``program`` is not a :class:`~catalyst_lite.tracing.TracedProgram`
+    Raises ``TypeError`` when ``program`` is not a :class:`~catalyst_lite.tracing.Program`
     and ``ValueError`` when it cannot be shown (e.g. it has side effects).
     """
-    if not isinstance(program, TracedProgram):
-        raise TypeError(f"program_to_mlir expects a TracedProgram, got {type(program).__name__}")
+    if not isinstance(program, Program):
+        raise TypeError(f"program_to_mlir expects a Program, got {type(program).__name__}")
     if not isinstance(name, str) or not name:
         raise TypeError(f"program_to_mlir expects a non-empty module name, got {name!r}")
     return lower_jaxpr_to_stablehlo(program.closed_jaxpr, name)

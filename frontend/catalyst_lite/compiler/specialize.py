@@ -11,7 +11,7 @@ One interpreter, :func:`eval_jaxpr`, does this in two modes:
   :class:`NeedsHost`.
 - ``HOST``: eager. Every value is concrete, so every size is known; the control-flow primitives
   drive their loops from Python and run each body through a :class:`JaxprRunner`, which compiles
-  it once per size signature.
+  it once per size signature (the runners of bodies belong to the program's runner).
 
 Primitives with nested jaxprs register a rule per mode in :data:`staged_rules`/:data:`host_rules`
 and, in :data:`dimension_operand_rules`, which of their operands must be known to specialize them.
@@ -19,6 +19,7 @@ and, in :data:`dimension_operand_rules`, which of their operands must be known t
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import functools
 import math
@@ -50,6 +51,7 @@ from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
+from .options import CompileOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
 from .tiers import Specialization, tiered_by_default
 
@@ -359,16 +361,19 @@ class JaxprRunner:
 
     The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
     keeps either a compiled :class:`~.tiers.Specialization` (all sizes static) or notes that the
-    program needs host-driven execution. ``tiered``: compile new sizes in two tiers (see
-    :mod:`.tiers`; ``None``: as the ``CATALYST_LITE_TIERED`` environment variable says).
-    ``compile_options``: XLA options for its executables (set before the first call).
+    program needs host-driven execution. ``options`` (:class:`~.options.CompileOptions`): tiered
+    compilation, XLA options, reports, and the bounded cache its executables are kept in. The
+    runners of nested bodies that its host-driven execution needs are its own (see
+    :func:`runner_for`), and share its options: they live as long as it does.
     """
 
-    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", tiered: bool | None = None):
+    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: CompileOptions | None = None,
+                 nested: dict[int, tuple[Jaxpr, "JaxprRunner"]] | None = None):
         self.jaxpr = jaxpr
         self.name = name
-        self.tiered = tiered_by_default() if tiered is None else tiered
-        self.compile_options: dict[str, Any] = {}
+        self.options = CompileOptions() if options is None else options
+        self.tiered = tiered_by_default() if self.options.tiered is None else self.options.tiered
+        self.compile_options: dict[str, Any] = dict(self.options.xla)
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
         self.dynamic_positions = tuple(
             i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
@@ -377,8 +382,12 @@ class JaxprRunner:
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
         self._lock = threading.Lock()
         # One executable for every size, when the program has one: it runs the sizes that have no
-        # XLA executable yet (set by QJIT, see .size_generic).
+        # XLA executable yet (set by its
+        # executable, see .size_generic).
         self.size_generic: SizeGenericTier | None = None
+        # The runners of nested bodies (by their jaxpr), shared with those runners.
+        self._nested = {} if nested is None else nested
+        self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
@@ -411,9 +420,25 @@ class JaxprRunner:
         except KeyError:
             pass
         with self._lock:
-            if (key, reverse) not in self._executables:
-                self._executables[key, reverse] = self._specialize(key, dynamic_args, reverse)
-        return self._executables[key, reverse]
+            spec = self._executables.get((key, reverse), _NOT_COMPILED)
+            if spec is _NOT_COMPILED:
+                spec = self._executables[key, reverse] = self._specialize(key, dynamic_args, reverse)
+                new = True
+            else:
+                new = False
+        if new:
+            self.options.report(
+                "new specialization of %s for sizes %s%s: %s", self.name, key, " (reverse mode)" if reverse else "",
+                "host-driven (a size is known only at run time)" if spec is None else "one XLA program",
+            )
+            if spec is not None:  # outside the lock: the cache may evict one of this runner's
+                self.options.cache.added(self, (key, reverse))
+        return spec
+
+    def forget(self, key: tuple[tuple[int, ...], bool]) -> None:
+        """Drop the executable of ``(sizes, reverse)`` (evicted from the function's cache)."""
+        with self._lock:
+            self._executables.pop(key, None)
 
     def _specialize(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
@@ -428,7 +453,8 @@ class JaxprRunner:
             return None
         # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
         lowered = None if _any_traced(dynamic_args) else lowered
-        return Specialization(fn, self.tiered, lowered, self.compile_options)
+        return Specialization(fn, self.tiered, lowered, self.compile_options, self.options.report,
+                              f"{self.name} at sizes {key}")
 
     def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any]) -> None:
         """Specialize and compile ``key``'s XLA executable (concrete ``dynamic_args``, no reverse
@@ -443,7 +469,10 @@ class JaxprRunner:
             spec.tiered = False  # the tier that runs new sizes fast is the size-generic one
             spec.compile(dynamic_args)
         with self._lock:
-            self._executables.setdefault((key, False), spec)
+            added = self._executables.setdefault((key, False), spec) is spec
+        if added:
+            self.options.report("new specialization of %s for sizes %s: one XLA program (prepared)", self.name, key)
+            self.options.cache.added(self, (key, False))
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
         """The specialization of concrete ``args``' sizes when there is one and reverse mode is
@@ -451,8 +480,17 @@ class JaxprRunner:
         with validated arguments runs."""
         if reverse_mode_requested() or is_tracing():
             return None
-        key = self.signature(args) if self.static_positions else ()
-        return self._executables.get((key, False))
+        key = (self.signature(args) if self.static_positions else (), False)
+        spec = self._executables.get(key)
+        if spec is not None:
+            self._hit(key)
+        return spec
+
+    def _hit(self, key: tuple[tuple[int, ...], bool]) -> None:
+        """A call found the executable of ``(sizes, reverse)``: it becomes the most recently used."""
+        self.options.cache.used(self, key)
+        if self._reports_hits and self.options.report.enabled:
+            self.options.report("cache hit: %s at sizes %s", self.name, key[0])
 
     def __call__(self, *args: Any) -> list[Any]:
         # The hot path of every call: a dict lookup keyed on the sizes (none for most programs).
@@ -466,10 +504,16 @@ class JaxprRunner:
                 return outs
         if spec is _NOT_COMPILED:
             spec = self.executable(key, dynamic_args, reverse)
+        else:
+            self._hit((key, reverse))
         if spec is None:
             self._check_host_drivable(dynamic_args)
-            with reverse_mode(reverse):
-                return eval_jaxpr(self.jaxpr, args, Mode.HOST)
+            token = _host_driving.set(self)
+            try:
+                with reverse_mode(reverse):
+                    return eval_jaxpr(self.jaxpr, args, Mode.HOST)
+            finally:
+                _host_driving.reset(token)
         if _any_traced(dynamic_args) or is_tracing():
             # Staged into the caller's program (even without traced arguments: a qjit program
             # called while another is traced), not run.
@@ -496,17 +540,25 @@ class JaxprRunner:
         return spec.jitted.lower(*dynamic_args)
 
 
-_runners: dict[int, tuple[Jaxpr, JaxprRunner]] = {}
-_runners_lock = threading.Lock()
+    def nested_runner(self, jaxpr: Jaxpr, name: str) -> "JaxprRunner":
+        """The runner of a nested body of this program (made once, with this one's options)."""
+        entry = self._nested.get(id(jaxpr))
+        if entry is None or entry[0] is not jaxpr:
+            with self._lock:
+                entry = self._nested.get(id(jaxpr))
+                if entry is None or entry[0] is not jaxpr:
+                    entry = self._nested[id(jaxpr)] = (jaxpr, JaxprRunner(jaxpr, name, self.options, self._nested))
+        return entry[1]
+
+
+# The runner whose program this thread runs host-driven (its loops ask for their bodies' runners).
+_host_driving: contextvars.ContextVar[JaxprRunner | None] = contextvars.ContextVar("host_driving", default=None)
 
 
 def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
-    """The (shared) :class:`JaxprRunner` of a nested body, so that its executables are compiled
-    once per size signature for the life of the program."""
-    entry = _runners.get(id(jaxpr))
-    if entry is None or entry[0] is not jaxpr:
-        with _runners_lock:
-            entry = _runners.get(id(jaxpr))
-            if entry is None or entry[0] is not jaxpr:
-                entry = _runners[id(jaxpr)] = (jaxpr, JaxprRunner(jaxpr, name))
-    return entry[1]
+    """The :class:`JaxprRunner` of a nested body, so that its executables are compiled once per
+    size signature: the program being run host-driven keeps it (it dies with that program's
+    executable). A primitive evaluated outside any program (JAX's own interpreter on a jaxpr)
+    gets a runner for this evaluation."""
+    program = _host_driving.get()
+    return JaxprRunner(jaxpr, name) if program is None else program.nested_runner(jaxpr, name)

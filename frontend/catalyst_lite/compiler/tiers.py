@@ -19,12 +19,14 @@ import atexit
 import os
 import queue
 import threading
+import time
 from typing import Any, Callable, Sequence
 
 import jax
 
 from ..jax_extras import x64_scope
 from ..jax_extras.executables import entry_point
+from ..reporting import QUIET, Reporter
 
 __all__ = [
     "FAST_TIER_OPTIONS",
@@ -62,8 +64,12 @@ class Specialization:
         tiered: bool,
         lowered: jax.stages.Lowered | None = None,
         compile_options: dict[str, Any] | None = None,
+        report: Reporter = QUIET,
+        label: str = "",
     ):
         self.jitted = jitted
+        self.report = report
+        self.label = label  # what reports call it (the program and its sizes)
         self.tiered = tiered
         # XLA options of the optimized executable (the fast tier adds its own on top).
         self.compile_options = dict(compile_options or {})
@@ -88,7 +94,9 @@ class Specialization:
                 lowered = self._lowered or self.jitted.lower(*dynamic_args)
                 self._lowered = None
                 if self.tiered:
+                    start = time.perf_counter()
                     self.call = entry_point(lowered.compile({**self.compile_options, **FAST_TIER_OPTIONS}))
+                    self.report("XLA compiled %s (fast tier) in %.3f s", self.label, time.perf_counter() - start)
                     self._to_optimize = lowered
                 else:
                     self._optimize(lowered)
@@ -105,9 +113,12 @@ class Specialization:
             _background.submit(lambda: self._optimize(lowered))
 
     def _optimize(self, lowered: jax.stages.Lowered) -> None:
+        start = time.perf_counter()
         with x64_scope():  # a new thread starts in JAX's default (32-bit) configuration
             self.call = entry_point(lowered.compile(self.compile_options or None))
         self.optimized = True
+        self.report("XLA compiled %s%s in %.3f s", self.label, " (optimized tier)" if self.tiered else "",
+                    time.perf_counter() - start)
 
     def run(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
         """Run on concrete arguments (of the types lowered for, else through ``jitted``)."""

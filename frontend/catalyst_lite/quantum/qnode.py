@@ -53,6 +53,7 @@ from ..control_flow.common import ambient_carry, control_flow_handler
 from ..errors import QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.patches import Patch, register_patch
+from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .application import apply_records
 from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
@@ -130,19 +131,21 @@ class TracedCircuits:
         return {i: prng.host_key for i, c in enumerate(consts) if prng.is_unseeded_key(c)}
 
 
+@register_trace_extension
 @contextlib.contextmanager
-def quantum_tracing(options: Mapping[str, Any]) -> Iterator[TracedCircuits]:
-    """While tracing a ``qjit`` with these ``options``: QNode calls compile into the program.
+def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[Any]], Contribution]]:
+    """While tracing a ``qjit`` with these ``options``: QNode calls compile into the program (a
+    scope of every trace, see :func:`~catalyst_lite.tracing.register_trace_extension`).
 
-    ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples. Yields the
-    :class:`TracedCircuits` record of the trace.
+    ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples. Yields what gives
+    the program's XLA options and fresh constants once it is traced.
     """
     intercept_qnode_calls()
     previous = getattr(_local, "traced", None)
     seed = options.get("seed")
-    _local.traced = TracedCircuits(None if seed is None else int(seed))
+    traced = _local.traced = TracedCircuits(None if seed is None else int(seed))
     try:
-        yield _local.traced
+        yield lambda consts: Contribution(traced.compile_options, traced.fresh_consts(consts))
     finally:
         _local.traced = previous
 

@@ -1,0 +1,128 @@
+"""A traced program made callable: :class:`Executable` (a :class:`~catalyst_lite.tracing.Program`
+and its :class:`~.options.CompileOptions`).
+
+It owns what calling the program takes, each in one place:
+
+- the flat argument layout of the jaxpr, ``[consts, implicit sizes, argument leaves]``
+  (:meth:`Executable.arguments`), with the constants drawn anew on every call where an extension
+  asked for it (the PRNG key of an unseeded circuit);
+- the general call path (:meth:`Executable.run`): its :class:`~.specialize.JaxprRunner` picks or
+  compiles the specialization of the call's sizes, or runs the program host-driven; the runners
+  of nested bodies that host-driven execution needs belong to it, so they die with it;
+- the fast path of repeated calls (:class:`FastCall`), which calls the compiled executable
+  directly.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit
+>>> f = qjit(lambda x: jnp.sum(x) * 2.0, abstracted_axes={0: "n"})
+>>> float(f(jnp.arange(3.0)))
+6.0
+>>> executable = f._last
+>>> float(executable.run([4], [jnp.arange(4.0)]))
+12.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from typing import Any, Callable, Mapping, Sequence
+
+import jax
+from jax.tree_util import treedef_is_leaf
+
+from ..jax_extras import is_tracing, x64_scope
+from ..tracing import Program
+from .options import CompileOptions
+from .size_generic import SizeGenericTier
+from .specialize import JaxprRunner
+
+__all__ = ["Executable", "FastCall"]
+
+
+class Executable:
+    """A :class:`~catalyst_lite.tracing.Program` compiled with ``options`` (lazily: per size
+    signature, on the first call that needs it)."""
+
+    def __init__(self, program: Program, options: CompileOptions):
+        self.program = program
+        contribution = program.contribution
+        xla = {**options.xla, **(contribution.compile_options if contribution else {})}
+        self.options = dataclasses.replace(options, xla=xla)
+        self.runner = JaxprRunner(program.jaxpr, options.report.name or "jaxpr", self.options)
+        # New sizes run on one executable for every size while XLA compiles those that come back.
+        self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
+        # Constants drawn anew for every call, by position among the jaxpr's constants.
+        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(contribution.fresh_consts) if contribution else {}
+
+    @property
+    def facts(self):
+        """The calls this program is valid for (see :mod:`.assumptions`)."""
+        return self.program.facts
+
+    def consts(self) -> list[Any]:
+        """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
+        except while this call is traced into another program (which then draws them)."""
+        consts = list(self.program.closed_jaxpr.consts)
+        if self.fresh_consts and not is_tracing():
+            for i, draw in self.fresh_consts.items():
+                consts[i] = draw()
+        return consts
+
+    def arguments(self, implicit: Sequence[int], leaves: Sequence[Any]) -> list[Any]:
+        """The jaxpr's flat arguments for a call: ``[consts, implicit sizes, leaves]``."""
+        return [*self.consts(), *implicit, *leaves]
+
+    @property
+    def size_positions(self) -> Sequence[int]:
+        """Positions among :meth:`arguments` whose values the sizes depend on."""
+        return self.runner.static_positions
+
+    def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
+        """The function's result for a call (in the caller's x64 scope)."""
+        return self.program.results(self.runner(*self.arguments(implicit, leaves)))
+
+    def lower(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
+        """``jax.stages.Lowered`` of the specialization at these sizes (raises
+        :class:`~.specialize.NeedsHost` when the program runs host-driven)."""
+        return self.runner.lower(*self.arguments(implicit, leaves))
+
+
+class FastCall:
+    """What a call with already-validated argument types runs: the compiled executable of its
+    sizes, called directly with the flat arguments laid out once. Whatever it cannot settle from
+    a lookup (no executable yet, reverse mode, NumPy arguments that the x64 mode converts) takes
+    :meth:`Executable.run`."""
+
+    def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any]):
+        self.executable = executable
+        self.implicit = list(implicit)
+        self.runner = executable.runner
+        self.prefix = (*executable.program.closed_jaxpr.consts, *implicit)
+        self.fresh_prefix = bool(executable.fresh_consts)  # then built anew on every call
+        positions = self.runner.dynamic_positions
+        # Without constants or sizes among the jaxpr's inputs, the arguments are the executable's.
+        self.positions = None if positions == tuple(range(len(self.prefix) + len(leaves))) else positions
+        full = (*self.prefix, *leaves)
+        # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
+        # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
+        self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
+        self.results = _results_function(executable.program)
+
+    def __call__(self, args: tuple) -> Any:
+        if not self.needs_x64:
+            prefix = (*self.executable.consts(), *self.implicit) if self.fresh_prefix else self.prefix
+            full = (*prefix, *args) if prefix else args
+            spec = self.runner.compiled(full)
+            if spec is not None:
+                return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
+        with x64_scope():
+            return self.executable.run(self.implicit, args)
+
+
+def _results_function(program: Program) -> Callable[[Sequence[Any]], Any]:
+    """``program.results``, or for the most common result, one array, a cheaper equivalent."""
+    explicit = [i for i, (_, is_explicit) in enumerate(program.out_type) if is_explicit]
+    if len(explicit) == 1 and treedef_is_leaf(program.out_tree):
+        return operator.itemgetter(explicit[0])
+    return program.results

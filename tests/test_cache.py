@@ -1,0 +1,143 @@
+"""What a qjit function holds, and what it says it does: ``cache_info()``, ``clear_cache()``, the
+least-recently-used bound on its executables, memory freed with it, and the reports of
+``verbose=True`` and of the ``catalyst_lite`` logger."""
+
+import gc
+import io
+import logging
+import weakref
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import qjit, while_loop
+from catalyst_lite.errors import ArgumentValueError
+
+
+def double(x):
+    return x * 2.0 + jnp.sum(x)
+
+
+def doubling(**options):
+    return qjit(double, abstracted_axes={0: "n"}, **options)
+
+
+def expected(n):
+    x = np.arange(float(n))
+    return x * 2.0 + x.sum()
+
+
+def test_cache_info_counts_programs_and_executables_and_clear_cache_drops_them():
+    f = doubling()
+    assert f.cache_info().programs == 0
+    for n in (3, 4, 3):
+        np.testing.assert_array_equal(f(jnp.arange(float(n))), expected(n))
+    info = f.cache_info()
+    assert (info.programs, info.executables, info.sizes) == (1, 2, ((4,), (3,)))  # 3 used last
+    f.clear_cache()
+    assert (f.cache_info().programs, f.cache_info().executables, f.jaxpr) == (0, 0, None)
+    np.testing.assert_array_equal(f(jnp.arange(5.0)), expected(5))  # traced and compiled again
+    assert (f.cache_info().programs, f.cache_info().sizes) == (1, ((5,),))
+
+
+def test_least_recently_used_executables_are_evicted_beyond_cache_size():
+    f = doubling(cache_size=2)
+    assert f.cache_info().maxsize == 2
+    for n in (1, 2, 1, 3):  # 2 is the least recently used when 3 comes
+        np.testing.assert_array_equal(f(jnp.arange(float(n))), expected(n))
+    assert f.cache_info().sizes == ((1,), (3,))
+    for n in (2, 3, 1):  # an evicted size compiles again, with the same result
+        np.testing.assert_array_equal(f(jnp.arange(float(n))), expected(n))
+    assert f.cache_info().executables == 2
+    unbounded = doubling(cache_size=None)
+    for n in range(1, 6):
+        unbounded(jnp.arange(float(n)))
+    assert (unbounded.cache_info().executables, unbounded.cache_info().maxsize) == (5, None)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, "10"])
+def test_cache_size_must_be_a_positive_int_or_none(bad):
+    with pytest.raises(ArgumentValueError, match="cache_size"):
+        doubling(cache_size=bad)
+
+
+def grow_reference(x):
+    a = np.asarray(x, float)
+    while a.sum() < 50.0:
+        a = np.concatenate([a, a + 1.0])
+    return a
+
+
+def growing():
+    """A host-driven program: its loop body compiles once per size it meets."""
+
+    @qjit(abstracted_axes={0: "n"})
+    def grow(x):
+        @while_loop(lambda a: jnp.sum(a) < 50.0, allow_array_resizing=True)
+        def loop(a):
+            return jnp.concatenate([a, a + 1.0])
+
+        return loop(x)
+
+    return grow
+
+
+def test_what_a_deleted_or_cleared_function_held_is_freed():
+    """The programs, their executables and the runners of nested loop bodies belong to the
+    function: deleting it (or clearing its cache) frees them."""
+
+    def held(f):
+        executable = f._last
+        runners = [executable.runner, *(r for _, r in executable.runner._nested.values())]
+        specs = [s for r in runners for s in r._executables.values() if s is not None]
+        assert len(runners) == 3 and specs  # the program, the loop's condition and body
+        return [weakref.ref(o) for o in (executable, *runners, *specs, *(s.jitted for s in specs))]
+
+    f = growing()
+    np.testing.assert_array_equal(f(np.ones(2)), grow_reference(np.ones(2)))
+    refs = held(f)
+    del f
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
+
+    g = growing()
+    g(np.ones(2))
+    refs = held(g)
+    g.clear_cache()
+    gc.collect()
+    assert [r() for r in refs] == [None] * len(refs)
+    np.testing.assert_array_equal(g(np.ones(1)), grow_reference(np.ones(1)))
+
+
+def test_the_logger_reports_trace_specialization_compile_time_and_cache_hits(caplog):
+    f = doubling()
+    with caplog.at_level(logging.DEBUG, logger="catalyst_lite"):
+        f(jnp.arange(3.0))
+        first = [r.getMessage() for r in caplog.records if r.name == "catalyst_lite"]
+        caplog.clear()
+        f(jnp.arange(3.0))
+        again = [r.getMessage() for r in caplog.records if r.name == "catalyst_lite"]
+    assert first[0].startswith("double: traced for (float64[n]) in ")
+    assert "double: new specialization of double for sizes (3,): one XLA program" in first
+    assert any(m.startswith("double: XLA compiled double at sizes (3,) in ") for m in first)
+    assert again == ["double: cache hit: double at sizes (3,)"]
+
+
+def test_verbose_writes_the_reports_to_logfile_or_stderr(capsys):
+    log = io.StringIO()
+    f = doubling(verbose=True, logfile=log)
+    f(jnp.arange(2.0))
+    f(jnp.arange(2.0))
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("[catalyst_lite] double: traced for (float64[n])")
+    assert any("host-driven" in line or "one XLA program" in line for line in lines)
+    assert lines[-1] == "[catalyst_lite] double: cache hit: double at sizes (2,)"
+    g = qjit(growing().original_function, abstracted_axes={0: "n"}, verbose=True)
+    g(np.ones(2))
+    err = capsys.readouterr().err
+    assert "grow: new specialization of growing.<locals>.grow for sizes (2,): host-driven" in err
+    assert "grow: new specialization of while_loop body for sizes (4,): one XLA program" in err
+    quiet = doubling()
+    quiet(jnp.arange(2.0))
+    assert capsys.readouterr().err == ""

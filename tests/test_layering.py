@@ -1,0 +1,115 @@
+"""The package's layering, checked on its source: no import cycles among module-level imports,
+no imports inside functions (except of the modules that import PennyLane, which only programs
+that use it pay for), the compiler independent of the quantum extension, JAX's internals imported
+in ``jax_extras`` only, and no mid-module imports."""
+
+import ast
+import pathlib
+
+import pytest
+
+import catalyst_lite
+
+ROOT = pathlib.Path(catalyst_lite.__file__).parent
+# Imported where used: they import PennyLane.
+LAZY = {"catalyst_lite.capture.program"}
+
+
+def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        modules[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return modules
+
+
+MODULES = _modules()
+
+
+def _target(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")[: len(module.split(".")) - (node.level - 1) - (0 if is_package else 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(module: str, nodes) -> set[str]:
+    """The catalyst_lite modules these import statements import."""
+    path, is_package = MODULES[module]
+    out = set()
+    for node in nodes:
+        if isinstance(node, ast.ImportFrom):
+            target = _target(module, is_package, node)
+            for alias in node.names:
+                name = f"{target}.{alias.name}"
+                if name in MODULES:
+                    out.add(name)
+                elif target in MODULES:
+                    out.add(target)
+        elif isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names if alias.name in MODULES)
+    return out
+
+
+def _tree(module: str) -> ast.Module:
+    return ast.parse(MODULES[module][0].read_text())
+
+
+def _module_level_imports(module: str) -> set[str]:
+    return _imports(module, _tree(module).body)
+
+
+def test_no_import_cycles():
+    graph = {m: _module_level_imports(m) for m in MODULES}
+    state: dict[str, int] = {}
+    path: list[str] = []
+    cycles = []
+
+    def visit(m):
+        state[m] = 1
+        path.append(m)
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                cycles.append(path[path.index(n):] + [n])
+            elif n not in state:
+                visit(n)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert cycles == []
+
+
+def test_no_imports_inside_functions_except_of_pennylane_users():
+    inner = {
+        (m, n)
+        for m in MODULES
+        for f in ast.walk(_tree(m))
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for n in _imports(m, ast.walk(f))
+    }
+    assert {n for _, n in inner} <= LAZY, inner
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if m == "catalyst_lite.compiled" or m.startswith("catalyst_lite.compiler")))
+def test_the_compiler_does_not_import_the_quantum_extension(module):
+    assert not any(n.startswith("catalyst_lite.quantum") for n in _module_level_imports(module))
+
+
+def test_jax_internals_are_imported_in_jax_extras_only():
+    offenders = []
+    for module, (path, _) in MODULES.items():
+        if module.startswith("catalyst_lite.jax_extras"):
+            continue
+        for node in ast.walk(_tree(module)):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
+                [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [(module, n) for n in names if n.startswith(("jax._src", "jax.interpreters"))]
+    assert offenders == []
+
+
+def test_no_mid_module_imports():
+    assert [m for m, (path, _) in MODULES.items() if "noqa: E402" in path.read_text()] == []
