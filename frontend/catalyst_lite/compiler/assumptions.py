@@ -260,18 +260,18 @@ class ProgramFamily:
         """A program traced with the call's sizes as constants; if ``jax.jit`` fails at them too,
         ``error`` (the symbolic trace's, which names the sizes) when given."""
         static = self._static_point(values)
+        scope = SizeScope(self.inputs.names)
+        # Its facts say which sizes it is traced for: a repeated call checks the integer
+        # arguments' values (see compiled._RepeatedCall), which its executable no longer reads.
+        scope.facts.extend(
+            Fact(SizeExpr.input(k), SizeExpr.literal(v), "==", "a static trace") for k, v in enumerate(static) if v is not None
+        )
         try:
-            program = trace(SizeScope(self.inputs.names), static)
+            program = trace(scope, static)
         except Exception:
             if error is not None:
                 raise error from None
             raise
-        # Its facts say which sizes it was traced for: a repeated call checks the integer
-        # arguments' values (see compiled._ValidatedCall), which its executable no longer reads.
-        program.facts = SizeFacts([
-            *program.facts.facts,
-            *(Fact(SizeExpr.input(k), SizeExpr.literal(v), "==", "a static trace") for k, v in enumerate(static) if v is not None),
-        ])
         self.static_programs[tuple(static)] = program
         return program
 
