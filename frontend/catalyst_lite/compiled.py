@@ -159,7 +159,7 @@ class QJIT:
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
         self.tiered_compilation = tiered_compilation
-        if cache_size is not None and (not isinstance(cache_size, int) or cache_size < 1):
+        if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
         self._compile_options = CompileOptions(
@@ -343,10 +343,8 @@ class QJIT:
     def _check_size_arguments_known(self, executable, implicit, leaves, names) -> None:
         """Under an outer ``jax.jit``/``jax.vmap``/``jax.grad`` arrays may be tracers (their
         shapes are known), but an integer argument that sets a size must have a known value."""
-        first_leaf = len(executable.program.closed_jaxpr.consts) + len(implicit)
-        for position in executable.size_positions:
-            k = position - first_leaf
-            if k >= 0 and not is_concrete_value(leaves[k]):
+        for k in executable.size_leaves(implicit):
+            if not is_concrete_value(leaves[k]):
                 raise _size_argument_not_known(self.name, names[k])
 
     @contextlib.contextmanager

@@ -53,6 +53,15 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class Contribution:
+    """What an extension adds to a traced program: XLA options for its executables, and
+    constants drawn anew on every call (by position among the jaxpr's constants)."""
+
+    compile_options: Mapping[str, Any] = field(default_factory=dict)
+    fresh_consts: Mapping[int, Callable[[], Any]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, eq=False)
 class Program:
     """A traced function: its jaxpr, its types, and where each size comes from at call time.
@@ -71,7 +80,7 @@ class Program:
     # compiler.assumptions).
     facts: SizeFacts = field(default=NO_FACTS, repr=False)
     # What extensions (quantum) contributed while it was traced: XLA options, fresh constants.
-    contribution: Contribution = field(default=None, repr=False)
+    contribution: Contribution = field(default_factory=Contribution, repr=False)
 
     @functools.cached_property
     def jaxpr(self) -> Jaxpr:
@@ -88,15 +97,6 @@ class Program:
 
 
 # --- extensions: what other modules add to a program while it is traced ---------------------------
-
-
-@dataclass(frozen=True)
-class Contribution:
-    """What an extension adds to a traced program: XLA options for its executables, and
-    constants drawn anew on every call (by position among the jaxpr's constants)."""
-
-    compile_options: Mapping[str, Any] = field(default_factory=dict)
-    fresh_consts: Mapping[int, Callable[[], Any]] = field(default_factory=dict)
 
 
 # options -> a context manager around the trace, yielding consts -> its Contribution

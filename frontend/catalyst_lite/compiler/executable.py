@@ -46,14 +46,13 @@ class Executable:
 
     def __init__(self, program: Program, options: CompileOptions):
         self.program = program
-        contribution = program.contribution
-        xla = {**options.xla, **(contribution.compile_options if contribution else {})}
-        self.options = dataclasses.replace(options, xla=xla)
+        extra = program.contribution
+        self.options = dataclasses.replace(options, xla={**options.xla, **extra.compile_options})
         self.runner = JaxprRunner(program.jaxpr, options.report.name or "jaxpr", self.options)
         # New sizes run on one executable for every size while XLA compiles those that come back.
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
         # Constants drawn anew for every call, by position among the jaxpr's constants.
-        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(contribution.fresh_consts) if contribution else {}
+        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)
 
     @property
     def facts(self):
@@ -73,10 +72,10 @@ class Executable:
         """The jaxpr's flat arguments for a call: ``[consts, implicit sizes, leaves]``."""
         return [*self.consts(), *implicit, *leaves]
 
-    @property
-    def size_positions(self) -> Sequence[int]:
-        """Positions among :meth:`arguments` whose values the sizes depend on."""
-        return self.runner.static_positions
+    def size_leaves(self, implicit: Sequence[int]) -> list[int]:
+        """Which argument leaves (by index) set sizes: their values must be known to run."""
+        first_leaf = len(self.program.closed_jaxpr.consts) + len(implicit)
+        return [p - first_leaf for p in self.runner.static_positions if p >= first_leaf]
 
     def run(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
         """The function's result for a call (in the caller's x64 scope)."""
