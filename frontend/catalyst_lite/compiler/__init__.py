@@ -10,6 +10,8 @@
 - :mod:`.specialize`: evaluating a dynamically-shaped jaxpr at concrete sizes, staged into one
   XLA program per size signature or host-driven (``JaxprRunner``).
 - :mod:`.tiers`: compiled specializations, and tiered compilation (fast first, optimized later).
+- :mod:`.size_generic`, :mod:`.iree_backend`, :mod:`.disk_cache`: the optional size-generic tier
+  (one IREE executable for every size, kept on disk between processes).
 - :mod:`.reverse_mode`: whether the program being specialized will be differentiated in reverse
   mode (loops then run host-driven).
 - :mod:`.lowering`: ``QJIT.mlir``, the StableHLO of a traced program with ``?`` dimensions.

@@ -21,7 +21,7 @@ from jax._src.lib.mlir import ir
 from .lowering_targets import current_target
 from .patches import Patch, is_active, register_patch
 
-__all__ = ["LOWERING_PATCHES", "expanding_dimensions"]
+__all__ = ["expanding_dimensions"]
 
 
 def _shape_vars(atom: Any) -> list[core.Var]:
@@ -150,50 +150,48 @@ def _make_reshape(original: Callable) -> Callable:
     return reshape
 
 
-LOWERING_PATCHES: tuple[Patch, ...] = (
-    register_patch(
-        Patch(
-            "type_uses_keep_dimensions_alive",
-            core,
-            "last_used",
-            _make_last_used,
-            "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
-        )
-    ),
-    register_patch(
-        Patch(
-            "dynamic_multi_broadcast_in_dim",
-            mlir,
-            "multi_broadcast_in_dim",
-            _make_multi_broadcast_in_dim,
-            "elementwise rules broadcast scalars to dynamically-shaped results",
-        )
-    ),
-    register_patch(
-        Patch(
-            "dynamic_broadcasts_say_what_expands",
-            mlir,
-            "broadcast_in_dim",
-            _make_broadcast_in_dim,
-            "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
-        )
-    ),
-    register_patch(
-        Patch(
-            "lower_fun_dimensions_are_int64",
-            lu,
-            "annotate",
-            _make_annotate,
-            "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
-        )
-    ),
-    register_patch(
-        Patch(
-            "reshape_for_the_target",
-            mlir,
-            "reshape",
-            _make_reshape,
-            "a reshape to symbolic sizes takes the form the lowering target needs",
-        )
-    ),
+register_patch(
+    Patch(
+        "type_uses_keep_dimensions_alive",
+        core,
+        "last_used",
+        _make_last_used,
+        "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
+    )
+)
+register_patch(
+    Patch(
+        "dynamic_multi_broadcast_in_dim",
+        mlir,
+        "multi_broadcast_in_dim",
+        _make_multi_broadcast_in_dim,
+        "elementwise rules broadcast scalars to dynamically-shaped results",
+    )
+)
+register_patch(
+    Patch(
+        "dynamic_broadcasts_say_what_expands",
+        mlir,
+        "broadcast_in_dim",
+        _make_broadcast_in_dim,
+        "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
+    )
+)
+register_patch(
+    Patch(
+        "lower_fun_dimensions_are_int64",
+        lu,
+        "annotate",
+        _make_annotate,
+        "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
+    )
+)
+register_patch(
+    Patch(
+        "reshape_for_the_target",
+        mlir,
+        "reshape",
+        _make_reshape,
+        "a reshape to symbolic sizes takes the form the lowering target needs",
+    )
 )
