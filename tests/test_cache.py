@@ -142,3 +142,13 @@ def test_verbose_writes_the_reports_to_logfile_or_stderr(capsys):
     quiet = doubling()
     quiet(jnp.arange(2.0))
     assert capsys.readouterr().err == ""
+
+
+def test_reports_name_a_typed_key_argument(caplog):
+    import jax
+
+    f = qjit(lambda key: jax.random.uniform(key, (3,)))
+    key = jax.random.key(0)
+    with caplog.at_level(logging.DEBUG, logger="catalyst_lite"):
+        np.testing.assert_array_equal(f(key), jax.jit(lambda k: jax.random.uniform(k, (3,)))(key))
+    assert any("traced for (key<fry>[])" in r.getMessage() for r in caplog.records)

@@ -280,7 +280,8 @@ class QJIT:
         with capture_switched(False, self.name), qjit_options(self.options), \
                 extended_trace(self.options) as contribution:
             program = trace_program(fn, tree, specs, axes, self.name, names, scope, contribution)
-        self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
+        if self._report.enabled:
+            self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
         return Executable(program, self._compile_options)
 
     def _annotated_values(self, call: CallArguments) -> tuple:
@@ -476,7 +477,7 @@ def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
     types = []
     for spec, spec_axes in zip(specs, axes):
         dims = ",".join(str(spec_axes.get(i, d)) for i, d in enumerate(spec.shape))
-        types.append(f"{np.dtype(spec.dtype).name}[{dims}]")
+        types.append(f"{getattr(spec.dtype, 'name', spec.dtype)}[{dims}]")  # a PRNG key's dtype is not NumPy's
     return f"({', '.join(types)})"
 
 
