@@ -157,8 +157,6 @@ class QJIT:
             name: resolved_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
         }
         self.layout = ArgumentLayout(self.name, abstracted_axes)
-        # None: as the CATALYST_LITE_TIERED environment variable says (see compiler.tiers).
-        self.tiered_compilation = tiered_compilation
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))

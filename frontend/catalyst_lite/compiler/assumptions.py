@@ -176,7 +176,7 @@ class ProgramFamily:
     def __init__(self, inputs: SizeInputs, name: str):
         self.inputs = inputs
         self.name = name
-        self.programs: list[Any] = []  # TracedProgram with symbolic sizes, generic first
+        self.programs: list[Any] = []  # executables of programs with symbolic sizes, generic first
         # Programs traced with the sizes as constants, by the call's size inputs.
         self.static_programs: dict[tuple, Any] = {}
         self.generic_failed = False
