@@ -151,10 +151,11 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[A
 
 
 def _make_qnode_call(original: Callable) -> Callable:
-    # A QNode called while this thread traces a catalyst_lite program becomes array operations
-    # of the program; everywhere else (other threads, eager calls) PennyLane runs it.
+    # A QNode called while this thread traces a qjit program (inside `quantum_tracing`) becomes
+    # array operations of the program; everywhere else (other threads, eager calls, other
+    # traces) PennyLane runs it.
     def __call__(self, *args, **kwargs):
-        if is_tracing():
+        if getattr(_local, "traced", None) is not None and is_tracing():
             return execute_qnode(self, args, kwargs)
         return original(self, *args, **kwargs)
 
