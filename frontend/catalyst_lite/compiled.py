@@ -160,7 +160,7 @@ class QJIT:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
-        self._compile_options = CompileOptions(
+        self._executable_options = CompileOptions(
             tiered_compilation, {}, ExecutableCache(cache_size), self._report, size_generic
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
@@ -280,7 +280,7 @@ class QJIT:
             program = trace_program(fn, tree, specs, axes, self.name, names, scope, contribution)
         if self._report.enabled:
             self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
-        return Executable(program, self._compile_options)
+        return Executable(program, self._executable_options)
 
     def _annotated_values(self, call: CallArguments) -> tuple:
         """The call's values checked against the annotations and converted to them where
@@ -425,7 +425,7 @@ class QJIT:
         >>> info.programs, info.executables
         (1, 2)
         """
-        cache = self._compile_options.cache
+        cache = self._executable_options.cache
         sizes = tuple(sizes for sizes, _reverse in cache.keys())
         return CacheInfo(len(self._traced_programs()), len(sizes), sizes, cache.maxsize)
 
@@ -436,7 +436,7 @@ class QJIT:
             self._programs = {}
             self._validated_calls = {}
             self._last = None
-            self._compile_options.cache.clear()
+            self._executable_options.cache.clear()
 
     @staticmethod
     def wait_for_compilations() -> None:
