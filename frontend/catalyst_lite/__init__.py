@@ -9,6 +9,8 @@
 [0, 2, 4]
 """
 
+import importlib
+
 from .errors import (
     AutoGraphError,
     CatalystLiteError,
@@ -23,7 +25,7 @@ from .jax_extras import dynamic_jaxprs
 from .quantum import adjoint, ctrl, measure
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
-from . import debug, passes
+from . import debug
 from .debug import debug_assert
 from .settings import apply_import_defaults
 
@@ -37,3 +39,11 @@ __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_
            "__version__"]
 
 apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see settings.py)
+
+
+def __getattr__(name: str):
+    # `catalyst_lite.passes` (Catalyst's pass decorators) imports PennyLane: only programs that
+    # use it pay for that import (a classical program never does).
+    if name == "passes":
+        return importlib.import_module(".passes", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,6 +24,7 @@ these modules only.
 - :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs; :mod:`.lowering_repairs`,
   the scoped repairs of JAX's lowering helpers; :mod:`.lowering_targets`, who reads the StableHLO.
 - :mod:`.iree_lowering`: the same program in the dynamic forms IREE's compiler accepts.
+- :mod:`.literals`: lowering programs with many scalar constants in linear time (JAX 0.7.2).
 - :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: recognizing reverse-mode tracers and
   ``x[i, j]`` reads, calling compiled executables through JAX's C++ dispatcher.
 """

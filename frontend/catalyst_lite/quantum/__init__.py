@@ -5,8 +5,11 @@
 - :mod:`.operators`: ``catalyst_lite.adjoint``/``ctrl`` (Catalyst's), returning operators.
 - :mod:`.gates`, :mod:`.transforms`: which operations compile, the records they become, the
   QNode's own transforms.
-- :mod:`.application`, :mod:`.fusion`, :mod:`.statevector`, :mod:`.monomials`: applying gate
-  records to the state vector (planned blocks, loops, kernels).
+- :mod:`.wires`: a device's wires as indices of the state vector (labels, a traced number, or
+  allocated as the circuit uses them).
+- :mod:`.application`, :mod:`.fusion`, :mod:`.table`, :mod:`.statevector`, :mod:`.monomials`:
+  applying gate records to the state vector (planned blocks, loops, long runs of gates as a
+  table, kernels).
 - :mod:`.measurements`, :mod:`.sampling`: terminal measurements, exact or from shots.
 - :mod:`.gradients`: a QNode's ``diff_method`` when it is differentiated.
 - :mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`: shots and ``mcm_method``; mid-circuit measurement
