@@ -51,6 +51,7 @@ from ..jax_extras.literals import literals_by_value
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
+from .segments import SegmentedProgram, split_at
 from .tiers import Specialization, tiered_by_default
 
 if TYPE_CHECKING:  # size_generic builds on this module
@@ -60,6 +61,7 @@ __all__ = [
     "Mode",
     "NeedsHost",
     "eval_jaxpr",
+    "eval_equation",
     "JaxprRunner",
     "dimension_inputs",
     "staged_rules",
@@ -79,7 +81,10 @@ class Mode(enum.Enum):
 
 
 class NeedsHost(Exception):
-    """Raised while staging when a size is only known at run time."""
+    """Raised while staging when a size is only known at run time. ``equation``: ``(jaxpr,
+    index)`` of the outermost equation it was raised from (set by :func:`eval_jaxpr`)."""
+
+    equation: tuple[Jaxpr, int] | None = None
 
 
 # prim -> rule(invals, params) -> outvals
@@ -209,14 +214,12 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
 
     for var, value in zip(jaxpr.invars, args):
         env[var] = value
-    rules = staged_rules if mode is Mode.STAGED else host_rules
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        prim = eqn.primitive
-        if prim in rules:
-            outvals = list(rules[prim](invals, eqn.params))
-        else:
-            outvals = _eval_equation(eqn, invals)
+    for index, eqn in enumerate(jaxpr.eqns):
+        try:
+            outvals = eval_equation(eqn, [read(v) for v in eqn.invars], mode)
+        except NeedsHost as err:
+            err.equation = (jaxpr, index)  # the outermost jaxpr's, where segmentation splits
+            raise
         for var, value in zip(eqn.outvars, outvals):
             if not isinstance(var, DropVar):
                 env[var] = value
@@ -265,6 +268,14 @@ def _is_size_arithmetic(eqn: Any) -> bool:
         and bool(eqn.outvars)
         and all(_is_index_scalar(v) for v in eqn.outvars)
     )
+
+
+def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
+    """Evaluate one equation on ``invals`` in ``mode``."""
+    rules = staged_rules if mode is Mode.STAGED else host_rules
+    if eqn.primitive in rules:
+        return list(rules[eqn.primitive](invals, eqn.params))
+    return _eval_equation(eqn, invals)
 
 
 # Errors that are already clear, or that drive the specialization itself.
@@ -375,6 +386,8 @@ class JaxprRunner:
         )
         # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
+        # Where an executable is None: the program split around its host steps (see .segments).
+        self._segmented: dict[tuple[tuple[int, ...], bool], Callable[[Sequence[Any]], list[Any]]] = {}
         self._lock = threading.Lock()
         # One executable for every size, when the program has one: it runs the sizes that have no
         # XLA executable yet (set by QJIT, see .size_generic).
@@ -424,7 +437,8 @@ class JaxprRunner:
         try:
             with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
                 lowered = fn.lower(*dynamic_args)
-        except NeedsHost:
+        except NeedsHost as err:
+            self._segmented[key, reverse] = self._segmentation(err)
             return None
         # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
         lowered = None if _any_traced(dynamic_args) else lowered
@@ -469,12 +483,29 @@ class JaxprRunner:
         if spec is None:
             self._check_host_drivable(dynamic_args)
             with reverse_mode(reverse):
-                return eval_jaxpr(self.jaxpr, args, Mode.HOST)
+                return self._segmented[key, reverse](args)
         if _any_traced(dynamic_args) or is_tracing():
             # Staged into the caller's program (even without traced arguments: a qjit program
             # called while another is traced), not run.
             return list(spec.jitted(*dynamic_args))
         return list(spec.run(dynamic_args))
+
+    def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
+        """How the program runs when staging it raised ``err``: split around the equation that
+        raised it (see :mod:`.segments`), each segment compiled by a runner of its own."""
+        if err.equation is None or err.equation[0] is not self.jaxpr:
+            return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
+        segmentation = split_at(self.jaxpr, err.equation[1])
+
+        def make_runner(jaxpr: Jaxpr, name: str) -> JaxprRunner:
+            runner = JaxprRunner(jaxpr, name, self.tiered)
+            runner.compile_options = self.compile_options
+            return runner
+
+        def run_step(eqn: Any, invals: list[Any]) -> list[Any]:
+            return eval_equation(eqn, invals, Mode.HOST)
+
+        return SegmentedProgram(segmentation, self.name, make_runner, run_step)
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
         """Host-driven execution reads sizes and trip counts from values: under an outer
