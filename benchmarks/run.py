@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.programs import PROGRAMS
+from benchmarks.programs import APPEND_STEPS, GRAD_STEPS, MIXED_STEPS, PROGRAMS
 from benchmarks.timing import Budget, time_cold, time_steady
 
 JAX = "jax.jit"
@@ -113,6 +113,11 @@ def cases() -> list[Case]:
         Case("resizing for_loop sz=1e3", "grow", "steady", (1000,)),
         Case("fixed-size for_loop sz=1e3", "fixed", "steady", (1000,)),
         Case("dispatch: x + 1 on 3 elements", "add_one", "steady", (_vector(3),)),
+        Case(f"first call: appending for_loop, {APPEND_STEPS} steps", "append", "first call", (APPEND_STEPS,)),
+        Case(f"appending for_loop, {APPEND_STEPS} steps", "append", "steady", (APPEND_STEPS,)),
+        Case(f"first call: grad, traced loop {GRAD_STEPS} steps", "grad_loop", "first call", (_vector(100), GRAD_STEPS), slow=True),
+        Case(f"grad, traced loop {GRAD_STEPS} steps", "grad_loop", "steady", (_vector(100), GRAD_STEPS)),
+        Case(f"static ops + resizing while_loop n={MIXED_STEPS}", "mixed", "steady", (_vector(8), MIXED_STEPS)),
     ]
 
 
@@ -129,6 +134,11 @@ TARGETS = [
     Target("hot size <= 1.2x jax.jit", ("hot size after new sizes: abstracted_axes n=1e6", LITE),
            ("hot size after new sizes: abstracted_axes n=1e6", JAX), 1.2),
     Target("resizing loop <= 10x fixed-size loop", ("resizing for_loop sz=1e3", LITE), ("fixed-size for_loop sz=1e3", LITE), 10.0),
+    Target(f"first call appending loop {APPEND_STEPS} <= 3x jax.jit", (f"first call: appending for_loop, {APPEND_STEPS} steps", LITE), (f"first call: appending for_loop, {APPEND_STEPS} steps", JAX), 3.0),
+    Target(f"appending loop {APPEND_STEPS} <= 2x jax.jit", (f"appending for_loop, {APPEND_STEPS} steps", LITE), (f"appending for_loop, {APPEND_STEPS} steps", JAX), 2.0),
+    Target(f"grad traced loop {GRAD_STEPS} <= 2x jax.jit(grad(fori_loop)) incl. compile", (f"grad, traced loop {GRAD_STEPS} steps", LITE), (f"first call: grad, traced loop {GRAD_STEPS} steps", JAX), 2.0),
+    Target(f"grad traced loop {GRAD_STEPS}, first call <= 2x jax.jit", (f"first call: grad, traced loop {GRAD_STEPS} steps", LITE), (f"first call: grad, traced loop {GRAD_STEPS} steps", JAX), 2.0),
+    Target("static ops + resizing while_loop <= 2x at a static size", (f"static ops + resizing while_loop n={MIXED_STEPS}", LITE), (f"static ops + resizing while_loop n={MIXED_STEPS}", JAX), 2.0),
 ]
 
 
