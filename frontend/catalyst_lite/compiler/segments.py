@@ -49,7 +49,7 @@ def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
 
 
 def _sub_jaxpr(parent: Jaxpr, invars: Sequence[Var], eqns: Sequence[Any], outvars: Sequence[Any]) -> Jaxpr:
-    debug_info = parent.debug_info._replace(arg_names=None, result_paths=None)
+    debug_info = parent.debug_info._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars))
     return Jaxpr([], list(invars), list(outvars), list(eqns), parent.effects, debug_info)
 
 
