@@ -44,6 +44,7 @@ from .compiler.size_generic import SizeGenericTier
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
+from .compiler.segments import Speculation
 from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
@@ -435,14 +436,17 @@ class _ValidatedCall:
         # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
         # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
+        # A speculation (a program that needs the host, compiled whole) takes Python ints as
+        # static values: they convert to nothing.
+        self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
         self.results = _results_function(program)
 
     def __call__(self, args: tuple) -> Any:
-        if not self.needs_x64:
+        if not self.speculation_needs_x64:
             prefix = (*self.program.consts(), *self.implicit) if self.fresh_prefix else self.prefix
             full = (*prefix, *args) if prefix else args
             spec = self.runner.compiled(full)
-            if spec is not None:
+            if spec is not None and (not self.needs_x64 or isinstance(spec, Speculation)):
                 return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
         with x64_scope():
             return self.program.run(self.implicit, args)

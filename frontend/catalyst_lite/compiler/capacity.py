@@ -48,11 +48,14 @@ from ..errors import ArrayTooLargeError
 from ..jax_extras import DropVar, Literal, Tracer, Var
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import reverse_mode_requested
-from .specialize import Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation
+from .specialize import Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim
 
-__all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "masked_loop", "runs_on_buffers", "capacity_for"]
+__all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
+           "capacity_for"]
 
 MIN_CAPACITY = 16
+# A loop replayed with at most this many iterations is unrolled at its exact sizes.
+UNROLL_LIMIT = 32
 MAX_CAPACITY = 1 << 40
 FIRST_BUFFER_BYTES = 1 << 26
 # Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken.
@@ -375,6 +378,69 @@ def masked_loop(shape: LoopShape) -> "MaskedLoop":
     return entry[1]
 
 
+@dataclass(frozen=True)
+class Prediction:
+    """How a :class:`MaskedLoop` ran: at ``capacity``, with these values of the constants that
+    size its body, to the carried sizes ``dims``. :meth:`stage` runs it again inside a trace,
+    its results cut to ``dims``, with a flag that says whether ``dims`` are the true sizes."""
+
+    loop: "MaskedLoop"
+    capacity: int
+    static: tuple
+    dims: tuple[int, ...]
+    trips: int  # iterations run
+
+    def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+              carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
+        """The loop's results, and flags (traced, or known booleans) that hold when the
+        prediction does. A short loop is unrolled at its exact sizes (what ``jax.jit`` makes of a loop at
+        static sizes: no buffers, every iteration fused), a long one runs on buffers."""
+        if self.trips <= UNROLL_LIMIT:
+            try:
+                return self._unrolled(pred_consts, consts, implicit, carried, count, lower, step)
+            except NeedsHost:  # a size computed from data
+                pass
+        return self._on_buffers(pred_consts, consts, implicit, carried, count, lower, step)
+
+    def _unrolled(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+                  carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
+        shape, nimplicit = self.loop.shape, self.loop.shape.nimplicit
+        holds = [] if shape.predicate is not None else [count == self.trips]
+        dims, carried = [to_dim(d) for d in implicit], list(carried)
+        for k in range(self.trips + 1):
+            if shape.predicate is not None:
+                (more,) = eval_jaxpr(shape.predicate, [*pred_consts, *dims, *carried], Mode.STAGED)
+                holds.append(more if k < self.trips else _negated(more))
+            if k == self.trips:
+                break
+            index = [] if shape.predicate is not None else [_index(lower, k, step)]
+            outs = eval_jaxpr(shape.body, [*consts, *dims, *index, *carried], Mode.STAGED)
+            dims, carried = [to_dim(d) for d in outs[:nimplicit]], outs[nimplicit:]
+        holds.append(tuple(dims) == self.dims)
+        return [*dims, *carried], holds
+
+    def _on_buffers(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+                    carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
+        loop, static = self.loop, dict(self.static)
+        holds = [jnp.asarray((consts if tag == "body" else pred_consts)[k]) == v for (tag, k), v in static.items()]
+        dims = [jnp.asarray(d, jnp.int64) for d in implicit]
+        run = loop._loop(self.capacity, static)
+        _, new_dims, buffers, status = run(list(pred_consts), list(consts), dims,
+                                           loop._pad_traced(carried, self.capacity), count, lower, step)
+        holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
+        return [*self.dims, *loop._cut(buffers, self.dims)], holds
+
+
+def _negated(flag: Any) -> Any:
+    return jnp.logical_not(flag) if isinstance(flag, Tracer) else not flag
+
+
+def _index(lower: Any, k: int, step: Any) -> Any:
+    """The ``k``-th index of a ``for_loop``, of the type host-driven execution passes."""
+    index = lower + k * step
+    return index if isinstance(index, Tracer) else np.int64(index)
+
+
 # --- the loop -----------------------------------------------------------------------------------
 
 
@@ -426,6 +492,23 @@ class MaskedLoop:
             buffer[tuple(slice(0, n) for n in x.shape)] = x
             out.append(buffer)
         return out
+
+    def _pad_traced(self, values: Sequence[Any], capacity: int) -> list[Any]:
+        """:meth:`_pad` inside a trace (values of static shapes)."""
+        out = []
+        for var, x in zip(self._carried, values):
+            axes = self._padded_axes(var)
+            if any(p and n > capacity for p, n in zip(axes, np.shape(x))):
+                raise NeedsHost("a resizing loop's operands exceed the predicted capacity")
+            out.append(jnp.pad(x, [(0, capacity - n if p else 0) for p, n in zip(axes, np.shape(x))]) if any(axes) else x)
+        return out
+
+    def _cut(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
+        """:meth:`_unpad` inside a trace, to known sizes."""
+        sizes = dict(zip(self._implicit, dims))
+        return [lax.slice(b, (0,) * b.ndim, tuple(sizes.get(d, n) if isinstance(d, Var) else n
+                                                   for d, n in zip(var.aval.shape, b.shape)))
+                for var, b in zip(self._carried, buffers)]
 
     def _unpad(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
         sizes = dict(zip(self._implicit, dims))
@@ -495,10 +578,11 @@ class MaskedLoop:
 
     def run(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[int],
             carried: Sequence[Any], count: int = 0, lower: int = 0, step: int = 1
-            ) -> tuple[bool, list[int], list[Any]]:
-        """Run the loop; return whether it ran (else it must run at exact sizes: an assumption
-        broke, the capacity would not fit in memory, or the body is :class:`Unmaskable`), and
-        the carried sizes and values after it.
+            ) -> tuple[Prediction | None, list[int], list[Any]]:
+        """Run the loop; return how it ran, as a :class:`Prediction` of its next runs (``None``
+        if it did not: it must run at exact sizes, as an assumption broke, the capacity would
+        not fit in memory, or the body is :class:`Unmaskable`), and the carried sizes and
+        values after it.
 
         An iteration that exceeds the capacity stops the loop with its carry overwritten (no
         copy of the old one is kept, which would cost a pass over every buffer per iteration):
@@ -523,11 +607,11 @@ class MaskedLoop:
             k, new_dims, buffers, status = result
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
-                return True, new_dims, self._unpad(buffers, new_dims)
+                return Prediction(self, capacity, static, tuple(new_dims), int(k)), new_dims, self._unpad(buffers, new_dims)
             if status == INVALID:
                 break
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
-        return False, dims, list(carried)
+        return None, dims, list(carried)
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
         """Room for a ``for_loop`` to grow by one element per iteration (appending, the common

@@ -13,6 +13,13 @@ Each part is run by a runner keyed on its *own* size inputs, so the prefix is co
 size signature of the program, and the suffix once per size signature of the values it receives
 (sizes the host step computed included). Only the boundaries are driven from Python.
 
+A host step that ran compiled (a resizing loop on capacity buffers) leaves a *replay*: the same
+computation as a staging rule that takes the sizes it found as a prediction and returns a flag
+saying whether they held. When a program is called again with the same sizes,
+:class:`Speculation` stages the *whole* program with its host steps replayed, one XLA program
+with static shapes (the suffix included), and keeps its results when every flag holds: one
+dispatch and one read of a flag per call, instead of a dispatch per segment plus the boundaries.
+
 >>> import jax, jax.numpy as jnp
 >>> closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + 1.0)(1.0)
 >>> s = split_at(closed.jaxpr, 1)
@@ -22,12 +29,50 @@ size signature of the program, and the suffix once per size signature of the val
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
-from ..jax_extras import DropVar, Jaxpr, Literal, Var
+import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["Segmentation", "SegmentedProgram", "free_variables", "split_at"]
+from ..jax_extras import DropVar, Jaxpr, Literal, Tracer, Var
+from .tiers import Specialization
+
+__all__ = ["Segmentation", "SegmentedProgram", "Speculation", "free_variables", "split_at", "recording",
+           "record_replay", "Replay", "MAX_MISSES", "MAX_SPECULATIONS"]
+
+# A replay: the host step's equation operands -> (its results at the predicted sizes, flags that
+# are true when the prediction holds: traced, or known booleans).
+Replay = Callable[[list[Any]], tuple[list[Any], list[Any]]]
+
+
+class _Recording(threading.local):
+    outcomes: dict[Any, Replay] | None = None  # host step equation -> its replay
+    step: tuple[dict, Replay] | None = None  # what the host step running now left
+
+
+_recording = _Recording()
+
+
+@contextmanager
+def recording() -> Iterator[dict[Any, Replay]]:
+    """Collect the replays of the host steps run in this block (nested blocks share the
+    outermost one's: a suffix's steps belong to the program too)."""
+    if _recording.outcomes is not None:
+        yield _recording.outcomes
+        return
+    _recording.outcomes = outcomes = {}
+    try:
+        yield outcomes
+    finally:
+        _recording.outcomes = None
+
+
+def record_replay(params: dict[str, Any], replay: Replay) -> None:
+    """Called by a host rule that ran its equation (the one with these ``params``) compiled."""
+    _recording.step = (params, replay)
 
 
 def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
@@ -106,8 +151,88 @@ class SegmentedProgram:
         def read(atom: Any) -> Any:
             return atom.val if isinstance(atom, Literal) else env[atom]
 
+        _recording.step = None
         outs = self._run_step(s.step, [read(v) for v in s.step.invars])
+        left, _recording.step = _recording.step, None
+        if _recording.outcomes is not None and left is not None and left[0] is s.step.params:
+            _recording.outcomes[s.step] = left[1]
         env.update((v, x) for v, x in zip(s.step.outvars, outs) if not isinstance(v, DropVar))
         if self._suffix is not None:
             return self._suffix(*[env[v] for v in s.suffix_inputs])
         return [read(v) for v in s.jaxpr.outvars]
+
+
+class SpeculationFails(Exception):
+    """Staging a speculation showed that a prediction cannot hold."""
+
+
+# After this many predictions that did not hold, a size signature stops speculating; a runner
+# keeps at most this many speculations (one per size signature and integer arguments).
+MAX_MISSES = 3
+MAX_SPECULATIONS = 64
+
+
+class Speculation:
+    """The whole program as one compiled program, its host steps replayed at the sizes a
+    segmented run found (see the module docstring). ``stage(overrides, finish)`` gives the
+    ``jax.jit`` function of the program whose equations in ``overrides`` run by these rules
+    instead of their own, its outputs passed through ``finish``, taking the ``kept`` positions of
+    the runner's dynamic arguments (``None``: all; the others are known, static); ``missed(dynamic_args)`` runs
+    the program otherwise, when a prediction does not hold. Outputs at ``size_outputs`` (sizes of
+    other outputs) that the predictions fix are Python ints."""
+
+    def __init__(self, outcomes: dict[Any, Replay], stage: Callable[[dict[Any, Callable], Callable], Callable],
+                 missed: Callable[[Sequence[Any]], list[Any]], kept: Sequence[int] | None,
+                 size_outputs: frozenset[int], tiered: bool, compile_options: dict[str, Any]):
+        self._flags: list[Any] = []
+
+        def rule(replay: Replay) -> Callable[[list[Any]], list[Any]]:
+            def replayed(invals: list[Any]) -> list[Any]:
+                outs, flags = replay(invals)
+                self._flags.extend(flags)
+                return outs
+
+            return replayed
+
+        overrides = {eqn: rule(replay) for eqn, replay in outcomes.items()}
+
+        def with_flag(outs: list[Any]) -> list[Any]:
+            flags, self._flags = self._flags, []
+            known = [f for f in flags if not isinstance(f, Tracer)]
+            if not all(np.all(np.asarray(f)) for f in known):
+                raise SpeculationFails("a prediction fails at these sizes")
+            traced = [f for f in flags if isinstance(f, Tracer)]
+            self._checked = bool(traced)  # else every prediction holds whatever the values
+            # Sizes the prediction fixes are returned from here, not computed by XLA.
+            self._sizes = {k: outs[k] for k in size_outputs if type(outs[k]) is int}
+            outs = [x for k, x in enumerate(outs) if k not in self._sizes]
+            return [*outs, jnp.all(jnp.stack(traced))] if traced else outs
+
+        self._jitted = stage(overrides, with_flag)
+        self._missed = missed
+        self._kept = None if kept is None else tuple(kept)
+        self._tiered, self._options = tiered, compile_options
+        self._spec: Specialization | None = None
+
+    def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
+        kept = self._kept
+        return dynamic_args if kept is None else [dynamic_args[j] for j in kept]
+
+    def lower(self, dynamic_args: Sequence[Any]) -> None:
+        """Stage and lower (raises ``NeedsHost`` when a host step left no replay)."""
+        lowered = self._jitted.lower(*self._arguments(dynamic_args))
+        self._spec = Specialization(self._jitted, self._tiered, lowered, self._options)
+
+    def run(self, dynamic_args: Sequence[Any]) -> list[Any]:
+        """The program's outputs: the speculation's when its predictions held (one read of a
+        flag), else ``missed``'s."""
+        outs = self._spec.run(self._arguments(dynamic_args))
+        if self._checked:
+            *outs, holds = outs
+            if not np.asarray(holds):
+                return self._missed(dynamic_args)
+        if self._sizes:
+            outs = list(outs)
+            for k, size in self._sizes.items():
+                outs.insert(k, size)
+        return outs

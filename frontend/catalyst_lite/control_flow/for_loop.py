@@ -33,8 +33,9 @@ from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import LoopShape, masked_loop, runs_on_buffers
+from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers
 from ..compiler.reverse_mode import reverse_mode_requested
+from ..compiler.segments import record_replay
 from ..compiler.specialize import (
     Mode,
     NeedsHost,
@@ -282,6 +283,14 @@ def _unrolled(
     return [*implicit, *carried]
 
 
+def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
+    """The loop staged again at the sizes a run on capacity buffers found (see
+    :mod:`~catalyst_lite.compiler.segments`)."""
+    ops = _operands(invals, params)
+    lower, upper, step, _ = ops.bounds
+    return prediction.stage([], ops.consts, ops.implicit, ops.carried, trip_count(lower, upper, step), lower, step)
+
+
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Driven from Python: a resizing loop runs on capacity buffers, compiled once per capacity
     (see :mod:`~catalyst_lite.compiler.capacity`); otherwise (and for what is left when a
@@ -295,7 +304,8 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     if nimplicit and count and runs_on_buffers(invals):
         shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
         ran, implicit, carried = masked_loop(shape).run([], consts, implicit, carried, count, lower, step)
-        if ran:
+        if ran is not None:
+            record_replay(params, functools.partial(_replayed, ran, params))
             return [*implicit, *carried]
     elif reverse_mode_requested() and count and (
         not nimplicit or dims_unchanged(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
