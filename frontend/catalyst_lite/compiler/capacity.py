@@ -58,8 +58,9 @@ MIN_CAPACITY = 16
 UNROLL_LIMIT = 32
 MAX_CAPACITY = 1 << 40
 FIRST_BUFFER_BYTES = 1 << 26
-# Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken.
-DONE, OVERFLOW, INVALID = 0, 1, 2
+# Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken, a
+# capacity learned from an earlier run exceeded.
+DONE, OVERFLOW, INVALID, RELEARN = 0, 1, 2, 3
 
 
 class Unmaskable(NeedsHost):
@@ -68,6 +69,15 @@ class Unmaskable(NeedsHost):
 
 class _TooSmall(Exception):
     """A static index reaches beyond the capacity: retry with a larger one."""
+
+
+def bucket(size: int) -> int:
+    """The power of two holding ``size`` elements (a learned capacity).
+
+    >>> bucket(0), bucket(1), bucket(3)
+    (1, 1, 4)
+    """
+    return 1 << max(0, int(size) - 1).bit_length()
 
 
 def capacity_for(size: int) -> int:
@@ -81,15 +91,24 @@ def capacity_for(size: int) -> int:
 
 @dataclass
 class _Checks:
-    """What a masked evaluation found about its sizes (traced booleans)."""
+    """What a masked evaluation found about its sizes (traced booleans). An axis of a traced
+    size ``d`` is stored at ``caps[d]`` (learned from earlier runs: the length of ``a[-1:]`` is
+    at most 1) or else at the loop's ``capacity``."""
 
     capacity: int
-    fits: list[Any] = field(default_factory=list)  # every size within the capacity
+    caps: dict[Any, int] = field(default_factory=dict)
+    fits: list[Any] = field(default_factory=list)  # every size within the loop's capacity
+    fits_learned: list[Any] = field(default_factory=list)  # every size within its learned capacity
     valid: list[Any] = field(default_factory=list)  # no negative size, every assumption holds
+    seen: dict[Any, Any] = field(default_factory=dict)  # size variable -> its value
 
-    def size(self, value: Any) -> None:
-        self.fits.append(value <= self.capacity)
+    def cap_of(self, var: Any) -> int:
+        return self.caps.get(var, self.capacity)
+
+    def size(self, var: Any, value: Any) -> None:
+        (self.fits_learned if var in self.caps else self.fits).append(value <= self.cap_of(var))
         self.valid.append(value >= 0)
+        self.seen[var] = value
 
     def all(self, flags: list[Any]) -> Any:
         return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
@@ -119,6 +138,24 @@ def _padded(atom: Any, env: dict) -> tuple[bool, ...]:
     return tuple(isinstance(d, Var) and isinstance(env.get(d), Tracer) for d in shape)
 
 
+def _buffer_shape(aval: Any, env: dict, checks: _Checks) -> tuple[int, ...]:
+    """The shape in which a value of type ``aval`` is stored: each traced size at its capacity."""
+    shape = []
+    for d in getattr(aval, "shape", ()):
+        value = env.get(d) if isinstance(d, Var) else d
+        shape.append(checks.cap_of(d) if isinstance(value, Tracer) else int(value))
+    return tuple(shape)
+
+
+def _conformed(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` padded or cut to ``shape`` (operands of one elementwise operation whose sizes are
+    equal but stored at different capacities)."""
+    if np.shape(x) == shape or np.ndim(x) != len(shape):
+        return x
+    x = lax.slice(x, (0,) * len(shape), tuple(min(n, m) for n, m in zip(x.shape, shape)))
+    return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
+
+
 def _along(x: Any, axis: int, index: Any) -> Any:
     """``x`` indexed by the vector ``index`` along ``axis`` (indices already in range)."""
     return jnp.take(x, index, axis=axis, mode="clip")
@@ -132,34 +169,40 @@ def _window(x: Any, axis: int, start: Any, length: Any, out_len: int) -> Any:
 
 
 def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
-    """Each operand written at the sum of the true sizes before it. An operand of a static size
-    is one ``dynamic_update_slice`` (O(its size): appending stays cheap); one stored at the
-    capacity is selected element by element. Writes that would start beyond the capacity are
-    clamped by XLA, but then the result's size exceeds the capacity and the iteration is
-    discarded."""
+    """Each operand written at the sum of the true sizes before it. The first is the result's
+    buffer (appending writes in place); each other one, stored at a capacity ``c`` (its size,
+    if static), is written as a window of ``c`` elements: O(c), so appending stays cheap. A
+    window that would reach beyond the buffer is shifted back, the operand with it, and what it
+    holds beyond the operand's true size is kept from the buffer."""
     axis = eqn.params["dimension"]
     if not any(_padded(v, env)[axis] for v in (*eqn.invars, *eqn.outvars)):
         return [lax.concatenate(invals, axis)]
-    out_len = checks.capacity if _padded(eqn.outvars[0], env)[axis] else eqn.outvars[0].aval.shape[axis]
+    out_shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+    out_len = out_shape[axis]
     first = invals[0]
-    if first.shape[axis] > out_len:
+    if first.shape[axis] > out_len and not _padded(eqn.invars[0], env)[axis]:
         raise _TooSmall()
-    result = _fitted(first, (*first.shape[:axis], out_len, *first.shape[axis + 1 :]))
+    result = _conformed(first, out_shape)
     offset = _size(eqn.invars[0].aval.shape[axis], env)
-    position = None
     for atom, x in zip(eqn.invars[1:], invals[1:]):
         length = _size(atom.aval.shape[axis], env)
-        if not _padded(atom, env)[axis]:
-            if x.shape[axis] > out_len:
+        width = x.shape[axis]
+        if width > out_len:
+            if not _padded(atom, env)[axis]:
                 raise _TooSmall()
-            result = lax.dynamic_update_slice_in_dim(result, x, offset, axis)
+            x, width = lax.slice_in_dim(x, 0, out_len, axis=axis), out_len
+        start = jnp.clip(offset, 0, out_len - width)
+        if not _padded(atom, env)[axis]:
+            result = lax.dynamic_update_slice_in_dim(result, x, start, axis)
         else:
-            if position is None:
-                shape = [1] * result.ndim
-                shape[axis] = out_len
-                position = jnp.arange(out_len).reshape(shape)
-            part = _along(x, axis, jnp.clip(jnp.arange(out_len) - offset, 0, x.shape[axis] - 1))
-            result = jnp.where((position >= offset) & (position < offset + length), part, result)
+            shift = offset - start  # > 0 only where the window was shifted back
+            shape = [1] * result.ndim
+            shape[axis] = width
+            position = jnp.arange(width).reshape(shape)
+            part = _along(x, axis, jnp.clip(jnp.arange(width) - shift, 0, width - 1))
+            old = lax.dynamic_slice_in_dim(result, start, width, axis)
+            keep = (position >= shift) & (position < shift + length)
+            result = lax.dynamic_update_slice_in_dim(result, jnp.where(keep, part, old), start, axis)
         offset = offset + length
     return [result]
 
@@ -176,7 +219,7 @@ def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequen
             continue
         size = _size(eqn.invars[0].aval.shape[axis], env)
         clamped = jnp.clip(start, 0, jnp.maximum(size - length, 0))
-        out_len = checks.capacity if padded_out[axis] else int(length)
+        out_len = checks.cap_of(eqn.outvars[0].aval.shape[axis]) if padded_out[axis] else int(length)
         out = _window(out, axis, clamped, length, out_len)
     return out
 
@@ -202,16 +245,75 @@ def _gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any
         and indices.shape == (ndim,) and ("CLIP" in mode or "PROMISE" in mode)
     )
     if not slice_like:
-        raise Unmaskable("a gather along a resizable axis")
+        return _indexed_gather(eqn, invals, env, checks)
     dyn = iter(invals[2:])
     lengths = [next(dyn) if d is None else d for d in params["slice_sizes"]]
     starts = [indices[k] for k in range(ndim)]
     return [_slice_window(eqn, operand, starts, lengths, env, checks)]
 
 
+def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """Other gathers (``a[idx]``, ``jnp.take``), with indices of static shape: each start index
+    along a resizable axis is clamped to the true size (clamping modes) or, beyond it, moved
+    beyond the buffer too (filling mode), as at exact sizes; a resizable axis that is not
+    indexed is taken whole (at its capacity)."""
+    params = eqn.params
+    dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
+    mode = str(params["mode"])
+    if any(_padded(eqn.invars[1], env)) or dn.operand_batching_dims:
+        raise Unmaskable("a gather with resized indices along a resizable axis")
+    filling = "FILL" in mode
+    padded = _padded(eqn.invars[0], env)
+    dyn, sizes = iter(invals[2:]), []
+    for axis, size in enumerate(params["slice_sizes"]):
+        if size is None:
+            length = next(dyn)
+            if not padded[axis] or axis in dn.start_index_map:
+                raise Unmaskable("a gather of a traced slice size")
+            size = operand.shape[axis]
+        sizes.append(int(size))
+    for k, axis in enumerate(dn.start_index_map):
+        if padded[axis]:
+            bound, start = _size(eqn.invars[0].aval.shape[axis], env) - sizes[axis], indices[..., k]
+            if filling:
+                start = jnp.where((start < 0) | (start > bound), -1, start)
+            else:
+                start = jnp.clip(start, 0, jnp.maximum(bound, 0))
+            indices = indices.at[..., k].set(start.astype(indices.dtype))
+    return _bind(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
+
+
+def _cond(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """A ``cond`` whose results have no new sizes: every branch runs on the buffers and the
+    taken one's results are selected; the size checks of a branch count only when it is taken."""
+    params = eqn.params
+    branches = params["branch_jaxprs"]
+    if params["nimplicit_outputs"] or any(b.jaxpr.effects for b in branches):
+        raise Unmaskable("a cond with results of new sizes, or side effects, on resizable arrays")
+    npreds = len(branches) - 1
+    preds, rest = invals[:npreds], invals[npreds:]
+    index = jnp.int32(npreds)
+    for k in reversed(range(npreds)):  # the first branch whose predicate holds
+        index = jnp.where(jnp.asarray(preds[k]).astype(bool), k, index)
+    shapes = [_buffer_shape(v.aval, env, checks) for v in eqn.outvars]
+    results = None
+    for k, (branch, nconsts) in enumerate(zip(branches, params["branch_nconsts"])):
+        sub = _Checks(checks.capacity, checks.caps)
+        outs = masked_eval(branch.jaxpr, [*branch.consts, *rest[:nconsts]], sub)
+        rest = rest[nconsts:]
+        taken = index == k
+        for mine, theirs in ((checks.fits, sub.fits), (checks.valid, sub.valid),
+                             (checks.fits_learned, sub.fits_learned)):
+            mine.extend(f | jnp.logical_not(taken) for f in theirs)
+        checks.seen.update((v, jnp.where(taken, x, 0)) for v, x in sub.seen.items())
+        outs = [_conformed(x, shape) for x, shape in zip(outs, shapes)]
+        results = outs if results is None else [jnp.where(taken, x, r) for x, r in zip(outs, results)]
+    return results
+
+
 def _static_slice(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
     limits = eqn.params["limit_indices"]
-    if any(p and limit > checks.capacity for p, limit in zip(_padded(eqn.invars[0], env), limits)):
+    if any(limit > n for limit, n in zip(limits, invals[0].shape)):
         raise _TooSmall()
     return [lax.slice(invals[0], eqn.params["start_indices"], limits, eqn.params["strides"])]
 
@@ -220,9 +322,9 @@ def _shaped(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any
     """``broadcast_in_dim``/``iota``: traced sizes become the capacity."""
     if eqn.primitive.name == "reshape" or eqn.primitive.name not in ("broadcast_in_dim", "iota"):
         raise Unmaskable(f"{eqn.primitive} along a resizable axis")
-    operands, params = fill_sizes(
-        eqn.primitive, invals, eqn.params, lambda v: checks.capacity if isinstance(v, Tracer) else int(v)
-    )
+    out_shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+    lengths = iter(n for n, p in zip(out_shape, eqn.params[SHAPE_PARAMS[eqn.primitive]]) if p is None)
+    operands, params = fill_sizes(eqn.primitive, invals, eqn.params, lambda v: next(lengths))
     return _bind(eqn.primitive, operands, params)
 
 
@@ -276,6 +378,7 @@ MASKED_RULES: dict[str, Callable[[Any, list[Any], dict, _Checks], list[Any]]] = 
     "cummax": _cumulative,
     "cummin": _cumulative,
     "pjit": _nested_call,
+    "cond": _cond,
     "jit": _nested_call,
     **{name: _unreduced(lambda params: params["axes"]) for name in _REDUCTIONS},
 }
@@ -333,20 +436,22 @@ def masked_eval(jaxpr: Any, args: Sequence[Any], checks: _Checks) -> list[Any]:
         for var in eqn.outvars:
             for d in getattr(var.aval, "shape", ()):
                 if isinstance(d, Var) and isinstance(env.get(d), Tracer):
-                    checks.size(env[d])
+                    checks.size(d, env[d])
     return [read(v) for v in jaxpr.outvars]
 
 
 def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: _Checks, touches_buffers: bool) -> list[Any]:
     name = eqn.primitive.name
     if eqn.primitive in SHAPE_PARAMS and name not in ("gather", "dynamic_slice"):
-        if touches_buffers or any(isinstance(x, Tracer) and not np.shape(x) for x in invals):
+        ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
+        if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
             return _shaped(eqn, invals, env, checks)
         return eval_equation(eqn, invals, Mode.STAGED)
     if not touches_buffers:
         return eval_equation(eqn, invals, Mode.STAGED)
     if name in _ELEMENTWISE:
-        return _bind(eqn.primitive, invals, eqn.params)
+        shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+        return _bind(eqn.primitive, [_conformed(x, shape) for x in invals], eqn.params)
     if name in MASKED_RULES:
         return MASKED_RULES[name](eqn, invals, env, checks)
     raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")
@@ -356,6 +461,20 @@ def runs_on_buffers(operands: Sequence[Any]) -> bool:
     """Whether a resizing loop on these operands may run on capacity buffers: not in reverse
     mode (its ``while`` loop cannot be transposed), on concrete values."""
     return not reverse_mode_requested() and not any(isinstance(x, Tracer) for x in operands)
+
+
+def _size_variables(jaxpr: Any) -> list[Any]:
+    """The size variables of the values ``jaxpr``'s equations compute (nested calls included)."""
+    found: dict[Any, None] = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            for d in getattr(v.aval, "shape", ()):
+                if isinstance(d, Var):
+                    found.setdefault(d, None)
+        closed = eqn.params.get("jaxpr") if eqn.primitive.name in ("pjit", "jit") else None
+        if closed is not None:
+            found.update(dict.fromkeys(_size_variables(closed.jaxpr)))
+    return list(found)
 
 
 def _fitted(x: Any, shape: tuple[int, ...]) -> Any:
@@ -389,6 +508,7 @@ class Prediction:
     static: tuple
     dims: tuple[int, ...]
     trips: int  # iterations run
+    caps: tuple = ()  # learned capacities, as (size variable, capacity)
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
@@ -424,9 +544,9 @@ class Prediction:
         loop, static = self.loop, dict(self.static)
         holds = [jnp.asarray((consts if tag == "body" else pred_consts)[k]) == v for (tag, k), v in static.items()]
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
-        run = loop._loop(self.capacity, static)
-        _, new_dims, buffers, status = run(list(pred_consts), list(consts), dims,
-                                           loop._pad_traced(carried, self.capacity), count, lower, step)
+        run = loop._loop(self.capacity, static, dict(self.caps), learn=False)
+        _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
+                                              loop._pad_traced(carried, self.capacity), count, lower, step)
         holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
 
@@ -473,6 +593,12 @@ class MaskedLoop:
         self._implicit = body.invars[shape.nconsts : shape.nconsts + shape.nimplicit]
         self._compiled: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
+        # Sizes computed inside the body, whose largest values each run reports: those that stay
+        # small get capacities of their own (see _Checks).
+        ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
+        self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
+        self._caps: dict[Any, int] = {}
+        self._probed = False
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
         self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
 
@@ -521,15 +647,16 @@ class MaskedLoop:
 
     # --- the compiled loop ------------------------------------------------------------------------
 
-    def _function(self, capacity: int, static: tuple) -> Callable:
-        key = (capacity, static)
+    def _function(self, capacity: int, static: tuple, caps: tuple) -> Callable:
+        key = (capacity, static, caps)
         fn = self._compiled.get(key)
         if fn is None:
             with self._lock:
-                fn = self._compiled.setdefault(key, jax.jit(self._loop(capacity, dict(static))))
+                fn = self._compiled.setdefault(key, jax.jit(self._loop(capacity, dict(static), dict(caps))))
         return fn
 
-    def _loop(self, capacity: int, static: dict) -> Callable:
+    def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True) -> Callable:
+        """The loop at ``capacity``; ``learn``: also the largest value of each tracked size."""
         s = self.shape
         nimplicit = s.nimplicit
 
@@ -542,7 +669,7 @@ class MaskedLoop:
         def more(k, count, pred_consts, consts, dims, buffers) -> Any:
             if s.predicate is None:
                 return k < count
-            checks = _Checks(capacity)
+            checks = _Checks(capacity, caps)
             (pred,) = masked_eval(s.predicate, [*pred_consts, *dims, *buffers], checks)
             if checks.fits or checks.valid:
                 raise Unmaskable("a while_loop predicate that creates resizable arrays")
@@ -553,24 +680,31 @@ class MaskedLoop:
             consts = with_static(consts, self._static_consts, "body")
 
             def cond(state):
-                k, dims, buffers, status = state
+                k, dims, buffers, status, _ = state
                 return (status == DONE) & more(k, count, pred_consts, consts, dims, buffers)
 
             def body(state):
-                k, dims, buffers, _ = state
-                checks = _Checks(capacity)
+                k, dims, buffers, _, peaks = state
+                checks = _Checks(capacity, caps)
                 prefix = [] if s.predicate is not None else [lower + k * step]
                 outs = masked_eval(s.body, [*consts, *dims, *prefix, *buffers], checks)
                 new_dims, new_buffers = outs[:nimplicit], outs[nimplicit:]
                 for d in new_dims:
-                    checks.size(d)
+                    checks.fits.append(d <= capacity)
+                    checks.valid.append(d >= 0)
                 fits, valid = checks.all(checks.fits), checks.all(checks.valid)
-                status = jnp.where(fits & valid, DONE, jnp.where(valid, OVERFLOW, INVALID)).astype(jnp.int32)
+                learned = checks.all(checks.fits_learned)
+                status = jnp.where(fits & valid & learned, DONE,
+                                   jnp.where(valid, jnp.where(fits, RELEARN, OVERFLOW), INVALID)).astype(jnp.int32)
                 dims = [jnp.asarray(d, jnp.int64) for d in new_dims]
                 buffers = [_fitted(n, o.shape) for n, o in zip(new_buffers, buffers)]
-                return k + (status == DONE).astype(k.dtype), dims, buffers, status
+                if learn and self._tracked:
+                    seen = [jnp.asarray(checks.seen.get(v, 0), jnp.int64) for v in self._tracked]
+                    peaks = jnp.maximum(peaks, jnp.stack(seen))
+                return k + (status == DONE).astype(k.dtype), dims, buffers, status, peaks
 
-            return lax.while_loop(cond, body, (jnp.int64(0), list(dims), list(buffers), jnp.int32(DONE)))
+            peaks = jnp.zeros(len(self._tracked) if learn else 0, jnp.int64)
+            return lax.while_loop(cond, body, (jnp.int64(0), list(dims), list(buffers), jnp.int32(DONE), peaks))
 
         return run
 
@@ -591,9 +725,12 @@ class MaskedLoop:
             (("predicate", k), int(pred_consts[k])) for k in self._static_pred)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
+        if not self._caps and not self._probed:
+            self._caps, self._probed = self._probe(consts, dims, capacity, count, lower, step), True
         while not self.unmaskable and capacity <= MAX_CAPACITY:
+            caps = tuple(self._caps.items())
             try:
-                result = self._function(capacity, static)(
+                result = self._function(capacity, static, caps)(
                     list(pred_consts), list(consts), [np.int64(d) for d in dims], self._pad(carried, capacity),
                     np.int64(count), np.int64(lower), np.int64(step))
             except Unmaskable:
@@ -604,14 +741,62 @@ class MaskedLoop:
             except _TooSmall:
                 capacity *= 2
                 continue
-            k, new_dims, buffers, status = result
+            k, new_dims, buffers, status, peaks = result
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
-                return Prediction(self, capacity, static, tuple(new_dims), int(k)), new_dims, self._unpad(buffers, new_dims)
+                self._learn(capacity, np.asarray(peaks))
+                return (Prediction(self, capacity, static, tuple(new_dims), int(k), tuple(self._caps.items())), new_dims,
+                        self._unpad(buffers, new_dims))
             if status == INVALID:
                 break
+            if status == RELEARN:
+                self._caps = {}
+                continue
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
+
+    def _probe(self, consts: Sequence[Any], dims: Sequence[int], capacity: int, count: int, lower: int,
+               step: int) -> dict[Any, int]:
+        """A first guess of the learned capacities, before any run: the body's integer arithmetic
+        evaluated on the host with the carried sizes at their entry values and at the capacity,
+        and the first and last index (``a[-1:]`` has length 1 at both). Sizes that also depend
+        on carried values are not guessed. A wrong guess costs a run again (``RELEARN``)."""
+        body, nconsts = self.shape.body, self.shape.nconsts
+        known = {v: int(x) for v, x in zip(body.invars[:nconsts], consts) if np.ndim(x) == 0 and
+                 np.issubdtype(np.asarray(x).dtype, np.integer)}
+        index = [] if self.shape.predicate is not None else [body.invars[nconsts + self.shape.nimplicit]]
+        peaks: dict[Any, int] = {}
+        for sizes, i in ((dims, lower), ([capacity] * len(dims), lower + max(count - 1, 0) * step)):
+            env = {**known, **dict(zip(self._implicit, sizes)), **dict(zip(index, [i]))}
+            for eqn in body.eqns:
+                if not eqn.outvars or not all(not v.aval.shape and np.issubdtype(v.aval.dtype, np.integer)
+                                              for v in eqn.outvars):
+                    continue
+                invals = [v.val if isinstance(v, Literal) else env.get(v) for v in eqn.invars]
+                if any(x is None for x in invals):
+                    continue
+                try:
+                    outs = eval_equation(eqn, invals, Mode.STAGED)
+                except Exception:
+                    continue
+                env.update((v, int(x)) for v, x in zip(eqn.outvars, outs) if not isinstance(v, DropVar))
+            for var in self._tracked:
+                if var in env:
+                    peaks[var] = max(peaks.get(var, 0), env[var])
+                else:
+                    peaks[var] = capacity
+        caps = {var: bucket(p) for var, p in peaks.items()}
+        return {var: c for var, c in caps.items() if 4 * c <= capacity}
+
+    def _learn(self, capacity: int, peaks: np.ndarray) -> None:
+        """Capacities of their own for the sizes computed in the body that stayed well below the
+        loop's (at least those learned before: the largest value seen so far)."""
+        caps = {}
+        for var, peak in zip(self._tracked, peaks.tolist()):
+            cap = max(bucket(peak), self._caps.get(var, 0))
+            if 4 * cap <= capacity:
+                caps[var] = cap
+        self._caps = caps
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
         """Room for a ``for_loop`` to grow by one element per iteration (appending, the common

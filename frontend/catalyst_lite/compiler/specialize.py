@@ -589,7 +589,10 @@ class JaxprRunner:
         def run_step(eqn: Any, invals: list[Any]) -> list[Any]:
             return eval_equation(eqn, invals, Mode.HOST)
 
-        return SegmentedProgram(segmentation, self.name, make_runner, run_step)
+        def run_eagerly(jaxpr: Jaxpr, args: Sequence[Any]) -> list[Any]:
+            return eval_jaxpr(jaxpr, args, Mode.HOST)
+
+        return SegmentedProgram(segmentation, self.name, make_runner, run_step, run_eagerly)
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
         """Host-driven execution reads sizes and trip counts from values: under an outer
