@@ -3,6 +3,7 @@
     python -m benchmarks            # full run (about 10 minutes: the 2,000-size rows)
     python -m benchmarks --quick    # a few minutes, without the slow rows
     python -m benchmarks --quantum  # also the quantum circuits of benchmarks/quantum.py and large_circuits.py
+    python -m benchmarks --only appending --only "resizing while_loop"  # rows whose name has one of these
     python benchmarks/run.py        # the same, as a script
 
 Everything computes in 64-bit types, as Catalyst and catalyst_lite do. Ratios are
@@ -223,10 +224,11 @@ def same_results(case: Case, modules: dict[str, ModuleType]) -> str | None:
     return "different"
 
 
-def run_all(budget: Budget, modules: dict[str, ModuleType], quick: bool) -> list[dict[str, Any]]:
+def run_all(budget: Budget, modules: dict[str, ModuleType], quick: bool,
+            only: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     for case in cases():
-        if quick and case.slow:
+        if (quick and case.slow) or (only and not any(part in case.key for part in only)):
             continue
         row: dict[str, Any] = {"case": case.key, "kind": case.kind, "seconds": {}, "errors": {}}
         builds = {
@@ -307,12 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples: under a minute")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
     parser.add_argument("--quantum", action="store_true", help="also run benchmarks/quantum.py and large_circuits.py (slow)")
+    parser.add_argument("--only", action="append", metavar="TEXT",
+                        help="only the rows whose name contains TEXT (repeatable)")
     args = parser.parse_args(argv)
 
     jax.config.update("jax_enable_x64", True)  # what catalyst_lite and Catalyst compute with
     modules, notes = frontends()
     budget = QUICK if args.quick else FULL
-    rows = run_all(budget, modules, args.quick)
+    rows = run_all(budget, modules, args.quick, args.only)
     implementations = [i for i in IMPLEMENTATIONS if i == JAX or i in modules]
     targets = evaluate_targets(rows)
 

@@ -544,7 +544,9 @@ class JaxprRunner:
         with recording() as outcomes:
             outs = self._segmented[key, False](args)
         if (missed or skey not in self._speculations) and outcomes:
-            keep = self._misses.get(skey, 0) < MAX_MISSES and len(self._speculations) < MAX_SPECULATIONS
+            # A program with side effects is not speculated on: a miss would repeat them.
+            keep = (self._misses.get(skey, 0) < MAX_MISSES and len(self._speculations) < MAX_SPECULATIONS
+                    and not self.jaxpr.effects)
             self._speculations[skey] = dict(outcomes) if keep and not _any_traced(args) else None
         return outs
 
