@@ -38,6 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Tracer, Var
+from ..jax_extras.literals import literals_by_value
 from .tiers import Specialization
 
 __all__ = ["Segmentation", "SegmentedProgram", "Speculation", "free_variables", "split_at", "recording",
@@ -236,7 +237,8 @@ class Speculation:
 
     def lower(self, dynamic_args: Sequence[Any]) -> None:
         """Stage and lower (raises ``NeedsHost`` when a host step left no replay)."""
-        lowered = self._jitted.lower(*self._arguments(dynamic_args))
+        with literals_by_value():  # as JaxprRunner lowers: many scalar constants lower fast
+            lowered = self._jitted.lower(*self._arguments(dynamic_args))
         self._spec = Specialization(self._jitted, self._tiered, lowered, self._options)
 
     def run(self, dynamic_args: Sequence[Any]) -> list[Any]:
