@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-__all__ = ["Program", "PROGRAMS", "SHRINK", "WHILE_STEPS", "LOOP_STEPS"]
+__all__ = ["Program", "PROGRAMS", "SHRINK", "WHILE_STEPS", "LOOP_STEPS", "APPEND_STEPS", "GRAD_STEPS", "MIXED_STEPS"]
 
 LOOP_STEPS = 10
 WHILE_STEPS = 100
@@ -223,6 +223,95 @@ def add_one_jax() -> Callable:
     return jax.jit(lambda x: x + 1.0)
 
 
+# --- #17 item 3: programs that need the host -----------------------------------------------------
+
+APPEND_STEPS = 400
+GRAD_STEPS = 5000
+STATIC_OPS = 100
+MIXED_STEPS = 4
+
+
+def append(api: ModuleType) -> Callable:
+    @api.qjit
+    def append(n: int):
+        @api.for_loop(0, n, 1, allow_array_resizing=True)
+        def loop(i, a):
+            return jnp.concatenate([a, a[-1:] * 0.5 + i])
+
+        return loop(jnp.ones([1], dtype=float))
+
+    return append
+
+
+def append_jax() -> Callable:
+    # jax.jit at a static size: the final array allocated at once, one element written per step.
+    @functools.partial(jax.jit, static_argnums=0)
+    def append(n):
+        a = jnp.ones([n + 1], dtype=float)
+        return lax.fori_loop(0, n, lambda i, a: a.at[i + 1].set(a[i] * 0.5 + i), a)
+
+    return append
+
+
+def _grad_step(i, a):
+    return jnp.sin(a) * 0.99 + 0.01 * i
+
+
+def grad_loop(api: ModuleType) -> Callable:
+    @api.qjit
+    def grad_loop(x, n: int):
+        def f(x):
+            @api.for_loop(0, n, 1)
+            def loop(i, a):
+                return _grad_step(i, a)
+
+            return jnp.sum(loop(x))
+
+        return api.grad(f)(x)
+
+    return grad_loop
+
+
+def grad_loop_jax() -> Callable:
+    @functools.partial(jax.jit, static_argnums=1)
+    def grad_loop(x, n):
+        return jax.grad(lambda x: jnp.sum(lax.fori_loop(0, n, _grad_step, x)))(x)
+
+    return grad_loop
+
+
+def _static_ops(x: Any) -> Any:
+    for _ in range(STATIC_OPS // 2):
+        x = jnp.sin(x) * 0.5  # two operations
+    return x
+
+
+def mixed(api: ModuleType) -> Callable:
+    @api.qjit
+    def mixed(x, n: int):
+        x = _static_ops(x)
+
+        @api.while_loop(lambda i, a: i < n, allow_array_resizing=True)
+        def grow(i, a):
+            return i + 1, jnp.concatenate([a, a[-1:] * 0.5])
+
+        return grow(0, x)[1]
+
+    return mixed
+
+
+def mixed_jax() -> Callable:
+    # The same program at a static size: the resizing loop unrolled by jax.jit.
+    @functools.partial(jax.jit, static_argnums=1)
+    def mixed(x, n):
+        x = _static_ops(x)
+        for _ in range(n):
+            x = jnp.concatenate([x, x[-1:] * 0.5])
+        return x
+
+    return mixed
+
+
 PROGRAMS: dict[str, Program] = {
     "circuit": Program("design doc 000: for_loop a + a0, 10 iterations", circuit, circuit_jax),
     "circuit_autograph": Program("the same with a Python for loop, autograph=True", circuit_autograph, circuit_jax),
@@ -236,4 +325,7 @@ PROGRAMS: dict[str, Program] = {
     "grow": Program(f"for_loop appending 1 element, {LOOP_STEPS} iterations", grow, grow_jax),
     "fixed": Program(f"the same for_loop at a fixed size", fixed, fixed_jax),
     "add_one": Program("x + 1.0", add_one, add_one_jax),
+    "append": Program(f"for_loop with a traced trip count appending 1 element per step", append, append_jax),
+    "grad_loop": Program("grad through a for_loop with a traced trip count", grad_loop, grad_loop_jax),
+    "mixed": Program(f"{STATIC_OPS} static operations, then a resizing while_loop", mixed, mixed_jax),
 }

@@ -3,6 +3,7 @@
     python -m benchmarks            # full run (about 10 minutes: the 2,000-size rows)
     python -m benchmarks --quick    # a few minutes, without the slow rows
     python -m benchmarks --quantum  # also the quantum circuits of benchmarks/quantum.py and large_circuits.py
+    python -m benchmarks --only appending --only "resizing while_loop"  # rows whose name has one of these
     python benchmarks/run.py        # the same, as a script
 
 Everything computes in 64-bit types, as Catalyst and catalyst_lite do. Ratios are
@@ -35,7 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.programs import PROGRAMS
+from benchmarks.programs import APPEND_STEPS, GRAD_STEPS, MIXED_STEPS, PROGRAMS
 from benchmarks.timing import Budget, time_cold, time_steady
 
 JAX = "jax.jit"
@@ -113,6 +114,11 @@ def cases() -> list[Case]:
         Case("resizing for_loop sz=1e3", "grow", "steady", (1000,)),
         Case("fixed-size for_loop sz=1e3", "fixed", "steady", (1000,)),
         Case("dispatch: x + 1 on 3 elements", "add_one", "steady", (_vector(3),)),
+        Case(f"first call: appending for_loop, {APPEND_STEPS} steps", "append", "first call", (APPEND_STEPS,)),
+        Case(f"appending for_loop, {APPEND_STEPS} steps", "append", "steady", (APPEND_STEPS,)),
+        Case(f"first call: grad, traced loop {GRAD_STEPS} steps", "grad_loop", "first call", (_vector(100), GRAD_STEPS), slow=True),
+        Case(f"grad, traced loop {GRAD_STEPS} steps", "grad_loop", "steady", (_vector(100), GRAD_STEPS)),
+        Case(f"static ops + resizing while_loop n={MIXED_STEPS}", "mixed", "steady", (_vector(8), MIXED_STEPS)),
     ]
 
 
@@ -129,6 +135,11 @@ TARGETS = [
     Target("hot size <= 1.2x jax.jit", ("hot size after new sizes: abstracted_axes n=1e6", LITE),
            ("hot size after new sizes: abstracted_axes n=1e6", JAX), 1.2),
     Target("resizing loop <= 10x fixed-size loop", ("resizing for_loop sz=1e3", LITE), ("fixed-size for_loop sz=1e3", LITE), 10.0),
+    Target(f"first call appending loop {APPEND_STEPS} <= 3x jax.jit", (f"first call: appending for_loop, {APPEND_STEPS} steps", LITE), (f"first call: appending for_loop, {APPEND_STEPS} steps", JAX), 3.0),
+    Target(f"appending loop {APPEND_STEPS} <= 2x jax.jit", (f"appending for_loop, {APPEND_STEPS} steps", LITE), (f"appending for_loop, {APPEND_STEPS} steps", JAX), 2.0),
+    Target(f"grad traced loop {GRAD_STEPS} <= 2x jax.jit(grad(fori_loop)) incl. compile", (f"grad, traced loop {GRAD_STEPS} steps", LITE), (f"first call: grad, traced loop {GRAD_STEPS} steps", JAX), 2.0),
+    Target(f"grad traced loop {GRAD_STEPS}, first call <= 2x jax.jit", (f"first call: grad, traced loop {GRAD_STEPS} steps", LITE), (f"first call: grad, traced loop {GRAD_STEPS} steps", JAX), 2.0),
+    Target("static ops + resizing while_loop <= 2x at a static size", (f"static ops + resizing while_loop n={MIXED_STEPS}", LITE), (f"static ops + resizing while_loop n={MIXED_STEPS}", JAX), 2.0),
 ]
 
 
@@ -213,10 +224,11 @@ def same_results(case: Case, modules: dict[str, ModuleType]) -> str | None:
     return "different"
 
 
-def run_all(budget: Budget, modules: dict[str, ModuleType], quick: bool) -> list[dict[str, Any]]:
+def run_all(budget: Budget, modules: dict[str, ModuleType], quick: bool,
+            only: list[str] | None = None) -> list[dict[str, Any]]:
     rows = []
     for case in cases():
-        if quick and case.slow:
+        if (quick and case.slow) or (only and not any(part in case.key for part in only)):
             continue
         row: dict[str, Any] = {"case": case.key, "kind": case.kind, "seconds": {}, "errors": {}}
         builds = {
@@ -297,12 +309,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer samples: under a minute")
     parser.add_argument("--output", type=Path, default=RESULTS, help="where to write the JSON results")
     parser.add_argument("--quantum", action="store_true", help="also run benchmarks/quantum.py and large_circuits.py (slow)")
+    parser.add_argument("--only", action="append", metavar="TEXT",
+                        help="only the rows whose name contains TEXT (repeatable)")
     args = parser.parse_args(argv)
 
     jax.config.update("jax_enable_x64", True)  # what catalyst_lite and Catalyst compute with
     modules, notes = frontends()
     budget = QUICK if args.quick else FULL
-    rows = run_all(budget, modules, args.quick)
+    rows = run_all(budget, modules, args.quick, args.only)
     implementations = [i for i in IMPLEMENTATIONS if i == JAX or i in modules]
     targets = evaluate_targets(rows)
 

@@ -9,10 +9,14 @@
   caller's types outside).
 - :mod:`.specialize`: evaluating a dynamically-shaped jaxpr at concrete sizes, staged into one
   XLA program per size signature or host-driven (``JaxprRunner``).
+- :mod:`.segments`: a program that needs the host, split at the equations that need it (each
+  segment compiled), and on repeated calls compiled whole at the sizes its host steps found.
+- :mod:`.capacity`: resizing loops run in one XLA ``while`` loop on capacity buffers.
+- :mod:`.bounded_scan`: reverse mode through loops with run-time trip counts, as a compiled scan.
 - :mod:`.tiers`: compiled specializations, and tiered compilation (fast first, optimized later).
 - :mod:`.size_generic`, :mod:`.iree_backend`, :mod:`.disk_cache`: the optional size-generic tier
   (one IREE executable for every size, kept on disk between processes).
 - :mod:`.reverse_mode`: whether the program being specialized will be differentiated in reverse
-  mode (loops then run host-driven).
+  mode (loops then run as bounded scans, or host-driven).
 - :mod:`.lowering`: ``QJIT.mlir``, the StableHLO of a traced program with ``?`` dimensions.
 """

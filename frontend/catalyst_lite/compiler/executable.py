@@ -34,6 +34,7 @@ from jax.tree_util import treedef_is_leaf
 from ..jax_extras import is_tracing, x64_scope
 from ..tracing import Program
 from .options import CompileOptions
+from .segments import Speculation
 from .size_generic import SizeGenericTier
 from .specialize import JaxprRunner
 
@@ -106,14 +107,17 @@ class FastCall:
         # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
         # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
+        # A speculation (a program that needs the host, compiled whole; see .segments) takes
+        # Python ints as static values: they convert to nothing.
+        self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
         self.results = _results_function(executable.program)
 
     def __call__(self, args: tuple) -> Any:
-        if not self.needs_x64:
+        if not self.speculation_needs_x64:
             prefix = (*self.executable.consts(), *self.implicit) if self.fresh_prefix else self.prefix
             full = (*prefix, *args) if prefix else args
             spec = self.runner.compiled(full)
-            if spec is not None:
+            if spec is not None and (not self.needs_x64 or isinstance(spec, Speculation)):
                 return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
         with x64_scope():
             return self.executable.run(self.implicit, args)

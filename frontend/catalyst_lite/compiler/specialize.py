@@ -26,7 +26,7 @@ import math
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -53,6 +53,7 @@ from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .options import CompileOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
+from .segments import MAX_MISSES, MAX_SPECULATIONS, SegmentedProgram, Speculation, SpeculationFails, recording, split_at
 from .tiers import Specialization, tiered_by_default
 
 if TYPE_CHECKING:  # size_generic builds on this module
@@ -62,6 +63,7 @@ __all__ = [
     "Mode",
     "NeedsHost",
     "eval_jaxpr",
+    "eval_equation",
     "JaxprRunner",
     "dimension_inputs",
     "staged_rules",
@@ -81,7 +83,10 @@ class Mode(enum.Enum):
 
 
 class NeedsHost(Exception):
-    """Raised while staging when a size is only known at run time."""
+    """Raised while staging when a size is only known at run time. ``equation``: ``(jaxpr,
+    index)`` of the outermost equation it was raised from (set by :func:`eval_jaxpr`)."""
+
+    equation: tuple[Jaxpr, int] | None = None
 
 
 # prim -> rule(invals, params) -> outvals
@@ -198,8 +203,10 @@ def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
         )
 
 
-def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
-    """Evaluate ``jaxpr`` (constants already turned into leading arguments) on ``args``.
+def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
+               overrides: Mapping[Any, Callable[[list[Any]], list[Any]]] | None = None) -> list[Any]:
+    """Evaluate ``jaxpr`` (constants already turned into leading arguments) on ``args``; the
+    equations in ``overrides`` (of this jaxpr, not of nested ones) by the rule given there.
 
     Integer scalars computed only from known numbers stay Python ints, so that sizes derived from
     them (``n + 1``) are static when staging.
@@ -211,14 +218,14 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode) -> list[Any]:
 
     for var, value in zip(jaxpr.invars, args):
         env[var] = value
-    rules = staged_rules if mode is Mode.STAGED else host_rules
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        prim = eqn.primitive
-        if prim in rules:
-            outvals = list(rules[prim](invals, eqn.params))
-        else:
-            outvals = _eval_equation(eqn, invals)
+    for index, eqn in enumerate(jaxpr.eqns):
+        try:
+            invals = [read(v) for v in eqn.invars]
+            rule = overrides.get(eqn) if overrides else None
+            outvals = rule(invals) if rule is not None else eval_equation(eqn, invals, mode)
+        except NeedsHost as err:
+            err.equation = (jaxpr, index)  # the outermost jaxpr's, where segmentation splits
+            raise
         for var, value in zip(eqn.outvars, outvals):
             if not isinstance(var, DropVar):
                 env[var] = value
@@ -267,6 +274,14 @@ def _is_size_arithmetic(eqn: Any) -> bool:
         and bool(eqn.outvars)
         and all(_is_index_scalar(v) for v in eqn.outvars)
     )
+
+
+def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
+    """Evaluate one equation on ``invals`` in ``mode``."""
+    rules = staged_rules if mode is Mode.STAGED else host_rules
+    if eqn.primitive in rules:
+        return list(rules[eqn.primitive](invals, eqn.params))
+    return _eval_equation(eqn, invals)
 
 
 # Errors that are already clear, or that drive the specialization itself.
@@ -353,6 +368,16 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
     return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
 
 
+def _size_outputs(jaxpr: Jaxpr) -> frozenset[int]:
+    """Positions of ``jaxpr``'s outputs that are sizes of others (each variable's first)."""
+    sizes = {d for v in jaxpr.outvars for d in getattr(v.aval, "shape", ()) if isinstance(d, Var)}
+    first = {}
+    for k, v in enumerate(jaxpr.outvars):
+        if isinstance(v, Var) and v in sizes:
+            first.setdefault(v, k)
+    return frozenset(first.values())
+
+
 _NOT_COMPILED = object()  # a missing entry of JaxprRunner._executables (None: host-driven)
 
 
@@ -380,10 +405,17 @@ class JaxprRunner:
         )
         # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
+        # Where an executable is None: the program split around its host steps (see .segments).
+        self._segmented: dict[tuple[tuple[int, ...], bool], Callable[[Sequence[Any]], list[Any]]] = {}
+        # Programs that need the host: compiled whole at the sizes their host steps found (keyed
+        # on the size signature and the integer arguments), and how often a prediction failed.
+        self._speculations: dict[tuple, Speculation | dict | None] = {}
+        self._misses: dict[tuple, int] = {}
+        self._int_positions = tuple(i for i in self.dynamic_positions if _is_int_scalar(jaxpr.invars[i]))
+        self._size_outputs = _size_outputs(jaxpr)
         self._lock = threading.Lock()
         # One executable for every size, when the program has one: it runs the sizes that have no
-        # XLA executable yet (set by its
-        # executable, see .size_generic).
+        # XLA executable yet (set by its executable, see .size_generic).
         self.size_generic: SizeGenericTier | None = None
         # The runners of nested bodies (by their jaxpr), shared with those runners.
         self._nested = {} if nested is None else nested
@@ -392,9 +424,14 @@ class JaxprRunner:
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
 
-    def _staged_function(self, key: tuple[int, ...], reverse: bool = False) -> Callable:
-        static = dict(zip(self.static_positions, key))
-        positions = self.dynamic_positions
+    def _staged_function(self, key: tuple[int, ...], reverse: bool = False,
+                         overrides: Mapping[Any, Callable] | None = None,
+                         finish: Callable[[list[Any]], list[Any]] = list,
+                         known: Mapping[int, int] | None = None) -> Callable:
+        """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs
+        (but those whose values are ``known``)."""
+        static = {**dict(zip(self.static_positions, key)), **(known or {})}
+        positions = tuple(i for i in self.dynamic_positions if i not in static)
         jaxpr = self.jaxpr
 
         def specialized(*dynamic_args):
@@ -404,7 +441,7 @@ class JaxprRunner:
             for i, v in zip(positions, dynamic_args):
                 args[i] = v
             with reverse_mode(reverse):
-                return eval_jaxpr(jaxpr, args, Mode.STAGED)
+                return finish(eval_jaxpr(jaxpr, args, Mode.STAGED, overrides))
 
         specialized.__name__ = self.name
         return jax.jit(specialized)
@@ -449,7 +486,8 @@ class JaxprRunner:
         try:
             with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
                 lowered = fn.lower(*dynamic_args)
-        except NeedsHost:
+        except NeedsHost as err:
+            self._segmented[key, reverse] = self._segmentation(err)
             return None
         # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
         lowered = None if _any_traced(dynamic_args) else lowered
@@ -484,7 +522,11 @@ class JaxprRunner:
         spec = self._executables.get(key)
         if spec is not None:
             self._hit(key)
-        return spec
+            return spec
+        if self._speculations:
+            speculation = self._speculations.get(self._speculation_key(key[0], args))
+            return speculation if isinstance(speculation, Speculation) else None
+        return None
 
     def _hit(self, key: tuple[tuple[int, ...], bool]) -> None:
         """A call found the executable of ``(sizes, reverse)``: it becomes the most recently used."""
@@ -510,8 +552,7 @@ class JaxprRunner:
             self._check_host_drivable(dynamic_args)
             token = _host_driving.set(self)
             try:
-                with reverse_mode(reverse):
-                    return eval_jaxpr(self.jaxpr, args, Mode.HOST)
+                return self._run_host(key, reverse, args, dynamic_args)
             finally:
                 _host_driving.reset(token)
         if _any_traced(dynamic_args) or is_tracing():
@@ -519,6 +560,83 @@ class JaxprRunner:
             # called while another is traced), not run.
             return list(spec.jitted(*dynamic_args))
         return list(spec.run(dynamic_args))
+
+    def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
+                  dynamic_args: Sequence[Any]) -> list[Any]:
+        """A program that needs the host: its speculation when it has one for these arguments
+        (see :mod:`.segments`), else its segments, whose host steps leave replays for the
+        next call to speculate on."""
+        if reverse:
+            with reverse_mode(True):
+                return self._segmented[key, True](args)
+        skey = self._speculation_key(key, args)
+        speculation = self._speculations.get(skey)
+        if isinstance(speculation, dict):  # the replays of the last run: compiled at the second call
+            speculation = self._speculations[skey] = self._speculate(skey, key, speculation, dynamic_args)
+        if speculation is not None:
+            return speculation.run(dynamic_args)
+        return self._run_segmented(skey, key, args)
+
+    def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
+        """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
+        return (key, *(a if type(a) is int else None for a in (args[i] for i in self._int_positions)))
+
+    def _run_segmented(self, skey: tuple, key: tuple[int, ...], args: Sequence[Any], missed: bool = False) -> list[Any]:
+        if missed:
+            self._misses[skey] = self._misses.get(skey, 0) + 1
+        with recording() as outcomes:
+            outs = self._segmented[key, False](args)
+        if (missed or skey not in self._speculations) and outcomes:
+            # A program with side effects is not speculated on: a miss would repeat them.
+            keep = (self._misses.get(skey, 0) < MAX_MISSES and len(self._speculations) < MAX_SPECULATIONS
+                    and not self.jaxpr.effects)
+            self._speculations[skey] = dict(outcomes) if keep and not _any_traced(args) else None
+        return outs
+
+    def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any]
+                   ) -> Speculation | None:
+        """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
+        (they are part of ``skey``); ``None`` if a host step cannot be replayed."""
+        known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
+        kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
+
+        def stage(overrides: Mapping[Any, Callable], finish: Callable) -> Callable:
+            return self._staged_function(key, False, overrides, finish, known)
+
+        def missed(dynamic_args: Sequence[Any]) -> list[Any]:
+            args: list[Any] = [None] * len(self.jaxpr.invars)
+            for i, v in zip(self.static_positions, key):
+                args[i] = v
+            for i, v in zip(self.dynamic_positions, dynamic_args):
+                args[i] = v
+            with x64_scope():  # the fast path of a repeated call may come without one
+                return self._run_segmented(skey, key, args, missed=True)
+
+        speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.tiered, self.compile_options)
+        try:
+            speculation.lower(dynamic_args)
+        except (NeedsHost, SpeculationFails):
+            return None
+        return speculation
+
+    def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
+        """How the program runs when staging it raised ``err``: split around the equation that
+        raised it (see :mod:`.segments`), each segment compiled by a runner of its own."""
+        if err.equation is None or err.equation[0] is not self.jaxpr:
+            return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
+        segmentation = split_at(self.jaxpr, err.equation[1])
+
+        def make_runner(jaxpr: Jaxpr, name: str) -> JaxprRunner:
+            # A segment's runner shares the program's options and nested runners (dies with it).
+            return JaxprRunner(jaxpr, name, self.options, self._nested)
+
+        def run_step(eqn: Any, invals: list[Any]) -> list[Any]:
+            return eval_equation(eqn, invals, Mode.HOST)
+
+        def run_eagerly(jaxpr: Jaxpr, args: Sequence[Any]) -> list[Any]:
+            return eval_jaxpr(jaxpr, args, Mode.HOST)
+
+        return SegmentedProgram(segmentation, self.name, make_runner, run_step, run_eagerly)
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
         """Host-driven execution reads sizes and trip counts from values: under an outer

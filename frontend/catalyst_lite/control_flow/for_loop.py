@@ -32,7 +32,10 @@ import numpy as np
 from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
+from ..compiler.bounded_scan import bounded_scan
+from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers
 from ..compiler.reverse_mode import reverse_mode_requested
+from ..compiler.segments import record_replay
 from ..compiler.specialize import (
     Mode,
     NeedsHost,
@@ -280,13 +283,39 @@ def _unrolled(
     return [*implicit, *carried]
 
 
+def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
+    """The loop staged again at the sizes a run on capacity buffers found (see
+    :mod:`~catalyst_lite.compiler.segments`)."""
+    ops = _operands(invals, params)
+    lower, upper, step, _ = ops.bounds
+    return prediction.stage([], ops.consts, ops.implicit, ops.carried, trip_count(lower, upper, step), lower, step)
+
+
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Driven from Python: each iteration runs the body compiled for its current sizes."""
+    """Driven from Python: a resizing loop runs on capacity buffers, compiled once per capacity
+    (see :mod:`~catalyst_lite.compiler.capacity`); otherwise (and for what is left when a
+    resizing loop cannot), each iteration runs the body compiled for its current sizes."""
     ops = _operands(invals, params)
     consts, implicit, (lower, upper, step, _), carried = ops.consts, ops.implicit, ops.bounds, ops.carried
     nimplicit = params["nimplicit"]
+    step = _checked_step(step, "host-driven loop")
+    lower, upper = int(lower), int(upper)
+    count = len(range(lower, upper, step))
+    if nimplicit and count and runs_on_buffers(invals):
+        shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
+        ran, implicit, carried = masked_loop(shape).run([], consts, implicit, carried, count, lower, step)
+        if ran is not None:
+            record_replay(params, functools.partial(_replayed, ran, params))
+            return [*implicit, *carried]
+    elif reverse_mode_requested() and count and (
+        not nimplicit or dims_unchanged(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
+    ):
+        scan = bounded_scan(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
+        outs = scan.run([*consts, *implicit], carried, lower, step, count)
+        if outs is not None:
+            return [*implicit, *outs]
     run_body = runner_for(params["body_jaxpr"].jaxpr, "for_loop body")
-    for i in range(int(lower), int(upper), _checked_step(step, "host-driven loop")):
+    for i in range(lower, upper, step):
         outs = run_body(*consts, *implicit, np.int64(i), *carried)
         implicit, carried = [int(d) for d in outs[:nimplicit]], outs[nimplicit:]
     return [*implicit, *carried]

@@ -28,7 +28,10 @@ import jax.numpy as jnp
 from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
+from ..compiler.bounded_scan import bounded_scan
+from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers
 from ..compiler.reverse_mode import reverse_mode_requested
+from ..compiler.segments import record_replay
 from ..compiler.specialize import (
     Mode,
     NeedsHost,
@@ -268,11 +271,33 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return [*implicit, *lax.while_loop(cond_fn, body_fn, tuple(carried))]
 
 
+def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
+    """The loop staged again at the sizes a run on capacity buffers found (see
+    :mod:`~catalyst_lite.compiler.segments`)."""
+    ops = _operands(invals, params)
+    return prediction.stage(ops.pred_consts, ops.consts, ops.implicit, ops.carried)
+
+
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Driven from Python: predicate and body compiled per size signature."""
+    """Driven from Python: a resizing loop on capacity buffers (see
+    :mod:`~catalyst_lite.compiler.capacity`), otherwise predicate and body compiled per size
+    signature."""
     ops = _operands(invals, params)
     cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
     nimplicit = params["nimplicit"]
+    if nimplicit and runs_on_buffers(invals):
+        shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
+                          params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
+        ran, implicit, carried = masked_loop(shape).run(cond_consts, body_consts, implicit, carried)
+        if ran is not None:
+            record_replay(params, functools.partial(_replayed, ran, params))
+            return [*implicit, *carried]
+    elif reverse_mode_requested() and (not nimplicit or dims_unchanged(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)):
+        scan = bounded_scan(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
+                            params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
+        outs = scan.run([*body_consts, *implicit], carried, pred_consts=cond_consts)
+        if outs is not None:
+            return [*implicit, *outs]
     run_cond = runner_for(params["cond_jaxpr"].jaxpr, "while_loop condition")
     run_body = runner_for(params["body_jaxpr"].jaxpr, "while_loop body")
     while bool(run_cond(*cond_consts, *implicit, *carried)[0]):

@@ -54,6 +54,7 @@ from ..compiler.specialize import (
     dimension_inputs,
     eval_jaxpr,
     register_specialization,
+    runner_for,
     to_dim,
 )
 from ..errors import (
@@ -560,7 +561,10 @@ class SpecializedFunction:
         values = list(self.inputs)
         for position, v in zip(self.positions, wrt_values):
             values[position] = v
-        outs = eval_jaxpr(self.jaxpr, values, self.mode)
+        if self.mode is Mode.STAGED:
+            outs = eval_jaxpr(self.jaxpr, values, self.mode)
+        else:  # compiled per size signature, split around its host steps if it has any
+            outs = runner_for(self.jaxpr, "differentiated function")(*values)
         to_int = to_dim if self.mode is Mode.STAGED else int
         self.implicit_dims = [to_int(d) for d in outs[: self.nimplicit]]
         return outs[self.nimplicit :]

@@ -1,0 +1,135 @@
+"""Reverse-mode loops with trip counts known only at run time, compiled as bounded scans.
+
+JAX transposes a loop only when XLA knows its trip count (a ``scan``): the backward pass needs
+every iteration's carry, in storage sized when the program is compiled. A ``for_loop`` with traced
+bounds, or a ``while_loop``, has no such count while it is staged, so its equation runs on the host
+(see :mod:`.segments`), where the count is a number. There it becomes a ``lax.scan`` over a
+*capacity bucket* of steps (the count rounded up to a power of two) whose steps beyond the count
+are ``lax.cond``'s identity branch: JAX stores and transposes it as one compiled program, and the
+same executable serves every count of its bucket. The taken steps compute what the loop computes,
+and an identity step passes cotangents through unchanged, so results are those of
+``jax.grad`` of ``lax.fori_loop`` with the count static, bit for bit.
+
+A ``while_loop`` first runs forward once (compiled, without derivatives) to count its iterations.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit, for_loop, grad
+>>> @qjit
+... def g(x: float, n: int):
+...     def f(x):
+...         @for_loop(0, n, 1)
+...         def step(i, a):
+...             return a * 0.5 + x
+...         return step(x)
+...     return grad(f)(x)
+>>> float(g(1.0, 3))
+1.875
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .capacity import capacity_for
+from .specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr
+
+__all__ = ["BoundedScan", "bounded_scan"]
+
+
+class BoundedScan:
+    """A loop body (``*consts *implicit *prefix *carried -> *implicit *carried``, the implicit
+    sizes unchanged) run for a count known at run time, as a scan over the count's capacity
+    bucket; compiled once per bucket (and per value of the inputs that size the body).
+    ``predicate``: a ``while_loop``'s (``*pred_consts *implicit *carried -> bool[]``)."""
+
+    def __init__(self, body: Any, nconsts: int, nimplicit: int, predicate: Any = None, pred_nconsts: int = 0):
+        self.body, self.nconsts, self.nimplicit = body, nconsts, nimplicit
+        self.predicate, self.pred_nconsts = predicate, pred_nconsts
+        # Sizes are static: the implicit ones, and the constants that size the body.
+        self.static = tuple(sorted({k for k in dimension_inputs(body) if k < nconsts} | {*range(nconsts, nconsts + nimplicit)}))
+        self.pred_static = tuple(sorted(dimension_inputs(predicate))) if predicate is not None else ()
+        self._compiled: dict[tuple, Callable] = {}
+        self._lock = threading.Lock()
+        self.unsupported = False
+
+    def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
+        fn = self._compiled.get(key)
+        if fn is None:
+            with self._lock:
+                fn = self._compiled.setdefault(key, jax.jit(make()))
+        return fn
+
+    def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
+        body, nfixed, nimplicit = self.body, self.nconsts + self.nimplicit, self.nimplicit
+        prefix = self.predicate is None
+
+        def run(fixed, carried, lower, step, count):
+            fixed = [static.get(k, v) for k, v in enumerate(fixed)]
+
+            def one_step(carry, k):
+                def taken(c):
+                    index = [lower + k * step] if prefix else []
+                    return tuple(eval_jaxpr(body, [*fixed, *index, *c], Mode.STAGED)[nimplicit:])
+
+                return lax.cond(k < count, taken, lambda c: tuple(c), carry), None
+
+            return lax.scan(one_step, tuple(carried), jnp.arange(capacity, dtype=jnp.int64))[0]
+
+        return run
+
+    def _counter(self, static: dict[tuple, int]) -> Callable:
+        body, predicate, nimplicit = self.body, self.predicate, self.nimplicit
+
+        def count(pred_consts, fixed, carried):
+            pred_consts = [static.get(("p", k), v) for k, v in enumerate(pred_consts)]
+            fixed = [static.get(("b", k), v) for k, v in enumerate(fixed)]
+            implicit = fixed[self.nconsts :]
+            pred_consts, fixed, carried = jax.lax.stop_gradient((pred_consts, fixed, carried))
+
+            def more(state):
+                return eval_jaxpr(predicate, [*pred_consts, *implicit, *state[1]], Mode.STAGED)[0]
+
+            def step(state):
+                n, c = state
+                return n + 1, tuple(eval_jaxpr(body, [*fixed, *c], Mode.STAGED)[nimplicit:])
+
+            return lax.while_loop(more, step, (jnp.int64(0), tuple(carried)))[0]
+
+        return count
+
+    def run(self, fixed: Sequence[Any], carried: Sequence[Any], lower: int = 0, step: int = 1,
+            count: int | None = None, pred_consts: Sequence[Any] = ()) -> list[Any] | None:
+        """The carried values after ``count`` iterations (a ``while_loop``: as many as its
+        predicate allows); ``fixed``: the constants and the implicit sizes. ``None`` when the
+        body cannot be staged so (a nested loop that itself needs the host)."""
+        if self.unsupported:
+            return None
+        static = {k: int(fixed[k]) for k in self.static}
+        try:
+            if count is None:
+                pred_static = {("p", k): int(pred_consts[k]) for k in self.pred_static if k < self.pred_nconsts}
+                pred_static |= {("b", k): v for k, v in static.items()}
+                counter = self._jitted(("count", *sorted(pred_static.items())), lambda: self._counter(pred_static))
+                count = int(counter(list(pred_consts), list(fixed), list(carried)))
+            capacity = capacity_for(count)
+            scan = self._jitted((capacity, *sorted(static.items())), lambda: self._scan(capacity, static))
+            return list(scan(list(fixed), list(carried), jnp.int64(lower), jnp.int64(step), jnp.int64(count)))
+        except NeedsHost:
+            self.unsupported = True
+            return None
+
+
+_scans: dict[int, tuple[Any, BoundedScan]] = {}
+
+
+def bounded_scan(body: Any, nconsts: int, nimplicit: int, predicate: Any = None, pred_nconsts: int = 0) -> BoundedScan:
+    """The (shared) :class:`BoundedScan` of a loop body."""
+    entry = _scans.get(id(body))
+    if entry is None or entry[0] is not body:
+        entry = _scans[id(body)] = (body, BoundedScan(body, nconsts, nimplicit, predicate, pred_nconsts))
+    return entry[1]

@@ -1,0 +1,823 @@
+"""Capacity buckets: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
+
+A loop with ``allow_array_resizing`` changes the sizes of its carried arrays every iteration, so
+no static-shape program holds all its iterations. Here every carried array is stored in a buffer
+of a fixed *capacity* ``C`` along each resizable axis, with its true size carried alongside (as
+the loop's implicit dimensions already are). The body runs on the buffers through
+:func:`masked_eval`, an interpreter in which every size computed from a carried size is a traced
+integer and every array axis of such a size has length ``C``: elementwise operations run on the
+whole buffer (what lies beyond the true size is never read back), and the operations that move
+elements along a resizable axis (``concatenate``, slices, ``gather``) index by true sizes. The
+values within the true sizes are computed by the same arithmetic as at exact sizes, so results are
+identical, bit for bit.
+
+:class:`MaskedLoop` runs the iterations inside one ``lax.while_loop``, which stops early when an
+iteration would exceed the capacity (its results are discarded) or breaks an assumption of the
+trace. The host then re-enters with a larger capacity (predicted from the growth so far), or hands
+the remaining iterations back to exact, per-size execution, which reports the error as before. A
+body with an operation :func:`masked_eval` cannot run on buffers (a reduction along a resizable
+axis, a nested loop over resizable arrays, ...) raises :class:`Unmaskable`, and the loop runs per
+size as before.
+
+>>> import jax.numpy as jnp
+>>> from catalyst_lite import qjit, for_loop
+>>> @qjit
+... def grow(n: int):
+...     @for_loop(0, n, 1, allow_array_resizing=True)
+...     def step(i, a):
+...         return jnp.concatenate([a, a[-1:] * 0.5 + i])
+...     return step(jnp.ones([1]))
+>>> grow(3).tolist()   # one compilation for every n whose sizes fit the first capacity
+[1.0, 0.5, 1.25, 2.625]
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ..errors import ArrayTooLargeError
+from ..jax_extras import DropVar, Literal, Tracer, Var
+from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
+from .reverse_mode import reverse_mode_requested
+from .specialize import Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim
+
+__all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
+           "capacity_for"]
+
+MIN_CAPACITY = 16
+# A loop replayed with at most this many iterations is unrolled at its exact sizes.
+UNROLL_LIMIT = 32
+MAX_CAPACITY = 1 << 40
+FIRST_BUFFER_BYTES = 1 << 26
+# Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken, a
+# capacity learned from an earlier run exceeded.
+DONE, OVERFLOW, INVALID, RELEARN = 0, 1, 2, 3
+
+
+class Unmaskable(NeedsHost):
+    """The body has an operation that cannot run on capacity buffers."""
+
+
+class _TooSmall(Exception):
+    """A static index reaches beyond the capacity: retry with a larger one."""
+
+
+def bucket(size: int) -> int:
+    """The power of two holding ``size`` elements (a learned capacity).
+
+    >>> bucket(0), bucket(1), bucket(3)
+    (1, 1, 4)
+    """
+    return 1 << max(0, int(size) - 1).bit_length()
+
+
+def capacity_for(size: int) -> int:
+    """The capacity bucket holding ``size`` elements: a power of two, at least :data:`MIN_CAPACITY`.
+
+    >>> capacity_for(0), capacity_for(16), capacity_for(17)
+    (16, 16, 32)
+    """
+    return max(MIN_CAPACITY, 1 << max(0, int(size) - 1).bit_length())
+
+
+@dataclass
+class _Checks:
+    """What a masked evaluation found about its sizes (traced booleans). An axis of a traced
+    size ``d`` is stored at ``caps[d]`` (learned from earlier runs: the length of ``a[-1:]`` is
+    at most 1) or else at the loop's ``capacity``."""
+
+    capacity: int
+    caps: dict[Any, int] = field(default_factory=dict)
+    fits: list[Any] = field(default_factory=list)  # every size within the loop's capacity
+    fits_learned: list[Any] = field(default_factory=list)  # every size within its learned capacity
+    valid: list[Any] = field(default_factory=list)  # no negative size, every assumption holds
+    seen: dict[Any, Any] = field(default_factory=dict)  # size variable -> its value
+
+    def cap_of(self, var: Any) -> int:
+        return self.caps.get(var, self.capacity)
+
+    def size(self, var: Any, value: Any) -> None:
+        (self.fits_learned if var in self.caps else self.fits).append(value <= self.cap_of(var))
+        self.valid.append(value >= 0)
+        self.seen[var] = value
+
+    def all(self, flags: list[Any]) -> Any:
+        return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
+
+
+# --- the masked interpreter ---------------------------------------------------------------------
+
+_ELEMENTWISE = frozenset("""
+    abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp complex conj convert_element_type
+    copy copy_p cos cosh digamma div eq erf erf_inv erfc exp exp2 expm1 floor ge gt imag integer_pow
+    is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter not or population_count pow
+    real reduce_precision rem round rsqrt select_n shift_left shift_right_arithmetic
+    shift_right_logical sign sin sinh sqrt square sub tan tanh xor
+""".split())
+
+_COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+                ">": operator.gt, ">=": operator.ge}
+
+
+def _size(d: Any, env: dict) -> Any:
+    return env[d] if isinstance(d, Var) else d
+
+
+def _padded(atom: Any, env: dict) -> tuple[bool, ...]:
+    """Which axes of ``atom`` are stored at the capacity (their size is traced)."""
+    shape = getattr(atom.aval, "shape", ())
+    return tuple(isinstance(d, Var) and isinstance(env.get(d), Tracer) for d in shape)
+
+
+def _buffer_shape(aval: Any, env: dict, checks: _Checks) -> tuple[int, ...]:
+    """The shape in which a value of type ``aval`` is stored: each traced size at its capacity."""
+    shape = []
+    for d in getattr(aval, "shape", ()):
+        value = env.get(d) if isinstance(d, Var) else d
+        shape.append(checks.cap_of(d) if isinstance(value, Tracer) else int(value))
+    return tuple(shape)
+
+
+def _conformed(x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` padded or cut to ``shape`` (operands of one elementwise operation whose sizes are
+    equal but stored at different capacities)."""
+    if np.shape(x) == shape or np.ndim(x) != len(shape):
+        return x
+    x = lax.slice(x, (0,) * len(shape), tuple(min(n, m) for n, m in zip(x.shape, shape)))
+    return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
+
+
+def _along(x: Any, axis: int, index: Any) -> Any:
+    """``x`` indexed by the vector ``index`` along ``axis`` (indices already in range)."""
+    return jnp.take(x, index, axis=axis, mode="clip")
+
+
+def _window(x: Any, axis: int, start: Any, length: Any, out_len: int) -> Any:
+    """``out_len`` elements of ``x`` from ``start`` along ``axis`` (beyond ``length``: whatever)."""
+    del length
+    index = jnp.clip(start + jnp.arange(out_len), 0, x.shape[axis] - 1)
+    return _along(x, axis, index)
+
+
+def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """Each operand written at the sum of the true sizes before it. The first is the result's
+    buffer (appending writes in place); each other one, stored at a capacity ``c`` (its size,
+    if static), is written as a window of ``c`` elements: O(c), so appending stays cheap. A
+    window that would reach beyond the buffer is shifted back, the operand with it, and what it
+    holds beyond the operand's true size is kept from the buffer."""
+    axis = eqn.params["dimension"]
+    if not any(_padded(v, env)[axis] for v in (*eqn.invars, *eqn.outvars)):
+        return [lax.concatenate(invals, axis)]
+    out_shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+    out_len = out_shape[axis]
+    first = invals[0]
+    if first.shape[axis] > out_len and not _padded(eqn.invars[0], env)[axis]:
+        raise _TooSmall()
+    result = _conformed(first, out_shape)
+    offset = _size(eqn.invars[0].aval.shape[axis], env)
+    for atom, x in zip(eqn.invars[1:], invals[1:]):
+        length = _size(atom.aval.shape[axis], env)
+        width = x.shape[axis]
+        if width > out_len:
+            if not _padded(atom, env)[axis]:
+                raise _TooSmall()
+            x, width = lax.slice_in_dim(x, 0, out_len, axis=axis), out_len
+        start = jnp.clip(offset, 0, out_len - width)
+        if not _padded(atom, env)[axis]:
+            result = lax.dynamic_update_slice_in_dim(result, x, start, axis)
+        else:
+            shift = offset - start  # > 0 only where the window was shifted back
+            shape = [1] * result.ndim
+            shape[axis] = width
+            position = jnp.arange(width).reshape(shape)
+            part = _along(x, axis, jnp.clip(jnp.arange(width) - shift, 0, width - 1))
+            old = lax.dynamic_slice_in_dim(result, start, width, axis)
+            keep = (position >= shift) & (position < shift + length)
+            result = lax.dynamic_update_slice_in_dim(result, jnp.where(keep, part, old), start, axis)
+        offset = offset + length
+    return [result]
+
+
+def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequence[Any], env: dict,
+                  checks: _Checks) -> Any:
+    """``dynamic_slice``'s semantics on a buffer: each start clamped to ``[0, size - length]``
+    with the operand's true size, then ``length`` elements from there."""
+    out = operand
+    padded_in, padded_out = _padded(eqn.invars[0], env), _padded(eqn.outvars[0], env)
+    for axis, (start, length) in enumerate(zip(starts, lengths)):
+        if not (padded_in[axis] or padded_out[axis]):
+            out = lax.dynamic_slice_in_dim(out, start, int(length), axis)
+            continue
+        size = _size(eqn.invars[0].aval.shape[axis], env)
+        clamped = jnp.clip(start, 0, jnp.maximum(size - length, 0))
+        out_len = checks.cap_of(eqn.outvars[0].aval.shape[axis]) if padded_out[axis] else int(length)
+        out = _window(out, axis, clamped, length, out_len)
+    return out
+
+
+def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    operand, rest = invals[0], invals[1:]
+    ndim = operand.ndim
+    starts, dyn = rest[:ndim], iter(rest[ndim:])
+    lengths = [next(dyn) if d is None else d for d in eqn.params["slice_sizes"]]
+    return [_slice_window(eqn, operand, starts, lengths, env, checks)]
+
+
+def _gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """The gathers ``jax.numpy`` makes of slices with traced bounds (one window, every axis an
+    offset axis); others are :class:`Unmaskable`."""
+    params = eqn.params
+    dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
+    ndim = operand.ndim
+    mode = str(params["mode"])
+    slice_like = (
+        tuple(dn.offset_dims) == tuple(range(ndim)) and not dn.collapsed_slice_dims
+        and tuple(dn.start_index_map) == tuple(range(ndim)) and not dn.operand_batching_dims
+        and indices.shape == (ndim,) and ("CLIP" in mode or "PROMISE" in mode)
+    )
+    if not slice_like:
+        return _indexed_gather(eqn, invals, env, checks)
+    dyn = iter(invals[2:])
+    lengths = [next(dyn) if d is None else d for d in params["slice_sizes"]]
+    starts = [indices[k] for k in range(ndim)]
+    return [_slice_window(eqn, operand, starts, lengths, env, checks)]
+
+
+def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """Other gathers (``a[idx]``, ``jnp.take``), with indices of static shape: each start index
+    along a resizable axis is clamped to the true size (clamping modes) or, beyond it, moved
+    beyond the buffer too (filling mode), as at exact sizes; a resizable axis that is not
+    indexed is taken whole (at its capacity)."""
+    params = eqn.params
+    dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
+    mode = str(params["mode"])
+    if any(_padded(eqn.invars[1], env)) or dn.operand_batching_dims:
+        raise Unmaskable("a gather with resized indices along a resizable axis")
+    filling = "FILL" in mode
+    padded = _padded(eqn.invars[0], env)
+    dyn, sizes = iter(invals[2:]), []
+    for axis, size in enumerate(params["slice_sizes"]):
+        if size is None:
+            length = next(dyn)
+            if not padded[axis] or axis in dn.start_index_map:
+                raise Unmaskable("a gather of a traced slice size")
+            size = operand.shape[axis]
+        sizes.append(int(size))
+    for k, axis in enumerate(dn.start_index_map):
+        if padded[axis]:
+            bound, start = _size(eqn.invars[0].aval.shape[axis], env) - sizes[axis], indices[..., k]
+            if filling:
+                start = jnp.where((start < 0) | (start > bound), -1, start)
+            else:
+                start = jnp.clip(start, 0, jnp.maximum(bound, 0))
+            indices = indices.at[..., k].set(start.astype(indices.dtype))
+    return _bind(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
+
+
+def _cond(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """A ``cond`` whose results have no new sizes: every branch runs on the buffers and the
+    taken one's results are selected; the size checks of a branch count only when it is taken."""
+    params = eqn.params
+    branches = params["branch_jaxprs"]
+    if params["nimplicit_outputs"] or any(b.jaxpr.effects for b in branches):
+        raise Unmaskable("a cond with results of new sizes, or side effects, on resizable arrays")
+    npreds = len(branches) - 1
+    preds, rest = invals[:npreds], invals[npreds:]
+    index = jnp.int32(npreds)
+    for k in reversed(range(npreds)):  # the first branch whose predicate holds
+        index = jnp.where(jnp.asarray(preds[k]).astype(bool), k, index)
+    shapes = [_buffer_shape(v.aval, env, checks) for v in eqn.outvars]
+    results = None
+    for k, (branch, nconsts) in enumerate(zip(branches, params["branch_nconsts"])):
+        sub = _Checks(checks.capacity, checks.caps)
+        outs = masked_eval(branch.jaxpr, [*branch.consts, *rest[:nconsts]], sub)
+        rest = rest[nconsts:]
+        taken = index == k
+        for mine, theirs in ((checks.fits, sub.fits), (checks.valid, sub.valid),
+                             (checks.fits_learned, sub.fits_learned)):
+            mine.extend(f | jnp.logical_not(taken) for f in theirs)
+        checks.seen.update((v, jnp.where(taken, x, 0)) for v, x in sub.seen.items())
+        outs = [_conformed(x, shape) for x, shape in zip(outs, shapes)]
+        results = outs if results is None else [jnp.where(taken, x, r) for x, r in zip(outs, results)]
+    return results
+
+
+def _static_slice(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    limits = eqn.params["limit_indices"]
+    if any(limit > n for limit, n in zip(limits, invals[0].shape)):
+        raise _TooSmall()
+    return [lax.slice(invals[0], eqn.params["start_indices"], limits, eqn.params["strides"])]
+
+
+def _shaped(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """``broadcast_in_dim``/``iota``: traced sizes become the capacity."""
+    if eqn.primitive.name == "reshape" or eqn.primitive.name not in ("broadcast_in_dim", "iota"):
+        raise Unmaskable(f"{eqn.primitive} along a resizable axis")
+    out_shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+    lengths = iter(n for n, p in zip(out_shape, eqn.params[SHAPE_PARAMS[eqn.primitive]]) if p is None)
+    operands, params = fill_sizes(eqn.primitive, invals, eqn.params, lambda v: next(lengths))
+    return _bind(eqn.primitive, operands, params)
+
+
+def _unreduced(axes_of: Callable[[dict], Sequence[int]]) -> Callable:
+    """A rule binding as usual when no axis ``axes_of(params)`` names is resizable."""
+
+    def rule(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+        padded = _padded(eqn.invars[0], env)
+        if any(padded[a] for a in axes_of(eqn.params)):
+            raise Unmaskable(f"{eqn.primitive} along a resizable axis")
+        return _bind(eqn.primitive, invals, eqn.params)
+
+    return rule
+
+
+def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
+    if any(_padded(eqn.invars[0], env)[a] for a in lhs_c) or any(_padded(eqn.invars[1], env)[a] for a in rhs_c):
+        raise Unmaskable("a contraction along a resizable axis")
+    return _bind(eqn.primitive, invals, eqn.params)
+
+
+def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    if eqn.params.get("reverse") and _padded(eqn.invars[0], env)[eqn.params["axis"]]:
+        raise Unmaskable(f"a reversed {eqn.primitive} along a resizable axis")
+    return _bind(eqn.primitive, invals, eqn.params)
+
+
+def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    closed = eqn.params["jaxpr"]
+    return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
+
+
+def _plain(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    return _bind(eqn.primitive, invals, eqn.params)
+
+
+_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
+               "reduce_xor", "argmax", "argmin")
+
+MASKED_RULES: dict[str, Callable[[Any, list[Any], dict, _Checks], list[Any]]] = {
+    "concatenate": _concatenate,
+    "dynamic_slice": _dynamic_slice,
+    "gather": _gather,
+    "slice": _static_slice,
+    "dot_general": _dot_general,
+    "transpose": _plain,
+    "squeeze": _plain,
+    "cumsum": _cumulative,
+    "cumprod": _cumulative,
+    "cummax": _cumulative,
+    "cummin": _cumulative,
+    "pjit": _nested_call,
+    "cond": _cond,
+    "jit": _nested_call,
+    **{name: _unreduced(lambda params: params["axes"]) for name in _REDUCTIONS},
+}
+
+
+def _bind(prim: Any, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    out = prim.bind(*invals, **params)
+    return list(out) if prim.multiple_results else [out]
+
+
+def _size_check(eqn: Any, invals: list[Any], checks: _Checks) -> bool:
+    """``assume_size``/``require_size`` on traced sizes: their condition joins the validity
+    checks (a broken one hands the iteration to exact execution, which reports it)."""
+    name = eqn.primitive.name
+    if name == "assume_size":
+        lhs, rhs = invals
+        holds = _COMPARISONS[eqn.params["comparison"]](lhs, rhs)
+        checks.valid.append(holds if eqn.params["holds"] else jnp.logical_not(holds))
+        return True
+    if name == "require_size":
+        lhs, rhs = invals
+        if eqn.params["relation"] == "==":
+            checks.valid.append(lhs == rhs)
+        else:  # divides
+            checks.valid.append((lhs != 0) & (rhs % jnp.where(lhs == 0, 1, lhs) == 0))
+        return True
+    return False
+
+
+def masked_eval(jaxpr: Any, args: Sequence[Any], checks: _Checks) -> list[Any]:
+    """Evaluate ``jaxpr`` (inside a ``jax.jit`` trace) where sizes may be traced integers: an
+    axis whose size is traced has length ``checks.capacity``. Raises :class:`Unmaskable` for an
+    operation that cannot run so."""
+    env: dict[Any, Any] = {}
+
+    def read(atom: Any) -> Any:
+        return atom.val if isinstance(atom, Literal) else env[atom]
+
+    for var, value in zip(jaxpr.invars, args):
+        env[var] = value
+    for eqn in jaxpr.eqns:
+        invals = [read(v) for v in eqn.invars]
+        if any(isinstance(x, Tracer) and not np.shape(x) for x in invals) and _size_check(eqn, invals, checks):
+            continue
+        touches_buffers = any(any(_padded(v, env)) for v in eqn.invars if not isinstance(v, Literal))
+        try:
+            outs = _masked_equation(eqn, invals, env, checks, touches_buffers)
+        except NeedsHost as err:
+            raise Unmaskable(str(err)) from None
+        except (TypeError, ValueError) as err:  # shapes that do not fit on buffers
+            raise Unmaskable(f"{eqn.primitive}: {err}") from None
+        for var, value in zip(eqn.outvars, outs):
+            if not isinstance(var, DropVar):
+                env[var] = value
+        for var in eqn.outvars:
+            for d in getattr(var.aval, "shape", ()):
+                if isinstance(d, Var) and isinstance(env.get(d), Tracer):
+                    checks.size(d, env[d])
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: _Checks, touches_buffers: bool) -> list[Any]:
+    name = eqn.primitive.name
+    if eqn.primitive in SHAPE_PARAMS and name not in ("gather", "dynamic_slice"):
+        ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
+        if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
+            return _shaped(eqn, invals, env, checks)
+        return eval_equation(eqn, invals, Mode.STAGED)
+    if not touches_buffers:
+        return eval_equation(eqn, invals, Mode.STAGED)
+    if name in _ELEMENTWISE:
+        shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+        return _bind(eqn.primitive, [_conformed(x, shape) for x in invals], eqn.params)
+    if name in MASKED_RULES:
+        return MASKED_RULES[name](eqn, invals, env, checks)
+    raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")
+
+
+def runs_on_buffers(operands: Sequence[Any]) -> bool:
+    """Whether a resizing loop on these operands may run on capacity buffers: not in reverse
+    mode (its ``while`` loop cannot be transposed), on concrete values."""
+    return not reverse_mode_requested() and not any(isinstance(x, Tracer) for x in operands)
+
+
+def _size_variables(jaxpr: Any) -> list[Any]:
+    """The size variables of the values ``jaxpr``'s equations compute (nested calls included)."""
+    found: dict[Any, None] = {}
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            for d in getattr(v.aval, "shape", ()):
+                if isinstance(d, Var):
+                    found.setdefault(d, None)
+        closed = eqn.params.get("jaxpr") if eqn.primitive.name in ("pjit", "jit") else None
+        if closed is not None:
+            found.update(dict.fromkeys(_size_variables(closed.jaxpr)))
+    return list(found)
+
+
+def _fitted(x: Any, shape: tuple[int, ...]) -> Any:
+    """A body result in the carried buffer's shape (a result of a static size is padded)."""
+    if x.shape == shape:
+        return x
+    if any(n > m for n, m in zip(x.shape, shape)):
+        raise _TooSmall()
+    return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
+
+
+_loops: dict[int, tuple[Any, MaskedLoop]] = {}
+
+
+def masked_loop(shape: LoopShape) -> "MaskedLoop":
+    """The (shared) :class:`MaskedLoop` of a loop body, compiled for the life of the program."""
+    entry = _loops.get(id(shape.body))
+    if entry is None or entry[0] is not shape.body:
+        entry = _loops[id(shape.body)] = (shape.body, MaskedLoop(shape))
+    return entry[1]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """How a :class:`MaskedLoop` ran: at ``capacity``, with these values of the constants that
+    size its body, to the carried sizes ``dims``. :meth:`stage` runs it again inside a trace,
+    its results cut to ``dims``, with a flag that says whether ``dims`` are the true sizes."""
+
+    loop: "MaskedLoop"
+    capacity: int
+    static: tuple
+    dims: tuple[int, ...]
+    trips: int  # iterations run
+    caps: tuple = ()  # learned capacities, as (size variable, capacity)
+
+    def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+              carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
+        """The loop's results, and flags (traced, or known booleans) that hold when the
+        prediction does. A short loop is unrolled at its exact sizes (what ``jax.jit`` makes of a loop at
+        static sizes: no buffers, every iteration fused), a long one runs on buffers."""
+        if self.trips <= UNROLL_LIMIT:
+            try:
+                return self._unrolled(pred_consts, consts, implicit, carried, count, lower, step)
+            except NeedsHost:  # a size computed from data
+                pass
+        return self._on_buffers(pred_consts, consts, implicit, carried, count, lower, step)
+
+    def _unrolled(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+                  carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
+        shape, nimplicit = self.loop.shape, self.loop.shape.nimplicit
+        holds = [] if shape.predicate is not None else [count == self.trips]
+        dims, carried = [to_dim(d) for d in implicit], list(carried)
+        for k in range(self.trips + 1):
+            if shape.predicate is not None:
+                (more,) = eval_jaxpr(shape.predicate, [*pred_consts, *dims, *carried], Mode.STAGED)
+                holds.append(more if k < self.trips else _negated(more))
+            if k == self.trips:
+                break
+            index = [] if shape.predicate is not None else [_index(lower, k, step)]
+            outs = eval_jaxpr(shape.body, [*consts, *dims, *index, *carried], Mode.STAGED)
+            dims, carried = [to_dim(d) for d in outs[:nimplicit]], outs[nimplicit:]
+        holds.append(tuple(dims) == self.dims)
+        return [*dims, *carried], holds
+
+    def _on_buffers(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+                    carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
+        loop, static = self.loop, dict(self.static)
+        holds = [jnp.asarray((consts if tag == "body" else pred_consts)[k]) == v for (tag, k), v in static.items()]
+        dims = [jnp.asarray(d, jnp.int64) for d in implicit]
+        run = loop._loop(self.capacity, static, dict(self.caps), learn=False)
+        _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
+                                              loop._pad_traced(carried, self.capacity), count, lower, step)
+        holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
+        return [*self.dims, *loop._cut(buffers, self.dims)], holds
+
+
+def _negated(flag: Any) -> Any:
+    return jnp.logical_not(flag) if isinstance(flag, Tracer) else not flag
+
+
+def _index(lower: Any, k: int, step: Any) -> Any:
+    """The ``k``-th index of a ``for_loop``, of the type host-driven execution passes."""
+    index = lower + k * step
+    return index if isinstance(index, Tracer) else np.int64(index)
+
+
+# --- the loop -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoopShape:
+    """A resizing loop's body as :class:`MaskedLoop` runs it: ``body`` takes ``*consts
+    *implicit *prefix *carried`` (``prefix``: the index of a ``for_loop``) and returns
+    ``*implicit *carried``; ``predicate`` (a ``while_loop``'s) takes ``*pred_consts *implicit
+    *carried``."""
+
+    body: Any
+    nconsts: int
+    nimplicit: int
+    predicate: Any = None
+    pred_nconsts: int = 0
+
+
+class MaskedLoop:
+    """A resizing loop run inside ``lax.while_loop`` on capacity buffers, compiled once per
+    capacity (and per value of the constants that size the body)."""
+
+    def __init__(self, shape: LoopShape):
+        self.shape = shape
+        body = shape.body
+        self._static_consts = tuple(k for k in dimension_inputs(body) if k < shape.nconsts)
+        self._static_pred = tuple(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts) \
+            if shape.predicate is not None else ()
+        first_carried = shape.nconsts + shape.nimplicit + (0 if shape.predicate is not None else 1)
+        self._carried = body.invars[first_carried:]
+        self._implicit = body.invars[shape.nconsts : shape.nconsts + shape.nimplicit]
+        self._compiled: dict[tuple, Callable] = {}
+        self._lock = threading.Lock()
+        # Sizes computed inside the body, whose largest values each run reports: those that stay
+        # small get capacities of their own (see _Checks).
+        ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
+        self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
+        self._caps: dict[Any, int] = {}
+        self._probed = False
+        # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
+        self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
+
+    # --- buffers ----------------------------------------------------------------------------------
+
+    def _padded_axes(self, var: Any) -> list[bool]:
+        return [isinstance(d, Var) and d in self._implicit for d in var.aval.shape]
+
+    def _pad(self, values: Sequence[Any], capacity: int) -> list[Any]:
+        out = []
+        for var, x in zip(self._carried, values):
+            x = np.asarray(x)
+            axes = self._padded_axes(var)
+            shape = tuple(capacity if p else n for p, n in zip(axes, x.shape))
+            check_fits_in_memory("a resizing loop's capacity buffer", shape, x.dtype)
+            buffer = np.zeros(shape, x.dtype)
+            buffer[tuple(slice(0, n) for n in x.shape)] = x
+            out.append(buffer)
+        return out
+
+    def _pad_traced(self, values: Sequence[Any], capacity: int) -> list[Any]:
+        """:meth:`_pad` inside a trace (values of static shapes)."""
+        out = []
+        for var, x in zip(self._carried, values):
+            axes = self._padded_axes(var)
+            if any(p and n > capacity for p, n in zip(axes, np.shape(x))):
+                raise NeedsHost("a resizing loop's operands exceed the predicted capacity")
+            out.append(jnp.pad(x, [(0, capacity - n if p else 0) for p, n in zip(axes, np.shape(x))]) if any(axes) else x)
+        return out
+
+    def _cut(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
+        """:meth:`_unpad` inside a trace, to known sizes."""
+        sizes = dict(zip(self._implicit, dims))
+        return [lax.slice(b, (0,) * b.ndim, tuple(sizes.get(d, n) if isinstance(d, Var) else n
+                                                   for d, n in zip(var.aval.shape, b.shape)))
+                for var, b in zip(self._carried, buffers)]
+
+    def _unpad(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
+        sizes = dict(zip(self._implicit, dims))
+        out = []
+        for var, b in zip(self._carried, buffers):
+            index = tuple(slice(0, sizes[d]) if isinstance(d, Var) and d in sizes else slice(None)
+                          for d in var.aval.shape)
+            out.append(jnp.asarray(np.asarray(b)[index]))
+        return out
+
+    # --- the compiled loop ------------------------------------------------------------------------
+
+    def _function(self, capacity: int, static: tuple, caps: tuple) -> Callable:
+        key = (capacity, static, caps)
+        fn = self._compiled.get(key)
+        if fn is None:
+            with self._lock:
+                fn = self._compiled.setdefault(key, jax.jit(self._loop(capacity, dict(static), dict(caps))))
+        return fn
+
+    def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True) -> Callable:
+        """The loop at ``capacity``; ``learn``: also the largest value of each tracked size."""
+        s = self.shape
+        nimplicit = s.nimplicit
+
+        def with_static(values: Sequence[Any], positions: Sequence[int], tag: str) -> list[Any]:
+            values = list(values)
+            for k in positions:
+                values[k] = static[tag, k]
+            return values
+
+        def more(k, count, pred_consts, consts, dims, buffers) -> Any:
+            if s.predicate is None:
+                return k < count
+            checks = _Checks(capacity, caps)
+            (pred,) = masked_eval(s.predicate, [*pred_consts, *dims, *buffers], checks)
+            if checks.fits or checks.valid:
+                raise Unmaskable("a while_loop predicate that creates resizable arrays")
+            return pred
+
+        def run(pred_consts, consts, dims, buffers, count, lower, step):
+            pred_consts = with_static(pred_consts, self._static_pred, "predicate")
+            consts = with_static(consts, self._static_consts, "body")
+
+            def cond(state):
+                k, dims, buffers, status, _ = state
+                return (status == DONE) & more(k, count, pred_consts, consts, dims, buffers)
+
+            def body(state):
+                k, dims, buffers, _, peaks = state
+                checks = _Checks(capacity, caps)
+                prefix = [] if s.predicate is not None else [lower + k * step]
+                outs = masked_eval(s.body, [*consts, *dims, *prefix, *buffers], checks)
+                new_dims, new_buffers = outs[:nimplicit], outs[nimplicit:]
+                for d in new_dims:
+                    checks.fits.append(d <= capacity)
+                    checks.valid.append(d >= 0)
+                fits, valid = checks.all(checks.fits), checks.all(checks.valid)
+                learned = checks.all(checks.fits_learned)
+                status = jnp.where(fits & valid & learned, DONE,
+                                   jnp.where(valid, jnp.where(fits, RELEARN, OVERFLOW), INVALID)).astype(jnp.int32)
+                dims = [jnp.asarray(d, jnp.int64) for d in new_dims]
+                buffers = [_fitted(n, o.shape) for n, o in zip(new_buffers, buffers)]
+                if learn and self._tracked:
+                    seen = [jnp.asarray(checks.seen.get(v, 0), jnp.int64) for v in self._tracked]
+                    peaks = jnp.maximum(peaks, jnp.stack(seen))
+                return k + (status == DONE).astype(k.dtype), dims, buffers, status, peaks
+
+            peaks = jnp.zeros(len(self._tracked) if learn else 0, jnp.int64)
+            return lax.while_loop(cond, body, (jnp.int64(0), list(dims), list(buffers), jnp.int32(DONE), peaks))
+
+        return run
+
+    # --- driving it -------------------------------------------------------------------------------
+
+    def run(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[int],
+            carried: Sequence[Any], count: int = 0, lower: int = 0, step: int = 1
+            ) -> tuple[Prediction | None, list[int], list[Any]]:
+        """Run the loop; return how it ran, as a :class:`Prediction` of its next runs (``None``
+        if it did not: it must run at exact sizes, as an assumption broke, the capacity would
+        not fit in memory, or the body is :class:`Unmaskable`), and the carried sizes and
+        values after it.
+
+        An iteration that exceeds the capacity stops the loop with its carry overwritten (no
+        copy of the old one is kept, which would cost a pass over every buffer per iteration):
+        the loop runs again from the start, at the capacity the growth so far predicts."""
+        static = tuple((("body", k), int(consts[k])) for k in self._static_consts) + tuple(
+            (("predicate", k), int(pred_consts[k])) for k in self._static_pred)
+        dims = [int(d) for d in implicit]
+        capacity = self._first_capacity(carried, max(dims, default=1), count)
+        if not self._caps and not self._probed:
+            self._caps, self._probed = self._probe(consts, dims, capacity, count, lower, step), True
+        while not self.unmaskable and capacity <= MAX_CAPACITY:
+            caps = tuple(self._caps.items())
+            try:
+                result = self._function(capacity, static, caps)(
+                    list(pred_consts), list(consts), [np.int64(d) for d in dims], self._pad(carried, capacity),
+                    np.int64(count), np.int64(lower), np.int64(step))
+            except Unmaskable:
+                self.unmaskable = True
+                break
+            except ArrayTooLargeError:
+                break
+            except _TooSmall:
+                capacity *= 2
+                continue
+            k, new_dims, buffers, status, peaks = result
+            status, new_dims = int(status), [int(d) for d in new_dims]
+            if status == DONE:
+                self._learn(capacity, np.asarray(peaks))
+                return (Prediction(self, capacity, static, tuple(new_dims), int(k), tuple(self._caps.items())), new_dims,
+                        self._unpad(buffers, new_dims))
+            if status == INVALID:
+                break
+            if status == RELEARN:
+                self._caps = {}
+                continue
+            capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
+        return None, dims, list(carried)
+
+    def _probe(self, consts: Sequence[Any], dims: Sequence[int], capacity: int, count: int, lower: int,
+               step: int) -> dict[Any, int]:
+        """A first guess of the learned capacities, before any run: the body's integer arithmetic
+        evaluated on the host with the carried sizes at their entry values and at the capacity,
+        and the first and last index (``a[-1:]`` has length 1 at both). Sizes that also depend
+        on carried values are not guessed. A wrong guess costs a run again (``RELEARN``)."""
+        body, nconsts = self.shape.body, self.shape.nconsts
+        known = {v: int(x) for v, x in zip(body.invars[:nconsts], consts) if np.ndim(x) == 0 and
+                 np.issubdtype(np.asarray(x).dtype, np.integer)}
+        index = [] if self.shape.predicate is not None else [body.invars[nconsts + self.shape.nimplicit]]
+        peaks: dict[Any, int] = {}
+        for sizes, i in ((dims, lower), ([capacity] * len(dims), lower + max(count - 1, 0) * step)):
+            env = {**known, **dict(zip(self._implicit, sizes)), **dict(zip(index, [i]))}
+            for eqn in body.eqns:
+                if not eqn.outvars or not all(not v.aval.shape and np.issubdtype(v.aval.dtype, np.integer)
+                                              for v in eqn.outvars):
+                    continue
+                invals = [v.val if isinstance(v, Literal) else env.get(v) for v in eqn.invars]
+                if any(x is None for x in invals):
+                    continue
+                try:
+                    outs = eval_equation(eqn, invals, Mode.STAGED)
+                except Exception:
+                    continue
+                env.update((v, int(x)) for v, x in zip(eqn.outvars, outs) if not isinstance(v, DropVar))
+            for var in self._tracked:
+                if var in env:
+                    peaks[var] = max(peaks.get(var, 0), env[var])
+                else:
+                    peaks[var] = capacity
+        caps = {var: bucket(p) for var, p in peaks.items()}
+        return {var: c for var, c in caps.items() if 4 * c <= capacity}
+
+    def _learn(self, capacity: int, peaks: np.ndarray) -> None:
+        """Capacities of their own for the sizes computed in the body that stayed well below the
+        loop's (at least those learned before: the largest value seen so far)."""
+        caps = {}
+        for var, peak in zip(self._tracked, peaks.tolist()):
+            cap = max(bucket(peak), self._caps.get(var, 0))
+            if 4 * cap <= capacity:
+                caps[var] = cap
+        self._caps = caps
+
+    def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
+        """Room for a ``for_loop`` to grow by one element per iteration (appending, the common
+        case: one compilation), unless its buffers would then exceed :data:`FIRST_BUFFER_BYTES`;
+        at least twice the largest carried size."""
+        small = capacity_for(2 * largest)
+        if self.shape.predicate is not None:
+            return small
+        large = capacity_for(largest + count)
+        nbytes = sum(
+            np.dtype(var.aval.dtype).itemsize * math.prod(large if p else 1 for p in self._padded_axes(var))
+            * math.prod(np.shape(x)[a] for a, p in enumerate(self._padded_axes(var)) if not p)
+            for var, x in zip(self._carried, values)
+        )
+        return max(small, large) if nbytes <= FIRST_BUFFER_BYTES else small
+
+    def _grown(self, capacity: int, before: int, after: int, ran: int, count: int) -> int:
+        """The next capacity: room for the growth seen in the first ``ran`` iterations to go on
+        for all ``count`` of a ``for_loop`` (one re-entry for steady growth), at least twice the
+        last; four times the last for a ``while_loop``."""
+        if self.shape.predicate is None:
+            predicted = before + math.ceil(max(after - before, 0) / ran * count)
+            return max(2 * capacity, capacity_for(predicted + predicted // 8))
+        return 4 * capacity

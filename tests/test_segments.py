@@ -1,0 +1,296 @@
+"""Programs that need the host run compiled: segments around host steps, resizing loops on
+capacity buffers, reverse-mode loops as bounded scans (compiler/segments.py, capacity.py,
+bounded_scan.py). Results are compared with NumPy and jax.jit references, exactly."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import cond, for_loop, grad, qjit, while_loop
+from catalyst_lite.compiler import bounded_scan, capacity, segments
+from catalyst_lite.compiler.segments import SegmentedProgram, Speculation
+
+
+def _append_reference(n):
+    a = np.ones(1)
+    for i in range(n):
+        a = np.concatenate([a, a[-1:] * 0.5 + i])
+    return a
+
+
+@qjit
+def append(n: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        return jnp.concatenate([a, a[-1:] * 0.5 + i])
+
+    return step(jnp.ones([1]))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 15, 16, 17, 31, 33, 100])
+def test_appending_loop_matches_numpy_at_capacity_boundaries(n):
+    np.testing.assert_array_equal(append(n), _append_reference(n))
+
+
+def test_appending_loop_compiles_per_capacity_not_per_size():
+    for n in range(3, 40):
+        append(n)
+    (body,) = [eqn for eqn in append.jaxpr.jaxpr.eqns if eqn.primitive.name == "for_loop"]
+    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)][1]
+    assert not loop.unmaskable
+    # capacities 16, 32, 64 (each also with the length of a[-1:] learned: 1): not one per size
+    assert 1 <= len({capacity for capacity, _, _ in loop._compiled}) <= 4
+    assert len(loop._compiled) <= 8
+
+
+@qjit
+def mixed(x, n: int):
+    for _ in range(20):
+        x = jnp.sin(x) * 0.5 + 0.1
+
+    @while_loop(lambda i, a: i < n, allow_array_resizing=True)
+    def grow(i, a):
+        return i + 1, jnp.concatenate([a, a[-1:] * 0.5])
+
+    return grow(0, x)[1] * 2.0
+
+
+def test_static_prefix_and_resizing_while_loop_run_as_segments():
+    x = np.linspace(0.0, 1.0, 5)
+    for n in (0, 4, 40):
+        expected = jax.jit(lambda x: _mixed_reference(x, n))(x)
+        np.testing.assert_array_equal(mixed(x, n), expected)
+    runner = mixed._last.runner
+    plans = list(runner._segmented.values())
+    assert plans and all(isinstance(p, SegmentedProgram) for p in plans)
+    assert plans[0].segmentation.step.primitive.name == "while_loop"
+
+
+def _mixed_reference(x, n):
+    for _ in range(20):
+        x = jnp.sin(x) * 0.5 + 0.1
+    for _ in range(n):
+        x = jnp.concatenate([x, x[-1:] * 0.5])
+    return x * 2.0
+
+
+@qjit
+def pick(flag: bool, n: int):
+    a = jnp.arange(n) * 1.5
+
+    @cond(flag)
+    def b():
+        return a[:2]
+
+    @b.otherwise
+    def b():
+        return jnp.concatenate([a, a])
+
+    b = b()
+    return jnp.sin(b) + jnp.sum(a)
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_cond_returning_different_sizes_then_static_operations(flag):
+    a = np.arange(5) * 1.5
+    b = a[:2] if flag else np.concatenate([a, a])
+    np.testing.assert_allclose(pick(flag, 5), np.sin(b) + a.sum(), rtol=1e-15)
+
+
+@qjit
+def nested(n: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def outer(i, a):
+        @for_loop(0, i, 1, allow_array_resizing=True)
+        def inner(j, b):
+            return jnp.concatenate([b, b[:1] + j])
+
+        return inner(a) * 0.5
+
+    return outer(jnp.ones([2]))
+
+
+def test_nested_resizing_loops():
+    a = np.ones(2)
+    for i in range(6):
+        for j in range(i):
+            a = np.concatenate([a, a[:1] + j])
+        a = a * 0.5
+    np.testing.assert_array_equal(nested(6), a)
+
+
+@qjit
+def summed(n: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        return jnp.concatenate([a, jnp.sum(a, keepdims=True)])  # a reduction along the resized axis
+
+    return step(jnp.ones([1]))
+
+
+def test_body_that_cannot_run_on_buffers_runs_per_size():
+    a = np.ones(1)
+    for _ in range(5):
+        a = np.concatenate([a, a.sum(keepdims=True)])
+    np.testing.assert_array_equal(summed(5), a)
+
+
+def _grad_fori(x, n):
+    return jax.grad(lambda x: jnp.sum(jax.lax.fori_loop(0, n, lambda i, a: jnp.sin(a) * 0.99 + 0.01 * i, x)))(x)
+
+
+@qjit
+def grad_loop(x, n: int):
+    def f(x):
+        @for_loop(0, n, 1)
+        def step(i, a):
+            return jnp.sin(a) * 0.99 + 0.01 * i
+
+        return jnp.sum(step(x))
+
+    return grad(f)(x)
+
+
+@pytest.mark.parametrize("n", [0, 1, 16, 17, 300])
+def test_reverse_mode_through_traced_trip_count_equals_jax_jit(n):
+    x = np.linspace(0.0, 1.0, 7)
+    np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
+
+
+def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
+    x = np.linspace(0.0, 1.0, 7)
+    grad_loop(x, 20)
+    scans = [s for body, s in bounded_scan._scans.values() if s.predicate is None and not s.unsupported]
+    before = [len(s._compiled) for s in scans]
+    for n in (21, 25, 30):  # the bucket of 32 steps
+        np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
+    assert scans and [len(s._compiled) for s in scans] == before
+
+
+@qjit
+def grad_while(x, m: float):
+    def f(x):
+        @while_loop(lambda i, a: i < m)
+        def step(i, a):
+            return i + 1.0, jnp.sin(a) * 0.99
+
+        return jnp.sum(step(0.0, x)[1])
+
+    return grad(f)(x)
+
+
+@pytest.mark.parametrize("m", [0.0, 7.0])
+def test_reverse_mode_through_while_loop_equals_jax_jit(m):
+    x = np.linspace(0.0, 1.0, 7)
+    expected = jax.grad(lambda x: jnp.sum(jax.lax.fori_loop(0, int(m), lambda i, a: jnp.sin(a) * 0.99, x)))(x)
+    np.testing.assert_array_equal(grad_while(x, m), expected)
+
+
+def test_capacity_buckets():
+    assert [capacity.capacity_for(n) for n in (0, 1, 16, 17, 1000)] == [16, 16, 16, 32, 1024]
+
+
+# --- speculation: the whole program compiled at the sizes its host steps found -------------------
+
+
+def _speculations(f):
+    return [s for s in f._last.runner._speculations.values() if isinstance(s, Speculation)]
+
+
+def test_repeated_call_runs_one_speculative_program():
+    for n in (7, 7, 7, 300, 300, 300):
+        np.testing.assert_array_equal(append(n), _append_reference(n))
+    runner = append._last.runner
+    # One per value of n, none of whose predictions failed.
+    assert all(isinstance(runner._speculations[(), n], Speculation) for n in (7, 300))
+    assert not runner._misses.get(((), 7)) and not runner._misses.get(((), 300))
+    # The program's result is a jax.Array; its size was fixed by the prediction.
+    assert isinstance(append(300), jax.Array) and append(300).shape == (301,)
+
+
+@qjit
+def until(x, limit):
+    @while_loop(lambda a: a[-1] < limit, allow_array_resizing=True)
+    def grow(a):
+        return jnp.concatenate([a, a[-1:] + 1.0])
+
+    return grow(x) * 2.0
+
+
+def _until_reference(x, limit):
+    while x[-1] < limit:
+        x = np.concatenate([x, x[-1:] + 1.0])
+    return x * 2.0
+
+
+def test_speculation_that_misses_falls_back_and_gives_up():
+    # The trip count depends on data the speculation is not keyed on: each new limit misses.
+    x = np.ones(2)
+    for limit in (3.0, 3.0, 10.0, 30.0, 60.0, 100.0, 100.0, 3.0):
+        np.testing.assert_array_equal(until(x, limit), _until_reference(x, limit))
+    runner = until._last.runner
+    assert sum(runner._misses.values()) >= 1  # (a miss leaves the replays of the run that followed it)
+    assert all(m <= segments.MAX_MISSES for m in runner._misses.values())
+
+
+def test_speculated_results_keep_bits_of_jax_jit():
+    x = np.linspace(0.0, 1.0, 5)
+    expected = jax.jit(lambda x: _mixed_reference(x, 4))(x)
+    for _ in range(4):
+        np.testing.assert_array_equal(mixed(x, 4), expected)
+    assert _speculations(mixed)
+
+
+def test_small_sizes_computed_in_the_body_get_capacities_of_their_own():
+    append(40)
+    (body,) = [eqn for eqn in append.jaxpr.jaxpr.eqns if eqn.primitive.name == "for_loop"]
+    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)][1]
+    assert 1 in loop._caps.values()  # the length of a[-1:]
+
+
+@qjit
+def branchy(n: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        @cond(i % 3 == 0)
+        def b():
+            return a * 2.0
+
+        @b.otherwise
+        def b():
+            return a + 1.0
+
+        return jnp.concatenate([a, b()[-1:]])
+
+    return step(jnp.ones([1]))
+
+
+@qjit
+def indexed(n: int, idx):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        return jnp.concatenate([a, a[idx] * 0.5 + i, jnp.take(a, jnp.array([0, -1, 7]))])
+
+    return step(jnp.ones([3]))
+
+
+def _loop_of(f):
+    (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
+    return capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)][1]
+
+
+def test_cond_and_indexing_gathers_run_on_buffers():
+    for n in (0, 1, 5, 40):
+        a = np.ones(1)
+        for i in range(n):
+            a = np.concatenate([a, (a * 2.0 if i % 3 == 0 else a + 1.0)[-1:]])
+        np.testing.assert_array_equal(branchy(n), a)
+    idx = np.array([0, 2, 1])
+    for n in (0, 1, 6, 20):
+        a = np.ones(3)
+        for i in range(n):
+            taken = np.array([a[k] if k < len(a) else np.nan for k in (0, len(a) - 1, 7)])  # jnp.take fills
+            a = np.concatenate([a, a[idx] * 0.5 + i, taken])
+        np.testing.assert_array_equal(indexed(n, idx), a)
+    assert not _loop_of(branchy).unmaskable and not _loop_of(indexed).unmaskable
