@@ -231,7 +231,7 @@ def test_patches_registered_while_another_thread_traces_are_undone():
     finally:
         release.set()
         worker.join(60)
-        patches._extra_patches.remove(patch)
+        patches.unregister_patch(patch)
     assert seen[0] == "patched"
     np.testing.assert_allclose(seen[1], np.ones(2))
     assert owner.value() == "original"

@@ -16,10 +16,11 @@ unaffected; JAX 0.7.1 has no ``LiteralArray`` and needs nothing.
 from __future__ import annotations
 
 import contextlib
-import threading
-from typing import Any, Iterator
+from typing import Any, Callable
 
 from jax._src.interpreters import mlir
+
+from .patches import Patch, PatchSet
 
 try:
     from jax._src.literals import LiteralArray
@@ -28,37 +29,32 @@ except ImportError:  # JAX 0.7.1
 
 __all__ = ["literals_by_value"]
 
-_thread = threading.local()
-_lock = threading.Lock()
-_users = 0
-_original_init: Any = None
+
+def _make_init_by_value(original: Callable[..., None]) -> Callable[..., None]:
+    def init_by_value(self: Any, value: Any) -> None:
+        original(self, value)
+        if self.data is None and _BY_VALUE.active() and isinstance(value.val, LiteralArray):
+            self.data = value.val.val.tobytes()  # equal bytes and (compared separately) equal avals
+
+    return init_by_value
 
 
-def _init_by_value(self: Any, value: Any) -> None:
-    _original_init(self, value)
-    if self.data is None and getattr(_thread, "active", 0) and isinstance(value.val, LiteralArray):
-        self.data = value.val.val.tobytes()  # equal bytes and (compared separately) equal avals
+_BY_VALUE = PatchSet(
+    [
+        Patch(
+            "literals_by_value",
+            mlir.HashableLiteral,
+            "__init__",
+            _make_init_by_value,
+            "LiteralArray literals are deduplicated by value, in linear time",
+        )
+    ]
+    if LiteralArray is not None
+    else []
+)
 
 
-@contextlib.contextmanager
-def literals_by_value() -> Iterator[None]:
+def literals_by_value() -> contextlib.AbstractContextManager[None]:
     """Lowerings in the calling thread key ``LiteralArray`` literals by value during the block
     (re-entrant; the replacement is installed while some thread is inside)."""
-    global _users, _original_init
-    if LiteralArray is None:
-        yield
-        return
-    with _lock:
-        if _users == 0:
-            _original_init = mlir.HashableLiteral.__init__
-            mlir.HashableLiteral.__init__ = _init_by_value
-        _users += 1
-    _thread.active = getattr(_thread, "active", 0) + 1
-    try:
-        yield
-    finally:
-        _thread.active -= 1
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                mlir.HashableLiteral.__init__ = _original_init
+    return _BY_VALUE.scope()

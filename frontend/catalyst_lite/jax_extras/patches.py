@@ -30,7 +30,17 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax.tree_util import tree_flatten
 
-__all__ = ["Patch", "PATCHES", "patched_jax", "is_active", "register_patch", "staging_trace", "suspended"]
+__all__ = [
+    "Patch",
+    "PATCHES",
+    "PatchSet",
+    "is_active",
+    "patched_jax",
+    "register_patch",
+    "staging_trace",
+    "suspended",
+    "unregister_patch",
+]
 
 
 @dataclass(frozen=True)
@@ -42,14 +52,6 @@ class Patch:
     attr: str
     make: Callable[[Any], Any]
     why: str
-
-
-_thread_state = threading.local()
-
-
-def is_active() -> bool:
-    """True when the calling thread is inside :func:`patched_jax`."""
-    return getattr(_thread_state, "depth", 0) > 0
 
 
 # --- 1. Staging rules of shape-carrying primitives ------------------------------------------------
@@ -357,92 +359,126 @@ PATCHES: tuple[Patch, ...] = (
     ),
 )
 
-# Extra patches registered by other catalyst_lite modules (see `register_patch`).
-_extra_patches: list[Patch] = []
+class PatchSet:
+    """Patches installed while some thread is inside :meth:`scope`, and in effect for those threads.
 
-_install_lock = threading.RLock()
-_install_count = 0
-# The patches in effect and the attributes they replaced, in installation order (a list, not a
-# dict keyed by attribute: two patches may wrap the same attribute, one over the other).
-_installed: list[tuple[Patch, Any]] = []
-
-
-def register_patch(patch: Patch) -> Patch:
-    """Add a patch to the set applied by :func:`patched_jax` (call at import time).
-
-    A module imported lazily may register one while another thread is tracing: the patch is then
-    applied at once, so that it is in effect now and removed with the others.
+    Installation is reference-counted across threads: the first thread to enter installs every
+    patch, the last to leave removes them. Each replacement checks :meth:`active` (a per-thread
+    depth) and otherwise behaves as the original, so other threads see JAX's own behaviour.
     """
-    with _install_lock:
-        _extra_patches.append(patch)
-        if _install_count:
-            _apply(patch)
-    return patch
 
+    def __init__(self, patches: Sequence[Patch] = ()) -> None:
+        self._patches: list[Patch] = list(patches)
+        self._lock = threading.RLock()
+        self._users = 0
+        # The patches in effect and the attributes they replaced, in installation order (a list,
+        # not a dict keyed by attribute: two patches may wrap the same attribute, one over the other).
+        self._installed: list[tuple[Patch, Any]] = []
+        self._thread = threading.local()
 
-def _all_patches() -> tuple[Patch, ...]:
-    return PATCHES + tuple(_extra_patches)
+    def active(self) -> bool:
+        """True when the calling thread is inside :meth:`scope` (and not :meth:`suspended`)."""
+        return getattr(self._thread, "depth", 0) > 0
+
+    def register(self, patch: Patch) -> Patch:
+        """Add a patch to the set. One added while some thread is inside :meth:`scope` is applied
+        at once, so that it is in effect now and removed with the others."""
+        with self._lock:
+            self._patches.append(patch)
+            if self._users:
+                self._apply(patch)
+        return patch
+
+    def unregister(self, patch: Patch) -> None:
+        """Remove a patch from the set (it stays in effect until the current scopes end)."""
+        with self._lock:
+            self._patches.remove(patch)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """The patches in effect for the calling thread during the block (re-entrant)."""
+        with self._lock:
+            if self._users == 0:
+                self._install()
+            self._users += 1
+        self._thread.depth = getattr(self._thread, "depth", 0) + 1
+        try:
+            yield
+        finally:
+            self._thread.depth -= 1
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._uninstall()
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """The originals' behaviour for the calling thread within the block, even inside
+        :meth:`scope`."""
+        depth = getattr(self._thread, "depth", 0)
+        self._thread.depth = 0
+        try:
+            yield
+        finally:
+            self._thread.depth = depth
+
+    def _apply(self, patch: Patch) -> None:
+        # Remember the owner's *own* entry, not an inherited one: writing that back on removal
+        # would leave a copy behind in the subclass.
+        own = vars(patch.owner).get(patch.attr, _ABSENT)
+        setattr(patch.owner, patch.attr, patch.make(getattr(patch.owner, patch.attr, None)))
+        self._installed.append((patch, own))
+
+    def _install(self) -> None:
+        try:
+            for patch in self._patches:
+                self._apply(patch)
+        except BaseException:
+            self._uninstall()  # all or nothing: a half-patched JAX must not outlive a failed install
+            raise
+
+    def _uninstall(self) -> None:
+        # Undo exactly the patches applied, last first (whatever was registered meanwhile): each
+        # owner's namespace is left as it was, an inherited attribute inherited again.
+        while self._installed:
+            patch, own = self._installed.pop()
+            if own is _ABSENT:
+                delattr(patch.owner, patch.attr)
+            else:
+                setattr(patch.owner, patch.attr, own)
 
 
 # What an owner's own namespace held where a patch adds the attribute (the attribute was inherited
 # or absent): removing the patch deletes it again, so the owner inherits as before.
 _ABSENT = object()
 
-
-def _apply(patch: Patch) -> None:
-    """Replace ``patch.owner.attr``, remembering the owner's *own* entry (not an inherited one:
-    writing that back on removal would leave a copy behind in the subclass)."""
-    own = vars(patch.owner).get(patch.attr, _ABSENT)
-    setattr(patch.owner, patch.attr, patch.make(getattr(patch.owner, patch.attr, None)))
-    _installed.append((patch, own))
+# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register.
+_JAX_REPAIRS = PatchSet(PATCHES)
 
 
-def _install() -> None:
-    try:
-        for patch in _all_patches():
-            _apply(patch)
-    except BaseException:
-        _uninstall()  # all or nothing: a half-patched JAX must not outlive a failed install
-        raise
+def register_patch(patch: Patch) -> Patch:
+    """Add a patch to the set applied by :func:`patched_jax` (call at import time; a module
+    imported lazily while another thread traces gets its patch applied at once)."""
+    return _JAX_REPAIRS.register(patch)
 
 
-def _uninstall() -> None:
-    """Undo exactly the patches applied, last first (whatever was registered meanwhile): each
-    owner's namespace is left as it was, an inherited attribute inherited again."""
-    while _installed:
-        patch, own = _installed.pop()
-        if own is _ABSENT:
-            delattr(patch.owner, patch.attr)
-        else:
-            setattr(patch.owner, patch.attr, own)
+def unregister_patch(patch: Patch) -> None:
+    """Remove a patch added by :func:`register_patch`."""
+    _JAX_REPAIRS.unregister(patch)
 
 
-@contextlib.contextmanager
-def suspended() -> Iterator[None]:
+def is_active() -> bool:
+    """True when the calling thread is inside :func:`patched_jax`."""
+    return _JAX_REPAIRS.active()
+
+
+def suspended() -> contextlib.AbstractContextManager[None]:
     """JAX's own behaviour for the calling thread within the block, even inside
     :func:`patched_jax` (e.g. to evaluate a primitive eagerly on numbers while tracing)."""
-    depth = getattr(_thread_state, "depth", 0)
-    _thread_state.depth = 0
-    try:
-        yield
-    finally:
-        _thread_state.depth = depth
+    return _JAX_REPAIRS.suspended()
 
 
-@contextlib.contextmanager
-def patched_jax() -> Iterator[None]:
-    """Apply :data:`PATCHES` for the calling thread for the duration of the block (re-entrant)."""
-    global _install_count
-    with _install_lock:
-        if _install_count == 0:
-            _install()
-        _install_count += 1
-    _thread_state.depth = getattr(_thread_state, "depth", 0) + 1
-    try:
-        yield
-    finally:
-        _thread_state.depth -= 1
-        with _install_lock:
-            _install_count -= 1
-            if _install_count == 0:
-                _uninstall()
+def patched_jax() -> contextlib.AbstractContextManager[None]:
+    """Apply :data:`PATCHES` (and the registered ones) for the calling thread for the duration of
+    the block (re-entrant)."""
+    return _JAX_REPAIRS.scope()
