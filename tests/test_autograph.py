@@ -123,6 +123,22 @@ def test_branches_promote_types_and_may_differ_in_size():
     assert float(y) == -2.0 and a.tolist() == [0.0] * 4
 
 
+def test_branches_returning_a_constant_and_a_traced_value():
+    def sign_or_value(x):
+        if x > 0:
+            return 1
+        return x
+
+    @qjit
+    def explicit(x: float):
+        return cond(x > 0)(lambda: 1).otherwise(lambda: x)()
+
+    ours = qjit(autograph=True)(sign_or_value)
+    for x in (2.0, -3.0):
+        result = ours(x)
+        assert result.dtype == jnp.float64 and float(result) == float(explicit(x)) == sign_or_value(x)
+
+
 def test_return_in_branches():
     @qjit(autograph=True)
     def early(x: float):
@@ -336,6 +352,128 @@ def test_break_and_continue_in_while_continue_in_for():
     for n in (0, 10, 50):
         found = next(i for i in range(100) if i * i > n)
         assert [int(v) for v in f(n)] == [found, sum(k for k in range(n) if k % 2)]
+
+
+def first_above(x, t):
+    for i, v in enumerate(x):
+        if v > t:
+            return i
+    return -1
+
+
+def partial_sums(lower, upper, step, limit):
+    s = 0
+    for i in range(lower, upper, step):
+        if s > limit:
+            break
+        s = s + i
+    return s
+
+
+def first_square_above(n, t):
+    i = 0
+    while i < n:
+        if i * i > t:
+            return i * 1.5
+        i += 1
+    return -1.0
+
+
+def test_break_and_return_in_compiled_for_and_while_loops():
+    # Catalyst 0.15 fails on break/return in a for loop (AssertionError) and on return in a while
+    ours = qjit(autograph=True, abstracted_axes={0: "n"})(first_above)
+    for x in ([1.0, 3.0, 5.0], [0.0, 0.5], [4.0]):
+        assert int(ours(np.array(x), 2.0)) == first_above(x, 2.0)
+    # the loop, then `return -1` for a function that did not return inside it
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["while_loop", "cond"]
+
+    @qjit
+    def partial_sums_explicit(lower: int, upper: int, step: int, limit: int):
+        @while_loop(lambda i, s: jnp.logical_and(jnp.where(step > 0, i < upper, i > upper), s <= limit))
+        def loop(i, s):
+            return i + step, s + i
+
+        return loop(lower, 0)[1]
+
+    ours = qjit(autograph=True)(partial_sums)
+    for bounds in [(0, 10, 1, 10), (10, 0, -2, 15), (0, 10, 3, 100), (5, 5, 1, 0), (0, 20, 1, 1000)]:
+        assert int(ours(*bounds)) == int(partial_sums_explicit(*bounds)) == partial_sums(*bounds)
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["while_loop"]
+
+    ours = qjit(autograph=True)(first_square_above)
+    for n, t in [(10, 10), (2, 10), (0, 0)]:
+        result = ours(n, t)
+        assert result.dtype == jnp.float64 and float(result) == first_square_above(n, t)
+
+
+def test_break_in_loops_unrolled_in_python():
+    # a Python list: unrolled, every iteration after a traced `break` test runs under a cond
+    def until_above(x):
+        s = 0.0
+        for c in [1.0, 2.0, 3.0]:
+            if s > x:
+                break
+            s = s + c
+        return s
+
+    ours = qjit(autograph=True)(until_above)
+    assert [float(ours(x)) for x in (-1.0, 0.5, 1.5, 10.0)] == [until_above(x) for x in (-1.0, 0.5, 1.5, 10.0)]
+    assert {name for name, _ in control_flow_of(ours.jaxpr)} == {"cond"}  # unrolled: no loop
+
+    # a known range whose body indexes a Python list: runs in Python, and still stops at `break`
+    def head(x):
+        coeffs = [1.0, 2.0, 3.0, 4.0]
+        for i in range(4):
+            if i == 2:
+                break
+            x = x + coeffs[i]
+        return x
+
+    with pytest.warns(AutoGraphWarning, match="runs as a Python loop"):
+        ours = qjit(autograph=True)(head)
+        assert float(ours(1.0)) == head(1.0) == 4.0
+
+
+def test_nested_functions_decorated_with_lambdas():
+    # (malt's analyses, and Catalyst 0.15, fail on a lambda in a decorator: KeyError)
+    @qjit(autograph=True)
+    def f(n: int):
+        @while_loop(lambda i, s: i < n)
+        def loop(i, s):
+            if i % 2 == 0:
+                s = s + i
+            return i + 1, s
+
+        return loop(0, 0)
+
+    for n in (0, 5, 8):
+        assert [int(v) for v in f(n)] == [n, sum(i for i in range(n) if i % 2 == 0)]
+
+
+def test_builtins_on_traced_values():
+    @qjit(autograph=True, abstracted_axes={0: "n"})
+    def f(x, y: float):
+        return max(x), min(x), max(y, 0.0, -y), min(y, 1), any(x > 2), all(x > 0), sum(x)
+
+    @qjit(autograph=True)
+    def downwards(n: int, k: int, x):
+        digits = 0
+        for i in reversed(range(1, n, k)):
+            digits = digits * 10 + i
+        rows = 0.0
+        for v in reversed(x):
+            rows = rows * 10 + v
+        return digits, rows
+
+    for x, y in [([0.5, 2.0, 3.0], -2.0), ([1.0, 1.5], 0.5), ([-1.0], 3.0)]:
+        expected = (max(x), min(x), max(y, 0.0, -y), min(y, 1), any(v > 2 for v in x), all(v > 0 for v in x), sum(x))
+        assert [v.item() for v in f(np.array(x), y)] == list(expected)
+    for n, k in [(8, 3), (1, 2), (0, -2), (9, -2), (5, 1)]:
+        x = np.arange(1.0, 4.0)
+        digits = 0
+        for i in reversed(range(1, n, k)):
+            digits = digits * 10 + i
+        assert [v.item() for v in downwards(n, k, x)] == [digits, 321.0]
 
 
 def test_item_assignment_becomes_at_set():
@@ -661,25 +799,15 @@ def test_returning_on_some_paths_only():
     check_error(program, AutoGraphError, "returns a value in some branches", "if x > 0")
 
 
-def test_break_or_return_in_a_compiled_for_loop():
-    # Catalyst 0.15 fails on both with a bare AssertionError (test_autograph_catalyst.py)
-    cases = [(error_programs.break_in_a_for_loop, "break"), (error_programs.return_in_a_for_loop, "return")]
-    for program, statement in cases:
-        check_error(program, AutoGraphError, f"`{statement}` inside the `for` loop.*while", "for i in range(n)")
-
-
-def test_return_in_a_compiled_while_loop():
+def test_a_function_returning_from_a_loop_on_some_paths_only():
     def program():
         @qjit(autograph=True)
         def f(n: int):
-            i = 0
-            while i < n:
-                if i > 3:
+            for i in range(n):
+                if i == 3:
                     return i
-                i += 1
-            return i
 
-    check_error(program, AutoGraphError, "`return` inside the `while` loop", "while i < n")
+    check_error(program, AutoGraphError, "returns a value in some branches", "if i == 3")
 
 
 def test_loop_variables_must_start_defined_and_keep_their_type():

@@ -1,4 +1,5 @@
-"""``range``, ``enumerate`` and ``len`` in converted code, and what a ``for`` loop iterates over.
+"""Python's builtins in converted code (``range``, ``enumerate``, ``len``, ``reversed``, ``min``,
+``max``, ``any``, ``all``, ``sum``), and what a ``for`` loop iterates over.
 
 Python's ``range(n)`` needs a concrete ``n``; in converted code a traced bound gives a
 :class:`TracedRange` instead, which only a ``for`` statement consumes. :func:`iteration_space`
@@ -6,6 +7,11 @@ tells the ``for`` overload how to loop over an object: a range (concrete or trac
 ``for_loop`` over the same bounds; an array, a ``for_loop`` over its rows; ``enumerate`` of either,
 the same loop yielding ``(count, item)``. Anything else (lists, tuples, dicts, generators, ``zip``)
 is iterated by Python, as in plain Python: unrolled while tracing.
+
+``min``/``max``/``any``/``all`` compare or test one item at a time, which traced values cannot
+answer, so on traced numbers or a traced 1-D array they compute the same reduction with JAX;
+``sum`` of an array whose length is known only at run time is ``jnp.sum``; ``reversed`` of a traced
+range is a traced range. On anything else they are Python's own.
 
 >>> space = iteration_space(range(2, 10, 3))
 >>> (space.lower, space.upper, space.step, space.concrete)
@@ -16,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -26,7 +33,10 @@ from ..errors import AutoGraphError
 from ..jax_extras import Tracer
 from .state import at, user_location
 
-__all__ = ["TracedRange", "Enumerated", "IterationSpace", "iteration_space", "range_", "enumerate_", "len_"]
+__all__ = [
+    "TracedRange", "Enumerated", "IterationSpace", "iteration_space", "range_", "enumerate_", "len_",
+    "reversed_", "min_", "max_", "any_", "all_", "sum_", "BUILTINS",
+]
 
 
 class TracedRange:
@@ -77,6 +87,52 @@ def len_(obj: Any) -> Any:
     if isinstance(obj, Tracer) and np.ndim(obj) > 0:
         return obj.shape[0]
     return len(obj)
+
+
+def reversed_(seq: Any) -> Any:
+    """``reversed(...)``: of a traced range, the same values downwards (still a compiled loop);
+    of a traced array, its rows in reverse order."""
+    if isinstance(seq, TracedRange):
+        start, stop, step = seq.start, seq.stop, seq.step
+        count = jax.numpy.maximum(0, (stop - start + step - jax.numpy.sign(step)) // step)
+        return TracedRange(start + (count - 1) * step, start - step, -step)
+    if isinstance(seq, Tracer) and np.ndim(seq) > 0:
+        return jax.numpy.flip(seq, 0)
+    return reversed(seq)
+
+
+def _reduction(python: Callable, array_fn: Callable, pairwise: Callable) -> Callable:
+    """``min``/``max``/``any``/``all`` of traced values: Python's compares (or tests the truth of)
+    one item at a time, which a traced value cannot answer; the result is the same reduction
+    computed by JAX (over a 1-D array, or pairwise over several numbers)."""
+
+    def reduce(*args: Any, **kwargs: Any) -> Any:
+        items = args[0] if len(args) == 1 else args
+        if kwargs or not args:
+            return python(*args, **kwargs)
+        if isinstance(items, Tracer) and np.ndim(items) == 1:
+            return array_fn(items)
+        if isinstance(items, (list, tuple)) and items and any(isinstance(v, Tracer) for v in items):
+            if all(np.ndim(v) == 0 for v in items):
+                return functools.reduce(pairwise, items[1:], items[0])
+        return python(*args, **kwargs)
+
+    reduce.__name__ = python.__name__ + "_"
+    return reduce
+
+
+min_ = _reduction(min, jax.numpy.min, jax.numpy.minimum)
+max_ = _reduction(max, jax.numpy.max, jax.numpy.maximum)
+any_ = _reduction(any, jax.numpy.any, lambda a, b: jax.numpy.logical_or(a, jax.numpy.asarray(b, bool)))
+all_ = _reduction(all, jax.numpy.all, lambda a, b: jax.numpy.logical_and(a, jax.numpy.asarray(b, bool)))
+
+
+def sum_(iterable: Any, /, start: Any = 0) -> Any:
+    """``sum(...)``: of an array whose length is known only at run time, ``jnp.sum`` over its
+    first axis (Python would need the length to iterate it)."""
+    if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):
+        return start + jax.numpy.sum(iterable, axis=0)
+    return sum(iterable, start)
 
 
 def _is_array(x: Any) -> bool:
@@ -130,3 +186,10 @@ def _count(i: Any, space: IterationSpace, start: Any) -> Any:
     unit = isinstance(space.lower, int) and space.lower == 0 and isinstance(space.step, int) and space.step == 1
     position = i if unit else (i - space.lower) // space.step
     return position if isinstance(start, int) and start == 0 else position + start
+
+
+BUILTINS: dict[Any, Callable] = {
+    range: range_, enumerate: enumerate_, len: len_, reversed: reversed_,
+    min: min_, max: max_, any: any_, all: all_, sum: sum_,
+}
+"""Python's builtins that converted code calls in these versions instead."""

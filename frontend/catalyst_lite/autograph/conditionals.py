@@ -37,7 +37,6 @@ from ..jax_extras import Tracer
 from .state import (
     ContainerCheckpoint,
     GetState,
-    LeafRecord,
     Location,
     SetState,
     Snapshot,
@@ -49,7 +48,9 @@ from .state import (
     user_location,
 )
 
-__all__ = ["if_stmt", "if_exp", "and_", "or_", "not_", "FunctionScope", "with_function_scope"]
+__all__ = [
+    "if_stmt", "if_exp", "and_", "or_", "not_", "FunctionScope", "with_function_scope", "scope_fills_return_value",
+]
 
 
 # --- if statements -------------------------------------------------------------------------------
@@ -189,7 +190,7 @@ def _traced_branch(
         leaves = []
         for j, record in enumerate(snapshot.variables):
             if j in plan.placeholders and record.kind == "no_return":
-                leaves += [_zeros(r) for r in plan.placeholders[j].leaves if r.dynamic]
+                leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
                 continue
             values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
             dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
@@ -202,11 +203,6 @@ def _traced_branch(
 
     run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
     return run
-
-
-def _zeros(record: LeafRecord) -> Any:
-    """A stand-in value of a leaf's type (a size known only at run time becomes 0)."""
-    return jnp.zeros(tuple(0 if d is None else d for d in record.shape), record.dtype)
 
 
 def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> _Plan:
@@ -225,7 +221,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
             )
         values = [r for r in records if r.kind == "value"]
         if "no_return" in kinds:
-            _scope_fills_return_value(where)
+            scope_fills_return_value(where)
             plan.placeholders[j] = values[0]
         ref = values[0]
         for other in values[1:]:
@@ -307,7 +303,7 @@ class FunctionScope:
         return value
 
 
-def _scope_fills_return_value(where: Location | None) -> None:
+def scope_fills_return_value(where: Location | None) -> None:
     """Note, in the innermost converted function running, that a compiled ``if`` gave a branch that
     did not return a stand-in return value."""
     stack = getattr(_scopes, "stack", None)

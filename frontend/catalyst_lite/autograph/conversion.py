@@ -218,12 +218,9 @@ def converted_call(
     """``f(*args, **kwargs)`` in converted code: user functions are converted first."""
     del options
     kwargs = kwargs or {}
-    if f is range:
-        return builtins.range_(*args, **kwargs)
-    if f is enumerate:
-        return builtins.enumerate_(*args, **kwargs)
-    if f is len:
-        return builtins.len_(*args, **kwargs)
+    overload = builtins.BUILTINS.get(f) if isinstance(f, types.BuiltinFunctionType) or isinstance(f, type) else None
+    if overload is not None:
+        return overload(*args, **kwargs)
     if f is super or f is eval or f is locals or f is globals:
         return _call_in_caller_context(f, args, caller_fn_scope)
     if _context.disabled:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -212,6 +213,13 @@ class LeafRecord:
         shape = tuple(d if isinstance(d, (int, np.integer)) else None for d in np.shape(leaf))
         return LeafRecord(True, np.dtype(leaf.dtype), shape, bool(getattr(leaf, "weak_type", False)))
 
+    def zeros(self) -> Any:
+        """A stand-in value of this leaf's type (a size known only at run time becomes 0); a
+        static leaf is its value."""
+        if not self.dynamic:
+            return self.value
+        return jnp.zeros(tuple(0 if d is None else d for d in self.shape), self.dtype)
+
     def promotion_type(self) -> Any:
         """What JAX promotes this leaf as: a weakly-typed value as the Python type it stands for."""
         if self.weak_type:
@@ -250,6 +258,10 @@ class VariableRecord:
             return VariableRecord(name, "no_return")
         leaves, tree = tree_flatten(value)
         return VariableRecord(name, "value", tree, tuple(LeafRecord.of(l) for l in leaves))
+
+    def stand_in(self) -> Any:
+        """A value of this variable's structure and types, every array zeros."""
+        return tree_unflatten(self.tree, [leaf.zeros() for leaf in self.leaves])
 
     def describe(self) -> str:
         if self.kind != "value":
@@ -319,7 +331,13 @@ class ContainerCheckpoint:
 
     def __init__(self, *functions: Callable):
         self.saved: list[tuple[str, Any, Any]] = []
-        for fn in functions:
+        seen: set[int] = set()
+        stack = list(functions)
+        while stack:  # (and those of the functions they close over: a block run through a helper)
+            fn = stack.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
                 try:
                     value = cell.cell_contents
@@ -327,6 +345,8 @@ class ContainerCheckpoint:
                     continue
                 if type(value) in (list, dict, set) and all(value is not v for _, v, _ in self.saved):
                     self.saved.append((name, value, copy.copy(value)))
+                elif isinstance(value, types.FunctionType):
+                    stack.append(value)
 
     def changed(self) -> list[str]:
         return [name for name, value, saved in self.saved if _differs(value, saved)]

@@ -87,6 +87,7 @@ class _Transpiler(transpiler.GenericTranspiler):
 
     def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
         unsupported_features_checker.verify(node)
+        node = _hoist_lambda_decorators(node)
         found = _Constructs(node)
         if not found.anything:
             return node, {}, False
@@ -144,6 +145,38 @@ class _Constructs:
             self.control_flow or self.early_exits or self.item_assignments or self.calls
             or self.conditional_expressions or self.logic
         )
+
+
+def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
+    """``@while_loop(lambda i: i < n)`` / ``def body(...)``: malt's control-flow analyses build no
+    graph for a lambda in a decorator and fail on it (Catalyst's conversion too), so a nested
+    function whose decorators hold a lambda gets them evaluated into variables just before its
+    ``def``, in order: what Python does with decorators anyway."""
+    count = 0
+
+    class Hoist(ast.NodeTransformer):
+        def visit_FunctionDef(self, n: ast.FunctionDef) -> Any:
+            nonlocal count
+            self.generic_visit(n)
+            if n is node or not any(isinstance(x, ast.Lambda) for d in n.decorator_list for x in ast.walk(d)):
+                return n
+            hoisted = []
+            for k, decorator in enumerate(n.decorator_list):
+                name = f"decorator__ag_{count}"
+                count += 1
+                assign = ast.Assign(targets=[ast.Name(name, ast.Store())], value=decorator)
+                origin = anno.getanno(decorator, anno.Basic.ORIGIN, default=None)
+                if origin is not None:
+                    for m in (assign, *assign.targets):
+                        anno.setanno(m, anno.Basic.ORIGIN, origin)
+                hoisted.append(assign)
+                n.decorator_list[k] = ast.Name(name, ast.Load())
+            return [*hoisted, n]
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+        visit_ClassDef = visit_FunctionDef
+
+    return Hoist().visit(node)
 
 
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
