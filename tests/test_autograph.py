@@ -504,6 +504,63 @@ def test_item_assignment_becomes_at_set():
     assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
 
 
+class Tally:
+    def __init__(self):
+        self.total = 0.0
+        self.buffer = jnp.zeros(4)
+
+    def run(self, x, n):
+        for i in range(n):
+            self.total = self.total + i
+            self.buffer[i] = i * 2.0
+        if x > 0:
+            self.total = self.total * x
+        return self.total, self.buffer
+
+
+def test_attributes_as_loop_and_branch_variables():
+    # (malt reads them with `ag__.ldu`, which catalyst_lite lacked: an AttributeError)
+    @qjit(autograph=True)
+    def f(x: float, n: int):
+        return Tally().run(x, n)
+
+    @qjit
+    def explicit(x: float, n: int):
+        @for_loop(0, n, 1)
+        def loop(i, carry):
+            total, buffer = carry
+            return total + i, buffer.at[i].set(i * 2.0)
+
+        total, buffer = loop((0.0, jnp.zeros(4)))
+        return cond(x > 0)(lambda: total * x).otherwise(lambda: total)(), buffer
+
+    for x, n in [(2.0, 3), (-1.0, 4), (1.5, 0)]:
+        expected = [0.0, 0.0, 0.0, 0.0]
+        for i in range(n):
+            expected[i] = i * 2.0
+        total = sum(range(n)) * (x if x > 0 else 1.0)
+        for ours in (f(x, n), explicit(x, n)):
+            assert float(ours[0]) == total and ours[1].tolist() == expected
+    assert control_flow_of(f.jaxpr) == control_flow_of(explicit.jaxpr)
+
+
+def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():
+    @qjit(autograph=True, abstracted_axes={0: "n"})
+    def f(x, y, k: int):
+        s = 0.0
+        for a, b in zip(x, y):
+            s = s + a * b
+        for j, (i, a) in enumerate(zip(range(k), x)):
+            s = s + i * a * (j + 1)
+        return s
+
+    for n, k in [(3, 2), (5, 9), (1, 0)]:
+        x, y = np.arange(1.0, n + 1), np.linspace(0.0, 1.0, n)
+        expected = sum(a * b for a, b in zip(x, y)) + sum(i * a * (j + 1) for j, (i, a) in enumerate(zip(range(k), x)))
+        assert float(f(x, y, k)) == pytest.approx(expected)
+    assert [name for name, _ in control_flow_of(f.jaxpr)] == ["for_loop", "for_loop"]
+
+
 def test_item_assignment_of_python_containers_and_globals_stays_python():
     @qjit(autograph=True)
     def f(x: float):

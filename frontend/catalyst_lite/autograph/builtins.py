@@ -1,12 +1,13 @@
-"""Python's builtins in converted code (``range``, ``enumerate``, ``len``, ``reversed``, ``min``,
-``max``, ``any``, ``all``, ``sum``), and what a ``for`` loop iterates over.
+"""Python's builtins in converted code (``range``, ``enumerate``, ``zip``, ``len``, ``reversed``,
+``min``, ``max``, ``any``, ``all``, ``sum``), and what a ``for`` loop iterates over.
 
 Python's ``range(n)`` needs a concrete ``n``; in converted code a traced bound gives a
 :class:`TracedRange` instead, which only a ``for`` statement consumes. :func:`iteration_space`
 tells the ``for`` overload how to loop over an object: a range (concrete or traced) becomes a
 ``for_loop`` over the same bounds; an array, a ``for_loop`` over its rows; ``enumerate`` of either,
-the same loop yielding ``(count, item)``. Anything else (lists, tuples, dicts, generators, ``zip``)
-is iterated by Python, as in plain Python: unrolled while tracing.
+the same loop yielding ``(count, item)``; ``zip`` of arrays and ranges one of which is traced, one
+loop over the shortest. Anything else (lists, tuples, dicts, generators, ``zip`` of those) is
+iterated by Python, as in plain Python: unrolled while tracing.
 
 ``min``/``max``/``any``/``all`` compare or test one item at a time, which traced values cannot
 answer, so on traced numbers or a traced 1-D array they compute the same reduction with JAX;
@@ -34,7 +35,8 @@ from ..jax_extras import Tracer
 from .state import at, user_location
 
 __all__ = [
-    "TracedRange", "Enumerated", "IterationSpace", "iteration_space", "range_", "enumerate_", "len_",
+    "TracedRange", "Enumerated", "Zipped", "IterationSpace", "iteration_space",
+    "range_", "enumerate_", "zip_", "len_",
     "reversed_", "min_", "max_", "any_", "all_", "sum_", "BUILTINS",
 ]
 
@@ -53,6 +55,17 @@ class TracedRange:
 
     def __repr__(self) -> str:
         return f"TracedRange({self.start}, {self.stop}, {self.step})"
+
+
+class Zipped:
+    """``zip(...)`` of arrays and ranges, one of them traced: a converted ``for`` loops over it
+    (to the shortest length), as it loops over one array."""
+
+    def __init__(self, *iterables: Any):
+        self.iterables = iterables
+
+    def __iter__(self):
+        return iter(zip(*self.iterables))
 
 
 class Enumerated:
@@ -77,9 +90,26 @@ def range_(*args: Any) -> range | TracedRange:
 
 def enumerate_(iterable: Any, start: Any = 0) -> Any:
     """``enumerate(...)``: of an array or a range, a loop a ``for`` statement can compile."""
-    if isinstance(iterable, (range, TracedRange)) or _is_array(iterable):
+    if isinstance(iterable, (range, TracedRange, Zipped)) or _is_array(iterable):
         return Enumerated(iterable, start)
     return enumerate(iterable, start)
+
+
+def zip_(*iterables: Any, **kwargs: Any) -> Any:
+    """``zip(...)``: of arrays and ranges one of which is traced, a loop a ``for`` statement can
+    compile (a Python ``zip`` could not iterate a traced range or an array of run-time length)."""
+    if iterables and not kwargs:
+        spaces = [iteration_space(i) for i in iterables]
+        if all(s is not None for s in spaces) and not all(s.concrete for s in spaces):
+            return Zipped(*iterables)
+    return zip(*iterables, **kwargs)
+
+
+def _length(start: Any, stop: Any, step: Any) -> Any:
+    """``len(range(start, stop, step))``, also when a bound is traced."""
+    if not any(isinstance(b, Tracer) for b in (start, stop, step)):
+        return len(range(start, stop, step))
+    return jax.numpy.maximum(0, (stop - start + step - jax.numpy.sign(step)) // step)
 
 
 def len_(obj: Any) -> Any:
@@ -93,8 +123,8 @@ def reversed_(seq: Any) -> Any:
     """``reversed(...)``: of a traced range, the same values downwards (still a compiled loop);
     of a traced array, its rows in reverse order."""
     if isinstance(seq, TracedRange):
-        start, stop, step = seq.start, seq.stop, seq.step
-        count = jax.numpy.maximum(0, (stop - start + step - jax.numpy.sign(step)) // step)
+        start, step = seq.start, seq.step
+        count = _length(start, seq.stop, step)
         return TracedRange(start + (count - 1) * step, start - step, -step)
     if isinstance(seq, Tracer) and np.ndim(seq) > 0:
         return jax.numpy.flip(seq, 0)
@@ -168,6 +198,19 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         x = iterable
         concrete = not isinstance(x, Tracer)
         return IterationSpace(0, x.shape[0], 1, lambda i: x[i], concrete, lambda: iter(x))
+    if isinstance(iterable, Zipped):
+        inner = [iteration_space(i) for i in iterable.iterables]
+        lengths = [_length(s.lower, s.upper, s.step) for s in inner]
+        shortest = functools.reduce(jax.numpy.minimum, lengths[1:], lengths[0])
+        if all(isinstance(n, int) for n in lengths):
+            shortest = min(lengths)
+
+        def zipped_item(i: Any) -> Any:
+            return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
+
+        return IterationSpace(
+            0, shortest, 1, zipped_item, False, lambda: zip(*(s.python_items() for s in inner))
+        )
     if isinstance(iterable, Enumerated):
         inner, start = iteration_space(iterable.iterable), iterable.start
 
@@ -181,15 +224,20 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
     return None
 
 
+def _unit(space: IterationSpace) -> bool:
+    """Whether the loop index of ``space`` counts 0, 1, 2... (no arithmetic needed)."""
+    lower, step = space.lower, space.step
+    return isinstance(lower, int) and lower == 0 and isinstance(step, int) and step == 1
+
+
 def _count(i: Any, space: IterationSpace, start: Any) -> Any:
     """``enumerate``'s count at loop index ``i`` (no arithmetic when it is the index itself)."""
-    unit = isinstance(space.lower, int) and space.lower == 0 and isinstance(space.step, int) and space.step == 1
-    position = i if unit else (i - space.lower) // space.step
+    position = i if _unit(space) else (i - space.lower) // space.step
     return position if isinstance(start, int) and start == 0 else position + start
 
 
 BUILTINS: dict[Any, Callable] = {
-    range: range_, enumerate: enumerate_, len: len_, reversed: reversed_,
+    range: range_, enumerate: enumerate_, zip: zip_, len: len_, reversed: reversed_,
     min: min_, max: max_, any: any_, all: all_, sum: sum_,
 }
 """Python's builtins that converted code calls in these versions instead."""

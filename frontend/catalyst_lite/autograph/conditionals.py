@@ -22,6 +22,7 @@ both operands are evaluated then (Python's short circuit needs the left value).
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -49,7 +50,8 @@ from .state import (
 )
 
 __all__ = [
-    "if_stmt", "if_exp", "and_", "or_", "not_", "FunctionScope", "with_function_scope", "scope_fills_return_value",
+    "if_stmt", "if_exp", "and_", "or_", "not_",
+    "FunctionScope", "with_function_scope", "scope_fills_return_value",
 ]
 
 
@@ -243,15 +245,38 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
 def _mismatch(
     name: str, a: VariableRecord, b: VariableRecord, where: Location | None, what: str
 ) -> AutoGraphError:
+    if _holds_measurement(a) or _holds_measurement(b):
+        what = "measurement"
     fix = {
         "structure": "give it the same structure (tuple, list, dict, None...) in every branch",
         "value": "a Python value that is not an array must be the same in every branch",
         "rank": "sizes may differ between branches, the number of dimensions may not",
+        "measurement": (
+            "a QNode makes the same measurements whatever happens at run time; apply the branches' "
+            "gates in the `if` (a basis rotation, say) and measure once after it, or return the "
+            "measurements of every branch and choose between their values outside the QNode"
+        ),
     }[what]
     return AutoGraphError(
         f"{display_name(name).capitalize()} is {a.describe()} in one branch of the `if`{at(where)} "
         f"and {b.describe()} in another; the condition is traced, so the branches must agree: {fix}."
     )
+
+
+def _is_measurement(value: Any) -> bool:
+    qml = sys.modules.get("pennylane")
+    return qml is not None and isinstance(value, qml.measurements.MeasurementProcess)
+
+
+def _holds_measurement(record: VariableRecord) -> bool:
+    """Whether a branch's value of a variable holds a PennyLane measurement (``qml.expval(...)``)."""
+    if record.kind != "value":
+        return False
+    try:
+        value = record.stand_in()
+    except Exception:  # a pytree that cannot be rebuilt from stand-in leaves
+        return False
+    return any(_is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=_is_measurement))
 
 
 def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:

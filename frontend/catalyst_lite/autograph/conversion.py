@@ -48,7 +48,7 @@ from malt.operators.variables import UndefinedReturnValue
 from ..capture.switch import pennylane_capture_enabled
 from ..errors import AutoGraphError, AutoGraphWarning
 from . import builtins, conditionals, item_assignment, loops
-from .state import Unassigned
+from .state import Unassigned, load_or_unassigned
 from .transformer import (
     ConversionFailed,
     ConvertedCode,
@@ -218,7 +218,7 @@ def converted_call(
     """``f(*args, **kwargs)`` in converted code: user functions are converted first."""
     del options
     kwargs = kwargs or {}
-    overload = builtins.BUILTINS.get(f) if isinstance(f, types.BuiltinFunctionType) or isinstance(f, type) else None
+    overload = builtins.BUILTINS.get(f) if isinstance(f, (types.BuiltinFunctionType, type)) else None
     if overload is not None:
         return overload(*args, **kwargs)
     if f is super or f is eval or f is locals or f is globals:
@@ -283,6 +283,7 @@ _OPERATORS = {
     "with_function_scope": conditionals.with_function_scope,
     # malt's bookkeeping, used as malt defines it
     "Undefined": Unassigned,
+    "ldu": load_or_unassigned,
     "UndefinedReturnValue": UndefinedReturnValue,
     "ConversionOptions": converter.ConversionOptions,
     "Feature": converter.Feature,

@@ -398,7 +398,8 @@ def _checked_iteration(
     promote: dict[int, Any] = {}
     out: list[Any] = []
     position = 0
-    for j, (before_var, after_var, value) in enumerate(zip(snapshot.variables, after.variables, after.values)):
+    variables = zip(snapshot.variables, after.variables, after.values)
+    for j, (before_var, after_var, value) in enumerate(variables):
         if before_var.kind == "no_return":
             if after_var.kind == "value":
                 raise _Returned(j, after_var)

@@ -47,6 +47,7 @@ __all__ = [
     "display_name",
     "predicate",
     "Unassigned",
+    "load_or_unassigned",
     "check_not_recording",
     "recording_operators",
     "ContainerCheckpoint",
@@ -187,6 +188,15 @@ class Unassigned(Undefined):
     __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _unassigned
     __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = _unassigned
     __hash__ = object.__hash__
+
+
+def load_or_unassigned(load: Callable[[], Any], name: str) -> Any:
+    """``ag__.ldu``: how converted code reads an attribute or item that a statement may assign
+    (``self.total`` in a loop): its value, or :class:`Unassigned` when it has none yet."""
+    try:
+        return load()
+    except (KeyError, AttributeError, NameError):
+        return Unassigned(name)
 
 
 # --- snapshots of the state ----------------------------------------------------------------------
