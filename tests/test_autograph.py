@@ -476,6 +476,48 @@ def test_builtins_on_traced_values():
         assert [v.item() for v in downwards(n, k, x)] == [digits, 321.0]
 
 
+def test_nonlocal_variables_assigned_by_called_functions():
+    # a compiled block runs once while tracing: `count` would end at 1 (silently, as in Catalyst)
+    def counted(n):
+        count = 0
+
+        def tick():
+            nonlocal count
+            count = count + 1
+
+        for _ in range(3):
+            tick()
+        return count + n
+
+    with pytest.warns(AutoGraphWarning, match="assigns 'count' of an enclosing function"):
+        ours = qjit(autograph=True)(counted)
+        assert int(ours(10)) == counted(10) == 13  # a known range: runs in Python
+
+    def program():
+        @qjit(autograph=True)
+        def f(n: int, x: float):
+            count = 0
+
+            def tick():
+                nonlocal count
+                count = count + 1
+
+            if x > 0:
+                tick()
+            return count
+
+    check_error(program, AutoGraphError, "assigns 'count' of an enclosing function", "if x > 0")
+
+
+def test_len_of_a_traced_range():
+    @qjit(autograph=True)
+    def f(a: int, b: int, k: int):
+        return len(range(a, b, k)), len(range(b))
+
+    for args in [(2, 7, 1), (7, 2, 1), (0, 10, 3), (10, -1, -4), (3, 3, 2)]:
+        assert [int(v) for v in f(*args)] == [len(range(*args)), len(range(args[1]))]
+
+
 def test_item_assignment_becomes_at_set():
     @qjit(autograph=True)
     def f(n: int):

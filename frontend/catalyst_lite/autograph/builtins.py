@@ -113,9 +113,12 @@ def _length(start: Any, stop: Any, step: Any) -> Any:
 
 
 def len_(obj: Any) -> Any:
-    """``len(...)``: an array's first size even when it is known only at run time."""
+    """``len(...)``: an array's first size even when it is known only at run time; a traced
+    range's length."""
     if isinstance(obj, Tracer) and np.ndim(obj) > 0:
         return obj.shape[0]
+    if isinstance(obj, TracedRange):
+        return _length(obj.start, obj.stop, obj.step)
     return len(obj)
 
 

@@ -132,7 +132,7 @@ def _compiled_branches(
     """The state after a ``cond`` of the branches: traced once, or twice when the first tracing
     shows dtypes to promote or return values to fill in."""
     init = get_state()
-    containers = ContainerCheckpoint(*branches)
+    containers = ContainerCheckpoint(*branches, carried=names)
     plan = _Plan()
     for attempt in (1, 2):
         outcomes: list[Snapshot | None] = [None] * len(branches)
@@ -178,14 +178,14 @@ def _traced_branch(
     def run() -> list[Any]:
         set_state(init)
         branch()
-        changed = containers.changed()
-        if changed:  # raised inside the branch's tracing, so that cond's own cleanup runs
+        side_effects = containers.side_effects()
+        if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
             containers.restore()
             raise AutoGraphError(
-                f"A branch of the `if`{at(where)} changes the Python container "
-                f"{', '.join(map(repr, changed))} in place (append, ...), but the condition is "
-                "traced: every branch runs once, while tracing. Assign the values to variables "
-                "(or arrays, `x[i] = v`) in the branches instead."
+                f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
+                "every branch runs once, while tracing. Assign the values to variables (or "
+                "arrays, `x[i] = v`) in the branches instead, returning them from the functions "
+                "that compute them."
             )
         snapshot = Snapshot.of(get_state(), names)
         outcomes[k] = snapshot

@@ -105,7 +105,7 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, state)
         return
 
-    containers = ContainerCheckpoint(body)
+    containers = ContainerCheckpoint(body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def loop_body(i: Any, values: list[Any]) -> list[Any]:
@@ -235,7 +235,7 @@ def while_stmt(
             _python_while(value, test, body, where, None)
             return
 
-    containers = ContainerCheckpoint(test, body)
+    containers = ContainerCheckpoint(test, body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def condition(values: list[Any]) -> Any:
@@ -363,14 +363,13 @@ def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
 
 def _check_containers(containers: ContainerCheckpoint, where: Location | None, kind: str) -> None:
     """Raised from the body's tracing (so that the loop's own cleanup runs): the body changed a
-    Python container in place."""
-    changed = containers.changed()
-    if changed:
+    Python container in place, or a variable of an enclosing function."""
+    side_effects = containers.side_effects()
+    if side_effects:
         raise AutoGraphError(
-            f"The `{kind}` loop{at(where)} changes the Python container "
-            f"{', '.join(map(repr, changed))} in place (append, ...): a compiled loop runs its body "
-            "once, while tracing. Collect the values in an array (`x[i] = v`) or in a loop "
-            "variable instead."
+            f"The `{kind}` loop{at(where)} {side_effects}: a compiled loop runs its body once, "
+            "while tracing. Collect the values in an array (`x[i] = v`) or in a loop variable "
+            "instead, returning them from the functions that compute them."
         )
 
 

@@ -322,9 +322,11 @@ class Snapshot:
 
 class ContainerCheckpoint:
     """The Python lists, dicts and sets that malt's block functions (loop body, branches) close
-    over, as they were. A compiled block runs once while tracing, so a ``results.append(x)`` in it
-    would leave one traced value of a dead trace in the list: this finds such a change (by the
-    variable's name) and undoes it.
+    over, as they were, and the variables of enclosing functions that the functions they call
+    close over. A compiled block runs once while tracing, so a ``results.append(x)`` in it would
+    leave one traced value of a dead trace in the list, and a ``nonlocal count; count += 1`` in a
+    function it calls would count one iteration: this finds such a change (by the variable's name)
+    and undoes it.
 
     >>> def block():
     ...     out = []
@@ -339,8 +341,11 @@ class ContainerCheckpoint:
     []
     """
 
-    def __init__(self, *functions: Callable):
+    def __init__(self, *functions: Callable, carried: Sequence[str] = ()):
         self.saved: list[tuple[str, Any, Any]] = []
+        self.cells: list[tuple[str, Any, Any]] = []  # (name, cell, contents) of called functions
+        # the block's own variables, and those the statement carries, may change
+        own = {id(c) for fn in functions for c in fn.__closure__ or ()}
         seen: set[int] = set()
         stack = list(functions)
         while stack:  # (and those of the functions they close over: a block run through a helper)
@@ -352,20 +357,57 @@ class ContainerCheckpoint:
                 try:
                     value = cell.cell_contents
                 except ValueError:  # not assigned yet
-                    continue
+                    value = _EMPTY
+                known = id(cell) in own or name in carried or any(cell is c for _, c, _ in self.cells)
+                if not known:
+                    self.cells.append((name, cell, value))
                 if type(value) in (list, dict, set) and all(value is not v for _, v, _ in self.saved):
                     self.saved.append((name, value, copy.copy(value)))
                 elif isinstance(value, types.FunctionType):
                     stack.append(value)
 
     def changed(self) -> list[str]:
+        """The containers changed in place."""
         return [name for name, value, saved in self.saved if _differs(value, saved)]
+
+    def rebound(self) -> list[str]:
+        """The variables of enclosing functions that a called function assigned (``nonlocal``)."""
+        return [name for name, cell, value in self.cells if _contents(cell) is not value]
+
+    def side_effects(self) -> str:
+        """What the block changed outside its own variables, for an error message ('' if nothing)."""
+        changed, rebound = self.changed(), self.rebound()
+        parts = []
+        if changed:
+            parts.append(f"changes the Python container {', '.join(map(repr, changed))} in place (append, ...)")
+        if rebound:
+            parts.append(
+                f"assigns {', '.join(map(repr, rebound))} of an enclosing function (through `nonlocal`, "
+                "in a function it calls)"
+            )
+        return " and ".join(parts)
 
     def restore(self) -> None:
         for _, value, saved in self.saved:
             if _differs(value, saved):
                 value.clear()
                 value.update(saved) if not isinstance(value, list) else value.extend(saved)
+        for _, cell, value in self.cells:
+            if _contents(cell) is not value:
+                if value is _EMPTY:
+                    del cell.cell_contents
+                else:
+                    cell.cell_contents = value
+
+
+_EMPTY = object()  # the contents of a cell without a value
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY
 
 
 def _differs(value: Any, saved: Any) -> bool:
