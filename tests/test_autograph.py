@@ -509,6 +509,41 @@ def test_nonlocal_variables_assigned_by_called_functions():
     check_error(program, AutoGraphError, "assigns 'count' of an enclosing function", "if x > 0")
 
 
+def test_assert_on_traced_values_is_checked_at_run_time():
+    from catalyst_lite import debug_assert
+    from catalyst_lite.errors import DebugAssertionError
+
+    @qjit(autograph=True)
+    def f(x: float, n: int):
+        assert n >= 0, f"n={n} must not be negative"  # (malt's own pass refuses such messages)
+        if x > 1:
+            assert x < 10
+        return x * 2
+
+    @qjit
+    def explicit(x: float, n: int):
+        debug_assert(n >= 0, "n must not be negative")
+        cond(x > 1)(lambda: debug_assert(x < 10, "x < 10"))()
+        return x * 2
+
+    assert float(f(2.0, 1)) == float(explicit(2.0, 1)) == 4.0
+    for args in [(20.0, 1), (2.0, -1)]:
+        for program in (f, explicit):
+            with pytest.raises(DebugAssertionError):
+                program(*args)
+    with pytest.raises(DebugAssertionError, match=f"`assert` failed at {HERE}:{line_of(f, 'assert x < 10')}"):
+        f(20.0, 1)
+
+    @qjit(autograph=True, static_argnums=1)
+    def g(x: float, n: int):
+        assert n > 2, "n too small"  # a static value: Python's assert, while tracing
+        return x * n
+
+    assert float(g(2.0, 3)) == 6.0
+    with pytest.raises(AssertionError, match="n too small"):
+        g(2.0, 1)
+
+
 def test_len_of_a_traced_range():
     @qjit(autograph=True)
     def f(a: int, b: int, k: int):

@@ -33,6 +33,7 @@ import numpy as np
 from malt.operators.variables import UndefinedReturnValue
 
 from ..control_flow import cond
+from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from .state import (
@@ -50,7 +51,7 @@ from .state import (
 )
 
 __all__ = [
-    "if_stmt", "if_exp", "and_", "or_", "not_",
+    "if_stmt", "if_exp", "and_", "or_", "not_", "assert_stmt",
     "FunctionScope", "with_function_scope", "scope_fills_return_value",
 ]
 
@@ -341,6 +342,24 @@ def with_function_scope(thunk: Callable[[FunctionScope], Any], scope_name: str, 
     """``ag__.with_function_scope``: a converted lambda's body."""
     with FunctionScope("lambda", scope_name, options) as scope:
         return thunk(scope)
+
+
+# --- assert --------------------------------------------------------------------------------------
+
+
+def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
+    """``assert test, message``: Python's on a concrete ``test``; on a traced one, an assertion
+    checked when the program runs (:func:`~catalyst_lite.debug_assert`)."""
+    if not isinstance(test, Tracer):
+        if not test:
+            text = message()
+            raise AssertionError(*(() if text is None else (text,)))
+        return
+    where = user_location()
+    text = message()
+    if not isinstance(text, str):  # no message, or one computed from traced values
+        text = f"`assert` failed{at(where)}"
+    debug_assert(predicate(test, "`assert`", where), text)
 
 
 # --- logical operators ---------------------------------------------------------------------------

@@ -272,6 +272,7 @@ _OPERATORS = {
     # statements and expressions (our overloads)
     "if_stmt": conditionals.if_stmt,
     "if_exp": conditionals.if_exp,
+    "assert_stmt": conditionals.assert_stmt,
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
     "and_": conditionals.and_,

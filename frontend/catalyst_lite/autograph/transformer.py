@@ -106,6 +106,8 @@ class _Transpiler(transpiler.GenericTranspiler):
             node = return_statements.transform(node, ctx)
         if found.item_assignments:
             node = item_assignment.transform(node, ctx)
+        if found.asserts:
+            node = _AssertCalls().visit(node)
         if found.calls:
             node = call_trees.transform(node, ctx)
         if flow:
@@ -138,11 +140,12 @@ class _Constructs:
         self.early_returns = ast.Return in kinds and _returns_inside_blocks(node)
         self.early_exits = self.breaks or self.continues or self.early_returns
         self.item_assignments = ast.Store in kinds
+        self.asserts = ast.Assert in kinds
         self.calls = ast.Call in kinds
         self.conditional_expressions = ast.IfExp in kinds
         self.logic = bool(kinds & {ast.BoolOp, ast.Not})
         self.anything = (
-            self.control_flow or self.early_exits or self.item_assignments or self.calls
+            self.control_flow or self.early_exits or self.item_assignments or self.asserts or self.calls
             or self.conditional_expressions or self.logic
         )
 
@@ -177,6 +180,25 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
         visit_ClassDef = visit_FunctionDef
 
     return Hoist().visit(node)
+
+
+class _AssertCalls(ast.NodeTransformer):
+    """``assert test, msg`` -> ``ag__.assert_stmt(test, lambda: msg)``, so that a traced ``test``
+    is checked when the program runs. (malt's own pass accepts constant messages only.)"""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        self.generic_visit(node)
+        message = ast.Lambda(
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=node.msg if node.msg is not None else ast.Constant(None),
+        )
+        function = ast.Attribute(value=ast.Name("ag__", ast.Load()), attr="assert_stmt", ctx=ast.Load())
+        statement = ast.Expr(ast.Call(func=function, args=[node.test, message], keywords=[]))
+        origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
+        if origin is not None:
+            for n in (statement, statement.value, function, function.value, message):
+                anno.setanno(n, anno.Basic.ORIGIN, origin)
+        return statement
 
 
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
