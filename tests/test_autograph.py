@@ -406,6 +406,47 @@ def test_break_and_return_in_compiled_for_and_while_loops():
         assert result.dtype == jnp.float64 and float(result) == first_square_above(n, t)
 
 
+class Finder:
+    def __init__(self, threshold):
+        self.threshold = threshold
+
+    def index(self, x):
+        for i, v in enumerate(x):
+            if v > self.threshold:
+                return i
+        return -1
+
+
+def first_multiple(k, n):
+    for i in range(1, n):
+        if i % k == 0:
+            return i
+    return n
+
+
+def pair_with_product(n, target):
+    j = 0
+    while j < n:
+        for i in range(j):
+            if i * j == target:
+                return i + 100 * j
+        j += 1
+    return -1
+
+
+def test_returns_from_loops_in_called_functions_methods_and_nested_loops():
+    @qjit(autograph=True)
+    def f(x, n: int, target: int):
+        total = 0
+        for k in range(2, 5):
+            total = total + first_multiple(k, n)
+        return total, Finder(2.0).index(x), pair_with_product(n, target)
+
+    for x, n, target in [([1.0, 3.0], 10, 6), ([0.0, 1.0], 3, 6), ([5.0], 6, 12)]:
+        expected = (sum(first_multiple(k, n) for k in range(2, 5)), Finder(2.0).index(x), pair_with_product(n, target))
+        assert tuple(int(v) for v in f(np.array(x), n, target)) == expected
+
+
 def test_break_in_loops_unrolled_in_python():
     # a Python list: unrolled, every iteration after a traced `break` test runs under a cond
     def until_above(x):

@@ -15,7 +15,7 @@ A loop whose iterations are all known while tracing (a ``range`` with concrete b
 array, a ``while`` whose condition starts concrete) that cannot be compiled (its body indexes a
 Python list with the loop index, carries a string...) runs as a Python loop instead, unrolled while
 tracing, with an :class:`~catalyst_lite.errors.AutoGraphWarning`, as Catalyst does. A ``for`` over
-anything else (lists, tuples, ``zip``...) is always a Python loop.
+anything else (lists, tuples, ``zip`` of those...) is always a Python loop.
 
 ``break`` and ``return`` (malt turns them into flags the loop's condition reads) work in every
 loop: a compiled ``for_loop`` always runs all its iterations, so a ``for`` with one becomes a
