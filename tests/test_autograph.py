@@ -494,7 +494,7 @@ def test_nested_functions_decorated_with_lambdas():
 def test_builtins_on_traced_values():
     @qjit(autograph=True, abstracted_axes={0: "n"})
     def f(x, y: float):
-        return max(x), min(x), max(y, 0.0, -y), min(y, 1), any(x > 2), all(x > 0), sum(x)
+        return max(x), min(x), max(y, 0.0, -y), min(y, 1), any(x > 2), all(x > 0), sum(x), any([y]), all([y, 1])
 
     @qjit(autograph=True)
     def downwards(n: int, k: int, x):
@@ -507,7 +507,10 @@ def test_builtins_on_traced_values():
         return digits, rows
 
     for x, y in [([0.5, 2.0, 3.0], -2.0), ([1.0, 1.5], 0.5), ([-1.0], 3.0)]:
-        expected = (max(x), min(x), max(y, 0.0, -y), min(y, 1), any(v > 2 for v in x), all(v > 0 for v in x), sum(x))
+        expected = (
+            max(x), min(x), max(y, 0.0, -y), min(y, 1), any(v > 2 for v in x), all(v > 0 for v in x), sum(x),
+            any([y]), all([y, 1]),
+        )
         assert [v.item() for v in f(np.array(x), y)] == list(expected)
     for n, k in [(8, 3), (1, 2), (0, -2), (9, -2), (5, 1)]:
         x = np.arange(1.0, 4.0)

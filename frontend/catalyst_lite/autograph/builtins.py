@@ -134,10 +134,10 @@ def reversed_(seq: Any) -> Any:
     return reversed(seq)
 
 
-def _reduction(python: Callable, array_fn: Callable, pairwise: Callable) -> Callable:
+def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial: Any = None) -> Callable:
     """``min``/``max``/``any``/``all`` of traced values: Python's compares (or tests the truth of)
     one item at a time, which a traced value cannot answer; the result is the same reduction
-    computed by JAX (over a 1-D array, or pairwise over several numbers)."""
+    computed by JAX (over a 1-D array, or pairwise over several numbers, from ``initial``)."""
 
     def reduce(*args: Any, **kwargs: Any) -> Any:
         items = args[0] if len(args) == 1 else args
@@ -147,7 +147,9 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable) -> Call
             return array_fn(items)
         if isinstance(items, (list, tuple)) and items and any(isinstance(v, Tracer) for v in items):
             if all(np.ndim(v) == 0 for v in items):
-                return functools.reduce(pairwise, items[1:], items[0])
+                if initial is None:
+                    return functools.reduce(pairwise, items[1:], items[0])
+                return functools.reduce(pairwise, items, initial)
         return python(*args, **kwargs)
 
     reduce.__name__ = python.__name__ + "_"
@@ -156,8 +158,8 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable) -> Call
 
 min_ = _reduction(min, jax.numpy.min, jax.numpy.minimum)
 max_ = _reduction(max, jax.numpy.max, jax.numpy.maximum)
-any_ = _reduction(any, jax.numpy.any, lambda a, b: jax.numpy.logical_or(a, jax.numpy.asarray(b, bool)))
-all_ = _reduction(all, jax.numpy.all, lambda a, b: jax.numpy.logical_and(a, jax.numpy.asarray(b, bool)))
+any_ = _reduction(any, jax.numpy.any, lambda a, b: jax.numpy.logical_or(a, jax.numpy.asarray(b, bool)), False)
+all_ = _reduction(all, jax.numpy.all, lambda a, b: jax.numpy.logical_and(a, jax.numpy.asarray(b, bool)), True)
 
 
 def sum_(iterable: Any, /, start: Any = 0) -> Any:
@@ -204,9 +206,10 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
     if isinstance(iterable, Zipped):
         inner = [iteration_space(i) for i in iterable.iterables]
         lengths = [_length(s.lower, s.upper, s.step) for s in inner]
-        shortest = functools.reduce(jax.numpy.minimum, lengths[1:], lengths[0])
         if all(isinstance(n, int) for n in lengths):
             shortest = min(lengths)
+        else:
+            shortest = functools.reduce(jax.numpy.minimum, lengths[1:], lengths[0])
 
         def zipped_item(i: Any) -> Any:
             return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
