@@ -87,10 +87,11 @@ class _Transpiler(transpiler.GenericTranspiler):
 
     def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
         unsupported_features_checker.verify(node)
-        node = _hoist_lambda_decorators(node)
         found = _Constructs(node)
         if not found.anything:
             return node, {}, False
+        if found.lambda_decorators:
+            node = _hoist_lambda_decorators(node)
         flow = found.control_flow or found.early_exits
         node = functions.transform(node, ctx)
         always_returns = {
@@ -126,8 +127,12 @@ class _Constructs:
 
     def __init__(self, node: ast.AST):
         kinds = set()
+        self.lambda_decorators = False
         for n in ast.walk(node):
             kinds.add(type(n))
+            if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                decorators = (x for d in n.decorator_list for x in ast.walk(d))
+                self.lambda_decorators |= any(isinstance(x, ast.Lambda) for x in decorators)
             if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
                 kinds.add(ast.Not)
             elif isinstance(n, ast.Compare) and len(n.ops) > 1:
@@ -161,7 +166,8 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
         def visit_FunctionDef(self, n: ast.FunctionDef) -> Any:
             nonlocal count
             self.generic_visit(n)
-            if n is node or not any(isinstance(x, ast.Lambda) for d in n.decorator_list for x in ast.walk(d)):
+            decorators = (x for d in n.decorator_list for x in ast.walk(d))
+            if n is node or not any(isinstance(x, ast.Lambda) for x in decorators):
                 return n
             hoisted = []
             for k, decorator in enumerate(n.decorator_list):
