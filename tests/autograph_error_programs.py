@@ -43,25 +43,3 @@ def python_if_in_disabled_function(api):
     @api.qjit(autograph=True)
     def f(x: float):
         return g(x)
-
-
-def break_in_a_for_loop(api):
-    @api.qjit(autograph=True)
-    def f(n: int):
-        s = 0
-        for i in range(n):
-            if i > 3:
-                break
-            s += i
-        return s
-
-
-def return_in_a_for_loop(api):
-    @api.qjit(autograph=True)
-    def f(n: int):
-        s = 0
-        for i in range(n):
-            if i > 3:
-                return s
-            s += i
-        return s

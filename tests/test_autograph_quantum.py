@@ -125,6 +125,39 @@ def test_pennylane_measure_under_the_pennylane_entry_point():
     assert [float(v) for v in teleport_bit(1.4)] == pytest.approx([1.0, -1.0])
 
 
+def first_layers(x, n):
+    """Gates until a loop stops at `break` (plain Python for default.qubit)."""
+    for i in range(n):
+        if i >= 2:
+            break
+        qml.RX(x * (i + 1), wires=i)
+    return qml.expval(qml.PauliZ(0)), qml.expval(qml.PauliZ(1)), qml.expval(qml.PauliZ(2))
+
+
+def test_break_in_a_loop_with_gates():
+    ours = qjit(autograph=True)(qml.qnode(DEV)(first_layers))
+    reference = qml.QNode(first_layers, DEV)
+    for x, n in [(0.5, 3), (0.5, 1), (0.9, 0)]:
+        for a, b in zip(ours(x, n), reference(x, n)):
+            assert float(a) == pytest.approx(float(b), abs=1e-12)
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["while_loop"]
+
+
+def test_branches_measuring_different_observables():
+    # Catalyst 0.15 raises a TypeError about the return structure; ours says how to rewrite it
+    @qml.qnode(DEV)
+    def f(x: float):
+        qml.RX(x, wires=0)
+        if x > 1:
+            m = qml.expval(qml.PauliZ(0))
+        else:
+            m = qml.expval(qml.PauliX(0))
+        return m
+
+    with pytest.raises(AutoGraphError, match="'m' is expval.*measure once after it"):
+        qjit(autograph=True)(f)
+
+
 def test_python_lists_of_wires_are_unrolled_and_uncompilable_loops_fall_back():
     angles = [0.1, 0.2, 0.3]
 

@@ -1,11 +1,18 @@
-"""``range``, ``enumerate`` and ``len`` in converted code, and what a ``for`` loop iterates over.
+"""Python's builtins in converted code (``range``, ``enumerate``, ``zip``, ``len``, ``reversed``,
+``min``, ``max``, ``any``, ``all``, ``sum``), and what a ``for`` loop iterates over.
 
 Python's ``range(n)`` needs a concrete ``n``; in converted code a traced bound gives a
 :class:`TracedRange` instead, which only a ``for`` statement consumes. :func:`iteration_space`
 tells the ``for`` overload how to loop over an object: a range (concrete or traced) becomes a
 ``for_loop`` over the same bounds; an array, a ``for_loop`` over its rows; ``enumerate`` of either,
-the same loop yielding ``(count, item)``. Anything else (lists, tuples, dicts, generators, ``zip``)
-is iterated by Python, as in plain Python: unrolled while tracing.
+the same loop yielding ``(count, item)``; ``zip`` of arrays and ranges one of which is traced, one
+loop over the shortest. Anything else (lists, tuples, dicts, generators, ``zip`` of those) is
+iterated by Python, as in plain Python: unrolled while tracing.
+
+``min``/``max``/``any``/``all`` compare or test one item at a time, which traced values cannot
+answer, so on traced numbers or a traced 1-D array they compute the same reduction with JAX;
+``sum`` of an array whose length is known only at run time is ``jnp.sum``; ``reversed`` of a traced
+range is a traced range. On anything else they are Python's own.
 
 >>> space = iteration_space(range(2, 10, 3))
 >>> (space.lower, space.upper, space.step, space.concrete)
@@ -16,6 +23,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -26,7 +34,11 @@ from ..errors import AutoGraphError
 from ..jax_extras import Tracer
 from .state import at, user_location
 
-__all__ = ["TracedRange", "Enumerated", "IterationSpace", "iteration_space", "range_", "enumerate_", "len_"]
+__all__ = [
+    "TracedRange", "Enumerated", "Zipped", "IterationSpace", "iteration_space",
+    "range_", "enumerate_", "zip_", "len_",
+    "reversed_", "min_", "max_", "any_", "all_", "sum_", "BUILTINS",
+]
 
 
 class TracedRange:
@@ -43,6 +55,17 @@ class TracedRange:
 
     def __repr__(self) -> str:
         return f"TracedRange({self.start}, {self.stop}, {self.step})"
+
+
+class Zipped:
+    """``zip(...)`` of arrays and ranges, one of them traced: a converted ``for`` loops over it
+    (to the shortest length), as it loops over one array."""
+
+    def __init__(self, *iterables: Any):
+        self.iterables = iterables
+
+    def __iter__(self):
+        return iter(zip(*self.iterables))
 
 
 class Enumerated:
@@ -67,16 +90,84 @@ def range_(*args: Any) -> range | TracedRange:
 
 def enumerate_(iterable: Any, start: Any = 0) -> Any:
     """``enumerate(...)``: of an array or a range, a loop a ``for`` statement can compile."""
-    if isinstance(iterable, (range, TracedRange)) or _is_array(iterable):
+    if isinstance(iterable, (range, TracedRange, Zipped)) or _is_array(iterable):
         return Enumerated(iterable, start)
     return enumerate(iterable, start)
 
 
+def zip_(*iterables: Any, **kwargs: Any) -> Any:
+    """``zip(...)``: of arrays and ranges one of which is traced, a loop a ``for`` statement can
+    compile (a Python ``zip`` could not iterate a traced range or an array of run-time length)."""
+    if iterables and not kwargs:
+        spaces = [iteration_space(i) for i in iterables]
+        if all(s is not None for s in spaces) and not all(s.concrete for s in spaces):
+            return Zipped(*iterables)
+    return zip(*iterables, **kwargs)
+
+
+def _length(start: Any, stop: Any, step: Any) -> Any:
+    """``len(range(start, stop, step))``, also when a bound is traced."""
+    if not any(isinstance(b, Tracer) for b in (start, stop, step)):
+        return len(range(start, stop, step))
+    return jax.numpy.maximum(0, (stop - start + step - jax.numpy.sign(step)) // step)
+
+
 def len_(obj: Any) -> Any:
-    """``len(...)``: an array's first size even when it is known only at run time."""
+    """``len(...)``: an array's first size even when it is known only at run time; a traced
+    range's length."""
     if isinstance(obj, Tracer) and np.ndim(obj) > 0:
         return obj.shape[0]
+    if isinstance(obj, TracedRange):
+        return _length(obj.start, obj.stop, obj.step)
     return len(obj)
+
+
+def reversed_(seq: Any) -> Any:
+    """``reversed(...)``: of a traced range, the same values downwards (still a compiled loop);
+    of a traced array, its rows in reverse order."""
+    if isinstance(seq, TracedRange):
+        start, step = seq.start, seq.step
+        count = _length(start, seq.stop, step)
+        return TracedRange(start + (count - 1) * step, start - step, -step)
+    if isinstance(seq, Tracer) and np.ndim(seq) > 0:
+        return jax.numpy.flip(seq, 0)
+    return reversed(seq)
+
+
+def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial: Any = None) -> Callable:
+    """``min``/``max``/``any``/``all`` of traced values: Python's compares (or tests the truth of)
+    one item at a time, which a traced value cannot answer; the result is the same reduction
+    computed by JAX (over a 1-D array, or pairwise over several numbers, from ``initial``)."""
+
+    def reduce(*args: Any, **kwargs: Any) -> Any:
+        items = args[0] if len(args) == 1 else args
+        if kwargs or not args:
+            return python(*args, **kwargs)
+        if isinstance(items, Tracer) and np.ndim(items) == 1:
+            return array_fn(items)
+        if isinstance(items, (list, tuple)) and items and any(isinstance(v, Tracer) for v in items):
+            if all(np.ndim(v) == 0 for v in items):
+                if initial is None:
+                    return functools.reduce(pairwise, items[1:], items[0])
+                return functools.reduce(pairwise, items, initial)
+        return python(*args, **kwargs)
+
+    reduce.__name__ = python.__name__ + "_"
+    return reduce
+
+
+min_ = _reduction(min, jax.numpy.min, jax.numpy.minimum)
+max_ = _reduction(max, jax.numpy.max, jax.numpy.maximum)
+any_ = _reduction(any, jax.numpy.any, lambda a, b: jax.numpy.logical_or(a, jax.numpy.asarray(b, bool)), False)
+all_ = _reduction(all, jax.numpy.all, lambda a, b: jax.numpy.logical_and(a, jax.numpy.asarray(b, bool)), True)
+
+
+def sum_(iterable: Any, /, start: Any = 0) -> Any:
+    """``sum(...)``: of an array whose length is known only at run time, ``jnp.sum`` over its
+    first axis (Python would need the length to iterate it)."""
+    if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):
+        return start + jax.numpy.sum(iterable, axis=0)
+    return sum(iterable, start)
 
 
 def _is_array(x: Any) -> bool:
@@ -112,6 +203,20 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         x = iterable
         concrete = not isinstance(x, Tracer)
         return IterationSpace(0, x.shape[0], 1, lambda i: x[i], concrete, lambda: iter(x))
+    if isinstance(iterable, Zipped):
+        inner = [iteration_space(i) for i in iterable.iterables]
+        lengths = [_length(s.lower, s.upper, s.step) for s in inner]
+        if all(isinstance(n, int) for n in lengths):
+            shortest = min(lengths)
+        else:
+            shortest = functools.reduce(jax.numpy.minimum, lengths[1:], lengths[0])
+
+        def zipped_item(i: Any) -> Any:
+            return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
+
+        return IterationSpace(
+            0, shortest, 1, zipped_item, False, lambda: zip(*(s.python_items() for s in inner))
+        )
     if isinstance(iterable, Enumerated):
         inner, start = iteration_space(iterable.iterable), iterable.start
 
@@ -125,8 +230,20 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
     return None
 
 
+def _unit(space: IterationSpace) -> bool:
+    """Whether the loop index of ``space`` counts 0, 1, 2... (no arithmetic needed)."""
+    lower, step = space.lower, space.step
+    return isinstance(lower, int) and lower == 0 and isinstance(step, int) and step == 1
+
+
 def _count(i: Any, space: IterationSpace, start: Any) -> Any:
     """``enumerate``'s count at loop index ``i`` (no arithmetic when it is the index itself)."""
-    unit = isinstance(space.lower, int) and space.lower == 0 and isinstance(space.step, int) and space.step == 1
-    position = i if unit else (i - space.lower) // space.step
+    position = i if _unit(space) else (i - space.lower) // space.step
     return position if isinstance(start, int) and start == 0 else position + start
+
+
+BUILTINS: dict[Any, Callable] = {
+    range: range_, enumerate: enumerate_, zip: zip_, len: len_, reversed: reversed_,
+    min: min_, max: max_, any: any_, all: all_, sum: sum_,
+}
+"""Python's builtins that converted code calls in these versions instead."""

@@ -22,6 +22,7 @@ both operands are evaluated then (Python's short circuit needs the left value).
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -32,12 +33,12 @@ import numpy as np
 from malt.operators.variables import UndefinedReturnValue
 
 from ..control_flow import cond
+from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from .state import (
     ContainerCheckpoint,
     GetState,
-    LeafRecord,
     Location,
     SetState,
     Snapshot,
@@ -49,7 +50,10 @@ from .state import (
     user_location,
 )
 
-__all__ = ["if_stmt", "if_exp", "and_", "or_", "not_", "FunctionScope", "with_function_scope"]
+__all__ = [
+    "if_stmt", "if_exp", "and_", "or_", "not_", "assert_stmt",
+    "FunctionScope", "with_function_scope", "scope_fills_return_value",
+]
 
 
 # --- if statements -------------------------------------------------------------------------------
@@ -129,7 +133,7 @@ def _compiled_branches(
     """The state after a ``cond`` of the branches: traced once, or twice when the first tracing
     shows dtypes to promote or return values to fill in."""
     init = get_state()
-    containers = ContainerCheckpoint(*branches)
+    containers = ContainerCheckpoint(*branches, carried=names)
     plan = _Plan()
     for attempt in (1, 2):
         outcomes: list[Snapshot | None] = [None] * len(branches)
@@ -175,21 +179,21 @@ def _traced_branch(
     def run() -> list[Any]:
         set_state(init)
         branch()
-        changed = containers.changed()
-        if changed:  # raised inside the branch's tracing, so that cond's own cleanup runs
+        side_effects = containers.side_effects()
+        if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
             containers.restore()
             raise AutoGraphError(
-                f"A branch of the `if`{at(where)} changes the Python container "
-                f"{', '.join(map(repr, changed))} in place (append, ...), but the condition is "
-                "traced: every branch runs once, while tracing. Assign the values to variables "
-                "(or arrays, `x[i] = v`) in the branches instead."
+                f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
+                "every branch runs once, while tracing. Assign the values to variables (or "
+                "arrays, `x[i] = v`) in the branches instead, returning them from the functions "
+                "that compute them."
             )
         snapshot = Snapshot.of(get_state(), names)
         outcomes[k] = snapshot
         leaves = []
         for j, record in enumerate(snapshot.variables):
             if j in plan.placeholders and record.kind == "no_return":
-                leaves += [_zeros(r) for r in plan.placeholders[j].leaves if r.dynamic]
+                leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
                 continue
             values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
             dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
@@ -202,11 +206,6 @@ def _traced_branch(
 
     run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
     return run
-
-
-def _zeros(record: LeafRecord) -> Any:
-    """A stand-in value of a leaf's type (a size known only at run time becomes 0)."""
-    return jnp.zeros(tuple(0 if d is None else d for d in record.shape), record.dtype)
 
 
 def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> _Plan:
@@ -225,7 +224,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
             )
         values = [r for r in records if r.kind == "value"]
         if "no_return" in kinds:
-            _scope_fills_return_value(where)
+            scope_fills_return_value(where)
             plan.placeholders[j] = values[0]
         ref = values[0]
         for other in values[1:]:
@@ -247,15 +246,38 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
 def _mismatch(
     name: str, a: VariableRecord, b: VariableRecord, where: Location | None, what: str
 ) -> AutoGraphError:
+    if _holds_measurement(a) or _holds_measurement(b):
+        what = "measurement"
     fix = {
         "structure": "give it the same structure (tuple, list, dict, None...) in every branch",
         "value": "a Python value that is not an array must be the same in every branch",
         "rank": "sizes may differ between branches, the number of dimensions may not",
+        "measurement": (
+            "a QNode makes the same measurements whatever happens at run time; apply the branches' "
+            "gates in the `if` (a basis rotation, say) and measure once after it, or return the "
+            "measurements of every branch and choose between their values outside the QNode"
+        ),
     }[what]
     return AutoGraphError(
         f"{display_name(name).capitalize()} is {a.describe()} in one branch of the `if`{at(where)} "
         f"and {b.describe()} in another; the condition is traced, so the branches must agree: {fix}."
     )
+
+
+def _is_measurement(value: Any) -> bool:
+    qml = sys.modules.get("pennylane")
+    return qml is not None and isinstance(value, qml.measurements.MeasurementProcess)
+
+
+def _holds_measurement(record: VariableRecord) -> bool:
+    """Whether a branch's value of a variable holds a PennyLane measurement (``qml.expval(...)``)."""
+    if record.kind != "value":
+        return False
+    try:
+        value = record.stand_in()
+    except Exception:  # a pytree that cannot be rebuilt from stand-in leaves
+        return False
+    return any(_is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=_is_measurement))
 
 
 def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
@@ -307,7 +329,7 @@ class FunctionScope:
         return value
 
 
-def _scope_fills_return_value(where: Location | None) -> None:
+def scope_fills_return_value(where: Location | None) -> None:
     """Note, in the innermost converted function running, that a compiled ``if`` gave a branch that
     did not return a stand-in return value."""
     stack = getattr(_scopes, "stack", None)
@@ -320,6 +342,24 @@ def with_function_scope(thunk: Callable[[FunctionScope], Any], scope_name: str, 
     """``ag__.with_function_scope``: a converted lambda's body."""
     with FunctionScope("lambda", scope_name, options) as scope:
         return thunk(scope)
+
+
+# --- assert --------------------------------------------------------------------------------------
+
+
+def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
+    """``assert test, message``: Python's on a concrete ``test``; on a traced one, an assertion
+    checked when the program runs (:func:`~catalyst_lite.debug_assert`)."""
+    if not isinstance(test, Tracer):
+        if not test:
+            text = message()
+            raise AssertionError(*(() if text is None else (text,)))
+        return
+    where = user_location()
+    text = message()
+    if not isinstance(text, str):  # no message, or one computed from traced values
+        text = f"`assert` failed{at(where)}"
+    debug_assert(predicate(test, "`assert`", where), text)
 
 
 # --- logical operators ---------------------------------------------------------------------------

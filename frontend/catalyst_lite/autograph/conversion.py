@@ -48,7 +48,7 @@ from malt.operators.variables import UndefinedReturnValue
 from ..capture.switch import pennylane_capture_enabled
 from ..errors import AutoGraphError, AutoGraphWarning
 from . import builtins, conditionals, item_assignment, loops
-from .state import Unassigned
+from .state import Unassigned, load_or_unassigned
 from .transformer import (
     ConversionFailed,
     ConvertedCode,
@@ -218,12 +218,9 @@ def converted_call(
     """``f(*args, **kwargs)`` in converted code: user functions are converted first."""
     del options
     kwargs = kwargs or {}
-    if f is range:
-        return builtins.range_(*args, **kwargs)
-    if f is enumerate:
-        return builtins.enumerate_(*args, **kwargs)
-    if f is len:
-        return builtins.len_(*args, **kwargs)
+    overload = builtins.BUILTINS.get(f) if isinstance(f, (types.BuiltinFunctionType, type)) else None
+    if overload is not None:
+        return overload(*args, **kwargs)
     if f is super or f is eval or f is locals or f is globals:
         return _call_in_caller_context(f, args, caller_fn_scope)
     if _context.disabled:
@@ -275,6 +272,7 @@ _OPERATORS = {
     # statements and expressions (our overloads)
     "if_stmt": conditionals.if_stmt,
     "if_exp": conditionals.if_exp,
+    "assert_stmt": conditionals.assert_stmt,
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
     "and_": conditionals.and_,
@@ -286,6 +284,7 @@ _OPERATORS = {
     "with_function_scope": conditionals.with_function_scope,
     # malt's bookkeeping, used as malt defines it
     "Undefined": Unassigned,
+    "ldu": load_or_unassigned,
     "UndefinedReturnValue": UndefinedReturnValue,
     "ConversionOptions": converter.ConversionOptions,
     "Feature": converter.Feature,

@@ -15,10 +15,13 @@ A loop whose iterations are all known while tracing (a ``range`` with concrete b
 array, a ``while`` whose condition starts concrete) that cannot be compiled (its body indexes a
 Python list with the loop index, carries a string...) runs as a Python loop instead, unrolled while
 tracing, with an :class:`~catalyst_lite.errors.AutoGraphWarning`, as Catalyst does. A ``for`` over
-anything else (lists, tuples, ``zip``...) is always a Python loop.
+anything else (lists, tuples, ``zip`` of those...) is always a Python loop.
 
-``break`` works in ``while`` loops and in Python loops; a compiled ``for_loop`` always runs all its
-iterations, so ``break``/``return`` in one is an error saying how to write it as a ``while`` loop.
+``break`` and ``return`` (malt turns them into flags the loop's condition reads) work in every
+loop: a compiled ``for_loop`` always runs all its iterations, so a ``for`` with one becomes a
+``while_loop`` over its index; in a Python loop, the iterations after a traced ``break`` test run
+under a compiled ``if``. A value returned from inside a compiled loop is carried from the start,
+as zeros of its type (found by a first tracing) until the function returns.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from ..control_flow import for_loop, while_loop
 from ..diagnostics import user_location as user_location_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
-from .builtins import iteration_space
+from .builtins import IterationSpace, iteration_space
+from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
     ContainerCheckpoint,
     GetState,
@@ -65,6 +69,15 @@ class _Promote(Exception):
         self.dtypes = dtypes
 
 
+class _Returned(Exception):
+    """Raised while tracing a body that returns from the function (malt's return value had no
+    value before the loop): trace again starting the return value as a stand-in of this type."""
+
+    def __init__(self, position: int, record: VariableRecord):
+        super().__init__(position)
+        self.position, self.record = position, record
+
+
 # --- for -----------------------------------------------------------------------------------------
 
 
@@ -81,18 +94,18 @@ def for_stmt(
     del opts
     where = user_location()
     space = iteration_space(iter_)
+    state = (get_state, set_state, symbol_names)
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
-        _python_for(iter_, extra_test, body, where)
+        _python_for(iter_, extra_test, body, state)
         return
-    if extra_test is not None or recording_operators():
+    if recording_operators():
         # (in qml.adjoint/qml.ctrl the operations must be known while tracing: see state.py)
         if not space.concrete:
             check_not_recording("`for` loop", where)
-            raise _early_exit_error(symbol_names, where)
-        _python_for(space.python_items(), extra_test, body, where)
+        _python_for(space.python_items(), extra_test, body, state)
         return
 
-    containers = ContainerCheckpoint(body)
+    containers = ContainerCheckpoint(body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def loop_body(i: Any, values: list[Any]) -> list[Any]:
@@ -102,11 +115,14 @@ def for_stmt(
             return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished)
 
         loop_body.__name__ = loop_body.__qualname__ = f"for loop{at(where)}"
+        if extra_test is not None:
+            restore = lambda values: set_state(snapshot.rebuild(values))  # noqa: E731
+            return _stoppable_for(space, extra_test, restore, loop_body, resize, where)(carried)
         return for_loop(space.lower, space.upper, space.step, allow_array_resizing=resize)(loop_body)(carried)
 
     def python_loop(error: Exception, warn: Callable[[], None]) -> None:
         warn()
-        _python_for(space.python_items(), None, body, where)
+        _python_for(space.python_items(), extra_test, body, state)
 
     fallback = python_loop if space.concrete else None
     _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
@@ -116,33 +132,76 @@ def _python_for(
     items: Iterable[Any],
     extra_test: Callable[[], Any] | None,
     body: Callable[[Any], None],
-    where: Location | None,
+    state: tuple[GetState, SetState, Sequence[str]],
 ) -> None:
-    """Python's own ``for`` (with malt's ``break``/``return`` test before each iteration)."""
+    """Python's own ``for``, with malt's ``break``/``return`` test before each iteration. Once
+    that test is traced (a ``break`` under a traced condition), the loop is still unrolled, but
+    each remaining iteration runs under a compiled ``if`` on it."""
     for item in items:
-        if extra_test is not None and not _known_truth(extra_test(), where):
+        go_on = True if extra_test is None else extra_test()
+        if isinstance(go_on, Tracer):
+
+            def iteration(item: Any = item) -> None:
+                body(item)
+
+            if_stmt(go_on, iteration, _nothing, *state, 0)
+        elif not go_on:
             break
-        body(item)
+        else:
+            body(item)
 
 
-def _known_truth(value: Any, where: Location | None) -> bool:
-    if isinstance(value, Tracer):
-        raise AutoGraphError(
-            f"`break` or `return` in the Python loop{at(where)} depends on a traced value: a loop "
-            "over a Python sequence is unrolled while tracing and cannot stop at run time. Loop "
-            "over an index with a `while` loop instead: `i = 0` / `while i < len(xs) and not done:`."
-        )
-    return bool(value)
+def _nothing() -> None:
+    pass
 
 
-def _early_exit_error(names: Sequence[str], where: Location | None) -> AutoGraphError:
-    statement = "return" if any(n.startswith("do_return") for n in names) else "break"
-    return AutoGraphError(
-        f"`{statement}` inside the `for` loop{at(where)}, whose range is traced: a compiled "
-        "for_loop runs all its iterations. Write it as a `while` loop, which may stop early, e.g. "
-        "`i = 0` / `while i < n and not done: ...; i += 1`"
-        + (", keeping the result in a variable returned after the loop." if statement == "return" else ".")
-    )
+def _stoppable_for(
+    space: IterationSpace,
+    extra_test: Callable[[], Any],
+    restore: Callable[[list[Any]], None],
+    loop_body: Callable[[Any, list[Any]], list[Any]],
+    resize: bool,
+    where: Location | None,
+) -> Callable[[list[Any]], list[Any]]:
+    """A ``for`` with ``break`` or ``return`` (malt's ``extra_test``, read before each iteration):
+    a for_loop always runs all its iterations, so this is the ``while`` loop one would write by
+    hand, carrying the index: ``i = lower`` / ``while i < upper and extra_test(): body(i); i += step``."""
+    lower, upper, step = (jnp.asarray(b, _index_dtype(space)) for b in (space.lower, space.upper, space.step))
+    downwards = _sign(space.step)
+
+    def in_range(i: Any) -> Any:
+        if downwards is None:  # a traced step: its sign is known at run time
+            return jnp.where(step > 0, i < upper, i > upper)
+        return i > upper if downwards else i < upper
+
+    def condition(carry: list[Any]) -> Any:
+        i, values = carry
+        restore(values)  # the state extra_test reads (the `break` flag, whether it returned)
+        return jnp.logical_and(in_range(i), predicate(_as_traced(extra_test()), "`for` loop", where))
+
+    def body(carry: list[Any]) -> list[Any]:
+        i, values = carry
+        return [i + step, loop_body(i, values)]
+
+    body.__name__ = body.__qualname__ = loop_body.__name__
+
+    def run(carried: list[Any]) -> list[Any]:
+        return while_loop(condition, allow_array_resizing=resize)(body)([lower, carried])[1]
+
+    return run
+
+
+def _index_dtype(space: IterationSpace) -> Any:
+    return jnp.result_type(*(jnp.asarray(b).dtype for b in (space.lower, space.upper, space.step)))
+
+
+def _sign(step: Any) -> bool | None:
+    """Whether a step known while tracing counts down (``None``: traced)."""
+    return None if isinstance(step, Tracer) else bool(step < 0)
+
+
+def _as_traced(value: Any) -> Any:
+    return value if isinstance(value, Tracer) else jnp.asarray(bool(value))
 
 
 # --- while ---------------------------------------------------------------------------------------
@@ -176,7 +235,7 @@ def while_stmt(
             _python_while(value, test, body, where, None)
             return
 
-    containers = ContainerCheckpoint(test, body)
+    containers = ContainerCheckpoint(test, body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def condition(values: list[Any]) -> Any:
@@ -280,6 +339,14 @@ def _compiled_state(
             promoted = request.dtypes
             carried = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
             snapshot = Snapshot.of(snapshot.rebuild(carried), names)
+        except _Returned as request:
+            # The loop carries the return value from the start; the function never returns the
+            # stand-in, as long as every path of it ends in `return` (checked by its scope).
+            scope_fills_return_value(where)
+            values = list(snapshot.rebuild(carried))
+            values[request.position] = request.record.stand_in()
+            snapshot = Snapshot.of(values, names)
+            carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
         except DimensionError:
             if resize or not finished[0]:
                 raise  # not a size our body changed (a nested loop's error), or already resizing
@@ -296,25 +363,18 @@ def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
 
 def _check_containers(containers: ContainerCheckpoint, where: Location | None, kind: str) -> None:
     """Raised from the body's tracing (so that the loop's own cleanup runs): the body changed a
-    Python container in place."""
-    changed = containers.changed()
-    if changed:
+    Python container in place, or a variable of an enclosing function."""
+    side_effects = containers.side_effects()
+    if side_effects:
         raise AutoGraphError(
-            f"The `{kind}` loop{at(where)} changes the Python container "
-            f"{', '.join(map(repr, changed))} in place (append, ...): a compiled loop runs its body "
-            "once, while tracing. Collect the values in an array (`x[i] = v`) or in a loop "
-            "variable instead."
+            f"The `{kind}` loop{at(where)} {side_effects}: a compiled loop runs its body once, "
+            "while tracing. Collect the values in an array (`x[i] = v`) or in a loop variable "
+            "instead, returning them from the functions that compute them."
         )
 
 
 def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:
     for record in snapshot.variables:
-        if record.kind == "no_return":
-            raise AutoGraphError(
-                f"`return` inside the `{kind}` loop{at(where)}: a compiled loop cannot return from "
-                "the function. Keep the result in a variable, leave the loop with `break` (in a "
-                "`while` loop), and return after the loop."
-            )
         if record.kind == "undefined":
             raise AutoGraphError(
                 f"{display_name(record.name).capitalize()} is first assigned inside the `{kind}` "
@@ -337,7 +397,12 @@ def _checked_iteration(
     promote: dict[int, Any] = {}
     out: list[Any] = []
     position = 0
-    for before_var, after_var, value in zip(snapshot.variables, after.variables, after.values):
+    variables = zip(snapshot.variables, after.variables, after.values)
+    for j, (before_var, after_var, value) in enumerate(variables):
+        if before_var.kind == "no_return":
+            if after_var.kind == "value":
+                raise _Returned(j, after_var)
+            continue
         _check_variable(before_var, after_var, where, kind)
         leaves = Snapshot([after_var], [value]).dynamic_leaves()
         dynamic = [(b, a) for b, a in zip(before_var.leaves, after_var.leaves) if b.dynamic]

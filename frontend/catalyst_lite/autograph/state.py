@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -46,6 +47,7 @@ __all__ = [
     "display_name",
     "predicate",
     "Unassigned",
+    "load_or_unassigned",
     "check_not_recording",
     "recording_operators",
     "ContainerCheckpoint",
@@ -188,6 +190,15 @@ class Unassigned(Undefined):
     __hash__ = object.__hash__
 
 
+def load_or_unassigned(load: Callable[[], Any], name: str) -> Any:
+    """``ag__.ldu``: how converted code reads an attribute or item that a statement may assign
+    (``self.total`` in a loop): its value, or :class:`Unassigned` when it has none yet."""
+    try:
+        return load()
+    except (KeyError, AttributeError, NameError):
+        return Unassigned(name)
+
+
 # --- snapshots of the state ----------------------------------------------------------------------
 
 
@@ -211,6 +222,13 @@ class LeafRecord:
             return LeafRecord(True, jnp.asarray(leaf).dtype, (), True, True)
         shape = tuple(d if isinstance(d, (int, np.integer)) else None for d in np.shape(leaf))
         return LeafRecord(True, np.dtype(leaf.dtype), shape, bool(getattr(leaf, "weak_type", False)))
+
+    def zeros(self) -> Any:
+        """A stand-in value of this leaf's type (a size known only at run time becomes 0); a
+        static leaf is its value."""
+        if not self.dynamic:
+            return self.value
+        return jnp.zeros(tuple(0 if d is None else d for d in self.shape), self.dtype)
 
     def promotion_type(self) -> Any:
         """What JAX promotes this leaf as: a weakly-typed value as the Python type it stands for."""
@@ -250,6 +268,10 @@ class VariableRecord:
             return VariableRecord(name, "no_return")
         leaves, tree = tree_flatten(value)
         return VariableRecord(name, "value", tree, tuple(LeafRecord.of(l) for l in leaves))
+
+    def stand_in(self) -> Any:
+        """A value of this variable's structure and types, every array zeros."""
+        return tree_unflatten(self.tree, [leaf.zeros() for leaf in self.leaves])
 
     def describe(self) -> str:
         if self.kind != "value":
@@ -300,9 +322,11 @@ class Snapshot:
 
 class ContainerCheckpoint:
     """The Python lists, dicts and sets that malt's block functions (loop body, branches) close
-    over, as they were. A compiled block runs once while tracing, so a ``results.append(x)`` in it
-    would leave one traced value of a dead trace in the list: this finds such a change (by the
-    variable's name) and undoes it.
+    over, as they were, and the variables of enclosing functions that the functions they call
+    close over. A compiled block runs once while tracing, so a ``results.append(x)`` in it would
+    leave one traced value of a dead trace in the list, and a ``nonlocal count; count += 1`` in a
+    function it calls would count one iteration: this finds such a change (by the variable's name)
+    and undoes it.
 
     >>> def block():
     ...     out = []
@@ -317,25 +341,73 @@ class ContainerCheckpoint:
     []
     """
 
-    def __init__(self, *functions: Callable):
+    def __init__(self, *functions: Callable, carried: Sequence[str] = ()):
         self.saved: list[tuple[str, Any, Any]] = []
-        for fn in functions:
+        self.cells: list[tuple[str, Any, Any]] = []  # (name, cell, contents) of called functions
+        # the block's own variables, and those the statement carries, may change
+        own = {id(c) for fn in functions for c in fn.__closure__ or ()}
+        seen: set[int] = set()
+        stack = list(functions)
+        while stack:  # (and those of the functions they close over: a block run through a helper)
+            fn = stack.pop()
+            if id(fn) in seen:
+                continue
+            seen.add(id(fn))
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
                 try:
                     value = cell.cell_contents
                 except ValueError:  # not assigned yet
-                    continue
+                    value = _EMPTY
+                known = id(cell) in own or name in carried or any(cell is c for _, c, _ in self.cells)
+                if not known:
+                    self.cells.append((name, cell, value))
                 if type(value) in (list, dict, set) and all(value is not v for _, v, _ in self.saved):
                     self.saved.append((name, value, copy.copy(value)))
+                elif isinstance(value, types.FunctionType):
+                    stack.append(value)
 
     def changed(self) -> list[str]:
+        """The containers changed in place."""
         return [name for name, value, saved in self.saved if _differs(value, saved)]
+
+    def rebound(self) -> list[str]:
+        """The variables of enclosing functions that a called function assigned (``nonlocal``)."""
+        return [name for name, cell, value in self.cells if _contents(cell) is not value]
+
+    def side_effects(self) -> str:
+        """What the block changed outside its own variables, for an error message ('' if nothing)."""
+        changed, rebound = self.changed(), self.rebound()
+        parts = []
+        if changed:
+            parts.append(f"changes the Python container {', '.join(map(repr, changed))} in place (append, ...)")
+        if rebound:
+            parts.append(
+                f"assigns {', '.join(map(repr, rebound))} of an enclosing function (through `nonlocal`, "
+                "in a function it calls)"
+            )
+        return " and ".join(parts)
 
     def restore(self) -> None:
         for _, value, saved in self.saved:
             if _differs(value, saved):
                 value.clear()
                 value.update(saved) if not isinstance(value, list) else value.extend(saved)
+        for _, cell, value in self.cells:
+            if _contents(cell) is not value:
+                if value is _EMPTY:
+                    del cell.cell_contents
+                else:
+                    cell.cell_contents = value
+
+
+_EMPTY = object()  # the contents of a cell without a value
+
+
+def _contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return _EMPTY
 
 
 def _differs(value: Any, saved: Any) -> bool:

@@ -90,6 +90,8 @@ class _Transpiler(transpiler.GenericTranspiler):
         found = _Constructs(node)
         if not found.anything:
             return node, {}, False
+        if found.lambda_decorators:
+            node = _hoist_lambda_decorators(node)
         flow = found.control_flow or found.early_exits
         node = functions.transform(node, ctx)
         always_returns = {
@@ -105,6 +107,8 @@ class _Transpiler(transpiler.GenericTranspiler):
             node = return_statements.transform(node, ctx)
         if found.item_assignments:
             node = item_assignment.transform(node, ctx)
+        if found.asserts:
+            node = _AssertCalls().visit(node)
         if found.calls:
             node = call_trees.transform(node, ctx)
         if flow:
@@ -123,8 +127,12 @@ class _Constructs:
 
     def __init__(self, node: ast.AST):
         kinds = set()
+        self.lambda_decorators = False
         for n in ast.walk(node):
             kinds.add(type(n))
+            if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                decorators = (x for d in n.decorator_list for x in ast.walk(d))
+                self.lambda_decorators |= any(isinstance(x, ast.Lambda) for x in decorators)
             if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
                 kinds.add(ast.Not)
             elif isinstance(n, ast.Compare) and len(n.ops) > 1:
@@ -137,13 +145,66 @@ class _Constructs:
         self.early_returns = ast.Return in kinds and _returns_inside_blocks(node)
         self.early_exits = self.breaks or self.continues or self.early_returns
         self.item_assignments = ast.Store in kinds
+        self.asserts = ast.Assert in kinds
         self.calls = ast.Call in kinds
         self.conditional_expressions = ast.IfExp in kinds
         self.logic = bool(kinds & {ast.BoolOp, ast.Not})
         self.anything = (
-            self.control_flow or self.early_exits or self.item_assignments or self.calls
+            self.control_flow or self.early_exits or self.item_assignments or self.asserts or self.calls
             or self.conditional_expressions or self.logic
         )
+
+
+def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
+    """``@while_loop(lambda i: i < n)`` / ``def body(...)``: malt's control-flow analyses build no
+    graph for a lambda in a decorator and fail on it (Catalyst's conversion too), so a nested
+    function whose decorators hold a lambda gets them evaluated into variables just before its
+    ``def``, in order: what Python does with decorators anyway."""
+    count = 0
+
+    class Hoist(ast.NodeTransformer):
+        def visit_FunctionDef(self, n: ast.FunctionDef) -> Any:
+            nonlocal count
+            self.generic_visit(n)
+            decorators = (x for d in n.decorator_list for x in ast.walk(d))
+            if n is node or not any(isinstance(x, ast.Lambda) for x in decorators):
+                return n
+            hoisted = []
+            for k, decorator in enumerate(n.decorator_list):
+                name = f"decorator__ag_{count}"
+                count += 1
+                assign = ast.Assign(targets=[ast.Name(name, ast.Store())], value=decorator)
+                origin = anno.getanno(decorator, anno.Basic.ORIGIN, default=None)
+                if origin is not None:
+                    for m in (assign, *assign.targets):
+                        anno.setanno(m, anno.Basic.ORIGIN, origin)
+                hoisted.append(assign)
+                n.decorator_list[k] = ast.Name(name, ast.Load())
+            return [*hoisted, n]
+
+        visit_AsyncFunctionDef = visit_FunctionDef
+        visit_ClassDef = visit_FunctionDef
+
+    return Hoist().visit(node)
+
+
+class _AssertCalls(ast.NodeTransformer):
+    """``assert test, msg`` -> ``ag__.assert_stmt(test, lambda: msg)``, so that a traced ``test``
+    is checked when the program runs. (malt's own pass accepts constant messages only.)"""
+
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        self.generic_visit(node)
+        message = ast.Lambda(
+            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
+            body=node.msg if node.msg is not None else ast.Constant(None),
+        )
+        function = ast.Attribute(value=ast.Name("ag__", ast.Load()), attr="assert_stmt", ctx=ast.Load())
+        statement = ast.Expr(ast.Call(func=function, args=[node.test, message], keywords=[]))
+        origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
+        if origin is not None:
+            for n in (statement, statement.value, function, function.value, message):
+                anno.setanno(n, anno.Basic.ORIGIN, origin)
+        return statement
 
 
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)

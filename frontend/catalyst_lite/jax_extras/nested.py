@@ -118,7 +118,8 @@ def trace_nested(
 def _as_jax_value(x: Any, name: str) -> Any:
     if isinstance(x, (Tracer, np.ndarray, np.generic, int, float, bool, complex)) or hasattr(
         x, "__jax_array__"
-    ) or hasattr(x, "aval"):
+    ) or hasattr(x, "aval") or core.valid_jaxtype(x):
+        # (valid_jaxtype: JAX 0.7.2's literals, what eval_jaxpr gives for a constant result)
         return x
     raise TypeError(
         f"{name} returned a value of type {type(x).__name__}, which is not a JAX array or number."
