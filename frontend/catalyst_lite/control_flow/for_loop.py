@@ -33,7 +33,7 @@ from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers
+from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.segments import record_replay
 from ..compiler.specialize import (
@@ -301,7 +301,7 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     step = _checked_step(step, "host-driven loop")
     lower, upper = int(lower), int(upper)
     count = len(range(lower, upper, step))
-    if nimplicit and count and runs_on_buffers(invals):
+    if count and sized_in_body(params["body_jaxpr"].jaxpr, nimplicit) and runs_on_buffers(invals):
         shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
         ran, implicit, carried = masked_loop(shape).run([], consts, implicit, carried, count, lower, step)
         if ran is not None:
