@@ -177,6 +177,26 @@ def while_index_sized(n: int):
     return step(0, 0)[1]
 
 
+@qjit
+def nested_index_sized(n: int):
+    @for_loop(0, n, 1)
+    def outer(i, acc):
+        @for_loop(0, i, 1)  # bounded by the outer index, making arrays of both indices' sizes
+        def inner(j, acc2):
+            return acc2 + jnp.sum(jnp.arange(j + 1)) + jnp.sum(jnp.ones(i, dtype=int))
+
+        return inner(acc)
+
+    return outer(0)
+
+
+def test_nested_loops_making_index_sized_arrays_run_on_buffers():
+    for n in (0, 1, 2, 5, 60):
+        expected = sum(sum(sum(range(j + 1)) + i for j in range(i)) for i in range(n))
+        assert nested_index_sized(n) == expected
+    assert not _loop_of(nested_index_sized).unmaskable
+
+
 def test_loops_making_index_sized_arrays_run_on_buffers():
     for n in (0, 1, 2, 7, 100):
         expected = sum(i + sum(k * k for k in range(i)) + 2 * i for i in range(n))

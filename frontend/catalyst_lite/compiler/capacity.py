@@ -387,6 +387,36 @@ def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> lis
     return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
 
 
+def _nested_for_loop(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """A ``for_loop`` in the body that keeps its carried sizes but makes arrays of sizes known
+    only here (``jnp.ones(i)`` of the enclosing loop's index): a ``lax.fori_loop`` whose body is
+    evaluated on buffers too, the size checks of its iterations carried out of it."""
+    params = eqn.params
+    if params["nimplicit"]:
+        raise Unmaskable("a nested resizing loop")
+    body, nconsts = params["body_jaxpr"].jaxpr, params["body_nconsts"]
+    consts, (lower, upper, step, _), carried = invals[:nconsts], invals[nconsts:nconsts + 4], invals[nconsts + 4:]
+    count = jnp.maximum(0, -((lower - upper) // step))
+
+    def one(k: Any, state: tuple) -> tuple:
+        carry, fits, valid, learned = state
+        sub = _Checks(checks.capacity, checks.caps)
+        outs = masked_eval(body, [*consts, lower + k * step, *carry], sub)
+        outs = [_conformed(jnp.asarray(x, np.result_type(c)), np.shape(c)) for x, c in zip(outs, carry)]
+        return (outs, fits & sub.all(sub.fits), valid & sub.all(sub.valid), learned & sub.all(sub.fits_learned))
+
+    ok = jnp.bool_(True)
+    carry, fits, valid, learned = lax.fori_loop(0, count, one, (list(carried), ok, ok, ok))
+    checks.fits.append(fits)
+    checks.valid.append(valid)
+    checks.fits_learned.append(learned)
+    return list(carry)
+
+
+# Nested control flow whose bodies have sizes known only in the enclosing loop's iteration.
+_NESTED_RULES = {"for_loop": _nested_for_loop}
+
+
 def _plain(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
     return _bind(eqn.primitive, invals, eqn.params)
 
@@ -477,7 +507,14 @@ def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: _Checks, to
             return _shaped(eqn, invals, env, checks)
         return eval_equation(eqn, invals, Mode.STAGED)
     if not touches_buffers:
-        return eval_equation(eqn, invals, Mode.STAGED)
+        try:
+            return eval_equation(eqn, invals, Mode.STAGED)
+        except NeedsHost:
+            if name not in _NESTED_RULES:
+                raise
+            return _NESTED_RULES[name](eqn, invals, env, checks)
+    if name in _NESTED_RULES:
+        return _NESTED_RULES[name](eqn, invals, env, checks)
     if name in _ELEMENTWISE:
         shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
         return _bind(eqn.primitive, [_conformed(x, shape) for x in invals], eqn.params)
@@ -496,7 +533,9 @@ def sized_in_body(body: Any, nimplicit: int) -> bool:
     """Whether a loop body runs on capacity buffers: it resizes its carried arrays
     (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
     which no static-shape body holds for every iteration."""
-    return bool(nimplicit) or bool(_size_variables(body))
+    return bool(nimplicit) or bool(_size_variables(body)) or any(
+        sized_in_body(sub, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
+        for sub in (eqn.params["body_jaxpr"].jaxpr,))
 
 
 def _size_variables(jaxpr: Any) -> list[Any]:
