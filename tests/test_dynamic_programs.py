@@ -75,6 +75,24 @@ def test_an_empty_argument_first_then_others_share_the_program():
     assert len(traces) == 1  # the body's `len(x) >= 1` holds whenever the loop runs
 
 
+def test_an_empty_argument_that_needs_its_own_program_still_skips_the_loop():
+    """`x[:-1]` of an empty `x` decides differently, so the call gets a program traced at its
+    sizes; the loop body, which that call does not run, is still traced as for sizes it runs at."""
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        @for_loop(0, x.shape[0], 1)
+        def body(i, acc):
+            return acc + x[i] ** 2
+
+        return body(0.0) + jnp.sum(x[:-1]) + jnp.sum(jnp.roll(x, 1)[:1])
+
+    for n in (3, 0, 1, 5, 0):
+        x = vec(n)
+        expected = np.sum(x**2) + np.sum(x[:-1]) + np.sum(np.roll(x, 1)[:1])
+        assert float(f(x)) == pytest.approx(float(expected), rel=1e-12, abs=1e-12)
+
+
 def test_a_loop_bounded_by_an_integer_argument_indexing_an_array():
     """The guard is the loop's own bounds (`0 < m`), whatever sizes its body indexes."""
 

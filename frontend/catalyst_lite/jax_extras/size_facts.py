@@ -24,7 +24,7 @@ import numpy as np
 from jax._src import core, dtypes
 from jax._src.interpreters import partial_eval as pe
 
-from .size_expressions import NEGATED, Fact, SizeExpr, same_expression, simplified
+from .size_expressions import NEGATED, Fact, SizeExpr, UnknownSize, compile_expression, same_expression, simplified
 from .tracing import constant_value
 
 __all__ = [
@@ -84,6 +84,7 @@ class SizeScope:
         # Conditions under which the code being traced runs (enclosing for_loop bodies run only
         # when their loops do): facts decided there need hold only then.
         self.guards: list[SizeExpr] = []
+        self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
 
     def bind_inputs(self, tracers: Sequence[Any]) -> None:
         """The argument tracers of the trace, in input order (called once the trace creates them)."""
@@ -148,6 +149,23 @@ class SizeScope:
             self._fact_keys.add(key)
             self.facts.append(fact)
         return fact
+
+    def decides_at_point(self) -> bool:
+        """Whether comparisons are decided at the guiding call's sizes: not inside a loop body
+        the call does not run (its guard is false there), whose facts the call need not satisfy,
+        so that its code is traced as for the sizes it runs at (``x[i]`` of an empty ``x``)."""
+        if self.point is None:
+            return False
+        if not self.guards:
+            return True
+        guard = self.guards[-1]
+        if id(guard) not in self._guard_at_point:
+            try:
+                holds = bool(compile_expression(guard)(self.point))
+            except UnknownSize:
+                holds = True
+            self._guard_at_point[id(guard)] = (guard, holds)
+        return self._guard_at_point[id(guard)][1]
 
     def _side(self, x: Any) -> SizeExpr | None:
         if isinstance(x, core.Tracer):
