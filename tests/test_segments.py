@@ -121,19 +121,97 @@ def test_nested_resizing_loops():
 
 
 @qjit
-def summed(n: int):
+def sorted_head(n: int):
     @for_loop(0, n, 1, allow_array_resizing=True)
     def step(i, a):
-        return jnp.concatenate([a, jnp.sum(a, keepdims=True)])  # a reduction along the resized axis
+        return jnp.concatenate([a, jnp.sort(-a)[:1] + i])  # a sort along the resized axis
 
     return step(jnp.ones([1]))
 
 
 def test_body_that_cannot_run_on_buffers_runs_per_size():
     a = np.ones(1)
-    for _ in range(5):
-        a = np.concatenate([a, a.sum(keepdims=True)])
-    np.testing.assert_array_equal(summed(5), a)
+    for i in range(5):
+        a = np.concatenate([a, np.sort(-a)[:1] + i])
+    np.testing.assert_array_equal(sorted_head(5), a)
+    assert _loop_of(sorted_head).unmaskable
+
+
+@qjit
+def summed(n: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        # reductions and a contraction along the resized axis
+        return jnp.concatenate([a, jnp.sum(a, keepdims=True) * 0.5, jnp.max(a, keepdims=True) - jnp.dot(a, a)])
+
+    return step(jnp.ones([1]))
+
+
+def test_reductions_along_a_resized_axis_run_on_buffers():
+    for n in (0, 1, 4, 9):
+        a = np.ones(1)
+        for _ in range(n):
+            a = np.concatenate([a, a.sum(keepdims=True) * 0.5, a.max(keepdims=True) - a @ a])
+        np.testing.assert_allclose(summed(n), a, rtol=1e-12)
+    assert not _loop_of(summed).unmaskable
+
+
+# Loops that keep their carried sizes but make arrays sized by the index: `jnp.ones(i)` has a new
+# size every iteration, so the body runs on capacity buffers (one compilation), not per size.
+@qjit
+def index_sized(n: int):
+    @for_loop(0, n, 1)
+    def step(i, acc):
+        v = jnp.arange(i, dtype=float)
+        return acc + jnp.sum(jnp.ones(i)) + jnp.sum(v * v) + jnp.max(jnp.arange(i + 1)) + jnp.argmin(-jnp.arange(i + 1))
+
+    return step(0.0)
+
+
+@qjit
+def while_index_sized(n: int):
+    @while_loop(lambda i, acc: i < n)
+    def step(i, acc):
+        return i + 1, acc + jnp.prod(jnp.full(i, 2)) + jnp.any(jnp.arange(i) > 3) + jnp.all(jnp.arange(i) < 3)
+
+    return step(0, 0)[1]
+
+
+@qjit
+def nested_index_sized(n: int):
+    @for_loop(0, n, 1)
+    def outer(i, acc):
+        @for_loop(0, i, 1)  # bounded by the outer index, making arrays of both indices' sizes
+        def inner(j, acc2):
+            return acc2 + jnp.sum(jnp.arange(j + 1)) + jnp.sum(jnp.ones(i, dtype=int))
+
+        return inner(acc)
+
+    return outer(0)
+
+
+def test_nested_loops_making_index_sized_arrays_run_on_buffers():
+    for n in (0, 1, 2, 5, 60):
+        expected = sum(sum(sum(range(j + 1)) + i for j in range(i)) for i in range(n))
+        assert nested_index_sized(n) == expected
+    assert not _loop_of(nested_index_sized).unmaskable
+
+
+def test_loops_making_index_sized_arrays_run_on_buffers():
+    for n in (0, 1, 2, 7, 100):
+        expected = sum(i + sum(k * k for k in range(i)) + 2 * i for i in range(n))
+        assert index_sized(n) == pytest.approx(expected, rel=1e-12)
+    for n in (0, 1, 2, 7, 40):
+        assert while_index_sized(n) == sum(2**i + (i > 4) + (i <= 3) for i in range(n))
+    for f in (index_sized, while_index_sized):
+        (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name in ("for_loop", "while_loop")]
+        loop = capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)][1]
+        assert not loop.unmaskable
+        f(20)
+        compiled = len(loop._compiled)
+        for n in range(21, 31):  # sizes within the capacity of n=20's run: no new compilation
+            f(n)
+        assert len(loop._compiled) == compiled <= 6  # per capacity, not per iteration or size
 
 
 def _grad_fori(x, n):

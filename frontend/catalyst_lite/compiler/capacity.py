@@ -15,9 +15,10 @@ identical, bit for bit.
 iteration would exceed the capacity (its results are discarded) or breaks an assumption of the
 trace. The host then re-enters with a larger capacity (predicted from the growth so far), or hands
 the remaining iterations back to exact, per-size execution, which reports the error as before. A
-body with an operation :func:`masked_eval` cannot run on buffers (a reduction along a resizable
-axis, a nested loop over resizable arrays, ...) raises :class:`Unmaskable`, and the loop runs per
-size as before.
+body with an operation :func:`masked_eval` cannot run on buffers (a sort or reshape along a
+resizable axis, a nested loop over resizable arrays, ...) raises :class:`Unmaskable`, and the loop
+runs per size as before. Loops that keep their carried sizes but make arrays sized by their index
+(``jnp.ones(i)``) run here too (:func:`sized_in_body`): their bodies have no static shape either.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, for_loop
@@ -51,7 +52,7 @@ from .reverse_mode import reverse_mode_requested
 from .specialize import Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim
 
 __all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
-           "capacity_for"]
+           "sized_in_body", "capacity_for"]
 
 MIN_CAPACITY = 16
 # A loop replayed with at most this many iterations is unrolled at its exact sizes.
@@ -328,23 +329,51 @@ def _shaped(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any
     return _bind(eqn.primitive, operands, params)
 
 
-def _unreduced(axes_of: Callable[[dict], Sequence[int]]) -> Callable:
-    """A rule binding as usual when no axis ``axes_of(params)`` names is resizable."""
+def _true_part(x: Any, atom: Any, axes: Sequence[int], fill: Any, env: dict) -> Any:
+    """``x`` with what lies beyond the true size along each resizable axis in ``axes``
+    replaced by ``fill`` (what a buffer holds there is whatever an earlier step left)."""
+    padded = _padded(atom, env)
+    for axis in axes:
+        if padded[axis]:
+            inside = lax.broadcasted_iota(jnp.int64, x.shape, axis) < _size(atom.aval.shape[axis], env)
+            x = jnp.where(inside, x, jnp.asarray(fill, x.dtype))
+    return x
 
-    def rule(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
-        padded = _padded(eqn.invars[0], env)
-        if any(padded[a] for a in axes_of(eqn.params)):
-            raise Unmaskable(f"{eqn.primitive} along a resizable axis")
-        return _bind(eqn.primitive, invals, eqn.params)
 
-    return rule
+def _identity(name: str, dtype: Any) -> Any:
+    """The element a reduction ``name`` ignores (what padding is filled with), for ``dtype``."""
+    dtype = np.dtype(dtype)
+    if name in ("reduce_sum", "reduce_or", "reduce_xor"):
+        return 0
+    if name in ("reduce_prod", "reduce_and"):
+        return 1
+    if dtype == np.bool_:
+        return name in ("reduce_min", "argmin")
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return info.min if name in ("reduce_max", "argmax") else info.max
+    if np.issubdtype(dtype, np.floating) or dtype.kind == "V":  # float8/bfloat16 are kind "V"
+        return -np.inf if name in ("reduce_max", "argmax") else np.inf
+    raise Unmaskable(f"{name} of {dtype} along a resizable axis")
+
+
+def _reduction(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """A reduction along resizable axes: the padding is first filled with the reduction's
+    identity, so it reduces the true elements only (a sum may round differently from one at
+    the exact size, as its summation order may differ)."""
+    name, operand = eqn.primitive.name, eqn.invars[0]
+    axes = eqn.params["axes"]
+    x = _true_part(invals[0], operand, axes, _identity(name, operand.aval.dtype), env)
+    return _bind(eqn.primitive, [x, *invals[1:]], eqn.params)
 
 
 def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """A contraction along resizable axes: both operands' padding zeroed (one alone would let
+    ``0 * inf`` of the other's padding through)."""
     (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
-    if any(_padded(eqn.invars[0], env)[a] for a in lhs_c) or any(_padded(eqn.invars[1], env)[a] for a in rhs_c):
-        raise Unmaskable("a contraction along a resizable axis")
-    return _bind(eqn.primitive, invals, eqn.params)
+    lhs = _true_part(invals[0], eqn.invars[0], lhs_c, 0, env)
+    rhs = _true_part(invals[1], eqn.invars[1], rhs_c, 0, env)
+    return _bind(eqn.primitive, [lhs, rhs], eqn.params)
 
 
 def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
@@ -356,6 +385,36 @@ def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list
 def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
     closed = eqn.params["jaxpr"]
     return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
+
+
+def _nested_for_loop(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+    """A ``for_loop`` in the body that keeps its carried sizes but makes arrays of sizes known
+    only here (``jnp.ones(i)`` of the enclosing loop's index): a ``lax.fori_loop`` whose body is
+    evaluated on buffers too, the size checks of its iterations carried out of it."""
+    params = eqn.params
+    if params["nimplicit"]:
+        raise Unmaskable("a nested resizing loop")
+    body, nconsts = params["body_jaxpr"].jaxpr, params["body_nconsts"]
+    consts, (lower, upper, step, _), carried = invals[:nconsts], invals[nconsts:nconsts + 4], invals[nconsts + 4:]
+    count = jnp.maximum(0, -((lower - upper) // step))
+
+    def one(k: Any, state: tuple) -> tuple:
+        carry, fits, valid, learned = state
+        sub = _Checks(checks.capacity, checks.caps)
+        outs = masked_eval(body, [*consts, lower + k * step, *carry], sub)
+        outs = [_conformed(jnp.asarray(x, np.result_type(c)), np.shape(c)) for x, c in zip(outs, carry)]
+        return (outs, fits & sub.all(sub.fits), valid & sub.all(sub.valid), learned & sub.all(sub.fits_learned))
+
+    ok = jnp.bool_(True)
+    carry, fits, valid, learned = lax.fori_loop(0, count, one, (list(carried), ok, ok, ok))
+    checks.fits.append(fits)
+    checks.valid.append(valid)
+    checks.fits_learned.append(learned)
+    return list(carry)
+
+
+# Nested control flow whose bodies have sizes known only in the enclosing loop's iteration.
+_NESTED_RULES = {"for_loop": _nested_for_loop}
 
 
 def _plain(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
@@ -380,7 +439,7 @@ MASKED_RULES: dict[str, Callable[[Any, list[Any], dict, _Checks], list[Any]]] = 
     "pjit": _nested_call,
     "cond": _cond,
     "jit": _nested_call,
-    **{name: _unreduced(lambda params: params["axes"]) for name in _REDUCTIONS},
+    **{name: _reduction for name in _REDUCTIONS},
 }
 
 
@@ -448,7 +507,14 @@ def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: _Checks, to
             return _shaped(eqn, invals, env, checks)
         return eval_equation(eqn, invals, Mode.STAGED)
     if not touches_buffers:
-        return eval_equation(eqn, invals, Mode.STAGED)
+        try:
+            return eval_equation(eqn, invals, Mode.STAGED)
+        except NeedsHost:
+            if name not in _NESTED_RULES:
+                raise
+            return _NESTED_RULES[name](eqn, invals, env, checks)
+    if name in _NESTED_RULES:
+        return _NESTED_RULES[name](eqn, invals, env, checks)
     if name in _ELEMENTWISE:
         shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
         return _bind(eqn.primitive, [_conformed(x, shape) for x in invals], eqn.params)
@@ -461,6 +527,15 @@ def runs_on_buffers(operands: Sequence[Any]) -> bool:
     """Whether a resizing loop on these operands may run on capacity buffers: not in reverse
     mode (its ``while`` loop cannot be transposed), on concrete values."""
     return not reverse_mode_requested() and not any(isinstance(x, Tracer) for x in operands)
+
+
+def sized_in_body(body: Any, nimplicit: int) -> bool:
+    """Whether a loop body runs on capacity buffers: it resizes its carried arrays
+    (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
+    which no static-shape body holds for every iteration."""
+    return bool(nimplicit) or bool(_size_variables(body)) or any(
+        sized_in_body(sub, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
+        for sub in (eqn.params["body_jaxpr"].jaxpr,))
 
 
 def _size_variables(jaxpr: Any) -> list[Any]:

@@ -33,7 +33,7 @@ from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers
+from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.segments import record_replay
 from ..compiler.specialize import (
@@ -46,9 +46,10 @@ from ..compiler.specialize import (
     to_dim,
 )
 from ..capture.switch import refuse_under_capture
-from ..errors import ArgumentValueError, ControlFlowError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
 from .common import (
@@ -162,7 +163,8 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
 
     spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
     try:
-        outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
+        with runs_only_if_loop_runs(lower, upper, step):
+            outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
     except DimensionMismatch as err:
         raise dimension_error(err, "for_loop", body) from None
     return unwrap_results(outs, len(init), in_tree)
@@ -248,14 +250,25 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     if nimplicit and not dims_unchanged(body, nconsts, nimplicit):
         return _unrolled(body, consts, implicit, (lower, upper, step), carried, nimplicit)
     implicit = [to_dim(d) for d in implicit]
+    count = trip_count(lower, upper, step)
+    if isinstance(count, int) and count == 0:
+        # Not even staged: the body may be traced under facts that hold only when it runs
+        # (`x[i]` of an empty `x`: see size_facts.runs_only_if_loop_runs).
+        return [*implicit, *carried]
 
     def step_fn(k, carry):
         i = lower + k * step
         return tuple(eval_jaxpr(body, [*consts, *implicit, i, *carry], Mode.STAGED)[nimplicit:])
 
-    count = trip_count(lower, upper, step)
     _require_static_trip_count_in_reverse_mode(count)
-    out = lax.fori_loop(0, count, step_fn, tuple(carried))
+    try:
+        out = lax.fori_loop(0, count, step_fn, tuple(carried))
+    except (UnsupportedOperationError, SizeAssumptionError) as err:
+        if not isinstance(count, Tracer):
+            raise
+        # The body may hold only when the loop runs (`x[i]` of an empty `x`): the host knows
+        # the trip count, and runs the body (reporting this error) only if it is not zero.
+        raise NeedsHost("a for_loop body that cannot run at these sizes, its trip count known at run time") from err
     return [*implicit, *out]
 
 
@@ -301,7 +314,7 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     step = _checked_step(step, "host-driven loop")
     lower, upper = int(lower), int(upper)
     count = len(range(lower, upper, step))
-    if nimplicit and count and runs_on_buffers(invals):
+    if count and sized_in_body(params["body_jaxpr"].jaxpr, nimplicit) and runs_on_buffers(invals):
         shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
         ran, implicit, carried = masked_loop(shape).run([], consts, implicit, carried, count, lower, step)
         if ran is not None:

@@ -29,7 +29,7 @@ from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers
+from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.segments import record_replay
 from ..compiler.specialize import (
@@ -285,7 +285,7 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     ops = _operands(invals, params)
     cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
     nimplicit = params["nimplicit"]
-    if nimplicit and runs_on_buffers(invals):
+    if sized_in_body(params["body_jaxpr"].jaxpr, nimplicit) and runs_on_buffers(invals):
         shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
                           params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
         ran, implicit, carried = masked_loop(shape).run(cond_consts, body_consts, implicit, carried)

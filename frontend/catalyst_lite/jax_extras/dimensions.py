@@ -110,7 +110,7 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     ``None`` if one of them is not a size expression. In a trace guided by a call the size inputs
     take that call's values (unless ``at_point`` is false)."""
     scope = current_scope()
-    point = scope.point_values if at_point and scope is not None else None
+    point = scope.point_values if at_point and scope is not None and scope.decides_at_point() else None
     points = []
     for ascending in (True, False):
         symbols = GenericSizes(ascending, point)
@@ -309,7 +309,7 @@ def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: 
     if points is None:
         return None
     answers = {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
-    if generic_answer is not None and (scope is None or scope.point is None):
+    if generic_answer is not None and (scope is None or not scope.decides_at_point()):
         answers = {generic_answer}
     if len(answers) != 1:
         if scope is not None:

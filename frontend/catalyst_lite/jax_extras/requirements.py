@@ -95,7 +95,7 @@ def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
 
 def _check_at_point(lhs: Any, rhs: Any, relation: str, message: str, where: str) -> None:
     scope = current_scope()
-    if scope is None or scope.point is None:
+    if scope is None or not scope.decides_at_point():
         return
     points = set(generic_values(lhs, rhs) or ())
     if len(points) != 1:

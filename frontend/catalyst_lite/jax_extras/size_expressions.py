@@ -147,18 +147,22 @@ def _paren(arg: tuple[str, int], precedence: int) -> str:
 
 class Fact:
     """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the
-    user's line (and the JAX function) whose size logic decided it."""
+    user's line (and the JAX function) whose size logic decided it. A fact with a ``guard`` (a
+    boolean expression) was decided where code runs only when the guard holds (a ``for_loop``
+    body: when the loop runs at least once), and need hold only then."""
 
-    __slots__ = ("lhs", "rhs", "comparison", "where")
+    __slots__ = ("lhs", "rhs", "comparison", "where", "guard")
 
-    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str):
-        self.lhs, self.rhs, self.comparison, self.where = lhs, rhs, comparison, where
+    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str, guard: SizeExpr | None = None):
+        self.lhs, self.rhs, self.comparison, self.where, self.guard = lhs, rhs, comparison, where, guard
 
     def inputs(self) -> frozenset[int]:
-        return self.lhs.inputs() | self.rhs.inputs()
+        guarded = self.guard.inputs() if self.guard is not None else frozenset()
+        return self.lhs.inputs() | self.rhs.inputs() | guarded
 
     def statement(self, names: Sequence[str]) -> str:
-        return f"{self.lhs.render(names)} {self.comparison} {self.rhs.render(names)}"
+        stated = f"{self.lhs.render(names)} {self.comparison} {self.rhs.render(names)}"
+        return stated if self.guard is None else f"{stated} (when {self.guard.render(names)})"
 
 
 # --- Simplification ------------------------------------------------------------------------------
@@ -338,7 +342,8 @@ def _compile(facts: Sequence[Fact], result: SizeExpr | None = None) -> Callable[
     lines = ["def check(values):"]
     roots = [(i, fact) for i, fact in enumerate(facts)] + ([(None, result)] if result is not None else [])
     for i, root in roots:
-        for node in _nodes([root] if i is None else [root.lhs, root.rhs]):
+        sides = [root] if i is None else [root.lhs, root.rhs] + ([root.guard] if root.guard is not None else [])
+        for node in _nodes(sides):
             if id(node) in local:
                 continue
             name = local[id(node)] = f"t{len(local)}"
@@ -354,7 +359,8 @@ def _compile(facts: Sequence[Fact], result: SizeExpr | None = None) -> Callable[
             lines.append(f"    return {local[id(root)]}")
         else:
             lhs, rhs = local[id(root.lhs)], local[id(root.rhs)]
-            lines.append(f"    if not ({lhs} {root.comparison} {rhs}): return {i}")
+            guard = f"({local[id(root.guard)]}) and " if root.guard is not None else ""
+            lines.append(f"    if {guard}not ({lhs} {root.comparison} {rhs}): return {i}")
     if result is None:
         lines.append("    return -1")
     exec(compile("\n".join(lines), "<size facts>", "exec"), namespace)

@@ -24,7 +24,7 @@ import numpy as np
 from jax._src import core, dtypes
 from jax._src.interpreters import partial_eval as pe
 
-from .size_expressions import NEGATED, Fact, SizeExpr, same_expression, simplified
+from .size_expressions import NEGATED, Fact, SizeExpr, UnknownSize, compile_expression, same_expression, simplified
 from .tracing import constant_value
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "describe_aval",
     "is_scalar_int_or_bool",
     "has_subprograms",
+    "runs_only_if_loop_runs",
 ]
 
 
@@ -80,6 +81,10 @@ class SizeScope:
         # Comparisons of sizes left undecided: their answer depends on how unrelated sizes
         # compare (`n < m`), which only a call's sizes can tell.
         self.undecided = 0
+        # Conditions under which the code being traced runs (enclosing for_loop bodies run only
+        # when their loops do): facts decided there need hold only then.
+        self.guards: list[SizeExpr] = []
+        self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
 
     def bind_inputs(self, tracers: Sequence[Any]) -> None:
         """The argument tracers of the trace, in input order (called once the trace creates them)."""
@@ -137,12 +142,30 @@ class SizeScope:
         comparison = comparison if holds else NEGATED[comparison]
         if comparison in ("==", "<=", ">=") and same_expression(lhs_expr, rhs_expr):
             return None  # true whatever the sizes (two computations of one size)
-        key = (id(lhs_expr), id(rhs_expr), comparison)
-        fact = Fact(lhs_expr, rhs_expr, comparison, where)
+        guard = self.guards[-1] if self.guards else None
+        key = (id(lhs_expr), id(rhs_expr), comparison, id(guard))
+        fact = Fact(lhs_expr, rhs_expr, comparison, where, guard)
         if key not in self._fact_keys:
             self._fact_keys.add(key)
             self.facts.append(fact)
         return fact
+
+    def decides_at_point(self) -> bool:
+        """Whether comparisons are decided at the guiding call's sizes: not inside a loop body
+        the call does not run (its guard is false there), whose facts the call need not satisfy,
+        so that its code is traced as for the sizes it runs at (``x[i]`` of an empty ``x``)."""
+        if self.point is None:
+            return False
+        if not self.guards:
+            return True
+        guard = self.guards[-1]
+        if id(guard) not in self._guard_at_point:
+            try:
+                holds = bool(compile_expression(guard)(self.point))
+            except UnknownSize:
+                holds = True
+            self._guard_at_point[id(guard)] = (guard, holds)
+        return self._guard_at_point[id(guard)][1]
 
     def _side(self, x: Any) -> SizeExpr | None:
         if isinstance(x, core.Tracer):
@@ -160,6 +183,34 @@ class SizeScope:
             self.last_disagreement = pair
         elif None not in pair:
             self.last_disagreement = None
+
+
+@contextlib.contextmanager
+def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
+    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``lower < upper`` (for
+    a positive step; ``>`` for a negative one), so that a call for which the loop never runs does
+    not need them (``x[i]`` in a loop over an empty ``x`` decides ``len(x) >= 1``, which matters
+    only when the loop runs). Bounds that are not size expressions (data, an enclosing loop's
+    index) or a step of unknown sign add no guard: the facts hold whenever the enclosing code runs."""
+    scope = current_scope()
+    step = constant_value(step) if isinstance(step, core.Tracer) else step
+    known_step = step is not None and not isinstance(step, core.Tracer) and np.ndim(step) == 0 and \
+        np.issubdtype(np.asarray(step).dtype, np.integer) and int(step) != 0
+    guard = None
+    if scope is not None and known_step:
+        sides = [scope._side(lower), scope._side(upper)]
+        if None not in sides and any(side.op != "literal" for side in sides):
+            guard = SizeExpr.apply_op("lt" if int(step) > 0 else "gt", *sides)
+            if scope.guards:
+                guard = SizeExpr("and", (scope.guards[-1], guard), is_bool=True)
+    if guard is None:
+        yield
+        return
+    scope.guards.append(guard)
+    try:
+        yield
+    finally:
+        scope.guards.pop()
 
 
 def size_name(d: Any) -> str:
