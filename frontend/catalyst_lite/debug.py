@@ -6,6 +6,8 @@
 - :func:`print_memref`: an array with its rank, sizes and strides, as Catalyst prints it.
 - :func:`debug_assert` (also ``catalyst_lite.debug_assert``): a ``RuntimeError`` when a traced
   condition is false at run time; ``qjit(disable_assertions=True)`` leaves them out.
+- Catalyst's compiler-stage functions (``get_compilation_stage``, ``instrumentation``, ...), as
+  far as they mean something for XLA: see :mod:`catalyst_lite.compiler_stages`.
 
 Each is a host callback (see :mod:`catalyst_lite.callbacks`); under differentiation it runs on
 the forward pass only. Outside qjit each simply runs.
@@ -35,7 +37,18 @@ from .errors import ArgumentTypeError, DebugAssertionError, function_name
 from .jax_extras import get_aval
 from .tracing import qjit_option
 
-__all__ = ["callback", "print", "print_memref", "debug_assert"]
+from .compiler_stages import (
+    compile_executable,
+    get_cmain,
+    get_compilation_stage,
+    get_compilation_stages_groups,
+    instrumentation,
+    replace_ir,
+)
+
+__all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation_stage",
+           "get_compilation_stages_groups", "get_cmain", "instrumentation", "replace_ir",
+           "compile_executable"]
 
 
 def callback(callback_fn: Callable) -> Callable:
