@@ -229,3 +229,11 @@ def test_autograph_strict_conversion_raises(monkeypatch):
     monkeypatch.setattr(catalyst_lite, "autograph_strict_conversion", True)
     with pytest.raises(catalyst_lite.AutoGraphError, match="for"):
         qjit(autograph=True)(_loop_over_a_python_list)(2.0)
+
+
+def test_measure_outside_a_qnode_is_catalysts_compile_error():
+    """Catalyst raises ``CompileError`` for ``measure`` outside qjit and outside a QNode."""
+    with pytest.raises(CompileError, match="inside a QNode"):
+        catalyst_lite.measure(0)
+    with pytest.raises(CompileError, match="inside a QNode"):
+        qjit(lambda x: catalyst_lite.measure(0))(1.0)

@@ -24,7 +24,7 @@ from .compiler_stages import draw_graph
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
 from .jax_extras import dynamic_jaxprs
-from .quantum import adjoint, ctrl, measure
+from .quantum import adjoint, ctrl, measure, mitigate_with_zne
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
 from . import debug
@@ -38,7 +38,7 @@ __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_
            "measure", "adjoint", "ctrl",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
            "dynamic_jaxprs", "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",
-           "CompileOptions", "autograph_ignore_fallbacks", "autograph_strict_conversion", "pipeline", "draw_graph",
+           "CompileOptions", "autograph_ignore_fallbacks", "autograph_strict_conversion", "pipeline", "draw_graph", "mitigate_with_zne",
            "__version__"]
 
 # Catalyst's module flags for autograph's loops that cannot be compiled and run as Python loops:
