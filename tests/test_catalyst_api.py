@@ -237,3 +237,18 @@ def test_measure_outside_a_qnode_is_catalysts_compile_error():
         catalyst_lite.measure(0)
     with pytest.raises(CompileError, match="inside a QNode"):
         qjit(lambda x: catalyst_lite.measure(0))(1.0)
+
+
+def test_quantum_errors_have_catalysts_classes():
+    """Catalyst 0.15: an unsupported measurement is a ``CompileError``, a wire beyond the device's
+    a ``RuntimeError`` (from its runtime). catalyst_lite raises them when tracing, with those
+    classes among their bases."""
+    import pennylane as qml
+
+    dev = qml.device("lightning.qubit", wires=2)
+    density = qml.qnode(dev)(lambda x: (qml.RY(x, 0), qml.density_matrix(wires=0))[1])
+    with pytest.raises(CompileError, match="DensityMatrixMP"):
+        qjit(density)(0.3)
+    beyond = qml.qnode(dev)(lambda x: (qml.RY(x, 5), qml.expval(qml.Z(0)))[1])
+    with pytest.raises(RuntimeError, match="wire 5"):
+        qjit(beyond)(0.3)

@@ -30,6 +30,7 @@ from .errors import (
     CompileError,
     DifferentiableCompileError,
     IncompatibleSizesError,
+    QuantumOperationError,
     SizeAssumptionError,
     UnsupportedOperationError,
     function_name,
@@ -356,7 +357,7 @@ class QJIT:
         and an unsupported operation naming this function."""
         try:
             yield
-        except DifferentiableCompileError:
+        except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
