@@ -252,3 +252,12 @@ def test_quantum_errors_have_catalysts_classes():
     beyond = qml.qnode(dev)(lambda x: (qml.RY(x, 5), qml.expval(qml.Z(0)))[1])
     with pytest.raises(RuntimeError, match="wire 5"):
         qjit(beyond)(0.3)
+
+
+def test_qjit_constructed_from_a_compile_options_record():
+    """Catalyst's ``QJIT(fn, CompileOptions(...))``."""
+    f = catalyst_lite.QJIT(lambda x, n: jnp.ones(n) * x, CompileOptions(static_argnums=1, seed=5))
+    np.testing.assert_array_equal(f(2.0, 3), np.full(3, 2.0))
+    assert f.compile_options.static_argnums == (1,) and f.compile_options.seed == 5
+    with pytest.raises(TypeError, match="CompileOptions"):
+        catalyst_lite.QJIT(doubled, {"static_argnums": 1})

@@ -114,6 +114,7 @@ class QJIT:
     def __init__(
         self,
         fn: Callable,
+        compile_options: QJITOptions | None = None,
         *,
         abstracted_axes: Any = None,
         static_argnums: Sequence[int] | int | None = None,
@@ -126,6 +127,10 @@ class QJIT:
         cache_size: int | None = DEFAULT_CACHE_SIZE,
         **options: Any,
     ):
+        if compile_options is not None:
+            # Catalyst's constructor, QJIT(fn, CompileOptions(...)): the record's options.
+            self.__init__(fn, **_keyword_options(compile_options))
+            return
         unknown = set(options) - _ACCEPTED_OPTIONS
         if unknown:
             raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
@@ -616,6 +621,21 @@ def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
         return fn(*jax.tree_util.tree_unflatten(tree, leaves))
 
     return with_constants
+
+
+def _keyword_options(record: QJITOptions) -> dict[str, Any]:
+    """``qjit``'s keyword options from a ``CompileOptions`` record (its fields that only
+    Catalyst's compiler driver reads, ``link``, ``lower_to_llvm``, ``checkpoint_stage``, left
+    out)."""
+    if not isinstance(record, QJITOptions):
+        raise ArgumentTypeError(
+            f"QJIT(fn, compile_options): compile_options must be a catalyst_lite.CompileOptions, got "
+            f"{type(record).__name__}; or pass the options as keywords to qjit."
+        )
+    internal = {"link", "lower_to_llvm", "checkpoint_stage"}
+    options = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in internal}
+    options["static_argnums"] = options["static_argnums"] or None
+    return options
 
 
 def _is_int_scalar(x: Any) -> bool:
