@@ -158,7 +158,8 @@ class QJIT:
         # Every option, as Catalyst's QJIT.compile_options holds them (static_argnums: every
         # static position, those that static_argnames names too).
         self.compile_options = QJITOptions(
-            **{k: v for k, v in options.items() if k in _COMPILE_OPTION_FIELDS}, autograph=autograph, autograph_include=autograph_include, capture=capture,
+            **{k: v for k, v in options.items() if k in _COMPILE_OPTION_FIELDS},
+            autograph=autograph, autograph_include=autograph_include, capture=capture,
             abstracted_axes=abstracted_axes, static_argnames=static_argnames,
             static_argnums=self.binding.static_argnums,
         )
