@@ -106,9 +106,18 @@ class CacheInfo:
 class QJIT:
     """A function compiled by :func:`qjit`. Call it like the original function.
 
+    ``QJIT(fn, **options)`` (what ``qjit`` does) or, as in Catalyst,
+    ``QJIT(fn, CompileOptions(...))``.
+
     Attributes:
         jaxpr: the traced ``ClosedJaxpr`` of the last signature (``None`` before the first trace).
         mlir: StableHLO of :attr:`jaxpr`, symbolic sizes as ``?`` dimensions.
+        compile_options: the options, a :class:`~catalyst_lite.CompileOptions` record.
+        original_function, user_function: the decorated function; the function traced (with
+            ``autograph=True``, the converted one).
+
+    Catalyst's other attributes and methods (``jit_compile``, ``aot_compile``, ``mlir_opt``...)
+    are described in docs/catalyst-compatibility.md.
     """
 
     def __init__(
