@@ -261,3 +261,12 @@ def test_qjit_constructed_from_a_compile_options_record():
     assert f.compile_options.static_argnums == (1,) and f.compile_options.seed == 5
     with pytest.raises(TypeError, match="CompileOptions"):
         catalyst_lite.QJIT(doubled, {"static_argnums": 1})
+
+
+def test_unequal_lengths_of_a_shared_abstracted_axis():
+    """Catalyst raises a ``TypeError``; catalyst_lite's error is also a ``ValueError``."""
+    f = qjit(lambda a, b: a + b, abstracted_axes={0: "n"})
+    np.testing.assert_array_equal(f(np.ones(3), np.arange(3.0)), np.arange(3.0) + 1.0)
+    for error in (TypeError, ValueError):
+        with pytest.raises(error, match="abstracted axis 'n' is shared by argument 'a'.*'b'"):
+            f(np.ones(3), np.ones(4))
