@@ -30,7 +30,6 @@ import logging
 import sys
 from typing import Any, Iterator
 
-from .compiled import QJIT
 from .errors import ArgumentTypeError, ArgumentValueError, UnsupportedOperationError
 from .reporting import LOGGER
 
@@ -48,7 +47,9 @@ _STAGES = ("mlir",)
 
 
 def _checked_qjit(fn: Any, what: str) -> Any:
-    if not isinstance(fn, QJIT):
+    # By its interface: catalyst_lite.compiled imports this module (through debug), not the
+    # other way round.
+    if not (hasattr(type(fn), "jit_compile") and hasattr(type(fn), "mlir")):
         raise ArgumentTypeError(f"debug.{what}: the first argument must be a qjit function, got {type(fn).__name__}.")
     return fn
 
