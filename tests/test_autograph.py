@@ -1073,3 +1073,18 @@ def test_docs_examples_run():
     smooth = namespace["smooth"]
     np.testing.assert_allclose(smooth(jnp.arange(3.0), "square"), [0.0, 1.0, 4.0])
     assert control_flow_of(smooth.jaxpr) == []
+
+
+def test_an_unsupported_construct_is_a_not_implemented_error():
+    """Catalyst raises malt's ``UnsupportedLanguageElementError`` (a ``NotImplementedError``) for
+    ``for``/``else``; ours is an ``AutoGraphError`` that is also one, naming the function."""
+    def f(x):
+        for i in range(3):
+            x = x + i
+        else:
+            x = x * 10
+        return x
+
+    with pytest.raises(NotImplementedError, match="Cannot convert 'test_an_unsupported.*for/else"):
+        qjit(autograph=True)(f)
+    assert float(qjit(f)(1.0)) == 40.0  # without autograph: a Python loop, as written

@@ -183,6 +183,37 @@ def test_debug_print_of_values_and_in_loops(capsys):
     assert lines[2:] == ["[0,  1,  2]", "i=0 acc=0", "i=1 acc=0", "i=2 acc=1"]
 
 
+def test_print_memref_of_higher_ranks_is_catalysts_layout(capsys):
+    """Catalyst's runtime separates the innermost elements by a comma and rank + 1 spaces, ends
+    each row with ", " and starts the next on a new line indented by its depth; integers and bools
+    print in full, floats with 6 significant digits (checked against Catalyst 0.15's output)."""
+    show = qjit(lambda x: (debug.print_memref(x), x)[1])
+    show(np.arange(6).reshape(2, 3) * 100)
+    show(np.arange(8.0).reshape(2, 2, 2) + 0.5)
+    show(np.array([1.5, -2.25, 1e6]))
+    show(np.array([True, False]))
+    data = [line for line in capsys.readouterr().out.splitlines() if not line.startswith("MemRef")]
+    assert data == [
+        "[[0,   100,   200], ", " [300,   400,   500]]",
+        "[[[0.5,    1.5], ", "  [2.5,    3.5]], ", " [[4.5,    5.5], ", "  [6.5,    7.5]]]",
+        "[1.5,  -2.25,  1e+06]",
+        "[1,  0]",
+    ]
+
+
+def test_debug_print_formats_jax_arrays(capsys):
+    """Catalyst formats the values as JAX arrays: a container shows their reprs, a format spec
+    applies to a scalar, and dtypes are kept."""
+    @qjit
+    def f(x, k):
+        debug.print("{d} {x:.2f} {k!r}", d={"a": x}, x=x, k=k)
+        return x
+
+    f(1.5, np.int32(3))
+    expected = f"{ {'a': jnp.asarray(np.float64(1.5))} } 1.50 {jnp.asarray(np.int32(3))!r}"
+    assert capsys.readouterr().out.strip() == expected
+
+
 def test_debug_callback_must_return_none():
     with pytest.raises(ValueError, match="must return None"):
         qjit(lambda x: debug.callback(lambda v: 5)(x))(1.0)

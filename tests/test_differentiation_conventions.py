@@ -190,3 +190,35 @@ def test_outside_qjit_grad_is_exact():
 def test_not_differentiable_is_catalysts_error(program, argument):
     with pytest.raises(DifferentiableCompileError):
         qjit(program)(argument)
+
+
+@pytest.mark.parametrize("wrap", [lambda y: (y,), lambda y: [y], lambda y: {"v": y}], ids=["tuple", "list", "dict"])
+def test_grad_of_a_container_of_one_scalar_keeps_the_container(wrap):
+    """Catalyst: inside qjit, the gradient of a function returning ``(y,)`` or ``{"v": y}`` comes
+    in that container (the arguments' structure inside it), as ``jacobian`` does; outside qjit it
+    is ``jax.grad``'s TypeError."""
+    f = lambda a, b: wrap(a * jnp.sin(b))
+    x, y = 2.0, 0.3
+    scalar = lambda a, b: a * jnp.sin(b)
+    expected = jax.grad(scalar, argnums=(0, 1))(x, y)
+    g = qjit(lambda a, b: grad(f, argnums=(0, 1))(a, b))(x, y)
+    assert jax.tree_util.tree_structure(g) == jax.tree_util.tree_structure(wrap((0.0, 0.0)))
+    np.testing.assert_allclose(jax.tree_util.tree_leaves(g), expected)
+    value, g1 = qjit(lambda a: value_and_grad(f)(a, y))(x)
+    np.testing.assert_allclose(jax.tree_util.tree_leaves((value, g1)), [scalar(x, y), expected[0]])
+    assert jax.tree_util.tree_structure(g1) == jax.tree_util.tree_structure(wrap(0.0))
+    with pytest.raises(TypeError, match="scalar-output"):
+        grad(f)(x, y)
+    with pytest.raises(TypeError, match="scalar-output"):
+        jax.grad(f)(x, y)
+
+
+def test_argnums_naming_an_argument_twice_gives_its_gradient_twice():
+    """Each position of argnums gets its argument's gradient (Catalyst 0.15 returns a zero for a
+    repeated one; jax.grad fails with a StopIteration)."""
+    f = lambda a, b: a * b ** 2
+    expected = [jax.grad(f, argnums=k)(2.0, 3.0) for k in (1, 0, 1)]
+    np.testing.assert_allclose(qjit(lambda a, b: grad(f, argnums=(1, 0, 1))(a, b))(2.0, 3.0), expected)
+    np.testing.assert_allclose(grad(f, argnums=(1, 0, 1))(2.0, 3.0), expected)
+    with pytest.raises(ValueError, match="twice"):
+        qjit(lambda a, b: jvp(f, (a, b), (1.0, 1.0), argnums=(0, 0)))(2.0, 3.0)

@@ -6,7 +6,7 @@ import numpy as np
 import pennylane as qml
 import pytest
 
-from catalyst_lite import CompileError, measure, passes, qjit
+from catalyst_lite import CompileError, measure, passes, pipeline, qjit
 
 DEV = qml.device("default.qubit", wires=2)
 
@@ -52,3 +52,16 @@ def test_an_unknown_pass_is_catalysts_compile_error():
     qnode = passes.apply_pass("my-plugin-pass")(qml.qnode(DEV)(non_commuting))
     with pytest.raises(CompileError, match="unknown pass or pass pipeline: my-plugin-pass"):
         qjit(qnode)(0.7)
+
+
+def test_pipeline_schedules_its_passes_in_order():
+    """Catalyst's ``pipeline({pass: options})``: names of ``catalyst.passes`` or pass names; the
+    results are kept, as with each pass alone; an unknown pass is the same ``CompileError``."""
+    expected = qml.qnode(DEV)(non_commuting)(0.7)
+    scheduled = pipeline({"cancel_inverses": {}, "merge-rotations": {}})(qml.qnode(DEV)(non_commuting))
+    assert [t.pass_name for t in scheduled.compile_pipeline] == ["cancel-inverses", "merge-rotations"]
+    for a, e in zip(qjit(scheduled)(0.7), expected):
+        np.testing.assert_allclose(a, e, atol=1e-10)
+    unknown = pipeline({"my-plugin-pass": {}})(qml.qnode(DEV)(non_commuting))
+    with pytest.raises(CompileError, match="unknown pass or pass pipeline: my-plugin-pass"):
+        qjit(unknown)(0.7)

@@ -19,10 +19,12 @@ from .errors import (
     PlxprCaptureCFCompatibilityError,
 )
 from .compiled import QJIT, qjit
+from .compile_options import CompileOptions
+from .compiler_stages import draw_graph
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
 from .jax_extras import dynamic_jaxprs
-from .quantum import adjoint, ctrl, measure
+from .quantum import adjoint, ctrl, measure, mitigate_with_zne
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
 from . import debug
@@ -36,7 +38,13 @@ __all__ = ["qjit", "QJIT", "for_loop", "while_loop", "cond", "grad", "value_and_
            "measure", "adjoint", "ctrl",
            "autograph_source", "disable_autograph", "run_autograph", "AutoGraphError",
            "dynamic_jaxprs", "CatalystLiteError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError",
+           "CompileOptions", "autograph_ignore_fallbacks", "autograph_strict_conversion", "pipeline", "draw_graph", "mitigate_with_zne",
            "__version__"]
+
+# Catalyst's module flags for autograph's loops that cannot be compiled and run as Python loops:
+# strict conversion raises their error instead, ignoring fallbacks drops the AutoGraphWarning.
+autograph_ignore_fallbacks = False
+autograph_strict_conversion = False
 
 apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see settings.py)
 
@@ -46,4 +54,6 @@ def __getattr__(name: str):
     # use it pay for that import (a classical program never does).
     if name == "passes":
         return importlib.import_module(".passes", __name__)
+    if name == "pipeline":
+        return importlib.import_module(".passes", __name__).pipeline
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

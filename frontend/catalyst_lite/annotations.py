@@ -112,13 +112,14 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
 
 def check_python_scalar(fn_name: str, arg_name: str, annotation: type, a: Any) -> None:
     """An argument of a parameter annotated ``int``/``float``/``bool``/``complex`` is a scalar
-    of that kind (an ``int`` for ``float``, any number for ``complex``)."""
+    of that kind or one that promotes to it, as Catalyst converts it (a ``bool`` for ``int``, an
+    ``int`` or ``bool`` for ``float``, any number for ``complex``)."""
     kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
     ok = kind is not None and np.ndim(a) == 0 and {
-        int: np.issubdtype(kind, np.integer) and not isinstance(a, bool),
-        float: np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer),
+        int: np.issubdtype(kind, np.integer) or kind == np.dtype(bool),
+        float: np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer) or kind == np.dtype(bool),
         bool: kind == np.dtype(bool),
-        complex: np.issubdtype(kind, np.number),
+        complex: np.issubdtype(kind, np.number) or kind == np.dtype(bool),
     }[annotation]
     if not ok:
         raise ArgumentTypeError(

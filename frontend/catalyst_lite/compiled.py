@@ -17,6 +17,7 @@ import functools
 import threading
 import time
 import types
+import warnings
 from typing import Any, Callable, Hashable, Sequence
 
 import jax
@@ -29,6 +30,7 @@ from .errors import (
     CompileError,
     DifferentiableCompileError,
     IncompatibleSizesError,
+    QuantumOperationError,
     SizeAssumptionError,
     UnsupportedOperationError,
     function_name,
@@ -42,6 +44,7 @@ from .autograph import run_autograph
 from .callbacks import raise_from_callback
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
+from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
 from .compiler.boundary import call_from_transformation
 from .compiler.executable import Executable, FastCall
@@ -73,27 +76,15 @@ _ACCEPTED_OPTIONS = {
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
     "use_nameloc",
 }
+_COMPILE_OPTION_FIELDS = {f.name for f in dataclasses.fields(QJITOptions)}
 
-
-def _check_seed(seed: Any, name: str) -> None:
-    """``qjit(seed=...)`` is ``None`` or an unsigned 32-bit integer, as in Catalyst.
-
-    >>> _check_seed(2**32, "f")
-    Traceback (most recent call last):
-    ...
-    catalyst_lite.errors.ArgumentValueError: qjit(seed=4294967296) of f: Seed must be an unsigned 32-bit integer! Use a seed in 0..4294967295.
-    """
-    if seed is None:
-        return
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ArgumentTypeError(
-            f"qjit(seed={seed!r}) of {name}: the seed must be an integer in 0..{2**32 - 1}, "
-            f"got {type(seed).__name__}."
-        )
-    if not 0 <= seed < 2**32:
-        raise ArgumentValueError(
-            f"qjit(seed={seed}) of {name}: Seed must be an unsigned 32-bit integer! Use a seed in 0..{2**32 - 1}."
-        )
+# Catalyst's QJIT methods that drive its MLIR/LLVM pipeline stage by stage: no such stages here.
+_PIPELINE_STAGES = {
+    "compile": "compiles Catalyst's MLIR module to a shared library",
+    "generate_ir": "lowers the jaxpr to Catalyst's MLIR dialects",
+    "capture": "traces the function for Catalyst's compiler",
+    "call_with_wrapper": "calls Catalyst's compiled shared library",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,14 +106,24 @@ class CacheInfo:
 class QJIT:
     """A function compiled by :func:`qjit`. Call it like the original function.
 
+    ``QJIT(fn, **options)`` (what ``qjit`` does) or, as in Catalyst,
+    ``QJIT(fn, CompileOptions(...))``.
+
     Attributes:
         jaxpr: the traced ``ClosedJaxpr`` of the last signature (``None`` before the first trace).
         mlir: StableHLO of :attr:`jaxpr`, symbolic sizes as ``?`` dimensions.
+        compile_options: the options, a :class:`~catalyst_lite.CompileOptions` record.
+        original_function, user_function: the decorated function; the function traced (with
+            ``autograph=True``, the converted one).
+
+    Catalyst's other attributes and methods (``jit_compile``, ``aot_compile``, ``mlir_opt``...)
+    are described in docs/catalyst-compatibility.md.
     """
 
     def __init__(
         self,
         fn: Callable,
+        compile_options: QJITOptions | None = None,
         *,
         abstracted_axes: Any = None,
         static_argnums: Sequence[int] | int | None = None,
@@ -135,23 +136,42 @@ class QJIT:
         cache_size: int | None = DEFAULT_CACHE_SIZE,
         **options: Any,
     ):
+        if compile_options is not None:
+            # Catalyst's constructor, QJIT(fn, CompileOptions(...)): the record's options.
+            self.__init__(fn, **_keyword_options(compile_options))
+            return
         unknown = set(options) - _ACCEPTED_OPTIONS
         if unknown:
             raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
         functools.update_wrapper(self, fn)
+        if not hasattr(fn, "__name__"):
+            self.__name__ = "unknown"  # a functools.partial, a callable object: as Catalyst names it
         self.original_function = fn
-        _check_seed(options.get("seed"), function_name(fn))
-        # What is traced: with autograph, fn with its Python control flow converted.
-        self._function = run_autograph(fn, *autograph_include) if autograph else fn
         self.name = function_name(fn)
+        check_seed(options.get("seed"), self.name)
+        if autograph_include and not autograph:
+            raise CompileError(
+                f"qjit(autograph_include={list(autograph_include)!r}) of {self.name}: "
+                "autograph_include names modules for autograph to convert; pass autograph=True too."
+            )
+        # What is traced: with autograph, fn with its Python control flow converted (Catalyst's
+        # name for it).
+        self.user_function = run_autograph(fn, *autograph_include) if autograph else fn
         check_capture_option(capture, self.name)
         if capture != "global" and capture:
             with capture_switched(True, self.name):  # PennyLane may refuse: say so at once
                 pass
-        self.capture = capture
-        self.autograph = autograph
+        self._capture = capture
         self.options = dict(options, abstracted_axes=abstracted_axes)
         self.binding = CallBinding(fn, static_argnums, static_argnames)
+        # Every option, as Catalyst's QJIT.compile_options holds them (static_argnums: every
+        # static position, those that static_argnames names too).
+        self.compile_options = QJITOptions(
+            **{k: v for k, v in options.items() if k in _COMPILE_OPTION_FIELDS},
+            autograph=autograph, autograph_include=autograph_include, capture=capture,
+            abstracted_axes=abstracted_axes, static_argnames=static_argnames,
+            static_argnums=self.binding.static_argnums,
+        )
         # The parameters' annotations as objects (strings evaluated once, here).
         self._annotations = {
             name: resolved_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
@@ -174,14 +194,6 @@ class QJIT:
         self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
             self._trace_generic(self._annotated)
-
-    @property
-    def compile_options(self) -> types.SimpleNamespace:
-        """The options as Catalyst's ``QJIT.compile_options`` shows them: ``static_argnums`` (every
-        static position, those named by ``static_argnames`` too), ``autograph`` and the others."""
-        return types.SimpleNamespace(
-            static_argnums=self.binding.static_argnums, autograph=self.autograph, **self.options
-        )
 
     # --- tracing -----------------------------------------------------------------------------
 
@@ -248,7 +260,7 @@ class QJIT:
         """Trace the function for this call's signature in ``scope``; with ``static`` (values of
         the size inputs, ``None`` for the others), with those sizes as constants: the abstracted
         axes static and the integer arguments Python numbers, as ``jax.jit`` sees them."""
-        fn = self.binding.of_dynamic_arguments(self._function, call)
+        fn = self.binding.of_dynamic_arguments(self.user_function, call)
         if static is not None:
             leaves = jax.tree_util.tree_leaves(call.dynamic)
             specs = [
@@ -266,7 +278,7 @@ class QJIT:
 
     def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None) -> Executable:
         """Trace ``fn`` into a program, made callable with this function's compile options."""
-        if uses_capture(self.capture):
+        if uses_capture(self._capture):
             # Imported here: it imports PennyLane, which only programs that use it pay for.
             from .capture.program import captured_program
 
@@ -282,15 +294,25 @@ class QJIT:
             self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
         return Executable(program, self._executable_options)
 
-    def _annotated_values(self, call: CallArguments) -> tuple:
-        """The call's values checked against the annotations and converted to them where
-        Catalyst converts (see :func:`.annotations.as_annotated`)."""
+    def _conformed(self, call: CallArguments) -> CallArguments:
+        """With type annotations, the call's values converted to them where Catalyst converts
+        (see :func:`.annotations.as_annotated`). Values that do not fit the annotations are traced
+        for their own types with a ``UserWarning``, as Catalyst recompiles for them."""
+        if self._annotated is None:
+            return call
         out = []
         for (tag, ident), name, a in zip(call.keys, call.names, call.values):
             if tag == "":
-                a = as_annotated(self.name, name, self._annotations[ident], a)
+                try:
+                    a = as_annotated(self.name, name, self._annotations[ident], a)
+                except ArgumentTypeError as mismatch:
+                    warnings.warn(
+                        f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
+                        UserWarning, stacklevel=4,
+                    )
+                    return call
             out.append(a)
-        return tuple(out)
+        return dataclasses.replace(call, values=tuple(out))
 
     # --- calling -----------------------------------------------------------------------------
 
@@ -303,7 +325,7 @@ class QJIT:
         if is_tracing():
             # Called while a program is being traced (recursion, or a qjit function calling
             # another): inlined into that program, as Catalyst does, with its symbolic sizes.
-            return self._function(*args, **kwargs)
+            return self.user_function(*args, **kwargs)
         # Fast path: arguments of the types, shapes and dtypes of a call already validated need
         # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
@@ -320,9 +342,7 @@ class QJIT:
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
         """A call with every check; remembered for the fast path when ``key`` settles them."""
-        call = self.binding.bind(args, kwargs)
-        if self._annotated is not None:
-            call = dataclasses.replace(call, values=self._annotated_values(call))
+        call = self._conformed(self.binding.bind(args, kwargs))
         executable, leaves, names, axis_lengths = self._program_for(call)
         implicit = executable.program.implicit_args(leaves, names, self.name)
         self._check_size_arguments_known(executable, implicit, leaves, names)
@@ -352,7 +372,7 @@ class QJIT:
         and an unsupported operation naming this function."""
         try:
             yield
-        except DifferentiableCompileError:
+        except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
@@ -384,6 +404,72 @@ class QJIT:
             for family in list(self._programs.values())
             for program in [*family.programs, *family.static_programs.values()]
         ]
+
+    # --- Catalyst's compilation API -------------------------------------------------------------
+
+    workspace = None
+    """Catalyst's directory of intermediate files: catalyst_lite writes none (``None``)."""
+
+    llvmir = None
+    """Catalyst's LLVM IR: XLA generates machine code without exposing one (``None``)."""
+
+    def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:
+        """Trace and compile the program for these arguments without running it (Catalyst's
+        ``jit_compile``): the next call with their types and sizes runs at once. Returns
+        ``False``: no argument needs converting to a compiled signature (each new signature is
+        traced for its own types)."""
+        call = self._conformed(self.binding.bind(tuple(args), kwargs))
+        executable, leaves, names, _ = self._program_for(call)
+        implicit = executable.program.implicit_args(leaves, names, self.name)
+        with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
+            executable.prepare(implicit, leaves)
+        return False
+
+    def aot_compile(self) -> None:
+        """Trace the program of the parameters' type annotations now (Catalyst's ``aot_compile``;
+        ``@qjit`` already does so when every parameter is annotated with a type)."""
+        if self._annotated is None:
+            raise ArgumentTypeError(
+                f"{self.name}.aot_compile(): compiling ahead of time needs every parameter "
+                "annotated with a type (int, float, jax.ShapeDtypeStruct((3,), jnp.float64), ...) "
+                "and no static arguments."
+            )
+        self._trace_generic(self._annotated)
+
+    def pre_compilation(self) -> Callable:
+        """The function that is traced: :attr:`user_function` (with ``autograph=True``, the
+        converted function)."""
+        return self.user_function
+
+    def run(self, args: Sequence[Any], kwargs: dict) -> Any:
+        """Run the function on ``args`` and ``kwargs`` (as calling it does)."""
+        return self(*args, **kwargs)
+
+    @property
+    def mlir_opt(self) -> str | None:
+        """Catalyst's MLIR after its optimization passes. XLA optimizes inside its compiler, so
+        this is :attr:`mlir` (``specialized_mlir(...)`` shows what XLA compiles for given
+        arguments)."""
+        return self.mlir
+
+    @property
+    def out_treedef(self):
+        """The pytree structure of the results (of the most recent signature)."""
+        return None if self._last is None else self._last.program.out_tree
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes QJIT does not have: Catalyst's pipeline stages explain why.
+        if name in _PIPELINE_STAGES:
+            def unsupported(*_args: Any, **_kwargs: Any) -> Any:
+                raise UnsupportedOperationError(
+                    f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
+                    "traces on the first call (or from type annotations) and compiles with XLA per "
+                    "size signature. Use jit_compile(args) to compile ahead of a call, and .jaxpr, "
+                    ".mlir or specialized_mlir(...) to inspect the program."
+                )
+            unsupported.__name__ = name
+            return unsupported
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def jaxpr(self):
@@ -545,6 +631,21 @@ def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
         return fn(*jax.tree_util.tree_unflatten(tree, leaves))
 
     return with_constants
+
+
+def _keyword_options(record: QJITOptions) -> dict[str, Any]:
+    """``qjit``'s keyword options from a ``CompileOptions`` record (its fields that only
+    Catalyst's compiler driver reads, ``link``, ``lower_to_llvm``, ``checkpoint_stage``, left
+    out)."""
+    if not isinstance(record, QJITOptions):
+        raise ArgumentTypeError(
+            f"QJIT(fn, compile_options): compile_options must be a catalyst_lite.CompileOptions, got "
+            f"{type(record).__name__}; or pass the options as keywords to qjit."
+        )
+    internal = {"link", "lower_to_llvm", "checkpoint_stage"}
+    options = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in internal}
+    options["static_argnums"] = options["static_argnums"] or None
+    return options
 
 
 def _is_int_scalar(x: Any) -> bool:

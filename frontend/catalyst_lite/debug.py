@@ -6,6 +6,8 @@
 - :func:`print_memref`: an array with its rank, sizes and strides, as Catalyst prints it.
 - :func:`debug_assert` (also ``catalyst_lite.debug_assert``): a ``RuntimeError`` when a traced
   condition is false at run time; ``qjit(disable_assertions=True)`` leaves them out.
+- Catalyst's compiler-stage functions (``get_compilation_stage``, ``instrumentation``, ...), as
+  far as they mean something for XLA: see :mod:`catalyst_lite.compiler_stages`.
 
 Each is a host callback (see :mod:`catalyst_lite.callbacks`); under differentiation it runs on
 the forward pass only. Outside qjit each simply runs.
@@ -27,15 +29,27 @@ import builtins
 import functools
 from typing import Any, Callable
 
+import jax.numpy as jnp
 import numpy as np
-from jax.tree_util import tree_flatten
+from jax.tree_util import tree_flatten, tree_map
 
 from .callbacks import HostCall, call_on_host, run_eagerly
 from .errors import ArgumentTypeError, DebugAssertionError, function_name
-from .jax_extras import get_aval
+from .jax_extras import get_aval, x64_scope
 from .tracing import qjit_option
 
-__all__ = ["callback", "print", "print_memref", "debug_assert"]
+from .compiler_stages import (
+    compile_executable,
+    get_cmain,
+    get_compilation_stage,
+    get_compilation_stages_groups,
+    instrumentation,
+    replace_ir,
+)
+
+__all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation_stage",
+           "get_compilation_stages_groups", "get_cmain", "instrumentation", "replace_ir",
+           "compile_executable"]
 
 
 def callback(callback_fn: Callable) -> Callable:
@@ -65,23 +79,47 @@ def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst'
     ``"{x:.2f}"``); a ``fmt`` that is not a string is itself printed. An f-string is formatted
     when traced, so it shows tracers, not values."""
     if isinstance(fmt, str):
-        callback(lambda *a, **k: builtins.print(fmt.format(*a, **k)))(*args, **kwargs)
+        callback(lambda *a, **k: builtins.print(fmt.format(*_as_jax_arrays(a), **_as_jax_arrays(k))))(*args, **kwargs)
     else:
         callback(builtins.print)(fmt)
 
 
+def _as_jax_arrays(tree: Any) -> Any:
+    """The values as JAX arrays, as Catalyst formats them: ``{}`` shows ``1.0`` or ``[1. 2.]``
+    (as a NumPy value would), a container shows its arrays' reprs (``Array(1., dtype=float64)``);
+    their dtypes kept."""
+    with x64_scope():
+        return tree_map(lambda v: jnp.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v, tree)
+
+
 def _number_text(v: Any) -> str:
-    """A number as a C++ stream prints it (Catalyst's runtime): ``1`` and ``0.5``, not ``1.``."""
-    return f"({v.real:g},{v.imag:g})" if np.iscomplexobj(v) else format(v, "g")
+    """A number as a C++ stream prints it (Catalyst's runtime): ``1`` and ``0.5``, not ``1.``;
+    integers and bools in full (``1000000``, ``1``/``0``), floats with 6 significant digits."""
+    if np.iscomplexobj(v):
+        return f"({v.real:g},{v.imag:g})"
+    if isinstance(v, (bool, np.bool_, int, np.integer)):
+        return str(int(v))
+    return format(v, "g")
+
+
+def _memref_data(array: np.ndarray) -> str:
+    """The elements as Catalyst's runtime prints a memref: elements of the innermost axis
+    separated by a comma and ``rank + 1`` spaces, each row ending with ``", "`` and a new line
+    indented by its depth."""
+    separator = "," + " " * (array.ndim + 1)
+
+    def nested(a: np.ndarray, depth: int) -> str:
+        if a.ndim == 1:
+            return "[" + separator.join(_number_text(v) for v in a) + "]"
+        return "[" + (", \n" + " " * (depth + 1)).join(nested(row, depth + 1) for row in a) + "]"
+
+    return nested(array, 0)
 
 
 def _memref_text(x: Any) -> str:
     array = np.asarray(x)
     strides = [s // array.itemsize for s in array.strides] if array.ndim else []
-    if array.ndim:
-        data = np.array2string(array, separator=",  ", formatter={"all": _number_text})
-    else:
-        data = _number_text(array[()])
+    data = _memref_data(array) if array.ndim else _number_text(array[()])
     return (
         f"MemRef: base@ = 0x{id(array):x} rank = {array.ndim} offset = 0 sizes = {list(array.shape)} "
         f"strides = {strides} data =\n{data}"

@@ -133,13 +133,16 @@ class DebugAssertionError(CatalystLiteError, RuntimeError):
     ``RuntimeError`` with the assertion's message)."""
 
 
-class QuantumOperationError(CatalystLiteError, TypeError):
-    """A quantum circuit uses an operation or measurement that catalyst_lite cannot compile."""
+class QuantumOperationError(CompileError, TypeError):
+    """A quantum circuit uses an operation or measurement that catalyst_lite cannot compile
+    (Catalyst's ``CompileError`` for an unsupported measurement or mid-circuit measurement use;
+    also a ``TypeError``)."""
 
 
-class WireError(CatalystLiteError, ValueError):
+class WireError(CatalystLiteError, ValueError, RuntimeError):
     """A quantum operation acts on a wire the device does not have, or a device's number of
-    wires is not a fixed Python integer."""
+    wires is not a fixed Python integer. (Catalyst's runtime raises a ``RuntimeError`` for a wire
+    beyond the device's: this is both.)"""
 
 
 class CaptureUnavailableError(CatalystLiteError, ImportError):

@@ -34,7 +34,9 @@ __all__ = [
     "decompose_arbitrary_ppr", "diagonalize_measurements", "disentangle_cnot", "disentangle_swap",
     "graph_decomposition", "gridsynth", "ions_decomposition", "merge_ppr_ppm", "merge_rotations",
     "parity_synth", "ppm_compilation", "ppr_to_mbqc", "ppr_to_ppm", "reduce_t_depth", "to_ppr",
+    "pipeline",
 ]
+_NOT_PASSES = {"apply_pass", "apply_pass_plugin", "pipeline"}
 
 
 def apply_pass(pass_name: str, *flags: Any, **valued_options: Any) -> Callable[[Any], Any]:
@@ -42,6 +44,23 @@ def apply_pass(pass_name: str, *flags: Any, **valued_options: Any) -> Callable[[
 
     def decorator(qnode: Any) -> Any:
         return qml.transform(pass_name=pass_name)(qnode, *flags, **valued_options)
+
+    return decorator
+
+
+def pipeline(pass_pipeline: dict[str, dict[str, Any]]) -> Callable[[Any], Any]:
+    """A decorator scheduling several passes on a QNode, in the dictionary's order: each key a
+    pass (a name of this module, ``"cancel_inverses"``, or a pass name, ``"cancel-inverses"``),
+    each value its options. Like :func:`apply_pass` for each; an unknown pass is Catalyst's
+    ``CompileError`` when the QNode compiles."""
+    if not isinstance(pass_pipeline, dict):
+        raise TypeError(f"pipeline: the pass pipeline must be a dict of pass names to options, got {type(pass_pipeline).__name__}.")
+
+    def decorator(qnode: Any) -> Any:
+        for name, options in pass_pipeline.items():
+            named = globals().get(name) if name in __all__ and name not in _NOT_PASSES else None
+            qnode = named(qnode, **(options or {})) if named is not None else apply_pass(name, **(options or {}))(qnode)
+        return qnode
 
     return decorator
 

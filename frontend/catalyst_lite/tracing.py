@@ -21,7 +21,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.assumptions import NO_FACTS, SizeFacts, size_input_names
 from .diagnostics import escaped_size_error, user_facing_trace_errors
-from .errors import ArgumentValueError
+from .errors import IncompatibleSizesError
 from .jax_extras import (
     ClosedJaxpr,
     InputType,
@@ -155,7 +155,8 @@ def implicit_values(
     leaf_names: Sequence[str],
     fn_name: str,
 ) -> list[int]:
-    """The length of each abstracted axis in ``leaves``; an error when a shared one differs."""
+    """The length of each abstracted axis in ``leaves``; an error when a shared one differs (a
+    ``ValueError``, and a ``TypeError`` as Catalyst raises it)."""
     values = []
     for name, sources in zip(axis_names, dim_sources):
         (leaf0, axis0), *others = sources
@@ -163,7 +164,7 @@ def implicit_values(
         for leaf, axis in others:
             m = _shape(leaves[leaf])[axis]
             if m != n:
-                raise ArgumentValueError(
+                raise IncompatibleSizesError(
                     f"{fn_name}: abstracted axis {name!r} is shared by argument "
                     f"{leaf_names[leaf0]} (axis {axis0}, length {n}) and argument "
                     f"{leaf_names[leaf]} (axis {axis}, length {m}), but the lengths differ."

@@ -309,9 +309,10 @@ def _run(
         set_state(init)
         checkpoint.restore()
         containers.restore()
-        if python_loop is None:
+        package = sys.modules["catalyst_lite"]  # Catalyst's module flags (see its __init__)
+        if python_loop is None or package.autograph_strict_conversion:
             _raise_explained(error, where, kind)
-        python_loop(error, lambda: _warn_fallback(error, where, kind))
+        python_loop(error, lambda: None if package.autograph_ignore_fallbacks else _warn_fallback(error, where, kind))
 
 
 _NEEDS_CONCRETE_VALUES = (

@@ -49,6 +49,7 @@ from . import item_assignment
 __all__ = [
     "ConvertedCode",
     "ConversionFailed",
+    "UnsupportedConstructError",
     "convert_code",
     "cached_conversion",
     "converted_function",
@@ -74,6 +75,11 @@ class ConvertedCode:
 
 class ConversionFailed(AutoGraphError):
     """malt cannot convert a function (no source code, a construct it does not support)."""
+
+
+class UnsupportedConstructError(ConversionFailed, NotImplementedError):
+    """The function uses a construct autograph does not convert (``for``/``else``...): also a
+    ``NotImplementedError``, as Catalyst raises it."""
 
 
 # --- the passes ----------------------------------------------------------------------------------
@@ -357,7 +363,11 @@ def convert_code(fn: Callable) -> ConvertedCode:
                 ) from err
             except Exception as err:
                 reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
-                raise ConversionFailed(
+                failure = (
+                    UnsupportedConstructError if isinstance(err, errors.UnsupportedLanguageElementError)
+                    else ConversionFailed
+                )
+                raise failure(
                     f"Cannot convert {fn.__qualname__!r} for autograph ({type(err).__name__}: {reason})."
                 ) from err
             converted = _by_code[code] = ConvertedCode(factory, tree, name, always_returns, changed)

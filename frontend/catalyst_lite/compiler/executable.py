@@ -82,6 +82,13 @@ class Executable:
         """The function's result for a call (in the caller's x64 scope)."""
         return self.program.results(self.runner(*self.arguments(implicit, leaves)))
 
+    def prepare(self, implicit: Sequence[int], leaves: Sequence[Any]) -> None:
+        """Compile the specialization of a call's sizes without running it (a program that needs
+        the host is compiled by its first run)."""
+        args = self.arguments(implicit, leaves)
+        key = self.runner.signature(args) if self.runner.static_positions else ()
+        self.runner.prepare(key, [args[i] for i in self.runner.dynamic_positions])
+
     def lower(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
         """``jax.stages.Lowered`` of the specialization at these sizes (raises
         :class:`~.specialize.NeedsHost` when the program runs host-driven)."""

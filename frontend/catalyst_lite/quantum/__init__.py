@@ -15,9 +15,11 @@
 - :mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`: shots and ``mcm_method``; mid-circuit measurement
   outcomes; one execution per shot or per branch.
 - :mod:`.prng`: the seedable PRNG.
+- :mod:`.mitigation`: Catalyst's ``mitigate_with_zne`` (zero-noise extrapolation).
 """
 
 from .qnode import execute_qnode, measure, quantum_tracing
 from .operators import adjoint, ctrl
+from .mitigation import mitigate_with_zne
 
-__all__ = ["execute_qnode", "measure", "quantum_tracing", "adjoint", "ctrl"]
+__all__ = ["execute_qnode", "measure", "quantum_tracing", "adjoint", "ctrl", "mitigate_with_zne"]

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 
 from ..capture.switch import pennylane_capture_enabled
 from ..control_flow.common import ambient_carry, control_flow_handler
-from ..errors import QuantumOperationError, QuantumRegionError, WireError
+from ..errors import CompileError, QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -523,7 +523,8 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
 
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
     if not stack or not is_tracing():
-        raise QuantumOperationError("measure() is only available inside a QNode compiled by qjit.")
+        # Catalyst's error class for it (outside qjit, or in qjit outside a QNode).
+        raise CompileError("measure() is only available inside a QNode compiled by qjit.")
     circuit = stack[-1]
     state = circuit.state
     if state.regions:

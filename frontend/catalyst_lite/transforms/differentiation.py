@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
 from ..capture.switch import pennylane_capture_enabled
 from ..compiled import QJIT
@@ -123,12 +123,17 @@ class Selection:
     """The arguments of a call, flattened, and which of them are differentiated."""
 
     flat_args: list[Any]
-    wrt: tuple[int, ...]  # flat positions of the differentiated leaves
-    trees: list[PyTreeDef]  # structure of each differentiated argument
+    wrt: tuple[int, ...]  # flat positions of the differentiated leaves (each once)
+    trees: list[PyTreeDef]  # structure of each argument argnums names
     single: bool  # argnums was an int: one result instead of a tuple
+    # For each leaf of the arguments argnums names, its index in wrt: argnums may name an
+    # argument twice, as jax.grad allows (its derivative is then given twice).
+    leaves: tuple[int, ...]
 
     def unflatten(self, values: Sequence[Any]) -> Any:
-        """Per-leaf values of the differentiated leaves, as the differentiated arguments."""
+        """Per-leaf values of the differentiated leaves (in :attr:`wrt`'s order), as the
+        arguments argnums names."""
+        values = [values[i] for i in self.leaves]
         out, start = [], 0
         for tree in self.trees:
             out.append(tree_unflatten(tree, list(values[start : start + tree.num_leaves])))
@@ -166,7 +171,7 @@ def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[i
     for a in args:
         starts.append(len(flat_args))
         flat_args.extend(tree_flatten(a)[0])
-    wrt, trees = [], []
+    requested, trees = [], []
     for k in indices:
         tree = tree_structure(args[k])
         for j in range(tree.num_leaves):
@@ -177,9 +182,10 @@ def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[i
                     "floating-point and complex arguments can be differentiated. Leave it out of "
                     "argnums."
                 )
-            wrt.append(starts[k] + j)
+            requested.append(starts[k] + j)
         trees.append(tree)
-    return Selection(flat_args, tuple(wrt), trees, isinstance(argnums, int))
+    wrt = tuple(dict.fromkeys(requested))
+    return Selection(flat_args, wrt, trees, isinstance(argnums, int), tuple(wrt.index(p) for p in requested))
 
 
 @dataclass
@@ -329,10 +335,11 @@ class _Transformed:
     ``method`` (it compiles itself with qjit once, so that ``fn`` may use catalyst_lite).
     """
 
-    def __init__(self, fn: Callable, kind: str, options: Options):
+    def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
         self.fn = fn.original_function if isinstance(fn, QJIT) else fn
         self.kind = kind
         self.options = options
+        self.as_jax = as_jax  # outside qjit: JAX's rules (a gradient needs a bare scalar result)
         self.__name__ = self.__qualname__ = f"{kind}({function_name(self.fn)})"
         self.__doc__ = getattr(self.fn, "__doc__", None)
         self._compiled: Any = None
@@ -345,26 +352,37 @@ class _Transformed:
             return transformed(*args, **kwargs)
         if not is_tracing():
             if self._compiled is None:
-                self._compiled = QJIT(_Transformed(self.fn, self.kind, replace(self.options, method="auto")))
+                self._compiled = QJIT(
+                    _Transformed(self.fn, self.kind, replace(self.options, method="auto"), as_jax=True)
+                )
             return self._compiled(*args, **kwargs)
         argnums = 0 if self.options.argnums is None else self.options.argnums
         if self.kind == "jacobian":
             return _jacobian(self.__name__, self.fn, args, argnums, self.options, kwargs)
-        value, grads = _value_and_grad(self.__name__, self.fn, args, argnums, self.options, kwargs)
+        value, grads = _value_and_grad(self.__name__, self.fn, args, argnums, self.options, kwargs, self.as_jax)
         return (value, grads) if self.kind == "value_and_grad" else grads
 
 
 def _value_and_grad(
-    api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict
+    api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict, as_jax: bool = False
 ) -> tuple[Any, Any]:
-    """``grad`` is a vector-Jacobian product with the cotangent 1 of the scalar result."""
+    """``grad`` is a vector-Jacobian product with the cotangent 1 of the scalar result. A result
+    that is a container of one scalar (``(y,)``, ``{"v": y}``) gives the gradient in that
+    container, as Catalyst does inside qjit (``{"v": dy/dx}``); ``as_jax``: an error, as
+    ``jax.grad`` (and so Catalyst outside qjit) raises."""
 
     def seed(traced: TracedFunction) -> list[Any]:
         traced.check_real_scalar_result()
+        if as_jax and not treedef_is_leaf(traced.out_tree):
+            raise DifferentiationError(
+                f"{api}: Gradient only defined for scalar-output functions; the function returns "
+                f"{traced.out_tree}. Return the scalar itself."
+            )
         return [np.ones((), traced.result_avals[0].dtype)]
 
     traced, outs = differentiate(api, fn, args, argnums, "vjp", options, seed, kwargs)
-    return tree_unflatten(traced.out_tree, outs[:1]), traced.selection.unflatten(outs[1:])
+    grads = traced.selection.unflatten(outs[1:])
+    return tree_unflatten(traced.out_tree, outs[:1]), tree_unflatten(traced.out_tree, [grads])
 
 
 def _jacobian(api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict) -> Any:
@@ -497,6 +515,8 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
 
     def flat_tangents(traced: TracedFunction) -> list[Any]:
         traced.check_differentiable_results()
+        if len(traced.selection.leaves) != len(traced.selection.wrt):
+            raise ArgumentValueError(f"{traced.api}: argnums={argnums!r} names an argument twice; name each once.")
         flat = tree_flatten(tangents)[0]
         wrt_avals = [get_aval(traced.selection.flat_args[k]) for k in traced.selection.wrt]  # the caller's sizes
         _check_like(traced.api, "tangents", flat, wrt_avals, "differentiated arguments")

@@ -1,0 +1,272 @@
+"""Catalyst 0.15's ``qjit`` object, ``CompileOptions``, ``catalyst.debug``'s compiler-stage
+functions and its autograph module flags, as catalyst_lite provides them (see
+docs/catalyst-compatibility.md): the same names, defaults and checks, and for what only Catalyst's
+MLIR toolchain can do, a clear ``UnsupportedOperationError``."""
+
+import functools
+import logging
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import catalyst_lite
+from catalyst_lite import CompileError, CompileOptions, debug, qjit
+from catalyst_lite.compile_options import KeepIntermediateLevel
+from catalyst_lite.errors import AutoGraphWarning, UnsupportedOperationError
+
+
+def doubled(x):
+    """doubles x"""
+    return x * 2.0
+
+
+# --- compile_options -----------------------------------------------------------------------------
+
+
+def test_compile_options_has_catalysts_fields_and_defaults():
+    """Catalyst's ``QJIT.compile_options`` is its ``CompileOptions`` record: ``static_argnums``
+    an empty tuple by default, ``keep_intermediate`` a level, ``target="binary"``..."""
+    o = qjit(doubled).compile_options
+    assert isinstance(o, CompileOptions)
+    assert o.static_argnums == () and o.static_argnames is None and o.autograph_include == ()
+    assert o.keep_intermediate == KeepIntermediateLevel.NONE and o.target == "binary"
+    assert (o.seed, o.pipelines, o.circuit_transform_pipeline, o.abstracted_axes) == (None,) * 4
+    assert (o.autograph, o.verbose, o.async_qnodes, o.disable_assertions) == (False,) * 4
+    assert o.capture == "global" and o.pass_plugins == set() and o.dialect_plugins == set()
+
+
+def test_compile_options_records_the_options_given():
+    """``static_argnames`` are kept as given and their positions join ``static_argnums``, as in
+    Catalyst."""
+    f = qjit(static_argnames=["n"], keep_intermediate=True, seed=3, disable_assertions=True)(
+        lambda x, n: x * n
+    )
+    o = f.compile_options
+    assert o.static_argnums == (1,) and o.static_argnames == ["n"]
+    assert o.keep_intermediate == KeepIntermediateLevel.PIPELINE and o.seed == 3 and o.disable_assertions
+    assert float(f(2.0, 3)) == 6.0
+
+
+@pytest.mark.parametrize("level, expected", [(False, 0), (True, 1), (2, 2), ("pass", 3), ("none", 0), (None, 0)])
+def test_keep_intermediate_levels(level, expected):
+    assert CompileOptions(keep_intermediate=level).keep_intermediate == expected
+
+
+def test_compile_options_checks_as_catalyst_does():
+    """Catalyst: an int ``static_argnums`` becomes a tuple; a bad ``keep_intermediate``, seed or
+    capture is a ``ValueError``; a seed with ``async_qnodes`` a ``CompileError``."""
+    assert CompileOptions(static_argnums=1).static_argnums == (1,)
+    assert CompileOptions(static_argnums=[2, 0]).static_argnums == (2, 0)
+    for bad in [dict(keep_intermediate="all"), dict(seed=-1), dict(capture="yes")]:
+        with pytest.raises(ValueError):
+            CompileOptions(**bad)
+    with pytest.raises(CompileError, match="async"):
+        CompileOptions(seed=1, async_qnodes=True)
+
+
+def test_autograph_include_needs_autograph():
+    """Catalyst raises ``CompileError`` at decoration."""
+    with pytest.raises(CompileError, match="autograph=True"):
+        qjit(autograph_include=["math"])(doubled)
+
+
+# --- the QJIT object -----------------------------------------------------------------------------
+
+
+def test_qjit_wraps_the_function_as_catalyst_does():
+    f = qjit(doubled)
+    assert (f.__name__, f.__doc__, f.__wrapped__) == ("doubled", "doubles x", doubled)
+    assert f.original_function is doubled and f.user_function is doubled
+    assert f.pre_compilation() is doubled
+    # A callable without a name is "unknown", as Catalyst names it.
+    assert qjit(functools.partial(lambda x, y: x * y, y=3.0)).__name__ == "unknown"
+
+
+def test_autograph_user_function_is_the_converted_one():
+    def f(x):
+        if x > 0:
+            x = x * 2.0
+        return x
+
+    g = qjit(autograph=True)(f)
+    assert g.original_function is f and g.user_function is not f
+    assert float(g(1.5)) == 3.0 and float(g(-1.5)) == -1.5
+
+
+def test_jit_compile_compiles_without_running():
+    """Catalyst's ``jit_compile(args)`` traces and compiles for the arguments; the call then only
+    runs."""
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return jnp.sin(x) * 2.0
+
+    g = qjit(f)
+    assert g.jit_compile((np.arange(3.0),)) is False
+    assert len(calls) == 1 and g.jaxpr is not None and g.cache_info().executables == 1
+    np.testing.assert_allclose(g(np.arange(3.0)), np.sin(np.arange(3.0)) * 2.0)
+    assert len(calls) == 1 and g.cache_info().executables == 1
+
+
+def test_run_calls_and_aot_compile_traces_the_annotations():
+    g = qjit(lambda x: x + 1.0)
+    assert float(g.run((2.0,), {})) == 3.0
+    with pytest.raises(TypeError, match="annotated"):
+        g.aot_compile()
+
+    def h(x: float):
+        return x * 3.0
+
+    compiled = qjit(h)
+    compiled.aot_compile()
+    assert compiled.jaxpr is not None and float(compiled(2.0)) == 6.0
+
+
+def test_ir_attributes():
+    """``mlir_opt`` is the StableHLO XLA receives (XLA optimizes internally); there is no LLVM IR
+    and no workspace of intermediate files."""
+    f = qjit(doubled)
+    assert f.mlir is None and f.mlir_opt is None and f.out_treedef is None
+    f(1.0)
+    assert f.mlir_opt == f.mlir and "stablehlo" in f.mlir
+    assert f.llvmir is None and f.workspace is None
+    assert f.out_treedef == jax.tree_util.tree_structure(0.0)
+
+
+@pytest.mark.parametrize("stage", ["compile", "generate_ir", "capture", "call_with_wrapper"])
+def test_catalysts_pipeline_stages_are_explained(stage):
+    f = qjit(doubled)
+    with pytest.raises(UnsupportedOperationError, match=f"doubled.{stage}.*XLA"):
+        getattr(f, stage)()
+    with pytest.raises(AttributeError):
+        f.no_such_attribute
+
+
+def test_arguments_not_matching_annotations_are_traced_for_their_types():
+    """Catalyst warns and compiles for the arguments' own types."""
+    @qjit
+    def f(x: float):
+        return x * 2.0
+
+    with pytest.warns(UserWarning, match="did not match declared signature"):
+        out = f(jnp.arange(3.0))
+    np.testing.assert_allclose(out, np.arange(3.0) * 2.0)
+    assert float(f(True)) == 2.0  # a bool promotes to the annotated float
+
+
+# --- catalyst.debug's compiler stages ------------------------------------------------------------
+
+
+def test_get_compilation_stage_is_the_stablehlo():
+    f = qjit(doubled)
+    with pytest.raises(ValueError, match="not been traced"):
+        debug.get_compilation_stage(f, "mlir")
+    f(1.0)
+    assert debug.get_compilation_stage(f, "mlir") == f.mlir
+    with pytest.raises(ValueError, match="one stage"):
+        debug.get_compilation_stage(f, "HLOLoweringStage")
+    with pytest.raises(TypeError, match="qjit function"):
+        debug.get_compilation_stage(doubled, "mlir")
+    assert debug.get_compilation_stages_groups(f.compile_options) == []
+
+
+def test_instrumentation_reports_traces_and_compilations(tmp_path):
+    f = qjit(doubled)
+    logger = logging.getLogger("catalyst_lite")
+    before = (list(logger.handlers), logger.level)
+    log = tmp_path / "session.txt"
+    with debug.instrumentation("s1", filename=str(log), detailed=True):
+        assert float(f(1.5)) == 3.0
+    text = log.read_text()
+    assert "[s1] doubled: traced" in text and "XLA" in text
+    assert (list(logger.handlers), logger.level) == before
+    f(2.5)  # after the block: nothing more is written
+    assert log.read_text() == text
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: debug.replace_ir(f, "mlir", "module {}"),
+    lambda f: debug.get_cmain(f, 1.0),
+    lambda f: debug.compile_executable(f, 1.0),
+    lambda f: catalyst_lite.draw_graph(f),
+])
+def test_toolchain_functions_raise_unsupported(call):
+    with pytest.raises(UnsupportedOperationError, match="XLA"):
+        call(qjit(doubled))
+
+
+# --- autograph's module flags --------------------------------------------------------------------
+
+
+def _loop_over_a_python_list(x):
+    weights = [1.0, 2.0, 3.0]
+    s = 0.0
+    for i in range(3):
+        s = s + weights[i] * x  # cannot be compiled: runs as a Python loop
+    return s
+
+
+def test_autograph_flags_default_to_a_warning_fallback():
+    assert catalyst_lite.autograph_ignore_fallbacks is False
+    assert catalyst_lite.autograph_strict_conversion is False
+    with pytest.warns(AutoGraphWarning):
+        assert float(qjit(autograph=True)(_loop_over_a_python_list)(2.0)) == 12.0
+
+
+def test_autograph_ignore_fallbacks_silences_the_warning(monkeypatch):
+    monkeypatch.setattr(catalyst_lite, "autograph_ignore_fallbacks", True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(qjit(autograph=True)(_loop_over_a_python_list)(2.0)) == 12.0
+
+
+def test_autograph_strict_conversion_raises(monkeypatch):
+    """Catalyst then raises the loop's error instead of falling back to Python."""
+    monkeypatch.setattr(catalyst_lite, "autograph_strict_conversion", True)
+    with pytest.raises(catalyst_lite.AutoGraphError, match="for"):
+        qjit(autograph=True)(_loop_over_a_python_list)(2.0)
+
+
+def test_measure_outside_a_qnode_is_catalysts_compile_error():
+    """Catalyst raises ``CompileError`` for ``measure`` outside qjit and outside a QNode."""
+    with pytest.raises(CompileError, match="inside a QNode"):
+        catalyst_lite.measure(0)
+    with pytest.raises(CompileError, match="inside a QNode"):
+        qjit(lambda x: catalyst_lite.measure(0))(1.0)
+
+
+def test_quantum_errors_have_catalysts_classes():
+    """Catalyst 0.15: an unsupported measurement is a ``CompileError``, a wire beyond the device's
+    a ``RuntimeError`` (from its runtime). catalyst_lite raises them when tracing, with those
+    classes among their bases."""
+    import pennylane as qml
+
+    dev = qml.device("lightning.qubit", wires=2)
+    density = qml.qnode(dev)(lambda x: (qml.RY(x, 0), qml.density_matrix(wires=0))[1])
+    with pytest.raises(CompileError, match="DensityMatrixMP"):
+        qjit(density)(0.3)
+    beyond = qml.qnode(dev)(lambda x: (qml.RY(x, 5), qml.expval(qml.Z(0)))[1])
+    with pytest.raises(RuntimeError, match="wire 5"):
+        qjit(beyond)(0.3)
+
+
+def test_qjit_constructed_from_a_compile_options_record():
+    """Catalyst's ``QJIT(fn, CompileOptions(...))``."""
+    f = catalyst_lite.QJIT(lambda x, n: jnp.ones(n) * x, CompileOptions(static_argnums=1, seed=5))
+    np.testing.assert_array_equal(f(2.0, 3), np.full(3, 2.0))
+    assert f.compile_options.static_argnums == (1,) and f.compile_options.seed == 5
+    with pytest.raises(TypeError, match="CompileOptions"):
+        catalyst_lite.QJIT(doubled, {"static_argnums": 1})
+
+
+def test_unequal_lengths_of_a_shared_abstracted_axis():
+    """Catalyst raises a ``TypeError``; catalyst_lite's error is also a ``ValueError``."""
+    f = qjit(lambda a, b: a + b, abstracted_axes={0: "n"})
+    np.testing.assert_array_equal(f(np.ones(3), np.arange(3.0)), np.arange(3.0) + 1.0)
+    for error in (TypeError, ValueError):
+        with pytest.raises(error, match="abstracted axis 'n' is shared by argument 'a'.*'b'"):
+            f(np.ones(3), np.ones(4))
