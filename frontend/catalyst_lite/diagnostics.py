@@ -292,6 +292,20 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+@functools.cache
+def _control_flow_error_class(jax_error: type[BaseException]) -> type[ControlFlowError]:
+    """:class:`ControlFlowError` that is also ``jax_error`` (``ConcretizationTypeError``,
+    ``TracerBoolConversionError``...): code written for ``jax.jit`` that catches JAX's class
+    catches ours too."""
+
+    def __init__(self, message: str) -> None:  # JAX's classes take a tracer, not a message
+        Exception.__init__(self, message)
+
+    return type("ControlFlowError", (ControlFlowError, jax_error),
+                {"__init__": __init__, "__module__": ControlFlowError.__module__,
+                 "__doc__": ControlFlowError.__doc__, "__str__": Exception.__str__})
+
+
 def _non_integer_scalars(leaf_names: Sequence[str], leaf_dtypes: Sequence[np.dtype | None]) -> str:
     found = [f"{n} ({d})" for n, d in zip(leaf_names, leaf_dtypes) if d is not None and d.kind in "fbc"]
     return ", ".join(found) or "none"
@@ -318,7 +332,7 @@ def user_facing_trace_errors(
     except Exception as err:
         for jax_error, hint in _HINTS:
             if isinstance(err, jax_error):
-                translated = ControlFlowError(
+                translated = _control_flow_error_class(type(err))(
                     f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
                 )
                 translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err)

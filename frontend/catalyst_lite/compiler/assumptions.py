@@ -166,6 +166,18 @@ def _may_depend_on_sizes(err: BaseException, guided: bool) -> bool:
     return isinstance(err, (TypeError, ValueError, IndexError)) and not isinstance(err, CatalystLiteError)
 
 
+def _symbolic_sizes_failed(err: BaseException) -> bool:
+    """Whether a trace with symbolic sizes failed where one with the call's sizes may not: JAX's
+    dynamic-shape path does not support an operation (a primitive with a size parameter, a
+    function JAX traces itself: ``lax.cond``, ``lax.scan``, ``jax.grad``...), or JAX raised an error
+    of its own (a carry type that only differs in a size, a shape that does not broadcast at these
+    sizes); not catalyst_lite's other errors (Python control flow on a traced value, bad
+    arguments), which a static trace would raise again."""
+    return isinstance(err, UnsupportedOperationError) or (
+        isinstance(err, Exception) and not isinstance(err, CatalystLiteError)
+    )
+
+
 # (scope, static values or None) -> the program traced in that scope
 Tracer = Callable[[SizeScope, "Sequence[int | None] | None"], Any]
 
@@ -231,6 +243,12 @@ class ProgramFamily:
                     return self._trace_static(values, trace, err)
                 elif scope.disagreements and _may_depend_on_sizes(err, guided=False):
                     self.generic_failed = True
+                elif self.inputs.sizes and _symbolic_sizes_failed(err):
+                    # What JAX cannot trace with symbolic sizes, it traces with the call's: as
+                    # jax.jit does, every size then gets a trace of its own. If that fails too,
+                    # its error is the one jax.jit gives.
+                    self.sizes_must_be_static = True
+                    return self._trace_static(values, trace)
                 else:
                     raise
             else:
@@ -245,7 +263,7 @@ class ProgramFamily:
                 f"{self.name}: {err} The sizes come from {self.inputs.describe(err.inputs, values)}."
             ) from None
         except Exception as err:
-            if not (_may_depend_on_sizes(err, guided=True) or needs_static_sizes(err)):
+            if not (_symbolic_sizes_failed(err) or needs_static_sizes(err)):
                 raise
             return self._trace_static(values, trace, self._named(err, scope, values))
         if not program.facts.hold(values):  # a fact its own sizes break: no use to anyone
