@@ -335,7 +335,9 @@ def user_facing_trace_errors(
                 translated = _control_flow_error_class(type(err))(
                     f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
                 )
-                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err)
+                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err) or getattr(
+                    err, "_catalyst_lite_size_question", False
+                )
                 raise translated from None
         for jax_error, prefix, call, fix in _NO_SYMBOLIC_RESULT:
             if isinstance(err, jax_error) and str(err).startswith(prefix):
