@@ -2,8 +2,8 @@
 
 ``jax.lax`` control flow (``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``, ``map``,
 ``associative_scan``), JAX's transformations (``grad``, ``jacfwd``/``jacrev``, ``vjp``,
-``checkpoint``, ``custom_jvp``/``custom_vjp``) and primitives with a size parameter (``fft``,
-``top_k``) fail on symbolically-sized arrays inside JAX. Where a program of ``abstracted_axes`` (or
+``checkpoint``, ``custom_jvp``/``custom_vjp``), primitives with a size parameter (``fft``,
+``top_k``) and ``jax.pure_callback`` of a symbolic result shape fail on symbolically-sized arrays inside JAX. Where a program of ``abstracted_axes`` (or
 of an integer argument used as a size) uses them, each call's sizes are traced as constants, as
 ``jax.jit`` traces them: the same results, dtypes and structure as ``jax.jit``, one trace per size.
 Each program is checked against ``jax.jit`` at sizes 0, 1 and more, and a size that comes back is
@@ -50,6 +50,7 @@ PROGRAMS = {
     "map": (lambda x: lax.map(lambda xi: xi ** 2 + 1, x), 0),
     "associative_scan": (lambda x: lax.associative_scan(jnp.add, x), 0),
     "fft": (lambda x: jnp.fft.fft(x), 0),
+    "pure_callback": (lambda x: jax.pure_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x), 0),
     "partition": (lambda x: jnp.sort(jnp.partition(jnp.concatenate([x, jnp.zeros(3)]), 1)[:2]), 0),
     "polyval_coefficients": (lambda x: jnp.polyval(x, 2.0), 0),
     "grad": (lambda x: jax.grad(lambda y: jnp.sum(jnp.sin(y) * y))(x), 1),
@@ -148,3 +149,44 @@ def test_data_dependent_python_control_flow_still_names_the_fix():
 
     with pytest.raises(jax.errors.ConcretizationTypeError, match="static argument"):
         qjit(g)(jnp.ones(3))
+
+
+def test_shapes_that_do_not_broadcast_raise_what_jax_jit_raises():
+    """JAX raises a ValueError on its dynamic-shape path and a TypeError under jax.jit: the error
+    is both."""
+
+    def f(x):
+        return x + jnp.ones(4)
+
+    with pytest.raises(TypeError):
+        jax.jit(f)(jnp.ones(3))
+    for compiled in (qjit(f), qjit(f, abstracted_axes={0: "n"})):
+        with pytest.raises(TypeError, match="Incompatible shapes") as raised:
+            compiled(jnp.ones(3))
+        assert isinstance(raised.value, ValueError)
+
+
+def test_nested_qjit_function_traced_per_size():
+    """A qjit function inlined into another's trace, whose lax.cond JAX cannot trace with
+    symbolic sizes: the outer function is traced per size."""
+
+    def inner_fn(x):
+        return lax.cond(x.sum() > 0, lambda y: y * 2, lambda y: y - 1, x)
+
+    inner = qjit(inner_fn, abstracted_axes={0: "n"})
+    outer = qjit(lambda x: inner(x) + 1, abstracted_axes={0: "n"})
+    for n in (3, 1, 0, 4):
+        x = jnp.arange(float(n)) - 2
+        assert_same_as_jax_jit(outer(x), jax.jit(lambda x: inner_fn(x) + 1)(x))
+
+
+def test_ahead_of_time_function_is_traced_at_each_call():
+    """An annotated function is traced when @qjit runs; when JAX cannot trace it with symbolic
+    sizes, each call traces it with its own, as jax.jit with the size static."""
+
+    def f(n: int):
+        return lax.cond(n > 2, lambda v: v * 2, lambda v: v, jnp.ones(n))
+
+    compiled, reference = qjit(f), jax.jit(f, static_argnums=0)
+    for n in (3, 1, 0, 3):
+        assert_same_as_jax_jit(compiled(n), reference(n))

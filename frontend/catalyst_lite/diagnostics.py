@@ -47,6 +47,7 @@ __all__ = [
     "unsupported_equation_error",
     "escaped_size_error",
     "needs_static_sizes",
+    "raised_inside_jax",
 ]
 
 # Directories whose files are never the user's line: JAX, NumPy, catalyst_lite and the standard
@@ -192,6 +193,11 @@ def _raised_inside_jax(tb: TracebackType | None) -> bool:
     return module.startswith(("jax", "catalyst_lite.jax_extras"))
 
 
+def raised_inside_jax(err: BaseException) -> bool:
+    """``err`` was raised by JAX's code (or catalyst_lite's), not by a line of the user's."""
+    return isinstance(err, CatalystLiteError) or _raised_inside_jax(_unfiltered_traceback(err))
+
+
 def _is_internal_jax_failure(err: BaseException) -> bool:
     """JAX broke on a dynamic shape, as opposed to reporting a mistake in the user's program."""
     if isinstance(err, (jax.errors.JAXTypeError, jax.errors.JAXIndexError)) or not _raised_inside_jax(
@@ -292,6 +298,12 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+class ShapeBroadcastError(ValueError, TypeError):
+    """JAX's "Incompatible shapes for broadcasting" (``x + y`` of shapes ``(3,)`` and ``(4,)``):
+    a ``ValueError`` on JAX's dynamic-shape path, where catalyst_lite traces, and a ``TypeError``
+    under ``jax.jit``; both here, so that code catching either keeps working."""
+
+
 @functools.cache
 def _control_flow_error_class(jax_error: type[BaseException]) -> type[ControlFlowError]:
     """:class:`ControlFlowError` that is also ``jax_error`` (``ConcretizationTypeError``,
@@ -344,7 +356,9 @@ def user_facing_trace_errors(
                 raise SymbolicShapeError(
                     f"{_where(fn_name, err)}: {call} cannot have a symbolic result shape: {fix}."
                 ) from None
-        if isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer"):
+        # (A jaxpr variable as a size is one that escaped a nested JAX trace: not the user's value.)
+        if (isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer")
+                and "Var(id=" not in str(err)):
             raise ArgumentTypeError(
                 f"{_where(fn_name, err)}: a size must be an integer, but it is computed from a "
                 f"non-integer value. Scalar arguments that are not integers: "
@@ -357,7 +371,17 @@ def user_facing_trace_errors(
                 "supported on dynamically-shaped arrays by JAX 0.7's dynamic-shape path "
                 f"({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
             ) from err
-        location = user_location(err.__traceback__)
-        if location:
-            err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")
+        if isinstance(err, ValueError) and not isinstance(err, TypeError) and str(err).startswith(
+            "Incompatible shapes for broadcasting"
+        ):
+            broadcast = ShapeBroadcastError(*err.args).with_traceback(err.__traceback__)
+            _note_location(broadcast, fn_name)
+            raise broadcast from None
+        _note_location(err, fn_name)
         raise
+
+
+def _note_location(err: BaseException, fn_name: str) -> None:
+    location = user_location(err.__traceback__)
+    if location:
+        err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")

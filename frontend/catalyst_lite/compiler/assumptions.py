@@ -48,7 +48,7 @@ from ..errors import (
     IncompatibleSizesError,
     UnsupportedOperationError,
 )
-from ..diagnostics import needs_static_sizes
+from ..diagnostics import needs_static_sizes, raised_inside_jax
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
@@ -218,13 +218,21 @@ class ProgramFamily:
         with self._lock if lock else contextlib.nullcontext():
             return self.select(values) or self._trace_for(values, trace)
 
-    def generic(self, trace: Tracer, lock: bool = True) -> Any:
+    def generic(self, trace: Tracer, lock: bool = True) -> Any | None:
         """The generic program (traced now if it is not yet): what ``.jaxpr`` shows before any
-        call, e.g. for a function traced ahead of time from its annotations."""
+        call, e.g. for a function traced ahead of time from its annotations; ``None`` when JAX
+        cannot trace the function with symbolic sizes (every call then traces it with its own)."""
         with self._lock if lock else contextlib.nullcontext():
-            if not self.programs:
-                self.programs.append(trace(SizeScope(self.inputs.names), None))
-            return self.programs[0]
+            if not self.programs and not self.sizes_must_be_static:
+                try:
+                    self.programs.append(trace(SizeScope(self.inputs.names), None))
+                except Exception as err:
+                    # JAX cannot trace it with symbolic sizes: calls trace it with theirs (see
+                    # _trace_for). The user's own errors and catalyst_lite's are raised now.
+                    if not (self.inputs.sizes and _symbolic_sizes_failed(err) and raised_inside_jax(err)):
+                        raise
+                    self.sizes_must_be_static = True
+            return self.programs[0] if self.programs else None
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
         if self.sizes_must_be_static:

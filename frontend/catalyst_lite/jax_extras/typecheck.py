@@ -231,17 +231,31 @@ def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
     return named - bound
 
 
-def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
-    """The first equation of one of JAX's own higher-order primitives (``cond``, ``while``,
-    ``custom_jvp_call``...) whose nested jaxpr names a size it does not bind, searched through
-    every nested jaxpr; ``None`` if there is none.
+def _holds_tracer(param: Any) -> bool:
+    """A parameter holding a tracer: itself, in a tuple or list, or as a size of an abstract
+    value (``pure_callback``'s ``result_avals`` of a symbolic shape)."""
+    if isinstance(param, core.Tracer):
+        return True
+    if isinstance(param, (tuple, list)):
+        return any(_holds_tracer(p) for p in param)
+    shape = getattr(param, "shape", None) if isinstance(param, core.AbstractValue) else None
+    return isinstance(shape, tuple) and any(isinstance(d, core.Tracer) for d in shape)
 
-    JAX traces those nested functions itself, in a fresh trace that does not relate its sizes to
-    the enclosing one's: a size of ours can then end up inside JAX's closed jaxpr, where nothing
-    binds it, and the program cannot run at any size. (catalyst_lite's own nested primitives
-    thread their sizes as operands and are only searched.)
+
+def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
+    """The first equation of one of JAX's own primitives that holds a size of the trace where
+    nothing binds it, searched through every nested jaxpr; ``None`` if there is none.
+
+    JAX traces the nested functions of its higher-order primitives (``cond``, ``while``,
+    ``custom_jvp_call``...) itself, in a fresh trace that does not relate its sizes to the
+    enclosing one's: a size of ours can then end up inside JAX's closed jaxpr, where nothing binds
+    it. Others keep a size tracer in a parameter (``pure_callback``'s result types). Either way
+    the program cannot run at any size. (catalyst_lite's own nested primitives thread their sizes
+    as operands and are only searched.)
     """
     for eqn in jaxpr.eqns:
+        if eqn.primitive not in nested_primitives and any(_holds_tracer(p) for p in eqn.params.values()):
+            return eqn
         for sub in core.jaxprs_in_params(eqn.params):
             if eqn.primitive not in nested_primitives and _free_sizes(sub):
                 return eqn
