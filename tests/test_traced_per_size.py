@@ -220,3 +220,17 @@ def test_training_step_over_a_batch_of_any_size():
         # (the mean of an empty batch is NaN, under jax.jit as well: NaNs compare equal here)
         assert_same_as_jax_jit(compiled_step(params, x, y), jax.jit(step)(params, x, y))
         assert_same_as_jax_jit(compiled_euler(y), jax.jit(euler)(y))
+
+
+def test_user_exception_runs_the_function_once():
+    """The user's own exception propagates from the first trace, as under jax.jit: the function
+    is not run again with static sizes."""
+    runs = []
+
+    def f(x):
+        runs.append(None)
+        raise LookupError("user's")
+
+    with pytest.raises(LookupError, match="user's"):
+        qjit(f, abstracted_axes={0: "n"})(jnp.ones(3))
+    assert len(runs) == 1

@@ -194,8 +194,16 @@ def _raised_inside_jax(tb: TracebackType | None) -> bool:
 
 
 def raised_inside_jax(err: BaseException) -> bool:
-    """``err`` was raised by JAX's code (or catalyst_lite's), not by a line of the user's."""
-    return isinstance(err, CatalystLiteError) or _raised_inside_jax(_unfiltered_traceback(err))
+    """``err`` was raised by JAX's code (or catalyst_lite's), not by a line of the user's: its
+    innermost frame is JAX's, or JAX removed its own frames from the traceback (saying so in a
+    note, or keeping them on an ``UnfilteredStackTrace``), which it does for errors that cross
+    one of its API functions."""
+    return (
+        isinstance(err, CatalystLiteError)
+        or _raised_inside_jax(_unfiltered_traceback(err))
+        or type(err.__cause__).__name__ == "UnfilteredStackTrace"
+        or any("JAX has removed its internal frames" in note for note in getattr(err, "__notes__", ()))
+    )
 
 
 def _is_internal_jax_failure(err: BaseException) -> bool:

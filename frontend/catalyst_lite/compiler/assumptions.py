@@ -251,10 +251,11 @@ class ProgramFamily:
                     return self._trace_static(values, trace, err)
                 elif scope.disagreements and _may_depend_on_sizes(err, guided=False):
                     self.generic_failed = True
-                elif self.inputs.sizes and _symbolic_sizes_failed(err):
+                elif self.inputs.sizes and _symbolic_sizes_failed(err) and raised_inside_jax(err):
                     # What JAX cannot trace with symbolic sizes, it traces with the call's: as
                     # jax.jit does, every size then gets a trace of its own. If that fails too,
-                    # its error is the one jax.jit gives.
+                    # its error is the one jax.jit gives. (The user's own exceptions propagate at
+                    # once: the function is not run a second time.)
                     self.sizes_must_be_static = True
                     return self._trace_static(values, trace)
                 else:
