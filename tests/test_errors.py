@@ -366,27 +366,6 @@ def test_data_dependent_size():
 # --- operations the dynamic-shape path cannot handle -----------------------------------------------
 
 
-def test_unsupported_operation_while_tracing_is_named():
-    @qjit
-    def f(n):
-        return jnp.fft.fft(jnp.ones(n))
-
-    with raises(UnsupportedOperationError, "f", at_line("jnp.fft.fft"), "jax.numpy.fft.fft", "'fft'",
-                "not supported on dynamically-shaped arrays", "static shape"):
-        f(3)
-    with pytest.raises(NotImplementedError):  # also the built-in type
-        f(3)
-
-
-def test_unsupported_scan_over_a_symbolic_length_is_named():
-    @qjit
-    def f(n):
-        return jax.lax.scan(lambda c, x: (c + x, x), 0.0, jnp.ones(n))[0]
-
-    with raises(UnsupportedOperationError, "f", at_line("jax.lax.scan"), "'scan'", "static shape"):
-        f(3)
-
-
 def _primitive_without_static_shape_support():
     """A stand-in for a JAX primitive that traces with symbolic sizes but fails on concrete ones."""
     prim = jax.extend.core.Primitive("only_symbolic")
@@ -410,15 +389,6 @@ def test_unsupported_operation_while_specializing_is_named():
     with raises(UnsupportedOperationError, "f", at_line("prim.bind(x)"), "primitive 'only_symbolic'",
                 "specialized sizes", "TypeError: only_symbolic cannot handle", "static shape"):
         f(np.ones(3))
-
-
-def test_unsupported_linear_algebra_is_named():
-    @qjit
-    def f(n):
-        return jnp.linalg.inv(jnp.eye(n))
-
-    with raises(UnsupportedOperationError, "jax.numpy.linalg.inv", "not supported"):
-        f(3)
 
 
 # --- recovery ---------------------------------------------------------------------------------------
@@ -451,11 +421,12 @@ def test_same_function_works_after_every_kind_of_bad_call():
         ((np.ones(3),), {"kk": 2}),
         ((np.ones(3), 2), {"mode": "resize"}),
         ((np.ones(3), 2), {"mode": "python_if"}),
-        ((np.ones(3), 2), {"mode": "fft"}),
     ]
     for args, kwargs in bad_calls:
         with pytest.raises(CatalystLiteError):
             f(*args, **kwargs)
+    # fft takes no symbolic size: traced with the call's sizes, as jax.jit traces it.
+    np.testing.assert_allclose(f(np.ones(3), 2, mode="fft"), np.zeros(3))
     for n in [0, 2, 5]:
         np.testing.assert_allclose(f(np.arange(n * 1.0), 3), 3 * np.arange(n * 1.0))
 

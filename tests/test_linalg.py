@@ -3,8 +3,8 @@
 With static shapes every commonly used function compiles. With symbolic sizes (``abstracted_axes``)
 the decompositions and what is built on them compile too; functions that JAX implements with its
 own nested traces (``custom_linear_solve``: inv, solve; ``custom_jvp``: det, slogdet; ``lax.cond``
-or ``lax.while_loop``: expm, sqrtm, polar) raise :class:`UnsupportedOperationError` naming the
-function, as listed in docs/catalyst-compatibility.md.
+or ``lax.while_loop``: expm, sqrtm, polar) compile too, as ``jax.jit`` compiles them: traced with
+the call's sizes, once per size (see docs/catalyst-compatibility.md).
 """
 
 import jax
@@ -15,7 +15,6 @@ import pytest
 from jax import lax
 
 from catalyst_lite import qjit
-from catalyst_lite.errors import UnsupportedOperationError
 
 RNG = np.random.default_rng(7)
 A = RNG.normal(size=(4, 4))
@@ -61,18 +60,19 @@ CASES = {
     "scipy.det": (jsl.det, (A,)),
 }
 
-# With symbolic sizes: JAX's nested traces lose the relation between sizes (see module docstring).
-UNSUPPORTED_SYMBOLIC = {
-    "inv": "jax.numpy.linalg.inv",
-    "solve": "jax.numpy.linalg.solve",
-    "det": "jax.numpy.linalg.det",
-    "slogdet": "jax.numpy.linalg.slogdet",
-    "expm": "jax.scipy.linalg.expm",
-    "sqrtm": "jax.scipy.linalg.sqrtm",
-    "funm": "funm",
-    "lu_solve": "jax.scipy.linalg.lu_solve",
-    "polar": "jax.scipy.linalg.polar",
-    "scipy.det": "jax.scipy.linalg.det",
+# With symbolic sizes JAX's nested traces lose the relation between sizes (see module docstring):
+# traced per size.
+TRACED_PER_SIZE = {
+    "inv",
+    "solve",
+    "det",
+    "slogdet",
+    "expm",
+    "sqrtm",
+    "funm",
+    "lu_solve",
+    "polar",
+    "scipy.det",
 }
 
 
@@ -99,7 +99,7 @@ def _symbolic_axes(args):
     return tuple({axis: "n" for axis, size in enumerate(np.shape(a)) if size == 4} for a in args)
 
 
-@pytest.mark.parametrize("name", sorted(set(CASES) - set(UNSUPPORTED_SYMBOLIC)))
+@pytest.mark.parametrize("name", sorted(set(CASES) - set(TRACED_PER_SIZE)))
 def test_symbolic_sizes_match_jax_jit(name):
     fn, args = CASES[name]
     compiled = qjit(_call(fn), abstracted_axes=_symbolic_axes(args))
@@ -111,11 +111,23 @@ def test_symbolic_sizes_match_jax_jit(name):
     _assert_same(compiled(*smaller), jax.jit(_call(fn))(*smaller))
 
 
-@pytest.mark.parametrize("name", sorted(UNSUPPORTED_SYMBOLIC))
-def test_symbolic_sizes_unsupported_are_named(name):
+@pytest.mark.parametrize("name", sorted(TRACED_PER_SIZE))
+def test_symbolic_sizes_traced_per_size_match_jax_jit(name):
+    """JAX's dynamic-shape path cannot trace these with a symbolic size: each size gets a trace
+    of its own, as under jax.jit, with jax.jit's results."""
     fn, args = CASES[name]
-    with pytest.raises(UnsupportedOperationError, match=UNSUPPORTED_SYMBOLIC[name]):
-        qjit(_call(fn), abstracted_axes=_symbolic_axes(args))(*args)
+    traces = []
+
+    def counted(*a):
+        traces.append(None)
+        return fn(*a)
+
+    compiled = qjit(counted, abstracted_axes=_symbolic_axes(args))
+    smaller = tuple(a[tuple(slice(0, 3) if s == 4 else slice(None) for s in np.shape(a))] for a in args)
+    for call in (args, smaller, args):
+        _assert_same(compiled(*call), jax.jit(_call(fn))(*call))
+    # The symbolic trace, then one per size; a size that comes back is not traced again.
+    assert len(traces) == 3
 
 
 def test_integer_scalars_keep_their_width_when_specialized():

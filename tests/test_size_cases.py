@@ -201,7 +201,8 @@ def test_convolution_of_two_symbolic_lengths_has_a_program_per_ordering():
 def test_jax_code_that_needs_a_size_as_a_python_int_is_traced_per_size():
     """Where JAX's own code needs a concrete size (``jnp.vander`` asks ``len(x)`` for its number
     of columns, which sizes its result), the call is traced with its sizes as constants, as
-    ``jax.jit`` does; a user's own ``int(n)`` stays an error (a symbolic size has no value)."""
+    ``jax.jit`` does; so is a user's own ``int(x.shape[0])`` (a number under ``jax.jit``), while
+    ``int(k)`` of an integer argument stays an error, as under ``jax.jit``."""
     compiled = qjit(jnp.vander, abstracted_axes={0: "n"})
     for n in (3, 4, 3):
         assert_like(compiled(vec(n)), jax.jit(jnp.vander)(vec(n)))
@@ -211,8 +212,10 @@ def test_jax_code_that_needs_a_size_as_a_python_int_is_traced_per_size():
     for k in (2, 3, 2, 4):  # the fast path of repeated calls checks k's value too
         assert_like(by_columns(vec(3), k), jnp.vander(vec(3), k))
 
+    of_size = lambda x: jnp.zeros(int(x.shape[0]))  # noqa: E731
+    assert_like(qjit(of_size, abstracted_axes={0: "n"})(vec(3)), jax.jit(of_size)(vec(3)))
     with pytest.raises(TypeError, match="needs a concrete one"):
-        qjit(lambda x: jnp.zeros(int(x.shape[0])), abstracted_axes={0: "n"})(vec(3))
+        qjit(lambda x, k: x * jnp.zeros(int(k)), abstracted_axes={0: "n"})(vec(3), 3)
 
 
 # --- Errors ---------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ __all__ = [
     "unsupported_equation_error",
     "escaped_size_error",
     "needs_static_sizes",
+    "raised_inside_jax",
 ]
 
 # Directories whose files are never the user's line: JAX, NumPy, catalyst_lite and the standard
@@ -192,6 +193,19 @@ def _raised_inside_jax(tb: TracebackType | None) -> bool:
     return module.startswith(("jax", "catalyst_lite.jax_extras"))
 
 
+def raised_inside_jax(err: BaseException) -> bool:
+    """``err`` was raised by JAX's code (or catalyst_lite's), not by a line of the user's: its
+    innermost frame is JAX's, or JAX removed its own frames from the traceback (saying so in a
+    note, or keeping them on an ``UnfilteredStackTrace``), which it does for errors that cross
+    one of its API functions."""
+    return (
+        isinstance(err, CatalystLiteError)
+        or _raised_inside_jax(_unfiltered_traceback(err))
+        or type(err.__cause__).__name__ == "UnfilteredStackTrace"
+        or any("JAX has removed its internal frames" in note for note in getattr(err, "__notes__", ()))
+    )
+
+
 def _is_internal_jax_failure(err: BaseException) -> bool:
     """JAX broke on a dynamic shape, as opposed to reporting a mistake in the user's program."""
     if isinstance(err, (jax.errors.JAXTypeError, jax.errors.JAXIndexError)) or not _raised_inside_jax(
@@ -292,6 +306,26 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+class ShapeBroadcastError(ValueError, TypeError):
+    """JAX's "Incompatible shapes for broadcasting" (``x + y`` of shapes ``(3,)`` and ``(4,)``):
+    a ``ValueError`` on JAX's dynamic-shape path, where catalyst_lite traces, and a ``TypeError``
+    under ``jax.jit``; both here, so that code catching either keeps working."""
+
+
+@functools.cache
+def _control_flow_error_class(jax_error: type[BaseException]) -> type[ControlFlowError]:
+    """:class:`ControlFlowError` that is also ``jax_error`` (``ConcretizationTypeError``,
+    ``TracerBoolConversionError``...): code written for ``jax.jit`` that catches JAX's class
+    catches ours too."""
+
+    def __init__(self, message: str) -> None:  # JAX's classes take a tracer, not a message
+        Exception.__init__(self, message)
+
+    return type("ControlFlowError", (ControlFlowError, jax_error),
+                {"__init__": __init__, "__module__": ControlFlowError.__module__,
+                 "__doc__": ControlFlowError.__doc__, "__str__": Exception.__str__})
+
+
 def _non_integer_scalars(leaf_names: Sequence[str], leaf_dtypes: Sequence[np.dtype | None]) -> str:
     found = [f"{n} ({d})" for n, d in zip(leaf_names, leaf_dtypes) if d is not None and d.kind in "fbc"]
     return ", ".join(found) or "none"
@@ -318,17 +352,21 @@ def user_facing_trace_errors(
     except Exception as err:
         for jax_error, hint in _HINTS:
             if isinstance(err, jax_error):
-                translated = ControlFlowError(
+                translated = _control_flow_error_class(type(err))(
                     f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
                 )
-                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err)
+                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err) or getattr(
+                    err, "_catalyst_lite_size_question", False
+                )
                 raise translated from None
         for jax_error, prefix, call, fix in _NO_SYMBOLIC_RESULT:
             if isinstance(err, jax_error) and str(err).startswith(prefix):
                 raise SymbolicShapeError(
                     f"{_where(fn_name, err)}: {call} cannot have a symbolic result shape: {fix}."
                 ) from None
-        if isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer"):
+        # (A jaxpr variable as a size is one that escaped a nested JAX trace: not the user's value.)
+        if (isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer")
+                and "Var(id=" not in str(err)):
             raise ArgumentTypeError(
                 f"{_where(fn_name, err)}: a size must be an integer, but it is computed from a "
                 f"non-integer value. Scalar arguments that are not integers: "
@@ -341,7 +379,17 @@ def user_facing_trace_errors(
                 "supported on dynamically-shaped arrays by JAX 0.7's dynamic-shape path "
                 f"({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
             ) from err
-        location = user_location(err.__traceback__)
-        if location:
-            err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")
+        if isinstance(err, ValueError) and not isinstance(err, TypeError) and str(err).startswith(
+            "Incompatible shapes for broadcasting"
+        ):
+            broadcast = ShapeBroadcastError(*err.args).with_traceback(err.__traceback__)
+            _note_location(broadcast, fn_name)
+            raise broadcast from None
+        _note_location(err, fn_name)
         raise
+
+
+def _note_location(err: BaseException, fn_name: str) -> None:
+    location = user_location(err.__traceback__)
+    if location:
+        err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")

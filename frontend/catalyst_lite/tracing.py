@@ -36,7 +36,7 @@ from .jax_extras import (
     x64_scope,
 )
 from .jax_extras.size_facts import SizeScope, size_scope
-from .jax_extras.typecheck import check_jaxpr, typecheck_enabled
+from .jax_extras.typecheck import check_jaxpr, open_jax_nested_equation, typecheck_enabled
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
@@ -255,6 +255,9 @@ def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
             users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
             if users:
                 raise escaped_size_error(name, users[0])
+    open_eqn = open_jax_nested_equation(jaxpr)
+    if open_eqn is not None:
+        raise escaped_size_error(name, open_eqn)
 
 
 def trace_program(

@@ -48,7 +48,7 @@ from ..errors import (
     IncompatibleSizesError,
     UnsupportedOperationError,
 )
-from ..diagnostics import needs_static_sizes
+from ..diagnostics import needs_static_sizes, raised_inside_jax
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
@@ -166,6 +166,18 @@ def _may_depend_on_sizes(err: BaseException, guided: bool) -> bool:
     return isinstance(err, (TypeError, ValueError, IndexError)) and not isinstance(err, CatalystLiteError)
 
 
+def _symbolic_sizes_failed(err: BaseException) -> bool:
+    """Whether a trace with symbolic sizes failed where one with the call's sizes may not: JAX's
+    dynamic-shape path does not support an operation (a primitive with a size parameter, a
+    function JAX traces itself: ``lax.cond``, ``lax.scan``, ``jax.grad``...), or JAX raised an error
+    of its own (a carry type that only differs in a size, a shape that does not broadcast at these
+    sizes); not catalyst_lite's other errors (Python control flow on a traced value, bad
+    arguments), which a static trace would raise again."""
+    return isinstance(err, UnsupportedOperationError) or (
+        isinstance(err, Exception) and not isinstance(err, CatalystLiteError)
+    )
+
+
 # (scope, static values or None) -> the program traced in that scope
 Tracer = Callable[[SizeScope, "Sequence[int | None] | None"], Any]
 
@@ -206,13 +218,21 @@ class ProgramFamily:
         with self._lock if lock else contextlib.nullcontext():
             return self.select(values) or self._trace_for(values, trace)
 
-    def generic(self, trace: Tracer, lock: bool = True) -> Any:
+    def generic(self, trace: Tracer, lock: bool = True) -> Any | None:
         """The generic program (traced now if it is not yet): what ``.jaxpr`` shows before any
-        call, e.g. for a function traced ahead of time from its annotations."""
+        call, e.g. for a function traced ahead of time from its annotations; ``None`` when JAX
+        cannot trace the function with symbolic sizes (every call then traces it with its own)."""
         with self._lock if lock else contextlib.nullcontext():
-            if not self.programs:
-                self.programs.append(trace(SizeScope(self.inputs.names), None))
-            return self.programs[0]
+            if not self.programs and not self.sizes_must_be_static:
+                try:
+                    self.programs.append(trace(SizeScope(self.inputs.names), None))
+                except Exception as err:
+                    # JAX cannot trace it with symbolic sizes: calls trace it with theirs (see
+                    # _trace_for). The user's own errors and catalyst_lite's are raised now.
+                    if not (self.inputs.sizes and _symbolic_sizes_failed(err) and raised_inside_jax(err)):
+                        raise
+                    self.sizes_must_be_static = True
+            return self.programs[0] if self.programs else None
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
         if self.sizes_must_be_static:
@@ -231,6 +251,13 @@ class ProgramFamily:
                     return self._trace_static(values, trace, err)
                 elif scope.disagreements and _may_depend_on_sizes(err, guided=False):
                     self.generic_failed = True
+                elif self.inputs.sizes and _symbolic_sizes_failed(err) and raised_inside_jax(err):
+                    # What JAX cannot trace with symbolic sizes, it traces with the call's: as
+                    # jax.jit does, every size then gets a trace of its own. If that fails too,
+                    # its error is the one jax.jit gives. (The user's own exceptions propagate at
+                    # once: the function is not run a second time.)
+                    self.sizes_must_be_static = True
+                    return self._trace_static(values, trace)
                 else:
                     raise
             else:
@@ -245,7 +272,7 @@ class ProgramFamily:
                 f"{self.name}: {err} The sizes come from {self.inputs.describe(err.inputs, values)}."
             ) from None
         except Exception as err:
-            if not (_may_depend_on_sizes(err, guided=True) or needs_static_sizes(err)):
+            if not (_symbolic_sizes_failed(err) or needs_static_sizes(err)):
                 raise
             return self._trace_static(values, trace, self._named(err, scope, values))
         if not program.facts.hold(values):  # a fact its own sizes break: no use to anyone

@@ -26,8 +26,10 @@ traced. jax.numpy and the shape rules of ``lax`` were written for sizes that are
    hashes by identity (a static argument of a jitted helper) and becomes a 0-d object array in
    NumPy shape arithmetic (``np.delete(shape, axes)``), as a polynomial dimension would.
 
-Only comparisons made *by JAX itself* are assumed, and only when they are computed from sizes and
-integer arguments alone; a user's ``if n > 3:`` keeps JAX's ``TracerBoolConversionError``.
+Comparisons made *by JAX itself* are assumed when they are computed from sizes and integer
+arguments alone; the user's own only when computed from sizes of abstracted axes alone (``if
+x.shape[0] > 0:``, a number under ``jax.jit``). A user's ``if n > 3:`` on an integer argument keeps
+JAX's ``TracerBoolConversionError``, as under ``jax.jit``.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import weakref
 from typing import Any
 
 import numpy as np
+from jax import errors
 from jax._src import core, dtypes
 from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
@@ -93,7 +96,7 @@ class GenericSizes:
 
     def __init__(self, ascending: bool, point: dict[Any, int] | None = None):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
-        self.point = point or {}
+        self.point = point if point is not None else {}
         self.index: dict[Any, int] = {}
         # Values already computed, by variable: size expressions share subexpressions, and
         # walking them as trees would take time exponential in their depth.
@@ -113,12 +116,27 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     point = scope.point_values if at_point and scope is not None and scope.decides_at_point() else None
     points = []
     for ascending in (True, False):
-        symbols = GenericSizes(ascending, point)
+        symbols = _assignment(scope, ascending, point)
         values = tuple(_size_value(d, symbols) for d in sizes)
         if any(v is None for v in values):
             return None
         points.append(values)
     return points
+
+
+def _assignment(scope: Any, ascending: bool, point: dict[Any, int] | None) -> GenericSizes:
+    """The scope's assignment of generic values (one per ordering, at its point or not), kept for
+    the whole trace: its leaves keep their numbers and its computed values stay valid (a
+    variable's value is fixed), so each question about a chain of sizes (``x[::2]`` ten times,
+    each slice asking about the last size) evaluates only what is new, not the whole chain
+    again."""
+    if scope is None:
+        return GenericSizes(ascending, point)
+    key = (ascending, point is not None)
+    symbols = scope.generic_assignments.get(key)
+    if symbols is None:
+        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point)
+    return symbols
 
 
 def example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
@@ -345,9 +363,39 @@ def _make_bool(original):
                 answer = None
             if answer is not None:
                 return answer
+        elif is_active():
+            answer = _decide_user_size_question(self, original)
+            if answer is not None:
+                return answer
         return original(self)
 
     return __bool__
+
+
+def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> bool | None:
+    """The user's own ``if x.shape[0] > 0:`` (or ``if len(x):``) on sizes of abstracted axes
+    alone: under ``jax.jit`` those are numbers, so it is decided as JAX's shape logic's questions
+    are (an assumption, a fact of the program). A comparison that involves integer arguments
+    keeps JAX's error, as under ``jax.jit``; one that depends on how unrelated sizes compare
+    (``x.shape[0] > y.shape[0]``) is decided by a trace guided by the call."""
+    scope = current_scope()
+    if scope is None or not scope.of_axes_only(tracer):
+        return None
+    if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
+        lhs, rhs = tracer.parent.in_tracers
+        answer = decide_size_comparison(lhs, rhs, _COMPARISONS[tracer.parent.primitive])
+    elif dtypes.issubdtype(tracer.aval.dtype, np.integer):
+        answer = decide_size_comparison(tracer, 0, "!=")
+    else:
+        return None
+    if answer is None:
+        # Raised as JAX raises it, marked: the call's sizes answer it (see compiler.assumptions).
+        try:
+            return original(tracer)
+        except errors.TracerBoolConversionError as err:
+            err._catalyst_lite_size_question = True
+            raise
+    return answer
 
 
 def _make_definitely_equal(original):
@@ -557,6 +605,40 @@ def _staged_max(d1: Any, d2: Any) -> Any:
     return jnp.maximum(d1, d2)
 
 
+def _make_index(original):
+    # `len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
+    # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
+    # compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error.
+    def to_int(self):
+        try:
+            return original(self)
+        except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError) as err:
+            scope = current_scope()
+            if is_active() and not _called_by_jax() and scope is not None and scope.of_axes_only(self):
+                err._catalyst_lite_size_question = True
+            raise
+
+    return to_int
+
+
+register_patch(
+    Patch(
+        "user_sizes_as_python_ints",
+        pe.DynamicJaxprTracer,
+        "__index__",
+        _make_index,
+        "len(x) or range(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
+    )
+)
+register_patch(
+    Patch(
+        "user_sizes_as_python_ints_int",
+        pe.DynamicJaxprTracer,
+        "__int__",
+        _make_index,
+        "int(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
+    )
+)
 register_patch(
     Patch(
         "assume_size_comparisons",

@@ -69,6 +69,10 @@ class SizeScope:
         self.names = list(names)
         self.point = None if point is None else list(point)
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
+        # (ascending, at the point) -> dimensions.GenericSizes: generic values, kept for the trace.
+        self.generic_assignments: dict[tuple[bool, bool], Any] = {}
+        # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
+        self.axis_inputs: set[int] = set()
         self.point_values: dict[Any, int] = {}  # variable -> its value at the point
         self.facts: list[Fact] = []
         self._fact_keys: set[tuple] = set()
@@ -88,9 +92,15 @@ class SizeScope:
 
     def bind_inputs(self, tracers: Sequence[Any]) -> None:
         """The argument tracers of the trace, in input order (called once the trace creates them)."""
+        in_shapes = {
+            d.val if isinstance(d, core.Tracer) else d
+            for t in tracers for d in getattr(t.aval, "shape", ()) if not isinstance(d, (int, np.integer))
+        }
         for position, tracer in enumerate(tracers):
             if not is_scalar_int_or_bool(tracer):
                 continue
+            if tracer.val in in_shapes:
+                self.axis_inputs.add(position)
             self.inputs[tracer.val] = position
             if self.point is not None and self.point[position] is not None:
                 self.point_values[tracer.val] = self.point[position]
@@ -125,6 +135,12 @@ class SizeScope:
         is_bool = np.dtype(tracer.aval.dtype) == np.bool_
         expr = SizeExpr(eqn.primitive.name, tuple(args), index, eqn.primitive, dict(eqn.params), is_bool)
         return simplified(expr)
+
+    def of_axes_only(self, tracer: Any) -> bool:
+        """``tracer`` is computed from the sizes of abstracted axes alone (and constants): a number
+        under ``jax.jit``, where every axis has a static length."""
+        expr = self.expression(tracer) if isinstance(tracer, core.Tracer) else None
+        return expr is not None and expr.inputs() <= self.axis_inputs
 
     def name(self, tracer: Any) -> str | None:
         """``n + 1``: a size tracer named by the inputs it is computed from (``None`` if it is

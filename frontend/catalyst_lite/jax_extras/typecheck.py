@@ -36,7 +36,10 @@ from .rules import nested_primitives
 from .shapes import SHAPE_PARAMS
 from .tracing import DShapedArray, Jaxpr, Literal, Var
 
-__all__ = ["check_jaxpr", "check_nested", "check_carry", "same_type", "typecheck_enabled", "JaxprTypeError"]
+__all__ = [
+    "check_jaxpr", "check_nested", "check_carry", "same_type", "typecheck_enabled", "JaxprTypeError",
+    "open_jax_nested_equation",
+]
 
 JaxprTypeError = core.JaxprTypeError
 
@@ -200,3 +203,63 @@ def check_carry(binders: Sequence[Var], results: Sequence[Any], nimplicit: int, 
         expected = _substitute(b.aval, env)
         if not same_type(expected, r.aval):
             raise JaxprTypeError(f"{what}: carried value {k} has type {b.aval} but the body returns {r.aval}")
+
+
+def _size_vars(atom: Any) -> list[Var]:
+    aval = getattr(atom, "aval", None)
+    shape = aval.shape if type(aval) is DShapedArray else ()
+    return [d for d in shape if isinstance(d, Var)]
+
+
+def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
+    """The size variables that ``jaxpr``'s types (and its nested jaxprs' types) name but that no
+    binder of ``jaxpr`` binds: sizes of an enclosing trace."""
+    bound = {*jaxpr.constvars, *jaxpr.invars}
+    named: set[Var] = set()
+    for v in (*jaxpr.constvars, *jaxpr.invars):
+        named.update(_size_vars(v))
+    for eqn in jaxpr.eqns:
+        for atom in (*eqn.invars, *eqn.outvars):
+            named.update(_size_vars(atom))
+        named.update(v for v in eqn.invars if isinstance(v, Var))
+        bound.update(v for v in eqn.outvars if isinstance(v, Var))
+        for sub in core.jaxprs_in_params(eqn.params):
+            named.update(_free_sizes(sub))
+    named.update(v for v in jaxpr.outvars if isinstance(v, Var))
+    for v in jaxpr.outvars:
+        named.update(_size_vars(v))
+    return named - bound
+
+
+def _holds_tracer(param: Any) -> bool:
+    """A parameter holding a tracer: itself, in a tuple or list, or as a size of an abstract
+    value (``pure_callback``'s ``result_avals`` of a symbolic shape)."""
+    if isinstance(param, core.Tracer):
+        return True
+    if isinstance(param, (tuple, list)):
+        return any(_holds_tracer(p) for p in param)
+    shape = getattr(param, "shape", None) if isinstance(param, core.AbstractValue) else None
+    return isinstance(shape, tuple) and any(isinstance(d, core.Tracer) for d in shape)
+
+
+def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
+    """The first equation of one of JAX's own primitives that holds a size of the trace where
+    nothing binds it, searched through every nested jaxpr; ``None`` if there is none.
+
+    JAX traces the nested functions of its higher-order primitives (``cond``, ``while``,
+    ``custom_jvp_call``...) itself, in a fresh trace that does not relate its sizes to the
+    enclosing one's: a size of ours can then end up inside JAX's closed jaxpr, where nothing binds
+    it. Others keep a size tracer in a parameter (``pure_callback``'s result types). Either way
+    the program cannot run at any size. (catalyst_lite's own nested primitives thread their sizes
+    as operands and are only searched.)
+    """
+    for eqn in jaxpr.eqns:
+        if eqn.primitive not in nested_primitives and any(_holds_tracer(p) for p in eqn.params.values()):
+            return eqn
+        for sub in core.jaxprs_in_params(eqn.params):
+            if eqn.primitive not in nested_primitives and _free_sizes(sub):
+                return eqn
+            found = open_jax_nested_equation(sub)
+            if found is not None:
+                return found
+    return None

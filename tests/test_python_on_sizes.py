@@ -1,0 +1,140 @@
+"""The user's Python on sizes of abstracted axes behaves as under ``jax.jit``, where they are numbers.
+
+``if x.shape[0] > 0:``, ``if x.size:``, ``while y.shape[0] > 2:`` are decided as JAX's own shape
+logic's questions are: an assumption recorded as a fact of the program, checked at each call (a
+call that breaks one gets a program traced for its sizes). ``len(x)``, ``range(x.shape[0])`` and
+``int(x.shape[0])`` need the size as a Python int: the call's sizes are then constants of the
+trace, as under ``jax.jit``. Questions about integer *arguments* (``if k > 1:``) keep JAX's error,
+as under ``jax.jit``. Every program is compared with ``jax.jit`` at sizes 0, 1 and more.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catalyst_lite import qjit
+from catalyst_lite.errors import ControlFlowError
+
+
+def _diff_unless_short(x):
+    if x.shape[0] > 0:
+        return jnp.diff(x) if x.shape[0] > 1 else x * 2
+    return x
+
+
+def _halve_while_long(x):
+    y = x
+    while y.shape[0] > 2:
+        y = y[::2]
+    return y
+
+
+def _sum_if_not_empty(x):
+    if x.size:
+        return x.sum()
+    return jnp.float64(-1)
+
+
+def _pairs_if_even(x):
+    if x.shape[0] % 2 == 0:
+        return x.reshape(2, -1).sum(0)
+    return x
+
+
+def _first_or_zero(x):
+    if len(x) == 0:
+        return jnp.zeros(1)
+    return x[:1]
+
+
+def _weighted_by_python_loop(x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc = acc + x[i] * i
+    return acc
+
+
+def _int_of_size(x):
+    return jnp.zeros(int(x.shape[0]) + 1), float(len(x))
+
+
+PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,
+            _weighted_by_python_loop, _int_of_size]
+
+
+def assert_same_as_jax_jit(got, expected):
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(expected)
+    for g, e in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
+        assert np.asarray(g).dtype == np.asarray(e).dtype and np.shape(g) == np.shape(e)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(e), rtol=1e-12)
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=lambda fn: fn.__name__)
+def test_python_on_axis_sizes_matches_jax_jit(fn):
+    compiled, reference = qjit(fn, abstracted_axes={0: "n"}), jax.jit(fn)
+    for n in (0, 1, 2, 5, 0, 3, 8):
+        x = jnp.asarray(np.random.default_rng(n).normal(size=n))
+        assert_same_as_jax_jit(compiled(x), reference(x))
+
+
+def test_comparison_of_two_abstracted_axes_is_decided_per_call():
+    def f(x, y):
+        if x.shape[0] > y.shape[0]:
+            return x[: y.shape[0]] + y
+        return x + y[: x.shape[0]]
+
+    compiled = qjit(f, abstracted_axes=({0: "n"}, {0: "m"}))
+    for n, m in [(3, 2), (2, 3), (2, 2), (0, 1), (4, 1)]:
+        x, y = jnp.arange(float(n)), jnp.arange(float(m)) * 10
+        assert_same_as_jax_jit(compiled(x, y), jax.jit(f)(x, y))
+
+
+def test_a_decision_is_a_fact_shared_by_the_sizes_it_holds_for():
+    """``if x.shape[0] > 0`` is decided once for every non-empty length: no trace per size."""
+    traces = []
+
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        traces.append(None)
+        if x.shape[0] > 0:
+            return x * 2
+        return x - 1
+
+    for n in (3, 4, 7, 1):
+        np.testing.assert_allclose(f(jnp.ones(n)), 2 * np.ones(n))
+    assert len(traces) == 1
+    assert f(jnp.ones(0)).shape == (0,)
+    assert len(traces) == 2
+
+
+def test_integer_arguments_keep_jax_jit_errors():
+    def branch(x, k):
+        if k > 1:
+            return x
+        return -x
+
+    def loop(x, k):
+        for _ in range(k):
+            x = x + 1
+        return x
+
+    for fn, jax_error in [(branch, jax.errors.TracerBoolConversionError),
+                          (loop, jax.errors.TracerIntegerConversionError)]:
+        with pytest.raises(jax_error):
+            jax.jit(fn)(jnp.ones(3), 2)
+        with pytest.raises(ControlFlowError) as raised:
+            qjit(fn, abstracted_axes={0: "n"})(jnp.ones(3), 2)
+        assert isinstance(raised.value, jax_error)
+
+
+def test_data_dependent_branch_keeps_jax_jit_error():
+    def f(x):
+        if x.shape[0] + x.sum() > 0:
+            return x
+        return -x
+
+    with pytest.raises(ControlFlowError, match="catalyst_lite.cond"):
+        qjit(f, abstracted_axes={0: "n"})(jnp.ones(3))
