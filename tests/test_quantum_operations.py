@@ -3,6 +3,7 @@
 (Catalyst's signatures, returning operators). Results against ``default.qubit``; structures and
 errors against Catalyst 0.15."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pennylane as qml
@@ -239,13 +240,32 @@ def test_probs_of_an_observable_are_in_its_eigenbasis_as_pennylane():
         np.testing.assert_allclose(actual, expected, atol=5 * 0.5 / np.sqrt(4000))
 
 
-def test_an_unsupported_measurement_names_what_to_use_instead():
-    def circuit():
-        qml.Hadamard(0)
-        return qml.vn_entropy(wires=[0])
+def test_measurements_of_the_state_are_default_qubits():
+    def circuit(x):
+        qml.RX(x, 5)
+        qml.CNOT([5, "a"])
+        qml.RY(x / 2, 1)
+        qml.CRX(x, [1, 5])
+        return (qml.density_matrix(wires=["a", 5]), qml.density_matrix(wires=[1]), qml.vn_entropy(wires=[5], log_base=2),
+                qml.purity(wires=["a", 1]), qml.mutual_info(wires0=[5], wires1=["a", 1]), qml.state())
 
-    with pytest.raises(CatalystLiteError, match=r"VnEntropyMP.*qml\.math\.vn_entropy"):
-        qjit(qml.qnode(dev())(circuit))()
+    device = qml.device("default.qubit", wires=[1, "a", 5])
+    for actual, expected in zip(qjit(qml.qnode(device)(circuit))(0.7), qml.qnode(device)(circuit)(0.7)):
+        np.testing.assert_allclose(actual, expected, atol=TOL)
+
+    def entropy(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.vn_entropy(wires=[1])
+
+    np.testing.assert_allclose(qjit(catalyst_lite.grad(qml.qnode(dev(), diff_method="backprop")(entropy)))(0.7),
+                               jax.grad(qml.qnode(dev())(entropy))(0.7), atol=TOL)
+
+
+def test_measurements_of_the_state_with_shots_are_a_clear_error():
+    circuit = qml.qnode(dev(), shots=10)(lambda: (qml.Hadamard(0), qml.density_matrix(wires=[0]))[1])
+    with pytest.raises(CatalystLiteError, match="DensityMatrixMP.*shots=None"):
+        qjit(circuit)()
 
 
 @pytest.mark.parametrize("seed, error", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError)])

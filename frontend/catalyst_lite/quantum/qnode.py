@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from ..capture.switch import pennylane_capture_enabled
 from ..control_flow.common import ambient_carry, control_flow_handler
 from ..errors import QuantumOperationError, QuantumRegionError, WireError
-from ..jax_extras import Tracer, is_tracing
+from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
@@ -152,10 +152,11 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[A
 
 def _make_qnode_call(original: Callable) -> Callable:
     # A QNode called while this thread traces a qjit program (inside `quantum_tracing`) becomes
-    # array operations of the program; everywhere else (other threads, eager calls, other
-    # traces) PennyLane runs it.
+    # array operations of the program, also under jax.grad/jax.vmap applied inside it (JAX
+    # transforms those operations as any others); everywhere else (other threads, eager calls,
+    # other traces) PennyLane runs it.
     def __call__(self, *args, **kwargs):
-        if getattr(_local, "traced", None) is not None and is_tracing():
+        if getattr(_local, "traced", None) is not None and is_tracing(under_transformations=True):
             return execute_qnode(self, args, kwargs)
         return original(self, *args, **kwargs)
 
@@ -456,7 +457,10 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         else:
             results = all_branches_results(run, first, key)
     else:
-        results = _terminal_results(first, key, shots, method is not None and first.state.simulated)
+        # Under jax.grad/jax.jacobian applied inside the program, statistics of shots get their
+        # exact derivatives too (those of the samples are zero).
+        differentiated = method is not None or under_jax_transformation()
+        results = _terminal_results(first, key, shots, differentiated and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
     return (first.state.snapshots, results) if first.state.snapshots else results
 
@@ -522,7 +526,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
         import pennylane as qml  # PennyLane captures the program (qjit(capture=True)): its own
 
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
-    if not stack or not is_tracing():
+    if not stack or not is_tracing(under_transformations=True):
         raise QuantumOperationError("measure() is only available inside a QNode compiled by qjit.")
     circuit = stack[-1]
     state = circuit.state
@@ -559,7 +563,7 @@ def _qml():
 def _compiling_circuit() -> _Circuit | None:
     """The circuit being compiled in this thread, if any."""
     stack = _circuits()
-    return stack[-1] if stack and is_tracing() else None
+    return stack[-1] if stack and is_tracing(under_transformations=True) else None
 
 
 def compiling_state() -> QuantumState | None:
