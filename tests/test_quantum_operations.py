@@ -273,3 +273,18 @@ def test_a_seed_out_of_range_is_catalysts_error(seed, error):
     with pytest.raises(error, match="seed"):
         qjit(seed=seed)(lambda x: x)
     assert float(qjit(seed=2**32 - 1)(lambda x: x)(1.0)) == 1.0
+
+
+def test_parameter_broadcasting_names_vmap_which_gives_default_qubits_results():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.probs(wires=[1]), qml.expval(qml.Z(0))
+
+    xs = np.array([0.1, 0.7, 2.0])
+    with pytest.raises(CatalystLiteError, match=r"RX with broadcast.*vmap"):
+        qjit(qml.qnode(dev())(circuit))(xs)
+    mapped = qjit(lambda v: jax.vmap(qml.qnode(dev())(circuit))(v))(xs)
+    broadcast = qml.qnode(dev())(circuit)(xs)
+    for actual, expected in zip(mapped, broadcast):
+        np.testing.assert_allclose(actual, expected, atol=TOL)

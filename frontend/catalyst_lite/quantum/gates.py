@@ -44,6 +44,12 @@ MAX_DENSE_WIRES = 3
 """Above this many target wires a gate is decomposed (a dense ``k``-wire gate costs ``2**k``
 passes over the state); ``QubitUnitary`` has no decomposition and is applied densely at any size."""
 
+_NO_BROADCASTING = (
+    " is not supported (nor by Catalyst): map the QNode over the batch instead, with "
+    "catalyst_lite.vmap(qnode) or jax.vmap(qnode) inside qjit."
+)
+"""The end of the error for parameter broadcasting, with the workaround."""
+
 
 def supported_summary() -> str:
     """The list quoted by error messages."""
@@ -164,7 +170,7 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
     if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
         if getattr(op, "batch_size", None):
-            raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
+            raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
         return [GateRecord(op, wires.indices(op.wires, op.name))]
     if op.has_decomposition:
         try:
@@ -186,7 +192,7 @@ def _matrix_record(op: Any, wires: WireMap) -> GateRecord:
     """An operation with a matrix but no decomposition (``BlockEncode``, a user's operation with
     ``compute_matrix``), applied by its matrix."""
     if getattr(op, "batch_size", None):
-        raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
+        raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
     return GateRecord(None, wires.indices(op.wires, op.name), explicit=op.matrix())
 
 
@@ -204,7 +210,7 @@ def initial_state(op: Any, wires: WireMap) -> Any:
     their number may be traced."""
     targets = list(wires.indices(op.wires, op.name))
     if getattr(op, "batch_size", None):
-        raise QuantumOperationError(f"{op.name} with broadcast (batched) states is not supported.")
+        raise QuantumOperationError(f"{op.name} with broadcast (batched) states{_NO_BROADCASTING}")
     vector = op.parameters[0].toarray() if getattr(op, "is_sparse", False) else op.parameters[0]
     vector = jnp.asarray(vector, jnp.complex128).reshape(-1)
     n, k = wires.n_wires, len(targets)
