@@ -572,12 +572,19 @@ def compiling_state() -> QuantumState | None:
     return None if circuit is None else circuit.state
 
 
+def _off_circuit() -> bool:
+    """Operators are being built outside the circuit's queue (an operation's decomposition,
+    computed with queuing stopped, as ``PhaseAdder``'s ``qml.adjoint(QFT)(wires)``): PennyLane's
+    own ``qml.adjoint``/``qml.ctrl`` build them, and return operators as the decomposition needs."""
+    return not _qml().QueuingManager.recording()
+
+
 def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
     """``qml.adjoint``: of an operator, PennyLane's own ``Adjoint``; of a quantum function inside a
     compiled circuit, its adjoint region (:mod:`.regions`: loops reversed, branches adjointed)."""
     qml = _qml()
     circuit = _compiling_circuit()
-    if circuit is None or isinstance(fn, qml.operation.Operator) or not callable(fn):
+    if circuit is None or isinstance(fn, qml.operation.Operator) or not callable(fn) or _off_circuit():
         return sys.modules["pennylane.ops.op_math.adjoint"].create_adjoint_op(fn, lazy)
     return adjoint_transform(circuit.state, fn, lazy)
 
@@ -588,7 +595,7 @@ def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, 
     qml = _qml()
     options = (control, control_values, work_wires, work_wire_type)
     circuit = _compiling_circuit()
-    if circuit is None or isinstance(op, qml.operation.Operator) or not callable(op):
+    if circuit is None or isinstance(op, qml.operation.Operator) or not callable(op) or _off_circuit():
         return qml.ops.op_math.controlled.create_controlled_op(op, *options)
     return ctrl_transform(circuit.state, op, *options)
 
