@@ -288,3 +288,19 @@ def test_parameter_broadcasting_names_vmap_which_gives_default_qubits_results():
     broadcast = qml.qnode(dev())(circuit)(xs)
     for actual, expected in zip(mapped, broadcast):
         np.testing.assert_allclose(actual, expected, atol=TOL)
+
+
+def test_special_unitary_with_traced_parameters_is_applied_by_its_matrix():
+    """Its decomposition asks whether a traced angle is 0; the matrix is exact, derivatives too."""
+
+    def circuit(theta):
+        qml.Hadamard(0)
+        qml.SpecialUnitary(theta, wires=[0, 1])
+        qml.SpecialUnitary(theta[:3], wires=[2])
+        return qml.expval(qml.Z(0) @ qml.X(1) + qml.Y(2))
+
+    theta = np.random.default_rng(3).normal(size=15)
+    reference = qml.qnode(dev())(circuit)
+    np.testing.assert_allclose(qjit(qml.qnode(dev())(circuit))(theta), reference(theta), atol=TOL)
+    gradient = qjit(catalyst_lite.grad(qml.qnode(dev(), diff_method="adjoint")(circuit)))(theta)
+    np.testing.assert_allclose(gradient, jax.grad(reference)(theta), atol=TOL)

@@ -20,6 +20,7 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -175,10 +176,15 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
     if op.has_decomposition:
         try:
             decomposition = op.decomposition()
+            if decomposition is not None:
+                return [r for sub in decomposition for r in gate_records(sub, wires)]
         except qml.operation.DecompositionUndefinedError:
-            decomposition = None
-        if decomposition is not None:
-            return [r for sub in decomposition for r in gate_records(sub, wires)]
+            pass
+        except jax.errors.ConcretizationTypeError:
+            # a decomposition that branches on a traced parameter (SpecialUnitary's TmpPauliRot
+            # asks whether its angle is 0): the operation's matrix is exact for any value
+            if not op.has_matrix:
+                raise
     if op.has_matrix:
         return [_matrix_record(op, wires)]
     raise QuantumOperationError(
