@@ -339,7 +339,7 @@ def test_random_circuits_match_default_qubit(gates):
     [
         (lambda: (qml.AmplitudeDamping(0.1, 0), qml.expval(qml.Z(0)))[1], TypeError, ["AmplitudeDamping", "Supported"]),
         (lambda: (qml.RX(0.1, 7), qml.expval(qml.Z(0)))[1], ValueError, ["RX", "wire 7"]),
-        (lambda: qml.vn_entropy(wires=0), TypeError, ["VnEntropyMP", "expval"]),
+        (lambda: qml.classical_shadow(wires=[0]), TypeError, ["ClassicalShadowMP", "expval"]),
         (lambda: qml.sample(), TypeError, ["sample", "shots"]),
     ],
 )

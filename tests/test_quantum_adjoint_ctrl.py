@@ -227,3 +227,29 @@ def test_pennylane_qjit_compiler_dispatches_adjoint_of_loops():
     expected = qml.qnode(DEV)(circuit)(0.7, 3)
     actual = qml.qjit(qml.qnode(DEV)(circuit), compiler="catalyst_lite")(0.7, 3)
     np.testing.assert_allclose(np.asarray(actual), expected, atol=1e-10)
+
+
+def test_catalyst_ctrl_and_adjoint_of_functions_with_a_traced_control_wire():
+    import catalyst_lite
+
+    dev = qml.device("default.qubit", wires=4)
+
+    def compiled(x):
+        qml.Hadamard(0)
+
+        @for_loop(0, 3, 1)
+        def body(i):
+            catalyst_lite.ctrl(lambda: (qml.RX(x, wires=i + 1), qml.CNOT([i + 1, (i + 2) % 4])), control=i)()
+            catalyst_lite.adjoint(lambda: qml.IsingXX(x * i, wires=[i, 3]))()
+
+        body()
+        return qml.state()
+
+    def reference(x):
+        qml.Hadamard(0)
+        for i in range(3):
+            qml.ctrl(lambda: (qml.RX(x, wires=i + 1), qml.CNOT([i + 1, (i + 2) % 4])), control=i)()
+            qml.adjoint(lambda: qml.IsingXX(x * i, wires=[i, 3]))()
+        return qml.state()
+
+    np.testing.assert_allclose(qjit(qml.qnode(dev)(compiled))(0.7), qml.qnode(dev)(reference)(0.7), atol=1e-10)

@@ -108,3 +108,18 @@ def circuit_without_loop(x):
     for i in range(2):
         qml.RY(x * i, wires=i)
     return qml.state()
+
+
+def test_decompositions_that_call_qml_adjoint_and_qml_ctrl_get_operators():
+    """``PhaseAdder`` (inside ``Adder`` with a modulus) decomposes into
+    ``qml.adjoint(QFT)(wires=...)``: built off the circuit's queue, it must be PennyLane's operator
+    (it was an empty list: a ``TypeError`` in ``change_op_basis``)."""
+
+    def circuit():
+        qml.BasisState(np.array([1, 0, 1]), wires=[0, 1, 2])
+        qml.Adder(3, x_wires=[0, 1, 2], mod=6, work_wires=[3, 4])
+        qml.ctrl(qml.PhaseAdder(2, x_wires=[1, 2]), control=0)
+        return qml.state()
+
+    dev = qml.device("default.qubit", wires=5)
+    np.testing.assert_allclose(qjit(qml.qnode(dev)(circuit))(), qml.qnode(dev)(circuit)(), atol=1e-10)

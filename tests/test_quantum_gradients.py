@@ -103,3 +103,79 @@ def test_catalysts_errors_for_qnodes_that_cannot_be_differentiated_so(method, ci
 def test_finite_differences_of_the_whole_function_ignore_diff_method():
     qnode = qml.qnode(DEV, diff_method=None)(_expval)
     np.testing.assert_allclose(qjit(grad(qnode, method="fd"))(0.4), -np.sin(0.4), atol=1e-6)
+
+
+# --- JAX's own transformations of QNodes inside qjit ---------------------------------------------
+# jax.grad/jax.jacobian/jax.vmap applied inside the program compile the QNode as any other call:
+# catalyst_lite's loops with traced wires, catalyst_lite.measure and qml.measure work under them.
+
+
+def test_jax_jacobian_and_grad_of_a_qnode_with_traced_loop_bounds_and_wires():
+    qnode = qml.qnode(qml.device("lightning.qubit", wires=4))(layered)
+    reference = qml.qnode(DEV)(layered_reference)
+
+    @qjit
+    def both(x: float):
+        first = jax.jacobian(lambda y: qnode(y, 3, 3))(x)
+        return first, jax.grad(lambda y: jax.numpy.sin(qnode(y, 2, 3)[0]))(x)
+
+    expected = jax.jacobian(lambda y: reference(y, 3, 3))(0.4), jax.grad(lambda y: jax.numpy.sin(reference(y, 2, 3)[0]))(0.4)
+    for got, want in zip(jax.tree.leaves(both(0.4)), jax.tree.leaves(expected)):
+        np.testing.assert_allclose(got, want, atol=1e-10)
+
+
+def test_jax_grad_of_a_qnode_in_a_training_loop():
+    qnode = qml.qnode(qml.device("lightning.qubit", wires=4), diff_method="adjoint")(layered)
+    reference = qml.qnode(DEV)(layered_reference)
+
+    @qjit
+    def train(x: float):
+        @for_loop(0, 4, 1)
+        def step(i, y):
+            return y - 0.1 * jax.grad(lambda z: qnode(z, 3, 3)[0])(y)
+
+        return step(x)
+
+    expected = 0.4
+    for _ in range(4):
+        expected = expected - 0.1 * jax.grad(lambda z: reference(z, 3, 3)[0])(expected)
+    np.testing.assert_allclose(train(0.4), expected, atol=1e-10)
+
+
+def test_jax_vmap_of_qnodes_with_mid_circuit_measurements():
+    from catalyst_lite import measure
+
+    def reset_and_rotate(x):
+        qml.RX(x, 0)
+        measure(0, reset=True)  # whatever the outcome, wire 0 ends in |0>
+        qml.RY(x, 1)
+        return qml.probs(wires=[0, 1])
+
+    def deferred(x):
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.cond(m, qml.RY)(x, 1)
+        return qml.expval(qml.Z(1))
+
+    dev = qml.device("lightning.qubit", wires=2)
+    first = qml.qnode(dev)(reset_and_rotate)
+    second = qml.qnode(dev, mcm_method="deferred")(deferred)
+    xs = np.array([0.3, 1.1, 2.0])
+    got_first, got_second, got_grad = qjit(lambda v: (jax.vmap(first)(v), jax.vmap(second)(v), jax.grad(second)(v[0])))(xs)
+    np.testing.assert_allclose(got_first, [[np.cos(x / 2) ** 2, np.sin(x / 2) ** 2, 0, 0] for x in xs], atol=1e-10)
+    reference = qml.qnode(qml.device("default.qubit", wires=3), mcm_method="deferred")(deferred)
+    np.testing.assert_allclose(got_second, [reference(x) for x in xs], atol=1e-10)
+    np.testing.assert_allclose(got_grad, jax.grad(reference)(xs[0]), atol=1e-10)
+
+
+def test_jax_jacobian_of_a_qnode_with_shots_is_the_exact_derivative():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1)), qml.probs(wires=[1])
+
+    qnode = qml.set_shots(qml.qnode(qml.device("lightning.qubit", wires=2))(circuit), shots=200)
+    got = qjit(lambda x: jax.jacobian(qnode)(x), seed=3)(0.7)
+    expected = jax.jacobian(qml.qnode(DEV)(circuit))(0.7)
+    for g, e in zip(got, expected):
+        np.testing.assert_allclose(g, e, atol=1e-10)

@@ -3,6 +3,7 @@
 (Catalyst's signatures, returning operators). Results against ``default.qubit``; structures and
 errors against Catalyst 0.15."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pennylane as qml
@@ -239,13 +240,32 @@ def test_probs_of_an_observable_are_in_its_eigenbasis_as_pennylane():
         np.testing.assert_allclose(actual, expected, atol=5 * 0.5 / np.sqrt(4000))
 
 
-def test_an_unsupported_measurement_names_what_to_use_instead():
-    def circuit():
-        qml.Hadamard(0)
-        return qml.vn_entropy(wires=[0])
+def test_measurements_of_the_state_are_default_qubits():
+    def circuit(x):
+        qml.RX(x, 5)
+        qml.CNOT([5, "a"])
+        qml.RY(x / 2, 1)
+        qml.CRX(x, [1, 5])
+        return (qml.density_matrix(wires=["a", 5]), qml.density_matrix(wires=[1]), qml.vn_entropy(wires=[5], log_base=2),
+                qml.purity(wires=["a", 1]), qml.mutual_info(wires0=[5], wires1=["a", 1]), qml.state())
 
-    with pytest.raises(CatalystLiteError, match=r"VnEntropyMP.*qml\.math\.vn_entropy"):
-        qjit(qml.qnode(dev())(circuit))()
+    device = qml.device("default.qubit", wires=[1, "a", 5])
+    for actual, expected in zip(qjit(qml.qnode(device)(circuit))(0.7), qml.qnode(device)(circuit)(0.7)):
+        np.testing.assert_allclose(actual, expected, atol=TOL)
+
+    def entropy(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.vn_entropy(wires=[1])
+
+    np.testing.assert_allclose(qjit(catalyst_lite.grad(qml.qnode(dev(), diff_method="backprop")(entropy)))(0.7),
+                               jax.grad(qml.qnode(dev())(entropy))(0.7), atol=TOL)
+
+
+def test_measurements_of_the_state_with_shots_are_a_clear_error():
+    circuit = qml.qnode(dev(), shots=10)(lambda: (qml.Hadamard(0), qml.density_matrix(wires=[0]))[1])
+    with pytest.raises(CatalystLiteError, match="DensityMatrixMP.*shots=None"):
+        qjit(circuit)()
 
 
 @pytest.mark.parametrize("seed, error", [(-1, ValueError), (2**32, ValueError), (1.5, TypeError)])
@@ -253,3 +273,34 @@ def test_a_seed_out_of_range_is_catalysts_error(seed, error):
     with pytest.raises(error, match="seed"):
         qjit(seed=seed)(lambda x: x)
     assert float(qjit(seed=2**32 - 1)(lambda x: x)(1.0)) == 1.0
+
+
+def test_parameter_broadcasting_names_vmap_which_gives_default_qubits_results():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.CNOT([0, 1])
+        return qml.probs(wires=[1]), qml.expval(qml.Z(0))
+
+    xs = np.array([0.1, 0.7, 2.0])
+    with pytest.raises(CatalystLiteError, match=r"RX with broadcast.*vmap"):
+        qjit(qml.qnode(dev())(circuit))(xs)
+    mapped = qjit(lambda v: jax.vmap(qml.qnode(dev())(circuit))(v))(xs)
+    broadcast = qml.qnode(dev())(circuit)(xs)
+    for actual, expected in zip(mapped, broadcast):
+        np.testing.assert_allclose(actual, expected, atol=TOL)
+
+
+def test_special_unitary_with_traced_parameters_is_applied_by_its_matrix():
+    """Its decomposition asks whether a traced angle is 0; the matrix is exact, derivatives too."""
+
+    def circuit(theta):
+        qml.Hadamard(0)
+        qml.SpecialUnitary(theta, wires=[0, 1])
+        qml.SpecialUnitary(theta[:3], wires=[2])
+        return qml.expval(qml.Z(0) @ qml.X(1) + qml.Y(2))
+
+    theta = np.random.default_rng(3).normal(size=15)
+    reference = qml.qnode(dev())(circuit)
+    np.testing.assert_allclose(qjit(qml.qnode(dev())(circuit))(theta), reference(theta), atol=TOL)
+    gradient = qjit(catalyst_lite.grad(qml.qnode(dev(), diff_method="adjoint")(circuit)))(theta)
+    np.testing.assert_allclose(gradient, jax.grad(reference)(theta), atol=TOL)

@@ -51,6 +51,15 @@ def test_deferred_without_shots_is_exact():
     assert_all_close(qjit(qml.qnode(DEV, mcm_method="deferred")(exact_circuit))(X, Y), expected)
 
 
+def test_the_defer_measurements_transform_is_mcm_method_deferred():
+    def circuit(x, y):
+        m0, _ = branching(x, y)
+        return qml.expval(qml.Z(1) @ qml.X(2)), qml.probs(wires=[0, 1]), qml.expval(m0)
+
+    expected = qml.transforms.defer_measurements(qml.qnode(REFERENCE)(circuit))(X, Y)
+    assert_all_close(qjit(qml.transforms.defer_measurements(qml.qnode(DEV)(circuit)))(X, Y), expected)
+
+
 def test_deferred_without_shots_post_selects_and_renormalizes():
     def circuit(x):
         qml.RX(x, 0)

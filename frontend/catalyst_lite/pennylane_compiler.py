@@ -72,9 +72,11 @@ class TracingContext:
         Other JAX-based compilers (Catalyst) also trace with dynamic shapes, so a dynamic-shape
         trace alone does not mean it is ours: the trace must also run inside catalyst_lite's own
         thread-local tracing scope. Otherwise PennyLane, which asks every installed compiler in
-        turn, could hand Catalyst's loops to us.
+        turn, could hand Catalyst's loops to us. A JAX transformation applied inside the
+        program (``jax.vmap``, ``jax.grad`` of a QNode) is still ours: its ``qml.measure``,
+        ``qml.cond``... compile into the program.
         """
-        return _inside_catalyst_lite_scope() and is_tracing()
+        return _inside_catalyst_lite_scope() and is_tracing(under_transformations=True)
 
 
 class PennyLaneOps:

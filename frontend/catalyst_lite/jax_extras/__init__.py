@@ -70,6 +70,7 @@ from .tracing import (
     hosted_capture,
     input_type_to_tracers,
     inside_program_trace,
+    under_jax_transformation,
     is_tracing,
     make_input_type,
     trace_to_jaxpr,

@@ -48,6 +48,7 @@ __all__ = [
     "is_tracing",
     "hosted_capture",
     "inside_program_trace",
+    "under_jax_transformation",
     "current_trace",
     "make_input_type",
     "input_type_to_tracers",
@@ -102,14 +103,17 @@ def current_trace() -> Any:
 _hosting = threading.local()
 
 
-def is_tracing() -> bool:
+def is_tracing(*, under_transformations: bool = False) -> bool:
     """True when the calling thread is tracing a catalyst_lite program (not merely some other
     dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``), and is not
-    hosting another framework's capture (:func:`hosted_capture`)."""
+    hosting another framework's capture (:func:`hosted_capture`).
+
+    ``under_transformations``: also where a JAX transformation applied inside the program
+    (``jax.grad``, ``jax.vmap``) is the current trace (see :func:`inside_program_trace`)."""
     return (
         is_active()
         and not getattr(_hosting, "depth", 0)
-        and isinstance(current_trace(), DynamicJaxprTrace)
+        and (under_transformations or isinstance(current_trace(), DynamicJaxprTrace))
         and config.dynamic_shapes.value
     )
 
@@ -136,6 +140,12 @@ def inside_program_trace() -> bool:
     """True while the calling thread traces a catalyst_lite program, even where a JAX
     transformation (``jax.vmap``, ``jax.grad``) applied inside it is the current trace."""
     return is_active() and config.dynamic_shapes.value
+
+
+def under_jax_transformation() -> bool:
+    """True while a JAX transformation applied inside a catalyst_lite program (``jax.grad``,
+    ``jax.vmap``) is the calling thread's current trace."""
+    return is_tracing(under_transformations=True) and not is_tracing()
 
 
 def get_aval(x: Any) -> core.AbstractValue:

@@ -20,6 +20,7 @@ import operator
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -43,6 +44,12 @@ SUPPORTED_GATES = frozenset({
 MAX_DENSE_WIRES = 3
 """Above this many target wires a gate is decomposed (a dense ``k``-wire gate costs ``2**k``
 passes over the state); ``QubitUnitary`` has no decomposition and is applied densely at any size."""
+
+_NO_BROADCASTING = (
+    " is not supported (nor by Catalyst): map the QNode over the batch instead, with "
+    "catalyst_lite.vmap(qnode) or jax.vmap(qnode) inside qjit."
+)
+"""The end of the error for parameter broadcasting, with the workaround."""
 
 
 def supported_summary() -> str:
@@ -164,15 +171,20 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
     if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
         if getattr(op, "batch_size", None):
-            raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
+            raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
         return [GateRecord(op, wires.indices(op.wires, op.name))]
     if op.has_decomposition:
         try:
             decomposition = op.decomposition()
+            if decomposition is not None:
+                return [r for sub in decomposition for r in gate_records(sub, wires)]
         except qml.operation.DecompositionUndefinedError:
-            decomposition = None
-        if decomposition is not None:
-            return [r for sub in decomposition for r in gate_records(sub, wires)]
+            pass
+        except jax.errors.ConcretizationTypeError:
+            # a decomposition that branches on a traced parameter (SpecialUnitary's TmpPauliRot
+            # asks whether its angle is 0): the operation's matrix is exact for any value
+            if not op.has_matrix:
+                raise
     if op.has_matrix:
         return [_matrix_record(op, wires)]
     raise QuantumOperationError(
@@ -186,7 +198,7 @@ def _matrix_record(op: Any, wires: WireMap) -> GateRecord:
     """An operation with a matrix but no decomposition (``BlockEncode``, a user's operation with
     ``compute_matrix``), applied by its matrix."""
     if getattr(op, "batch_size", None):
-        raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters is not supported.")
+        raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
     return GateRecord(None, wires.indices(op.wires, op.name), explicit=op.matrix())
 
 
@@ -204,7 +216,7 @@ def initial_state(op: Any, wires: WireMap) -> Any:
     their number may be traced."""
     targets = list(wires.indices(op.wires, op.name))
     if getattr(op, "batch_size", None):
-        raise QuantumOperationError(f"{op.name} with broadcast (batched) states is not supported.")
+        raise QuantumOperationError(f"{op.name} with broadcast (batched) states{_NO_BROADCASTING}")
     vector = op.parameters[0].toarray() if getattr(op, "is_sparse", False) else op.parameters[0]
     vector = jnp.asarray(vector, jnp.complex128).reshape(-1)
     n, k = wires.n_wires, len(targets)

@@ -35,7 +35,8 @@ from .wires import WireMap
 
 __all__ = ["measure_terminal", "exact_measurement", "SUPPORTED_MEASUREMENTS", "apply_observable"]
 
-SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts")
+SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts", "density_matrix", "vn_entropy",
+                          "purity", "mutual_info")
 
 
 def _pauli_word_apply(state, word: dict, coeff: Any, n_wires: int, wires: WireMap):
@@ -120,28 +121,43 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
         if len(mp.wires) and (isinstance(n_wires, Tracer) or len(mp.wires) != n_wires):
             raise QuantumOperationError("state() of a subset of wires (a density matrix) is not supported.")
         return state
+    if kind in STATE_MEASUREMENTS:
+        return _from_state(mp, state, n_wires, wires)
     if kind in ("sample", "counts"):
         raise QuantumOperationError(
             f"{kind} needs a finite number of shots: set shots on the QNode with qml.set_shots "
             "(or qml.qnode(..., shots=...))."
         )
-    hint = _INSTEAD.get(kind, "")
     raise QuantumOperationError(
         f"catalyst_lite cannot compile the measurement {type(mp).__name__}. Supported: "
-        f"{', '.join(SUPPORTED_MEASUREMENTS)}.{hint}"
+        f"{', '.join(SUPPORTED_MEASUREMENTS)}."
     )
 
 
-_INSTEAD = {
-    kind: f" Instead, return qml.state() and compute it with {fn} (inside qjit too)."
-    for kind, fn in (
-        ("DensityMatrixMP", "qml.math.reduce_statevector(state, indices)"),
-        ("VnEntropyMP", "qml.math.vn_entropy(qml.math.dm_from_state_vector(state), indices)"),
-        ("MutualInfoMP", "qml.math.mutual_info(qml.math.dm_from_state_vector(state), indices0, indices1)"),
-        ("PurityMP", "qml.math.purity(qml.math.dm_from_state_vector(state), indices)"),
-    )
+STATE_MEASUREMENTS = {
+    "DensityMatrixMP": "qml.math.reduce_statevector(state, indices)",
+    "VnEntropyMP": "qml.math.vn_entropy(qml.math.dm_from_state_vector(state), indices)",
+    "MutualInfoMP": "qml.math.mutual_info(qml.math.dm_from_state_vector(state), indices0, indices1)",
+    "PurityMP": "qml.math.purity(qml.math.dm_from_state_vector(state), indices)",
 }
-"""What to use instead of a measurement that does not compile, by kind."""
+"""Measurements of the exact state that PennyLane computes from it (``process_state``), by kind,
+with the ``qml.math`` function that computes them from ``qml.state()``."""
+
+def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
+    """``density_matrix``, ``vn_entropy``, ``purity``, ``mutual_info``: PennyLane's own functions
+    of the state vector (array operations, as on ``default.qubit``), with the device's wire
+    order."""
+    if wires.traced or wires.labels is None or isinstance(n_wires, Tracer):
+        raise QuantumOperationError(
+            f"{type(mp).__name__} needs a device with a known number of wires; return qml.state() "
+            f"and compute it with {STATE_MEASUREMENTS[measurement_kind(mp)]} instead."
+        )
+    import pennylane as qml
+
+    # As default.qubit, on wires numbered in the device's order (PennyLane's functions take the
+    # measurement's wires as indices)
+    numbered = mp.map_wires({label: k for k, label in enumerate(wires.labels)})
+    return numbered.process_state(state, qml.wires.Wires(range(len(wires.labels))))
 
 
 def measure_terminal(mp: Any, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), key=None,
@@ -152,6 +168,12 @@ def measure_terminal(mp: Any, state, n_wires: int, wires: WireMap, shots: ShotPl
     (``null.qubit``): every result has its shape, with expectation values and variances 0 and
     every shot in the all-zero outcome, as PennyLane's ``null.qubit`` gives them."""
     kind = measurement_kind(mp)
+    if shots.finite and kind in STATE_MEASUREMENTS:
+        raise QuantumOperationError(
+            f"{type(mp).__name__} is a function of the exact state: it needs shots=None, as on "
+            "default.qubit. Remove the shots (qml.set_shots(..., shots=None)) or measure it in "
+            "another QNode."
+        )
     if not shots.finite or kind == "state":
         if not simulated and kind in ("expval", "var"):
             return jnp.zeros((), jnp.float64)

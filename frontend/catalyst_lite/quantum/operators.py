@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
+from ..jax_extras import Tracer
 from .qnode import compiling_state
 from .regions import RegionRun, adjoint_transform, run_adjoint, run_ctrl
 
@@ -48,8 +49,16 @@ def _wires_of(gates: Sequence[Any], first: Sequence[Any] = ()) -> list:
     """``first``, then the wires of ``gates`` in order of appearance, each once."""
     seen: list = list(first)
     for gate in gates:
-        seen += [w for w in gate.wires if w not in seen]
+        seen += [w for w in gate.wires if not any(_same_wire(w, v) for v in seen)]
     return seen
+
+
+def _same_wire(a: Any, b: Any) -> bool:
+    """Equal labels; a traced wire (a loop index) is the same as itself only, as its value is
+    known when the program runs."""
+    if isinstance(a, Tracer) or isinstance(b, Tracer):
+        return a is b
+    return a == b
 
 
 @functools.cache

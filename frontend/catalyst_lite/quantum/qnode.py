@@ -51,7 +51,7 @@ import jax.numpy as jnp
 from ..capture.switch import pennylane_capture_enabled
 from ..control_flow.common import ambient_carry, control_flow_handler
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, WireError
-from ..jax_extras import Tracer, is_tracing
+from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
@@ -152,10 +152,11 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[A
 
 def _make_qnode_call(original: Callable) -> Callable:
     # A QNode called while this thread traces a qjit program (inside `quantum_tracing`) becomes
-    # array operations of the program; everywhere else (other threads, eager calls, other
-    # traces) PennyLane runs it.
+    # array operations of the program, also under jax.grad/jax.vmap applied inside it (JAX
+    # transforms those operations as any others); everywhere else (other threads, eager calls,
+    # other traces) PennyLane runs it.
     def __call__(self, *args, **kwargs):
-        if getattr(_local, "traced", None) is not None and is_tracing():
+        if getattr(_local, "traced", None) is not None and is_tracing(under_transformations=True):
             return execute_qnode(self, args, kwargs)
         return original(self, *args, **kwargs)
 
@@ -456,7 +457,10 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         else:
             results = all_branches_results(run, first, key)
     else:
-        results = _terminal_results(first, key, shots, method is not None and first.state.simulated)
+        # Under jax.grad/jax.jacobian applied inside the program, statistics of shots get their
+        # exact derivatives too (those of the samples are zero).
+        differentiated = method is not None or under_jax_transformation()
+        results = _terminal_results(first, key, shots, differentiated and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
     return (first.state.snapshots, results) if first.state.snapshots else results
 
@@ -522,7 +526,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
         import pennylane as qml  # PennyLane captures the program (qjit(capture=True)): its own
 
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
-    if not stack or not is_tracing():
+    if not stack or not is_tracing(under_transformations=True):
         # Catalyst's error class for it (outside qjit, or in qjit outside a QNode).
         raise CompileError("measure() is only available inside a QNode compiled by qjit.")
     circuit = stack[-1]
@@ -560,7 +564,7 @@ def _qml():
 def _compiling_circuit() -> _Circuit | None:
     """The circuit being compiled in this thread, if any."""
     stack = _circuits()
-    return stack[-1] if stack and is_tracing() else None
+    return stack[-1] if stack and is_tracing(under_transformations=True) else None
 
 
 def compiling_state() -> QuantumState | None:
@@ -569,12 +573,19 @@ def compiling_state() -> QuantumState | None:
     return None if circuit is None else circuit.state
 
 
+def _off_circuit() -> bool:
+    """Operators are being built outside the circuit's queue (an operation's decomposition,
+    computed with queuing stopped, as ``PhaseAdder``'s ``qml.adjoint(QFT)(wires)``): PennyLane's
+    own ``qml.adjoint``/``qml.ctrl`` build them, and return operators as the decomposition needs."""
+    return not _qml().QueuingManager.recording()
+
+
 def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
     """``qml.adjoint``: of an operator, PennyLane's own ``Adjoint``; of a quantum function inside a
     compiled circuit, its adjoint region (:mod:`.regions`: loops reversed, branches adjointed)."""
     qml = _qml()
     circuit = _compiling_circuit()
-    if circuit is None or isinstance(fn, qml.operation.Operator) or not callable(fn):
+    if circuit is None or isinstance(fn, qml.operation.Operator) or not callable(fn) or _off_circuit():
         return sys.modules["pennylane.ops.op_math.adjoint"].create_adjoint_op(fn, lazy)
     return adjoint_transform(circuit.state, fn, lazy)
 
@@ -585,7 +596,7 @@ def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, 
     qml = _qml()
     options = (control, control_values, work_wires, work_wire_type)
     circuit = _compiling_circuit()
-    if circuit is None or isinstance(op, qml.operation.Operator) or not callable(op):
+    if circuit is None or isinstance(op, qml.operation.Operator) or not callable(op) or _off_circuit():
         return qml.ops.op_math.controlled.create_controlled_op(op, *options)
     return ctrl_transform(circuit.state, op, *options)
 

@@ -116,9 +116,10 @@ def _moments(leaf: Any, state: Any) -> Any:
         )
     kind = measurement_kind(leaf)
     if kind not in ("expval", "var", "probs"):
+        problem = "needs finite shots" if kind in ("sample", "counts") else "is not supported here"
         raise QuantumOperationError(
-            f"{kind} needs finite shots; with mcm_method='deferred' and no shots, expval, var and "
-            "probs are computed exactly."
+            f"{kind} {problem}; with mcm_method='deferred' and no shots, expval, var and probs are "
+            "computed exactly."
         )
     if leaf.mv is not None:
         value = value_record(leaf)

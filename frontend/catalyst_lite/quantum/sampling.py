@@ -178,7 +178,7 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
         return samples if targets is None else outcome_index(samples, targets, n_wires)
     raise QuantumOperationError(
         f"catalyst_lite cannot compile {kind} with finite shots; supported: expval, var, probs, "
-        "sample, counts."
+        "sample, counts. Call this QNode outside qjit (Catalyst 0.15 does not compile it either)."
     )
 
 

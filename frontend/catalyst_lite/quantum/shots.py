@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import ShotsError
 from ..jax_extras import Tracer
+from .transforms import qnode_pipeline
 
 __all__ = ["ShotPlan", "McmConfig"]
 
@@ -104,9 +105,21 @@ class McmConfig:
             raise ShotsError("mcm_method='one-shot' is not supported in analytic shot mode; set finite shots.")
         if method == "single-branch-statistics" and mode == "hw-like":
             raise ShotsError("'hw-like' post-selection requires mcm_method='one-shot'.")
+        if method is None and _defers_measurements(qnode):  # @qml.transforms.defer_measurements
+            method = "deferred"
         explicit = method is not None
         if method is None:
             method = "one-shot" if shots.finite else "single-branch-statistics"
         elif method in ("tree-traversal", "device"):
             method = "deferred"
         return McmConfig(method, fill_shots=method == "deferred" or mode == "fill-shots", explicit=explicit)
+
+
+def _defers_measurements(qnode: Any) -> bool:
+    """The QNode is decorated with ``qml.transforms.defer_measurements``: its mid-circuit
+    measurements are those of ``mcm_method="deferred"``, as on ``default.qubit`` (compiled, they
+    never reach the transform as operations)."""
+    pipeline = qnode_pipeline(qnode)
+    return pipeline is not None and any(
+        getattr(pipeline[i].tape_transform, "__name__", "") == "defer_measurements" for i in range(len(pipeline))
+    )
