@@ -246,9 +246,9 @@ def test_quantum_errors_have_catalysts_classes():
     import pennylane as qml
 
     dev = qml.device("lightning.qubit", wires=2)
-    density = qml.qnode(dev)(lambda x: (qml.RY(x, 0), qml.density_matrix(wires=0))[1])
-    with pytest.raises(CompileError, match="DensityMatrixMP"):
-        qjit(density)(0.3)
+    shadow = qml.qnode(dev, shots=10)(lambda x: (qml.RY(x, 0), qml.classical_shadow(wires=[0]))[1])
+    with pytest.raises(CompileError, match="ClassicalShadowMP"):
+        qjit(shadow)(0.3)
     beyond = qml.qnode(dev)(lambda x: (qml.RY(x, 5), qml.expval(qml.Z(0)))[1])
     with pytest.raises(RuntimeError, match="wire 5"):
         qjit(beyond)(0.3)

@@ -9,7 +9,7 @@ import numpy as np
 import jax.numpy as jnp
 import pytest
 
-from catalyst_lite import for_loop, qjit
+from catalyst_lite import for_loop, qjit, while_loop
 from catalyst_lite.errors import DimensionError
 
 
@@ -164,7 +164,24 @@ def test_reference_program_line1_needs_preserved_dimensions():
 
         return jnp.sum(loop(y))
 
-    with pytest.raises(Exception, match="(?i)shape|broadcast|size"):
+    # The carried array's size is a new symbolic size, which the captured x's size n cannot be
+    # known to equal: an error naming the option (not a fallback to per-size tracing).
+    with pytest.raises(DimensionError, match="sizes cannot be known equal.*captured from outside"):
+        g(np.ones(3), np.ones(3))
+
+
+def test_a_resizing_while_loop_mixing_its_carry_with_a_capture_is_refused():
+    """Line [1]'s mistake under Catalyst's name for the mode (``allow_array_resizing=True``)."""
+
+    @qjit(abstracted_axes={0: "n"})
+    def g(x, y):
+        @while_loop(lambda i, a: i < 3, allow_array_resizing=True)
+        def loop(i, a):
+            return i + 1, a * x
+
+        return jnp.sum(loop(0, y)[1])
+
+    with pytest.raises(DimensionError, match="while_loop body .*allow_array_resizing=True"):
         g(np.ones(3), np.ones(3))
 
 

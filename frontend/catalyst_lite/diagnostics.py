@@ -42,6 +42,7 @@ from .jax_extras import Primitive
 
 __all__ = [
     "user_facing_trace_errors",
+    "is_broadcast_error",
     "user_location",
     "equation_location",
     "unsupported_equation_error",
@@ -306,6 +307,12 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
+def is_broadcast_error(err: BaseException) -> bool:
+    """Whether ``err`` is JAX's "Incompatible shapes for broadcasting" (a ``ValueError`` on its
+    dynamic-shape path)."""
+    return isinstance(err, ValueError) and str(err).startswith("Incompatible shapes for broadcasting")
+
+
 class ShapeBroadcastError(ValueError, TypeError):
     """JAX's "Incompatible shapes for broadcasting" (``x + y`` of shapes ``(3,)`` and ``(4,)``):
     a ``ValueError`` on JAX's dynamic-shape path, where catalyst_lite traces, and a ``TypeError``
@@ -379,9 +386,7 @@ def user_facing_trace_errors(
                 "supported on dynamically-shaped arrays by JAX 0.7's dynamic-shape path "
                 f"({type(err).__name__}: {_first_line(err)}). {_STATIC_SHAPE_FIX}"
             ) from err
-        if isinstance(err, ValueError) and not isinstance(err, TypeError) and str(err).startswith(
-            "Incompatible shapes for broadcasting"
-        ):
+        if is_broadcast_error(err) and not isinstance(err, TypeError):
             broadcast = ShapeBroadcastError(*err.args).with_traceback(err.__traceback__)
             _note_location(broadcast, fn_name)
             raise broadcast from None

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
+from ..diagnostics import is_broadcast_error
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, Tracer, current_trace, get_aval, is_tracing
 from ..jax_extras.tracing import inside_program_trace
@@ -24,6 +25,7 @@ __all__ = [
     "expansion_strategy",
     "tracing_mode",
     "dimension_error",
+    "carried_sizes_stay_apart",
     "normalize_results",
     "unwrap_results",
     "AmbientCarry",
@@ -86,6 +88,31 @@ def dimension_error(err: DimensionMismatch, api: str, fn: Callable, what: str = 
         f"{api} body {name} changes the {err.reason} of {what} {err.position}: it receives "
         f"{arg} but returns {res}; a loop must return values of the types it receives{hint}."
     )
+
+
+@contextlib.contextmanager
+def carried_sizes_stay_apart(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
+    """Name the cause when a loop that does not preserve dimensions (``allow_array_resizing=True``
+    or ``experimental_preserve_dimensions=False``) fails to broadcast in its body: there the
+    carried arrays' sizes are new symbolic sizes, which an array from outside the loop cannot be
+    known to match (the design documents' reference program, line [1]). Without this, JAX's
+    broadcast error would also send the program to per-size tracing, hiding the mistake."""
+    if strategy.preserve_dimensions:
+        yield
+        return
+    try:
+        yield
+    except ValueError as err:
+        if not is_broadcast_error(err):
+            raise
+        raise DimensionError(
+            f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
+            "with allow_array_resizing=True (or "
+            "experimental_preserve_dimensions=False) each carried array has a new size of its own, "
+            "unrelated to the sizes of arrays captured from outside the loop. If the body keeps the "
+            "carried sizes, drop that option (dimensions are then preserved); otherwise pass the "
+            "outer array as a carried value too."
+        ) from None
 
 
 def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, fn: Callable) -> list[Any]:

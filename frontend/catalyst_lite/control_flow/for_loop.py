@@ -55,6 +55,7 @@ from ..jax_extras.rules import register_nested_primitive
 from .common import (
     active_control_flow_handler,
     ambient_carries,
+    carried_sizes_stay_apart,
     dimension_error,
     expansion_strategy,
     normalize_results,
@@ -163,7 +164,7 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
 
     spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
     try:
-        with runs_only_if_loop_runs(lower, upper, step):
+        with runs_only_if_loop_runs(lower, upper, step), carried_sizes_stay_apart(strategy, "for_loop", body):
             outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
     except DimensionMismatch as err:
         raise dimension_error(err, "for_loop", body) from None

@@ -50,6 +50,7 @@ from ..jax_extras.rules import batch_call, move_batch_axis, not_mapped, register
 from .common import (
     active_control_flow_handler,
     ambient_carries,
+    carried_sizes_stay_apart,
     check_predicate,
     dimension_error,
     expansion_strategy,
@@ -132,7 +133,8 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
     spec = NestedSpec(while_loop_p, equation, strategy, threaded=ambient_carries())
     bodies = [Body(flat_body, "while_loop body", "carried"), Body(flat_cond, "while_loop condition", "predicate")]
     try:
-        outs = bind_nested(spec, bodies, flat_init)
+        with carried_sizes_stay_apart(strategy, "while_loop", body):
+            outs = bind_nested(spec, bodies, flat_init)
     except DimensionMismatch as err:
         raise dimension_error(err, "while_loop", body) from None
     return unwrap_results(outs, len(init), in_tree)
