@@ -406,8 +406,8 @@ def test_same_function_works_after_every_kind_of_bad_call():
                 return jnp.concatenate([acc, acc])
             if mode == "python_if" and acc[0] > 0:
                 return acc
-            if mode == "fft":
-                return jnp.fft.fft(acc).real
+            if mode == "jax_scan":
+                return jax.lax.associative_scan(jnp.add, acc)
             return acc + x
 
         return body(jnp.zeros(x.shape[0]))
@@ -425,8 +425,9 @@ def test_same_function_works_after_every_kind_of_bad_call():
     for args, kwargs in bad_calls:
         with pytest.raises(CatalystLiteError):
             f(*args, **kwargs)
-    # fft takes no symbolic size: traced with the call's sizes, as jax.jit traces it.
-    np.testing.assert_allclose(f(np.ones(3), 2, mode="fft"), np.zeros(3))
+    # JAX's associative_scan takes no symbolic size: traced with the call's sizes, as jax.jit
+    # traces it. (Not fft: jaxlib 0.7.1's XLA aborts on an fft inside a loop, under jax.jit too.)
+    np.testing.assert_allclose(f(np.ones(3), 2, mode="jax_scan"), np.zeros(3))
     for n in [0, 2, 5]:
         np.testing.assert_allclose(f(np.arange(n * 1.0), 3), 3 * np.arange(n * 1.0))
 
