@@ -534,8 +534,8 @@ def sized_in_body(body: Any, nimplicit: int) -> bool:
     (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
     which no static-shape body holds for every iteration."""
     return bool(nimplicit) or bool(_size_variables(body)) or any(
-        sized_in_body(sub, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
-        for sub in (eqn.params["body_jaxpr"].jaxpr,))
+        sized_in_body(eqn.params["body_jaxpr"].jaxpr, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
+    )
 
 
 def _size_variables(jaxpr: Any) -> list[Any]:
