@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 import jax
 import numpy as np
 
-from ..control_flow.for_loop import trip_count
+from ..compiler.specialize import trip_count
 from ..errors import AutoGraphError
 from ..jax_extras import Tracer
 from .state import at, user_location

@@ -49,7 +49,9 @@ from ..errors import ArrayTooLargeError
 from ..jax_extras import DropVar, Literal, Tracer, Var
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import reverse_mode_requested
-from .specialize import Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim
+from .specialize import (
+    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim, trip_count,
+)
 
 __all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
            "sized_in_body", "capacity_for"]
@@ -396,7 +398,7 @@ def _nested_for_loop(eqn: Any, invals: list[Any], env: dict, checks: _Checks) ->
         raise Unmaskable("a nested resizing loop")
     body, nconsts = params["body_jaxpr"].jaxpr, params["body_nconsts"]
     consts, (lower, upper, step, _), carried = invals[:nconsts], invals[nconsts:nconsts + 4], invals[nconsts + 4:]
-    count = jnp.maximum(0, -((lower - upper) // step))
+    count = trip_count(lower, upper, step)
 
     def one(k: Any, state: tuple) -> tuple:
         carry, fits, valid, learned = state
