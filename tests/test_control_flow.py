@@ -3,6 +3,7 @@ loops, nesting, captures from every enclosing scope, loop-index-sized arrays, re
 conds in loops and loops in conds, branches of different sizes, and the errors of bad bodies."""
 
 import numpy as np
+import jax
 import jax.numpy as jnp
 import pytest
 
@@ -389,3 +390,21 @@ def test_zero_step_is_a_clear_value_error():
     preserved, resized = f(1, 1.5)  # the same object works afterwards
     assert float(preserved) == 12.0 and resized.shape == (4,)
     assert float(f(2, 1.5)[0]) == 6.0
+
+
+def test_vmap_over_a_for_loop_step_names_the_unsupported_loop():
+    # A step batched by jax.vmap is no constant of the program: the loop's guard of its facts
+    # must not read it as one (it did, failing with an AttributeError of JAX's BatchTrace).
+    @qjit
+    def f(steps):
+        def one(s):
+            @for_loop(0, 10, s)
+            def body(i, acc):
+                return acc + i
+
+            return body(0)
+
+        return jax.vmap(one)(steps)
+
+    with pytest.raises(ControlFlowError, match="jax.vmap of a for_loop whose bounds"):
+        f(jnp.array([1, 2, 3]))

@@ -224,10 +224,11 @@ class QJIT:
         examples = tuple(example_of(a, p.name, self.name) for p, a in zip(params, annotations))
         return binding.bind(examples, {})
 
-    def _program_for(self, call: CallArguments) -> tuple[Executable, list[Any], list[str], list[int]]:
+    def _program_for(self, call: CallArguments) -> tuple[Executable, list[Any], list[str], list[int], list[int]]:
         """The program for this call (traced if no program of its signature holds for its
-        sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, and the
-        call's size inputs' leading part: the lengths of its abstracted axes."""
+        sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
+        size inputs' leading part (the lengths of its abstracted axes), and the sizes the
+        program's implicit inputs take for the call."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
         family = self._family_for(call, tree, specs, axes, names)
@@ -242,7 +243,7 @@ class QJIT:
         except UnknownSize as unknown:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
-        return program, leaves, names, axis_lengths
+        return program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
 
     def _family_for(self, call: CallArguments, tree, specs, axes, names) -> ProgramFamily:
         """The programs traced for this call's signature (structure, dtypes, static values)."""
@@ -343,8 +344,7 @@ class QJIT:
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
         """A call with every check; remembered for the fast path when ``key`` settles them."""
         call = self._conformed(self.binding.bind(args, kwargs))
-        executable, leaves, names, axis_lengths = self._program_for(call)
-        implicit = executable.program.implicit_args(leaves, names, self.name)
+        executable, leaves, names, axis_lengths, implicit = self._program_for(call)
         self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
             # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
@@ -419,8 +419,7 @@ class QJIT:
         ``False``: no argument needs converting to a compiled signature (each new signature is
         traced for its own types)."""
         call = self._conformed(self.binding.bind(tuple(args), kwargs))
-        executable, leaves, names, _ = self._program_for(call)
-        implicit = executable.program.implicit_args(leaves, names, self.name)
+        executable, leaves, names, _, implicit = self._program_for(call)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             executable.prepare(implicit, leaves)
         return False
@@ -485,8 +484,7 @@ class QJIT:
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
         """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
-        executable, leaves, names, _ = self._program_for(self.binding.bind(args, kwargs))
-        implicit = executable.program.implicit_args(leaves, names, self.name)
+        executable, leaves, names, _, implicit = self._program_for(self.binding.bind(args, kwargs))
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             try:
                 return executable.lower(implicit, leaves).as_text()

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 import jax
 import numpy as np
 
+from ..compiler.specialize import trip_count
 from ..errors import AutoGraphError
 from ..jax_extras import Tracer
 from .state import at, user_location
@@ -105,20 +106,13 @@ def zip_(*iterables: Any, **kwargs: Any) -> Any:
     return zip(*iterables, **kwargs)
 
 
-def _length(start: Any, stop: Any, step: Any) -> Any:
-    """``len(range(start, stop, step))``, also when a bound is traced."""
-    if not any(isinstance(b, Tracer) for b in (start, stop, step)):
-        return len(range(start, stop, step))
-    return jax.numpy.maximum(0, (stop - start + step - jax.numpy.sign(step)) // step)
-
-
 def len_(obj: Any) -> Any:
     """``len(...)``: an array's first size even when it is known only at run time; a traced
     range's length."""
     if isinstance(obj, Tracer) and np.ndim(obj) > 0:
         return obj.shape[0]
     if isinstance(obj, TracedRange):
-        return _length(obj.start, obj.stop, obj.step)
+        return trip_count(obj.start, obj.stop, obj.step)
     return len(obj)
 
 
@@ -127,7 +121,7 @@ def reversed_(seq: Any) -> Any:
     of a traced array, its rows in reverse order."""
     if isinstance(seq, TracedRange):
         start, step = seq.start, seq.step
-        count = _length(start, seq.stop, step)
+        count = trip_count(start, seq.stop, step)
         return TracedRange(start + (count - 1) * step, start - step, -step)
     if isinstance(seq, Tracer) and np.ndim(seq) > 0:
         return jax.numpy.flip(seq, 0)
@@ -205,7 +199,7 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         return IterationSpace(0, x.shape[0], 1, lambda i: x[i], concrete, lambda: iter(x))
     if isinstance(iterable, Zipped):
         inner = [iteration_space(i) for i in iterable.iterables]
-        lengths = [_length(s.lower, s.upper, s.step) for s in inner]
+        lengths = [trip_count(s.lower, s.upper, s.step) for s in inner]
         if all(isinstance(n, int) for n in lengths):
             shortest = min(lengths)
         else:

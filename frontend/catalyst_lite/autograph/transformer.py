@@ -137,8 +137,7 @@ class _Constructs:
         for n in ast.walk(node):
             kinds.add(type(n))
             if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                decorators = (x for d in n.decorator_list for x in ast.walk(d))
-                self.lambda_decorators |= any(isinstance(x, ast.Lambda) for x in decorators)
+                self.lambda_decorators |= _has_lambda_decorator(n)
             if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
                 kinds.add(ast.Not)
             elif isinstance(n, ast.Compare) and len(n.ops) > 1:
@@ -161,6 +160,11 @@ class _Constructs:
         )
 
 
+def _has_lambda_decorator(n: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
+    """Whether a decorator of ``n`` holds a ``lambda`` (see :func:`_hoist_lambda_decorators`)."""
+    return any(isinstance(x, ast.Lambda) for d in n.decorator_list for x in ast.walk(d))
+
+
 def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
     """``@while_loop(lambda i: i < n)`` / ``def body(...)``: malt's control-flow analyses build no
     graph for a lambda in a decorator and fail on it (Catalyst's conversion too), so a nested
@@ -172,8 +176,7 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
         def visit_FunctionDef(self, n: ast.FunctionDef) -> Any:
             nonlocal count
             self.generic_visit(n)
-            decorators = (x for d in n.decorator_list for x in ast.walk(d))
-            if n is node or not any(isinstance(x, ast.Lambda) for x in decorators):
+            if n is node or not _has_lambda_decorator(n):
                 return n
             hoisted = []
             for k, decorator in enumerate(n.decorator_list):

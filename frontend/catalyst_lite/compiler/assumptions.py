@@ -156,13 +156,10 @@ class SizeInputs:
         )
 
 
-def _may_depend_on_sizes(err: BaseException, guided: bool) -> bool:
+def _may_depend_on_sizes(err: BaseException) -> bool:
     """Whether a failed trace may succeed with other decisions about sizes, or static ones: JAX's
-    own errors (shapes that do not broadcast, a slice out of range) and, for a guided trace, an
-    operation that JAX's dynamic-shape path breaks on at these sizes; never catalyst_lite's other
-    errors (Python control flow on a traced value, bad arguments)."""
-    if isinstance(err, UnsupportedOperationError):
-        return guided
+    own errors (shapes that do not broadcast, a slice out of range); never catalyst_lite's
+    (Python control flow on a traced value, bad arguments, an unsupported operation)."""
     return isinstance(err, (TypeError, ValueError, IndexError)) and not isinstance(err, CatalystLiteError)
 
 
@@ -176,6 +173,12 @@ def _symbolic_sizes_failed(err: BaseException) -> bool:
     return isinstance(err, UnsupportedOperationError) or (
         isinstance(err, Exception) and not isinstance(err, CatalystLiteError)
     )
+
+
+def _jax_needs_call_sizes(err: BaseException, inputs: SizeInputs) -> bool:
+    """Whether the generic trace failed in JAX's code for want of the call's sizes (see
+    :func:`_symbolic_sizes_failed`), for a signature that has sizes to give it."""
+    return bool(inputs.sizes) and _symbolic_sizes_failed(err) and raised_inside_jax(err)
 
 
 # (scope, static values or None) -> the program traced in that scope
@@ -229,7 +232,7 @@ class ProgramFamily:
                 except Exception as err:
                     # JAX cannot trace it with symbolic sizes: calls trace it with theirs (see
                     # _trace_for). The user's own errors and catalyst_lite's are raised now.
-                    if not (self.inputs.sizes and _symbolic_sizes_failed(err) and raised_inside_jax(err)):
+                    if not _jax_needs_call_sizes(err, self.inputs):
                         raise
                     self.sizes_must_be_static = True
             return self.programs[0] if self.programs else None
@@ -249,9 +252,9 @@ class ProgramFamily:
                 elif needs_static_sizes(err):
                     self.sizes_must_be_static = True
                     return self._trace_static(values, trace, err)
-                elif scope.disagreements and _may_depend_on_sizes(err, guided=False):
+                elif scope.disagreements and _may_depend_on_sizes(err):
                     self.generic_failed = True
-                elif self.inputs.sizes and _symbolic_sizes_failed(err) and raised_inside_jax(err):
+                elif _jax_needs_call_sizes(err, self.inputs):
                     # What JAX cannot trace with symbolic sizes, it traces with the call's: as
                     # jax.jit does, every size then gets a trace of its own. If that fails too,
                     # its error is the one jax.jit gives. (The user's own exceptions propagate at

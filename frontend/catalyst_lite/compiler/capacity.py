@@ -49,7 +49,9 @@ from ..errors import ArrayTooLargeError
 from ..jax_extras import DropVar, Literal, Tracer, Var
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import reverse_mode_requested
-from .specialize import Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim
+from .specialize import (
+    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim, trip_count,
+)
 
 __all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
            "sized_in_body", "capacity_for"]
@@ -396,7 +398,7 @@ def _nested_for_loop(eqn: Any, invals: list[Any], env: dict, checks: _Checks) ->
         raise Unmaskable("a nested resizing loop")
     body, nconsts = params["body_jaxpr"].jaxpr, params["body_nconsts"]
     consts, (lower, upper, step, _), carried = invals[:nconsts], invals[nconsts:nconsts + 4], invals[nconsts + 4:]
-    count = jnp.maximum(0, -((lower - upper) // step))
+    count = trip_count(lower, upper, step)
 
     def one(k: Any, state: tuple) -> tuple:
         carry, fits, valid, learned = state
@@ -534,8 +536,8 @@ def sized_in_body(body: Any, nimplicit: int) -> bool:
     (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
     which no static-shape body holds for every iteration."""
     return bool(nimplicit) or bool(_size_variables(body)) or any(
-        sized_in_body(sub, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
-        for sub in (eqn.params["body_jaxpr"].jaxpr,))
+        sized_in_body(eqn.params["body_jaxpr"].jaxpr, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
+    )
 
 
 def _size_variables(jaxpr: Any) -> list[Any]:

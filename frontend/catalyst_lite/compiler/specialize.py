@@ -70,6 +70,7 @@ __all__ = [
     "host_rules",
     "dimension_operand_rules",
     "to_dim",
+    "trip_count",
     "runner_for",
     "register_specialization",
     "specialize_if_static",
@@ -137,6 +138,18 @@ def to_dim(value: Any) -> int:
     if isinstance(value, Tracer):
         raise NeedsHost(value)
     return int(value)
+
+
+def trip_count(lower: Any, upper: Any, step: Any) -> Any:
+    """Number of iterations of ``range(lower, upper, step)``, for traced or concrete bounds.
+
+    Known bounds (Python or NumPy numbers, or the 0-d arrays of jaxpr literals) give a Python int:
+    ``lax.fori_loop`` then becomes a ``scan`` of known length, which XLA may unroll or fold, as it
+    does for a hand-written ``jax.jit`` program."""
+    if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
+        return len(range(int(lower), int(upper), int(step)))
+    return jax.numpy.maximum(0, -((lower - upper) // step))
+
 
 
 def _any_traced(values: Sequence[Any]) -> bool:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Sequence
 
-import jax
 import numpy as np
 from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
@@ -44,6 +43,7 @@ from ..compiler.specialize import (
     register_specialization,
     runner_for,
     to_dim,
+    trip_count,
 )
 from ..capture.switch import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
@@ -227,17 +227,6 @@ _loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: 
 
 
 # --- specialization rules ------------------------------------------------------------------------
-
-
-def trip_count(lower: Any, upper: Any, step: Any) -> Any:
-    """Number of iterations of ``range(lower, upper, step)``, for traced or concrete bounds.
-
-    Known bounds (Python or NumPy numbers, or the 0-d arrays of jaxpr literals) give a Python int:
-    ``lax.fori_loop`` then becomes a ``scan`` of known length, which XLA may unroll or fold, as it
-    does for a hand-written ``jax.jit`` program."""
-    if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
-        return len(range(int(lower), int(upper), int(step)))
-    return jax.numpy.maximum(0, -((lower - upper) // step))
 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:

@@ -209,7 +209,8 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
     only when the loop runs). Bounds that are not size expressions (data, an enclosing loop's
     index) or a step of unknown sign add no guard: the facts hold whenever the enclosing code runs."""
     scope = current_scope()
-    step = constant_value(step) if isinstance(step, core.Tracer) else step
+    # (a tracer of a transformation inside the program, vmap's or grad's, is no constant of ours)
+    step = constant_value(step) if isinstance(step, pe.DynamicJaxprTracer) else step
     known_step = step is not None and not isinstance(step, core.Tracer) and np.ndim(step) == 0 and \
         np.issubdtype(np.asarray(step).dtype, np.integer) and int(step) != 0
     guard = None

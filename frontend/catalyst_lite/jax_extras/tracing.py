@@ -145,7 +145,7 @@ def inside_program_trace() -> bool:
 def under_jax_transformation() -> bool:
     """True while a JAX transformation applied inside a catalyst_lite program (``jax.grad``,
     ``jax.vmap``) is the calling thread's current trace."""
-    return is_tracing(under_transformations=True) and not is_tracing()
+    return is_tracing(under_transformations=True) and not isinstance(current_trace(), DynamicJaxprTrace)
 
 
 def get_aval(x: Any) -> core.AbstractValue:

@@ -49,8 +49,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import jax
 
+from ..compiler.specialize import trip_count
 from ..control_flow import cond, for_loop
-from ..control_flow.for_loop import trip_count
 from ..errors import QuantumRegionError
 
 __all__ = [
