@@ -28,6 +28,7 @@ import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import jax.numpy as jnp
 from jax import lax
 from jax.tree_util import tree_flatten, tree_unflatten
 
@@ -243,8 +244,9 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     count = trip_count(lower, upper, step)
     if isinstance(count, int) and count == 0:
         # Not even staged: the body may be traced under facts that hold only when it runs
-        # (`x[i]` of an empty `x`: see size_facts.runs_only_if_loop_runs).
-        return [*implicit, *carried]
+        # (`x[i]` of an empty `x`: see size_facts.runs_only_if_loop_runs). Arrays, as the loop
+        # would give (a carried literal is a Python number on JAX 0.7.1).
+        return [*implicit, *map(jnp.asarray, carried)]
 
     def step_fn(k, carry):
         i = lower + k * step
