@@ -107,11 +107,10 @@ def carried_sizes_stay_apart(strategy: ExpansionStrategy, api: str, fn: Callable
             raise
         raise DimensionError(
             f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
-            "with allow_array_resizing=True (or "
-            "experimental_preserve_dimensions=False) each carried array has a new size of its own, "
-            "unrelated to the sizes of arrays captured from outside the loop. If the body keeps the "
-            "carried sizes, drop that option (dimensions are then preserved); otherwise pass the "
-            "outer array as a carried value too."
+            "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "
+            "carried array has a new size of its own, unrelated to the sizes of arrays captured "
+            "from outside the loop. If the body keeps the carried sizes, drop that option "
+            "(dimensions are then preserved); otherwise pass the outer array as a carried value too."
         ) from None
 
 
