@@ -20,6 +20,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.assumptions import NO_FACTS, SizeFacts, size_input_names
+from .context import current as current_context, scope as context_scope
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import IncompatibleSizesError
 from .jax_extras import (
@@ -173,19 +174,12 @@ def implicit_values(
     return values
 
 
-_options = threading.local()
-
-
 @contextlib.contextmanager
 def qjit_options(options: Mapping[str, Any]) -> Iterator[None]:
     """The options of the ``qjit`` this thread traces, for what its function calls (a
     ``debug_assert`` under ``disable_assertions=True``) to read with :func:`qjit_option`."""
-    previous = getattr(_options, "current", None)
-    _options.current = options
-    try:
+    with context_scope(qjit_options=options):
         yield
-    finally:
-        _options.current = previous
 
 
 def qjit_option(name: str, default: Any = None) -> Any:
@@ -195,7 +189,7 @@ def qjit_option(name: str, default: Any = None) -> Any:
     ...     qjit_option("disable_assertions", False)
     True
     """
-    options = getattr(_options, "current", None)
+    options = current_context().qjit_options
     return default if options is None else options.get(name, default)
 
 

@@ -23,7 +23,6 @@ both operands are evaluated then (Python's short circuit needs the left value).
 from __future__ import annotations
 
 import sys
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -32,6 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from malt.operators.variables import UndefinedReturnValue
 
+from ..context import current as current_context, scope as context_scope
 from ..control_flow import cond
 from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
@@ -288,9 +288,6 @@ def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
 
 # --- functions that return from inside a compiled `if` --------------------------------------------
 
-_scopes = threading.local()
-
-
 class FunctionScope:
     """``ag__.FunctionScope``: the body of a converted function runs inside one. It knows whether
     every path of the function ends in ``return`` (see :mod:`.transformer`) and whether a compiled
@@ -305,14 +302,12 @@ class FunctionScope:
         self.filled = False
 
     def __enter__(self) -> "FunctionScope":
-        stack = getattr(_scopes, "stack", None)
-        if stack is None:
-            stack = _scopes.stack = []
-        stack.append(self)
+        self._scope = context_scope(function_scopes=(*current_context().function_scopes, self))
+        self._scope.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _scopes.stack.pop()
+        self._scope.__exit__(*exc)
 
     def ret(self, value: Any, did_return: Any) -> Any:
         """The function's result: ``None`` when it did not return a value."""
@@ -332,7 +327,7 @@ class FunctionScope:
 def scope_fills_return_value(where: Location | None) -> None:
     """Note, in the innermost converted function running, that a compiled ``if`` gave a branch that
     did not return a stand-in return value."""
-    stack = getattr(_scopes, "stack", None)
+    stack = current_context().function_scopes
     if stack:
         stack[-1].filled = True
         stack[-1].filled_at = stack[-1].filled_at or where

@@ -35,7 +35,6 @@ import functools
 import importlib
 import inspect
 import sys
-import threading
 import types
 import warnings
 import weakref
@@ -46,6 +45,7 @@ from malt.operators import py_builtins
 from malt.operators.variables import UndefinedReturnValue
 
 from ..capture.switch import pennylane_capture_enabled
+from ..context import current as current_context, scope as context_scope
 from ..errors import AutoGraphError, AutoGraphWarning
 from . import builtins, conditionals, item_assignment, loops
 from .state import Unassigned, load_or_unassigned
@@ -66,31 +66,6 @@ LIBRARY_PACKAGES = frozenset(
 """Top-level packages whose functions are called as they are (with Python's standard library)."""
 
 _MARK = "__catalyst_lite_autograph__"  # on converted functions: "converted"; on disabled: "disabled"
-
-
-# --- the conversion context of a thread ----------------------------------------------------------
-
-
-class _Context(threading.local):
-    """What the running conversion converts: modules included despite being library code, and
-    how many ``disable_autograph`` blocks are open."""
-
-    def __init__(self):
-        self.include: tuple[str, ...] = ()
-        self.disabled = 0
-
-
-_context = _Context()
-
-
-@contextlib.contextmanager
-def _converting(include: tuple[str, ...]) -> Iterator[None]:
-    previous = _context.include
-    _context.include = include
-    try:
-        yield
-    finally:
-        _context.include = previous
 
 
 class _DisableAutograph:
@@ -114,12 +89,16 @@ class _DisableAutograph:
         setattr(unconverted, _MARK, "disabled")
         return unconverted
 
+    # The open blocks are the trace context's ``autograph_disabled``; each holds the scope that
+    # opened it (one object serves every block, of every thread).
     def __enter__(self) -> "_DisableAutograph":
-        _context.disabled += 1
+        block: list[Any] = []
+        block.append(context_scope(autograph_disabled=(*current_context().autograph_disabled, block)))
+        block[0].__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        _context.disabled -= 1
+        current_context().autograph_disabled[-1][0].__exit__(*exc)
 
     def __repr__(self) -> str:
         return "catalyst_lite.disable_autograph"
@@ -137,7 +116,7 @@ def _module_of(fn: Any) -> str:
 
 
 def _is_library(module: str) -> bool:
-    for name in _context.include:
+    for name in current_context().autograph_include:
         if module == name or module.startswith(name + "."):
             return False
     top = module.partition(".")[0]
@@ -223,7 +202,7 @@ def converted_call(
         return overload(*args, **kwargs)
     if f is super or f is eval or f is locals or f is globals:
         return _call_in_caller_context(f, args, caller_fn_scope)
-    if _context.disabled:
+    if current_context().autograph_disabled:
         return f(*args, **kwargs)
     if isinstance(f, functools.partial):
         return converted_call(f.func, f.args + args, {**f.keywords, **kwargs}, caller_fn_scope)
@@ -362,7 +341,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
             # Traced through PennyLane's program capture (qjit(capture=True)), which records
             # PennyLane's control-flow primitives: PennyLane's own autograph converts to those.
             return _pennylane_autograph(fn)(*args, **kwargs)
-        with _converting(include):
+        with context_scope(autograph_include=include):
             return converted(*args, **kwargs)
 
     setattr(run, _MARK, "converted")

@@ -24,30 +24,23 @@ True
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterator, Sequence
 
+from ..context import current, scope
 from ..jax_extras.autodiff import is_reverse_mode_value
 
 __all__ = ["reverse_mode", "reverse_mode_requested", "needs_reverse_mode"]
 
-_state = threading.local()
-
-
 def reverse_mode_requested() -> bool:
     """True inside :func:`reverse_mode` (in this thread)."""
-    return getattr(_state, "active", False)
+    return current().reverse_mode
 
 
 @contextlib.contextmanager
 def reverse_mode(active: bool = True) -> Iterator[None]:
     """Specialize for reverse-mode differentiation during the block (``active=False``: do not)."""
-    before = reverse_mode_requested()
-    _state.active = active
-    try:
+    with scope(reverse_mode=active):
         yield
-    finally:
-        _state.active = before
 
 
 def needs_reverse_mode(args: Sequence[Any]) -> bool:

@@ -29,7 +29,6 @@ dispatch and one read of a flag per call, instead of a dispatch per segment plus
 
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
@@ -37,6 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from ..context import current as current_context, scope as context_scope
 from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Tracer, Var
 from ..jax_extras.literals import literals_by_value
 from .tiers import Specialization
@@ -49,31 +49,31 @@ __all__ = ["Segmentation", "SegmentedProgram", "Speculation", "free_variables", 
 Replay = Callable[[list[Any]], tuple[list[Any], list[Any]]]
 
 
-class _Recording(threading.local):
-    outcomes: dict[Any, Replay] | None = None  # host step equation -> its replay
-    step: tuple[dict, Replay] | None = None  # what the host step running now left
+class _Recording:
+    """The trace context's ``replays``: what the host steps of the program being run left."""
 
-
-_recording = _Recording()
+    def __init__(self) -> None:
+        self.outcomes: dict[Any, Replay] = {}  # host step equation -> its replay
+        self.step: tuple[dict, Replay] | None = None  # what the host step running now left
 
 
 @contextmanager
 def recording() -> Iterator[dict[Any, Replay]]:
     """Collect the replays of the host steps run in this block (nested blocks share the
     outermost one's: a suffix's steps belong to the program too)."""
-    if _recording.outcomes is not None:
-        yield _recording.outcomes
+    outer = current_context().replays
+    if outer is not None:
+        yield outer.outcomes
         return
-    _recording.outcomes = outcomes = {}
-    try:
-        yield outcomes
-    finally:
-        _recording.outcomes = None
+    with context_scope(replays=_Recording()) as ctx:
+        yield ctx.replays.outcomes
 
 
 def record_replay(params: dict[str, Any], replay: Replay) -> None:
     """Called by a host rule that ran its equation (the one with these ``params``) compiled."""
-    _recording.step = (params, replay)
+    recorder = current_context().replays
+    if recorder is not None:
+        recorder.step = (params, replay)
 
 
 def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
@@ -168,11 +168,14 @@ class SegmentedProgram:
         def read(atom: Any) -> Any:
             return atom.val if isinstance(atom, Literal) else env[atom]
 
-        _recording.step = None
+        recorder = current_context().replays
+        if recorder is not None:
+            recorder.step = None
         outs = self._run_step(s.step, [read(v) for v in s.step.invars])
-        left, _recording.step = _recording.step, None
-        if _recording.outcomes is not None and left is not None and left[0] is s.step.params:
-            _recording.outcomes[s.step] = left[1]
+        if recorder is not None:
+            left, recorder.step = recorder.step, None
+            if left is not None and left[0] is s.step.params:
+                recorder.outcomes[s.step] = left[1]
         env.update((v, x) for v, x in zip(s.step.outvars, outs) if not isinstance(v, DropVar))
         if self._suffix is not None:
             return self._suffix(*[env[v] for v in s.suffix_inputs])

@@ -19,7 +19,6 @@ and, in :data:`dimension_operand_rules`, which of their operands must be known t
 
 from __future__ import annotations
 
-import contextvars
 import enum
 import functools
 import math
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import jax
 import numpy as np
 
+from ..context import current as current_context, scope as context_scope
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
 from ..jax_extras import (
@@ -430,7 +430,8 @@ class JaxprRunner:
         # One executable for every size, when the program has one: it runs the sizes that have no
         # XLA executable yet (set by its executable, see .size_generic).
         self.size_generic: SizeGenericTier | None = None
-        # The runners of nested bodies (by their jaxpr), shared with those runners.
+        # What the program keeps for its nested bodies (their runners, compiled loops; see
+        # :meth:`nested`), shared with those runners.
         self._nested = {} if nested is None else nested
         self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
 
@@ -563,11 +564,8 @@ class JaxprRunner:
             self._hit((key, reverse))
         if spec is None:
             self._check_host_drivable(dynamic_args)
-            token = _host_driving.set(self)
-            try:
+            with context_scope(host_driving=self):
                 return self._run_host(key, reverse, args, dynamic_args)
-            finally:
-                _host_driving.reset(token)
         if _any_traced(dynamic_args) or is_tracing():
             # Staged into the caller's program (even without traced arguments: a qjit program
             # called while another is traced), not run.
@@ -671,25 +669,29 @@ class JaxprRunner:
         return spec.jitted.lower(*dynamic_args)
 
 
-    def nested_runner(self, jaxpr: Jaxpr, name: str) -> "JaxprRunner":
-        """The runner of a nested body of this program (made once, with this one's options)."""
-        entry = self._nested.get(id(jaxpr))
+    def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
+        """What this program keeps of ``kind`` for its nested body ``jaxpr`` (its runner, its
+        compiled loop), made once by ``make``: it dies with this program's executables."""
+        key = (kind, id(jaxpr))
+        entry = self._nested.get(key)
         if entry is None or entry[0] is not jaxpr:
             with self._lock:
-                entry = self._nested.get(id(jaxpr))
+                entry = self._nested.get(key)
                 if entry is None or entry[0] is not jaxpr:
-                    entry = self._nested[id(jaxpr)] = (jaxpr, JaxprRunner(jaxpr, name, self.options, self._nested))
+                    entry = self._nested[key] = (jaxpr, make())
         return entry[1]
 
 
-# The runner whose program this thread runs host-driven (its loops ask for their bodies' runners).
-_host_driving: contextvars.ContextVar[JaxprRunner | None] = contextvars.ContextVar("host_driving", default=None)
+def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
+    """What the program run host-driven by this thread keeps of ``kind`` for its nested body
+    ``jaxpr`` (see :meth:`JaxprRunner.nested`): ``make(program)`` runs once per program. A
+    primitive evaluated outside any program (JAX's own interpreter on a jaxpr) gets a fresh one."""
+    program = current_context().host_driving
+    return make(None) if program is None else program.nested(jaxpr, kind, lambda: make(program))
 
 
 def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
     """The :class:`JaxprRunner` of a nested body, so that its executables are compiled once per
-    size signature: the program being run host-driven keeps it (it dies with that program's
-    executable). A primitive evaluated outside any program (JAX's own interpreter on a jaxpr)
-    gets a runner for this evaluation."""
-    program = _host_driving.get()
-    return JaxprRunner(jaxpr, name) if program is None else program.nested_runner(jaxpr, name)
+    size signature (see :func:`kept_by_program`)."""
+    return kept_by_program(jaxpr, "runner", lambda program: JaxprRunner(jaxpr, name) if program is None else
+                           JaxprRunner(jaxpr, name, program.options, program._nested))

@@ -6,13 +6,13 @@ threads them)."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
+from ..context import current as current_context, scope as context_scope
 from ..diagnostics import is_broadcast_error
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, Tracer, current_trace, get_aval, is_tracing
@@ -190,25 +190,16 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
 AmbientCarry = Threaded  # a value that every loop carries and every branch returns, unwritten
 
 
-_ambient = threading.local()
-
-
 def ambient_carries() -> list[AmbientCarry]:
     """The ambient carries active in this thread, outermost first."""
-    return list(getattr(_ambient, "stack", ()))
+    return list(current_context().ambient_carries)
 
 
 @contextlib.contextmanager
 def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
     """Make ``carry`` ambient for the duration of the block."""
-    stack = getattr(_ambient, "stack", None)
-    if stack is None:
-        stack = _ambient.stack = []
-    stack.append(carry)
-    try:
+    with context_scope(ambient_carries=(*current_context().ambient_carries, carry)):
         yield carry
-    finally:
-        stack.pop()
 
 
 def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
@@ -247,14 +238,10 @@ class ControlFlowHandler(Protocol):
 def control_flow_handler(handler: ControlFlowHandler | None) -> Iterator[None]:
     """Hand the traced control flow of this thread to ``handler`` for the duration of the block
     (``None``: bind it as usual, e.g. for loops a handler emits itself)."""
-    previous = getattr(_ambient, "handler", None)
-    _ambient.handler = handler
-    try:
+    with context_scope(control_flow_handler=handler):
         yield
-    finally:
-        _ambient.handler = previous
 
 
 def active_control_flow_handler() -> ControlFlowHandler | None:
     """The handler installed in this thread, if any."""
-    return getattr(_ambient, "handler", None)
+    return current_context().control_flow_handler

@@ -14,12 +14,13 @@ target of the lowering running in the calling thread is :func:`current_target`.
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from jax._src import core
 from jax._src.lib.mlir import ir
+
+from ..context import current, scope
 
 __all__ = ["UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target", "lowering_for"]
 
@@ -58,20 +59,13 @@ class LoweringTarget:
 
 DISPLAY = LoweringTarget("display")
 
-_lowering_state = threading.local()
-
-
 def current_target() -> LoweringTarget:
     """The target of the lowering running in this thread (:data:`DISPLAY` outside one)."""
-    return getattr(_lowering_state, "target", DISPLAY)
+    return current().lowering_target or DISPLAY
 
 
 @contextlib.contextmanager
 def lowering_for(target: LoweringTarget) -> Iterator[None]:
     """Lower for ``target`` in this thread during the block."""
-    before = current_target()
-    _lowering_state.target = target
-    try:
+    with scope(lowering_target=target):
         yield
-    finally:
-        _lowering_state.target = before

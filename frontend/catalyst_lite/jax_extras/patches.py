@@ -30,6 +30,8 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax.tree_util import tree_flatten
 
+from ..context import current, scope as context_scope
+
 __all__ = [
     "Patch",
     "PATCHES",
@@ -363,8 +365,9 @@ class PatchSet:
     """Patches installed while some thread is inside :meth:`scope`, and in effect for those threads.
 
     Installation is reference-counted across threads: the first thread to enter installs every
-    patch, the last to leave removes them. Each replacement checks :meth:`active` (a per-thread
-    depth) and otherwise behaves as the original, so other threads see JAX's own behaviour.
+    patch, the last to leave removes them. Each replacement checks :meth:`active` (the set is in
+    the trace context's ``patch_sets``) and otherwise behaves as the original, so other threads
+    see JAX's own behaviour.
     """
 
     def __init__(self, patches: Sequence[Patch] = ()) -> None:
@@ -374,11 +377,10 @@ class PatchSet:
         # The patches in effect and the attributes they replaced, in installation order (a list,
         # not a dict keyed by attribute: two patches may wrap the same attribute, one over the other).
         self._installed: list[tuple[Patch, Any]] = []
-        self._thread = threading.local()
 
     def active(self) -> bool:
         """True when the calling thread is inside :meth:`scope` (and not :meth:`suspended`)."""
-        return getattr(self._thread, "depth", 0) > 0
+        return self in current().patch_sets
 
     def register(self, patch: Patch) -> Patch:
         """Add a patch to the set. One added while some thread is inside :meth:`scope` is applied
@@ -401,11 +403,10 @@ class PatchSet:
             if self._users == 0:
                 self._install()
             self._users += 1
-        self._thread.depth = getattr(self._thread, "depth", 0) + 1
         try:
-            yield
+            with context_scope(patch_sets=(*current().patch_sets, self)):
+                yield
         finally:
-            self._thread.depth -= 1
             with self._lock:
                 self._users -= 1
                 if self._users == 0:
@@ -415,12 +416,8 @@ class PatchSet:
     def suspended(self) -> Iterator[None]:
         """The originals' behaviour for the calling thread within the block, even inside
         :meth:`scope`."""
-        depth = getattr(self._thread, "depth", 0)
-        self._thread.depth = 0
-        try:
+        with context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self)):
             yield
-        finally:
-            self._thread.depth = depth
 
     def _apply(self, patch: Patch) -> None:
         # Remember the owner's *own* entry, not an inherited one: writing that back on removal

@@ -17,13 +17,13 @@ a :class:`SizeScope`:
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 from jax._src import core, dtypes
 from jax._src.interpreters import partial_eval as pe
 
+from ..context import current as current_context, scope as context_scope
 from .size_expressions import NEGATED, Fact, SizeExpr, UnknownSize, compile_expression, same_expression, simplified
 from .tracing import constant_value
 
@@ -251,21 +251,14 @@ def _short_dtype(dtype: Any) -> str:
     return kind if kind == "bool" else f"{kind}{np.dtype(dtype).itemsize * 8}"
 
 
-_scopes = threading.local()
-
-
 @contextlib.contextmanager
 def size_scope(scope: SizeScope) -> Iterator[SizeScope]:
     """Make ``scope`` the calling thread's current one for the block (a trace of a program)."""
-    stack = _scopes.__dict__.setdefault("stack", [])
-    stack.append(scope)
-    try:
+    with context_scope(size_scopes=(*current_context().size_scopes, scope)):
         yield scope
-    finally:
-        stack.pop()
 
 
 def current_scope() -> SizeScope | None:
     """The scope of the program the calling thread is tracing (``None`` outside one)."""
-    stack = getattr(_scopes, "stack", None)
+    stack = current_context().size_scopes
     return stack[-1] if stack else None

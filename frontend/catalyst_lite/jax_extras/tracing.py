@@ -17,13 +17,13 @@ JAX's private API.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import numpy as np
 from jax._src import api_util, config, core, source_info_util
 from jax._src.interpreters import partial_eval as pe
 
+from ..context import current as current_context, scope as context_scope
 from .patches import is_active, patched_jax
 
 DBIdx = core.DBIdx
@@ -100,9 +100,6 @@ def current_trace() -> Any:
     return core.trace_ctx.trace
 
 
-_hosting = threading.local()
-
-
 def is_tracing(*, under_transformations: bool = False) -> bool:
     """True when the calling thread is tracing a catalyst_lite program (not merely some other
     dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``), and is not
@@ -112,7 +109,7 @@ def is_tracing(*, under_transformations: bool = False) -> bool:
     (``jax.grad``, ``jax.vmap``) is the current trace (see :func:`inside_program_trace`)."""
     return (
         is_active()
-        and not getattr(_hosting, "depth", 0)
+        and not current_context().hosted_captures
         and (under_transformations or isinstance(current_trace(), DynamicJaxprTrace))
         and config.dynamic_shapes.value
     )
@@ -129,11 +126,8 @@ def hosted_capture() -> Iterator[None]:
     ...     is_tracing()
     False
     """
-    _hosting.depth = getattr(_hosting, "depth", 0) + 1
-    try:
+    with context_scope(hosted_captures=current_context().hosted_captures + 1):
         yield
-    finally:
-        _hosting.depth -= 1
 
 
 def inside_program_trace() -> bool:

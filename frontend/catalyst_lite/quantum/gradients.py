@@ -30,36 +30,30 @@ True
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Iterator, Sequence
 
 import jax
 import jax.numpy as jnp
 
+from ..context import current as current_context, scope as context_scope
 from ..errors import DifferentiableCompileError
 
 __all__ = ["differentiating", "gradient_method", "with_exact_derivative"]
 
-_local = threading.local()
 
 _ALLOWED_RESULTS = {"adjoint": ("expval",), "parameter-shift": ("expval", "probs")}
 
 
-def _methods() -> list[str]:
-    if not hasattr(_local, "methods"):
-        _local.methods = []
-    return _local.methods
+def _methods() -> tuple[str, ...]:
+    return current_context().diff_methods
 
 
 @contextlib.contextmanager
 def differentiating(method: str) -> Iterator[None]:
     """While a function is traced to be differentiated with ``method`` (``"auto"`` or
     ``"fd"``): QNodes called by it check their ``diff_method`` (:func:`gradient_method`)."""
-    _methods().append(method)
-    try:
+    with context_scope(diff_methods=(*_methods(), method)):
         yield
-    finally:
-        _methods().pop()
 
 
 def _best(qnode, kinds: Sequence[str], shots_finite: bool) -> str:

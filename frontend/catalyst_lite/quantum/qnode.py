@@ -49,6 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from ..capture.switch import pennylane_capture_enabled
+from ..context import current as current_context, scope as context_scope
 from ..control_flow.common import ambient_carry, control_flow_handler
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
@@ -76,9 +77,6 @@ UNSIMULATED_DEVICES = ("null.qubit",)
 """Devices that simulate nothing: results have their shapes, with PennyLane's ``null.qubit``
 values (see :func:`.measurements.measure_terminal`)."""
 _SKIPPED = frozenset({"Barrier"})
-
-_local = threading.local()
-
 
 # --- scope: intercepting QNode calls while catalyst_lite traces ----------------------------------
 
@@ -141,13 +139,10 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[A
     the program's XLA options and fresh constants once it is traced.
     """
     intercept_qnode_calls()
-    previous = getattr(_local, "traced", None)
     seed = options.get("seed")
-    traced = _local.traced = TracedCircuits(None if seed is None else int(seed))
-    try:
+    traced = TracedCircuits(None if seed is None else int(seed))
+    with context_scope(traced_circuits=traced):
         yield lambda consts: Contribution(traced.compile_options, traced.fresh_consts(consts))
-    finally:
-        _local.traced = previous
 
 
 def _make_qnode_call(original: Callable) -> Callable:
@@ -156,7 +151,7 @@ def _make_qnode_call(original: Callable) -> Callable:
     # transforms those operations as any others); everywhere else (other threads, eager calls,
     # other traces) PennyLane runs it.
     def __call__(self, *args, **kwargs):
-        if getattr(_local, "traced", None) is not None and is_tracing(under_transformations=True):
+        if current_context().traced_circuits is not None and is_tracing(under_transformations=True):
             return execute_qnode(self, args, kwargs)
         return original(self, *args, **kwargs)
 
@@ -184,7 +179,7 @@ def intercept_qnode_calls() -> None:
 
 def _traced() -> TracedCircuits:
     """The record of the trace in progress (a QNode compiled by another route gets its own)."""
-    traced = getattr(_local, "traced", None)
+    traced = current_context().traced_circuits
     return TracedCircuits() if traced is None else traced
 
 
@@ -399,24 +394,20 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
     regions = RegionControlFlow(state)
     state.control_flow = regions
-    stack = _circuits()
-    stack.append(_Circuit(state, key, policy, regions))
-    try:
-        with contextlib.ExitStack() as scope:
-            for carry in (state, key, *policy.carries):
-                scope.enter_context(ambient_carry(carry))
-            scope.enter_context(recorder)
-            scope.enter_context(control_flow_handler(regions))
-            output = qfunc(*args, **kwargs)
-            measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
-            for m in measurements:
-                recorder.check_not_applied(m)
-                if m.mv is None:  # wires allocated on use: all of them before any result
-                    wires.indices(m.wires, measurement_kind(m))
-            state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
-        return CircuitRun(output, measurements, state, policy)
-    finally:
-        stack.pop()
+    with context_scope(circuits=(*_circuits(), _Circuit(state, key, policy, regions))), \
+            contextlib.ExitStack() as scope:
+        for carry in (state, key, *policy.carries):
+            scope.enter_context(ambient_carry(carry))
+        scope.enter_context(recorder)
+        scope.enter_context(control_flow_handler(regions))
+        output = qfunc(*args, **kwargs)
+        measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
+        for m in measurements:
+            recorder.check_not_applied(m)
+            if m.mv is None:  # wires allocated on use: all of them before any result
+                wires.indices(m.wires, measurement_kind(m))
+        state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
+    return CircuitRun(output, measurements, state, policy)
 
 
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
@@ -490,10 +481,8 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, different
                  for i in entries)
 
 
-def _circuits() -> list[_Circuit]:
-    if not hasattr(_local, "circuits"):
-        _local.circuits = []
-    return _local.circuits
+def _circuits() -> tuple[_Circuit, ...]:
+    return current_context().circuits
 
 
 # --- mid-circuit measurement ---------------------------------------------------------------------

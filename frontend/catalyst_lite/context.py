@@ -1,0 +1,115 @@
+"""The trace context: what the calling thread's trace (or call) is doing, as one frozen record.
+
+Every piece of state that a rule, a repair or a host step reads from "the trace in progress"
+(the options of the qjit being traced, the size scope, the ambient carries, reverse mode, the
+replay recorder, the patches in effect...) is a field of one :class:`TraceContext`, held in one
+``ContextVar`` and read with :func:`current`. A field changes only for the duration of a block,
+through :func:`scope`, which restores the record it replaced: there is no other way to write it.
+Threads start from the empty record (``TraceContext()``), so one thread's trace never sees
+another's.
+
+Fields that collect results (``replays``, ``callback_errors``) hold a mutable collector owned by
+the block that installed it. This module imports nothing from catalyst_lite: every layer reads it.
+
+>>> from catalyst_lite.context import current, scope
+>>> current().reverse_mode
+False
+>>> with scope(reverse_mode=True):
+...     current().reverse_mode
+True
+>>> current().reverse_mode
+False
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+__all__ = ["TraceContext", "current", "scope", "thread_collector"]
+
+
+@dataclass(frozen=True)
+class TraceContext:
+    """What the calling thread's trace is doing (the defaults: nothing)."""
+
+    # jax_extras: the patch sets in effect (``PatchSet.scope``), how many foreign captures this
+    # thread's trace hosts, the lowering target (``None``: display), the size scopes, innermost last.
+    patch_sets: tuple[Any, ...] = ()
+    hosted_captures: int = 0
+    lowering_target: Any = None
+    size_scopes: tuple[Any, ...] = ()
+    # The options of the qjit being traced.
+    qjit_options: Mapping[str, Any] | None = None
+    # control_flow: ambient carries (outermost first) and the handler of traced control flow.
+    ambient_carries: tuple[Any, ...] = ()
+    control_flow_handler: Any = None
+    # autograph: modules converted although library code, the open ``disable_autograph`` blocks,
+    # converted functions running (innermost last).
+    autograph_include: tuple[str, ...] = ()
+    autograph_disabled: tuple[Any, ...] = ()
+    function_scopes: tuple[Any, ...] = ()
+    # quantum: the QNodes compiled into the program, the circuits being compiled (innermost
+    # last), the differentiation methods of enclosing grad/jacobian traces.
+    traced_circuits: Any = None
+    circuits: tuple[Any, ...] = ()
+    diff_methods: tuple[str, ...] = ()
+    # compiler: the runner driving a program from the host, reverse-mode specialization, the
+    # recorder of host steps' replays.
+    host_driving: Any = None
+    reverse_mode: bool = False
+    replays: Any = None
+    # The exceptions raised by host callbacks during the thread's current call (the thread's own
+    # list, see :func:`thread_collector`).
+    callback_errors: list[BaseException] | None = None
+
+
+_EMPTY = TraceContext()
+_CONTEXT: contextvars.ContextVar[TraceContext] = contextvars.ContextVar("catalyst_lite_trace", default=_EMPTY)
+
+
+def current() -> TraceContext:
+    """The calling thread's trace context."""
+    return _CONTEXT.get()
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(TraceContext))
+
+
+class scope:
+    """The trace context with ``changes`` for the duration of a ``with`` block; the record it
+    replaced is restored afterwards (exactly: whatever inner blocks did). ``__enter__`` returns
+    the new record. (A class, not a generator: the call path enters one per call.)"""
+
+    __slots__ = ("_changes", "_previous")
+
+    def __init__(self, **changes: Any) -> None:
+        if not _FIELDS.issuperset(changes):
+            raise TypeError(f"no trace context field {sorted(set(changes) - _FIELDS)}")
+        self._changes = changes
+
+    def __enter__(self) -> TraceContext:
+        self._previous = previous = _CONTEXT.get()
+        new = object.__new__(TraceContext)  # dataclasses.replace, without re-checking each field
+        new.__dict__.update(previous.__dict__, **self._changes)
+        _CONTEXT.set(new)
+        return new
+
+    def __exit__(self, *exc: Any) -> None:
+        _CONTEXT.set(self._previous)
+
+
+def thread_collector(field: str) -> Any:
+    """The calling thread's own collector in ``field`` (a list), made on first use: the one write
+    that is not a :class:`scope`, because the list must outlive the block that asked for it (a
+    call's callbacks write into it after scopes inside the call have ended). Scopes copy it."""
+    ctx = _CONTEXT.get()
+    collector = getattr(ctx, field)
+    if collector is None:
+        collector = []
+        new = object.__new__(TraceContext)
+        new.__dict__.update(ctx.__dict__, **{field: collector})
+        _CONTEXT.set(new)
+    return collector
