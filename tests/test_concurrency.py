@@ -5,6 +5,7 @@ XLA compilations are counted with JAX's public monitoring events (one
 ``/jax/core/compile/backend_compile_duration`` event per backend compilation).
 """
 
+import sys
 import threading
 from collections import Counter
 
@@ -13,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import CatalystLiteError, cond, for_loop, measure, qjit
+from catalyst_lite import CatalystLiteError, cond, for_loop, measure, pure_callback, qjit
 from catalyst_lite.jax_extras import patches
 
 THREADS = 8
@@ -346,3 +347,47 @@ def test_a_thread_not_tracing_sees_jax_and_pennylane_unpatched():
     assert collector_on
     assert {a: vars(pe.DynamicJaxprTracer).get(a) for a in tracer_attrs} == before
     assert vars(qml.QNode)["__call__"] is qnode_call
+
+
+class Raised(Exception):
+    """What the failing callback raises: the value it was called with."""
+
+
+def test_two_threads_each_get_their_own_callback_exception():
+    """Each call re-raises the exception its own callback raised, never the other thread's (nor
+    XLA's error because the other thread took it)."""
+
+    @pure_callback
+    def fails(x) -> float:
+        raise Raised(float(x))
+
+    @qjit
+    def f(x: float):
+        return fails(x) + 1.0
+
+    calls = 500  # per thread: 1,000 calls in all
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads switch often: their calls interleave
+    start = threading.Barrier(2)
+    wrong = []
+
+    def run(mine):
+        start.wait()
+        for _ in range(calls):
+            try:
+                f(mine)
+            except Exception as err:
+                if not isinstance(err, Raised) or err.args != (mine,):
+                    wrong.append((mine, repr(err)[:80]))
+            else:
+                wrong.append((mine, "no exception"))
+
+    threads = [threading.Thread(target=run, args=(v,)) for v in (1.0, 2.0)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert wrong == []

@@ -14,7 +14,7 @@
   ``stablehlo.custom_call @catalyst_lite.pure_callback``.
 
 Outside any trace a callback is simply called, as in Catalyst. An exception raised by a callback
-while the program runs reaches the caller as itself (:func:`raise_from_callback`), not as XLA's
+while the program runs reaches the caller as itself (:class:`CallbackExceptions`), not as XLA's
 ``XlaRuntimeError`` wrapping its traceback.
 
 >>> import numpy as np
@@ -35,7 +35,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -45,11 +44,12 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.specialize import register_specialization
 from .annotations import PYTHON_SCALARS, resolved_annotation
+from .context import current as current_context, thread_collector
 from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
 from .jax_extras.lowering import ir_types, register_lowering
 
-__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "raise_from_callback", "run_eagerly"]
+__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "CallbackExceptions", "run_eagerly"]
 
 
 def run_eagerly() -> bool:
@@ -59,13 +59,10 @@ def run_eagerly() -> bool:
 
 # --- exceptions raised by callbacks --------------------------------------------------------------
 
-_raised: list[BaseException] = []
-_raised_lock = threading.Lock()
-
-
 def _remembering_exceptions(fn: Callable) -> Callable:
-    """``fn``, recording what it raises: XLA reports a failed callback as an ``XlaRuntimeError``
-    that only quotes the traceback, and :func:`raise_from_callback` raises the original."""
+    """``fn``, recording what it raises in the slot of the call running it (the trace context's
+    ``callback_errors``): XLA reports a failed callback as an ``XlaRuntimeError`` that only quotes
+    the traceback, and :class:`CallbackExceptions` raises the original."""
 
     @functools.wraps(fn)
     def host(*args: Any) -> Any:
@@ -73,22 +70,49 @@ def _remembering_exceptions(fn: Callable) -> Callable:
             return fn(*args)
         except BaseException as err:
             err._catalyst_lite_callback = True
-            with _raised_lock:
-                _raised.append(err)
+            slot = current_context().callback_errors
+            if slot is not None:
+                slot.append(err)
             raise
 
     return host
 
 
-def raise_from_callback(err: BaseException) -> NoReturn:
-    """Re-raise ``err`` (an ``XlaRuntimeError`` of a program run) as the exception a callback
-    raised, if one did; otherwise ``err`` itself."""
-    with _raised_lock:
-        original = _raised[-1] if _raised else None
-        _raised.clear()
-    if original is None:
-        raise err
-    raise original.with_traceback(original.__traceback__) from None
+class CallbackExceptions:
+    """Run a compiled program in the block: if it fails (``JaxRuntimeError``) because a host
+    callback raised, the callback's exception is raised instead. The slot is the calling thread's
+    (XLA runs callbacks on the thread that calls the program), emptied for each call, so a call
+    only ever re-raises what its own callbacks raised; one run elsewhere leaves XLA's error as it
+    is.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit, pure_callback
+    >>> @pure_callback
+    ... def fails(x) -> float:
+    ...     raise KeyError("from the host")
+    >>> f = qjit(lambda x: fails(x) + 1.0)
+    >>> try:
+    ...     f(1.0)
+    ... except KeyError as err:
+    ...     print(repr(err))
+    KeyError('from the host')
+    """
+
+    __slots__ = ("_slot",)
+
+    def __enter__(self) -> None:
+        slot = current_context().callback_errors
+        if slot is None:
+            slot = thread_collector("callback_errors")
+        elif slot:
+            slot.clear()  # what a run outside this path left (JAX's interpreter on a jaxpr)
+        self._slot = slot
+
+    def __exit__(self, kind: Any, err: BaseException | None, tb: Any) -> None:
+        if isinstance(err, jax.errors.JaxRuntimeError) and self._slot:
+            original = self._slot[0]  # the first to fail: XLA stops the program there
+            self._slot.clear()
+            raise original.with_traceback(original.__traceback__) from None
 
 
 class _RaisedByCallbacks(logging.Filter):

@@ -41,7 +41,7 @@ from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
-from .callbacks import raise_from_callback
+from .callbacks import CallbackExceptions
 from .compiler.tiers import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
@@ -334,11 +334,10 @@ class QJIT:
         if validated is not None and (validated.facts is None or validated.facts.hold(args)):
             self._last = validated.fast.executable
             try:
-                return validated.fast(args)
+                with CallbackExceptions():  # a callback failed: its own exception
+                    return validated.fast(args)
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
-            except jax.errors.JaxRuntimeError as err:
-                raise_from_callback(err)  # a callback failed: its own exception
         return self._call_checked(key, args, kwargs)
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
@@ -369,9 +368,10 @@ class QJIT:
     @contextlib.contextmanager
     def _naming_size_arguments(self, executable, implicit, leaves, names):
         """Re-raise a specialization error (a negative size) naming the arguments sizes come from,
-        and an unsupported operation naming this function."""
+        and an unsupported operation naming this function; a callback's exception as itself."""
         try:
-            yield
+            with CallbackExceptions():
+                yield
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
@@ -392,8 +392,6 @@ class QJIT:
         except UnsupportedOperationError as e:
             e.args = (f"{self.name}: {e.args[0]}", *e.args[1:])
             raise
-        except jax.errors.JaxRuntimeError as err:
-            raise_from_callback(err)  # a callback failed: its own exception
 
     # --- inspection --------------------------------------------------------------------------
 
