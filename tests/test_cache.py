@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import qjit, while_loop
+from catalyst_lite import for_loop, qjit, while_loop
 from catalyst_lite.errors import ArgumentValueError
 
 
@@ -91,7 +91,8 @@ def test_what_a_deleted_or_cleared_function_held_is_freed():
 
     def held(f):
         executable = f._last
-        runners = [executable.runner, *(r for _, r in executable.runner._nested.values())]
+        nested = executable.runner._nested.items()
+        runners = [executable.runner, *(r for (kind, _), (_, r) in nested if kind == "runner")]
         specs = [s for r in runners for s in r._executables.values() if s is not None]
         assert len(runners) == 3 and specs  # the program, the loop's condition and body
         return [weakref.ref(o) for o in (executable, *runners, *specs, *(s.jitted for s in specs))]
@@ -110,6 +111,44 @@ def test_what_a_deleted_or_cleared_function_held_is_freed():
     gc.collect()
     assert [r() for r in refs] == [None] * len(refs)
     np.testing.assert_array_equal(g(np.ones(1)), grow_reference(np.ones(1)))
+
+
+def appending():
+    """A resizing loop run on capacity buffers (one compiled loop per capacity)."""
+
+    @qjit
+    def append(n: int):
+        @for_loop(0, n, 1, allow_array_resizing=True)
+        def step(i, a):
+            return jnp.concatenate([a, a[-1:] * 0.5 + i])
+
+        return step(jnp.ones([1]))
+
+    return append
+
+
+def append_reference(n):
+    a = np.ones(1)
+    for i in range(n):
+        a = np.concatenate([a, a[-1:] * 0.5 + i])
+    return a
+
+
+@pytest.mark.parametrize("drop", ["delete", "clear_cache"])
+def test_compiled_loops_are_freed_with_their_function(drop):
+    """The loop compiled for a loop body belongs to the function that ran it, not to the process:
+    deleting the function or clearing its cache frees it (nothing keeps the body alive then)."""
+    f = appending()
+    np.testing.assert_array_equal(f(40), append_reference(40))
+    (loop,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
+    body = weakref.ref(loop.params["body_jaxpr"].jaxpr)
+    del loop
+    if drop == "delete":
+        del f
+    else:
+        f.clear_cache()
+    gc.collect()
+    assert body() is None
 
 
 def test_the_logger_reports_trace_specialization_compile_time_and_cache_hits(caplog):

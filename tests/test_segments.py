@@ -37,7 +37,7 @@ def test_appending_loop_compiles_per_capacity_not_per_size():
     for n in range(3, 40):
         append(n)
     (body,) = [eqn for eqn in append.jaxpr.jaxpr.eqns if eqn.primitive.name == "for_loop"]
-    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)][1]
+    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)]
     assert not loop.unmaskable
     # capacities 16, 32, 64 (each also with the length of a[-1:] learned: 1): not one per size
     assert 1 <= len({capacity for capacity, _, _ in loop._compiled}) <= 4
@@ -205,7 +205,7 @@ def test_loops_making_index_sized_arrays_run_on_buffers():
         assert while_index_sized(n) == sum(2**i + (i > 4) + (i <= 3) for i in range(n))
     for f in (index_sized, while_index_sized):
         (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name in ("for_loop", "while_loop")]
-        loop = capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)][1]
+        loop = capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)]
         assert not loop.unmaskable
         f(20)
         compiled = len(loop._compiled)
@@ -239,7 +239,7 @@ def test_reverse_mode_through_traced_trip_count_equals_jax_jit(n):
 def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
     x = np.linspace(0.0, 1.0, 7)
     grad_loop(x, 20)
-    scans = [s for body, s in bounded_scan._scans.values() if s.predicate is None and not s.unsupported]
+    scans = [s for s in bounded_scan._scans.values() if s.predicate is None and not s.unsupported]
     before = [len(s._compiled) for s in scans]
     for n in (21, 25, 30):  # the bucket of 32 steps
         np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
@@ -323,7 +323,7 @@ def test_speculated_results_keep_bits_of_jax_jit():
 def test_small_sizes_computed_in_the_body_get_capacities_of_their_own():
     append(40)
     (body,) = [eqn for eqn in append.jaxpr.jaxpr.eqns if eqn.primitive.name == "for_loop"]
-    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)][1]
+    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)]
     assert 1 in loop._caps.values()  # the length of a[-1:]
 
 
@@ -355,7 +355,7 @@ def indexed(n: int, idx):
 
 def _loop_of(f):
     (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
-    return capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)][1]
+    return capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)]
 
 
 def test_cond_and_indexing_gathers_run_on_buffers():

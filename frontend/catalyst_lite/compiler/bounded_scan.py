@@ -29,6 +29,7 @@ A ``while_loop`` first runs forward once (compiled, without derivatives) to coun
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any, Callable, Sequence
 
 import jax
@@ -36,7 +37,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .capacity import capacity_for
-from .specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr
+from .specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, kept_by_program
 
 __all__ = ["BoundedScan", "bounded_scan"]
 
@@ -124,12 +125,16 @@ class BoundedScan:
             return None
 
 
-_scans: dict[int, tuple[Any, BoundedScan]] = {}
+# The scans alive, by their body (inspection only: the program that runs a scan owns it).
+_scans: weakref.WeakValueDictionary[int, BoundedScan] = weakref.WeakValueDictionary()
 
 
 def bounded_scan(body: Any, nconsts: int, nimplicit: int, predicate: Any = None, pred_nconsts: int = 0) -> BoundedScan:
-    """The (shared) :class:`BoundedScan` of a loop body."""
-    entry = _scans.get(id(body))
-    if entry is None or entry[0] is not body:
-        entry = _scans[id(body)] = (body, BoundedScan(body, nconsts, nimplicit, predicate, pred_nconsts))
-    return entry[1]
+    """The :class:`BoundedScan` of a loop body, kept by the program that runs it (see
+    :func:`.specialize.kept_by_program`)."""
+
+    def make(_: Any) -> BoundedScan:
+        scan = _scans[id(body)] = BoundedScan(body, nconsts, nimplicit, predicate, pred_nconsts)
+        return scan
+
+    return kept_by_program(body, "bounded scan", make)

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import operator
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -50,7 +51,8 @@ from ..jax_extras import DropVar, Literal, Tracer, Var
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
-    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim, trip_count,
+    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, kept_by_program, to_dim,
+    trip_count,
 )
 
 __all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
@@ -563,15 +565,19 @@ def _fitted(x: Any, shape: tuple[int, ...]) -> Any:
     return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
 
 
-_loops: dict[int, tuple[Any, MaskedLoop]] = {}
+# The loops alive, by their body (inspection only: the program that runs a loop owns it).
+_loops: weakref.WeakValueDictionary[int, MaskedLoop] = weakref.WeakValueDictionary()
 
 
 def masked_loop(shape: LoopShape) -> "MaskedLoop":
-    """The (shared) :class:`MaskedLoop` of a loop body, compiled for the life of the program."""
-    entry = _loops.get(id(shape.body))
-    if entry is None or entry[0] is not shape.body:
-        entry = _loops[id(shape.body)] = (shape.body, MaskedLoop(shape))
-    return entry[1]
+    """The :class:`MaskedLoop` of a loop body, kept by the program that runs it (it dies with
+    that program's executables: ``cache_size``, ``clear_cache()``, the function deleted)."""
+
+    def make(_: Any) -> MaskedLoop:
+        loop = _loops[id(shape.body)] = MaskedLoop(shape)
+        return loop
+
+    return kept_by_program(shape.body, "masked loop", make)
 
 
 @dataclass(frozen=True)
