@@ -9,7 +9,14 @@ Threads start from the empty record (``TraceContext()``), so one thread's trace 
 another's.
 
 Fields that collect results (``replays``, ``callback_errors``) hold a mutable collector owned by
-the block that installed it. This module imports nothing from catalyst_lite: every layer reads it.
+the block that installed it.
+
+The other switch a trace reads is PennyLane's program capture (``qml.capture``), process-wide and
+PennyLane's own: :func:`pennylane_capture_enabled` reads it without importing PennyLane,
+:func:`capture_switched` holds it for a block (``qjit(capture=...)``, Catalyst's option: off while
+catalyst_lite traces, on only while PennyLane captures the user's function).
+
+This module imports only :mod:`catalyst_lite.errors`: every layer reads it.
 
 >>> from catalyst_lite.context import current, scope
 >>> current().reverse_mode
@@ -23,12 +30,20 @@ False
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import dataclasses
+import importlib
+import sys
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
-__all__ = ["TraceContext", "current", "scope", "thread_collector"]
+import numpy as np
+
+from .errors import ArgumentValueError, CaptureUnavailableError, PlxprCaptureCFCompatibilityError
+
+__all__ = ["TraceContext", "current", "scope", "thread_collector", "CAPTURE_VALUES", "check_capture_option",
+           "pennylane_capture_enabled", "uses_capture", "capture_switched", "refuse_under_capture"]
 
 
 @dataclass(frozen=True)
@@ -113,3 +128,77 @@ def thread_collector(field: str) -> Any:
         new.__dict__.update(ctx.__dict__, **{field: collector})
         _CONTEXT.set(new)
     return collector
+
+
+# --- PennyLane's program-capture switch -----------------------------------------------------------
+
+CAPTURE_VALUES = ("global", True, False)
+"""The values ``qjit(capture=...)`` accepts (Catalyst's)."""
+
+
+def check_capture_option(value: Any, fn_name: str) -> None:
+    """Raise :class:`~catalyst_lite.errors.ArgumentValueError` unless ``value`` is one of
+    :data:`CAPTURE_VALUES` (or equal to one, as Catalyst checks: ``1`` is ``True``)."""
+    if not any(isinstance(value, (str, bool, int, np.bool_)) and value == v for v in CAPTURE_VALUES):
+        raise ArgumentValueError(
+            f"{fn_name}: invalid value for capture: {value!r}. Valid values are 'global', True "
+            "and False."
+        )
+
+
+def pennylane_capture_enabled() -> bool:
+    """``qml.capture.enabled()``; False without importing PennyLane when nothing has imported it
+    (its capture cannot be on then)."""
+    qml = sys.modules.get("pennylane")
+    return qml is not None and qml.capture.enabled()
+
+
+def uses_capture(option: Any) -> bool:
+    """Whether a program compiled with ``capture=option`` is traced through program capture now.
+
+    >>> from catalyst_lite.context import check_capture_option, uses_capture
+    >>> check_capture_option("global", "f")
+    >>> uses_capture(False), uses_capture(True)
+    (False, True)
+    """
+    return pennylane_capture_enabled() if option == "global" else bool(option)
+
+
+@contextlib.contextmanager
+def capture_switched(enabled: bool, fn_name: str) -> Iterator[None]:
+    """PennyLane's program capture held on (``enabled=True``) or off within the block; the switch
+    is restored afterwards. Switching it on where PennyLane refuses (it supports only the JAX
+    version it pins) raises :class:`~catalyst_lite.errors.CaptureUnavailableError`."""
+    was_enabled = pennylane_capture_enabled()
+    if enabled != was_enabled:
+        _switch(enabled, fn_name)
+    try:
+        yield
+    finally:
+        if enabled != was_enabled:
+            _switch(was_enabled, fn_name)
+
+
+def _switch(enabled: bool, fn_name: str) -> None:
+    qml = importlib.import_module("pennylane")  # imported by programs that use it only
+    if not enabled:
+        qml.capture.disable()
+        return
+    try:
+        qml.capture.enable()
+    except ImportError as e:
+        raise CaptureUnavailableError(
+            f"{fn_name}: qjit(capture=True) traces the program through PennyLane's program "
+            f"capture, which PennyLane {qml.__version__} refuses to switch on here: {e} "
+            "Either install the JAX version it asks for, or compile with capture=False (the "
+            "default 'global' also does while qml.capture is disabled): catalyst_lite's own "
+            "frontend compiles the same qml.for_loop/qml.while_loop/qml.cond and QNode programs."
+        ) from e
+
+
+def refuse_under_capture(control_flow_type: str) -> None:
+    """Raise :class:`~catalyst_lite.errors.PlxprCaptureCFCompatibilityError` while PennyLane's
+    program capture is on: catalyst_lite's own control flow cannot appear in a captured program
+    (as Catalyst's cannot); PennyLane's ``qml.for_loop``/``qml.while_loop``/``qml.cond`` can."""
+    if pennylane_capture_enabled():
+        raise PlxprCaptureCFCompatibilityError(control_flow_type)

@@ -1,16 +1,16 @@
 """Compiling programs captured by PennyLane (``qjit(capture=True)``).
 
-- :mod:`.switch`: the ``capture`` option and PennyLane's capture switch (imports no PennyLane);
 - :mod:`.program`: tracing a function through PennyLane's program capture inside a catalyst_lite
   trace, and compiling the captured program (plxpr);
 - :mod:`.interpreter`: the plxpr interpreter, and its rules for PennyLane's primitives in
   :mod:`.control_flow`, :mod:`.quantum` and :mod:`.differentiation`.
 
-Only :mod:`.switch` is imported with catalyst_lite; the rest (which imports PennyLane) when a
-program is first traced through capture.
+The ``capture`` option and PennyLane's capture switch are :mod:`catalyst_lite.context`'s (they
+import no PennyLane, and every layer reads them); this package (which imports PennyLane) is
+imported when a program is first traced through capture.
 """
 
-from .switch import (
+from ..context import (
     CAPTURE_VALUES,
     capture_switched,
     check_capture_option,

@@ -29,7 +29,7 @@ from pennylane.capture.primitives import qnode_prim, quantum_subroutine_prim, tr
 
 from ..errors import QuantumOperationError, UnsupportedOperationError
 from ..jax_extras import Var
-from .switch import capture_switched
+from ..context import capture_switched
 
 __all__ = ["PlxprCompiler", "SizeInputs"]
 

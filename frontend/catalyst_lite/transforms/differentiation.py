@@ -45,7 +45,7 @@ import numpy as np
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
-from ..capture.switch import pennylane_capture_enabled
+from ..context import pennylane_capture_enabled
 from ..compiled import QJIT
 from ..quantum.gradients import differentiating
 from ..compiler.reverse_mode import reverse_mode
