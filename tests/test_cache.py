@@ -11,8 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import for_loop, qjit, while_loop
+from catalyst_lite import qjit, while_loop
 from catalyst_lite.errors import ArgumentValueError
+from test_segments import _append_reference, append
 
 
 def double(x):
@@ -113,33 +114,12 @@ def test_what_a_deleted_or_cleared_function_held_is_freed():
     np.testing.assert_array_equal(g(np.ones(1)), grow_reference(np.ones(1)))
 
 
-def appending():
-    """A resizing loop run on capacity buffers (one compiled loop per capacity)."""
-
-    @qjit
-    def append(n: int):
-        @for_loop(0, n, 1, allow_array_resizing=True)
-        def step(i, a):
-            return jnp.concatenate([a, a[-1:] * 0.5 + i])
-
-        return step(jnp.ones([1]))
-
-    return append
-
-
-def append_reference(n):
-    a = np.ones(1)
-    for i in range(n):
-        a = np.concatenate([a, a[-1:] * 0.5 + i])
-    return a
-
-
 @pytest.mark.parametrize("drop", ["delete", "clear_cache"])
 def test_compiled_loops_are_freed_with_their_function(drop):
     """The loop compiled for a loop body belongs to the function that ran it, not to the process:
     deleting the function or clearing its cache frees it (nothing keeps the body alive then)."""
-    f = appending()
-    np.testing.assert_array_equal(f(40), append_reference(40))
+    f = qjit(append.original_function)  # a resizing loop run on capacity buffers
+    np.testing.assert_array_equal(f(40), _append_reference(40))
     (loop,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
     body = weakref.ref(loop.params["body_jaxpr"].jaxpr)
     del loop
