@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import functools
 import threading
-import time
 import types
 import warnings
 from typing import Any, Callable, Hashable, Sequence
@@ -45,17 +44,16 @@ from .callbacks import CallbackExceptions
 from .compiler.tiers import wait_for_compilations
 from .context import capture_switched, check_capture_option, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
-from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
+from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation
-from .compiler.executable import Executable, FastCall
+from .compiler.executable import Executable, FastCall, register_function_compiler
 from .compiler.lowering import program_to_mlir
-from .compiler.options import DEFAULT_CACHE_SIZE, CompileOptions, ExecutableCache
+from .compiler.options import DEFAULT_CACHE_SIZE, ExecutableCache, RunnerOptions
 from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
-from .jax_extras.size_facts import SizeScope
 from .reporting import Reporter
-from .tracing import dimension_sources, extended_trace, implicit_values, qjit_options, trace_program
+from .tracing import SizeFacts, dimension_sources, implicit_values
 
 __all__ = ["qjit", "QJIT", "CacheInfo"]
 
@@ -103,6 +101,7 @@ class CacheInfo:
     maxsize: int | None
 
 
+@register_function_compiler
 class QJIT:
     """A function compiled by :func:`qjit`. Call it like the original function.
 
@@ -180,7 +179,7 @@ class QJIT:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
-        self._executable_options = CompileOptions(
+        self._executable_options = RunnerOptions(
             tiered_compilation, {}, ExecutableCache(cache_size), self._report, size_generic
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
@@ -202,8 +201,7 @@ class QJIT:
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
         family = self._family_for(call, tree, specs, axes, names)
-        trace = functools.partial(self._trace_in_scope, call, tree, specs, axes, names)
-        self._last = family.generic(trace)
+        self._last = family.generic(self._signature_trace(call, tree, specs, axes, names))
 
     def _annotation_call(self) -> CallArguments | None:
         """Arguments standing for the type annotations when every parameter is positional and
@@ -237,13 +235,28 @@ class QJIT:
         _check_int64(self.name, names, leaves)
         # A size argument traced by an outer transformation has no value to check facts with.
         values = [*axis_lengths, *(None if isinstance(x, Tracer) and not is_concrete_value(x) else x for x in leaves)]
-        trace = functools.partial(self._trace_in_scope, call, tree, specs, axes, names)
+        trace = self._signature_trace(call, tree, specs, axes, names)
         try:
             program = family.program_for(values, trace, lock=not inside_program_trace())
         except UnknownSize as unknown:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
         return program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
+
+    def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
+        """How this call's signature is traced (by its :class:`ProgramFamily`, in the scopes it
+        chooses): the function on the call's dynamic arguments, through PennyLane's capture when
+        ``capture`` says so (imported here: it imports PennyLane, which only programs that use it
+        pay for)."""
+        capture = None
+        if uses_capture(self._capture):
+            from .capture.program import captured_program
+
+            capture = captured_program
+        return SignatureTrace(
+            self.binding.of_dynamic_arguments(self.user_function, call), call.dynamic, tree, specs, axes, names,
+            self.name, self.options, self._executable_options, self._report, capture,
+        )
 
     def _family_for(self, call: CallArguments, tree, specs, axes, names) -> ProgramFamily:
         """The programs traced for this call's signature (structure, dtypes, static values)."""
@@ -254,46 +267,6 @@ class QJIT:
             with self._lock:
                 family = self._programs.setdefault(key, ProgramFamily(inputs, self.name))
         return family
-
-    def _trace_in_scope(
-        self, call: CallArguments, tree, specs, axes, names, scope: SizeScope, static: Sequence[int | None] | None
-    ) -> Executable:
-        """Trace the function for this call's signature in ``scope``; with ``static`` (values of
-        the size inputs, ``None`` for the others), with those sizes as constants: the abstracted
-        axes static and the integer arguments Python numbers, as ``jax.jit`` sees them."""
-        fn = self.binding.of_dynamic_arguments(self.user_function, call)
-        if static is not None:
-            leaves = jax.tree_util.tree_leaves(call.dynamic)
-            specs = [
-                LeafSpec(tuple(np.shape(leaf)), spec.dtype, spec.weak_type) for leaf, spec in zip(leaves, specs)
-            ]
-            axes = [{} for _ in axes]
-            first_leaf = len(static) - len(leaves)
-            constants = {
-                j: (int(v) if spec.weak_type else np.dtype(spec.dtype).type(v))
-                for j, (v, spec) in enumerate(zip(static[first_leaf:], specs))
-                if v is not None
-            }
-            fn = _with_constant_leaves(fn, constants)
-        return self._trace(fn, tree, specs, axes, names, scope)
-
-    def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None) -> Executable:
-        """Trace ``fn`` into a program, made callable with this function's compile options."""
-        if uses_capture(self._capture):
-            # Imported here: it imports PennyLane, which only programs that use it pay for.
-            from .capture.program import captured_program
-
-            fn = captured_program(fn, self.name)
-        # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
-        # while PennyLane captures); extensions (QNodes compile into the program) contribute to
-        # it; debug_assert reads disable_assertions.
-        start = time.perf_counter()
-        with capture_switched(False, self.name), qjit_options(self.options), \
-                extended_trace(self.options) as contribution:
-            program = trace_program(fn, tree, specs, axes, self.name, names, scope, contribution)
-        if self._report.enabled:
-            self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
-        return Executable(program, self._executable_options)
 
     def _conformed(self, call: CallArguments) -> CallArguments:
         """With type annotations, the call's values converted to them where Catalyst converts
@@ -552,15 +525,6 @@ class _ArgumentFacts:
         return self.first_broken((*self.axis_lengths, *args) if self.axis_lengths else args) < 0
 
 
-def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
-    """The argument types of a trace, symbolic axes by name: ``(f64[n], i64[])``."""
-    types = []
-    for spec, spec_axes in zip(specs, axes):
-        dims = ",".join(str(spec_axes.get(i, d)) for i, d in enumerate(spec.shape))
-        types.append(f"{getattr(spec.dtype, 'name', spec.dtype)}[{dims}]")  # a PRNG key's dtype is not NumPy's
-    return f"({', '.join(types)})"
-
-
 _SCALAR_TYPES = frozenset({int, float, bool, complex})
 # Types seen to be concrete arrays (an exact-type lookup is cheaper than the isinstance checks).
 _CONCRETE_ARRAY_TYPES: set[type] = set()
@@ -616,17 +580,6 @@ def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
 def _is_int_scalar_spec(spec: LeafSpec) -> bool:
     """A flat argument that can set sizes: a signed integer scalar."""
     return spec.shape == () and jax.dtypes.issubdtype(spec.dtype, np.signedinteger)
-
-
-def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
-    """``fn`` with some of its flat argument leaves replaced by constants."""
-
-    def with_constants(*args: Any) -> Any:
-        leaves, tree = jax.tree_util.tree_flatten(args)
-        leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
-        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
-
-    return with_constants
 
 
 def _keyword_options(record: QJITOptions) -> dict[str, Any]:

@@ -19,7 +19,6 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from .compiler.assumptions import NO_FACTS, SizeFacts, size_input_names
 from .context import current as current_context, scope as context_scope
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import IncompatibleSizesError
@@ -36,12 +35,16 @@ from .jax_extras import (
     trace_to_jaxpr,
     x64_scope,
 )
+from .jax_extras.size_expressions import Fact, compile_facts
 from .jax_extras.size_facts import SizeScope, size_scope
 from .jax_extras.typecheck import check_jaxpr, open_jax_nested_equation, typecheck_enabled
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
     "Program",
+    "SizeFacts",
+    "NO_FACTS",
+    "size_input_names",
     "Contribution",
     "register_trace_extension",
     "extended_trace",
@@ -52,6 +55,53 @@ __all__ = [
     "qjit_options",
     "qjit_option",
 ]
+
+
+def size_input_names(axis_names: Sequence[Hashable], leaf_names: Sequence[str]) -> list[str]:
+    """How sizes name a program's inputs: an abstracted axis by its name, an argument by its
+    parameter's (``x``, ``args[1]``; ``p[0]``, ``p[1]`` for the leaves of a pytree ``p``).
+
+    >>> size_input_names(["n"], ["'x'", "'k'", "'p'", "'p'"])
+    ['n', 'x', 'k', 'p[0]', 'p[1]']
+    """
+    plain = [_plain_name(n) for n in leaf_names]
+    counts = {n: plain.count(n) for n in plain}
+    seen: dict[str, int] = {}
+    leaves = []
+    for n in plain:
+        if counts[n] > 1:
+            leaves.append(f"{n}[{seen.setdefault(n, 0)}]")
+            seen[n] += 1
+        else:
+            leaves.append(n)
+    return [str(a) for a in axis_names] + leaves
+
+
+def _plain_name(name: str) -> str:
+    """``'args'[1]`` -> ``args[1]``: a leaf name of the binding, as code would spell it."""
+    if name.startswith("'") and "'" in name[1:]:
+        end = name.index("'", 1)
+        return name[1:end] + name[end + 1 :]
+    return name
+
+
+class SizeFacts:
+    """The facts a program was traced under, and :meth:`first_broken`, the function checking
+    them at a call's size inputs (indexable by position; ``-1`` when all hold)."""
+
+    def __init__(self, facts: Sequence[Fact] = ()):
+        self.facts = tuple(facts)
+        self.first_broken = compile_facts(self.facts)
+        self.inputs = frozenset().union(*(fact.inputs() for fact in self.facts))
+
+    def hold(self, values: Sequence[Any]) -> bool:
+        return self.first_broken(values) < 0
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+
+NO_FACTS = SizeFacts()
 
 
 @dataclass(frozen=True)

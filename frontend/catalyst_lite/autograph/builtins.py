@@ -33,7 +33,7 @@ import numpy as np
 from ..compiler.specialize import trip_count
 from ..errors import AutoGraphError
 from ..jax_extras import Tracer
-from .state import at, user_location
+from .state import at, innermost_user_line
 
 __all__ = [
     "TracedRange", "Enumerated", "Zipped", "IterationSpace", "iteration_space",
@@ -50,7 +50,7 @@ class TracedRange:
 
     def __iter__(self):
         raise AutoGraphError(
-            f"range() with a traced bound{at(user_location())} can only be iterated by a `for` "
+            f"range() with a traced bound{at(innermost_user_line())} can only be iterated by a `for` "
             "statement (which becomes a for_loop); its elements are not known while tracing."
         )
 

@@ -47,7 +47,7 @@ from .state import (
     check_not_recording,
     display_name,
     predicate,
-    user_location,
+    innermost_user_line,
 )
 
 __all__ = [
@@ -76,7 +76,7 @@ def if_stmt(
         else:
             orelse()
         return
-    where = user_location()
+    where = innermost_user_line()
     check_not_recording("`if`", where)
     pred = predicate(condition, "`if`", where)
     set_state(_compiled_branches(pred, (body, orelse), get_state, set_state, symbol_names, where))
@@ -86,7 +86,7 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
     """``if_true() if condition else if_false()``."""
     if not isinstance(condition, Tracer):
         return if_true() if condition else if_false()
-    where = user_location()
+    where = innermost_user_line()
     check_not_recording("conditional expression", where)
     pred = predicate(condition, "conditional expression", where)
     value: Any = None
@@ -350,7 +350,7 @@ def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
             text = message()
             raise AssertionError(*(() if text is None else (text,)))
         return
-    where = user_location()
+    where = innermost_user_line()
     text = message()
     if not isinstance(text, str):  # no message, or one computed from traced values
         text = f"`assert` failed{at(where)}"
@@ -380,10 +380,10 @@ def not_(a: Any) -> Any:
     """``not a``."""
     if not isinstance(a, Tracer):
         return not a
-    return jnp.logical_not(predicate(a, "`not`", user_location()))
+    return jnp.logical_not(predicate(a, "`not`", innermost_user_line()))
 
 
 def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
-    where = user_location()
+    where = innermost_user_line()
     right = predicate(right, construct, where) if isinstance(right, Tracer) else bool(right)
     return op(predicate(left, construct, where), right)

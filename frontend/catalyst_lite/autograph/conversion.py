@@ -29,7 +29,6 @@ True
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import importlib
@@ -38,7 +37,7 @@ import sys
 import types
 import warnings
 import weakref
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from malt.core import converter
 from malt.operators import py_builtins

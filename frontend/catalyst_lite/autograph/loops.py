@@ -53,7 +53,7 @@ from .state import (
     display_name,
     predicate,
     recording_operators,
-    user_location,
+    innermost_user_line,
 )
 
 __all__ = ["for_stmt", "while_stmt"]
@@ -92,7 +92,7 @@ def for_stmt(
 ) -> None:
     """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
     del opts
-    where = user_location()
+    where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
@@ -217,7 +217,7 @@ def while_stmt(
 ) -> None:
     """``while test(): body()``."""
     del opts
-    where = user_location()
+    where = innermost_user_line()
     if not is_tracing():  # outside qjit, converted code is plain Python
         _python_while(test(), test, body, where, None)
         return

@@ -41,7 +41,7 @@ __all__ = [
     "VariableRecord",
     "LeafRecord",
     "Location",
-    "user_location",
+    "innermost_user_line",
     "is_traced",
     "is_array_like",
     "display_name",
@@ -77,7 +77,7 @@ class Location:
         return f"{self.filename}:{self.lineno}"
 
 
-def user_location() -> Location | None:
+def innermost_user_line() -> Location | None:
     """The innermost line of user code on the call stack (converted code keeps the user's file
     and line numbers, see :mod:`.transformer`)."""
     frame = sys._getframe(1)
@@ -151,7 +151,7 @@ def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
     name = object.__getattribute__(value, "symbol_name")
     raise UnboundLocalError(
         f"cannot access local variable {name!r} where it is not associated with a value"
-        f"{at(user_location())}. Under qjit(autograph=True) a variable first assigned inside a "
+        f"{at(innermost_user_line())}. Under qjit(autograph=True) a variable first assigned inside a "
         "compiled loop (the loop variable of a compiled `for` included), or in only some branches "
         "of an `if`, has no value after it: assign it before the loop or `if`."
     )

@@ -3,7 +3,7 @@
 PennyLane's loop primitives carry their arrays' dynamic sizes as leading carried values (its
 "abstract shapes"); catalyst_lite's loops carry the arrays themselves, whose shapes hold the
 sizes. Each rule below therefore carries the arrays only, recomputes the size inputs of the body
-from them (:class:`~.interpreter.SizeInputs`), and returns PennyLane's results: the final sizes,
+from them (:class:`~.interpreter.SizeLocations`), and returns PennyLane's results: the final sizes,
 then the values. A loop whose body returns other sizes than it received runs with
 ``allow_array_resizing=True``; otherwise sizes are preserved (and shared with the rest of the
 program), as catalyst_lite's loops do by default.
@@ -20,7 +20,7 @@ from pennylane.capture.primitives import cond_prim, for_loop_prim, while_loop_pr
 from ..control_flow import cond, for_loop, while_loop
 from ..errors import DimensionError
 from ..jax_extras import Tracer
-from .interpreter import PlxprCompiler, SizeInputs
+from .interpreter import PlxprCompiler, SizeLocations
 
 __all__: list[str] = []
 
@@ -49,7 +49,7 @@ def _for_loop(
     jaxpr_body_fn: Any, consts_slice: tuple, args_slice: tuple, abstract_shapes_slice: tuple,
 ) -> list[Any]:
     n_sizes = len(invals[slice(*abstract_shapes_slice)])
-    sizes = SizeInputs.of(jaxpr_body_fn.invars)  # body inputs: *sizes, i, *carried
+    sizes = SizeLocations.of(jaxpr_body_fn.invars)  # body inputs: *sizes, i, *carried
     body = self.subprogram(jaxpr_body_fn, invals[slice(*consts_slice)])
 
     @for_loop(start, stop, step, allow_array_resizing=_resizes(jaxpr_body_fn, n_sizes, "for_loop"))
@@ -65,7 +65,7 @@ def _while_loop(
     self: PlxprCompiler, *invals: Any,
     jaxpr_body_fn: Any, jaxpr_cond_fn: Any, body_slice: tuple, cond_slice: tuple, args_slice: tuple,
 ) -> list[Any]:
-    sizes = SizeInputs.of(jaxpr_body_fn.invars)  # body and condition inputs: *sizes, *carried
+    sizes = SizeLocations.of(jaxpr_body_fn.invars)  # body and condition inputs: *sizes, *carried
     n_sizes = sizes.leading()
     body = self.subprogram(jaxpr_body_fn, invals[slice(*body_slice)])
     predicate = self.subprogram(jaxpr_cond_fn, invals[slice(*cond_slice)])

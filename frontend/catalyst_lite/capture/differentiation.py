@@ -14,7 +14,7 @@ from jax.tree_util import tree_leaves
 from pennylane.capture.primitives import jacobian_prim, jvp_prim, value_and_grad_prim, vjp_prim
 
 from ..transforms import grad, jacobian, jvp, value_and_grad, vjp
-from .interpreter import PlxprCompiler, SizeInputs
+from .interpreter import PlxprCompiler, SizeLocations
 
 __all__: list[str] = []
 
@@ -23,7 +23,7 @@ def _function(self: PlxprCompiler, jaxpr: Any, consts: Sequence[Any]) -> Callabl
     """The captured function of its flat inputs; sizes are read from the arrays it receives (the
     transform traces it with arguments of its own)."""
     run = self.subprogram(jaxpr, consts)
-    sizes = SizeInputs.of(jaxpr.invars)
+    sizes = SizeLocations.of(jaxpr.invars)
     return lambda *inputs: run(*sizes.fill(inputs))
 
 

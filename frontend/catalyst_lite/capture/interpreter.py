@@ -12,7 +12,7 @@ PennyLane's by what catalyst_lite compiles:
 
 A PennyLane primitive without a rule here is an error naming it, rather than an equation that
 fails later. Sizes: PennyLane passes the dynamic sizes of a nested program's array inputs as
-leading integer inputs (its "abstract shapes"); :class:`SizeInputs` recomputes them from the
+leading integer inputs (its "abstract shapes"); :class:`SizeLocations` recomputes them from the
 arrays inside catalyst_lite's bodies, whose arrays have sizes of their own.
 """
 
@@ -31,7 +31,7 @@ from ..errors import QuantumOperationError, UnsupportedOperationError
 from ..jax_extras import Var
 from ..context import capture_switched
 
-__all__ = ["PlxprCompiler", "SizeInputs"]
+__all__ = ["PlxprCompiler", "SizeLocations"]
 
 
 class _Rules(dict):
@@ -117,7 +117,7 @@ def _transform(
 
 
 @dataclass(frozen=True)
-class SizeInputs:
+class SizeLocations:
     """Which inputs of a nested plxpr are sizes of its array inputs.
 
     ``locations[j] = (k, axis)``: input ``j`` is the size of axis ``axis`` of input ``k``.
@@ -127,7 +127,7 @@ class SizeInputs:
     >>> with dynamic_tracing():  # a jaxpr of x: f64[n], taking the size n first
     ...     in_type = make_input_type([np.ones(3)], [{0: "n"}])
     ...     jaxpr, _, _ = trace_to_jaxpr(lambda x: [x], in_type, "f")
-    >>> sizes = SizeInputs.of(jaxpr.invars)
+    >>> sizes = SizeLocations.of(jaxpr.invars)
     >>> sizes.locations, sizes.leading()
     ({0: (1, 0)}, 1)
     >>> sizes.fill([None, np.ones(5)])[0]
@@ -137,13 +137,13 @@ class SizeInputs:
     locations: dict[int, tuple[int, int]]
 
     @staticmethod
-    def of(invars: Sequence[Any]) -> "SizeInputs":
+    def of(invars: Sequence[Any]) -> "SizeLocations":
         where: dict[Any, tuple[int, int]] = {}
         for k, v in enumerate(invars):
             for axis, d in enumerate(getattr(v.aval, "shape", ())):
                 if isinstance(d, Var):
                     where.setdefault(d, (k, axis))
-        return SizeInputs({j: where[v] for j, v in enumerate(invars) if v in where})
+        return SizeLocations({j: where[v] for j, v in enumerate(invars) if v in where})
 
     def leading(self) -> int:
         """How many inputs, from the first, are sizes (PennyLane puts them first)."""

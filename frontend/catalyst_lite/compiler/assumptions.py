@@ -40,8 +40,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Mapping, Sequence
+
+import jax
+import numpy as np
 
 from ..errors import (
     CatalystLiteError,
@@ -52,63 +56,22 @@ from ..diagnostics import needs_static_sizes, raised_inside_jax
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
-from ..jax_extras.size_expressions import Fact, SizeExpr, compile_facts
+from ..jax_extras.size_expressions import Fact, SizeExpr
 from ..jax_extras.size_facts import SizeScope
+from ..context import capture_switched
+from ..reporting import Reporter
+from ..signature import LeafSpec
+from ..tracing import extended_trace, qjit_options, size_input_names, trace_program
+from .executable import Executable
+from .options import RunnerOptions
 from .specialize import dimension_operand_rules
 
-__all__ = ["SizeFacts", "SizeInputs", "ProgramFamily", "size_input_names"]
+__all__ = ["SizeInputs", "ProgramFamily", "SignatureTrace"]
 
 # Both sides of an assumption or requirement are sizes: a specialization is keyed on them and
 # they are Python ints when the equation is checked.
 dimension_operand_rules[assume_size_p] = lambda params: {0, 1}
 dimension_operand_rules[require_size_p] = lambda params: {0, 1}
-
-
-def size_input_names(axis_names: Sequence[Hashable], leaf_names: Sequence[str]) -> list[str]:
-    """How sizes name a program's inputs: an abstracted axis by its name, an argument by its
-    parameter's (``x``, ``args[1]``; ``p[0]``, ``p[1]`` for the leaves of a pytree ``p``).
-
-    >>> size_input_names(["n"], ["'x'", "'k'", "'p'", "'p'"])
-    ['n', 'x', 'k', 'p[0]', 'p[1]']
-    """
-    plain = [_plain_name(n) for n in leaf_names]
-    counts = {n: plain.count(n) for n in plain}
-    seen: dict[str, int] = {}
-    leaves = []
-    for n in plain:
-        if counts[n] > 1:
-            leaves.append(f"{n}[{seen.setdefault(n, 0)}]")
-            seen[n] += 1
-        else:
-            leaves.append(n)
-    return [str(a) for a in axis_names] + leaves
-
-
-def _plain_name(name: str) -> str:
-    """``'args'[1]`` -> ``args[1]``: a leaf name of the binding, as code would spell it."""
-    if name.startswith("'") and "'" in name[1:]:
-        end = name.index("'", 1)
-        return name[1:end] + name[end + 1 :]
-    return name
-
-
-class SizeFacts:
-    """The facts a program was traced under, and :meth:`first_broken`, the function checking
-    them at a call's size inputs (indexable by position; ``-1`` when all hold)."""
-
-    def __init__(self, facts: Sequence[Fact] = ()):
-        self.facts = tuple(facts)
-        self.first_broken = compile_facts(self.facts)
-        self.inputs = frozenset().union(*(fact.inputs() for fact in self.facts))
-
-    def hold(self, values: Sequence[Any]) -> bool:
-        return self.first_broken(values) < 0
-
-    def __len__(self) -> int:
-        return len(self.facts)
-
-
-NO_FACTS = SizeFacts()
 
 
 @dataclass(frozen=True)
@@ -181,7 +144,77 @@ def _jax_needs_call_sizes(err: BaseException, inputs: SizeInputs) -> bool:
     return bool(inputs.sizes) and _symbolic_sizes_failed(err) and raised_inside_jax(err)
 
 
-# (scope, static values or None) -> the program traced in that scope
+@dataclass(frozen=True)
+class SignatureTrace:
+    """How the programs of one signature are traced, in the scope a :class:`ProgramFamily`
+    chooses: ``fn`` (the function on a call's dynamic arguments, ``dynamic``), the layout of its
+    flat arguments, the qjit's ``options`` and what its executables are compiled with.
+    ``capture`` (``capture.program.captured_program``, or ``None``) traces ``fn`` through
+    PennyLane's program capture."""
+
+    fn: Callable
+    dynamic: Any
+    tree: Any
+    specs: Sequence[LeafSpec]
+    axes: Sequence[dict]
+    names: Sequence[str]
+    name: str
+    options: Mapping[str, Any]
+    runner_options: RunnerOptions
+    report: Reporter
+    capture: Callable[[Callable, str], Callable] | None = None
+
+    def __call__(self, scope: SizeScope, static: Sequence[int | None] | None) -> Executable:
+        """The program traced in ``scope``; with ``static`` (values of the size inputs, ``None``
+        for the others), with those sizes as constants: the abstracted axes static and the
+        integer arguments Python numbers, as ``jax.jit`` sees them."""
+        fn, specs, axes = self.fn, self.specs, self.axes
+        if static is not None:
+            leaves = jax.tree_util.tree_leaves(self.dynamic)
+            specs = [LeafSpec(tuple(np.shape(leaf)), spec.dtype, spec.weak_type) for leaf, spec in zip(leaves, specs)]
+            axes = [{} for _ in axes]
+            first_leaf = len(static) - len(leaves)
+            constants = {
+                j: (int(v) if spec.weak_type else np.dtype(spec.dtype).type(v))
+                for j, (v, spec) in enumerate(zip(static[first_leaf:], specs))
+                if v is not None
+            }
+            fn = _with_constant_leaves(fn, constants)
+        if self.capture is not None:
+            fn = self.capture(fn, self.name)
+        # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
+        # while PennyLane captures); extensions (QNodes compile into the program) contribute to
+        # it; debug_assert reads disable_assertions.
+        start = time.perf_counter()
+        with capture_switched(False, self.name), qjit_options(self.options), \
+                extended_trace(self.options) as contribution:
+            program = trace_program(fn, self.tree, specs, axes, self.name, self.names, scope, contribution)
+        if self.report.enabled:
+            self.report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
+        return Executable(program, self.runner_options)
+
+
+def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
+    """The argument types of a trace, symbolic axes by name: ``(f64[n], i64[])``."""
+    types = []
+    for spec, spec_axes in zip(specs, axes):
+        dims = ",".join(str(spec_axes.get(i, d)) for i, d in enumerate(spec.shape))
+        types.append(f"{getattr(spec.dtype, 'name', spec.dtype)}[{dims}]")  # a PRNG key's dtype is not NumPy's
+    return f"({', '.join(types)})"
+
+
+def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
+    """``fn`` with some of its flat argument leaves replaced by constants."""
+
+    def with_constants(*args: Any) -> Any:
+        leaves, tree = jax.tree_util.tree_flatten(args)
+        leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
+        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
+
+    return with_constants
+
+
+# (scope, static values or None) -> the program traced in that scope (a SignatureTrace)
 Tracer = Callable[[SizeScope, "Sequence[int | None] | None"], Any]
 
 

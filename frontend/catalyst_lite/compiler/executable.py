@@ -1,5 +1,5 @@
 """A traced program made callable: :class:`Executable` (a :class:`~catalyst_lite.tracing.Program`
-and its :class:`~.options.CompileOptions`).
+and its :class:`~.options.RunnerOptions`).
 
 It owns what calling the program takes, each in one place:
 
@@ -33,19 +33,19 @@ from jax.tree_util import treedef_is_leaf
 
 from ..jax_extras import is_tracing, x64_scope
 from ..tracing import Program
-from .options import CompileOptions
+from .options import RunnerOptions
 from .segments import Speculation
 from .size_generic import SizeGenericTier
 from .specialize import JaxprRunner
 
-__all__ = ["Executable", "FastCall"]
+__all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled"]
 
 
 class Executable:
     """A :class:`~catalyst_lite.tracing.Program` compiled with ``options`` (lazily: per size
     signature, on the first call that needs it)."""
 
-    def __init__(self, program: Program, options: CompileOptions):
+    def __init__(self, program: Program, options: RunnerOptions):
         self.program = program
         extra = program.contribution
         self.options = dataclasses.replace(options, xla={**options.xla, **extra.compile_options})
@@ -136,3 +136,42 @@ def _results_function(program: Program) -> Callable[[Sequence[Any]], Any]:
     if len(explicit) == 1 and treedef_is_leaf(program.out_tree):
         return operator.itemgetter(explicit[0])
     return program.results
+
+
+# --- the runtime hook: compiling a Python function -------------------------------------------------
+# What compiles a Python function into a callable program (``catalyst_lite.QJIT``), registered once
+# by ``catalyst_lite.compiled`` when it is imported: the layers below the user API (transformations
+# called outside qjit, ``grad(f)(x)``) compile through it instead of importing ``QJIT``.
+_compilers: list[type] = []
+
+
+def register_function_compiler(compiler: type) -> type:
+    """Register ``compiler`` (a class: ``compiler(fn)`` is ``fn`` compiled) as what
+    :func:`compile_function` uses; a class decorator."""
+    _compilers[:] = [compiler]
+    return compiler
+
+
+def compile_function(fn: Callable) -> Any:
+    """``fn`` compiled by the registered compiler (``qjit(fn)``), to be called outside any trace.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite.compiler.executable import compile_function
+    >>> float(compile_function(lambda x: jnp.sum(x) * 2.0)(jnp.arange(3.0)))
+    6.0
+    """
+    return _compilers[0](fn)
+
+
+def uncompiled(fn: Callable) -> Callable:
+    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it
+    is.
+
+    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite.compiler.executable import uncompiled
+    >>> def f(x):
+    ...     return x
+    >>> uncompiled(qjit(f)) is f, uncompiled(f) is f
+    (True, True)
+    """
+    return fn.original_function if _compilers and isinstance(fn, _compilers[0]) else fn

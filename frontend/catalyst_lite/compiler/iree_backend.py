@@ -9,7 +9,7 @@ used.
 The interface is small: :func:`lower` turns a jaxpr (its constants as leading arguments, then the
 implicit sizes, then the flat arguments: a :class:`~.specialize.JaxprRunner`'s jaxpr) into a
 :class:`LoweredProgram`; its :meth:`~LoweredProgram.cached` or :meth:`~LoweredProgram.compile` gives
-an :class:`Executable`, which takes the jaxpr's inputs and returns its flat outputs as JAX arrays.
+an :class:`IreeExecutable`, which takes the jaxpr's inputs and returns its flat outputs as JAX arrays.
 Compiled modules are kept in memory and, when a cache directory is configured, on disk
 (:mod:`.disk_cache`), keyed by the program's text, the compiler's version and options, and the CPU.
 A program IREE cannot compile raises :class:`Unsupported`, and that outcome is cached too.
@@ -62,7 +62,7 @@ __all__ = [
     "available",
     "Unsupported",
     "LoweredProgram",
-    "Executable",
+    "IreeExecutable",
     "lower",
     "forget_compiled",
     "COMPILE_FLAGS",
@@ -108,7 +108,7 @@ class LoweredProgram:
         fingerprint = "\n".join((_compiler_version(), *COMPILE_FLAGS, _cpu(), text))
         self.key = hashlib.sha256(fingerprint.encode()).hexdigest()
 
-    def cached(self) -> Executable | None:
+    def cached(self) -> IreeExecutable | None:
         """The executable compiled before (in this process or, with a cache directory, another),
         or ``None``; :class:`Unsupported` when compiling it failed before."""
         vmfb = _modules.get(self.key)
@@ -120,9 +120,9 @@ class LoweredProgram:
                 raise Unsupported(failure.decode())
             return None
         _modules[self.key] = vmfb
-        return Executable(vmfb, self.in_dtypes, self.weak_outputs)
+        return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
 
-    def compile(self) -> Executable:
+    def compile(self) -> IreeExecutable:
         """Compile with IREE (about a second) and cache the result."""
         try:
             vmfb = iree_compiler.compile_str(
@@ -137,10 +137,10 @@ class LoweredProgram:
             raise Unsupported(reason) from err
         _modules[self.key] = vmfb
         disk_cache.write(self.key + ".vmfb", vmfb)
-        return Executable(vmfb, self.in_dtypes, self.weak_outputs)
+        return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
 
 
-class Executable:
+class IreeExecutable:
     """A loaded IREE module: called with the program's inputs, returns its flat outputs."""
 
     def __init__(self, vmfb: bytes, in_dtypes: Sequence[np.dtype], weak_outputs: Sequence[bool]):
@@ -176,7 +176,7 @@ class Executable:
 _modules: dict[str, bytes] = {}
 _config_lock = threading.Lock()
 _config: Any = None
-_loaded: weakref.WeakSet[Executable] = weakref.WeakSet()
+_loaded: weakref.WeakSet[IreeExecutable] = weakref.WeakSet()
 
 
 def forget_compiled() -> None:

@@ -1,6 +1,6 @@
 """How a qjit function's programs are compiled, and the bounded cache of their executables.
 
-:class:`CompileOptions` travels from ``qjit`` to every runner of its programs, nested bodies
+:class:`RunnerOptions` travels from ``qjit`` to every runner of its programs, nested bodies
 included: tiered compilation, XLA options, where to report (:mod:`catalyst_lite.reporting`) and
 the function's :class:`ExecutableCache`, whether programs get a size-generic tier.
 
@@ -24,7 +24,7 @@ from typing import Any, Hashable, Mapping, Protocol
 
 from ..reporting import QUIET, Reporter
 
-__all__ = ["CompileOptions", "ExecutableCache", "DEFAULT_CACHE_SIZE"]
+__all__ = ["RunnerOptions", "ExecutableCache", "DEFAULT_CACHE_SIZE"]
 
 DEFAULT_CACHE_SIZE = 128
 """Compiled executables a qjit function keeps by default (``qjit(cache_size=...)``). An
@@ -82,7 +82,7 @@ class ExecutableCache:
 
 
 @dataclass(frozen=True)
-class CompileOptions:
+class RunnerOptions:
     """How the runners of one qjit function's programs compile and report.
 
     ``tiered``: tiered compilation (``None``: as the environment says, see :mod:`.tiers`);

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
 from ..jax_extras import Tracer, is_tracing
 from . import iree_backend
-from .iree_backend import Executable, LoweredProgram, Unsupported
+from .iree_backend import IreeExecutable, LoweredProgram, Unsupported
 from .specialize import check_sizes
 from .tiers import run_in_background
 
@@ -88,7 +88,7 @@ class SizeGenericTier:
         self.status = Status.NOT_LOOKED_UP
         self.reason: str | None = None  # why the status is UNSUPPORTED
         self.from_cache = False  # the executable was compiled before (by this process or another)
-        self._executable: Executable | None = None
+        self._executable: IreeExecutable | None = None
         self._lowered: LoweredProgram | None = None
         self._first_key: Hashable = None
         self._calls: dict[Hashable, int] = {}
@@ -126,7 +126,7 @@ class SizeGenericTier:
         self._count(key, args)
         return outs
 
-    def _look_up(self, key: Hashable) -> Executable | None:
+    def _look_up(self, key: Hashable) -> IreeExecutable | None:
         """Before the executable is ready: the cached one (first call), or ``None`` (and the
         background compilation started at the second size signature)."""
         with self._lock:

@@ -25,7 +25,7 @@ import math
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -51,13 +51,10 @@ from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
-from .options import CompileOptions
+from .options import RunnerOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
 from .segments import MAX_MISSES, MAX_SPECULATIONS, SegmentedProgram, Speculation, SpeculationFails, recording, split_at
 from .tiers import Specialization, tiered_by_default
-
-if TYPE_CHECKING:  # size_generic builds on this module
-    from .size_generic import SizeGenericTier
 
 __all__ = [
     "Mode",
@@ -399,17 +396,17 @@ class JaxprRunner:
 
     The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
     keeps either a compiled :class:`~.tiers.Specialization` (all sizes static) or notes that the
-    program needs host-driven execution. ``options`` (:class:`~.options.CompileOptions`): tiered
+    program needs host-driven execution. ``options`` (:class:`~.options.RunnerOptions`): tiered
     compilation, XLA options, reports, and the bounded cache its executables are kept in. The
     runners of nested bodies that its host-driven execution needs are its own (see
     :func:`runner_for`), and share its options: they live as long as it does.
     """
 
-    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: CompileOptions | None = None,
+    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: RunnerOptions | None = None,
                  nested: dict[int, tuple[Jaxpr, "JaxprRunner"]] | None = None):
         self.jaxpr = jaxpr
         self.name = name
-        self.options = CompileOptions() if options is None else options
+        self.options = RunnerOptions() if options is None else options
         self.tiered = tiered_by_default() if self.options.tiered is None else self.options.tiered
         self.compile_options: dict[str, Any] = dict(self.options.xla)
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
@@ -429,7 +426,7 @@ class JaxprRunner:
         self._lock = threading.Lock()
         # One executable for every size, when the program has one: it runs the sizes that have no
         # XLA executable yet (set by its executable, see .size_generic).
-        self.size_generic: SizeGenericTier | None = None
+        self.size_generic: Any = None  # a .size_generic.SizeGenericTier (that module builds on this one)
         # What the program keeps for its nested bodies (their runners, compiled loops; see
         # :meth:`nested`), shared with those runners.
         self._nested = {} if nested is None else nested

@@ -46,8 +46,8 @@ from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
 from ..context import pennylane_capture_enabled
-from ..compiled import QJIT
 from ..quantum.gradients import differentiating
+from ..compiler.executable import compile_function, uncompiled
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.specialize import (
     Mode,
@@ -336,7 +336,7 @@ class _Transformed:
     """
 
     def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
-        self.fn = fn.original_function if isinstance(fn, QJIT) else fn
+        self.fn = uncompiled(fn)
         self.kind = kind
         self.options = options
         self.as_jax = as_jax  # outside qjit: JAX's rules (a gradient needs a bare scalar result)
@@ -352,7 +352,7 @@ class _Transformed:
             return transformed(*args, **kwargs)
         if not is_tracing():
             if self._compiled is None:
-                self._compiled = QJIT(
+                self._compiled = compile_function(
                     _Transformed(self.fn, self.kind, replace(self.options, method="auto"), as_jax=True)
                 )
             return self._compiled(*args, **kwargs)
@@ -465,7 +465,7 @@ def _compiled_call(transform: Callable, fn: Callable, params: tuple, rest: Any) 
         return transform(fn, tuple(values), rest, argnums=argnums)
 
     entry.__name__ = entry.__qualname__ = f"{transform.__name__}({function_name(fn)})"
-    return QJIT(entry)(params, rest)
+    return compile_function(entry)(params, rest)
 
 
 def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:

@@ -31,7 +31,7 @@ from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
 from ..context import pennylane_capture_enabled
-from ..compiled import QJIT
+from ..compiler.executable import compile_function
 from ..control_flow import for_loop
 from ..errors import ArgumentValueError, function_name
 from ..jax_extras import is_tracing
@@ -110,12 +110,12 @@ class Vmapped:
         self.fn, self.in_axes, self.out_axes, self.axis_size = fn, in_axes, out_axes, axis_size
         self.__name__ = self.__qualname__ = f"vmap({function_name(fn)})"
         self.__doc__ = getattr(fn, "__doc__", None)
-        self._compiled: QJIT | None = None
+        self._compiled: Any = None  # qjit of the map, made on the first call outside qjit
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not is_tracing() and not pennylane_capture_enabled():
             if self._compiled is None:
-                self._compiled = QJIT(self._call_with_keywords)
+                self._compiled = compile_function(self._call_with_keywords)
                 self._compiled.__name__ = self.__name__
             return self._compiled(args, kwargs)
         return self._map(args, kwargs)
