@@ -43,7 +43,7 @@ import stat
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import jax
 import jaxlib
@@ -143,10 +143,10 @@ def discard(key: Mapping[str, Any], kind: str, reason: str) -> None:
             _remove(fd, _file_name(_full_key(key, kind)), reason)
 
 
-def remove_stale(directory_fd: int, prefix: str) -> None:
+def remove_stale(directory_fd: int, prefix: str, in_use: Callable[[str], bool] = lambda name: False) -> None:
     """Remove the files and directories named ``prefix...`` in the directory ``directory_fd``
-    that belong to this user and were last changed ``STALE_SECONDS`` ago or earlier (left by a
-    process that was killed: their writers take milliseconds)."""
+    that belong to this user, were last changed ``STALE_SECONDS`` ago or earlier and are not
+    ``in_use`` (by name): left by a process that was killed (writers take milliseconds)."""
     deadline = time.time() - STALE_SECONDS
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory_fd):
@@ -154,7 +154,7 @@ def remove_stale(directory_fd: int, prefix: str) -> None:
                 continue
             with contextlib.suppress(OSError):
                 info = entry.stat(follow_symlinks=False)
-                if info.st_uid != os.geteuid() or info.st_mtime > deadline:
+                if info.st_uid != os.geteuid() or info.st_mtime > deadline or in_use(entry.name):
                     continue
                 if stat.S_ISDIR(info.st_mode):
                     shutil.rmtree(entry.name, dir_fd=directory_fd)

@@ -43,6 +43,7 @@ import re
 import shutil
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 import jax
@@ -191,16 +192,19 @@ _config: Any = None
 # Loads change the process's TMPDIR for their duration: one at a time.
 _load_lock = threading.Lock()
 NATIVE_CODE_PREFIX = "catalyst_lite-native-"
+_native_code_dir: str | None = None  # made at the first load, removed at exit
 
 
 @atexit.register
 def _release_runtime() -> None:
     """Release the shared runtime configuration before the interpreter tears IREE's bindings down
-    (which otherwise reports every object still alive as a leak); modules are released by their
-    owners' finalizers, which run at exit too."""
+    (which otherwise reports every object still alive as a leak; modules are released by their
+    owners' finalizers, which run at exit too), and remove the native code directory."""
     global _config
     _config = None
     gc.collect()
+    if _native_code_dir and _native_code_dir.split("-")[-2] == str(os.getpid()):  # not a fork's
+        shutil.rmtree(_native_code_dir, ignore_errors=True)
 
 
 def _runtime_config() -> Any:
@@ -214,24 +218,26 @@ def _runtime_config() -> Any:
 
 @contextlib.contextmanager
 def _private_native_code_directory() -> Iterator[None]:
-    """Make IREE's runtime write the native code it loads into a new directory of this user's,
-    mode 0700, removed after loading (with the empty ``iree_dylib_XXXXXX`` name it reserves and
-    never removes). IREE writes a module's shared library to ``$TMPDIR`` and ``dlopen``s it from
-    there: in a shared ``/tmp`` another user could race to replace it, and a load that crashes
-    leaves it behind (such leftovers of a killed process are removed by the next load). IREE reads
-    only ``TMPDIR``, so it is set for the load's duration (Python's ``tempfile`` has read it
-    already: :func:`tempfile.mkdtemp` below)."""
+    """Make IREE's runtime write the native code it loads into a directory of this user's, mode
+    0700, made for this process (in a shared ``/tmp`` another user could race to replace a
+    library between its writing and its ``dlopen``). IREE writes a module's shared library to
+    ``$TMPDIR`` (read at its first load, then kept), loads it and removes it, leaving the empty
+    ``iree_dylib_XXXXXX`` name it reserved: those are removed here. TMPDIR is set only for the
+    load (Python's ``tempfile`` has read it before: :func:`tempfile.gettempdir`); the directory
+    is removed at exit, or, when its process was killed, at a later process's first load."""
+    global _native_code_dir
     with _load_lock:
-        temp_root = tempfile.gettempdir()
-        with contextlib.suppress(OSError):
-            root_fd = os.open(temp_root, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                disk_cache.remove_stale(root_fd, NATIVE_CODE_PREFIX)
-            finally:
-                os.close(root_fd)
-        directory = tempfile.mkdtemp(prefix=NATIVE_CODE_PREFIX, dir=temp_root)
+        if _native_code_dir is None:
+            temp_root = tempfile.gettempdir()
+            with contextlib.suppress(OSError):
+                root_fd = os.open(temp_root, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    disk_cache.remove_stale(root_fd, NATIVE_CODE_PREFIX, _process_alive)
+                finally:
+                    os.close(root_fd)
+            _native_code_dir = tempfile.mkdtemp(prefix=f"{NATIVE_CODE_PREFIX}{os.getpid()}-", dir=temp_root)
         previous = os.environ.get("TMPDIR")
-        os.environ["TMPDIR"] = directory
+        os.environ["TMPDIR"] = _native_code_dir
         try:
             yield
         finally:
@@ -240,7 +246,21 @@ def _private_native_code_directory() -> Iterator[None]:
             else:
                 os.environ["TMPDIR"] = previous
             if not os.environ.get("IREE_PRESERVE_DYLIB_TEMP_FILES"):  # kept for debugging if asked
-                shutil.rmtree(directory, ignore_errors=True)
+                for path in Path(_native_code_dir).glob("iree_dylib_??????"):
+                    with contextlib.suppress(OSError):
+                        if path.stat().st_size == 0:
+                            path.unlink()
+
+
+def _process_alive(name: str) -> bool:
+    """Whether the process whose id a native code directory's ``name`` holds is running."""
+    try:
+        os.kill(int(name[len(NATIVE_CODE_PREFIX):].split("-")[0]), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
 
 
 def _compiler_version() -> str:
