@@ -38,6 +38,7 @@ import contextlib
 import gc
 import hashlib
 import importlib.metadata
+import logging
 import os
 import re
 import shutil
@@ -159,7 +160,7 @@ class Executable:
             module = iree_runtime.VmModule.copy_buffer(context.instance, vmfb)
             with _private_native_code_directory():
                 context.add_vm_module(module)
-            self._main = getattr(context.modules, MODULE_NAME).main
+            self._main = _entry_point(context)
         except Exception as err:  # IREE refuses a module as RuntimeError, ValueError or KeyError
             raise Unsupported(f"IREE could not load the module: {_first_line(err)}") from err
         self._context = context
@@ -261,6 +262,22 @@ def _process_alive(name: str) -> bool:
     except PermissionError:  # another user's process
         pass
     return True
+
+
+def _entry_point(context: Any) -> Any:
+    """The module's ``main``. IREE makes it with ``logging.debug`` ("Function lacks reflection
+    data"), which calls ``logging.basicConfig()`` when the root logger has no handler: the handler
+    that adds is removed, or a user's later ``basicConfig`` would do nothing. Under ``logging``'s
+    module lock (the one ``basicConfig`` takes), so that no other thread configures logging
+    meanwhile."""
+    with logging._lock:  # noqa: SLF001 (an RLock: IREE's basicConfig takes it again)
+        unconfigured = not logging.root.handlers
+        main = getattr(context.modules, MODULE_NAME).main
+        if unconfigured:
+            for handler in list(logging.root.handlers):
+                logging.root.removeHandler(handler)
+                handler.close()
+    return main
 
 
 def _compiler_version() -> str:
