@@ -323,7 +323,7 @@ END_TO_END = {
     "bit flipped in the code": (lambda e, d, m: _flipped(e, len(e) * 3 // 4), "SHA-256"),
     "swapped with another program's": (lambda e, d, m: d["cos"], "another key"),
     "built for another CPU": (lambda e, d, m: _other_cpu(e), "another key"),
-    "a planted library": (lambda e, d, m: _planted_library(m.parent, m), "no header"),
+    "a planted library": (lambda e, d, m: _planted_library(m.parent, m), "header"),
     "a planted library with a valid header": (lambda e, d, m: _with_header(e, _planted_library(m.parent, m)),
                                               "IREE could not load"),
 }
