@@ -427,3 +427,70 @@ def test_a_second_process_loads_the_size_generic_executable_from_the_disk_cache(
     assert second["generic"] == ["ready", True]  # found in the cache at the first call
     assert any(p.suffix == ".vmfb" for p in (tmp_path / "catalyst_lite").iterdir())
     np.testing.assert_allclose(first["totals"], second["totals"], rtol=RTOL)
+
+
+# --- process hygiene -------------------------------------------------------------------------------
+
+
+def _mapped_iree_libraries() -> int:
+    """How many mappings of IREE's loaded module libraries this process has (Linux)."""
+    with open("/proc/self/maps") as maps:
+        return sum("iree_dylib_" in line for line in maps)
+
+
+@needs_iree
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs /proc/self/maps (Linux)")
+def test_a_dropped_function_releases_its_size_generic_module():
+    import gc
+
+    before = _mapped_iree_libraries()
+    f = warmed_up(qjit(lambda x: jnp.cos(x) * 3.0 - x, abstracted_axes={0: "n"}, size_generic=True),
+                  (np.ones(3),), (np.ones(4),))
+    np.testing.assert_allclose(f(np.arange(9.0)), np.cos(np.arange(9.0)) * 3.0 - np.arange(9.0), rtol=RTOL)
+    assert tier(f).status is Status.READY and _mapped_iree_libraries() > before
+    del f
+    gc.collect()  # the function's objects refer to each other; their release frees IREE's objects,
+    gc.collect()  # which refer to each other too
+    assert _mapped_iree_libraries() == before
+
+
+@needs_iree
+def test_clear_cache_discards_the_compilations_under_way():
+    from catalyst_lite.compiler.tiers import run_in_background
+
+    f = warmed_up(qjit(energy, abstracted_axes={0: "n"}, size_generic=True), (np.ones(3),), (np.ones(4),))
+    release = threading.Event()
+    run_in_background(release.wait)  # the compilations submitted next wait behind this one
+    x = np.linspace(-1.0, 1.0, 9)
+    f(x), f(x)  # the second call at a size submits its XLA compilation
+    f.clear_cache()
+    release.set()
+    QJIT.wait_for_compilations()
+    assert f.cache_info().executables == 0
+    assert_close(f(x), reference(energy, x))  # and it compiles again when called
+
+
+_EXIT_WHILE_COMPILING = textwrap.dedent(
+    """
+    import logging
+    import jax.numpy as jnp, numpy as np
+    from catalyst_lite import qjit
+
+    f = qjit(lambda x: jnp.sum(jnp.sin(x) * 2.0), abstracted_axes={0: "n"}, size_generic=True)
+    print(float(f(np.ones(3))), float(f(np.ones(4))), len(logging.root.handlers))
+    """
+)
+
+
+@needs_iree
+@pytest.mark.parametrize("wait", [False, True])
+def test_no_iree_object_is_reported_leaked_at_exit_and_the_root_logger_is_untouched(tmp_path, wait):
+    script = _EXIT_WHILE_COMPILING + ("from catalyst_lite import QJIT\nQJIT.wait_for_compilations()\n"
+                                      "print(float(f(np.ones(5))), len(logging.root.handlers))\n" if wait else "")
+    env = {k: v for k, v in os.environ.items() if k != "CATALYST_LITE_CACHE_DIR"}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "leaked" not in done.stderr, done.stderr[-3000:]
+    lines = [line.split() for line in done.stdout.strip().splitlines()]
+    assert [float(v) for v in lines[0][:2]] == pytest.approx([2 * 3 * np.sin(1.0), 2 * 4 * np.sin(1.0)], rel=1e-12)
+    assert all(line[-1] == "0" for line in lines)  # no handler on the root logger

@@ -70,6 +70,12 @@ class AutoGraphWarning(UserWarning):
     makes that an error."""
 
 
+class CacheWarning(UserWarning):
+    """The persistent cache was not used as configured: its directory is not private to the user
+    (memory only), or an entry failed its checks or its load (removed; the program is compiled
+    again). See docs/troubleshooting.md."""
+
+
 class CompileError(CatalystLiteError, ValueError):
     """A program cannot be compiled: Catalyst's ``CompileError``. Here also a traced program that
     cannot be specialized for the given sizes."""

@@ -1,32 +1,62 @@
-"""Where compiled size-generic programs are kept between processes.
+"""Where compiled size-generic programs are kept between processes, and what makes an entry usable.
 
 The directory is ``CATALYST_LITE_CACHE_DIR`` when it is set; otherwise, when JAX's persistent
 compilation cache is on (``jax_compilation_cache_dir``), its ``catalyst_lite`` subdirectory;
-otherwise nothing is written to disk (as with JAX, whose cache is off until configured). Entries are
-files named by a key (a hash of the program and of the compiler's options); a write is atomic, and
-a directory that cannot be written only disables the cache.
+otherwise nothing is written to disk (as with JAX, whose cache is off until configured).
+
+An entry holds native code that the process will run, so the cache trusts only what the user
+alone could have written (the trust model of docs/troubleshooting.md):
+
+- the directory must be owned by the user and writable by no one else (it is created with mode
+  ``0700``); otherwise a :class:`~catalyst_lite.errors.CacheWarning` says so and the cache is off
+  (programs are compiled in memory only). Every operation goes through the directory opened and
+  checked once, so a path swapped after the check is not followed;
+- an entry is one line of JSON header (format version, the full key, the size and the SHA-256 of
+  the content) and the content; the key is the caller's (program, compiler, options) plus this
+  process's JAX and jaxlib versions and the CPU's instruction-set features. The file name is the
+  hash of the key, and the header is checked against the key, the size and the hash *before* the
+  content is returned: a truncated, corrupted, swapped or foreign entry is never used, but reported
+  (a ``CacheWarning``) and removed, and the caller compiles again;
+- a write is atomic (a temporary file, ``fsync``, rename): a reader sees a whole entry or none.
+  Temporary files left by a writer that was killed are removed later (after ``STALE_SECONDS``).
 
 >>> import os, tempfile
 >>> os.environ[CACHE_DIR_ENV_VAR] = tempfile.mkdtemp()
->>> write("0123abcd.vmfb", b"compiled")
->>> read("0123abcd.vmfb")
+>>> write({"program": "0123abcd"}, "vmfb", b"compiled")
+>>> read({"program": "0123abcd"}, "vmfb")
 b'compiled'
->>> read("missing.vmfb") is None
+>>> read({"program": "another"}, "vmfb") is None
 True
 >>> del os.environ[CACHE_DIR_ENV_VAR]
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import json
 import os
-import tempfile
+import platform
+import secrets
+import shutil
+import stat
+import time
+import warnings
 from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
 
 import jax
+import jaxlib
 
-__all__ = ["CACHE_DIR_ENV_VAR", "cache_dir", "read", "write"]
+from ..errors import CacheWarning
+
+__all__ = ["CACHE_DIR_ENV_VAR", "cache_dir", "cpu_features", "read", "write", "discard", "remove_stale"]
 
 CACHE_DIR_ENV_VAR = "CATALYST_LITE_CACHE_DIR"
+FORMAT_VERSION = 1
+TEMP_PREFIX = ".tmp-"
+# A temporary file (or directory) this old has lost its writer: writes take milliseconds.
+STALE_SECONDS = 600
 
 
 def cache_dir() -> Path | None:
@@ -38,27 +68,184 @@ def cache_dir() -> Path | None:
     return Path(jax_dir).expanduser() / "catalyst_lite" if jax_dir else None
 
 
-def read(name: str) -> bytes | None:
-    """The entry ``name``, or ``None`` when it is not cached (or there is no cache)."""
-    directory = cache_dir()
-    if directory is None:
-        return None
-    try:
-        return (directory / name).read_bytes()
-    except OSError:
-        return None
+def cpu_features() -> str:
+    """The instruction-set features of this machine's CPU, which compiled code may use: the
+    ``flags`` (x86) or ``Features`` (Arm) line of ``/proc/cpuinfo`` on Linux, elsewhere the
+    machine and processor Python reports. (Not the model name: one model name covers CPUs with
+    and without AVX-512, and a container moves between machines.)"""
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                name, _, value = line.partition(":")
+                if name.strip() in ("flags", "Features"):
+                    return " ".join(sorted(value.split()))
+    return f"{platform.machine()} {platform.processor()}"
 
 
-def write(name: str, data: bytes) -> None:
-    """Store ``data`` as the entry ``name`` (atomically: a reader sees all of it or nothing)."""
-    directory = cache_dir()
-    if directory is None:
-        return
+def read(key: Mapping[str, Any], kind: str) -> bytes | None:
+    """The content of the entry of ``key`` and ``kind`` (a file suffix), or ``None`` when there
+    is none that passes the checks (see the module's documentation)."""
+    full = _full_key(key, kind)
+    with _directory() as fd:
+        if fd is None:
+            return None
+        name = _file_name(full)
+        try:
+            opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+        except FileNotFoundError:
+            return None
+        except OSError as err:  # a symbolic link (O_NOFOLLOW), a directory, no permission
+            _remove(fd, name, f"it cannot be opened as a file ({err.strerror})")
+            return None
+        with os.fdopen(opened, "rb") as f:
+            data = f.read()
+        content, problem = _checked(data, full)
+        if problem is not None:
+            _remove(fd, name, problem)
+        return content
+
+
+def write(key: Mapping[str, Any], kind: str, content: bytes) -> None:
+    """Store ``content`` as the entry of ``key`` and ``kind``, atomically (a reader sees all of it
+    or nothing); a directory that cannot be written only means that nothing is stored."""
+    full = _full_key(key, kind)
+    header = {"format": FORMAT_VERSION, "key": full, "size": len(content),
+              "sha256": hashlib.sha256(content).hexdigest()}
+    with _directory() as fd:
+        if fd is None:
+            return
+        remove_stale(fd, TEMP_PREFIX)
+        temporary = TEMP_PREFIX + secrets.token_hex(8)
+        try:
+            out = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
+            try:
+                with os.fdopen(out, "wb") as f:
+                    f.write(json.dumps(header, sort_keys=True).encode() + b"\n")
+                    f.write(content)
+                    f.flush()
+                    os.fsync(f.fileno())  # the content is on disk before its name is
+                os.replace(temporary, _file_name(full), src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temporary, dir_fd=fd)
+                raise
+            with contextlib.suppress(OSError):
+                os.fsync(fd)  # the rename too
+        except OSError:
+            pass  # a cache that cannot be written is no cache, not an error
+
+
+def discard(key: Mapping[str, Any], kind: str, reason: str) -> None:
+    """Remove the entry of ``key`` and ``kind``, with a ``CacheWarning`` saying ``reason`` (what
+    a caller does when an entry that passed the checks still fails, e.g. to load)."""
+    with _directory() as fd:
+        if fd is not None:
+            _remove(fd, _file_name(_full_key(key, kind)), reason)
+
+
+def remove_stale(directory_fd: int, prefix: str, in_use: Callable[[str], bool] = lambda name: False) -> None:
+    """Remove the files and directories named ``prefix...`` in the directory ``directory_fd``
+    that belong to this user, were last changed ``STALE_SECONDS`` ago or earlier and are not
+    ``in_use`` (by name): left by a process that was killed (writers take milliseconds)."""
+    deadline = time.time() - STALE_SECONDS
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory_fd):
+            if not entry.name.startswith(prefix):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid != os.geteuid() or info.st_mtime > deadline or in_use(entry.name):
+                    continue
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.name, dir_fd=directory_fd)
+                else:
+                    os.unlink(entry.name, dir_fd=directory_fd)
+
+
+def _full_key(key: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The caller's key, with the kind of entry and what else decides whether this process can
+    use it (JSON-typed, so that a header read back compares equal)."""
+    full = {**key, "kind": kind, "format": FORMAT_VERSION, "jax": jax.__version__,
+            "jaxlib": jaxlib.__version__, "cpu": cpu_features()}
+    return json.loads(json.dumps(full, sort_keys=True))
+
+
+def _file_name(full_key: Mapping[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(full_key, sort_keys=True).encode()).hexdigest()
+    return f"{digest}.{full_key['kind']}"
+
+
+def _checked(data: bytes, full_key: Mapping[str, Any]) -> tuple[bytes | None, str | None]:
+    """The entry's content when its header matches ``full_key`` and the content, else ``None``
+    and what is wrong."""
+    line, newline, content = data.partition(b"\n")
+    if not newline:
+        return None, "it has no header (truncated, or not written by catalyst_lite)"
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(temporary, directory / name)
-    except OSError:
-        pass  # a cache that cannot be written is no cache, not an error
+        header = json.loads(line)
+    except (ValueError, RecursionError):  # ValueError: not UTF-8 or not JSON
+        return None, "its header is not readable (corrupted)"
+    if not isinstance(header, dict) or header.get("format") != FORMAT_VERSION:
+        return None, f"its header is not of format version {FORMAT_VERSION} (corrupted, or another version's)"
+    if header.get("key") != full_key:
+        return None, "it was written for another key (another program, compiler version or CPU)"
+    if header.get("size") != len(content):
+        return None, f"it is truncated or extended ({len(content)} bytes, the header says {header.get('size')})"
+    if header.get("sha256") != hashlib.sha256(content).hexdigest():
+        return None, "its content does not match the SHA-256 of its header (corrupted)"
+    return content, None
+
+
+def _remove(fd: int, name: str, reason: str) -> None:
+    warnings.warn(
+        f"catalyst_lite's cache entry {cache_dir() / name} is not used: {reason}. It is removed, "
+        "and the program is compiled again.",
+        CacheWarning,
+        stacklevel=2,
+    )
+    with contextlib.suppress(OSError):
+        os.unlink(name, dir_fd=fd)
+
+
+@contextlib.contextmanager
+def _directory() -> Iterator[int | None]:
+    """The cache directory, opened (a file descriptor every operation goes through), when there
+    is one and it is private to this user; ``None`` otherwise (with a ``CacheWarning`` when it is
+    configured but not private)."""
+    path = cache_dir()
+    fd = None if path is None else _open_private(path)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open_private(path: Path) -> int | None:
+    if not hasattr(os, "geteuid") or os.open not in os.supports_dir_fd:
+        _refuse(path, "not usable on a system without POSIX file ownership (which the checks need)")
+        return None
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as err:
+        _refuse(path, f"not usable ({err.strerror})")
+        return None
+    info = os.fstat(fd)
+    problem = None
+    if info.st_uid != os.geteuid():
+        problem = f"owned by user id {info.st_uid}, not by you (user id {os.geteuid()})"
+    elif info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problem = f"writable by other users (mode {stat.filemode(info.st_mode)})"
+    if problem is None:
+        return fd
+    os.close(fd)
+    _refuse(path, problem + f"; anyone who can write it could make this process run their code. Fix: "
+            f"`chmod go-w {path}` as its owner, or set {CACHE_DIR_ENV_VAR} to a directory of your own")
+    return None
+
+
+def _refuse(path: Path, problem: str) -> None:
+    # Shown once per message (Python's default warning filter): a program compiles many times.
+    warnings.warn(f"catalyst_lite's cache directory {path} is {problem}. Compiled programs are kept "
+                  "in memory only.", CacheWarning, stacklevel=2)

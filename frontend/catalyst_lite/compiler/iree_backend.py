@@ -9,10 +9,11 @@ used.
 The interface is small: :func:`lower` turns a jaxpr (its constants as leading arguments, then the
 implicit sizes, then the flat arguments: a :class:`~.specialize.JaxprRunner`'s jaxpr) into a
 :class:`LoweredProgram`; its :meth:`~LoweredProgram.cached` or :meth:`~LoweredProgram.compile` gives
-an :class:`IreeExecutable`, which takes the jaxpr's inputs and returns its flat outputs as JAX arrays.
-Compiled modules are kept in memory and, when a cache directory is configured, on disk
-(:mod:`.disk_cache`), keyed by the program's text, the compiler's version and options, and the CPU.
-A program IREE cannot compile raises :class:`Unsupported`, and that outcome is cached too.
+the compiled module, and :meth:`~LoweredProgram.load` an :class:`IreeExecutable`, which takes the jaxpr's
+inputs and returns its flat outputs as JAX arrays. Compiled modules are kept, when a cache directory
+is configured, on disk (:mod:`.disk_cache`: checked before they are loaded), keyed by the program's
+text, the compiler's version and options, the JAX versions and the CPU's features. A program IREE
+cannot compile raises :class:`Unsupported`, and that outcome is cached too.
 
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
 >>> import numpy as np
@@ -20,10 +21,10 @@ A program IREE cannot compile raises :class:`Unsupported`, and that outcome is c
 ...     in_type = make_input_type([np.zeros(3)], [{0: "n"}])
 ...     jaxpr, _, consts = trace_to_jaxpr(lambda x: [x * 2.0], in_type, "double")
 >>> program = lower(jaxpr)   # the StableHLO and its cache key: no IREE needed yet
->>> "tensor<?xf64>" in program.text and len(program.key)
+>>> "tensor<?xf64>" in program.text and len(program.key["program"])
 64
 >>> if available():
-...     double = program.cached() or program.compile()
+...     double = program.load(program.cached() or program.compile(), cached=False)
 ...     print(np.asarray(double([np.int64(4), np.arange(4.0)])[0]))
 ... else:
 ...     print(np.arange(4.0) * 2)
@@ -37,11 +38,12 @@ import contextlib
 import gc
 import hashlib
 import importlib.metadata
+import logging
 import os
-import platform
 import re
+import shutil
+import tempfile
 import threading
-import weakref
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -64,7 +66,6 @@ __all__ = [
     "LoweredProgram",
     "IreeExecutable",
     "lower",
-    "forget_compiled",
     "COMPILE_FLAGS",
 ]
 
@@ -99,31 +100,29 @@ def lower(jaxpr: Jaxpr) -> LoweredProgram:
 
 
 class LoweredProgram:
-    """A program's StableHLO for IREE, and its key in the caches."""
+    """A program's StableHLO for IREE, and its key in the disk cache."""
 
     def __init__(self, text: str, in_dtypes: Sequence[np.dtype], weak_outputs: Sequence[bool]):
         self.text = text
         self.in_dtypes = [np.dtype(d) for d in in_dtypes]
         self.weak_outputs = list(weak_outputs)
-        fingerprint = "\n".join((_compiler_version(), *COMPILE_FLAGS, _cpu(), text))
-        self.key = hashlib.sha256(fingerprint.encode()).hexdigest()
+        # disk_cache adds the JAX versions and the CPU's features.
+        self.key = {"program": hashlib.sha256(text.encode()).hexdigest(),
+                    "iree": _compiler_version(), "flags": list(COMPILE_FLAGS)}
 
-    def cached(self) -> IreeExecutable | None:
-        """The executable compiled before (in this process or, with a cache directory, another),
-        or ``None``; :class:`Unsupported` when compiling it failed before."""
-        vmfb = _modules.get(self.key)
+    def cached(self) -> bytes | None:
+        """The module compiled before by another process (with a cache directory), checked by
+        :mod:`.disk_cache`, or ``None``; :class:`Unsupported` when compiling it failed before."""
+        vmfb = disk_cache.read(self.key, "vmfb")
         if vmfb is None:
-            vmfb = disk_cache.read(self.key + ".vmfb")
-        if vmfb is None:
-            failure = disk_cache.read(self.key + ".unsupported")
+            failure = disk_cache.read(self.key, "unsupported")
             if failure is not None:
-                raise Unsupported(failure.decode())
-            return None
-        _modules[self.key] = vmfb
-        return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
+                raise Unsupported(failure.decode(errors="replace"))
+        return vmfb
 
-    def compile(self) -> IreeExecutable:
-        """Compile with IREE (about a second) and cache the result."""
+    def compile(self) -> bytes:
+        """Compile with IREE (about a second; no IREE runtime object is made, so it may run on
+        any thread) and cache the module on disk."""
         try:
             vmfb = iree_compiler.compile_str(
                 self.text,
@@ -133,29 +132,46 @@ class LoweredProgram:
             )
         except iree_compiler.CompilerToolError as err:
             reason = _compiler_diagnostic(err)
-            disk_cache.write(self.key + ".unsupported", reason.encode())
+            disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason) from err
-        _modules[self.key] = vmfb
-        disk_cache.write(self.key + ".vmfb", vmfb)
-        return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
+        disk_cache.write(self.key, "vmfb", vmfb)
+        return vmfb
+
+    def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
+        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed
+        from the disk cache, with a warning: compile again); :class:`Unsupported` when a module
+        just compiled cannot be."""
+        try:
+            return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
+        except Unsupported as err:
+            if not cached:
+                raise
+            disk_cache.discard(self.key, "vmfb", str(err))
+            return None
 
 
 class IreeExecutable:
-    """A loaded IREE module: called with the program's inputs, returns its flat outputs."""
+    """A loaded IREE module: called with the program's inputs, returns its flat outputs.
+    :meth:`release` frees IREE's objects (its owner calls it when it is dropped, and at exit)."""
 
     def __init__(self, vmfb: bytes, in_dtypes: Sequence[np.dtype], weak_outputs: Sequence[bool]):
         context = iree_runtime.SystemContext(config=_runtime_config())
-        with _removing_placeholder_files():
-            context.add_vm_module(iree_runtime.VmModule.copy_buffer(context.instance, vmfb))
-        self._main = getattr(context.modules, MODULE_NAME).main
+        try:
+            module = iree_runtime.VmModule.copy_buffer(context.instance, vmfb)
+            with _private_native_code_directory():
+                context.add_vm_module(module)
+            self._main = _entry_point(context)
+        except Exception as err:  # IREE refuses a module as RuntimeError, ValueError or KeyError
+            raise Unsupported(f"IREE could not load the module: {_first_line(err)}") from err
         self._context = context
         self._in_dtypes = in_dtypes
         self._weak_outputs = list(weak_outputs)  # results typed like a Python scalar's, as in JAX
         self._lock = threading.Lock()  # one invocation at a time per module context
-        _loaded.add(self)
 
-    def _unload(self) -> None:
-        self._main = self._context = None
+    def release(self) -> None:
+        """Free the module's IREE objects (its code is unmapped); a later call is an error."""
+        with self._lock:
+            self._main = self._context = None
 
     def __call__(self, args: Sequence[Any]) -> list[jax.Array]:
         values = [np.asarray(a, dtype=d) for a, d in zip(args, self._in_dtypes)]
@@ -172,28 +188,24 @@ class IreeExecutable:
         return [weakly_typed(r) if weak else r for r, weak in zip(results, self._weak_outputs)]
 
 
-# Compiled modules of this process, by key (kept: tracing the same program anew finds it).
-_modules: dict[str, bytes] = {}
 _config_lock = threading.Lock()
 _config: Any = None
-_loaded: weakref.WeakSet[IreeExecutable] = weakref.WeakSet()
-
-
-def forget_compiled() -> None:
-    """Forget the modules compiled in this process (the disk cache stays): the next program
-    compiles anew (benchmarks of the first compilation use this)."""
-    _modules.clear()
+# Loads change the process's TMPDIR for their duration: one at a time.
+_load_lock = threading.Lock()
+NATIVE_CODE_PREFIX = "catalyst_lite-native-"
+_native_code_dir: str | None = None  # made at the first load, removed at exit
 
 
 @atexit.register
-def _unload_all() -> None:
-    """Release IREE's runtime objects before the interpreter tears its bindings down (which
-    otherwise reports every object still alive as a leak)."""
+def _release_runtime() -> None:
+    """Release the shared runtime configuration before the interpreter tears IREE's bindings down
+    (which otherwise reports every object still alive as a leak; modules are released by their
+    owners' finalizers, which run at exit too), and remove the native code directory."""
     global _config
-    for executable in list(_loaded):
-        executable._unload()
     _config = None
     gc.collect()
+    if _native_code_dir and _native_code_dir.split("-")[-2] == str(os.getpid()):  # not a fork's
+        shutil.rmtree(_native_code_dir, ignore_errors=True)
 
 
 def _runtime_config() -> Any:
@@ -206,23 +218,66 @@ def _runtime_config() -> Any:
 
 
 @contextlib.contextmanager
-def _removing_placeholder_files() -> Iterator[None]:
-    """Remove the empty files IREE's runtime leaves in the temporary directory while loading a
-    module compiled with system linking: it reserves a name with ``mkstemp`` (``iree_dylib_XXXXXX``),
-    writes the library next to it and deletes only the library. The placeholders are never used
-    again (by this process or another), so removing the new empty ones is safe."""
-    if os.environ.get("IREE_PRESERVE_DYLIB_TEMP_FILES"):  # IREE keeps its files when asked to
-        yield
-        return
-    directory = Path(os.environ.get("TMPDIR") or "/tmp")
-    before = set(directory.glob("iree_dylib_??????"))
-    try:
-        yield
-    finally:
-        for path in set(directory.glob("iree_dylib_??????")) - before:
+def _private_native_code_directory() -> Iterator[None]:
+    """Make IREE's runtime write the native code it loads into a directory of this user's, mode
+    0700, made for this process (in a shared ``/tmp`` another user could race to replace a
+    library between its writing and its ``dlopen``). IREE writes a module's shared library to
+    ``$TMPDIR`` (read at its first load, then kept), loads it and removes it, leaving the empty
+    ``iree_dylib_XXXXXX`` name it reserved: those are removed here. TMPDIR is set only for the
+    load (Python's ``tempfile`` has read it before: :func:`tempfile.gettempdir`); the directory
+    is removed at exit, or, when its process was killed, at a later process's first load."""
+    global _native_code_dir
+    with _load_lock:
+        if _native_code_dir is None:
+            temp_root = tempfile.gettempdir()
             with contextlib.suppress(OSError):
-                if path.stat().st_size == 0:
-                    path.unlink()
+                root_fd = os.open(temp_root, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    disk_cache.remove_stale(root_fd, NATIVE_CODE_PREFIX, _process_alive)
+                finally:
+                    os.close(root_fd)
+            _native_code_dir = tempfile.mkdtemp(prefix=f"{NATIVE_CODE_PREFIX}{os.getpid()}-", dir=temp_root)
+        previous = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = _native_code_dir
+        try:
+            yield
+        finally:
+            if previous is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = previous
+            if not os.environ.get("IREE_PRESERVE_DYLIB_TEMP_FILES"):  # kept for debugging if asked
+                for path in Path(_native_code_dir).glob("iree_dylib_??????"):
+                    with contextlib.suppress(OSError):
+                        if path.stat().st_size == 0:
+                            path.unlink()
+
+
+def _process_alive(name: str) -> bool:
+    """Whether the process whose id a native code directory's ``name`` holds is running."""
+    try:
+        os.kill(int(name[len(NATIVE_CODE_PREFIX):].split("-")[0]), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        pass
+    return True
+
+
+def _entry_point(context: Any) -> Any:
+    """The module's ``main``. IREE makes it with ``logging.debug`` ("Function lacks reflection
+    data"), which calls ``logging.basicConfig()`` when the root logger has no handler: the handler
+    that adds is removed, or a user's later ``basicConfig`` would do nothing. Under ``logging``'s
+    module lock (the one ``basicConfig`` takes), so that no other thread configures logging
+    meanwhile."""
+    with logging._lock:  # noqa: SLF001 (an RLock: IREE's basicConfig takes it again)
+        unconfigured = not logging.root.handlers
+        main = getattr(context.modules, MODULE_NAME).main
+        if unconfigured:
+            for handler in list(logging.root.handlers):
+                logging.root.removeHandler(handler)
+                handler.close()
+    return main
 
 
 def _compiler_version() -> str:
@@ -230,17 +285,6 @@ def _compiler_version() -> str:
         return importlib.metadata.version("iree-base-compiler")
     except importlib.metadata.PackageNotFoundError:
         return ""
-
-
-def _cpu() -> str:
-    """The machine's CPU model (code is compiled for it)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return f"{platform.machine()} {platform.processor()}"
 
 
 def _first_line(err: BaseException) -> str:

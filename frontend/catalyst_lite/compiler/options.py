@@ -48,14 +48,22 @@ class ExecutableCache:
             collections.OrderedDict()
         )
         self._lock = threading.Lock()
+        # Counts the clears: work started before one (a background compilation) is not added.
+        self.generation = 0
 
-    def added(self, runner: _Runner, key: Hashable) -> None:
-        """``runner`` compiled an executable for ``key``; evicts beyond the bound."""
+    def added(self, runner: _Runner, key: Hashable, generation: int | None = None) -> None:
+        """``runner`` compiled an executable for ``key``; evicts beyond the bound. An executable
+        whose compilation started in an earlier ``generation`` (before a :meth:`clear`) is not
+        kept: ``runner`` forgets it."""
         with self._lock:
-            self._entries[id(runner), key] = (runner, key)
+            stale = generation is not None and generation != self.generation
+            if not stale:
+                self._entries[id(runner), key] = (runner, key)
             evicted = []
             while self.maxsize is not None and len(self._entries) > self.maxsize:
                 evicted.append(self._entries.popitem(last=False)[1])
+        if stale:
+            evicted.append((runner, key))
         for old_runner, old_key in evicted:
             old_runner.forget(old_key)
 
@@ -67,9 +75,10 @@ class ExecutableCache:
             pass
 
     def clear(self) -> None:
-        """Drop every executable."""
+        """Drop every executable, and those whose compilations are under way."""
         with self._lock:
             entries, self._entries = list(self._entries.values()), collections.OrderedDict()
+            self.generation += 1
         for runner, key in entries:
             runner.forget(key)
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
 from ..jax_extras import Tracer, is_tracing
@@ -88,7 +89,9 @@ class SizeGenericTier:
         self.status = Status.NOT_LOOKED_UP
         self.reason: str | None = None  # why the status is UNSUPPORTED
         self.from_cache = False  # the executable was compiled before (by this process or another)
-        self._executable: IreeExecutable | None = None
+        self._executable: IreeExecutable | None = None  # set when READY and loaded
+        self._vmfb: bytes | None = None  # compiled in the background, loaded at the next call
+        self._release: weakref.finalize | None = None  # frees the executable's IREE objects
         self._lowered: LoweredProgram | None = None
         self._first_key: Hashable = None
         self._calls: dict[Hashable, int] = {}
@@ -110,7 +113,7 @@ class SizeGenericTier:
         executable, or ``None`` when it does not serve this call."""
         if is_tracing() or any(isinstance(a, Tracer) for a in args):
             return None  # staged into another program: XLA's business
-        executable = self._executable if self.status is Status.READY else self._look_up(key)
+        executable = self._executable or self._look_up(key)
         if executable is None:
             return None
         if key not in self._checked:
@@ -127,38 +130,66 @@ class SizeGenericTier:
         return outs
 
     def _look_up(self, key: Hashable) -> IreeExecutable | None:
-        """Before the executable is ready: the cached one (first call), or ``None`` (and the
-        background compilation started at the second size signature)."""
+        """Before the executable is loaded: the cached one (first call), the one compiled in the
+        background, or ``None`` (and the background compilation started at the second size
+        signature, or at once when the cached one could not be used)."""
         with self._lock:
             if self.status is Status.NOT_LOOKED_UP:
                 try:
                     self._lowered = iree_backend.lower(self.runner.jaxpr)
-                    self._executable = self._lowered.cached()
+                    vmfb = self._lowered.cached()
                 except Unsupported as err:
                     self._give_up(str(err))
                     return None
-                if self._executable is not None:
-                    self.status, self.from_cache = Status.READY, True
-                    return self._executable
-                self.status, self._first_key = Status.WAITING, key
+                if vmfb is not None:
+                    self.from_cache = self._load(vmfb, cached=True)
+                    if not self.from_cache:  # removed from the disk cache, with a warning
+                        self._start_compiling()
+                else:
+                    self.status, self._first_key = Status.WAITING, key
             elif self.status is Status.WAITING and key != self._first_key:
-                self.status = Status.COMPILING
-                run_in_background(self._compile)
-            return self._executable if self.status is Status.READY else None
+                self._start_compiling()
+            elif self.status is Status.READY and self._executable is None:
+                vmfb, self._vmfb = self._vmfb, None
+                self._load(vmfb, cached=False)
+            return self._executable
 
-    def _compile(self) -> None:
+    def _load(self, vmfb: bytes, cached: bool) -> bool:
+        """Load ``vmfb`` on the calling thread (so that no IREE object is made on the background
+        thread, which may still run at exit); whether it could be."""
         try:
-            executable = self._lowered.compile()
+            executable = self._lowered.load(vmfb, cached)
+        except Unsupported as err:
+            self._give_up(str(err))
+            return False
+        if executable is None:
+            return False
+        # Owned by this tier: the module is freed when the tier is dropped, or at exit.
+        self._release = weakref.finalize(self, executable.release)
+        self._executable, self.status = executable, Status.READY
+        return True
+
+    def _start_compiling(self) -> None:
+        self.status = Status.COMPILING
+        generation = self.runner.options.cache.generation
+        run_in_background(lambda: self._compile(generation))
+
+    def _compile(self, generation: int) -> None:
+        if generation != self.runner.options.cache.generation:
+            return  # the function's caches were cleared since: nobody waits for this program
+        try:
+            vmfb = self._lowered.compile()
         except Exception as err:  # Unsupported, or anything else: XLA per size, as without IREE
             self._give_up(str(err))
             return
-        self._executable = executable
-        self.status = Status.READY
+        self._vmfb, self.status = vmfb, Status.READY
 
     def _give_up(self, reason: str) -> None:
         self.reason = reason
         self.status = Status.UNSUPPORTED
         self._executable = None
+        if self._release is not None:
+            self._release()
 
     def _count(self, key: Hashable, args: Sequence[Any]) -> None:
         """Count a call at ``key``; at the second, compile the size's XLA executable."""
@@ -168,7 +199,8 @@ class SizeGenericTier:
         self._calls[key] = calls
         if calls == self.CALLS_BEFORE_XLA:
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
-            run_in_background(lambda: self.runner.prepare(key, dynamic_args))
+            generation = self.runner.options.cache.generation
+            run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))
 
     def __repr__(self) -> str:
         reason = f": {self.reason}" if self.reason else ""

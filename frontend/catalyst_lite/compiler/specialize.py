@@ -505,11 +505,13 @@ class JaxprRunner:
         return Specialization(fn, self.tiered, lowered, self.compile_options, self.options.report,
                               f"{self.name} at sizes {key}")
 
-    def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any]) -> None:
+    def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
         """Specialize and compile ``key``'s XLA executable (concrete ``dynamic_args``, no reverse
         mode) and only then make it the one calls use: a call meanwhile never waits for it. A size
-        that needs host-driven execution is left to the size-generic tier."""
-        if (key, False) in self._executables:
+        that needs host-driven execution is left to the size-generic tier. Nothing is kept when
+        the function's cache was cleared since ``generation`` (:class:`~.options.ExecutableCache`),
+        when given (a background compilation)."""
+        if (key, False) in self._executables or generation not in (None, self.options.cache.generation):
             return
         with x64_scope():  # also on the background thread, which starts in 32-bit mode
             spec = self._specialize(key, dynamic_args, False)
@@ -521,7 +523,7 @@ class JaxprRunner:
             added = self._executables.setdefault((key, False), spec) is spec
         if added:
             self.options.report("new specialization of %s for sizes %s: one XLA program (prepared)", self.name, key)
-            self.options.cache.added(self, (key, False))
+            self.options.cache.added(self, (key, False), generation)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
         """The specialization of concrete ``args``' sizes when there is one and reverse mode is

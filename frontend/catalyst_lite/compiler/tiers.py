@@ -162,6 +162,9 @@ class _BackgroundCompiler:
             except Exception:
                 pass  # the fast tier keeps serving: an optimization is never required
             finally:
+                # Not kept while waiting for the next: the task holds its program (and a dropped
+                # function's executables would live on).
+                task = None
                 self._tasks.task_done()
 
     def wait(self) -> None:
