@@ -319,8 +319,12 @@ class QJIT:
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@qjit`` on a method: ``obj.method(x)`` calls it with ``obj`` first (pass
-        ``static_argnums=0`` to make ``self`` a compile-time value, as with ``jax.jit``)."""
-        return self if instance is None else types.MethodType(self, instance)
+        ``static_argnums=0`` to make ``self`` a compile-time value, as with ``jax.jit``). A
+        ``@staticmethod`` under the decorators (``@qjit @qml.qnode(dev) @staticmethod``) is
+        never bound."""
+        if instance is None or _wraps_staticmethod(self.original_function):
+            return self
+        return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if is_tracing():
@@ -629,6 +633,18 @@ def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
         return fn(*jax.tree_util.tree_unflatten(tree, leaves))
 
     return with_constants
+
+
+def _wraps_staticmethod(fn: Any) -> bool:
+    """Whether ``fn`` or a function it wraps (``__wrapped__``: QNodes, ``functools.wraps``) is a
+    ``staticmethod`` object."""
+    seen = set()
+    while fn is not None and id(fn) not in seen:
+        if isinstance(fn, staticmethod):
+            return True
+        seen.add(id(fn))
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 def _keyword_options(record: QJITOptions) -> dict[str, Any]:
