@@ -313,6 +313,30 @@ def test_jax_grad_of_a_qjit_function_with_a_while_loop():
         jax.jit(jax.grad(f))(1.5)
 
 
+@pytest.mark.parametrize("outer", [jax.jit, jax.grad, lambda f: jax.jit(jax.grad(f))], ids=["jit", "grad", "jit-grad"])
+def test_a_program_first_traced_under_a_jax_transformation_is_reusable_after_it(outer):
+    # The program's NumPy constants and the circuit's key are made while the transformation
+    # traces; the cached program must hold none of its tracers.
+    weights = np.array([0.5, -1.25, 2.0])
+    import pennylane as qml
+
+    @qjit
+    def f(x):
+        return jnp.sum(weights * jnp.sin(x * weights))
+
+    @qjit
+    @qml.qnode(qml.device("default.qubit", wires=1))
+    def circuit(x):
+        qml.RX(x * weights[0], wires=0)
+        return qml.expval(qml.Z(0))
+
+    reference = lambda x: jnp.sum(weights * jnp.sin(x * weights))
+    close(outer(f)(0.3), outer(reference)(0.3), rtol=1e-12)
+    close(f(0.3), reference(0.3), rtol=1e-12)
+    close(outer(circuit)(0.3), outer(lambda x: jnp.cos(x * weights[0]))(0.3), rtol=1e-12)
+    close(circuit(0.3), np.cos(0.3 * weights[0]), rtol=1e-12)
+
+
 def test_a_size_argument_traced_by_jax_jit_is_a_clear_error():
     f = qjit(lambda n: jnp.ones(n).sum())
     with pytest.raises(CatalystLiteError, match="argument 'n' sets an array size"):

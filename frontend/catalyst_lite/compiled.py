@@ -35,7 +35,7 @@ from .errors import (
     UnsupportedOperationError,
     function_name,
 )
-from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
+from .jax_extras import Tracer, eval_context, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
@@ -286,9 +286,11 @@ class QJIT:
             fn = captured_program(fn, self.name)
         # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
         # while PennyLane captures); extensions (QNodes compile into the program) contribute to
-        # it; debug_assert reads disable_assertions.
+        # it; debug_assert reads disable_assertions. The program is cached and outlives any
+        # transformation this call runs under (`jax.jit`, `jax.grad`): traced from the eval
+        # trace, so that no value it keeps (constants on the device, keys) is a caller's tracer.
         start = time.perf_counter()
-        with capture_switched(False, self.name), qjit_options(self.options), \
+        with eval_context(), capture_switched(False, self.name), qjit_options(self.options), \
                 extended_trace(self.options) as contribution:
             program = trace_program(fn, tree, specs, axes, self.name, names, scope, contribution)
         if self._report.enabled:
