@@ -182,6 +182,25 @@ def test_for_loop_static_and_traced_bounds_against_fori_loop(n):
     close(f(x, 5), (g3, g5, np.sum(g5)))
 
 
+@pytest.mark.parametrize("steps", [0, 1, 4])
+def test_derivatives_of_values_passed_through_unchanged(steps):
+    # Results that are an argument itself, or a loop's initial value when it does not run.
+    def power(x, steps):
+        @for_loop(0, steps, 1)
+        def body(i, v):
+            return v * x
+
+        return body(1.0)
+
+    @qjit
+    def f(x, steps):
+        identity = vjp(lambda a, b: (a, b * 2.0), [0.25, 0.5], [1.0, 3.0], argnums=[0, 1])
+        return identity, grad(power)(x, steps), vjp(power, [x, steps], 1.0)[1]
+
+    reference = with_x64(jax.grad(lambda x: lax.fori_loop(0, steps, lambda i, v: v * x, 1.0)), 1.5)
+    close(f(1.5, steps), (((0.25, 1.0), (1.0, 6.0)), reference, reference))
+
+
 @pytest.mark.parametrize("n", SIZES)
 def test_while_loop_reverse_mode_against_finite_differences(n):
     def ours(x):

@@ -587,7 +587,13 @@ class SpecializedFunction:
             outs = runner_for(self.jaxpr, "differentiated function")(*values)
         to_int = to_dim if self.mode is Mode.STAGED else int
         self.implicit_dims = [to_int(d) for d in outs[: self.nimplicit]]
-        return outs[self.nimplicit :]
+        # Arrays of the results' types: a result that is a literal of the jaxpr, or an input
+        # passed through a loop that does not run, is a Python number on JAX 0.7.1.
+        avals = [v.aval for v in self.jaxpr.outvars[self.nimplicit :]]
+        return [
+            jnp.asarray(o, a.dtype) if isinstance(o, (int, float, complex)) else o
+            for o, a in zip(outs[self.nimplicit :], avals)
+        ]
 
 
 def _jvp_auto(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
@@ -689,7 +695,9 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
         positions = [params["nconsts"] + k for k in params["wrt"]]
         f = SpecializedFunction(params["fn_jaxpr"].jaxpr, inputs, positions, params["nimplicit_out"], mode)
         transform = TRANSFORMS[params["transform"], params["method"]]
-        results = transform(f, [inputs[p] for p in positions], list(extra), params["h"])
+        # Arrays: a differentiated input that is a literal is a Python number (JAX 0.7.1), which
+        # jax.vjp would return unchanged as the value of an identity.
+        results = transform(f, [jnp.asarray(inputs[p]) for p in positions], list(extra), params["h"])
         return [*f.implicit_dims, *results]
 
     return rule
