@@ -210,8 +210,7 @@ class QJIT:
         annotated with a type (or there is none): the function is then traced now (ahead of time),
         as Catalyst does. An annotation that is a class but not a JAX type raises here."""
         binding = self.binding
-        if binding.signature is None or binding.has_static_arguments or binding.static_argnums_error \
-                or self.layout.abstracted_axes is not None:
+        if binding.signature is None or binding.has_static_arguments or binding.static_argnums_error:
             return None
         params = list(binding.signature.parameters.values())
         annotations = [self._annotations[p.name] for p in params]
