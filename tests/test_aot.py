@@ -51,6 +51,21 @@ def test_shaped_array_annotations_are_compiled_at_decoration():
     assert len(calls) == 2
 
 
+def test_annotations_with_abstracted_axes_are_compiled_at_decoration_for_every_size():
+    calls, count = _counting()
+
+    @qjit(abstracted_axes=({0: "n"}, {}))
+    def f(x: ShapedArray((3,), jnp.float64), k: ShapedArray((), jnp.int64)):
+        count()
+        return x * k + jnp.sum(x)
+
+    assert len(calls) == 1 and "tensor<?xf64>" in f.mlir
+    for n in (3, 5, 1):
+        x = np.arange(float(n))
+        np.testing.assert_array_equal(f(x, 2), x * 2 + x.sum())
+    assert len(calls) == 1  # the program traced at decoration serves every length
+
+
 @pytest.mark.parametrize("annotation", [list, dict, tuple, str, np.ndarray])
 def test_classes_that_are_not_jax_types_raise_at_decoration(annotation):
     with pytest.raises(TypeError, match="not a JAX type"):

@@ -181,6 +181,27 @@ def test_method_with_traced_self_is_refused_as_jax_jit_refuses_it():
         Plain().twice(1.0)
 
 
+def test_static_methods_are_not_bound_under_qjit_or_a_qnode():
+    import pennylane as qml
+
+    class Circuits:
+        @qjit
+        @staticmethod
+        def scaled(x):
+            return x * 3.0
+
+        @qjit
+        @qml.qnode(qml.device("default.qubit", wires=1))
+        @staticmethod
+        def rotated(theta):
+            qml.RX(theta, wires=0)
+            return qml.expval(qml.Z(0))
+
+    for owner in (Circuits, Circuits()):  # through the class and through an instance
+        assert float(owner.scaled(2.0)) == 6.0
+        np.testing.assert_allclose(owner.rotated(0.4), np.cos(0.4), atol=1e-12)
+
+
 # --- qjit functions called while tracing: inlined ------------------------------------------------
 
 

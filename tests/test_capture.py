@@ -193,6 +193,23 @@ def test_abstracted_axes_cond_elifs_and_resizing_loops():
 
 
 @needs_capture
+@pytest.mark.parametrize("capture", [True, False])
+def test_resizing_while_loop_carrying_python_literals(capture):
+    # The body returns Python literals (a bool, a float) next to an array that grows.
+    def f(n):
+        loop = qml.while_loop if capture else catalyst_lite.while_loop
+
+        @loop(lambda i, a, done, s: i < 3, allow_array_resizing=True)
+        def grow(i, a, done, s):
+            return i + 1, jnp.ones(a.shape[0] + 2), False, 1.5
+
+        return grow(0, jnp.ones(n), True, 0.0)
+
+    for n in (1, 4):
+        assert_same(qjit(f, capture=capture)(n), (3, np.ones(n + 6), False, 1.5))
+
+
+@needs_capture
 def test_cond_branches_returning_new_sizes_and_nested_loops():
     def f(n: int, x: float):
         @qml.for_loop(0, n, 1)

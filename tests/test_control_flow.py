@@ -288,6 +288,42 @@ def test_eager_semantics_outside_qjit():
     assert c() == "b"
 
 
+# --- bodies that keep their sizes through size arithmetic ----------------------------------------
+
+# name -> (a step keeping its argument's shape through computed sizes, the data's rank)
+SIZE_KEEPING_STEPS = {
+    "roll": (lambda a: jnp.roll(a, 1), 1),
+    "rotate by concatenation": (lambda a: jnp.concatenate([a[1:], a[:1]]), 1),
+    "rotate right by concatenation": (lambda a: jnp.concatenate([a[-1:], a[:-1]]), 1),
+    "edge-padded stencil": (lambda a: (lambda p: 0.5 * p[1:-1] + 0.25 * (p[:-2] + p[2:]))(jnp.pad(a, 1, mode="edge")), 1),
+    "rotate rows": (lambda a: jnp.concatenate([a[:, 1:], a[:, :1]], axis=1) * 0.5, 2),
+}
+
+
+@pytest.mark.parametrize("step,rank", SIZE_KEEPING_STEPS.values(), ids=SIZE_KEEPING_STEPS.keys())
+def test_loop_bodies_whose_sizes_are_expressions_equal_to_their_arguments(step, rank):
+    # The result's size is computed (n - min(n, 1) + min(n, 1), ...), equal to n for every n.
+    axes = {rank - 1: "n"}
+
+    @qjit(abstracted_axes=axes)
+    def with_for(x):
+        return for_loop(0, 3, 1)(lambda i, a: step(a))(x)
+
+    @qjit(abstracted_axes=axes)
+    def with_while(x):
+        return while_loop(lambda a, k: k < 3)(lambda a, k: (step(a), k + 1))(x, 0)[0]
+
+    for n in (0, 1, 2, 5):
+        if n == 0 and step is SIZE_KEEPING_STEPS["edge-padded stencil"][0]:
+            continue  # JAX refuses to edge-pad an empty axis
+        x = np.arange(2.0 * n).reshape(2, n) if rank == 2 else np.arange(float(n))
+        expected = x
+        for _ in range(3):
+            expected = jax.jit(step)(expected)
+        np.testing.assert_allclose(with_for(x), expected)
+        np.testing.assert_allclose(with_while(x), expected)
+
+
 # --- bad bodies -----------------------------------------------------------------------------------
 
 

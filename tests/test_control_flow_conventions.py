@@ -245,6 +245,34 @@ def test_branches_that_catalyst_rejects_are_type_errors(first, second, match):
         qjit(_branches(first, second))
 
 
+@pytest.mark.parametrize("pred", [True, False, 0, 1.5])
+def test_python_predicates_trace_every_branch(pred):
+    # The result is a traced value of the branches' joined type (int and float: float64),
+    # whichever branch the Python predicate picks.
+    @qjit
+    def f(x):
+        @cond(pred)
+        def c():
+            return 1
+
+        @c.otherwise
+        def c():
+            return x * 2.0
+
+        r = c()
+        return r.astype(jnp.float32), r
+
+    low, r = f(3.0)
+    assert r.dtype == jnp.float64 and low.dtype == jnp.float32
+    assert float(r) == (1.0 if pred else 6.0)
+
+
+@pytest.mark.parametrize("pred", [True, False])
+def test_branches_that_do_not_fit_are_refused_whatever_a_python_predicate_picks(pred):
+    with pytest.raises(TypeError, match="same structure"):
+        qjit(lambda x: cond(pred)(lambda: x).otherwise(lambda: (x,))())(1.0)
+
+
 def test_symbolic_sizes_may_differ_between_branches():
     f = qjit(_branches(lambda n, x: jnp.ones((2, n)) * x, lambda n, x: jnp.zeros((2, n + 1))))
     np.testing.assert_array_equal(f(3, 2.0), np.full((2, 3), 2.0))

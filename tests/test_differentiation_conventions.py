@@ -139,6 +139,23 @@ def test_method_fd_is_a_forward_difference():
     assert default_step == pytest.approx(forward_difference(square, 1.0, 1e-7), rel=1e-8)
 
 
+def test_fd_jvp_takes_one_difference_per_scalar_input():
+    """jvp(method="fd") is the forward-difference Jacobian times the tangents: no cross term."""
+    h = 1e-3
+    product = lambda a, b: a * b  # noqa: E731
+    got = qjit(lambda a, b: jvp(product, [a, b], [2.0, 3.0], method="fd", h=h, argnums=[0, 1]))(0.5, 1.0)
+    # Linear in each argument: 2 * b + 3 * a exactly (one difference along (2, 3) adds 6h).
+    assert_tree_close(got, (0.5, 3.5), rtol=1e-9)
+
+    def f(v):
+        return jnp.stack([v[0] ** 3, v[0] * v[1]])
+
+    x, t = np.array([0.5, 1.0]), np.array([2.0, 3.0])
+    columns = [forward_difference(lambda s: np.asarray(f(x + s * e)), 0.0, h) for e in np.eye(2)]
+    expected = np.stack(columns, axis=1) @ t
+    assert_tree_close(qjit(lambda v: jvp(f, [v], [jnp.asarray(t)], method="fd", h=h))(x), (f(x), expected), rtol=1e-9)
+
+
 def test_fd_derivative_of_an_unrelated_result_is_exactly_zero():
     """f(x) and the shifted evaluations are rounded alike, so an entry that does not depend on
     the shifted input is 0, not a rounding error divided by h."""

@@ -3,12 +3,14 @@
 ``if x.shape[0] > 0:``, ``if x.size:``, ``while y.shape[0] > 2:`` are decided as JAX's own shape
 logic's questions are: an assumption recorded as a fact of the program, checked at each call (a
 call that breaks one gets a program traced for its sizes). ``len(x)``, ``range(x.shape[0])`` and
-``int(x.shape[0])`` need the size as a Python int: the call's sizes are then constants of the
-trace, as under ``jax.jit``. Questions about integer *arguments* (``if k > 1:``) keep JAX's error,
+``int(x.shape[0])`` need the size as a Python int (``float()``, ``math.sqrt()`` and NumPy on a size
+as a Python number): the call's sizes are then constants of the trace, as under ``jax.jit``. Questions about integer *arguments* (``if k > 1:``) keep JAX's error,
 as under ``jax.jit``. Every program is compared with ``jax.jit`` at sizes 0, 1 and more.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -61,8 +63,13 @@ def _int_of_size(x):
     return jnp.zeros(int(x.shape[0]) + 1), float(len(x))
 
 
+def _float_math_and_numpy_of_size(x):
+    n = x.shape[0]
+    return x * float(n) + math.sqrt(n) + np.sqrt(n) + np.log1p(x.size), complex(n).real
+
+
 PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,
-            _weighted_by_python_loop, _int_of_size]
+            _weighted_by_python_loop, _int_of_size, _float_math_and_numpy_of_size]
 
 
 def assert_same_as_jax_jit(got, expected):
@@ -121,8 +128,12 @@ def test_integer_arguments_keep_jax_jit_errors():
             x = x + 1
         return x
 
+    def scale(x, k):
+        return x * math.sqrt(k)
+
     for fn, jax_error in [(branch, jax.errors.TracerBoolConversionError),
-                          (loop, jax.errors.TracerIntegerConversionError)]:
+                          (loop, jax.errors.TracerIntegerConversionError),
+                          (scale, jax.errors.ConcretizationTypeError)]:
         with pytest.raises(jax_error):
             jax.jit(fn)(jnp.ones(3), 2)
         with pytest.raises(ControlFlowError) as raised:

@@ -349,6 +349,21 @@ def test_a_lapack_custom_call_falls_back_to_xla():
     assert "custom_call" in tier(f).reason and "lapack" in tier(f).reason
 
 
+@needs_iree
+def test_arguments_of_extended_dtypes_fall_back_to_xla():
+    """A typed PRNG key has no NumPy dtype for IREE's argument types: XLA runs the program."""
+
+    def noisy(x, key):
+        return x + jax.random.uniform(key, x.shape)
+
+    f = qjit(noisy, abstracted_axes=({0: "n"}, {}), size_generic=True)
+    key = jax.random.key(7)
+    for n in (3, 4, 5, 4):
+        x = np.linspace(0.0, 1.0, n)
+        np.testing.assert_allclose(f(x, key), jax.jit(noisy)(x, key), rtol=RTOL)
+    QJIT.wait_for_compilations()
+
+
 def test_programs_without_sizes_or_without_iree_have_no_size_generic_tier(monkeypatch):
     fixed = qjit(lambda x: x * 2.0, size_generic=True)
     fixed(np.ones(3))

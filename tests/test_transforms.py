@@ -182,6 +182,25 @@ def test_for_loop_static_and_traced_bounds_against_fori_loop(n):
     close(f(x, 5), (g3, g5, np.sum(g5)))
 
 
+@pytest.mark.parametrize("steps", [0, 1, 4])
+def test_derivatives_of_values_passed_through_unchanged(steps):
+    # Results that are an argument itself, or a loop's initial value when it does not run.
+    def power(x, steps):
+        @for_loop(0, steps, 1)
+        def body(i, v):
+            return v * x
+
+        return body(1.0)
+
+    @qjit
+    def f(x, steps):
+        identity = vjp(lambda a, b: (a, b * 2.0), [0.25, 0.5], [1.0, 3.0], argnums=[0, 1])
+        return identity, grad(power)(x, steps), vjp(power, [x, steps], 1.0)[1]
+
+    reference = with_x64(jax.grad(lambda x: lax.fori_loop(0, steps, lambda i, v: v * x, 1.0)), 1.5)
+    close(f(1.5, steps), (((0.25, 1.0), (1.0, 6.0)), reference, reference))
+
+
 @pytest.mark.parametrize("n", SIZES)
 def test_while_loop_reverse_mode_against_finite_differences(n):
     def ours(x):
@@ -311,6 +330,30 @@ def test_jax_grad_of_a_qjit_function_with_a_while_loop():
     close(jax.jvp(f, (1.5,), (1.0,))[1], 5 * 1.5 ** 4, rtol=1e-6)
     with pytest.raises(TypeError, match="host-driven.*jax.jit"):
         jax.jit(jax.grad(f))(1.5)
+
+
+@pytest.mark.parametrize("outer", [jax.jit, jax.grad, lambda f: jax.jit(jax.grad(f))], ids=["jit", "grad", "jit-grad"])
+def test_a_program_first_traced_under_a_jax_transformation_is_reusable_after_it(outer):
+    # The program's NumPy constants and the circuit's key are made while the transformation
+    # traces; the cached program must hold none of its tracers.
+    weights = np.array([0.5, -1.25, 2.0])
+    import pennylane as qml
+
+    @qjit
+    def f(x):
+        return jnp.sum(weights * jnp.sin(x * weights))
+
+    @qjit
+    @qml.qnode(qml.device("default.qubit", wires=1))
+    def circuit(x):
+        qml.RX(x * weights[0], wires=0)
+        return qml.expval(qml.Z(0))
+
+    reference = lambda x: jnp.sum(weights * jnp.sin(x * weights))
+    close(outer(f)(0.3), outer(reference)(0.3), rtol=1e-12)
+    close(f(0.3), reference(0.3), rtol=1e-12)
+    close(outer(circuit)(0.3), outer(lambda x: jnp.cos(x * weights[0]))(0.3), rtol=1e-12)
+    close(circuit(0.3), np.cos(0.3 * weights[0]), rtol=1e-12)
 
 
 def test_a_size_argument_traced_by_jax_jit_is_a_clear_error():

@@ -208,8 +208,7 @@ class QJIT:
         annotated with a type (or there is none): the function is then traced now (ahead of time),
         as Catalyst does. An annotation that is a class but not a JAX type raises here."""
         binding = self.binding
-        if binding.signature is None or binding.has_static_arguments or binding.static_argnums_error \
-                or self.layout.abstracted_axes is not None:
+        if binding.signature is None or binding.has_static_arguments or binding.static_argnums_error:
             return None
         params = list(binding.signature.parameters.values())
         annotations = [self._annotations[p.name] for p in params]
@@ -292,8 +291,12 @@ class QJIT:
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@qjit`` on a method: ``obj.method(x)`` calls it with ``obj`` first (pass
-        ``static_argnums=0`` to make ``self`` a compile-time value, as with ``jax.jit``)."""
-        return self if instance is None else types.MethodType(self, instance)
+        ``static_argnums=0`` to make ``self`` a compile-time value, as with ``jax.jit``). A
+        ``@staticmethod`` under the decorators (``@qjit @qml.qnode(dev) @staticmethod``) is
+        never bound."""
+        if instance is None or _wraps_staticmethod(self.original_function):
+            return self
+        return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if is_tracing():
@@ -580,6 +583,18 @@ def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
 def _is_int_scalar_spec(spec: LeafSpec) -> bool:
     """A flat argument that can set sizes: a signed integer scalar."""
     return spec.shape == () and jax.dtypes.issubdtype(spec.dtype, np.signedinteger)
+
+
+def _wraps_staticmethod(fn: Any) -> bool:
+    """Whether ``fn`` or a function it wraps (``__wrapped__``: QNodes, ``functools.wraps``) is a
+    ``staticmethod`` object."""
+    seen = set()
+    while fn is not None and id(fn) not in seen:
+        if isinstance(fn, staticmethod):
+            return True
+        seen.add(id(fn))
+        fn = getattr(fn, "__wrapped__", None)
+    return False
 
 
 def _keyword_options(record: QJITOptions) -> dict[str, Any]:

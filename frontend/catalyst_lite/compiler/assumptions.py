@@ -53,6 +53,7 @@ from ..errors import (
     UnsupportedOperationError,
 )
 from ..diagnostics import needs_static_sizes, raised_inside_jax
+from ..jax_extras import eval_context
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
@@ -184,9 +185,11 @@ class SignatureTrace:
             fn = self.capture(fn, self.name)
         # PennyLane's capture is off while catalyst_lite traces (captured_program switches it on
         # while PennyLane captures); extensions (QNodes compile into the program) contribute to
-        # it; debug_assert reads disable_assertions.
+        # it; debug_assert reads disable_assertions. The program is cached and outlives any
+        # transformation this call runs under (`jax.jit`, `jax.grad`): traced from the eval
+        # trace, so that no value it keeps (constants on the device, keys) is a caller's tracer.
         start = time.perf_counter()
-        with capture_switched(False, self.name), qjit_options(self.options), \
+        with eval_context(), capture_switched(False, self.name), qjit_options(self.options), \
                 extended_trace(self.options) as contribution:
             program = trace_program(fn, self.tree, specs, axes, self.name, self.names, scope, contribution)
         if self.report.enabled:

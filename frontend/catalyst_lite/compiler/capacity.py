@@ -556,8 +556,10 @@ def _size_variables(jaxpr: Any) -> list[Any]:
     return list(found)
 
 
-def _fitted(x: Any, shape: tuple[int, ...]) -> Any:
-    """A body result in the carried buffer's shape (a result of a static size is padded)."""
+def _fitted(x: Any, buffer: Any) -> Any:
+    """A body result as the carried buffer: its type (a result that is a literal of the body is a
+    Python number) and shape (a result of a static size is padded)."""
+    x, shape = jnp.asarray(x, buffer.dtype), buffer.shape
     if x.shape == shape:
         return x
     if any(n > m for n, m in zip(x.shape, shape)):
@@ -780,7 +782,7 @@ class MaskedLoop:
                 status = jnp.where(fits & valid & learned, DONE,
                                    jnp.where(valid, jnp.where(fits, RELEARN, OVERFLOW), INVALID)).astype(jnp.int32)
                 dims = [jnp.asarray(d, jnp.int64) for d in new_dims]
-                buffers = [_fitted(n, o.shape) for n, o in zip(new_buffers, buffers)]
+                buffers = [_fitted(n, o) for n, o in zip(new_buffers, buffers)]
                 if learn and self._tracked:
                     seen = [jnp.asarray(checks.seen.get(v, 0), jnp.int64) for v in self._tracked]
                     peaks = jnp.maximum(peaks, jnp.stack(seen))

@@ -93,10 +93,11 @@ def lower(jaxpr: Jaxpr) -> LoweredProgram:
     resizes its carried arrays, an operation whose lowering fails)."""
     try:
         text = lower_for_iree(ClosedJaxpr(jaxpr, ()), MODULE_NAME)
+        weak = [getattr(v.aval, "weak_type", False) for v in jaxpr.outvars]
+        # (NumPy dtypes: an argument of JAX's extended dtypes, a typed PRNG key, has none)
+        return LoweredProgram(text, [v.aval.dtype for v in jaxpr.invars], weak)
     except Exception as err:  # any failure to lower means: not for this backend
         raise Unsupported(f"{type(err).__name__}: {_first_line(err)}") from err
-    weak = [getattr(v.aval, "weak_type", False) for v in jaxpr.outvars]
-    return LoweredProgram(text, [v.aval.dtype for v in jaxpr.invars], weak)
 
 
 class LoweredProgram:
@@ -174,8 +175,8 @@ class IreeExecutable:
             self._main = self._context = None
 
     def __call__(self, args: Sequence[Any]) -> list[jax.Array]:
-        values = [np.asarray(a, dtype=d) for a, d in zip(args, self._in_dtypes)]
         try:
+            values = [np.asarray(a, dtype=d) for a, d in zip(args, self._in_dtypes)]
             with self._lock:
                 outs = self._main(*values)
                 if not isinstance(outs, (tuple, list)):

@@ -178,7 +178,7 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
             f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
             "jnp.any or jnp.all."
         )
-    if not isinstance(pred, Tracer):  # a concrete value chooses its branch now
+    if not isinstance(pred, Tracer):  # a concrete value: a Python bool
         return bool(np.asarray(pred).reshape(()))
     pred = jnp.reshape(pred, ())
     return pred if aval.dtype == np.dtype(bool) else pred != 0

@@ -127,7 +127,10 @@ class CondCallable:
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]
         otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else _returns_none
-        if all(isinstance(p, bool) for p in preds) or tracing_mode("cond", first) == "eager":
+        # Inside a program every branch is traced, even for Python predicates (as Catalyst does):
+        # its results are traced values of the branches' joined types, and a branch that does
+        # not fit the others is an error whichever one the predicate picks.
+        if tracing_mode("cond", first) == "eager":
             return _run_eagerly(preds, branches, otherwise)
         handler = active_control_flow_handler()
         if handler is not None:  # e.g. a conditional inside qml.adjoint, applied adjointed

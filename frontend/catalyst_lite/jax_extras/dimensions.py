@@ -502,10 +502,20 @@ def _make_array(original):
     # NumPy shape arithmetic in JAX (`np.delete(operand.shape, axes)`, `np.ndim([n, 2])`) turns a
     # shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
     # arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
+    # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
+    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index).
     def __array__(self, dtype=None, copy=None):
         wants_object = dtype is None or np.dtype(dtype) == np.dtype(object)
         if not (wants_object and is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
+        scope = current_scope()
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if not caller.startswith(("jax.", "numpy.")) and scope is not None and scope.of_axes_only(self):
+            try:
+                return original(self, dtype, copy)
+            except errors.TracerArrayConversionError as err:
+                err._catalyst_lite_size_question = True
+                raise
         boxed = np.empty((), dtype=object)
         boxed[()] = self
         return boxed
@@ -637,6 +647,15 @@ register_patch(
         "__int__",
         _make_index,
         "int(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
+    )
+)
+register_patch(
+    Patch(
+        "user_sizes_as_python_floats",
+        pe.DynamicJaxprTracer,
+        "__float__",
+        _make_index,
+        "float(x.shape[0]) or math.sqrt(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
     )
 )
 register_patch(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+from jax import lax
 from jax._src import core
 
 from .size_facts import describe_aval
@@ -53,6 +54,7 @@ __all__ = [
     "is_dynamic",
     "expand_args",
     "expand_results",
+    "conform_carried_sizes",
     "input_type_of",
     "output_type_of",
     "join_output_types",
@@ -213,6 +215,27 @@ def expand_results(
                 axis = None if strategy.preserve_dimensions else j
                 raise DimensionMismatch(k, arg_aval, aval, "dimension", axis)
     return [*implicit, *results], len(implicit)
+
+
+def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -> list[Any]:
+    """A loop body's results with each size that equals its argument's (as a size expression:
+    ``n - min(n, 1) + min(n, 1)`` from a rotation by concatenation, ``jnp.roll``, an edge-padded
+    stencil) given as that very size, so that the body keeps its arguments' types. Call while
+    the body's trace is current. Equal means ``core.definitely_equal``: equal at generic sizes
+    (and the guiding call's), an assumption of the program checked at each call (see
+    :mod:`.dimensions`); sizes that differ stay, for :func:`expand_results` to refuse."""
+    out = list(results)
+    for k, (arg, result) in enumerate(zip(carried_args, results)):
+        arg_aval, aval = get_aval(arg), get_aval(result)
+        arg_shape, shape = getattr(arg_aval, "shape", ()), getattr(aval, "shape", ())
+        if len(arg_shape) != len(shape) or getattr(arg_aval, "dtype", None) != getattr(aval, "dtype", None):
+            continue
+        if all(same_dim(a, d) or not is_dynamic(a) for a, d in zip(arg_shape, shape)):
+            continue
+        if all(same_dim(a, d) or (is_dynamic(a) and core.definitely_equal(a, d)) or not is_dynamic(a)
+               for a, d in zip(arg_shape, shape)):
+            out[k] = lax.broadcast_in_dim(result, arg_shape, tuple(range(len(shape))))
+    return out
 
 
 def _matches(dim: Any, atom: Any) -> bool:

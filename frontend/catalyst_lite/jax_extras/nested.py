@@ -37,7 +37,7 @@ import numpy as np
 from jax import lax
 from jax._src import core
 
-from .dynshape import DimensionMismatch, ExpansionStrategy, expand_args, expand_results, input_type_of, is_dynamic
+from .dynshape import DimensionMismatch, ExpansionStrategy, conform_carried_sizes, expand_args, expand_results, input_type_of, is_dynamic
 from .tracing import (
     InnerTrace,
     InputType,
@@ -259,6 +259,8 @@ def _trace_body(spec: NestedSpec, body: Body, in_type: InputType, outer: list[An
                 carry.set(value)
             explicit = explicit[: len(explicit) - nthreaded]
         results = list(body.fn(*explicit))
+        if body.results == "carried" and spec.strategy.preserve_dimensions:
+            results = conform_carried_sizes(explicit[spec.nprefix :], results)
         if body.results != "predicate":
             results += [carry.get() for carry in threaded]
         return results

@@ -587,7 +587,13 @@ class SpecializedFunction:
             outs = runner_for(self.jaxpr, "differentiated function")(*values)
         to_int = to_dim if self.mode is Mode.STAGED else int
         self.implicit_dims = [to_int(d) for d in outs[: self.nimplicit]]
-        return outs[self.nimplicit :]
+        # Arrays of the results' types: a result that is a literal of the jaxpr, or an input
+        # passed through a loop that does not run, is a Python number on JAX 0.7.1.
+        avals = [v.aval for v in self.jaxpr.outvars[self.nimplicit :]]
+        return [
+            jnp.asarray(o, a.dtype) if isinstance(o, (int, float, complex)) else o
+            for o, a in zip(outs[self.nimplicit :], avals)
+        ]
 
 
 def _jvp_auto(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
@@ -617,19 +623,12 @@ def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any
     return [jnp.stack(column) for column in zip(*(fn(row) for row in rows))]
 
 
-# Forward finite differences, as Catalyst computes them: ``(f(x + h t) - f(x)) / h``. ``f(x)`` is
-# evaluated as the first row of the same mapped evaluation as the shifted points (a shift of 0),
-# so that both are rounded alike: a result that does not depend on a shifted input then has a
-# difference of exactly 0, not a rounding error divided by ``h``.
-
-
-def _fd_jvp_rows(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
-    """Per result: ``[f(x), f(x + h t)]`` stacked."""
-
-    def shifted(step: Any) -> list[Any]:
-        return f(*[p + step.astype(jnp.result_type(p)) * t for p, t in zip(primals, tangents)])
-
-    return _map_rows(shifted, jnp.array([0.0, h]), f.mode)
+# Forward finite differences, as Catalyst computes them: the Jacobian column by column, one
+# difference ``(f(x + h e_k) - f(x)) / h`` per scalar input; jvp and vjp contract it with the
+# tangents or cotangents (a single difference along the whole tangent would add cross terms of
+# order ``h``). ``f(x)`` is evaluated as the first row of the same mapped evaluation as the shifted
+# points (a shift of 0), so that both are rounded alike: a result that does not depend on a
+# shifted input then has a difference of exactly 0, not a rounding error divided by ``h``.
 
 
 def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> tuple[list[Any], list[list[Any]]]:
@@ -653,8 +652,12 @@ def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> tuple[
 
 
 def _jvp_fd(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
-    rows = _fd_jvp_rows(f, primals, tangents, h)
-    return [*(r[0] for r in rows), *((r[1] - r[0]) / h for r in rows)]
+    outs, jac = _fd_jacobian(f, primals, h)
+    touts = [
+        sum((jnp.tensordot(jac[i][j], t, axes=jnp.ndim(t)) for j, t in enumerate(tangents)), jnp.zeros_like(o))
+        for i, o in enumerate(outs)
+    ]
+    return [*outs, *touts]
 
 
 def _vjp_fd(f: SpecializedFunction, primals: list[Any], cotangents: list[Any], h: float) -> list[Any]:
@@ -689,7 +692,9 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
         positions = [params["nconsts"] + k for k in params["wrt"]]
         f = SpecializedFunction(params["fn_jaxpr"].jaxpr, inputs, positions, params["nimplicit_out"], mode)
         transform = TRANSFORMS[params["transform"], params["method"]]
-        results = transform(f, [inputs[p] for p in positions], list(extra), params["h"])
+        # Arrays: a differentiated input that is a literal is a Python number (JAX 0.7.1), which
+        # jax.vjp would return unchanged as the value of an identity.
+        results = transform(f, [jnp.asarray(inputs[p]) for p in positions], list(extra), params["h"])
         return [*f.implicit_dims, *results]
 
     return rule
