@@ -33,6 +33,7 @@ from malt.operators.variables import UndefinedReturnValue
 
 from ..context import current as current_context, scope as context_scope
 from ..control_flow import cond
+from ..control_flow.common import traced_value
 from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
@@ -70,6 +71,7 @@ def if_stmt(
 ) -> None:
     """``if condition: body else: orelse`` (malt's functional form)."""
     del nouts  # the state holds exactly the variables used after the statement
+    condition = traced_value(condition)
     if not isinstance(condition, Tracer):
         if condition:
             body()
@@ -84,6 +86,7 @@ def if_stmt(
 
 def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any], expr_repr: str) -> Any:
     """``if_true() if condition else if_false()``."""
+    condition = traced_value(condition)
     if not isinstance(condition, Tracer):
         return if_true() if condition else if_false()
     where = innermost_user_line()
@@ -345,6 +348,7 @@ def with_function_scope(thunk: Callable[[FunctionScope], Any], scope_name: str, 
 def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
     """``assert test, message``: Python's on a concrete ``test``; on a traced one, an assertion
     checked when the program runs (:func:`~catalyst_lite.debug_assert`)."""
+    test = traced_value(test)
     if not isinstance(test, Tracer):
         if not test:
             text = message()
@@ -362,7 +366,7 @@ def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
 
 def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
     """``a and b``."""
-    left = a()
+    left = traced_value(a())
     if not isinstance(left, Tracer):
         return left and b()
     return _logical(jnp.logical_and, left, b(), "`and`")
@@ -370,7 +374,7 @@ def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
 
 def or_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
     """``a or b``."""
-    left = a()
+    left = traced_value(a())
     if not isinstance(left, Tracer):
         return left or b()
     return _logical(jnp.logical_or, left, b(), "`or`")
@@ -378,6 +382,7 @@ def or_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
 
 def not_(a: Any) -> Any:
     """``not a``."""
+    a = traced_value(a)
     if not isinstance(a, Tracer):
         return not a
     return jnp.logical_not(predicate(a, "`not`", innermost_user_line()))
@@ -385,5 +390,6 @@ def not_(a: Any) -> Any:
 
 def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
     where = innermost_user_line()
+    right = traced_value(right)
     right = predicate(right, construct, where) if isinstance(right, Tracer) else bool(right)
     return op(predicate(left, construct, where), right)

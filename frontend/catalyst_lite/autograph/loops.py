@@ -35,6 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from ..control_flow import for_loop, while_loop
+from ..control_flow.common import traced_value
 from ..diagnostics import user_location as user_location_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
@@ -218,6 +219,8 @@ def while_stmt(
     """``while test(): body()``."""
     del opts
     where = innermost_user_line()
+    raw_test = test
+    test = lambda: traced_value(raw_test())  # noqa: E731 (a measurement value: its JAX value)
     if not is_tracing():  # outside qjit, converted code is plain Python
         _python_while(test(), test, body, where, None)
         return
@@ -227,7 +230,7 @@ def while_stmt(
             check_not_recording("`while` loop", where)
         _python_while(value, test, body, where, None)
         return
-    if not _reads_any(test, symbol_names):
+    if not _reads_any(raw_test, symbol_names):
         # The condition cannot see what the loop changes (`while queue:` popping a Python list):
         # known while tracing, it is a Python loop; a compiled one would never stop.
         value = test()
@@ -235,7 +238,7 @@ def while_stmt(
             _python_while(value, test, body, where, None)
             return
 
-    containers = ContainerCheckpoint(test, body, carried=symbol_names)
+    containers = ContainerCheckpoint(raw_test, body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
         def condition(values: list[Any]) -> Any:

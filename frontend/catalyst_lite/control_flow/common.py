@@ -126,7 +126,7 @@ def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, f
         results = ()
     elif isinstance(results, list):
         results = tuple(results)
-    flat, tree = tree_flatten(results)
+    flat, tree = flatten_values(results)
     if tree != in_tree:
         raise ControlFlowError(
             f"{api} body {function_name(fn)} must return values with the structure of its "
@@ -145,6 +145,7 @@ def unwrap_results(values: Sequence[Any], n_args: int, tree: PyTreeDef) -> Any:
 
 def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     """A predicate must be a boolean scalar (Python bool or a traced ``bool[]``)."""
+    pred = traced_value(pred)
     if isinstance(pred, (bool, np.bool_)):
         return bool(pred)
     aval = get_aval(pred)
@@ -156,9 +157,23 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     return pred
 
 
+def traced_value(x: Any) -> Any:
+    """``x``, or the traced value a mid-circuit measurement value stands for (PennyLane's
+    ``MeasurementValue`` of a compiled circuit, which converts itself by ``__jax_array__``)."""
+    return x.__jax_array__() if type(x).__name__ == "MeasuredValue" else x
+
+
+def flatten_values(tree: Any) -> tuple[list[Any], PyTreeDef]:
+    """``tree_flatten(tree)``, with measurement values as the traced values they stand for (a
+    loop carries, a branch returns the value)."""
+    leaves, treedef = tree_flatten(tree)
+    return [traced_value(x) for x in leaves], treedef
+
+
 def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
     """A ``cond`` predicate as a boolean, converted as Python's ``if`` would (Catalyst's
     convention): a number is true when it is not zero; an array must hold one element."""
+    pred = traced_value(pred)
     if isinstance(pred, (bool, np.bool_)):
         return bool(pred)
     if isinstance(pred, (int, float, complex, np.number)):

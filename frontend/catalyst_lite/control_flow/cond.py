@@ -34,7 +34,7 @@ from typing import Any, Callable, Sequence
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_unflatten
 
 from ..compiler.specialize import (
     Mode,
@@ -76,6 +76,7 @@ from ..jax_extras.rules import (
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
 from .common import (
+    flatten_values,
     active_control_flow_handler,
     ambient_carries,
     as_predicate,
@@ -186,7 +187,7 @@ def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> A
 
     def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
         def flat_branch() -> list[Any]:
-            leaves, trees[k] = tree_flatten(branch())
+            leaves, trees[k] = flatten_values(branch())
             return leaves
 
         return flat_branch

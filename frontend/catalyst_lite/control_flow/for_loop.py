@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import jax.numpy as jnp
 from jax import lax
-from jax.tree_util import tree_flatten, tree_unflatten
+from jax.tree_util import tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
 from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
@@ -54,6 +54,7 @@ from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
 from .common import (
+    flatten_values,
     active_control_flow_handler,
     ambient_carries,
     carried_sizes_stay_apart,
@@ -151,7 +152,7 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
     if isinstance(step, (int, np.integer)):
         _checked_step(step, function_name(body))
     lower, upper, step = map(_as_index, (lower, upper, step))
-    flat_init, in_tree = tree_flatten(init)
+    flat_init, in_tree = flatten_values(init)
 
     def flat_body(i: Any, *carried: Any) -> list[Any]:
         results = body(i, *tree_unflatten(in_tree, list(carried)))

@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
 from jax import lax
-from jax.tree_util import tree_flatten, tree_unflatten
+from jax.tree_util import tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
 from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
@@ -48,6 +48,7 @@ from ..jax_extras.dynshape import DimensionMismatch, input_type_of
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
 from ..jax_extras.rules import batch_call, move_batch_axis, not_mapped, register_nested_primitive
 from .common import (
+    flatten_values,
     active_control_flow_handler,
     ambient_carries,
     carried_sizes_stay_apart,
@@ -114,7 +115,7 @@ def _run_eagerly(cond_fn: Callable, body: Callable, init: tuple) -> Any:
 def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
     """The design documents' ``bindNested`` for ``while_loop``: two nested programs (the body,
     then the predicate) of one input type."""
-    flat_init, in_tree = tree_flatten(init)
+    flat_init, in_tree = flatten_values(init)
 
     def flat_body(*carried: Any) -> list[Any]:
         results = body(*tree_unflatten(in_tree, list(carried)))

@@ -9,6 +9,14 @@
   ``j`` takes bit ``j`` of the branch's index, and the branch's weight is the product of its
   outcomes' probabilities.
 
+What a measurement returns (:func:`measured_value`) is PennyLane's own ``MeasurementValue`` whose
+outcome is the traced ``0``/``1`` of this execution, so that arithmetic and comparisons of outcomes
+are PennyLane's (integers: ``m0 + m1`` is 2 when both are 1, ``~m`` is logical) and every
+statistic of them (``qml.expval(m0 + m1)``) is taken by PennyLane's measurement classes.
+Converted to a JAX value (``jnp.asarray(m)``, a ``cond`` predicate, a result, a loop's carried
+value) an outcome is the traced ``bool`` Catalyst returns, and an
+expression its value.
+
 A policy also counts the measurements traced (``sites``, ``sites_in_loops``): whether a circuit has
 any decides how it runs. Values a policy updates (validity, weight) are ambient carries, so that
 measurements inside loops and branches update them too.
@@ -20,13 +28,78 @@ measurements inside loops and branches update them too.
 
 from __future__ import annotations
 
+import functools
+import uuid
 from typing import Any, Callable
 
 import jax.numpy as jnp
 
 from . import prng
 
-__all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches"]
+__all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches", "measured_value", "with_values"]
+
+
+@functools.cache
+def _measured_value_class() -> type:
+    from pennylane.ops import MeasurementValue
+
+    class MeasuredValue(MeasurementValue):
+        """A ``MeasurementValue`` of a compiled circuit: ``outcomes`` maps each measurement's
+        ``meas_uid`` to its traced outcome (``int64`` 0 or 1, as PennyLane's branches count)."""
+
+        def __init__(self, measurements: list, processing_fn: Callable | None, outcomes: dict):
+            super().__init__(measurements, processing_fn)
+            self.outcomes = outcomes
+
+        def _apply(self, fn: Callable) -> "MeasuredValue":
+            processing = self.processing_fn
+            return MeasuredValue(self.measurements, lambda *x: fn(processing(*x)), self.outcomes)
+
+        def _merge(self, other: Any) -> "MeasuredValue":
+            merged = super()._merge(other)
+            outcomes = {**self.outcomes, **getattr(other, "outcomes", {})}
+            return MeasuredValue(merged.measurements, merged.processing_fn, outcomes)
+
+        def value(self) -> Any:
+            """The traced value of this execution: a bare outcome as Catalyst's ``bool``, an
+            expression as PennyLane computes it from the integer outcomes."""
+            if not self.has_processing:
+                return self.outcomes[self.measurements[0].meas_uid] == 1
+            return jnp.asarray(self.processing_fn(*(self.outcomes[m.meas_uid] for m in self.measurements)))
+
+        __jax_array__ = value
+    return MeasuredValue
+
+
+def with_values(op: Any) -> Any:
+    """``op``, with the traced values of the measurement values among its parameters
+    (``qml.RX(jnp.pi * m, 0)``), so that its matrix can be computed."""
+    if not any(isinstance(p, _measured_value_class()) for p in op.data):
+        return op
+    import pennylane as qml
+
+    return qml.ops.functions.bind_new_parameters(op, [p.value() if isinstance(p, _measured_value_class()) else p for p in op.data])
+
+
+def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any) -> Any:
+    """The ``MeasurementValue`` a mid-circuit measurement of ``wire`` returns, whose outcome is
+    the traced boolean ``outcome``.
+
+    >>> import jax.numpy as jnp
+    >>> m0 = measured_value(0, False, None, jnp.asarray(True))
+    >>> m1 = measured_value(1, False, None, jnp.asarray(True))
+    >>> int((m0 + m1).value()), bool((~m0).value()), bool((m0 + m1 == 2).value())
+    (2, False, True)
+    """
+    import pennylane as qml
+
+    try:
+        hash(wire)
+    except TypeError:  # a traced wire (a loop index) or an array: its label says so
+        wire = "traced wire"
+    with qml.QueuingManager.stop_recording():  # the state already holds the measurement
+        mp = qml.ops.MidMeasure(wire, reset=reset, postselect=postselect, meas_uid=str(uuid.uuid4()))
+    return _measured_value_class()([mp], None, {mp.meas_uid: jnp.asarray(outcome).astype(jnp.int64)})
 
 
 class ValueCarry:

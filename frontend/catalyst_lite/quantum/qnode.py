@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from ..context import current as current_context, pennylane_capture_enabled, scope as context_scope
-from ..control_flow.common import ambient_carry, control_flow_handler
+from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
@@ -57,7 +57,7 @@ from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .application import apply_records
 from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
-from .mcm import McmPolicy, SingleBranch
+from .mcm import McmPolicy, SingleBranch, measured_value, with_values
 from .gradients import gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
 from .sampling import measurement_kind
@@ -280,7 +280,7 @@ class QuantumState:
 
     def _apply_queued(self, measurements: Sequence[Any] | None) -> None:
         final = measurements is not None
-        ops = self.recorder.take_operations(final)
+        ops = [with_values(op) for op in self.recorder.take_operations(final)]
         if not self.simulated:  # nothing to apply; snapshots are of |0...0>
             self.snapshots += [self._snapshot(op) for op in ops if op.name == "Snapshot"]
             return
@@ -472,7 +472,7 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, different
             return tuple(with_exact_derivative(r, exact) for r in result)
         return with_exact_derivative(result, exact)
 
-    values = [value(x) if _is_mp(x) else x for x in leaves]
+    values = [value(x) if _is_mp(x) else traced_value(x) for x in leaves]
     if not shots.partitioned:
         return jax.tree_util.tree_unflatten(tree, values)
     entries = range(len(shots.slices()))
@@ -525,17 +525,19 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     if len(wire_list) != 1:
         raise QuantumOperationError(f"measure() measures exactly one wire, got {wire_list}.")
     wire = state.wires.index(wire_list[0], "measure")
+    in_loop = circuit.regions.loop_depth > 0
     if not state.simulated:  # null.qubit: every outcome is 0
-        return circuit.policy.outcome(0.0, postselect, circuit.key.split, circuit.regions.loop_depth > 0)
-    vector = state.get()
-    p1 = wire_probability(vector, wire, state.n_wires)
-    outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, circuit.regions.loop_depth > 0)
-    probability = jnp.where(outcome, p1, 1.0 - p1)
-    vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
-    if reset:
-        vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
-    state.set(vector)
-    return outcome
+        outcome = circuit.policy.outcome(0.0, postselect, circuit.key.split, in_loop)
+    else:
+        vector = state.get()
+        p1 = wire_probability(vector, wire, state.n_wires)
+        outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, in_loop)
+        probability = jnp.where(outcome, p1, 1.0 - p1)
+        vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
+        if reset:
+            vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
+        state.set(vector)
+    return measured_value(wire_list[0], reset, postselect, outcome)
 
 
 # --- PennyLane's compiler-dispatched operations --------------------------------------------------

@@ -189,18 +189,25 @@ def _values(mp: Any) -> list:
     return list(mp.mv) if isinstance(mp.mv, (list, tuple)) else [mp.mv]
 
 
+def _of_expression(mp: Any) -> bool:
+    """``mp`` is a statistic of one expression of measurement values (``m0 + m1``, ``~m``)."""
+    return getattr(mp.mv, "has_processing", False)
+
+
 def value_record(mp: Any):
     """What one shot records of a statistic of mid-circuit measurement values ``mp.mv`` (a value,
     an arithmetic combination of values, or a list of them)."""
     kind = measurement_kind(mp)
     values = [jnp.asarray(v) for v in _values(mp)]
     listed = isinstance(mp.mv, (list, tuple))
+    if kind == "counts" and _of_expression(mp):
+        return values[0]  # counted by its values (see statistic)
     if kind in ("probs", "counts"):
         if any(v.dtype != jnp.bool_ for v in values):
             raise QuantumOperationError(
-                f"{kind} of a combination of mid-circuit measurements (such as m0 + 2 * m1) is not "
-                f"supported: its possible values are unknown while tracing. Pass the measurements "
-                f"as a list ({kind}(op=[m0, m1])), or use expval/var/sample of the combination."
+                f"{kind} of a list of combinations of mid-circuit measurements (such as "
+                f"[m0 + m1, m2]) is not supported. Pass the measurements themselves "
+                f"({kind}(op=[m0, m1, m2])), or take {kind} of one combination."
             )
         k = len(values)
         return sum(v.astype(jnp.int64) << (k - 1 - m) for m, v in enumerate(values))
@@ -242,8 +249,8 @@ def statistic(mp: Any, records, n_wires: int, valid=None):
             return records
         keep = jnp.reshape(valid, valid.shape + (1,) * (records.ndim - 1))
         return jnp.where(keep, records, jnp.asarray(INVALID_SAMPLE, records.dtype))
-    if kind == "counts" and mp.obs is not None:
-        outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs)), jnp.float64)
+    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):
+        outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs or mp)), records.dtype)
         hits = records[:, None] == outcomes[None, :]
         return outcomes, _count(hits, valid)
     if kind in ("probs", "counts"):
