@@ -684,7 +684,7 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round
             reductions differently from ``jax.jit`` in the last bits. ``None``: the environment
             variable ``CATALYST_LITE_TIERED`` (``1`` turns it on). See docs/architecture.md.
-        size_generic: with IREE installed (``pip install 'catalyst-lite[iree]'``), compile the
+        size_generic: with IREE installed (the ``iree`` extra: ``pip install -e '.[iree]'`` from a clone), compile the
             program once for every size and run new sizes on that executable while XLA compiles
             the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless
             the environment variable ``CATALYST_LITE_SIZE_GENERIC`` is ``0``; without IREE, off.
