@@ -18,7 +18,7 @@ import threading
 import time
 import types
 import warnings
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence, TextIO
 
 import jax
 import numpy as np
@@ -55,6 +55,7 @@ from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .jax_extras.size_facts import SizeScope
 from .reporting import Reporter
+from .jit_options import JIT_OPTIONS, JitOptions
 from .tracing import dimension_sources, extended_trace, implicit_values, qjit_options, trace_program
 
 __all__ = ["qjit", "QJIT", "CacheInfo"]
@@ -75,7 +76,13 @@ _ACCEPTED_OPTIONS = {
     "dialect_plugins",
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
     "use_nameloc",
+    # jax.jit's, for each size's XLA compilation (see jit_options.py)
+    *JIT_OPTIONS,
 }
+# Options that are switches: a string such as 'no' would otherwise be taken as true.
+_BOOL_OPTIONS = ("autograph", "async_qnodes", "use_nameloc", "verbose", "disable_assertions", "skip_preprocess",
+                 "keep_unused", "tiered_compilation", "size_generic")
+_MAY_BE_NONE = ("tiered_compilation", "size_generic")
 _COMPILE_OPTION_FIELDS = {f.name for f in dataclasses.fields(QJITOptions)}
 
 # Catalyst's QJIT methods that drive its MLIR/LLVM pipeline stage by stage: no such stages here.
@@ -140,9 +147,22 @@ class QJIT:
             # Catalyst's constructor, QJIT(fn, CompileOptions(...)): the record's options.
             self.__init__(fn, **_keyword_options(compile_options))
             return
+        if not callable(fn):
+            raise ArgumentTypeError(
+                f"qjit({fn!r}): qjit compiles a function, got {type(fn).__name__}. Decorate a "
+                "function with @qjit, or pass options by keyword: @qjit(abstracted_axes=...)."
+            )
         unknown = set(options) - _ACCEPTED_OPTIONS
         if unknown:
             raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
+        switches = dict(options, autograph=autograph, tiered_compilation=tiered_compilation, size_generic=size_generic)
+        for name in _BOOL_OPTIONS:
+            value = switches.get(name, False)
+            if type(value) is not bool and not (value is None and name in _MAY_BE_NONE):
+                raise ArgumentTypeError(
+                    f"qjit({name}={value!r}) of {function_name(fn)}: {name} must be True or False"
+                    f"{' (or None)' if name in _MAY_BE_NONE else ''}, got {type(value).__name__}."
+                )
         functools.update_wrapper(self, fn)
         if not hasattr(fn, "__name__"):
             self.__name__ = "unknown"  # a functools.partial, a callable object: as Catalyst names it
@@ -180,8 +200,13 @@ class QJIT:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
+        self._jit = JitOptions.of(options, self.binding.positional, self.name)
+        self._placing = self._jit.in_shardings is not None or self._jit.out_shardings is not None
+        if self._jit.needs_xla and size_generic is not False:
+            size_generic = False
+            self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
         self._executable_options = CompileOptions(
-            tiered_compilation, {}, ExecutableCache(cache_size), self._report, size_generic
+            tiered_compilation, self._jit.xla, ExecutableCache(cache_size), self._report, size_generic, self._jit.jit
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
@@ -275,9 +300,11 @@ class QJIT:
                 if v is not None
             }
             fn = _with_constant_leaves(fn, constants)
-        return self._trace(fn, tree, specs, axes, names, scope)
+        donated = self._jit.donated_leaves(call.dynamic_keys, call.dynamic) if self._jit.donated else frozenset()
+        return self._trace(fn, tree, specs, axes, names, scope, donated)
 
-    def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None) -> Executable:
+    def _trace(self, fn: Callable, tree, specs, axes, names, scope: SizeScope | None = None,
+               donated: frozenset[int] = frozenset()) -> Executable:
         """Trace ``fn`` into a program, made callable with this function's compile options."""
         if uses_capture(self._capture):
             # Imported here: it imports PennyLane, which only programs that use it pay for.
@@ -293,7 +320,9 @@ class QJIT:
             program = trace_program(fn, tree, specs, axes, self.name, names, scope, contribution)
         if self._report.enabled:
             self._report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
-        return Executable(program, self._executable_options)
+        # The donated leaves as inputs of the jaxpr (whose last inputs are the leaves).
+        first_leaf = len(program.jaxpr.invars) - len(specs)
+        return Executable(program, self._executable_options, frozenset(first_leaf + k for k in donated))
 
     def _conformed(self, call: CallArguments) -> CallArguments:
         """With type annotations, the call's values converted to them where Catalyst converts
@@ -327,6 +356,8 @@ class QJIT:
             # Called while a program is being traced (recursion, or a qjit function calling
             # another): inlined into that program, as Catalyst does, with its symbolic sizes.
             return self.user_function(*args, **kwargs)
+        if self._placing:  # in_shardings/out_shardings: placed around the checked call
+            return self._jit.place_results(self._call_checked(None, self._jit.place_arguments(args), kwargs))
         # Fast path: arguments of the types, shapes and dtypes of a call already validated need
         # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
@@ -654,7 +685,40 @@ def _is_int_scalar(x: Any) -> bool:
     )
 
 
-def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:
+def qjit(
+    fn: Callable | None = None,
+    *,
+    autograph: bool = False,
+    autograph_include: Sequence[str] = (),
+    async_qnodes: bool = False,
+    target: str = "binary",
+    keep_intermediate: Any = False,
+    use_nameloc: bool = False,
+    verbose: bool = False,
+    logfile: TextIO | None = None,
+    pipelines: Any = None,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Sequence[str] | None = None,
+    abstracted_axes: Any = None,
+    disable_assertions: bool = False,
+    seed: int | None = None,
+    circuit_transform_pipeline: Any = None,
+    pass_plugins: Any = None,
+    dialect_plugins: Any = None,
+    capture: bool | str = "global",
+    skip_preprocess: bool = False,
+    tiered_compilation: bool | None = None,
+    size_generic: bool | None = None,
+    cache_size: int | None = DEFAULT_CACHE_SIZE,
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: str | Sequence[str] | None = None,
+    keep_unused: bool = False,
+    device: jax.Device | None = None,
+    backend: str | None = None,
+    in_shardings: Any = None,
+    out_shardings: Any = None,
+    compiler_options: dict[str, Any] | None = None,
+) -> QJIT | Callable[[Callable], QJIT]:
     """Compile ``fn`` with symbolic sizes; usable bare (``@qjit``) or with options.
 
     Args:
@@ -689,13 +753,25 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless
             the environment variable ``CATALYST_LITE_SIZE_GENERIC`` is ``0``; without IREE, off.
 
+    Catalyst's other options (``target``, ``keep_intermediate``, ``pipelines``, ``async_qnodes``,
+    ``pass_plugins``...) are accepted and change nothing here (docs/catalyst-compatibility.md).
+
+    ``jax.jit``'s options, with ``jax.jit``'s meaning, for each size's XLA compilation:
+    ``donate_argnums``/``donate_argnames`` (arguments whose buffers the call may reuse),
+    ``keep_unused``, ``device``/``backend``, ``compiler_options`` (XLA's), ``in_shardings`` and
+    ``out_shardings`` (``jax.sharding`` shardings: one for every argument or result, or a pytree
+    prefix of them; ``None``: unspecified). Donated or sharded calls are compiled by XLA only
+    (no size-generic tier).
+
     >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
     >>> @qjit(abstracted_axes={0: "n"})
     ... def total(x):
     ...     return jnp.sum(x * 2.0)
     >>> float(total(jnp.arange(4.0)))
     12.0
     """
+    options = {name: value for name, value in locals().items() if name != "fn"}
     if fn is None:
         return functools.partial(qjit, **options)
     return QJIT(fn, **options)

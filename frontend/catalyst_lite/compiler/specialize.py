@@ -433,6 +433,7 @@ class JaxprRunner:
         # The runners of nested bodies (by their jaxpr), shared with those runners.
         self._nested = {} if nested is None else nested
         self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
+        self.donated: frozenset[int] = frozenset()  # inputs donated to XLA (a program's, by qjit)
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
@@ -457,7 +458,8 @@ class JaxprRunner:
                 return finish(eval_jaxpr(jaxpr, args, Mode.STAGED, overrides))
 
         specialized.__name__ = self.name
-        return jax.jit(specialized)
+        donate = tuple(j for j, i in enumerate(positions) if i in self.donated)
+        return jax.jit(specialized, donate_argnums=donate, **self.options.jit)
 
     def executable(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
