@@ -56,6 +56,7 @@ from .jax_extras.size_expressions import UnknownSize
 from .jax_extras.size_facts import SizeScope
 from .reporting import Reporter
 from .jit_options import JIT_OPTIONS, JitOptions
+from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
 from .tracing import dimension_sources, extended_trace, implicit_values, qjit_options, trace_program
 
 __all__ = ["qjit", "QJIT", "CacheInfo"]
@@ -490,16 +491,20 @@ class QJIT:
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes QJIT does not have: Catalyst's pipeline stages explain why.
         if name in _PIPELINE_STAGES:
-            def unsupported(*_args: Any, **_kwargs: Any) -> Any:
-                raise UnsupportedOperationError(
-                    f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
-                    "traces on the first call (or from type annotations) and compiles with XLA per "
-                    "size signature. Use jit_compile(args) to compile ahead of a call, and .jaxpr, "
-                    ".mlir or specialized_mlir(...) to inspect the program."
-                )
-            unsupported.__name__ = name
-            return unsupported
+            return self._pipeline_stage(name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _pipeline_stage(self, name: str) -> Callable:
+        def unsupported(*_args: Any, **_kwargs: Any) -> Any:
+            raise UnsupportedOperationError(
+                f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
+                "traces on the first call (or from type annotations) and compiles with XLA per "
+                "size signature. Use jit_compile(args) or lower(*args).compile() to compile "
+                "ahead of a call, and .jaxpr, .mlir or lower(*args).as_text() to inspect the "
+                "program."
+            )
+        unsupported.__name__ = name
+        return unsupported
 
     @property
     def jaxpr(self):
@@ -514,11 +519,41 @@ class QJIT:
         return program_to_mlir(self._last.program, self.name)
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
-        """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
-        executable, leaves, names, _, implicit = self._program_for(self.binding.bind(args, kwargs))
+        """StableHLO that XLA compiles for these concrete arguments (all sizes static):
+        ``self.lower(*args, **kwargs).as_text()``."""
+        return self.lower(*args, **kwargs).as_text()
+
+    # --- jax.stages: trace, lower, compile ------------------------------------------------------
+
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        """The program traced for these arguments' signature, its sizes symbolic (as
+        ``jax.jit(f).trace``; see :mod:`catalyst_lite.stages`).
+
+        >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x + 1.0, abstracted_axes={0: "n"})
+        >>> "f64[a]" in str(f.trace(jnp.ones(2)).jaxpr)  # the size is a variable
+        True
+        """
+        executable = self._flat_call(args, kwargs)[0]
+        return Traced(executable.program.closed_jaxpr, self.name, lambda: self.lower(*args, **kwargs))
+
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """The program specialized at these arguments' sizes, lowered for XLA (as
+        ``jax.jit(f).lower``): ``.as_text()``, ``.cost_analysis()``, ``.compile()``.
+
+        >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
+        >>> x = jnp.ones(4)
+        >>> compiled = f.lower(x).compile()
+        >>> compiled(x).tolist()
+        [2.0, 2.0, 2.0, 2.0]
+        """
+        executable, implicit, leaves, names, _, key = self._flat_call(args, kwargs)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             try:
-                return executable.lower(implicit, leaves).as_text()
+                lowered = executable.lower(implicit, leaves)
             except NeedsHost:
                 raise UnsupportedOperationError(
                     f"{self.name}: no single StableHLO program computes these arguments: a size "
@@ -527,6 +562,30 @@ class QJIT:
                     "loop body compiled for the sizes it meets. .mlir shows the whole program "
                     "with dynamic sizes."
                 ) from None
+
+        def arguments(args: tuple, kwargs: dict) -> list:
+            other, _, _, _, full, other_key = self._flat_call(args, kwargs)
+            if other is not executable or other_key != key:
+                what = f"sizes {other_key}" if other is executable else "other argument types"
+                raise stage_mismatch(self.name, f"sizes {key}", what)
+            return [full[i] for i in other.runner.dynamic_positions]
+
+        return Lowered(lowered, arguments, lambda outs: self._jit.place_results(executable.program.results(outs)))
+
+    def compile(self, *args: Any, **kwargs: Any) -> Compiled:
+        """``self.lower(*args, **kwargs).compile()`` (Catalyst's ``compile()`` without arguments
+        compiles its MLIR module: no such stage here)."""
+        if not args and not kwargs:
+            return self._pipeline_stage("compile")()
+        return self.lower(*args, **kwargs).compile()
+
+    def _flat_call(self, args: tuple, kwargs: dict) -> tuple:
+        """A call's program, implicit sizes, leaves, their names, the program's flat arguments
+        and its size signature."""
+        args = self._jit.place_arguments(args)
+        executable, leaves, names, _, implicit = self._program_for(self._conformed(self.binding.bind(args, kwargs)))
+        full = executable.arguments(implicit, leaves)
+        return executable, implicit, leaves, names, full, executable.runner.signature(full)
 
     # --- the cache ---------------------------------------------------------------------------
 

@@ -6,7 +6,8 @@
 - ``keep_unused``, ``device``, ``backend``: passed to that ``jax.jit`` as they are; ``compiler_options``
   joins the XLA options of every compilation.
 - ``in_shardings``/``out_shardings``: one ``jax.sharding.Sharding`` for every argument (result), or
-  a pytree prefix of the arguments (results) with ``None`` where nothing is asked. Arguments are
+  a pytree prefix of the arguments (results) with ``None`` where nothing is asked; under
+  ``jax.sharding.set_mesh(mesh)`` a ``PartitionSpec`` too. Arguments are
   placed with their sharding before the call, so each size's XLA program is compiled SPMD for
   it (its sharding propagation is ``jax.jit``'s); results are placed with theirs.
 
@@ -85,7 +86,7 @@ class JitOptions:
         if self.in_shardings is None:
             return args
         shardings = self.in_shardings
-        if not isinstance(shardings, (tuple, list)):
+        if not isinstance(shardings, (tuple, list)) or isinstance(shardings, jax.sharding.PartitionSpec):
             shardings = (shardings,) * len(args)  # one sharding for every argument, as jax.jit reads it
         return tuple(_placed(s, a) for s, a in zip(shardings, args)) + args[len(shardings):]
 
@@ -98,8 +99,13 @@ def _placed(shardings: Any, value: Any) -> Any:
     """``value`` with each leaf under a sharding of the prefix ``shardings`` placed with it."""
     return jax.tree_util.tree_map(
         lambda s, v: v if s is None else jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, s), v),
-        shardings, value, is_leaf=lambda s: s is None,
+        shardings, value, is_leaf=_is_sharding_leaf,
     )
+
+
+def _is_sharding_leaf(s: Any) -> bool:
+    # A PartitionSpec is a tuple: a leaf here (under jax.sharding.set_mesh, device_put resolves it).
+    return s is None or isinstance(s, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
 
 
 def _as_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
