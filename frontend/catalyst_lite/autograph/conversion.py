@@ -98,6 +98,7 @@ class _DisableAutograph:
     call it makes); as a context manager, calls made inside the block are not converted (the
     block's own ``if``/``for``/``while`` still are, as they belong to the converted function).
 
+    >>> from catalyst_lite import disable_autograph
     >>> @disable_autograph
     ... def python_only(n):
     ...     return [i for i in range(n)]
@@ -105,11 +106,11 @@ class _DisableAutograph:
     [0, 1, 2]
     """
 
-    def __call__(self, fn: Callable) -> Callable:
-        @functools.wraps(fn)
+    def __call__(self, func: Callable) -> Callable:
+        @functools.wraps(func)
         def unconverted(*args: Any, **kwargs: Any) -> Any:
             with self:
-                return fn(*args, **kwargs)
+                return func(*args, **kwargs)
 
         setattr(unconverted, _MARK, "disabled")
         return unconverted
