@@ -105,3 +105,8 @@ def test_switch_options_refused_at_decoration(option):
 def test_qjit_of_a_non_function_is_refused():
     with pytest.raises(ArgumentTypeError, match=r"qjit\(3\): qjit compiles a function, got int"):
         qjit(3)
+
+
+def test_donation_turns_the_size_generic_tier_off_and_says_so(capsys):
+    qjit(lambda x: x, donate_argnums=0, verbose=True)
+    assert "size-generic tier off: donated or sharded calls are compiled by XLA" in capsys.readouterr().err

@@ -39,6 +39,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
 from ..jax_extras import Tracer, is_tracing
@@ -113,6 +114,9 @@ class SizeGenericTier:
         executable = self._executable if self.status is Status.READY else self._look_up(key)
         if executable is None:
             return None
+        report = self.runner.options.report
+        if report.enabled:
+            report("%s at sizes %s: runs on the size-generic (IREE) executable", self.runner.name, key)
         if key not in self._checked:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
             if len(self._checked) >= self.REMEMBERED_SIZES:
@@ -139,14 +143,19 @@ class SizeGenericTier:
                     return None
                 if self._executable is not None:
                     self.status, self.from_cache = Status.READY, True
+                    self.runner.options.report("size-generic (IREE) executable of %s found in the cache", self.runner.name)
                     return self._executable
                 self.status, self._first_key = Status.WAITING, key
             elif self.status is Status.WAITING and key != self._first_key:
                 self.status = Status.COMPILING
+                self.runner.options.report(
+                    "%s called at a second size: IREE compiles it for every size in the background", self.runner.name
+                )
                 run_in_background(self._compile)
             return self._executable if self.status is Status.READY else None
 
     def _compile(self) -> None:
+        start = time.perf_counter()
         try:
             executable = self._lowered.compile()
         except Exception as err:  # Unsupported, or anything else: XLA per size, as without IREE
@@ -154,8 +163,13 @@ class SizeGenericTier:
             return
         self._executable = executable
         self.status = Status.READY
+        self.runner.options.report(
+            "IREE compiled %s for every size in %.3f s: new sizes run on it", self.runner.name,
+            time.perf_counter() - start,
+        )
 
     def _give_up(self, reason: str) -> None:
+        self.runner.options.report("size-generic tier off for %s (XLA compiles each size): %s", self.runner.name, reason)
         self.reason = reason
         self.status = Status.UNSUPPORTED
         self._executable = None
@@ -167,6 +181,10 @@ class SizeGenericTier:
             self._calls.clear()
         self._calls[key] = calls
         if calls == self.CALLS_BEFORE_XLA:
+            self.runner.options.report(
+                "%s at sizes %s called again: XLA compiles them in the background, then they run on XLA",
+                self.runner.name, key,
+            )
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
             run_in_background(lambda: self.runner.prepare(key, dynamic_args))
 

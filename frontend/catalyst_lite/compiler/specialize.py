@@ -524,7 +524,8 @@ class JaxprRunner:
         with self._lock:
             added = self._executables.setdefault((key, False), spec) is spec
         if added:
-            self.options.report("new specialization of %s for sizes %s: one XLA program (prepared)", self.name, key)
+            self.options.report("new specialization of %s for sizes %s: one XLA program (compiled ahead; "
+                                "calls at these sizes now run on it)", self.name, key)
             self.options.cache.added(self, (key, False))
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
