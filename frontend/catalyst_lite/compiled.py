@@ -56,6 +56,7 @@ from .jax_extras.size_expressions import UnknownSize
 from .jax_extras.size_facts import SizeScope
 from .reporting import Reporter
 from .jit_options import JIT_OPTIONS, JitOptions
+from .tracebacks import api_boundary, filtered
 from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
 from .tracing import dimension_sources, extended_trace, implicit_values, qjit_options, trace_program
 
@@ -219,7 +220,10 @@ class QJIT:
         self._lock = threading.Lock()
         self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
-            self._trace_generic(self._annotated)
+            try:
+                self._trace_generic(self._annotated)
+            except Exception as error:
+                raise filtered(error)  # noqa: B904 (the user's frames first, as for a call)
 
     # --- tracing -----------------------------------------------------------------------------
 
@@ -353,25 +357,32 @@ class QJIT:
         return self if instance is None else types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if is_tracing():
-            # Called while a program is being traced (recursion, or a qjit function calling
-            # another): inlined into that program, as Catalyst does, with its symbolic sizes.
-            return self.user_function(*args, **kwargs)
-        if self._placing:  # in_shardings/out_shardings: placed around the checked call
-            return self._jit.place_results(self._call_checked(None, self._jit.place_arguments(args), kwargs))
-        # Fast path: arguments of the types, shapes and dtypes of a call already validated need
-        # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
-        key = None if kwargs else _call_key(args)
-        validated = self._validated_calls.get(key) if key is not None else None
-        if validated is not None and (validated.facts is None or validated.facts.hold(args)):
-            self._last = validated.fast.executable
-            try:
-                return validated.fast(args)
-            except (CompileError, UnsupportedOperationError):
-                pass  # rare (a negative size): the checked call raises it naming the arguments
-            except jax.errors.JaxRuntimeError as err:
-                raise_from_callback(err)  # a callback failed: its own exception
-        return self._call_checked(key, args, kwargs)
+        # Exceptions leave with the user's frames first (see tracebacks.py): a try costs nothing
+        # until something is raised.
+        try:
+            if is_tracing():
+                # Called while a program is being traced (recursion, or a qjit function calling
+                # another): inlined into that program, as Catalyst does, with its symbolic sizes.
+                return self.user_function(*args, **kwargs)
+            if self._placing:  # in_shardings/out_shardings: placed around the checked call
+                placed = self._jit.place_arguments(args)
+                return self._jit.place_results(self._call_checked(None, placed, kwargs))
+            # Fast path: arguments of the types, shapes and dtypes of a call already validated
+            # need none of the work below (binding, flattening, checks, implicit sizes): the key
+            # settles it.
+            key = None if kwargs else _call_key(args)
+            validated = self._validated_calls.get(key) if key is not None else None
+            if validated is not None and (validated.facts is None or validated.facts.hold(args)):
+                self._last = validated.fast.executable
+                try:
+                    return validated.fast(args)
+                except (CompileError, UnsupportedOperationError):
+                    pass  # rare (a negative size): the checked call raises it naming the arguments
+                except jax.errors.JaxRuntimeError as err:
+                    raise_from_callback(err)  # a callback failed: its own exception
+            return self._call_checked(key, args, kwargs)
+        except Exception as error:
+            raise filtered(error)  # noqa: B904
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
         """A call with every check; remembered for the fast path when ``key`` settles them."""
@@ -445,6 +456,7 @@ class QJIT:
     llvmir = None
     """Catalyst's LLVM IR: XLA generates machine code without exposing one (``None``)."""
 
+    @api_boundary
     def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:
         """Trace and compile the program for these arguments without running it (Catalyst's
         ``jit_compile``): the next call with their types and sizes runs at once. Returns
@@ -525,6 +537,7 @@ class QJIT:
 
     # --- jax.stages: trace, lower, compile ------------------------------------------------------
 
+    @api_boundary
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         """The program traced for these arguments' signature, its sizes symbolic (as
         ``jax.jit(f).trace``; see :mod:`catalyst_lite.stages`).
@@ -538,6 +551,7 @@ class QJIT:
         executable = self._flat_call(args, kwargs)[0]
         return Traced(executable.program.closed_jaxpr, self.name, lambda: self.lower(*args, **kwargs))
 
+    @api_boundary
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
         """The program specialized at these arguments' sizes, lowered for XLA (as
         ``jax.jit(f).lower``): ``.as_text()``, ``.cost_analysis()``, ``.compile()``.

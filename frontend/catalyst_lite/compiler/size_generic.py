@@ -143,7 +143,9 @@ class SizeGenericTier:
                     return None
                 if self._executable is not None:
                     self.status, self.from_cache = Status.READY, True
-                    self.runner.options.report("size-generic (IREE) executable of %s found in the cache", self.runner.name)
+                    self.runner.options.report(
+                        "size-generic (IREE) executable of %s found in the cache", self.runner.name
+                    )
                     return self._executable
                 self.status, self._first_key = Status.WAITING, key
             elif self.status is Status.WAITING and key != self._first_key:
@@ -169,7 +171,9 @@ class SizeGenericTier:
         )
 
     def _give_up(self, reason: str) -> None:
-        self.runner.options.report("size-generic tier off for %s (XLA compiles each size): %s", self.runner.name, reason)
+        self.runner.options.report(
+            "size-generic tier off for %s (XLA compiles each size): %s", self.runner.name, reason
+        )
         self.reason = reason
         self.status = Status.UNSUPPORTED
         self._executable = None
