@@ -56,6 +56,7 @@ def callback(callback_fn: Callable) -> Callable:
     """``callback_fn`` (which must return ``None``), called with its arguments' values when the
     program runs. Usable as a decorator.
 
+    >>> from catalyst_lite.debug import callback
     >>> from catalyst_lite import qjit
     >>> show = callback(lambda y: builtins.print("y =", y))
     >>> float(qjit(lambda x: (show(x * 2), x)[1])(1.5))
@@ -141,6 +142,7 @@ def debug_assert(condition: Any, error: str) -> None:
     the program runs and the boolean scalar ``condition`` is false. Left out of programs compiled
     with ``qjit(disable_assertions=True)``; outside qjit, checked at once.
 
+    >>> from catalyst_lite import debug_assert
     >>> from catalyst_lite import qjit
     >>> def f(x):
     ...     debug_assert(x < 5, "x was greater than 5")

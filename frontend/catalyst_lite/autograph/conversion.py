@@ -335,6 +335,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
     runs inside ``qjit``, and behave as in Python on concrete values. ``modules`` names modules
     whose functions are converted although they are library code (``autograph_include``).
 
+    >>> from catalyst_lite import run_autograph
     >>> from catalyst_lite import qjit
     >>> def count_down(n):
     ...     steps = 0
