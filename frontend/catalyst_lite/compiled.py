@@ -126,7 +126,16 @@ class QJIT:
             ``autograph=True``, the converted one).
 
     Catalyst's other attributes and methods (``jit_compile``, ``aot_compile``, ``mlir_opt``...)
-    are described in docs/catalyst-compatibility.md.
+    are described in docs/catalyst-compatibility.md; ``jax.jit``'s AOT stages are :meth:`trace`,
+    :meth:`lower` and :meth:`compile`.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import QJIT
+    >>> f = QJIT(lambda x: jnp.cumsum(x), abstracted_axes={0: "n"})
+    >>> f(jnp.arange(4)).tolist()
+    [0, 1, 3, 6]
+    >>> "i64[a]" in str(f.jaxpr)
+    True
     """
 
     def __init__(
@@ -607,6 +616,7 @@ class QJIT:
         """What this function holds: traced programs, compiled executables and their sizes.
 
         >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
         >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
         >>> _ = f(jnp.ones(3)), f(jnp.ones(4))
         >>> info = f.cache_info()

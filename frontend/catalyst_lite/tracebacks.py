@@ -11,6 +11,7 @@ catalyst_lite itself).
 ...     raise ValueError("from the user's code")
 Traceback (most recent call last):
 ValueError: from the user's code
+...
 """
 
 from __future__ import annotations

@@ -388,6 +388,18 @@ def autograph_source(fn: Callable) -> str:
     function, converted by ``qjit(autograph=True)`` or called from converted code).
 
     Raises :class:`~catalyst_lite.errors.AutoGraphError` if ``fn`` was never converted.
+
+    >>> from catalyst_lite import qjit, autograph_source
+    >>> @qjit(autograph=True)
+    ... def triangle(n: int):
+    ...     total = 0
+    ...     for i in range(n):
+    ...         total += i
+    ...     return total
+    >>> int(triangle(4))
+    6
+    >>> "ag__.for_stmt" in autograph_source(triangle)
+    True
     """
     target = _target(fn)
     code = getattr(target, "__code__", None)
