@@ -71,15 +71,13 @@ def pipeline(pass_pipeline: dict[str, dict[str, Any]]) -> Callable[[Any], Any]:
     >>> import pennylane as qml
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.passes import pipeline
-    >>> @qjit
-    ... @pipeline({"cancel_inverses": {}, "merge_rotations": {}})
-    ... @qml.qnode(qml.device("default.qubit", wires=1))
-    ... def circuit(x: float):
-    ...     qml.RX(x, 0)
-    ...     qml.RX(x, 0)
-    ...     return qml.expval(qml.Z(0))
-    >>> round(float(circuit(0.25)), 6)
-    0.877583
+    >>> def flips():
+    ...     qml.X(0)
+    ...     qml.X(0)
+    ...     return qml.probs(wires=0)
+    >>> schedule = pipeline({"cancel_inverses": {}, "merge_rotations": {}})
+    >>> qjit(schedule(qml.qnode(qml.device("default.qubit", wires=1))(flips)))().tolist()
+    [1.0, 0.0]
     """
     if not isinstance(pass_pipeline, dict):
         raise TypeError(f"pipeline: the pass pipeline must be a dict of pass names to options, got {type(pass_pipeline).__name__}.")

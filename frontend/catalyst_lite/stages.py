@@ -43,48 +43,30 @@ class Traced:
 
 
 class Lowered:
-    """The program specialized at one call's sizes, lowered to StableHLO (``jax.stages.Lowered``)."""
+    """The program specialized at one call's sizes, lowered to StableHLO (``jax.stages.Lowered``:
+    ``as_text``, ``compiler_ir``, ``cost_analysis`` are its)."""
 
-    def __init__(self, lowered: Any, run_check: Callable[[tuple, dict], list], results: Callable):
+    def __init__(self, lowered: Any, arguments: Callable[[tuple, dict], list], results: Callable):
         self._lowered = lowered
-        self._arguments = run_check  # a call's flat arguments, or TypeError if not of these sizes
+        self._arguments = arguments  # a call's flat arguments, or TypeError if not of these sizes
         self._results = results
 
-    def as_text(self, dialect: str | None = None, **kwargs: Any) -> str:
-        return self._lowered.as_text(dialect, **kwargs)
-
-    def compiler_ir(self, dialect: str | None = None) -> Any:
-        return self._lowered.compiler_ir(dialect)
-
-    def cost_analysis(self) -> Any:
-        return self._lowered.cost_analysis()
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lowered, name)
 
     def compile(self, compiler_options: dict[str, Any] | None = None) -> "Compiled":
         return Compiled(self._lowered.compile(compiler_options), self._arguments, self._results)
 
 
-class Compiled:
-    """The XLA executable of a :class:`Lowered` (``jax.stages.Compiled``); callable with
-    arguments of the types and sizes it was lowered for."""
-
-    def __init__(self, compiled: Any, arguments: Callable[[tuple, dict], list], results: Callable):
-        self._compiled = compiled
-        self._arguments = arguments
-        self._results = results
-
-    def as_text(self) -> str | None:
-        return self._compiled.as_text()
-
-    def cost_analysis(self) -> Any:
-        return self._compiled.cost_analysis()
-
-    def memory_analysis(self) -> Any:
-        return self._compiled.memory_analysis()
+class Compiled(Lowered):
+    """The XLA executable of a :class:`Lowered` (``jax.stages.Compiled``: ``as_text``,
+    ``cost_analysis``, ``memory_analysis`` are its); callable with arguments of the types and
+    sizes it was lowered for."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         flat = self._arguments(args, kwargs)
         with x64_scope():
-            return self._results(self._compiled(*flat))
+            return self._results(self._lowered(*flat))
 
 
 def mismatch(fn_name: str, lowered_for: Any, called_with: Any) -> ArgumentTypeError:

@@ -147,19 +147,13 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
 
     >>> from catalyst_lite import qjit, cond
     >>> @qjit
-    ... def sign(x: float):
+    ... def relu(x: float):
     ...     @cond(x > 0.0)
-    ...     def s():
-    ...         return 1.0
-    ...     @s.else_if(x < 0.0)
-    ...     def _():
-    ...         return -1.0
-    ...     @s.otherwise
-    ...     def _():
-    ...         return 0.0
-    ...     return s()
-    >>> float(sign(3.0)), float(sign(-2.0)), float(sign(0.0))
-    (1.0, -1.0, 0.0)
+    ...     def positive():
+    ...         return x
+    ...     return positive.otherwise(lambda: 0.0)()
+    >>> float(relu(3.0)), float(relu(-2.0))
+    (3.0, 0.0)
     """
     refuse_under_capture("cond")  # as Catalyst does: captured programs use qml.cond
 
