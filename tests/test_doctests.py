@@ -50,3 +50,34 @@ def test_each_subpackage_docstring_lists_its_modules(name):
     modules = {m.name for m in pkgutil.iter_modules(package.__path__)}
     named = set(re.findall(r":mod:`\.(\w+)`", package.__doc__ or ""))
     assert named == modules
+
+
+def _public_api() -> dict[str, object]:
+    """catalyst_lite's public functions and classes (but exceptions), ``debug``'s and ``passes``'
+    (those defined here: ``passes``' PennyLane transforms carry PennyLane's docstrings)."""
+    from catalyst_lite import debug, passes
+
+    found = {}
+    for module in (catalyst_lite, debug, passes):
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if callable(obj) and not (isinstance(obj, type) and issubclass(obj, BaseException)) and \
+                    getattr(obj, "__module__", "").startswith("catalyst_lite"):
+                found[f"{module.__name__}.{name}"] = obj
+    return found
+
+
+PUBLIC = _public_api()
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_public_example_runs_as_pasted(name):
+    """Every public function has an example, and it runs in an empty namespace (its own imports,
+    no module globals), as a user pasting it would."""
+    obj = PUBLIC[name]
+    tests = doctest.DocTestFinder(recurse=isinstance(obj, type)).find(obj, name, globs={})
+    assert sum(len(t.examples) for t in tests) > 0, f"{name} has no docstring example"
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} example(s) of {name} failed as pasted"

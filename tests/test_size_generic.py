@@ -2,7 +2,7 @@
 compiled for every size, sizes that come back get XLA's, programs IREE cannot compile fall back to
 XLA per size; and the persistent compilation caches (JAX's for XLA, ours for IREE).
 
-The tests that need IREE are skipped without it (``pip install 'catalyst-lite[iree]'``); the
+The tests that need IREE are skipped without it (the ``iree`` extra); the
 others check the fallback. IREE compilations take about a second each: the programs are built once
 per module (fixtures) and shared.
 """
@@ -509,3 +509,28 @@ def test_no_iree_object_is_reported_leaked_at_exit_and_the_root_logger_is_untouc
     lines = [line.split() for line in done.stdout.strip().splitlines()]
     assert [float(v) for v in lines[0][:2]] == pytest.approx([2 * 3 * np.sin(1.0), 2 * 4 * np.sin(1.0)], rel=1e-12)
     assert all(line[-1] == "0" for line in lines)  # no handler on the root logger
+
+
+@needs_iree
+def test_every_compilation_of_the_tier_and_the_swap_to_xla_are_reported(caplog):
+    """verbose=True and the catalyst_lite logger see the background IREE compilation, the calls it
+    serves, and the XLA compilation that takes a size over."""
+    caplog.set_level("DEBUG", logger="catalyst_lite")
+
+    def scaled_sum(x):
+        return jnp.sum(x * 3.25)
+
+    f = warmed_up(qjit(scaled_sum, abstracted_axes={0: "n"}, size_generic=True), (np.ones(3),), (np.ones(4),))
+    assert tier(f).status is Status.READY and not tier(f).from_cache
+    for _ in range(2):
+        f(np.ones(9))
+    QJIT.wait_for_compilations()
+    assert float(f(np.ones(9))) == 9 * 3.25
+    text = caplog.text
+    for event in ["called at a second size: IREE compiles it for every size in the background",
+                  "scaled_sum for every size in",
+                  "scaled_sum at sizes (9,): runs on the size-generic (IREE) executable",
+                  "scaled_sum at sizes (9,) called again: XLA compiles them in the background",
+                  "scaled_sum at sizes (9,) in",
+                  "scaled_sum for sizes (9,): one XLA program (compiled ahead"]:
+        assert event in text, event  # (the function's name is its qualified name)

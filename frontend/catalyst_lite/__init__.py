@@ -11,6 +11,10 @@
 
 import importlib
 
+from .versions import check_jax
+
+check_jax()  # before anything imports JAX's internals: an unsupported JAX is one clear ImportError
+
 from .errors import (
     AutoGraphError,
     CatalystLiteError,

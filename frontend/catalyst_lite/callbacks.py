@@ -339,6 +339,7 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     scalars are converted). Usable as a decorator. Differentiating it needs ``.fwd`` and
     ``.bwd``; ``vmap`` calls it once per slice.
 
+    >>> from catalyst_lite import pure_callback
     >>> import numpy as np
     >>> from catalyst_lite import qjit
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))
@@ -358,7 +359,7 @@ def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -
     otherwise unused.
 
     >>> import jax.numpy as jnp
-    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite import accelerate, qjit
     >>> square = accelerate(lambda x: jnp.sin(x) ** 2)
     >>> round(float(qjit(lambda x: jnp.cos(square(x)))(1.0)), 6)
     0.759616

@@ -82,6 +82,13 @@ class CompileOptions:
     also holds the positions that ``static_argnames`` names. ``keep_intermediate`` becomes a
     :class:`KeepIntermediateLevel`. ``seed`` must fit in 32 unsigned bits (``ValueError``), and
     cannot be combined with ``async_qnodes`` (``CompileError``), as in Catalyst.
+
+    >>> from catalyst_lite import QJIT, CompileOptions
+    >>> options = CompileOptions(static_argnums=1)
+    >>> options.static_argnums
+    (1,)
+    >>> float(QJIT(lambda x, n: x * n, options)(2.0, 3))
+    6.0
     """
 
     verbose: bool = False

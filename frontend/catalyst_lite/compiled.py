@@ -17,7 +17,7 @@ import functools
 import threading
 import types
 import warnings
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence, TextIO
 
 import jax
 import numpy as np
@@ -53,6 +53,9 @@ from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
+from .jit_options import JIT_OPTIONS, JitOptions
+from .tracebacks import api_boundary, filtered
+from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
 from .tracing import SizeFacts, dimension_sources, implicit_values
 
 __all__ = ["qjit", "QJIT", "CacheInfo"]
@@ -73,7 +76,13 @@ _ACCEPTED_OPTIONS = {
     "dialect_plugins",
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
     "use_nameloc",
+    # jax.jit's, for each size's XLA compilation (see jit_options.py)
+    *JIT_OPTIONS,
 }
+# Options that are switches: a string such as 'no' would otherwise be taken as true.
+_BOOL_OPTIONS = ("autograph", "async_qnodes", "use_nameloc", "verbose", "disable_assertions", "skip_preprocess",
+                 "keep_unused", "tiered_compilation", "size_generic")
+_MAY_BE_NONE = ("tiered_compilation", "size_generic")
 _COMPILE_OPTION_FIELDS = {f.name for f in dataclasses.fields(QJITOptions)}
 
 # Catalyst's QJIT methods that drive its MLIR/LLVM pipeline stage by stage: no such stages here.
@@ -116,7 +125,16 @@ class QJIT:
             ``autograph=True``, the converted one).
 
     Catalyst's other attributes and methods (``jit_compile``, ``aot_compile``, ``mlir_opt``...)
-    are described in docs/catalyst-compatibility.md.
+    are described in docs/catalyst-compatibility.md; ``jax.jit``'s AOT stages are :meth:`trace`,
+    :meth:`lower` and :meth:`compile`.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import QJIT
+    >>> f = QJIT(lambda x: jnp.cumsum(x), abstracted_axes={0: "n"})
+    >>> f(jnp.arange(4)).tolist()
+    [0, 1, 3, 6]
+    >>> "i64[a]" in str(f.jaxpr)
+    True
     """
 
     def __init__(
@@ -139,9 +157,22 @@ class QJIT:
             # Catalyst's constructor, QJIT(fn, CompileOptions(...)): the record's options.
             self.__init__(fn, **_keyword_options(compile_options))
             return
+        if not callable(fn):
+            raise ArgumentTypeError(
+                f"qjit({fn!r}): qjit compiles a function, got {type(fn).__name__}. Decorate a "
+                "function with @qjit, or pass options by keyword: @qjit(abstracted_axes=...)."
+            )
         unknown = set(options) - _ACCEPTED_OPTIONS
         if unknown:
             raise TypeError(f"qjit got unexpected option(s) {sorted(unknown)}.")
+        switches = dict(options, autograph=autograph, tiered_compilation=tiered_compilation, size_generic=size_generic)
+        for name in _BOOL_OPTIONS:
+            value = switches.get(name, False)
+            if type(value) is not bool and not (value is None and name in _MAY_BE_NONE):
+                raise ArgumentTypeError(
+                    f"qjit({name}={value!r}) of {function_name(fn)}: {name} must be True or False"
+                    f"{' (or None)' if name in _MAY_BE_NONE else ''}, got {type(value).__name__}."
+                )
         functools.update_wrapper(self, fn)
         if not hasattr(fn, "__name__"):
             self.__name__ = "unknown"  # a functools.partial, a callable object: as Catalyst names it
@@ -179,8 +210,13 @@ class QJIT:
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
+        self._jit = JitOptions.of(options, self.binding.positional, self.name)
+        self._placing = self._jit.in_shardings is not None or self._jit.out_shardings is not None
+        if self._jit.needs_xla and size_generic is not False:
+            size_generic = False
+            self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
         self._executable_options = RunnerOptions(
-            tiered_compilation, {}, ExecutableCache(cache_size), self._report, size_generic
+            tiered_compilation, self._jit.xla, ExecutableCache(cache_size), self._report, size_generic, self._jit.jit
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
@@ -192,7 +228,10 @@ class QJIT:
         self._lock = threading.Lock()
         self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
-            self._trace_generic(self._annotated)
+            try:
+                self._trace_generic(self._annotated)
+            except Exception as error:
+                raise filtered(error)  # noqa: B904 (the user's frames first, as for a call)
 
     # --- tracing -----------------------------------------------------------------------------
 
@@ -252,9 +291,10 @@ class QJIT:
             from .capture.program import captured_program
 
             capture = captured_program
+        donated = self._jit.donated_leaves(call.dynamic_keys, call.dynamic) if self._jit.donated else frozenset()
         return SignatureTrace(
             self.binding.of_dynamic_arguments(self.user_function, call), call.dynamic, tree, specs, axes, names,
-            self.name, self.options, self._executable_options, self._report, capture,
+            self.name, self.options, self._executable_options, self._report, capture, donated,
         )
 
     def _family_for(self, call: CallArguments, tree, specs, axes, names) -> ProgramFamily:
@@ -299,22 +339,31 @@ class QJIT:
         return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if is_tracing():
-            # Called while a program is being traced (recursion, or a qjit function calling
-            # another): inlined into that program, as Catalyst does, with its symbolic sizes.
-            return self.user_function(*args, **kwargs)
-        # Fast path: arguments of the types, shapes and dtypes of a call already validated need
-        # none of the work below (binding, flattening, checks, implicit sizes): the key settles it.
-        key = None if kwargs else _call_key(args)
-        validated = self._validated_calls.get(key) if key is not None else None
-        if validated is not None and (validated.facts is None or validated.facts.hold(args)):
-            self._last = validated.fast.executable
-            try:
-                with CallbackExceptions():  # a callback failed: its own exception
-                    return validated.fast(args)
-            except (CompileError, UnsupportedOperationError):
-                pass  # rare (a negative size): the checked call raises it naming the arguments
-        return self._call_checked(key, args, kwargs)
+        # Exceptions leave with the user's frames first (see tracebacks.py): a try costs nothing
+        # until something is raised.
+        try:
+            if is_tracing():
+                # Called while a program is being traced (recursion, or a qjit function calling
+                # another): inlined into that program, as Catalyst does, with its symbolic sizes.
+                return self.user_function(*args, **kwargs)
+            if self._placing:  # in_shardings/out_shardings: placed around the checked call
+                placed = self._jit.place_arguments(args)
+                return self._jit.place_results(self._call_checked(None, placed, kwargs))
+            # Fast path: arguments of the types, shapes and dtypes of a call already validated
+            # need none of the work below (binding, flattening, checks, implicit sizes): the key
+            # settles it.
+            key = None if kwargs else _call_key(args)
+            validated = self._validated_calls.get(key) if key is not None else None
+            if validated is not None and (validated.facts is None or validated.facts.hold(args)):
+                self._last = validated.fast.executable
+                try:
+                    with CallbackExceptions():  # a callback failed: its own exception
+                        return validated.fast(args)
+                except (CompileError, UnsupportedOperationError):
+                    pass  # rare (a negative size): the checked call raises it naming the arguments
+            return self._call_checked(key, args, kwargs)
+        except Exception as error:
+            raise filtered(error)  # noqa: B904
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
         """A call with every check; remembered for the fast path when ``key`` settles them."""
@@ -387,6 +436,7 @@ class QJIT:
     llvmir = None
     """Catalyst's LLVM IR: XLA generates machine code without exposing one (``None``)."""
 
+    @api_boundary
     def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:
         """Trace and compile the program for these arguments without running it (Catalyst's
         ``jit_compile``): the next call with their types and sizes runs at once. Returns
@@ -433,16 +483,20 @@ class QJIT:
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes QJIT does not have: Catalyst's pipeline stages explain why.
         if name in _PIPELINE_STAGES:
-            def unsupported(*_args: Any, **_kwargs: Any) -> Any:
-                raise UnsupportedOperationError(
-                    f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
-                    "traces on the first call (or from type annotations) and compiles with XLA per "
-                    "size signature. Use jit_compile(args) to compile ahead of a call, and .jaxpr, "
-                    ".mlir or specialized_mlir(...) to inspect the program."
-                )
-            unsupported.__name__ = name
-            return unsupported
+            return self._pipeline_stage(name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _pipeline_stage(self, name: str) -> Callable:
+        def unsupported(*_args: Any, **_kwargs: Any) -> Any:
+            raise UnsupportedOperationError(
+                f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
+                "traces on the first call (or from type annotations) and compiles with XLA per "
+                "size signature. Use jit_compile(args) or lower(*args).compile() to compile "
+                "ahead of a call, and .jaxpr, .mlir or lower(*args).as_text() to inspect the "
+                "program."
+            )
+        unsupported.__name__ = name
+        return unsupported
 
     @property
     def jaxpr(self):
@@ -457,11 +511,43 @@ class QJIT:
         return program_to_mlir(self._last.program, self.name)
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
-        """StableHLO that XLA compiles for these concrete arguments (all sizes static)."""
-        executable, leaves, names, _, implicit = self._program_for(self.binding.bind(args, kwargs))
+        """StableHLO that XLA compiles for these concrete arguments (all sizes static):
+        ``self.lower(*args, **kwargs).as_text()``."""
+        return self.lower(*args, **kwargs).as_text()
+
+    # --- jax.stages: trace, lower, compile ------------------------------------------------------
+
+    @api_boundary
+    def trace(self, *args: Any, **kwargs: Any) -> Traced:
+        """The program traced for these arguments' signature, its sizes symbolic (as
+        ``jax.jit(f).trace``; see :mod:`catalyst_lite.stages`).
+
+        >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x + 1.0, abstracted_axes={0: "n"})
+        >>> "f64[a]" in str(f.trace(jnp.ones(2)).jaxpr)  # the size is a variable
+        True
+        """
+        executable = self._flat_call(args, kwargs)[0]
+        return Traced(executable.program.closed_jaxpr, self.name, lambda: self.lower(*args, **kwargs))
+
+    @api_boundary
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """The program specialized at these arguments' sizes, lowered for XLA (as
+        ``jax.jit(f).lower``): ``.as_text()``, ``.cost_analysis()``, ``.compile()``.
+
+        >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
+        >>> x = jnp.ones(4)
+        >>> compiled = f.lower(x).compile()
+        >>> compiled(x).tolist()
+        [2.0, 2.0, 2.0, 2.0]
+        """
+        executable, implicit, leaves, names, _, key = self._flat_call(args, kwargs)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             try:
-                return executable.lower(implicit, leaves).as_text()
+                lowered = executable.lower(implicit, leaves)
             except NeedsHost:
                 raise UnsupportedOperationError(
                     f"{self.name}: no single StableHLO program computes these arguments: a size "
@@ -471,12 +557,37 @@ class QJIT:
                     "with dynamic sizes."
                 ) from None
 
+        def arguments(args: tuple, kwargs: dict) -> list:
+            other, _, _, _, full, other_key = self._flat_call(args, kwargs)
+            if other is not executable or other_key != key:
+                what = f"sizes {other_key}" if other is executable else "other argument types"
+                raise stage_mismatch(self.name, f"sizes {key}", what)
+            return [full[i] for i in other.runner.dynamic_positions]
+
+        return Lowered(lowered, arguments, lambda outs: self._jit.place_results(executable.program.results(outs)))
+
+    def compile(self, *args: Any, **kwargs: Any) -> Compiled:
+        """``self.lower(*args, **kwargs).compile()`` (Catalyst's ``compile()`` without arguments
+        compiles its MLIR module: no such stage here)."""
+        if not args and not kwargs:
+            return self._pipeline_stage("compile")()
+        return self.lower(*args, **kwargs).compile()
+
+    def _flat_call(self, args: tuple, kwargs: dict) -> tuple:
+        """A call's program, implicit sizes, leaves, their names, the program's flat arguments
+        and its size signature."""
+        args = self._jit.place_arguments(args)
+        executable, leaves, names, _, implicit = self._program_for(self._conformed(self.binding.bind(args, kwargs)))
+        full = executable.arguments(implicit, leaves)
+        return executable, implicit, leaves, names, full, executable.runner.signature(full)
+
     # --- the cache ---------------------------------------------------------------------------
 
     def cache_info(self) -> CacheInfo:
         """What this function holds: traced programs, compiled executables and their sizes.
 
         >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
         >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
         >>> _ = f(jnp.ones(3)), f(jnp.ones(4))
         >>> info = f.cache_info()
@@ -620,7 +731,40 @@ def _is_int_scalar(x: Any) -> bool:
     )
 
 
-def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:
+def qjit(
+    fn: Callable | None = None,
+    *,
+    autograph: bool = False,
+    autograph_include: Sequence[str] = (),
+    async_qnodes: bool = False,
+    target: str = "binary",
+    keep_intermediate: Any = False,
+    use_nameloc: bool = False,
+    verbose: bool = False,
+    logfile: TextIO | None = None,
+    pipelines: Any = None,
+    static_argnums: int | Sequence[int] | None = None,
+    static_argnames: str | Sequence[str] | None = None,
+    abstracted_axes: Any = None,
+    disable_assertions: bool = False,
+    seed: int | None = None,
+    circuit_transform_pipeline: Any = None,
+    pass_plugins: Any = None,
+    dialect_plugins: Any = None,
+    capture: bool | str = "global",
+    skip_preprocess: bool = False,
+    tiered_compilation: bool | None = None,
+    size_generic: bool | None = None,
+    cache_size: int | None = DEFAULT_CACHE_SIZE,
+    donate_argnums: int | Sequence[int] | None = None,
+    donate_argnames: str | Sequence[str] | None = None,
+    keep_unused: bool = False,
+    device: jax.Device | None = None,
+    backend: str | None = None,
+    in_shardings: Any = None,
+    out_shardings: Any = None,
+    compiler_options: dict[str, Any] | None = None,
+) -> QJIT | Callable[[Callable], QJIT]:
     """Compile ``fn`` with symbolic sizes; usable bare (``@qjit``) or with options.
 
     Args:
@@ -650,18 +794,30 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
             (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round
             reductions differently from ``jax.jit`` in the last bits. ``None``: the environment
             variable ``CATALYST_LITE_TIERED`` (``1`` turns it on). See docs/architecture.md.
-        size_generic: with IREE installed (``pip install 'catalyst-lite[iree]'``), compile the
+        size_generic: with IREE installed (the ``iree`` extra: ``pip install -e '.[iree]'`` from a clone), compile the
             program once for every size and run new sizes on that executable while XLA compiles
             the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless
             the environment variable ``CATALYST_LITE_SIZE_GENERIC`` is ``0``; without IREE, off.
 
+    Catalyst's other options (``target``, ``keep_intermediate``, ``pipelines``, ``async_qnodes``,
+    ``pass_plugins``...) are accepted and change nothing here (docs/catalyst-compatibility.md).
+
+    ``jax.jit``'s options, with ``jax.jit``'s meaning, for each size's XLA compilation:
+    ``donate_argnums``/``donate_argnames`` (arguments whose buffers the call may reuse),
+    ``keep_unused``, ``device``/``backend``, ``compiler_options`` (XLA's), ``in_shardings`` and
+    ``out_shardings`` (``jax.sharding`` shardings: one for every argument or result, or a pytree
+    prefix of them; ``None``: unspecified). Donated or sharded calls are compiled by XLA only
+    (no size-generic tier).
+
     >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
     >>> @qjit(abstracted_axes={0: "n"})
     ... def total(x):
     ...     return jnp.sum(x * 2.0)
     >>> float(total(jnp.arange(4.0)))
     12.0
     """
+    options = {name: value for name, value in locals().items() if name != "fn"}
     if fn is None:
         return functools.partial(qjit, **options)
     return QJIT(fn, **options)

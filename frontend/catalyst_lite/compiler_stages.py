@@ -57,7 +57,15 @@ def _checked_qjit(fn: Any, what: str) -> Any:
 def get_compilation_stage(fn: Any, stage: str) -> str:
     """The program of ``fn`` at compiler stage ``stage``. catalyst_lite has one, ``"mlir"``:
     StableHLO of the traced program, symbolic sizes as ``?`` dimensions (``fn.mlir``); Catalyst's
-    other stage names are a ``ValueError``. ``fn`` must have been traced (called, or annotated)."""
+    other stage names are a ``ValueError``. ``fn`` must have been traced (called, or annotated).
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit, debug
+    >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
+    >>> _ = f(jnp.ones(3))
+    >>> "tensor<?xf64>" in debug.get_compilation_stage(f, "mlir")
+    True
+    """
     fn = _checked_qjit(fn, "get_compilation_stage")
     if stage not in _STAGES:
         raise ArgumentValueError(
@@ -74,7 +82,12 @@ def get_compilation_stage(fn: Any, stage: str) -> str:
 
 
 def get_compilation_stages_groups(options: Any) -> list:
-    """Catalyst's MLIR pipelines (stage names and their passes) for ``options``: none here."""
+    """Catalyst's MLIR pipelines (stage names and their passes) for ``options``: none here.
+
+    >>> from catalyst_lite import CompileOptions, debug
+    >>> debug.get_compilation_stages_groups(CompileOptions())
+    []
+    """
     return []
 
 
@@ -83,7 +96,15 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
     """Report what the qjit calls inside the block do: each trace (and its time), each new
     specialization, XLA's compile times, cache hits; to ``filename`` (appended) or standard
     output, each line prefixed with ``session_name``. ``detailed`` is accepted (every report is
-    already given)."""
+    already given).
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit, debug
+    >>> with debug.instrumentation("demo"):  # doctest: +ELLIPSIS
+    ...     _ = qjit(lambda x: x + 1.0, abstracted_axes={0: "n"})(jnp.ones(2))
+    [demo] <lambda>: traced for (float64[n]) in ... s
+    ...
+    """
     stream = open(filename, "a", encoding="utf-8") if filename else sys.stdout
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter(f"[{session_name}] %(message)s"))
@@ -109,25 +130,49 @@ def _unsupported(what: str, why: str) -> UnsupportedOperationError:
 
 
 def replace_ir(fn: Any, stage: str, new_ir: str) -> None:
-    """Catalyst: run ``fn`` from edited IR of a stage. Not possible here."""
+    """Catalyst: run ``fn`` from edited IR of a stage. Not possible here.
+
+    >>> from catalyst_lite import qjit, debug
+    >>> debug.replace_ir(qjit(lambda x: x), "mlir", "")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    catalyst_lite.errors.UnsupportedOperationError: debug.replace_ir: ...
+    """
     _checked_qjit(fn, "replace_ir")
     raise _unsupported("replace_ir", "it replaces a stage of Catalyst's MLIR pipeline")
 
 
 def get_cmain(fn: Any, *args: Any) -> str:
-    """Catalyst: a C program calling ``fn``'s shared library. Not possible here."""
+    """Catalyst: a C program calling ``fn``'s shared library. Not possible here.
+
+    >>> from catalyst_lite import qjit, debug
+    >>> debug.get_cmain(qjit(lambda x: x), 1.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    catalyst_lite.errors.UnsupportedOperationError: debug.get_cmain: ...
+    """
     _checked_qjit(fn, "get_cmain")
     raise _unsupported("get_cmain", "it writes a C main for Catalyst's shared library")
 
 
 def compile_executable(fn: Any, *args: Any) -> str:
-    """Catalyst: a stand-alone executable of ``fn``. Not possible here."""
+    """Catalyst: a stand-alone executable of ``fn``. Not possible here.
+
+    >>> from catalyst_lite import qjit, debug
+    >>> debug.compile_executable(qjit(lambda x: x), 1.0)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    catalyst_lite.errors.UnsupportedOperationError: debug.compile_executable: ...
+    """
     _checked_qjit(fn, "compile_executable")
     raise _unsupported("compile_executable", "it links Catalyst's shared library into an executable")
 
 
 def draw_graph(qnode: Any, *, level: int | None = None) -> Any:
-    """Catalyst: a drawing of the MLIR program of a qjit function. Not possible here."""
+    """Catalyst: a drawing of the MLIR program of a qjit function. Not possible here.
+
+    >>> from catalyst_lite import qjit, draw_graph
+    >>> draw_graph(qjit(lambda x: x))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    catalyst_lite.errors.UnsupportedOperationError: draw_graph draws Catalyst's MLIR program; ...
+    """
     raise UnsupportedOperationError(
         "draw_graph draws Catalyst's MLIR program; catalyst_lite compiles with XLA. Draw a QNode "
         "with qml.draw, or inspect the program with QJIT.jaxpr / QJIT.mlir."

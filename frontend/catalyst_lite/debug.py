@@ -56,11 +56,14 @@ def callback(callback_fn: Callable) -> Callable:
     """``callback_fn`` (which must return ``None``), called with its arguments' values when the
     program runs. Usable as a decorator.
 
+    >>> from catalyst_lite.debug import callback
     >>> from catalyst_lite import qjit
-    >>> show = callback(lambda y: builtins.print("y =", y))
+    >>> seen = []
+    >>> show = callback(lambda y: seen.append(float(y)))
     >>> float(qjit(lambda x: (show(x * 2), x)[1])(1.5))
-    y = 3.0
     1.5
+    >>> seen
+    [3.0]
     """
 
     @functools.wraps(callback_fn)
@@ -77,7 +80,17 @@ def callback(callback_fn: Callable) -> Callable:
 def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst's name)
     """Print ``fmt.format(*args, **kwargs)`` when the program runs (``str.format`` syntax:
     ``"{x:.2f}"``); a ``fmt`` that is not a string is itself printed. An f-string is formatted
-    when traced, so it shows tracers, not values."""
+    when traced, so it shows tracers, not values.
+
+    >>> from catalyst_lite import qjit, debug
+    >>> @qjit
+    ... def f(x: float):
+    ...     debug.print("x = {:.2f}", x)
+    ...     return x * 2
+    >>> float(f(0.25))
+    x = 0.25
+    0.5
+    """
     if isinstance(fmt, str):
         callback(lambda *a, **k: builtins.print(fmt.format(*_as_jax_arrays(a), **_as_jax_arrays(k))))(*args, **kwargs)
     else:
@@ -127,7 +140,18 @@ def _memref_text(x: Any) -> str:
 
 
 def print_memref(x: Any) -> None:
-    """Print array ``x`` at run time with its rank, sizes and strides (Catalyst's format)."""
+    """Print array ``x`` at run time with its rank, sizes and strides (Catalyst's format).
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit, debug
+    >>> @qjit
+    ... def f(x: float):
+    ...     debug.print_memref(jnp.array([x, 2.0 * x]))
+    ...     return x
+    >>> _ = f(1.5)  # doctest: +ELLIPSIS
+    MemRef: base@ = ... rank = 1 offset = 0 sizes = [2] strides = [1] data =
+    [1.5,  3]
+    """
     callback(lambda a: builtins.print(_memref_text(a)))(x)
 
 
@@ -141,6 +165,7 @@ def debug_assert(condition: Any, error: str) -> None:
     the program runs and the boolean scalar ``condition`` is false. Left out of programs compiled
     with ``qjit(disable_assertions=True)``; outside qjit, checked at once.
 
+    >>> from catalyst_lite import debug_assert
     >>> from catalyst_lite import qjit
     >>> def f(x):
     ...     debug_assert(x < 5, "x was greater than 5")

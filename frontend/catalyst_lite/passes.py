@@ -34,13 +34,27 @@ __all__ = [
     "decompose_arbitrary_ppr", "diagonalize_measurements", "disentangle_cnot", "disentangle_swap",
     "graph_decomposition", "gridsynth", "ions_decomposition", "merge_ppr_ppm", "merge_rotations",
     "parity_synth", "ppm_compilation", "ppr_to_mbqc", "ppr_to_ppm", "reduce_t_depth", "to_ppr",
-    "pipeline",
+    "pipeline", "Pass", "PassPlugin", "ppm_specs",
 ]
-_NOT_PASSES = {"apply_pass", "apply_pass_plugin", "pipeline"}
+_NOT_PASSES = {"apply_pass", "apply_pass_plugin", "pipeline", "Pass", "PassPlugin", "ppm_specs"}
 
 
 def apply_pass(pass_name: str, *flags: Any, **valued_options: Any) -> Callable[[Any], Any]:
-    """A decorator scheduling the compiler pass ``pass_name`` (with its options) on a QNode."""
+    """A decorator scheduling the compiler pass ``pass_name`` (with its options) on a QNode.
+
+    >>> import pennylane as qml
+    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite.passes import apply_pass
+    >>> @qjit
+    ... @apply_pass("cancel-inverses")
+    ... @qml.qnode(qml.device("default.qubit", wires=1))
+    ... def circuit():
+    ...     qml.Hadamard(0)
+    ...     qml.Hadamard(0)
+    ...     return qml.expval(qml.Z(0))
+    >>> float(circuit())
+    1.0
+    """
 
     def decorator(qnode: Any) -> Any:
         return qml.transform(pass_name=pass_name)(qnode, *flags, **valued_options)
@@ -52,7 +66,19 @@ def pipeline(pass_pipeline: dict[str, dict[str, Any]]) -> Callable[[Any], Any]:
     """A decorator scheduling several passes on a QNode, in the dictionary's order: each key a
     pass (a name of this module, ``"cancel_inverses"``, or a pass name, ``"cancel-inverses"``),
     each value its options. Like :func:`apply_pass` for each; an unknown pass is Catalyst's
-    ``CompileError`` when the QNode compiles."""
+    ``CompileError`` when the QNode compiles.
+
+    >>> import pennylane as qml
+    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite.passes import pipeline
+    >>> def flips():
+    ...     qml.X(0)
+    ...     qml.X(0)
+    ...     return qml.probs(wires=0)
+    >>> schedule = pipeline({"cancel_inverses": {}, "merge_rotations": {}})
+    >>> qjit(schedule(qml.qnode(qml.device("default.qubit", wires=1))(flips)))().tolist()
+    [1.0, 0.0]
+    """
     if not isinstance(pass_pipeline, dict):
         raise TypeError(f"pipeline: the pass pipeline must be a dict of pass names to options, got {type(pass_pipeline).__name__}.")
 
@@ -66,13 +92,72 @@ def pipeline(pass_pipeline: dict[str, dict[str, Any]]) -> Callable[[Any], Any]:
 
 
 def apply_pass_plugin(path_to_plugin: str | Path, pass_name: str, *flags: Any, **valued_options: Any):
-    """Catalyst's MLIR pass plugins: catalyst_lite compiles with XLA and runs no MLIR plugin."""
+    """Catalyst's MLIR pass plugins: catalyst_lite compiles with XLA and runs no MLIR plugin.
+
+    >>> from catalyst_lite.passes import apply_pass_plugin
+    >>> apply_pass_plugin("no/such/plugin.so", "my-pass")
+    Traceback (most recent call last):
+    FileNotFoundError: File 'no/such/plugin.so' does not exist.
+    """
     if not Path(path_to_plugin).exists():
         raise FileNotFoundError(f"File '{path_to_plugin}' does not exist.")
     raise UnsupportedOperationError(
         f"apply_pass_plugin({str(path_to_plugin)!r}, {pass_name!r}): catalyst_lite compiles with XLA "
         "and cannot load MLIR pass plugins. Apply the transformation as a PennyLane tape transform "
         "(qml.transform) instead."
+    )
+
+
+class Pass:
+    """A compiler pass with its options, as Catalyst's pass pipelines hold one: ``name``, the flags
+    ``options`` and the ``valued_options``; :meth:`get_options` is the MLIR option string.
+
+    >>> from catalyst_lite.passes import Pass
+    >>> Pass("merge-rotations", "verbose", max_iterations=3).get_options()
+    'verbose max_iterations=3'
+    """
+
+    def __init__(self, name: str, *options: str, **valued_options: Any):
+        self.name = name
+        self.options = options
+        self.valued_options = valued_options
+
+    def get_options(self) -> str:
+        return " ".join([*map(str, self.options), *(f"{k}={v}" for k, v in self.valued_options.items())])
+
+    def __repr__(self) -> str:
+        text = self.get_options()
+        return f"Pass({self.name!r}{', ' if text else ''}{text})"
+
+
+class PassPlugin(Pass):
+    """A pass loaded from an MLIR plugin (Catalyst's): catalyst_lite compiles with XLA and cannot
+    load one, so making one raises (``FileNotFoundError`` first if the file is missing).
+
+    >>> from catalyst_lite.passes import PassPlugin
+    >>> PassPlugin("no/such/plugin.so", "my-pass")
+    Traceback (most recent call last):
+    FileNotFoundError: File 'no/such/plugin.so' does not exist.
+    """
+
+    def __init__(self, path: str | Path, name: str, *options: str, **valued_options: Any):
+        apply_pass_plugin(path, name, *options, **valued_options)  # raises: no MLIR plugins here
+
+
+def ppm_specs(fn: Any) -> dict:
+    """Catalyst's counts of Pauli product rotations and measurements after its PPR/PPM passes.
+    Those passes change nothing here (no PPR/PPM representation exists), so there is nothing to
+    count: raises, naming ``qml.specs`` for the circuit's resources.
+
+    >>> from catalyst_lite.passes import ppm_specs
+    >>> ppm_specs(lambda: None)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    catalyst_lite.errors.UnsupportedOperationError: ppm_specs(<lambda>): ...
+    """
+    raise UnsupportedOperationError(
+        f"ppm_specs({getattr(fn, '__name__', fn)}): catalyst_lite has no Pauli-product-rotation "
+        "representation (the to_ppr/ppr_to_ppm passes change nothing a result shows), so there "
+        "are no PPR/PPM counts. Use qml.specs(qnode)(*args) for the circuit's resources."
     )
 
 

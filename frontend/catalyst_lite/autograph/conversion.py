@@ -71,6 +71,7 @@ class _DisableAutograph:
     call it makes); as a context manager, calls made inside the block are not converted (the
     block's own ``if``/``for``/``while`` still are, as they belong to the converted function).
 
+    >>> from catalyst_lite import disable_autograph
     >>> @disable_autograph
     ... def python_only(n):
     ...     return [i for i in range(n)]
@@ -78,11 +79,11 @@ class _DisableAutograph:
     [0, 1, 2]
     """
 
-    def __call__(self, fn: Callable) -> Callable:
-        @functools.wraps(fn)
+    def __call__(self, func: Callable) -> Callable:
+        @functools.wraps(func)
         def unconverted(*args: Any, **kwargs: Any) -> Any:
             with self:
-                return fn(*args, **kwargs)
+                return func(*args, **kwargs)
 
         setattr(unconverted, _MARK, "disabled")
         return unconverted
@@ -311,6 +312,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
     runs inside ``qjit``, and behave as in Python on concrete values. ``modules`` names modules
     whose functions are converted although they are library code (``autograph_include``).
 
+    >>> from catalyst_lite import run_autograph
     >>> from catalyst_lite import qjit
     >>> def count_down(n):
     ...     steps = 0
@@ -363,6 +365,18 @@ def autograph_source(fn: Callable) -> str:
     function, converted by ``qjit(autograph=True)`` or called from converted code).
 
     Raises :class:`~catalyst_lite.errors.AutoGraphError` if ``fn`` was never converted.
+
+    >>> from catalyst_lite import qjit, autograph_source
+    >>> @qjit(autograph=True)
+    ... def triangle(n: int):
+    ...     total = 0
+    ...     for i in range(n):
+    ...         total += i
+    ...     return total
+    >>> int(triangle(4))
+    6
+    >>> "ag__.for_stmt" in autograph_source(triangle)
+    True
     """
     target = _target(fn)
     code = getattr(target, "__code__", None)

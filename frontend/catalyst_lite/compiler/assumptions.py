@@ -164,6 +164,7 @@ class SignatureTrace:
     runner_options: RunnerOptions
     report: Reporter
     capture: Callable[[Callable, str], Callable] | None = None
+    donated: frozenset[int] = frozenset()  # the flat argument leaves donated to XLA
 
     def __call__(self, scope: SizeScope, static: Sequence[int | None] | None) -> Executable:
         """The program traced in ``scope``; with ``static`` (values of the size inputs, ``None``
@@ -194,7 +195,9 @@ class SignatureTrace:
             program = trace_program(fn, self.tree, specs, axes, self.name, self.names, scope, contribution)
         if self.report.enabled:
             self.report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
-        return Executable(program, self.runner_options)
+        # The donated leaves as inputs of the jaxpr (whose last inputs are the leaves).
+        first_leaf = len(program.jaxpr.invars) - len(specs)
+        return Executable(program, self.runner_options, frozenset(first_leaf + k for k in self.donated))
 
 
 def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:

@@ -45,11 +45,12 @@ class Executable:
     """A :class:`~catalyst_lite.tracing.Program` compiled with ``options`` (lazily: per size
     signature, on the first call that needs it)."""
 
-    def __init__(self, program: Program, options: RunnerOptions):
+    def __init__(self, program: Program, options: RunnerOptions, donated: frozenset[int] = frozenset()):
         self.program = program
         extra = program.contribution
         self.options = dataclasses.replace(options, xla={**options.xla, **extra.compile_options})
         self.runner = JaxprRunner(program.jaxpr, options.report.name or "jaxpr", self.options)
+        self.runner.donated = donated  # jaxpr inputs whose buffers calls may reuse (donate_argnums)
         # New sizes run on one executable for every size while XLA compiles those that come back.
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
         # Constants drawn anew for every call, by position among the jaxpr's constants.

@@ -1,7 +1,7 @@
 """IREE, the optional size-generic compiler: one executable for every size of a program.
 
 XLA on the CPU needs static shapes, so it compiles a program once per size signature. IREE
-(``pip install 'catalyst-lite[iree]'``: ``iree-base-compiler`` and ``iree-base-runtime``) compiles
+(the ``iree`` extra, ``pip install -e '.[iree]'``: ``iree-base-compiler`` and ``iree-base-runtime``) compiles
 the program's StableHLO with its ``?`` dimensions kept symbolic (:mod:`~..jax_extras.iree_lowering`)
 and runs the result at any size. Without the extra, :func:`available` is false and nothing here is
 used.

@@ -97,7 +97,8 @@ class RunnerOptions:
     ``tiered``: tiered compilation (``None``: as the environment says, see :mod:`.tiers`);
     ``xla``: XLA options of the optimized executables; ``cache``: the function's executables;
     ``report``: where events go; ``size_generic``: the size-generic tier of a program's runner
-    (``None``: as the environment says, see :mod:`.size_generic`).
+    (``None``: as the environment says, see :mod:`.size_generic`); ``jit``: ``jax.jit``'s options
+    of every size's function (``keep_unused``, ``device``, ``backend``).
     """
 
     tiered: bool | None = None
@@ -105,3 +106,4 @@ class RunnerOptions:
     cache: ExecutableCache = field(default_factory=lambda: ExecutableCache(None))
     report: Reporter = QUIET
     size_generic: bool | None = None
+    jit: Mapping[str, Any] = field(default_factory=dict)

@@ -39,6 +39,7 @@ from __future__ import annotations
 import enum
 import os
 import threading
+import time
 import weakref
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
@@ -116,6 +117,9 @@ class SizeGenericTier:
         executable = self._executable or self._look_up(key)
         if executable is None:
             return None
+        report = self.runner.options.report
+        if report.enabled:
+            report("%s at sizes %s: runs on the size-generic (IREE) executable", self.runner.name, key)
         if key not in self._checked:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
             if len(self._checked) >= self.REMEMBERED_SIZES:
@@ -143,11 +147,18 @@ class SizeGenericTier:
                     return None
                 if vmfb is not None:
                     self.from_cache = self._load(vmfb, cached=True)
-                    if not self.from_cache:  # removed from the disk cache, with a warning
+                    if self.from_cache:
+                        self.runner.options.report(
+                            "size-generic (IREE) executable of %s found in the cache", self.runner.name
+                        )
+                    else:  # removed from the disk cache, with a warning
                         self._start_compiling()
                 else:
                     self.status, self._first_key = Status.WAITING, key
             elif self.status is Status.WAITING and key != self._first_key:
+                self.runner.options.report(
+                    "%s called at a second size: IREE compiles it for every size in the background", self.runner.name
+                )
                 self._start_compiling()
             elif self.status is Status.READY and self._executable is None:
                 vmfb, self._vmfb = self._vmfb, None
@@ -177,14 +188,22 @@ class SizeGenericTier:
     def _compile(self, generation: int) -> None:
         if generation != self.runner.options.cache.generation:
             return  # the function's caches were cleared since: nobody waits for this program
+        start = time.perf_counter()
         try:
             vmfb = self._lowered.compile()
         except Exception as err:  # Unsupported, or anything else: XLA per size, as without IREE
             self._give_up(str(err))
             return
         self._vmfb, self.status = vmfb, Status.READY
+        self.runner.options.report(
+            "IREE compiled %s for every size in %.3f s: new sizes run on it", self.runner.name,
+            time.perf_counter() - start,
+        )
 
     def _give_up(self, reason: str) -> None:
+        self.runner.options.report(
+            "size-generic tier off for %s (XLA compiles each size): %s", self.runner.name, reason
+        )
         self.reason = reason
         self.status = Status.UNSUPPORTED
         self._executable = None
@@ -198,6 +217,10 @@ class SizeGenericTier:
             self._calls.clear()
         self._calls[key] = calls
         if calls == self.CALLS_BEFORE_XLA:
+            self.runner.options.report(
+                "%s at sizes %s called again: XLA compiles them in the background, then they run on XLA",
+                self.runner.name, key,
+            )
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
             generation = self.runner.options.cache.generation
             run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))

@@ -431,6 +431,7 @@ class JaxprRunner:
         # :meth:`nested`), shared with those runners.
         self._nested = {} if nested is None else nested
         self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
+        self.donated: frozenset[int] = frozenset()  # inputs donated to XLA (a program's, by qjit)
 
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
@@ -455,7 +456,8 @@ class JaxprRunner:
                 return finish(eval_jaxpr(jaxpr, args, Mode.STAGED, overrides))
 
         specialized.__name__ = self.name
-        return jax.jit(specialized)
+        donate = tuple(j for j, i in enumerate(positions) if i in self.donated)
+        return jax.jit(specialized, donate_argnums=donate, **self.options.jit)
 
     def executable(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
@@ -522,7 +524,8 @@ class JaxprRunner:
         with self._lock:
             added = self._executables.setdefault((key, False), spec) is spec
         if added:
-            self.options.report("new specialization of %s for sizes %s: one XLA program (prepared)", self.name, key)
+            self.options.report("new specialization of %s for sizes %s: one XLA program (compiled ahead; "
+                                "calls at these sizes now run on it)", self.name, key)
             self.options.cache.added(self, (key, False), generation)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:

@@ -148,6 +148,16 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
 
     Add branches with ``.else_if(pred)`` and a default with ``.otherwise``; without ``otherwise``
     the branches must return nothing.
+
+    >>> from catalyst_lite import qjit, cond
+    >>> @qjit
+    ... def relu(x: float):
+    ...     @cond(x > 0.0)
+    ...     def positive():
+    ...         return x
+    ...     return positive.otherwise(lambda: 0.0)()
+    >>> float(relu(3.0)), float(relu(-2.0))
+    (3.0, 0.0)
     """
     refuse_under_capture("cond")  # as Catalyst does: captured programs use qml.cond
 

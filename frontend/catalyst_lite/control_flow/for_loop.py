@@ -76,20 +76,33 @@ for_loop_p = DynshapePrimitive("for_loop")
 
 
 def for_loop(
-    lower: Any,
-    upper: Any,
+    lower_bound: Any,
+    upper_bound: Any,
     step: Any,
     allow_array_resizing: bool = False,
     *,
     experimental_preserve_dimensions: bool | None = None,
 ) -> Callable[[Callable], Callable]:
-    """Decorator turning ``body(i, *carry) -> carry`` into a loop over ``range(lower, upper, step)``.
+    """Decorator turning ``body(i, *carry) -> carry`` into a loop over
+    ``range(lower_bound, upper_bound, step)`` (Catalyst's names and meaning).
 
     The decorated function takes the initial carried values and returns the final ones (one value
     unwrapped, several as a tuple). Bounds may be traced integers; carried values may be pytrees
     of arrays with dynamic sizes. ``allow_array_resizing=True`` lets the body return arrays of
     other sizes than it receives, at the price of not sharing sizes with captured arrays.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit, for_loop
+    >>> @qjit
+    ... def powers(n: int):
+    ...     @for_loop(lower_bound=0, upper_bound=n, step=1)
+    ...     def body(i, x):
+    ...         return x * 2.0
+    ...     return body(jnp.ones(3))
+    >>> powers(4).tolist()
+    [16.0, 16.0, 16.0]
     """
+    lower, upper = lower_bound, upper_bound
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 

@@ -90,12 +90,26 @@ def _checked_index(index: Any, name: str) -> Any:
     return index
 
 
-def switch(index: Any) -> Callable[[Callable], SwitchCallable]:
-    """Decorator making ``fn`` the default branch of a switch on the integer ``index``; add cases
-    with ``.branch(k)`` and call the switch with the branches' operands (see the module docstring).
+def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
+    """Decorator making ``fn`` the default branch of a switch on the integer ``index_var``; add
+    cases with ``.branch(k)`` and call the switch with the branches' operands (see the module
+    docstring).
+
+    >>> from catalyst_lite import qjit, switch
+    >>> @qjit
+    ... def pick(k: int, x: float):
+    ...     @switch(index_var=k)
+    ...     def apply(y):
+    ...         return -y
+    ...     @apply.branch(0)
+    ...     def _(y):
+    ...         return y * 10.0
+    ...     return apply(x)
+    >>> float(pick(0, 2.0)), float(pick(5, 2.0))
+    (20.0, -2.0)
     """
 
     def decorator(fn: Callable) -> SwitchCallable:
-        return SwitchCallable(index, fn)
+        return SwitchCallable(index_var, fn)
 
     return decorator

@@ -81,6 +81,16 @@ def while_loop(
     The decorated function takes the initial carried values and returns the final ones (one value
     unwrapped, several as a tuple). See :func:`~catalyst_lite.for_loop` for
     ``allow_array_resizing``.
+
+    >>> from catalyst_lite import qjit, while_loop
+    >>> @qjit
+    ... def doublings(limit: float):
+    ...     @while_loop(lambda x, k: x < limit)
+    ...     def grow(x, k):
+    ...         return x * 2.0, k + 1
+    ...     return grow(1.0, 0)[1]
+    >>> int(doublings(100.0))
+    7
     """
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("while_loop")  # as Catalyst does: captured programs use qml.while_loop

@@ -82,6 +82,7 @@ def dynamic_jaxprs() -> Iterator[None]:
     primitives whose sizes are given as numbers get static shapes, and integer arithmetic on known
     numbers is folded while a static program (``jax.jit``) is staged.
 
+    >>> from catalyst_lite import dynamic_jaxprs
     >>> import jax, jax.numpy as jnp
     >>> from catalyst_lite import qjit
     >>> @qjit

@@ -106,7 +106,22 @@ def _region_operator(make: Callable[[], Any]) -> Any:
 def adjoint(f: Any, lazy: bool = True) -> Any:
     """Catalyst's ``adjoint``: of an operator, ``qml.adjoint(f, lazy)``; of a quantum function, a
     function that applies its adjoint and returns an operator describing it (see the module
-    docstring); of an operator class (``adjoint(qml.RX)(x, wires=0)``), the adjoint operator."""
+    docstring); of an operator class (``adjoint(qml.RX)(x, wires=0)``), the adjoint operator.
+
+    >>> import pennylane as qml
+    >>> from catalyst_lite import qjit, adjoint
+    >>> @qjit
+    ... @qml.qnode(qml.device("default.qubit", wires=1))
+    ... def undone(x: float):
+    ...     def rotations(y):
+    ...         qml.RX(y, 0)
+    ...         qml.RY(y / 2, 0)
+    ...     rotations(x)
+    ...     adjoint(rotations)(x)  # undoes them: the state is |0> again
+    ...     return qml.expval(qml.Z(0))
+    >>> round(float(undone(0.7)), 12)
+    1.0
+    """
     _check_operand(f)
     qml = _qml()
     state = compiling_state()
@@ -127,7 +142,19 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
          work_wire_type: str = "borrowed") -> Any:
     """Catalyst's ``ctrl``: of an operator, ``qml.ctrl(f, control, ...)``; of a quantum function,
     a function that applies it controlled by ``control`` (wires having ``control_values``, all 1
-    by default) and returns an operator describing it (see the module docstring)."""
+    by default) and returns an operator describing it (see the module docstring).
+
+    >>> import pennylane as qml
+    >>> from catalyst_lite import qjit, ctrl
+    >>> @qjit
+    ... @qml.qnode(qml.device("default.qubit", wires=2))
+    ... def controlled(x: float):
+    ...     qml.X(0)                                        # the control is 1: RX applies
+    ...     ctrl(lambda y: qml.RX(y, 1), control=0)(x)
+    ...     return qml.expval(qml.Z(1))
+    >>> round(float(controlled(0.5)), 6)                    # cos(0.5)
+    0.877583
+    """
     _check_operand(f)
     qml = _qml()
     options = (control, control_values, work_wires, work_wire_type)

@@ -494,6 +494,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     the QNode's ``mcm_method`` and shots (:mod:`.mcm`): drawn for one branch, for each shot, or
     enumerated over all branches; ``postselect`` forces it, or discards the shots that miss it.
 
+    >>> from catalyst_lite import measure
     >>> import pennylane as qml
     >>> from catalyst_lite import qjit, cond
     >>> @qjit(seed=7)

@@ -412,6 +412,7 @@ def grad(fn: Callable | None = None, *, method: str | None = None, h: float | No
     Usable as ``grad(fn)`` or ``@grad(argnums=1)``, inside qjit, nested, and outside (exact, as
     ``jax.grad``).
 
+    >>> from catalyst_lite import grad
     >>> import jax.numpy as jnp
     >>> df = grad(lambda x: jnp.sum(x ** 2))
     >>> df(jnp.arange(3.0)).tolist()
@@ -423,6 +424,7 @@ def grad(fn: Callable | None = None, *, method: str | None = None, h: float | No
 def value_and_grad(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
     """Like :func:`grad`, returning ``(value, gradient)``.
 
+    >>> from catalyst_lite import value_and_grad
     >>> value, g = value_and_grad(lambda x: x * x)(3.0)
     >>> float(value), float(g)
     (9.0, 6.0)
@@ -434,6 +436,7 @@ def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float 
     """The Jacobian of ``fn`` w.r.t. argument ``argnums`` (default 0), computed in reverse mode:
     for each result, an array of shape ``result.shape + argument.shape``.
 
+    >>> from catalyst_lite import jacobian
     >>> import jax.numpy as jnp
     >>> jacobian(lambda x: x * jnp.arange(1.0, 3.0))(jnp.ones(2)).tolist()
     [[1.0, 0.0], [0.0, 2.0]]
@@ -502,6 +505,7 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     leaf of the arguments in ``argnums`` (default 0, as in Catalyst), of its dtype and shape.
     Outside qjit, as ``jax.jvp``: every argument, exact derivatives.
 
+    >>> from catalyst_lite import jvp
     >>> results, tangents = jvp(lambda x: x ** 2, [3.0], [1.0])
     >>> float(results), float(tangents)
     (9.0, 6.0)
@@ -535,6 +539,7 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     ``argnums`` defaults to 0, as in Catalyst; an int gives that argument's cotangent, a sequence
     a tuple. Outside qjit, as ``jax.vjp``: a tuple for every argument, exact derivatives.
 
+    >>> from catalyst_lite import vjp
     >>> from catalyst_lite import qjit
     >>> results, ct = qjit(lambda x: vjp(lambda v: v ** 2, [x], 1.0))(3.0)
     >>> float(results), float(ct)

@@ -193,6 +193,7 @@ def vmap(fn: Callable | None = None, *, in_axes: Any = 0, out_axes: Any = 0,
     and ``axis_size``: inside qjit, as a loop over the batch (see the module docstring). Usable as
     ``vmap(fn)``, ``vmap(fn, in_axes=(0, None))`` or ``@vmap(in_axes=1)``.
 
+    >>> from catalyst_lite import vmap
     >>> import jax.numpy as jnp
     >>> scale = vmap(lambda row, c: row * c, in_axes=(0, None), out_axes=1)
     >>> scale(jnp.array([[1.0, 2.0], [3.0, 4.0]]), 10.0).tolist()

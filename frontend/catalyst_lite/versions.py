@@ -1,0 +1,50 @@
+"""The JAX versions catalyst_lite runs on, checked before anything imports JAX's internals.
+
+catalyst_lite traces with JAX 0.7's dynamic shapes (``DShapedArray``, de Bruijn indices), which
+JAX removed after 0.7; Catalyst 0.15 pins JAX 0.7.1 for the same reason, and PennyLane 0.45's
+program capture needs exactly 0.7.1. An unsupported JAX is one clear ``ImportError`` at
+``import catalyst_lite``, not an ``AttributeError`` deep inside JAX.
+
+>>> from catalyst_lite.versions import unsupported_jax
+>>> unsupported_jax({"jax": "0.7.1", "jaxlib": "0.7.1"}) is None
+True
+>>> print(unsupported_jax({"jax": "0.8.0", "jaxlib": "0.8.0"}))  # doctest: +ELLIPSIS
+catalyst_lite needs JAX 0.7.1 or 0.7.2 ... found jax 0.8.0, jaxlib 0.8.0. ...
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+__all__ = ["SUPPORTED_JAX", "unsupported_jax", "check_jax"]
+
+# jax and jaxlib alike; 0.7.1 is what a fresh install gets (PennyLane's capture needs it).
+SUPPORTED_JAX = ("0.7.1", "0.7.2")
+
+
+def unsupported_jax(installed: dict[str, str | None]) -> str | None:
+    """The error message for these installed ``jax``/``jaxlib`` versions (``None``: supported)."""
+    if all(installed.get(name) in SUPPORTED_JAX for name in ("jax", "jaxlib")):
+        return None
+    found = ", ".join(f"{name} {installed.get(name) or 'not installed'}" for name in ("jax", "jaxlib"))
+    return (
+        f"catalyst_lite needs JAX {' or '.join(SUPPORTED_JAX)} (jax and jaxlib), found {found}. "
+        "It traces with JAX 0.7's dynamic shapes, which later JAX versions removed (Catalyst 0.15 "
+        "pins JAX 0.7.1 for the same reason). Install it in its own virtual environment, or run: "
+        "pip install 'jax==0.7.1' 'jaxlib==0.7.1'"
+    )
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_jax() -> None:
+    """Raise ``ImportError`` if the installed JAX is not one catalyst_lite supports (read from the
+    packages' metadata: JAX itself is not imported)."""
+    message = unsupported_jax({name: _installed(name) for name in ("jax", "jaxlib")})
+    if message is not None:
+        raise ImportError(message)
