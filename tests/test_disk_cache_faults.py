@@ -354,7 +354,15 @@ def test_a_planted_library_in_a_directory_others_can_write_is_never_read(good_en
     directory.mkdir()
     (directory / _file_name(_header(good_entries["sin"])["key"])).write_bytes(_with_header(good_entries["sin"], _planted_library(tmp_path, marker)))
     directory.chmod(0o777)
-    (tmp_path / "tmp").mkdir()
+    # What a process killed while loading leaves: its native code directory (run_worker checks
+    # that the temp folder is empty afterwards).
+    dead = subprocess.Popen([sys.executable, "-c", ""])
+    dead.wait()
+    leftover = tmp_path / "tmp" / f"{iree_backend.NATIVE_CODE_PREFIX}{dead.pid}-abcdefgh"
+    leftover.mkdir(parents=True)
+    (leftover / "iree_dylib_abcdef_mem_.so").write_bytes(b"native code")
+    past = time.time() - disk_cache.STALE_SECONDS - 1
+    os.utime(leftover, (past, past))
     report = run_worker(directory, tmp_path / "tmp")
     assert report["warnings"] and all("writable by other users" in w for w in report["warnings"])
     assert not marker.exists()

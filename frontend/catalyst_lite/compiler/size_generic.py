@@ -4,12 +4,12 @@ With IREE installed (the optional extra, see :mod:`.iree_backend`), a program wh
 between calls is compiled once more, for every size, and calls at sizes without an XLA executable
 run that size-generic executable instead of waiting for XLA to compile their size:
 
-1. the first call of a program looks for its size-generic executable in the caches (this process's
-   and, when configured, the disk cache of :mod:`.disk_cache`); without one it runs on XLA, as
-   without the extra;
+1. the first call of a program looks for its size-generic executable in the disk cache of
+   :mod:`.disk_cache`, when one is configured; without one it runs on XLA, as without the extra;
 2. the first call at a *second* size signature starts compiling the size-generic executable on the
-   background thread (a program called at one size only never pays for it); until it is ready,
-   calls run on XLA;
+   background thread (a program called at one size only never pays for it; a cached one that
+   failed its checks or its load is compiled at once); until it is ready, calls run on XLA. The
+   next call loads it: the module belongs to this tier and is released when the tier goes;
 3. once it is ready, a size without an XLA executable runs on it at once (after the checks staging
    would make: size assumptions, negative or too large sizes, :func:`~.specialize.check_sizes`);
 4. the second call at one size compiles that size's XLA executable on the background thread; when
@@ -89,7 +89,7 @@ class SizeGenericTier:
         self.runner = runner
         self.status = Status.NOT_LOOKED_UP
         self.reason: str | None = None  # why the status is UNSUPPORTED
-        self.from_cache = False  # the executable was compiled before (by this process or another)
+        self.from_cache = False  # the executable was compiled before, by another process (disk cache)
         self._executable: IreeExecutable | None = None  # set when READY and loaded
         self._vmfb: bytes | None = None  # compiled in the background, loaded at the next call
         self._release: weakref.finalize | None = None  # frees the executable's IREE objects
@@ -187,7 +187,8 @@ class SizeGenericTier:
 
     def _compile(self, generation: int) -> None:
         if generation != self.runner.options.cache.generation:
-            return  # the function's caches were cleared since: nobody waits for this program
+            self.status = Status.WAITING  # the function's caches were cleared since: not now
+            return
         start = time.perf_counter()
         try:
             vmfb = self._lowered.compile()
