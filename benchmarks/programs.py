@@ -220,6 +220,42 @@ def add_one_jax() -> Callable:
     return jax.jit(lambda x: x + 1.0)
 
 
+def _add_one_leaves(tree: Any) -> Any:
+    return jax.tree_util.tree_map(lambda x: x + 1.0, tree)
+
+
+def add_one_tree(api: ModuleType) -> Callable:
+    return api.qjit(_add_one_leaves)
+
+
+def add_one_tree_jax() -> Callable:
+    return jax.jit(_add_one_leaves)
+
+
+def _sum5(a, b, c, d, e):
+    return a + b + c + d + e
+
+
+def sum5(api: ModuleType) -> Callable:
+    return api.qjit(_sum5)
+
+
+def sum5_jax() -> Callable:
+    return jax.jit(_sum5)
+
+
+def _affine(x, k):
+    return x * k + 1.0
+
+
+def affine(api: ModuleType) -> Callable:
+    return api.qjit(_affine)
+
+
+def affine_jax() -> Callable:
+    return jax.jit(_affine)
+
+
 # --- #17 item 3: programs that need the host -----------------------------------------------------
 
 APPEND_STEPS = 400
@@ -322,6 +358,9 @@ PROGRAMS: dict[str, Program] = {
     "grow": Program(f"for_loop appending 1 element, {LOOP_STEPS} iterations", grow, grow_jax),
     "fixed": Program(f"the same for_loop at a fixed size", fixed, fixed_jax),
     "add_one": Program("x + 1.0", add_one, add_one_jax),
+    "add_one_tree": Program("x + 1.0 on every leaf of a pytree", add_one_tree, add_one_tree_jax),
+    "sum5": Program("a + b + c + d + e", sum5, sum5_jax),
+    "affine": Program("x * k + 1.0", affine, affine_jax),
     "append": Program(f"for_loop with a traced trip count appending 1 element per step", append, append_jax),
     "grad_loop": Program("grad through a for_loop with a traced trip count", grad_loop, grad_loop_jax),
     "mixed": Program(f"{STATIC_OPS} static operations, then a resizing while_loop", mixed, mixed_jax),

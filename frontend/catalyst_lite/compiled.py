@@ -17,6 +17,7 @@ import functools
 import threading
 import types
 import warnings
+import weakref
 from typing import Any, Callable, Hashable, Sequence, TextIO
 
 import jax
@@ -36,6 +37,7 @@ from .errors import (
 )
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
+from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data
 from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
@@ -100,8 +102,9 @@ class CacheInfo:
 
     ``programs``: traced programs (for every signature and set of size facts); ``executables``:
     compiled XLA executables, one per program and size signature (nested bodies' included);
-    ``sizes``: the size signature of each, least recently used first; ``maxsize``: the bound
-    (``None``: none).
+    ``sizes``: the size signature of each, least recently used first (while the cache has room,
+    calls that the C++ dispatcher runs by itself do not count as uses: the order only decides
+    evictions once it is full); ``maxsize``: the bound (``None``: none).
     """
 
     programs: int
@@ -215,8 +218,11 @@ class QJIT:
         if self._jit.needs_xla and size_generic is not False:
             size_generic = False
             self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
+        self._dispatch = dispatcher(self.name, *_python_calls(weakref.ref(self)))
         self._executable_options = RunnerOptions(
-            tiered_compilation, self._jit.xla, ExecutableCache(cache_size), self._report, size_generic, self._jit.jit
+            tiered_compilation, self._jit.xla,
+            ExecutableCache(cache_size, functools.partial(forget_dispatch_data, self._dispatch)), self._report,
+            size_generic, self._jit.jit,
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
@@ -342,46 +348,72 @@ class QJIT:
         # Exceptions leave with the user's frames first (see tracebacks.py): a try costs nothing
         # until something is raised.
         try:
-            if is_tracing():
-                # Called while a program is being traced (recursion, or a qjit function calling
-                # another): inlined into that program, as Catalyst does, with its symbolic sizes.
-                return self.user_function(*args, **kwargs)
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
                 placed = self._jit.place_arguments(args)
-                return self._jit.place_results(self._call_checked(None, placed, kwargs))
-            # Fast path: arguments of the types, shapes and dtypes of a call already validated
-            # need none of the work below (binding, flattening, checks, implicit sizes): the key
-            # settles it.
-            key = None if kwargs else _call_key(args)
-            validated = self._validated_calls.get(key) if key is not None else None
-            if validated is not None and (validated.facts is None or validated.facts.hold(args)):
-                self._last = validated.fast.executable
-                try:
-                    with CallbackExceptions():  # a callback failed: its own exception
-                        return validated.fast(args)
-                except (CompileError, UnsupportedOperationError):
-                    pass  # rare (a negative size): the checked call raises it naming the arguments
-            return self._call_checked(key, args, kwargs)
+                return self._jit.place_results(self._call_checked(None, placed, kwargs)[0])
+            # jax.jit's C++ dispatcher: a call of argument types it has dispatch data for runs
+            # the executable without Python, as a repeated jax.jit call does (never while
+            # anything is traced: the trace is part of its key); the others take _python_call.
+            with CallbackExceptions():  # a callback failed: its own exception
+                return self._dispatch(*args, **kwargs)
         except Exception as error:
             raise filtered(error)  # noqa: B904
 
-    def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
-        """A call with every check; remembered for the fast path when ``key`` settles them."""
+    def _python_call(self, args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
+        """A call the dispatcher cannot run by itself: its result, the dispatch data for the
+        later calls of its argument types (or ``None``), and whether to come back to Python for
+        them (see :func:`.jax_extras.executables.dispatcher`)."""
+        if is_tracing():
+            # Called while a program is being traced (recursion, or a qjit function calling
+            # another): inlined into that program, as Catalyst does, with its symbolic sizes.
+            return self.user_function(*args, **kwargs), None, True
+        # Arguments of the types, shapes and dtypes of a call already validated need none of the
+        # checked path's work (binding, flattening, checks, implicit sizes): the key settles it.
+        key = None if kwargs else _call_key(args)
+        validated = self._validated_calls.get(key) if key is not None else None
+        if validated is not None and (validated.facts is None or validated.facts.hold(args)):
+            self._last = validated.fast.executable
+            try:
+                result = validated.fast(args)
+            except (CompileError, UnsupportedOperationError):
+                pass  # rare (a negative size): the checked call raises it naming the arguments
+            else:
+                return result, *self._dispatch_data(validated, args, result)
+        return self._call_checked(key, args, kwargs)
+
+    def _dispatch_data(self, repeated: _RepeatedCall, leaves: Sequence[Any], result: Any) -> tuple[Any, bool]:
+        """The dispatch data of a call whose leaves are its arguments, unconverted, and whether
+        to ask again next time (while there is none)."""
+        # Value-dependent facts need Python on every call; so do the order of use of a full
+        # cache (it decides what is evicted) and reports of cache hits.
+        if repeated.facts is not None or not self._executable_options.cache.has_room() or self._report.enabled:
+            return None, True
+        data = repeated.fast.dispatch_data(leaves, result)
+        return data, data is None
+
+    def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
+        """A call with every check (as :meth:`_python_call` returns it); remembered for the
+        validated path when ``key`` settles them."""
         call = self._conformed(self.binding.bind(args, kwargs))
         executable, leaves, names, axis_lengths, implicit = self._program_for(call)
         self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
             # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
             with self._naming_size_arguments(executable, implicit, leaves, names):
-                return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves)
-        if key is not None and not any(call.is_static) and len(call.values) == len(args) and all(
+                return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves), None, True
+        repeated = None
+        if not kwargs and not any(call.is_static) and len(call.values) == len(args) and all(
             v is a for v, a in zip(call.values, args)
         ):
-            # Each argument is one leaf, passed unconverted: a call with the same key is the same
-            # call.
-            self._validated_calls[key] = _RepeatedCall(executable, implicit, leaves, axis_lengths)
+            # The arguments bound unconverted, in order: a call with the same key is the same call.
+            repeated = _RepeatedCall(executable, implicit, leaves, axis_lengths)
+            if key is not None:
+                self._validated_calls[key] = repeated
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
-            return executable.run(implicit, leaves)
+            result = executable.run(implicit, leaves)
+        if repeated is None or not _same_objects(flat_arguments(args), leaves):
+            return result, None, True
+        return result, *self._dispatch_data(repeated, leaves, result)
 
     def _check_size_arguments_known(self, executable, implicit, leaves, names) -> None:
         """Under an outer ``jax.jit``/``jax.vmap``/``jax.grad`` arrays may be tracers (their
@@ -606,6 +638,7 @@ class QJIT:
             self._validated_calls = {}
             self._last = None
             self._executable_options.cache.clear()
+            forget_dispatch_data(self._dispatch)
 
     @staticmethod
     def wait_for_compilations() -> None:
@@ -615,6 +648,16 @@ class QJIT:
 
     def __repr__(self) -> str:
         return f"<catalyst_lite.QJIT {self.name}>"
+
+
+def _python_calls(qjit: weakref.ref) -> tuple[Callable, Callable]:
+    """A function's call under ``jax.disable_jit()`` and its Python call path, as its dispatcher
+    calls them (holding it weakly: the function owns its dispatcher)."""
+
+    def python_call(*args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
+        return qjit()._python_call(args, kwargs)
+
+    return (lambda *args, **kwargs: python_call(*args, **kwargs)[0]), python_call
 
 
 class _RepeatedCall:
@@ -651,6 +694,10 @@ def _is_concrete_array_type(kind: type) -> bool:
         _CONCRETE_ARRAY_TYPES.add(kind)
         return True
     return False
+
+
+def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _call_key(args: tuple) -> tuple | None:

@@ -32,11 +32,13 @@ import jax
 from jax.tree_util import treedef_is_leaf
 
 from ..jax_extras import is_tracing, x64_scope
+from ..jax_extras.executables import dispatch_data
 from ..tracing import Program
 from .options import RunnerOptions
 from .segments import Speculation
 from .size_generic import SizeGenericTier
 from .specialize import JaxprRunner
+from .tiers import Specialization
 
 __all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled"]
 
@@ -119,6 +121,28 @@ class FastCall:
         # Python ints as static values: they convert to nothing.
         self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
         self.results = _results_function(executable.program)
+        # The jaxpr's constants the executable takes before the leaves, when it takes every leaf
+        # as it is and returns exactly the results (no size among them): then the function's own
+        # dispatcher can run it (see dispatch_data).
+        leaf_positions = range(len(self.prefix), len(full))
+        direct = (
+            not self.fresh_prefix
+            and all(explicit for _, explicit in executable.program.out_type)
+            and set(leaf_positions) <= set(positions)
+            and all(i < len(executable.program.closed_jaxpr.consts) or i in leaf_positions for i in positions)
+        )
+        self.direct_consts = [full[i] for i in positions if i < len(self.prefix)] if direct else None
+
+    def dispatch_data(self, leaves: Sequence[Any], result: Any) -> Any | None:
+        """What lets the function's dispatcher run this call's executable without Python for
+        later calls of the same argument types (:func:`~..jax_extras.executables.dispatch_data`):
+        ``None`` unless the executable takes the leaves as they are and will not be replaced."""
+        if self.direct_consts is None:
+            return None
+        spec = self.runner.compiled((*self.prefix, *leaves))
+        if not isinstance(spec, Specialization) or spec.final is None:
+            return None
+        return dispatch_data(spec.final, self.direct_consts, leaves, result)
 
     def __call__(self, args: tuple) -> Any:
         if not self.speculation_needs_x64:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import collections
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Mapping, Protocol
+from typing import Any, Callable, Hashable, Mapping, Protocol
 
 from ..reporting import QUIET, Reporter
 
@@ -39,10 +39,15 @@ class _Runner(Protocol):
 class ExecutableCache:
     """The compiled executables of one qjit function (of all its programs and their nested
     bodies), least recently used first; beyond ``maxsize`` (``None``: no bound) the least
-    recently used one is dropped (its sizes compile again when they come back)."""
+    recently used one is dropped (its sizes compile again when they come back).
 
-    def __init__(self, maxsize: int | None = DEFAULT_CACHE_SIZE):
+    ``when_full`` runs whenever an executable is added to a full cache: calls that bypass
+    :meth:`used` (a qjit function's C++ dispatcher) must stop doing so from then on, or the
+    order that decides evictions would miss them."""
+
+    def __init__(self, maxsize: int | None = DEFAULT_CACHE_SIZE, when_full: Callable[[], None] | None = None):
         self.maxsize = maxsize
+        self.when_full = when_full
         # (id(runner), key) -> (runner, key); the runner is held, so its id stays its own.
         self._entries: collections.OrderedDict[tuple[int, Hashable], tuple[_Runner, Hashable]] = (
             collections.OrderedDict()
@@ -62,10 +67,17 @@ class ExecutableCache:
             evicted = []
             while self.maxsize is not None and len(self._entries) > self.maxsize:
                 evicted.append(self._entries.popitem(last=False)[1])
+            full = not self.has_room()
+        if full and self.when_full is not None:
+            self.when_full()
         if stale:
             evicted.append((runner, key))
         for old_runner, old_key in evicted:
             old_runner.forget(old_key)
+
+    def has_room(self) -> bool:
+        """Whether an executable can be added without evicting one."""
+        return self.maxsize is None or len(self._entries) < self.maxsize
 
     def used(self, runner: _Runner, key: Hashable) -> None:
         """``runner``'s executable for ``key`` ran (it becomes the most recently used)."""

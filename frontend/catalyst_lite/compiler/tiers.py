@@ -77,6 +77,9 @@ class Specialization:
         self.optimized = False
         # Read without a lock on every call: replacing it is one atomic attribute store.
         self.call: Callable[..., Any] | None = None
+        # The executable once it is the one calls keep using (optimized): a qjit function's own
+        # dispatcher may then run it directly (see compiled.py).
+        self.final: jax.stages.Compiled | None = None
         # Tiered: what the optimized compilation starts from, until it is submitted.
         self._to_optimize: jax.stages.Lowered | None = None
         self._lock = threading.Lock()
@@ -115,7 +118,9 @@ class Specialization:
     def _optimize(self, lowered: jax.stages.Lowered) -> None:
         start = time.perf_counter()
         with x64_scope():  # a new thread starts in JAX's default (32-bit) configuration
-            self.call = entry_point(lowered.compile(self.compile_options or None))
+            compiled = lowered.compile(self.compile_options or None)
+            self.call = entry_point(compiled)
+        self.final = compiled
         self.optimized = True
         self.report("XLA compiled %s%s in %.3f s", self.label, " (optimized tier)" if self.tiered else "",
                     time.perf_counter() - start)
