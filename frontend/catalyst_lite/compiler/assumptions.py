@@ -58,7 +58,7 @@ from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
 from ..jax_extras.size_expressions import Fact, SizeExpr
 from ..jax_extras.size_facts import SizeScope
-from ..context import capture_switched
+from ..trace_context import capture_switched
 from ..reporting import Reporter
 from ..signature import LeafSpec
 from ..tracing import extended_trace, qjit_options, size_input_names, trace_program

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
 from ..jax_extras import (

@@ -23,7 +23,7 @@ import numpy as np
 from jax._src import core, dtypes
 from jax._src.interpreters import partial_eval as pe
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from .size_expressions import NEGATED, Fact, SizeExpr, UnknownSize, compile_expression, same_expression, simplified
 from .tracing import constant_value
 

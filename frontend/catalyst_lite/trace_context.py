@@ -18,7 +18,7 @@ catalyst_lite traces, on only while PennyLane captures the user's function).
 
 This module imports only :mod:`catalyst_lite.errors`: every layer reads it.
 
->>> from catalyst_lite.context import current, scope
+>>> from catalyst_lite.trace_context import current, scope
 >>> current().reverse_mode
 False
 >>> with scope(reverse_mode=True):
@@ -156,7 +156,7 @@ def pennylane_capture_enabled() -> bool:
 def uses_capture(option: Any) -> bool:
     """Whether a program compiled with ``capture=option`` is traced through program capture now.
 
-    >>> from catalyst_lite.context import check_capture_option, uses_capture
+    >>> from catalyst_lite.trace_context import check_capture_option, uses_capture
     >>> check_capture_option("global", "f")
     >>> uses_capture(False), uses_capture(True)
     (False, True)
