@@ -119,7 +119,14 @@ class scope:
 def thread_collector(field: str) -> Any:
     """The calling thread's own collector in ``field`` (a list), made on first use: the one write
     that is not a :class:`scope`, because the list must outlive the block that asked for it (a
-    call's callbacks write into it after scopes inside the call have ended). Scopes copy it."""
+    call's callbacks write into it after scopes inside the call have ended). Scopes copy it.
+
+    >>> from catalyst_lite.trace_context import current, scope, thread_collector
+    >>> with scope(reverse_mode=True):
+    ...     slot = thread_collector("callback_errors")
+    ...     slot is thread_collector("callback_errors") is current().callback_errors
+    True
+    """
     ctx = _CONTEXT.get()
     collector = getattr(ctx, field)
     if collector is None:
