@@ -20,7 +20,7 @@ from typing import Any, Iterable, TextIO
 
 import numpy as np
 
-from .context import check_capture_option
+from .trace_context import check_capture_option
 from .errors import ArgumentTypeError, ArgumentValueError, CompileError
 
 __all__ = ["CompileOptions", "KeepIntermediateLevel", "check_seed"]

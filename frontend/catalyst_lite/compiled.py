@@ -44,7 +44,7 @@ from .annotations import as_annotated, dtype_of, example_of, is_type_annotation,
 from .autograph import run_autograph
 from .callbacks import CallbackExceptions
 from .compiler.tiers import wait_for_compilations
-from .context import capture_switched, check_capture_option, uses_capture
+from .trace_context import capture_switched, check_capture_option, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation

@@ -39,6 +39,7 @@ from .errors import (
     UnsupportedOperationError,
 )
 from .jax_extras import Primitive
+from .jax_extras.size_facts import NeedsCallSizes
 
 __all__ = [
     "user_facing_trace_errors",
@@ -349,6 +350,8 @@ def user_facing_trace_errors(
     """
     try:
         yield
+    except NeedsCallSizes:
+        raise  # not an error: the program is traced again with the call's sizes
     except CatalystLiteError as err:
         if not getattr(err, "_catalyst_lite_located", False):
             location = user_location(err.__traceback__)
@@ -362,9 +365,7 @@ def user_facing_trace_errors(
                 translated = _control_flow_error_class(type(err))(
                     f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
                 )
-                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err) or getattr(
-                    err, "_catalyst_lite_size_question", False
-                )
+                translated._catalyst_lite_needs_static_sizes = _requested_by_jax(err)
                 raise translated from None
         for jax_error, prefix, call, fix in _NO_SYMBOLIC_RESULT:
             if isinstance(err, jax_error) and str(err).startswith(prefix):

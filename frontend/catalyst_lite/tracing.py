@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from .context import current as current_context, scope as context_scope
+from .trace_context import current as current_context, scope as context_scope
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import IncompatibleSizesError
 from .jax_extras import (

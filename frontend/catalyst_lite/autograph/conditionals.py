@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from malt.operators.variables import UndefinedReturnValue
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from ..control_flow import cond
 from ..control_flow.common import traced_value
 from ..debug import debug_assert

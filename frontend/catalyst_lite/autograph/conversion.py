@@ -43,7 +43,7 @@ from malt.core import converter
 from malt.operators import py_builtins
 from malt.operators.variables import UndefinedReturnValue
 
-from ..context import current as current_context, pennylane_capture_enabled, scope as context_scope
+from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..errors import AutoGraphError, AutoGraphWarning
 from . import builtins, conditionals, item_assignment, loops
 from .state import Unassigned, load_or_unassigned

@@ -5,12 +5,12 @@
 - :mod:`.interpreter`: the plxpr interpreter, and its rules for PennyLane's primitives in
   :mod:`.control_flow`, :mod:`.quantum` and :mod:`.differentiation`.
 
-The ``capture`` option and PennyLane's capture switch are :mod:`catalyst_lite.context`'s (they
+The ``capture`` option and PennyLane's capture switch are :mod:`catalyst_lite.trace_context`'s (they
 import no PennyLane, and every layer reads them); this package (which imports PennyLane) is
 imported when a program is first traced through capture.
 """
 
-from ..context import (
+from ..trace_context import (
     CAPTURE_VALUES,
     capture_switched,
     check_capture_option,

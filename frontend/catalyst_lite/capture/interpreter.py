@@ -29,7 +29,7 @@ from pennylane.capture.primitives import qnode_prim, quantum_subroutine_prim, tr
 
 from ..errors import QuantumOperationError, UnsupportedOperationError
 from ..jax_extras import Var
-from ..context import capture_switched
+from ..trace_context import capture_switched
 
 __all__ = ["PlxprCompiler", "SizeLocations"]
 

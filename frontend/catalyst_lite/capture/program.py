@@ -33,7 +33,7 @@ from . import control_flow as _control_flow  # noqa: F401  (registers the interp
 from . import differentiation as _differentiation  # noqa: F401  (likewise)
 from . import quantum as _quantum  # noqa: F401  (likewise)
 from .interpreter import PlxprCompiler
-from ..context import capture_switched
+from ..trace_context import capture_switched
 
 __all__ = ["captured_program", "capture_plxpr"]
 

@@ -58,8 +58,8 @@ from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
 from ..jax_extras.size_expressions import Fact, SizeExpr
-from ..jax_extras.size_facts import SizeScope
-from ..context import capture_switched
+from ..jax_extras.size_facts import NeedsCallSizes, SizeScope
+from ..trace_context import capture_switched
 from ..reporting import Reporter
 from ..signature import LeafSpec
 from ..tracing import extended_trace, qjit_options, size_input_names, trace_program
@@ -268,6 +268,8 @@ class ProgramFamily:
             if not self.programs and not self.sizes_must_be_static:
                 try:
                     self.programs.append(trace(SizeScope(self.inputs.names), None))
+                except NeedsCallSizes:
+                    self.sizes_must_be_static = True  # calls trace it with their sizes
                 except Exception as err:
                     # JAX cannot trace it with symbolic sizes: calls trace it with theirs (see
                     # _trace_for). The user's own errors and catalyst_lite's are raised now.
@@ -283,6 +285,13 @@ class ProgramFamily:
             scope = SizeScope(self.inputs.names)
             try:
                 program = trace(scope, None)
+            except NeedsCallSizes:
+                # A comparison of unrelated sizes: a trace guided by the call decides it; a size
+                # the user's code needs as a Python value: the call's sizes as constants.
+                if not scope.undecided:
+                    self.sizes_must_be_static = True
+                    return self._trace_static(values, trace)
+                self.generic_failed = True
             except Exception as err:
                 # Sizes JAX needed equal and that are not at generic sizes (two abstracted axes),
                 # or a comparison of unrelated sizes: a call's sizes may settle them.
@@ -309,6 +318,8 @@ class ProgramFamily:
         scope = SizeScope(self.inputs.names, self.inputs.point(values))
         try:
             program = trace(scope, None)
+        except NeedsCallSizes:  # a size as a Python value: the call's sizes as constants
+            return self._trace_static(values, trace)
         except BrokenRequirement as err:  # jax.jit refuses these sizes (a reshape that does not fit)
             raise IncompatibleSizesError(
                 f"{self.name}: {err} The sizes come from {self.inputs.describe(err.inputs, values)}."

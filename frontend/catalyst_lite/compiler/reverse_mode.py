@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator, Sequence
 
-from ..context import current, scope
+from ..trace_context import current, scope
 from ..jax_extras.autodiff import is_reverse_mode_value
 
 __all__ = ["reverse_mode", "reverse_mode_requested", "needs_reverse_mode"]

@@ -36,7 +36,7 @@ from typing import Any, Callable, Iterator, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Tracer, Var
 from ..jax_extras.literals import literals_by_value
 from .tiers import Specialization

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, CompileError
 from ..jax_extras import (
@@ -687,7 +687,14 @@ class JaxprRunner:
 def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
     """What the program run host-driven by this thread keeps of ``kind`` for its nested body
     ``jaxpr`` (see :meth:`JaxprRunner.nested`): ``make(program)`` runs once per program. A
-    primitive evaluated outside any program (JAX's own interpreter on a jaxpr) gets a fresh one."""
+    primitive evaluated outside any program (JAX's own interpreter on a jaxpr) gets a fresh one.
+
+    >>> import jax
+    >>> from catalyst_lite.compiler.specialize import kept_by_program
+    >>> body = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr
+    >>> kept_by_program(body, "runner", lambda program: program is None)  # no program runs: made afresh
+    True
+    """
     program = current_context().host_driving
     return make(None) if program is None else program.nested(jaxpr, kind, lambda: make(program))
 

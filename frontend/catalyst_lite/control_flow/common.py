@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import is_broadcast_error
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, Tracer, current_trace, get_aval, is_tracing

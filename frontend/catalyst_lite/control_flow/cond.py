@@ -44,7 +44,7 @@ from ..compiler.specialize import (
     register_specialization,
     runner_for,
 )
-from ..context import refuse_under_capture
+from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types

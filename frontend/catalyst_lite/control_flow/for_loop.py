@@ -46,7 +46,7 @@ from ..compiler.specialize import (
     to_dim,
     trip_count,
 )
-from ..context import refuse_under_capture
+from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError

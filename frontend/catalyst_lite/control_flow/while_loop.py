@@ -41,7 +41,7 @@ from ..compiler.specialize import (
     runner_for,
     to_dim,
 )
-from ..context import refuse_under_capture
+from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
 from ..jax_extras.dynshape import DimensionMismatch, input_type_of

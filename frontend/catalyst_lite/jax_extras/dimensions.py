@@ -49,7 +49,7 @@ from jax._src.lax import lax
 from ..errors import SizeAssumptionError
 from .patches import Patch, is_active, register_patch, suspended
 from .size_expressions import NEGATED
-from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
+from .size_facts import NeedsCallSizes, current_scope, has_subprograms, is_scalar_int_or_bool
 from .tracing import constant_value
 
 __all__ = [
@@ -389,12 +389,11 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
     else:
         return None
     if answer is None:
-        # Raised as JAX raises it, marked: the call's sizes answer it (see compiler.assumptions).
+        # The call's sizes answer it (see compiler.assumptions).
         try:
             return original(tracer)
         except errors.TracerBoolConversionError as err:
-            err._catalyst_lite_size_question = True
-            raise
+            raise NeedsCallSizes.standing_for(err, "a comparison of unrelated sizes") from err
     return answer
 
 
@@ -625,7 +624,7 @@ def _make_index(original):
         except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError) as err:
             scope = current_scope()
             if is_active() and not _called_by_jax() and scope is not None and scope.of_axes_only(self):
-                err._catalyst_lite_size_question = True
+                raise NeedsCallSizes.standing_for(err, "a size used as a Python int") from err
             raise
 
     return to_int

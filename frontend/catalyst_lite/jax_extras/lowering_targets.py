@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 from jax._src import core
 from jax._src.lib.mlir import ir
 
-from ..context import current, scope
+from ..trace_context import current, scope
 
 __all__ = ["UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target", "lowering_for"]
 

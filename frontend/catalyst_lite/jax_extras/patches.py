@@ -30,7 +30,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
 from jax.tree_util import tree_flatten
 
-from ..context import current, scope as context_scope
+from ..trace_context import current, scope as context_scope
 
 __all__ = [
     "Patch",

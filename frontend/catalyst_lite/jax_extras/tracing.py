@@ -23,7 +23,7 @@ import numpy as np
 from jax._src import api_util, config, core, source_info_util
 from jax._src.interpreters import partial_eval as pe
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from .patches import is_active, patched_jax
 
 DBIdx = core.DBIdx

@@ -35,7 +35,7 @@ from typing import Iterator, Sequence
 import jax
 import jax.numpy as jnp
 
-from ..context import current as current_context, scope as context_scope
+from ..trace_context import current as current_context, scope as context_scope
 from ..errors import DifferentiableCompileError
 
 __all__ = ["differentiating", "gradient_method", "with_exact_derivative"]

@@ -48,7 +48,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 
-from ..context import current as current_context, pennylane_capture_enabled, scope as context_scope
+from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, WireError
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation

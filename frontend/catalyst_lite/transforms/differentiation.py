@@ -45,7 +45,7 @@ import numpy as np
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
-from ..context import pennylane_capture_enabled
+from ..trace_context import pennylane_capture_enabled
 from ..quantum.gradients import differentiating
 from ..compiler.executable import compile_function, uncompiled
 from ..compiler.reverse_mode import reverse_mode

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
-from ..context import pennylane_capture_enabled
+from ..trace_context import pennylane_capture_enabled
 from ..compiler.executable import compile_function
 from ..control_flow import for_loop
 from ..errors import ArgumentValueError, function_name

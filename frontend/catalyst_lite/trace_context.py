@@ -18,7 +18,7 @@ catalyst_lite traces, on only while PennyLane captures the user's function).
 
 This module imports only :mod:`catalyst_lite.errors`: every layer reads it.
 
->>> from catalyst_lite.context import current, scope
+>>> from catalyst_lite.trace_context import current, scope
 >>> current().reverse_mode
 False
 >>> with scope(reverse_mode=True):
@@ -119,7 +119,14 @@ class scope:
 def thread_collector(field: str) -> Any:
     """The calling thread's own collector in ``field`` (a list), made on first use: the one write
     that is not a :class:`scope`, because the list must outlive the block that asked for it (a
-    call's callbacks write into it after scopes inside the call have ended). Scopes copy it."""
+    call's callbacks write into it after scopes inside the call have ended). Scopes copy it.
+
+    >>> from catalyst_lite.trace_context import current, scope, thread_collector
+    >>> with scope(reverse_mode=True):
+    ...     slot = thread_collector("callback_errors")
+    ...     slot is thread_collector("callback_errors") is current().callback_errors
+    True
+    """
     ctx = _CONTEXT.get()
     collector = getattr(ctx, field)
     if collector is None:
@@ -156,7 +163,7 @@ def pennylane_capture_enabled() -> bool:
 def uses_capture(option: Any) -> bool:
     """Whether a program compiled with ``capture=option`` is traced through program capture now.
 
-    >>> from catalyst_lite.context import check_capture_option, uses_capture
+    >>> from catalyst_lite.trace_context import check_capture_option, uses_capture
     >>> check_capture_option("global", "f")
     >>> uses_capture(False), uses_capture(True)
     (False, True)
