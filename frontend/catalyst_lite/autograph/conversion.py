@@ -376,7 +376,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
         converted: Any = _converted_qnode(fn, requested=True)
     elif inspect.ismethod(fn):
         converted = functools.partial(_convert(fn.__func__, requested=True), fn.__self__)
-    elif isinstance(fn, types.FunctionType) and not _from_higher_order_package(fn):
+    elif isinstance(fn, types.FunctionType) and not (hasattr(fn, "__wrapped__") and _from_higher_order_package(fn)):
         converted = _convert(fn, requested=True)
     elif callable(fn):
         # A callable object (its __call__ converted), or what vmap/for_loop/while_loop/cond
