@@ -26,6 +26,7 @@ from catalyst_lite import (
     grad,
     qjit,
     run_autograph,
+    vmap,
     while_loop,
 )
 from catalyst_lite.errors import AutoGraphWarning, CatalystLiteError, ControlFlowError
@@ -1049,6 +1050,69 @@ def test_an_array_condition_is_ambiguous():
             return x
 
     check_error(program, AutoGraphError, r"array of shape \(3,\)", "if x > 0")
+
+
+# --- what autograph=True accepts -------------------------------------------------------------------
+
+
+def _sign_flip(x):
+    if x > 0:
+        return x * 2.0
+    return -x
+
+
+def test_callables_and_what_vmap_and_loops_make_compile_with_autograph():
+    class Scaled:
+        def __init__(self, k):
+            self.k = k
+
+        def __call__(self, x):
+            if x > 1.0:
+                return x * self.k
+            return x
+
+    assert float(qjit(Scaled(3.0), autograph=True)(2.0)) == 6.0
+    assert float(qjit(Scaled(3.0), autograph=True)(0.5)) == 0.5
+    x = np.array([1.5, -2.0, 0.0])
+    np.testing.assert_array_equal(qjit(vmap(_sign_flip), autograph=True)(x), np.where(x > 0, 2 * x, -x))
+
+    @while_loop(lambda a, k: k < 4)
+    def doubling(a, k):
+        return a * 2.0, k + 1
+
+    @for_loop(0, 5, 1)
+    def counting(i, a):
+        return a + i
+
+    assert [float(v) for v in qjit(doubling, autograph=True)(1.5, 0)] == [24.0, 4.0]
+    assert float(qjit(counting, autograph=True)(1.0)) == 11.0
+    assert float(qjit(counting)(1.0)) == 11.0  # the loop takes the carried values, not the index
+
+
+def test_and_or_of_arrays_are_elementwise():
+    @qjit(autograph=True)
+    def f(x):
+        return (x > 1) and (x < 3), (x < 0) or (x > 2), (x > 0) and True
+
+    x = np.array([-1.0, 0.5, 2.0, 4.0])
+    for got, expected in zip(f(x), ((x > 1) & (x < 3), (x < 0) | (x > 2), x > 0)):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_a_qjit_function_called_from_converted_code_is_converted():
+    @qjit
+    def inner(x):
+        if x > 0:
+            return x * 2.0
+        return -x
+
+    @qjit(autograph=True)
+    def outer(x):
+        return inner(x)
+
+    assert [float(outer(v)) for v in (3.0, -4.0)] == [6.0, 4.0]
+    assert "ag__.if_stmt" in autograph_source(inner)
+    assert outer.user_function.ag_unconverted is outer.original_function
 
 
 # --- documentation -------------------------------------------------------------------------------

@@ -30,6 +30,22 @@ def test_traced_bounds_negative_steps_zero_trips(lower, upper, step):
     assert int(strided_sum(lower, upper, step)) == sum(range(lower, upper, step))
 
 
+def test_a_loop_with_a_traced_step_indexes_an_empty_array_it_never_runs_over():
+    @qjit(abstracted_axes={0: "n"})
+    def f(x, step):
+        forward = for_loop(0, x.shape[0], step)(lambda i, s: s + x[i] * (i + 1))(0.0)
+        backward = for_loop(x.shape[0] - 1, -1, -step)(lambda i, s: s * 2.0 + x[i])(0.0)
+        return forward, backward
+
+    for n, step in [(0, 1), (0, 3), (5, 2), (1, 1), (0, 2), (6, 4)]:
+        x = np.arange(1.0, n + 1.0)
+        forward = sum(x[i] * (i + 1) for i in range(0, n, step))
+        backward = 0.0
+        for i in range(n - 1, -1, -step):
+            backward = backward * 2.0 + x[i]
+        np.testing.assert_allclose(f(x, step), (forward, backward))
+
+
 def test_single_and_multiple_carries_and_pytrees():
     @qjit
     def f(n: int):

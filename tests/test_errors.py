@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import CatalystLiteError, cond, for_loop, qjit, while_loop
+from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jvp, qjit, vjp, vmap, while_loop
 from catalyst_lite.errors import (
     SymbolicShapeError,
     ArgumentTypeError,
@@ -457,3 +457,53 @@ def test_calls_without_a_symbolic_result_shape_name_the_fix(body, call, fix):
     # Each later call with another size reports it again (the trace failed, nothing is cached).
     with pytest.raises(SymbolicShapeError):
         f(np.ones((4, 1)))
+
+
+# --- Catalyst's words first ------------------------------------------------------------------------
+
+def _double(x):
+    return x * 2.0
+
+
+def _one_or_tuple(x):
+    return cond(x > 0)(lambda: x).otherwise(lambda: (x,))()
+
+
+def _three_or_four(x):
+    return cond(x > 0)(lambda: jnp.ones(3)).otherwise(lambda: jnp.ones(4))()
+
+
+# (program, argument, the built-in class, Catalyst's phrase, a phrase of ours)
+CATALYST_WORDED = {
+    "jvp params": (lambda x: jvp(_double, x, [1.0]), 1.0, ValueError, "'params' argument must be a Sequence", "list or a tuple"),
+    "jvp count": (lambda x: jvp(_double, [x], [1.0, 2.0]), 1.0, TypeError,
+                  "number of tangents and number of differentiable parameters in catalyst.jvp do not match", "2 tangents"),
+    "jvp dtype": (lambda x: jvp(_double, [x], [1]), 1.0, TypeError, "dtypes must be equal", "tangent 0 is int64"),
+    "jvp shape": (lambda x: jvp(_double, [x], [jnp.ones(2)]), 1.0, ValueError,
+                  "catalyst.jvp called with different function params and tangent shapes", "float64\\[2\\]"),
+    "vjp count": (lambda x: vjp(_double, [x], [1.0, 2.0]), 1.0, TypeError,
+                  "number of cotangent and number of function output parameters in catalyst.vjp do not match", "2 cotangents"),
+    "vjp dtype": (lambda x: vjp(_double, [x], [1]), 1.0, TypeError,
+                  "function output params and cotangents arguments to catalyst.vjp do not match; dtypes must be equal", "int64"),
+    "vjp shape": (lambda x: vjp(_double, [x], [jnp.ones(2)]), 1.0, ValueError,
+                  "catalyst.vjp called with different function output params and cotangent shapes", "float64\\[2\\]"),
+    "vmap in_axes": (lambda x: vmap(_double, in_axes=(0, 0))(x), np.ones(3), ValueError, "Invalid 'in_axes'", "in_axes=\\(0, 0\\)"),
+    "vmap batch": (lambda x: vmap(lambda a, b: a + b)(x, x[1:]), np.ones(3), ValueError, "Invalid batch sizes", "\\[3, 2\\]"),
+    "vmap rank": (lambda x: vmap(_double)(x), 1.0, ValueError, "Axis specifier 0 is out of bounds", "rank 0"),
+    "cond structure": (_one_or_tuple, 1.0, TypeError,
+                       "Control flow requires a consistent return structure across all branches!", "branch 1 returns"),
+    "cond shape": (_three_or_four, 1.0, TypeError,
+                   "Control flow requires a consistent array shape per result across all branches!", "f64\\[4\\]"),
+    "shape": (lambda x: jnp.empty([2, 3.0]) + x, 1.0, TypeError, "Shapes must be 1D sequences of integer scalars", "must be an integer"),
+    "grad result": (lambda x: grad(_double)(x), np.ones(2), CatalystLiteError, "only supports scalar-output functions", "float64\\[2\\]"),
+    "grad argument": (lambda x: grad(_double)(x), 1, CatalystLiteError,
+                      "only supports differentiation on floating-point arguments", "int64"),
+}
+
+
+@pytest.mark.parametrize("program,arg,builtin,catalyst_phrase,ours", CATALYST_WORDED.values(), ids=CATALYST_WORDED.keys())
+def test_errors_catalyst_raises_start_with_its_words(program, arg, builtin, catalyst_phrase, ours):
+    with pytest.raises(builtin, match=re.escape(catalyst_phrase)) as raised:
+        qjit(program)(arg)
+    assert isinstance(raised.value, CatalystLiteError)
+    assert re.search(ours, str(raised.value)), str(raised.value)

@@ -376,7 +376,8 @@ def user_facing_trace_errors(
         if (isinstance(err, TypeError) and str(err).startswith("Shapes must be 1D sequences of integer")
                 and "Var(id=" not in str(err)):
             raise ArgumentTypeError(
-                f"{_where(fn_name, err)}: a size must be an integer, but it is computed from a "
+                f"Shapes must be 1D sequences of integer scalars: {_where(fn_name, err)}: a size "
+                "must be an integer, but it is computed from a "
                 f"non-integer value. Scalar arguments that are not integers: "
                 f"{_non_integer_scalars(leaf_names, scalar_dtypes)}. Pass sizes as Python or NumPy "
                 "ints (not floats, bools or NaN), or convert with x.astype(int)."

@@ -389,7 +389,9 @@ def not_(a: Any) -> Any:
 
 
 def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
-    where = innermost_user_line()
     right = traced_value(right)
+    if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
+        return op(left, right)
+    where = innermost_user_line()
     right = predicate(right, construct, where) if isinstance(right, Tracer) else bool(right)
     return op(predicate(left, construct, where), right)

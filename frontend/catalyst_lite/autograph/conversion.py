@@ -45,6 +45,7 @@ from malt.operators.variables import UndefinedReturnValue
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..errors import AutoGraphError, AutoGraphWarning
+from ..jax_extras import is_tracing
 from . import builtins, conditionals, item_assignment, loops
 from .state import Unassigned, load_or_unassigned
 from .transformer import (
@@ -211,6 +212,8 @@ def converted_call(
         return _convert(f.__func__)(f.__self__, *args, **kwargs)
     if _is_qnode(f):
         return _converted_qnode(f)(*args, **kwargs)
+    if _is_qjit(f) and is_tracing():  # inlined into the program being traced: converted too
+        return converted_call(f.user_function, args, kwargs, caller_fn_scope)
     if not isinstance(f, type) and _convertible_function(getattr(type(f), "__call__", None)):
         return _convert(type(f).__call__)(f, *args, **kwargs)
     if _module_of(f).partition(".")[0] in _HIGHER_ORDER_PACKAGES:
@@ -223,6 +226,30 @@ def converted_call(
 _HIGHER_ORDER_PACKAGES = frozenset({"catalyst_lite", "pennylane"})
 """Libraries whose functions, given user functions, run them as part of the program (derivatives,
 adjoints, controlled operations, loop bodies): those are converted."""
+
+
+def _is_qjit(f: Any) -> bool:
+    from ..compiled import QJIT  # (compiled imports this module)
+
+    return isinstance(f, QJIT)
+
+
+def _from_higher_order_package(fn: Any) -> bool:
+    return _module_of(fn).partition(".")[0] in _HIGHER_ORDER_PACKAGES
+
+
+def _with_converted_functions(obj: Any) -> Any:
+    """An object of catalyst_lite or PennyLane (``vmap(f)``) with the user functions it holds as
+    attributes converted (a copy); other objects as they are."""
+    if isinstance(obj, types.FunctionType) or not _from_higher_order_package(type(obj)):
+        return obj
+    held = {k: v for k, v in getattr(obj, "__dict__", {}).items() if _convertible_function(v) or _is_qnode(v)}
+    if not held:
+        return obj
+    clone = copy.copy(obj)
+    for name, value in held.items():
+        setattr(clone, name, _converted_argument(value))
+    return clone
 
 
 def _converted_argument(value: Any) -> Any:
@@ -328,12 +355,17 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
         converted: Any = _converted_qnode(fn, requested=True)
     elif inspect.ismethod(fn):
         converted = functools.partial(_convert(fn.__func__, requested=True), fn.__self__)
-    elif isinstance(fn, types.FunctionType):
+    elif isinstance(fn, types.FunctionType) and not (hasattr(fn, "__wrapped__") and _from_higher_order_package(fn)):
         converted = _convert(fn, requested=True)
+    elif callable(fn):
+        # A callable object (its __call__ converted), or what vmap/for_loop/while_loop/cond
+        # made: run as converted code calls it, the user functions it holds converted.
+        held = _with_converted_functions(fn)
+
+        def converted(*args: Any, **kwargs: Any) -> Any:
+            return converted_call(held, args, kwargs)
     else:
-        raise AutoGraphError(
-            f"autograph converts Python functions and QNodes, not {type(fn).__name__} {fn!r}."
-        )
+        raise AutoGraphError(f"autograph converts Python functions and callables, not {type(fn).__name__} {fn!r}.")
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -345,6 +377,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
             return converted(*args, **kwargs)
 
     setattr(run, _MARK, "converted")
+    run.ag_unconverted = fn  # (Catalyst's name for the function before conversion)
     return run
 
 

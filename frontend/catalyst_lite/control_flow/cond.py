@@ -222,18 +222,21 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
     name = function_name(first)
     if not has_otherwise and trees[0].num_leaves:
         raise ControlFlowError(
+            "Control flow requires a consistent return structure across all branches! "
             f"cond ({name}) returns values but has no `otherwise` branch; add one with "
             "@<cond>.otherwise so that the result is defined when no predicate holds."
         )
     for i, (t, tree) in enumerate(zip(traced[1:], trees[1:]), start=1):
         if tree != trees[0]:
             raise ControlFlowError(
+                "Control flow requires a consistent return structure across all branches! "
                 f"cond ({name}): branch {i} returns {tree} but branch 0 returns "
                 f"{trees[0]}; every branch must return the same structure{_container_hint(tree, trees[0])}."
             )
         for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
             if len(a.shape) != len(b.shape) or not _static_sizes_agree(a.shape, b.shape):
                 raise ControlFlowError(
+                    "Control flow requires a consistent array shape per result across all branches! "
                     f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
                     f"{describe_aval(b)} in branch {i}; branches must return arrays of the same "
                     "rank, and a size that is a number in one branch must be that number in every "

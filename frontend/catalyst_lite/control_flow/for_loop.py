@@ -25,6 +25,7 @@ loop runs forwards).
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -121,6 +122,13 @@ def for_loop(
                 return handler.for_loop(body, (lower, upper, step), init, bind)
             return _bind(body, lower, upper, step, init, strategy)
 
+        # It takes the carried values: the body's signature without the index (which qjit binds).
+        try:
+            parameters = list(inspect.signature(body).parameters.values())
+        except (TypeError, ValueError):
+            return loop
+        if parameters and parameters[0].kind in (parameters[0].POSITIONAL_ONLY, parameters[0].POSITIONAL_OR_KEYWORD):
+            loop.__signature__ = inspect.Signature(parameters[1:])
         return loop
 
     return decorator

@@ -178,9 +178,9 @@ def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[i
             aval = get_aval(flat_args[starts[k] + j])
             if not jnp.issubdtype(aval.dtype, jnp.inexact):
                 raise DifferentiationError(
-                    f"{api}: argument {names[k]} of {function_name(fn)} is {aval.str_short()}; only "
-                    "floating-point and complex arguments can be differentiated. Leave it out of "
-                    "argnums."
+                    f"{api} only supports differentiation on floating-point arguments: argument "
+                    f"{names[k]} of {function_name(fn)} is {aval.str_short()} (complex ones can be "
+                    "differentiated too). Leave it out of argnums."
                 )
             requested.append(starts[k] + j)
         trees.append(tree)
@@ -219,8 +219,9 @@ class TracedFunction:
         if len(avals) != 1 or avals[0].shape != () or not jnp.issubdtype(avals[0].dtype, jnp.floating):
             got = ", ".join(a.str_short() for a in avals) or "nothing"
             raise DifferentiationError(
-                f"{self.api}: the function must return one real scalar, but it returns {got}. "
-                "Use jacobian (or reduce the result, e.g. with jnp.sum) for other results."
+                f"{self.api} only supports scalar-output functions: the function must return one "
+                f"real scalar, but it returns {got}. Use jacobian (or reduce the result, e.g. with "
+                "jnp.sum) for other results."
             )
 
 
@@ -453,7 +454,9 @@ def _pennylane(transform: str) -> Callable:
 
 def _params_tuple(api: str, params: Any, what: str) -> tuple:
     if not isinstance(params, (list, tuple)):
-        raise ArgumentValueError(f"{api}: {what} must be a list or a tuple, got {type(params).__name__}.")
+        raise ArgumentValueError(
+            f"{api} '{what}' argument must be a Sequence, not {type(params)}: pass a list or a tuple."
+        )
     return tuple(params)
 
 
@@ -476,23 +479,39 @@ def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], 
     Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape a ``ValueError``.
     (A symbolic size of a result is the nested function's own variable: only its rank and known
     sizes are compared; the evaluation at concrete sizes checks the rest.)"""
+    count_phrase, dtype_phrase, shape_phrase = _CATALYST_PHRASES[what]
     if len(flat) != len(avals):
         raise ArgumentTypeError(
-            f"{api}: got {len(flat)} {what} for {len(avals)} {of}; give one array per {of[:-1]} "
-            "(in any structure: a list, a tuple, a dict...)."
+            f"{count_phrase}: {api} got {len(flat)} {what} for {len(avals)} {of}; give one array "
+            f"per {of[:-1]} (in any structure: a list, a tuple, a dict...)."
         )
     for k, (value, aval) in enumerate(zip(flat, avals)):
         got = get_aval(value)
         if np.dtype(got.dtype) != np.dtype(aval.dtype):
             raise ArgumentTypeError(
-                f"{api}: {what[:-1]} {k} is {got.str_short()} but {of[:-1]} {k} is "
-                f"{aval.str_short()}; dtypes must be equal."
+                f"{dtype_phrase}: in {api}, {what[:-1]} {k} is {got.str_short()} but {of[:-1]} {k} "
+                f"is {aval.str_short()}."
             )
         if len(got.shape) != len(aval.shape) or not all(map(_same_or_symbolic, got.shape, aval.shape)):
             raise ArgumentValueError(
-                f"{api}: {what[:-1]} {k} has shape {got.str_short()} but {of[:-1]} {k} has "
-                f"shape {aval.str_short()}; shapes must be equal."
+                f"{shape_phrase}: in {api}, {what[:-1]} {k} has shape {got.str_short()} but "
+                f"{of[:-1]} {k} has shape {aval.str_short()}; shapes must be equal."
             )
+
+
+# Catalyst's words for the three checks (count, dtype, shape), which its users' tests match.
+_CATALYST_PHRASES = {
+    "tangents": (
+        "number of tangents and number of differentiable parameters in catalyst.jvp do not match",
+        "function params and tangents arguments to catalyst.jvp do not match; dtypes must be equal",
+        "catalyst.jvp called with different function params and tangent shapes",
+    ),
+    "cotangents": (
+        "number of cotangent and number of function output parameters in catalyst.vjp do not match",
+        "function output params and cotangents arguments to catalyst.vjp do not match; dtypes must be equal",
+        "catalyst.vjp called with different function output params and cotangent shapes",
+    ),
+}
 
 
 def _same_or_symbolic(d1: Any, d2: Any) -> bool:

@@ -54,10 +54,14 @@ def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None
     if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
         return
     raise ArgumentValueError(
-        f"vmap: {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
+        f"Invalid '{name}'; it must be an int or match the {_MATCHED[name]}: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
         f"of ints and None matching the {'positional arguments' if name == 'in_axes' else 'results'}; "
         f"got {spec!r}."
     )
+
+
+# What Catalyst says an axes specification must match (its words, which its users' tests match).
+_MATCHED = {"in_axes": "length of positional arguments", "out_axes": "structure of the results"}
 
 
 def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
@@ -70,7 +74,7 @@ def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
         subtrees = prefix.flatten_up_to(value)
     except (TypeError, ValueError):
         raise ArgumentValueError(
-            f"vmap: {name}={spec!r} does not match the structure of the {what} "
+            f"Invalid '{name}'; it must be an int or match the {_MATCHED[name]}: vmap's {name}={spec!r} does not match the structure of the {what} "
             f"({tree_structure(value)}); give one entry per {what[:-1]}, or one int for all."
         ) from None
     return [axis for axis, sub in zip(_axis_leaves(spec), subtrees) for _ in tree_flatten(sub)[0]]
@@ -78,7 +82,7 @@ def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
 
 def _normalized_axis(axis: int, ndim: int, what: str) -> int:
     if not -ndim <= axis < ndim:
-        raise ArgumentValueError(f"vmap: axis {axis} is out of bounds for {what} of rank {ndim}.")
+        raise ArgumentValueError(f"Axis specifier {axis} is out of bounds for {what} of rank {ndim} (vmap).")
     return axis % ndim
 
 
@@ -177,8 +181,8 @@ class Vmapped:
         if any(not same_dim(sizes[0], s) for s in sizes[1:]):
             shown = [s if isinstance(s, int) else "?" for s in sizes]
             raise ArgumentValueError(
-                f"{self.__name__}: the mapped axes of the arguments have different sizes {shown}; "
-                "every mapped axis must have the batch size."
+                "Invalid batch sizes; expected the batch size to be the same for all arguments: "
+                f"in {self.__name__}, the mapped axes of the arguments have different sizes {shown}."
             )
         if self.axis_size is not None and not same_dim(sizes[0], self.axis_size):
             raise ArgumentValueError(
