@@ -40,6 +40,13 @@ with jax.sharding.set_mesh(mesh):
     out = columns(a)
 np.testing.assert_allclose(out, a @ a.T, rtol=1e-12)
 assert out.sharding.is_fully_replicated
+try:  # without a mesh set, a PartitionSpec means nothing: the error says what to do
+    columns(a)
+except TypeError as error:
+    assert "<lambda>: the sharding PartitionSpec(None, 'b') is a PartitionSpec" in str(error), error
+    assert "jax.sharding.set_mesh" in str(error)
+else:
+    raise AssertionError("a PartitionSpec without a mesh was accepted")
 
 
 # A batch of circuits: the batch sharded over the devices, each row one circuit; the reference is

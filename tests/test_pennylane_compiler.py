@@ -134,7 +134,7 @@ def test_qjit_with_static_argnums():
 
 
 def test_unknown_option_is_a_type_error():
-    with pytest.raises(TypeError, match="unexpected option"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'not_an_option'"):
         qml.qjit(lambda x: x, compiler="catalyst_lite", not_an_option=True)
 
 

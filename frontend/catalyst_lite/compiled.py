@@ -515,20 +515,17 @@ class QJIT:
     def __getattr__(self, name: str) -> Any:
         # Only reached for attributes QJIT does not have: Catalyst's pipeline stages explain why.
         if name in _PIPELINE_STAGES:
-            return self._pipeline_stage(name)
+            def unsupported(*_args: Any, **_kwargs: Any) -> Any:
+                raise UnsupportedOperationError(
+                    f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
+                    "traces on the first call (or from type annotations) and compiles with XLA per "
+                    "size signature. Use jit_compile(args) or lower(*args).compile() to compile "
+                    "ahead of a call, and .jaxpr, .mlir or lower(*args).as_text() to inspect the "
+                    "program."
+                )
+            unsupported.__name__ = name
+            return unsupported
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def _pipeline_stage(self, name: str) -> Callable:
-        def unsupported(*_args: Any, **_kwargs: Any) -> Any:
-            raise UnsupportedOperationError(
-                f"{self.name}.{name}(): in Catalyst it {_PIPELINE_STAGES[name]}; catalyst_lite "
-                "traces on the first call (or from type annotations) and compiles with XLA per "
-                "size signature. Use jit_compile(args) or lower(*args).compile() to compile "
-                "ahead of a call, and .jaxpr, .mlir or lower(*args).as_text() to inspect the "
-                "program."
-            )
-        unsupported.__name__ = name
-        return unsupported
 
     @property
     def jaxpr(self):
@@ -602,7 +599,7 @@ class QJIT:
         """``self.lower(*args, **kwargs).compile()`` (Catalyst's ``compile()`` without arguments
         compiles its MLIR module: no such stage here)."""
         if not args and not kwargs:
-            return self._pipeline_stage("compile")()
+            return self.__getattr__("compile")()
         return self.lower(*args, **kwargs).compile()
 
     def _flat_call(self, args: tuple, kwargs: dict) -> tuple:

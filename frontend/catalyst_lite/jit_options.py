@@ -45,6 +45,7 @@ class JitOptions:
     xla: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     in_shardings: Any = None
     out_shardings: Any = None
+    fn_name: str = ""
 
     @classmethod
     def of(cls, options: Mapping[str, Any], positional: Sequence[str], fn_name: str) -> "JitOptions":
@@ -62,7 +63,7 @@ class JitOptions:
             jit["keep_unused"] = True
         return cls(
             frozenset(names) | {positional[i] for i in nums}, jit, dict(options.get("compiler_options") or {}),
-            options.get("in_shardings"), options.get("out_shardings"),
+            options.get("in_shardings"), options.get("out_shardings"), fn_name,
         )
 
     @property
@@ -88,19 +89,25 @@ class JitOptions:
         shardings = self.in_shardings
         if not isinstance(shardings, (tuple, list)) or isinstance(shardings, jax.sharding.PartitionSpec):
             shardings = (shardings,) * len(args)  # one sharding for every argument, as jax.jit reads it
-        return tuple(_placed(s, a) for s, a in zip(shardings, args)) + args[len(shardings):]
+        return tuple(self._placed(s, a) for s, a in zip(shardings, args)) + args[len(shardings):]
 
     def place_results(self, results: Any) -> Any:
         """``results`` placed with ``out_shardings``."""
-        return results if self.out_shardings is None else _placed(self.out_shardings, results)
+        return results if self.out_shardings is None else self._placed(self.out_shardings, results)
 
+    def _placed(self, shardings: Any, value: Any) -> Any:
+        """``value`` with each leaf under a sharding of the prefix ``shardings`` placed with it."""
 
-def _placed(shardings: Any, value: Any) -> Any:
-    """``value`` with each leaf under a sharding of the prefix ``shardings`` placed with it."""
-    return jax.tree_util.tree_map(
-        lambda s, v: v if s is None else jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, s), v),
-        shardings, value, is_leaf=_is_sharding_leaf,
-    )
+        def place(s: Any, v: Any) -> Any:
+            if isinstance(s, jax.sharding.PartitionSpec) and jax.sharding.get_abstract_mesh().empty:
+                raise ArgumentTypeError(
+                    f"{self.fn_name}: the sharding {s} is a PartitionSpec, which needs a mesh: call "
+                    "it under `with jax.sharding.set_mesh(mesh):`, or pass a "
+                    "jax.sharding.NamedSharding(mesh, spec)."
+                )
+            return v if s is None else jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, s), v)
+
+        return jax.tree_util.tree_map(place, shardings, value, is_leaf=_is_sharding_leaf)
 
 
 def _is_sharding_leaf(s: Any) -> bool:
