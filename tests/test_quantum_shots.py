@@ -191,6 +191,84 @@ def check_shots(result, qfunc, n):
         assert np.asarray(last[1]).sum() == n
 
 
+def arithmetic(x, y):
+    """Statistics of sums, differences, products, comparisons and negations of two outcomes,
+    with a branch taken only when both are 1 (PennyLane's integers: m0 + m1 reaches 2)."""
+    qml.RX(x, 0)
+    qml.RY(y, 1)
+    m0, m1 = qml.measure(0), qml.measure(1)
+    qml.cond(m0 + m1 == 2, qml.RX)(x, wires=2)
+    qml.cond(~m0 & (m1 - m0 == 1), qml.Hadamard)(wires=2)
+    return (qml.expval(m0 + m1), qml.var(m0 - m1), qml.expval(2 * m1 + m0), qml.var(m0 * m1),
+            qml.expval(m0 >= m1), qml.expval(~m1), qml.probs(op=[m0, m1]), qml.probs(wires=[2]))
+
+
+@pytest.mark.parametrize("method", ["deferred", "tree-traversal"])
+def test_statistics_of_measurement_value_expressions_are_exact(method):
+    expected = qml.qnode(REFERENCE, mcm_method="deferred")(arithmetic)(X, Y)
+    # a sum of independent outcomes (not P(m0 or m1))
+    assert float(expected[0]) == pytest.approx(np.sin(X / 2) ** 2 + np.sin(Y / 2) ** 2)
+    assert_all_close(qjit(qml.qnode(DEV, mcm_method=method)(arithmetic))(X, Y), expected)
+
+
+def sampled_arithmetic(x, y):
+    m0, m1 = arithmetic(x, y)[6].mv  # the circuit's two outcomes
+    return (qml.sample(m0 + m1), qml.sample([m0, m1]), qml.counts(m0 - m1), qml.expval(m0 + m1),
+            qml.var(m0 - m1), qml.probs(wires=[2]), qml.sample(wires=[2]))
+
+
+@pytest.mark.parametrize("method", ["one-shot", "deferred", "tree-traversal"])
+def test_statistics_of_measurement_value_expressions_with_shots(method):
+    exact = [np.asarray(e) for e in qml.qnode(REFERENCE, mcm_method="deferred")(arithmetic)(X, Y)]
+    qnode = qml.qnode(DEV, mcm_method=method, shots=SHOTS)(sampled_arithmetic)
+    total, pair, (outcomes, counts), mean, var, probs, wire_2 = qjit(seed=6)(qnode)(X, Y)
+    total, pair = np.asarray(total), np.asarray(pair)
+    # every statistic comes from the same shots: exact identities
+    np.testing.assert_array_equal(total, pair.sum(axis=1))
+    assert set(np.unique(total)) == {0, 1, 2}
+    difference = pair[:, 0] - pair[:, 1]
+    assert np.asarray(outcomes).tolist() == [-1, 0, 1]
+    assert np.asarray(counts).tolist() == [int((difference == d).sum()) for d in (-1, 0, 1)]
+    assert float(mean) == pytest.approx(total.mean(), abs=1e-12)
+    assert float(var) == pytest.approx(difference.var(), abs=1e-12)
+    assert np.asarray(probs)[1] == pytest.approx(np.asarray(wire_2).mean(), abs=1e-12)
+    # and they estimate default.qubit's exact values (five standard errors)
+    assert abs(float(mean) - exact[0]) < 5 * np.sqrt(2.0 / SHOTS)
+    assert abs(float(var) - exact[1]) < 5 * np.sqrt(1.0 / SHOTS)
+    assert abs(np.asarray(probs)[1] - exact[7][1]) < 5 * np.sqrt(0.25 / SHOTS)
+
+
+@pytest.mark.parametrize("shots", [SHOTS, [100, (300, 2)]])
+@pytest.mark.parametrize("with_mcm", [False, True])
+def test_measurements_of_one_group_come_from_the_same_shots(shots, with_mcm):
+    """As on default.qubit: the measurements without observable share one set of samples, and
+    those of Pauli words that agree on their wires another (probs() is the frequency of sample()'s
+    outcomes; expval/var of Z(0) and X(1) are the mean and variance of sample(Z(0)), sample(X(1)))."""
+
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.RY(x / 2, 1)
+        qml.CNOT([0, 2])
+        if with_mcm:
+            qml.cond(qml.measure(2), qml.RZ)(x, wires=1)
+        return (qml.probs(wires=[0, 1]), qml.sample(wires=[1, 0]), qml.counts(wires=[0]),
+                qml.expval(qml.Z(0)), qml.sample(qml.Z(0)), qml.var(qml.X(1)), qml.sample(qml.X(1)),
+                qml.expval(qml.Z(0) @ qml.X(1)))
+
+    results = qjit(seed=8)(qml.qnode(DEV, shots=shots)(circuit))(X)
+    entries = results if isinstance(shots, list) else [results]
+    assert len(entries) == (3 if isinstance(shots, list) else 1)
+    for probs, bits, (_, counts), z0, z0_samples, var_x1, x1_samples, zx in entries:
+        bits, z0_samples, x1_samples = map(np.asarray, (bits, z0_samples, x1_samples))
+        n = len(bits)
+        frequencies = np.bincount(2 * bits[:, 1] + bits[:, 0], minlength=4) / n
+        np.testing.assert_array_equal(np.asarray(probs), frequencies)
+        assert np.asarray(counts).tolist() == [int((bits[:, 1] == b).sum()) for b in (0, 1)]
+        assert float(z0) == pytest.approx(z0_samples.mean(), abs=1e-12)
+        assert float(var_x1) == pytest.approx(x1_samples.var(), abs=1e-12)
+        assert float(zx) == pytest.approx((z0_samples * x1_samples).mean(), abs=1e-12)
+
+
 def test_shot_vectors_give_one_result_per_entry():
     shots = [10, (20, 3)]
     reference = qml.qnode(DEV, shots=shots)(copied_bit_without_measurement)(X)

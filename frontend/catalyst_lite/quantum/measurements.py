@@ -11,8 +11,8 @@ Pauli sentence (a bit flip and a sign per word, no matrix); other observables wi
 
 >>> import pennylane as qml
 >>> from catalyst_lite.quantum.statevector import zero_state
->>> float(measure_terminal(qml.expval(qml.Z(0)), zero_state(1), n_wires=1, wires=WireMap([0])))
-1.0
+>>> [float(x) for x in measure_terminal([qml.expval(qml.Z(0))], zero_state(1), n_wires=1, wires=WireMap([0]))]
+[1.0]
 """
 
 from __future__ import annotations
@@ -160,32 +160,41 @@ def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
     return numbered.process_state(state, qml.wires.Wires(range(len(wires.labels))))
 
 
-def measure_terminal(mp: Any, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), key=None,
-                     simulated: bool = True):
-    """The value of the measurement process ``mp`` on the final ``state``: exact without shots;
-    with finite ``shots``, the statistic of that many shots drawn with ``key`` (one per entry of
-    a shot vector, as a tuple). ``simulated=False``: the device simulates nothing
-    (``null.qubit``): every result has its shape, with expectation values and variances 0 and
-    every shot in the all-zero outcome, as PennyLane's ``null.qubit`` gives them."""
-    kind = measurement_kind(mp)
-    if shots.finite and kind in STATE_MEASUREMENTS:
-        raise QuantumOperationError(
-            f"{type(mp).__name__} is a function of the exact state: it needs shots=None, as on "
-            "default.qubit. Remove the shots (qml.set_shots(..., shots=None)) or measure it in "
-            "another QNode."
-        )
-    if not shots.finite or kind == "state":
-        if not simulated and kind in ("expval", "var"):
-            return jnp.zeros((), jnp.float64)
-        return exact_measurement(mp, state, n_wires, wires)
-    if getattr(mp, "mv", None) is not None:  # one branch (single-branch-statistics): every shot alike
-        record = value_record(mp)
-        records = jnp.broadcast_to(record, (shots.total,) + record.shape)
-    elif not simulated and mp.obs is not None:  # an eigenvalue (the first for counts) or 0
-        first = static_eigvals(mp.obs).min() if kind == "counts" else 0.0
-        records = jnp.full((shots.total,), first, jnp.float64)
-    else:  # drawn from the state (null.qubit's is |0...0>: every shot the all-zero outcome)
-        records = shot_records(mp, state, key, shots.total, n_wires, wires)
-    if not shots.partitioned:
-        return statistic(mp, records, n_wires)
-    return tuple(statistic(mp, records[start:stop], n_wires) for start, stop in shots.slices())
+def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), split=None,
+                     simulated: bool = True) -> list:
+    """The values of the measurement processes ``mps`` on the final ``state``: exact without
+    shots; with finite ``shots``, the statistics of that many shots, drawn with keys from
+    ``split()`` (one per entry of a shot vector, as a tuple), the measurements of one sampling
+    group from the same shots (see :func:`.sampling.shot_records`). ``simulated=False``: the
+    device simulates nothing (``null.qubit``): every result has its shape, with expectation values
+    and variances 0 and every shot in the all-zero outcome, as PennyLane's ``null.qubit`` gives
+    them."""
+    results: list = [None] * len(mps)
+    sampled = []
+    for i, mp in enumerate(mps):
+        kind = measurement_kind(mp)
+        if shots.finite and kind in STATE_MEASUREMENTS:
+            raise QuantumOperationError(
+                f"{type(mp).__name__} is a function of the exact state: it needs shots=None, as on "
+                "default.qubit. Remove the shots (qml.set_shots(..., shots=None)) or measure it in "
+                "another QNode."
+            )
+        if not shots.finite or kind == "state":
+            exact = not simulated and kind in ("expval", "var")
+            results[i] = jnp.zeros((), jnp.float64) if exact else exact_measurement(mp, state, n_wires, wires)
+        elif getattr(mp, "mv", None) is not None:  # one branch (single-branch-statistics): every shot alike
+            record = value_record(mp)
+            results[i] = jnp.broadcast_to(record, (shots.total,) + record.shape)
+        elif not simulated and mp.obs is not None:  # an eigenvalue (the first for counts) or 0
+            first = static_eigvals(mp.obs).min() if kind == "counts" else 0.0
+            results[i] = jnp.full((shots.total,), first, jnp.float64)
+        else:  # drawn from the state (null.qubit's is |0...0>: every shot the all-zero outcome)
+            sampled.append(i)
+    for i, records in zip(sampled, shot_records([mps[i] for i in sampled], state, split, shots.total, n_wires, wires)):
+        results[i] = records
+    for i, mp in enumerate(mps):
+        if shots.finite and measurement_kind(mp) != "state":
+            records = results[i]
+            results[i] = (statistic(mp, records, n_wires) if not shots.partitioned else
+                          tuple(statistic(mp, records[start:stop], n_wires) for start, stop in shots.slices()))
+    return results

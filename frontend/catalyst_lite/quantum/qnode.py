@@ -462,9 +462,12 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, different
     state = run.state
     leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
 
+    measured = [x for x in leaves if _is_mp(x)]
+    results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, key.split,
+                                    state.simulated))
+
     def value(mp: Any) -> Any:
-        result = measure_terminal(mp, state.vector, state.n_wires, state.wires, shots,
-                                  key.split() if shots.finite else None, state.simulated)
+        result = next(results)
         if not (differentiated and shots.finite and mp.mv is None and measurement_kind(mp) in ("expval", "probs", "var")):
             return result
         exact = exact_measurement(mp, state.vector, state.n_wires, state.wires)

@@ -50,21 +50,21 @@ def _flatten(output: Any) -> tuple[list, Any]:
 # --- one execution per shot ----------------------------------------------------------------------
 
 
-def _shot_record(leaf: Any, run: Any, key: Any) -> Any:
-    """What one execution (one shot) records of an output leaf."""
-    if not _is_mp(leaf):
-        return jnp.asarray(leaf)
-    kind = measurement_kind(leaf)
-    if kind == "state":
-        raise QuantumOperationError(
-            "qml.state() is not compatible with the mcm_method 'one-shot' (the default with "
-            "shots): each shot follows its own branch. Use mcm_method='single-branch-statistics' "
-            "or another measurement."
-        )
-    if leaf.mv is not None:
-        return value_record(leaf)
+def _shot_records(leaves: list, run: Any, key: Any) -> list:
+    """What one execution (one shot) records of each output leaf (the measurements of one
+    sampling group from the same draw, see :func:`.sampling.shot_records`)."""
+    drawn = [leaf for leaf in leaves if _is_mp(leaf) and leaf.mv is None]
+    for leaf in drawn:
+        if measurement_kind(leaf) == "state":
+            raise QuantumOperationError(
+                "qml.state() is not compatible with the mcm_method 'one-shot' (the default with "
+                "shots): each shot follows its own branch. Use mcm_method='single-branch-statistics' "
+                "or another measurement."
+            )
     state = run.state
-    return shot_records(leaf, state.vector, key.split(), 1, state.n_wires, state.wires)[0]
+    records = iter(shot_records(drawn, state.vector, key.split, 1, state.n_wires, state.wires))
+    return [jnp.asarray(leaf) if not _is_mp(leaf) else value_record(leaf) if leaf.mv is not None else next(records)[0]
+            for leaf in leaves]
 
 
 def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, config: McmConfig) -> Any:
@@ -74,7 +74,7 @@ def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, confi
     # Each record's type, from the probe's final state (with a key of its own: nothing the probe
     # computed is used, and its equations are dropped).
     scratch = type(key)(key.get())
-    shapes = [jnp.asarray(_shot_record(leaf, probe, scratch)) for leaf in leaves]
+    shapes = [jnp.asarray(r) for r in _shot_records(leaves, probe, scratch)]
     base = key.split()
     count = shots.total
 
@@ -83,7 +83,7 @@ def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, confi
         policy = OneShot(config.fill_shots)
         shot_key = type(key)(prng.fold_in(base, i), key.on_draw)
         current = run(policy, shot_key)
-        now = [_shot_record(leaf, current, shot_key) for leaf in _flatten(current.output)[0]]
+        now = _shot_records(_flatten(current.output)[0], current, shot_key)
         records = [lax.dynamic_update_index_in_dim(r, jnp.asarray(x, r.dtype), i, 0) for r, x in zip(records, now)]
         return records, lax.dynamic_update_index_in_dim(valid, policy.valid.get(), i, 0)
 

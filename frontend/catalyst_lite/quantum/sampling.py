@@ -32,7 +32,7 @@ PennyLane pads them under ``jax.jit``.
 >>> from catalyst_lite.quantum.prng import key_from_seed
 >>> from catalyst_lite.quantum.statevector import zero_state
 >>> mp = qml.counts(wires=[0])
->>> records = shot_records(mp, zero_state(1), key_from_seed(0), 5, 1, WireMap([0]))
+>>> (records,) = shot_records([mp], zero_state(1), lambda: key_from_seed(0), 5, 1, WireMap([0]))
 >>> [x.tolist() for x in statistic(mp, records, 1)]
 [[0, 1], [5, 0]]
 """
@@ -124,19 +124,28 @@ def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMa
     return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
 
 
-def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` outcomes ``±1`` of the Pauli word ``{wire: "X"|"Y"|"Z"}``: in its eigenbasis
-    the eigenvalue of a basis state is the parity of the word's bits (``+1`` when even)."""
+def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
+    """``state`` rotated into the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
     import pennylane as qml
 
-    if not word:  # the identity: no draw needed
-        return jnp.ones((shots,), jnp.float64)
     with qml.QueuingManager.stop_recording():
         operation = qml.pauli.PauliWord(word).operation()
-    rotated = rotate_to_eigenbasis(state, operation, n_wires, wires)
-    samples = _basis_samples(rotated, key, shots)
-    parity = sum(wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word) & 1
-    return 1.0 - 2.0 * parity.astype(jnp.float64)
+    return rotate_to_eigenbasis(state, operation, n_wires, wires)
+
+
+def _word_eigenvalues(samples, word: dict, n_wires: Any, wires: WireMap):
+    """The eigenvalue ``±1`` of the Pauli word in each of its basis' ``samples``: ``+1`` when
+    the word's bits have even parity."""
+    bits = (wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word)
+    return 1.0 - 2.0 * (sum(bits, jnp.zeros_like(samples)) & 1).astype(jnp.float64)
+
+
+def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires: WireMap):
+    """``(shots,)`` outcomes ``±1`` of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
+    if not word:  # the identity: no draw needed
+        return jnp.ones((shots,), jnp.float64)
+    samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), key, shots)
+    return _word_eigenvalues(samples, word, n_wires, wires)
 
 
 def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: WireMap):
@@ -150,9 +159,8 @@ def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: Wir
     return total
 
 
-def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
-    """What each of ``shots`` shots records of the measurement ``mp`` on ``state``
-    (``(shots, ...)``; see the module's table)."""
+def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
+    """What each of ``shots`` shots records of the measurement ``mp`` alone, drawn with ``key``."""
     kind = measurement_kind(mp)
     obs = mp.obs
     if kind in ("expval", "var"):
@@ -164,11 +172,16 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
         return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
     if kind in ("sample", "counts") and obs is not None:
         return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
-    targets = measured_wires(mp, n_wires, wires)
     if obs is not None:  # probs(op=...): outcomes in the observable's eigenbasis, on its wires
         state = rotate_to_eigenbasis(state, obs, n_wires, wires)
-        targets = wires.indices(obs.wires, kind)
-    samples = _basis_samples(state, key, shots)
+    return _basis_records(mp, _basis_samples(state, key, shots), n_wires, wires)
+
+
+def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
+    """What ``sample``/``probs``/``counts`` (of wires, or of an observable's wires in its
+    eigenbasis) record of computational-basis ``samples``."""
+    kind = measurement_kind(mp)
+    targets = measured_wires(mp, n_wires, wires) if mp.obs is None else wires.indices(mp.obs.wires, kind)
     if kind == "sample":
         if targets is None:  # every wire (none on a device without wires; a symbolic number)
             positions = (n_wires - 1 - lax.iota(jnp.int64, n_wires)).astype(samples.dtype)
@@ -180,6 +193,66 @@ def shot_records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
         f"catalyst_lite cannot compile {kind} with finite shots; supported: expval, var, probs, "
         "sample, counts. Call this QNode outside qjit (Catalyst 0.15 does not compile it either)."
     )
+
+
+def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
+    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``expval(2 * X(0) @ Z(1))``,
+    ``sample(Z(0))``, ``probs(op=X(0))``), else ``None``."""
+    sentence = None if mp.obs is None else mp.obs.pauli_rep
+    if sentence is None or len(sentence) != 1:
+        return None
+    ((word, coeff),) = sentence.items()
+    try:
+        hash(tuple(word))
+    except TypeError:  # a traced wire: measured on its own
+        return None
+    return dict(word), coeff
+
+
+def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
+    """The measurements that share one set of samples, as ``default.qubit`` groups them:
+    ``(None, members)`` those without an observable, all together; ``(basis, members)`` those of
+    Pauli words that agree on their common wires, sampled in that basis (a ``{wire: "X"|"Y"|"Z"}``);
+    ``(None, [i])`` any other observable, alone."""
+    plain = [i for i, mp in enumerate(mps) if mp.obs is None]
+    groups: list[tuple[dict | None, list[int]]] = [(None, plain)] if plain else []
+    for i, mp in enumerate(mps):
+        found = None if mp.obs is None else _one_pauli_word(mp)
+        if mp.obs is not None and found is None:
+            groups.append((None, [i]))
+        elif found is not None:
+            word = found[0]
+            for basis, members in groups:
+                if basis is not None and all(basis.get(w, p) == p for w, p in word.items()):
+                    basis.update(word)
+                    members.append(i)
+                    break
+            else:
+                groups.append((dict(word), [i]))
+    return groups
+
+
+def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireMap) -> list:
+    """What each of ``shots`` shots records of each measurement of ``mps`` on ``state``
+    (``(shots, ...)`` each; see the module's table). As on ``default.qubit``, the measurements of
+    one sampling group (see :func:`_sampling_groups`) are records of the same shots: ``probs()``
+    is the frequency of ``sample()``'s outcomes, ``expval(Z(0))`` the mean of ``sample(Z(0))``.
+    ``split()`` gives a fresh key for each group."""
+    records: list = [None] * len(mps)
+    for basis, members in _sampling_groups(mps):
+        key = split()
+        if basis is None and mps[members[0]].obs is not None:  # an observable of its own
+            records[members[0]] = _records(mps[members[0]], state, key, shots, n_wires, wires)
+            continue
+        samples = _basis_samples(state if basis is None else _in_word_basis(state, basis, n_wires, wires), key, shots)
+        for i in members:
+            mp = mps[i]
+            if basis is None or measurement_kind(mp) == "probs":
+                records[i] = _basis_records(mp, samples, n_wires, wires)
+            else:
+                word, coeff = _one_pauli_word(mp)
+                records[i] = jnp.real(jnp.asarray(coeff)) * _word_eigenvalues(samples, word, n_wires, wires)
+    return records
 
 
 # --- mid-circuit measurement values --------------------------------------------------------------
