@@ -40,9 +40,9 @@ from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
-from .callbacks import CallbackExceptions
+from .callbacks import raise_from_callback
 from .compiler.tiers import wait_for_compilations
-from .trace_context import capture_switched, check_capture_option, uses_capture
+from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation
@@ -307,10 +307,11 @@ class QJIT:
         if validated is not None and (validated.facts is None or validated.facts.hold(args)):
             self._last = validated.fast.executable
             try:
-                with CallbackExceptions():  # a callback failed: its own exception
-                    return validated.fast(args)
+                return validated.fast(args)
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
+            except jax.errors.JaxRuntimeError as err:
+                raise_from_callback(err)  # a callback failed: its own exception
         return self._call_checked(key, args, kwargs)
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> Any:
@@ -342,9 +343,11 @@ class QJIT:
     def _naming_size_arguments(self, executable, implicit, leaves, names):
         """Re-raise a specialization error (a negative size) naming the arguments sizes come from,
         and an unsupported operation naming this function; a callback's exception as itself."""
+        # This thread's slot for callback exceptions, made now (outside the scopes the run enters)
+        # so that a callback finds it wherever it runs.
+        thread_collector("callback_errors")
         try:
-            with CallbackExceptions():
-                yield
+            yield
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
@@ -365,6 +368,8 @@ class QJIT:
         except UnsupportedOperationError as e:
             e.args = (f"{self.name}: {e.args[0]}", *e.args[1:])
             raise
+        except jax.errors.JaxRuntimeError as err:
+            raise_from_callback(err)  # a callback failed: its own exception
 
     # --- inspection --------------------------------------------------------------------------
 
