@@ -14,7 +14,7 @@
   ``stablehlo.custom_call @catalyst_lite.pure_callback``.
 
 Outside any trace a callback is simply called, as in Catalyst. An exception raised by a callback
-while the program runs reaches the caller as itself (:class:`CallbackExceptions`), not as XLA's
+while the program runs reaches the caller as itself (:func:`raise_from_callback`), not as XLA's
 ``XlaRuntimeError`` wrapping its traceback.
 
 >>> import numpy as np
@@ -49,7 +49,7 @@ from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
 from .jax_extras.lowering import ir_types, register_lowering
 
-__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "CallbackExceptions", "run_eagerly"]
+__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "raise_from_callback", "run_eagerly"]
 
 
 def run_eagerly() -> bool:
@@ -60,9 +60,10 @@ def run_eagerly() -> bool:
 # --- exceptions raised by callbacks --------------------------------------------------------------
 
 def _remembering_exceptions(fn: Callable) -> Callable:
-    """``fn``, recording what it raises in the slot of the call running it (the trace context's
-    ``callback_errors``): XLA reports a failed callback as an ``XlaRuntimeError`` that only quotes
-    the traceback, and :class:`CallbackExceptions` raises the original."""
+    """``fn``, recording what it raises in the calling thread's slot (the trace context's
+    ``callback_errors``; XLA runs callbacks on the thread that calls the program): XLA reports a
+    failed callback as an ``XlaRuntimeError`` that only quotes the traceback, and
+    :func:`raise_from_callback` raises the original."""
 
     @functools.wraps(fn)
     def host(*args: Any) -> Any:
@@ -71,21 +72,17 @@ def _remembering_exceptions(fn: Callable) -> Callable:
         except BaseException as err:
             err._catalyst_lite_callback = True
             slot = current_context().callback_errors
-            if slot is not None:
-                slot.append(err)
+            (thread_collector("callback_errors") if slot is None else slot).append(err)
             raise
 
     return host
 
 
-class CallbackExceptions:
-    """Run a compiled program in the block: if it fails (``JaxRuntimeError``) because a host
-    callback raised, the callback's exception is raised instead. The slot is the calling thread's
-    (XLA runs callbacks on the thread that calls the program), emptied for each call, so a call
-    only ever re-raises what its own callbacks raised; one run elsewhere leaves XLA's error as it
-    is.
+def raise_from_callback(err: BaseException) -> NoReturn:
+    """Re-raise ``err`` (a ``JaxRuntimeError`` of a program this thread ran) as the exception a
+    callback of that run raised, if one did (taken from this thread's slot: never another
+    thread's); otherwise ``err`` itself.
 
-    >>> import jax.numpy as jnp
     >>> from catalyst_lite import qjit, pure_callback
     >>> @pure_callback
     ... def fails(x) -> float:
@@ -97,22 +94,12 @@ class CallbackExceptions:
     ...     print(repr(err))
     KeyError('from the host')
     """
-
-    __slots__ = ("_slot",)
-
-    def __enter__(self) -> None:
-        slot = current_context().callback_errors
-        if slot is None:
-            slot = thread_collector("callback_errors")
-        elif slot:
-            slot.clear()  # what a run outside this path left (JAX's interpreter on a jaxpr)
-        self._slot = slot
-
-    def __exit__(self, kind: Any, err: BaseException | None, tb: Any) -> None:
-        if isinstance(err, jax.errors.JaxRuntimeError) and self._slot:
-            original = self._slot[0]  # the first to fail: XLA stops the program there
-            self._slot.clear()
-            raise original.with_traceback(original.__traceback__) from None
+    slot = current_context().callback_errors
+    if not slot:
+        raise err
+    original = slot[0]  # the first to fail: XLA stops the program there
+    slot.clear()
+    raise original.with_traceback(original.__traceback__) from None
 
 
 class _RaisedByCallbacks(logging.Filter):

@@ -42,9 +42,9 @@ from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
-from .callbacks import CallbackExceptions
+from .callbacks import raise_from_callback
 from .compiler.tiers import wait_for_compilations
-from .trace_context import capture_switched, check_capture_option, uses_capture
+from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation
@@ -354,8 +354,10 @@ class QJIT:
             # jax.jit's C++ dispatcher: a call of argument types it has dispatch data for runs
             # the executable without Python, as a repeated jax.jit call does (never while
             # anything is traced: the trace is part of its key); the others take _python_call.
-            with CallbackExceptions():  # a callback failed: its own exception
+            try:
                 return self._dispatch(*args, **kwargs)
+            except jax.errors.JaxRuntimeError as err:
+                raise_from_callback(err)  # a callback failed: its own exception
         except Exception as error:
             raise filtered(error)  # noqa: B904
 
@@ -426,9 +428,11 @@ class QJIT:
     def _naming_size_arguments(self, executable, implicit, leaves, names):
         """Re-raise a specialization error (a negative size) naming the arguments sizes come from,
         and an unsupported operation naming this function; a callback's exception as itself."""
+        # This thread's slot for callback exceptions, made now (outside the scopes the run enters)
+        # so that a callback finds it wherever it runs.
+        thread_collector("callback_errors")
         try:
-            with CallbackExceptions():
-                yield
+            yield
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
@@ -449,6 +453,8 @@ class QJIT:
         except UnsupportedOperationError as e:
             e.args = (f"{self.name}: {e.args[0]}", *e.args[1:])
             raise
+        except jax.errors.JaxRuntimeError as err:
+            raise_from_callback(err)  # a callback failed: its own exception
 
     # --- inspection --------------------------------------------------------------------------
 
