@@ -397,3 +397,27 @@ def test_deferred_without_shots_refuses_measurements_inside_loops():
 
     with pytest.raises(QuantumOperationError, match="inside a for_loop/while_loop"):
         qjit(qml.qnode(DEV, mcm_method="deferred")(circuit))()
+
+
+def test_measurement_values_as_gate_parameters_loop_values_and_predicates():
+    """An outcome (1 here) in a gate parameter, jnp.where, a loop's carried value, `if` under
+    autograph and as a returned value (Catalyst's bool), next to PennyLane's arithmetic."""
+    import jax.numpy as jnp
+
+    def circuit():
+        qml.X(0)
+        m = qml.measure(0)
+        qml.RX(np.pi * m, wires=1)  # X on wire 1
+        if m + m == 2:  # autograph: PennyLane's integers, 2 (an "or" would be 1)
+            qml.X(2)
+
+        @for_loop(0, 3, 1)
+        def total(i, acc):
+            return acc + m
+
+        return m, jnp.where(m, 5.0, -5.0), total(0), ~m, qml.probs(wires=[1, 2])
+
+    m, chosen, total, negated, probs = qjit(autograph=True)(qml.qnode(DEV)(circuit))()
+    assert np.asarray(m).dtype == np.bool_ and bool(m) and not bool(negated)
+    assert float(chosen) == 5.0 and int(total) == 3
+    np.testing.assert_allclose(probs, [0, 0, 0, 1], atol=1e-12)
