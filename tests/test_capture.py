@@ -398,6 +398,29 @@ def test_mid_circuit_measurements_shots_and_counts():
 
 
 @needs_capture
+def test_statistics_of_mid_circuit_measurement_values_one_shot():
+    """expval/var/sample of outcomes and of their sums and differences, one execution per shot, as
+    without capture (the same seeded shots) and within statistical bounds of default.qubit."""
+
+    @qml.qnode(DEV, shots=2000, mcm_method="one-shot")
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.RY(x, 1)
+        m0, m1 = qml.measure(0), qml.measure(1)
+        return qml.expval(m0 + m1), qml.var(m0), qml.sample(m0 - m1), qml.sample([m0, m1])
+
+    on, off, _ = both(circuit, 0.9, seed=3)
+    assert_same(on, off)
+    mean, var, difference, pair = map(np.asarray, on)
+    np.testing.assert_array_equal(difference, pair[:, 0] - pair[:, 1])
+    assert set(np.unique(difference)) == {-1, 0, 1}
+    assert mean == pytest.approx(pair.sum(axis=1).mean(), abs=1e-12)
+    exact = qml.qnode(qml.device("default.qubit"), mcm_method="deferred")(
+        lambda x: (qml.RX(x, 0), qml.RY(x, 1), qml.expval(qml.measure(0) + qml.measure(1)))[-1])(0.9)
+    assert abs(mean - exact) < 5 * np.sqrt(2 / 2000)
+
+
+@needs_capture
 def test_statistics_of_mid_circuit_measurements_are_a_clear_error():
     @qml.qnode(DEV)
     def circuit(x):
@@ -406,6 +429,14 @@ def test_statistics_of_mid_circuit_measurements_are_a_clear_error():
 
     with pytest.raises(QuantumOperationError, match="mid-circuit measurement"):
         qjit(circuit, capture=True)(0.3)
+
+    @qml.qnode(DEV, shots=10)
+    def counted(x):
+        qml.RX(x, 0)
+        return qml.counts(qml.measure(0))
+
+    with pytest.raises(QuantumOperationError, match="capture=True"):
+        qjit(counted, capture=True)(0.3)
 
 
 @needs_capture

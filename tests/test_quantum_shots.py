@@ -8,6 +8,8 @@
   ``int64`` samples, devices without wires, and Catalyst's errors.
 """
 
+import re
+
 import numpy as np
 import pennylane as qml
 import pytest
@@ -325,13 +327,62 @@ def test_without_shots_one_branch_is_followed_by_default():
      "mcm_method='one-shot' is not supported in analytic shot mode"),
     ({"shots": 10, "mcm_method": "single-branch-statistics", "postselect_mode": "hw-like"},
      lambda: qml.probs(), ShotsError, "'hw-like' post-selection requires mcm_method='one-shot'"),
-    ({"shots": 10}, lambda: (qml.measure(0), qml.state())[1], QuantumOperationError, "one-shot"),
+    ({"shots": 10}, lambda: (qml.measure(0), qml.state())[1], qml.exceptions.DeviceError,
+     "not accepted with finite shots"),
+    ({"shots": 10}, lambda: qml.state(), qml.exceptions.DeviceError, "not accepted with finite shots"),
+    ({}, lambda: [qml.expval(qml.Z(0)), 3.0], qml.exceptions.QuantumFunctionError,
+     "must return either a single measurement"),
+    ({}, lambda: qml.X(0), qml.exceptions.QuantumFunctionError, "must return either a single measurement"),
+    ({}, lambda: None, qml.exceptions.QuantumFunctionError, "must return either a single measurement"),
     ({"mcm_method": "deferred"}, lambda: qml.sample(qml.measure(0)), QuantumOperationError, "finite shots"),
     ({}, lambda: qml.expval(qml.measure(0)), QuantumOperationError, "deferred"),
 ])
 def test_catalysts_and_pennylanes_errors(options, qfunc, error, message):
     with pytest.raises(error, match=message):
         qjit(qml.qnode(DEV, **options)(qfunc))()
+
+
+def test_pennylanes_rejections_are_raised_with_its_classes_as_ours_too():
+    """The same programs that default.qubit rejects (checked here) fail compiled too."""
+    for qfunc in (lambda: [qml.expval(qml.Z(0)), 3.0], lambda: None):
+        with pytest.raises(qml.exceptions.QuantumFunctionError, match="must return either"):
+            qml.qnode(DEV)(qfunc)()
+        with pytest.raises(QuantumOperationError, match="must return either"):
+            qjit(qml.qnode(DEV)(qfunc))()
+    with pytest.raises(qml.exceptions.DeviceError, match="not accepted with finite shots"):
+        qml.qnode(DEV, shots=10)(qml.state)()
+
+
+@pytest.mark.parametrize("shots", [0, -3])
+def test_a_traced_number_of_shots_must_be_positive(shots):
+    compiled = qjit(lambda n: qml.set_shots(qml.qnode(DEV)(lambda: qml.sample()), shots=n)())
+    assert compiled(2).shape == (2, 3)
+    with pytest.raises(ValueError, match="Shots must be a single positive integer"):
+        compiled(shots)
+    with pytest.raises(ValueError, match="Shots must be a single positive integer"):
+        qml.set_shots(qml.qnode(DEV)(lambda: qml.sample()), shots=shots)()
+
+
+@pytest.mark.parametrize("wire", [3, 7, -1])
+def test_a_traced_wire_outside_the_device_raises_wire_error_when_the_program_runs(wire):
+    def circuit(w):
+        qml.Hadamard(0)
+
+        @for_loop(0, w, 1)
+        def chain(i):
+            qml.CNOT([i, i + 1])
+
+        chain()
+        qml.RX(0.5, wires=w)
+        return qml.probs(wires=[w])
+
+    compiled = qjit(qml.qnode(DEV)(circuit))
+    expected = qml.qnode(DEV)(circuit)(2)
+    np.testing.assert_allclose(compiled(2), expected, atol=1e-12)
+    with pytest.raises(qml.exceptions.WireError, match="wires not found on the device"):
+        qml.qnode(DEV)(circuit)(wire)
+    with pytest.raises(qml.exceptions.WireError, match=re.escape(f"device: {{{3 if wire > 0 else wire}}}")):
+        compiled(wire)
 
 
 def test_deferred_without_shots_refuses_measurements_inside_loops():
@@ -346,3 +397,27 @@ def test_deferred_without_shots_refuses_measurements_inside_loops():
 
     with pytest.raises(QuantumOperationError, match="inside a for_loop/while_loop"):
         qjit(qml.qnode(DEV, mcm_method="deferred")(circuit))()
+
+
+def test_measurement_values_as_gate_parameters_loop_values_and_predicates():
+    """An outcome (1 here) in a gate parameter, jnp.where, a loop's carried value, `if` under
+    autograph and as a returned value (Catalyst's bool), next to PennyLane's arithmetic."""
+    import jax.numpy as jnp
+
+    def circuit():
+        qml.X(0)
+        m = qml.measure(0)
+        qml.RX(np.pi * m, wires=1)  # X on wire 1
+        if m + m == 2:  # autograph: PennyLane's integers, 2 (an "or" would be 1)
+            qml.X(2)
+
+        @for_loop(0, 3, 1)
+        def total(i, acc):
+            return acc + m
+
+        return m, jnp.where(m, 5.0, -5.0), total(0), ~m, qml.probs(wires=[1, 2])
+
+    m, chosen, total, negated, probs = qjit(autograph=True)(qml.qnode(DEV)(circuit))()
+    assert np.asarray(m).dtype == np.bool_ and bool(m) and not bool(negated)
+    assert float(chosen) == 5.0 and int(total) == 3
+    np.testing.assert_allclose(probs, [0, 0, 0, 1], atol=1e-12)

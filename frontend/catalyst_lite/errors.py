@@ -179,3 +179,18 @@ class QuantumRegionError(CatalystLiteError, ValueError):
 class ShotsError(CatalystLiteError, ValueError):
     """A QNode's shots, ``mcm_method`` or ``postselect_mode`` cannot be used together (Catalyst's
     and PennyLane's ``ValueError``)."""
+
+
+def pennylane_error(ours: type, name: str) -> type:
+    """``ours`` that is also PennyLane's exception ``qml.exceptions.<name>``, for a program that
+    PennyLane rejects too (``except qml.wires.WireError`` works as on ``default.qubit``). Call it
+    only where PennyLane is imported.
+
+    >>> import pennylane as qml
+    >>> error = pennylane_error(WireError, "WireError")
+    >>> issubclass(error, qml.exceptions.WireError) and issubclass(error, WireError)
+    True
+    """
+    import pennylane as qml
+
+    return type(name, (ours, getattr(qml.exceptions, name)), {"__module__": __name__})

@@ -63,12 +63,13 @@ class PlxprCompiler(PlxprInterpreter):
         return qml.apply(op)
 
     def interpret_measurement_eqn(self, eqn: Any) -> Any:
-        if eqn.primitive.name.endswith("_mcm"):
+        if eqn.primitive.name in ("probs_mcm", "counts_mcm"):
+            # The captured program holds outcomes as integers, whose possible values (m0 + m1
+            # reaches 2) are unknown here: probs and counts would not know their outcomes.
             raise QuantumOperationError(
-                f"{eqn.primitive.name}: statistics of mid-circuit measurement results "
-                "(qml.expval(m), qml.probs(op=m), qml.sample(m), ...) are not supported by "
-                "catalyst_lite; use the outcome in qml.cond, or measure the wire at the end of "
-                "the circuit (qml.probs(wires=...), qml.sample(wires=...))."
+                f"{eqn.primitive.name}: qml.probs and qml.counts of mid-circuit measurement results "
+                "are not supported with qjit(capture=True) by catalyst_lite; use qml.sample(m) or "
+                "qml.expval(m), or compile without capture=True."
             )
         if not eqn.invars:
             # A measurement of every wire (qml.probs(), qml.state()): PennyLane builds it with no

@@ -14,8 +14,7 @@ outcome is the traced ``0``/``1`` of this execution, so that arithmetic and comp
 are PennyLane's (integers: ``m0 + m1`` is 2 when both are 1, ``~m`` is logical) and every
 statistic of them (``qml.expval(m0 + m1)``) is taken by PennyLane's measurement classes.
 Converted to a JAX value (``jnp.asarray(m)``, a ``cond`` predicate, a result, a loop's carried
-value) an outcome is the traced ``bool`` Catalyst returns, and an
-expression its value.
+value) an outcome is the traced ``bool`` Catalyst returns, and an expression its value.
 
 A policy also counts the measurements traced (``sites``, ``sites_in_loops``): whether a circuit has
 any decides how it runs. Values a policy updates (validity, weight) are ambient carries, so that
@@ -34,6 +33,7 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 
+from ..control_flow.common import traced_value
 from . import prng
 
 __all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches", "measured_value", "with_values"]
@@ -68,17 +68,19 @@ def _measured_value_class() -> type:
             return jnp.asarray(self.processing_fn(*(self.outcomes[m.meas_uid] for m in self.measurements)))
 
         __jax_array__ = value
+
     return MeasuredValue
 
 
 def with_values(op: Any) -> Any:
     """``op``, with the traced values of the measurement values among its parameters
     (``qml.RX(jnp.pi * m, 0)``), so that its matrix can be computed."""
-    if not any(isinstance(p, _measured_value_class()) for p in op.data):
+    data = [traced_value(p) for p in op.data]
+    if all(d is p for d, p in zip(data, op.data)):
         return op
     import pennylane as qml
 
-    return qml.ops.functions.bind_new_parameters(op, [p.value() if isinstance(p, _measured_value_class()) else p for p in op.data])
+    return qml.ops.functions.bind_new_parameters(op, data)
 
 
 def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any) -> Any:

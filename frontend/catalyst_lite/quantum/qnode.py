@@ -50,7 +50,7 @@ import jax.numpy as jnp
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
-from ..errors import CompileError, QuantumOperationError, QuantumRegionError, WireError
+from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -67,7 +67,7 @@ from .repeated import all_branches_results, one_shot_results
 from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
-from .wires import WireMap
+from .wires import OutsideWires, WireMap
 
 __all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "intercept_qnode_calls", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
 
@@ -352,8 +352,9 @@ class CircuitRun:
 
 
 class WiresAllocated(Exception):
-    """A device with ``wires=None`` met a new wire inside a loop or branch: run the circuit again
-    (its wire map now holds the wire)."""
+    """A device with ``wires=None`` met a new wire inside a loop or branch, or a circuit met its
+    first traced wire: run the circuit again (its wire map now holds the wire, or checks traced
+    wires)."""
 
 
 def _device_name(qnode) -> str:
@@ -393,20 +394,60 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
     regions = RegionControlFlow(state)
     state.control_flow = regions
+    outside = OutsideWires(wires, WiresAllocated)
     with context_scope(circuits=(*_circuits(), _Circuit(state, key, policy, regions))), \
             contextlib.ExitStack() as scope:
-        for carry in (state, key, *policy.carries):
+        for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
         scope.enter_context(recorder)
         scope.enter_context(control_flow_handler(regions))
         output = qfunc(*args, **kwargs)
+        _check_returned(qnode, output)
         measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
         for m in measurements:
             recorder.check_not_applied(m)
             if m.mv is None:  # wires allocated on use: all of them before any result
                 wires.indices(m.wires, measurement_kind(m))
         state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
+    outside.check(_device_name(qnode))
     return CircuitRun(output, measurements, state, policy)
+
+
+def _check_returned(qnode, output: Any) -> None:
+    """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
+    in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
+    leaves = jax.tree_util.tree_leaves(output, is_leaf=_is_mp)
+    odd = [x for x in leaves if not (_is_mp(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
+    if not leaves or odd:
+        what = f"returned {odd[0]!r}" if odd else "returned no measurement"
+        raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
+            "A quantum function must return either a single measurement, or a nonempty sequence of "
+            f"measurements. The QNode {getattr(qnode, '__name__', qnode)} {what}: return "
+            "qml.expval, qml.probs, qml.sample... (or a value computed in the circuit, as Catalyst "
+            "allows), and add constants to its results outside the QNode."
+        )
+
+
+def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
+    """Shots PennyLane refuses: ``qml.state()`` with finite shots; a traced number of shots that
+    is not positive (raised when the program runs)."""
+    if shots.finite and any(measurement_kind(m) == "state" for m in measurements):
+        raise pennylane_error(QuantumOperationError, "DeviceError")(
+            f"Measurement state() not accepted with finite shots on {_device_name(qnode)}: remove the "
+            "shots (qml.set_shots(..., shots=None)) to return the state."
+        )
+    if shots.traced:
+        from ..debug import callback
+
+        callback(_raise_if_not_positive)(shots.total)
+
+
+def _raise_if_not_positive(total: Any) -> None:
+    if int(total) <= 0:
+        raise ShotsError(
+            "Shots must be a single positive integer, a tuple pair of the form (shots, copies), or a "
+            f"sequence of these types; got shots={int(total)} (the traced number of shots)."
+        )
 
 
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
@@ -433,6 +474,7 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
+    _check_shots(qnode, shots, first.measurements)
     method = gradient_method(qnode, [measurement_kind(m) for m in first.measurements], shots.finite)
     if first.policy.sites and config.method != "single-branch-statistics" and first.state.simulated:
 

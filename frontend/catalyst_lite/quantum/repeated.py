@@ -53,14 +53,7 @@ def _flatten(output: Any) -> tuple[list, Any]:
 def _shot_records(leaves: list, run: Any, key: Any) -> list:
     """What one execution (one shot) records of each output leaf (the measurements of one
     sampling group from the same draw, see :func:`.sampling.shot_records`)."""
-    drawn = [leaf for leaf in leaves if _is_mp(leaf) and leaf.mv is None]
-    for leaf in drawn:
-        if measurement_kind(leaf) == "state":
-            raise QuantumOperationError(
-                "qml.state() is not compatible with the mcm_method 'one-shot' (the default with "
-                "shots): each shot follows its own branch. Use mcm_method='single-branch-statistics' "
-                "or another measurement."
-            )
+    drawn = [leaf for leaf in leaves if _is_mp(leaf) and leaf.mv is None]  # never state() (qnode._check_shots)
     state = run.state
     records = iter(shot_records(drawn, state.vector, key.split, 1, state.n_wires, state.wires))
     return [jnp.asarray(leaf) if not _is_mp(leaf) else value_record(leaf) if leaf.mv is not None else next(records)[0]

@@ -11,7 +11,9 @@
   (the state grows by them, as the least significant wires, so existing indices keep their
   meaning).
 
-A traced wire (a loop index) is taken to be an index already.
+A traced wire (a loop index) is taken to be an index already; ``on_traced`` is told of each one,
+so that one outside the device raises PennyLane's ``WireError`` when the program runs
+(:class:`OutsideWires`).
 
 >>> WireMap(["a", "b"]).index("b", "PauliX")
 1
@@ -22,15 +24,17 @@ A traced wire (a loop index) is taken to be an index already.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import WireError
+from ..errors import WireError, pennylane_error
 from ..jax_extras import Tracer
+from .mcm import ValueCarry
 
-__all__ = ["WireMap"]
+__all__ = ["WireMap", "OutsideWires"]
 
 
 def _is_traced(wire: Any) -> bool:
@@ -49,6 +53,8 @@ class WireMap:
         self.n_wires = len(self.labels) if n_wires is None else n_wires
         self.growing = growing
         self.on_grow: Callable[[int], None] = lambda added: None
+        self.on_traced: Callable[[Any], None] = lambda index: None
+        self.checked = False  # the circuit checks its traced wires (see OutsideWires)
 
     @staticmethod
     def counted(n_wires: Any) -> "WireMap":
@@ -83,7 +89,9 @@ class WireMap:
                     f"{op_name} acts on a traced wire, but the device's wires are labelled "
                     f"{self.labels}; traced wires need a device with wires=<int>."
                 )
-            return jnp.asarray(wire, jnp.int64)
+            index = jnp.asarray(wire, jnp.int64)
+            self.on_traced(index)
+            return index
         label = wire.item() if isinstance(wire, np.ndarray) else wire
         if self.labels is None:
             if not _is_index(label):
@@ -108,3 +116,44 @@ class WireMap:
         self.labels += added
         self.n_wires = len(self.labels)
         self.on_grow(len(added))
+
+
+class OutsideWires:
+    """The first traced wire of a circuit run that the device does not have (``carries``: ambient
+    values, so that loops and branches keep it). :meth:`check` raises PennyLane's ``WireError``
+    for it when the program runs, after the circuit, instead of returning the numbers of a wrong
+    circuit. A circuit whose traced wires are not checked yet runs again with the check
+    (``retry``), so circuits without traced wires carry nothing more."""
+
+    def __init__(self, wires: WireMap, retry: Callable[[], Exception]):
+        self.wires, self.retry = wires, retry
+        self.carries: tuple = ()
+        if wires.checked:
+            self.carries = (ValueCarry(jnp.asarray(False)), ValueCarry(jnp.zeros((), jnp.int64)))
+        wires.on_traced = self.see
+
+    def see(self, index: Any) -> None:
+        if not self.carries:
+            self.wires.checked = True
+            raise self.retry()
+        found, first = self.carries
+        outside = (index < 0) | (index >= self.wires.n_wires)
+        first.value = jnp.where(found.value | ~outside, first.value, index)
+        found.value = found.value | outside
+
+    def check(self, device: str) -> None:
+        """Raise ``WireError`` when the program runs if a traced wire was outside the device."""
+        self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
+        if self.carries:
+            from ..debug import callback
+
+            found, first = self.carries
+            callback(functools.partial(_raise_outside, device=device))(found.value, first.value)
+
+
+def _raise_outside(found: Any, first: Any, device: str) -> None:
+    if bool(found):
+        raise pennylane_error(WireError, "WireError")(
+            f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
+            f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
+        )
