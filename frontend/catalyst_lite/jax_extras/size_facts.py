@@ -220,31 +220,25 @@ class SizeScope:
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``lower < upper`` (for
-    a positive step; ``>`` for a negative one), so that a call for which the loop never runs does
-    not need them (``x[i]`` in a loop over an empty ``x`` decides ``len(x) >= 1``, which matters
-    only when the loop runs). A step that is a size expression itself (an integer argument) of
-    unknown sign guards by ``step > 0 and lower < upper or step < 0 and lower > upper``. Bounds or
-    a step that are not size expressions (data, an enclosing loop's index) add no guard: the facts
-    hold whenever the enclosing code runs."""
+    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``step > 0 and lower <
+    upper or step < 0 and lower > upper`` (``lower < upper`` for a known positive step), so that a
+    call for which the loop never runs does not need them (``x[i]`` in a loop over an empty ``x``
+    decides ``len(x) >= 1``, which matters only when the loop runs). Bounds or a step that are not
+    size expressions (data, an enclosing loop's index, a tracer of a transformation inside the
+    program) add no guard: the facts hold whenever the enclosing code runs."""
     scope = current_scope()
-    # (a tracer of a transformation inside the program, vmap's or grad's, is no constant of ours)
-    constant = constant_value(step) if isinstance(step, pe.DynamicJaxprTracer) else step
-    known_step = constant is not None and not isinstance(constant, core.Tracer) and np.ndim(constant) == 0 and \
-        np.issubdtype(np.asarray(constant).dtype, np.integer) and int(constant) != 0
+    sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None
-    if scope is not None:
-        sides = [scope._side(lower), scope._side(upper)]
-        step_expr = scope._side(step) if not known_step and isinstance(step, core.Tracer) else None
-        if None in sides or (not known_step and step_expr is None):
-            pass
-        elif known_step and any(side.op != "literal" for side in sides):
-            guard = SizeExpr.apply_op("lt" if int(constant) > 0 else "gt", *sides)
-        elif not known_step:
-            zero = SizeExpr.literal(0)
-            up = SizeExpr("and", (SizeExpr.apply_op("gt", step_expr, zero), SizeExpr.apply_op("lt", *sides)), is_bool=True)
-            down = SizeExpr("and", (SizeExpr.apply_op("lt", step_expr, zero), SizeExpr.apply_op("gt", *sides)), is_bool=True)
-            guard = SizeExpr("or", (up, down), is_bool=True)
+    if None not in sides and any(side.op != "literal" for side in sides):
+        lo, hi, by = sides
+        zero = SizeExpr.literal(0)
+
+        def both(a: SizeExpr, b: SizeExpr) -> SizeExpr:
+            return simplified(SizeExpr("and", (simplified(a), simplified(b)), is_bool=True))
+
+        up = both(SizeExpr.apply_op("gt", by, zero), SizeExpr.apply_op("lt", lo, hi))
+        down = both(SizeExpr.apply_op("lt", by, zero), SizeExpr.apply_op("gt", lo, hi))
+        guard = simplified(SizeExpr("or", (up, down), is_bool=True))
     with runs_only_if(guard):
         yield
 
