@@ -46,6 +46,21 @@ def test_a_loop_with_a_traced_step_indexes_an_empty_array_it_never_runs_over():
         np.testing.assert_allclose(f(x, step), (forward, backward))
 
 
+def test_a_while_loop_indexes_an_empty_array_it_never_runs_over():
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        @while_loop(lambda k, s: k < x.shape[0])
+        def total(k, s):
+            return k + 1, s + x[k] * (k + 1)
+
+        return total(0, 0.0)
+
+    for n in (0, 3, 0, 1, 5):
+        x = np.arange(1.0, n + 1.0)
+        k, s = f(x)
+        assert int(k) == n and float(s) == sum(x * np.arange(1, n + 1))
+
+
 def test_single_and_multiple_carries_and_pytrees():
     @qjit
     def f(n: int):

@@ -165,9 +165,9 @@ class PlxprCaptureCFCompatibilityError(ControlFlowError):
     def __init__(self, control_flow_type: str):
         self.control_flow_type = control_flow_type
         super().__init__(
-            f"catalyst_lite.{control_flow_type} cannot be used while PennyLane's program capture "
-            f"is enabled (qjit(capture=True), or capture='global' after qml.capture.enable()): "
-            f"write qml.{control_flow_type} instead, or compile with qjit(capture=False)."
+            f"catalyst_lite.{control_flow_type} is not supported with PennyLane's capture enabled "
+            f"(qjit(capture=True), or capture='global' after qml.capture.enable()): write "
+            f"qml.{control_flow_type} instead, or compile with qjit(capture=False)."
         )
 
 

@@ -25,6 +25,7 @@ import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.tree_util import tree_unflatten
 
@@ -45,6 +46,7 @@ from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
 from ..jax_extras.dynshape import DimensionMismatch, input_type_of
+from ..jax_extras.size_facts import runs_only_if, value_at
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
 from ..jax_extras.rules import batch_call, move_batch_axis, not_mapped, register_nested_primitive
 from .common import (
@@ -126,23 +128,30 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
     """The design documents' ``bindNested`` for ``while_loop``: two nested programs (the body,
     then the predicate) of one input type."""
     flat_init, in_tree = flatten_values(init)
+    # Whether the body runs at all: the predicate at the initial values, when that is a size
+    # expression (`k < len(x)` from k = 0). The body's facts need hold only then (`x[k]` of an
+    # empty `x`), as a for_loop's (see size_facts.runs_only_if_loop_runs).
+    runs: list[Any] = []
 
     def flat_body(*carried: Any) -> list[Any]:
-        results = body(*tree_unflatten(in_tree, list(carried)))
+        with runs_only_if(runs[-1] if runs else None):
+            results = body(*tree_unflatten(in_tree, list(carried)))
         return normalize_results(results, len(init), in_tree, "while_loop", body)
 
     def flat_cond(*carried: Any) -> list[Any]:
-        return [check_predicate(cond_fn(*tree_unflatten(in_tree, list(carried))), "while_loop", cond_fn)]
+        pred = check_predicate(cond_fn(*tree_unflatten(in_tree, list(carried))), "while_loop", cond_fn)
+        runs.append(value_at(pred, carried, flat_init))
+        return [pred]
 
     def equation(bodies: list, implicit: list, carried: list) -> Equation:
-        traced_body, traced_cond = bodies
+        traced_cond, traced_body = bodies
         params = _params(traced_cond.jaxpr, traced_body.jaxpr, traced_cond.nconsts, traced_body.nconsts,
                          len(implicit), strategy.preserve_dimensions)
         operands = [*traced_cond.consts, *traced_body.consts, *implicit, *carried]
         return Equation(operands, params, len(implicit))
 
     spec = NestedSpec(while_loop_p, equation, strategy, threaded=ambient_carries())
-    bodies = [Body(flat_body, "while_loop body", "carried"), Body(flat_cond, "while_loop condition", "predicate")]
+    bodies = [Body(flat_cond, "while_loop condition", "predicate"), Body(flat_body, "while_loop body", "carried")]
     try:
         with carried_sizes_stay_apart(strategy, "while_loop", body):
             outs = bind_nested(spec, bodies, flat_init)
@@ -281,6 +290,11 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     def body_fn(carry):
         return tuple(eval_jaxpr(body, [*body_consts, *implicit, *carry], Mode.STAGED)[nimplicit:])
 
+    first = cond_fn(carried)
+    if isinstance(first, (bool, np.bool_)) and not first:
+        # Known not to run at these sizes: not even staged, its body may be traced under facts
+        # that hold only when it runs (`x[k]` of an empty `x`), as a for_loop's.
+        return [*implicit, *map(jnp.asarray, carried)]
     return [*implicit, *lax.while_loop(cond_fn, body_fn, tuple(carried))]
 
 

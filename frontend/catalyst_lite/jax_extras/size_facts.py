@@ -38,6 +38,8 @@ __all__ = [
     "is_scalar_int_or_bool",
     "has_subprograms",
     "runs_only_if_loop_runs",
+    "runs_only_if",
+    "value_at",
 ]
 
 
@@ -155,7 +157,22 @@ class SizeScope:
             self._expressions[tracer.val] = self._build(tracer)
         return self._expressions[tracer.val]
 
-    def _build(self, tracer: Any) -> SizeExpr | None:
+    def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
+        """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
+        ``id``) stand for the given expressions: a loop's predicate at its initial values. Not
+        remembered: elsewhere those tracers stand for themselves."""
+        memo: dict[int, SizeExpr | None] = dict(values)
+
+        def expression(t: Any) -> SizeExpr | None:
+            if id(t) not in memo:
+                eqn_free = t.parent is None or not isinstance(t, pe.DynamicJaxprTracer)
+                memo[id(t)] = self.expression(t) if eqn_free else self._build(t, expression)
+            return memo[id(t)]
+
+        return expression(tracer) if is_scalar_int_or_bool(tracer) else None
+
+    def _build(self, tracer: Any, expression: Any = None) -> SizeExpr | None:
+        expression = expression or self.expression
         eqn = tracer.parent
         if eqn is None:
             const = constant_value(tracer)
@@ -167,7 +184,7 @@ class SizeScope:
             return None if position is None else SizeExpr.input(position)
         if has_subprograms(eqn):
             return None
-        args = [self.expression(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
+        args = [expression(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
         if any(a is None for a in args):
             return None
         index = eqn.outvars.index(tracer.val) if eqn.primitive.multiple_results else 0
@@ -242,36 +259,49 @@ class SizeScope:
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``lower < upper`` (for
-    a positive step; ``>`` for a negative one), so that a call for which the loop never runs does
-    not need them (``x[i]`` in a loop over an empty ``x`` decides ``len(x) >= 1``, which matters
-    only when the loop runs). A step that is a size expression itself (an integer argument) of
-    unknown sign guards by ``step > 0 and lower < upper or step < 0 and lower > upper``. Bounds or
-    a step that are not size expressions (data, an enclosing loop's index) add no guard: the facts
-    hold whenever the enclosing code runs."""
+    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``step > 0 and lower <
+    upper or step < 0 and lower > upper`` (``lower < upper`` for a known positive step), so that a
+    call for which the loop never runs does not need them (``x[i]`` in a loop over an empty ``x``
+    decides ``len(x) >= 1``, which matters only when the loop runs). Bounds or a step that are not
+    size expressions (data, an enclosing loop's index, a tracer of a transformation inside the
+    program) add no guard: the facts hold whenever the enclosing code runs."""
     scope = current_scope()
-    # (a tracer of a transformation inside the program, vmap's or grad's, is no constant of ours)
-    constant = constant_value(step) if isinstance(step, pe.DynamicJaxprTracer) else step
-    known_step = constant is not None and not isinstance(constant, core.Tracer) and np.ndim(constant) == 0 and \
-        np.issubdtype(np.asarray(constant).dtype, np.integer) and int(constant) != 0
+    sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None
-    if scope is not None:
-        sides = [scope._side(lower), scope._side(upper)]
-        step_expr = scope._side(step) if not known_step and isinstance(step, core.Tracer) else None
-        if None in sides or (not known_step and step_expr is None):
-            pass
-        elif known_step and any(side.op != "literal" for side in sides):
-            guard = SizeExpr.apply_op("lt" if int(constant) > 0 else "gt", *sides)
-        elif not known_step:
-            zero = SizeExpr.literal(0)
-            up = SizeExpr("and", (SizeExpr.apply_op("gt", step_expr, zero), SizeExpr.apply_op("lt", *sides)), is_bool=True)
-            down = SizeExpr("and", (SizeExpr.apply_op("lt", step_expr, zero), SizeExpr.apply_op("gt", *sides)), is_bool=True)
-            guard = SizeExpr("or", (up, down), is_bool=True)
-        if guard is not None and scope.guards:
-            guard = SizeExpr("and", (scope.guards[-1], guard), is_bool=True)
-    if guard is None:
+    if None not in sides and any(side.op != "literal" for side in sides):
+        lo, hi, by = sides
+        zero = SizeExpr.literal(0)
+
+        def both(a: SizeExpr, b: SizeExpr) -> SizeExpr:
+            return simplified(SizeExpr("and", (simplified(a), simplified(b)), is_bool=True))
+
+        up = both(SizeExpr.apply_op("gt", by, zero), SizeExpr.apply_op("lt", lo, hi))
+        down = both(SizeExpr.apply_op("lt", by, zero), SizeExpr.apply_op("gt", lo, hi))
+        guard = simplified(SizeExpr("or", (up, down), is_bool=True))
+    with runs_only_if(guard):
+        yield
+
+
+def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:
+    """``x`` (a value of a loop's predicate, say) as an expression over the size inputs where each
+    of ``binders`` (the loop's arguments) stands for the matching one of ``values`` (its initial
+    values); ``None`` when it is no such expression."""
+    scope = current_scope()
+    if scope is None or not isinstance(x, core.Tracer):
+        return None
+    return scope.expression_at(x, {id(b): scope._side(v) for b, v in zip(binders, values) if isinstance(b, core.Tracer)})
+
+
+@contextlib.contextmanager
+def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
+    """Trace code that runs only when ``guard`` (a boolean expression over the size inputs, and
+    the enclosing guards) holds: the facts decided in it are guarded by it (``None``: no guard)."""
+    scope = current_scope()
+    if guard is None or scope is None:
         yield
         return
+    if scope.guards:
+        guard = SizeExpr("and", (scope.guards[-1], guard), is_bool=True)
     scope.guards.append(guard)
     try:
         yield
