@@ -81,7 +81,8 @@ class Target:
 
 
 def _vector(n: int) -> jax.Array:
-    return jnp.linspace(0.0, 1.0, n)
+    # From NumPy: jnp.linspace would compile once per size (minutes for the 2,000 sizes).
+    return jnp.asarray(np.linspace(0.0, 1.0, n))
 
 
 def _vectors(sizes: tuple[int, ...]) -> tuple[jax.Array, ...]:
@@ -143,8 +144,10 @@ TARGETS = [
            ("hot size after new sizes: abstracted_axes n=1e6", JAX), 1.2),
     Target("resizing loop <= 10x fixed-size loop", ("resizing for_loop sz=1e3", LITE), ("fixed-size for_loop sz=1e3", LITE), 10.0),
     Target(f"first call appending loop {APPEND_STEPS} <= 3x jax.jit", (f"first call: appending for_loop, {APPEND_STEPS} steps", LITE), (f"first call: appending for_loop, {APPEND_STEPS} steps", JAX), 3.0),
-    Target(f"appending loop {APPEND_STEPS} <= 2x jax.jit", (f"appending for_loop, {APPEND_STEPS} steps", LITE), (f"appending for_loop, {APPEND_STEPS} steps", JAX), 2.0),
-    Target(f"grad traced loop {GRAD_STEPS} <= 2x jax.jit(grad(fori_loop)) incl. compile", (f"grad, traced loop {GRAD_STEPS} steps", LITE), (f"first call: grad, traced loop {GRAD_STEPS} steps", JAX), 2.0),
+    Target(f"appending loop {APPEND_STEPS} <= 1.5x a preallocated fori_loop", (f"appending for_loop, {APPEND_STEPS} steps", LITE), (f"appending for_loop, {APPEND_STEPS} steps", JAX), 1.5),
+    # The repeated call against jax.jit's repeated call (the user's workload), not against its
+    # first call: that ratio (0.16x in an earlier table) compared a call with a compilation.
+    Target(f"grad traced loop {GRAD_STEPS} <= 1.5x jax.grad(fori_loop)", (f"grad, traced loop {GRAD_STEPS} steps", LITE), (f"grad, traced loop {GRAD_STEPS} steps", JAX), 1.5),
     Target(f"grad traced loop {GRAD_STEPS}, first call <= 2x jax.jit", (f"first call: grad, traced loop {GRAD_STEPS} steps", LITE), (f"first call: grad, traced loop {GRAD_STEPS} steps", JAX), 2.0),
     Target("static ops + resizing while_loop <= 2x at a static size", (f"static ops + resizing while_loop n={MIXED_STEPS}", LITE), (f"static ops + resizing while_loop n={MIXED_STEPS}", JAX), 2.0),
 ]

@@ -147,3 +147,45 @@ def test_defaults_are_filled_in_on_every_call():
     np.testing.assert_array_equal(f(x), x * 2.0)
     np.testing.assert_array_equal(f(x), x * 2.0)
     np.testing.assert_array_equal(f(x, 3.0), x * 3.0)
+
+
+def test_calls_the_dispatcher_runs_by_itself_give_jax_jit_results():
+    """Repeated calls of every argument kind (arrays, NumPy arrays, pytrees, several arguments,
+    Python scalars) run on the function's C++ dispatcher: jax.jit's results, and other shapes,
+    dtypes, structures and transformations still take the checked path."""
+    import jax
+
+    def leaves_plus_one(tree):
+        return jax.tree_util.tree_map(lambda a: a * 2.0 + 1.0, tree)
+
+    f, reference = qjit(leaves_plus_one), jax.jit(leaves_plus_one)
+    tree = {"a": jnp.arange(3.0), "b": [np.ones(2), 4.0]}
+    calls = [(jnp.arange(3.0),), (np.arange(3.0),), (tree,), (2.5,), (3,),
+             (np.arange(4, dtype=np.float32),), ({"a": jnp.arange(5.0)},)]
+    for args in calls * 3:  # the first round traces, the later ones run on the dispatcher
+        for got, want in zip(jax.tree_util.tree_leaves(f(*args)), jax.tree_util.tree_leaves(reference(*args))):
+            np.testing.assert_array_equal(got, want)
+            assert got.dtype == want.dtype
+    np.testing.assert_allclose(jax.grad(lambda x: jnp.sum(f(x)))(jnp.arange(3.0)), 2.0 * np.ones(3))
+
+    g = qjit(lambda a, b, c, d, e: a + b * c - d / e)
+    args = [jnp.arange(1.0, 4.0) + k for k in range(5)]
+    for _ in range(3):
+        np.testing.assert_array_equal(g(*args), jax.jit(lambda a, b, c, d, e: a + b * c - d / e)(*args))
+
+    @qjit
+    def outer(x):
+        return g(x, x, x, x, x) * 2.0  # inlined while outer is traced, though g has dispatch data
+
+    np.testing.assert_array_equal(outer(args[0]), (args[0] + args[0] ** 2 - 1.0) * 2.0)
+
+
+def test_the_dispatcher_forgets_what_clear_cache_and_eviction_drop():
+    f = qjit(lambda x: x * 2.0 + jnp.sum(x), abstracted_axes={0: "n"}, size_generic=False, cache_size=2)
+    for n in (1, 2, 1, 2, 3, 1, 3, 2):  # full from the second size on: evictions, recompilations
+        x = np.arange(float(n))
+        np.testing.assert_array_equal(f(jnp.asarray(x)), x * 2.0 + x.sum())
+    assert f.cache_info().executables == 2
+    f.clear_cache()
+    np.testing.assert_array_equal(f(jnp.arange(3.0)), np.arange(3.0) * 2.0 + 3.0)
+    assert f.cache_info().executables == 1

@@ -229,6 +229,9 @@ class QJIT:
         # Calls already validated, by _call_key: what their repeats run (see __call__).
         self._validated_calls: dict[tuple, _RepeatedCall] = {}
         self._last: Executable | None = None
+        # True while every call has been one that only Python runs (its program reads integer
+        # arguments' values, say): calls then skip the dispatcher. None: no call yet.
+        self._python_only: bool | None = None
         # Guards the creation of program families (each family holds a lock while it traces, so
         # that two threads calling with the same new signature or sizes trace it once).
         self._lock = threading.Lock()
@@ -351,6 +354,11 @@ class QJIT:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
                 placed = self._jit.place_arguments(args)
                 return self._jit.place_results(self._call_checked(None, placed, kwargs)[0])
+            if self._python_only:
+                result, data, _ = self._python_call(args, kwargs)
+                if data is not None:  # the dispatcher can run this call by itself: use it
+                    self._python_only = False
+                return result
             # jax.jit's C++ dispatcher: a call of argument types it has dispatch data for runs
             # the executable without Python, as a repeated jax.jit call does (never while
             # anything is traced: the trace is part of its key); the others take _python_call.
@@ -385,12 +393,21 @@ class QJIT:
 
     def _dispatch_data(self, repeated: _RepeatedCall, leaves: Sequence[Any], result: Any) -> tuple[Any, bool]:
         """The dispatch data of a call whose leaves are its arguments, unconverted, and whether
-        to ask again next time (while there is none)."""
-        # Value-dependent facts need Python on every call; so do the order of use of a full
-        # cache (it decides what is evicted) and reports of cache hits.
-        if repeated.facts is not None or not self._executable_options.cache.has_room() or self._report.enabled:
+        to ask again at the next call of its argument types (while there is none)."""
+        if repeated.facts is not None or repeated.fast.direct_consts is None:
+            # The program reads argument values (sizes, facts), or does not take the leaves as
+            # they are: Python runs every such call, without asking again. While no call has
+            # been otherwise, calls skip the dispatcher's lookup.
+            if self._python_only is None:
+                self._python_only = True
+            return None, False
+        # The order of use of a full cache decides what is evicted, and hits may be reported:
+        # Python sees those calls, for now.
+        if not self._executable_options.cache.has_room() or self._report.enabled:
             return None, True
         data = repeated.fast.dispatch_data(leaves, result)
+        if data is not None:
+            self._python_only = False
         return data, data is None
 
     def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
@@ -640,6 +657,7 @@ class QJIT:
             self._programs = {}
             self._validated_calls = {}
             self._last = None
+            self._python_only = None
             self._executable_options.cache.clear()
             forget_dispatch_data(self._dispatch)
 

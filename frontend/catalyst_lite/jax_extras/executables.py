@@ -4,11 +4,9 @@
 dispatcher ``jax.jit`` calls through (a ``PjitFunction``) and then forwards every call to it. A
 specialization is called on every run of a program, so catalyst_lite keeps the dispatcher itself.
 
-A qjit function is called through a dispatcher of its own (:func:`dispatcher`): a call whose
-signature (pytree structure, shapes, dtypes, weak types) has dispatch data runs its executable
-with no Python at all, exactly as a repeated ``jax.jit`` call does; any other call reaches
-catalyst_lite's Python call path, which may give dispatch data (:func:`dispatch_data`) for the
-next calls with its signature.
+A qjit function is called through a dispatcher of its own (:func:`dispatcher`): a call of a
+signature it holds :func:`dispatch_data` for runs the executable with no Python, as a repeated
+``jax.jit`` call does; any other call reaches catalyst_lite's Python call path.
 
 >>> import jax, jax.numpy as jnp
 >>> compiled = jax.jit(lambda x: [x + 1.0]).lower(jnp.ones(2)).compile()
@@ -95,8 +93,6 @@ def dispatch_data(
 
 
 def _physical_sharding(aval: Any, sharding: Any) -> Any:
-    """How the dispatcher places an argument: an extended dtype (a PRNG key) as its physical
-    array, as ``jax.jit`` does."""
-    if aval is not core.abstract_token and dtypes.issubdtype(aval.dtype, dtypes.extended):
-        return sharding_impls.physical_sharding(aval, sharding)
-    return sharding
+    """How the dispatcher places an argument (a PRNG key as its physical array, as jax.jit)."""
+    extended = aval is not core.abstract_token and dtypes.issubdtype(aval.dtype, dtypes.extended)
+    return sharding_impls.physical_sharding(aval, sharding) if extended else sharding
