@@ -48,6 +48,7 @@ from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
 from .compiler.boundary import call_from_transformation
 from .compiler.executable import Executable, FastCall
+from .compiler.inspection import FunctionInfo
 from .compiler.lowering import program_to_mlir
 from .compiler.options import DEFAULT_CACHE_SIZE, CompileOptions, ExecutableCache
 from .compiler.specialize import NeedsHost
@@ -404,6 +405,26 @@ class QJIT:
             for family in list(self._programs.values())
             for program in [*family.programs, *family.static_programs.values()]
         ]
+
+    def inspect(self) -> FunctionInfo:
+        """What this function holds: every traced program with its size facts, how each size
+        signature runs (one XLA executable, or host-driven), its speculations and compiled loops
+        (see :mod:`catalyst_lite.compiler.inspection`).
+
+        >>> import jax.numpy as jnp
+        >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
+        >>> _ = f(jnp.ones(3))
+        >>> info = f.inspect()
+        >>> len(info.programs), dict(info.last.strategies), info.validated_calls
+        (1, {((3,), False): 'xla'}, 1)
+        """
+        last = self._last
+        programs = self._traced_programs()
+        described = {id(p): p.describe() for p in programs}
+        if last is not None and id(last) not in described:
+            described[id(last)] = last.describe()
+        return FunctionInfo(tuple(described[id(p)] for p in programs),
+                            None if last is None else described[id(last)], len(self._validated_calls))
 
     # --- Catalyst's compilation API -------------------------------------------------------------
 

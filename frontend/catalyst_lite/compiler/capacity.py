@@ -48,6 +48,7 @@ from jax import lax
 from ..errors import ArrayTooLargeError
 from ..jax_extras import DropVar, Literal, Tracer, Var
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
+from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
     Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim, trip_count,
@@ -566,6 +567,12 @@ def _fitted(x: Any, shape: tuple[int, ...]) -> Any:
 _loops: dict[int, tuple[Any, MaskedLoop]] = {}
 
 
+def compiled_loop(body: Any) -> "MaskedLoop | None":
+    """The :class:`MaskedLoop` of a loop body, if it ran on buffers."""
+    entry = _loops.get(id(body))
+    return entry[1] if entry is not None and entry[0] is body else None
+
+
 def masked_loop(shape: LoopShape) -> "MaskedLoop":
     """The (shared) :class:`MaskedLoop` of a loop body, compiled for the life of the program."""
     entry = _loops.get(id(shape.body))
@@ -678,6 +685,12 @@ class MaskedLoop:
         self._probed = False
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
         self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
+
+    def describe(self, primitive: str) -> LoopInfo:
+        """This loop as :mod:`.inspection` shows it (``primitive``: the loop's)."""
+        compiled = list(self._compiled)
+        return LoopInfo("capacity buffers", primitive, not self.unmaskable, len(compiled),
+                        frozenset(key[0] for key in compiled), tuple(self._caps.values()))
 
     # --- buffers ----------------------------------------------------------------------------------
 

@@ -1,0 +1,274 @@
+"""Each execution strategy against the simpler path, on the workload it exists for.
+
+``python -m benchmarks.strategies [names...]``: for every strategy, the workload a user would
+write where it should pay, timed with the strategy on and off (switched by a module constant of
+catalyst_lite, restored afterwards), interleaved sample by sample in one process. Prints medians
+and the ratio off/on; a strategy must pay at least 2x to stay (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import sys
+import time
+from typing import Any, Callable, Iterator
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import catalyst_lite as cl
+from catalyst_lite import for_loop, grad, qjit, while_loop
+
+from . import programs
+
+
+@contextlib.contextmanager
+def _setting(module: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
+
+
+def _interleaved(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, float]:
+    samples: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(rounds):
+        for name, sample in cases.items():
+            samples[name].append(sample())
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
+def _cold(build: Callable[[], Callable], call: Callable[[Callable], Any], switch: Callable) -> Callable[[], float]:
+    """Seconds of ``call`` on a freshly built function, with ``switch()`` held."""
+
+    def sample() -> float:
+        with switch():
+            f = build()
+            start = time.perf_counter()
+            jax.block_until_ready(call(f))
+            return time.perf_counter() - start
+
+    return sample
+
+
+def _steady(f: Callable, args: tuple, switch: Callable, batch: int) -> Callable[[], float]:
+    """Seconds per call of an already warmed ``f(*args)``, with ``switch()`` held."""
+    with switch():
+        for _ in range(3):
+            jax.block_until_ready(f(*args))
+
+    def sample() -> float:
+        with switch():
+            start = time.perf_counter()
+            for _ in range(batch):
+                jax.block_until_ready(f(*args))
+            return (time.perf_counter() - start) / batch
+
+    return sample
+
+
+def _on() -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+SIZES = list(range(7, 17))  # 10 new sizes
+
+
+def _energy(**options: Any) -> Callable[[], Callable]:
+    return lambda: programs.energy(cl, **options)
+
+
+def _new_sizes(f: Callable) -> Any:
+    out = None
+    for n in SIZES:
+        out = f(np.linspace(0.0, 1.0, n))
+    return out
+
+
+def bench_tiered(rounds: int) -> dict[str, float]:
+    """10 new sizes of the energy program, XLA only: tiered (level 0 first) vs one compile."""
+    return _interleaved({
+        "with": _cold(_energy(tiered_compilation=True, size_generic=False), _new_sizes, _on),
+        "without": _cold(_energy(tiered_compilation=False, size_generic=False), _new_sizes, _on),
+    }, rounds)
+
+
+def bench_size_generic(rounds: int) -> dict[str, float]:
+    """20 new sizes of the energy program: IREE's size-generic executable vs XLA per size.
+    ``with``: the executable compiled before (this process, or the disk cache); ``compiled
+    during``: compiled in the background during the 20 calls."""
+    import catalyst_lite.compiler.iree_backend as iree
+
+    def fresh_iree() -> Callable:
+        iree.forget_compiled()
+        return programs.energy(cl, size_generic=True, tiered_compilation=False)
+
+    def new_sizes(f: Callable) -> Any:
+        return [f(np.linspace(0.0, 1.0, n)) for n in range(7, 27)]
+
+    cached = programs.energy(cl, size_generic=True)
+    new_sizes(cached)
+    cached.wait_for_compilations()
+    result = _interleaved({
+        "with": _cold(_energy(size_generic=True, tiered_compilation=False), new_sizes, _on),
+        "compiled during": _cold(fresh_iree, new_sizes, _on),
+        "without": _cold(_energy(size_generic=False, tiered_compilation=False), new_sizes, _on),
+    }, rounds)
+    cl.QJIT.wait_for_compilations()
+    return result
+
+
+def _specialize_module():
+    return sys.modules["catalyst_lite.compiler.specialize"]
+
+
+def _segments_module():
+    return sys.modules["catalyst_lite.compiler.segments"]
+
+
+def _no_speculation() -> contextlib.AbstractContextManager:
+    return _setting(_specialize_module(), "MAX_SPECULATIONS", 0)
+
+
+@contextlib.contextmanager
+def _no_segments() -> Iterator[None]:
+    spec = _specialize_module()
+
+    def whole_program_on_host(self, err):
+        return lambda args: spec.eval_jaxpr(self.jaxpr, args, spec.Mode.HOST)
+
+    with _no_speculation(), _setting(spec.JaxprRunner, "_segmentation", whole_program_on_host):
+        yield
+
+
+def bench_segments(rounds: int) -> dict[str, float]:
+    """``mixed`` (100 operations, then a resizing while_loop) repeated, without speculation: the
+    100 operations compiled as one segment vs run one primitive at a time."""
+    x = jnp.ones(1000)
+    cases = {}
+    for name, switch in (("with", _no_speculation), ("without", _no_segments)):
+        with switch():
+            f = programs.mixed(cl)
+        cases[name] = _steady(f, (x, programs.MIXED_STEPS), switch, 5)
+    return _interleaved(cases, rounds)
+
+
+def bench_eager_prefix(rounds: int) -> dict[str, float]:
+    """First call of ``append`` (a short prefix before a resizing loop): prefix run eagerly vs
+    compiled."""
+    return _interleaved({
+        "with": _cold(lambda: programs.append(cl), lambda f: f(50), _on),
+        "without": _cold(lambda: programs.append(cl), lambda f: f(50),
+                         lambda: _setting(_segments_module(), "EAGER_PREFIX", -1)),
+    }, rounds)
+
+
+def bench_speculation(rounds: int) -> dict[str, float]:
+    """``append`` (a resizing for_loop with a traced trip count, 400 steps), repeated call: the
+    whole program speculated vs its segments."""
+    cases = {}
+    for name, switch in (("with", _on), ("without", _no_speculation)):
+        with switch():
+            f = programs.append(cl)
+        cases[name] = _steady(f, (programs.APPEND_STEPS,), switch, 20)
+    return _interleaved(cases, rounds)
+
+
+def bench_unroll(rounds: int) -> dict[str, float]:
+    """``grow`` (a resizing for_loop, 10 known steps), first call and repeated call: unrolled vs
+    the resizing-loop path (capacity buffers, speculation)."""
+    fl = sys.modules["catalyst_lite.control_flow.for_loop"]
+
+    def off() -> contextlib.AbstractContextManager:
+        return _setting(fl, "UNROLL_LIMIT", -1)
+
+    cases = {}
+    for name, switch in (("with", _on), ("without", off)):
+        with switch():
+            f = programs.grow(cl)
+        cases[name] = _steady(f, (1000,), switch, 50)
+    steady = _interleaved(cases, rounds)
+    cold = _interleaved({
+        "with": _cold(lambda: programs.grow(cl), lambda f: (f(1000), f(1000), f(1000)), _on),
+        "without": _cold(lambda: programs.grow(cl), lambda f: (f(1000), f(1000), f(1000)), off),
+    }, rounds)
+    return {"with": steady["with"], "without": steady["without"],
+            "first 3 calls with": cold["with"], "first 3 calls without": cold["without"]}
+
+
+@contextlib.contextmanager
+def _no_buffers() -> Iterator[None]:
+    fl = sys.modules["catalyst_lite.control_flow.for_loop"]
+    wl = sys.modules["catalyst_lite.control_flow.while_loop"]
+    with _setting(fl, "runs_on_buffers", lambda invals: False), \
+            _setting(wl, "runs_on_buffers", lambda invals: False):
+        yield
+
+
+def bench_capacity(rounds: int, steps: int = 100) -> dict[str, float]:
+    """``append`` with ``steps`` steps: first call and repeated call, on capacity buffers vs the
+    body compiled per size signature (one size per iteration)."""
+    cold = _interleaved({
+        "first call with": _cold(lambda: programs.append(cl), lambda f: f(steps), _on),
+        "first call without": _cold(lambda: programs.append(cl), lambda f: f(steps), _no_buffers),
+    }, max(1, rounds // 2))
+    cases = {}
+    for name, switch in (("with", _on), ("without", _no_buffers)):
+        with switch():
+            f = programs.append(cl)
+        cases[name] = _steady(f, (steps,), switch, 3)
+    return {**_interleaved(cases, rounds), **cold}
+
+
+def bench_bounded_scan(rounds: int, steps: int = 1000) -> dict[str, float]:
+    """``grad`` through a for_loop with a traced trip count, repeated: a compiled scan vs the
+    loop driven from the host in reverse mode."""
+    fl = sys.modules["catalyst_lite.control_flow.for_loop"]
+
+    class _Refuses:
+        def run(self, *args: Any) -> None:
+            return None
+
+    def off() -> contextlib.AbstractContextManager:
+        return _setting(fl, "bounded_scan", lambda *a: _Refuses())
+
+    x = jnp.linspace(0.0, 1.0, 100)
+    cases = {}
+    for name, switch in (("with", _on), ("without", off)):
+        with switch():
+            f = programs.grad_loop(cl)
+        cases[name] = _steady(f, (x, steps), switch, 2)
+    return _interleaved(cases, rounds)
+
+
+BENCHMARKS = {
+    "tiered": bench_tiered,
+    "size_generic": bench_size_generic,
+    "segments": bench_segments,
+    "eager_prefix": bench_eager_prefix,
+    "speculation": bench_speculation,
+    "unroll": bench_unroll,
+    "capacity": bench_capacity,
+    "bounded_scan": bench_bounded_scan,
+}
+
+
+def main(argv: list[str]) -> None:
+    rounds = 5
+    for name in argv or list(BENCHMARKS):
+        try:
+            result = BENCHMARKS[name](rounds)
+        except Exception as err:  # a strategy already deleted, or a failure: report and go on
+            print(f"{name}: {type(err).__name__}: {err}", flush=True)
+            continue
+        ratio = result["without"] / result["with"]
+        extra = "  ".join(f"{k}={v * 1e3:.3f}ms" for k, v in result.items())
+        print(f"{name}: {extra}  ratio without/with = {ratio:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
