@@ -135,11 +135,6 @@ def _lite_options(api: ModuleType, **options: Any) -> dict[str, Any]:
     return options if api.__name__ == "catalyst_lite" else {}
 
 
-def energy_tiered(api: ModuleType) -> Callable:
-    # XLA's two tiers, without the size-generic one (which would serve the new sizes instead).
-    return energy(api, **_lite_options(api, tiered_compilation=True, size_generic=False))
-
-
 def energy_xla(api: ModuleType) -> Callable:
     # One XLA compilation per size, as without the optional IREE backend.
     return energy(api, **_lite_options(api, size_generic=False))
@@ -317,7 +312,6 @@ PROGRAMS: dict[str, Program] = {
     "circuit_autograph": Program("the same with a Python for loop, autograph=True", circuit_autograph, circuit_jax),
     "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
     "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
-    "energy_tiered": Program("the same, XLA's tiered compilation (catalyst_lite)", energy_tiered, energy_jax),
     "energy_xla": Program("the same, XLA per size (catalyst_lite without IREE)", energy_xla, energy_jax),
     "energy_first_compile": Program(
         "the same, its size-generic executable compiled anew (catalyst_lite)", energy_first_compile, energy_jax

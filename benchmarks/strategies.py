@@ -89,14 +89,6 @@ def _new_sizes(f: Callable) -> Any:
     return out
 
 
-def bench_tiered(rounds: int) -> dict[str, float]:
-    """10 new sizes of the energy program, XLA only: tiered (level 0 first) vs one compile."""
-    return _interleaved({
-        "with": _cold(_energy(tiered_compilation=True, size_generic=False), _new_sizes, _on),
-        "without": _cold(_energy(tiered_compilation=False, size_generic=False), _new_sizes, _on),
-    }, rounds)
-
-
 def bench_size_generic(rounds: int) -> dict[str, float]:
     """20 new sizes of the energy program: IREE's size-generic executable vs XLA per size.
     ``with``: the executable compiled before (this process, or the disk cache); ``compiled
@@ -105,7 +97,7 @@ def bench_size_generic(rounds: int) -> dict[str, float]:
 
     def fresh_iree() -> Callable:
         iree.forget_compiled()
-        return programs.energy(cl, size_generic=True, tiered_compilation=False)
+        return programs.energy(cl, size_generic=True)
 
     def new_sizes(f: Callable) -> Any:
         return [f(np.linspace(0.0, 1.0, n)) for n in range(7, 27)]
@@ -114,9 +106,9 @@ def bench_size_generic(rounds: int) -> dict[str, float]:
     new_sizes(cached)
     cached.wait_for_compilations()
     result = _interleaved({
-        "with": _cold(_energy(size_generic=True, tiered_compilation=False), new_sizes, _on),
+        "with": _cold(_energy(size_generic=True), new_sizes, _on),
         "compiled during": _cold(fresh_iree, new_sizes, _on),
-        "without": _cold(_energy(size_generic=False, tiered_compilation=False), new_sizes, _on),
+        "without": _cold(_energy(size_generic=False), new_sizes, _on),
     }, rounds)
     cl.QJIT.wait_for_compilations()
     return result
@@ -155,16 +147,6 @@ def bench_segments(rounds: int) -> dict[str, float]:
             f = programs.mixed(cl)
         cases[name] = _steady(f, (x, programs.MIXED_STEPS), switch, 5)
     return _interleaved(cases, rounds)
-
-
-def bench_eager_prefix(rounds: int) -> dict[str, float]:
-    """First call of ``append`` (a short prefix before a resizing loop): prefix run eagerly vs
-    compiled."""
-    return _interleaved({
-        "with": _cold(lambda: programs.append(cl), lambda f: f(50), _on),
-        "without": _cold(lambda: programs.append(cl), lambda f: f(50),
-                         lambda: _setting(_segments_module(), "EAGER_PREFIX", -1)),
-    }, rounds)
 
 
 def bench_speculation(rounds: int) -> dict[str, float]:
@@ -246,10 +228,8 @@ def bench_bounded_scan(rounds: int, steps: int = 1000) -> dict[str, float]:
 
 
 BENCHMARKS = {
-    "tiered": bench_tiered,
     "size_generic": bench_size_generic,
     "segments": bench_segments,
-    "eager_prefix": bench_eager_prefix,
     "speculation": bench_speculation,
     "unroll": bench_unroll,
     "capacity": bench_capacity,

@@ -42,7 +42,7 @@ from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
 from .callbacks import raise_from_callback
-from .compiler.tiers import wait_for_compilations
+from .compiler.compilation import wait_for_compilations
 from .capture import capture_switched, check_capture_option, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SizeFacts, SizeInputs
@@ -182,7 +182,7 @@ class QJIT:
             raise ArgumentValueError(f"{self.name}: cache_size must be a positive int or None, got {cache_size!r}.")
         self._report = Reporter(self.name, options.get("verbose", False), options.get("logfile"))
         self._executable_options = CompileOptions(
-            tiered_compilation, {}, ExecutableCache(cache_size), self._report, size_generic
+            {}, ExecutableCache(cache_size), self._report, size_generic
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
@@ -545,8 +545,8 @@ class QJIT:
 
     @staticmethod
     def wait_for_compilations() -> None:
-        """Block until the optimized executables of tiered compilation are all compiled and in
-        use (see ``tiered_compilation`` in :func:`qjit`); results are then deterministic."""
+        """Block until the background compilations (the size-generic tier's, and XLA's of the
+        sizes that come back) are done and in use; results are then deterministic."""
         wait_for_compilations()
 
     def __repr__(self) -> str:
@@ -700,11 +700,8 @@ def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callabl
         verbose: report what each call does (trace, new specialization, XLA compile time, cache
             hit) on ``logfile`` (``sys.stderr`` by default), as Catalyst's option does. The same
             reports go to the ``catalyst_lite`` logger of Python's ``logging`` at level ``DEBUG``.
-        tiered_compilation: compile each new size fast (XLA optimization level 0) and run it at
-            once; when the size runs again, compile it optimized in the background and swap it in
-            (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round
-            reductions differently from ``jax.jit`` in the last bits. ``None``: the environment
-            variable ``CATALYST_LITE_TIERED`` (``1`` turns it on). See docs/architecture.md.
+        tiered_compilation: accepted and ignored (tiered compilation was removed: it saved less
+            than half the compile time of new sizes, see docs/architecture.md).
         size_generic: with IREE installed (``pip install 'catalyst-lite[iree]'``), compile the
             program once for every size and run new sizes on that executable while XLA compiles
             the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless
