@@ -227,7 +227,43 @@ def bench_bounded_scan(rounds: int, steps: int = 1000) -> dict[str, float]:
     return _interleaved(cases, rounds)
 
 
+@contextlib.contextmanager
+def _no_learned_capacities() -> Iterator[None]:
+    cap = sys.modules["catalyst_lite.compiler.capacity"]
+
+    def forget(self, *args: Any) -> None:
+        self._caps = {}
+
+    with _setting(cap.MaskedLoop, "_probe", lambda self, *args: {}), _setting(cap.MaskedLoop, "_learn", forget):
+        yield
+
+
+def bench_learned_capacities(rounds: int, steps: int = 400) -> dict[str, float]:
+    """``append`` (``a[-1:]`` of an array that grows to ``steps``), repeated: the length of
+    ``a[-1:]`` at a capacity of its own vs at the loop's capacity."""
+    cases = {}
+    for name, switch in (("with", _on), ("without", _no_learned_capacities)):
+        with switch():
+            f = programs.append(cl)
+        cases[name] = _steady(f, (steps,), switch, 20)
+    return _interleaved(cases, rounds)
+
+
+def bench_unrolled_replays(rounds: int, steps: int = 20) -> dict[str, float]:
+    """``append`` with a short traced trip count, repeated: the speculated loop unrolled at its
+    exact sizes vs run on capacity buffers inside the program."""
+    cap = sys.modules["catalyst_lite.compiler.capacity"]
+    cases = {}
+    for name, switch in (("with", _on), ("without", lambda: _setting(cap, "UNROLL_LIMIT", -1))):
+        with switch():
+            f = programs.append(cl)
+        cases[name] = _steady(f, (steps,), switch, 50)
+    return _interleaved(cases, rounds)
+
+
 BENCHMARKS = {
+    "learned_capacities": bench_learned_capacities,
+    "unrolled_replays": bench_unrolled_replays,
     "size_generic": bench_size_generic,
     "segments": bench_segments,
     "speculation": bench_speculation,

@@ -53,7 +53,7 @@ from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
-    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, to_dim,
+    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation,
 )
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "register_masked", "LoopShape",
@@ -61,8 +61,6 @@ __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "
            "capacity_for"]
 
 MIN_CAPACITY = 16
-# A loop replayed with at most this many iterations is unrolled at its exact sizes.
-UNROLL_LIMIT = 32
 MAX_CAPACITY = 1 << 40
 FIRST_BUFFER_BYTES = 1 << 26
 # Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken, a
@@ -550,40 +548,12 @@ class Prediction:
     capacity: int
     static: tuple
     dims: tuple[int, ...]
-    trips: int  # iterations run
     caps: tuple = ()  # learned capacities, as (size variable, capacity)
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
-        """The loop's results, and flags (traced, or known booleans) that hold when the
-        prediction does. A short loop is unrolled at its exact sizes (what ``jax.jit`` makes of a loop at
-        static sizes: no buffers, every iteration fused), a long one runs on buffers."""
-        if self.trips <= UNROLL_LIMIT:
-            try:
-                return self._unrolled(pred_consts, consts, implicit, carried, count, lower, step)
-            except NeedsHost:  # a size computed from data
-                pass
-        return self._on_buffers(pred_consts, consts, implicit, carried, count, lower, step)
-
-    def _unrolled(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
-                  carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
-        shape, nimplicit = self.loop.shape, self.loop.shape.nimplicit
-        holds = [] if shape.predicate is not None else [count == self.trips]
-        dims, carried = [to_dim(d) for d in implicit], list(carried)
-        for k in range(self.trips + 1):
-            if shape.predicate is not None:
-                (more,) = eval_jaxpr(shape.predicate, [*pred_consts, *dims, *carried], Mode.STAGED)
-                holds.append(more if k < self.trips else _negated(more))
-            if k == self.trips:
-                break
-            index = [] if shape.predicate is not None else [_index(lower, k, step)]
-            outs = eval_jaxpr(shape.body, [*consts, *dims, *index, *carried], Mode.STAGED)
-            dims, carried = [to_dim(d) for d in outs[:nimplicit]], outs[nimplicit:]
-        holds.append(tuple(dims) == self.dims)
-        return [*dims, *carried], holds
-
-    def _on_buffers(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
-                    carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
+        """The loop's results, on buffers inside the trace, and flags (traced, or known booleans)
+        that hold when the prediction does."""
         loop, static = self.loop, dict(self.static)
         holds = [jnp.asarray((consts if tag == "body" else pred_consts)[k]) == v for (tag, k), v in static.items()]
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
@@ -592,16 +562,6 @@ class Prediction:
                                               loop._pad_traced(carried, self.capacity), count, lower, step)
         holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
-
-
-def _negated(flag: Any) -> Any:
-    return jnp.logical_not(flag) if isinstance(flag, Tracer) else not flag
-
-
-def _index(lower: Any, k: int, step: Any) -> Any:
-    """The ``k``-th index of a ``for_loop``, of the type host-driven execution passes."""
-    index = lower + k * step
-    return index if isinstance(index, Tracer) else np.int64(index)
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -794,7 +754,7 @@ class MaskedLoop:
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
                 self._learn(capacity, np.asarray(peaks))
-                return (Prediction(self, capacity, static, tuple(new_dims), int(k), tuple(self._caps.items())), new_dims,
+                return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items())), new_dims,
                         self._unpad(buffers, new_dims))
             if status == INVALID:
                 break
