@@ -261,7 +261,95 @@ def bench_unrolled_replays(rounds: int, steps: int = 20) -> dict[str, float]:
     return _interleaved(cases, rounds)
 
 
+def _index_sized() -> Callable:
+    @qjit
+    def index_sized(n: int):
+        @for_loop(0, n, 1)
+        def step(i, acc):
+            return acc + jnp.sum(jnp.arange(i, dtype=float) ** 2)
+
+        return step(0.0)
+
+    return index_sized
+
+
+def bench_index_sized(rounds: int, steps: int = 50) -> dict[str, float]:
+    """A loop that keeps its sizes but makes arrays sized by its index (``jnp.arange(i)``), 50
+    steps: first call and repeated call, on capacity buffers vs the body compiled per size."""
+    cold = _interleaved({
+        "first call with": _cold(_index_sized, lambda f: f(steps), _on),
+        "first call without": _cold(_index_sized, lambda f: f(steps), _no_buffers),
+    }, max(1, rounds // 2))
+    cases = {}
+    for name, switch in (("with", _on), ("without", _no_buffers)):
+        with switch():
+            f = _index_sized()
+        cases[name] = _steady(f, (steps,), switch, 5)
+    return {**_interleaved(cases, rounds), **cold}
+
+
+def _grad_while() -> Callable:
+    @qjit
+    def grad_while(x, m: float):
+        def f(x):
+            @while_loop(lambda i, a: i < m)
+            def step(i, a):
+                return i + 1.0, jnp.sin(a) * 0.99
+
+            return jnp.sum(step(0.0, x)[1])
+
+        return grad(f)(x)
+
+    return grad_while
+
+
+def bench_bounded_scan_while(rounds: int, steps: float = 1000.0) -> dict[str, float]:
+    """``grad`` through a while_loop of 1,000 iterations, repeated: counted forward, then a
+    compiled scan vs the loop driven from the host in reverse mode."""
+    wl = sys.modules["catalyst_lite.control_flow.while_loop"]
+
+    class _Refuses:
+        def run(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    def off() -> contextlib.AbstractContextManager:
+        return _setting(wl, "bounded_scan", lambda *a, **k: _Refuses())
+
+    x = jnp.linspace(0.0, 1.0, 100)
+    cases = {}
+    for name, switch in (("with", _on), ("without", off)):
+        with switch():
+            f = _grad_while()
+        cases[name] = _steady(f, (x, steps), switch, 2)
+    return _interleaved(cases, rounds)
+
+
+def bench_probed_capacities(rounds: int, steps: int = 400) -> dict[str, float]:
+    """``append`` with ``steps`` steps, first call and repeated: learned capacities guessed from
+    the body's size arithmetic before the first run vs learned from the first run only."""
+    cap = sys.modules["catalyst_lite.compiler.capacity"]
+
+    def off() -> contextlib.AbstractContextManager:
+        return _setting(cap.MaskedLoop, "_probe", lambda self, *args: {})
+
+    cold = _interleaved({
+        "first call with": _cold(lambda: programs.append(cl), lambda f: f(steps), _on),
+        "first call without": _cold(lambda: programs.append(cl), lambda f: f(steps), off),
+        "first 2 calls with": _cold(lambda: programs.append(cl), lambda f: (f(steps), f(steps)), _on),
+        "first 2 calls without": _cold(lambda: programs.append(cl), lambda f: (f(steps), f(steps)), off),
+    }, rounds)
+    cases = {}
+    for name, switch in (("with", _on), ("without", off)):
+        with switch():
+            f = programs.append(cl)
+        cases[name] = _steady(f, (steps,), switch, 20)
+    return {**_interleaved(cases, rounds), **cold}
+
+
 BENCHMARKS = {
+    "probed_capacities": bench_probed_capacities,
+    "index_sized": bench_index_sized,
+    "bounded_scan_while": bench_bounded_scan_while,
     "learned_capacities": bench_learned_capacities,
     "unrolled_replays": bench_unrolled_replays,
     "size_generic": bench_size_generic,

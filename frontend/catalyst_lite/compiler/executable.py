@@ -73,10 +73,9 @@ class Executable:
                 if found is not None:
                     loops.append(found.describe(str(eqn.primitive)))
         return ProgramInfo(
-            self.program.closed_jaxpr, self.program.facts, runner.strategies(), runner.host_steps(),
-            runner.speculations(), runner.misses(), tuple(loops),
-            None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
-            len(self.fresh_consts), dict(runner.compile_options),
+            jaxpr=self.program.closed_jaxpr, facts=self.program.facts, loops=tuple(loops),
+            size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
+            fresh_consts=len(self.fresh_consts), **runner.describe(),
         )
 
     def consts(self) -> list[Any]:

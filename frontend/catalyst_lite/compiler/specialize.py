@@ -666,23 +666,18 @@ class JaxprRunner:
         return spec.jitted.lower(*dynamic_args)
 
 
-    def strategies(self) -> dict[tuple, str]:
-        """For each ``(sizes, reverse)`` specialized: ``"xla"`` or ``"host"`` (see :mod:`.inspection`)."""
-        return {key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())}
-
-    def host_steps(self) -> tuple[str, ...]:
-        """The primitives the host-driven specializations split at."""
-        return tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
-                     if isinstance(p, SegmentedProgram))
-
-    def speculations(self) -> dict[tuple, str]:
-        """Each speculation key: ``"compiled"``, ``"recorded"`` or ``"refused"``."""
-        return {key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict) else "refused"
-                for key, s in list(self._speculations.items())}
-
-    def misses(self) -> dict[tuple, int]:
-        """Predictions that did not hold, per speculation key."""
-        return dict(self._misses)
+    def describe(self) -> dict[str, Any]:
+        """How this runner runs its sizes: the fields of :class:`~.inspection.ProgramInfo` it
+        knows (``strategies``, ``host_steps``, ``speculations``, ``misses``)."""
+        return dict(
+            strategies={key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())},
+            host_steps=tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
+                             if isinstance(p, SegmentedProgram)),
+            speculations={key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict)
+                          else "refused" for key, s in list(self._speculations.items())},
+            misses=dict(self._misses),
+            compile_options=dict(self.compile_options),
+        )
 
     def nested_runner(self, jaxpr: Jaxpr, name: str) -> "JaxprRunner":
         """The runner of a nested body of this program (made once, with this one's options)."""
