@@ -3,7 +3,8 @@
 ``python -m benchmarks.strategies [names...]``: for every strategy, the workload a user would
 write where it should pay, timed with the strategy on and off (switched by a module constant of
 catalyst_lite, restored afterwards), interleaved sample by sample in one process. Prints medians
-and the ratio off/on; a strategy must pay at least 2x to stay (see docs/architecture.md).
+and the ratio off/on; a strategy must pay at least 2x to stay. The strategies that did not are
+deleted, their figures kept in docs/architecture.md ("Why each execution strategy exists").
 """
 
 from __future__ import annotations
@@ -118,10 +119,6 @@ def _specialize_module():
     return sys.modules["catalyst_lite.compiler.specialize"]
 
 
-def _segments_module():
-    return sys.modules["catalyst_lite.compiler.segments"]
-
-
 def _no_speculation() -> contextlib.AbstractContextManager:
     return _setting(_specialize_module(), "MAX_SPECULATIONS", 0)
 
@@ -234,7 +231,7 @@ def _no_learned_capacities() -> Iterator[None]:
     def forget(self, *args: Any) -> None:
         self._caps = {}
 
-    with _setting(cap.MaskedLoop, "_probe", lambda self, *args: {}), _setting(cap.MaskedLoop, "_learn", forget):
+    with _setting(cap.MaskedLoop, "_learn", forget):
         yield
 
 
@@ -246,18 +243,6 @@ def bench_learned_capacities(rounds: int, steps: int = 400) -> dict[str, float]:
         with switch():
             f = programs.append(cl)
         cases[name] = _steady(f, (steps,), switch, 20)
-    return _interleaved(cases, rounds)
-
-
-def bench_unrolled_replays(rounds: int, steps: int = 20) -> dict[str, float]:
-    """``append`` with a short traced trip count, repeated: the speculated loop unrolled at its
-    exact sizes vs run on capacity buffers inside the program."""
-    cap = sys.modules["catalyst_lite.compiler.capacity"]
-    cases = {}
-    for name, switch in (("with", _on), ("without", lambda: _setting(cap, "UNROLL_LIMIT", -1))):
-        with switch():
-            f = programs.append(cl)
-        cases[name] = _steady(f, (steps,), switch, 50)
     return _interleaved(cases, rounds)
 
 
@@ -324,40 +309,16 @@ def bench_bounded_scan_while(rounds: int, steps: float = 1000.0) -> dict[str, fl
     return _interleaved(cases, rounds)
 
 
-def bench_probed_capacities(rounds: int, steps: int = 400) -> dict[str, float]:
-    """``append`` with ``steps`` steps, first call and repeated: learned capacities guessed from
-    the body's size arithmetic before the first run vs learned from the first run only."""
-    cap = sys.modules["catalyst_lite.compiler.capacity"]
-
-    def off() -> contextlib.AbstractContextManager:
-        return _setting(cap.MaskedLoop, "_probe", lambda self, *args: {})
-
-    cold = _interleaved({
-        "first call with": _cold(lambda: programs.append(cl), lambda f: f(steps), _on),
-        "first call without": _cold(lambda: programs.append(cl), lambda f: f(steps), off),
-        "first 2 calls with": _cold(lambda: programs.append(cl), lambda f: (f(steps), f(steps)), _on),
-        "first 2 calls without": _cold(lambda: programs.append(cl), lambda f: (f(steps), f(steps)), off),
-    }, rounds)
-    cases = {}
-    for name, switch in (("with", _on), ("without", off)):
-        with switch():
-            f = programs.append(cl)
-        cases[name] = _steady(f, (steps,), switch, 20)
-    return {**_interleaved(cases, rounds), **cold}
-
-
 BENCHMARKS = {
-    "probed_capacities": bench_probed_capacities,
-    "index_sized": bench_index_sized,
-    "bounded_scan_while": bench_bounded_scan_while,
-    "learned_capacities": bench_learned_capacities,
-    "unrolled_replays": bench_unrolled_replays,
     "size_generic": bench_size_generic,
     "segments": bench_segments,
     "speculation": bench_speculation,
-    "unroll": bench_unroll,
     "capacity": bench_capacity,
+    "learned_capacities": bench_learned_capacities,
+    "index_sized": bench_index_sized,
+    "unroll": bench_unroll,
     "bounded_scan": bench_bounded_scan,
+    "bounded_scan_while": bench_bounded_scan_while,
 }
 
 
@@ -366,7 +327,7 @@ def main(argv: list[str]) -> None:
     for name in argv or list(BENCHMARKS):
         try:
             result = BENCHMARKS[name](rounds)
-        except Exception as err:  # a strategy already deleted, or a failure: report and go on
+        except Exception as err:  # a failure: report it and go on
             print(f"{name}: {type(err).__name__}: {err}", flush=True)
             continue
         ratio = result["without"] / result["with"]

@@ -601,7 +601,6 @@ class MaskedLoop:
         ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
         self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
         self._caps: dict[Any, int] = {}
-        self._probed = False
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
         self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
 
@@ -734,8 +733,6 @@ class MaskedLoop:
             (("predicate", k), int(pred_consts[k])) for k in self._static_pred)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
-        if not self._caps and not self._probed:
-            self._caps, self._probed = self._probe(consts, dims, capacity, count, lower, step), True
         while not self.unmaskable and capacity <= MAX_CAPACITY:
             caps = tuple(self._caps.items())
             try:
@@ -763,39 +760,6 @@ class MaskedLoop:
                 continue
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
-
-    def _probe(self, consts: Sequence[Any], dims: Sequence[int], capacity: int, count: int, lower: int,
-               step: int) -> dict[Any, int]:
-        """A first guess of the learned capacities, before any run: the body's integer arithmetic
-        evaluated on the host with the carried sizes at their entry values and at the capacity,
-        and the first and last index (``a[-1:]`` has length 1 at both). Sizes that also depend
-        on carried values are not guessed. A wrong guess costs a run again (``RELEARN``)."""
-        body, nconsts = self.shape.body, self.shape.nconsts
-        known = {v: int(x) for v, x in zip(body.invars[:nconsts], consts) if np.ndim(x) == 0 and
-                 np.issubdtype(np.asarray(x).dtype, np.integer)}
-        index = [] if self.shape.predicate is not None else [body.invars[nconsts + self.shape.nimplicit]]
-        peaks: dict[Any, int] = {}
-        for sizes, i in ((dims, lower), ([capacity] * len(dims), lower + max(count - 1, 0) * step)):
-            env = {**known, **dict(zip(self._implicit, sizes)), **dict(zip(index, [i]))}
-            for eqn in body.eqns:
-                if not eqn.outvars or not all(not v.aval.shape and np.issubdtype(v.aval.dtype, np.integer)
-                                              for v in eqn.outvars):
-                    continue
-                invals = [v.val if isinstance(v, Literal) else env.get(v) for v in eqn.invars]
-                if any(x is None for x in invals):
-                    continue
-                try:
-                    outs = eval_equation(eqn, invals, Mode.STAGED)
-                except Exception:
-                    continue
-                env.update((v, int(x)) for v, x in zip(eqn.outvars, outs) if not isinstance(v, DropVar))
-            for var in self._tracked:
-                if var in env:
-                    peaks[var] = max(peaks.get(var, 0), env[var])
-                else:
-                    peaks[var] = capacity
-        caps = {var: bucket(p) for var, p in peaks.items()}
-        return {var: c for var, c in caps.items() if 4 * c <= capacity}
 
     def _learn(self, capacity: int, peaks: np.ndarray) -> None:
         """Capacities of their own for the sizes computed in the body that stayed well below the
