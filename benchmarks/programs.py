@@ -267,6 +267,22 @@ def grad_loop(api: ModuleType) -> Callable:
     return grad_loop
 
 
+def grad_while(api: ModuleType) -> Callable:
+    # The same steps in a while_loop, whose trip count reverse mode learns by running it.
+    @api.qjit
+    def grad_while(x, n: float):
+        def f(x):
+            @api.while_loop(lambda i, a: i < n)
+            def loop(i, a):
+                return i + 1.0, _grad_step(i, a)
+
+            return jnp.sum(loop(0.0, x)[1])
+
+        return api.grad(f)(x)
+
+    return grad_while
+
+
 def grad_loop_jax() -> Callable:
     @functools.partial(jax.jit, static_argnums=1)
     def grad_loop(x, n):

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import catalyst_lite as cl
-from catalyst_lite import for_loop, grad, qjit, while_loop
+from catalyst_lite import for_loop, qjit
 
 from . import programs
 
@@ -203,25 +203,38 @@ def bench_capacity(rounds: int, steps: int = 100) -> dict[str, float]:
     return {**_interleaved(cases, rounds), **cold}
 
 
-def bench_bounded_scan(rounds: int, steps: int = 1000) -> dict[str, float]:
-    """``grad`` through a for_loop with a traced trip count, repeated: a compiled scan vs the
-    loop driven from the host in reverse mode."""
-    fl = sys.modules["catalyst_lite.control_flow.for_loop"]
+class _Refuses:
+    """A bounded scan that refuses every loop: the loop then runs from the host."""
 
-    class _Refuses:
-        def run(self, *args: Any) -> None:
-            return None
+    def run(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _bounded_scans(rounds: int, loop: str, build: Callable, steps: Any) -> dict[str, float]:
+    """``build(catalyst_lite)(x, steps)``, repeated: ``loop``'s reverse mode as a compiled scan vs
+    driven from the host."""
+    module = sys.modules[f"catalyst_lite.control_flow.{loop}"]
 
     def off() -> contextlib.AbstractContextManager:
-        return _setting(fl, "bounded_scan", lambda *a: _Refuses())
+        return _setting(module, "bounded_scan", lambda *a, **k: _Refuses())
 
     x = jnp.linspace(0.0, 1.0, 100)
     cases = {}
     for name, switch in (("with", _on), ("without", off)):
         with switch():
-            f = programs.grad_loop(cl)
+            f = build(cl)
         cases[name] = _steady(f, (x, steps), switch, 2)
     return _interleaved(cases, rounds)
+
+
+def bench_bounded_scan(rounds: int) -> dict[str, float]:
+    """``grad`` through a for_loop with a traced trip count, 1,000 steps."""
+    return _bounded_scans(rounds, "for_loop", programs.grad_loop, 1000)
+
+
+def bench_bounded_scan_while(rounds: int) -> dict[str, float]:
+    """``grad`` through a while_loop of 1,000 iterations (counted forward, then a scan)."""
+    return _bounded_scans(rounds, "while_loop", programs.grad_while, 1000.0)
 
 
 @contextlib.contextmanager
@@ -271,42 +284,6 @@ def bench_index_sized(rounds: int, steps: int = 50) -> dict[str, float]:
             f = _index_sized()
         cases[name] = _steady(f, (steps,), switch, 5)
     return {**_interleaved(cases, rounds), **cold}
-
-
-def _grad_while() -> Callable:
-    @qjit
-    def grad_while(x, m: float):
-        def f(x):
-            @while_loop(lambda i, a: i < m)
-            def step(i, a):
-                return i + 1.0, jnp.sin(a) * 0.99
-
-            return jnp.sum(step(0.0, x)[1])
-
-        return grad(f)(x)
-
-    return grad_while
-
-
-def bench_bounded_scan_while(rounds: int, steps: float = 1000.0) -> dict[str, float]:
-    """``grad`` through a while_loop of 1,000 iterations, repeated: counted forward, then a
-    compiled scan vs the loop driven from the host in reverse mode."""
-    wl = sys.modules["catalyst_lite.control_flow.while_loop"]
-
-    class _Refuses:
-        def run(self, *args: Any, **kwargs: Any) -> None:
-            return None
-
-    def off() -> contextlib.AbstractContextManager:
-        return _setting(wl, "bounded_scan", lambda *a, **k: _Refuses())
-
-    x = jnp.linspace(0.0, 1.0, 100)
-    cases = {}
-    for name, switch in (("with", _on), ("without", off)):
-        with switch():
-            f = _grad_while()
-        cases[name] = _steady(f, (x, steps), switch, 2)
-    return _interleaved(cases, rounds)
 
 
 BENCHMARKS = {
