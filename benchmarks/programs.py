@@ -134,11 +134,6 @@ def _lite_options(api: ModuleType, **options: Any) -> dict[str, Any]:
     return options if api.__name__ == "catalyst_lite" else {}
 
 
-def energy_tiered(api: ModuleType) -> Callable:
-    # XLA's two tiers, without the size-generic one (which would serve the new sizes instead).
-    return energy(api, **_lite_options(api, tiered_compilation=True, size_generic=False))
-
-
 def energy_xla(api: ModuleType) -> Callable:
     # One XLA compilation per size, as without the optional IREE backend.
     return energy(api, **_lite_options(api, size_generic=False))
@@ -305,6 +300,22 @@ def grad_loop(api: ModuleType) -> Callable:
     return grad_loop
 
 
+def grad_while(api: ModuleType) -> Callable:
+    # The same steps in a while_loop, whose trip count reverse mode learns by running it.
+    @api.qjit
+    def grad_while(x, n: float):
+        def f(x):
+            @api.while_loop(lambda i, a: i < n)
+            def loop(i, a):
+                return i + 1.0, _grad_step(i, a)
+
+            return jnp.sum(loop(0.0, x)[1])
+
+        return api.grad(f)(x)
+
+    return grad_while
+
+
 def grad_loop_jax() -> Callable:
     @functools.partial(jax.jit, static_argnums=1)
     def grad_loop(x, n):
@@ -350,7 +361,6 @@ PROGRAMS: dict[str, Program] = {
     "circuit_autograph": Program("the same with a Python for loop, autograph=True", circuit_autograph, circuit_jax),
     "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
     "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
-    "energy_tiered": Program("the same, XLA's tiered compilation (catalyst_lite)", energy_tiered, energy_jax),
     "energy_xla": Program("the same, XLA per size (catalyst_lite without IREE)", energy_xla, energy_jax),
     "energy_first_compile": Program(
         "the same, its size-generic executable compiled anew (catalyst_lite)", energy_first_compile, energy_jax

@@ -105,7 +105,6 @@ def cases() -> list[Case]:
         Case("20 new sizes, size-generic compiled in the sample", "energy_first_compile", "new sizes",
              _vectors(NEW_SIZES)),
         Case("20 new sizes, XLA only", "energy_xla", "new sizes", _vectors(NEW_SIZES)),
-        Case("20 new sizes, tiered compilation", "energy_tiered", "new sizes", _vectors(NEW_SIZES)),
         # Minutes per sample for jax.jit and XLA only: one sample each, jax.jit's in the first row.
         Case("2,000 new sizes", "energy", "new sizes", _vectors(MANY_NEW_SIZES), slow=True, samples=1),
         Case("2,000 new sizes, XLA only", "energy_xla", "new sizes", _vectors(MANY_NEW_SIZES),
@@ -137,7 +136,6 @@ TARGETS = [
     Target("first call circuit <= 1.5x jax.jit", ("first call: circuit sz=1e3", LITE), ("first call: circuit sz=1e3", JAX), 1.5),
     Target("first call autograph <= 1.5x explicit for_loop", ("first call: circuit, autograph", LITE), ("first call: circuit sz=1e3", LITE), 1.5),
     Target("first call while_loop <= 1.5x jax.jit", ("first call: while_loop n=1e3", LITE), ("first call: while_loop n=1e3", JAX), 1.5),
-    Target("20 new sizes, tiered <= 0.5x jax.jit", ("20 new sizes, tiered compilation", LITE), ("20 new sizes, tiered compilation", JAX), 0.5),
     Target("20 new sizes <= 0.1x jax.jit", ("20 new sizes (abstracted_axes)", LITE), ("20 new sizes (abstracted_axes)", JAX), 0.1),
     Target("2,000 new sizes <= 10 s", ("2,000 new sizes", LITE), None, 10.0),
     Target("hot size <= 1.2x jax.jit", ("hot size after new sizes: abstracted_axes n=1e6", LITE),
@@ -190,7 +188,7 @@ def thunk(case: Case, build: Callable[[], Callable]) -> Callable[[], Any]:
 
 def measure(case: Case, builds: dict[str, Callable[[], Callable]], budget: Budget) -> dict[str, float | Exception]:
     """Median seconds of each implementation (timed interleaved), or the exception it raised.
-    Between samples, catalyst_lite's background compilations (tiered compilation) finish
+    Between samples, catalyst_lite's background compilations (the size-generic tier's) finish
     untimed, so that they slow neither the next sample nor another implementation's."""
     thunks: dict[str, Callable[[], Any]] = {}
     failed: dict[str, Exception] = {}

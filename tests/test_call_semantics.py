@@ -233,7 +233,7 @@ def test_qjit_calling_qjit_keeps_sizes_symbolic():
         x = jnp.arange(float(n))
         expected = jnp.concatenate([x, x * 2.0])[1:] + x.sum()
         np.testing.assert_array_equal(outer(x), expected)
-    assert len(outer._traced_programs()) == 1 and not inner._traced_programs()  # traced once, inner inlined
+    assert len(outer.inspect().programs) == 1 and not inner.inspect().programs  # traced once, inner inlined
     assert "pjit" not in str(outer.jaxpr)
 
 

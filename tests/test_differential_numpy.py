@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 from catalyst_lite import qjit
-from catalyst_lite.compiler.tiers import FAST_TIER_OPTIONS
 
 SIZES = range(10)
 KINDS = (IndexError, TypeError, ValueError, ArithmeticError, NotImplementedError)
@@ -140,16 +139,13 @@ def kind(err: BaseException) -> type:
 
 
 def jax_jit(program: Program, args: tuple) -> Any:
-    """``jax.jit`` of the program at these arguments. Both sides compile with XLA's fast options
-    (the fast tier of tiered compilation): compiling dominates this test's time."""
-    jitted = jax.jit(program.fn, static_argnums=program.static_argnums)
-    executable = jitted.lower(*args).compile(FAST_TIER_OPTIONS)
-    return executable(*(a for i, a in enumerate(args) if i not in program.static_argnums))
+    """``jax.jit`` of the program at these arguments."""
+    return jax.jit(program.fn, static_argnums=program.static_argnums)(*args)
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=[p.name for p in PROGRAMS])
 def test_qjit_gives_jax_jits_results_at_every_size(program):
-    compiled = qjit(program.fn, abstracted_axes=program.abstracted_axes, tiered_compilation=True)
+    compiled = qjit(program.fn, abstracted_axes=program.abstracted_axes)
     for n in SIZES:
         args = program.args(n)
         expected, jit_error = outcome(lambda: jax_jit(program, args))
@@ -162,4 +158,4 @@ def test_qjit_gives_jax_jits_results_at_every_size(program):
         assert got.shape == expected.shape and got.dtype == expected.dtype, (n, got, expected)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12, err_msg=f"n={n}")
     # Sizes share programs: a new one only where JAX's shape logic decides differently.
-    assert len(compiled._traced_programs()) <= len(SIZES) // 2
+    assert len(compiled.inspect().programs) <= len(SIZES) // 2

@@ -9,10 +9,10 @@ from catalyst_lite import for_loop, qjit, while_loop
 from catalyst_lite.errors import ArgumentValueError, DimensionError, UnsupportedOperationError
 
 
-def _program(f):
-    """The one traced program of ``f``."""
-    (program,) = f._traced_programs()
-    return program
+def _strategies(f):
+    """How each size signature of ``f``'s one traced program runs ("xla" or "host")."""
+    (program,) = f.inspect().programs
+    return set(program.strategies.values())
 
 
 def test_repeated_calls_take_the_validated_path_with_the_same_results():
@@ -22,11 +22,11 @@ def test_repeated_calls_take_the_validated_path_with_the_same_results():
 
     x = np.arange(4.0)
     first = f(x, 2)
-    assert len(f._validated_calls) == 1
+    assert f.inspect().validated_calls == 1
     np.testing.assert_array_equal(f(x, 2), first)
     np.testing.assert_array_equal(f(x, 3), x * 3 + 1.0)  # a new value of a number: same key
     np.testing.assert_array_equal(f(np.arange(6.0), 3), np.arange(6.0) * 3 + 1.0)
-    assert len(f._validated_calls) == 2  # a new shape is validated once
+    assert f.inspect().validated_calls == 2  # a new shape is validated once
 
 
 def test_a_bad_size_after_a_validated_call_is_still_named():
@@ -45,14 +45,14 @@ def test_converted_or_structured_arguments_are_checked_every_time():
         return x * 2.0
 
     assert float(f(2)) == 4.0  # an int for a float annotation is converted: not a validated call
-    assert f._validated_calls == {}
+    assert f.inspect().validated_calls == 0
 
     @qjit
     def g(pair):
         return pair[0] + pair[1]
 
     assert float(g((1.0, 2.0))) == 3.0
-    assert g._validated_calls == {}
+    assert g.inspect().validated_calls == 0
 
 
 def test_sizes_computed_with_comparisons_are_static():
@@ -71,7 +71,7 @@ def test_sizes_computed_with_comparisons_are_static():
     for i in range(3):
         expected = expected * 0.5 + (expected[:1] + i)
     np.testing.assert_array_equal(f(4), expected)
-    assert None not in _program(f).runner._executables.values()
+    assert _strategies(f) == {"xla"}
 
 
 def _appending(n_steps: int):
@@ -99,7 +99,7 @@ def test_short_resizing_loops_are_unrolled_with_the_same_results(n_steps):
 
     grow = _appending(n_steps)
     np.testing.assert_array_equal(grow(3), _appending_numpy(3, n_steps))
-    staged = None not in _program(grow).runner._executables.values()
+    staged = _strategies(grow) == {"xla"}
     assert staged == (n_steps <= UNROLL_LIMIT)  # a long loop stays host-driven
 
 
@@ -121,7 +121,7 @@ def test_a_resizing_loop_whose_size_depends_on_data_stays_host_driven(x):
     while a.sum() < 100.0:
         a = np.concatenate([a, a * 2.0])
     np.testing.assert_array_equal(grow(np.array(x)), a + 1.0)
-    assert None in _program(grow).runner._executables.values()  # host-driven, not one executable
+    assert "host" in _strategies(grow)  # host-driven, not one executable
     with pytest.raises(UnsupportedOperationError, match="host-driven"):
         grow.specialized_mlir(np.array(x))
 

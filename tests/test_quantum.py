@@ -202,7 +202,7 @@ def test_without_a_seed_every_call_draws_anew():
     assert all(set(d.tolist()) <= {0, 1} for d in draws)
     # The key is a constant of the program replaced on each call: the traced program has no
     # extra argument, and nothing is traced again.
-    assert f.jaxpr.jaxpr.invars == [] and len(f._last.fresh_consts) == 1
+    assert f.jaxpr.jaxpr.invars == [] and f.inspect().last.fresh_consts == 1
 
 
 def test_a_program_that_never_draws_does_not_refresh_its_key():
@@ -216,7 +216,7 @@ def test_a_program_that_never_draws_does_not_refresh_its_key():
 
     f = qjit(qml.qnode(dev(1))(circuit))
     assert float(f(0.2)) == pytest.approx(np.cos(0.6), abs=TOL)
-    assert f._last.fresh_consts == {}
+    assert f.inspect().last.fresh_consts == 0
 
 
 def test_unseeded_key_of_a_qjit_called_inside_another_is_drawn_anew():
@@ -245,8 +245,8 @@ def test_circuit_programs_get_circuit_compile_options_and_classical_ones_do_not(
     circuit = qjit(qml.qnode(dev(2))(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1]))
     classical = qjit(lambda x: x * 2.0)
     assert float(circuit(0.4)) == pytest.approx(np.cos(0.4), abs=TOL) and float(classical(1.5)) == 3.0
-    assert circuit._last.runner.compile_options == CIRCUIT_COMPILE_OPTIONS
-    assert classical._last.runner.compile_options == {}
+    assert circuit.inspect().last.compile_options == CIRCUIT_COMPILE_OPTIONS
+    assert classical.inspect().last.compile_options == {}
 
 
 H_MIXED = qml.Hamiltonian([0.3, -1.2], [qml.Z(0) @ qml.X(1), qml.Y(0)])

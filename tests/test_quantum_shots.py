@@ -300,7 +300,7 @@ def test_a_traced_number_of_shots():
         compiled = qjit(seed=1)(lambda n, x: qml.set_shots(qml.qnode(DEV)(qfunc), shots=n)(x))
         for n in (3, 40):
             check_shots(compiled(n, X), qfunc, n)
-        assert len(compiled._programs) == 1  # traced once for every number of shots
+        assert len(compiled.inspect().programs) == 1  # traced once for every number of shots
 
 
 def test_sample_and_counts_on_a_device_without_wires():

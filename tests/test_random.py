@@ -74,7 +74,7 @@ def test_symbolic_size_gives_jax_jits_numbers(name, key_kind):
         got = compiled(seed, n)
         assert got.dtype == expected.dtype and got.shape == expected.shape
         np.testing.assert_array_equal(as_numbers(got), as_numbers(expected))
-    assert len(compiled._traced_programs()) == 1  # one trace for every size
+    assert len(compiled.inspect().programs) == 1  # one trace for every size
 
 
 @pytest.mark.parametrize("key_kind", KEYS)
@@ -98,7 +98,7 @@ def test_key_argument_with_an_abstracted_axis():
         x = jnp.arange(float(n))
         for key in (raw_key(3), typed_key(3)):
             np.testing.assert_array_equal(noisy(key, x), jax.jit(program)(key, x))
-    assert len(noisy._traced_programs()) == 2  # one per key type
+    assert len(noisy.inspect().programs) == 2  # one per key type
 
 
 def test_keys_that_change_in_a_loop():

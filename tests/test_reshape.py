@@ -71,7 +71,7 @@ def test_reshape_of_a_symbolic_axis_is_jax_jits(name):
     compiled = qjit(fn, abstracted_axes={0: "n"})
     for n in (6, 12, 7, 18):
         assert_like_jax_jit(compiled, fn, jnp.arange(float(n)))
-    assert len(compiled._traced_programs()) == 1  # traced once
+    assert len(compiled.inspect().programs) == 1  # traced once
 
 
 @pytest.mark.parametrize("name", RESHAPES_2D)
@@ -124,7 +124,7 @@ def test_traced_size_and_minus_one():
         f(np.arange(7.0), 2)
     with pytest.raises(ArgumentValueError, match=r"\(0\) does not evenly divide 6"):
         f(np.arange(6.0), 0)
-    assert len(f._traced_programs()) == 1
+    assert len(f.inspect().programs) == 1
 
 
 def test_static_array_reshaped_by_a_size_argument():

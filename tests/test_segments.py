@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from catalyst_lite import cond, for_loop, grad, qjit, while_loop
-from catalyst_lite.compiler import bounded_scan, capacity, segments
-from catalyst_lite.compiler.segments import SegmentedProgram, Speculation
+from catalyst_lite.compiler.capacity import capacity_for
+from catalyst_lite.compiler.specialize import MAX_MISSES
 
 
 def _append_reference(n):
@@ -36,12 +36,11 @@ def test_appending_loop_matches_numpy_at_capacity_boundaries(n):
 def test_appending_loop_compiles_per_capacity_not_per_size():
     for n in range(3, 40):
         append(n)
-    (body,) = [eqn for eqn in append.jaxpr.jaxpr.eqns if eqn.primitive.name == "for_loop"]
-    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)]
-    assert not loop.unmaskable
+    loop = _loop_of(append)
+    assert loop.supported
     # capacities 16, 32, 64 (each also with the length of a[-1:] learned: 1): not one per size
-    assert 1 <= len({capacity for capacity, _, _ in loop._compiled}) <= 4
-    assert len(loop._compiled) <= 8
+    assert 1 <= len(loop.capacities) <= 4
+    assert loop.executables <= 8
 
 
 @qjit
@@ -61,10 +60,9 @@ def test_static_prefix_and_resizing_while_loop_run_as_segments():
     for n in (0, 4, 40):
         expected = jax.jit(lambda x: _mixed_reference(x, n))(x)
         np.testing.assert_array_equal(mixed(x, n), expected)
-    runner = mixed._last.runner
-    plans = list(runner._segmented.values())
-    assert plans and all(isinstance(p, SegmentedProgram) for p in plans)
-    assert plans[0].segmentation.step.primitive.name == "while_loop"
+    info = mixed.inspect().last
+    assert "host" in info.strategies.values()
+    assert info.host_steps and info.host_steps[0] == "while_loop"
 
 
 def _mixed_reference(x, n):
@@ -134,7 +132,7 @@ def test_body_that_cannot_run_on_buffers_runs_per_size():
     for i in range(5):
         a = np.concatenate([a, np.sort(-a)[:1] + i])
     np.testing.assert_array_equal(sorted_head(5), a)
-    assert _loop_of(sorted_head).unmaskable
+    assert not _loop_of(sorted_head).supported
 
 
 @qjit
@@ -153,7 +151,7 @@ def test_reductions_along_a_resized_axis_run_on_buffers():
         for _ in range(n):
             a = np.concatenate([a, a.sum(keepdims=True) * 0.5, a.max(keepdims=True) - a @ a])
         np.testing.assert_allclose(summed(n), a, rtol=1e-12)
-    assert not _loop_of(summed).unmaskable
+    assert _loop_of(summed).supported
 
 
 # Loops that keep their carried sizes but make arrays sized by the index: `jnp.ones(i)` has a new
@@ -194,7 +192,7 @@ def test_nested_loops_making_index_sized_arrays_run_on_buffers():
     for n in (0, 1, 2, 5, 60):
         expected = sum(sum(sum(range(j + 1)) + i for j in range(i)) for i in range(n))
         assert nested_index_sized(n) == expected
-    assert not _loop_of(nested_index_sized).unmaskable
+    assert _loop_of(nested_index_sized).supported
 
 
 def test_loops_making_index_sized_arrays_run_on_buffers():
@@ -204,14 +202,12 @@ def test_loops_making_index_sized_arrays_run_on_buffers():
     for n in (0, 1, 2, 7, 40):
         assert while_index_sized(n) == sum(2**i + (i > 4) + (i <= 3) for i in range(n))
     for f in (index_sized, while_index_sized):
-        (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name in ("for_loop", "while_loop")]
-        loop = capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)]
-        assert not loop.unmaskable
+        assert _loop_of(f).supported
         f(20)
-        compiled = len(loop._compiled)
+        compiled = _loop_of(f).executables
         for n in range(21, 31):  # sizes within the capacity of n=20's run: no new compilation
             f(n)
-        assert len(loop._compiled) == compiled <= 6  # per capacity, not per iteration or size
+        assert _loop_of(f).executables == compiled <= 6  # per capacity, not per iteration or size
 
 
 def _grad_fori(x, n):
@@ -239,11 +235,12 @@ def test_reverse_mode_through_traced_trip_count_equals_jax_jit(n):
 def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
     x = np.linspace(0.0, 1.0, 7)
     grad_loop(x, 20)
-    scans = [s for s in bounded_scan._scans.values() if s.predicate is None and not s.unsupported]
-    before = [len(s._compiled) for s in scans]
+    (before,) = grad_loop.inspect().last.loops
     for n in (21, 25, 30):  # the bucket of 32 steps
         np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
-    assert scans and [len(s._compiled) for s in scans] == before
+    (after,) = grad_loop.inspect().last.loops
+    assert (after.kind, after.supported) == ("bounded scan", True)
+    assert 32 in after.capacities and after.executables == before.executables  # no new compilation
 
 
 @qjit
@@ -266,23 +263,23 @@ def test_reverse_mode_through_while_loop_equals_jax_jit(m):
 
 
 def test_capacity_buckets():
-    assert [capacity.capacity_for(n) for n in (0, 1, 16, 17, 1000)] == [16, 16, 16, 32, 1024]
+    assert [capacity_for(n) for n in (0, 1, 16, 17, 1000)] == [16, 16, 16, 32, 1024]
 
 
 # --- speculation: the whole program compiled at the sizes its host steps found -------------------
 
 
 def _speculations(f):
-    return [s for s in f._last.runner._speculations.values() if isinstance(s, Speculation)]
+    return [key for key, s in f.inspect().last.speculations.items() if s == "compiled"]
 
 
 def test_repeated_call_runs_one_speculative_program():
     for n in (7, 7, 7, 300, 300, 300):
         np.testing.assert_array_equal(append(n), _append_reference(n))
-    runner = append._last.runner
+    info = append.inspect().last
     # One per value of n, none of whose predictions failed.
-    assert all(isinstance(runner._speculations[(), n], Speculation) for n in (7, 300))
-    assert not runner._misses.get(((), 7)) and not runner._misses.get(((), 300))
+    assert all(info.speculations[(), n] == "compiled" for n in (7, 300))
+    assert not info.misses.get(((), 7)) and not info.misses.get(((), 300))
     # The program's result is a jax.Array; its size was fixed by the prediction.
     assert isinstance(append(300), jax.Array) and append(300).shape == (301,)
 
@@ -307,9 +304,9 @@ def test_speculation_that_misses_falls_back_and_gives_up():
     x = np.ones(2)
     for limit in (3.0, 3.0, 10.0, 30.0, 60.0, 100.0, 100.0, 3.0):
         np.testing.assert_array_equal(until(x, limit), _until_reference(x, limit))
-    runner = until._last.runner
-    assert sum(runner._misses.values()) >= 1  # (a miss leaves the replays of the run that followed it)
-    assert all(m <= segments.MAX_MISSES for m in runner._misses.values())
+    misses = until.inspect().last.misses
+    assert sum(misses.values()) >= 1  # (a miss leaves the replays of the run that followed it)
+    assert all(m <= MAX_MISSES for m in misses.values())
 
 
 def test_speculated_results_keep_bits_of_jax_jit():
@@ -322,9 +319,7 @@ def test_speculated_results_keep_bits_of_jax_jit():
 
 def test_small_sizes_computed_in_the_body_get_capacities_of_their_own():
     append(40)
-    (body,) = [eqn for eqn in append.jaxpr.jaxpr.eqns if eqn.primitive.name == "for_loop"]
-    loop = capacity._loops[id(body.params["body_jaxpr"].jaxpr)]
-    assert 1 in loop._caps.values()  # the length of a[-1:]
+    assert 1 in _loop_of(append).learned  # the length of a[-1:]
 
 
 @qjit
@@ -354,8 +349,8 @@ def indexed(n: int, idx):
 
 
 def _loop_of(f):
-    (eqn,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
-    return capacity._loops[id(eqn.params["body_jaxpr"].jaxpr)]
+    """The first loop of ``f``'s last program that ran on capacity buffers."""
+    return next(loop for loop in f.inspect().last.loops if loop.kind == "capacity buffers")
 
 
 def test_cond_and_indexing_gathers_run_on_buffers():
@@ -371,4 +366,4 @@ def test_cond_and_indexing_gathers_run_on_buffers():
             taken = np.array([a[k] if k < len(a) else np.nan for k in (0, len(a) - 1, 7)])  # jnp.take fills
             a = np.concatenate([a, a[idx] * 0.5 + i, taken])
         np.testing.assert_array_equal(indexed(n, idx), a)
-    assert not _loop_of(branchy).unmaskable and not _loop_of(indexed).unmaskable
+    assert _loop_of(branchy).supported and _loop_of(indexed).supported

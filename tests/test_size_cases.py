@@ -54,15 +54,15 @@ def test_sizes_that_break_a_fact_get_their_own_program(name):
     fn, small = BROKEN_AT_SMALL_SIZES[name]
     compiled = qjit(fn, abstracted_axes={0: "n"})
     assert_like(compiled(vec(5)), jax.jit(fn)(vec(5)))  # the generic program
-    (generic,) = compiled._traced_programs()
+    (generic,) = compiled.inspect().programs
     assert len(generic.facts), "the generic program holds for large sizes only"
     for n in small:
         assert_like(compiled(vec(n)), jax.jit(fn)(vec(n)))
-    programs = compiled._traced_programs()
-    assert programs[0] is generic and len(programs) <= 1 + len(small)
+    programs = [p.jaxpr for p in compiled.inspect().programs]
+    assert programs[0] is generic.jaxpr and len(programs) <= 1 + len(small)
     for n in (7, 2, *small):  # later calls pick the program valid for their sizes: no new trace
         assert_like(compiled(vec(n)), jax.jit(fn)(vec(n)))
-    assert compiled._traced_programs() == programs
+    assert all(a is b for a, b in zip([p.jaxpr for p in compiled.inspect().programs], programs, strict=True))
 
 
 def test_a_program_traced_for_one_call_serves_every_call_its_facts_hold_for():
@@ -71,7 +71,7 @@ def test_a_program_traced_for_one_call_serves_every_call_its_facts_hold_for():
     assert arange(4).tolist() == [0, 2, 4, 6]
     for n in (-3, -1, -10):
         assert arange(n).tolist() == [] and arange(n).dtype == np.arange(n).dtype
-    assert len(arange._traced_programs()) == 2  # the generic one, and one for every n < 0
+    assert len(arange.inspect().programs) == 2  # the generic one, and one for every n < 0
     assert arange(2).tolist() == [0, 2]  # the generic program again
 
 
@@ -80,7 +80,7 @@ def test_a_negative_slice_bound_counts_from_the_end_as_in_numpy():
     x = vec(5)
     for k in (3, 9, -1, -2, 0):
         np.testing.assert_array_equal(take(x, k), x[:k])
-    assert len(take._traced_programs()) <= 3
+    assert len(take.inspect().programs) <= 3
 
 
 def test_repeated_calls_check_facts_about_integer_arguments():
@@ -132,7 +132,7 @@ def test_sizes_equal_at_call_time_run_with_one_program(name):
     compiled = qjit(fn, abstracted_axes=axes)
     for n in (3, 5, 2):
         assert_like(compiled(*args(n)), jax.jit(fn, static_argnums=static)(*args(n)))
-    assert len(compiled._traced_programs()) == 1  # one program for every call with equal sizes
+    assert len(compiled.inspect().programs) == 1  # one program for every call with equal sizes
 
 
 def test_a_length_1_axis_broadcasts_as_with_jax_jit():
@@ -187,7 +187,7 @@ def test_jax_numpy_functions_are_traced_once(name):
     for n in (4, 7):
         for got, expected in zip(jax.tree_util.tree_leaves(compiled(vec(n))), jax.tree_util.tree_leaves(jax.jit(fn)(vec(n)))):
             assert_like(got, expected)
-    assert len(compiled._traced_programs()) == 1
+    assert len(compiled.inspect().programs) == 1
 
 
 def test_convolution_of_two_symbolic_lengths_has_a_program_per_ordering():
@@ -195,7 +195,7 @@ def test_convolution_of_two_symbolic_lengths_has_a_program_per_ordering():
     conv = qjit(jnp.convolve, abstracted_axes=({0: "n"}, {0: "m"}))
     for n, m in ((5, 2), (6, 3), (2, 4), (3, 5)):
         assert_like(conv(vec(n), vec(m) + 2), jax.jit(jnp.convolve)(vec(n), vec(m) + 2))
-    assert len(conv._traced_programs()) == 2
+    assert len(conv.inspect().programs) == 2
 
 
 def test_jax_code_that_needs_a_size_as_a_python_int_is_traced_per_size():
@@ -206,7 +206,7 @@ def test_jax_code_that_needs_a_size_as_a_python_int_is_traced_per_size():
     compiled = qjit(jnp.vander, abstracted_axes={0: "n"})
     for n in (3, 4, 3):
         assert_like(compiled(vec(n)), jax.jit(jnp.vander)(vec(n)))
-    assert len(compiled._traced_programs()) == 2  # one per size: no generic program
+    assert len(compiled.inspect().programs) == 2  # one per size: no generic program
 
     by_columns = qjit(jnp.vander, abstracted_axes=({0: "n"}, None))
     for k in (2, 3, 2, 4):  # the fast path of repeated calls checks k's value too

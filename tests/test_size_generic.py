@@ -23,21 +23,22 @@ from jax.experimental import enable_x64
 
 from catalyst_lite import QJIT, cond, for_loop, grad, qjit
 from catalyst_lite.compiler import iree_backend
-from catalyst_lite.compiler.size_generic import SIZE_GENERIC_ENV_VAR, SizeGenericTier, Status
+from catalyst_lite.compiler.inspection import SizeGenericInfo
+from catalyst_lite.compiler.size_generic import SIZE_GENERIC_ENV_VAR, Status
 from catalyst_lite.errors import IncompatibleSizesError
 
 needs_iree = pytest.mark.skipif(not iree_backend.available(), reason="IREE is not installed")
 RTOL = 1e-12
 
 
-def tier(f: QJIT) -> SizeGenericTier | None:
+def tier(f: QJIT) -> SizeGenericInfo | None:
     """The size-generic tier of ``f``'s most recent program."""
-    return f._last.runner.size_generic
+    return f.inspect().last.size_generic
 
 
 def xla_sizes(f: QJIT) -> set:
     """The size signatures ``f``'s most recent program has XLA executables for."""
-    return {key for (key, _), spec in f._last.runner._executables.items() if spec is not None}
+    return {key for (key, _), strategy in f.inspect().last.strategies.items() if strategy == "xla"}
 
 
 def warmed_up(f: QJIT, *calls: tuple) -> QJIT:
@@ -411,7 +412,7 @@ _SECOND_PROCESS = textwrap.dedent(
 
     totals = [float(energy(np.linspace(0.0, 1.0, n))[1]) for n in (5, 6, 7)]
     QJIT.wait_for_compilations()
-    tier = energy._last.runner.size_generic
+    tier = energy.inspect().last.size_generic
     print(json.dumps({"misses": len(misses), "totals": totals,
                       "generic": None if tier is None else [tier.status.value, tier.from_cache]}))
     """
@@ -475,7 +476,7 @@ def test_a_dropped_function_releases_its_size_generic_module():
 
 @needs_iree
 def test_clear_cache_discards_the_compilations_under_way():
-    from catalyst_lite.compiler.tiers import run_in_background
+    from catalyst_lite.compiler.compilation import run_in_background
 
     f = warmed_up(qjit(energy, abstracted_axes={0: "n"}, size_generic=True), (np.ones(3),), (np.ones(4),))
     release = threading.Event()

@@ -43,12 +43,13 @@ from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
 from .callbacks import raise_from_callback
-from .compiler.tiers import wait_for_compilations
+from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation
 from .compiler.executable import Executable, FastCall, register_function_compiler
+from .compiler.inspection import FunctionInfo
 from .compiler.lowering import program_to_mlir
 from .compiler.options import DEFAULT_CACHE_SIZE, ExecutableCache, RunnerOptions
 from .compiler.specialize import NeedsHost
@@ -220,7 +221,7 @@ class QJIT:
             self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
         self._dispatch = dispatcher(self.name, *_python_calls(weakref.ref(self)))
         self._executable_options = RunnerOptions(
-            tiered_compilation, self._jit.xla,
+            self._jit.xla,
             ExecutableCache(cache_size, functools.partial(forget_dispatch_data, self._dispatch)), self._report,
             size_generic, self._jit.jit,
         )
@@ -483,6 +484,26 @@ class QJIT:
             for program in [*family.programs, *family.static_programs.values()]
         ]
 
+    def inspect(self) -> FunctionInfo:
+        """What this function holds: every traced program with its size facts, how each size
+        signature runs (one XLA executable, or host-driven), its speculations and compiled loops
+        (see :mod:`catalyst_lite.compiler.inspection`).
+
+        >>> import jax.numpy as jnp
+        >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
+        >>> _ = f(jnp.ones(3))
+        >>> info = f.inspect()
+        >>> len(info.programs), dict(info.last.strategies), info.validated_calls
+        (1, {((3,), False): 'xla'}, 1)
+        """
+        last = self._last
+        programs = self._traced_programs()
+        described = {id(p): p.describe() for p in programs}
+        if last is not None and id(last) not in described:
+            described[id(last)] = last.describe()
+        return FunctionInfo(tuple(described[id(p)] for p in programs),
+                            None if last is None else described[id(last)], len(self._validated_calls))
+
     # --- Catalyst's compilation API -------------------------------------------------------------
 
     workspace = None
@@ -663,8 +684,8 @@ class QJIT:
 
     @staticmethod
     def wait_for_compilations() -> None:
-        """Block until the optimized executables of tiered compilation are all compiled and in
-        use (see ``tiered_compilation`` in :func:`qjit`); results are then deterministic."""
+        """Block until the background compilations (the size-generic tier's, and XLA's of the
+        sizes that come back) are done and in use; results are then deterministic."""
         wait_for_compilations()
 
     def __repr__(self) -> str:
@@ -857,11 +878,8 @@ def qjit(
         verbose: report what each call does (trace, new specialization, XLA compile time, cache
             hit) on ``logfile`` (``sys.stderr`` by default), as Catalyst's option does. The same
             reports go to the ``catalyst_lite`` logger of Python's ``logging`` at level ``DEBUG``.
-        tiered_compilation: compile each new size fast (XLA optimization level 0) and run it at
-            once; when the size runs again, compile it optimized in the background and swap it in
-            (``QJIT.wait_for_compilations()`` waits). Off by default: the fast tier may round
-            reductions differently from ``jax.jit`` in the last bits. ``None``: the environment
-            variable ``CATALYST_LITE_TIERED`` (``1`` turns it on). See docs/architecture.md.
+        tiered_compilation: accepted and ignored (tiered compilation was removed: it saved less
+            than half the compile time of new sizes, see docs/architecture.md).
         size_generic: with IREE installed (the ``iree`` extra: ``pip install -e '.[iree]'`` from a clone), compile the
             program once for every size and run new sizes on that executable while XLA compiles
             the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless

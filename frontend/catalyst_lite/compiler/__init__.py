@@ -13,10 +13,11 @@
   segment compiled), and on repeated calls compiled whole at the sizes its host steps found.
 - :mod:`.capacity`: resizing loops run in one XLA ``while`` loop on capacity buffers.
 - :mod:`.bounded_scan`: reverse mode through loops with run-time trip counts, as a compiled scan.
-- :mod:`.tiers`: compiled specializations, and tiered compilation (fast first, optimized later).
+- :mod:`.compilation`: compiled specializations, and the background compilation thread.
 - :mod:`.size_generic`, :mod:`.iree_backend`, :mod:`.disk_cache`: the optional size-generic tier
   (one IREE executable for every size, kept on disk between processes).
 - :mod:`.reverse_mode`: whether the program being specialized will be differentiated in reverse
   mode (loops then run as bounded scans, or host-driven).
+- :mod:`.inspection`: what a function holds, as records (``QJIT.inspect()``).
 - :mod:`.lowering`: ``QJIT.mlir``, the StableHLO of a traced program with ``?`` dimensions.
 """

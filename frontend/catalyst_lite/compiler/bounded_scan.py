@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .capacity import capacity_for
+from .inspection import LoopInfo
 from .specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, kept_by_program
 
 __all__ = ["BoundedScan", "bounded_scan"]
@@ -103,6 +104,12 @@ class BoundedScan:
 
         return count
 
+    def describe(self, primitive: str) -> LoopInfo:
+        """This scan as :mod:`.inspection` shows it (``primitive``: the loop's); the counters
+        of ``while_loop``'s trip counts are not counted."""
+        buckets = [key[0] for key in list(self._compiled) if key[0] != "count"]
+        return LoopInfo("bounded scan", primitive, not self.unsupported, len(buckets), frozenset(buckets))
+
     def run(self, fixed: Sequence[Any], carried: Sequence[Any], lower: int = 0, step: int = 1,
             count: int | None = None, pred_consts: Sequence[Any] = ()) -> list[Any] | None:
         """The carried values after ``count`` iterations (a ``while_loop``: as many as its
@@ -127,6 +134,12 @@ class BoundedScan:
 
 # The scans alive, by their body (inspection only: the program that runs a scan owns it).
 _scans: weakref.WeakValueDictionary[int, BoundedScan] = weakref.WeakValueDictionary()
+
+
+def compiled_scan(body: Any) -> BoundedScan | None:
+    """The :class:`BoundedScan` of a loop body, if it ran in reverse mode."""
+    scan = _scans.get(id(body))
+    return scan if scan is not None and scan.body is body else None
 
 
 def bounded_scan(body: Any, nconsts: int, nimplicit: int, predicate: Any = None, pred_nconsts: int = 0) -> BoundedScan:

@@ -47,20 +47,21 @@ import numpy as np
 from jax import lax
 
 from ..errors import ArrayTooLargeError
-from ..jax_extras import DropVar, Literal, Tracer, Var
+from ..jax_extras import DropVar, Literal, Primitive, Tracer, Var, jit_p
+from ..jax_extras.dimensions import assume_size_p
+from ..jax_extras.requirements import require_size_p
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
+from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
-    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr, kept_by_program, to_dim,
-    trip_count,
+    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
 )
 
-__all__ = ["Unmaskable", "masked_eval", "LoopShape", "MaskedLoop", "Prediction", "masked_loop", "runs_on_buffers",
-           "sized_in_body", "capacity_for"]
+__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "register_masked", "LoopShape",
+           "MaskedLoop", "Prediction", "masked_loop", "compiled_loop", "runs_on_buffers", "sized_in_body",
+           "capacity_for"]
 
 MIN_CAPACITY = 16
-# A loop replayed with at most this many iterations is unrolled at its exact sizes.
-UNROLL_LIMIT = 32
 MAX_CAPACITY = 1 << 40
 FIRST_BUFFER_BYTES = 1 << 26
 # Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken, a
@@ -95,7 +96,7 @@ def capacity_for(size: int) -> int:
 
 
 @dataclass
-class _Checks:
+class Checks:
     """What a masked evaluation found about its sizes (traced booleans). An axis of a traced
     size ``d`` is stored at ``caps[d]`` (learned from earlier runs: the length of ``a[-1:]`` is
     at most 1) or else at the loop's ``capacity``."""
@@ -121,13 +122,17 @@ class _Checks:
 
 # --- the masked interpreter ---------------------------------------------------------------------
 
-_ELEMENTWISE = frozenset("""
-    abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp complex conj convert_element_type
-    copy copy_p cos cosh digamma div eq erf erf_inv erfc exp exp2 expm1 floor ge gt imag integer_pow
-    is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter not or population_count pow
-    real reduce_precision rem round rsqrt select_n shift_left shift_right_arithmetic
-    shift_right_logical sign sin sinh sqrt square sub tan tanh xor
-""".split())
+_ELEMENTWISE = frozenset((
+    lax.abs_p, lax.acos_p, lax.acosh_p, lax.add_p, lax.and_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atan2_p,
+    lax.atanh_p, lax.cbrt_p, lax.ceil_p, lax.clamp_p, lax.complex_p, lax.conj_p, lax.convert_element_type_p,
+    lax.copy_p, lax.cos_p, lax.cosh_p, lax.digamma_p, lax.div_p, lax.eq_p, lax.erf_p, lax.erf_inv_p, lax.erfc_p,
+    lax.exp_p, lax.exp2_p, lax.expm1_p, lax.floor_p, lax.ge_p, lax.gt_p, lax.imag_p, lax.integer_pow_p,
+    lax.is_finite_p, lax.le_p, lax.lgamma_p, lax.log_p, lax.log1p_p, lax.logistic_p, lax.lt_p, lax.max_p,
+    lax.min_p, lax.mul_p, lax.ne_p, lax.neg_p, lax.nextafter_p, lax.not_p, lax.or_p, lax.population_count_p,
+    lax.pow_p, lax.real_p, lax.reduce_precision_p, lax.rem_p, lax.round_p, lax.rsqrt_p, lax.select_n_p,
+    lax.shift_left_p, lax.shift_right_arithmetic_p, lax.shift_right_logical_p, lax.sign_p, lax.sin_p,
+    lax.sinh_p, lax.sqrt_p, lax.square_p, lax.sub_p, lax.tan_p, lax.tanh_p, lax.xor_p,
+))
 
 _COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
                 ">": operator.gt, ">=": operator.ge}
@@ -143,7 +148,7 @@ def _padded(atom: Any, env: dict) -> tuple[bool, ...]:
     return tuple(isinstance(d, Var) and isinstance(env.get(d), Tracer) for d in shape)
 
 
-def _buffer_shape(aval: Any, env: dict, checks: _Checks) -> tuple[int, ...]:
+def buffer_shape(aval: Any, env: dict, checks: Checks) -> tuple[int, ...]:
     """The shape in which a value of type ``aval`` is stored: each traced size at its capacity."""
     shape = []
     for d in getattr(aval, "shape", ()):
@@ -152,7 +157,7 @@ def _buffer_shape(aval: Any, env: dict, checks: _Checks) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _conformed(x: Any, shape: tuple[int, ...]) -> Any:
+def conformed(x: Any, shape: tuple[int, ...]) -> Any:
     """``x`` padded or cut to ``shape`` (operands of one elementwise operation whose sizes are
     equal but stored at different capacities)."""
     if np.shape(x) == shape or np.ndim(x) != len(shape):
@@ -173,7 +178,7 @@ def _window(x: Any, axis: int, start: Any, length: Any, out_len: int) -> Any:
     return _along(x, axis, index)
 
 
-def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """Each operand written at the sum of the true sizes before it. The first is the result's
     buffer (appending writes in place); each other one, stored at a capacity ``c`` (its size,
     if static), is written as a window of ``c`` elements: O(c), so appending stays cheap. A
@@ -182,12 +187,12 @@ def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> lis
     axis = eqn.params["dimension"]
     if not any(_padded(v, env)[axis] for v in (*eqn.invars, *eqn.outvars)):
         return [lax.concatenate(invals, axis)]
-    out_shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+    out_shape = buffer_shape(eqn.outvars[0].aval, env, checks)
     out_len = out_shape[axis]
     first = invals[0]
     if first.shape[axis] > out_len and not _padded(eqn.invars[0], env)[axis]:
         raise _TooSmall()
-    result = _conformed(first, out_shape)
+    result = conformed(first, out_shape)
     offset = _size(eqn.invars[0].aval.shape[axis], env)
     for atom, x in zip(eqn.invars[1:], invals[1:]):
         length = _size(atom.aval.shape[axis], env)
@@ -213,7 +218,7 @@ def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> lis
 
 
 def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequence[Any], env: dict,
-                  checks: _Checks) -> Any:
+                  checks: Checks) -> Any:
     """``dynamic_slice``'s semantics on a buffer: each start clamped to ``[0, size - length]``
     with the operand's true size, then ``length`` elements from there."""
     out = operand
@@ -229,7 +234,7 @@ def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequen
     return out
 
 
-def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     operand, rest = invals[0], invals[1:]
     ndim = operand.ndim
     starts, dyn = rest[:ndim], iter(rest[ndim:])
@@ -237,7 +242,7 @@ def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> l
     return [_slice_window(eqn, operand, starts, lengths, env, checks)]
 
 
-def _gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """The gathers ``jax.numpy`` makes of slices with traced bounds (one window, every axis an
     offset axis); others are :class:`Unmaskable`."""
     params = eqn.params
@@ -257,7 +262,7 @@ def _gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any
     return [_slice_window(eqn, operand, starts, lengths, env, checks)]
 
 
-def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """Other gathers (``a[idx]``, ``jnp.take``), with indices of static shape: each start index
     along a resizable axis is clamped to the true size (clamping modes) or, beyond it, moved
     beyond the buffer too (filling mode), as at exact sizes; a resizable axis that is not
@@ -288,46 +293,18 @@ def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> 
     return _bind(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
 
 
-def _cond(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
-    """A ``cond`` whose results have no new sizes: every branch runs on the buffers and the
-    taken one's results are selected; the size checks of a branch count only when it is taken."""
-    params = eqn.params
-    branches = params["branch_jaxprs"]
-    if params["nimplicit_outputs"] or any(b.jaxpr.effects for b in branches):
-        raise Unmaskable("a cond with results of new sizes, or side effects, on resizable arrays")
-    npreds = len(branches) - 1
-    preds, rest = invals[:npreds], invals[npreds:]
-    index = jnp.int32(npreds)
-    for k in reversed(range(npreds)):  # the first branch whose predicate holds
-        index = jnp.where(jnp.asarray(preds[k]).astype(bool), k, index)
-    shapes = [_buffer_shape(v.aval, env, checks) for v in eqn.outvars]
-    results = None
-    for k, (branch, nconsts) in enumerate(zip(branches, params["branch_nconsts"])):
-        sub = _Checks(checks.capacity, checks.caps)
-        outs = masked_eval(branch.jaxpr, [*branch.consts, *rest[:nconsts]], sub)
-        rest = rest[nconsts:]
-        taken = index == k
-        for mine, theirs in ((checks.fits, sub.fits), (checks.valid, sub.valid),
-                             (checks.fits_learned, sub.fits_learned)):
-            mine.extend(f | jnp.logical_not(taken) for f in theirs)
-        checks.seen.update((v, jnp.where(taken, x, 0)) for v, x in sub.seen.items())
-        outs = [_conformed(x, shape) for x, shape in zip(outs, shapes)]
-        results = outs if results is None else [jnp.where(taken, x, r) for x, r in zip(outs, results)]
-    return results
-
-
-def _static_slice(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _static_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     limits = eqn.params["limit_indices"]
     if any(limit > n for limit, n in zip(limits, invals[0].shape)):
         raise _TooSmall()
     return [lax.slice(invals[0], eqn.params["start_indices"], limits, eqn.params["strides"])]
 
 
-def _shaped(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _shaped(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """``broadcast_in_dim``/``iota``: traced sizes become the capacity."""
-    if eqn.primitive.name == "reshape" or eqn.primitive.name not in ("broadcast_in_dim", "iota"):
+    if eqn.primitive not in (lax.broadcast_in_dim_p, lax.iota_p):
         raise Unmaskable(f"{eqn.primitive} along a resizable axis")
-    out_shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
+    out_shape = buffer_shape(eqn.outvars[0].aval, env, checks)
     lengths = iter(n for n, p in zip(out_shape, eqn.params[SHAPE_PARAMS[eqn.primitive]]) if p is None)
     operands, params = fill_sizes(eqn.primitive, invals, eqn.params, lambda v: next(lengths))
     return _bind(eqn.primitive, operands, params)
@@ -344,34 +321,34 @@ def _true_part(x: Any, atom: Any, axes: Sequence[int], fill: Any, env: dict) -> 
     return x
 
 
-def _identity(name: str, dtype: Any) -> Any:
-    """The element a reduction ``name`` ignores (what padding is filled with), for ``dtype``."""
+def _identity(primitive: Primitive, dtype: Any) -> Any:
+    """The element a reduction ignores (what padding is filled with), for ``dtype``."""
     dtype = np.dtype(dtype)
-    if name in ("reduce_sum", "reduce_or", "reduce_xor"):
+    if primitive in (lax.reduce_sum_p, lax.reduce_or_p, lax.reduce_xor_p):
         return 0
-    if name in ("reduce_prod", "reduce_and"):
+    if primitive in (lax.reduce_prod_p, lax.reduce_and_p):
         return 1
     if dtype == np.bool_:
-        return name in ("reduce_min", "argmin")
+        return primitive in (lax.reduce_min_p, lax.argmin_p)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
-        return info.min if name in ("reduce_max", "argmax") else info.max
+        return info.min if primitive in (lax.reduce_max_p, lax.argmax_p) else info.max
     if np.issubdtype(dtype, np.floating) or dtype.kind == "V":  # float8/bfloat16 are kind "V"
-        return -np.inf if name in ("reduce_max", "argmax") else np.inf
-    raise Unmaskable(f"{name} of {dtype} along a resizable axis")
+        return -np.inf if primitive in (lax.reduce_max_p, lax.argmax_p) else np.inf
+    raise Unmaskable(f"{primitive} of {dtype} along a resizable axis")
 
 
-def _reduction(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """A reduction along resizable axes: the padding is first filled with the reduction's
     identity, so it reduces the true elements only (a sum may round differently from one at
     the exact size, as its summation order may differ)."""
-    name, operand = eqn.primitive.name, eqn.invars[0]
+    operand = eqn.invars[0]
     axes = eqn.params["axes"]
-    x = _true_part(invals[0], operand, axes, _identity(name, operand.aval.dtype), env)
+    x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
     return _bind(eqn.primitive, [x, *invals[1:]], eqn.params)
 
 
-def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """A contraction along resizable axes: both operands' padding zeroed (one alone would let
     ``0 * inf`` of the other's padding through)."""
     (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
@@ -380,71 +357,52 @@ def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> lis
     return _bind(eqn.primitive, [lhs, rhs], eqn.params)
 
 
-def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     if eqn.params.get("reverse") and _padded(eqn.invars[0], env)[eqn.params["axis"]]:
         raise Unmaskable(f"a reversed {eqn.primitive} along a resizable axis")
     return _bind(eqn.primitive, invals, eqn.params)
 
 
-def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     closed = eqn.params["jaxpr"]
     return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
 
 
-def _nested_for_loop(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
-    """A ``for_loop`` in the body that keeps its carried sizes but makes arrays of sizes known
-    only here (``jnp.ones(i)`` of the enclosing loop's index): a ``lax.fori_loop`` whose body is
-    evaluated on buffers too, the size checks of its iterations carried out of it."""
-    params = eqn.params
-    if params["nimplicit"]:
-        raise Unmaskable("a nested resizing loop")
-    body, nconsts = params["body_jaxpr"].jaxpr, params["body_nconsts"]
-    consts, (lower, upper, step, _), carried = invals[:nconsts], invals[nconsts:nconsts + 4], invals[nconsts + 4:]
-    count = trip_count(lower, upper, step)
-
-    def one(k: Any, state: tuple) -> tuple:
-        carry, fits, valid, learned = state
-        sub = _Checks(checks.capacity, checks.caps)
-        outs = masked_eval(body, [*consts, lower + k * step, *carry], sub)
-        outs = [_conformed(jnp.asarray(x, np.result_type(c)), np.shape(c)) for x, c in zip(outs, carry)]
-        return (outs, fits & sub.all(sub.fits), valid & sub.all(sub.valid), learned & sub.all(sub.fits_learned))
-
-    ok = jnp.bool_(True)
-    carry, fits, valid, learned = lax.fori_loop(0, count, one, (list(carried), ok, ok, ok))
-    checks.fits.append(fits)
-    checks.valid.append(valid)
-    checks.fits_learned.append(learned)
-    return list(carry)
+# Rules of nested primitives, registered by their modules (see register_masked).
+MaskedRule = Callable[[Any, list[Any], dict, "Checks"], list[Any]]
+NESTED_RULES: dict[Primitive, MaskedRule] = {}
 
 
-# Nested control flow whose bodies have sizes known only in the enclosing loop's iteration.
-_NESTED_RULES = {"for_loop": _nested_for_loop}
-
-
-def _plain(eqn: Any, invals: list[Any], env: dict, checks: _Checks) -> list[Any]:
+def _plain(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     return _bind(eqn.primitive, invals, eqn.params)
 
 
-_REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
-               "reduce_xor", "argmax", "argmin")
+_REDUCTIONS = (lax.reduce_sum_p, lax.reduce_max_p, lax.reduce_min_p, lax.reduce_prod_p, lax.reduce_and_p,
+               lax.reduce_or_p, lax.reduce_xor_p, lax.argmax_p, lax.argmin_p)
 
-MASKED_RULES: dict[str, Callable[[Any, list[Any], dict, _Checks], list[Any]]] = {
-    "concatenate": _concatenate,
-    "dynamic_slice": _dynamic_slice,
-    "gather": _gather,
-    "slice": _static_slice,
-    "dot_general": _dot_general,
-    "transpose": _plain,
-    "squeeze": _plain,
-    "cumsum": _cumulative,
-    "cumprod": _cumulative,
-    "cummax": _cumulative,
-    "cummin": _cumulative,
-    "pjit": _nested_call,
-    "cond": _cond,
-    "jit": _nested_call,
-    **{name: _reduction for name in _REDUCTIONS},
+# Operations along a resizable axis that index by true sizes, or keep buffers as they are.
+MASKED_RULES: dict[Primitive, MaskedRule] = {
+    lax.concatenate_p: _concatenate,
+    lax.dynamic_slice_p: _dynamic_slice,
+    lax.gather_p: _gather,
+    lax.slice_p: _static_slice,
+    lax.dot_general_p: _dot_general,
+    lax.transpose_p: _plain,
+    lax.squeeze_p: _plain,
+    lax.cumsum_p: _cumulative,
+    lax.cumprod_p: _cumulative,
+    lax.cummax_p: _cumulative,
+    lax.cummin_p: _cumulative,
+    jit_p: _nested_call,
+    **{primitive: _reduction for primitive in _REDUCTIONS},
 }
+
+
+def register_masked(primitive: Primitive, rule: MaskedRule, *, nested: bool = False) -> None:
+    """How ``primitive`` runs on capacity buffers: ``rule(eqn, invals, env, checks)``.
+    ``nested``: a primitive with a body whose sizes are known only in the enclosing loop's
+    iteration (its rule also runs when staging it alone needs the host)."""
+    (NESTED_RULES if nested else MASKED_RULES)[primitive] = rule
 
 
 def _bind(prim: Any, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -452,16 +410,15 @@ def _bind(prim: Any, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]
     return list(out) if prim.multiple_results else [out]
 
 
-def _size_check(eqn: Any, invals: list[Any], checks: _Checks) -> bool:
+def _size_check(eqn: Any, invals: list[Any], checks: Checks) -> bool:
     """``assume_size``/``require_size`` on traced sizes: their condition joins the validity
     checks (a broken one hands the iteration to exact execution, which reports it)."""
-    name = eqn.primitive.name
-    if name == "assume_size":
+    if eqn.primitive is assume_size_p:
         lhs, rhs = invals
         holds = _COMPARISONS[eqn.params["comparison"]](lhs, rhs)
         checks.valid.append(holds if eqn.params["holds"] else jnp.logical_not(holds))
         return True
-    if name == "require_size":
+    if eqn.primitive is require_size_p:
         lhs, rhs = invals
         if eqn.params["relation"] == "==":
             checks.valid.append(lhs == rhs)
@@ -471,7 +428,7 @@ def _size_check(eqn: Any, invals: list[Any], checks: _Checks) -> bool:
     return False
 
 
-def masked_eval(jaxpr: Any, args: Sequence[Any], checks: _Checks) -> list[Any]:
+def masked_eval(jaxpr: Any, args: Sequence[Any], checks: Checks) -> list[Any]:
     """Evaluate ``jaxpr`` (inside a ``jax.jit`` trace) where sizes may be traced integers: an
     axis whose size is traced has length ``checks.capacity``. Raises :class:`Unmaskable` for an
     operation that cannot run so."""
@@ -503,9 +460,9 @@ def masked_eval(jaxpr: Any, args: Sequence[Any], checks: _Checks) -> list[Any]:
     return [read(v) for v in jaxpr.outvars]
 
 
-def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: _Checks, touches_buffers: bool) -> list[Any]:
-    name = eqn.primitive.name
-    if eqn.primitive in SHAPE_PARAMS and name not in ("gather", "dynamic_slice"):
+def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: Checks, touches_buffers: bool) -> list[Any]:
+    prim = eqn.primitive
+    if prim in SHAPE_PARAMS and prim not in (lax.gather_p, lax.dynamic_slice_p):
         ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
         if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
             return _shaped(eqn, invals, env, checks)
@@ -514,16 +471,16 @@ def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: _Checks, to
         try:
             return eval_equation(eqn, invals, Mode.STAGED)
         except NeedsHost:
-            if name not in _NESTED_RULES:
+            if prim not in NESTED_RULES:
                 raise
-            return _NESTED_RULES[name](eqn, invals, env, checks)
-    if name in _NESTED_RULES:
-        return _NESTED_RULES[name](eqn, invals, env, checks)
-    if name in _ELEMENTWISE:
-        shape = _buffer_shape(eqn.outvars[0].aval, env, checks)
-        return _bind(eqn.primitive, [_conformed(x, shape) for x in invals], eqn.params)
-    if name in MASKED_RULES:
-        return MASKED_RULES[name](eqn, invals, env, checks)
+            return NESTED_RULES[prim](eqn, invals, env, checks)
+    if prim in NESTED_RULES:
+        return NESTED_RULES[prim](eqn, invals, env, checks)
+    if prim in _ELEMENTWISE:
+        shape = buffer_shape(eqn.outvars[0].aval, env, checks)
+        return _bind(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
+    if prim in MASKED_RULES:
+        return MASKED_RULES[prim](eqn, invals, env, checks)
     raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")
 
 
@@ -538,7 +495,7 @@ def sized_in_body(body: Any, nimplicit: int) -> bool:
     (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
     which no static-shape body holds for every iteration."""
     return bool(nimplicit) or bool(_size_variables(body)) or any(
-        sized_in_body(eqn.params["body_jaxpr"].jaxpr, 0) for eqn in body.eqns if eqn.primitive.name in _NESTED_RULES
+        sized_in_body(eqn.params["body_jaxpr"].jaxpr, 0) for eqn in body.eqns if eqn.primitive in NESTED_RULES
     )
 
 
@@ -550,7 +507,7 @@ def _size_variables(jaxpr: Any) -> list[Any]:
             for d in getattr(v.aval, "shape", ()):
                 if isinstance(d, Var):
                     found.setdefault(d, None)
-        closed = eqn.params.get("jaxpr") if eqn.primitive.name in ("pjit", "jit") else None
+        closed = eqn.params.get("jaxpr") if eqn.primitive is jit_p else None
         if closed is not None:
             found.update(dict.fromkeys(_size_variables(closed.jaxpr)))
     return list(found)
@@ -569,6 +526,12 @@ def _fitted(x: Any, buffer: Any) -> Any:
 
 # The loops alive, by their body (inspection only: the program that runs a loop owns it).
 _loops: weakref.WeakValueDictionary[int, MaskedLoop] = weakref.WeakValueDictionary()
+
+
+def compiled_loop(body: Any) -> "MaskedLoop | None":
+    """The :class:`MaskedLoop` of a loop body, if it ran on buffers."""
+    loop = _loops.get(id(body))
+    return loop if loop is not None and loop.shape.body is body else None
 
 
 def masked_loop(shape: LoopShape) -> "MaskedLoop":
@@ -592,40 +555,12 @@ class Prediction:
     capacity: int
     static: tuple
     dims: tuple[int, ...]
-    trips: int  # iterations run
     caps: tuple = ()  # learned capacities, as (size variable, capacity)
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
-        """The loop's results, and flags (traced, or known booleans) that hold when the
-        prediction does. A short loop is unrolled at its exact sizes (what ``jax.jit`` makes of a loop at
-        static sizes: no buffers, every iteration fused), a long one runs on buffers."""
-        if self.trips <= UNROLL_LIMIT:
-            try:
-                return self._unrolled(pred_consts, consts, implicit, carried, count, lower, step)
-            except NeedsHost:  # a size computed from data
-                pass
-        return self._on_buffers(pred_consts, consts, implicit, carried, count, lower, step)
-
-    def _unrolled(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
-                  carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
-        shape, nimplicit = self.loop.shape, self.loop.shape.nimplicit
-        holds = [] if shape.predicate is not None else [count == self.trips]
-        dims, carried = [to_dim(d) for d in implicit], list(carried)
-        for k in range(self.trips + 1):
-            if shape.predicate is not None:
-                (more,) = eval_jaxpr(shape.predicate, [*pred_consts, *dims, *carried], Mode.STAGED)
-                holds.append(more if k < self.trips else _negated(more))
-            if k == self.trips:
-                break
-            index = [] if shape.predicate is not None else [_index(lower, k, step)]
-            outs = eval_jaxpr(shape.body, [*consts, *dims, *index, *carried], Mode.STAGED)
-            dims, carried = [to_dim(d) for d in outs[:nimplicit]], outs[nimplicit:]
-        holds.append(tuple(dims) == self.dims)
-        return [*dims, *carried], holds
-
-    def _on_buffers(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
-                    carried: Sequence[Any], count: Any, lower: Any, step: Any) -> tuple[list[Any], list[Any]]:
+        """The loop's results, on buffers inside the trace, and flags (traced, or known booleans)
+        that hold when the prediction does."""
         loop, static = self.loop, dict(self.static)
         holds = [jnp.asarray((consts if tag == "body" else pred_consts)[k]) == v for (tag, k), v in static.items()]
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
@@ -634,16 +569,6 @@ class Prediction:
                                               loop._pad_traced(carried, self.capacity), count, lower, step)
         holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
-
-
-def _negated(flag: Any) -> Any:
-    return jnp.logical_not(flag) if isinstance(flag, Tracer) else not flag
-
-
-def _index(lower: Any, k: int, step: Any) -> Any:
-    """The ``k``-th index of a ``for_loop``, of the type host-driven execution passes."""
-    index = lower + k * step
-    return index if isinstance(index, Tracer) else np.int64(index)
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -679,13 +604,18 @@ class MaskedLoop:
         self._compiled: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
         # Sizes computed inside the body, whose largest values each run reports: those that stay
-        # small get capacities of their own (see _Checks).
+        # small get capacities of their own (see Checks).
         ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
         self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
         self._caps: dict[Any, int] = {}
-        self._probed = False
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
         self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
+
+    def describe(self, primitive: str) -> LoopInfo:
+        """This loop as :mod:`.inspection` shows it (``primitive``: the loop's)."""
+        compiled = list(self._compiled)
+        return LoopInfo("capacity buffers", primitive, not self.unmaskable, len(compiled),
+                        frozenset(key[0] for key in compiled), tuple(self._caps.values()))
 
     # --- buffers ----------------------------------------------------------------------------------
 
@@ -754,7 +684,7 @@ class MaskedLoop:
         def more(k, count, pred_consts, consts, dims, buffers) -> Any:
             if s.predicate is None:
                 return k < count
-            checks = _Checks(capacity, caps)
+            checks = Checks(capacity, caps)
             (pred,) = masked_eval(s.predicate, [*pred_consts, *dims, *buffers], checks)
             if checks.fits or checks.valid:
                 raise Unmaskable("a while_loop predicate that creates resizable arrays")
@@ -770,7 +700,7 @@ class MaskedLoop:
 
             def body(state):
                 k, dims, buffers, _, peaks = state
-                checks = _Checks(capacity, caps)
+                checks = Checks(capacity, caps)
                 prefix = [] if s.predicate is not None else [lower + k * step]
                 outs = masked_eval(s.body, [*consts, *dims, *prefix, *buffers], checks)
                 new_dims, new_buffers = outs[:nimplicit], outs[nimplicit:]
@@ -810,8 +740,6 @@ class MaskedLoop:
             (("predicate", k), int(pred_consts[k])) for k in self._static_pred)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
-        if not self._caps and not self._probed:
-            self._caps, self._probed = self._probe(consts, dims, capacity, count, lower, step), True
         while not self.unmaskable and capacity <= MAX_CAPACITY:
             caps = tuple(self._caps.items())
             try:
@@ -830,7 +758,7 @@ class MaskedLoop:
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
                 self._learn(capacity, np.asarray(peaks))
-                return (Prediction(self, capacity, static, tuple(new_dims), int(k), tuple(self._caps.items())), new_dims,
+                return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items())), new_dims,
                         self._unpad(buffers, new_dims))
             if status == INVALID:
                 break
@@ -839,39 +767,6 @@ class MaskedLoop:
                 continue
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
-
-    def _probe(self, consts: Sequence[Any], dims: Sequence[int], capacity: int, count: int, lower: int,
-               step: int) -> dict[Any, int]:
-        """A first guess of the learned capacities, before any run: the body's integer arithmetic
-        evaluated on the host with the carried sizes at their entry values and at the capacity,
-        and the first and last index (``a[-1:]`` has length 1 at both). Sizes that also depend
-        on carried values are not guessed. A wrong guess costs a run again (``RELEARN``)."""
-        body, nconsts = self.shape.body, self.shape.nconsts
-        known = {v: int(x) for v, x in zip(body.invars[:nconsts], consts) if np.ndim(x) == 0 and
-                 np.issubdtype(np.asarray(x).dtype, np.integer)}
-        index = [] if self.shape.predicate is not None else [body.invars[nconsts + self.shape.nimplicit]]
-        peaks: dict[Any, int] = {}
-        for sizes, i in ((dims, lower), ([capacity] * len(dims), lower + max(count - 1, 0) * step)):
-            env = {**known, **dict(zip(self._implicit, sizes)), **dict(zip(index, [i]))}
-            for eqn in body.eqns:
-                if not eqn.outvars or not all(not v.aval.shape and np.issubdtype(v.aval.dtype, np.integer)
-                                              for v in eqn.outvars):
-                    continue
-                invals = [v.val if isinstance(v, Literal) else env.get(v) for v in eqn.invars]
-                if any(x is None for x in invals):
-                    continue
-                try:
-                    outs = eval_equation(eqn, invals, Mode.STAGED)
-                except Exception:
-                    continue
-                env.update((v, int(x)) for v, x in zip(eqn.outvars, outs) if not isinstance(v, DropVar))
-            for var in self._tracked:
-                if var in env:
-                    peaks[var] = max(peaks.get(var, 0), env[var])
-                else:
-                    peaks[var] = capacity
-        caps = {var: bucket(p) for var, p in peaks.items()}
-        return {var: c for var, c in caps.items() if 4 * c <= capacity}
 
     def _learn(self, capacity: int, peaks: np.ndarray) -> None:
         """Capacities of their own for the sizes computed in the body that stayed well below the

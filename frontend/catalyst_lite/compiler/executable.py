@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 from jax.tree_util import treedef_is_leaf
@@ -34,11 +34,14 @@ from jax.tree_util import treedef_is_leaf
 from ..jax_extras import is_tracing, x64_scope
 from ..jax_extras.executables import dispatch_data
 from ..tracing import Program
+from .bounded_scan import compiled_scan
+from .capacity import compiled_loop
+from .inspection import ProgramInfo, SizeGenericInfo
 from .options import RunnerOptions
 from .segments import Speculation
 from .size_generic import SizeGenericTier
 from .specialize import JaxprRunner
-from .tiers import Specialization
+from .compilation import Specialization
 
 __all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled"]
 
@@ -62,6 +65,21 @@ class Executable:
     def facts(self):
         """The calls this program is valid for (see :mod:`.assumptions`)."""
         return self.program.facts
+
+    def describe(self) -> ProgramInfo:
+        """This program and what runs it, as :mod:`.inspection` shows it."""
+        runner, tier = self.runner, self.runner.size_generic
+        loops = []
+        for eqn in _equations(self.program.jaxpr):
+            body = eqn.params.get("body_jaxpr")
+            for found in (compiled_loop(body.jaxpr), compiled_scan(body.jaxpr)) if body is not None else ():
+                if found is not None:
+                    loops.append(found.describe(str(eqn.primitive)))
+        return ProgramInfo(
+            jaxpr=self.program.closed_jaxpr, facts=self.program.facts, loops=tuple(loops),
+            size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
+            fresh_consts=len(self.fresh_consts), **runner.describe(),
+        )
 
     def consts(self) -> list[Any]:
         """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
@@ -96,6 +114,17 @@ class Executable:
         """``jax.stages.Lowered`` of the specialization at these sizes (raises
         :class:`~.specialize.NeedsHost` when the program runs host-driven)."""
         return self.runner.lower(*self.arguments(implicit, leaves))
+
+
+def _equations(jaxpr: Any) -> Iterator[Any]:
+    """The equations of ``jaxpr`` and of the programs nested in them."""
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else (param,):
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    yield from _equations(inner)
 
 
 class FastCall:

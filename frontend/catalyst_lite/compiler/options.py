@@ -1,7 +1,7 @@
 """How a qjit function's programs are compiled, and the bounded cache of their executables.
 
 :class:`RunnerOptions` travels from ``qjit`` to every runner of its programs, nested bodies
-included: tiered compilation, XLA options, where to report (:mod:`catalyst_lite.reporting`) and
+included: XLA options, where to report (:mod:`catalyst_lite.reporting`) and
 the function's :class:`ExecutableCache`, whether programs get a size-generic tier.
 
 >>> cache = ExecutableCache(maxsize=2)
@@ -106,14 +106,12 @@ class ExecutableCache:
 class RunnerOptions:
     """How the runners of one qjit function's programs compile and report.
 
-    ``tiered``: tiered compilation (``None``: as the environment says, see :mod:`.tiers`);
-    ``xla``: XLA options of the optimized executables; ``cache``: the function's executables;
+    ``xla``: XLA options of the executables; ``cache``: the function's executables;
     ``report``: where events go; ``size_generic``: the size-generic tier of a program's runner
     (``None``: as the environment says, see :mod:`.size_generic`); ``jit``: ``jax.jit``'s options
     of every size's function (``keep_unused``, ``device``, ``backend``).
     """
 
-    tiered: bool | None = None
     xla: Mapping[str, Any] = field(default_factory=dict)
     cache: ExecutableCache = field(default_factory=lambda: ExecutableCache(None))
     report: Reporter = QUIET

@@ -37,9 +37,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..trace_context import current as current_context, scope as context_scope
-from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Tracer, Var
+from ..jax_extras import DropVar, Jaxpr, Literal, Tracer, Var
 from ..jax_extras.literals import literals_by_value
-from .tiers import Specialization
+from .compilation import Specialization
 
 __all__ = ["Segmentation", "SegmentedProgram", "Speculation", "free_variables", "split_at", "recording",
            "record_replay", "Replay", "MAX_MISSES", "MAX_SPECULATIONS"]
@@ -125,21 +125,10 @@ def split_at(jaxpr: Jaxpr, index: int) -> Segmentation:
     return Segmentation(jaxpr, prefix, step, suffix, suffix_inputs)
 
 
-# A prefix of at most this many equations without nested programs runs eagerly at the first call
-# (a few dispatches instead of an XLA compilation; later calls are compiled or speculated).
-EAGER_PREFIX = 16
-
-
-def _eager_at_first(jaxpr: Jaxpr | None) -> bool:
-    return (jaxpr is not None and len(jaxpr.eqns) <= EAGER_PREFIX and not jaxpr.effects
-            and not any(isinstance(p, (Jaxpr, ClosedJaxpr)) for e in jaxpr.eqns for p in e.params.values()))
-
-
 class SegmentedProgram:
     """Runs a :class:`Segmentation`: ``make_runner(jaxpr, name)`` gives the runner of a segment
-    (compiled per size signature, segmenting itself again if it needs the host),
-    ``run_step(eqn, invals)`` runs the host equation, and ``run_eagerly(jaxpr, args)`` a short
-    prefix at the first call."""
+    (compiled per size signature, segmenting itself again if it needs the host), and
+    ``run_step(eqn, invals)`` runs the host equation."""
 
     def __init__(
         self,
@@ -147,22 +136,17 @@ class SegmentedProgram:
         name: str,
         make_runner: Callable[[Jaxpr, str], Callable[..., list[Any]]],
         run_step: Callable[[Any, list[Any]], list[Any]],
-        run_eagerly: Callable[[Jaxpr, Sequence[Any]], list[Any]],
     ):
         self.segmentation = segmentation
         s = segmentation
         self._prefix = make_runner(s.prefix, f"{name} (before {s.step.primitive})") if s.prefix else None
         self._suffix = make_runner(s.suffix, f"{name} (after {s.step.primitive})") if s.suffix else None
         self._run_step = run_step
-        self._run_eagerly = run_eagerly if _eager_at_first(s.prefix) else None
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
         s = self.segmentation
         env: dict[Var, Any] = dict(zip(s.jaxpr.invars, args))
-        if self._run_eagerly is not None:
-            eager, self._run_eagerly = self._run_eagerly, None
-            env.update(zip(s.prefix.outvars, eager(s.prefix, args)))
-        elif self._prefix is not None:
+        if self._prefix is not None:
             env.update(zip(s.prefix.outvars, self._prefix(*args)))
 
         def read(atom: Any) -> Any:
@@ -203,7 +187,7 @@ class Speculation:
 
     def __init__(self, outcomes: dict[Any, Replay], stage: Callable[[dict[Any, Callable], Callable], Callable],
                  missed: Callable[[Sequence[Any]], list[Any]], kept: Sequence[int] | None,
-                 size_outputs: frozenset[int], tiered: bool, compile_options: dict[str, Any]):
+                 size_outputs: frozenset[int], compile_options: dict[str, Any]):
         self._flags: list[Any] = []
 
         def rule(replay: Replay) -> Callable[[list[Any]], list[Any]]:
@@ -231,7 +215,7 @@ class Speculation:
         self._jitted = stage(overrides, with_flag)
         self._missed = missed
         self._kept = None if kept is None else tuple(kept)
-        self._tiered, self._options = tiered, compile_options
+        self._options = compile_options
         self._spec: Specialization | None = None
 
     def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
@@ -242,7 +226,7 @@ class Speculation:
         """Stage and lower (raises ``NeedsHost`` when a host step left no replay)."""
         with literals_by_value():  # as JaxprRunner lowers: many scalar constants lower fast
             lowered = self._jitted.lower(*self._arguments(dynamic_args))
-        self._spec = Specialization(self._jitted, self._tiered, lowered, self._options)
+        self._spec = Specialization(self._jitted, lowered, self._options)
 
     def run(self, dynamic_args: Sequence[Any]) -> list[Any]:
         """The program's outputs: the speculation's when its predictions held (one read of a

@@ -47,7 +47,7 @@ from ..jax_extras import Tracer, is_tracing
 from . import iree_backend
 from .iree_backend import IreeExecutable, LoweredProgram, Unsupported
 from .specialize import check_sizes
-from .tiers import run_in_background
+from .compilation import run_in_background
 
 if TYPE_CHECKING:
     from .specialize import JaxprRunner

@@ -54,7 +54,7 @@ from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .options import RunnerOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
 from .segments import MAX_MISSES, MAX_SPECULATIONS, SegmentedProgram, Speculation, SpeculationFails, recording, split_at
-from .tiers import Specialization, tiered_by_default
+from .compilation import Specialization
 
 __all__ = [
     "Mode",
@@ -395,9 +395,9 @@ class JaxprRunner:
     """Runs one jaxpr at concrete sizes, compiling it once per size signature.
 
     The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
-    keeps either a compiled :class:`~.tiers.Specialization` (all sizes static) or notes that the
-    program needs host-driven execution. ``options`` (:class:`~.options.RunnerOptions`): tiered
-    compilation, XLA options, reports, and the bounded cache its executables are kept in. The
+    keeps either a compiled :class:`~.compilation.Specialization` (all sizes static) or notes that the
+    program needs host-driven execution. ``options`` (:class:`~.options.RunnerOptions`): XLA
+    options, reports, and the bounded cache its executables are kept in. The
     runners of nested bodies that its host-driven execution needs are its own (see
     :func:`runner_for`), and share its options: they live as long as it does.
     """
@@ -407,7 +407,6 @@ class JaxprRunner:
         self.jaxpr = jaxpr
         self.name = name
         self.options = RunnerOptions() if options is None else options
-        self.tiered = tiered_by_default() if self.options.tiered is None else self.options.tiered
         self.compile_options: dict[str, Any] = dict(self.options.xla)
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
         self.dynamic_positions = tuple(
@@ -504,7 +503,7 @@ class JaxprRunner:
             return None
         # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
         lowered = None if _any_traced(dynamic_args) else lowered
-        return Specialization(fn, self.tiered, lowered, self.compile_options, self.options.report,
+        return Specialization(fn, lowered, self.compile_options, self.options.report,
                               f"{self.name} at sizes {key}")
 
     def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
@@ -519,7 +518,6 @@ class JaxprRunner:
             spec = self._specialize(key, dynamic_args, False)
             if spec is None:
                 return
-            spec.tiered = False  # the tier that runs new sizes fast is the size-generic one
             spec.compile(dynamic_args)
         with self._lock:
             added = self._executables.setdefault((key, False), spec) is spec
@@ -625,7 +623,7 @@ class JaxprRunner:
             with x64_scope():  # the fast path of a repeated call may come without one
                 return self._run_segmented(skey, key, args, missed=True)
 
-        speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.tiered, self.compile_options)
+        speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.compile_options)
         try:
             speculation.lower(dynamic_args)
         except (NeedsHost, SpeculationFails):
@@ -646,10 +644,7 @@ class JaxprRunner:
         def run_step(eqn: Any, invals: list[Any]) -> list[Any]:
             return eval_equation(eqn, invals, Mode.HOST)
 
-        def run_eagerly(jaxpr: Jaxpr, args: Sequence[Any]) -> list[Any]:
-            return eval_jaxpr(jaxpr, args, Mode.HOST)
-
-        return SegmentedProgram(segmentation, self.name, make_runner, run_step, run_eagerly)
+        return SegmentedProgram(segmentation, self.name, make_runner, run_step)
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
         """Host-driven execution reads sizes and trip counts from values: under an outer
@@ -670,6 +665,19 @@ class JaxprRunner:
             raise NeedsHost(f"{self.name} has sizes known only at run time")
         return spec.jitted.lower(*dynamic_args)
 
+
+    def describe(self) -> dict[str, Any]:
+        """How this runner runs its sizes: the fields of :class:`~.inspection.ProgramInfo` it
+        knows (``strategies``, ``host_steps``, ``speculations``, ``misses``)."""
+        return dict(
+            strategies={key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())},
+            host_steps=tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
+                             if isinstance(p, SegmentedProgram)),
+            speculations={key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict)
+                          else "refused" for key, s in list(self._speculations.items())},
+            misses=dict(self._misses),
+            compile_options=dict(self.compile_options),
+        )
 
     def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
         """What this program keeps of ``kind`` for its nested body ``jaxpr`` (its runner, its

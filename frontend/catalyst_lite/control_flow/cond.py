@@ -36,6 +36,7 @@ import numpy as np
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_unflatten
 
+from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, masked_eval, register_masked
 from ..compiler.specialize import (
     Mode,
     NeedsHost,
@@ -513,6 +514,31 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return [*(int(d) for d in outs[:nimpl]), *outs[nimpl:]]
 
 
+def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
+    """Inside a loop running on capacity buffers (see :mod:`~catalyst_lite.compiler.capacity`), a
+    ``cond`` whose results have no new sizes: every branch runs on the buffers and the taken one's
+    results are selected; the size checks of a branch count only when it is taken."""
+    params = eqn.params
+    branches = params["branch_jaxprs"]
+    if params["nimplicit_outputs"] or any(b.jaxpr.effects for b in branches):
+        raise Unmaskable("a cond with results of new sizes, or side effects, on resizable arrays")
+    preds, consts = _split(invals, params)
+    index = _branch_index([jnp.asarray(p).astype(bool) for p in preds])
+    shapes = [buffer_shape(v.aval, env, checks) for v in eqn.outvars]
+    results = None
+    for k, (branch, branch_consts) in enumerate(zip(branches, consts)):
+        sub = Checks(checks.capacity, checks.caps)
+        outs = masked_eval(branch.jaxpr, [*branch.consts, *branch_consts], sub)
+        taken = index == k
+        for mine, theirs in ((checks.fits, sub.fits), (checks.valid, sub.valid),
+                             (checks.fits_learned, sub.fits_learned)):
+            mine.extend(f | jnp.logical_not(taken) for f in theirs)
+        checks.seen.update((v, jnp.where(taken, x, 0)) for v, x in sub.seen.items())
+        outs = [conformed(x, shape) for x, shape in zip(outs, shapes)]
+        results = outs if results is None else [jnp.where(taken, x, r) for x, r in zip(outs, results)]
+    return results
+
+
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
     npreds = len(params["branch_jaxprs"]) - 1
     needed, offset = set(), npreds
@@ -559,4 +585,5 @@ def _lower(
 register_nested_primitive(cond_p, output_type=_output_type, feeds=_feeds, check=_check,
                           jvp=_jvp, batching=_batching, partial_eval=_partial_eval)
 register_specialization(cond_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
+register_masked(cond_p, _masked)
 lowering.register_lowering(cond_p, _lower)

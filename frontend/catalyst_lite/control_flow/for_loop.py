@@ -34,7 +34,10 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
+from ..compiler.capacity import (
+    Checks, LoopShape, Prediction, Unmaskable, conformed, masked_eval, masked_loop, register_masked, runs_on_buffers,
+    sized_in_body,
+)
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.segments import record_replay
 from ..compiler.specialize import (
@@ -358,6 +361,33 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed} | {step}
 
 
+def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
+    """Inside a loop running on capacity buffers (see :mod:`~catalyst_lite.compiler.capacity`): a
+    loop that keeps its carried sizes but makes arrays of sizes known only there (``jnp.ones(i)``
+    of the enclosing loop's index) is a ``lax.fori_loop`` whose body runs on buffers too, the
+    size checks of its iterations carried out of it."""
+    params = eqn.params
+    if params["nimplicit"]:
+        raise Unmaskable("a nested resizing loop")
+    ops = _operands(invals, params)
+    lower, upper, step, _ = ops.bounds
+    body = params["body_jaxpr"].jaxpr
+
+    def one(k: Any, state: tuple) -> tuple:
+        carry, fits, valid, learned = state
+        sub = Checks(checks.capacity, checks.caps)
+        outs = masked_eval(body, [*ops.consts, lower + k * step, *carry], sub)
+        outs = [conformed(jnp.asarray(x, np.result_type(c)), np.shape(c)) for x, c in zip(outs, carry)]
+        return (outs, fits & sub.all(sub.fits), valid & sub.all(sub.valid), learned & sub.all(sub.fits_learned))
+
+    ok = jnp.bool_(True)
+    carry, fits, valid, learned = lax.fori_loop(0, trip_count(lower, upper, step), one, (list(ops.carried), ok, ok, ok))
+    checks.fits.append(fits)
+    checks.valid.append(valid)
+    checks.fits_learned.append(learned)
+    return list(carry)
+
+
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` (never unrolled) carrying
 # the index, the carried dimensions and the carried values; loop constants are captured.
@@ -414,4 +444,5 @@ def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
 register_nested_primitive(for_loop_p, output_type=_output_type, feeds=_feeds, check=_check,
                           jvp=_loop.jvp, batching=_loop.batching, partial_eval=_loop.partial_eval)
 register_specialization(for_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
+register_masked(for_loop_p, _masked, nested=True)
 lowering.register_lowering(for_loop_p, _lower)

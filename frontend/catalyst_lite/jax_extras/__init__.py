@@ -37,6 +37,7 @@ from jax._src import source_info_util as source_info_util
 from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 from jax._src.lax import lax as _lax
+from jax._src import pjit as _pjit
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
 from . import numpy_functions as numpy_functions  # registers the jax.numpy patches
@@ -77,6 +78,8 @@ from .tracing import (
 )
 
 Primitive = core.Primitive
+# The primitive of a nested jax.jit call (named "pjit" before JAX 0.7.2, "jit" since).
+jit_p = getattr(_pjit, "jit_p", None) or _pjit.pjit_p
 EvalTrace = core.EvalTrace
 eval_context = core.eval_context
 ConcretizationTypeError = core.ConcretizationTypeError
