@@ -5,6 +5,7 @@ compiler independent of the quantum extension, JAX's internals imported in ``jax
 and no mid-module imports."""
 
 import ast
+import functools
 import pathlib
 
 import pytest
@@ -112,15 +113,26 @@ def test_no_import_cycles():
     assert cycles == []
 
 
-def _imports_pennylane(module: str, seen: frozenset = frozenset()) -> bool:
-    """Whether importing ``module`` imports PennyLane (itself, or through its module-level imports)."""
-    body = _tree(module).body
-    direct = any(
+def _imports_pennylane_itself(module: str) -> bool:
+    return any(
         (isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "pennylane")
         or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "pennylane" for a in node.names))
-        for node in body
+        for node in _tree(module).body
     )
-    return direct or any(_imports_pennylane(n, seen | {module}) for n in _module_level_imports(module) - seen - {module})
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_pennylane(module: str) -> bool:
+    """Whether importing ``module`` imports PennyLane (itself, or through its module-level imports)."""
+    reached, stack = set(), [module]
+    while stack:  # each module once: the paths through the import graph are too many to walk
+        m = stack.pop()
+        if m not in reached:
+            reached.add(m)
+            if _imports_pennylane_itself(m):
+                return True
+            stack.extend(_module_level_imports(m))
+    return False
 
 
 def test_no_imports_inside_functions_except_of_pennylane_users():

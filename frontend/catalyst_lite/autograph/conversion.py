@@ -45,6 +45,7 @@ from malt.operators.variables import UndefinedReturnValue
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..errors import AutoGraphError, AutoGraphWarning
+from ..compiler.executable import is_compiled_function
 from ..jax_extras import is_tracing
 from . import builtins, conditionals, item_assignment, loops
 from .state import Unassigned, load_or_unassigned
@@ -212,7 +213,7 @@ def converted_call(
         return _convert(f.__func__)(f.__self__, *args, **kwargs)
     if _is_qnode(f):
         return _converted_qnode(f)(*args, **kwargs)
-    if _is_qjit(f) and is_tracing():  # inlined into the program being traced: converted too
+    if is_compiled_function(f) and is_tracing():  # inlined into the program being traced: converted too
         return converted_call(f.user_function, args, kwargs, caller_fn_scope)
     if not isinstance(f, type) and _convertible_function(getattr(type(f), "__call__", None)):
         return _convert(type(f).__call__)(f, *args, **kwargs)
@@ -226,12 +227,6 @@ def converted_call(
 _HIGHER_ORDER_PACKAGES = frozenset({"catalyst_lite", "pennylane"})
 """Libraries whose functions, given user functions, run them as part of the program (derivatives,
 adjoints, controlled operations, loop bodies): those are converted."""
-
-
-def _is_qjit(f: Any) -> bool:
-    from ..compiled import QJIT  # (compiled imports this module)
-
-    return isinstance(f, QJIT)
 
 
 def _from_higher_order_package(fn: Any) -> bool:

@@ -43,7 +43,7 @@ from .size_generic import SizeGenericTier
 from .specialize import JaxprRunner
 from .compilation import Specialization
 
-__all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled"]
+__all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled", "is_compiled_function"]
 
 
 class Executable:
@@ -228,4 +228,15 @@ def uncompiled(fn: Callable) -> Callable:
     >>> uncompiled(qjit(f)) is f, uncompiled(f) is f
     (True, True)
     """
-    return fn.original_function if _compilers and isinstance(fn, _compilers[0]) else fn
+    return fn.original_function if is_compiled_function(fn) else fn
+
+
+def is_compiled_function(fn: Any) -> bool:
+    """Whether ``fn`` is a function compiled by the registered compiler (a ``QJIT``).
+
+    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite.compiler.executable import is_compiled_function
+    >>> is_compiled_function(qjit(abs)), is_compiled_function(abs)
+    (True, False)
+    """
+    return bool(_compilers) and isinstance(fn, _compilers[0])
