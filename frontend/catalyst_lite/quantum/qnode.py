@@ -50,6 +50,7 @@ import jax.numpy as jnp
 
 from ..capture.switch import pennylane_capture_enabled
 from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
+from ..debug import callback
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
@@ -447,8 +448,6 @@ def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
             "shots (qml.set_shots(..., shots=None)) to return the state."
         )
     if shots.traced:
-        from ..debug import callback
-
         callback(_raise_if_not_positive)(shots.total)
 
 

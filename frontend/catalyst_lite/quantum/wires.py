@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from ..debug import callback
 from ..errors import WireError, pennylane_error
 from ..jax_extras import Tracer
 from .mcm import ValueCarry
@@ -145,8 +146,6 @@ class OutsideWires:
         """Raise ``WireError`` when the program runs if a traced wire was outside the device."""
         self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
         if self.carries:
-            from ..debug import callback
-
             found, first = self.carries
             callback(functools.partial(_raise_outside, device=device))(found.value, first.value)
 
