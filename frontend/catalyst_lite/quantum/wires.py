@@ -30,6 +30,7 @@ from typing import Any, Callable, Sequence
 import jax.numpy as jnp
 import numpy as np
 
+from ..debug import callback
 from ..errors import WireError, pennylane_error
 from ..debug import callback
 from ..jax_extras import Tracer
