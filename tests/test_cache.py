@@ -5,6 +5,7 @@ least-recently-used bound on its executables, memory freed with it, and the repo
 import gc
 import io
 import logging
+import weakref
 
 import jax.numpy as jnp
 import numpy as np
