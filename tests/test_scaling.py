@@ -24,3 +24,9 @@ def test_batches_split_over_devices():
     """catalyst_lite.vmap and jax.vmap of qjit programs (classical, QNodes) over a sharded batch:
     each device maps its own rows, no all-gather, results as unsharded and as default.qubit."""
     run_on_eight_devices("sharded_batches.py")
+
+
+def test_state_split_over_devices():
+    """qjit(state_sharding=...): a 12-qubit state held 1/8 per device (no all-gather), expval,
+    probs, state, samples with shots and grad as unsharded and as default.qubit."""
+    run_on_eight_devices("sharded_states.py")
