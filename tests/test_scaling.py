@@ -4,6 +4,7 @@ process of its own (``XLA_FLAGS`` must be set before JAX starts), and over two p
 
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 
@@ -30,3 +31,24 @@ def test_state_split_over_devices():
     """qjit(state_sharding=...): a 12-qubit state held 1/8 per device (no all-gather), expval,
     probs, state, samples with shots and grad as unsharded and as default.qubit."""
     run_on_eight_devices("sharded_states.py")
+
+
+def test_two_processes_on_localhost():
+    """jax.distributed with 2 processes on 127.0.0.1 (gloo), 2 CPU devices each: a batched QNode
+    and a sharded state, each process checking the shards it holds; both stopped in any case."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
+               PYTHONPATH=os.pathsep.join(sys.path))
+    processes = [subprocess.Popen([sys.executable, str(HERE / "two_processes.py"), str(port), str(i)], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        outputs = [p.communicate(timeout=600) for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (out, err) in zip(processes, outputs):
+        assert p.returncode == 0 and out.strip().endswith("OK"), out[-2000:] + err[-3000:]
