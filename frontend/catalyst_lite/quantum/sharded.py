@@ -50,7 +50,7 @@ from ..control_flow.common import control_flow_handler
 from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh
 from . import prng
-from .statevector import apply_matrix, basis_indices, outcome_index, probabilities, zero_state
+from .statevector import apply_block, apply_matrix, basis_indices, outcome_index, probabilities, zero_state
 
 __all__ = ["StateSharding", "execute_sharded_qnode"]
 
@@ -147,8 +147,15 @@ class _Layout:
     def apply(self, matrix: Any, wires: Sequence[int], controls: Sequence[int] = (),
               values: Sequence[int] = ()) -> None:
         positions = self.localize([*wires, *controls])  # swaps first: they change self.local
-        self.local = apply_matrix(self.local, matrix, positions[:len(wires)], self.n - self.k,
-                                  positions[len(wires):], values)
+        if controls:
+            self.local = apply_matrix(self.local, matrix, positions[:len(wires)], self.n - self.k,
+                                      positions[len(wires):], values)
+            return
+        # The broadcast kernel (one pass, no gather) takes ascending wires: the matrix reordered.
+        k, order = len(wires), sorted(range(len(wires)), key=positions.__getitem__)
+        matrix = jnp.reshape(jnp.transpose(jnp.reshape(matrix, (2,) * (2 * k)), [*order, *(k + o for o in order)]),
+                             (2**k, 2**k))
+        self.local = apply_block(self.local, matrix, sorted(positions), self.n - self.k)
 
     def indices(self) -> Any:
         """The index (in positions) of each amplitude of this slice in the whole state."""
@@ -242,11 +249,12 @@ def _gates(operations: Sequence[Any], labels: list) -> list[Any]:
 
 
 def _targets(op: Any) -> Any:
-    """What a controlled operation applies where its controls hold (the operation itself
-    otherwise): controls are conditions of the kernel, not matrix rows."""
+    """What a controlled operation on more than :data:`MAX_GATE_WIRES` wires applies where its
+    controls hold (the operation itself otherwise, its matrix on all its wires)."""
     import pennylane as qml
 
-    return op.base if isinstance(op, qml.ops.op_math.Controlled) else op
+    wide = isinstance(op, qml.ops.op_math.Controlled) and len(op.wires) > MAX_GATE_WIRES
+    return op.base if wide else op
 
 
 class _NoControls(list):
@@ -257,7 +265,7 @@ def _controls(op: Any) -> Any:
     """The control wires of ``op`` with their ``values``."""
     import pennylane as qml
 
-    if not isinstance(op, qml.ops.op_math.Controlled):
+    if _targets(op) is op:
         return _NoControls()
     wires = _NoControls(op.control_wires)
     wires.values = tuple(op.control_values)
