@@ -7,6 +7,10 @@ stacked output. So it works for anything ``fn`` may contain (our loops and condi
 callbacks) without batching rules, and the batch size may be symbolic. The first slice is
 computed before the loop: its results give the shapes and dtypes of the stacked outputs.
 
+Over a batch split over devices (the axes that shard dimension 0 of qjit's ``in_shardings``, or
+``spmd_axis_name``; outside qjit, the ``NamedSharding`` of a mapped argument), the loop runs in
+``jax.shard_map``: each device loops over its own rows and no row is gathered (docs/scaling.md).
+
 Outside qjit, ``vmap(fn)`` compiles itself with qjit once (Catalyst calls ``jax.vmap`` there;
 the results are the same). While PennyLane captures the program (``qjit(capture=True)``) the loop
 is PennyLane's ``qml.for_loop``, which the captured program compiles back into ours.
