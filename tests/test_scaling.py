@@ -52,3 +52,25 @@ def test_two_processes_on_localhost():
                 p.wait()
     for p, (out, err) in zip(processes, outputs):
         assert p.returncode == 0 and out.strip().endswith("OK"), out[-2000:] + err[-3000:]
+
+
+def test_state_sharding_option_is_checked():
+    """state_sharding is a NamedSharding of a 1-D spec (or axis names under set_mesh): anything
+    else is a clear error when the QNode is compiled."""
+    pennylane = pytest.importorskip("pennylane")
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from catalyst_lite import qjit
+    from catalyst_lite.errors import ArgumentValueError
+
+    @pennylane.qnode(pennylane.device("default.qubit", wires=2))
+    def circuit(x):
+        pennylane.RX(x, 0)
+        return pennylane.expval(pennylane.Z(0))
+
+    mesh = jax.make_mesh((1,), ("s",))
+    for option, message in ((42, "NamedSharding"), ("s", "need a mesh"),
+                            (NamedSharding(mesh, P()), "one dimension")):
+        with pytest.raises(ArgumentValueError, match=message):
+            qjit(circuit, state_sharding=option)(0.1)
