@@ -3,7 +3,6 @@
 the unsharded simulation and PennyLane's default.qubit. Prints OK at the end."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pennylane as qml
 from jax.sharding import NamedSharding, PartitionSpec as P

@@ -42,7 +42,6 @@ from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -201,9 +200,8 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     def circuit(draw_key: Any, *params: Any) -> list[Any]:
         layout = _Layout(n, sharding)
         for op, matrix in zip(ops, params):
-            controls = _controls(op)
-            layout.apply(matrix, [index[w] for w in _targets(op).wires], [index[w] for w in controls],
-                         [int(v) for v in controls.values])
+            controls, values = _controls(op)
+            layout.apply(matrix, [index[w] for w in _targets(op).wires], [index[w] for w in controls], values)
         return [_measure(m, layout, [index[w] for w in (m.wires or labels)], shots.total, draw_key)
                 for m in tape.measurements]
 
@@ -257,19 +255,11 @@ def _targets(op: Any) -> Any:
     return op.base if wide else op
 
 
-class _NoControls(list):
-    values: tuple = ()
-
-
-def _controls(op: Any) -> Any:
-    """The control wires of ``op`` with their ``values``."""
-    import pennylane as qml
-
+def _controls(op: Any) -> tuple[list, list[int]]:
+    """The control wires that ``op`` keeps as conditions (see :func:`_targets`), and their values."""
     if _targets(op) is op:
-        return _NoControls()
-    wires = _NoControls(op.control_wires)
-    wires.values = tuple(op.control_values)
-    return wires
+        return [], []
+    return list(op.control_wires), [int(v) for v in op.control_values]
 
 
 def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) -> Any:
