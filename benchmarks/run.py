@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scaling:
         from benchmarks import scaling
 
-        return scaling.main(args.wires)
+        return scaling.main(args.wires, args.output if args.output != RESULTS else scaling.RESULTS)
 
     jax.config.update("jax_enable_x64", True)  # what catalyst_lite and Catalyst compute with
     modules, notes = frontends()
