@@ -3,6 +3,7 @@
     python -m benchmarks            # full run (about 10 minutes: the 2,000-size rows)
     python -m benchmarks --quick    # a few minutes, without the slow rows
     python -m benchmarks --quantum  # also the quantum circuits of benchmarks/quantum.py and large_circuits.py
+    python -m benchmarks --scaling  # only sharded states and batches on 8 virtual devices (benchmarks/scaling.py)
     python -m benchmarks --only appending --only "resizing while_loop"  # rows whose name has one of these
     python benchmarks/run.py        # the same, as a script
 
@@ -319,7 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quantum", action="store_true", help="also run benchmarks/quantum.py and large_circuits.py (slow)")
     parser.add_argument("--only", action="append", metavar="TEXT",
                         help="only the rows whose name contains TEXT (repeatable)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="only benchmarks/scaling.py: sharded state vectors and batches on 8 virtual devices")
+    parser.add_argument("--wires", type=int, default=20, help="--scaling: qubits of the sharded circuit (20 or 22)")
     args = parser.parse_args(argv)
+    if args.scaling:
+        from benchmarks import scaling
+
+        return scaling.main(args.wires, args.output if args.output != RESULTS else scaling.RESULTS)
 
     jax.config.update("jax_enable_x64", True)  # what catalyst_lite and Catalyst compute with
     modules, notes = frontends()

@@ -81,6 +81,7 @@ _ACCEPTED_OPTIONS = {
     "use_nameloc",
     # jax.jit's, for each size's XLA compilation (see jit_options.py)
     *JIT_OPTIONS,
+    "state_sharding",  # QNodes' state vectors split over devices (quantum/sharded.py)
 }
 # Options that are switches: a string such as 'no' would otherwise be taken as true.
 _BOOL_OPTIONS = ("autograph", "async_qnodes", "use_nameloc", "verbose", "disable_assertions", "skip_preprocess",
@@ -853,6 +854,7 @@ def qjit(
     in_shardings: Any = None,
     out_shardings: Any = None,
     compiler_options: dict[str, Any] | None = None,
+    state_sharding: Any = None,
 ) -> QJIT | Callable[[Callable], QJIT]:
     """Compile ``fn`` with symbolic sizes; usable bare (``@qjit``) or with options.
 
@@ -894,6 +896,10 @@ def qjit(
     ``out_shardings`` (``jax.sharding`` shardings: one for every argument or result, or a pytree
     prefix of them; ``None``: unspecified). Donated or sharded calls are compiled by XLA only
     (no size-generic tier).
+
+    ``state_sharding``: the state vector of every QNode in the program split over devices, as
+    ``NamedSharding(mesh, P(axes))`` (or mesh axis names under ``jax.sharding.set_mesh``): see
+    docs/scaling.md.
 
     >>> import jax.numpy as jnp
     >>> from catalyst_lite import qjit

@@ -46,6 +46,7 @@ class JitOptions:
     in_shardings: Any = None
     out_shardings: Any = None
     fn_name: str = ""
+    state_sharding: Any = None  # qjit(state_sharding=...): the QNodes' state split (quantum/sharded.py)
 
     @classmethod
     def of(cls, options: Mapping[str, Any], positional: Sequence[str], fn_name: str) -> "JitOptions":
@@ -63,13 +64,14 @@ class JitOptions:
             jit["keep_unused"] = True
         return cls(
             frozenset(names) | {positional[i] for i in nums}, jit, dict(options.get("compiler_options") or {}),
-            options.get("in_shardings"), options.get("out_shardings"), fn_name,
+            options.get("in_shardings"), options.get("out_shardings"), fn_name, options.get("state_sharding"),
         )
 
     @property
     def needs_xla(self) -> bool:
         """Whether calls need XLA's own executables (the size-generic tier cannot donate or shard)."""
-        return bool(self.donated) or self.in_shardings is not None or self.out_shardings is not None
+        return bool(self.donated) or any(s is not None for s in (self.in_shardings, self.out_shardings,
+                                                                  self.state_sharding))
 
     def donated_leaves(self, keys: Sequence[tuple[str, Any]], arguments: Sequence[Any]) -> frozenset[int]:
         """The flat leaves (by index) of the donated arguments among a call's dynamic ones

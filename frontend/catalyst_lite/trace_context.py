@@ -71,6 +71,8 @@ class TraceContext:
     traced_circuits: Any = None
     circuits: tuple[Any, ...] = ()
     diff_methods: tuple[str, ...] = ()
+    # transforms: tracing one device's rows of a batch split over devices (vmap's shard_map)
+    sharded_batch: bool = False
     # compiler: the runner driving a program from the host, reverse-mode specialization, the
     # recorder of host steps' replays.
     host_driving: Any = None

@@ -103,3 +103,16 @@ def x64_scope():
     if config.enable_x64.value:
         return contextlib.nullcontext()
     return config.enable_x64(True)
+
+
+def context_mesh() -> Any:
+    """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
+    ``None`` (JAX's public API gives only the abstract mesh).
+
+    >>> context_mesh() is None
+    True
+    """
+    from jax._src import mesh
+
+    concrete = mesh.get_concrete_mesh()
+    return None if concrete is None or concrete.empty else concrete

@@ -15,6 +15,7 @@
 - :mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`: shots and ``mcm_method``; mid-circuit measurement
   outcomes; one execution per shot or per branch.
 - :mod:`.prng`: the seedable PRNG.
+- :mod:`.sharded`: ``qjit(state_sharding=...)``: the state vector split over devices.
 - :mod:`.mitigation`: Catalyst's ``mitigate_with_zne`` (zero-noise extrapolation).
 """
 

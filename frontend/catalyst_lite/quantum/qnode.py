@@ -65,6 +65,7 @@ from .sampling import measurement_kind
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
 from .repeated import all_branches_results, one_shot_results
+from .sharded import StateSharding, execute_sharded_qnode
 from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
@@ -463,6 +464,11 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)
+    state_sharding = (current_context().qjit_options or {}).get("state_sharding")
+    if state_sharding is not None:  # qjit(state_sharding=...): the state split over devices
+        sharding = StateSharding(state_sharding, getattr(qnode, "__name__", "a QNode"))
+        return execute_sharded_qnode(qnode, qnode.func if qfunc is None else qfunc, args, kwargs, sharding,
+                                     _traced().next_key(), shots)
     config = McmConfig.of(qnode, shots)
     key = _traced().next_key()
     qfunc = qnode.func if qfunc is None else qfunc

@@ -7,6 +7,10 @@ stacked output. So it works for anything ``fn`` may contain (our loops and condi
 callbacks) without batching rules, and the batch size may be symbolic. The first slice is
 computed before the loop: its results give the shapes and dtypes of the stacked outputs.
 
+Over a batch split over devices (the axes that shard dimension 0 of qjit's ``in_shardings``, or
+``spmd_axis_name``; outside qjit, the ``NamedSharding`` of a mapped argument), the loop runs in
+``jax.shard_map``: each device loops over its own rows and no row is gathered (docs/scaling.md).
+
 Outside qjit, ``vmap(fn)`` compiles itself with qjit once (Catalyst calls ``jax.vmap`` there;
 the results are the same). While PennyLane captures the program (``qjit(capture=True)``) the loop
 is PennyLane's ``qml.for_loop``, which the captured program compiles back into ours.
@@ -24,13 +28,16 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 from typing import Any, Callable
 
+import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.sharding import NamedSharding, PartitionSpec as P, Sharding
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten
 
-from ..trace_context import pennylane_capture_enabled
+from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..compiler.executable import compile_function
 from ..control_flow import for_loop
 from ..errors import ArgumentValueError, function_name
@@ -105,7 +112,8 @@ def _padded(x: Any, axis: int) -> Any:
 class Vmapped:
     """``vmap(fn, ...)``: call it like ``fn``, with a batch axis in (some of) the arguments."""
 
-    def __init__(self, fn: Callable, in_axes: Any, out_axes: Any, axis_size: int | None):
+    def __init__(self, fn: Callable, in_axes: Any, out_axes: Any, axis_size: int | None,
+                 spmd_axis_name: Any = None):
         _check_axes_spec("in_axes", in_axes, (tuple,))
         _check_axes_spec("out_axes", out_axes, (tuple, list, dict))
         if axis_size is not None and (isinstance(axis_size, bool) or not isinstance(axis_size, int) or axis_size < 0):
@@ -114,20 +122,38 @@ class Vmapped:
         self.fn, self.in_axes, self.out_axes, self.axis_size = fn, in_axes, out_axes, axis_size
         self.__name__ = self.__qualname__ = f"vmap({function_name(fn)})"
         self.__doc__ = getattr(fn, "__doc__", None)
-        self._compiled: Any = None  # qjit of the map, made on the first call outside qjit
+        self.spmd_axis_name = spmd_axis_name
+        # qjit of the map, made on the first call outside qjit: one per sharding of the batch
+        self._compiled: dict[Any, Any] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not is_tracing() and not pennylane_capture_enabled():
-            if self._compiled is None:
-                self._compiled = compile_function(self._call_with_keywords)
-                self._compiled.__name__ = self.__name__
-            return self._compiled(args, kwargs)
+            batch = self._argument_shards(args, kwargs)
+            if batch not in self._compiled:
+                def mapped(args, kwargs):  # unannotated: qjit would trace it ahead of time
+                    return self._map(tuple(args), dict(kwargs), batch)
+
+                mapped.__name__ = mapped.__qualname__ = self.__name__
+                self._compiled[batch] = compile_function(mapped)
+            return self._compiled[batch](args, kwargs)
         return self._map(args, kwargs)
 
-    def _call_with_keywords(self, args, kwargs):  # unannotated: qjit would trace it ahead of time
-        return self._map(tuple(args), dict(kwargs))
+    def _argument_shards(self, args: tuple, kwargs: dict) -> tuple[Any, Any] | None:
+        """Outside qjit: the mesh and axis names of the first mapped argument whose batch axis is
+        sharded by a ``NamedSharding`` (``spmd_axis_name``'s axes if given), else ``None``."""
+        flat = tree_flatten((args, kwargs))[0]
+        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
+        for x, a in zip(flat, axes + [0] * (len(flat) - len(axes))):
+            sharding = getattr(x, "sharding", None)
+            if a is None or not isinstance(sharding, NamedSharding):
+                continue
+            spec = tuple(sharding.spec) + (None,) * jnp.ndim(x)
+            names = spec[_normalized_axis(a, jnp.ndim(x), "a mapped argument")]
+            if names is not None and self.spmd_axis_name in (None, names):
+                return sharding.mesh, names
+        return None
 
-    def _map(self, args: tuple, kwargs: dict) -> Any:
+    def _map(self, args: tuple, kwargs: dict, batch: tuple[Any, Any] | None = None) -> Any:
         flat, in_tree = tree_flatten((args, kwargs))
         # Keyword arguments are mapped over their axis 0, as jax.vmap maps them.
         axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
@@ -136,6 +162,34 @@ class Vmapped:
         axes = [None if a is None else _normalized_axis(a, jnp.ndim(x), "a mapped argument")
                 for a, x in zip(axes, flat)]
         size = self._batch_size(flat, axes)
+        batch = _batch_shards(self.spmd_axis_name, batch, size, self.__name__)
+        if batch is None:
+            stacked, first, out_tree = self._stacked(flat, axes, size, in_tree)
+        else:  # each device maps its own rows: shard_map of the loop, no gather of the batch
+            mesh, names = batch
+            found: list[Any] = []
+
+            def local(*leaves: Any) -> list[Any]:
+                with context_scope(sharded_batch=True):
+                    stacked, first, tree = self._stacked(list(leaves), axes, size // _axis_size(mesh, names), in_tree)
+                found[:] = [first, tree]
+                return stacked
+
+            specs = tuple(P() if a is None else P(*([None] * a), names) for a in axes)
+            stacked = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P(names), check_vma=False)(*flat)
+            first, out_tree = found
+            first = [s[0] for s in stacked]  # out_axes=None: the first row (of the whole batch)
+        out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
+        outs = [
+            r0 if axis is None else jnp.moveaxis(s, 0, _normalized_axis(axis, s.ndim, "a mapped result"))
+            for r0, s, axis in zip(first, stacked, out_axes)
+        ]
+        return tree_unflatten(out_tree, outs)
+
+    def _stacked(self, flat: list[Any], axes: list[Any], size: Any, in_tree: PyTreeDef
+                 ) -> tuple[list[Any], list[Any], PyTreeDef]:
+        """The loop over the batch: every result stacked along a new axis 0, the first slice's
+        results and the results' structure."""
         flat = [x if a is None else _padded(x, a) for x, a in zip(flat, axes)]
 
         def call_at(i: Any) -> tuple[list[Any], PyTreeDef]:
@@ -146,7 +200,6 @@ class Vmapped:
             return [jnp.asarray(r) for r in results], out_tree
 
         first, out_tree = call_at(0)
-        out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
         # One spare row here too (row `size`, never written): writing row i is valid code at any size.
         stacked = tuple(jnp.broadcast_to(r, (size + 1, *jnp.shape(r))) for r in first)
 
@@ -162,11 +215,7 @@ class Vmapped:
                          for s, r in zip(stacked, results))
 
         stacked = [lax.dynamic_slice_in_dim(s, 0, size) for s in (rows(stacked) if stacked else ())]
-        outs = [
-            r0 if axis is None else jnp.moveaxis(s, 0, _normalized_axis(axis, s.ndim, "a mapped result"))
-            for r0, s, axis in zip(first, stacked, out_axes)
-        ]
-        return tree_unflatten(out_tree, outs)
+        return stacked, first, out_tree
 
     def _batch_size(self, flat: list[Any], axes: list[Any]) -> Any:
         """The batch size every mapped leaf agrees on (``axis_size`` when nothing is mapped)."""
@@ -192,9 +241,10 @@ class Vmapped:
 
 
 def vmap(fn: Callable | None = None, *, in_axes: Any = 0, out_axes: Any = 0,
-         axis_size: int | None = None) -> Any:
-    """Map ``fn`` over an axis of its arguments, with ``jax.vmap``'s ``in_axes``, ``out_axes``
-    and ``axis_size``: inside qjit, as a loop over the batch (see the module docstring). Usable as
+         axis_size: int | None = None, spmd_axis_name: Any = None) -> Any:
+    """Map ``fn`` over an axis of its arguments, with ``jax.vmap``'s ``in_axes``, ``out_axes``,
+    ``axis_size`` and ``spmd_axis_name``: inside qjit, as a loop over the batch (see the module
+    docstring); over a sharded batch, one loop per device over its own rows. Usable as
     ``vmap(fn)``, ``vmap(fn, in_axes=(0, None))`` or ``@vmap(in_axes=1)``.
 
     >>> from catalyst_lite import vmap
@@ -204,5 +254,53 @@ def vmap(fn: Callable | None = None, *, in_axes: Any = 0, out_axes: Any = 0,
     [[10.0, 30.0], [20.0, 40.0]]
     """
     if fn is None:
-        return functools.partial(vmap, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size)
-    return Vmapped(fn, in_axes, out_axes, axis_size)
+        return functools.partial(vmap, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size,
+                                 spmd_axis_name=spmd_axis_name)
+    return Vmapped(fn, in_axes, out_axes, axis_size, spmd_axis_name)
+
+
+def _axis_size(mesh: Any, names: Any) -> int:
+    return math.prod(mesh.shape[n] for n in (names if isinstance(names, tuple) else (names,)))
+
+
+def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn_name: str
+                  ) -> tuple[Any, Any] | None:
+    """The mesh and the mesh axes the batch is split over, or ``None`` for one loop over the whole
+    batch. Outside qjit, ``outside`` (read from the arguments); inside, ``spmd_axis_name`` (the
+    ``requested`` axes) or else the axes that shard dimension 0 of qjit's ``in_shardings``, with
+    the mesh of those shardings (or of ``jax.sharding.set_mesh``). A guess that does not match the
+    arguments' sharding is still correct: XLA then moves the rows to their devices."""
+    context = current_context()
+    if context.sharded_batch:
+        return None  # already one device's rows
+    mesh, names = outside if outside is not None else (None, requested)
+    if mesh is None:
+        options = context.qjit_options or {}
+        leaves = tree_flatten(options.get("in_shardings"), is_leaf=lambda s: isinstance(s, (Sharding, P)))[0]
+        specs = [(getattr(s, "mesh", None), tuple(getattr(s, "spec", s))) for s in leaves
+                 if isinstance(s, (NamedSharding, P))]
+        if names is None:  # the axes every sharding splits dimension 0 over, if they agree
+            firsts = {spec[0] for _, spec in specs if spec and spec[0] is not None}
+            names = firsts.pop() if len(firsts) == 1 else None
+        if names is None:
+            return None
+        wanted = set(names if isinstance(names, tuple) else (names,))
+        meshes = [m for m, _ in specs if m is not None and wanted <= set(m.axis_names)]
+        context_mesh = jax.sharding.get_abstract_mesh()
+        mesh = meshes[0] if meshes else (
+            context_mesh if not context_mesh.empty and wanted <= set(context_mesh.axis_names) else None)
+        if mesh is None:
+            if requested is None:
+                return None
+            raise ArgumentValueError(
+                f"{fn_name}: spmd_axis_name={requested!r} names no axis of a mesh: give qjit "
+                "in_shardings on that mesh, or call it under jax.sharding.set_mesh."
+            )
+    if isinstance(size, int) and size % _axis_size(mesh, names) == 0:
+        return mesh, names
+    if requested is None and outside is None:
+        return None
+    raise ArgumentValueError(
+        f"{fn_name}: a batch split over mesh axes {names!r} ({_axis_size(mesh, names)} devices) needs a "
+        f"batch size known when tracing and divisible by it; got {size if isinstance(size, int) else 'a symbolic size'}."
+    )

@@ -1,0 +1,322 @@
+"""A state vector split over devices: ``qjit(state_sharding=...)``.
+
+The state of ``n`` qubits is split over ``2**k`` devices along ``k`` *global* qubits: the ``k``
+most significant bits of an amplitude's index are its device's index, the ``n - k`` others its
+index in that device's slice. The circuit runs in one ``jax.shard_map`` (JAX's SPMD: XLA sees one
+program per device and the collectives between them):
+
+- a gate whose wires are all *local* runs on each slice with the simulator's kernel
+  (:func:`.statevector.apply_matrix`), without communication;
+- a gate on a global qubit first swaps it with a local qubit (one ``all_to_all`` between the
+  pairs of devices that differ in that qubit: each sends half its slice). The swap is not undone:
+  a *layout* records which wire sits at which position, as distributed simulators keep it;
+- measurements reduce with ``psum``: expectation values (``<psi|O|psi>`` term by term, the
+  observable's wires made local first), probabilities (each slice's marginal), samples with
+  shots (a device drawn for each shot from the slices' totals, then an index within it);
+  ``qml.state()`` is returned split as it is held (the layout restored first);
+- derivatives are JAX's reverse mode through ``shard_map`` (backprop).
+
+To see the split mesh axes as qubits, the mesh axes of the state (of size ``2**k``) are reshaped
+into ``k`` axes of size 2, one per global qubit, so that each swap is an ``all_to_all`` over one
+of them. Only circuits with known wires, no mid-circuit measurement and no catalyst_lite control
+flow inside the QNode run here (anything else is a :class:`~catalyst_lite.errors.QuantumOperationError`).
+
+>>> import jax, numpy as np, pennylane as qml
+>>> from jax.sharding import NamedSharding, PartitionSpec as P
+>>> from catalyst_lite import qjit
+>>> mesh = jax.make_mesh((1,), ("s",))                # 2**k devices: here k = 0
+>>> @qjit(state_sharding=NamedSharding(mesh, P("s")))
+... @qml.qnode(qml.device("default.qubit", wires=3))
+... def ghz(x: float):
+...     qml.RY(x, 0); qml.CNOT([0, 1]); qml.CNOT([1, 2])
+...     return qml.expval(qml.Z(0) @ qml.Z(2)), qml.probs(wires=[2])
+>>> e, p = ghz(0.5)
+>>> round(float(e), 6), [round(float(v), 6) for v in p]
+(1.0, [0.938791, 0.061209])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from ..control_flow.common import control_flow_handler
+from ..errors import ArgumentValueError, QuantumOperationError
+from ..jax_extras import context_mesh
+from . import prng
+from .statevector import apply_block, apply_matrix, basis_indices, outcome_index, probabilities, zero_state
+
+__all__ = ["StateSharding", "execute_sharded_qnode"]
+
+MAX_GATE_WIRES = 3  # wider operations are decomposed first
+
+
+class StateSharding:
+    """``qjit(state_sharding=...)`` read: the mesh and its axes that split the state. Accepts a
+    ``NamedSharding(mesh, P(axes))`` (a 1-D spec) or mesh axis names under
+    ``jax.sharding.set_mesh``; the axes' sizes multiply to a power of 2."""
+
+    def __init__(self, option: Any, fn_name: str):
+        if isinstance(option, NamedSharding):
+            mesh, spec = option.mesh, tuple(option.spec)
+            if len(spec) != 1 or spec[0] is None:
+                raise ArgumentValueError(
+                    f"qjit(state_sharding=...) of {fn_name}: the state is a vector, its sharding "
+                    f"names the mesh axes of its one dimension, got {option.spec}."
+                )
+            names = spec[0]
+        elif isinstance(option, (str, tuple)):
+            mesh, names = context_mesh(), option
+            if mesh is None:
+                raise ArgumentValueError(
+                    f"qjit(state_sharding={option!r}) of {fn_name}: mesh axis names need a mesh: call "
+                    "it under jax.sharding.set_mesh(mesh), or give NamedSharding(mesh, P(axes))."
+                )
+        else:
+            raise ArgumentValueError(
+                f"qjit(state_sharding={option!r}) of {fn_name}: give a jax.sharding.NamedSharding "
+                "(or mesh axis names under jax.sharding.set_mesh)."
+            )
+        self.names = names if isinstance(names, tuple) else (names,)
+        unknown = [a for a in self.names if a not in mesh.axis_names]
+        sizes = [mesh.shape[a] for a in self.names if a not in unknown]
+        if unknown or any(s & (s - 1) for s in sizes):
+            raise ArgumentValueError(
+                f"qjit(state_sharding=...) of {fn_name}: the state is split over mesh axes of sizes "
+                f"that are powers of 2; {self.names} on a mesh {dict(mesh.shape)}."
+            )
+        self.k = sum(int(math.log2(s)) for s in sizes)
+        # One axis of size 2 per global qubit (most significant first), in the devices' order.
+        self.qubit_axes = tuple(f"{a}:{i}" for a in self.names for i in range(int(math.log2(mesh.shape[a]))))
+        shape, axis_names = [], []
+        for a in mesh.axis_names:
+            split = a in self.names
+            shape += [2] * int(math.log2(mesh.shape[a])) if split else [mesh.shape[a]]
+            axis_names += [f"{a}:{i}" for i in range(int(math.log2(mesh.shape[a])))] if split else [a]
+        self.mesh = Mesh(mesh.devices.reshape(shape), tuple(axis_names))
+
+
+class _Layout:
+    """The sharded state inside ``shard_map``: this device's slice and which wire is at which
+    position (positions ``0..k-1`` global, most significant first)."""
+
+    def __init__(self, n: int, sharding: StateSharding):
+        self.n, self.k, self.axes = n, sharding.k, sharding.qubit_axes
+        self.wire_at = list(range(n))  # position -> wire
+        self.local = zero_state(n - self.k) * (self.device() == 0)
+
+    def device(self) -> Any:
+        """This device's index: its global bits, most significant first."""
+        index = 0
+        for axis in self.axes:
+            index = index * 2 + lax.axis_index(axis)
+        return index
+
+    def position(self, wire: int) -> int:
+        return self.wire_at.index(wire)
+
+    def swap(self, g: int, p: int) -> None:
+        """Swap global position ``g`` with local position ``p``: one all_to_all over ``g``'s axis,
+        each device sending the half of its slice whose bit ``p`` is not its own bit ``g``."""
+        j = p - self.k
+        view = self.local.reshape(2**j, 2, -1)
+        self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)
+        self.wire_at[g], self.wire_at[p] = self.wire_at[p], self.wire_at[g]
+
+    def localize(self, wires: Sequence[int]) -> list[int]:
+        """The local positions of ``wires`` (indices in the slice), each global one swapped with
+        the most significant local position that holds none of them."""
+        for w in wires:
+            g = self.position(w)
+            if g < self.k:
+                free = next((p for p in range(self.k, self.n) if self.wire_at[p] not in wires), None)
+                if free is None:
+                    raise QuantumOperationError(
+                        f"state_sharding: an operation on {len(wires)} wires needs them on one device, "
+                        f"which holds {self.n - self.k} of the {self.n} qubits."
+                    )
+                self.swap(g, free)
+        return [self.position(w) - self.k for w in wires]
+
+    def apply(self, matrix: Any, wires: Sequence[int], controls: Sequence[int] = (),
+              values: Sequence[int] = ()) -> None:
+        positions = self.localize([*wires, *controls])  # swaps first: they change self.local
+        if controls:
+            self.local = apply_matrix(self.local, matrix, positions[:len(wires)], self.n - self.k,
+                                      positions[len(wires):], values)
+            return
+        # The broadcast kernel (one pass, no gather) takes ascending wires: the matrix reordered.
+        k, order = len(wires), sorted(range(len(wires)), key=positions.__getitem__)
+        matrix = jnp.reshape(jnp.transpose(jnp.reshape(matrix, (2,) * (2 * k)), [*order, *(k + o for o in order)]),
+                             (2**k, 2**k))
+        self.local = apply_block(self.local, matrix, sorted(positions), self.n - self.k)
+
+    def indices(self) -> Any:
+        """The index (in positions) of each amplitude of this slice in the whole state."""
+        return basis_indices(self.n - self.k) + self.device() * 2 ** (self.n - self.k)
+
+    def restore(self) -> Any:
+        """The slice with wire ``i`` at position ``i`` again (the order of ``qml.state()``)."""
+        for g in range(self.k):
+            if self.wire_at[g] != g:
+                if self.position(g) < self.k:  # held by another global position: through a local one
+                    self.swap(self.position(g), self.k)
+                self.swap(g, self.position(g))
+        local = self.wire_at[self.k:]  # local positions: a transpose, no communication
+        tensor = self.local.reshape((2,) * (self.n - self.k))
+        self.local = jnp.transpose(tensor, [local.index(w) for w in range(self.k, self.n)]).reshape(-1)
+        self.wire_at = list(range(self.n))
+        return self.local
+
+
+def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sharding: StateSharding,
+                          key: Any, shots: Any) -> Any:
+    """The results of ``qnode`` (its quantum function ``qfunc``) with its state split as
+    ``sharding`` says (see the module docstring); ``key``: the QNode's PRNG key carry, ``shots``:
+    its :class:`.shots.ShotPlan`."""
+    import pennylane as qml
+
+    labels = None if qnode.device.wires is None else list(qnode.device.wires.labels)
+    if labels is None or len(labels) <= sharding.k:
+        raise QuantumOperationError(
+            f"state_sharding: the device needs known wires, more than the {sharding.k} global qubits of "
+            f"{2**sharding.k} devices."
+        )
+    if shots.partitioned or isinstance(shots.total, jax.core.Tracer):
+        raise QuantumOperationError("state_sharding: shots must be one known number (no shot vector).")
+    with qml.queuing.AnnotatedQueue() as queue, control_flow_handler(_StraightLine()):
+        output = qfunc(*args, **kwargs)
+    tape = qml.tape.QuantumScript.from_queue(queue)
+    ops = _gates(tape.operations, labels)
+    index = {label: i for i, label in enumerate(labels)}
+    n, sharded_state = len(labels), P(sharding.qubit_axes)
+    draw = key.split() if shots.finite else None
+
+    def circuit(draw_key: Any, *params: Any) -> list[Any]:
+        layout = _Layout(n, sharding)
+        for op, matrix in zip(ops, params):
+            controls, values = _controls(op)
+            layout.apply(matrix, [index[w] for w in _targets(op).wires], [index[w] for w in controls], values)
+        return [_measure(m, layout, [index[w] for w in (m.wires or labels)], shots.total, draw_key)
+                for m in tape.measurements]
+
+    matrices = [qml.matrix(_targets(op), wire_order=_targets(op).wires) for op in ops]
+    specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
+    draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
+    # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
+    with jax.sharding.use_abstract_mesh(sharding.mesh.abstract_mesh):
+        results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,
+                                check_vma=False)(draw_key, *matrices)
+    found = dict(zip(map(id, tape.measurements), results))
+    return jax.tree_util.tree_map(lambda x: found.get(id(x), x), output, is_leaf=lambda x: id(x) in found)
+
+
+class _StraightLine:
+    """The control-flow handler of a sharded circuit: loops and branches are refused."""
+
+    def _refuse(self, *_: Any) -> Any:
+        raise QuantumOperationError(
+            "state_sharding: a sharded state runs straight-line circuits; for_loop, while_loop and "
+            "cond inside the QNode are not supported (unroll them in Python)."
+        )
+
+    for_loop = while_loop = cond = _refuse
+
+
+def _gates(operations: Sequence[Any], labels: list) -> list[Any]:
+    """The operations, decomposed until each acts on at most :data:`MAX_GATE_WIRES` wires."""
+    out = []
+    for op in operations:
+        if op.name in ("Barrier", "Identity") or type(op).__name__ == "Snapshot":
+            continue
+        if type(op).__name__ == "MidMeasureMP" or not op.has_matrix and not op.has_decomposition:
+            raise QuantumOperationError(f"state_sharding: {op.name} is not supported on a sharded state.")
+        if any(w not in labels for w in op.wires):
+            raise QuantumOperationError(f"state_sharding: {op.name} acts on wires {list(op.wires)} that the "
+                                        "device does not have (wires must be known labels).")
+        if len(_targets(op).wires) > MAX_GATE_WIRES or not _targets(op).has_matrix:
+            out += _gates(op.decomposition(), labels)
+        else:
+            out.append(op)
+    return out
+
+
+def _targets(op: Any) -> Any:
+    """What a controlled operation on more than :data:`MAX_GATE_WIRES` wires applies where its
+    controls hold (the operation itself otherwise, its matrix on all its wires)."""
+    import pennylane as qml
+
+    wide = isinstance(op, qml.ops.op_math.Controlled) and len(op.wires) > MAX_GATE_WIRES
+    return op.base if wide else op
+
+
+def _controls(op: Any) -> tuple[list, list[int]]:
+    """The control wires that ``op`` keeps as conditions (see :func:`_targets`), and their values."""
+    if _targets(op) is op:
+        return [], []
+    return list(op.control_wires), [int(v) for v in op.control_values]
+
+
+def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) -> Any:
+    """One terminal measurement of the sharded state, reduced over the devices."""
+    import pennylane as qml
+
+    axes = layout.axes
+    if isinstance(m, qml.measurements.StateMP) and shots is None:
+        return layout.restore()
+    if isinstance(m, qml.measurements.ProbabilityMP) and m.obs is None and shots is None:
+        outcomes = outcome_index(layout.indices(), tuple(layout.position(w) for w in wires), layout.n)
+        local = jnp.zeros(2 ** len(wires), jnp.float64).at[outcomes].add(probabilities(layout.local))
+        return lax.psum(local, axes)
+    if isinstance(m, qml.measurements.ExpectationMP) and m.obs is not None and shots is None:
+        return lax.psum(_expval(m.obs, layout, wires), axes)
+    if isinstance(m, qml.measurements.SampleMP) and m.obs is None and shots is not None:
+        return _samples(layout, wires, shots, key)
+    raise QuantumOperationError(
+        f"state_sharding: {type(m).__name__}{' of an observable' if m.obs is not None else ''}"
+        f"{' with shots' if shots is not None else ' without shots'} is not supported on a sharded "
+        "state; exact expval/probs/state and sample with shots are."
+    )
+
+
+def _expval(obs: Any, layout: _Layout, wires: list[int]) -> Any:
+    """This slice's part of ``<psi|obs|psi>``, term by term (each term's wires made local)."""
+    import pennylane as qml
+
+    try:
+        coeffs, terms = obs.terms()
+    except qml.operation.TermsUndefinedError:
+        coeffs, terms = [1.0], [obs]
+    labels = list(obs.wires)
+    total = 0.0
+    for c, term in zip(coeffs, terms):
+        term_wires = [wires[labels.index(w)] for w in term.wires]
+        targets = layout.localize(term_wires)  # swaps first: they change layout.local
+        applied = apply_matrix(layout.local, qml.matrix(term, wire_order=term.wires), targets, layout.n - layout.k)
+        total = total + c * jnp.real(jnp.vdot(layout.local, applied))
+    return total
+
+
+def _samples(layout: _Layout, wires: list[int], shots: int, key: Any) -> Any:
+    """``shots`` samples of ``wires``: for each shot a device drawn from the slices' totals (the
+    same draw on every device), then an index drawn from that device's slice; one ``psum`` of
+    the indices, never of the state."""
+    probs = probabilities(layout.local)
+    totals = lax.psum(jnp.zeros(2**layout.k).at[layout.device()].set(jnp.sum(probs)), layout.axes)
+    device_key, index_key = prng.split(key)
+    cdf = jnp.cumsum(totals)
+    devices = jnp.minimum(jnp.searchsorted(cdf, prng.uniform(device_key, (shots,)) * cdf[-1], side="right"),
+                          2**layout.k - 1)
+    local_cdf = jnp.cumsum(probs)
+    local = jnp.minimum(jnp.searchsorted(local_cdf, prng.uniform(index_key, (shots,)) * local_cdf[-1],
+                                         side="right"), probs.shape[0] - 1)
+    mine = devices == layout.device()
+    drawn = lax.psum(jnp.where(mine, local + layout.device() * 2 ** (layout.n - layout.k), 0), layout.axes)
+    bits = [(drawn >> (layout.n - 1 - layout.position(w))) & 1 for w in wires]
+    return jnp.stack(bits, axis=-1).astype(jnp.int64)
+
