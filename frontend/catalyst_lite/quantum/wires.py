@@ -32,7 +32,6 @@ import numpy as np
 
 from ..debug import callback
 from ..errors import WireError, pennylane_error
-from ..debug import callback
 from ..jax_extras import Tracer
 from .mcm import ValueCarry
 
