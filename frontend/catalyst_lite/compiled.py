@@ -364,10 +364,12 @@ class QJIT:
             # jax.jit's C++ dispatcher: a call of argument types it has dispatch data for runs
             # the executable without Python, as a repeated jax.jit call does (never while
             # anything is traced: the trace is part of its key); the others take _python_call.
+            return self._dispatch(*args, **kwargs)
+        except jax.errors.JaxRuntimeError as err:
             try:
-                return self._dispatch(*args, **kwargs)
-            except jax.errors.JaxRuntimeError as err:
                 raise_from_callback(err)  # a callback failed: its own exception
+            except Exception as error:
+                raise filtered(error)  # noqa: B904
         except Exception as error:
             raise filtered(error)  # noqa: B904
 
@@ -491,6 +493,7 @@ class QJIT:
         (see :mod:`catalyst_lite.compiler.inspection`).
 
         >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
         >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
         >>> _ = f(jnp.ones(3))
         >>> info = f.inspect()
