@@ -105,6 +105,21 @@ def x64_scope():
     return config.enable_x64(True)
 
 
+def use_abstract_mesh(abstract_mesh: Any) -> Any:
+    """``jax.sharding.use_abstract_mesh`` (public from JAX 0.7.2 on, only internal in 0.7.1): the
+    abstract mesh in effect inside the block.
+
+    >>> import jax
+    >>> mesh = jax.sharding.Mesh(jax.devices()[:1], ("s",))
+    >>> with use_abstract_mesh(mesh.abstract_mesh):
+    ...     jax.sharding.get_abstract_mesh().axis_names
+    ('s',)
+    """
+    from jax._src import mesh
+
+    return mesh.use_abstract_mesh(abstract_mesh)
+
+
 def context_mesh() -> Any:
     """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
     ``None`` (JAX's public API gives only the abstract mesh).

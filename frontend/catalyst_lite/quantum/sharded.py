@@ -47,7 +47,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ..control_flow.common import control_flow_handler
 from ..errors import ArgumentValueError, QuantumOperationError
-from ..jax_extras import context_mesh
+from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .statevector import apply_block, apply_matrix, basis_indices, outcome_index, probabilities, zero_state
 
@@ -209,7 +209,7 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
     draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
     # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
-    with jax.sharding.use_abstract_mesh(sharding.mesh.abstract_mesh):
+    with use_abstract_mesh(sharding.mesh.abstract_mesh):
         results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,
                                 check_vma=False)(draw_key, *matrices)
     found = dict(zip(map(id, tape.measurements), results))
