@@ -14,7 +14,7 @@
   ``stablehlo.custom_call @catalyst_lite.pure_callback``.
 
 Outside any trace a callback is simply called, as in Catalyst. An exception raised by a callback
-while the program runs reaches the caller as itself (:func:`raise_from_callback`), not as XLA's
+while the program runs reaches the caller as itself (:func:`callback_exception`), not as XLA's
 ``XlaRuntimeError`` wrapping its traceback.
 
 >>> import numpy as np
@@ -49,7 +49,7 @@ from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
 from .jax_extras.lowering import ir_types, register_lowering
 
-__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "raise_from_callback", "run_eagerly"]
+__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
 
 
 def run_eagerly() -> bool:
@@ -63,7 +63,7 @@ def _remembering_exceptions(fn: Callable) -> Callable:
     """``fn``, recording what it raises in the calling thread's slot (the trace context's
     ``callback_errors``; XLA runs callbacks on the thread that calls the program): XLA reports a
     failed callback as an ``XlaRuntimeError`` that only quotes the traceback, and
-    :func:`raise_from_callback` raises the original."""
+    :func:`callback_exception` raises the original."""
 
     @functools.wraps(fn)
     def host(*args: Any) -> Any:
@@ -78,8 +78,8 @@ def _remembering_exceptions(fn: Callable) -> Callable:
     return host
 
 
-def raise_from_callback(err: BaseException) -> NoReturn:
-    """Re-raise ``err`` (a ``JaxRuntimeError`` of a program this thread ran) as the exception a
+def callback_exception(err: BaseException) -> BaseException:
+    """The exception to raise for ``err``, an error of a program this thread ran: the one a
     callback of that run raised, if one did (taken from this thread's slot: never another
     thread's); otherwise ``err`` itself.
 
@@ -95,11 +95,12 @@ def raise_from_callback(err: BaseException) -> NoReturn:
     KeyError('from the host')
     """
     slot = current_context().callback_errors
-    if not slot:
-        raise err
+    if not slot or not isinstance(err, jax.errors.JaxRuntimeError):
+        return err
     original = slot[0]  # the first to fail: XLA stops the program there
     slot.clear()
-    raise original.with_traceback(original.__traceback__) from None
+    original.__suppress_context__ = True  # XLA's report of it only quotes its traceback
+    return original
 
 
 class _RaisedByCallbacks(logging.Filter):

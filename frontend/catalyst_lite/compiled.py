@@ -42,7 +42,7 @@ from .binding import CallArguments, CallBinding
 from .signature import ArgumentLayout, LeafSpec
 from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
 from .autograph import run_autograph
-from .callbacks import raise_from_callback
+from .callbacks import callback_exception
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import CompileOptions as QJITOptions, check_seed
@@ -365,13 +365,8 @@ class QJIT:
             # the executable without Python, as a repeated jax.jit call does (never while
             # anything is traced: the trace is part of its key); the others take _python_call.
             return self._dispatch(*args, **kwargs)
-        except jax.errors.JaxRuntimeError as err:
-            try:
-                raise_from_callback(err)  # a callback failed: its own exception
-            except Exception as error:
-                raise filtered(error)  # noqa: B904
-        except Exception as error:
-            raise filtered(error)  # noqa: B904
+        except Exception as error:  # a callback's failure as its own exception, user's frames first
+            raise filtered(callback_exception(error))  # noqa: B904
 
     def _python_call(self, args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
         """A call the dispatcher cannot run by itself: its result, the dispatch data for the
@@ -475,7 +470,7 @@ class QJIT:
             e.args = (f"{self.name}: {e.args[0]}", *e.args[1:])
             raise
         except jax.errors.JaxRuntimeError as err:
-            raise_from_callback(err)  # a callback failed: its own exception
+            raise callback_exception(err) from None
 
     # --- inspection --------------------------------------------------------------------------
 
