@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -49,7 +50,9 @@ from ..control_flow.common import control_flow_handler
 from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
-from .statevector import apply_block, apply_matrix, basis_indices, outcome_index, probabilities, zero_state
+from .fusion import apply_fused
+from .gates import GateRecord
+from .statevector import apply_matrix, basis_indices, outcome_index, probabilities, zero_state
 
 __all__ = ["StateSharding", "execute_sharded_qnode"]
 
@@ -109,6 +112,7 @@ class _Layout:
         self.n, self.k, self.axes = n, sharding.k, sharding.qubit_axes
         self.wire_at = list(range(n))  # position -> wire
         self.local = zero_state(n - self.k) * (self.device() == 0)
+        self.pending: list[GateRecord] = []  # gates on local positions, not yet applied
 
     def device(self) -> Any:
         """This device's index: its global bits, most significant first."""
@@ -124,7 +128,7 @@ class _Layout:
         """Swap global position ``g`` with local position ``p``: one all_to_all over ``g``'s axis,
         each device sending the half of its slice whose bit ``p`` is not its own bit ``g``."""
         j = p - self.k
-        view = self.local.reshape(2**j, 2, -1)
+        view = self.flush().reshape(2**j, 2, -1)
         self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)
         self.wire_at[g], self.wire_at[p] = self.wire_at[p], self.wire_at[g]
 
@@ -145,16 +149,19 @@ class _Layout:
 
     def apply(self, matrix: Any, wires: Sequence[int], controls: Sequence[int] = (),
               values: Sequence[int] = ()) -> None:
-        positions = self.localize([*wires, *controls])  # swaps first: they change self.local
-        if controls:
-            self.local = apply_matrix(self.local, matrix, positions[:len(wires)], self.n - self.k,
-                                      positions[len(wires):], values)
-            return
-        # The broadcast kernel (one pass, no gather) takes ascending wires: the matrix reordered.
-        k, order = len(wires), sorted(range(len(wires)), key=positions.__getitem__)
-        matrix = jnp.reshape(jnp.transpose(jnp.reshape(matrix, (2,) * (2 * k)), [*order, *(k + o for o in order)]),
-                             (2**k, 2**k))
-        self.local = apply_block(self.local, matrix, sorted(positions), self.n - self.k)
+        """Queue a gate on this device's slice (its global wires swapped in first, which applies
+        the gates queued before): the gates between two swaps are applied fused
+        (:func:`.fusion.apply_fused`), several per pass over the slice."""
+        positions = self.localize([*wires, *controls])
+        self.pending.append(GateRecord(None, tuple(positions[:len(wires)]), tuple(positions[len(wires):]),
+                                       tuple(int(v) for v in values), explicit=matrix))
+
+    def flush(self) -> Any:
+        """The slice once the queued gates are applied."""
+        if self.pending:
+            self.local = apply_fused(self.local, self.pending, self.n - self.k)
+            self.pending = []
+        return self.local
 
     def indices(self) -> Any:
         """The index (in positions) of each amplitude of this slice in the whole state."""
@@ -197,21 +204,28 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     n, sharded_state = len(labels), P(sharding.qubit_axes)
     draw = key.split() if shots.finite else None
 
+    matrices = [qml.matrix(_targets(op), wire_order=_targets(op).wires) for op in ops]
+    # Known matrices stay NumPy constants (fusion folds them, finds permutations among them); the
+    # traced ones enter the shard_map as replicated arguments.
+    traced = [i for i, m in enumerate(matrices) if not isinstance(m, np.ndarray)]
+
     def circuit(draw_key: Any, *params: Any) -> list[Any]:
         layout = _Layout(n, sharding)
-        for op, matrix in zip(ops, params):
+        given = dict(zip(traced, params))
+        for i, op in enumerate(ops):
             controls, values = _controls(op)
-            layout.apply(matrix, [index[w] for w in _targets(op).wires], [index[w] for w in controls], values)
+            layout.apply(given.get(i, matrices[i]), [index[w] for w in _targets(op).wires],
+                         [index[w] for w in controls], values)
+        layout.flush()
         return [_measure(m, layout, [index[w] for w in (m.wires or labels)], shots.total, draw_key)
                 for m in tape.measurements]
 
-    matrices = [qml.matrix(_targets(op), wire_order=_targets(op).wires) for op in ops]
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
     draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
     # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
     with use_abstract_mesh(sharding.mesh.abstract_mesh):
         results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,
-                                check_vma=False)(draw_key, *matrices)
+                                check_vma=False)(draw_key, *(matrices[i] for i in traced))
     found = dict(zip(map(id, tape.measurements), results))
     return jax.tree_util.tree_map(lambda x: found.get(id(x), x), output, is_leaf=lambda x: id(x) in found)
 
