@@ -37,6 +37,7 @@ flow inside the QNode run here (anything else is a :class:`~catalyst_lite.errors
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, Sequence
 
@@ -108,11 +109,16 @@ class _Layout:
     """The sharded state inside ``shard_map``: this device's slice and which wire is at which
     position (positions ``0..k-1`` global, most significant first)."""
 
-    def __init__(self, n: int, sharding: StateSharding):
+    def __init__(self, n: int, sharding: StateSharding, uses: Sequence[Sequence[int]] = ()):
         self.n, self.k, self.axes = n, sharding.k, sharding.qubit_axes
         self.wire_at = list(range(n))  # position -> wire
         self.local = zero_state(n - self.k) * (self.device() == 0)
         self.pending: list[GateRecord] = []  # gates on local positions, not yet applied
+        self.uses: dict[int, list[int]] = {}  # wire -> the gates (their order) that act on it
+        for gate, wires in enumerate(uses):
+            for w in wires:
+                self.uses.setdefault(w, []).append(gate)
+        self.gate = 0  # the gate being applied
 
     def device(self) -> Any:
         """This device's index: its global bits, most significant first."""
@@ -126,35 +132,47 @@ class _Layout:
 
     def swap(self, g: int, p: int) -> None:
         """Swap global position ``g`` with local position ``p``: one all_to_all over ``g``'s axis,
-        each device sending the half of its slice whose bit ``p`` is not its own bit ``g``."""
+        each device sending the half of its slice whose bit ``p`` is not its own bit ``g``. The
+        queued gates on other positions stay queued (the swap does not move them)."""
         j = p - self.k
-        view = self.flush().reshape(2**j, 2, -1)
+        view = (self.flush() if j in self._queued_positions() else self.local).reshape(2**j, 2, -1)
         self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)
         self.wire_at[g], self.wire_at[p] = self.wire_at[p], self.wire_at[g]
 
+    def _queued_positions(self) -> set[int]:
+        return {q for r in self.pending for q in (*r.targets, *r.controls)}
+
+    def _next_use(self, wire: int) -> float:
+        later = self.uses.get(wire, [])
+        i = bisect.bisect_right(later, self.gate)
+        return later[i] if i < len(later) else math.inf
+
     def localize(self, wires: Sequence[int]) -> list[int]:
-        """The local positions of ``wires`` (indices in the slice), each global one swapped with
-        the most significant local position that holds none of them."""
+        """The local positions of ``wires`` (indices in the slice), each global one swapped with a
+        local position that holds none of them: preferably one no queued gate acts on (no flush),
+        then the one whose wire is needed latest (fewest swaps back)."""
         for w in wires:
             g = self.position(w)
             if g < self.k:
-                free = next((p for p in range(self.k, self.n) if self.wire_at[p] not in wires), None)
-                if free is None:
+                queued = self._queued_positions()
+                free = [p for p in range(self.k, self.n) if self.wire_at[p] not in wires]
+                if not free:
                     raise QuantumOperationError(
                         f"state_sharding: an operation on {len(wires)} wires needs them on one device, "
                         f"which holds {self.n - self.k} of the {self.n} qubits."
                     )
-                self.swap(g, free)
+                self.swap(g, min(free, key=lambda p: (p - self.k in queued, -self._next_use(self.wire_at[p]), p)))
         return [self.position(w) - self.k for w in wires]
 
     def apply(self, matrix: Any, wires: Sequence[int], controls: Sequence[int] = (),
               values: Sequence[int] = ()) -> None:
-        """Queue a gate on this device's slice (its global wires swapped in first, which applies
-        the gates queued before): the gates between two swaps are applied fused
+        """Queue gate number ``self.gate`` on this device's slice, its global wires swapped in
+        first: the gates between the swaps that need them applied are applied fused
         (:func:`.fusion.apply_fused`), several per pass over the slice."""
         positions = self.localize([*wires, *controls])
         self.pending.append(GateRecord(None, tuple(positions[:len(wires)]), tuple(positions[len(wires):]),
                                        tuple(int(v) for v in values), explicit=matrix))
+        self.gate += 1
 
     def flush(self) -> Any:
         """The slice once the queued gates are applied."""
@@ -210,7 +228,7 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     traced = [i for i, m in enumerate(matrices) if not isinstance(m, np.ndarray)]
 
     def circuit(draw_key: Any, *params: Any) -> list[Any]:
-        layout = _Layout(n, sharding)
+        layout = _Layout(n, sharding, [[index[w] for w in op.wires] for op in ops])
         given = dict(zip(traced, params))
         for i, op in enumerate(ops):
             controls, values = _controls(op)
