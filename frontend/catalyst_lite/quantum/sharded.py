@@ -5,8 +5,8 @@ most significant bits of an amplitude's index are its device's index, the ``n - 
 index in that device's slice. The circuit runs in one ``jax.shard_map`` (JAX's SPMD: XLA sees one
 program per device and the collectives between them):
 
-- a gate whose wires are all *local* runs on each slice with the simulator's kernel
-  (:func:`.statevector.apply_matrix`), without communication;
+- gates whose wires are all *local* run on each slice fused as the simulator fuses them
+  (:func:`.fusion.apply_fused`: several gates per pass), without communication;
 - a gate on a global qubit first swaps it with a local qubit (one ``all_to_all`` between the
   pairs of devices that differ in that qubit: each sends half its slice). The swap is not undone:
   a *layout* records which wire sits at which position, as distributed simulators keep it;
@@ -139,7 +139,7 @@ class _Layout:
         self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)
         self.wire_at[g], self.wire_at[p] = self.wire_at[p], self.wire_at[g]
 
-    def _queued_positions(self) -> set[int]:
+    def _queued_positions(self) -> set[int]:  # the local positions queued gates act on
         return {q for r in self.pending for q in (*r.targets, *r.controls)}
 
     def _next_use(self, wire: int) -> float:
