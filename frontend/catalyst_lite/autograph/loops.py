@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
@@ -381,6 +382,7 @@ def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:
     for record in snapshot.variables:
         if record.kind == "undefined":
             raise AutoGraphError(
+                f"The {display_name(record.name)} is potentially uninitialized. "
                 f"{display_name(record.name).capitalize()} is first assigned inside the `{kind}` "
                 f"loop{at(where)} and used after it (or in the next iteration): a compiled loop "
                 "needs its initial value. Assign it before the loop, with the type and shape it "
@@ -430,7 +432,8 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
         l.dynamic for l in before.leaves
     ]:
         raise AutoGraphError(
-            f"{display_name(before.name).capitalize()} is {before.describe()} before the `{kind}` "
+            _not_a_jax_type(before)
+            + f"{display_name(before.name).capitalize()} is {before.describe()} before the `{kind}` "
             f"loop{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the "
             "structure of its variables (tuple, list, dict, None...)."
         )
@@ -447,6 +450,18 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
                 f"loop{at(where)} but {a.describe()} after an iteration: a compiled loop keeps "
                 "the number of dimensions of its arrays."
             )
+
+
+def _not_a_jax_type(before: VariableRecord) -> str:
+    """Catalyst's phrase for a loop variable that starts as a value JAX cannot carry (a string),
+    or nothing."""
+    static = [l.value for l in before.leaves if not l.dynamic and l.value is not None]
+    if before.kind != "value" or not static:
+        return ""
+    return (
+        f"The variable {before.name!r} was initialized with type {type(static[0])}, which is not "
+        "compatible with JAX. "
+    )
 
 
 def _carried_dtype(before: LeafRecord, after: LeafRecord) -> Any:
@@ -487,9 +502,14 @@ def _summary(error: Exception) -> str:
 
 
 def _warn_fallback(error: Exception, where: Location | None, kind: str) -> None:
+    # Catalyst's wording first (its users' pytest.warns(match=...) read it), then what happens here.
+    first_line = (str(error).strip().splitlines() or [""])[0]
     message = (
-        f"catalyst_lite autograph: the `{kind}` loop cannot be compiled ({_summary(error)}); it "
-        "runs as a Python loop instead, unrolled while tracing."
+        f"Tracing of an AutoGraph converted {kind} loop failed with an exception:\n"
+        f"  {type(error).__name__}:{textwrap.indent(first_line, '    ')}\n\n"
+        f"The error occurred within the body of the following {kind} loop statement:\n"
+        f"{where.as_traceback_entry() if where is not None else '  (unknown line)'}\n"
+        "With catalyst_lite, the loop runs as a Python loop instead, unrolled while tracing."
     )
     if where is None:
         warnings.warn(message, AutoGraphWarning, stacklevel=4)
