@@ -1261,3 +1261,24 @@ def test_errors_start_with_catalysts_phrases():
 
     with pytest.raises(TypeError, match="requires a consistent return structure"):
         qjit(autograph=True)(measured)
+
+
+def test_function_defined_in_a_compiled_loop_reads_the_loop_index():
+    def doubled_indices(n, weights):
+        total = 0.0
+        for i, w in enumerate(weights[:n]):
+            def term():
+                return i * 2.0 * w
+            total = total + term()
+        for k in range(n):
+            def other():
+                return k + 1.0
+            total = total + other()
+        return total
+
+    weights = np.array([1.0, 0.5, 2.0, 3.0])
+    ours = qjit(autograph=True)(doubled_indices)
+    for n in (4, 2):
+        assert float(ours(n, weights)) == doubled_indices(n, weights)
+    # compiled loops (n is traced), not Python loops unrolled with a warning
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["for_loop", "for_loop"]

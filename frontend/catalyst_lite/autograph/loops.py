@@ -26,6 +26,7 @@ as zeros of its type (found by a first tracing) until the function returns.
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
 import textwrap
@@ -34,6 +35,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import jax
 import jax.numpy as jnp
+from malt.operators.variables import Undefined
 
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
@@ -93,7 +95,6 @@ def for_stmt(
     opts: dict,
 ) -> None:
     """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
-    del opts
     where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
@@ -107,6 +108,7 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, state)
         return
 
+    _start_loop_targets(space, opts.get("iterate_names", ""), get_state, set_state, symbol_names)
     containers = ContainerCheckpoint(body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
@@ -128,6 +130,34 @@ def for_stmt(
 
     fallback = python_loop if space.concrete else None
     _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
+
+
+def _start_loop_targets(
+    space: IterationSpace, iterate_names: str, get_state: GetState, set_state: SetState, names: Sequence[str]
+) -> None:
+    """The loop's target variables (``i`` of ``for i in ...``) that the loop carries without a
+    value yet start as zeros of their items' types. malt carries a target when a function defined
+    in the body reads it; it gets its value in each iteration before anything reads it."""
+    values = list(get_state())
+    unassigned = {name: k for k, name in enumerate(names) if isinstance(values[k], Undefined)}
+    if not unassigned or not iterate_names:
+        return
+    first = space.item(jnp.asarray(space.lower, _index_dtype(space)))
+    targets = _target_values(ast.parse(iterate_names, mode="eval").body, jax.tree.map(jnp.zeros_like, first))
+    for name, k in unassigned.items():
+        if name in targets:
+            values[k] = targets[name]
+    set_state(tuple(values))
+
+
+def _target_values(node: ast.expr, value: Any) -> dict[str, Any]:
+    """The value each name of a ``for`` target (``i`` or ``(i, (a, b))``) takes from ``value``."""
+    if isinstance(node, ast.Name):
+        return {node.id: value}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [value[k] for k in range(len(node.elts))]
+        return {name: v for elt, part in zip(node.elts, parts) for name, v in _target_values(elt, part).items()}
+    return {}
 
 
 def _python_for(
