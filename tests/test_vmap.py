@@ -128,6 +128,10 @@ BAD = {
         lambda v: (v, v), {"out_axes": (0.5, None)}, (X,),
         r"^Invalid 'out_axes'; it must be an int or a tuple of PyTree with integer leaves",
     ),
+    "in_axes a list": (
+        lambda v, w: v * w, {"in_axes": [0, None]}, (X, 2.0),
+        r"^Invalid 'in_axes'; it must be an int or match the length of positional arguments",
+    ),
     "out_axes count": (
         lambda v: v, {"out_axes": (0, 1)}, (X,),
         r"^Invalid 'out_axes'; it must be an int or match the number of function results",

@@ -60,8 +60,11 @@ def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None
     of pytrees of ints and ``None``."""
     if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
         return
+    # Catalyst's phrase: about the leaves if one is not an int, else about the container
+    leaves_ok = all(map(_is_axis_spec, _axis_leaves(spec)))
+    catalyst = f"match the {_MATCHED[name]}" if leaves_ok else f"a tuple of {_LEAVES[name]} with integer leaves"
     raise ArgumentValueError(
-        f"Invalid '{name}'; it must be an int or a tuple of {_LEAVES[name]} with integer leaves: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
+        f"Invalid '{name}'; it must be an int or {catalyst}: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
         f"of ints and None matching the {'positional arguments' if name == 'in_axes' else 'results'}; "
         f"got {spec!r}."
     )
