@@ -128,7 +128,8 @@ def predicate(value: Any, construct: str, where: Location | None) -> Any:
     shape = np.shape(value)
     if shape != ():
         raise AutoGraphError(
-            f"The condition of the {construct}{at(where)} is an array of shape {shape}, whose truth "
+            "Array with multiple elements is not a valid predicate: "
+            f"the condition of the {construct}{at(where)} is an array of shape {shape}, whose truth "
             "value is ambiguous; reduce it to one boolean, e.g. with jnp.all or jnp.any."
         )
     return value if value.dtype == np.dtype(bool) else value != 0

@@ -189,7 +189,8 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
         )
     if len(aval.shape) > 1 or aval.shape and not (type(aval.shape[0]) is int and aval.shape[0] == 1):
         raise ControlFlowError(
-            f"{api} ({function_name(fn)}): a predicate must hold one element, got "
+            f"Array with multiple elements is not a valid predicate: {api} ({function_name(fn)}): "
+            "a predicate must hold one element, got "
             f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
             "jnp.any or jnp.all."
         )
@@ -225,6 +226,31 @@ def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]
         start += n
     groups.append(list(values[start:]))
     return groups
+
+
+class WithoutOperation:
+    """Catalyst's ``.operation`` of a ``cond``/``switch`` object (its quantum operation): here always
+    an ``AttributeError``, with Catalyst's words for the case where it has none.
+
+    >>> from catalyst_lite import cond
+    >>> c = cond(True)(lambda: 1)
+    >>> try:
+    ...     c.operation
+    ... except AttributeError as e:
+    ...     print("no associated quantum operation" in str(e))
+    True
+    """
+
+    __name__: str
+
+    @property
+    def operation(self) -> Any:
+        kind = type(self).__name__.removesuffix("Callable").lower()
+        raise AttributeError(
+            f"The {kind}() {self.__name__!r} is traced into the program rather than recorded as an "
+            "operation (in Catalyst, one not called in a quantum context has none either), and thus "
+            "has no associated quantum operation."
+        )
 
 
 # --- handlers ------------------------------------------------------------------------------------
