@@ -148,11 +148,16 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     pred = traced_value(pred)
     if isinstance(pred, (bool, np.bool_)):
         return bool(pred)
-    aval = get_aval(pred)
-    if aval.shape != () or aval.dtype != np.dtype(bool):
+    try:
+        aval = get_aval(pred)
+    except TypeError:  # not a JAX value at all (a tuple, a string)
+        aval = None
+    if aval is None or aval.shape != () or aval.dtype != np.dtype(bool):
+        got = describe_aval(aval) if aval is not None else type(pred).__name__
         raise ControlFlowError(
-            f"{api} ({function_name(fn)}) needs a boolean scalar predicate, got "
-            f"{describe_aval(aval)}. Compare explicitly, e.g. `x > 0` or `(n % 2) == 0`."
+            f"A boolean scalar was expected, got the value {pred!r}: {api} ({function_name(fn)}) "
+            f"needs a boolean scalar predicate, got {got}. Compare explicitly, e.g. `x > 0` or "
+            "`(n % 2) == 0`."
         )
     return pred
 
