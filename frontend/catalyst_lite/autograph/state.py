@@ -168,13 +168,15 @@ def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
 class Unassigned(Undefined):
     """``ag__.Undefined``: what converted code holds in a variable that has no value yet. Any use
     of it (an operation, an attribute, a truth value, a conversion) is Python's
-    ``UnboundLocalError`` naming the variable: the error a read of an unassigned local gives.
+    ``UnboundLocalError`` naming the variable: the error a read of an unassigned local gives (an
+    :class:`~catalyst_lite.errors.UninitializedVariableError`, also Catalyst's ``AutoGraphError``).
 
     >>> y = Unassigned("y")
-    >>> y + 1
-    Traceback (most recent call last):
-    ...
-    UnboundLocalError: cannot access local variable 'y' where it is not associated with a value...
+    >>> try:
+    ...     y + 1
+    ... except UnboundLocalError as error:
+    ...     print(str(error).split(":")[0])
+    The variable 'y' is potentially uninitialized
     """
 
     __slots__ = ()
