@@ -36,7 +36,6 @@ from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, C
 from ..jax_extras import (
     ClosedJaxpr,
     DropVar,
-    DShapedArray,
     Jaxpr,
     Literal,
     Primitive,
@@ -46,6 +45,7 @@ from ..jax_extras import (
     is_tracing,
     x64_scope,
 )
+from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
@@ -118,7 +118,7 @@ def specialize_if_static(primitive: Primitive, invals: list[Any], params: dict[s
     """``primitive``'s staged rule in the current trace, when every operand has a static shape
     and the values of the operands that size it are known (numbers, concrete, or known in the
     trace); ``None`` otherwise (symbolic sizes: the equation stays one equation)."""
-    if any(type(get_aval(x)) is DShapedArray for x in invals):
+    if any(has_symbolic_shape(get_aval(x)) for x in invals):
         return None
     needed = dimension_operand_rules[primitive](params)
     sizes = {k: dimension_value(invals[k]) for k in needed}
@@ -348,7 +348,7 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
     needed: set[Var] = set()
 
     def add_shape_vars(aval: Any) -> None:
-        if type(aval) is DShapedArray:
+        if has_symbolic_shape(aval):
             needed.update(d for d in aval.shape if isinstance(d, Var))
 
     for v in jaxpr.invars:

@@ -510,11 +510,7 @@ def _make_array(original):
         scope = current_scope()
         caller = sys._getframe(1).f_globals.get("__name__", "")
         if not caller.startswith(("jax.", "numpy.")) and scope is not None and scope.of_axes_only(self):
-            try:
-                return original(self, dtype, copy)
-            except errors.TracerArrayConversionError as err:
-                err._catalyst_lite_size_question = True
-                raise
+            return original(self, dtype, copy)
         boxed = np.empty((), dtype=object)
         boxed[()] = self
         return boxed

@@ -113,6 +113,28 @@ def is_dynamic(d: Any) -> bool:
     return not isinstance(d, (int, np.integer))
 
 
+def has_symbolic_shape(aval: Any) -> bool:
+    """``aval`` is an array type with a size that is not a number (JAX's dynamic-shape type).
+
+    >>> import numpy as np
+    >>> has_symbolic_shape(array_aval((2, 3), np.dtype("float64")))
+    False
+    """
+    return type(aval) is DShapedArray
+
+
+def array_aval(shape: Sequence[Any], dtype: Any, weak_type: bool = False) -> Any:
+    """The array type of ``shape``: JAX's static type when every size is a number, else its
+    dynamic-shape type (sizes that are variables, tracers or de Bruijn indices).
+
+    >>> import numpy as np
+    >>> array_aval((2, 3), np.dtype("float64")).str_short()
+    'float64[2,3]'
+    """
+    cls = ShapedArray if all(type(d) is int for d in shape) else DShapedArray
+    return cls(tuple(shape), dtype, weak_type)
+
+
 # --- input types ---------------------------------------------------------------------------------
 
 
@@ -262,8 +284,8 @@ def output_type_of(
     - a number when it is one (or a literal);
     - ``OutDBIdx(k)`` when it is the ``k``-th implicit result;
     - ``InDBIdx(operand_of[v])`` when it is a binder ``v`` fed by an operand;
-    - otherwise ``free(v)`` (a caller still deciding its implicit results), or an error: a size
-      the enclosing program could not name.
+    - otherwise implicit result ``free(v)`` (a caller still deciding its implicit results; ``None``:
+      undecided), or an error: a size the enclosing program could not name.
 
     >>> from jax._src import core
     >>> n, m = core.Var(DIM_AVAL), core.Var(DIM_AVAL)
@@ -294,7 +316,8 @@ def _outer_dim(d: Any, implicit: Sequence[Any], operand_of: Mapping[Any, int], f
     if d in operand_of:
         return InDBIdx(operand_of[d])
     if free is not None:
-        return free(d)
+        k = free(d)
+        return None if k is None else OutDBIdx(k)
     raise JaxprTypeError(f"a result size {d} is neither an operand nor an implicit result")
 
 

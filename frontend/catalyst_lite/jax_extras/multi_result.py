@@ -25,6 +25,7 @@ from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as lax_linalg
 from jax._src.lax import utils as lax_utils
 
+from .dynshape import array_aval
 from .patches import Patch, is_active, register_patch
 
 __all__ = ["standard_multi_result_primitives"]
@@ -67,12 +68,7 @@ def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
             weak_types = weak_type_rule(*avals, **params)
             if isinstance(weak_types, bool):
                 weak_types = (weak_types,) * len(shapes)
-            out_avals = [
-                core.ShapedArray(shape, dtype, weak_type)
-                if all(type(d) is int for d in shape)
-                else core.DShapedArray(tuple(shape), dtype, weak_type)
-                for shape, dtype, weak_type in zip(shapes, out_dtypes, weak_types)
-            ]
+            out_avals = [array_aval(*t) for t in zip(shapes, out_dtypes, weak_types)]
             return out_avals, core.no_effects
 
         return abstract_eval

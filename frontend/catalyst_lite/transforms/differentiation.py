@@ -64,8 +64,8 @@ from ..errors import (
     DifferentiationError,
     function_name,
 )
-from ..jax_extras import ClosedJaxpr, DShapedArray, get_aval, is_tracing, mlir
-from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, output_type_of, same_dim
+from ..jax_extras import ClosedJaxpr, get_aval, is_tracing, mlir
+from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
 from ..jax_extras.lowering import ir_types, register_lowering
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
@@ -285,7 +285,7 @@ def differentiate(
 def _jacobian_block_aval(result: Any, argument: Any) -> Any:
     """The aval of d result / d argument: the result's shape followed by the argument's."""
     shape = (*result.shape, *argument.shape)
-    return DShapedArray(shape, result.dtype, False)
+    return array_aval(shape, result.dtype)
 
 
 def _result_avals(params: dict[str, Any]) -> list[Any]:
