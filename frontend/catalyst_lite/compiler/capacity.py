@@ -1,24 +1,13 @@
-"""Capacity buckets: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
+"""Capacity buffers: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
 
-A loop with ``allow_array_resizing`` changes the sizes of its carried arrays every iteration, so
-no static-shape program holds all its iterations. Here every carried array is stored in a buffer
-of a fixed *capacity* ``C`` along each resizable axis, with its true size carried alongside (as
-the loop's implicit dimensions already are). The body runs on the buffers through
-:func:`masked_eval`, an interpreter in which every size computed from a carried size is a traced
-integer and every array axis of such a size has length ``C``: elementwise operations run on the
-whole buffer (what lies beyond the true size is never read back), and the operations that move
-elements along a resizable axis (``concatenate``, slices, ``gather``) index by true sizes. The
-values within the true sizes are computed by the same arithmetic as at exact sizes, so results are
-identical, bit for bit.
-
-:class:`MaskedLoop` runs the iterations inside one ``lax.while_loop``, which stops early when an
-iteration would exceed the capacity (its results are discarded) or breaks an assumption of the
-trace. The host then re-enters with a larger capacity (predicted from the growth so far), or hands
-the remaining iterations back to exact, per-size execution, which reports the error as before. A
-body with an operation :func:`masked_eval` cannot run on buffers (a sort or reshape along a
-resizable axis, a nested loop over resizable arrays, ...) raises :class:`Unmaskable`, and the loop
-runs per size as before. Loops that keep their carried sizes but make arrays sized by their index
-(``jnp.ones(i)``) run here too (:func:`sized_in_body`): their bodies have no static shape either.
+Each carried array is stored in a buffer of a fixed capacity along every resizable axis, its true
+size carried alongside. :func:`masked_eval` runs the body on the buffers: elementwise operations
+on the whole buffer (what lies beyond the true size is never read back), the operations that move
+elements along a resizable axis by true sizes, so results are those at exact sizes, bit for bit.
+:class:`MaskedLoop` stops early when an iteration would exceed the capacity (the host re-enters
+with a larger one) or breaks an assumption (the rest runs per size, which reports it). A body
+:func:`masked_eval` cannot run raises :class:`Unmaskable`: the loop runs per size. See
+docs/architecture.md, "2. Specialize".
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, for_loop

@@ -1,20 +1,12 @@
-"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes.
+"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes (see docs/architecture.md,
+"2. Specialize").
 
-XLA on the CPU refuses unbounded dynamic dimensions, so a traced program runs by *specializing* it:
-every dimension variable gets its concrete value and the jaxpr is re-evaluated with static shapes.
-One interpreter, :func:`eval_jaxpr`, does this in two modes:
-
-- ``STAGED``: inside a ``jax.jit`` trace. Dimensions are Python ints (computed from the call's
-  sizes by folding the integer arithmetic that produces them); arrays are jit tracers. The result
-  is one static XLA program per size signature. A size that depends on data computed inside the
-  program (a loop that resizes an array, a ``cond`` whose branches return different sizes) raises
-  :class:`NeedsHost`.
-- ``HOST``: eager. Every value is concrete, so every size is known; the control-flow primitives
-  drive their loops from Python and run each body through a :class:`JaxprRunner`, which compiles
-  it once per size signature (the runners of bodies belong to the program's runner).
-
-Primitives with nested jaxprs register a rule per mode in :data:`staged_rules`/:data:`host_rules`
-and, in :data:`dimension_operand_rules`, which of their operands must be known to specialize them.
+One interpreter, :func:`eval_jaxpr`, in two modes: ``STAGED`` inside a ``jax.jit`` trace, sizes
+as Python ints (one static XLA program per size signature; a size that depends on data raises
+:class:`NeedsHost`), and ``HOST``, eager, where nested bodies run through a :class:`JaxprRunner`
+compiled once per size signature. Primitives with nested jaxprs register a rule per mode in
+:data:`staged_rules`/:data:`host_rules` and, in :data:`dimension_operand_rules`, the operands
+that must be known to specialize them.
 """
 
 from __future__ import annotations
