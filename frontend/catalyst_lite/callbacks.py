@@ -1,21 +1,12 @@
 """Host callbacks: Python functions called by a compiled program while it runs.
 
-- :func:`pure_callback`: a pure function with declared result types (a type annotation or
-  ``result_type``), differentiable when its ``.fwd``/``.bwd`` are given, as in Catalyst.
-- :func:`accelerate`: Catalyst runs a ``jax.jit`` function on an accelerator through a callback;
-  here every program is already XLA, so the function is traced into the program.
-- :class:`HostCall` and ``host_callback_p``: the equation both ``pure_callback`` and
-  :mod:`catalyst_lite.debug`'s callbacks become inside qjit::
-
-      results = host_callback[call] *flat_arguments
-
-  At specialization it is bound as ``jax.pure_callback`` (or ``jax.debug.callback``) on concrete
-  arrays, so the operands may have symbolic sizes; ``.mlir`` shows it as an opaque
-  ``stablehlo.custom_call @catalyst_lite.pure_callback``.
-
-Outside any trace a callback is simply called, as in Catalyst. An exception raised by a callback
-while the program runs reaches the caller as itself (:func:`callback_exception`), not as XLA's
-``XlaRuntimeError`` wrapping its traceback.
+:func:`pure_callback` (declared result types; differentiable with ``.fwd``/``.bwd``, as in
+Catalyst) and :mod:`catalyst_lite.debug`'s callbacks become one ``host_callback`` equation
+(:class:`HostCall`), bound at specialization as ``jax.pure_callback``/``jax.debug.callback`` on
+concrete arrays (so operands may have symbolic sizes). :func:`accelerate` traces its ``jax.jit``
+function into the program (every program is XLA already). Outside a trace a callback is simply
+called; an exception it raises while the program runs reaches the caller as itself
+(:func:`callback_exception`), not wrapped in XLA's ``XlaRuntimeError``.
 
 >>> import numpy as np
 >>> import jax.numpy as jnp

@@ -1,21 +1,12 @@
-"""Types of nested programs: the design documents' input and output types, with de Bruijn indices.
+"""Types of nested programs: the design documents' input and output types, sizes as de Bruijn indices.
 
-A primitive holding nested jaxprs (a loop body, branches, a function to differentiate) relates
-three lists: the equation's *operands*, each body's *binders* (its arguments), and the equation's
-*results*. Sizes flow between them as de Bruijn indices:
-
-- :func:`expand_args` (design doc: ``deduceInputType``) turns outer values into the input type of
-  a body: dimensions that become implicit arguments are ``DBIdx``, chosen by the
-  :class:`ExpansionStrategy`;
-- :func:`input_type_of` is the input type a traced jaxpr's binders already have (how a body is
-  traced again, transformed, by a JVP or batching rule);
-- :func:`expand_results` (``deduceOutputType``) decides which result sizes of a loop body or
-  branch are implicit results;
-- :func:`output_type_of` is **the** output-type function: the type of an equation's results,
-  where a size is ``InDBIdx(k)`` (operand ``k``), ``OutDBIdx(k)`` (result ``k``, an implicit
-  result) or a number. Every primitive of catalyst_lite computes its output type with it, when it
-  is traced, staged again, type-checked or transformed; :func:`join_output_types` joins the types
-  of alternatives (``cond``'s branches) with it.
+:func:`expand_args` (``deduceInputType``) gives a body's input type from outer values, by an
+:class:`ExpansionStrategy`; :func:`input_type_of` the type a traced body's binders have;
+:func:`expand_results` (``deduceOutputType``) which result sizes are implicit results;
+:func:`output_type_of` is *the* output-type function of every primitive (a size is an operand, an
+implicit result or a number), and :func:`join_output_types` joins alternatives' types with it.
+:func:`array_aval` and :func:`has_symbolic_shape` are how the rest of catalyst_lite makes and reads
+array types without naming JAX's dynamic-shape types.
 
 >>> import numpy as np
 >>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]

@@ -1,17 +1,9 @@
 """StableHLO lowering of dynamically-shaped jaxprs (the JAX-internals side of ``QJIT.mlir``).
 
-JAX 0.7 still lowers most primitives correctly when a shape holds dimension variables (it emits
-``stablehlo.dynamic_broadcast_in_dim``, ``stablehlo.dynamic_iota`` and ``tensor<?x...>`` types),
-but its top-level driver and some helpers rotted. This module
-
-- repairs the helpers with scoped :class:`~.patches.Patch` es (:mod:`.lowering_repairs`, active
-  only in the calling thread, inside :func:`~.tracing.dynamic_tracing`);
-- replaces the driver by :func:`lower_jaxpr_to_stablehlo`, which builds one public ``func.func
-  @main`` whose arguments are the jaxpr's inputs (implicit dimension arguments are ``tensor<i64>``)
-  and lowers the body with ``mlir.jaxpr_subcomp``;
-- offers what the lowering rules of catalyst_lite's own primitives need
-  (:func:`register_lowering`, :func:`lower_nested_jaxpr`, :func:`ir_types`, ...), so that those
-  rules never import ``jax._src`` themselves.
+JAX 0.7 still lowers most primitives with dimension variables in shapes, but its top-level driver
+and some helpers rotted: the helpers get scoped repairs (:mod:`.lowering_repairs`), the driver is
+replaced by :func:`lower_jaxpr_to_stablehlo`, and the lowering rules of catalyst_lite's primitives
+get what they need here (:func:`register_lowering`, :func:`lower_nested_jaxpr`, :func:`ir_types`).
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr

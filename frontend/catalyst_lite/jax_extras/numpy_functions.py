@@ -1,22 +1,13 @@
-"""jax.numpy functions that need a symbolic-size path of their own.
+"""jax.numpy functions that need a symbolic-size path of their own (the rest compute with sizes
+through what :mod:`.dimensions` makes symbolic).
 
-Most of jax.numpy computes with sizes through the operators and shape rules that
-:mod:`.dimensions` makes symbolic. A few functions do something else with a size:
-
-- **Python's** ``len``: ``jnp.interp`` and ``jnp.convolve``/``correlate`` ask ``len(x)``, which
-  must return an ``int``. :func:`with_symbolic_len` runs such a function with a ``len`` that
-  returns the symbolic length (comparisons of it are then decided as any of JAX's, see
-  :mod:`.dimensions`). A convolution's padding must be Python ints too: with a symbolic
-  padding (a symbolic-length kernel) the input is padded first.
-- **a loop whose trip count is computed from a size**: ``jnp.searchsorted`` (and ``digitize``,
-  ``interp``, ``histogram`` through it) runs a binary search of ``ceil(log2(n + 1))`` steps with
-  ``lax.scan``, whose length must be a number (and whose carry cannot have a symbolic shape).
-  With symbolic sizes it uses JAX's sort-based method instead, which gives the same indices.
-- **a scan whose carry has a symbolic shape**: JAX's scan cannot carry one; the short static
-  scans of jax.numpy (``jnp.polyval`` over its coefficients) run unrolled instead.
-- **the index dtype chosen from a size**: ``int_dtype_for_dim(n)`` is ``int32`` below ``2**31``.
-  With a symbolic ``n`` it assumes ``n < 2**31`` (a fact of the program: a larger ``n`` gets a
-  program traced for it), so results have ``jax.jit``'s dtype.
+- Python's ``len`` (``jnp.interp``, ``jnp.convolve``) returns the symbolic length
+  (:func:`with_symbolic_len`); a symbolic convolution padding pads the input first.
+- ``jnp.searchsorted`` (and ``digitize``, ``interp``, ``histogram``) uses JAX's sort-based method:
+  its binary search is a ``lax.scan`` whose length is computed from the size.
+- short static scans whose carry has a symbolic shape (``jnp.polyval``) run unrolled.
+- ``int_dtype_for_dim(n)`` assumes a symbolic ``n < 2**31`` (a fact of the program), so results
+  have ``jax.jit``'s dtype.
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit

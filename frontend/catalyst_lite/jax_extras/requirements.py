@@ -1,16 +1,10 @@
-"""Size requirements: what a call's sizes must satisfy for its program to mean anything.
+"""Size requirements: what a call's sizes must satisfy for ``jax.jit`` to accept the call at all.
 
-An *assumption* (:mod:`.dimensions`) is a choice JAX's shape logic made at generic sizes; other
-sizes would take another path through JAX. A *requirement* is a fact without which ``jax.jit``
-itself refuses the call: a reshape keeps the number of elements, and the ``-1`` of a reshape is a
-whole quotient. With symbolic sizes neither can be checked while tracing, and JAX's dynamic-shape
-path checks neither (``reshape``'s shape rule skips its check under dynamic shapes, and
-``core.cancel_divide_tracers`` computes ``n * (1 // 3)``, size 0, for ``x.reshape(-1, 3)``).
-
-Here a ``-1`` becomes the staged quotient of the sizes, ``jnp.split``/``array_split`` into
-sections get symbolic pieces, and each requirement is a ``require_size`` equation that
-specialization checks at the call's sizes (a trace guided by a call's sizes checks it at once),
-raising :class:`BrokenRequirement`, which a call reports as an
+Unlike an assumption (:mod:`.dimensions`), a requirement has no other path: a reshape keeps the
+number of elements and its ``-1`` is a whole quotient, which JAX's dynamic-shape path checks
+neither of. Here a ``-1`` is the staged quotient, ``jnp.split`` into sections gets symbolic pieces,
+and each requirement is a ``require_size`` equation checked at specialization (at once in a guided
+trace), raising :class:`BrokenRequirement`, reported as an
 :class:`~catalyst_lite.errors.IncompatibleSizesError` naming the sizes.
 
 >>> import numpy as np, jax.numpy as jnp

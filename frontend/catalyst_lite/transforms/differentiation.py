@@ -1,26 +1,17 @@
 """Differentiation inside (and outside) ``@qjit``: ``grad``, ``value_and_grad``, ``jacobian``,
 ``jvp`` and ``vjp`` with Catalyst's signatures.
 
-Inside a qjit trace, a transformation traces the function *once*, with the enclosing program's
-symbolic sizes, into a nested jaxpr and emits one equation::
+Inside a trace the function is traced once, with the enclosing sizes symbolic, into one equation::
 
     outs = differentiate[fn_jaxpr, nconsts, nargs, nimplicit_out, wrt, transform, method, h]
                *consts *args *extra
 
-``fn_jaxpr`` takes ``*consts *args`` and returns ``*implicit *results`` (implicit: the sizes of
-the results). ``extra`` are the tangents (``transform="jvp"``) or the cotangents (``"vjp"``).
-The equation returns the implicit sizes, then
-
-- ``"jvp"``: the results and their tangents;
-- ``"vjp"``: the results and the cotangents of the arguments ``wrt`` (flat argument positions);
-- ``"jacobian"``: one block per (result, argument in ``wrt``), result-major.
-
-Differentiation happens at *specialization*, when every size is known: the rule evaluates
-``fn_jaxpr`` at concrete sizes (:func:`~catalyst_lite.compiler.specialize.eval_jaxpr`; plain
-static-shape JAX when staged) and applies ``jax.jvp``/``jax.vjp``/``jax.jacrev`` to that
-evaluation, or forward finite differences for ``method="fd"`` (as Catalyst does). How our loops are differentiated
-is described in :mod:`catalyst_lite.compiler.reverse_mode` and in the ``differentiation``
-sections of the control-flow modules.
+``fn_jaxpr`` returns ``*implicit *results``; ``extra`` are tangents (``"jvp"``) or cotangents
+(``"vjp"``). The equation returns the implicit sizes, then the results and their tangents
+(``"jvp"``), the results and the cotangents of the ``wrt`` arguments (``"vjp"``), or one Jacobian
+block per (result, argument) (``"jacobian"``). Differentiation happens at specialization, sizes
+known: ``jax.jvp``/``jax.vjp``/``jax.jacrev`` of the evaluated body, or forward finite differences
+(``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.reverse_mode`.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, grad
