@@ -43,7 +43,7 @@ from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
-    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
+    Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
 )
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "register_masked", "LoopShape",
@@ -81,7 +81,7 @@ def capacity_for(size: int) -> int:
     >>> capacity_for(0), capacity_for(16), capacity_for(17)
     (16, 16, 32)
     """
-    return max(MIN_CAPACITY, 1 << max(0, int(size) - 1).bit_length())
+    return max(MIN_CAPACITY, bucket(size))
 
 
 @dataclass
@@ -160,9 +160,8 @@ def _along(x: Any, axis: int, index: Any) -> Any:
     return jnp.take(x, index, axis=axis, mode="clip")
 
 
-def _window(x: Any, axis: int, start: Any, length: Any, out_len: int) -> Any:
-    """``out_len`` elements of ``x`` from ``start`` along ``axis`` (beyond ``length``: whatever)."""
-    del length
+def _window(x: Any, axis: int, start: Any, out_len: int) -> Any:
+    """``out_len`` elements of ``x`` from ``start`` along ``axis``."""
     index = jnp.clip(start + jnp.arange(out_len), 0, x.shape[axis] - 1)
     return _along(x, axis, index)
 
@@ -219,7 +218,7 @@ def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequen
         size = _size(eqn.invars[0].aval.shape[axis], env)
         clamped = jnp.clip(start, 0, jnp.maximum(size - length, 0))
         out_len = checks.cap_of(eqn.outvars[0].aval.shape[axis]) if padded_out[axis] else int(length)
-        out = _window(out, axis, clamped, length, out_len)
+        out = _window(out, axis, clamped, out_len)
     return out
 
 
@@ -279,7 +278,7 @@ def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> l
             else:
                 start = jnp.clip(start, 0, jnp.maximum(bound, 0))
             indices = indices.at[..., k].set(start.astype(indices.dtype))
-    return _bind(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
+    return bind_primitive(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
 
 
 def _static_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -296,7 +295,7 @@ def _shaped(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     out_shape = buffer_shape(eqn.outvars[0].aval, env, checks)
     lengths = iter(n for n, p in zip(out_shape, eqn.params[SHAPE_PARAMS[eqn.primitive]]) if p is None)
     operands, params = fill_sizes(eqn.primitive, invals, eqn.params, lambda v: next(lengths))
-    return _bind(eqn.primitive, operands, params)
+    return bind_primitive(eqn.primitive, operands, params)
 
 
 def _true_part(x: Any, atom: Any, axes: Sequence[int], fill: Any, env: dict) -> Any:
@@ -334,7 +333,7 @@ def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[A
     operand = eqn.invars[0]
     axes = eqn.params["axes"]
     x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
-    return _bind(eqn.primitive, [x, *invals[1:]], eqn.params)
+    return bind_primitive(eqn.primitive, [x, *invals[1:]], eqn.params)
 
 
 def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -343,13 +342,13 @@ def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
     (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
     lhs = _true_part(invals[0], eqn.invars[0], lhs_c, 0, env)
     rhs = _true_part(invals[1], eqn.invars[1], rhs_c, 0, env)
-    return _bind(eqn.primitive, [lhs, rhs], eqn.params)
+    return bind_primitive(eqn.primitive, [lhs, rhs], eqn.params)
 
 
 def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     if eqn.params.get("reverse") and _padded(eqn.invars[0], env)[eqn.params["axis"]]:
         raise Unmaskable(f"a reversed {eqn.primitive} along a resizable axis")
-    return _bind(eqn.primitive, invals, eqn.params)
+    return bind_primitive(eqn.primitive, invals, eqn.params)
 
 
 def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -363,7 +362,7 @@ NESTED_RULES: dict[Primitive, MaskedRule] = {}
 
 
 def _plain(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    return _bind(eqn.primitive, invals, eqn.params)
+    return bind_primitive(eqn.primitive, invals, eqn.params)
 
 
 _REDUCTIONS = (lax.reduce_sum_p, lax.reduce_max_p, lax.reduce_min_p, lax.reduce_prod_p, lax.reduce_and_p,
@@ -392,11 +391,6 @@ def register_masked(primitive: Primitive, rule: MaskedRule, *, nested: bool = Fa
     ``nested``: a primitive with a body whose sizes are known only in the enclosing loop's
     iteration (its rule also runs when staging it alone needs the host)."""
     (NESTED_RULES if nested else MASKED_RULES)[primitive] = rule
-
-
-def _bind(prim: Any, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    out = prim.bind(*invals, **params)
-    return list(out) if prim.multiple_results else [out]
 
 
 def _size_check(eqn: Any, invals: list[Any], checks: Checks) -> bool:
@@ -467,7 +461,7 @@ def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: Checks, tou
         return NESTED_RULES[prim](eqn, invals, env, checks)
     if prim in _ELEMENTWISE:
         shape = buffer_shape(eqn.outvars[0].aval, env, checks)
-        return _bind(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
+        return bind_primitive(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
     if prim in MASKED_RULES:
         return MASKED_RULES[prim](eqn, invals, env, checks)
     raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")

@@ -297,12 +297,12 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
     try:
         if prim in SHAPE_PARAMS:
             operands, params = _fill_dynamic_shape(eqn, invals)
-            return _bind(prim, operands, params)
+            return bind_primitive(prim, operands, params)
         if all(_is_index_scalar(v) for v in eqn.outvars) and not _any_traced(invals):
             with eval_context():
-                outs = _bind(prim, invals, eqn.params)
+                outs = bind_primitive(prim, invals, eqn.params)
             return [_folded(x, v.aval.dtype) for x, v in zip(outs, eqn.outvars)]
-        return _bind(prim, invals, eqn.params)
+        return bind_primitive(prim, invals, eqn.params)
     except _UNTRANSLATED:
         raise
     except Exception as err:
@@ -326,7 +326,8 @@ def _folded(value: Any, dtype: Any) -> Any:
     return np.dtype(dtype).type(host)
 
 
-def _bind(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    """Bind ``prim`` as JAX's own interpreter binds an equation; a list of results."""
     # As JAX's own interpreter binds an equation: primitives holding functions (custom_jvp_call's
     # jvp, custom_vjp_call's fwd and bwd) take them back as leading arguments.
     subfuns, params = prim.get_bind_params(params)

@@ -273,12 +273,6 @@ def differentiate(
 # --- types ---------------------------------------------------------------------------------------
 
 
-def _jacobian_block_aval(result: Any, argument: Any) -> Any:
-    """The aval of d result / d argument: the result's shape followed by the argument's."""
-    shape = (*result.shape, *argument.shape)
-    return array_aval(shape, result.dtype)
-
-
 def _result_avals(params: dict[str, Any]) -> list[Any]:
     """The equation's explicit results, typed inside ``fn_jaxpr``: the function's results and
     their tangents (``jvp``), its results and the cotangents of the arguments in ``wrt``
@@ -290,7 +284,7 @@ def _result_avals(params: dict[str, Any]) -> list[Any]:
         return results * 2
     if params["transform"] == "vjp":
         return [*results, *wrt]
-    return [_jacobian_block_aval(r, a) for r in results for a in wrt]
+    return [array_aval((*r.shape, *a.shape), r.dtype) for r in results for a in wrt]  # d r / d a
 
 
 def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
@@ -718,12 +712,6 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
     """The operands feeding the body are its inputs in order, so the body's size inputs are ours."""
     return set(dimension_inputs(params["fn_jaxpr"].jaxpr))
-
-
-# --- transformations (at known sizes) ------------------------------------------------------------
-# A derivative is taken when the equation is specialized (the sizes known). So are its own
-# derivatives and its batched version: JAX transforms the specialization, which must then be
-# possible (sizes known; inside a qjit trace, nest catalyst_lite's transformations instead).
 
 
 # --- lowering ------------------------------------------------------------------------------------
