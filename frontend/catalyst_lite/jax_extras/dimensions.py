@@ -295,9 +295,9 @@ def _in_shape_rule() -> bool:
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
-def _called_by_jax(depth: int = 2) -> bool:
-    """The caller ``depth`` frames up is JAX's own code, not the user's."""
-    module = sys._getframe(depth).f_globals.get("__name__", "")
+def _called_by_jax() -> bool:
+    """The caller of our caller is JAX's own code, not the user's."""
+    module = sys._getframe(2).f_globals.get("__name__", "")
     return module.startswith("jax.")
 
 
