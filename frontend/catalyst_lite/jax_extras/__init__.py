@@ -2,8 +2,18 @@
 
 Every import of ``jax._src`` or ``jax.interpreters`` in catalyst_lite, and every use of JAX's
 dynamic-shape types (``DShapedArray``, de Bruijn indices), lives in this subpackage; the rest of the
-package imports the names it needs from here, so a JAX upgrade touches these modules only. What
-each module does is in docs/architecture.md, "The JAX-internals seam".
+package imports the names it needs from here, so a JAX upgrade touches these modules only (what
+each does: docs/architecture.md, "The JAX-internals seam"):
+
+- tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
+  :mod:`.typecheck`;
+- sizes in JAX's shape logic: :mod:`.dimensions`, :mod:`.size_facts`, :mod:`.size_expressions`,
+  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`, :mod:`.random`,
+  :mod:`.multi_result`;
+- lowering: :mod:`.lowering`, :mod:`.lowering_repairs`, :mod:`.lowering_targets`,
+  :mod:`.iree_lowering`, :mod:`.literals`;
+- :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: reverse-mode tracers, ``x[i, j]``
+  reads, JAX's C++ dispatcher.
 """
 
 import contextlib
