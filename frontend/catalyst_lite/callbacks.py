@@ -37,8 +37,8 @@ from .compiler.specialize import register_specialization
 from .annotations import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
 from .errors import CallbackError, DifferentiableCompileError, function_name
-from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
-from .jax_extras.lowering import ir_types, register_lowering
+from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
+from .jax_extras.lowering import opaque_call, register_lowering
 
 __all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
 
@@ -244,14 +244,8 @@ register_specialization(host_callback_p, staged=_specialized, host=_specialized,
 
 def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
     """``.mlir``: an opaque custom call naming the callback (it runs on the host)."""
-    op = mlir.custom_call(
-        "catalyst_lite.debug_callback" if call.debug else "catalyst_lite.pure_callback",
-        result_types=ir_types(ctx.avals_out),
-        operands=list(operands),
-        backend_config=call.name,
-        has_side_effect=call.debug,
-    )
-    return list(op.results)
+    name = "debug_callback" if call.debug else "pure_callback"
+    return opaque_call(ctx, name, operands, call.name, has_side_effect=call.debug)
 
 
 register_lowering(host_callback_p, _lower)

@@ -287,11 +287,8 @@ def output_type_of(
     out_type: list[tuple[Any, bool]] = [(DIM_AVAL, False)] * len(implicit)
     for aval in avals:
         if type(aval) is DShapedArray:
-            shape = tuple(_outer_dim(d, implicit, operand_of, free) for d in aval.shape)
-            if all(type(d) is int for d in shape):
-                aval = ShapedArray(shape, aval.dtype, aval.weak_type)
-            else:
-                aval = aval.update(shape=shape)
+            shape = [_outer_dim(d, implicit, operand_of, free) for d in aval.shape]
+            aval = array_aval(shape, aval.dtype, aval.weak_type)
         out_type.append((aval, True))
     return tuple(out_type)
 
@@ -344,10 +341,7 @@ def join_output_types(
             dims = [a.shape[j] for a in per_alternative]
             inner = [avals[p - nimplicit].shape[j] for avals, _, _ in alternatives]
             shape.append(_join_dim(dims, inner, alternatives, same_operand, new, allow_new_implicit))
-        if all(type(d) is int for d in shape):
-            joined.append(ShapedArray(tuple(shape), aval.dtype, aval.weak_type))
-        else:
-            joined.append(DShapedArray(tuple(shape), aval.dtype, aval.weak_type))
+        joined.append(array_aval(shape, aval.dtype, aval.weak_type))
     total = nimplicit + len(new[0])
     out_type = tuple([(DIM_AVAL, False)] * total + [(a, True) for a in joined])
     return out_type, new

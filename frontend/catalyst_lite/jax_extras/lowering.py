@@ -90,12 +90,13 @@ def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence
     _DYNAMIC_ONLY_RULES[prim] = rule
 
 
-def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrValue], config: str) -> list[IrValue]:
+def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrValue], config: str,
+                has_side_effect: bool = False) -> list[IrValue]:
     """``stablehlo.custom_call @catalyst_lite.<name>``: an operation of the dynamic program whose
     body is only chosen at specialization (its operands and result types are the equation's)."""
     op = mlir.custom_call(
         f"catalyst_lite.{name}", result_types=ir_types(ctx.avals_out), operands=list(operands),
-        backend_config=config,
+        backend_config=config, has_side_effect=has_side_effect,
     )
     return list(op.results)
 

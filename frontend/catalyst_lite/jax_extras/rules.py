@@ -23,14 +23,12 @@ from jax._src.interpreters import ad, batching
 from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
-from .dynshape import OutputType, same_dim
+from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
 from .nested import interleave
 from .tracing import (
-    DShapedArray,
     InDBIdx,
     Jaxpr,
     OutDBIdx,
-    ShapedArray,
     Var,
     dimension_value,
     emit_equation,
@@ -130,12 +128,8 @@ def resolve_output_type(
 
     avals = []
     for aval, _ in out_type:
-        if type(aval) is DShapedArray:
-            shape = tuple(size(d) for d in aval.shape)
-            if all(type(d) is int for d in shape):
-                aval = ShapedArray(shape, aval.dtype, aval.weak_type)
-            else:
-                aval = aval.update(shape=shape)
+        if has_symbolic_shape(aval):
+            aval = array_aval([size(d) for d in aval.shape], aval.dtype, aval.weak_type)
         avals.append(aval)
     return avals
 

@@ -55,9 +55,9 @@ from ..errors import (
     DifferentiationError,
     function_name,
 )
-from ..jax_extras import ClosedJaxpr, get_aval, is_tracing, mlir
+from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
-from ..jax_extras.lowering import ir_types, register_lowering
+from ..jax_extras.lowering import opaque_call, register_lowering
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
 from ..jax_extras.typecheck import check_nested
@@ -724,14 +724,7 @@ def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, ni
            wrt: tuple[int, ...], transform: str, method: str, h: float) -> list[Any]:
     """StableHLO of ``differentiate``: an opaque call naming the transformation."""
     del fn_jaxpr, nconsts, nargs, nimplicit_out  # reflected in the operands and result types
-    config = f"method={method} h={h} wrt={list(wrt)}"
-    op = mlir.custom_call(
-        f"catalyst_lite.{transform}",
-        result_types=ir_types(ctx.avals_out),
-        operands=list(operands),
-        backend_config=config,
-    )
-    return list(op.results)
+    return opaque_call(ctx, transform, operands, f"method={method} h={h} wrt={list(wrt)}")
 
 
 # --- registration --------------------------------------------------------------------------------
