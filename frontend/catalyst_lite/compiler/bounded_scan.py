@@ -61,7 +61,7 @@ class BoundedScan:
         return fn
 
     def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
-        body, nfixed, nimplicit = self.body, self.nconsts + self.nimplicit, self.nimplicit
+        body, nimplicit = self.body, self.nimplicit
         prefix = self.predicate is None
 
         def run(fixed, carried, lower, step, count):

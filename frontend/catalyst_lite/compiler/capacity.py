@@ -265,7 +265,7 @@ def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> l
     dyn, sizes = iter(invals[2:]), []
     for axis, size in enumerate(params["slice_sizes"]):
         if size is None:
-            length = next(dyn)
+            next(dyn)  # the traced slice size: the whole (capacity-long) axis is taken
             if not padded[axis] or axis in dn.start_index_map:
                 raise Unmaskable("a gather of a traced slice size")
             size = operand.shape[axis]

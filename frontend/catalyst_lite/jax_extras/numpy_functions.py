@@ -27,7 +27,6 @@ from typing import Any, Callable
 
 import jax
 import numpy as np
-from jax._src import core
 from jax._src.lax import control_flow
 from jax._src.lax import convolution
 from jax._src.lax import lax
@@ -36,18 +35,15 @@ from jax._src.numpy import lax_numpy
 
 from .dimensions import decide_size_comparison
 from .patches import Patch, is_active, register_patch
+from .shapes import is_symbolic
 
 __all__ = ["symbolic_len", "with_symbolic_len"]
-
-
-def _is_symbolic(d: Any) -> bool:
-    return isinstance(d, core.Tracer)
 
 
 def symbolic_len(x: Any) -> Any:
     """``len(x)``; the symbolic length when ``x``'s leading axis is symbolic (while tracing)."""
     shape = getattr(x, "shape", None)
-    if is_active() and shape and _is_symbolic(shape[0]):
+    if is_active() and shape and is_symbolic(shape[0]):
         return shape[0]
     return builtins.len(x)
 
@@ -76,7 +72,7 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
     # and JAX's scan cannot carry arrays of a symbolic shape (the queries'). The sort-based method
     # finds the same indices.
     def searchsorted_via_scan(unrolled, sorted_arr, query, side, dtype):
-        if is_active() and any(map(_is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
+        if is_active() and any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
             return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
         return original(unrolled, sorted_arr, query, side, dtype)
 
@@ -90,7 +86,7 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
         if (
             is_active()
             and not isinstance(padding, str)
-            and any(_is_symbolic(p) for pair in padding for p in pair)
+            and any(is_symbolic(p) for pair in padding for p in pair)
             and all(d == 1 for d in lhs_dilation or ())
         ):
             numbers = kwargs.get("dimension_numbers", args[1] if len(args) > 1 else None)
@@ -121,7 +117,7 @@ def _make_scan(original: Callable) -> Callable:
             is_active()
             and isinstance(steps, (int, np.integer))
             and steps <= _UNROLLED_SCAN_LENGTH
-            and any(_is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
+            and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
         ):
             return original(f, init, xs, length, reverse, unroll, _split_transpose)
         carry, ys = init, []
@@ -144,7 +140,7 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
     def int_dtype_for_dim(d, *, signed):
-        if is_active() and _is_symbolic(d):
+        if is_active() and is_symbolic(d):
             bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
             small = decide_size_comparison(d, bound, "<=", generic_answer=True)
             if small is not None:
