@@ -1282,3 +1282,27 @@ def test_function_defined_in_a_compiled_loop_reads_the_loop_index():
         assert float(ours(n, weights)) == doubled_indices(n, weights)
     # compiled loops (n is traced), not Python loops unrolled with a warning
     assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["for_loop", "for_loop"]
+
+
+def test_conversion_cache_names_each_function_converted():
+    """``TRANSFORMER.has_cache`` (Catalyst's way to ask) is true for the compiled function and the
+    functions it calls once converted, false for what was never converted; results as Python's."""
+    from catalyst_lite.autograph.transformer import TRANSFORMER
+
+    def helper(x):
+        if x > 1:
+            return x * 2
+        return x
+
+    def program(x: float):
+        return helper(x) + 1
+
+    def never_compiled(x):
+        return x
+
+    assert not TRANSFORMER.has_cache(helper) and not TRANSFORMER.has_cache(program)
+    compiled = qjit(program, autograph=True)
+    assert TRANSFORMER.has_cache(program) and TRANSFORMER.has_cache(helper)
+    assert not TRANSFORMER.has_cache(never_compiled)
+    for x in (3.0, 0.5):
+        assert compiled(x) == program(x)
