@@ -22,14 +22,15 @@ resolve them.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from ..errors import ShotsError
 from ..jax_extras import Tracer
 from .transforms import qnode_pipeline
 
-__all__ = ["ShotPlan", "McmConfig"]
+__all__ = ["ShotPlan", "McmConfig", "call_site_keywords"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,22 @@ class ShotPlan:
                 out.append((start, start + shots))
                 start += shots
         return out
+
+
+def call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
+    """The keywords a call of ``fn`` takes beyond its function's parameters: ``shots`` for a
+    QNode whose function has none (PennyLane's call-site shots, ``circuit(x, shots=100)``), as a
+    hashable ``qml.measurements.Shots``. Each value is part of a compiled program's key.
+
+    >>> import pennylane as qml
+    >>> circuit = qml.qnode(qml.device("default.qubit", wires=1))(lambda x: qml.expval(qml.Z(0)))
+    >>> call_site_keywords(circuit)["shots"]([10, (20, 2)])
+    Shots(total_shots=50, shot_vector=(ShotCopies(10 shots x 1), ShotCopies(20 shots x 2)))
+    """
+    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
+    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
+        return {}
+    return {"shots": qml.measurements.Shots}
 
 
 MCM_METHODS = ("one-shot", "single-branch-statistics", "deferred", "tree-traversal", "device")
