@@ -15,6 +15,7 @@ the trace's key; the others are traced.
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
@@ -87,12 +88,9 @@ class CallBinding:
         fn: Callable,
         static_argnums: Sequence[int] | int | None = None,
         static_argnames: Sequence[str] | str | None = None,
-        call_keywords: dict[str, Callable[[Any], Hashable]] | None = None,
     ):
         self.fn_name = function_name(fn)
-        # Keywords the callable takes at its call sites beyond its signature (a QNode's `shots`):
-        # each is static, its value made hashable by its function.
-        self.call_keywords = dict(call_keywords or {})
+        self.call_keywords = _call_site_keywords(fn)
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -295,6 +293,16 @@ class CallBinding:
                 arguments[ident] = value
         bound = inspect.BoundArguments(self.signature, arguments)
         return fn(*bound.args, **bound.kwargs, **at_call)
+
+
+def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
+    """Keywords a call of ``fn`` takes beyond its parameters, each static and made hashable by its
+    function: ``shots`` for a QNode whose function has none (PennyLane's call-site shots,
+    ``circuit(x, shots=100)``, as a ``qml.measurements.Shots``)."""
+    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
+    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
+        return {}
+    return {"shots": qml.measurements.Shots}
 
 
 def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:

@@ -56,7 +56,6 @@ from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
-from .quantum.shots import call_site_keywords
 from .jit_options import JIT_OPTIONS, JitOptions
 from .tracebacks import api_boundary, filtered
 from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
@@ -199,7 +198,7 @@ class QJIT:
                 pass
         self._capture = capture
         self.options = dict(options, abstracted_axes=abstracted_axes)
-        self.binding = CallBinding(fn, static_argnums, static_argnames, call_site_keywords(fn))
+        self.binding = CallBinding(fn, static_argnums, static_argnames)
         # Every option, as Catalyst's QJIT.compile_options holds them (static_argnums: every
         # static position, those that static_argnames names too).
         self.compile_options = QJITOptions(

@@ -22,15 +22,14 @@ resolve them.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from ..errors import ShotsError
 from ..jax_extras import Tracer
 from .transforms import qnode_pipeline
 
-__all__ = ["ShotPlan", "McmConfig", "call_site_keywords"]
+__all__ = ["ShotPlan", "McmConfig"]
 
 
 @dataclass(frozen=True)
@@ -77,22 +76,6 @@ class ShotPlan:
         return out
 
 
-def call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
-    """The keywords a call of ``fn`` takes beyond its function's parameters: ``shots`` for a
-    QNode whose function has none (PennyLane's call-site shots, ``circuit(x, shots=100)``), as a
-    hashable ``qml.measurements.Shots``. Each value is part of a compiled program's key.
-
-    >>> import pennylane as qml
-    >>> circuit = qml.qnode(qml.device("default.qubit", wires=1))(lambda x: qml.expval(qml.Z(0)))
-    >>> call_site_keywords(circuit)["shots"]([10, (20, 2)])
-    Shots(total_shots=50, shot_vector=(ShotCopies(10 shots x 1), ShotCopies(20 shots x 2)))
-    """
-    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
-    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
-        return {}
-    return {"shots": qml.measurements.Shots}
-
-
 MCM_METHODS = ("one-shot", "single-branch-statistics", "deferred", "tree-traversal", "device")
 
 
@@ -119,9 +102,15 @@ class McmConfig:
         if method is not None and method not in MCM_METHODS:
             raise ShotsError(f"mcm_method={method!r} is not one of {', '.join(map(repr, MCM_METHODS))}.")
         if method == "one-shot" and not shots.finite:
-            raise ShotsError("mcm_method='one-shot' is not supported in analytic shot mode; set finite shots.")
+            raise ShotsError(
+                "Cannot use the 'one-shot' method for mid-circuit measurements with analytic mode: "
+                "mcm_method='one-shot' is not supported in analytic shot mode; set finite shots."
+            )
         if method == "single-branch-statistics" and mode == "hw-like":
-            raise ShotsError("'hw-like' post-selection requires mcm_method='one-shot'.")
+            raise ShotsError(
+                "Cannot use postselect_mode='hw-like' with Catalyst when mcm_method='single-branch-statistics': "
+                "'hw-like' post-selection requires mcm_method='one-shot'."
+            )
         if method is None and _defers_measurements(qnode):  # @qml.transforms.defer_measurements
             method = "deferred"
         explicit = method is not None
