@@ -561,8 +561,10 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     1.0
     """
     stack = _circuits()
-    if not is_tracing() and pennylane_capture_enabled():
-        import pennylane as qml  # PennyLane captures the program (qjit(capture=True)): its own
+    if not is_tracing() and (pennylane_capture_enabled() or _another_compiler_traces()):
+        # PennyLane captures the program (qjit(capture=True)), or another compiler traces it
+        # (qml.qjit with Catalyst): PennyLane's measure, which hands it to them.
+        import pennylane as qml
 
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
     if not is_tracing(under_transformations=True):  # Catalyst's class and phrase, then ours
@@ -590,6 +592,12 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
             vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
         state.set(vector)
     return measured_value(label, reset, postselect, outcome)
+
+
+def _another_compiler_traces() -> bool:
+    """PennyLane's active compiler is not catalyst_lite (``qml.qjit`` compiling with Catalyst)."""
+    qml = sys.modules.get("pennylane")
+    return qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
 
 
 def _measured_wire(wires: Any) -> Any:
