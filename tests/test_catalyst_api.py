@@ -255,6 +255,17 @@ def test_measure_arguments_are_checked_with_catalysts_phrases(wires, postselect,
         qjit(qml.qnode(qml.device("default.qubit", wires=2))(circuit))()
 
 
+@pytest.mark.parametrize("statistic", ["sample", "counts"])
+def test_samples_without_shots_are_rejected_as_catalyst_and_default_qubit_do(statistic):
+    import pennylane as qml
+
+    circuit = qml.qnode(qml.device("default.qubit", wires=1))(lambda: getattr(qml, statistic)(wires=0))
+    with pytest.raises(qml.exceptions.DeviceError):
+        circuit()
+    with pytest.raises(CompileError, match=f"qml.{statistic} cannot work with shots=None"):
+        qjit(circuit)  # traced when decorated: the function has no parameters
+
+
 def test_measure_takes_a_one_element_list_or_array_of_a_wire():
     import pennylane as qml
 
