@@ -1,5 +1,5 @@
 """Run by tests/test_scaling.py in a process of its own with 8 virtual CPU devices:
-``qjit(state_sharding=...)`` splits a 12-qubit state over the devices along 3 global qubits, against
+``qjit(state_sharding=...)`` splits a 12-qubit and a 20-qubit state over the devices along 3 global qubits, against
 the unsharded simulation and PennyLane's default.qubit. Prints OK at the end."""
 
 import jax
@@ -163,6 +163,30 @@ assert np.max(np.abs(frequencies - probs)) < 0.04, (frequencies, probs)
 with jax.sharding.set_mesh(mesh):
     named = qjit(energy, state_sharding="s")
     np.testing.assert_allclose(named(x, w), energy(x, w), rtol=1e-12)
+
+
+# At 20 qubits (issue #27's size): each device holds 1/8 of the state and none gathers it.
+WIDE = 20
+wide_dev = qml.device("default.qubit", wires=WIDE)
+
+
+@qml.qnode(wide_dev)
+def wide(x):
+    for q in range(WIDE):
+        qml.RY(x * (q + 1), q)
+    for q in range(WIDE - 1):
+        qml.CNOT([q, q + 1])
+    qml.CRX(x, [0, WIDE - 1])
+    return qml.expval(qml.Z(0) @ qml.Z(WIDE - 1)), qml.probs(wires=[0, 1]), qml.state()
+
+
+wide_sharded = qjit(wide, state_sharding=split)
+for g, r in zip(wide_sharded(x), wide(x)):  # amplitudes of 2**-10: an absolute tolerance too
+    np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
+wide_state = wide_sharded(x)[-1]
+assert [s.data.shape for s in wide_state.addressable_shards] == [(2**WIDE // 8,)] * 8
+wide_text = wide_sharded.lower(x).compile().as_text()
+assert "all-gather" not in wide_text and f"c128[{2**WIDE}]" not in wide_text
 
 
 # What the sharded path does not run is a clear error.

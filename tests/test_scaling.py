@@ -28,7 +28,7 @@ def test_batches_split_over_devices():
 
 
 def test_state_split_over_devices():
-    """qjit(state_sharding=...): a 12-qubit state held 1/8 per device (no all-gather), expval,
+    """qjit(state_sharding=...): 12- and 20-qubit states held 1/8 per device (no all-gather), expval,
     probs, state, samples with shots and grad as unsharded and as default.qubit."""
     run_on_eight_devices("sharded_states.py")
 
