@@ -413,6 +413,7 @@ class JaxprRunner:
         # on the size signature and the integer arguments), and how often a prediction failed.
         self._speculations: dict[tuple, Speculation | dict | None] = {}
         self._misses: dict[tuple, int] = {}
+        self._staged_ints: set[tuple] = set()  # speculation keys staged whole first (see _run_host)
         self._int_positions = tuple(i for i in self.dynamic_positions if _is_int_scalar(jaxpr.invars[i]))
         self._size_outputs = _size_outputs(jaxpr)
         self._lock = threading.Lock()
@@ -574,12 +575,25 @@ class JaxprRunner:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
+        if skey not in self._speculations and self._stages_with_ints(skey):
+            # The int arguments static (trip counts, sizes) may leave no step to the host, as
+            # jax.jit's static_argnums does: then one program with no prediction to check.
+            self._staged_ints.add(skey)
+            speculation = self._speculate(skey, key, {}, dynamic_args, CatalystLiteError)
+            if speculation is not None:
+                self._speculations[skey] = speculation
         speculation = self._speculations.get(skey)
         if isinstance(speculation, dict):  # the replays of the last run: compiled at the second call
             speculation = self._speculations[skey] = self._speculate(skey, key, speculation, dynamic_args)
         if speculation is not None:
             return speculation.run(dynamic_args)
         return self._run_segmented(skey, key, args)
+
+    def _stages_with_ints(self, skey: tuple) -> bool:
+        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static
+        before running it host-driven (the first call with these values, while there is room)."""
+        return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
+                and len(self._staged_ints) < MAX_SPECULATIONS)
 
     def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
         """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
@@ -597,10 +611,11 @@ class JaxprRunner:
             self._speculations[skey] = dict(outcomes) if keep and not _any_traced(args) else None
         return outs
 
-    def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any]
-                   ) -> Speculation | None:
+    def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
+                   refused: type[Exception] | tuple = ()) -> Speculation | None:
         """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
-        (they are part of ``skey``); ``None`` if a host step cannot be replayed."""
+        (they are part of ``skey``); ``None`` if a host step cannot be replayed (or staging
+        raises ``refused``: the segments then run it, and report it if they must)."""
         known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
         kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
 
@@ -619,7 +634,7 @@ class JaxprRunner:
         speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.compile_options)
         try:
             speculation.lower(dynamic_args)
-        except (NeedsHost, SpeculationFails):
+        except (NeedsHost, SpeculationFails, *(refused if isinstance(refused, tuple) else (refused,))):
             return None
         return speculation
 
