@@ -128,10 +128,13 @@ def sorted_head(n: int):
 
 
 def test_body_that_cannot_run_on_buffers_runs_per_size():
+    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+
+    n = UNROLL_LIMIT + 2  # a shorter loop is unrolled into one program at its int trip count
     a = np.ones(1)
-    for i in range(5):
+    for i in range(n):
         a = np.concatenate([a, np.sort(-a)[:1] + i])
-    np.testing.assert_array_equal(sorted_head(5), a)
+    np.testing.assert_array_equal(sorted_head(n), a)
     assert not _loop_of(sorted_head).supported
 
 

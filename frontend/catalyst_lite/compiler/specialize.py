@@ -55,6 +55,7 @@ __all__ = [
     "eval_equation",
     "JaxprRunner",
     "dimension_inputs",
+    "sizes_follow_from_inputs",
     "staged_rules",
     "host_rules",
     "dimension_operand_rules",
@@ -338,6 +339,42 @@ def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any
 def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
     """Positions of ``jaxpr``'s inputs whose values determine some size in it (directly, or through
     integer arithmetic). A specialization is keyed on exactly these values."""
+    needed = _size_values(jaxpr)
+    # Only integer inputs are keyed on (a boolean input that decides a size stays host-driven).
+    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
+
+
+def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
+    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its inputs at
+    positions ``inputs`` (none from array data, other inputs or nested programs): its sizes are
+    then fixed by those inputs' values.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
+    >>> @qjit
+    ... def f(n: int, x: float):
+    ...     return jnp.ones(n + 1) * x
+    >>> _ = f(3, 1.0)
+    >>> jaxpr = f.inspect().last.jaxpr.jaxpr
+    >>> sizes_follow_from_inputs(jaxpr, [0]), sizes_follow_from_inputs(jaxpr, [])
+    (True, False)
+    """
+    if any(isinstance(p, (ClosedJaxpr, Jaxpr)) for eqn in jaxpr.eqns for p in eqn.params.values()):
+        return False
+    needed = _size_values(jaxpr)
+    allowed = {jaxpr.invars[i] for i in inputs}
+    if any(v in needed and v not in allowed for v in jaxpr.invars):
+        return False
+    return all(
+        _is_size_arithmetic(eqn) and all(isinstance(v, Literal) or _is_index_scalar(v) for v in eqn.invars)
+        for eqn in jaxpr.eqns if any(v in needed for v in eqn.outvars)
+    )
+
+
+def _size_values(jaxpr: Jaxpr) -> set[Var]:
+    """The variables of ``jaxpr`` whose values some size in it depends on (directly, or through
+    integer arithmetic; a size computed from array data, or returned by a nested primitive, is
+    there but not what it is computed from)."""
     needed: set[Var] = set()
 
     def add_shape_vars(aval: Any) -> None:
@@ -367,8 +404,7 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
             continue
         if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
             needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_index_scalar(v))
-    # Only integer inputs are keyed on (a boolean input that decides a size stays host-driven).
-    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
+    return needed
 
 
 def _size_outputs(jaxpr: Jaxpr) -> frozenset[int]:
