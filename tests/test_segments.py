@@ -149,7 +149,7 @@ def summed(n: int):
 
 
 def test_reductions_along_a_resized_axis_run_on_buffers():
-    for n in (0, 1, 4, 9):
+    for n in (0, 1, 4, 9, 40):  # beyond 32 steps, not unrolled
         a = np.ones(1)
         for _ in range(n):
             a = np.concatenate([a, a.sum(keepdims=True) * 0.5, a.max(keepdims=True) - a @ a])
@@ -235,12 +235,23 @@ def test_reverse_mode_through_traced_trip_count_equals_jax_jit(n):
     np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
 
 
-def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
+def test_int_trip_count_in_reverse_mode_is_static_as_in_jax_jit():
     x = np.linspace(0.0, 1.0, 7)
-    grad_loop(x, 20)
+    fresh = qjit(grad_loop.original_function)
+    for n in (20, 21, 20):
+        np.testing.assert_array_equal(fresh(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
+    info = fresh.inspect().last
+    assert info.loops == ()  # one program per trip count, no loop driven from the host
+    assert info.speculations == {((), 20): "compiled", ((), 21): "compiled"}
+
+
+def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
+    # A trip count in an array is known only at run time (a Python int would be static, above).
+    x = np.linspace(0.0, 1.0, 7)
+    grad_loop(x, np.array(20))
     (before,) = grad_loop.inspect().last.loops
     for n in (21, 25, 30):  # the bucket of 32 steps
-        np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
+        np.testing.assert_array_equal(grad_loop(x, np.array(n)), jax.jit(_grad_fori, static_argnums=1)(x, n))
     (after,) = grad_loop.inspect().last.loops
     assert (after.kind, after.supported) == ("bounded scan", True)
     assert 32 in after.capacities and after.executables == before.executables  # no new compilation
@@ -363,7 +374,7 @@ def test_cond_and_indexing_gathers_run_on_buffers():
             a = np.concatenate([a, (a * 2.0 if i % 3 == 0 else a + 1.0)[-1:]])
         np.testing.assert_array_equal(branchy(n), a)
     idx = np.array([0, 2, 1])
-    for n in (0, 1, 6, 20):
+    for n in (0, 1, 6, 20, 40):  # beyond 32 steps, not unrolled
         a = np.ones(3)
         for i in range(n):
             taken = np.array([a[k] if k < len(a) else np.nan for k in (0, len(a) - 1, 7)])  # jnp.take fills
