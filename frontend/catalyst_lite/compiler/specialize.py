@@ -633,7 +633,7 @@ class JaxprRunner:
 
     def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
         """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
-        return (key, *(a if type(a) is int else None for a in (args[i] for i in self._int_positions)))
+        return (key, *[a if type(a) is int else None for a in map(args.__getitem__, self._int_positions)])
 
     def _run_segmented(self, skey: tuple, key: tuple[int, ...], args: Sequence[Any], missed: bool = False) -> list[Any]:
         if missed:
