@@ -611,11 +611,11 @@ class JaxprRunner:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
-        if skey not in self._speculations and self._stages_with_ints(skey):
+        if skey not in self._speculations and self._stages_with_ints(skey) and not _any_traced(dynamic_args):
             # The int arguments static (trip counts, sizes) may leave no step to the host, as
             # jax.jit's static_argnums does: then one program with no prediction to check.
             self._staged_ints.add(skey)
-            speculation = self._speculate(skey, key, {}, dynamic_args, CatalystLiteError)
+            speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
             if speculation is not None:
                 self._speculations[skey] = speculation
         speculation = self._speculations.get(skey)
@@ -648,7 +648,7 @@ class JaxprRunner:
         return outs
 
     def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
-                   refused: type[Exception] | tuple = ()) -> Speculation | None:
+                   refused: tuple[type[Exception], ...] = ()) -> Speculation | None:
         """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
         (they are part of ``skey``); ``None`` if a host step cannot be replayed (or staging
         raises ``refused``: the segments then run it, and report it if they must)."""
@@ -670,7 +670,7 @@ class JaxprRunner:
         speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.compile_options)
         try:
             speculation.lower(dynamic_args)
-        except (NeedsHost, SpeculationFails, *(refused if isinstance(refused, tuple) else (refused,))):
+        except (NeedsHost, SpeculationFails, *refused):
             return None
         return speculation
 
