@@ -119,6 +119,26 @@ def test_nested_resizing_loops():
 
 
 @qjit
+def tail_append(n: int, m: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        return jnp.concatenate([a, a[-m:] * 0.5 + i])
+
+    return step(jnp.ones([3]))
+
+
+def test_loop_sized_by_int_arguments_stays_exact_on_repeated_calls():
+    """Its sizes follow from the int arguments: the speculation of each pair of values checks
+    nothing at run time, and its results stay NumPy's, whichever pair ran before."""
+    for n, m in [(40, 1), (40, 2), (50, 1), (40, 1), (50, 1), (40, 2), (40, 3)] * 2:
+        a = np.ones(3)
+        for i in range(n):
+            a = np.concatenate([a, a[-m:] * 0.5 + i])
+        np.testing.assert_array_equal(tail_append(n, m), a)
+    assert set(tail_append.inspect().last.speculations.values()) == {"compiled"}
+
+
+@qjit
 def sorted_head(n: int):
     @for_loop(0, n, 1, allow_array_resizing=True)
     def step(i, a):

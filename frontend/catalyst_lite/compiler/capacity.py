@@ -540,6 +540,7 @@ class Prediction:
     static: tuple
     dims: tuple[int, ...]
     caps: tuple = ()  # learned capacities, as (size variable, capacity)
+    fits: bool = False  # the sizes of the run fit ``caps`` (then sizes that follow from known values do)
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
@@ -549,7 +550,7 @@ class Prediction:
         holds = [_equal((consts if tag == "body" else pred_consts)[k], v) for (tag, k), v in static.items()]
         # Sizes that follow from known values are those this prediction found (its run had the
         # same values, or the flags above fail): then they fit, as they did, and need no check.
-        known = loop.sizes_follow and not any(isinstance(x, Tracer) for x in (*implicit, count, lower, step, *holds))
+        known = loop.sizes_follow and self.fits and not any(isinstance(x, Tracer) for x in (*implicit, count, lower, step, *holds))
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
         run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
         _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
@@ -762,9 +763,12 @@ class MaskedLoop:
             k, new_dims, buffers, status, peaks = result
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
-                self._learn(capacity, np.asarray(peaks))
-                return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items())), new_dims,
-                        self._unpad(buffers, new_dims))
+                peaks = np.asarray(peaks).tolist()
+                self._learn(capacity, peaks)
+                # Whether the sizes this run met fit the capacities learned from it.
+                fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
+                return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
+                        new_dims, self._unpad(buffers, new_dims))
             if status == INVALID:
                 break
             if status == RELEARN:
@@ -773,11 +777,11 @@ class MaskedLoop:
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
 
-    def _learn(self, capacity: int, peaks: np.ndarray) -> None:
+    def _learn(self, capacity: int, peaks: list[int]) -> None:
         """Capacities of their own for the sizes computed in the body that stayed well below the
         loop's (at least those learned before: the largest value seen so far)."""
         caps = {}
-        for var, peak in zip(self._tracked, peaks.tolist()):
+        for var, peak in zip(self._tracked, peaks):
             cap = max(bucket(peak), self._caps.get(var, 0))
             if 4 * cap <= capacity:
                 caps[var] = cap

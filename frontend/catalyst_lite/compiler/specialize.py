@@ -363,7 +363,7 @@ def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
         return False
     needed = _size_values(jaxpr)
     allowed = {jaxpr.invars[i] for i in inputs}
-    if any(v in needed and v not in allowed for v in jaxpr.invars):
+    if any(v in needed and (v not in allowed or not _is_int_scalar(v)) for v in jaxpr.invars):
         return False
     return all(
         _is_size_arithmetic(eqn) and all(isinstance(v, Literal) or _is_index_scalar(v) for v in eqn.invars)
