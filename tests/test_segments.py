@@ -119,6 +119,26 @@ def test_nested_resizing_loops():
 
 
 @qjit
+def tail_append(n: int, m: int):
+    @for_loop(0, n, 1, allow_array_resizing=True)
+    def step(i, a):
+        return jnp.concatenate([a, a[-m:] * 0.5 + i])
+
+    return step(jnp.ones([3]))
+
+
+def test_loop_sized_by_int_arguments_stays_exact_on_repeated_calls():
+    """Its sizes follow from the int arguments: the speculation of each pair of values checks
+    nothing at run time, and its results stay NumPy's, whichever pair ran before."""
+    for n, m in [(40, 1), (40, 2), (50, 1), (40, 1), (50, 1), (40, 2), (40, 3)] * 2:
+        a = np.ones(3)
+        for i in range(n):
+            a = np.concatenate([a, a[-m:] * 0.5 + i])
+        np.testing.assert_array_equal(tail_append(n, m), a)
+    assert set(tail_append.inspect().last.speculations.values()) == {"compiled"}
+
+
+@qjit
 def sorted_head(n: int):
     @for_loop(0, n, 1, allow_array_resizing=True)
     def step(i, a):
@@ -128,10 +148,13 @@ def sorted_head(n: int):
 
 
 def test_body_that_cannot_run_on_buffers_runs_per_size():
+    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+
+    n = UNROLL_LIMIT + 2  # a shorter loop is unrolled into one program at its int trip count
     a = np.ones(1)
-    for i in range(5):
+    for i in range(n):
         a = np.concatenate([a, np.sort(-a)[:1] + i])
-    np.testing.assert_array_equal(sorted_head(5), a)
+    np.testing.assert_array_equal(sorted_head(n), a)
     assert not _loop_of(sorted_head).supported
 
 
@@ -146,7 +169,7 @@ def summed(n: int):
 
 
 def test_reductions_along_a_resized_axis_run_on_buffers():
-    for n in (0, 1, 4, 9):
+    for n in (0, 1, 4, 9, 40):  # beyond 32 steps, not unrolled
         a = np.ones(1)
         for _ in range(n):
             a = np.concatenate([a, a.sum(keepdims=True) * 0.5, a.max(keepdims=True) - a @ a])
@@ -232,12 +255,23 @@ def test_reverse_mode_through_traced_trip_count_equals_jax_jit(n):
     np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
 
 
-def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
+def test_int_trip_count_in_reverse_mode_is_static_as_in_jax_jit():
     x = np.linspace(0.0, 1.0, 7)
-    grad_loop(x, 20)
+    fresh = qjit(grad_loop.original_function)
+    for n in (20, 21, 20):
+        np.testing.assert_array_equal(fresh(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
+    info = fresh.inspect().last
+    assert info.loops == ()  # one program per trip count, no loop driven from the host
+    assert info.speculations == {((), 20): "compiled", ((), 21): "compiled"}
+
+
+def test_reverse_mode_loop_is_one_compiled_scan_per_bucket():
+    # A trip count in an array is known only at run time (a Python int would be static, above).
+    x = np.linspace(0.0, 1.0, 7)
+    grad_loop(x, np.array(20))
     (before,) = grad_loop.inspect().last.loops
     for n in (21, 25, 30):  # the bucket of 32 steps
-        np.testing.assert_array_equal(grad_loop(x, n), jax.jit(_grad_fori, static_argnums=1)(x, n))
+        np.testing.assert_array_equal(grad_loop(x, np.array(n)), jax.jit(_grad_fori, static_argnums=1)(x, n))
     (after,) = grad_loop.inspect().last.loops
     assert (after.kind, after.supported) == ("bounded scan", True)
     assert 32 in after.capacities and after.executables == before.executables  # no new compilation
@@ -360,7 +394,7 @@ def test_cond_and_indexing_gathers_run_on_buffers():
             a = np.concatenate([a, (a * 2.0 if i % 3 == 0 else a + 1.0)[-1:]])
         np.testing.assert_array_equal(branchy(n), a)
     idx = np.array([0, 2, 1])
-    for n in (0, 1, 6, 20):
+    for n in (0, 1, 6, 20, 40):  # beyond 32 steps, not unrolled
         a = np.ones(3)
         for i in range(n):
             taken = np.array([a[k] if k < len(a) else np.nan for k in (0, len(a) - 1, 7)])  # jnp.take fills

@@ -44,6 +44,7 @@ from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
     Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
+    sizes_follow_from_inputs,
 )
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "register_masked", "LoopShape",
@@ -539,19 +540,29 @@ class Prediction:
     static: tuple
     dims: tuple[int, ...]
     caps: tuple = ()  # learned capacities, as (size variable, capacity)
+    fits: bool = False  # the sizes of the run fit ``caps`` (then sizes that follow from known values do)
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
         """The loop's results, on buffers inside the trace, and flags (traced, or known booleans)
         that hold when the prediction does."""
         loop, static = self.loop, dict(self.static)
-        holds = [jnp.asarray((consts if tag == "body" else pred_consts)[k]) == v for (tag, k), v in static.items()]
+        holds = [_equal((consts if tag == "body" else pred_consts)[k], v) for (tag, k), v in static.items()]
+        # Sizes that follow from known values are those this prediction found (its run had the
+        # same values, or the flags above fail): then they fit, as they did, and need no check.
+        known = loop.sizes_follow and self.fits and not any(isinstance(x, Tracer) for x in (*implicit, count, lower, step, *holds))
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
-        run = loop._loop(self.capacity, static, dict(self.caps), learn=False)
+        run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
         _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
                                               loop._pad_traced(carried, self.capacity), count, lower, step)
-        holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
+        if not known:
+            holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
+
+
+def _equal(x: Any, value: int) -> Any:
+    """``x == value``: a traced flag, or a known ``bool`` when ``x`` is known."""
+    return x == value if isinstance(x, Tracer) else bool(np.asarray(x) == value)
 
 
 # --- the loop -----------------------------------------------------------------------------------
@@ -591,6 +602,8 @@ class MaskedLoop:
         ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
         self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
         self._caps: dict[Any, int] = {}
+        # A for_loop whose sizes follow from its index, carried sizes and sizing constants.
+        self.sizes_follow = shape.predicate is None and sizes_follow_from_inputs(body, range(first_carried))
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
         self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
 
@@ -653,8 +666,9 @@ class MaskedLoop:
                 fn = self._compiled.setdefault(key, jax.jit(self._loop(capacity, dict(static), dict(caps))))
         return fn
 
-    def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True) -> Callable:
-        """The loop at ``capacity``; ``learn``: also the largest value of each tracked size."""
+    def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
+        """The loop at ``capacity``; ``learn``: also the largest value of each tracked size;
+        ``checked=False``: a ``for_loop`` whose sizes are known to fit, which checks nothing."""
         s = self.shape
         nimplicit = s.nimplicit
 
@@ -677,12 +691,8 @@ class MaskedLoop:
             pred_consts = with_static(pred_consts, self._static_pred, "predicate")
             consts = with_static(consts, self._static_consts, "body")
 
-            def cond(state):
-                k, dims, buffers, status, _ = state
-                return (status == DONE) & more(k, count, pred_consts, consts, dims, buffers)
-
-            def body(state):
-                k, dims, buffers, _, peaks = state
+            def advance(k, dims, buffers):
+                """One iteration on the buffers: its checks, carried sizes and buffers."""
                 checks = Checks(capacity, caps)
                 prefix = [] if s.predicate is not None else [lower + k * step]
                 outs = masked_eval(s.body, [*consts, *dims, *prefix, *buffers], checks)
@@ -690,18 +700,31 @@ class MaskedLoop:
                 for d in new_dims:
                     checks.fits.append(d <= capacity)
                     checks.valid.append(d >= 0)
+                return (checks, [jnp.asarray(d, jnp.int64) for d in new_dims],
+                        [_fitted(n, o) for n, o in zip(new_buffers, buffers)])
+
+            peaks = jnp.zeros(len(self._tracked) if learn else 0, jnp.int64)
+            if not checked:
+                # Every size is known to fit (Prediction.stage): the iterations carry no checks.
+                dims, buffers = lax.fori_loop(0, count, lambda k, c: advance(k, *c)[1:], (list(dims), list(buffers)))
+                return count, dims, buffers, DONE, peaks
+
+            def cond(state):
+                k, dims, buffers, status, _ = state
+                return (status == DONE) & more(k, count, pred_consts, consts, dims, buffers)
+
+            def body(state):
+                k, dims, buffers, _, peaks = state
+                checks, dims, buffers = advance(k, dims, buffers)
                 fits, valid = checks.all(checks.fits), checks.all(checks.valid)
                 learned = checks.all(checks.fits_learned)
                 status = jnp.where(fits & valid & learned, DONE,
                                    jnp.where(valid, jnp.where(fits, RELEARN, OVERFLOW), INVALID)).astype(jnp.int32)
-                dims = [jnp.asarray(d, jnp.int64) for d in new_dims]
-                buffers = [_fitted(n, o) for n, o in zip(new_buffers, buffers)]
                 if learn and self._tracked:
                     seen = [jnp.asarray(checks.seen.get(v, 0), jnp.int64) for v in self._tracked]
                     peaks = jnp.maximum(peaks, jnp.stack(seen))
                 return k + (status == DONE).astype(k.dtype), dims, buffers, status, peaks
 
-            peaks = jnp.zeros(len(self._tracked) if learn else 0, jnp.int64)
             return lax.while_loop(cond, body, (jnp.int64(0), list(dims), list(buffers), jnp.int32(DONE), peaks))
 
         return run
@@ -740,9 +763,12 @@ class MaskedLoop:
             k, new_dims, buffers, status, peaks = result
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
-                self._learn(capacity, np.asarray(peaks))
-                return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items())), new_dims,
-                        self._unpad(buffers, new_dims))
+                peaks = np.asarray(peaks).tolist()
+                self._learn(capacity, peaks)
+                # Whether the sizes this run met fit the capacities learned from it.
+                fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
+                return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
+                        new_dims, self._unpad(buffers, new_dims))
             if status == INVALID:
                 break
             if status == RELEARN:
@@ -751,11 +777,11 @@ class MaskedLoop:
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
 
-    def _learn(self, capacity: int, peaks: np.ndarray) -> None:
+    def _learn(self, capacity: int, peaks: list[int]) -> None:
         """Capacities of their own for the sizes computed in the body that stayed well below the
         loop's (at least those learned before: the largest value seen so far)."""
         caps = {}
-        for var, peak in zip(self._tracked, peaks.tolist()):
+        for var, peak in zip(self._tracked, peaks):
             cap = max(bucket(peak), self._caps.get(var, 0))
             if 4 * cap <= capacity:
                 caps[var] = cap

@@ -55,6 +55,7 @@ __all__ = [
     "eval_equation",
     "JaxprRunner",
     "dimension_inputs",
+    "sizes_follow_from_inputs",
     "staged_rules",
     "host_rules",
     "dimension_operand_rules",
@@ -338,6 +339,42 @@ def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any
 def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
     """Positions of ``jaxpr``'s inputs whose values determine some size in it (directly, or through
     integer arithmetic). A specialization is keyed on exactly these values."""
+    needed = _size_values(jaxpr)
+    # Only integer inputs are keyed on (a boolean input that decides a size stays host-driven).
+    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
+
+
+def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
+    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its inputs at
+    positions ``inputs`` (none from array data, other inputs or nested programs): its sizes are
+    then fixed by those inputs' values.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
+    >>> @qjit
+    ... def f(n: int, x: float):
+    ...     return jnp.ones(n + 1) * x
+    >>> _ = f(3, 1.0)
+    >>> jaxpr = f.inspect().last.jaxpr.jaxpr
+    >>> sizes_follow_from_inputs(jaxpr, [0]), sizes_follow_from_inputs(jaxpr, [])
+    (True, False)
+    """
+    if any(isinstance(p, (ClosedJaxpr, Jaxpr)) for eqn in jaxpr.eqns for p in eqn.params.values()):
+        return False
+    needed = _size_values(jaxpr)
+    allowed = {jaxpr.invars[i] for i in inputs}
+    if any(v in needed and (v not in allowed or not _is_int_scalar(v)) for v in jaxpr.invars):
+        return False
+    return all(
+        _is_size_arithmetic(eqn) and all(isinstance(v, Literal) or _is_index_scalar(v) for v in eqn.invars)
+        for eqn in jaxpr.eqns if any(v in needed for v in eqn.outvars)
+    )
+
+
+def _size_values(jaxpr: Jaxpr) -> set[Var]:
+    """The variables of ``jaxpr`` whose values some size in it depends on (directly, or through
+    integer arithmetic; a size computed from array data, or returned by a nested primitive, is
+    there but not what it is computed from)."""
     needed: set[Var] = set()
 
     def add_shape_vars(aval: Any) -> None:
@@ -367,8 +404,7 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
             continue
         if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
             needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_index_scalar(v))
-    # Only integer inputs are keyed on (a boolean input that decides a size stays host-driven).
-    return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and _is_int_scalar(v))
+    return needed
 
 
 def _size_outputs(jaxpr: Jaxpr) -> frozenset[int]:
@@ -413,6 +449,7 @@ class JaxprRunner:
         # on the size signature and the integer arguments), and how often a prediction failed.
         self._speculations: dict[tuple, Speculation | dict | None] = {}
         self._misses: dict[tuple, int] = {}
+        self._staged_ints: set[tuple] = set()  # speculation keys staged whole first (see _run_host)
         self._int_positions = tuple(i for i in self.dynamic_positions if _is_int_scalar(jaxpr.invars[i]))
         self._size_outputs = _size_outputs(jaxpr)
         self._lock = threading.Lock()
@@ -574,6 +611,13 @@ class JaxprRunner:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
+        if skey not in self._speculations and self._stages_with_ints(skey) and not _any_traced(dynamic_args):
+            # The int arguments static (trip counts, sizes) may leave no step to the host, as
+            # jax.jit's static_argnums does: then one program with no prediction to check.
+            self._staged_ints.add(skey)
+            speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
+            if speculation is not None:
+                self._speculations[skey] = speculation
         speculation = self._speculations.get(skey)
         if isinstance(speculation, dict):  # the replays of the last run: compiled at the second call
             speculation = self._speculations[skey] = self._speculate(skey, key, speculation, dynamic_args)
@@ -581,9 +625,15 @@ class JaxprRunner:
             return speculation.run(dynamic_args)
         return self._run_segmented(skey, key, args)
 
+    def _stages_with_ints(self, skey: tuple) -> bool:
+        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static
+        before running it host-driven (the first call with these values, while there is room)."""
+        return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
+                and len(self._staged_ints) < MAX_SPECULATIONS)
+
     def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
         """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
-        return (key, *(a if type(a) is int else None for a in (args[i] for i in self._int_positions)))
+        return (key, *[a if type(a) is int else None for a in map(args.__getitem__, self._int_positions)])
 
     def _run_segmented(self, skey: tuple, key: tuple[int, ...], args: Sequence[Any], missed: bool = False) -> list[Any]:
         if missed:
@@ -597,10 +647,11 @@ class JaxprRunner:
             self._speculations[skey] = dict(outcomes) if keep and not _any_traced(args) else None
         return outs
 
-    def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any]
-                   ) -> Speculation | None:
+    def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
+                   refused: tuple[type[Exception], ...] = ()) -> Speculation | None:
         """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
-        (they are part of ``skey``); ``None`` if a host step cannot be replayed."""
+        (they are part of ``skey``); ``None`` if a host step cannot be replayed (or staging
+        raises ``refused``: the segments then run it, and report it if they must)."""
         known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
         kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
 
@@ -619,7 +670,7 @@ class JaxprRunner:
         speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.compile_options)
         try:
             speculation.lower(dynamic_args)
-        except (NeedsHost, SpeculationFails):
+        except (NeedsHost, SpeculationFails, *refused):
             return None
         return speculation
 
