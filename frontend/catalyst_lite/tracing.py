@@ -338,7 +338,7 @@ def trace_program(
 
     scalar_dtypes = [s.dtype if s.shape == () else None for s in leaf_specs]
     # Translated outside `dynamic_tracing`: the messages are built with the user's JAX settings.
-    with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing(), size_scope(scope):
+    with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes, scope), dynamic_tracing(), size_scope(scope):
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
     _refuse_escaped_sizes(jaxpr, consts, name)

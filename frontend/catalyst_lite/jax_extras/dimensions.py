@@ -34,10 +34,11 @@ JAX's ``TracerBoolConversionError``, as under ``jax.jit``.
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import sys
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from jax import errors
@@ -47,9 +48,9 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError
-from .patches import Patch, is_active, register_patch, suspended
+from .patches import NeedsCallSizes, Patch, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
-from .size_facts import NeedsCallSizes, current_scope, has_subprograms, is_scalar_int_or_bool
+from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
 from .tracing import constant_value
 
 __all__ = [
@@ -363,6 +364,8 @@ def _make_bool(original):
                 answer = None
             if answer is not None:
                 return answer
+            with _jax_needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
+                return original(self)
         elif is_active():
             answer = _decide_user_size_question(self, original)
             if answer is not None:
@@ -370,6 +373,22 @@ def _make_bool(original):
         return original(self)
 
     return __bool__
+
+
+@contextlib.contextmanager
+def _jax_needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
+    """JAX's own code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on
+    it): when it is a size (or ``a_number_under_jit`` says so), the call's sizes give it (the
+    signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data)."""
+    try:
+        yield
+    except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError,
+            errors.TracerBoolConversionError, errors.TracerArrayConversionError) as err:
+        if a_number_under_jit is None:
+            a_number_under_jit = is_size_expression(tracer)
+        if symbolic_trace() and a_number_under_jit:
+            raise NeedsCallSizes.standing_for(err, site) from err
+        raise
 
 
 def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> bool | None:
@@ -454,7 +473,8 @@ def _make_concrete_or_error(original):
     def concrete_or_error(force, val, context=""):
         if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
-        return original(force, val, context)
+        with _jax_needs_a_number(val, "JAX's code needing a size as a Python value"):
+            return original(force, val, context)
 
     return concrete_or_error
 
@@ -504,20 +524,20 @@ def _make_array(original):
     # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
     # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index).
     def __array__(self, dtype=None, copy=None):
-        wants_object = dtype is None or np.dtype(dtype) == np.dtype(object)
-        if not (wants_object and is_active() and is_size_expression(self)):
+        if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
         scope = current_scope()
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if not caller.startswith(("jax.", "numpy.")) and scope is not None and scope.of_axes_only(self):
-            try:
+        by_jax = sys._getframe(1).f_globals.get("__name__", "").startswith(("jax.", "numpy."))
+        if dtype is None or np.dtype(dtype) == np.dtype(object):
+            if by_jax or scope is None or not scope.of_axes_only(self):
+                boxed = np.empty((), dtype=object)
+                boxed[()] = self
+                return boxed
+        elif by_jax:
+            with _jax_needs_a_number(self, "JAX's code using a size as a NumPy value"):
                 return original(self, dtype, copy)
-            except errors.TracerArrayConversionError as err:
-                err._catalyst_lite_size_question = True
-                raise
-        boxed = np.empty((), dtype=object)
-        boxed[()] = self
-        return boxed
+        with _jax_needs_a_number(self, "NumPy on a size", scope is not None and scope.of_axes_only(self)):
+            return original(self, dtype, copy)
 
     return __array__
 
@@ -619,11 +639,14 @@ def _make_index(original):
     # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
     # compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error.
     def to_int(self):
+        if is_active() and _called_by_jax():
+            with _jax_needs_a_number(self, "JAX's code using a size as a Python number"):
+                return original(self)
         try:
             return original(self)
         except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError) as err:
             scope = current_scope()
-            if is_active() and not _called_by_jax() and scope is not None and scope.of_axes_only(self):
+            if is_active() and scope is not None and scope.of_axes_only(self):
                 raise NeedsCallSizes.standing_for(err, "a size used as a Python int") from err
             raise
 
