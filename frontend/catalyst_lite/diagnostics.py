@@ -36,7 +36,7 @@ import jaxlib
 import numpy as np
 
 from .errors import ArgumentTypeError, CatalystLiteError, ControlFlowError, UnsupportedOperationError
-from .jax_extras.patches import NeedsCallSizes, NonIntegerSizeError, ShapeBroadcastError
+from .jax_extras.patches import NeedsCallSizes, NonIntegerSizeError, ShapeBroadcastError, error_standing_for
 from .jax_extras.size_facts import SizeScope
 
 __all__ = [
@@ -181,20 +181,6 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-@functools.cache
-def _control_flow_error_class(jax_error: type[BaseException]) -> type[ControlFlowError]:
-    """:class:`ControlFlowError` that is also ``jax_error`` (``ConcretizationTypeError``,
-    ``TracerBoolConversionError``...): code written for ``jax.jit`` that catches JAX's class
-    catches ours too."""
-
-    def __init__(self, message: str) -> None:  # JAX's classes take a tracer, not a message
-        Exception.__init__(self, message)
-
-    return type("ControlFlowError", (ControlFlowError, jax_error),
-                {"__init__": __init__, "__module__": ControlFlowError.__module__,
-                 "__doc__": ControlFlowError.__doc__, "__str__": Exception.__str__})
-
-
 def _non_integer_scalars(leaf_names: Sequence[str], leaf_dtypes: Sequence[np.dtype | None]) -> str:
     found = [f"{n} ({d})" for n, d in zip(leaf_names, leaf_dtypes) if d is not None and d.kind in "fbc"]
     return ", ".join(found) or "none"
@@ -230,7 +216,7 @@ def user_facing_trace_errors(
         ) from None
     except _HINTED as err:
         hint = next(hint for jax_error, hint in _HINTS if isinstance(err, jax_error))
-        raise _control_flow_error_class(type(err))(
+        raise error_standing_for(ControlFlowError, type(err))(
             f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
         ) from None
     except (TypeError, ValueError) as err:

@@ -43,6 +43,7 @@ from ..trace_context import current, scope as context_scope
 
 __all__ = [
     "NeedsCallSizes",
+    "error_standing_for",
     "NonIntegerSizeError",
     "ShapeBroadcastError",
     "symbolic_trace",
@@ -246,22 +247,26 @@ class NeedsCallSizes(Exception):
 
     @classmethod
     def standing_for(cls, err: BaseException, site: str) -> "NeedsCallSizes":
-        signal = _signal_class(type(err))(*err.args)
+        signal = error_standing_for(cls, type(err))(*err.args)
         signal.site = site
         return signal
 
 
 @functools.cache
-def _signal_class(error: type[BaseException]) -> type[NeedsCallSizes]:
-    if issubclass(error, NeedsCallSizes):
-        return error
+def error_standing_for(ours: type[Exception], theirs: type[BaseException]) -> type[Exception]:
+    """``ours`` that is also ``theirs`` (JAX's error class, say): code catching either catches it.
+
+    >>> error_standing_for(NeedsCallSizes, TypeError)("message").args
+    ('message',)
+    """
+    if issubclass(theirs, ours):
+        return theirs
 
     def __init__(self, *args: Any) -> None:  # JAX's classes take a tracer, not a message
         Exception.__init__(self, *args)
 
-    return type("NeedsCallSizes", (NeedsCallSizes, error),
-                {"__init__": __init__, "__module__": __name__, "__doc__": NeedsCallSizes.__doc__,
-                 "__str__": Exception.__str__})
+    return type(ours.__name__, (ours, theirs), {"__init__": __init__, "__module__": ours.__module__,
+                                                 "__doc__": ours.__doc__, "__str__": Exception.__str__})
 
 
 class ShapeBroadcastError(ValueError, TypeError):
