@@ -25,7 +25,6 @@ import contextlib
 import functools
 import linecache
 import os
-import pathlib
 import traceback
 from types import TracebackType
 from typing import Iterator, Sequence
@@ -136,40 +135,12 @@ def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationE
     )
 
 
-# JAX's modules that wrap or trace functions rather than being what the user called.
-_JAX_PLUMBING = {"traceback_util", "pjit", "linear_util", "core", "profiler", "api", "api_util",
-                 "custom_derivatives", "dispatch", "interpreters"}
-
-
-def _equation_jax_function(source_info) -> str | None:
-    """``jax.numpy.linalg.det``: the JAX function the user's line called to create an equation
-    (the outermost JAX frame below the user's, JAX's wrappers and tracing machinery aside)."""
-    entry = None
-    for frame in getattr(getattr(source_info, "traceback", None), "frames", None) or []:  # innermost first
-        if not _is_library_file(frame.file_name):
-            return entry
-        parts = [p for p in pathlib.PurePath(frame.file_name).with_suffix("").parts if p != "_src"]
-        if "jax" in parts and "<" not in frame.function_name:
-            module = parts[parts.index("jax"):]
-            if len(module) > 1 and module[1] not in _JAX_PLUMBING:
-                entry = f"{'.'.join(module)}.{frame.function_name}"
-    return entry
-
-
 def escaped_size_error(fn_name: str, eqn) -> NeedsCallSizes:
     """The signal for a traced program that holds a tracer as a constant: a size of a function JAX
     traced itself inside ours (a ``custom_jvp`` function, ``lax.cond``'s branches) escaped it, so
-    the program could not run. It is traced with the call's sizes; raised when that is not
-    possible, it is the :class:`~.errors.UnsupportedOperationError` naming the JAX function."""
+    the program could not run: it is traced with the call's sizes."""
     location = equation_location(eqn.source_info)
-    function = _equation_jax_function(eqn.source_info) or "a JAX function"
-    error = UnsupportedOperationError(
-        f"{fn_name}" + (f" (at {location})" if location else "") + f": {function} traces a function "
-        "of its own (a custom derivative or a jax.lax control-flow primitive) on symbolically-sized "
-        "arrays, and JAX 0.7's dynamic-shape path loses one of its sizes there. "
-        f"{_STATIC_SHAPE_FIX}"
-    )
-    return NeedsCallSizes.standing_for(error, f"a size escaped {function}'s nested trace")
+    return NeedsCallSizes(f"{fn_name}: a size escaped JAX's nested trace" + (f" at {location}" if location else ""))
 
 
 def _where(fn_name: str, err: BaseException) -> str:

@@ -11,17 +11,17 @@ one for the call:
 2. a program **guided** by the call: the same symbolic sizes, but every comparison decided at the
    call's sizes, so it holds wherever its own facts do: ``jnp.arange(n)`` traced at ``n = -3``
    serves every negative ``n``, ``x + y`` of two abstracted axes traced at ``n == m`` every call
-   with equal lengths. Also when the generic trace fails with a JAX error (``x + y`` needs the
-   two lengths equal: at generic sizes they are not);
+   with equal lengths. Also when the generic trace fails after such a comparison (``x + y``
+   needs the two lengths equal: at generic sizes they are not);
 3. a **static** program, when even the guided trace fails (JAX takes another path for static
-   shapes: ``x[::2]`` of an empty array is a slice, not a gather), or when JAX's own code needs a
-   size as a Python int (``len(x)`` in a function without symbolic-size support): the call's sizes
-   are constants of the trace, as with ``jax.jit``, and the program serves calls with the same
-   sizes.
+   shapes: ``x[::2]`` of an empty array is a slice, not a gather): the call's sizes are constants
+   of the trace, as with ``jax.jit``, and the program serves calls with the same sizes.
 
-If the static trace fails too, ``jax.jit`` fails at these sizes: the guided trace's error is
-raised, naming the sizes (:class:`~catalyst_lite.errors.IncompatibleSizesError` when JAX needed two
-sizes equal that are not).
+A trace falls back on :class:`~catalyst_lite.jax_extras.patches.NeedsCallSizes` alone, the signal
+raised where JAX meets a symbolic size it cannot handle (``len(x)``, ``lax.scan``, ``fft``...), and
+on shapes that do not broadcast; any other exception (the user's own first) propagates. If the
+static trace fails too, ``jax.jit`` fails at these sizes: the error names the sizes
+(:class:`~catalyst_lite.errors.IncompatibleSizesError` when JAX needed two sizes equal that are not).
 
 Checking the facts is one call of a small Python function compiled from them (integer arithmetic
 on the sizes, :func:`~catalyst_lite.jax_extras.size_facts.compile_facts`); a program without facts

@@ -364,7 +364,7 @@ def _make_bool(original):
                 answer = None
             if answer is not None:
                 return answer
-            with _jax_needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
+            with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
                 return original(self)
         elif is_active():
             answer = _decide_user_size_question(self, original)
@@ -375,11 +375,17 @@ def _make_bool(original):
     return __bool__
 
 
+def _of_axes_only(tracer: Any) -> bool:
+    scope = current_scope()
+    return scope is not None and scope.of_axes_only(tracer)
+
+
 @contextlib.contextmanager
-def _jax_needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
-    """JAX's own code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on
-    it): when it is a size (or ``a_number_under_jit`` says so), the call's sizes give it (the
-    signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data)."""
+def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
+    """Code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on it): when
+    ``a_number_under_jit`` (by default: JAX's own code asks, and it is a size), the call's sizes
+    give it (the signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data,
+    the user's question about an integer argument)."""
     try:
         yield
     except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError,
@@ -473,7 +479,7 @@ def _make_concrete_or_error(original):
     def concrete_or_error(force, val, context=""):
         if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
-        with _jax_needs_a_number(val, "JAX's code needing a size as a Python value"):
+        with _needs_a_number(val, "JAX's code needing a size as a Python value"):
             return original(force, val, context)
 
     return concrete_or_error
@@ -526,17 +532,13 @@ def _make_array(original):
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
-        scope = current_scope()
         by_jax = sys._getframe(1).f_globals.get("__name__", "").startswith(("jax.", "numpy."))
-        if dtype is None or np.dtype(dtype) == np.dtype(object):
-            if by_jax or scope is None or not scope.of_axes_only(self):
-                boxed = np.empty((), dtype=object)
-                boxed[()] = self
-                return boxed
-        elif by_jax:
-            with _jax_needs_a_number(self, "JAX's code using a size as a NumPy value"):
-                return original(self, dtype, copy)
-        with _jax_needs_a_number(self, "NumPy on a size", scope is not None and scope.of_axes_only(self)):
+        of_axes = _of_axes_only(self)
+        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or not of_axes):
+            boxed = np.empty((), dtype=object)
+            boxed[()] = self
+            return boxed
+        with _needs_a_number(self, "NumPy on a size", None if by_jax else of_axes):
             return original(self, dtype, copy)
 
     return __array__
@@ -639,16 +641,11 @@ def _make_index(original):
     # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
     # compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error.
     def to_int(self):
-        if is_active() and _called_by_jax():
-            with _jax_needs_a_number(self, "JAX's code using a size as a Python number"):
-                return original(self)
-        try:
+        if not is_active():
             return original(self)
-        except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError) as err:
-            scope = current_scope()
-            if is_active() and scope is not None and scope.of_axes_only(self):
-                raise NeedsCallSizes.standing_for(err, "a size used as a Python int") from err
-            raise
+        by_jax = _called_by_jax()
+        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
+            return original(self)
 
     return to_int
 

@@ -228,14 +228,11 @@ def _make_platform_dependent(original):
 
 class NeedsCallSizes(Exception):
     """The signal raised where a trace with symbolic sizes needs the call's sizes (``site`` says
-    where): the user's code takes a size of an abstracted axis as a Python value (``len(x)``), a
-    comparison of sizes the symbolic sizes do not decide (``x.shape[0] > y.shape[0]``), or a layer
-    of JAX that fails on a symbolic size (a primitive's rules, a check of a nested trace, reverse
-    mode). The trace in progress is abandoned and the program traced again with the call's sizes
-    (``compiler.assumptions``), as ``jax.jit`` traces it.
-
-    Made by :meth:`standing_for` as an instance of the error it stands for too, so that code
-    that catches that class (JAX's probes, autograph's fallback to a Python loop) still does.
+    where): a size of an abstracted axis taken as a Python value (``len(x)``), a comparison the
+    symbolic sizes do not decide, a layer of JAX that fails on a symbolic size (a primitive's
+    rules, a check of a nested trace, reverse mode). The program is traced again with the call's
+    sizes (``compiler.assumptions``), as ``jax.jit`` traces it. :meth:`standing_for` makes it an
+    instance of the error it stands for too: code that catches that class still does.
 
     >>> from catalyst_lite.jax_extras.patches import NeedsCallSizes
     >>> signal = NeedsCallSizes.standing_for(TypeError("len() of a traced size"), "len(x)")
@@ -243,7 +240,9 @@ class NeedsCallSizes(Exception):
     (True, True, 'len(x)')
     """
 
-    site: str = ""
+    def __init__(self, site: str = "") -> None:
+        super().__init__(site)
+        self.site = site
 
     @classmethod
     def standing_for(cls, err: BaseException, site: str) -> "NeedsCallSizes":
@@ -303,10 +302,8 @@ def _make_site(site: Callable[..., str]):
         def at_site(*args, **kwargs):
             try:
                 return original(*args, **kwargs)
-            except _SETTLED:
-                raise
             except Exception as err:
-                if not symbolic_trace():
+                if isinstance(err, _SETTLED) or not symbolic_trace():
                     raise
                 raise NeedsCallSizes.standing_for(err, site(*args)) from err
 
@@ -321,7 +318,7 @@ def _make_broadcast(original):
     def broadcast(*args, **kwargs):
         try:
             return original(*args, **kwargs)
-        except (ValueError, TypeError) as err:
+        except ValueError as err:
             if not is_active() or isinstance(err, _SETTLED):
                 raise
             error = ShapeBroadcastError(*err.args)
