@@ -281,7 +281,12 @@ class NonIntegerSizeError(TypeError):
 
 def symbolic_trace() -> bool:
     """The calling thread traces a catalyst_lite program with symbolic sizes (its size scope, see
-    :mod:`.size_facts`, is not a static one)."""
+    :mod:`.size_facts`, is not a static one).
+
+    >>> from catalyst_lite.jax_extras.patches import symbolic_trace
+    >>> symbolic_trace()
+    False
+    """
     scopes = current().size_scopes
     return is_active() and bool(scopes) and scopes[-1].symbolic
 
