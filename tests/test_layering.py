@@ -165,6 +165,23 @@ def test_jax_internals_are_imported_in_jax_extras_only():
     assert offenders == []
 
 
+DYNAMIC_SHAPE_NAMES = {"DShapedArray", "DBIdx", "InDBIdx", "OutDBIdx"}
+
+
+def test_jax_dynamic_shape_types_are_read_in_jax_extras_only():
+    """JAX removed dynamic shapes after 0.7: only ``jax_extras`` may name their types."""
+    offenders = []
+    for module in MODULES:
+        if module.startswith("catalyst_lite.jax_extras"):
+            continue
+        for node in ast.walk(_tree(module)):
+            if isinstance(node, ast.ImportFrom):
+                offenders += [(module, a.name) for a in node.names if a.name in DYNAMIC_SHAPE_NAMES]
+            elif isinstance(node, ast.Attribute) and node.attr in DYNAMIC_SHAPE_NAMES:
+                offenders.append((module, node.attr))
+    assert offenders == []
+
+
 def test_no_mid_module_imports():
     assert [m for m, (path, _) in MODULES.items() if "noqa: E402" in path.read_text()] == []
 

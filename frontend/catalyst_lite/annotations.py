@@ -1,17 +1,10 @@
 """Type annotations as catalyst_lite reads them: Catalyst's ahead-of-time convention.
 
-A function whose parameters are all annotated with types is traced when ``@qjit`` runs (as is a
-function without parameters). The annotations it understands:
-
-- ``int``, ``float``, ``bool``, ``complex``: a scalar of that kind (``int`` may size arrays);
-- a JAX or NumPy scalar type (``jnp.float32``): a scalar of that dtype;
-- ``jax.core.ShapedArray(shape, dtype)`` (Catalyst's convention) or ``jax.ShapeDtypeStruct``: an
-  array of that shape and dtype.
-
-Any other class (``list``, ``jax.Array``...) is not a JAX type: a ``TypeError`` at decoration, as
-in Catalyst. Annotations that are not classes (``None``, ``"x"``, ``list[int]``) leave the
-function to be traced at its first call. Annotations written as strings (``from __future__ import
-annotations``) are evaluated where the function was defined.
+A function whose parameters are all annotated with types (``int``, ``float``, ``bool``,
+``complex``, a JAX or NumPy scalar type, ``jax.core.ShapedArray``, ``jax.ShapeDtypeStruct``) is
+traced when ``@qjit`` runs; any other class is a ``TypeError`` at decoration, as in Catalyst, and
+annotations that are not classes leave tracing to the first call. String annotations are
+evaluated where the function was defined.
 
 >>> import jax.numpy as jnp
 >>> from jax.core import ShapedArray

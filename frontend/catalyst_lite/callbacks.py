@@ -1,21 +1,12 @@
 """Host callbacks: Python functions called by a compiled program while it runs.
 
-- :func:`pure_callback`: a pure function with declared result types (a type annotation or
-  ``result_type``), differentiable when its ``.fwd``/``.bwd`` are given, as in Catalyst.
-- :func:`accelerate`: Catalyst runs a ``jax.jit`` function on an accelerator through a callback;
-  here every program is already XLA, so the function is traced into the program.
-- :class:`HostCall` and ``host_callback_p``: the equation both ``pure_callback`` and
-  :mod:`catalyst_lite.debug`'s callbacks become inside qjit::
-
-      results = host_callback[call] *flat_arguments
-
-  At specialization it is bound as ``jax.pure_callback`` (or ``jax.debug.callback``) on concrete
-  arrays, so the operands may have symbolic sizes; ``.mlir`` shows it as an opaque
-  ``stablehlo.custom_call @catalyst_lite.pure_callback``.
-
-Outside any trace a callback is simply called, as in Catalyst. An exception raised by a callback
-while the program runs reaches the caller as itself (:func:`callback_exception`), not as XLA's
-``XlaRuntimeError`` wrapping its traceback.
+:func:`pure_callback` (declared result types; differentiable with ``.fwd``/``.bwd``, as in
+Catalyst) and :mod:`catalyst_lite.debug`'s callbacks become one ``host_callback`` equation
+(:class:`HostCall`), bound at specialization as ``jax.pure_callback``/``jax.debug.callback`` on
+concrete arrays (so operands may have symbolic sizes). :func:`accelerate` traces its ``jax.jit``
+function into the program (every program is XLA already). Outside a trace a callback is simply
+called; an exception it raises while the program runs reaches the caller as itself
+(:func:`callback_exception`), not wrapped in XLA's ``XlaRuntimeError``.
 
 >>> import numpy as np
 >>> import jax.numpy as jnp
@@ -46,8 +37,8 @@ from .compiler.specialize import register_specialization
 from .annotations import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
 from .errors import CallbackError, DifferentiableCompileError, function_name
-from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing, mlir
-from .jax_extras.lowering import ir_types, register_lowering
+from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
+from .jax_extras.lowering import opaque_call, register_lowering
 
 __all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
 
@@ -253,14 +244,8 @@ register_specialization(host_callback_p, staged=_specialized, host=_specialized,
 
 def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
     """``.mlir``: an opaque custom call naming the callback (it runs on the host)."""
-    op = mlir.custom_call(
-        "catalyst_lite.debug_callback" if call.debug else "catalyst_lite.pure_callback",
-        result_types=ir_types(ctx.avals_out),
-        operands=list(operands),
-        backend_config=call.name,
-        has_side_effect=call.debug,
-    )
-    return list(op.results)
+    name = "debug_callback" if call.debug else "pure_callback"
+    return opaque_call(ctx, name, operands, call.name, has_side_effect=call.debug)
 
 
 register_lowering(host_callback_p, _lower)

@@ -1,19 +1,11 @@
 """Catalyst's ``catalyst.debug`` functions about its compiler's stages, as far as they mean
 something for a program XLA compiles.
 
-Catalyst compiles through a chain of MLIR pipelines into a shared library; its debug functions
-read a stage's IR, replace it, write a C ``main`` for the library or time the stages.
-catalyst_lite traces to a jaxpr and hands StableHLO to XLA, which optimizes and generates code
-internally. So:
-
-- :func:`get_compilation_stage` gives the one stage there is, ``"mlir"`` (``QJIT.mlir``);
-- :func:`get_compilation_stages_groups` lists no MLIR pipelines (``[]``: passing it to
-  ``qjit(pipelines=...)`` changes nothing, as that option does nothing here);
-- :func:`instrumentation` reports what the calls in its block did (traces, specializations,
-  XLA compile times), which is what catalyst_lite has to time;
-- :func:`replace_ir`, :func:`get_cmain` and :func:`compile_executable` need Catalyst's
-  pipeline or shared library, and ``catalyst.draw_graph`` (:func:`draw_graph`) its MLIR program:
-  they raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
+There is one stage, ``"mlir"`` (:func:`get_compilation_stage`), and no MLIR pipelines
+(:func:`get_compilation_stages_groups` is ``[]``); :func:`instrumentation` reports traces,
+specializations and XLA compile times. :func:`replace_ir`, :func:`get_cmain`,
+:func:`compile_executable` and :func:`draw_graph` need Catalyst's pipeline, shared library or MLIR
+program: they raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
 
 >>> from catalyst_lite import qjit, debug
 >>> @qjit

@@ -1,16 +1,10 @@
-"""``catalyst_lite.debug``: Catalyst's run-time debugging helpers.
+"""``catalyst_lite.debug``: Catalyst's run-time debugging helpers (:func:`callback`, :func:`print`,
+:func:`print_memref`, :func:`debug_assert`) and, from :mod:`catalyst_lite.compiler_stages`, its
+compiler-stage functions as far as they mean something for XLA.
 
-- :func:`callback`: call a Python function with no result (printing, logging) while the program
-  runs.
-- :func:`print`: ``print(fmt.format(*args, **kwargs))`` at run time, with the values' contents.
-- :func:`print_memref`: an array with its rank, sizes and strides, as Catalyst prints it.
-- :func:`debug_assert` (also ``catalyst_lite.debug_assert``): a ``RuntimeError`` when a traced
-  condition is false at run time; ``qjit(disable_assertions=True)`` leaves them out.
-- Catalyst's compiler-stage functions (``get_compilation_stage``, ``instrumentation``, ...), as
-  far as they mean something for XLA: see :mod:`catalyst_lite.compiler_stages`.
-
-Each is a host callback (see :mod:`catalyst_lite.callbacks`); under differentiation it runs on
-the forward pass only. Outside qjit each simply runs.
+Each helper is a host callback (:mod:`catalyst_lite.callbacks`) that runs on the forward pass only
+under differentiation; outside qjit it simply runs. ``qjit(disable_assertions=True)`` leaves
+assertions out.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, debug

@@ -1,15 +1,7 @@
-"""``jax.jit``'s options on ``qjit``, with ``jax.jit``'s meaning, for each size's XLA compilation.
-
-- ``donate_argnums``/``donate_argnames``: the arguments whose buffers a call may reuse for its
-  results; their leaves become donated inputs of every size's ``jax.jit`` function
-  (:meth:`JitOptions.donated_leaves`).
-- ``keep_unused``, ``device``, ``backend``: passed to that ``jax.jit`` as they are; ``compiler_options``
-  joins the XLA options of every compilation.
-- ``in_shardings``/``out_shardings``: one ``jax.sharding.Sharding`` for every argument (result), or
-  a pytree prefix of the arguments (results) with ``None`` where nothing is asked; under
-  ``jax.sharding.set_mesh(mesh)`` a ``PartitionSpec`` too. Arguments are
-  placed with their sharding before the call, so each size's XLA program is compiled SPMD for
-  it (its sharding propagation is ``jax.jit``'s); results are placed with theirs.
+"""``jax.jit``'s options on ``qjit``, with ``jax.jit``'s meaning, for each size's XLA compilation
+(listed in :func:`~catalyst_lite.qjit`'s docstring): donated leaves become donated inputs of every
+size's ``jax.jit`` function (:meth:`JitOptions.donated_leaves`), ``in_shardings``/``out_shardings``
+place arguments and results around the call, the others pass through to ``jax.jit``.
 
 >>> import jax, jax.numpy as jnp
 >>> from catalyst_lite import qjit

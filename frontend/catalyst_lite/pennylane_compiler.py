@@ -1,13 +1,9 @@
 """catalyst_lite as a PennyLane compiler: ``qml.qjit(fn, compiler="catalyst_lite")``.
 
-PennyLane finds compilers through the ``pennylane.compilers`` entry-point group. A compiler named
-``catalyst_lite`` declares three entry points (in ``pyproject.toml``), all defined here:
-
-- ``catalyst_lite.qjit`` -> :func:`qjit`, what ``qml.qjit(..., compiler="catalyst_lite")`` calls.
-- ``catalyst_lite.context`` -> :class:`TracingContext`; PennyLane asks its ``is_tracing()`` to
-  answer ``qml.compiler.active_compiler()``.
-- ``catalyst_lite.ops`` -> :class:`PennyLaneOps`; while catalyst_lite is the active compiler,
-  ``qml.for_loop``, ``qml.while_loop`` and ``qml.cond`` hand their work to it.
+PennyLane finds compilers through the ``pennylane.compilers`` entry points that ``pyproject.toml``
+declares, all defined here: :func:`qjit`, :class:`TracingContext` (its ``is_tracing()`` answers
+``qml.compiler.active_compiler()``) and :class:`PennyLaneOps` (``qml.for_loop``,
+``qml.while_loop`` and ``qml.cond`` hand their work to it while catalyst_lite is active).
 
 >>> import pennylane as qml
 >>> @qml.qjit(compiler="catalyst_lite")

@@ -1,13 +1,9 @@
 """Process-wide settings that catalyst_lite applies when it is imported, as Catalyst does.
 
-**64-bit types by default.** ``import catalyst`` switches on ``jax_enable_x64``, and Catalyst
-users' programs rely on it: they compare qjit results with JAX values computed outside qjit, and
-pass ``float64`` arrays built with ``jax.numpy``. Importing catalyst_lite does the same, so that
-those programs run unchanged. To keep your own JAX configuration untouched, set the environment
-variable ``CATALYST_LITE_ENABLE_X64=0`` before catalyst_lite is imported (qjit programs still
-compute in 64 bits, for the thread that runs them only, and results flowing into your 32-bit JAX
-code are cast to your types; see ``compiler.boundary``). Turning ``jax_enable_x64`` off again
-after the import has the same effect.
+**64-bit types by default.** ``import catalyst`` switches on ``jax_enable_x64`` and Catalyst
+programs rely on it, so importing catalyst_lite does the same. ``CATALYST_LITE_ENABLE_X64=0``
+before the import keeps your JAX configuration: qjit programs still compute in 64 bits, for the
+thread that runs them only, and their results are cast to your types (``compiler.boundary``).
 
 >>> import jax
 >>> x64_requested({}), x64_requested({X64_ENV_VAR: "0"})

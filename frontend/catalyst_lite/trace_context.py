@@ -1,22 +1,11 @@
 """The trace context: what the calling thread's trace (or call) is doing, as one frozen record.
 
-Every piece of state that a rule, a repair or a host step reads from "the trace in progress"
-(the options of the qjit being traced, the size scope, the ambient carries, reverse mode, the
-replay recorder, the patches in effect...) is a field of one :class:`TraceContext`, held in one
-``ContextVar`` and read with :func:`current`. A field changes only for the duration of a block,
-through :func:`scope`, which restores the record it replaced: there is no other way to write it.
-Threads start from the empty record (``TraceContext()``), so one thread's trace never sees
-another's.
-
-Fields that collect results (``replays``, ``callback_errors``) hold a mutable collector owned by
-the block that installed it.
-
-The other switch a trace reads is PennyLane's program capture (``qml.capture``), process-wide and
-PennyLane's own: :func:`pennylane_capture_enabled` reads it without importing PennyLane,
-:func:`capture_switched` holds it for a block (``qjit(capture=...)``, Catalyst's option: off while
-catalyst_lite traces, on only while PennyLane captures the user's function).
-
-This module imports only :mod:`catalyst_lite.errors`: every layer reads it.
+Every piece of "the trace in progress" state (options, size scope, ambient carries, reverse mode,
+replay recorder, patches in effect...) is a field of one :class:`TraceContext` in one
+``ContextVar``, read with :func:`current` and changed only for a block by :func:`scope`. Threads
+start from the empty record, so one thread's trace never sees another's. PennyLane's process-wide
+capture switch is read by :func:`pennylane_capture_enabled` (without importing PennyLane) and held
+for a block by :func:`capture_switched`. This module imports only :mod:`catalyst_lite.errors`.
 
 >>> from catalyst_lite.trace_context import current, scope
 >>> current().reverse_mode

@@ -1,18 +1,11 @@
 """Python's builtins in converted code (``range``, ``enumerate``, ``zip``, ``len``, ``reversed``,
 ``min``, ``max``, ``any``, ``all``, ``sum``), and what a ``for`` loop iterates over.
 
-Python's ``range(n)`` needs a concrete ``n``; in converted code a traced bound gives a
-:class:`TracedRange` instead, which only a ``for`` statement consumes. :func:`iteration_space`
-tells the ``for`` overload how to loop over an object: a range (concrete or traced) becomes a
-``for_loop`` over the same bounds; an array, a ``for_loop`` over its rows; ``enumerate`` of either,
-the same loop yielding ``(count, item)``; ``zip`` of arrays and ranges one of which is traced, one
-loop over the shortest. Anything else (lists, tuples, dicts, generators, ``zip`` of those) is
-iterated by Python, as in plain Python: unrolled while tracing.
-
-``min``/``max``/``any``/``all`` compare or test one item at a time, which traced values cannot
-answer, so on traced numbers or a traced 1-D array they compute the same reduction with JAX;
-``sum`` of an array whose length is known only at run time is ``jnp.sum``; ``reversed`` of a traced
-range is a traced range. On anything else they are Python's own.
+In converted code a traced bound gives a :class:`TracedRange`, which only a ``for`` consumes.
+:func:`iteration_space` says how to loop over an object: a range, an array, ``enumerate`` of
+either or ``zip`` with a traced member become one ``for_loop``; anything else is iterated by Python.
+The reductions compute with JAX on traced values and are Python's own otherwise (the table is in
+docs/autograph.md).
 
 >>> space = iteration_space(range(2, 10, 3))
 >>> (space.lower, space.upper, space.step, space.concrete)

@@ -1,23 +1,12 @@
 """Overloads for ``if``, ``x if c else y`` and ``and``/``or``/``not`` in converted code.
 
-On a concrete condition (a Python value, or an array whose value is known while tracing) each
-overload does exactly what Python does, at no cost: the program gets no conditional. On a traced
-condition, ``if`` becomes :func:`~catalyst_lite.cond`: each branch runs once, while tracing, and
-returns the state variables it may change (see :mod:`.state`); the conditional's results are
-their new values. Branches may disagree on
-
-- sizes: the result's size is then known when the program runs (our ``cond`` allows it);
-- dtypes: the results are promoted, as JAX promotes (``1`` in one branch, ``x: f64`` in the other
-  give ``f64``);
-- whether the function returned: malt's return value of a branch that did not return is filled with
-  zeros, which the function never returns when every path ends in ``return`` (otherwise the
-  compiled function could return "nothing or a value": an error).
-
-Anything else (a variable assigned in only some branches, a different rank or structure) is an
-:class:`~catalyst_lite.errors.AutoGraphError` naming the variable and the line.
-
-``and``/``or``/``not`` on traced booleans compute ``logical_and``/``logical_or``/``logical_not``;
-both operands are evaluated then (Python's short circuit needs the left value).
+On a concrete condition each does what Python does, at no cost. On a traced one, ``if`` becomes
+:func:`~catalyst_lite.cond`, each branch returning the state variables it may change (:mod:`.state`):
+branches may disagree on sizes and dtypes (promoted as JAX does), and on whether the function
+returned (malt's return value filled with zeros, an error unless every path ends in ``return``);
+anything else is an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable and line.
+``and``/``or``/``not`` on traced booleans are ``logical_and``/``logical_or``/``logical_not``
+(both operands evaluated). See docs/autograph.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The entry points of autograph: which functions are converted, and the converted calls.
 
-:func:`run_autograph` converts a function (``qjit(autograph=True)`` does it for the function it
-compiles). Converted code calls every function through :func:`converted_call`, which converts the
-callee too when it is *user code*: functions, methods and callable objects defined outside the
-libraries (JAX, NumPy, SciPy, PennyLane, Catalyst, catalyst_lite, malt and Python's standard
-library), whose calls run as they are. ``autograph_include=["pkg.module"]`` converts a library
-module's functions as well. A QNode called from converted code runs its converted quantum function,
-and so do user functions given to catalyst_lite's and PennyLane's functions (``grad(f)``,
-``qml.adjoint(f)``, ``for_loop(0, n, 1)(body)``).
-
-:data:`disable_autograph` leaves a function (as a decorator) or the calls made in a ``with`` block
-(as a context manager) unconverted; :func:`autograph_source` shows what a function became.
+:func:`run_autograph` converts a function; converted code calls every function through
+:func:`converted_call`, which converts the callee too when it is user code (defined outside JAX,
+NumPy, SciPy, PennyLane, Catalyst, catalyst_lite, malt and the standard library;
+``autograph_include`` adds library modules), including functions given to ``grad``, ``for_loop``,
+``qml.adjoint``... :data:`disable_autograph` leaves a function or a ``with`` block unconverted;
+:func:`autograph_source` shows what a function became.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit

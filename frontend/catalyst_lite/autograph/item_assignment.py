@@ -1,17 +1,11 @@
-"""``x[i] = v`` and ``x[i] += v`` in converted code: an array gets a new value, ``x.at[i].set(v)``.
+"""``x[i] = v`` and ``x[i] += v`` in converted code: the variable gets a new value, ``x.at[i].set(v)``.
 
-JAX arrays cannot change in place, so the conversion turns an item assignment into an assignment
-of the variable: ``x[i] = v`` becomes ``x = ag__.set_item(x, i, v)`` (and ``x[i][j] = v`` becomes
-``x = ag__.set_item(x, i, ag__.set_item(x[i], j, v))``). The variable then flows through loops and
-branches like any other. At run time, :func:`set_item` updates an array with ``.at[...].set`` and
-anything else (a list, a dict, a NumPy array given concrete values) in place, as Python does;
-a list or dict given a traced value is copied first, so that compiled branches and loops, which
-run once while tracing, do not change the value they started from.
-Augmented assignments compute ``x[i] op v`` first, so ``x[i] += v`` means NumPy's
-``x[i] = x[i] + v`` (not a scatter-add) for repeated indices too.
-
-Only assignments to a variable of the function itself (or an attribute, ``self.x[i] = v``) are
-rewritten: ``g[i] = v`` on a global NumPy array ``g`` keeps mutating the global.
+The conversion rewrites an item assignment to a variable of the function (or an attribute) as an
+assignment of the variable, ``x = ag__.set_item(x, i, v)`` (nested for ``x[i][j] = v``), so it
+flows through loops and branches like any other. :func:`set_item` updates an array with
+``.at[...].set`` and anything else in place, as Python does (a list or dict given a traced value is
+copied first: compiled blocks run once while tracing). ``x[i] += v`` is NumPy's
+``x[i] = x[i] + v``, for repeated indices too. ``g[i] = v`` on a global keeps mutating the global.
 
 >>> import jax.numpy as jnp
 >>> set_item(jnp.zeros(3), 1, 5.0).tolist()

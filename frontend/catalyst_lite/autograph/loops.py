@@ -1,27 +1,14 @@
-"""Overloads for ``for`` and ``while`` in converted code.
+"""Overloads for ``for`` and ``while`` in converted code (what each becomes: docs/autograph.md).
 
-A ``for`` over a range or an array becomes :func:`~catalyst_lite.for_loop`, a ``while`` becomes
-:func:`~catalyst_lite.while_loop`; their carried values are the dynamic leaves of the state
-variables (:mod:`.state`). The body is traced once, and checked against the state it started from,
-so that a variable that changes type names itself:
-
-- a variable that starts as a Python number takes the type the body gives it (``s = 0`` then
-  ``s = s + 0.5`` is a ``float`` loop): the loop is traced again with the promoted start value;
-- an array that changes size makes the loop trace again with ``allow_array_resizing=True``;
-- any other change (dtype of an array, rank, structure, a variable first assigned in the loop) is
-  an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable and the loop's line.
-
-A loop whose iterations are all known while tracing (a ``range`` with concrete bounds, a concrete
-array, a ``while`` whose condition starts concrete) that cannot be compiled (its body indexes a
-Python list with the loop index, carries a string...) runs as a Python loop instead, unrolled while
-tracing, with an :class:`~catalyst_lite.errors.AutoGraphWarning`, as Catalyst does. A ``for`` over
-anything else (lists, tuples, ``zip`` of those...) is always a Python loop.
-
-``break`` and ``return`` (malt turns them into flags the loop's condition reads) work in every
-loop: a compiled ``for_loop`` always runs all its iterations, so a ``for`` with one becomes a
-``while_loop`` over its index; in a Python loop, the iterations after a traced ``break`` test run
-under a compiled ``if``. A value returned from inside a compiled loop is carried from the start,
-as zeros of its type (found by a first tracing) until the function returns.
+A ``for`` over a range or an array becomes :func:`~catalyst_lite.for_loop`, a ``while``
+:func:`~catalyst_lite.while_loop`, carrying the dynamic leaves of the state variables
+(:mod:`.state`). The body is traced once and checked against the state it started from, so that a
+variable that changes type names itself: a Python number takes the type the body gives it and an
+array that changes size makes the loop resizing (each traced again), anything else is an
+:class:`~catalyst_lite.errors.AutoGraphError`. A loop whose iterations are known while tracing but
+cannot be compiled runs as a Python loop with an :class:`~catalyst_lite.errors.AutoGraphWarning`.
+``break``/``return`` (malt's flags) make a compiled ``for`` a ``while_loop`` over its index; a
+value returned from inside a compiled loop is carried from the start as zeros of its type.
 """
 
 from __future__ import annotations

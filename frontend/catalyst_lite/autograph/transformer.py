@@ -1,22 +1,11 @@
 """Converting one function: diastatic-malt's source transformation, compiled at the user's lines.
 
-diastatic-malt (``malt``, the maintained fork of TensorFlow's AutoGraph that Catalyst also builds
-on) parses a function and rewrites its control flow into calls of *operators* (``ag__.if_stmt``,
-``ag__.for_stmt``, ...) whose meaning is ours (:mod:`.conditionals`, :mod:`.loops`, ...). This
-module runs malt's converters, plus our own item-assignment pass, and compiles the result
-differently from malt in two ways:
-
-- **at the user's lines.** Every node of the converted tree gets the file and line of the user's
-  code it came from (malt records them as ``ORIGIN`` annotations), and the code is compiled with
-  the user's file name. Tracebacks, JAX's source information of each equation, and catalyst_lite's
-  error messages therefore name the user's line, never generated code; no file is written.
-- **only the passes a function needs.** Conversion is most of what ``autograph=True`` costs (the
-  passes are pure-Python walks over the tree), so a function without loops skips the loop passes,
-  one without ``break`` the ``break`` pass, and so on; one with nothing to convert is not
-  converted.
-
-The result of a conversion is cached per code object; :func:`converted_function` binds it to a
-function object (its globals, closure and defaults).
+malt (the maintained fork of TensorFlow's AutoGraph Catalyst builds on) rewrites control flow into
+calls of operators whose meaning is ours (:mod:`.conditionals`, :mod:`.loops`...). Unlike malt,
+every node of the result keeps the user's file and line (so tracebacks, JAX's source information
+and our errors name the user's line; no file is written), and only the passes a function needs
+run (conversion is most of what ``autograph=True`` costs). Conversions are cached per code object;
+:func:`converted_function` binds one to a function object.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """The plxpr interpreter: a program captured by PennyLane, evaluated into a catalyst_lite trace.
 
-:class:`PlxprCompiler` is a PennyLane :class:`~pennylane.capture.PlxprInterpreter`. Evaluated
-while catalyst_lite traces, it binds JAX's primitives into the trace as they are and replaces
-PennyLane's by what catalyst_lite compiles:
-
-- operators are built and queued (into the circuit recorder of the QNode being compiled);
-  measurements are built and returned to the QNode (:mod:`.quantum`);
-- ``for_loop``/``while_loop``/``cond`` become catalyst_lite's control flow (:mod:`.control_flow`),
-  QNodes, mid-circuit measurements, ``adjoint``/``ctrl`` transforms catalyst_lite's quantum
-  machinery (:mod:`.quantum`), derivatives its transforms (:mod:`.differentiation`).
-
-A PennyLane primitive without a rule here is an error naming it, rather than an equation that
-fails later. Sizes: PennyLane passes the dynamic sizes of a nested program's array inputs as
-leading integer inputs (its "abstract shapes"); :class:`SizeLocations` recomputes them from the
-arrays inside catalyst_lite's bodies, whose arrays have sizes of their own.
+:class:`PlxprCompiler` binds JAX's primitives as they are and replaces PennyLane's by ours:
+operators are queued into the recorder of the QNode being compiled, control flow becomes our
+control flow (:mod:`.control_flow`), QNodes, mid-circuit measurements and ``adjoint``/``ctrl``
+our quantum machinery (:mod:`.quantum`), derivatives our transforms (:mod:`.differentiation`). A
+PennyLane primitive without a rule is an error naming it. PennyLane's leading "abstract shapes"
+inputs of nested programs are recomputed from our bodies' arrays (:class:`SizeLocations`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Tracing a function through PennyLane's program capture, inside a catalyst_lite trace.
 
-:func:`captured_program` wraps the user's function for :func:`~catalyst_lite.tracing.trace_program`.
-Called with the program's argument tracers, it
-
-1. captures the function as PennyLane does under ``qml.capture.enable()``: in a trace nested in
-   catalyst_lite's (so that arrays keep their symbolic sizes and JAX's dynamic-shape repairs
-   apply), with PennyLane's capture switched on and catalyst_lite standing aside
-   (:func:`~catalyst_lite.jax_extras.hosted_capture`): ``qml.for_loop``, QNode calls, operators and
-   measurements become PennyLane's primitives, a program in PennyLane's representation (plxpr);
-2. evaluates that program into catalyst_lite's trace with :class:`~.interpreter.PlxprCompiler`, with
-   PennyLane's capture off again: PennyLane's primitives become catalyst_lite's.
-
+:func:`captured_program` wraps the user's function for :func:`~catalyst_lite.tracing.trace_program`:
+it captures the function as PennyLane does, in a trace nested in ours (arrays keep their symbolic
+sizes; :func:`~catalyst_lite.jax_extras.hosted_capture`), then evaluates the captured program
+into our trace with :class:`~.interpreter.PlxprCompiler`, PennyLane's primitives becoming ours.
 For example (PennyLane's capture needs the JAX version it pins, 0.7.1)::
 
     @qjit(capture=True)

@@ -1,18 +1,8 @@
-"""Calling a qjit program from inside JAX transformations (``jax.grad``, ``jax.jvp``, ``jax.vmap``,
-``jax.jit``...): adapting its 64-bit world to the caller's.
+"""Calling a qjit program from inside JAX transformations (``jax.grad``, ``jax.vmap``, ``jax.jit``...).
 
-A qjit program always computes with 64-bit types (:func:`~catalyst_lite.jax_extras.x64_scope`),
-while the caller's JAX may run with ``jax_enable_x64`` off. Called with plain values, qjit simply
-returns 64-bit arrays. Called with the tracers of an outer transformation, its results flow into
-the caller's computation, so
-
-- results are cast to the caller's types (``float64`` becomes ``float32``, as the undecorated
-  function would give), and
-- under reverse mode, the backward pass, which JAX runs *after* qjit has returned and so outside
-  its 64-bit scope, is brought back into that scope with a ``jax.custom_vjp`` whose forward and
-  backward passes both run in 64 bits.
-
-With ``jax_enable_x64`` on in the caller, both worlds agree and nothing is adapted.
+A qjit program computes in 64 bits, the caller's JAX may not: results are cast to the caller's
+types, and under reverse mode the backward pass (which JAX runs after qjit returned) is brought
+back into 64 bits by a ``jax.custom_vjp``. With ``jax_enable_x64`` on nothing is adapted.
 
 >>> import jax
 >>> import jax.numpy as jnp

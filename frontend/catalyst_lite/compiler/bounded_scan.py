@@ -1,16 +1,10 @@
 """Reverse-mode loops with trip counts known only at run time, compiled as bounded scans.
 
-JAX transposes a loop only when XLA knows its trip count (a ``scan``): the backward pass needs
-every iteration's carry, in storage sized when the program is compiled. A ``for_loop`` with traced
-bounds, or a ``while_loop``, has no such count while it is staged, so its equation runs on the host
-(see :mod:`.segments`), where the count is a number. There it becomes a ``lax.scan`` over a
-*capacity bucket* of steps (the count rounded up to a power of two) whose steps beyond the count
-are ``lax.cond``'s identity branch: JAX stores and transposes it as one compiled program, and the
-same executable serves every count of its bucket. The taken steps compute what the loop computes,
-and an identity step passes cotangents through unchanged, so results are those of
-``jax.grad`` of ``lax.fori_loop`` with the count static, bit for bit.
-
-A ``while_loop`` first runs forward once (compiled, without derivatives) to count its iterations.
+JAX transposes a loop only when its trip count is static (a ``scan``). On the host, where the count
+is a number, a ``for_loop`` with traced bounds or a ``while_loop`` becomes a ``lax.scan`` over the
+count rounded up to a power of two, the steps beyond it ``lax.cond``'s identity branch: one
+executable serves every count of its bucket, and results are ``jax.grad`` of ``lax.fori_loop``'s
+with the count static, bit for bit. A ``while_loop`` first runs forward once to count.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, for_loop, grad
@@ -67,7 +61,7 @@ class BoundedScan:
         return fn
 
     def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
-        body, nfixed, nimplicit = self.body, self.nconsts + self.nimplicit, self.nimplicit
+        body, nimplicit = self.body, self.nimplicit
         prefix = self.predicate is None
 
         def run(fixed, carried, lower, step, count):

@@ -1,24 +1,13 @@
-"""Capacity buckets: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
+"""Capacity buffers: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
 
-A loop with ``allow_array_resizing`` changes the sizes of its carried arrays every iteration, so
-no static-shape program holds all its iterations. Here every carried array is stored in a buffer
-of a fixed *capacity* ``C`` along each resizable axis, with its true size carried alongside (as
-the loop's implicit dimensions already are). The body runs on the buffers through
-:func:`masked_eval`, an interpreter in which every size computed from a carried size is a traced
-integer and every array axis of such a size has length ``C``: elementwise operations run on the
-whole buffer (what lies beyond the true size is never read back), and the operations that move
-elements along a resizable axis (``concatenate``, slices, ``gather``) index by true sizes. The
-values within the true sizes are computed by the same arithmetic as at exact sizes, so results are
-identical, bit for bit.
-
-:class:`MaskedLoop` runs the iterations inside one ``lax.while_loop``, which stops early when an
-iteration would exceed the capacity (its results are discarded) or breaks an assumption of the
-trace. The host then re-enters with a larger capacity (predicted from the growth so far), or hands
-the remaining iterations back to exact, per-size execution, which reports the error as before. A
-body with an operation :func:`masked_eval` cannot run on buffers (a sort or reshape along a
-resizable axis, a nested loop over resizable arrays, ...) raises :class:`Unmaskable`, and the loop
-runs per size as before. Loops that keep their carried sizes but make arrays sized by their index
-(``jnp.ones(i)``) run here too (:func:`sized_in_body`): their bodies have no static shape either.
+Each carried array is stored in a buffer of a fixed capacity along every resizable axis, its true
+size carried alongside. :func:`masked_eval` runs the body on the buffers: elementwise operations
+on the whole buffer (what lies beyond the true size is never read back), the operations that move
+elements along a resizable axis by true sizes, so results are those at exact sizes, bit for bit.
+:class:`MaskedLoop` stops early when an iteration would exceed the capacity (the host re-enters
+with a larger one) or breaks an assumption (the rest runs per size, which reports it). A body
+:func:`masked_eval` cannot run raises :class:`Unmaskable`: the loop runs per size. See
+docs/architecture.md, "2. Specialize".
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, for_loop
@@ -54,7 +43,7 @@ from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
 from .specialize import (
-    Mode, NeedsHost, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
+    Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
 )
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "register_masked", "LoopShape",
@@ -92,7 +81,7 @@ def capacity_for(size: int) -> int:
     >>> capacity_for(0), capacity_for(16), capacity_for(17)
     (16, 16, 32)
     """
-    return max(MIN_CAPACITY, 1 << max(0, int(size) - 1).bit_length())
+    return max(MIN_CAPACITY, bucket(size))
 
 
 @dataclass
@@ -171,9 +160,8 @@ def _along(x: Any, axis: int, index: Any) -> Any:
     return jnp.take(x, index, axis=axis, mode="clip")
 
 
-def _window(x: Any, axis: int, start: Any, length: Any, out_len: int) -> Any:
-    """``out_len`` elements of ``x`` from ``start`` along ``axis`` (beyond ``length``: whatever)."""
-    del length
+def _window(x: Any, axis: int, start: Any, out_len: int) -> Any:
+    """``out_len`` elements of ``x`` from ``start`` along ``axis``."""
     index = jnp.clip(start + jnp.arange(out_len), 0, x.shape[axis] - 1)
     return _along(x, axis, index)
 
@@ -230,7 +218,7 @@ def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequen
         size = _size(eqn.invars[0].aval.shape[axis], env)
         clamped = jnp.clip(start, 0, jnp.maximum(size - length, 0))
         out_len = checks.cap_of(eqn.outvars[0].aval.shape[axis]) if padded_out[axis] else int(length)
-        out = _window(out, axis, clamped, length, out_len)
+        out = _window(out, axis, clamped, out_len)
     return out
 
 
@@ -277,7 +265,7 @@ def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> l
     dyn, sizes = iter(invals[2:]), []
     for axis, size in enumerate(params["slice_sizes"]):
         if size is None:
-            length = next(dyn)
+            next(dyn)  # the traced slice size: the whole (capacity-long) axis is taken
             if not padded[axis] or axis in dn.start_index_map:
                 raise Unmaskable("a gather of a traced slice size")
             size = operand.shape[axis]
@@ -290,7 +278,7 @@ def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> l
             else:
                 start = jnp.clip(start, 0, jnp.maximum(bound, 0))
             indices = indices.at[..., k].set(start.astype(indices.dtype))
-    return _bind(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
+    return bind_primitive(eqn.primitive, [operand, indices], {**params, "slice_sizes": tuple(sizes)})
 
 
 def _static_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -307,7 +295,7 @@ def _shaped(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     out_shape = buffer_shape(eqn.outvars[0].aval, env, checks)
     lengths = iter(n for n, p in zip(out_shape, eqn.params[SHAPE_PARAMS[eqn.primitive]]) if p is None)
     operands, params = fill_sizes(eqn.primitive, invals, eqn.params, lambda v: next(lengths))
-    return _bind(eqn.primitive, operands, params)
+    return bind_primitive(eqn.primitive, operands, params)
 
 
 def _true_part(x: Any, atom: Any, axes: Sequence[int], fill: Any, env: dict) -> Any:
@@ -345,7 +333,7 @@ def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[A
     operand = eqn.invars[0]
     axes = eqn.params["axes"]
     x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
-    return _bind(eqn.primitive, [x, *invals[1:]], eqn.params)
+    return bind_primitive(eqn.primitive, [x, *invals[1:]], eqn.params)
 
 
 def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -354,13 +342,13 @@ def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
     (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
     lhs = _true_part(invals[0], eqn.invars[0], lhs_c, 0, env)
     rhs = _true_part(invals[1], eqn.invars[1], rhs_c, 0, env)
-    return _bind(eqn.primitive, [lhs, rhs], eqn.params)
+    return bind_primitive(eqn.primitive, [lhs, rhs], eqn.params)
 
 
 def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     if eqn.params.get("reverse") and _padded(eqn.invars[0], env)[eqn.params["axis"]]:
         raise Unmaskable(f"a reversed {eqn.primitive} along a resizable axis")
-    return _bind(eqn.primitive, invals, eqn.params)
+    return bind_primitive(eqn.primitive, invals, eqn.params)
 
 
 def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -374,7 +362,7 @@ NESTED_RULES: dict[Primitive, MaskedRule] = {}
 
 
 def _plain(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    return _bind(eqn.primitive, invals, eqn.params)
+    return bind_primitive(eqn.primitive, invals, eqn.params)
 
 
 _REDUCTIONS = (lax.reduce_sum_p, lax.reduce_max_p, lax.reduce_min_p, lax.reduce_prod_p, lax.reduce_and_p,
@@ -403,11 +391,6 @@ def register_masked(primitive: Primitive, rule: MaskedRule, *, nested: bool = Fa
     ``nested``: a primitive with a body whose sizes are known only in the enclosing loop's
     iteration (its rule also runs when staging it alone needs the host)."""
     (NESTED_RULES if nested else MASKED_RULES)[primitive] = rule
-
-
-def _bind(prim: Any, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    out = prim.bind(*invals, **params)
-    return list(out) if prim.multiple_results else [out]
 
 
 def _size_check(eqn: Any, invals: list[Any], checks: Checks) -> bool:
@@ -478,7 +461,7 @@ def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: Checks, tou
         return NESTED_RULES[prim](eqn, invals, env, checks)
     if prim in _ELEMENTWISE:
         shape = buffer_shape(eqn.outvars[0].aval, env, checks)
-        return _bind(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
+        return bind_primitive(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
     if prim in MASKED_RULES:
         return MASKED_RULES[prim](eqn, invals, env, checks)
     raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")

@@ -1,24 +1,11 @@
 """Where compiled size-generic programs are kept between processes, and what makes an entry usable.
 
-The directory is ``CATALYST_LITE_CACHE_DIR`` when it is set; otherwise, when JAX's persistent
-compilation cache is on (``jax_compilation_cache_dir``), its ``catalyst_lite`` subdirectory;
-otherwise nothing is written to disk (as with JAX, whose cache is off until configured).
-
-An entry holds native code that the process will run, so the cache trusts only what the user
-alone could have written (the trust model of docs/troubleshooting.md):
-
-- the directory must be owned by the user and writable by no one else (it is created with mode
-  ``0700``); otherwise a :class:`~catalyst_lite.errors.CacheWarning` says so and the cache is off
-  (programs are compiled in memory only). Every operation goes through the directory opened and
-  checked once, so a path swapped after the check is not followed;
-- an entry is one line of JSON header (format version, the full key, the size and the SHA-256 of
-  the content) and the content; the key is the caller's (program, compiler, options) plus this
-  process's JAX and jaxlib versions and the CPU's instruction-set features. The file name is the
-  hash of the key, and the header is checked against the key, the size and the hash *before* the
-  content is returned: a truncated, corrupted, swapped or foreign entry is never used, but reported
-  (a ``CacheWarning``) and removed, and the caller compiles again;
-- a write is atomic (a temporary file, ``fsync``, rename): a reader sees a whole entry or none.
-  Temporary files left by a writer that was killed are removed later (after ``STALE_SECONDS``).
+The directory is ``CATALYST_LITE_CACHE_DIR``, else the ``catalyst_lite`` subdirectory of JAX's
+``jax_compilation_cache_dir``, else none (nothing is written). An entry is native code the process
+will run, so only what the user alone could have written is trusted: a private directory (else a
+:class:`~catalyst_lite.errors.CacheWarning` and memory only), a header checked against the key,
+size and SHA-256 before the content is used (a bad entry is reported and removed), atomic writes.
+The trust model is in docs/troubleshooting.md.
 
 >>> import os, tempfile
 >>> os.environ[CACHE_DIR_ENV_VAR] = tempfile.mkdtemp()

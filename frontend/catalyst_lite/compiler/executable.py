@@ -1,16 +1,10 @@
 """A traced program made callable: :class:`Executable` (a :class:`~catalyst_lite.tracing.Program`
 and its :class:`~.options.RunnerOptions`).
 
-It owns what calling the program takes, each in one place:
-
-- the flat argument layout of the jaxpr, ``[consts, implicit sizes, argument leaves]``
-  (:meth:`Executable.arguments`), with the constants drawn anew on every call where an extension
-  asked for it (the PRNG key of an unseeded circuit);
-- the general call path (:meth:`Executable.run`): its :class:`~.specialize.JaxprRunner` picks or
-  compiles the specialization of the call's sizes, or runs the program host-driven; the runners
-  of nested bodies that host-driven execution needs belong to it, so they die with it;
-- the fast path of repeated calls (:class:`FastCall`), which calls the compiled executable
-  directly.
+It owns the flat argument layout ``[consts, implicit sizes, argument leaves]``
+(:meth:`Executable.arguments`), the general call path (:meth:`Executable.run`, through its
+:class:`~.specialize.JaxprRunner`, which owns the runners of nested bodies) and the fast path of
+repeated calls (:class:`FastCall`).
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit

@@ -1,19 +1,10 @@
 """IREE, the optional size-generic compiler: one executable for every size of a program.
 
-XLA on the CPU needs static shapes, so it compiles a program once per size signature. IREE
-(the ``iree`` extra, ``pip install -e '.[iree]'``: ``iree-base-compiler`` and ``iree-base-runtime``) compiles
-the program's StableHLO with its ``?`` dimensions kept symbolic (:mod:`~..jax_extras.iree_lowering`)
-and runs the result at any size. Without the extra, :func:`available` is false and nothing here is
-used.
-
-The interface is small: :func:`lower` turns a jaxpr (its constants as leading arguments, then the
-implicit sizes, then the flat arguments: a :class:`~.specialize.JaxprRunner`'s jaxpr) into a
-:class:`LoweredProgram`; its :meth:`~LoweredProgram.cached` or :meth:`~LoweredProgram.compile` gives
-the compiled module, and :meth:`~LoweredProgram.load` an :class:`IreeExecutable`, which takes the jaxpr's
-inputs and returns its flat outputs as JAX arrays. Compiled modules are kept, when a cache directory
-is configured, on disk (:mod:`.disk_cache`: checked before they are loaded), keyed by the program's
-text, the compiler's version and options, the JAX versions and the CPU's features. A program IREE
-cannot compile raises :class:`Unsupported`, and that outcome is cached too.
+IREE (the ``iree`` extra) compiles a program's StableHLO with its ``?`` dimensions kept symbolic
+(:mod:`~..jax_extras.iree_lowering`). :func:`lower` turns a :class:`~.specialize.JaxprRunner`'s
+jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
+:class:`IreeExecutable`. Compiled modules (and :class:`Unsupported` outcomes) are kept in
+:mod:`.disk_cache` when one is configured. Without the extra :func:`available` is false.
 
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
 >>> import numpy as np

@@ -1,11 +1,8 @@
 """``QJIT.mlir``: the StableHLO of a traced program, with symbolic sizes as ``?`` dimensions.
 
-The text is what JAX's MLIR lowering makes of the *dynamic* jaxpr (before specialization):
-implicit dimension arguments are ``tensor<i64>`` arguments of ``@main``, arrays whose sizes are
-symbolic are ``tensor<?x...>``, and shapes built from sizes use the dynamic StableHLO ops
-(``stablehlo.dynamic_broadcast_in_dim``, ``stablehlo.dynamic_iota``). Loops and conditionals stay
-``stablehlo.while`` and ``stablehlo.case``. XLA on the CPU cannot run such a module; what it runs
-is :meth:`~catalyst_lite.QJIT.specialized_mlir`.
+Implicit dimensions are ``tensor<i64>`` arguments of ``@main`` and shapes built from sizes use the
+dynamic StableHLO ops. XLA on the CPU cannot run this module; what it runs is
+:meth:`~catalyst_lite.QJIT.specialized_mlir`.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit

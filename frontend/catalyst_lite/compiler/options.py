@@ -1,8 +1,5 @@
-"""How a qjit function's programs are compiled, and the bounded cache of their executables.
-
-:class:`RunnerOptions` travels from ``qjit`` to every runner of its programs, nested bodies
-included: XLA options, where to report (:mod:`catalyst_lite.reporting`) and
-the function's :class:`ExecutableCache`, whether programs get a size-generic tier.
+"""How a qjit function's programs are compiled (:class:`RunnerOptions`, shared by every runner of its
+programs, nested bodies included), and the bounded cache of their executables.
 
 >>> cache = ExecutableCache(maxsize=2)
 >>> class Runner:

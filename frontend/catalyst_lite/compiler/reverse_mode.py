@@ -1,18 +1,11 @@
 """Whether the program being specialized will be differentiated in reverse mode.
 
-JAX transposes ``lax.fori_loop`` with a static trip count (it becomes a ``scan``, whose iterations
-are stored) and ``lax.cond``/``lax.switch``, but refuses ``lax.while_loop`` and a ``fori_loop``
-with traced bounds: their number of iterations, and so the storage for what the backward pass
-needs, is unknown when XLA compiles the program. catalyst_lite knows it one step later: in
-host-driven execution (:attr:`~.specialize.Mode.HOST`) every loop runs from Python on concrete
-values, so JAX records each iteration (the trip count and the carries) in storage sized at run
-time. The staged rules of those loops therefore raise :class:`~.specialize.NeedsHost` while
-:func:`reverse_mode_requested` holds.
-
-It holds while a reverse-mode transformation of ours specializes its function (see
-:mod:`catalyst_lite.transforms.differentiation`), and while a :class:`~.specialize.JaxprRunner`
-runs on values that an outer ``jax.grad``/``jax.vjp`` is linearizing. Because it changes how a
-program is staged, runners key their compiled executables on it.
+JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds (the storage for the
+backward pass is unknown at compile time), so while :func:`reverse_mode_requested` holds the staged
+rules of those loops raise :class:`~.specialize.NeedsHost` and they run on the host (as bounded
+scans, :mod:`.bounded_scan`). It holds while a reverse-mode transformation of ours specializes its
+function, and while a runner runs on values an outer ``jax.grad``/``jax.vjp`` linearizes; runners
+key their executables on it.
 
 >>> reverse_mode_requested()
 False

@@ -1,24 +1,11 @@
 """Segmentation: run a program that needs the host as compiled segments around its host steps.
 
-A program whose sizes are known only after part of it ran (a loop resizing an array, a ``cond``
-whose branches return different sizes, a loop transposed in reverse mode) cannot be one XLA
-program: staging it raises :class:`~.specialize.NeedsHost` at one of its equations. Rather than
-evaluating the whole jaxpr eagerly, one primitive at a time, the jaxpr is split there::
-
-    prefix  = the equations before it       (one compiled program)
-    step    = that equation                 (its host rule, on concrete values)
-    suffix  = the equations after it        (a program of its own, split again if it needs)
-
-Each part is run by a runner keyed on its *own* size inputs, so the prefix is compiled once per
-size signature of the program, and the suffix once per size signature of the values it receives
-(sizes the host step computed included). Only the boundaries are driven from Python.
-
-A host step that ran compiled (a resizing loop on capacity buffers) leaves a *replay*: the same
-computation as a staging rule that takes the sizes it found as a prediction and returns a flag
-saying whether they held. When a program is called again with the same sizes,
-:class:`Speculation` stages the *whole* program with its host steps replayed, one XLA program
-with static shapes (the suffix included), and keeps its results when every flag holds: one
-dispatch and one read of a flag per call, instead of a dispatch per segment plus the boundaries.
+Staging a program whose sizes are known only after part of it ran raises
+:class:`~.specialize.NeedsHost` at one equation; the jaxpr is split there into a prefix (compiled),
+the step (its host rule, on concrete values) and a suffix (split again if it needs), each run by a
+runner keyed on its own size inputs. A host step that ran compiled leaves a replay; on a repeated
+call :class:`Speculation` stages the whole program with its replays, one XLA program whose flags
+say whether the sizes found last time held. See docs/architecture.md, "2. Specialize".
 
 >>> import jax, jax.numpy as jnp
 >>> closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + 1.0)(1.0)

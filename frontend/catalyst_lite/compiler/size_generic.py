@@ -1,26 +1,9 @@
-"""Size-generic execution: a new size runs at once, a size that comes back gets XLA's code.
+"""Size-generic execution (optional, with IREE): a new size runs at once on one executable compiled
+for every size, a size that comes back gets XLA's code.
 
-With IREE installed (the optional extra, see :mod:`.iree_backend`), a program whose sizes change
-between calls is compiled once more, for every size, and calls at sizes without an XLA executable
-run that size-generic executable instead of waiting for XLA to compile their size:
-
-1. the first call of a program looks for its size-generic executable in the disk cache of
-   :mod:`.disk_cache`, when one is configured; without one it runs on XLA, as without the extra;
-2. the first call at a *second* size signature starts compiling the size-generic executable on the
-   background thread (a program called at one size only never pays for it; a cached one that
-   failed its checks or its load is compiled at once); until it is ready, calls run on XLA. The
-   next call loads it: the module belongs to this tier and is released when the tier goes;
-3. once it is ready, a size without an XLA executable runs on it at once (after the checks staging
-   would make: size assumptions, negative or too large sizes, :func:`~.specialize.check_sizes`);
-4. the second call at one size compiles that size's XLA executable on the background thread; when
-   it is ready, the runner uses it: hot sizes run XLA's code (results bit-identical to
-   ``jax.jit``'s), other sizes stay within about 1e-12 relative of them (another compiler, other
-   roundings).
-
-A program IREE cannot compile (a loop that resizes its carried arrays, a ``grad`` inside the
-program, an operation IREE lacks) or that fails at run time falls back to XLA per size for good;
-:attr:`SizeGenericTier.reason` says why. ``qjit(size_generic=False)`` or the environment variable
-``CATALYST_LITE_SIZE_GENERIC=0`` turn the tier off.
+How the tier starts, loads from the disk cache, hands hot sizes to XLA and falls back for good is
+docs/architecture.md, "The size-generic tier"; :attr:`SizeGenericTier.reason` says why a program
+has none. ``qjit(size_generic=False)`` or ``CATALYST_LITE_SIZE_GENERIC=0`` turn it off.
 
 >>> import jax.numpy as jnp, numpy as np
 >>> from catalyst_lite import qjit, QJIT

@@ -1,20 +1,12 @@
-"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes.
+"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes (see docs/architecture.md,
+"2. Specialize").
 
-XLA on the CPU refuses unbounded dynamic dimensions, so a traced program runs by *specializing* it:
-every dimension variable gets its concrete value and the jaxpr is re-evaluated with static shapes.
-One interpreter, :func:`eval_jaxpr`, does this in two modes:
-
-- ``STAGED``: inside a ``jax.jit`` trace. Dimensions are Python ints (computed from the call's
-  sizes by folding the integer arithmetic that produces them); arrays are jit tracers. The result
-  is one static XLA program per size signature. A size that depends on data computed inside the
-  program (a loop that resizes an array, a ``cond`` whose branches return different sizes) raises
-  :class:`NeedsHost`.
-- ``HOST``: eager. Every value is concrete, so every size is known; the control-flow primitives
-  drive their loops from Python and run each body through a :class:`JaxprRunner`, which compiles
-  it once per size signature (the runners of bodies belong to the program's runner).
-
-Primitives with nested jaxprs register a rule per mode in :data:`staged_rules`/:data:`host_rules`
-and, in :data:`dimension_operand_rules`, which of their operands must be known to specialize them.
+One interpreter, :func:`eval_jaxpr`, in two modes: ``STAGED`` inside a ``jax.jit`` trace, sizes
+as Python ints (one static XLA program per size signature; a size that depends on data raises
+:class:`NeedsHost`), and ``HOST``, eager, where nested bodies run through a :class:`JaxprRunner`
+compiled once per size signature. Primitives with nested jaxprs register a rule per mode in
+:data:`staged_rules`/:data:`host_rules` and, in :data:`dimension_operand_rules`, the operands
+that must be known to specialize them.
 """
 
 from __future__ import annotations
@@ -36,7 +28,6 @@ from ..errors import ArgumentTypeError, ArrayTooLargeError, CatalystLiteError, C
 from ..jax_extras import (
     ClosedJaxpr,
     DropVar,
-    DShapedArray,
     Jaxpr,
     Literal,
     Primitive,
@@ -46,6 +37,7 @@ from ..jax_extras import (
     is_tracing,
     x64_scope,
 )
+from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
@@ -118,7 +110,7 @@ def specialize_if_static(primitive: Primitive, invals: list[Any], params: dict[s
     """``primitive``'s staged rule in the current trace, when every operand has a static shape
     and the values of the operands that size it are known (numbers, concrete, or known in the
     trace); ``None`` otherwise (symbolic sizes: the equation stays one equation)."""
-    if any(type(get_aval(x)) is DShapedArray for x in invals):
+    if any(has_symbolic_shape(get_aval(x)) for x in invals):
         return None
     needed = dimension_operand_rules[primitive](params)
     sizes = {k: dimension_value(invals[k]) for k in needed}
@@ -305,12 +297,12 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
     try:
         if prim in SHAPE_PARAMS:
             operands, params = _fill_dynamic_shape(eqn, invals)
-            return _bind(prim, operands, params)
+            return bind_primitive(prim, operands, params)
         if all(_is_index_scalar(v) for v in eqn.outvars) and not _any_traced(invals):
             with eval_context():
-                outs = _bind(prim, invals, eqn.params)
+                outs = bind_primitive(prim, invals, eqn.params)
             return [_folded(x, v.aval.dtype) for x, v in zip(outs, eqn.outvars)]
-        return _bind(prim, invals, eqn.params)
+        return bind_primitive(prim, invals, eqn.params)
     except _UNTRANSLATED:
         raise
     except Exception as err:
@@ -334,7 +326,8 @@ def _folded(value: Any, dtype: Any) -> Any:
     return np.dtype(dtype).type(host)
 
 
-def _bind(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
+    """Bind ``prim`` as JAX's own interpreter binds an equation; a list of results."""
     # As JAX's own interpreter binds an equation: primitives holding functions (custom_jvp_call's
     # jvp, custom_vjp_call's fwd and bwd) take them back as leading arguments.
     subfuns, params = prim.get_bind_params(params)
@@ -348,7 +341,7 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
     needed: set[Var] = set()
 
     def add_shape_vars(aval: Any) -> None:
-        if type(aval) is DShapedArray:
+        if has_symbolic_shape(aval):
             needed.update(d for d in aval.shape if isinstance(d, Var))
 
     for v in jaxpr.invars:

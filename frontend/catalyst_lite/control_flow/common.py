@@ -68,13 +68,13 @@ def tracing_mode(api: str, fn: Callable) -> str:
     )
 
 
-def dimension_error(err: DimensionMismatch, api: str, fn: Callable, what: str = "argument") -> DimensionError:
+def dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> DimensionError:
     """A user-facing message for a loop body whose result does not fit its argument."""
     name = function_name(fn)
     arg, res = err.arg_description, err.result_description
     if err.reason == "dimension":
         return DimensionError(
-            f"{api} body {name} changes a dimension of {what} {err.position}: it receives "
+            f"{api} body {name} changes a dimension of argument {err.position}: it receives "
             f"{arg} but returns {res}. Pass allow_array_resizing=True to {api} to let the loop "
             "change array sizes."
         )
@@ -85,7 +85,7 @@ def dimension_error(err: DimensionMismatch, api: str, fn: Callable, what: str = 
             "in are float32; pass float64 NumPy arrays or cast with .astype)"
         )
     return DimensionError(
-        f"{api} body {name} changes the {err.reason} of {what} {err.position}: it receives "
+        f"{api} body {name} changes the {err.reason} of argument {err.position}: it receives "
         f"{arg} but returns {res}; a loop must return values of the types it receives{hint}."
     )
 

@@ -572,14 +572,6 @@ def _lower(
     return lowering.case_op(index, lowering.ir_types(ctx.avals_out), regions)
 
 
-
-# --- differentiation at concrete sizes ----------------------------------------------------------
-# The rules above transform the equation; at concrete sizes the staged conditional is a
-# `lax.switch` (or, with known predicates, just the chosen branch), which JAX differentiates
-# forward and in reverse; the host-driven one runs the chosen branch as a compiled program, which
-# JAX differentiates. Branches that return different sizes run host-driven, so their results'
-# tangents have the chosen sizes.
-
 # --- registration --------------------------------------------------------------------------------
 
 register_nested_primitive(cond_p, output_type=_output_type, feeds=_feeds, check=_check,

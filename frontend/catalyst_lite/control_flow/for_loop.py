@@ -424,13 +424,9 @@ def _lower(
     return results
 
 
-
 # --- differentiation at concrete sizes ----------------------------------------------------------
-# The rules above transform the equation; at concrete sizes (a qjit program's specialization)
-# JAX differentiates the staged `lax.fori_loop` in forward mode, and in reverse mode a `fori_loop`
-# with a static trip count (a `scan`, whose iterations JAX stores). With traced bounds it is a
-# `while_loop`, which JAX cannot transpose (the storage size is unknown when XLA compiles): then
-# the loop runs host-driven, where the bounds are concrete and JAX records every iteration.
+# JAX transposes a staged `fori_loop` with a static trip count (a `scan`); with traced bounds the
+# loop runs on the host in reverse mode (see compiler/reverse_mode.py).
 
 
 def _require_static_trip_count_in_reverse_mode(count: Any) -> None:

@@ -5,8 +5,8 @@ A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``
 index) and its results ``*implicit *carried``: the carried sizes (only when the loop may resize
 arrays) and the carried values; ``while_loop``'s predicate takes ``*consts *implicit *carried``
 and returns one boolean. A loop's results have the types of its carried binders, whatever the
-number of iterations (none included): a carried size is an implicit result (``OutDBIdx``), a
-preserved one the operand that feeds the constant binder (``InDBIdx``).
+number of iterations (none included): a carried size is an implicit result, a preserved one the
+operand that feeds the constant binder.
 
 The rules bind the loop again with transformed bodies (:class:`LoopBody`'s ``jvp``, ``batched``,
 ``known_part``); each primitive says how its operands are grouped and how an equation is rebuilt
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ..errors import ControlFlowError
-from ..jax_extras import Jaxpr, OutDBIdx, OutputType, Var
-from ..jax_extras.dynshape import JaxprTypeError, input_type_of, output_type_of
+from ..jax_extras import Jaxpr, OutputType, Var
+from ..jax_extras.dynshape import JaxprTypeError, array_aval, input_type_of, output_type_of
 from ..jax_extras.nested import NestedBody, interleave, retrace
 from ..jax_extras.rules import Feeds, Zero, batch_call, bind_known, instantiate_zeros, jvp_call, move_batch_axis
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
-from ..jax_extras.tracing import DShapedArray, ShapedArray, forward_dependence, prune_jaxpr
+from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_carry, check_nested
 from .common import split_groups
 
@@ -81,7 +81,7 @@ class LoopBody:
         """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
         feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value.
 
-        A carried size that no iteration changes keeps its operand (``InDBIdx``), and carried
+        A carried size that no iteration changes keeps its operand, and carried
         sizes that hold one value at every iteration are one implicit result (Catalyst's
         convention: an array whose size a resizing loop never changes keeps its dimension).
         """
@@ -92,7 +92,7 @@ class LoopBody:
         returned = [v if same[k] == k and not invariant[k] else None for k, v in enumerate(implicit)]
         position = {v: k for k, v in enumerate(implicit)}
         return output_type_of(
-            [v.aval for v in carried], returned, operand_of, free=lambda v: OutDBIdx(same[position[v]])
+            [v.aval for v in carried], returned, operand_of, free=lambda v: same[position[v]]
         )
 
     def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
@@ -225,9 +225,7 @@ def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple
     out = []
     for (aval, explicit), b in zip(in_type, batched):
         if b:
-            shape = (size, *aval.shape)
-            cls = ShapedArray if all(type(d) is int for d in shape) else DShapedArray
-            aval = cls(shape, aval.dtype, aval.weak_type)
+            aval = array_aval((size, *aval.shape), aval.dtype, aval.weak_type)
         out.append((aval, explicit))
     return tuple(out)
 

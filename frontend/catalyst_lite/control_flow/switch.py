@@ -1,27 +1,10 @@
 """``switch``: Catalyst's index switch, one branch per integer case and a default.
 
 ``@switch(i)`` makes the decorated function the default branch; ``@<switch>.branch(k)`` adds the
-branch taken when ``i == k`` (any integers, in any order; unlike ``jax.lax.switch`` the index is
-not clamped). Calling the switch with the operands every branch takes runs one branch.
-
-With a traced index the switch is a :func:`~catalyst_lite.control_flow.cond.cond` whose
-predicates are ``i == k`` and whose ``otherwise`` branch is the default: the same equation, so it
-works wherever ``cond`` does (inside QNodes, loops, differentiated functions), with its rules for
-the branches' results. With a known index (a Python int, or outside qjit) the chosen branch is
-simply called, as Catalyst does.
-
->>> from catalyst_lite import qjit, switch
->>> @qjit
-... def pick(i: int, x: float):
-...     @switch(i)
-...     def scaled(x):
-...         return x / 4
-...     @scaled.branch(-3)
-...     def scaled(x):
-...         return x * 10
-...     return scaled(x)
->>> float(pick(-3, 12.0)), float(pick(7, 12.0))
-(120.0, 3.0)
+branch taken when ``i == k`` (any integers; unlike ``jax.lax.switch`` the index is not clamped).
+With a traced index the switch is a :func:`~catalyst_lite.control_flow.cond.cond` on ``i == k``
+(so it works wherever ``cond`` does); with a known one the chosen branch is simply called, as
+Catalyst does.
 """
 
 from __future__ import annotations

@@ -374,16 +374,9 @@ def _lower(
     return lowering.while_op(carry, body_types, cond, body, resizes)
 
 
-
 # --- differentiation at concrete sizes ----------------------------------------------------------
-# The rules above transform the equation; at concrete sizes (a qjit program's specialization) JAX
-# differentiates the staged `lax.while_loop` in forward mode, and the host-driven loop (resizing
-# carries) runs compiled bodies that JAX differentiates one by one. Reverse mode needs, for the backward pass, the trip count and every iteration's carries, in
-# storage whose size is only known once the loop has run: JAX refuses to transpose a
-# `lax.while_loop` for that reason. So, when reverse mode is requested, the loop runs host-driven:
-# the predicate is evaluated on concrete values in Python, each body call is a compiled program that
-# JAX differentiates, and JAX's tape records the iterations as they happen (storage sized at run
-# time, the trip count being the tape's length).
+# JAX differentiates the staged `lax.while_loop` forward only; reverse mode runs the loop on the
+# host (see compiler/reverse_mode.py and compiler/bounded_scan.py).
 
 
 def _require_host_in_reverse_mode() -> None:

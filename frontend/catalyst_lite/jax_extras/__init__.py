@@ -1,32 +1,19 @@
 """The seam between catalyst_lite and JAX's private internals.
 
-Every import of ``jax._src`` or ``jax.interpreters.partial_eval`` in catalyst_lite lives in this
-subpackage; the rest of the package imports the names it needs from here. A JAX upgrade touches
-these modules only.
+Every import of ``jax._src`` or ``jax.interpreters`` in catalyst_lite, and every use of JAX's
+dynamic-shape types (``DShapedArray``, de Bruijn indices), lives in this subpackage; the rest of the
+package imports the names it needs from here, so a JAX upgrade touches these modules only (what
+each does: docs/architecture.md, "The JAX-internals seam"):
 
-- :mod:`.patches`: scoped repairs to JAX 0.7's dynamic-shape path.
-- :mod:`.tracing`: dynamic-shape tracing scopes, input types, inner traces, emitted equations,
-  jaxpr utilities (pruning, dependence), ``dynamic_jaxprs()`` for JAX's own interpreters.
-- :mod:`.dimensions`: symbolic sizes in JAX's shape logic (staged min/max, checked assumptions).
-- :mod:`.size_facts`: what a trace decided about its sizes, as facts checked before a call.
-- :mod:`.size_expressions`: expressions over a program's sizes (printed, simplified, compiled).
-- :mod:`.numpy_functions`: jax.numpy functions given symbolic-size paths (``len``, searchsorted).
-- :mod:`.requirements`: what a call's sizes must satisfy (a reshape's element count and ``-1``).
-- :mod:`.random`: ``jax.random`` with symbolic sizes.
-- :mod:`.multi_result`: multi-result primitives (linear algebra) on symbolic shapes.
-- :mod:`.shapes`: primitives whose result shape is a parameter with ``None`` for dynamic sizes.
-- :mod:`.dynshape`: input and output types of nested programs (``expand_args``,
-  ``expand_results``, ``output_type_of``).
-- :mod:`.nested`: the nested-binding driver ``bind_nested`` (``DynshapePrimitive``).
-- :mod:`.rules`: what the JAX rules of the nested primitives share (staging, abstract evaluation,
-  JVP, batching, partial evaluation).
-- :mod:`.typecheck`: a type checker for dynamically-shaped jaxprs.
-- :mod:`.lowering`: StableHLO lowering of dynamically-shaped jaxprs; :mod:`.lowering_repairs`,
-  the scoped repairs of JAX's lowering helpers; :mod:`.lowering_targets`, who reads the StableHLO.
-- :mod:`.iree_lowering`: the same program in the dynamic forms IREE's compiler accepts.
-- :mod:`.literals`: lowering programs with many scalar constants in linear time (JAX 0.7.2).
-- :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: recognizing reverse-mode tracers and
-  ``x[i, j]`` reads, calling compiled executables through JAX's C++ dispatcher.
+- tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
+  :mod:`.typecheck`;
+- sizes in JAX's shape logic: :mod:`.dimensions`, :mod:`.size_facts`, :mod:`.size_expressions`,
+  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`, :mod:`.random`,
+  :mod:`.multi_result`;
+- lowering: :mod:`.lowering`, :mod:`.lowering_repairs`, :mod:`.lowering_targets`,
+  :mod:`.iree_lowering`, :mod:`.literals`;
+- :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: reverse-mode tracers, ``x[i, j]``
+  reads, JAX's C++ dispatcher.
 """
 
 import contextlib

@@ -1,35 +1,22 @@
 """Symbolic sizes inside JAX's own shape logic.
 
-Under dynamic shapes a size is a *dimension tracer*: an ``int64[]`` value of the program being
-traced. jax.numpy and the shape rules of ``lax`` were written for sizes that are Python ints (or
-``jax.export`` symbolic polynomials) and do two things with them that tracers cannot do:
+A size is a dimension tracer, an ``int64[]`` value of the program being traced; jax.numpy and
+``lax``'s shape rules were written for Python ints (or ``jax.export`` polynomials). Here
 
-1. **arithmetic and min/max** (``core.min_dim(n, k)``, ``max(0, n - 1) // 2``). Arithmetic on
-   tracers already stages equations (see ``stage_dimension_arithmetic`` in :mod:`.patches`);
-   :func:`min_dim`/:func:`max_dim` stage ``min``/``max`` too, so the result is again a dimension.
-2. **comparisons used as Python booleans** (``if d < 0: raise``, ``if start >= 0: ...``). A trace
-   cannot know the answer, so it makes an *assumption*: it decides the comparison by evaluating
-   it at generic, large, distinct sizes (:func:`generic_values`; it must come out the same for
-   two opposite orderings of the sizes) -- or, in a trace guided by a call, at that call's sizes
-   (see :mod:`.size_facts`) -- and records the decision as a *fact* of the program. A call
-   checks the facts before it runs the program (and gets another program, traced for its sizes,
-   when one is false: :mod:`catalyst_lite.compiler.assumptions`). Decisions outside shape rules are
-   also ``assume_size`` equations, checked when the program is specialized: one inside a loop body
-   that depends on the loop's own values cannot be checked before the call, and raises
-   :class:`~catalyst_lite.errors.SizeAssumptionError` if it is false, so a program never silently
-   computes what JAX would not.
+1. :func:`min_dim`/:func:`max_dim` stage ``min``/``max``, so the result is again a dimension;
+2. a comparison used as a Python boolean is decided at generic, large, distinct sizes
+   (:func:`generic_values`), or at a guiding call's sizes, and recorded as a fact of the program
+   (:mod:`.size_facts`), which a call checks before it runs (another program is traced when one is
+   false). One inside a loop body is an ``assume_size`` equation, checked at specialization
+   (:class:`~catalyst_lite.errors.SizeAssumptionError`); sizes computed separately (``x[1:]``,
+   ``x[:-1]``) are assumed equal when equal at every generic assignment;
+3. a size tracer takes jax.numpy's paths for ``jax.export`` symbolic dimensions (hashes by
+   identity, becomes a 0-d object array in NumPy shape arithmetic).
 
-   Two sizes computed separately (``x[1:]`` and ``x[:-1]`` both have ``n - 1`` elements) are
-   likewise assumed equal when they are equal at every generic assignment (``definitely_equal``).
-3. **the paths jax.numpy takes for ``jax.export`` symbolic dimensions**: a size tracer counts as a
-   symbolic dimension (``is_symbolic_dim``), passes ``concrete_or_error(None, ...)`` unchanged,
-   hashes by identity (a static argument of a jitted helper) and becomes a 0-d object array in
-   NumPy shape arithmetic (``np.delete(shape, axes)``), as a polynomial dimension would.
-
-Comparisons made *by JAX itself* are assumed when they are computed from sizes and integer
-arguments alone; the user's own only when computed from sizes of abstracted axes alone (``if
-x.shape[0] > 0:``, a number under ``jax.jit``). A user's ``if n > 3:`` on an integer argument keeps
-JAX's ``TracerBoolConversionError``, as under ``jax.jit``.
+JAX's own comparisons are assumed when computed from sizes and integer arguments alone; the user's
+only when computed from sizes of abstracted axes alone: ``if n > 3:`` on an integer argument keeps
+JAX's ``TracerBoolConversionError``, as under ``jax.jit``. See docs/architecture.md, "How a call
+picks its program".
 """
 
 from __future__ import annotations
@@ -309,9 +296,9 @@ def _in_shape_rule() -> bool:
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
-def _called_by_jax(depth: int = 2) -> bool:
-    """The caller ``depth`` frames up is JAX's own code, not the user's."""
-    module = sys._getframe(depth).f_globals.get("__name__", "")
+def _called_by_jax() -> bool:
+    """The caller of our caller is JAX's own code, not the user's."""
+    module = sys._getframe(2).f_globals.get("__name__", "")
     return module.startswith("jax.")
 
 

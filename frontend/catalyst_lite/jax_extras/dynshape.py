@@ -1,21 +1,12 @@
-"""Types of nested programs: the design documents' input and output types, with de Bruijn indices.
+"""Types of nested programs: the design documents' input and output types, sizes as de Bruijn indices.
 
-A primitive holding nested jaxprs (a loop body, branches, a function to differentiate) relates
-three lists: the equation's *operands*, each body's *binders* (its arguments), and the equation's
-*results*. Sizes flow between them as de Bruijn indices:
-
-- :func:`expand_args` (design doc: ``deduceInputType``) turns outer values into the input type of
-  a body: dimensions that become implicit arguments are ``DBIdx``, chosen by the
-  :class:`ExpansionStrategy`;
-- :func:`input_type_of` is the input type a traced jaxpr's binders already have (how a body is
-  traced again, transformed, by a JVP or batching rule);
-- :func:`expand_results` (``deduceOutputType``) decides which result sizes of a loop body or
-  branch are implicit results;
-- :func:`output_type_of` is **the** output-type function: the type of an equation's results,
-  where a size is ``InDBIdx(k)`` (operand ``k``), ``OutDBIdx(k)`` (result ``k``, an implicit
-  result) or a number. Every primitive of catalyst_lite computes its output type with it, when it
-  is traced, staged again, type-checked or transformed; :func:`join_output_types` joins the types
-  of alternatives (``cond``'s branches) with it.
+:func:`expand_args` (``deduceInputType``) gives a body's input type from outer values, by an
+:class:`ExpansionStrategy`; :func:`input_type_of` the type a traced body's binders have;
+:func:`expand_results` (``deduceOutputType``) which result sizes are implicit results;
+:func:`output_type_of` is *the* output-type function of every primitive (a size is an operand, an
+implicit result or a number), and :func:`join_output_types` joins alternatives' types with it.
+:func:`array_aval` and :func:`has_symbolic_shape` are how the rest of catalyst_lite makes and reads
+array types without naming JAX's dynamic-shape types.
 
 >>> import numpy as np
 >>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]
@@ -111,6 +102,28 @@ def same_dim(d1: Any, d2: Any) -> bool:
 def is_dynamic(d: Any) -> bool:
     """A dimension that is not a number (a tracer, a variable or a de Bruijn index)."""
     return not isinstance(d, (int, np.integer))
+
+
+def has_symbolic_shape(aval: Any) -> bool:
+    """``aval`` is an array type with a size that is not a number (JAX's dynamic-shape type).
+
+    >>> import numpy as np
+    >>> has_symbolic_shape(array_aval((2, 3), np.dtype("float64")))
+    False
+    """
+    return type(aval) is DShapedArray
+
+
+def array_aval(shape: Sequence[Any], dtype: Any, weak_type: bool = False) -> Any:
+    """The array type of ``shape``: JAX's static type when every size is a number, else its
+    dynamic-shape type (sizes that are variables, tracers or de Bruijn indices).
+
+    >>> import numpy as np
+    >>> array_aval((2, 3), np.dtype("float64")).str_short()
+    'float64[2,3]'
+    """
+    cls = ShapedArray if all(type(d) is int for d in shape) else DShapedArray
+    return cls(tuple(shape), dtype, weak_type)
 
 
 # --- input types ---------------------------------------------------------------------------------
@@ -262,8 +275,8 @@ def output_type_of(
     - a number when it is one (or a literal);
     - ``OutDBIdx(k)`` when it is the ``k``-th implicit result;
     - ``InDBIdx(operand_of[v])`` when it is a binder ``v`` fed by an operand;
-    - otherwise ``free(v)`` (a caller still deciding its implicit results), or an error: a size
-      the enclosing program could not name.
+    - otherwise implicit result ``free(v)`` (a caller still deciding its implicit results; ``None``:
+      undecided), or an error: a size the enclosing program could not name.
 
     >>> from jax._src import core
     >>> n, m = core.Var(DIM_AVAL), core.Var(DIM_AVAL)
@@ -274,11 +287,8 @@ def output_type_of(
     out_type: list[tuple[Any, bool]] = [(DIM_AVAL, False)] * len(implicit)
     for aval in avals:
         if type(aval) is DShapedArray:
-            shape = tuple(_outer_dim(d, implicit, operand_of, free) for d in aval.shape)
-            if all(type(d) is int for d in shape):
-                aval = ShapedArray(shape, aval.dtype, aval.weak_type)
-            else:
-                aval = aval.update(shape=shape)
+            shape = [_outer_dim(d, implicit, operand_of, free) for d in aval.shape]
+            aval = array_aval(shape, aval.dtype, aval.weak_type)
         out_type.append((aval, True))
     return tuple(out_type)
 
@@ -294,7 +304,8 @@ def _outer_dim(d: Any, implicit: Sequence[Any], operand_of: Mapping[Any, int], f
     if d in operand_of:
         return InDBIdx(operand_of[d])
     if free is not None:
-        return free(d)
+        k = free(d)
+        return None if k is None else OutDBIdx(k)
     raise JaxprTypeError(f"a result size {d} is neither an operand nor an implicit result")
 
 
@@ -330,10 +341,7 @@ def join_output_types(
             dims = [a.shape[j] for a in per_alternative]
             inner = [avals[p - nimplicit].shape[j] for avals, _, _ in alternatives]
             shape.append(_join_dim(dims, inner, alternatives, same_operand, new, allow_new_implicit))
-        if all(type(d) is int for d in shape):
-            joined.append(ShapedArray(tuple(shape), aval.dtype, aval.weak_type))
-        else:
-            joined.append(DShapedArray(tuple(shape), aval.dtype, aval.weak_type))
+        joined.append(array_aval(shape, aval.dtype, aval.weak_type))
     total = nimplicit + len(new[0])
     out_type = tuple([(DIM_AVAL, False)] * total + [(a, True) for a in joined])
     return out_type, new

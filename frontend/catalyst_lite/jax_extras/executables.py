@@ -1,12 +1,8 @@
-"""Calling XLA executables compiled ahead of time, with as little Python in between as JAX allows.
+"""Calling XLA executables compiled ahead of time through the C++ dispatcher ``jax.jit`` uses.
 
-``jax.stages.Compiled.__call__`` is a Python method that creates, on first use, the same C++
-dispatcher ``jax.jit`` calls through (a ``PjitFunction``) and then forwards every call to it. A
-specialization is called on every run of a program, so catalyst_lite keeps the dispatcher itself.
-
-A qjit function is called through a dispatcher of its own (:func:`dispatcher`): a call of a
-signature it holds :func:`dispatch_data` for runs the executable with no Python, as a repeated
-``jax.jit`` call does; any other call reaches catalyst_lite's Python call path.
+A specialization is called on every run, so catalyst_lite keeps the dispatcher that
+``jax.stages.Compiled.__call__`` would create and forward to. A qjit function has one of its own
+(:func:`dispatcher`): a call of a signature it holds :func:`dispatch_data` for runs with no Python.
 
 >>> import jax, jax.numpy as jnp
 >>> compiled = jax.jit(lambda x: [x + 1.0]).lower(jnp.ones(2)).compile()

@@ -1,23 +1,12 @@
 """StableHLO for IREE: the dynamically-shaped program in the forms IREE's compiler accepts.
 
-IREE (``iree-base-compiler``) compiles StableHLO with ``?`` dimensions once, for every size. Its
-input conversion lacks some of the dynamic forms JAX emits, so :data:`IREE` lowers them otherwise:
-
-- a reshape to symbolic sizes is MLIR's ``tensor.reshape`` (IREE does not lower
-  ``stablehlo.dynamic_reshape``; the tensor dialect is one of its input dialects);
-- a ``dot_general`` with symbolic sizes is put in batch-matmul form, ``[B, M, K] x [B, K, N]``,
-  or, for vector products (``M`` or ``N`` of 1), is a product and a sum (IREE lowers the other
-  forms through a static ``reshape``, which fails on ``?`` sizes);
-- a broadcast to symbolic sizes that changes nothing is no op, and a broadcast of a broadcast is
-  one (IREE rewrites such pairs, loses what they say about expanding dimensions, and fails);
-- a ``gather`` that is a slice of symbolic size (``x[1:]``, ``x[:k]``) is a
-  ``stablehlo.real_dynamic_slice`` (IREE does not lower ``dynamic_gather``);
-- nested bodies and loops and conditionals re-derive the sizes of their arguments and results
-  from the dimension values in scope (IREE cannot otherwise tell the sizes of a loop's carried
-  values inside a nested loop or conditional);
-- a loop that resizes its carried arrays is refused (:class:`~.lowering_targets.UnsupportedLowering`):
-  IREE 3.x assumes that the sizes of a loop's carried values never change, and such a loop
-  computes wrong results or fails to compile.
+IREE's input conversion lacks some dynamic forms JAX emits, so :data:`IREE` lowers them otherwise:
+a reshape to symbolic sizes is ``tensor.reshape``; a symbolic ``dot_general`` is put in
+batch-matmul form (a product and a sum for vector products); a no-op broadcast is dropped and a
+broadcast of a broadcast is one; a slice of symbolic size is ``stablehlo.real_dynamic_slice``;
+nested bodies re-derive their sizes from the dimension values in scope. A loop that resizes its
+carried arrays is refused (:class:`~.lowering_targets.UnsupportedLowering`): IREE 3.x assumes a
+loop's carried sizes never change.
 
 >>> import jax.numpy as jnp
 >>> import numpy as np

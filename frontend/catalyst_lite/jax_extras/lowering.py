@@ -1,17 +1,9 @@
 """StableHLO lowering of dynamically-shaped jaxprs (the JAX-internals side of ``QJIT.mlir``).
 
-JAX 0.7 still lowers most primitives correctly when a shape holds dimension variables (it emits
-``stablehlo.dynamic_broadcast_in_dim``, ``stablehlo.dynamic_iota`` and ``tensor<?x...>`` types),
-but its top-level driver and some helpers rotted. This module
-
-- repairs the helpers with scoped :class:`~.patches.Patch` es (:mod:`.lowering_repairs`, active
-  only in the calling thread, inside :func:`~.tracing.dynamic_tracing`);
-- replaces the driver by :func:`lower_jaxpr_to_stablehlo`, which builds one public ``func.func
-  @main`` whose arguments are the jaxpr's inputs (implicit dimension arguments are ``tensor<i64>``)
-  and lowers the body with ``mlir.jaxpr_subcomp``;
-- offers what the lowering rules of catalyst_lite's own primitives need
-  (:func:`register_lowering`, :func:`lower_nested_jaxpr`, :func:`ir_types`, ...), so that those
-  rules never import ``jax._src`` themselves.
+JAX 0.7 still lowers most primitives with dimension variables in shapes, but its top-level driver
+and some helpers rotted: the helpers get scoped repairs (:mod:`.lowering_repairs`), the driver is
+replaced by :func:`lower_jaxpr_to_stablehlo`, and the lowering rules of catalyst_lite's primitives
+get what they need here (:func:`register_lowering`, :func:`lower_nested_jaxpr`, :func:`ir_types`).
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
@@ -98,12 +90,13 @@ def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence
     _DYNAMIC_ONLY_RULES[prim] = rule
 
 
-def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrValue], config: str) -> list[IrValue]:
+def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrValue], config: str,
+                has_side_effect: bool = False) -> list[IrValue]:
     """``stablehlo.custom_call @catalyst_lite.<name>``: an operation of the dynamic program whose
     body is only chosen at specialization (its operands and result types are the equation's)."""
     op = mlir.custom_call(
         f"catalyst_lite.{name}", result_types=ir_types(ctx.avals_out), operands=list(operands),
-        backend_config=config,
+        backend_config=config, has_side_effect=has_side_effect,
     )
     return list(op.results)
 

@@ -15,7 +15,6 @@ import numpy as np
 from jax._src import core
 from jax._src import linear_util as lu
 from jax._src.interpreters import mlir
-from jax._src.lax import lax as lax_internal
 from jax._src.lib.mlir import ir
 
 from .lowering_targets import current_target

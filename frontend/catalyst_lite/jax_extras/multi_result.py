@@ -1,18 +1,9 @@
 """Multi-result primitives on dynamically-shaped operands.
 
-JAX's single-result primitives build their result type with ``lax.utils.standard_abstract_eval``,
-which still has its dynamic-shape branch: a ``DShapedArray`` operand gives a ``DShapedArray``
-result whose shape the primitive's shape rule computes from the operand's dimension tracers. Its
-multi-result twin, ``standard_multi_result_abstract_eval``, lost that branch and raises
-``TypeError((avals...), DShapedArray)``. Every linear-algebra decomposition is such a primitive
-(``lu``, ``eigh``, ``eig``, ``svd``, ``schur``, ``hessenberg``, ``tridiagonal``...), as are the
-variadic ``reduce`` and ``rng_bit_generator``: with a symbolic size, ``jnp.linalg.inv`` or
-``jnp.linalg.eigh`` failed while tracing.
-
-The repair gives each such primitive the missing branch while catalyst_lite traces: the same shape,
-dtype and weak-type rules, applied to the operands' dynamic shapes (so ``min(m, n)`` of two sizes
-is a staged ``min``, see :mod:`.dimensions`). At specialization every shape is static again and
-JAX's own rule runs.
+``standard_multi_result_abstract_eval`` lost the dynamic-shape branch its single-result twin keeps,
+so ``jnp.linalg.inv``/``eigh`` (every decomposition, variadic ``reduce``, ``rng_bit_generator``)
+failed with a symbolic size. The repair gives each the branch while catalyst_lite traces, with the
+primitive's own shape, dtype and weak-type rules.
 """
 
 from __future__ import annotations
@@ -25,6 +16,7 @@ from jax._src.lax import lax as lax_internal
 from jax._src.lax import linalg as lax_linalg
 from jax._src.lax import utils as lax_utils
 
+from .dynshape import array_aval
 from .patches import Patch, is_active, register_patch
 
 __all__ = ["standard_multi_result_primitives"]
@@ -67,12 +59,7 @@ def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
             weak_types = weak_type_rule(*avals, **params)
             if isinstance(weak_types, bool):
                 weak_types = (weak_types,) * len(shapes)
-            out_avals = [
-                core.ShapedArray(shape, dtype, weak_type)
-                if all(type(d) is int for d in shape)
-                else core.DShapedArray(tuple(shape), dtype, weak_type)
-                for shape, dtype, weak_type in zip(shapes, out_dtypes, weak_types)
-            ]
+            out_avals = [array_aval(*t) for t in zip(shapes, out_dtypes, weak_types)]
             return out_avals, core.no_effects
 
         return abstract_eval

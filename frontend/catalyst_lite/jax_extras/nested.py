@@ -1,28 +1,12 @@
-"""The nested-binding driver: one ``bind_nested(spec, bodies, operands)`` for every primitive.
+"""The nested-binding driver: one ``bind_nested(spec, bodies, operands)`` for every primitive with
+nested programs (the design documents' ``bindNested(Function, Inputs, S)``).
 
-``bindNested(Function, Inputs, S)`` of "Jax dynamically-shaped arrays", for primitives with one
-or several nested programs (``for_loop``'s body, ``while_loop``'s predicate and body, ``cond``'s
-branches, the function ``grad`` differentiates):
-
-1. deduce the input type of the bodies (:func:`~.dynshape.expand_args` with the strategy ``S``);
-2. trace each body in an inner trace (:func:`trace_nested`: :func:`~.tracing.input_type_to_tracers`,
-   :func:`~.tracing.collapse`, the Python body, :func:`~.dynshape.expand_results`, then the jaxpr
-   with captured values hoisted to leading constants);
-3. build the equation's operands and parameters (the primitive's ``NestedSpec.equation``);
-4. bind the primitive with ``Primitive.bind``, so that whatever trace is current sees it: the
-   staging rule of :mod:`.rules` computes the output type (:func:`~.dynshape.output_type_of`),
-   emits the equation and builds the result tracers;
-5. collapse the results to the explicit ones.
-
-*Threaded values* (``NestedSpec.threaded``: the state vector of a quantum circuit being compiled,
-its PRNG key) are carried through every body without the user writing them: appended to the
-arguments of loop bodies and to the results of every body that returns values, and set to the
-equation's results afterwards. A resizing loop whose result changes a size that its initial value
-has as a number is traced again with that size made an implicit argument.
-
-The rules that transform an equation (JVP, batching, partial evaluation, transposition) trace
-their transformed bodies with :func:`retrace`, in the bodies' own input types
-(:func:`~.dynshape.input_type_of`), and bind the primitive again.
+It deduces the bodies' input type (:func:`~.dynshape.expand_args` with strategy ``S``), traces each
+body in an inner trace (:func:`trace_nested`), builds the equation (``NestedSpec.equation``) and
+binds the primitive, whose staging rule (:mod:`.rules`) computes the output type. *Threaded
+values* (``NestedSpec.threaded``: a circuit's state vector, its PRNG key) are carried through every
+body without the user writing them. Transforming rules (JVP, batching, partial evaluation) trace
+their bodies again with :func:`retrace`, in the bodies' own input types.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
-"""jax.numpy functions that need a symbolic-size path of their own.
+"""jax.numpy functions that need a symbolic-size path of their own (the rest compute with sizes
+through what :mod:`.dimensions` makes symbolic).
 
-Most of jax.numpy computes with sizes through the operators and shape rules that
-:mod:`.dimensions` makes symbolic. A few functions do something else with a size:
-
-- **Python's** ``len``: ``jnp.interp`` and ``jnp.convolve``/``correlate`` ask ``len(x)``, which
-  must return an ``int``. :func:`with_symbolic_len` runs such a function with a ``len`` that
-  returns the symbolic length (comparisons of it are then decided as any of JAX's, see
-  :mod:`.dimensions`). A convolution's padding must be Python ints too: with a symbolic
-  padding (a symbolic-length kernel) the input is padded first.
-- **a loop whose trip count is computed from a size**: ``jnp.searchsorted`` (and ``digitize``,
-  ``interp``, ``histogram`` through it) runs a binary search of ``ceil(log2(n + 1))`` steps with
-  ``lax.scan``, whose length must be a number (and whose carry cannot have a symbolic shape).
-  With symbolic sizes it uses JAX's sort-based method instead, which gives the same indices.
-- **a scan whose carry has a symbolic shape**: JAX's scan cannot carry one; the short static
-  scans of jax.numpy (``jnp.polyval`` over its coefficients) run unrolled instead.
-- **the index dtype chosen from a size**: ``int_dtype_for_dim(n)`` is ``int32`` below ``2**31``.
-  With a symbolic ``n`` it assumes ``n < 2**31`` (a fact of the program: a larger ``n`` gets a
-  program traced for it), so results have ``jax.jit``'s dtype.
+- Python's ``len`` (``jnp.interp``, ``jnp.convolve``) returns the symbolic length
+  (:func:`with_symbolic_len`); a symbolic convolution padding pads the input first.
+- ``jnp.searchsorted`` (and ``digitize``, ``interp``, ``histogram``) uses JAX's sort-based method:
+  its binary search is a ``lax.scan`` whose length is computed from the size.
+- short static scans whose carry has a symbolic shape (``jnp.polyval``) run unrolled.
+- ``int_dtype_for_dim(n)`` assumes a symbolic ``n < 2**31`` (a fact of the program), so results
+  have ``jax.jit``'s dtype.
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -36,7 +27,6 @@ from typing import Any, Callable
 
 import jax
 import numpy as np
-from jax._src import core
 from jax._src.lax import control_flow
 from jax._src.lax import convolution
 from jax._src.lax import lax
@@ -45,18 +35,15 @@ from jax._src.numpy import lax_numpy
 
 from .dimensions import decide_size_comparison
 from .patches import Patch, is_active, register_patch
+from .shapes import is_symbolic
 
 __all__ = ["symbolic_len", "with_symbolic_len"]
-
-
-def _is_symbolic(d: Any) -> bool:
-    return isinstance(d, core.Tracer)
 
 
 def symbolic_len(x: Any) -> Any:
     """``len(x)``; the symbolic length when ``x``'s leading axis is symbolic (while tracing)."""
     shape = getattr(x, "shape", None)
-    if is_active() and shape and _is_symbolic(shape[0]):
+    if is_active() and shape and is_symbolic(shape[0]):
         return shape[0]
     return builtins.len(x)
 
@@ -85,7 +72,7 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
     # and JAX's scan cannot carry arrays of a symbolic shape (the queries'). The sort-based method
     # finds the same indices.
     def searchsorted_via_scan(unrolled, sorted_arr, query, side, dtype):
-        if is_active() and any(map(_is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
+        if is_active() and any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
             return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
         return original(unrolled, sorted_arr, query, side, dtype)
 
@@ -99,7 +86,7 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
         if (
             is_active()
             and not isinstance(padding, str)
-            and any(_is_symbolic(p) for pair in padding for p in pair)
+            and any(is_symbolic(p) for pair in padding for p in pair)
             and all(d == 1 for d in lhs_dilation or ())
         ):
             numbers = kwargs.get("dimension_numbers", args[1] if len(args) > 1 else None)
@@ -130,7 +117,7 @@ def _make_scan(original: Callable) -> Callable:
             is_active()
             and isinstance(steps, (int, np.integer))
             and steps <= _UNROLLED_SCAN_LENGTH
-            and any(_is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
+            and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
         ):
             return original(f, init, xs, length, reverse, unroll, _split_transpose)
         carry, ys = init, []
@@ -153,7 +140,7 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
     def int_dtype_for_dim(d, *, signed):
-        if is_active() and _is_symbolic(d):
+        if is_active() and is_symbolic(d):
             bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
             small = decide_size_comparison(d, bound, "<=", generic_answer=True)
             if small is not None:

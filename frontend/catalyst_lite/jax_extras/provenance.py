@@ -1,12 +1,9 @@
-"""Where a traced scalar comes from: recognizing ``x[i, j]`` (static indices), and scalars
-computed alike, while tracing.
+"""Where a traced scalar comes from: ``x[i, j]`` with static indices, or scalars computed alike.
 
-A circuit's parameters are usually read one by one from one array (``params[layer, wire]``) or
-computed one by one by the same formula (``x * angle[g]``). Stacking thousands of such scalars back
-into a vector costs XLA one small kernel each to compile; recognizing where they come from lets the
-compiled circuit compute them all at once: a single gather (:func:`static_element_source`), or the
-formula applied to vectors (:func:`vectorized_stack`), the scalar equations being left unused. This
-reads JAX 0.7's tracing equations (``tracer.parent``), hence its place here.
+Circuit parameters read one by one (``params[layer, wire]``) or computed by one formula would cost
+XLA a kernel each to stack; recognized, they are one gather (:func:`static_element_source`) or the
+formula on vectors (:func:`vectorized_stack`). It reads JAX 0.7's tracing equations, hence its
+place here.
 
 >>> import numpy as np
 >>> from catalyst_lite import qjit

@@ -1,15 +1,9 @@
 """``jax.random`` with symbolic sizes.
 
-Random numbers are drawn by two primitives whose result shape is a parameter, ``random_bits``
-and ``random_split``; with a symbolic size there, their abstract evaluation builds a
-``ShapedArray`` with a tracer in its shape and fails. Here they give a ``DShapedArray``, and the
-size is staged as a trailing operand (the :data:`~.shapes.SHAPE_PARAMS` convention), filled in at
-specialization.
-
-``permutation``/``shuffle`` choose their number of sorting rounds from the array's size, a Python
-decision JAX refuses to make for a symbolic size. They become one ``shuffle`` equation that runs
-JAX's own shuffle when the program is specialized, the size then known: the rounds, and so the
-numbers, are ``jax.jit``'s.
+``random_bits``/``random_split`` with a symbolic size in their shape parameter stage it as a
+trailing operand (the :data:`~.shapes.SHAPE_PARAMS` convention). ``permutation``/``shuffle`` choose
+their sorting rounds from the size, so they become one ``shuffle`` equation running JAX's own at
+specialization: the numbers are ``jax.jit``'s.
 
 >>> import jax, numpy as np
 >>> from catalyst_lite import qjit

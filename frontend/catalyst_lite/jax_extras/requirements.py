@@ -1,16 +1,10 @@
-"""Size requirements: what a call's sizes must satisfy for its program to mean anything.
+"""Size requirements: what a call's sizes must satisfy for ``jax.jit`` to accept the call at all.
 
-An *assumption* (:mod:`.dimensions`) is a choice JAX's shape logic made at generic sizes; other
-sizes would take another path through JAX. A *requirement* is a fact without which ``jax.jit``
-itself refuses the call: a reshape keeps the number of elements, and the ``-1`` of a reshape is a
-whole quotient. With symbolic sizes neither can be checked while tracing, and JAX's dynamic-shape
-path checks neither (``reshape``'s shape rule skips its check under dynamic shapes, and
-``core.cancel_divide_tracers`` computes ``n * (1 // 3)``, size 0, for ``x.reshape(-1, 3)``).
-
-Here a ``-1`` becomes the staged quotient of the sizes, ``jnp.split``/``array_split`` into
-sections get symbolic pieces, and each requirement is a ``require_size`` equation that
-specialization checks at the call's sizes (a trace guided by a call's sizes checks it at once),
-raising :class:`BrokenRequirement`, which a call reports as an
+Unlike an assumption (:mod:`.dimensions`), a requirement has no other path: a reshape keeps the
+number of elements and its ``-1`` is a whole quotient, which JAX's dynamic-shape path checks
+neither of. Here a ``-1`` is the staged quotient, ``jnp.split`` into sections gets symbolic pieces,
+and each requirement is a ``require_size`` equation checked at specialization (at once in a guided
+trace), raising :class:`BrokenRequirement`, reported as an
 :class:`~catalyst_lite.errors.IncompatibleSizesError` naming the sizes.
 
 >>> import numpy as np, jax.numpy as jnp
@@ -38,6 +32,7 @@ from jax._src.numpy import lax_numpy
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .patches import Patch, is_active, register_patch
+from .shapes import is_symbolic
 from .size_facts import current_scope
 
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
@@ -74,10 +69,6 @@ require_size_p.def_abstract_eval(lambda *args, **params: [])
 mlir.register_lowering(require_size_p, lambda ctx, *args, **params: [])
 
 
-def _is_symbolic(d: Any) -> bool:
-    return isinstance(d, core.Tracer)
-
-
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
     """Record that ``lhs relation rhs`` must hold (``"=="``, or ``"divides"``: ``rhs % lhs == 0``
     with ``lhs != 0``), in the trace of the symbolic side(s). ``message`` may name ``{lhs}`` and
@@ -88,7 +79,7 @@ def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
     ``jax.jit`` refuses here."""
     where = user_call_site()
     _check_at_point(lhs, rhs, relation, message, where)
-    trace = next(d._trace for d in (lhs, rhs) if _is_symbolic(d))
+    trace = next(d._trace for d in (lhs, rhs) if is_symbolic(d))
     with core.set_current_trace(trace):
         require_size_p.bind(lhs, rhs, relation=relation, message=message, where=where)
 
@@ -102,15 +93,15 @@ def _check_at_point(lhs: Any, rhs: Any, relation: str, message: str, where: str)
         return  # not a function of the call's sizes alone
     ((lhs_value, rhs_value),) = points
     if not _RELATIONS[relation](int(lhs_value), int(rhs_value)):
-        sides = [scope.expression(d) if _is_symbolic(d) else None for d in (lhs, rhs)]
+        sides = [scope.expression(d) if is_symbolic(d) else None for d in (lhs, rhs)]
         inputs = frozenset().union(*(e.inputs() for e in sides if e is not None))
         raise BrokenRequirement(f"{where}: {message.format(lhs=lhs_value, rhs=rhs_value)}.", inputs)
 
 
 def _product(sizes: Sequence[Any]) -> Any:
     """The product of sizes, staged only where a size is symbolic (no ``* 1``)."""
-    static = math.prod(d for d in sizes if not _is_symbolic(d))
-    symbolic = [d for d in sizes if _is_symbolic(d)]
+    static = math.prod(d for d in sizes if not is_symbolic(d))
+    symbolic = [d for d in sizes if is_symbolic(d)]
     if not symbolic:
         return static
     out = symbolic[0]
@@ -121,7 +112,7 @@ def _product(sizes: Sequence[Any]) -> Any:
 
 def _key(d: Any) -> Any:
     """What a size is, for comparing shapes: its variable, or its value."""
-    return ("var", d.val) if _is_symbolic(d) else int(d)
+    return ("var", d.val) if is_symbolic(d) else int(d)
 
 
 def _shape_key(sizes: Sequence[Any]) -> list:
@@ -141,15 +132,15 @@ def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
     """
     original = (_shape_key(num), _shape_key(den))
     num, den = list(num), list(den)
-    for d in [d for d in den if _is_symbolic(d)]:
+    for d in [d for d in den if is_symbolic(d)]:
         match = next((i for i, n in enumerate(num) if n is d), None)
         if match is not None:
             del num[match]
             den.remove(d)
-    static_num = math.prod(d for d in num if not _is_symbolic(d))
-    static_den = math.prod(d for d in den if not _is_symbolic(d))
-    if not any(map(_is_symbolic, den)) and static_den and static_num % static_den == 0:
-        quotient = _product([d for d in num if _is_symbolic(d)] + [static_num // static_den])
+    static_num = math.prod(d for d in num if not is_symbolic(d))
+    static_den = math.prod(d for d in den if not is_symbolic(d))
+    if not any(map(is_symbolic, den)) and static_den and static_num % static_den == 0:
+        quotient = _product([d for d in num if is_symbolic(d)] + [static_num // static_den])
     else:
         total, divisor = _product(num), _product(den)
         require(
@@ -158,7 +149,7 @@ def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
             "of the other sizes ({lhs}) does not evenly divide {rhs}",
         )
         quotient = lax.div(total, divisor)  # checked first: the requirement comes before
-    if _is_symbolic(quotient):
+    if is_symbolic(quotient):
         _quotients.setdefault(quotient._trace.frame, {})[quotient.val] = original
     return quotient
 
@@ -167,7 +158,7 @@ def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> 
     """``new_sizes`` is a shape of ``shape``'s element count by construction: one of its sizes is
     the quotient of ``shape`` by the others (:func:`size_quotient`)."""
     for i, d in enumerate(new_sizes):
-        if _is_symbolic(d):
+        if is_symbolic(d):
             divided = _quotients.get(d._trace.frame, {}).get(d.val)
             others = (*new_sizes[:i], *new_sizes[i + 1 :])
             if divided == (_shape_key(shape), _shape_key(others)):
@@ -180,7 +171,7 @@ def _make_cancel_divide_tracers(original):
     # cancels equal tracers and then divides the *remaining static* sizes, `1 // 3` for
     # `(n,) -> (-1, 3)`: size 0. (And it gives up, then fails, when a tracer does not cancel.)
     def cancel_divide_tracers(num, denom):
-        if is_active() and any(map(_is_symbolic, (*num, *denom))):
+        if is_active() and any(map(is_symbolic, (*num, *denom))):
             return size_quotient(num, denom)
         return original(num, denom)
 
@@ -208,7 +199,7 @@ def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
     constant, symbolic, todo = 1, [], list(sizes)
     while todo:
         d = todo.pop()
-        if not _is_symbolic(d):
+        if not is_symbolic(d):
             constant *= int(d)
         elif isinstance(d.val, core.Literal):
             constant *= int(d.val.val)
@@ -231,7 +222,7 @@ def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
 
 
 def _describe_shape(shape: Sequence[Any]) -> str:
-    return "(" + ", ".join("?" if _is_symbolic(d) else str(d) for d in shape) + ")"
+    return "(" + ", ".join("?" if is_symbolic(d) else str(d) for d in shape) + ")"
 
 
 def _make_split(original):
@@ -242,7 +233,7 @@ def _make_split(original):
     # the first `size % sections` pieces.
     def _split(op, ary, indices_or_sections, axis=0):
         size = np.shape(ary)[axis] if isinstance(axis, int) and -np.ndim(ary) <= axis < np.ndim(ary) else None
-        if not (is_active() and _is_symbolic(size) and _is_count(indices_or_sections)):
+        if not (is_active() and is_symbolic(size) and _is_count(indices_or_sections)):
             return original(op, ary, indices_or_sections, axis)
         sections = int(indices_or_sections)
         if op == "array_split":  # piece i has ceil((size - i) / sections) elements

@@ -1,26 +1,14 @@
-"""The pieces of the JAX rules of catalyst_lite's nested primitives.
+"""What the JAX rules of catalyst_lite's nested primitives share, so that the primitive modules never
+touch ``jax._src`` (each registers its rules with :func:`register_nested_primitive`).
 
-Each primitive module (``control_flow/for_loop.py``, ``while_loop.py``, ``cond.py``,
-``transforms/differentiation.py``) registers its rules at its end, in JAX's own tables, as JAX's
-``lax/control_flow/loops.py`` does: abstract evaluation, a staging rule, a type-checking rule, JVP,
-partial evaluation, transposition and batching. This module holds what they share, so that they
-never touch ``jax._src`` themselves:
-
-- the tables (:data:`custom_staging_rules`, :data:`primitive_jvps`, ...);
-- :func:`staging_rule`: how the primitive is staged. In a dynamic-shape trace (catalyst_lite's
-  own) the output type (:func:`~.dynshape.output_type_of`) is resolved against the operands and
-  the equation is emitted; in a static trace (``jax.jit``, where sizes are numbers) the equation
-  is specialized at once, so the jit program holds JAX's own loops;
-- :func:`abstract_eval_rule`: the result avals from the operand avals (sizes found by matching
-  the nested jaxprs' binder types with the operands' types);
-- the two ways a rule transforms an equation. With symbolic sizes, the primitive is bound again
-  with transformed bodies, traced by :func:`~.nested.retrace` in their own input types while
-  evaluating the body under a JVP (:func:`jvp_call`) or a batching (:func:`batch_call`). With
-  known sizes and static shapes, JAX transforms the equation's specialization (its staged rule,
-  :data:`specializations`), run under a JVP (:func:`jvp_of`), a batching (:func:`batch_of`), a
-  partial evaluation or a ``jax.vjp``: its loops become JAX's own, which JAX transforms best.
-
-:func:`register_nested_primitive` registers all of a primitive's rules at once.
+- :func:`staging_rule`: in catalyst_lite's dynamic-shape trace the output type
+  (:func:`~.dynshape.output_type_of`) is resolved against the operands and the equation emitted; in
+  a static trace (``jax.jit``) the equation is specialized at once, so the program holds JAX's loops.
+- :func:`abstract_eval_rule`: result avals from operand avals.
+- Transforming an equation: with symbolic sizes the primitive is bound again with bodies traced by
+  :func:`~.nested.retrace` (:func:`jvp_call`, :func:`batch_call`); with static shapes JAX transforms
+  its specialization (:data:`specializations`: :func:`jvp_of`, :func:`batch_of`, partial evaluation,
+  ``jax.vjp``), since JAX transforms its own loops best.
 """
 
 from __future__ import annotations
@@ -35,14 +23,12 @@ from jax._src.interpreters import ad, batching
 from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
-from .dynshape import OutputType, same_dim
+from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
 from .nested import interleave
 from .tracing import (
-    DShapedArray,
     InDBIdx,
     Jaxpr,
     OutDBIdx,
-    ShapedArray,
     Var,
     dimension_value,
     emit_equation,
@@ -142,12 +128,8 @@ def resolve_output_type(
 
     avals = []
     for aval, _ in out_type:
-        if type(aval) is DShapedArray:
-            shape = tuple(size(d) for d in aval.shape)
-            if all(type(d) is int for d in shape):
-                aval = ShapedArray(shape, aval.dtype, aval.weak_type)
-            else:
-                aval = aval.update(shape=shape)
+        if has_symbolic_shape(aval):
+            aval = array_aval([size(d) for d in aval.shape], aval.dtype, aval.weak_type)
         avals.append(aval)
     return avals
 

@@ -23,7 +23,7 @@ from ..errors import SymbolicShapeError
 from .patches import Patch, is_active, register_patch
 from .tracing import dimension_value
 
-__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "sizes_as_operands", "fill_sizes"]
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "sizes_as_operands", "fill_sizes", "is_symbolic"]
 
 SHAPE_PARAMS = {
     lax_internal.broadcast_in_dim_p: "shape",
@@ -85,9 +85,9 @@ def _split_as_dynamic_slices(operand, *, sizes, axis):
 def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
     """``lax.pad`` whose low/high widths are symbolic: the static widths (and interior padding)
     by ``pad``, each symbolic one as a block of ``padding_value`` concatenated to that side."""
-    if any(_is_tracer(interior) for _, _, interior in padding_config):
+    if any(is_symbolic(interior) for _, _, interior in padding_config):
         raise NotImplementedError("lax.pad with a symbolic interior padding")
-    static = [(0 if _is_tracer(lo) else lo, 0 if _is_tracer(hi) else hi, i) for lo, hi, i in padding_config]
+    static = [(0 if is_symbolic(lo) else lo, 0 if is_symbolic(hi) else hi, i) for lo, hi, i in padding_config]
     out = lax_internal.pad(operand, padding_value, static)
     for axis, (lo, hi, _) in enumerate(padding_config):
         blocks = [
@@ -96,7 +96,7 @@ def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
             )
             for width in (lo, hi)
         ]
-        parts = [blocks[0]] * _is_tracer(lo) + [out] + [blocks[1]] * _is_tracer(hi)
+        parts = [blocks[0]] * is_symbolic(lo) + [out] + [blocks[1]] * is_symbolic(hi)
         if len(parts) > 1:
             out = lax_internal.concatenate(parts, axis)
     return out
@@ -110,7 +110,8 @@ SIZE_PARAM_REWRITES: dict[core.Primitive, tuple[tuple[str, ...], Callable[..., A
 }
 
 
-def _is_tracer(d: Any) -> bool:
+def is_symbolic(d: Any) -> bool:
+    """A size (or width) that is a tracer, not a number."""
     return isinstance(d, core.Tracer)
 
 
@@ -122,7 +123,7 @@ def _leaves(value: Any) -> list[Any]:
 
 
 def _holds_tracers(params: dict[str, Any], names: tuple[str, ...]) -> bool:
-    return any(_is_tracer(d) for name in names for d in _leaves(params.get(name) or ()))
+    return any(is_symbolic(d) for name in names for d in _leaves(params.get(name) or ()))
 
 
 def _has_size_tracers(primitive: core.Primitive, params: dict[str, Any]) -> bool:
@@ -162,7 +163,7 @@ def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -
     """A size tracer in any other parameter would escape the jaxpr (and break its specialization
     later, far from the cause): refuse it while tracing, naming the primitive."""
     for name, value in params.items():
-        if any(_is_tracer(v) for v in _leaves(value)):
+        if any(is_symbolic(v) for v in _leaves(value)):
             raise NotImplementedError(
                 f"primitive {primitive.name!r} takes a symbolic size in its parameter {name!r}, "
                 "which JAX 0.7's dynamic-shape path cannot stage"

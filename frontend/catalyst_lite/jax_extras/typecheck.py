@@ -1,19 +1,10 @@
 """A type checker for catalyst_lite's jaxprs, dynamic shapes included.
 
-JAX's ``core.check_jaxpr`` is built for dynamic shapes in its structure: every size in a type must
-be a bound ``i64[]`` variable, and an equation's result types (with ``InDBIdx``/``OutDBIdx``
-substituted by its operands and results) must match its binders. Its per-equation typing, though,
-calls JAX's shape rules, which do not take variables as sizes. :func:`check_jaxpr` keeps that
-structure and types each equation by
-
-- the typing rule of catalyst_lite's nested primitives (it checks their nested jaxprs with this
-  checker and the operands fed to each binder, and returns the primitive's output type);
-- when its operands and results have static types, JAX's own typing rule (``cond``,
-  ``while``...) or abstract evaluation;
-- otherwise the result types JAX's shape rules gave while tracing (sizes still must be in scope).
-
-So a wrong output type from any rule of catalyst_lite's primitives is caught.
-``CATALYST_LITE_TYPECHECK=1`` makes every traced program checked (the test suite sets it).
+:func:`check_jaxpr` keeps ``core.check_jaxpr``'s structure (every size a bound ``i64[]`` variable,
+result types matching their binders) but types each equation by the typing rule of our nested
+primitives, by JAX's own rule when its types are static, and otherwise by the types JAX's shape
+rules gave while tracing. ``CATALYST_LITE_TYPECHECK=1`` checks every traced program (the test suite
+sets it).
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr

@@ -1,26 +1,17 @@
 """Differentiation inside (and outside) ``@qjit``: ``grad``, ``value_and_grad``, ``jacobian``,
 ``jvp`` and ``vjp`` with Catalyst's signatures.
 
-Inside a qjit trace, a transformation traces the function *once*, with the enclosing program's
-symbolic sizes, into a nested jaxpr and emits one equation::
+Inside a trace the function is traced once, with the enclosing sizes symbolic, into one equation::
 
     outs = differentiate[fn_jaxpr, nconsts, nargs, nimplicit_out, wrt, transform, method, h]
                *consts *args *extra
 
-``fn_jaxpr`` takes ``*consts *args`` and returns ``*implicit *results`` (implicit: the sizes of
-the results). ``extra`` are the tangents (``transform="jvp"``) or the cotangents (``"vjp"``).
-The equation returns the implicit sizes, then
-
-- ``"jvp"``: the results and their tangents;
-- ``"vjp"``: the results and the cotangents of the arguments ``wrt`` (flat argument positions);
-- ``"jacobian"``: one block per (result, argument in ``wrt``), result-major.
-
-Differentiation happens at *specialization*, when every size is known: the rule evaluates
-``fn_jaxpr`` at concrete sizes (:func:`~catalyst_lite.compiler.specialize.eval_jaxpr`; plain
-static-shape JAX when staged) and applies ``jax.jvp``/``jax.vjp``/``jax.jacrev`` to that
-evaluation, or forward finite differences for ``method="fd"`` (as Catalyst does). How our loops are differentiated
-is described in :mod:`catalyst_lite.compiler.reverse_mode` and in the ``differentiation``
-sections of the control-flow modules.
+``fn_jaxpr`` returns ``*implicit *results``; ``extra`` are tangents (``"jvp"``) or cotangents
+(``"vjp"``). The equation returns the implicit sizes, then the results and their tangents
+(``"jvp"``), the results and the cotangents of the ``wrt`` arguments (``"vjp"``), or one Jacobian
+block per (result, argument) (``"jacobian"``). Differentiation happens at specialization, sizes
+known: ``jax.jvp``/``jax.vjp``/``jax.jacrev`` of the evaluated body, or forward finite differences
+(``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.reverse_mode`.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, grad
@@ -64,9 +55,9 @@ from ..errors import (
     DifferentiationError,
     function_name,
 )
-from ..jax_extras import ClosedJaxpr, DShapedArray, get_aval, is_tracing, mlir
-from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, output_type_of, same_dim
-from ..jax_extras.lowering import ir_types, register_lowering
+from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
+from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
+from ..jax_extras.lowering import opaque_call, register_lowering
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
 from ..jax_extras.typecheck import check_nested
@@ -282,12 +273,6 @@ def differentiate(
 # --- types ---------------------------------------------------------------------------------------
 
 
-def _jacobian_block_aval(result: Any, argument: Any) -> Any:
-    """The aval of d result / d argument: the result's shape followed by the argument's."""
-    shape = (*result.shape, *argument.shape)
-    return DShapedArray(shape, result.dtype, False)
-
-
 def _result_avals(params: dict[str, Any]) -> list[Any]:
     """The equation's explicit results, typed inside ``fn_jaxpr``: the function's results and
     their tangents (``jvp``), its results and the cotangents of the arguments in ``wrt``
@@ -299,7 +284,7 @@ def _result_avals(params: dict[str, Any]) -> list[Any]:
         return results * 2
     if params["transform"] == "vjp":
         return [*results, *wrt]
-    return [_jacobian_block_aval(r, a) for r in results for a in wrt]
+    return [array_aval((*r.shape, *a.shape), r.dtype) for r in results for a in wrt]  # d r / d a
 
 
 def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
@@ -729,12 +714,6 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     return set(dimension_inputs(params["fn_jaxpr"].jaxpr))
 
 
-# --- transformations (at known sizes) ------------------------------------------------------------
-# A derivative is taken when the equation is specialized (the sizes known). So are its own
-# derivatives and its batched version: JAX transforms the specialization, which must then be
-# possible (sizes known; inside a qjit trace, nest catalyst_lite's transformations instead).
-
-
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program, where derivatives do not exist yet (they are taken at
 # specialization): the equation is one opaque `stablehlo.custom_call @catalyst_lite.<transform>`
@@ -745,14 +724,7 @@ def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, ni
            wrt: tuple[int, ...], transform: str, method: str, h: float) -> list[Any]:
     """StableHLO of ``differentiate``: an opaque call naming the transformation."""
     del fn_jaxpr, nconsts, nargs, nimplicit_out  # reflected in the operands and result types
-    config = f"method={method} h={h} wrt={list(wrt)}"
-    op = mlir.custom_call(
-        f"catalyst_lite.{transform}",
-        result_types=ir_types(ctx.avals_out),
-        operands=list(operands),
-        backend_config=config,
-    )
-    return list(op.results)
+    return opaque_call(ctx, transform, operands, f"method={method} h={h} wrt={list(wrt)}")
 
 
 # --- registration --------------------------------------------------------------------------------

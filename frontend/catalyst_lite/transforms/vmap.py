@@ -1,19 +1,11 @@
-"""``vmap``: Catalyst's vectorizing map, a loop over the batch.
+"""``vmap``: Catalyst's vectorizing map, a loop over the batch, with ``jax.vmap``'s signature.
 
-``vmap(fn, in_axes=0, out_axes=0, axis_size=None)`` has ``jax.vmap``'s signature and results. As in
-Catalyst, it is not a batching transformation: inside ``@qjit`` it becomes a ``for_loop`` that
-calls ``fn`` on one slice of the batch per iteration and writes each result into its row of the
-stacked output. So it works for anything ``fn`` may contain (our loops and conditionals, QNodes,
-callbacks) without batching rules, and the batch size may be symbolic. The first slice is
-computed before the loop: its results give the shapes and dtypes of the stacked outputs.
-
-Over a batch split over devices (the axes that shard dimension 0 of qjit's ``in_shardings``, or
-``spmd_axis_name``; outside qjit, the ``NamedSharding`` of a mapped argument), the loop runs in
-``jax.shard_map``: each device loops over its own rows and no row is gathered (docs/scaling.md).
-
-Outside qjit, ``vmap(fn)`` compiles itself with qjit once (Catalyst calls ``jax.vmap`` there;
-the results are the same). While PennyLane captures the program (``qjit(capture=True)``) the loop
-is PennyLane's ``qml.for_loop``, which the captured program compiles back into ours.
+As in Catalyst it is not a batching transformation: inside ``@qjit`` it is a ``for_loop`` calling
+``fn`` on one slice per iteration (the first slice, computed before the loop, gives the stacked
+outputs' types), so it works for anything ``fn`` contains and the batch size may be symbolic. A
+batch split over devices runs in ``jax.shard_map``, each device over its own rows
+(docs/scaling.md). Outside qjit it compiles itself with qjit once; under PennyLane's capture the
+loop is ``qml.for_loop``.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, vmap
