@@ -90,10 +90,6 @@ def _is_library_file(filename: str) -> bool:
     return filename.startswith(_LIBRARY_DIRS)
 
 
-def _is_library_frame(frame) -> bool:
-    return _is_library_file(frame.f_code.co_filename)
-
-
 def _describe_line(filename: str, lineno: int) -> str:
     code = linecache.getline(filename, lineno).strip()
     return f"{filename}:{lineno}" + (f": `{code}`" if code else "")
@@ -103,7 +99,7 @@ def user_location(tb: TracebackType | None) -> str | None:
     """``file:line: `source``` of the innermost user frame of a traceback (``None`` if none)."""
     location = None
     for frame, lineno in traceback.walk_tb(tb):
-        if not _is_library_frame(frame):
+        if not _is_library_file(frame.f_code.co_filename):
             location = _describe_line(frame.f_code.co_filename, lineno)
     return location
 

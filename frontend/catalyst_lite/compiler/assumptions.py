@@ -294,9 +294,7 @@ class ProgramFamily:
     def _static_point(self, values: Sequence[Any]) -> list[int | None]:
         return [v if k in self.inputs.sizes else None for k, v in enumerate(self.inputs.point(values))]
 
-    def _trace_static(
-        self, values: Sequence[Any], trace: Tracer, error: IncompatibleSizesError | None = None
-    ) -> Any:
+    def _trace_static(self, values: Sequence[Any], trace: Tracer, error: IncompatibleSizesError | None = None) -> Any:
         """A program traced with the call's sizes as constants; if ``jax.jit`` refuses these sizes
         too (a ``TypeError``/``ValueError`` of JAX's shape logic), ``error`` (naming the sizes)
         when given."""
