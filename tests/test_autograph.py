@@ -1152,3 +1152,157 @@ def test_an_unsupported_construct_is_a_not_implemented_error():
     with pytest.raises(NotImplementedError, match="Cannot convert 'test_an_unsupported.*for/else"):
         qjit(autograph=True)(f)
     assert float(qjit(f)(1.0)) == 40.0  # without autograph: a Python loop, as written
+
+
+# --- Catalyst's conventions and phrases (issue #28) ------------------------------------------------
+
+
+def test_logical_operators_on_arrays_are_elementwise():
+    def both(a, b):
+        return a and b
+
+    def either(a, b):
+        return a or b
+
+    def negated(a):
+        return not a
+
+    a, b = np.array([0, 1, 2, 0]), np.array([1, 1, 0, 0])
+    assert np.array_equal(qjit(autograph=True)(both)(a, b), np.logical_and(a, b))
+    assert np.array_equal(qjit(autograph=True)(either)(a, b), np.logical_or(a, b))
+    assert np.array_equal(qjit(autograph=True)(negated)(a), np.logical_not(a))
+    assert bool(qjit(autograph=True)(negated)(0.0)) is (not 0.0)  # a scalar: Python's truth
+
+
+def test_true_division_in_place_of_an_integer_array_gives_floats():
+    def halve_each(x):
+        for i in range(x.shape[0]):
+            x[i] /= 2
+        return x
+
+    x = np.array([5, 3, 4])
+    expected = x.astype(float)
+    for i in range(3):
+        expected[i] /= 2  # NumPy on floats (JAX's x.at[i].divide(2) of ints gives these too)
+    with pytest.warns(AutoGraphWarning):  # the compiled loop would change the array's dtype
+        ours = qjit(autograph=True)(halve_each)
+        result = ours(x)
+    assert result.dtype == np.float64 and np.array_equal(result, expected)
+    assert np.array_equal(jnp.array(x).at[0].divide(2)[:1], expected[:1])
+
+
+def test_fallback_warning_names_the_loop_as_a_traceback_does():
+    def f():
+        total = 0
+        names = ["a", "bb", "ccc"]
+        for i in range(3):
+            total = total + len(names[i])
+        return total
+
+    line = inspect.getsourcelines(f)[1] + 3
+    with pytest.warns(AutoGraphWarning) as record:
+        ours = qjit(autograph=True)(f)
+    assert int(ours()) == f() == 6
+    text = str(record[0].message)
+    assert text.startswith("Tracing of an AutoGraph converted for loop failed with an exception:")
+    assert "TracerIntegerConversionError:    The __index__() method was called" in text
+    assert f'  File "{HERE}", line {line}, in f\n    for i in range(3):\n' in text
+
+
+def test_reading_an_unassigned_variable_is_unbound_local_and_autograph_error():
+    def f():
+        for x in [0, 4, 5]:
+            acc = acc + x  # noqa: F821 (read before any assignment)
+        return acc
+
+    with pytest.raises(UnboundLocalError):  # plain Python
+        f()
+    with pytest.raises(AutoGraphError, match="'acc' is potentially uninitialized") as info:
+        qjit(autograph=True)(f)
+    assert isinstance(info.value, UnboundLocalError)
+
+
+def test_errors_start_with_catalysts_phrases():
+    with pytest.raises(AutoGraphError, match="^Unsupported object for transformation"):
+        run_autograph(42)
+
+    def square(x):
+        return x**2
+
+    with pytest.raises(AutoGraphError, match="function was not converted by AutoGraph"):
+        autograph_source(qjit(square))
+    with pytest.raises(
+        catalyst_lite.CompileError, match="In order for 'autograph_include' to work, 'autograph' must be set to True"
+    ):
+        qjit(autograph_include=["numpy"])(square)
+
+    def starts_as_text(pred: bool):
+        x = ""
+        while pred:
+            x = 3
+        return x
+
+    with pytest.raises(AutoGraphError, match="'x' was initialized with type <class 'str'>"):
+        qjit(autograph=True)(starts_as_text)
+
+    def first_assigned_in_loop(pred: bool):
+        while pred:
+            y = 3
+        return y
+
+    with pytest.raises(AutoGraphError, match="'y' is potentially uninitialized"):
+        qjit(autograph=True)(first_assigned_in_loop)
+
+    @qml.qnode(qml.device("default.qubit", wires=1))
+    def measured(switch: bool):
+        if switch:
+            return qml.expval(qml.PauliY(0))
+        return qml.expval(qml.PauliZ(0))
+
+    with pytest.raises(TypeError, match="requires a consistent return structure"):
+        qjit(autograph=True)(measured)
+
+
+def test_function_defined_in_a_compiled_loop_reads_the_loop_index():
+    def doubled_indices(n, weights):
+        total = 0.0
+        for i, w in enumerate(weights[:n]):
+            def term():
+                return i * 2.0 * w
+            total = total + term()
+        for k in range(n):
+            def other():
+                return k + 1.0
+            total = total + other()
+        return total
+
+    weights = np.array([1.0, 0.5, 2.0, 3.0])
+    ours = qjit(autograph=True)(doubled_indices)
+    for n in (4, 2):
+        assert float(ours(n, weights)) == doubled_indices(n, weights)
+    # compiled loops (n is traced), not Python loops unrolled with a warning
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["for_loop", "for_loop"]
+
+
+def test_conversion_cache_names_each_function_converted():
+    """``TRANSFORMER.has_cache`` (Catalyst's way to ask) is true for the compiled function and the
+    functions it calls once converted, false for what was never converted; results as Python's."""
+    from catalyst_lite.autograph.transformer import TRANSFORMER
+
+    def helper(x):
+        if x > 1:
+            return x * 2
+        return x
+
+    def program(x: float):
+        return helper(x) + 1
+
+    def never_compiled(x):
+        return x
+
+    assert not TRANSFORMER.has_cache(helper) and not TRANSFORMER.has_cache(program)
+    compiled = qjit(program, autograph=True)
+    assert TRANSFORMER.has_cache(program) and TRANSFORMER.has_cache(helper)
+    assert not TRANSFORMER.has_cache(never_compiled)
+    for x in (3.0, 0.5):
+        assert compiled(x) == program(x)

@@ -475,3 +475,26 @@ def test_vmap_over_a_for_loop_step_names_the_unsupported_loop():
 
     with pytest.raises(ControlFlowError, match="jax.vmap of a for_loop whose bounds"):
         f(jnp.array([1, 2, 3]))
+
+
+def test_cond_and_switch_have_no_quantum_operation():
+    # Catalyst's `.operation` (the quantum operation of control flow called in a circuit): here
+    # control flow is traced into the program, so there is none; Catalyst's words say so.
+    from catalyst_lite import switch
+
+    @cond(True)
+    def branch():
+        return 1
+
+    @branch.otherwise
+    def branch():
+        return 0
+
+    @switch(0)
+    def case():
+        return 2
+
+    assert qjit(lambda: branch())() == 1 and qjit(lambda: case())() == 2
+    for callable_ in (branch, case):
+        with pytest.raises(AttributeError, match="and thus has no associated quantum operation"):
+            callable_.operation

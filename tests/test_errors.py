@@ -473,6 +473,14 @@ def _three_or_four(x):
     return cond(x > 0)(lambda: jnp.ones(3)).otherwise(lambda: jnp.ones(4))()
 
 
+def _sized_or_three(k):
+    return cond(k > 0)(lambda: jnp.ones(k)).otherwise(lambda: jnp.ones(3))()
+
+
+def _vector_predicate(x):
+    return cond(jnp.array([x, x]))(lambda: x).otherwise(lambda: -x)()
+
+
 # (program, argument, the built-in class, Catalyst's phrase, a phrase of ours)
 CATALYST_WORDED = {
     "jvp params": (lambda x: jvp(_double, x, [1.0]), 1.0, ValueError, "'params' argument must be a Sequence", "list or a tuple"),
@@ -494,6 +502,15 @@ CATALYST_WORDED = {
                        "Control flow requires a consistent return structure across all branches!", "branch 1 returns"),
     "cond shape": (_three_or_four, 1.0, TypeError,
                    "Control flow requires a consistent array shape per result across all branches!", "f64\\[4\\]"),
+    "cond size symbolic in one branch": (_sized_or_three, 2, TypeError,
+                                         "Control flow requires a consistent number of results across all branches!",
+                                         "f64\\[\\?\\]"),
+    "cond array predicate": (_vector_predicate, 1.0, TypeError,
+                             "Array with multiple elements is not a valid predicate", "must hold one element"),
+    "while_loop predicate not a bool": (lambda x: while_loop(lambda i: (44, 33))(lambda i: i + 1)(x), 1.0, TypeError,
+                                        "boolean scalar was expected, got the value", "tuple"),
+    "while_loop predicate an int": (lambda x: while_loop(lambda i: 33)(lambda i: i + 1)(x), 1.0, TypeError,
+                                    "boolean scalar was expected, got the value 33", "needs a boolean scalar"),
     "shape": (lambda x: jnp.empty([2, 3.0]) + x, 1.0, TypeError, "Shapes must be 1D sequences of integer scalars", "must be an integer"),
     "grad result": (lambda x: grad(_double)(x), np.ones(2), CatalystLiteError, "only supports scalar-output functions", "float64\\[2\\]"),
     "grad argument": (lambda x: grad(_double)(x), 1, CatalystLiteError,

@@ -114,6 +114,28 @@ def test_qnode_batch_matches_default_qubit():
 BAD = {
     "batch sizes differ": (lambda v, w: v * w, {}, (X, jnp.ones(4)), "different sizes"),
     "axis_size differs": (lambda v: v * 2, {"axis_size": 4}, (X,), "axis_size=4"),
+    # Catalyst's phrases first where Catalyst rejects the program too
+    "axis_size beyond the batch": (
+        lambda v: v * 2, {"axis_size": 4}, (X,),
+        r"^Invalid 'axis_size'; the default batch is expected to be None, or less than or equal",
+    ),
+    "axis_size zero": (lambda v: v * 2, {"axis_size": 0}, (X,), r"^Invalid batch size; it must be a non-zero integer"),
+    "in_axes entry not an int": (
+        lambda v, w: v * w, {"in_axes": (0.5, None)}, (X, 2.0),
+        r"^Invalid 'in_axes'; it must be an int or a tuple of PyTrees with integer leaves",
+    ),
+    "out_axes entry not an int": (
+        lambda v: (v, v), {"out_axes": (0.5, None)}, (X,),
+        r"^Invalid 'out_axes'; it must be an int or a tuple of PyTree with integer leaves",
+    ),
+    "in_axes a list": (
+        lambda v, w: v * w, {"in_axes": [0, None]}, (X, 2.0),
+        r"^Invalid 'in_axes'; it must be an int or match the length of positional arguments",
+    ),
+    "out_axes count": (
+        lambda v: v, {"out_axes": (0, 1)}, (X,),
+        r"^Invalid 'out_axes'; it must be an int or match the number of function results",
+    ),
     "nothing mapped": (lambda v: v * 2, {"in_axes": None}, (X,), "pass axis_size"),
     "in_axes too short": (lambda v, w: v * w, {"in_axes": (0,)}, (X, X), "in_axes"),
     "axis out of bounds": (lambda v: v, {"in_axes": 2}, (X,), "out of bounds"),

@@ -186,8 +186,9 @@ class QJIT:
         check_seed(options.get("seed"), self.name)
         if autograph_include and not autograph:
             raise CompileError(
-                f"qjit(autograph_include={list(autograph_include)!r}) of {self.name}: "
-                "autograph_include names modules for autograph to convert; pass autograph=True too."
+                "In order for 'autograph_include' to work, 'autograph' must be set to True: "
+                f"qjit(autograph_include={list(autograph_include)!r}) of {self.name} names modules "
+                "for autograph to convert; pass autograph=True too."
             )
         # What is traced: with autograph, fn with its Python control flow converted (Catalyst's
         # name for it).

@@ -64,6 +64,11 @@ class AutoGraphError(ControlFlowError):
     _catalyst_lite_located = True  # diagnostics need not add the line: the message has it
 
 
+class UninitializedVariableError(AutoGraphError, UnboundLocalError):
+    """Converted code reads a variable that has no value (first assigned inside a loop or in only
+    some branches of an ``if``): Python's ``UnboundLocalError``, and Catalyst's ``AutoGraphError``."""
+
+
 class AutoGraphWarning(UserWarning):
     """A Python loop that ``qjit(autograph=True)`` could not compile runs as a Python loop instead
     (unrolled while tracing). ``warnings.filterwarnings("error", category=AutoGraphWarning)``

@@ -251,6 +251,7 @@ def _mismatch(
         ),
     }[what]
     return AutoGraphError(
+        "Control flow requires a consistent return structure across all branches. "
         f"{display_name(name).capitalize()} is {a.describe()} in one branch of the `if`{at(where)} "
         f"and {b.describe()} in another; the condition is traced, so the branches must agree: {fix}."
     )
@@ -374,6 +375,8 @@ def not_(a: Any) -> Any:
     a = traced_value(a)
     if not isinstance(a, Tracer):
         return not a
+    if jnp.ndim(a):  # an array: elementwise, as for `and`/`or` (Catalyst's meaning)
+        return jnp.logical_not(a)
     return jnp.logical_not(predicate(a, "`not`", innermost_user_line()))
 
 

@@ -355,7 +355,10 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
         def converted(*args: Any, **kwargs: Any) -> Any:
             return converted_call(held, args, kwargs)
     else:
-        raise AutoGraphError(f"autograph converts Python functions and callables, not {type(fn).__name__} {fn!r}.")
+        raise AutoGraphError(
+            f"Unsupported object for transformation: {type(fn)}. autograph converts Python "
+            f"functions and callables, not {fn!r}."
+        )
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -406,8 +409,8 @@ def autograph_source(fn: Callable) -> str:
     converted = cached_conversion(code) if code is not None else None
     if converted is None:
         raise AutoGraphError(
-            f"{getattr(target, '__qualname__', target)!r} was not converted by autograph: compile it "
-            "with qjit(autograph=True), or call it from a function that is."
+            f"{getattr(target, '__qualname__', target)!r}: function was not converted by AutoGraph; "
+            "compile it with qjit(autograph=True), or call it from a function that is."
         )
     if not converted.changed:
         return inspect.getsource(target)

@@ -64,8 +64,12 @@ def set_item(target: Any, key: Any, value: Any) -> Any:
 
 
 def update_item(target: Any, key: Any, value: Any, op: str) -> Any:
-    """``target[key] op= value``, returning the updated ``target``."""
-    return set_item(target, key, _IN_PLACE[op](target[key], value))
+    """``target[key] op= value``, returning the updated ``target``. ``/=`` on an integer array
+    gives a float array, as JAX's ``x.at[key].divide(value)`` does (Catalyst's meaning of it)."""
+    new = _IN_PLACE[op](target[key], value)
+    if op == "truediv" and isinstance(target, (Tracer, jax.Array)):
+        target = target.astype(jnp.result_type(target, new))
+    return set_item(target, key, new)
 
 
 # --- the source transformation -------------------------------------------------------------------

@@ -13,13 +13,16 @@ value returned from inside a compiled loop is carried from the start as zeros of
 
 from __future__ import annotations
 
+import ast
 import re
 import sys
+import textwrap
 import warnings
 from typing import Any, Callable, Iterable, Sequence
 
 import jax
 import jax.numpy as jnp
+from malt.operators.variables import Undefined
 
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
@@ -79,7 +82,6 @@ def for_stmt(
     opts: dict,
 ) -> None:
     """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
-    del opts
     where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
@@ -93,6 +95,7 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, state)
         return
 
+    _start_loop_targets(space, opts.get("iterate_names", ""), get_state, set_state, symbol_names)
     containers = ContainerCheckpoint(body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
@@ -114,6 +117,34 @@ def for_stmt(
 
     fallback = python_loop if space.concrete else None
     _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
+
+
+def _start_loop_targets(
+    space: IterationSpace, iterate_names: str, get_state: GetState, set_state: SetState, names: Sequence[str]
+) -> None:
+    """The loop's target variables (``i`` of ``for i in ...``) that the loop carries without a
+    value yet start as zeros of their items' types. malt carries a target when a function defined
+    in the body reads it; it gets its value in each iteration before anything reads it."""
+    values = list(get_state())
+    unassigned = {name: k for k, name in enumerate(names) if isinstance(values[k], Undefined)}
+    if not unassigned or not iterate_names:
+        return
+    first = space.item(jnp.asarray(space.lower, _index_dtype(space)))
+    targets = _target_values(ast.parse(iterate_names, mode="eval").body, jax.tree.map(jnp.zeros_like, first))
+    for name, k in unassigned.items():
+        if name in targets:
+            values[k] = targets[name]
+    set_state(tuple(values))
+
+
+def _target_values(node: ast.expr, value: Any) -> dict[str, Any]:
+    """The value each name of a ``for`` target (``i`` or ``(i, (a, b))``) takes from ``value``."""
+    if isinstance(node, ast.Name):
+        return {node.id: value}
+    if isinstance(node, (ast.Tuple, ast.List)):
+        parts = [value[k] for k in range(len(node.elts))]
+        return {name: v for elt, part in zip(node.elts, parts) for name, v in _target_values(elt, part).items()}
+    return {}
 
 
 def _python_for(
@@ -368,6 +399,7 @@ def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:
     for record in snapshot.variables:
         if record.kind == "undefined":
             raise AutoGraphError(
+                f"The {display_name(record.name)} is potentially uninitialized. "
                 f"{display_name(record.name).capitalize()} is first assigned inside the `{kind}` "
                 f"loop{at(where)} and used after it (or in the next iteration): a compiled loop "
                 "needs its initial value. Assign it before the loop, with the type and shape it "
@@ -417,7 +449,8 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
         l.dynamic for l in before.leaves
     ]:
         raise AutoGraphError(
-            f"{display_name(before.name).capitalize()} is {before.describe()} before the `{kind}` "
+            _not_a_jax_type(before)
+            + f"{display_name(before.name).capitalize()} is {before.describe()} before the `{kind}` "
             f"loop{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the "
             "structure of its variables (tuple, list, dict, None...)."
         )
@@ -434,6 +467,18 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
                 f"loop{at(where)} but {a.describe()} after an iteration: a compiled loop keeps "
                 "the number of dimensions of its arrays."
             )
+
+
+def _not_a_jax_type(before: VariableRecord) -> str:
+    """Catalyst's phrase for a loop variable that starts as a value JAX cannot carry (a string),
+    or nothing."""
+    static = [l.value for l in before.leaves if not l.dynamic and l.value is not None]
+    if before.kind != "value" or not static:
+        return ""
+    return (
+        f"The variable {before.name!r} was initialized with type {type(static[0])}, which is not "
+        "compatible with JAX. "
+    )
 
 
 def _carried_dtype(before: LeafRecord, after: LeafRecord) -> Any:
@@ -474,9 +519,14 @@ def _summary(error: Exception) -> str:
 
 
 def _warn_fallback(error: Exception, where: Location | None, kind: str) -> None:
+    # Catalyst's wording first (its users' pytest.warns(match=...) read it), then what happens here.
+    first_line = (str(error).strip().splitlines() or [""])[0]
     message = (
-        f"catalyst_lite autograph: the `{kind}` loop cannot be compiled ({_summary(error)}); it "
-        "runs as a Python loop instead, unrolled while tracing."
+        f"Tracing of an AutoGraph converted {kind} loop failed with an exception:\n"
+        f"  {type(error).__name__}:{textwrap.indent(first_line, '    ')}\n\n"
+        f"The error occurred within the body of the following {kind} loop statement:\n"
+        f"{where.as_traceback_entry() if where is not None else '  (unknown line)'}\n"
+        "With catalyst_lite, the loop runs as a Python loop instead, unrolled while tracing."
     )
     if where is None:
         warnings.warn(message, AutoGraphWarning, stacklevel=4)

@@ -17,6 +17,7 @@ that an error names the variable, not a flattened position.
 from __future__ import annotations
 
 import copy
+import linecache
 import os
 import sys
 import types
@@ -30,7 +31,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 from malt.operators.variables import Undefined, UndefinedReturnValue
 
-from ..errors import AutoGraphError
+from ..errors import AutoGraphError, UninitializedVariableError
 from ..jax_extras import Tracer
 from ..quantum.recorder import recorder_class
 
@@ -72,9 +73,15 @@ class Location:
 
     filename: str
     lineno: int
+    function: str = "?"
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno}"
+
+    def as_traceback_entry(self) -> str:
+        """The line as Python's tracebacks show it (``File "...", line N, in f`` and the source)."""
+        source = linecache.getline(self.filename, self.lineno).strip()
+        return f'  File "{self.filename}", line {self.lineno}, in {self.function}\n    {source}\n'
 
 
 def innermost_user_line() -> Location | None:
@@ -84,7 +91,7 @@ def innermost_user_line() -> Location | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_LIBRARY_DIRS):
-            return Location(filename, frame.f_lineno)
+            return Location(filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back
     return None
 
@@ -121,7 +128,8 @@ def predicate(value: Any, construct: str, where: Location | None) -> Any:
     shape = np.shape(value)
     if shape != ():
         raise AutoGraphError(
-            f"The condition of the {construct}{at(where)} is an array of shape {shape}, whose truth "
+            "Array with multiple elements is not a valid predicate: "
+            f"the condition of the {construct}{at(where)} is an array of shape {shape}, whose truth "
             "value is ambiguous; reduce it to one boolean, e.g. with jnp.all or jnp.any."
         )
     return value if value.dtype == np.dtype(bool) else value != 0
@@ -149,9 +157,9 @@ def check_not_recording(construct: str, where: Location | None) -> None:
 
 def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
     name = object.__getattribute__(value, "symbol_name")
-    raise UnboundLocalError(
-        f"cannot access local variable {name!r} where it is not associated with a value"
-        f"{at(innermost_user_line())}. Under qjit(autograph=True) a variable first assigned inside a "
+    raise UninitializedVariableError(
+        f"The variable {name!r} is potentially uninitialized: cannot access local variable {name!r} "
+        f"where it is not associated with a value{at(innermost_user_line())}. Under qjit(autograph=True) a variable first assigned inside a "
         "compiled loop (the loop variable of a compiled `for` included), or in only some branches "
         "of an `if`, has no value after it: assign it before the loop or `if`."
     )
@@ -160,13 +168,15 @@ def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
 class Unassigned(Undefined):
     """``ag__.Undefined``: what converted code holds in a variable that has no value yet. Any use
     of it (an operation, an attribute, a truth value, a conversion) is Python's
-    ``UnboundLocalError`` naming the variable: the error a read of an unassigned local gives.
+    ``UnboundLocalError`` naming the variable: the error a read of an unassigned local gives (an
+    :class:`~catalyst_lite.errors.UninitializedVariableError`, also Catalyst's ``AutoGraphError``).
 
     >>> y = Unassigned("y")
-    >>> y + 1
-    Traceback (most recent call last):
-    ...
-    UnboundLocalError: cannot access local variable 'y' where it is not associated with a value...
+    >>> try:
+    ...     y + 1
+    ... except UnboundLocalError as error:
+    ...     print(str(error).split(":")[0])
+    The variable 'y' is potentially uninitialized
     """
 
     __slots__ = ()

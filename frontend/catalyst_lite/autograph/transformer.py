@@ -43,6 +43,7 @@ __all__ = [
     "cached_conversion",
     "converted_function",
     "source_of",
+    "TRANSFORMER",
 ]
 
 _FACTORY = "__catalyst_lite_autograph_factory"
@@ -369,6 +370,28 @@ def convert_code(fn: Callable) -> ConvertedCode:
 def cached_conversion(code: types.CodeType) -> ConvertedCode | None:
     """The conversion of this code object, if it was converted."""
     return _by_code.get(code)
+
+
+class ConversionCache:
+    """Which functions autograph has converted: ``TRANSFORMER.has_cache(fn)``, as Catalyst's
+    tests ask it of a function compiled with ``autograph=True``.
+
+    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite.autograph.transformer import TRANSFORMER
+    >>> def f(x: float):
+    ...     return x * 2 if x > 0 else -x
+    >>> g = qjit(f, autograph=True)
+    >>> TRANSFORMER.has_cache(f)
+    True
+    """
+
+    def has_cache(self, fn: Callable) -> bool:
+        """Whether ``fn``'s code has been converted (by any qjit function)."""
+        code = getattr(fn, "__code__", None)
+        return code is not None and cached_conversion(code) is not None
+
+
+TRANSFORMER = ConversionCache()
 
 
 def converted_function(fn: Callable, converted: ConvertedCode, namespace: Any) -> Callable:

@@ -146,11 +146,16 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     pred = traced_value(pred)
     if isinstance(pred, (bool, np.bool_)):
         return bool(pred)
-    aval = get_aval(pred)
-    if aval.shape != () or aval.dtype != np.dtype(bool):
+    try:
+        aval = get_aval(pred)
+    except TypeError:  # not a JAX value at all (a tuple, a string)
+        aval = None
+    if aval is None or aval.shape != () or aval.dtype != np.dtype(bool):
+        got = describe_aval(aval) if aval is not None else type(pred).__name__
         raise ControlFlowError(
-            f"{api} ({function_name(fn)}) needs a boolean scalar predicate, got "
-            f"{describe_aval(aval)}. Compare explicitly, e.g. `x > 0` or `(n % 2) == 0`."
+            f"A boolean scalar was expected, got the value {pred!r}: {api} ({function_name(fn)}) "
+            f"needs a boolean scalar predicate, got {got}. Compare explicitly, e.g. `x > 0` or "
+            "`(n % 2) == 0`."
         )
     return pred
 
@@ -187,7 +192,8 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
         )
     if len(aval.shape) > 1 or aval.shape and not (type(aval.shape[0]) is int and aval.shape[0] == 1):
         raise ControlFlowError(
-            f"{api} ({function_name(fn)}): a predicate must hold one element, got "
+            f"Array with multiple elements is not a valid predicate: {api} ({function_name(fn)}): "
+            "a predicate must hold one element, got "
             f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
             "jnp.any or jnp.all."
         )
@@ -223,6 +229,31 @@ def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]
         start += n
     groups.append(list(values[start:]))
     return groups
+
+
+class WithoutOperation:
+    """Catalyst's ``.operation`` of a ``cond``/``switch`` object (its quantum operation): here always
+    an ``AttributeError``, with Catalyst's words for the case where it has none.
+
+    >>> from catalyst_lite import cond
+    >>> c = cond(True)(lambda: 1)
+    >>> try:
+    ...     c.operation
+    ... except AttributeError as e:
+    ...     print("no associated quantum operation" in str(e))
+    True
+    """
+
+    __name__: str
+
+    @property
+    def operation(self) -> Any:
+        kind = type(self).__name__.removesuffix("Callable").lower()
+        raise AttributeError(
+            f"The {kind}() {self.__name__!r} is traced into the program rather than recorded as an "
+            "operation (in Catalyst, one not called in a quantum context has none either), and thus "
+            "has no associated quantum operation."
+        )
 
 
 # --- handlers ------------------------------------------------------------------------------------

@@ -84,6 +84,7 @@ from .common import (
     describe_aval,
     split_groups,
     tracing_mode,
+    WithoutOperation,
 )
 from .loop_common import is_inexact, with_batch_axis
 
@@ -95,7 +96,7 @@ cond_p = DynshapePrimitive("cond")
 # --- user API ------------------------------------------------------------------------------------
 
 
-class CondCallable:
+class CondCallable(WithoutOperation):
     """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``.
 
     Calling it (with the arguments every branch takes, if any) runs the first branch whose
@@ -236,8 +237,10 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
             )
         for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
             if len(a.shape) != len(b.shape) or not _static_sizes_agree(a.shape, b.shape):
+                # (Catalyst's words: a size symbolic in one branch only is one more result there)
+                what = "number of results" if _symbolic_in_one(a.shape, b.shape) else "array shape per result"
                 raise ControlFlowError(
-                    "Control flow requires a consistent array shape per result across all branches! "
+                    f"Control flow requires a consistent {what} across all branches! "
                     f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
                     f"{describe_aval(b)} in branch {i}; branches must return arrays of the same "
                     "rank, and a size that is a number in one branch must be that number in every "
@@ -248,6 +251,10 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
 def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
     kinds = {str(a)[10:11], str(b)[10:11]}  # "PyTreeDef((" or "PyTreeDef(["
     return " (a tuple and a list differ)" if kinds == {"(", "["} else ""
+
+
+def _symbolic_in_one(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    return len(a) == len(b) and any((type(x) is int) != (type(y) is int) for x, y in zip(a, b))
 
 
 def _static_sizes_agree(a: Sequence[Any], b: Sequence[Any]) -> bool:

@@ -15,13 +15,13 @@ import numpy as np
 
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import Tracer, get_aval
-from .common import describe_aval
+from .common import WithoutOperation, describe_aval
 from .cond import cond
 
 __all__ = ["switch", "SwitchCallable"]
 
 
-class SwitchCallable:
+class SwitchCallable(WithoutOperation):
     """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
 
     def __init__(self, index: Any, default: Callable):

@@ -52,15 +52,19 @@ def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None
     of pytrees of ints and ``None``."""
     if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
         return
+    # Catalyst's phrase: about the leaves if one is not an int, else about the container
+    leaves_ok = all(map(_is_axis_spec, _axis_leaves(spec)))
+    catalyst = f"match the {_MATCHED[name]}" if leaves_ok else f"a tuple of {_LEAVES[name]} with integer leaves"
     raise ArgumentValueError(
-        f"Invalid '{name}'; it must be an int or match the {_MATCHED[name]}: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
+        f"Invalid '{name}'; it must be an int or {catalyst}: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
         f"of ints and None matching the {'positional arguments' if name == 'in_axes' else 'results'}; "
         f"got {spec!r}."
     )
 
 
 # What Catalyst says an axes specification must match (its words, which its users' tests match).
-_MATCHED = {"in_axes": "length of positional arguments", "out_axes": "structure of the results"}
+_MATCHED = {"in_axes": "length of positional arguments", "out_axes": "number of function results"}
+_LEAVES = {"in_axes": "PyTrees", "out_axes": "PyTree"}
 
 
 def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
@@ -227,9 +231,23 @@ class Vmapped:
             )
         if self.axis_size is not None and not same_dim(sizes[0], self.axis_size):
             raise ArgumentValueError(
-                f"{self.__name__}: axis_size={self.axis_size} but the mapped axes have size {sizes[0]}."
+                _axis_size_phrase(self.axis_size, sizes[0])
+                + f"{self.__name__}: axis_size={self.axis_size} but the mapped axes have size {sizes[0]}."
             )
         return sizes[0]
+
+
+def _axis_size_phrase(axis_size: int, batch: Any) -> str:
+    """Catalyst's phrase for an ``axis_size`` it rejects too (zero, or beyond the mapped size);
+    one smaller than the mapped size, which Catalyst maps a prefix of, is ours (jax.vmap's)."""
+    if axis_size == 0:
+        return "Invalid batch size; it must be a non-zero integer, but got 0. "
+    if isinstance(batch, int) and axis_size > batch:
+        return (
+            "Invalid 'axis_size'; the default batch is expected to be None, or less than or equal "
+            "to the computed batch size. "
+        )
+    return ""
 
 
 def vmap(fn: Callable | None = None, *, in_axes: Any = 0, out_axes: Any = 0,
