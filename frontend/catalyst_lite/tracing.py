@@ -299,7 +299,9 @@ def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
             users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
             if users:
                 raise escaped_size_error(name, users[0])
-    open_eqn = open_jax_nested_equation(jaxpr)
+    open_eqn = open_jax_nested_equation(jaxpr) or next(
+        (e for e in jaxpr.eqns if any(isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None
+    )  # (a tracer in a result's type: a size of another trace)
     if open_eqn is not None:
         raise escaped_size_error(name, open_eqn)
 
