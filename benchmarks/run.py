@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         report["quantum"] = quantum.run(wires=quantum.WIRES[:1] if args.quick else quantum.WIRES)
         for row in report["quantum"]:
             print(f"quantum {row['name']:28} wires={row['wires']:3} first call {_fmt_time(row['first_call_s'])}, "
-                  f"run {_fmt_time(row['run_s'])}")
+                  f"run {_fmt_time(row['run_s'])} ({row['passes']:.0f} memcpy of the state)")
         from benchmarks import large_circuits
 
         report["large_circuits"] = large_circuits.run(large_circuits.ROWS[:1] if args.quick else large_circuits.ROWS)

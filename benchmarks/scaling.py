@@ -1,6 +1,7 @@
 """Benchmark: circuits past one device, on virtual CPU devices (``python -m benchmarks --scaling``).
 
-Rows, each measured in a fresh process with ``XLA_FLAGS=--xla_force_host_platform_device_count=8``:
+Rows, the rows of each kind measured in one fresh process with
+``XLA_FLAGS=--xla_force_host_platform_device_count=8``, their run times sampled interleaved:
 
 - ``state``: a layered circuit (``RY`` on every wire, a ``CNOT`` chain, per layer; ``<Z0 Z(n-1)>``)
   on ``--wires`` qubits (20 by default, 22 with ``--wires 22``), unsharded and with
@@ -18,18 +19,18 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results" / "scaling.json"
 DEVICES = (0, 1, 2, 4, 8)  # 0: unsharded
 
 
-def _child(kind: str, wires: int, devices: int, layers: int) -> dict:
-    """One row, in this (fresh) process."""
+def _program(kind: str, wires: int, devices: int, layers: int) -> tuple[Any, tuple]:
+    """The row's qjit program and its arguments (``devices == 0``: unsharded)."""
     import jax
     import numpy as np
     import pennylane as qml
@@ -49,53 +50,62 @@ def _child(kind: str, wires: int, devices: int, layers: int) -> dict:
 
         options = {} if devices == 0 else {
             "state_sharding": NamedSharding(jax.make_mesh((devices,), ("s",), devices=jax.devices()[:devices]), P("s"))}
-        program, args = qjit(circuit, **options), (0.3,)
-    else:
-        @qml.qnode(qml.device("default.qubit", wires=6))
-        def circuit(x):
-            for q in range(6):
-                qml.RY(x * (q + 1), q)
-            for q in range(5):
-                qml.CNOT([q, q + 1])
-            return qml.expval(qml.Z(0) @ qml.Z(5))
+        return qjit(circuit, **options), (0.3,)
 
-        inputs = np.linspace(0.0, 1.0, 1024)
-        if devices:
-            rows = NamedSharding(jax.make_mesh((devices,), ("b",), devices=jax.devices()[:devices]), P("b"))
-            program = qjit(lambda x: vmap(circuit)(x), in_shardings=rows, out_shardings=rows)
-            args = (jax.device_put(inputs, rows),)
-        else:
-            program, args = qjit(lambda x: vmap(circuit)(x)), (inputs,)
-    start = time.perf_counter()
-    value = np.asarray(program(*args)).ravel()[0]
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(5):
+    @qml.qnode(qml.device("default.qubit", wires=6))
+    def circuit(x):
+        for q in range(6):
+            qml.RY(x * (q + 1), q)
+        for q in range(5):
+            qml.CNOT([q, q + 1])
+        return qml.expval(qml.Z(0) @ qml.Z(5))
+
+    inputs = np.linspace(0.0, 1.0, 1024)
+    if devices:
+        rows = NamedSharding(jax.make_mesh((devices,), ("b",), devices=jax.devices()[:devices]), P("b"))
+        return qjit(lambda x: vmap(circuit)(x), in_shardings=rows, out_shardings=rows), (jax.device_put(inputs, rows),)
+    return qjit(lambda x: vmap(circuit)(x)), (inputs,)
+
+
+def _child(kind: str, wires: int, counts: tuple[int, ...], layers: int) -> list[dict]:
+    """The rows of one kind, in this (fresh) process: run times sampled interleaved over the
+    device counts (:mod:`benchmarks.timing`), so that a machine's drift slows them alike."""
+    import numpy as np
+
+    from benchmarks.timing import Budget, time_steady
+
+    programs = {devices: _program(kind, wires, devices, layers) for devices in counts}
+    rows = {}
+    for devices, (program, args) in programs.items():
         start = time.perf_counter()
-        jax.block_until_ready(program(*args))
-        times.append(time.perf_counter() - start)
-    memory = program.lower(*args).compile().memory_analysis()
-    per_device = None if memory is None else (memory.argument_size_in_bytes + memory.output_size_in_bytes
-                                              + memory.temp_size_in_bytes)
-    return {"row": kind, "wires": wires if kind == "state" else 6, "devices": devices, "first_call_s": first,
-            "run_s": statistics.median(times), "per_device_bytes": per_device, "value": float(value)}
+        value = np.asarray(program(*args)).ravel()[0]
+        first = time.perf_counter() - start
+        memory = program.lower(*args).compile().memory_analysis()
+        per_device = None if memory is None else (memory.argument_size_in_bytes + memory.output_size_in_bytes
+                                                  + memory.temp_size_in_bytes)
+        rows[devices] = {"row": kind, "wires": wires if kind == "state" else 6, "devices": devices,
+                         "first_call_s": first, "per_device_bytes": per_device, "value": float(value)}
+    budget = Budget(cold_repeats=0, steady_repeats=7, min_sample_seconds=0.05, max_case_seconds=20.0)
+    medians = time_steady({d: (lambda p=p, a=a: p(*a)) for d, (p, a) in programs.items()}, budget)
+    for devices, median in medians.items():
+        rows[devices]["run_s"] = median if not isinstance(median, Exception) else float("nan")
+    return list(rows.values())
 
 
 def run(wires: int = 20, layers: int = 2) -> list[dict]:
-    """Every row, each in its own process."""
+    """Every row; the rows of one kind in one process of their own."""
     rows = []
     for kind, counts in (("state", DEVICES), ("batch", (0, 8))):
-        for devices in counts:
-            env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-                       PYTHONPATH=os.pathsep.join(sys.path))
-            code = (f"import json, benchmarks.scaling as s; "
-                    f"print(json.dumps(s._child({kind!r}, {wires}, {devices}, {layers})))")
-            done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                                  timeout=1800)
-            if done.returncode:
-                rows.append({"row": kind, "devices": devices, "error": done.stderr.strip().splitlines()[-1:]})
-            else:
-                rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+                   PYTHONPATH=os.pathsep.join(sys.path))
+        code = (f"import json, benchmarks.scaling as s; "
+                f"print(json.dumps(s._child({kind!r}, {wires}, {counts!r}, {layers})))")
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                              timeout=1800)
+        if done.returncode:
+            rows += [{"row": kind, "devices": d, "error": done.stderr.strip().splitlines()[-1:]} for d in counts]
+        else:
+            rows += json.loads(done.stdout.strip().splitlines()[-1])
     return rows
 
 

@@ -64,6 +64,47 @@ assert f"c128[{2**N}]" not in text  # no full-length state anywhere in the per-d
 assert f"c128[{2**N // 8}]" in text
 
 
+# Random circuits: the gates between swaps are applied fused (blocks of known and traced gates,
+# permutations, controls with value 0, adjoints) on any wires, global ones included.
+def random_gates(seed, x):
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        kind = rng.integers(0, 9)
+        a, b, c = (int(v) for v in rng.choice(N, 3, replace=False))
+        angle = x * rng.uniform(-3, 3)
+        if kind < 3:
+            (qml.RX, qml.RY, qml.RZ)[kind](angle, a)
+        elif kind == 3:
+            qml.CNOT([a, b])
+        elif kind == 4:
+            qml.ctrl(qml.RY(angle, b), control=a, control_values=0)
+        elif kind == 5:
+            qml.Toffoli([a, b, c])
+        elif kind == 6:
+            qml.adjoint(qml.S(a))
+            qml.Hadamard(b)
+        elif kind == 7:
+            qml.IsingZZ(angle, [a, b])
+        else:
+            qml.SWAP([a, b])
+            qml.CZ([b, c])
+
+
+for seed in range(3):
+    @qml.qnode(dev)
+    def random_circuit(x):
+        random_gates(seed, x)
+        return qml.state(), qml.expval(qml.Z(seed) @ qml.Y(N - 1 - seed))
+
+    got_state, got_e = qjit(random_circuit, state_sharding=split)(0.71)
+    want_state, want_e = random_circuit(0.71)  # default.qubit
+    np.testing.assert_allclose(got_state, want_state, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got_e, want_e, rtol=1e-12, atol=1e-14)
+    random_energy = qml.qnode(dev)(lambda x: (random_gates(seed, x), qml.expval(qml.X(0) @ qml.Z(N - 1)))[1])
+    np.testing.assert_allclose(jax.grad(qjit(random_energy, state_sharding=split))(0.71),
+                               jax.grad(random_energy)(0.71), rtol=1e-10, atol=1e-12)
+
+
 # Derivatives: backprop through shard_map, against the unsharded program's.
 @qml.qnode(dev)
 def energy(x, w):

@@ -433,10 +433,32 @@ def test_statistics_of_mid_circuit_measurements_are_a_clear_error():
     @qml.qnode(DEV, shots=10)
     def counted(x):
         qml.RX(x, 0)
-        return qml.counts(qml.measure(0))
+        return qml.counts(qml.measure(0) + qml.measure(1))  # the values of a sum are not known
 
     with pytest.raises(QuantumOperationError, match="capture=True"):
         qjit(counted, capture=True)(0.3)
+
+
+@needs_capture
+@pytest.mark.parametrize("mcm_method", ["one-shot", "single-branch-statistics"])
+def test_probs_and_counts_of_mid_circuit_measurements(mcm_method):
+    """qml.probs/qml.counts of outcomes (one, or several together) as without capture (the same
+    seeded shots); probs are the frequencies of the outcomes' samples."""
+
+    @qml.qnode(DEV, shots=500, mcm_method=mcm_method)
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.RY(2 * x, 1)
+        m0, m1 = qml.measure(0), qml.measure(1)
+        return qml.probs(op=m0), qml.counts(op=[m0, m1]), qml.probs(op=[m0, m1]), qml.sample([m0, m1])
+
+    on, off, _ = both(circuit, 0.9, seed=5)
+    assert_same(on, off)
+    p0, (outcomes, counts), p01, pair = on
+    index = np.asarray(pair)[:, 0] * 2 + np.asarray(pair)[:, 1]
+    assert_same(p01, np.bincount(index, minlength=4) / 500)
+    assert_same(p0, np.bincount(np.asarray(pair)[:, 0], minlength=2) / 500)
+    assert_same((outcomes, counts), (np.arange(4), np.bincount(index, minlength=4)))
 
 
 @needs_capture

@@ -233,10 +233,45 @@ def test_autograph_strict_conversion_raises(monkeypatch):
 
 def test_measure_outside_a_qnode_is_catalysts_compile_error():
     """Catalyst raises ``CompileError`` for ``measure`` outside qjit and outside a QNode."""
-    with pytest.raises(CompileError, match="inside a QNode"):
+    with pytest.raises(CompileError, match="can only be used from within @qjit"):
         catalyst_lite.measure(0)
-    with pytest.raises(CompileError, match="inside a QNode"):
+    with pytest.raises(CompileError, match="can only be used from within a qp.qnode"):
         qjit(lambda x: catalyst_lite.measure(0))(1.0)
+
+
+@pytest.mark.parametrize("wires, postselect, error, phrase", [
+    ([0, 1], None, TypeError, "Only one element is supported for the 'wires' parameter"),
+    (jnp.array([0, 1]), None, TypeError, r"Measure is only supported on 1 qubit, got array of shape \(2,\)"),
+    (0, -1, TypeError, "postselect must be '0' or '1', got -1"),
+])
+def test_measure_arguments_are_checked_with_catalysts_phrases(wires, postselect, error, phrase):
+    import pennylane as qml
+
+    def circuit():
+        qml.X(0)
+        return catalyst_lite.measure(wires, postselect=postselect)
+
+    with pytest.raises(error, match=phrase):
+        qjit(qml.qnode(qml.device("default.qubit", wires=2))(circuit))()
+
+
+@pytest.mark.parametrize("statistic", ["sample", "counts"])
+def test_samples_without_shots_are_rejected_as_catalyst_and_default_qubit_do(statistic):
+    import pennylane as qml
+
+    circuit = qml.qnode(qml.device("default.qubit", wires=1))(lambda: getattr(qml, statistic)(wires=0))
+    with pytest.raises(qml.exceptions.DeviceError):
+        circuit()
+    with pytest.raises(CompileError, match=f"qml.{statistic} cannot work with shots=None"):
+        qjit(circuit)  # traced when decorated: the function has no parameters
+
+
+def test_measure_takes_a_one_element_list_or_array_of_a_wire():
+    import pennylane as qml
+
+    for wires in ([1], jnp.array([1]), jnp.array(1)):
+        circuit = qml.qnode(qml.device("default.qubit", wires=2))(lambda w: (qml.X(1), catalyst_lite.measure(w))[1])
+        assert bool(qjit(circuit)(wires)) is True
 
 
 def test_quantum_errors_have_catalysts_classes():

@@ -8,8 +8,10 @@
   ``int64`` samples, devices without wires, and Catalyst's errors.
 """
 
+import functools
 import re
 
+import jax
 import numpy as np
 import pennylane as qml
 import pytest
@@ -293,6 +295,45 @@ def test_set_shots_call_site_shots_and_int64_samples():
     with pytest.warns(qml.exceptions.PennyLaneDeprecationWarning, match="shots"):
         sample, _ = qjit(lambda x: qnode(x, shots=5))(X)
     assert sample.shape == (5, 3)
+
+
+def call_site_circuit(x, with_sample=True):
+    qml.RX(x, 0)
+    qml.CNOT([0, 1])
+    sample = [qml.sample()] if with_sample else []  # PennyLane: returned in the order measured
+    return (*sample, qml.expval(qml.Z(1)), qml.probs(wires=[0]))
+
+
+def shapes(results):
+    return [np.shape(r) for r in jax.tree_util.tree_leaves(results)]
+
+
+@pytest.mark.parametrize("device_shots", [None, 20])
+def test_call_site_shots_of_a_compiled_qnode_are_pennylanes(device_shots):
+    """``qjit(qnode)(x, shots=...)`` overrides the QNode's shots for that call, as calling the
+    QNode does on ``default.qubit``: an int, a shot vector, or None for exact results."""
+    device = qml.device("default.qubit", wires=2, shots=device_shots)
+    qnode, exact_qnode = (qml.qnode(device)(functools.partial(call_site_circuit, with_sample=s)) for s in (True, False))
+    compiled = qjit(seed=5)(qnode)
+    exact_z, exact_probs = qml.qnode(DEV)(call_site_circuit)(X, with_sample=False)
+    with pytest.warns(qml.exceptions.PennyLaneDeprecationWarning, match="shots"):
+        sample, z, probs = compiled(X, shots=SHOTS)
+        assert shapes(compiled(X, shots=[5, (4, 2)])) == shapes(qnode(X, shots=[5, (4, 2)]))
+        assert_all_close(qjit(exact_qnode)(X, shots=None), (exact_z, exact_probs))
+    assert sample.shape == (SHOTS, 2) and np.array_equal(sample[:, 0], sample[:, 1])
+    assert abs(float(z) - float(exact_z)) < 5 * np.sqrt((1 - float(exact_z) ** 2) / SHOTS)  # 5 std errors
+    np.testing.assert_allclose(probs, np.bincount(np.asarray(sample[:, 0]), minlength=2) / SHOTS, atol=1e-12)
+    if device_shots is not None:  # the device's shots without the keyword
+        assert compiled(X)[0].shape == (device_shots, 2)
+
+
+def test_call_site_shots_yield_to_set_shots_as_in_pennylane():
+    qnode = qml.set_shots(qml.qnode(DEV)(call_site_circuit), shots=6)
+    with pytest.warns(UserWarning, match="set_shots"):
+        expected = shapes(qnode(X, shots=50))
+    with pytest.warns(UserWarning, match="set_shots"):
+        assert shapes(qjit(qnode)(X, shots=50)) == expected
+    assert expected[0] == (6, 3)
 
 
 def test_a_traced_number_of_shots():

@@ -15,8 +15,9 @@ the trace's key; the others are traced.
 from __future__ import annotations
 
 import inspect
+import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from .errors import (
 __all__ = ["CallArguments", "CallBinding"]
 
 # How an argument is known: ("", name) for a named parameter, ("*", i) for the i-th element of
-# `*args`, ("**", key) for an entry of `**kwargs`.
+# `*args`, ("**", key) for an entry of `**kwargs`, ("call", name) for a call-site keyword.
 ArgumentKey = tuple[str, Any]
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
@@ -89,6 +90,7 @@ class CallBinding:
         static_argnames: Sequence[str] | str | None = None,
     ):
         self.fn_name = function_name(fn)
+        self.call_keywords = _call_site_keywords(fn)
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -149,6 +151,13 @@ class CallBinding:
         """Bind a call's arguments to the parameters; a clear error when Python would refuse it."""
         if self.static_argnums_error is not None:
             raise self.static_argnums_error.with_traceback(None)
+        at_call = {k: kwargs[k] for k in self.call_keywords if k in kwargs}
+        if at_call:
+            kwargs = {k: v for k, v in kwargs.items() if k not in at_call}
+            call = self.bind(args, kwargs)
+            keys = [("call", k) for k in at_call]
+            values = [self.call_keywords[k](v) for k, v in at_call.items()]
+            return self._arguments([*call.keys, *keys], [*call.values, *values])
         if self.signature is None:  # no signature to bind by: arguments as given
             keys = [("*", i) for i in range(len(args))] + [("**", k) for k in kwargs]
             return self._arguments(keys, [*args, *kwargs.values()])
@@ -213,6 +222,8 @@ class CallBinding:
 
     def _is_static(self, key: ArgumentKey) -> bool:
         tag, ident = key
+        if tag == "call":
+            return True
         return ident in self.static_varargs if tag == "*" else ident in self.static_names
 
     def _check_static_varargs(self, keys: list[ArgumentKey]) -> None:
@@ -248,8 +259,8 @@ class CallBinding:
         tag, ident = key
         if tag == "*":
             return f"{self.var_positional!r}[{ident}]" if self.var_positional else f"#{ident}"
-        if tag == "**":
-            return f"{self.var_keyword!r}[{ident!r}]" if self.var_keyword else repr(ident)
+        if tag == "**" and self.var_keyword:
+            return f"{self.var_keyword!r}[{ident!r}]"
         return repr(ident)
 
     def of_dynamic_arguments(self, fn: Callable, call: CallArguments) -> Callable:
@@ -266,11 +277,14 @@ class CallBinding:
     def call(self, fn: Callable, keys: Sequence[ArgumentKey], values: Sequence[Any]) -> Any:
         """Call ``fn`` with these arguments, bound as they were (keywords by name); parameters
         without a value get their defaults from Python."""
+        at_call = {k: v for (tag, k), v in zip(keys, values) if tag == "call"}
         if self.signature is None:
             args = [v for (tag, _), v in zip(keys, values) if tag == "*"]
-            return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"})
+            return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"}, **at_call)
         arguments: dict[str, Any] = {}
         for (tag, ident), value in zip(keys, values):
+            if tag == "call":
+                continue
             if tag == "*":
                 arguments[self.var_positional] = (*arguments.get(self.var_positional, ()), value)
             elif tag == "**":
@@ -278,7 +292,17 @@ class CallBinding:
             else:
                 arguments[ident] = value
         bound = inspect.BoundArguments(self.signature, arguments)
-        return fn(*bound.args, **bound.kwargs)
+        return fn(*bound.args, **bound.kwargs, **at_call)
+
+
+def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
+    """Keywords a call of ``fn`` takes beyond its parameters, each static and made hashable by its
+    function: ``shots`` for a QNode whose function has none (PennyLane's call-site shots,
+    ``circuit(x, shots=100)``, as a ``qml.measurements.Shots``)."""
+    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
+    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
+        return {}
+    return {"shots": qml.measurements.Shots}
 
 
 def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:

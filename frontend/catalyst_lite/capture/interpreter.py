@@ -54,15 +54,15 @@ class PlxprCompiler(PlxprInterpreter):
         """An operator whose result the program does not use: a gate, queued where it stands."""
         return qml.apply(op)
 
+    def __init__(self) -> None:
+        super().__init__()
+        # id(traced outcome) -> (the outcome, its MeasurementValue), for each mid-circuit
+        # measurement evaluated (shared by the copies evaluating nested programs).
+        self.outcomes: dict[int, tuple[Any, Any]] = {}
+
     def interpret_measurement_eqn(self, eqn: Any) -> Any:
         if eqn.primitive.name in ("probs_mcm", "counts_mcm"):
-            # The captured program holds outcomes as integers, whose possible values (m0 + m1
-            # reaches 2) are unknown here: probs and counts would not know their outcomes.
-            raise QuantumOperationError(
-                f"{eqn.primitive.name}: qml.probs and qml.counts of mid-circuit measurement results "
-                "are not supported with qjit(capture=True) by catalyst_lite; use qml.sample(m) or "
-                "qml.expval(m), or compile without capture=True."
-            )
+            return self._statistics_of_outcomes(eqn)
         if not eqn.invars:
             # A measurement of every wire (qml.probs(), qml.state()): PennyLane builds it with no
             # wires only while its capture is on.
@@ -72,6 +72,30 @@ class PlxprCompiler(PlxprInterpreter):
 
     def interpret_measurement(self, measurement: Any) -> Any:
         return measurement  # returned to the QNode, which measures it (not queued)
+
+    def _statistics_of_outcomes(self, eqn: Any) -> Any:
+        """``qml.probs``/``qml.counts`` of mid-circuit measurement outcomes, measured as without
+        capture. The captured program holds outcomes as integers: those the measurements returned
+        are known as measurement values; of an expression (``m0 + m1``), the possible values are
+        not known here."""
+        outcomes = [self.read(v) for v in eqn.invars]
+        known = [self.outcomes.get(id(outcome)) for outcome in outcomes]
+        if any(k is None or k[0] is not outcome for k, outcome in zip(known, outcomes)):
+            raise QuantumOperationError(
+                f"{eqn.primitive.name}: qml.probs and qml.counts of expressions of mid-circuit "
+                "measurement results are not supported with qjit(capture=True) by catalyst_lite; "
+                "measure the outcomes themselves (qml.probs(op=[m0, m1])), or compile without "
+                "capture=True."
+            )
+        params = dict(eqn.params)
+        values = [value for _, value in known]
+        op = values[0] if params.pop("single_mcm", True) else values
+        # PennyLane's counts has no implementation under capture: the measurement is built as
+        # its primitive would build it.
+        kind = qml.measurements.CountsMP if eqn.primitive.name == "counts_mcm" else qml.measurements.ProbabilityMP
+        with qml.QueuingManager.stop_recording():
+            mp = kind(obs=op, **params)
+        return [mp, None] if eqn.primitive.multiple_results else mp
 
     def subprogram(self, jaxpr: Any, consts: Sequence[Any]) -> Callable[..., list[Any]]:
         """A nested jaxpr as a function of its inputs, evaluated by a fresh copy of this

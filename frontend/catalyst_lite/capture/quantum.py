@@ -52,7 +52,10 @@ def _counts(self: PlxprCompiler, *wires: Any, all_outcomes: bool = False, has_ei
 
 @PlxprCompiler.register_primitive(measure_prim)
 def _measure(self: PlxprCompiler, wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
-    return jnp.asarray(measure(wires, reset=reset, postselect=postselect), jnp.int64)
+    value = measure(wires, reset=reset, postselect=postselect)
+    outcome = jnp.asarray(value, jnp.int64)
+    self.outcomes[id(outcome)] = (outcome, value)  # for qml.probs/qml.counts of it
+    return outcome
 
 
 @PlxprCompiler.register_primitive(adjoint_transform_prim)

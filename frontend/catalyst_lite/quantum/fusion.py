@@ -40,7 +40,7 @@ from .monomials import Monomial, apply_monomials
 from .statevector import apply_block, apply_matrix
 
 __all__ = ["Shape", "Block", "PlannedGate", "fuse", "repeated_stretches", "has_known_wires", "planned_gates",
-           "block_matrices", "BlockMatrices", "apply_known_wires"]
+           "block_matrices", "BlockMatrices", "apply_known_wires", "apply_fused"]
 
 MAX_FUSED_WIRES = 2
 """Gates are fused into dense blocks of at most this many wires (a pass over the state costs
@@ -436,6 +436,25 @@ def _apply_unrolled(vector, records: Sequence[GateRecord], n_wires: int, fallbac
     blocks = fuse([_shape_of(r) for r in records])
     if len(blocks) > MAX_UNROLLED_BLOCKS:
         return fallback(vector, records)
+    return apply_fused(vector, records, n_wires, blocks)
+
+
+def apply_fused(vector, records: Sequence[GateRecord], n_wires: int, blocks: Sequence[Block] | None = None):
+    """``records`` (all with :func:`has_known_wires`) applied to ``vector`` as fused blocks, one
+    pass each, unrolled however many there are (``blocks``: their grouping, when already known).
+
+    >>> import numpy as np
+    >>> from catalyst_lite.quantum.gates import GateRecord
+    >>> from catalyst_lite.quantum.statevector import zero_state
+    >>> h = np.array([[1, 1], [1, -1]]) / np.sqrt(2)
+    >>> x = np.array([[0, 1], [1, 0]])
+    >>> bell = [GateRecord(None, (0,), explicit=h), GateRecord(None, (1,), (0,), (1,), explicit=x)]
+    >>> [round(float(abs(a)), 3) for a in apply_fused(zero_state(2), bell, 2)]
+    [0.707, 0.0, 0.0, 0.707]
+    """
+    if not records:
+        return vector
+    blocks = fuse([_shape_of(r) for r in records]) if blocks is None else blocks
     gates = planned_gates([[r] for r in records])
     matrices = block_matrices(blocks, gates, 1).picked(lambda stack: stack[0])
     return _apply_blocks(vector, blocks, gates, matrices, n_wires)

@@ -125,7 +125,8 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
         return _from_state(mp, state, n_wires, wires)
     if kind in ("sample", "counts"):
         raise QuantumOperationError(
-            f"{kind} needs a finite number of shots: set shots on the QNode with qml.set_shots "
+            f"qml.{kind} cannot work with shots=None (Catalyst's words; default.qubit refuses it "
+            "too): it needs a finite number of shots. Set shots on the QNode with qml.set_shots "
             "(or qml.qnode(..., shots=...))."
         )
     raise QuantumOperationError(

@@ -561,21 +561,24 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     1.0
     """
     stack = _circuits()
-    if not is_tracing() and pennylane_capture_enabled():
-        import pennylane as qml  # PennyLane captures the program (qjit(capture=True)): its own
+    if not is_tracing() and (pennylane_capture_enabled() or _another_compiler_traces()):
+        # PennyLane captures the program (qjit(capture=True)), or another compiler traces it
+        # (qml.qjit with Catalyst): PennyLane's measure, which hands it to them.
+        import pennylane as qml
 
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
-    if not stack or not is_tracing(under_transformations=True):
-        # Catalyst's error class for it (outside qjit, or in qjit outside a QNode).
-        raise CompileError("measure() is only available inside a QNode compiled by qjit.")
+    if not is_tracing(under_transformations=True):  # Catalyst's class and phrase, then ours
+        raise CompileError("measure can only be used from within @qjit: call it in a QNode that qjit compiles.")
+    if not stack:
+        raise CompileError("measure can only be used from within a qp.qnode (a QNode) that qjit compiles.")
     circuit = stack[-1]
     state = circuit.state
     if state.regions:
         raise QuantumRegionError(MEASUREMENT_IN_REGION)
-    wire_list = list(wires) if isinstance(wires, (list, tuple)) else [wires]
-    if len(wire_list) != 1:
-        raise QuantumOperationError(f"measure() measures exactly one wire, got {wire_list}.")
-    wire = state.wires.index(wire_list[0], "measure")
+    label = _measured_wire(wires)
+    if postselect not in (None, 0, 1):
+        raise QuantumOperationError(f"measure: postselect must be '0' or '1', got {postselect!r}.")
+    wire = state.wires.index(label, "measure")
     in_loop = circuit.regions.loop_depth > 0
     if not state.simulated:  # null.qubit: every outcome is 0
         outcome = circuit.policy.outcome(0.0, postselect, circuit.key.split, in_loop)
@@ -588,7 +591,27 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
         if reset:
             vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
         state.set(vector)
-    return measured_value(wire_list[0], reset, postselect, outcome)
+    return measured_value(label, reset, postselect, outcome)
+
+
+def _another_compiler_traces() -> bool:
+    """PennyLane's active compiler is not catalyst_lite (``qml.qjit`` compiling with Catalyst)."""
+    qml = sys.modules.get("pennylane")
+    return qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
+
+
+def _measured_wire(wires: Any) -> Any:
+    """The one wire ``measure(wires)`` names: a label, or a one-element list or array of one."""
+    if isinstance(wires, (list, tuple)):
+        if len(wires) != 1:
+            raise QuantumOperationError(
+                f"measure: Only one element is supported for the 'wires' parameter, got {list(wires)}."
+            )
+        return wires[0]
+    shape = getattr(wires, "shape", ())
+    if shape not in ((), (1,)):
+        raise QuantumOperationError(f"measure: Measure is only supported on 1 qubit, got array of shape {shape}.")
+    return wires.reshape(()) if shape else wires
 
 
 # --- PennyLane's compiler-dispatched operations --------------------------------------------------

@@ -5,8 +5,8 @@ most significant bits of an amplitude's index are its device's index, the ``n - 
 index in that device's slice. The circuit runs in one ``jax.shard_map`` (JAX's SPMD: XLA sees one
 program per device and the collectives between them):
 
-- a gate whose wires are all *local* runs on each slice with the simulator's kernel
-  (:func:`.statevector.apply_matrix`), without communication;
+- gates whose wires are all *local* run on each slice fused as the simulator fuses them
+  (:func:`.fusion.apply_fused`: several gates per pass), without communication;
 - a gate on a global qubit first swaps it with a local qubit (one ``all_to_all`` between the
   pairs of devices that differ in that qubit: each sends half its slice). The swap is not undone:
   a *layout* records which wire sits at which position, as distributed simulators keep it;
@@ -37,11 +37,13 @@ flow inside the QNode run here (anything else is a :class:`~catalyst_lite.errors
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -49,7 +51,9 @@ from ..control_flow.common import control_flow_handler
 from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
-from .statevector import apply_block, apply_matrix, basis_indices, outcome_index, probabilities, zero_state
+from .fusion import apply_fused
+from .gates import GateRecord
+from .statevector import apply_matrix, basis_indices, outcome_index, probabilities, zero_state
 
 __all__ = ["StateSharding", "execute_sharded_qnode"]
 
@@ -105,10 +109,16 @@ class _Layout:
     """The sharded state inside ``shard_map``: this device's slice and which wire is at which
     position (positions ``0..k-1`` global, most significant first)."""
 
-    def __init__(self, n: int, sharding: StateSharding):
+    def __init__(self, n: int, sharding: StateSharding, uses: Sequence[Sequence[int]] = ()):
         self.n, self.k, self.axes = n, sharding.k, sharding.qubit_axes
         self.wire_at = list(range(n))  # position -> wire
         self.local = zero_state(n - self.k) * (self.device() == 0)
+        self.pending: list[GateRecord] = []  # gates on local positions, not yet applied
+        self.uses: dict[int, list[int]] = {}  # wire -> the gates (their order) that act on it
+        for gate, wires in enumerate(uses):
+            for w in wires:
+                self.uses.setdefault(w, []).append(gate)
+        self.gate = 0  # the gate being applied
 
     def device(self) -> Any:
         """This device's index: its global bits, most significant first."""
@@ -122,39 +132,54 @@ class _Layout:
 
     def swap(self, g: int, p: int) -> None:
         """Swap global position ``g`` with local position ``p``: one all_to_all over ``g``'s axis,
-        each device sending the half of its slice whose bit ``p`` is not its own bit ``g``."""
+        each device sending the half of its slice whose bit ``p`` is not its own bit ``g``. The
+        queued gates on other positions stay queued (the swap does not move them)."""
         j = p - self.k
-        view = self.local.reshape(2**j, 2, -1)
+        view = (self.flush() if j in self._queued_positions() else self.local).reshape(2**j, 2, -1)
         self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)
         self.wire_at[g], self.wire_at[p] = self.wire_at[p], self.wire_at[g]
 
+    def _queued_positions(self) -> set[int]:  # the local positions queued gates act on
+        return {q for r in self.pending for q in (*r.targets, *r.controls)}
+
+    def _next_use(self, wire: int) -> float:
+        later = self.uses.get(wire, [])
+        i = bisect.bisect_right(later, self.gate)
+        return later[i] if i < len(later) else math.inf
+
     def localize(self, wires: Sequence[int]) -> list[int]:
-        """The local positions of ``wires`` (indices in the slice), each global one swapped with
-        the most significant local position that holds none of them."""
+        """The local positions of ``wires`` (indices in the slice), each global one swapped with a
+        local position that holds none of them: preferably one no queued gate acts on (no flush),
+        then the one whose wire is needed latest (fewest swaps back)."""
         for w in wires:
             g = self.position(w)
             if g < self.k:
-                free = next((p for p in range(self.k, self.n) if self.wire_at[p] not in wires), None)
-                if free is None:
+                queued = self._queued_positions()
+                free = [p for p in range(self.k, self.n) if self.wire_at[p] not in wires]
+                if not free:
                     raise QuantumOperationError(
                         f"state_sharding: an operation on {len(wires)} wires needs them on one device, "
                         f"which holds {self.n - self.k} of the {self.n} qubits."
                     )
-                self.swap(g, free)
+                self.swap(g, min(free, key=lambda p: (p - self.k in queued, -self._next_use(self.wire_at[p]), p)))
         return [self.position(w) - self.k for w in wires]
 
     def apply(self, matrix: Any, wires: Sequence[int], controls: Sequence[int] = (),
               values: Sequence[int] = ()) -> None:
-        positions = self.localize([*wires, *controls])  # swaps first: they change self.local
-        if controls:
-            self.local = apply_matrix(self.local, matrix, positions[:len(wires)], self.n - self.k,
-                                      positions[len(wires):], values)
-            return
-        # The broadcast kernel (one pass, no gather) takes ascending wires: the matrix reordered.
-        k, order = len(wires), sorted(range(len(wires)), key=positions.__getitem__)
-        matrix = jnp.reshape(jnp.transpose(jnp.reshape(matrix, (2,) * (2 * k)), [*order, *(k + o for o in order)]),
-                             (2**k, 2**k))
-        self.local = apply_block(self.local, matrix, sorted(positions), self.n - self.k)
+        """Queue gate number ``self.gate`` on this device's slice, its global wires swapped in
+        first: the gates between the swaps that need them applied are applied fused
+        (:func:`.fusion.apply_fused`), several per pass over the slice."""
+        positions = self.localize([*wires, *controls])
+        self.pending.append(GateRecord(None, tuple(positions[:len(wires)]), tuple(positions[len(wires):]),
+                                       tuple(int(v) for v in values), explicit=matrix))
+        self.gate += 1
+
+    def flush(self) -> Any:
+        """The slice once the queued gates are applied."""
+        if self.pending:
+            self.local = apply_fused(self.local, self.pending, self.n - self.k)
+            self.pending = []
+        return self.local
 
     def indices(self) -> Any:
         """The index (in positions) of each amplitude of this slice in the whole state."""
@@ -197,21 +222,28 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     n, sharded_state = len(labels), P(sharding.qubit_axes)
     draw = key.split() if shots.finite else None
 
+    matrices = [qml.matrix(_targets(op), wire_order=_targets(op).wires) for op in ops]
+    # Known matrices stay NumPy constants (fusion folds them, finds permutations among them); the
+    # traced ones enter the shard_map as replicated arguments.
+    traced = [i for i, m in enumerate(matrices) if not isinstance(m, np.ndarray)]
+
     def circuit(draw_key: Any, *params: Any) -> list[Any]:
-        layout = _Layout(n, sharding)
-        for op, matrix in zip(ops, params):
+        layout = _Layout(n, sharding, [[index[w] for w in op.wires] for op in ops])
+        given = dict(zip(traced, params))
+        for i, op in enumerate(ops):
             controls, values = _controls(op)
-            layout.apply(matrix, [index[w] for w in _targets(op).wires], [index[w] for w in controls], values)
+            layout.apply(given.get(i, matrices[i]), [index[w] for w in _targets(op).wires],
+                         [index[w] for w in controls], values)
+        layout.flush()
         return [_measure(m, layout, [index[w] for w in (m.wires or labels)], shots.total, draw_key)
                 for m in tape.measurements]
 
-    matrices = [qml.matrix(_targets(op), wire_order=_targets(op).wires) for op in ops]
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
     draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
     # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
     with use_abstract_mesh(sharding.mesh.abstract_mesh):
         results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,
-                                check_vma=False)(draw_key, *matrices)
+                                check_vma=False)(draw_key, *(matrices[i] for i in traced))
     found = dict(zip(map(id, tape.measurements), results))
     return jax.tree_util.tree_map(lambda x: found.get(id(x), x), output, is_leaf=lambda x: id(x) in found)
 

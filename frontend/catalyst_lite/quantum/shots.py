@@ -102,9 +102,15 @@ class McmConfig:
         if method is not None and method not in MCM_METHODS:
             raise ShotsError(f"mcm_method={method!r} is not one of {', '.join(map(repr, MCM_METHODS))}.")
         if method == "one-shot" and not shots.finite:
-            raise ShotsError("mcm_method='one-shot' is not supported in analytic shot mode; set finite shots.")
+            raise ShotsError(
+                "Cannot use the 'one-shot' method for mid-circuit measurements with analytic mode: "
+                "mcm_method='one-shot' is not supported in analytic shot mode; set finite shots."
+            )
         if method == "single-branch-statistics" and mode == "hw-like":
-            raise ShotsError("'hw-like' post-selection requires mcm_method='one-shot'.")
+            raise ShotsError(
+                "Cannot use postselect_mode='hw-like' with Catalyst when mcm_method='single-branch-statistics': "
+                "'hw-like' post-selection requires mcm_method='one-shot'."
+            )
         if method is None and _defers_measurements(qnode):  # @qml.transforms.defer_measurements
             method = "deferred"
         explicit = method is not None
