@@ -2,11 +2,13 @@
 cycles (counting the imports inside functions and those for type checking alone), imports inside
 functions only of the modules that import PennyLane (which only programs that use it pay for), the
 compiler independent of the quantum extension, JAX's internals imported in ``jax_extras`` only,
-and no mid-module imports."""
+no mid-module imports, and no decision taken by reading an exception's text or traceback."""
 
 import ast
 import functools
 import pathlib
+import re
+import sys
 
 import pytest
 
@@ -182,3 +184,93 @@ def test_jax_dynamic_shape_types_are_read_in_jax_extras_only():
 
 def test_no_mid_module_imports():
     assert [m for m, (path, _) in MODULES.items() if "noqa: E402" in path.read_text()] == []
+
+
+# --- Errors are told apart by their types, raised where they happen ----------------------------------
+
+# Where reading a traceback's frames is the job: locating the user's line for a message, filtering
+# the frames shown.
+_READS_FRAMES = {("catalyst_lite.diagnostics", "user_location"), ("catalyst_lite.tracebacks", "filtered")}
+_TEXT_TESTS = {"startswith", "endswith", "find", "index", "count", "search", "match", "fullmatch"}
+
+
+def _exception_names(function: ast.AST) -> set[str]:
+    """The names that hold exceptions in a function: bound by ``except ... as``, or parameters
+    annotated with an exception class."""
+    names = {h.name for h in ast.walk(function) if isinstance(h, ast.ExceptHandler) and h.name}
+    if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        names |= {a.arg for a in function.args.args + function.args.kwonlyargs
+                  if a.annotation is not None and re.search(r"Exception|Error\b", ast.unparse(a.annotation))}
+    return names
+
+
+def _is_text_of(node: ast.AST, names: set[str]) -> bool:
+    """``str(err)``, ``repr(err)``, ``err.args``, ``err.args[0]`` for an exception ``err``."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "repr"):
+        return len(node.args) == 1 and isinstance(node.args[0], ast.Name) and node.args[0].id in names
+    return isinstance(node, ast.Attribute) and node.attr == "args" and isinstance(node.value, ast.Name) \
+        and node.value.id in names
+
+
+def _text_decisions(module: str) -> list[str]:
+    found = []
+    for function in ast.walk(_tree(module)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        names = _exception_names(function)
+        for node in ast.walk(function):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _TEXT_TESTS:
+                operands = [node.func.value, *node.args]
+            else:
+                continue
+            if any(_is_text_of(x, names) for x in operands):
+                found.append(f"{module}.{function.name}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_decision_reads_an_exception_s_text():
+    """No ``"..." in str(err)``, ``str(err).startswith(...)``, ``err.args[0] == ...``: an error
+    reworded by JAX must not change what catalyst_lite does."""
+    assert [d for m in MODULES for d in _text_decisions(m)] == []
+
+
+def test_no_decision_reads_notes_or_traceback_frames():
+    found = []
+    for module in MODULES:
+        for function in ast.walk(_tree(module)):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                notes = (isinstance(node, ast.Attribute) and node.attr == "__notes__") or (
+                    isinstance(node, ast.Constant) and node.value == "__notes__")
+                frames = (isinstance(node, ast.Attribute) and node.attr in ("walk_tb", "extract_tb", "tb_frame")
+                          and (module, function.name) not in _READS_FRAMES)
+                if notes or frames:
+                    found.append(f"{module}.{function.name}: {ast.unparse(node)}")
+    assert found == []
+
+
+def test_program_choice_catches_only_typed_signals():
+    """Which program a call runs is decided on catalyst_lite's typed signals: no handler there
+    catches every exception (the user's own pass through, from the first trace)."""
+    handlers = [h for h in ast.walk(_tree("catalyst_lite.compiler.assumptions")) if isinstance(h, ast.ExceptHandler)]
+    broad = [ast.unparse(h.type) if h.type else "bare except" for h in handlers
+             if h.type is None or ast.unparse(h.type) in ("Exception", "BaseException")]
+    assert handlers and broad == []
+
+
+@pytest.mark.parametrize("source, found", [
+    ("def f():\n    try:\n        g()\n    except ValueError as err:\n        if 'x' in str(err):\n            pass", 1),
+    ("def f(err: BaseException):\n    return str(err).startswith('Incompatible')", 1),
+    ("def f():\n    try:\n        g()\n    except TypeError as e:\n        return e.args[0] == 'x'", 1),
+    ("def f(err: BaseException):\n    return f'{err}: {str(err)}'", 0),
+])
+def test_text_decisions_are_found(source, found, monkeypatch):
+    """The check above finds what it looks for (and not a message built from an error)."""
+    monkeypatch.setitem(MODULES, "example", (None, False))
+    monkeypatch.setattr(sys.modules[__name__], "_tree", lambda module: ast.parse(source))
+    assert len(_text_decisions("example")) == found

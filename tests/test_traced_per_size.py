@@ -222,15 +222,23 @@ def test_training_step_over_a_batch_of_any_size():
         assert_same_as_jax_jit(compiled_euler(y), jax.jit(euler)(y))
 
 
-def test_user_exception_runs_the_function_once():
-    """The user's own exception propagates from the first trace, as under jax.jit: the function
-    is not run again with static sizes."""
+@pytest.mark.parametrize("where", ["function", "lax.cond branch", "lax.scan body", "jax.grad", "jax.vmap"])
+def test_user_exception_runs_the_function_once(where):
+    """The user's own exception propagates from the first trace, as under jax.jit, wherever JAX
+    runs the user's code: the function is not run again with static sizes."""
     runs = []
 
-    def f(x):
+    def raising(y):
         runs.append(None)
         raise LookupError("user's")
 
+    fn = {
+        "function": raising,
+        "lax.cond branch": lambda x: lax.cond(x.sum() > 0, raising, jnp.sin, x),
+        "lax.scan body": lambda x: lax.scan(lambda c, xi: (raising(c), xi), x, x),
+        "jax.grad": lambda x: jax.grad(lambda y: raising(y).sum())(x),
+        "jax.vmap": lambda x: jax.vmap(raising)(x),
+    }[where]
     with pytest.raises(LookupError, match="user's"):
-        qjit(f, abstracted_axes={0: "n"})(jnp.ones(3))
+        qjit(fn, abstracted_axes={0: "n"})(jnp.ones(3))
     assert len(runs) == 1

@@ -299,7 +299,9 @@ def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
             users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
             if users:
                 raise escaped_size_error(name, users[0])
-    open_eqn = open_jax_nested_equation(jaxpr)
+    open_eqn = open_jax_nested_equation(jaxpr) or next(
+        (e for e in jaxpr.eqns if any(isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None
+    )  # (a tracer in a result's type: a size of another trace)
     if open_eqn is not None:
         raise escaped_size_error(name, open_eqn)
 
@@ -338,7 +340,7 @@ def trace_program(
 
     scalar_dtypes = [s.dtype if s.shape == () else None for s in leaf_specs]
     # Translated outside `dynamic_tracing`: the messages are built with the user's JAX settings.
-    with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes), dynamic_tracing(), size_scope(scope):
+    with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes, scope), dynamic_tracing(), size_scope(scope):
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
     _refuse_escaped_sizes(jaxpr, consts, name)

@@ -11,17 +11,17 @@ one for the call:
 2. a program **guided** by the call: the same symbolic sizes, but every comparison decided at the
    call's sizes, so it holds wherever its own facts do: ``jnp.arange(n)`` traced at ``n = -3``
    serves every negative ``n``, ``x + y`` of two abstracted axes traced at ``n == m`` every call
-   with equal lengths. Also when the generic trace fails with a JAX error (``x + y`` needs the
-   two lengths equal: at generic sizes they are not);
+   with equal lengths. Also when the generic trace fails after such a comparison (``x + y``
+   needs the two lengths equal: at generic sizes they are not);
 3. a **static** program, when even the guided trace fails (JAX takes another path for static
-   shapes: ``x[::2]`` of an empty array is a slice, not a gather), or when JAX's own code needs a
-   size as a Python int (``len(x)`` in a function without symbolic-size support): the call's sizes
-   are constants of the trace, as with ``jax.jit``, and the program serves calls with the same
-   sizes.
+   shapes: ``x[::2]`` of an empty array is a slice, not a gather): the call's sizes are constants
+   of the trace, as with ``jax.jit``, and the program serves calls with the same sizes.
 
-If the static trace fails too, ``jax.jit`` fails at these sizes: the guided trace's error is
-raised, naming the sizes (:class:`~catalyst_lite.errors.IncompatibleSizesError` when JAX needed two
-sizes equal that are not).
+A trace falls back on :class:`~catalyst_lite.jax_extras.patches.NeedsCallSizes` alone, the signal
+raised where JAX meets a symbolic size it cannot handle (``len(x)``, ``lax.scan``, ``fft``...), and
+on shapes that do not broadcast; any other exception (the user's own first) propagates. If the
+static trace fails too, ``jax.jit`` fails at these sizes: the error names the sizes
+(:class:`~catalyst_lite.errors.IncompatibleSizesError` when JAX needed two sizes equal that are not).
 
 Checking the facts is one call of a small Python function compiled from them (integer arithmetic
 on the sizes, :func:`~catalyst_lite.jax_extras.size_facts.compile_facts`); a program without facts
@@ -47,18 +47,14 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..errors import (
-    CatalystLiteError,
-    IncompatibleSizesError,
-    UnsupportedOperationError,
-)
-from ..diagnostics import needs_static_sizes, raised_inside_jax
+from ..errors import IncompatibleSizesError
 from ..jax_extras import eval_context
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.dimensions import assume_size_p
 from ..jax_extras.requirements import BrokenRequirement, require_size_p
 from ..jax_extras.size_expressions import Fact, SizeExpr
-from ..jax_extras.size_facts import NeedsCallSizes, SizeScope
+from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError
+from ..jax_extras.size_facts import SizeScope
 from ..trace_context import capture_switched
 from ..reporting import Reporter
 from ..signature import LeafSpec
@@ -118,31 +114,6 @@ class SizeInputs:
         return ", ".join(
             f"{self.names[k]} = {int(values[k])} ({self.sources[k]})" for k in sorted(set(positions))
         )
-
-
-def _may_depend_on_sizes(err: BaseException) -> bool:
-    """Whether a failed trace may succeed with other decisions about sizes, or static ones: JAX's
-    own errors (shapes that do not broadcast, a slice out of range); never catalyst_lite's
-    (Python control flow on a traced value, bad arguments, an unsupported operation)."""
-    return isinstance(err, (TypeError, ValueError, IndexError)) and not isinstance(err, CatalystLiteError)
-
-
-def _symbolic_sizes_failed(err: BaseException) -> bool:
-    """Whether a trace with symbolic sizes failed where one with the call's sizes may not: JAX's
-    dynamic-shape path does not support an operation (a primitive with a size parameter, a
-    function JAX traces itself: ``lax.cond``, ``lax.scan``, ``jax.grad``...), or JAX raised an error
-    of its own (a carry type that only differs in a size, a shape that does not broadcast at these
-    sizes); not catalyst_lite's other errors (Python control flow on a traced value, bad
-    arguments), which a static trace would raise again."""
-    return isinstance(err, UnsupportedOperationError) or (
-        isinstance(err, Exception) and not isinstance(err, CatalystLiteError)
-    )
-
-
-def _jax_needs_call_sizes(err: BaseException, inputs: SizeInputs) -> bool:
-    """Whether the generic trace failed in JAX's code for want of the call's sizes (see
-    :func:`_symbolic_sizes_failed`), for a signature that has sizes to give it."""
-    return bool(inputs.sizes) and _symbolic_sizes_failed(err) and raised_inside_jax(err)
 
 
 @dataclass(frozen=True)
@@ -263,70 +234,57 @@ class ProgramFamily:
     def generic(self, trace: Tracer, lock: bool = True) -> Any | None:
         """The generic program (traced now if it is not yet): what ``.jaxpr`` shows before any
         call, e.g. for a function traced ahead of time from its annotations; ``None`` when JAX
-        cannot trace the function with symbolic sizes (every call then traces it with its own)."""
+        cannot trace the function with symbolic sizes (calls then trace it with their own)."""
         with self._lock if lock else contextlib.nullcontext():
-            if not self.programs and not self.sizes_must_be_static:
+            if not self.programs and not self.sizes_must_be_static and not self.generic_failed:
+                scope = self._scope()
                 try:
-                    self.programs.append(trace(SizeScope(self.inputs.names), None))
-                except NeedsCallSizes:
-                    self.sizes_must_be_static = True  # calls trace it with their sizes
-                except Exception as err:
-                    # JAX cannot trace it with symbolic sizes: calls trace it with theirs (see
-                    # _trace_for). The user's own errors and catalyst_lite's are raised now.
-                    if not _jax_needs_call_sizes(err, self.inputs):
-                        raise
-                    self.sizes_must_be_static = True
+                    self.programs.append(trace(scope, None))
+                except (NeedsCallSizes, ShapeBroadcastError) as err:
+                    self._generic_failed(scope, err)
             return self.programs[0] if self.programs else None
 
+    def _scope(self, values: Sequence[Any] | None = None) -> SizeScope:
+        """The scope of a trace with symbolic sizes, guided by a call's ``values`` if given."""
+        point = None if values is None else self.inputs.point(values)
+        return SizeScope(self.inputs.names, point, symbolic=bool(self.inputs.sizes))
+
+    def _generic_failed(self, scope: SizeScope, err: BaseException) -> None:
+        """After the generic trace raised the signal (or shapes that do not broadcast): a trace
+        guided by the call when comparisons of sizes the call decides led there (sizes JAX
+        needed equal that are not at generic sizes, a comparison of unrelated sizes); the call's
+        sizes as constants for the signal otherwise. Shapes that do not broadcast at any sizes
+        are the user's error."""
+        if scope.undecided or scope.last_disagreement is not None:
+            self.generic_failed = True
+        elif isinstance(err, NeedsCallSizes):
+            self.sizes_must_be_static = True
+        else:
+            raise err
+
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
-        if self.sizes_must_be_static:
-            return self._trace_static(values, trace)
-        if not self.programs and not self.generic_failed:
-            scope = SizeScope(self.inputs.names)
+        if not self.programs and not self.generic_failed and not self.sizes_must_be_static:
+            scope = self._scope()
             try:
                 program = trace(scope, None)
-            except NeedsCallSizes:
-                # A comparison of unrelated sizes: a trace guided by the call decides it; a size
-                # the user's code needs as a Python value: the call's sizes as constants.
-                if not scope.undecided:
-                    self.sizes_must_be_static = True
-                    return self._trace_static(values, trace)
-                self.generic_failed = True
-            except Exception as err:
-                # Sizes JAX needed equal and that are not at generic sizes (two abstracted axes),
-                # or a comparison of unrelated sizes: a call's sizes may settle them.
-                if scope.undecided and needs_static_sizes(err):
-                    self.generic_failed = True
-                elif needs_static_sizes(err):
-                    self.sizes_must_be_static = True
-                    return self._trace_static(values, trace, err)
-                elif scope.disagreements and _may_depend_on_sizes(err):
-                    self.generic_failed = True
-                elif _jax_needs_call_sizes(err, self.inputs):
-                    # What JAX cannot trace with symbolic sizes, it traces with the call's: as
-                    # jax.jit does, every size then gets a trace of its own. If that fails too,
-                    # its error is the one jax.jit gives. (The user's own exceptions propagate at
-                    # once: the function is not run a second time.)
-                    self.sizes_must_be_static = True
-                    return self._trace_static(values, trace)
-                else:
-                    raise
+            except (NeedsCallSizes, ShapeBroadcastError) as err:
+                self._generic_failed(scope, err)
             else:
                 self.programs.append(program)
                 if program.facts.hold(values):
                     return program
-        scope = SizeScope(self.inputs.names, self.inputs.point(values))
+        if self.sizes_must_be_static:
+            # What JAX cannot trace with symbolic sizes, it traces with the call's: as jax.jit
+            # does, every size then gets a trace of its own.
+            return self._trace_static(values, trace)
+        scope = self._scope(values)
         try:
             program = trace(scope, None)
-        except NeedsCallSizes:  # a size as a Python value: the call's sizes as constants
-            return self._trace_static(values, trace)
         except BrokenRequirement as err:  # jax.jit refuses these sizes (a reshape that does not fit)
             raise IncompatibleSizesError(
                 f"{self.name}: {err} The sizes come from {self.inputs.describe(err.inputs, values)}."
             ) from None
-        except Exception as err:
-            if not (_symbolic_sizes_failed(err) or needs_static_sizes(err)):
-                raise
+        except (NeedsCallSizes, ShapeBroadcastError) as err:
             return self._trace_static(values, trace, self._named(err, scope, values))
         if not program.facts.hold(values):  # a fact its own sizes break: no use to anyone
             return self._trace_static(values, trace)
@@ -336,11 +294,12 @@ class ProgramFamily:
     def _static_point(self, values: Sequence[Any]) -> list[int | None]:
         return [v if k in self.inputs.sizes else None for k, v in enumerate(self.inputs.point(values))]
 
-    def _trace_static(self, values: Sequence[Any], trace: Tracer, error: BaseException | None = None) -> Any:
-        """A program traced with the call's sizes as constants; if ``jax.jit`` fails at them too,
-        ``error`` (the symbolic trace's, which names the sizes) when given."""
+    def _trace_static(self, values: Sequence[Any], trace: Tracer, error: IncompatibleSizesError | None = None) -> Any:
+        """A program traced with the call's sizes as constants; if ``jax.jit`` refuses these sizes
+        too (a ``TypeError``/``ValueError`` of JAX's shape logic), ``error`` (naming the sizes)
+        when given."""
         static = self._static_point(values)
-        scope = SizeScope(self.inputs.names)
+        scope = SizeScope(self.inputs.names, symbolic=False)
         # Its facts say which sizes it is traced for: a repeated call checks the integer
         # arguments' values (see compiled._RepeatedCall), which its executable no longer reads.
         scope.facts.extend(
@@ -348,21 +307,19 @@ class ProgramFamily:
         )
         try:
             program = trace(scope, static)
-        except Exception:
-            if error is not None:
-                raise error from None
-            raise
+        except (TypeError, ValueError):
+            if error is None:
+                raise
+            raise error from None
         self.static_programs[tuple(static)] = program
         return program
 
-    def _named(self, err: BaseException, scope: SizeScope, values: Sequence[Any]) -> BaseException:
-        """The guided trace's error, as :class:`IncompatibleSizesError` naming the sizes when the
-        last thing JAX asked before raising it was whether two sizes are equal (and at this
-        call they are not)."""
+    def _named(self, err: BaseException, scope: SizeScope, values: Sequence[Any]) -> IncompatibleSizesError | None:
+        """The guided trace's failure as :class:`IncompatibleSizesError` naming the sizes, when
+        the last thing JAX asked before it was whether two sizes are equal (and at this call they
+        are not)."""
         if scope.last_disagreement is None or not isinstance(err, (TypeError, ValueError)):
-            return err
-        if isinstance(err, CatalystLiteError):
-            return err
+            return None
         lhs, rhs = scope.last_disagreement
         names = self.inputs.names
         positions = lhs.inputs() | rhs.inputs()

@@ -13,7 +13,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from ..trace_context import current as current_context, scope as context_scope
-from ..diagnostics import is_broadcast_error
+from ..diagnostics import ShapeBroadcastError
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, Tracer, current_trace, get_aval, is_tracing
 from ..jax_extras.tracing import inside_program_trace
@@ -102,9 +102,7 @@ def carried_sizes_stay_apart(strategy: ExpansionStrategy, api: str, fn: Callable
         return
     try:
         yield
-    except ValueError as err:
-        if not is_broadcast_error(err):
-            raise
+    except ShapeBroadcastError:
         raise DimensionError(
             f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
             "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "

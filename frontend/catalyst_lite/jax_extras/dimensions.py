@@ -21,10 +21,11 @@ picks its program".
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import sys
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 from jax import errors
@@ -34,9 +35,9 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError
-from .patches import Patch, is_active, register_patch, suspended
+from .patches import NeedsCallSizes, Patch, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
-from .size_facts import NeedsCallSizes, current_scope, has_subprograms, is_scalar_int_or_bool
+from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
 from .tracing import constant_value
 
 __all__ = [
@@ -350,6 +351,8 @@ def _make_bool(original):
                 answer = None
             if answer is not None:
                 return answer
+            with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
+                return original(self)
         elif is_active():
             answer = _decide_user_size_question(self, original)
             if answer is not None:
@@ -357,6 +360,28 @@ def _make_bool(original):
         return original(self)
 
     return __bool__
+
+
+def _of_axes_only(tracer: Any) -> bool:
+    scope = current_scope()
+    return scope is not None and scope.of_axes_only(tracer)
+
+
+@contextlib.contextmanager
+def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
+    """Code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on it): when
+    ``a_number_under_jit`` (by default: JAX's own code asks, and it is a size), the call's sizes
+    give it (the signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data,
+    the user's question about an integer argument)."""
+    try:
+        yield
+    except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError,
+            errors.TracerBoolConversionError, errors.TracerArrayConversionError) as err:
+        if a_number_under_jit is None:
+            a_number_under_jit = is_size_expression(tracer)
+        if symbolic_trace() and a_number_under_jit:
+            raise NeedsCallSizes.standing_for(err, site) from err
+        raise
 
 
 def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> bool | None:
@@ -441,7 +466,8 @@ def _make_concrete_or_error(original):
     def concrete_or_error(force, val, context=""):
         if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
-        return original(force, val, context)
+        with _needs_a_number(val, "JAX's code needing a size as a Python value"):
+            return original(force, val, context)
 
     return concrete_or_error
 
@@ -491,16 +517,16 @@ def _make_array(original):
     # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
     # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index).
     def __array__(self, dtype=None, copy=None):
-        wants_object = dtype is None or np.dtype(dtype) == np.dtype(object)
-        if not (wants_object and is_active() and is_size_expression(self)):
+        if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
-        scope = current_scope()
-        caller = sys._getframe(1).f_globals.get("__name__", "")
-        if not caller.startswith(("jax.", "numpy.")) and scope is not None and scope.of_axes_only(self):
+        by_jax = sys._getframe(1).f_globals.get("__name__", "").startswith(("jax.", "numpy."))
+        of_axes = _of_axes_only(self)
+        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or not of_axes):
+            boxed = np.empty((), dtype=object)
+            boxed[()] = self
+            return boxed
+        with _needs_a_number(self, "NumPy on a size", None if by_jax else of_axes):
             return original(self, dtype, copy)
-        boxed = np.empty((), dtype=object)
-        boxed[()] = self
-        return boxed
 
     return __array__
 
@@ -602,13 +628,11 @@ def _make_index(original):
     # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
     # compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error.
     def to_int(self):
-        try:
+        if not is_active():
             return original(self)
-        except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError) as err:
-            scope = current_scope()
-            if is_active() and not _called_by_jax() and scope is not None and scope.of_axes_only(self):
-                raise NeedsCallSizes.standing_for(err, "a size used as a Python int") from err
-            raise
+        by_jax = _called_by_jax()
+        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
+            return original(self)
 
     return to_int
 

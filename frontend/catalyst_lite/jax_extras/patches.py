@@ -19,20 +19,34 @@ False
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+import jax.lax
+import numpy as np
+from jax import errors as jax_errors
 from jax._src import core, pjit, xla_bridge
-from jax._src.lax import control_flow
+from jax._src.interpreters import ad
 from jax._src.interpreters import partial_eval as pe
+from jax._src.lax import control_flow
 from jax._src.lax import lax as lax_internal
+from jax._src.lax.control_flow import conditionals, loops
+from jax._src.numpy import indexing, lax_numpy
+from jax._src.numpy import util as numpy_util
 from jax.tree_util import tree_flatten
 
+from ..errors import CatalystLiteError, SymbolicShapeError
 from ..trace_context import current, scope as context_scope
 
 __all__ = [
+    "NeedsCallSizes",
+    "error_standing_for",
+    "NonIntegerSizeError",
+    "ShapeBroadcastError",
+    "symbolic_trace",
     "Patch",
     "PATCHES",
     "PatchSet",
@@ -209,30 +223,201 @@ def _make_platform_dependent(original):
     return platform_dependent
 
 
-# --- 8. JAX's own nested traces of symbolically-shaped functions -----------------------------------
+# --- 8. Where JAX meets a symbolic size it cannot handle: one typed signal ---------------------
+
+
+class NeedsCallSizes(Exception):
+    """The signal raised where a trace with symbolic sizes needs the call's sizes (``site`` says
+    where): a size of an abstracted axis taken as a Python value (``len(x)``), a comparison the
+    symbolic sizes do not decide, a layer of JAX that fails on a symbolic size (a primitive's
+    rules, a check of a nested trace, reverse mode). The program is traced again with the call's
+    sizes (``compiler.assumptions``), as ``jax.jit`` traces it. :meth:`standing_for` makes it an
+    instance of the error it stands for too: code that catches that class still does.
+
+    >>> from catalyst_lite.jax_extras.patches import NeedsCallSizes
+    >>> signal = NeedsCallSizes.standing_for(TypeError("len() of a traced size"), "len(x)")
+    >>> isinstance(signal, NeedsCallSizes), isinstance(signal, TypeError), signal.site
+    (True, True, 'len(x)')
+    """
+
+    def __init__(self, site: str = "") -> None:
+        super().__init__(site)
+        self.site = site
+
+    @classmethod
+    def standing_for(cls, err: BaseException, site: str) -> "NeedsCallSizes":
+        signal = error_standing_for(cls, type(err))(*err.args)
+        signal.site = site
+        return signal
+
+
+@functools.cache
+def error_standing_for(ours: type[Exception], theirs: type[BaseException]) -> type[Exception]:
+    """``ours`` that is also ``theirs`` (JAX's error class, say): code catching either catches it.
+
+    >>> error_standing_for(NeedsCallSizes, TypeError)("message").args
+    ('message',)
+    """
+    if issubclass(theirs, ours):
+        return theirs
+
+    def __init__(self, *args: Any) -> None:  # JAX's classes take a tracer, not a message
+        Exception.__init__(self, *args)
+
+    return type(ours.__name__, (ours, theirs), {"__init__": __init__, "__module__": ours.__module__,
+                                                 "__doc__": ours.__doc__, "__str__": Exception.__str__})
+
+
+class ShapeBroadcastError(ValueError, TypeError):
+    """Shapes that do not broadcast (``x + y`` of shapes ``(3,)`` and ``(4,)``), raised where JAX
+    broadcasts them: a ``ValueError`` on JAX's dynamic-shape path, where catalyst_lite traces, and
+    a ``TypeError`` under ``jax.jit``; both here, so that code catching either keeps working."""
+
+
+class NonIntegerSizeError(TypeError):
+    """A size computed from a value that is not an integer (``jnp.ones(x)`` of a float ``x``),
+    raised where JAX checks a shape."""
+
+
+def symbolic_trace() -> bool:
+    """The calling thread traces a catalyst_lite program with symbolic sizes (its size scope, see
+    :mod:`.size_facts`, is not a static one).
+
+    >>> from catalyst_lite.jax_extras.patches import symbolic_trace
+    >>> symbolic_trace()
+    False
+    """
+    scopes = current().size_scopes
+    return is_active() and bool(scopes) and scopes[-1].symbolic
+
+
+def _nested_jax_trace() -> bool:
+    scopes = current().size_scopes
+    return bool(scopes) and scopes[-1].nested_jax_traces > 0
+
+
+# Errors that already say what happened: not a layer's failure to be signalled again.
+_SETTLED = (NeedsCallSizes, ShapeBroadcastError, NonIntegerSizeError, CatalystLiteError)
+
+
+def _make_site(site: Callable[..., str]):
+    # A layer of JAX that fails on symbolic sizes it cannot handle (and runs no user code): its
+    # failure while a symbolic trace is in progress is the signal, naming the site.
+    def make(original):
+        def at_site(*args, **kwargs):
+            try:
+                return original(*args, **kwargs)
+            except Exception as err:
+                if isinstance(err, _SETTLED) or not symbolic_trace():
+                    raise
+                raise NeedsCallSizes.standing_for(err, site(*args)) from err
+
+        return at_site
+
+    return make
+
+
+def _make_broadcast(original):
+    # JAX's broadcasting of shapes: sizes that do not broadcast are our typed error; inside JAX's
+    # own nested trace (whose sizes JAX does not relate to ours) they are the signal.
+    def broadcast(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except ValueError as err:
+            if not is_active() or isinstance(err, _SETTLED):
+                raise
+            error = ShapeBroadcastError(*err.args)
+            if symbolic_trace() and _nested_jax_trace():
+                raise NeedsCallSizes.standing_for(error, "broadcasting in JAX's nested trace") from err
+            raise error.with_traceback(err.__traceback__) from None
+
+    return broadcast
+
+
+def _make_invalid_shape_error(original):
+    # A shape that is not a sequence of integers: a jaxpr variable in it is a size that escaped
+    # JAX's own nested trace (the signal); a non-integer value, the user's (a typed error).
+    def invalid_shape_error(shape, context=""):
+        error = original(shape, context)
+        if not is_active():
+            return error
+        if any(isinstance(d, core.Var) for d in shape):
+            return NeedsCallSizes.standing_for(error, "a size escaped JAX's nested trace")
+        return NonIntegerSizeError(*error.args)
+
+    return invalid_shape_error
+
+
+def _symbolic_dims(shape: Sequence[Any]) -> bool:
+    return is_active() and any(isinstance(d, core.Tracer) for d in shape)
+
+
+def _make_associative_scan(original):
+    # lax.associative_scan refuses an axis of symbolic size: it is traced with the call's sizes.
+    def associative_scan(fn, elems, reverse=False, axis=0):
+        leaves = tree_flatten(elems)[0]
+        if symbolic_trace() and leaves and _symbolic_dims(np.shape(leaves[0])[axis:][:1]):
+            raise NeedsCallSizes("lax.associative_scan over an axis of symbolic size")
+        return original(fn, elems, reverse=reverse, axis=axis)
+
+    return associative_scan
+
+
+def _no_symbolic_result(call: str, fix: str) -> SymbolicShapeError:
+    return SymbolicShapeError(f"{call} cannot have a symbolic result shape: {fix}.")
+
+
+def _make_squeeze(original):
+    # Which axes have length 1 is only known at run time: the rank of the result too.
+    def squeeze(a, axis):
+        if axis is None and _symbolic_dims(np.shape(a)):
+            raise _no_symbolic_result("jnp.squeeze(x) without axis", "which axes have length 1 is only "
+                                      "known at run time; pass the axes, e.g. jnp.squeeze(x, axis=1)")
+        return original(a, axis)
+
+    return squeeze
+
+
+def _make_expand_bool_indices(original):
+    # x[mask]: the result's length is the number of true entries, known only at run time.
+    def expand_bool_indices(idx, shape):
+        if is_active() and any(isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx):
+            raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
+                                      "on the data; use jnp.where(mask, x, fill) to keep the size, or "
+                                      "jnp.nonzero(mask, size=k, fill_value=...) with a bound k")
+        return original(idx, shape)
+
+    return expand_bool_indices
+
+
+def _make_dimension_as_value(original):
+    # A jaxpr variable where JAX wants a size's value is a size that escaped JAX's nested trace.
+    def dimension_as_value(d):
+        if isinstance(d, core.Var) and symbolic_trace():
+            raise NeedsCallSizes("a size escaped JAX's nested trace")
+        return original(d)
+
+    return dimension_as_value
 
 
 def _make_trace_to_jaxpr_dynamic(original):
     # JAX traces some functions itself (lax.cond's branches, lax.while_loop's body, custom_jvp
-    # functions, custom_linear_solve): a fresh trace that does not relate its sizes to ours, so
-    # jax.numpy then fails on "incompatible" sizes that are equal. Say which JAX function failed
-    # and why, instead of a baffling shape error (catalyst_lite itself never calls this).
+    # functions): a fresh trace that does not relate its sizes to ours. Inside it, a broadcast of
+    # sizes that are equal but unrelated fails, and a size JAX needs as a number is one of that
+    # trace: JAX's own conversion errors there are the signal (the user's exceptions pass).
     def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
-        if not (is_active() and any(type(a) is core.DShapedArray for a in in_avals)):
+        scopes = current().size_scopes
+        if not (symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)):
             return original(fun, in_avals, *args, **kwargs)
+        scopes[-1].nested_jax_traces += 1
         try:
             return original(fun, in_avals, *args, **kwargs)
-        except (TypeError, ValueError) as err:
-            # A size shown as a tracer or a jaxpr variable, or needed as a number (`int(n)`).
-            lost = ("JitTracer<" in str(err) or "'Var' object" in str(err)
-                    or isinstance(err, core.ConcretizationTypeError))
-            if not lost:
+        except jax_errors.JAXTypeError as err:
+            if isinstance(err, NeedsCallSizes):
                 raise
-            raise NotImplementedError(
-                "JAX traces a nested function (a jax.lax control-flow primitive, a custom_jvp or "
-                "custom_linear_solve) on symbolically-sized arrays and loses the relation between "
-                f"their sizes: {str(err).splitlines()[0]}"
-            ) from err
+            raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
+        finally:
+            scopes[-1].nested_jax_traces -= 1
 
     return trace_to_jaxpr_dynamic
 
@@ -353,11 +538,59 @@ PATCHES: tuple[Patch, ...] = (
         "lax.platform_dependent takes the default backend's branch at once (no staged switch)",
     ),
     Patch(
-        "name_nested_jax_trace_failures",
+        "signal_nested_jax_trace_failures",
         pe,
         "trace_to_jaxpr_dynamic",
         _make_trace_to_jaxpr_dynamic,
-        "a shape error in JAX's own nested trace of a symbolically-shaped function is unsupported",
+        "JAX's conversion errors in its own nested trace of a symbolically-shaped function signal",
+    ),
+    *(
+        Patch(f"signal_{name}", owner, attr, _make_site(site), f"a failure of {why} on symbolic sizes signals")
+        for name, owner, attr, site, why in (
+            ("primitive_rules", core.Primitive, "bind_with_trace",
+             lambda p, *_: f"JAX's rules of primitive {p.name!r}", "a primitive's rules"),
+            *((f"custom_jvp_{trace.__name__}", trace, "process_custom_jvp_call",
+               lambda *_: "JAX's differentiation of a custom_jvp function", "differentiating a custom_jvp")
+              for trace in (ad.JVPTrace, ad.LinearizeTrace)),
+            ("reverse_mode", ad, "backward_pass", lambda *_: "JAX's reverse mode", "reverse mode"),
+            ("carry_check", loops, "_check_carry_type",
+             lambda name, *_: f"JAX's check of a {name}'s carry", "lax loops' carry check"),
+            ("branch_check", conditionals, "_check_branch_outputs",
+             lambda name, *_: f"JAX's check of {name}'s branch types", "lax.cond's branch check"),
+        )
+    ),
+    *(
+        Patch(f"typed_broadcast_{attr}", owner, attr, _make_broadcast, "shapes that do not broadcast raise a typed error")
+        for owner, attr in ((lax_internal, "broadcast_shapes"), (numpy_util, "_broadcast_to"))
+    ),
+    Patch(
+        "typed_invalid_shapes",
+        core,
+        "_invalid_shape_error",
+        _make_invalid_shape_error,
+        "a shape of non-integers is a typed error; one holding an escaped jaxpr variable signals",
+    ),
+    Patch(
+        "escaped_sizes_as_values",
+        core,
+        "dimension_as_value",
+        _make_dimension_as_value,
+        "a jaxpr variable used as a size's value (escaped from JAX's nested trace) signals",
+    ),
+    Patch(
+        "associative_scan_over_symbolic_axes",
+        jax.lax,
+        "associative_scan",
+        _make_associative_scan,
+        "lax.associative_scan over an axis of symbolic size signals before it runs",
+    ),
+    Patch("typed_squeeze", lax_numpy, "_squeeze", _make_squeeze, "jnp.squeeze(x) of symbolic shape needs its axes"),
+    Patch(
+        "typed_boolean_masks",
+        indexing,
+        "_expand_bool_indices",
+        _make_expand_bool_indices,
+        "x[mask] of a traced mask has no symbolic result shape",
     ),
 )
 

@@ -17,7 +17,6 @@ a :class:`SizeScope`:
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -26,6 +25,7 @@ from jax._src.interpreters import partial_eval as pe
 
 from ..trace_context import current as current_context, scope as context_scope
 from .size_expressions import NEGATED, Fact, SizeExpr, UnknownSize, compile_expression, same_expression, simplified
+from .patches import NeedsCallSizes
 from .tracing import constant_value
 
 __all__ = [
@@ -60,55 +60,21 @@ def has_subprograms(eqn: Any) -> bool:
 # --- The scope of one top-level trace ------------------------------------------------------------
 
 
-class NeedsCallSizes(Exception):
-    """The signal a repair of JAX's shape logic raises where a trace with symbolic sizes needs the
-    call's sizes (``site`` says where): the user's code takes a size of an abstracted axis as a
-    Python value (``len(x)``, ``range(x.shape[0])``), or compares sizes that the symbolic sizes do
-    not decide (``x.shape[0] > y.shape[0]``). The trace in progress is abandoned and the program
-    traced again with the call's sizes (``compiler.assumptions``).
-
-    Made by :meth:`standing_for` as an instance of the JAX error it stands for too, so that code
-    written for ``jax.jit`` that catches JAX's class (autograph's fallback to a Python loop) still
-    does.
-
-    >>> import jax
-    >>> from catalyst_lite.jax_extras.size_facts import NeedsCallSizes
-    >>> signal = NeedsCallSizes.standing_for(TypeError("len() of a traced size"), "len(x)")
-    >>> isinstance(signal, NeedsCallSizes), isinstance(signal, TypeError), signal.site
-    (True, True, 'len(x)')
-    """
-
-    site: str = ""
-
-    @classmethod
-    def standing_for(cls, err: BaseException, site: str) -> "NeedsCallSizes":
-        signal = _signal_class(type(err))(str(err))
-        signal.site = site
-        return signal
-
-
-@functools.cache
-def _signal_class(jax_error: type[BaseException]) -> type[NeedsCallSizes]:
-    def __init__(self, message: str) -> None:  # JAX's classes take a tracer, not a message
-        Exception.__init__(self, message)
-
-    return type("NeedsCallSizes", (NeedsCallSizes, jax_error),
-                {"__init__": __init__, "__module__": __name__, "__doc__": NeedsCallSizes.__doc__,
-                 "__str__": Exception.__str__})
-
-
 class SizeScope:
     """The size inputs of a program being traced, the point its decisions are taken at (``None``:
     at generic sizes), and the facts decided so far.
 
     ``names`` are the inputs' names, in the order of the program's inputs (implicit sizes, then the
     flat arguments); ``point`` their values at the guiding call (``None`` entries for inputs that
-    are not integer scalars).
+    are not integer scalars). ``symbolic``: the sizes are symbolic (not constants of the trace),
+    so that JAX failing on one raises :class:`NeedsCallSizes` (see :mod:`.patches`).
     """
 
-    def __init__(self, names: Sequence[str], point: Sequence[int | None] | None = None):
+    def __init__(self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True):
         self.names = list(names)
         self.point = None if point is None else list(point)
+        self.symbolic = symbolic
+        self.nested_jax_traces = 0  # JAX's own nested traces of symbolically-shaped functions open
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point) -> dimensions.GenericSizes: generic values, kept for the trace.
         self.generic_assignments: dict[tuple[bool, bool], Any] = {}
