@@ -3,6 +3,7 @@
     python -m benchmarks            # full run (about 10 minutes: the 2,000-size rows)
     python -m benchmarks --quick    # a few minutes, without the slow rows
     python -m benchmarks --quantum  # also the quantum circuits of benchmarks/quantum.py and large_circuits.py
+    python -m benchmarks.quantum --grad  # only the gradient of the 12-wire StronglyEntanglingLayers circuit
     python -m benchmarks --scaling  # only sharded states and batches on 8 virtual devices (benchmarks/scaling.py)
     python -m benchmarks --only appending --only "resizing while_loop"  # rows whose name has one of these
     python benchmarks/run.py        # the same, as a script
@@ -24,7 +25,10 @@ import importlib.metadata
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
@@ -38,13 +42,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.programs import APPEND_STEPS, GRAD_STEPS, MIXED_STEPS, PROGRAMS
-from benchmarks.timing import Budget, time_cold, time_steady
+from benchmarks.timing import Budget, time_cold, time_reported, time_steady
 
 JAX = "jax.jit"
 LITE = "catalyst_lite"
 CATALYST = "catalyst"
 IMPLEMENTATIONS = (LITE, JAX, CATALYST)
-RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "latest.json"
+CHILD_TIMEOUT_S = 600
 
 QUICK = Budget(cold_repeats=3, steady_repeats=7, min_sample_seconds=0.04, max_case_seconds=0.5)
 FULL = Budget(cold_repeats=7, steady_repeats=15, min_sample_seconds=0.1, max_case_seconds=20.0)
@@ -57,8 +63,9 @@ class Case:
     """One row of the table: a program, how it is called, and with which arguments.
 
     ``kind`` is ``"steady"`` (a compiled function called again), ``"first call"`` (a fresh
-    function traced, compiled and called once) or ``"new sizes"`` (a fresh function called once
-    per argument in ``args``, each of a new size).
+    function traced, compiled and called once), ``"new sizes"`` (a fresh function called once
+    per argument in ``args``, each of a new size) or ``"cold process"`` (the same in a fresh
+    Python process without a disk cache, at the sizes in ``args``).
     """
 
     key: str
@@ -106,6 +113,8 @@ def cases() -> list[Case]:
         Case("20 new sizes, size-generic compiled in the sample", "energy_first_compile", "new sizes",
              _vectors(NEW_SIZES)),
         Case("20 new sizes, XLA only", "energy_xla", "new sizes", _vectors(NEW_SIZES)),
+        # Nothing loaded yet (IREE's compiler, XLA's compiled kernels), nothing on disk.
+        Case("20 new sizes, cold process", "energy", "cold process", NEW_SIZES, slow=True),
         # Minutes per sample for jax.jit and XLA only: one sample each, jax.jit's in the first row.
         Case("2,000 new sizes", "energy", "new sizes", _vectors(MANY_NEW_SIZES), slow=True, samples=1),
         Case("2,000 new sizes, XLA only", "energy_xla", "new sizes", _vectors(MANY_NEW_SIZES),
@@ -138,6 +147,8 @@ TARGETS = [
     Target("first call autograph <= 1.5x explicit for_loop", ("first call: circuit, autograph", LITE), ("first call: circuit sz=1e3", LITE), 1.5),
     Target("first call while_loop <= 1.5x jax.jit", ("first call: while_loop n=1e3", LITE), ("first call: while_loop n=1e3", JAX), 1.5),
     Target("20 new sizes <= 0.1x jax.jit", ("20 new sizes (abstracted_axes)", LITE), ("20 new sizes (abstracted_axes)", JAX), 0.1),
+    Target("20 new sizes, cold process <= 0.3x jax.jit", ("20 new sizes, cold process", LITE),
+           ("20 new sizes, cold process", JAX), 0.3),
     Target("2,000 new sizes <= 10 s", ("2,000 new sizes", LITE), None, 10.0),
     Target("hot size <= 1.2x jax.jit", ("hot size after new sizes: abstracted_axes n=1e6", LITE),
            ("hot size after new sizes: abstracted_axes n=1e6", JAX), 1.2),
@@ -187,10 +198,42 @@ def thunk(case: Case, build: Callable[[], Callable]) -> Callable[[], Any]:
     return new_sizes
 
 
+def cold_process_seconds(program: str, implementation: str, sizes: tuple[int, ...]) -> float:
+    """Seconds to build ``program`` and call it once at each of ``sizes``, results waited for,
+    after the imports: what a ``"cold process"`` sample runs in its fresh process."""
+    jax.config.update("jax_enable_x64", True)
+    modules = {} if implementation == JAX else {implementation: importlib.import_module(implementation)}
+    run = thunk(Case("cold", program, "new sizes", _vectors(sizes)), builder(program, implementation, modules))
+    start = time.perf_counter()
+    jax.block_until_ready(run())
+    return time.perf_counter() - start
+
+
+def _cold_process_sample(case: Case, implementation: str) -> float:
+    """The seconds :func:`cold_process_seconds` reports in a fresh Python process, without disk
+    caches: catalyst_lite's directory is a new, empty one and JAX's is unset."""
+    from catalyst_lite.compiler.disk_cache import CACHE_DIR_ENV_VAR
+
+    code = (f"import benchmarks.run as r; "
+            f"print(r.cold_process_seconds({case.program!r}, {implementation!r}, {case.args!r}))")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                              env={**env, CACHE_DIR_ENV_VAR: cache}, timeout=CHILD_TIMEOUT_S)
+    if done.returncode:
+        raise RuntimeError((done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1])
+    return float(done.stdout.split()[-1])
+
+
 def measure(case: Case, builds: dict[str, Callable[[], Callable]], budget: Budget) -> dict[str, float | Exception]:
     """Median seconds of each implementation (timed interleaved), or the exception it raised.
     Between samples, catalyst_lite's background compilations (the size-generic tier's) finish
     untimed, so that they slow neither the next sample nor another implementation's."""
+    if case.samples is not None:
+        budget = dataclasses.replace(budget, cold_repeats=case.samples)
+    if case.kind == "cold process":  # each sample in its own process: nothing to settle here
+        return time_reported({i: functools.partial(_cold_process_sample, case, i) for i in builds}, budget)
+    settle = importlib.import_module("catalyst_lite").QJIT.wait_for_compilations
     thunks: dict[str, Callable[[], Any]] = {}
     failed: dict[str, Exception] = {}
     for implementation, build in builds.items():
@@ -198,11 +241,8 @@ def measure(case: Case, builds: dict[str, Callable[[], Callable]], budget: Budge
             thunks[implementation] = thunk(case, build)
         except Exception as e:
             failed[implementation] = e
-    settle = importlib.import_module("catalyst_lite").QJIT.wait_for_compilations
     if case.kind == "steady":
         return {**failed, **time_steady(thunks, budget, settle)}
-    if case.samples is not None:
-        budget = dataclasses.replace(budget, cold_repeats=case.samples)
     return {**failed, **time_cold(thunks, budget, settle)}
 
 
@@ -210,6 +250,8 @@ def same_results(case: Case, modules: dict[str, ModuleType]) -> str | None:
     """How catalyst_lite's results compare with jax.jit's for this case: ``"identical"`` (bit for
     bit), ``"within 1e-12"`` (relative: the size-generic executable rounds otherwise), or
     ``"different"``; ``None`` when one of them fails."""
+    if case.kind == "cold process":  # the same calls, compared in this process
+        case = dataclasses.replace(case, kind="new sizes", args=_vectors(case.args))
     if case.kind == "new sizes":
         case = dataclasses.replace(case, args=case.args[: len(NEW_SIZES)])  # as many as compared
 
@@ -365,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
         for row in report["quantum"]:
             print(f"quantum {row['name']:28} wires={row['wires']:3} first call {_fmt_time(row['first_call_s'])}, "
                   f"run {_fmt_time(row['run_s'])} ({row['passes']:.0f} memcpy of the state)")
+        grad_budget = dataclasses.replace(quantum.GRAD_BUDGET, cold_repeats=budget.cold_repeats) if args.quick else quantum.GRAD_BUDGET
+        report["quantum_grad"] = quantum.run_grad(grad_budget)
+        print(quantum.grad_report(report["quantum_grad"]))
         from benchmarks import large_circuits
 
         report["large_circuits"] = large_circuits.run(large_circuits.ROWS[:1] if args.quick else large_circuits.ROWS)

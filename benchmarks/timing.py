@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import jax
 
-__all__ = ["Budget", "time_steady", "time_cold"]
+__all__ = ["Budget", "time_steady", "time_cold", "time_reported"]
 
 Thunk = Callable[[], Any]
 
@@ -105,4 +105,12 @@ def time_cold(
 ) -> dict[str, float | Exception]:
     """Median seconds of each thunk, which builds everything afresh each time (no warm-up)."""
     samplers = {name: (lambda thunk=thunk: _run_once(thunk)) for name, thunk in thunks.items()}
+    return _interleaved_medians(samplers, budget.cold_repeats, settle)
+
+
+def time_reported(
+    samplers: dict[str, Callable[[], float]], budget: Budget, settle: Callable[[], None] = _nothing
+) -> dict[str, float | Exception]:
+    """Median of the seconds each sampler reports (a fresh process timing its own work), taken in
+    rotation as the other cold samples are."""
     return _interleaved_medians(samplers, budget.cold_repeats, settle)
