@@ -539,3 +539,21 @@ def test_every_compilation_of_the_tier_and_the_swap_to_xla_are_reported(caplog):
                   "scaled_sum at sizes (9,) in",
                   "scaled_sum for sizes (9,): one XLA program (compiled ahead"]:
         assert event in text, event  # (the function's name is its qualified name)
+
+
+@needs_iree
+def test_a_new_function_of_a_program_compiled_in_this_process_runs_every_size_at_its_first_call():
+    """A function made again (a notebook cell run twice) finds the module compiled for the same
+    program earlier in the process: no IREE compile, no XLA compile for its new sizes."""
+
+    def make():
+        return qjit(lambda x: jnp.tanh(x) * 1.75 + x, abstracted_axes={0: "n"}, size_generic=True)
+
+    first = warmed_up(make(), (np.ones(3),), (np.ones(4),))
+    assert tier(first).status is Status.READY and not tier(first).from_cache
+    again = make()
+    for n in (5, 6, 7):
+        x = np.linspace(-1.0, 1.0, n)
+        np.testing.assert_allclose(again(x), np.tanh(x) * 1.75 + x, rtol=RTOL)
+    assert tier(again).status is Status.READY and tier(again).from_cache
+    assert xla_sizes(again) == set()

@@ -42,7 +42,7 @@ class LoopInfo:
 class SizeGenericInfo:
     """The size-generic tier of a program (:mod:`.size_generic`): its ``status`` (a
     :class:`~.size_generic.Status`), why it is unsupported (``reason``) and whether its
-    executable came from a cache."""
+    executable was compiled before (in this process, or found in the disk cache)."""
 
     status: Any
     reason: str | None

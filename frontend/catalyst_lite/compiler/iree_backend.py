@@ -3,8 +3,11 @@
 IREE (the ``iree`` extra) compiles a program's StableHLO with its ``?`` dimensions kept symbolic
 (:mod:`~..jax_extras.iree_lowering`). :func:`lower` turns a :class:`~.specialize.JaxprRunner`'s
 jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
-:class:`IreeExecutable`. Compiled modules (and :class:`Unsupported` outcomes) are kept in
-:mod:`.disk_cache` when one is configured. Without the extra :func:`available` is false.
+:class:`IreeExecutable`. Compiled modules are kept in memory for the process (their bytes, the
+last :data:`REMEMBERED_MODULES`: a new function of the same program loads its module instead of
+compiling it again, as ``jax.jit``'s in-memory cache does) and, with :class:`Unsupported`
+outcomes, in :mod:`.disk_cache` when one is configured. Without the extra :func:`available` is
+false.
 
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
 >>> import numpy as np
@@ -25,7 +28,9 @@ jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives a
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
+import json
 import gc
 import hashlib
 import importlib.metadata
@@ -58,6 +63,7 @@ __all__ = [
     "IreeExecutable",
     "lower",
     "COMPILE_FLAGS",
+    "REMEMBERED_MODULES",
 ]
 
 # llvm-cpu code for this machine's CPU; float64 kept (IREE demotes it to float32 by default); the
@@ -103,9 +109,10 @@ class LoweredProgram:
                     "iree": _compiler_version(), "flags": list(COMPILE_FLAGS)}
 
     def cached(self) -> bytes | None:
-        """The module compiled before by another process (with a cache directory), checked by
-        :mod:`.disk_cache`, or ``None``; :class:`Unsupported` when compiling it failed before."""
-        vmfb = disk_cache.read(self.key, "vmfb")
+        """The module compiled before, in this process or by another (with a cache directory,
+        checked by :mod:`.disk_cache`), or ``None``; :class:`Unsupported` when compiling it
+        failed before."""
+        vmfb = _recent_modules.get(self.key) or disk_cache.read(self.key, "vmfb")
         if vmfb is None:
             failure = disk_cache.read(self.key, "unsupported")
             if failure is not None:
@@ -127,6 +134,7 @@ class LoweredProgram:
             disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason) from err
         disk_cache.write(self.key, "vmfb", vmfb)
+        _recent_modules.put(self.key, vmfb)
         return vmfb
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
@@ -138,8 +146,41 @@ class LoweredProgram:
         except Unsupported as err:
             if not cached:
                 raise
+            _recent_modules.drop(self.key)
             disk_cache.discard(self.key, "vmfb", str(err))
             return None
+
+
+REMEMBERED_MODULES = 32
+
+
+class _RecentModules:
+    """The bytes of the last :data:`REMEMBERED_MODULES` modules compiled in this process, by key
+    (no IREE object: a function dropped releases its loaded module; this keeps only bytes)."""
+
+    def __init__(self) -> None:
+        self._modules: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: dict) -> bytes | None:
+        with self._lock:
+            vmfb = self._modules.get(name := json.dumps(key, sort_keys=True))
+            if vmfb is not None:
+                self._modules.move_to_end(name)
+            return vmfb
+
+    def put(self, key: dict, vmfb: bytes) -> None:
+        with self._lock:
+            self._modules[json.dumps(key, sort_keys=True)] = vmfb
+            while len(self._modules) > REMEMBERED_MODULES:
+                self._modules.popitem(last=False)
+
+    def drop(self, key: dict) -> None:
+        with self._lock:
+            self._modules.pop(json.dumps(key, sort_keys=True), None)
+
+
+_recent_modules = _RecentModules()
 
 
 class IreeExecutable:

@@ -72,7 +72,7 @@ class SizeGenericTier:
         self.runner = runner
         self.status = Status.NOT_LOOKED_UP
         self.reason: str | None = None  # why the status is UNSUPPORTED
-        self.from_cache = False  # the executable was compiled before, by another process (disk cache)
+        self.from_cache = False  # the executable was compiled before (this process, or the disk cache)
         self._executable: IreeExecutable | None = None  # set when READY and loaded
         self._vmfb: bytes | None = None  # compiled in the background, loaded at the next call
         self._release: weakref.finalize | None = None  # frees the executable's IREE objects
