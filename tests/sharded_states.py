@@ -172,10 +172,10 @@ wide_dev = qml.device("default.qubit", wires=WIDE)
 
 @qml.qnode(wide_dev)
 def wide(x):
-    for q in range(WIDE):
+    for q in range(WIDE):  # a staircase: each wire rotated, then entangled with the one before
         qml.RY(x * (q + 1), q)
-    for q in range(WIDE - 1):
-        qml.CNOT([q, q + 1])
+        if q:
+            qml.CNOT([q - 1, q])
     qml.CRX(x, [0, WIDE - 1])
     return qml.expval(qml.Z(0) @ qml.Z(WIDE - 1)), qml.probs(wires=[0, 1]), qml.state()
 
