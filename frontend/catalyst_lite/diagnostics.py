@@ -191,6 +191,10 @@ def user_facing_trace_errors(
             # JAX's shape logic raised right after it was told two sizes differ: at the call's
             # sizes they may not (`jnp.stack` of two abstracted axes).
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic on sizes that differ") from err
+        if scope is not None and scope.symbolic and scope.last_branch_at_point:
+            # ... or right after it branched otherwise at the call's sizes than at generic ones
+            # (`jnp.pad(x, 1, "reflect")` at n = 1 refuses a symbolic n): jax.jit's way serves it.
+            raise NeedsCallSizes.standing_for(err, "JAX's shape logic at this call's sizes") from err
         _note_location(err, fn_name)
         raise
     except Exception as err:

@@ -328,6 +328,19 @@ def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: 
     return answer
 
 
+def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | None) -> None:
+    """In a trace guided by a call, record when JAX's code takes a branch that generic sizes do
+    not (``n > 1`` false at n = 1): a ``TypeError``/``ValueError`` JAX raises next is its shape
+    logic refusing that branch with symbolic sizes, and the call's sizes as constants serve it
+    (see :func:`catalyst_lite.diagnostics.user_facing_trace_errors`)."""
+    scope = current_scope()
+    if answer is None or scope is None or not scope.decides_at_point():
+        return
+    generic = generic_values(lhs, rhs, at_point=False)
+    if generic is not None and {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in generic} == {not answer}:
+        scope.last_branch_at_point = True
+
+
 def _make_bool(original):
     # JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
     # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
@@ -337,6 +350,7 @@ def _make_bool(original):
             if self.parent is not None and self.parent.primitive in _COMPARISONS:
                 lhs, rhs = self.parent.in_tracers
                 answer = decide_size_comparison(lhs, rhs, _COMPARISONS[self.parent.primitive])
+                _note_branch_at_point(lhs, rhs, _COMPARISONS[self.parent.primitive], answer)
                 if answer is None and _in_shape_rule():
                     # A shape rule only compares sizes, never data: these are sizes it cannot
                     # relate (those of a nested JAX trace: lax.while_loop, lax.cond,

@@ -89,6 +89,10 @@ class SizeScope:
         self.disagreements: list[tuple[SizeExpr, SizeExpr]] = []
         # The last of them, if JAX asked no other question about sizes since.
         self.last_disagreement: tuple[SizeExpr, SizeExpr] | None = None
+        # In a trace guided by a call: JAX's code just branched on a comparison of sizes that the
+        # call's sizes answer otherwise than generic sizes (`n > 1` at n = 1), and no question
+        # about sizes since. JAX's shape logic may refuse that branch with symbolic sizes.
+        self.last_branch_at_point = False
         # Comparisons of sizes left undecided: their answer depends on how unrelated sizes
         # compare (`n < m`), which only a call's sizes can tell.
         self.undecided = 0
@@ -177,6 +181,7 @@ class SizeScope:
         if lhs_expr is None or rhs_expr is None:
             return None
         self.last_disagreement = None
+        self.last_branch_at_point = False
         comparison = comparison if holds else NEGATED[comparison]
         if comparison in ("==", "<=", ">=") and same_expression(lhs_expr, rhs_expr):
             return None  # true whatever the sizes (two computations of one size)
