@@ -139,12 +139,6 @@ def energy_xla(api: ModuleType) -> Callable:
     return energy(api, **_lite_options(api, size_generic=False))
 
 
-def energy_first_compile(api: ModuleType) -> Callable:
-    # The size-generic executable compiled during the sample: each new function compiles its own
-    # (the benchmark runs without a disk cache).
-    return energy(api)
-
-
 def energy_jax() -> Callable:
     @jax.jit
     def energy(x):
@@ -362,9 +356,6 @@ PROGRAMS: dict[str, Program] = {
     "decay": Program(f"while_loop a*{SHRINK} + sin(a), {WHILE_STEPS} iterations", decay, decay_jax),
     "energy": Program("abstracted_axes: sin(x)*2 + x and its sum of squares", energy, energy_jax),
     "energy_xla": Program("the same, XLA per size (catalyst_lite without IREE)", energy_xla, energy_jax),
-    "energy_first_compile": Program(
-        "the same, its size-generic executable compiled anew (catalyst_lite)", energy_first_compile, energy_jax
-    ),
     "grow": Program(f"for_loop appending 1 element, {LOOP_STEPS} iterations", grow, grow_jax),
     "fixed": Program(f"the same for_loop at a fixed size", fixed, fixed_jax),
     "add_one": Program("x + 1.0", add_one, add_one_jax),

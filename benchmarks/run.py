@@ -107,11 +107,10 @@ def cases() -> list[Case]:
         Case("first call: circuit, autograph", "circuit_autograph", "first call", (1000,)),
         Case("first call: while_loop n=1e3", "decay", "first call", (_vector(1000),)),
         # With IREE installed, catalyst_lite runs new sizes on one size-generic executable: in the
-        # first row it was compiled before (an earlier sample, or another process with a disk
-        # cache); in the second, during the sample. The others are XLA per size.
+        # first row a fresh function finds it compiled before (an earlier sample in this process,
+        # or another process with a disk cache); in the cold process it is compiled during the
+        # sample. "XLA only" is XLA per size.
         Case("20 new sizes (abstracted_axes)", "energy", "new sizes", _vectors(NEW_SIZES)),
-        Case("20 new sizes, size-generic compiled in the sample", "energy_first_compile", "new sizes",
-             _vectors(NEW_SIZES)),
         Case("20 new sizes, XLA only", "energy_xla", "new sizes", _vectors(NEW_SIZES)),
         # Nothing loaded yet (IREE's compiler, XLA's compiled kernels), nothing on disk.
         Case("20 new sizes, cold process", "energy", "cold process", NEW_SIZES, slow=True),
