@@ -302,6 +302,11 @@ def _called_by_jax() -> bool:
     return module.startswith("jax.")
 
 
+def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
+    """The answers of ``lhs comparison rhs`` at each ``(lhs, rhs)`` of ``points``."""
+    return {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
+
+
 def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None) -> bool | None:
     """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
     a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or an
@@ -314,7 +319,7 @@ def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: 
     points = generic_values(lhs, rhs)
     if points is None:
         return None
-    answers = {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
+    answers = _answers(points, comparison)
     if generic_answer is not None and (scope is None or not scope.decides_at_point()):
         answers = {generic_answer}
     if len(answers) != 1:
@@ -337,7 +342,7 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
     if answer is None or scope is None or not scope.decides_at_point():
         return
     generic = generic_values(lhs, rhs, at_point=False)
-    if generic is not None and {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in generic} == {not answer}:
+    if generic is not None and _answers(generic, comparison) == {not answer}:
         scope.last_branch_at_point = True
 
 
