@@ -137,6 +137,22 @@ def test_ir_attributes():
     assert f.out_treedef == jax.tree_util.tree_structure(0.0)
 
 
+def test_compiled_function_changes_exactly_when_a_call_needs_another_program():
+    """Catalyst's ``compiled_function``: one object per compiled program, the latest call's."""
+    f = qjit(lambda x, k: x * k, static_argnums=1)
+    assert f.compiled_function is None
+    assert float(f(1.5, 2)) == 3.0
+    first = f.compiled_function
+    assert first is not None
+    assert float(f(2.5, 3)) == 7.5  # another static value: another program
+    second = f.compiled_function
+    assert second is not first
+    assert float(f(4.0, 2)) == 8.0  # the first static value again: its program again
+    assert f.compiled_function is first
+    f(np.int32(3), 2)  # another dtype: another program
+    assert f.compiled_function not in (first, second)
+
+
 @pytest.mark.parametrize("stage", ["compile", "generate_ir", "capture", "call_with_wrapper"])
 def test_catalysts_pipeline_stages_are_explained(stage):
     f = qjit(doubled)

@@ -552,6 +552,24 @@ class QJIT:
         return self.mlir
 
     @property
+    def compiled_function(self) -> Any:
+        """Catalyst's handle on the compiled program of the most recent call (``None`` before
+        the first trace): the same object while calls run the same program, another one once a
+        call needs a new program (new argument types, static values, or sizes its facts do not
+        cover). Repeats of an earlier call's argument types that ``jax.jit``'s C++ dispatcher
+        runs by itself do not update it.
+
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x * 2)
+        >>> _ = f(1.0); first = f.compiled_function
+        >>> _ = f(2.0); f.compiled_function is first
+        True
+        >>> _ = f(1); f.compiled_function is first
+        False
+        """
+        return self._last
+
+    @property
     def out_treedef(self):
         """The pytree structure of the results (of the most recent signature)."""
         return None if self._last is None else self._last.program.out_tree
