@@ -174,6 +174,21 @@ def test_arguments_not_matching_annotations_are_traced_for_their_types():
     assert float(f(True)) == 2.0  # a bool promotes to the annotated float
 
 
+def test_an_array_whose_dtype_does_not_promote_to_the_annotated_one_is_traced_with_a_warning():
+    @qjit
+    def f(x: jax.ShapeDtypeStruct((), jnp.int8)):
+        return x * 3
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert f(np.int8(2)).dtype == jnp.int8  # the annotated program, no warning
+    annotated = f.compiled_function
+    with pytest.warns(UserWarning, match="did not match declared signature"):
+        out = f(np.float32(2.5))
+    assert out.dtype == np.float32 and float(out) == 7.5
+    assert f.compiled_function is not annotated
+
+
 # --- catalyst.debug's compiler stages ------------------------------------------------------------
 
 

@@ -125,7 +125,9 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
     """A call's argument for an annotated parameter: a Python scalar annotation is checked and a
     Python number converted to it (``f(2)`` for ``x: float`` is traced as a float); an array of
     an annotated array type's shape whose dtype promotes to the annotated one is converted to it,
-    as Catalyst does (other arrays are traced for their own types)."""
+    as Catalyst does. An array whose dtype does not promote to the annotated one is an
+    :class:`ArgumentTypeError` (the caller traces it for its own types with Catalyst's warning);
+    other shapes are traced for their own (with ``abstracted_axes`` sizes may differ)."""
     if annotation in PYTHON_SCALARS:
         check_python_scalar(fn_name, arg_name, annotation, a)
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
@@ -135,9 +137,13 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
             return a
         dtype = dtype_of(a)
         python_scalar = not hasattr(a, "dtype")  # weakly typed in JAX: given the annotated type
-        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and (
-            jax.numpy.promote_types(dtype, annotation.dtype) == annotation.dtype
-        ):
+        promotes = jax.numpy.promote_types(dtype, annotation.dtype) == annotation.dtype
+        if not promotes and not python_scalar:
+            raise ArgumentTypeError(
+                f"{fn_name}: argument {arg_name} is annotated with dtype {np.dtype(annotation.dtype)} "
+                f"but got {dtype}, which does not promote to it."
+            )
+        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and promotes:
             return np.asarray(a, dtype=annotation.dtype)
     return a
 
