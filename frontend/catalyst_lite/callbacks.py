@@ -36,8 +36,9 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 from .compiler.specialize import register_specialization
 from .annotations import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
-from .errors import CallbackError, DifferentiableCompileError, function_name
+from .errors import CallbackError, ControlFlowError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
+from .jax_extras.host_callbacks import keep_when_unused, kept_callback
 from .jax_extras.lowering import opaque_call, register_lowering
 
 __all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
@@ -109,16 +110,19 @@ for _logger in ("jax._src.callback", "jax._src.debugging"):
 # --- result types --------------------------------------------------------------------------------
 
 def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
-    if t in PYTHON_SCALARS:
+    if isinstance(t, type) and t in PYTHON_SCALARS:
         return jax.ShapeDtypeStruct((), PYTHON_SCALARS[t])
     if not isinstance(t, type) and hasattr(t, "shape") and hasattr(t, "dtype"):
-        return jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype))  # ShapeDtypeStruct, ShapedArray
+        # ShapeDtypeStruct, ShapedArray, or an array standing for its own type (as in Catalyst)
+        return jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype))
+    if type(t) in PYTHON_SCALARS:  # a Python number stands for its type: 0 for int, 0.5 for float
+        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[type(t)])
     try:
         return jax.ShapeDtypeStruct((), np.dtype(t))  # np.float32, jnp.int32, "float64"
     except TypeError:
         raise CallbackError(
-            f"callback {name}: result type {t!r} is not a Python scalar type, a dtype or a "
-            "jax.ShapeDtypeStruct."
+            f"callback {name}: result type {t!r} is not a Python scalar type, a dtype, a "
+            "jax.ShapeDtypeStruct or a value of the result's type."
         ) from None
 
 
@@ -139,7 +143,7 @@ def _declared_return(fn: Callable) -> Any:
     return resolved_annotation(annotation, fn)
 
 
-def _as_declared(name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
+def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
     """A callback's results as NumPy arrays of the declared types; Python scalars are converted
     to their declared dtype, anything else must already have it."""
     leaves = tree_flatten(results)[0]
@@ -152,8 +156,9 @@ def _as_declared(name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct])
             array = array.astype(t.dtype)
         if array.shape != t.shape or array.dtype != t.dtype:
             raise CallbackError(
-                f"callback {name} is declared to return {t.dtype}{list(t.shape)} but returned "
-                f"{array.dtype}{list(array.shape)}."
+                f"Callback {short_name} expected type {t.dtype}{list(t.shape)} but observed "
+                f"{array.dtype}{list(array.shape)} in its return value: callback {name} is declared "
+                "to return that type."
             )
         arrays.append(array)
     return arrays
@@ -165,14 +170,15 @@ def _as_declared(name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct])
 @dataclass(frozen=True, eq=False)
 class HostCall:
     """One call site of a callback: the function, how its flat operands form its arguments, and
-    its declared results (none for a debug callback). ``fwd``/``bwd``: a pure callback's
-    derivative, as Catalyst defines it."""
+    its declared results (none for a debug callback) and their structure. ``fwd``/``bwd``: a pure
+    callback's derivative, as Catalyst defines it."""
 
     fn: Callable
     name: str
     in_tree: PyTreeDef
     types: tuple[jax.ShapeDtypeStruct, ...]
     debug: bool = False
+    out_tree: PyTreeDef | None = None
     fwd: Callable | None = None
     bwd: Callable | None = None
 
@@ -182,19 +188,25 @@ class HostCall:
         results = self.fn(*args, **kwargs)
         if self.debug:
             if results is not None:
-                raise CallbackError(f"debug.callback {self.name} must return None, got {results!r}.")
+                raise CallbackError(
+                    f"debug.callback is expected to return None: {self.name} returned {results!r}."
+                )
             return None
-        return _as_declared(self.name, results, self.types)
+        return _as_declared(self.name, getattr(self.fn, "__name__", self.name), results, self.types)
 
     def jax_call(self, flat: Sequence[Any]) -> list[Any]:
         """The call in JAX's own terms (what specialization binds, and a JAX trace runs)."""
         host = _remembering_exceptions(self.host)
         if self.debug:
-            jax.debug.callback(host, *flat)
+            # Ordered: debug callbacks run in program order, as Catalyst's do (one may set the
+            # state the next one reads).
+            jax.debug.callback(host, *flat, ordered=True)
             return []
 
         def call(*xs: Any) -> list[Any]:
-            return jax.pure_callback(host, list(self.types), *xs, vmap_method="sequential")
+            # Runs whenever the program runs, as Catalyst's callbacks do, even where only its
+            # derivative is used (a callback may check its results, or keep state for .bwd).
+            return kept_callback(host, self.types, *xs)
 
         if self.fwd is None:
             differentiable = jax.custom_jvp(call)
@@ -216,8 +228,9 @@ class HostCall:
         return list(tree_flatten(results)[0]), residuals
 
     def _flat_bwd(self, residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
-        """Catalyst's ``bwd(residuals, dy)`` returns one cotangent per argument (a tuple)."""
-        dy = cotangents[0] if len(cotangents) == 1 else tuple(cotangents)
+        """Catalyst's ``bwd(residuals, dy)``, ``dy`` structured as the results are, returns one
+        cotangent per argument (a tuple)."""
+        dy = tree_unflatten(self.out_tree, list(cotangents))
         per_argument = self.bwd(residuals, dy)
         if not isinstance(per_argument, tuple):
             per_argument = (per_argument,)
@@ -233,6 +246,7 @@ class HostCall:
 host_callback_p = Primitive("host_callback")
 host_callback_p.multiple_results = True
 host_callback_p.def_abstract_eval(lambda *avals, call: [ShapedArray(t.shape, t.dtype) for t in call.types])
+keep_when_unused(host_callback_p)  # the callback runs whenever the program does
 
 
 def _specialized(invals: list[Any], params: dict[str, Any]) -> list[Any]:
@@ -291,15 +305,22 @@ class PureCallback:
         name = function_name(self.fn)
         if (self._fwd is None) != (self._bwd is None):
             missing = "forward (.fwd)" if self._fwd is None else "backward (.bwd)"
-            raise DifferentiableCompileError(f"pure_callback {name} has a derivative without its {missing} pass.")
+            raise DifferentiableCompileError(
+                f"Pure callback {name} is missing {'forward' if self._fwd is None else 'reverse'} pass: it "
+                f"has a derivative without its {missing} pass."
+            )
         declared = self.result_type if self.result_type is not None else _declared_return(self.fn)
         if declared is None:
             raise CallbackError(
-                f"pure_callback {name} needs its result type: annotate its return (-> float, "
-                "-> jax.ShapeDtypeStruct(shape, dtype)) or pass result_type."
+                "A function using pure_callback requires return types to be passed in as a "
+                f"parameter or type annotation: pure_callback {name} needs its result type "
+                "(annotate its return, -> float, -> jax.ShapeDtypeStruct(shape, dtype), or pass "
+                "result_type)."
             )
         types, out_tree = result_types(declared, name)
-        call = HostCall(self.fn, name, tree_flatten((args, kwargs))[1], types, fwd=self._fwd, bwd=self._bwd)
+        call = HostCall(
+            self.fn, name, tree_flatten((args, kwargs))[1], types, out_tree=out_tree, fwd=self._fwd, bwd=self._bwd
+        )
         return tree_unflatten(out_tree, call_on_host(call, args, kwargs))
 
 
@@ -344,6 +365,24 @@ def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -
 
     @functools.wraps(func)
     def accelerated(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
+        if run_eagerly():
+            return func(*args, **kwargs)
+        try:
+            return func(*args, **kwargs)
+        except _NOT_JITTABLE as err:
+            # Python control flow on a traced value: jax.jit (which Catalyst applies) refuses it.
+            raise CallbackError(
+                f"Function {getattr(func, '__name__', function_name(func))} must be jax.jit-able: "
+                f"accelerate traces it into the program, and it needs a value only known when the "
+                f"program runs ({type(err).__name__})."
+            ) from err
 
     return accelerated
+
+
+# What tracing a function that jax.jit cannot compile raises: JAX's concretization errors, and
+# ours for Python control flow on a traced value.
+_NOT_JITTABLE = (
+    jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+    jax.errors.TracerIntegerConversionError, ControlFlowError,
+)

@@ -24,6 +24,7 @@ from jax._src import api_util, config, core, source_info_util
 from jax._src.interpreters import partial_eval as pe
 
 from ..trace_context import current as current_context, scope as context_scope
+from .host_callbacks import kept_when_unused
 from .patches import is_active, patched_jax
 
 DBIdx = core.DBIdx
@@ -316,7 +317,8 @@ def prune_jaxpr(
 
     A variable is used when an equation or the outputs read it, *or* when it is a dimension of a
     used variable's type (a dynamic shape names its size variables only in types). Equations
-    without results (such as size-assumption checks) and with effects are kept.
+    without results (such as size-assumption checks), with effects, and of primitives registered
+    with :func:`.host_callbacks.keep_when_unused` (host callbacks) are kept.
     """
     live: set = set()
 
@@ -331,7 +333,7 @@ def prune_jaxpr(
         use(v)
     kept = []
     for eqn in reversed(jaxpr.eqns):
-        if eqn.effects or not eqn.outvars or any(v in live for v in eqn.outvars):
+        if eqn.effects or not eqn.outvars or kept_when_unused(eqn.primitive) or any(v in live for v in eqn.outvars):
             kept.append(eqn)
             for v in eqn.invars:
                 use(v)
