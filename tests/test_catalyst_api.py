@@ -336,3 +336,38 @@ def test_unequal_lengths_of_a_shared_abstracted_axis():
     for error in (TypeError, ValueError):
         with pytest.raises(error, match="abstracted axis 'n' is shared by argument 'a'.*'b'"):
             f(np.ones(3), np.ones(4))
+
+
+def test_qjit_of_a_transformed_annotated_function_compiles_at_decoration():
+    """``qjit(grad(f))`` sees ``f``'s parameters: annotated, it is traced when decorated (and
+    its errors raised there), as Catalyst does; ``static_argnames`` name ``f``'s parameters."""
+    def f(x: float):
+        return jnp.sin(x) * x
+
+    g = qjit(catalyst_lite.grad(f))
+    assert g.jaxpr is not None
+    np.testing.assert_allclose(g(0.7), jax.grad(f)(0.7))
+
+    @catalyst_lite.pure_callback
+    def host(x) -> float:
+        return x
+
+    host.fwd(lambda x: (host(x), None))  # no .bwd
+    with pytest.raises(catalyst_lite.DifferentiableCompileError, match="missing reverse pass"):
+        qjit(catalyst_lite.grad(_annotated(host)))  # raised by the decorator: no call
+    h = qjit(catalyst_lite.value_and_grad(lambda x, k: x * k), static_argnames="k")
+    assert h.compile_options.static_argnums == (1,)
+    assert [float(v) for v in h(2.0, 3)] == [6.0, 3.0]
+
+
+def _annotated(host):
+    def through(x: float):
+        return host(x)
+
+    return through
+
+
+def test_catalysts_exceptions_module_path():
+    from catalyst_lite.utils.exceptions import CompileError as C, DifferentiableCompileError as D
+
+    assert C is catalyst_lite.CompileError and D is catalyst_lite.DifferentiableCompileError

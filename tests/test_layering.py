@@ -19,7 +19,7 @@ ROOT = pathlib.Path(catalyst_lite.__file__).parent
 # Lowest first. A module imports modules of its own layer or of lower ones (top-level names: the
 # module or package under ``catalyst_lite``).
 LAYERS = (
-    {"errors", "trace_context"},  # what everything reads
+    {"errors", "trace_context", "utils"},  # what everything reads (utils: Catalyst's path to errors)
     {"jax_extras"},  # the seam with JAX's internals
     # the representation of a traced program and what describes it: tracing, signatures, facts
     {"tracing", "signature", "binding", "annotations", "diagnostics", "reporting", "settings",
