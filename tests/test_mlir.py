@@ -35,6 +35,26 @@ def ones_plus_one(sz: int):
 # --- straight-line programs --------------------------------------------------------------------
 
 
+def test_the_module_is_named_by_the_function_name_as_in_catalyst():
+    def annotated_builder():
+        def f(x: float):
+            return x * 2.0
+
+        return qjit(f)
+
+    def call_builder():
+        def f(x):
+            return x * 2.0
+
+        return qjit(f)
+
+    # one program from functions of one __name__ and different qualnames, traced at decoration
+    # and at a call
+    a, b = annotated_builder(), call_builder()
+    b(1.0)
+    assert a.mlir.startswith("module @f") and a.mlir == b.mlir
+
+
 def test_ones_of_traced_size():
     f = qjit(ones_plus_one)
     text = f.mlir

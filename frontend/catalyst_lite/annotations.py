@@ -87,8 +87,9 @@ def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruc
     dtype = _scalar_dtype(annotation)
     if dtype is None:
         name = getattr(annotation, "__name__", repr(annotation))
-        raise ArgumentTypeError(
-            f"{fn_name}: parameter {param} is annotated {name}, which is not a JAX type; annotate "
+        raise ArgumentTypeError(  # Catalyst's phrase first
+            f"{annotation!r} is not a valid JAX type: {fn_name}: parameter {param} is annotated "
+            f"{name}, which is not a JAX type; annotate "
             "int, float, bool, complex, a dtype such as jnp.float32, or "
             "jax.core.ShapedArray(shape, dtype)."
         )

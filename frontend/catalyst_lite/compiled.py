@@ -596,10 +596,12 @@ class QJIT:
 
     @property
     def mlir(self) -> str | None:
-        """StableHLO text of the traced program; symbolic sizes are ``?`` dimensions."""
+        """StableHLO text of the traced program; symbolic sizes are ``?`` dimensions. The module
+        is named as Catalyst names it, by the function's ``__name__`` (so one program gives one
+        text, wherever its function was defined)."""
         if self._last is None:
             return None
-        return program_to_mlir(self._last.program, self.name)
+        return program_to_mlir(self._last.program, self.__name__)
 
     def specialized_mlir(self, *args: Any, **kwargs: Any) -> str:
         """StableHLO that XLA compiles for these concrete arguments (all sizes static):
