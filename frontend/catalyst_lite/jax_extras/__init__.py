@@ -13,7 +13,8 @@ each does: docs/architecture.md, "The JAX-internals seam"):
 - lowering: :mod:`.lowering`, :mod:`.lowering_repairs`, :mod:`.lowering_targets`,
   :mod:`.iree_lowering`, :mod:`.literals`;
 - :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: reverse-mode tracers, ``x[i, j]``
-  reads, JAX's C++ dispatcher.
+  reads, JAX's C++ dispatcher;
+- :mod:`.host_callbacks`: host callbacks that run although their results are unused.
 """
 
 import contextlib
