@@ -56,8 +56,8 @@ from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
+from .diagnostics import api_boundary, filtered
 from .jit_options import JIT_OPTIONS, JitOptions
-from .tracebacks import api_boundary, filtered
 from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
 from .tracing import SizeFacts, dimension_sources, implicit_values
 
@@ -351,7 +351,7 @@ class QJIT:
         return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Exceptions leave with the user's frames first (see tracebacks.py): a try costs nothing
+        # Exceptions leave with the user's frames first (see diagnostics.py): a try costs nothing
         # until something is raised.
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
