@@ -13,7 +13,8 @@ traceback that is not JAX's, NumPy's or catalyst_lite's own):
   that are not integers;
 - :class:`~.jax_extras.patches.NeedsCallSizes` (JAX failing on a symbolic size) passes on: the
   program is traced again with the call's sizes (``compiler.assumptions``);
-- any other error (JAX's own, about the user's program) is left as it is, with a note saying where.
+- any other error (the user's own, or JAX's about the user's program) is left as it is: its
+  traceback (:func:`filtered`) shows the user's line.
 
 Nothing here reads an error's message or traceback to decide what it is: each is typed where it
 is raised.
@@ -215,17 +216,7 @@ def user_facing_trace_errors(
             # ... or right after it branched otherwise at the call's sizes than at generic ones
             # (`jnp.pad(x, 1, "reflect")` at n = 1 refuses a symbolic n): jax.jit's way serves it.
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic at this call's sizes") from err
-        _note_location(err, fn_name)
-        raise
-    except Exception as err:
-        _note_location(err, fn_name)
-        raise
-
-
-def _note_location(err: BaseException, fn_name: str) -> None:
-    location = user_location(err.__traceback__)
-    if location:
-        err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")
+        raise  # the user's own, or JAX's about the user's program: left as it is
 
 
 # --- tracebacks that show the user's code ---------------------------------------------------------
