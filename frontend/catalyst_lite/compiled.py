@@ -45,7 +45,7 @@ from .autograph import run_autograph
 from .callbacks import callback_exception
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
-from .compile_options import CompileOptions as QJITOptions, check_seed
+from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation
 from .compiler.executable import Executable, FastCall, register_function_compiler
@@ -57,7 +57,6 @@ from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
 from .diagnostics import api_boundary, filtered
-from .jit_options import JIT_OPTIONS, JitOptions
 from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
 from .tracing import SizeFacts, dimension_sources, implicit_values
 
@@ -79,7 +78,7 @@ _ACCEPTED_OPTIONS = {
     "dialect_plugins",
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
     "use_nameloc",
-    # jax.jit's, for each size's XLA compilation (see jit_options.py)
+    # jax.jit's, for each size's XLA compilation (see compile_options.py)
     *JIT_OPTIONS,
     "state_sharding",  # QNodes' state vectors split over devices (quantum/sharded.py)
 }
