@@ -22,7 +22,7 @@ LAYERS = (
     {"errors", "trace_context"},  # what everything reads
     {"jax_extras"},  # the seam with JAX's internals
     # the representation of a traced program and what describes it: tracing, signatures, facts
-    {"tracing", "signature", "binding", "annotations", "diagnostics", "reporting", "settings",
+    {"tracing", "signature", "diagnostics", "reporting", "settings",
      "compile_options", "passes", "stages", "versions"},
     {"compiler"},  # the runtime: specialization, executables, strategies, caches
     # the user API's parts: primitives and their rules, transformations, the frontends

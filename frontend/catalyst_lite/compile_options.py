@@ -38,7 +38,7 @@ import numpy as np
 from .trace_context import check_capture_option
 from .errors import ArgumentTypeError, ArgumentValueError, CompileError
 
-__all__ = ["CompileOptions", "KeepIntermediateLevel", "check_seed", "JIT_OPTIONS", "JitOptions"]
+__all__ = ["CompileOptions", "KeepIntermediateLevel", "check_seed", "JIT_OPTIONS", "JitOptions", "checked_tuple"]
 
 
 def check_seed(seed: Any, name: str) -> None:
@@ -170,8 +170,8 @@ class JitOptions:
     @classmethod
     def of(cls, options: Mapping[str, Any], positional: Sequence[str], fn_name: str) -> "JitOptions":
         """From ``qjit``'s options; ``positional``: the function's positional parameters."""
-        nums = _as_tuple(options.get("donate_argnums"), int, "donate_argnums", fn_name)
-        names = _as_tuple(options.get("donate_argnames"), str, "donate_argnames", fn_name)
+        nums = checked_tuple(options.get("donate_argnums"), int, "donate_argnums", fn_name)
+        names = checked_tuple(options.get("donate_argnames"), str, "donate_argnames", fn_name)
         beyond = [i for i in nums if not 0 <= i < len(positional)]
         if beyond:
             raise ArgumentTypeError(
@@ -236,7 +236,13 @@ def _is_sharding_leaf(s: Any) -> bool:
     return s is None or isinstance(s, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
 
 
-def _as_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
+def checked_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
+    """An option that is one ``kind`` or a sequence of them (``static_argnames``,
+    ``donate_argnums``...), as a tuple; anything else is an ``ArgumentTypeError``.
+
+    >>> checked_tuple("mode", str, "static_argnames", "f")
+    ('mode',)
+    """
     if value is None:
         return ()
     items = (value,) if isinstance(value, kind) else value

@@ -38,9 +38,17 @@ from .errors import (
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data
-from .binding import CallArguments, CallBinding
-from .signature import ArgumentLayout, LeafSpec
-from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
+from .signature import (
+    ArgumentLayout,
+    CallArguments,
+    CallBinding,
+    LeafSpec,
+    as_annotated,
+    dtype_of,
+    example_of,
+    is_type_annotation,
+    resolved_annotation,
+)
 from .autograph import run_autograph
 from .callbacks import callback_exception
 from .compiler.compilation import wait_for_compilations
@@ -320,7 +328,7 @@ class QJIT:
 
     def _conformed(self, call: CallArguments) -> CallArguments:
         """With type annotations, the call's values converted to them where Catalyst converts
-        (see :func:`.annotations.as_annotated`). Values that do not fit the annotations are traced
+        (see :func:`.signature.as_annotated`). Values that do not fit the annotations are traced
         for their own types with a ``UserWarning``, as Catalyst recompiles for them."""
         if self._annotated is None:
             return call
