@@ -23,7 +23,7 @@ LAYERS = (
     {"jax_extras"},  # the seam with JAX's internals
     # the representation of a traced program and what describes it: tracing, signatures, facts
     {"tracing", "signature", "diagnostics", "reporting", "settings",
-     "compile_options", "passes", "stages", "versions"},
+     "compile_options", "passes", "versions"},
     {"compiler"},  # the runtime: specialization, executables, strategies, caches
     # the user API's parts: primitives and their rules, transformations, the frontends
     {"callbacks", "debug", "control_flow", "quantum", "transforms", "autograph", "capture"},

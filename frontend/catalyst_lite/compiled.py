@@ -7,6 +7,22 @@
 ...     return jnp.ones((sz + 1,), dtype=float)
 >>> f(2).tolist(), f(4).shape
 ([1.0, 1.0, 1.0], (5,))
+
+Its ahead-of-time stages are shaped as ``jax.stages``: ``f.trace(*args)`` is the program traced
+for the arguments' signature, sizes symbolic (:class:`Traced`, the same for every size);
+``f.lower(*args)`` is that program specialized at the arguments' sizes, in StableHLO with static
+shapes (:class:`Lowered`, what XLA compiles for them); ``.compile()`` compiles it, and the
+:class:`Compiled` runs calls of those types and sizes (others raise ``TypeError``, as a
+``jax.stages.Compiled`` does).
+
+>>> g = qjit(lambda x: jnp.sum(x ** 2), abstracted_axes={0: "n"})
+>>> x = jnp.arange(3.0)
+>>> "f64[a]" in str(g.trace(x).jaxpr)            # traced once, the size symbolic
+True
+>>> "tensor<3xf64>" in g.lower(x).as_text()      # specialized at size 3
+True
+>>> float(g.lower(x).compile()(x))
+5.0
 """
 
 from __future__ import annotations
@@ -65,10 +81,9 @@ from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
 from .diagnostics import api_boundary, filtered
-from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
 from .tracing import SizeFacts, dimension_sources, implicit_values
 
-__all__ = ["qjit", "QJIT", "CacheInfo"]
+__all__ = ["qjit", "QJIT", "CacheInfo", "Traced", "Lowered", "Compiled"]
 
 # Catalyst options that change nothing here (we always compile with XLA).
 _ACCEPTED_OPTIONS = {
@@ -120,6 +135,49 @@ class CacheInfo:
     executables: int
     sizes: tuple
     maxsize: int | None
+
+
+# --- ahead-of-time stages, shaped as jax.stages -----------------------------------------------------
+
+
+class Traced:
+    """The traced program of one argument signature (``jax.stages.Traced``): :attr:`jaxpr`, with
+    symbolic sizes as variables, and :meth:`lower` at the traced arguments' sizes."""
+
+    def __init__(self, jaxpr: Any, fun_name: str, lower: Callable[[], "Lowered"]):
+        self.jaxpr = jaxpr
+        self.fun_name = fun_name
+        self._lower = lower
+
+    def lower(self) -> "Lowered":
+        return self._lower()
+
+
+class Lowered:
+    """The program specialized at one call's sizes, lowered to StableHLO (``jax.stages.Lowered``:
+    ``as_text``, ``compiler_ir``, ``cost_analysis`` are its)."""
+
+    def __init__(self, lowered: Any, arguments: Callable[[tuple, dict], list], results: Callable):
+        self._lowered = lowered
+        self._arguments = arguments  # a call's flat arguments, or TypeError if not of these sizes
+        self._results = results
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lowered, name)
+
+    def compile(self, compiler_options: dict[str, Any] | None = None) -> "Compiled":
+        return Compiled(self._lowered.compile(compiler_options), self._arguments, self._results)
+
+
+class Compiled(Lowered):
+    """The XLA executable of a :class:`Lowered` (``jax.stages.Compiled``: ``as_text``,
+    ``cost_analysis``, ``memory_analysis`` are its); callable with arguments of the types and
+    sizes it was lowered for."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat = self._arguments(args, kwargs)
+        with x64_scope():
+            return self._results(self._lowered(*flat))
 
 
 @register_function_compiler
@@ -600,7 +658,7 @@ class QJIT:
     @api_boundary
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         """The program traced for these arguments' signature, its sizes symbolic (as
-        ``jax.jit(f).trace``; see :mod:`catalyst_lite.stages`).
+        ``jax.jit(f).trace``; see :class:`Traced`).
 
         >>> import jax.numpy as jnp
         >>> from catalyst_lite import qjit
@@ -641,7 +699,10 @@ class QJIT:
             other, _, _, _, full, other_key = self._flat_call(args, kwargs)
             if other is not executable or other_key != key:
                 what = f"sizes {other_key}" if other is executable else "other argument types"
-                raise stage_mismatch(self.name, f"sizes {key}", what)
+                raise ArgumentTypeError(
+                    f"{self.name}: this compiled stage was lowered for sizes {key} and is called with "
+                    f"{what}. Lower again for these arguments (f.lower(*args).compile()), or call f."
+                )
             return [full[i] for i in other.runner.dynamic_positions]
 
         return Lowered(lowered, arguments, lambda outs: self._jit.place_results(executable.program.results(outs)))
