@@ -448,6 +448,31 @@ def test_user_exception_while_tracing_is_left_unchanged():
     assert any(frame.line == "raise error" for frame in traceback.extract_tb(error.__traceback__))
 
 
+
+@pytest.mark.parametrize("differentiate", [
+    lambda f, x: jax.grad(lambda y: jnp.sum(f(y)))(x),  # JAX's, in the trace with symbolic sizes
+    lambda f, x: jax.jvp(f, (x,), (x,))[1],
+    lambda f, x: grad(lambda y: jnp.sum(f(y)))(x),  # catalyst_lite's, applied at the call's sizes
+])
+def test_user_exception_in_a_custom_jvp_rule_runs_the_rule_once_and_leaves_unchanged(differentiate):
+    """The rule is the user's code: its exception is not JAX failing on a symbolic size (no trace
+    again with the call's sizes, no translation)."""
+    error, runs = LookupError("the rule's own"), []
+
+    @jax.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        runs.append(1)
+        raise error
+
+    with pytest.raises(LookupError) as info:
+        qjit(lambda x: differentiate(f, x), abstracted_axes={0: "n"})(jnp.ones(2))
+    assert info.value is error and error.args == ("the rule's own",) and len(runs) == 1
+    assert not any("catalyst_lite" in note for note in getattr(error, "__notes__", ()))
+
 @pytest.mark.parametrize(
     "body,call,fix",
     [

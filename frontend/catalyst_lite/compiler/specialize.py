@@ -41,6 +41,7 @@ from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
+from ..jax_extras.patches import raised_in_users_code
 from ..jax_extras.rules import specializations
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .options import RunnerOptions
@@ -307,6 +308,8 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
     except _UNTRANSLATED:
         raise
     except Exception as err:
+        if raised_in_users_code(err):  # a custom_jvp rule's own exception: the user's, unchanged
+            raise
         raise unsupported_equation_error(eqn, err) from err
 
 
