@@ -314,10 +314,16 @@ class QJIT:
 
     def _trace_generic(self, call: CallArguments) -> None:
         """Trace the generic program of this call's signature now (ahead of time)."""
+        family, trace, *_ = self._signature_of(call)
+        self._last = family.generic(trace)
+
+    def _signature_of(self, call: CallArguments) -> tuple[ProgramFamily, SignatureTrace, list, list, list[str]]:
+        """The programs traced for this call's signature, how it is traced, and the call's flat
+        arguments with their abstracted axes and names."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
-        family = self._family_for(call, tree, specs, axes, names)
-        self._last = family.generic(self._signature_trace(call, tree, specs, axes, names))
+        trace = self._signature_trace(call, tree, specs, axes, names)
+        return self._family_for(call, tree, specs, axes, names), trace, leaves, axes, names
 
     def _annotation_call(self) -> CallArguments | None:
         """Arguments standing for the type annotations when every parameter is positional and
@@ -342,15 +348,12 @@ class QJIT:
         sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
         size inputs' leading part (the lengths of its abstracted axes), and the sizes the
         program's implicit inputs take for the call."""
-        tree, specs, leaves, axes = self.layout.leaf_specs(call)
-        names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
-        family = self._family_for(call, tree, specs, axes, names)
+        family, trace, leaves, axes, names = self._signature_of(call)
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
         _check_int64(self.name, names, leaves)
         # A size argument traced by an outer transformation has no value to check facts with.
         values = [*axis_lengths, *(None if isinstance(x, Tracer) and not is_concrete_value(x) else x for x in leaves)]
-        trace = self._signature_trace(call, tree, specs, axes, names)
         try:
             program = family.program_for(values, trace, lock=not inside_program_trace())
         except UnknownSize as unknown:
