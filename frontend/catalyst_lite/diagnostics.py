@@ -31,7 +31,6 @@ debugging catalyst_lite itself).
 ...     raise ValueError("from the user's code")
 Traceback (most recent call last):
 ValueError: from the user's code
-...
 """
 
 from __future__ import annotations
