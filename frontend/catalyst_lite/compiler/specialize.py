@@ -284,6 +284,11 @@ def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
     rules = staged_rules if mode is Mode.STAGED else host_rules
     if eqn.primitive in rules:
         return list(rules[eqn.primitive](invals, eqn.params))
+    if _is_size_check(eqn) and _any_traced(invals):
+        # A size assumption or requirement on values known only at run time (a loop's index in
+        # a staged loop): it has no lowering, so staging it would drop the check. The host runs
+        # it with those values known.
+        raise NeedsHost(f"{eqn.primitive} on sizes known only at run time")
     return _eval_equation(eqn, invals)
 
 
