@@ -275,7 +275,9 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
             stream.close()
 
 
-def _unsupported(what: str, why: str) -> UnsupportedOperationError:
+def _unsupported(fn: Any, what: str, why: str) -> UnsupportedOperationError:
+    """The error of Catalyst's ``debug.<what>`` of qjit function ``fn``, which needs ``why``."""
+    _checked_qjit(fn, what)
     return UnsupportedOperationError(
         f"debug.{what}: {why}; catalyst_lite compiles with XLA, which keeps its IR and code "
         "internal. Inspect the program with QJIT.jaxpr, QJIT.mlir or QJIT.specialized_mlir(...)."
@@ -290,8 +292,7 @@ def replace_ir(fn: Any, stage: str, new_ir: str) -> None:
     Traceback (most recent call last):
     catalyst_lite.errors.UnsupportedOperationError: debug.replace_ir: ...
     """
-    _checked_qjit(fn, "replace_ir")
-    raise _unsupported("replace_ir", "it replaces a stage of Catalyst's MLIR pipeline")
+    raise _unsupported(fn, "replace_ir", "it replaces a stage of Catalyst's MLIR pipeline")
 
 
 def get_cmain(fn: Any, *args: Any) -> str:
@@ -302,8 +303,7 @@ def get_cmain(fn: Any, *args: Any) -> str:
     Traceback (most recent call last):
     catalyst_lite.errors.UnsupportedOperationError: debug.get_cmain: ...
     """
-    _checked_qjit(fn, "get_cmain")
-    raise _unsupported("get_cmain", "it writes a C main for Catalyst's shared library")
+    raise _unsupported(fn, "get_cmain", "it writes a C main for Catalyst's shared library")
 
 
 def compile_executable(fn: Any, *args: Any) -> str:
@@ -314,8 +314,7 @@ def compile_executable(fn: Any, *args: Any) -> str:
     Traceback (most recent call last):
     catalyst_lite.errors.UnsupportedOperationError: debug.compile_executable: ...
     """
-    _checked_qjit(fn, "compile_executable")
-    raise _unsupported("compile_executable", "it links Catalyst's shared library into an executable")
+    raise _unsupported(fn, "compile_executable", "it links Catalyst's shared library into an executable")
 
 
 def draw_graph(qnode: Any, *, level: int | None = None) -> Any:
