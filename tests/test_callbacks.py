@@ -168,6 +168,27 @@ def test_bwd_receives_the_cotangent_structured_as_the_results():
     assert seen[0] == ["s", "v"]
 
 
+def test_bwd_may_return_cotangents_for_the_differentiated_arguments_only():
+    """Catalyst lets ``.bwd`` return one cotangent per differentiated argument; a result nobody
+    uses reaches ``.bwd`` as a zero cotangent."""
+    b = jnp.array([[2.0], [-1.0]])
+
+    @pure_callback
+    def matmul(x, y) -> (jax.ShapeDtypeStruct((3, 1), jnp.float64), jax.ShapeDtypeStruct((), jnp.float64)):
+        return x @ y, np.sum(x)
+
+    @matmul.fwd
+    def matmul_fwd(x, y):
+        return matmul(x, y), y
+
+    @matmul.bwd
+    def matmul_bwd(y, dy):
+        return dy[0] @ y.T + dy[1]  # x's cotangent only: y is not differentiated
+
+    got = qjit(jacobian(lambda x, y: matmul(x, y)[0]))(jnp.ones((3, 2)), b)
+    np.testing.assert_allclose(got, jax.jacobian(lambda x: x @ b)(jnp.ones((3, 2))), rtol=1e-12)
+
+
 def test_a_callback_runs_when_only_its_derivative_is_used():
     """Under grad the callback's results are not needed, only its .fwd residuals: it still runs
     (it may keep state for .bwd, or check its results), as Catalyst runs it."""

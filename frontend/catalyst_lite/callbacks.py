@@ -31,6 +31,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 import jax
 import numpy as np
+from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.specialize import register_specialization
@@ -213,7 +214,13 @@ class HostCall:
             differentiable.defjvp(self._no_derivative)
         else:
             differentiable = jax.custom_vjp(call)
-            differentiable.defvjp(self._flat_fwd, self._flat_bwd)
+            # Which flat arguments the latest forward pass differentiates (symbolic zeros tell):
+            # a .bwd may return cotangents for those only, as Catalyst allows.
+            perturbed: list[bool] = []
+            differentiable.defvjp(
+                functools.partial(self._flat_fwd, perturbed), functools.partial(self._flat_bwd, perturbed),
+                symbolic_zeros=True,
+            )
         return list(differentiable(*flat))
 
     def _no_derivative(self, primals: Any, tangents: Any) -> NoReturn:
@@ -222,25 +229,38 @@ class HostCall:
             "forward and backward passes with @<callback>.fwd and @<callback>.bwd."
         )
 
-    def _flat_fwd(self, *flat: Any) -> tuple[list[Any], Any]:
-        args, kwargs = tree_unflatten(self.in_tree, list(flat))
+    def _flat_fwd(self, perturbed: list[bool], *primals: CustomVJPPrimal) -> tuple[list[Any], Any]:
+        perturbed[:] = [p.perturbed for p in primals]
+        args, kwargs = tree_unflatten(self.in_tree, [p.value for p in primals])
         results, residuals = self.fwd(*args, **kwargs)
         return list(tree_flatten(results)[0]), residuals
 
-    def _flat_bwd(self, residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
+    def _flat_bwd(self, perturbed: list[bool], residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
         """Catalyst's ``bwd(residuals, dy)``, ``dy`` structured as the results are, returns one
-        cotangent per argument (a tuple)."""
-        dy = tree_unflatten(self.out_tree, list(cotangents))
-        per_argument = self.bwd(residuals, dy)
+        cotangent per argument (a tuple), or one per differentiated argument."""
+        dense = [_zeros_like(c) if isinstance(c, SymbolicZero) else c for c in cotangents]
+        per_argument = self.bwd(residuals, tree_unflatten(self.out_tree, dense))
         if not isinstance(per_argument, tuple):
             per_argument = (per_argument,)
         flat = tree_flatten(per_argument)[0]
-        if len(flat) != self.in_tree.num_leaves:
-            raise CallbackError(
-                f"the .bwd of pure_callback {self.name} returned {len(flat)} cotangent(s) for "
-                f"{self.in_tree.num_leaves} argument array(s); return a tuple with one per argument."
-            )
-        return tuple(flat)
+        if len(flat) == self.in_tree.num_leaves:
+            return tuple(flat)
+        if perturbed and len(flat) == sum(perturbed):  # the differentiated arguments' only
+            given = iter(flat)
+            return tuple(next(given) if p else None for p in perturbed)
+        raise CallbackError(
+            f"the .bwd of pure_callback {self.name} returned {len(flat)} cotangent(s) for "
+            f"{self.in_tree.num_leaves} argument array(s) ({sum(perturbed)} differentiated); return "
+            "a tuple with one per argument, or one per differentiated argument."
+        )
+
+
+def _zeros_like(zero: SymbolicZero) -> Any:
+    """The cotangent JAX left symbolic (an unused result's) as an array, as Catalyst's ``dy``
+    holds it (``float0`` for integer results)."""
+    if zero.dtype == jax.dtypes.float0:
+        return np.zeros(zero.shape, zero.dtype)
+    return jax.numpy.zeros(zero.shape, zero.dtype)
 
 
 host_callback_p = Primitive("host_callback")
