@@ -239,3 +239,15 @@ def test_argnums_naming_an_argument_twice_gives_its_gradient_twice():
     np.testing.assert_allclose(grad(f, argnums=(1, 0, 1))(2.0, 3.0), expected)
     with pytest.raises(ValueError, match="twice"):
         qjit(lambda a, b: jvp(f, (a, b), (1.0, 1.0), argnums=(0, 0)))(2.0, 3.0)
+
+
+def test_grad_inside_a_jax_loop_body():
+    """catalyst_lite.grad inside a JAX primitive's own body (lax.fori_loop), which specialization
+    binds whole: XLA compiles the derivative itself."""
+
+    @qjit
+    def f(x):
+        return jax.lax.fori_loop(0, 3, lambda i, a: a + grad(jnp.sin)(a), x)
+
+    reference = jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, a: a + jax.grad(jnp.sin)(a), x))
+    np.testing.assert_allclose(f(0.5), reference(0.5), rtol=1e-15)

@@ -38,7 +38,7 @@ from .annotations import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
 from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
-from .jax_extras.lowering import opaque_call, register_lowering
+from .jax_extras.lowering import opaque_call, register_compiled_lowering, register_dynamic_lowering
 
 __all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
 
@@ -239,6 +239,9 @@ def _specialized(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return params["call"].jax_call(invals)
 
 
+register_compiled_lowering(host_callback_p, lambda *operands, call: call.jax_call(operands))
+
+
 register_specialization(host_callback_p, staged=_specialized, host=_specialized, dimension_operands=lambda _: set())
 
 
@@ -248,7 +251,7 @@ def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
     return opaque_call(ctx, name, operands, call.name, has_side_effect=call.debug)
 
 
-register_lowering(host_callback_p, _lower)
+register_dynamic_lowering(host_callback_p, _lower)
 
 
 def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:

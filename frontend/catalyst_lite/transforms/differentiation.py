@@ -57,7 +57,7 @@ from ..errors import (
 )
 from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
-from ..jax_extras.lowering import opaque_call, register_lowering
+from ..jax_extras.lowering import opaque_call, register_compiled_lowering, register_dynamic_lowering
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
 from ..jax_extras.typecheck import check_nested
@@ -736,4 +736,5 @@ register_nested_primitive(differentiate_p, output_type=_output_type, feeds=_feed
 register_specialization(
     differentiate_p, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST), dimension_operands=_dimension_operands
 )
-register_lowering(differentiate_p, _lower)
+register_dynamic_lowering(differentiate_p, _lower)
+register_compiled_lowering(differentiate_p, lambda *operands, **params: _rule(Mode.STAGED)(list(operands), params))
