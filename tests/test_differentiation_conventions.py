@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import DifferentiableCompileError, grad, jacobian, jvp, qjit, value_and_grad, vjp
+from catalyst_lite import DifferentiableCompileError, for_loop, grad, jacobian, jvp, qjit, value_and_grad, vjp
 from catalyst_lite.errors import ArgumentIndexError
 
 
@@ -251,3 +251,25 @@ def test_grad_inside_a_jax_loop_body():
 
     reference = jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, a: a + jax.grad(jnp.sin)(a), x))
     np.testing.assert_allclose(f(0.5), reference(0.5), rtol=1e-15)
+
+
+def test_jax_grad_through_a_for_loop_whose_trip_count_comes_from_data():
+    """JAX cannot transpose a loop of traced length: the loop's derivative is taken at
+    specialization (as catalyst_lite.grad takes it). Against jax.grad of the unrolled loop."""
+
+    def layers(x, n):
+        @for_loop(0, n, 1)
+        def body(i, a):
+            return jnp.sin(a) * x + i
+
+        return body(x)
+
+    def unrolled(x, n):
+        a = x
+        for i in range(n):
+            a = jnp.sin(a) * x + i
+        return a
+
+    program = qjit(lambda x: jax.grad(lambda y: layers(y, jnp.int64(y > 0) + 3))(x))
+    np.testing.assert_allclose(program(0.7), jax.grad(unrolled)(0.7, 4), rtol=1e-12)
+    np.testing.assert_allclose(program(-0.7), jax.grad(unrolled)(-0.7, 3), rtol=1e-12)

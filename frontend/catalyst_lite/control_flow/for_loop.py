@@ -54,10 +54,11 @@ from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.tracing import dependence_rules, dimension_value
 from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
-from ..jax_extras.rules import register_nested_primitive
+from ..jax_extras.rules import kept_under_differentiation, register_nested_primitive
 from .common import (
     flatten_values,
     active_control_flow_handler,
@@ -437,10 +438,28 @@ def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
         raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
 
 
+def _trip_count_traced(operands: Sequence[Any], params: dict[str, Any]) -> bool:
+    """The loop's bounds are not known in the trace that transforms it: its specialization would
+    be a ``while`` of traced length, which JAX's reverse mode refuses to transpose."""
+    lower, upper, step, _ = _operands(list(operands), params).bounds
+    return any(not isinstance(dimension_value(b), int) for b in (lower, upper, step))
+
+
+def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
+    """Which results depend on the marked operands: the carried values that do at some iteration
+    (all of them when the bounds or the carried sizes do)."""
+    ops, body = _operands(marked, eqn.params), _body(eqn.params)
+    if any(ops.bounds) or any(ops.implicit) or body.depends_on(ops.consts, ops.carried):
+        return [True] * len(eqn.outvars)
+    return [*[False] * body.nimplicit, *body.carried_fixpoint(ops.consts, ops.carried)]
+
+
 # --- registration --------------------------------------------------------------------------------
 
 register_nested_primitive(for_loop_p, output_type=_output_type, feeds=_feeds, check=_check,
                           jvp=_loop.jvp, batching=_loop.batching, partial_eval=_loop.partial_eval)
 register_specialization(for_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
+kept_under_differentiation[for_loop_p] = _trip_count_traced
+dependence_rules[for_loop_p] = _dependence
 register_masked(for_loop_p, _masked, nested=True)
 lowering.register_lowering(for_loop_p, _lower)

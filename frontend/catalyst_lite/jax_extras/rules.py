@@ -49,6 +49,8 @@ __all__ = [
     "Feeds",
     "staging_rule",
     "specializations",
+    "kept_under_differentiation",
+    "deferred_vjp",
     "specialized",
     "specialized_or_error",
     "register_nested_primitive",
@@ -226,6 +228,23 @@ def known_value(x: Any) -> Any:
 specializations: dict[core.Primitive, Callable[[list[Any], dict[str, Any]], list[Any] | None]] = {}
 
 
+# primitive -> kept(operands, params): JAX's differentiation keeps the equation as it is (JVP and
+# partial evaluation with its symbolic rules, transposition as a derivative taken at
+# specialization: `deferred_vjp`), not its specialization, which JAX could not transpose (a
+# for_loop whose trip count is traced becomes a `while`). Registered by the primitive's module.
+kept_under_differentiation: dict[core.Primitive, Callable[[Sequence[Any], dict[str, Any]], bool]] = {}
+
+# deferred_vjp(fn, points, cotangents) -> cotangents of fn's inputs: a reverse-mode derivative
+# of `fn` taken when the program is specialized (catalyst_lite.vjp), registered by
+# catalyst_lite.transforms.differentiation (a higher layer).
+deferred_vjp: list[Callable[[Callable, list[Any], list[Any]], list[Any]]] = []
+
+
+def _kept(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, Any]) -> bool:
+    rule = kept_under_differentiation.get(primitive)
+    return rule is not None and rule(operands, params)
+
+
 def specialized(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, Any]) -> list[Any] | None:
     """The equation's specialization in the current trace (``None``: sizes not known here)."""
     return specializations[primitive](list(operands), params)
@@ -287,7 +306,8 @@ def _typecheck_rule(check: Callable, output_type: OutputTypeRule) -> Callable:
 
 def _jvp_rule(primitive: core.Primitive, symbolic: Callable | None) -> Callable:
     def jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-        outs = jvp_of(lambda *xs: specialized(primitive, xs, params), primals, tangents)
+        kept = symbolic is not None and _kept(primitive, primals, params)
+        outs = None if kept else jvp_of(lambda *xs: specialized(primitive, xs, params), primals, tangents)
         if outs is not None:
             return outs
         if symbolic is None:
@@ -313,8 +333,10 @@ def _partial_eval_rule(primitive: core.Primitive, symbolic: Callable | None) -> 
     def partial_eval(trace: pe.JaxprTrace, *tracers: Any, **params: Any) -> list[Any]:
         if all(t.pval.is_known() for t in tracers):
             return bind_known(trace, primitive, [t.pval.get_known() for t in tracers], params)
-        with core.set_current_trace(trace):  # JAX's own rules split the specialization
-            outs = specialized(primitive, tracers, params)
+        outs = None
+        if not (symbolic is not None and _kept(primitive, tracers, params)):
+            with core.set_current_trace(trace):  # JAX's own rules split the specialization
+                outs = specialized(primitive, tracers, params)
         if outs is not None:
             return outs
         if symbolic is None:
@@ -340,8 +362,20 @@ def _transpose_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> C
             return specialized_or_error(primitive, operands, params, "transposed")[nimplicit:]
 
         points = [jnp.zeros(x.aval.shape, x.aval.dtype) for x in args if is_linear(x)]
-        _, pullback = jax.vjp(fn, *points)
-        cts_linear = pullback([instantiate_zeros(ct) for ct in cts[nimplicit:]])
+        cts_out = [instantiate_zeros(ct) for ct in cts[nimplicit:]]
+        if deferred_vjp and _kept(primitive, args, params):
+            # Only results with tangents are differentiated (not an ambient PRNG key).
+            inexact = [jnp.issubdtype(ct.dtype, jnp.inexact) for ct in cts_out]
+
+            def equation(*linear_values: Any) -> list[Any]:
+                operands = interleave(linear, linear_values, fixed)
+                outs = primitive.bind(*operands, **params)[nimplicit:]
+                return [out for out, keep in zip(outs, inexact) if keep]
+
+            cts_linear = deferred_vjp[0](equation, points, [ct for ct, keep in zip(cts_out, inexact) if keep])
+        else:
+            _, pullback = jax.vjp(fn, *points)
+            cts_linear = pullback(cts_out)
         return interleave(linear, cts_linear, [None] * len(fixed))
 
     return transpose

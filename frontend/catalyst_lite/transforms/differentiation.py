@@ -59,7 +59,7 @@ from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
 from ..jax_extras.lowering import opaque_call, register_compiled_lowering, register_dynamic_lowering
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
-from ..jax_extras.rules import register_nested_primitive
+from ..jax_extras.rules import deferred_vjp, register_nested_primitive
 from ..jax_extras.typecheck import check_nested
 
 __all__ = ["grad", "value_and_grad", "jacobian", "jvp", "vjp", "differentiate_p"]
@@ -569,6 +569,17 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     traced, outs = differentiate(f"vjp({function_name(f)})", f, params, argnums, "vjp", options, flat_cotangents)
     n = len(traced.result_avals)
     return tree_unflatten(traced.out_tree, outs[:n]), traced.selection.unflatten(outs[n:])
+
+
+def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
+    """The cotangents of ``fn``'s inputs at ``points``, taken when the program is specialized:
+    how JAX's reverse mode transposes an equation it cannot transpose itself (a ``for_loop``
+    whose trip count is traced), as ``catalyst_lite.grad`` would differentiate it."""
+    _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
+    return list(cts)
+
+
+deferred_vjp.append(_deferred_vjp)
 
 
 # --- specialization rules ------------------------------------------------------------------------
