@@ -255,19 +255,21 @@ def test_grad_inside_a_jax_loop_body():
 
 def test_jax_grad_through_a_for_loop_whose_trip_count_comes_from_data():
     """JAX cannot transpose a loop of traced length: the loop's derivative is taken at
-    specialization (as catalyst_lite.grad takes it). Against jax.grad of the unrolled loop."""
+    specialization (as catalyst_lite.grad takes it). The body's own lax.scan carries primals and
+    tangents in one equation, whose primals stay known to JAX's linearization. Against jax.grad
+    of the unrolled loop."""
 
     def layers(x, n):
         @for_loop(0, n, 1)
         def body(i, a):
-            return jnp.sin(a) * x + i
+            return jax.lax.scan(lambda c, _: (jnp.sin(c) * x, None), a, None, length=2)[0] + i
 
         return body(x)
 
     def unrolled(x, n):
         a = x
         for i in range(n):
-            a = jnp.sin(a) * x + i
+            a = jnp.sin(jnp.sin(a) * x) * x + i
         return a
 
     program = qjit(lambda x: jax.grad(lambda y: layers(y, jnp.int64(y > 0) + 3))(x))

@@ -130,22 +130,22 @@ def test_jax_grad_of_a_qnode_whose_loop_count_is_traced():
     catalyst_lite.grad takes it. Against default.qubit's parameter shift."""
     dev = qml.device("default.qubit", wires=2)
 
-    def rotations_on_a_traced_wire(x, n):
+    def layers(x, n):
         @for_loop(0, n, 1)
         def layer(i):
-            qml.RX(x * (i + 1), wires=i % 2)
-            qml.CNOT(wires=[i % 2, (i + 1) % 2])
+            qml.RX(x * (i + 1), wires=0)
+            qml.CNOT(wires=[0, 1])
 
         layer()
         return qml.expval(qml.Z(1))
 
     def reference(x, n):
         for i in range(n):
-            qml.RX(x * (i + 1), wires=i % 2)
-            qml.CNOT(wires=[i % 2, (i + 1) % 2])
+            qml.RX(x * (i + 1), wires=0)
+            qml.CNOT(wires=[0, 1])
         return qml.expval(qml.Z(1))
 
-    circuit = qml.qnode(dev)(rotations_on_a_traced_wire)
+    circuit = qml.qnode(dev)(layers)
     shifted = qml.qnode(dev, diff_method="parameter-shift")(reference)
 
     @qjit
