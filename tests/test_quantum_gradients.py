@@ -124,38 +124,6 @@ def test_jax_jacobian_and_grad_of_a_qnode_with_traced_loop_bounds_and_wires():
         np.testing.assert_allclose(got, want, atol=1e-10)
 
 
-def test_jax_grad_of_a_qnode_whose_loop_count_is_traced():
-    """jax.grad through a for_loop whose trip count is computed from the data: JAX cannot
-    transpose a loop of traced length, so the loop's derivative is taken at specialization, as
-    catalyst_lite.grad takes it. Against default.qubit's parameter shift."""
-    dev = qml.device("default.qubit", wires=2)
-
-    def layers(x, n):
-        @for_loop(0, n, 1)
-        def layer(i):
-            qml.RX(x * (i + 1), wires=0)
-            qml.CNOT(wires=[0, 1])
-
-        layer()
-        return qml.expval(qml.Z(1))
-
-    def reference(x, n):
-        for i in range(n):
-            qml.RX(x * (i + 1), wires=0)
-            qml.CNOT(wires=[0, 1])
-        return qml.expval(qml.Z(1))
-
-    circuit = qml.qnode(dev)(layers)
-    shifted = qml.qnode(dev, diff_method="parameter-shift")(reference)
-
-    @qjit
-    def grad_of_data_dependent_layers(x: float):
-        return jax.grad(circuit)(x, jax.numpy.int64(x > 0.0) + 2)  # 3 layers for a positive x
-
-    expected = qml.grad(shifted, argnums=0)(qml.numpy.array(0.4), 3)
-    np.testing.assert_allclose(grad_of_data_dependent_layers(0.4), expected, atol=1e-10)
-
-
 def test_jax_grad_of_a_qnode_in_a_training_loop():
     qnode = qml.qnode(qml.device("lightning.qubit", wires=4), diff_method="adjoint")(layered)
     reference = qml.qnode(DEV)(layered_reference)
