@@ -1,6 +1,5 @@
 """Programs that need the host run compiled: segments around host steps, resizing loops on
-capacity buffers, reverse-mode loops as bounded scans (compiler/segments.py, capacity.py,
-bounded_scan.py). Results are compared with NumPy and jax.jit references, exactly."""
+capacity buffers, reverse-mode loops as bounded scans (compiler/segments.py, capacity.py). Results are compared with NumPy and jax.jit references, exactly."""
 
 import jax
 import jax.numpy as jnp

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 from jax.tree_util import treedef_is_leaf
@@ -28,8 +28,7 @@ from jax.tree_util import treedef_is_leaf
 from ..jax_extras import is_tracing, x64_scope
 from ..jax_extras.executables import dispatch_data
 from ..tracing import Program
-from .bounded_scan import compiled_scan
-from .capacity import compiled_loop
+from .capacity import compiled_loops
 from .inspection import ProgramInfo, SizeGenericInfo
 from .options import RunnerOptions
 from .segments import Speculation
@@ -63,12 +62,7 @@ class Executable:
     def describe(self) -> ProgramInfo:
         """This program and what runs it, as :mod:`.inspection` shows it."""
         runner, tier = self.runner, self.runner.size_generic
-        loops = []
-        for eqn in _equations(self.program.jaxpr):
-            body = eqn.params.get("body_jaxpr")
-            for found in (compiled_loop(body.jaxpr), compiled_scan(body.jaxpr)) if body is not None else ():
-                if found is not None:
-                    loops.append(found.describe(str(eqn.primitive)))
+        loops = compiled_loops(runner.kept())
         return ProgramInfo(
             jaxpr=self.program.closed_jaxpr, facts=self.program.facts, loops=tuple(loops),
             size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
@@ -108,17 +102,6 @@ class Executable:
         """``jax.stages.Lowered`` of the specialization at these sizes (raises
         :class:`~.specialize.NeedsHost` when the program runs host-driven)."""
         return self.runner.lower(*self.arguments(implicit, leaves))
-
-
-def _equations(jaxpr: Any) -> Iterator[Any]:
-    """The equations of ``jaxpr`` and of the programs nested in them."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else (param,):
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    yield from _equations(inner)
 
 
 class FastCall:

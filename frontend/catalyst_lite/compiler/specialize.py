@@ -1,18 +1,16 @@
 """Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes (see docs/architecture.md,
 "2. Specialize").
 
-One interpreter, :func:`eval_jaxpr`, in two modes: ``STAGED`` inside a ``jax.jit`` trace, sizes
-as Python ints (one static XLA program per size signature; a size that depends on data raises
-:class:`NeedsHost`), and ``HOST``, eager, where nested bodies run through a :class:`JaxprRunner`
-compiled once per size signature. Primitives with nested jaxprs register a rule per mode in
-:data:`staged_rules`/:data:`host_rules` and, in :data:`dimension_operand_rules`, the operands
-that must be known to specialize them.
+One interpreter, :func:`eval_jaxpr`, in a :class:`Mode`: ``STAGED`` inside a ``jax.jit`` trace,
+sizes as Python ints (one static XLA program per size signature; a size that depends on data
+raises :class:`NeedsHost`); ``HOST``, eager, where nested bodies run through a
+:class:`JaxprRunner` compiled once per size signature; ``SIZES``, the size arithmetic alone
+(:func:`check_sizes`); and, defined by :mod:`.capacity`, on capacity buffers. What a primitive
+does in each mode is its :class:`~catalyst_lite.jax_extras.rules.PrimitiveSpec`.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
 import math
 import os
 import sys
@@ -41,7 +39,7 @@ from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import dimension_value, get_aval
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
-from ..jax_extras.rules import specializations
+from ..jax_extras.rules import NeedsHost, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .options import RunnerOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
@@ -56,71 +54,61 @@ __all__ = [
     "JaxprRunner",
     "dimension_inputs",
     "sizes_follow_from_inputs",
-    "staged_rules",
-    "host_rules",
-    "dimension_operand_rules",
     "to_dim",
     "trip_count",
     "runner_for",
-    "register_specialization",
-    "specialize_if_static",
     "check_sizes",
 ]
 
 
-class Mode(enum.Enum):
-    STAGED = "staged"
-    HOST = "host"
+class Mode:
+    """How :func:`eval_jaxpr` evaluates an equation: ``Mode.STAGED``, ``Mode.HOST``, ``Mode.SIZES``
+    (see the module's docstring), or a mode of another module (:class:`.capacity.Masked`).
+    ``reads_unknown``: a value not computed reads as unknown rather than failing."""
+
+    reads_unknown = False
+    STAGED: "Mode"
+    HOST: "Mode"
+    SIZES: "Mode"
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Mode.{self.name}"
+
+    def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any] | None:
+        """The results of ``eqn`` on ``invals`` (``env``: the values so far), ``None``: unknown."""
+        spec = spec_of(eqn.primitive)
+        rule = None if spec is None else spec.staged if self is Mode.STAGED else spec.host
+        return _eval_equation(eqn, invals) if rule is None else list(rule(invals, eqn.params))
 
 
-class NeedsHost(Exception):
-    """Raised while staging when a size is only known at run time. ``equation``: ``(jaxpr,
-    index)`` of the outermost equation it was raised from (set by :func:`eval_jaxpr`)."""
+class _SizeArithmetic(Mode):
+    """The program's size arithmetic alone, from the values of its dimension inputs: size checks
+    evaluated, the sizes of shape-carrying primitives checked (see :func:`check_sizes`)."""
 
-    equation: tuple[Jaxpr, int] | None = None
+    reads_unknown = True
 
-
-# prim -> rule(invals, params) -> outvals
-Rule = Callable[[list[Any], dict[str, Any]], Sequence[Any]]
-staged_rules: dict[Primitive, Rule] = {}
-host_rules: dict[Primitive, Rule] = {}
-# prim -> rule(params) -> indices of operands whose values a specialization needs
-dimension_operand_rules: dict[Primitive, Callable[[dict[str, Any]], set[int]]] = {}
-
-
-def register_specialization(
-    primitive: Primitive,
-    *,
-    staged: Rule,
-    host: Rule,
-    dimension_operands: Callable[[dict[str, Any]], set[int]],
-) -> None:
-    """Register how a primitive with nested jaxprs runs at concrete sizes: ``staged`` inside one
-    XLA program, ``host`` driven from Python (also its ``impl``, for eager evaluation), and which
-    of its operands a specialization must know (``dimension_operands``). The staged rule is also
-    the primitive's specialization for its JAX rules at known sizes
-    (:data:`~catalyst_lite.jax_extras.rules.specializations`)."""
-    staged_rules[primitive] = staged
-    host_rules[primitive] = host
-    dimension_operand_rules[primitive] = dimension_operands
-    specializations[primitive] = functools.partial(specialize_if_static, primitive)
-    primitive.def_impl(lambda *invals, **params: host(list(invals), params))
-
-
-def specialize_if_static(primitive: Primitive, invals: list[Any], params: dict[str, Any]) -> list[Any] | None:
-    """``primitive``'s staged rule in the current trace, when every operand has a static shape
-    and the values of the operands that size it are known (numbers, concrete, or known in the
-    trace); ``None`` otherwise (symbolic sizes: the equation stays one equation)."""
-    if any(has_symbolic_shape(get_aval(x)) for x in invals):
+    def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any] | None:
+        prim = eqn.primitive
+        if prim in SHAPE_PARAMS:
+            ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[prim]])
+            if _UNKNOWN not in invals[len(invals) - ndyn :]:
+                _fill_dynamic_shape(eqn, invals)
+        elif _UNKNOWN not in invals and (_is_size_check(eqn) or _is_size_arithmetic(eqn)):
+            return _eval_equation(eqn, invals)
         return None
-    needed = dimension_operand_rules[primitive](params)
-    sizes = {k: dimension_value(invals[k]) for k in needed}
-    if any(v is None or isinstance(v, Tracer) for v in sizes.values()):
-        return None
-    try:
-        return list(staged_rules[primitive]([sizes.get(k, v) for k, v in enumerate(invals)], params))
-    except NeedsHost:
-        return None
+
+
+Mode.STAGED, Mode.HOST, Mode.SIZES = Mode("STAGED"), Mode("HOST"), _SizeArithmetic("SIZES")
+
+
+def _keys_on_operands(primitive: Primitive) -> bool:
+    """Whether a specialization needs the values of some of ``primitive``'s operands (a
+    primitive with a spec's ``dimension_operands``: a nested one, a size check, a callback)."""
+    spec = spec_of(primitive)
+    return spec is not None and spec.dimension_operands is not None
 
 
 def to_dim(value: Any) -> int:
@@ -208,16 +196,20 @@ def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
 
 def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
                overrides: Mapping[Any, Callable[[list[Any]], list[Any]]] | None = None) -> list[Any]:
-    """Evaluate ``jaxpr`` (constants already turned into leading arguments) on ``args``; the
-    equations in ``overrides`` (of this jaxpr, not of nested ones) by the rule given there.
+    """Evaluate ``jaxpr`` (constants already turned into leading arguments) on ``args`` in
+    ``mode``; the equations in ``overrides`` (of this jaxpr, not of nested ones) by the rule
+    given there.
 
     Integer scalars computed only from known numbers stay Python ints, so that sizes derived from
     them (``n + 1``) are static when staging.
     """
     env: dict[Var, Any] = {}
+    unknown = mode.reads_unknown
 
     def read(atom: Any) -> Any:
-        return atom.val if isinstance(atom, Literal) else env[atom]
+        if isinstance(atom, Literal):
+            return atom.val
+        return env.get(atom, _UNKNOWN) if unknown else env[atom]
 
     for var, value in zip(jaxpr.invars, args):
         env[var] = value
@@ -225,17 +217,17 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
         try:
             invals = [read(v) for v in eqn.invars]
             rule = overrides.get(eqn) if overrides else None
-            outvals = rule(invals) if rule is not None else eval_equation(eqn, invals, mode)
+            outvals = rule(invals) if rule is not None else mode.equation(eqn, invals, env)
         except NeedsHost as err:
             err.equation = (jaxpr, index)  # the outermost jaxpr's, where segmentation splits
             raise
-        for var, value in zip(eqn.outvars, outvals):
+        for var, value in zip(eqn.outvars, outvals or ()):
             if not isinstance(var, DropVar):
                 env[var] = value
     return [read(v) for v in jaxpr.outvars]
 
 
-_UNKNOWN = object()  # a value check_sizes does not compute (array data, a loop's results)
+_UNKNOWN = object()  # a value Mode.SIZES does not compute (array data, a loop's results)
 
 
 def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
@@ -243,37 +235,20 @@ def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
     arithmetic from ``sizes`` (its dimension inputs, by position), check its size assumptions and
     requirements and refuse negative or too large arrays, at the top level of ``jaxpr``. Sizes
     computed inside loops are checked by whoever runs them."""
-    env: dict[Var, Any] = {v: sizes[i] for i, v in enumerate(jaxpr.invars) if i in sizes}
-
-    def read(atom: Any) -> Any:
-        return atom.val if isinstance(atom, Literal) else env.get(atom, _UNKNOWN)
-
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        prim = eqn.primitive
-        if prim in SHAPE_PARAMS:
-            ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[prim]])
-            if _UNKNOWN not in invals[len(invals) - ndyn :]:
-                _fill_dynamic_shape(eqn, invals)
-        elif _UNKNOWN not in invals and (_is_size_check(eqn) or _is_size_arithmetic(eqn)):
-            for var, value in zip(eqn.outvars, _eval_equation(eqn, invals)):
-                env[var] = value
+    eval_jaxpr(jaxpr, [sizes.get(i, _UNKNOWN) for i in range(len(jaxpr.invars))], Mode.SIZES)
 
 
 def _is_size_check(eqn: Any) -> bool:
     """An equation that only checks sizes (an assumption or a requirement): no results, no nested
     program, and specializations key on its operands."""
-    return (
-        not eqn.outvars
-        and eqn.primitive in dimension_operand_rules
-        and not any(isinstance(p, (ClosedJaxpr, Jaxpr)) for p in eqn.params.values())
-    )
+    spec = spec_of(eqn.primitive)
+    return spec is not None and spec.size_check is not None
 
 
 def _is_size_arithmetic(eqn: Any) -> bool:
     """Integer scalars from integer scalars, with no nested program (a loop is not arithmetic)."""
     return (
-        eqn.primitive not in dimension_operand_rules
+        not _keys_on_operands(eqn.primitive)
         and bool(eqn.outvars)
         and all(_is_index_scalar(v) for v in eqn.outvars)
     )
@@ -281,10 +256,7 @@ def _is_size_arithmetic(eqn: Any) -> bool:
 
 def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
     """Evaluate one equation on ``invals`` in ``mode``."""
-    rules = staged_rules if mode is Mode.STAGED else host_rules
-    if eqn.primitive in rules:
-        return list(rules[eqn.primitive](invals, eqn.params))
-    return _eval_equation(eqn, invals)
+    return mode.equation(eqn, invals, {})
 
 
 # Errors that are already clear, or that drive the specialization itself.
@@ -390,8 +362,8 @@ def _size_values(jaxpr: Jaxpr) -> set[Var]:
         if eqn.primitive in SHAPE_PARAMS:
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
             needed.update(v for v in eqn.invars[len(eqn.invars) - ndyn :] if isinstance(v, Var))
-        if eqn.primitive in dimension_operand_rules:
-            for i in dimension_operand_rules[eqn.primitive](eqn.params):
+        if _keys_on_operands(eqn.primitive):
+            for i in spec_of(eqn.primitive).dimension_operands(eqn.params):
                 if isinstance(eqn.invars[i], Var):
                     needed.add(eqn.invars[i])
     for v in jaxpr.outvars:
@@ -400,7 +372,7 @@ def _size_values(jaxpr: Jaxpr) -> set[Var]:
     # Scalar integer arithmetic that produces a needed value needs its own scalar inputs. (A size
     # computed from array data, or returned by a nested primitive, is only known at run time.)
     for eqn in reversed(jaxpr.eqns):
-        if eqn.primitive in dimension_operand_rules:
+        if _keys_on_operands(eqn.primitive):
             continue
         if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
             needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_index_scalar(v))
@@ -722,6 +694,10 @@ class JaxprRunner:
             misses=dict(self._misses),
             compile_options=dict(self.compile_options),
         )
+
+    def kept(self) -> list[Any]:
+        """What this program keeps for its nested bodies (see :meth:`nested`)."""
+        return [obj for _, obj in list(self._nested.values())]
 
     def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
         """What this program keeps of ``kind`` for its nested body ``jaxpr`` (its runner, its

@@ -44,7 +44,6 @@ from ..compiler.specialize import (
     Mode,
     dimension_inputs,
     eval_jaxpr,
-    register_specialization,
     runner_for,
     to_dim,
 )
@@ -57,9 +56,9 @@ from ..errors import (
 )
 from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
-from ..jax_extras.lowering import opaque_call, register_lowering
+from ..jax_extras.lowering import opaque_call
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
-from ..jax_extras.rules import register_nested_primitive
+from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from ..jax_extras.typecheck import check_nested
 
 __all__ = ["grad", "value_and_grad", "jacobian", "jvp", "vjp", "differentiate_p"]
@@ -732,8 +731,7 @@ def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, ni
 # derivatives and its batched version: JAX transforms the specialization. With symbolic sizes
 # (inside a qjit program), nest catalyst_lite's transformations instead.
 
-register_nested_primitive(differentiate_p, output_type=_output_type, feeds=_feeds, check=_check)
-register_specialization(
-    differentiate_p, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST), dimension_operands=_dimension_operands
-)
-register_lowering(differentiate_p, _lower)
+register_nested_primitive(differentiate_p, PrimitiveSpec(
+    output_type=_output_type, feeds=_feeds, check=_check, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST),
+    dimension_operands=_dimension_operands, lowering=_lower,
+))
