@@ -115,22 +115,22 @@ def bench_size_generic(rounds: int) -> dict[str, float]:
     return result
 
 
-def _specialize_module():
-    return sys.modules["catalyst_lite.compiler.specialize"]
+def _runner_module():
+    return sys.modules["catalyst_lite.compiler.runner"]
 
 
 def _no_speculation() -> contextlib.AbstractContextManager:
-    return _setting(_specialize_module(), "MAX_SPECULATIONS", 0)
+    return _setting(_runner_module(), "MAX_SPECULATIONS", 0)
 
 
 @contextlib.contextmanager
 def _no_segments() -> Iterator[None]:
-    spec = _specialize_module()
+    runner = _runner_module()
 
     def whole_program_on_host(self, err):
-        return lambda args: spec.eval_jaxpr(self.jaxpr, args, spec.Mode.HOST)
+        return lambda args: runner.eval_jaxpr(self.jaxpr, args, runner.Mode.HOST)
 
-    with _no_speculation(), _setting(spec.JaxprRunner, "_segmentation", whole_program_on_host):
+    with _no_speculation(), _setting(runner.JaxprRunner, "_segmentation", whole_program_on_host):
         yield
 
 
@@ -181,10 +181,8 @@ def bench_unroll(rounds: int) -> dict[str, float]:
 
 @contextlib.contextmanager
 def _no_buffers() -> Iterator[None]:
-    fl = sys.modules["catalyst_lite.control_flow.for_loop"]
-    wl = sys.modules["catalyst_lite.control_flow.while_loop"]
-    with _setting(fl, "runs_on_buffers", lambda invals: False), \
-            _setting(wl, "runs_on_buffers", lambda invals: False):
+    cap = sys.modules["catalyst_lite.compiler.capacity"]
+    with _setting(cap, "runs_on_buffers", lambda operands: False):
         yield
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from catalyst_lite import cond, for_loop, grad, qjit, while_loop
 from catalyst_lite.compiler.capacity import capacity_for
-from catalyst_lite.compiler.specialize import MAX_MISSES
+from catalyst_lite.compiler.runner import MAX_MISSES
 
 
 def _append_reference(n):

@@ -39,9 +39,10 @@ from ..jax_extras.rules import PrimitiveSpec, register_primitive, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
+from .runner import kept_by_program
 from .specialize import (
     Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr,
-    kept_by_program, sizes_follow_from_inputs,
+    sizes_follow_from_inputs,
 )
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Masked", "LoopShape",
@@ -544,21 +545,35 @@ class LoopShape:
         return list(self.body.outvars[: self.nimplicit]) == list(implicit)
 
 
-class MaskedLoop:
-    """A resizing loop run inside ``lax.while_loop`` on capacity buffers, compiled once per
-    capacity (and per value of the constants that size the body)."""
+class _CompiledLoop:
+    """A loop compiled whole from the host, once per capacity and per value of the constants
+    that size its body (``static_consts``) or predicate (``static_pred``)."""
 
     def __init__(self, shape: LoopShape):
         self.shape = shape
+        self.static_consts = tuple(sorted(k for k in dimension_inputs(shape.body) if k < shape.nconsts))
+        self.static_pred = () if shape.predicate is None else tuple(
+            sorted(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts))
+        self._compiled: dict[tuple, Callable] = {}
+        self._lock = threading.Lock()
+
+    def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
+        fn = self._compiled.get(key)
+        if fn is None:
+            with self._lock:
+                fn = self._compiled.setdefault(key, jax.jit(make()))
+        return fn
+
+
+class MaskedLoop(_CompiledLoop):
+    """A resizing loop run inside ``lax.while_loop`` on capacity buffers."""
+
+    def __init__(self, shape: LoopShape):
+        super().__init__(shape)
         body = shape.body
-        self._static_consts = tuple(k for k in dimension_inputs(body) if k < shape.nconsts)
-        self._static_pred = tuple(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts) \
-            if shape.predicate is not None else ()
         first_carried = shape.nconsts + shape.nimplicit + (0 if shape.predicate is not None else 1)
         self._carried = body.invars[first_carried:]
         self._implicit = body.invars[shape.nconsts : shape.nconsts + shape.nimplicit]
-        self._compiled: dict[tuple, Callable] = {}
-        self._lock = threading.Lock()
         # Sizes computed inside the body, whose largest values each run reports: those that stay
         # small get capacities of their own (see Checks).
         ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
@@ -620,14 +635,6 @@ class MaskedLoop:
 
     # --- the compiled loop ------------------------------------------------------------------------
 
-    def _function(self, capacity: int, static: tuple, caps: tuple) -> Callable:
-        key = (capacity, static, caps)
-        fn = self._compiled.get(key)
-        if fn is None:
-            with self._lock:
-                fn = self._compiled.setdefault(key, jax.jit(self._loop(capacity, dict(static), dict(caps))))
-        return fn
-
     def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
         """The loop at ``capacity``; ``learn``: also the largest value of each tracked size;
         ``checked=False``: a ``for_loop`` whose sizes are known to fit, which checks nothing."""
@@ -650,8 +657,8 @@ class MaskedLoop:
             return pred
 
         def run(pred_consts, consts, dims, buffers, count, lower, step):
-            pred_consts = with_static(pred_consts, self._static_pred, "predicate")
-            consts = with_static(consts, self._static_consts, "body")
+            pred_consts = with_static(pred_consts, self.static_pred, "predicate")
+            consts = with_static(consts, self.static_consts, "body")
 
             def advance(k, dims, buffers):
                 """One iteration on the buffers: its checks, carried sizes and buffers."""
@@ -704,14 +711,15 @@ class MaskedLoop:
         An iteration that exceeds the capacity stops the loop with its carry overwritten (no
         copy of the old one is kept, which would cost a pass over every buffer per iteration):
         the loop runs again from the start, at the capacity the growth so far predicts."""
-        static = tuple((("body", k), int(consts[k])) for k in self._static_consts) + tuple(
-            (("predicate", k), int(pred_consts[k])) for k in self._static_pred)
+        static = tuple((("body", k), int(consts[k])) for k in self.static_consts) + tuple(
+            (("predicate", k), int(pred_consts[k])) for k in self.static_pred)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
         while not self.unmaskable and capacity <= MAX_CAPACITY:
             caps = tuple(self._caps.items())
             try:
-                result = self._function(capacity, static, caps)(
+                result = self._jitted((capacity, static, caps),
+                                      lambda: self._loop(capacity, dict(static), dict(caps)))(
                     list(pred_consts), list(consts), [np.int64(d) for d in dims], self._pad(carried, capacity),
                     np.int64(count), np.int64(lower), np.int64(step))
             except Unmaskable:
@@ -777,7 +785,7 @@ class MaskedLoop:
 # --- reverse mode: bounded scans ----------------------------------------------------------------
 
 
-class BoundedScan:
+class BoundedScan(_CompiledLoop):
     """A loop whose carried sizes do not change, run in reverse mode for a trip count known at run
     time. JAX transposes a loop only when its trip count is static (a ``scan``): this one is a
     ``lax.scan`` over the count's capacity bucket, the steps beyond the count ``lax.cond``'s
@@ -800,22 +808,10 @@ class BoundedScan:
     """
 
     def __init__(self, shape: LoopShape):
-        self.shape = shape
-        body, nconsts, nimplicit = shape.body, shape.nconsts, shape.nimplicit
+        super().__init__(shape)
         # Sizes are static: the implicit ones, and the constants that size the body.
-        self.static = tuple(sorted({k for k in dimension_inputs(body) if k < nconsts}
-                                   | {*range(nconsts, nconsts + nimplicit)}))
-        self.pred_static = tuple(sorted(dimension_inputs(shape.predicate))) if shape.predicate is not None else ()
-        self._compiled: dict[tuple, Callable] = {}
-        self._lock = threading.Lock()
+        self.static = tuple(sorted({*self.static_consts, *range(shape.nconsts, shape.nconsts + shape.nimplicit)}))
         self.unsupported = False
-
-    def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
-        fn = self._compiled.get(key)
-        if fn is None:
-            with self._lock:
-                fn = self._compiled.setdefault(key, jax.jit(make()))
-        return fn
 
     def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
         body, nimplicit = self.shape.body, self.shape.nimplicit
@@ -871,7 +867,7 @@ class BoundedScan:
         static = {k: int(fixed[k]) for k in self.static}
         try:
             if count is None:
-                pred_static = {("p", k): int(pred_consts[k]) for k in self.pred_static if k < self.shape.pred_nconsts}
+                pred_static = {("p", k): int(pred_consts[k]) for k in self.static_pred}
                 pred_static |= {("b", k): v for k, v in static.items()}
                 counter = self._jitted(("count", *sorted(pred_static.items())), lambda: self._counter(pred_static))
                 count = int(counter(list(pred_consts), list(fixed), list(carried)))

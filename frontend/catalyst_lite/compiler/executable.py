@@ -31,9 +31,8 @@ from ..tracing import Program
 from .capacity import compiled_loops
 from .inspection import ProgramInfo, SizeGenericInfo
 from .options import RunnerOptions
-from .segments import Speculation
 from .size_generic import SizeGenericTier
-from .specialize import JaxprRunner
+from .runner import JaxprRunner, Speculation
 from .compilation import Specialization
 
 __all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled", "is_compiled_function"]
@@ -123,7 +122,7 @@ class FastCall:
         # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
         # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
-        # A speculation (a program that needs the host, compiled whole; see .segments) takes
+        # A speculation (a program that needs the host, compiled whole; see .runner) takes
         # Python ints as static values: they convert to nothing.
         self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
         self.results = _results_function(executable.program)

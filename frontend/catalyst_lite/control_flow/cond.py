@@ -37,13 +37,8 @@ from jax import lax
 from jax.tree_util import PyTreeDef, tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, masked_eval
-from ..compiler.specialize import (
-    Mode,
-    NeedsHost,
-    dimension_inputs,
-    eval_jaxpr,
-    runner_for,
-)
+from ..compiler.runner import runner_for
+from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering

@@ -35,8 +35,8 @@ from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, LoopShape, Prediction, Unmaskable, conformed, masked_eval, run_compiled
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.segments import record_replay
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, runner_for, to_dim, trip_count
+from ..compiler.runner import record_replay, runner_for
+from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
@@ -302,7 +302,7 @@ def _unrolled(
 
 def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
     """The loop staged again at the sizes a run on capacity buffers found (see
-    :mod:`~catalyst_lite.compiler.segments`)."""
+    :mod:`~catalyst_lite.compiler.runner`)."""
     ops = _operands(invals, params)
     lower, upper, step, _ = ops.bounds
     return prediction.stage([], ops.consts, ops.implicit, ops.carried, trip_count(lower, upper, step), lower, step)

@@ -31,8 +31,8 @@ from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import LoopShape, Prediction, run_compiled
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.segments import record_replay
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, runner_for, to_dim
+from ..compiler.runner import record_replay, runner_for
+from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -291,7 +291,7 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
 
 def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
     """The loop staged again at the sizes a run on capacity buffers found (see
-    :mod:`~catalyst_lite.compiler.segments`)."""
+    :mod:`~catalyst_lite.compiler.runner`)."""
     ops = _operands(invals, params)
     return prediction.stage(ops.pred_consts, ops.consts, ops.implicit, ops.carried)
 

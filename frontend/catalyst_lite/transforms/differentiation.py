@@ -40,13 +40,8 @@ from ..trace_context import pennylane_capture_enabled
 from ..quantum.gradients import differentiating
 from ..compiler.executable import compile_function, uncompiled
 from ..compiler.reverse_mode import reverse_mode
-from ..compiler.specialize import (
-    Mode,
-    dimension_inputs,
-    eval_jaxpr,
-    runner_for,
-    to_dim,
-)
+from ..compiler.runner import runner_for
+from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
 from ..errors import (
     ArgumentIndexError,
     ArgumentTypeError,
