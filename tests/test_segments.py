@@ -1,5 +1,6 @@
 """Programs that need the host run compiled: segments around host steps, resizing loops on
-capacity buffers, reverse-mode loops as bounded scans (compiler/segments.py, capacity.py). Results are compared with NumPy and jax.jit references, exactly."""
+capacity buffers, reverse-mode loops as bounded scans (compiler/runner.py, capacity.py). Results
+are compared with NumPy and jax.jit references, exactly."""
 
 import jax
 import jax.numpy as jnp
