@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jvp, qjit, vjp, vmap, while_loop
+from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jvp, pure_callback, qjit, vjp, vmap, while_loop
 from catalyst_lite.errors import (
     SymbolicShapeError,
     ArgumentTypeError,
@@ -441,6 +441,62 @@ def test_user_exception_while_tracing_keeps_its_type_and_says_where():
         f(3)
     assert any(re.search(r"raised while tracing .*f at .*test_errors.py:\d+: `raise KeyError", note)
                for note in info.value.__notes__)
+
+
+def _custom_jvp_raising(error):
+    @jax.custom_jvp
+    def g(x):
+        return jnp.sin(x)
+
+    @g.defjvp
+    def g_jvp(primals, tangents):
+        raise error
+
+    return g
+
+
+def _raises_user_error(error):
+    def body(*_):
+        raise error
+
+    return body
+
+
+def _branch_raising(error, x):
+    branches = cond(jnp.sum(x) > 0)(_raises_user_error(error))
+    branches.otherwise(lambda: x)
+    return branches()
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        # a custom_jvp's rule runs when catalyst_lite.grad differentiates at specialization,
+        lambda g, err, x: grad(lambda y: jnp.sum(g(y)))(x),
+        # ... when JAX differentiates while tracing (static and symbolic sizes),
+        lambda g, err, x: jax.grad(lambda y: jnp.sum(g(y)))(x),
+        lambda g, err, x: jax.jvp(g, (x,), (x,))[1],
+        # in a loop body, a branch, and a callback at run time
+        lambda g, err, x: for_loop(0, 2, 1)(_raises_user_error(err))(x),
+        lambda g, err, x: _branch_raising(err, x),
+        lambda g, err, x: pure_callback(_raises_user_error(err), jax.ShapeDtypeStruct((), jnp.float64))(jnp.sum(x)),
+    ],
+    ids=["catalyst_lite.grad", "jax.grad", "jax.jvp", "for_loop", "cond", "pure_callback"],
+)
+@pytest.mark.parametrize("axes", [None, {0: "n"}], ids=["static", "symbolic"])
+def test_user_exceptions_arrive_unchanged(program, axes):
+    """The user's own exception is the one the caller gets: same class, same object."""
+    err = KeyError("the user's own")
+    g = _custom_jvp_raising(err)
+    x = np.ones(3) if axes else 1.0
+
+    @qjit(abstracted_axes=axes)
+    def f(x):
+        return program(g, err, x)
+
+    with pytest.raises(KeyError) as info:
+        f(x)
+    assert info.value is err
 
 
 @pytest.mark.parametrize(
