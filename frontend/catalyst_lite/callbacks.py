@@ -33,12 +33,12 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from .compiler.specialize import register_specialization
 from .signature import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
 from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
-from .jax_extras.lowering import opaque_call, register_compiled_lowering, register_dynamic_lowering
+from .jax_extras.lowering import opaque_call
+from .jax_extras.rules import PrimitiveSpec, register_primitive
 
 __all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
 
@@ -239,19 +239,16 @@ def _specialized(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return params["call"].jax_call(invals)
 
 
-register_compiled_lowering(host_callback_p, lambda *operands, call: call.jax_call(operands))
-
-
-register_specialization(host_callback_p, staged=_specialized, host=_specialized, dimension_operands=lambda _: set())
-
-
 def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
     """``.mlir``: an opaque custom call naming the callback (it runs on the host)."""
     name = "debug_callback" if call.debug else "pure_callback"
     return opaque_call(ctx, name, operands, call.name, has_side_effect=call.debug)
 
 
-register_dynamic_lowering(host_callback_p, _lower)
+register_primitive(host_callback_p, PrimitiveSpec(
+    staged=_specialized, host=_specialized, dimension_operands=lambda _: set(), lowering=_lower,
+    compiled_lowering=lambda *operands, call: call.jax_call(operands),
+))
 
 
 def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:

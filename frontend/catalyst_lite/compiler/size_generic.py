@@ -33,7 +33,7 @@ from .specialize import check_sizes
 from .compilation import run_in_background
 
 if TYPE_CHECKING:
-    from .specialize import JaxprRunner
+    from .runner import JaxprRunner
 
 __all__ = ["SizeGenericTier", "Status", "SIZE_GENERIC_ENV_VAR", "size_generic_by_default"]
 

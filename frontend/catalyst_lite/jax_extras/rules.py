@@ -7,12 +7,17 @@ touch ``jax._src`` (each registers its rules with :func:`register_nested_primiti
 - :func:`abstract_eval_rule`: result avals from operand avals.
 - Transforming an equation: with symbolic sizes the primitive is bound again with bodies traced by
   :func:`~.nested.retrace` (:func:`jvp_call`, :func:`batch_call`); with static shapes JAX transforms
-  its specialization (:data:`specializations`: :func:`jvp_of`, :func:`batch_of`, partial evaluation,
-  ``jax.vjp``), since JAX transforms its own loops best.
+  its specialization (its :class:`PrimitiveSpec`'s staged rule: :func:`jvp_of`, :func:`batch_of`,
+  partial evaluation, ``jax.vjp``), since JAX transforms its own loops best.
+
+Everything catalyst_lite knows of a primitive beyond JAX's own tables (its rules at concrete sizes,
+on capacity buffers, its lowering) is one :class:`PrimitiveSpec`, registered by the primitive's
+own module; the compiler reads it with :func:`spec_of` and never names a primitive.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -24,6 +29,7 @@ from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
 from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
+from .lowering import register_compiled_lowering, register_dynamic_lowering, register_lowering
 from .nested import interleave
 from .tracing import (
     InDBIdx,
@@ -48,8 +54,10 @@ __all__ = [
     "not_mapped",
     "Feeds",
     "staging_rule",
-    "specializations",
-    "kept_under_differentiation",
+    "NeedsHost",
+    "PrimitiveSpec",
+    "spec_of",
+    "register_primitive",
     "deferred_vjp",
     "specialized",
     "specialized_or_error",
@@ -220,19 +228,88 @@ def known_value(x: Any) -> Any:
     return x
 
 
-# --- specializations ----------------------------------------------------------------------------
-
-# primitive -> specialize(operands, params): the equation evaluated at known sizes in the current
-# trace (its staged rule), or None when its sizes are not known there. Registered by
-# `catalyst_lite.compiler.specialize.register_specialization`.
-specializations: dict[core.Primitive, Callable[[list[Any], dict[str, Any]], list[Any] | None]] = {}
+# --- one specification per primitive ------------------------------------------------------------
 
 
-# primitive -> kept(operands, params): JAX's differentiation keeps the equation as it is (JVP and
-# partial evaluation with its symbolic rules, transposition as a derivative taken at
-# specialization: `deferred_vjp`), not its specialization, which JAX could not transpose (a
-# for_loop whose trip count is traced becomes a `while`). Registered by the primitive's module.
-kept_under_differentiation: dict[core.Primitive, Callable[[Sequence[Any], dict[str, Any]], bool]] = {}
+class NeedsHost(Exception):
+    """Raised while staging when a size is only known at run time. ``equation``: ``(jaxpr,
+    index)`` of the outermost equation it was raised from (set by the compiler's interpreter)."""
+
+    equation: tuple[Jaxpr, int] | None = None
+
+
+# rule(operands, params) -> results, at concrete sizes
+Rule = Callable[[list[Any], dict[str, Any]], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class PrimitiveSpec:
+    """What catalyst_lite knows of one primitive beyond JAX's own tables, registered once by the
+    primitive's own module (:func:`register_nested_primitive`, :func:`register_primitive`).
+
+    JAX's rules of a nested primitive: ``output_type`` (its type rule), ``feeds`` (which operands
+    feed which body), ``check`` (raises for ill-typed operands), and with symbolic sizes ``jvp``,
+    ``batching``, ``partial_eval`` (JAX's signatures; with static shapes JAX transforms the
+    staged rule's program instead). At concrete sizes (``compiler/specialize.py``): ``staged``
+    (inside one XLA program; raises :class:`NeedsHost` when a size is known only at run time),
+    ``host`` (driven from Python; also the primitive's ``impl``) and ``dimension_operands(params)``
+    (the operands whose values a specialization needs, keyed on). On capacity buffers
+    (``compiler/capacity.py``): ``masked(eqn, invals, env, checks)``; ``bodies(params)``: the
+    bodies a masked loop looks into for sizes known only in its iteration (the masked rule then
+    also runs an equation whose staging alone needs the host); ``size_check(lhs, rhs, **params)``:
+    for an equation that only checks sizes, its condition (a traced flag on buffers).
+    ``lowering``: its StableHLO in the dynamic program (``QJIT.mlir``, IREE); with
+    ``compiled_lowering`` (JAX operations, ``impl(*operands, **params)``), the former is for the
+    dynamic program only and the latter lowers the equations XLA compiles inside a JAX
+    primitive's body that specialization binds whole (a ``lax.fori_loop`` body, ``shard_map``).
+    ``kept_under_differentiation(operands, params)``: JAX's differentiation keeps the equation
+    as it is (JVP and partial evaluation by its symbolic rules, transposition as a derivative
+    taken at specialization: :data:`deferred_vjp`), not its specialization, which JAX could not
+    transpose (a for_loop whose trip count is traced becomes a ``while``).
+    """
+
+    output_type: OutputTypeRule | None = None
+    feeds: Feeds | None = None
+    check: Callable[[list[Any], dict[str, Any]], None] | None = None
+    jvp: Callable[..., Any] | None = None
+    batching: Callable[..., Any] | None = None
+    partial_eval: Callable[..., Any] | None = None
+    staged: Rule | None = None
+    host: Rule | None = None
+    dimension_operands: Callable[[dict[str, Any]], set[int]] | None = None
+    masked: Callable[..., list[Any]] | None = None
+    bodies: Callable[[dict[str, Any]], Sequence[Jaxpr]] | None = None
+    size_check: Callable[..., Any] | None = None
+    lowering: Callable[..., Any] | None = None
+    compiled_lowering: Callable[..., Sequence[Any]] | None = None
+    kept_under_differentiation: Callable[[Sequence[Any], dict[str, Any]], bool] | None = None
+
+
+_specs: dict[core.Primitive, PrimitiveSpec] = {}  # filled at import by the primitives' modules
+
+
+def spec_of(primitive: core.Primitive) -> PrimitiveSpec | None:
+    """The :class:`PrimitiveSpec` of ``primitive`` (``None``: JAX's rules alone)."""
+    return _specs.get(primitive)
+
+
+def register_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
+    """Register ``spec`` as what catalyst_lite knows of ``primitive`` (one record a primitive):
+    its ``host`` rule becomes its ``impl``, its ``lowering`` its lowering in dynamic programs.
+
+    >>> from jax import lax
+    >>> spec_of(lax.concatenate_p).masked is not None  # registered by compiler/capacity.py
+    True
+    """
+    _specs[primitive] = spec
+    if spec.host is not None:
+        primitive.def_impl(lambda *invals, **params: spec.host(list(invals), params))
+    if spec.compiled_lowering is not None:
+        register_dynamic_lowering(primitive, spec.lowering)
+        register_compiled_lowering(primitive, spec.compiled_lowering)
+    elif spec.lowering is not None:
+        register_lowering(primitive, spec.lowering)
+
 
 # deferred_vjp(fn, points, cotangents) -> cotangents of fn's inputs: a reverse-mode derivative
 # of `fn` taken when the program is specialized (catalyst_lite.vjp), registered by
@@ -241,13 +318,25 @@ deferred_vjp: list[Callable[[Callable, list[Any], list[Any]], list[Any]]] = []
 
 
 def _kept(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, Any]) -> bool:
-    rule = kept_under_differentiation.get(primitive)
-    return rule is not None and rule(operands, params)
+    spec = _specs.get(primitive)
+    return spec is not None and spec.kept_under_differentiation is not None and spec.kept_under_differentiation(
+        operands, params)
 
 
 def specialized(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, Any]) -> list[Any] | None:
-    """The equation's specialization in the current trace (``None``: sizes not known here)."""
-    return specializations[primitive](list(operands), params)
+    """The equation's staged rule in the current trace, when every operand has a static shape
+    and the values of the operands that size it are known (numbers, concrete, or known in the
+    trace); ``None`` otherwise (symbolic sizes: the equation stays one equation)."""
+    spec, operands = _specs[primitive], list(operands)
+    if any(has_symbolic_shape(get_aval(x)) for x in operands):
+        return None
+    sizes = {k: dimension_value(operands[k]) for k in spec.dimension_operands(params)}
+    if any(v is None or isinstance(v, core.Tracer) for v in sizes.values()):
+        return None
+    try:
+        return list(spec.staged([sizes.get(k, v) for k, v in enumerate(operands)], params))
+    except NeedsHost:
+        return None
 
 
 def specialized_or_error(primitive: core.Primitive, operands: Sequence[Any], params: dict, what: str) -> list[Any]:
@@ -266,34 +355,28 @@ def specialized_or_error(primitive: core.Primitive, operands: Sequence[Any], par
 nested_primitives: set[core.Primitive] = set()  # registered by register_nested_primitive
 
 
-def register_nested_primitive(
-    primitive: core.Primitive,
-    *,
-    output_type: OutputTypeRule,
-    feeds: Feeds,
-    check: Callable[[list[Any], dict[str, Any]], None],
-    jvp: Callable[..., Any] | None = None,
-    batching: Callable[..., Any] | None = None,
-    partial_eval: Callable[..., Any] | None = None,
-) -> None:
-    """Register the JAX rules of a nested primitive, as JAX's ``loops.py`` does for its own.
+def register_nested_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
+    """Register a nested primitive's :class:`PrimitiveSpec`, and from it its JAX rules, as JAX's
+    ``loops.py`` does for its own.
 
-    ``output_type`` is its type rule (abstract evaluation, staging and type checking use it);
-    ``check(atoms, params)`` raises :class:`~.dynshape.JaxprTypeError` for ill-typed operands or
-    nested jaxprs. With known sizes and static shapes, JVP, batching, partial evaluation and
-    transposition transform the equation's specialization (:data:`specializations`), which JAX
-    transforms as its own loops and conditionals. With symbolic sizes, ``jvp``, ``batching`` and
-    ``partial_eval`` (JAX's signatures) bind the primitive again with transformed bodies; without
-    them it is an error.
+    ``spec.output_type`` is its type rule (abstract evaluation, staging and type checking use it);
+    ``spec.check(atoms, params)`` raises :class:`~.dynshape.JaxprTypeError` for ill-typed operands
+    or nested jaxprs. With known sizes and static shapes, JVP, batching, partial evaluation and
+    transposition transform the equation's specialization (its staged rule), which JAX
+    transforms as its own loops and conditionals. With symbolic sizes, ``spec.jvp``,
+    ``spec.batching`` and ``spec.partial_eval`` (JAX's signatures) bind the primitive again with
+    transformed bodies; without them it is an error.
     """
+    output_type = spec.output_type
     nested_primitives.add(primitive)
-    primitive.def_abstract_eval(abstract_eval_rule(output_type, feeds))
+    primitive.def_abstract_eval(abstract_eval_rule(output_type, spec.feeds))
     custom_staging_rules[primitive] = staging_rule(primitive, output_type)
-    custom_typechecks[primitive] = _typecheck_rule(check, output_type)
-    primitive_jvps[primitive] = _jvp_rule(primitive, jvp)
-    fancy_primitive_batchers[primitive] = _batching_rule(primitive, batching)
-    custom_partial_eval_rules[primitive] = _partial_eval_rule(primitive, partial_eval)
+    custom_typechecks[primitive] = _typecheck_rule(spec.check, output_type)
+    primitive_jvps[primitive] = _jvp_rule(primitive, spec.jvp)
+    fancy_primitive_batchers[primitive] = _batching_rule(primitive, spec.batching)
+    custom_partial_eval_rules[primitive] = _partial_eval_rule(primitive, spec.partial_eval)
     primitive_transposes[primitive] = _transpose_rule(primitive, output_type)
+    register_primitive(primitive, spec)
 
 
 def _typecheck_rule(check: Callable, output_type: OutputTypeRule) -> Callable:
