@@ -17,6 +17,7 @@ import math
 import os
 import sys
 import threading
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -588,7 +589,9 @@ class JaxprRunner:
             outs = self.size_generic.run(key, args)
             if outs is not None:
                 return outs
+        new_size_start = None
         if spec is _NOT_COMPILED:
+            new_size_start = time.perf_counter()
             spec = self.executable(key, dynamic_args, reverse)
         else:
             self._hit((key, reverse))
@@ -600,7 +603,10 @@ class JaxprRunner:
             # Staged into the caller's program (even without traced arguments: a qjit program
             # called while another is traced), not run.
             return list(spec.jitted(*dynamic_args))
-        return list(spec.run(dynamic_args))
+        outs = list(spec.run(dynamic_args))
+        if new_size_start is not None and self.size_generic is not None:
+            self.size_generic.xla_compiled(time.perf_counter() - new_size_start)
+        return outs
 
     def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
                   dynamic_args: Sequence[Any]) -> list[Any]:
