@@ -579,7 +579,7 @@ def test_every_compilation_of_the_tier_and_the_swap_to_xla_are_reported(caplog):
     QJIT.wait_for_compilations()
     assert float(f(np.ones(9))) == 9 * 3.25
     text = caplog.text
-    for event in ["first called (sizes (3,), compiled by XLA): IREE compiles it for every size in the background",
+    for event in ["first called (sizes (3,), served by XLA): then IREE compiles it for every size in the background",
                   "at sizes (4,): waits for IREE's compile",
                   "scaled_sum for every size in",
                   "scaled_sum at sizes (9,): runs on the size-generic (IREE) executable",

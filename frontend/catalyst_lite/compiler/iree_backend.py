@@ -5,8 +5,8 @@ IREE (the ``iree`` extra) compiles a program's StableHLO with its ``?`` dimensio
 jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
 :class:`IreeExecutable`. Compiled modules are kept in memory for the process (their bytes, the
 last :data:`REMEMBERED_MODULES`: a new function of the same program loads its module instead of
-compiling it again, as ``jax.jit``'s in-memory cache does) and, with :class:`Unsupported`
-outcomes, in :mod:`.disk_cache` when one is configured. Without the extra :func:`available` is
+compiling it again, as ``jax.jit``'s in-memory cache does; :func:`forget_compiled` clears
+them) and, with :class:`Unsupported` outcomes, in :mod:`.disk_cache` when one is configured. Without the extra :func:`available` is
 false.
 
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
@@ -66,6 +66,7 @@ __all__ = [
     "LoweredProgram",
     "IreeExecutable",
     "lower",
+    "forget_compiled",
     "COMPILE_FLAGS",
     "REMEMBERED_MODULES",
 ]
@@ -227,8 +228,21 @@ class _RecentModules:
         with self._lock:
             self._modules.pop(json.dumps(key, sort_keys=True), None)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._modules.clear()
+
 
 _recent_modules = _RecentModules()
+
+
+def forget_compiled() -> None:
+    """Forget the modules compiled in this process (the disk cache stays): the next function of
+    a program compiled before compiles it anew (benchmarks of a first call use this).
+
+    >>> forget_compiled()
+    """
+    _recent_modules.clear()
 
 
 class IreeExecutable:

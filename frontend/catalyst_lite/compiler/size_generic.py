@@ -67,12 +67,13 @@ class SizeGenericTier:
     # cleared, so that a process calling ever new sizes does not grow without bound.
     REMEMBERED_SIZES = 4096
     # New sizes that arrive while IREE compiles wait for it rather than each compile XLA, for at
-    # most this many times the program's longest XLA compile (all of them together: one deadline
-    # per IREE compile). IREE compiles a small program in about 3-10 of XLA's compiles of one size
-    # (0.4-1.3 s against 50-250 ms on 2 cores), started at the first call, so the first waiting
-    # size usually finds it nearly done and every later size then compiles nothing. Past the
-    # deadline IREE is evidently slow on this program (a large one): calls compile XLA, as
-    # without the tier, until it is ready. Waiting costs no compute: the core goes to IREE.
+    # most this many times the longest XLA compile of a new size of the program (all of them
+    # together: one deadline per IREE compile). IREE compiles a small program in about 3-12 of
+    # XLA's compiles of one size (0.4-0.7 s against 50-250 ms on 2 cores), from the end of the
+    # first call on, so a wait usually ends with the module, and every later size then compiles
+    # nothing. Past the deadline IREE is evidently slow on this program (a large one): calls
+    # compile XLA, as without the tier, until it is ready. A wait costs no compute: the core
+    # goes to IREE's compile, which XLA compiles would slow.
     WAIT_IN_XLA_COMPILES = 6
 
     def __init__(self, runner: JaxprRunner):
@@ -85,8 +86,9 @@ class SizeGenericTier:
         self._release: weakref.finalize | None = None  # frees the executable's IREE objects
         self._lowered: LoweredProgram | None = None
         self._compiled = threading.Event()  # set when the IREE compile in progress ends
+        self._submitted = False  # the compile is on the background thread (see new_size_served)
         self._wait_until: float | None = None  # the deadline of calls waiting for it
-        self._longest_xla = 0.0  # seconds of the longest call XLA compiled for (see xla_compiled)
+        self._longest_xla = 0.0  # seconds of the longest new size served by XLA (new_size_served)
         self._calls: dict[Hashable, int] = {}
         self._checked: set[Hashable] = set()
         self._lock = threading.Lock()
@@ -125,14 +127,21 @@ class SizeGenericTier:
         self._count(key, args)
         return outs
 
-    def xla_compiled(self, seconds: float) -> None:
-        """A call at a new size was served by XLA in ``seconds`` (staging, compile and run): what
-        bounds the wait of the next new sizes for IREE's compile."""
-        self._longest_xla = max(self._longest_xla, seconds)
+    def new_size_served(self, seconds: float) -> None:
+        """A call at a new size that :meth:`run` left to the runner was served in ``seconds``
+        (XLA's staging, compile and run, or host-driven): what bounds the wait of later new
+        sizes for IREE's compile. After the program's first call, that compile starts: at the
+        call's end, so that it does not slow the first call's XLA compile (1.7x on 2 cores)."""
+        with self._lock:
+            self._longest_xla = max(self._longest_xla, seconds)
+            if self.status is Status.COMPILING and not self._submitted:
+                self._submitted = True
+                generation, compiled = self.runner.options.cache.generation, self._compiled
+                run_in_background(lambda: self._compile(generation, compiled), size_generic=True)
 
     def _look_up(self, key: Hashable) -> IreeExecutable | None:
-        """Before the executable is loaded: at the first call, the cached one, or ``None`` with
-        its compilation started in the background; later, the one compiled in the background,
+        """Before the executable is loaded: at the first call, the cached one, or ``None`` (IREE's
+        compile starts when the call ends); later, the one compiled in the background,
         waited for while it compiles (see :attr:`WAIT_IN_XLA_COMPILES`)."""
         with self._lock:
             if self.status is Status.NOT_LOOKED_UP:
@@ -158,7 +167,7 @@ class SizeGenericTier:
 
     def _first_look_up(self, key: Hashable) -> IreeExecutable | None:
         """The program's first call (under the lock): the executable from the caches, or ``None``
-        (XLA serves the call) with IREE's compile started."""
+        (XLA serves the call; IREE's compile starts at its end, see :meth:`new_size_served`)."""
         try:
             self._lowered = iree_backend.lower(self.runner.jaxpr)
             vmfb = self._lowered.cached()
@@ -174,10 +183,11 @@ class SizeGenericTier:
                 return self._executable
             # removed from the disk cache, with a warning: compiled again
         self.runner.options.report(
-            "%s first called (sizes %s, compiled by XLA): IREE compiles it for every size in the "
-            "background; new sizes meanwhile wait for it", self.runner.name, key,
+            "%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
+            "the background; new sizes meanwhile wait for it", self.runner.name, key,
         )
-        self._start_compiling()
+        self.status, self._submitted = Status.COMPILING, False  # submitted by new_size_served
+        self._compiled, self._wait_until = threading.Event(), None
         return None
 
     def _wait_deadline(self, key: Hashable) -> float | None:
@@ -213,13 +223,6 @@ class SizeGenericTier:
         self._release = weakref.finalize(self, executable.release)
         self._executable, self.status = executable, Status.READY
         return True
-
-    def _start_compiling(self) -> None:
-        self.status = Status.COMPILING
-        self._compiled, self._wait_until = threading.Event(), None
-        generation = self.runner.options.cache.generation
-        compiled = self._compiled
-        run_in_background(lambda: self._compile(generation, compiled), size_generic=True)
 
     def _compile(self, generation: int, compiled: threading.Event) -> None:
         try:

@@ -589,9 +589,17 @@ class JaxprRunner:
             outs = self.size_generic.run(key, args)
             if outs is not None:
                 return outs
-        new_size_start = None
+            if spec is _NOT_COMPILED and not (_any_traced(dynamic_args) or is_tracing()):
+                start = time.perf_counter()  # a new size the tier left: it learns what that costs
+                outs = self._run(key, reverse, args, dynamic_args, spec)
+                self.size_generic.new_size_served(time.perf_counter() - start)
+                return outs
+        return self._run(key, reverse, args, dynamic_args, spec)
+
+    def _run(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any], dynamic_args: Sequence[Any],
+             spec: Any) -> list[Any]:
+        """The call at ``key`` with its executable ``spec`` (``_NOT_COMPILED``: specialized now)."""
         if spec is _NOT_COMPILED:
-            new_size_start = time.perf_counter()
             spec = self.executable(key, dynamic_args, reverse)
         else:
             self._hit((key, reverse))
@@ -603,10 +611,7 @@ class JaxprRunner:
             # Staged into the caller's program (even without traced arguments: a qjit program
             # called while another is traced), not run.
             return list(spec.jitted(*dynamic_args))
-        outs = list(spec.run(dynamic_args))
-        if new_size_start is not None and self.size_generic is not None:
-            self.size_generic.xla_compiled(time.perf_counter() - new_size_start)
-        return outs
+        return list(spec.run(dynamic_args))
 
     def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
                   dynamic_args: Sequence[Any]) -> list[Any]:
