@@ -75,9 +75,16 @@ class SizeScope:
         self.point = None if point is None else list(point)
         self.symbolic = symbolic
         self.nested_jax_traces = 0  # JAX's own nested traces of symbolically-shaped functions open
+        # Exceptions that left the user's functions JAX called back (custom_jvp/custom_vjp rules):
+        # the user's own, to pass on unchanged (see patches.raised_in_users_code).
+        self.users_exceptions: list[BaseException] = []
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point) -> dimensions.GenericSizes: generic values, kept for the trace.
-        self.generic_assignments: dict[tuple[bool, bool], Any] = {}
+        self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
+        # Binders of loop bodies whose values the loop tells (a for_loop's index: its bounds; a
+        # while_loop's carried integer: its initial value), see dimensions._loop_value.
+        self.loop_values: dict[Any, tuple] = {}
+        self.loop_carries = False  # some of them are a while_loop's
         # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
         self.axis_inputs: set[int] = set()
         self.point_values: dict[Any, int] = {}  # variable -> its value at the point
