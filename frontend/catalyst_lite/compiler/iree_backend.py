@@ -6,8 +6,8 @@ jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives a
 :class:`IreeExecutable`. Compiled modules are kept in memory for the process (their bytes, the
 last :data:`REMEMBERED_MODULES`: a new function of the same program loads its module instead of
 compiling it again, as ``jax.jit``'s in-memory cache does; :func:`forget_compiled` clears
-them) and, with :class:`Unsupported` outcomes, in :mod:`.disk_cache` when one is configured. Without the extra :func:`available` is
-false.
+them) and, with :class:`Unsupported` outcomes, in :mod:`.disk_cache` when one is configured.
+Without the extra :func:`available` is false.
 
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
 >>> import numpy as np
@@ -138,10 +138,11 @@ class LoweredProgram:
         with TempFileSaver.implicit() as saver:  # saves IREE's temporaries if IREE_SAVE_TEMPS asks
             command = iree_compiler_tools.build_compile_command_line("-", saver, options)
             returncode, vmfb, stderr = _compiler_subprocesses.run(command, self.text.encode())
+        if returncode < 0:  # killed by a signal (out of memory): nothing to remember of the program
+            raise Unsupported(f"iree-compile was killed by signal {-returncode}")
         if returncode != 0:
             reason = _compiler_diagnostic(stderr.decode(errors="replace"))
-            if returncode > 0:  # refused; killed by a signal (out of memory) says nothing for later
-                disk_cache.write(self.key, "unsupported", reason.encode())
+            disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason)
         disk_cache.write(self.key, "vmfb", vmfb)
         _recent_modules.put(self.key, vmfb)
