@@ -19,6 +19,7 @@ say whether the sizes found last time held.
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -416,6 +417,16 @@ class JaxprRunner:
             outs = self.size_generic.run(key, args)
             if outs is not None:
                 return outs
+            if spec is _NOT_COMPILED and not (any_traced(dynamic_args) or is_tracing()):
+                start = time.perf_counter()  # a new size the tier left: it learns what that costs
+                outs = self._run(key, reverse, args, dynamic_args, spec)
+                self.size_generic.new_size_served(time.perf_counter() - start)
+                return outs
+        return self._run(key, reverse, args, dynamic_args, spec)
+
+    def _run(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any], dynamic_args: Sequence[Any],
+             spec: Any) -> list[Any]:
+        """The call at ``key`` with its executable ``spec`` (``_NOT_COMPILED``: specialized now)."""
         if spec is _NOT_COMPILED:
             spec = self.executable(key, dynamic_args, reverse)
         else:
