@@ -275,7 +275,7 @@ def append_jax() -> Callable:
     return append
 
 
-def _grad_step(i, a):
+def grad_step(i, a):
     return jnp.sin(a) * 0.99 + 0.01 * i
 
 
@@ -285,7 +285,7 @@ def grad_loop(api: ModuleType) -> Callable:
         def f(x):
             @api.for_loop(0, n, 1)
             def loop(i, a):
-                return _grad_step(i, a)
+                return grad_step(i, a)
 
             return jnp.sum(loop(x))
 
@@ -301,7 +301,7 @@ def grad_while(api: ModuleType) -> Callable:
         def f(x):
             @api.while_loop(lambda i, a: i < n)
             def loop(i, a):
-                return i + 1.0, _grad_step(i, a)
+                return i + 1.0, grad_step(i, a)
 
             return jnp.sum(loop(0.0, x)[1])
 
@@ -313,7 +313,7 @@ def grad_while(api: ModuleType) -> Callable:
 def grad_loop_jax() -> Callable:
     @functools.partial(jax.jit, static_argnums=1)
     def grad_loop(x, n):
-        return jax.grad(lambda x: jnp.sum(lax.fori_loop(0, n, _grad_step, x)))(x)
+        return jax.grad(lambda x: jnp.sum(lax.fori_loop(0, n, grad_step, x)))(x)
 
     return grad_loop
 

@@ -63,7 +63,9 @@ class Case:
     """One row of the table: a program, how it is called, and with which arguments.
 
     ``kind`` is ``"steady"`` (a compiled function called again), ``"first call"`` (a fresh
-    function traced, compiled and called once), ``"new sizes"`` (a fresh function called once
+    function of a program not compiled before in the process, traced, compiled and called once;
+    catalyst_lite's size-generic tier meanwhile starts IREE's compile, finished untimed),
+    ``"new sizes"`` (a fresh function called once
     per argument in ``args``, each of a new size) or ``"cold process"`` (the same in a fresh
     Python process without a disk cache, at the sizes in ``args``).
     """
@@ -188,13 +190,24 @@ def thunk(case: Case, build: Callable[[], Callable]) -> Callable[[], Any]:
         compiled = build()
         return lambda: compiled(*case.args)
     if case.kind == "first call":
-        return lambda: build()(*case.args)
+        def first_call() -> Any:
+            # A program not compiled before in the process: catalyst_lite would otherwise load the
+            # size-generic module an earlier sample compiled, and the call would compile nothing.
+            _forget_compiled_modules()
+            return build()(*case.args)
+
+        return first_call
 
     def new_sizes() -> list[Any]:
         compiled = build()
         return [compiled(x) for x in case.args]
 
     return new_sizes
+
+
+def _forget_compiled_modules() -> None:
+    """Forget catalyst_lite's IREE modules compiled in this process (a no-op without IREE)."""
+    importlib.import_module("catalyst_lite.compiler.iree_backend").forget_compiled()
 
 
 def cold_process_seconds(program: str, implementation: str, sizes: tuple[int, ...]) -> float:

@@ -9,7 +9,7 @@ import numpy as np
 import pennylane as qml
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from catalyst_lite import qjit, vmap
+from catalyst_lite import pure_callback, qjit, vmap
 
 assert len(jax.devices()) == 8, jax.devices()
 mesh = jax.make_mesh((8,), ("b",))
@@ -84,6 +84,22 @@ except ValueError as e:
     assert "divisible" in str(e), e
 else:
     raise AssertionError("12 rows over 8 devices were accepted")
+
+# A pure_callback in the mapped function runs on the host for every device's rows, as
+# jax.pure_callback under jax.jit with in_shardings.
+def host_sin(x):
+    return np.sin(x)
+
+
+def with_callback(r):
+    return pure_callback(host_sin, jax.ShapeDtypeStruct((), jnp.float64))(r) * 2.0
+
+
+out = qjit(lambda x: vmap(with_callback)(x), in_shardings=rows)(angles)
+expected = jax.jit(jax.vmap(lambda r: jax.pure_callback(host_sin, jax.ShapeDtypeStruct((), jnp.float64), r,
+                                                        vmap_method="sequential") * 2.0), in_shardings=rows)(angles)
+np.testing.assert_allclose(out, expected, rtol=1e-15)
+np.testing.assert_allclose(out, 2.0 * np.sin(angles), rtol=1e-15)
 
 # Outside qjit: vmap of a sharded array maps each device's rows on that device.
 batched = vmap(circuit, in_axes=(0, None))

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from catalyst_lite import qjit, while_loop
-from catalyst_lite.compiler.specialize import JaxprRunner
+from catalyst_lite.compiler.runner import JaxprRunner
 from catalyst_lite.compiler.compilation import Specialization
 from catalyst_lite.errors import ArgumentValueError
 from test_segments import _append_reference, append
@@ -120,13 +120,17 @@ def test_compiled_loops_are_freed_with_their_function(drop):
     deleting the function or clearing its cache frees it (nothing keeps the body alive then)."""
     f = qjit(append.original_function)  # a resizing loop run on capacity buffers
     np.testing.assert_array_equal(f(40), _append_reference(40))
-    (loop,) = [e for e in f.jaxpr.jaxpr.eqns if e.primitive.name == "for_loop"]
-    body = weakref.ref(loop.params["body_jaxpr"].jaxpr)
-    del loop
+    info = f.inspect().last
+    (loop,) = info.loops
+    assert loop.kind == "capacity buffers" and loop.executables == 1
+    (eqn,) = [e for e in info.jaxpr.jaxpr.eqns if "body_jaxpr" in e.params]
+    body = weakref.ref(eqn.params["body_jaxpr"].jaxpr)
+    del info, eqn
     if drop == "delete":
         del f
     else:
         f.clear_cache()
+        assert f.inspect().programs == ()
     gc.collect()
     assert body() is None
 

@@ -76,6 +76,20 @@ def test_pure_callback_under_vmap():
     np.testing.assert_allclose(qjit(vmap(host_sin))(jnp.array([0.1, 0.2])), np.sin([0.1, 0.2]), rtol=1e-15)
 
 
+def test_pure_callback_inside_a_jax_loop_body():
+    """A callback inside a JAX primitive's own body (lax.fori_loop), which specialization binds
+    whole: XLA compiles the callback itself, as jax.jit does."""
+
+    @qjit
+    def f(x):
+        return jax.lax.fori_loop(0, 3, lambda i, a: a + host_sin(a), x)
+
+    def reference(x):
+        return jax.lax.fori_loop(0, 3, lambda i, a: a + jnp.sin(a), x)
+
+    np.testing.assert_allclose(f(0.5), jax.jit(reference)(0.5), rtol=1e-15)
+
+
 @pure_callback
 def product(x) -> float:
     return np.sin(x[0]) * x[1]

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import DifferentiableCompileError, grad, jacobian, jvp, qjit, value_and_grad, vjp
+from catalyst_lite import DifferentiableCompileError, for_loop, grad, jacobian, jvp, qjit, value_and_grad, vjp
 from catalyst_lite.errors import ArgumentIndexError
 
 
@@ -239,3 +239,39 @@ def test_argnums_naming_an_argument_twice_gives_its_gradient_twice():
     np.testing.assert_allclose(grad(f, argnums=(1, 0, 1))(2.0, 3.0), expected)
     with pytest.raises(ValueError, match="twice"):
         qjit(lambda a, b: jvp(f, (a, b), (1.0, 1.0), argnums=(0, 0)))(2.0, 3.0)
+
+
+def test_grad_inside_a_jax_loop_body():
+    """catalyst_lite.grad inside a JAX primitive's own body (lax.fori_loop), which specialization
+    binds whole: XLA compiles the derivative itself."""
+
+    @qjit
+    def f(x):
+        return jax.lax.fori_loop(0, 3, lambda i, a: a + grad(jnp.sin)(a), x)
+
+    reference = jax.jit(lambda x: jax.lax.fori_loop(0, 3, lambda i, a: a + jax.grad(jnp.sin)(a), x))
+    np.testing.assert_allclose(f(0.5), reference(0.5), rtol=1e-15)
+
+
+def test_jax_grad_through_a_for_loop_whose_trip_count_comes_from_data():
+    """JAX cannot transpose a loop of traced length: the loop's derivative is taken at
+    specialization (as catalyst_lite.grad takes it). The body's own lax.scan carries primals and
+    tangents in one equation, whose primals stay known to JAX's linearization. Against jax.grad
+    of the unrolled loop."""
+
+    def layers(x, n):
+        @for_loop(0, n, 1)
+        def body(i, a):
+            return jax.lax.scan(lambda c, _: (jnp.sin(c) * x, None), a, None, length=2)[0] + i
+
+        return body(x)
+
+    def unrolled(x, n):
+        a = x
+        for i in range(n):
+            a = jnp.sin(jnp.sin(a) * x) * x + i
+        return a
+
+    program = qjit(lambda x: jax.grad(lambda y: layers(y, jnp.int64(y > 0) + 3))(x))
+    np.testing.assert_allclose(program(0.7), jax.grad(unrolled)(0.7, 4), rtol=1e-12)
+    np.testing.assert_allclose(program(-0.7), jax.grad(unrolled)(-0.7, 3), rtol=1e-12)

@@ -1,6 +1,6 @@
 """Programs that need the host run compiled: segments around host steps, resizing loops on
-capacity buffers, reverse-mode loops as bounded scans (compiler/segments.py, capacity.py,
-bounded_scan.py). Results are compared with NumPy and jax.jit references, exactly."""
+capacity buffers, reverse-mode loops as bounded scans (compiler/runner.py, capacity.py). Results
+are compared with NumPy and jax.jit references, exactly."""
 
 import jax
 import jax.numpy as jnp
@@ -9,7 +9,7 @@ import pytest
 
 from catalyst_lite import cond, for_loop, grad, qjit, while_loop
 from catalyst_lite.compiler.capacity import capacity_for
-from catalyst_lite.compiler.specialize import MAX_MISSES
+from catalyst_lite.compiler.runner import MAX_MISSES
 
 
 def _append_reference(n):

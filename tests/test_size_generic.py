@@ -24,7 +24,7 @@ from jax.experimental import enable_x64
 from catalyst_lite import QJIT, cond, for_loop, grad, qjit
 from catalyst_lite.compiler import iree_backend
 from catalyst_lite.compiler.inspection import SizeGenericInfo
-from catalyst_lite.compiler.size_generic import SIZE_GENERIC_ENV_VAR, Status
+from catalyst_lite.compiler.size_generic import SIZE_GENERIC_ENV_VAR, SizeGenericTier, Status
 from catalyst_lite.errors import IncompatibleSizesError
 
 needs_iree = pytest.mark.skipif(not iree_backend.available(), reason="IREE is not installed")
@@ -42,7 +42,7 @@ def xla_sizes(f: QJIT) -> set:
 
 
 def warmed_up(f: QJIT, *calls: tuple) -> QJIT:
-    """``f`` after a call at each of two size signatures (the second starts compiling its
+    """``f`` after a call at each of two size signatures (the first starts compiling its
     size-generic executable) and the compilation."""
     for args in calls:
         f(*args)
@@ -190,6 +190,26 @@ def test_new_sizes_run_on_the_size_generic_executable(generic_programs, name, ex
     for args in sizes:
         assert_close(f(*args), expected(*args))
     assert xla_sizes(f) == compiled_before  # no XLA compilation for a size seen once
+
+
+@needs_iree
+def test_new_sizes_called_while_iree_compiles_wait_for_it_and_run_on_it(monkeypatch):
+    """IREE's compile starts at the first call, which XLA serves; the new sizes called meanwhile
+    wait for it instead of each compiling XLA."""
+    # Waits as long as the compile takes (the bound, a few XLA compiles, depends on the load).
+    monkeypatch.setattr(SizeGenericTier, "WAIT_IN_XLA_COMPILES", 10**6)
+
+    def shifted_cos(x):
+        return jnp.cos(x) * 0.625 - x
+
+    f = qjit(shifted_cos, abstracted_axes={0: "n"}, size_generic=True)
+    xs = [np.linspace(-1.0, 1.0, n) for n in (3, 4, 5)]
+    assert_close(f(xs[0]), reference(shifted_cos, xs[0]))
+    assert tier(f).status in (Status.COMPILING, Status.READY)  # started, not waiting for a second size
+    for x in xs[1:]:
+        assert_close(f(x), reference(shifted_cos, x))
+    assert tier(f).status is Status.READY and not tier(f).from_cache
+    assert xla_sizes(f) == {(3,)}  # the waiting sizes ran on IREE's executable
 
 
 @needs_iree
@@ -439,7 +459,7 @@ def test_a_second_process_compiles_no_xla_executable_for_sizes_seen_before(tmp_p
 def test_a_second_process_loads_the_size_generic_executable_from_the_disk_cache(tmp_path):
     first = _second_process(tmp_path, size_generic=True)
     second = _second_process(tmp_path, size_generic=True)
-    assert first["generic"] == ["ready", False]  # compiled at the second size
+    assert first["generic"] == ["ready", False]  # compiled from the first call on
     assert second["generic"] == ["ready", True]  # found in the cache at the first call
     assert any(p.suffix == ".vmfb" for p in (tmp_path / "catalyst_lite").iterdir())
     np.testing.assert_allclose(first["totals"], second["totals"], rtol=RTOL)
@@ -490,30 +510,57 @@ def test_clear_cache_discards_the_compilations_under_way():
     assert_close(f(x), reference(energy, x))  # and it compiles again when called
 
 
-_EXIT_WHILE_COMPILING = textwrap.dedent(
+_AT_EXIT = textwrap.dedent(
     """
-    import logging
+    import logging, os, sys, time
     import jax.numpy as jnp, numpy as np
-    from catalyst_lite import qjit
+    from catalyst_lite import QJIT, qjit
 
     f = qjit(lambda x: jnp.sum(jnp.sin(x) * 2.0), abstracted_axes={0: "n"}, size_generic=True)
-    print(float(f(np.ones(3))), float(f(np.ones(4))), len(logging.root.handlers))
+    print(float(f(np.ones(3))), len(logging.root.handlers))
+    if sys.argv[1] == "compiling":  # exit once the compiler runs
+        while not os.path.exists(os.environ["COMPILER_PID"]):
+            time.sleep(0.01)
+    else:  # exit with the module loaded
+        QJIT.wait_for_compilations()
+        print(float(f(np.ones(5))), len(logging.root.handlers))
     """
 )
 
 
 @needs_iree
-@pytest.mark.parametrize("wait", [False, True])
-def test_no_iree_object_is_reported_leaked_at_exit_and_the_root_logger_is_untouched(tmp_path, wait):
-    script = _EXIT_WHILE_COMPILING + ("from catalyst_lite import QJIT\nQJIT.wait_for_compilations()\n"
-                                      "print(float(f(np.ones(5))), len(logging.root.handlers))\n" if wait else "")
-    env = {k: v for k, v in os.environ.items() if k != "CATALYST_LITE_CACHE_DIR"}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("at_exit", ["compiling", "loaded"])
+def test_at_exit_no_compile_is_waited_for_no_iree_object_reported_leaked_and_the_root_logger_untouched(tmp_path, at_exit):
+    """A process exits promptly: an IREE compile still running (here a stand-in for iree-compile
+    that never ends) is killed, not waited for, and not recorded as a failure of the program."""
+    tools, cache, pid_file = tmp_path / "tools", tmp_path / "cache", tmp_path / "compiler.pid"
+    env = {**os.environ, "COMPILER_PID": str(pid_file), "CATALYST_LITE_CACHE_DIR": str(cache)}
+    if at_exit == "compiling":
+        tools.mkdir()
+        compiler = tools / "iree-compile"
+        compiler.write_text(f"#!/bin/sh\necho $$ > {pid_file}.tmp\nmv {pid_file}.tmp {pid_file}\nexec sleep 600\n")
+        compiler.chmod(0o755)
+        env["IREE_TOOL_PATH"] = str(tools)
+    done = subprocess.run([sys.executable, "-c", _AT_EXIT, at_exit], capture_output=True, text=True,
+                          env=env, timeout=120)  # far below the stand-in's 600 s
     assert done.returncode == 0, done.stderr[-3000:]
     assert "leaked" not in done.stderr, done.stderr[-3000:]
     lines = [line.split() for line in done.stdout.strip().splitlines()]
-    assert [float(v) for v in lines[0][:2]] == pytest.approx([2 * 3 * np.sin(1.0), 2 * 4 * np.sin(1.0)], rel=1e-12)
+    assert [float(line[0]) for line in lines] == pytest.approx([2 * n * np.sin(1.0) for n in (3, 5)[:len(lines)]],
+                                                               rel=1e-12)
     assert all(line[-1] == "0" for line in lines)  # no handler on the root logger
+    if at_exit == "compiling":
+        stat = f"/proc/{int(pid_file.read_text())}/stat"
+        for _ in range(1000):  # the killed compiler's exit, as the kernel completes it
+            if not os.path.exists(stat) or open(stat).read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            threading.Event().wait(0.01)
+        else:
+            pytest.fail("the compiler still runs after the process exited")
+        assert not list(cache.rglob("*.unsupported"))  # the kill says nothing of the program
+    else:
+        assert len(lines) == 2
 
 
 @needs_iree
@@ -532,7 +579,8 @@ def test_every_compilation_of_the_tier_and_the_swap_to_xla_are_reported(caplog):
     QJIT.wait_for_compilations()
     assert float(f(np.ones(9))) == 9 * 3.25
     text = caplog.text
-    for event in ["called at a second size: IREE compiles it for every size in the background",
+    for event in ["first called (sizes (3,), served by XLA): then IREE compiles it for every size in the background",
+                  "at sizes (4,): waits for IREE's compile",
                   "scaled_sum for every size in",
                   "scaled_sum at sizes (9,): runs on the size-generic (IREE) executable",
                   "scaled_sum at sizes (9,) called again: XLA compiles them in the background",

@@ -413,6 +413,13 @@ def test_gradient_of_a_circuit_backpropagates_through_the_state_vector():
     close(f(0.3, 3), expected, rtol=1e-6, atol=1e-8)
     close(f(0.3, 1), -np.sin(0.3), rtol=1e-9)  # <Z_1> = cos(x) after RX(x) and CNOT
 
+    # JAX's own jax.grad, the number of layers computed from the data (a trip count JAX cannot
+    # transpose a loop of): against central differences of default.qubit (PennyLane runs the
+    # QNode outside qjit).
+    data_layers = qjit(lambda x: jax.grad(circuit)(x, jnp.int64(x > 0.0) + 2))
+    by_default_qubit = central_difference_grad(lambda y: float(circuit(float(y), 3)), np.array(0.3))
+    close(data_layers(0.3), by_default_qubit, rtol=1e-6, atol=1e-8)
+
 
 def test_jax_grad_of_numpy_float64_arguments_with_x64_off():
     # jax.grad hands over float32 tracers whose values are still the float64 NumPy arrays.

@@ -34,13 +34,13 @@ import numpy as np
 from jax.custom_derivatives import CustomVJPPrimal, SymbolicZero
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from .compiler.specialize import register_specialization
 from .signature import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
 from .errors import CallbackError, ControlFlowError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
-from .jax_extras.host_callbacks import keep_when_unused, kept_callback
-from .jax_extras.lowering import opaque_call, register_lowering
+from .jax_extras.host_callbacks import kept_callback
+from .jax_extras.lowering import opaque_call
+from .jax_extras.rules import PrimitiveSpec, register_primitive
 
 __all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
 
@@ -266,14 +266,10 @@ def _zeros_like(zero: SymbolicZero) -> Any:
 host_callback_p = Primitive("host_callback")
 host_callback_p.multiple_results = True
 host_callback_p.def_abstract_eval(lambda *avals, call: [ShapedArray(t.shape, t.dtype) for t in call.types])
-keep_when_unused(host_callback_p)  # the callback runs whenever the program does
 
 
 def _specialized(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return params["call"].jax_call(invals)
-
-
-register_specialization(host_callback_p, staged=_specialized, host=_specialized, dimension_operands=lambda _: set())
 
 
 def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
@@ -282,7 +278,11 @@ def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
     return opaque_call(ctx, name, operands, call.name, has_side_effect=call.debug)
 
 
-register_lowering(host_callback_p, _lower)
+register_primitive(host_callback_p, PrimitiveSpec(
+    staged=_specialized, host=_specialized, dimension_operands=lambda _: set(), lowering=_lower,
+    compiled_lowering=lambda *operands, call: call.jax_call(operands),
+    kept_when_unused=True,  # the callback runs whenever the program does
+))
 
 
 def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:

@@ -3,8 +3,8 @@
 See docs/architecture.md for the road through :mod:`.assumptions` (which program a call runs),
 :mod:`.executable` (a program made callable), :mod:`.options` (options and the executable cache),
 :mod:`.boundary` (calls from inside JAX transformations), :mod:`.specialize` (one XLA program per
-size signature, or host-driven), :mod:`.segments`, :mod:`.capacity` and :mod:`.bounded_scan` (the
-execution strategies kept), :mod:`.compilation`, :mod:`.size_generic`, :mod:`.iree_backend`,
+size signature, or host-driven: the interpreter), :mod:`.runner` (a program run per size signature,
+in segments around host steps, speculated) and :mod:`.capacity` (loops compiled whole), :mod:`.compilation`, :mod:`.size_generic`, :mod:`.iree_backend`,
 :mod:`.disk_cache` (background and size-generic compilation), :mod:`.reverse_mode`,
 :mod:`.inspection` (``QJIT.inspect()``) and :mod:`.lowering` (``QJIT.mlir``).
 """

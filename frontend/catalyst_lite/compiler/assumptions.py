@@ -50,8 +50,7 @@ import numpy as np
 from ..errors import IncompatibleSizesError
 from ..jax_extras import eval_context
 from ..jax_extras.autodiff import is_concrete_value
-from ..jax_extras.dimensions import assume_size_p
-from ..jax_extras.requirements import BrokenRequirement, require_size_p
+from ..jax_extras.requirements import BrokenRequirement
 from ..jax_extras.size_expressions import Fact, SizeExpr
 from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError
 from ..jax_extras.size_facts import SizeScope
@@ -61,14 +60,8 @@ from ..signature import LeafSpec
 from ..tracing import extended_trace, qjit_options, size_input_names, trace_program
 from .executable import Executable
 from .options import RunnerOptions
-from .specialize import dimension_operand_rules
 
 __all__ = ["SizeInputs", "ProgramFamily", "SignatureTrace"]
-
-# Both sides of an assumption or requirement are sizes: a specialization is keyed on them and
-# they are Python ints when the equation is checked.
-dimension_operand_rules[assume_size_p] = lambda params: {0, 1}
-dimension_operand_rules[require_size_p] = lambda params: {0, 1}
 
 
 @dataclass(frozen=True)

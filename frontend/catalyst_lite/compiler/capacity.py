@@ -24,9 +24,7 @@ docs/architecture.md, "2. Specialize".
 from __future__ import annotations
 
 import math
-import operator
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -37,19 +35,19 @@ from jax import lax
 
 from ..errors import ArrayTooLargeError
 from ..jax_extras import DropVar, Literal, Primitive, Tracer, Var, jit_p
-from ..jax_extras.dimensions import assume_size_p
-from ..jax_extras.requirements import require_size_p
+from ..jax_extras.rules import PrimitiveSpec, register_primitive, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .reverse_mode import reverse_mode_requested
+from .runner import kept_by_program
 from .specialize import (
-    Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, kept_by_program,
+    Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr,
     sizes_follow_from_inputs,
 )
 
-__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "register_masked", "LoopShape",
-           "MaskedLoop", "Prediction", "masked_loop", "compiled_loop", "runs_on_buffers", "sized_in_body",
-           "capacity_for"]
+__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Masked", "LoopShape",
+           "MaskedLoop", "Prediction", "BoundedScan", "run_compiled", "compiled_loops", "runs_on_buffers",
+           "sized_in_body", "capacity_for"]
 
 MIN_CAPACITY = 16
 MAX_CAPACITY = 1 << 40
@@ -123,10 +121,6 @@ _ELEMENTWISE = frozenset((
     lax.shift_left_p, lax.shift_right_arithmetic_p, lax.shift_right_logical_p, lax.sign_p, lax.sin_p,
     lax.sinh_p, lax.sqrt_p, lax.square_p, lax.sub_p, lax.tan_p, lax.tanh_p, lax.xor_p,
 ))
-
-_COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-                ">": operator.gt, ">=": operator.ge}
-
 
 def _size(d: Any, env: dict) -> Any:
     return env[d] if isinstance(d, Var) else d
@@ -357,20 +351,22 @@ def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
     return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
 
 
-# Rules of nested primitives, registered by their modules (see register_masked).
-MaskedRule = Callable[[Any, list[Any], dict, "Checks"], list[Any]]
-NESTED_RULES: dict[Primitive, MaskedRule] = {}
-
-
 def _plain(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     return bind_primitive(eqn.primitive, invals, eqn.params)
+
+
+def _elementwise(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
+    """On whole buffers, operands stored at different capacities conformed to the result's."""
+    shape = buffer_shape(eqn.outvars[0].aval, env, checks)
+    return bind_primitive(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
 
 
 _REDUCTIONS = (lax.reduce_sum_p, lax.reduce_max_p, lax.reduce_min_p, lax.reduce_prod_p, lax.reduce_and_p,
                lax.reduce_or_p, lax.reduce_xor_p, lax.argmax_p, lax.argmin_p)
 
-# Operations along a resizable axis that index by true sizes, or keep buffers as they are.
-MASKED_RULES: dict[Primitive, MaskedRule] = {
+# JAX's operations along a resizable axis: elementwise on whole buffers, the others indexing by
+# true sizes or keeping buffers as they are (their specs hold only this rule).
+for _primitive, _rule in {
     lax.concatenate_p: _concatenate,
     lax.dynamic_slice_p: _dynamic_slice,
     lax.gather_p: _gather,
@@ -384,52 +380,31 @@ MASKED_RULES: dict[Primitive, MaskedRule] = {
     lax.cummin_p: _cumulative,
     jit_p: _nested_call,
     **{primitive: _reduction for primitive in _REDUCTIONS},
-}
+    **{primitive: _elementwise for primitive in _ELEMENTWISE},
+}.items():
+    register_primitive(_primitive, PrimitiveSpec(masked=_rule))
 
 
-def register_masked(primitive: Primitive, rule: MaskedRule, *, nested: bool = False) -> None:
-    """How ``primitive`` runs on capacity buffers: ``rule(eqn, invals, env, checks)``.
-    ``nested``: a primitive with a body whose sizes are known only in the enclosing loop's
-    iteration (its rule also runs when staging it alone needs the host)."""
-    (NESTED_RULES if nested else MASKED_RULES)[primitive] = rule
+class Masked(Mode):
+    """:func:`~.specialize.eval_jaxpr` inside a ``jax.jit`` trace where sizes may be traced
+    integers: an axis whose size is traced is stored at its capacity (see :class:`Checks`). An
+    operation that cannot run so raises :class:`Unmaskable`."""
 
+    def __init__(self, checks: Checks):
+        super().__init__("MASKED")
+        self.checks = checks
 
-def _size_check(eqn: Any, invals: list[Any], checks: Checks) -> bool:
-    """``assume_size``/``require_size`` on traced sizes: their condition joins the validity
-    checks (a broken one hands the iteration to exact execution, which reports it)."""
-    if eqn.primitive is assume_size_p:
-        lhs, rhs = invals
-        holds = _COMPARISONS[eqn.params["comparison"]](lhs, rhs)
-        checks.valid.append(holds if eqn.params["holds"] else jnp.logical_not(holds))
-        return True
-    if eqn.primitive is require_size_p:
-        lhs, rhs = invals
-        if eqn.params["relation"] == "==":
-            checks.valid.append(lhs == rhs)
-        else:  # divides
-            checks.valid.append((lhs != 0) & (rhs % jnp.where(lhs == 0, 1, lhs) == 0))
-        return True
-    return False
-
-
-def masked_eval(jaxpr: Any, args: Sequence[Any], checks: Checks) -> list[Any]:
-    """Evaluate ``jaxpr`` (inside a ``jax.jit`` trace) where sizes may be traced integers: an
-    axis whose size is traced has length ``checks.capacity``. Raises :class:`Unmaskable` for an
-    operation that cannot run so."""
-    env: dict[Any, Any] = {}
-
-    def read(atom: Any) -> Any:
-        return atom.val if isinstance(atom, Literal) else env[atom]
-
-    for var, value in zip(jaxpr.invars, args):
-        env[var] = value
-    for eqn in jaxpr.eqns:
-        invals = [read(v) for v in eqn.invars]
-        if any(isinstance(x, Tracer) and not np.shape(x) for x in invals) and _size_check(eqn, invals, checks):
-            continue
+    def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any]:
+        checks, spec = self.checks, spec_of(eqn.primitive)
+        if spec is not None and spec.size_check is not None and any(
+                isinstance(x, Tracer) and not np.shape(x) for x in invals):
+            # A size assumption or requirement on traced sizes joins the validity checks (a broken
+            # one hands the iteration to exact execution, which reports it).
+            checks.valid.append(spec.size_check(*invals, **eqn.params))
+            return []
         touches_buffers = any(any(_padded(v, env)) for v in eqn.invars if not isinstance(v, Literal))
         try:
-            outs = _masked_equation(eqn, invals, env, checks, touches_buffers)
+            outs = _masked_equation(eqn, spec, invals, env, checks, touches_buffers)
         except NeedsHost as err:
             raise Unmaskable(str(err)) from None
         except (TypeError, ValueError) as err:  # shapes that do not fit on buffers
@@ -441,30 +416,31 @@ def masked_eval(jaxpr: Any, args: Sequence[Any], checks: Checks) -> list[Any]:
             for d in getattr(var.aval, "shape", ()):
                 if isinstance(d, Var) and isinstance(env.get(d), Tracer):
                     checks.size(d, env[d])
-    return [read(v) for v in jaxpr.outvars]
+        return outs
 
 
-def _masked_equation(eqn: Any, invals: list[Any], env: dict, checks: Checks, touches_buffers: bool) -> list[Any]:
+def masked_eval(jaxpr: Any, args: Sequence[Any], checks: Checks) -> list[Any]:
+    """Evaluate ``jaxpr`` (inside a ``jax.jit`` trace) on capacity buffers (see :class:`Masked`)."""
+    return eval_jaxpr(jaxpr, args, Masked(checks))
+
+
+def _masked_equation(eqn: Any, spec: Any, invals: list[Any], env: dict, checks: Checks,
+                     touches_buffers: bool) -> list[Any]:
     prim = eqn.primitive
     if prim in SHAPE_PARAMS and prim not in (lax.gather_p, lax.dynamic_slice_p):
         ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
         if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
             return _shaped(eqn, invals, env, checks)
         return eval_equation(eqn, invals, Mode.STAGED)
+    nested = spec is not None and spec.bodies is not None
     if not touches_buffers:
         try:
             return eval_equation(eqn, invals, Mode.STAGED)
         except NeedsHost:
-            if prim not in NESTED_RULES:
+            if not nested:
                 raise
-            return NESTED_RULES[prim](eqn, invals, env, checks)
-    if prim in NESTED_RULES:
-        return NESTED_RULES[prim](eqn, invals, env, checks)
-    if prim in _ELEMENTWISE:
-        shape = buffer_shape(eqn.outvars[0].aval, env, checks)
-        return bind_primitive(eqn.primitive, [conformed(x, shape) for x in invals], eqn.params)
-    if prim in MASKED_RULES:
-        return MASKED_RULES[prim](eqn, invals, env, checks)
+    if spec is not None and spec.masked is not None:
+        return spec.masked(eqn, invals, env, checks)
     raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")
 
 
@@ -479,7 +455,8 @@ def sized_in_body(body: Any, nimplicit: int) -> bool:
     (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
     which no static-shape body holds for every iteration."""
     return bool(nimplicit) or bool(_size_variables(body)) or any(
-        sized_in_body(eqn.params["body_jaxpr"].jaxpr, 0) for eqn in body.eqns if eqn.primitive in NESTED_RULES
+        sized_in_body(inner, 0) for eqn in body.eqns if (spec := spec_of(eqn.primitive)) is not None
+        and spec.bodies is not None for inner in spec.bodies(eqn.params)
     )
 
 
@@ -506,27 +483,6 @@ def _fitted(x: Any, buffer: Any) -> Any:
     if any(n > m for n, m in zip(x.shape, shape)):
         raise _TooSmall()
     return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
-
-
-# The loops alive, by their body (inspection only: the program that runs a loop owns it).
-_loops: weakref.WeakValueDictionary[int, MaskedLoop] = weakref.WeakValueDictionary()
-
-
-def compiled_loop(body: Any) -> "MaskedLoop | None":
-    """The :class:`MaskedLoop` of a loop body, if it ran on buffers."""
-    loop = _loops.get(id(body))
-    return loop if loop is not None and loop.shape.body is body else None
-
-
-def masked_loop(shape: LoopShape) -> "MaskedLoop":
-    """The :class:`MaskedLoop` of a loop body, kept by the program that runs it (it dies with
-    that program's executables: ``cache_size``, ``clear_cache()``, the function deleted)."""
-
-    def make(_: Any) -> MaskedLoop:
-        loop = _loops[id(shape.body)] = MaskedLoop(shape)
-        return loop
-
-    return kept_by_program(shape.body, "masked loop", make)
 
 
 @dataclass(frozen=True)
@@ -570,33 +526,54 @@ def _equal(x: Any, value: int) -> Any:
 
 @dataclass(frozen=True)
 class LoopShape:
-    """A resizing loop's body as :class:`MaskedLoop` runs it: ``body`` takes ``*consts
-    *implicit *prefix *carried`` (``prefix``: the index of a ``for_loop``) and returns
+    """A loop's body as :class:`MaskedLoop` and :class:`BoundedScan` run it: ``body`` takes
+    ``*consts *implicit *prefix *carried`` (``prefix``: the index of a ``for_loop``) and returns
     ``*implicit *carried``; ``predicate`` (a ``while_loop``'s) takes ``*pred_consts *implicit
-    *carried``."""
+    *carried``. ``primitive``: the loop's (what inspection names)."""
 
+    primitive: Primitive
     body: Any
     nconsts: int
     nimplicit: int
     predicate: Any = None
     pred_nconsts: int = 0
 
+    @property
+    def keeps_sizes(self) -> bool:
+        """The body returns its carried sizes unchanged."""
+        implicit = self.body.invars[self.nconsts : self.nconsts + self.nimplicit]
+        return list(self.body.outvars[: self.nimplicit]) == list(implicit)
 
-class MaskedLoop:
-    """A resizing loop run inside ``lax.while_loop`` on capacity buffers, compiled once per
-    capacity (and per value of the constants that size the body)."""
+
+class _CompiledLoop:
+    """A loop compiled whole from the host, once per capacity and per value of the constants
+    that size its body (``static_consts``) or predicate (``static_pred``)."""
 
     def __init__(self, shape: LoopShape):
         self.shape = shape
+        self.static_consts = tuple(sorted(k for k in dimension_inputs(shape.body) if k < shape.nconsts))
+        self.static_pred = () if shape.predicate is None else tuple(
+            sorted(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts))
+        self._compiled: dict[tuple, Callable] = {}
+        self._lock = threading.Lock()
+
+    def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
+        fn = self._compiled.get(key)
+        if fn is None:
+            with self._lock:
+                fn = self._compiled.setdefault(key, jax.jit(make()))
+        return fn
+
+
+class MaskedLoop(_CompiledLoop):
+    """A resizing loop run inside ``lax.while_loop`` on capacity buffers."""
+
+    def __init__(self, shape: LoopShape):
+        super().__init__(shape)
         body = shape.body
-        self._static_consts = tuple(k for k in dimension_inputs(body) if k < shape.nconsts)
-        self._static_pred = tuple(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts) \
-            if shape.predicate is not None else ()
         first_carried = shape.nconsts + shape.nimplicit + (0 if shape.predicate is not None else 1)
         self._carried = body.invars[first_carried:]
         self._implicit = body.invars[shape.nconsts : shape.nconsts + shape.nimplicit]
-        self._compiled: dict[tuple, Callable] = {}
-        self._lock = threading.Lock()
         # Sizes computed inside the body, whose largest values each run reports: those that stay
         # small get capacities of their own (see Checks).
         ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
@@ -607,10 +584,10 @@ class MaskedLoop:
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
         self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
 
-    def describe(self, primitive: str) -> LoopInfo:
-        """This loop as :mod:`.inspection` shows it (``primitive``: the loop's)."""
+    def describe(self) -> LoopInfo:
+        """This loop as :mod:`.inspection` shows it."""
         compiled = list(self._compiled)
-        return LoopInfo("capacity buffers", primitive, not self.unmaskable, len(compiled),
+        return LoopInfo("capacity buffers", str(self.shape.primitive), not self.unmaskable, len(compiled),
                         frozenset(key[0] for key in compiled), tuple(self._caps.values()))
 
     # --- buffers ----------------------------------------------------------------------------------
@@ -658,14 +635,6 @@ class MaskedLoop:
 
     # --- the compiled loop ------------------------------------------------------------------------
 
-    def _function(self, capacity: int, static: tuple, caps: tuple) -> Callable:
-        key = (capacity, static, caps)
-        fn = self._compiled.get(key)
-        if fn is None:
-            with self._lock:
-                fn = self._compiled.setdefault(key, jax.jit(self._loop(capacity, dict(static), dict(caps))))
-        return fn
-
     def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
         """The loop at ``capacity``; ``learn``: also the largest value of each tracked size;
         ``checked=False``: a ``for_loop`` whose sizes are known to fit, which checks nothing."""
@@ -688,8 +657,8 @@ class MaskedLoop:
             return pred
 
         def run(pred_consts, consts, dims, buffers, count, lower, step):
-            pred_consts = with_static(pred_consts, self._static_pred, "predicate")
-            consts = with_static(consts, self._static_consts, "body")
+            pred_consts = with_static(pred_consts, self.static_pred, "predicate")
+            consts = with_static(consts, self.static_consts, "body")
 
             def advance(k, dims, buffers):
                 """One iteration on the buffers: its checks, carried sizes and buffers."""
@@ -742,14 +711,15 @@ class MaskedLoop:
         An iteration that exceeds the capacity stops the loop with its carry overwritten (no
         copy of the old one is kept, which would cost a pass over every buffer per iteration):
         the loop runs again from the start, at the capacity the growth so far predicts."""
-        static = tuple((("body", k), int(consts[k])) for k in self._static_consts) + tuple(
-            (("predicate", k), int(pred_consts[k])) for k in self._static_pred)
+        static = tuple((("body", k), int(consts[k])) for k in self.static_consts) + tuple(
+            (("predicate", k), int(pred_consts[k])) for k in self.static_pred)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
         while not self.unmaskable and capacity <= MAX_CAPACITY:
             caps = tuple(self._caps.items())
             try:
-                result = self._function(capacity, static, caps)(
+                result = self._jitted((capacity, static, caps),
+                                      lambda: self._loop(capacity, dict(static), dict(caps)))(
                     list(pred_consts), list(consts), [np.int64(d) for d in dims], self._pad(carried, capacity),
                     np.int64(count), np.int64(lower), np.int64(step))
             except Unmaskable:
@@ -810,3 +780,135 @@ class MaskedLoop:
             predicted = before + math.ceil(max(after - before, 0) / ran * count)
             return max(2 * capacity, capacity_for(predicted + predicted // 8))
         return 4 * capacity
+
+
+# --- reverse mode: bounded scans ----------------------------------------------------------------
+
+
+class BoundedScan(_CompiledLoop):
+    """A loop whose carried sizes do not change, run in reverse mode for a trip count known at run
+    time. JAX transposes a loop only when its trip count is static (a ``scan``): this one is a
+    ``lax.scan`` over the count's capacity bucket, the steps beyond the count ``lax.cond``'s
+    identity branch, so one executable serves every count of its bucket (and each value of the
+    inputs that size the body); results are ``jax.grad`` of ``lax.fori_loop``'s with the count
+    static, bit for bit. A ``while_loop`` first runs forward once, compiled, to count.
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit, for_loop, grad
+    >>> @qjit
+    ... def g(x: float, n):  # a trip count in an array: known only at run time
+    ...     def f(x):
+    ...         @for_loop(0, n, 1)
+    ...         def step(i, a):
+    ...             return a * 0.5 + x
+    ...         return step(x)
+    ...     return grad(f)(x)
+    >>> float(g(1.0, jnp.asarray(3)))
+    1.875
+    """
+
+    def __init__(self, shape: LoopShape):
+        super().__init__(shape)
+        # Sizes are static: the implicit ones, and the constants that size the body.
+        self.static = tuple(sorted({*self.static_consts, *range(shape.nconsts, shape.nconsts + shape.nimplicit)}))
+        self.unsupported = False
+
+    def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
+        body, nimplicit = self.shape.body, self.shape.nimplicit
+        prefix = self.shape.predicate is None
+
+        def run(fixed, carried, lower, step, count):
+            fixed = [static.get(k, v) for k, v in enumerate(fixed)]
+
+            def one_step(carry, k):
+                def taken(c):
+                    index = [lower + k * step] if prefix else []
+                    return tuple(eval_jaxpr(body, [*fixed, *index, *c], Mode.STAGED)[nimplicit:])
+
+                return lax.cond(k < count, taken, lambda c: tuple(c), carry), None
+
+            return lax.scan(one_step, tuple(carried), jnp.arange(capacity, dtype=jnp.int64))[0]
+
+        return run
+
+    def _counter(self, static: dict[tuple, int]) -> Callable:
+        body, predicate, nimplicit = self.shape.body, self.shape.predicate, self.shape.nimplicit
+
+        def count(pred_consts, fixed, carried):
+            pred_consts = [static.get(("p", k), v) for k, v in enumerate(pred_consts)]
+            fixed = [static.get(("b", k), v) for k, v in enumerate(fixed)]
+            implicit = fixed[self.shape.nconsts :]
+            pred_consts, fixed, carried = jax.lax.stop_gradient((pred_consts, fixed, carried))
+
+            def more(state):
+                return eval_jaxpr(predicate, [*pred_consts, *implicit, *state[1]], Mode.STAGED)[0]
+
+            def step(state):
+                n, c = state
+                return n + 1, tuple(eval_jaxpr(body, [*fixed, *c], Mode.STAGED)[nimplicit:])
+
+            return lax.while_loop(more, step, (jnp.int64(0), tuple(carried)))[0]
+
+        return count
+
+    def describe(self) -> LoopInfo:
+        """This scan as :mod:`.inspection` shows it; the counters of ``while_loop``'s trip counts
+        are not counted."""
+        buckets = [key[0] for key in list(self._compiled) if key[0] != "count"]
+        return LoopInfo("bounded scan", str(self.shape.primitive), not self.unsupported, len(buckets), frozenset(buckets))
+
+    def run(self, fixed: Sequence[Any], carried: Sequence[Any], lower: int = 0, step: int = 1,
+            count: int | None = None, pred_consts: Sequence[Any] = ()) -> list[Any] | None:
+        """The carried values after ``count`` iterations (a ``while_loop``: as many as its
+        predicate allows); ``fixed``: the constants and the implicit sizes. ``None`` when the
+        body cannot be staged so (a nested loop that itself needs the host)."""
+        if self.unsupported:
+            return None
+        static = {k: int(fixed[k]) for k in self.static}
+        try:
+            if count is None:
+                pred_static = {("p", k): int(pred_consts[k]) for k in self.static_pred}
+                pred_static |= {("b", k): v for k, v in static.items()}
+                counter = self._jitted(("count", *sorted(pred_static.items())), lambda: self._counter(pred_static))
+                count = int(counter(list(pred_consts), list(fixed), list(carried)))
+            capacity = capacity_for(count)
+            scan = self._jitted((capacity, *sorted(static.items())), lambda: self._scan(capacity, static))
+            return list(scan(list(fixed), list(carried), jnp.int64(lower), jnp.int64(step), jnp.int64(count)))
+        except NeedsHost:
+            self.unsupported = True
+            return None
+
+
+# --- a host-driven loop, compiled ---------------------------------------------------------------
+
+def run_compiled(shape: LoopShape, operands: Sequence[Any], replay: Callable[[Prediction], None],
+                 pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
+                 carried: Sequence[Any], count: int | None = None, lower: int = 0, step: int = 1
+                 ) -> list[Any] | None:
+    """A loop's host rule, compiled whole (``count``: a ``for_loop``'s trip count; a
+    ``while_loop``'s is ``None``): on capacity buffers when its body sizes arrays (a
+    :class:`MaskedLoop`; ``replay(prediction)`` then records how it ran, for speculation), or
+    in reverse mode, its sizes kept, as a :class:`BoundedScan`. Each is kept by the program
+    that runs it (it dies with that program's executables: ``cache_size``, ``clear_cache()``,
+    the function deleted). The loop's ``*implicit *carried`` results, or ``None``: run it
+    iteration by iteration."""
+    if count == 0:
+        return None
+    if sized_in_body(shape.body, shape.nimplicit) and runs_on_buffers(operands):
+        loop = kept_by_program(shape.body, "capacity buffers", lambda _: MaskedLoop(shape))
+        ran, implicit, carried = loop.run(pred_consts, consts, implicit, carried, count or 0, lower, step)
+        if ran is None:
+            return None
+        replay(ran)
+        return [*implicit, *carried]
+    if reverse_mode_requested() and shape.keeps_sizes:
+        scan = kept_by_program(shape.body, "bounded scan", lambda _: BoundedScan(shape))
+        outs = scan.run([*consts, *implicit], carried, lower, step, count, pred_consts)
+        return None if outs is None else [*implicit, *outs]
+    return None
+
+
+def compiled_loops(kept: Sequence[Any]) -> list[LoopInfo]:
+    """The compiled loops among what a program keeps (see :meth:`.specialize.JaxprRunner.kept`),
+    as :mod:`.inspection` shows them."""
+    return [obj.describe() for obj in kept if isinstance(obj, (MaskedLoop, BoundedScan))]

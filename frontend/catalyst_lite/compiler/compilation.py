@@ -1,8 +1,9 @@
 """Compiled specializations, and the background compilation thread.
 
 A program called at a size it has not seen is specialized, lowered and compiled by XLA (at its
-default optimization level) on its first run. The size-generic tier (:mod:`.size_generic`)
-compiles on one background thread, so that no call waits for it.
+default optimization level) on its first run. Sizes that come back to the size-generic tier
+(:mod:`.size_generic`) are compiled on a background thread, so that no call waits for them; its
+IREE compiles run on another.
 """
 
 from __future__ import annotations
@@ -76,27 +77,36 @@ class Specialization:
 
 
 class _BackgroundCompiler:
-    """One daemon thread running compilations in order (bounded: XLA compiles are CPU-heavy, so
-    more threads would slow the foreground; daemon: a pending compile never holds up exit)."""
+    """One daemon thread running compilations in order (bounded: compiles are CPU-heavy, so more
+    threads would slow the foreground; daemon: a pending compile never holds up exit). The thread
+    exits when no task is left, and the next task starts another: an idle process keeps none.
 
-    def __init__(self) -> None:
+    ``finish_at_exit``: at exit, tasks not started are dropped and the one in progress is waited
+    for (XLA's: it must not be torn down under a compile), or not waited for (IREE's: its compile
+    is a subprocess, killed at exit by :mod:`.iree_backend`)."""
+
+    def __init__(self, name: str, finish_at_exit: bool) -> None:
+        self._name = name
         self._tasks: queue.Queue[Callable[[], None]] = queue.Queue()
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        atexit.register(self._discard_pending)
+        self._lock = threading.Lock()  # a task is queued and the thread's exit decided under it
+        atexit.register(self._discard_pending, finish_at_exit)
 
     def submit(self, task: Callable[[], None]) -> None:
         with self._lock:
+            self._tasks.put(task)
             if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._work, name="catalyst_lite-compile", daemon=True
-                )
+                self._thread = threading.Thread(target=self._work, name=self._name, daemon=True)
                 self._thread.start()
-        self._tasks.put(task)
 
     def _work(self) -> None:
         while True:
-            task = self._tasks.get()
+            with self._lock:
+                try:
+                    task = self._tasks.get_nowait()
+                except queue.Empty:
+                    self._thread = None  # idle: the next submit starts a new thread
+                    return
             try:
                 task()
             except Exception:
@@ -111,28 +121,34 @@ class _BackgroundCompiler:
         """Block until every submitted compilation has finished."""
         self._tasks.join()
 
-    def _discard_pending(self) -> None:
-        """At exit, drop compilations not started (the results would go unused) and let the one
-        in progress finish, so that XLA is not torn down under it."""
+    def _discard_pending(self, finish_in_progress: bool) -> None:
+        """At exit, drop compilations not started (the results would go unused) and, when
+        ``finish_in_progress``, let the one in progress finish."""
         while True:
             try:
                 self._tasks.get_nowait()
             except queue.Empty:
                 break
             self._tasks.task_done()
-        self._tasks.join()
+        if finish_in_progress:
+            self._tasks.join()
 
 
-_background = _BackgroundCompiler()
+# XLA's compiles of sizes that came back; the size-generic tier's IREE compiles, on a thread of
+# their own (a new size may wait for one; an XLA compile need not wait behind it).
+_background = _BackgroundCompiler("catalyst_lite-compile", finish_at_exit=True)
+_size_generic_background = _BackgroundCompiler("catalyst_lite-iree", finish_at_exit=False)
 
 
-def run_in_background(task: Callable[[], None]) -> None:
-    """Run ``task`` on the background compilation thread, after those submitted before it (an
-    exception it raises is dropped: background work is never required)."""
-    _background.submit(task)
+def run_in_background(task: Callable[[], None], size_generic: bool = False) -> None:
+    """Run ``task`` on a background compilation thread, after those submitted before it (an
+    exception it raises is dropped: background work is never required). ``size_generic``: an
+    IREE compile (its own thread, not waited for at exit)."""
+    (_size_generic_background if size_generic else _background).submit(task)
 
 
 def wait_for_compilations() -> None:
     """Block until every background compilation has finished and been swapped in: results are
     then those of XLA's executables. Tests and benchmarks call it."""
+    _size_generic_background.wait()
     _background.wait()

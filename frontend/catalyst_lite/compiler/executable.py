@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import jax
 from jax.tree_util import treedef_is_leaf
@@ -28,13 +28,11 @@ from jax.tree_util import treedef_is_leaf
 from ..jax_extras import is_tracing, x64_scope
 from ..jax_extras.executables import dispatch_data
 from ..tracing import Program
-from .bounded_scan import compiled_scan
-from .capacity import compiled_loop
+from .capacity import compiled_loops
 from .inspection import ProgramInfo, SizeGenericInfo
 from .options import RunnerOptions
-from .segments import Speculation
 from .size_generic import SizeGenericTier
-from .specialize import JaxprRunner
+from .runner import JaxprRunner, Speculation
 from .compilation import Specialization
 
 __all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled", "is_compiled_function"]
@@ -63,12 +61,7 @@ class Executable:
     def describe(self) -> ProgramInfo:
         """This program and what runs it, as :mod:`.inspection` shows it."""
         runner, tier = self.runner, self.runner.size_generic
-        loops = []
-        for eqn in _equations(self.program.jaxpr):
-            body = eqn.params.get("body_jaxpr")
-            for found in (compiled_loop(body.jaxpr), compiled_scan(body.jaxpr)) if body is not None else ():
-                if found is not None:
-                    loops.append(found.describe(str(eqn.primitive)))
+        loops = compiled_loops(runner.kept())
         return ProgramInfo(
             jaxpr=self.program.closed_jaxpr, facts=self.program.facts, loops=tuple(loops),
             size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
@@ -110,17 +103,6 @@ class Executable:
         return self.runner.lower(*self.arguments(implicit, leaves))
 
 
-def _equations(jaxpr: Any) -> Iterator[Any]:
-    """The equations of ``jaxpr`` and of the programs nested in them."""
-    for eqn in jaxpr.eqns:
-        yield eqn
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else (param,):
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    yield from _equations(inner)
-
-
 class FastCall:
     """What a call with already-validated argument types runs: the compiled executable of its
     sizes, called directly with the flat arguments laid out once. Whatever it cannot settle from
@@ -140,7 +122,7 @@ class FastCall:
         # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
         # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
-        # A speculation (a program that needs the host, compiled whole; see .segments) takes
+        # A speculation (a program that needs the host, compiled whole; see .runner) takes
         # Python ints as static values: they convert to nothing.
         self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
         self.results = _results_function(executable.program)

@@ -22,7 +22,7 @@ __all__ = ["LoopInfo", "SizeGenericInfo", "ProgramInfo", "FunctionInfo"]
 @dataclass(frozen=True)
 class LoopInfo:
     """A loop of a program compiled whole from the host (:mod:`.capacity`: a resizing loop on
-    capacity buffers; :mod:`.bounded_scan`: reverse mode through a run-time trip count).
+    capacity buffers, or reverse mode through a run-time trip count as a bounded scan).
 
     ``kind``: ``"capacity buffers"`` or ``"bounded scan"``; ``primitive``: the loop's primitive
     name; ``supported``: whether it runs so (else per size, each body compiled per size

@@ -5,9 +5,9 @@ IREE (the ``iree`` extra) compiles a program's StableHLO with its ``?`` dimensio
 jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
 :class:`IreeExecutable`. Compiled modules are kept in memory for the process (their bytes, the
 last :data:`REMEMBERED_MODULES`: a new function of the same program loads its module instead of
-compiling it again, as ``jax.jit``'s in-memory cache does) and, with :class:`Unsupported`
-outcomes, in :mod:`.disk_cache` when one is configured. Without the extra :func:`available` is
-false.
+compiling it again, as ``jax.jit``'s in-memory cache does; :func:`forget_compiled` clears
+them) and, with :class:`Unsupported` outcomes, in :mod:`.disk_cache` when one is configured.
+Without the extra :func:`available` is false.
 
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
 >>> import numpy as np
@@ -38,6 +38,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
@@ -53,15 +54,19 @@ from . import disk_cache
 try:  # the optional extra
     import iree.compiler as iree_compiler
     import iree.runtime as iree_runtime
+    from iree.compiler.tools import core as iree_compiler_tools
+    from iree.compiler.tools.debugging import TempFileSaver
 except ImportError:
     iree_compiler = iree_runtime = None
 
 __all__ = [
     "available",
     "Unsupported",
+    "Cancelled",
     "LoweredProgram",
     "IreeExecutable",
     "lower",
+    "forget_compiled",
     "COMPILE_FLAGS",
     "REMEMBERED_MODULES",
 ]
@@ -83,6 +88,10 @@ def available() -> bool:
 
 class Unsupported(Exception):
     """IREE cannot compile (or run) the program; the message says why."""
+
+
+class Cancelled(Exception):
+    """The compile was stopped by the interpreter's exit: it says nothing of the program."""
 
 
 def lower(jaxpr: Jaxpr) -> LoweredProgram:
@@ -120,19 +129,21 @@ class LoweredProgram:
         return vmfb
 
     def compile(self) -> bytes:
-        """Compile with IREE (about a second; no IREE runtime object is made, so it may run on
-        any thread) and cache the module on disk."""
-        try:
-            vmfb = iree_compiler.compile_str(
-                self.text,
-                target_backends=["llvm-cpu"],
-                input_type="stablehlo",
-                extra_args=list(COMPILE_FLAGS),
-            )
-        except iree_compiler.CompilerToolError as err:
-            reason = _compiler_diagnostic(err)
+        """Compile with IREE (about a second, in an ``iree-compile`` subprocess; no IREE runtime
+        object is made, so it may run on any thread) and cache the module on disk;
+        :class:`Cancelled` when the interpreter exits meanwhile (the subprocess is killed)."""
+        options = iree_compiler_tools.CompilerOptions(
+            target_backends=["llvm-cpu"], input_type="stablehlo", extra_args=list(COMPILE_FLAGS)
+        )
+        with TempFileSaver.implicit() as saver:  # saves IREE's temporaries if IREE_SAVE_TEMPS asks
+            command = iree_compiler_tools.build_compile_command_line("-", saver, options)
+            returncode, vmfb, stderr = _compiler_subprocesses.run(command, self.text.encode())
+        if returncode < 0:  # killed by a signal (out of memory): nothing to remember of the program
+            raise Unsupported(f"iree-compile was killed by signal {-returncode}")
+        if returncode != 0:
+            reason = _compiler_diagnostic(stderr.decode(errors="replace"))
             disk_cache.write(self.key, "unsupported", reason.encode())
-            raise Unsupported(reason) from err
+            raise Unsupported(reason)
         disk_cache.write(self.key, "vmfb", vmfb)
         _recent_modules.put(self.key, vmfb)
         return vmfb
@@ -149,6 +160,45 @@ class LoweredProgram:
             _recent_modules.drop(self.key)
             disk_cache.discard(self.key, "vmfb", str(err))
             return None
+
+
+class _CompilerSubprocesses:
+    """The ``iree-compile`` subprocesses running, killed at exit: a compile in progress then is
+    not waited for (its module would go unused), and none runs on after the process."""
+
+    def __init__(self) -> None:
+        self._running: set[subprocess.Popen] = set()
+        self._exiting = False
+        self._lock = threading.Lock()
+
+    def run(self, command: Sequence[str], text: bytes) -> tuple[int, bytes, bytes]:
+        """Run ``command`` with ``text`` on its input: its exit status, output and diagnostics;
+        :class:`Cancelled` when it was killed at exit."""
+        with self._lock:
+            if self._exiting:
+                raise Cancelled("the interpreter is exiting")
+            process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE)
+            self._running.add(process)
+        try:
+            stdout, stderr = process.communicate(text)
+        finally:
+            with self._lock:
+                self._running.discard(process)
+        if self._exiting:
+            raise Cancelled("the interpreter is exiting")
+        return process.returncode, stdout, stderr
+
+    def kill_all(self) -> None:
+        with self._lock:
+            self._exiting = True
+            for process in self._running:
+                with contextlib.suppress(OSError):
+                    process.kill()
+
+
+_compiler_subprocesses = _CompilerSubprocesses()
+atexit.register(_compiler_subprocesses.kill_all)
 
 
 REMEMBERED_MODULES = 32
@@ -179,8 +229,21 @@ class _RecentModules:
         with self._lock:
             self._modules.pop(json.dumps(key, sort_keys=True), None)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._modules.clear()
+
 
 _recent_modules = _RecentModules()
+
+
+def forget_compiled() -> None:
+    """Forget the modules compiled in this process (the disk cache stays): the next function of
+    a program compiled before compiles it anew (benchmarks of a first call use this).
+
+    >>> forget_compiled()
+    """
+    _recent_modules.clear()
 
 
 class IreeExecutable:
@@ -325,13 +388,13 @@ def _first_line(err: BaseException) -> str:
     return text.splitlines()[0] if text else type(err).__name__
 
 
-def _compiler_diagnostic(err: BaseException) -> str:
-    """The first ``error:`` of IREE's diagnostics, without the operation it prints (the whole
-    output is pages long), and the target of a ``custom_call`` it refused."""
-    text = str(err)
+def _compiler_diagnostic(text: str) -> str:
+    """The first ``error:`` of IREE's diagnostics ``text``, without the operation it prints (the
+    whole output is pages long), and the target of a ``custom_call`` it refused."""
     for line in text.splitlines():
         if "error:" in line:
             message = line.split("error:", 1)[1].split(": %", 1)[0].strip()
             target = re.search(r'call_target_name = "([^"]+)"', line)
             return f"iree-compile: {message}" + (f" ({target.group(1)})" if target else "")
-    return "iree-compile failed: " + _first_line(err)
+    lines = text.strip().splitlines()
+    return "iree-compile failed: " + (lines[0] if lines else "no diagnostics")

@@ -3,7 +3,7 @@
 JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds (the storage for the
 backward pass is unknown at compile time), so while :func:`reverse_mode_requested` holds the staged
 rules of those loops raise :class:`~.specialize.NeedsHost` and they run on the host (as bounded
-scans, :mod:`.bounded_scan`). It holds while a reverse-mode transformation of ours specializes its
+scans, :mod:`.capacity`). It holds while a reverse-mode transformation of ours specializes its
 function, and while a runner runs on values an outer ``jax.grad``/``jax.vjp`` linearizes; runners
 key their executables on it.
 

@@ -10,10 +10,10 @@ has none. ``qjit(size_generic=False)`` or ``CATALYST_LITE_SIZE_GENERIC=0`` turn 
 >>> @qjit(abstracted_axes={0: "n"}, size_generic=True)
 ... def total(x):
 ...     return jnp.sum(x * 2.0)
->>> [float(total(np.ones(n))) for n in (3, 4)]   # XLA; the second size starts IREE's compilation
-[6.0, 8.0]
+>>> float(total(np.ones(3)))      # XLA; IREE's compilation starts in the background
+6.0
 >>> QJIT.wait_for_compilations()
->>> float(total(np.ones(1000)))                  # with IREE installed: no compilation
+>>> float(total(np.ones(1000)))   # with IREE installed: no compilation
 2000.0
 """
 
@@ -33,7 +33,7 @@ from .specialize import check_sizes
 from .compilation import run_in_background
 
 if TYPE_CHECKING:
-    from .specialize import JaxprRunner
+    from .runner import JaxprRunner
 
 __all__ = ["SizeGenericTier", "Status", "SIZE_GENERIC_ENV_VAR", "size_generic_by_default"]
 
@@ -48,8 +48,7 @@ def size_generic_by_default() -> bool:
 
 class Status(enum.Enum):
     NOT_LOOKED_UP = "not looked up"  # before the program's first call
-    WAITING = "waiting for a second size"  # not cached: compiled once a second size is called
-    COMPILING = "compiling"
+    COMPILING = "compiling"  # in the background, since the first call
     READY = "ready"
     UNSUPPORTED = "unsupported"  # see SizeGenericTier.reason: XLA per size for good
 
@@ -67,6 +66,15 @@ class SizeGenericTier:
     # Size signatures remembered (calls counted, sizes checked); past this many the memory is
     # cleared, so that a process calling ever new sizes does not grow without bound.
     REMEMBERED_SIZES = 4096
+    # New sizes that arrive while IREE compiles wait for it rather than each compile XLA, for at
+    # most this many times the longest XLA compile of a new size of the program (all of them
+    # together: one deadline per IREE compile). IREE compiles a small program in about 3-12 of
+    # XLA's compiles of one size (0.4-0.7 s against 50-250 ms on 2 cores), from the end of the
+    # first call on, so a wait usually ends with the module, and every later size then compiles
+    # nothing. Past the deadline IREE is evidently slow on this program (a large one): calls
+    # compile XLA, as without the tier, until it is ready. A wait costs no compute: the core
+    # goes to IREE's compile, which XLA compiles would slow.
+    WAIT_IN_XLA_COMPILES = 6
 
     def __init__(self, runner: JaxprRunner):
         self.runner = runner
@@ -77,7 +85,10 @@ class SizeGenericTier:
         self._vmfb: bytes | None = None  # compiled in the background, loaded at the next call
         self._release: weakref.finalize | None = None  # frees the executable's IREE objects
         self._lowered: LoweredProgram | None = None
-        self._first_key: Hashable = None
+        self._compiled = threading.Event()  # set when the IREE compile in progress ends
+        self._submitted = False  # the compile is on the background thread (see new_size_served)
+        self._wait_until: float | None = None  # the deadline of calls waiting for it
+        self._longest_xla = 0.0  # seconds of the longest new size served by XLA (new_size_served)
         self._calls: dict[Hashable, int] = {}
         self._checked: set[Hashable] = set()
         self._lock = threading.Lock()
@@ -116,37 +127,87 @@ class SizeGenericTier:
         self._count(key, args)
         return outs
 
+    def new_size_served(self, seconds: float) -> None:
+        """A call at a new size that :meth:`run` left to the runner was served in ``seconds``
+        (XLA's staging, compile and run, or host-driven): what bounds the wait of later new
+        sizes for IREE's compile. After the program's first call, that compile starts: at the
+        call's end, so that it does not slow the first call's XLA compile (1.7x on 2 cores)."""
+        with self._lock:
+            self._longest_xla = max(self._longest_xla, seconds)
+            if self.status is Status.COMPILING and not self._submitted:
+                self._submitted = True
+                generation, compiled = self.runner.options.cache.generation, self._compiled
+                run_in_background(lambda: self._compile(generation, compiled), size_generic=True)
+
     def _look_up(self, key: Hashable) -> IreeExecutable | None:
-        """Before the executable is loaded: the cached one (first call), the one compiled in the
-        background, or ``None`` (and the background compilation started at the second size
-        signature, or at once when the cached one could not be used)."""
+        """Before the executable is loaded: at the first call, the cached one, or ``None`` (IREE's
+        compile starts when the call ends); later, the one compiled in the background,
+        waited for while it compiles (see :attr:`WAIT_IN_XLA_COMPILES`)."""
         with self._lock:
             if self.status is Status.NOT_LOOKED_UP:
-                try:
-                    self._lowered = iree_backend.lower(self.runner.jaxpr)
-                    vmfb = self._lowered.cached()
-                except Unsupported as err:
-                    self._give_up(str(err))
-                    return None
-                if vmfb is not None:
-                    self.from_cache = self._load(vmfb, cached=True)
-                    if self.from_cache:
-                        self.runner.options.report(
-                            "size-generic (IREE) executable of %s found in the cache", self.runner.name
-                        )
-                    else:  # removed from the disk cache, with a warning
-                        self._start_compiling()
-                else:
-                    self.status, self._first_key = Status.WAITING, key
-            elif self.status is Status.WAITING and key != self._first_key:
-                self.runner.options.report(
-                    "%s called at a second size: IREE compiles it for every size in the background", self.runner.name
-                )
-                self._start_compiling()
-            elif self.status is Status.READY and self._executable is None:
-                vmfb, self._vmfb = self._vmfb, None
-                self._load(vmfb, cached=False)
+                return self._first_look_up(key)
+            if self.status is Status.READY and self._executable is None:
+                self._load_compiled()
+            if self.status is not Status.COMPILING:
+                return self._executable
+            deadline, compiled = self._wait_deadline(key), self._compiled
+        if deadline is None:
+            return None
+        if not compiled.wait(max(0.0, deadline - time.perf_counter())):
+            self.runner.options.report(
+                "%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
+                "compile): XLA compiles new sizes until IREE is ready",
+                self.runner.name, key, self.WAIT_IN_XLA_COMPILES,
+            )
+            return None
+        with self._lock:
+            if self.status is Status.READY and self._executable is None:
+                self._load_compiled()
             return self._executable
+
+    def _first_look_up(self, key: Hashable) -> IreeExecutable | None:
+        """The program's first call (under the lock): the executable from the caches, or ``None``
+        (XLA serves the call; IREE's compile starts at its end, see :meth:`new_size_served`)."""
+        try:
+            self._lowered = iree_backend.lower(self.runner.jaxpr)
+            vmfb = self._lowered.cached()
+        except Unsupported as err:
+            self._give_up(str(err))
+            return None
+        if vmfb is not None:
+            self.from_cache = self._load(vmfb, cached=True)
+            if self.from_cache:
+                self.runner.options.report(
+                    "size-generic (IREE) executable of %s found in the cache", self.runner.name
+                )
+                return self._executable
+            # removed from the disk cache, with a warning: compiled again
+        self.runner.options.report(
+            "%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
+            "the background; new sizes meanwhile wait for it", self.runner.name, key,
+        )
+        self.status, self._submitted = Status.COMPILING, False  # submitted by new_size_served
+        self._compiled, self._wait_until = threading.Event(), None
+        return None
+
+    def _wait_deadline(self, key: Hashable) -> float | None:
+        """Until when a call at new sizes ``key`` waits for the compile in progress (under the
+        lock); ``None``: it does not wait (past the deadline, or no XLA compile to measure by)."""
+        now = time.perf_counter()
+        if self._wait_until is None and self._longest_xla > 0.0:
+            self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
+        if self._wait_until is None or now >= self._wait_until:
+            return None
+        self.runner.options.report(
+            "%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
+            self.runner.name, key, self._wait_until - now,
+        )
+        return self._wait_until
+
+    def _load_compiled(self) -> None:
+        """Load the module compiled in the background (under the lock)."""
+        vmfb, self._vmfb = self._vmfb, None
+        self._load(vmfb, cached=False)
 
     def _load(self, vmfb: bytes, cached: bool) -> bool:
         """Load ``vmfb`` on the calling thread (so that no IREE object is made on the background
@@ -163,26 +224,26 @@ class SizeGenericTier:
         self._executable, self.status = executable, Status.READY
         return True
 
-    def _start_compiling(self) -> None:
-        self.status = Status.COMPILING
-        generation = self.runner.options.cache.generation
-        run_in_background(lambda: self._compile(generation))
-
-    def _compile(self, generation: int) -> None:
-        if generation != self.runner.options.cache.generation:
-            self.status = Status.WAITING  # the function's caches were cleared since: not now
-            return
-        start = time.perf_counter()
+    def _compile(self, generation: int, compiled: threading.Event) -> None:
         try:
-            vmfb = self._lowered.compile()
-        except Exception as err:  # Unsupported, or anything else: XLA per size, as without IREE
-            self._give_up(str(err))
-            return
-        self._vmfb, self.status = vmfb, Status.READY
-        self.runner.options.report(
-            "IREE compiled %s for every size in %.3f s: new sizes run on it", self.runner.name,
-            time.perf_counter() - start,
-        )
+            if generation != self.runner.options.cache.generation:
+                self.status = Status.NOT_LOOKED_UP  # the function's caches were cleared since: not now
+                return
+            start = time.perf_counter()
+            try:
+                vmfb = self._lowered.compile()
+            except iree_backend.Cancelled:
+                return  # the interpreter is exiting
+            except Exception as err:  # Unsupported, or anything else: XLA per size, as without IREE
+                self._give_up(str(err))
+                return
+            self._vmfb, self.status = vmfb, Status.READY
+            self.runner.options.report(
+                "IREE compiled %s for every size in %.3f s: new sizes run on it", self.runner.name,
+                time.perf_counter() - start,
+            )
+        finally:
+            compiled.set()  # calls waiting for it go on
 
     def _give_up(self, reason: str) -> None:
         self.runner.options.report(

@@ -36,15 +36,9 @@ import numpy as np
 from jax import lax
 from jax.tree_util import PyTreeDef, tree_unflatten
 
-from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, masked_eval, register_masked
-from ..compiler.specialize import (
-    Mode,
-    NeedsHost,
-    dimension_inputs,
-    eval_jaxpr,
-    register_specialization,
-    runner_for,
-)
+from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, masked_eval
+from ..compiler.runner import runner_for
+from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
@@ -61,6 +55,7 @@ from ..jax_extras.nested import (
     retrace,
 )
 from ..jax_extras.rules import (
+    PrimitiveSpec,
     Zero,
     batch_call,
     bind_known,
@@ -581,8 +576,7 @@ def _lower(
 
 # --- registration --------------------------------------------------------------------------------
 
-register_nested_primitive(cond_p, output_type=_output_type, feeds=_feeds, check=_check,
-                          jvp=_jvp, batching=_batching, partial_eval=_partial_eval)
-register_specialization(cond_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
-register_masked(cond_p, _masked)
-lowering.register_lowering(cond_p, _lower)
+register_nested_primitive(cond_p, PrimitiveSpec(
+    output_type=_output_type, feeds=_feeds, check=_check, jvp=_jvp, batching=_batching, partial_eval=_partial_eval,
+    staged=_staged, host=_host, dimension_operands=_dimension_operands, masked=_masked, lowering=_lower,
+))

@@ -33,31 +33,19 @@ import jax.numpy as jnp
 from jax import lax
 from jax.tree_util import tree_unflatten
 
-from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import (
-    Checks, LoopShape, Prediction, Unmaskable, conformed, masked_eval, masked_loop, register_masked, runs_on_buffers,
-    sized_in_body,
-)
+from ..compiler.capacity import Checks, LoopShape, Prediction, Unmaskable, conformed, masked_eval, run_compiled
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.segments import record_replay
-from ..compiler.specialize import (
-    Mode,
-    NeedsHost,
-    dimension_inputs,
-    eval_jaxpr,
-    register_specialization,
-    runner_for,
-    to_dim,
-    trip_count,
-)
+from ..compiler.runner import record_replay, runner_for
+from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.tracing import dependence_rules, dimension_value
 from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
-from ..jax_extras.rules import register_nested_primitive
+from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from .common import (
     flatten_values,
     active_control_flow_handler,
@@ -317,35 +305,26 @@ def _unrolled(
 
 def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
     """The loop staged again at the sizes a run on capacity buffers found (see
-    :mod:`~catalyst_lite.compiler.segments`)."""
+    :mod:`~catalyst_lite.compiler.runner`)."""
     ops = _operands(invals, params)
     lower, upper, step, _ = ops.bounds
     return prediction.stage([], ops.consts, ops.implicit, ops.carried, trip_count(lower, upper, step), lower, step)
 
 
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Driven from Python: a resizing loop runs on capacity buffers, compiled once per capacity
-    (see :mod:`~catalyst_lite.compiler.capacity`); otherwise (and for what is left when a
-    resizing loop cannot), each iteration runs the body compiled for its current sizes."""
+    """Driven from Python: compiled whole when it can be (on capacity buffers, or a bounded scan
+    in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`); otherwise each iteration runs
+    the body compiled for its current sizes."""
     ops = _operands(invals, params)
     consts, implicit, (lower, upper, step, _), carried = ops.consts, ops.implicit, ops.bounds, ops.carried
     nimplicit = params["nimplicit"]
     step = _checked_step(step, "host-driven loop")
     lower, upper = int(lower), int(upper)
-    count = len(range(lower, upper, step))
-    if count and sized_in_body(params["body_jaxpr"].jaxpr, nimplicit) and runs_on_buffers(invals):
-        shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
-        ran, implicit, carried = masked_loop(shape).run([], consts, implicit, carried, count, lower, step)
-        if ran is not None:
-            record_replay(params, functools.partial(_replayed, ran, params))
-            return [*implicit, *carried]
-    elif reverse_mode_requested() and count and (
-        not nimplicit or dims_unchanged(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
-    ):
-        scan = bounded_scan(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
-        outs = scan.run([*consts, *implicit], carried, lower, step, count)
-        if outs is not None:
-            return [*implicit, *outs]
+    shape = LoopShape(for_loop_p, params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
+    outs = run_compiled(shape, invals, lambda ran: record_replay(params, functools.partial(_replayed, ran, params)),
+                        [], consts, implicit, carried, len(range(lower, upper, step)), lower, step)
+    if outs is not None:
+        return outs
     run_body = runner_for(params["body_jaxpr"].jaxpr, "for_loop body")
     for i in range(lower, upper, step):
         outs = run_body(*consts, *implicit, np.int64(i), *carried)
@@ -437,10 +416,28 @@ def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
         raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
 
 
+def _trip_count_traced(operands: Sequence[Any], params: dict[str, Any]) -> bool:
+    """The loop's bounds are not known in the trace that transforms it: its specialization would
+    be a ``while`` of traced length, which JAX's reverse mode refuses to transpose."""
+    lower, upper, step, _ = _operands(list(operands), params).bounds
+    return any(not isinstance(dimension_value(b), int) for b in (lower, upper, step))
+
+
+def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
+    """Which results depend on the marked operands: the carried values that do at some iteration
+    (all of them when the bounds or the carried sizes do)."""
+    ops, body = _operands(marked, eqn.params), _body(eqn.params)
+    if any(ops.bounds) or any(ops.implicit) or body.depends_on(ops.consts, ops.carried):
+        return [True] * len(eqn.outvars)
+    return [*[False] * body.nimplicit, *body.carried_fixpoint(ops.consts, ops.carried)]
+
+
 # --- registration --------------------------------------------------------------------------------
 
-register_nested_primitive(for_loop_p, output_type=_output_type, feeds=_feeds, check=_check,
-                          jvp=_loop.jvp, batching=_loop.batching, partial_eval=_loop.partial_eval)
-register_specialization(for_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
-register_masked(for_loop_p, _masked, nested=True)
-lowering.register_lowering(for_loop_p, _lower)
+register_nested_primitive(for_loop_p, PrimitiveSpec(
+    output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
+    partial_eval=_loop.partial_eval, staged=_staged, host=_host, dimension_operands=_dimension_operands,
+    masked=_masked, bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower,
+    kept_under_differentiation=_trip_count_traced,
+))
+dependence_rules[for_loop_p] = _dependence

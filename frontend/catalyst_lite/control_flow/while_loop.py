@@ -29,19 +29,10 @@ import numpy as np
 from jax import lax
 from jax.tree_util import tree_unflatten
 
-from ..compiler.bounded_scan import bounded_scan
-from ..compiler.capacity import LoopShape, Prediction, masked_loop, runs_on_buffers, sized_in_body
+from ..compiler.capacity import LoopShape, Prediction, run_compiled
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.segments import record_replay
-from ..compiler.specialize import (
-    Mode,
-    NeedsHost,
-    dimension_inputs,
-    eval_jaxpr,
-    register_specialization,
-    runner_for,
-    to_dim,
-)
+from ..compiler.runner import record_replay, runner_for
+from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -49,7 +40,7 @@ from ..jax_extras.dynshape import DimensionMismatch, input_type_of
 from ..jax_extras.dimensions import note_loop_carries
 from ..jax_extras.size_facts import runs_only_if, value_at
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
-from ..jax_extras.rules import batch_call, move_batch_axis, not_mapped, register_nested_primitive
+from ..jax_extras.rules import PrimitiveSpec, batch_call, move_batch_axis, not_mapped, register_nested_primitive
 from .common import (
     flatten_values,
     active_control_flow_handler,
@@ -303,31 +294,24 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
 
 def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
     """The loop staged again at the sizes a run on capacity buffers found (see
-    :mod:`~catalyst_lite.compiler.segments`)."""
+    :mod:`~catalyst_lite.compiler.runner`)."""
     ops = _operands(invals, params)
     return prediction.stage(ops.pred_consts, ops.consts, ops.implicit, ops.carried)
 
 
 def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Driven from Python: a resizing loop on capacity buffers (see
-    :mod:`~catalyst_lite.compiler.capacity`), otherwise predicate and body compiled per size
-    signature."""
+    """Driven from Python: compiled whole when it can be (on capacity buffers, or a bounded scan
+    in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`), otherwise predicate and body
+    compiled per size signature."""
     ops = _operands(invals, params)
     cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
     nimplicit = params["nimplicit"]
-    if sized_in_body(params["body_jaxpr"].jaxpr, nimplicit) and runs_on_buffers(invals):
-        shape = LoopShape(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
-                          params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
-        ran, implicit, carried = masked_loop(shape).run(cond_consts, body_consts, implicit, carried)
-        if ran is not None:
-            record_replay(params, functools.partial(_replayed, ran, params))
-            return [*implicit, *carried]
-    elif reverse_mode_requested() and (not nimplicit or dims_unchanged(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)):
-        scan = bounded_scan(params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
-                            params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
-        outs = scan.run([*body_consts, *implicit], carried, pred_consts=cond_consts)
-        if outs is not None:
-            return [*implicit, *outs]
+    shape = LoopShape(while_loop_p, params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
+                      params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
+    outs = run_compiled(shape, invals, lambda ran: record_replay(params, functools.partial(_replayed, ran, params)),
+                        cond_consts, body_consts, implicit, carried)
+    if outs is not None:
+        return outs
     run_cond = runner_for(params["cond_jaxpr"].jaxpr, "while_loop condition")
     run_body = runner_for(params["body_jaxpr"].jaxpr, "while_loop body")
     while bool(run_cond(*cond_consts, *implicit, *carried)[0]):
@@ -379,7 +363,7 @@ def _lower(
 
 # --- differentiation at concrete sizes ----------------------------------------------------------
 # JAX differentiates the staged `lax.while_loop` forward only; reverse mode runs the loop on the
-# host (see compiler/reverse_mode.py and compiler/bounded_scan.py).
+# host (see compiler/reverse_mode.py and compiler/capacity.py's bounded scans).
 
 
 def _require_host_in_reverse_mode() -> None:
@@ -390,7 +374,8 @@ def _require_host_in_reverse_mode() -> None:
 
 # --- registration --------------------------------------------------------------------------------
 
-register_nested_primitive(while_loop_p, output_type=_output_type, feeds=_feeds, check=_check,
-                          jvp=_loop.jvp, batching=_loop.batching, partial_eval=_loop.partial_eval)
-register_specialization(while_loop_p, staged=_staged, host=_host, dimension_operands=_dimension_operands)
-lowering.register_lowering(while_loop_p, _lower)
+register_nested_primitive(while_loop_p, PrimitiveSpec(
+    output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
+    partial_eval=_loop.partial_eval, staged=_staged, host=_host, dimension_operands=_dimension_operands,
+    lowering=_lower,
+))

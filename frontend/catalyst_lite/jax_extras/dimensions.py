@@ -27,6 +27,7 @@ import sys
 import weakref
 from typing import Any, Iterator
 
+import jax.numpy as jnp
 import numpy as np
 from jax import errors
 from jax._src import core, dtypes
@@ -35,6 +36,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError
+from .rules import PrimitiveSpec, register_primitive
 from .patches import NeedsCallSizes, Patch, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
 from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
@@ -288,9 +290,18 @@ def _check_assumption(
     return []
 
 
+def _assumption_holds(lhs: Any, rhs: Any, *, comparison: str, holds: bool, **_: Any) -> Any:
+    """Whether the assumption holds, as a flag (traced, on a loop's capacity buffers)."""
+    answer = _OPERATORS[comparison](lhs, rhs)
+    return answer if holds else jnp.logical_not(answer)
+
+
 assume_size_p.def_impl(_check_assumption)
 assume_size_p.def_abstract_eval(lambda *args, **params: [])
 mlir.register_lowering(assume_size_p, lambda ctx, *args, **params: [])
+# Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
+register_primitive(assume_size_p, PrimitiveSpec(dimension_operands=lambda params: {0, 1},
+                                                size_check=_assumption_holds))
 
 
 # frame of a trace -> the assumptions already recorded in it

@@ -9,8 +9,9 @@ JAX keeps through DCE and allows in control flow, custom derivatives and remat (
 module's own effect type, registered as JAX's extension points expect; JAX's own effects are
 left as they are). Under ``jax.vmap`` it is called once per slice.
 
-At catalyst_lite's level, :func:`keep_when_unused` names primitives whose equations
-:func:`.tracing.prune_jaxpr` keeps although their results are unused.
+At catalyst_lite's level, a primitive whose :class:`.rules.PrimitiveSpec` says
+``kept_when_unused`` is recorded here (:func:`keep_when_unused`), and :func:`.tracing.prune_jaxpr`
+keeps its equations although their results are unused.
 
 >>> import numpy as np
 >>> import jax, jax.numpy as jnp

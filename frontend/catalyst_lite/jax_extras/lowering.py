@@ -46,6 +46,7 @@ __all__ = [
     "check_parses",
     "register_lowering",
     "register_dynamic_lowering",
+    "register_compiled_lowering",
     "opaque_call",
     "LoweringRuleContext",
     "lower_nested_jaxpr",
@@ -88,6 +89,14 @@ def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence
     """Lower ``prim`` with ``rule`` in the dynamic program (``QJIT.mlir``) only; specializations,
     where every size is known, keep its own lowering."""
     _DYNAMIC_ONLY_RULES[prim] = rule
+
+
+def register_compiled_lowering(prim: core.Primitive, impl: Callable[..., Sequence[Any]]) -> None:
+    """Lower ``prim`` in compiled (specialized) programs as ``impl(*operands, **params)``, a
+    function of JAX operations returning a list. Specialization replaces each equation of
+    ``prim`` it meets, but not one inside the nested jaxpr of a JAX primitive it binds as a
+    whole (a ``lax.fori_loop`` body, ``shard_map``): XLA compiles that one through this rule."""
+    mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=True))
 
 
 def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrValue], config: str,

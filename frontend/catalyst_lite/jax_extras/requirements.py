@@ -22,6 +22,7 @@ import math
 import weakref
 from typing import Any, Sequence
 
+import jax.numpy as jnp
 import numpy as np
 from jax._src import core
 from jax._src.interpreters import mlir
@@ -31,6 +32,7 @@ from jax._src.numpy import lax_numpy
 
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
+from .rules import PrimitiveSpec, register_primitive
 from .patches import Patch, is_active, register_patch
 from .shapes import is_symbolic
 from .size_facts import current_scope
@@ -64,9 +66,19 @@ def _check_requirement(lhs: Any, rhs: Any, *, relation: str, message: str, where
     return []
 
 
+def _requirement_holds(lhs: Any, rhs: Any, *, relation: str, **_: Any) -> Any:
+    """Whether the requirement holds, as a flag (traced, on a loop's capacity buffers)."""
+    if relation == "==":
+        return lhs == rhs
+    return (lhs != 0) & (rhs % jnp.where(lhs == 0, 1, lhs) == 0)  # divides
+
+
 require_size_p.def_impl(_check_requirement)
 require_size_p.def_abstract_eval(lambda *args, **params: [])
 mlir.register_lowering(require_size_p, lambda ctx, *args, **params: [])
+# Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
+register_primitive(require_size_p, PrimitiveSpec(dimension_operands=lambda params: {0, 1},
+                                                 size_check=_requirement_holds))
 
 
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:

@@ -7,12 +7,17 @@ touch ``jax._src`` (each registers its rules with :func:`register_nested_primiti
 - :func:`abstract_eval_rule`: result avals from operand avals.
 - Transforming an equation: with symbolic sizes the primitive is bound again with bodies traced by
   :func:`~.nested.retrace` (:func:`jvp_call`, :func:`batch_call`); with static shapes JAX transforms
-  its specialization (:data:`specializations`: :func:`jvp_of`, :func:`batch_of`, partial evaluation,
-  ``jax.vjp``), since JAX transforms its own loops best.
+  its specialization (its :class:`PrimitiveSpec`'s staged rule: :func:`jvp_of`, :func:`batch_of`,
+  partial evaluation, ``jax.vjp``), since JAX transforms its own loops best.
+
+Everything catalyst_lite knows of a primitive beyond JAX's own tables (its rules at concrete sizes,
+on capacity buffers, its lowering) is one :class:`PrimitiveSpec`, registered by the primitive's
+own module; the compiler reads it with :func:`spec_of` and never names a primitive.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
@@ -24,6 +29,8 @@ from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
 from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
+from .host_callbacks import keep_when_unused
+from .lowering import register_compiled_lowering, register_dynamic_lowering, register_lowering
 from .nested import interleave
 from .tracing import (
     InDBIdx,
@@ -48,7 +55,11 @@ __all__ = [
     "not_mapped",
     "Feeds",
     "staging_rule",
-    "specializations",
+    "NeedsHost",
+    "PrimitiveSpec",
+    "spec_of",
+    "register_primitive",
+    "deferred_vjp",
     "specialized",
     "specialized_or_error",
     "register_nested_primitive",
@@ -218,17 +229,120 @@ def known_value(x: Any) -> Any:
     return x
 
 
-# --- specializations ----------------------------------------------------------------------------
+# --- one specification per primitive ------------------------------------------------------------
 
-# primitive -> specialize(operands, params): the equation evaluated at known sizes in the current
-# trace (its staged rule), or None when its sizes are not known there. Registered by
-# `catalyst_lite.compiler.specialize.register_specialization`.
-specializations: dict[core.Primitive, Callable[[list[Any], dict[str, Any]], list[Any] | None]] = {}
+
+class NeedsHost(Exception):
+    """Raised while staging when a size is only known at run time. ``equation``: ``(jaxpr,
+    index)`` of the outermost equation it was raised from (set by the compiler's interpreter)."""
+
+    equation: tuple[Jaxpr, int] | None = None
+
+
+# rule(operands, params) -> results, at concrete sizes
+Rule = Callable[[list[Any], dict[str, Any]], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class PrimitiveSpec:
+    """What catalyst_lite knows of one primitive beyond JAX's own tables, registered once by the
+    primitive's own module (:func:`register_nested_primitive`, :func:`register_primitive`).
+
+    JAX's rules of a nested primitive: ``output_type`` (its type rule), ``feeds`` (which operands
+    feed which body), ``check`` (raises for ill-typed operands), and with symbolic sizes ``jvp``,
+    ``batching``, ``partial_eval`` (JAX's signatures; with static shapes JAX transforms the
+    staged rule's program instead). At concrete sizes (``compiler/specialize.py``): ``staged``
+    (inside one XLA program; raises :class:`NeedsHost` when a size is known only at run time),
+    ``host`` (driven from Python; also the primitive's ``impl``) and ``dimension_operands(params)``
+    (the operands whose values a specialization needs, keyed on). On capacity buffers
+    (``compiler/capacity.py``): ``masked(eqn, invals, env, checks)``; ``bodies(params)``: the
+    bodies a masked loop looks into for sizes known only in its iteration (the masked rule then
+    also runs an equation whose staging alone needs the host); ``size_check(lhs, rhs, **params)``:
+    for an equation that only checks sizes, its condition (a traced flag on buffers).
+    ``lowering``: its StableHLO in the dynamic program (``QJIT.mlir``, IREE); with
+    ``compiled_lowering`` (JAX operations, ``impl(*operands, **params)``), the former is for the
+    dynamic program only and the latter lowers the equations XLA compiles inside a JAX
+    primitive's body that specialization binds whole (a ``lax.fori_loop`` body, ``shard_map``).
+    ``kept_under_differentiation(operands, params)``: JAX's differentiation keeps the equation
+    as it is (JVP and partial evaluation by its symbolic rules, transposition as a derivative
+    taken at specialization: :data:`deferred_vjp`), not its specialization, which JAX could not
+    transpose (a for_loop whose trip count is traced becomes a ``while``).
+    ``kept_when_unused``: its equations stay in a pruned program although nothing reads their
+    results (a host callback runs whenever the program runs).
+    """
+
+    output_type: OutputTypeRule | None = None
+    feeds: Feeds | None = None
+    check: Callable[[list[Any], dict[str, Any]], None] | None = None
+    jvp: Callable[..., Any] | None = None
+    batching: Callable[..., Any] | None = None
+    partial_eval: Callable[..., Any] | None = None
+    staged: Rule | None = None
+    host: Rule | None = None
+    dimension_operands: Callable[[dict[str, Any]], set[int]] | None = None
+    masked: Callable[..., list[Any]] | None = None
+    bodies: Callable[[dict[str, Any]], Sequence[Jaxpr]] | None = None
+    size_check: Callable[..., Any] | None = None
+    lowering: Callable[..., Any] | None = None
+    compiled_lowering: Callable[..., Sequence[Any]] | None = None
+    kept_under_differentiation: Callable[[Sequence[Any], dict[str, Any]], bool] | None = None
+    kept_when_unused: bool = False
+
+
+_specs: dict[core.Primitive, PrimitiveSpec] = {}  # filled at import by the primitives' modules
+
+
+def spec_of(primitive: core.Primitive) -> PrimitiveSpec | None:
+    """The :class:`PrimitiveSpec` of ``primitive`` (``None``: JAX's rules alone)."""
+    return _specs.get(primitive)
+
+
+def register_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
+    """Register ``spec`` as what catalyst_lite knows of ``primitive`` (one record a primitive):
+    its ``host`` rule becomes its ``impl``, its ``lowering`` its lowering in dynamic programs.
+
+    >>> from jax import lax
+    >>> spec_of(lax.concatenate_p).masked is not None  # registered by compiler/capacity.py
+    True
+    """
+    _specs[primitive] = spec
+    if spec.kept_when_unused:
+        keep_when_unused(primitive)  # what prune_jaxpr reads (tracing.py is below this module)
+    if spec.host is not None:
+        primitive.def_impl(lambda *invals, **params: spec.host(list(invals), params))
+    if spec.compiled_lowering is not None:
+        register_dynamic_lowering(primitive, spec.lowering)
+        register_compiled_lowering(primitive, spec.compiled_lowering)
+    elif spec.lowering is not None:
+        register_lowering(primitive, spec.lowering)
+
+
+# deferred_vjp(fn, points, cotangents) -> cotangents of fn's inputs: a reverse-mode derivative
+# of `fn` taken when the program is specialized (catalyst_lite.vjp), registered by
+# catalyst_lite.transforms.differentiation (a higher layer).
+deferred_vjp: list[Callable[[Callable, list[Any], list[Any]], list[Any]]] = []
+
+
+def _kept(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, Any]) -> bool:
+    spec = _specs.get(primitive)
+    return spec is not None and spec.kept_under_differentiation is not None and spec.kept_under_differentiation(
+        operands, params)
 
 
 def specialized(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, Any]) -> list[Any] | None:
-    """The equation's specialization in the current trace (``None``: sizes not known here)."""
-    return specializations[primitive](list(operands), params)
+    """The equation's staged rule in the current trace, when every operand has a static shape
+    and the values of the operands that size it are known (numbers, concrete, or known in the
+    trace); ``None`` otherwise (symbolic sizes: the equation stays one equation)."""
+    spec, operands = _specs[primitive], list(operands)
+    if any(has_symbolic_shape(get_aval(x)) for x in operands):
+        return None
+    sizes = {k: dimension_value(operands[k]) for k in spec.dimension_operands(params)}
+    if any(v is None or isinstance(v, core.Tracer) for v in sizes.values()):
+        return None
+    try:
+        return list(spec.staged([sizes.get(k, v) for k, v in enumerate(operands)], params))
+    except NeedsHost:
+        return None
 
 
 def specialized_or_error(primitive: core.Primitive, operands: Sequence[Any], params: dict, what: str) -> list[Any]:
@@ -247,34 +361,28 @@ def specialized_or_error(primitive: core.Primitive, operands: Sequence[Any], par
 nested_primitives: set[core.Primitive] = set()  # registered by register_nested_primitive
 
 
-def register_nested_primitive(
-    primitive: core.Primitive,
-    *,
-    output_type: OutputTypeRule,
-    feeds: Feeds,
-    check: Callable[[list[Any], dict[str, Any]], None],
-    jvp: Callable[..., Any] | None = None,
-    batching: Callable[..., Any] | None = None,
-    partial_eval: Callable[..., Any] | None = None,
-) -> None:
-    """Register the JAX rules of a nested primitive, as JAX's ``loops.py`` does for its own.
+def register_nested_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
+    """Register a nested primitive's :class:`PrimitiveSpec`, and from it its JAX rules, as JAX's
+    ``loops.py`` does for its own.
 
-    ``output_type`` is its type rule (abstract evaluation, staging and type checking use it);
-    ``check(atoms, params)`` raises :class:`~.dynshape.JaxprTypeError` for ill-typed operands or
-    nested jaxprs. With known sizes and static shapes, JVP, batching, partial evaluation and
-    transposition transform the equation's specialization (:data:`specializations`), which JAX
-    transforms as its own loops and conditionals. With symbolic sizes, ``jvp``, ``batching`` and
-    ``partial_eval`` (JAX's signatures) bind the primitive again with transformed bodies; without
-    them it is an error.
+    ``spec.output_type`` is its type rule (abstract evaluation, staging and type checking use it);
+    ``spec.check(atoms, params)`` raises :class:`~.dynshape.JaxprTypeError` for ill-typed operands
+    or nested jaxprs. With known sizes and static shapes, JVP, batching, partial evaluation and
+    transposition transform the equation's specialization (its staged rule), which JAX
+    transforms as its own loops and conditionals. With symbolic sizes, ``spec.jvp``,
+    ``spec.batching`` and ``spec.partial_eval`` (JAX's signatures) bind the primitive again with
+    transformed bodies; without them it is an error.
     """
+    output_type = spec.output_type
     nested_primitives.add(primitive)
-    primitive.def_abstract_eval(abstract_eval_rule(output_type, feeds))
+    primitive.def_abstract_eval(abstract_eval_rule(output_type, spec.feeds))
     custom_staging_rules[primitive] = staging_rule(primitive, output_type)
-    custom_typechecks[primitive] = _typecheck_rule(check, output_type)
-    primitive_jvps[primitive] = _jvp_rule(primitive, jvp)
-    fancy_primitive_batchers[primitive] = _batching_rule(primitive, batching)
-    custom_partial_eval_rules[primitive] = _partial_eval_rule(primitive, partial_eval)
+    custom_typechecks[primitive] = _typecheck_rule(spec.check, output_type)
+    primitive_jvps[primitive] = _jvp_rule(primitive, spec.jvp)
+    fancy_primitive_batchers[primitive] = _batching_rule(primitive, spec.batching)
+    custom_partial_eval_rules[primitive] = _partial_eval_rule(primitive, spec.partial_eval)
     primitive_transposes[primitive] = _transpose_rule(primitive, output_type)
+    register_primitive(primitive, spec)
 
 
 def _typecheck_rule(check: Callable, output_type: OutputTypeRule) -> Callable:
@@ -287,7 +395,8 @@ def _typecheck_rule(check: Callable, output_type: OutputTypeRule) -> Callable:
 
 def _jvp_rule(primitive: core.Primitive, symbolic: Callable | None) -> Callable:
     def jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-        outs = jvp_of(lambda *xs: specialized(primitive, xs, params), primals, tangents)
+        kept = symbolic is not None and _kept(primitive, primals, params)
+        outs = None if kept else jvp_of(lambda *xs: specialized(primitive, xs, params), primals, tangents)
         if outs is not None:
             return outs
         if symbolic is None:
@@ -313,8 +422,10 @@ def _partial_eval_rule(primitive: core.Primitive, symbolic: Callable | None) -> 
     def partial_eval(trace: pe.JaxprTrace, *tracers: Any, **params: Any) -> list[Any]:
         if all(t.pval.is_known() for t in tracers):
             return bind_known(trace, primitive, [t.pval.get_known() for t in tracers], params)
-        with core.set_current_trace(trace):  # JAX's own rules split the specialization
-            outs = specialized(primitive, tracers, params)
+        outs = None
+        if not (symbolic is not None and _kept(primitive, tracers, params)):
+            with core.set_current_trace(trace):  # JAX's own rules split the specialization
+                outs = specialized(primitive, tracers, params)
         if outs is not None:
             return outs
         if symbolic is None:
@@ -340,8 +451,20 @@ def _transpose_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> C
             return specialized_or_error(primitive, operands, params, "transposed")[nimplicit:]
 
         points = [jnp.zeros(x.aval.shape, x.aval.dtype) for x in args if is_linear(x)]
-        _, pullback = jax.vjp(fn, *points)
-        cts_linear = pullback([instantiate_zeros(ct) for ct in cts[nimplicit:]])
+        cts_out = [instantiate_zeros(ct) for ct in cts[nimplicit:]]
+        if deferred_vjp and _kept(primitive, args, params):
+            # Only results with tangents are differentiated (not an ambient PRNG key).
+            inexact = [jnp.issubdtype(ct.dtype, jnp.inexact) for ct in cts_out]
+
+            def equation(*linear_values: Any) -> list[Any]:
+                operands = interleave(linear, linear_values, fixed)
+                outs = primitive.bind(*operands, **params)[nimplicit:]
+                return [out for out, keep in zip(outs, inexact) if keep]
+
+            cts_linear = deferred_vjp[0](equation, points, [ct for ct, keep in zip(cts_out, inexact) if keep])
+        else:
+            _, pullback = jax.vjp(fn, *points)
+            cts_linear = pullback(cts_out)
         return interleave(linear, cts_linear, [None] * len(fixed))
 
     return transpose

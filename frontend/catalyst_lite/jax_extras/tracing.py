@@ -21,7 +21,9 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import numpy as np
 from jax._src import api_util, config, core, source_info_util
+from jax._src import pjit
 from jax._src.interpreters import partial_eval as pe
+from jax._src.lax import control_flow as lax_control_flow
 
 from ..trace_context import current as current_context, scope as context_scope
 from .host_callbacks import kept_when_unused
@@ -334,6 +336,12 @@ def prune_jaxpr(
     kept = []
     for eqn in reversed(jaxpr.eqns):
         if eqn.effects or not eqn.outvars or kept_when_unused(eqn.primitive) or any(v in live for v in eqn.outvars):
+            if eqn.primitive in _JAX_DCE and not eqn.effects:
+                # JAX's own loop or conditional (a JVP's, carrying primals and tangents): pruned
+                # of the results not used here, and of the operands only they needed.
+                _, eqn = pe.dce_rules[eqn.primitive]([v in live for v in eqn.outvars], eqn)
+                if eqn is None:
+                    continue
             kept.append(eqn)
             for v in eqn.invars:
                 use(v)
@@ -353,12 +361,75 @@ def prune_jaxpr(
     return jaxpr.replace(invars=invars, outvars=outvars, eqns=kept[::-1], debug_info=dbg), taken
 
 
+# primitive -> rule(eqn, marked operands) -> marked results: which results of a nested primitive's
+# equation depend on which operands (a loop carrying primals and tangents: its primals do not
+# depend on the tangents). Without a rule, every result depends on every operand.
+dependence_rules: dict[core.Primitive, Callable[[Any, list[bool]], list[bool]]] = {}
+
+
+def _carried_fixpoint(body: Jaxpr, fixed: list[bool], carried: list[bool], rest: list[bool]) -> tuple[list[bool], list[bool]]:
+    """A loop body ``fixed, carried, rest -> carried, others``: which carried values depend on
+    the marked inputs at some iteration, and which other results do then."""
+    for _ in range(len(carried) + 1):
+        out = forward_dependence(body, [*fixed, *carried, *rest])
+        new = [c or o for c, o in zip(carried, out[: len(carried)])]
+        if new == carried:
+            return carried, out[len(carried) :]
+        carried = new
+    raise AssertionError("the carried fixpoint was not reached")
+
+
+def _scan_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
+    nconsts, ncarry = eqn.params["num_consts"], eqn.params["num_carry"]
+    consts, carry, xs = marked[:nconsts], marked[nconsts : nconsts + ncarry], marked[nconsts + ncarry :]
+    carry, ys = _carried_fixpoint(eqn.params["jaxpr"].jaxpr, consts, carry, xs)
+    return [*carry, *ys]
+
+
+def _while_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
+    cond_n, body_n = eqn.params["cond_nconsts"], eqn.params["body_nconsts"]
+    cond_consts, body_consts, carry = marked[:cond_n], marked[cond_n : cond_n + body_n], marked[cond_n + body_n :]
+    carry, _ = _carried_fixpoint(eqn.params["body_jaxpr"].jaxpr, body_consts, carry, [])
+    if any(forward_dependence(eqn.params["cond_jaxpr"].jaxpr, [*cond_consts, *carry])):
+        return [True] * len(eqn.outvars)  # how many iterations run depends on the marked values
+    return carry
+
+
+def _cond_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
+    if marked[0]:  # the branch taken
+        return [True] * len(eqn.outvars)
+    per_branch = [forward_dependence(branch.jaxpr, marked[1:]) for branch in eqn.params["branches"]]
+    return [any(column) for column in zip(*per_branch)]
+
+
+def _call_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
+    return forward_dependence(eqn.params["jaxpr"].jaxpr, marked)
+
+
+_JAX_DCE = (lax_control_flow.scan_p, lax_control_flow.cond_p, pjit.jit_p)
+
+# JAX's own nested primitives (the loops and conditionals specializations become, under JVP: one
+# equation carrying primals and tangents, whose primals must stay known to partial evaluation).
+dependence_rules.update(
+    {
+        lax_control_flow.scan_p: _scan_dependence,
+        lax_control_flow.while_p: _while_dependence,
+        lax_control_flow.cond_p: _cond_dependence,
+        pjit.jit_p: _call_dependence,
+    }
+)
+
+
 def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool]:
     """Which outputs of ``jaxpr`` depend on the marked inputs (through any equation)."""
     marked = {v for v, m in zip(jaxpr.invars, marked_inputs) if m}
     for eqn in jaxpr.eqns:
-        if any(isinstance(v, core.Var) and v in marked for v in eqn.invars):
-            marked.update(eqn.outvars)
+        operands = [isinstance(v, core.Var) and v in marked for v in eqn.invars]
+        if not any(operands):
+            continue
+        rule = dependence_rules.get(eqn.primitive)
+        results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
+        marked.update(v for v, m in zip(eqn.outvars, results) if m)
     return [isinstance(v, core.Var) and v in marked for v in jaxpr.outvars]
 
 

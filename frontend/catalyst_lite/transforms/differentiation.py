@@ -40,14 +40,8 @@ from ..trace_context import pennylane_capture_enabled
 from ..quantum.gradients import differentiating
 from ..compiler.executable import compile_function, uncompiled
 from ..compiler.reverse_mode import reverse_mode
-from ..compiler.specialize import (
-    Mode,
-    dimension_inputs,
-    eval_jaxpr,
-    register_specialization,
-    runner_for,
-    to_dim,
-)
+from ..compiler.runner import runner_for
+from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
 from ..errors import (
     ArgumentIndexError,
     ArgumentTypeError,
@@ -57,9 +51,9 @@ from ..errors import (
 )
 from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
-from ..jax_extras.lowering import opaque_call, register_lowering
+from ..jax_extras.lowering import opaque_call
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
-from ..jax_extras.rules import register_nested_primitive
+from ..jax_extras.rules import PrimitiveSpec, deferred_vjp, register_nested_primitive
 from ..jax_extras.typecheck import check_nested
 
 __all__ = ["grad", "value_and_grad", "jacobian", "jvp", "vjp", "differentiate_p"]
@@ -575,6 +569,17 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     return tree_unflatten(traced.out_tree, outs[:n]), traced.selection.unflatten(outs[n:])
 
 
+def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
+    """The cotangents of ``fn``'s inputs at ``points``, taken when the program is specialized:
+    how JAX's reverse mode transposes an equation it cannot transpose itself (a ``for_loop``
+    whose trip count is traced), as ``catalyst_lite.grad`` would differentiate it."""
+    _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
+    return list(cts)
+
+
+deferred_vjp.append(_deferred_vjp)
+
+
 # --- specialization rules ------------------------------------------------------------------------
 
 
@@ -736,8 +741,8 @@ def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, ni
 # derivatives and its batched version: JAX transforms the specialization. With symbolic sizes
 # (inside a qjit program), nest catalyst_lite's transformations instead.
 
-register_nested_primitive(differentiate_p, output_type=_output_type, feeds=_feeds, check=_check)
-register_specialization(
-    differentiate_p, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST), dimension_operands=_dimension_operands
-)
-register_lowering(differentiate_p, _lower)
+register_nested_primitive(differentiate_p, PrimitiveSpec(
+    output_type=_output_type, feeds=_feeds, check=_check, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST),
+    dimension_operands=_dimension_operands, lowering=_lower,
+    compiled_lowering=lambda *operands, **params: _rule(Mode.STAGED)(list(operands), params),
+))

@@ -1,0 +1,592 @@
+"""Running a dynamic program at concrete sizes: :class:`JaxprRunner`, one compiled executable per
+size signature, or, when staging needs the host, compiled segments around the host steps (see
+docs/architecture.md, "2. Specialize").
+
+Staging a program whose sizes are known only after part of it ran raises
+:class:`~.specialize.NeedsHost` at one equation; the jaxpr is split there into a prefix (compiled),
+the step (its host rule, on concrete values) and a suffix (split again if it needs), each run by a
+runner keyed on its own size inputs. A host step that ran compiled leaves a replay; on a repeated
+call :class:`Speculation` stages the whole program with its replays, one XLA program whose flags
+say whether the sizes found last time held.
+
+>>> import jax, jax.numpy as jnp
+>>> closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + 1.0)(1.0)
+>>> s = split_at(closed.jaxpr, 1)
+>>> str(s.step.primitive), len(s.prefix.eqns), len(s.suffix.eqns)
+('mul', 1, 1)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..trace_context import current as current_context, scope as context_scope
+from ..errors import ArgumentTypeError, CatalystLiteError
+from ..jax_extras import DropVar, Jaxpr, Literal, Tracer, Var, is_tracing, x64_scope
+from ..jax_extras.autodiff import is_concrete_value
+from ..jax_extras.literals import literals_by_value
+from .compilation import Specialization
+from .options import RunnerOptions
+from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
+from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_equation, eval_jaxpr
+
+__all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Segmentation", "SegmentedProgram", "Speculation",
+           "free_variables", "split_at", "recording", "record_replay", "Replay", "MAX_MISSES", "MAX_SPECULATIONS"]
+
+# A replay: the host step's equation operands -> (its results at the predicted sizes, flags that
+# are true when the prediction holds: traced, or known booleans).
+Replay = Callable[[list[Any]], tuple[list[Any], list[Any]]]
+
+
+class _Recording:
+    """The trace context's ``replays``: what the host steps of the program being run left."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[Any, Replay] = {}  # host step equation -> its replay
+        self.step: tuple[dict, Replay] | None = None  # what the host step running now left
+
+
+@contextmanager
+def recording() -> Iterator[dict[Any, Replay]]:
+    """Collect the replays of the host steps run in this block (nested blocks share the
+    outermost one's: a suffix's steps belong to the program too)."""
+    outer = current_context().replays
+    if outer is not None:
+        yield outer.outcomes
+        return
+    with context_scope(replays=_Recording()) as ctx:
+        yield ctx.replays.outcomes
+
+
+def record_replay(params: dict[str, Any], replay: Replay) -> None:
+    """Called by a host rule that ran its equation (the one with these ``params``) compiled."""
+    recorder = current_context().replays
+    if recorder is not None:
+        recorder.step = (params, replay)
+
+
+def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
+    """The variables ``eqns`` and ``outvars`` read without defining them, in order of first use."""
+    defined: set[Var] = set()
+    free: dict[Var, None] = {}
+
+    def use(atom: Any) -> None:
+        if isinstance(atom, Var) and not isinstance(atom, DropVar) and atom not in defined:
+            free.setdefault(atom, None)
+
+    for eqn in eqns:
+        for v in eqn.invars:
+            use(v)
+        defined.update(v for v in eqn.outvars if not isinstance(v, DropVar))
+    for v in outvars:
+        use(v)
+    return list(free)
+
+
+def _sub_jaxpr(parent: Jaxpr, invars: Sequence[Var], eqns: Sequence[Any], outvars: Sequence[Any]) -> Jaxpr:
+    debug_info = parent.debug_info._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars))
+    return Jaxpr([], list(invars), list(outvars), list(eqns), parent.effects, debug_info)
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """``jaxpr`` split at equation ``index``: ``prefix`` (the program's inputs to the values the
+    rest reads), the host ``step``, and ``suffix`` (the values it reads to the program's outputs).
+    ``prefix`` and ``suffix`` are ``None`` when they have no equations."""
+
+    jaxpr: Jaxpr
+    prefix: Jaxpr | None
+    step: Any
+    suffix: Jaxpr | None
+    suffix_inputs: list[Var]
+
+
+def split_at(jaxpr: Jaxpr, index: int) -> Segmentation:
+    """Split ``jaxpr`` (no constvars) before and after its equation ``index``."""
+    eqns = jaxpr.eqns
+    before, step, after = eqns[:index], eqns[index], eqns[index + 1 :]
+    suffix_inputs = free_variables(after, jaxpr.outvars)
+    needed_later = free_variables([step], []) + suffix_inputs
+    defined_before = {v for e in before for v in e.outvars if not isinstance(v, DropVar)}
+    prefix_outputs = list(dict.fromkeys(v for v in needed_later if v in defined_before))
+    prefix = _sub_jaxpr(jaxpr, jaxpr.invars, before, prefix_outputs) if before else None
+    suffix = _sub_jaxpr(jaxpr, suffix_inputs, after, jaxpr.outvars) if after else None
+    return Segmentation(jaxpr, prefix, step, suffix, suffix_inputs)
+
+
+class SegmentedProgram:
+    """Runs a :class:`Segmentation` of ``program``'s jaxpr: each segment by a runner of its own
+    (compiled per size signature, segmenting itself again if it needs the host; it shares the
+    program's options and nested runners, and dies with it), the step by its host rule."""
+
+    def __init__(self, segmentation: Segmentation, program: "JaxprRunner"):
+        self.segmentation = s = segmentation
+
+        def segment(jaxpr: Jaxpr | None, where: str) -> JaxprRunner | None:
+            name = f"{program.name} ({where} {s.step.primitive})"
+            return None if jaxpr is None else JaxprRunner(jaxpr, name, program.options, program._nested)
+
+        self._prefix, self._suffix = segment(s.prefix, "before"), segment(s.suffix, "after")
+
+    def __call__(self, args: Sequence[Any]) -> list[Any]:
+        s = self.segmentation
+        env: dict[Var, Any] = dict(zip(s.jaxpr.invars, args))
+        if self._prefix is not None:
+            env.update(zip(s.prefix.outvars, self._prefix(*args)))
+
+        def read(atom: Any) -> Any:
+            return atom.val if isinstance(atom, Literal) else env[atom]
+
+        recorder = current_context().replays
+        if recorder is not None:
+            recorder.step = None
+        outs = eval_equation(s.step, [read(v) for v in s.step.invars], Mode.HOST)
+        if recorder is not None:
+            left, recorder.step = recorder.step, None
+            if left is not None and left[0] is s.step.params:
+                recorder.outcomes[s.step] = left[1]
+        env.update((v, x) for v, x in zip(s.step.outvars, outs) if not isinstance(v, DropVar))
+        if self._suffix is not None:
+            return self._suffix(*[env[v] for v in s.suffix_inputs])
+        return [read(v) for v in s.jaxpr.outvars]
+
+
+class SpeculationFails(Exception):
+    """Staging a speculation showed that a prediction cannot hold."""
+
+
+# After this many predictions that did not hold, a size signature stops speculating; a runner
+# keeps at most this many speculations (one per size signature and integer arguments).
+MAX_MISSES = 3
+MAX_SPECULATIONS = 64
+
+
+class Speculation:
+    """The whole program as one compiled program, its host steps replayed at the sizes a
+    segmented run found (see the module docstring). ``stage(overrides, finish)`` gives the
+    ``jax.jit`` function of the program whose equations in ``overrides`` run by these rules
+    instead of their own, its outputs passed through ``finish``, taking the ``kept`` positions of
+    the runner's dynamic arguments (``None``: all; the others are known, static); ``missed(dynamic_args)`` runs
+    the program otherwise, when a prediction does not hold. Outputs at ``size_outputs`` (sizes of
+    other outputs) that the predictions fix are Python ints."""
+
+    def __init__(self, outcomes: dict[Any, Replay], stage: Callable[[dict[Any, Callable], Callable], Callable],
+                 missed: Callable[[Sequence[Any]], list[Any]], kept: Sequence[int] | None,
+                 size_outputs: frozenset[int], compile_options: dict[str, Any]):
+        self._flags: list[Any] = []
+
+        def rule(replay: Replay) -> Callable[[list[Any]], list[Any]]:
+            def replayed(invals: list[Any]) -> list[Any]:
+                outs, flags = replay(invals)
+                self._flags.extend(flags)
+                return outs
+
+            return replayed
+
+        overrides = {eqn: rule(replay) for eqn, replay in outcomes.items()}
+
+        def with_flag(outs: list[Any]) -> list[Any]:
+            flags, self._flags = self._flags, []
+            known = [f for f in flags if not isinstance(f, Tracer)]
+            if not all(np.all(np.asarray(f)) for f in known):
+                raise SpeculationFails("a prediction fails at these sizes")
+            traced = [f for f in flags if isinstance(f, Tracer)]
+            self._checked = bool(traced)  # else every prediction holds whatever the values
+            # Sizes the prediction fixes are returned from here, not computed by XLA.
+            self._sizes = {k: outs[k] for k in size_outputs if type(outs[k]) is int}
+            outs = [x for k, x in enumerate(outs) if k not in self._sizes]
+            return [*outs, jnp.all(jnp.stack(traced))] if traced else outs
+
+        self._jitted = stage(overrides, with_flag)
+        self._missed = missed
+        self._kept = None if kept is None else tuple(kept)
+        self._options = compile_options
+        self._spec: Specialization | None = None
+
+    def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
+        kept = self._kept
+        return dynamic_args if kept is None else [dynamic_args[j] for j in kept]
+
+    def lower(self, dynamic_args: Sequence[Any]) -> None:
+        """Stage and lower (raises ``NeedsHost`` when a host step left no replay)."""
+        with literals_by_value():  # as JaxprRunner lowers: many scalar constants lower fast
+            lowered = self._jitted.lower(*self._arguments(dynamic_args))
+        self._spec = Specialization(self._jitted, lowered, self._options)
+
+    def run(self, dynamic_args: Sequence[Any]) -> list[Any]:
+        """The program's outputs: the speculation's when its predictions held (one read of a
+        flag), else ``missed``'s."""
+        outs = self._spec.run(self._arguments(dynamic_args))
+        if self._checked:
+            *outs, holds = outs
+            if not np.asarray(holds):
+                return self._missed(dynamic_args)
+        if self._sizes:
+            outs = list(outs)
+            for k, size in self._sizes.items():
+                outs.insert(k, size)
+        return outs
+
+
+def _size_outputs(jaxpr: Jaxpr) -> frozenset[int]:
+    """Positions of ``jaxpr``'s outputs that are sizes of others (each variable's first)."""
+    sizes = {d for v in jaxpr.outvars for d in getattr(v.aval, "shape", ()) if isinstance(d, Var)}
+    first = {}
+    for k, v in enumerate(jaxpr.outvars):
+        if isinstance(v, Var) and v in sizes:
+            first.setdefault(v, k)
+    return frozenset(first.values())
+
+
+_NOT_COMPILED = object()  # a missing entry of JaxprRunner._executables (None: host-driven)
+
+
+class JaxprRunner:
+    """Runs one jaxpr at concrete sizes, compiling it once per size signature.
+
+    The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
+    keeps either a compiled :class:`~.compilation.Specialization` (all sizes static) or notes that the
+    program needs host-driven execution. ``options`` (:class:`~.options.RunnerOptions`): XLA
+    options, reports, and the bounded cache its executables are kept in. The
+    runners of nested bodies that its host-driven execution needs are its own (see
+    :func:`runner_for`), and share its options: they live as long as it does.
+    """
+
+    def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: RunnerOptions | None = None,
+                 nested: dict[int, tuple[Jaxpr, "JaxprRunner"]] | None = None):
+        self.jaxpr = jaxpr
+        self.name = name
+        self.options = RunnerOptions() if options is None else options
+        self.compile_options: dict[str, Any] = dict(self.options.xla)
+        self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
+        self.dynamic_positions = tuple(
+            i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
+        )
+        # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
+        self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
+        # Where an executable is None: the program split around its host steps (see SegmentedProgram).
+        self._segmented: dict[tuple[tuple[int, ...], bool], Callable[[Sequence[Any]], list[Any]]] = {}
+        # Programs that need the host: compiled whole at the sizes their host steps found (keyed
+        # on the size signature and the integer arguments), and how often a prediction failed.
+        self._speculations: dict[tuple, Speculation | dict | None] = {}
+        self._misses: dict[tuple, int] = {}
+        self._staged_ints: set[tuple] = set()  # speculation keys staged whole first (see _run_host)
+        self._int_positions = tuple(i for i in self.dynamic_positions if is_int_scalar(jaxpr.invars[i]))
+        self._size_outputs = _size_outputs(jaxpr)
+        self._lock = threading.Lock()
+        # One executable for every size, when the program has one: it runs the sizes that have no
+        # XLA executable yet (set by its executable, see .size_generic).
+        self.size_generic: Any = None  # a .size_generic.SizeGenericTier (that module builds on this one)
+        # What the program keeps for its nested bodies (their runners, compiled loops; see
+        # :meth:`nested`), shared with those runners.
+        self._nested = {} if nested is None else nested
+        self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
+        self.donated: frozenset[int] = frozenset()  # inputs donated to XLA (a program's, by qjit)
+
+    def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
+        return tuple(int(args[i]) for i in self.static_positions)
+
+    def _staged_function(self, key: tuple[int, ...], reverse: bool = False,
+                         overrides: Mapping[Any, Callable] | None = None,
+                         finish: Callable[[list[Any]], list[Any]] = list,
+                         known: Mapping[int, int] | None = None) -> Callable:
+        """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs
+        (but those whose values are ``known``)."""
+        static = {**dict(zip(self.static_positions, key)), **(known or {})}
+        positions = tuple(i for i in self.dynamic_positions if i not in static)
+        jaxpr = self.jaxpr
+
+        def specialized(*dynamic_args):
+            args: list[Any] = [None] * len(jaxpr.invars)
+            for i, v in static.items():
+                args[i] = v
+            for i, v in zip(positions, dynamic_args):
+                args[i] = v
+            with reverse_mode(reverse):
+                return finish(eval_jaxpr(jaxpr, args, Mode.STAGED, overrides))
+
+        specialized.__name__ = self.name
+        donate = tuple(j for j, i in enumerate(positions) if i in self.donated)
+        return jax.jit(specialized, donate_argnums=donate, **self.options.jit)
+
+    def executable(
+        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
+    ) -> Specialization | None:
+        """The compiled specialization for ``key``, or ``None`` when it needs host-driven
+        execution. ``reverse``: specialized for reverse-mode differentiation (see
+        :mod:`.reverse_mode`)."""
+        try:
+            return self._executables[key, reverse]
+        except KeyError:
+            pass
+        with self._lock:
+            spec = self._executables.get((key, reverse), _NOT_COMPILED)
+            if spec is _NOT_COMPILED:
+                spec = self._executables[key, reverse] = self._specialize(key, dynamic_args, reverse)
+                new = True
+            else:
+                new = False
+        if new:
+            self.options.report(
+                "new specialization of %s for sizes %s%s: %s", self.name, key, " (reverse mode)" if reverse else "",
+                "host-driven (a size is known only at run time)" if spec is None else "one XLA program",
+            )
+            if spec is not None:  # outside the lock: the cache may evict one of this runner's
+                self.options.cache.added(self, (key, reverse))
+        return spec
+
+    def forget(self, key: tuple[tuple[int, ...], bool]) -> None:
+        """Drop the executable of ``(sizes, reverse)`` (evicted from the function's cache)."""
+        with self._lock:
+            self._executables.pop(key, None)
+
+    def _specialize(
+        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
+    ) -> Specialization | None:
+        """Stage and lower the program at ``key``'s sizes (compiled on its first concrete run);
+        ``None`` when a size is only known at run time."""
+        fn = self._staged_function(key, reverse)
+        try:
+            with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
+                lowered = fn.lower(*dynamic_args)
+        except NeedsHost as err:
+            self._segmented[key, reverse] = self._segmentation(err)
+            return None
+        # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
+        lowered = None if any_traced(dynamic_args) else lowered
+        return Specialization(fn, lowered, self.compile_options, self.options.report,
+                              f"{self.name} at sizes {key}")
+
+    def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
+        """Specialize and compile ``key``'s XLA executable (concrete ``dynamic_args``, no reverse
+        mode) and only then make it the one calls use: a call meanwhile never waits for it. A size
+        that needs host-driven execution is left to the size-generic tier. Nothing is kept when
+        the function's cache was cleared since ``generation`` (:class:`~.options.ExecutableCache`),
+        when given (a background compilation)."""
+        if (key, False) in self._executables or generation not in (None, self.options.cache.generation):
+            return
+        with x64_scope():  # also on the background thread, which starts in 32-bit mode
+            spec = self._specialize(key, dynamic_args, False)
+            if spec is None:
+                return
+            spec.compile(dynamic_args)
+        with self._lock:
+            added = self._executables.setdefault((key, False), spec) is spec
+        if added:
+            self.options.report("new specialization of %s for sizes %s: one XLA program (compiled ahead; "
+                                "calls at these sizes now run on it)", self.name, key)
+            self.options.cache.added(self, (key, False), generation)
+
+    def compiled(self, args: Sequence[Any]) -> Specialization | None:
+        """The specialization of concrete ``args``' sizes when there is one and reverse mode is
+        not requested and no program is being traced (``None`` otherwise): what a repeated call
+        with validated arguments runs."""
+        if reverse_mode_requested() or is_tracing():
+            return None
+        key = (self.signature(args) if self.static_positions else (), False)
+        spec = self._executables.get(key)
+        if spec is not None:
+            self._hit(key)
+            return spec
+        if self._speculations:
+            speculation = self._speculations.get(self._speculation_key(key[0], args))
+            return speculation if isinstance(speculation, Speculation) else None
+        return None
+
+    def _hit(self, key: tuple[tuple[int, ...], bool]) -> None:
+        """A call found the executable of ``(sizes, reverse)``: it becomes the most recently used."""
+        self.options.cache.used(self, key)
+        if self._reports_hits and self.options.report.enabled:
+            self.options.report("cache hit: %s at sizes %s", self.name, key[0])
+
+    def __call__(self, *args: Any) -> list[Any]:
+        # The hot path of every call: a dict lookup keyed on the sizes (none for most programs).
+        key = self.signature(args) if self.static_positions else ()
+        dynamic_args = [args[i] for i in self.dynamic_positions]
+        reverse = needs_reverse_mode(dynamic_args)
+        spec = self._executables.get((key, reverse), _NOT_COMPILED)
+        if (spec is _NOT_COMPILED or spec is None) and self.size_generic is not None and not reverse:
+            outs = self.size_generic.run(key, args)
+            if outs is not None:
+                return outs
+            if spec is _NOT_COMPILED and not (any_traced(dynamic_args) or is_tracing()):
+                start = time.perf_counter()  # a new size the tier left: it learns what that costs
+                outs = self._run(key, reverse, args, dynamic_args, spec)
+                self.size_generic.new_size_served(time.perf_counter() - start)
+                return outs
+        return self._run(key, reverse, args, dynamic_args, spec)
+
+    def _run(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any], dynamic_args: Sequence[Any],
+             spec: Any) -> list[Any]:
+        """The call at ``key`` with its executable ``spec`` (``_NOT_COMPILED``: specialized now)."""
+        if spec is _NOT_COMPILED:
+            spec = self.executable(key, dynamic_args, reverse)
+        else:
+            self._hit((key, reverse))
+        if spec is None:
+            self._check_host_drivable(dynamic_args)
+            with context_scope(host_driving=self):
+                return self._run_host(key, reverse, args, dynamic_args)
+        if any_traced(dynamic_args) or is_tracing():
+            # Staged into the caller's program (even without traced arguments: a qjit program
+            # called while another is traced), not run.
+            return list(spec.jitted(*dynamic_args))
+        return list(spec.run(dynamic_args))
+
+    def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
+                  dynamic_args: Sequence[Any]) -> list[Any]:
+        """A program that needs the host: its speculation when it has one for these arguments
+        (see :class:`SegmentedProgram`), else its segments, whose host steps leave replays for the
+        next call to speculate on."""
+        if reverse:
+            with reverse_mode(True):
+                return self._segmented[key, True](args)
+        skey = self._speculation_key(key, args)
+        if skey not in self._speculations and self._stages_with_ints(skey) and not any_traced(dynamic_args):
+            # The int arguments static (trip counts, sizes) may leave no step to the host, as
+            # jax.jit's static_argnums does: then one program with no prediction to check.
+            self._staged_ints.add(skey)
+            speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
+            if speculation is not None:
+                self._speculations[skey] = speculation
+        speculation = self._speculations.get(skey)
+        if isinstance(speculation, dict):  # the replays of the last run: compiled at the second call
+            speculation = self._speculations[skey] = self._speculate(skey, key, speculation, dynamic_args)
+        if speculation is not None:
+            return speculation.run(dynamic_args)
+        return self._run_segmented(skey, key, args)
+
+    def _stages_with_ints(self, skey: tuple) -> bool:
+        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static
+        before running it host-driven (the first call with these values, while there is room)."""
+        return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
+                and len(self._staged_ints) < MAX_SPECULATIONS)
+
+    def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
+        """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
+        return (key, *[a if type(a) is int else None for a in map(args.__getitem__, self._int_positions)])
+
+    def _run_segmented(self, skey: tuple, key: tuple[int, ...], args: Sequence[Any], missed: bool = False) -> list[Any]:
+        if missed:
+            self._misses[skey] = self._misses.get(skey, 0) + 1
+        with recording() as outcomes:
+            outs = self._segmented[key, False](args)
+        if (missed or skey not in self._speculations) and outcomes:
+            # A program with side effects is not speculated on: a miss would repeat them.
+            keep = (self._misses.get(skey, 0) < MAX_MISSES and len(self._speculations) < MAX_SPECULATIONS
+                    and not self.jaxpr.effects)
+            self._speculations[skey] = dict(outcomes) if keep and not any_traced(args) else None
+        return outs
+
+    def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
+                   refused: tuple[type[Exception], ...] = ()) -> Speculation | None:
+        """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
+        (they are part of ``skey``); ``None`` if a host step cannot be replayed (or staging
+        raises ``refused``: the segments then run it, and report it if they must)."""
+        known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
+        kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
+
+        def stage(overrides: Mapping[Any, Callable], finish: Callable) -> Callable:
+            return self._staged_function(key, False, overrides, finish, known)
+
+        def missed(dynamic_args: Sequence[Any]) -> list[Any]:
+            args: list[Any] = [None] * len(self.jaxpr.invars)
+            for i, v in zip(self.static_positions, key):
+                args[i] = v
+            for i, v in zip(self.dynamic_positions, dynamic_args):
+                args[i] = v
+            with x64_scope():  # the fast path of a repeated call may come without one
+                return self._run_segmented(skey, key, args, missed=True)
+
+        speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.compile_options)
+        try:
+            speculation.lower(dynamic_args)
+        except (NeedsHost, SpeculationFails, *refused):
+            return None
+        return speculation
+
+    def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
+        """How the program runs when staging it raised ``err``: split around the equation that
+        raised it (see :class:`SegmentedProgram`), each segment compiled by a runner of its own."""
+        if err.equation is None or err.equation[0] is not self.jaxpr:
+            return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
+        return SegmentedProgram(split_at(self.jaxpr, err.equation[1]), self)
+
+    def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
+        """Host-driven execution reads sizes and trip counts from values: under an outer
+        ``jax.jit`` or ``jax.vmap`` they have none, so say so instead of a JAX tracer error."""
+        if not all(is_concrete_value(a) for a in dynamic_args):
+            raise ArgumentTypeError(
+                f"{self.name} must run host-driven (a size or a loop's trip count is only known "
+                "at run time, or a while loop is differentiated in reverse mode), which needs "
+                "concrete values, but it is called inside jax.jit or jax.vmap; call it outside."
+            )
+
+    def lower(self, *args: Any) -> Any:
+        """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""
+        key = self.signature(args)
+        dynamic_args = [args[i] for i in self.dynamic_positions]
+        spec = self.executable(key, dynamic_args)
+        if spec is None:
+            raise NeedsHost(f"{self.name} has sizes known only at run time")
+        return spec.jitted.lower(*dynamic_args)
+
+
+    def describe(self) -> dict[str, Any]:
+        """How this runner runs its sizes: the fields of :class:`~.inspection.ProgramInfo` it
+        knows (``strategies``, ``host_steps``, ``speculations``, ``misses``)."""
+        return dict(
+            strategies={key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())},
+            host_steps=tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
+                             if isinstance(p, SegmentedProgram)),
+            speculations={key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict)
+                          else "refused" for key, s in list(self._speculations.items())},
+            misses=dict(self._misses),
+            compile_options=dict(self.compile_options),
+        )
+
+    def kept(self) -> list[Any]:
+        """What this program keeps for its nested bodies (see :meth:`nested`)."""
+        return [obj for _, obj in list(self._nested.values())]
+
+    def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
+        """What this program keeps of ``kind`` for its nested body ``jaxpr`` (its runner, its
+        compiled loop), made once by ``make``: it dies with this program's executables."""
+        key = (kind, id(jaxpr))
+        entry = self._nested.get(key)
+        if entry is None or entry[0] is not jaxpr:
+            with self._lock:
+                entry = self._nested.get(key)
+                if entry is None or entry[0] is not jaxpr:
+                    entry = self._nested[key] = (jaxpr, make())
+        return entry[1]
+
+
+def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
+    """What the program run host-driven by this thread keeps of ``kind`` for its nested body
+    ``jaxpr`` (see :meth:`JaxprRunner.nested`): ``make(program)`` runs once per program. A
+    primitive evaluated outside any program (JAX's own interpreter on a jaxpr) gets a fresh one.
+
+    >>> import jax
+    >>> from catalyst_lite.compiler.runner import kept_by_program
+    >>> body = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr
+    >>> kept_by_program(body, "runner", lambda program: program is None)  # no program runs: made afresh
+    True
+    """
+    program = current_context().host_driving
+    return make(None) if program is None else program.nested(jaxpr, kind, lambda: make(program))
+
+
+def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
+    """The :class:`JaxprRunner` of a nested body, so that its executables are compiled once per
+    size signature (see :func:`kept_by_program`)."""
+    return kept_by_program(jaxpr, "runner", lambda program: JaxprRunner(jaxpr, name) if program is None else
+                           JaxprRunner(jaxpr, name, program.options, program._nested))
