@@ -57,7 +57,7 @@ from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .application import apply_records
-from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
+from .gates import GateRecord, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch, measured_value, with_values
 from .gradients import gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
@@ -300,8 +300,6 @@ class QuantumState:
                 # default.qubit's initial state; a later StatePrep is its decomposition, below.
                 self.vector = initial_state(op, self.wires)
                 self.fresh = False
-            elif op.name in PREPARATIONS:
-                records += PREPARATIONS[op.name](op, self.wires)
             elif type(op).__name__ == "MidMeasureMP":
                 raise QuantumOperationError(
                     "qml.measure is compiled only while catalyst_lite is PennyLane's active compiler "
