@@ -30,13 +30,11 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from ..control_flow import for_loop
 from ..jax_extras import Tracer
 from .fusion import apply_known_wires, has_known_wires
 from .gates import GateRecord, stacked_matrices
-from .statevector import apply_matrix
+from .statevector import apply_matrix, apply_stacked
 from .table import apply_as_tables
 
 __all__ = ["apply_records"]
@@ -70,25 +68,10 @@ def _table(rows: list[list[Any]]) -> Any:
 def _apply_run_in_loop(state_carry: Any, vector, run: Sequence[GateRecord]):
     """A run of gates of one shape applied by one counted loop over their stacked matrices and
     wires: one compiled gate kernel, however long the run."""
-    n = state_carry.n_wires
     k, c = _loop_shape(run[0])
-    matrices = stacked_matrices(run)
     wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
     values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
-    state_carry.vector = vector
-
-    @for_loop(0, len(run), 1)
-    def gates(g):
-        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
-        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
-        v = lax.dynamic_index_in_dim(values, g, keepdims=False) if c else []
-        state_carry.vector = apply_matrix(
-            state_carry.vector, m, [w[t] for t in range(k)], n,
-            [w[k + t] for t in range(c)], [v[t] for t in range(c)],
-        )
-
-    gates()
-    return state_carry.vector
+    return apply_stacked(state_carry, vector, stacked_matrices(run), wires, values, k, state_carry.n_wires)
 
 
 def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):

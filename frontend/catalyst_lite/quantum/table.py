@@ -35,12 +35,10 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from ..control_flow import for_loop
 from .fusion import Block, BlockMatrices, PlannedGate, Shape, block_matrices, fuse, planned_gates
 from .gates import GateRecord
-from .statevector import apply_matrix
+from .statevector import apply_matrix, apply_stacked
 
 __all__ = ["CONTROL_SLOTS", "TableEntry", "Table", "table_segments", "apply_table", "apply_as_tables"]
 
@@ -178,23 +176,9 @@ def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[Table | 
 def apply_table(state_carry: Any, vector, table: Table, n_wires: int):
     """``table``'s entries applied in order by one counted loop whose body is the indexed kernel
     (``state_carry``: the ambient carry that holds the state, threaded by the loop)."""
-    matrices = table.matrices()
     wires = np.array([e.targets + e.controls for e in table.entries], np.int64)
     values = np.array([e.control_values for e in table.entries], np.int64)
-    state_carry.vector = vector
-
-    @for_loop(0, len(table.entries), 1)
-    def entry(g):
-        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
-        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
-        v = lax.dynamic_index_in_dim(values, g, keepdims=False)
-        state_carry.vector = apply_matrix(
-            state_carry.vector, m, [w[0], w[1]], n_wires,
-            [w[_TARGETS + c] for c in range(CONTROL_SLOTS)], [v[c] for c in range(CONTROL_SLOTS)],
-        )
-
-    entry()
-    return state_carry.vector
+    return apply_stacked(state_carry, vector, table.matrices(), wires, values, _TARGETS, n_wires)
 
 
 def apply_as_tables(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int):
