@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
@@ -332,23 +332,18 @@ class QuantumState:
 # --- the circuit ---------------------------------------------------------------------------------
 
 
-class _Circuit:
-    """The QNode being compiled in this thread: its state, key, control-flow handler and
-    mid-circuit measurement policy (for :func:`measure`)."""
-
-    def __init__(self, state: QuantumState, key: KeyCarry, policy: McmPolicy, regions: RegionControlFlow):
-        self.state, self.key, self.policy, self.regions = state, key, policy, regions
-
-
 @dataclass
 class CircuitRun:
-    """One run of a QNode's quantum function: what it returned, its terminal measurements, its
-    final state and how its mid-circuit measurements chose their outcomes."""
+    """One run of a QNode's quantum function: its state, key, control-flow handler and
+    mid-circuit measurement policy (what :func:`measure` reads while the run is traced), then what
+    it returned and its terminal measurements."""
 
-    output: Any
-    measurements: list
     state: QuantumState
+    key: KeyCarry
     policy: McmPolicy
+    regions: RegionControlFlow
+    output: Any = None
+    measurements: list = field(default_factory=list)
 
 
 class WiresAllocated(Exception):
@@ -395,22 +390,22 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     regions = RegionControlFlow(state)
     state.control_flow = regions
     outside = OutsideWires(wires, WiresAllocated)
-    with context_scope(circuits=(*_circuits(), _Circuit(state, key, policy, regions))), \
-            contextlib.ExitStack() as scope:
+    run = CircuitRun(state, key, policy, regions)
+    with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
         scope.enter_context(recorder)
         scope.enter_context(control_flow_handler(regions))
-        output = qfunc(*args, **kwargs)
-        _check_returned(qnode, output)
-        measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
-        for m in measurements:
+        run.output = qfunc(*args, **kwargs)
+        _check_returned(qnode, run.output)
+        run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=_is_mp) if _is_mp(m)]
+        for m in run.measurements:
             recorder.check_not_applied(m)
             if m.mv is None:  # wires allocated on use: all of them before any result
                 wires.indices(m.wires, measurement_kind(m))
-        state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
+        state.flush(run.measurements)  # while ambient: a loop applying the last gates must carry the state
     outside.check(_device_name(qnode))
-    return CircuitRun(output, measurements, state, policy)
+    return run
 
 
 def _check_returned(qnode, output: Any) -> None:
@@ -488,19 +483,19 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         # equations are dropped from the program.
         key.set(initial_key)
         if shots.finite:
-            results = one_shot_results(run, first, key, shots, config)
+            results = one_shot_results(run, first, shots, config)
         else:
-            results = all_branches_results(run, first, key)
+            results = all_branches_results(run, first)
     else:
         # Under jax.grad/jax.jacobian applied inside the program, statistics of shots get their
         # exact derivatives too (those of the samples are zero).
         differentiated = method is not None or under_jax_transformation()
-        results = _terminal_results(first, key, shots, differentiated and first.state.simulated)
+        results = _terminal_results(first, shots, differentiated and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
     return (first.state.snapshots, results) if first.state.snapshots else results
 
 
-def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, differentiated: bool = False) -> Any:
+def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = False) -> Any:
     """The QNode's results from its final state: exact, or statistics of ``shots`` samples (a
     tuple of results, one per entry of a shot vector). ``differentiated``: statistics of shots
     have the derivatives of the exact ones (see :mod:`.gradients`)."""
@@ -508,7 +503,7 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, different
     leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
 
     measured = [x for x in leaves if _is_mp(x)]
-    results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, key.split,
+    results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, run.key.split,
                                     state.simulated))
 
     def value(mp: Any) -> Any:
@@ -528,7 +523,7 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, different
                  for i in entries)
 
 
-def _circuits() -> tuple[_Circuit, ...]:
+def _circuits() -> tuple[CircuitRun, ...]:
     return current_context().circuits
 
 
@@ -623,7 +618,7 @@ def _qml():
     return qml
 
 
-def _compiling_circuit() -> _Circuit | None:
+def _compiling_circuit() -> CircuitRun | None:
     """The circuit being compiled in this thread, if any."""
     stack = _circuits()
     return stack[-1] if stack and is_tracing(under_transformations=True) else None

@@ -12,7 +12,8 @@ again and again inside one counted loop of the compiled program.
 
 ``run(policy, key)`` runs the quantum function once (see :func:`.qnode.run_circuit`) and returns
 its :class:`~.qnode.CircuitRun`; ``probe`` is the run that found the mid-circuit measurements and
-gives the results' structure. Analytic circuits without mid-circuit measurements never get here.
+gives the results' structure and the QNode's key carry. Analytic circuits without mid-circuit
+measurements never get here.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ def _shot_records(leaves: list, run: Any, key: Any) -> list:
             for leaf in leaves]
 
 
-def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, config: McmConfig) -> Any:
-    """The QNode's results with one execution per shot (see the module docstring); ``key`` is the
-    QNode's key carry."""
+def one_shot_results(run: Callable, probe: Any, shots: ShotPlan, config: McmConfig) -> Any:
+    """The QNode's results with one execution per shot (see the module docstring)."""
+    key = probe.key
     leaves, tree = _flatten(probe.output)
     # Each record's type, from the probe's final state (with a key of its own: nothing the probe
     # computed is used, and its equations are dropped).
@@ -136,7 +137,7 @@ def _combined(leaf: Any, total: Any, norm: Any) -> Any:
     return moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
 
 
-def all_branches_results(run: Callable, probe: Any, key: Any) -> Any:
+def all_branches_results(run: Callable, probe: Any) -> Any:
     """The QNode's exact results over every branch of its mid-circuit measurements."""
     sites = probe.policy.sites
     if probe.policy.sites_in_loops:
@@ -156,7 +157,7 @@ def all_branches_results(run: Callable, probe: Any, key: Any) -> Any:
     @for_loop(0, 2**sites, 1)
     def each_branch(b, totals, norm):
         policy = Branches(b)
-        current = run(policy, key)
+        current = run(policy, probe.key)
         weight = policy.total_weight()
         moments = [_moments(leaf, current.state) for leaf in _flatten(current.output)[0]]
         return [t + weight * m for t, m in zip(totals, moments)], norm + weight
