@@ -61,7 +61,7 @@ from .gates import GateRecord, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch, measured_value, with_values
 from .gradients import gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
-from .sampling import measurement_kind
+from .sampling import flatten_results, is_measurement, measurement_kind
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
 from .repeated import all_branches_results, one_shot_results
@@ -377,10 +377,6 @@ def _device_wires(qnode) -> WireMap:
     return WireMap(labels)
 
 
-def _is_mp(x: Any) -> bool:
-    return isinstance(x, _qml().measurements.MeasurementProcess)
-
-
 def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
                 key: KeyCarry) -> CircuitRun:
     """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
@@ -398,7 +394,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         scope.enter_context(control_flow_handler(regions))
         run.output = qfunc(*args, **kwargs)
         _check_returned(qnode, run.output)
-        run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=_is_mp) if _is_mp(m)]
+        run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=is_measurement) if is_measurement(m)]
         for m in run.measurements:
             recorder.check_not_applied(m)
             if m.mv is None:  # wires allocated on use: all of them before any result
@@ -411,8 +407,8 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
 def _check_returned(qnode, output: Any) -> None:
     """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
     in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
-    leaves = jax.tree_util.tree_leaves(output, is_leaf=_is_mp)
-    odd = [x for x in leaves if not (_is_mp(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
+    leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
     if not leaves or odd:
         what = f"returned {odd[0]!r}" if odd else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
@@ -500,9 +496,9 @@ def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = F
     tuple of results, one per entry of a shot vector). ``differentiated``: statistics of shots
     have the derivatives of the exact ones (see :mod:`.gradients`)."""
     state = run.state
-    leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
+    leaves, tree = flatten_results(run.output)
 
-    measured = [x for x in leaves if _is_mp(x)]
+    measured = [x for x in leaves if is_measurement(x)]
     results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, run.key.split,
                                     state.simulated))
 
@@ -515,11 +511,11 @@ def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = F
             return tuple(with_exact_derivative(r, exact) for r in result)
         return with_exact_derivative(result, exact)
 
-    values = [value(x) if _is_mp(x) else traced_value(x) for x in leaves]
+    values = [value(x) if is_measurement(x) else traced_value(x) for x in leaves]
     if not shots.partitioned:
         return jax.tree_util.tree_unflatten(tree, values)
     entries = range(len(shots.slices()))
-    return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if _is_mp(x) else v for x, v in zip(leaves, values)])
+    return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if is_measurement(x) else v for x, v in zip(leaves, values)])
                  for i in entries)
 
 

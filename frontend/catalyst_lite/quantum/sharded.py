@@ -53,7 +53,8 @@ from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .fusion import apply_fused
 from .gates import GateRecord, gate_records
-from .statevector import apply_matrix, basis_indices, outcome_index, probabilities, zero_state
+from .measurements import apply_observable
+from .statevector import basis_indices, outcome_index, probabilities, zero_state
 from .wires import WireMap
 
 __all__ = ["StateSharding", "execute_sharded_qnode"]
@@ -229,8 +230,7 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
         for i, r in enumerate(records):
             layout.apply(replace(r, op=None, adjoint=False, explicit=given[i]) if i in given else r)
         layout.flush()
-        return [_measure(m, layout, list(wires.indices(m.wires or labels, "state_sharding")), shots.total,
-                         draw_key) for m in tape.measurements]
+        return [_measure(m, layout, wires, shots.total, draw_key) for m in tape.measurements]
 
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
     draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
@@ -270,11 +270,11 @@ def _records(operations: Sequence[Any], wires: WireMap) -> list[GateRecord]:
     return records
 
 
-def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) -> Any:
+def _measure(m: Any, layout: _Layout, device: WireMap, shots: Any, key: Any) -> Any:
     """One terminal measurement of the sharded state, reduced over the devices."""
     import pennylane as qml
 
-    axes = layout.axes
+    axes, wires = layout.axes, list(device.indices(m.wires or device.labels, "state_sharding"))
     if isinstance(m, qml.measurements.StateMP) and shots is None:
         return layout.restore()
     if isinstance(m, qml.measurements.ProbabilityMP) and m.obs is None and shots is None:
@@ -282,7 +282,7 @@ def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) ->
         local = jnp.zeros(2 ** len(wires), jnp.float64).at[outcomes].add(probabilities(layout.local))
         return lax.psum(local, axes)
     if isinstance(m, qml.measurements.ExpectationMP) and m.obs is not None and shots is None:
-        return lax.psum(_expval(m.obs, layout, wires), axes)
+        return lax.psum(_expval(m.obs, layout, device), axes)
     if isinstance(m, qml.measurements.SampleMP) and m.obs is None and shots is not None:
         return _samples(layout, wires, shots, key)
     raise QuantumOperationError(
@@ -292,20 +292,20 @@ def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) ->
     )
 
 
-def _expval(obs: Any, layout: _Layout, wires: list[int]) -> Any:
-    """This slice's part of ``<psi|obs|psi>``, term by term (each term's wires made local)."""
+def _expval(obs: Any, layout: _Layout, device: WireMap) -> Any:
+    """This slice's part of ``<psi|obs|psi>``, term by term: each term's wires made local, then
+    applied as the simulator applies observables (:func:`.measurements.apply_observable`)."""
     import pennylane as qml
 
     try:
         coeffs, terms = obs.terms()
     except qml.operation.TermsUndefinedError:
         coeffs, terms = [1.0], [obs]
-    labels = list(obs.wires)
     total = 0.0
     for c, term in zip(coeffs, terms):
-        term_wires = [wires[labels.index(w)] for w in term.wires]
-        targets = layout.localize(term_wires)  # swaps first: they change layout.local
-        applied = apply_matrix(layout.local, qml.matrix(term, wire_order=term.wires), targets, layout.n - layout.k)
+        layout.localize(device.indices(term.wires, "state_sharding"))  # swaps first: they change layout.local
+        local = WireMap([device.labels[w] for w in layout.wire_at[layout.k:]])  # labels by slice position
+        applied = apply_observable(term, layout.local, layout.n - layout.k, local)
         total = total + c * jnp.real(jnp.vdot(layout.local, applied))
     return total
 
@@ -317,12 +317,8 @@ def _samples(layout: _Layout, wires: list[int], shots: int, key: Any) -> Any:
     probs = probabilities(layout.local)
     totals = lax.psum(jnp.zeros(2**layout.k).at[layout.device()].set(jnp.sum(probs)), layout.axes)
     device_key, index_key = prng.split(key)
-    cdf = jnp.cumsum(totals)
-    devices = jnp.minimum(jnp.searchsorted(cdf, prng.uniform(device_key, (shots,)) * cdf[-1], side="right"),
-                          2**layout.k - 1)
-    local_cdf = jnp.cumsum(probs)
-    local = jnp.minimum(jnp.searchsorted(local_cdf, prng.uniform(index_key, (shots,)) * local_cdf[-1],
-                                         side="right"), probs.shape[0] - 1)
+    devices = prng.sample_indices(device_key, totals, shots)
+    local = prng.sample_indices(index_key, probs, shots)
     mine = devices == layout.device()
     drawn = lax.psum(jnp.where(mine, local + layout.device() * 2 ** (layout.n - layout.k), 0), layout.axes)
     bits = [(drawn >> (layout.n - 1 - layout.position(w))) & 1 for w in wires]
