@@ -148,6 +148,8 @@ def stacked_matrices(run: Sequence[GateRecord]) -> Any:
 
 
 def _qml():
+    """PennyLane, imported when a circuit needs it (a classical program never imports it); the
+    quantum modules share this one."""
     import pennylane as qml
 
     return qml

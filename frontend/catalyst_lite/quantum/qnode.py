@@ -57,8 +57,8 @@ from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .application import apply_records
-from .gates import GateRecord, bit_flip_matrix, gate_records, initial_state
-from .mcm import McmPolicy, SingleBranch, measured_value, with_values
+from .gates import GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
+from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
 from .sampling import flatten_results, is_measurement, measurement_kind
@@ -187,24 +187,18 @@ def _traced() -> TracedCircuits:
 # --- ambient values ------------------------------------------------------------------------------
 
 
-class KeyCarry:
+class KeyCarry(ValueCarry):
     """The PRNG key threaded through control flow (an ambient carry); ``on_draw`` is told of each
     draw."""
 
     def __init__(self, key, on_draw: Callable[[], None] = lambda: None):
-        self.key = key
+        super().__init__(key)
         self.on_draw = on_draw
-
-    def get(self):
-        return self.key
-
-    def set(self, value) -> None:
-        self.key = value
 
     def split(self):
         """A fresh key for one random draw; the carried key moves on."""
         self.on_draw()
-        self.key, sub = prng.split(self.key)
+        self.value, sub = prng.split(self.value)
         return sub
 
 
@@ -453,14 +447,13 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)
+    key = _traced().next_key()
+    qfunc = qnode.func if qfunc is None else qfunc
     state_sharding = (current_context().qjit_options or {}).get("state_sharding")
     if state_sharding is not None:  # qjit(state_sharding=...): the state split over devices
         sharding = StateSharding(state_sharding, getattr(qnode, "__name__", "a QNode"))
-        return execute_sharded_qnode(qnode, qnode.func if qfunc is None else qfunc, args, kwargs, sharding,
-                                     _traced().next_key(), shots)
+        return execute_sharded_qnode(qnode, qfunc, args, kwargs, sharding, key, shots)
     config = McmConfig.of(qnode, shots)
-    key = _traced().next_key()
-    qfunc = qnode.func if qfunc is None else qfunc
     initial_key = key.get()
     while True:
         try:
@@ -606,12 +599,6 @@ def _measured_wire(wires: Any) -> Any:
 # --- PennyLane's compiler-dispatched operations --------------------------------------------------
 # While catalyst_lite is PennyLane's active compiler, qml.adjoint, qml.ctrl and qml.measure hand
 # their work to the compiler's ``ops`` entry point; these are the quantum ones.
-
-
-def _qml():
-    import pennylane as qml
-
-    return qml
 
 
 def _compiling_circuit() -> CircuitRun | None:
