@@ -138,6 +138,54 @@ def test_loop_index_sizes_arrays_and_resizing_while():
         np.testing.assert_allclose(doubling(np.ones(n)), doubling_reference(np.ones(n)))
 
 
+# Slices of a fixed-size array by a loop's index: `x[:i]` is all of `x` only when `i >= len(x)`,
+# which a loop from 0 does not reach at its first iterations.
+_INDEX_SLICES = (
+    lambda x, i, n: jnp.sum(x[:i]),
+    lambda x, i, n: jnp.mean(x[i:]),
+    lambda x, i, n: jnp.sum(x[: n - i]),
+    lambda x, i, n: x[:i].shape[0] * 1.0,
+    lambda x, i, n: jnp.sum(jax.lax.dynamic_slice(x, (i,), (3,))),
+)
+
+
+def _index_slices_reference(x, i, n):
+    x = np.asarray(x)
+    start = min(i, len(x) - 3)  # dynamic_slice clamps its start
+    return [np.sum(x[:i]), np.mean(x[i:]), np.sum(x[: n - i]), x[:i].shape[0], np.sum(x[start : start + 3])]
+
+
+@pytest.mark.parametrize("constant", [np.arange(8.0), jnp.arange(8.0)], ids=["numpy", "jax"])
+def test_a_for_loop_slices_a_closed_over_array_by_its_index(constant):
+    @qjit
+    def f(n: int):
+        @for_loop(0, n, 1)
+        def body(i, acc):
+            return tuple(a + s(jnp.asarray(constant), i, n) for a, s in zip(acc, _INDEX_SLICES))
+
+        return body((0.0,) * len(_INDEX_SLICES))
+
+    for n in (0, 1, 5):
+        expected = np.sum([_index_slices_reference(constant, i, n) for i in range(n)], axis=0)
+        np.testing.assert_allclose(f(n), expected if n else np.zeros(len(_INDEX_SLICES)))
+
+
+def test_a_while_loop_slices_an_argument_by_its_counter():
+    @qjit
+    def f(x, n: int):
+        @while_loop(lambda state: state[0] < n)
+        def body(state):
+            k, total, count = state
+            return k + 1, total + jnp.sum(x[:k]) + jnp.mean(x[k:]), count + x[k:].shape[0]
+
+        return body((0, 0.0, 0))[1:]
+
+    x = np.arange(8.0)
+    for n in (0, 1, 5):
+        total = sum(np.sum(x[:k]) + np.mean(x[k:]) for k in range(n))
+        np.testing.assert_allclose(f(x, n), (total, sum(len(x[k:]) for k in range(n))))
+
+
 def test_preserved_while_loop_is_one_program():
     @qjit(abstracted_axes={0: "n"})
     def f(a):

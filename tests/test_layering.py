@@ -22,8 +22,8 @@ LAYERS = (
     {"errors", "trace_context"},  # what everything reads
     {"jax_extras"},  # the seam with JAX's internals
     # the representation of a traced program and what describes it: tracing, signatures, facts
-    {"tracing", "signature", "binding", "annotations", "diagnostics", "reporting", "settings",
-     "compile_options", "passes", "compiler_stages", "jit_options", "stages", "tracebacks", "versions"},
+    {"tracing", "signature", "diagnostics", "reporting", "settings",
+     "compile_options", "passes", "versions"},
     {"compiler"},  # the runtime: specialization, executables, strategies, caches
     # the user API's parts: primitives and their rules, transformations, the frontends
     {"callbacks", "debug", "control_flow", "quantum", "transforms", "autograph", "capture"},
@@ -189,8 +189,9 @@ def test_no_mid_module_imports():
 # --- Errors are told apart by their types, raised where they happen ----------------------------------
 
 # Where reading a traceback's frames is the job: locating the user's line for a message, filtering
-# the frames shown.
-_READS_FRAMES = {("catalyst_lite.diagnostics", "user_location"), ("catalyst_lite.tracebacks", "filtered")}
+# the frames shown, finding the typed marker of the user's code (a frame of our own code object).
+_READS_FRAMES = {("catalyst_lite.diagnostics", "user_location"), ("catalyst_lite.diagnostics", "filtered"),
+                 ("catalyst_lite.jax_extras.patches", "raised_in_users_code")}
 _TEXT_TESTS = {"startswith", "endswith", "find", "index", "count", "search", "match", "fullmatch"}
 
 

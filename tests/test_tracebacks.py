@@ -10,7 +10,7 @@ import pytest
 
 import catalyst_lite
 from catalyst_lite import for_loop, qjit
-from catalyst_lite.tracebacks import FILTERING_ENV_VAR
+from catalyst_lite.diagnostics import FILTERING_ENV_VAR
 
 PACKAGE = os.path.dirname(catalyst_lite.__file__)
 

@@ -24,7 +24,7 @@ from .errors import (
 )
 from .compiled import QJIT, qjit
 from .compile_options import CompileOptions
-from .compiler_stages import draw_graph
+from .debug import draw_graph
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
 from .jax_extras import dynamic_jaxprs

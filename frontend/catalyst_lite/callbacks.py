@@ -34,7 +34,7 @@ import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .compiler.specialize import register_specialization
-from .annotations import PYTHON_SCALARS, resolved_annotation
+from .signature import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
 from .errors import CallbackError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing

@@ -7,6 +7,22 @@
 ...     return jnp.ones((sz + 1,), dtype=float)
 >>> f(2).tolist(), f(4).shape
 ([1.0, 1.0, 1.0], (5,))
+
+Its ahead-of-time stages are shaped as ``jax.stages``: ``f.trace(*args)`` is the program traced
+for the arguments' signature, sizes symbolic (:class:`Traced`, the same for every size);
+``f.lower(*args)`` is that program specialized at the arguments' sizes, in StableHLO with static
+shapes (:class:`Lowered`, what XLA compiles for them); ``.compile()`` compiles it, and the
+:class:`Compiled` runs calls of those types and sizes (others raise ``TypeError``, as a
+``jax.stages.Compiled`` does).
+
+>>> g = qjit(lambda x: jnp.sum(x ** 2), abstracted_axes={0: "n"})
+>>> x = jnp.arange(3.0)
+>>> "f64[a]" in str(g.trace(x).jaxpr)            # traced once, the size symbolic
+True
+>>> "tensor<3xf64>" in g.lower(x).as_text()      # specialized at size 3
+True
+>>> float(g.lower(x).compile()(x))
+5.0
 """
 
 from __future__ import annotations
@@ -38,14 +54,22 @@ from .errors import (
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data
-from .binding import CallArguments, CallBinding
-from .signature import ArgumentLayout, LeafSpec
-from .annotations import as_annotated, dtype_of, example_of, is_type_annotation, resolved_annotation
+from .signature import (
+    ArgumentLayout,
+    CallArguments,
+    CallBinding,
+    LeafSpec,
+    as_annotated,
+    dtype_of,
+    example_of,
+    is_type_annotation,
+    resolved_annotation,
+)
 from .autograph import run_autograph
 from .callbacks import callback_exception
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
-from .compile_options import CompileOptions as QJITOptions, check_seed
+from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
 from .compiler.boundary import call_from_transformation
 from .compiler.executable import Executable, FastCall, register_function_compiler
@@ -56,12 +80,10 @@ from .compiler.specialize import NeedsHost
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
-from .jit_options import JIT_OPTIONS, JitOptions
-from .tracebacks import api_boundary, filtered
-from .stages import Compiled, Lowered, Traced, mismatch as stage_mismatch
+from .diagnostics import api_boundary, filtered
 from .tracing import SizeFacts, dimension_sources, implicit_values
 
-__all__ = ["qjit", "QJIT", "CacheInfo"]
+__all__ = ["qjit", "QJIT", "CacheInfo", "Traced", "Lowered", "Compiled"]
 
 # Catalyst options that change nothing here (we always compile with XLA).
 _ACCEPTED_OPTIONS = {
@@ -79,7 +101,7 @@ _ACCEPTED_OPTIONS = {
     "dialect_plugins",
     "skip_preprocess",  # device preprocessing of captured programs: catalyst_lite has none
     "use_nameloc",
-    # jax.jit's, for each size's XLA compilation (see jit_options.py)
+    # jax.jit's, for each size's XLA compilation (see compile_options.py)
     *JIT_OPTIONS,
     "state_sharding",  # QNodes' state vectors split over devices (quantum/sharded.py)
 }
@@ -113,6 +135,49 @@ class CacheInfo:
     executables: int
     sizes: tuple
     maxsize: int | None
+
+
+# --- ahead-of-time stages, shaped as jax.stages -----------------------------------------------------
+
+
+class Traced:
+    """The traced program of one argument signature (``jax.stages.Traced``): :attr:`jaxpr`, with
+    symbolic sizes as variables, and :meth:`lower` at the traced arguments' sizes."""
+
+    def __init__(self, jaxpr: Any, fun_name: str, lower: Callable[[], "Lowered"]):
+        self.jaxpr = jaxpr
+        self.fun_name = fun_name
+        self._lower = lower
+
+    def lower(self) -> "Lowered":
+        return self._lower()
+
+
+class Lowered:
+    """The program specialized at one call's sizes, lowered to StableHLO (``jax.stages.Lowered``:
+    ``as_text``, ``compiler_ir``, ``cost_analysis`` are its)."""
+
+    def __init__(self, lowered: Any, arguments: Callable[[tuple, dict], list], results: Callable):
+        self._lowered = lowered
+        self._arguments = arguments  # a call's flat arguments, or TypeError if not of these sizes
+        self._results = results
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lowered, name)
+
+    def compile(self, compiler_options: dict[str, Any] | None = None) -> "Compiled":
+        return Compiled(self._lowered.compile(compiler_options), self._arguments, self._results)
+
+
+class Compiled(Lowered):
+    """The XLA executable of a :class:`Lowered` (``jax.stages.Compiled``: ``as_text``,
+    ``cost_analysis``, ``memory_analysis`` are its); callable with arguments of the types and
+    sizes it was lowered for."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        flat = self._arguments(args, kwargs)
+        with x64_scope():
+            return self._results(self._lowered(*flat))
 
 
 @register_function_compiler
@@ -249,10 +314,16 @@ class QJIT:
 
     def _trace_generic(self, call: CallArguments) -> None:
         """Trace the generic program of this call's signature now (ahead of time)."""
+        family, trace, *_ = self._signature_of(call)
+        self._last = family.generic(trace)
+
+    def _signature_of(self, call: CallArguments) -> tuple[ProgramFamily, SignatureTrace, list, list, list[str]]:
+        """The programs traced for this call's signature, how it is traced, and the call's flat
+        arguments with their abstracted axes and names."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
-        family = self._family_for(call, tree, specs, axes, names)
-        self._last = family.generic(self._signature_trace(call, tree, specs, axes, names))
+        trace = self._signature_trace(call, tree, specs, axes, names)
+        return self._family_for(call, tree, specs, axes, names), trace, leaves, axes, names
 
     def _annotation_call(self) -> CallArguments | None:
         """Arguments standing for the type annotations when every parameter is positional and
@@ -277,15 +348,12 @@ class QJIT:
         sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
         size inputs' leading part (the lengths of its abstracted axes), and the sizes the
         program's implicit inputs take for the call."""
-        tree, specs, leaves, axes = self.layout.leaf_specs(call)
-        names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
-        family = self._family_for(call, tree, specs, axes, names)
+        family, trace, leaves, axes, names = self._signature_of(call)
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
         _check_int64(self.name, names, leaves)
         # A size argument traced by an outer transformation has no value to check facts with.
         values = [*axis_lengths, *(None if isinstance(x, Tracer) and not is_concrete_value(x) else x for x in leaves)]
-        trace = self._signature_trace(call, tree, specs, axes, names)
         try:
             program = family.program_for(values, trace, lock=not inside_program_trace())
         except UnknownSize as unknown:
@@ -321,7 +389,7 @@ class QJIT:
 
     def _conformed(self, call: CallArguments) -> CallArguments:
         """With type annotations, the call's values converted to them where Catalyst converts
-        (see :func:`.annotations.as_annotated`). Values that do not fit the annotations are traced
+        (see :func:`.signature.as_annotated`). Values that do not fit the annotations are traced
         for their own types with a ``UserWarning``, as Catalyst recompiles for them."""
         if self._annotated is None:
             return call
@@ -351,7 +419,7 @@ class QJIT:
         return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Exceptions leave with the user's frames first (see tracebacks.py): a try costs nothing
+        # Exceptions leave with the user's frames first (see diagnostics.py): a try costs nothing
         # until something is raised.
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
@@ -593,7 +661,7 @@ class QJIT:
     @api_boundary
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
         """The program traced for these arguments' signature, its sizes symbolic (as
-        ``jax.jit(f).trace``; see :mod:`catalyst_lite.stages`).
+        ``jax.jit(f).trace``; see :class:`Traced`).
 
         >>> import jax.numpy as jnp
         >>> from catalyst_lite import qjit
@@ -634,7 +702,10 @@ class QJIT:
             other, _, _, _, full, other_key = self._flat_call(args, kwargs)
             if other is not executable or other_key != key:
                 what = f"sizes {other_key}" if other is executable else "other argument types"
-                raise stage_mismatch(self.name, f"sizes {key}", what)
+                raise ArgumentTypeError(
+                    f"{self.name}: this compiled stage was lowered for sizes {key} and is called with "
+                    f"{what}. Lower again for these arguments (f.lower(*args).compile()), or call f."
+                )
             return [full[i] for i in other.runner.dynamic_positions]
 
         return Lowered(lowered, arguments, lambda outs: self._jit.place_results(executable.program.results(outs)))

@@ -13,10 +13,24 @@ traceback that is not JAX's, NumPy's or catalyst_lite's own):
   that are not integers;
 - :class:`~.jax_extras.patches.NeedsCallSizes` (JAX failing on a symbolic size) passes on: the
   program is traced again with the call's sizes (``compiler.assumptions``);
-- any other error (JAX's own, about the user's program) is left as it is, with a note saying where.
+- any other error (the user's own, or JAX's about the user's program) is left as it is: its
+  traceback (:func:`filtered`) shows the user's line.
 
 Nothing here reads an error's message or traceback to decide what it is: each is typed where it
 is raised.
+
+Tracebacks show the user's code: an exception leaving a qjit function (its call, its
+decoration-time trace, ``lower``/``trace``) keeps the user's frames and drops catalyst_lite's and
+JAX's (:func:`filtered`), as ``jax.jit`` does with its ``traceback_util``. The one frame kept of
+ours is the call's entry point. ``CATALYST_LITE_TRACEBACK_FILTERING=off`` keeps every frame (for
+debugging catalyst_lite itself).
+
+>>> from catalyst_lite import qjit
+>>> @qjit
+... def f(x: float):
+...     raise ValueError("from the user's code")
+Traceback (most recent call last):
+ValueError: from the user's code
 """
 
 from __future__ import annotations
@@ -26,8 +40,9 @@ import functools
 import linecache
 import os
 import traceback
+import types
 from types import TracebackType
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.errors
@@ -45,13 +60,18 @@ __all__ = [
     "equation_location",
     "unsupported_equation_error",
     "escaped_size_error",
+    "FILTERING_ENV_VAR",
+    "filtered",
+    "api_boundary",
 ]
 
-# Directories whose files are never the user's line: JAX, NumPy, catalyst_lite and the standard
-# library modules that wrap calls (a path test works for live frames and for JAX's source info).
-_LIBRARY_DIRS = tuple(
-    os.path.dirname(path) + os.sep for path in (jax.__file__, jaxlib.__file__, np.__file__, __file__)
-) + tuple(module.__file__ for module in (contextlib, functools))
+# The directories of catalyst_lite and JAX: their frames are left out of the tracebacks users see.
+_HIDDEN = tuple(os.path.dirname(path) + os.sep for path in (__file__, jax.__file__))
+# Files that are never the user's line: those, jaxlib's, NumPy's and the standard library modules
+# that wrap calls (a path test works for live frames and for JAX's source info).
+_LIBRARY_DIRS = _HIDDEN + tuple(os.path.dirname(path) + os.sep for path in (jaxlib.__file__, np.__file__)) + tuple(
+    module.__file__ for module in (contextlib, functools)
+)
 
 _HINTS: tuple[tuple[type[BaseException], str], ...] = (
     (
@@ -195,14 +215,39 @@ def user_facing_trace_errors(
             # ... or right after it branched otherwise at the call's sizes than at generic ones
             # (`jnp.pad(x, 1, "reflect")` at n = 1 refuses a symbolic n): jax.jit's way serves it.
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic at this call's sizes") from err
-        _note_location(err, fn_name)
-        raise
-    except Exception as err:
-        _note_location(err, fn_name)
-        raise
+        raise  # the user's own, or JAX's about the user's program: left as it is
 
 
-def _note_location(err: BaseException, fn_name: str) -> None:
-    location = user_location(err.__traceback__)
-    if location:
-        err.add_note(f"catalyst_lite: raised while tracing {fn_name} at {location}")
+# --- tracebacks that show the user's code ---------------------------------------------------------
+
+FILTERING_ENV_VAR = "CATALYST_LITE_TRACEBACK_FILTERING"
+
+
+def filtered(error: BaseException) -> BaseException:
+    """``error`` with the frames of catalyst_lite and JAX left out of its traceback (unless the
+    environment variable turns filtering off)."""
+    if os.environ.get(FILTERING_ENV_VAR, "on").strip().lower() in ("off", "0", "false", "no"):
+        return error
+    kept, tb = [], error.__traceback__
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_HIDDEN):
+            kept.append(tb)
+        tb = tb.tb_next
+    new = None
+    for tb in reversed(kept):
+        new = types.TracebackType(new, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    # No note added: pytest's match= (and users' checks) read notes with the message.
+    return error.with_traceback(new)
+
+
+def api_boundary(fn: Callable) -> Callable:
+    """``fn`` raising its exceptions :func:`filtered`."""
+
+    @functools.wraps(fn)
+    def boundary(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as error:
+            raise filtered(error)  # noqa: B904 (the same exception, its traceback trimmed)
+
+    return boundary

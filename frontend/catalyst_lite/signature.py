@@ -1,26 +1,488 @@
-"""Arguments of a compiled function as traced: pytrees, abstracted axes, and the signature that
-decides when a function must be traced again.
+"""A compiled function's signature: how a call binds to its parameters, what their type
+annotations ask for, and the arguments as traced.
 
-A function is re-traced only when its *signature* changes: the pytree structure of its dynamic
-arguments, their dtypes and ranks, the sizes of the axes that are not abstracted, and the values of
-its static arguments. Sizes of abstracted axes and the values of integer arguments are not part of
-it: a program traced once runs at every size.
+**Binding** (:class:`CallBinding`), as Python does: keywords, keyword-only parameters, ``*args``
+and ``**kwargs``. Parameters the caller leaves out get their defaults from Python when the function
+runs, as with ``jax.jit``: they are not arguments of the trace (a default function or string is
+just used). The static ones (``static_argnums``/``static_argnames``, checked when the decorator
+runs) are part of the trace's key; the others are traced.
+
+>>> binding = CallBinding(lambda x, *, scale=2.0, mode="sum": x, static_argnames="mode")
+>>> call = binding.bind((1.0,), {"mode": "max"})
+>>> call.dynamic, call.static
+((1.0,), ((('', 'mode'), 'max'),))
+
+**Annotations**, Catalyst's ahead-of-time convention: a function whose parameters are all annotated
+with types (``int``, ``float``, ``bool``, ``complex``, a JAX or NumPy scalar type,
+``jax.core.ShapedArray``, ``jax.ShapeDtypeStruct``) is traced when ``@qjit`` runs; any other class
+is a ``TypeError`` at decoration, as in Catalyst, and annotations that are not classes leave
+tracing to the first call. String annotations are evaluated where the function was defined.
+
+>>> import jax.numpy as jnp
+>>> from jax.core import ShapedArray
+>>> example_of(ShapedArray((2, 3), jnp.float32), "x", "f")
+ShapeDtypeStruct(shape=(2, 3), dtype=float32)
+>>> example_of(float, "x", "f").dtype, is_type_annotation(list[int])
+(dtype('float64'), False)
+
+**The arguments as traced** (:class:`ArgumentLayout`): pytrees and abstracted axes. A function is
+re-traced only when its *signature* changes: the pytree structure of its dynamic arguments, their
+dtypes and ranks, the sizes of the axes that are not abstracted, and the values of its static
+arguments. Sizes of abstracted axes and the values of integer arguments are not part of it: a
+program traced once runs at every size.
 """
 
 from __future__ import annotations
 
+import inspect
 import numbers
+import sys
+import types
 from dataclasses import dataclass
-from typing import Any, Hashable, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure
 
-from .binding import CallArguments
-from .errors import ArgumentTypeError, ArgumentValueError
+from .compile_options import checked_tuple
+from .errors import (
+    ArgumentTypeError,
+    ArgumentValueError,
+    StaticArgnumsError,
+    UnhashableStaticArgumentError,
+    function_name,
+)
+from .jax_extras import ShapedArray, Tracer
 
-__all__ = ["LeafSpec", "ArgumentLayout", "AxesSpec"]
+__all__ = [
+    "CallArguments",
+    "CallBinding",
+    "PYTHON_SCALARS",
+    "resolved_annotation",
+    "is_type_annotation",
+    "example_of",
+    "check_python_scalar",
+    "as_annotated",
+    "dtype_of",
+    "LeafSpec",
+    "ArgumentLayout",
+    "AxesSpec",
+]
+
+# --- binding a call to the parameters -------------------------------------------------------------
+
+# How an argument is known: ("", name) for a named parameter, ("*", i) for the i-th element of
+# `*args`, ("**", key) for an entry of `**kwargs`, ("call", name) for a call-site keyword.
+ArgumentKey = tuple[str, Any]
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+
+
+@dataclass(frozen=True)
+class CallArguments:
+    """The arguments one call gives, bound to the function's parameters in signature order.
+
+    Parameters the caller leaves out are absent: Python fills in their defaults when the function
+    is called, as ``jax.jit`` does, so they are neither traced nor part of the signature.
+    """
+
+    keys: tuple[ArgumentKey, ...]
+    values: tuple[Any, ...]
+    names: tuple[str, ...]  # for messages: "'x'", "'args'[1]", "'opts'['mode']"
+    is_static: tuple[bool, ...]
+    # For each argument, its position among the function's non-static arguments (the entry of a
+    # per-argument abstracted_axes that applies to it).
+    slots: tuple[int, ...]
+    nslots: int
+
+    def _pick(self, what: Sequence[Any], static: bool) -> tuple:
+        return tuple(x for x, s in zip(what, self.is_static) if s == static)
+
+    @property
+    def dynamic(self) -> tuple:
+        return self._pick(self.values, False)
+
+    @property
+    def dynamic_keys(self) -> tuple[ArgumentKey, ...]:
+        return self._pick(self.keys, False)
+
+    @property
+    def dynamic_names(self) -> tuple[str, ...]:
+        return self._pick(self.names, False)
+
+    @property
+    def dynamic_slots(self) -> tuple[int, ...]:
+        return self._pick(self.slots, False)
+
+    @property
+    def static(self) -> tuple[tuple[ArgumentKey, Any], ...]:
+        """The static arguments as a hashable part of a trace's key."""
+        return tuple(zip(self._pick(self.keys, True), self._pick(self.values, True)))
+
+
+class CallBinding:
+    """How calls of ``fn`` bind to its parameters, and which arguments are static."""
+
+    def __init__(
+        self,
+        fn: Callable,
+        static_argnums: Sequence[int] | int | None = None,
+        static_argnames: Sequence[str] | str | None = None,
+    ):
+        self.fn_name = function_name(fn)
+        self.call_keywords = _call_site_keywords(fn)
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self.signature = None
+        params = list(self.signature.parameters.values()) if self.signature else []
+        self.parameters = {p.name: p for p in params}
+        self.positional = [p.name for p in params if p.kind in _POSITIONAL]
+        kinds = {p.kind: p.name for p in params}
+        self.var_positional = kinds.get(inspect.Parameter.VAR_POSITIONAL)
+        self.var_keyword = kinds.get(inspect.Parameter.VAR_KEYWORD)
+        # Catalyst reports a bad static_argnums when the function is called: kept until then.
+        self.static_argnums_error: Exception | None = None
+        try:
+            nums = _checked_static_argnums(static_argnums, self.fn_name)
+            if self.signature is not None:
+                self._check_static_argnums_range(nums)
+        except (ArgumentTypeError, StaticArgnumsError) as err:
+            self.static_argnums_error, nums = err, set()
+        names = set(checked_tuple(static_argnames, str, "static_argnames", self.fn_name))
+        if self.signature is not None:
+            self._check_static_argnames(names)
+        # As jax.jit does: a positional parameter is static whether passed by position or name.
+        self.static_names = frozenset(names) | {self.positional[i] for i in nums if i < len(self.positional)}
+        # Positions beyond the named parameters are elements of *args.
+        self.static_varargs = frozenset(i - len(self.positional) for i in nums if i >= len(self.positional))
+
+    @property
+    def has_static_arguments(self) -> bool:
+        return bool(self.static_names or self.static_varargs)
+
+    def _check_static_argnums_range(self, nums: set[int]) -> None:
+        if self.var_positional is None:
+            for i in sorted(nums):
+                if i >= len(self.positional):
+                    raise StaticArgnumsError(
+                        f"{self.fn_name}: static_argnums names argnum {i}, which is beyond the valid "
+                        f"range of [0, {len(self.positional)}): the function takes "
+                        f"{len(self.positional)} positional argument(s)."
+                    )
+
+    def _check_static_argnames(self, names: set[str]) -> None:
+        named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
+        unknown = sorted(n for n in names if n not in named)
+        if unknown and self.var_keyword is None:
+            raise ArgumentValueError(
+                f"{self.fn_name}: the qjitted function has invalid argname "
+                f"{{{', '.join(map(repr, unknown))}}} in static_argnames: not a parameter "
+                f"(parameters: {', '.join(repr(n) for n in self.parameters if n in named) or 'none'})."
+            )
+
+    @property
+    def static_argnums(self) -> tuple[int, ...]:
+        """The positions of the static arguments (those named by ``static_argnames`` too)."""
+        named = {i for i, n in enumerate(self.positional) if n in self.static_names}
+        return tuple(sorted(named | {len(self.positional) + i for i in self.static_varargs}))
+
+    def bind(self, args: tuple, kwargs: dict) -> CallArguments:
+        """Bind a call's arguments to the parameters; a clear error when Python would refuse it."""
+        if self.static_argnums_error is not None:
+            raise self.static_argnums_error.with_traceback(None)
+        at_call = {k: kwargs[k] for k in self.call_keywords if k in kwargs}
+        if at_call:
+            kwargs = {k: v for k, v in kwargs.items() if k not in at_call}
+            call = self.bind(args, kwargs)
+            keys = [("call", k) for k in at_call]
+            values = [self.call_keywords[k](v) for k, v in at_call.items()]
+            return self._arguments([*call.keys, *keys], [*call.values, *values])
+        if self.signature is None:  # no signature to bind by: arguments as given
+            keys = [("*", i) for i in range(len(args))] + [("**", k) for k in kwargs]
+            return self._arguments(keys, [*args, *kwargs.values()])
+        self._check_keywords(kwargs)
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentTypeError(f"{self.fn_name}: {e}") from None
+        self._fill_static_defaults(bound)
+        keys, values = [], []
+        for name, value in bound.arguments.items():
+            kind = self.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                keys += [("*", i) for i in range(len(value))]
+                values += value
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                keys += [("**", k) for k in value]
+                values += value.values()
+            else:
+                keys.append(("", name))
+                values.append(value)
+        return self._arguments(keys, values)
+
+    def _fill_static_defaults(self, bound: inspect.BoundArguments) -> None:
+        """The default of a static parameter left out is its value, so that ``f(x)`` and
+        ``f(x, mode="ones")`` for ``mode="ones"`` share a trace. (Other defaults are left to
+        Python: they are not traced.)"""
+        for name in self.static_names:
+            p = self.parameters.get(name)
+            if p is not None and name not in bound.arguments and p.default is not p.empty:
+                try:
+                    hash(p.default)
+                except TypeError:
+                    continue
+                bound.arguments[name] = p.default
+
+    def _check_keywords(self, kwargs: dict) -> None:
+        """A keyword that names no parameter is the error, as in Python (``inspect.Signature.bind``
+        would first complain about a missing argument)."""
+        if self.var_keyword is not None:
+            return
+        accepted = {n for n, p in self.parameters.items() if p.kind not in (*_VARIADIC, inspect.Parameter.POSITIONAL_ONLY)}
+        for k in kwargs:
+            if k not in accepted:
+                raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {k!r}")
+
+    def _arguments(self, keys: list[ArgumentKey], values: list[Any]) -> CallArguments:
+        static = [self._is_static(key) for key in keys]
+        self._check_static_varargs(keys)
+        for key, value, is_static in zip(keys, values, static):
+            if is_static:
+                try:
+                    hash(value)
+                except TypeError:
+                    raise UnhashableStaticArgumentError(
+                        f"{self.fn_name}: static argument {self._name(key)} must be hashable, got "
+                        f"{type(value).__name__}."
+                    ) from None
+        slots, nslots = self._slots(keys, static)
+        names = tuple(self._name(k) for k in keys)
+        return CallArguments(tuple(keys), tuple(values), names, tuple(static), slots, nslots)
+
+    def _is_static(self, key: ArgumentKey) -> bool:
+        tag, ident = key
+        if tag == "call":
+            return True
+        return ident in self.static_varargs if tag == "*" else ident in self.static_names
+
+    def _check_static_varargs(self, keys: list[ArgumentKey]) -> None:
+        """``static_argnums`` beyond the named parameters must name a given element of ``*args``."""
+        given = sum(1 for tag, _ in keys if tag == "*")
+        for i in sorted(self.static_varargs):
+            if i >= given:
+                npos = len(self.positional) + given
+                raise StaticArgnumsError(
+                    f"{self.fn_name}: static_argnums names argnum {len(self.positional) + i}, which "
+                    f"is beyond the valid range of [0, {npos}): the call passes {npos} positional "
+                    "argument(s)."
+                )
+
+    def _slots(self, keys: list[ArgumentKey], static: list[bool]) -> tuple[tuple[int, ...], int]:
+        """Each argument's position among the function's non-static arguments, counting the named
+        parameters the call leaves out (so an abstracted_axes entry keeps its parameter)."""
+        given = dict(zip(keys, static))
+        order: list[ArgumentKey] = []
+        for name, p in self.parameters.items():
+            if p.kind in _VARIADIC:
+                tag = "*" if p.kind is inspect.Parameter.VAR_POSITIONAL else "**"
+                order += [k for k in keys if k[0] == tag]
+            elif name not in self.static_names:
+                order.append(("", name))
+        if self.signature is None:
+            order = list(keys)
+        order = [k for k in order if not given.get(k, False)]
+        index = {k: i for i, k in enumerate(order)}
+        return tuple(index.get(k, -1) for k in keys), len(order)
+
+    def _name(self, key: ArgumentKey) -> str:
+        tag, ident = key
+        if tag == "*":
+            return f"{self.var_positional!r}[{ident}]" if self.var_positional else f"#{ident}"
+        if tag == "**" and self.var_keyword:
+            return f"{self.var_keyword!r}[{ident!r}]"
+        return repr(ident)
+
+    def of_dynamic_arguments(self, fn: Callable, call: CallArguments) -> Callable:
+        """``fn`` as a function of ``call``'s dynamic arguments (in order), its static arguments
+        fixed: what is traced."""
+        static = dict(call.static)
+
+        def with_dynamic(*dynamic: Any) -> Any:
+            values = dict(zip(call.dynamic_keys, dynamic))
+            return self.call(fn, call.keys, [static[k] if k in static else values[k] for k in call.keys])
+
+        return with_dynamic
+
+    def call(self, fn: Callable, keys: Sequence[ArgumentKey], values: Sequence[Any]) -> Any:
+        """Call ``fn`` with these arguments, bound as they were (keywords by name); parameters
+        without a value get their defaults from Python."""
+        at_call = {k: v for (tag, k), v in zip(keys, values) if tag == "call"}
+        if self.signature is None:
+            args = [v for (tag, _), v in zip(keys, values) if tag == "*"]
+            return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"}, **at_call)
+        arguments: dict[str, Any] = {}
+        for (tag, ident), value in zip(keys, values):
+            if tag == "call":
+                continue
+            if tag == "*":
+                arguments[self.var_positional] = (*arguments.get(self.var_positional, ()), value)
+            elif tag == "**":
+                arguments.setdefault(self.var_keyword, {})[ident] = value
+            else:
+                arguments[ident] = value
+        bound = inspect.BoundArguments(self.signature, arguments)
+        return fn(*bound.args, **bound.kwargs, **at_call)
+
+
+def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
+    """Keywords a call of ``fn`` takes beyond its parameters, each static and made hashable by its
+    function: ``shots`` for a QNode whose function has none (PennyLane's call-site shots,
+    ``circuit(x, shots=100)``, as a ``qml.measurements.Shots``)."""
+    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
+    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
+        return {}
+    return {"shots": qml.measurements.Shots}
+
+
+def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:
+    """``static_argnums`` as a set of non-negative ints (Catalyst refuses negative ones)."""
+    if static_argnums is None:
+        return set()
+    nums = (static_argnums,) if isinstance(static_argnums, (int, np.integer)) else static_argnums
+    try:
+        nums = tuple(nums)
+    except TypeError:
+        nums = None
+    if nums is None or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
+        raise ArgumentTypeError(
+            f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
+            f"got {static_argnums!r}."
+        )
+    for i in nums:
+        if i < 0:
+            raise StaticArgnumsError(
+                f"{fn_name}: static_argnums names argnum {int(i)}, which is beyond the valid range "
+                "(negative); give positions from 0."
+            )
+    return {int(i) for i in nums}
+
+
+# --- type annotations ------------------------------------------------------------------------------
+
+# The Python scalar annotations: their dtypes (weakly typed, as Python numbers are in JAX).
+PYTHON_SCALARS: dict[type, np.dtype] = {
+    int: np.dtype("int64"),
+    float: np.dtype("float64"),
+    bool: np.dtype(bool),
+    complex: np.dtype("complex128"),
+}
+
+
+def resolved_annotation(annotation: Any, fn: Callable) -> Any:
+    """``annotation`` as the object it names: a string (``from __future__ import annotations``)
+    is evaluated in ``fn``'s globals and closure; one that does not evaluate stays a string."""
+    if not isinstance(annotation, str):
+        return annotation
+    target = inspect.unwrap(fn) if callable(fn) else fn
+    scope = dict(getattr(target, "__globals__", {}))
+    if inspect.isfunction(target):
+        scope.update(inspect.getclosurevars(target).nonlocals)
+    try:
+        return eval(annotation, scope)  # noqa: S307 (the user's own annotation)
+    except Exception:  # a forward reference or a name only a type checker knows
+        return annotation
+
+
+def is_type_annotation(annotation: Any) -> bool:
+    """Whether an annotation asks for ahead-of-time tracing: a class or an array type (generic
+    aliases such as ``list[int]`` are not classes)."""
+    if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
+        return True
+    return (
+        isinstance(annotation, type)
+        and not isinstance(annotation, types.GenericAlias)
+        and getattr(annotation, "__module__", None) != "typing"  # typing.Any is a class since 3.11
+    )
+
+
+def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruct:
+    """The abstract argument an annotation stands for (see the module docstring)."""
+    if annotation in PYTHON_SCALARS:
+        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[annotation], weak_type=True)
+    if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
+        shape = tuple(annotation.shape)
+        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+            raise ArgumentValueError(
+                f"{fn_name}: parameter {param} is annotated with the shape {shape}; sizes must be "
+                "non-negative integers (pass an int argument to size an array at run time)."
+            )
+        return jax.ShapeDtypeStruct(shape, annotation.dtype)
+    dtype = _scalar_dtype(annotation)
+    if dtype is None:
+        name = getattr(annotation, "__name__", repr(annotation))
+        raise ArgumentTypeError(
+            f"{fn_name}: parameter {param} is annotated {name}, which is not a JAX type; annotate "
+            "int, float, bool, complex, a dtype such as jnp.float32, or "
+            "jax.core.ShapedArray(shape, dtype)."
+        )
+    return jax.ShapeDtypeStruct((), dtype)
+
+
+def _scalar_dtype(annotation: Any) -> np.dtype | None:
+    """The dtype of a JAX or NumPy scalar type (``jnp.float32``, ``np.int16``), else ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, np.generic):
+        return np.dtype(annotation)
+    dtype = getattr(annotation, "dtype", None)  # jnp.float32 and friends
+    return np.dtype(dtype) if isinstance(annotation, type) and isinstance(dtype, np.dtype) else None
+
+
+def check_python_scalar(fn_name: str, arg_name: str, annotation: type, a: Any) -> None:
+    """An argument of a parameter annotated ``int``/``float``/``bool``/``complex`` is a scalar
+    of that kind or one that promotes to it, as Catalyst converts it (a ``bool`` for ``int``, an
+    ``int`` or ``bool`` for ``float``, any number for ``complex``)."""
+    kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
+    ok = kind is not None and np.ndim(a) == 0 and {
+        int: np.issubdtype(kind, np.integer) or kind == np.dtype(bool),
+        float: np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer) or kind == np.dtype(bool),
+        bool: kind == np.dtype(bool),
+        complex: np.issubdtype(kind, np.number) or kind == np.dtype(bool),
+    }[annotation]
+    if not ok:
+        raise ArgumentTypeError(
+            f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
+            f"{type(a).__name__} {a!r}."
+        )
+
+
+def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
+    """A call's argument for an annotated parameter: a Python scalar annotation is checked and a
+    Python number converted to it (``f(2)`` for ``x: float`` is traced as a float); an array of
+    an annotated array type's shape whose dtype promotes to the annotated one is converted to it,
+    as Catalyst does (other arrays are traced for their own types)."""
+    if annotation in PYTHON_SCALARS:
+        check_python_scalar(fn_name, arg_name, annotation, a)
+        # A tracer of an outer JAX transformation stays one (float() would cut it off).
+        return annotation(a) if annotation in (int, float) and not isinstance(a, Tracer) else a
+    if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
+        if not hasattr(a, "dtype") and not isinstance(a, (int, float, bool, complex)):
+            return a
+        dtype = dtype_of(a)
+        python_scalar = not hasattr(a, "dtype")  # weakly typed in JAX: given the annotated type
+        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and (
+            jax.numpy.promote_types(dtype, annotation.dtype) == annotation.dtype
+        ):
+            return np.asarray(a, dtype=annotation.dtype)
+    return a
+
+
+def dtype_of(x: Any) -> np.dtype:
+    """The dtype of an argument, without converting it (it may be a tracer)."""
+    return np.dtype(x.dtype) if hasattr(x, "dtype") else np.asarray(x).dtype
+
+
+# --- the arguments as traced -----------------------------------------------------------------------
 
 AxesSpec = dict[int, Hashable]
 
@@ -83,10 +545,9 @@ def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool
 
 
 class ArgumentLayout:
-    """How the dynamic arguments of a call (see :mod:`.binding`) map to the flat list that is
+    """How the dynamic arguments of a call (a :class:`CallArguments`) map to the flat list that is
     traced: pytree leaves, and the axes of each that ``abstracted_axes`` makes symbolic.
 
-    >>> from catalyst_lite.binding import CallBinding
     >>> call = CallBinding(lambda x, n: x).bind((np.ones(3),), {"n": 2})
     >>> layout = ArgumentLayout("f", abstracted_axes={0: "n"})
     >>> [str(s.shape) for s in layout.leaf_specs(call)[1]]

@@ -284,6 +284,11 @@ def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
     rules = staged_rules if mode is Mode.STAGED else host_rules
     if eqn.primitive in rules:
         return list(rules[eqn.primitive](invals, eqn.params))
+    if _is_size_check(eqn) and _any_traced(invals):
+        # A size assumption or requirement on values known only at run time (a loop's index in
+        # a staged loop): it has no lowering, so staging it would drop the check. The host runs
+        # it with those values known.
+        raise NeedsHost(f"{eqn.primitive} on sizes known only at run time")
     return _eval_equation(eqn, invals)
 
 
@@ -292,22 +297,42 @@ _UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntim
 
 
 def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
-    """Bind a JAX primitive (not one with a rule) at concrete sizes; a failure of JAX here means
-    the traced program uses an operation the specialization cannot handle."""
+    """Bind a JAX primitive (not one with a rule) at concrete sizes. When the primitive's own
+    abstract evaluation refuses these concrete types, the traced program uses an operation the
+    specialization cannot handle (:class:`UnsupportedOperationError`); any other failure (the
+    user's code: a ``custom_jvp`` rule, a ``custom_vjp`` backward pass) propagates as it is."""
     prim = eqn.primitive
+    operands, params = _fill_dynamic_shape(eqn, invals) if prim in SHAPE_PARAMS else (invals, eqn.params)
     try:
-        if prim in SHAPE_PARAMS:
-            operands, params = _fill_dynamic_shape(eqn, invals)
-            return bind_primitive(prim, operands, params)
-        if all(_is_index_scalar(v) for v in eqn.outvars) and not _any_traced(invals):
+        if prim not in SHAPE_PARAMS and all(_is_index_scalar(v) for v in eqn.outvars) and not _any_traced(invals):
             with eval_context():
-                outs = bind_primitive(prim, invals, eqn.params)
+                outs = bind_primitive(prim, operands, params)
             return [_folded(x, v.aval.dtype) for x, v in zip(outs, eqn.outvars)]
-        return bind_primitive(prim, invals, eqn.params)
+        return bind_primitive(prim, operands, params)
     except _UNTRANSLATED:
         raise
     except Exception as err:
-        raise unsupported_equation_error(eqn, err) from err
+        refusal = _abstract_evaluation_refusal(prim, operands, params)
+        if refusal is None:
+            raise
+        raise unsupported_equation_error(eqn, refusal) from err
+
+
+def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], params: dict[str, Any]) -> Exception | None:
+    """What ``prim``'s abstract evaluation raises on the types of ``operands`` (``None`` if it
+    accepts them). It runs only JAX's rules, never the user's functions a primitive holds: its
+    failure, unlike a failure of the bind, is the primitive's refusal of these sizes. A call
+    primitive (``custom_jvp_call``) has no abstract evaluation of its own: what fails there is
+    its body or the user's rules, never a refusal."""
+    if "abstract_eval" not in vars(prim) and type(prim).abstract_eval is Primitive.abstract_eval:
+        return None
+    try:
+        prim.abstract_eval(*(get_aval(x) for x in operands), **params)
+    except _UNTRANSLATED:
+        return None
+    except Exception as refusal:  # our own probe: a rule of JAX refusing concrete sizes
+        return refusal
+    return None
 
 
 def _folded(value: Any, dtype: Any) -> Any:

@@ -54,6 +54,7 @@ from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import register_nested_primitive
@@ -179,6 +180,7 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
     flat_init, in_tree = flatten_values(init)
 
     def flat_body(i: Any, *carried: Any) -> list[Any]:
+        note_loop_index(i, lower, upper, step)
         results = body(i, *tree_unflatten(in_tree, list(carried)))
         return normalize_results(results, len(init), in_tree, "for_loop", body)
 

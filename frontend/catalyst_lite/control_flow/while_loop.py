@@ -46,6 +46,7 @@ from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
 from ..jax_extras.dynshape import DimensionMismatch, input_type_of
+from ..jax_extras.dimensions import note_loop_carries
 from ..jax_extras.size_facts import runs_only_if, value_at
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
 from ..jax_extras.rules import batch_call, move_batch_axis, not_mapped, register_nested_primitive
@@ -134,11 +135,13 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
     runs: list[Any] = []
 
     def flat_body(*carried: Any) -> list[Any]:
+        note_loop_carries(carried, flat_init)
         with runs_only_if(runs[-1] if runs else None):
             results = body(*tree_unflatten(in_tree, list(carried)))
         return normalize_results(results, len(init), in_tree, "while_loop", body)
 
     def flat_cond(*carried: Any) -> list[Any]:
+        note_loop_carries(carried, flat_init)
         pred = check_predicate(cond_fn(*tree_unflatten(in_tree, list(carried))), "while_loop", cond_fn)
         runs.append(value_at(pred, carried, flat_init))
         return [pred]

@@ -47,6 +47,8 @@ __all__ = [
     "example_value",
     "is_size_expression",
     "decide_size_comparison",
+    "note_loop_index",
+    "note_loop_carries",
 ]
 
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
@@ -82,9 +84,14 @@ class GenericSizes:
     values instead, in both assignments.
     """
 
-    def __init__(self, ascending: bool, point: dict[Any, int] | None = None):
+    def __init__(self, ascending: bool, point: dict[Any, int] | None = None, loop_starts: bool = False):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.point = point if point is not None else {}
+        # Values local to a loop body (see `_loop_value`): a for_loop's index takes its first
+        # value in the ascending assignment and its last in the other; `loop_starts`: a
+        # while_loop's carried integers take their initial values.
+        self.ascending = ascending
+        self.loop_starts = loop_starts
         self.index: dict[Any, int] = {}
         # Values already computed, by variable: size expressions share subexpressions, and
         # walking them as trees would take time exponential in their depth.
@@ -103,8 +110,11 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     scope = current_scope()
     point = scope.point_values if at_point and scope is not None and scope.decides_at_point() else None
     points = []
-    for ascending in (True, False):
-        symbols = _assignment(scope, ascending, point)
+    # A third assignment when a while_loop's carried integers are in the trace: at their initial
+    # values (`k = 0`), since generic ones say nothing of how small they are.
+    assignments = ((True, False), (False, False), (True, True)) if scope is not None and scope.loop_carries else ((True, False), (False, False))
+    for ascending, loop_starts in assignments:
+        symbols = _assignment(scope, ascending, point, loop_starts)
         values = tuple(_size_value(d, symbols) for d in sizes)
         if any(v is None for v in values):
             return None
@@ -112,18 +122,18 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     return points
 
 
-def _assignment(scope: Any, ascending: bool, point: dict[Any, int] | None) -> GenericSizes:
+def _assignment(scope: Any, ascending: bool, point: dict[Any, int] | None, loop_starts: bool = False) -> GenericSizes:
     """The scope's assignment of generic values (one per ordering, at its point or not), kept for
     the whole trace: its leaves keep their numbers and its computed values stay valid (a
     variable's value is fixed), so each question about a chain of sizes (``x[::2]`` ten times,
     each slice asking about the last size) evaluates only what is new, not the whole chain
     again."""
     if scope is None:
-        return GenericSizes(ascending, point)
-    key = (ascending, point is not None)
+        return GenericSizes(ascending, point, loop_starts)
+    key = (ascending, point is not None, loop_starts)
     symbols = scope.generic_assignments.get(key)
     if symbols is None:
-        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point)
+        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point, loop_starts)
     return symbols
 
 
@@ -189,7 +199,54 @@ def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
         # A size captured from an enclosing program (a loop body using `x.shape[0] * 3` from
         # outside) is the expression it is there, so that it relates to the body's other sizes.
         return example_value(const, symbols)
-    return symbols[tracer.val]
+    value = _loop_value(tracer, symbols)
+    return symbols[tracer.val] if value is None else value
+
+
+def _loop_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
+    """The value of a loop body's binder in this assignment, when it is one whose values the loop
+    tells (``None`` otherwise: a generic size).
+
+    A loop's index and carried integers are values, not sizes: JAX's questions about them
+    (``min(50, i) == 50``, is ``x[:i]`` all of ``x``?) must hold at every iteration, the first
+    ones included, where they are small. So a ``for_loop``'s index takes its first value in one
+    assignment and its last in the other (a question answered alike at both ends of the range is
+    answered so in between for the monotone size arithmetic of slices), and a ``while_loop``'s
+    carried integer its initial value in a third one, next to its generic values."""
+    scope = current_scope()
+    entry = scope.loop_values.get(tracer.val) if scope is not None else None
+    if entry is None:
+        return None
+    if entry[0] == "while":
+        return _size_value(entry[1], symbols) if symbols.loop_starts else None
+    lower, upper, step = (_size_value(b, symbols) for b in entry[1:])
+    if lower is None or upper is None or not step:
+        return None
+    count = len(range(lower, upper, step))
+    if not count:
+        return None  # the loop does not run at these sizes: nothing to tell
+    return lower if symbols.ascending else lower + (count - 1) * step
+
+
+def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:
+    """``index`` (a tracer of a ``for_loop`` body being traced) runs over ``range(lower, upper,
+    step)`` (values of the enclosing trace): see :func:`_loop_value`."""
+    scope = current_scope()
+    if scope is not None and isinstance(index, pe.DynamicJaxprTracer):
+        scope.loop_values[index.val] = ("for", lower, upper, step)
+
+
+def note_loop_carries(carried: Any, initial: Any) -> None:
+    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial``: the
+    integer scalars among them take their initial values in one assignment (see
+    :func:`_loop_value`)."""
+    scope = current_scope()
+    if scope is None:
+        return
+    for binder, init in zip(carried, initial):
+        if isinstance(binder, pe.DynamicJaxprTracer) and is_scalar_int_or_bool(binder):
+            scope.loop_values[binder.val] = ("while", init)
+            scope.loop_carries = True
 
 
 def _size_value(d: Any, symbols: GenericSizes) -> Any:

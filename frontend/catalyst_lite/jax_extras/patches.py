@@ -19,6 +19,7 @@ False
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import threading
 import types
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterator, Sequence
 import jax.lax
 import numpy as np
 from jax import errors as jax_errors
-from jax._src import core, pjit, xla_bridge
+from jax._src import core, custom_derivatives, pjit, xla_bridge
 from jax._src.interpreters import ad
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import control_flow
@@ -52,6 +53,7 @@ __all__ = [
     "PatchSet",
     "is_active",
     "patched_jax",
+    "raised_in_users_code",
     "register_patch",
     "staging_trace",
     "suspended",
@@ -301,14 +303,15 @@ _SETTLED = (NeedsCallSizes, ShapeBroadcastError, NonIntegerSizeError, CatalystLi
 
 
 def _make_site(site: Callable[..., str]):
-    # A layer of JAX that fails on symbolic sizes it cannot handle (and runs no user code): its
-    # failure while a symbolic trace is in progress is the signal, naming the site.
+    # A layer of JAX that fails on symbolic sizes it cannot handle: its failure while a symbolic
+    # trace is in progress is the signal, naming the site. What the user's code it calls back
+    # raises (a custom_jvp rule's exception) is not its failure: it passes, on the first trace.
     def make(original):
         def at_site(*args, **kwargs):
             try:
                 return original(*args, **kwargs)
             except Exception as err:
-                if isinstance(err, _SETTLED) or not symbolic_trace():
+                if isinstance(err, _SETTLED) or not symbolic_trace() or raised_in_users_code(err):
                     raise
                 raise NeedsCallSizes.standing_for(err, site(*args)) from err
 
@@ -473,6 +476,58 @@ def _make_drop_unused_vars(original):
     return drop_unused_vars
 
 
+# --- 11. The user's functions that JAX calls back are marked ------------------------------------
+
+
+def _users(fn: Callable | None) -> Callable | None:
+    """``fn`` called through a frame of this function's own code object: the typed marker of the
+    user's code (:func:`raised_in_users_code`)."""
+    if fn is None:
+        return None
+
+    @functools.wraps(fn)
+    def users_code(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return users_code
+
+
+_USERS_CODE = _users(lambda: None).__code__
+
+
+def raised_in_users_code(err: BaseException) -> bool:
+    """Whether ``err`` left a function of the user's that JAX called back (a ``custom_jvp``
+    function or rule, a ``custom_vjp`` function, ``fwd`` or ``bwd``), below the frame that catches
+    it: found by the marker's code object among the traceback's frames, never by a file name.
+
+    >>> raised_in_users_code(ValueError("not raised"))
+    False
+    """
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is _USERS_CODE:
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def _make_custom_call(*functions: str):
+    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked: the
+    # marks travel with the functions into the equation, to its differentiation and evaluation.
+    def make(original):
+        def call(self, *args, **kwargs):
+            if not is_active():
+                return original(self, *args, **kwargs)
+            marked = copy.copy(self)
+            for name in functions:
+                setattr(marked, name, _users(getattr(self, name)))
+            return original(marked, *args, **kwargs)
+
+        return call
+
+    return make
+
+
 PATCHES: tuple[Patch, ...] = (
     Patch(
         "dyn_shape_staging_rule",
@@ -583,6 +638,12 @@ PATCHES: tuple[Patch, ...] = (
         "associative_scan",
         _make_associative_scan,
         "lax.associative_scan over an axis of symbolic size signals before it runs",
+    ),
+    *(
+        Patch(f"mark_users_{kind.__name__}", kind, "__call__", _make_custom_call(*functions),
+              f"the user's functions of a {kind.__name__} are marked as the user's code")
+        for kind, functions in ((custom_derivatives.custom_jvp, ("fun", "jvp")),
+                                (custom_derivatives.custom_vjp, ("fun", "fwd", "bwd")))
     ),
     Patch("typed_squeeze", lax_numpy, "_squeeze", _make_squeeze, "jnp.squeeze(x) of symbolic shape needs its axes"),
     Patch(

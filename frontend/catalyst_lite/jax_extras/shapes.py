@@ -20,6 +20,7 @@ from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
 
 from ..errors import SymbolicShapeError
+from .dynshape import array_aval
 from .patches import Patch, is_active, register_patch
 from .tracing import dimension_value
 
@@ -150,6 +151,10 @@ def _make_default_process_primitive(original):
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
         operands, staged_params = sizes_as_operands(primitive, list(tracers), params)
         operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
+        # An operand of static shape (a closed-over constant sliced by a loop's index) gets a
+        # `ShapedArray` result from JAX's shape rule, sizes tracers or not; its sizes become the
+        # equation's variables only in a dynamic-shape type.
+        out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
         # A size captured from an enclosing trace is now a constant of this one; so must the
         # result's size be (the type checker found it naming the enclosing trace's variable).
         out_aval = self._lift_tracers_in_aval(out_aval, source_info)

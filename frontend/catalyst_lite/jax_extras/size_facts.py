@@ -77,7 +77,11 @@ class SizeScope:
         self.nested_jax_traces = 0  # JAX's own nested traces of symbolically-shaped functions open
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point) -> dimensions.GenericSizes: generic values, kept for the trace.
-        self.generic_assignments: dict[tuple[bool, bool], Any] = {}
+        self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
+        # Binders of loop bodies whose values the loop tells (a for_loop's index: its bounds; a
+        # while_loop's carried integer: its initial value), see dimensions._loop_value.
+        self.loop_values: dict[Any, tuple] = {}
+        self.loop_carries = False  # some of them are a while_loop's
         # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
         self.axis_inputs: set[int] = set()
         self.point_values: dict[Any, int] = {}  # variable -> its value at the point

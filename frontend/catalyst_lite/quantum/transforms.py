@@ -60,7 +60,7 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             continue
         try:
             tapes, post = pipeline[i : i + 1]((tape,))
-        except Exception as e:  # PennyLane's own errors: name the transform that raised
+        except _pennylane_errors(qml) as e:  # name the transform that raised; the user's own pass
             raise QuantumOperationError(f"The QNode's transform {name} failed on a compiled circuit: {e}") from e
         if len(tapes) != 1 or not _is_identity(post) or not _same_measurements(tapes[0], tape):
             if _pass_name(pipeline[i]) in RESULT_PRESERVING_PASSES:  # split_non_commuting...
@@ -74,6 +74,16 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
         tape = tapes[0]
     return list(tape.operations)
 
+
+
+def _pennylane_errors(qml: Any) -> tuple[type[BaseException], ...]:
+    """PennyLane's own exceptions, which a transform raises about the circuit it was given (a
+    transform the user wrote raises what it raises, untouched)."""
+    errors = qml.exceptions
+    return (
+        errors.TransformError, errors.QuantumFunctionError, errors.DecompositionError,
+        errors.OperatorPropertyUndefined, errors.WireError, errors.DeviceError,
+    )
 
 def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
     """``tape`` after the compiler pass ``pass_name`` (a ``qml.transform(pass_name=...)`` or
