@@ -26,6 +26,7 @@ traced here thread it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import jax.numpy as jnp
@@ -80,7 +81,8 @@ def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
     n = state_carry.n_wires
     if isinstance(n, Tracer):  # a symbolic number of wires: no wire is a known bit position
         return _apply_by_shape(state_carry, vector, records)
-    for known, run in _runs_by_wire_kind(records):
+    for known, group in itertools.groupby(records, has_known_wires):  # runs of known, or traced, wires
+        run = list(group)
         if known:
             vector = apply_known_wires(state_carry, vector, run, n,
                                        fallback=lambda v, rs: _apply_irregular(state_carry, v, rs))
@@ -97,32 +99,15 @@ def _apply_irregular(state_carry: Any, vector, records: Sequence[GateRecord]):
     return apply_as_tables(state_carry, vector, records, state_carry.n_wires)
 
 
-def _runs_by_wire_kind(records: Sequence[GateRecord]) -> list[tuple[bool, list[GateRecord]]]:
-    """Maximal runs of consecutive records that all have, or all lack, known wires."""
-    runs: list[tuple[bool, list[GateRecord]]] = []
-    for r in records:
-        known = has_known_wires(r)
-        if runs and runs[-1][0] == known:
-            runs[-1][1].append(r)
-        else:
-            runs.append((known, [r]))
-    return runs
-
-
 def _apply_by_shape(state_carry: Any, vector, records: Sequence[GateRecord]):
     """``records`` applied by the indexed gate kernel: each run of consecutive gates of one shape
     by a counted loop (wires may be traced), the others one by one."""
     n = state_carry.n_wires
-    i = 0
-    while i < len(records):
-        shape = _loop_shape(records[i])
-        j = i + 1
-        while shape is not None and j < len(records) and _loop_shape(records[j]) == shape:
-            j += 1
-        if shape is not None and j - i >= LOOP_MIN_GATES:
-            vector = _apply_run_in_loop(state_carry, vector, records[i:j])
+    for shape, group in itertools.groupby(records, _loop_shape):
+        run = list(group)
+        if shape is not None and len(run) >= LOOP_MIN_GATES:
+            vector = _apply_run_in_loop(state_carry, vector, run)
         else:
-            for r in records[i:j]:
+            for r in run:
                 vector = apply_matrix(vector, r.matrix, r.targets, n, r.controls, r.control_values)
-        i = j
     return vector
