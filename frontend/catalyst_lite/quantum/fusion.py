@@ -180,7 +180,8 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
 class PlannedGate:
     """A gate of a planned run: its record's wires, and its matrix on its targets: ``known`` (a
     NumPy constant), else row ``position`` of ``stack``, the traced matrices of the run's gates of
-    its size, shape ``(gates, repetitions, d, d)``."""
+    its size, shape ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` for an entry of a table,
+    :mod:`.table`)."""
 
     targets: tuple
     controls: tuple
