@@ -189,9 +189,8 @@ def test_no_mid_module_imports():
 # --- Errors are told apart by their types, raised where they happen ----------------------------------
 
 # Where reading a traceback's frames is the job: locating the user's line for a message, filtering
-# the frames shown, finding the typed marker of the user's code (a frame of our own code object).
-_READS_FRAMES = {("catalyst_lite.diagnostics", "user_location"), ("catalyst_lite.diagnostics", "filtered"),
-                 ("catalyst_lite.jax_extras.patches", "raised_in_users_code")}
+# the frames shown.
+_READS_FRAMES = {("catalyst_lite.diagnostics", "user_location"), ("catalyst_lite.diagnostics", "filtered")}
 _TEXT_TESTS = {"startswith", "endswith", "find", "index", "count", "search", "match", "fullmatch"}
 
 

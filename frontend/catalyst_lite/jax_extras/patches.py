@@ -480,35 +480,33 @@ def _make_drop_unused_vars(original):
 
 
 def _users(fn: Callable | None) -> Callable | None:
-    """``fn`` called through a frame of this function's own code object: the typed marker of the
-    user's code (:func:`raised_in_users_code`)."""
+    """``fn``, recording in the size scope what it raises: the user's exception, not a failure of
+    JAX's layers (:func:`raised_in_users_code`)."""
     if fn is None:
         return None
 
     @functools.wraps(fn)
     def users_code(*args, **kwargs):
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:
+            scopes = current().size_scopes
+            if scopes:
+                scopes[-1].users_exceptions.append(err)
+            raise
 
     return users_code
 
 
-_USERS_CODE = _users(lambda: None).__code__
-
-
 def raised_in_users_code(err: BaseException) -> bool:
     """Whether ``err`` left a function of the user's that JAX called back (a ``custom_jvp``
-    function or rule, a ``custom_vjp`` function, ``fwd`` or ``bwd``), below the frame that catches
-    it: found by the marker's code object among the traceback's frames, never by a file name.
+    function or rule, a ``custom_vjp`` function, ``fwd`` or ``bwd``) during the current trace:
+    the very object its marker recorded, never judged by frames, file names or message text.
 
     >>> raised_in_users_code(ValueError("not raised"))
     False
     """
-    tb = err.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code is _USERS_CODE:
-            return True
-        tb = tb.tb_next
-    return False
+    return any(err is e for scope in current().size_scopes for e in scope.users_exceptions)
 
 
 def _make_custom_call(*functions: str):

@@ -75,6 +75,9 @@ class SizeScope:
         self.point = None if point is None else list(point)
         self.symbolic = symbolic
         self.nested_jax_traces = 0  # JAX's own nested traces of symbolically-shaped functions open
+        # Exceptions that left the user's functions JAX called back (custom_jvp/custom_vjp rules):
+        # the user's own, to pass on unchanged (see patches.raised_in_users_code).
+        self.users_exceptions: list[BaseException] = []
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point) -> dimensions.GenericSizes: generic values, kept for the trace.
         self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
