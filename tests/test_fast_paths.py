@@ -103,6 +103,27 @@ def test_short_resizing_loops_are_unrolled_with_the_same_results(n_steps):
     assert staged == (n_steps <= UNROLL_LIMIT)  # a long loop stays host-driven
 
 
+@pytest.mark.parametrize("n_steps", [0, 5, 40])
+def test_short_resizing_while_loops_of_a_known_trip_count_are_unrolled(n_steps):
+    """A counter against a bound known when the program is staged: the predicate is known at
+    every iteration, so a short loop is one program, as a for_loop of known bounds is."""
+    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+
+    @qjit
+    def grow(x):
+        @while_loop(lambda i, a: i < n_steps, allow_array_resizing=True)
+        def loop(i, a):
+            return i + 1, jnp.concatenate([a * 0.5, a[:1] + i])
+
+        return loop(0, x)
+
+    count, a = grow(jnp.ones(3))
+    np.testing.assert_array_equal(a, _appending_numpy(3, n_steps))
+    assert int(count) == n_steps
+    staged = _strategies(grow) == {"xla"}
+    assert staged == (n_steps <= UNROLL_LIMIT)  # a long loop stays host-driven
+
+
 @pytest.mark.parametrize("x", [[1.0], [3.0, -1.0], [40.0, 70.0, 1.0]])
 def test_a_resizing_loop_whose_size_depends_on_data_stays_host_driven(x):
     """How often the loop doubles its array depends on the values: no program of static shapes

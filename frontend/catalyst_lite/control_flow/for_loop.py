@@ -58,7 +58,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays
+from .loop_common import UNROLL_LIMIT, Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays
 
 __all__ = ["for_loop", "for_loop_p"]
 
@@ -277,10 +277,6 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
         # the trip count, and runs the body (reporting this error) only if it is not zero.
         raise NeedsHost("a for_loop body that cannot run at these sizes, its trip count known at run time") from err
     return [*implicit, *out]
-
-
-# A resizing loop with at most this many iterations is unrolled into one XLA program.
-UNROLL_LIMIT = 32
 
 
 def _unrolled(

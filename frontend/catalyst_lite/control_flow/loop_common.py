@@ -230,6 +230,11 @@ def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple
     return tuple(out)
 
 
+# A resizing loop with at most this many iterations, its trip count known when the program is
+# staged, is unrolled into one XLA program (each iteration staged at its own sizes).
+UNROLL_LIMIT = 32
+
+
 def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
     """True when a resizing loop's body returns every implicit dimension unchanged."""
     return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])

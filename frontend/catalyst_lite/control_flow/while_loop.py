@@ -54,7 +54,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays, with_batch_axis
+from .loop_common import UNROLL_LIMIT, Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays, with_batch_axis
 
 __all__ = ["while_loop", "while_loop_p"]
 
@@ -275,7 +275,7 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
     nimplicit = params["nimplicit"]
     if nimplicit and not dims_unchanged(body, params["body_nconsts"], nimplicit):
-        raise NeedsHost("while_loop resizes arrays")
+        return _unrolled(cond, body, cond_consts, body_consts, implicit, carried, nimplicit)
     implicit = [to_dim(d) for d in implicit]
 
     def cond_fn(carry):
@@ -290,6 +290,26 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
         # that hold only when it runs (`x[k]` of an empty `x`), as a for_loop's.
         return [*implicit, *map(jnp.asarray, carried)]
     return [*implicit, *lax.while_loop(cond_fn, body_fn, tuple(carried))]
+
+
+def _unrolled(cond: Any, body: Any, cond_consts: list[Any], body_consts: list[Any], implicit: list[Any],
+              carried: list[Any], nimplicit: int) -> list[Any]:
+    """Inside one XLA program: a resizing loop whose predicate is known at every iteration when
+    staged (a counter against a static bound: an ``int`` argument staged as a value, as
+    ``jax.jit``'s ``static_argnums`` does), each iteration staged at its own sizes, as a for_loop
+    of known bounds is. Otherwise (a predicate that reads data, more than ``UNROLL_LIMIT``
+    iterations) :class:`NeedsHost`, as before."""
+    for _ in range(UNROLL_LIMIT + 1):
+        implicit = [to_dim(d) for d in implicit]
+        pred = eval_jaxpr(cond, [*cond_consts, *implicit, *carried], Mode.STAGED)[0]
+        if not isinstance(pred, (bool, np.bool_)):
+            raise NeedsHost("while_loop resizes arrays, its trip count known only at run time")
+        if not pred:
+            # Arrays, as the loop gives them (a carried literal is a Python number on JAX 0.7.1).
+            return [*implicit, *map(jnp.asarray, carried)]
+        outs = eval_jaxpr(body, [*body_consts, *implicit, *carried], Mode.STAGED)
+        implicit, carried = outs[:nimplicit], outs[nimplicit:]
+    raise NeedsHost("while_loop resizes arrays in too many iterations to unroll")
 
 
 def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
