@@ -201,6 +201,39 @@ def test_calls_the_dispatcher_runs_by_itself_give_jax_jit_results():
     np.testing.assert_array_equal(outer(args[0]), (args[0] + args[0] ** 2 - 1.0) * 2.0)
 
 
+def test_int_arguments_that_set_sizes_or_trip_counts_dispatch_by_value():
+    """A program that reads Python int arguments (a traced trip count of a resizing loop, a
+    size) runs, for repeated values, on a dispatcher that takes them by value, as jax.jit's
+    static arguments: each value its own results, other argument types the checked path."""
+
+    @qjit
+    def append(x, n: int):
+        @for_loop(0, n, 1, allow_array_resizing=True)
+        def loop(i, a):
+            return jnp.concatenate([a, a[-1:] * 0.5 + i])
+
+        return loop(x)
+
+    @qjit
+    def zeros_plus(x, n: int):
+        return jnp.zeros(n) + x
+
+    def append_numpy(x, n):
+        a = np.asarray(x)
+        for i in range(n):
+            a = np.concatenate([a, a[-1:] * 0.5 + i])
+        return a
+
+    x = jnp.ones(2)
+    for n in (3, 4, 3, 4, 0, 3, 4, 4, 0):  # each value is traced, speculated, then dispatched
+        np.testing.assert_array_equal(append(x, n), append_numpy(x, n))
+        np.testing.assert_array_equal(zeros_plus(2.5, n), np.zeros(n) + 2.5)
+    np.testing.assert_array_equal(append(jnp.ones(3), 3), append_numpy(np.ones(3), 3))  # another shape
+    np.testing.assert_array_equal(append(x, n=3), append_numpy(x, 3))  # a keyword: the checked path
+    append.clear_cache()
+    np.testing.assert_array_equal(append(x, 4), append_numpy(x, 4))
+
+
 def test_the_dispatcher_forgets_what_clear_cache_and_eviction_drop():
     f = qjit(lambda x: x * 2.0 + jnp.sum(x), abstracted_axes={0: "n"}, size_generic=False, cache_size=2)
     for n in (1, 2, 1, 2, 3, 1, 3, 2):  # full from the second size on: evictions, recompilations

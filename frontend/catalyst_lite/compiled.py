@@ -287,9 +287,15 @@ class QJIT:
             size_generic = False
             self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
         self._dispatch = dispatcher(self.name, *_python_calls(weakref.ref(self)))
+        # Every dispatcher of this function (see _static_dispatch): evictions forget all their data.
+        self._dispatchers = [self._dispatch]
+        # The dispatcher of calls whose Python int arguments at these positions are static, as
+        # jax.jit's static_argnums (a program that reads their values: sizes, trip counts),
+        # with the number of arguments of those calls; made by the first call it can run.
+        self._static_dispatch: tuple[tuple[int, ...], int, Callable[..., Any]] | None = None
         self._executable_options = RunnerOptions(
             self._jit.xla,
-            ExecutableCache(cache_size, functools.partial(forget_dispatch_data, self._dispatch)), self._report,
+            ExecutableCache(cache_size, functools.partial(_forget_dispatch_data, self._dispatchers)), self._report,
             size_generic, self._jit.jit,
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
@@ -425,6 +431,11 @@ class QJIT:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
                 placed = self._jit.place_arguments(args)
                 return self._jit.place_results(self._call_checked(None, placed, kwargs)[0])
+            static = self._static_dispatch
+            if static is not None and not kwargs and len(args) == static[1] and all(
+                type(args[k]) is int for k in static[0]
+            ):
+                return static[2](*args)
             if self._python_only:
                 result, data, _ = self._python_call(args, kwargs)
                 if data is not None:  # the dispatcher can run this call by itself: use it
@@ -437,10 +448,11 @@ class QJIT:
         except Exception as error:  # a callback's failure as its own exception, user's frames first
             raise filtered(callback_exception(error))  # noqa: B904
 
-    def _python_call(self, args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
+    def _python_call(self, args: tuple, kwargs: dict, static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call the dispatcher cannot run by itself: its result, the dispatch data for the
         later calls of its argument types (or ``None``), and whether to come back to Python for
-        them (see :func:`.jax_extras.executables.dispatcher`)."""
+        them (see :func:`.jax_extras.executables.dispatcher`). ``static``: the positions of the
+        arguments the calling dispatcher takes by value (see ``_static_dispatch``)."""
         if is_tracing():
             # Called while a program is being traced (recursion, or a qjit function calling
             # another): inlined into that program, as Catalyst does, with its symbolic sizes.
@@ -456,29 +468,51 @@ class QJIT:
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
             else:
-                return result, *self._dispatch_data(validated, args, result)
-        return self._call_checked(key, args, kwargs)
+                return result, *self._dispatch_data(validated, args, args, result, static)
+        return self._call_checked(key, args, kwargs, static)
 
-    def _dispatch_data(self, repeated: _RepeatedCall, leaves: Sequence[Any], result: Any) -> tuple[Any, bool]:
+    def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
+                       static: tuple[int, ...] | None = None) -> tuple[Any, bool]:
         """The dispatch data of a call whose leaves are its arguments, unconverted, and whether
-        to ask again at the next call of its argument types (while there is none)."""
+        to ask again at the next call of its argument types (while there is none); for the
+        dispatcher that takes the arguments at ``static`` by value when given."""
+        # The order of use of a full cache decides what is evicted, and hits may be reported:
+        # Python sees those calls, for now.
+        dispatchable = self._executable_options.cache.has_room() and not self._report.enabled
+        if static is not None:
+            data = repeated.fast.static_dispatch_data(leaves, static, result) if dispatchable else None
+            return data, data is None
         if repeated.facts is not None or repeated.fast.direct_consts is None:
             # The program reads argument values (sizes, facts), or does not take the leaves as
             # they are: Python runs every such call, without asking again. While no call has
             # been otherwise, calls skip the dispatcher's lookup.
             if self._python_only is None:
                 self._python_only = True
+            if dispatchable and self._static_dispatch is None:
+                self._make_static_dispatch(repeated, args, leaves, result)
             return None, False
-        # The order of use of a full cache decides what is evicted, and hits may be reported:
-        # Python sees those calls, for now.
-        if not self._executable_options.cache.has_room() or self._report.enabled:
+        if not dispatchable:
             return None, True
         data = repeated.fast.dispatch_data(leaves, result)
         if data is not None:
             self._python_only = False
         return data, data is None
 
-    def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict) -> tuple[Any, Any, bool]:
+    def _make_static_dispatch(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any) -> None:
+        """Make the dispatcher of calls whose Python ints at the positions they are in this call
+        are static, when it can run this call: the program reads no other argument's value, and
+        its executable for these values takes the other arguments as they are (a speculation
+        that staged them, or the specialization of the sizes they set)."""
+        static = tuple(k for k, a in enumerate(args) if type(a) is int)
+        if (not static or len(args) != len(leaves) or not repeated.reads <= set(static)
+                or repeated.fast.static_dispatch_data(leaves, static, result) is None):
+            return
+        call = dispatcher(self.name, *_python_calls(weakref.ref(self), static), static_argnums=static)
+        self._dispatchers.append(call)
+        self._static_dispatch = (static, len(args), call)
+
+    def _call_checked(self, key: tuple | None, args: tuple, kwargs: dict,
+                      static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call with every check (as :meth:`_python_call` returns it); remembered for the
         validated path when ``key`` settles them."""
         call = self._conformed(self.binding.bind(args, kwargs))
@@ -500,7 +534,7 @@ class QJIT:
             result = executable.run(implicit, leaves)
         if repeated is None or not _same_objects(flat_arguments(args), leaves):
             return result, None, True
-        return result, *self._dispatch_data(repeated, leaves, result)
+        return result, *self._dispatch_data(repeated, args, leaves, result, static)
 
     def _check_size_arguments_known(self, executable, implicit, leaves, names) -> None:
         """Under an outer ``jax.jit``/``jax.vmap``/``jax.grad`` arrays may be tracers (their
@@ -771,7 +805,7 @@ class QJIT:
             self._last = None
             self._python_only = None
             self._executable_options.cache.clear()
-            forget_dispatch_data(self._dispatch)
+            _forget_dispatch_data(self._dispatchers)
 
     @staticmethod
     def wait_for_compilations() -> None:
@@ -783,14 +817,20 @@ class QJIT:
         return f"<catalyst_lite.QJIT {self.name}>"
 
 
-def _python_calls(qjit: weakref.ref) -> tuple[Callable, Callable]:
+def _python_calls(qjit: weakref.ref, static: tuple[int, ...] | None = None) -> tuple[Callable, Callable]:
     """A function's call under ``jax.disable_jit()`` and its Python call path, as its dispatcher
-    calls them (holding it weakly: the function owns its dispatcher)."""
+    (the one taking the arguments at ``static`` by value, when given) calls them (holding it
+    weakly: the function owns its dispatchers)."""
 
     def python_call(*args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
-        return qjit()._python_call(args, kwargs)
+        return qjit()._python_call(args, kwargs, static)
 
     return (lambda *args, **kwargs: python_call(*args, **kwargs)[0]), python_call
+
+
+def _forget_dispatch_data(dispatchers: list[Callable[..., Any]]) -> None:
+    for call in list(dispatchers):
+        forget_dispatch_data(call)
 
 
 class _RepeatedCall:
@@ -801,7 +841,9 @@ class _RepeatedCall:
     def __init__(self, executable: Executable, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]):
         self.fast = FastCall(executable, implicit, leaves)
         facts = executable.facts
-        self.facts = _ArgumentFacts(facts, axis_lengths) if any(k >= len(axis_lengths) for k in facts.inputs) else None
+        # The arguments whose values the facts read.
+        self.reads = frozenset(k - len(axis_lengths) for k in facts.inputs if k >= len(axis_lengths))
+        self.facts = _ArgumentFacts(facts, axis_lengths) if self.reads else None
 
 
 class _ArgumentFacts:

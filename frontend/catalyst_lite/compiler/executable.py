@@ -149,6 +149,35 @@ class FastCall:
             return None
         return dispatch_data(spec.final, self.direct_consts, leaves, result)
 
+    def static_dispatch_data(self, leaves: Sequence[Any], static: Sequence[int], result: Any) -> Any | None:
+        """:meth:`dispatch_data` for a dispatcher that takes the leaves at ``static`` (Python ints)
+        by value, as ``jax.jit``'s static arguments: ``None`` unless the executable of this call
+        (a specialization of their sizes, or a speculation with their values staged) takes
+        exactly the other leaves, and its outputs are the results."""
+        if self.fresh_prefix:
+            return None
+        full = (*self.prefix, *leaves)
+        spec = self.runner.compiled(full)
+        if isinstance(spec, Speculation):
+            direct = spec.direct()
+            if direct is None:
+                return None
+            final, kept, fixed = direct
+        elif isinstance(spec, Specialization) and spec.final is not None:
+            final, kept, fixed = spec.final, None, frozenset()
+        else:
+            return None
+        positions = self.runner.dynamic_positions
+        inputs = positions if kept is None else [positions[j] for j in kept]
+        nconsts, nprefix = len(self.executable.program.closed_jaxpr.consts), len(self.prefix)
+        dynamic = [k for k in range(len(leaves)) if k not in set(static)]
+        implicit_outputs = {k for k, (_, explicit) in enumerate(self.executable.program.out_type) if not explicit}
+        if ([i - nprefix for i in inputs if i >= nprefix] != dynamic
+                or any(nconsts <= i < nprefix for i in inputs) or implicit_outputs != fixed):
+            return None
+        consts = [full[i] for i in inputs if i < nconsts]
+        return dispatch_data(final, consts, [leaves[k] for k in dynamic], result)
+
     def __call__(self, args: tuple) -> Any:
         if not self.speculation_needs_x64:
             prefix = (*self.executable.consts(), *self.implicit) if self.fresh_prefix else self.prefix

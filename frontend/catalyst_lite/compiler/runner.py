@@ -211,6 +211,15 @@ class Speculation:
         self._options = compile_options
         self._spec: Specialization | None = None
 
+    def direct(self) -> tuple[Any, tuple[int, ...] | None, frozenset[int]] | None:
+        """When a run is its executable's run and nothing else (no flag to read back): the
+        compiled executable, the dynamic arguments it takes (``None``: all) and the outputs
+        fixed by the predictions (left out of its outputs); else ``None``."""
+        spec = self._spec
+        if self._checked or spec is None or spec.final is None:
+            return None
+        return spec.final, self._kept, frozenset(self._sizes)
+
     def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
         kept = self._kept
         return dynamic_args if kept is None else [dynamic_args[j] for j in kept]

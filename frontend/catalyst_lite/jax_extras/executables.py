@@ -35,15 +35,18 @@ def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
     return compiled if dispatcher is None else dispatcher
 
 
-def dispatcher(name: str, fun: Callable[..., Any], python_call: Callable[..., tuple[Any, Any, bool]]) -> Callable[..., Any]:
+def dispatcher(name: str, fun: Callable[..., Any], python_call: Callable[..., tuple[Any, Any, bool]],
+               static_argnums: Sequence[int] = ()) -> Callable[..., Any]:
     """``jax.jit``'s C++ dispatcher around ``python_call(*args, **kwargs)``, which returns the
     result, :func:`dispatch_data` for the call's signature (or ``None``), and whether the
     dispatcher should ask again at the next call of that signature (with ``None``: ``False``
     sends every later call of the signature to ``python_call`` without asking). ``fun`` runs the
-    call under ``jax.disable_jit()``. Each dispatcher caches its own signatures."""
+    call under ``jax.disable_jit()``. Each dispatcher caches its own signatures. Arguments at
+    ``static_argnums`` (hashable) are part of the signature by value, as ``jax.jit``'s static
+    arguments: the executable of the dispatch data takes the other arguments' leaves."""
     return xc._xla.pjit(
-        name, fun, python_call, [], [], pxla.JitGlobalCppCacheKeys(), tree_util.dispatch_registry,
-        pxla.cc_shard_arg,
+        name, fun, python_call, list(static_argnums), [], pxla.JitGlobalCppCacheKeys(),
+        tree_util.dispatch_registry, pxla.cc_shard_arg,
     )
 
 
