@@ -26,17 +26,16 @@ traced here thread it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from ..control_flow import for_loop
 from ..jax_extras import Tracer
 from .fusion import apply_known_wires, has_known_wires
 from .gates import GateRecord, stacked_matrices
-from .statevector import apply_matrix
+from .statevector import apply_matrix, apply_stacked
 from .table import apply_as_tables
 
 __all__ = ["apply_records"]
@@ -70,25 +69,10 @@ def _table(rows: list[list[Any]]) -> Any:
 def _apply_run_in_loop(state_carry: Any, vector, run: Sequence[GateRecord]):
     """A run of gates of one shape applied by one counted loop over their stacked matrices and
     wires: one compiled gate kernel, however long the run."""
-    n = state_carry.n_wires
     k, c = _loop_shape(run[0])
-    matrices = stacked_matrices(run)
     wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
     values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
-    state_carry.vector = vector
-
-    @for_loop(0, len(run), 1)
-    def gates(g):
-        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
-        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
-        v = lax.dynamic_index_in_dim(values, g, keepdims=False) if c else []
-        state_carry.vector = apply_matrix(
-            state_carry.vector, m, [w[t] for t in range(k)], n,
-            [w[k + t] for t in range(c)], [v[t] for t in range(c)],
-        )
-
-    gates()
-    return state_carry.vector
+    return apply_stacked(state_carry, vector, stacked_matrices(run), wires, values, k, state_carry.n_wires)
 
 
 def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
@@ -97,7 +81,8 @@ def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
     n = state_carry.n_wires
     if isinstance(n, Tracer):  # a symbolic number of wires: no wire is a known bit position
         return _apply_by_shape(state_carry, vector, records)
-    for known, run in _runs_by_wire_kind(records):
+    for known, group in itertools.groupby(records, has_known_wires):  # runs of known, or traced, wires
+        run = list(group)
         if known:
             vector = apply_known_wires(state_carry, vector, run, n,
                                        fallback=lambda v, rs: _apply_irregular(state_carry, v, rs))
@@ -114,32 +99,15 @@ def _apply_irregular(state_carry: Any, vector, records: Sequence[GateRecord]):
     return apply_as_tables(state_carry, vector, records, state_carry.n_wires)
 
 
-def _runs_by_wire_kind(records: Sequence[GateRecord]) -> list[tuple[bool, list[GateRecord]]]:
-    """Maximal runs of consecutive records that all have, or all lack, known wires."""
-    runs: list[tuple[bool, list[GateRecord]]] = []
-    for r in records:
-        known = has_known_wires(r)
-        if runs and runs[-1][0] == known:
-            runs[-1][1].append(r)
-        else:
-            runs.append((known, [r]))
-    return runs
-
-
 def _apply_by_shape(state_carry: Any, vector, records: Sequence[GateRecord]):
     """``records`` applied by the indexed gate kernel: each run of consecutive gates of one shape
     by a counted loop (wires may be traced), the others one by one."""
     n = state_carry.n_wires
-    i = 0
-    while i < len(records):
-        shape = _loop_shape(records[i])
-        j = i + 1
-        while shape is not None and j < len(records) and _loop_shape(records[j]) == shape:
-            j += 1
-        if shape is not None and j - i >= LOOP_MIN_GATES:
-            vector = _apply_run_in_loop(state_carry, vector, records[i:j])
+    for shape, group in itertools.groupby(records, _loop_shape):
+        run = list(group)
+        if shape is not None and len(run) >= LOOP_MIN_GATES:
+            vector = _apply_run_in_loop(state_carry, vector, run)
         else:
-            for r in records[i:j]:
+            for r in run:
                 vector = apply_matrix(vector, r.matrix, r.targets, n, r.controls, r.control_values)
-        i = j
     return vector

@@ -34,10 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ..control_flow import for_loop
 from .gates import GateRecord, stacked_matrices
 from .monomials import Monomial, apply_monomials
-from .statevector import apply_block, apply_matrix
+from .statevector import apply_block, apply_in_loop, apply_matrix
 
 __all__ = ["Shape", "Block", "PlannedGate", "fuse", "repeated_stretches", "has_known_wires", "planned_gates",
            "block_matrices", "BlockMatrices", "apply_known_wires", "apply_fused"]
@@ -181,7 +180,8 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
 class PlannedGate:
     """A gate of a planned run: its record's wires, and its matrix on its targets: ``known`` (a
     NumPy constant), else row ``position`` of ``stack``, the traced matrices of the run's gates of
-    its size, shape ``(gates, repetitions, d, d)``."""
+    its size, shape ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` for an entry of a table,
+    :mod:`.table`)."""
 
     targets: tuple
     controls: tuple
@@ -467,12 +467,9 @@ def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], per
     gates = planned_gates(columns)
     blocks = fuse([_shape_of(r) for r in records[:period]])
     matrices = block_matrices(blocks, gates, count)
-    state_carry.vector = vector
 
-    @for_loop(0, count, 1)
-    def repetition(i):
+    def repetition(vector: Any, i: Any) -> Any:
         picked = matrices.picked(lambda stack: lax.dynamic_index_in_dim(stack, i, keepdims=False))
-        state_carry.vector = _apply_blocks(state_carry.vector, blocks, gates, picked, n_wires)
+        return _apply_blocks(vector, blocks, gates, picked, n_wires)
 
-    repetition()
-    return state_carry.vector
+    return apply_in_loop(state_carry, vector, count, repetition)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import operator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -148,6 +148,8 @@ def stacked_matrices(run: Sequence[GateRecord]) -> Any:
 
 
 def _qml():
+    """PennyLane, imported when a circuit needs it (a classical program never imports it); the
+    quantum modules share this one."""
     import pennylane as qml
 
     return qml
@@ -240,13 +242,3 @@ def bit_flip_matrix(bit: Any) -> Any:
     """
     b = jnp.asarray(bit).astype(jnp.complex128)
     return jnp.stack([jnp.stack([1 - b, b]), jnp.stack([b, 1 - b])])
-
-
-def basis_state_records(op: Any, wires: WireMap) -> list[GateRecord]:
-    """``BasisState(bits, wires)`` from ``|0...0>``: an ``X**bit`` on each wire (bits may be traced)."""
-    bits = jnp.asarray(op.parameters[0]).reshape(-1)
-    targets = wires.indices(op.wires, op.name)
-    return [GateRecord(None, (t,), explicit=bit_flip_matrix(bits[m])) for m, t in enumerate(targets)]
-
-
-PREPARATIONS: dict[str, Callable] = {"BasisState": basis_state_records}

@@ -27,16 +27,11 @@ import functools
 from typing import Any, Callable, Sequence
 
 from ..jax_extras import Tracer
+from .gates import _qml
 from .qnode import compiling_state
 from .regions import RegionRun, adjoint_transform, run_adjoint, run_ctrl
 
 __all__ = ["adjoint", "ctrl"]
-
-
-def _qml():
-    import pennylane as qml
-
-    return qml
 
 
 def _check_operand(f: Any) -> None:

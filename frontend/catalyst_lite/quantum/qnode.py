@@ -42,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
@@ -57,11 +57,11 @@ from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .application import apply_records
-from .gates import PREPARATIONS, GateRecord, bit_flip_matrix, gate_records, initial_state
-from .mcm import McmPolicy, SingleBranch, measured_value, with_values
+from .gates import GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
+from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
-from .sampling import measurement_kind
+from .sampling import flatten_results, is_measurement, measurement_kind
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
 from .repeated import all_branches_results, one_shot_results
@@ -187,24 +187,18 @@ def _traced() -> TracedCircuits:
 # --- ambient values ------------------------------------------------------------------------------
 
 
-class KeyCarry:
+class KeyCarry(ValueCarry):
     """The PRNG key threaded through control flow (an ambient carry); ``on_draw`` is told of each
     draw."""
 
     def __init__(self, key, on_draw: Callable[[], None] = lambda: None):
-        self.key = key
+        super().__init__(key)
         self.on_draw = on_draw
-
-    def get(self):
-        return self.key
-
-    def set(self, value) -> None:
-        self.key = value
 
     def split(self):
         """A fresh key for one random draw; the carried key moves on."""
         self.on_draw()
-        self.key, sub = prng.split(self.key)
+        self.value, sub = prng.split(self.value)
         return sub
 
 
@@ -300,8 +294,6 @@ class QuantumState:
                 # default.qubit's initial state; a later StatePrep is its decomposition, below.
                 self.vector = initial_state(op, self.wires)
                 self.fresh = False
-            elif op.name in PREPARATIONS:
-                records += PREPARATIONS[op.name](op, self.wires)
             elif type(op).__name__ == "MidMeasureMP":
                 raise QuantumOperationError(
                     "qml.measure is compiled only while catalyst_lite is PennyLane's active compiler "
@@ -334,23 +326,18 @@ class QuantumState:
 # --- the circuit ---------------------------------------------------------------------------------
 
 
-class _Circuit:
-    """The QNode being compiled in this thread: its state, key, control-flow handler and
-    mid-circuit measurement policy (for :func:`measure`)."""
-
-    def __init__(self, state: QuantumState, key: KeyCarry, policy: McmPolicy, regions: RegionControlFlow):
-        self.state, self.key, self.policy, self.regions = state, key, policy, regions
-
-
 @dataclass
 class CircuitRun:
-    """One run of a QNode's quantum function: what it returned, its terminal measurements, its
-    final state and how its mid-circuit measurements chose their outcomes."""
+    """One run of a QNode's quantum function: its state, key, control-flow handler and
+    mid-circuit measurement policy (what :func:`measure` reads while the run is traced), then what
+    it returned and its terminal measurements."""
 
-    output: Any
-    measurements: list
     state: QuantumState
+    key: KeyCarry
     policy: McmPolicy
+    regions: RegionControlFlow
+    output: Any = None
+    measurements: list = field(default_factory=list)
 
 
 class WiresAllocated(Exception):
@@ -384,10 +371,6 @@ def _device_wires(qnode) -> WireMap:
     return WireMap(labels)
 
 
-def _is_mp(x: Any) -> bool:
-    return isinstance(x, _qml().measurements.MeasurementProcess)
-
-
 def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
                 key: KeyCarry) -> CircuitRun:
     """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
@@ -397,29 +380,29 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     regions = RegionControlFlow(state)
     state.control_flow = regions
     outside = OutsideWires(wires, WiresAllocated)
-    with context_scope(circuits=(*_circuits(), _Circuit(state, key, policy, regions))), \
-            contextlib.ExitStack() as scope:
+    run = CircuitRun(state, key, policy, regions)
+    with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
         scope.enter_context(recorder)
         scope.enter_context(control_flow_handler(regions))
-        output = qfunc(*args, **kwargs)
-        _check_returned(qnode, output)
-        measurements = [m for m in jax.tree_util.tree_leaves(output, is_leaf=_is_mp) if _is_mp(m)]
-        for m in measurements:
+        run.output = qfunc(*args, **kwargs)
+        _check_returned(qnode, run.output)
+        run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=is_measurement) if is_measurement(m)]
+        for m in run.measurements:
             recorder.check_not_applied(m)
             if m.mv is None:  # wires allocated on use: all of them before any result
                 wires.indices(m.wires, measurement_kind(m))
-        state.flush(measurements)  # while ambient: a loop applying the last gates must carry the state
+        state.flush(run.measurements)  # while ambient: a loop applying the last gates must carry the state
     outside.check(_device_name(qnode))
-    return CircuitRun(output, measurements, state, policy)
+    return run
 
 
 def _check_returned(qnode, output: Any) -> None:
     """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
     in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
-    leaves = jax.tree_util.tree_leaves(output, is_leaf=_is_mp)
-    odd = [x for x in leaves if not (_is_mp(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
+    leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
     if not leaves or odd:
         what = f"returned {odd[0]!r}" if odd else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
@@ -464,14 +447,13 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)
+    key = _traced().next_key()
+    qfunc = qnode.func if qfunc is None else qfunc
     state_sharding = (current_context().qjit_options or {}).get("state_sharding")
     if state_sharding is not None:  # qjit(state_sharding=...): the state split over devices
         sharding = StateSharding(state_sharding, getattr(qnode, "__name__", "a QNode"))
-        return execute_sharded_qnode(qnode, qnode.func if qfunc is None else qfunc, args, kwargs, sharding,
-                                     _traced().next_key(), shots)
+        return execute_sharded_qnode(qnode, qfunc, args, kwargs, sharding, key, shots)
     config = McmConfig.of(qnode, shots)
-    key = _traced().next_key()
-    qfunc = qnode.func if qfunc is None else qfunc
     initial_key = key.get()
     while True:
         try:
@@ -490,27 +472,27 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         # equations are dropped from the program.
         key.set(initial_key)
         if shots.finite:
-            results = one_shot_results(run, first, key, shots, config)
+            results = one_shot_results(run, first, shots, config)
         else:
-            results = all_branches_results(run, first, key)
+            results = all_branches_results(run, first)
     else:
         # Under jax.grad/jax.jacobian applied inside the program, statistics of shots get their
         # exact derivatives too (those of the samples are zero).
         differentiated = method is not None or under_jax_transformation()
-        results = _terminal_results(first, key, shots, differentiated and first.state.simulated)
+        results = _terminal_results(first, shots, differentiated and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
     return (first.state.snapshots, results) if first.state.snapshots else results
 
 
-def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, differentiated: bool = False) -> Any:
+def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = False) -> Any:
     """The QNode's results from its final state: exact, or statistics of ``shots`` samples (a
     tuple of results, one per entry of a shot vector). ``differentiated``: statistics of shots
     have the derivatives of the exact ones (see :mod:`.gradients`)."""
     state = run.state
-    leaves, tree = jax.tree_util.tree_flatten(run.output, is_leaf=_is_mp)
+    leaves, tree = flatten_results(run.output)
 
-    measured = [x for x in leaves if _is_mp(x)]
-    results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, key.split,
+    measured = [x for x in leaves if is_measurement(x)]
+    results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, run.key.split,
                                     state.simulated))
 
     def value(mp: Any) -> Any:
@@ -522,15 +504,15 @@ def _terminal_results(run: CircuitRun, key: KeyCarry, shots: ShotPlan, different
             return tuple(with_exact_derivative(r, exact) for r in result)
         return with_exact_derivative(result, exact)
 
-    values = [value(x) if _is_mp(x) else traced_value(x) for x in leaves]
+    values = [value(x) if is_measurement(x) else traced_value(x) for x in leaves]
     if not shots.partitioned:
         return jax.tree_util.tree_unflatten(tree, values)
     entries = range(len(shots.slices()))
-    return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if _is_mp(x) else v for x, v in zip(leaves, values)])
+    return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if is_measurement(x) else v for x, v in zip(leaves, values)])
                  for i in entries)
 
 
-def _circuits() -> tuple[_Circuit, ...]:
+def _circuits() -> tuple[CircuitRun, ...]:
     return current_context().circuits
 
 
@@ -619,13 +601,7 @@ def _measured_wire(wires: Any) -> Any:
 # their work to the compiler's ``ops`` entry point; these are the quantum ones.
 
 
-def _qml():
-    import pennylane as qml
-
-    return qml
-
-
-def _compiling_circuit() -> _Circuit | None:
+def _compiling_circuit() -> CircuitRun | None:
     """The circuit being compiled in this thread, if any."""
     stack = _circuits()
     return stack[-1] if stack and is_tracing(under_transformations=True) else None

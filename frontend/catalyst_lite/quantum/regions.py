@@ -52,6 +52,7 @@ import jax
 from ..compiler.specialize import trip_count
 from ..control_flow import cond, for_loop
 from ..errors import QuantumRegionError
+from .gates import _qml
 
 __all__ = [
     "Region",
@@ -69,12 +70,6 @@ __all__ = [
 
 MEASUREMENT_IN_REGION = "Mid-circuit measurements cannot be used within an adjoint() or ctrl() region."
 _MEASUREMENT_PROCESS_IN_REGION = "Measurement process cannot be used within an adjoint() or ctrl() region."
-
-
-def _qml():
-    import pennylane as qml
-
-    return qml
 
 
 # --- regions -------------------------------------------------------------------------------------

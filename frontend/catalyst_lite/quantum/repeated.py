@@ -12,7 +12,8 @@ again and again inside one counted loop of the compiled program.
 
 ``run(policy, key)`` runs the quantum function once (see :func:`.qnode.run_circuit`) and returns
 its :class:`~.qnode.CircuitRun`; ``probe`` is the run that found the mid-circuit measurements and
-gives the results' structure. Analytic circuits without mid-circuit measurements never get here.
+gives the results' structure and the QNode's key carry. Analytic circuits without mid-circuit
+measurements never get here.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..errors import QuantumOperationError
 from . import prng
 from .mcm import Branches, OneShot
 from .measurements import apply_observable, exact_measurement
-from .sampling import measurement_kind, shot_records, statistic, value_record
+from .sampling import flatten_results, is_measurement, measurement_kind, shot_records, statistic, value_record
 from .shots import McmConfig, ShotPlan
 
 __all__ = ["one_shot_results", "all_branches_results", "MAX_BRANCHING_MEASUREMENTS"]
@@ -37,33 +38,23 @@ MAX_BRANCHING_MEASUREMENTS = 20
 """``mcm_method="deferred"`` without shots runs ``2**k`` branches: at most this many measurements."""
 
 
-def _is_mp(x: Any) -> bool:
-    import pennylane as qml
-
-    return isinstance(x, qml.measurements.MeasurementProcess)
-
-
-def _flatten(output: Any) -> tuple[list, Any]:
-    return jax.tree_util.tree_flatten(output, is_leaf=_is_mp)
-
-
 # --- one execution per shot ----------------------------------------------------------------------
 
 
 def _shot_records(leaves: list, run: Any, key: Any) -> list:
     """What one execution (one shot) records of each output leaf (the measurements of one
     sampling group from the same draw, see :func:`.sampling.shot_records`)."""
-    drawn = [leaf for leaf in leaves if _is_mp(leaf) and leaf.mv is None]  # never state() (qnode._check_shots)
+    drawn = [leaf for leaf in leaves if is_measurement(leaf) and leaf.mv is None]  # never state() (qnode._check_shots)
     state = run.state
     records = iter(shot_records(drawn, state.vector, key.split, 1, state.n_wires, state.wires))
-    return [jnp.asarray(leaf) if not _is_mp(leaf) else value_record(leaf) if leaf.mv is not None else next(records)[0]
+    return [jnp.asarray(leaf) if not is_measurement(leaf) else value_record(leaf) if leaf.mv is not None else next(records)[0]
             for leaf in leaves]
 
 
-def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, config: McmConfig) -> Any:
-    """The QNode's results with one execution per shot (see the module docstring); ``key`` is the
-    QNode's key carry."""
-    leaves, tree = _flatten(probe.output)
+def one_shot_results(run: Callable, probe: Any, shots: ShotPlan, config: McmConfig) -> Any:
+    """The QNode's results with one execution per shot (see the module docstring)."""
+    key = probe.key
+    leaves, tree = flatten_results(probe.output)
     # Each record's type, from the probe's final state (with a key of its own: nothing the probe
     # computed is used, and its equations are dropped).
     scratch = type(key)(key.get())
@@ -76,7 +67,7 @@ def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, confi
         policy = OneShot(config.fill_shots)
         shot_key = type(key)(prng.fold_in(base, i), key.on_draw)
         current = run(policy, shot_key)
-        now = _shot_records(_flatten(current.output)[0], current, shot_key)
+        now = _shot_records(flatten_results(current.output)[0], current, shot_key)
         records = [lax.dynamic_update_index_in_dim(r, jnp.asarray(x, r.dtype), i, 0) for r, x in zip(records, now)]
         return records, lax.dynamic_update_index_in_dim(valid, policy.valid.get(), i, 0)
 
@@ -85,7 +76,7 @@ def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, confi
     kept = None if config.fill_shots else valid
 
     def entry(records: list, kept: Any) -> Any:
-        values = [statistic(leaf, r, probe.state.n_wires, kept) if _is_mp(leaf) else r
+        values = [statistic(leaf, r, probe.state.n_wires, kept) if is_measurement(leaf) else r
                   for leaf, r in zip(leaves, records)]
         return jax.tree_util.tree_unflatten(tree, values)
 
@@ -101,7 +92,7 @@ def one_shot_results(run: Callable, probe: Any, key: Any, shots: ShotPlan, confi
 def _moments(leaf: Any, state: Any) -> Any:
     """What one branch contributes (weighted) to a measurement without shots: its exact value, and
     for a variance also the mean square."""
-    if not _is_mp(leaf):
+    if not is_measurement(leaf):
         raise QuantumOperationError(
             "With mcm_method='deferred' and no shots the QNode must return measurements only (a "
             "mid-circuit measurement value differs from branch to branch); use qml.expval(m) or "
@@ -136,7 +127,7 @@ def _combined(leaf: Any, total: Any, norm: Any) -> Any:
     return moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
 
 
-def all_branches_results(run: Callable, probe: Any, key: Any) -> Any:
+def all_branches_results(run: Callable, probe: Any) -> Any:
     """The QNode's exact results over every branch of its mid-circuit measurements."""
     sites = probe.policy.sites
     if probe.policy.sites_in_loops:
@@ -150,15 +141,15 @@ def all_branches_results(run: Callable, probe: Any, key: Any) -> Any:
             f"mcm_method='deferred' without shots runs every branch: {sites} mid-circuit "
             f"measurements would be 2**{sites} executions. Set finite shots instead."
         )
-    leaves, tree = _flatten(probe.output)
+    leaves, tree = flatten_results(probe.output)
     init = [jnp.zeros_like(_moments(leaf, probe.state)) for leaf in leaves]
 
     @for_loop(0, 2**sites, 1)
     def each_branch(b, totals, norm):
         policy = Branches(b)
-        current = run(policy, key)
+        current = run(policy, probe.key)
         weight = policy.total_weight()
-        moments = [_moments(leaf, current.state) for leaf in _flatten(current.output)[0]]
+        moments = [_moments(leaf, current.state) for leaf in flatten_results(current.output)[0]]
         return [t + weight * m for t, m in zip(totals, moments)], norm + weight
 
     totals, norm = each_branch(init, jnp.zeros(()))

@@ -55,6 +55,8 @@ from .statevector import apply_matrix, outcome_index, probabilities, state_size,
 __all__ = [
     "INVALID_SAMPLE",
     "measurement_kind",
+    "is_measurement",
+    "flatten_results",
     "measured_wires",
     "shot_records",
     "value_record",
@@ -76,6 +78,23 @@ def measurement_kind(mp: Any) -> str:
     class name of another measurement process)."""
     name = type(mp).__name__
     return _KINDS.get(name, name)
+
+
+def is_measurement(x: Any) -> bool:
+    """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value.
+
+    >>> import pennylane as qml
+    >>> is_measurement(qml.expval(qml.Z(0))), is_measurement(1.0)
+    (True, False)
+    """
+    import pennylane as qml
+
+    return isinstance(x, qml.measurements.MeasurementProcess)
+
+
+def flatten_results(output: Any) -> tuple[list, Any]:
+    """What a quantum function returned, flattened with its measurement processes as leaves."""
+    return jax.tree_util.tree_flatten(output, is_leaf=is_measurement)
 
 
 def measured_wires(mp: Any, n_wires: Any, wires: WireMap) -> tuple | None:

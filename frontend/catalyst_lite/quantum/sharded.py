@@ -39,11 +39,11 @@ from __future__ import annotations
 
 import bisect
 import math
+from dataclasses import replace
 from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -52,12 +52,12 @@ from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .fusion import apply_fused
-from .gates import GateRecord
-from .statevector import apply_matrix, basis_indices, outcome_index, probabilities, zero_state
+from .gates import GateRecord, gate_records
+from .measurements import apply_observable
+from .statevector import basis_indices, outcome_index, probabilities, zero_state
+from .wires import WireMap
 
 __all__ = ["StateSharding", "execute_sharded_qnode"]
-
-MAX_GATE_WIRES = 3  # wider operations are decomposed first
 
 
 class StateSharding:
@@ -164,14 +164,13 @@ class _Layout:
                 self.swap(g, min(free, key=lambda p: (p - self.k in queued, -self._next_use(self.wire_at[p]), p)))
         return [self.position(w) - self.k for w in wires]
 
-    def apply(self, matrix: Any, wires: Sequence[int], controls: Sequence[int] = (),
-              values: Sequence[int] = ()) -> None:
-        """Queue gate number ``self.gate`` on this device's slice, its global wires swapped in
-        first: the gates between the swaps that need them applied are applied fused
-        (:func:`.fusion.apply_fused`), several per pass over the slice."""
-        positions = self.localize([*wires, *controls])
-        self.pending.append(GateRecord(None, tuple(positions[:len(wires)]), tuple(positions[len(wires):]),
-                                       tuple(int(v) for v in values), explicit=matrix))
+    def apply(self, record: GateRecord) -> None:
+        """Queue gate number ``self.gate`` (on wires) on this device's slice (on positions), its
+        global wires swapped in first: the gates between the swaps that need them applied are
+        applied fused (:func:`.fusion.apply_fused`), several per pass over the slice."""
+        positions = self.localize([*record.targets, *record.controls])
+        k = len(record.targets)
+        self.pending.append(replace(record, targets=tuple(positions[:k]), controls=tuple(positions[k:])))
         self.gate += 1
 
     def flush(self) -> Any:
@@ -217,33 +216,28 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     with qml.queuing.AnnotatedQueue() as queue, control_flow_handler(_StraightLine()):
         output = qfunc(*args, **kwargs)
     tape = qml.tape.QuantumScript.from_queue(queue)
-    ops = _gates(tape.operations, labels)
-    index = {label: i for i, label in enumerate(labels)}
+    wires = WireMap(labels)
+    records = _records(tape.operations, wires)
     n, sharded_state = len(labels), P(sharding.qubit_axes)
     draw = key.split() if shots.finite else None
-
-    matrices = [qml.matrix(_targets(op), wire_order=_targets(op).wires) for op in ops]
     # Known matrices stay NumPy constants (fusion folds them, finds permutations among them); the
     # traced ones enter the shard_map as replicated arguments.
-    traced = [i for i, m in enumerate(matrices) if not isinstance(m, np.ndarray)]
+    traced = [i for i, r in enumerate(records) if not r.is_static]
 
-    def circuit(draw_key: Any, *params: Any) -> list[Any]:
-        layout = _Layout(n, sharding, [[index[w] for w in op.wires] for op in ops])
-        given = dict(zip(traced, params))
-        for i, op in enumerate(ops):
-            controls, values = _controls(op)
-            layout.apply(given.get(i, matrices[i]), [index[w] for w in _targets(op).wires],
-                         [index[w] for w in controls], values)
+    def circuit(draw_key: Any, *matrices: Any) -> list[Any]:
+        layout = _Layout(n, sharding, [(*r.targets, *r.controls) for r in records])
+        given = dict(zip(traced, matrices))
+        for i, r in enumerate(records):
+            layout.apply(replace(r, op=None, adjoint=False, explicit=given[i]) if i in given else r)
         layout.flush()
-        return [_measure(m, layout, [index[w] for w in (m.wires or labels)], shots.total, draw_key)
-                for m in tape.measurements]
+        return [_measure(m, layout, wires, shots.total, draw_key) for m in tape.measurements]
 
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
     draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
     # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
     with use_abstract_mesh(sharding.mesh.abstract_mesh):
         results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,
-                                check_vma=False)(draw_key, *(matrices[i] for i in traced))
+                                check_vma=False)(draw_key, *(records[i].matrix for i in traced))
     found = dict(zip(map(id, tape.measurements), results))
     return jax.tree_util.tree_map(lambda x: found.get(id(x), x), output, is_leaf=lambda x: id(x) in found)
 
@@ -260,45 +254,27 @@ class _StraightLine:
     for_loop = while_loop = cond = _refuse
 
 
-def _gates(operations: Sequence[Any], labels: list) -> list[Any]:
-    """The operations, decomposed until each acts on at most :data:`MAX_GATE_WIRES` wires."""
-    out = []
+def _records(operations: Sequence[Any], wires: WireMap) -> list[GateRecord]:
+    """The gate records of the circuit's operations, as the unsharded simulator makes them
+    (:func:`.gates.gate_records`), on known wires."""
+    records = []
     for op in operations:
         if op.name in ("Barrier", "Identity") or type(op).__name__ == "Snapshot":
             continue
-        if type(op).__name__ == "MidMeasureMP" or not op.has_matrix and not op.has_decomposition:
+        if type(op).__name__ == "MidMeasureMP":
             raise QuantumOperationError(f"state_sharding: {op.name} is not supported on a sharded state.")
-        if any(w not in labels for w in op.wires):
-            raise QuantumOperationError(f"state_sharding: {op.name} acts on wires {list(op.wires)} that the "
-                                        "device does not have (wires must be known labels).")
-        if len(_targets(op).wires) > MAX_GATE_WIRES or not _targets(op).has_matrix:
-            out += _gates(op.decomposition(), labels)
-        else:
-            out.append(op)
-    return out
+        records += gate_records(op, wires)
+    if not all(isinstance(w, int) for r in records for w in (*r.targets, *r.controls)):
+        raise QuantumOperationError("state_sharding: the wires of a sharded state's gates must be known "
+                                    "labels, not traced values.")
+    return records
 
 
-def _targets(op: Any) -> Any:
-    """What a controlled operation on more than :data:`MAX_GATE_WIRES` wires applies where its
-    controls hold (the operation itself otherwise, its matrix on all its wires)."""
-    import pennylane as qml
-
-    wide = isinstance(op, qml.ops.op_math.Controlled) and len(op.wires) > MAX_GATE_WIRES
-    return op.base if wide else op
-
-
-def _controls(op: Any) -> tuple[list, list[int]]:
-    """The control wires that ``op`` keeps as conditions (see :func:`_targets`), and their values."""
-    if _targets(op) is op:
-        return [], []
-    return list(op.control_wires), [int(v) for v in op.control_values]
-
-
-def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) -> Any:
+def _measure(m: Any, layout: _Layout, device: WireMap, shots: Any, key: Any) -> Any:
     """One terminal measurement of the sharded state, reduced over the devices."""
     import pennylane as qml
 
-    axes = layout.axes
+    axes, wires = layout.axes, list(device.indices(m.wires or device.labels, "state_sharding"))
     if isinstance(m, qml.measurements.StateMP) and shots is None:
         return layout.restore()
     if isinstance(m, qml.measurements.ProbabilityMP) and m.obs is None and shots is None:
@@ -306,7 +282,7 @@ def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) ->
         local = jnp.zeros(2 ** len(wires), jnp.float64).at[outcomes].add(probabilities(layout.local))
         return lax.psum(local, axes)
     if isinstance(m, qml.measurements.ExpectationMP) and m.obs is not None and shots is None:
-        return lax.psum(_expval(m.obs, layout, wires), axes)
+        return lax.psum(_expval(m.obs, layout, device), axes)
     if isinstance(m, qml.measurements.SampleMP) and m.obs is None and shots is not None:
         return _samples(layout, wires, shots, key)
     raise QuantumOperationError(
@@ -316,20 +292,20 @@ def _measure(m: Any, layout: _Layout, wires: list[int], shots: Any, key: Any) ->
     )
 
 
-def _expval(obs: Any, layout: _Layout, wires: list[int]) -> Any:
-    """This slice's part of ``<psi|obs|psi>``, term by term (each term's wires made local)."""
+def _expval(obs: Any, layout: _Layout, device: WireMap) -> Any:
+    """This slice's part of ``<psi|obs|psi>``, term by term: each term's wires made local, then
+    applied as the simulator applies observables (:func:`.measurements.apply_observable`)."""
     import pennylane as qml
 
     try:
         coeffs, terms = obs.terms()
     except qml.operation.TermsUndefinedError:
         coeffs, terms = [1.0], [obs]
-    labels = list(obs.wires)
     total = 0.0
     for c, term in zip(coeffs, terms):
-        term_wires = [wires[labels.index(w)] for w in term.wires]
-        targets = layout.localize(term_wires)  # swaps first: they change layout.local
-        applied = apply_matrix(layout.local, qml.matrix(term, wire_order=term.wires), targets, layout.n - layout.k)
+        layout.localize(device.indices(term.wires, "state_sharding"))  # swaps first: they change layout.local
+        local = WireMap([device.labels[w] for w in layout.wire_at[layout.k:]])  # labels by slice position
+        applied = apply_observable(term, layout.local, layout.n - layout.k, local)
         total = total + c * jnp.real(jnp.vdot(layout.local, applied))
     return total
 
@@ -341,12 +317,8 @@ def _samples(layout: _Layout, wires: list[int], shots: int, key: Any) -> Any:
     probs = probabilities(layout.local)
     totals = lax.psum(jnp.zeros(2**layout.k).at[layout.device()].set(jnp.sum(probs)), layout.axes)
     device_key, index_key = prng.split(key)
-    cdf = jnp.cumsum(totals)
-    devices = jnp.minimum(jnp.searchsorted(cdf, prng.uniform(device_key, (shots,)) * cdf[-1], side="right"),
-                          2**layout.k - 1)
-    local_cdf = jnp.cumsum(probs)
-    local = jnp.minimum(jnp.searchsorted(local_cdf, prng.uniform(index_key, (shots,)) * local_cdf[-1],
-                                         side="right"), probs.shape[0] - 1)
+    devices = prng.sample_indices(device_key, totals, shots)
+    local = prng.sample_indices(index_key, probs, shots)
     mine = devices == layout.device()
     drawn = lax.psum(jnp.where(mine, local + layout.device() * 2 ** (layout.n - layout.k), 0), layout.axes)
     bits = [(drawn >> (layout.n - 1 - layout.position(w))) & 1 for w in wires]

@@ -25,6 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..control_flow import for_loop
+
 __all__ = [
     "state_size",
     "zero_state",
@@ -37,6 +39,8 @@ __all__ = [
     "apply_matrix",
     "apply_tensor",
     "apply_block",
+    "apply_in_loop",
+    "apply_stacked",
     "lookup",
     "probabilities",
     "wire_probability",
@@ -216,6 +220,49 @@ def apply_matrix(
     if controls:
         new = jnp.where(controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
+
+
+def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any, Any], Any]) -> Any:
+    """``vector`` after ``vector = step(vector, i)`` for ``i`` in ``range(count)``, as one counted
+    ``for_loop`` of the program: one compiled body, however large ``count``. ``state_carry`` is the
+    ambient carry that holds the state (:class:`.qnode.QuantumState`, or any object with a
+    ``vector``): the loop threads it.
+
+    >>> class Carry: vector = None
+    >>> apply_in_loop(Carry(), np.zeros(2), 3, lambda v, i: v + i).tolist()
+    [3.0, 3.0]
+    """
+    state_carry.vector = vector
+
+    @for_loop(0, count, 1)
+    def body(i):
+        state_carry.vector = step(state_carry.vector, i)
+
+    body()
+    return state_carry.vector
+
+
+def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, values: Any, n_targets: int,
+                  n_wires: Any) -> Any:
+    """Gate ``g`` for each ``g`` in order, by :func:`apply_in_loop` with the indexed kernel: its
+    matrix ``matrices[g]``, its targets ``wires[g, :n_targets]``, its controls the other wires of
+    row ``g`` (``-1``: an unused slot) with the values ``values[g]``.
+
+    >>> x = np.array([[0, 1], [1, 0]])
+    >>> class Carry: vector = None
+    >>> v = apply_stacked(Carry(), zero_state(2), np.stack([x, x]), np.array([[0, -1], [1, 0]]),
+    ...                   np.array([[1], [1]]), 1, 2)
+    >>> [round(float(abs(a)), 3) for a in v]
+    [0.0, 0.0, 0.0, 1.0]
+    """
+    controls = wires.shape[1] - n_targets
+
+    def step(vector: Any, g: Any) -> Any:
+        m, w, v = (lax.dynamic_index_in_dim(a, g, keepdims=False) for a in (matrices, wires, values))
+        return apply_matrix(vector, m, [w[t] for t in range(n_targets)], n_wires,
+                            [w[n_targets + c] for c in range(controls)], [v[c] for c in range(controls)])
+
+    return apply_in_loop(state_carry, vector, wires.shape[0], step)
 
 
 MAX_INDEXED_TARGETS = 2

@@ -7,7 +7,8 @@ Python, then applied by a single loop whose body is one gate kernel:
 1. its gates are fused into blocks on at most two wires (:func:`~.fusion.fuse`), whose matrices
    are multiplied while tracing when known, or all at once by a few batched operations when
    traced (:func:`~.fusion.block_matrices`);
-2. each block, and each gate on more wires, becomes a table *entry*: a ``4 x 4`` matrix on two
+2. each block, and each gate on more wires, becomes a table *entry* (a
+   :class:`~.fusion.PlannedGate`): a ``4 x 4`` matrix on two
    target wires plus up to :data:`CONTROL_SLOTS` control wires. A block on one wire is its matrix
    times the identity on a neighbouring wire; a gate with one target takes its first control into
    its matrix (``CCX`` is a ``CNOT`` matrix on the first control and the target, controlled by
@@ -24,25 +25,23 @@ pass over the state when the program runs.
 >>> from catalyst_lite.quantum.gates import GateRecord
 >>> x = np.array([[0, 1], [1, 0]])
 >>> ccx = GateRecord(None, (2,), (0, 1), (1, 1), explicit=x)
->>> [(e.targets, e.controls) for e in table_segments([ccx], 3)[0].entries]
+>>> [(e.targets, e.controls) for e in table_segments([ccx], 3)[0]]
 [((0, 2), (1, -1))]
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
 from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from ..control_flow import for_loop
 from .fusion import Block, BlockMatrices, PlannedGate, Shape, block_matrices, fuse, planned_gates
 from .gates import GateRecord
-from .statevector import apply_matrix
+from .statevector import apply_matrix, apply_stacked
 
-__all__ = ["CONTROL_SLOTS", "TableEntry", "Table", "table_segments", "apply_table", "apply_as_tables"]
+__all__ = ["CONTROL_SLOTS", "table_segments", "apply_table", "apply_as_tables"]
 
 CONTROL_SLOTS = 2
 """Control wires an entry may have besides its two targets (unused slots hold wire ``-1``)."""
@@ -52,20 +51,6 @@ MAX_BLOCK_GATES = 8
 at a time for all blocks together, so the depth bounds the program's size."""
 
 _TARGETS = 2
-
-
-@dataclass(frozen=True)
-class TableEntry:
-    """One row of the table: a ``4 x 4`` matrix on ``targets`` where every wire of ``controls``
-    (``-1``: unused) has its value in ``control_values``. The matrix is ``known`` (NumPy), else
-    row ``position`` of the table's traced source ``source`` (see :class:`Table`)."""
-
-    targets: tuple
-    controls: tuple
-    control_values: tuple
-    known: np.ndarray | None = None
-    source: Any = None
-    position: int = 0
 
 
 def _padded(controls: Sequence[int], values: Sequence[int]) -> tuple[tuple, tuple]:
@@ -90,40 +75,30 @@ def _two_wire(matrices: Any, form: str, value: int = 1) -> Any:
     return xp.concatenate(rows, axis=-2)
 
 
-@dataclass
-class Table:
-    """Entries to apply by one loop. ``sources`` (shared by the tables of one run): how to compute
-    each traced source of matrices, ``key -> (stack (m, d, d), form, value)``, made two-wire as a
-    whole (see :func:`_two_wire`)."""
-
-    entries: list
-    sources: dict
-
-    def matrices(self) -> Any:
-        """``(entries, 4, 4)``: a constant when every matrix is known, else the known ones and
-        the traced sources the entries use, put in order by one gather."""
-        known = [e.known for e in self.entries if e.known is not None]
-        if len(known) == len(self.entries):
-            return np.stack(known).astype(complex)
-        parts: list[Any] = [np.stack(known).astype(complex)] if known else []
-        offsets: dict[Any, int] = {}
-        offset = len(known)
-        for key in dict.fromkeys(e.source for e in self.entries if e.known is None):
-            stack, form, value = self.sources[key]
-            parts.append(_two_wire(stack, form, value))
-            offsets[key] = offset
-            offset += parts[-1].shape[0]
-        order, k = [], 0
-        for e in self.entries:
-            if e.known is not None:
-                order.append(k)
-                k += 1
-            else:
-                order.append(offsets[e.source] + e.position)
-        return jnp.take(jnp.concatenate([jnp.asarray(p, jnp.complex128) for p in parts]), np.array(order), axis=0)
+def _matrices(table: Sequence[PlannedGate]) -> Any:
+    """``(entries, 4, 4)``: a constant when every matrix is known, else the known ones and the
+    traced stacks the entries use, put in order by one gather."""
+    known = [e.known for e in table if e.known is not None]
+    if len(known) == len(table):
+        return np.stack(known).astype(complex)
+    stacks = {id(e.stack): e.stack for e in table if e.known is None}
+    offsets, offset = {}, len(known)
+    for key, stack in stacks.items():
+        offsets[key], offset = offset, offset + stack.shape[0]
+    counter = itertools.count()  # the known matrices come first, in order
+    order = [next(counter) if e.known is not None else offsets[id(e.stack)] + e.position for e in table]
+    parts = ([np.stack(known)] if known else []) + list(stacks.values())
+    return jnp.take(jnp.concatenate([jnp.asarray(p, jnp.complex128) for p in parts]), np.array(order), axis=0)
 
 
-def _gate_entry(gate: PlannedGate, sources: dict) -> TableEntry | None:
+def _two_wire_stack(sources: dict, key: tuple, stack: Any, form: str, value: int = 1) -> Any:
+    """``stack`` made two-wire (:func:`_two_wire`) once per run: ``sources`` keeps it by ``key``."""
+    if key not in sources:
+        sources[key] = _two_wire(stack, form, value)
+    return sources[key]
+
+
+def _gate_entry(gate: PlannedGate, sources: dict) -> PlannedGate | None:
     """The entry of a gate on more than two wires, or ``None`` when it fits none."""
     targets, controls, values = gate.targets, gate.controls, gate.control_values
     form, value = "plain", 1
@@ -133,75 +108,62 @@ def _gate_entry(gate: PlannedGate, sources: dict) -> TableEntry | None:
     if len(targets) != _TARGETS or len(controls) > CONTROL_SLOTS:
         return None
     if gate.known is not None:
-        return TableEntry(tuple(targets), *_padded(controls, values), _two_wire(gate.known, form, value))
-    key = ("gate", id(gate.stack), form, value)  # the run's traced gates of this size, one stack
-    sources[key] = (gate.stack[:, 0], form, value)
-    return TableEntry(tuple(targets), *_padded(controls, values), None, key, gate.position)
+        return PlannedGate(tuple(targets), *_padded(controls, values), _two_wire(gate.known, form, value), None)
+    # the run's traced gates of this size are one stack
+    stack = _two_wire_stack(sources, ("gate", id(gate.stack), form, value), gate.stack[:, 0], form, value)
+    return PlannedGate(tuple(targets), *_padded(controls, values), None, None, stack, gate.position)
 
 
-def _block_entry(block: Block, b: int, matrices: BlockMatrices, sources: dict, n_wires: int) -> TableEntry:
+def _block_entry(block: Block, b: int, matrices: BlockMatrices, sources: dict, n_wires: int) -> PlannedGate:
     """The entry of a dense block (number ``b`` of ``matrices``) on one or two wires."""
     on = sorted(block.wires)
     form = "plain"
     if len(on) == 1:
         on, form = [on[0], on[0] + 1 if on[0] + 1 < n_wires else on[0] - 1], "identity"
     if b in matrices.known:
-        return TableEntry(tuple(on), *_padded((), ()), _two_wire(matrices.known[b], form))
+        return PlannedGate(tuple(on), *_padded((), ()), _two_wire(matrices.known[b], form), None)
     stack, position = matrices.slot[b]
-    sources[("block", stack)] = (matrices.stacks[stack][0], form, 1)
-    return TableEntry(tuple(on), *_padded((), ()), None, ("block", stack), position)
+    two_wire = _two_wire_stack(sources, ("block", stack), matrices.stacks[stack][0], form)
+    return PlannedGate(tuple(on), *_padded((), ()), None, None, two_wire, position)
 
 
-def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[Table | GateRecord]:
-    """The run ``records`` (all on known wires) as segments, in order: tables, and the records
-    that fit no entry (applied by themselves)."""
+def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[PlannedGate] | GateRecord]:
+    """The run ``records`` (all on known wires) as segments, in order: tables (lists of entries:
+    planned gates on two targets and :data:`CONTROL_SLOTS` control slots), and the records that
+    fit no entry (applied by themselves)."""
     shapes = [Shape(r.controls + r.targets, False) for r in records]
     blocks = fuse(shapes, max_block_wires=_TARGETS, max_members=MAX_BLOCK_GATES)
     gates = planned_gates([[r] for r in records])
     dense = [b for b, block in enumerate(blocks) if block.kind == "dense"]
     matrices = block_matrices([blocks[b] for b in dense], gates, 1)
     number = {b: j for j, b in enumerate(dense)}
-    sources: dict = {}
-    segments: list[Table | GateRecord] = [Table([], sources)]
+    sources: dict = {}  # the traced matrices of the run, made two-wire once
+    segments: list[list[PlannedGate] | GateRecord] = [[]]
     for b, block in enumerate(blocks):
         if b in number:
             entry = _block_entry(block, number[b], matrices, sources, n_wires)
         else:
             entry = _gate_entry(gates[block.members[0]], sources)
         if entry is None:
-            segments += [records[block.members[0]], Table([], sources)]
+            segments += [records[block.members[0]], []]
         else:
-            segments[-1].entries.append(entry)
-    return [s for s in segments if not isinstance(s, Table) or s.entries]
+            segments[-1].append(entry)
+    return [s for s in segments if not isinstance(s, list) or s]
 
 
-def apply_table(state_carry: Any, vector, table: Table, n_wires: int):
+def apply_table(state_carry: Any, vector, table: Sequence[PlannedGate], n_wires: int):
     """``table``'s entries applied in order by one counted loop whose body is the indexed kernel
     (``state_carry``: the ambient carry that holds the state, threaded by the loop)."""
-    matrices = table.matrices()
-    wires = np.array([e.targets + e.controls for e in table.entries], np.int64)
-    values = np.array([e.control_values for e in table.entries], np.int64)
-    state_carry.vector = vector
-
-    @for_loop(0, len(table.entries), 1)
-    def entry(g):
-        m = lax.dynamic_index_in_dim(matrices, g, keepdims=False)
-        w = lax.dynamic_index_in_dim(wires, g, keepdims=False)
-        v = lax.dynamic_index_in_dim(values, g, keepdims=False)
-        state_carry.vector = apply_matrix(
-            state_carry.vector, m, [w[0], w[1]], n_wires,
-            [w[_TARGETS + c] for c in range(CONTROL_SLOTS)], [v[c] for c in range(CONTROL_SLOTS)],
-        )
-
-    entry()
-    return state_carry.vector
+    wires = np.array([e.targets + e.controls for e in table], np.int64)
+    values = np.array([e.control_values for e in table], np.int64)
+    return apply_stacked(state_carry, vector, _matrices(table), wires, values, _TARGETS, n_wires)
 
 
 def apply_as_tables(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int):
     """``records`` (all on known wires, on a device of at least two wires) applied as tables,
     each by one loop, and the gates that fit no table by themselves."""
     for segment in table_segments(records, n_wires):
-        if isinstance(segment, Table):
+        if isinstance(segment, list):
             vector = apply_table(state_carry, vector, segment, n_wires)
         else:
             r = segment
