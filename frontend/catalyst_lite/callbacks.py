@@ -369,8 +369,8 @@ def call_for_effect(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
     call_on_host(call, args, kwargs)
 
 
-def base_callback(callback_fn: Callable) -> Callable:
-    """Call the Python function ``callback_fn`` from a compiled program each time it runs, as
+def base_callback(func: Callable) -> Callable:
+    """Call the Python function ``func`` from a compiled program each time it runs, as
     Catalyst's ``base_callback`` does. Its return annotation, if any, declares its results as
     :func:`pure_callback`'s does; without one (or with ``-> None``) it is called for its effects,
     in program order with the other such callbacks, and what it returns is dropped (as
@@ -388,18 +388,18 @@ def base_callback(callback_fn: Callable) -> Callable:
     >>> float(qjit(lambda x: (record(x), halve(x))[1])(3.0)), seen
     (1.5, [3.0])
     """
-    declared = _declared_return(callback_fn)
+    declared = _declared_return(func)
     if declared is not None:
-        return PureCallback(callback_fn, declared)
-    name = function_name(callback_fn)
+        return PureCallback(func, declared)
+    name = function_name(func)
 
     def dropping_result(*args: Any, **kwargs: Any) -> None:
-        callback_fn(*args, **kwargs)
+        func(*args, **kwargs)
 
-    @functools.wraps(callback_fn)
+    @functools.wraps(func)
     def for_effect(*args: Any, **kwargs: Any) -> Any:
         if run_eagerly():
-            return callback_fn(*args, **kwargs)
+            return func(*args, **kwargs)
         return call_for_effect(dropping_result, args, kwargs, name)
 
     return for_effect
