@@ -22,6 +22,7 @@ from catalyst_lite import (
     qjit,
     vmap,
 )
+from catalyst_lite.api_extensions.callbacks import base_callback
 from catalyst_lite.errors import CallbackError, DebugAssertionError
 from test_capture import needs_capture
 
@@ -242,6 +243,35 @@ def test_debug_callbacks_run_in_program_order(capsys):
 
     f(7)
     assert capsys.readouterr().out.split() == ["0", "7", "8"]
+
+
+def test_base_callback_runs_on_each_call_in_program_order_with_numpy_arguments():
+    calls = []
+
+    @base_callback
+    def log(tag, x):  # no annotation: called for its effects; what it returns is dropped
+        calls.append((int(tag), np.asarray(x).copy()))
+        return "dropped"
+
+    @base_callback
+    def scaled(x) -> jax.ShapeDtypeStruct((2,), jnp.float64):  # an annotation declares results
+        return 2.0 * x
+
+    @qjit
+    def f(x):
+        log(0, x)
+        y = scaled(x)
+        log(tag=1, x=y)
+        return y + 1.0
+
+    xs = [np.array([0.5, -1.0]), np.array([3.0, 4.0])]
+    for x in xs + xs:  # each call runs the callbacks again, also the same program's
+        np.testing.assert_allclose(f(x), 2.0 * x + 1.0)
+    expected = [(tag, v) for x in xs + xs for tag, v in ((0, x), (1, 2.0 * x))]
+    assert [tag for tag, _ in calls] == [tag for tag, _ in expected]
+    for (_, seen), (_, v) in zip(calls, expected):
+        np.testing.assert_array_equal(seen, v)
+    assert log(2, 5) == "dropped" and calls[-1][0] == 2  # outside qjit it is simply called
 
 
 def test_accelerate_of_a_function_jax_jit_cannot_compile_is_catalysts_error():

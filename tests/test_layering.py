@@ -26,7 +26,8 @@ LAYERS = (
      "compile_options", "passes", "versions"},
     {"compiler"},  # the runtime: specialization, executables, strategies, caches
     # the user API's parts: primitives and their rules, transformations, the frontends
-    {"callbacks", "debug", "control_flow", "quantum", "transforms", "autograph", "capture"},
+    {"callbacks", "debug", "control_flow", "quantum", "transforms", "autograph", "capture",
+     "api_extensions"},  # api_extensions: Catalyst's path to the callbacks
     {"compiled", "pennylane_compiler", ""},  # qjit itself, and the package
 )
 

@@ -42,7 +42,7 @@ from .jax_extras.host_callbacks import kept_callback
 from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
-__all__ = ["pure_callback", "accelerate", "HostCall", "host_callback_p", "callback_exception", "run_eagerly"]
+__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly"]
 
 
 def run_eagerly() -> bool:
@@ -360,6 +360,49 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     3
     """
     return PureCallback(callback_fn, result_type)
+
+
+def call_for_effect(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> None:
+    """``fn(*args, **kwargs)`` (which must return ``None``) each time the program runs, in program
+    order with the other side-effecting callbacks (inside a trace; outside one the caller calls)."""
+    call = HostCall(fn, name or function_name(fn), tree_flatten((args, kwargs))[1], (), debug=True)
+    call_on_host(call, args, kwargs)
+
+
+def base_callback(func: Callable) -> Callable:
+    """Call the Python function ``func`` from a compiled program each time it runs, as
+    Catalyst's ``base_callback`` does. Its return annotation, if any, declares its results as
+    :func:`pure_callback`'s does; without one (or with ``-> None``) it is called for its effects,
+    in program order with the other such callbacks, and what it returns is dropped (as
+    Catalyst's). Usable as a decorator; outside a trace it is simply called.
+
+    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite.api_extensions.callbacks import base_callback
+    >>> seen = []
+    >>> @base_callback
+    ... def record(x):
+    ...     seen.append(float(x))
+    >>> @base_callback
+    ... def halve(x) -> float:
+    ...     return x / 2
+    >>> float(qjit(lambda x: (record(x), halve(x))[1])(3.0)), seen
+    (1.5, [3.0])
+    """
+    declared = _declared_return(func)
+    if declared is not None:
+        return PureCallback(func, declared)
+    name = function_name(func)
+
+    def dropping_result(*args: Any, **kwargs: Any) -> None:
+        func(*args, **kwargs)
+
+    @functools.wraps(func)
+    def for_effect(*args: Any, **kwargs: Any) -> Any:
+        if run_eagerly():
+            return func(*args, **kwargs)
+        return call_for_effect(dropping_result, args, kwargs, name)
+
+    return for_effect
 
 
 # --- accelerate ----------------------------------------------------------------------------------

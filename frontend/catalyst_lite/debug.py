@@ -36,15 +36,14 @@ from typing import Any, Callable, Iterator
 
 import jax.numpy as jnp
 import numpy as np
-from jax.tree_util import tree_flatten, tree_map
+from jax.tree_util import tree_map
 
-from .callbacks import HostCall, call_on_host, run_eagerly
+from .callbacks import call_for_effect, run_eagerly
 from .errors import (
     ArgumentTypeError,
     ArgumentValueError,
     DebugAssertionError,
     UnsupportedOperationError,
-    function_name,
 )
 from .jax_extras import get_aval, x64_scope
 from .reporting import LOGGER
@@ -75,8 +74,7 @@ def callback(callback_fn: Callable) -> Callable:
         if run_eagerly():
             callback_fn(*args, **kwargs)
             return
-        call = HostCall(callback_fn, function_name(callback_fn), tree_flatten((args, kwargs))[1], (), debug=True)
-        call_on_host(call, args, kwargs)
+        call_for_effect(callback_fn, args, kwargs)
 
     return debug_callback
 
