@@ -563,6 +563,14 @@ def test_at_exit_no_compile_is_waited_for_no_iree_object_reported_leaked_and_the
         assert len(lines) == 2
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_the_background_compiler_runs_at_a_lower_priority():
+    """``iree-compile`` runs while the program serves calls: it yields the CPU to them."""
+    status, out, _ = iree_backend._compiler_subprocesses.run(["sh", "-c", "sleep 0.5; cat /proc/self/stat"], b"")
+    niceness = int(out.decode().rsplit(")", 1)[1].split()[16])  # field 19 of proc(5)
+    assert status == 0 and niceness == iree_backend.background_niceness()  # 10 above ours
+
+
 @needs_iree
 def test_every_compilation_of_the_tier_and_the_swap_to_xla_are_reported(caplog):
     """verbose=True and the catalyst_lite logger see the background IREE compilation, the calls it

@@ -162,6 +162,21 @@ class LoweredProgram:
             return None
 
 
+BACKGROUND_NICENESS = 10
+"""How much lower than the process's own the scheduling priority of ``iree-compile`` is."""
+
+
+def background_niceness() -> int:
+    """The niceness ``iree-compile`` runs at: the process's own plus :data:`BACKGROUND_NICENESS`
+    (19 at most, the lowest priority).
+
+    >>> import os
+    >>> background_niceness() == min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS)
+    True
+    """
+    return min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS)
+
+
 class _CompilerSubprocesses:
     """The ``iree-compile`` subprocesses running, killed at exit: a compile in progress then is
     not waited for (its module would go unused), and none runs on after the process."""
@@ -180,6 +195,10 @@ class _CompilerSubprocesses:
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE)
             self._running.add(process)
+        # A background compile yields the CPU to the calls the program serves meanwhile (XLA
+        # runs them): on a busy machine it takes longer, never the foreground.
+        with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority (Windows)
+            os.setpriority(os.PRIO_PROCESS, process.pid, background_niceness())
         try:
             stdout, stderr = process.communicate(text)
         finally:
