@@ -253,3 +253,31 @@ def test_catalyst_ctrl_and_adjoint_of_functions_with_a_traced_control_wire():
         return qml.state()
 
     np.testing.assert_allclose(qjit(qml.qnode(dev)(compiled))(0.7), qml.qnode(dev)(reference)(0.7), atol=1e-10)
+
+
+@pytest.mark.parametrize("values", [[], [True], [0, 1, 1]])
+def test_catalyst_ctrl_rejects_a_wrong_number_of_control_values(values):
+    """PennyLane's Controlled rejects a count that differs from the control wires' (qml.ctrl's
+    named gates, CRX..., skip the check); catalyst_lite.ctrl rejects it for operators, operator
+    classes and functions alike, with Catalyst's phrase and PennyLane's."""
+    import catalyst_lite
+
+    with pytest.raises(ValueError, match="control_values should be the same length"):
+        qml.ops.Controlled(qml.PauliX(0), [1, 2], control_values=[True])
+    cases = [
+        lambda: catalyst_lite.ctrl(qml.RX(0.1, wires=0), control=[1, 2], control_values=values),
+        lambda: catalyst_lite.ctrl(qml.RX, control=[1, 2], control_values=values),
+        lambda: catalyst_lite.ctrl(lambda: qml.RX(0.1, 0), control=[1, 2], control_values=values),
+    ]
+    for make in cases:
+        with pytest.raises(ValueError, match="Length of the control_values .*same length as control_wires"):
+            make()
+
+    @qjit
+    @qml.qnode(DEV)
+    def circuit(x):
+        catalyst_lite.ctrl(lambda: qml.RX(x, 0), control=[1, 2], control_values=values)()
+        return qml.state()
+
+    with pytest.raises(ValueError, match="Length of the control_values"):
+        circuit(0.2)

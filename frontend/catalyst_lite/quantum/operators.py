@@ -153,17 +153,19 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
     _check_operand(f)
     qml = _qml()
     options = (control, control_values, work_wires, work_wire_type)
-    state = compiling_state()
-    if state is None or isinstance(f, qml.operation.Operator):
-        return qml.ctrl(f, *options)
     controls = qml.wires.Wires(control)
     values = [True] * len(controls) if control_values is None else (
         list(control_values) if isinstance(control_values, (list, tuple)) else [control_values])
+    # checked for operators too: qml.ctrl builds its named controlled gates (CRX...) without
+    # looking at the values, so a wrong count would otherwise pass silently
     if len(values) != len(controls):
         raise ValueError(
-            f"control_values should be the same length as control wires: got {len(values)} values "
-            f"for {len(controls)} wires."
+            f"Length of the control_values ({len(values)}) differs from the number of control "
+            f"wires ({len(controls)}): control_values should be the same length as control_wires."
         )
+    state = compiling_state()
+    if state is None or isinstance(f, qml.operation.Operator):
+        return qml.ctrl(f, *options)
     spare = qml.wires.Wires([] if work_wires is None else work_wires)
 
     @functools.wraps(f)
