@@ -10,9 +10,10 @@ inputs of nested programs are recomputed from our bodies' arrays (:class:`SizeLo
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax.numpy as jnp
 import pennylane as qml
@@ -20,7 +21,7 @@ from pennylane.capture import PlxprInterpreter
 from pennylane.capture.primitives import qnode_prim, quantum_subroutine_prim, transform_prim
 
 from ..errors import QuantumOperationError, UnsupportedOperationError
-from ..jax_extras import Var
+from ..jax_extras import DropVar, Literal, Var
 from ..trace_context import capture_switched
 
 __all__ = ["PlxprCompiler", "SizeLocations"]
@@ -54,6 +55,18 @@ class PlxprCompiler(PlxprInterpreter):
         """An operator whose result the program does not use: a gate, queued where it stands."""
         return qml.apply(op)
 
+    def interpret_operation_eqn(self, eqn: Any) -> Any:
+        with _dynamic_wires_as_integers(self, eqn) as mapped:
+            invals = [self.read(v) for v in eqn.invars]
+            with qml.QueuingManager.stop_recording():
+                op = mapped(eqn.primitive.impl(*invals, **eqn.params))
+        return self.interpret_operation(op) if isinstance(eqn.outvars[0], DropVar) else op
+
+    def read(self, var: Any) -> Any:
+        value = super().read(var)
+        substitutes = getattr(self, "_substitutes", None)
+        return substitutes.get(id(value), value) if substitutes else value
+
     def __init__(self) -> None:
         super().__init__()
         # id(traced outcome) -> (the outcome, its MeasurementValue), for each mid-circuit
@@ -68,7 +81,11 @@ class PlxprCompiler(PlxprInterpreter):
             # wires only while its capture is on.
             with capture_switched(True, eqn.primitive.name):
                 return super().interpret_measurement_eqn(eqn)
-        return super().interpret_measurement_eqn(eqn)
+        return self._interpret_measurement_eqn(eqn)
+
+    def _interpret_measurement_eqn(self, eqn: Any) -> Any:
+        with _dynamic_wires_as_integers(self, eqn) as mapped:
+            return mapped(super().interpret_measurement_eqn(eqn))
 
     def interpret_measurement(self, measurement: Any) -> Any:
         return measurement  # returned to the QNode, which measures it (not queued)
@@ -105,6 +122,25 @@ class PlxprCompiler(PlxprInterpreter):
             return copy(self).eval(jaxpr, consts, *args)
 
         return run
+
+
+@contextmanager
+def _dynamic_wires_as_integers(interpreter: PlxprCompiler, eqn: Any) -> Iterator[Callable[[Any], Any]]:
+    """PennyLane builds a captured operator or measurement with integer wires; the wires of
+    ``qml.allocate`` are ``DynamicWire`` labels here (see :mod:`.quantum`). They stand in as
+    negative integers no program uses while it is built, and are put back by ``map_wires``."""
+    dynamic = [v for v in map(interpreter.read, (x for x in eqn.invars if not isinstance(x, Literal)))
+               if type(v).__name__ == "DynamicWire"]
+    if not dynamic:
+        yield lambda built: built
+        return
+    stand_ins = {id(w): -(2**62) - k for k, w in enumerate(dynamic)}
+    back = {-(2**62) - k: w for k, w in enumerate(dynamic)}
+    interpreter._substitutes = stand_ins
+    try:
+        yield lambda built: built.map_wires(back) if hasattr(built, "map_wires") else built
+    finally:
+        interpreter._substitutes = None
 
 
 PlxprCompiler._primitive_registrations = _Rules(PlxprCompiler._primitive_registrations)

@@ -7,7 +7,9 @@
   catalyst_lite's ``counts`` measures both (``(outcomes, counts)``, as Catalyst returns them);
 - ``measure``: :func:`catalyst_lite.measure` (PennyLane's program wants the outcome as an integer);
 - ``adjoint_transform``/``ctrl_transform``: ``qml.adjoint``/``qml.ctrl`` of the captured function,
-  which catalyst_lite compiles as it compiles them without capture.
+  which catalyst_lite compiles as it compiles them without capture;
+- ``allocate``/``deallocate``: PennyLane's ``Allocate``/``Deallocate`` operators, queued as
+  without capture; the program's wire values are their ``DynamicWire`` labels.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pennylane.capture.primitives import (
     measure_prim,
     qnode_prim,
 )
+from pennylane.allocation import Allocate, Deallocate, allocate_prim, deallocate_prim
 from pennylane.measurements import CountsMP
 
 from ..errors import QuantumOperationError
@@ -72,4 +75,20 @@ def _ctrl(
     consts, args, control = invals[:n_consts], invals[n_consts:-n_control], invals[-n_control:]
     function = self.subprogram(jaxpr, consts)
     qml.ctrl(function, control=list(control), control_values=control_values, work_wires=work_wires)(*args)
+    return []
+
+
+@PlxprCompiler.register_primitive(allocate_prim)
+def _allocate(self: PlxprCompiler, *, num_wires: int, state: Any = "zero", restored: bool = False) -> list[Any]:
+    with qml.QueuingManager.stop_recording():
+        op = Allocate.from_num_wires(num_wires, state=state, restored=restored)
+    qml.apply(op)
+    return list(op.wires)
+
+
+@PlxprCompiler.register_primitive(deallocate_prim)
+def _deallocate(self: PlxprCompiler, *wires: Any) -> list[Any]:
+    with qml.QueuingManager.stop_recording():
+        op = Deallocate(list(wires))
+    qml.apply(op)
     return []

@@ -160,6 +160,8 @@ def _compute_example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes)
         return _leaf_value(tracer, symbols)
     if has_subprograms(eqn):  # control flow: not shape arithmetic, and costly to evaluate
         return None
+    if not eqn.in_tracers:  # computed from nothing, not from sizes (PennyLane's qubit allocation)
+        return None
     inputs = [example_value(t, symbols) for t in eqn.in_tracers]
     if any(v is None for v in inputs):
         return None

@@ -290,6 +290,11 @@ class QuantumState:
                 self.snapshots.append(self._snapshot(op))
             elif op.name in _SKIPPED:
                 continue
+            if op.name in ("Allocate", "Deallocate"):  # qml.allocate, qml.deallocate
+                if records:  # the slots' indices are the wires' after the gates so far
+                    self.vector, records = apply_records(self, self.vector, records), []
+                self._allocation(op)
+                continue
             if op.name == "StatePrep" and self.fresh and not records:
                 # default.qubit's initial state; a later StatePrep is its decomposition, below.
                 self.vector = initial_state(op, self.wires)
@@ -305,6 +310,21 @@ class QuantumState:
             self.vector = apply_records(self, self.vector, records)
             self.fresh = False
 
+
+    def _allocation(self, op: Any) -> None:
+        """``Allocate``: each dynamic wire gets a slot (a wire added to the state in ``|0>``, or a
+        freed one, see :mod:`.wires`). Inside a loop or branch, whose state has a fixed size, freed
+        slots are reused, reset to ``|0>`` first by a measurement with reset whose outcome is
+        dropped (as PennyLane resets a reused wire), since an earlier iteration may have used the
+        slot. ``Deallocate``: the slots are freed."""
+        if op.name == "Deallocate":
+            self.wires.deallocate(op.wires)
+            return
+        in_control_flow = bool(self.control_flow is not None and self.control_flow.depth)
+        restored = bool(op.hyperparameters.get("restored", False))
+        for index, used in self.wires.allocate(op.wires, restored, reuse=in_control_flow):
+            if (in_control_flow and not restored) or used:
+                collapse(_circuits()[-1], index, reset=True)
 
     def _snapshot(self, op: Any) -> Any:
         """The state at ``qml.Snapshot`` ``op``, as Catalyst returns it (only ``qml.state()``
@@ -380,6 +400,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     regions = RegionControlFlow(state)
     state.control_flow = regions
     outside = OutsideWires(wires, WiresAllocated)
+    wires.begin_run()
     run = CircuitRun(state, key, policy, regions)
     with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
@@ -392,10 +413,30 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         for m in run.measurements:
             recorder.check_not_applied(m)
             if m.mv is None:  # wires allocated on use: all of them before any result
+                _check_terminal_wires(m, all_wires=False)
                 wires.indices(m.wires, measurement_kind(m))
         state.flush(run.measurements)  # while ambient: a loop applying the last gates must carry the state
+        if wires.slots:  # qml.allocate was applied
+            for m in run.measurements:
+                _check_terminal_wires(m, all_wires=m.mv is None)
     outside.check(_device_name(qnode))
     return run
+
+
+def _check_terminal_wires(m: Any, all_wires: bool) -> None:
+    """Terminal measurements do not measure wires of ``qml.allocate``, and (``all_wires``: when
+    some were allocated) name their wires: PennyLane chooses which device wires the allocated
+    ones use. Catalyst's errors."""
+    if all_wires and not len(m.wires):
+        raise CompileError(  # Catalyst's phrase, with its line breaks
+            "\nTerminal measurements must take in an explicit list of wires when\ndynamically "
+            f"allocated wires are present in the program.\n{measurement_kind(m)}() measures every wire."
+        )
+    if any(type(w).__name__ == "DynamicWire" for w in m.wires):
+        raise CompileError(
+            "\nTerminal measurements cannot take in dynamically allocated wires\nsince they must be "
+            f"temporary.\n{measurement_kind(m)} of a wire of qml.allocate."
+        )
 
 
 def _check_returned(qnode, output: Any) -> None:
@@ -560,20 +601,28 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     label = _measured_wire(wires)
     if postselect not in (None, 0, 1):
         raise QuantumOperationError(f"measure: postselect must be '0' or '1', got {postselect!r}.")
+    state.get()  # first: a wire of qml.allocate has its slot once the allocation is applied
     wire = state.wires.index(label, "measure")
+    return measured_value(label, reset, postselect, collapse(circuit, wire, reset, postselect))
+
+
+def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: int | None = None) -> Any:
+    """Measure state index ``wire`` of ``circuit``'s current state (its queued gates applied): the
+    outcome (chosen by the circuit's mid-circuit measurement policy), with the state collapsed,
+    and flipped back to ``|0>`` with ``reset``."""
+    state = circuit.state
     in_loop = circuit.regions.loop_depth > 0
     if not state.simulated:  # null.qubit: every outcome is 0
-        outcome = circuit.policy.outcome(0.0, postselect, circuit.key.split, in_loop)
-    else:
-        vector = state.get()
-        p1 = wire_probability(vector, wire, state.n_wires)
-        outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, in_loop)
-        probability = jnp.where(outcome, p1, 1.0 - p1)
-        vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
-        if reset:
-            vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
-        state.set(vector)
-    return measured_value(label, reset, postselect, outcome)
+        return circuit.policy.outcome(0.0, postselect, circuit.key.split, in_loop)
+    vector = state.vector
+    p1 = wire_probability(vector, wire, state.n_wires)
+    outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, in_loop)
+    probability = jnp.where(outcome, p1, 1.0 - p1)
+    vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
+    if reset:
+        vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
+    state.set(vector)
+    return outcome
 
 
 def _another_compiler_traces() -> bool:

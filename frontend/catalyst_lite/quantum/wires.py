@@ -11,6 +11,15 @@
   (the state grows by them, as the least significant wires, so existing indices keep their
   meaning).
 
+**Dynamically allocated** wires (``qml.allocate``, PennyLane's ``DynamicWire`` labels) are
+given *slots*: extra wires after the device's, added as a growing map adds wires. A slot freed by
+``qml.deallocate`` is reused as it is if the allocation promised to restore it
+(``restored=True``); otherwise only where :meth:`WireMap.allocate` is told to reuse (inside a loop
+or branch, whose size is fixed), and it says so, for the circuit to reset the slot to ``|0>``
+(elsewhere a new slot keeps the results exact, as PennyLane's spare wires do). The slots persist
+when the circuit runs again, their assignment to dynamic wires does not
+(:meth:`WireMap.begin_run`).
+
 A traced wire (a loop index) is taken to be an index already; ``on_traced`` is told of each one,
 so that one outside the device raises PennyLane's ``WireError`` when the program runs
 (:class:`OutsideWires`).
@@ -31,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..debug import callback
-from ..errors import WireError, pennylane_error
+from ..errors import CompileError, WireError, pennylane_error
 from ..jax_extras import Tracer
 from .mcm import ValueCarry
 
@@ -56,6 +65,43 @@ class WireMap:
         self.on_grow: Callable[[int], None] = lambda added: None
         self.on_traced: Callable[[Any], None] = lambda index: None
         self.checked = False  # the circuit checks its traced wires (see OutsideWires)
+        self.slots: list = []  # the wires added for dynamically allocated ones (qml.allocate)
+        self.begin_run()
+
+    def begin_run(self) -> None:
+        """A run of the circuit begins: every slot is free and in ``|0>``."""
+        self.dynamic: dict = {}  # DynamicWire -> (its slot, restored when deallocated)
+        self.free: list = [(slot, False) for slot in self.slots]  # (slot, used since the run began)
+
+    def allocate(self, dynamic_wires: Sequence[Any], restored: bool = False, reuse: bool = False,
+                 op_name: str = "qml.allocate") -> list:
+        """Give each of ``dynamic_wires`` a free slot (one left in ``|0>``, or with ``reuse`` any
+        free one), adding slots (wires) as needed; returns ``(index, used)`` per wire, ``used``:
+        the slot held another dynamic wire in this run and may not be in ``|0>``."""
+        if self.labels is None:
+            raise WireError(f"{op_name} on a device with a traced number of wires is not supported: "
+                            "give the device a fixed number of wires.")
+        given = []
+        for wire in dynamic_wires:
+            usable = [k for k, (_, used) in enumerate(self.free) if reuse or not used]
+            if usable:
+                slot, used = self.free.pop(usable[0])
+            else:
+                slot, used = _Slot(len(self.slots)), False
+                self.slots.append(slot)
+                self.labels.append(slot)
+                self.n_wires = len(self.labels)
+                self.on_grow(1)
+            self.dynamic[wire] = (slot, restored)
+            given.append((self.labels.index(slot), used))
+        return given
+
+    def deallocate(self, dynamic_wires: Sequence[Any]) -> None:
+        """Free the slots of ``dynamic_wires`` (``qml.deallocate``)."""
+        for wire in dynamic_wires:
+            slot, restored = self.dynamic.pop(wire, (None, False))
+            if slot is not None:
+                self.free.append((slot, not restored))
 
     @staticmethod
     def counted(n_wires: Any) -> "WireMap":
@@ -75,7 +121,10 @@ class WireMap:
     @property
     def by_index(self) -> bool:
         """Every label is its own index (``0 .. n - 1``): a traced wire may address them."""
-        return self.labels is None or self.labels == list(range(self.n_wires))
+        if self.labels is None:
+            return True
+        device = [label for label in self.labels if not isinstance(label, _Slot)]
+        return device == list(range(len(device)))
 
     def index(self, wire: Any, op_name: str) -> Any:
         if _is_traced(wire):
@@ -94,6 +143,11 @@ class WireMap:
             self.on_traced(index)
             return index
         label = wire.item() if isinstance(wire, np.ndarray) else wire
+        if type(label).__name__ == "DynamicWire":
+            if label not in self.dynamic:  # Catalyst's class and phrase
+                raise CompileError(f"Deallocated qubits cannot be used, but used in {op_name}: "
+                                   "a wire of qml.allocate is usable until it is deallocated.")
+            return self.labels.index(self.dynamic[label][0])
         if self.labels is None:
             if not _is_index(label):
                 raise WireError(f"{op_name} acts on wire {label!r}; the wires of a device with a traced "
@@ -117,6 +171,16 @@ class WireMap:
         self.labels += added
         self.n_wires = len(self.labels)
         self.on_grow(len(added))
+
+
+class _Slot:
+    """The label of the ``k``-th wire added for dynamically allocated wires."""
+
+    def __init__(self, k: int):
+        self.k = k
+
+    def __repr__(self) -> str:
+        return f"<allocated wire {self.k}>"
 
 
 class OutsideWires:
