@@ -510,7 +510,7 @@ class Prediction:
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
         run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
         _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
-                                              loop._pad_traced(carried, self.capacity), count, lower, step)
+                                              loop._pad(carried, self.capacity), count, lower, step)
         if not known:
             holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
@@ -596,41 +596,32 @@ class MaskedLoop(_CompiledLoop):
         return [isinstance(d, Var) and d in self._implicit for d in var.aval.shape]
 
     def _pad(self, values: Sequence[Any], capacity: int) -> list[Any]:
-        out = []
-        for var, x in zip(self._carried, values):
-            x = np.asarray(x)
-            axes = self._padded_axes(var)
-            shape = tuple(capacity if p else n for p, n in zip(axes, x.shape))
-            check_fits_in_memory("a resizing loop's capacity buffer", shape, x.dtype)
-            buffer = np.zeros(shape, x.dtype)
-            buffer[tuple(slice(0, n) for n in x.shape)] = x
-            out.append(buffer)
-        return out
-
-    def _pad_traced(self, values: Sequence[Any], capacity: int) -> list[Any]:
-        """:meth:`_pad` inside a trace (values of static shapes)."""
+        """The carried values in buffers of ``capacity`` along their resizable axes: NumPy arrays
+        from the host, padded in the trace when staged again (:meth:`Prediction.stage`)."""
         out = []
         for var, x in zip(self._carried, values):
             axes = self._padded_axes(var)
             if any(p and n > capacity for p, n in zip(axes, np.shape(x))):
                 raise NeedsHost("a resizing loop's operands exceed the predicted capacity")
-            out.append(jnp.pad(x, [(0, capacity - n if p else 0) for p, n in zip(axes, np.shape(x))]) if any(axes) else x)
+            widths = [(0, capacity - n if p else 0) for p, n in zip(axes, np.shape(x))]
+            if not isinstance(x, Tracer):
+                x = np.asarray(x)
+                shape = tuple(n + w for n, (_, w) in zip(x.shape, widths))
+                check_fits_in_memory("a resizing loop's capacity buffer", shape, x.dtype)
+            out.append((jnp.pad if isinstance(x, Tracer) else np.pad)(x, widths) if any(axes) else x)
         return out
 
     def _cut(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
-        """:meth:`_unpad` inside a trace, to known sizes."""
-        sizes = dict(zip(self._implicit, dims))
-        return [lax.slice(b, (0,) * b.ndim, tuple(sizes.get(d, n) if isinstance(d, Var) else n
-                                                   for d, n in zip(var.aval.shape, b.shape)))
-                for var, b in zip(self._carried, buffers)]
-
-    def _unpad(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
+        """The carried values cut from their buffers to the carried sizes ``dims``: in the trace
+        (:meth:`Prediction.stage`), or from the host (the arrays a run returns)."""
         sizes = dict(zip(self._implicit, dims))
         out = []
         for var, b in zip(self._carried, buffers):
-            index = tuple(slice(0, sizes[d]) if isinstance(d, Var) and d in sizes else slice(None)
-                          for d in var.aval.shape)
-            out.append(jnp.asarray(np.asarray(b)[index]))
+            limits = tuple(sizes.get(d, n) if isinstance(d, Var) else n for d, n in zip(var.aval.shape, np.shape(b)))
+            if isinstance(b, Tracer):
+                out.append(lax.slice(b, (0,) * len(limits), limits))
+            else:
+                out.append(jnp.asarray(np.asarray(b)[tuple(slice(0, n) for n in limits)]))
         return out
 
     # --- the compiled loop ------------------------------------------------------------------------
@@ -738,7 +729,7 @@ class MaskedLoop(_CompiledLoop):
                 # Whether the sizes this run met fit the capacities learned from it.
                 fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
                 return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
-                        new_dims, self._unpad(buffers, new_dims))
+                        new_dims, self._cut(buffers, new_dims))
             if status == INVALID:
                 break
             if status == RELEARN:
