@@ -35,7 +35,7 @@ from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim, trip_count
+from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
@@ -291,9 +291,9 @@ def _dimension_operands(params: dict[str, Any]) -> set[int]:
     is the step: a known step makes a known trip count, and a zero step an error at compile time
     rather than a division by zero inside XLA (steps are constants in practice, so this costs no
     extra compilations)."""
-    fixed = params["body_nconsts"] + params["nimplicit"]
-    step = fixed + 2  # operands: *consts *implicit lower upper step start *carried
-    return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed} | {step}
+    # operands: *consts *implicit lower upper step start *carried
+    step = params["body_nconsts"] + params["nimplicit"] + 2
+    return _loop.dimension_operands(params) | {step}
 
 
 def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:

@@ -36,7 +36,7 @@ from ..jax_extras.rules import Feeds, Zero, batch_call, bind_known, instantiate_
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_carry, check_nested
-from .common import split_groups
+from .common import fed_dimension_operands, split_groups
 
 __all__ = [
     "LoopBody",
@@ -288,6 +288,11 @@ class Loop:
     def counted(self, ops: LoopOperands) -> tuple[Any, ...]:
         """``(trip count, first index, step)`` of a ``for_loop``; ``()`` for a ``while_loop``."""
         return () if self.counting is None else self.counting(ops)
+
+    def dimension_operands(self, params: dict[str, Any]) -> set[int]:
+        """The constants and carried sizes that size the body or predicate."""
+        parts = [p for p in (self.predicate(params), self.body(params)) if p is not None]  # the feeds' order
+        return fed_dimension_operands(self.feeds(params), [p.nconsts + p.nimplicit for p in parts])
 
     def host(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
         return loop_host(self, invals, params)

@@ -30,7 +30,7 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim
+from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -290,17 +290,6 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return [*implicit, *lax.while_loop(cond_fn, body_fn, tuple(carried))]
 
 
-def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants of either program and the carried dimensions that size them."""
-    ncc, nbc, ni = params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]
-    cond_needed = dimension_inputs(params["cond_jaxpr"].jaxpr)
-    body_needed = dimension_inputs(params["body_jaxpr"].jaxpr)
-    needed = {k for k in cond_needed if k < ncc}
-    needed |= {ncc + k for k in body_needed if k < nbc + ni}
-    needed |= {ncc + nbc + (k - ncc) for k in cond_needed if ncc <= k < ncc + ni}
-    return needed
-
-
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` carrying the carried
 # dimensions and values; the constants of the predicate and of the body are captured.
@@ -346,6 +335,6 @@ def _require_host_in_reverse_mode() -> None:
 
 register_nested_primitive(while_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_dimension_operands,
+    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_loop.dimension_operands,
     lowering=_lower,
 ))
