@@ -516,6 +516,12 @@ class Prediction:
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
 
 
+def _with_static(values: Sequence[Any], static: dict, tag: str) -> list[Any]:
+    """``values`` (of the predicate's or the body's inputs, ``tag``) with the ``static`` ones as
+    Python ints, so that the sizes they give are static."""
+    return [static.get((tag, k), v) for k, v in enumerate(values)]
+
+
 def _equal(x: Any, value: int) -> Any:
     """``x == value``: a traced flag, or a known ``bool`` when ``x`` is known."""
     return x == value if isinstance(x, Tracer) else bool(np.asarray(x) == value)
@@ -556,6 +562,12 @@ class _CompiledLoop:
             sorted(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts))
         self._compiled: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
+
+    def _static(self, pred_consts: Sequence[Any], consts: Sequence[Any], body_positions: Sequence[int]) -> tuple:
+        """The values of the inputs that size the predicate and the body (``body_positions`` of
+        ``consts``), as ``((tag, position), value)``: a loop is compiled per value."""
+        return tuple((("predicate", k), int(pred_consts[k])) for k in self.static_pred) + tuple(
+            (("body", k), int(consts[k])) for k in body_positions)
 
     def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
         fn = self._compiled.get(key)
@@ -632,12 +644,6 @@ class MaskedLoop(_CompiledLoop):
         s = self.shape
         nimplicit = s.nimplicit
 
-        def with_static(values: Sequence[Any], positions: Sequence[int], tag: str) -> list[Any]:
-            values = list(values)
-            for k in positions:
-                values[k] = static[tag, k]
-            return values
-
         def more(k, count, pred_consts, consts, dims, buffers) -> Any:
             if s.predicate is None:
                 return k < count
@@ -648,8 +654,8 @@ class MaskedLoop(_CompiledLoop):
             return pred
 
         def run(pred_consts, consts, dims, buffers, count, lower, step):
-            pred_consts = with_static(pred_consts, self.static_pred, "predicate")
-            consts = with_static(consts, self.static_consts, "body")
+            pred_consts = _with_static(pred_consts, static, "predicate")
+            consts = _with_static(consts, static, "body")
 
             def advance(k, dims, buffers):
                 """One iteration on the buffers: its checks, carried sizes and buffers."""
@@ -702,8 +708,7 @@ class MaskedLoop(_CompiledLoop):
         An iteration that exceeds the capacity stops the loop with its carry overwritten (no
         copy of the old one is kept, which would cost a pass over every buffer per iteration):
         the loop runs again from the start, at the capacity the growth so far predicts."""
-        static = tuple((("body", k), int(consts[k])) for k in self.static_consts) + tuple(
-            (("predicate", k), int(pred_consts[k])) for k in self.static_pred)
+        static = self._static(pred_consts, consts, self.static_consts)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
         while not self.unmaskable and capacity <= MAX_CAPACITY:
@@ -804,12 +809,12 @@ class BoundedScan(_CompiledLoop):
         self.static = tuple(sorted({*self.static_consts, *range(shape.nconsts, shape.nconsts + shape.nimplicit)}))
         self.unsupported = False
 
-    def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
+    def _scan(self, capacity: int, static: dict[tuple, int]) -> Callable:
         body, nimplicit = self.shape.body, self.shape.nimplicit
         prefix = self.shape.predicate is None
 
         def run(fixed, carried, lower, step, count):
-            fixed = [static.get(k, v) for k, v in enumerate(fixed)]
+            fixed = _with_static(fixed, static, "body")
 
             def one_step(carry, k):
                 def taken(c):
@@ -826,8 +831,8 @@ class BoundedScan(_CompiledLoop):
         body, predicate, nimplicit = self.shape.body, self.shape.predicate, self.shape.nimplicit
 
         def count(pred_consts, fixed, carried):
-            pred_consts = [static.get(("p", k), v) for k, v in enumerate(pred_consts)]
-            fixed = [static.get(("b", k), v) for k, v in enumerate(fixed)]
+            pred_consts = _with_static(pred_consts, static, "predicate")
+            fixed = _with_static(fixed, static, "body")
             implicit = fixed[self.shape.nconsts :]
             pred_consts, fixed, carried = jax.lax.stop_gradient((pred_consts, fixed, carried))
 
@@ -855,13 +860,12 @@ class BoundedScan(_CompiledLoop):
         body cannot be staged so (a nested loop that itself needs the host)."""
         if self.unsupported:
             return None
-        static = {k: int(fixed[k]) for k in self.static}
+        static = dict(self._static(pred_consts, fixed, self.static))
         try:
             if count is None:
-                pred_static = {("p", k): int(pred_consts[k]) for k in self.static_pred}
-                pred_static |= {("b", k): v for k, v in static.items()}
-                counter = self._jitted(("count", *sorted(pred_static.items())), lambda: self._counter(pred_static))
+                counter = self._jitted(("count", *sorted(static.items())), lambda: self._counter(static))
                 count = int(counter(list(pred_consts), list(fixed), list(carried)))
+            static = {key: v for key, v in static.items() if key[0] == "body"}  # what the scan needs
             capacity = capacity_for(count)
             scan = self._jitted((capacity, *sorted(static.items())), lambda: self._scan(capacity, static))
             return list(scan(list(fixed), list(carried), jnp.int64(lower), jnp.int64(step), jnp.int64(count)))
