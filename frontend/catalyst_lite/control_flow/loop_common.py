@@ -436,7 +436,7 @@ def step_by_step(
                 raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
         if not more:
             return implicit, carried
-        if limit is not None and k == limit:
+        if limit is not None and k >= limit:
             raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
         # np.int64, the same index type whether run from the host or unrolled: the same results.
         index = [np.int64(counted[1] + k * counted[2])] if run_predicate is None else []
