@@ -281,3 +281,19 @@ def test_catalyst_ctrl_rejects_a_wrong_number_of_control_values(values):
 
     with pytest.raises(ValueError, match="Length of the control_values"):
         circuit(0.2)
+
+
+def test_catalyst_ctrl_takes_control_values_as_lists_arrays_or_one_value():
+    import catalyst_lite
+
+    def circuit(x, w, ctrl):
+        qml.X(0)
+        ctrl(qml.RX(x, wires=2), control=w)
+        ctrl(qml.RY, control=[w], control_values=[True])(x, wires=1)
+        ctrl(qml.RY, control=np.array([0, 1]), control_values=np.array([1, 0]))(x, wires=2)
+        ctrl(lambda: qml.RZ(x, wires=1), control=(0, 2), control_values=(1, 0))()
+        return qml.state()
+
+    expected = qml.qnode(DEV)(circuit)(0.3, 0, qml.ctrl)
+    actual = qjit(qml.qnode(DEV)(lambda x, w: circuit(x, w, catalyst_lite.ctrl)))(0.3, 0)
+    np.testing.assert_allclose(np.asarray(actual), expected, atol=1e-12)

@@ -154,8 +154,9 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
     qml = _qml()
     options = (control, control_values, work_wires, work_wire_type)
     controls = qml.wires.Wires(control)
+    several = isinstance(control_values, (list, tuple)) or getattr(control_values, "ndim", 0) > 0
     values = [True] * len(controls) if control_values is None else (
-        list(control_values) if isinstance(control_values, (list, tuple)) else [control_values])
+        list(control_values) if several else [control_values])
     # checked for operators too: qml.ctrl builds its named controlled gates (CRX...) without
     # looking at the values, so a wrong count would otherwise pass silently
     if len(values) != len(controls):
