@@ -297,3 +297,31 @@ def test_catalyst_ctrl_takes_control_values_as_lists_arrays_or_one_value():
     expected = qml.qnode(DEV)(circuit)(0.3, 0, qml.ctrl)
     actual = qjit(qml.qnode(DEV)(lambda x, w: circuit(x, w, catalyst_lite.ctrl)))(0.3, 0)
     np.testing.assert_allclose(np.asarray(actual), expected, atol=1e-12)
+
+
+def test_catalyst_ctrl_of_a_function_outside_qjit_queues_its_gates_and_describes_them():
+    """Outside a compiled circuit (a QNode PennyLane runs, or plain Python), catalyst_lite.ctrl of
+    a function applies what qml.ctrl applies and returns the operator describing it, with every
+    option, as inside qjit."""
+    import catalyst_lite
+
+    def circuit(x, ctrl):
+        qml.X(0)
+        ctrl(lambda: (qml.RX(x, 1), qml.CNOT([1, 2])), control=0, control_values=[1])()
+        ctrl(lambda: qml.RY(x, 2), control=[0, 1], control_values=[1, 0])()
+        return qml.probs()
+
+    np.testing.assert_allclose(qml.qnode(DEV)(circuit)(0.4, catalyst_lite.ctrl),
+                               qml.qnode(DEV)(circuit)(0.4, qml.ctrl), atol=1e-12)
+
+    def adder():
+        qml.SemiAdder(x_wires=[1, 2], y_wires=[3, 4], work_wires=[5])
+
+    op = catalyst_lite.ctrl(adder, control=0, work_wires=[6], work_wire_type="zeroed")()
+    assert op.work_wire_type == "zeroed" and op.control_wires.tolist() == [0]
+    [gate] = op.decomposition()
+    assert gate.hyperparameters["work_wire_type"] == "zeroed" and gate.work_wires.tolist() == [6]
+
+    nested = catalyst_lite.ctrl(catalyst_lite.ctrl(lambda: qml.RZ(0.5, wires=0), control=1), control=2)()
+    [gate] = nested.decomposition()
+    assert set(gate.control_wires) == {1, 2} and gate.base == qml.RZ(0.5, wires=0)

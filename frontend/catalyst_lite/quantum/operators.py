@@ -6,7 +6,8 @@ branches too, see :mod:`.regions`) and returns an *operator* describing it, as C
 ``HybridAdjoint``/``HybridCtrl``: its ``wires``, its ``decomposition()`` (the gates applied, when
 the function applied gates only), and for ``ctrl`` its ``control_wires``, ``control_values``,
 ``work_wires`` and ``work_wire_type``. The operator is a record of what was applied, never queued
-itself. Outside a compiled circuit they are PennyLane's.
+itself. Outside a compiled circuit they are PennyLane's, except that ``ctrl`` of a function still
+returns such an operator (its gates queued where the call stands, as ``qml.ctrl`` queues them).
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -27,6 +28,7 @@ import functools
 from typing import Any, Callable, Sequence
 
 from ..jax_extras import Tracer
+from ..trace_context import pennylane_capture_enabled
 from .gates import _qml
 from .qnode import compiling_state
 from .regions import RegionRun, adjoint_transform, run_adjoint, run_ctrl
@@ -165,13 +167,33 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
             f"wires ({len(controls)}): control_values should be the same length as control_wires."
         )
     state = compiling_state()
-    if state is None or isinstance(f, qml.operation.Operator):
-        return qml.ctrl(f, *options)
     spare = qml.wires.Wires([] if work_wires is None else work_wires)
+    if isinstance(f, qml.operation.Operator) or (state is None and isinstance(f, type)):
+        return qml.ctrl(f, *options)
+    if state is None and not pennylane_capture_enabled() and qml.compiler.active_compiler() is None:
+        return _controlled_outside_circuit(f, controls, values, spare, work_wire_type)
+    if state is None:  # PennyLane captures the program, or a compiler other than ours traces it
+        return qml.ctrl(f, *options)
 
     @functools.wraps(f)
     def apply(*args: Any, **kwargs: Any) -> Any:
         run = run_ctrl(state, f, options, args, kwargs)
         return _region_operator(lambda: _classes()[1](run, controls, values, spare, work_wire_type))
+
+    return apply
+
+
+def _controlled_outside_circuit(f: Callable, controls: Any, values: list, spare: Any, work_wire_type: str) -> Callable:
+    """``ctrl(fn)`` where no circuit is compiled (a PennyLane QNode run by PennyLane, or plain
+    Python): each operator ``fn`` queues is controlled, with every option (``work_wire_type``
+    too), and queued where the call stands, as ``qml.ctrl(fn)`` queues them; the call returns the
+    operator describing them, as inside a compiled circuit."""
+    qml = _qml()
+
+    @functools.wraps(f)
+    def apply(*args: Any, **kwargs: Any) -> Any:
+        recorded = qml.tape.make_qscript(f)(*args, **kwargs)
+        gates = [qml.ctrl(op, controls, values, spare or None, work_wire_type) for op in recorded.operations]
+        return _region_operator(lambda: _classes()[1](RegionRun(gates, False), controls, values, spare, work_wire_type))
 
     return apply
