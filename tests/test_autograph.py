@@ -755,6 +755,44 @@ def test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning():
     assert control_flow_of(g.jaxpr) == []
 
 
+def test_a_loop_whose_body_raises_while_traced_runs_in_python_with_a_warning():
+    def python_int(v):
+        if not isinstance(v, int):  # a library that takes Python ints only, say
+            raise TypeError(f"a Python int please, not {type(v).__name__}")
+        return v
+
+    def counting(x: float):
+        for i in range(3):
+            x = x * 2 + python_int(i)
+        return x
+
+    def stepping(x: float):
+        k = 0
+        while k < 3:
+            x = x * 2
+            k = python_int(k) + 1
+        return x
+
+    for f in (counting, stepping):
+        with pytest.warns(AutoGraphWarning, match=r"TypeError: +a Python int please(?s:.*)runs as a Python loop"):
+            g = qjit(autograph=True)(f)
+        assert float(g(1.5)) == f(1.5)
+        assert control_flow_of(g.jaxpr) == []  # unrolled
+
+
+def test_a_loop_over_a_traced_array_of_known_length_can_run_in_python():
+    def weighted(params):
+        labels = ["1", "2", "3"]  # a Python list indexed by the loop index: not compilable
+        s = 0.0
+        for i, x in enumerate(params):
+            s = s + x * int(labels[i])
+        return s
+
+    params = np.array([0.5, 1.0, 2.0])
+    with pytest.warns(AutoGraphWarning, match="runs as a Python loop"):
+        assert float(qjit(autograph=True)(weighted)(params)) == weighted(params)
+
+
 def test_a_while_whose_condition_ignores_the_loop_variables_is_python():
     @qjit(autograph=True)
     def f(x: float):
@@ -780,8 +818,26 @@ def test_a_traced_index_used_as_a_python_int_in_a_compiled_loop():
                 s = s + params[i]
             return s
 
-    err = check_error(program, AutoGraphError, "loop index .* traced .* needs a concrete value", "for i in range(n)")
+    # Catalyst warns that the loop falls back to Python, then fails with JAX's error: so do we,
+    # with an error that is both JAX's (jax.jit fails on this program with it) and AutoGraphError
+    with pytest.warns(AutoGraphWarning, match=r"(?s)TracerIntegerConversionError:.*cannot run as a Python loop"):
+        err = check_error(program, AutoGraphError, "loop index .* traced .* needs a concrete value", "for i in range(n)")
     assert f"{HERE}:{line_of(program, 'params[i]')}" in str(err)
+    assert isinstance(err, jax.errors.TracerIntegerConversionError)
+    assert str(err).startswith("The __index__() method was called on traced array")
+
+    def counted(n: int):
+        params, s, k = [1.0, 2.0], 0.0, 0
+        while k < n:
+            s, k = s + params[k], k + 1
+        return s
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(counted)(2)
+    with pytest.warns(AutoGraphWarning, match="its condition is traced"):
+        with pytest.raises(jax.errors.TracerBoolConversionError, match="the `while` loop .* is compiled") as info:
+            qjit(autograph=True)(counted)  # (annotated: compiled at decoration)
+    assert isinstance(info.value, jax.errors.TracerIntegerConversionError)  # what params[k] raised
 
 
 def squares_list(n, x):

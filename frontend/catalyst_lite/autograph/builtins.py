@@ -188,7 +188,8 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         return IterationSpace(r.start, r.stop, r.step, _identity, False, lambda: iter(r))
     if _is_array(iterable):
         x = iterable
-        concrete = not isinstance(x, Tracer)
+        # a traced array of known length iterates in Python too (its rows are traced)
+        concrete = isinstance(x.shape[0], int)
         return IterationSpace(0, x.shape[0], 1, lambda i: x[i], concrete, lambda: iter(x))
     if isinstance(iterable, Zipped):
         inner = [iteration_space(i) for i in iterable.iterables]
@@ -202,7 +203,8 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
             return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
 
         return IterationSpace(
-            0, shortest, 1, zipped_item, False, lambda: zip(*(s.python_items() for s in inner))
+            0, shortest, 1, zipped_item, all(s.concrete for s in inner),
+            lambda: zip(*(s.python_items() for s in inner)),
         )
     if isinstance(iterable, Enumerated):
         inner, start = iteration_space(iterable.iterable), iterable.start
