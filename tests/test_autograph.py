@@ -1229,6 +1229,27 @@ def test_logical_operators_on_arrays_are_elementwise():
     assert bool(qjit(autograph=True)(negated)(0.0)) is (not 0.0)  # a scalar: Python's truth
 
 
+def _both(a, b):
+    return a and b
+
+
+def _either(a, b):
+    return a or b
+
+
+def _either_half(a):
+    return a or 2.5
+
+
+def test_and_or_of_traced_numbers_give_pythons_value():
+    both, either, either_half = (qjit(autograph=True)(f) for f in (_both, _either, _either_half))
+    for a, b in ((2.0, 3.0), (0.0, 3.0), (2.0, 0.0), (-1.5, 0.0)):
+        assert float(both(a, b)) == _both(a, b) and float(either(a, b)) == _either(a, b)
+    assert [float(either_half(a)) for a in (0.0, 4.0)] == [_either_half(a) for a in (0.0, 4.0)]
+    flags = [(True, False), (False, True), (True, True)]
+    assert [bool(both(p, q)) for p, q in flags] == [_both(p, q) for p, q in flags]  # booleans stay
+
+
 def test_true_division_in_place_of_an_integer_array_gives_floats():
     def halve_each(x):
         for i in range(x.shape[0]):

@@ -5,8 +5,8 @@ On a concrete condition each does what Python does, at no cost. On a traced one,
 branches may disagree on sizes and dtypes (promoted as JAX does), and on whether the function
 returned (malt's return value filled with zeros, an error unless every path ends in ``return``);
 anything else is an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable and line.
-``and``/``or``/``not`` on traced booleans are ``logical_and``/``logical_or``/``logical_not``
-(both operands evaluated). See docs/autograph.md.
+``and``/``or`` on a traced scalar give Python's value (``logical_and``/``logical_or`` on booleans,
+both operands evaluated), ``not`` is ``logical_not``. See docs/autograph.md.
 """
 
 from __future__ import annotations
@@ -381,9 +381,16 @@ def not_(a: Any) -> Any:
 
 
 def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
+    """Python's value of ``left and right`` (``right`` if ``left`` is true, else ``left``) or
+    ``left or right`` for a traced scalar ``left``: the same as ``logical_and``/``logical_or`` on
+    booleans, and the operand itself on numbers (``2.0 and 3.0`` is 3.0), promoted to one dtype."""
     right = traced_value(right)
     if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
         return op(left, right)
-    where = innermost_user_line()
-    right = predicate(right, construct, where) if isinstance(right, Tracer) else bool(right)
-    return op(predicate(left, construct, where), right)
+    truth = predicate(left, construct, innermost_user_line())
+    if not (isinstance(right, (bool, int, float, complex, np.generic)) or hasattr(right, "dtype")):
+        return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
+    if all(np.dtype(getattr(v, "dtype", type(v))) == np.bool_ for v in (left, right)):
+        return op(left, right)  # (Python's value on booleans)
+    takes_right = truth if op is jnp.logical_and else jnp.logical_not(truth)
+    return jnp.where(takes_right, right, left)
