@@ -1024,6 +1024,21 @@ def test_branches_of_different_rank_or_structure():
     check_error(error_programs.structure_mismatch, TypeError, "'y' is .* in one branch", "if x > 0")
 
 
+def _clipped_or_default(x: float):
+    if x > 1.0:
+        y = x - 1.0
+    elif x < -1.0:
+        y = -x * 2.0
+    else:
+        return 0.5  # y has no value on this path, which returns
+    return y * 3.0
+
+
+def test_a_variable_unassigned_only_on_a_path_that_returns():
+    ours = qjit(autograph=True)(_clipped_or_default)
+    assert [float(ours(x)) for x in (2.5, -3.0, 0.2)] == [_clipped_or_default(x) for x in (2.5, -3.0, 0.2)]
+
+
 def test_returning_on_some_paths_only():
     def program():
         @qjit(autograph=True)

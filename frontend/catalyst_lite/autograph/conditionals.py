@@ -184,7 +184,7 @@ def _traced_branch(
         outcomes[k] = snapshot
         leaves = []
         for j, record in enumerate(snapshot.variables):
-            if j in plan.placeholders and record.kind == "no_return":
+            if j in plan.placeholders and record.kind in ("no_return", "undefined"):
                 leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
                 continue
             values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
@@ -208,7 +208,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
         kinds = {r.kind for r in records}
         if kinds == {"undefined"} or kinds == {"no_return"}:
             continue
-        if "undefined" in kinds:
+        if "undefined" in kinds and not _undefined_only_where_returned(outcomes, j, names):
             raise AutoGraphError(
                 f"{display_name(name).capitalize()} is assigned in only some branches of the `if`"
                 f"{at(where)}, whose condition is traced: every branch must give it a value (or "
@@ -217,6 +217,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
         values = [r for r in records if r.kind == "value"]
         if "no_return" in kinds:
             scope_fills_return_value(where)
+        if "no_return" in kinds or "undefined" in kinds:
             plan.placeholders[j] = values[0]
         ref = values[0]
         for other in values[1:]:
@@ -233,6 +234,16 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
                 if len({l.dtype for l in leaves}) > 1:
                     plan.dtypes[(j, i)] = np.dtype(jnp.result_type(*(l.promotion_type() for l in leaves)))
     return plan
+
+
+def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: Sequence[str]) -> bool:
+    """Whether variable ``j`` lacks a value only in branches that returned from the function
+    (``else: return 0.0`` beside branches assigning ``y``): malt runs what follows the ``if`` only
+    if the function has not returned, so nothing reads the stand-in those branches carry."""
+    flags = [k for k, name in enumerate(names) if name.startswith("do_return")]
+    return bool(flags) and all(
+        o.values[flags[0]] is True for o in outcomes if o.variables[j].kind == "undefined"
+    )
 
 
 def _mismatch(
