@@ -1156,6 +1156,17 @@ def test_callables_and_what_vmap_and_loops_make_compile_with_autograph():
 
     assert [float(v) for v in qjit(doubling, autograph=True)(1.5, 0)] == [24.0, 4.0]
     assert float(qjit(counting, autograph=True)(1.0)) == 11.0
+    k = 3.0
+
+    @cond(k > 2.0)
+    def picked():
+        return k**2
+
+    @picked.otherwise
+    def picked():
+        return k
+
+    assert float(qjit(picked, autograph=True)()) == k**2
     assert float(qjit(counting)(1.0)) == 11.0  # the loop takes the carried values, not the index
 
 
