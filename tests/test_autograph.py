@@ -1222,17 +1222,45 @@ def test_docs_examples_run():
 
 def test_an_unsupported_construct_is_a_not_implemented_error():
     """Catalyst raises malt's ``UnsupportedLanguageElementError`` (a ``NotImplementedError``) for
-    ``for``/``else``; ours is an ``AutoGraphError`` that is also one, naming the function."""
-    def f(x):
-        for i in range(3):
-            x = x + i
-        else:
-            x = x * 10
-        return x
+    what malt cannot convert (a private ``self.__name``); ours is an ``AutoGraphError`` that is
+    also one, naming the function."""
 
-    with pytest.raises(NotImplementedError, match="Cannot convert 'test_an_unsupported.*for/else"):
-        qjit(autograph=True)(f)
-    assert float(qjit(f)(1.0)) == 40.0  # without autograph: a Python loop, as written
+    class Scaled:
+        def __init__(self):
+            self.__k = 2.0
+
+        def apply(self, x):
+            for _ in range(2):
+                x = x * self.__k
+            return x
+
+    with pytest.raises(NotImplementedError, match="Cannot convert '.*Scaled.apply' .*mangled names"):
+        qjit(autograph=True)(Scaled().apply)
+    assert float(qjit(Scaled().apply)(1.5)) == 6.0  # without autograph: a Python loop, as written
+
+
+def _first_above(x, n, limit):
+    found = -1
+    for i in range(n):
+        if x[i] > limit:
+            found = i
+            break
+    else:  # no break: nothing above the limit
+        found = n * 10
+    k = 0
+    while k < n:
+        k += 2
+    else:
+        k = -k
+    return found, k
+
+
+def test_loops_with_an_else_block_run_it_unless_they_break():
+    ours = qjit(autograph=True)(_first_above)
+    x = np.array([0.5, 3.0, 1.0, 4.0])
+    for n, limit in ((4, 2.0), (4, 5.0), (3, 0.0), (0, 0.0)):
+        assert [int(v) for v in ours(x, n, limit)] == list(_first_above(x, n, limit))
+    assert {"while_loop"} <= {name for name, _ in control_flow_of(ours.jaxpr)}  # compiled loops
 
 
 # --- Catalyst's conventions and phrases (issue #28) ------------------------------------------------
