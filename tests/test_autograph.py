@@ -793,6 +793,35 @@ def test_a_loop_over_a_traced_array_of_known_length_can_run_in_python():
         assert float(qjit(autograph=True)(weighted)(params)) == weighted(params)
 
 
+def _sum_of_list(x):
+    s = 0.0
+    for v in [1.0, 2.5, 4.0]:
+        s = s + v * x
+    for i, v in enumerate([3, 5]):
+        s = s + i * v
+    return s
+
+
+def _loop_over_labels(x):
+    for label in ["a", "b"]:
+        x = x + len(label)
+    return x
+
+
+def test_strict_conversion_compiles_loops_over_python_lists(monkeypatch):
+    """Without strict conversion a list is iterated by Python; with it (Catalyst's meaning: no
+    loop runs in Python while tracing) a list of numbers is an array looped over by compiled
+    loops, as Catalyst converts it, and any other list is an error."""
+    unrolled = qjit(autograph=True)(_sum_of_list)
+    assert float(unrolled(2.0)) == _sum_of_list(2.0) and control_flow_of(unrolled.jaxpr) == []
+    monkeypatch.setattr(catalyst_lite, "autograph_strict_conversion", True)
+    compiled = qjit(autograph=True)(_sum_of_list)
+    assert float(compiled(2.0)) == _sum_of_list(2.0)
+    assert [name for name, _ in control_flow_of(compiled.jaxpr)] == ["for_loop", "for_loop"]
+    with pytest.raises(AutoGraphError, match=r"Could not convert the iteration target \['a', 'b'\]"):
+        qjit(autograph=True)(_loop_over_labels)(1.0)
+
+
 def test_a_while_whose_condition_ignores_the_loop_variables_is_python():
     @qjit(autograph=True)
     def f(x: float):
