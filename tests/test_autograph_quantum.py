@@ -294,3 +294,29 @@ def test_measurement_values_carried_by_loops_and_branches():
         half_angle = 0.4 * (k + 1) / 2
         np.testing.assert_allclose(tries(x), [np.cos(half_angle) ** 2, np.sin(half_angle) ** 2], atol=1e-12)
     assert {"cond", "while_loop"} <= {n for n, _ in control_flow_of(tries.jaxpr)}
+
+
+def _chain(x):
+    for w in [0, 1, 2]:
+        qml.RX(x, wires=w)
+    for i, w in enumerate([0, 1]):
+        qml.CNOT(wires=[w, w + 1])
+        qml.RZ(x * i, wires=w)
+
+
+def test_strict_conversion_keeps_python_loops_inside_adjoint(monkeypatch):
+    """Under strict conversion loops over lists are compiled, except in ``qml.adjoint`` (whose
+    operations PennyLane records): there they run in Python, so their items stay wires."""
+    import catalyst_lite
+
+    monkeypatch.setattr(catalyst_lite, "autograph_strict_conversion", True)
+
+    def circuit(x):
+        qml.adjoint(_chain)(x)
+        for w in [0, 1, 2]:
+            qml.RY(x, wires=w)
+        return qml.expval(qml.PauliZ(2))
+
+    ours = qjit(autograph=True)(qml.qnode(DEV)(circuit))
+    assert float(ours(0.3)) == pytest.approx(float(qml.QNode(circuit, DEV)(0.3)), abs=1e-12)
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["for_loop"]

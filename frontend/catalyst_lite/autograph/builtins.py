@@ -27,7 +27,7 @@ import numpy as np
 from ..compiler.specialize import trip_count
 from ..errors import AutoGraphError
 from ..jax_extras import Tracer, is_tracing
-from .state import at, innermost_user_line
+from .state import at, innermost_user_line, recording_operators
 
 __all__ = [
     "TracedRange", "Enumerated", "Zipped", "IterationSpace", "iteration_space",
@@ -85,7 +85,7 @@ def range_(*args: Any) -> range | TracedRange:
 
 def enumerate_(iterable: Any, start: Any = 0) -> Any:
     """``enumerate(...)``: of an array or a range, a loop a ``for`` statement can compile."""
-    if isinstance(iterable, (list, tuple)) and strict_conversion() and is_tracing():
+    if isinstance(iterable, (list, tuple)) and compiles_lists():
         iterable = strict_iteration_array(iterable, innermost_user_line())
     if isinstance(iterable, (range, TracedRange, Zipped)) or _is_array(iterable):
         return Enumerated(iterable, start)
@@ -96,6 +96,13 @@ def strict_conversion() -> bool:
     """``catalyst_lite.autograph_strict_conversion`` (Catalyst's flag): no loop may run in Python
     while tracing; a loop that cannot be compiled is an error."""
     return sys.modules["catalyst_lite"].autograph_strict_conversion
+
+
+def compiles_lists() -> bool:
+    """Whether a ``for`` over a list is compiled here: under strict conversion, while tracing,
+    except where PennyLane records operations (in ``qml.adjoint``/``qml.ctrl`` every loop runs in
+    Python, see :func:`~.state.recording_operators`)."""
+    return strict_conversion() and is_tracing() and not recording_operators()
 
 
 def strict_iteration_array(iterable: Any, where: Any) -> Any:

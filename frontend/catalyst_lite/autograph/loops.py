@@ -30,7 +30,7 @@ from ..control_flow.common import traced_value
 from ..diagnostics import user_location as user_location_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
-from .builtins import IterationSpace, iteration_space, strict_conversion, strict_iteration_array
+from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
     ContainerCheckpoint,
@@ -86,7 +86,7 @@ def for_stmt(
     where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
-    if space is None and is_tracing() and strict_conversion():
+    if space is None and compiles_lists():
         space = iteration_space(strict_iteration_array(iter_, where))
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
         _python_for(iter_, extra_test, body, state)
