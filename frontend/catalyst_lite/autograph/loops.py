@@ -545,7 +545,8 @@ def _explained_class(*jax_errors: type[Exception]) -> type[AutoGraphError]:
     def __init__(self: Exception, message: str) -> None:
         Exception.__init__(self, message)  # (JAX's classes build their message from a tracer)
 
-    bases = (AutoGraphError, *dict.fromkeys(jax_errors))
+    unique = list(dict.fromkeys(jax_errors))
+    bases = (AutoGraphError, *(c for c in unique if not any(o is not c and issubclass(o, c) for o in unique)))
     return type(AutoGraphError.__name__, bases, {"__init__": __init__, "__module__": AutoGraphError.__module__})
 
 
