@@ -186,6 +186,24 @@ def test_a_while_loop_slices_an_argument_by_its_counter():
         np.testing.assert_allclose(f(x, n), (total, sum(len(x[k:]) for k in range(n))))
 
 
+def test_a_while_loop_slices_by_a_bound_whose_sign_is_known_at_run_time():
+    # `n - k` is >= 0 while the loop runs, but while tracing `k` is any integer: the slice counts a
+    # negative bound from the end, as Python does, at run time (no Python `if` on it).
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        n = x.shape[0]
+
+        @while_loop(lambda k, s: k < n)
+        def body(k, s):
+            return k + 1, s + jnp.sum(x[: n - k]) * 10.0 + jnp.sum(x[k - n :])
+
+        return body(0, 0.0)[1]
+
+    for n in (1, 4, 0):
+        x = np.arange(1.0, n + 1.0)
+        np.testing.assert_allclose(f(x), sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) for k in range(n)))
+
+
 def test_preserved_while_loop_is_one_program():
     @qjit(abstracted_axes={0: "n"})
     def f(a):

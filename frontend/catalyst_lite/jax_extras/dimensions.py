@@ -868,3 +868,51 @@ register_patch(
         "max of symbolic sizes is a staged max (a dimension tracer)",
     )
 )
+
+
+# --- slice bounds of unknown sign ------------------------------------------------------------------
+
+
+def _sign_undecided(bound: Any) -> bool:
+    """``bound`` is a size expression whose sign differs between generic assignments: ``n - k``
+    with ``k`` a ``while_loop``'s counter (small at its start, generic later), whose sign JAX's
+    slicing asks as a Python bool."""
+    if not isinstance(bound, pe.DynamicJaxprTracer):
+        return False
+    points = generic_values(bound)
+    return points is not None and len({value >= 0 for (value,) in points}) > 1
+
+
+def _from_the_start(bound: Any, axis_size: Any) -> Any:
+    """``bound`` of a slice with a positive step counted from the axis' start, clipped at 0 (as
+    Python counts a negative one from the end): a size whose sign is known."""
+    from jax import lax as public_lax
+
+    counted = public_lax.select(bound >= 0, bound, bound + axis_size)
+    return core.max_dim(0, counted)
+
+
+def _make_canonicalize_slice(original):
+    # JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
+    # A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
+    # `k` up to `n`) would be a Python `if` on a run-time value: the count from the end is staged
+    # instead (a select), and the slice's size follows at run time. Positive steps only: a
+    # negative step's stop of -1 means "past the start", which a count from the end cannot say.
+    def canonicalize_slice(s, axis_size):
+        if is_active() and isinstance(s, slice) and (s.step is None or (isinstance(s.step, int) and s.step > 0)):
+            bounds = [_from_the_start(b, axis_size) if _sign_undecided(b) else b for b in (s.start, s.stop)]
+            s = slice(bounds[0], bounds[1], s.step)
+        return original(s, axis_size)
+
+    return canonicalize_slice
+
+
+register_patch(
+    Patch(
+        "slice_bounds_of_unknown_sign",
+        core,
+        "canonicalize_slice",
+        _make_canonicalize_slice,
+        "a slice bound whose sign is known only at run time (x[:n - k] in a loop) is counted from the end by a select",
+    )
+)
