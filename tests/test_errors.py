@@ -595,6 +595,8 @@ CATALYST_WORDED = {
     "grad result": (lambda x: grad(_double)(x), np.ones(2), CatalystLiteError, "only supports scalar-output functions", "float64\\[2\\]"),
     "grad argument": (lambda x: grad(_double)(x), 1, CatalystLiteError,
                       "only supports differentiation on floating-point arguments", "int64"),
+    "vjp integer result": (lambda x: vjp(lambda a, n: (a * 2.0, n), [x, 3], [1.0, 0]), 1.0, CatalystLiteError,
+                           "only supports differentiation on floating-point results", "result 1 is int64\\[\\]"),
 }
 
 

@@ -194,9 +194,9 @@ class TracedFunction:
     def check_differentiable_results(self) -> None:
         for k, aval in enumerate(self.result_avals):
             if not jnp.issubdtype(aval.dtype, jnp.inexact):
-                raise DifferentiationError(
-                    f"{self.api}: result {k} is {aval.str_short()}; only floating-point and complex "
-                    "results can be differentiated."
+                raise DifferentiationError(  # Catalyst's phrase first (users' match= strings)
+                    f"{self.api} only supports differentiation on floating-point results: result {k} "
+                    f"is {aval.str_short()}; floating-point and complex results can be differentiated."
                 )
 
     def check_real_scalar_result(self) -> None:
