@@ -538,7 +538,7 @@ def test_capture_global_follows_qml_capture_when_the_program_is_traced():
     ],
 )
 def test_catalyst_lite_control_flow_under_capture_is_refused_as_catalyst_does(control_flow, name):
-    with pytest.raises(PlxprCaptureCFCompatibilityError, match=f"(?s)not supported with PennyLane's capture enabled.*qml.{name}"):
+    with pytest.raises(PlxprCaptureCFCompatibilityError, match=f"(?s)catalyst.{name} is not supported with PennyLane's capture enabled.*qml.{name}"):
         qjit(control_flow, capture=True)(1.0)
     assert not qml.capture.enabled()
 
