@@ -195,13 +195,14 @@ def test_a_while_loop_slices_by_a_bound_whose_sign_is_known_at_run_time():
 
         @while_loop(lambda k, s: k < n)
         def body(k, s):
-            return k + 1, s + jnp.sum(x[: n - k]) * 10.0 + jnp.sum(x[k - n :])
+            return k + 1, s + jnp.sum(x[: n - k]) * 10.0 + jnp.sum(x[k - n :]) + jnp.sum(x[n - k - 1 :: -2]) * 100.0
 
         return body(0, 0.0)[1]
 
     for n in (1, 4, 0):
         x = np.arange(1.0, n + 1.0)
-        np.testing.assert_allclose(f(x), sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) for k in range(n)))
+        expected = sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) + np.sum(x[n - k - 1 :: -2]) * 100.0 for k in range(n))
+        np.testing.assert_allclose(f(x), expected)
 
 
 def test_preserved_while_loop_is_one_program():

@@ -883,26 +883,36 @@ def _sign_undecided(bound: Any) -> bool:
     return points is not None and len({value >= 0 for (value,) in points}) > 1
 
 
-def _from_the_start(bound: Any, axis_size: Any) -> Any:
-    """``bound`` of a slice with a positive step counted from the axis' start, clipped at 0 (as
-    Python counts a negative one from the end): a size whose sign is known."""
+def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
+    """``bound`` counted from the axis' start, as Python counts a negative one from the end."""
     from jax import lax as public_lax
 
-    counted = public_lax.select(bound >= 0, bound, bound + axis_size)
-    return core.max_dim(0, counted)
+    if isinstance(bound, core.Tracer):
+        return public_lax.select(bound >= 0, bound, bound + axis_size)
+    return bound if bound >= 0 else bound + axis_size
 
 
 def _make_canonicalize_slice(original):
     # JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
     # A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
-    # `k` up to `n`) would be a Python `if` on a run-time value: the count from the end is staged
-    # instead (a select), and the slice's size follows at run time. Positive steps only: a
-    # negative step's stop of -1 means "past the start", which a count from the end cannot say.
+    # `k` up to `n`) would be a Python `if` on a run-time value: the count from the end and the
+    # clamp to the axis are staged instead (a select, a min and a max), as Python's `slice.indices`
+    # computes them, and the slice's size follows at run time.
     def canonicalize_slice(s, axis_size):
-        if is_active() and isinstance(s, slice) and (s.step is None or (isinstance(s.step, int) and s.step > 0)):
-            bounds = [_from_the_start(b, axis_size) if _sign_undecided(b) else b for b in (s.start, s.stop)]
-            s = slice(bounds[0], bounds[1], s.step)
-        return original(s, axis_size)
+        if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
+                and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
+            return original(s, axis_size)
+        step = 1 if s.step is None else s.step
+        low, high = (0, axis_size) if step > 0 else (-1, axis_size - 1)  # where a bound may point
+
+        def clamped(bound: Any, default: Any) -> Any:
+            if bound is None:
+                return default
+            return core.min_dim(high, core.max_dim(low, _counted_from_the_start(bound, axis_size)))
+
+        start, stop = clamped(s.start, low if step > 0 else high), clamped(s.stop, high if step > 0 else low)
+        distance = stop - start if step > 0 else start - stop
+        return start, step, core.max_dim(0, distance + abs(step) - 1) // abs(step)
 
     return canonicalize_slice
 
