@@ -205,6 +205,23 @@ def test_a_while_loop_slices_by_a_bound_whose_sign_is_known_at_run_time():
         np.testing.assert_allclose(f(x), expected)
 
 
+def test_a_for_loop_slices_by_bounds_whose_sign_changes_with_its_index():
+    # `i - 2` is negative at the first iterations and not at the last: each slice counts it as
+    # Python does, whatever sizes the program was first traced at (an empty loop first).
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        @for_loop(0, x.shape[0], 1)
+        def body(i, s):
+            return s + jnp.sum(x[i - 2 : i]) + 10.0 * jnp.sum(x[::-1][: i - 1]) + 100.0 * jnp.sum(jnp.ones(i)[i - 1 :])
+
+        return body(0.0)
+
+    for n in (0, 1, 2, 5):
+        x = np.arange(1.0, n + 1.0)
+        expected = sum(np.sum(x[i - 2 : i]) + 10.0 * np.sum(x[::-1][: i - 1]) + 100.0 * np.sum(np.ones(i)[i - 1 :]) for i in range(n))
+        np.testing.assert_allclose(f(x), expected)
+
+
 def test_preserved_while_loop_is_one_program():
     @qjit(abstracted_axes={0: "n"})
     def f(a):
