@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from catalyst_lite import cond, for_loop, qjit, while_loop
-from catalyst_lite.errors import ControlFlowError, DimensionError
+from catalyst_lite.errors import ControlFlowError, DimensionError, SymbolicShapeError
 
 
 # --- for_loop -------------------------------------------------------------------------------------
@@ -220,6 +220,29 @@ def test_a_for_loop_slices_by_bounds_whose_sign_changes_with_its_index():
         x = np.arange(1.0, n + 1.0)
         expected = sum(np.sum(x[i - 2 : i]) + 10.0 * np.sum(x[::-1][: i - 1]) + 100.0 * np.sum(np.ones(i)[i - 1 :]) for i in range(n))
         np.testing.assert_allclose(f(x), expected)
+
+
+def test_a_program_traced_at_one_calls_sizes_decides_nothing_about_a_loop_index_for_others():
+    # The user's `if` on two abstracted axes has the program traced at the call's sizes; at n = 2
+    # `i - 2` is negative at every iteration, at n = 5 it is not: the program must not keep n = 2's
+    # answer for other calls.
+    @qjit(abstracted_axes=({0: "n"}, {0: "m"}))
+    def f(x, y):
+        scale = 2.0 if x.shape[0] > y.shape[0] else 3.0
+        return for_loop(0, x.shape[0], 1)(lambda i, s: s + scale * jnp.sum(x[i - 2 : i]))(0.0)
+
+    for n, m in ((2, 1), (5, 1), (3, 7)):
+        x = np.arange(1.0, n + 1.0)
+        expected = (2.0 if n > m else 3.0) * sum(np.sum(x[i - 2 : i]) for i in range(n))
+        np.testing.assert_allclose(f(x, np.ones(m)), expected)
+
+
+def test_jax_needing_a_size_computed_from_a_loop_index_as_a_number_says_so():
+    # Not the hint about a Python `if`: the user wrote none.
+    f = qjit(lambda x: for_loop(0, x.shape[0], 1)(lambda i, s: s + jnp.sum(jnp.linspace(0.0, 1.0, i + 1)))(0.0),
+             abstracted_axes={0: "n"})
+    with pytest.raises(SymbolicShapeError, match="loop's index or counter as a Python number"):
+        f(np.ones(3))
 
 
 def test_preserved_while_loop_is_one_program():

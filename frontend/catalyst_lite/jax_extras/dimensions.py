@@ -35,9 +35,9 @@ from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
-from ..errors import SizeAssumptionError
+from ..errors import SizeAssumptionError, SymbolicShapeError
 from .rules import PrimitiveSpec, register_primitive
-from .patches import NeedsCallSizes, Patch, is_active, register_patch, suspended, symbolic_trace
+from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
 from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
 from .tracing import constant_value
@@ -121,7 +121,26 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
         if any(v is None for v in values):
             return None
         points.append(values)
+    if point is not None and _depends_on_loop_values(sizes, scope):
+        # A loop's index or counter at this call's sizes takes this call's values only; a program
+        # traced for the call also serves others, whose loops run over other values, and whose
+        # decisions about those values nothing checks: they must hold at generic sizes too.
+        generic = generic_values(*sizes, at_point=False)
+        if generic is None:
+            return None
+        points += generic
     return points
+
+
+def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
+    """One of ``sizes`` is computed from a loop body's index or carried integer."""
+    if not scope.loop_values:
+        return False
+    for size in sizes:
+        if isinstance(size, pe.DynamicJaxprTracer) and not isinstance(size.val, core.Literal):
+            if any(t.val in scope.loop_values for t in (size, *_ancestors(size))):
+                return True
+    return False
 
 
 def _assignment(scope: Any, ascending: bool, point: dict[Any, int] | None, loop_starts: bool = False) -> GenericSizes:
@@ -468,6 +487,15 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
             a_number_under_jit = is_size_expression(tracer)
         if symbolic_trace() and a_number_under_jit:
             raise NeedsCallSizes.standing_for(err, site) from err
+        scope = current_scope()
+        if a_number_under_jit and scope is not None and _depends_on_loop_values((tracer,), scope):
+            # Not a Python `if` of the user's: no call's sizes can give a loop's index.
+            raise error_standing_for(SymbolicShapeError, type(err))(
+                f"JAX's code needs a size computed from a loop's index or counter as a Python "
+                f"number ({site}), but its value is only known when the loop runs. Compute sizes "
+                "inside a loop from sizes known before it (e.g. slice a fixed length with "
+                "lax.dynamic_slice and mask the rest with jnp.where)."
+            ) from err
         raise
 
 
@@ -876,11 +904,16 @@ register_patch(
 def _sign_undecided(bound: Any) -> bool:
     """``bound`` is a size expression whose sign differs between generic assignments: ``n - k``
     with ``k`` a ``while_loop``'s counter (small at its start, generic later), whose sign JAX's
-    slicing asks as a Python bool."""
+    slicing asks as a Python bool. Generic sizes are asked too in a trace guided by a call: a
+    loop index of one sign at this call's sizes (``i - 2`` at ``n = 2``) may have both at others,
+    and a decision about it could not be checked when another call runs the loop."""
     if not isinstance(bound, pe.DynamicJaxprTracer):
         return False
-    points = generic_values(bound)
-    return points is not None and len({value >= 0 for (value,) in points}) > 1
+    at_call = generic_values(bound)
+    if at_call is None:
+        return False
+    points = at_call + (generic_values(bound, at_point=False) or [])
+    return len({value >= 0 for (value,) in points}) > 1
 
 
 def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
