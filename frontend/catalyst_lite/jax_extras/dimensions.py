@@ -138,7 +138,11 @@ def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
         return False
     for size in sizes:
         if isinstance(size, pe.DynamicJaxprTracer) and not isinstance(size.val, core.Literal):
-            if any(t.val in scope.loop_values for t in (size, *_ancestors(size))):
+            known = scope.loop_dependent.get(size.val)
+            if known is None:
+                known = scope.loop_dependent[size.val] = any(
+                    t.val in scope.loop_values for t in (size, *_ancestors(size)))
+            if known:
                 return True
     return False
 
