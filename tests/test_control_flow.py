@@ -241,7 +241,7 @@ def test_jax_needing_a_size_computed_from_a_loop_index_as_a_number_says_so():
     # Not the hint about a Python `if`: the user wrote none.
     f = qjit(lambda x: for_loop(0, x.shape[0], 1)(lambda i, s: s + jnp.sum(jnp.linspace(0.0, 1.0, i + 1)))(0.0),
              abstracted_axes={0: "n"})
-    with pytest.raises(SymbolicShapeError, match="loop's index or counter as a Python number"):
+    with pytest.raises(SymbolicShapeError, match="loop's index or counter is needed as a Python number"):
         f(np.ones(3))
 
 

@@ -504,8 +504,8 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
         if a_number_under_jit and scope is not None and _depends_on_loop_values((tracer,), scope):
             # Not a Python `if` of the user's: no call's sizes can give a loop's index.
             raise error_standing_for(SymbolicShapeError, type(err))(
-                f"JAX's code needs a size computed from a loop's index or counter as a Python "
-                f"number ({site}), but its value is only known when the loop runs. Compute sizes "
+                f"A size computed from a loop's index or counter is needed as a Python number "
+                f"({site}), but its value is only known when the loop runs. Compute sizes "
                 "inside a loop from sizes known before it (e.g. slice a fixed length with "
                 "lax.dynamic_slice and mask the rest with jnp.where)."
             ) from err
