@@ -195,13 +195,15 @@ def test_a_while_loop_slices_by_a_bound_whose_sign_is_known_at_run_time():
 
         @while_loop(lambda k, s: k < n)
         def body(k, s):
-            return k + 1, s + jnp.sum(x[: n - k]) * 10.0 + jnp.sum(x[k - n :]) + jnp.sum(x[n - k - 1 :: -2]) * 100.0
+            return k + 1, (s + jnp.sum(x[: n - k]) * 10.0 + jnp.sum(x[k - n :]) + jnp.sum(x[n - k - 1 :: -2]) * 100.0
+                           + jnp.sum(x[k - n : n - k - 1]) * 1000.0)
 
         return body(0, 0.0)[1]
 
     for n in (1, 4, 0):
         x = np.arange(1.0, n + 1.0)
-        expected = sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) + np.sum(x[n - k - 1 :: -2]) * 100.0 for k in range(n))
+        expected = sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) + np.sum(x[n - k - 1 :: -2]) * 100.0
+                       + np.sum(x[k - n : n - k - 1]) * 1000.0 for k in range(n))
         np.testing.assert_allclose(f(x), expected)
 
 
@@ -212,13 +214,15 @@ def test_a_for_loop_slices_by_bounds_whose_sign_changes_with_its_index():
     def f(x):
         @for_loop(0, x.shape[0], 1)
         def body(i, s):
-            return s + jnp.sum(x[i - 2 : i]) + 10.0 * jnp.sum(x[::-1][: i - 1]) + 100.0 * jnp.sum(jnp.ones(i)[i - 1 :])
+            return (s + jnp.sum(x[i - 2 : i]) + 10.0 * jnp.sum(x[::-1][: i - 1]) + 100.0 * jnp.sum(jnp.ones(i)[i - 1 :])
+                    + 1000.0 * jnp.sum(x[: 2 - i]))
 
         return body(0.0)
 
     for n in (0, 1, 2, 5):
         x = np.arange(1.0, n + 1.0)
-        expected = sum(np.sum(x[i - 2 : i]) + 10.0 * np.sum(x[::-1][: i - 1]) + 100.0 * np.sum(np.ones(i)[i - 1 :]) for i in range(n))
+        expected = sum(np.sum(x[i - 2 : i]) + 10.0 * np.sum(x[::-1][: i - 1]) + 100.0 * np.sum(np.ones(i)[i - 1 :])
+                       + 1000.0 * np.sum(x[: 2 - i]) for i in range(n))
         np.testing.assert_allclose(f(x), expected)
 
 

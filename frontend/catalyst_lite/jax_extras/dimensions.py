@@ -698,12 +698,14 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     points = generic_values(size)
     if points is None:
         return size
+    scope = current_scope()
     # In a trace guided by a call, equal there and at generic sizes: sizes that merely coincide at
     # the call (`max(n - 1, 0)` and `n` at `n = 0`) stay distinct, so the program stays general.
     generic = generic_values(size, at_point=False)
     for ancestor in reversed(_ancestors(size)):  # the farthest first: the size itself if it can
         if (
             ancestor.aval == size.aval
+            and (scope is None or ancestor.val not in scope.staged_slice_bounds)
             and generic_values(ancestor) == points
             and generic_values(ancestor, at_point=False) == generic
         ):
@@ -954,7 +956,14 @@ def _make_canonicalize_slice(original):
         def clamped(bound: Any, default: Any) -> Any:
             if bound is None:
                 return default
-            return core.min_dim(high, core.max_dim(low, _counted_from_the_start(bound, axis_size)))
+            counted = _counted_from_the_start(bound, axis_size)
+            lifted = core.max_dim(low, counted)
+            bound = core.min_dim(high, lifted)
+            scope = current_scope()
+            if scope is not None:
+                scope.staged_slice_bounds.update(
+                    t.val for t in (counted, lifted, bound) if isinstance(t, pe.DynamicJaxprTracer))
+            return bound
 
         start, stop = clamped(s.start, low if step > 0 else high), clamped(s.stop, high if step > 0 else low)
         distance = stop - start if step > 0 else start - stop
