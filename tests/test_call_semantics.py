@@ -216,6 +216,28 @@ def test_recursion_with_a_static_depth():
         assert float(rec(1.5, depth)) == float(jax.jit(lambda x: x * 2.0**depth)(1.5))
 
 
+def test_qjit_functions_called_under_jax_jit_then_directly():
+    # What a jax.jit trace made while calling a qjit function (constants put on the device) is
+    # not kept with the qjit program: the direct calls after it do not meet a stale tracer.
+    import pennylane as qml
+
+    @qjit
+    @qml.qnode(qml.device("default.qubit", wires=1))
+    def circuit(x):
+        qml.RX(x, wires=0)
+        return qml.expval(qml.Z(0))
+
+    @qjit
+    def scaled(x):
+        return x * jnp.array([2.0, 3.0])
+
+    for compiled, reference in ((circuit, np.cos), (scaled, lambda x: x * np.array([2.0, 3.0]))):
+        np.testing.assert_allclose(jax.jit(compiled)(0.3), reference(0.3), atol=1e-12)
+        np.testing.assert_allclose(compiled(0.3), reference(0.3), atol=1e-12)
+        np.testing.assert_allclose(jax.jit(lambda x: compiled(x) * 2.0)(0.4), reference(0.4) * 2.0, atol=1e-12)
+        np.testing.assert_allclose(compiled(jnp.array(0.4)), reference(0.4), atol=1e-12)
+
+
 def test_qjit_calling_qjit_keeps_sizes_symbolic():
     @qjit
     def inner(x):

@@ -184,12 +184,19 @@ def test_abstracted_axes_cond_elifs_and_resizing_loops():
 
         return qml.cond(s > 10.0, big, small, elifs=((s > 2.0, medium),))(), grow(x)
 
-    captured = qjit(f, capture=True, abstracted_axes={0: "n"})
+    traces = []
+
+    def counted(x):
+        traces.append(x.shape)
+        return f(x)
+
+    captured = qjit(counted, capture=True, abstracted_axes={0: "n"})
     for x in (np.arange(2.0), np.arange(3.0), np.arange(6.0)):
         s = x.sum()
         expected = (s * 10 if s > 10 else s * 2 if s > 2 else -s, np.tile(x, 4))
         assert_same(captured(x), expected)
         assert_same(captured(x), qjit(f, capture=False, abstracted_axes={0: "n"})(x))
+    assert len(traces) == 1  # PennyLane's capture traces the program once, for every size
 
 
 @needs_capture
@@ -531,7 +538,7 @@ def test_capture_global_follows_qml_capture_when_the_program_is_traced():
     ],
 )
 def test_catalyst_lite_control_flow_under_capture_is_refused_as_catalyst_does(control_flow, name):
-    with pytest.raises(PlxprCaptureCFCompatibilityError, match=f"(?s)not supported with PennyLane's capture enabled.*qml.{name}"):
+    with pytest.raises(PlxprCaptureCFCompatibilityError, match=f"(?s)catalyst.{name} is not supported with PennyLane's capture enabled.*qml.{name}"):
         qjit(control_flow, capture=True)(1.0)
     assert not qml.capture.enabled()
 

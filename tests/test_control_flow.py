@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from catalyst_lite import cond, for_loop, qjit, while_loop
-from catalyst_lite.errors import ControlFlowError, DimensionError
+from catalyst_lite.errors import ControlFlowError, DimensionError, SymbolicShapeError
 
 
 # --- for_loop -------------------------------------------------------------------------------------
@@ -184,6 +184,69 @@ def test_a_while_loop_slices_an_argument_by_its_counter():
     for n in (0, 1, 5):
         total = sum(np.sum(x[:k]) + np.mean(x[k:]) for k in range(n))
         np.testing.assert_allclose(f(x, n), (total, sum(len(x[k:]) for k in range(n))))
+
+
+def test_a_while_loop_slices_by_a_bound_whose_sign_is_known_at_run_time():
+    # `n - k` is >= 0 while the loop runs, but while tracing `k` is any integer: the slice counts a
+    # negative bound from the end, as Python does, at run time (no Python `if` on it).
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        n = x.shape[0]
+
+        @while_loop(lambda k, s: k < n)
+        def body(k, s):
+            return k + 1, (s + jnp.sum(x[: n - k]) * 10.0 + jnp.sum(x[k - n :]) + jnp.sum(x[n - k - 1 :: -2]) * 100.0
+                           + jnp.sum(x[k - n : n - k - 1]) * 1000.0)
+
+        return body(0, 0.0)[1]
+
+    for n in (1, 4, 0):
+        x = np.arange(1.0, n + 1.0)
+        expected = sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) + np.sum(x[n - k - 1 :: -2]) * 100.0
+                       + np.sum(x[k - n : n - k - 1]) * 1000.0 for k in range(n))
+        np.testing.assert_allclose(f(x), expected)
+
+
+def test_a_for_loop_slices_by_bounds_whose_sign_changes_with_its_index():
+    # `i - 2` is negative at the first iterations and not at the last: each slice counts it as
+    # Python does, whatever sizes the program was first traced at (an empty loop first).
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        @for_loop(0, x.shape[0], 1)
+        def body(i, s):
+            return (s + jnp.sum(x[i - 2 : i]) + 10.0 * jnp.sum(x[::-1][: i - 1]) + 100.0 * jnp.sum(jnp.ones(i)[i - 1 :])
+                    + 1000.0 * jnp.sum(x[: 2 - i]))
+
+        return body(0.0)
+
+    for n in (0, 1, 2, 5):
+        x = np.arange(1.0, n + 1.0)
+        expected = sum(np.sum(x[i - 2 : i]) + 10.0 * np.sum(x[::-1][: i - 1]) + 100.0 * np.sum(np.ones(i)[i - 1 :])
+                       + 1000.0 * np.sum(x[: 2 - i]) for i in range(n))
+        np.testing.assert_allclose(f(x), expected)
+
+
+def test_a_program_traced_at_one_calls_sizes_decides_nothing_about_a_loop_index_for_others():
+    # The user's `if` on two abstracted axes has the program traced at the call's sizes; at n = 2
+    # `i - 2` is negative at every iteration, at n = 5 it is not: the program must not keep n = 2's
+    # answer for other calls.
+    @qjit(abstracted_axes=({0: "n"}, {0: "m"}))
+    def f(x, y):
+        scale = 2.0 if x.shape[0] > y.shape[0] else 3.0
+        return for_loop(0, x.shape[0], 1)(lambda i, s: s + scale * jnp.sum(x[i - 2 : i]))(0.0)
+
+    for n, m in ((2, 1), (5, 1), (3, 7)):
+        x = np.arange(1.0, n + 1.0)
+        expected = (2.0 if n > m else 3.0) * sum(np.sum(x[i - 2 : i]) for i in range(n))
+        np.testing.assert_allclose(f(x, np.ones(m)), expected)
+
+
+def test_jax_needing_a_size_computed_from_a_loop_index_as_a_number_says_so():
+    # Not the hint about a Python `if`: the user wrote none.
+    f = qjit(lambda x: for_loop(0, x.shape[0], 1)(lambda i, s: s + jnp.sum(jnp.linspace(0.0, 1.0, i + 1)))(0.0),
+             abstracted_axes={0: "n"})
+    with pytest.raises(SymbolicShapeError, match="loop's index or counter is needed as a Python number"):
+        f(np.ones(3))
 
 
 def test_preserved_while_loop_is_one_program():

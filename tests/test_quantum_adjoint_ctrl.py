@@ -7,6 +7,7 @@ import numpy as np
 import pennylane as qml
 import pytest
 
+import catalyst_lite
 from catalyst_lite import cond, for_loop, measure, qjit, while_loop
 from catalyst_lite.errors import QuantumRegionError
 
@@ -155,17 +156,24 @@ def test_adjoint_of_a_loop_with_traced_bounds_is_one_loop_in_the_program():
 
 
 def test_adjoint_returns_pennylanes_operators_for_gates_only():
+    # qml.adjoint(fn)(args) returns what it returns in PennyLane (a list for several gates, with no
+    # .wires); catalyst_lite.adjoint returns Catalyst's one operator, with fn's wires in fn's order.
     seen = {}
 
     def circuit(x):
-        seen["ops"] = qml.adjoint(lambda: (qml.RX(x, 0), qml.CNOT([0, 1])))()
+        seen["ops"] = qml.adjoint(lambda: (qml.RX(x, 2), qml.CNOT([0, 1])))()
         seen["one"] = qml.adjoint(qml.RY)(x, wires=1)
+        seen["region"] = catalyst_lite.adjoint(lambda: (qml.RX(x, 2), qml.CNOT([0, 1])))()
         return qml.state()
 
     qjit(qml.qnode(DEV)(circuit))(0.5)
-    assert all(isinstance(op, qml.ops.Adjoint) for op in seen["ops"])
-    assert [op.base.name for op in seen["ops"]] == ["CNOT", "RX"]
-    assert seen["one"].base.name == "RY"
+    compiled = dict(seen)
+    qml.qnode(DEV)(circuit)(0.5)  # PennyLane, uncompiled
+    assert type(compiled["ops"]) is type(seen["ops"]) is list
+    assert all(isinstance(op, qml.ops.Adjoint) for op in compiled["ops"])
+    assert [op.base.name for op in compiled["ops"]] == [op.base.name for op in seen["ops"]] == ["CNOT", "RX"]
+    assert compiled["one"].base.name == "RY"
+    assert list(compiled["region"].wires) == [2, 0, 1]
 
 
 def rotated_then_measured(x):
@@ -230,8 +238,6 @@ def test_pennylane_qjit_compiler_dispatches_adjoint_of_loops():
 
 
 def test_catalyst_ctrl_and_adjoint_of_functions_with_a_traced_control_wire():
-    import catalyst_lite
-
     dev = qml.device("default.qubit", wires=4)
 
     def compiled(x):

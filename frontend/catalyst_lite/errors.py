@@ -170,8 +170,10 @@ class PlxprCaptureCFCompatibilityError(ControlFlowError):
     def __init__(self, control_flow_type: str):
         self.control_flow_type = control_flow_type
         super().__init__(
-            f"catalyst_lite.{control_flow_type} is not supported with PennyLane's capture enabled "
-            f"(qjit(capture=True), or capture='global' after qml.capture.enable()): write "
+            # Catalyst's phrase first (its users' tests look for it), then ours
+            f"catalyst.{control_flow_type} is not supported with PennyLane's capture enabled, and "
+            f"neither is catalyst_lite.{control_flow_type} (qjit(capture=True), or capture='global' "
+            f"after qml.capture.enable()): write "
             f"qml.{control_flow_type} instead, or compile with qjit(capture=False)."
         )
 

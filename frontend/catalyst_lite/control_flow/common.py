@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
 from ..compiler.specialize import dimension_inputs
 from ..trace_context import current as current_context, scope as context_scope
@@ -154,8 +154,11 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
         aval = None
     if aval is None or aval.shape != () or aval.dtype != np.dtype(bool):
         got = describe_aval(aval) if aval is not None else type(pred).__name__
-        raise ControlFlowError(
-            f"A boolean scalar was expected, got the value {pred!r}: {api} ({function_name(fn)}) "
+        treedef = tree_structure(pred)
+        value = (f"of tree-shape: {treedef}" if not treedef_is_leaf(treedef)
+                 else f"{aval.dtype}{list(aval.shape)}" if isinstance(pred, Tracer) else repr(pred))
+        raise ControlFlowError(  # Catalyst's phrase first (its users' match= strings), then ours
+            f"A single boolean scalar was expected, got the value {value}: {api} ({function_name(fn)}) "
             f"needs a boolean scalar predicate, got {got}. Compare explicitly, e.g. `x > 0` or "
             "`(n % 2) == 0`."
         )

@@ -35,9 +35,9 @@ from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
-from ..errors import SizeAssumptionError
+from ..errors import SizeAssumptionError, SymbolicShapeError
 from .rules import PrimitiveSpec, register_primitive
-from .patches import NeedsCallSizes, Patch, is_active, register_patch, suspended, symbolic_trace
+from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
 from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
 from .tracing import constant_value
@@ -121,7 +121,30 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
         if any(v is None for v in values):
             return None
         points.append(values)
+    if point is not None and _depends_on_loop_values(sizes, scope):
+        # A loop's index or counter at this call's sizes takes this call's values only; a program
+        # traced for the call also serves others, whose loops run over other values, and whose
+        # decisions about those values nothing checks: they must hold at generic sizes too.
+        generic = generic_values(*sizes, at_point=False)
+        if generic is None:
+            return None
+        points += generic
     return points
+
+
+def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
+    """One of ``sizes`` is computed from a loop body's index or carried integer."""
+    if not scope.loop_values:
+        return False
+    for size in sizes:
+        if isinstance(size, pe.DynamicJaxprTracer) and not isinstance(size.val, core.Literal):
+            known = scope.loop_dependent.get(size.val)
+            if known is None:
+                known = scope.loop_dependent[size.val] = any(
+                    t.val in scope.loop_values for t in (size, *_ancestors(size)))
+            if known:
+                return True
+    return False
 
 
 def _assignment(scope: Any, ascending: bool, point: dict[Any, int] | None, loop_starts: bool = False) -> GenericSizes:
@@ -479,6 +502,15 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
             a_number_under_jit = is_size_expression(tracer)
         if symbolic_trace() and a_number_under_jit:
             raise NeedsCallSizes.standing_for(err, site) from err
+        scope = current_scope()
+        if a_number_under_jit and scope is not None and _depends_on_loop_values((tracer,), scope):
+            # Not a Python `if` of the user's: no call's sizes can give a loop's index.
+            raise error_standing_for(SymbolicShapeError, type(err))(
+                f"A size computed from a loop's index or counter is needed as a Python number "
+                f"({site}), but its value is only known when the loop runs. Compute sizes "
+                "inside a loop from sizes known before it (e.g. slice a fixed length with "
+                "lax.dynamic_slice and mask the rest with jnp.where)."
+            ) from err
         raise
 
 
@@ -668,12 +700,14 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     points = generic_values(size)
     if points is None:
         return size
+    scope = current_scope()
     # In a trace guided by a call, equal there and at generic sizes: sizes that merely coincide at
     # the call (`max(n - 1, 0)` and `n` at `n = 0`) stay distinct, so the program stays general.
     generic = generic_values(size, at_point=False)
     for ancestor in reversed(_ancestors(size)):  # the farthest first: the size itself if it can
         if (
             ancestor.aval == size.aval
+            and (scope is None or ancestor.val not in scope.staged_slice_bounds)
             and generic_values(ancestor) == points
             and generic_values(ancestor, at_point=False) == generic
         ):
@@ -877,5 +911,75 @@ register_patch(
         "max_dim",
         lambda original: _make_extremum(original, _staged_max),
         "max of symbolic sizes is a staged max (a dimension tracer)",
+    )
+)
+
+
+# --- slice bounds of unknown sign ------------------------------------------------------------------
+
+
+def _sign_undecided(bound: Any) -> bool:
+    """``bound`` is a size expression whose sign differs between generic assignments: ``n - k``
+    with ``k`` a ``while_loop``'s counter (small at its start, generic later), whose sign JAX's
+    slicing asks as a Python bool. Generic sizes are asked too in a trace guided by a call: a
+    loop index of one sign at this call's sizes (``i - 2`` at ``n = 2``) may have both at others,
+    and a decision about it could not be checked when another call runs the loop."""
+    if not isinstance(bound, pe.DynamicJaxprTracer):
+        return False
+    at_call = generic_values(bound)
+    if at_call is None:
+        return False
+    points = at_call + (generic_values(bound, at_point=False) or [])
+    return len({value >= 0 for (value,) in points}) > 1
+
+
+def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
+    """``bound`` counted from the axis' start, as Python counts a negative one from the end."""
+    from jax import lax as public_lax
+
+    if isinstance(bound, core.Tracer):
+        return public_lax.select(bound >= 0, bound, bound + axis_size)
+    return bound if bound >= 0 else bound + axis_size
+
+
+def _make_canonicalize_slice(original):
+    # JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
+    # A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
+    # `k` up to `n`) would be a Python `if` on a run-time value: the count from the end and the
+    # clamp to the axis are staged instead (a select, a min and a max), as Python's `slice.indices`
+    # computes them, and the slice's size follows at run time.
+    def canonicalize_slice(s, axis_size):
+        if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
+                and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
+            return original(s, axis_size)
+        step = 1 if s.step is None else s.step
+        low, high = (0, axis_size) if step > 0 else (-1, axis_size - 1)  # where a bound may point
+
+        def clamped(bound: Any, default: Any) -> Any:
+            if bound is None:
+                return default
+            counted = _counted_from_the_start(bound, axis_size)
+            lifted = core.max_dim(low, counted)
+            bound = core.min_dim(high, lifted)
+            scope = current_scope()
+            if scope is not None:
+                scope.staged_slice_bounds.update(
+                    t.val for t in (counted, lifted, bound) if isinstance(t, pe.DynamicJaxprTracer))
+            return bound
+
+        start, stop = clamped(s.start, low if step > 0 else high), clamped(s.stop, high if step > 0 else low)
+        distance = stop - start if step > 0 else start - stop
+        return start, step, core.max_dim(0, distance + abs(step) - 1) // abs(step)
+
+    return canonicalize_slice
+
+
+register_patch(
+    Patch(
+        "slice_bounds_of_unknown_sign",
+        core,
+        "canonicalize_slice",
+        _make_canonicalize_slice,
+        "a slice bound whose sign is known only at run time (x[:n - k] in a loop) is counted from the end by a select",
     )
 )

@@ -85,6 +85,10 @@ class SizeScope:
         # while_loop's carried integer: its initial value), see dimensions._loop_value.
         self.loop_values: dict[Any, tuple] = {}
         self.loop_carries = False  # some of them are a while_loop's
+        self.loop_dependent: dict[Any, bool] = {}  # variable -> computed from one of them
+        # Slice bounds of run-time sign as staged (dimensions.canonicalize_slice): a clamp to the
+        # axis is inactive at generic sizes, not at small ones, so no size stands for them.
+        self.staged_slice_bounds: set[Any] = set()
         # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
         self.axis_inputs: set[int] = set()
         self.point_values: dict[Any, int] = {}  # variable -> its value at the point

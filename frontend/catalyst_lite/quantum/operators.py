@@ -130,7 +130,8 @@ def adjoint(f: Any, lazy: bool = True) -> Any:
     @functools.wraps(f)
     def apply(*args: Any, **kwargs: Any) -> Any:
         run = run_adjoint(state, f, lazy, args, kwargs)
-        return _region_operator(lambda: _classes()[0](run, _wires_of(run.gates)))
+        # the wires in the order f applies them (its adjoint applies them last to first)
+        return _region_operator(lambda: _classes()[0](run, _wires_of(run.gates[::-1])))
 
     return apply
 

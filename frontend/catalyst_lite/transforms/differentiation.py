@@ -85,7 +85,10 @@ class Options:
         """
         method = "auto" if method is None else method
         if method not in ("auto", "fd"):
-            raise ArgumentValueError(f"{api}: method must be 'auto' or 'fd', got {method!r}.")
+            raise ArgumentValueError(  # Catalyst's phrase first, then ours
+                f"Invalid differentiation method {method!r}. Supported methods are: auto fd ({api}: "
+                "method must be 'auto' or 'fd')."
+            )
         # As in Catalyst, a step is accepted (and unused) with method="auto", and may be negative.
         if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(h) or h == 0):
             raise ArgumentValueError(
@@ -194,9 +197,9 @@ class TracedFunction:
     def check_differentiable_results(self) -> None:
         for k, aval in enumerate(self.result_avals):
             if not jnp.issubdtype(aval.dtype, jnp.inexact):
-                raise DifferentiationError(
-                    f"{self.api}: result {k} is {aval.str_short()}; only floating-point and complex "
-                    "results can be differentiated."
+                raise DifferentiationError(  # Catalyst's phrase first (users' match= strings)
+                    f"{self.api} only supports differentiation on floating-point results: result {k} "
+                    f"is {aval.str_short()}; floating-point and complex results can be differentiated."
                 )
 
     def check_real_scalar_result(self) -> None:

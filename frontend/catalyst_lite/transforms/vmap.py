@@ -85,8 +85,17 @@ def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
 
 def _normalized_axis(axis: int, ndim: int, what: str) -> int:
     if not -ndim <= axis < ndim:
-        raise ArgumentValueError(f"Axis specifier {axis} is out of bounds for {what} of rank {ndim} (vmap).")
+        # Catalyst's phrase first (an argument's: "... for argument 0. The argument only has ..."), then ours
+        raise ArgumentValueError(
+            f"Axis specifier {axis} is out of bounds for {what} (vmap: an axis of rank {ndim} is in [{-ndim}, {ndim}))."
+        )
     return axis % ndim
+
+
+def _argument_axis(k: int, axis: int, x: Any) -> int:
+    """The mapped axis of the ``k``-th flat argument ``x``, counted from 0."""
+    ndim = jnp.ndim(x)
+    return _normalized_axis(axis, ndim, f"argument {k}. The argument only has {ndim} dimensions")
 
 
 def _loop() -> Callable:
@@ -139,12 +148,12 @@ class Vmapped:
         sharded by a ``NamedSharding`` (``spmd_axis_name``'s axes if given), else ``None``."""
         flat = tree_flatten((args, kwargs))[0]
         axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
-        for x, a in zip(flat, axes + [0] * (len(flat) - len(axes))):
+        for k, (x, a) in enumerate(zip(flat, axes + [0] * (len(flat) - len(axes)))):
             sharding = getattr(x, "sharding", None)
             if a is None or not isinstance(sharding, NamedSharding):
                 continue
             spec = tuple(sharding.spec) + (None,) * jnp.ndim(x)
-            names = spec[_normalized_axis(a, jnp.ndim(x), "a mapped argument")]
+            names = spec[_argument_axis(k, a, x)]
             if names is not None and self.spmd_axis_name in (None, names):
                 return sharding.mesh, names
         return None
@@ -155,8 +164,7 @@ class Vmapped:
         axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
         axes += [0] * (len(flat) - len(axes))
         flat = [jnp.asarray(x) for x in flat]
-        axes = [None if a is None else _normalized_axis(a, jnp.ndim(x), "a mapped argument")
-                for a, x in zip(axes, flat)]
+        axes = [None if a is None else _argument_axis(k, a, x) for k, (a, x) in enumerate(zip(axes, flat))]
         size = self._batch_size(flat, axes)
         batch = _batch_shards(self.spmd_axis_name, batch, size, self.__name__)
         if batch is None:
@@ -177,7 +185,7 @@ class Vmapped:
             first = [s[0] for s in stacked]  # out_axes=None: the first row (of the whole batch)
         out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
         outs = [
-            r0 if axis is None else jnp.moveaxis(s, 0, _normalized_axis(axis, s.ndim, "a mapped result"))
+            r0 if axis is None else jnp.moveaxis(s, 0, _normalized_axis(axis, s.ndim, f"a mapped result of rank {s.ndim}"))
             for r0, s, axis in zip(first, stacked, out_axes)
         ]
         return tree_unflatten(out_tree, outs)
