@@ -61,6 +61,7 @@ from .signature import (
     LeafSpec,
     as_annotated,
     dtype_of,
+    promoted_leaves,
     example_of,
     is_type_annotation,
     resolved_annotation,
@@ -320,16 +321,42 @@ class QJIT:
 
     def _trace_generic(self, call: CallArguments) -> None:
         """Trace the generic program of this call's signature now (ahead of time)."""
-        family, trace, *_ = self._signature_of(call)
+        _, family, trace, *_ = self._signature_of(call)
         self._last = family.generic(trace)
 
-    def _signature_of(self, call: CallArguments) -> tuple[ProgramFamily, SignatureTrace, list, list, list[str]]:
-        """The programs traced for this call's signature, how it is traced, and the call's flat
-        arguments with their abstracted axes and names."""
+    def _signature_of(self, call: CallArguments) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
+        """The call (its arguments promoted to a compiled signature, see :meth:`_promoted`), the
+        programs traced for its signature, how it is traced, and its flat arguments with their
+        abstracted axes and names."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
+        key = (call.dynamic_keys, tree, tuple(specs), call.static)
+        if key not in self._programs:
+            promoted = self._promoted(key, leaves)
+            if promoted is not None:
+                key, leaves = promoted
+                specs = list(key[2])
+                call = call.with_dynamic(jax.tree_util.tree_unflatten(tree, leaves))
         trace = self._signature_trace(call, tree, specs, axes, names)
-        return self._family_for(call, tree, specs, axes, names), trace, leaves, axes, names
+        return call, self._family_for(key, axes, names, specs), trace, leaves, axes, names
+
+    def _promoted(self, key: tuple, leaves: list[Any]) -> tuple[tuple, list[Any]] | None:
+        """Promote to a compiled signature, as Catalyst does: a call whose signature was never
+        traced runs the most recently traced program of the same structure and static arguments
+        whose signature its arguments promote to (same shapes, every dtype converting without
+        loss, see :func:`.signature.promoted_leaves`), its arguments converted; ``None`` when
+        there is none (the call's signature is then traced). Arguments traced by an outer JAX
+        transformation are never converted here: they meet the program at its boundary."""
+        if any(isinstance(x, Tracer) for x in leaves):
+            return None
+        dynamic_keys, tree, specs, static = key
+        for other in reversed(list(self._programs)):
+            family = self._programs[other]
+            if other[:2] == (dynamic_keys, tree) and other[3] == static and (family.programs or family.static_programs):
+                converted = promoted_leaves(leaves, specs, other[2])
+                if converted is not None:
+                    return other, converted
+        return None
 
     def _annotation_call(self) -> CallArguments | None:
         """Arguments standing for the type annotations when every parameter is positional and
@@ -349,12 +376,13 @@ class QJIT:
         examples = tuple(example_of(a, p.name, self.name) for p, a in zip(params, annotations))
         return binding.bind(examples, {})
 
-    def _program_for(self, call: CallArguments) -> tuple[Executable, list[Any], list[str], list[int], list[int]]:
-        """The program for this call (traced if no program of its signature holds for its
-        sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
+    def _program_for(self, call: CallArguments) -> tuple[CallArguments, Executable, list[Any], list[str], list[int], list[int]]:
+        """The call as run (promoted to a compiled signature, see :meth:`_promoted`), its program
+        (traced if no program of its signature holds for its sizes, see
+        :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
         size inputs' leading part (the lengths of its abstracted axes), and the sizes the
         program's implicit inputs take for the call."""
-        family, trace, leaves, axes, names = self._signature_of(call)
+        call, family, trace, leaves, axes, names = self._signature_of(call)
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
         _check_int64(self.name, names, leaves)
@@ -365,7 +393,7 @@ class QJIT:
         except UnknownSize as unknown:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
-        return program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
+        return call, program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
         """How this call's signature is traced (by its :class:`ProgramFamily`, in the scopes it
@@ -383,9 +411,8 @@ class QJIT:
             self.name, self.options, self._executable_options, self._report, capture, donated,
         )
 
-    def _family_for(self, call: CallArguments, tree, specs, axes, names) -> ProgramFamily:
-        """The programs traced for this call's signature (structure, dtypes, static values)."""
-        key = (call.dynamic_keys, tree, tuple(specs), call.static)
+    def _family_for(self, key: tuple, axes, names, specs) -> ProgramFamily:
+        """The programs traced for a signature (``key``: structure, dtypes, static values)."""
         family = self._programs.get(key)
         if family is None:
             inputs = SizeInputs.of(*dimension_sources(axes), names, [_is_int_scalar_spec(s) for s in specs])
@@ -516,7 +543,7 @@ class QJIT:
         """A call with every check (as :meth:`_python_call` returns it); remembered for the
         validated path when ``key`` settles them."""
         call = self._conformed(self.binding.bind(args, kwargs))
-        executable, leaves, names, axis_lengths, implicit = self._program_for(call)
+        call, executable, leaves, names, axis_lengths, implicit = self._program_for(call)
         self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
             # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
@@ -526,7 +553,8 @@ class QJIT:
         if not kwargs and not any(call.is_static) and len(call.values) == len(args) and all(
             v is a for v, a in zip(call.values, args)
         ):
-            # The arguments bound unconverted, in order: a call with the same key is the same call.
+            # The arguments bound unconverted (not promoted), in order: a call with the same key is
+            # the same call.
             repeated = _RepeatedCall(executable, implicit, leaves, axis_lengths)
             if key is not None:
                 self._validated_calls[key] = repeated
@@ -617,14 +645,21 @@ class QJIT:
     @api_boundary
     def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:
         """Trace and compile the program for these arguments without running it (Catalyst's
-        ``jit_compile``): the next call with their types and sizes runs at once. Returns
-        ``False``: no argument needs converting to a compiled signature (each new signature is
-        traced for its own types)."""
-        call = self._conformed(self.binding.bind(tuple(args), kwargs))
-        executable, leaves, names, _, implicit = self._program_for(call)
+        ``jit_compile``): the next call with their types and sizes runs at once. Returns whether
+        the arguments need converting to run it: ``True`` when they promote to a signature
+        compiled before (which a call then runs), else ``False``.
+
+        >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x * 2)
+        >>> f.jit_compile((jnp.float64(1.0),)), f.jit_compile((jnp.int32(1),))
+        (False, True)
+        """
+        bound = self.binding.bind(tuple(args), kwargs)
+        call, executable, leaves, names, _, implicit = self._program_for(self._conformed(bound))
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             executable.prepare(implicit, leaves)
-        return False
+        return not _same_objects(call.values, bound.values)
 
     def aot_compile(self) -> None:
         """Trace the program of the parameters' type annotations now (Catalyst's ``aot_compile``;
@@ -775,7 +810,7 @@ class QJIT:
         """A call's program, implicit sizes, leaves, their names, the program's flat arguments
         and its size signature."""
         args = self._jit.place_arguments(args)
-        executable, leaves, names, _, implicit = self._program_for(self._conformed(self.binding.bind(args, kwargs)))
+        _, executable, leaves, names, _, implicit = self._program_for(self._conformed(self.binding.bind(args, kwargs)))
         full = executable.arguments(implicit, leaves)
         return executable, implicit, leaves, names, full, executable.runner.signature(full)
 
