@@ -148,3 +148,19 @@ def test_qnode_arguments_promote():
     out = f(np.int32(1))
     assert f.compiled_function is compiled and np.dtype(out.dtype) == np.float64
     np.testing.assert_allclose(out, circuit(1.0))
+
+
+def test_arguments_that_do_not_fit_the_annotations_warn_only_when_traced():
+    """Catalyst warns when it compiles for arguments that do not fit the annotations; a later
+    call that promotes to the signature compiled for them runs it without a warning."""
+    @qjit
+    def f(x: ShapedArray((), jnp.int8)):
+        return x * 3
+
+    with pytest.warns(UserWarning, match="did not match declared signature"):
+        f(np.float32(1.5))
+    traced = f.compiled_function
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _assert_same(f(np.int16(2)), jax.jit(lambda x: x * 3)(np.float32(2)))  # int16 -> float32
+    assert f.compiled_function is traced and _programs(f) == 2

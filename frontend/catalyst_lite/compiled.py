@@ -324,19 +324,26 @@ class QJIT:
         _, family, trace, *_ = self._signature_of(call)
         self._last = family.generic(trace)
 
-    def _signature_of(self, call: CallArguments) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
+    def _signature_of(self, call: CallArguments, mismatch: Exception | None = None
+                      ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
         """The call (its arguments promoted to a compiled signature, see :meth:`_promoted`), the
         programs traced for its signature, how it is traced, and its flat arguments with their
-        abstracted axes and names."""
+        abstracted axes and names. ``mismatch``: why the call does not fit the type annotations,
+        said in Catalyst's warning when its signature is then traced."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
         key = (call.dynamic_keys, tree, tuple(specs), call.static)
-        if key not in self._programs:
+        if not _has_program(self._programs.get(key)):
             promoted = self._promoted(key, leaves)
             if promoted is not None:
                 key, leaves = promoted
                 specs = list(key[2])
                 call = call.with_dynamic(jax.tree_util.tree_unflatten(tree, leaves))
+            elif mismatch is not None:
+                warnings.warn(
+                    f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
+                    UserWarning, stacklevel=5,
+                )
         trace = self._signature_trace(call, tree, specs, axes, names)
         return call, self._family_for(key, axes, names, specs), trace, leaves, axes, names
 
@@ -351,8 +358,7 @@ class QJIT:
             return None
         dynamic_keys, tree, specs, static = key
         for other in reversed(list(self._programs)):
-            family = self._programs[other]
-            if other[:2] == (dynamic_keys, tree) and other[3] == static and (family.programs or family.static_programs):
+            if other[:2] == (dynamic_keys, tree) and other[3] == static and _has_program(self._programs[other]):
                 converted = promoted_leaves(leaves, specs, other[2])
                 if converted is not None:
                     return other, converted
@@ -377,12 +383,13 @@ class QJIT:
         return binding.bind(examples, {})
 
     def _program_for(self, call: CallArguments) -> tuple[CallArguments, Executable, list[Any], list[str], list[int], list[int]]:
-        """The call as run (promoted to a compiled signature, see :meth:`_promoted`), its program
+        """The call as run (conformed to the type annotations and promoted to a compiled
+        signature, see :meth:`_conformed` and :meth:`_promoted`), its program
         (traced if no program of its signature holds for its sizes, see
         :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
         size inputs' leading part (the lengths of its abstracted axes), and the sizes the
         program's implicit inputs take for the call."""
-        call, family, trace, leaves, axes, names = self._signature_of(call)
+        call, family, trace, leaves, axes, names = self._signature_of(*self._conformed(call))
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
         _check_int64(self.name, names, leaves)
@@ -420,25 +427,22 @@ class QJIT:
                 family = self._programs.setdefault(key, ProgramFamily(inputs, self.name))
         return family
 
-    def _conformed(self, call: CallArguments) -> CallArguments:
+    def _conformed(self, call: CallArguments) -> tuple[CallArguments, ArgumentTypeError | None]:
         """With type annotations, the call's values converted to them where Catalyst converts
-        (see :func:`.signature.as_annotated`). Values that do not fit the annotations are traced
-        for their own types with a ``UserWarning``, as Catalyst recompiles for them."""
+        (see :func:`.signature.as_annotated`), and why values do not fit them (``None`` if
+        they do): such a call runs a signature it promotes to, else it is traced for its own
+        types with Catalyst's ``UserWarning``."""
         if self._annotated is None:
-            return call
+            return call, None
         out = []
         for (tag, ident), name, a in zip(call.keys, call.names, call.values):
             if tag == "":
                 try:
                     a = as_annotated(self.name, name, self._annotations[ident], a)
                 except ArgumentTypeError as mismatch:
-                    warnings.warn(
-                        f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
-                        UserWarning, stacklevel=4,
-                    )
-                    return call
+                    return call, mismatch
             out.append(a)
-        return dataclasses.replace(call, values=tuple(out))
+        return dataclasses.replace(call, values=tuple(out)), None
 
     # --- calling -----------------------------------------------------------------------------
 
@@ -542,8 +546,7 @@ class QJIT:
                       static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call with every check (as :meth:`_python_call` returns it); remembered for the
         validated path when ``key`` settles them."""
-        call = self._conformed(self.binding.bind(args, kwargs))
-        call, executable, leaves, names, axis_lengths, implicit = self._program_for(call)
+        call, executable, leaves, names, axis_lengths, implicit = self._program_for(self.binding.bind(args, kwargs))
         self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
             # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
@@ -656,7 +659,7 @@ class QJIT:
         (False, True)
         """
         bound = self.binding.bind(tuple(args), kwargs)
-        call, executable, leaves, names, _, implicit = self._program_for(self._conformed(bound))
+        call, executable, leaves, names, _, implicit = self._program_for(bound)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             executable.prepare(implicit, leaves)
         return not _same_objects(call.values, bound.values)
@@ -810,7 +813,7 @@ class QJIT:
         """A call's program, implicit sizes, leaves, their names, the program's flat arguments
         and its size signature."""
         args = self._jit.place_arguments(args)
-        _, executable, leaves, names, _, implicit = self._program_for(self._conformed(self.binding.bind(args, kwargs)))
+        _, executable, leaves, names, _, implicit = self._program_for(self.binding.bind(args, kwargs))
         full = executable.arguments(implicit, leaves)
         return executable, implicit, leaves, names, full, executable.runner.signature(full)
 
@@ -904,6 +907,12 @@ def _is_concrete_array_type(kind: type) -> bool:
         _CONCRETE_ARRAY_TYPES.add(kind)
         return True
     return False
+
+
+def _has_program(family: ProgramFamily | None) -> bool:
+    """Whether a signature has been compiled: its family holds a program (its trace may have
+    failed)."""
+    return family is not None and bool(family.programs or family.static_programs)
 
 
 def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
