@@ -694,17 +694,18 @@ class QJIT:
     @property
     def compiled_function(self) -> Any:
         """Catalyst's handle on the compiled program of the most recent call (``None`` before
-        the first trace): the same object while calls run the same program, another one once a
-        call needs a new program (new argument types, static values, or sizes its facts do not
+        the first trace): the same object while calls run the same program (arguments promoted
+        to a compiled signature included), another one once a call needs a new program (argument
+        types that promote to no compiled signature, static values, or sizes its facts do not
         cover). Repeats of an earlier call's argument types that ``jax.jit``'s C++ dispatcher
         runs by itself do not update it.
 
         >>> from catalyst_lite import qjit
         >>> f = qjit(lambda x: x * 2)
         >>> _ = f(1.0); first = f.compiled_function
-        >>> _ = f(2.0); f.compiled_function is first
+        >>> _ = f(2); f.compiled_function is first  # an int promotes to the float signature
         True
-        >>> _ = f(1); f.compiled_function is first
+        >>> _ = f(1j); f.compiled_function is first  # a complex does not
         False
         """
         return self._last

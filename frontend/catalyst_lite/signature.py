@@ -29,7 +29,8 @@ ShapeDtypeStruct(shape=(2, 3), dtype=float32)
 re-traced only when its *signature* changes: the pytree structure of its dynamic arguments, their
 dtypes and ranks, the sizes of the axes that are not abstracted, and the values of its static
 arguments. Sizes of abstracted axes and the values of integer arguments are not part of it: a
-program traced once runs at every size.
+program traced once runs at every size. A call of a new signature whose arguments promote to a
+compiled one (:func:`promoted_leaves`, Catalyst's convention) runs that one, converted.
 """
 
 from __future__ import annotations
