@@ -164,3 +164,24 @@ def test_arguments_that_do_not_fit_the_annotations_warn_only_when_traced():
         warnings.simplefilter("error")
         _assert_same(f(np.int16(2)), jax.jit(lambda x: x * 3)(np.float32(2)))  # int16 -> float32
     assert f.compiled_function is traced and _programs(f) == 2
+
+
+def test_a_static_value_mutated_since_its_trace_is_a_new_signature():
+    """A static argument is looked up by its hash: mutated (its hash with it), it is another
+    value, never promoted to the program traced for its old value."""
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+        def __hash__(self):
+            return hash(self.k)
+
+        def __eq__(self, other):
+            return isinstance(other, Scale) and other.k == self.k
+
+    f = qjit(lambda x, s: x * s.k, static_argnums=1)
+    scale = Scale(2)
+    assert float(f(1.5, scale)) == 3.0
+    scale.k = 3
+    assert float(f(np.int32(2), scale)) == 6.0  # int32 would promote to the old value's program
+    assert _programs(f) == 2

@@ -301,6 +301,10 @@ class QJIT:
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
+        # The same families by (argument names, structure, static values), in the order they were
+        # made: the signatures a call may be promoted to (see _promoted). Looked up by hash, as
+        # the programs are: a static value mutated since it was traced matches neither.
+        self._promotable: dict[Hashable, list[tuple[tuple, ProgramFamily]]] = {}
         # Calls already validated, by _call_key: what their repeats run (see __call__).
         self._validated_calls: dict[tuple, _RepeatedCall] = {}
         self._last: Executable | None = None
@@ -333,11 +337,11 @@ class QJIT:
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
         key = (call.dynamic_keys, tree, tuple(specs), call.static)
-        if not _has_program(self._programs.get(key)):
+        family = self._programs.get(key)
+        if not _has_program(family):
             promoted = self._promoted(key, leaves)
             if promoted is not None:
-                key, leaves = promoted
-                specs = list(key[2])
+                family, specs, leaves = promoted
                 call = call.with_dynamic(jax.tree_util.tree_unflatten(tree, leaves))
             elif mismatch is not None:
                 warnings.warn(
@@ -345,23 +349,25 @@ class QJIT:
                     UserWarning, stacklevel=5,
                 )
         trace = self._signature_trace(call, tree, specs, axes, names)
-        return call, self._family_for(key, axes, names, specs), trace, leaves, axes, names
+        family = family if family is not None else self._family_for(key, axes, names, specs)
+        return call, family, trace, leaves, axes, names
 
-    def _promoted(self, key: tuple, leaves: list[Any]) -> tuple[tuple, list[Any]] | None:
+    def _promoted(self, key: tuple, leaves: list[Any]) -> tuple[ProgramFamily, list[LeafSpec], list[Any]] | None:
         """Promote to a compiled signature, as Catalyst does: a call whose signature was never
         traced runs the most recently traced program of the same structure and static arguments
         whose signature its arguments promote to (same shapes, every dtype converting without
         loss, see :func:`.signature.promoted_leaves`), its arguments converted; ``None`` when
-        there is none (the call's signature is then traced). Arguments traced by an outer JAX
-        transformation are never converted here: they meet the program at its boundary."""
+        there is none (the call's signature is then traced). Returns that signature's programs,
+        its leaf specs and the converted leaves. Arguments traced by an outer JAX transformation
+        are never converted here: they meet the program at its boundary."""
         if any(isinstance(x, Tracer) for x in leaves):
             return None
         dynamic_keys, tree, specs, static = key
-        for other in reversed(list(self._programs)):
-            if other[:2] == (dynamic_keys, tree) and other[3] == static and _has_program(self._programs[other]):
+        for other, family in reversed(self._promotable.get((dynamic_keys, tree, static), ())):
+            if _has_program(family):
                 converted = promoted_leaves(leaves, specs, other[2])
                 if converted is not None:
-                    return other, converted
+                    return family, list(other[2]), converted
         return None
 
     def _annotation_call(self) -> CallArguments | None:
@@ -419,12 +425,16 @@ class QJIT:
         )
 
     def _family_for(self, key: tuple, axes, names, specs) -> ProgramFamily:
-        """The programs traced for a signature (``key``: structure, dtypes, static values)."""
+        """The programs traced for a signature (``key``: structure, dtypes, static values), made
+        if there are none yet."""
         family = self._programs.get(key)
         if family is None:
             inputs = SizeInputs.of(*dimension_sources(axes), names, [_is_int_scalar_spec(s) for s in specs])
             with self._lock:
-                family = self._programs.setdefault(key, ProgramFamily(inputs, self.name))
+                family = self._programs.get(key)
+                if family is None:
+                    family = self._programs[key] = ProgramFamily(inputs, self.name)
+                    self._promotable.setdefault((key[0], key[1], key[3]), []).append((key, family))
         return family
 
     def _conformed(self, call: CallArguments) -> tuple[CallArguments, ArgumentTypeError | None]:
@@ -840,6 +850,7 @@ class QJIT:
         the next call traces and compiles again."""
         with self._lock:
             self._programs = {}
+            self._promotable = {}
             self._validated_calls = {}
             self._last = None
             self._python_only = None
