@@ -185,3 +185,10 @@ def test_a_static_value_mutated_since_its_trace_is_a_new_signature():
     scale.k = 3
     assert float(f(np.int32(2), scale)) == 6.0  # int32 would promote to the old value's program
     assert _programs(f) == 2
+
+
+def test_an_int_beyond_int64_is_refused_rather_than_promoted():
+    f = qjit(lambda x: x + 1)
+    f(1.0)
+    with pytest.raises(OverflowError, match="64-bit"):
+        f(2**70)

@@ -336,6 +336,7 @@ class QJIT:
         said in Catalyst's warning when its signature is then traced."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
+        _check_int64(self.name, names, leaves)  # before promotion would make a float of it
         key = (call.dynamic_keys, tree, tuple(specs), call.static)
         family = self._programs.get(key)
         if not _has_program(family):
@@ -398,7 +399,6 @@ class QJIT:
         call, family, trace, leaves, axes, names = self._signature_of(*self._conformed(call))
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
-        _check_int64(self.name, names, leaves)
         # A size argument traced by an outer transformation has no value to check facts with.
         values = [*axis_lengths, *(None if isinstance(x, Tracer) and not is_concrete_value(x) else x for x in leaves)]
         try:
