@@ -149,7 +149,9 @@ def test_compiled_function_changes_exactly_when_a_call_needs_another_program():
     assert second is not first
     assert float(f(4.0, 2)) == 8.0  # the first static value again: its program again
     assert f.compiled_function is first
-    f(np.int32(3), 2)  # another dtype: another program
+    assert float(f(np.int32(3), 2)) == 6.0  # an int32 promotes to the float64 signature: run it
+    assert f.compiled_function is first
+    assert complex(f(3j, 2)) == 6j  # a complex does not promote to float64: another program
     assert f.compiled_function not in (first, second)
 
 

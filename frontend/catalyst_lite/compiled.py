@@ -61,6 +61,7 @@ from .signature import (
     LeafSpec,
     as_annotated,
     dtype_of,
+    promoted_leaves,
     example_of,
     is_type_annotation,
     resolved_annotation,
@@ -300,6 +301,10 @@ class QJIT:
         )
         # The programs traced for each signature, each valid for the sizes where its facts hold.
         self._programs: dict[Hashable, ProgramFamily] = {}
+        # The same families by (argument names, structure, static values), in the order they were
+        # made: the signatures a call may be promoted to (see _promoted). Looked up by hash, as
+        # the programs are: a static value mutated since it was traced matches neither.
+        self._promotable: dict[Hashable, list[tuple[tuple, ProgramFamily]]] = {}
         # Calls already validated, by _call_key: what their repeats run (see __call__).
         self._validated_calls: dict[tuple, _RepeatedCall] = {}
         self._last: Executable | None = None
@@ -320,16 +325,51 @@ class QJIT:
 
     def _trace_generic(self, call: CallArguments) -> None:
         """Trace the generic program of this call's signature now (ahead of time)."""
-        family, trace, *_ = self._signature_of(call)
+        _, family, trace, *_ = self._signature_of(call)
         self._last = family.generic(trace)
 
-    def _signature_of(self, call: CallArguments) -> tuple[ProgramFamily, SignatureTrace, list, list, list[str]]:
-        """The programs traced for this call's signature, how it is traced, and the call's flat
-        arguments with their abstracted axes and names."""
+    def _signature_of(self, call: CallArguments, mismatch: Exception | None = None
+                      ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
+        """The call (its arguments promoted to a compiled signature, see :meth:`_promoted`), the
+        programs traced for its signature, how it is traced, and its flat arguments with their
+        abstracted axes and names. ``mismatch``: why the call does not fit the type annotations,
+        said in Catalyst's warning when its signature is then traced."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
+        _check_int64(self.name, names, leaves)  # before promotion would make a float of it
+        key = (call.dynamic_keys, tree, tuple(specs), call.static)
+        family = self._programs.get(key)
+        if not _has_program(family):
+            promoted = self._promoted(key, leaves)
+            if promoted is not None:
+                family, specs, leaves = promoted
+                call = call.with_dynamic(jax.tree_util.tree_unflatten(tree, leaves))
+            elif mismatch is not None:
+                warnings.warn(
+                    f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
+                    UserWarning, stacklevel=5,
+                )
         trace = self._signature_trace(call, tree, specs, axes, names)
-        return self._family_for(call, tree, specs, axes, names), trace, leaves, axes, names
+        family = family if family is not None else self._family_for(key, axes, names, specs)
+        return call, family, trace, leaves, axes, names
+
+    def _promoted(self, key: tuple, leaves: list[Any]) -> tuple[ProgramFamily, list[LeafSpec], list[Any]] | None:
+        """Promote to a compiled signature, as Catalyst does: a call whose signature was never
+        traced runs the most recently traced program of the same structure and static arguments
+        whose signature its arguments promote to (same shapes, every dtype converting without
+        loss, see :func:`.signature.promoted_leaves`), its arguments converted; ``None`` when
+        there is none (the call's signature is then traced). Returns that signature's programs,
+        its leaf specs and the converted leaves. Arguments traced by an outer JAX transformation
+        are never converted here: they meet the program at its boundary."""
+        if any(isinstance(x, Tracer) for x in leaves):
+            return None
+        dynamic_keys, tree, specs, static = key
+        for other, family in reversed(self._promotable.get((dynamic_keys, tree, static), ())):
+            if _has_program(family):
+                converted = promoted_leaves(leaves, specs, other[2])
+                if converted is not None:
+                    return family, list(other[2]), converted
+        return None
 
     def _annotation_call(self) -> CallArguments | None:
         """Arguments standing for the type annotations when every parameter is positional and
@@ -349,15 +389,16 @@ class QJIT:
         examples = tuple(example_of(a, p.name, self.name) for p, a in zip(params, annotations))
         return binding.bind(examples, {})
 
-    def _program_for(self, call: CallArguments) -> tuple[Executable, list[Any], list[str], list[int], list[int]]:
-        """The program for this call (traced if no program of its signature holds for its
-        sizes, see :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
+    def _program_for(self, call: CallArguments) -> tuple[CallArguments, Executable, list[Any], list[str], list[int], list[int]]:
+        """The call as run (conformed to the type annotations and promoted to a compiled
+        signature, see :meth:`_conformed` and :meth:`_promoted`), its program
+        (traced if no program of its signature holds for its sizes, see
+        :mod:`.compiler.assumptions`), its flat arguments, their names, the call's
         size inputs' leading part (the lengths of its abstracted axes), and the sizes the
         program's implicit inputs take for the call."""
-        family, trace, leaves, axes, names = self._signature_of(call)
+        call, family, trace, leaves, axes, names = self._signature_of(*self._conformed(call))
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
-        _check_int64(self.name, names, leaves)
         # A size argument traced by an outer transformation has no value to check facts with.
         values = [*axis_lengths, *(None if isinstance(x, Tracer) and not is_concrete_value(x) else x for x in leaves)]
         try:
@@ -365,7 +406,7 @@ class QJIT:
         except UnknownSize as unknown:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
-        return program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
+        return call, program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
         """How this call's signature is traced (by its :class:`ProgramFamily`, in the scopes it
@@ -383,35 +424,35 @@ class QJIT:
             self.name, self.options, self._executable_options, self._report, capture, donated,
         )
 
-    def _family_for(self, call: CallArguments, tree, specs, axes, names) -> ProgramFamily:
-        """The programs traced for this call's signature (structure, dtypes, static values)."""
-        key = (call.dynamic_keys, tree, tuple(specs), call.static)
+    def _family_for(self, key: tuple, axes, names, specs) -> ProgramFamily:
+        """The programs traced for a signature (``key``: structure, dtypes, static values), made
+        if there are none yet."""
         family = self._programs.get(key)
         if family is None:
             inputs = SizeInputs.of(*dimension_sources(axes), names, [_is_int_scalar_spec(s) for s in specs])
             with self._lock:
-                family = self._programs.setdefault(key, ProgramFamily(inputs, self.name))
+                family = self._programs.get(key)
+                if family is None:
+                    family = self._programs[key] = ProgramFamily(inputs, self.name)
+                    self._promotable.setdefault((key[0], key[1], key[3]), []).append((key, family))
         return family
 
-    def _conformed(self, call: CallArguments) -> CallArguments:
+    def _conformed(self, call: CallArguments) -> tuple[CallArguments, ArgumentTypeError | None]:
         """With type annotations, the call's values converted to them where Catalyst converts
-        (see :func:`.signature.as_annotated`). Values that do not fit the annotations are traced
-        for their own types with a ``UserWarning``, as Catalyst recompiles for them."""
+        (see :func:`.signature.as_annotated`), and why values do not fit them (``None`` if
+        they do): such a call runs a signature it promotes to, else it is traced for its own
+        types with Catalyst's ``UserWarning``."""
         if self._annotated is None:
-            return call
+            return call, None
         out = []
         for (tag, ident), name, a in zip(call.keys, call.names, call.values):
             if tag == "":
                 try:
                     a = as_annotated(self.name, name, self._annotations[ident], a)
                 except ArgumentTypeError as mismatch:
-                    warnings.warn(
-                        f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
-                        UserWarning, stacklevel=4,
-                    )
-                    return call
+                    return call, mismatch
             out.append(a)
-        return dataclasses.replace(call, values=tuple(out))
+        return dataclasses.replace(call, values=tuple(out)), None
 
     # --- calling -----------------------------------------------------------------------------
 
@@ -515,8 +556,7 @@ class QJIT:
                       static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call with every check (as :meth:`_python_call` returns it); remembered for the
         validated path when ``key`` settles them."""
-        call = self._conformed(self.binding.bind(args, kwargs))
-        executable, leaves, names, axis_lengths, implicit = self._program_for(call)
+        call, executable, leaves, names, axis_lengths, implicit = self._program_for(self.binding.bind(args, kwargs))
         self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
             # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
@@ -526,7 +566,8 @@ class QJIT:
         if not kwargs and not any(call.is_static) and len(call.values) == len(args) and all(
             v is a for v, a in zip(call.values, args)
         ):
-            # The arguments bound unconverted, in order: a call with the same key is the same call.
+            # The arguments bound unconverted (not promoted), in order: a call with the same key is
+            # the same call.
             repeated = _RepeatedCall(executable, implicit, leaves, axis_lengths)
             if key is not None:
                 self._validated_calls[key] = repeated
@@ -617,14 +658,21 @@ class QJIT:
     @api_boundary
     def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:
         """Trace and compile the program for these arguments without running it (Catalyst's
-        ``jit_compile``): the next call with their types and sizes runs at once. Returns
-        ``False``: no argument needs converting to a compiled signature (each new signature is
-        traced for its own types)."""
-        call = self._conformed(self.binding.bind(tuple(args), kwargs))
-        executable, leaves, names, _, implicit = self._program_for(call)
+        ``jit_compile``): the next call with their types and sizes runs at once. Returns whether
+        the arguments need converting to run it: ``True`` when they promote to a signature
+        compiled before (which a call then runs), else ``False``.
+
+        >>> import jax.numpy as jnp
+        >>> from catalyst_lite import qjit
+        >>> f = qjit(lambda x: x * 2)
+        >>> f.jit_compile((jnp.float64(1.0),)), f.jit_compile((jnp.int32(1),))
+        (False, True)
+        """
+        bound = self.binding.bind(tuple(args), kwargs)
+        call, executable, leaves, names, _, implicit = self._program_for(bound)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             executable.prepare(implicit, leaves)
-        return False
+        return not _same_objects(call.values, bound.values)
 
     def aot_compile(self) -> None:
         """Trace the program of the parameters' type annotations now (Catalyst's ``aot_compile``;
@@ -656,17 +704,18 @@ class QJIT:
     @property
     def compiled_function(self) -> Any:
         """Catalyst's handle on the compiled program of the most recent call (``None`` before
-        the first trace): the same object while calls run the same program, another one once a
-        call needs a new program (new argument types, static values, or sizes its facts do not
+        the first trace): the same object while calls run the same program (arguments promoted
+        to a compiled signature included), another one once a call needs a new program (argument
+        types that promote to no compiled signature, static values, or sizes its facts do not
         cover). Repeats of an earlier call's argument types that ``jax.jit``'s C++ dispatcher
         runs by itself do not update it.
 
         >>> from catalyst_lite import qjit
         >>> f = qjit(lambda x: x * 2)
         >>> _ = f(1.0); first = f.compiled_function
-        >>> _ = f(2.0); f.compiled_function is first
+        >>> _ = f(2); f.compiled_function is first  # an int promotes to the float signature
         True
-        >>> _ = f(1); f.compiled_function is first
+        >>> _ = f(1j); f.compiled_function is first  # a complex does not
         False
         """
         return self._last
@@ -775,7 +824,7 @@ class QJIT:
         """A call's program, implicit sizes, leaves, their names, the program's flat arguments
         and its size signature."""
         args = self._jit.place_arguments(args)
-        executable, leaves, names, _, implicit = self._program_for(self._conformed(self.binding.bind(args, kwargs)))
+        _, executable, leaves, names, _, implicit = self._program_for(self.binding.bind(args, kwargs))
         full = executable.arguments(implicit, leaves)
         return executable, implicit, leaves, names, full, executable.runner.signature(full)
 
@@ -801,6 +850,7 @@ class QJIT:
         the next call traces and compiles again."""
         with self._lock:
             self._programs = {}
+            self._promotable = {}
             self._validated_calls = {}
             self._last = None
             self._python_only = None
@@ -869,6 +919,12 @@ def _is_concrete_array_type(kind: type) -> bool:
         _CONCRETE_ARRAY_TYPES.add(kind)
         return True
     return False
+
+
+def _has_program(family: ProgramFamily | None) -> bool:
+    """Whether a signature has been compiled: its family holds a program (its trace may have
+    failed)."""
+    return family is not None and bool(family.programs or family.static_programs)
 
 
 def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:

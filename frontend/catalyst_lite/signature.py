@@ -29,7 +29,8 @@ ShapeDtypeStruct(shape=(2, 3), dtype=float32)
 re-traced only when its *signature* changes: the pytree structure of its dynamic arguments, their
 dtypes and ranks, the sizes of the axes that are not abstracted, and the values of its static
 arguments. Sizes of abstracted axes and the values of integer arguments are not part of it: a
-program traced once runs at every size.
+program traced once runs at every size. A call of a new signature whose arguments promote to a
+compiled one (:func:`promoted_leaves`, Catalyst's convention) runs that one, converted.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import inspect
 import numbers
 import sys
 import types
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
@@ -64,6 +66,9 @@ __all__ = [
     "example_of",
     "check_python_scalar",
     "as_annotated",
+    "promotes",
+    "promoted_leaf",
+    "promoted_leaves",
     "dtype_of",
     "LeafSpec",
     "ArgumentLayout",
@@ -119,6 +124,13 @@ class CallArguments:
     def static(self) -> tuple[tuple[ArgumentKey, Any], ...]:
         """The static arguments as a hashable part of a trace's key."""
         return tuple(zip(self._pick(self.keys, True), self._pick(self.values, True)))
+
+    def with_dynamic(self, dynamic: Sequence[Any]) -> "CallArguments":
+        """The same call with these values for its dynamic arguments (in order)."""
+        values = iter(dynamic)
+        return dataclasses.replace(
+            self, values=tuple(v if s else next(values) for v, s in zip(self.values, self.is_static))
+        )
 
 
 class CallBinding:
@@ -441,16 +453,10 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
 
 def check_python_scalar(fn_name: str, arg_name: str, annotation: type, a: Any) -> None:
     """An argument of a parameter annotated ``int``/``float``/``bool``/``complex`` is a scalar
-    of that kind or one that promotes to it, as Catalyst converts it (a ``bool`` for ``int``, an
-    ``int`` or ``bool`` for ``float``, any number for ``complex``)."""
+    whose dtype promotes to the annotation's (:func:`promotes`), as Catalyst converts it (a
+    ``bool`` for ``int``, an ``int`` or ``bool`` for ``float``, any number for ``complex``)."""
     kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
-    ok = kind is not None and np.ndim(a) == 0 and {
-        int: np.issubdtype(kind, np.integer) or kind == np.dtype(bool),
-        float: np.issubdtype(kind, np.floating) or np.issubdtype(kind, np.integer) or kind == np.dtype(bool),
-        bool: kind == np.dtype(bool),
-        complex: np.issubdtype(kind, np.number) or kind == np.dtype(bool),
-    }[annotation]
-    if not ok:
+    if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
         raise ArgumentTypeError(
             f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
             f"{type(a).__name__} {a!r}."
@@ -467,21 +473,76 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
     if annotation in PYTHON_SCALARS:
         check_python_scalar(fn_name, arg_name, annotation, a)
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
-        return annotation(a) if annotation in (int, float) and not isinstance(a, Tracer) else a
+        return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
         if not hasattr(a, "dtype") and not isinstance(a, (int, float, bool, complex)):
             return a
         dtype = dtype_of(a)
         python_scalar = not hasattr(a, "dtype")  # weakly typed in JAX: given the annotated type
-        promotes = jax.numpy.promote_types(dtype, annotation.dtype) == annotation.dtype
-        if not promotes and not python_scalar:
+        promotable = promotes(dtype, annotation.dtype)
+        if not promotable and not python_scalar:
             raise ArgumentTypeError(
                 f"{fn_name}: argument {arg_name} is annotated with dtype {np.dtype(annotation.dtype)} "
                 f"but got {dtype}, which does not promote to it."
             )
-        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and promotes:
-            return np.asarray(a, dtype=annotation.dtype)
+        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and promotable:
+            return promoted_leaf(a, LeafSpec(tuple(annotation.shape), np.dtype(annotation.dtype), False))
     return a
+
+
+# --- promotion to a compiled signature -------------------------------------------------------------
+
+
+def promotes(dtype: Any, target: Any) -> bool:
+    """Whether an argument of ``dtype`` converts to ``target`` without loss, by JAX's promotion
+    rules (``jnp.promote_types(dtype, target)`` is ``target``): Catalyst's rule for running a
+    compiled or annotated signature on other arguments. Typed PRNG keys convert to nothing else.
+
+    >>> promotes(np.int32, np.float64), promotes(np.float64, np.int64), promotes(np.uint64, np.int64)
+    (True, False, False)
+    """
+    extended = jax.dtypes.extended
+    if jax.dtypes.issubdtype(dtype, extended) or jax.dtypes.issubdtype(target, extended):
+        return dtype == target
+    try:
+        return jax.numpy.promote_types(dtype, target) == np.dtype(target)
+    except (TypeError, ValueError):  # a dtype JAX has no promotion for (float128)
+        return False
+
+
+# A weakly typed scalar of these dtypes is what a Python number of that type is traced as.
+_PYTHON_TYPE_OF = {dtype: kind for kind, dtype in PYTHON_SCALARS.items()}
+
+
+def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
+    """``x`` (whose dtype :func:`promotes` to ``spec``'s) converted to ``spec``'s type: a Python
+    number for a weakly typed scalar of Python's dtype (what such a signature was traced from),
+    else a NumPy array of ``spec``'s dtype.
+
+    >>> promoted_leaf(np.int32(2), LeafSpec((), np.dtype("float64"), True))
+    2.0
+    """
+    if spec.weak_type and spec.shape == ():
+        kind = _PYTHON_TYPE_OF.get(spec.dtype)
+        if kind is not None:
+            return x if type(x) is kind else kind(np.asarray(x).item())
+    return np.asarray(x, dtype=spec.dtype)
+
+
+def promoted_leaves(leaves: Sequence[Any], specs: Sequence[LeafSpec], target: Sequence[LeafSpec]) -> list | None:
+    """A call's flat arguments (of ``specs``) converted to a compiled signature's (``target``) when
+    each fits it: the same shape (``None`` for an abstracted axis), a dtype that
+    :func:`promotes` to the target's. ``None`` when one does not fit.
+
+    >>> f64, i32 = np.dtype("float64"), np.dtype("int32")
+    >>> promoted_leaves([np.ones(2, i32)], [LeafSpec((None,), i32, False)], [LeafSpec((None,), f64, False)])[0].dtype
+    dtype('float64')
+    """
+    if len(specs) != len(target) or not all(
+        s.shape == t.shape and promotes(s.dtype, t.dtype) for s, t in zip(specs, target)
+    ):
+        return None
+    return [x if s == t else promoted_leaf(x, t) for x, s, t in zip(leaves, specs, target)]
 
 
 def dtype_of(x: Any) -> np.dtype:
