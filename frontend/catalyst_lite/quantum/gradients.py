@@ -38,7 +38,7 @@ import jax.numpy as jnp
 from ..trace_context import current as current_context, scope as context_scope
 from ..errors import DifferentiableCompileError
 
-__all__ = ["differentiating", "gradient_method", "with_exact_derivative"]
+__all__ = ["by_adjoint_method", "differentiating", "gradient_method", "with_exact_derivative"]
 
 
 _ALLOWED_RESULTS = {"adjoint": ("expval",), "parameter-shift": ("expval", "probs")}
@@ -54,6 +54,15 @@ def differentiating(method: str) -> Iterator[None]:
     ``"fd"``): QNodes called by it check their ``diff_method`` (:func:`gradient_method`)."""
     with context_scope(diff_methods=(*_methods(), method)):
         yield
+
+
+def by_adjoint_method(qnode) -> bool:
+    """True while a ``grad``/``jacobian``... traces ``qnode`` with ``method="auto"`` and its
+    ``diff_method`` is ``"adjoint"``, or ``"best"`` on a state-vector simulator: its exact
+    ``expval`` results are then differentiated by the adjoint method (:mod:`.adjoint`) when the
+    circuit allows it. ``"backprop"`` keeps JAX's reverse mode of the simulation."""
+    methods = _methods()
+    return bool(methods) and methods[-1] == "auto" and qnode.diff_method in ("adjoint", "best")
 
 
 def _best(qnode, kinds: Sequence[str], shots_finite: bool) -> str:
