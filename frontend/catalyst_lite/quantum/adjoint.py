@@ -144,7 +144,7 @@ class _Plan:
         does when there are few, else by the loop of :func:`_walk`)."""
         if len(self.blocks) <= MAX_UNROLLED_BLOCKS:
             return _apply_blocks(initial, self.blocks, self.gates, matrices.picked(lambda stack: stack[0]), self.n_wires)
-        return _walk(self, matrices, initial[None], forward=True)[0]
+        return _walk(self, matrices, initial[None], forward=True)[0][0]
 
     def kinds(self) -> int:
         """The number of kernels the sweep's loop body holds."""
