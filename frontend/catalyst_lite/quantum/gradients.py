@@ -15,6 +15,10 @@ results estimated from shots get their derivatives:
   ``"adjoint"`` on ``lightning.qubit`` when every result is an ``expval``, else
   ``"parameter-shift"``.
 
+With ``"adjoint"``, and ``"best"`` without shots, exact ``expval`` results of a straight-line
+circuit are differentiated by the adjoint method (:mod:`.adjoint`: one compiled loop over the
+fused blocks instead of JAX's reverse mode of the simulation; the same exact derivatives).
+
 ``grad(..., method="fd")`` differentiates the whole function by finite differences, circuit
 included, whatever ``diff_method`` says (as in Catalyst).
 
