@@ -160,7 +160,7 @@ def bench_speculation(rounds: int) -> dict[str, float]:
 def bench_unroll(rounds: int) -> dict[str, float]:
     """``grow`` (a resizing for_loop, 10 known steps), first call and repeated call: unrolled vs
     the resizing-loop path (capacity buffers, speculation)."""
-    fl = sys.modules["catalyst_lite.control_flow.for_loop"]
+    fl = sys.modules["catalyst_lite.control_flow.loop_common"]  # where the short loops unroll
 
     def off() -> contextlib.AbstractContextManager:
         return _setting(fl, "UNROLL_LIMIT", -1)

@@ -755,6 +755,73 @@ def test_a_loop_that_cannot_be_compiled_runs_in_python_with_a_warning():
     assert control_flow_of(g.jaxpr) == []
 
 
+def test_a_loop_whose_body_raises_while_traced_runs_in_python_with_a_warning():
+    def python_int(v):
+        if not isinstance(v, int):  # a library that takes Python ints only, say
+            raise TypeError(f"a Python int please, not {type(v).__name__}")
+        return v
+
+    def counting(x: float):
+        for i in range(3):
+            x = x * 2 + python_int(i)
+        return x
+
+    def stepping(x: float):
+        k = 0
+        while k < 3:
+            x = x * 2
+            k = python_int(k) + 1
+        return x
+
+    for f in (counting, stepping):
+        with pytest.warns(AutoGraphWarning, match=r"TypeError: +a Python int please(?s:.*)runs as a Python loop"):
+            g = qjit(autograph=True)(f)
+        assert float(g(1.5)) == f(1.5)
+        assert control_flow_of(g.jaxpr) == []  # unrolled
+
+
+def test_a_loop_over_a_traced_array_of_known_length_can_run_in_python():
+    def weighted(params):
+        labels = ["1", "2", "3"]  # a Python list indexed by the loop index: not compilable
+        s = 0.0
+        for i, x in enumerate(params):
+            s = s + x * int(labels[i])
+        return s
+
+    params = np.array([0.5, 1.0, 2.0])
+    with pytest.warns(AutoGraphWarning, match="runs as a Python loop"):
+        assert float(qjit(autograph=True)(weighted)(params)) == weighted(params)
+
+
+def _sum_of_list(x):
+    s = 0.0
+    for v in [1.0, 2.5, 4.0]:
+        s = s + v * x
+    for i, v in enumerate([3, 5]):
+        s = s + i * v
+    return s
+
+
+def _loop_over_labels(x):
+    for label in ["a", "b"]:
+        x = x + len(label)
+    return x
+
+
+def test_strict_conversion_compiles_loops_over_python_lists(monkeypatch):
+    """Without strict conversion a list is iterated by Python; with it (Catalyst's meaning: no
+    loop runs in Python while tracing) a list of numbers is an array looped over by compiled
+    loops, as Catalyst converts it, and any other list is an error."""
+    unrolled = qjit(autograph=True)(_sum_of_list)
+    assert float(unrolled(2.0)) == _sum_of_list(2.0) and control_flow_of(unrolled.jaxpr) == []
+    monkeypatch.setattr(catalyst_lite, "autograph_strict_conversion", True)
+    compiled = qjit(autograph=True)(_sum_of_list)
+    assert float(compiled(2.0)) == _sum_of_list(2.0)
+    assert [name for name, _ in control_flow_of(compiled.jaxpr)] == ["for_loop", "for_loop"]
+    with pytest.raises(AutoGraphError, match=r"Could not convert the iteration target \['a', 'b'\]"):
+        qjit(autograph=True)(_loop_over_labels)(1.0)
+
+
 def test_a_while_whose_condition_ignores_the_loop_variables_is_python():
     @qjit(autograph=True)
     def f(x: float):
@@ -780,8 +847,26 @@ def test_a_traced_index_used_as_a_python_int_in_a_compiled_loop():
                 s = s + params[i]
             return s
 
-    err = check_error(program, AutoGraphError, "loop index .* traced .* needs a concrete value", "for i in range(n)")
+    # Catalyst warns that the loop falls back to Python, then fails with JAX's error: so do we,
+    # with an error that is both JAX's (jax.jit fails on this program with it) and AutoGraphError
+    with pytest.warns(AutoGraphWarning, match=r"(?s)TracerIntegerConversionError:.*cannot run as a Python loop"):
+        err = check_error(program, AutoGraphError, "loop index .* traced .* needs a concrete value", "for i in range(n)")
     assert f"{HERE}:{line_of(program, 'params[i]')}" in str(err)
+    assert isinstance(err, jax.errors.TracerIntegerConversionError)
+    assert str(err).startswith("The __index__() method was called on traced array")
+
+    def counted(n: int):
+        params, s, k = [1.0, 2.0], 0.0, 0
+        while k < n:
+            s, k = s + params[k], k + 1
+        return s
+
+    with pytest.raises(jax.errors.TracerBoolConversionError):
+        jax.jit(counted)(2)
+    with pytest.warns(AutoGraphWarning, match="its condition is traced"):
+        with pytest.raises(jax.errors.TracerBoolConversionError, match="the `while` loop .* is compiled") as info:
+            qjit(autograph=True)(counted)  # (annotated: compiled at decoration)
+    assert isinstance(info.value, jax.errors.TracerIntegerConversionError)  # what params[k] raised
 
 
 def squares_list(n, x):
@@ -968,6 +1053,21 @@ def test_branches_of_different_rank_or_structure():
     check_error(error_programs.structure_mismatch, TypeError, "'y' is .* in one branch", "if x > 0")
 
 
+def _clipped_or_default(x: float):
+    if x > 1.0:
+        y = x - 1.0
+    elif x < -1.0:
+        y = -x * 2.0
+    else:
+        return 0.5  # y has no value on this path, which returns
+    return y * 3.0
+
+
+def test_a_variable_unassigned_only_on_a_path_that_returns():
+    ours = qjit(autograph=True)(_clipped_or_default)
+    assert [float(ours(x)) for x in (2.5, -3.0, 0.2)] == [_clipped_or_default(x) for x in (2.5, -3.0, 0.2)]
+
+
 def test_returning_on_some_paths_only():
     def program():
         @qjit(autograph=True)
@@ -1085,6 +1185,17 @@ def test_callables_and_what_vmap_and_loops_make_compile_with_autograph():
 
     assert [float(v) for v in qjit(doubling, autograph=True)(1.5, 0)] == [24.0, 4.0]
     assert float(qjit(counting, autograph=True)(1.0)) == 11.0
+    k = 3.0
+
+    @cond(k > 2.0)
+    def picked():
+        return k**2
+
+    @picked.otherwise
+    def picked():
+        return k
+
+    assert float(qjit(picked, autograph=True)()) == k**2
     assert float(qjit(counting)(1.0)) == 11.0  # the loop takes the carried values, not the index
 
 
@@ -1140,17 +1251,45 @@ def test_docs_examples_run():
 
 def test_an_unsupported_construct_is_a_not_implemented_error():
     """Catalyst raises malt's ``UnsupportedLanguageElementError`` (a ``NotImplementedError``) for
-    ``for``/``else``; ours is an ``AutoGraphError`` that is also one, naming the function."""
-    def f(x):
-        for i in range(3):
-            x = x + i
-        else:
-            x = x * 10
-        return x
+    what malt cannot convert (a private ``self.__name``); ours is an ``AutoGraphError`` that is
+    also one, naming the function."""
 
-    with pytest.raises(NotImplementedError, match="Cannot convert 'test_an_unsupported.*for/else"):
-        qjit(autograph=True)(f)
-    assert float(qjit(f)(1.0)) == 40.0  # without autograph: a Python loop, as written
+    class Scaled:
+        def __init__(self):
+            self.__k = 2.0
+
+        def apply(self, x):
+            for _ in range(2):
+                x = x * self.__k
+            return x
+
+    with pytest.raises(NotImplementedError, match="Cannot convert '.*Scaled.apply' .*mangled names"):
+        qjit(autograph=True)(Scaled().apply)
+    assert float(qjit(Scaled().apply)(1.5)) == 6.0  # without autograph: a Python loop, as written
+
+
+def _first_above(x, n, limit):
+    found = -1
+    for i in range(n):
+        if x[i] > limit:
+            found = i
+            break
+    else:  # no break: nothing above the limit
+        found = n * 10
+    k = 0
+    while k < n:
+        k += 2
+    else:
+        k = -k
+    return found, k
+
+
+def test_loops_with_an_else_block_run_it_unless_they_break():
+    ours = qjit(autograph=True)(_first_above)
+    x = np.array([0.5, 3.0, 1.0, 4.0])
+    for n, limit in ((4, 2.0), (4, 5.0), (3, 0.0), (0, 0.0)):
+        assert [int(v) for v in ours(x, n, limit)] == list(_first_above(x, n, limit))
+    assert {"while_loop"} <= {name for name, _ in control_flow_of(ours.jaxpr)}  # compiled loops
 
 
 # --- Catalyst's conventions and phrases (issue #28) ------------------------------------------------
@@ -1171,6 +1310,27 @@ def test_logical_operators_on_arrays_are_elementwise():
     assert np.array_equal(qjit(autograph=True)(either)(a, b), np.logical_or(a, b))
     assert np.array_equal(qjit(autograph=True)(negated)(a), np.logical_not(a))
     assert bool(qjit(autograph=True)(negated)(0.0)) is (not 0.0)  # a scalar: Python's truth
+
+
+def _both(a, b):
+    return a and b
+
+
+def _either(a, b):
+    return a or b
+
+
+def _either_half(a):
+    return a or 2.5
+
+
+def test_and_or_of_traced_numbers_give_pythons_value():
+    both, either, either_half = (qjit(autograph=True)(f) for f in (_both, _either, _either_half))
+    for a, b in ((2.0, 3.0), (0.0, 3.0), (2.0, 0.0), (-1.5, 0.0)):
+        assert float(both(a, b)) == _both(a, b) and float(either(a, b)) == _either(a, b)
+    assert [float(either_half(a)) for a in (0.0, 4.0)] == [_either_half(a) for a in (0.0, 4.0)]
+    flags = [(True, False), (False, True), (True, True)]
+    assert [bool(both(p, q)) for p, q in flags] == [_both(p, q) for p, q in flags]  # booleans stay
 
 
 def test_true_division_in_place_of_an_integer_array_gives_floats():

@@ -2,6 +2,7 @@
 compared with the same circuits written with explicit control flow (results and the nesting of
 control flow in the jaxpr) and with PennyLane's default.qubit."""
 
+import numpy as np
 import pennylane as qml
 import pytest
 
@@ -267,3 +268,55 @@ def test_under_program_capture_pennylane_autograph_converts():
 
     compiled = qjit(autograph=True, capture=True)(qml.qnode(DEV)(circuit))
     assert float(compiled(0.3, 3)) == pytest.approx(float(qml.QNode(circuit, DEV)(0.3, 3)), abs=1e-12)
+
+
+def measure_until_zero(x):
+    """A traced ``if`` chooses the wire to measure; while the measurement reads 1, flip wire 0
+    back and measure it again; then rotate wire 2 by the number of tries."""
+    qml.RX(x, wires=0)
+    if x > 1.0:
+        m = measure(0)
+    else:
+        m = measure(1)  # |0>
+    k = 0
+    while m:
+        qml.PauliX(wires=0)
+        m = measure(0)
+        k += 1
+    qml.RY(0.4 * (k + 1), wires=2)
+    return qml.probs(wires=2)
+
+
+def test_measurement_values_carried_by_loops_and_branches():
+    """Compiled, with deterministic outcomes, against the probabilities computed by hand."""
+    tries = qjit(autograph=True)(qml.qnode(DEV)(measure_until_zero))
+    for x, k in ((np.pi, 1), (0.5, 0)):  # measures |1> on wire 0: one retry; |0> on wire 1: none
+        half_angle = 0.4 * (k + 1) / 2
+        np.testing.assert_allclose(tries(x), [np.cos(half_angle) ** 2, np.sin(half_angle) ** 2], atol=1e-12)
+    assert {"cond", "while_loop"} <= {n for n, _ in control_flow_of(tries.jaxpr)}
+
+
+def _chain(x):
+    for w in [0, 1, 2]:
+        qml.RX(x, wires=w)
+    for i, w in enumerate([0, 1]):
+        qml.CNOT(wires=[w, w + 1])
+        qml.RZ(x * i, wires=w)
+
+
+def test_strict_conversion_keeps_python_loops_inside_adjoint(monkeypatch):
+    """Under strict conversion loops over lists are compiled, except in ``qml.adjoint`` (whose
+    operations PennyLane records): there they run in Python, so their items stay wires."""
+    import catalyst_lite
+
+    monkeypatch.setattr(catalyst_lite, "autograph_strict_conversion", True)
+
+    def circuit(x):
+        qml.adjoint(_chain)(x)
+        for w in [0, 1, 2]:
+            qml.RY(x, wires=w)
+        return qml.expval(qml.PauliZ(2))
+
+    ours = qjit(autograph=True)(qml.qnode(DEV)(circuit))
+    assert float(ours(0.3)) == pytest.approx(float(qml.QNode(circuit, DEV)(0.3)), abs=1e-12)
+    assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["for_loop"]

@@ -95,7 +95,7 @@ def _appending_numpy(sz: int, n_steps: int) -> np.ndarray:
 
 @pytest.mark.parametrize("n_steps", [0, 5, 40])
 def test_short_resizing_loops_are_unrolled_with_the_same_results(n_steps):
-    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+    from catalyst_lite.control_flow.loop_common import UNROLL_LIMIT
 
     grow = _appending(n_steps)
     np.testing.assert_array_equal(grow(3), _appending_numpy(3, n_steps))
@@ -107,7 +107,7 @@ def test_short_resizing_loops_are_unrolled_with_the_same_results(n_steps):
 def test_short_resizing_while_loops_of_a_known_trip_count_are_unrolled(n_steps):
     """A counter against a bound known when the program is staged: the predicate is known at
     every iteration, so a short loop is one program, as a for_loop of known bounds is."""
-    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+    from catalyst_lite.control_flow.loop_common import UNROLL_LIMIT
 
     @qjit
     def grow(x):

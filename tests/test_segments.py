@@ -148,7 +148,7 @@ def sorted_head(n: int):
 
 
 def test_body_that_cannot_run_on_buffers_runs_per_size():
-    from catalyst_lite.control_flow.for_loop import UNROLL_LIMIT
+    from catalyst_lite.control_flow.loop_common import UNROLL_LIMIT
 
     n = UNROLL_LIMIT + 2  # a shorter loop is unrolled into one program at its int trip count
     a = np.ones(1)

@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -25,8 +26,8 @@ import numpy as np
 
 from ..compiler.specialize import trip_count
 from ..errors import AutoGraphError
-from ..jax_extras import Tracer
-from .state import at, innermost_user_line
+from ..jax_extras import Tracer, is_tracing
+from .state import at, innermost_user_line, recording_operators
 
 __all__ = [
     "TracedRange", "Enumerated", "Zipped", "IterationSpace", "iteration_space",
@@ -84,9 +85,43 @@ def range_(*args: Any) -> range | TracedRange:
 
 def enumerate_(iterable: Any, start: Any = 0) -> Any:
     """``enumerate(...)``: of an array or a range, a loop a ``for`` statement can compile."""
+    if isinstance(iterable, (list, tuple)) and compiles_lists():
+        iterable = strict_iteration_array(iterable, innermost_user_line())
     if isinstance(iterable, (range, TracedRange, Zipped)) or _is_array(iterable):
         return Enumerated(iterable, start)
     return enumerate(iterable, start)
+
+
+def strict_conversion() -> bool:
+    """``catalyst_lite.autograph_strict_conversion`` (Catalyst's flag): no loop may run in Python
+    while tracing; a loop that cannot be compiled is an error."""
+    return sys.modules["catalyst_lite"].autograph_strict_conversion
+
+
+def compiles_lists() -> bool:
+    """Whether a ``for`` over a list is compiled here: under strict conversion, while tracing,
+    except where PennyLane records operations (in ``qml.adjoint``/``qml.ctrl`` every loop runs in
+    Python, see :func:`~.state.recording_operators`)."""
+    return strict_conversion() and is_tracing() and not recording_operators()
+
+
+def strict_iteration_array(iterable: Any, where: Any) -> Any:
+    """What a ``for`` loop iterates under strict conversion when it is not a range or an array (a
+    list of numbers, which Python would iterate): the array of its items, as Catalyst converts
+    it, or an :class:`AutoGraphError` when there is none (a list of strings)."""
+    try:
+        if not isinstance(iterable, (list, tuple)) or any(
+            isinstance(v, (str, bytes)) for v in jax.tree.leaves(iterable)  # (NumPy reads "a" as a dtype)
+        ):
+            raise TypeError(f"{type(iterable).__name__} of non-numbers")
+        return jax.numpy.asarray(iterable)
+    except (TypeError, ValueError) as error:
+        raise AutoGraphError(
+            f"Could not convert the iteration target {iterable!r} to array{at(where)}: with "
+            "autograph_strict_conversion, a `for` loop is compiled over an array or a range, and "
+            "never runs in Python while tracing. Iterate over an array (or set "
+            "catalyst_lite.autograph_strict_conversion = False)."
+        ) from error
 
 
 def zip_(*iterables: Any, **kwargs: Any) -> Any:
@@ -188,7 +223,8 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         return IterationSpace(r.start, r.stop, r.step, _identity, False, lambda: iter(r))
     if _is_array(iterable):
         x = iterable
-        concrete = not isinstance(x, Tracer)
+        # a traced array of known length iterates in Python too (its rows are traced)
+        concrete = isinstance(x.shape[0], int)
         return IterationSpace(0, x.shape[0], 1, lambda i: x[i], concrete, lambda: iter(x))
     if isinstance(iterable, Zipped):
         inner = [iteration_space(i) for i in iterable.iterables]
@@ -202,7 +238,8 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
             return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
 
         return IterationSpace(
-            0, shortest, 1, zipped_item, False, lambda: zip(*(s.python_items() for s in inner))
+            0, shortest, 1, zipped_item, all(s.concrete for s in inner),
+            lambda: zip(*(s.python_items() for s in inner)),
         )
     if isinstance(iterable, Enumerated):
         inner, start = iteration_space(iterable.iterable), iterable.start

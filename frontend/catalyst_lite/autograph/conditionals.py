@@ -5,8 +5,8 @@ On a concrete condition each does what Python does, at no cost. On a traced one,
 branches may disagree on sizes and dtypes (promoted as JAX does), and on whether the function
 returned (malt's return value filled with zeros, an error unless every path ends in ``return``);
 anything else is an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable and line.
-``and``/``or``/``not`` on traced booleans are ``logical_and``/``logical_or``/``logical_not``
-(both operands evaluated). See docs/autograph.md.
+``and``/``or`` on a traced scalar give Python's value (``logical_and``/``logical_or`` on booleans,
+both operands evaluated), ``not`` is ``logical_not``. See docs/autograph.md.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def _traced_branch(
         outcomes[k] = snapshot
         leaves = []
         for j, record in enumerate(snapshot.variables):
-            if j in plan.placeholders and record.kind == "no_return":
+            if j in plan.placeholders and record.kind in ("no_return", "undefined"):
                 leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
                 continue
             values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
@@ -208,7 +208,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
         kinds = {r.kind for r in records}
         if kinds == {"undefined"} or kinds == {"no_return"}:
             continue
-        if "undefined" in kinds:
+        if "undefined" in kinds and not _undefined_only_where_returned(outcomes, j, names):
             raise AutoGraphError(
                 f"{display_name(name).capitalize()} is assigned in only some branches of the `if`"
                 f"{at(where)}, whose condition is traced: every branch must give it a value (or "
@@ -217,6 +217,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
         values = [r for r in records if r.kind == "value"]
         if "no_return" in kinds:
             scope_fills_return_value(where)
+        if "no_return" in kinds or "undefined" in kinds:
             plan.placeholders[j] = values[0]
         ref = values[0]
         for other in values[1:]:
@@ -233,6 +234,16 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
                 if len({l.dtype for l in leaves}) > 1:
                     plan.dtypes[(j, i)] = np.dtype(jnp.result_type(*(l.promotion_type() for l in leaves)))
     return plan
+
+
+def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: Sequence[str]) -> bool:
+    """Whether variable ``j`` lacks a value only in branches that returned from the function
+    (``else: return 0.0`` beside branches assigning ``y``): malt runs what follows the ``if`` only
+    if the function has not returned, so nothing reads the stand-in those branches carry."""
+    flags = [k for k, name in enumerate(names) if name.startswith("do_return")]
+    return bool(flags) and all(
+        o.values[flags[0]] is True for o in outcomes if o.variables[j].kind == "undefined"
+    )
 
 
 def _mismatch(
@@ -381,9 +392,16 @@ def not_(a: Any) -> Any:
 
 
 def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
+    """Python's value of ``left and right`` (``right`` if ``left`` is true, else ``left``) or
+    ``left or right`` for a traced scalar ``left``: the same as ``logical_and``/``logical_or`` on
+    booleans, and the operand itself on numbers (``2.0 and 3.0`` is 3.0), promoted to one dtype."""
     right = traced_value(right)
     if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
         return op(left, right)
-    where = innermost_user_line()
-    right = predicate(right, construct, where) if isinstance(right, Tracer) else bool(right)
-    return op(predicate(left, construct, where), right)
+    truth = predicate(left, construct, innermost_user_line())
+    if not (isinstance(right, (bool, int, float, complex, np.generic)) or hasattr(right, "dtype")):
+        return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
+    if all(np.dtype(getattr(v, "dtype", type(v))) == np.bool_ for v in (left, right)):
+        return op(left, right)  # (Python's value on booleans)
+    takes_right = truth if op is jnp.logical_and else jnp.logical_not(truth)
+    return jnp.where(takes_right, right, left)

@@ -14,6 +14,7 @@ value returned from inside a compiled loop is carried from the start as zeros of
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import textwrap
@@ -29,7 +30,7 @@ from ..control_flow.common import traced_value
 from ..diagnostics import user_location as user_location_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
-from .builtins import IterationSpace, iteration_space
+from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
     ContainerCheckpoint,
@@ -85,6 +86,8 @@ def for_stmt(
     where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
+    if space is None and compiles_lists():
+        space = iteration_space(strict_iteration_array(iter_, where))
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
         _python_for(iter_, extra_test, body, state)
         return
@@ -111,7 +114,7 @@ def for_stmt(
             return _stoppable_for(space, extra_test, restore, loop_body, resize, where)(carried)
         return for_loop(space.lower, space.upper, space.step, allow_array_resizing=resize)(loop_body)(carried)
 
-    def python_loop(error: Exception, warn: Callable[[], None]) -> None:
+    def python_loop(error: Exception, warn: Callable[[bool], None]) -> None:
         warn()
         _python_for(space.python_items(), extra_test, body, state)
 
@@ -281,10 +284,10 @@ def while_stmt(
         loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
         return while_loop(condition, allow_array_resizing=resize)(loop_body)(carried)
 
-    def python_loop(error: Exception, warn: Callable[[], None]) -> None:
+    def python_loop(error: Exception, warn: Callable[[bool], None]) -> None:
         value = test()
         if isinstance(value, Tracer):  # traced from the start: no Python loop can replace it
-            _raise_explained(error, where, "while")
+            _no_python_loop(error, where, "while", warn)
         warn()
         _python_while(value, test, body, where, error)
 
@@ -311,7 +314,7 @@ def _python_while(
 
 def _run(
     compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
-    python_loop: Callable[[Exception, Callable[[], None]], None] | None,
+    python_loop: Callable[[Exception, Callable[[bool], None]], None] | None,
     containers: ContainerCheckpoint,
     get_state: GetState,
     set_state: SetState,
@@ -331,9 +334,16 @@ def _run(
         checkpoint.restore()
         containers.restore()
         package = sys.modules["catalyst_lite"]  # Catalyst's module flags (see its __init__)
-        if python_loop is None or package.autograph_strict_conversion:
+        if strict_conversion():
             _raise_explained(error, where, kind)
-        python_loop(error, lambda: None if package.autograph_ignore_fallbacks else _warn_fallback(error, where, kind))
+
+        def warn(runs_in_python: bool = True) -> None:
+            if not package.autograph_ignore_fallbacks:
+                _warn_fallback(error, where, kind, runs_in_python)
+
+        if python_loop is None:
+            _no_python_loop(error, where, kind, warn)
+        python_loop(error, warn)
 
 
 _NEEDS_CONCRETE_VALUES = (
@@ -498,19 +508,46 @@ def _type_change(
     )
 
 
+def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: Callable[[bool], None]) -> None:
+    """A loop that cannot be compiled, whose range or condition is traced so that no Python loop
+    can replace it either. Where its body needed a concrete value, Catalyst first warns that it
+    falls back to Python (its users' ``pytest.warns`` read that), so we warn in its words too."""
+    if isinstance(error, _NEEDS_CONCRETE_VALUES):
+        warn(False)
+    _raise_explained(error, where, kind)
+
+
 def _raise_explained(error: Exception, where: Location | None, kind: str) -> None:
     """A loop that must be compiled and cannot: a traced value used as a Python value in its body
-    is explained in terms of the loop; other errors are the body's own."""
+    is explained in terms of the loop; other errors are the body's own. The explanation is an
+    AutoGraphError that is also the body's JAX error and the one Python's own loop raises on a
+    traced range or condition (what ``jax.jit`` of the program and Catalyst's fallback raise),
+    with JAX's first line first."""
     if not isinstance(error, _NEEDS_CONCRETE_VALUES):
         raise error
     because = "its range or array" if kind == "for" else "its condition"
-    raise AutoGraphError(
-        f"The `{kind}` loop{at(where)} is compiled ({because} is traced), so the loop index and "
-        "the loop's variables are traced values inside it, but "
-        f"{user_location_of_traceback(error.__traceback__) or 'its body'} needs a concrete value "
-        f"({_summary(error)}). Index arrays with them (jnp.asarray(python_list)[i]) rather than "
-        "Python lists, and compute Python values outside the loop."
+    python_loop_error = jax.errors.TracerIntegerConversionError if kind == "for" else jax.errors.TracerBoolConversionError
+    jax_line = (str(error).strip().splitlines() or [""])[0]
+    raise _explained_class(python_loop_error, type(error))(
+        f"{jax_line}: the `{kind}` loop{at(where)} is compiled ({because} is traced), so the loop "
+        "index and the loop's variables are traced values inside it, but "
+        f"{user_location_of_traceback(error.__traceback__) or 'its body'} needs a concrete value. "
+        "Index arrays with them (jnp.asarray(python_list)[i]) rather than Python lists, and "
+        "compute Python values outside the loop."
     ) from error
+
+
+@functools.cache
+def _explained_class(*jax_errors: type[Exception]) -> type[AutoGraphError]:
+    """An AutoGraphError that is also each of ``jax_errors`` (``except TracerIntegerConversionError``
+    catches it, as it catches Catalyst's, which raises JAX's own)."""
+
+    def __init__(self: Exception, message: str) -> None:
+        Exception.__init__(self, message)  # (JAX's classes build their message from a tracer)
+
+    unique = list(dict.fromkeys(jax_errors))
+    bases = (AutoGraphError, *(c for c in unique if not any(o is not c and issubclass(o, c) for o in unique)))
+    return type(AutoGraphError.__name__, bases, {"__init__": __init__, "__module__": AutoGraphError.__module__})
 
 
 def _summary(error: Exception) -> str:
@@ -518,15 +555,20 @@ def _summary(error: Exception) -> str:
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
-def _warn_fallback(error: Exception, where: Location | None, kind: str) -> None:
+def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_python: bool = True) -> None:
     # Catalyst's wording first (its users' pytest.warns(match=...) read it), then what happens here.
     first_line = (str(error).strip().splitlines() or [""])[0]
+    known = "range" if kind == "for" else "condition"
     message = (
         f"Tracing of an AutoGraph converted {kind} loop failed with an exception:\n"
         f"  {type(error).__name__}:{textwrap.indent(first_line, '    ')}\n\n"
         f"The error occurred within the body of the following {kind} loop statement:\n"
         f"{where.as_traceback_entry() if where is not None else '  (unknown line)'}\n"
-        "With catalyst_lite, the loop runs as a Python loop instead, unrolled while tracing."
+        + (
+            "With catalyst_lite, the loop runs as a Python loop instead, unrolled while tracing."
+            if runs_in_python
+            else f"It cannot run as a Python loop either: its {known} is traced (known when the program runs)."
+        )
     )
     if where is None:
         warnings.warn(message, AutoGraphWarning, stacklevel=4)

@@ -28,9 +28,10 @@ import jax
 import jax.numpy as jnp
 import malt
 import numpy as np
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from jax.tree_util import PyTreeDef, tree_unflatten
 from malt.operators.variables import Undefined, UndefinedReturnValue
 
+from ..control_flow.common import flatten_values
 from ..errors import AutoGraphError, UninitializedVariableError
 from ..jax_extras import Tracer
 from ..quantum.recorder import recorder_class
@@ -276,7 +277,7 @@ class VariableRecord:
             return VariableRecord(name, "undefined")
         if isinstance(value, UndefinedReturnValue):
             return VariableRecord(name, "no_return")
-        leaves, tree = tree_flatten(value)
+        leaves, tree = flatten_values(value)  # (a mid-circuit measurement value: its traced bool)
         return VariableRecord(name, "value", tree, tuple(LeafRecord.of(l) for l in leaves))
 
     def stand_in(self) -> Any:
@@ -309,7 +310,7 @@ class Snapshot:
         out = []
         for record, value in zip(self.variables, self.values):
             if record.kind == "value":
-                out += [l for l, r in zip(tree_flatten(value)[0], record.leaves) if r.dynamic]
+                out += [l for l, r in zip(flatten_values(value)[0], record.leaves) if r.dynamic]
         return out
 
     def rebuild(self, dynamic: Sequence[Any]) -> tuple:

@@ -68,8 +68,8 @@ class ConversionFailed(AutoGraphError):
 
 
 class UnsupportedConstructError(ConversionFailed, NotImplementedError):
-    """The function uses a construct autograph does not convert (``for``/``else``...): also a
-    ``NotImplementedError``, as Catalyst raises it."""
+    """The function uses a construct autograph does not convert (a private ``self.__name``, a
+    generator): also a ``NotImplementedError``, as Catalyst raises it."""
 
 
 # --- the passes ----------------------------------------------------------------------------------
@@ -82,6 +82,8 @@ class _Transpiler(transpiler.GenericTranspiler):
         return "ag__" + super().get_transformed_name(node)
 
     def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
+        if any(isinstance(n, (ast.For, ast.While)) and n.orelse for n in ast.walk(node)):
+            node = _loops_without_else(node)
         unsupported_features_checker.verify(node)
         found = _Constructs(node)
         if not found.anything:
@@ -185,6 +187,74 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
         visit_ClassDef = visit_FunctionDef
 
     return Hoist().visit(node)
+
+
+def _loops_without_else(node: ast.AST) -> ast.AST:
+    """``for``/``while`` loops with an ``else`` block (which malt does not convert) as Python
+    defines them: the block runs after the loop unless a ``break`` of that loop ran, which a flag
+    set before each such ``break`` records (``if not flag: <else block>`` after the loop)."""
+    count = 0
+
+    def located(new: ast.AST, like: ast.AST) -> ast.AST:
+        origin = anno.getanno(like, anno.Basic.ORIGIN, default=None)
+        for n in ast.walk(new):
+            ast.copy_location(n, like)
+            if origin is not None:
+                anno.setanno(n, anno.Basic.ORIGIN, origin)
+        return new
+
+    class FlagBreaks(ast.NodeTransformer):
+        """Sets ``flag`` before the breaks of one loop (not those of loops or functions nested in it)."""
+
+        def __init__(self, flag: str):
+            self.flag = flag
+
+        def visit_Break(self, n: ast.Break) -> Any:
+            return [located(ast.Assign([ast.Name(self.flag, ast.Store())], ast.Constant(True)), n), n]
+
+        def skip(self, n: ast.AST) -> ast.AST:
+            return n
+
+        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = skip
+        visit_Lambda = skip
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_loop(self, n: ast.For | ast.While) -> Any:
+            nonlocal count
+            self.generic_visit(n)  # (inner loops first: their else blocks join this loop's body)
+            if not n.orelse:
+                return n
+            orelse, n.orelse = n.orelse, []
+            if not any(isinstance(b, ast.Break) for s in n.body for b in _own_statements(s)):
+                return [n, *orelse]
+            flag = f"loop_broke__ag_{count}"
+            count += 1
+            breaker = FlagBreaks(flag)
+            n.body = [t for s in n.body for t in _as_list(breaker.visit(s))]
+            start = located(ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(False)), n)
+            after = located(ast.If(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())), [], []), orelse[0])
+            after.body = orelse
+            return [start, n, after]
+
+        visit_For = visit_While = visit_loop
+
+    return ast.fix_missing_locations(Rewrite().visit(node))
+
+
+def _own_statements(statement: ast.stmt) -> list[ast.AST]:
+    """The nodes of ``statement`` that belong to the loop around it (not to loops or functions
+    nested in it)."""
+    if isinstance(statement, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    found = [statement]
+    for child in ast.iter_child_nodes(statement):
+        if isinstance(child, ast.stmt):
+            found += _own_statements(child)
+    return found
+
+
+def _as_list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else [x]
 
 
 class _AssertCalls(ast.NodeTransformer):

@@ -510,10 +510,16 @@ class Prediction:
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
         run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
         _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
-                                              loop._pad_traced(carried, self.capacity), count, lower, step)
+                                              loop._pad(carried, self.capacity), count, lower, step)
         if not known:
             holds += [status == DONE, *(d == p for d, p in zip(new_dims, self.dims))]
         return [*self.dims, *loop._cut(buffers, self.dims)], holds
+
+
+def _with_static(values: Sequence[Any], static: dict, tag: str) -> list[Any]:
+    """``values`` (of the predicate's or the body's inputs, ``tag``) with the ``static`` ones as
+    Python ints, so that the sizes they give are static."""
+    return [static.get((tag, k), v) for k, v in enumerate(values)]
 
 
 def _equal(x: Any, value: int) -> Any:
@@ -557,6 +563,12 @@ class _CompiledLoop:
         self._compiled: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
 
+    def _static(self, pred_consts: Sequence[Any], consts: Sequence[Any], body_positions: Sequence[int]) -> tuple:
+        """The values of the inputs that size the predicate and the body (``body_positions`` of
+        ``consts``), as ``((tag, position), value)``: a loop is compiled per value."""
+        return tuple((("predicate", k), int(pred_consts[k])) for k in self.static_pred) + tuple(
+            (("body", k), int(consts[k])) for k in body_positions)
+
     def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
         fn = self._compiled.get(key)
         if fn is None:
@@ -596,41 +608,36 @@ class MaskedLoop(_CompiledLoop):
         return [isinstance(d, Var) and d in self._implicit for d in var.aval.shape]
 
     def _pad(self, values: Sequence[Any], capacity: int) -> list[Any]:
-        out = []
-        for var, x in zip(self._carried, values):
-            x = np.asarray(x)
-            axes = self._padded_axes(var)
-            shape = tuple(capacity if p else n for p, n in zip(axes, x.shape))
-            check_fits_in_memory("a resizing loop's capacity buffer", shape, x.dtype)
-            buffer = np.zeros(shape, x.dtype)
-            buffer[tuple(slice(0, n) for n in x.shape)] = x
-            out.append(buffer)
-        return out
-
-    def _pad_traced(self, values: Sequence[Any], capacity: int) -> list[Any]:
-        """:meth:`_pad` inside a trace (values of static shapes)."""
+        """The carried values in buffers of ``capacity`` along their resizable axes: NumPy arrays
+        from the host, padded in the trace when staged again (:meth:`Prediction.stage`)."""
         out = []
         for var, x in zip(self._carried, values):
             axes = self._padded_axes(var)
             if any(p and n > capacity for p, n in zip(axes, np.shape(x))):
                 raise NeedsHost("a resizing loop's operands exceed the predicted capacity")
-            out.append(jnp.pad(x, [(0, capacity - n if p else 0) for p, n in zip(axes, np.shape(x))]) if any(axes) else x)
+            widths = [(0, capacity - n if p else 0) for p, n in zip(axes, np.shape(x))]
+            if isinstance(x, Tracer):
+                out.append(jnp.pad(x, widths) if any(axes) else x)
+                continue
+            x = np.asarray(x)
+            shape = tuple(n + w for n, (_, w) in zip(x.shape, widths))
+            check_fits_in_memory("a resizing loop's capacity buffer", shape, x.dtype)
+            buffer = np.zeros(shape, x.dtype)  # (np.pad takes ten times as long)
+            buffer[tuple(slice(0, n) for n in x.shape)] = x
+            out.append(buffer)
         return out
 
     def _cut(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
-        """:meth:`_unpad` inside a trace, to known sizes."""
-        sizes = dict(zip(self._implicit, dims))
-        return [lax.slice(b, (0,) * b.ndim, tuple(sizes.get(d, n) if isinstance(d, Var) else n
-                                                   for d, n in zip(var.aval.shape, b.shape)))
-                for var, b in zip(self._carried, buffers)]
-
-    def _unpad(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
+        """The carried values cut from their buffers to the carried sizes ``dims``: in the trace
+        (:meth:`Prediction.stage`), or from the host (the arrays a run returns)."""
         sizes = dict(zip(self._implicit, dims))
         out = []
         for var, b in zip(self._carried, buffers):
-            index = tuple(slice(0, sizes[d]) if isinstance(d, Var) and d in sizes else slice(None)
-                          for d in var.aval.shape)
-            out.append(jnp.asarray(np.asarray(b)[index]))
+            limits = tuple(sizes.get(d, n) if isinstance(d, Var) else n for d, n in zip(var.aval.shape, np.shape(b)))
+            if isinstance(b, Tracer):
+                out.append(lax.slice(b, (0,) * len(limits), limits))
+            else:
+                out.append(jnp.asarray(np.asarray(b)[tuple(slice(0, n) for n in limits)]))
         return out
 
     # --- the compiled loop ------------------------------------------------------------------------
@@ -640,12 +647,6 @@ class MaskedLoop(_CompiledLoop):
         ``checked=False``: a ``for_loop`` whose sizes are known to fit, which checks nothing."""
         s = self.shape
         nimplicit = s.nimplicit
-
-        def with_static(values: Sequence[Any], positions: Sequence[int], tag: str) -> list[Any]:
-            values = list(values)
-            for k in positions:
-                values[k] = static[tag, k]
-            return values
 
         def more(k, count, pred_consts, consts, dims, buffers) -> Any:
             if s.predicate is None:
@@ -657,8 +658,8 @@ class MaskedLoop(_CompiledLoop):
             return pred
 
         def run(pred_consts, consts, dims, buffers, count, lower, step):
-            pred_consts = with_static(pred_consts, self.static_pred, "predicate")
-            consts = with_static(consts, self.static_consts, "body")
+            pred_consts = _with_static(pred_consts, static, "predicate")
+            consts = _with_static(consts, static, "body")
 
             def advance(k, dims, buffers):
                 """One iteration on the buffers: its checks, carried sizes and buffers."""
@@ -711,8 +712,7 @@ class MaskedLoop(_CompiledLoop):
         An iteration that exceeds the capacity stops the loop with its carry overwritten (no
         copy of the old one is kept, which would cost a pass over every buffer per iteration):
         the loop runs again from the start, at the capacity the growth so far predicts."""
-        static = tuple((("body", k), int(consts[k])) for k in self.static_consts) + tuple(
-            (("predicate", k), int(pred_consts[k])) for k in self.static_pred)
+        static = self._static(pred_consts, consts, self.static_consts)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
         while not self.unmaskable and capacity <= MAX_CAPACITY:
@@ -738,7 +738,7 @@ class MaskedLoop(_CompiledLoop):
                 # Whether the sizes this run met fit the capacities learned from it.
                 fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
                 return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
-                        new_dims, self._unpad(buffers, new_dims))
+                        new_dims, self._cut(buffers, new_dims))
             if status == INVALID:
                 break
             if status == RELEARN:
@@ -813,12 +813,12 @@ class BoundedScan(_CompiledLoop):
         self.static = tuple(sorted({*self.static_consts, *range(shape.nconsts, shape.nconsts + shape.nimplicit)}))
         self.unsupported = False
 
-    def _scan(self, capacity: int, static: dict[int, int]) -> Callable:
+    def _scan(self, capacity: int, static: dict[tuple, int]) -> Callable:
         body, nimplicit = self.shape.body, self.shape.nimplicit
         prefix = self.shape.predicate is None
 
         def run(fixed, carried, lower, step, count):
-            fixed = [static.get(k, v) for k, v in enumerate(fixed)]
+            fixed = _with_static(fixed, static, "body")
 
             def one_step(carry, k):
                 def taken(c):
@@ -835,8 +835,8 @@ class BoundedScan(_CompiledLoop):
         body, predicate, nimplicit = self.shape.body, self.shape.predicate, self.shape.nimplicit
 
         def count(pred_consts, fixed, carried):
-            pred_consts = [static.get(("p", k), v) for k, v in enumerate(pred_consts)]
-            fixed = [static.get(("b", k), v) for k, v in enumerate(fixed)]
+            pred_consts = _with_static(pred_consts, static, "predicate")
+            fixed = _with_static(fixed, static, "body")
             implicit = fixed[self.shape.nconsts :]
             pred_consts, fixed, carried = jax.lax.stop_gradient((pred_consts, fixed, carried))
 
@@ -864,13 +864,12 @@ class BoundedScan(_CompiledLoop):
         body cannot be staged so (a nested loop that itself needs the host)."""
         if self.unsupported:
             return None
-        static = {k: int(fixed[k]) for k in self.static}
+        static = dict(self._static(pred_consts, fixed, self.static))
         try:
             if count is None:
-                pred_static = {("p", k): int(pred_consts[k]) for k in self.static_pred}
-                pred_static |= {("b", k): v for k, v in static.items()}
-                counter = self._jitted(("count", *sorted(pred_static.items())), lambda: self._counter(pred_static))
+                counter = self._jitted(("count", *sorted(static.items())), lambda: self._counter(static))
                 count = int(counter(list(pred_consts), list(fixed), list(carried)))
+            static = {key: v for key, v in static.items() if key[0] == "body"}  # what the scan needs
             capacity = capacity_for(count)
             scan = self._jitted((capacity, *sorted(static.items())), lambda: self._scan(capacity, static))
             return list(scan(list(fixed), list(carried), jnp.int64(lower), jnp.int64(step), jnp.int64(count)))

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
+from ..compiler.specialize import dimension_inputs
 from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import ShapeBroadcastError
 from ..errors import ControlFlowError, DimensionError, function_name
@@ -35,6 +36,7 @@ __all__ = [
     "as_predicate",
     "describe_aval",
     "split_groups",
+    "fed_dimension_operands",
     "ControlFlowHandler",
     "control_flow_handler",
     "active_control_flow_handler",
@@ -229,6 +231,17 @@ def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]
         start += n
     groups.append(list(values[start:]))
     return groups
+
+
+def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:
+    """The operands a specialization of a nested primitive keys on: those feeding a binder whose
+    value sizes its body (``feeds``: each body and the operand feeding each of its binders); of
+    body ``b`` only the ``nfixed[b]`` leading binders (a loop's constants and carried sizes: its
+    carried values change from one iteration to the next)."""
+    needed = set()
+    for b, (jaxpr, feed) in enumerate(feeds):
+        needed |= {feed[k] for k in dimension_inputs(jaxpr) if nfixed is None or k < nfixed[b]}
+    return needed
 
 
 class WithoutOperation:

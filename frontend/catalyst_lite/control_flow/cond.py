@@ -38,7 +38,7 @@ from jax.tree_util import PyTreeDef, tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, masked_eval
 from ..compiler.runner import runner_for
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr
+from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
@@ -77,6 +77,7 @@ from .common import (
     ambient_carries,
     as_predicate,
     describe_aval,
+    fed_dimension_operands,
     split_groups,
     tracing_mode,
     WithoutOperation,
@@ -541,15 +542,6 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     return results
 
 
-def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    npreds = len(params["branch_jaxprs"]) - 1
-    needed, offset = set(), npreds
-    for cj, n in zip(params["branch_jaxprs"], params["branch_nconsts"]):
-        needed |= {offset + k for k in dimension_inputs(cj.jaxpr)}
-        offset += n
-    return needed
-
-
 # --- lowering ------------------------------------------------------------------------------------
 # `.mlir` shows the dynamic program: one `stablehlo.case` on the index of the first predicate that
 # holds (the last region is `otherwise`); each region lowers its branch on captured constants.
@@ -578,5 +570,6 @@ def _lower(
 
 register_nested_primitive(cond_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_jvp, batching=_batching, partial_eval=_partial_eval,
-    staged=_staged, host=_host, dimension_operands=_dimension_operands, masked=_masked, lowering=_lower,
+    staged=_staged, host=_host, dimension_operands=lambda params: fed_dimension_operands(_feeds(params)),
+    masked=_masked, lowering=_lower,
 ))

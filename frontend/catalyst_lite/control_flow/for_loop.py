@@ -33,10 +33,9 @@ import jax.numpy as jnp
 from jax import lax
 from jax.tree_util import tree_unflatten
 
-from ..compiler.capacity import Checks, LoopShape, Prediction, Unmaskable, conformed, masked_eval, run_compiled
+from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.runner import record_replay, runner_for
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim, trip_count
+from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
@@ -58,7 +57,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import UNROLL_LIMIT, Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays
+from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays
 
 __all__ = ["for_loop", "for_loop_p"]
 
@@ -239,7 +238,15 @@ def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) 
     return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
 
 
-_loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation)
+def _counting(ops: LoopOperands) -> tuple[Any, Any, Any]:
+    """The trip count, first index and step (traced or known)."""
+    lower, upper, step, _ = ops.bounds
+    if not isinstance(step, Tracer):
+        step = _checked_step(step, "host-driven loop")
+    return trip_count(lower, upper, step), lower, step
+
+
+_loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation, counting=_counting)
 
 
 # --- specialization rules ------------------------------------------------------------------------
@@ -254,7 +261,7 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     body = params["body_jaxpr"].jaxpr
     nconsts, nimplicit = params["body_nconsts"], params["nimplicit"]
     if nimplicit and not dims_unchanged(body, nconsts, nimplicit):
-        return _unrolled(body, consts, implicit, (lower, upper, step), carried, nimplicit)
+        return _loop.unrolled(invals, params)
     implicit = [to_dim(d) for d in implicit]
     count = trip_count(lower, upper, step)
     if isinstance(count, int) and count == 0:
@@ -279,63 +286,14 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     return [*implicit, *out]
 
 
-def _unrolled(
-    body: Any, consts: list[Any], implicit: list[Any], bounds: tuple, carried: list[Any], nimplicit: int
-) -> list[Any]:
-    """Inside one XLA program: a resizing loop whose trip count is known and short, each
-    iteration staged at its own sizes. This replaces one dispatch per iteration (host-driven
-    execution) by one for the whole program; a size that depends on data raises
-    :class:`NeedsHost` as before (``to_dim``)."""
-    if any(isinstance(b, Tracer) for b in bounds):
-        raise NeedsHost("for_loop resizes arrays, with bounds known only at run time")
-    bounds = tuple(int(b) for b in bounds)
-    if len(range(*bounds)) > UNROLL_LIMIT:
-        raise NeedsHost("for_loop resizes arrays in too many iterations to unroll")
-    implicit = [to_dim(d) for d in implicit]
-    for i in range(*bounds):
-        # np.int64, as host-driven execution passes the index: the same types, the same results.
-        outs = eval_jaxpr(body, [*consts, *implicit, np.int64(i), *carried], Mode.STAGED)
-        implicit, carried = [to_dim(d) for d in outs[:nimplicit]], outs[nimplicit:]
-    return [*implicit, *carried]
-
-
-def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
-    """The loop staged again at the sizes a run on capacity buffers found (see
-    :mod:`~catalyst_lite.compiler.runner`)."""
-    ops = _operands(invals, params)
-    lower, upper, step, _ = ops.bounds
-    return prediction.stage([], ops.consts, ops.implicit, ops.carried, trip_count(lower, upper, step), lower, step)
-
-
-def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Driven from Python: compiled whole when it can be (on capacity buffers, or a bounded scan
-    in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`); otherwise each iteration runs
-    the body compiled for its current sizes."""
-    ops = _operands(invals, params)
-    consts, implicit, (lower, upper, step, _), carried = ops.consts, ops.implicit, ops.bounds, ops.carried
-    nimplicit = params["nimplicit"]
-    step = _checked_step(step, "host-driven loop")
-    lower, upper = int(lower), int(upper)
-    shape = LoopShape(for_loop_p, params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit)
-    outs = run_compiled(shape, invals, lambda ran: record_replay(params, functools.partial(_replayed, ran, params)),
-                        [], consts, implicit, carried, len(range(lower, upper, step)), lower, step)
-    if outs is not None:
-        return outs
-    run_body = runner_for(params["body_jaxpr"].jaxpr, "for_loop body")
-    for i in range(lower, upper, step):
-        outs = run_body(*consts, *implicit, np.int64(i), *carried)
-        implicit, carried = [int(d) for d in outs[:nimplicit]], outs[nimplicit:]
-    return [*implicit, *carried]
-
-
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
     """Constants and carried dimensions that size the body are needed to specialize it, and so
     is the step: a known step makes a known trip count, and a zero step an error at compile time
     rather than a division by zero inside XLA (steps are constants in practice, so this costs no
     extra compilations)."""
-    fixed = params["body_nconsts"] + params["nimplicit"]
-    step = fixed + 2  # operands: *consts *implicit lower upper step start *carried
-    return {k for k in dimension_inputs(params["body_jaxpr"].jaxpr) if k < fixed} | {step}
+    # operands: *consts *implicit lower upper step start *carried
+    step = params["body_nconsts"] + params["nimplicit"] + 2
+    return _loop.dimension_operands(params) | {step}
 
 
 def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
@@ -432,7 +390,7 @@ def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
 
 register_nested_primitive(for_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_host, dimension_operands=_dimension_operands,
+    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_dimension_operands,
     masked=_masked, bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower,
     kept_under_differentiation=_trip_count_traced,
 ))

@@ -10,15 +10,25 @@ operand that feeds the constant binder.
 
 The rules bind the loop again with transformed bodies (:class:`LoopBody`'s ``jvp``, ``batched``,
 ``known_part``); each primitive says how its operands are grouped and how an equation is rebuilt
-(:class:`Loop`).
+(:class:`Loop`). Both loops run iteration by iteration with one step loop (:func:`step_by_step`):
+from the host (:func:`loop_host`, each body compiled per size signature) and unrolled into one XLA
+program (:func:`loop_unrolled`, each iteration staged at its own sizes).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+import jax.numpy as jnp
+import numpy as np
+
+from ..compiler.capacity import LoopShape, Prediction, run_compiled
+from ..compiler.runner import record_replay, runner_for
+from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..errors import ControlFlowError
+from ..jax_extras import Tracer
 from ..jax_extras import Jaxpr, OutputType, Var
 from ..jax_extras.dynshape import JaxprTypeError, array_aval, input_type_of, output_type_of
 from ..jax_extras.nested import NestedBody, interleave, retrace
@@ -26,7 +36,7 @@ from ..jax_extras.rules import Feeds, Zero, batch_call, bind_known, instantiate_
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_carry, check_nested
-from .common import split_groups
+from .common import fed_dimension_operands, split_groups
 
 __all__ = [
     "LoopBody",
@@ -35,6 +45,9 @@ __all__ = [
     "loop_jvp",
     "loop_batching",
     "loop_partial_eval",
+    "loop_host",
+    "loop_unrolled",
+    "step_by_step",
     "dims_unchanged",
     "resizes_arrays",
     "is_inexact",
@@ -230,11 +243,6 @@ def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple
     return tuple(out)
 
 
-# A resizing loop with at most this many iterations, its trip count known when the program is
-# staged, is unrolled into one XLA program (each iteration staged at its own sizes).
-UNROLL_LIMIT = 32
-
-
 def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
     """True when a resizing loop's body returns every implicit dimension unchanged."""
     return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])
@@ -274,6 +282,23 @@ class Loop:
     predicate: Callable[[dict[str, Any]], LoopBody | None]
     equation: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], tuple[list[Any], dict[str, Any]]]
     batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
+    # for_loop: its trip count, first index and step from its operands (traced or known)
+    counting: Callable[[LoopOperands], tuple[Any, Any, Any]] | None = None
+
+    def counted(self, ops: LoopOperands) -> tuple[Any, ...]:
+        """``(trip count, first index, step)`` of a ``for_loop``; ``()`` for a ``while_loop``."""
+        return () if self.counting is None else self.counting(ops)
+
+    def dimension_operands(self, params: dict[str, Any]) -> set[int]:
+        """The constants and carried sizes that size the body or predicate."""
+        parts = [p for p in (self.predicate(params), self.body(params)) if p is not None]  # the feeds' order
+        return fed_dimension_operands(self.feeds(params), [p.nconsts + p.nimplicit for p in parts])
+
+    def host(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
+        return loop_host(self, invals, params)
+
+    def unrolled(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
+        return loop_unrolled(self, invals, params)
 
     def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
         return loop_jvp(self, primals, tangents, params)
@@ -380,3 +405,97 @@ def loop_partial_eval(loop: Loop, trace: Any, tracers: Sequence[Any], params: di
     outs_unknown = unknown_results(trace, loop.primitive, tracers, params, avals)
     unknown_carried = [o for o, u in zip(outs_unknown[body.nimplicit :], carried_uk) if u]
     return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]
+
+
+# --- running iteration by iteration ----------------------------------------------------------------
+
+
+def step_by_step(
+    name: str,
+    body: LoopBody,
+    ops: LoopOperands,
+    counted: tuple[int, ...],
+    run_body: Callable[[list[Any]], list[Any]],
+    run_predicate: Callable[[list[Any]], list[Any]] | None,
+    size: Callable[[Any], Any],
+    limit: int | None = None,
+) -> tuple[list[Any], list[Any]]:
+    """The carried sizes and values after the loop, one iteration at a time: ``run_body(args)``
+    and ``run_predicate(args)`` (``while_loop``) evaluate the body and predicate, ``size`` makes a
+    carried size one to pass on; a ``for_loop`` (``counted``: its trip count, first index and
+    step) gives the body its index. With a ``limit`` (unrolling), more iterations, or a predicate
+    whose value is not known, raise :class:`NeedsHost`."""
+    implicit, carried = [size(d) for d in ops.implicit], list(ops.carried)
+    k = 0
+    while True:
+        if run_predicate is None:
+            more = k < counted[0]
+        else:
+            more = run_predicate([*ops.pred_consts, *implicit, *carried])[0]
+            if limit is not None and not isinstance(more, (bool, np.bool_)):
+                raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
+        if not more:
+            return implicit, carried
+        if limit is not None and k >= limit:
+            raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
+        # np.int64, the same index type whether run from the host or unrolled: the same results.
+        index = [np.int64(counted[1] + k * counted[2])] if run_predicate is None else []
+        outs = run_body([*ops.consts, *implicit, *index, *carried])
+        implicit, carried = [size(d) for d in outs[: body.nimplicit]], outs[body.nimplicit :]
+        k += 1
+
+
+def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
+    """A loop driven from Python: compiled whole when it can be (on capacity buffers, or a bounded
+    scan in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`); otherwise each iteration
+    runs the body (and predicate) compiled for its current sizes."""
+    ops = loop.operands(invals, params)
+    body, pred = loop.body(params), loop.predicate(params)
+    counted = tuple(int(x) for x in loop.counted(ops))
+    shape = LoopShape(loop.primitive, body.jaxpr, body.nconsts, body.nimplicit,
+                      None if pred is None else pred.jaxpr, 0 if pred is None else pred.nconsts)
+
+    def replayed(prediction: Prediction, invals: list[Any]) -> tuple[list[Any], Any]:
+        """The loop staged again at the sizes the run on capacity buffers found (see
+        :mod:`~catalyst_lite.compiler.runner`)."""
+        again = loop.operands(invals, params)
+        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counted(again))
+
+    outs = run_compiled(shape, invals, lambda ran: record_replay(params, functools.partial(replayed, ran)),
+                        ops.pred_consts, ops.consts, ops.implicit, ops.carried, *counted)
+    if outs is not None:
+        return outs
+    run_body = runner_for(body.jaxpr, body.name)
+    run_pred = None if pred is None else runner_for(pred.jaxpr, pred.name)
+    implicit, carried = step_by_step(loop.primitive.name, body, ops, counted, lambda args: run_body(*args),
+                                     None if run_pred is None else lambda args: run_pred(*args), int)
+    return [*implicit, *carried]
+
+
+# A resizing loop with at most this many iterations, its trip count known when the program is
+# staged, is unrolled into one XLA program (each iteration staged at its own sizes).
+UNROLL_LIMIT = 32
+
+
+def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
+    """Inside one XLA program: a resizing loop whose trip count is known when staged (known
+    bounds; a predicate known at every iteration, as a counter against an ``int`` argument staged
+    as a value, as ``jax.jit``'s ``static_argnums`` does), each iteration staged at its own
+    sizes. This replaces one dispatch per iteration (host-driven execution) by one for the whole
+    program. Otherwise (a trip count known only at run time, more than :data:`UNROLL_LIMIT`
+    iterations, a size that depends on data: ``to_dim``) :class:`NeedsHost`."""
+    ops = loop.operands(invals, params)
+    body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name
+    counted = loop.counted(ops)
+    if any(isinstance(x, Tracer) for x in counted):
+        raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
+    counted = tuple(int(x) for x in counted)
+    if counted and counted[0] > UNROLL_LIMIT:
+        raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
+
+    def staged(part: LoopBody | None) -> Callable[[list[Any]], list[Any]] | None:
+        return None if part is None else lambda args: eval_jaxpr(part.jaxpr, args, Mode.STAGED)
+
+    implicit, carried = step_by_step(name, body, ops, counted, staged(body), staged(pred), to_dim, UNROLL_LIMIT)
+    # Arrays, as the loop gives them (a carried literal is a Python number on JAX 0.7.1).
+    return [*implicit, *map(jnp.asarray, carried)]

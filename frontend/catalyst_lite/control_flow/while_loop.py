@@ -29,10 +29,8 @@ import numpy as np
 from jax import lax
 from jax.tree_util import tree_unflatten
 
-from ..compiler.capacity import LoopShape, Prediction, run_compiled
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.runner import record_replay, runner_for
-from ..compiler.specialize import Mode, NeedsHost, dimension_inputs, eval_jaxpr, to_dim
+from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -54,7 +52,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import UNROLL_LIMIT, Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays, with_batch_axis
+from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays, with_batch_axis
 
 __all__ = ["while_loop", "while_loop_p"]
 
@@ -275,7 +273,7 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
     nimplicit = params["nimplicit"]
     if nimplicit and not dims_unchanged(body, params["body_nconsts"], nimplicit):
-        return _unrolled(cond, body, cond_consts, body_consts, implicit, carried, nimplicit)
+        return _loop.unrolled(invals, params)
     implicit = [to_dim(d) for d in implicit]
 
     def cond_fn(carry):
@@ -290,65 +288,6 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
         # that hold only when it runs (`x[k]` of an empty `x`), as a for_loop's.
         return [*implicit, *map(jnp.asarray, carried)]
     return [*implicit, *lax.while_loop(cond_fn, body_fn, tuple(carried))]
-
-
-def _unrolled(cond: Any, body: Any, cond_consts: list[Any], body_consts: list[Any], implicit: list[Any],
-              carried: list[Any], nimplicit: int) -> list[Any]:
-    """Inside one XLA program: a resizing loop whose predicate is known at every iteration when
-    staged (a counter against a static bound: an ``int`` argument staged as a value, as
-    ``jax.jit``'s ``static_argnums`` does), each iteration staged at its own sizes, as a for_loop
-    of known bounds is. Otherwise (a predicate that reads data, more than ``UNROLL_LIMIT``
-    iterations) :class:`NeedsHost`, as before."""
-    for _ in range(UNROLL_LIMIT + 1):
-        implicit = [to_dim(d) for d in implicit]
-        pred = eval_jaxpr(cond, [*cond_consts, *implicit, *carried], Mode.STAGED)[0]
-        if not isinstance(pred, (bool, np.bool_)):
-            raise NeedsHost("while_loop resizes arrays, its trip count known only at run time")
-        if not pred:
-            # Arrays, as the loop gives them (a carried literal is a Python number on JAX 0.7.1).
-            return [*implicit, *map(jnp.asarray, carried)]
-        outs = eval_jaxpr(body, [*body_consts, *implicit, *carried], Mode.STAGED)
-        implicit, carried = outs[:nimplicit], outs[nimplicit:]
-    raise NeedsHost("while_loop resizes arrays in too many iterations to unroll")
-
-
-def _replayed(prediction: Prediction, params: dict[str, Any], invals: list[Any]) -> tuple[list[Any], Any]:
-    """The loop staged again at the sizes a run on capacity buffers found (see
-    :mod:`~catalyst_lite.compiler.runner`)."""
-    ops = _operands(invals, params)
-    return prediction.stage(ops.pred_consts, ops.consts, ops.implicit, ops.carried)
-
-
-def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Driven from Python: compiled whole when it can be (on capacity buffers, or a bounded scan
-    in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`), otherwise predicate and body
-    compiled per size signature."""
-    ops = _operands(invals, params)
-    cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
-    nimplicit = params["nimplicit"]
-    shape = LoopShape(while_loop_p, params["body_jaxpr"].jaxpr, params["body_nconsts"], nimplicit,
-                      params["cond_jaxpr"].jaxpr, params["cond_nconsts"])
-    outs = run_compiled(shape, invals, lambda ran: record_replay(params, functools.partial(_replayed, ran, params)),
-                        cond_consts, body_consts, implicit, carried)
-    if outs is not None:
-        return outs
-    run_cond = runner_for(params["cond_jaxpr"].jaxpr, "while_loop condition")
-    run_body = runner_for(params["body_jaxpr"].jaxpr, "while_loop body")
-    while bool(run_cond(*cond_consts, *implicit, *carried)[0]):
-        outs = run_body(*body_consts, *implicit, *carried)
-        implicit, carried = [int(d) for d in outs[:nimplicit]], outs[nimplicit:]
-    return [*implicit, *carried]
-
-
-def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants of either program and the carried dimensions that size them."""
-    ncc, nbc, ni = params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]
-    cond_needed = dimension_inputs(params["cond_jaxpr"].jaxpr)
-    body_needed = dimension_inputs(params["body_jaxpr"].jaxpr)
-    needed = {k for k in cond_needed if k < ncc}
-    needed |= {ncc + k for k in body_needed if k < nbc + ni}
-    needed |= {ncc + nbc + (k - ncc) for k in cond_needed if ncc <= k < ncc + ni}
-    return needed
 
 
 # --- lowering ------------------------------------------------------------------------------------
@@ -396,6 +335,6 @@ def _require_host_in_reverse_mode() -> None:
 
 register_nested_primitive(while_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_host, dimension_operands=_dimension_operands,
+    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_loop.dimension_operands,
     lowering=_lower,
 ))

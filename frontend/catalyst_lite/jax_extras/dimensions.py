@@ -364,10 +364,19 @@ def _in_shape_rule() -> bool:
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
-def _called_by_jax() -> bool:
-    """The caller of our caller is JAX's own code, not the user's."""
+def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
+    """Whether the code asking a size tracer for its Python value (the caller of the patched
+    ``__bool__``/``__index__``/``__array__`` that calls this) is ``libraries``' own, not the user's.
+
+    JAX's shape logic asking gets an assumption or the call's sizes; the user's code asking about
+    an integer argument gets JAX's error, as under ``jax.jit``. Only the calling frame says who
+    asks: JAX's shape logic asks about sizes of integer arguments from some forty places
+    (``jnp.linspace``, ``x[k:]``, shape rules...), many before any function we patch sees the
+    value, so no signal of ours can mark them. This is the one decision read from a frame
+    (``tests/test_layering.py`` names it).
+    """
     module = sys._getframe(2).f_globals.get("__name__", "")
-    return module.startswith("jax.")
+    return module.startswith(libraries)
 
 
 def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
@@ -419,7 +428,7 @@ def _make_bool(original):
     # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
     # (or the guiding call's) and checked for every call.
     def __bool__(self):
-        if is_active() and _called_by_jax():
+        if is_active() and _asked_by_library():
             if self.parent is not None and self.parent.primitive in _COMPARISONS:
                 lhs, rhs = self.parent.in_tracers
                 answer = decide_size_comparison(lhs, rhs, _COMPARISONS[self.parent.primitive])
@@ -606,7 +615,7 @@ def _make_array(original):
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
-        by_jax = sys._getframe(1).f_globals.get("__name__", "").startswith(("jax.", "numpy."))
+        by_jax = _asked_by_library(("jax.", "numpy."))
         of_axes = _of_axes_only(self)
         if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or not of_axes):
             boxed = np.empty((), dtype=object)
@@ -717,7 +726,7 @@ def _make_index(original):
     def to_int(self):
         if not is_active():
             return original(self)
-        by_jax = _called_by_jax()
+        by_jax = _asked_by_library()
         with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
             return original(self)
 
