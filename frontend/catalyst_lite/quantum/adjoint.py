@@ -46,7 +46,7 @@ import numpy as np
 from jax import lax
 
 from ..jax_extras import Tracer
-from .fusion import (MAX_UNROLLED_BLOCKS, BlockMatrices, PlannedGate, _apply_blocks, _monomial, _shape_of, block_matrices,
+from .fusion import (MAX_UNROLLED_BLOCKS, Block, BlockMatrices, PlannedGate, _apply_blocks, _monomial, _shape_of, block_matrices,
                      fuse, has_known_wires, planned_gates)
 from .gates import GateRecord, _dagger, stacked
 from .measurements import apply_observable, exact_measurement
@@ -146,10 +146,18 @@ class _Plan:
             return _apply_blocks(initial, self.blocks, self.gates, matrices.picked(lambda stack: stack[0]), self.n_wires)
         return _walk(self, matrices, initial[None], forward=True)[0][0]
 
+    def kind(self, block: Block) -> tuple:
+        """Equal kinds: blocks one kernel of the sweep applies (a monomial block's gates, a dense
+        block's wires and whether its matrix is known)."""
+        members = [self.records[m] for m in block.members]
+        if block.kind == "monomial":
+            return ("monomial",) + tuple((r.targets, r.controls, tuple(r.control_values),
+                                          np.asarray(r.matrix, np.complex128).tobytes()) for r in members)
+        return ("dense", tuple(sorted(block.wires)), all(r.is_static for r in members))
+
     def kinds(self) -> int:
         """The number of kernels the sweep's loop body holds."""
-        keys = {(b.kind, tuple(sorted(b.wires))) for b in self.blocks}
-        return len(keys) + sum(b.kind == "monomial" for b in self.blocks)
+        return len({self.kind(b) for b in self.blocks})
 
 
 def _real_scalars(parameters: Sequence[Any]) -> bool:
@@ -172,7 +180,7 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
         if block.kind == "monomial":
             members = [plan.records[m] for m in block.members]
             gates = [plan.gates[m].monomial for m in block.members] if forward else _inverse_monomials(members)
-            key, position = ("monomial", b), 0
+            key, position = plan.kind(block), 0
             make = lambda gates=gates: _monomial_branch(gates, plan.n_wires)
         elif b in matrices.known:
             d = 2 ** len(wires)
