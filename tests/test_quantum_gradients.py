@@ -7,8 +7,9 @@ import jax
 import numpy as np
 import pennylane as qml
 import pytest
+from pennylane import numpy as pnp
 
-from catalyst_lite import for_loop, grad, jacobian, qjit
+from catalyst_lite import for_loop, grad, jacobian, jvp, qjit
 from catalyst_lite.errors import DifferentiableCompileError
 
 DEV = qml.device("default.qubit", wires=4)
@@ -58,6 +59,83 @@ def test_every_diff_method_gives_default_qubits_gradient(method):
     actual = qjit(grad(qml.qnode(DEV, diff_method=method)(rotations)))(0.4)
     expected = jax.grad(qml.qnode(DEV, diff_method=method)(rotations))(0.4)
     np.testing.assert_allclose(actual, expected, atol=1e-6 if method == "finite-diff" else 1e-10)
+
+
+def mixed_gates(w, x):
+    """Rotations, Rot, controlled rotations (one and two controls, a control value 0), CNOT, CZ,
+    two-wire and adjoint gates, parameters shared by several gates; two observables, one a
+    Hamiltonian."""
+    qml.StronglyEntanglingLayers(w, wires=range(3))
+    qml.CRX(x[0], [0, 2])
+    qml.CZ([2, 1])
+    qml.Rot(x[1], x[0], x[2], 1)
+    qml.CRot(x[2], x[1], 0.3, [1, 0])
+    qml.ctrl(qml.RY(x[1], 0), control=[1, 2], control_values=[1, 0])
+    qml.IsingXY(x[2], [0, 1])
+    qml.adjoint(qml.RZ(x[0], 2))
+    qml.CNOT([0, 2])
+    qml.MultiRZ(x[1], [0, 2])
+    return qml.expval(qml.Z(0) @ qml.X(2)), qml.expval(qml.Y(2) + 0.5 * qml.Z(1))
+
+
+def _uses_adjoint_method(program) -> bool:
+    """The adjoint method's rule is a custom derivative in the traced program."""
+    return "custom_jvp_call" in str(program.inspect().last.jaxpr)
+
+
+def test_adjoint_method_gradients_equal_backprops():
+    """Exact expectation values are differentiated by the adjoint method (one loop over the
+    fused blocks, :mod:`catalyst_lite.quantum.adjoint`) by default (``"best"``) on
+    default.qubit; the gradients are default.qubit's backpropagation's."""
+    dev = qml.device("default.qubit", wires=3)
+    circuit = qml.qnode(dev)(mixed_gates)
+    reference = qml.qnode(dev, diff_method="backprop", interface="autograd")(mixed_gates)
+    rng = np.random.default_rng(7)
+    w, x = rng.normal(size=(1, 3, 3)), rng.normal(size=3)
+    cost = lambda c, xp: lambda w, x: xp.dot(np.array([0.3, 1.0]), xp.stack(c(w, x)))  # one circuit
+    program = qjit(grad(cost(circuit, jax.numpy), argnums=(0, 1)))
+    expected = qml.grad(cost(reference, pnp), argnums=(0, 1))(pnp.array(w), pnp.array(x))
+    for actual, expected in zip(program(w, x), expected):
+        np.testing.assert_allclose(actual, expected, atol=1e-10)
+    assert _uses_adjoint_method(program)
+
+
+def small(x):
+    qml.RX(x[0], 0)
+    qml.CRY(x[1] * x[0], [0, 1])
+    qml.Rot(x[1], 0.2, x[0], 1)
+    return qml.expval(qml.Z(1) + 0.5 * qml.X(0) @ qml.Y(1))
+
+
+def test_adjoint_method_second_derivatives():
+    """The adjoint method's rule is array code: its own derivative is exact too."""
+    dev = qml.device("default.qubit", wires=2)
+    circuit = qml.qnode(dev, diff_method="adjoint")(small)
+    reference = qml.qnode(dev, diff_method="backprop", interface="autograd")(small)
+    x = np.array([0.7, -0.4])
+    program = qjit(jacobian(grad(circuit)))
+    np.testing.assert_allclose(program(x), qml.jacobian(qml.grad(reference))(pnp.array(x)), atol=1e-10)
+    assert _uses_adjoint_method(program)
+
+
+def long_circuit(x):
+    """More fused blocks than are unrolled: the forward simulation is a loop too."""
+    for k in range(30):
+        qml.RY(x[k % 3] * (k + 1) / 10, k % 4)
+        qml.CNOT([k % 4, (k + 2) % 4])
+    return qml.expval(qml.X(1) @ qml.Z(3))
+
+
+def test_adjoint_method_of_a_long_circuit_and_its_jvp():
+    dev = qml.device("default.qubit", wires=4)
+    circuit = qml.qnode(dev, diff_method="adjoint")(long_circuit)
+    reference = qml.qnode(dev, diff_method="backprop", interface="autograd")(long_circuit)
+    x, t = np.array([0.4, -1.1, 0.7]), np.array([1.0, 0.5, -2.0])
+    program = qjit(lambda x: jvp(circuit, (x,), (t,)))
+    value, tangent = program(x)
+    np.testing.assert_allclose(value, reference(pnp.array(x)), atol=1e-12)
+    np.testing.assert_allclose(tangent, qml.grad(reference)(pnp.array(x)) @ t, atol=1e-10)
+    assert _uses_adjoint_method(program)
 
 
 def test_shot_estimates_get_the_derivative_of_their_exact_values():

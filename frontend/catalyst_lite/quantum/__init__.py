@@ -12,6 +12,7 @@
   table, kernels).
 - :mod:`.measurements`, :mod:`.sampling`: terminal measurements, exact or from shots.
 - :mod:`.gradients`: a QNode's ``diff_method`` when it is differentiated.
+- :mod:`.adjoint`: derivatives of expectation values by the adjoint method (two compiled loops).
 - :mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`: shots and ``mcm_method``; mid-circuit measurement
   outcomes; one execution per shot or per branch.
 - :mod:`.prng`: the seedable PRNG.

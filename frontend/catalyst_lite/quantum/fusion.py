@@ -234,9 +234,11 @@ def _monomial(known: np.ndarray, record: GateRecord) -> Monomial | None:
     return Monomial.of(known, record.targets, record.controls, values)
 
 
-def planned_gates(columns: Sequence[Sequence[GateRecord]]) -> list[PlannedGate]:
+def planned_gates(columns: Sequence[Sequence[GateRecord]],
+                  matrices: Callable[[Sequence[GateRecord]], Any] = stacked_matrices) -> list[PlannedGate]:
     """One gate per column of records (the same gate in each repetition): known matrices as
-    constants, traced ones computed by one batched call per matrix size into one stack."""
+    constants, traced ones computed by one batched call per matrix size into one stack
+    (``matrices``: the stacked matrices of traced records of one size, in order)."""
     known = [_known_matrix(column[0]) for column in columns]
     traced_by_size: dict[int, list[int]] = {}
     for c, column in enumerate(columns):
@@ -244,7 +246,7 @@ def planned_gates(columns: Sequence[Sequence[GateRecord]]) -> list[PlannedGate]:
             traced_by_size.setdefault(len(column[0].targets), []).append(c)
     stacks: dict[int, tuple[Any, int]] = {}  # column -> (stack, position)
     for cols in traced_by_size.values():
-        stack = stacked_matrices([r for c in cols for r in columns[c]])
+        stack = matrices([r for c in cols for r in columns[c]])
         stack = jnp.reshape(stack, (len(cols), len(columns[cols[0]])) + stack.shape[1:])
         stacks.update({c: (stack, j) for j, c in enumerate(cols)})
     gates = []

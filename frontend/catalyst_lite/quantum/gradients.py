@@ -15,6 +15,10 @@ results estimated from shots get their derivatives:
   ``"adjoint"`` on ``lightning.qubit`` when every result is an ``expval``, else
   ``"parameter-shift"``.
 
+With ``"adjoint"``, and ``"best"`` without shots, exact ``expval`` results of a straight-line
+circuit are differentiated by the adjoint method (:mod:`.adjoint`: one compiled loop over the
+fused blocks instead of JAX's reverse mode of the simulation; the same exact derivatives).
+
 ``grad(..., method="fd")`` differentiates the whole function by finite differences, circuit
 included, whatever ``diff_method`` says (as in Catalyst).
 
@@ -38,7 +42,7 @@ import jax.numpy as jnp
 from ..trace_context import current as current_context, scope as context_scope
 from ..errors import DifferentiableCompileError
 
-__all__ = ["differentiating", "gradient_method", "with_exact_derivative"]
+__all__ = ["by_adjoint_method", "differentiating", "gradient_method", "with_exact_derivative"]
 
 
 _ALLOWED_RESULTS = {"adjoint": ("expval",), "parameter-shift": ("expval", "probs")}
@@ -54,6 +58,15 @@ def differentiating(method: str) -> Iterator[None]:
     ``"fd"``): QNodes called by it check their ``diff_method`` (:func:`gradient_method`)."""
     with context_scope(diff_methods=(*_methods(), method)):
         yield
+
+
+def by_adjoint_method(qnode) -> bool:
+    """True while a ``grad``/``jacobian``... traces ``qnode`` with ``method="auto"`` and its
+    ``diff_method`` is ``"adjoint"``, or ``"best"`` on a state-vector simulator: its exact
+    ``expval`` results are then differentiated by the adjoint method (:mod:`.adjoint`) when the
+    circuit allows it. ``"backprop"`` keeps JAX's reverse mode of the simulation."""
+    methods = _methods()
+    return bool(methods) and methods[-1] == "auto" and qnode.diff_method in ("adjoint", "best")
 
 
 def _best(qnode, kinds: Sequence[str], shots_finite: bool) -> str:

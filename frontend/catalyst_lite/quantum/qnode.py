@@ -56,10 +56,11 @@ from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
+from .adjoint import adjoint_expvals
 from .application import apply_records
 from .gates import GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
-from .gradients import gradient_method, with_exact_derivative
+from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
 from .sampling import flatten_results, is_measurement, measurement_kind
 from .recorder import recorder_class
@@ -215,12 +216,36 @@ class QuantumState:
         wires.on_grow = self._grow
         self.recorder = recorder
         self.pipeline = pipeline  # the QNode's own transforms (None or empty: none)
-        self.vector = zero_state(wires.n_wires)
+        self._vector = self.initial = zero_state(wires.n_wires)
+        # the gates applied so far wait here, unapplied, while the adjoint method may compute
+        # the results from them (``deferred``, :func:`_adjoint_results`); reading the state
+        # applies them
+        self.deferred = False
+        self._pending: list[GateRecord] = []
         self.fresh = True  # still |0...0>, nothing applied: a StatePrep here is the initial state
         self.regions: list[Region] = []
         self.control_flow: RegionControlFlow | None = None  # the circuit's loops and branches
         self.snapshots: list = []  # the state at each qml.Snapshot, in order
         self._applying = False
+        # every gate applied, in order, while the state is a function of them only (for the
+        # adjoint method, :mod:`.adjoint`); None once it is not (loops, branches, a traced
+        # initial state, mid-circuit measurements)
+        self.applied: list[GateRecord] | None = []
+
+    @property
+    def vector(self) -> Any:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            applying, self._applying = self._applying, True
+            try:
+                self._vector = apply_records(self, self._vector, pending)
+            finally:
+                self._applying = applying
+        return self._vector
+
+    @vector.setter
+    def vector(self, value: Any) -> None:
+        self._vector = value
 
     @property
     def n_wires(self) -> Any:
@@ -236,9 +261,12 @@ class QuantumState:
         these wires from the start."""
         if self.control_flow is not None and self.control_flow.depth:
             raise WiresAllocated()
+        self.applied = None
         self.vector = jnp.kron(self.vector, zero_state(added))
 
     def set(self, value) -> None:
+        if not self._applying:  # a loop, branch or measurement wrote the state
+            self.applied = None
         self.vector = value
         self.fresh = False
 
@@ -282,9 +310,12 @@ class QuantumState:
             return
         if self.pipeline and (ops or final):  # the last segment: measurements are checked too
             ops = transformed_operations(self.pipeline, ops, measurements or ())
+        if ops and (self.control_flow is not None and self.control_flow.depth or self.regions):
+            self.applied = None
         records: list[GateRecord] = []
         for op in ops:
             if op.name == "Snapshot":
+                self.applied = None
                 if records:
                     self.vector, records = apply_records(self, self.vector, records), []
                 self.snapshots.append(self._snapshot(op))
@@ -297,7 +328,9 @@ class QuantumState:
                 continue
             if op.name == "StatePrep" and self.fresh and not records:
                 # default.qubit's initial state; a later StatePrep is its decomposition, below.
-                self.vector = initial_state(op, self.wires)
+                self.vector = self.initial = initial_state(op, self.wires)
+                if any(isinstance(p, Tracer) for p in op.parameters):
+                    self.applied = None
                 self.fresh = False
             elif type(op).__name__ == "MidMeasureMP":
                 raise QuantumOperationError(
@@ -306,7 +339,12 @@ class QuantumState:
                 )
             else:
                 records += gate_records(op, self.wires)
-        if records:
+        if self.applied is not None:
+            self.applied += records
+        if records and self.deferred and self.applied is not None:
+            self._pending += records
+            self.fresh = False
+        elif records:
             self.vector = apply_records(self, self.vector, records)
             self.fresh = False
 
@@ -358,6 +396,7 @@ class CircuitRun:
     regions: RegionControlFlow
     output: Any = None
     measurements: list = field(default_factory=list)
+    adjoint: Any = None  # the results computed by the adjoint method, when it applies
 
 
 class WiresAllocated(Exception):
@@ -392,11 +431,14 @@ def _device_wires(qnode) -> WireMap:
 
 
 def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
-                key: KeyCarry) -> CircuitRun:
+                key: KeyCarry, adjoint: bool = False) -> CircuitRun:
     """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
-    the state as array operations of the program being traced."""
+    the state as array operations of the program being traced. ``adjoint``: the QNode is being
+    differentiated without shots; when its results are exact expectation values, they are
+    computed with derivatives by the adjoint method (``run.adjoint``, see :mod:`.adjoint`)."""
     recorder = recorder_class()()
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
+    state.deferred = adjoint and state.simulated
     regions = RegionControlFlow(state)
     state.control_flow = regions
     outside = OutsideWires(wires, WiresAllocated)
@@ -419,6 +461,10 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         if wires.slots:  # qml.allocate was applied
             for m in run.measurements:
                 _check_terminal_wires(m, all_wires=m.mv is None)
+        # (allocated wires keep the simulation's own derivatives: the sweep knows the device's wires only)
+        run.adjoint = _adjoint_results(run) if state.deferred and not wires.slots else None
+        if run.adjoint is None:
+            state.vector  # the gates still unapplied, applied while the state is ambient
     outside.check(_device_name(qnode))
     return run
 
@@ -498,7 +544,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     initial_key = key.get()
     while True:
         try:
-            first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key)
+            first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key,
+                                adjoint=by_adjoint_method(qnode) and not shots.finite)
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
@@ -516,6 +563,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             results = one_shot_results(run, first, shots, config)
         else:
             results = all_branches_results(run, first)
+    elif first.adjoint is not None and not first.policy.sites:
+        results = first.adjoint
     else:
         # Under jax.grad/jax.jacobian applied inside the program, statistics of shots get their
         # exact derivatives too (those of the samples are zero).
@@ -523,6 +572,21 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         results = _terminal_results(first, shots, differentiated and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
     return (first.state.snapshots, results) if first.state.snapshots else results
+
+
+def _adjoint_results(run: CircuitRun) -> Any:
+    """The results of a QNode being differentiated without shots whose results are all exact
+    expectation values, with derivatives by the adjoint method (:mod:`.adjoint`: two compiled
+    loops instead of the reverse of the whole simulation); ``None`` when that does not apply.
+    Every ``diff_method`` of an exact ``expval`` has the same, exact, derivative."""
+    state = run.state
+    if state.applied is None or state.snapshots or run.policy.sites:
+        return None
+    leaves, tree = flatten_results(run.output)
+    if not all(is_measurement(x) for x in leaves):
+        return None
+    values = adjoint_expvals(leaves, state.initial, state.applied, state.n_wires, state.wires)
+    return None if values is None else jax.tree_util.tree_unflatten(tree, values)
 
 
 def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = False) -> Any:
