@@ -600,6 +600,11 @@ CATALYST_WORDED = {
     "grad result": (lambda x: grad(_double)(x), np.ones(2), CatalystLiteError, "only supports scalar-output functions", "float64\\[2\\]"),
     "grad argument": (lambda x: grad(_double)(x), 1, CatalystLiteError,
                       "only supports differentiation on floating-point arguments", "int64"),
+    "grad complex result": (lambda x: grad(lambda a: 1j * a)(x), 1.0, TypeError,  # jax.grad's TypeError too
+                            "only supports differentiation on floating-point results", "complex128\\[\\]"),
+    "grad step": (lambda x: grad(_double, method="fd", h="tiny")(x), 1.0, ValueError, "Invalid h value", "finite non-zero"),
+    "grad of a non-function": (lambda x: grad("string!")(x), 1.0, TypeError,  # jax.grad's TypeError too
+                               "Non-differentiable object passed", "not a function"),
     "vjp integer result": (lambda x: vjp(lambda a, n: (a * 2.0, n), [x, 3], [1.0, 0]), 1.0, CatalystLiteError,
                            "only supports differentiation on floating-point results", "result 1 is int64\\[\\]"),
 }

@@ -178,6 +178,23 @@ def test_catalysts_errors_for_qnodes_that_cannot_be_differentiated_so(method, ci
         qjit(jacobian(qnode))(0.4)
 
 
+def _expval_and_value(x):
+    qml.RX(x, 0)
+    return qml.expval(qml.Z(0)), x**2
+
+
+def test_a_qnode_returning_a_value_that_is_not_a_measurement():
+    """PennyLane rejects such a QNode; parameter-shift and adjoint cannot differentiate the value
+    (Catalyst's error); with "best" it runs, and each result has its exact derivative."""
+    with pytest.raises(qml.exceptions.QuantumFunctionError):
+        qml.qnode(DEV)(_expval_and_value)(0.4)
+    for method in ("parameter-shift", "adjoint"):
+        qnode = qml.qnode(DEV, diff_method=method)(_expval_and_value)
+        with pytest.raises(DifferentiableCompileError, match=f"The {method} method can only be used.*not a measurement"):
+            qjit(jacobian(qnode))(0.4)
+    np.testing.assert_allclose(qjit(jacobian(qml.qnode(DEV)(_expval_and_value)))(0.4), [-np.sin(0.4), 0.8])
+
+
 def test_finite_differences_of_the_whole_function_ignore_diff_method():
     qnode = qml.qnode(DEV, diff_method=None)(_expval)
     np.testing.assert_allclose(qjit(grad(qnode, method="fd"))(0.4), -np.sin(0.4), atol=1e-6)

@@ -76,10 +76,12 @@ def _best(qnode, kinds: Sequence[str], shots_finite: bool) -> str:
     return "parameter-shift" if shots_finite else "backprop"
 
 
-def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool) -> str | None:
+def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool, classical: bool = False) -> str | None:
     """The QNode's effective ``diff_method`` while a ``grad``/``jacobian``... traces it with
-    ``method="auto"`` (``None`` otherwise), given the kinds of its results (``"expval"``,
-    ``"probs"``...). Raises :class:`~catalyst_lite.errors.DifferentiableCompileError` (Catalyst's
+    ``method="auto"`` (``None`` otherwise), given the kinds of its measurement results
+    (``"expval"``, ``"probs"``...) and whether it also returns values that are not measurements
+    (``classical``: ``"parameter-shift"`` and ``"adjoint"`` cannot differentiate those, and
+    PennyLane rejects such a QNode whatever its ``diff_method``). Raises :class:`~catalyst_lite.errors.DifferentiableCompileError` (Catalyst's
     class) for a QNode that cannot be differentiated so."""
     methods = _methods()
     if not methods or methods[-1] != "auto":
@@ -108,6 +110,8 @@ def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool) -> str | No
                 "diff_method='backprop'."
             )
         wrong = sorted({k for k in kinds if k not in allowed})
+        if classical and qnode.diff_method != "best":  # "best" picks a method that can (backprop)
+            wrong.append("a value that is not a measurement")
         if wrong:
             raise DifferentiableCompileError(
                 f"The {method} method can only be used for QNodes which return "

@@ -550,7 +550,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
     _check_shots(qnode, shots, first.measurements)
-    method = gradient_method(qnode, [measurement_kind(m) for m in first.measurements], shots.finite)
+    classical = not all(is_measurement(x) for x in flatten_results(first.output)[0])
+    method = gradient_method(qnode, [measurement_kind(m) for m in first.measurements], shots.finite, classical)
     if first.policy.sites and config.method != "single-branch-statistics" and first.state.simulated:
 
         def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:

@@ -91,8 +91,9 @@ class Options:
             )
         # As in Catalyst, a step is accepted (and unused) with method="auto", and may be negative.
         if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or not np.isfinite(h) or h == 0):
-            raise ArgumentValueError(
-                f"{api}: h (the finite-difference step) must be a finite non-zero number, got {h!r}."
+            raise ArgumentValueError(  # Catalyst's phrase first, then ours
+                f"Invalid h value ({h!r}). {api}: h (the finite-difference step) must be a finite "
+                "non-zero number."
             )
         if isinstance(argnums, (list, tuple)):
             argnums = tuple(argnums)
@@ -204,7 +205,13 @@ class TracedFunction:
 
     def check_real_scalar_result(self) -> None:
         avals = self.result_avals
-        if len(avals) != 1 or avals[0].shape != () or not jnp.issubdtype(avals[0].dtype, jnp.floating):
+        if len(avals) == 1 and avals[0].shape == () and not jnp.issubdtype(avals[0].dtype, jnp.floating):
+            raise DifferentiationError(  # a complex or integer scalar: jax.grad rejects it too
+                f"{self.api} only supports differentiation on floating-point results: the function "
+                f"returns {avals[0].str_short()}, and a gradient needs one real scalar (return its "
+                "real part, or use jacobian)."
+            )
+        if len(avals) != 1 or avals[0].shape != ():
             got = ", ".join(a.str_short() for a in avals) or "nothing"
             raise DifferentiationError(
                 f"{self.api} only supports scalar-output functions: the function must return one "
@@ -319,6 +326,11 @@ class _Transformed:
     """
 
     def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
+        if not callable(fn):  # jax.grad rejects it too (a TypeError)
+            raise DifferentiationError(
+                f"Non-differentiable object passed to {kind}: {fn!r} is not a function ({kind} "
+                "takes the function to differentiate)."
+            )
         self.fn = uncompiled(fn)
         self.kind = kind
         self.options = options
