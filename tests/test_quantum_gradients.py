@@ -4,6 +4,7 @@ QNodes with traced loop bounds and traced wires, shots, and Catalyst 0.15's erro
 ``probs``)."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pennylane as qml
 import pytest
@@ -193,6 +194,20 @@ def test_a_qnode_returning_a_value_that_is_not_a_measurement():
         with pytest.raises(DifferentiableCompileError, match=f"The {method} method can only be used.*not a measurement"):
             qjit(jacobian(qnode))(0.4)
     np.testing.assert_allclose(qjit(jacobian(qml.qnode(DEV)(_expval_and_value)))(0.4), [-np.sin(0.4), 0.8])
+
+
+def test_gradient_with_respect_to_a_complex_argument_is_pennylanes():
+    """jax.grad of default.qubit's QNode takes a complex argument (a real function of it); so does
+    grad (Catalyst 0.15 raises)."""
+
+    def circuit(z, y):
+        qml.RX(jnp.real(z) * jnp.imag(z), wires=0)
+        qml.RY(y, wires=0)
+        return qml.expval(qml.Z(0))
+
+    z = 0.3 + 0.7j
+    expected = jax.grad(qml.qnode(DEV)(circuit))(z, 2.0)
+    np.testing.assert_allclose(qjit(grad(qml.qnode(DEV, diff_method="adjoint")(circuit)))(z, 2.0), expected)
 
 
 def test_finite_differences_of_the_whole_function_ignore_diff_method():
