@@ -144,6 +144,22 @@ def test_differentiating_a_callback_needs_fwd_and_bwd():
     assert issubclass(DifferentiableCompileError, CompileError)
 
 
+def test_a_callback_without_derivative_fails_when_traced_only_where_the_derivative_needs_it():
+    """jax.grad rejects a pure callback without a derivative; so does grad, while tracing (an
+    annotated function: at decoration, as Catalyst's compiler), with Catalyst's words. A callback
+    the derivative does not go through (stop_gradient, an integer argument) runs."""
+    with pytest.raises(ValueError):
+        jax.grad(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct((), jnp.float64), x))(0.5)
+    with pytest.raises(DifferentiableCompileError, match="^Compilation failed: pure_callback .*no derivative"):
+
+        @qjit
+        def program(x: float):
+            return grad(lambda v: 2 * host_sin(v))(x)
+
+    f = lambda x, n: pure_callback(np.cos, float)(jax.lax.stop_gradient(x)) * x + pure_callback(float, float)(n) * x
+    np.testing.assert_allclose(qjit(grad(f))(0.5, 3), jax.grad(lambda x, n: np.cos(0.5) * x + n * x)(0.5, 3))
+
+
 def test_a_value_stands_for_its_type_as_a_result_type():
     """As in Catalyst, a result type may be a value of that type: a Python number, an array, or a
     pytree of them."""

@@ -223,11 +223,20 @@ class HostCall:
             )
         return list(differentiable(*flat))
 
-    def _no_derivative(self, primals: Any, tangents: Any) -> NoReturn:
-        raise DifferentiableCompileError(
-            f"pure_callback {self.name} is differentiated but has no derivative: define its "
-            "forward and backward passes with @<callback>.fwd and @<callback>.bwd."
+    @property
+    def underived(self) -> bool:
+        """A pure callback without a derivative (no ``.fwd``/``.bwd``)."""
+        return self.fwd is None and not self.debug
+
+    def no_derivative_error(self) -> DifferentiableCompileError:
+        """Catalyst's error (its compiler fails) for a differentiated callback without derivative."""
+        return DifferentiableCompileError(
+            f"Compilation failed: pure_callback {self.name} is differentiated but has no derivative: "
+            "define its forward and backward passes with @<callback>.fwd and @<callback>.bwd."
         )
+
+    def _no_derivative(self, primals: Any, tangents: Any) -> NoReturn:
+        raise self.no_derivative_error()
 
     def _flat_fwd(self, perturbed: list[bool], *primals: CustomVJPPrimal) -> tuple[list[Any], Any]:
         perturbed[:] = [p.perturbed for p in primals]

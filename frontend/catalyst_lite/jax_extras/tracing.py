@@ -20,7 +20,7 @@ import contextlib
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import numpy as np
-from jax._src import api_util, config, core, source_info_util
+from jax._src import ad_util, api_util, config, core, source_info_util
 from jax._src import pjit
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import control_flow as lax_control_flow
@@ -62,6 +62,7 @@ __all__ = [
     "drop_dead_equations",
     "prune_jaxpr",
     "forward_dependence",
+    "first_differentiated",
     "dimension_value",
     "get_aval",
     "debug_info_for",
@@ -431,6 +432,40 @@ def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool
         results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
         marked.update(v for v, m in zip(eqn.outvars, results) if m)
     return [isinstance(v, core.Var) and v in marked for v in jaxpr.outvars]
+
+
+def first_differentiated(
+    jaxpr: Jaxpr, marked_inputs: Sequence[bool], select: Callable[[core.JaxprEqn], bool]
+) -> core.JaxprEqn | None:
+    """The first equation ``select`` picks among those that take a floating-point value depending
+    on the marked inputs (not through ``stop_gradient``): an equation a derivative with respect to
+    those inputs goes through. It looks inside ``jax.jit`` calls; any other nested equation counts
+    as one equation (what is inside it is not searched).
+
+    >>> import jax
+    >>> jaxpr = jax.make_jaxpr(lambda x, y: jax.numpy.sin(x) * jax.lax.stop_gradient(jax.numpy.cos(y)))(1.0, 2.0)
+    >>> [first_differentiated(jaxpr.jaxpr, m, lambda e: e.primitive.name == "mul") is not None for m in ([1, 0], [0, 1])]
+    [True, False]
+    """
+    marked = {v for v, m in zip(jaxpr.invars, marked_inputs) if m}
+
+    def differentiable(v: Any) -> bool:
+        return isinstance(v, core.Var) and v in marked and np.issubdtype(v.aval.dtype, np.inexact)
+
+    for eqn in jaxpr.eqns:
+        operands = [differentiable(v) for v in eqn.invars]
+        if not any(operands) or eqn.primitive is ad_util.stop_gradient_p:
+            continue
+        if select(eqn):
+            return eqn
+        if eqn.primitive is pjit.jit_p:
+            found = first_differentiated(eqn.params["jaxpr"].jaxpr, operands, select)
+            if found is not None:
+                return found
+        rule = dependence_rules.get(eqn.primitive)
+        results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
+        marked.update(v for v, m in zip(eqn.outvars, results) if m)
+    return None
 
 
 def dimension_value(x: Any) -> Any:

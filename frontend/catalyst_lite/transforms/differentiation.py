@@ -42,6 +42,7 @@ from ..compiler.executable import compile_function, uncompiled
 from ..compiler.reverse_mode import reverse_mode
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
+from ..callbacks import host_callback_p
 from ..errors import (
     ArgumentIndexError,
     ArgumentTypeError,
@@ -55,6 +56,7 @@ from ..jax_extras.lowering import opaque_call
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, deferred_vjp, register_nested_primitive
 from ..jax_extras.typecheck import check_nested
+from ..jax_extras.tracing import first_differentiated
 
 __all__ = ["grad", "value_and_grad", "jacobian", "jvp", "vjp", "differentiate_p"]
 
@@ -255,6 +257,8 @@ def differentiate(
     def equation(bodies: list[NestedBody], implicit: list, explicit: list) -> Equation:
         (body,) = bodies
         traced.append(TracedFunction(api, body, selection, trees[-1]))
+        if options.method == "auto":
+            _check_callbacks_have_derivatives(body, selection.wrt)
         extra = list(operands_for(traced[-1]))
         params = dict(
             fn_jaxpr=ClosedJaxpr(body.jaxpr, ()),
@@ -272,6 +276,20 @@ def differentiate(
     with differentiating(options.method):  # QNodes check their diff_method (quantum/gradients.py)
         outs = bind_nested(spec, [Body(flat_fn, f"{api} of {function_name(fn)}", "sized")], selection.flat_args)
     return traced[-1], outs
+
+
+def _check_callbacks_have_derivatives(body: NestedBody, wrt: tuple[int, ...]) -> None:
+    """A pure callback without ``.fwd``/``.bwd`` that the derivative goes through: Catalyst's
+    error while tracing (as its compiler fails before the program runs), not when the derivative
+    is first computed. Callbacks inside loops and conditionals are checked then."""
+    marked = [False] * len(body.jaxpr.invars)
+    for k in wrt:
+        marked[body.nconsts + k] = True
+    found = first_differentiated(
+        body.jaxpr, marked, lambda eqn: eqn.primitive is host_callback_p and eqn.params["call"].underived
+    )
+    if found is not None:
+        raise found.params["call"].no_derivative_error()
 
 
 # --- types ---------------------------------------------------------------------------------------
