@@ -265,10 +265,11 @@ class WithoutOperation:
     @property
     def operation(self) -> Any:
         kind = type(self).__name__.removesuffix("Callable").lower()
+        # Catalyst's phrase first (its case without a quantum context), then ours.
         raise AttributeError(
-            f"The {kind}() {self.__name__!r} is traced into the program rather than recorded as an "
-            "operation (in Catalyst, one not called in a quantum context has none either), and thus "
-            "has no associated quantum operation."
+            f"The {kind}() was not called (or has not been called) in a quantum context, and thus "
+            f"has no associated quantum operation. catalyst_lite: the {kind}() {self.__name__!r} is "
+            "traced into the program rather than recorded as an operation, in a quantum context too."
         )
 
 
