@@ -25,6 +25,8 @@ __all__ = ["switch", "SwitchCallable"]
 class SwitchCallable(WithoutOperation):
     """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
 
+    operation_kind = "switch"
+
     def __init__(self, index: Any, default: Callable):
         if not callable(default):
             # Catalyst's phrase first, then ours.
