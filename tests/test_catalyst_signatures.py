@@ -13,11 +13,10 @@ import pytest
 
 import catalyst_lite
 from catalyst_lite import debug, passes
-from catalyst_lite.api_extensions import callbacks, control_flow
+from catalyst_lite.api_extensions import callbacks
 
 MODULES = {"catalyst": catalyst_lite, "catalyst.debug": debug, "catalyst.passes": passes,
-           "catalyst.api_extensions.callbacks": callbacks,
-           "catalyst.api_extensions.control_flow": control_flow}
+           "catalyst.api_extensions.callbacks": callbacks}
 
 READ_SIGNATURES = """
 import inspect, json, sys, importlib
