@@ -2,6 +2,8 @@
 loops, nesting, captures from every enclosing scope, loop-index-sized arrays, resizing loops,
 conds in loops and loops in conds, branches of different sizes, and the errors of bad bodies."""
 
+import inspect
+
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -605,7 +607,23 @@ def test_cond_and_switch_have_no_quantum_operation():
     def case():
         return 2
 
+    @for_loop(0, 3, 1)
+    def doubled(i, x):
+        """Doubles x."""
+        return 2 * x
+
+    @while_loop(lambda k: k < 4)
+    def counted(k):
+        return k + 1
+
     assert qjit(lambda: branch())() == 1 and qjit(lambda: case())() == 2
-    for callable_ in (branch, case):
+    assert qjit(lambda x: doubled(x))(1.5) == 12.0 and qjit(lambda: counted(0))() == 4
+    for callable_ in (branch, case, doubled, counted):
         with pytest.raises(AttributeError, match="and thus has no associated quantum operation"):
             callable_.operation
+    # Catalyst lays its phrase out on indented lines for loops; users' patterns follow it
+    with pytest.raises(AttributeError, match=r"\n {16}The for_loop\(\) was not called .*,\n {16}and"):
+        doubled.operation
+    # a decorated loop still looks like its body, without the index it binds
+    assert doubled.__name__ == "doubled" and doubled.__doc__ == "Doubles x."
+    assert list(inspect.signature(doubled).parameters) == ["x"]

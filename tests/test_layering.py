@@ -27,7 +27,7 @@ LAYERS = (
     {"compiler"},  # the runtime: specialization, executables, strategies, caches
     # the user API's parts: primitives and their rules, transformations, the frontends
     {"callbacks", "debug", "control_flow", "quantum", "transforms", "autograph", "capture",
-     "api_extensions"},  # api_extensions: Catalyst's path to the callbacks
+     "api_extensions"},  # api_extensions: Catalyst's path to the callbacks and control flow
     {"compiled", "pennylane_compiler", ""},  # qjit itself, and the package
 )
 

@@ -187,3 +187,35 @@ def test_branches_with_different_structures_are_refused():
     with pytest.raises(ControlFlowError, match="structure"):
         qjit(f)(1)
     assert jax.tree_util.tree_structure(f(0)) != jax.tree_util.tree_structure(f(1))  # Python is free
+
+
+def test_default_branch_must_be_callable():
+    # an API check (Catalyst raises a ValueError too): a switch without a default branch
+    with pytest.raises(ValueError, match="Switch requires a default branch"):
+        switch(0)(None)
+
+
+def test_refused_while_pennylane_capture_is_on():
+    # as cond/for_loop/while_loop: a captured program uses PennyLane's control flow instead
+    from catalyst_lite.errors import PlxprCaptureCFCompatibilityError
+
+    qml.capture.enable()
+    try:
+        with pytest.raises(PlxprCaptureCFCompatibilityError, match="not supported .* qml.cond"):
+            switch(0)
+    finally:
+        qml.capture.disable()
+
+
+def test_catalysts_import_path_gives_the_same_control_flow():
+    import catalyst_lite
+    from catalyst_lite.api_extensions import control_flow
+
+    for name in ("cond", "for_loop", "while_loop", "switch"):
+        assert getattr(control_flow, name) is getattr(catalyst_lite, name)
+    s = control_flow.switch(1)(lambda: 0.5)
+    assert isinstance(s, control_flow.SwitchCallable)
+    # the operation types exist for imports; nothing records such an operation here
+    with pytest.raises(AttributeError, match="not called .* in a quantum context"):
+        s.operation
+    assert qjit(lambda k: s())(1) == 0.5

@@ -161,6 +161,10 @@ class CaptureUnavailableError(CatalystLiteError, ImportError):
     on in this environment (it supports only the JAX version it pins)."""
 
 
+# What a captured program writes instead of catalyst_lite's control flow (default: qml.<same name>).
+_CAPTURED_FORM = {"switch": "qml.cond with .else_if for the cases"}
+
+
 class PlxprCaptureCFCompatibilityError(ControlFlowError):
     """catalyst_lite's ``for_loop``/``while_loop``/``cond`` used while PennyLane's program capture
     is on (``qjit(capture=True)``, or ``qml.capture.enable()``), as Catalyst refuses it: the
@@ -174,7 +178,8 @@ class PlxprCaptureCFCompatibilityError(ControlFlowError):
             f"catalyst.{control_flow_type} is not supported with PennyLane's capture enabled, and "
             f"neither is catalyst_lite.{control_flow_type} (qjit(capture=True), or capture='global' "
             f"after qml.capture.enable()): write "
-            f"qml.{control_flow_type} instead, or compile with qjit(capture=False)."
+            f"{_CAPTURED_FORM.get(control_flow_type, 'qml.' + control_flow_type)} instead, or "
+            "compile with qjit(capture=False)."
         )
 
 

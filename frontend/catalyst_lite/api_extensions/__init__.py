@@ -1,3 +1,3 @@
 """Catalyst's ``catalyst.api_extensions`` path, for the public names users import from it:
-only :mod:`.callbacks` (``from catalyst.api_extensions.callbacks import base_callback`` works with
-``catalyst_lite`` in its place)."""
+:mod:`.callbacks` and :mod:`.control_flow` (``from catalyst.api_extensions.callbacks import
+base_callback`` works with ``catalyst_lite`` in its place)."""

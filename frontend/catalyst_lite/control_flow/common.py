@@ -6,6 +6,7 @@ threads them)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 import jax.numpy as jnp
@@ -23,6 +24,9 @@ from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
 
 __all__ = [
+    "WithoutOperation",
+    "ForLoopCallable",
+    "WhileLoopCallable",
     "expansion_strategy",
     "tracing_mode",
     "dimension_error",
@@ -248,8 +252,9 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
 
 
 class WithoutOperation:
-    """Catalyst's ``.operation`` of a ``cond``/``switch`` object (its quantum operation): here always
-    an ``AttributeError``, with Catalyst's words for the case where it has none.
+    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object (its
+    quantum operation): here always an ``AttributeError``, with Catalyst's words for the case where
+    it has none.
 
     >>> from catalyst_lite import cond
     >>> c = cond(True)(lambda: 1)
@@ -261,15 +266,49 @@ class WithoutOperation:
     """
 
     __name__: str
+    operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
 
     @property
     def operation(self) -> Any:
-        kind = type(self).__name__.removesuffix("Callable").lower()
+        kind = self.operation_kind
+        # Catalyst's phrase first, as Catalyst lays it out (its users' `match=` patterns follow
+        # the layout: one line for switch, indented lines for the others), then ours.
+        if kind == "switch":
+            phrase = (f"The {kind}() was not called (or has not been called) in a quantum context, "
+                      "and thus has no associated quantum operation.")
+        else:
+            indent = "\n" + " " * 16
+            phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum "
+                      f"context,{indent}and thus has no associated quantum operation.{indent}")
         raise AttributeError(
-            f"The {kind}() {self.__name__!r} is traced into the program rather than recorded as an "
-            "operation (in Catalyst, one not called in a quantum context has none either), and thus "
-            "has no associated quantum operation."
+            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} is traced into the program "
+            "rather than recorded as an operation, in a quantum context too."
         )
+
+
+class LoopCallable(WithoutOperation):
+    """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
+    initial carried values, it returns the final ones; it looks like the body it wraps (name,
+    docstring, ``inspect.signature`` without the loop index)."""
+
+    def __init__(self, run: Callable, body: Callable):
+        functools.update_wrapper(self, body)
+        self._run = run
+
+    def __call__(self, *init: Any) -> Any:
+        return self._run(*init)
+
+
+class ForLoopCallable(LoopCallable):
+    """What ``for_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
+
+    operation_kind = "for_loop"
+
+
+class WhileLoopCallable(LoopCallable):
+    """What ``while_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
+
+    operation_kind = "while_loop"
 
 
 # --- handlers ------------------------------------------------------------------------------------

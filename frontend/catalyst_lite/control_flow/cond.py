@@ -99,6 +99,8 @@ class CondCallable(WithoutOperation):
     predicate holds, or the ``otherwise`` branch.
     """
 
+    operation_kind = "cond"
+
     def __init__(self, pred: Any, fn: Callable):
         self.preds: list[Any] = [pred]
         self.branches: list[Callable] = [fn]

@@ -24,7 +24,6 @@ loop runs forwards).
 
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -46,6 +45,7 @@ from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from .common import (
+    ForLoopCallable,
     flatten_values,
     active_control_flow_handler,
     ambient_carries,
@@ -74,7 +74,7 @@ def for_loop(
     allow_array_resizing: bool = False,
     *,
     experimental_preserve_dimensions: bool | None = None,
-) -> Callable[[Callable], Callable]:
+) -> Callable[[Callable], ForLoopCallable]:
     """Decorator turning ``body(i, *carry) -> carry`` into a loop over
     ``range(lower_bound, upper_bound, step)`` (Catalyst's names and meaning).
 
@@ -98,8 +98,7 @@ def for_loop(
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 
-    def decorator(body: Callable) -> Callable:
-        @functools.wraps(body)
+    def decorator(body: Callable) -> ForLoopCallable:
         def loop(*init: Any) -> Any:
             _check_bounds(body, lower, upper, step)
             if tracing_mode("for_loop", body) == "eager":
@@ -113,14 +112,15 @@ def for_loop(
                 return handler.for_loop(body, (lower, upper, step), init, bind)
             return _bind(body, lower, upper, step, init, strategy)
 
+        loop_callable = ForLoopCallable(loop, body)
         # It takes the carried values: the body's signature without the index (which qjit binds).
         try:
             parameters = list(inspect.signature(body).parameters.values())
         except (TypeError, ValueError):
-            return loop
+            return loop_callable
         if parameters and parameters[0].kind in (parameters[0].POSITIONAL_ONLY, parameters[0].POSITIONAL_OR_KEYWORD):
-            loop.__signature__ = inspect.Signature(parameters[1:])
-        return loop
+            loop_callable.__signature__ = inspect.Signature(parameters[1:])
+        return loop_callable
 
     return decorator
 

@@ -13,8 +13,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ControlFlowError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import Tracer, get_aval
+from ..trace_context import refuse_under_capture
 from .common import WithoutOperation, describe_aval
 from .cond import cond
 
@@ -24,7 +25,15 @@ __all__ = ["switch", "SwitchCallable"]
 class SwitchCallable(WithoutOperation):
     """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
 
+    operation_kind = "switch"
+
     def __init__(self, index: Any, default: Callable):
+        if not callable(default):
+            # Catalyst's phrase first, then ours.
+            raise ArgumentValueError(
+                "Switch requires a default branch. catalyst_lite: the default branch (the function "
+                f"decorated by @switch(i)) must be callable, got {type(default).__name__}."
+            )
         self.index = index
         self.default = default
         self.cases: dict[int, Callable] = {}
@@ -91,6 +100,7 @@ def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
     >>> float(pick(0, 2.0)), float(pick(5, 2.0))
     (20.0, -2.0)
     """
+    refuse_under_capture("switch")  # as Catalyst does: captured programs use qml.cond
 
     def decorator(fn: Callable) -> SwitchCallable:
         return SwitchCallable(index_var, fn)

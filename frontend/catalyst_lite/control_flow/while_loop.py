@@ -21,7 +21,6 @@ takes ``*body_consts *implicit *carried`` and returns ``*implicit *carried``.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -40,6 +39,7 @@ from ..jax_extras.size_facts import runs_only_if, value_at
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
 from ..jax_extras.rules import PrimitiveSpec, batch_call, move_batch_axis, not_mapped, register_nested_primitive
 from .common import (
+    WhileLoopCallable,
     flatten_values,
     active_control_flow_handler,
     ambient_carries,
@@ -67,7 +67,7 @@ def while_loop(
     allow_array_resizing: bool = False,
     *,
     experimental_preserve_dimensions: bool | None = None,
-) -> Callable[[Callable], Callable]:
+) -> Callable[[Callable], WhileLoopCallable]:
     """Decorator turning ``body(*carry) -> carry`` into a loop that runs while ``cond_fn(*carry)``.
 
     The decorated function takes the initial carried values and returns the final ones (one value
@@ -87,8 +87,7 @@ def while_loop(
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("while_loop")  # as Catalyst does: captured programs use qml.while_loop
 
-    def decorator(body: Callable) -> Callable:
-        @functools.wraps(body)
+    def decorator(body: Callable) -> WhileLoopCallable:
         def loop(*init: Any) -> Any:
             if tracing_mode("while_loop", body) == "eager":
                 return _run_eagerly(cond_fn, body, init)
@@ -101,7 +100,7 @@ def while_loop(
                 return handler.while_loop(cond_fn, body, init, bind)
             return _bind(cond_fn, body, init, strategy)
 
-        return loop
+        return WhileLoopCallable(loop, body)
 
     return decorator
 
