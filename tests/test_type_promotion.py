@@ -116,9 +116,10 @@ def test_symbolic_sizes_fit_as_without_promotion():
     g = qjit(ones)
     g(3)
     compiled = g.compiled_function
-    _assert_same(g(np.int32(4)), jax.jit(ones, static_argnums=0)(4))
     _assert_same(g(True), jax.jit(ones, static_argnums=0)(1))  # a bool promotes to the int64 size
     assert g.compiled_function is compiled
+    _assert_same(g(np.int32(4)), jax.jit(ones, static_argnums=0)(np.int32(4)))  # an array: its own
+    assert g.compiled_function is not compiled
 
 
 def test_annotated_signature_with_abstracted_axes():
@@ -192,3 +193,20 @@ def test_an_int_beyond_int64_is_refused_rather_than_promoted():
     f(1.0)
     with pytest.raises(OverflowError, match="64-bit"):
         f(2**70)
+
+
+def test_an_array_is_not_promoted_to_a_python_number_s_signature():
+    """A Python int may be read by value (here: a trip count, compiled per value); an array of
+    the same dtype is a new signature, traced with its value unknown, not run by value."""
+
+    def fn(n, x):
+        return jax.lax.fori_loop(0, n, lambda i, c: c * 1.5 + i, x)
+
+    f = qjit(fn)
+    _assert_same(f(3, 1.0), jax.jit(fn)(3, 1.0))
+    assert _programs(f) == 1
+    for n in (np.array(4), jnp.asarray(5)):
+        _assert_same(f(n, 1.0), jax.jit(fn)(n, 1.0))
+    assert _programs(f) == 2  # the Python int's and one for the arrays
+    _assert_same(f(6, 1.0), jax.jit(fn)(6, 1.0))  # a Python int still runs its own
+    assert _programs(f) == 2

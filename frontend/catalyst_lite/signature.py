@@ -532,17 +532,24 @@ def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
 def promoted_leaves(leaves: Sequence[Any], specs: Sequence[LeafSpec], target: Sequence[LeafSpec]) -> list | None:
     """A call's flat arguments (of ``specs``) converted to a compiled signature's (``target``) when
     each fits it: the same shape (``None`` for an abstracted axis), a dtype that
-    :func:`promotes` to the target's. ``None`` when one does not fit.
+    :func:`promotes` to the target's. ``None`` when one does not fit. An array never takes a
+    Python integer's or bool's place: a program may read such a value (a trip count, a
+    predicate) and is then compiled per value, which an array argument is not.
 
     >>> f64, i32 = np.dtype("float64"), np.dtype("int32")
     >>> promoted_leaves([np.ones(2, i32)], [LeafSpec((None,), i32, False)], [LeafSpec((None,), f64, False)])[0].dtype
     dtype('float64')
     """
     if len(specs) != len(target) or not all(
-        s.shape == t.shape and promotes(s.dtype, t.dtype) for s, t in zip(specs, target)
+        s.shape == t.shape and promotes(s.dtype, t.dtype) and not _array_for_python_integer(s, t)
+        for s, t in zip(specs, target)
     ):
         return None
     return [x if s == t else promoted_leaf(x, t) for x, s, t in zip(leaves, specs, target)]
+
+
+def _array_for_python_integer(spec: LeafSpec, target: LeafSpec) -> bool:
+    return target.weak_type and target.dtype.kind in "biu" and not spec.weak_type
 
 
 def dtype_of(x: Any) -> np.dtype:
