@@ -9,6 +9,7 @@ import pytest
 
 from catalyst_lite import for_loop, qjit
 from catalyst_lite.errors import CompileError
+from test_capture import needs_capture
 
 DEV = qml.device("default.qubit", wires=3)
 SPARE = qml.device("default.qubit", wires=7)  # room for PennyLane to place the allocated wires
@@ -37,6 +38,7 @@ def test_allocated_wires_match_default_qubit_with_spare_wires():
     np.testing.assert_allclose(qjit(qml.qnode(DEV)(entangling))(0.4), expected, atol=1e-12)
 
 
+@needs_capture
 def test_allocated_wires_under_program_capture():
     expected = qml.qnode(SPARE)(entangling)(0.7)
     np.testing.assert_allclose(qjit(qml.qnode(DEV)(entangling), capture=True)(0.7), expected, atol=1e-12)

@@ -10,6 +10,7 @@ import pytest
 
 from catalyst_lite import grad, qjit, switch
 from catalyst_lite.errors import ControlFlowError
+from test_capture import needs_capture
 
 
 def scaled(i, x):
@@ -195,6 +196,7 @@ def test_default_branch_must_be_callable():
         switch(0)(None)
 
 
+@needs_capture
 def test_refused_while_pennylane_capture_is_on():
     # as cond/for_loop/while_loop: a captured program uses PennyLane's control flow instead
     from catalyst_lite.errors import PlxprCaptureCFCompatibilityError
