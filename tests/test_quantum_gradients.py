@@ -289,3 +289,17 @@ def test_jax_jacobian_of_a_qnode_with_shots_is_the_exact_derivative():
     expected = jax.jacobian(qml.qnode(DEV)(circuit))(0.7)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, atol=1e-10)
+
+
+def test_amplitude_embedding_with_zero_amplitudes_is_the_initial_state():
+    """``AmplitudeEmbedding`` (a ``StatePrep``) as the first operation is the initial state, as on
+    ``default.qubit``: its padded zero amplitudes gave NaN gradients through the decomposition."""
+
+    def embedded(f):
+        qml.AmplitudeEmbedding(f, wires=range(2), normalize=True, pad_with=0.0)
+        qml.RY(0.3, 0)
+        return qml.expval(qml.Z(0) @ qml.X(1))
+
+    f = jnp.array([0.3, 1.0, -0.4])
+    expected = jax.grad(qml.qnode(DEV, interface="jax")(embedded))(f)
+    np.testing.assert_allclose(qjit(grad(qml.qnode(DEV)(embedded)))(f), expected, atol=1e-12)

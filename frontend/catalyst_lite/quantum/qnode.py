@@ -326,8 +326,9 @@ class QuantumState:
                     self.vector, records = apply_records(self, self.vector, records), []
                 self._allocation(op)
                 continue
-            if op.name == "StatePrep" and self.fresh and not records:
-                # default.qubit's initial state; a later StatePrep is its decomposition, below.
+            if isinstance(op, _qml().StatePrep) and self.fresh and not records:
+                # default.qubit's initial state (also of its subclasses: AmplitudeEmbedding); a
+                # later StatePrep is its decomposition, below.
                 self.vector = self.initial = initial_state(op, self.wires)
                 if any(isinstance(p, Tracer) for p in op.parameters):
                     self.applied = None
