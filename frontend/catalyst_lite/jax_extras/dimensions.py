@@ -36,6 +36,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError, SymbolicShapeError
+from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
 from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
@@ -365,21 +366,18 @@ _JAX_WRAPPERS = ("jax._src.traceback_util", "jax._src.pjit", "jax._src.api", "ja
 
 
 def user_call_site() -> str:
-    """``file:line (in jax function)``: the user's line and the JAX function it called (if the
-    user's line called a JAX function)."""
-    frame = sys._getframe(1)
-    jax_function = ""
-    while frame is not None:
+    """``file:line (in jax function)``: the user's line (see :mod:`.frames`) and the JAX function
+    it called (if the user's line called a JAX function)."""
+    frame, jax_function = sys._getframe(1), ""
+    while frame is not None and is_library_file(frame.f_code.co_filename):
         module = frame.f_globals.get("__name__", "")
-        if module.startswith(_JAX_WRAPPERS):
-            pass  # jax.jit's and the API's own wrappers: not the function the user called
-        elif module.startswith("jax."):
+        if module.startswith("jax.") and not module.startswith(_JAX_WRAPPERS):
             jax_function = f"{module.removeprefix('jax._src.')}.{frame.f_code.co_name}"
-        elif not module.startswith("catalyst_lite."):
-            called = f" (in {jax_function})" if jax_function else ""
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}{called}"
         frame = frame.f_back
-    return jax_function or "?"
+    if frame is None:
+        return jax_function or "?"
+    called = f" (in {jax_function})" if jax_function else ""
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}{called}"
 
 
 def _in_shape_rule() -> bool:
