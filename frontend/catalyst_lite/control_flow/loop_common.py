@@ -300,6 +300,29 @@ class Loop:
     def unrolled(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
         return loop_unrolled(self, invals, params)
 
+    def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
+        """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over
+        the carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``:
+        whether to go on, ``None`` for a ``for_loop``), or returns ``None`` when it is known not
+        to run at these sizes: then it is not even staged, as its body may be traced under facts
+        that hold only when it runs (`x[i]` of an empty `x`: see
+        ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
+        ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
+        if body.nimplicit and not dims_unchanged(body.jaxpr, body.nconsts, body.nimplicit):
+            return self.unrolled(invals, params)
+        implicit = [to_dim(d) for d in ops.implicit]
+
+        def run_body(prefix: list[Any], carry: Sequence[Any]) -> tuple[Any, ...]:
+            args = [*ops.consts, *implicit, *prefix, *carry]
+            return tuple(eval_jaxpr(body.jaxpr, args, Mode.STAGED)[body.nimplicit :])
+
+        def run_predicate(carry: Sequence[Any]) -> Any:
+            return eval_jaxpr(pred.jaxpr, [*ops.pred_consts, *implicit, *carry], Mode.STAGED)[0]
+
+        out = stage(ops, run_body, None if pred is None else run_predicate)
+        # Arrays, as the loop would give (a carried literal is a Python number on JAX 0.7.1).
+        return [*implicit, *(map(jnp.asarray, ops.carried) if out is None else out)]
+
     def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
         return loop_jvp(self, primals, tangents, params)
 
