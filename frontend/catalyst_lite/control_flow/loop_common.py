@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ..compiler.capacity import LoopShape, Prediction, run_compiled
+from ..compiler.capacity import LoopShape, Prediction, resizes_arrays, run_compiled
 from ..compiler.runner import record_replay, runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..errors import ControlFlowError
@@ -48,7 +48,6 @@ __all__ = [
     "loop_host",
     "loop_unrolled",
     "step_by_step",
-    "dims_unchanged",
     "resizes_arrays",
     "is_inexact",
     "with_batch_axis",
@@ -243,16 +242,6 @@ def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple
     return tuple(out)
 
 
-def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
-    """True when a resizing loop's body returns every implicit dimension unchanged."""
-    return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])
-
-
-def resizes_arrays(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
-    """True when a loop's body may change the sizes of the arrays it carries."""
-    return bool(nimplicit) and not dims_unchanged(jaxpr, nconsts, nimplicit)
-
-
 # --- the rules -----------------------------------------------------------------------------------
 
 
@@ -308,7 +297,7 @@ class Loop:
         that hold only when it runs (`x[i]` of an empty `x`: see
         ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
-        if body.nimplicit and not dims_unchanged(body.jaxpr, body.nconsts, body.nimplicit):
+        if resizes_arrays(body.jaxpr, body.nconsts, body.nimplicit):
             return self.unrolled(invals, params)
         implicit = [to_dim(d) for d in ops.implicit]
 

@@ -446,16 +446,27 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
         scope.last_branch_at_point = True
 
 
+def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | None]:
+    """The truth of a size tracer decided (:func:`decide_size_comparison`): a comparison of sizes
+    (also returned, as ``(lhs, rhs, comparison)``), or an integer size (``!= 0``); ``None`` when
+    undecided or neither."""
+    if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
+        comparison = (*tracer.parent.in_tracers, _COMPARISONS[tracer.parent.primitive])
+        return decide_size_comparison(*comparison), comparison
+    if dtypes.issubdtype(tracer.aval.dtype, np.integer):
+        return decide_size_comparison(tracer, 0, "!="), None
+    return None, None
+
+
 def _make_bool(original):
     # JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
     # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
     # (or the guiding call's) and checked for every call.
     def __bool__(self):
         if is_active() and _asked_by_library():
-            if self.parent is not None and self.parent.primitive in _COMPARISONS:
-                lhs, rhs = self.parent.in_tracers
-                answer = decide_size_comparison(lhs, rhs, _COMPARISONS[self.parent.primitive])
-                _note_branch_at_point(lhs, rhs, _COMPARISONS[self.parent.primitive], answer)
+            answer, comparison = _decide_truth(self)
+            if comparison is not None:
+                _note_branch_at_point(*comparison, answer)
                 if answer is None and _in_shape_rule():
                     # A shape rule only compares sizes, never data: these are sizes it cannot
                     # relate (those of a nested JAX trace: lax.while_loop, lax.cond,
@@ -464,10 +475,6 @@ def _make_bool(original):
                         "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
                         "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
                     )
-            elif dtypes.issubdtype(self.aval.dtype, np.integer):
-                answer = decide_size_comparison(self, 0, "!=")
-            else:
-                answer = None
             if answer is not None:
                 return answer
             with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
@@ -521,14 +528,8 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
     scope = current_scope()
     if scope is None or not scope.of_axes_only(tracer):
         return None
-    if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
-        lhs, rhs = tracer.parent.in_tracers
-        answer = decide_size_comparison(lhs, rhs, _COMPARISONS[tracer.parent.primitive])
-    elif dtypes.issubdtype(tracer.aval.dtype, np.integer):
-        answer = decide_size_comparison(tracer, 0, "!=")
-    else:
-        return None
-    if answer is None:
+    answer, comparison = _decide_truth(tracer)
+    if answer is None and (comparison is not None or dtypes.issubdtype(tracer.aval.dtype, np.integer)):
         # The call's sizes answer it (see compiler.assumptions).
         try:
             return original(tracer)
@@ -741,18 +742,6 @@ def _make_extremum(original, staged):
     return extremum
 
 
-def _staged_min(d1: Any, d2: Any) -> Any:
-    from jax import numpy as jnp
-
-    return jnp.minimum(d1, d2)
-
-
-def _staged_max(d1: Any, d2: Any) -> Any:
-    from jax import numpy as jnp
-
-    return jnp.maximum(d1, d2)
-
-
 def _make_index(original):
     # `len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
     # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
@@ -898,7 +887,7 @@ register_patch(
         "symbolic_min_dim",
         core,
         "min_dim",
-        lambda original: _make_extremum(original, _staged_min),
+        lambda original: _make_extremum(original, jnp.minimum),
         "min of symbolic sizes is a staged min (a dimension tracer)",
     )
 )
@@ -907,7 +896,7 @@ register_patch(
         "symbolic_max_dim",
         core,
         "max_dim",
-        lambda original: _make_extremum(original, _staged_max),
+        lambda original: _make_extremum(original, jnp.maximum),
         "max of symbolic sizes is a staged max (a dimension tracer)",
     )
 )
