@@ -22,6 +22,7 @@ picks its program".
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import sys
 import weakref
@@ -756,33 +757,13 @@ def _make_index(original):
     return to_int
 
 
-register_patch(
-    Patch(
-        "user_sizes_as_python_ints",
-        pe.DynamicJaxprTracer,
-        "__index__",
-        _make_index,
-        "len(x) or range(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
-    )
-)
-register_patch(
-    Patch(
-        "user_sizes_as_python_ints_int",
-        pe.DynamicJaxprTracer,
-        "__int__",
-        _make_index,
-        "int(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
-    )
-)
-register_patch(
-    Patch(
-        "user_sizes_as_python_floats",
-        pe.DynamicJaxprTracer,
-        "__float__",
-        _make_index,
-        "float(x.shape[0]) or math.sqrt(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
-    )
-)
+for _name, _attr, _use in (
+    ("user_sizes_as_python_ints", "__index__", "len(x) or range(x.shape[0])"),
+    ("user_sizes_as_python_ints_int", "__int__", "int(x.shape[0])"),
+    ("user_sizes_as_python_floats", "__float__", "float(x.shape[0]) or math.sqrt(x.shape[0])"),
+):
+    register_patch(Patch(_name, pe.DynamicJaxprTracer, _attr, _make_index,
+                         f"{_use} on an abstracted axis asks for the call's sizes as constants"))
 register_patch(
     Patch(
         "assume_size_comparisons",
@@ -882,24 +863,9 @@ register_patch(
         "a staged size equal to a size it is computed from is that size (checked assumption)",
     )
 )
-register_patch(
-    Patch(
-        "symbolic_min_dim",
-        core,
-        "min_dim",
-        lambda original: _make_extremum(original, jnp.minimum),
-        "min of symbolic sizes is a staged min (a dimension tracer)",
-    )
-)
-register_patch(
-    Patch(
-        "symbolic_max_dim",
-        core,
-        "max_dim",
-        lambda original: _make_extremum(original, jnp.maximum),
-        "max of symbolic sizes is a staged max (a dimension tracer)",
-    )
-)
+for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
+    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim", functools.partial(_make_extremum, staged=_staged),
+                         f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"))
 
 
 # --- slice bounds of unknown sign ------------------------------------------------------------------
