@@ -38,9 +38,10 @@ def test_compile_options_has_catalysts_fields_and_defaults():
     assert o.capture == "global" and o.pass_plugins == set() and o.dialect_plugins == set()
 
 
-def test_compile_options_records_the_options_given():
+def test_compile_options_records_the_options_given(tmp_path, monkeypatch):
     """``static_argnames`` are kept as given and their positions join ``static_argnums``, as in
     Catalyst."""
+    monkeypatch.chdir(tmp_path)  # keep_intermediate writes there
     f = qjit(static_argnames=["n"], keep_intermediate=True, seed=3, disable_assertions=True)(
         lambda x, n: x * n
     )
