@@ -568,7 +568,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         try:
             first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key,
                                 adjoint=by_adjoint_method(qnode) and not shots.finite,
-                                exact=not shots.finite and config.method == "single-branch-statistics")
+                                exact=not shots.finite and config.method == "single-branch-statistics"
+                                and not config.explicit)  # (chosen: one branch is what is asked)
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
