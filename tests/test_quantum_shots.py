@@ -404,6 +404,9 @@ def test_a_qnode_returns_numbers_and_arrays_beside_its_measurements():
     assert np.allclose(expval, reference)
     assert (float(pi), float(x), float(twice), int(twelve)) == (np.pi, 0.4, 0.8, 12)
     assert float(qjit(qml.qnode(DEV)(lambda: 1.5))()) == 1.5
+    # an operator's wires (a pytree of ints), as PennyLane's operator has them
+    wires = qjit(qml.qnode(DEV)(lambda: qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires))()
+    assert [int(w) for w in wires] == list(qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires)
 
 
 @pytest.mark.parametrize("shots", [0, -3])
