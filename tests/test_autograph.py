@@ -1465,3 +1465,43 @@ def test_conversion_cache_names_each_function_converted():
     assert not TRANSFORMER.has_cache(never_compiled)
     for x in (3.0, 0.5):
         assert compiled(x) == program(x)
+
+
+def test_the_target_of_a_compiled_loop_after_it():
+    """After the loop its target has its last value, as in Python (a traced range, an array's
+    rows); a loop known to run no iteration leaves it unassigned, Python's UnboundLocalError
+    (also Catalyst's AutoGraphError)."""
+    def last_index(n, x):
+        for i in range(n):
+            x = x + i
+        return i, x
+
+    compiled = qjit(autograph=True)(last_index)
+    for n in (3, 1):
+        assert tuple(int(v) for v in compiled(n, 0)) == last_index(n, 0)
+    assert [name for name, _ in control_flow_of(compiled.jaxpr)] == ["for_loop"]
+
+    def last_row(x):
+        for row in x:
+            pass
+        return row
+
+    rows = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(qjit(autograph=True)(last_row)(rows), last_row(rows))
+
+    def never_runs(x):
+        for i in range(0):
+            x = x + i
+        return i
+
+    def no_rows(x):
+        for row in jnp.zeros((0, 2)):
+            x = x + row
+        return row
+
+    for program in (never_runs, no_rows):
+        with pytest.raises(UnboundLocalError):
+            program(1.0)
+        with pytest.raises(AutoGraphError, match="potentially uninitialized") as raised:
+            qjit(autograph=True)(program)(1.0)
+        assert isinstance(raised.value, UnboundLocalError)

@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 from malt.operators.variables import Undefined
 
+from ..compiler.specialize import trip_count
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
 from ..diagnostics import user_location as user_location_of_traceback
@@ -90,6 +91,10 @@ def for_stmt(
         space = iteration_space(strict_iteration_array(iter_, where))
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
         _python_for(iter_, extra_test, body, state)
+        return
+    if space.concrete and trip_count(space.lower, space.upper, space.step) == 0:
+        # no iteration, known while tracing: Python's (the target stays unassigned, as in Python)
+        _python_for(space.python_items(), extra_test, body, state)
         return
     if recording_operators():
         # (in qml.adjoint/qml.ctrl the operations must be known while tracing: see state.py)
