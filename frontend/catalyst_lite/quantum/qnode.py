@@ -505,7 +505,7 @@ def _check_returned(qnode, output: Any) -> None:
 
 def _is_number(x: Any) -> bool:
     """A value a compiled program can return: a traced value, an array, a number or a bool."""
-    return isinstance(x, (Tracer, jax.Array, np.ndarray, np.generic, bool, int, float, complex))
+    return isinstance(x, (Tracer, jax.Array, np.ndarray, np.number, np.bool_, bool, int, float, complex))
 
 
 def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
