@@ -1469,8 +1469,9 @@ def test_conversion_cache_names_each_function_converted():
 
 def test_the_target_of_a_compiled_loop_after_it():
     """After the loop its target has its last value, as in Python (a traced range, an array's
-    rows); a loop known to run no iteration leaves it unassigned, Python's UnboundLocalError
-    (also Catalyst's AutoGraphError)."""
+    rows); a loop that runs no iteration leaves it unassigned, Python's UnboundLocalError (also
+    Catalyst's AutoGraphError): while tracing when that is known then, else when it runs. A
+    target read only by a function defined in the body needs no iteration."""
     def last_index(n, x):
         for i in range(n):
             x = x + i
@@ -1480,6 +1481,22 @@ def test_the_target_of_a_compiled_loop_after_it():
     for n in (3, 1):
         assert tuple(int(v) for v in compiled(n, 0)) == last_index(n, 0)
     assert [name for name, _ in control_flow_of(compiled.jaxpr)] == ["for_loop"]
+    with pytest.raises(UnboundLocalError):
+        last_index(0, 0)
+    with pytest.raises(AutoGraphError, match="'i' is potentially uninitialized") as raised:
+        compiled(0, 0)
+    assert isinstance(raised.value, UnboundLocalError)
+
+    def read_by_a_closure(n):
+        total = 0
+        for i in range(n):
+            def term():
+                return i + 1
+            total = total + term()
+        return total
+
+    for n in (0, 3):
+        assert int(qjit(autograph=True)(read_by_a_closure)(n)) == read_by_a_closure(n)
 
     def last_row(x):
         for row in x:

@@ -29,7 +29,8 @@ from ..compiler.specialize import trip_count
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
 from ..diagnostics import user_location as user_location_of_traceback
-from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
+from ..debug import callback
+from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, UninitializedVariableError
 from ..jax_extras import Tracer, is_tracing
 from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
 from .conditionals import if_stmt, scope_fills_return_value
@@ -103,7 +104,13 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, state)
         return
 
-    _start_loop_targets(space, opts.get("iterate_names", ""), get_state, set_state, symbol_names)
+    started = _start_loop_targets(space, opts.get("iterate_names", ""), get_state, set_state, symbol_names)
+    unassigned_after = [name for name in started if name in opts.get("live_after", "").split()]
+    if unassigned_after and not space.concrete:
+        # Python leaves them unassigned when the loop runs no iteration: known when it runs
+        callback(functools.partial(_fail_if_no_iteration, names=unassigned_after, where=where))(
+            trip_count(space.lower, space.upper, space.step)
+        )
     containers = ContainerCheckpoint(body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
@@ -129,20 +136,34 @@ def for_stmt(
 
 def _start_loop_targets(
     space: IterationSpace, iterate_names: str, get_state: GetState, set_state: SetState, names: Sequence[str]
-) -> None:
+) -> list[str]:
     """The loop's target variables (``i`` of ``for i in ...``) that the loop carries without a
-    value yet start as zeros of their items' types. malt carries a target when a function defined
-    in the body reads it; it gets its value in each iteration before anything reads it."""
+    value yet start as zeros of their items' types (their names are returned). malt carries a
+    target that is read after the loop or by a function defined in the body; it gets its value in
+    each iteration before anything reads it."""
     values = list(get_state())
     unassigned = {name: k for k, name in enumerate(names) if isinstance(values[k], Undefined)}
     if not unassigned or not iterate_names:
-        return
+        return []
     first = space.item(jnp.asarray(space.lower, _index_dtype(space)))
     targets = _target_values(ast.parse(iterate_names, mode="eval").body, jax.tree.map(jnp.zeros_like, first))
-    for name, k in unassigned.items():
-        if name in targets:
-            values[k] = targets[name]
+    started = [name for name in unassigned if name in targets]
+    for name in started:
+        values[unassigned[name]] = targets[name]
     set_state(tuple(values))
+    return started
+
+
+def _fail_if_no_iteration(count: Any, names: list[str], where: Location | None) -> None:
+    """When the program runs: a loop that ran no iteration left ``names`` unassigned, which are
+    read after it (Python's ``UnboundLocalError``)."""
+    if int(count) <= 0:
+        name = names[0]
+        raise UninitializedVariableError(
+            f"The variable {name!r} is potentially uninitialized: the `for` loop{at(where)} ran no "
+            f"iteration, so {name!r}, first assigned by the loop, has no value after it (Python's "
+            "UnboundLocalError). Assign it before the loop."
+        )
 
 
 def _target_values(node: ast.expr, value: Any) -> dict[str, Any]:
