@@ -50,7 +50,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
-from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
+from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
@@ -493,7 +493,7 @@ def _check_returned(qnode, output: Any) -> None:
     rejects too), nor an operator or another Python object, which a compiled program cannot
     return."""
     leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
-    odd = [x for x in leaves if not (is_measurement(x) or type(x).__name__ == "MeasuredValue" or _is_number(x))]
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, StandsForValue) or _is_number(x))]
     if not leaves or odd:
         what = f"returned {(odd or [output])[0]!r}" if odd or output is not None else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
