@@ -631,9 +631,9 @@ def test_vmap_over_a_for_loop_step_names_the_unsupported_loop():
         f(jnp.array([1, 2, 3]))
 
 
-def test_cond_and_switch_have_no_quantum_operation():
-    # Catalyst's `.operation` (the quantum operation of control flow called in a circuit): here
-    # control flow is traced into the program, so there is none; Catalyst's words say so.
+def test_control_flow_outside_a_quantum_circuit_has_no_operation():
+    # Catalyst's `.operation` (the quantum operation of control flow called in a circuit): called
+    # in a classical program there is none; Catalyst's words say so.
     from catalyst_lite import switch
 
     @cond(True)

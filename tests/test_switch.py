@@ -209,6 +209,56 @@ def test_refused_while_pennylane_capture_is_on():
         qml.capture.disable()
 
 
+def test_control_flow_called_in_a_compiled_qnode_has_its_operation():
+    # Catalyst's `.operation`: control flow called inside a QNode compiled by qjit has one, of
+    # its kind; run by PennyLane without qjit (plain Python), it has none. The results are
+    # default.qubit's either way.
+    from catalyst_lite import cond, for_loop, while_loop
+    from catalyst_lite.api_extensions.control_flow import Cond, ForLoop, Switch, WhileLoop
+
+    called = {}
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def circuit(x, k):
+        @for_loop(0, 2, 1)
+        def layer(i):
+            qml.RX(x * (i + 1), wires=i)
+
+        @while_loop(lambda j: j < 2)
+        def entangle(j):
+            qml.CNOT(wires=[j % 2, (j + 1) % 2])
+            return j + 1
+
+        @cond(k > 0)
+        def flip():
+            qml.X(0)
+
+        @switch(k)
+        def rotate():
+            qml.RY(x, wires=1)
+
+        @rotate.branch(1)
+        def rotate_z():
+            qml.RZ(x, wires=1)
+
+        layer()
+        entangle(0)
+        flip()
+        rotate()
+        called.update(layer=layer, entangle=entangle, flip=flip, rotate=rotate)
+        return qml.probs(wires=[0, 1])
+
+    kinds = {"layer": ForLoop, "entangle": WhileLoop, "flip": Cond, "rotate": Switch}
+    expected = [circuit(0.7, k) for k in (0, 1)]
+    for obj in called.values():
+        with pytest.raises(AttributeError, match="no associated quantum operation"):
+            obj.operation
+    compiled = qjit(circuit)
+    np.testing.assert_allclose([compiled(0.7, k) for k in (0, 1)], expected, atol=1e-12)
+    for name, kind in kinds.items():  # the objects of the compiled circuit's trace
+        assert isinstance(called[name].operation, kind) and called[name].operation.name == kind.__name__
+
+
 def test_catalysts_import_path_gives_the_same_control_flow():
     import catalyst_lite
     from catalyst_lite.api_extensions import control_flow
