@@ -30,6 +30,8 @@ __all__ = [
     "ForLoop",
     "WhileLoop",
     "WithOperation",
+    "StandsForValue",
+    "traced_value",
     "ForLoopCallable",
     "WhileLoopCallable",
     "expansion_strategy",
@@ -174,10 +176,19 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     return pred
 
 
+class StandsForValue:
+    """A value that stands for a traced one and converts itself by ``__jax_array__`` (a
+    mid-circuit measurement's ``MeasurementValue`` of a compiled circuit): control flow carries,
+    branches return and predicates read the traced value."""
+
+
 def traced_value(x: Any) -> Any:
-    """``x``, or the traced value a mid-circuit measurement value stands for (PennyLane's
-    ``MeasurementValue`` of a compiled circuit, which converts itself by ``__jax_array__``)."""
-    return x.__jax_array__() if type(x).__name__ == "MeasuredValue" else x
+    """``x``, or the traced value it stands for (a :class:`StandsForValue`).
+
+    >>> traced_value(3)
+    3
+    """
+    return x.__jax_array__() if isinstance(x, StandsForValue) else x
 
 
 def flatten_values(tree: Any) -> tuple[list[Any], PyTreeDef]:
