@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
@@ -496,18 +497,25 @@ def _check_terminal_wires(m: Any, all_wires: bool) -> None:
 
 
 def _check_returned(qnode, output: Any) -> None:
-    """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
-    in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
+    """A QNode returns measurements, as PennyLane requires, and (as with Catalyst, whose programs
+    mix them) numbers and arrays: values computed in the circuit (a mid-circuit measurement's
+    outcome), its arguments, constants. Not nothing (a forgotten ``return``, which PennyLane
+    rejects too), nor an operator or another Python object, which a compiled program cannot
+    return."""
     leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
-    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, (Tracer, StandsForValue)))]
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, StandsForValue) or _is_number(x))]
     if not leaves or odd:
-        what = f"returned {odd[0]!r}" if odd else "returned no measurement"
+        what = f"returned {(odd or [output])[0]!r}" if odd or output is not None else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
             "A quantum function must return either a single measurement, or a nonempty sequence of "
             f"measurements. The QNode {getattr(qnode, '__name__', qnode)} {what}: return "
-            "qml.expval, qml.probs, qml.sample... (or a value computed in the circuit, as Catalyst "
-            "allows), and add constants to its results outside the QNode."
+            "qml.expval, qml.probs, qml.sample... (or numbers and arrays, as Catalyst allows)."
         )
+
+
+def _is_number(x: Any) -> bool:
+    """A value a compiled program can return: a traced value, an array, a number or a bool."""
+    return isinstance(x, (Tracer, jax.Array, np.ndarray, np.number, np.bool_, bool, int, float, complex))
 
 
 def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
