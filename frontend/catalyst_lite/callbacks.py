@@ -43,7 +43,7 @@ from .jax_extras.host_callbacks import kept_callback
 from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
-__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly", "running_program"]
+__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly", "program_started", "program_ended"]
 
 
 def run_eagerly() -> bool:
@@ -85,28 +85,31 @@ def _sole_running_slot() -> list | None:
     return running[0] if len(running) == 1 else None
 
 
-class running_program:
-    """While the block runs a compiled program, a callback that fails on one of XLA's worker
-    threads records its exception in this thread's slot (when no other thread runs one), for
-    :func:`callback_exception` to raise. (A class, not a generator: every call enters one.)
+def program_started() -> list | None:
+    """Register the calling thread as running a compiled program until :func:`program_ended`, so
+    that a callback failing on one of XLA's worker threads records its exception in this thread's
+    slot (when no other thread runs one), for :func:`callback_exception` to raise. Returns what
+    :func:`program_ended` restores (a program may run inside another's call). Two functions, not
+    a context manager: every call of a ``QJIT`` runs them.
 
-    >>> with running_program():
-    ...     _sole_running_slot() is current_context().callback_errors
+    >>> previous = program_started()
+    >>> _sole_running_slot() is current_context().callback_errors
     True
+    >>> program_ended(previous)
     """
+    ident = threading.get_ident()
+    previous = _RUNNING.get(ident)
+    slot = current_context().callback_errors
+    _RUNNING[ident] = thread_collector("callback_errors") if slot is None else slot
+    return previous
 
-    __slots__ = ("_ident", "_previous")
 
-    def __enter__(self) -> None:
-        self._ident = ident = threading.get_ident()
-        self._previous = _RUNNING.get(ident)
-        _RUNNING[ident] = thread_collector("callback_errors")
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._previous is None:
-            _RUNNING.pop(self._ident, None)
-        else:
-            _RUNNING[self._ident] = self._previous
+def program_ended(previous: list | None) -> None:
+    """Undo :func:`program_started` (given what it returned)."""
+    if previous is None:
+        _RUNNING.pop(threading.get_ident(), None)
+    else:
+        _RUNNING[threading.get_ident()] = previous
 
 
 def callback_exception(err: BaseException) -> BaseException:
