@@ -16,6 +16,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -176,6 +177,30 @@ def test_an_entry_that_is_a_symbolic_link_or_a_directory_is_refused(cache, tmp_p
     with pytest.warns(CacheWarning, match="cannot be opened as a file"):
         assert disk_cache.read(KEY, "vmfb") is None
     assert not entry_path(cache).is_symlink() and target.exists()
+
+
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo], ids=["directory", "named pipe"])
+def test_an_entry_that_is_not_a_regular_file_is_refused_without_waiting(cache, make):
+    """A directory made the read raise (a crash of the call); a named pipe made it wait for a
+    writer for ever (the read runs on a thread here, so that the test ends either way)."""
+    cache.mkdir(mode=0o700)
+    make(entry_path(cache))
+    outcome = []
+
+    def read():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcome.append((disk_cache.read(KEY, "vmfb"), [str(w.message) for w in caught]))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)
+    assert outcome, "the read did not return"
+    content, messages = outcome[0]
+    assert content is None and any("not a regular file" in m for m in messages)
+    assert not os.path.lexists(entry_path(cache))
+    disk_cache.write(KEY, "vmfb", CONTENT)
+    assert read_quietly() == CONTENT
 
 
 _KILLED_WRITER = textwrap.dedent(

@@ -78,11 +78,16 @@ def read(key: Mapping[str, Any], kind: str) -> bytes | None:
             return None
         name = _file_name(full)
         try:
-            opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+            # O_NONBLOCK: opening a named pipe left at the entry's name would wait for a writer.
+            opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
         except FileNotFoundError:
             return None
-        except OSError as err:  # a symbolic link (O_NOFOLLOW), a directory, no permission
+        except OSError as err:  # a symbolic link (O_NOFOLLOW), no permission
             _remove(fd, name, f"it cannot be opened as a file ({err.strerror})")
+            return None
+        if not stat.S_ISREG(os.fstat(opened).st_mode):  # a directory, a named pipe, a device
+            os.close(opened)
+            _remove(fd, name, "it is not a regular file")
             return None
         with os.fdopen(opened, "rb") as f:
             data = f.read()
@@ -191,7 +196,10 @@ def _remove(fd: int, name: str, reason: str) -> None:
         stacklevel=2,
     )
     with contextlib.suppress(OSError):
-        os.unlink(name, dir_fd=fd)
+        try:
+            os.unlink(name, dir_fd=fd)
+        except IsADirectoryError:  # (an empty one: a directory with files is someone's data)
+            os.rmdir(name, dir_fd=fd)
 
 
 @contextlib.contextmanager
