@@ -21,6 +21,7 @@ import time
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -94,6 +95,21 @@ def test_a_directory_that_cannot_be_made_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_DIR_ENV_VAR, str(tmp_path / "file" / "cache"))
     with pytest.warns(CacheWarning, match="not usable"):
         disk_cache.write(KEY, "vmfb", CONTENT)
+
+
+def test_a_remote_jax_cache_directory_is_no_local_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv(CACHE_DIR_ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    previous = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", "gs://bucket/jax-cache")
+        assert disk_cache.cache_dir() is None
+        disk_cache.write(KEY, "vmfb", CONTENT)
+        assert list(tmp_path.iterdir()) == []  # no `gs:` directory made here
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+        assert disk_cache.cache_dir() == tmp_path / "jax" / "catalyst_lite"
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
 
 
 # --- faulty entries --------------------------------------------------------------------------------

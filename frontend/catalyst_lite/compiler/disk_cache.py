@@ -47,12 +47,16 @@ STALE_SECONDS = 600
 
 
 def cache_dir() -> Path | None:
-    """The cache directory (see the module's documentation), or ``None`` when there is none."""
+    """The cache directory (see the module's documentation), or ``None`` when there is none (also
+    when JAX's is remote, ``gs://...``: as a local path it would be a ``gs:`` directory made in
+    the working directory)."""
     configured = os.environ.get(CACHE_DIR_ENV_VAR)
     if configured:
         return Path(configured).expanduser()
     jax_dir = jax.config.jax_compilation_cache_dir
-    return Path(jax_dir).expanduser() / "catalyst_lite" if jax_dir else None
+    if not jax_dir or "://" in jax_dir:
+        return None
+    return Path(jax_dir).expanduser() / "catalyst_lite"
 
 
 def cpu_features() -> str:
