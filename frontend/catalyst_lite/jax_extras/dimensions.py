@@ -49,6 +49,7 @@ __all__ = [
     "example_value",
     "is_size_expression",
     "decide_size_comparison",
+    "python_truth_of_sizes",
     "note_loop_index",
     "note_loop_carries",
 ]
@@ -481,6 +482,17 @@ def _make_bool(original):
         return original(self)
 
     return __bool__
+
+
+def python_truth_of_sizes(x: Any) -> Any:
+    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] >
+    2``, a number's question under ``jax.jit``), decided as the user's plain Python ``if`` on it
+    is (a fact of the program); ``x`` itself otherwise. For converted code (autograph), whose
+    ``if`` would otherwise trace both branches, one of which ``jax.jit`` never sees (a negative
+    pad width)."""
+    if is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == () and _of_axes_only(x):
+        return bool(x)  # the patched __bool__, asked by us: the user's question
+    return x
 
 
 def _of_axes_only(tracer: Any) -> bool:
