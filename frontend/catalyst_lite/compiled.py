@@ -83,7 +83,7 @@ from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
 from .diagnostics import api_boundary, filtered
-from .tracing import SizeFacts, dimension_sources, implicit_values
+from .tracing import dimension_sources, implicit_values
 
 __all__ = ["qjit", "QJIT", "CacheInfo", "Traced", "Lowered", "Compiled"]
 
@@ -507,7 +507,7 @@ class QJIT:
         # checked path's work (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
         validated = self._validated_calls.get(key) if key is not None else None
-        if validated is not None and (validated.facts is None or validated.facts.hold(args)):
+        if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
             self._last = validated.fast.executable
             try:
                 result = validated.fast(args)
@@ -528,7 +528,7 @@ class QJIT:
         if static is not None:
             data = repeated.fast.static_dispatch_data(leaves, static, result) if dispatchable else None
             return data, data is None
-        if repeated.facts is not None or repeated.fast.direct_consts is None:
+        if repeated.facts_hold is not None or repeated.fast.direct_consts is None:
             # The program reads argument values (sizes, facts), or does not take the leaves as
             # they are: Python runs every such call, without asking again. While no call has
             # been otherwise, calls skip the dispatcher's lookup.
@@ -911,18 +911,9 @@ class _RepeatedCall:
         facts = executable.facts
         # The arguments whose values the facts read.
         self.reads = frozenset(k - len(axis_lengths) for k in facts.inputs if k >= len(axis_lengths))
-        self.facts = _ArgumentFacts(facts, axis_lengths) if self.reads else None
-
-
-class _ArgumentFacts:
-    """A program's facts checked on a call's arguments, the axis lengths being known."""
-
-    def __init__(self, facts: SizeFacts, axis_lengths: list[int]):
-        self.first_broken = facts.first_broken
-        self.axis_lengths = tuple(axis_lengths)
-
-    def hold(self, args: tuple) -> bool:
-        return self.first_broken((*self.axis_lengths, *args) if self.axis_lengths else args) < 0
+        # Whether the facts hold for a call's arguments, the axis lengths being known.
+        first_broken, lengths = facts.first_broken, tuple(axis_lengths)
+        self.facts_hold = (lambda args: first_broken((*lengths, *args) if lengths else args) < 0) if self.reads else None
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex})

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
-from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
+from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
@@ -489,7 +489,7 @@ def _check_returned(qnode, output: Any) -> None:
     """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
     in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
     leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
-    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, (Tracer, StandsForValue)))]
     if not leaves or odd:
         what = f"returned {odd[0]!r}" if odd else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
