@@ -11,6 +11,7 @@ as under ``jax.jit``. Every program is compared with ``jax.jit`` at sizes 0, 1 a
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -146,15 +147,37 @@ def test_integer_arguments_keep_jax_jit_errors():
     def repeat(x, k):
         return x * jnp.array([1.0] * k).sum()
 
+    def lookup(x, k):
+        return x * {2: 3.0}.get(k, 1.0)  # by identity it missed: 1.0 whatever k
+
     for fn, jax_error in [(branch, jax.errors.TracerBoolConversionError),
                           (loop, jax.errors.TracerIntegerConversionError),
                           (scale, jax.errors.ConcretizationTypeError),
-                          (repeat, TypeError)]:
+                          (repeat, TypeError),
+                          (lookup, TypeError)]:
         with pytest.raises(jax_error):
             jax.jit(fn)(jnp.ones(3), 2)
         with pytest.raises(ControlFlowError) as raised:
             qjit(fn, abstracted_axes={0: "n"})(jnp.ones(3), 2)
         assert isinstance(raised.value, jax_error)
+
+
+def test_sizes_passed_to_static_arguments_of_jax_jit_helpers_stay_symbolic():
+    """JAX hashes a jax.jit helper's static arguments in its own code: by identity, so that a size
+    (of an axis, or an integer argument) keeps one program for every call."""
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def padded(x, k):
+        return jnp.concatenate([x, jnp.zeros(k)])
+
+    def f(x, k):
+        return padded(x, x.shape[0]), padded(x, k)
+
+    compiled = qjit(f, abstracted_axes={0: "n"})
+    for n, k in [(3, 1), (0, 2), (5, 0), (1, 4)]:
+        x = jnp.arange(float(n))
+        assert_same_as_jax_jit(compiled(x, k), jax.jit(f, static_argnums=1)(x, k))
+    assert len(compiled.inspect().programs) == 1
 
 
 def test_data_dependent_branch_keeps_jax_jit_error():

@@ -702,13 +702,14 @@ def _make_array(original):
 def _make_hash(original):
     # `jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
     # which catalyst_lite then inlines; a size passed there by JAX's code is hashed by identity.
-    # The user's own hash of a size of abstracted axes (a dict key, a set member: `{3: w}.get(
-    # x.shape[0])`) is a number's under jax.jit: by identity it would miss silently, so it asks
-    # for the call's sizes, as `int()` does.
+    # The user's own hash of a size (a dict key, a set member: `{3: w}.get(x.shape[0])`) would
+    # miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
+    # sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
+    # an integer argument, which jax.jit refuses to hash too.
     def __hash__(self):
         if is_active() and is_size_expression(self):
-            if not _asked_by_library() and _of_axes_only(self):
-                return hash(operator.index(self))  # the patched __index__: the signal
+            if not _asked_by_library():
+                return hash(operator.index(self))  # the patched __index__
             return object.__hash__(self)
         return original(self)
 
