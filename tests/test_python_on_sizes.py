@@ -147,19 +147,28 @@ def test_integer_arguments_keep_jax_jit_errors():
     def repeat(x, k):
         return x * jnp.array([1.0] * k).sum()
 
-    def lookup(x, k):
-        return x * {2: 3.0}.get(k, 1.0)  # by identity it missed: 1.0 whatever k
-
     for fn, jax_error in [(branch, jax.errors.TracerBoolConversionError),
                           (loop, jax.errors.TracerIntegerConversionError),
                           (scale, jax.errors.ConcretizationTypeError),
-                          (repeat, TypeError),
-                          (lookup, TypeError)]:
+                          (repeat, TypeError)]:
         with pytest.raises(jax_error):
             jax.jit(fn)(jnp.ones(3), 2)
         with pytest.raises(ControlFlowError) as raised:
             qjit(fn, abstracted_axes={0: "n"})(jnp.ones(3), 2)
         assert isinstance(raised.value, jax_error)
+
+
+def test_an_integer_argument_as_a_dict_key_is_an_error_not_a_miss():
+    """Hashed by identity it was never found: 1.0 whatever k. (jax.jit refuses to hash a tracer,
+    unless PennyLane is imported: PennyLane makes JAX's tracers hashable by identity.)"""
+
+    def lookup(x, k):
+        return x * {2: 3.0}.get(k, 1.0)
+
+    with pytest.raises(ControlFlowError, match="static argument") as raised:
+        qjit(lookup, abstracted_axes={0: "n"})(jnp.ones(3), 2)
+    assert isinstance(raised.value, TypeError)
+    np.testing.assert_array_equal(qjit(lookup, static_argnums=1)(jnp.ones(3), 2), np.full(3, 3.0))
 
 
 def test_sizes_passed_to_static_arguments_of_jax_jit_helpers_stay_symbolic():

@@ -706,9 +706,10 @@ def _make_hash(original):
     # miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
     # sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
     # an integer argument, which jax.jit refuses to hash too.
+    # Libraries hash sizes for their own ends (PennyLane a traced wire label): by identity.
     def __hash__(self):
         if is_active() and is_size_expression(self):
-            if not _asked_by_library():
+            if not _asked_by_library(_LIBRARIES):
                 return hash(operator.index(self))  # the patched __index__
             return object.__hash__(self)
         return original(self)
