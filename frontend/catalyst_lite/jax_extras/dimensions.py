@@ -500,7 +500,12 @@ def python_truth_of_sizes(x: Any) -> Any:
     is (a fact of the program); ``x`` itself otherwise. For converted code (autograph), whose
     ``if`` would otherwise trace both branches, one of which ``jax.jit`` never sees (a negative
     pad width)."""
-    if is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == () and _of_axes_only(x):
+    if not (is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == ()):
+        return x
+    scope = current_scope()
+    expr = scope.expression(x) if scope is not None else None
+    # (A value computed from constants alone, a postselected measurement say, stays traced.)
+    if expr is not None and expr.inputs() and expr.inputs() <= scope.axis_inputs:
         return bool(x)  # the patched __bool__, asked by us: the user's question
     return x
 
