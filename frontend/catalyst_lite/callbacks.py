@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -42,7 +43,7 @@ from .jax_extras.host_callbacks import kept_callback
 from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
-__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly"]
+__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly", "running_program"]
 
 
 def run_eagerly() -> bool:
@@ -65,10 +66,47 @@ def _remembering_exceptions(fn: Callable) -> Callable:
         except BaseException as err:
             err._catalyst_lite_callback = True
             slot = current_context().callback_errors
+            if slot is None:  # an XLA worker thread (XLA runs larger programs on its own threads)
+                slot = _sole_running_slot()
             (thread_collector("callback_errors") if slot is None else slot).append(err)
             raise
 
     return host
+
+
+_RUNNING: dict[int, list] = {}
+"""The callback-error slot of each thread running a compiled program now, by thread."""
+
+
+def _sole_running_slot() -> list | None:
+    """The slot of the one thread running a program now (``None`` when several are: a callback
+    on an XLA worker thread cannot tell whose it is, and its caller gets XLA's error)."""
+    running = list(_RUNNING.values())
+    return running[0] if len(running) == 1 else None
+
+
+class running_program:
+    """While the block runs a compiled program, a callback that fails on one of XLA's worker
+    threads records its exception in this thread's slot (when no other thread runs one), for
+    :func:`callback_exception` to raise. (A class, not a generator: every call enters one.)
+
+    >>> with running_program():
+    ...     _sole_running_slot() is current_context().callback_errors
+    True
+    """
+
+    __slots__ = ("_ident", "_previous")
+
+    def __enter__(self) -> None:
+        self._ident = ident = threading.get_ident()
+        self._previous = _RUNNING.get(ident)
+        _RUNNING[ident] = thread_collector("callback_errors")
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._previous is None:
+            _RUNNING.pop(self._ident, None)
+        else:
+            _RUNNING[self._ident] = self._previous
 
 
 def callback_exception(err: BaseException) -> BaseException:

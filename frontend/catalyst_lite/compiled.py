@@ -67,7 +67,7 @@ from .signature import (
     resolved_annotation,
 )
 from .autograph import run_autograph
-from .callbacks import callback_exception
+from .callbacks import callback_exception, running_program
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
@@ -474,23 +474,24 @@ class QJIT:
         # Exceptions leave with the user's frames first (see diagnostics.py): a try costs nothing
         # until something is raised.
         try:
-            if self._placing:  # in_shardings/out_shardings: placed around the checked call
-                placed = self._jit.place_arguments(args)
-                return self._jit.place_results(self._call_checked(None, placed, kwargs)[0])
-            static = self._static_dispatch
-            if static is not None and not kwargs and len(args) == static[1] and all(
-                type(args[k]) is int for k in static[0]
-            ):
-                return static[2](*args)
-            if self._python_only:
-                result, data, _ = self._python_call(args, kwargs)
-                if data is not None:  # the dispatcher can run this call by itself: use it
-                    self._python_only = False
-                return result
-            # jax.jit's C++ dispatcher: a call of argument types it has dispatch data for runs
-            # the executable without Python, as a repeated jax.jit call does (never while
-            # anything is traced: the trace is part of its key); the others take _python_call.
-            return self._dispatch(*args, **kwargs)
+            with running_program():  # a failing callback on an XLA worker thread finds this call
+                if self._placing:  # in_shardings/out_shardings: placed around the checked call
+                    placed = self._jit.place_arguments(args)
+                    return self._jit.place_results(self._call_checked(None, placed, kwargs)[0])
+                static = self._static_dispatch
+                if static is not None and not kwargs and len(args) == static[1] and all(
+                    type(args[k]) is int for k in static[0]
+                ):
+                    return static[2](*args)
+                if self._python_only:
+                    result, data, _ = self._python_call(args, kwargs)
+                    if data is not None:  # the dispatcher can run this call by itself: use it
+                        self._python_only = False
+                    return result
+                # jax.jit's C++ dispatcher: a call of argument types it has dispatch data for runs
+                # the executable without Python, as a repeated jax.jit call does (never while
+                # anything is traced: the trace is part of its key); the others take _python_call.
+                return self._dispatch(*args, **kwargs)
         except Exception as error:  # a callback's failure as its own exception, user's frames first
             raise filtered(callback_exception(error))  # noqa: B904
 
