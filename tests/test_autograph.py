@@ -107,6 +107,24 @@ def test_if_on_concrete_values_stays_python():
     assert control_flow_of(f.jaxpr) == []
 
 
+def _pad_or_cut_to_two(x):
+    if x.shape[0] > 2 and not x.shape[0] == 7:
+        y = x[:2]
+    else:
+        y = jnp.pad(x[:2], (0, 2 - min(x.shape[0], 2)))  # a negative width were it traced at n > 2
+    return y if x.shape[0] else y - 1
+
+
+def test_if_on_sizes_of_abstracted_axes_stays_python_as_without_autograph():
+    """Under jax.jit the sizes are numbers and only the branch taken is traced; a cond would trace
+    the other branch too (here at sizes it refuses)."""
+    converted = qjit(_pad_or_cut_to_two, autograph=True, abstracted_axes={0: "n"})
+    for n in (3, 0, 1, 2, 7, 5):
+        x = jnp.arange(1.0, n + 1)
+        np.testing.assert_array_equal(converted(x), jax.jit(_pad_or_cut_to_two)(x))
+    assert control_flow_of(converted.jaxpr) == []
+
+
 def test_branches_promote_types_and_may_differ_in_size():
     @qjit(autograph=True)
     def f(x: float, n: int):
