@@ -53,7 +53,7 @@ from .errors import (
 )
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
-from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data
+from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data, wait_for_effects
 from .signature import (
     ArgumentLayout,
     CallArguments,
@@ -517,8 +517,13 @@ class QJIT:
             except (CompileError, UnsupportedOperationError):
                 pass  # rare (a negative size): the checked call raises it naming the arguments
             else:
+                wait_for_effects()
                 return result, *self._dispatch_data(validated, args, args, result, static)
-        return self._call_checked(key, args, kwargs, static)
+        called = self._call_checked(key, args, kwargs, static)
+        # A program with effects (callbacks) raises its callbacks' errors here, not in a later
+        # program; the dispatcher never runs such programs by itself.
+        wait_for_effects()
+        return called
 
     def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
                        static: tuple[int, ...] | None = None) -> tuple[Any, bool]:

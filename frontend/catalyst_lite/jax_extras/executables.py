@@ -21,11 +21,11 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 import jax
-from jax._src import core, dtypes, sharding_impls, tree_util
+from jax._src import core, dispatch, dtypes, sharding_impls, tree_util
 from jax._src.interpreters import pxla
 from jax._src.lib import xla_client as xc
 
-__all__ = ["entry_point", "dispatcher", "forget_dispatch_data", "dispatch_data", "flat_arguments"]
+__all__ = ["entry_point", "dispatcher", "forget_dispatch_data", "dispatch_data", "flat_arguments", "wait_for_effects"]
 
 
 def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
@@ -95,3 +95,21 @@ def _physical_sharding(aval: Any, sharding: Any) -> Any:
     """How the dispatcher places an argument (a PRNG key as its physical array, as jax.jit)."""
     extended = aval is not core.abstract_token and dtypes.issubdtype(aval.dtype, dtypes.extended)
     return sharding_impls.physical_sharding(aval, sharding) if extended else sharding
+
+
+def wait_for_effects() -> None:
+    """Wait for the side effects of the programs dispatched so far (``jax.effects_barrier``), so
+    that a host callback's failure is raised by the call whose program ran it, as Catalyst's calls
+    do, not by a later program. A failed token is dropped before the error is raised: JAX keeps
+    it, and every later program with ordered effects would fail with the same error.
+
+    >>> wait_for_effects()  # nothing dispatched with effects: returns at once
+    """
+    tokens = dispatch.runtime_tokens
+    if not tokens.current_tokens and not tokens.output_runtime_tokens:
+        return
+    try:
+        tokens.block_until_ready()
+    except BaseException:
+        tokens.clear()
+        raise
