@@ -627,3 +627,50 @@ def test_cond_and_switch_have_no_quantum_operation():
     # a decorated loop still looks like its body, without the index it binds
     assert doubled.__name__ == "doubled" and doubled.__doc__ == "Doubles x."
     assert list(inspect.signature(doubled).parameters) == ["x"]
+
+
+def test_control_flow_called_in_a_circuit_has_an_operation_of_its_kind():
+    """Once called in a compiled QNode, ``.operation`` is a record of Catalyst's operation type
+    (it has none before, or outside circuits); the circuit's results are default.qubit's."""
+    import pennylane as qml
+
+    from catalyst_lite import switch
+    from catalyst_lite.api_extensions.control_flow import Cond, ForLoop, Switch, WhileLoop
+
+    seen = {}
+
+    def turn(i, x):
+        qml.RX(x, wires=i % 2)
+
+    def walk(j, x):
+        qml.RY(x * j, wires=1)
+        return j + 1
+
+    def reference(x, k):  # default.qubit: the same gates, in Python
+        for i in range(3):
+            turn(i, x)
+        if x > 0.5:
+            qml.X(0)
+        if k != 1:
+            qml.Hadamard(1)
+        j = 0
+        while j < 2:
+            j = walk(j, x)
+        return qml.probs(wires=[0, 1])
+
+    def circuit(x, k):
+        loop = for_loop(0, 3, 1)(lambda i: turn(i, x))
+        branch = cond(x > 0.5)(lambda: qml.X(0) and None)
+        case = switch(k)(lambda: qml.Hadamard(1) and None)
+        case.branch(1)(lambda: None)
+        repeat = while_loop(lambda j: j < 2)(lambda j: walk(j, x))
+        loop(), branch(), case(), repeat(0)
+        seen.update(loop=loop.operation, branch=branch.operation, case=case.operation, repeat=repeat.operation)
+        return qml.probs(wires=[0, 1])
+
+    dev = qml.device("default.qubit", wires=2)
+    compiled = qjit(qml.qnode(dev)(circuit))
+    for x, k in ((0.7, 0), (0.3, 1)):
+        np.testing.assert_allclose(compiled(x, k), qml.qnode(dev)(reference)(x, k), atol=1e-10)
+    kinds = {"loop": ForLoop, "branch": Cond, "case": Switch, "repeat": WhileLoop}
+    assert all(isinstance(seen[name], kind) and seen[name].name == kind.__name__ for name, kind in kinds.items())

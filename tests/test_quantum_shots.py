@@ -371,8 +371,6 @@ def test_without_shots_one_branch_is_followed_by_default():
     ({"shots": 10}, lambda: (qml.measure(0), qml.state())[1], qml.exceptions.DeviceError,
      "not accepted with finite shots"),
     ({"shots": 10}, lambda: qml.state(), qml.exceptions.DeviceError, "not accepted with finite shots"),
-    ({}, lambda: [qml.expval(qml.Z(0)), 3.0], qml.exceptions.QuantumFunctionError,
-     "must return either a single measurement"),
     ({}, lambda: qml.X(0), qml.exceptions.QuantumFunctionError, "must return either a single measurement"),
     ({}, lambda: None, qml.exceptions.QuantumFunctionError, "must return either a single measurement"),
     ({"mcm_method": "deferred"}, lambda: qml.sample(qml.measure(0)), QuantumOperationError, "finite shots"),
@@ -384,14 +382,67 @@ def test_catalysts_and_pennylanes_errors(options, qfunc, error, message):
 
 
 def test_pennylanes_rejections_are_raised_with_its_classes_as_ours_too():
-    """The same programs that default.qubit rejects (checked here) fail compiled too."""
-    for qfunc in (lambda: [qml.expval(qml.Z(0)), 3.0], lambda: None):
+    """The same programs that default.qubit rejects (checked here) fail compiled too: a QNode
+    returning nothing or an operator."""
+    for qfunc in (lambda: None, lambda: qml.RX(0.3, 0)):
         with pytest.raises(qml.exceptions.QuantumFunctionError, match="must return either"):
             qml.qnode(DEV)(qfunc)()
         with pytest.raises(QuantumOperationError, match="must return either"):
             qjit(qml.qnode(DEV)(qfunc))()
     with pytest.raises(qml.exceptions.DeviceError, match="not accepted with finite shots"):
         qml.qnode(DEV, shots=10)(qml.state)()
+
+
+def _gates(x):
+    qml.RX(x, wires=[0])
+    qml.Hadamard(2)
+    qml.CNOT([0, 2])
+
+
+def test_constants_returned_with_measurements_are_returned_as_arrays():
+    """As Catalyst does (and PennyLane with program capture), a QNode may return constants:
+    numbers, arrays, the ``.wires`` of a ``catalyst_lite.ctrl``/``adjoint`` region (the wires its
+    operations use, in order); the measurements among them are default.qubit's."""
+    import catalyst_lite
+
+    def circuit(x):
+        controlled = catalyst_lite.ctrl(_gates, control=[1])(x)
+        inverse = catalyst_lite.adjoint(_gates)(x)
+        return controlled.wires, inverse.wires, [qml.expval(qml.Z(0)), 3.0], np.arange(3)
+
+    def reference(x):
+        qml.ctrl(_gates, control=[1])(x)
+        qml.adjoint(_gates)(x)
+        return qml.expval(qml.Z(0))
+
+    x = 0.7
+    ctrl_wires, adj_wires, (value, three), arange = qjit(qml.qnode(DEV)(circuit))(x)
+    gate_wires = qml.tape.make_qscript(_gates)(x).wires
+    assert ctrl_wires == qml.wires.Wires([1]) + gate_wires and adj_wires == gate_wires
+    assert float(three) == 3.0 and np.array_equal(arange, np.arange(3))
+    expected = qml.qnode(DEV)(reference)(x)
+    np.testing.assert_allclose(value, expected, atol=1e-10)
+
+
+def _rx_measure_rx(x, y):
+    qml.RX(x, wires=0)
+    qml.measure(0)
+    qml.RX(y, wires=0)
+    return qml.probs(wires=0)
+
+
+def test_broadcast_parameters_are_rejected_and_vmap_maps_the_batch():
+    """Batched gate parameters are not compiled (as in Catalyst, with its phrase when the QNode
+    asks for one-shot); ``jax.vmap`` of the QNode gives default.qubit's broadcast results."""
+    batch = np.array([0.4, 2.1])
+    one_shot = qml.qnode(DEV, mcm_method="one-shot", shots=10)(_rx_measure_rx)
+    with pytest.raises(ValueError, match="mcm_method='one-shot' is not compatible with broadcasting.*vmap"):
+        qjit(one_shot)(batch, batch)
+    with pytest.raises(QuantumOperationError, match="^RX with broadcast.*vmap"):
+        qjit(qml.qnode(DEV, mcm_method="deferred")(_rx_measure_rx))(batch, batch)
+    exact = qml.qnode(REFERENCE, mcm_method="deferred")(_rx_measure_rx)
+    mapped = qjit(jax.vmap(qml.qnode(DEV, mcm_method="deferred")(_rx_measure_rx)))(batch, batch)
+    np.testing.assert_allclose(mapped, exact(batch, batch), atol=1e-10)
 
 
 @pytest.mark.parametrize("shots", [0, -3])

@@ -251,10 +251,59 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
     return needed
 
 
-class WithoutOperation:
-    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object (its
-    quantum operation): here always an ``AttributeError``, with Catalyst's words for the case where
-    it has none.
+class ControlFlowOperation:
+    """What Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object
+    is once the object has been called in a quantum circuit: of the subclass :class:`Cond`,
+    :class:`Switch`, :class:`ForLoop` or :class:`WhileLoop`. catalyst_lite traces control flow
+    into the program (its gates are the circuit's own), so the record holds only the called
+    object (``callable``) and its ``name``; it has no regions, wires or matrix.
+
+    >>> import pennylane as qml
+    >>> from catalyst_lite import qjit, for_loop
+    >>> @qjit
+    ... @qml.qnode(qml.device("default.qubit", wires=1))
+    ... def circuit():
+    ...     @for_loop(0, 3, 1)
+    ...     def flips(i):
+    ...         qml.X(0)
+    ...     flips()
+    ...     assert isinstance(flips.operation, ForLoop)
+    ...     return qml.probs()
+    >>> circuit().tolist()
+    [0.0, 1.0]
+    """
+
+    def __init__(self, callable_: Any):
+        self.callable = callable_
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"{self.name}({getattr(self.callable, '__name__', '?')})"
+
+
+class Cond(ControlFlowOperation):
+    """The ``.operation`` of a ``cond`` called in a circuit (see :class:`ControlFlowOperation`)."""
+
+
+class Switch(ControlFlowOperation):
+    """The ``.operation`` of a ``switch`` called in a circuit (see :class:`ControlFlowOperation`)."""
+
+
+class ForLoop(ControlFlowOperation):
+    """The ``.operation`` of a ``for_loop`` called in a circuit (see :class:`ControlFlowOperation`)."""
+
+
+class WhileLoop(ControlFlowOperation):
+    """The ``.operation`` of a ``while_loop`` called in a circuit (see :class:`ControlFlowOperation`)."""
+
+
+class OperationAccess:
+    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object: once
+    called in a quantum circuit, a :class:`ControlFlowOperation` of the object's kind; before
+    that, or when it is called outside circuits, an ``AttributeError`` with Catalyst's words.
 
     >>> from catalyst_lite import cond
     >>> c = cond(True)(lambda: 1)
@@ -267,9 +316,18 @@ class WithoutOperation:
 
     __name__: str
     operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
+    operation_type: type = ControlFlowOperation
+    _operation: ControlFlowOperation | None = None
+
+    def _record_operation(self) -> None:
+        """Called on each call: inside a circuit being compiled, the call is a quantum operation."""
+        if current_context().circuits:
+            self._operation = self.operation_type(self)
 
     @property
-    def operation(self) -> Any:
+    def operation(self) -> ControlFlowOperation:
+        if self._operation is not None:
+            return self._operation
         kind = self.operation_kind
         # Catalyst's phrase first, as Catalyst lays it out (its users' `match=` patterns follow
         # the layout: one line for switch, indented lines for the others), then ours.
@@ -281,12 +339,12 @@ class WithoutOperation:
             phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum "
                       f"context,{indent}and thus has no associated quantum operation.{indent}")
         raise AttributeError(
-            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} is traced into the program "
-            "rather than recorded as an operation, in a quantum context too."
+            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} has not been called in a "
+            "quantum circuit."
         )
 
 
-class LoopCallable(WithoutOperation):
+class LoopCallable(OperationAccess):
     """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
     initial carried values, it returns the final ones; it looks like the body it wraps (name,
     docstring, ``inspect.signature`` without the loop index)."""
@@ -296,6 +354,7 @@ class LoopCallable(WithoutOperation):
         self._run = run
 
     def __call__(self, *init: Any) -> Any:
+        self._record_operation()
         return self._run(*init)
 
 
@@ -303,12 +362,14 @@ class ForLoopCallable(LoopCallable):
     """What ``for_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
     operation_kind = "for_loop"
+    operation_type = ForLoop
 
 
 class WhileLoopCallable(LoopCallable):
     """What ``while_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
     operation_kind = "while_loop"
+    operation_type = WhileLoop
 
 
 # --- handlers ------------------------------------------------------------------------------------

@@ -80,7 +80,8 @@ from .common import (
     fed_dimension_operands,
     split_groups,
     tracing_mode,
-    WithoutOperation,
+    Cond,
+    OperationAccess,
 )
 from .loop_common import is_inexact, with_batch_axis
 
@@ -92,7 +93,7 @@ cond_p = DynshapePrimitive("cond")
 # --- user API ------------------------------------------------------------------------------------
 
 
-class CondCallable(WithoutOperation):
+class CondCallable(OperationAccess):
     """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``.
 
     Calling it (with the arguments every branch takes, if any) runs the first branch whose
@@ -100,6 +101,7 @@ class CondCallable(WithoutOperation):
     """
 
     operation_kind = "cond"
+    operation_type = Cond
 
     def __init__(self, pred: Any, fn: Callable):
         self.preds: list[Any] = [pred]
@@ -124,6 +126,7 @@ class CondCallable(WithoutOperation):
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._record_operation()
         first = self.branches[0]
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]

@@ -58,7 +58,7 @@ from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .adjoint import adjoint_expvals
 from .application import apply_records
-from .gates import GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
+from .gates import BroadcastingError, GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
@@ -486,17 +486,25 @@ def _check_terminal_wires(m: Any, all_wires: bool) -> None:
 
 
 def _check_returned(qnode, output: Any) -> None:
-    """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
-    in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
-    leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
-    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, Tracer) or type(x).__name__ == "MeasuredValue")]
+    """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values: computed
+    in the circuit (a mid-circuit measurement's outcome) or constant (numbers, arrays, the
+    ``.wires`` of an operator), so that whether a program compiles does not depend on whether a
+    value is an argument or a literal; not nothing, an operator or another object."""
+    import numpy as np
+    import pennylane as qml
+
+    def is_operator(x: Any) -> bool:
+        return isinstance(x, qml.operation.Operator)
+
+    leaves = jax.tree_util.tree_leaves(output, is_leaf=lambda x: is_measurement(x) or is_operator(x))
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, (Tracer, jax.Array, np.ndarray, np.generic, int, float, complex))
+                                     or type(x).__name__ == "MeasuredValue")]
     if not leaves or odd:
         what = f"returned {odd[0]!r}" if odd else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
             "A quantum function must return either a single measurement, or a nonempty sequence of "
             f"measurements. The QNode {getattr(qnode, '__name__', qnode)} {what}: return "
-            "qml.expval, qml.probs, qml.sample... (or a value computed in the circuit, as Catalyst "
-            "allows), and add constants to its results outside the QNode."
+            "qml.expval, qml.probs, qml.sample... (or values, numbers and arrays, as Catalyst allows)."
         )
 
 
@@ -549,6 +557,11 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
+        except BroadcastingError as error:
+            config = McmConfig.of(qnode, shots)
+            if config.method == "one-shot" and config.explicit:  # Catalyst's phrase first
+                raise BroadcastingError(f"mcm_method='one-shot' is not compatible with broadcasting: {error}") from None
+            raise
     _check_shots(qnode, shots, first.measurements)
     classical = not all(is_measurement(x) for x in flatten_results(first.output)[0])
     method = gradient_method(qnode, [measurement_kind(m) for m in first.measurements], shots.finite, classical)
