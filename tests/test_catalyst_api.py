@@ -38,9 +38,10 @@ def test_compile_options_has_catalysts_fields_and_defaults():
     assert o.capture == "global" and o.pass_plugins == set() and o.dialect_plugins == set()
 
 
-def test_compile_options_records_the_options_given():
+def test_compile_options_records_the_options_given(tmp_path, monkeypatch):
     """``static_argnames`` are kept as given and their positions join ``static_argnums``, as in
     Catalyst."""
+    monkeypatch.chdir(tmp_path)  # keep_intermediate writes there
     f = qjit(static_argnames=["n"], keep_intermediate=True, seed=3, disable_assertions=True)(
         lambda x, n: x * n
     )
@@ -127,14 +128,42 @@ def test_run_calls_and_aot_compile_traces_the_annotations():
 
 
 def test_ir_attributes():
-    """``mlir_opt`` is the StableHLO XLA receives (XLA optimizes internally); there is no LLVM IR
-    and no workspace of intermediate files."""
+    """``mlir_opt`` is the StableHLO XLA receives (XLA optimizes internally); there is no LLVM IR,
+    and without ``keep_intermediate`` no workspace of intermediate files."""
     f = qjit(doubled)
     assert f.mlir is None and f.mlir_opt is None and f.out_treedef is None
     f(1.0)
     assert f.mlir_opt == f.mlir and "stablehlo" in f.mlir
     assert f.llvmir is None and f.workspace is None
     assert f.out_treedef == jax.tree_util.tree_structure(0.0)
+
+
+def test_keep_intermediate_keeps_each_program_in_a_directory_named_after_the_function(tmp_path, monkeypatch):
+    """With ``keep_intermediate``, each traced program's jaxpr and StableHLO are written to a new
+    directory of the working directory named after the function (``name_1``... when taken);
+    ``workspace`` is the latest program's, and ``cleanup()`` removes it."""
+    monkeypatch.chdir(tmp_path)
+
+    def scale(x):
+        return x * 3
+
+    first = qjit(scale, keep_intermediate=True)
+    assert first.workspace is None  # nothing traced yet
+    assert float(first(2.0)) == 6.0
+    same_name = qjit(scale, keep_intermediate=True)
+    assert int(same_name(np.arange(2)).sum()) == 3
+    assert {p.name for p in tmp_path.iterdir()} == {"scale", "scale_1"}
+    workspace = first.workspace
+    assert str(workspace) == str(tmp_path / "scale") and workspace.is_dir()
+    assert (tmp_path / "scale" / "scale.mlir").read_text() == first.mlir
+    assert (tmp_path / "scale" / "scale.jaxpr").read_text() == str(first.jaxpr)
+    assert float(first(5)) == 15.0  # an int promotes to the float program: no new directory
+    assert first.workspace is workspace
+    assert complex(first(1j)) == 3j  # a new signature is a new program, in a new directory
+    assert first.workspace.path == tmp_path / "scale_2"
+    workspace.cleanup()
+    assert not workspace.is_dir() and {p.name for p in tmp_path.iterdir()} == {"scale_1", "scale_2"}
+    assert qjit(scale)(1.0) == 3.0 and {p.name for p in tmp_path.iterdir()} == {"scale_1", "scale_2"}
 
 
 def test_compiled_function_changes_exactly_when_a_call_needs_another_program():

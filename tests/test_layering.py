@@ -194,10 +194,10 @@ def test_no_mid_module_imports():
 # whose code asks a size for its Python value (JAX's shape logic or the user's), which no typed
 # signal carries (see `jax_extras.dimensions._asked_by_library`; issue #24).
 _READS_FRAMES = {
-    ("catalyst_lite.diagnostics", "user_location"),
     ("catalyst_lite.diagnostics", "filtered"),
+    ("catalyst_lite.jax_extras.frames", "user_line"),
+    ("catalyst_lite.jax_extras.frames", "user_line_of_traceback"),
     ("catalyst_lite.jax_extras.dimensions", "user_call_site"),
-    ("catalyst_lite.autograph.state", "innermost_user_line"),
 }
 _DECIDES_BY_FRAME = {("catalyst_lite.jax_extras.dimensions", "_asked_by_library")}
 _FRAME_READS = ("walk_tb", "extract_tb", "tb_frame", "_getframe", "currentframe", "f_back")

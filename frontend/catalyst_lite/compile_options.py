@@ -63,8 +63,9 @@ def check_seed(seed: Any, name: str) -> None:
 
 
 class KeepIntermediateLevel(enum.IntEnum):
-    """How many intermediate files Catalyst keeps (``keep_intermediate``); catalyst_lite writes
-    none, but normalizes the option as Catalyst does."""
+    """How many intermediate files Catalyst keeps (``keep_intermediate``), normalized as Catalyst
+    does; catalyst_lite has no compiler passes to keep stages of, so every level but ``NONE``
+    keeps the same files (see :mod:`.compiler.workspace`)."""
 
     NONE = 0
     PIPELINE = 1

@@ -78,11 +78,12 @@ from .compiler.inspection import FunctionInfo
 from .compiler.lowering import program_to_mlir
 from .compiler.options import DEFAULT_CACHE_SIZE, ExecutableCache, RunnerOptions
 from .compiler.specialize import NeedsHost
+from .compiler.workspace import Workspace
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
 from .diagnostics import api_boundary, filtered
-from .tracing import SizeFacts, dimension_sources, implicit_values
+from .tracing import dimension_sources, implicit_values
 
 __all__ = ["qjit", "QJIT", "CacheInfo", "Traced", "Lowered", "Compiled"]
 
@@ -308,6 +309,8 @@ class QJIT:
         # Calls already validated, by _call_key: what their repeats run (see __call__).
         self._validated_calls: dict[tuple, _RepeatedCall] = {}
         self._last: Executable | None = None
+        # With keep_intermediate, each program's directory of files (see the workspace property).
+        self._workspaces: weakref.WeakKeyDictionary[Executable, Workspace] = weakref.WeakKeyDictionary()
         # True while every call has been one that only Python runs (its program reads integer
         # arguments' values, say): calls then skip the dispatcher. None: no call yet.
         self._python_only: bool | None = None
@@ -327,6 +330,7 @@ class QJIT:
         """Trace the generic program of this call's signature now (ahead of time)."""
         _, family, trace, *_ = self._signature_of(call)
         self._last = family.generic(trace)
+        self._keep_intermediate(self._last)
 
     def _signature_of(self, call: CallArguments, mismatch: Exception | None = None
                       ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
@@ -406,6 +410,7 @@ class QJIT:
         except UnknownSize as unknown:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
+        self._keep_intermediate(program)
         return call, program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
@@ -502,7 +507,7 @@ class QJIT:
         # checked path's work (binding, flattening, checks, implicit sizes): the key settles it.
         key = None if kwargs else _call_key(args)
         validated = self._validated_calls.get(key) if key is not None else None
-        if validated is not None and (validated.facts is None or validated.facts.hold(args)):
+        if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
             self._last = validated.fast.executable
             try:
                 result = validated.fast(args)
@@ -523,7 +528,7 @@ class QJIT:
         if static is not None:
             data = repeated.fast.static_dispatch_data(leaves, static, result) if dispatchable else None
             return data, data is None
-        if repeated.facts is not None or repeated.fast.direct_consts is None:
+        if repeated.facts_hold is not None or repeated.fast.direct_consts is None:
             # The program reads argument values (sizes, facts), or does not take the leaves as
             # they are: Python runs every such call, without asking again. While no call has
             # been otherwise, calls skip the dispatcher's lookup.
@@ -649,8 +654,21 @@ class QJIT:
 
     # --- Catalyst's compilation API -------------------------------------------------------------
 
-    workspace = None
-    """Catalyst's directory of intermediate files: catalyst_lite writes none (``None``)."""
+    @property
+    def workspace(self) -> Workspace | None:
+        """With ``keep_intermediate``, the directory holding the most recent program's files
+        (Catalyst's: one per compiled program, see :mod:`.compiler.workspace`); else ``None``."""
+        return None if self._last is None else self._workspaces.get(self._last)
+
+    def _keep_intermediate(self, program: Executable) -> None:
+        """With ``keep_intermediate``, write a program traced for a call of its own (not inlined
+        into another program) to a new workspace, once."""
+        if not self.compile_options.keep_intermediate or inside_program_trace():
+            return
+        with self._lock:
+            if program not in self._workspaces:
+                workspace = self._workspaces[program] = Workspace.create(self.__name__)
+                workspace.write_program(program.program, self.__name__)
 
     llvmir = None
     """Catalyst's LLVM IR: XLA generates machine code without exposing one (``None``)."""
@@ -893,18 +911,9 @@ class _RepeatedCall:
         facts = executable.facts
         # The arguments whose values the facts read.
         self.reads = frozenset(k - len(axis_lengths) for k in facts.inputs if k >= len(axis_lengths))
-        self.facts = _ArgumentFacts(facts, axis_lengths) if self.reads else None
-
-
-class _ArgumentFacts:
-    """A program's facts checked on a call's arguments, the axis lengths being known."""
-
-    def __init__(self, facts: SizeFacts, axis_lengths: list[int]):
-        self.first_broken = facts.first_broken
-        self.axis_lengths = tuple(axis_lengths)
-
-    def hold(self, args: tuple) -> bool:
-        return self.first_broken((*self.axis_lengths, *args) if self.axis_lengths else args) < 0
+        # Whether the facts hold for a call's arguments, the axis lengths being known.
+        first_broken, lengths = facts.first_broken, tuple(axis_lengths)
+        self.facts_hold = (lambda args: first_broken((*lengths, *args) if lengths else args) < 0) if self.reads else None
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex})
@@ -1075,8 +1084,12 @@ def qjit(
             the sizes that come back (see docs/architecture.md). ``None`` (the default): on, unless
             the environment variable ``CATALYST_LITE_SIZE_GENERIC`` is ``0``; without IREE, off.
 
-    Catalyst's other options (``target``, ``keep_intermediate``, ``pipelines``, ``async_qnodes``,
-    ``pass_plugins``...) are accepted and change nothing here (docs/catalyst-compatibility.md).
+    keep_intermediate: as in Catalyst, keep what is compiled in a directory of the working
+        directory named after the function, one per traced program (``QJIT.workspace``, see
+        :mod:`.compiler.workspace`): the jaxpr and its StableHLO.
+
+    Catalyst's other options (``target``, ``pipelines``, ``async_qnodes``, ``pass_plugins``...)
+    are accepted and change nothing here (docs/catalyst-compatibility.md).
 
     ``jax.jit``'s options, with ``jax.jit``'s meaning, for each size's XLA compilation:
     ``donate_argnums``/``donate_argnames`` (arguments whose buffers the call may reuse),

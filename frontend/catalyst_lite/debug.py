@@ -47,7 +47,7 @@ from .errors import (
 )
 from .jax_extras import get_aval, x64_scope
 from .reporting import LOGGER
-from .tracing import qjit_option
+from .trace_context import current as current_context
 
 
 __all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation_stage",
@@ -187,7 +187,7 @@ def debug_assert(condition: Any, error: str) -> None:
     if run_eagerly():
         _fail_if_false(condition, error)
         return
-    if qjit_option("disable_assertions", False):
+    if (current_context().qjit_options or {}).get("disable_assertions", False):
         return
     callback(functools.partial(_fail_if_false, message=error))(condition)
 

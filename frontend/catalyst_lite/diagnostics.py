@@ -37,41 +37,28 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import linecache
 import os
-import traceback
 import types
-from types import TracebackType
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
 import jax.errors
-import jaxlib
 import numpy as np
 
 from .errors import ArgumentTypeError, CatalystLiteError, ControlFlowError, UnsupportedOperationError
+from .jax_extras.frames import HIDDEN_DIRS, user_line_of_traceback, user_line_of_equation
 from .jax_extras.patches import NeedsCallSizes, NonIntegerSizeError, ShapeBroadcastError, error_standing_for
 from .jax_extras.size_facts import SizeScope
 
 __all__ = [
     "user_facing_trace_errors",
     "ShapeBroadcastError",
-    "user_location",
-    "equation_location",
     "unsupported_equation_error",
     "escaped_size_error",
     "FILTERING_ENV_VAR",
     "filtered",
     "api_boundary",
 ]
-
-# The directories of catalyst_lite and JAX: their frames are left out of the tracebacks users see.
-_HIDDEN = tuple(os.path.dirname(path) + os.sep for path in (__file__, jax.__file__))
-# Files that are never the user's line: those, jaxlib's, NumPy's and the standard library modules
-# that wrap calls (a path test works for live frames and for JAX's source info).
-_LIBRARY_DIRS = _HIDDEN + tuple(os.path.dirname(path) + os.sep for path in (jaxlib.__file__, np.__file__)) + tuple(
-    module.__file__ for module in (contextlib, functools)
-)
 
 _HINTS: tuple[tuple[type[BaseException], str], ...] = (
     (
@@ -106,34 +93,6 @@ _HINTS: tuple[tuple[type[BaseException], str], ...] = (
 _HINTED = tuple(jax_error for jax_error, _ in _HINTS)
 
 
-def _is_library_file(filename: str) -> bool:
-    return filename.startswith(_LIBRARY_DIRS)
-
-
-def _describe_line(filename: str, lineno: int) -> str:
-    code = linecache.getline(filename, lineno).strip()
-    return f"{filename}:{lineno}" + (f": `{code}`" if code else "")
-
-
-def user_location(tb: TracebackType | None) -> str | None:
-    """``file:line: `source``` of the innermost user frame of a traceback (``None`` if none)."""
-    location = None
-    for frame, lineno in traceback.walk_tb(tb):
-        if not _is_library_file(frame.f_code.co_filename):
-            location = _describe_line(frame.f_code.co_filename, lineno)
-    return location
-
-
-def equation_location(source_info) -> str | None:
-    """``file:line: `source``` of the user's line that created a jaxpr equation (JAX records the
-    Python traceback of every equation in its ``source_info``)."""
-    frames = getattr(getattr(source_info, "traceback", None), "frames", None) or []
-    for frame in frames:  # innermost first
-        if not _is_library_file(frame.file_name):
-            return _describe_line(frame.file_name, frame.line_num)
-    return None
-
-
 _STATIC_SHAPE_FIX = (
     "Give the array a static shape (drop its axis from abstracted_axes, or pass its size with "
     "static_argnums), or compute it with other jax.numpy functions."
@@ -142,9 +101,9 @@ _STATIC_SHAPE_FIX = (
 
 def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationError:
     """The error for a primitive that JAX fails to run when a traced program is specialized."""
-    location = equation_location(eqn.source_info)
+    location = user_line_of_equation(eqn.source_info)
     return UnsupportedOperationError(
-        (f"at {location}: " if location else "")
+        (f"at {location.described()}: " if location else "")
         + f"primitive {eqn.primitive.name!r} cannot run on the specialized sizes: JAX 0.7's "
         f"dynamic-shape path does not support it ({type(err).__name__}: {_first_line(err)}). "
         f"{_STATIC_SHAPE_FIX}"
@@ -155,13 +114,13 @@ def escaped_size_error(fn_name: str, eqn) -> NeedsCallSizes:
     """The signal for a traced program that holds a tracer as a constant: a size of a function JAX
     traced itself inside ours (a ``custom_jvp`` function, ``lax.cond``'s branches) escaped it, so
     the program could not run: it is traced with the call's sizes."""
-    location = equation_location(eqn.source_info)
-    return NeedsCallSizes(f"{fn_name}: a size escaped JAX's nested trace" + (f" at {location}" if location else ""))
+    location = user_line_of_equation(eqn.source_info)
+    return NeedsCallSizes(f"{fn_name}: a size escaped JAX's nested trace" + (f" at {location.described()}" if location else ""))
 
 
 def _where(fn_name: str, err: BaseException) -> str:
-    location = user_location(err.__traceback__)
-    return f"{fn_name} (at {location})" if location else fn_name
+    location = user_line_of_traceback(err.__traceback__)
+    return f"{fn_name} (at {location.described()})" if location else fn_name
 
 
 def _first_line(err: BaseException) -> str:
@@ -188,9 +147,9 @@ def user_facing_trace_errors(
         raise  # not an error: the program is traced again with the call's sizes
     except CatalystLiteError as err:
         if not getattr(err, "_catalyst_lite_located", False):
-            location = user_location(err.__traceback__)
+            location = user_line_of_traceback(err.__traceback__)
             if location and err.args:
-                err.args = (f"{err.args[0]} (at {location})", *err.args[1:])
+                err.args = (f"{err.args[0]} (at {location.described()})", *err.args[1:])
             err._catalyst_lite_located = True
         raise
     except NonIntegerSizeError as err:
@@ -230,7 +189,7 @@ def filtered(error: BaseException) -> BaseException:
         return error
     kept, tb = [], error.__traceback__
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_HIDDEN):
+        if not tb.tb_frame.f_code.co_filename.startswith(HIDDEN_DIRS):
             kept.append(tb)
         tb = tb.tb_next
     new = None

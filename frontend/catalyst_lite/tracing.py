@@ -19,7 +19,6 @@ import jax
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
-from .trace_context import current as current_context, scope as context_scope
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import IncompatibleSizesError
 from .jax_extras import (
@@ -52,8 +51,6 @@ __all__ = [
     "dimension_sources",
     "implicit_values",
     "full_collections_deferred",
-    "qjit_options",
-    "qjit_option",
 ]
 
 
@@ -222,25 +219,6 @@ def implicit_values(
                 )
         values.append(n)
     return values
-
-
-@contextlib.contextmanager
-def qjit_options(options: Mapping[str, Any]) -> Iterator[None]:
-    """The options of the ``qjit`` this thread traces, for what its function calls (a
-    ``debug_assert`` under ``disable_assertions=True``) to read with :func:`qjit_option`."""
-    with context_scope(qjit_options=options):
-        yield
-
-
-def qjit_option(name: str, default: Any = None) -> Any:
-    """Option ``name`` of the ``qjit`` being traced (``default`` outside a trace).
-
-    >>> with qjit_options({"disable_assertions": True}):
-    ...     qjit_option("disable_assertions", False)
-    True
-    """
-    options = current_context().qjit_options
-    return default if options is None else options.get(name, default)
 
 
 # Python's collector runs a full collection (generation 2) only when generation 1 has been collected

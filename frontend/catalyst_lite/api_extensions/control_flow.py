@@ -1,11 +1,11 @@
 """Catalyst's control flow at Catalyst's import path, ``catalyst.api_extensions.control_flow``
 (the functions and callable classes are :mod:`catalyst_lite.control_flow`'s).
 
-``Cond``, ``ForLoop``, ``WhileLoop`` and ``Switch`` are the types of ``.operation``: a record of
-the control flow called in a quantum circuit (catalyst_lite traces control flow into the program
-instead of recording regions of operations, see
-:class:`catalyst_lite.control_flow.common.ControlFlowOperation`). Before such a call ``.operation``
-raises Catalyst's ``AttributeError``.
+``Cond``, ``ForLoop``, ``WhileLoop`` and ``Switch`` are the types of ``.operation``: the record of
+control flow called inside a QNode compiled by ``qjit``. catalyst_lite traces control flow into the
+program, so the record names the control flow and its function, without regions of its own.
+Called anywhere else, the object has no operation and ``.operation`` raises an
+``AttributeError``, with Catalyst's words.
 
 >>> from catalyst_lite.api_extensions.control_flow import Switch, switch
 >>> import catalyst_lite

@@ -27,7 +27,7 @@ from malt.operators.variables import Undefined
 
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
-from ..diagnostics import user_location as user_location_of_traceback
+from ..jax_extras.frames import user_line_of_traceback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
 from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
@@ -528,10 +528,11 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
     because = "its range or array" if kind == "for" else "its condition"
     python_loop_error = jax.errors.TracerIntegerConversionError if kind == "for" else jax.errors.TracerBoolConversionError
     jax_line = (str(error).strip().splitlines() or [""])[0]
+    needs = user_line_of_traceback(error.__traceback__)
     raise _explained_class(python_loop_error, type(error))(
         f"{jax_line}: the `{kind}` loop{at(where)} is compiled ({because} is traced), so the loop "
         "index and the loop's variables are traced values inside it, but "
-        f"{user_location_of_traceback(error.__traceback__) or 'its body'} needs a concrete value. "
+        f"{needs.described() if needs else 'its body'} needs a concrete value. "
         "Index arrays with them (jnp.asarray(python_list)[i]) rather than Python lists, and "
         "compute Python values outside the loop."
     ) from error

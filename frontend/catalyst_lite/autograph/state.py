@@ -17,8 +17,6 @@ that an error names the variable, not a flattened position.
 from __future__ import annotations
 
 import copy
-import linecache
-import os
 import sys
 import types
 from dataclasses import dataclass
@@ -26,7 +24,6 @@ from typing import Any, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
-import malt
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_unflatten
 from malt.operators.variables import Undefined, UndefinedReturnValue
@@ -34,6 +31,7 @@ from malt.operators.variables import Undefined, UndefinedReturnValue
 from ..control_flow.common import flatten_values
 from ..errors import AutoGraphError, UninitializedVariableError
 from ..jax_extras import Tracer
+from ..jax_extras.frames import Location, user_line as innermost_user_line
 from ..quantum.recorder import recorder_class
 
 __all__ = [
@@ -55,46 +53,12 @@ __all__ = [
     "ContainerCheckpoint",
 ]
 
-# Frames of these directories are never the user's line: catalyst_lite's own, malt's and JAX's.
-_LIBRARY_DIRS = (os.path.dirname(os.path.dirname(__file__)) + os.sep,) + tuple(
-    os.path.dirname(module.__file__) + os.sep for module in (malt, jax, np)
-)
-
 _NUMBERS = (bool, int, float, complex, np.generic)
 
 GetState = Callable[[], tuple]
 """malt's ``get_state``: the current values of a statement's state variables."""
 SetState = Callable[[tuple], None]
 """malt's ``set_state``: assigns the state variables."""
-
-
-@dataclass(frozen=True)
-class Location:
-    """A line of the user's source: what converted code runs at (it is compiled at these lines)."""
-
-    filename: str
-    lineno: int
-    function: str = "?"
-
-    def __str__(self) -> str:
-        return f"{self.filename}:{self.lineno}"
-
-    def as_traceback_entry(self) -> str:
-        """The line as Python's tracebacks show it (``File "...", line N, in f`` and the source)."""
-        source = linecache.getline(self.filename, self.lineno).strip()
-        return f'  File "{self.filename}", line {self.lineno}, in {self.function}\n    {source}\n'
-
-
-def innermost_user_line() -> Location | None:
-    """The innermost line of user code on the call stack (converted code keeps the user's file
-    and line numbers, see :mod:`.transformer`)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_LIBRARY_DIRS):
-            return Location(filename, frame.f_lineno, frame.f_code.co_name)
-        frame = frame.f_back
-    return None
 
 
 def at(where: Location | None) -> str:

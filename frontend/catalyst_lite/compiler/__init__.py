@@ -6,5 +6,6 @@ See docs/architecture.md for the road through :mod:`.assumptions` (which program
 size signature, or host-driven: the interpreter), :mod:`.runner` (a program run per size signature,
 in segments around host steps, speculated) and :mod:`.capacity` (loops compiled whole), :mod:`.compilation`, :mod:`.size_generic`, :mod:`.iree_backend`,
 :mod:`.disk_cache` (background and size-generic compilation), :mod:`.reverse_mode`,
-:mod:`.inspection` (``QJIT.inspect()``) and :mod:`.lowering` (``QJIT.mlir``).
+:mod:`.inspection` (``QJIT.inspect()``), :mod:`.lowering` (``QJIT.mlir``) and :mod:`.workspace`
+(``QJIT.workspace``, with ``keep_intermediate``).
 """

@@ -54,10 +54,10 @@ from ..jax_extras.requirements import BrokenRequirement
 from ..jax_extras.size_expressions import Fact, SizeExpr
 from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError
 from ..jax_extras.size_facts import SizeScope
-from ..trace_context import capture_switched
+from ..trace_context import capture_switched, scope as context_scope
 from ..reporting import Reporter
 from ..signature import LeafSpec
-from ..tracing import extended_trace, qjit_options, size_input_names, trace_program
+from ..tracing import extended_trace, size_input_names, trace_program
 from .executable import Executable
 from .options import RunnerOptions
 
@@ -154,7 +154,7 @@ class SignatureTrace:
         # transformation this call runs under (`jax.jit`, `jax.grad`): traced from the eval
         # trace, so that no value it keeps (constants on the device, keys) is a caller's tracer.
         start = time.perf_counter()
-        with eval_context(), capture_switched(False, self.name), qjit_options(self.options), \
+        with eval_context(), capture_switched(False, self.name), context_scope(qjit_options=self.options), \
                 extended_trace(self.options) as contribution:
             program = trace_program(fn, self.tree, specs, axes, self.name, self.names, scope, contribution)
         if self.report.enabled:
@@ -229,13 +229,22 @@ class ProgramFamily:
         call, e.g. for a function traced ahead of time from its annotations; ``None`` when JAX
         cannot trace the function with symbolic sizes (calls then trace it with their own)."""
         with self._lock if lock else contextlib.nullcontext():
-            if not self.programs and not self.sizes_must_be_static and not self.generic_failed:
-                scope = self._scope()
-                try:
-                    self.programs.append(trace(scope, None))
-                except (NeedsCallSizes, ShapeBroadcastError) as err:
-                    self._generic_failed(scope, err)
+            self._new_generic(trace)
             return self.programs[0] if self.programs else None
+
+    def _new_generic(self, trace: Tracer) -> Any | None:
+        """The generic program, traced now when there is none yet and JAX has not refused one
+        (``None`` otherwise)."""
+        if self.programs or self.sizes_must_be_static or self.generic_failed:
+            return None
+        scope = self._scope()
+        try:
+            program = trace(scope, None)
+        except (NeedsCallSizes, ShapeBroadcastError) as err:
+            self._generic_failed(scope, err)
+            return None
+        self.programs.append(program)
+        return program
 
     def _scope(self, values: Sequence[Any] | None = None) -> SizeScope:
         """The scope of a trace with symbolic sizes, guided by a call's ``values`` if given."""
@@ -256,16 +265,9 @@ class ProgramFamily:
             raise err
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
-        if not self.programs and not self.generic_failed and not self.sizes_must_be_static:
-            scope = self._scope()
-            try:
-                program = trace(scope, None)
-            except (NeedsCallSizes, ShapeBroadcastError) as err:
-                self._generic_failed(scope, err)
-            else:
-                self.programs.append(program)
-                if program.facts.hold(values):
-                    return program
+        program = self._new_generic(trace)
+        if program is not None and program.facts.hold(values):
+            return program
         if self.sizes_must_be_static:
             # What JAX cannot trace with symbolic sizes, it traces with the call's: as jax.jit
             # does, every size then gets a trace of its own.

@@ -47,7 +47,7 @@ from .specialize import (
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Masked", "LoopShape",
            "MaskedLoop", "Prediction", "BoundedScan", "run_compiled", "compiled_loops", "runs_on_buffers",
-           "sized_in_body", "capacity_for"]
+           "sized_in_body", "capacity_for", "resizes_arrays"]
 
 MIN_CAPACITY = 16
 MAX_CAPACITY = 1 << 40
@@ -547,8 +547,13 @@ class LoopShape:
     @property
     def keeps_sizes(self) -> bool:
         """The body returns its carried sizes unchanged."""
-        implicit = self.body.invars[self.nconsts : self.nconsts + self.nimplicit]
-        return list(self.body.outvars[: self.nimplicit]) == list(implicit)
+        return not resizes_arrays(self.body, self.nconsts, self.nimplicit)
+
+
+def resizes_arrays(body: Any, nconsts: int, nimplicit: int) -> bool:
+    """Whether a loop ``body`` (binders ``*consts *implicit ...``) may change the sizes of the
+    arrays it carries: it returns a carried size other than its binder."""
+    return list(body.outvars[:nimplicit]) != list(body.invars[nconsts : nconsts + nimplicit])
 
 
 class _CompiledLoop:

@@ -18,11 +18,12 @@ say whether the sizes found last time held.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -303,6 +304,13 @@ class JaxprRunner:
     def signature(self, args: Sequence[Any]) -> tuple[int, ...]:
         return tuple(int(args[i]) for i in self.static_positions)
 
+    def _arguments(self, *placed: Iterable[tuple[int, Any]]) -> list[Any]:
+        """The jaxpr's arguments from ``(position, value)`` pairs (its sizes, its dynamic inputs)."""
+        args: list[Any] = [None] * len(self.jaxpr.invars)
+        for i, v in itertools.chain(*placed):
+            args[i] = v
+        return args
+
     def _staged_function(self, key: tuple[int, ...], reverse: bool = False,
                          overrides: Mapping[Any, Callable] | None = None,
                          finish: Callable[[list[Any]], list[Any]] = list,
@@ -314,11 +322,7 @@ class JaxprRunner:
         jaxpr = self.jaxpr
 
         def specialized(*dynamic_args):
-            args: list[Any] = [None] * len(jaxpr.invars)
-            for i, v in static.items():
-                args[i] = v
-            for i, v in zip(positions, dynamic_args):
-                args[i] = v
+            args = self._arguments(static.items(), zip(positions, dynamic_args))
             with reverse_mode(reverse):
                 return finish(eval_jaxpr(jaxpr, args, Mode.STAGED, overrides))
 
@@ -507,11 +511,7 @@ class JaxprRunner:
             return self._staged_function(key, False, overrides, finish, known)
 
         def missed(dynamic_args: Sequence[Any]) -> list[Any]:
-            args: list[Any] = [None] * len(self.jaxpr.invars)
-            for i, v in zip(self.static_positions, key):
-                args[i] = v
-            for i, v in zip(self.dynamic_positions, dynamic_args):
-                args[i] = v
+            args = self._arguments(zip(self.static_positions, key), zip(self.dynamic_positions, dynamic_args))
             with x64_scope():  # the fast path of a repeated call may come without one
                 return self._run_segmented(skey, key, args, missed=True)
 

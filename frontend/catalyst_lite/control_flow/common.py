@@ -24,7 +24,14 @@ from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
 
 __all__ = [
-    "WithoutOperation",
+    "ControlFlowOperation",
+    "Cond",
+    "Switch",
+    "ForLoop",
+    "WhileLoop",
+    "WithOperation",
+    "StandsForValue",
+    "traced_value",
     "ForLoopCallable",
     "WhileLoopCallable",
     "expansion_strategy",
@@ -169,10 +176,19 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     return pred
 
 
+class StandsForValue:
+    """A value that stands for a traced one and converts itself by ``__jax_array__`` (a
+    mid-circuit measurement's ``MeasurementValue`` of a compiled circuit): control flow carries,
+    branches return and predicates read the traced value."""
+
+
 def traced_value(x: Any) -> Any:
-    """``x``, or the traced value a mid-circuit measurement value stands for (PennyLane's
-    ``MeasurementValue`` of a compiled circuit, which converts itself by ``__jax_array__``)."""
-    return x.__jax_array__() if type(x).__name__ == "MeasuredValue" else x
+    """``x``, or the traced value it stands for (a :class:`StandsForValue`).
+
+    >>> traced_value(3)
+    3
+    """
+    return x.__jax_array__() if isinstance(x, StandsForValue) else x
 
 
 def flatten_values(tree: Any) -> tuple[list[Any], PyTreeDef]:
@@ -252,58 +268,48 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
 
 
 class ControlFlowOperation:
-    """What Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object
-    is once the object has been called in a quantum circuit: of the subclass :class:`Cond`,
-    :class:`Switch`, :class:`ForLoop` or :class:`WhileLoop`. catalyst_lite traces control flow
-    into the program (its gates are the circuit's own), so the record holds only the called
-    object (``callable``) and its ``name``; it has no regions, wires or matrix.
+    """Catalyst's ``.operation`` of control flow called in a quantum circuit being compiled: the
+    record that the circuit contains this ``cond``/``switch``/``for_loop``/``while_loop`` (named by
+    its function). catalyst_lite traces control flow into the program, so the record holds no
+    regions of its own: the gates of its bodies are the circuit's.
 
-    >>> import pennylane as qml
-    >>> from catalyst_lite import qjit, for_loop
-    >>> @qjit
-    ... @qml.qnode(qml.device("default.qubit", wires=1))
-    ... def circuit():
-    ...     @for_loop(0, 3, 1)
-    ...     def flips(i):
-    ...         qml.X(0)
-    ...     flips()
-    ...     assert isinstance(flips.operation, ForLoop)
-    ...     return qml.probs()
-    >>> circuit().tolist()
-    [0.0, 1.0]
+    >>> from catalyst_lite.control_flow.common import ForLoop
+    >>> ForLoop("body")
+    ForLoop('body')
     """
 
-    def __init__(self, callable_: Any):
-        self.callable = callable_
+    def __init__(self, function_name: str):
+        self.function_name = function_name
 
     @property
     def name(self) -> str:
+        """The operation's kind, as Catalyst names it: ``"ForLoop"``, ``"Cond"``..."""
         return type(self).__name__
 
     def __repr__(self) -> str:
-        return f"{self.name}({getattr(self.callable, '__name__', '?')})"
+        return f"{self.name}({self.function_name!r})"
 
 
 class Cond(ControlFlowOperation):
-    """The ``.operation`` of a ``cond`` called in a circuit (see :class:`ControlFlowOperation`)."""
+    """The ``.operation`` of a ``cond`` called in a compiled quantum circuit."""
 
 
 class Switch(ControlFlowOperation):
-    """The ``.operation`` of a ``switch`` called in a circuit (see :class:`ControlFlowOperation`)."""
+    """The ``.operation`` of a ``switch`` called in a compiled quantum circuit."""
 
 
 class ForLoop(ControlFlowOperation):
-    """The ``.operation`` of a ``for_loop`` called in a circuit (see :class:`ControlFlowOperation`)."""
+    """The ``.operation`` of a ``for_loop`` called in a compiled quantum circuit."""
 
 
 class WhileLoop(ControlFlowOperation):
-    """The ``.operation`` of a ``while_loop`` called in a circuit (see :class:`ControlFlowOperation`)."""
+    """The ``.operation`` of a ``while_loop`` called in a compiled quantum circuit."""
 
 
-class OperationAccess:
+class WithOperation:
     """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object: once
-    called in a quantum circuit, a :class:`ControlFlowOperation` of the object's kind; before
-    that, or when it is called outside circuits, an ``AttributeError`` with Catalyst's words.
+    called in a quantum circuit being compiled, a :class:`ControlFlowOperation` of its kind;
+    otherwise an ``AttributeError`` with Catalyst's words for the case where it has none.
 
     >>> from catalyst_lite import cond
     >>> c = cond(True)(lambda: 1)
@@ -316,13 +322,14 @@ class OperationAccess:
 
     __name__: str
     operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
-    operation_type: type = ControlFlowOperation
+    operation_type: type[ControlFlowOperation] = ControlFlowOperation
     _operation: ControlFlowOperation | None = None
 
-    def _record_operation(self) -> None:
-        """Called on each call: inside a circuit being compiled, the call is a quantum operation."""
-        if current_context().circuits:
-            self._operation = self.operation_type(self)
+    def _note_call(self) -> None:
+        """It is being called: in a compiled circuit (whose control flow goes to a handler, see
+        :func:`control_flow_handler`), that is its operation."""
+        if active_control_flow_handler() is not None:
+            self._operation = self.operation_type(self.__name__)
 
     @property
     def operation(self) -> ControlFlowOperation:
@@ -339,12 +346,12 @@ class OperationAccess:
             phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum "
                       f"context,{indent}and thus has no associated quantum operation.{indent}")
         raise AttributeError(
-            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} has not been called in a "
-            "quantum circuit."
+            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} has an operation once it is "
+            "called inside a QNode compiled by qjit."
         )
 
 
-class LoopCallable(OperationAccess):
+class LoopCallable(WithOperation):
     """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
     initial carried values, it returns the final ones; it looks like the body it wraps (name,
     docstring, ``inspect.signature`` without the loop index)."""
@@ -354,7 +361,7 @@ class LoopCallable(OperationAccess):
         self._run = run
 
     def __call__(self, *init: Any) -> Any:
-        self._record_operation()
+        self._note_call()
         return self._run(*init)
 
 

@@ -81,7 +81,7 @@ from .common import (
     split_groups,
     tracing_mode,
     Cond,
-    OperationAccess,
+    WithOperation,
 )
 from .loop_common import is_inexact, with_batch_axis
 
@@ -93,7 +93,7 @@ cond_p = DynshapePrimitive("cond")
 # --- user API ------------------------------------------------------------------------------------
 
 
-class CondCallable(OperationAccess):
+class CondCallable(WithOperation):
     """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``.
 
     Calling it (with the arguments every branch takes, if any) runs the first branch whose
@@ -126,7 +126,7 @@ class CondCallable(OperationAccess):
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._record_operation()
+        self._note_call()
         first = self.branches[0]
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]

@@ -34,7 +34,7 @@ from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim, trip_count
+from ..compiler.specialize import NeedsHost, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
@@ -57,7 +57,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays
+from .loop_common import Loop, LoopBody, LoopOperands, resizes_arrays
 
 __all__ = ["for_loop", "for_loop_p"]
 
@@ -254,36 +254,25 @@ _loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.fori_loop`` over the trip count."""
-    ops = _operands(invals, params)
-    consts, implicit, (lower, upper, step, _), carried = ops.consts, ops.implicit, ops.bounds, ops.carried
+    return _loop.staged(invals, params, _fori_loop)
+
+
+def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:
+    lower, upper, step, _ = ops.bounds
     if not isinstance(step, Tracer):  # a specialization operand, see _dimension_operands
         step = _checked_step(step, "compiled loop")
-    body = params["body_jaxpr"].jaxpr
-    nconsts, nimplicit = params["body_nconsts"], params["nimplicit"]
-    if nimplicit and not dims_unchanged(body, nconsts, nimplicit):
-        return _loop.unrolled(invals, params)
-    implicit = [to_dim(d) for d in implicit]
     count = trip_count(lower, upper, step)
     if isinstance(count, int) and count == 0:
-        # Not even staged: the body may be traced under facts that hold only when it runs
-        # (`x[i]` of an empty `x`: see size_facts.runs_only_if_loop_runs). Arrays, as the loop
-        # would give (a carried literal is a Python number on JAX 0.7.1).
-        return [*implicit, *map(jnp.asarray, carried)]
-
-    def step_fn(k, carry):
-        i = lower + k * step
-        return tuple(eval_jaxpr(body, [*consts, *implicit, i, *carry], Mode.STAGED)[nimplicit:])
-
+        return None
     _require_static_trip_count_in_reverse_mode(count)
     try:
-        out = lax.fori_loop(0, count, step_fn, tuple(carried))
+        return lax.fori_loop(0, count, lambda k, carry: run_body([lower + k * step], carry), tuple(ops.carried))
     except (UnsupportedOperationError, SizeAssumptionError) as err:
         if not isinstance(count, Tracer):
             raise
         # The body may hold only when the loop runs (`x[i]` of an empty `x`): the host knows
         # the trip count, and runs the body (reporting this error) only if it is not zero.
         raise NeedsHost("a for_loop body that cannot run at these sizes, its trip count known at run time") from err
-    return [*implicit, *out]
 
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:

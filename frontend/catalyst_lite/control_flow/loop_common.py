@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ..compiler.capacity import LoopShape, Prediction, run_compiled
+from ..compiler.capacity import LoopShape, Prediction, resizes_arrays, run_compiled
 from ..compiler.runner import record_replay, runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..errors import ControlFlowError
@@ -48,7 +48,6 @@ __all__ = [
     "loop_host",
     "loop_unrolled",
     "step_by_step",
-    "dims_unchanged",
     "resizes_arrays",
     "is_inexact",
     "with_batch_axis",
@@ -243,16 +242,6 @@ def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple
     return tuple(out)
 
 
-def dims_unchanged(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
-    """True when a resizing loop's body returns every implicit dimension unchanged."""
-    return list(jaxpr.outvars[:nimplicit]) == list(jaxpr.invars[nconsts : nconsts + nimplicit])
-
-
-def resizes_arrays(jaxpr: Any, nconsts: int, nimplicit: int) -> bool:
-    """True when a loop's body may change the sizes of the arrays it carries."""
-    return bool(nimplicit) and not dims_unchanged(jaxpr, nconsts, nimplicit)
-
-
 # --- the rules -----------------------------------------------------------------------------------
 
 
@@ -299,6 +288,29 @@ class Loop:
 
     def unrolled(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
         return loop_unrolled(self, invals, params)
+
+    def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
+        """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over
+        the carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``:
+        whether to go on, ``None`` for a ``for_loop``), or returns ``None`` when it is known not
+        to run at these sizes: then it is not even staged, as its body may be traced under facts
+        that hold only when it runs (`x[i]` of an empty `x`: see
+        ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
+        ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
+        if resizes_arrays(body.jaxpr, body.nconsts, body.nimplicit):
+            return self.unrolled(invals, params)
+        implicit = [to_dim(d) for d in ops.implicit]
+
+        def run_body(prefix: list[Any], carry: Sequence[Any]) -> tuple[Any, ...]:
+            args = [*ops.consts, *implicit, *prefix, *carry]
+            return tuple(eval_jaxpr(body.jaxpr, args, Mode.STAGED)[body.nimplicit :])
+
+        def run_predicate(carry: Sequence[Any]) -> Any:
+            return eval_jaxpr(pred.jaxpr, [*ops.pred_consts, *implicit, *carry], Mode.STAGED)[0]
+
+        out = stage(ops, run_body, None if pred is None else run_predicate)
+        # Arrays, as the loop would give (a carried literal is a Python number on JAX 0.7.1).
+        return [*implicit, *(map(jnp.asarray, ops.carried) if out is None else out)]
 
     def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
         return loop_jvp(self, primals, tangents, params)

@@ -16,13 +16,13 @@ import numpy as np
 from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import Tracer, get_aval
 from ..trace_context import refuse_under_capture
-from .common import OperationAccess, Switch, describe_aval
+from .common import Switch, WithOperation, describe_aval
 from .cond import cond
 
 __all__ = ["switch", "SwitchCallable"]
 
 
-class SwitchCallable(OperationAccess):
+class SwitchCallable(WithOperation):
     """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
 
     operation_kind = "switch"
@@ -57,7 +57,7 @@ class SwitchCallable(OperationAccess):
         return decorator
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._record_operation()
+        self._note_call()
         index = _checked_index(self.index, self.__name__)
         if not isinstance(index, Tracer):
             return self.cases.get(int(index), self.default)(*args, **kwargs)

@@ -29,7 +29,7 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
+from ..compiler.specialize import NeedsHost
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -52,7 +52,7 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, dims_unchanged, resizes_arrays, with_batch_axis
+from .loop_common import Loop, LoopBody, LoopOperands, resizes_arrays, with_batch_axis
 
 __all__ = ["while_loop", "while_loop_p"]
 
@@ -267,26 +267,14 @@ _loop = Loop(while_loop_p, _output_type, _feeds, _operands, _body, _cond, _equat
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.while_loop``."""
     _require_host_in_reverse_mode()
-    ops = _operands(invals, params)
-    cond_consts, body_consts, implicit, carried = ops.pred_consts, ops.consts, ops.implicit, ops.carried
-    cond, body = params["cond_jaxpr"].jaxpr, params["body_jaxpr"].jaxpr
-    nimplicit = params["nimplicit"]
-    if nimplicit and not dims_unchanged(body, params["body_nconsts"], nimplicit):
-        return _loop.unrolled(invals, params)
-    implicit = [to_dim(d) for d in implicit]
+    return _loop.staged(invals, params, _while_loop)
 
-    def cond_fn(carry):
-        return eval_jaxpr(cond, [*cond_consts, *implicit, *carry], Mode.STAGED)[0]
 
-    def body_fn(carry):
-        return tuple(eval_jaxpr(body, [*body_consts, *implicit, *carry], Mode.STAGED)[nimplicit:])
-
-    first = cond_fn(carried)
+def _while_loop(ops: LoopOperands, run_body: Callable, run_predicate: Callable) -> tuple[Any, ...] | None:
+    first = run_predicate(ops.carried)
     if isinstance(first, (bool, np.bool_)) and not first:
-        # Known not to run at these sizes: not even staged, its body may be traced under facts
-        # that hold only when it runs (`x[k]` of an empty `x`), as a for_loop's.
-        return [*implicit, *map(jnp.asarray, carried)]
-    return [*implicit, *lax.while_loop(cond_fn, body_fn, tuple(carried))]
+        return None
+    return lax.while_loop(run_predicate, lambda carry: run_body([], carry), tuple(ops.carried))
 
 
 # --- lowering ------------------------------------------------------------------------------------

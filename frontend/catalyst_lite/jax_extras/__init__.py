@@ -12,8 +12,8 @@ each does: docs/architecture.md, "The JAX-internals seam"):
   :mod:`.multi_result`;
 - lowering: :mod:`.lowering`, :mod:`.lowering_repairs`, :mod:`.lowering_targets`,
   :mod:`.iree_lowering`, :mod:`.literals`;
-- :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`: reverse-mode tracers, ``x[i, j]``
-  reads, JAX's C++ dispatcher;
+- :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`, :mod:`.frames`: reverse-mode tracers, ``x[i, j]``
+  reads, JAX's C++ dispatcher, the user's line for messages;
 - :mod:`.host_callbacks`: host callbacks that run although their results are unused.
 """
 

@@ -22,6 +22,7 @@ picks its program".
 from __future__ import annotations
 
 import contextlib
+import functools
 import operator
 import sys
 import weakref
@@ -36,6 +37,7 @@ from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError, SymbolicShapeError
+from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
 from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, suspended, symbolic_trace
 from .size_expressions import NEGATED
@@ -365,21 +367,18 @@ _JAX_WRAPPERS = ("jax._src.traceback_util", "jax._src.pjit", "jax._src.api", "ja
 
 
 def user_call_site() -> str:
-    """``file:line (in jax function)``: the user's line and the JAX function it called (if the
-    user's line called a JAX function)."""
-    frame = sys._getframe(1)
-    jax_function = ""
-    while frame is not None:
+    """``file:line (in jax function)``: the user's line (see :mod:`.frames`) and the JAX function
+    it called (if the user's line called a JAX function)."""
+    frame, jax_function = sys._getframe(1), ""
+    while frame is not None and is_library_file(frame.f_code.co_filename):
         module = frame.f_globals.get("__name__", "")
-        if module.startswith(_JAX_WRAPPERS):
-            pass  # jax.jit's and the API's own wrappers: not the function the user called
-        elif module.startswith("jax."):
+        if module.startswith("jax.") and not module.startswith(_JAX_WRAPPERS):
             jax_function = f"{module.removeprefix('jax._src.')}.{frame.f_code.co_name}"
-        elif not module.startswith("catalyst_lite."):
-            called = f" (in {jax_function})" if jax_function else ""
-            return f"{frame.f_code.co_filename}:{frame.f_lineno}{called}"
         frame = frame.f_back
-    return jax_function or "?"
+    if frame is None:
+        return jax_function or "?"
+    called = f" (in {jax_function})" if jax_function else ""
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}{called}"
 
 
 def _in_shape_rule() -> bool:
@@ -387,6 +386,10 @@ def _in_shape_rule() -> bool:
     (they shape its arrays), but no ``assume_size`` equation: the specialized ``jax.jit`` re-runs
     them with concrete sizes."""
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
+
+
+# Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _make_array).
+_LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_lite.")
 
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
@@ -448,16 +451,27 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
         scope.last_branch_at_point = True
 
 
+def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | None]:
+    """The truth of a size tracer decided (:func:`decide_size_comparison`): a comparison of sizes
+    (also returned, as ``(lhs, rhs, comparison)``), or an integer size (``!= 0``); ``None`` when
+    undecided or neither."""
+    if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
+        comparison = (*tracer.parent.in_tracers, _COMPARISONS[tracer.parent.primitive])
+        return decide_size_comparison(*comparison), comparison
+    if dtypes.issubdtype(tracer.aval.dtype, np.integer):
+        return decide_size_comparison(tracer, 0, "!="), None
+    return None, None
+
+
 def _make_bool(original):
     # JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
     # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
     # (or the guiding call's) and checked for every call.
     def __bool__(self):
         if is_active() and _asked_by_library():
-            if self.parent is not None and self.parent.primitive in _COMPARISONS:
-                lhs, rhs = self.parent.in_tracers
-                answer = decide_size_comparison(lhs, rhs, _COMPARISONS[self.parent.primitive])
-                _note_branch_at_point(lhs, rhs, _COMPARISONS[self.parent.primitive], answer)
+            answer, comparison = _decide_truth(self)
+            if comparison is not None:
+                _note_branch_at_point(*comparison, answer)
                 if answer is None and _in_shape_rule():
                     # A shape rule only compares sizes, never data: these are sizes it cannot
                     # relate (those of a nested JAX trace: lax.while_loop, lax.cond,
@@ -466,10 +480,6 @@ def _make_bool(original):
                         "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
                         "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
                     )
-            elif dtypes.issubdtype(self.aval.dtype, np.integer):
-                answer = decide_size_comparison(self, 0, "!=")
-            else:
-                answer = None
             if answer is not None:
                 return answer
             with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
@@ -523,14 +533,8 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
     scope = current_scope()
     if scope is None or not scope.of_axes_only(tracer):
         return None
-    if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
-        lhs, rhs = tracer.parent.in_tracers
-        answer = decide_size_comparison(lhs, rhs, _COMPARISONS[tracer.parent.primitive])
-    elif dtypes.issubdtype(tracer.aval.dtype, np.integer):
-        answer = decide_size_comparison(tracer, 0, "!=")
-    else:
-        return None
-    if answer is None:
+    answer, comparison = _decide_truth(tracer)
+    if answer is None and (comparison is not None or dtypes.issubdtype(tracer.aval.dtype, np.integer)):
         # The call's sizes answer it (see compiler.assumptions).
         try:
             return original(tracer)
@@ -553,7 +557,11 @@ def _make_definitely_equal(original):
         points = generic_values(x, y)
         if points is None:
             return False
-        if any(x_value != y_value for x_value, y_value in points):
+        # An assignment where either is negative is one no run reaches (an array's size is never
+        # negative): `x[:n - k]` and `jnp.ones(n - k)` in a while_loop counting `k` to `n` are
+        # equal wherever both are sizes. The assumption is checked when the program runs.
+        points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
+        if not points or any(x_value != y_value for x_value, y_value in points):
             scope = current_scope()
             if scope is not None:
                 scope.note_disagreement(x, y)
@@ -645,13 +653,17 @@ def _make_array(original):
     # shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
     # arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
     # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
-    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index).
+    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index); on any
+    # other integer (a loop's index, an integer argument: values under jax.jit) it is JAX's
+    # TracerArrayConversionError, as under jax.jit (a boxed tracer would fail later, in NumPy's
+    # object loop, with a TypeError of NumPy's).
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
         by_jax = _asked_by_library(("jax.", "numpy."))
+        by_library = by_jax or _asked_by_library(_LIBRARIES)
         of_axes = _of_axes_only(self)
-        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or not of_axes):
+        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or (by_library and not of_axes)):
             boxed = np.empty((), dtype=object)
             boxed[()] = self
             return boxed
@@ -743,18 +755,6 @@ def _make_extremum(original, staged):
     return extremum
 
 
-def _staged_min(d1: Any, d2: Any) -> Any:
-    from jax import numpy as jnp
-
-    return jnp.minimum(d1, d2)
-
-
-def _staged_max(d1: Any, d2: Any) -> Any:
-    from jax import numpy as jnp
-
-    return jnp.maximum(d1, d2)
-
-
 def _make_index(original):
     # `len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
     # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
@@ -769,33 +769,13 @@ def _make_index(original):
     return to_int
 
 
-register_patch(
-    Patch(
-        "user_sizes_as_python_ints",
-        pe.DynamicJaxprTracer,
-        "__index__",
-        _make_index,
-        "len(x) or range(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
-    )
-)
-register_patch(
-    Patch(
-        "user_sizes_as_python_ints_int",
-        pe.DynamicJaxprTracer,
-        "__int__",
-        _make_index,
-        "int(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
-    )
-)
-register_patch(
-    Patch(
-        "user_sizes_as_python_floats",
-        pe.DynamicJaxprTracer,
-        "__float__",
-        _make_index,
-        "float(x.shape[0]) or math.sqrt(x.shape[0]) on an abstracted axis asks for the call's sizes as constants",
-    )
-)
+for _name, _attr, _use in (
+    ("user_sizes_as_python_ints", "__index__", "len(x) or range(x.shape[0])"),
+    ("user_sizes_as_python_ints_int", "__int__", "int(x.shape[0])"),
+    ("user_sizes_as_python_floats", "__float__", "float(x.shape[0]) or math.sqrt(x.shape[0])"),
+):
+    register_patch(Patch(_name, pe.DynamicJaxprTracer, _attr, _make_index,
+                         f"{_use} on an abstracted axis asks for the call's sizes as constants"))
 register_patch(
     Patch(
         "assume_size_comparisons",
@@ -895,24 +875,9 @@ register_patch(
         "a staged size equal to a size it is computed from is that size (checked assumption)",
     )
 )
-register_patch(
-    Patch(
-        "symbolic_min_dim",
-        core,
-        "min_dim",
-        lambda original: _make_extremum(original, _staged_min),
-        "min of symbolic sizes is a staged min (a dimension tracer)",
-    )
-)
-register_patch(
-    Patch(
-        "symbolic_max_dim",
-        core,
-        "max_dim",
-        lambda original: _make_extremum(original, _staged_max),
-        "max of symbolic sizes is a staged max (a dimension tracer)",
-    )
-)
+for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
+    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim", functools.partial(_make_extremum, staged=_staged),
+                         f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"))
 
 
 # --- slice bounds of unknown sign ------------------------------------------------------------------

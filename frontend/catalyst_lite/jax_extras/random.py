@@ -32,23 +32,13 @@ def _is_symbolic(shape: Any) -> bool:
     return any(isinstance(d, core.Tracer) for d in shape)
 
 
-def _make_random_bits_abstract_eval(original):
-    # `random_bits_abstract_eval` builds a `ShapedArray` from `keys.shape + shape`.
-    def abstract_eval(keys_aval, *, bit_width, shape):
+def _make_keyed_abstract_eval(original):
+    # `random_bits_abstract_eval` and `random_split_abstract_eval` build a `ShapedArray` (and its
+    # sharding spec) from `keys.shape + shape`.
+    def abstract_eval(keys_aval, *, shape, **params):
         if not (is_active() and _is_symbolic(shape)):
-            return original(keys_aval, bit_width=bit_width, shape=shape)
-        aval, effects = original(keys_aval, bit_width=bit_width, shape=(1,) * len(shape))
-        return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
-
-    return abstract_eval
-
-
-def _make_random_split_abstract_eval(original):
-    # `random_split_abstract_eval` builds the keys' sharding spec and shape from `shape`.
-    def abstract_eval(keys_aval, *, shape):
-        if not (is_active() and _is_symbolic(shape)):
-            return original(keys_aval, shape=shape)
-        aval, effects = original(keys_aval, shape=(1,) * len(shape))
+            return original(keys_aval, shape=shape, **params)
+        aval, effects = original(keys_aval, shape=(1,) * len(shape), **params)
         return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
 
     return abstract_eval
@@ -99,7 +89,7 @@ register_patch(
         "random_bits_of_symbolic_shape",
         prng.random_bits_p,
         "abstract_eval",
-        _make_random_bits_abstract_eval,
+        _make_keyed_abstract_eval,
         "random bits of a symbolic shape have a DShapedArray type",
     )
 )
@@ -108,7 +98,7 @@ register_patch(
         "random_split_of_symbolic_shape",
         prng.random_split_p,
         "abstract_eval",
-        _make_random_split_abstract_eval,
+        _make_keyed_abstract_eval,
         "keys split into a symbolic number have a DShapedArray type",
     )
 )

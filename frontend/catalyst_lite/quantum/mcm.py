@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import jax.numpy as jnp
 
-from ..control_flow.common import traced_value
+from ..control_flow.common import StandsForValue, traced_value
 from . import prng
 
 __all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches", "measured_value", "with_values"]
@@ -43,7 +43,7 @@ __all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches", "me
 def _measured_value_class() -> type:
     from pennylane.ops import MeasurementValue
 
-    class MeasuredValue(MeasurementValue):
+    class MeasuredValue(MeasurementValue, StandsForValue):
         """A ``MeasurementValue`` of a compiled circuit: ``outcomes`` maps each measurement's
         ``meas_uid`` to its traced outcome (``int64`` 0 or 1, as PennyLane's branches count)."""
 

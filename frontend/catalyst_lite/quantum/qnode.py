@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
-from ..control_flow.common import ambient_carry, control_flow_handler, traced_value
+from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
 from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
@@ -497,8 +497,8 @@ def _check_returned(qnode, output: Any) -> None:
         return isinstance(x, qml.operation.Operator)
 
     leaves = jax.tree_util.tree_leaves(output, is_leaf=lambda x: is_measurement(x) or is_operator(x))
-    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, (Tracer, jax.Array, np.ndarray, np.generic, int, float, complex))
-                                     or type(x).__name__ == "MeasuredValue")]
+    values = (Tracer, StandsForValue, jax.Array, np.ndarray, np.generic, int, float, complex)
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, values))]
     if not leaves or odd:
         what = f"returned {odd[0]!r}" if odd else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
