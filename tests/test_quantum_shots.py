@@ -384,7 +384,7 @@ def test_catalysts_and_pennylanes_errors(options, qfunc, error, message):
 def test_pennylanes_rejections_are_raised_with_its_classes_as_ours_too():
     """The same programs that default.qubit rejects (checked here) fail compiled too: a QNode
     returning nothing or an operator."""
-    for qfunc in (lambda: None, lambda: qml.RX(0.3, 0)):
+    for qfunc in (lambda: qml.X(0), lambda: None, lambda: qml.RX(0.3, 0)):
         with pytest.raises(qml.exceptions.QuantumFunctionError, match="must return either"):
             qml.qnode(DEV)(qfunc)()
         with pytest.raises(QuantumOperationError, match="must return either"):
@@ -393,35 +393,21 @@ def test_pennylanes_rejections_are_raised_with_its_classes_as_ours_too():
         qml.qnode(DEV, shots=10)(qml.state)()
 
 
-def _gates(x):
-    qml.RX(x, wires=[0])
-    qml.Hadamard(2)
-    qml.CNOT([0, 2])
-
-
-def test_constants_returned_with_measurements_are_returned_as_arrays():
-    """As Catalyst does (and PennyLane with program capture), a QNode may return constants:
-    numbers, arrays, the ``.wires`` of a ``catalyst_lite.ctrl``/``adjoint`` region (the wires its
-    operations use, in order); the measurements among them are default.qubit's."""
-    import catalyst_lite
-
+def test_a_qnode_returns_numbers_and_arrays_beside_its_measurements():
+    """As with Catalyst (PennyLane's uncompiled QNode rejects them): a constant, an argument and a
+    value computed in the circuit come back as arrays, the measurements as default.qubit's."""
     def circuit(x):
-        controlled = catalyst_lite.ctrl(_gates, control=[1])(x)
-        inverse = catalyst_lite.adjoint(_gates)(x)
-        return controlled.wires, inverse.wires, [qml.expval(qml.Z(0)), 3.0], np.arange(3)
+        qml.RX(x, 0)
+        return [np.pi, qml.expval(qml.Z(0))], x, 2 * x, 12
 
-    def reference(x):
-        qml.ctrl(_gates, control=[1])(x)
-        qml.adjoint(_gates)(x)
-        return qml.expval(qml.Z(0))
-
-    x = 0.7
-    ctrl_wires, adj_wires, (value, three), arange = qjit(qml.qnode(DEV)(circuit))(x)
-    gate_wires = qml.tape.make_qscript(_gates)(x).wires
-    assert ctrl_wires == qml.wires.Wires([1]) + gate_wires and adj_wires == gate_wires
-    assert float(three) == 3.0 and np.array_equal(arange, np.arange(3))
-    expected = qml.qnode(DEV)(reference)(x)
-    np.testing.assert_allclose(value, expected, atol=1e-10)
+    (pi, expval), x, twice, twelve = qjit(qml.qnode(DEV)(circuit))(0.4)
+    reference = qml.qnode(DEV)(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])(0.4)
+    assert np.allclose(expval, reference)
+    assert (float(pi), float(x), float(twice), int(twelve)) == (np.pi, 0.4, 0.8, 12)
+    assert float(qjit(qml.qnode(DEV)(lambda: 1.5))()) == 1.5
+    # an operator's wires (a pytree of ints), as PennyLane's operator has them
+    wires = qjit(qml.qnode(DEV)(lambda: qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires))()
+    assert [int(w) for w in wires] == list(qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires)
 
 
 def _rx_measure_rx(x, y):
