@@ -382,8 +382,9 @@ def test_catalysts_and_pennylanes_errors(options, qfunc, error, message):
 
 
 def test_pennylanes_rejections_are_raised_with_its_classes_as_ours_too():
-    """The same programs that default.qubit rejects (checked here) fail compiled too."""
-    for qfunc in (lambda: qml.X(0), lambda: None):
+    """The same programs that default.qubit rejects (checked here) fail compiled too: a QNode
+    returning nothing or an operator."""
+    for qfunc in (lambda: qml.X(0), lambda: None, lambda: qml.RX(0.3, 0)):
         with pytest.raises(qml.exceptions.QuantumFunctionError, match="must return either"):
             qml.qnode(DEV)(qfunc)()
         with pytest.raises(QuantumOperationError, match="must return either"):
@@ -407,6 +408,27 @@ def test_a_qnode_returns_numbers_and_arrays_beside_its_measurements():
     # an operator's wires (a pytree of ints), as PennyLane's operator has them
     wires = qjit(qml.qnode(DEV)(lambda: qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires))()
     assert [int(w) for w in wires] == list(qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires)
+
+
+def _rx_measure_rx(x, y):
+    qml.RX(x, wires=0)
+    qml.measure(0)
+    qml.RX(y, wires=0)
+    return qml.probs(wires=0)
+
+
+def test_broadcast_parameters_are_rejected_and_vmap_maps_the_batch():
+    """Batched gate parameters are not compiled (as in Catalyst, with its phrase when the QNode
+    asks for one-shot); ``jax.vmap`` of the QNode gives default.qubit's broadcast results."""
+    batch = np.array([0.4, 2.1])
+    one_shot = qml.qnode(DEV, mcm_method="one-shot", shots=10)(_rx_measure_rx)
+    with pytest.raises(ValueError, match="mcm_method='one-shot' is not compatible with broadcasting.*vmap"):
+        qjit(one_shot)(batch, batch)
+    with pytest.raises(QuantumOperationError, match="^RX with broadcast.*vmap"):
+        qjit(qml.qnode(DEV, mcm_method="deferred")(_rx_measure_rx))(batch, batch)
+    exact = qml.qnode(REFERENCE, mcm_method="deferred")(_rx_measure_rx)
+    mapped = qjit(jax.vmap(qml.qnode(DEV, mcm_method="deferred")(_rx_measure_rx)))(batch, batch)
+    np.testing.assert_allclose(mapped, exact(batch, batch), atol=1e-10)
 
 
 @pytest.mark.parametrize("shots", [0, -3])

@@ -52,6 +52,12 @@ _NO_BROADCASTING = (
 """The end of the error for parameter broadcasting, with the workaround."""
 
 
+class BroadcastingError(QuantumOperationError):
+    """An operation with broadcast (batched) parameters in a compiled QNode: catalyst_lite, like
+    Catalyst, runs one circuit per QNode call (map the QNode with ``vmap`` instead). Its own
+    class so that a QNode with ``mcm_method="one-shot"`` can give Catalyst's phrase for it."""
+
+
 def supported_summary() -> str:
     """The list quoted by error messages."""
     return (
@@ -173,7 +179,7 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
     if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
         if getattr(op, "batch_size", None):
-            raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
+            raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
         return [GateRecord(op, wires.indices(op.wires, op.name))]
     if op.has_decomposition:
         try:
@@ -200,7 +206,7 @@ def _matrix_record(op: Any, wires: WireMap) -> GateRecord:
     """An operation with a matrix but no decomposition (``BlockEncode``, a user's operation with
     ``compute_matrix``), applied by its matrix."""
     if getattr(op, "batch_size", None):
-        raise QuantumOperationError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
+        raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
     return GateRecord(None, wires.indices(op.wires, op.name), explicit=op.matrix())
 
 
@@ -218,7 +224,7 @@ def initial_state(op: Any, wires: WireMap) -> Any:
     their number may be traced."""
     targets = list(wires.indices(op.wires, op.name))
     if getattr(op, "batch_size", None):
-        raise QuantumOperationError(f"{op.name} with broadcast (batched) states{_NO_BROADCASTING}")
+        raise BroadcastingError(f"{op.name} with broadcast (batched) states{_NO_BROADCASTING}")
     vector = op.parameters[0].toarray() if getattr(op, "is_sparse", False) else op.parameters[0]
     vector = jnp.asarray(vector, jnp.complex128).reshape(-1)
     n, k = wires.n_wires, len(targets)

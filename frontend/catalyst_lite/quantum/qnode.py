@@ -59,7 +59,7 @@ from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .adjoint import adjoint_expvals
 from .application import apply_records
-from .gates import GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
+from .gates import BroadcastingError, GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
@@ -502,7 +502,8 @@ def _check_returned(qnode, output: Any) -> None:
     outcome), its arguments, constants. Not nothing (a forgotten ``return``, which PennyLane
     rejects too), nor an operator or another Python object, which a compiled program cannot
     return."""
-    leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
+    # an operator is a leaf (its pytree leaves are its parameters, numbers, which it is not)
+    leaves = jax.tree_util.tree_leaves(output, is_leaf=lambda x: is_measurement(x) or isinstance(x, _qml().operation.Operator))
     odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, StandsForValue) or _is_number(x))]
     if not leaves or odd:
         what = f"returned {(odd or [output])[0]!r}" if odd or output is not None else "returned no measurement"
@@ -581,6 +582,11 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
+        except BroadcastingError as error:
+            config = McmConfig.of(qnode, shots)
+            if config.method == "one-shot" and config.explicit:  # Catalyst's phrase first
+                raise BroadcastingError(f"mcm_method='one-shot' is not compatible with broadcasting: {error}") from None
+            raise
     _check_shots(qnode, shots, first.measurements)
     classical = not all(is_measurement(x) for x in flatten_results(first.output)[0])
     method = gradient_method(qnode, [measurement_kind(m) for m in first.measurements], shots.finite, classical)
