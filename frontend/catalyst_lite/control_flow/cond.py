@@ -82,7 +82,8 @@ from .common import (
     tracing_mode,
     WithoutOperation,
 )
-from .loop_common import is_inexact, with_batch_axis
+from ..compiler.loop_body import with_batch_axis
+from .loop_common import is_inexact
 
 __all__ = ["cond", "cond_p", "CondCallable"]
 
