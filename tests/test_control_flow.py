@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from catalyst_lite import cond, for_loop, qjit, while_loop
-from catalyst_lite.errors import ControlFlowError, DimensionError, SymbolicShapeError
+from catalyst_lite.errors import ControlFlowError, DimensionError, SizeAssumptionError, SymbolicShapeError
 
 
 # --- for_loop -------------------------------------------------------------------------------------
@@ -207,6 +207,47 @@ def test_a_while_loop_slices_by_a_bound_whose_sign_is_known_at_run_time():
         expected = sum(np.sum(x[: n - k]) * 10.0 + np.sum(x[k - n :]) + np.sum(x[n - k - 1 :: -2]) * 100.0
                        + np.sum(x[k - n : n - k - 1]) * 1000.0 for k in range(n))
         np.testing.assert_allclose(f(x), expected)
+
+
+def test_a_while_loop_combines_a_slice_by_its_counter_with_an_array_of_that_size():
+    # `x[k:]` and `x[:n - k]` have n - k elements whenever `jnp.ones(n - k)` is an array: they
+    # broadcast together (an equality checked when the program runs).
+    @qjit(abstracted_axes={0: "n"})
+    def f(x):
+        n = x.shape[0]
+
+        @while_loop(lambda k, s, y: k < n)
+        def body(k, s, y):
+            y = y.at[: n - k].add(jnp.ones(n - k) * k)
+            return k + 1, s + jnp.sum(x[k:] * jnp.arange(n - k)), y
+
+        return body(0, 0.0, x)[1:]
+
+    for n in (2, 0):
+        x = np.arange(1.0, n + 1.0)
+        y = x.copy()
+        for k in range(n):
+            y[: n - k] += k
+        total, result = f(x)
+        np.testing.assert_allclose(total, sum(np.sum(x[k:] * np.arange(n - k)) for k in range(n)))
+        np.testing.assert_allclose(result, y)
+
+
+def test_a_while_loop_whose_slice_and_array_sizes_part_raises_when_it_runs():
+    # Counting k down from 0, `x[:n - k]` stops at n elements while `jnp.ones(n - k)` grows: the
+    # sizes assumed equal while tracing are not, and the run says so rather than broadcasting.
+    @qjit
+    def f(x):
+        n = x.shape[0]
+
+        @while_loop(lambda k, s: k > -2)
+        def body(k, s):
+            return k - 1, s + jnp.sum(x[: n - k] + jnp.ones(n - k))
+
+        return body(0, 0.0)
+
+    with pytest.raises(SizeAssumptionError, match="4 == 5"):
+        f(jnp.arange(4.0))
 
 
 def test_a_for_loop_slices_by_bounds_whose_sign_changes_with_its_index():
@@ -590,9 +631,9 @@ def test_vmap_over_a_for_loop_step_names_the_unsupported_loop():
         f(jnp.array([1, 2, 3]))
 
 
-def test_cond_and_switch_have_no_quantum_operation():
-    # Catalyst's `.operation` (the quantum operation of control flow called in a circuit): here
-    # control flow is traced into the program, so there is none; Catalyst's words say so.
+def test_control_flow_outside_a_quantum_circuit_has_no_operation():
+    # Catalyst's `.operation` (the quantum operation of control flow called in a circuit): called
+    # in a classical program there is none; Catalyst's words say so.
     from catalyst_lite import switch
 
     @cond(True)

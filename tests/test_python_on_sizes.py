@@ -149,3 +149,31 @@ def test_data_dependent_branch_keeps_jax_jit_error():
 
     with pytest.raises(ControlFlowError, match="catalyst_lite.cond"):
         qjit(f, abstracted_axes={0: "n"})(jnp.ones(3))
+
+
+def test_numpy_on_an_integer_argument_or_loop_index_keeps_jax_jit_error():
+    # NumPy math on an integer value (not a size of an abstracted axis) is JAX's
+    # TracerArrayConversionError, under jax.jit and here; NumPy shape arithmetic on sizes works.
+    from catalyst_lite import for_loop
+
+    def root(x, k):
+        return x * np.sqrt(k)
+
+    def indexed_roots(x, k):
+        return jax.lax.fori_loop(0, k, lambda i, s: s + np.sqrt(i), x)
+
+    def catalyst_indexed_roots(x, k):
+        return for_loop(0, k, 1)(lambda i, s: s + np.sqrt(i))(x)
+
+    for fn in (root, indexed_roots):
+        with pytest.raises(jax.errors.TracerArrayConversionError):
+            jax.jit(fn)(jnp.ones(3), 2)
+    for fn in (root, indexed_roots, catalyst_indexed_roots):
+        with pytest.raises(jax.errors.TracerArrayConversionError):
+            qjit(fn)(jnp.ones(3), 2)
+
+    @qjit
+    def flat(k: int):
+        return jnp.zeros(np.prod(jnp.ones((k, 2)).shape))
+
+    assert flat(3).shape == (6,)

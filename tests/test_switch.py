@@ -209,6 +209,58 @@ def test_refused_while_pennylane_capture_is_on():
         qml.capture.disable()
 
 
+def test_control_flow_called_in_a_compiled_qnode_has_its_operation():
+    # Catalyst's `.operation`: control flow called inside a QNode compiled by qjit has one, of
+    # its kind; run by PennyLane without qjit (plain Python), it has none. The results are
+    # default.qubit's either way.
+    from catalyst_lite import cond, for_loop, while_loop
+    from catalyst_lite.api_extensions.control_flow import Cond, ForLoop, Switch, WhileLoop
+
+    called = {}
+
+    @qml.qnode(qml.device("default.qubit", wires=1))
+    def circuit(x, k):
+        @for_loop(0, 2, 1)
+        def layer(i):
+            qml.RX(x * (i + 1), wires=0)
+
+        @while_loop(lambda j: j < 2)
+        def turn(j):
+            qml.RY(x, wires=0)
+            return j + 1
+
+        @cond(k > 0)
+        def flip():
+            qml.X(0)
+
+        @switch(k)
+        def rotate():
+            qml.RY(x, wires=0)
+
+        @rotate.branch(1)
+        def rotate_z():
+            qml.RZ(x, wires=0)
+
+        layer()
+        turn(0)
+        flip()
+        rotate()
+        called.update(layer=layer, turn=turn, flip=flip, rotate=rotate)
+        return qml.probs(wires=0), qml.expval(qml.Y(0))
+
+    kinds = {"layer": ForLoop, "turn": WhileLoop, "flip": Cond, "rotate": Switch}
+    expected = [circuit(0.7, k) for k in (0, 1)]
+    for obj in called.values():
+        with pytest.raises(AttributeError, match="no associated quantum operation"):
+            obj.operation
+    compiled = qjit(circuit)
+    for k in (0, 1):
+        for got, want in zip(compiled(0.7, k), expected[k]):
+            np.testing.assert_allclose(got, want, atol=1e-12)
+    for name, kind in kinds.items():  # the objects of the compiled circuit's trace
+        assert isinstance(called[name].operation, kind) and called[name].operation.name == kind.__name__
+
+
 def test_catalysts_import_path_gives_the_same_control_flow():
     import catalyst_lite
     from catalyst_lite.api_extensions import control_flow

@@ -25,7 +25,12 @@ from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
 
 __all__ = [
-    "WithoutOperation",
+    "ControlFlowOperation",
+    "Cond",
+    "Switch",
+    "ForLoop",
+    "WhileLoop",
+    "WithOperation",
     "StandsForValue",
     "traced_value",
     "ForLoopCallable",
@@ -253,10 +258,49 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
     return needed
 
 
-class WithoutOperation:
-    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object (its
-    quantum operation): here always an ``AttributeError``, with Catalyst's words for the case where
-    it has none.
+class ControlFlowOperation:
+    """Catalyst's ``.operation`` of control flow called in a quantum circuit being compiled: the
+    record that the circuit contains this ``cond``/``switch``/``for_loop``/``while_loop`` (named by
+    its function). catalyst_lite traces control flow into the program, so the record holds no
+    regions of its own: the gates of its bodies are the circuit's.
+
+    >>> from catalyst_lite.control_flow.common import ForLoop
+    >>> ForLoop("body")
+    ForLoop('body')
+    """
+
+    def __init__(self, function_name: str):
+        self.function_name = function_name
+
+    @property
+    def name(self) -> str:
+        """The operation's kind, as Catalyst names it: ``"ForLoop"``, ``"Cond"``..."""
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"{self.name}({self.function_name!r})"
+
+
+class Cond(ControlFlowOperation):
+    """The ``.operation`` of a ``cond`` called in a compiled quantum circuit."""
+
+
+class Switch(ControlFlowOperation):
+    """The ``.operation`` of a ``switch`` called in a compiled quantum circuit."""
+
+
+class ForLoop(ControlFlowOperation):
+    """The ``.operation`` of a ``for_loop`` called in a compiled quantum circuit."""
+
+
+class WhileLoop(ControlFlowOperation):
+    """The ``.operation`` of a ``while_loop`` called in a compiled quantum circuit."""
+
+
+class WithOperation:
+    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object: once
+    called in a quantum circuit being compiled, a :class:`ControlFlowOperation` of its kind;
+    otherwise an ``AttributeError`` with Catalyst's words for the case where it has none.
 
     >>> from catalyst_lite import cond
     >>> c = cond(True)(lambda: 1)
@@ -269,9 +313,19 @@ class WithoutOperation:
 
     __name__: str
     operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
+    operation_type: type[ControlFlowOperation] = ControlFlowOperation
+    _operation: ControlFlowOperation | None = None
+
+    def _note_call(self) -> None:
+        """It is being called: in a compiled circuit (whose control flow goes to a handler, see
+        :func:`control_flow_handler`), that is its operation."""
+        if active_control_flow_handler() is not None:
+            self._operation = self.operation_type(self.__name__)
 
     @property
-    def operation(self) -> Any:
+    def operation(self) -> ControlFlowOperation:
+        if self._operation is not None:
+            return self._operation
         kind = self.operation_kind
         # Catalyst's phrase first, as Catalyst lays it out (its users' `match=` patterns follow
         # the layout: one line for switch, indented lines for the others), then ours.
@@ -283,12 +337,12 @@ class WithoutOperation:
             phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum "
                       f"context,{indent}and thus has no associated quantum operation.{indent}")
         raise AttributeError(
-            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} is traced into the program "
-            "rather than recorded as an operation, in a quantum context too."
+            f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} has an operation once it is "
+            "called inside a QNode compiled by qjit."
         )
 
 
-class LoopCallable(WithoutOperation):
+class LoopCallable(WithOperation):
     """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
     initial carried values, it returns the final ones; it looks like the body it wraps (name,
     docstring, ``inspect.signature`` without the loop index)."""
@@ -298,6 +352,7 @@ class LoopCallable(WithoutOperation):
         self._run = run
 
     def __call__(self, *init: Any) -> Any:
+        self._note_call()
         return self._run(*init)
 
 
@@ -305,12 +360,14 @@ class ForLoopCallable(LoopCallable):
     """What ``for_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
     operation_kind = "for_loop"
+    operation_type = ForLoop
 
 
 class WhileLoopCallable(LoopCallable):
     """What ``while_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
     operation_kind = "while_loop"
+    operation_type = WhileLoop
 
 
 # --- handlers ------------------------------------------------------------------------------------

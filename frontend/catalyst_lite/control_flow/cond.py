@@ -80,7 +80,8 @@ from .common import (
     fed_dimension_operands,
     split_groups,
     tracing_mode,
-    WithoutOperation,
+    Cond,
+    WithOperation,
 )
 from ..compiler.loop_body import with_batch_axis
 from .loop_common import is_inexact
@@ -93,7 +94,7 @@ cond_p = DynshapePrimitive("cond")
 # --- user API ------------------------------------------------------------------------------------
 
 
-class CondCallable(WithoutOperation):
+class CondCallable(WithOperation):
     """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``.
 
     Calling it (with the arguments every branch takes, if any) runs the first branch whose
@@ -101,6 +102,7 @@ class CondCallable(WithoutOperation):
     """
 
     operation_kind = "cond"
+    operation_type = Cond
 
     def __init__(self, pred: Any, fn: Callable):
         self.preds: list[Any] = [pred]
@@ -125,6 +127,7 @@ class CondCallable(WithoutOperation):
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._note_call()
         first = self.branches[0]
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]

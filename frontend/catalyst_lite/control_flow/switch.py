@@ -16,16 +16,17 @@ import numpy as np
 from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import Tracer, get_aval
 from ..trace_context import refuse_under_capture
-from .common import WithoutOperation, describe_aval
+from .common import Switch, WithOperation, describe_aval
 from .cond import cond
 
 __all__ = ["switch", "SwitchCallable"]
 
 
-class SwitchCallable(WithoutOperation):
+class SwitchCallable(WithOperation):
     """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
 
     operation_kind = "switch"
+    operation_type = Switch
 
     def __init__(self, index: Any, default: Callable):
         if not callable(default):
@@ -56,6 +57,7 @@ class SwitchCallable(WithoutOperation):
         return decorator
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._note_call()
         index = _checked_index(self.index, self.__name__)
         if not isinstance(index, Tracer):
             return self.cases.get(int(index), self.default)(*args, **kwargs)

@@ -332,6 +332,10 @@ def _in_shape_rule() -> bool:
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
+# Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _make_array).
+_LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_lite.")
+
+
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
     """Whether the code asking a size tracer for its Python value (the caller of the patched
     ``__bool__``/``__index__``/``__array__`` that calls this) is ``libraries``' own, not the user's.
@@ -497,7 +501,11 @@ def _make_definitely_equal(original):
         points = generic_values(x, y)
         if points is None:
             return False
-        if any(x_value != y_value for x_value, y_value in points):
+        # An assignment where either is negative is one no run reaches (an array's size is never
+        # negative): `x[:n - k]` and `jnp.ones(n - k)` in a while_loop counting `k` to `n` are
+        # equal wherever both are sizes. The assumption is checked when the program runs.
+        points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
+        if not points or any(x_value != y_value for x_value, y_value in points):
             scope = current_scope()
             if scope is not None:
                 scope.note_disagreement(x, y)
@@ -589,13 +597,17 @@ def _make_array(original):
     # shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
     # arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
     # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
-    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index).
+    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index); on any
+    # other integer (a loop's index, an integer argument: values under jax.jit) it is JAX's
+    # TracerArrayConversionError, as under jax.jit (a boxed tracer would fail later, in NumPy's
+    # object loop, with a TypeError of NumPy's).
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
         by_jax = _asked_by_library(("jax.", "numpy."))
+        by_library = by_jax or _asked_by_library(_LIBRARIES)
         of_axes = _of_axes_only(self)
-        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or not of_axes):
+        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or (by_library and not of_axes)):
             boxed = np.empty((), dtype=object)
             boxed[()] = self
             return boxed
