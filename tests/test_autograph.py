@@ -107,6 +107,24 @@ def test_if_on_concrete_values_stays_python():
     assert control_flow_of(f.jaxpr) == []
 
 
+def _pad_or_cut_to_two(x):
+    if x.shape[0] > 2 and not x.shape[0] == 7:
+        y = x[:2]
+    else:
+        y = jnp.pad(x[:2], (0, 2 - min(x.shape[0], 2)))  # a negative width were it traced at n > 2
+    return y if x.shape[0] else y - 1
+
+
+def test_if_on_sizes_of_abstracted_axes_stays_python_as_without_autograph():
+    """Under jax.jit the sizes are numbers and only the branch taken is traced; a cond would trace
+    the other branch too (here at sizes it refuses)."""
+    converted = qjit(_pad_or_cut_to_two, autograph=True, abstracted_axes={0: "n"})
+    for n in (3, 0, 1, 2, 7, 5):
+        x = jnp.arange(1.0, n + 1)
+        np.testing.assert_array_equal(converted(x), jax.jit(_pad_or_cut_to_two)(x))
+    assert control_flow_of(converted.jaxpr) == []
+
+
 def test_branches_promote_types_and_may_differ_in_size():
     @qjit(autograph=True)
     def f(x: float, n: int):
@@ -1465,3 +1483,67 @@ def test_conversion_cache_names_each_function_converted():
     assert not TRANSFORMER.has_cache(never_compiled)
     for x in (3.0, 0.5):
         assert compiled(x) == program(x)
+
+
+def test_the_target_of_a_compiled_loop_after_it():
+    """After the loop its target has its last value, as in Python (a traced range, an array's
+    rows of any length); a loop that runs no iteration leaves it unassigned, Python's
+    UnboundLocalError (also Catalyst's AutoGraphError): while tracing when the trace knows it
+    (known bounds, sizes, integer arguments)."""
+    def last_index(n, x):
+        for i in range(n):
+            x = x + i
+        return i, x
+
+    compiled = qjit(autograph=True)(last_index)
+    assert tuple(int(v) for v in compiled(3, 0)) == last_index(3, 0)
+    assert [name for name, _ in control_flow_of(compiled.jaxpr)] == ["for_loop"]
+
+    def last_row(x):
+        for row in x:
+            pass
+        return row
+
+    rows = np.arange(6.0).reshape(3, 2)
+    any_length = qjit(autograph=True, abstracted_axes={0: "n"})(last_row)
+    np.testing.assert_array_equal(any_length(rows), last_row(rows))
+
+    def never_runs(x):
+        for i in range(0):
+            x = x + i
+        return i
+
+    for program, args in ((last_index, (0, 0)), (never_runs, (1.0,)), (last_row, (np.zeros((0, 2)),))):
+        with pytest.raises(UnboundLocalError):
+            program(*args)
+        compiled = any_length if program is last_row else qjit(autograph=True)(program)
+        with pytest.raises(AutoGraphError, match="potentially uninitialized") as raised:
+            compiled(*args)
+        assert isinstance(raised.value, UnboundLocalError)
+
+
+def test_the_target_of_a_loop_that_may_run_no_iteration_checked_when_it_runs():
+    """A trip count only the program knows: the target read after the loop is checked when it
+    runs (Python's UnboundLocalError when the loop ran none); one read only by a function defined
+    in the body needs no iteration, as in Python."""
+    def last_positive_index(x):
+        for i in range(jnp.sum(x > 0)):
+            pass
+        return i
+
+    compiled = qjit(autograph=True)(last_positive_index)
+    some = np.array([1.0, 2.0, -1.0])
+    assert int(compiled(some)) == last_positive_index(some)
+    with pytest.raises(AutoGraphError, match="'i' is potentially uninitialized") as raised:
+        compiled(-np.abs(some))
+    assert isinstance(raised.value, UnboundLocalError)
+
+    def read_by_a_closure(n):
+        total = 0
+        for i in range(n):
+            def term():
+                return i + 1
+            total = total + term()
+        return total
+
+    assert int(qjit(autograph=True)(read_by_a_closure)(0)) == read_by_a_closure(0)

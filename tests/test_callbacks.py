@@ -437,3 +437,23 @@ def test_under_program_capture():
     x = jnp.array([0.1, 0.2])
     np.testing.assert_allclose(qjit(grad(through_product), capture=True)(x), jax.grad(jax_product)(x), rtol=1e-12)
     assert not qml.capture.enabled()
+
+
+def test_a_callback_failing_on_an_xla_worker_thread_raises_its_own_exception():
+    """XLA runs a larger program on its own threads, where the callback cannot see the calling
+    thread's record: its exception still reaches the caller as itself (it was XLA's
+    ``XlaRuntimeError`` from the second call on)."""
+
+    def refuse(v):
+        raise KeyError(float(v))
+
+    @qjit
+    def f(x):
+        y = jnp.sin(x) @ jnp.cos(x).T  # large enough for XLA's worker threads
+        debug.callback(refuse)(y[0, 0])
+        return y
+
+    x = np.ones((300, 300))
+    for _ in range(3):
+        with pytest.raises(KeyError):
+            f(x)

@@ -16,10 +16,12 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -93,6 +95,21 @@ def test_a_directory_that_cannot_be_made_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(CACHE_DIR_ENV_VAR, str(tmp_path / "file" / "cache"))
     with pytest.warns(CacheWarning, match="not usable"):
         disk_cache.write(KEY, "vmfb", CONTENT)
+
+
+def test_a_remote_jax_cache_directory_is_no_local_directory(tmp_path, monkeypatch):
+    monkeypatch.delenv(CACHE_DIR_ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    previous = jax.config.jax_compilation_cache_dir
+    try:
+        jax.config.update("jax_compilation_cache_dir", "gs://bucket/jax-cache")
+        assert disk_cache.cache_dir() is None
+        disk_cache.write(KEY, "vmfb", CONTENT)
+        assert list(tmp_path.iterdir()) == []  # no `gs:` directory made here
+        jax.config.update("jax_compilation_cache_dir", str(tmp_path / "jax"))
+        assert disk_cache.cache_dir() == tmp_path / "jax" / "catalyst_lite"
+    finally:
+        jax.config.update("jax_compilation_cache_dir", previous)
 
 
 # --- faulty entries --------------------------------------------------------------------------------
@@ -176,6 +193,30 @@ def test_an_entry_that_is_a_symbolic_link_or_a_directory_is_refused(cache, tmp_p
     with pytest.warns(CacheWarning, match="cannot be opened as a file"):
         assert disk_cache.read(KEY, "vmfb") is None
     assert not entry_path(cache).is_symlink() and target.exists()
+
+
+@pytest.mark.parametrize("make", [os.mkdir, os.mkfifo], ids=["directory", "named pipe"])
+def test_an_entry_that_is_not_a_regular_file_is_refused_without_waiting(cache, make):
+    """A directory made the read raise (a crash of the call); a named pipe made it wait for a
+    writer for ever (the read runs on a thread here, so that the test ends either way)."""
+    cache.mkdir(mode=0o700)
+    make(entry_path(cache))
+    outcome = []
+
+    def read():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcome.append((disk_cache.read(KEY, "vmfb"), [str(w.message) for w in caught]))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(60)
+    assert outcome, "the read did not return"
+    content, messages = outcome[0]
+    assert content is None and any("not a regular file" in m for m in messages)
+    assert not os.path.lexists(entry_path(cache))
+    disk_cache.write(KEY, "vmfb", CONTENT)
+    assert read_quietly() == CONTENT
 
 
 _KILLED_WRITER = textwrap.dedent(

@@ -104,6 +104,18 @@ def test_pytree_with_a_string_leaf():
     works(doubled)
 
 
+@pytest.mark.parametrize("array", [np.array(["a", "b"]), np.array([object()]), np.array(["2026-11-27"], dtype="datetime64[D]")],
+                         ids=["strings", "objects", "dates"])
+def test_an_array_jax_cannot_hold_is_named_at_the_call(array):
+    """jax.jit refuses it too; the trace reached JAX, whose message named neither the function
+    nor the argument."""
+    with pytest.raises(TypeError):
+        jax.jit(lambda x: x)(array)
+    with raises(ArgumentTypeError, "doubled", "'x'", re.escape(f"dtype {array.dtype}"), "numbers and booleans"):
+        doubled(array)
+    works(doubled)
+
+
 def test_abstracted_axes_pytree_not_matching_the_argument():
     f = qjit(lambda t: t["a"].sum() + t["b"].sum(), abstracted_axes=({"a": {0: "n"}, "c": {0: "m"}},))
     with raises(ArgumentTypeError, "abstracted_axes entry for argument 't'", "'c'", r"\{'a': \*, 'b': \*\}"):

@@ -4,12 +4,14 @@
 logic's questions are: an assumption recorded as a fact of the program, checked at each call (a
 call that breaks one gets a program traced for its sizes). ``len(x)``, ``range(x.shape[0])`` and
 ``int(x.shape[0])`` need the size as a Python int (``float()``, ``math.sqrt()`` and NumPy on a size
-as a Python number): the call's sizes are then constants of the trace, as under ``jax.jit``. Questions about integer *arguments* (``if k > 1:``) keep JAX's error,
+as a Python number, ``[0.0] * n``, a dict key or set member): the call's sizes are then constants
+of the trace, as under ``jax.jit``. Questions about integer *arguments* (``if k > 1:``) keep JAX's error,
 as under ``jax.jit``. Every program is compared with ``jax.jit`` at sizes 0, 1 and more.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -68,8 +70,19 @@ def _float_math_and_numpy_of_size(x):
     return x * float(n) + math.sqrt(n) + np.sqrt(n) + np.log1p(x.size), complex(n).real
 
 
+_WEIGHTS = {1: 10.0, 5: 50.0}
+
+
+def _numpy_arrays_lists_and_dicts_of_size(x):
+    # NumPy replaces the error a size raises with its own; a dict or set hashes the size.
+    n = x.shape[0]
+    ramp = np.zeros(n) + np.arange(n) * 0.5
+    return x * jnp.asarray(ramp) + jnp.array([1.0] * n + [2.0]).sum(), _WEIGHTS.get(n, -1.0), float(n in {0, 2})
+
+
 PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,
-            _weighted_by_python_loop, _int_of_size, _float_math_and_numpy_of_size]
+            _weighted_by_python_loop, _int_of_size, _float_math_and_numpy_of_size,
+            _numpy_arrays_lists_and_dicts_of_size]
 
 
 def assert_same_as_jax_jit(got, expected):
@@ -131,14 +144,49 @@ def test_integer_arguments_keep_jax_jit_errors():
     def scale(x, k):
         return x * math.sqrt(k)
 
+    def repeat(x, k):
+        return x * jnp.array([1.0] * k).sum()
+
     for fn, jax_error in [(branch, jax.errors.TracerBoolConversionError),
                           (loop, jax.errors.TracerIntegerConversionError),
-                          (scale, jax.errors.ConcretizationTypeError)]:
+                          (scale, jax.errors.ConcretizationTypeError),
+                          (repeat, TypeError)]:
         with pytest.raises(jax_error):
             jax.jit(fn)(jnp.ones(3), 2)
         with pytest.raises(ControlFlowError) as raised:
             qjit(fn, abstracted_axes={0: "n"})(jnp.ones(3), 2)
         assert isinstance(raised.value, jax_error)
+
+
+def test_an_integer_argument_as_a_dict_key_is_an_error_not_a_miss():
+    """Hashed by identity it was never found: 1.0 whatever k. (jax.jit refuses to hash a tracer,
+    unless PennyLane is imported: PennyLane makes JAX's tracers hashable by identity.)"""
+
+    def lookup(x, k):
+        return x * {2: 3.0}.get(k, 1.0)
+
+    with pytest.raises(ControlFlowError, match="static argument") as raised:
+        qjit(lookup, abstracted_axes={0: "n"})(jnp.ones(3), 2)
+    assert isinstance(raised.value, TypeError)
+    np.testing.assert_array_equal(qjit(lookup, static_argnums=1)(jnp.ones(3), 2), np.full(3, 3.0))
+
+
+def test_sizes_passed_to_static_arguments_of_jax_jit_helpers_stay_symbolic():
+    """JAX hashes a jax.jit helper's static arguments in its own code: by identity, so that a size
+    (of an axis, or an integer argument) keeps one program for every call."""
+
+    @functools.partial(jax.jit, static_argnums=1)
+    def padded(x, k):
+        return jnp.concatenate([x, jnp.zeros(k)])
+
+    def f(x, k):
+        return padded(x, x.shape[0]), padded(x, k)
+
+    compiled = qjit(f, abstracted_axes={0: "n"})
+    for n, k in [(3, 1), (0, 2), (5, 0), (1, 4)]:
+        x = jnp.arange(float(n))
+        assert_same_as_jax_jit(compiled(x, k), jax.jit(f, static_argnums=1)(x, k))
+    assert len(compiled.inspect().programs) == 1
 
 
 def test_data_dependent_branch_keeps_jax_jit_error():

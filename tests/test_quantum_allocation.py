@@ -8,7 +8,7 @@ import pennylane as qml
 import pytest
 
 from catalyst_lite import for_loop, qjit
-from catalyst_lite.errors import CompileError
+from catalyst_lite.errors import CompileError, QuantumOperationError
 from test_capture import needs_capture
 
 DEV = qml.device("default.qubit", wires=3)
@@ -67,6 +67,39 @@ def test_a_wire_allocated_in_a_traced_loop_is_reset_for_each_iteration():
     circuit = qjit(qml.qnode(DEV)(compiled))
     for n in (3, 4):
         np.testing.assert_allclose(circuit(n), qml.qnode(SPARE)(reference)(n), atol=1e-12)
+
+
+def test_a_wire_entangled_when_freed_in_a_traced_loop_is_refused_without_shots():
+    """Reusing a freed wire that is still entangled takes a reset by measurement; PennyLane
+    averages over its outcomes (with wires to spare: each allocation a fresh wire). Without shots
+    one drawn outcome would be a wrong number: a clear error instead, with shots the statistics of
+    the shots (each its own outcome)."""
+
+    def compiled(x):
+        @for_loop(0, 2, 1)
+        def body(i):
+            with qml.allocate(1) as q:
+                qml.CNOT([0, q[0]])
+                qml.RY(x, q[0])
+                qml.CNOT([q[0], 1])  # q stays entangled with wires 0 and 1
+
+        qml.H(0)
+        body()
+        return qml.expval(qml.X(0))
+
+    def reference(x):
+        qml.H(0)
+        for _ in range(2):
+            with qml.allocate(1) as q:
+                qml.CNOT([0, q[0]])
+                qml.RY(x, q[0])
+                qml.CNOT([q[0], 1])
+        return qml.expval(qml.X(0))
+
+    with pytest.raises(QuantumOperationError, match="still entangled with other wires"):
+        qjit(qml.qnode(DEV)(compiled))(0.9)
+    sampled = qjit(qml.qnode(DEV, shots=4000)(compiled), seed=3)(0.9)
+    assert abs(sampled - qml.qnode(SPARE)(reference)(0.9)) < 0.06
 
 
 def used_after_deallocation():

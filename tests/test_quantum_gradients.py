@@ -289,3 +289,35 @@ def test_jax_jacobian_of_a_qnode_with_shots_is_the_exact_derivative():
     expected = jax.jacobian(qml.qnode(DEV)(circuit))(0.7)
     for g, e in zip(got, expected):
         np.testing.assert_allclose(g, e, atol=1e-10)
+
+
+def test_amplitude_embedding_with_zero_amplitudes_is_the_initial_state():
+    """``AmplitudeEmbedding`` (a ``StatePrep``) as the first operation is the initial state, as on
+    ``default.qubit``: its padded zero amplitudes gave NaN gradients through the decomposition."""
+
+    def embedded(f):
+        qml.AmplitudeEmbedding(f, wires=range(2), normalize=True, pad_with=0.0)
+        qml.RY(0.3, 0)
+        return qml.expval(qml.Z(0) @ qml.X(1))
+
+    f = jnp.array([0.3, 1.0, -0.4])
+    expected = jax.grad(qml.qnode(DEV, interface="jax")(embedded))(f)
+    np.testing.assert_allclose(qjit(grad(qml.qnode(DEV)(embedded)))(f), expected, atol=1e-12)
+
+
+def test_adjoint_method_with_a_traced_wire():
+    """A gate on a wire given by an argument: the adjoint method does not apply (its blocks need
+    known wires), and the derivative is the simulation's (it failed planning the blocks)."""
+
+    def circuit(x, k):
+        qml.Hadamard(0)
+        qml.RX(x, wires=k)
+        qml.CNOT([0, 1])
+        qml.RY(2 * x, wires=k)
+        return qml.expval(qml.Z(2) + qml.X(0) @ qml.Z(1))
+
+    compiled = qjit(grad(qml.qnode(DEV, diff_method="adjoint")(circuit)))
+    reference = jax.grad(qml.qnode(DEV, interface="jax")(circuit))
+    for k in (0, 2):
+        np.testing.assert_allclose(compiled(0.6, k), reference(0.6, k), atol=1e-12)
+        assert abs(reference(0.6, k)) > 0.1

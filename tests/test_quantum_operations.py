@@ -304,3 +304,30 @@ def test_special_unitary_with_traced_parameters_is_applied_by_its_matrix():
     np.testing.assert_allclose(qjit(qml.qnode(dev())(circuit))(theta), reference(theta), atol=TOL)
     gradient = qjit(catalyst_lite.grad(qml.qnode(dev(), diff_method="adjoint")(circuit)))(theta)
     np.testing.assert_allclose(gradient, jax.grad(reference)(theta), atol=TOL)
+
+
+def test_gates_inside_jax_lax_control_flow_are_refused():
+    """JAX traces a ``jax.lax.cond``'s branches and a ``jax.lax.fori_loop``'s body itself: gates
+    queued there would reach the circuit once each, in the wrong place (both branches applied: a
+    wrong number). A clear error instead; a QNode called inside such a function (the whole circuit
+    in it) stays right."""
+
+    def in_lax_cond(x):
+        jax.lax.cond(x > 0.5, lambda: (qml.RY(x, 0), None)[1], lambda: (qml.RX(x, 0), None)[1])
+        return qml.expval(qml.Z(0))
+
+    def in_fori_loop(x):
+        jax.lax.fori_loop(0, 2, lambda i, c: (qml.RX(x * i, 0), c)[1], 0)
+        return qml.expval(qml.Z(0))
+
+    for circuit in (in_lax_cond, in_fori_loop):
+        with pytest.raises(catalyst_lite.errors.QuantumOperationError, match="JAX traces itself"):
+            qjit(qml.qnode(dev(1))(circuit))(0.7)
+
+    def rotated(x):
+        qml.RY(x, 0)
+        return qml.expval(qml.Z(0))
+
+    inner = qml.qnode(dev(1))(rotated)
+    branch = qjit(lambda x: jax.lax.cond(x > 0.5, inner, lambda x: 2.0 + x, x))
+    assert abs(branch(0.7) - qml.qnode(dev(1))(rotated)(0.7)) < TOL

@@ -371,8 +371,6 @@ def test_without_shots_one_branch_is_followed_by_default():
     ({"shots": 10}, lambda: (qml.measure(0), qml.state())[1], qml.exceptions.DeviceError,
      "not accepted with finite shots"),
     ({"shots": 10}, lambda: qml.state(), qml.exceptions.DeviceError, "not accepted with finite shots"),
-    ({}, lambda: [qml.expval(qml.Z(0)), 3.0], qml.exceptions.QuantumFunctionError,
-     "must return either a single measurement"),
     ({}, lambda: qml.X(0), qml.exceptions.QuantumFunctionError, "must return either a single measurement"),
     ({}, lambda: None, qml.exceptions.QuantumFunctionError, "must return either a single measurement"),
     ({"mcm_method": "deferred"}, lambda: qml.sample(qml.measure(0)), QuantumOperationError, "finite shots"),
@@ -385,13 +383,30 @@ def test_catalysts_and_pennylanes_errors(options, qfunc, error, message):
 
 def test_pennylanes_rejections_are_raised_with_its_classes_as_ours_too():
     """The same programs that default.qubit rejects (checked here) fail compiled too."""
-    for qfunc in (lambda: [qml.expval(qml.Z(0)), 3.0], lambda: None):
+    for qfunc in (lambda: qml.X(0), lambda: None):
         with pytest.raises(qml.exceptions.QuantumFunctionError, match="must return either"):
             qml.qnode(DEV)(qfunc)()
         with pytest.raises(QuantumOperationError, match="must return either"):
             qjit(qml.qnode(DEV)(qfunc))()
     with pytest.raises(qml.exceptions.DeviceError, match="not accepted with finite shots"):
         qml.qnode(DEV, shots=10)(qml.state)()
+
+
+def test_a_qnode_returns_numbers_and_arrays_beside_its_measurements():
+    """As with Catalyst (PennyLane's uncompiled QNode rejects them): a constant, an argument and a
+    value computed in the circuit come back as arrays, the measurements as default.qubit's."""
+    def circuit(x):
+        qml.RX(x, 0)
+        return [np.pi, qml.expval(qml.Z(0))], x, 2 * x, 12
+
+    (pi, expval), x, twice, twelve = qjit(qml.qnode(DEV)(circuit))(0.4)
+    reference = qml.qnode(DEV)(lambda x: (qml.RX(x, 0), qml.expval(qml.Z(0)))[1])(0.4)
+    assert np.allclose(expval, reference)
+    assert (float(pi), float(x), float(twice), int(twelve)) == (np.pi, 0.4, 0.8, 12)
+    assert float(qjit(qml.qnode(DEV)(lambda: 1.5))()) == 1.5
+    # an operator's wires (a pytree of ints), as PennyLane's operator has them
+    wires = qjit(qml.qnode(DEV)(lambda: qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires))()
+    assert [int(w) for w in wires] == list(qml.ctrl(qml.CNOT(wires=[2, 0]), control=1).wires)
 
 
 @pytest.mark.parametrize("shots", [0, -3])

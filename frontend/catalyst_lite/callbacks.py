@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -42,7 +43,7 @@ from .jax_extras.host_callbacks import kept_callback
 from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
-__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly"]
+__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly", "program_started", "program_ended"]
 
 
 def run_eagerly() -> bool:
@@ -65,10 +66,50 @@ def _remembering_exceptions(fn: Callable) -> Callable:
         except BaseException as err:
             err._catalyst_lite_callback = True
             slot = current_context().callback_errors
+            if slot is None:  # an XLA worker thread (XLA runs larger programs on its own threads)
+                slot = _sole_running_slot()
             (thread_collector("callback_errors") if slot is None else slot).append(err)
             raise
 
     return host
+
+
+_RUNNING: dict[int, list] = {}
+"""The callback-error slot of each thread running a compiled program now, by thread."""
+
+
+def _sole_running_slot() -> list | None:
+    """The slot of the one thread running a program now (``None`` when several are: a callback
+    on an XLA worker thread cannot tell whose it is, and its caller gets XLA's error)."""
+    running = list(_RUNNING.values())
+    return running[0] if len(running) == 1 else None
+
+
+def program_started() -> list | None:
+    """Register the calling thread as running a compiled program until :func:`program_ended`, so
+    that a callback failing on one of XLA's worker threads records its exception in this thread's
+    slot (when no other thread runs one), for :func:`callback_exception` to raise. Returns what
+    :func:`program_ended` restores (a program may run inside another's call). Two functions, not
+    a context manager: every call of a ``QJIT`` runs them.
+
+    >>> previous = program_started()
+    >>> _sole_running_slot() is current_context().callback_errors
+    True
+    >>> program_ended(previous)
+    """
+    ident = threading.get_ident()
+    previous = _RUNNING.get(ident)
+    slot = current_context().callback_errors
+    _RUNNING[ident] = thread_collector("callback_errors") if slot is None else slot
+    return previous
+
+
+def program_ended(previous: list | None) -> None:
+    """Undo :func:`program_started` (given what it returned)."""
+    if previous is None:
+        _RUNNING.pop(threading.get_ident(), None)
+    else:
+        _RUNNING[threading.get_ident()] = previous
 
 
 def callback_exception(err: BaseException) -> BaseException:

@@ -67,7 +67,7 @@ from .signature import (
     resolved_annotation,
 )
 from .autograph import run_autograph
-from .callbacks import callback_exception
+from .callbacks import callback_exception, program_ended, program_started
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
@@ -473,6 +473,7 @@ class QJIT:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Exceptions leave with the user's frames first (see diagnostics.py): a try costs nothing
         # until something is raised.
+        running = program_started()  # a callback failing on an XLA worker thread finds this call
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
                 placed = self._jit.place_arguments(args)
@@ -493,6 +494,8 @@ class QJIT:
             return self._dispatch(*args, **kwargs)
         except Exception as error:  # a callback's failure as its own exception, user's frames first
             raise filtered(callback_exception(error))  # noqa: B904
+        finally:
+            program_ended(running)
 
     def _python_call(self, args: tuple, kwargs: dict, static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call the dispatcher cannot run by itself: its result, the dispatch data for the

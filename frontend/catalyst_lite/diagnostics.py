@@ -141,6 +141,33 @@ def user_facing_trace_errors(
     ``leaf_names``/``scalar_dtypes`` describe the flat arguments (the dtype of each scalar one,
     ``None`` for arrays), to name the candidates when a size turns out not to be an integer.
     """
+    with _signals_replaced_on_the_way(scope):
+        with _translated_trace_errors(fn_name, leaf_names, scalar_dtypes, scope):
+            yield
+
+
+@contextlib.contextmanager
+def _signals_replaced_on_the_way(scope: SizeScope | None) -> Iterator[None]:
+    """A trace with symbolic sizes that fails after the user's code asked a size for its Python
+    value (:class:`NeedsCallSizes`) fails for want of the call's sizes, whatever error reaches
+    here: code between the signal's site and here may have caught it and raised its own (NumPy's
+    ``TypeError`` for ``np.zeros(x.shape[0])``, the user's ``except TypeError:``). It is traced
+    again with the call's sizes, as ``jax.jit`` traces it; an error of the user's program comes
+    out of that trace. (Our own errors are verdicts on the program: they pass.)"""
+    try:
+        yield
+    except (NeedsCallSizes, CatalystLiteError):
+        raise  # the signal itself, or our typed verdict on the program
+    except Exception as err:
+        if scope is None or not scope.symbolic or scope.signalled is None:
+            raise
+        raise NeedsCallSizes.standing_for(err, f"{scope.signalled}, then {type(err).__name__}") from err
+
+
+@contextlib.contextmanager
+def _translated_trace_errors(
+    fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None], scope: SizeScope | None
+) -> Iterator[None]:
     try:
         yield
     except NeedsCallSizes:

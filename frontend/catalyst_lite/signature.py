@@ -583,9 +583,18 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
     if isinstance(x, complex):
         return (), np.dtype("complex128"), True
     if isinstance(x, jax.ShapeDtypeStruct) or hasattr(x, "shape") and hasattr(x, "dtype"):
-        return tuple(x.shape), _dtype(x.dtype), bool(getattr(x, "weak_type", False))
+        dtype = _dtype(x.dtype)
+        if not _is_array_dtype(dtype):
+            raise ArgumentTypeError(
+                f"{fn_name}: argument {where} is an array of dtype {dtype} ({type(x).__name__}); "
+                "compiled functions take arrays of numbers and booleans. Convert it (e.g. "
+                "np.asarray(x, dtype=float)), or pass it with static_argnums/static_argnames as a "
+                "hashable value (a tuple) if it is a compile-time option."
+            )
+        return tuple(x.shape), dtype, bool(getattr(x, "weak_type", False))
+    article = "an" if type(x).__name__[:1].lower() in "aeiou" else "a"
     raise ArgumentTypeError(
-        f"{fn_name}: argument {where} is a {type(x).__name__}; compiled functions take arrays, "
+        f"{fn_name}: argument {where} is {article} {type(x).__name__}; compiled functions take arrays, "
         "numbers and pytrees of them. Pass it with static_argnums/static_argnames if it is a "
         "compile-time option."
     )
@@ -594,6 +603,13 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
 def _dtype(dtype: Any) -> Any:
     """A NumPy dtype, or JAX's extended dtype of a typed PRNG key as it is."""
     return dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
+
+
+def _is_array_dtype(dtype: Any) -> bool:
+    """Whether JAX takes arrays of ``dtype`` (numbers, booleans, a PRNG key's extended dtype):
+    not strings, objects, dates or records."""
+    return (dtype == np.dtype(bool) or jax.dtypes.issubdtype(dtype, np.number)
+            or jax.dtypes.issubdtype(dtype, jax.dtypes.extended))
 
 
 def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool) -> AxesSpec:

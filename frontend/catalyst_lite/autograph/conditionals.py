@@ -26,6 +26,7 @@ from ..control_flow.common import traced_value
 from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
+from ..jax_extras.dimensions import python_truth_of_sizes
 from .state import (
     ContainerCheckpoint,
     GetState,
@@ -60,7 +61,7 @@ def if_stmt(
 ) -> None:
     """``if condition: body else: orelse`` (malt's functional form)."""
     del nouts  # the state holds exactly the variables used after the statement
-    condition = traced_value(condition)
+    condition = _condition(condition)
     if not isinstance(condition, Tracer):
         if condition:
             body()
@@ -75,7 +76,7 @@ def if_stmt(
 
 def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any], expr_repr: str) -> Any:
     """``if_true() if condition else if_false()``."""
-    condition = traced_value(condition)
+    condition = _condition(condition)
     if not isinstance(condition, Tracer):
         return if_true() if condition else if_false()
     where = innermost_user_line()
@@ -100,6 +101,13 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
     branches = (branch(if_true), branch(if_false))
     set_state(_compiled_branches(pred, branches, get_state, set_state, (expr_repr,), where))
     return value
+
+
+def _condition(condition: Any) -> Any:
+    """The condition of an ``if`` (or ``and``/``or``/``not``): a question about sizes of abstracted
+    axes (``x.shape[0] > 2``, a number's under ``jax.jit``) answered in Python, as without
+    autograph, so that only the branch taken is traced; a traced value otherwise."""
+    return python_truth_of_sizes(traced_value(condition))
 
 
 @dataclass
@@ -367,7 +375,7 @@ def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
 
 def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
     """``a and b``."""
-    left = traced_value(a())
+    left = _condition(a())
     if not isinstance(left, Tracer):
         return left and b()
     return _logical(jnp.logical_and, left, b(), "`and`")
@@ -375,7 +383,7 @@ def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
 
 def or_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
     """``a or b``."""
-    left = traced_value(a())
+    left = _condition(a())
     if not isinstance(left, Tracer):
         return left or b()
     return _logical(jnp.logical_or, left, b(), "`or`")
@@ -383,7 +391,7 @@ def or_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
 
 def not_(a: Any) -> Any:
     """``not a``."""
-    a = traced_value(a)
+    a = _condition(a)
     if not isinstance(a, Tracer):
         return not a
     if jnp.ndim(a):  # an array: elementwise, as for `and`/`or` (Catalyst's meaning)

@@ -25,11 +25,14 @@ import jax
 import jax.numpy as jnp
 from malt.operators.variables import Undefined
 
+from ..compiler.specialize import trip_count
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
+from ..debug import callback
+from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
-from ..errors import AutoGraphError, AutoGraphWarning, DimensionError
 from ..jax_extras import Tracer, is_tracing
+from ..jax_extras.dimensions import decide_size_comparison
 from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
@@ -91,6 +94,9 @@ def for_stmt(
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
         _python_for(iter_, extra_test, body, state)
         return
+    unassigned_targets = _unassigned_targets(opts.get("iterate_names", ""), get_state(), symbol_names)
+    if _runs_no_iteration(space, ask_sizes=bool(unassigned_targets)):
+        return  # known while tracing: nothing runs, and the target stays unassigned, as in Python
     if recording_operators():
         # (in qml.adjoint/qml.ctrl the operations must be known while tracing: see state.py)
         if not space.concrete:
@@ -98,7 +104,13 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, state)
         return
 
-    _start_loop_targets(space, opts.get("iterate_names", ""), get_state, set_state, symbol_names)
+    started = _start_loop_targets(space, opts.get("iterate_names", ""), unassigned_targets, get_state, set_state)
+    unassigned_after = [name for name in started if name in opts.get("live_after", "").split()]
+    if unassigned_after and not space.concrete:
+        # Python leaves them unassigned when the loop runs no iteration: known when it runs
+        callback(functools.partial(_fail_if_no_iteration, names=unassigned_after, where=where))(
+            trip_count(space.lower, space.upper, space.step)
+        )
     containers = ContainerCheckpoint(body, carried=symbol_names)
 
     def compiled(snapshot: Snapshot, carried: list[Any], resize: bool, finished: list[bool]) -> Any:
@@ -122,22 +134,56 @@ def for_stmt(
     _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
 
 
+def _unassigned_targets(iterate_names: str, values: tuple, names: Sequence[str]) -> dict[str, int]:
+    """The variables the loop carries without a value yet, by their position in its state, when
+    the loop has a target (``i`` of ``for i in ...``) that may be one of them."""
+    if not iterate_names:
+        return {}
+    return {name: k for k, name in enumerate(names) if isinstance(values[k], Undefined)}
+
+
+def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
+    """Whether the loop is known while tracing to run no iteration: its bounds are known, or
+    (``ask_sizes``) they are sizes of arrays whose comparison the trace decides at the call's sizes
+    (recorded as a fact of the program, as JAX's indexing of an empty axis does)."""
+    count = trip_count(space.lower, space.upper, space.step)
+    if not isinstance(count, Tracer):
+        return count == 0
+    if not (ask_sizes and isinstance(space.step, int) and space.step != 0):
+        return False
+    comparison = "<=" if space.step > 0 else ">="
+    return decide_size_comparison(space.upper, space.lower, comparison) is True
+
+
 def _start_loop_targets(
-    space: IterationSpace, iterate_names: str, get_state: GetState, set_state: SetState, names: Sequence[str]
-) -> None:
+    space: IterationSpace, iterate_names: str, unassigned: dict[str, int], get_state: GetState, set_state: SetState
+) -> list[str]:
     """The loop's target variables (``i`` of ``for i in ...``) that the loop carries without a
-    value yet start as zeros of their items' types. malt carries a target when a function defined
-    in the body reads it; it gets its value in each iteration before anything reads it."""
+    value yet (``unassigned``) start as zeros of their items' types (their names are returned).
+    malt carries a target that is read after the loop or by a function defined in the body; it
+    gets its value in each iteration before anything reads it."""
+    if not unassigned:
+        return []
     values = list(get_state())
-    unassigned = {name: k for k, name in enumerate(names) if isinstance(values[k], Undefined)}
-    if not unassigned or not iterate_names:
-        return
     first = space.item(jnp.asarray(space.lower, _index_dtype(space)))
     targets = _target_values(ast.parse(iterate_names, mode="eval").body, jax.tree.map(jnp.zeros_like, first))
-    for name, k in unassigned.items():
-        if name in targets:
-            values[k] = targets[name]
+    started = [name for name in unassigned if name in targets]
+    for name in started:
+        values[unassigned[name]] = targets[name]
     set_state(tuple(values))
+    return started
+
+
+def _fail_if_no_iteration(count: Any, names: list[str], where: Location | None) -> None:
+    """When the program runs: a loop that ran no iteration left ``names`` unassigned, which are
+    read after it (Python's ``UnboundLocalError``)."""
+    if int(count) <= 0:
+        name = names[0]
+        raise UninitializedVariableError(
+            f"The variable {name!r} is potentially uninitialized: the `for` loop{at(where)} ran no "
+            f"iteration, so {name!r}, first assigned by the loop, has no value after it (Python's "
+            "UnboundLocalError). Assign it before the loop."
+        )
 
 
 def _target_values(node: ast.expr, value: Any) -> dict[str, Any]:

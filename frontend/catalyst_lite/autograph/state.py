@@ -125,8 +125,8 @@ def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
     raise UninitializedVariableError(
         f"The variable {name!r} is potentially uninitialized: cannot access local variable {name!r} "
         f"where it is not associated with a value{at(innermost_user_line())}. Under qjit(autograph=True) a variable first assigned inside a "
-        "compiled loop (the loop variable of a compiled `for` included), or in only some branches "
-        "of an `if`, has no value after it: assign it before the loop or `if`."
+        "loop that runs no iteration, inside a compiled loop (but for the loop's own variable), or "
+        "in only some branches of an `if`, has no value after it: assign it before the loop or `if`."
     )
 
 

@@ -30,7 +30,8 @@ from malt.converters import (
     return_statements,
 )
 from malt.core import converter, unsupported_features_checker
-from malt.pyct import anno, errors, parser, transpiler
+from malt.pyct import anno, cfg, errors, parser, qual_names, transpiler
+from malt.pyct.static_analysis import activity, liveness, reaching_definitions, reaching_fndefs
 
 from ..errors import AutoGraphError
 from . import item_assignment
@@ -110,7 +111,7 @@ class _Transpiler(transpiler.GenericTranspiler):
         if found.calls:
             node = call_trees.transform(node, ctx)
         if flow:
-            node = control_flow.transform(node, ctx)
+            node = _control_flow(node, ctx)
         if found.conditional_expressions:
             node = conditional_expressions.transform(node, ctx)
         if found.logic or found.early_exits:
@@ -118,6 +119,40 @@ class _Transpiler(transpiler.GenericTranspiler):
         # (malt's `variables` pass, which wraps every read in `ag__.ld` to catch variables without
         # a value, is not needed: our `ag__.Undefined` raises on any use, see state.Unassigned.)
         return node, always_returns, True
+
+
+class _ControlFlow(control_flow.ControlFlowTransformer):
+    """malt's control-flow pass; a ``for`` statement also says which variables are read after it
+    (option ``live_after``): a loop whose trip count is traced must then check, when it runs, that
+    its target got a value (see :func:`.loops.for_stmt`). malt counts a variable that a function
+    defined in the body reads as read after the loop too (the function might be called there);
+    those are left out, so that a loop that runs no iteration is never refused where Python
+    runs it."""
+
+    def _create_loop_options(self, node: ast.AST) -> ast.Dict:
+        options = super()._create_loop_options(node)
+        if isinstance(node, ast.For):
+            closures = [f for f in ast.walk(node) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+            closure_reads = {n.id for f in closures for n in ast.walk(f) if isinstance(n, ast.Name)}
+            live = sorted(
+                str(s) for s in anno.getanno(node, anno.Static.LIVE_VARS_OUT)
+                if not s.is_composite() and str(s) not in closure_reads
+            )
+            options.keys.append(ast.Constant("live_after"))
+            options.values.append(ast.Constant(" ".join(live)))
+        return options
+
+
+def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
+    """malt's ``control_flow.transform`` (the analyses it needs, then the pass) with
+    :class:`_ControlFlow`."""
+    graphs = cfg.build(node)
+    node = qual_names.resolve(node)
+    node = activity.resolve(node, ctx, None)
+    node = reaching_definitions.resolve(node, ctx, graphs)
+    node = reaching_fndefs.resolve(node, ctx, graphs)
+    node = liveness.resolve(node, ctx, graphs)
+    return _ControlFlow(ctx).visit(node)
 
 
 class _Constructs:

@@ -47,12 +47,16 @@ STALE_SECONDS = 600
 
 
 def cache_dir() -> Path | None:
-    """The cache directory (see the module's documentation), or ``None`` when there is none."""
+    """The cache directory (see the module's documentation), or ``None`` when there is none (also
+    when JAX's is remote, ``gs://...``: as a local path it would be a ``gs:`` directory made in
+    the working directory)."""
     configured = os.environ.get(CACHE_DIR_ENV_VAR)
     if configured:
         return Path(configured).expanduser()
     jax_dir = jax.config.jax_compilation_cache_dir
-    return Path(jax_dir).expanduser() / "catalyst_lite" if jax_dir else None
+    if not jax_dir or "://" in jax_dir:
+        return None
+    return Path(jax_dir).expanduser() / "catalyst_lite"
 
 
 def cpu_features() -> str:
@@ -78,11 +82,16 @@ def read(key: Mapping[str, Any], kind: str) -> bytes | None:
             return None
         name = _file_name(full)
         try:
-            opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)
+            # O_NONBLOCK: opening a named pipe left at the entry's name would wait for a writer.
+            opened = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
         except FileNotFoundError:
             return None
-        except OSError as err:  # a symbolic link (O_NOFOLLOW), a directory, no permission
+        except OSError as err:  # a symbolic link (O_NOFOLLOW), no permission
             _remove(fd, name, f"it cannot be opened as a file ({err.strerror})")
+            return None
+        if not stat.S_ISREG(os.fstat(opened).st_mode):  # a directory, a named pipe, a device
+            os.close(opened)
+            _remove(fd, name, "it is not a regular file")
             return None
         with os.fdopen(opened, "rb") as f:
             data = f.read()
@@ -191,7 +200,10 @@ def _remove(fd: int, name: str, reason: str) -> None:
         stacklevel=2,
     )
     with contextlib.suppress(OSError):
-        os.unlink(name, dir_fd=fd)
+        try:
+            os.unlink(name, dir_fd=fd)
+        except IsADirectoryError:  # (an empty one: a directory with files is someone's data)
+            os.rmdir(name, dir_fd=fd)
 
 
 @contextlib.contextmanager

@@ -49,6 +49,7 @@ __all__ = [
     "generic_values",
     "is_size_expression",
     "decide_size_comparison",
+    "python_truth_of_sizes",
     "note_loop_index",
     "note_loop_carries",
 ]
@@ -437,6 +438,22 @@ def _make_bool(original):
     return __bool__
 
 
+def python_truth_of_sizes(x: Any) -> Any:
+    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] >
+    2``, a number's question under ``jax.jit``), decided as the user's plain Python ``if`` on it
+    is (a fact of the program); ``x`` itself otherwise. For converted code (autograph), whose
+    ``if`` would otherwise trace both branches, one of which ``jax.jit`` never sees (a negative
+    pad width)."""
+    if not (is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == ()):
+        return x
+    scope = current_scope()
+    expr = scope.expression(x) if scope is not None else None
+    # (A value computed from constants alone, a postselected measurement say, stays traced.)
+    if expr is not None and expr.inputs() and expr.inputs() <= scope.axis_inputs:
+        return bool(x)  # the patched __bool__, asked by us: the user's question
+    return x
+
+
 def _of_axes_only(tracer: Any) -> bool:
     scope = current_scope()
     return scope is not None and scope.of_axes_only(tracer)
@@ -448,6 +465,7 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
     ``a_number_under_jit`` (by default: JAX's own code asks, and it is a size), the call's sizes
     give it (the signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data,
     the user's question about an integer argument)."""
+    asked_by_user = a_number_under_jit is not None
     try:
         yield
     except (errors.ConcretizationTypeError, errors.TracerIntegerConversionError,
@@ -455,7 +473,7 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
         if a_number_under_jit is None:
             a_number_under_jit = is_size_expression(tracer)
         if symbolic_trace() and a_number_under_jit:
-            raise NeedsCallSizes.standing_for(err, site) from err
+            raise (_users_signal(err, site) if asked_by_user else NeedsCallSizes.standing_for(err, site)) from err
         scope = current_scope()
         if a_number_under_jit and scope is not None and _depends_on_loop_values((tracer,), scope):
             # Not a Python `if` of the user's: no call's sizes can give a loop's index.
@@ -483,8 +501,21 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
         try:
             return original(tracer)
         except errors.TracerBoolConversionError as err:
-            raise NeedsCallSizes.standing_for(err, "a comparison of unrelated sizes") from err
+            raise _users_signal(err, "a comparison of unrelated sizes") from err
     return answer
+
+
+def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
+    """The signal for the user's own code asking a size of abstracted axes for its Python value,
+    noted in the size scope: code between here and the trace's boundary (NumPy, which turns the
+    signal of ``np.zeros(x.shape[0])`` into a ``TypeError`` of its own; the user's ``except``) may
+    replace it, and the trace failing after it still needs the call's sizes (see
+    ``diagnostics.user_facing_trace_errors``). JAX's own code catches the signals it causes and
+    takes another path: those are not noted."""
+    scope = current_scope()
+    if scope is not None:
+        scope.signalled = site
+    return NeedsCallSizes.standing_for(err, site)
 
 
 def _make_definitely_equal(original):
@@ -619,13 +650,32 @@ def _make_array(original):
 
 def _make_hash(original):
     # `jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
-    # which catalyst_lite then inlines; a size passed there is hashed by identity.
+    # which catalyst_lite then inlines; a size passed there by JAX's code is hashed by identity.
+    # The user's own hash of a size (a dict key, a set member: `{3: w}.get(x.shape[0])`) would
+    # miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
+    # sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
+    # an integer argument, which jax.jit refuses to hash too.
+    # Libraries hash sizes for their own ends (PennyLane a traced wire label): by identity.
     def __hash__(self):
         if is_active() and is_size_expression(self):
+            if not _asked_by_library(_LIBRARIES):
+                return hash(operator.index(self))  # the patched __index__
             return object.__hash__(self)
         return original(self)
 
     return __hash__
+
+
+def _make_sequence_repeat(original):
+    # `[0.0] * x.shape[0]`: under jax.jit a list repeated a number of times; JAX refuses a list
+    # operand of an array outright. Python's repetition takes the size's `__index__`: the call's
+    # sizes for an abstracted axis, JAX's error (made a ControlFlowError) for an integer argument.
+    def repeat_or_operate(self, other):
+        if type(other) in (list, tuple) and is_active() and is_size_expression(self):
+            return other * operator.index(self)
+        return original(self, other)
+
+    return repeat_or_operate
 
 
 # --- One tracer per size ---------------------------------------------------------------------------
@@ -810,6 +860,16 @@ register_patch(
         "sizes passed as static arguments of jax.jit-decorated helpers hash by identity",
     )
 )
+for _name, _method in (("sizes_repeat_sequences", "__mul__"), ("sizes_repeat_sequences_reflected", "__rmul__")):
+    register_patch(
+        Patch(
+            _name,
+            pe.DynamicJaxprTracer,
+            _method,
+            _make_sequence_repeat,
+            "a list or tuple times a size of abstracted axes repeats it, as with the number under jax.jit",
+        )
+    )
 register_patch(
     Patch(
         "one_tracer_per_size",

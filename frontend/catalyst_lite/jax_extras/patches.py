@@ -52,6 +52,7 @@ __all__ = [
     "PATCHES",
     "PatchSet",
     "is_active",
+    "jax_nested_trace_depth",
     "patched_jax",
     "raised_in_users_code",
     "register_patch",
@@ -403,26 +404,52 @@ def _make_dimension_as_value(original):
     return dimension_as_value
 
 
+_nested = threading.local()
+
+
+def jax_nested_trace_depth() -> int:
+    """How many functions JAX is tracing itself in the calling thread while catalyst_lite traces
+    (``lax.cond``'s branches, ``lax.fori_loop``'s body, ``jax.jit``'s function...: not the bodies
+    of catalyst_lite's own control flow). A circuit compares it to detect gates queued in such a
+    function, which its own trace would misplace.
+
+    >>> jax_nested_trace_depth()
+    0
+    """
+    return getattr(_nested, "depth", 0)
+
+
 def _make_trace_to_jaxpr_dynamic(original):
     # JAX traces some functions itself (lax.cond's branches, lax.while_loop's body, custom_jvp
     # functions): a fresh trace that does not relate its sizes to ours. Inside it, a broadcast of
     # sizes that are equal but unrelated fails, and a size JAX needs as a number is one of that
     # trace: JAX's own conversion errors there are the signal (the user's exceptions pass).
     def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
-        scopes = current().size_scopes
-        if not (symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)):
+        if not is_active():
             return original(fun, in_avals, *args, **kwargs)
-        scopes[-1].nested_jax_traces += 1
+        _nested.depth = jax_nested_trace_depth() + 1
         try:
-            return original(fun, in_avals, *args, **kwargs)
-        except jax_errors.JAXTypeError as err:
-            if isinstance(err, NeedsCallSizes):
-                raise
-            raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
+            return _signalling_trace_to_jaxpr_dynamic(original, fun, in_avals, *args, **kwargs)
         finally:
-            scopes[-1].nested_jax_traces -= 1
+            _nested.depth -= 1
 
     return trace_to_jaxpr_dynamic
+
+
+def _signalling_trace_to_jaxpr_dynamic(original, fun, in_avals, *args, **kwargs):
+    # (see _make_trace_to_jaxpr_dynamic)
+    scopes = current().size_scopes
+    if not (symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)):
+        return original(fun, in_avals, *args, **kwargs)
+    scopes[-1].nested_jax_traces += 1
+    try:
+        return original(fun, in_avals, *args, **kwargs)
+    except jax_errors.JAXTypeError as err:
+        if isinstance(err, NeedsCallSizes):
+            raise
+        raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
+    finally:
+        scopes[-1].nested_jax_traces -= 1
 
 
 # --- 9. Partial evaluation takes arguments of symbolic sizes ------------------------------------

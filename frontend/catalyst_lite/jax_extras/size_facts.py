@@ -78,6 +78,9 @@ class SizeScope:
         # Exceptions that left the user's functions JAX called back (custom_jvp/custom_vjp rules):
         # the user's own, to pass on unchanged (see patches.raised_in_users_code).
         self.users_exceptions: list[BaseException] = []
+        # The site of the last NeedsCallSizes the user's code caused, whether or not it reached
+        # the trace's boundary (see dimensions._users_signal).
+        self.signalled: str | None = None
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point, loop starts) -> dimensions.GenericSizes: generic values, kept
         # for the trace.

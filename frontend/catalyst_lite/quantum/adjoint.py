@@ -94,8 +94,10 @@ class _Plan:
     def __init__(self, records: Sequence[GateRecord], n_wires: int):
         self.records, self.n_wires = list(records), n_wires
         self.ok = isinstance(n_wires, (int, np.integer)) and all(map(has_known_wires, records))
+        if not self.ok:  # a traced wire: no block can be planned (the simulation's loops apply it)
+            return
         groups: dict[tuple, list[int]] = {}
-        for i, r in enumerate(records if self.ok else ()):
+        for i, r in enumerate(records):
             if r.is_static:
                 continue
             if r.op is None or not _real_scalars(r.op.parameters):

@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
@@ -68,7 +69,7 @@ from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_t
 from .repeated import all_branches_results, one_shot_results
 from .sharded import StateSharding, execute_sharded_qnode
 from .shots import McmConfig, ShotPlan
-from .statevector import apply_matrix, project_wire, wire_probability, zero_state
+from .statevector import apply_matrix, project_wire, wire_entanglement, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
 from .wires import OutsideWires, WireMap
 
@@ -326,8 +327,9 @@ class QuantumState:
                     self.vector, records = apply_records(self, self.vector, records), []
                 self._allocation(op)
                 continue
-            if op.name == "StatePrep" and self.fresh and not records:
-                # default.qubit's initial state; a later StatePrep is its decomposition, below.
+            if isinstance(op, _qml().StatePrep) and self.fresh and not records:
+                # default.qubit's initial state (also of its subclasses: AmplitudeEmbedding); a
+                # later StatePrep is its decomposition, below.
                 self.vector = self.initial = initial_state(op, self.wires)
                 if any(isinstance(p, Tracer) for p in op.parameters):
                     self.applied = None
@@ -360,9 +362,14 @@ class QuantumState:
             return
         in_control_flow = bool(self.control_flow is not None and self.control_flow.depth)
         restored = bool(op.hyperparameters.get("restored", False))
+        circuit = _circuits()[-1]
         for index, used in self.wires.allocate(op.wires, restored, reuse=in_control_flow):
             if (in_control_flow and not restored) or used:
-                collapse(_circuits()[-1], index, reset=True)
+                if circuit.exact:
+                    # PennyLane's reset averages over both outcomes; one drawn outcome gives the
+                    # same state only when the slot is not entangled with the other wires
+                    callback(_raise_if_entangled)(wire_entanglement(self.vector, index, self.n_wires))
+                collapse(circuit, index, reset=True)
 
     def _snapshot(self, op: Any) -> Any:
         """The state at ``qml.Snapshot`` ``op``, as Catalyst returns it (only ``qml.state()``
@@ -397,6 +404,9 @@ class CircuitRun:
     output: Any = None
     measurements: list = field(default_factory=list)
     adjoint: Any = None  # the results computed by the adjoint method, when it applies
+    # the QNode's results are this run's exact ones (no shots, one branch of its mid-circuit
+    # measurements): a slot of qml.allocate reused in a loop or branch must be back in |0>
+    exact: bool = False
 
 
 class WiresAllocated(Exception):
@@ -431,11 +441,12 @@ def _device_wires(qnode) -> WireMap:
 
 
 def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
-                key: KeyCarry, adjoint: bool = False) -> CircuitRun:
+                key: KeyCarry, adjoint: bool = False, exact: bool = False) -> CircuitRun:
     """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
     the state as array operations of the program being traced. ``adjoint``: the QNode is being
     differentiated without shots; when its results are exact expectation values, they are
-    computed with derivatives by the adjoint method (``run.adjoint``, see :mod:`.adjoint`)."""
+    computed with derivatives by the adjoint method (``run.adjoint``, see :mod:`.adjoint`).
+    ``exact``: see :attr:`CircuitRun.exact`."""
     recorder = recorder_class()()
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
     state.deferred = adjoint and state.simulated
@@ -443,7 +454,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     state.control_flow = regions
     outside = OutsideWires(wires, WiresAllocated)
     wires.begin_run()
-    run = CircuitRun(state, key, policy, regions)
+    run = CircuitRun(state, key, policy, regions, exact=exact)
     with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
@@ -486,18 +497,25 @@ def _check_terminal_wires(m: Any, all_wires: bool) -> None:
 
 
 def _check_returned(qnode, output: Any) -> None:
-    """A QNode returns measurements, as PennyLane requires, or (as with Catalyst) values computed
-    in the circuit (a mid-circuit measurement's outcome); not nothing, an operator or a constant."""
+    """A QNode returns measurements, as PennyLane requires, and (as with Catalyst, whose programs
+    mix them) numbers and arrays: values computed in the circuit (a mid-circuit measurement's
+    outcome), its arguments, constants. Not nothing (a forgotten ``return``, which PennyLane
+    rejects too), nor an operator or another Python object, which a compiled program cannot
+    return."""
     leaves = jax.tree_util.tree_leaves(output, is_leaf=is_measurement)
-    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, (Tracer, StandsForValue)))]
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, StandsForValue) or _is_number(x))]
     if not leaves or odd:
-        what = f"returned {odd[0]!r}" if odd else "returned no measurement"
+        what = f"returned {(odd or [output])[0]!r}" if odd or output is not None else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
             "A quantum function must return either a single measurement, or a nonempty sequence of "
             f"measurements. The QNode {getattr(qnode, '__name__', qnode)} {what}: return "
-            "qml.expval, qml.probs, qml.sample... (or a value computed in the circuit, as Catalyst "
-            "allows), and add constants to its results outside the QNode."
+            "qml.expval, qml.probs, qml.sample... (or numbers and arrays, as Catalyst allows)."
         )
+
+
+def _is_number(x: Any) -> bool:
+    """A value a compiled program can return: a traced value, an array, a number or a bool."""
+    return isinstance(x, (Tracer, jax.Array, np.ndarray, np.number, np.bool_, bool, int, float, complex))
 
 
 def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
@@ -510,6 +528,18 @@ def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
         )
     if shots.traced:
         callback(_raise_if_not_positive)(shots.total)
+
+
+def _raise_if_entangled(entanglement: Any) -> None:
+    if float(entanglement) > 1e-10:
+        raise QuantumOperationError(
+            "qml.allocate inside a for_loop, while_loop or cond reused a wire freed by qml.deallocate "
+            "while it was still entangled with other wires. PennyLane resets such a wire by a "
+            "mid-circuit measurement and averages over its outcomes; without shots catalyst_lite "
+            "would follow one drawn outcome (a wrong number). Uncompute the wire before deallocating "
+            "it, allocate it outside the loop or branch, or set finite shots (each shot then follows "
+            "its own outcome)."
+        )
 
 
 def _raise_if_not_positive(total: Any) -> None:
@@ -545,7 +575,9 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     while True:
         try:
             first = run_circuit(qnode, qfunc, args, kwargs, wires, SingleBranch(), key,
-                                adjoint=by_adjoint_method(qnode) and not shots.finite)
+                                adjoint=by_adjoint_method(qnode) and not shots.finite,
+                                exact=not shots.finite and config.method == "single-branch-statistics"
+                                and not config.explicit)  # (chosen: one branch is what is asked)
             break
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)

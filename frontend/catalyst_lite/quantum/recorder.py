@@ -12,8 +12,9 @@ import functools
 from typing import Any, Iterator
 
 from ..errors import QuantumOperationError
+from ..jax_extras.patches import jax_nested_trace_depth
 
-__all__ = ["recorder_class"]
+__all__ = ["recorder_class", "queue_class"]
 
 
 @functools.cache
@@ -26,10 +27,39 @@ def _observable_types() -> tuple:
 
 
 @functools.cache
+def queue_class():
+    """The queuing context of a compiled circuit or region: it refuses an operator queued inside a
+    function JAX traces itself (``jax.lax.cond``'s branches, ``jax.lax.fori_loop``'s body,
+    ``jax.jit``'s function) within the circuit. JAX traces such a function apart from the circuit
+    (both branches of a ``cond``, one iteration of a loop), so its gates would reach the state
+    once each, in the wrong place: wrong numbers, or a tracer escaping JAX's trace."""
+    import pennylane as qml
+
+    class CircuitQueue(qml.queuing.AnnotatedQueue):
+        def __init__(self):
+            super().__init__()
+            self.jax_depth = jax_nested_trace_depth()  # that of the circuit's own code
+
+        def append(self, obj: Any, **kwargs: Any) -> None:
+            if isinstance(obj, qml.operation.Operator) and jax_nested_trace_depth() > self.jax_depth:
+                raise QuantumOperationError(
+                    f"{obj.name} was applied inside a function that JAX traces itself within the "
+                    "circuit (a jax.lax.cond branch, a jax.lax.fori_loop/while_loop/scan body, a "
+                    "jax.jit function): its gates cannot follow that control flow (JAX traces both "
+                    "branches of a cond, and a loop's body once). Use catalyst_lite's "
+                    "cond/for_loop/while_loop (or qml.cond/qml.for_loop/qml.while_loop) for "
+                    "quantum control flow."
+                )
+            super().append(obj, **kwargs)
+
+    return CircuitQueue
+
+
+@functools.cache
 def recorder_class():
     import pennylane as qml
 
-    class CircuitRecorder(qml.queuing.AnnotatedQueue):
+    class CircuitRecorder(queue_class()):
         """The queuing context of a compiled circuit: operators wait here until applied.
 
         ``applied`` holds the operators taken to be applied as gates (by ``id``), so that a

@@ -53,6 +53,7 @@ from ..compiler.specialize import trip_count
 from ..control_flow import cond, for_loop
 from ..errors import QuantumRegionError
 from .gates import _qml
+from .recorder import queue_class
 
 __all__ = [
     "Region",
@@ -80,7 +81,7 @@ class Region:
     transformed (:meth:`release`)."""
 
     def __init__(self):
-        self.queue = _qml().queuing.AnnotatedQueue()
+        self.queue = queue_class()()
 
     def take(self) -> list:
         """The operators queued so far, removed from the queue."""

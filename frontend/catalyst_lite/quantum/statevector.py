@@ -28,6 +28,7 @@ from jax import lax
 from ..control_flow import for_loop
 
 __all__ = [
+    "wire_entanglement",
     "state_size",
     "zero_state",
     "bit_position",
@@ -344,6 +345,21 @@ def wire_probability(state: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarra
     """
     bits = wire_bits(basis_indices(n_wires), wire, n_wires)
     return jnp.sum(jnp.where(bits == 1, probabilities(state), 0.0))
+
+
+def wire_entanglement(state: jnp.ndarray, wire: int, n_wires: int) -> jnp.ndarray:
+    """The determinant of ``wire``'s reduced density matrix: 0 exactly when the wire is in a pure
+    state of its own (not entangled with the others), so that measuring it leaves the others'
+    state whatever the outcome; at most 1/4. ``wire`` and ``n_wires`` are known numbers.
+
+    >>> bell = jnp.array([0.6, 0, 0, 0.8])
+    >>> round(float(wire_entanglement(bell, 0, 2)), 6), float(wire_entanglement(zero_state(2), 1, 2))
+    (0.2304, 0.0)
+    """
+    halves = jnp.reshape(state, (2**wire, 2, -1))
+    zero, one = halves[:, 0], halves[:, 1]
+    p0, p1 = jnp.sum(jnp.abs(zero) ** 2), jnp.sum(jnp.abs(one) ** 2)
+    return p0 * p1 - jnp.abs(jnp.vdot(one, zero)) ** 2
 
 
 def project_wire(state: jnp.ndarray, wire: Wire, outcome: Any, probability: Any, n_wires: int) -> jnp.ndarray:
