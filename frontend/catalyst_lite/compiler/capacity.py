@@ -38,6 +38,7 @@ from ..jax_extras import DropVar, Literal, Primitive, Tracer, Var, jit_p
 from ..jax_extras.rules import PrimitiveSpec, register_primitive, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
+from .loop_body import LoopBody
 from .reverse_mode import reverse_mode_requested
 from .runner import kept_by_program
 from .specialize import (
@@ -45,9 +46,9 @@ from .specialize import (
     sizes_follow_from_inputs,
 )
 
-__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Masked", "LoopShape",
+__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Masked",
            "MaskedLoop", "Prediction", "BoundedScan", "run_compiled", "compiled_loops", "runs_on_buffers",
-           "sized_in_body", "capacity_for", "resizes_arrays"]
+           "sized_in_body", "capacity_for"]
 
 MIN_CAPACITY = 16
 MAX_CAPACITY = 1 << 40
@@ -530,41 +531,15 @@ def _equal(x: Any, value: int) -> Any:
 # --- the loop -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LoopShape:
-    """A loop's body as :class:`MaskedLoop` and :class:`BoundedScan` run it: ``body`` takes
-    ``*consts *implicit *prefix *carried`` (``prefix``: the index of a ``for_loop``) and returns
-    ``*implicit *carried``; ``predicate`` (a ``while_loop``'s) takes ``*pred_consts *implicit
-    *carried``. ``primitive``: the loop's (what inspection names)."""
-
-    primitive: Primitive
-    body: Any
-    nconsts: int
-    nimplicit: int
-    predicate: Any = None
-    pred_nconsts: int = 0
-
-    @property
-    def keeps_sizes(self) -> bool:
-        """The body returns its carried sizes unchanged."""
-        return not resizes_arrays(self.body, self.nconsts, self.nimplicit)
-
-
-def resizes_arrays(body: Any, nconsts: int, nimplicit: int) -> bool:
-    """Whether a loop ``body`` (binders ``*consts *implicit ...``) may change the sizes of the
-    arrays it carries: it returns a carried size other than its binder."""
-    return list(body.outvars[:nimplicit]) != list(body.invars[nconsts : nconsts + nimplicit])
-
-
 class _CompiledLoop:
     """A loop compiled whole from the host, once per capacity and per value of the constants
     that size its body (``static_consts``) or predicate (``static_pred``)."""
 
-    def __init__(self, shape: LoopShape):
-        self.shape = shape
-        self.static_consts = tuple(sorted(k for k in dimension_inputs(shape.body) if k < shape.nconsts))
-        self.static_pred = () if shape.predicate is None else tuple(
-            sorted(k for k in dimension_inputs(shape.predicate) if k < shape.pred_nconsts))
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
+        self.primitive, self.body, self.predicate = primitive, body, predicate
+        self.static_consts = tuple(sorted(k for k in dimension_inputs(body.jaxpr) if k < body.nconsts))
+        self.static_pred = () if predicate is None else tuple(
+            sorted(k for k in dimension_inputs(predicate.jaxpr) if k < predicate.nconsts))
         self._compiled: dict[tuple, Callable] = {}
         self._lock = threading.Lock()
 
@@ -585,26 +560,25 @@ class _CompiledLoop:
 class MaskedLoop(_CompiledLoop):
     """A resizing loop run inside ``lax.while_loop`` on capacity buffers."""
 
-    def __init__(self, shape: LoopShape):
-        super().__init__(shape)
-        body = shape.body
-        first_carried = shape.nconsts + shape.nimplicit + (0 if shape.predicate is not None else 1)
-        self._carried = body.invars[first_carried:]
-        self._implicit = body.invars[shape.nconsts : shape.nconsts + shape.nimplicit]
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
+        super().__init__(primitive, body, predicate)
+        _, self._implicit, _, self._carried = body.groups
+        first_carried = len(body.jaxpr.invars) - body.ncarried
+        body = body.jaxpr
         # Sizes computed inside the body, whose largest values each run reports: those that stay
         # small get capacities of their own (see Checks).
-        ends = {d for v in body.outvars[: shape.nimplicit] if isinstance(v, Var) for d in (v,)}
+        ends = {d for v in body.outvars[: len(self._implicit)] if isinstance(v, Var) for d in (v,)}
         self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
         self._caps: dict[Any, int] = {}
         # A for_loop whose sizes follow from its index, carried sizes and sizing constants.
-        self.sizes_follow = shape.predicate is None and sizes_follow_from_inputs(body, range(first_carried))
+        self.sizes_follow = predicate is None and sizes_follow_from_inputs(body, range(first_carried))
         # Effects (callbacks, prints) would run again for discarded iterations: exact sizes only.
-        self.unmaskable = bool(body.effects) or (shape.predicate is not None and bool(shape.predicate.effects))
+        self.unmaskable = bool(body.effects) or (predicate is not None and bool(predicate.jaxpr.effects))
 
     def describe(self) -> LoopInfo:
         """This loop as :mod:`.inspection` shows it."""
         compiled = list(self._compiled)
-        return LoopInfo("capacity buffers", str(self.shape.primitive), not self.unmaskable, len(compiled),
+        return LoopInfo("capacity buffers", str(self.primitive), not self.unmaskable, len(compiled),
                         frozenset(key[0] for key in compiled), tuple(self._caps.values()))
 
     # --- buffers ----------------------------------------------------------------------------------
@@ -650,14 +624,14 @@ class MaskedLoop(_CompiledLoop):
     def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
         """The loop at ``capacity``; ``learn``: also the largest value of each tracked size;
         ``checked=False``: a ``for_loop`` whose sizes are known to fit, which checks nothing."""
-        s = self.shape
-        nimplicit = s.nimplicit
+        body_jaxpr, predicate = self.body.jaxpr, self.predicate
+        nimplicit = self.body.nimplicit
 
         def more(k, count, pred_consts, consts, dims, buffers) -> Any:
-            if s.predicate is None:
+            if predicate is None:
                 return k < count
             checks = Checks(capacity, caps)
-            (pred,) = masked_eval(s.predicate, [*pred_consts, *dims, *buffers], checks)
+            (pred,) = masked_eval(predicate.jaxpr, [*pred_consts, *dims, *buffers], checks)
             if checks.fits or checks.valid:
                 raise Unmaskable("a while_loop predicate that creates resizable arrays")
             return pred
@@ -669,8 +643,8 @@ class MaskedLoop(_CompiledLoop):
             def advance(k, dims, buffers):
                 """One iteration on the buffers: its checks, carried sizes and buffers."""
                 checks = Checks(capacity, caps)
-                prefix = [] if s.predicate is not None else [lower + k * step]
-                outs = masked_eval(s.body, [*consts, *dims, *prefix, *buffers], checks)
+                prefix = [] if predicate is not None else [lower + k * step]
+                outs = masked_eval(body_jaxpr, [*consts, *dims, *prefix, *buffers], checks)
                 new_dims, new_buffers = outs[:nimplicit], outs[nimplicit:]
                 for d in new_dims:
                     checks.fits.append(d <= capacity)
@@ -767,7 +741,7 @@ class MaskedLoop(_CompiledLoop):
         case: one compilation), unless its buffers would then exceed :data:`FIRST_BUFFER_BYTES`;
         at least twice the largest carried size."""
         small = capacity_for(2 * largest)
-        if self.shape.predicate is not None:
+        if self.predicate is not None:
             return small
         large = capacity_for(largest + count)
         nbytes = sum(
@@ -781,7 +755,7 @@ class MaskedLoop(_CompiledLoop):
         """The next capacity: room for the growth seen in the first ``ran`` iterations to go on
         for all ``count`` of a ``for_loop`` (one re-entry for steady growth), at least twice the
         last; four times the last for a ``while_loop``."""
-        if self.shape.predicate is None:
+        if self.predicate is None:
             predicted = before + math.ceil(max(after - before, 0) / ran * count)
             return max(2 * capacity, capacity_for(predicted + predicted // 8))
         return 4 * capacity
@@ -812,15 +786,15 @@ class BoundedScan(_CompiledLoop):
     1.875
     """
 
-    def __init__(self, shape: LoopShape):
-        super().__init__(shape)
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
+        super().__init__(primitive, body, predicate)
         # Sizes are static: the implicit ones, and the constants that size the body.
-        self.static = tuple(sorted({*self.static_consts, *range(shape.nconsts, shape.nconsts + shape.nimplicit)}))
+        self.static = tuple(sorted({*self.static_consts, *range(body.nconsts, body.nconsts + body.nimplicit)}))
         self.unsupported = False
 
     def _scan(self, capacity: int, static: dict[tuple, int]) -> Callable:
-        body, nimplicit = self.shape.body, self.shape.nimplicit
-        prefix = self.shape.predicate is None
+        body, nimplicit = self.body.jaxpr, self.body.nimplicit
+        prefix = self.predicate is None
 
         def run(fixed, carried, lower, step, count):
             fixed = _with_static(fixed, static, "body")
@@ -837,12 +811,12 @@ class BoundedScan(_CompiledLoop):
         return run
 
     def _counter(self, static: dict[tuple, int]) -> Callable:
-        body, predicate, nimplicit = self.shape.body, self.shape.predicate, self.shape.nimplicit
+        body, predicate, nimplicit = self.body.jaxpr, self.predicate.jaxpr, self.body.nimplicit
 
         def count(pred_consts, fixed, carried):
             pred_consts = _with_static(pred_consts, static, "predicate")
             fixed = _with_static(fixed, static, "body")
-            implicit = fixed[self.shape.nconsts :]
+            implicit = fixed[self.body.nconsts :]
             pred_consts, fixed, carried = jax.lax.stop_gradient((pred_consts, fixed, carried))
 
             def more(state):
@@ -860,7 +834,7 @@ class BoundedScan(_CompiledLoop):
         """This scan as :mod:`.inspection` shows it; the counters of ``while_loop``'s trip counts
         are not counted."""
         buckets = [key[0] for key in list(self._compiled) if key[0] != "count"]
-        return LoopInfo("bounded scan", str(self.shape.primitive), not self.unsupported, len(buckets), frozenset(buckets))
+        return LoopInfo("bounded scan", str(self.primitive), not self.unsupported, len(buckets), frozenset(buckets))
 
     def run(self, fixed: Sequence[Any], carried: Sequence[Any], lower: int = 0, step: int = 1,
             count: int | None = None, pred_consts: Sequence[Any] = ()) -> list[Any] | None:
@@ -885,7 +859,7 @@ class BoundedScan(_CompiledLoop):
 
 # --- a host-driven loop, compiled ---------------------------------------------------------------
 
-def run_compiled(shape: LoopShape, operands: Sequence[Any], replay: Callable[[Prediction], None],
+def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | None, operands: Sequence[Any], replay: Callable[[Prediction], None],
                  pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
                  carried: Sequence[Any], count: int | None = None, lower: int = 0, step: int = 1
                  ) -> list[Any] | None:
@@ -898,15 +872,15 @@ def run_compiled(shape: LoopShape, operands: Sequence[Any], replay: Callable[[Pr
     iteration by iteration."""
     if count == 0:
         return None
-    if sized_in_body(shape.body, shape.nimplicit) and runs_on_buffers(operands):
-        loop = kept_by_program(shape.body, "capacity buffers", lambda _: MaskedLoop(shape))
+    if sized_in_body(body.jaxpr, body.nimplicit) and runs_on_buffers(operands):
+        loop = kept_by_program(body.jaxpr, "capacity buffers", lambda _: MaskedLoop(primitive, body, predicate))
         ran, implicit, carried = loop.run(pred_consts, consts, implicit, carried, count or 0, lower, step)
         if ran is None:
             return None
         replay(ran)
         return [*implicit, *carried]
-    if reverse_mode_requested() and shape.keeps_sizes:
-        scan = kept_by_program(shape.body, "bounded scan", lambda _: BoundedScan(shape))
+    if reverse_mode_requested() and not body.resizes_arrays:
+        scan = kept_by_program(body.jaxpr, "bounded scan", lambda _: BoundedScan(primitive, body, predicate))
         outs = scan.run([*consts, *implicit], carried, lower, step, count, pred_consts)
         return None if outs is None else [*implicit, *outs]
     return None

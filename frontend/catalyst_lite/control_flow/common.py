@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
+from ..compiler.loop_body import split_groups
 from ..compiler.specialize import dimension_inputs
 from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import ShapeBroadcastError
@@ -244,16 +245,6 @@ def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
     """Make ``carry`` ambient for the duration of the block."""
     with context_scope(ambient_carries=(*current_context().ambient_carries, carry)):
         yield carry
-
-
-def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
-    """Split ``values`` into consecutive groups of the given sizes (the last takes the rest)."""
-    groups, start = [], 0
-    for n in sizes:
-        groups.append(list(values[start : start + n]))
-        start += n
-    groups.append(list(values[start:]))
-    return groups
 
 
 def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:

@@ -83,7 +83,8 @@ from .common import (
     Cond,
     WithOperation,
 )
-from .loop_common import is_inexact, with_batch_axis
+from ..compiler.loop_body import with_batch_axis
+from .loop_common import is_inexact
 
 __all__ = ["cond", "cond_p", "CondCallable"]
 

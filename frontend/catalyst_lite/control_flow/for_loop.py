@@ -57,7 +57,8 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, resizes_arrays
+from ..compiler.loop_body import LoopBody, resizes_arrays
+from .loop_common import Loop, LoopOperands
 
 __all__ = ["for_loop", "for_loop_p"]
 

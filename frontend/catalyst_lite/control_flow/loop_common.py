@@ -1,12 +1,12 @@
-"""What the two loop primitives share: the layout of a loop body, its output type and type check,
-and their JVP, batching and partial-evaluation rules on symbolic sizes.
+"""What the two loop primitives share: their JVP, batching and partial-evaluation rules on symbolic
+sizes, and how they run.
 
-A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``for_loop``'s
-index) and its results ``*implicit *carried``: the carried sizes (only when the loop may resize
-arrays) and the carried values; ``while_loop``'s predicate takes ``*consts *implicit *carried``
-and returns one boolean. A loop's results have the types of its carried binders, whatever the
-number of iterations (none included): a carried size is an implicit result, a preserved one the
-operand that feeds the constant binder.
+A loop body's layout, output type, type check and transformed bodies are
+:class:`~catalyst_lite.compiler.loop_body.LoopBody` (binders ``*consts *implicit *prefix
+*carried``, results ``*implicit *carried``), the one description that the compiled loops of
+:mod:`~catalyst_lite.compiler.capacity` read too. A loop's results have the types of its carried
+binders, whatever the number of iterations (none included): a carried size is an implicit result,
+a preserved one the operand that feeds the constant binder.
 
 The rules bind the loop again with transformed bodies (:class:`LoopBody`'s ``jvp``, ``batched``,
 ``known_part``); each primitive says how its operands are grouped and how an equation is rebuilt
@@ -24,22 +24,18 @@ from typing import Any, Callable, Sequence
 import jax.numpy as jnp
 import numpy as np
 
-from ..compiler.capacity import LoopShape, Prediction, resizes_arrays, run_compiled
+from ..compiler.capacity import Prediction, run_compiled
+from ..compiler.loop_body import LoopBody
 from ..compiler.runner import record_replay, runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..errors import ControlFlowError
-from ..jax_extras import Tracer
-from ..jax_extras import Jaxpr, OutputType, Var
-from ..jax_extras.dynshape import JaxprTypeError, array_aval, input_type_of, output_type_of
-from ..jax_extras.nested import NestedBody, interleave, retrace
-from ..jax_extras.rules import Feeds, Zero, batch_call, bind_known, instantiate_zeros, jvp_call, move_batch_axis
+from ..jax_extras import Jaxpr, OutputType, Tracer
+from ..jax_extras.nested import interleave
+from ..jax_extras.rules import Feeds, Zero, bind_known, instantiate_zeros, move_batch_axis
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
-from ..jax_extras.tracing import forward_dependence, prune_jaxpr
-from ..jax_extras.typecheck import check_carry, check_nested
-from .common import fed_dimension_operands, split_groups
+from .common import fed_dimension_operands
 
 __all__ = [
-    "LoopBody",
     "LoopOperands",
     "Loop",
     "loop_jvp",
@@ -48,198 +44,13 @@ __all__ = [
     "loop_host",
     "loop_unrolled",
     "step_by_step",
-    "resizes_arrays",
     "is_inexact",
-    "with_batch_axis",
 ]
 
 
 def is_inexact(aval: Any) -> bool:
     """A type with tangents (floating point or complex)."""
     return getattr(aval, "dtype", None) is not None and aval.dtype.kind in "fc"
-
-
-@dataclass(frozen=True)
-class LoopBody:
-    """A loop body (or ``while_loop``'s predicate) jaxpr with its binder layout."""
-
-    jaxpr: Jaxpr
-    nconsts: int
-    nimplicit: int
-    nprefix: int
-    name: str
-    predicate: bool = False
-
-    @property
-    def groups(self) -> list[list[Any]]:
-        """The binders: ``[consts, implicit, prefix, carried]``."""
-        return split_groups(self.jaxpr.invars, [self.nconsts, self.nimplicit, self.nprefix])
-
-    @property
-    def ncarried(self) -> int:
-        return len(self.jaxpr.invars) - self.nconsts - self.nimplicit - self.nprefix
-
-    def _inputs(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> list[bool]:
-        return [*const_marks, *[False] * (self.nimplicit + self.nprefix), *carried_marks]
-
-    # --- types -----------------------------------------------------------------------------------
-
-    def output_type(
-        self,
-        const_operand: Callable[[int], int],
-        implicit_operand: Callable[[int], int],
-        same_operand: Callable[[int, int], bool],
-    ) -> OutputType:
-        """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
-        feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value.
-
-        A carried size that no iteration changes keeps its operand, and carried
-        sizes that hold one value at every iteration are one implicit result (Catalyst's
-        convention: an array whose size a resizing loop never changes keeps its dimension).
-        """
-        consts, implicit, _, carried = self.groups
-        operand_of = {v: const_operand(k) for k, v in enumerate(consts)}
-        same, invariant = self.size_classes(lambda i, j: same_operand(implicit_operand(i), implicit_operand(j)))
-        operand_of.update({v: implicit_operand(k) for k, v in enumerate(implicit) if invariant[k]})
-        returned = [v if same[k] == k and not invariant[k] else None for k, v in enumerate(implicit)]
-        position = {v: k for k, v in enumerate(implicit)}
-        return output_type_of(
-            [v.aval for v in carried], returned, operand_of, free=lambda v: same[position[v]]
-        )
-
-    def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
-        """Which carried sizes hold one value at every iteration (for each, the first of its
-        class), and which of them no iteration changes.
-
-        Sizes are one value when their operands are (``same_operand(i, j)``) and the body returns
-        one value for them: the same variable or literal, or the binders of sizes that are one
-        value. The classes are refined until they are stable; a class is unchanged when the body
-        returns, for every size in it, the binder of a size in it.
-        """
-        n = self.nimplicit
-        _, implicit, _, _ = self.groups
-        returned = self.jaxpr.outvars[:n]
-        binder = {v: k for k, v in enumerate(implicit)}
-        same = [next(j for j in range(k + 1) if same_operand(j, k)) for k in range(n)]
-
-        def key(k: int) -> tuple:
-            out = returned[k]
-            if isinstance(out, Var) and out in binder:
-                return same[k], "binder", same[binder[out]]
-            if isinstance(out, Var):
-                return same[k], "var", out
-            return same[k], "literal", int(out.val)
-
-        while True:
-            keys = [key(k) for k in range(n)]
-            refined = [keys.index(keys[k]) for k in range(n)]
-            if refined == same:
-                break
-            same = refined
-        unchanged = [k_[1] == "binder" and k_[2] == same[k] for k, k_ in enumerate(keys)]
-        return same, unchanged
-
-    def typecheck(self, operands: Sequence[Any]) -> None:
-        """The body takes ``operands`` (atoms, one per binder) and returns its carried types (a
-        predicate: one boolean scalar)."""
-        check_nested(self.jaxpr, operands, self.name)
-        if self.predicate:
-            outs = self.jaxpr.outvars
-            if len(outs) != 1 or outs[0].aval.shape != () or outs[0].aval.dtype != bool:
-                raise JaxprTypeError(f"{self.name} returns {[v.aval for v in outs]}, not one bool[]")
-            return
-        _, implicit, _, carried = self.groups
-        check_carry([*implicit, *carried], self.jaxpr.outvars, self.nimplicit, self.name)
-
-    # --- analyses --------------------------------------------------------------------------------
-
-    def carried_fixpoint(
-        self, const_marks: Sequence[bool], carried_marks: Sequence[bool], keep: Callable[[Any], bool] = lambda a: True
-    ) -> list[bool]:
-        """Which carried values depend, at some iteration, on the marked constants or initial
-        carried values (only values whose type ``keep`` accepts can be marked)."""
-        _, _, _, carried = self.groups
-        marks = [m and keep(v.aval) for m, v in zip(carried_marks, carried)]
-        for _ in range(len(marks) + 1):
-            out = forward_dependence(self.jaxpr, self._inputs(const_marks, marks))[self.nimplicit :]
-            new = [m or (o and keep(v.aval)) for m, o, v in zip(marks, out, carried)]
-            if new == marks:
-                return marks
-            marks = new
-        raise AssertionError("the carried fixpoint was not reached")
-
-    def depends_on(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> bool:
-        """Whether a carried size (a predicate: the predicate) depends on the marked values."""
-        out = forward_dependence(self.jaxpr, self._inputs(const_marks, carried_marks))
-        return any(out) if self.predicate else any(out[: self.nimplicit])
-
-    # --- transformed bodies ----------------------------------------------------------------------
-
-    def jvp(self, consts_nz: Sequence[bool], carried_nz: Sequence[bool]) -> NestedBody:
-        """The body carrying the tangents of the ``carried_nz`` values too, with the tangents of
-        the ``consts_nz`` constants as constants: binders ``*consts *const_tangents *implicit
-        *prefix *carried *carried_tangents``, results ``*implicit *carried *carried_tangents``."""
-        consts, implicit, prefix, carried = self.groups
-        tangent_consts = [v for v, nz in zip(consts, consts_nz) if nz]
-        tangent_carried = [v for v, nz in zip(carried, carried_nz) if nz]
-        in_type = input_type_of([*consts, *tangent_consts, *implicit, *prefix, *carried, *tangent_carried])
-        sizes = [self.nconsts, len(tangent_consts), self.nimplicit, self.nprefix, self.ncarried]
-
-        def jvp_body(*args: Any) -> list[Any]:
-            c, c_dot, i, p, x, x_dot = split_groups(args, sizes)
-            tangents = [*_with_zeros(c, c_dot, consts_nz), *map(zero_tangent, [*i, *p]), *_with_zeros(x, x_dot, carried_nz)]
-            outs, outs_dot = jvp_call(self.jaxpr, [*c, *i, *p, *x], tangents)
-            dots = [instantiate_zeros(t) for t, nz in zip(outs_dot[self.nimplicit :], carried_nz) if nz]
-            return [*outs, *dots]
-
-        return retrace(jvp_body, in_type, f"{self.name} (JVP)", self.nimplicit)
-
-    def ignoring_tangents(self, carried_nz: Sequence[bool]) -> Jaxpr:
-        """A predicate taking the tangents of the ``carried_nz`` values too (and ignoring them)."""
-        _, _, _, carried = self.groups
-        extra = [Var(v.aval) for v, nz in zip(carried, carried_nz) if nz]
-        dbg = self.jaxpr.debug_info
-        if isinstance(dbg.arg_names, tuple):
-            dbg = dbg._replace(arg_names=dbg.arg_names + ("",) * len(extra))
-        return self.jaxpr.replace(invars=[*self.jaxpr.invars, *extra], debug_info=dbg)
-
-    def batched(self, consts_b: Sequence[bool], carried_b: Sequence[bool], size: int) -> NestedBody:
-        """The body (or predicate, the same for every example) applied to a batch of ``size``
-        examples: the ``consts_b`` constants and the ``carried_b`` values have a leading axis."""
-        batched = self._inputs(consts_b, carried_b)
-        in_type = with_batch_axis(input_type_of(self.jaxpr.invars), batched, size)
-        out_batched = [False] if self.predicate else [*[False] * self.nimplicit, *carried_b]
-
-        def batched_body(*args: Any) -> list[Any]:
-            return batch_call(self.jaxpr, args, batched, size, out_batched)
-
-        nimplicit = 0 if self.predicate else self.nimplicit
-        return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit)
-
-    def known_part(self, consts_known: Sequence[bool], carried_known: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
-        """The body computing only the sizes and the ``carried_known`` values (a predicate: the
-        predicate), from the known constants and values; and which constants it takes."""
-        keep = [*[False] * self.nconsts, *[True] * (self.nimplicit + self.nprefix), *carried_known]
-        used_outputs = [True] if self.predicate else [*[True] * self.nimplicit, *carried_known]
-        jaxpr, taken = prune_jaxpr(self.jaxpr, used_outputs, keep)
-        taken_consts = taken[: self.nconsts]
-        assert all(k for t, k in zip(taken_consts, consts_known) if t), "known values need unknown constants"
-        return jaxpr, taken_consts
-
-
-def _with_zeros(primals: Sequence[Any], tangents: Sequence[Any], nonzero: Sequence[bool]) -> list[Any]:
-    """One tangent per primal: the given ones where ``nonzero``, symbolic zeros elsewhere."""
-    return interleave(nonzero, tangents, [zero_tangent(p) for p, nz in zip(primals, nonzero) if not nz])
-
-
-def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple:
-    """``in_type`` with a leading axis of ``size`` on the ``batched`` entries."""
-    out = []
-    for (aval, explicit), b in zip(in_type, batched):
-        if b:
-            aval = array_aval((size, *aval.shape), aval.dtype, aval.weak_type)
-        out.append((aval, explicit))
-    return tuple(out)
 
 
 # --- the rules -----------------------------------------------------------------------------------
@@ -297,7 +108,7 @@ class Loop:
         that hold only when it runs (`x[i]` of an empty `x`: see
         ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
-        if resizes_arrays(body.jaxpr, body.nconsts, body.nimplicit):
+        if body.resizes_arrays:
             return self.unrolled(invals, params)
         implicit = [to_dim(d) for d in ops.implicit]
 
@@ -464,8 +275,6 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
     counted = tuple(int(x) for x in loop.counted(ops))
-    shape = LoopShape(loop.primitive, body.jaxpr, body.nconsts, body.nimplicit,
-                      None if pred is None else pred.jaxpr, 0 if pred is None else pred.nconsts)
 
     def replayed(prediction: Prediction, invals: list[Any]) -> tuple[list[Any], Any]:
         """The loop staged again at the sizes the run on capacity buffers found (see
@@ -473,7 +282,7 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
         again = loop.operands(invals, params)
         return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counted(again))
 
-    outs = run_compiled(shape, invals, lambda ran: record_replay(params, functools.partial(replayed, ran)),
+    outs = run_compiled(loop.primitive, body, pred, invals, lambda ran: record_replay(params, functools.partial(replayed, ran)),
                         ops.pred_consts, ops.consts, ops.implicit, ops.carried, *counted)
     if outs is not None:
         return outs

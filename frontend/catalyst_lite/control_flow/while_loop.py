@@ -52,7 +52,8 @@ from .common import (
     tracing_mode,
     unwrap_results,
 )
-from .loop_common import Loop, LoopBody, LoopOperands, resizes_arrays, with_batch_axis
+from ..compiler.loop_body import LoopBody, resizes_arrays, with_batch_axis
+from .loop_common import Loop, LoopOperands
 
 __all__ = ["while_loop", "while_loop_p"]
 

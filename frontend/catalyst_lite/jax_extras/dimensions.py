@@ -39,16 +39,14 @@ from jax._src.lax import lax
 from ..errors import SizeAssumptionError, SymbolicShapeError
 from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
-from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, suspended, symbolic_trace
-from .size_expressions import NEGATED
-from .size_facts import current_scope, has_subprograms, is_scalar_int_or_bool
-from .tracing import constant_value
+from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, symbolic_trace
+from .size_expressions import NEGATED, SizeExpr, evaluate
+from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 
 __all__ = [
     "assume_size_p",
     "GenericSizes",
     "generic_values",
-    "example_value",
     "is_size_expression",
     "decide_size_comparison",
     "python_truth_of_sizes",
@@ -80,16 +78,17 @@ _OPERATORS = dict(_COMPARISONS_BY_PRIMITIVE.values())
 
 
 class GenericSizes:
-    """One assignment of generic values to the leaves of size expressions (the arguments and
-    captured values of a trace), numbered in the order they are met.
+    """One assignment of generic values to the leaves of size expressions (the size inputs and
+    free leaves of a trace's terms, see :meth:`~.size_facts.SizeScope.term`), numbered in the
+    order they are met, with the values of the terms computed so far.
 
     Two assignments order the leaves oppositely (``ascending``), so that an answer that depends on
     which of two unrelated sizes is larger (``min(n, k) == n``) differs between them and is not
-    assumed. Leaves in ``point`` (the size inputs of a trace guided by a call) take the call's
-    values instead, in both assignments.
+    assumed. Size inputs in ``point`` (position -> value: a trace guided by a call) take the
+    call's values instead, in both assignments.
     """
 
-    def __init__(self, ascending: bool, point: dict[Any, int] | None = None, loop_starts: bool = False):
+    def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.point = point if point is not None else {}
         # Values local to a loop body (see `_loop_value`): a for_loop's index takes its first
@@ -98,8 +97,8 @@ class GenericSizes:
         self.ascending = ascending
         self.loop_starts = loop_starts
         self.index: dict[Any, int] = {}
-        # Values already computed, by variable: size expressions share subexpressions, and
-        # walking them as trees would take time exponential in their depth.
+        # Values already computed, by term: terms share subexpressions, and walking them as
+        # trees would take time exponential in their depth.
         self.computed: dict[Any, Any] = {}
 
     def __getitem__(self, leaf: Any) -> int:
@@ -107,32 +106,47 @@ class GenericSizes:
             return self.point[leaf]
         return _GENERIC_SIZE + self.step * self.index.setdefault(leaf, len(self.index))
 
+    def _leaf(self, key: Any) -> int:
+        # an input's position, or a free leaf's variable (a loop's index may tell its value)
+        value = None if isinstance(key, int) else _loop_value(key, self)
+        return self[key] if value is None else value
+
+    def value(self, term: SizeExpr) -> Any:
+        """The value of ``term`` in this assignment."""
+        if term.op == "literal":
+            return term.value
+        return evaluate(term, self._leaf, self.computed, oversized=self.__getitem__)
+
 
 def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] | None:
     """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment, or
     ``None`` if one of them is not a size expression. In a trace guided by a call the size inputs
     take that call's values (unless ``at_point`` is false)."""
     scope = current_scope()
-    point = scope.point_values if at_point and scope is not None and scope.decides_at_point() else None
+    terms = [_term(d, scope) for d in sizes]
+    if any(t is None for t in terms):
+        return None
+    at_point = at_point and scope is not None and scope.decides_at_point()
     points = []
     # A third assignment when a while_loop's carried integers are in the trace: at their initial
     # values (`k = 0`), since generic ones say nothing of how small they are.
     assignments = ((True, False), (False, False), (True, True)) if scope is not None and scope.loop_carries else ((True, False), (False, False))
     for ascending, loop_starts in assignments:
-        symbols = _assignment(scope, ascending, point, loop_starts)
-        values = tuple(_size_value(d, symbols) for d in sizes)
-        if any(v is None for v in values):
-            return None
-        points.append(values)
-    if point is not None and _depends_on_loop_values(sizes, scope):
+        symbols = _assignment(scope, ascending, at_point, loop_starts)
+        points.append(tuple(symbols.value(t) for t in terms))
+    if at_point and _depends_on_loop_values(sizes, scope):
         # A loop's index or counter at this call's sizes takes this call's values only; a program
         # traced for the call also serves others, whose loops run over other values, and whose
         # decisions about those values nothing checks: they must hold at generic sizes too.
-        generic = generic_values(*sizes, at_point=False)
-        if generic is None:
-            return None
-        points += generic
+        points += generic_values(*sizes, at_point=False)
     return points
+
+
+def _term(d: Any, scope: Any) -> SizeExpr | None:
+    """A size tracer's term (see :meth:`~.size_facts.SizeScope.term`), an int as a literal."""
+    if isinstance(d, (int, np.integer)):
+        return SizeExpr.literal(int(d))
+    return (scope if scope is not None else SizeScope([])).term(d)
 
 
 def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
@@ -150,90 +164,23 @@ def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
     return False
 
 
-def _assignment(scope: Any, ascending: bool, point: dict[Any, int] | None, loop_starts: bool = False) -> GenericSizes:
+def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False) -> GenericSizes:
     """The scope's assignment of generic values (one per ordering, at its point or not), kept for
     the whole trace: its leaves keep their numbers and its computed values stay valid (a
     variable's value is fixed), so each question about a chain of sizes (``x[::2]`` ten times,
     each slice asking about the last size) evaluates only what is new, not the whole chain
     again."""
     if scope is None:
-        return GenericSizes(ascending, point, loop_starts)
-    key = (ascending, point is not None, loop_starts)
+        return GenericSizes(ascending, None, loop_starts)
+    key = (ascending, at_point, loop_starts)
     symbols = scope.generic_assignments.get(key)
     if symbols is None:
+        point = {p: v for p, v in enumerate(scope.point) if v is not None} if at_point else None
         symbols = scope.generic_assignments[key] = GenericSizes(ascending, point, loop_starts)
     return symbols
 
 
-def example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
-    """The value of ``tracer`` when every size it is computed from takes a generic value.
-
-    Returns ``None`` when ``tracer`` is not a *size expression*: a scalar computed from sizes,
-    integer arguments and constants by scalar operations only (not from array data).
-    """
-    if not is_scalar_int_or_bool(tracer):
-        return None
-    if isinstance(tracer.val, core.Literal):
-        return tracer.val.val
-    if tracer.val not in symbols.computed:
-        symbols.computed[tracer.val] = _compute_example_value(tracer, symbols)
-    return symbols.computed[tracer.val]
-
-
-def _compute_example_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
-    eqn = tracer.parent
-    if eqn is None:
-        return _leaf_value(tracer, symbols)
-    if has_subprograms(eqn):  # control flow: not shape arithmetic, and costly to evaluate
-        return None
-    if not eqn.in_tracers:  # computed from nothing, not from sizes (PennyLane's qubit allocation)
-        return None
-    inputs = [example_value(t, symbols) for t in eqn.in_tracers]
-    if any(v is None for v in inputs):
-        return None
-    if _exceeds_int64(eqn, inputs):
-        # `2**n` at a generic `n`: a size of its own (the same for the same inputs).
-        return symbols[(eqn.primitive, *(np.asarray(v).item() for v in inputs), *eqn.params.values())]
-    with core.eval_context(), suspended():  # plain JAX, on numbers
-        out = eqn.primitive.bind(*inputs, **eqn.params)
-    if eqn.primitive.multiple_results:
-        out = out[eqn.outvars.index(tracer.val)]
-    return np.asarray(out).item()
-
-
-_EXPONENTIALS = {
-    lax.shift_left_p: lambda base, shift: float(base) * 2.0 ** min(float(shift), 2000.0),
-    lax.pow_p: lambda base, exponent: abs(float(base)) ** min(float(exponent), 2000.0),
-    lax.integer_pow_p: lambda base, *, y: abs(float(base)) ** min(float(y), 2000.0),
-}
-
-
-def _exceeds_int64(eqn: Any, inputs: list) -> bool:
-    """``eqn`` computes an exponential (``1 << n``, ``2 ** n``) too large for 64 bits at these
-    generic inputs: evaluating it would wrap around (``1 << n`` is 0), so it gets a generic value
-    of its own (large, like every generic size) instead."""
-    estimate = _EXPONENTIALS.get(eqn.primitive)
-    if estimate is None:
-        return False
-    try:
-        return abs(estimate(*inputs, **eqn.params)) >= 2.0**62
-    except OverflowError:
-        return True
-
-
-def _leaf_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
-    const = constant_value(tracer)
-    if const is not None and not isinstance(const, core.Tracer):
-        return np.asarray(const).item()
-    if isinstance(const, pe.DynamicJaxprTracer) and const._trace.is_valid():
-        # A size captured from an enclosing program (a loop body using `x.shape[0] * 3` from
-        # outside) is the expression it is there, so that it relates to the body's other sizes.
-        return example_value(const, symbols)
-    value = _loop_value(tracer, symbols)
-    return symbols[tracer.val] if value is None else value
-
-
-def _loop_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
+def _loop_value(var: Any, symbols: GenericSizes) -> Any:
     """The value of a loop body's binder in this assignment, when it is one whose values the loop
     tells (``None`` otherwise: a generic size).
 
@@ -244,7 +191,7 @@ def _loop_value(tracer: pe.DynamicJaxprTracer, symbols: GenericSizes) -> Any:
     answered so in between for the monotone size arithmetic of slices), and a ``while_loop``'s
     carried integer its initial value in a third one, next to its generic values."""
     scope = current_scope()
-    entry = scope.loop_values.get(tracer.val) if scope is not None else None
+    entry = scope.loop_values.get(var) if scope is not None else None
     if entry is None:
         return None
     if entry[0] == "while":
@@ -280,17 +227,14 @@ def note_loop_carries(carried: Any, initial: Any) -> None:
 
 
 def _size_value(d: Any, symbols: GenericSizes) -> Any:
-    """:func:`example_value` of a size tracer, the value of an int, ``None`` otherwise."""
-    if isinstance(d, pe.DynamicJaxprTracer):
-        return example_value(d, symbols)
-    if isinstance(d, (int, np.integer)):
-        return int(d)
-    return None
+    """The value of a size tracer or int in ``symbols`` (``None``: no size expression)."""
+    term = _term(d, current_scope()) if isinstance(d, (pe.DynamicJaxprTracer, int, np.integer)) else None
+    return None if term is None else symbols.value(term)
 
 
 def is_size_expression(x: Any) -> bool:
     """``x`` is a tracer of a catalyst_lite trace computed from sizes and integers only."""
-    return isinstance(x, pe.DynamicJaxprTracer) and generic_values(x) is not None
+    return isinstance(x, pe.DynamicJaxprTracer) and _term(x, current_scope()) is not None
 
 
 # --- Assumptions, checked at specialization ----------------------------------------------------

@@ -1,12 +1,15 @@
-"""Expressions over a program's size inputs, and facts about them.
+"""Expressions over a program's size inputs, facts about them, and the one evaluator of both.
 
 A :class:`SizeExpr` is an integer (or boolean) scalar computed from a program's *size inputs*
 (the lengths of its abstracted axes and its integer arguments, by position) by scalar operations:
-``max(n - 1, 0)``. A :class:`Fact` is a comparison of two of them that a traced program assumes
-(``n - 1 >= 0``; see :mod:`.size_facts`). Expressions are simplified as they are built
-(:func:`simplified`), printed with the inputs' names (:meth:`SizeExpr.render`), and compiled into
-Python functions of the inputs (:func:`compile_facts`): a call checks a program's facts with
-integer arithmetic, without JAX.
+``max(n - 1, 0)``; during a trace, also from *free leaves* (values local to a loop body, such as
+its index). A :class:`Fact` is a comparison of two expressions without free leaves that a traced
+program assumes (``n - 1 >= 0``; see :mod:`.size_facts`). Expressions are simplified as they are
+built (:func:`simplified`), printed with the inputs' names (:meth:`SizeExpr.render`), evaluated at
+any values of their leaves (:func:`evaluate`: at generic sizes during the trace, at a call's
+sizes), and compiled into Python functions of the inputs (:func:`compile_facts`): a call checks a
+program's facts with integer arithmetic, without JAX. Both evaluations share one table of what
+each operation computes (:func:`_template`).
 
 >>> n, one = SizeExpr.input(0), SizeExpr.literal(1)
 >>> fact = Fact(SizeExpr.apply_op("sub", n, one), SizeExpr.literal(0), ">=", "f.py:3")
@@ -31,7 +34,7 @@ __all__ = [
     "simplified",
     "same_expression",
     "compile_facts",
-    "compile_expression",
+    "evaluate",
 ]
 
 # comparison -> the comparison that holds when it does not
@@ -45,10 +48,12 @@ _COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "
 
 class SizeExpr:
     """An integer (or boolean) scalar computed from a program's size inputs by scalar operations:
-    an ``input`` (by position), a ``literal``, or a primitive applied to expressions. Built once
-    per variable of a trace and shared, so an expression is a DAG, compared by identity."""
+    an ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
+    no size input: ``free`` expressions are evaluated at generic sizes, never made facts), or a
+    primitive applied to expressions. Built once per variable of a trace and shared, so an
+    expression is a DAG, compared by identity."""
 
-    __slots__ = ("op", "args", "value", "primitive", "params", "is_bool")
+    __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "free")
 
     def __init__(self, op: str, args: tuple = (), value: Any = None, primitive: Any = None,
                  params: dict | None = None, is_bool: bool = False):
@@ -58,6 +63,7 @@ class SizeExpr:
         self.primitive = primitive
         self.params = params or {}
         self.is_bool = is_bool
+        self.free = op == "leaf" or any(a.free for a in args)
 
     @classmethod
     def input(cls, position: int) -> SizeExpr:
@@ -86,14 +92,15 @@ class SizeExpr:
         return _render(self, names, {})[0]
 
 
-def _nodes(roots: Sequence[SizeExpr]) -> list[SizeExpr]:
-    """Every node reachable from ``roots``, each once, operands before their users."""
+def _nodes(roots: Sequence[SizeExpr], known: Any = ()) -> list[SizeExpr]:
+    """Every node reachable from ``roots`` and not in ``known`` (nor below one), each once,
+    operands before their users."""
     order: list[SizeExpr] = []
     seen: set[int] = set()
     stack: list[tuple[SizeExpr, bool]] = [(r, False) for r in reversed(roots)]
     while stack:
         node, expanded = stack.pop()
-        if id(node) in seen:
+        if id(node) in seen or node in known:
             continue
         if expanded:
             seen.add(id(node))
@@ -120,6 +127,8 @@ def _render(node: SizeExpr, names: Sequence[str], memo: dict) -> tuple[str, int]
     args = [_render(a, names, memo) for a in node.args]
     if node.op == "input":
         out = (names[node.value] if node.value < len(names) else f"size{node.value}", 100)
+    elif node.op == "leaf":
+        out = ("?", 100)
     elif node.op == "literal":
         out = (str(node.value), 100)
     elif node.op in _TRANSPARENT and len(args) == 1:
@@ -194,7 +203,7 @@ def simplified(e: SizeExpr) -> SizeExpr:
         return args[0]
     if args and all(a.op == "literal" for a in args):
         try:
-            return SizeExpr.literal(compile_expression(e)(()))
+            return SizeExpr.literal(_apply(e, [a.value for a in args]))
         except Exception:
             return e
     if len(args) == 2:
@@ -237,7 +246,7 @@ def same_expression(a: SizeExpr, b: SizeExpr) -> bool:
     return a is b or a.render(positional) == b.render(positional)
 
 
-# --- Evaluating facts at a call's sizes ------------------------------------------------------------
+# --- Evaluating expressions -----------------------------------------------------------------------
 
 
 class UnknownSize(Exception):
@@ -287,35 +296,100 @@ _BOOLEAN = {"and": "{0} and {1}", "or": "{0} or {1}", "xor": "{0} != {1}", "not"
 _BITWISE = {"and": "{0} & {1}", "or": "{0} | {1}", "xor": "{0} ^ {1}", "not": "~{0}"}
 
 
+_HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
+
+
+def _template(node: SizeExpr) -> str | None:
+    """What ``node`` computes: Python source over its operands ``{0}``, ``{1}``... (``None``: a
+    primitive without a Python spelling, evaluated by JAX). The one definition of each operation,
+    for both :func:`evaluate` and :func:`compile_facts`."""
+    if node.op in _PYTHON:
+        return _PYTHON[node.op]
+    if node.op in _BOOLEAN:
+        return (_BOOLEAN if node.is_bool else _BITWISE)[node.op]
+    if node.op == "integer_pow":
+        return "{0} ** %d" % int(node.params["y"])
+    if node.op == "select_n":
+        return "(%s,)[int({0})]" % ", ".join("{%d}" % k for k in range(1, len(node.args)))
+    if node.op == "convert_element_type":
+        return "bool({0})" if node.is_bool else "int({0})"
+    return None
+
+
+_FUNCTIONS: dict[str, Callable[..., Any]] = {}  # template -> the function it spells
+
+
+def _apply(node: SizeExpr, values: Sequence[Any]) -> Any:
+    """``node``'s operation on its operands' ``values``."""
+    if node.op == "literal":
+        return node.value
+    template = _template(node)
+    if template is None:
+        return _bind(node.primitive, node.params, node.value, *values)
+    function = _FUNCTIONS.get(template)
+    if function is None:
+        source = template.format(*(f"a[{k}]" for k in range(len(values))))
+        function = _FUNCTIONS[template] = eval(f"lambda *a: {source}", dict(_HELPERS))
+    return function(*values)
+
+
+# An exponential (`1 << n`, `2 ** n`) at generic sizes exceeds 64 bits, and computing it would take
+# time and memory for nothing: `evaluate` asks for a value of its own instead (see `oversized`).
+_EXPONENTIALS = {
+    "shift_left": lambda base, shift: float(base) * 2.0 ** min(float(shift), 2000.0),
+    "pow": lambda base, exponent: abs(float(base)) ** min(float(exponent), 2000.0),
+    "integer_pow": lambda base, *, y: abs(float(base)) ** min(float(y), 2000.0),
+}
+
+
+def _exceeds_int64(node: SizeExpr, values: Sequence[Any]) -> bool:
+    estimate = _EXPONENTIALS.get(node.op)
+    if estimate is None:
+        return False
+    try:
+        return abs(estimate(*values, **node.params)) >= 2.0**62
+    except OverflowError:
+        return True
+
+
+def evaluate(expr: SizeExpr, leaf: Callable[[Any], Any], memo: dict[SizeExpr, Any],
+             oversized: Callable[[Any], Any] | None = None) -> Any:
+    """The value of ``expr`` where ``leaf(key)`` gives the value of each input (key: its position)
+    and free leaf (key: its variable). ``memo`` (node -> value) holds the values known already and
+    receives the new ones, so that a chain of questions evaluates only what is new. With
+    ``oversized``, an exponential too large for 64 bits is ``oversized(key)`` (the same key for
+    the same operation on the same operands), not its value.
+
+    >>> n = SizeExpr.input(0)
+    >>> evaluate(SizeExpr.apply_op("max", SizeExpr.apply_op("sub", n, SizeExpr.literal(1)), SizeExpr.literal(0)), [5].__getitem__, {})
+    4
+    """
+    for node in _nodes([expr], memo):
+        if node in memo:  # computed meanwhile (a leaf's value is computed from other sizes)
+            continue
+        if node.op in ("input", "leaf"):
+            memo[node] = leaf(node.value)
+            continue
+        values = [memo[a] for a in node.args]
+        if oversized is not None and _exceeds_int64(node, values):
+            memo[node] = oversized((node.op, *values, *node.params.values()))
+        else:
+            memo[node] = _apply(node, values)
+    return memo[expr]
+
+
 def _python_source(node: SizeExpr, operands: list[str]) -> tuple[str, dict[str, Any]]:
     """Python source computing ``node`` from its operands, and the names it needs."""
     if node.op == "literal":
         return repr(node.value), {}
-    if node.op in _PYTHON:
-        return _PYTHON[node.op].format(*operands), {}
-    if node.op in _BOOLEAN:
-        return (_BOOLEAN if node.is_bool else _BITWISE)[node.op].format(*operands), {}
-    if node.op == "integer_pow":
-        return f"{operands[0]} ** {int(node.params['y'])}", {}
-    if node.op == "select_n":
-        return f"({', '.join(operands[1:])},)[int({operands[0]})]", {}
-    if node.op == "convert_element_type":
-        return (f"bool({operands[0]})" if node.is_bool else f"int({operands[0]})"), {}
+    template = _template(node)
+    if template is not None:
+        return template.format(*operands), {}
     name = f"prim{id(node)}"
     return f"_bind({name}, {name}_params, {node.value}, {', '.join(operands)})", {
         name: node.primitive,
         f"{name}_params": node.params,
     }
-
-
-def compile_expression(expr: SizeExpr) -> Callable[[Sequence[Any]], Any]:
-    """A function of the size inputs computing ``expr``.
-
-    >>> compile_expression(SizeExpr.apply_op("max", SizeExpr.input(0), SizeExpr.literal(0)))([-3])
-    0
-    """
-    always = Fact(SizeExpr.literal(0), SizeExpr.literal(0), "==", "")
-    return _compile([always], result=expr)
 
 
 def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
@@ -330,20 +404,11 @@ def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
     """
     if not facts:
         return _no_fact_is_broken
-    return _compile(facts)
-
-
-def _compile(facts: Sequence[Fact], result: SizeExpr | None = None) -> Callable[[Sequence[Any]], Any]:
-    """The function of :func:`compile_facts`; with ``result``, one returning that expression's
-    value (once the facts hold)."""
-    namespace: dict[str, Any] = {"_div": _div, "_rem": _rem, "_sign": _sign, "_bind": _bind,
-                                 "UnknownSize": UnknownSize}
+    namespace: dict[str, Any] = {**_HELPERS, "_bind": _bind, "UnknownSize": UnknownSize}
     local: dict[int, str] = {}
     lines = ["def check(values):"]
-    roots = [(i, fact) for i, fact in enumerate(facts)] + ([(None, result)] if result is not None else [])
-    for i, root in roots:
-        sides = [root] if i is None else [root.lhs, root.rhs] + ([root.guard] if root.guard is not None else [])
-        for node in _nodes(sides):
+    for i, fact in enumerate(facts):
+        for node in _nodes([fact.lhs, fact.rhs] + ([fact.guard] if fact.guard is not None else [])):
             if id(node) in local:
                 continue
             name = local[id(node)] = f"t{len(local)}"
@@ -355,14 +420,10 @@ def _compile(facts: Sequence[Fact], result: SizeExpr | None = None) -> Callable[
                 source, needs = _python_source(node, [local[id(a)] for a in node.args])
                 namespace.update(needs)
                 lines.append(f"    {name} = {source}")
-        if i is None:
-            lines.append(f"    return {local[id(root)]}")
-        else:
-            lhs, rhs = local[id(root.lhs)], local[id(root.rhs)]
-            guard = f"({local[id(root.guard)]}) and " if root.guard is not None else ""
-            lines.append(f"    if {guard}not ({lhs} {root.comparison} {rhs}): return {i}")
-    if result is None:
-        lines.append("    return -1")
+        lhs, rhs = local[id(fact.lhs)], local[id(fact.rhs)]
+        guard = f"({local[id(fact.guard)]}) and " if fact.guard is not None else ""
+        lines.append(f"    if {guard}not ({lhs} {fact.comparison} {rhs}): return {i}")
+    lines.append("    return -1")
     exec(compile("\n".join(lines), "<size facts>", "exec"), namespace)
     return namespace["check"]
 

@@ -24,7 +24,7 @@ from jax._src import core, dtypes
 from jax._src.interpreters import partial_eval as pe
 
 from ..trace_context import current as current_context, scope as context_scope
-from .size_expressions import NEGATED, Fact, SizeExpr, UnknownSize, compile_expression, same_expression, simplified
+from .size_expressions import NEGATED, Fact, SizeExpr, evaluate, same_expression, simplified
 from .patches import NeedsCallSizes
 from .tracing import constant_value
 
@@ -82,7 +82,8 @@ class SizeScope:
         # the trace's boundary (see dimensions._users_signal).
         self.signalled: str | None = None
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
-        # (ascending, at the point) -> dimensions.GenericSizes: generic values, kept for the trace.
+        # (ascending, at the point, loop starts) -> dimensions.GenericSizes: generic values, kept
+        # for the trace.
         self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
         # Binders of loop bodies whose values the loop tells (a for_loop's index: its bounds; a
         # while_loop's carried integer: its initial value), see dimensions._loop_value.
@@ -94,10 +95,9 @@ class SizeScope:
         self.staged_slice_bounds: set[Any] = set()
         # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
         self.axis_inputs: set[int] = set()
-        self.point_values: dict[Any, int] = {}  # variable -> its value at the point
         self.facts: list[Fact] = []
         self._fact_keys: set[tuple] = set()
-        self._expressions: dict[Any, SizeExpr | None] = {}
+        self._terms: dict[Any, SizeExpr | None] = {}  # variable -> its term (see `term`)
         # Pairs of sizes JAX's shape logic asked to be equal and that are not, at the point: what
         # an "incompatible shapes" error raised by the trace is about.
         self.disagreements: list[tuple[SizeExpr, SizeExpr]] = []
@@ -127,19 +127,24 @@ class SizeScope:
             if tracer.val in in_shapes:
                 self.axis_inputs.add(position)
             self.inputs[tracer.val] = position
-            if self.point is not None and self.point[position] is not None:
-                self.point_values[tracer.val] = self.point[position]
 
-    def expression(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs, or ``None`` when it is not one (it
-        is computed from array data, or from a value local to a loop body, such as its index)."""
+    def term(self, tracer: Any) -> SizeExpr | None:
+        """``tracer`` as an expression over the size inputs and free leaves (values local to a
+        loop body, such as its index; arguments of a nested trace), or ``None`` when it is no
+        size arithmetic (it is computed from array data, or by control flow)."""
         if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
             return SizeExpr.literal(tracer.val.val)
-        if tracer.val not in self._expressions:
-            self._expressions[tracer.val] = self._build(tracer)
-        return self._expressions[tracer.val]
+        if tracer.val not in self._terms:
+            self._terms[tracer.val] = self._build(tracer)
+        return self._terms[tracer.val]
+
+    def expression(self, tracer: Any) -> SizeExpr | None:
+        """``tracer`` as an expression over the size inputs alone, or ``None`` when it is not one
+        (its :meth:`term` is ``None`` or reads a free leaf)."""
+        term = self.term(tracer)
+        return None if term is None or term.free else term
 
     def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
         """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
@@ -147,28 +152,33 @@ class SizeScope:
         remembered: elsewhere those tracers stand for themselves."""
         memo: dict[int, SizeExpr | None] = dict(values)
 
-        def expression(t: Any) -> SizeExpr | None:
+        def term(t: Any) -> SizeExpr | None:
             if id(t) not in memo:
                 eqn_free = t.parent is None or not isinstance(t, pe.DynamicJaxprTracer)
-                memo[id(t)] = self.expression(t) if eqn_free else self._build(t, expression)
+                memo[id(t)] = self.term(t) if eqn_free else self._build(t, term)
             return memo[id(t)]
 
-        return expression(tracer) if is_scalar_int_or_bool(tracer) else None
+        found = term(tracer) if is_scalar_int_or_bool(tracer) else None
+        return None if found is None or found.free else found
 
-    def _build(self, tracer: Any, expression: Any = None) -> SizeExpr | None:
-        expression = expression or self.expression
+    def _build(self, tracer: Any, term: Any = None) -> SizeExpr | None:
+        term = term or self.term
         eqn = tracer.parent
         if eqn is None:
             const = constant_value(tracer)
             if const is not None and not isinstance(const, core.Tracer):
                 return SizeExpr.literal(const)
             if isinstance(const, pe.DynamicJaxprTracer) and const._trace.is_valid():
-                return self.expression(const)  # a size captured from an enclosing program
+                # A size captured from an enclosing program (a loop body using `x.shape[0] * 3`
+                # from outside) is the expression it is there, relating to the body's sizes.
+                return self.term(const)
             position = self.inputs.get(tracer.val)
-            return None if position is None else SizeExpr.input(position)
-        if has_subprograms(eqn):
+            return SizeExpr("leaf", value=tracer.val) if position is None else SizeExpr.input(position)
+        if has_subprograms(eqn) or not eqn.in_tracers:
+            # control flow: not shape arithmetic; computed from nothing, not from sizes
+            # (PennyLane's qubit allocation)
             return None
-        args = [expression(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
+        args = [term(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
         if any(a is None for a in args):
             return None
         index = eqn.outvars.index(tracer.val) if eqn.primitive.multiple_results else 0
@@ -217,10 +227,9 @@ class SizeScope:
             return True
         guard = self.guards[-1]
         if id(guard) not in self._guard_at_point:
-            try:
-                holds = bool(compile_expression(guard)(self.point))
-            except UnknownSize:
-                holds = True
+            # a guard that reads sizes the call does not know may hold
+            known = all(self.point[p] is not None for p in guard.inputs())
+            holds = not known or bool(evaluate(guard, self.point.__getitem__, {}))
             self._guard_at_point[id(guard)] = (guard, holds)
         return self._guard_at_point[id(guard)][1]
 

@@ -1,0 +1,232 @@
+"""The layout of a loop body: one description that the loop primitives' rules and the compiled
+loops of :mod:`.capacity` both read.
+
+A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``for_loop``'s
+index) and its results ``*implicit *carried``: the carried sizes (only when the loop may resize
+arrays) and the carried values; ``while_loop``'s predicate takes ``*consts *implicit *carried``
+and returns one boolean. :class:`LoopBody` holds such a jaxpr with its layout, its type analyses
+and its transformed bodies (``jvp``, ``batched``, ``known_part``).
+
+>>> split_groups([1, 2, 3, 4, 5], [1, 2])
+[[1], [2, 3], [4, 5]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from ..jax_extras import Jaxpr, OutputType, Var
+from ..jax_extras.dynshape import JaxprTypeError, array_aval, input_type_of, output_type_of
+from ..jax_extras.nested import NestedBody, interleave, retrace
+from ..jax_extras.rules import batch_call, instantiate_zeros, jvp_call, zero_tangent
+from ..jax_extras.tracing import forward_dependence, prune_jaxpr
+from ..jax_extras.typecheck import check_carry, check_nested
+
+__all__ = ["LoopBody", "resizes_arrays", "split_groups", "with_batch_axis"]
+
+
+def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    """Split ``values`` into consecutive groups of the given sizes (the last takes the rest)."""
+    groups, start = [], 0
+    for n in sizes:
+        groups.append(list(values[start : start + n]))
+        start += n
+    groups.append(list(values[start:]))
+    return groups
+
+
+def resizes_arrays(body: Any, nconsts: int, nimplicit: int) -> bool:
+    """Whether a loop ``body`` jaxpr (binders ``*consts *implicit ...``) may change the sizes of
+    the arrays it carries: it returns a carried size other than its binder."""
+    return list(body.outvars[:nimplicit]) != list(body.invars[nconsts : nconsts + nimplicit])
+
+
+@dataclass(frozen=True)
+class LoopBody:
+    """A loop body (or ``while_loop``'s predicate) jaxpr with its binder layout (see the module's
+    docstring): what the loop rules (:mod:`catalyst_lite.control_flow.loop_common`) and the
+    capacity machinery (:mod:`.capacity`) both read."""
+
+    jaxpr: Jaxpr
+    nconsts: int
+    nimplicit: int
+    nprefix: int
+    name: str
+    predicate: bool = False
+
+    @property
+    def groups(self) -> list[list[Any]]:
+        """The binders: ``[consts, implicit, prefix, carried]``."""
+        return split_groups(self.jaxpr.invars, [self.nconsts, self.nimplicit, self.nprefix])
+
+    @property
+    def ncarried(self) -> int:
+        return len(self.jaxpr.invars) - self.nconsts - self.nimplicit - self.nprefix
+
+    @property
+    def resizes_arrays(self) -> bool:
+        """The body may change the sizes of the arrays it carries (see :func:`resizes_arrays`)."""
+        return resizes_arrays(self.jaxpr, self.nconsts, self.nimplicit)
+
+    def _inputs(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> list[bool]:
+        return [*const_marks, *[False] * (self.nimplicit + self.nprefix), *carried_marks]
+
+    # --- types -----------------------------------------------------------------------------------
+
+    def output_type(
+        self,
+        const_operand: Callable[[int], int],
+        implicit_operand: Callable[[int], int],
+        same_operand: Callable[[int, int], bool],
+    ) -> OutputType:
+        """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
+        feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value.
+
+        A carried size that no iteration changes keeps its operand, and carried
+        sizes that hold one value at every iteration are one implicit result (Catalyst's
+        convention: an array whose size a resizing loop never changes keeps its dimension).
+        """
+        consts, implicit, _, carried = self.groups
+        operand_of = {v: const_operand(k) for k, v in enumerate(consts)}
+        same, invariant = self.size_classes(lambda i, j: same_operand(implicit_operand(i), implicit_operand(j)))
+        operand_of.update({v: implicit_operand(k) for k, v in enumerate(implicit) if invariant[k]})
+        returned = [v if same[k] == k and not invariant[k] else None for k, v in enumerate(implicit)]
+        position = {v: k for k, v in enumerate(implicit)}
+        return output_type_of(
+            [v.aval for v in carried], returned, operand_of, free=lambda v: same[position[v]]
+        )
+
+    def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
+        """Which carried sizes hold one value at every iteration (for each, the first of its
+        class), and which of them no iteration changes.
+
+        Sizes are one value when their operands are (``same_operand(i, j)``) and the body returns
+        one value for them: the same variable or literal, or the binders of sizes that are one
+        value. The classes are refined until they are stable; a class is unchanged when the body
+        returns, for every size in it, the binder of a size in it.
+        """
+        n = self.nimplicit
+        _, implicit, _, _ = self.groups
+        returned = self.jaxpr.outvars[:n]
+        binder = {v: k for k, v in enumerate(implicit)}
+        same = [next(j for j in range(k + 1) if same_operand(j, k)) for k in range(n)]
+
+        def key(k: int) -> tuple:
+            out = returned[k]
+            if isinstance(out, Var) and out in binder:
+                return same[k], "binder", same[binder[out]]
+            if isinstance(out, Var):
+                return same[k], "var", out
+            return same[k], "literal", int(out.val)
+
+        while True:
+            keys = [key(k) for k in range(n)]
+            refined = [keys.index(keys[k]) for k in range(n)]
+            if refined == same:
+                break
+            same = refined
+        unchanged = [k_[1] == "binder" and k_[2] == same[k] for k, k_ in enumerate(keys)]
+        return same, unchanged
+
+    def typecheck(self, operands: Sequence[Any]) -> None:
+        """The body takes ``operands`` (atoms, one per binder) and returns its carried types (a
+        predicate: one boolean scalar)."""
+        check_nested(self.jaxpr, operands, self.name)
+        if self.predicate:
+            outs = self.jaxpr.outvars
+            if len(outs) != 1 or outs[0].aval.shape != () or outs[0].aval.dtype != bool:
+                raise JaxprTypeError(f"{self.name} returns {[v.aval for v in outs]}, not one bool[]")
+            return
+        _, implicit, _, carried = self.groups
+        check_carry([*implicit, *carried], self.jaxpr.outvars, self.nimplicit, self.name)
+
+    # --- analyses --------------------------------------------------------------------------------
+
+    def carried_fixpoint(
+        self, const_marks: Sequence[bool], carried_marks: Sequence[bool], keep: Callable[[Any], bool] = lambda a: True
+    ) -> list[bool]:
+        """Which carried values depend, at some iteration, on the marked constants or initial
+        carried values (only values whose type ``keep`` accepts can be marked)."""
+        _, _, _, carried = self.groups
+        marks = [m and keep(v.aval) for m, v in zip(carried_marks, carried)]
+        for _ in range(len(marks) + 1):
+            out = forward_dependence(self.jaxpr, self._inputs(const_marks, marks))[self.nimplicit :]
+            new = [m or (o and keep(v.aval)) for m, o, v in zip(marks, out, carried)]
+            if new == marks:
+                return marks
+            marks = new
+        raise AssertionError("the carried fixpoint was not reached")
+
+    def depends_on(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> bool:
+        """Whether a carried size (a predicate: the predicate) depends on the marked values."""
+        out = forward_dependence(self.jaxpr, self._inputs(const_marks, carried_marks))
+        return any(out) if self.predicate else any(out[: self.nimplicit])
+
+    # --- transformed bodies ----------------------------------------------------------------------
+
+    def jvp(self, consts_nz: Sequence[bool], carried_nz: Sequence[bool]) -> NestedBody:
+        """The body carrying the tangents of the ``carried_nz`` values too, with the tangents of
+        the ``consts_nz`` constants as constants: binders ``*consts *const_tangents *implicit
+        *prefix *carried *carried_tangents``, results ``*implicit *carried *carried_tangents``."""
+        consts, implicit, prefix, carried = self.groups
+        tangent_consts = [v for v, nz in zip(consts, consts_nz) if nz]
+        tangent_carried = [v for v, nz in zip(carried, carried_nz) if nz]
+        in_type = input_type_of([*consts, *tangent_consts, *implicit, *prefix, *carried, *tangent_carried])
+        sizes = [self.nconsts, len(tangent_consts), self.nimplicit, self.nprefix, self.ncarried]
+
+        def jvp_body(*args: Any) -> list[Any]:
+            c, c_dot, i, p, x, x_dot = split_groups(args, sizes)
+            tangents = [*_with_zeros(c, c_dot, consts_nz), *map(zero_tangent, [*i, *p]), *_with_zeros(x, x_dot, carried_nz)]
+            outs, outs_dot = jvp_call(self.jaxpr, [*c, *i, *p, *x], tangents)
+            dots = [instantiate_zeros(t) for t, nz in zip(outs_dot[self.nimplicit :], carried_nz) if nz]
+            return [*outs, *dots]
+
+        return retrace(jvp_body, in_type, f"{self.name} (JVP)", self.nimplicit)
+
+    def ignoring_tangents(self, carried_nz: Sequence[bool]) -> Jaxpr:
+        """A predicate taking the tangents of the ``carried_nz`` values too (and ignoring them)."""
+        _, _, _, carried = self.groups
+        extra = [Var(v.aval) for v, nz in zip(carried, carried_nz) if nz]
+        dbg = self.jaxpr.debug_info
+        if isinstance(dbg.arg_names, tuple):
+            dbg = dbg._replace(arg_names=dbg.arg_names + ("",) * len(extra))
+        return self.jaxpr.replace(invars=[*self.jaxpr.invars, *extra], debug_info=dbg)
+
+    def batched(self, consts_b: Sequence[bool], carried_b: Sequence[bool], size: int) -> NestedBody:
+        """The body (or predicate, the same for every example) applied to a batch of ``size``
+        examples: the ``consts_b`` constants and the ``carried_b`` values have a leading axis."""
+        batched = self._inputs(consts_b, carried_b)
+        in_type = with_batch_axis(input_type_of(self.jaxpr.invars), batched, size)
+        out_batched = [False] if self.predicate else [*[False] * self.nimplicit, *carried_b]
+
+        def batched_body(*args: Any) -> list[Any]:
+            return batch_call(self.jaxpr, args, batched, size, out_batched)
+
+        nimplicit = 0 if self.predicate else self.nimplicit
+        return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit)
+
+    def known_part(self, consts_known: Sequence[bool], carried_known: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
+        """The body computing only the sizes and the ``carried_known`` values (a predicate: the
+        predicate), from the known constants and values; and which constants it takes."""
+        keep = [*[False] * self.nconsts, *[True] * (self.nimplicit + self.nprefix), *carried_known]
+        used_outputs = [True] if self.predicate else [*[True] * self.nimplicit, *carried_known]
+        jaxpr, taken = prune_jaxpr(self.jaxpr, used_outputs, keep)
+        taken_consts = taken[: self.nconsts]
+        assert all(k for t, k in zip(taken_consts, consts_known) if t), "known values need unknown constants"
+        return jaxpr, taken_consts
+
+
+def _with_zeros(primals: Sequence[Any], tangents: Sequence[Any], nonzero: Sequence[bool]) -> list[Any]:
+    """One tangent per primal: the given ones where ``nonzero``, symbolic zeros elsewhere."""
+    return interleave(nonzero, tangents, [zero_tangent(p) for p, nz in zip(primals, nonzero) if not nz])
+
+
+def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple:
+    """``in_type`` with a leading axis of ``size`` on the ``batched`` entries."""
+    out = []
+    for (aval, explicit), b in zip(in_type, batched):
+        if b:
+            aval = array_aval((size, *aval.shape), aval.dtype, aval.weak_type)
+        out.append((aval, explicit))
+    return tuple(out)
