@@ -457,3 +457,14 @@ def test_a_callback_failing_on_an_xla_worker_thread_raises_its_own_exception():
     for _ in range(3):
         with pytest.raises(KeyError):
             f(x)
+
+    # The failures stay with their calls: a later program with a callback runs (JAX kept a failed
+    # effect token, which failed every later such program with the same error).
+    seen = []
+
+    @qjit
+    def g(v):
+        debug.callback(seen.append)(v)
+        return v + 1.0
+
+    assert float(g(2.0)) == 3.0 and seen == [2.0]

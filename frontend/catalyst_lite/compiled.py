@@ -477,7 +477,9 @@ class QJIT:
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
                 placed = self._jit.place_arguments(args)
-                return self._jit.place_results(self._call_checked(None, placed, kwargs)[0])
+                result = self._call_checked(None, placed, kwargs)[0]
+                wait_for_effects()
+                return self._jit.place_results(result)
             static = self._static_dispatch
             if static is not None and not kwargs and len(args) == static[1] and all(
                 type(args[k]) is int for k in static[0]
