@@ -473,12 +473,15 @@ class QJIT:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # Exceptions leave with the user's frames first (see diagnostics.py): a try costs nothing
         # until something is raised.
-        running = program_started()  # a callback failing on an XLA worker thread finds this call
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
                 placed = self._jit.place_arguments(args)
-                result = self._call_checked(None, placed, kwargs)[0]
-                wait_for_effects()
+                running = program_started()
+                try:
+                    result = self._call_checked(None, placed, kwargs)[0]
+                    wait_for_effects()
+                finally:
+                    program_ended(running)
                 return self._jit.place_results(result)
             static = self._static_dispatch
             if static is not None and not kwargs and len(args) == static[1] and all(
@@ -496,8 +499,6 @@ class QJIT:
             return self._dispatch(*args, **kwargs)
         except Exception as error:  # a callback's failure as its own exception, user's frames first
             raise filtered(callback_exception(error))  # noqa: B904
-        finally:
-            program_ended(running)
 
     def _python_call(self, args: tuple, kwargs: dict, static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call the dispatcher cannot run by itself: its result, the dispatch data for the
@@ -508,24 +509,31 @@ class QJIT:
             # Called while a program is being traced (recursion, or a qjit function calling
             # another): inlined into that program, as Catalyst does, with its symbolic sizes.
             return self.user_function(*args, **kwargs), None, True
-        # Arguments of the types, shapes and dtypes of a call already validated need none of the
-        # checked path's work (binding, flattening, checks, implicit sizes): the key settles it.
-        key = None if kwargs else _call_key(args)
-        validated = self._validated_calls.get(key) if key is not None else None
-        if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
-            self._last = validated.fast.executable
-            try:
-                result = validated.fast(args)
-            except (CompileError, UnsupportedOperationError):
-                pass  # rare (a negative size): the checked call raises it naming the arguments
-            else:
-                wait_for_effects()
-                return result, *self._dispatch_data(validated, args, args, result, static)
-        called = self._call_checked(key, args, kwargs, static)
-        # A program with effects (callbacks) raises its callbacks' errors here, not in a later
-        # program; the dispatcher never runs such programs by itself.
-        wait_for_effects()
-        return called
+        # Only this path runs programs with callbacks (the dispatcher never runs one by itself):
+        # while it runs, a callback failing on one of XLA's worker threads finds this call.
+        running = program_started()
+        try:
+            # Arguments of the types, shapes and dtypes of a call already validated need none of
+            # the checked path's work (binding, flattening, checks, implicit sizes): the key
+            # settles it.
+            key = None if kwargs else _call_key(args)
+            validated = self._validated_calls.get(key) if key is not None else None
+            if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
+                self._last = validated.fast.executable
+                try:
+                    result = validated.fast(args)
+                except (CompileError, UnsupportedOperationError):
+                    pass  # rare (a negative size): the checked call raises it naming the arguments
+                else:
+                    wait_for_effects()
+                    return result, *self._dispatch_data(validated, args, args, result, static)
+            called = self._call_checked(key, args, kwargs, static)
+            # A program with effects (callbacks) raises its callbacks' errors here, not in a later
+            # program.
+            wait_for_effects()
+            return called
+        finally:
+            program_ended(running)
 
     def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
                        static: tuple[int, ...] | None = None) -> tuple[Any, bool]:
