@@ -89,8 +89,8 @@ def program_started() -> list | None:
     """Register the calling thread as running a compiled program until :func:`program_ended`, so
     that a callback failing on one of XLA's worker threads records its exception in this thread's
     slot (when no other thread runs one), for :func:`callback_exception` to raise. Returns what
-    :func:`program_ended` restores (a program may run inside another's call). Two functions, not
-    a context manager: every call of a ``QJIT`` runs them.
+    :func:`program_ended` restores (a program may run inside another's call). Only calls that
+    Python runs need it: the dispatcher never runs a program with callbacks by itself.
 
     >>> previous = program_started()
     >>> _sole_running_slot() is current_context().callback_errors
