@@ -1,11 +1,9 @@
 """Converting one function: diastatic-malt's source transformation, compiled at the user's lines.
 
-malt (the maintained fork of TensorFlow's AutoGraph Catalyst builds on) rewrites control flow into
-calls of operators whose meaning is ours (:mod:`.conditionals`, :mod:`.loops`...). Unlike malt,
-every node of the result keeps the user's file and line (so tracebacks, JAX's source information
-and our errors name the user's line; no file is written), and only the passes a function needs
-run (conversion is most of what ``autograph=True`` costs). Conversions are cached per code object;
-:func:`converted_function` binds one to a function object.
+malt (the maintained fork of TensorFlow's AutoGraph) rewrites control flow into calls of operators
+whose meaning is ours (:mod:`.conditionals`, :mod:`.loops`...). Unlike malt, every node of the
+result keeps the user's file and line (tracebacks and our errors name it; no file is written), and
+only the passes a function needs run. Conversions are cached per code object.
 """
 
 from __future__ import annotations
@@ -36,16 +34,8 @@ from malt.pyct.static_analysis import activity, liveness, reaching_definitions, 
 from ..errors import AutoGraphError
 from . import item_assignment
 
-__all__ = [
-    "ConvertedCode",
-    "ConversionFailed",
-    "UnsupportedConstructError",
-    "convert_code",
-    "cached_conversion",
-    "converted_function",
-    "source_of",
-    "TRANSFORMER",
-]
+__all__ = ["ConvertedCode", "ConversionFailed", "UnsupportedConstructError", "convert_code",
+           "cached_conversion", "converted_function", "source_of", "TRANSFORMER"]
 
 _FACTORY = "__catalyst_lite_autograph_factory"
 _INNER = "__catalyst_lite_autograph_inner"
@@ -53,9 +43,8 @@ _INNER = "__catalyst_lite_autograph_inner"
 
 @dataclass
 class ConvertedCode:
-    """A function's converted code, ready to be bound to any function object with the original
-    code: ``factory`` takes the operators' namespace ``ag__`` and returns the converted function,
-    closing over the original function's free variables."""
+    """A function's converted code: ``factory`` takes the operators' namespace ``ag__`` and returns
+    the converted function, closing over the original function's free variables."""
 
     factory: types.CodeType
     tree: ast.AST  # the converted function, for autograph_source
@@ -77,7 +66,8 @@ class UnsupportedConstructError(ConversionFailed, NotImplementedError):
 
 
 class _Transpiler(transpiler.GenericTranspiler):
-    """malt's parse-transform driver with our selection of passes (``transform_ast``)."""
+    """malt's parse-transform driver with the passes a function needs. (malt's ``variables`` pass,
+    which wraps every read in ``ag__.ld``, is not needed: our ``ag__.Undefined`` raises on any use.)"""
 
     def get_transformed_name(self, node: ast.AST) -> str:
         return "ag__" + super().get_transformed_name(node)
@@ -86,53 +76,48 @@ class _Transpiler(transpiler.GenericTranspiler):
         if any(isinstance(n, (ast.For, ast.While)) and n.orelse for n in ast.walk(node)):
             node = _loops_without_else(node)
         unsupported_features_checker.verify(node)
-        found = _Constructs(node)
-        if not found.anything:
+        kinds = _node_kinds(node)
+        early_return = ast.Return in kinds and _returns_inside_blocks(node)
+        early_exits = bool(kinds & {ast.Break, ast.Continue}) or early_return
+        passes = [
+            (ast.Break in kinds, break_statements.transform),
+            # (the break pass leaves `continue` statements)
+            (bool(kinds & {ast.Break, ast.Continue}), continue_statements.transform),
+            (early_return, return_statements.transform),
+            (ast.Store in kinds, item_assignment.transform),
+            (ast.Assert in kinds, lambda node, ctx: _AssertCalls().visit(node)),
+            (ast.Call in kinds, call_trees.transform),
+            (early_exits or bool(kinds & {ast.If, ast.For, ast.While}), _control_flow),
+            (ast.IfExp in kinds, conditional_expressions.transform),
+            (early_exits or bool(kinds & {ast.BoolOp, ast.Not}), logical_expressions.transform),
+        ]
+        if not any(needed for needed, _ in passes):
             return node, {}, False
-        if found.lambda_decorators:
+        if _LAMBDA_DECORATOR in kinds:
             node = _hoist_lambda_decorators(node)
-        flow = found.control_flow or found.early_exits
         node = functions.transform(node, ctx)
         always_returns = {
             anno.getanno(f, "function_context_name"): _always_returns(f.body)
             for f in ast.walk(node)
             if isinstance(f, ast.FunctionDef) and anno.hasanno(f, "function_context_name")
         }
-        if found.breaks:
-            node = break_statements.transform(node, ctx)
-        if found.continues or found.breaks:  # the break pass leaves `continue` statements
-            node = continue_statements.transform(node, ctx)
-        if found.early_returns:
-            node = return_statements.transform(node, ctx)
-        if found.item_assignments:
-            node = item_assignment.transform(node, ctx)
-        if found.asserts:
-            node = _AssertCalls().visit(node)
-        if found.calls:
-            node = call_trees.transform(node, ctx)
-        if flow:
-            node = _control_flow(node, ctx)
-        if found.conditional_expressions:
-            node = conditional_expressions.transform(node, ctx)
-        if found.logic or found.early_exits:
-            node = logical_expressions.transform(node, ctx)
-        # (malt's `variables` pass, which wraps every read in `ag__.ld` to catch variables without
-        # a value, is not needed: our `ag__.Undefined` raises on any use, see state.Unassigned.)
+        for needed, transform in passes:
+            if needed:
+                node = transform(node, ctx)
         return node, always_returns, True
 
 
 class _ControlFlow(control_flow.ControlFlowTransformer):
-    """malt's control-flow pass; a ``for`` statement also says which variables are read after it
-    (option ``live_after``): a loop whose trip count is traced must then check, when it runs, that
-    its target got a value (see :func:`.loops.for_stmt`). malt counts a variable that a function
-    defined in the body reads as read after the loop too (the function might be called there);
-    those are left out, so that a loop that runs no iteration is never refused where Python
+    """malt's control-flow pass; a ``for`` also says which variables are read after it (option
+    ``live_after``, see :func:`.loops.for_stmt`). Those malt counts because a function defined in
+    the body reads them are left out: a loop that runs no iteration is never refused where Python
     runs it."""
 
     def _create_loop_options(self, node: ast.AST) -> ast.Dict:
         options = super()._create_loop_options(node)
         if isinstance(node, ast.For):
-            closures = [f for f in ast.walk(node) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+            function_types = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+            closures = [f for f in ast.walk(node) if isinstance(f, function_types)]
             closure_reads = {n.id for f in closures for n in ast.walk(f) if isinstance(n, ast.Name)}
             live = sorted(
                 str(s) for s in anno.getanno(node, anno.Static.LIVE_VARS_OUT)
@@ -144,8 +129,7 @@ class _ControlFlow(control_flow.ControlFlowTransformer):
 
 
 def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
-    """malt's ``control_flow.transform`` (the analyses it needs, then the pass) with
-    :class:`_ControlFlow`."""
+    """malt's ``control_flow.transform`` (the analyses it needs, then the pass) with our pass."""
     graphs = cfg.build(node)
     node = qual_names.resolve(node)
     node = activity.resolve(node, ctx, None)
@@ -155,48 +139,35 @@ def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
     return _ControlFlow(ctx).visit(node)
 
 
-class _Constructs:
-    """Which convertible constructs a function's tree contains (one walk)."""
+_LAMBDA_DECORATOR = "a decorator holding a lambda"
 
-    def __init__(self, node: ast.AST):
-        kinds = set()
-        self.lambda_decorators = False
-        for n in ast.walk(node):
-            kinds.add(type(n))
-            if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                self.lambda_decorators |= _has_lambda_decorator(n)
-            if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
-                kinds.add(ast.Not)
-            elif isinstance(n, ast.Compare) and len(n.ops) > 1:
-                kinds.add(ast.BoolOp)
-            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
-                kinds.add(ast.Store)
-        self.control_flow = bool(kinds & {ast.If, ast.For, ast.While})
-        self.breaks = ast.Break in kinds
-        self.continues = ast.Continue in kinds
-        self.early_returns = ast.Return in kinds and _returns_inside_blocks(node)
-        self.early_exits = self.breaks or self.continues or self.early_returns
-        self.item_assignments = ast.Store in kinds
-        self.asserts = ast.Assert in kinds
-        self.calls = ast.Call in kinds
-        self.conditional_expressions = ast.IfExp in kinds
-        self.logic = bool(kinds & {ast.BoolOp, ast.Not})
-        self.anything = (
-            self.control_flow or self.early_exits or self.item_assignments or self.asserts or self.calls
-            or self.conditional_expressions or self.logic
-        )
+
+def _node_kinds(node: ast.AST) -> set[Any]:
+    """The node types of a function's tree (one walk), with ``ast.Not`` for ``not``, ``ast.BoolOp``
+    for a chained comparison, ``ast.Store`` for an item assignment and :data:`_LAMBDA_DECORATOR`."""
+    kinds: set[Any] = set()
+    for n in ast.walk(node):
+        kinds.add(type(n))
+        if n is not node and isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if _has_lambda_decorator(n):
+                kinds.add(_LAMBDA_DECORATOR)
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.Not):
+            kinds.add(ast.Not)
+        elif isinstance(n, ast.Compare) and len(n.ops) > 1:
+            kinds.add(ast.BoolOp)
+        elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+            kinds.add(ast.Store)
+    return kinds
 
 
 def _has_lambda_decorator(n: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> bool:
-    """Whether a decorator of ``n`` holds a ``lambda`` (see :func:`_hoist_lambda_decorators`)."""
     return any(isinstance(x, ast.Lambda) for d in n.decorator_list for x in ast.walk(d))
 
 
 def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
-    """``@while_loop(lambda i: i < n)`` / ``def body(...)``: malt's control-flow analyses build no
-    graph for a lambda in a decorator and fail on it (Catalyst's conversion too), so a nested
-    function whose decorators hold a lambda gets them evaluated into variables just before its
-    ``def``, in order: what Python does with decorators anyway."""
+    """``@while_loop(lambda i: i < n)``: malt's analyses fail on a lambda in a decorator (Catalyst's
+    conversion too), so such decorators are evaluated into variables just before the ``def``, in
+    order, as Python does anyway."""
     count = 0
 
     class Hoist(ast.NodeTransformer):
@@ -209,12 +180,9 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
             for k, decorator in enumerate(n.decorator_list):
                 name = f"decorator__ag_{count}"
                 count += 1
-                assign = ast.Assign(targets=[ast.Name(name, ast.Store())], value=decorator)
-                origin = anno.getanno(decorator, anno.Basic.ORIGIN, default=None)
-                if origin is not None:
-                    for m in (assign, *assign.targets):
-                        anno.setanno(m, anno.Basic.ORIGIN, origin)
-                hoisted.append(assign)
+                assign = ast.Assign([ast.Name(name, ast.Store())], ast.Constant(None))
+                hoisted.append(_located(assign, decorator))
+                assign.value = decorator
                 n.decorator_list[k] = ast.Name(name, ast.Load())
             return [*hoisted, n]
 
@@ -230,14 +198,6 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
     set before each such ``break`` records (``if not flag: <else block>`` after the loop)."""
     count = 0
 
-    def located(new: ast.AST, like: ast.AST) -> ast.AST:
-        origin = anno.getanno(like, anno.Basic.ORIGIN, default=None)
-        for n in ast.walk(new):
-            ast.copy_location(n, like)
-            if origin is not None:
-                anno.setanno(n, anno.Basic.ORIGIN, origin)
-        return new
-
     class FlagBreaks(ast.NodeTransformer):
         """Sets ``flag`` before the breaks of one loop (not those of loops or functions nested in it)."""
 
@@ -245,7 +205,7 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
             self.flag = flag
 
         def visit_Break(self, n: ast.Break) -> Any:
-            return [located(ast.Assign([ast.Name(self.flag, ast.Store())], ast.Constant(True)), n), n]
+            return [_located(ast.Assign([ast.Name(self.flag, ast.Store())], ast.Constant(True)), n), n]
 
         def skip(self, n: ast.AST) -> ast.AST:
             return n
@@ -266,8 +226,8 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
             count += 1
             breaker = FlagBreaks(flag)
             n.body = [t for s in n.body for t in _as_list(breaker.visit(s))]
-            start = located(ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(False)), n)
-            after = located(ast.If(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())), [], []), orelse[0])
+            start = _located(ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(False)), n)
+            after = _located(ast.If(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())), [], []), orelse[0])
             after.body = orelse
             return [start, n, after]
 
@@ -276,9 +236,18 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
     return ast.fix_missing_locations(Rewrite().visit(node))
 
 
+def _located(new: ast.AST, like: ast.AST) -> ast.AST:
+    """A generated tree ``new`` at ``like``'s position and origin in the user's code."""
+    origin = anno.getanno(like, anno.Basic.ORIGIN, default=None)
+    for n in ast.walk(new):
+        ast.copy_location(n, like)
+        if origin is not None:
+            anno.setanno(n, anno.Basic.ORIGIN, origin)
+    return new
+
+
 def _own_statements(statement: ast.stmt) -> list[ast.AST]:
-    """The nodes of ``statement`` that belong to the loop around it (not to loops or functions
-    nested in it)."""
+    """The nodes of ``statement`` that belong to the loop around it (not to nested loops or functions)."""
     if isinstance(statement, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return []
     found = [statement]
@@ -298,16 +267,10 @@ class _AssertCalls(ast.NodeTransformer):
 
     def visit_Assert(self, node: ast.Assert) -> ast.stmt:
         self.generic_visit(node)
-        message = ast.Lambda(
-            args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-            body=node.msg if node.msg is not None else ast.Constant(None),
-        )
-        function = ast.Attribute(value=ast.Name("ag__", ast.Load()), attr="assert_stmt", ctx=ast.Load())
-        statement = ast.Expr(ast.Call(func=function, args=[node.test, message], keywords=[]))
-        origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
-        if origin is not None:
-            for n in (statement, statement.value, function, function.value, message):
-                anno.setanno(n, anno.Basic.ORIGIN, origin)
+        statement = _located(ast.parse("ag__.assert_stmt(None, lambda: None)").body[0], node)
+        statement.value.args[0] = node.test
+        if node.msg is not None:
+            statement.value.args[1].body = node.msg
         return statement
 
 
@@ -353,10 +316,9 @@ def _terminates(s: ast.stmt) -> bool:
 
 
 def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> None:
-    """Give every node the position of the user's code it came from. A node malt generated gets
-    its parent's position, and a generated statement that of the next statement of the same block
-    that has one (``def if_body(): ...`` gets the line of the ``if`` it implements). Also make the
-    tree compilable: malt writes some node lists as tuples, which only its unparser accepts."""
+    """Give every node the position of the user's code it came from: a node malt generated gets its
+    parent's position, a generated statement that of the next statement of its block that has one
+    (``def if_body(): ...`` gets the line of the ``if`` it implements)."""
     widths: dict[int, int] = {}
 
     def width(line: int) -> int:
@@ -393,37 +355,21 @@ def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> Non
                             stack.append((child, here))
 
 
-def _factory_module(function: ast.stmt, name: str, freevars: tuple[str, ...]) -> ast.Module:
-    """``def factory(): <freevars> = None; def inner(ag__): <function>; return name; return inner``:
-    the free variables are declared so that the converted function closes over them (``inner``
-    is later rebuilt with the original function's cells)."""
-    declarations = [ast.Assign(targets=[ast.Name(v, ast.Store())], value=ast.Constant(None)) for v in freevars]
-    inner = ast.FunctionDef(
-        name=_INNER,
-        args=ast.arguments(posonlyargs=[], args=[ast.arg("ag__")], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=[function, ast.Return(ast.Name(name, ast.Load()))],
-        decorator_list=[],
-    )
-    outer = ast.FunctionDef(
-        name=_FACTORY,
-        args=ast.arguments(posonlyargs=[], args=[], kwonlyargs=[], kw_defaults=[], defaults=[]),
-        body=[*declarations, inner, ast.Return(ast.Name(_INNER, ast.Load()))],
-        decorator_list=[],
-    )
-    return ast.Module(body=[outer], type_ignores=[])
-
-
 def _compile(fn: Callable, tree: ast.AST, name: str, future_features: tuple[str, ...]) -> types.CodeType:
+    """The code of ``def factory(): <free variables> = None; def inner(ag__): <tree>; return name;
+    return inner``: the free variables are declared so that the converted function closes over
+    them (``inner`` is later rebuilt with the original function's cells)."""
     code = fn.__code__
     if isinstance(tree, ast.Lambda):
         function = ast.Assign(targets=[ast.Name(name, ast.Store())], value=tree)
     else:
         function, tree.name = tree, name
-    module = _factory_module(function, name, code.co_freevars)
+    declarations = "".join(f"    {v} = None\n" for v in code.co_freevars)
+    inner = f"    def {_INNER}(ag__):\n        return {name}\n    return {_INNER}\n"
+    module = ast.parse(f"def {_FACTORY}():\n{declarations}{inner}")
+    module.body[0].body[-2].body.insert(0, function)
     _place_at_user_lines(module, code.co_filename, code.co_firstlineno)
-    flags = 0
-    for feature in future_features:
-        flags |= getattr(__future__, feature).compiler_flag
+    flags = sum({getattr(__future__, feature).compiler_flag for feature in future_features})
     namespace: dict[str, Any] = {}
     exec(compile(module, code.co_filename, "exec", flags=flags, dont_inherit=True), namespace)
     return namespace[_FACTORY]().__code__
@@ -478,8 +424,7 @@ def cached_conversion(code: types.CodeType) -> ConvertedCode | None:
 
 
 class ConversionCache:
-    """Which functions autograph has converted: ``TRANSFORMER.has_cache(fn)``, as Catalyst's
-    tests ask it of a function compiled with ``autograph=True``.
+    """Which functions autograph has converted: ``TRANSFORMER.has_cache(fn)``, as Catalyst asks.
 
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.autograph.transformer import TRANSFORMER
