@@ -1,25 +1,10 @@
 """The entry points of autograph: which functions are converted, and the converted calls.
 
 :func:`run_autograph` converts a function; converted code calls every function through
-:func:`converted_call`, which converts the callee too when it is user code (defined outside JAX,
-NumPy, SciPy, PennyLane, Catalyst, catalyst_lite, malt and the standard library;
-``autograph_include`` adds library modules), including functions given to ``grad``, ``for_loop``,
-``qml.adjoint``... :data:`disable_autograph` leaves a function or a ``with`` block unconverted;
-:func:`autograph_source` shows what a function became.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit
->>> @qjit(autograph=True)
-... def relu(x: float):
-...     if x > 0:
-...         y = x
-...     else:
-...         y = 0.0
-...     return y
->>> float(relu(2.0)), float(relu(-1.0))
-(2.0, 0.0)
->>> "ag__.if_stmt" in autograph_source(relu)
-True
+:func:`converted_call`, which converts the callee too when it is user code (not of
+:data:`LIBRARY_PACKAGES` or the standard library; ``autograph_include`` adds library modules),
+including functions given to ``grad``, ``for_loop``, ``qml.adjoint``... :data:`disable_autograph`
+leaves a function or a ``with`` block unconverted; :func:`autograph_source` shows the result.
 """
 
 from __future__ import annotations
@@ -45,12 +30,7 @@ from ..jax_extras import is_tracing
 from . import builtins, conditionals, item_assignment, loops
 from .state import Unassigned, load_or_unassigned
 from .transformer import (
-    ConversionFailed,
-    ConvertedCode,
-    cached_conversion,
-    convert_code,
-    converted_function,
-    source_of,
+    ConversionFailed, ConvertedCode, cached_conversion, convert_code, converted_function, source_of,
 )
 
 __all__ = ["run_autograph", "converted_call", "disable_autograph", "autograph_source", "LIBRARY_PACKAGES"]
@@ -64,9 +44,9 @@ _MARK = "__catalyst_lite_autograph__"  # on converted functions: "converted"; on
 
 
 class _DisableAutograph:
-    """``disable_autograph``: as a decorator, the function runs unconverted (and so does every
-    call it makes); as a context manager, calls made inside the block are not converted (the
-    block's own ``if``/``for``/``while`` still are, as they belong to the converted function).
+    """``disable_autograph``: as a decorator, the function runs unconverted (and so does every call
+    it makes); as a context manager, calls made inside the block are not converted (the block's own
+    ``if``/``for``/``while`` still are).
 
     >>> from catalyst_lite import disable_autograph
     >>> @disable_autograph
@@ -85,8 +65,7 @@ class _DisableAutograph:
         setattr(unconverted, _MARK, "disabled")
         return unconverted
 
-    # The open blocks are the trace context's ``autograph_disabled``; each holds the scope that
-    # opened it (one object serves every block, of every thread).
+    # The open blocks are the trace context's ``autograph_disabled``, each holding its scope.
     def __enter__(self) -> "_DisableAutograph":
         block: list[Any] = []
         block.append(context_scope(autograph_disabled=(*current_context().autograph_disabled, block)))
@@ -103,24 +82,20 @@ class _DisableAutograph:
 disable_autograph = _DisableAutograph()
 
 
-# --- which callables are converted ---------------------------------------------------------------
-
-
 def _module_of(fn: Any) -> str:
     globals_ = getattr(fn, "__globals__", None)
     return (globals_ or {}).get("__name__") or getattr(fn, "__module__", None) or ""
 
 
 def _is_library(module: str) -> bool:
-    for name in current_context().autograph_include:
-        if module == name or module.startswith(name + "."):
-            return False
+    if any(module == name or module.startswith(name + ".") for name in current_context().autograph_include):
+        return False
     top = module.partition(".")[0]
     return top in LIBRARY_PACKAGES or top in sys.stdlib_module_names
 
 
 def _convertible_function(fn: Any) -> bool:
-    """A plain Python function of user code that is not already converted or disabled."""
+    """A plain Python function of user code, not already converted or disabled."""
     return (
         isinstance(fn, types.FunctionType)
         and getattr(fn, _MARK, None) is None
@@ -146,7 +121,14 @@ def _convert(fn: types.FunctionType, *, requested: bool = False) -> Callable:
         except ConversionFailed as err:
             if requested:
                 raise
-            _warn_unconverted(fn, err)
+            if fn.__code__ not in _failures_warned:
+                _failures_warned.add(fn.__code__)
+                warnings.warn(
+                    f"catalyst_lite autograph: {err} It runs unconverted: Python control flow on traced "
+                    "values inside it will fail.",
+                    AutoGraphWarning,
+                    stacklevel=3,
+                )
             return fn
         converted = converted_function(fn, code, _namespace(code))
         if converted is not fn:  # (no reference back to fn: the cache must not keep it alive)
@@ -155,25 +137,13 @@ def _convert(fn: types.FunctionType, *, requested: bool = False) -> Callable:
     return converted
 
 
-def _warn_unconverted(fn: types.FunctionType, err: Exception) -> None:
-    if fn.__code__ not in _failures_warned:
-        _failures_warned.add(fn.__code__)
-        warnings.warn(
-            f"catalyst_lite autograph: {err} It runs unconverted: Python control flow on traced "
-            "values inside it will fail.",
-            AutoGraphWarning,
-            stacklevel=4,
-        )
-
-
 def _converted_qnode(qnode: Any, *, requested: bool = False) -> Any:
     """A copy of a QNode whose quantum function is converted."""
     converted = _converted_qnodes.get(qnode)
     if converted is None:
         converted = copy.copy(qnode)
-        func = qnode.func
-        if requested or _convertible_function(func):
-            converted.func = _convert(func, requested=requested)
+        if requested or _convertible_function(qnode.func):
+            converted.func = _convert(qnode.func, requested=requested)
         _converted_qnodes[qnode] = converted
     return converted
 
@@ -184,20 +154,15 @@ def _is_qnode(f: Any) -> bool:
 
 
 def converted_call(
-    f: Any,
-    args: tuple,
-    kwargs: dict | None,
-    caller_fn_scope: Any = None,
-    options: Any = None,
+    f: Any, args: tuple, kwargs: dict | None, caller_fn_scope: Any = None, options: Any = None
 ) -> Any:
     """``f(*args, **kwargs)`` in converted code: user functions are converted first."""
-    del options
     kwargs = kwargs or {}
-    overload = builtins.BUILTINS.get(f) if isinstance(f, (types.BuiltinFunctionType, type)) else None
-    if overload is not None:
-        return overload(*args, **kwargs)
-    if f is super or f is eval or f is locals or f is globals:
-        return _call_in_caller_context(f, args, caller_fn_scope)
+    if isinstance(f, (types.BuiltinFunctionType, type)):
+        if f in builtins.BUILTINS:
+            return builtins.BUILTINS[f](*args, **kwargs)
+        if f in _IN_CALLER_CONTEXT:  # super(), eval, locals(), globals() see the caller's frame
+            return _IN_CALLER_CONTEXT[f](f, args, caller_fn_scope)
     if current_context().autograph_disabled:
         return f(*args, **kwargs)
     if isinstance(f, functools.partial):
@@ -212,7 +177,7 @@ def converted_call(
         return converted_call(f.user_function, args, kwargs, caller_fn_scope)
     if not isinstance(f, type) and _convertible_function(getattr(type(f), "__call__", None)):
         return _convert(type(f).__call__)(f, *args, **kwargs)
-    if _module_of(f).partition(".")[0] in _HIGHER_ORDER_PACKAGES:
+    if _from_higher_order_package(f):
         # grad(f), qml.adjoint(f), for_loop(...)(body): the functions they are given run converted
         args = tuple(_converted_argument(a) for a in args)
         kwargs = {k: _converted_argument(v) for k, v in kwargs.items()}
@@ -250,33 +215,23 @@ def _converted_argument(value: Any) -> Any:
     return value
 
 
-def _call_in_caller_context(f: Any, args: tuple, scope: Any) -> Any:
-    """``super()``, ``eval``, ``locals()``, ``globals()`` see the converted function's frame."""
-    if f is super:
-        return py_builtins.super_in_original_context(f, args, scope)
-    if f is eval:
-        return py_builtins.eval_in_original_context(f, args, scope)
-    if f is locals:
-        return py_builtins.locals_in_original_context(scope)
-    return py_builtins.globals_in_original_context(scope)
+_IN_CALLER_CONTEXT = {
+    super: py_builtins.super_in_original_context,
+    eval: py_builtins.eval_in_original_context,
+    locals: lambda f, args, scope: py_builtins.locals_in_original_context(scope),
+    globals: lambda f, args, scope: py_builtins.globals_in_original_context(scope),
+}
 
-
-# --- the operators' namespace --------------------------------------------------------------------
 
 _OPERATORS = {
     # statements and expressions (our overloads)
-    "if_stmt": conditionals.if_stmt,
-    "if_exp": conditionals.if_exp,
-    "assert_stmt": conditionals.assert_stmt,
+    **{n: getattr(conditionals, n) for n in ("if_stmt", "if_exp", "assert_stmt", "and_", "or_", "not_")},
+    "with_function_scope": conditionals.with_function_scope,
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
-    "and_": conditionals.and_,
-    "or_": conditionals.or_,
-    "not_": conditionals.not_,
     "set_item": item_assignment.set_item,
     "update_item": item_assignment.update_item,
     "converted_call": converted_call,
-    "with_function_scope": conditionals.with_function_scope,
     # malt's bookkeeping, used as malt defines it
     "Undefined": Unassigned,
     "ldu": load_or_unassigned,
@@ -297,8 +252,8 @@ def _autograph_artifact(fn: Any, extras: Any = None) -> Any:
 
 
 def _namespace(code: ConvertedCode) -> types.SimpleNamespace:
-    """``ag__`` for one converted function: the operators, and function scopes that know which
-    of the function's paths end in ``return``."""
+    """``ag__`` for one converted function: the operators, and function scopes that know whether
+    every path of the function ends in ``return``."""
 
     def function_scope(function_name: str, scope_name: str, options: Any) -> conditionals.FunctionScope:
         return conditionals.FunctionScope(
@@ -310,12 +265,8 @@ def _namespace(code: ConvertedCode) -> types.SimpleNamespace:
     )
 
 
-# --- public entry points -------------------------------------------------------------------------
-
-
 def _target(fn: Any) -> Any:
-    """The Python function behind what ``qjit``/``run_autograph`` were given (a ``qjit``
-    function holds it as ``original_function``)."""
+    """The Python function behind what ``qjit``/``run_autograph`` were given."""
     if hasattr(fn, "original_function"):
         return _target(fn.original_function)
     if _is_qnode(fn):
@@ -329,8 +280,7 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
     runs inside ``qjit``, and behave as in Python on concrete values. ``modules`` names modules
     whose functions are converted although they are library code (``autograph_include``).
 
-    >>> from catalyst_lite import run_autograph
-    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite import qjit, run_autograph
     >>> def count_down(n):
     ...     steps = 0
     ...     while n > 0:
@@ -345,7 +295,9 @@ def run_autograph(fn: Callable, *modules: str) -> Callable:
         converted: Any = _converted_qnode(fn, requested=True)
     elif inspect.ismethod(fn):
         converted = functools.partial(_convert(fn.__func__, requested=True), fn.__self__)
-    elif isinstance(fn, types.FunctionType) and not (hasattr(fn, "__wrapped__") and _from_higher_order_package(fn)):
+    elif isinstance(fn, types.FunctionType) and not (
+        hasattr(fn, "__wrapped__") and _from_higher_order_package(fn)
+    ):
         converted = _convert(fn, requested=True)
     elif callable(fn):
         # A callable object (its __call__ converted), or what vmap/for_loop/while_loop/cond
