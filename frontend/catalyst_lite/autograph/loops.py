@@ -1,14 +1,11 @@
 """Overloads for ``for`` and ``while`` in converted code (what each becomes: docs/autograph.md).
 
 A ``for`` over a range or an array becomes :func:`~catalyst_lite.for_loop`, a ``while``
-:func:`~catalyst_lite.while_loop`, carrying the dynamic leaves of the state variables
-(:mod:`.state`). The body is traced once and checked against the state it started from, so that a
-variable that changes type names itself: a Python number takes the type the body gives it and an
-array that changes size makes the loop resizing (each traced again), anything else is an
-:class:`~catalyst_lite.errors.AutoGraphError`. A loop whose iterations are known while tracing but
-cannot be compiled runs as a Python loop with an :class:`~catalyst_lite.errors.AutoGraphWarning`.
-``break``/``return`` (malt's flags) make a compiled ``for`` a ``while_loop`` over its index; a
-value returned from inside a compiled loop is carried from the start as zeros of its type.
+:func:`~catalyst_lite.while_loop`, carrying the dynamic leaves of the state variables (:mod:`.state`).
+The body is traced and checked against the state it started from: a Python number takes the type
+the body gives it, an array that changes size makes the loop resizing (each traced again), any
+other change is an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable. A loop that
+cannot be compiled but whose iterations are known while tracing runs in Python, with a warning.
 """
 
 from __future__ import annotations
@@ -36,19 +33,8 @@ from ..jax_extras.dimensions import decide_size_comparison
 from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
-    ContainerCheckpoint,
-    GetState,
-    LeafRecord,
-    Location,
-    SetState,
-    Snapshot,
-    VariableRecord,
-    at,
-    check_not_recording,
-    display_name,
-    predicate,
-    recording_operators,
-    innermost_user_line,
+    ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
+    display_name, innermost_user_line, predicate, recording_operators,
 )
 
 __all__ = ["for_stmt", "while_stmt"]
@@ -57,33 +43,22 @@ _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
 
 
 class _Promote(Exception):
-    """Raised while tracing a body: trace again with these carried leaves promoted."""
-
-    def __init__(self, dtypes: dict[int, Any]):
-        super().__init__(dtypes)
-        self.dtypes = dtypes
+    """Raised while tracing a body: trace again with the carried leaves promoted (``args``: a dict
+    of dtypes by position)."""
 
 
 class _Returned(Exception):
-    """Raised while tracing a body that returns from the function (malt's return value had no
-    value before the loop): trace again starting the return value as a stand-in of this type."""
-
-    def __init__(self, position: int, record: VariableRecord):
-        super().__init__(position)
-        self.position, self.record = position, record
+    """Raised while tracing a body that returns from the function (malt's return value had no value
+    before the loop): trace again starting the return value (``args``: its position, and a
+    :class:`VariableRecord` of its type) as a stand-in."""
 
 
 # --- for -----------------------------------------------------------------------------------------
 
 
 def for_stmt(
-    iter_: Any,
-    extra_test: Callable[[], Any] | None,
-    body: Callable[[Any], None],
-    get_state: GetState,
-    set_state: SetState,
-    symbol_names: Sequence[str],
-    opts: dict,
+    iter_: Any, extra_test: Callable[[], Any] | None, body: Callable[[Any], None], get_state: GetState,
+    set_state: SetState, symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
     where = innermost_user_line()
@@ -94,8 +69,12 @@ def for_stmt(
     if space is None or not is_tracing():  # outside qjit, converted code is plain Python
         _python_for(iter_, extra_test, body, state)
         return
-    unassigned_targets = _unassigned_targets(opts.get("iterate_names", ""), get_state(), symbol_names)
-    if _runs_no_iteration(space, ask_sizes=bool(unassigned_targets)):
+    # the variables carried without a value yet (by position), when the loop has a target
+    iterate_names, values = opts.get("iterate_names", ""), get_state()
+    unassigned = {
+        name: k for k, name in enumerate(symbol_names) if iterate_names and isinstance(values[k], Undefined)
+    }
+    if _runs_no_iteration(space, ask_sizes=bool(unassigned)):
         return  # known while tracing: nothing runs, and the target stays unassigned, as in Python
     if recording_operators():
         # (in qml.adjoint/qml.ctrl the operations must be known while tracing: see state.py)
@@ -104,7 +83,7 @@ def for_stmt(
         _python_for(space.python_items(), extra_test, body, state)
         return
 
-    started = _start_loop_targets(space, opts.get("iterate_names", ""), unassigned_targets, get_state, set_state)
+    started = _start_loop_targets(space, iterate_names, unassigned, get_state, set_state)
     unassigned_after = [name for name in started if name in opts.get("live_after", "").split()]
     if unassigned_after and not space.concrete:
         # Python leaves them unassigned when the loop runs no iteration: known when it runs
@@ -134,14 +113,6 @@ def for_stmt(
     _run(compiled, fallback, containers, get_state, set_state, symbol_names, where, "for")
 
 
-def _unassigned_targets(iterate_names: str, values: tuple, names: Sequence[str]) -> dict[str, int]:
-    """The variables the loop carries without a value yet, by their position in its state, when
-    the loop has a target (``i`` of ``for i in ...``) that may be one of them."""
-    if not iterate_names:
-        return {}
-    return {name: k for k, name in enumerate(names) if isinstance(values[k], Undefined)}
-
-
 def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
     """Whether the loop is known while tracing to run no iteration: its bounds are known, or
     (``ask_sizes``) they are sizes of arrays whose comparison the trace decides at the call's sizes
@@ -158,10 +129,9 @@ def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
 def _start_loop_targets(
     space: IterationSpace, iterate_names: str, unassigned: dict[str, int], get_state: GetState, set_state: SetState
 ) -> list[str]:
-    """The loop's target variables (``i`` of ``for i in ...``) that the loop carries without a
-    value yet (``unassigned``) start as zeros of their items' types (their names are returned).
-    malt carries a target that is read after the loop or by a function defined in the body; it
-    gets its value in each iteration before anything reads it."""
+    """The loop's targets (``i`` of ``for i in ...``) carried without a value yet start as zeros of
+    their items' types (their names are returned): malt carries a target read after the loop or by
+    a function defined in the body; each iteration assigns it before anything reads it."""
     if not unassigned:
         return []
     values = list(get_state())
@@ -191,20 +161,17 @@ def _target_values(node: ast.expr, value: Any) -> dict[str, Any]:
     if isinstance(node, ast.Name):
         return {node.id: value}
     if isinstance(node, (ast.Tuple, ast.List)):
-        parts = [value[k] for k in range(len(node.elts))]
-        return {name: v for elt, part in zip(node.elts, parts) for name, v in _target_values(elt, part).items()}
+        return {n: v for k, elt in enumerate(node.elts) for n, v in _target_values(elt, value[k]).items()}
     return {}
 
 
 def _python_for(
-    items: Iterable[Any],
-    extra_test: Callable[[], Any] | None,
-    body: Callable[[Any], None],
+    items: Iterable[Any], extra_test: Callable[[], Any] | None, body: Callable[[Any], None],
     state: tuple[GetState, SetState, Sequence[str]],
 ) -> None:
-    """Python's own ``for``, with malt's ``break``/``return`` test before each iteration. Once
-    that test is traced (a ``break`` under a traced condition), the loop is still unrolled, but
-    each remaining iteration runs under a compiled ``if`` on it."""
+    """Python's own ``for``, with malt's ``break``/``return`` test before each iteration. Once that
+    test is traced (a ``break`` under a traced condition), each remaining iteration runs under a
+    compiled ``if`` on it."""
     for item in items:
         go_on = True if extra_test is None else extra_test()
         if isinstance(go_on, Tracer):
@@ -212,95 +179,66 @@ def _python_for(
             def iteration(item: Any = item) -> None:
                 body(item)
 
-            if_stmt(go_on, iteration, _nothing, *state, 0)
+            if_stmt(go_on, iteration, lambda: None, *state, 0)
         elif not go_on:
             break
         else:
             body(item)
 
 
-def _nothing() -> None:
-    pass
-
-
 def _stoppable_for(
-    space: IterationSpace,
-    extra_test: Callable[[], Any],
-    restore: Callable[[list[Any]], None],
-    loop_body: Callable[[Any, list[Any]], list[Any]],
-    resize: bool,
-    where: Location | None,
+    space: IterationSpace, extra_test: Callable[[], Any], restore: Callable[[list[Any]], None],
+    loop_body: Callable[[Any, list[Any]], list[Any]], resize: bool, where: Location | None,
 ) -> Callable[[list[Any]], list[Any]]:
     """A ``for`` with ``break`` or ``return`` (malt's ``extra_test``, read before each iteration):
     a for_loop always runs all its iterations, so this is the ``while`` loop one would write by
     hand, carrying the index: ``i = lower`` / ``while i < upper and extra_test(): body(i); i += step``."""
     lower, upper, step = (jnp.asarray(b, _index_dtype(space)) for b in (space.lower, space.upper, space.step))
-    downwards = _sign(space.step)
-
-    def in_range(i: Any) -> Any:
-        if downwards is None:  # a traced step: its sign is known at run time
-            return jnp.where(step > 0, i < upper, i > upper)
-        return i > upper if downwards else i < upper
 
     def condition(carry: list[Any]) -> Any:
         i, values = carry
         restore(values)  # the state extra_test reads (the `break` flag, whether it returned)
-        return jnp.logical_and(in_range(i), predicate(_as_traced(extra_test()), "`for` loop", where))
+        if isinstance(space.step, Tracer):  # its sign is known at run time
+            in_range = jnp.where(step > 0, i < upper, i > upper)
+        else:
+            in_range = i > upper if space.step < 0 else i < upper
+        go_on = extra_test()
+        go_on = go_on if isinstance(go_on, Tracer) else jnp.asarray(bool(go_on))
+        return jnp.logical_and(in_range, predicate(go_on, "`for` loop", where))
 
     def body(carry: list[Any]) -> list[Any]:
         i, values = carry
         return [i + step, loop_body(i, values)]
 
     body.__name__ = body.__qualname__ = loop_body.__name__
-
-    def run(carried: list[Any]) -> list[Any]:
-        return while_loop(condition, allow_array_resizing=resize)(body)([lower, carried])[1]
-
-    return run
+    return lambda carried: while_loop(condition, allow_array_resizing=resize)(body)([lower, carried])[1]
 
 
 def _index_dtype(space: IterationSpace) -> Any:
     return jnp.result_type(*(jnp.asarray(b).dtype for b in (space.lower, space.upper, space.step)))
 
 
-def _sign(step: Any) -> bool | None:
-    """Whether a step known while tracing counts down (``None``: traced)."""
-    return None if isinstance(step, Tracer) else bool(step < 0)
-
-
-def _as_traced(value: Any) -> Any:
-    return value if isinstance(value, Tracer) else jnp.asarray(bool(value))
-
-
 # --- while ---------------------------------------------------------------------------------------
 
 
 def while_stmt(
-    test: Callable[[], Any],
-    body: Callable[[], None],
-    get_state: GetState,
-    set_state: SetState,
-    symbol_names: Sequence[str],
-    opts: dict,
+    test: Callable[[], Any], body: Callable[[], None], get_state: GetState, set_state: SetState,
+    symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``while test(): body()``."""
-    del opts
     where = innermost_user_line()
     raw_test = test
     test = lambda: traced_value(raw_test())  # noqa: E731 (a measurement value: its JAX value)
     if not is_tracing():  # outside qjit, converted code is plain Python
         _python_while(test(), test, body, where, None)
         return
-    if recording_operators():  # in qml.adjoint/qml.ctrl: a Python loop or nothing (state.py)
-        value = test()
-        if isinstance(value, Tracer):
-            check_not_recording("`while` loop", where)
-        _python_while(value, test, body, where, None)
-        return
-    if not _reads_any(raw_test, symbol_names):
-        # The condition cannot see what the loop changes (`while queue:` popping a Python list):
+    recording = recording_operators()  # in qml.adjoint/qml.ctrl: a Python loop or nothing (state.py)
+    if recording or not _reads_any(raw_test, symbol_names):
+        # Or the condition cannot see what the loop changes (`while queue:` popping a Python list):
         # known while tracing, it is a Python loop; a compiled one would never stop.
         value = test()
+        if recording and isinstance(value, Tracer):
+            check_not_recording("`while` loop", where)
         if not isinstance(value, Tracer):
             _python_while(value, test, body, where, None)
             return
@@ -348,9 +286,12 @@ def _python_while(
         body()
         value = test()
         if isinstance(value, Tracer):
+            if error is not None:
+                lines = str(error).strip().splitlines()
+                summary = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
             raise AutoGraphError(
                 f"The `while` loop{at(where)} runs as a Python loop"
-                + (f" (it could not be compiled: {_summary(error)})" if error is not None else "")
+                + (f" (it could not be compiled: {summary})" if error is not None else "")
                 + " but its condition becomes traced after the first iterations."
             ) from error
 
@@ -361,23 +302,22 @@ def _python_while(
 def _run(
     compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
     python_loop: Callable[[Exception, Callable[[bool], None]], None] | None,
-    containers: ContainerCheckpoint,
-    get_state: GetState,
-    set_state: SetState,
-    names: Sequence[str],
-    where: Location | None,
-    kind: str,
+    containers: ContainerCheckpoint, get_state: GetState, set_state: SetState, names: Sequence[str],
+    where: Location | None, kind: str,
 ) -> None:
     """Compile the loop (tracing again to promote Python-number variables or resize arrays); if it
     cannot be compiled and ``python_loop`` is given, undo the attempt (the loop's variables, the
     gates it queued, the ``containers`` it changed) and run that instead."""
     init = get_state()
-    checkpoint = _QueueCheckpoint()
+    qml = sys.modules.get("pennylane")  # the gates queued on a compiled QNode's circuit so far
+    queue = qml.QueuingManager.active_context() if qml is not None else None
+    queued = {id(o) for o in queue.queue} if queue is not None else set()
     try:
         set_state(_compiled_state(compiled, Snapshot.of(init, names), names, where, kind))
     except Exception as error:
         set_state(init)
-        checkpoint.restore()
+        for o in [o for o in queue.queue if id(o) not in queued] if queue is not None else []:
+            queue.remove(o)
         containers.restore()
         package = sys.modules["catalyst_lite"]  # Catalyst's module flags (see its __init__)
         if strict_conversion():
@@ -400,13 +340,18 @@ _NEEDS_CONCRETE_VALUES = (
 
 
 def _compiled_state(
-    compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
-    snapshot: Snapshot,
-    names: Sequence[str],
-    where: Location | None,
-    kind: str,
+    compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any], snapshot: Snapshot,
+    names: Sequence[str], where: Location | None, kind: str,
 ) -> tuple:
-    _check_start(snapshot, where, kind)
+    for record in snapshot.variables:
+        if record.kind == "undefined":
+            raise AutoGraphError(
+                f"The {display_name(record.name)} is potentially uninitialized. "
+                f"{display_name(record.name).capitalize()} is first assigned inside the `{kind}` "
+                f"loop{at(where)} and used after it (or in the next iteration): a compiled loop "
+                "needs its initial value. Assign it before the loop, with the type and shape it "
+                "has in the loop."
+            )
     carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
     resize = False
     for _ in range(_MAX_RETRACES):
@@ -414,7 +359,7 @@ def _compiled_state(
         try:
             return snapshot.rebuild(compiled(snapshot, carried, resize, finished))
         except _Promote as request:
-            promoted = request.dtypes
+            (promoted,) = request.args
             carried = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
             snapshot = Snapshot.of(snapshot.rebuild(carried), names)
         except _Returned as request:
@@ -422,7 +367,8 @@ def _compiled_state(
             # stand-in, as long as every path of it ends in `return` (checked by its scope).
             scope_fills_return_value(where)
             values = list(snapshot.rebuild(carried))
-            values[request.position] = request.record.stand_in()
+            position, record = request.args
+            values[position] = record.stand_in()
             snapshot = Snapshot.of(values, names)
             carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
         except DimensionError:
@@ -451,31 +397,14 @@ def _check_containers(containers: ContainerCheckpoint, where: Location | None, k
         )
 
 
-def _check_start(snapshot: Snapshot, where: Location | None, kind: str) -> None:
-    for record in snapshot.variables:
-        if record.kind == "undefined":
-            raise AutoGraphError(
-                f"The {display_name(record.name)} is potentially uninitialized. "
-                f"{display_name(record.name).capitalize()} is first assigned inside the `{kind}` "
-                f"loop{at(where)} and used after it (or in the next iteration): a compiled loop "
-                "needs its initial value. Assign it before the loop, with the type and shape it "
-                "has in the loop."
-            )
-
-
 def _checked_iteration(
-    snapshot: Snapshot,
-    values: tuple,
-    names: Sequence[str],
-    where: Location | None,
-    kind: str,
+    snapshot: Snapshot, values: tuple, names: Sequence[str], where: Location | None, kind: str,
     finished: list[bool],
 ) -> list[Any]:
     """The dynamic leaves an iteration leaves, checked against those it started with."""
     after = Snapshot.of(values, names)
     promote: dict[int, Any] = {}
     out: list[Any] = []
-    position = 0
     variables = zip(snapshot.variables, after.variables, after.values)
     for j, (before_var, after_var, value) in enumerate(variables):
         if before_var.kind == "no_return":
@@ -486,14 +415,20 @@ def _checked_iteration(
         leaves = Snapshot([after_var], [value]).dynamic_leaves()
         dynamic = [(b, a) for b, a in zip(before_var.leaves, after_var.leaves) if b.dynamic]
         for (before, after_leaf), leaf in zip(dynamic, leaves):
-            dtype = _carried_dtype(before, after_leaf)
+            dtype = before.dtype
+            if after_leaf.dtype != before.dtype:
+                dtype = jnp.result_type(before.promotion_type(), after_leaf.promotion_type())
             if dtype != before.dtype:
                 if not before.python_number:
-                    raise _type_change(before_var.name, before, after_leaf, where, kind)
-                promote[position] = dtype
+                    raise AutoGraphError(
+                        f"{display_name(before_var.name).capitalize()} is {before.describe()} before "
+                        f"the `{kind}` loop{at(where)} but {after_leaf.describe()} after an iteration: a "
+                        "compiled loop keeps the types of its variables. Start it with the type it gets "
+                        f"in the loop (e.g. .astype({after_leaf.dtype.name}))."
+                    )
+                promote[len(out)] = dtype
             as_carried = dtype == after_leaf.dtype and hasattr(leaf, "dtype")
             out.append(leaf if as_carried else jnp.asarray(leaf, before.dtype))
-            position += 1
     if promote:
         raise _Promote(promote)
     finished[0] = True
@@ -501,57 +436,33 @@ def _checked_iteration(
 
 
 def _check_variable(before: VariableRecord, after: VariableRecord, where: Location | None, kind: str) -> None:
+    name = display_name(before.name).capitalize()
     if after.kind != "value" or after.tree != before.tree or [l.dynamic for l in after.leaves] != [
         l.dynamic for l in before.leaves
     ]:
+        # (Catalyst's phrase first for a variable that starts as a value JAX cannot carry, a string)
+        static = [l.value for l in before.leaves if not l.dynamic and l.value is not None]
+        not_a_jax_type = (
+            f"The variable {before.name!r} was initialized with type {type(static[0])}, which is not "
+            "compatible with JAX. " if before.kind == "value" and static else ""
+        )
         raise AutoGraphError(
-            _not_a_jax_type(before)
-            + f"{display_name(before.name).capitalize()} is {before.describe()} before the `{kind}` "
-            f"loop{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the "
-            "structure of its variables (tuple, list, dict, None...)."
+            not_a_jax_type
+            + f"{name} is {before.describe()} before the `{kind}` loop{at(where)} but {after.describe()} "
+            "after an iteration: a compiled loop keeps the structure of its variables (tuple, list, "
+            "dict, None...)."
         )
     for b, a in zip(before.leaves, after.leaves):
         if not b.dynamic and not b.same_static(a):
             raise AutoGraphError(
-                f"{display_name(before.name).capitalize()} is {b.value!r} before the `{kind}` "
-                f"loop{at(where)} and {a.value!r} after an iteration: a compiled loop can only "
-                "change arrays and numbers."
+                f"{name} is {b.value!r} before the `{kind}` loop{at(where)} and {a.value!r} after an "
+                "iteration: a compiled loop can only change arrays and numbers."
             )
         if b.dynamic and len(a.shape) != len(b.shape):
             raise AutoGraphError(
-                f"{display_name(before.name).capitalize()} is {b.describe()} before the `{kind}` "
-                f"loop{at(where)} but {a.describe()} after an iteration: a compiled loop keeps "
-                "the number of dimensions of its arrays."
+                f"{name} is {b.describe()} before the `{kind}` loop{at(where)} but {a.describe()} after "
+                "an iteration: a compiled loop keeps the number of dimensions of its arrays."
             )
-
-
-def _not_a_jax_type(before: VariableRecord) -> str:
-    """Catalyst's phrase for a loop variable that starts as a value JAX cannot carry (a string),
-    or nothing."""
-    static = [l.value for l in before.leaves if not l.dynamic and l.value is not None]
-    if before.kind != "value" or not static:
-        return ""
-    return (
-        f"The variable {before.name!r} was initialized with type {type(static[0])}, which is not "
-        "compatible with JAX. "
-    )
-
-
-def _carried_dtype(before: LeafRecord, after: LeafRecord) -> Any:
-    """The dtype a loop must carry for a value that starts as ``before`` and becomes ``after``."""
-    if after.dtype == before.dtype:
-        return before.dtype
-    return jnp.result_type(before.promotion_type(), after.promotion_type())
-
-
-def _type_change(
-    name: str, before: LeafRecord, after: LeafRecord, where: Location | None, kind: str
-) -> AutoGraphError:
-    return AutoGraphError(
-        f"{display_name(name).capitalize()} is {before.describe()} before the `{kind}` loop"
-        f"{at(where)} but {after.describe()} after an iteration: a compiled loop keeps the types of "
-        f"its variables. Start it with the type it gets in the loop (e.g. .astype({after.dtype.name}))."
-    )
 
 
 def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: Callable[[bool], None]) -> None:
@@ -565,10 +476,9 @@ def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: C
 
 def _raise_explained(error: Exception, where: Location | None, kind: str) -> None:
     """A loop that must be compiled and cannot: a traced value used as a Python value in its body
-    is explained in terms of the loop; other errors are the body's own. The explanation is an
-    AutoGraphError that is also the body's JAX error and the one Python's own loop raises on a
-    traced range or condition (what ``jax.jit`` of the program and Catalyst's fallback raise),
-    with JAX's first line first."""
+    is explained in terms of the loop (an AutoGraphError that is also the body's JAX error and the
+    one Python's own loop raises on a traced range or condition, as Catalyst's fallback raises it);
+    other errors are the body's own."""
     if not isinstance(error, _NEEDS_CONCRETE_VALUES):
         raise error
     because = "its range or array" if kind == "for" else "its condition"
@@ -597,11 +507,6 @@ def _explained_class(*jax_errors: type[Exception]) -> type[AutoGraphError]:
     return type(AutoGraphError.__name__, bases, {"__init__": __init__, "__module__": AutoGraphError.__module__})
 
 
-def _summary(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
-
-
 def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_python: bool = True) -> None:
     # Catalyst's wording first (its users' pytest.warns(match=...) read it), then what happens here.
     first_line = (str(error).strip().splitlines() or [""])[0]
@@ -621,18 +526,3 @@ def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_
         warnings.warn(message, AutoGraphWarning, stacklevel=4)
     else:
         warnings.warn_explicit(message, AutoGraphWarning, where.filename, where.lineno)
-
-
-class _QueueCheckpoint:
-    """The operators queued on PennyLane's active queue (a compiled QNode's circuit) before a
-    loop is traced: a loop that is then run in Python must not apply its first attempt's gates."""
-
-    def __init__(self):
-        qml = sys.modules.get("pennylane")
-        self.queue = qml.QueuingManager.active_context() if qml is not None else None
-        self.before = {id(o) for o in self.queue.queue} if self.queue is not None else set()
-
-    def restore(self) -> None:
-        if self.queue is not None:
-            for o in [o for o in self.queue.queue if id(o) not in self.before]:
-                self.queue.remove(o)
