@@ -1,12 +1,10 @@
 """Overloads for ``if``, ``x if c else y`` and ``and``/``or``/``not`` in converted code.
 
-On a concrete condition each does what Python does, at no cost. On a traced one, ``if`` becomes
+On a concrete condition each does what Python does. On a traced one, ``if`` becomes
 :func:`~catalyst_lite.cond`, each branch returning the state variables it may change (:mod:`.state`):
-branches may disagree on sizes and dtypes (promoted as JAX does), and on whether the function
-returned (malt's return value filled with zeros, an error unless every path ends in ``return``);
-anything else is an :class:`~catalyst_lite.errors.AutoGraphError` naming the variable and line.
-``and``/``or`` on a traced scalar give Python's value (``logical_and``/``logical_or`` on booleans,
-both operands evaluated), ``not`` is ``logical_not``. See docs/autograph.md.
+branches may disagree on sizes and dtypes (promoted as JAX does) and on whether the function
+returned (the return value filled with zeros); anything else is an AutoGraphError naming the
+variable. ``and``/``or`` on a traced scalar give Python's value, ``not`` is ``logical_not``.
 """
 
 from __future__ import annotations
@@ -28,17 +26,8 @@ from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from ..jax_extras.dimensions import python_truth_of_sizes
 from .state import (
-    ContainerCheckpoint,
-    GetState,
-    Location,
-    SetState,
-    Snapshot,
-    VariableRecord,
-    at,
-    check_not_recording,
-    display_name,
-    predicate,
-    innermost_user_line,
+    ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
+    display_name, innermost_user_line, predicate,
 )
 
 __all__ = [
@@ -47,20 +36,12 @@ __all__ = [
 ]
 
 
-# --- if statements -------------------------------------------------------------------------------
-
-
 def if_stmt(
-    condition: Any,
-    body: Callable[[], None],
-    orelse: Callable[[], None],
-    get_state: GetState,
-    set_state: SetState,
-    symbol_names: Sequence[str],
-    nouts: int,
+    condition: Any, body: Callable[[], None], orelse: Callable[[], None], get_state: GetState,
+    set_state: SetState, symbol_names: Sequence[str], nouts: int,
 ) -> None:
-    """``if condition: body else: orelse`` (malt's functional form)."""
-    del nouts  # the state holds exactly the variables used after the statement
+    """``if condition: body else: orelse`` (malt's functional form; the state holds exactly the
+    variables used after the statement, whatever ``nouts`` says)."""
     condition = _condition(condition)
     if not isinstance(condition, Tracer):
         if condition:
@@ -82,7 +63,7 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
     where = innermost_user_line()
     check_not_recording("conditional expression", where)
     pred = predicate(condition, "conditional expression", where)
-    value: Any = None
+    value: Any = None  # the statement's one state variable (not a container: see ContainerCheckpoint)
 
     def branch(value_fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
@@ -91,22 +72,18 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
 
         return run
 
-    def get_state() -> tuple:
-        return (value,)
-
     def set_state(values: tuple) -> None:
         nonlocal value
         (value,) = values
 
     branches = (branch(if_true), branch(if_false))
-    set_state(_compiled_branches(pred, branches, get_state, set_state, (expr_repr,), where))
+    set_state(_compiled_branches(pred, branches, lambda: (value,), set_state, (expr_repr,), where))
     return value
 
 
 def _condition(condition: Any) -> Any:
     """The condition of an ``if`` (or ``and``/``or``/``not``): a question about sizes of abstracted
-    axes (``x.shape[0] > 2``, a number's under ``jax.jit``) answered in Python, as without
-    autograph, so that only the branch taken is traced; a traced value otherwise."""
+    axes (``x.shape[0] > 2``) answered in Python, as without autograph; a traced value otherwise."""
     return python_truth_of_sizes(traced_value(condition))
 
 
@@ -123,12 +100,8 @@ class _Plan:
 
 
 def _compiled_branches(
-    pred: Any,
-    branches: Sequence[Callable[[], None]],
-    get_state: GetState,
-    set_state: SetState,
-    names: Sequence[str],
-    where: Location | None,
+    pred: Any, branches: Sequence[Callable[[], None]], get_state: GetState, set_state: SetState,
+    names: Sequence[str], where: Location | None,
 ) -> tuple:
     """The state after a ``cond`` of the branches: traced once, or twice when the first tracing
     shows dtypes to promote or return values to fill in."""
@@ -162,15 +135,8 @@ def _compiled_branches(
 
 
 def _traced_branch(
-    branch: Callable[[], None],
-    k: int,
-    outcomes: list[Snapshot | None],
-    plan: _Plan,
-    init: tuple,
-    get_state: GetState,
-    set_state: SetState,
-    names: Sequence[str],
-    containers: ContainerCheckpoint,
+    branch: Callable[[], None], k: int, outcomes: list[Snapshot | None], plan: _Plan, init: tuple,
+    get_state: GetState, set_state: SetState, names: Sequence[str], containers: ContainerCheckpoint,
     where: Location | None,
 ) -> Callable[[], list[Any]]:
     """Branch ``k`` as a ``cond`` branch: it starts from the state before the statement and
@@ -249,9 +215,8 @@ def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: 
     (``else: return 0.0`` beside branches assigning ``y``): malt runs what follows the ``if`` only
     if the function has not returned, so nothing reads the stand-in those branches carry."""
     flags = [k for k, name in enumerate(names) if name.startswith("do_return")]
-    return bool(flags) and all(
-        o.values[flags[0]] is True for o in outcomes if o.variables[j].kind == "undefined"
-    )
+    undefined = [o for o in outcomes if o.variables[j].kind == "undefined"]
+    return bool(flags) and all(o.values[flags[0]] is True for o in undefined)
 
 
 def _mismatch(
@@ -300,15 +265,15 @@ def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
 
 # --- functions that return from inside a compiled `if` --------------------------------------------
 
+
 class FunctionScope:
     """``ag__.FunctionScope``: the body of a converted function runs inside one. It knows whether
-    every path of the function ends in ``return`` (see :mod:`.transformer`) and whether a compiled
-    ``if`` filled in a return value for a branch that did not return."""
+    every path of the function ends in ``return`` and whether a compiled ``if`` filled in a return
+    value for a branch that did not return."""
 
     def __init__(self, function_name: str, scope_name: str, options: Any, always_returns: bool = True):
         self.function_name = function_name
-        self.scope_name = scope_name
-        self.callopts = options.call_options()
+        self.name = scope_name  # (malt's name: its super()/eval/locals() find the caller's frame by it)
         self.always_returns = always_returns
         self.filled_at: Location | None = None
         self.filled = False
@@ -323,7 +288,6 @@ class FunctionScope:
 
     def ret(self, value: Any, did_return: Any) -> Any:
         """The function's result: ``None`` when it did not return a value."""
-        del did_return
         if isinstance(value, UndefinedReturnValue):
             return None
         if self.filled and not self.always_returns:
@@ -351,9 +315,6 @@ def with_function_scope(thunk: Callable[[FunctionScope], Any], scope_name: str, 
         return thunk(scope)
 
 
-# --- assert --------------------------------------------------------------------------------------
-
-
 def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
     """``assert test, message``: Python's on a concrete ``test``; on a traced one, an assertion
     checked when the program runs (:func:`~catalyst_lite.debug_assert`)."""
@@ -368,9 +329,6 @@ def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
     if not isinstance(text, str):  # no message, or one computed from traced values
         text = f"`assert` failed{at(where)}"
     debug_assert(predicate(test, "`assert`", where), text)
-
-
-# --- logical operators ---------------------------------------------------------------------------
 
 
 def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
