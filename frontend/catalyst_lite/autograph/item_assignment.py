@@ -28,7 +28,6 @@ from malt.core import converter
 from malt.pyct import anno, ast_util, origin_info
 
 from ..jax_extras import Tracer
-from .state import is_traced
 
 __all__ = ["ItemAssignmentTransformer", "transform", "has_item_assignment", "set_item", "update_item"]
 
@@ -52,7 +51,7 @@ def set_item(target: Any, key: Any, value: Any) -> Any:
     """``target[key] = value``, returning the updated ``target`` (a new array for JAX arrays)."""
     if isinstance(target, (Tracer, jax.Array)):
         return target.at[key].set(value)
-    if is_traced(value) or is_traced(key):
+    if any(isinstance(leaf, Tracer) for leaf in jax.tree_util.tree_leaves((value, key))):
         if isinstance(target, np.ndarray):
             return jnp.asarray(target).at[key].set(value)
         if isinstance(target, (list, dict)):

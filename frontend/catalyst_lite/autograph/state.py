@@ -1,17 +1,11 @@
 """The variables that flow through a converted ``if``, ``for`` or ``while``, and where it is.
 
 malt hands each control-flow operator the statement's *state*: ``get_state()`` returns the values
-of the variables the statement may change (those still used after it, or from one iteration to
-the next), ``set_state(values)`` assigns them, ``symbol_names`` names them. Compiled control flow
-can only carry arrays, so a :class:`Snapshot` splits each variable into its *dynamic* leaves
-(arrays and numbers: carried or returned by the primitive) and its *static* rest (pytree structure,
-``None``, strings, other Python objects: they must come out of every branch or iteration
-unchanged). Comparing snapshots is how branches and iterations are checked against each other, so
-that an error names the variable, not a flattened position.
-
->>> snap = Snapshot.of((1.5, None, "label"), ("x", "y", "z"))
->>> [v.kind for v in snap.variables], len(snap.dynamic_leaves())
-(['value', 'value', 'value'], 1)
+of the variables the statement may change, ``set_state(values)`` assigns them, ``symbol_names``
+names them. A :class:`Snapshot` splits each variable into its *dynamic* leaves (arrays and numbers,
+which compiled control flow carries) and its *static* rest (pytree structure, ``None``, other
+Python objects, which must come out of every branch or iteration unchanged), so that a mismatch
+names the variable, not a flattened position.
 """
 
 from __future__ import annotations
@@ -35,45 +29,21 @@ from ..jax_extras.frames import Location, user_line as innermost_user_line
 from ..quantum.recorder import recorder_class
 
 __all__ = [
-    "GetState",
-    "SetState",
-    "Snapshot",
-    "VariableRecord",
-    "LeafRecord",
-    "Location",
-    "innermost_user_line",
-    "is_traced",
-    "is_array_like",
-    "display_name",
-    "predicate",
-    "Unassigned",
-    "load_or_unassigned",
-    "check_not_recording",
-    "recording_operators",
-    "ContainerCheckpoint",
+    "GetState", "SetState", "Snapshot", "VariableRecord", "LeafRecord", "Location", "innermost_user_line",
+    "display_name", "predicate", "Unassigned", "load_or_unassigned",
+    "check_not_recording", "recording_operators", "ContainerCheckpoint",
 ]
 
-_NUMBERS = (bool, int, float, complex, np.generic)
+# what compiled control flow carries
+_CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)
 
-GetState = Callable[[], tuple]
-"""malt's ``get_state``: the current values of a statement's state variables."""
-SetState = Callable[[tuple], None]
-"""malt's ``set_state``: assigns the state variables."""
+GetState = Callable[[], tuple]  # malt's get_state: the current values of the state variables
+SetState = Callable[[tuple], None]  # malt's set_state: assigns them
 
 
 def at(where: Location | None) -> str:
     """`` at file:line`` for messages (empty when unknown)."""
     return f" at {where}" if where is not None else ""
-
-
-def is_traced(value: Any) -> bool:
-    """True when any leaf of ``value`` is a tracer: its value is only known when the program runs."""
-    return any(isinstance(leaf, Tracer) for leaf in jax.tree_util.tree_leaves(value))
-
-
-def is_array_like(leaf: Any) -> bool:
-    """A leaf compiled control flow can carry: a JAX or NumPy array, or a number."""
-    return isinstance(leaf, (Tracer, jax.Array, np.ndarray, *_NUMBERS))
 
 
 def display_name(name: str) -> str:
@@ -124,7 +94,8 @@ def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
     name = object.__getattribute__(value, "symbol_name")
     raise UninitializedVariableError(
         f"The variable {name!r} is potentially uninitialized: cannot access local variable {name!r} "
-        f"where it is not associated with a value{at(innermost_user_line())}. Under qjit(autograph=True) a variable first assigned inside a "
+        f"where it is not associated with a value{at(innermost_user_line())}. "
+        "Under qjit(autograph=True) a variable first assigned inside a "
         "loop that runs no iteration, inside a compiled loop (but for the loop's own variable), or "
         "in only some branches of an `if`, has no value after it: assign it before the loop or `if`."
     )
@@ -174,9 +145,6 @@ def load_or_unassigned(load: Callable[[], Any], name: str) -> Any:
         return Unassigned(name)
 
 
-# --- snapshots of the state ----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class LeafRecord:
     """One leaf of a variable: an array's dtype, shape (``None`` for a size known only at run
@@ -191,7 +159,7 @@ class LeafRecord:
 
     @staticmethod
     def of(leaf: Any) -> "LeafRecord":
-        if not is_array_like(leaf):
+        if not isinstance(leaf, _CARRIED):
             return LeafRecord(False, value=leaf)
         if isinstance(leaf, (bool, int, float, complex)):
             return LeafRecord(True, jnp.asarray(leaf).dtype, (), True, True)
@@ -258,12 +226,17 @@ class VariableRecord:
         return f"{self.tree} of {', '.join(l.describe() for l in self.leaves)}"
 
 
+@dataclass
 class Snapshot:
-    """The state variables at one point: their records and their values."""
+    """The state variables at one point: their records and their values.
 
-    def __init__(self, variables: Sequence[VariableRecord], values: Sequence[Any]):
-        self.variables = list(variables)
-        self.values = list(values)
+    >>> snap = Snapshot.of((1.5, None, "label"), ("x", "y", "z"))
+    >>> [v.kind for v in snap.variables], len(snap.dynamic_leaves())
+    (['value', 'value', 'value'], 1)
+    """
+
+    variables: Sequence[VariableRecord]
+    values: Sequence[Any]
 
     @staticmethod
     def of(values: Sequence[Any], names: Sequence[str]) -> "Snapshot":
@@ -290,9 +263,6 @@ class Snapshot:
                 leaves = [next(dynamic) if r.dynamic else r.value for r in record.leaves]
                 values.append(tree_unflatten(record.tree, leaves))
         return tuple(values)
-
-
-# --- Python containers a block changes in place ---------------------------------------------------
 
 
 class ContainerCheckpoint:
@@ -329,10 +299,7 @@ class ContainerCheckpoint:
                 continue
             seen.add(id(fn))
             for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-                try:
-                    value = cell.cell_contents
-                except ValueError:  # not assigned yet
-                    value = _EMPTY
+                value = _contents(cell)
                 known = id(cell) in own or name in carried or any(cell is c for _, c, _ in self.cells)
                 if not known:
                     self.cells.append((name, cell, value))
