@@ -1,7 +1,6 @@
 """Compiling programs captured by PennyLane (``qjit(capture=True)``): :mod:`.program` traces a
 function through PennyLane's program capture inside a catalyst_lite trace and compiles the
-captured program (plxpr) with :mod:`.interpreter`, whose rules turn PennyLane's primitives into
-ours. This package imports PennyLane: it is imported when a program is first traced through
-capture (the ``capture`` option and PennyLane's capture switch are in
-:mod:`catalyst_lite.trace_context`).
+captured program (plxpr), PennyLane's primitives becoming ours. This package imports PennyLane:
+it is imported when a program is first traced through capture (the ``capture`` option and
+PennyLane's capture switch are in :mod:`catalyst_lite.trace_context`).
 """
