@@ -8,8 +8,8 @@ its statements call *operators*, and these modules give the operators their mean
 - :mod:`.transformer`: converting one function with malt's passes, compiled at the user's lines.
 - :mod:`.conditionals`: ``if``, ``x if c else y``, ``and``/``or``/``not`` -> ``cond``.
 - :mod:`.loops`: ``for`` -> ``for_loop``, ``while`` -> ``while_loop`` (or a Python loop).
-- :mod:`.builtins`: ``range``/``enumerate``/``len`` of traced values; what a ``for`` iterates over.
-- :mod:`.item_assignment`: ``x[i] = v`` -> ``x = x.at[i].set(v)``.
+- :mod:`.builtins`: ``range``/``enumerate``/``len`` of traced values; what a ``for`` iterates over;
+  ``x[i] = v`` -> ``x = x.at[i].set(v)``.
 - :mod:`.state`: the variables flowing through a statement; where in the user's code it is.
 """
 

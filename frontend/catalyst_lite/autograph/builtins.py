@@ -1,11 +1,11 @@
 """Python's builtins in converted code (``range``, ``enumerate``, ``zip``, ``len``, ``reversed``,
-``min``, ``max``, ``any``, ``all``, ``sum``), and what a ``for`` loop iterates over.
+``min``, ``max``, ``any``, ``all``, ``sum``), item assignments, and what a ``for`` loop iterates over.
 
 In converted code a traced bound gives a :class:`TracedRange`, which only a ``for`` consumes.
 :func:`iteration_space` says how to loop over an object: a range, an array, ``enumerate`` of
 either or ``zip`` with a traced member become one ``for_loop``; anything else is iterated by Python.
-The reductions compute with JAX on traced values and are Python's own otherwise (the table is in
-docs/autograph.md).
+The reductions compute with JAX on traced values (the table is in docs/autograph.md).
+``x[i] = v`` becomes ``x = ag__.set_item(x, i, v)``: ``.at[i].set`` on an array.
 
 >>> space = iteration_space(range(2, 10, 3))
 >>> (space.lower, space.upper, space.step, space.concrete)
@@ -16,25 +16,21 @@ True
 
 from __future__ import annotations
 
+import copy
 import functools
+import operator
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..compiler.specialize import trip_count
 from ..errors import AutoGraphError
 from ..jax_extras import Tracer, is_tracing
 from .state import at, innermost_user_line, recording_operators
-
-__all__ = [
-    "TracedRange", "Enumerated", "Zipped", "IterationSpace", "iteration_space",
-    "range_", "enumerate_", "zip_", "len_",
-    "reversed_", "min_", "max_", "any_", "all_", "sum_", "BUILTINS",
-]
-
 
 class TracedRange:
     """``range(start, stop, step)`` with a traced bound: iterable by a converted ``for`` only."""
@@ -52,22 +48,23 @@ class TracedRange:
         return f"TracedRange({self.start}, {self.stop}, {self.step})"
 
 
+@dataclass
 class Zipped:
     """``zip(...)`` of arrays and ranges, one of them traced: a converted ``for`` loops over it
     (to the shortest length), as it loops over one array."""
 
-    def __init__(self, *iterables: Any):
-        self.iterables = iterables
+    iterables: tuple
 
     def __iter__(self):
         return iter(zip(*self.iterables))
 
 
+@dataclass
 class Enumerated:
     """``enumerate(x, start)`` of an array or a range: a converted ``for`` loops over it."""
 
-    def __init__(self, iterable: Any, start: Any = 0):
-        self.iterable, self.start = iterable, start
+    iterable: Any
+    start: Any = 0
 
     def __iter__(self):
         return iter(enumerate(self.iterable, self.start))
@@ -114,7 +111,7 @@ def strict_iteration_array(iterable: Any, where: Any) -> Any:
             isinstance(v, (str, bytes)) for v in jax.tree.leaves(iterable)  # (NumPy reads "a" as a dtype)
         ):
             raise TypeError(f"{type(iterable).__name__} of non-numbers")
-        return jax.numpy.asarray(iterable)
+        return jnp.asarray(iterable)
     except (TypeError, ValueError) as error:
         raise AutoGraphError(
             f"Could not convert the iteration target {iterable!r} to array{at(where)}: with "
@@ -130,7 +127,7 @@ def zip_(*iterables: Any, **kwargs: Any) -> Any:
     if iterables and not kwargs:
         spaces = [iteration_space(i) for i in iterables]
         if all(s is not None for s in spaces) and not all(s.concrete for s in spaces):
-            return Zipped(*iterables)
+            return Zipped(iterables)
     return zip(*iterables, **kwargs)
 
 
@@ -152,7 +149,7 @@ def reversed_(seq: Any) -> Any:
         count = trip_count(start, seq.stop, step)
         return TracedRange(start + (count - 1) * step, start - step, -step)
     if isinstance(seq, Tracer) and np.ndim(seq) > 0:
-        return jax.numpy.flip(seq, 0)
+        return jnp.flip(seq, 0)
     return reversed(seq)
 
 
@@ -178,17 +175,17 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial
     return reduce
 
 
-min_ = _reduction(min, jax.numpy.min, jax.numpy.minimum)
-max_ = _reduction(max, jax.numpy.max, jax.numpy.maximum)
-any_ = _reduction(any, jax.numpy.any, lambda a, b: jax.numpy.logical_or(a, jax.numpy.asarray(b, bool)), False)
-all_ = _reduction(all, jax.numpy.all, lambda a, b: jax.numpy.logical_and(a, jax.numpy.asarray(b, bool)), True)
+min_ = _reduction(min, jnp.min, jnp.minimum)
+max_ = _reduction(max, jnp.max, jnp.maximum)
+any_ = _reduction(any, jnp.any, lambda a, b: jnp.logical_or(a, jnp.asarray(b, bool)), False)
+all_ = _reduction(all, jnp.all, lambda a, b: jnp.logical_and(a, jnp.asarray(b, bool)), True)
 
 
 def sum_(iterable: Any, /, start: Any = 0) -> Any:
     """``sum(...)``: of an array whose length is known only at run time, ``jnp.sum`` over its
     first axis (Python would need the length to iterate it)."""
     if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):
-        return start + jax.numpy.sum(iterable, axis=0)
+        return start + jnp.sum(iterable, axis=0)
     return sum(iterable, start)
 
 
@@ -232,7 +229,7 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         if all(isinstance(n, int) for n in lengths):
             shortest = min(lengths)
         else:
-            shortest = functools.reduce(jax.numpy.minimum, lengths[1:], lengths[0])
+            shortest = functools.reduce(jnp.minimum, lengths[1:], lengths[0])
 
         def zipped_item(i: Any) -> Any:
             return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
@@ -271,3 +268,27 @@ BUILTINS: dict[Any, Callable] = {
     min: min_, max: max_, any: any_, all: all_, sum: sum_,
 }
 """Python's builtins that converted code calls in these versions instead."""
+
+
+def set_item(target: Any, key: Any, value: Any) -> Any:
+    """``target[key] = value``, returning the updated ``target`` (a new array for JAX arrays)."""
+    if isinstance(target, (Tracer, jax.Array)):
+        return target.at[key].set(value)
+    if any(isinstance(leaf, Tracer) for leaf in jax.tree_util.tree_leaves((value, key))):
+        if isinstance(target, np.ndarray):
+            return jnp.asarray(target).at[key].set(value)
+        if isinstance(target, (list, dict)):
+            # A traced value belongs to a branch or an iteration being traced: a copy, assigned
+            # to the variable, flows out of the compiled block (the original is its start value).
+            target = copy.copy(target)
+    target[key] = value
+    return target
+
+
+def update_item(target: Any, key: Any, value: Any, op: str) -> Any:
+    """``target[key] op= value``, returning the updated ``target``. ``/=`` on an integer array
+    gives a float array, as JAX's ``x.at[key].divide(value)`` does (Catalyst's meaning of it)."""
+    new = getattr(operator, f"i{op}")(target[key], value)
+    if op == "truediv" and isinstance(target, (Tracer, jax.Array)):
+        target = target.astype(jnp.result_type(target, new))
+    return set_item(target, key, new)

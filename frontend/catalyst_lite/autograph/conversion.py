@@ -27,7 +27,7 @@ from ..trace_context import current as current_context, pennylane_capture_enable
 from ..errors import AutoGraphError, AutoGraphWarning
 from ..compiler.executable import is_compiled_function
 from ..jax_extras import is_tracing
-from . import builtins, conditionals, item_assignment, loops
+from . import builtins, conditionals, loops
 from .state import Unassigned, load_or_unassigned
 from .transformer import (
     ConversionFailed, ConvertedCode, cached_conversion, convert_code, converted_function, source_of,
@@ -229,8 +229,8 @@ _OPERATORS = {
     "with_function_scope": conditionals.with_function_scope,
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
-    "set_item": item_assignment.set_item,
-    "update_item": item_assignment.update_item,
+    "set_item": builtins.set_item,
+    "update_item": builtins.update_item,
     "converted_call": converted_call,
     # malt's bookkeeping, used as malt defines it
     "Undefined": Unassigned,

@@ -28,11 +28,10 @@ from malt.converters import (
     return_statements,
 )
 from malt.core import converter, unsupported_features_checker
-from malt.pyct import anno, cfg, errors, parser, qual_names, transpiler
+from malt.pyct import anno, ast_util, cfg, errors, origin_info, parser, qual_names, transpiler
 from malt.pyct.static_analysis import activity, liveness, reaching_definitions, reaching_fndefs
 
 from ..errors import AutoGraphError
-from . import item_assignment
 
 __all__ = ["ConvertedCode", "ConversionFailed", "UnsupportedConstructError", "convert_code",
            "cached_conversion", "converted_function", "source_of", "TRANSFORMER"]
@@ -84,7 +83,7 @@ class _Transpiler(transpiler.GenericTranspiler):
             # (the break pass leaves `continue` statements)
             (bool(kinds & {ast.Break, ast.Continue}), continue_statements.transform),
             (early_return, return_statements.transform),
-            (ast.Store in kinds, item_assignment.transform),
+            (ast.Store in kinds, lambda node, ctx: _ItemAssignments(ctx).visit(node)),
             (ast.Assert in kinds, lambda node, ctx: _AssertCalls().visit(node)),
             (ast.Call in kinds, call_trees.transform),
             (early_exits or bool(kinds & {ast.If, ast.For, ast.While}), _control_flow),
@@ -272,6 +271,111 @@ class _AssertCalls(ast.NodeTransformer):
         if node.msg is not None:
             statement.value.args[1].body = node.msg
         return statement
+
+
+_OPERATOR_NAMES = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.MatMult: "matmul", ast.Div: "truediv",
+    ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "pow", ast.LShift: "lshift",
+    ast.RShift: "rshift", ast.BitOr: "or", ast.BitXor: "xor", ast.BitAnd: "and",
+}
+
+
+class _ItemAssignments(converter.Base):
+    """``x[i] = v`` -> ``x = ag__.set_item(x, i, v)`` (nested for ``x[i][j] = v``; ``x[i] += v``:
+    ``ag__.update_item``) when ``x`` is a variable of the function or an attribute, so that it
+    flows through loops and branches like any other variable; ``g[i] = v`` on a global stays."""
+
+    def __init__(self, ctx: Any):
+        super().__init__(ctx)
+        self._locals: list[set[str]] = []
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        self._locals.append(_local_names(node))
+        try:
+            return self.generic_visit(node)
+        finally:
+            self._locals.pop()
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        return node  # a lambda cannot contain an assignment statement
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        node = self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
+            return self._assignment(node.targets[0], node.value, node) or node
+        return node
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        node = self.generic_visit(node)
+        if isinstance(node.target, ast.Subscript):
+            base, key = node.target.value, _as_value(node.target.slice)
+            op = ast.Constant(_OPERATOR_NAMES[type(node.op)])
+            updated = _call("update_item", _load(base), key, node.value, op)
+            return self._store(base, updated, node) or node
+        return node
+
+    def _assignment(self, target: ast.Subscript, value: ast.expr, original: ast.stmt) -> ast.stmt | None:
+        updated = _call("set_item", _load(target.value), _as_value(target.slice), value)
+        return self._store(target.value, updated, original)
+
+    def _store(self, base: ast.expr, value: ast.expr, original: ast.stmt) -> ast.stmt | None:
+        """``base = value``, recursively for a subscripted base; ``None`` when ``base`` is not a
+        variable of this function or an attribute (then Python's item assignment stays)."""
+        if isinstance(base, ast.Subscript):
+            return self._assignment(base, value, original)
+        if isinstance(base, ast.Name) and self._locals and base.id not in self._locals[-1]:
+            return None
+        if not isinstance(base, (ast.Name, ast.Attribute)):
+            return None
+        target = ast_util.copy_clean(base, preserve_annos={anno.Basic.ORIGIN})
+        target.ctx = ast.Store()
+        statement = ast.Assign(targets=[target], value=value)
+        origin_info.copy_origin(original, statement)
+        return statement
+
+
+def _local_names(node: ast.FunctionDef) -> set[str]:
+    """Names local to a function (parameters, assigned names, ``global``/``nonlocal`` ones):
+    those an item assignment may assign."""
+    args = node.args
+    names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
+    stack = list(node.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.id)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            names.update(n.names)
+        stack.extend(ast.iter_child_nodes(n))
+    return names
+
+
+def _load(node: ast.expr) -> ast.expr:
+    copy = ast_util.copy_clean(node, preserve_annos={anno.Basic.ORIGIN})
+    for n in ast.walk(copy):
+        if hasattr(n, "ctx"):
+            n.ctx = ast.Load()
+    return copy
+
+
+def _as_value(key: ast.expr) -> ast.expr:
+    """An index as an expression: ``a:b`` is only syntax inside ``[]``, so it becomes ``slice(a, b)``."""
+    if isinstance(key, ast.Slice):
+        parts = [part or ast.Constant(None) for part in (key.lower, key.upper, key.step)]
+        return ast.Call(func=ast.Name("slice", ast.Load()), args=parts, keywords=[])
+    if isinstance(key, ast.Tuple):
+        return ast.Tuple(elts=[_as_value(e) for e in key.elts], ctx=ast.Load())
+    return key
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    func = ast.Attribute(value=ast.Name("ag__", ast.Load()), attr=name, ctx=ast.Load())
+    return ast.Call(func=func, args=list(args), keywords=[])
 
 
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
