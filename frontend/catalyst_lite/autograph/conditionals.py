@@ -30,11 +30,6 @@ from .state import (
     display_name, innermost_user_line, predicate,
 )
 
-__all__ = [
-    "if_stmt", "if_exp", "and_", "or_", "not_", "assert_stmt",
-    "FunctionScope", "with_function_scope", "scope_fills_return_value",
-]
-
 
 def if_stmt(
     condition: Any, body: Callable[[], None], orelse: Callable[[], None], get_state: GetState,
@@ -195,13 +190,9 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
             plan.placeholders[j] = values[0]
         ref = values[0]
         for other in values[1:]:
-            if other.tree != ref.tree or [r.dynamic for r in other.leaves] != [r.dynamic for r in ref.leaves]:
-                raise _mismatch(name, ref, other, where, "structure")
-            for i, (a, b) in enumerate(zip(ref.leaves, other.leaves)):
-                if not a.dynamic and not a.same_static(b):
-                    raise _mismatch(name, ref, other, where, "value")
-                if a.dynamic and len(a.shape) != len(b.shape):
-                    raise _mismatch(name, ref, other, where, "rank")
+            difference = ref.difference(other)
+            if difference is not None:
+                raise _mismatch(name, ref, other, where, difference[0])
         for i, leaf in enumerate(ref.leaves):
             if leaf.dynamic:
                 leaves = [v.leaves[i] for v in values]

@@ -33,8 +33,6 @@ from .transformer import (
     ConversionFailed, ConvertedCode, cached_conversion, convert_code, converted_function, source_of,
 )
 
-__all__ = ["run_autograph", "converted_call", "disable_autograph", "autograph_source", "LIBRARY_PACKAGES"]
-
 LIBRARY_PACKAGES = frozenset(
     {"jax", "jaxlib", "numpy", "scipy", "pennylane", "catalyst", "catalyst_lite", "malt", "builtins"}
 )

@@ -37,8 +37,6 @@ from .state import (
     display_name, innermost_user_line, predicate, recording_operators,
 )
 
-__all__ = ["for_stmt", "while_stmt"]
-
 _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
 
 
@@ -437,9 +435,8 @@ def _checked_iteration(
 
 def _check_variable(before: VariableRecord, after: VariableRecord, where: Location | None, kind: str) -> None:
     name = display_name(before.name).capitalize()
-    if after.kind != "value" or after.tree != before.tree or [l.dynamic for l in after.leaves] != [
-        l.dynamic for l in before.leaves
-    ]:
+    what, b, a = before.difference(after) or (None, None, None)
+    if what == "structure":
         # (Catalyst's phrase first for a variable that starts as a value JAX cannot carry, a string)
         static = [l.value for l in before.leaves if not l.dynamic and l.value is not None]
         not_a_jax_type = (
@@ -452,17 +449,16 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
             "after an iteration: a compiled loop keeps the structure of its variables (tuple, list, "
             "dict, None...)."
         )
-    for b, a in zip(before.leaves, after.leaves):
-        if not b.dynamic and not b.same_static(a):
-            raise AutoGraphError(
-                f"{name} is {b.value!r} before the `{kind}` loop{at(where)} and {a.value!r} after an "
-                "iteration: a compiled loop can only change arrays and numbers."
-            )
-        if b.dynamic and len(a.shape) != len(b.shape):
-            raise AutoGraphError(
-                f"{name} is {b.describe()} before the `{kind}` loop{at(where)} but {a.describe()} after "
-                "an iteration: a compiled loop keeps the number of dimensions of its arrays."
-            )
+    if what == "value":
+        raise AutoGraphError(
+            f"{name} is {b.value!r} before the `{kind}` loop{at(where)} and {a.value!r} after an "
+            "iteration: a compiled loop can only change arrays and numbers."
+        )
+    if what == "rank":
+        raise AutoGraphError(
+            f"{name} is {b.describe()} before the `{kind}` loop{at(where)} but {a.describe()} after "
+            "an iteration: a compiled loop keeps the number of dimensions of its arrays."
+        )
 
 
 def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: Callable[[bool], None]) -> None:

@@ -28,12 +28,6 @@ from ..jax_extras import Tracer
 from ..jax_extras.frames import Location, user_line as innermost_user_line
 from ..quantum.recorder import recorder_class
 
-__all__ = [
-    "GetState", "SetState", "Snapshot", "VariableRecord", "LeafRecord", "Location", "innermost_user_line",
-    "display_name", "predicate", "Unassigned", "load_or_unassigned",
-    "check_not_recording", "recording_operators", "ContainerCheckpoint",
-]
-
 # what compiled control flow carries
 _CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)
 
@@ -211,6 +205,21 @@ class VariableRecord:
             return VariableRecord(name, "no_return")
         leaves, tree = flatten_values(value)  # (a mid-circuit measurement value: its traced bool)
         return VariableRecord(name, "value", tree, tuple(LeafRecord.of(l) for l in leaves))
+
+    def difference(self, other: "VariableRecord") -> tuple[str, LeafRecord | None, LeafRecord | None] | None:
+        """What compiled control flow cannot let differ between this value of the variable and
+        ``other``: ``"structure"``, a static ``"value"`` or an array's ``"rank"`` (with the two
+        leaves); ``None`` if nothing does."""
+        if other.kind != "value" or other.tree != self.tree or [l.dynamic for l in other.leaves] != [
+            l.dynamic for l in self.leaves
+        ]:
+            return "structure", None, None
+        for a, b in zip(self.leaves, other.leaves):
+            if not a.dynamic and not a.same_static(b):
+                return "value", a, b
+            if a.dynamic and len(a.shape) != len(b.shape):
+                return "rank", a, b
+        return None
 
     def stand_in(self) -> Any:
         """A value of this variable's structure and types, every array zeros."""

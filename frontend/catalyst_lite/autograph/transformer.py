@@ -33,9 +33,6 @@ from malt.pyct.static_analysis import activity, liveness, reaching_definitions, 
 
 from ..errors import AutoGraphError
 
-__all__ = ["ConvertedCode", "ConversionFailed", "UnsupportedConstructError", "convert_code",
-           "cached_conversion", "converted_function", "source_of", "TRANSFORMER"]
-
 _FACTORY = "__catalyst_lite_autograph_factory"
 _INNER = "__catalyst_lite_autograph_inner"
 
