@@ -1,8 +1,5 @@
-"""Catalyst's ``catalyst.api_extensions`` path, for the public names users import from it:
-:mod:`.callbacks` and :mod:`.control_flow` (``from catalyst.api_extensions.callbacks import
-base_callback`` works with ``catalyst_lite`` in its place), loaded with the package as Catalyst's
-are, so that ``api_extensions.control_flow.ForLoop`` works after ``from catalyst_lite import
-api_extensions``.
+"""Catalyst's ``catalyst.api_extensions`` path for the names users import from it: :mod:`.callbacks`
+and :mod:`.control_flow`, loaded with the package as Catalyst's are.
 
 >>> from catalyst_lite import api_extensions
 >>> api_extensions.control_flow.for_loop is api_extensions.for_loop

@@ -1,5 +1,4 @@
-"""Catalyst's callbacks at Catalyst's import path, ``catalyst.api_extensions.callbacks`` (they
-are :mod:`catalyst_lite.callbacks`' functions).
+"""Catalyst's callbacks at Catalyst's import path, ``catalyst.api_extensions.callbacks``.
 
 >>> from catalyst_lite.api_extensions.callbacks import base_callback, pure_callback
 >>> import catalyst_lite

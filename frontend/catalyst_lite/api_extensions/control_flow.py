@@ -1,16 +1,11 @@
-"""Catalyst's control flow at Catalyst's import path, ``catalyst.api_extensions.control_flow``
-(the functions and callable classes are :mod:`catalyst_lite.control_flow`'s).
+"""Catalyst's control flow at Catalyst's import path, ``catalyst.api_extensions.control_flow``.
 
-``Cond``, ``ForLoop``, ``WhileLoop`` and ``Switch`` are the types of ``.operation``: the record of
-control flow called inside a QNode compiled by ``qjit``. catalyst_lite traces control flow into the
-program, so the record names the control flow and its function, without regions of its own.
-Called anywhere else, the object has no operation and ``.operation`` raises an
+``Cond``, ``ForLoop``, ``WhileLoop`` and ``Switch`` are the types of ``.operation``, the record of
+control flow called inside a QNode compiled by ``qjit`` (it names the control flow and its
+function). Called anywhere else, the object has no operation: ``.operation`` raises an
 ``AttributeError``, with Catalyst's words.
 
 >>> from catalyst_lite.api_extensions.control_flow import Switch, switch
->>> import catalyst_lite
->>> switch is catalyst_lite.switch
-True
 >>> s = switch(0)(lambda: 1)
 >>> try:
 ...     s.operation
@@ -24,6 +19,5 @@ from ..control_flow.common import Cond, ForLoop, ForLoopCallable, Switch, WhileL
 from ..control_flow.cond import CondCallable
 from ..control_flow.switch import SwitchCallable
 
-__all__ = ["cond", "for_loop", "while_loop", "switch", "CondCallable", "ForLoopCallable",
-           "WhileLoopCallable", "SwitchCallable",
-           "Cond", "ForLoop", "WhileLoop", "Switch"]
+__all__ = ["cond", "for_loop", "while_loop", "switch", "CondCallable", "ForLoopCallable", "WhileLoopCallable",
+           "SwitchCallable", "Cond", "ForLoop", "WhileLoop", "Switch"]

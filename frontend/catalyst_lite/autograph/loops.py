@@ -30,7 +30,9 @@ from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, Uninitial
 from ..jax_extras.frames import user_line_of_traceback
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.dimensions import decide_size_comparison
-from .builtins import IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array
+from .builtins import (
+    IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array,
+)
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
     ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
@@ -125,7 +127,8 @@ def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
 
 
 def _start_loop_targets(
-    space: IterationSpace, iterate_names: str, unassigned: dict[str, int], get_state: GetState, set_state: SetState
+    space: IterationSpace, iterate_names: str, unassigned: dict[str, int], get_state: GetState,
+    set_state: SetState,
 ) -> list[str]:
     """The loop's targets (``i`` of ``for i in ...``) carried without a value yet start as zeros of
     their items' types (their names are returned): malt carries a target read after the loop or by
@@ -277,7 +280,8 @@ def while_stmt(
 
 
 def _python_while(
-    value: Any, test: Callable[[], Any], body: Callable[[], None], where: Location | None, error: Exception | None
+    value: Any, test: Callable[[], Any], body: Callable[[], None], where: Location | None,
+    error: Exception | None,
 ) -> None:
     """Python's own ``while``, from the condition's first value."""
     while value:
@@ -461,7 +465,7 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
         )
 
 
-def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: Callable[[bool], None]) -> None:
+def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: Callable[[bool], None]):
     """A loop that cannot be compiled, whose range or condition is traced so that no Python loop
     can replace it either. Where its body needed a concrete value, Catalyst first warns that it
     falls back to Python (its users' ``pytest.warns`` read that), so we warn in its words too."""
@@ -478,7 +482,9 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
     if not isinstance(error, _NEEDS_CONCRETE_VALUES):
         raise error
     because = "its range or array" if kind == "for" else "its condition"
-    python_loop_error = jax.errors.TracerIntegerConversionError if kind == "for" else jax.errors.TracerBoolConversionError
+    python_loop_error = (
+        jax.errors.TracerIntegerConversionError if kind == "for" else jax.errors.TracerBoolConversionError
+    )
     jax_line = (str(error).strip().splitlines() or [""])[0]
     needs = user_line_of_traceback(error.__traceback__)
     raise _explained_class(python_loop_error, type(error))(
@@ -500,7 +506,8 @@ def _explained_class(*jax_errors: type[Exception]) -> type[AutoGraphError]:
 
     unique = list(dict.fromkeys(jax_errors))
     bases = (AutoGraphError, *(c for c in unique if not any(o is not c and issubclass(o, c) for o in unique)))
-    return type(AutoGraphError.__name__, bases, {"__init__": __init__, "__module__": AutoGraphError.__module__})
+    namespace = {"__init__": __init__, "__module__": AutoGraphError.__module__}
+    return type(AutoGraphError.__name__, bases, namespace)
 
 
 def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_python: bool = True) -> None:
@@ -515,7 +522,8 @@ def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_
         + (
             "With catalyst_lite, the loop runs as a Python loop instead, unrolled while tracing."
             if runs_in_python
-            else f"It cannot run as a Python loop either: its {known} is traced (known when the program runs)."
+            else f"It cannot run as a Python loop either: its {known} is traced (known when the program "
+            "runs)."
         )
     )
     if where is None:

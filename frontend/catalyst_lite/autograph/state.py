@@ -330,7 +330,8 @@ class ContainerCheckpoint:
         changed, rebound = self.changed(), self.rebound()
         parts = []
         if changed:
-            parts.append(f"changes the Python container {', '.join(map(repr, changed))} in place (append, ...)")
+            names = ", ".join(map(repr, changed))
+            parts.append(f"changes the Python container {names} in place (append, ...)")
         if rebound:
             parts.append(
                 f"assigns {', '.join(map(repr, rebound))} of an enclosing function (through `nonlocal`, "

@@ -1,5 +1,4 @@
-"""Catalyst's exception classes at Catalyst's import path, ``catalyst.utils.exceptions`` (they
-are :mod:`catalyst_lite.errors`' classes).
+"""Catalyst's exception classes at Catalyst's import path, ``catalyst.utils.exceptions``.
 
 >>> from catalyst_lite.utils.exceptions import CompileError
 >>> import catalyst_lite
@@ -7,6 +6,8 @@ are :mod:`catalyst_lite.errors`' classes).
 True
 """
 
-from ..errors import AutoGraphError, CompileError, DifferentiableCompileError, PlxprCaptureCFCompatibilityError
+from ..errors import (
+    AutoGraphError, CompileError, DifferentiableCompileError, PlxprCaptureCFCompatibilityError,
+)
 
 __all__ = ["AutoGraphError", "CompileError", "DifferentiableCompileError", "PlxprCaptureCFCompatibilityError"]
