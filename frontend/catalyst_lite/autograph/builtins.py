@@ -206,18 +206,11 @@ class IterationSpace:
     python_items: Callable[[], Iterable[Any]]
 
 
-def _identity(i: Any) -> Any:
-    return i
-
-
 def iteration_space(iterable: Any) -> IterationSpace | None:
     """How a ``for`` statement compiles a loop over ``iterable``; ``None``: Python iterates it."""
-    if isinstance(iterable, range):
+    if isinstance(iterable, (range, TracedRange)):
         r = iterable
-        return IterationSpace(r.start, r.stop, r.step, _identity, True, lambda: r)
-    if isinstance(iterable, TracedRange):
-        r = iterable
-        return IterationSpace(r.start, r.stop, r.step, _identity, False, lambda: iter(r))
+        return IterationSpace(r.start, r.stop, r.step, lambda i: i, isinstance(r, range), lambda: iter(r))
     if _is_array(iterable):
         x = iterable
         # a traced array of known length iterates in Python too (its rows are traced)

@@ -18,14 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from malt.converters import (
-    break_statements,
-    call_trees,
-    conditional_expressions,
-    continue_statements,
-    control_flow,
-    functions,
-    logical_expressions,
-    return_statements,
+    break_statements, call_trees, conditional_expressions, continue_statements, control_flow, functions,
+    logical_expressions, return_statements,
 )
 from malt.core import converter, unsupported_features_checker
 from malt.pyct import anno, ast_util, cfg, errors, origin_info, parser, qual_names, transpiler
@@ -340,15 +334,13 @@ def _local_names(node: ast.FunctionDef) -> set[str]:
     while stack:
         n = stack.pop()
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-            continue
-        if isinstance(n, ast.Lambda):
-            continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            names.add(n.name)  # (and not the names local to it)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             names.add(n.id)
         elif isinstance(n, (ast.Global, ast.Nonlocal)):
             names.update(n.names)
-        stack.extend(ast.iter_child_nodes(n))
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
     return names
 
 
@@ -371,8 +363,7 @@ def _as_value(key: ast.expr) -> ast.expr:
 
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
-    func = ast.Attribute(value=ast.Name("ag__", ast.Load()), attr=name, ctx=ast.Load())
-    return ast.Call(func=func, args=list(args), keywords=[])
+    return ast.Call(func=ast.parse(f"ag__.{name}", mode="eval").body, args=list(args), keywords=[])
 
 
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
