@@ -349,9 +349,8 @@ def not_(a: Any) -> Any:
 
 
 def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
-    """Python's value of ``left and right`` (``right`` if ``left`` is true, else ``left``) or
-    ``left or right`` for a traced scalar ``left``: the same as ``logical_and``/``logical_or`` on
-    booleans, and the operand itself on numbers (``2.0 and 3.0`` is 3.0), promoted to one dtype."""
+    """Python's value of ``left and right`` or ``left or right`` for a traced scalar ``left``:
+    ``logical_and``/``logical_or`` on booleans, the operand itself on numbers (``2.0 and 3.0``)."""
     right = traced_value(right)
     if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
         return op(left, right)

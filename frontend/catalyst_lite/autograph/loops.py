@@ -115,8 +115,7 @@ def for_stmt(
 
 def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
     """Whether the loop is known while tracing to run no iteration: its bounds are known, or
-    (``ask_sizes``) they are sizes of arrays whose comparison the trace decides at the call's sizes
-    (recorded as a fact of the program, as JAX's indexing of an empty axis does)."""
+    (``ask_sizes``) they are sizes whose comparison the trace decides (as a fact of the program)."""
     count = trip_count(space.lower, space.upper, space.step)
     if not isinstance(count, Tracer):
         return count == 0
@@ -131,8 +130,7 @@ def _start_loop_targets(
     set_state: SetState,
 ) -> list[str]:
     """The loop's targets (``i`` of ``for i in ...``) carried without a value yet start as zeros of
-    their items' types (their names are returned): malt carries a target read after the loop or by
-    a function defined in the body; each iteration assigns it before anything reads it."""
+    their items' types (their names are returned); each iteration assigns them before any read."""
     if not unassigned:
         return []
     values = list(get_state())
@@ -170,9 +168,8 @@ def _python_for(
     items: Iterable[Any], extra_test: Callable[[], Any] | None, body: Callable[[Any], None],
     state: tuple[GetState, SetState, Sequence[str]],
 ) -> None:
-    """Python's own ``for``, with malt's ``break``/``return`` test before each iteration. Once that
-    test is traced (a ``break`` under a traced condition), each remaining iteration runs under a
-    compiled ``if`` on it."""
+    """Python's own ``for``, with malt's ``break``/``return`` test before each iteration (once it is
+    traced, each remaining iteration runs under a compiled ``if`` on it)."""
     for item in items:
         go_on = True if extra_test is None else extra_test()
         if isinstance(go_on, Tracer):
@@ -191,9 +188,8 @@ def _stoppable_for(
     space: IterationSpace, extra_test: Callable[[], Any], restore: Callable[[list[Any]], None],
     loop_body: Callable[[Any, list[Any]], list[Any]], resize: bool, where: Location | None,
 ) -> Callable[[list[Any]], list[Any]]:
-    """A ``for`` with ``break`` or ``return`` (malt's ``extra_test``, read before each iteration):
-    a for_loop always runs all its iterations, so this is the ``while`` loop one would write by
-    hand, carrying the index: ``i = lower`` / ``while i < upper and extra_test(): body(i); i += step``."""
+    """A ``for`` with ``break`` or ``return`` (malt's ``extra_test``) as the ``while`` loop one would
+    write: ``i = lower`` / ``while i < upper and extra_test(): body(i); i += step``."""
     lower, upper, step = (jnp.asarray(b, _index_dtype(space)) for b in (space.lower, space.upper, space.step))
 
     def condition(carry: list[Any]) -> Any:
@@ -466,9 +462,8 @@ def _check_variable(before: VariableRecord, after: VariableRecord, where: Locati
 
 
 def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: Callable[[bool], None]):
-    """A loop that cannot be compiled, whose range or condition is traced so that no Python loop
-    can replace it either. Where its body needed a concrete value, Catalyst first warns that it
-    falls back to Python (its users' ``pytest.warns`` read that), so we warn in its words too."""
+    """A loop that cannot be compiled nor run in Python (its range or condition is traced). Where its
+    body needed a concrete value, Catalyst first warns that it falls back to Python: so do we."""
     if isinstance(error, _NEEDS_CONCRETE_VALUES):
         warn(False)
     _raise_explained(error, where, kind)

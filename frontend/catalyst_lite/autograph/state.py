@@ -65,9 +65,8 @@ def predicate(value: Any, construct: str, where: Location | None) -> Any:
 
 
 def recording_operators() -> bool:
-    """True inside ``qml.adjoint(f)``/``qml.ctrl(f)`` in a compiled QNode: PennyLane records
-    ``f``'s operations in a queue of its own to transform them, which compiled control flow would
-    bypass (its gates go to the circuit's state directly)."""
+    """True inside ``qml.adjoint(f)``/``qml.ctrl(f)`` in a compiled QNode: PennyLane records ``f``'s
+    operations in a queue of its own, which compiled control flow would bypass."""
     qml = sys.modules.get("pennylane")
     active = qml.QueuingManager.active_context() if qml is not None else None
     return active is not None and not isinstance(active, recorder_class())
@@ -96,10 +95,8 @@ def _unassigned(value: "Unassigned", *args: Any, **kwargs: Any) -> Any:
 
 
 class Unassigned(Undefined):
-    """``ag__.Undefined``: what converted code holds in a variable that has no value yet. Any use
-    of it (an operation, an attribute, a truth value, a conversion) is Python's
-    ``UnboundLocalError`` naming the variable: the error a read of an unassigned local gives (an
-    :class:`~catalyst_lite.errors.UninitializedVariableError`, also Catalyst's ``AutoGraphError``).
+    """``ag__.Undefined``: what converted code holds in a variable without a value yet. Any use of
+    it is an :class:`~catalyst_lite.errors.UninitializedVariableError` (an ``UnboundLocalError``).
 
     >>> y = Unassigned("y")
     >>> try:
@@ -275,12 +272,10 @@ class Snapshot:
 
 
 class ContainerCheckpoint:
-    """The Python lists, dicts and sets that malt's block functions (loop body, branches) close
-    over, as they were, and the variables of enclosing functions that the functions they call
-    close over. A compiled block runs once while tracing, so a ``results.append(x)`` in it would
-    leave one traced value of a dead trace in the list, and a ``nonlocal count; count += 1`` in a
-    function it calls would count one iteration: this finds such a change (by the variable's name)
-    and undoes it.
+    """The Python lists, dicts and sets that a compiled block's functions close over, and the
+    variables of enclosing functions that the functions they call close over, as they were: a
+    block runs once while tracing, so a ``results.append(x)`` or a ``nonlocal count; count += 1``
+    in it is an error, found (by name) and undone here.
 
     >>> def block():
     ...     out = []

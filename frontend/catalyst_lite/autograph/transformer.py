@@ -516,7 +516,7 @@ def cached_conversion(code: types.CodeType) -> ConvertedCode | None:
 
 
 class ConversionCache:
-    """Which functions autograph has converted: ``TRANSFORMER.has_cache(fn)``, as Catalyst asks.
+    """Which functions autograph has converted: ``TRANSFORMER.has_cache(fn)``, as in Catalyst.
 
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.autograph.transformer import TRANSFORMER
