@@ -126,7 +126,6 @@ def _compiled_branches(
             plan = needed
             continue
         return _merged(outcomes[0], plan, results)
-    raise AssertionError("unreachable: the second tracing follows its plan")
 
 
 def _traced_branch(

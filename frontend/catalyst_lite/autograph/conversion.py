@@ -240,7 +240,7 @@ _OPERATORS = {
 }
 
 
-def _autograph_artifact(fn: Any, extras: Any = None) -> Any:
+def _artifact(fn: Any, extras: Any = None) -> Any:
     """Marks a function defined inside converted code: it is converted already."""
     try:
         setattr(fn, _MARK, "converted")
@@ -254,13 +254,10 @@ def _namespace(code: ConvertedCode) -> types.SimpleNamespace:
     every path of the function ends in ``return``."""
 
     def function_scope(function_name: str, scope_name: str, options: Any) -> conditionals.FunctionScope:
-        return conditionals.FunctionScope(
-            function_name, scope_name, options, code.always_returns.get(scope_name, True)
-        )
+        always_returns = code.always_returns.get(scope_name, True)
+        return conditionals.FunctionScope(function_name, scope_name, options, always_returns)
 
-    return types.SimpleNamespace(
-        **_OPERATORS, FunctionScope=function_scope, autograph_artifact=_autograph_artifact
-    )
+    return types.SimpleNamespace(**_OPERATORS, FunctionScope=function_scope, autograph_artifact=_artifact)
 
 
 def _target(fn: Any) -> Any:
@@ -362,6 +359,6 @@ def autograph_source(fn: Callable) -> str:
             f"{getattr(target, '__qualname__', target)!r}: function was not converted by AutoGraph; "
             "compile it with qjit(autograph=True), or call it from a function that is."
         )
-    if not converted.changed:
+    if converted.factory is None:  # nothing to convert
         return inspect.getsource(target)
     return source_of(converted)

@@ -40,15 +40,17 @@ def at(where: Location | None) -> str:
     return f" at {where}" if where is not None else ""
 
 
+_MALT_VARIABLES = {
+    "retval_": "the return value",
+    "do_return": "whether the function has returned",
+    "break_": "the `break` flag",
+}
+
+
 def display_name(name: str) -> str:
     """How messages refer to a state variable (malt's own variables by what they mean)."""
-    if name.startswith("retval_"):
-        return "the return value"
-    if name.startswith("do_return"):
-        return "whether the function has returned"
-    if name.startswith("break_"):
-        return "the `break` flag"
-    return f"variable {name!r}"
+    meanings = (text for prefix, text in _MALT_VARIABLES.items() if name.startswith(prefix))
+    return next(meanings, f"variable {name!r}")
 
 
 def predicate(value: Any, construct: str, where: Location | None) -> Any:

@@ -34,13 +34,13 @@ _INNER = "__catalyst_lite_autograph_inner"
 @dataclass
 class ConvertedCode:
     """A function's converted code: ``factory`` takes the operators' namespace ``ag__`` and returns
-    the converted function, closing over the original function's free variables."""
+    the converted function, closing over the original function's free variables (``None``: nothing
+    to convert, the original function serves as it is)."""
 
-    factory: types.CodeType
+    factory: types.CodeType | None
     tree: ast.AST  # the converted function, for autograph_source
     name: str  # of the converted function inside the factory
     always_returns: dict[str, bool]  # per function scope: every path ends in `return`
-    changed: bool  # False: nothing to convert, the original function serves as it is
 
 
 class ConversionFailed(AutoGraphError):
@@ -506,7 +506,7 @@ def convert_code(fn: Callable) -> ConvertedCode:
                 raise failure(
                     f"Cannot convert {fn.__qualname__!r} for autograph ({type(err).__name__}: {reason})."
                 ) from err
-            converted = _by_code[code] = ConvertedCode(factory, tree, name, always_returns, changed)
+            converted = _by_code[code] = ConvertedCode(factory, tree, name, always_returns)
     return converted
 
 
@@ -538,7 +538,7 @@ TRANSFORMER = ConversionCache()
 
 def converted_function(fn: Callable, converted: ConvertedCode, namespace: Any) -> Callable:
     """``converted`` bound to ``fn``'s globals, closure, defaults and name."""
-    if not converted.changed:
+    if converted.factory is None:
         return fn
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     closure = tuple(cells[v] for v in converted.factory.co_freevars)
