@@ -52,9 +52,6 @@ class UnsupportedConstructError(ConversionFailed, NotImplementedError):
     generator): also a ``NotImplementedError``, as Catalyst raises it."""
 
 
-# --- the passes ----------------------------------------------------------------------------------
-
-
 class _Transpiler(transpiler.GenericTranspiler):
     """malt's parse-transform driver with the passes a function needs. (malt's ``variables`` pass,
     which wraps every read in ``ag__.ld``, is not needed: our ``ag__.Undefined`` raises on any use.)"""
@@ -404,9 +401,6 @@ def _terminates(s: ast.stmt) -> bool:
     return False
 
 
-# --- compiling at the user's lines ---------------------------------------------------------------
-
-
 def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> None:
     """Give every node the position of the user's code it came from: a node malt generated gets its
     parent's position, a generated statement that of the next statement of its block that has one
@@ -467,8 +461,6 @@ def _compile(fn: Callable, tree: ast.AST, name: str, future_features: tuple[str,
     return namespace[_FACTORY]().__code__
 
 
-# --- the cache and the entry points --------------------------------------------------------------
-
 _TRANSPILER = _Transpiler()
 _OPTIONS = converter.ProgramContext(
     options=converter.ConversionOptions(recursive=True, user_requested=True, optional_features=None)
@@ -481,9 +473,6 @@ def convert_code(fn: Callable) -> ConvertedCode:
     """The converted code of a plain function or lambda (cached per code object); raises
     :class:`ConversionFailed` when malt cannot convert it."""
     code = fn.__code__
-    converted = _by_code.get(code)
-    if converted is not None:
-        return converted
     with _lock:
         converted = _by_code.get(code)
         if converted is None:
@@ -498,7 +487,7 @@ def convert_code(fn: Callable) -> ConvertedCode:
                     "has none). Define it in a file or a notebook cell."
                 ) from err
             except Exception as err:
-                reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+                reason = (str(err).strip().splitlines() or [""])[0]
                 failure = (
                     UnsupportedConstructError if isinstance(err, errors.UnsupportedLanguageElementError)
                     else ConversionFailed
