@@ -50,8 +50,7 @@ class TracedRange:
 
 @dataclass
 class Zipped:
-    """``zip(...)`` of arrays and ranges, one of them traced: a converted ``for`` loops over it
-    (to the shortest length), as it loops over one array."""
+    """``zip(...)`` of arrays and ranges, one of them traced: a ``for`` loops over it to the shortest."""
 
     iterables: tuple
 
@@ -90,8 +89,7 @@ def enumerate_(iterable: Any, start: Any = 0) -> Any:
 
 
 def strict_conversion() -> bool:
-    """``catalyst_lite.autograph_strict_conversion`` (Catalyst's flag): no loop may run in Python
-    while tracing; a loop that cannot be compiled is an error."""
+    """``catalyst_lite.autograph_strict_conversion``: no loop may run in Python while tracing."""
     return sys.modules["catalyst_lite"].autograph_strict_conversion
 
 
@@ -132,8 +130,7 @@ def zip_(*iterables: Any, **kwargs: Any) -> Any:
 
 
 def len_(obj: Any) -> Any:
-    """``len(...)``: an array's first size even when it is known only at run time; a traced
-    range's length."""
+    """``len(...)``: an array's first size even when known only at run time; a traced range's length."""
     if isinstance(obj, Tracer) and np.ndim(obj) > 0:
         return obj.shape[0]
     if isinstance(obj, TracedRange):
@@ -142,8 +139,7 @@ def len_(obj: Any) -> Any:
 
 
 def reversed_(seq: Any) -> Any:
-    """``reversed(...)``: of a traced range, the same values downwards (still a compiled loop);
-    of a traced array, its rows in reverse order."""
+    """``reversed(...)`` of a traced range (still a compiled loop) or of a traced array."""
     if isinstance(seq, TracedRange):
         start, step = seq.start, seq.step
         count = trip_count(start, seq.stop, step)
@@ -182,8 +178,7 @@ all_ = _reduction(all, jnp.all, lambda a, b: jnp.logical_and(a, jnp.asarray(b, b
 
 
 def sum_(iterable: Any, /, start: Any = 0) -> Any:
-    """``sum(...)``: of an array whose length is known only at run time, ``jnp.sum`` over its
-    first axis (Python would need the length to iterate it)."""
+    """``sum(...)``: of an array whose length is known only at run time, ``jnp.sum`` over axis 0."""
     if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):
         return start + jnp.sum(iterable, axis=0)
     return sum(iterable, start)

@@ -98,8 +98,7 @@ def _compiled_branches(
     pred: Any, branches: Sequence[Callable[[], None]], get_state: GetState, set_state: SetState,
     names: Sequence[str], where: Location | None,
 ) -> tuple:
-    """The state after a ``cond`` of the branches: traced once, or twice when the first tracing
-    shows dtypes to promote or return values to fill in."""
+    """The state after a ``cond`` of the branches, traced again if dtypes or return values must agree."""
     init = get_state()
     containers = ContainerCheckpoint(*branches, carried=names)
     plan = _Plan()
@@ -291,8 +290,7 @@ class FunctionScope:
 
 
 def scope_fills_return_value(where: Location | None) -> None:
-    """Note, in the innermost converted function running, that a compiled ``if`` gave a branch that
-    did not return a stand-in return value."""
+    """Note in the innermost converted function that a compiled ``if`` filled in its return value."""
     stack = current_context().function_scopes
     if stack:
         stack[-1].filled = True

@@ -110,8 +110,7 @@ _failures_warned: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
 
 def _convert(fn: types.FunctionType, *, requested: bool = False) -> Callable:
-    """``fn`` converted; a callee malt cannot convert runs as it is (with a warning), the
-    function the user asked to convert raises."""
+    """``fn`` converted; a callee malt cannot convert runs as it is, with a warning."""
     converted = _converted.get(fn)
     if converted is None:
         try:
@@ -250,8 +249,7 @@ def _artifact(fn: Any, extras: Any = None) -> Any:
 
 
 def _namespace(code: ConvertedCode) -> types.SimpleNamespace:
-    """``ag__`` for one converted function: the operators, and function scopes that know whether
-    every path of the function ends in ``return``."""
+    """``ag__`` for one converted function: the operators, and its function scopes."""
 
     def function_scope(function_name: str, scope_name: str, options: Any) -> conditionals.FunctionScope:
         always_returns = code.always_returns.get(scope_name, True)

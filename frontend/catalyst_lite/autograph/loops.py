@@ -144,8 +144,7 @@ def _start_loop_targets(
 
 
 def _fail_if_no_iteration(count: Any, names: list[str], where: Location | None) -> None:
-    """When the program runs: a loop that ran no iteration left ``names`` unassigned, which are
-    read after it (Python's ``UnboundLocalError``)."""
+    """When the program runs: Python's ``UnboundLocalError`` if the loop ran no iteration."""
     if int(count) <= 0:
         name = names[0]
         raise UninitializedVariableError(
@@ -377,15 +376,13 @@ def _compiled_state(
 
 
 def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
-    """Whether a function generated for a loop reads any of the loop's variables (``self.x``:
-    ``self``), judged by the variables it closes over."""
+    """Whether a loop's function closes over any of its variables (``self`` for ``self.x``)."""
     roots = {re.match(r"\w*", name).group() for name in names}
     return bool(roots & set(fn.__code__.co_freevars))
 
 
 def _check_containers(containers: ContainerCheckpoint, where: Location | None, kind: str) -> None:
-    """Raised from the body's tracing (so that the loop's own cleanup runs): the body changed a
-    Python container in place, or a variable of an enclosing function."""
+    """Raised from the body's tracing (so that the loop's own cleanup runs) on a side effect."""
     side_effects = containers.side_effects()
     if side_effects:
         raise AutoGraphError(

@@ -130,8 +130,7 @@ class Unassigned(Undefined):
 
 
 def load_or_unassigned(load: Callable[[], Any], name: str) -> Any:
-    """``ag__.ldu``: how converted code reads an attribute or item that a statement may assign
-    (``self.total`` in a loop): its value, or :class:`Unassigned` when it has none yet."""
+    """``ag__.ldu``: an attribute or item that a statement may assign, or :class:`Unassigned`."""
     try:
         return load()
     except (KeyError, AttributeError, NameError):
@@ -160,8 +159,7 @@ class LeafRecord:
         return LeafRecord(True, np.dtype(leaf.dtype), shape, bool(getattr(leaf, "weak_type", False)))
 
     def zeros(self) -> Any:
-        """A stand-in value of this leaf's type (a size known only at run time becomes 0); a
-        static leaf is its value."""
+        """A stand-in value of this leaf's type (an unknown size becomes 0), or the static value."""
         if not self.dynamic:
             return self.value
         return jnp.zeros(tuple(0 if d is None else d for d in self.shape), self.dtype)

@@ -323,8 +323,7 @@ class _ItemAssignments(converter.Base):
 
 
 def _local_names(node: ast.FunctionDef) -> set[str]:
-    """Names local to a function (parameters, assigned names, ``global``/``nonlocal`` ones):
-    those an item assignment may assign."""
+    """Names local to a function (parameters, assigned names, ``global``/``nonlocal`` ones)."""
     args = node.args
     names = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a}
     stack = list(node.body)
@@ -470,8 +469,7 @@ _lock = threading.RLock()
 
 
 def convert_code(fn: Callable) -> ConvertedCode:
-    """The converted code of a plain function or lambda (cached per code object); raises
-    :class:`ConversionFailed` when malt cannot convert it."""
+    """The converted code of a function or lambda (cached), or :class:`ConversionFailed`."""
     code = fn.__code__
     with _lock:
         converted = _by_code.get(code)

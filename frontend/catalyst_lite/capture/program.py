@@ -43,8 +43,7 @@ from ..transforms import grad, jacobian, jvp, value_and_grad, vjp
 
 
 def captured_program(fn: Callable, name: str) -> Callable:
-    """``fn`` captured by PennyLane and compiled by catalyst_lite: a function of the same
-    (positional) arguments, to be called while catalyst_lite traces."""
+    """``fn`` captured by PennyLane and compiled by catalyst_lite, to be called while we trace."""
 
     def program(*args: Any) -> Any:
         flat_args, in_tree = tree_flatten(args)
@@ -148,8 +147,7 @@ class PlxprCompiler(PlxprInterpreter):
         return [mp, None] if eqn.primitive.multiple_results else mp
 
     def subprogram(self, jaxpr: Any, consts: Sequence[Any]) -> Callable[..., list[Any]]:
-        """A nested jaxpr as a function of its inputs, evaluated by a fresh copy of this
-        interpreter (each evaluation has its own variables)."""
+        """A nested jaxpr as a function, evaluated by a fresh copy of this interpreter."""
         return lambda *args: copy(self).eval(jaxpr, consts, *args)
 
 
@@ -230,8 +228,7 @@ def _transform(
     self: PlxprCompiler, *invals: Any, inner_jaxpr: Any, args_slice: tuple, consts_slice: tuple,
     targs_slice: tuple, tkwargs: Any, transform: Any,
 ) -> list[Any]:
-    """A PennyLane transform of a QNode (``@qml.transforms.cancel_inverses`` on it) or of a
-    quantum function called inside one."""
+    """A PennyLane transform of a QNode or of a quantum function called inside one."""
     run = self.subprogram(inner_jaxpr, invals[slice(*consts_slice)])
     args = invals[slice(*args_slice)]
     if any(eqn.primitive is qnode_prim for eqn in inner_jaxpr.eqns):
