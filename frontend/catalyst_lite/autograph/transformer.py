@@ -189,9 +189,10 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
         """Sets ``flag`` before the breaks of one loop (not those of loops or functions nested in it)."""
 
         def __init__(self, flag: str):
-            self.flag = flag
+            self.flag, self.found = flag, False
 
         def visit_Break(self, n: ast.Break) -> Any:
+            self.found = True
             return [_located(ast.Assign([ast.Name(self.flag, ast.Store())], ast.Constant(True)), n), n]
 
         def skip(self, n: ast.AST) -> ast.AST:
@@ -207,12 +208,12 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
             if not n.orelse:
                 return n
             orelse, n.orelse = n.orelse, []
-            if not any(isinstance(b, ast.Break) for s in n.body for b in _own_statements(s)):
+            breaker = FlagBreaks(f"loop_broke__ag_{count}")
+            body = [t for s in n.body for t in _as_list(breaker.visit(s))]
+            if not breaker.found:
                 return [n, *orelse]
-            flag = f"loop_broke__ag_{count}"
+            flag, n.body = breaker.flag, body
             count += 1
-            breaker = FlagBreaks(flag)
-            n.body = [t for s in n.body for t in _as_list(breaker.visit(s))]
             start = _located(ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(False)), n)
             after = _located(ast.If(ast.UnaryOp(ast.Not(), ast.Name(flag, ast.Load())), [], []), orelse[0])
             after.body = orelse
@@ -231,17 +232,6 @@ def _located(new: ast.AST, like: ast.AST) -> ast.AST:
         if origin is not None:
             anno.setanno(n, anno.Basic.ORIGIN, origin)
     return new
-
-
-def _own_statements(statement: ast.stmt) -> list[ast.AST]:
-    """The nodes of ``statement`` that belong to the loop around it (not to nested loops or functions)."""
-    if isinstance(statement, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return []
-    found = [statement]
-    for child in ast.iter_child_nodes(statement):
-        if isinstance(child, ast.stmt):
-            found += _own_statements(child)
-    return found
 
 
 def _as_list(x: Any) -> list[Any]:
