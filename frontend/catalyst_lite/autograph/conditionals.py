@@ -37,28 +37,12 @@ def if_stmt(
 ) -> None:
     """``if condition: body else: orelse`` (malt's functional form; the state holds exactly the
     variables used after the statement, whatever ``nouts`` says)."""
-    condition = _condition(condition)
-    if not isinstance(condition, Tracer):
-        if condition:
-            body()
-        else:
-            orelse()
-        return
-    where = innermost_user_line()
-    check_not_recording("`if`", where)
-    pred = predicate(condition, "`if`", where)
-    set_state(_compiled_branches(pred, (body, orelse), get_state, set_state, symbol_names, where))
+    _if(condition, (body, orelse), get_state, set_state, symbol_names, "`if`")
 
 
 def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], Any], expr_repr: str) -> Any:
     """``if_true() if condition else if_false()``."""
-    condition = _condition(condition)
-    if not isinstance(condition, Tracer):
-        return if_true() if condition else if_false()
-    where = innermost_user_line()
-    check_not_recording("conditional expression", where)
-    pred = predicate(condition, "conditional expression", where)
-    value: Any = None  # the statement's one state variable (not a container: see ContainerCheckpoint)
+    value: Any = None  # the expression's one state variable (not a container: see ContainerCheckpoint)
 
     def branch(value_fn: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
@@ -72,8 +56,22 @@ def if_exp(condition: Any, if_true: Callable[[], Any], if_false: Callable[[], An
         (value,) = values
 
     branches = (branch(if_true), branch(if_false))
-    set_state(_compiled_branches(pred, branches, lambda: (value,), set_state, (expr_repr,), where))
+    _if(condition, branches, lambda: (value,), set_state, (expr_repr,), "conditional expression")
     return value
+
+
+def _if(
+    condition: Any, branches: Sequence[Callable[[], None]], get_state: GetState, set_state: SetState,
+    names: Sequence[str], construct: str,
+) -> None:
+    condition = _condition(condition)
+    if not isinstance(condition, Tracer):
+        branches[0 if condition else 1]()
+        return
+    where = innermost_user_line()
+    check_not_recording(construct, where)
+    pred = predicate(condition, construct, where)
+    set_state(_compiled_branches(pred, branches, get_state, set_state, names, where))
 
 
 def _condition(condition: Any) -> Any:
@@ -321,18 +319,12 @@ def assert_stmt(test: Any, message: Callable[[], Any]) -> None:
 
 def and_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
     """``a and b``."""
-    left = _condition(a())
-    if not isinstance(left, Tracer):
-        return left and b()
-    return _logical(jnp.logical_and, left, b(), "`and`")
+    return _logical(jnp.logical_and, a, b, "`and`")
 
 
 def or_(a: Callable[[], Any], b: Callable[[], Any]) -> Any:
     """``a or b``."""
-    left = _condition(a())
-    if not isinstance(left, Tracer):
-        return left or b()
-    return _logical(jnp.logical_or, left, b(), "`or`")
+    return _logical(jnp.logical_or, a, b, "`or`")
 
 
 def not_(a: Any) -> Any:
@@ -345,10 +337,15 @@ def not_(a: Any) -> Any:
     return jnp.logical_not(predicate(a, "`not`", innermost_user_line()))
 
 
-def _logical(op: Callable[[Any, Any], Any], left: Any, right: Any, construct: str) -> Any:
-    """Python's value of ``left and right`` or ``left or right`` for a traced scalar ``left``:
+def _logical(
+    op: Callable[[Any, Any], Any], a: Callable[[], Any], b: Callable[[], Any], construct: str
+) -> Any:
+    """Python's value of ``a() and b()`` or ``a() or b()``; for a traced scalar ``a()``,
     ``logical_and``/``logical_or`` on booleans, the operand itself on numbers (``2.0 and 3.0``)."""
-    right = traced_value(right)
+    left = _condition(a())
+    if not isinstance(left, Tracer):
+        return (left and b()) if op is jnp.logical_and else (left or b())
+    right = traced_value(b())
     if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
         return op(left, right)
     truth = predicate(left, construct, innermost_user_line())
