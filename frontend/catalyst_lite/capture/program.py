@@ -27,8 +27,9 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_leaves, tree_unflatten
 from pennylane.allocation import Allocate, Deallocate, allocate_prim, deallocate_prim
 from pennylane.capture import PlxprInterpreter
 from pennylane.capture.primitives import (
-    adjoint_transform_prim, cond_prim, ctrl_transform_prim, for_loop_prim, jacobian_prim, jvp_prim, measure_prim,
-    qnode_prim, quantum_subroutine_prim, transform_prim, value_and_grad_prim, vjp_prim, while_loop_prim,
+    adjoint_transform_prim, cond_prim, ctrl_transform_prim, for_loop_prim, jacobian_prim, jvp_prim,
+    measure_prim, qnode_prim, quantum_subroutine_prim, transform_prim, value_and_grad_prim, vjp_prim,
+    while_loop_prim,
 )
 from pennylane.measurements import CountsMP
 
