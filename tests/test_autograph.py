@@ -1547,3 +1547,27 @@ def test_the_target_of_a_loop_that_may_run_no_iteration_checked_when_it_runs():
         return total
 
     assert int(qjit(autograph=True)(read_by_a_closure)(0)) == read_by_a_closure(0)
+
+
+class _Base:
+    def scale(self, x):
+        return x * 2.0
+
+
+class _Child(_Base):
+    def scale(self, x):
+        total = super().scale(x)  # zero-argument super() inside converted code
+        for i in range(3):
+            total = total + eval("i") + len(locals()) * 0.0
+        return total
+
+
+def test_super_eval_and_locals_inside_converted_code_run_as_python():
+    def f(x):
+        y = _Child().scale(x)
+        if x > 0:
+            y = y + 1.0
+        return y
+
+    for x in (1.5, -2.0):
+        assert float(qjit(autograph=True)(f)(x)) == pytest.approx(f(x))
