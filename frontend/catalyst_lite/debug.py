@@ -1,16 +1,8 @@
-"""``catalyst_lite.debug``: Catalyst's debugging helpers. At run time, :func:`callback`,
-:func:`print`, :func:`print_memref` and :func:`debug_assert`; about the compiler's stages, as far as
-they mean something for a program XLA compiles, :func:`get_compilation_stage` and the others.
-
-Each run-time helper is a host callback (:mod:`catalyst_lite.callbacks`) that runs on the forward
-pass only under differentiation; outside qjit it simply runs. ``qjit(disable_assertions=True)``
-leaves assertions out.
-
-There is one compiler stage, ``"mlir"`` (:func:`get_compilation_stage`), and no MLIR pipelines
-(:func:`get_compilation_stages_groups` is ``[]``); :func:`instrumentation` reports traces,
-specializations and XLA compile times. :func:`replace_ir`, :func:`get_cmain`,
-:func:`compile_executable` and :func:`draw_graph` need Catalyst's pipeline, shared library or MLIR
-program: they raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
+"""``catalyst_lite.debug``: Catalyst's debugging helpers. The run-time ones (:func:`callback`,
+:func:`print`, :func:`print_memref`, :func:`debug_assert`) are host callbacks
+(:mod:`catalyst_lite.callbacks`); outside qjit they simply run. There is one compiler stage,
+``"mlir"``, and no MLIR pipeline; helpers that need Catalyst's pipeline, shared library or MLIR
+program raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit, debug
@@ -39,16 +31,10 @@ import numpy as np
 from jax.tree_util import tree_map
 
 from .callbacks import call_for_effect, run_eagerly
-from .errors import (
-    ArgumentTypeError,
-    ArgumentValueError,
-    DebugAssertionError,
-    UnsupportedOperationError,
-)
+from .errors import ArgumentTypeError, ArgumentValueError, DebugAssertionError, UnsupportedOperationError
 from .jax_extras import get_aval, x64_scope
 from .reporting import LOGGER
 from .trace_context import current as current_context
-
 
 __all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation_stage",
            "get_compilation_stages_groups", "get_cmain", "instrumentation", "replace_ir",
@@ -56,8 +42,8 @@ __all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation
 
 
 def callback(callback_fn: Callable) -> Callable:
-    """``callback_fn`` (which must return ``None``), called with its arguments' values when the
-    program runs. Usable as a decorator.
+    """``callback_fn`` (returning ``None``), called with its arguments' values when the program
+    runs. Usable as a decorator.
 
     >>> from catalyst_lite.debug import callback
     >>> from catalyst_lite import qjit
@@ -100,16 +86,13 @@ def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst'
 
 
 def _as_jax_arrays(tree: Any) -> Any:
-    """The values as JAX arrays, as Catalyst formats them: ``{}`` shows ``1.0`` or ``[1. 2.]``
-    (as a NumPy value would), a container shows its arrays' reprs (``Array(1., dtype=float64)``);
-    their dtypes kept."""
+    """The values as JAX arrays (their dtypes kept), as Catalyst formats them."""
     with x64_scope():
         return tree_map(lambda v: jnp.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v, tree)
 
 
 def _number_text(v: Any) -> str:
-    """A number as a C++ stream prints it (Catalyst's runtime): ``1`` and ``0.5``, not ``1.``;
-    integers and bools in full (``1000000``, ``1``/``0``), floats with 6 significant digits."""
+    """A number as a C++ stream prints it (Catalyst's runtime): ``1``, ``0.5``, ``1000000``."""
     if np.iscomplexobj(v):
         return f"({v.real:g},{v.imag:g})"
     if isinstance(v, (bool, np.bool_, int, np.integer)):
@@ -118,9 +101,7 @@ def _number_text(v: Any) -> str:
 
 
 def _memref_data(array: np.ndarray) -> str:
-    """The elements as Catalyst's runtime prints a memref: elements of the innermost axis
-    separated by a comma and ``rank + 1`` spaces, each row ending with ``", "`` and a new line
-    indented by its depth."""
+    """The elements as Catalyst's runtime prints a memref."""
     separator = "," + " " * (array.ndim + 1)
 
     def nested(a: np.ndarray, depth: int) -> str:
@@ -194,21 +175,16 @@ def debug_assert(condition: Any, error: str) -> None:
 
 # --- the compiler's stages -----------------------------------------------------------------------
 
-_STAGES = ("mlir",)
-
 
 def _checked_qjit(fn: Any, what: str) -> Any:
-    # By its interface: catalyst_lite.compiled imports this module (through autograph), not the
-    # other way round.
+    # By its interface: catalyst_lite.compiled imports this module, not the other way round.
     if not (hasattr(type(fn), "jit_compile") and hasattr(type(fn), "mlir")):
         raise ArgumentTypeError(f"debug.{what}: the first argument must be a qjit function, got {type(fn).__name__}.")
     return fn
 
 
 def get_compilation_stage(fn: Any, stage: str) -> str:
-    """The program of ``fn`` at compiler stage ``stage``. catalyst_lite has one, ``"mlir"``:
-    StableHLO of the traced program, symbolic sizes as ``?`` dimensions (``fn.mlir``); Catalyst's
-    other stage names are a ``ValueError``. ``fn`` must have been traced (called, or annotated).
+    """The program of the traced ``fn`` at compiler stage ``stage``: only ``"mlir"`` (``fn.mlir``).
 
     >>> import jax.numpy as jnp
     >>> from catalyst_lite import qjit, debug
@@ -218,10 +194,10 @@ def get_compilation_stage(fn: Any, stage: str) -> str:
     True
     """
     fn = _checked_qjit(fn, "get_compilation_stage")
-    if stage not in _STAGES:
+    if stage != "mlir":
         raise ArgumentValueError(
             f"debug.get_compilation_stage({fn.name}, {stage!r}): catalyst_lite compiles StableHLO "
-            f"with XLA and has one stage, {_STAGES[0]!r} (Catalyst's MLIR pipeline stages do not exist here)."
+            "with XLA and has one stage, 'mlir' (Catalyst's MLIR pipeline stages do not exist here)."
         )
     text = fn.mlir
     if text is None:
@@ -233,7 +209,7 @@ def get_compilation_stage(fn: Any, stage: str) -> str:
 
 
 def get_compilation_stages_groups(options: Any) -> list:
-    """Catalyst's MLIR pipelines (stage names and their passes) for ``options``: none here.
+    """Catalyst's MLIR pipelines for ``options``: none here.
 
     >>> from catalyst_lite import CompileOptions, debug
     >>> debug.get_compilation_stages_groups(CompileOptions())
@@ -244,10 +220,8 @@ def get_compilation_stages_groups(options: Any) -> list:
 
 @contextlib.contextmanager
 def instrumentation(session_name: str, filename: str | None = None, detailed: bool = False) -> Iterator[None]:
-    """Report what the qjit calls inside the block do: each trace (and its time), each new
-    specialization, XLA's compile times, cache hits; to ``filename`` (appended) or standard
-    output, each line prefixed with ``session_name``. ``detailed`` is accepted (every report is
-    already given).
+    """Report what the qjit calls inside the block do (traces, specializations, compile times,
+    cache hits) to ``filename`` (appended) or standard output; ``detailed`` is accepted.
 
     >>> import jax.numpy as jnp
     >>> from catalyst_lite import qjit, debug
@@ -274,7 +248,6 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
 
 
 def _unsupported(fn: Any, what: str, why: str) -> UnsupportedOperationError:
-    """The error of Catalyst's ``debug.<what>`` of qjit function ``fn``, which needs ``why``."""
     _checked_qjit(fn, what)
     return UnsupportedOperationError(
         f"debug.{what}: {why}; catalyst_lite compiles with XLA, which keeps its IR and code "

@@ -1,11 +1,7 @@
-"""The trace context: what the calling thread's trace (or call) is doing, as one frozen record.
-
-Every piece of "the trace in progress" state (options, size scope, ambient carries, reverse mode,
-replay recorder, patches in effect...) is a field of one :class:`TraceContext` in one
-``ContextVar``, read with :func:`current` and changed only for a block by :func:`scope`. Threads
-start from the empty record, so one thread's trace never sees another's. PennyLane's process-wide
-capture switch is read by :func:`pennylane_capture_enabled` (without importing PennyLane) and held
-for a block by :func:`capture_switched`. This module imports only :mod:`catalyst_lite.errors`.
+"""The trace context: what the calling thread's trace (or call) is doing, as one frozen
+:class:`TraceContext` in a ``ContextVar``, read with :func:`current` and changed for a block by
+:func:`scope` (threads start from the empty record). Also PennyLane's process-wide capture switch
+(:func:`pennylane_capture_enabled`, :func:`capture_switched`).
 
 >>> from catalyst_lite.trace_context import current, scope
 >>> current().reverse_mode
@@ -67,8 +63,7 @@ class TraceContext:
     host_driving: Any = None
     reverse_mode: bool = False
     replays: Any = None
-    # The exceptions raised by host callbacks during the thread's current call (the thread's own
-    # list, see :func:`thread_collector`).
+    # The exceptions host callbacks raised during the thread's call (see thread_collector).
     callback_errors: list[BaseException] | None = None
 
 
@@ -77,7 +72,6 @@ _CONTEXT: contextvars.ContextVar[TraceContext] = contextvars.ContextVar("catalys
 
 
 def current() -> TraceContext:
-    """The calling thread's trace context."""
     return _CONTEXT.get()
 
 
@@ -85,9 +79,8 @@ _FIELDS = frozenset(f.name for f in dataclasses.fields(TraceContext))
 
 
 class scope:
-    """The trace context with ``changes`` for the duration of a ``with`` block; the record it
-    replaced is restored afterwards (exactly: whatever inner blocks did). ``__enter__`` returns
-    the new record. (A class, not a generator: the call path enters one per call.)"""
+    """The trace context with ``changes`` within a ``with`` block (``__enter__`` returns it). A
+    class, not a generator: the call path enters one per call."""
 
     __slots__ = ("_changes", "_previous")
 
@@ -108,9 +101,8 @@ class scope:
 
 
 def thread_collector(field: str) -> Any:
-    """The calling thread's own collector in ``field`` (a list), made on first use: the one write
-    that is not a :class:`scope`, because the list must outlive the block that asked for it (a
-    call's callbacks write into it after scopes inside the call have ended). Scopes copy it.
+    """The calling thread's own list in ``field``, made on first use: not a :class:`scope`, as it
+    must outlive the block that asked for it. Scopes copy it.
 
     >>> from catalyst_lite.trace_context import current, scope, thread_collector
     >>> with scope(reverse_mode=True):
@@ -118,25 +110,19 @@ def thread_collector(field: str) -> Any:
     ...     slot is thread_collector("callback_errors") is current().callback_errors
     True
     """
-    ctx = _CONTEXT.get()
-    collector = getattr(ctx, field)
+    collector = getattr(_CONTEXT.get(), field)
     if collector is None:
         collector = []
-        new = object.__new__(TraceContext)
-        new.__dict__.update(ctx.__dict__, **{field: collector})
-        _CONTEXT.set(new)
+        scope(**{field: collector}).__enter__()  # never exited: the thread keeps it
     return collector
 
 
-# --- PennyLane's program-capture switch -----------------------------------------------------------
-
-CAPTURE_VALUES = ("global", True, False)
-"""The values ``qjit(capture=...)`` accepts (Catalyst's)."""
+CAPTURE_VALUES = ("global", True, False)  # what qjit(capture=...) accepts (Catalyst's)
 
 
 def check_capture_option(value: Any, fn_name: str) -> None:
-    """Raise :class:`~catalyst_lite.errors.ArgumentValueError` unless ``value`` is one of
-    :data:`CAPTURE_VALUES` (or equal to one, as Catalyst checks: ``1`` is ``True``)."""
+    """Raise :class:`~catalyst_lite.errors.ArgumentValueError` unless ``value`` equals one of
+    :data:`CAPTURE_VALUES` (as Catalyst checks: ``1`` is ``True``)."""
     if not any(isinstance(value, (str, bool, int, np.bool_)) and value == v for v in CAPTURE_VALUES):
         raise ArgumentValueError(
             f"{fn_name}: invalid value for capture: {value!r}. Valid values are 'global', True "
@@ -145,8 +131,7 @@ def check_capture_option(value: Any, fn_name: str) -> None:
 
 
 def pennylane_capture_enabled() -> bool:
-    """``qml.capture.enabled()``; False without importing PennyLane when nothing has imported it
-    (its capture cannot be on then)."""
+    """``qml.capture.enabled()``, without importing PennyLane."""
     qml = sys.modules.get("pennylane")
     return qml is not None and qml.capture.enabled()
 
@@ -164,9 +149,8 @@ def uses_capture(option: Any) -> bool:
 
 @contextlib.contextmanager
 def capture_switched(enabled: bool, fn_name: str) -> Iterator[None]:
-    """PennyLane's program capture held on (``enabled=True``) or off within the block; the switch
-    is restored afterwards. Switching it on where PennyLane refuses (it supports only the JAX
-    version it pins) raises :class:`~catalyst_lite.errors.CaptureUnavailableError`."""
+    """PennyLane's program capture held on or off within the block (where PennyLane refuses:
+    :class:`~catalyst_lite.errors.CaptureUnavailableError`)."""
     was_enabled = pennylane_capture_enabled()
     if enabled != was_enabled:
         _switch(enabled, fn_name)
@@ -178,7 +162,7 @@ def capture_switched(enabled: bool, fn_name: str) -> Iterator[None]:
 
 
 def _switch(enabled: bool, fn_name: str) -> None:
-    qml = importlib.import_module("pennylane")  # imported by programs that use it only
+    qml = importlib.import_module("pennylane")
     if not enabled:
         qml.capture.disable()
         return
@@ -196,7 +180,6 @@ def _switch(enabled: bool, fn_name: str) -> None:
 
 def refuse_under_capture(control_flow_type: str) -> None:
     """Raise :class:`~catalyst_lite.errors.PlxprCaptureCFCompatibilityError` while PennyLane's
-    program capture is on: catalyst_lite's own control flow cannot appear in a captured program
-    (as Catalyst's cannot); PennyLane's ``qml.for_loop``/``qml.while_loop``/``qml.cond`` can."""
+    program capture is on (as Catalyst does for its own control flow)."""
     if pennylane_capture_enabled():
         raise PlxprCaptureCFCompatibilityError(control_flow_type)
