@@ -211,8 +211,8 @@ def _is_sharding_leaf(s: Any) -> bool:
     return s is None or isinstance(s, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
 
 
-def checked_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
-    """An option that is one ``kind`` or a sequence of them, as a tuple."""
+def checked_tuple(value: Any, kind: Any, option: str, fn_name: str, message: str | None = None) -> tuple:
+    """An option that is one ``kind`` or a sequence of them, as a tuple (else ``message``)."""
     if value is None:
         return ()
     items = (value,) if isinstance(value, kind) else value
@@ -221,8 +221,8 @@ def checked_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
     except TypeError:
         items = None
     if items is None or not all(isinstance(v, kind) and not isinstance(v, bool) for v in items):
-        raise ArgumentTypeError(
+        raise ArgumentTypeError(message or (
             f"qjit({option}={value!r}) of {fn_name}: {option} must be a {kind.__name__} or a sequence of "
             f"{kind.__name__}s."
-        )
+        ))
     return items

@@ -309,18 +309,10 @@ def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
 
 def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:
     """``static_argnums`` as a set of non-negative ints (Catalyst refuses negative ones)."""
-    if static_argnums is None:
-        return set()
-    nums = (static_argnums,) if isinstance(static_argnums, (int, np.integer)) else static_argnums
-    try:
-        nums = tuple(nums)
-    except TypeError:
-        nums = None
-    if nums is None or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
-        raise ArgumentTypeError(
-            f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
-            f"got {static_argnums!r}."
-        )
+    nums = checked_tuple(static_argnums, (int, np.integer), "static_argnums", fn_name, (
+        f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
+        f"got {static_argnums!r}."
+    ))
     for i in nums:
         if i < 0:
             raise StaticArgnumsError(
