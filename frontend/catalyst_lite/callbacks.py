@@ -5,18 +5,6 @@ equation (:class:`HostCall`), bound at specialization as ``jax.pure_callback``/
 ``jax.debug.callback`` (so operands may have symbolic sizes); :func:`accelerate` traces its
 function into the program. An exception a callback raises reaches the caller as itself
 (:func:`callback_exception`), not wrapped in XLA's error.
-
->>> import numpy as np
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, pure_callback
->>> @pure_callback
-... def host_sin(x) -> float:
-...     return np.sin(x)
->>> @qjit
-... def f(x):
-...     return jnp.cos(host_sin(x ** 2))
->>> round(float(f(0.654)), 7)
-0.9151995
 """
 
 from __future__ import annotations
@@ -106,19 +94,7 @@ def program_ended(previous: list | None) -> None:
 
 def callback_exception(err: BaseException) -> BaseException:
     """The exception to raise for ``err``, an error of a program this thread ran: the first one
-    a callback of that run raised, else ``err``.
-
-    >>> from catalyst_lite import qjit, pure_callback
-    >>> @pure_callback
-    ... def fails(x) -> float:
-    ...     raise KeyError("from the host")
-    >>> f = qjit(lambda x: fails(x) + 1.0)
-    >>> try:
-    ...     f(1.0)
-    ... except KeyError as err:
-    ...     print(repr(err))
-    KeyError('from the host')
-    """
+    a callback of that run raised, else ``err``."""
     slot = current_context().callback_errors
     if not slot or not isinstance(err, jax.errors.JaxRuntimeError):
         return err
@@ -377,12 +353,9 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     ``result_type``, or ``callback_fn``'s return annotation, declares its results: ``float``,
     ``int``, ``bool``, ``complex``, a dtype, a ``jax.ShapeDtypeStruct``, or a pytree of these.
     The function receives NumPy arrays and must return values of exactly these types (Python
-    scalars are converted). Usable as a decorator. Differentiating it needs ``.fwd`` and
-    ``.bwd``; ``vmap`` calls it once per slice.
+    scalars are converted). Usable as a decorator; differentiable with ``.fwd`` and ``.bwd``.
 
-    >>> from catalyst_lite import pure_callback
-    >>> import numpy as np
-    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite import pure_callback, qjit
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))
     3
     """
@@ -396,11 +369,9 @@ def call_for_effect(fn: Callable, args: tuple, kwargs: dict, name: str | None = 
 
 
 def base_callback(func: Callable) -> Callable:
-    """Call the Python function ``func`` from a compiled program each time it runs, as
-    Catalyst's ``base_callback`` does. Its return annotation, if any, declares its results as
-    :func:`pure_callback`'s does; without one (or with ``-> None``) it is called for its effects,
-    in program order with the other such callbacks, and what it returns is dropped (as
-    Catalyst's). Usable as a decorator; outside a trace it is simply called.
+    """Catalyst's ``base_callback``: call ``func`` from a compiled program each time it runs. A
+    return annotation declares its results as for :func:`pure_callback`; without one it is
+    called for its effects, in program order, its result dropped.
 
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.api_extensions.callbacks import base_callback
