@@ -673,29 +673,13 @@ class QJIT:
 
     @api_boundary
     def trace(self, *args: Any, **kwargs: Any) -> Traced:
-        """The program traced for these arguments' signature, sizes symbolic (``jax.jit(f).trace``).
-
-        >>> import jax.numpy as jnp
-        >>> from catalyst_lite import qjit
-        >>> f = qjit(lambda x: x + 1.0, abstracted_axes={0: "n"})
-        >>> "f64[a]" in str(f.trace(jnp.ones(2)).jaxpr)  # the size is a variable
-        True
-        """
+        """The program traced for these arguments' signature, sizes symbolic (``jax.jit(f).trace``)."""
         executable = self._flat_call(args, kwargs)[0]
         return Traced(executable.program.closed_jaxpr, self.name, lambda: self.lower(*args, **kwargs))
 
     @api_boundary
     def lower(self, *args: Any, **kwargs: Any) -> Lowered:
-        """The program specialized at these arguments' sizes, for XLA (``jax.jit(f).lower``).
-
-        >>> import jax.numpy as jnp
-        >>> from catalyst_lite import qjit
-        >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
-        >>> x = jnp.ones(4)
-        >>> compiled = f.lower(x).compile()
-        >>> compiled(x).tolist()
-        [2.0, 2.0, 2.0, 2.0]
-        """
+        """The program specialized at these arguments' sizes, for XLA (``jax.jit(f).lower``)."""
         executable, implicit, leaves, names, _, key = self._flat_call(args, kwargs)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             try:

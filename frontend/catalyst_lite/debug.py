@@ -66,9 +66,8 @@ def callback(callback_fn: Callable) -> Callable:
 
 
 def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst's name)
-    """Print ``fmt.format(*args, **kwargs)`` when the program runs (``str.format`` syntax:
-    ``"{x:.2f}"``); a ``fmt`` that is not a string is itself printed. An f-string is formatted
-    when traced, so it shows tracers, not values.
+    """Print ``fmt.format(*args, **kwargs)`` when the program runs (an f-string would show
+    tracers); a ``fmt`` that is not a string is itself printed.
 
     >>> from catalyst_lite import qjit, debug
     >>> @qjit
@@ -145,8 +144,7 @@ def _fail_if_false(condition: Any, message: str) -> None:
 
 def debug_assert(condition: Any, error: str) -> None:
     """Raise ``RuntimeError(error)`` (a :class:`~catalyst_lite.errors.DebugAssertionError`) when
-    the program runs and the boolean scalar ``condition`` is false. Left out of programs compiled
-    with ``qjit(disable_assertions=True)``; outside qjit, checked at once.
+    the program runs and the boolean scalar ``condition`` is false (unless ``disable_assertions``).
 
     >>> from catalyst_lite import debug_assert
     >>> from catalyst_lite import qjit
