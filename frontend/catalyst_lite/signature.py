@@ -519,8 +519,9 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
     if isinstance(x, complex):
         return (), np.dtype("complex128"), True
     if isinstance(x, jax.ShapeDtypeStruct) or hasattr(x, "shape") and hasattr(x, "dtype"):
-        dtype = _dtype(x.dtype)
-        if not _is_array_dtype(dtype):
+        extended = jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)  # a typed PRNG key's
+        dtype = x.dtype if extended else np.dtype(x.dtype)
+        if not (extended or dtype == np.dtype(bool) or jax.dtypes.issubdtype(dtype, np.number)):
             raise ArgumentTypeError(
                 f"{fn_name}: argument {where} is an array of dtype {dtype} ({type(x).__name__}); "
                 "compiled functions take arrays of numbers and booleans. Convert it (e.g. "
@@ -534,17 +535,6 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
         "numbers and pytrees of them. Pass it with static_argnums/static_argnames if it is a "
         "compile-time option."
     )
-
-
-def _dtype(dtype: Any) -> Any:
-    """A NumPy dtype, or JAX's extended dtype of a typed PRNG key as it is."""
-    return dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
-
-
-def _is_array_dtype(dtype: Any) -> bool:
-    """Whether JAX takes arrays of ``dtype``: numbers, booleans, PRNG keys."""
-    return (dtype == np.dtype(bool) or jax.dtypes.issubdtype(dtype, np.number)
-            or jax.dtypes.issubdtype(dtype, jax.dtypes.extended))
 
 
 def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool) -> AxesSpec:
