@@ -70,13 +70,7 @@ def _sole_running_slot() -> list | None:
 
 def program_started() -> list | None:
     """Register the calling thread as running a program until :func:`program_ended` (given what
-    this returns), so that a callback failing on an XLA worker thread records its exception here.
-
-    >>> previous = program_started()
-    >>> _sole_running_slot() is current_context().callback_errors
-    True
-    >>> program_ended(previous)
-    """
+    this returns), so that a callback failing on an XLA worker thread records its exception here."""
     ident = threading.get_ident()
     previous = _RUNNING.get(ident)
     slot = current_context().callback_errors
@@ -104,16 +98,14 @@ def callback_exception(err: BaseException) -> BaseException:
     return original
 
 
-class _RaisedByCallbacks(logging.Filter):
+def _not_raised_by_callbacks(record: logging.LogRecord) -> bool:
     """JAX logs every exception of a callback before XLA fails; ours reach the caller anyway."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not getattr(exc, "_catalyst_lite_callback", False)
+    exc = record.exc_info[1] if record.exc_info else None
+    return not getattr(exc, "_catalyst_lite_callback", False)
 
 
 for _logger in ("jax._src.callback", "jax._src.debugging"):
-    logging.getLogger(_logger).addFilter(_RaisedByCallbacks())
+    logging.getLogger(_logger).addFilter(_not_raised_by_callbacks)
 
 
 # --- result types --------------------------------------------------------------------------------

@@ -456,11 +456,7 @@ _PYTHON_TYPE_OF = {dtype: kind for kind, dtype in PYTHON_SCALARS.items()}
 
 def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
     """``x`` converted to ``spec``'s type: a Python number for a weakly typed scalar of Python's
-    dtype, else a NumPy array.
-
-    >>> promoted_leaf(np.int32(2), LeafSpec((), np.dtype("float64"), True))
-    2.0
-    """
+    dtype, else a NumPy array."""
     if spec.weak_type and spec.shape == ():
         kind = _PYTHON_TYPE_OF.get(spec.dtype)
         if kind is not None:

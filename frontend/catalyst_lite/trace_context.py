@@ -35,31 +35,26 @@ __all__ = ["TraceContext", "current", "scope", "thread_collector", "CAPTURE_VALU
 class TraceContext:
     """What the calling thread's trace is doing (the defaults: nothing)."""
 
-    # jax_extras: the patch sets in effect (``PatchSet.scope``), how many foreign captures this
-    # thread's trace hosts, the lowering target (``None``: display), the size scopes, innermost last.
+    # jax_extras: patch sets in effect, foreign captures hosted, lowering target, size scopes.
     patch_sets: tuple[Any, ...] = ()
     hosted_captures: int = 0
     lowering_target: Any = None
     size_scopes: tuple[Any, ...] = ()
-    # The options of the qjit being traced.
     qjit_options: Mapping[str, Any] | None = None
-    # control_flow: ambient carries (outermost first) and the handler of traced control flow.
+    # control_flow: ambient carries (outermost first), the handler of traced control flow.
     ambient_carries: tuple[Any, ...] = ()
     control_flow_handler: Any = None
-    # autograph: modules converted although library code, the open ``disable_autograph`` blocks,
-    # converted functions running (innermost last).
+    # autograph: library modules converted, open disable_autograph blocks, converted functions.
     autograph_include: tuple[str, ...] = ()
     autograph_disabled: tuple[Any, ...] = ()
     function_scopes: tuple[Any, ...] = ()
-    # quantum: the QNodes compiled into the program, the circuits being compiled (innermost
-    # last), the differentiation methods of enclosing grad/jacobian traces.
+    # quantum: QNodes compiled, circuits being compiled, enclosing grad/jacobian methods.
     traced_circuits: Any = None
     circuits: tuple[Any, ...] = ()
     diff_methods: tuple[str, ...] = ()
-    # transforms: tracing one device's rows of a batch split over devices (vmap's shard_map)
+    # transforms: tracing one device's rows of a batch split over devices (vmap's shard_map).
     sharded_batch: bool = False
-    # compiler: the runner driving a program from the host, reverse-mode specialization, the
-    # recorder of host steps' replays.
+    # compiler: the host runner, reverse-mode specialization, the recorder of host steps' replays.
     host_driving: Any = None
     reverse_mode: bool = False
     replays: Any = None
@@ -102,14 +97,7 @@ class scope:
 
 def thread_collector(field: str) -> Any:
     """The calling thread's own list in ``field``, made on first use: not a :class:`scope`, as it
-    must outlive the block that asked for it. Scopes copy it.
-
-    >>> from catalyst_lite.trace_context import current, scope, thread_collector
-    >>> with scope(reverse_mode=True):
-    ...     slot = thread_collector("callback_errors")
-    ...     slot is thread_collector("callback_errors") is current().callback_errors
-    True
-    """
+    must outlive the block that asked for it. Scopes copy it."""
     collector = getattr(_CONTEXT.get(), field)
     if collector is None:
         collector = []
@@ -137,13 +125,7 @@ def pennylane_capture_enabled() -> bool:
 
 
 def uses_capture(option: Any) -> bool:
-    """Whether a program compiled with ``capture=option`` is traced through program capture now.
-
-    >>> from catalyst_lite.trace_context import check_capture_option, uses_capture
-    >>> check_capture_option("global", "f")
-    >>> uses_capture(False), uses_capture(True)
-    (False, True)
-    """
+    """Whether a program compiled with ``capture=option`` is traced through program capture now."""
     return pennylane_capture_enabled() if option == "global" else bool(option)
 
 
