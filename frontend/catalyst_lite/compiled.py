@@ -101,17 +101,14 @@ class CacheInfo:
     maxsize: int | None
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class Traced:
-    """The traced program of one argument signature (``jax.stages.Traced``): :attr:`jaxpr`, with
-    symbolic sizes, and :meth:`lower` at the traced arguments' sizes."""
+    """The traced program of one argument signature (``jax.stages.Traced``): its ``jaxpr``, with
+    symbolic sizes, and ``lower()`` at the traced arguments' sizes."""
 
-    def __init__(self, jaxpr: Any, fun_name: str, lower: Callable[[], "Lowered"]):
-        self.jaxpr = jaxpr
-        self.fun_name = fun_name
-        self._lower = lower
-
-    def lower(self) -> "Lowered":
-        return self._lower()
+    jaxpr: Any
+    fun_name: str
+    lower: Callable[[], "Lowered"]
 
 
 class Lowered:
