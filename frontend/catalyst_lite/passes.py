@@ -2,18 +2,6 @@
 PennyLane's ``qml.transform(pass_name=...)``. A pass with a PennyLane tape transform of the same
 name rewrites the gates with it; the others change nothing a result shows (see
 :mod:`catalyst_lite.quantum.transforms`). An unknown pass is a ``CompileError`` at compilation.
-
->>> import pennylane as qml
->>> from catalyst_lite import qjit
->>> @qjit
-... @apply_pass("merge-rotations")
-... @qml.qnode(qml.device("default.qubit", wires=1))
-... def circuit(x: float):
-...     qml.RX(x, 0)
-...     qml.RX(x, 0)
-...     return qml.expval(qml.Z(0))
->>> round(float(circuit(0.5)), 6)
-0.540302
 """
 
 from __future__ import annotations
