@@ -112,9 +112,7 @@ class CallBinding:
         # Catalyst reports a bad static_argnums when the function is called: kept until then.
         self.static_argnums_error: Exception | None = None
         try:
-            nums = _checked_static_argnums(static_argnums, self.fn_name)
-            if self.signature is not None:
-                self._check_static_argnums_range(nums)
+            nums = self._checked_static_argnums(static_argnums)
         except (ArgumentTypeError, StaticArgnumsError) as err:
             self.static_argnums_error, nums = err, set()
         names = set(checked_tuple(static_argnames, str, "static_argnames", self.fn_name))
@@ -129,15 +127,29 @@ class CallBinding:
     def has_static_arguments(self) -> bool:
         return bool(self.static_names or self.static_varargs)
 
-    def _check_static_argnums_range(self, nums: set[int]) -> None:
-        if self.var_positional is None:
+    def _checked_static_argnums(self, static_argnums: Any) -> set[int]:
+        """``static_argnums`` as a set of valid positions (Catalyst refuses negative ones)."""
+        fn_name = self.fn_name
+        nums = checked_tuple(static_argnums, (int, np.integer), "static_argnums", fn_name, (
+            f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
+            f"got {static_argnums!r}."
+        ))
+        for i in nums:
+            if i < 0:
+                raise StaticArgnumsError(
+                    f"{fn_name}: static_argnums names argnum {int(i)}, which is beyond the valid range "
+                    "(negative); give positions from 0."
+                )
+        nums = {int(i) for i in nums}
+        if self.signature is not None and self.var_positional is None:
             for i in sorted(nums):
                 if i >= len(self.positional):
                     raise StaticArgnumsError(
-                        f"{self.fn_name}: static_argnums names argnum {i}, which is beyond the valid "
+                        f"{fn_name}: static_argnums names argnum {i}, which is beyond the valid "
                         f"range of [0, {len(self.positional)}): the function takes "
                         f"{len(self.positional)} positional argument(s)."
                     )
+        return nums
 
     def _check_static_argnames(self, names: set[str]) -> None:
         named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
@@ -305,21 +317,6 @@ def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
     if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
         return {}
     return {"shots": qml.measurements.Shots}
-
-
-def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:
-    """``static_argnums`` as a set of non-negative ints (Catalyst refuses negative ones)."""
-    nums = checked_tuple(static_argnums, (int, np.integer), "static_argnums", fn_name, (
-        f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
-        f"got {static_argnums!r}."
-    ))
-    for i in nums:
-        if i < 0:
-            raise StaticArgnumsError(
-                f"{fn_name}: static_argnums names argnum {int(i)}, which is beyond the valid range "
-                "(negative); give positions from 0."
-            )
-    return {int(i) for i in nums}
 
 
 # --- type annotations ------------------------------------------------------------------------------
