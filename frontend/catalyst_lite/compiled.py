@@ -38,14 +38,15 @@ import numpy as np
 
 from .errors import (
     ArgumentOverflowError, ArgumentTypeError, ArgumentValueError, CompileError, DifferentiableCompileError,
-    IncompatibleSizesError, QuantumOperationError, SizeAssumptionError, UnsupportedOperationError, function_name,
+    IncompatibleSizesError, QuantumOperationError, SizeAssumptionError, UnsupportedOperationError,
+    function_name,
 )
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
 from .jax_extras.autodiff import is_concrete_value
 from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data, wait_for_effects
 from .signature import (
-    ArgumentLayout, CallArguments, CallBinding, LeafSpec, as_annotated, dtype_of, example_of, is_type_annotation,
-    promoted_leaves, resolved_annotation,
+    ArgumentLayout, CallArguments, CallBinding, LeafSpec, as_annotated, dtype_of, example_of,
+    is_type_annotation, promoted_leaves, resolved_annotation,
 )
 from .autograph import run_autograph
 from .callbacks import callback_exception, program_ended, program_started
@@ -355,7 +356,9 @@ class QJIT:
         """The programs of a signature (``key``), made if there are none yet."""
         family = self._programs.get(key)
         if family is None:
-            inputs = SizeInputs.of(*dimension_sources(axes), names, [_is_int_scalar_spec(s) for s in specs])
+            # The flat arguments that can set sizes: signed integer scalars.
+            sizing = [s.shape == () and jax.dtypes.issubdtype(s.dtype, np.signedinteger) for s in specs]
+            inputs = SizeInputs.of(*dimension_sources(axes), names, sizing)
             with self._lock:
                 family = self._programs.get(key)
                 if family is None:
@@ -484,7 +487,9 @@ class QJIT:
                       static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
         """A call with every check (as :meth:`_python_call` returns it), remembered by ``key``."""
         call, executable, leaves, names, axis_lengths, implicit = self._program_for(self.binding.bind(args, kwargs))
-        self._check_size_arguments_known(executable, implicit, leaves, names)
+        for k in executable.size_leaves(implicit):  # under an outer transformation, sizes must be known
+            if not is_concrete_value(leaves[k]):
+                raise _size_argument_not_known(self.name, names[k])
         if any(isinstance(x, Tracer) for x in leaves):
             with self._naming_size_arguments(executable, implicit, leaves, names):
                 return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves), None, True
@@ -502,12 +507,6 @@ class QJIT:
             return result, None, True
         return result, *self._dispatch_data(repeated, args, leaves, result, static)
 
-    def _check_size_arguments_known(self, executable, implicit, leaves, names) -> None:
-        """Under an outer JAX transformation, an integer argument that sets a size must be known."""
-        for k in executable.size_leaves(implicit):
-            if not is_concrete_value(leaves[k]):
-                raise _size_argument_not_known(self.name, names[k])
-
     @contextlib.contextmanager
     def _naming_size_arguments(self, executable, implicit, leaves, names):
         """Re-raise a specialization error naming the arguments sizes come from, an unsupported
@@ -520,10 +519,11 @@ class QJIT:
         except CompileError as e:
             sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
             sizes += [f"axis {a!r}={v}" for a, v in zip(executable.program.axis_names, implicit)]
+            error_type = ArgumentValueError
             if isinstance(e, (MemoryError, SizeAssumptionError)):
                 error_type = type(e)
-            else:  # sizes that do not fit together (a reshape), or bad values
-                error_type = IncompatibleSizesError if isinstance(e, BrokenRequirement) else ArgumentValueError
+            elif isinstance(e, BrokenRequirement):  # sizes that do not fit together (a reshape)
+                error_type = IncompatibleSizesError
             raise error_type(
                 f"{self.name}: {e} The sizes come from {', '.join(sizes) or 'no argument'}."
             ) from None
@@ -833,11 +833,6 @@ def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
         "outer JAX transformation (jax.jit, jax.vmap, ...) traces it. Pass it as a static "
         "argument of that transformation (static_argnums) or keep it out of the transformation."
     )
-
-
-def _is_int_scalar_spec(spec: LeafSpec) -> bool:
-    """A flat argument that can set sizes: a signed integer scalar."""
-    return spec.shape == () and jax.dtypes.issubdtype(spec.dtype, np.signedinteger)
 
 
 def _wraps_staticmethod(fn: Any) -> bool:

@@ -92,11 +92,6 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-def _non_integer_scalars(leaf_names: Sequence[str], leaf_dtypes: Sequence[np.dtype | None]) -> str:
-    found = [f"{n} ({d})" for n, d in zip(leaf_names, leaf_dtypes) if d is not None and d.kind in "fbc"]
-    return ", ".join(found) or "none"
-
-
 @contextlib.contextmanager
 def user_facing_trace_errors(
     fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None], scope: SizeScope | None = None
@@ -139,11 +134,12 @@ def _translated_trace_errors(
             err._catalyst_lite_located = True
         raise
     except NonIntegerSizeError as err:
+        found = [f"{n} ({d})" for n, d in zip(leaf_names, scalar_dtypes) if d is not None and d.kind in "fbc"]
         raise ArgumentTypeError(
             f"Shapes must be 1D sequences of integer scalars: {_where(fn_name, err)}: a size "
             "must be an integer, but it is computed from a "
             f"non-integer value. Scalar arguments that are not integers: "
-            f"{_non_integer_scalars(leaf_names, scalar_dtypes)}. Pass sizes as Python or NumPy "
+            f"{', '.join(found) or 'none'}. Pass sizes as Python or NumPy "
             "ints (not floats, bools or NaN), or convert with x.astype(int)."
         ) from None
     except tuple(_HINTS) as err:

@@ -32,9 +32,9 @@ from .errors import (
 from .jax_extras import ShapedArray, Tracer
 
 __all__ = [
-    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "is_type_annotation", "example_of",
-    "as_annotated", "promotes", "promoted_leaf", "promoted_leaves", "dtype_of", "LeafSpec", "ArgumentLayout",
-    "AxesSpec",
+    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "is_type_annotation",
+    "example_of", "as_annotated", "promotes", "promoted_leaf", "promoted_leaves", "dtype_of", "LeafSpec",
+    "ArgumentLayout", "AxesSpec",
 ]
 
 # --- binding a call to the parameters -------------------------------------------------------------
@@ -285,29 +285,25 @@ class CallBinding:
         static = dict(call.static)
 
         def with_dynamic(*dynamic: Any) -> Any:
-            values = dict(zip(call.dynamic_keys, dynamic))
-            return self.call(fn, call.keys, [static[k] if k in static else values[k] for k in call.keys])
+            # Called with the arguments bound as they were (keywords by name).
+            given = dict(zip(call.dynamic_keys, dynamic))
+            keys, values = call.keys, [static[k] if k in static else given[k] for k in call.keys]
+            at_call = {k: v for (tag, k), v in zip(keys, values) if tag == "call"}
+            if self.signature is None:
+                args = [v for (tag, _), v in zip(keys, values) if tag == "*"]
+                return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"}, **at_call)
+            arguments: dict[str, Any] = {}
+            for (tag, ident), value in zip(keys, values):
+                if tag == "*":
+                    arguments[self.var_positional] = (*arguments.get(self.var_positional, ()), value)
+                elif tag == "**":
+                    arguments.setdefault(self.var_keyword, {})[ident] = value
+                elif tag != "call":
+                    arguments[ident] = value
+            bound = inspect.BoundArguments(self.signature, arguments)
+            return fn(*bound.args, **bound.kwargs, **at_call)
 
         return with_dynamic
-
-    def call(self, fn: Callable, keys: Sequence[ArgumentKey], values: Sequence[Any]) -> Any:
-        """Call ``fn`` with these arguments, bound as they were (keywords by name)."""
-        at_call = {k: v for (tag, k), v in zip(keys, values) if tag == "call"}
-        if self.signature is None:
-            args = [v for (tag, _), v in zip(keys, values) if tag == "*"]
-            return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"}, **at_call)
-        arguments: dict[str, Any] = {}
-        for (tag, ident), value in zip(keys, values):
-            if tag == "call":
-                continue
-            if tag == "*":
-                arguments[self.var_positional] = (*arguments.get(self.var_positional, ()), value)
-            elif tag == "**":
-                arguments.setdefault(self.var_keyword, {})[ident] = value
-            else:
-                arguments[ident] = value
-        bound = inspect.BoundArguments(self.signature, arguments)
-        return fn(*bound.args, **bound.kwargs, **at_call)
 
 
 def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
