@@ -111,13 +111,12 @@ for _logger in ("jax._src.callback", "jax._src.debugging"):
 # --- result types --------------------------------------------------------------------------------
 
 def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
-    if isinstance(t, type) and t in PYTHON_SCALARS:
-        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[t])
     if not isinstance(t, type) and hasattr(t, "shape") and hasattr(t, "dtype"):
         # ShapeDtypeStruct, ShapedArray, or an array standing for its own type (as in Catalyst)
         return jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype))
-    if type(t) in PYTHON_SCALARS:  # a Python number stands for its type: 0 for int, 0.5 for float
-        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[type(t)])
+    kind = t if isinstance(t, type) else type(t)  # a Python number stands for its type (0.5: float)
+    if kind in PYTHON_SCALARS:
+        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[kind])
     try:
         return jax.ShapeDtypeStruct((), np.dtype(t))  # np.float32, jnp.int32, "float64"
     except TypeError:
