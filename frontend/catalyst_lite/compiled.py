@@ -541,16 +541,7 @@ class QJIT:
 
     def inspect(self) -> FunctionInfo:
         """Every traced program with its size facts, how each size signature runs, its
-        speculations and compiled loops (:mod:`catalyst_lite.compiler.inspection`).
-
-        >>> import jax.numpy as jnp
-        >>> from catalyst_lite import qjit
-        >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
-        >>> _ = f(jnp.ones(3))
-        >>> info = f.inspect()
-        >>> len(info.programs), dict(info.last.strategies), info.validated_calls
-        (1, {((3,), False): 'xla'}, 1)
-        """
+        speculations and compiled loops (:mod:`catalyst_lite.compiler.inspection`)."""
         last = self._last
         programs = self._traced_programs()
         described = {id(p): p.describe() for p in programs}
@@ -581,14 +572,7 @@ class QJIT:
     @api_boundary
     def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:
         """Catalyst's ``jit_compile``: trace and compile for these arguments without running;
-        returns whether they need converting (they promote to a signature compiled before).
-
-        >>> import jax.numpy as jnp
-        >>> from catalyst_lite import qjit
-        >>> f = qjit(lambda x: x * 2)
-        >>> f.jit_compile((jnp.float64(1.0),)), f.jit_compile((jnp.int32(1),))
-        (False, True)
-        """
+        returns whether they need converting (they promote to a signature compiled before)."""
         bound = self.binding.bind(tuple(args), kwargs)
         call, executable, leaves, names, _, implicit = self._program_for(bound)
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
