@@ -223,7 +223,10 @@ class CallBinding:
                 raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {k!r}")
 
     def _arguments(self, keys: list[ArgumentKey], values: list[Any]) -> CallArguments:
-        static = [self._is_static(key) for key in keys]
+        static = [
+            tag == "call" or (ident in self.static_varargs if tag == "*" else ident in self.static_names)
+            for tag, ident in keys
+        ]
         self._check_static_varargs(keys)
         for key, value, is_static in zip(keys, values, static):
             if is_static:
@@ -237,12 +240,6 @@ class CallBinding:
         slots, nslots = self._slots(keys, static)
         names = tuple(self._name(k) for k in keys)
         return CallArguments(tuple(keys), tuple(values), names, tuple(static), slots, nslots)
-
-    def _is_static(self, key: ArgumentKey) -> bool:
-        tag, ident = key
-        if tag == "call":
-            return True
-        return ident in self.static_varargs if tag == "*" else ident in self.static_names
 
     def _check_static_varargs(self, keys: list[ArgumentKey]) -> None:
         """``static_argnums`` beyond the named parameters must name a given element of ``*args``."""
