@@ -38,8 +38,6 @@ def run_eagerly() -> bool:
     return not is_tracing() and isinstance(current_trace(), EvalTrace)
 
 
-# --- exceptions raised by callbacks --------------------------------------------------------------
-
 def _remembering_exceptions(fn: Callable) -> Callable:
     """``fn``, recording what it raises in the calling thread's ``callback_errors`` slot, for
     :func:`callback_exception` to raise (XLA's error only quotes its traceback)."""
@@ -108,8 +106,6 @@ for _logger in ("jax._src.callback", "jax._src.debugging"):
     logging.getLogger(_logger).addFilter(_not_raised_by_callbacks)
 
 
-# --- result types --------------------------------------------------------------------------------
-
 def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
     if not isinstance(t, type) and hasattr(t, "shape") and hasattr(t, "dtype"):
         # ShapeDtypeStruct, ShapedArray, or an array standing for its own type (as in Catalyst)
@@ -160,9 +156,6 @@ def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.S
             )
         arrays.append(array)
     return arrays
-
-
-# --- the equation --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, eq=False)
@@ -291,9 +284,6 @@ def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:
     return call.jax_call(flat)
 
 
-# --- pure_callback -------------------------------------------------------------------------------
-
-
 class PureCallback:
     """``pure_callback(fn, result_type)``, called like ``fn``; ``.fwd``/``.bwd`` decorate its
     forward pass (``-> (results, residuals)``) and vector-Jacobian product."""
@@ -391,9 +381,6 @@ def base_callback(func: Callable) -> Callable:
         return call_for_effect(dropping_result, args, kwargs, name)
 
     return for_effect
-
-
-# --- accelerate ----------------------------------------------------------------------------------
 
 
 def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -> Any:

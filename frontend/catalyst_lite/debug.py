@@ -171,9 +171,6 @@ def debug_assert(condition: Any, error: str) -> None:
     callback(functools.partial(_fail_if_false, message=error))(condition)
 
 
-# --- the compiler's stages -----------------------------------------------------------------------
-
-
 def _checked_qjit(fn: Any, what: str) -> Any:
     # By its interface: catalyst_lite.compiled imports this module, not the other way round.
     if not (hasattr(type(fn), "jit_compile") and hasattr(type(fn), "mlir")):
