@@ -566,8 +566,7 @@ class QJIT:
                 workspace = self._workspaces[program] = Workspace.create(self.__name__)
                 workspace.write_program(program.program, self.__name__)
 
-    llvmir = None
-    """Catalyst's LLVM IR: XLA generates machine code without exposing one (``None``)."""
+    llvmir = None  # Catalyst's LLVM IR: XLA generates machine code without exposing one
 
     @api_boundary
     def jit_compile(self, args: Sequence[Any], **kwargs: Any) -> bool:

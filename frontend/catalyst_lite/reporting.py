@@ -42,5 +42,4 @@ class Reporter:
             print(f"[catalyst_lite] {text}", file=self.logfile or sys.stderr, flush=True)
 
 
-QUIET = Reporter("")
-"""Reports to the ``catalyst_lite`` logger only (for runners made outside a qjit function)."""
+QUIET = Reporter("")  # to the logger only (for runners made outside a qjit function)
