@@ -1,17 +1,10 @@
-"""``@qjit``: trace a function once with symbolic sizes, run it anywhere XLA runs.
+"""``@qjit``: trace a function once with symbolic sizes, run it anywhere XLA runs. Ahead-of-time
+stages as in ``jax.stages``: ``f.trace(*args)`` (:class:`Traced`, sizes symbolic), ``f.lower(*args)``
+(:class:`Lowered`, StableHLO at the arguments' sizes), ``.compile()`` (:class:`Compiled`, which runs
+calls of those types and sizes only).
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit
->>> @qjit
-... def f(sz: int):
-...     return jnp.ones((sz + 1,), dtype=float)
->>> f(2).tolist(), f(4).shape
-([1.0, 1.0, 1.0], (5,))
-
-Ahead-of-time stages as in ``jax.stages``: ``f.trace(*args)`` (:class:`Traced`, sizes symbolic),
-``f.lower(*args)`` (:class:`Lowered`, StableHLO at the arguments' sizes), ``.compile()``
-(:class:`Compiled`, which runs calls of those types and sizes only).
-
 >>> g = qjit(lambda x: jnp.sum(x ** 2), abstracted_axes={0: "n"})
 >>> x = jnp.arange(3.0)
 >>> "f64[a]" in str(g.trace(x).jaxpr)            # traced once, the size symbolic
