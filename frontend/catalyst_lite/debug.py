@@ -99,8 +99,9 @@ def _number_text(v: Any) -> str:
     return format(v, "g")
 
 
-def _memref_data(array: np.ndarray) -> str:
-    """The elements as Catalyst's runtime prints a memref."""
+def _memref_text(x: Any) -> str:
+    """``x`` as Catalyst's runtime prints a memref."""
+    array = np.asarray(x)
     separator = "," + " " * (array.ndim + 1)
 
     def nested(a: np.ndarray, depth: int) -> str:
@@ -108,13 +109,8 @@ def _memref_data(array: np.ndarray) -> str:
             return "[" + separator.join(_number_text(v) for v in a) + "]"
         return "[" + (", \n" + " " * (depth + 1)).join(nested(row, depth + 1) for row in a) + "]"
 
-    return nested(array, 0)
-
-
-def _memref_text(x: Any) -> str:
-    array = np.asarray(x)
     strides = [s // array.itemsize for s in array.strides] if array.ndim else []
-    data = _memref_data(array) if array.ndim else _number_text(array[()])
+    data = nested(array, 0) if array.ndim else _number_text(array[()])
     return (
         f"MemRef: base@ = 0x{id(array):x} rank = {array.ndim} offset = 0 sizes = {list(array.shape)} "
         f"strides = {strides} data =\n{data}"
