@@ -301,7 +301,8 @@ class QJIT:
         """Arguments standing for the type annotations when every parameter is positional and
         annotated with a type: the function is then traced ahead of time, as Catalyst does."""
         binding = self.binding
-        if binding.signature is None or binding.has_static_arguments or binding.static_argnums_error:
+        static = binding.static_names or binding.static_varargs
+        if binding.signature is None or static or binding.static_argnums_error:
             return None
         params = list(binding.signature.parameters.values())
         annotations = [self._annotations[p.name] for p in params]

@@ -123,10 +123,6 @@ class CallBinding:
         # Positions beyond the named parameters are elements of *args.
         self.static_varargs = frozenset(i - len(self.positional) for i in nums if i >= len(self.positional))
 
-    @property
-    def has_static_arguments(self) -> bool:
-        return bool(self.static_names or self.static_varargs)
-
     def _checked_static_argnums(self, static_argnums: Any) -> set[int]:
         """``static_argnums`` as a set of valid positions (Catalyst refuses negative ones)."""
         fn_name = self.fn_name
