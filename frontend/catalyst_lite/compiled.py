@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 import threading
 import types
 import warnings
@@ -814,13 +815,10 @@ def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
 
 def _wraps_staticmethod(fn: Any) -> bool:
     """Whether ``fn`` or a function it wraps (``__wrapped__``) is a ``staticmethod``."""
-    seen = set()
-    while fn is not None and id(fn) not in seen:
-        if isinstance(fn, staticmethod):
-            return True
-        seen.add(id(fn))
-        fn = getattr(fn, "__wrapped__", None)
-    return False
+    try:
+        return isinstance(inspect.unwrap(fn, stop=lambda f: isinstance(f, staticmethod)), staticmethod)
+    except ValueError:  # a cycle of __wrapped__
+        return False
 
 
 def _keyword_options(record: QJITOptions) -> dict[str, Any]:
