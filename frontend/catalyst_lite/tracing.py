@@ -145,15 +145,11 @@ def dimension_sources(
     axes_specs: Sequence[AxesSpec],
 ) -> tuple[list[Hashable], list[list[tuple[int, int]]]]:
     """The distinct abstracted axis names, in order of first use, and each one's ``(leaf, axis)``s."""
-    axis_names: list[Hashable] = []
-    dim_sources: list[list[tuple[int, int]]] = []
+    sources: dict[Hashable, list[tuple[int, int]]] = {}
     for leaf, spec in enumerate(axes_specs):
         for axis, axis_name in sorted(spec.items()):
-            if axis_name not in axis_names:
-                axis_names.append(axis_name)
-                dim_sources.append([])
-            dim_sources[axis_names.index(axis_name)].append((leaf, axis))
-    return axis_names, dim_sources
+            sources.setdefault(axis_name, []).append((leaf, axis))
+    return list(sources), list(sources.values())
 
 
 def implicit_values(
