@@ -1,12 +1,5 @@
 """The JAX versions catalyst_lite runs on (JAX 0.7's dynamic shapes, removed after 0.7), checked
-before anything imports JAX's internals: an unsupported JAX is one clear ``ImportError``.
-
->>> from catalyst_lite.versions import unsupported_jax
->>> unsupported_jax({"jax": "0.7.1", "jaxlib": "0.7.1"}) is None
-True
->>> print(unsupported_jax({"jax": "0.8.0", "jaxlib": "0.8.0"}))  # doctest: +ELLIPSIS
-catalyst_lite needs JAX 0.7.1 or 0.7.2 ... found jax 0.8.0, jaxlib 0.8.0. ...
-"""
+before anything imports JAX's internals: an unsupported JAX is one clear ``ImportError`` (see test_package.py)."""
 
 from __future__ import annotations
 
