@@ -1,5 +1,5 @@
 """The JAX versions catalyst_lite runs on (JAX 0.7's dynamic shapes, removed after 0.7), checked
-before anything imports JAX's internals: an unsupported JAX is one clear ``ImportError`` (see test_package.py)."""
+before anything imports JAX's internals: an unsupported JAX is one clear ``ImportError``."""
 
 from __future__ import annotations
 
