@@ -128,22 +128,19 @@ class CaptureUnavailableError(CatalystLiteError, ImportError):
     """``qjit(capture=True)`` where PennyLane refuses to switch its program capture on."""
 
 
-# What a captured program writes instead of catalyst_lite's control flow (default: qml.<same name>).
-_CAPTURED_FORM = {"switch": "qml.cond with .else_if for the cases"}
-
-
 class PlxprCaptureCFCompatibilityError(ControlFlowError):
     """catalyst_lite's ``for_loop``/``while_loop``/``cond`` used while PennyLane's program capture
     is on, as Catalyst refuses it: write ``qml.for_loop``, ``qml.while_loop``, ``qml.cond``."""
 
     def __init__(self, control_flow_type: str):
         self.control_flow_type = control_flow_type
+        captured = "qml.cond with .else_if for the cases" if control_flow_type == "switch" else None
         super().__init__(
             # Catalyst's phrase first (its users' tests look for it), then ours
             f"catalyst.{control_flow_type} is not supported with PennyLane's capture enabled, and "
             f"neither is catalyst_lite.{control_flow_type} (qjit(capture=True), or capture='global' "
             f"after qml.capture.enable()): write "
-            f"{_CAPTURED_FORM.get(control_flow_type, 'qml.' + control_flow_type)} instead, or "
+            f"{captured or 'qml.' + control_flow_type} instead, or "
             "compile with qjit(capture=False)."
         )
 
