@@ -3,18 +3,6 @@
 (:mod:`catalyst_lite.callbacks`); outside qjit they simply run. There is one compiler stage,
 ``"mlir"``, and no MLIR pipeline; helpers that need Catalyst's pipeline, shared library or MLIR
 program raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, debug
->>> @qjit
-... def f(a, b):
-...     debug.print("b={b} a={a}", a=a, b=b)
-...     return a + b
->>> int(f(1, 2))
-b=2 a=1
-3
->>> debug.get_compilation_stage(f, "mlir") == f.mlir
-True
 """
 
 from __future__ import annotations

@@ -7,13 +7,6 @@ symbolic sizes becomes :class:`~.jax_extras.patches.NeedsCallSizes` (traced agai
 sizes); any other error is left as it is. Each is typed where it is raised (no message is read).
 :func:`filtered` drops catalyst_lite's and JAX's frames from a traceback, as ``jax.jit`` does
 (``CATALYST_LITE_TRACEBACK_FILTERING=off`` keeps them).
-
->>> from catalyst_lite import qjit
->>> @qjit
-... def f(x: float):
-...     raise ValueError("from the user's code")
-Traceback (most recent call last):
-ValueError: from the user's code
 """
 
 from __future__ import annotations
