@@ -49,8 +49,9 @@ def _remembering_exceptions(fn: Callable) -> Callable:
         except BaseException as err:
             err._catalyst_lite_callback = True
             slot = current_context().callback_errors
-            if slot is None:  # an XLA worker thread (XLA runs larger programs on its own threads)
-                slot = _sole_running_slot()
+            if slot is None:  # an XLA worker thread: the slot of the one thread running a program
+                running = list(_RUNNING.values())
+                slot = running[0] if len(running) == 1 else None
             (thread_collector("callback_errors") if slot is None else slot).append(err)
             raise
 
@@ -58,12 +59,6 @@ def _remembering_exceptions(fn: Callable) -> Callable:
 
 
 _RUNNING: dict[int, list] = {}  # the callback-error slot of each thread running a program now
-
-
-def _sole_running_slot() -> list | None:
-    """The slot of the one thread running a program now (``None`` when several are)."""
-    running = list(_RUNNING.values())
-    return running[0] if len(running) == 1 else None
 
 
 def program_started() -> list | None:

@@ -696,16 +696,7 @@ class QJIT:
     # --- the cache ---------------------------------------------------------------------------
 
     def cache_info(self) -> CacheInfo:
-        """What this function holds: traced programs, compiled executables and their sizes.
-
-        >>> import jax.numpy as jnp
-        >>> from catalyst_lite import qjit
-        >>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
-        >>> _ = f(jnp.ones(3)), f(jnp.ones(4))
-        >>> info = f.cache_info()
-        >>> info.programs, info.executables
-        (1, 2)
-        """
+        """What this function holds: traced programs, compiled executables and their sizes."""
         cache = self._executable_options.cache
         sizes = tuple(sizes for sizes, _reverse in cache.keys())
         return CacheInfo(len(self._traced_programs()), len(sizes), sizes, cache.maxsize)

@@ -211,12 +211,6 @@ def full_collections_deferred() -> Iterator[None]:
                 gc.set_threshold(*_gc_thresholds)
 
 
-def _on_device(consts: Sequence[Any]) -> list[Any]:
-    """The traced program's NumPy constants moved to the device once, not by every call."""
-    with x64_scope():
-        return [jax.device_put(c) if isinstance(c, np.ndarray) else c for c in consts]
-
-
 def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
     """A constant (or a result's size) that is still a tracer escaped a trace JAX ran inside ours:
     the program could never run, so the trace fails now."""
@@ -267,7 +261,9 @@ def trace_program(
     if typecheck_enabled():  # CATALYST_LITE_TYPECHECK=1 (the test suite): a wrong type is our bug
         check_jaxpr(jaxpr)
     axis_names, dim_sources = dimension_sources(axes_specs)
-    closed = ClosedJaxpr(jaxpr, _on_device(consts))
+    with x64_scope():  # NumPy constants moved to the device once, not by every call
+        consts = [jax.device_put(c) if isinstance(c, np.ndarray) else c for c in consts]
+    closed = ClosedJaxpr(jaxpr, consts)
     return Program(
         closed, in_type, tuple(out_type), out_tree_box[-1], tuple(map(tuple, dim_sources)), tuple(axis_names),
         facts=SizeFacts(scope.facts), contribution=contribution(closed.consts) if contribution else Contribution(),
