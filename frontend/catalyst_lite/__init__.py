@@ -24,7 +24,6 @@ from .errors import (
 )
 from .compiled import QJIT, qjit
 from .compile_options import CompileOptions
-from .debug import draw_graph
 from .control_flow import cond, for_loop, switch, while_loop
 from .autograph import autograph_source, disable_autograph, run_autograph
 from .jax_extras import dynamic_jaxprs
@@ -32,7 +31,7 @@ from .quantum import adjoint, ctrl, measure, mitigate_with_zne
 from .transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 from .callbacks import accelerate, pure_callback
 from . import debug
-from .debug import debug_assert
+from .debug import debug_assert, draw_graph
 from .settings import apply_import_defaults
 
 __version__ = "0.1.0"
@@ -54,10 +53,8 @@ apply_import_defaults()  # jax_enable_x64 on, as `import catalyst` does (see set
 
 
 def __getattr__(name: str):
-    # `catalyst_lite.passes` (Catalyst's pass decorators) imports PennyLane: only programs that
-    # use it pay for that import (a classical program never does).
-    if name == "passes":
-        return importlib.import_module(".passes", __name__)
-    if name == "pipeline":
-        return importlib.import_module(".passes", __name__).pipeline
+    # `catalyst_lite.passes` imports PennyLane: only programs that use it pay for that import.
+    if name in ("passes", "pipeline"):
+        passes = importlib.import_module(".passes", __name__)
+        return passes if name == "passes" else passes.pipeline
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,24 +1,10 @@
 """Host callbacks: Python functions called by a compiled program while it runs.
 
-:func:`pure_callback` (declared result types; differentiable with ``.fwd``/``.bwd``, as in
-Catalyst) and :mod:`catalyst_lite.debug`'s callbacks become one ``host_callback`` equation
-(:class:`HostCall`), bound at specialization as ``jax.pure_callback``/``jax.debug.callback`` on
-concrete arrays (so operands may have symbolic sizes). :func:`accelerate` traces its ``jax.jit``
-function into the program (every program is XLA already). Outside a trace a callback is simply
-called; an exception it raises while the program runs reaches the caller as itself
-(:func:`callback_exception`), not wrapped in XLA's ``XlaRuntimeError``.
-
->>> import numpy as np
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, pure_callback
->>> @pure_callback
-... def host_sin(x) -> float:
-...     return np.sin(x)
->>> @qjit
-... def f(x):
-...     return jnp.cos(host_sin(x ** 2))
->>> round(float(f(0.654)), 7)
-0.9151995
+:func:`pure_callback` and :mod:`catalyst_lite.debug`'s callbacks become one ``host_callback``
+equation (:class:`HostCall`), bound at specialization as ``jax.pure_callback``/
+``jax.debug.callback`` (so operands may have symbolic sizes); :func:`accelerate` traces its
+function into the program. An exception a callback raises reaches the caller as itself
+(:func:`callback_exception`), not wrapped in XLA's error.
 """
 
 from __future__ import annotations
@@ -43,7 +29,8 @@ from .jax_extras.host_callbacks import kept_callback
 from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
-__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p", "callback_exception", "run_eagerly", "program_started", "program_ended"]
+__all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p",
+           "callback_exception", "run_eagerly", "program_started", "program_ended"]
 
 
 def run_eagerly() -> bool:
@@ -51,13 +38,9 @@ def run_eagerly() -> bool:
     return not is_tracing() and isinstance(current_trace(), EvalTrace)
 
 
-# --- exceptions raised by callbacks --------------------------------------------------------------
-
 def _remembering_exceptions(fn: Callable) -> Callable:
-    """``fn``, recording what it raises in the calling thread's slot (the trace context's
-    ``callback_errors``; XLA runs callbacks on the thread that calls the program): XLA reports a
-    failed callback as an ``XlaRuntimeError`` that only quotes the traceback, and
-    :func:`callback_exception` raises the original."""
+    """``fn``, recording what it raises in the calling thread's ``callback_errors`` slot, for
+    :func:`callback_exception` to raise (XLA's error only quotes its traceback)."""
 
     @functools.wraps(fn)
     def host(*args: Any) -> Any:
@@ -66,37 +49,21 @@ def _remembering_exceptions(fn: Callable) -> Callable:
         except BaseException as err:
             err._catalyst_lite_callback = True
             slot = current_context().callback_errors
-            if slot is None:  # an XLA worker thread (XLA runs larger programs on its own threads)
-                slot = _sole_running_slot()
+            if slot is None:  # an XLA worker thread: the slot of the one thread running a program
+                running = list(_RUNNING.values())
+                slot = running[0] if len(running) == 1 else None
             (thread_collector("callback_errors") if slot is None else slot).append(err)
             raise
 
     return host
 
 
-_RUNNING: dict[int, list] = {}
-"""The callback-error slot of each thread running a compiled program now, by thread."""
-
-
-def _sole_running_slot() -> list | None:
-    """The slot of the one thread running a program now (``None`` when several are: a callback
-    on an XLA worker thread cannot tell whose it is, and its caller gets XLA's error)."""
-    running = list(_RUNNING.values())
-    return running[0] if len(running) == 1 else None
+_RUNNING: dict[int, list] = {}  # the callback-error slot of each thread running a program now
 
 
 def program_started() -> list | None:
-    """Register the calling thread as running a compiled program until :func:`program_ended`, so
-    that a callback failing on one of XLA's worker threads records its exception in this thread's
-    slot (when no other thread runs one), for :func:`callback_exception` to raise. Returns what
-    :func:`program_ended` restores (a program may run inside another's call). Only calls that
-    Python runs need it: the dispatcher never runs a program with callbacks by itself.
-
-    >>> previous = program_started()
-    >>> _sole_running_slot() is current_context().callback_errors
-    True
-    >>> program_ended(previous)
-    """
+    """Register the calling thread as running a program until :func:`program_ended` (given what
+    this returns), so that a callback failing on an XLA worker thread records its exception here."""
     ident = threading.get_ident()
     previous = _RUNNING.get(ident)
     slot = current_context().callback_errors
@@ -113,21 +80,8 @@ def program_ended(previous: list | None) -> None:
 
 
 def callback_exception(err: BaseException) -> BaseException:
-    """The exception to raise for ``err``, an error of a program this thread ran: the one a
-    callback of that run raised, if one did (taken from this thread's slot: never another
-    thread's); otherwise ``err`` itself.
-
-    >>> from catalyst_lite import qjit, pure_callback
-    >>> @pure_callback
-    ... def fails(x) -> float:
-    ...     raise KeyError("from the host")
-    >>> f = qjit(lambda x: fails(x) + 1.0)
-    >>> try:
-    ...     f(1.0)
-    ... except KeyError as err:
-    ...     print(repr(err))
-    KeyError('from the host')
-    """
+    """The exception to raise for ``err``, an error of a program this thread ran: the first one
+    a callback of that run raised, else ``err``."""
     slot = current_context().callback_errors
     if not slot or not isinstance(err, jax.errors.JaxRuntimeError):
         return err
@@ -137,28 +91,23 @@ def callback_exception(err: BaseException) -> BaseException:
     return original
 
 
-class _RaisedByCallbacks(logging.Filter):
+def _not_raised_by_callbacks(record: logging.LogRecord) -> bool:
     """JAX logs every exception of a callback before XLA fails; ours reach the caller anyway."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        exc = record.exc_info[1] if record.exc_info else None
-        return not getattr(exc, "_catalyst_lite_callback", False)
+    exc = record.exc_info[1] if record.exc_info else None
+    return not getattr(exc, "_catalyst_lite_callback", False)
 
 
 for _logger in ("jax._src.callback", "jax._src.debugging"):
-    logging.getLogger(_logger).addFilter(_RaisedByCallbacks())
+    logging.getLogger(_logger).addFilter(_not_raised_by_callbacks)
 
-
-# --- result types --------------------------------------------------------------------------------
 
 def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
-    if isinstance(t, type) and t in PYTHON_SCALARS:
-        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[t])
     if not isinstance(t, type) and hasattr(t, "shape") and hasattr(t, "dtype"):
         # ShapeDtypeStruct, ShapedArray, or an array standing for its own type (as in Catalyst)
         return jax.ShapeDtypeStruct(tuple(t.shape), np.dtype(t.dtype))
-    if type(t) in PYTHON_SCALARS:  # a Python number stands for its type: 0 for int, 0.5 for float
-        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[type(t)])
+    kind = t if isinstance(t, type) else type(t)  # a Python number stands for its type (0.5: float)
+    if kind in PYTHON_SCALARS:
+        return jax.ShapeDtypeStruct((), PYTHON_SCALARS[kind])
     try:
         return jax.ShapeDtypeStruct((), np.dtype(t))  # np.float32, jnp.int32, "float64"
     except TypeError:
@@ -169,13 +118,12 @@ def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
 
 
 def result_types(spec: Any, name: str) -> tuple[tuple[jax.ShapeDtypeStruct, ...], PyTreeDef]:
-    """The flat result types and their structure, from a (pytree of) type declaration(s)."""
     leaves, tree = tree_flatten(spec)
     return tuple(_result_leaf(t, name) for t in leaves), tree
 
 
 def _declared_return(fn: Callable) -> Any:
-    """``fn``'s return annotation (evaluated when written as a string), or ``None``."""
+    """``fn``'s return annotation, or ``None``."""
     try:
         annotation = inspect.signature(fn).return_annotation
     except (TypeError, ValueError):
@@ -186,8 +134,7 @@ def _declared_return(fn: Callable) -> Any:
 
 
 def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
-    """A callback's results as NumPy arrays of the declared types; Python scalars are converted
-    to their declared dtype, anything else must already have it."""
+    """A callback's results as NumPy arrays of the declared types (Python scalars converted)."""
     leaves = tree_flatten(results)[0]
     if len(leaves) != len(types):
         raise CallbackError(f"callback {name} returned {len(leaves)} value(s), but {len(types)} are declared.")
@@ -206,14 +153,10 @@ def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.S
     return arrays
 
 
-# --- the equation --------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True, eq=False)
 class HostCall:
-    """One call site of a callback: the function, how its flat operands form its arguments, and
-    its declared results (none for a debug callback) and their structure. ``fwd``/``bwd``: a pure
-    callback's derivative, as Catalyst defines it."""
+    """One call site of a callback: the function, its arguments' structure, its declared results
+    (none for a debug callback) and a pure callback's ``fwd``/``bwd``, as Catalyst defines them."""
 
     fn: Callable
     name: str
@@ -225,7 +168,7 @@ class HostCall:
     bwd: Callable | None = None
 
     def host(self, *flat: Any) -> Any:
-        """What XLA calls: the user's function on NumPy arrays (0-d ones as NumPy scalars)."""
+        """What XLA calls: the user's function on NumPy arrays (0-d ones as scalars)."""
         args, kwargs = tree_unflatten(self.in_tree, [np.asarray(x)[()] if np.ndim(x) == 0 else np.asarray(x) for x in flat])
         results = self.fn(*args, **kwargs)
         if self.debug:
@@ -237,17 +180,15 @@ class HostCall:
         return _as_declared(self.name, getattr(self.fn, "__name__", self.name), results, self.types)
 
     def jax_call(self, flat: Sequence[Any]) -> list[Any]:
-        """The call in JAX's own terms (what specialization binds, and a JAX trace runs)."""
+        """The call in JAX's own terms (bound at specialization)."""
         host = _remembering_exceptions(self.host)
         if self.debug:
-            # Ordered: debug callbacks run in program order, as Catalyst's do (one may set the
-            # state the next one reads).
+            # In program order, as Catalyst's (one may set the state the next one reads).
             jax.debug.callback(host, *flat, ordered=True)
             return []
 
         def call(*xs: Any) -> list[Any]:
-            # Runs whenever the program runs, as Catalyst's callbacks do, even where only its
-            # derivative is used (a callback may check its results, or keep state for .bwd).
+            # Runs whenever the program runs, even if only its derivative is used (as Catalyst's).
             return kept_callback(host, self.types, *xs)
 
         if self.fwd is None:
@@ -255,8 +196,7 @@ class HostCall:
             differentiable.defjvp(self._no_derivative)
         else:
             differentiable = jax.custom_vjp(call)
-            # Which flat arguments the latest forward pass differentiates (symbolic zeros tell):
-            # a .bwd may return cotangents for those only, as Catalyst allows.
+            # The flat arguments the latest forward pass differentiates: a .bwd may return those only.
             perturbed: list[bool] = []
             differentiable.defvjp(
                 functools.partial(self._flat_fwd, perturbed), functools.partial(self._flat_bwd, perturbed),
@@ -266,11 +206,9 @@ class HostCall:
 
     @property
     def underived(self) -> bool:
-        """A pure callback without a derivative (no ``.fwd``/``.bwd``)."""
         return self.fwd is None and not self.debug
 
     def no_derivative_error(self) -> DifferentiableCompileError:
-        """Catalyst's error (its compiler fails) for a differentiated callback without derivative."""
         return DifferentiableCompileError(
             f"Compilation failed: pure_callback {self.name} is differentiated but has no derivative: "
             "define its forward and backward passes with @<callback>.fwd and @<callback>.bwd."
@@ -286,8 +224,7 @@ class HostCall:
         return list(tree_flatten(results)[0]), residuals
 
     def _flat_bwd(self, perturbed: list[bool], residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
-        """Catalyst's ``bwd(residuals, dy)``, ``dy`` structured as the results are, returns one
-        cotangent per argument (a tuple), or one per differentiated argument."""
+        """Catalyst's ``bwd(residuals, dy)`` returns one cotangent per (differentiated) argument."""
         dense = [_zeros_like(c) if isinstance(c, SymbolicZero) else c for c in cotangents]
         per_argument = self.bwd(residuals, tree_unflatten(self.out_tree, dense))
         if not isinstance(per_argument, tuple):
@@ -306,8 +243,7 @@ class HostCall:
 
 
 def _zeros_like(zero: SymbolicZero) -> Any:
-    """The cotangent JAX left symbolic (an unused result's) as an array, as Catalyst's ``dy``
-    holds it (``float0`` for integer results)."""
+    """A symbolic zero cotangent as an array, as Catalyst's ``dy`` holds it."""
     if zero.dtype == jax.dtypes.float0:
         return np.zeros(zero.shape, zero.dtype)
     return jax.numpy.zeros(zero.shape, zero.dtype)
@@ -323,7 +259,7 @@ def _specialized(invals: list[Any], params: dict[str, Any]) -> list[Any]:
 
 
 def _lower(ctx: Any, *operands: Any, call: HostCall) -> list[Any]:
-    """``.mlir``: an opaque custom call naming the callback (it runs on the host)."""
+    """``.mlir``: an opaque custom call naming the callback."""
     name = "debug_callback" if call.debug else "pure_callback"
     return opaque_call(ctx, name, operands, call.name, has_side_effect=call.debug)
 
@@ -336,21 +272,16 @@ register_primitive(host_callback_p, PrimitiveSpec(
 
 
 def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:
-    """The flat results of ``call`` on these arguments: an equation inside qjit, JAX's callback
-    under another JAX transformation."""
+    """The flat results of ``call``: an equation inside qjit, JAX's callback otherwise."""
     flat = tree_flatten((args, kwargs))[0]
     if is_tracing():
         return host_callback_p.bind(*flat, call=call)
     return call.jax_call(flat)
 
 
-# --- pure_callback -------------------------------------------------------------------------------
-
-
 class PureCallback:
-    """``pure_callback(fn, result_type)``: call it like ``fn``. ``.fwd``/``.bwd`` decorate its
-    forward pass (``fwd(*args) -> (results, residuals)``) and vector-Jacobian product
-    (``bwd(residuals, dy) -> one cotangent per argument``)."""
+    """``pure_callback(fn, result_type)``, called like ``fn``; ``.fwd``/``.bwd`` decorate its
+    forward pass (``-> (results, residuals)``) and vector-Jacobian product."""
 
     def __init__(self, fn: Callable, result_type: Any = None):
         functools.update_wrapper(self, fn)
@@ -360,12 +291,10 @@ class PureCallback:
         self._bwd: Callable | None = None
 
     def fwd(self, fn: Callable) -> Callable:
-        """Decorator: the forward pass, returning the results and residuals for :meth:`bwd`."""
         self._fwd = fn
         return fn
 
     def bwd(self, fn: Callable) -> Callable:
-        """Decorator: the backward pass, from the residuals and the results' cotangent."""
         self._bwd = fn
         return fn
 
@@ -400,12 +329,9 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     ``result_type``, or ``callback_fn``'s return annotation, declares its results: ``float``,
     ``int``, ``bool``, ``complex``, a dtype, a ``jax.ShapeDtypeStruct``, or a pytree of these.
     The function receives NumPy arrays and must return values of exactly these types (Python
-    scalars are converted). Usable as a decorator. Differentiating it needs ``.fwd`` and
-    ``.bwd``; ``vmap`` calls it once per slice.
+    scalars are converted). Usable as a decorator; differentiable with ``.fwd`` and ``.bwd``.
 
-    >>> from catalyst_lite import pure_callback
-    >>> import numpy as np
-    >>> from catalyst_lite import qjit
+    >>> from catalyst_lite import pure_callback, qjit
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))
     3
     """
@@ -413,18 +339,15 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
 
 
 def call_for_effect(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> None:
-    """``fn(*args, **kwargs)`` (which must return ``None``) each time the program runs, in program
-    order with the other side-effecting callbacks (inside a trace; outside one the caller calls)."""
+    """``fn(*args, **kwargs)`` (returning ``None``) each time the program runs, in program order."""
     call = HostCall(fn, name or function_name(fn), tree_flatten((args, kwargs))[1], (), debug=True)
     call_on_host(call, args, kwargs)
 
 
 def base_callback(func: Callable) -> Callable:
-    """Call the Python function ``func`` from a compiled program each time it runs, as
-    Catalyst's ``base_callback`` does. Its return annotation, if any, declares its results as
-    :func:`pure_callback`'s does; without one (or with ``-> None``) it is called for its effects,
-    in program order with the other such callbacks, and what it returns is dropped (as
-    Catalyst's). Usable as a decorator; outside a trace it is simply called.
+    """Catalyst's ``base_callback``: call ``func`` from a compiled program each time it runs. A
+    return annotation declares its results as for :func:`pure_callback`; without one it is
+    called for its effects, in program order, its result dropped.
 
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.api_extensions.callbacks import base_callback
@@ -455,15 +378,9 @@ def base_callback(func: Callable) -> Callable:
     return for_effect
 
 
-# --- accelerate ----------------------------------------------------------------------------------
-
-
 def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -> Any:
-    """Catalyst's ``accelerate``: run a JAX function (``jax.jit``-decorated or not) as part of
-    the program. Catalyst calls it back on an accelerator; here the whole program is compiled by
-    XLA for JAX's default device, so ``func`` is traced into it (differentiable, vmappable, with
-    symbolic sizes where its operations allow them). ``dev`` must be a ``jax.Device`` and is
-    otherwise unused.
+    """Catalyst's ``accelerate``: run a JAX function as part of the program. The whole program is
+    XLA's already, so ``func`` is traced into it; ``dev`` must be a ``jax.Device`` (else unused).
 
     >>> import jax.numpy as jnp
     >>> from catalyst_lite import accelerate, qjit
@@ -493,8 +410,7 @@ def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -
     return accelerated
 
 
-# What tracing a function that jax.jit cannot compile raises: JAX's concretization errors, and
-# ours for Python control flow on a traced value.
+# What tracing a function that jax.jit cannot compile raises.
 _NOT_JITTABLE = (
     jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
     jax.errors.TracerIntegerConversionError, ControlFlowError,

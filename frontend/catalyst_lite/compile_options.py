@@ -1,28 +1,11 @@
-"""``qjit``'s options: :class:`CompileOptions`, the record ``QJIT.compile_options`` holds, with
-Catalyst's fields and defaults, and :class:`JitOptions`, ``jax.jit``'s options on ``qjit``.
-
-Catalyst programs read their options back (``f.compile_options.static_argnums``) or build the
-record themselves (``catalyst.CompileOptions(...)``); both work with catalyst_lite. Most fields
-configure Catalyst's MLIR/LLVM compiler and change nothing here (see
-docs/catalyst-compatibility.md); they are kept so that reading them gives what Catalyst gives.
+"""``qjit``'s options: :class:`CompileOptions`, Catalyst's record (``QJIT.compile_options``; most
+fields configure Catalyst's MLIR/LLVM compiler and change nothing here), and :class:`JitOptions`,
+``jax.jit``'s options with ``jax.jit``'s meaning for each size's XLA compilation.
 
 >>> from catalyst_lite import CompileOptions
 >>> options = CompileOptions(static_argnums=1, keep_intermediate=True)
 >>> options.static_argnums, options.keep_intermediate, options.target
 ((1,), <KeepIntermediateLevel.PIPELINE: 1>, 'binary')
-
-``jax.jit``'s options have ``jax.jit``'s meaning, for each size's XLA compilation (listed in
-:func:`~catalyst_lite.qjit`'s docstring): donated leaves become donated inputs of every size's
-``jax.jit`` function (:meth:`JitOptions.donated_leaves`), ``in_shardings``/``out_shardings`` place
-arguments and results around the call, the others pass through to ``jax.jit``.
-
->>> import jax, jax.numpy as jnp
->>> from catalyst_lite import qjit
->>> @qjit(abstracted_axes={0: "n"}, donate_argnums=0)
-... def double(x):
-...     return x * 2.0
->>> double(jnp.arange(3.0)).tolist()
-[0.0, 2.0, 4.0]
 """
 
 from __future__ import annotations
@@ -42,13 +25,7 @@ __all__ = ["CompileOptions", "KeepIntermediateLevel", "check_seed", "JIT_OPTIONS
 
 
 def check_seed(seed: Any, name: str) -> None:
-    """``qjit(seed=...)`` is ``None`` or an unsigned 32-bit integer, as in Catalyst.
-
-    >>> check_seed(2**32, "f")
-    Traceback (most recent call last):
-    ...
-    catalyst_lite.errors.ArgumentValueError: qjit(seed=4294967296) of f: Seed must be an unsigned 32-bit integer! Use a seed in 0..4294967295.
-    """
+    """``qjit(seed=...)`` is ``None`` or an unsigned 32-bit integer, as in Catalyst."""
     if seed is None:
         return
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -63,9 +40,7 @@ def check_seed(seed: Any, name: str) -> None:
 
 
 class KeepIntermediateLevel(enum.IntEnum):
-    """How many intermediate files Catalyst keeps (``keep_intermediate``), normalized as Catalyst
-    does; catalyst_lite has no compiler passes to keep stages of, so every level but ``NONE``
-    keeps the same files (see :mod:`.compiler.workspace`)."""
+    """Catalyst's ``keep_intermediate`` levels (every level but ``NONE`` keeps the same files here)."""
 
     NONE = 0
     PIPELINE = 1
@@ -73,15 +48,12 @@ class KeepIntermediateLevel(enum.IntEnum):
     PASS = 3
 
 
-_KEEP_INTERMEDIATE_NAMES = {"none": 0, "pipeline": 1, "changed": 2, "pass": 3}
-
-
 def _keep_intermediate_level(value: Any) -> KeepIntermediateLevel:
     """``True``/``False``, ``0``..``3``, ``None`` or a level's name, as a level."""
     if value is None:
         return KeepIntermediateLevel.NONE
-    if isinstance(value, str) and value in _KEEP_INTERMEDIATE_NAMES:
-        return KeepIntermediateLevel(_KEEP_INTERMEDIATE_NAMES[value])
+    if isinstance(value, str) and value in ("none", "pipeline", "changed", "pass"):
+        return KeepIntermediateLevel[value.upper()]
     if isinstance(value, int) and 0 <= value <= 3:  # bools too: False is 0, True is 1
         return KeepIntermediateLevel(int(value))
     raise ArgumentValueError(
@@ -92,12 +64,7 @@ def _keep_intermediate_level(value: Any) -> KeepIntermediateLevel:
 
 @dataclasses.dataclass
 class CompileOptions:
-    """``qjit``'s options (Catalyst's ``CompileOptions``: the same fields, defaults and checks).
-
-    ``static_argnums`` is a tuple (an int becomes a one-element tuple); on a :class:`~.QJIT` it
-    also holds the positions that ``static_argnames`` names. ``keep_intermediate`` becomes a
-    :class:`KeepIntermediateLevel`. ``seed`` must fit in 32 unsigned bits (``ValueError``), and
-    cannot be combined with ``async_qnodes`` (``CompileError``), as in Catalyst.
+    """``qjit``'s options: Catalyst's ``CompileOptions``, with its fields, defaults and checks.
 
     >>> from catalyst_lite import QJIT, CompileOptions
     >>> options = CompileOptions(static_argnums=1)
@@ -150,23 +117,31 @@ class CompileOptions:
         check_capture_option(self.capture, "CompileOptions")
 
 
-# --- jax.jit's options ----------------------------------------------------------------------------
-
 JIT_OPTIONS = ("donate_argnums", "donate_argnames", "keep_unused", "device", "backend", "in_shardings",
                "out_shardings", "compiler_options")
 
 
 @dataclasses.dataclass(frozen=True)
 class JitOptions:
-    """A qjit function's ``jax.jit`` options (see the module docstring)."""
+    """A qjit function's ``jax.jit`` options: donated arguments, ``in_shardings``/``out_shardings``
+    (placed around the call), and the others passed to ``jax.jit`` (``jit``) or XLA (``xla``).
+
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
+    >>> @qjit(abstracted_axes={0: "n"}, donate_argnums=0)
+    ... def double(x):
+    ...     return x * 2.0
+    >>> double(jnp.arange(3.0)).tolist()
+    [0.0, 2.0, 4.0]
+    """
 
     donated: frozenset[str] = frozenset()  # parameter names (donate_argnums resolved)
-    jit: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # keep_unused, device, backend
+    jit: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     xla: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     in_shardings: Any = None
     out_shardings: Any = None
     fn_name: str = ""
-    state_sharding: Any = None  # qjit(state_sharding=...): the QNodes' state split (quantum/sharded.py)
+    state_sharding: Any = None  # the QNodes' state split (quantum/sharded.py)
 
     @classmethod
     def of(cls, options: Mapping[str, Any], positional: Sequence[str], fn_name: str) -> "JitOptions":
@@ -194,8 +169,7 @@ class JitOptions:
                                                                   self.state_sharding))
 
     def donated_leaves(self, keys: Sequence[tuple[str, Any]], arguments: Sequence[Any]) -> frozenset[int]:
-        """The flat leaves (by index) of the donated arguments among a call's dynamic ones
-        (``keys``: their binding keys, ``("", name)`` for a named parameter)."""
+        """The flat leaves (by index) of the donated arguments among a call's dynamic ones."""
         donated, first = set(), 0
         for (tag, name), value in zip(keys, arguments):
             count = len(jax.tree_util.tree_leaves(value))
@@ -237,13 +211,8 @@ def _is_sharding_leaf(s: Any) -> bool:
     return s is None or isinstance(s, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
 
 
-def checked_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
-    """An option that is one ``kind`` or a sequence of them (``static_argnames``,
-    ``donate_argnums``...), as a tuple; anything else is an ``ArgumentTypeError``.
-
-    >>> checked_tuple("mode", str, "static_argnames", "f")
-    ('mode',)
-    """
+def checked_tuple(value: Any, kind: Any, option: str, fn_name: str, message: str | None = None) -> tuple:
+    """An option that is one ``kind`` or a sequence of them, as a tuple (else ``message``)."""
     if value is None:
         return ()
     items = (value,) if isinstance(value, kind) else value
@@ -252,8 +221,8 @@ def checked_tuple(value: Any, kind: type, option: str, fn_name: str) -> tuple:
     except TypeError:
         items = None
     if items is None or not all(isinstance(v, kind) and not isinstance(v, bool) for v in items):
-        raise ArgumentTypeError(
+        raise ArgumentTypeError(message or (
             f"qjit({option}={value!r}) of {fn_name}: {option} must be a {kind.__name__} or a sequence of "
             f"{kind.__name__}s."
-        )
+        ))
     return items

@@ -1,28 +1,8 @@
-"""``catalyst_lite.debug``: Catalyst's debugging helpers. At run time, :func:`callback`,
-:func:`print`, :func:`print_memref` and :func:`debug_assert`; about the compiler's stages, as far as
-they mean something for a program XLA compiles, :func:`get_compilation_stage` and the others.
-
-Each run-time helper is a host callback (:mod:`catalyst_lite.callbacks`) that runs on the forward
-pass only under differentiation; outside qjit it simply runs. ``qjit(disable_assertions=True)``
-leaves assertions out.
-
-There is one compiler stage, ``"mlir"`` (:func:`get_compilation_stage`), and no MLIR pipelines
-(:func:`get_compilation_stages_groups` is ``[]``); :func:`instrumentation` reports traces,
-specializations and XLA compile times. :func:`replace_ir`, :func:`get_cmain`,
-:func:`compile_executable` and :func:`draw_graph` need Catalyst's pipeline, shared library or MLIR
-program: they raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, debug
->>> @qjit
-... def f(a, b):
-...     debug.print("b={b} a={a}", a=a, b=b)
-...     return a + b
->>> int(f(1, 2))
-b=2 a=1
-3
->>> debug.get_compilation_stage(f, "mlir") == f.mlir
-True
+"""``catalyst_lite.debug``: Catalyst's debugging helpers. The run-time ones (:func:`callback`,
+:func:`print`, :func:`print_memref`, :func:`debug_assert`) are host callbacks
+(:mod:`catalyst_lite.callbacks`); outside qjit they simply run. There is one compiler stage,
+``"mlir"``, and no MLIR pipeline; helpers that need Catalyst's pipeline, shared library or MLIR
+program raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
 """
 
 from __future__ import annotations
@@ -39,16 +19,10 @@ import numpy as np
 from jax.tree_util import tree_map
 
 from .callbacks import call_for_effect, run_eagerly
-from .errors import (
-    ArgumentTypeError,
-    ArgumentValueError,
-    DebugAssertionError,
-    UnsupportedOperationError,
-)
+from .errors import ArgumentTypeError, ArgumentValueError, DebugAssertionError, UnsupportedOperationError
 from .jax_extras import get_aval, x64_scope
 from .reporting import LOGGER
 from .trace_context import current as current_context
-
 
 __all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation_stage",
            "get_compilation_stages_groups", "get_cmain", "instrumentation", "replace_ir",
@@ -56,8 +30,8 @@ __all__ = ["callback", "print", "print_memref", "debug_assert", "get_compilation
 
 
 def callback(callback_fn: Callable) -> Callable:
-    """``callback_fn`` (which must return ``None``), called with its arguments' values when the
-    program runs. Usable as a decorator.
+    """``callback_fn`` (returning ``None``), called with its arguments' values when the program
+    runs. Usable as a decorator.
 
     >>> from catalyst_lite.debug import callback
     >>> from catalyst_lite import qjit
@@ -80,9 +54,8 @@ def callback(callback_fn: Callable) -> Callable:
 
 
 def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst's name)
-    """Print ``fmt.format(*args, **kwargs)`` when the program runs (``str.format`` syntax:
-    ``"{x:.2f}"``); a ``fmt`` that is not a string is itself printed. An f-string is formatted
-    when traced, so it shows tracers, not values.
+    """Print ``fmt.format(*args, **kwargs)`` when the program runs (an f-string would show
+    tracers); a ``fmt`` that is not a string is itself printed.
 
     >>> from catalyst_lite import qjit, debug
     >>> @qjit
@@ -100,16 +73,13 @@ def print(fmt: Any, *args: Any, **kwargs: Any) -> None:  # noqa: A001 (Catalyst'
 
 
 def _as_jax_arrays(tree: Any) -> Any:
-    """The values as JAX arrays, as Catalyst formats them: ``{}`` shows ``1.0`` or ``[1. 2.]``
-    (as a NumPy value would), a container shows its arrays' reprs (``Array(1., dtype=float64)``);
-    their dtypes kept."""
+    """The values as JAX arrays (their dtypes kept), as Catalyst formats them."""
     with x64_scope():
         return tree_map(lambda v: jnp.asarray(v) if isinstance(v, (np.ndarray, np.generic)) else v, tree)
 
 
 def _number_text(v: Any) -> str:
-    """A number as a C++ stream prints it (Catalyst's runtime): ``1`` and ``0.5``, not ``1.``;
-    integers and bools in full (``1000000``, ``1``/``0``), floats with 6 significant digits."""
+    """A number as a C++ stream prints it (Catalyst's runtime): ``1``, ``0.5``, ``1000000``."""
     if np.iscomplexobj(v):
         return f"({v.real:g},{v.imag:g})"
     if isinstance(v, (bool, np.bool_, int, np.integer)):
@@ -117,10 +87,9 @@ def _number_text(v: Any) -> str:
     return format(v, "g")
 
 
-def _memref_data(array: np.ndarray) -> str:
-    """The elements as Catalyst's runtime prints a memref: elements of the innermost axis
-    separated by a comma and ``rank + 1`` spaces, each row ending with ``", "`` and a new line
-    indented by its depth."""
+def _memref_text(x: Any) -> str:
+    """``x`` as Catalyst's runtime prints a memref."""
+    array = np.asarray(x)
     separator = "," + " " * (array.ndim + 1)
 
     def nested(a: np.ndarray, depth: int) -> str:
@@ -128,13 +97,8 @@ def _memref_data(array: np.ndarray) -> str:
             return "[" + separator.join(_number_text(v) for v in a) + "]"
         return "[" + (", \n" + " " * (depth + 1)).join(nested(row, depth + 1) for row in a) + "]"
 
-    return nested(array, 0)
-
-
-def _memref_text(x: Any) -> str:
-    array = np.asarray(x)
     strides = [s // array.itemsize for s in array.strides] if array.ndim else []
-    data = _memref_data(array) if array.ndim else _number_text(array[()])
+    data = nested(array, 0) if array.ndim else _number_text(array[()])
     return (
         f"MemRef: base@ = 0x{id(array):x} rank = {array.ndim} offset = 0 sizes = {list(array.shape)} "
         f"strides = {strides} data =\n{data}"
@@ -164,8 +128,7 @@ def _fail_if_false(condition: Any, message: str) -> None:
 
 def debug_assert(condition: Any, error: str) -> None:
     """Raise ``RuntimeError(error)`` (a :class:`~catalyst_lite.errors.DebugAssertionError`) when
-    the program runs and the boolean scalar ``condition`` is false. Left out of programs compiled
-    with ``qjit(disable_assertions=True)``; outside qjit, checked at once.
+    the program runs and the boolean scalar ``condition`` is false (unless ``disable_assertions``).
 
     >>> from catalyst_lite import debug_assert
     >>> from catalyst_lite import qjit
@@ -192,23 +155,15 @@ def debug_assert(condition: Any, error: str) -> None:
     callback(functools.partial(_fail_if_false, message=error))(condition)
 
 
-# --- the compiler's stages -----------------------------------------------------------------------
-
-_STAGES = ("mlir",)
-
-
 def _checked_qjit(fn: Any, what: str) -> Any:
-    # By its interface: catalyst_lite.compiled imports this module (through autograph), not the
-    # other way round.
+    # By its interface: catalyst_lite.compiled imports this module, not the other way round.
     if not (hasattr(type(fn), "jit_compile") and hasattr(type(fn), "mlir")):
         raise ArgumentTypeError(f"debug.{what}: the first argument must be a qjit function, got {type(fn).__name__}.")
     return fn
 
 
 def get_compilation_stage(fn: Any, stage: str) -> str:
-    """The program of ``fn`` at compiler stage ``stage``. catalyst_lite has one, ``"mlir"``:
-    StableHLO of the traced program, symbolic sizes as ``?`` dimensions (``fn.mlir``); Catalyst's
-    other stage names are a ``ValueError``. ``fn`` must have been traced (called, or annotated).
+    """The program of the traced ``fn`` at compiler stage ``stage``: only ``"mlir"`` (``fn.mlir``).
 
     >>> import jax.numpy as jnp
     >>> from catalyst_lite import qjit, debug
@@ -218,10 +173,10 @@ def get_compilation_stage(fn: Any, stage: str) -> str:
     True
     """
     fn = _checked_qjit(fn, "get_compilation_stage")
-    if stage not in _STAGES:
+    if stage != "mlir":
         raise ArgumentValueError(
             f"debug.get_compilation_stage({fn.name}, {stage!r}): catalyst_lite compiles StableHLO "
-            f"with XLA and has one stage, {_STAGES[0]!r} (Catalyst's MLIR pipeline stages do not exist here)."
+            "with XLA and has one stage, 'mlir' (Catalyst's MLIR pipeline stages do not exist here)."
         )
     text = fn.mlir
     if text is None:
@@ -233,7 +188,7 @@ def get_compilation_stage(fn: Any, stage: str) -> str:
 
 
 def get_compilation_stages_groups(options: Any) -> list:
-    """Catalyst's MLIR pipelines (stage names and their passes) for ``options``: none here.
+    """Catalyst's MLIR pipelines for ``options``: none here.
 
     >>> from catalyst_lite import CompileOptions, debug
     >>> debug.get_compilation_stages_groups(CompileOptions())
@@ -244,10 +199,8 @@ def get_compilation_stages_groups(options: Any) -> list:
 
 @contextlib.contextmanager
 def instrumentation(session_name: str, filename: str | None = None, detailed: bool = False) -> Iterator[None]:
-    """Report what the qjit calls inside the block do: each trace (and its time), each new
-    specialization, XLA's compile times, cache hits; to ``filename`` (appended) or standard
-    output, each line prefixed with ``session_name``. ``detailed`` is accepted (every report is
-    already given).
+    """Report what the qjit calls inside the block do (traces, specializations, compile times,
+    cache hits) to ``filename`` (appended) or standard output; ``detailed`` is accepted.
 
     >>> import jax.numpy as jnp
     >>> from catalyst_lite import qjit, debug
@@ -274,7 +227,6 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
 
 
 def _unsupported(fn: Any, what: str, why: str) -> UnsupportedOperationError:
-    """The error of Catalyst's ``debug.<what>`` of qjit function ``fn``, which needs ``why``."""
     _checked_qjit(fn, what)
     return UnsupportedOperationError(
         f"debug.{what}: {why}; catalyst_lite compiles with XLA, which keeps its IR and code "

@@ -1,36 +1,12 @@
 """Errors raised while tracing a user function, made to point at the user's code.
 
-:func:`user_facing_trace_errors` wraps the trace of a ``@qjit`` function. Whatever goes wrong in it
-comes out naming the function and the user's source line (``file:line``, the innermost frame of the
-traceback that is not JAX's, NumPy's or catalyst_lite's own):
-
-- our own errors (a loop body that changes a dimension, a non-scalar predicate) get the location;
-- JAX's errors about Python control flow on a traced value (``if x > 0:``, ``range(n)``,
-  ``int(x)``) become :class:`~.errors.ControlFlowError` saying to use ``cond``/``for_loop``/
-  ``while_loop`` or a static argument;
-- a size that is not an integer (``jnp.ones(x)`` with a float ``x``, a typed error raised where
-  JAX checks the shape) becomes :class:`~.errors.ArgumentTypeError` naming the scalar arguments
-  that are not integers;
-- :class:`~.jax_extras.patches.NeedsCallSizes` (JAX failing on a symbolic size) passes on: the
-  program is traced again with the call's sizes (``compiler.assumptions``);
-- any other error (the user's own, or JAX's about the user's program) is left as it is: its
-  traceback (:func:`filtered`) shows the user's line.
-
-Nothing here reads an error's message or traceback to decide what it is: each is typed where it
-is raised.
-
-Tracebacks show the user's code: an exception leaving a qjit function (its call, its
-decoration-time trace, ``lower``/``trace``) keeps the user's frames and drops catalyst_lite's and
-JAX's (:func:`filtered`), as ``jax.jit`` does with its ``traceback_util``. The one frame kept of
-ours is the call's entry point. ``CATALYST_LITE_TRACEBACK_FILTERING=off`` keeps every frame (for
-debugging catalyst_lite itself).
-
->>> from catalyst_lite import qjit
->>> @qjit
-... def f(x: float):
-...     raise ValueError("from the user's code")
-Traceback (most recent call last):
-ValueError: from the user's code
+:func:`user_facing_trace_errors` wraps a trace: our own errors get the user's source line; JAX's
+errors about Python control flow on a traced value become :class:`~.errors.ControlFlowError` with
+a hint; a size that is not an integer becomes :class:`~.errors.ArgumentTypeError`; a failure on
+symbolic sizes becomes :class:`~.jax_extras.patches.NeedsCallSizes` (traced again with the call's
+sizes); any other error is left as it is. Each is typed where it is raised (no message is read).
+:func:`filtered` drops catalyst_lite's and JAX's frames from a traceback, as ``jax.jit`` does
+(``CATALYST_LITE_TRACEBACK_FILTERING=off`` keeps them).
 """
 
 from __future__ import annotations
@@ -51,52 +27,34 @@ from .jax_extras.patches import NeedsCallSizes, NonIntegerSizeError, ShapeBroadc
 from .jax_extras.size_facts import SizeScope
 
 __all__ = [
-    "user_facing_trace_errors",
-    "ShapeBroadcastError",
-    "unsupported_equation_error",
-    "escaped_size_error",
-    "FILTERING_ENV_VAR",
-    "filtered",
-    "api_boundary",
+    "user_facing_trace_errors", "ShapeBroadcastError", "unsupported_equation_error", "escaped_size_error",
+    "FILTERING_ENV_VAR", "filtered", "api_boundary",
 ]
 
-_HINTS: tuple[tuple[type[BaseException], str], ...] = (
-    (
-        jax.errors.TracerBoolConversionError,
+_HINTS: dict[type[BaseException], str] = {
+    jax.errors.TracerBoolConversionError: (
         "Python `if`/`while`/`and`/`or`/`not` on a traced value: its truth is only known when the "
         "program runs. Use catalyst_lite.cond for `if`, catalyst_lite.while_loop for `while`, "
         "jnp.where for an elementwise choice, or pass the value as a static argument "
-        "(static_argnums/static_argnames) if it is a compile-time option.",
+        "(static_argnums/static_argnames) if it is a compile-time option."
     ),
-    (
-        jax.errors.TracerIntegerConversionError,
+    jax.errors.TracerIntegerConversionError: (
         "a traced integer used as a Python int (`range(n)`, a list index): its value is only known "
         "when the program runs. Use catalyst_lite.for_loop(0, n, 1) instead of `for i in range(n)`, "
         "jnp indexing instead of list indexing, or pass the value as a static argument "
-        "(static_argnums/static_argnames).",
+        "(static_argnums/static_argnames)."
     ),
-    (
-        jax.errors.TracerArrayConversionError,
+    jax.errors.TracerArrayConversionError: (
         "a traced array passed to NumPy (np.asarray, np.sum, ...): use the jax.numpy function "
-        "instead, which works on traced arrays.",
+        "instead, which works on traced arrays."
     ),
-    (
-        jax.errors.ConcretizationTypeError,
+    jax.errors.ConcretizationTypeError: (
         "a traced value where Python needs a concrete one (int(x), float(x), a data-dependent "
         "size): its value is only known when the program runs. Use cond/for_loop/while_loop for "
         "control flow, x.astype(...) to convert, the `size=` argument of jnp functions with "
-        "data-dependent sizes, or pass the value as a static argument (static_argnums).",
+        "data-dependent sizes, or pass the value as a static argument (static_argnums)."
     ),
-)
-
-
-_HINTED = tuple(jax_error for jax_error, _ in _HINTS)
-
-
-_STATIC_SHAPE_FIX = (
-    "Give the array a static shape (drop its axis from abstracted_axes, or pass its size with "
-    "static_argnums), or compute it with other jax.numpy functions."
-)
+}
 
 
 def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationError:
@@ -106,14 +64,14 @@ def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationE
         (f"at {location.described()}: " if location else "")
         + f"primitive {eqn.primitive.name!r} cannot run on the specialized sizes: JAX 0.7's "
         f"dynamic-shape path does not support it ({type(err).__name__}: {_first_line(err)}). "
-        f"{_STATIC_SHAPE_FIX}"
+        "Give the array a static shape (drop its axis from abstracted_axes, or pass its size with "
+        "static_argnums), or compute it with other jax.numpy functions."
     )
 
 
 def escaped_size_error(fn_name: str, eqn) -> NeedsCallSizes:
-    """The signal for a traced program that holds a tracer as a constant: a size of a function JAX
-    traced itself inside ours (a ``custom_jvp`` function, ``lax.cond``'s branches) escaped it, so
-    the program could not run: it is traced with the call's sizes."""
+    """The signal for a traced program that holds a tracer as a constant (a size escaped a trace
+    JAX ran inside ours): it is traced with the call's sizes."""
     location = user_line_of_equation(eqn.source_info)
     return NeedsCallSizes(f"{fn_name}: a size escaped JAX's nested trace" + (f" at {location.described()}" if location else ""))
 
@@ -127,20 +85,12 @@ def _first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
-def _non_integer_scalars(leaf_names: Sequence[str], leaf_dtypes: Sequence[np.dtype | None]) -> str:
-    found = [f"{n} ({d})" for n, d in zip(leaf_names, leaf_dtypes) if d is not None and d.kind in "fbc"]
-    return ", ".join(found) or "none"
-
-
 @contextlib.contextmanager
 def user_facing_trace_errors(
     fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None], scope: SizeScope | None = None
 ) -> Iterator[None]:
-    """Translate errors raised while tracing ``fn_name`` (see the module docstring) in ``scope``.
-
-    ``leaf_names``/``scalar_dtypes`` describe the flat arguments (the dtype of each scalar one,
-    ``None`` for arrays), to name the candidates when a size turns out not to be an integer.
-    """
+    """Translate errors raised while tracing ``fn_name`` in ``scope`` (see the module docstring);
+    ``scalar_dtypes`` (``None`` for arrays) name the candidates of a size that is not an integer."""
     with _signals_replaced_on_the_way(scope):
         with _translated_trace_errors(fn_name, leaf_names, scalar_dtypes, scope):
             yield
@@ -148,12 +98,9 @@ def user_facing_trace_errors(
 
 @contextlib.contextmanager
 def _signals_replaced_on_the_way(scope: SizeScope | None) -> Iterator[None]:
-    """A trace with symbolic sizes that fails after the user's code asked a size for its Python
-    value (:class:`NeedsCallSizes`) fails for want of the call's sizes, whatever error reaches
-    here: code between the signal's site and here may have caught it and raised its own (NumPy's
-    ``TypeError`` for ``np.zeros(x.shape[0])``, the user's ``except TypeError:``). It is traced
-    again with the call's sizes, as ``jax.jit`` traces it; an error of the user's program comes
-    out of that trace. (Our own errors are verdicts on the program: they pass.)"""
+    """A symbolic trace that fails after the user's code asked a size's Python value fails for
+    want of the call's sizes, whatever error reaches here (code may have caught the signal and
+    raised its own): it is traced again with the call's sizes. Our own errors pass."""
     try:
         yield
     except (NeedsCallSizes, CatalystLiteError):
@@ -180,15 +127,16 @@ def _translated_trace_errors(
             err._catalyst_lite_located = True
         raise
     except NonIntegerSizeError as err:
+        found = [f"{n} ({d})" for n, d in zip(leaf_names, scalar_dtypes) if d is not None and d.kind in "fbc"]
         raise ArgumentTypeError(
             f"Shapes must be 1D sequences of integer scalars: {_where(fn_name, err)}: a size "
             "must be an integer, but it is computed from a "
             f"non-integer value. Scalar arguments that are not integers: "
-            f"{_non_integer_scalars(leaf_names, scalar_dtypes)}. Pass sizes as Python or NumPy "
+            f"{', '.join(found) or 'none'}. Pass sizes as Python or NumPy "
             "ints (not floats, bools or NaN), or convert with x.astype(int)."
         ) from None
-    except _HINTED as err:
-        hint = next(hint for jax_error, hint in _HINTS if isinstance(err, jax_error))
+    except tuple(_HINTS) as err:
+        hint = next(hint for jax_error, hint in _HINTS.items() if isinstance(err, jax_error))
         raise error_standing_for(ControlFlowError, type(err))(
             f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
         ) from None
@@ -204,14 +152,11 @@ def _translated_trace_errors(
         raise  # the user's own, or JAX's about the user's program: left as it is
 
 
-# --- tracebacks that show the user's code ---------------------------------------------------------
-
 FILTERING_ENV_VAR = "CATALYST_LITE_TRACEBACK_FILTERING"
 
 
 def filtered(error: BaseException) -> BaseException:
-    """``error`` with the frames of catalyst_lite and JAX left out of its traceback (unless the
-    environment variable turns filtering off)."""
+    """``error`` without catalyst_lite's and JAX's frames (unless :data:`FILTERING_ENV_VAR` is off)."""
     if os.environ.get(FILTERING_ENV_VAR, "on").strip().lower() in ("off", "0", "false", "no"):
         return error
     kept, tb = [], error.__traceback__

@@ -1,14 +1,8 @@
-"""catalyst_lite's exceptions.
-
-Each is a subclass of the built-in exception a Python user expects (``TypeError`` for a value of
-the wrong kind, ``ValueError`` for a value out of range), so ``except TypeError`` keeps working, and
-of :class:`CatalystLiteError`, so that all of ours can be caught at once.
-
-Catalyst's exported exceptions have the same names here (:class:`CompileError`,
-:class:`DifferentiableCompileError`, ...) and are raised where Catalyst raises them, so a Catalyst
-program's ``except catalyst.CompileError`` works with ``catalyst_lite.CompileError``. Ours
-subclass them where the error is a special case (:class:`DifferentiationError` is a
-:class:`DifferentiableCompileError`).
+"""catalyst_lite's exceptions. Each subclasses the built-in exception a Python user expects
+(``TypeError`` for a value of the wrong kind, ``ValueError`` for one out of range) and
+:class:`CatalystLiteError`; Catalyst's exported exceptions have the same names here
+(:class:`CompileError`, :class:`DifferentiableCompileError`, ...) and ours subclass them where the
+error is a special case.
 
 >>> issubclass(DifferentiationError, DifferentiableCompileError), issubclass(DifferentiationError, TypeError)
 (True, True)
@@ -26,25 +20,20 @@ class ArgumentTypeError(CatalystLiteError, TypeError):
 
 
 class ArgumentValueError(CatalystLiteError, ValueError):
-    """An argument has the right type but an unusable value (a negative size, mismatched lengths of
-    a shared dimension, an axis beyond the argument's rank)."""
+    """An argument has the right type but an unusable value (a negative size, an axis beyond its rank)."""
 
 
 class ArgumentIndexError(ArgumentValueError, IndexError):
-    """An index names an argument the call does not have (``argnums`` beyond the arguments: an
-    ``IndexError`` in Catalyst)."""
+    """An index names an argument the call does not have (``argnums``: Catalyst's ``IndexError``)."""
 
 
 class ArgumentOverflowError(ArgumentValueError, OverflowError):
-    """An integer argument does not fit in 64 bits (the type of integer arguments), as
-    ``jax.jit`` refuses it with an ``OverflowError``."""
+    """An integer argument does not fit in 64 bits (``jax.jit``'s ``OverflowError``)."""
 
 
 class IncompatibleSizesError(ArgumentValueError, TypeError):
-    """Sizes that must fit together do not at a call: two broadcast axes, a matrix product's
-    contracted axes, concatenated arrays' other axes (JAX needs them equal), a reshape that
-    changes the number of elements. Both a ``ValueError`` and a ``TypeError``, as JAX raises
-    either for such shapes."""
+    """Sizes that must fit together do not at a call (broadcast axes, a reshape...); JAX raises
+    either error for such shapes."""
 
 
 class DimensionError(CatalystLiteError, TypeError):
@@ -52,53 +41,43 @@ class DimensionError(CatalystLiteError, TypeError):
 
 
 class ControlFlowError(CatalystLiteError, TypeError):
-    """Control flow is used in a way it cannot be compiled (a non-scalar predicate, branches with
+    """Control flow used in a way it cannot be compiled (a non-scalar predicate, branches with
     different structures, Python control flow on a traced value)."""
 
 
 class AutoGraphError(ControlFlowError):
-    """``qjit(autograph=True)`` cannot compile a Python ``if``/``for``/``while`` as written (a
-    variable left undefined by a branch, a loop that changes a variable's type, ``break`` in a
-    compiled ``for``), or cannot convert a function. The message names the user's line."""
+    """``qjit(autograph=True)`` cannot compile a Python ``if``/``for``/``while`` as written, or
+    cannot convert a function. The message names the user's line."""
 
     _catalyst_lite_located = True  # diagnostics need not add the line: the message has it
 
 
 class UninitializedVariableError(AutoGraphError, UnboundLocalError):
-    """Converted code reads a variable that has no value (first assigned inside a loop or in only
-    some branches of an ``if``): Python's ``UnboundLocalError``, and Catalyst's ``AutoGraphError``."""
+    """Converted code reads a variable that has no value (assigned in a loop or in some branches)."""
 
 
 class AutoGraphWarning(UserWarning):
-    """A Python loop that ``qjit(autograph=True)`` could not compile runs as a Python loop instead
-    (unrolled while tracing). ``warnings.filterwarnings("error", category=AutoGraphWarning)``
-    makes that an error."""
+    """A Python loop ``qjit(autograph=True)`` could not compile runs as a Python loop instead."""
 
 
 class CacheWarning(UserWarning):
-    """The persistent cache was not used as configured: its directory is not private to the user
-    (memory only), or an entry failed its checks or its load (removed; the program is compiled
-    again). See docs/troubleshooting.md."""
+    """The persistent cache was not used as configured (see docs/troubleshooting.md)."""
 
 
 class CompileError(CatalystLiteError, ValueError):
-    """A program cannot be compiled: Catalyst's ``CompileError``. Here also a traced program that
-    cannot be specialized for the given sizes."""
+    """A program cannot be compiled (Catalyst's), or specialized for the given sizes."""
 
 
 class DifferentiableCompileError(CompileError):
-    """A function cannot be differentiated as asked: Catalyst's ``DifferentiableCompileError``
-    (an integer argument or result, ``grad`` of a result that is not a scalar)."""
+    """A function cannot be differentiated as asked (Catalyst's)."""
 
 
 class StaticArgnumsError(CompileError, ArgumentValueError):
-    """``static_argnums`` names a position the call does not have (or a negative one): Catalyst's
-    ``CompileError``, reported when the function is called, as Catalyst does."""
+    """``static_argnums`` names a position the call does not have (Catalyst's ``CompileError``)."""
 
 
 class UnhashableStaticArgumentError(ArgumentTypeError, ValueError):
-    """A static argument that is not hashable: a ``ValueError`` as in Catalyst and ``jax.jit``
-    (and a ``TypeError``: the argument's type is the problem)."""
+    """A static argument that is not hashable (a ``ValueError`` as in Catalyst and ``jax.jit``)."""
 
 
 def function_name(fn: object) -> str:
@@ -107,8 +86,7 @@ def function_name(fn: object) -> str:
 
 
 class ArrayTooLargeError(CompileError, MemoryError):
-    """A specialized program would allocate an array larger than the memory available; raised
-    before XLA tries (and fails, or makes the machine swap) to allocate it."""
+    """A specialized program would allocate an array larger than the memory available."""
 
 
 class UnsupportedOperationError(CatalystLiteError, NotImplementedError):
@@ -116,87 +94,68 @@ class UnsupportedOperationError(CatalystLiteError, NotImplementedError):
 
 
 class SymbolicShapeError(CatalystLiteError, TypeError):
-    """A call whose result shape cannot be symbolic: its rank or size would depend on which sizes
-    are 1 or on the data (``jnp.squeeze`` without ``axis``, boolean-mask indexing)."""
+    """A result shape that cannot be symbolic: its rank or size would depend on which sizes are 1
+    or on the data (``jnp.squeeze`` without ``axis``, boolean-mask indexing)."""
 
 
 class SizeAssumptionError(CompileError):
-    """A program traced with symbolic sizes assumed something about a size computed inside a loop
-    (its index, or an array it resizes) that is false when the loop runs. (Assumptions about the
-    arguments' sizes never raise: a call that breaks one gets a program traced for its sizes.)"""
+    """A program traced with symbolic sizes assumed something false about a size computed inside
+    a loop (assumptions about the arguments' sizes never raise: the call is traced again)."""
 
 
 class DifferentiationError(DifferentiableCompileError, TypeError):
-    """A function cannot be differentiated as asked: with respect to an integer argument, or
-    ``grad`` of a result that is not a real scalar. (Bad options, such as ``argnums`` beyond the
-    arguments or an unknown ``method``, are :class:`ArgumentValueError`.)"""
+    """Differentiation with respect to an integer argument, or ``grad`` of a non-scalar result."""
 
 
 class CallbackError(CatalystLiteError, TypeError, ValueError):
-    """A host callback (``pure_callback``, ``debug.callback``, ``accelerate``) is declared or
-    behaves wrongly: no result type, results of other types or shapes than declared, a debug
-    callback that returns a value. (Catalyst raises ``TypeError`` for some, ``ValueError`` for
-    others: this is both.)"""
+    """A host callback is declared or behaves wrongly (Catalyst raises either error)."""
 
 
 class DebugAssertionError(CatalystLiteError, RuntimeError):
-    """A ``debug_assert`` condition is false when the program runs (Catalyst raises a
-    ``RuntimeError`` with the assertion's message)."""
+    """A ``debug_assert`` condition is false when the program runs (Catalyst's ``RuntimeError``)."""
 
 
 class QuantumOperationError(CompileError, TypeError):
-    """A quantum circuit uses an operation or measurement that catalyst_lite cannot compile
-    (Catalyst's ``CompileError`` for an unsupported measurement or mid-circuit measurement use;
-    also a ``TypeError``)."""
+    """A quantum circuit uses an operation or measurement that catalyst_lite cannot compile."""
 
 
 class WireError(CatalystLiteError, ValueError, RuntimeError):
-    """A quantum operation acts on a wire the device does not have, or a device's number of
-    wires is not a fixed Python integer. (Catalyst's runtime raises a ``RuntimeError`` for a wire
-    beyond the device's: this is both.)"""
+    """An operation on a wire the device does not have, or a device's number of wires that is not
+    a fixed Python integer (Catalyst's runtime raises a ``RuntimeError``)."""
 
 
 class CaptureUnavailableError(CatalystLiteError, ImportError):
-    """``qjit(capture=True)`` needs PennyLane's program capture, which PennyLane refuses to switch
-    on in this environment (it supports only the JAX version it pins)."""
-
-
-# What a captured program writes instead of catalyst_lite's control flow (default: qml.<same name>).
-_CAPTURED_FORM = {"switch": "qml.cond with .else_if for the cases"}
+    """``qjit(capture=True)`` where PennyLane refuses to switch its program capture on."""
 
 
 class PlxprCaptureCFCompatibilityError(ControlFlowError):
     """catalyst_lite's ``for_loop``/``while_loop``/``cond`` used while PennyLane's program capture
-    is on (``qjit(capture=True)``, or ``qml.capture.enable()``), as Catalyst refuses it: the
-    program is captured by PennyLane, so its control flow must be ``qml.for_loop``,
-    ``qml.while_loop`` and ``qml.cond``."""
+    is on, as Catalyst refuses it: write ``qml.for_loop``, ``qml.while_loop``, ``qml.cond``."""
 
     def __init__(self, control_flow_type: str):
         self.control_flow_type = control_flow_type
+        captured = "qml.cond with .else_if for the cases" if control_flow_type == "switch" else None
         super().__init__(
             # Catalyst's phrase first (its users' tests look for it), then ours
             f"catalyst.{control_flow_type} is not supported with PennyLane's capture enabled, and "
             f"neither is catalyst_lite.{control_flow_type} (qjit(capture=True), or capture='global' "
             f"after qml.capture.enable()): write "
-            f"{_CAPTURED_FORM.get(control_flow_type, 'qml.' + control_flow_type)} instead, or "
+            f"{captured or 'qml.' + control_flow_type} instead, or "
             "compile with qjit(capture=False)."
         )
 
 
 class QuantumRegionError(CatalystLiteError, ValueError):
-    """A measurement inside ``qml.adjoint``/``qml.ctrl`` of a quantum function (Catalyst's
-    ``ValueError``)."""
+    """A measurement inside ``qml.adjoint``/``qml.ctrl`` of a quantum function (Catalyst's)."""
 
 
 class ShotsError(CatalystLiteError, ValueError):
-    """A QNode's shots, ``mcm_method`` or ``postselect_mode`` cannot be used together (Catalyst's
-    and PennyLane's ``ValueError``)."""
+    """A QNode's shots, ``mcm_method`` or ``postselect_mode`` cannot be used together."""
 
 
 def pennylane_error(ours: type, name: str) -> type:
-    """``ours`` that is also PennyLane's exception ``qml.exceptions.<name>``, for a program that
-    PennyLane rejects too (``except qml.wires.WireError`` works as on ``default.qubit``). Call it
-    only where PennyLane is imported.
+    """``ours`` that is also PennyLane's ``qml.exceptions.<name>`` (call it where PennyLane is
+    imported).
 
     >>> import pennylane as qml
     >>> error = pennylane_error(WireError, "WireError")

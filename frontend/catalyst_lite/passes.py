@@ -1,23 +1,7 @@
-"""Catalyst's ``catalyst.passes``: compiler passes scheduled on a QNode by decorators.
-
-Each is PennyLane's ``qml.transform(pass_name=...)``: it records the pass in the QNode's compile
-pipeline and leaves the QNode's Python function as written. Every pass Catalyst ships keeps the
-circuit's results, and so does the compiled circuit: a pass with a PennyLane tape transform of the
-same name (``cancel-inverses``, ``merge-rotations``...) rewrites the gates with it, the others
-change nothing a result shows (see :mod:`catalyst_lite.quantum.transforms`). An unknown pass name
-is Catalyst's ``CompileError`` when the QNode compiles.
-
->>> import pennylane as qml
->>> from catalyst_lite import qjit
->>> @qjit
-... @apply_pass("merge-rotations")
-... @qml.qnode(qml.device("default.qubit", wires=1))
-... def circuit(x: float):
-...     qml.RX(x, 0)
-...     qml.RX(x, 0)
-...     return qml.expval(qml.Z(0))
->>> round(float(circuit(0.5)), 6)
-0.540302
+"""Catalyst's ``catalyst.passes``: compiler passes scheduled on a QNode by decorators, each
+PennyLane's ``qml.transform(pass_name=...)``. A pass with a PennyLane tape transform of the same
+name rewrites the gates with it; the others change nothing a result shows (see
+:mod:`catalyst_lite.quantum.transforms`). An unknown pass is a ``CompileError`` at compilation.
 """
 
 from __future__ import annotations
@@ -63,10 +47,8 @@ def apply_pass(pass_name: str, *flags: Any, **valued_options: Any) -> Callable[[
 
 
 def pipeline(pass_pipeline: dict[str, dict[str, Any]]) -> Callable[[Any], Any]:
-    """A decorator scheduling several passes on a QNode, in the dictionary's order: each key a
-    pass (a name of this module, ``"cancel_inverses"``, or a pass name, ``"cancel-inverses"``),
-    each value its options. Like :func:`apply_pass` for each; an unknown pass is Catalyst's
-    ``CompileError`` when the QNode compiles.
+    """A decorator scheduling several passes on a QNode, in order: each key a pass (a name of this
+    module, ``"cancel_inverses"``, or a pass name, ``"cancel-inverses"``), each value its options.
 
     >>> import pennylane as qml
     >>> from catalyst_lite import qjit
@@ -109,8 +91,7 @@ def apply_pass_plugin(path_to_plugin: str | Path, pass_name: str, *flags: Any, *
 
 
 class Pass:
-    """A compiler pass with its options, as Catalyst's pass pipelines hold one: ``name``, the flags
-    ``options`` and the ``valued_options``; :meth:`get_options` is the MLIR option string.
+    """A compiler pass with its flags and valued options, as Catalyst's pipelines hold one.
 
     >>> from catalyst_lite.passes import Pass
     >>> Pass("merge-rotations", "verbose", max_iterations=3).get_options()
@@ -131,8 +112,7 @@ class Pass:
 
 
 class PassPlugin(Pass):
-    """A pass loaded from an MLIR plugin (Catalyst's): catalyst_lite compiles with XLA and cannot
-    load one, so making one raises (``FileNotFoundError`` first if the file is missing).
+    """A pass loaded from an MLIR plugin (Catalyst's): making one raises (no MLIR here).
 
     >>> from catalyst_lite.passes import PassPlugin
     >>> PassPlugin("no/such/plugin.so", "my-pass")
@@ -145,9 +125,7 @@ class PassPlugin(Pass):
 
 
 def ppm_specs(fn: Any) -> dict:
-    """Catalyst's counts of Pauli product rotations and measurements after its PPR/PPM passes.
-    Those passes change nothing here (no PPR/PPM representation exists), so there is nothing to
-    count: raises, naming ``qml.specs`` for the circuit's resources.
+    """Catalyst's counts of Pauli product rotations and measurements: none here (raises).
 
     >>> from catalyst_lite.passes import ppm_specs
     >>> ppm_specs(lambda: None)  # doctest: +ELLIPSIS

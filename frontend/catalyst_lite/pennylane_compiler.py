@@ -1,9 +1,5 @@
-"""catalyst_lite as a PennyLane compiler: ``qml.qjit(fn, compiler="catalyst_lite")``.
-
-PennyLane finds compilers through the ``pennylane.compilers`` entry points that ``pyproject.toml``
-declares, all defined here: :func:`qjit`, :class:`TracingContext` (its ``is_tracing()`` answers
-``qml.compiler.active_compiler()``) and :class:`PennyLaneOps` (``qml.for_loop``,
-``qml.while_loop`` and ``qml.cond`` hand their work to it while catalyst_lite is active).
+"""catalyst_lite as a PennyLane compiler, ``qml.qjit(fn, compiler="catalyst_lite")``: the
+``pennylane.compilers`` entry points that ``pyproject.toml`` declares.
 
 >>> import pennylane as qml
 >>> @qml.qjit(compiler="catalyst_lite")
@@ -30,16 +26,11 @@ from .jax_extras.patches import is_active as _inside_catalyst_lite_scope
 
 __all__ = ["COMPILER_NAME", "qjit", "TracingContext", "PennyLaneOps"]
 
-COMPILER_NAME = "catalyst_lite"
-"""The name users pass as ``qml.qjit(compiler=...)``; the prefix of our entry-point names."""
+COMPILER_NAME = "catalyst_lite"  # qml.qjit(compiler=...), our entry points' prefix
 
 
 def qjit(fn: Callable | None = None, **options: Any) -> QJIT | Callable[[Callable], QJIT]:
-    """The ``catalyst_lite.qjit`` entry point: compile ``fn`` with :func:`catalyst_lite.qjit`.
-
-    ``qml.qjit(fn, compiler="catalyst_lite", **options)`` calls ``qjit(fn=fn, **options)``;
-    without ``fn`` (``@qml.qjit(compiler="catalyst_lite", abstracted_axes=...)``) the result is a
-    decorator. Options are those of :func:`catalyst_lite.qjit`; an unknown one is a ``TypeError``.
+    """The ``catalyst_lite.qjit`` entry point: :func:`catalyst_lite.qjit` (a decorator without ``fn``).
 
     >>> import jax.numpy as jnp
     >>> f = qjit(lambda x: jnp.sum(x), abstracted_axes={0: "n"})
@@ -63,25 +54,14 @@ class TracingContext:
 
     @staticmethod
     def is_tracing() -> bool:
-        """True while the calling thread traces a catalyst_lite program.
-
-        Other JAX-based compilers (Catalyst) also trace with dynamic shapes, so a dynamic-shape
-        trace alone does not mean it is ours: the trace must also run inside catalyst_lite's own
-        thread-local tracing scope. Otherwise PennyLane, which asks every installed compiler in
-        turn, could hand Catalyst's loops to us. A JAX transformation applied inside the
-        program (``jax.vmap``, ``jax.grad`` of a QNode) is still ours: its ``qml.measure``,
-        ``qml.cond``... compile into the program.
-        """
+        """True while the calling thread traces a catalyst_lite program (inside our own scope:
+        Catalyst also traces with dynamic shapes), JAX transformations inside it included."""
         return _inside_catalyst_lite_scope() and is_tracing(under_transformations=True)
 
 
 class PennyLaneOps:
-    """The ``catalyst_lite.ops`` entry point: what PennyLane operations become under our qjit.
-
-    PennyLane calls ``for_loop(start, stop, step, allow_array_resizing=...)``,
-    ``while_loop(cond_fn, allow_array_resizing=...)`` and ``cond(pred)`` (then ``else_if`` and
-    ``otherwise`` on the result); catalyst_lite's functions take exactly these arguments, so they
-    serve as they are.
+    """The ``catalyst_lite.ops`` entry point: what PennyLane's compiler-dispatched operations
+    become under our qjit (ours take PennyLane's arguments as they are).
 
     >>> PennyLaneOps.for_loop is for_loop
     True
@@ -90,14 +70,9 @@ class PennyLaneOps:
     for_loop = staticmethod(for_loop)
     while_loop = staticmethod(while_loop)
     cond = staticmethod(cond)
-
-    # The rest of PennyLane's compiler-dispatched operations.
-    # Quantum operations inside compiled QNodes (catalyst_lite.quantum).
     adjoint = staticmethod(pennylane_adjoint)
     ctrl = staticmethod(pennylane_ctrl)
     measure = staticmethod(pennylane_measure)
-    # Derivatives (catalyst_lite.transforms): PennyLane passes (fn, method=, h=, argnums=), and
-    # (f, params, tangents/cotangents, method=, h=, argnums=) for jvp/vjp, as ours take them.
     grad = staticmethod(grad)
     jacobian = staticmethod(jacobian)
     value_and_grad = staticmethod(value_and_grad)

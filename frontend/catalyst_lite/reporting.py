@@ -1,10 +1,6 @@
 """What a call does, reported: to Python's ``logging`` (logger ``catalyst_lite``, level ``DEBUG``)
 and, with Catalyst's ``qjit(verbose=True)``, to ``logfile`` (``sys.stderr`` by default).
 
-A call reports when it traces the function (and how long that took), when it specializes a
-program for new sizes (staged into one XLA program, or host-driven), how long XLA took to compile
-it, and when it finds a program and executable already compiled (a cache hit).
-
 >>> import io
 >>> out = io.StringIO()
 >>> report = Reporter("f", verbose=True, logfile=out)
@@ -34,7 +30,7 @@ class Reporter:
 
     @property
     def enabled(self) -> bool:
-        """Whether a report would go anywhere (check before building an expensive message)."""
+        """Whether a report would go anywhere."""
         return self.verbose or LOGGER.isEnabledFor(logging.DEBUG)
 
     def __call__(self, message: str, *args: Any) -> None:
@@ -46,5 +42,4 @@ class Reporter:
             print(f"[catalyst_lite] {text}", file=self.logfile or sys.stderr, flush=True)
 
 
-QUIET = Reporter("")
-"""Reports to the ``catalyst_lite`` logger only (for runners made outside a qjit function)."""
+QUIET = Reporter("")  # to the logger only (for runners made outside a qjit function)

@@ -1,36 +1,14 @@
-"""A compiled function's signature: how a call binds to its parameters, what their type
-annotations ask for, and the arguments as traced.
-
-**Binding** (:class:`CallBinding`), as Python does: keywords, keyword-only parameters, ``*args``
-and ``**kwargs``. Parameters the caller leaves out get their defaults from Python when the function
-runs, as with ``jax.jit``: they are not arguments of the trace (a default function or string is
-just used). The static ones (``static_argnums``/``static_argnames``, checked when the decorator
-runs) are part of the trace's key; the others are traced.
+"""A compiled function's signature: how a call binds to its parameters (:class:`CallBinding`, as
+Python binds it; left-out parameters get their defaults from Python, untraced, as with ``jax.jit``),
+what their type annotations ask for (Catalyst's ahead-of-time tracing, :func:`example_of`), and
+the arguments as traced (:class:`ArgumentLayout`: pytree leaves and abstracted axes). A function
+is traced again only when its signature changes: its dynamic arguments' structure, dtypes, ranks,
+non-abstracted sizes and its static arguments' values.
 
 >>> binding = CallBinding(lambda x, *, scale=2.0, mode="sum": x, static_argnames="mode")
 >>> call = binding.bind((1.0,), {"mode": "max"})
 >>> call.dynamic, call.static
 ((1.0,), ((('', 'mode'), 'max'),))
-
-**Annotations**, Catalyst's ahead-of-time convention: a function whose parameters are all annotated
-with types (``int``, ``float``, ``bool``, ``complex``, a JAX or NumPy scalar type,
-``jax.core.ShapedArray``, ``jax.ShapeDtypeStruct``) is traced when ``@qjit`` runs; any other class
-is a ``TypeError`` at decoration, as in Catalyst, and annotations that are not classes leave
-tracing to the first call. String annotations are evaluated where the function was defined.
-
->>> import jax.numpy as jnp
->>> from jax.core import ShapedArray
->>> example_of(ShapedArray((2, 3), jnp.float32), "x", "f")
-ShapeDtypeStruct(shape=(2, 3), dtype=float32)
->>> example_of(float, "x", "f").dtype, is_type_annotation(list[int])
-(dtype('float64'), False)
-
-**The arguments as traced** (:class:`ArgumentLayout`): pytrees and abstracted axes. A function is
-re-traced only when its *signature* changes: the pytree structure of its dynamic arguments, their
-dtypes and ranks, the sizes of the axes that are not abstracted, and the values of its static
-arguments. Sizes of abstracted axes and the values of integer arguments are not part of it: a
-program traced once runs at every size. A call of a new signature whose arguments promote to a
-compiled one (:func:`promoted_leaves`, Catalyst's convention) runs that one, converted.
 """
 
 from __future__ import annotations
@@ -49,30 +27,14 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_structure
 
 from .compile_options import checked_tuple
 from .errors import (
-    ArgumentTypeError,
-    ArgumentValueError,
-    StaticArgnumsError,
-    UnhashableStaticArgumentError,
-    function_name,
+    ArgumentTypeError, ArgumentValueError, StaticArgnumsError, UnhashableStaticArgumentError, function_name,
 )
 from .jax_extras import ShapedArray, Tracer
 
 __all__ = [
-    "CallArguments",
-    "CallBinding",
-    "PYTHON_SCALARS",
-    "resolved_annotation",
-    "is_type_annotation",
-    "example_of",
-    "check_python_scalar",
-    "as_annotated",
-    "promotes",
-    "promoted_leaf",
-    "promoted_leaves",
-    "dtype_of",
-    "LeafSpec",
-    "ArgumentLayout",
-    "AxesSpec",
+    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "is_type_annotation",
+    "example_of", "as_annotated", "promotes", "promoted_leaf", "promoted_leaves", "dtype_of", "LeafSpec",
+    "ArgumentLayout", "AxesSpec",
 ]
 
 # --- binding a call to the parameters -------------------------------------------------------------
@@ -86,18 +48,13 @@ _VARIADIC = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
 
 @dataclass(frozen=True)
 class CallArguments:
-    """The arguments one call gives, bound to the function's parameters in signature order.
-
-    Parameters the caller leaves out are absent: Python fills in their defaults when the function
-    is called, as ``jax.jit`` does, so they are neither traced nor part of the signature.
-    """
+    """The arguments one call gives (not the defaults), bound to the parameters in order."""
 
     keys: tuple[ArgumentKey, ...]
     values: tuple[Any, ...]
     names: tuple[str, ...]  # for messages: "'x'", "'args'[1]", "'opts'['mode']"
     is_static: tuple[bool, ...]
-    # For each argument, its position among the function's non-static arguments (the entry of a
-    # per-argument abstracted_axes that applies to it).
+    # Each argument's position among the non-static ones (its entry of abstracted_axes).
     slots: tuple[int, ...]
     nslots: int
 
@@ -122,11 +79,9 @@ class CallArguments:
 
     @property
     def static(self) -> tuple[tuple[ArgumentKey, Any], ...]:
-        """The static arguments as a hashable part of a trace's key."""
         return tuple(zip(self._pick(self.keys, True), self._pick(self.values, True)))
 
     def with_dynamic(self, dynamic: Sequence[Any]) -> "CallArguments":
-        """The same call with these values for its dynamic arguments (in order)."""
         values = iter(dynamic)
         return dataclasses.replace(
             self, values=tuple(v if s else next(values) for v, s in zip(self.values, self.is_static))
@@ -157,9 +112,7 @@ class CallBinding:
         # Catalyst reports a bad static_argnums when the function is called: kept until then.
         self.static_argnums_error: Exception | None = None
         try:
-            nums = _checked_static_argnums(static_argnums, self.fn_name)
-            if self.signature is not None:
-                self._check_static_argnums_range(nums)
+            nums = self._checked_static_argnums(static_argnums)
         except (ArgumentTypeError, StaticArgnumsError) as err:
             self.static_argnums_error, nums = err, set()
         names = set(checked_tuple(static_argnames, str, "static_argnames", self.fn_name))
@@ -170,19 +123,29 @@ class CallBinding:
         # Positions beyond the named parameters are elements of *args.
         self.static_varargs = frozenset(i - len(self.positional) for i in nums if i >= len(self.positional))
 
-    @property
-    def has_static_arguments(self) -> bool:
-        return bool(self.static_names or self.static_varargs)
-
-    def _check_static_argnums_range(self, nums: set[int]) -> None:
-        if self.var_positional is None:
+    def _checked_static_argnums(self, static_argnums: Any) -> set[int]:
+        """``static_argnums`` as a set of valid positions (Catalyst refuses negative ones)."""
+        fn_name = self.fn_name
+        nums = checked_tuple(static_argnums, (int, np.integer), "static_argnums", fn_name, (
+            f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
+            f"got {static_argnums!r}."
+        ))
+        for i in nums:
+            if i < 0:
+                raise StaticArgnumsError(
+                    f"{fn_name}: static_argnums names argnum {int(i)}, which is beyond the valid range "
+                    "(negative); give positions from 0."
+                )
+        nums = {int(i) for i in nums}
+        if self.signature is not None and self.var_positional is None:
             for i in sorted(nums):
                 if i >= len(self.positional):
                     raise StaticArgnumsError(
-                        f"{self.fn_name}: static_argnums names argnum {i}, which is beyond the valid "
+                        f"{fn_name}: static_argnums names argnum {i}, which is beyond the valid "
                         f"range of [0, {len(self.positional)}): the function takes "
                         f"{len(self.positional)} positional argument(s)."
                     )
+        return nums
 
     def _check_static_argnames(self, names: set[str]) -> None:
         named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
@@ -235,9 +198,8 @@ class CallBinding:
         return self._arguments(keys, values)
 
     def _fill_static_defaults(self, bound: inspect.BoundArguments) -> None:
-        """The default of a static parameter left out is its value, so that ``f(x)`` and
-        ``f(x, mode="ones")`` for ``mode="ones"`` share a trace. (Other defaults are left to
-        Python: they are not traced.)"""
+        """A static parameter left out takes its default: ``f(x)`` and ``f(x, mode=default)``
+        share a trace."""
         for name in self.static_names:
             p = self.parameters.get(name)
             if p is not None and name not in bound.arguments and p.default is not p.empty:
@@ -248,8 +210,7 @@ class CallBinding:
                 bound.arguments[name] = p.default
 
     def _check_keywords(self, kwargs: dict) -> None:
-        """A keyword that names no parameter is the error, as in Python (``inspect.Signature.bind``
-        would first complain about a missing argument)."""
+        """A keyword naming no parameter is the error, as in Python (before a missing argument)."""
         if self.var_keyword is not None:
             return
         accepted = {n for n, p in self.parameters.items() if p.kind not in (*_VARIADIC, inspect.Parameter.POSITIONAL_ONLY)}
@@ -258,7 +219,10 @@ class CallBinding:
                 raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {k!r}")
 
     def _arguments(self, keys: list[ArgumentKey], values: list[Any]) -> CallArguments:
-        static = [self._is_static(key) for key in keys]
+        static = [
+            tag == "call" or (ident in self.static_varargs if tag == "*" else ident in self.static_names)
+            for tag, ident in keys
+        ]
         self._check_static_varargs(keys)
         for key, value, is_static in zip(keys, values, static):
             if is_static:
@@ -273,12 +237,6 @@ class CallBinding:
         names = tuple(self._name(k) for k in keys)
         return CallArguments(tuple(keys), tuple(values), names, tuple(static), slots, nslots)
 
-    def _is_static(self, key: ArgumentKey) -> bool:
-        tag, ident = key
-        if tag == "call":
-            return True
-        return ident in self.static_varargs if tag == "*" else ident in self.static_names
-
     def _check_static_varargs(self, keys: list[ArgumentKey]) -> None:
         """``static_argnums`` beyond the named parameters must name a given element of ``*args``."""
         given = sum(1 for tag, _ in keys if tag == "*")
@@ -292,8 +250,7 @@ class CallBinding:
                 )
 
     def _slots(self, keys: list[ArgumentKey], static: list[bool]) -> tuple[tuple[int, ...], int]:
-        """Each argument's position among the function's non-static arguments, counting the named
-        parameters the call leaves out (so an abstracted_axes entry keeps its parameter)."""
+        """Each argument's position among the non-static ones, counting parameters left out."""
         given = dict(zip(keys, static))
         order: list[ArgumentKey] = []
         for name, p in self.parameters.items():
@@ -317,73 +274,43 @@ class CallBinding:
         return repr(ident)
 
     def of_dynamic_arguments(self, fn: Callable, call: CallArguments) -> Callable:
-        """``fn`` as a function of ``call``'s dynamic arguments (in order), its static arguments
-        fixed: what is traced."""
+        """``fn`` of ``call``'s dynamic arguments, its static ones fixed: what is traced."""
         static = dict(call.static)
 
         def with_dynamic(*dynamic: Any) -> Any:
-            values = dict(zip(call.dynamic_keys, dynamic))
-            return self.call(fn, call.keys, [static[k] if k in static else values[k] for k in call.keys])
+            # Called with the arguments bound as they were (keywords by name).
+            given = dict(zip(call.dynamic_keys, dynamic))
+            keys, values = call.keys, [static[k] if k in static else given[k] for k in call.keys]
+            at_call = {k: v for (tag, k), v in zip(keys, values) if tag == "call"}
+            if self.signature is None:
+                args = [v for (tag, _), v in zip(keys, values) if tag == "*"]
+                return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"}, **at_call)
+            arguments: dict[str, Any] = {}
+            for (tag, ident), value in zip(keys, values):
+                if tag == "*":
+                    arguments[self.var_positional] = (*arguments.get(self.var_positional, ()), value)
+                elif tag == "**":
+                    arguments.setdefault(self.var_keyword, {})[ident] = value
+                elif tag != "call":
+                    arguments[ident] = value
+            bound = inspect.BoundArguments(self.signature, arguments)
+            return fn(*bound.args, **bound.kwargs, **at_call)
 
         return with_dynamic
 
-    def call(self, fn: Callable, keys: Sequence[ArgumentKey], values: Sequence[Any]) -> Any:
-        """Call ``fn`` with these arguments, bound as they were (keywords by name); parameters
-        without a value get their defaults from Python."""
-        at_call = {k: v for (tag, k), v in zip(keys, values) if tag == "call"}
-        if self.signature is None:
-            args = [v for (tag, _), v in zip(keys, values) if tag == "*"]
-            return fn(*args, **{k: v for (tag, k), v in zip(keys, values) if tag == "**"}, **at_call)
-        arguments: dict[str, Any] = {}
-        for (tag, ident), value in zip(keys, values):
-            if tag == "call":
-                continue
-            if tag == "*":
-                arguments[self.var_positional] = (*arguments.get(self.var_positional, ()), value)
-            elif tag == "**":
-                arguments.setdefault(self.var_keyword, {})[ident] = value
-            else:
-                arguments[ident] = value
-        bound = inspect.BoundArguments(self.signature, arguments)
-        return fn(*bound.args, **bound.kwargs, **at_call)
-
 
 def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
-    """Keywords a call of ``fn`` takes beyond its parameters, each static and made hashable by its
-    function: ``shots`` for a QNode whose function has none (PennyLane's call-site shots,
-    ``circuit(x, shots=100)``, as a ``qml.measurements.Shots``)."""
+    """Static keywords a call of ``fn`` takes beyond its parameters, each with its hashable form:
+    PennyLane's call-site ``shots`` of a QNode whose function has none."""
     qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
     if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
         return {}
     return {"shots": qml.measurements.Shots}
 
 
-def _checked_static_argnums(static_argnums: Any, fn_name: str) -> set[int]:
-    """``static_argnums`` as a set of non-negative ints (Catalyst refuses negative ones)."""
-    if static_argnums is None:
-        return set()
-    nums = (static_argnums,) if isinstance(static_argnums, (int, np.integer)) else static_argnums
-    try:
-        nums = tuple(nums)
-    except TypeError:
-        nums = None
-    if nums is None or not all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in nums):
-        raise ArgumentTypeError(
-            f"{fn_name}: The `static_argnums` argument to qjit must be an int or a sequence of ints, "
-            f"got {static_argnums!r}."
-        )
-    for i in nums:
-        if i < 0:
-            raise StaticArgnumsError(
-                f"{fn_name}: static_argnums names argnum {int(i)}, which is beyond the valid range "
-                "(negative); give positions from 0."
-            )
-    return {int(i) for i in nums}
-
-
 # --- type annotations ------------------------------------------------------------------------------
 
-# The Python scalar annotations: their dtypes (weakly typed, as Python numbers are in JAX).
+# The Python scalar annotations' dtypes (weakly typed, as Python numbers are in JAX).
 PYTHON_SCALARS: dict[type, np.dtype] = {
     int: np.dtype("int64"),
     float: np.dtype("float64"),
@@ -393,8 +320,7 @@ PYTHON_SCALARS: dict[type, np.dtype] = {
 
 
 def resolved_annotation(annotation: Any, fn: Callable) -> Any:
-    """``annotation`` as the object it names: a string (``from __future__ import annotations``)
-    is evaluated in ``fn``'s globals and closure; one that does not evaluate stays a string."""
+    """A string annotation evaluated in ``fn``'s globals and closure (left as it is if it fails)."""
     if not isinstance(annotation, str):
         return annotation
     target = inspect.unwrap(fn) if callable(fn) else fn
@@ -408,8 +334,12 @@ def resolved_annotation(annotation: Any, fn: Callable) -> Any:
 
 
 def is_type_annotation(annotation: Any) -> bool:
-    """Whether an annotation asks for ahead-of-time tracing: a class or an array type (generic
-    aliases such as ``list[int]`` are not classes)."""
+    """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``) or an
+    array type; any class but a JAX type is then an error, as in Catalyst.
+
+    >>> is_type_annotation(float), is_type_annotation(list[int])
+    (True, False)
+    """
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
         return True
     return (
@@ -420,7 +350,13 @@ def is_type_annotation(annotation: Any) -> bool:
 
 
 def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruct:
-    """The abstract argument an annotation stands for (see the module docstring)."""
+    """The abstract argument an annotation stands for.
+
+    >>> import jax.numpy as jnp
+    >>> from jax.core import ShapedArray
+    >>> example_of(ShapedArray((2, 3), jnp.float32), "x", "f")
+    ShapeDtypeStruct(shape=(2, 3), dtype=float32)
+    """
     if annotation in PYTHON_SCALARS:
         return jax.ShapeDtypeStruct((), PYTHON_SCALARS[annotation], weak_type=True)
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
@@ -451,27 +387,18 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
     return np.dtype(dtype) if isinstance(annotation, type) and isinstance(dtype, np.dtype) else None
 
 
-def check_python_scalar(fn_name: str, arg_name: str, annotation: type, a: Any) -> None:
-    """An argument of a parameter annotated ``int``/``float``/``bool``/``complex`` is a scalar
-    whose dtype promotes to the annotation's (:func:`promotes`), as Catalyst converts it (a
-    ``bool`` for ``int``, an ``int`` or ``bool`` for ``float``, any number for ``complex``)."""
-    kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
-    if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
-        raise ArgumentTypeError(
-            f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
-            f"{type(a).__name__} {a!r}."
-        )
-
-
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
-    """A call's argument for an annotated parameter: a Python scalar annotation is checked and a
-    Python number converted to it (``f(2)`` for ``x: float`` is traced as a float); an array of
-    an annotated array type's shape whose dtype promotes to the annotated one is converted to it,
-    as Catalyst does. An array whose dtype does not promote to the annotated one is an
-    :class:`ArgumentTypeError` (the caller traces it for its own types with Catalyst's warning);
-    other shapes are traced for their own (with ``abstracted_axes`` sizes may differ)."""
+    """A call's argument converted to its parameter's annotation as Catalyst converts it: a
+    scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
+    type's shape whose dtype promotes to it. A dtype that does not promote is an
+    :class:`ArgumentTypeError`; other shapes are left as they are."""
     if annotation in PYTHON_SCALARS:
-        check_python_scalar(fn_name, arg_name, annotation, a)
+        kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
+        if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
+            raise ArgumentTypeError(
+                f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
+                f"{type(a).__name__} {a!r}."
+            )
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
@@ -494,9 +421,8 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
 
 
 def promotes(dtype: Any, target: Any) -> bool:
-    """Whether an argument of ``dtype`` converts to ``target`` without loss, by JAX's promotion
-    rules (``jnp.promote_types(dtype, target)`` is ``target``): Catalyst's rule for running a
-    compiled or annotated signature on other arguments. Typed PRNG keys convert to nothing else.
+    """Whether ``dtype`` converts to ``target`` without loss by JAX's promotion rules (Catalyst's
+    rule for running a compiled or annotated signature on other arguments).
 
     >>> promotes(np.int32, np.float64), promotes(np.float64, np.int64), promotes(np.uint64, np.int64)
     (True, False, False)
@@ -515,13 +441,8 @@ _PYTHON_TYPE_OF = {dtype: kind for kind, dtype in PYTHON_SCALARS.items()}
 
 
 def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
-    """``x`` (whose dtype :func:`promotes` to ``spec``'s) converted to ``spec``'s type: a Python
-    number for a weakly typed scalar of Python's dtype (what such a signature was traced from),
-    else a NumPy array of ``spec``'s dtype.
-
-    >>> promoted_leaf(np.int32(2), LeafSpec((), np.dtype("float64"), True))
-    2.0
-    """
+    """``x`` converted to ``spec``'s type: a Python number for a weakly typed scalar of Python's
+    dtype, else a NumPy array."""
     if spec.weak_type and spec.shape == ():
         kind = _PYTHON_TYPE_OF.get(spec.dtype)
         if kind is not None:
@@ -530,11 +451,9 @@ def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
 
 
 def promoted_leaves(leaves: Sequence[Any], specs: Sequence[LeafSpec], target: Sequence[LeafSpec]) -> list | None:
-    """A call's flat arguments (of ``specs``) converted to a compiled signature's (``target``) when
-    each fits it: the same shape (``None`` for an abstracted axis), a dtype that
-    :func:`promotes` to the target's. ``None`` when one does not fit. An array never takes a
-    Python integer's or bool's place: a program may read such a value (a trip count, a
-    predicate) and is then compiled per value, which an array argument is not.
+    """A call's flat arguments (of ``specs``) converted to a compiled signature's (``target``) if
+    each has its shape and a dtype that :func:`promotes` to its; else ``None``. An array never
+    takes a Python integer's or bool's place (a program may read such a value).
 
     >>> f64, i32 = np.dtype("float64"), np.dtype("int32")
     >>> promoted_leaves([np.ones(2, i32)], [LeafSpec((None,), i32, False)], [LeafSpec((None,), f64, False)])[0].dtype
@@ -564,8 +483,7 @@ AxesSpec = dict[int, Hashable]
 
 @dataclass(frozen=True)
 class LeafSpec:
-    """What the trace depends on for one flat argument: dtype, weak type and shape with ``None``
-    for each abstracted axis."""
+    """What the trace depends on for one flat argument (``None`` for an abstracted axis's size)."""
 
     shape: tuple[int | None, ...]
     dtype: np.dtype
@@ -583,8 +501,9 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
     if isinstance(x, complex):
         return (), np.dtype("complex128"), True
     if isinstance(x, jax.ShapeDtypeStruct) or hasattr(x, "shape") and hasattr(x, "dtype"):
-        dtype = _dtype(x.dtype)
-        if not _is_array_dtype(dtype):
+        extended = jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)  # a typed PRNG key's
+        dtype = x.dtype if extended else np.dtype(x.dtype)
+        if not (extended or dtype == np.dtype(bool) or jax.dtypes.issubdtype(dtype, np.number)):
             raise ArgumentTypeError(
                 f"{fn_name}: argument {where} is an array of dtype {dtype} ({type(x).__name__}); "
                 "compiled functions take arrays of numbers and booleans. Convert it (e.g. "
@@ -598,18 +517,6 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
         "numbers and pytrees of them. Pass it with static_argnums/static_argnames if it is a "
         "compile-time option."
     )
-
-
-def _dtype(dtype: Any) -> Any:
-    """A NumPy dtype, or JAX's extended dtype of a typed PRNG key as it is."""
-    return dtype if jax.dtypes.issubdtype(dtype, jax.dtypes.extended) else np.dtype(dtype)
-
-
-def _is_array_dtype(dtype: Any) -> bool:
-    """Whether JAX takes arrays of ``dtype`` (numbers, booleans, a PRNG key's extended dtype):
-    not strings, objects, dates or records."""
-    return (dtype == np.dtype(bool) or jax.dtypes.issubdtype(dtype, np.number)
-            or jax.dtypes.issubdtype(dtype, jax.dtypes.extended))
 
 
 def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool) -> AxesSpec:
@@ -636,8 +543,8 @@ def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool
 
 
 class ArgumentLayout:
-    """How the dynamic arguments of a call (a :class:`CallArguments`) map to the flat list that is
-    traced: pytree leaves, and the axes of each that ``abstracted_axes`` makes symbolic.
+    """How a call's dynamic arguments map to the flat list traced: pytree leaves, and the axes of
+    each that ``abstracted_axes`` makes symbolic.
 
     >>> call = CallBinding(lambda x, n: x).bind((np.ones(3),), {"n": 2})
     >>> layout = ArgumentLayout("f", abstracted_axes={0: "n"})
@@ -648,8 +555,6 @@ class ArgumentLayout:
     def __init__(self, fn_name: str, abstracted_axes: Any = None):
         self.fn_name = fn_name
         self.abstracted_axes = abstracted_axes
-
-    # --- abstracted axes -----------------------------------------------------------------------
 
     def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]]) -> list[AxesSpec]:
         """One ``{axis: name}`` per flat leaf of the dynamic arguments, from ``abstracted_axes``."""
@@ -674,8 +579,7 @@ class ArgumentLayout:
         return specs
 
     def _axes_from_dict(self, axes: dict, leaves_per_arg: list[list[Any]], names: Sequence[str]) -> list[AxesSpec]:
-        """One dict for every argument that has the axis. A dict that applies to no array at all
-        is a mistake (an axis beyond every argument's rank), not a request for static shapes."""
+        """One dict for every argument that has the axis (applying to no array is an error)."""
         specs: list[AxesSpec] = []
         ranks: list[tuple[str, int]] = []
         for leaves, name in zip(leaves_per_arg, names):
@@ -707,7 +611,7 @@ class ArgumentLayout:
 
 
 def _is_axes_dict(entry: Any) -> bool:
-    """``{axis: name}`` (integer keys), as opposed to a dict-shaped pytree of entries."""
+    """``{axis: name}`` (integer keys), not a dict-shaped pytree of entries."""
     return isinstance(entry, dict) and all(isinstance(k, (int, np.integer)) for k in entry)
 
 

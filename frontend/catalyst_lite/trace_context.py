@@ -1,11 +1,7 @@
-"""The trace context: what the calling thread's trace (or call) is doing, as one frozen record.
-
-Every piece of "the trace in progress" state (options, size scope, ambient carries, reverse mode,
-replay recorder, patches in effect...) is a field of one :class:`TraceContext` in one
-``ContextVar``, read with :func:`current` and changed only for a block by :func:`scope`. Threads
-start from the empty record, so one thread's trace never sees another's. PennyLane's process-wide
-capture switch is read by :func:`pennylane_capture_enabled` (without importing PennyLane) and held
-for a block by :func:`capture_switched`. This module imports only :mod:`catalyst_lite.errors`.
+"""The trace context: what the calling thread's trace (or call) is doing, as one frozen
+:class:`TraceContext` in a ``ContextVar``, read with :func:`current` and changed for a block by
+:func:`scope` (threads start from the empty record). Also PennyLane's process-wide capture switch
+(:func:`pennylane_capture_enabled`, :func:`capture_switched`).
 
 >>> from catalyst_lite.trace_context import current, scope
 >>> current().reverse_mode
@@ -39,36 +35,30 @@ __all__ = ["TraceContext", "current", "scope", "thread_collector", "CAPTURE_VALU
 class TraceContext:
     """What the calling thread's trace is doing (the defaults: nothing)."""
 
-    # jax_extras: the patch sets in effect (``PatchSet.scope``), how many foreign captures this
-    # thread's trace hosts, the lowering target (``None``: display), the size scopes, innermost last.
+    # jax_extras: patch sets in effect, foreign captures hosted, lowering target, size scopes.
     patch_sets: tuple[Any, ...] = ()
     hosted_captures: int = 0
     lowering_target: Any = None
     size_scopes: tuple[Any, ...] = ()
-    # The options of the qjit being traced.
     qjit_options: Mapping[str, Any] | None = None
-    # control_flow: ambient carries (outermost first) and the handler of traced control flow.
+    # control_flow: ambient carries (outermost first), the handler of traced control flow.
     ambient_carries: tuple[Any, ...] = ()
     control_flow_handler: Any = None
-    # autograph: modules converted although library code, the open ``disable_autograph`` blocks,
-    # converted functions running (innermost last).
+    # autograph: library modules converted, open disable_autograph blocks, converted functions.
     autograph_include: tuple[str, ...] = ()
     autograph_disabled: tuple[Any, ...] = ()
     function_scopes: tuple[Any, ...] = ()
-    # quantum: the QNodes compiled into the program, the circuits being compiled (innermost
-    # last), the differentiation methods of enclosing grad/jacobian traces.
+    # quantum: QNodes compiled, circuits being compiled, enclosing grad/jacobian methods.
     traced_circuits: Any = None
     circuits: tuple[Any, ...] = ()
     diff_methods: tuple[str, ...] = ()
-    # transforms: tracing one device's rows of a batch split over devices (vmap's shard_map)
+    # transforms: tracing one device's rows of a batch split over devices (vmap's shard_map).
     sharded_batch: bool = False
-    # compiler: the runner driving a program from the host, reverse-mode specialization, the
-    # recorder of host steps' replays.
+    # compiler: the host runner, reverse-mode specialization, the recorder of host steps' replays.
     host_driving: Any = None
     reverse_mode: bool = False
     replays: Any = None
-    # The exceptions raised by host callbacks during the thread's current call (the thread's own
-    # list, see :func:`thread_collector`).
+    # The exceptions host callbacks raised during the thread's call (see thread_collector).
     callback_errors: list[BaseException] | None = None
 
 
@@ -77,7 +67,6 @@ _CONTEXT: contextvars.ContextVar[TraceContext] = contextvars.ContextVar("catalys
 
 
 def current() -> TraceContext:
-    """The calling thread's trace context."""
     return _CONTEXT.get()
 
 
@@ -85,9 +74,8 @@ _FIELDS = frozenset(f.name for f in dataclasses.fields(TraceContext))
 
 
 class scope:
-    """The trace context with ``changes`` for the duration of a ``with`` block; the record it
-    replaced is restored afterwards (exactly: whatever inner blocks did). ``__enter__`` returns
-    the new record. (A class, not a generator: the call path enters one per call.)"""
+    """The trace context with ``changes`` within a ``with`` block (``__enter__`` returns it). A
+    class, not a generator: the call path enters one per call."""
 
     __slots__ = ("_changes", "_previous")
 
@@ -108,35 +96,21 @@ class scope:
 
 
 def thread_collector(field: str) -> Any:
-    """The calling thread's own collector in ``field`` (a list), made on first use: the one write
-    that is not a :class:`scope`, because the list must outlive the block that asked for it (a
-    call's callbacks write into it after scopes inside the call have ended). Scopes copy it.
-
-    >>> from catalyst_lite.trace_context import current, scope, thread_collector
-    >>> with scope(reverse_mode=True):
-    ...     slot = thread_collector("callback_errors")
-    ...     slot is thread_collector("callback_errors") is current().callback_errors
-    True
-    """
-    ctx = _CONTEXT.get()
-    collector = getattr(ctx, field)
+    """The calling thread's own list in ``field``, made on first use: not a :class:`scope`, as it
+    must outlive the block that asked for it. Scopes copy it."""
+    collector = getattr(_CONTEXT.get(), field)
     if collector is None:
         collector = []
-        new = object.__new__(TraceContext)
-        new.__dict__.update(ctx.__dict__, **{field: collector})
-        _CONTEXT.set(new)
+        scope(**{field: collector}).__enter__()  # never exited: the thread keeps it
     return collector
 
 
-# --- PennyLane's program-capture switch -----------------------------------------------------------
-
-CAPTURE_VALUES = ("global", True, False)
-"""The values ``qjit(capture=...)`` accepts (Catalyst's)."""
+CAPTURE_VALUES = ("global", True, False)  # what qjit(capture=...) accepts (Catalyst's)
 
 
 def check_capture_option(value: Any, fn_name: str) -> None:
-    """Raise :class:`~catalyst_lite.errors.ArgumentValueError` unless ``value`` is one of
-    :data:`CAPTURE_VALUES` (or equal to one, as Catalyst checks: ``1`` is ``True``)."""
+    """Raise :class:`~catalyst_lite.errors.ArgumentValueError` unless ``value`` equals one of
+    :data:`CAPTURE_VALUES` (as Catalyst checks: ``1`` is ``True``)."""
     if not any(isinstance(value, (str, bool, int, np.bool_)) and value == v for v in CAPTURE_VALUES):
         raise ArgumentValueError(
             f"{fn_name}: invalid value for capture: {value!r}. Valid values are 'global', True "
@@ -145,28 +119,20 @@ def check_capture_option(value: Any, fn_name: str) -> None:
 
 
 def pennylane_capture_enabled() -> bool:
-    """``qml.capture.enabled()``; False without importing PennyLane when nothing has imported it
-    (its capture cannot be on then)."""
+    """``qml.capture.enabled()``, without importing PennyLane."""
     qml = sys.modules.get("pennylane")
     return qml is not None and qml.capture.enabled()
 
 
 def uses_capture(option: Any) -> bool:
-    """Whether a program compiled with ``capture=option`` is traced through program capture now.
-
-    >>> from catalyst_lite.trace_context import check_capture_option, uses_capture
-    >>> check_capture_option("global", "f")
-    >>> uses_capture(False), uses_capture(True)
-    (False, True)
-    """
+    """Whether a program compiled with ``capture=option`` is traced through program capture now."""
     return pennylane_capture_enabled() if option == "global" else bool(option)
 
 
 @contextlib.contextmanager
 def capture_switched(enabled: bool, fn_name: str) -> Iterator[None]:
-    """PennyLane's program capture held on (``enabled=True``) or off within the block; the switch
-    is restored afterwards. Switching it on where PennyLane refuses (it supports only the JAX
-    version it pins) raises :class:`~catalyst_lite.errors.CaptureUnavailableError`."""
+    """PennyLane's program capture held on or off within the block (where PennyLane refuses:
+    :class:`~catalyst_lite.errors.CaptureUnavailableError`)."""
     was_enabled = pennylane_capture_enabled()
     if enabled != was_enabled:
         _switch(enabled, fn_name)
@@ -178,7 +144,7 @@ def capture_switched(enabled: bool, fn_name: str) -> Iterator[None]:
 
 
 def _switch(enabled: bool, fn_name: str) -> None:
-    qml = importlib.import_module("pennylane")  # imported by programs that use it only
+    qml = importlib.import_module("pennylane")
     if not enabled:
         qml.capture.disable()
         return
@@ -196,7 +162,6 @@ def _switch(enabled: bool, fn_name: str) -> None:
 
 def refuse_under_capture(control_flow_type: str) -> None:
     """Raise :class:`~catalyst_lite.errors.PlxprCaptureCFCompatibilityError` while PennyLane's
-    program capture is on: catalyst_lite's own control flow cannot appear in a captured program
-    (as Catalyst's cannot); PennyLane's ``qml.for_loop``/``qml.while_loop``/``qml.cond`` can."""
+    program capture is on (as Catalyst does for its own control flow)."""
     if pennylane_capture_enabled():
         raise PlxprCaptureCFCompatibilityError(control_flow_type)

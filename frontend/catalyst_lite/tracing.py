@@ -1,16 +1,14 @@
-"""Tracing a user function once into a dynamically-shaped program.
-
-:func:`trace_program` turns a Python function and the :class:`~.signature.LeafSpec` of its flat
-arguments into an immutable :class:`Program`: the ``ClosedJaxpr`` (what ``.jaxpr`` shows), its input
-and output types (implicit dimension arguments and results, with de Bruijn indices), and where
-each implicit dimension comes from at call time.
-"""
+"""Tracing a user function once into a dynamically-shaped program: :func:`trace_program` makes
+an immutable :class:`Program` (its ``ClosedJaxpr``, input and output types, and where each implicit
+dimension comes from at call time) from a function and its flat arguments' specs."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import functools
 import gc
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, ContextManager, Hashable, Iterator, Mapping, Sequence
@@ -22,17 +20,8 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 from .diagnostics import escaped_size_error, user_facing_trace_errors
 from .errors import IncompatibleSizesError
 from .jax_extras import (
-    ClosedJaxpr,
-    InputType,
-    Jaxpr,
-    ShapedArray,
-    Tracer,
-    collapse,
-    dynamic_tracing,
-    make_input_type,
-    pe,
-    trace_to_jaxpr,
-    x64_scope,
+    ClosedJaxpr, InputType, Jaxpr, ShapedArray, Tracer, collapse, dynamic_tracing, make_input_type, pe,
+    trace_to_jaxpr, x64_scope,
 )
 from .jax_extras.size_expressions import Fact, compile_facts
 from .jax_extras.size_facts import SizeScope, size_scope
@@ -40,17 +29,8 @@ from .jax_extras.typecheck import check_jaxpr, open_jax_nested_equation, typeche
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
-    "Program",
-    "SizeFacts",
-    "NO_FACTS",
-    "size_input_names",
-    "Contribution",
-    "register_trace_extension",
-    "extended_trace",
-    "trace_program",
-    "dimension_sources",
-    "implicit_values",
-    "full_collections_deferred",
+    "Program", "SizeFacts", "NO_FACTS", "size_input_names", "Contribution", "register_trace_extension",
+    "extended_trace", "trace_program", "dimension_sources", "implicit_values", "full_collections_deferred",
 ]
 
 
@@ -61,25 +41,14 @@ def size_input_names(axis_names: Sequence[Hashable], leaf_names: Sequence[str]) 
     >>> size_input_names(["n"], ["'x'", "'k'", "'p'", "'p'"])
     ['n', 'x', 'k', 'p[0]', 'p[1]']
     """
-    plain = [_plain_name(n) for n in leaf_names]
-    counts = {n: plain.count(n) for n in plain}
-    seen: dict[str, int] = {}
+    # A binding's leaf name as code spells it: 'args'[1] -> args[1].
+    plain = [re.sub(r"^'([^']*)'", r"\1", n) for n in leaf_names]
+    counts, seen = collections.Counter(plain), collections.Counter()
     leaves = []
     for n in plain:
-        if counts[n] > 1:
-            leaves.append(f"{n}[{seen.setdefault(n, 0)}]")
-            seen[n] += 1
-        else:
-            leaves.append(n)
+        leaves.append(f"{n}[{seen[n]}]" if counts[n] > 1 else n)
+        seen[n] += 1
     return [str(a) for a in axis_names] + leaves
-
-
-def _plain_name(name: str) -> str:
-    """``'args'[1]`` -> ``args[1]``: a leaf name of the binding, as code would spell it."""
-    if name.startswith("'") and "'" in name[1:]:
-        end = name.index("'", 1)
-        return name[1:end] + name[end + 1 :]
-    return name
 
 
 class SizeFacts:
@@ -103,8 +72,8 @@ NO_FACTS = SizeFacts()
 
 @dataclass(frozen=True)
 class Contribution:
-    """What an extension adds to a traced program: XLA options for its executables, and
-    constants drawn anew on every call (by position among the jaxpr's constants)."""
+    """What an extension adds to a traced program: XLA options, and constants drawn anew on every
+    call (by position among the jaxpr's constants)."""
 
     compile_options: Mapping[str, Any] = field(default_factory=dict)
     fresh_consts: Mapping[int, Callable[[], Any]] = field(default_factory=dict)
@@ -112,10 +81,8 @@ class Contribution:
 
 @dataclass(frozen=True, eq=False)
 class Program:
-    """A traced function: its jaxpr, its types, and where each size comes from at call time.
-
-    Immutable: how it is compiled and called is :class:`~.compiler.executable.Executable`'s.
-    """
+    """A traced function: its jaxpr, its types, and where each size comes from at call time
+    (compiled and called by :class:`~.compiler.executable.Executable`)."""
 
     closed_jaxpr: ClosedJaxpr
     in_type: InputType
@@ -124,10 +91,8 @@ class Program:
     # For each implicit input: every (leaf index, axis) that has that dimension.
     dim_sources: tuple[tuple[tuple[int, int], ...], ...]
     axis_names: tuple[Hashable, ...]
-    # What the trace decided about the sizes: the calls this program is valid for (see
-    # compiler.assumptions).
+    # What the trace decided about the sizes: the calls it is valid for (compiler.assumptions).
     facts: SizeFacts = field(default=NO_FACTS, repr=False)
-    # What extensions (quantum) contributed while it was traced: XLA options, fresh constants.
     contribution: Contribution = field(default_factory=Contribution, repr=False)
 
     @functools.cached_property
@@ -144,25 +109,21 @@ class Program:
         return tree_unflatten(self.out_tree, collapse(self.out_type, outs))
 
 
-# --- extensions: what other modules add to a program while it is traced ---------------------------
-
-
 # options -> a context manager around the trace, yielding consts -> its Contribution
 TraceExtension = Callable[[Mapping[str, Any]], ContextManager[Callable[[Sequence[Any]], Contribution]]]
 _extensions: list[TraceExtension] = []
 
 
 def register_trace_extension(extension: TraceExtension) -> TraceExtension:
-    """Make ``extension(options)`` a scope of every trace (at import time): :mod:`.quantum`
-    compiles QNodes into the program this way, without the compiler importing it."""
+    """Make ``extension(options)`` a scope of every trace (how :mod:`.quantum` compiles QNodes)."""
     _extensions.append(extension)
     return extension
 
 
 @contextlib.contextmanager
 def extended_trace(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[Any]], Contribution]]:
-    """Within every registered extension's scope; yields what gives, from the traced program's
-    constants, the extensions' :class:`Contribution`, merged."""
+    """Within every registered extension's scope; yields the function of the traced program's
+    constants giving the extensions' merged :class:`Contribution`."""
     with contextlib.ExitStack() as scope:
         finishers = [scope.enter_context(extension(options)) for extension in _extensions]
 
@@ -183,17 +144,12 @@ def _shape(x: Any) -> tuple[int, ...]:
 def dimension_sources(
     axes_specs: Sequence[AxesSpec],
 ) -> tuple[list[Hashable], list[list[tuple[int, int]]]]:
-    """The distinct abstracted axis names, in order of first use, and for each one every
-    ``(leaf index, axis)`` that has that dimension."""
-    axis_names: list[Hashable] = []
-    dim_sources: list[list[tuple[int, int]]] = []
+    """The distinct abstracted axis names, in order of first use, and each one's ``(leaf, axis)``s."""
+    sources: dict[Hashable, list[tuple[int, int]]] = {}
     for leaf, spec in enumerate(axes_specs):
         for axis, axis_name in sorted(spec.items()):
-            if axis_name not in axis_names:
-                axis_names.append(axis_name)
-                dim_sources.append([])
-            dim_sources[axis_names.index(axis_name)].append((leaf, axis))
-    return axis_names, dim_sources
+            sources.setdefault(axis_name, []).append((leaf, axis))
+    return list(sources), list(sources.values())
 
 
 def implicit_values(
@@ -203,8 +159,7 @@ def implicit_values(
     leaf_names: Sequence[str],
     fn_name: str,
 ) -> list[int]:
-    """The length of each abstracted axis in ``leaves``; an error when a shared one differs (a
-    ``ValueError``, and a ``TypeError`` as Catalyst raises it)."""
+    """The length of each abstracted axis in ``leaves`` (a shared one must not differ)."""
     values = []
     for name, sources in zip(axis_names, dim_sources):
         (leaf0, axis0), *others = sources
@@ -221,8 +176,7 @@ def implicit_values(
     return values
 
 
-# Python's collector runs a full collection (generation 2) only when generation 1 has been collected
-# this many times since the last one; this many never comes while a trace defers them.
+# A generation-2 threshold never reached while a trace defers full collections.
 _NEVER = 2**30
 _gc_lock = threading.Lock()
 _gc_deferrals = 0
@@ -231,13 +185,8 @@ _gc_thresholds: tuple[int, ...] = ()
 
 @contextlib.contextmanager
 def full_collections_deferred() -> Iterator[None]:
-    """Python's full garbage collections deferred while this thread (or another) traces.
-
-    A trace allocates many short-lived objects; a full collection triggered in the middle of one
-    walks the whole heap (JAX, PennyLane) and adds about 0.1 s to a first call. The collector
-    keeps running for every thread (young objects are collected as usual); only the full
-    collections wait until the last trace ends. Reference-counted, so concurrent traces are
-    safe; thresholds the user sets meanwhile are kept.
+    """Python's full garbage collections deferred while any thread traces (one in a trace walks
+    the whole heap: about 0.1 s). Reference-counted; thresholds the user sets meanwhile are kept.
 
     >>> import gc
     >>> before = gc.get_threshold()
@@ -262,16 +211,9 @@ def full_collections_deferred() -> Iterator[None]:
                 gc.set_threshold(*_gc_thresholds)
 
 
-def _on_device(consts: Sequence[Any]) -> list[Any]:
-    """The traced program's NumPy constants (index tables, gate matrices...) moved to the device
-    once, in their own types, rather than converted again by every call."""
-    with x64_scope():
-        return [jax.device_put(c) if isinstance(c, np.ndarray) else c for c in consts]
-
-
 def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
-    """A constant that is still a tracer is a size that escaped a trace JAX ran inside ours: the
-    program could never run (its call would fail on the tracer), so say which call did it now."""
+    """A constant (or a result's size) that is still a tracer escaped a trace JAX ran inside ours:
+    the program could never run, so the trace fails now."""
     for var, const in zip(jaxpr.constvars, consts):
         if isinstance(const, Tracer):
             users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
@@ -279,7 +221,7 @@ def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
                 raise escaped_size_error(name, users[0])
     open_eqn = open_jax_nested_equation(jaxpr) or next(
         (e for e in jaxpr.eqns if any(isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None
-    )  # (a tracer in a result's type: a size of another trace)
+    )
     if open_eqn is not None:
         raise escaped_size_error(name, open_eqn)
 
@@ -294,19 +236,13 @@ def trace_program(
     scope: SizeScope | None = None,
     contribution: Callable[[Sequence[Any]], Contribution] | None = None,
 ) -> Program:
-    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes.
-
-    Errors raised while tracing name ``name``, the user's source line and, when a size is not an
-    integer, the non-integer scalar arguments among ``leaf_names`` (see :mod:`.diagnostics`).
-    ``scope`` names the size inputs and says where the trace decides comparisons of sizes (at
-    generic sizes when it has no point); its facts become the program's. ``contribution``: what
-    the extensions the trace ran in add to the program (see :func:`extended_trace`).
-    """
+    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes; errors name
+    ``name`` (:mod:`.diagnostics`). ``scope``'s facts become the program's; ``contribution``: see
+    :func:`extended_trace`."""
     if scope is None:
         scope = SizeScope(size_input_names(dimension_sources(axes_specs)[0], leaf_names))
     avals = [
-        ShapedArray(tuple(0 if d is None else d for d in s.shape), s.dtype, s.weak_type)
-        for s in leaf_specs
+        ShapedArray(tuple(0 if d is None else d for d in s.shape), s.dtype, s.weak_type) for s in leaf_specs
     ]
     out_tree_box: list[PyTreeDef] = []
 
@@ -325,7 +261,9 @@ def trace_program(
     if typecheck_enabled():  # CATALYST_LITE_TYPECHECK=1 (the test suite): a wrong type is our bug
         check_jaxpr(jaxpr)
     axis_names, dim_sources = dimension_sources(axes_specs)
-    closed = ClosedJaxpr(jaxpr, _on_device(consts))
+    with x64_scope():  # NumPy constants moved to the device once, not by every call
+        consts = [jax.device_put(c) if isinstance(c, np.ndarray) else c for c in consts]
+    closed = ClosedJaxpr(jaxpr, consts)
     return Program(
         closed, in_type, tuple(out_type), out_tree_box[-1], tuple(map(tuple, dim_sources)), tuple(axis_names),
         facts=SizeFacts(scope.facts), contribution=contribution(closed.consts) if contribution else Contribution(),

@@ -1,16 +1,5 @@
-"""The JAX versions catalyst_lite runs on, checked before anything imports JAX's internals.
-
-catalyst_lite traces with JAX 0.7's dynamic shapes (``DShapedArray``, de Bruijn indices), which
-JAX removed after 0.7; Catalyst 0.15 pins JAX 0.7.1 for the same reason, and PennyLane 0.45's
-program capture needs exactly 0.7.1. An unsupported JAX is one clear ``ImportError`` at
-``import catalyst_lite``, not an ``AttributeError`` deep inside JAX.
-
->>> from catalyst_lite.versions import unsupported_jax
->>> unsupported_jax({"jax": "0.7.1", "jaxlib": "0.7.1"}) is None
-True
->>> print(unsupported_jax({"jax": "0.8.0", "jaxlib": "0.8.0"}))  # doctest: +ELLIPSIS
-catalyst_lite needs JAX 0.7.1 or 0.7.2 ... found jax 0.8.0, jaxlib 0.8.0. ...
-"""
+"""The JAX versions catalyst_lite runs on (JAX 0.7's dynamic shapes, removed after 0.7), checked
+before anything imports JAX's internals: an unsupported JAX is one clear ``ImportError``."""
 
 from __future__ import annotations
 
@@ -43,8 +32,7 @@ def _installed(name: str) -> str | None:
 
 
 def check_jax() -> None:
-    """Raise ``ImportError`` if the installed JAX is not one catalyst_lite supports (read from the
-    packages' metadata: JAX itself is not imported)."""
+    """Raise ``ImportError`` if the installed JAX (read from its metadata) is not supported."""
     message = unsupported_jax({name: _installed(name) for name in ("jax", "jaxlib")})
     if message is not None:
         raise ImportError(message)
