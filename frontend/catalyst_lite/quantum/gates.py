@@ -1,11 +1,7 @@
-"""Which PennyLane operations compile, and what each becomes: :class:`GateRecord` s.
-
-A record is a dense matrix on target wires plus control wires and values; :mod:`.statevector`
-applies it. Named gates use PennyLane's own ``op.matrix()`` (which accepts traced parameters),
-``qml.ctrl`` and PennyLane's controlled gates (``CNOT``, ``CRX``, ``Toffoli``...) become their base
-gate's record with controls, ``qml.adjoint`` the reversed, conjugate-transposed records of its
-base, any other operation with a decomposition its decomposition, and an operation with a matrix
-but no decomposition (``BlockEncode``, a user's ``Operation`` defining ``compute_matrix``) its
+"""Which PennyLane operations compile, and the :class:`GateRecord` s they become: a dense matrix
+on target wires plus control wires and values. Named gates use ``op.matrix()`` (traced parameters
+allowed); controlled gates become their base's records with controls, adjoints the reversed,
+conjugate-transposed records of their base; other operations their decomposition, else their
 matrix.
 
 >>> import pennylane as qml
@@ -30,7 +26,8 @@ from ..jax_extras.provenance import vectorized_stack
 from .statevector import basis_indices, bit_mask, outcome_index
 from .wires import WireMap
 
-__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
+__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices",
+           "SUPPORTED_GATES"]
 
 SUPPORTED_GATES = frozenset({
     "Identity", "PauliX", "PauliY", "PauliZ", "Hadamard", "S", "T", "SX",
@@ -49,23 +46,11 @@ _NO_BROADCASTING = (
     " is not supported (nor by Catalyst): map the QNode over the batch instead, with "
     "catalyst_lite.vmap(qnode) or jax.vmap(qnode) inside qjit."
 )
-"""The end of the error for parameter broadcasting, with the workaround."""
 
 
 class BroadcastingError(QuantumOperationError):
-    """An operation with broadcast (batched) parameters in a compiled QNode: catalyst_lite, like
-    Catalyst, runs one circuit per QNode call (map the QNode with ``vmap`` instead). Its own
-    class so that a QNode with ``mcm_method="one-shot"`` can give Catalyst's phrase for it."""
-
-
-def supported_summary() -> str:
-    """The list quoted by error messages."""
-    return (
-        ", ".join(sorted(SUPPORTED_GATES))
-        + "; their qml.adjoint and qml.ctrl (CNOT, CY, CZ, CRX, CRY, CRZ, CRot, "
-        "ControlledPhaseShift, Toffoli, CSWAP...), BasisState and StatePrep, operations "
-        "that decompose into these, and operations with a matrix"
-    )
+    """An operation with broadcast (batched) parameters in a compiled QNode (one circuit per call,
+    as in Catalyst); its own class so that ``mcm_method="one-shot"`` can give Catalyst's phrase."""
 
 
 @dataclass(frozen=True)
@@ -120,13 +105,15 @@ def stacked(values: Sequence[Any]) -> Any:
     return jnp.stack([jnp.asarray(v) for v in values]) if vector is None else vector
 
 
-def batched_matrices(records: Sequence[GateRecord]) -> Any:
+def batched_matrices(records: Sequence[GateRecord], params: Sequence[Any] | None = None) -> Any:
     """The matrices of records sharing one :meth:`GateRecord.group_key`, stacked: one call of the
-    operator type's ``compute_matrix`` on stacked parameters (PennyLane broadcasts them)."""
+    operator type's ``compute_matrix`` on their stacked parameters (or ``params``)."""
     first = records[0].op
-    params = [stacked([r.op.parameters[i] for r in records]) for i in range(len(first.parameters))]
-    matrices = jnp.asarray(type(first).compute_matrix(*params, **first.hyperparameters), jnp.complex128)
-    return _dagger(matrices) if records[0].adjoint else matrices
+    if params is None:
+        params = [stacked([r.op.parameters[i] for r in records]) for i in range(len(first.parameters))]
+    m = jnp.asarray(type(first).compute_matrix(*params, **first.hyperparameters), jnp.complex128)
+    m = jnp.broadcast_to(m, (len(records),) + m.shape[-2:])
+    return _dagger(m) if records[0].adjoint else m
 
 
 def stacked_matrices(run: Sequence[GateRecord]) -> Any:
@@ -154,8 +141,7 @@ def stacked_matrices(run: Sequence[GateRecord]) -> Any:
 
 
 def _qml():
-    """PennyLane, imported when a circuit needs it (a classical program never imports it); the
-    quantum modules share this one."""
+    """PennyLane, imported when a circuit needs it (a classical program never imports it)."""
     import pennylane as qml
 
     return qml
@@ -178,9 +164,7 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
     if isinstance(op, qml.ops.Adjoint):
         return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
     if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
-        if getattr(op, "batch_size", None):
-            raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
-        return [GateRecord(op, wires.indices(op.wires, op.name))]
+        return [GateRecord(_unbatched(op), wires.indices(op.wires, op.name))]
     if op.has_decomposition:
         try:
             decomposition = op.decomposition()
@@ -193,35 +177,33 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
             # asks whether its angle is 0): the operation's matrix is exact for any value
             if not op.has_matrix:
                 raise
-    if op.has_matrix:
-        return [_matrix_record(op, wires)]
+    if op.has_matrix:  # BlockEncode, a user's operation with compute_matrix only
+        return [GateRecord(None, wires.indices(_unbatched(op).wires, op.name), explicit=op.matrix())]
     raise QuantumOperationError(
         f"catalyst_lite cannot compile the quantum operation {op.name}: it has neither a "
-        f"decomposition nor a matrix. Supported: {supported_summary()}; give {op.name} a "
-        "compute_matrix or a compute_decomposition."
+        f"decomposition nor a matrix. Supported: {', '.join(sorted(SUPPORTED_GATES))}; their "
+        "qml.adjoint and qml.ctrl (CNOT, CY, CZ, CRX, CRY, CRZ, CRot, ControlledPhaseShift, Toffoli, "
+        "CSWAP...), BasisState and StatePrep, operations that decompose into these, and operations "
+        f"with a matrix; give {op.name} a compute_matrix or a compute_decomposition."
     )
 
 
-def _matrix_record(op: Any, wires: WireMap) -> GateRecord:
-    """An operation with a matrix but no decomposition (``BlockEncode``, a user's operation with
-    ``compute_matrix``), applied by its matrix."""
+def _unbatched(op: Any) -> Any:
     if getattr(op, "batch_size", None):
         raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
-    return GateRecord(None, wires.indices(op.wires, op.name), explicit=op.matrix())
+    return op
 
 
 def _global_phase_record(op: Any, wires: WireMap) -> GateRecord:
-    """``GlobalPhase(phi)``: ``exp(-i phi)`` times the identity on one wire (its own first wire,
-    else the device's first), so that ``qml.state()`` keeps the phase of decompositions."""
+    """``exp(-i phi)`` times the identity on one wire (its own, else the device's first), so that
+    ``qml.state()`` keeps the phase of decompositions."""
     target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
     return GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))
 
 
 def initial_state(op: Any, wires: WireMap) -> Any:
-    """The state ``StatePrep(vector, W)`` prepares from ``|0...0>``, as ``default.qubit`` does
-    for a circuit's first operation: ``vector`` on the wires ``W`` (its first entry's bit order
-    is that of ``W``), the other wires in ``|0>``. Array operations; ``vector``, the wires and
-    their number may be traced."""
+    """The state ``StatePrep(vector, W)`` prepares from ``|0...0>`` (``vector`` on the wires ``W``
+    in their order, the others in ``|0>``); ``vector``, the wires and their number may be traced."""
     targets = list(wires.indices(op.wires, op.name))
     if getattr(op, "batch_size", None):
         raise BroadcastingError(f"{op.name} with broadcast (batched) states{_NO_BROADCASTING}")
