@@ -1,27 +1,15 @@
-"""A device's wires as indices of the state vector, in the three ways a device may have them.
+"""A device's wires as indices of the state vector: **labels** (``wires=3``, ``["a", "b"]``: wire
+``k`` of the list is index ``k``), **a traced number** (``wires=n`` traced: wires ``0 .. n - 1``,
+a state of symbolic length ``2**n``), or **unspecified** (``wires=None``: allocated as the circuit
+uses them, as Catalyst does; an integer ``w`` brings every wire below it; ``on_grow`` is told how
+many were added, as the least significant wires).
 
-- **Labels** (``qml.device(..., wires=3)`` or ``wires=["a", "b"]``): a fixed list; wire ``k`` of
-  the list is index ``k``.
-- **A traced number** (``wires=n`` with ``n`` a value of the compiled function, as Catalyst's
-  dynamic qubit allocation): the wires are ``0 .. n - 1`` and ``n_wires`` is a traced size, so the
-  state vector has the symbolic length ``2**n`` and one trace serves every ``n``.
-- **Unspecified** (``wires=None``): the wires are allocated as the circuit uses them, as Catalyst's
-  automatic qubit management does: integer labels ``0 .. max`` (a wire ``w`` brings all wires
-  below it), other labels in the order they appear. ``on_grow`` is told how many wires were added
-  (the state grows by them, as the least significant wires, so existing indices keep their
-  meaning).
-
-**Dynamically allocated** wires (``qml.allocate``, PennyLane's ``DynamicWire`` labels) are
-given *slots*: extra wires after the device's, added as a growing map adds wires. A slot freed by
-``qml.deallocate`` is reused as it is if the allocation promised to restore it
-(``restored=True``); otherwise only where :meth:`WireMap.allocate` is told to reuse (inside a loop
-or branch, whose size is fixed), and it says so, for the circuit to reset the slot to ``|0>``
-(elsewhere a new slot keeps the results exact, as PennyLane's spare wires do). The slots persist
-when the circuit runs again, their assignment to dynamic wires does not
-(:meth:`WireMap.begin_run`).
-
-A traced wire (a loop index) is taken to be an index already; ``on_traced`` is told of each one,
-so that one outside the device raises PennyLane's ``WireError`` when the program runs
+Wires of ``qml.allocate`` (``DynamicWire`` labels) get *slots*, extra wires after the device's. A
+slot freed by ``qml.deallocate`` is reused as it is if it was promised restored; otherwise only
+where :meth:`WireMap.allocate` is told to reuse (in a loop or branch, whose size is fixed), and it
+says so, for the circuit to reset it. Slots persist between runs; their assignment does not
+(:meth:`WireMap.begin_run`). A traced wire (a loop index) is an index; ``on_traced`` sees each
+one, so that one outside the device raises ``WireError`` when the program runs
 (:class:`OutsideWires`).
 
 >>> WireMap(["a", "b"]).index("b", "PauliX")
@@ -34,6 +22,7 @@ so that one outside the device raises PennyLane's ``WireError`` when the program
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -118,14 +107,6 @@ class WireMap:
         """The number of wires is a traced value."""
         return self.labels is None
 
-    @property
-    def by_index(self) -> bool:
-        """Every label is its own index (``0 .. n - 1``): a traced wire may address them."""
-        if self.labels is None:
-            return True
-        device = [label for label in self.labels if not isinstance(label, _Slot)]
-        return device == list(range(len(device)))
-
     def index(self, wire: Any, op_name: str) -> Any:
         if _is_traced(wire):
             if self.growing:
@@ -134,7 +115,8 @@ class WireMap:
                     "(wires=None), whose wires are allocated as the circuit names them: give the "
                     "device a number of wires (wires=n, n may be an argument of the compiled function)."
                 )
-            if not self.by_index:
+            device = [label for label in self.labels or () if not isinstance(label, _Slot)]
+            if device != list(range(len(device))):  # a traced wire needs labels that are indices
                 raise WireError(
                     f"{op_name} acts on a traced wire, but the device's wires are labelled "
                     f"{self.labels}; traced wires need a device with wires=<int>."
@@ -173,22 +155,21 @@ class WireMap:
         self.on_grow(len(added))
 
 
+@dataclass(eq=False)
 class _Slot:
     """The label of the ``k``-th wire added for dynamically allocated wires."""
 
-    def __init__(self, k: int):
-        self.k = k
+    k: int
 
     def __repr__(self) -> str:
         return f"<allocated wire {self.k}>"
 
 
 class OutsideWires:
-    """The first traced wire of a circuit run that the device does not have (``carries``: ambient
-    values, so that loops and branches keep it). :meth:`check` raises PennyLane's ``WireError``
-    for it when the program runs, after the circuit, instead of returning the numbers of a wrong
-    circuit. A circuit whose traced wires are not checked yet runs again with the check
-    (``retry``), so circuits without traced wires carry nothing more."""
+    """The first traced wire of a circuit run that the device does not have (in ambient
+    ``carries``), for :meth:`check` to raise ``WireError`` when the program runs. A circuit whose
+    traced wires are not checked yet runs again with the check (``retry``), so circuits without
+    traced wires carry nothing more."""
 
     def __init__(self, wires: WireMap, retry: Callable[[], Exception]):
         self.wires, self.retry = wires, retry
@@ -207,7 +188,6 @@ class OutsideWires:
         found.value = found.value | outside
 
     def check(self, device: str) -> None:
-        """Raise ``WireError`` when the program runs if a traced wire was outside the device."""
         self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
         if self.carries:
             found, first = self.carries
