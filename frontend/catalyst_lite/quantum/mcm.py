@@ -1,24 +1,14 @@
-"""How a mid-circuit measurement picks its outcome: one policy per way of running a circuit.
+"""How a mid-circuit measurement picks its outcome, one policy per way of running a circuit:
+:class:`SingleBranch` draws it (``postselect`` forces it; Catalyst's
+``"single-branch-statistics"``); :class:`OneShot` draws it once per shot, a missed ``postselect``
+making the shot invalid (``"hw-like"``) unless shots are filled; :class:`Branches` runs every
+branch, measurement ``j`` taking bit ``j`` of the branch index, weighted by its probability.
 
-- :class:`SingleBranch`: the outcome is drawn (``postselect`` forces it): one random branch per
-  execution (Catalyst's ``"single-branch-statistics"``, and every circuit's first trace).
-- :class:`OneShot`: one execution per shot (``"one-shot"``): the outcome is drawn; a
-  ``postselect`` that the drawn outcome misses makes the shot invalid (``"hw-like"``) unless every
-  shot is to be kept (``"fill-shots"``: the outcome is forced, as in :class:`SingleBranch`).
-- :class:`Branches`: one execution per branch (``"deferred"`` without shots): measurement number
-  ``j`` takes bit ``j`` of the branch's index, and the branch's weight is the product of its
-  outcomes' probabilities.
-
-What a measurement returns (:func:`measured_value`) is PennyLane's own ``MeasurementValue`` whose
-outcome is the traced ``0``/``1`` of this execution, so that arithmetic and comparisons of outcomes
-are PennyLane's (integers: ``m0 + m1`` is 2 when both are 1, ``~m`` is logical) and every
-statistic of them (``qml.expval(m0 + m1)``) is taken by PennyLane's measurement classes.
-Converted to a JAX value (``jnp.asarray(m)``, a ``cond`` predicate, a result, a loop's carried
-value) an outcome is the traced ``bool`` Catalyst returns, and an expression its value.
-
-A policy also counts the measurements traced (``sites``, ``sites_in_loops``): whether a circuit has
-any decides how it runs. Values a policy updates (validity, weight) are ambient carries, so that
-measurements inside loops and branches update them too.
+A measurement returns PennyLane's ``MeasurementValue`` (:func:`measured_value`) whose outcome is
+this execution's traced ``0``/``1``: arithmetic and statistics of outcomes are PennyLane's, and as
+a JAX value it is Catalyst's traced ``bool`` (an expression: its value). A policy counts the
+measurements traced (``sites``); the values it updates are ambient carries, so that measurements
+inside loops and branches update them too.
 
 >>> policy = SingleBranch()
 >>> bool(policy.outcome(0.25, postselect=1, draw=lambda: None, in_loop=False)), policy.sites
@@ -44,8 +34,7 @@ def _measured_value_class() -> type:
     from pennylane.ops import MeasurementValue
 
     class MeasuredValue(MeasurementValue, StandsForValue):
-        """A ``MeasurementValue`` of a compiled circuit: ``outcomes`` maps each measurement's
-        ``meas_uid`` to its traced outcome (``int64`` 0 or 1, as PennyLane's branches count)."""
+        """``outcomes``: each measurement's ``meas_uid`` to its traced ``int64`` outcome."""
 
         def __init__(self, measurements: list, processing_fn: Callable | None, outcomes: dict):
             super().__init__(measurements, processing_fn)
@@ -61,8 +50,7 @@ def _measured_value_class() -> type:
             return MeasuredValue(merged.measurements, merged.processing_fn, outcomes)
 
         def value(self) -> Any:
-            """The traced value of this execution: a bare outcome as Catalyst's ``bool``, an
-            expression as PennyLane computes it from the integer outcomes."""
+            """A bare outcome as Catalyst's ``bool``, an expression as PennyLane computes it."""
             if not self.has_processing:
                 return self.outcomes[self.measurements[0].meas_uid] == 1
             return jnp.asarray(self.processing_fn(*(self.outcomes[m.meas_uid] for m in self.measurements)))
@@ -73,8 +61,7 @@ def _measured_value_class() -> type:
 
 
 def with_values(op: Any) -> Any:
-    """``op``, with the traced values of the measurement values among its parameters
-    (``qml.RX(jnp.pi * m, 0)``), so that its matrix can be computed."""
+    """``op`` with the traced values of the measurement values among its parameters."""
     data = [traced_value(p) for p in op.data]
     if all(d is p for d, p in zip(data, op.data)):
         return op
@@ -84,8 +71,7 @@ def with_values(op: Any) -> Any:
 
 
 def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any) -> Any:
-    """The ``MeasurementValue`` a mid-circuit measurement of ``wire`` returns, whose outcome is
-    the traced boolean ``outcome``.
+    """The ``MeasurementValue`` of a mid-circuit measurement of ``wire`` with traced ``outcome``.
 
     >>> import jax.numpy as jnp
     >>> m0 = measured_value(0, False, None, jnp.asarray(True))
@@ -150,8 +136,7 @@ class SingleBranch(McmPolicy):
 
 
 class OneShot(McmPolicy):
-    """Drawn outcomes, one execution per shot; ``valid``: no post-selection failed (always, with
-    ``fill_shots``)."""
+    """Drawn outcomes; ``valid``: no post-selection failed (always, with ``fill_shots``)."""
 
     def __init__(self, fill_shots: bool):
         super().__init__()
@@ -168,9 +153,9 @@ class OneShot(McmPolicy):
 
 
 class Branches(McmPolicy):
-    """Measurement number ``j`` takes bit ``j`` of ``branch``; ``weight`` multiplies the
-    probabilities of the outcomes (zero for an outcome post-selection excludes); ``seen`` has bit
-    ``j`` set once measurement ``j`` ran (a branch that skips a measurement counts once)."""
+    """Measurement ``j`` takes bit ``j`` of ``branch``; ``weight``: the product of the outcomes'
+    probabilities (zero where post-selection excludes one); ``seen``: bit ``j`` set once measurement
+    ``j`` ran (a branch that skips a measurement counts once)."""
 
     def __init__(self, branch: Any):
         super().__init__()

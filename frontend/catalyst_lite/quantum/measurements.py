@@ -1,13 +1,7 @@
-"""Terminal measurements of a compiled circuit: ``expval``, ``var``, ``probs``, ``state``,
-``sample`` and ``counts``, computed from the final state vector with array operations.
-
-Without shots ``expval``, ``var`` and ``probs`` are exact; with finite shots every measurement is
-the statistic of the records of its shots (:mod:`.sampling`), one result per entry of a shot
-vector, as PennyLane's ``default.qubit`` gives them.
-
-Observables that are Pauli words, their products, sums and Hamiltonians are applied through their
-Pauli sentence (a bit flip and a sign per word, no matrix); other observables with a matrix
-(``Hermitian``, ``Projector``...) through :func:`~.statevector.apply_matrix`.
+"""Terminal measurements of a compiled circuit, computed from the final state vector: exact
+without shots, else statistics of the shots' records (:mod:`.sampling`), as ``default.qubit``
+gives them. Observables with a Pauli sentence are applied as a bit flip and a sign per word;
+others by their matrix.
 
 >>> import pennylane as qml
 >>> from catalyst_lite.quantum.statevector import zero_state
@@ -40,8 +34,7 @@ SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts",
 
 
 def _pauli_word_apply(state, word: dict, coeff: Any, n_wires: int, wires: WireMap):
-    """``coeff * P|state>`` for one Pauli word ``{wire: "X"|"Y"|"Z"}``: a flip of the X/Y bits
-    and a per-amplitude sign/phase."""
+    """``coeff * P|state>`` for one Pauli word ``{wire: "X"|"Y"|"Z"}``."""
     # The barrier keeps XLA from constant-folding index arithmetic into 2**n-element literals.
     indices = lax.optimization_barrier(basis_indices(n_wires))
     flips = []
@@ -78,13 +71,11 @@ def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
 
 
 def _marginal(probs, targets: tuple | None, n_wires: Any):
-    """Probabilities of the ``targets`` wires (in that order, ``None``: all), the others summed
-    out."""
+    """Probabilities of the ``targets`` wires (in that order, ``None``: all)."""
     if targets is None:
         return probs
     if isinstance(n_wires, Tracer) or any(isinstance(t, Tracer) for t in targets):
-        # a symbolic number of amplitudes, or wires known only when the program runs: add every
-        # amplitude's probability to its outcome
+        # a symbolic number of amplitudes, or wires known when the program runs
         outcome = outcome_index(basis_indices(n_wires), targets, n_wires)
         return jnp.zeros(2 ** len(targets), probs.dtype).at[outcome].add(probs)
     tensor = probs.reshape((2,) * n_wires)
@@ -141,13 +132,11 @@ STATE_MEASUREMENTS = {
     "MutualInfoMP": "qml.math.mutual_info(qml.math.dm_from_state_vector(state), indices0, indices1)",
     "PurityMP": "qml.math.purity(qml.math.dm_from_state_vector(state), indices)",
 }
-"""Measurements of the exact state that PennyLane computes from it (``process_state``), by kind,
-with the ``qml.math`` function that computes them from ``qml.state()``."""
+"""Measurements PennyLane computes from the exact state (``process_state``), with the ``qml.math``
+function that computes them from ``qml.state()``."""
+
 
 def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
-    """``density_matrix``, ``vn_entropy``, ``purity``, ``mutual_info``: PennyLane's own functions
-    of the state vector (array operations, as on ``default.qubit``), with the device's wire
-    order."""
     if wires.traced or wires.labels is None or isinstance(n_wires, Tracer):
         raise QuantumOperationError(
             f"{type(mp).__name__} needs a device with a known number of wires; return qml.state() "
@@ -155,21 +144,16 @@ def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
         )
     import pennylane as qml
 
-    # As default.qubit, on wires numbered in the device's order (PennyLane's functions take the
-    # measurement's wires as indices)
+    # PennyLane's functions take the measurement's wires as indices in the device's order
     numbered = mp.map_wires({label: k for k, label in enumerate(wires.labels)})
     return numbered.process_state(state, qml.wires.Wires(range(len(wires.labels))))
 
 
 def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), split=None,
                      simulated: bool = True) -> list:
-    """The values of the measurement processes ``mps`` on the final ``state``: exact without
-    shots; with finite ``shots``, the statistics of that many shots, drawn with keys from
-    ``split()`` (one per entry of a shot vector, as a tuple), the measurements of one sampling
-    group from the same shots (see :func:`.sampling.shot_records`). ``simulated=False``: the
-    device simulates nothing (``null.qubit``): every result has its shape, with expectation values
-    and variances 0 and every shot in the all-zero outcome, as PennyLane's ``null.qubit`` gives
-    them."""
+    """The values of ``mps`` on the final ``state``: exact without shots, else statistics of
+    ``shots`` drawn with keys from ``split()`` (a tuple per shot vector entry). ``simulated=False``
+    (``null.qubit``): results of the right shape, ``expval``/``var`` 0, every shot all-zero."""
     results: list = [None] * len(mps)
     sampled = []
     for i, mp in enumerate(mps):

@@ -1,18 +1,9 @@
 """Known gates with one non-zero entry per matrix row (``X``, ``CNOT``, ``SWAP``, ``CZ``, ``S``,
-``Toffoli``...): any sequence of them is applied in one pass over the state, as one gather at a
-computed index times one phase.
-
-Gate ``g`` maps ``new[i] = phase_g(i) * old[source_g(i)]``; a sequence maps
-``new[i] = phase(i) * old[j(i)]`` with ``j`` the composition of the gates' source maps. Two ways to
-compute ``j``:
-
-- **per gate** (:func:`apply_monomials` in general): index arithmetic on ``iota``, a few integer
-  operations per gate, fused by XLA into the gather;
-- **as an affine map** (:class:`AffineMap`), when every gate permutes without phases and its
-  source map is affine over GF(2) (``X``, ``CNOT``, ``SWAP``, controlled ``X`` with any control
-  values; not ``Toffoli``): ``j(i) = offset ^ XOR of columns[b] over the set bits b of i``,
-  computed on the host, then applied as one or two lookups into small tables, whatever the number
-  of gates.
+``Toffoli``...): a sequence of them maps ``new[i] = phase(i) * old[j(i)]``, applied in one pass
+as one gather and one phase. ``j`` is computed per gate by index arithmetic on ``iota`` (fused by
+XLA into the gather), or, when every gate permutes without phases by a map affine over GF(2)
+(``X``, ``CNOT``, ``SWAP``; not ``Toffoli``), as an :class:`AffineMap` computed on the host and
+applied as one or two lookups into small tables, whatever the number of gates.
 
 >>> x = np.array([[0, 1], [1, 0]])
 >>> chain = [Monomial.of(x, targets=(w + 1,), controls=(w,), control_values=(1,)) for w in range(2)]
@@ -69,8 +60,7 @@ class Monomial:
 
 
 def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int) -> jnp.ndarray:
-    """``gates`` applied in order, in one pass: one gather at a computed index and one phase
-    (see the module docstring)."""
+    """``gates`` applied in order, in one pass (see the module docstring)."""
     state = jnp.asarray(state)
     affine = AffineMap.of(gates, n_wires)
     if affine is not None:
@@ -108,8 +98,8 @@ def _deposit(row: int, targets: Sequence[int], n_wires: int) -> int:
 
 
 def _new_target_bits(index, gate: Monomial, n_wires: int, where: Callable = jnp.where):
-    """``index`` with its target bits replaced by those of the source column of its row
-    (``where``: ``np.where`` for NumPy indices)."""
+    """``index`` with its target bits replaced by those of its row's source column (``where``:
+    ``np.where`` for NumPy indices)."""
     flips = {int(s) ^ r for r, s in enumerate(gate.source)}
     if len(flips) == 1:  # the same bits flip in every row (X, CNOT, Toffoli): one xor
         return index ^ np.int32(_deposit(flips.pop(), gate.targets, n_wires))
@@ -124,9 +114,6 @@ def _source_indices(index: np.ndarray, gate: Monomial, n_wires: int) -> np.ndarr
     if not gate.controls:
         return moved
     return np.where(controls_hold(index, gate.controls, gate.control_values, n_wires), moved, index)
-
-
-# --- affine maps ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -183,8 +170,5 @@ def _is_affine(gate: Monomial, n_wires: int) -> bool:
     wires = tuple(gate.controls) + tuple(gate.targets)
     local = np.array([_deposit(x, wires, n_wires) for x in range(2 ** len(wires))], np.int64)
     source = _source_indices(local, gate, n_wires)
-    basis = [source[1 << m] ^ source[0] for m in range(len(wires))]  # bit m of x (lsb first)
-    predicted = np.full(len(local), source[0])
-    for m, column in enumerate(basis):
-        predicted ^= np.where((np.arange(len(local)) >> m) & 1 == 1, column, 0)
-    return bool((predicted == source).all())
+    columns = tuple(source[1 << m] ^ source[0] for m in range(len(wires)))  # bit m of x, lsb first
+    return bool((AffineMap(source[0], columns).table(0, len(wires), with_offset=True) == source).all())

@@ -1,13 +1,11 @@
 """``catalyst_lite.adjoint`` and ``catalyst_lite.ctrl``: Catalyst's functions, with its signatures.
 
-Of an operator they are ``qml.adjoint``/``qml.ctrl``. Of a quantum function, inside a compiled
-circuit, calling the result applies the function's adjoint or controlled version (its loops and
-branches too, see :mod:`.regions`) and returns an *operator* describing it, as Catalyst's
-``HybridAdjoint``/``HybridCtrl``: its ``wires``, its ``decomposition()`` (the gates applied, when
-the function applied gates only), and for ``ctrl`` its ``control_wires``, ``control_values``,
-``work_wires`` and ``work_wire_type``. The operator is a record of what was applied, never queued
-itself. Outside a compiled circuit they are PennyLane's, except that ``ctrl`` of a function still
-returns such an operator (its gates queued where the call stands, as ``qml.ctrl`` queues them).
+Of an operator they are ``qml.adjoint``/``qml.ctrl``. Of a quantum function in a compiled
+circuit, the result applies its adjoint or controlled version (loops and branches too, see
+:mod:`.regions`) and returns an operator describing it (never queued), as Catalyst's
+``HybridAdjoint``/``HybridCtrl``: ``wires``, ``decomposition()`` (when only gates were applied),
+and for ``ctrl`` its control and work wires. Outside a compiled circuit they are PennyLane's, but
+``ctrl`` of a function still returns such an operator.
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -51,8 +49,7 @@ def _wires_of(gates: Sequence[Any], first: Sequence[Any] = ()) -> list:
 
 
 def _same_wire(a: Any, b: Any) -> bool:
-    """Equal labels; a traced wire (a loop index) is the same as itself only, as its value is
-    known when the program runs."""
+    """Equal labels; a traced wire (a loop index) is the same as itself only."""
     if isinstance(a, Tracer) or isinstance(b, Tracer):
         return a is b
     return a == b
@@ -169,11 +166,10 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
         )
     state = compiling_state()
     spare = qml.wires.Wires([] if work_wires is None else work_wires)
-    if isinstance(f, qml.operation.Operator) or (state is None and isinstance(f, type)):
-        return qml.ctrl(f, *options)
-    if state is None and not pennylane_capture_enabled() and qml.compiler.active_compiler() is None:
+    outside = state is None and not isinstance(f, (type, qml.operation.Operator))
+    if outside and not pennylane_capture_enabled() and qml.compiler.active_compiler() is None:
         return _controlled_outside_circuit(f, controls, values, spare, work_wire_type)
-    if state is None:  # PennyLane captures the program, or a compiler other than ours traces it
+    if state is None or isinstance(f, qml.operation.Operator):  # or PennyLane captures the program
         return qml.ctrl(f, *options)
 
     @functools.wraps(f)
@@ -185,10 +181,9 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
 
 
 def _controlled_outside_circuit(f: Callable, controls: Any, values: list, spare: Any, work_wire_type: str) -> Callable:
-    """``ctrl(fn)`` where no circuit is compiled (a PennyLane QNode run by PennyLane, or plain
-    Python): each operator ``fn`` queues is controlled, with every option (``work_wire_type``
-    too), and queued where the call stands, as ``qml.ctrl(fn)`` queues them; the call returns the
-    operator describing them, as inside a compiled circuit."""
+    """``ctrl(fn)`` where no circuit is compiled: each operator ``fn`` queues is controlled (with
+    every option) and queued, as ``qml.ctrl(fn)`` does; the call returns the operator describing
+    them."""
     qml = _qml()
 
     @functools.wraps(f)
