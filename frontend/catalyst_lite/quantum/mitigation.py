@@ -1,24 +1,9 @@
 """``mitigate_with_zne``: Catalyst's zero-noise extrapolation of a circuit's expectation values.
 
-ZNE runs a circuit at several noise scale factors, the circuit's unitary ``U`` folded into
-``U (U^dagger U)^k`` (scale factor ``2k + 1``), and extrapolates the results to zero noise.
-catalyst_lite's simulators are noiseless, so a folded circuit prepares exactly the state of the
-circuit itself: folding changes nothing a measurement shows, and each scale factor runs the
-circuit as written, once (with shots, each run draws its own samples, as each folded circuit
-would). The extrapolation is Catalyst's: by default an exact polynomial fit
-(``qml.noise.poly_extrapolate`` of degree ``len(scale_factors) - 1``), evaluated at zero.
-
->>> import pennylane as qml
->>> from catalyst_lite import qjit, mitigate_with_zne
->>> @qml.qnode(qml.device("default.qubit", wires=1))
-... def circuit(x):
-...     qml.RX(x, wires=0)
-...     return qml.expval(qml.Z(0))
->>> @qjit
-... def mitigated(x):
-...     return mitigate_with_zne(circuit, scale_factors=[1, 3, 5])(x)
->>> round(float(mitigated(0.4)), 6)  # cos(0.4): nothing to mitigate without noise
-0.921061
+ZNE runs a circuit folded into ``U (U^dagger U)^k`` (scale factor ``2k + 1``) and extrapolates the
+results to zero noise. catalyst_lite's simulators are noiseless, so each scale factor runs the
+circuit as written, once (with shots, each run draws its own samples); the extrapolation is
+Catalyst's, by default an exact polynomial fit (``qml.noise.poly_extrapolate``) evaluated at zero.
 """
 
 from __future__ import annotations
@@ -46,11 +31,9 @@ def mitigate_with_zne(
     folding: str = "global",
 ) -> Callable:
     """``fn`` (a QNode, or a function of QNodes, returning float scalars) mitigated by zero-noise
-    extrapolation over ``scale_factors`` (odd positive ints; ``TypeError``/``ValueError``
-    otherwise, as in Catalyst). ``extrapolate(scale_factors, results)`` gives the mitigated
-    value (default: the exact polynomial fit); ``folding`` is ``"global"`` or ``"local-all"``
-    (Catalyst's ``"local-random"`` is an ``UnsupportedOperationError``, a ``NotImplementedError``
-    as there).
+    extrapolation over ``scale_factors`` (odd positive ints). ``extrapolate(scale_factors,
+    results)`` gives the mitigated value (default: the exact polynomial fit); ``folding`` is
+    ``"global"`` or ``"local-all"`` (``"local-random"``: ``UnsupportedOperationError``).
 
     >>> import pennylane as qml
     >>> from catalyst_lite import qjit, mitigate_with_zne
@@ -71,7 +54,9 @@ def mitigate_with_zne(
         raise ArgumentTypeError(f"mitigate_with_zne: the target must be callable, got {type(fn).__name__}.")
     _check_scale_factors(list(scale_factors))
     if extrapolate is None:
-        extrapolate = _polynomial_fit(len(scale_factors) - 1)
+        import pennylane as qml  # a QNode's user: PennyLane is imported already
+
+        extrapolate = functools.partial(qml.noise.poly_extrapolate, order=len(scale_factors) - 1)
     elif extrapolate_kwargs is not None:
         extrapolate = functools.partial(extrapolate, **extrapolate_kwargs)
 
@@ -85,7 +70,6 @@ def mitigate_with_zne(
             raise ArgumentValueError(
                 f"mitigate_with_zne: folding must be one of {[*FOLDINGS, 'local-random']}, got {folding!r}."
             )
-        # Noiseless simulation: every folded circuit gives the results of the circuit itself.
         runs = [_float_scalars(fn, fn(*args, **kwargs)) for _ in scale_factors]
         results = jnp.stack([jnp.stack(r) for r in runs])  # (scale factors, results)
         if results.shape[1] == 1:
@@ -125,9 +109,3 @@ def _float_scalars(fn: Callable, out: Any) -> list:
             f"mitigate_with_zne({function_name(fn)}): all results must be floats of one dtype."
         )
     return leaves
-
-
-def _polynomial_fit(degree: int) -> Callable:
-    import pennylane as qml  # a QNode's user: PennyLane is imported already
-
-    return functools.partial(qml.noise.poly_extrapolate, order=degree)
