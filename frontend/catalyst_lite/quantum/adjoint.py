@@ -190,7 +190,6 @@ def _dense_branch(wires: tuple, n_wires: int, source: tuple, forward: bool):
 
 
 def _monomial_branch(gates: list[Monomial], n_wires: int):
-
     def branch(carry, sources, position):
         vectors, crosses = carry
         return jax.vmap(lambda v: apply_monomials(v, gates, n_wires))(vectors), crosses

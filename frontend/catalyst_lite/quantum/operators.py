@@ -50,9 +50,7 @@ def _wires_of(gates: Sequence[Any], first: Sequence[Any] = ()) -> list:
 
 def _same_wire(a: Any, b: Any) -> bool:
     """Equal labels; a traced wire (a loop index) is the same as itself only."""
-    if isinstance(a, Tracer) or isinstance(b, Tracer):
-        return a is b
-    return a == b
+    return a is b if isinstance(a, Tracer) or isinstance(b, Tracer) else a == b
 
 
 @functools.cache

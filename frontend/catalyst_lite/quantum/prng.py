@@ -13,7 +13,6 @@ True
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from typing import Any
 
@@ -39,15 +38,13 @@ def key_from_seed(seed: int) -> jax.Array:
         return jnp.asarray(np.array([0, seed % 2**32], np.uint32))
 
 
-_unseeded: dict[int, weakref.ref] = {}
-_unseeded_lock = threading.Lock()
+_unseeded: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def mark_unseeded(key: jax.Array) -> None:
     """Mark ``key`` (a constant of a traced program, see :func:`key_from_seed`) as a placeholder
     that every call of the program replaces with :func:`host_key`."""
-    with _unseeded_lock:
-        _unseeded[id(key)] = weakref.ref(key, lambda _, i=id(key): _unseeded.pop(i, None))
+    _unseeded[id(key)] = key
 
 
 def is_unseeded_key(value: object) -> bool:
@@ -59,8 +56,7 @@ def is_unseeded_key(value: object) -> bool:
     >>> before, is_unseeded_key(key), is_unseeded_key(key_from_seed(0))
     (False, True, False)
     """
-    ref = _unseeded.get(id(value))
-    return ref is not None and ref() is value
+    return _unseeded.get(id(value)) is value
 
 
 def host_key() -> jax.Array:
@@ -96,10 +92,8 @@ def uniform(key: jnp.ndarray, shape: tuple[int, ...]) -> jnp.ndarray:
 
 
 def sample_indices(key: jnp.ndarray, probs: jnp.ndarray, shots: Any) -> jnp.ndarray:
-    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF).
-
-    ``shots`` may be traced (a symbolic number of samples): JAX's Threefry primitive takes no
-    symbolic length, so each sample is then drawn from its own stream, in a counted loop."""
+    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF); a traced
+    ``shots`` draws each from its own stream, in a counted loop (Threefry takes no symbolic length)."""
     cdf = jnp.cumsum(probs)
     last = probs.shape[0] - 1
     if isinstance(shots, (int, np.integer)):

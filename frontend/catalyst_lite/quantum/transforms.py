@@ -36,9 +36,8 @@ RESULT_PRESERVING_PASSES = frozenset({
 
 
 def qnode_pipeline(qnode: Any) -> Any:
-    """The QNode's own transforms (``compile_pipeline``; ``transform_program`` before 0.45)."""
-    pipeline = getattr(qnode, "compile_pipeline", None)
-    return pipeline if pipeline is not None else getattr(qnode, "transform_program", None)
+    """The QNode's own transforms (PennyLane >= 0.45 calls them its ``compile_pipeline``)."""
+    return getattr(qnode, "compile_pipeline", None)
 
 
 def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequence[Any]) -> list:

@@ -62,13 +62,12 @@ class WireMap:
         self.dynamic: dict = {}  # DynamicWire -> (its slot, restored when deallocated)
         self.free: list = [(slot, False) for slot in self.slots]  # (slot, used since the run began)
 
-    def allocate(self, dynamic_wires: Sequence[Any], restored: bool = False, reuse: bool = False,
-                 op_name: str = "qml.allocate") -> list:
+    def allocate(self, dynamic_wires: Sequence[Any], restored: bool = False, reuse: bool = False) -> list:
         """Give each of ``dynamic_wires`` a free slot (one left in ``|0>``, or with ``reuse`` any
         free one), adding slots (wires) as needed; returns ``(index, used)`` per wire, ``used``:
         the slot held another dynamic wire in this run and may not be in ``|0>``."""
         if self.labels is None:
-            raise WireError(f"{op_name} on a device with a traced number of wires is not supported: "
+            raise WireError("qml.allocate on a device with a traced number of wires is not supported: "
                             "give the device a fixed number of wires.")
         given = []
         for wire in dynamic_wires:
@@ -98,9 +97,9 @@ class WireMap:
         return WireMap(None, jnp.asarray(n_wires).astype(jnp.int64))
 
     @staticmethod
-    def allocated_on_use(labels: Sequence[Any] = ()) -> "WireMap":
-        """Wires allocated as they are used, starting with ``labels``."""
-        return WireMap(labels, growing=True)
+    def allocated_on_use() -> "WireMap":
+        """Wires allocated as they are used."""
+        return WireMap(growing=True)
 
     @property
     def traced(self) -> bool:
