@@ -9,17 +9,6 @@ block kinds (one static kernel each). ``|psi>`` and ``|phi_o> = O_o|psi>`` take 
 inverse; for a traced block the loop keeps ``R[a, b] = sum_r conj(phi_o[a, r]) psi[b, r]`` (``a,
 b`` the bits of the block's wires) and ``d<O_o> = 2 Re sum(dB * R)``. The rule is linear in the
 tangents and is array code, so higher derivatives are exact too.
-
->>> import jax, pennylane as qml
->>> from catalyst_lite import qjit, grad
->>> def circuit(x):
-...     qml.RX(x, 0)
-...     qml.CRY(2 * x, [0, 1])
-...     return qml.expval(qml.Z(1))
->>> adjoint = qml.qnode(qml.device("default.qubit", wires=2), diff_method="adjoint")(circuit)
->>> reference = qml.qnode(qml.device("default.qubit", wires=2), interface="jax")(circuit)
->>> bool(abs(qjit(grad(adjoint))(0.3) - jax.grad(reference)(0.3)) < 1e-12)
-True
 """
 
 from __future__ import annotations

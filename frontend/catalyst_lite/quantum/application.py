@@ -3,18 +3,6 @@ runs on known wires are planned by :mod:`.fusion` (long irregular ones as tables
 runs with traced wires, and every gate when the number of wires is traced, go to the index kernel
 :func:`.statevector.apply_matrix`, each run of gates of one shape as one counted loop over their
 stacked matrices. ``state_carry`` (:class:`.qnode.QuantumState`) is threaded by the loops.
-
->>> import pennylane as qml
->>> from catalyst_lite import qjit
->>> @qjit
-... @qml.qnode(qml.device("default.qubit", wires=3))
-... def ghz():
-...     qml.Hadamard(0)
-...     for w in range(2):
-...         qml.CNOT([w, w + 1])
-...     return qml.probs()
->>> [round(float(p), 3) for p in ghz()]
-[0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
 """
 
 from __future__ import annotations

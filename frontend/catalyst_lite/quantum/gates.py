@@ -120,24 +120,17 @@ def stacked_matrices(run: Sequence[GateRecord]) -> Any:
     """``(len(run), 2**k, 2**k)`` matrices of records with ``k`` targets each: known ones as
     constants, traced ones computed in one batched call per gate type, put back in order by one
     gather."""
-    order: list[int] = []
-    blocks: list[Any] = []
-    static = [i for i, r in enumerate(run) if r.is_static]
-    if static:
-        order += static
-        blocks.append(np.stack([np.asarray(run[i].matrix, np.complex128) for i in static]))
-    groups: dict[tuple, list[int]] = {}
+    groups: dict[Any, list[int]] = {}
     for i, r in enumerate(run):
-        if not r.is_static:
-            groups.setdefault(("explicit", i) if r.op is None else r.group_key(), []).append(i)
-    for positions in groups.values():
-        records = [run[i] for i in positions]
-        order += positions
-        blocks.append(jnp.asarray(records[0].matrix, jnp.complex128)[None] if records[0].op is None
-                      else batched_matrices(records))
-    if len(blocks) == 1 and order == sorted(order):
+        key = "known" if r.is_static else ("explicit", i) if r.op is None else r.group_key()
+        groups.setdefault(key, []).append(i)
+    blocks = [np.stack([np.asarray(run[i].matrix, np.complex128) for i in rows]) if key == "known" else
+              batched_matrices([run[i] for i in rows]) if run[rows[0]].op is not None else
+              jnp.asarray(run[rows[0]].matrix, jnp.complex128)[None] for key, rows in groups.items()]
+    if len(blocks) == 1:
         return blocks[0]
-    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), np.argsort(order), axis=0)
+    order = np.argsort([i for rows in groups.values() for i in rows])
+    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), order, axis=0)
 
 
 def _qml():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import jax.numpy as jnp
@@ -90,11 +91,11 @@ def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any)
     return _measured_value_class()([mp], None, {mp.meas_uid: jnp.asarray(outcome).astype(jnp.int64)})
 
 
+@dataclass(eq=False)
 class ValueCarry:
     """A traced value threaded through control flow (an ambient carry)."""
 
-    def __init__(self, value: Any):
-        self.value = value
+    value: Any
 
     def get(self) -> Any:
         return self.value
@@ -135,8 +136,8 @@ class SingleBranch(McmPolicy):
         return _drawn(p1, draw) if postselect is None else jnp.asarray(bool(postselect))
 
 
-class OneShot(McmPolicy):
-    """Drawn outcomes; ``valid``: no post-selection failed (always, with ``fill_shots``)."""
+class OneShot(SingleBranch):
+    """As :class:`SingleBranch`; ``valid``: no post-selection failed (always, with ``fill_shots``)."""
 
     def __init__(self, fill_shots: bool):
         super().__init__()
@@ -145,11 +146,9 @@ class OneShot(McmPolicy):
         self.carries = (self.valid,)
 
     def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
-        if postselect is None:
-            return _drawn(p1, draw)
-        if not self.fill_shots:  # hardware-like: the shot counts only if the drawn outcome matches
+        if postselect is not None and not self.fill_shots:  # hardware-like: the drawn outcome must match
             self.valid.set(self.valid.get() & (_drawn(p1, draw) == bool(postselect)))
-        return jnp.asarray(bool(postselect))
+        return super()._outcome(site, p1, postselect, draw)
 
 
 class Branches(McmPolicy):

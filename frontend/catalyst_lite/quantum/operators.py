@@ -6,18 +6,6 @@ circuit, the result applies its adjoint or controlled version (loops and branche
 ``HybridAdjoint``/``HybridCtrl``: ``wires``, ``decomposition()`` (when only gates were applied),
 and for ``ctrl`` its control and work wires. Outside a compiled circuit they are PennyLane's, but
 ``ctrl`` of a function still returns such an operator.
-
->>> import pennylane as qml
->>> from catalyst_lite import qjit
->>> @qjit
-... @qml.qnode(qml.device("default.qubit", wires=3))
-... def circuit(x: float):
-...     op = ctrl(lambda: (qml.RX(x, 0), qml.CNOT([0, 1])), control=2)()
-...     assert op.wires.tolist() == [2, 0, 1] and op.work_wire_type == "borrowed"
-...     assert [g.name for g in op.decomposition()] == ["CRX", "Toffoli"]
-...     return qml.probs(wires=[0])
->>> circuit(0.5).tolist()
-[1.0, 0.0]
 """
 
 from __future__ import annotations
