@@ -152,30 +152,19 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
         )
     state = compiling_state()
     spare = qml.wires.Wires([] if work_wires is None else work_wires)
-    outside = state is None and not isinstance(f, (type, qml.operation.Operator))
-    if outside and not pennylane_capture_enabled() and qml.compiler.active_compiler() is None:
-        return _controlled_outside_circuit(f, controls, values, spare, work_wire_type)
-    if state is None or isinstance(f, qml.operation.Operator):  # or PennyLane captures the program
-        return qml.ctrl(f, *options)
+    outside = (state is None and not isinstance(f, (type, qml.operation.Operator))
+               and not pennylane_capture_enabled() and qml.compiler.active_compiler() is None)
+    if not outside and (state is None or isinstance(f, qml.operation.Operator)):
+        return qml.ctrl(f, *options)  # or PennyLane captures the program
 
     @functools.wraps(f)
     def apply(*args: Any, **kwargs: Any) -> Any:
-        run = run_ctrl(state, f, options, args, kwargs)
+        if outside:  # no circuit compiled: each operator f queues is controlled and queued, as qml.ctrl(f)
+            recorded = qml.tape.make_qscript(f)(*args, **kwargs)
+            run = RegionRun([qml.ctrl(op, controls, values, spare or None, work_wire_type)
+                             for op in recorded.operations], False)
+        else:
+            run = run_ctrl(state, f, options, args, kwargs)
         return _region_operator(lambda: _classes()[1](run, controls, values, spare, work_wire_type))
-
-    return apply
-
-
-def _controlled_outside_circuit(f: Callable, controls: Any, values: list, spare: Any, work_wire_type: str) -> Callable:
-    """``ctrl(fn)`` where no circuit is compiled: each operator ``fn`` queues is controlled (with
-    every option) and queued, as ``qml.ctrl(fn)`` does; the call returns the operator describing
-    them."""
-    qml = _qml()
-
-    @functools.wraps(f)
-    def apply(*args: Any, **kwargs: Any) -> Any:
-        recorded = qml.tape.make_qscript(f)(*args, **kwargs)
-        gates = [qml.ctrl(op, controls, values, spare or None, work_wire_type) for op in recorded.operations]
-        return _region_operator(lambda: _classes()[1](RegionRun(gates, False), controls, values, spare, work_wire_type))
 
     return apply
