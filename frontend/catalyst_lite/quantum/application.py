@@ -30,12 +30,8 @@ MAX_LOOP_CONTROLS = (1, 2)
 
 def _loop_shape(r: GateRecord) -> tuple[int, int] | None:
     """``(targets, control slots)`` of the loop kernel that applies a record; ``None``: none."""
-    if len(r.targets) not in (1, 2):
-        return None
-    for c in MAX_LOOP_CONTROLS:
-        if len(r.controls) <= c:
-            return len(r.targets), c
-    return None
+    slots = [c for c in MAX_LOOP_CONTROLS if len(r.controls) <= c]
+    return (len(r.targets), slots[0]) if slots and len(r.targets) in (1, 2) else None
 
 
 def _table(rows: list[list[Any]]) -> Any:
@@ -58,21 +54,17 @@ def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
     n = state_carry.n_wires
     if isinstance(n, Tracer):  # a symbolic number of wires: no wire is a known bit position
         return _apply_by_shape(state_carry, vector, records)
+
+    def irregular(v, rs):  # a long run on known wires that neither repeats nor fuses into few blocks
+        return apply_as_tables(state_carry, v, rs, n) if n >= 2 else _apply_by_shape(state_carry, v, rs)
+
     for known, group in itertools.groupby(records, has_known_wires):  # runs of known, or traced, wires
         run = list(group)
         if known:
-            vector = apply_known_wires(state_carry, vector, run, n,
-                                       fallback=lambda v, rs: _apply_irregular(state_carry, v, rs))
+            vector = apply_known_wires(state_carry, vector, run, n, fallback=irregular)
         else:
             vector = _apply_by_shape(state_carry, vector, run)
     return vector
-
-
-def _apply_irregular(state_carry: Any, vector, records: Sequence[GateRecord]):
-    """A long run on known wires that neither repeats nor fuses into few blocks."""
-    if state_carry.n_wires < 2:
-        return _apply_by_shape(state_carry, vector, records)
-    return apply_as_tables(state_carry, vector, records, state_carry.n_wires)
 
 
 def _apply_by_shape(state_carry: Any, vector, records: Sequence[GateRecord]):

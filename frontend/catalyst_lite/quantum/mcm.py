@@ -1,14 +1,13 @@
 """How a mid-circuit measurement picks its outcome, one policy per way of running a circuit:
-:class:`SingleBranch` draws it (``postselect`` forces it; Catalyst's
-``"single-branch-statistics"``); :class:`OneShot` draws it once per shot, a missed ``postselect``
-making the shot invalid (``"hw-like"``) unless shots are filled; :class:`Branches` runs every
-branch, measurement ``j`` taking bit ``j`` of the branch index, weighted by its probability.
+:class:`SingleBranch` draws it (``postselect`` forces it); :class:`OneShot` also makes a shot
+invalid when a drawn outcome misses ``postselect`` (``"hw-like"``); :class:`Branches` follows one
+branch of all, measurement ``j`` taking bit ``j`` of the branch index, weighted by its
+probability. A policy counts the measurements traced (``sites``); the values it updates are
+ambient carries, so that measurements inside loops and branches update them too.
 
 A measurement returns PennyLane's ``MeasurementValue`` (:func:`measured_value`) whose outcome is
-this execution's traced ``0``/``1``: arithmetic and statistics of outcomes are PennyLane's, and as
-a JAX value it is Catalyst's traced ``bool`` (an expression: its value). A policy counts the
-measurements traced (``sites``); the values it updates are ambient carries, so that measurements
-inside loops and branches update them too.
+this execution's traced ``0``/``1``: arithmetic and statistics of outcomes are PennyLane's; as a
+JAX value it is Catalyst's traced ``bool``.
 
 >>> policy = SingleBranch()
 >>> bool(policy.outcome(0.25, postselect=1, draw=lambda: None, in_loop=False)), policy.sites
@@ -120,9 +119,6 @@ class McmPolicy:
         self.sites += 1
         self.sites_in_loops += bool(in_loop)
         return self._outcome(site, p1, postselect, draw)
-
-    def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
-        raise NotImplementedError
 
 
 def _drawn(p1: Any, draw: Callable[[], Any]) -> Any:

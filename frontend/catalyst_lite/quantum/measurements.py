@@ -137,7 +137,7 @@ function that computes them from ``qml.state()``."""
 
 
 def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
-    if wires.traced or wires.labels is None or isinstance(n_wires, Tracer):
+    if wires.traced or isinstance(n_wires, Tracer):
         raise QuantumOperationError(
             f"{type(mp).__name__} needs a device with a known number of wires; return qml.state() "
             f"and compute it with {STATE_MEASUREMENTS[measurement_kind(mp)]} instead."

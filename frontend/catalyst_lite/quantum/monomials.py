@@ -4,12 +4,6 @@ as one gather and one phase. ``j`` is computed per gate by index arithmetic on `
 XLA into the gather), or, when every gate permutes without phases by a map affine over GF(2)
 (``X``, ``CNOT``, ``SWAP``; not ``Toffoli``), as an :class:`AffineMap` computed on the host and
 applied as one or two lookups into small tables, whatever the number of gates.
-
->>> x = np.array([[0, 1], [1, 0]])
->>> chain = [Monomial.of(x, targets=(w + 1,), controls=(w,), control_values=(1,)) for w in range(2)]
->>> state = np.eye(8)[4].astype(complex)  # |100>: the chain copies wire 0 down the line
->>> int(np.argmax(np.abs(apply_monomials(state, chain, 3))))
-7
 """
 
 from __future__ import annotations

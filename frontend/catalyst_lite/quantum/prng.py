@@ -1,10 +1,8 @@
-"""A counter-based PRNG on raw ``uint32[2]`` keys (Threefry-2x32, as ``jax.random``).
+"""A counter-based PRNG on raw ``uint32[2]`` keys (Threefry-2x32, as ``jax.random``), drawn with
+the ``threefry2x32`` primitive directly: ``jax.random``'s typed keys do not survive
+catalyst_lite's specialization.
 
-``jax.random``'s typed keys do not survive catalyst_lite's specialization, so the quantum code keeps
-its key as plain integers and draws with the ``threefry2x32`` primitive directly.
-
->>> key = key_from_seed(42)
->>> key, sub = split(key)
+>>> key, sub = split(key_from_seed(42))
 >>> u = uniform(sub, (3,))
 >>> bool(((0 <= u) & (u < 1)).all())
 True

@@ -7,8 +7,6 @@ PennyLane and Catalyst resolve them.
 >>> plan = ShotPlan.of(qml.qnode(dev, shots=[10, (20, 3)])(lambda: qml.sample()), {})
 >>> plan.total, plan.slices()
 (70, [(0, 10), (10, 30), (30, 50), (50, 70)])
->>> McmConfig.of(qml.qnode(dev, shots=10)(lambda: qml.sample()), plan).method
-'one-shot'
 """
 
 from __future__ import annotations

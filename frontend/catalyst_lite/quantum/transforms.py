@@ -1,11 +1,7 @@
-"""A QNode's own transforms (``@qml.transforms.cancel_inverses``, ``merge_rotations``,
-``decompose``...) applied to the gates of a compiled circuit.
-
-Each transform runs on a tape of one straight-line segment's operations (see :mod:`.qnode`; the
-last one's tape also holds the terminal measurements), and must rewrite the gates into one circuit:
-one tape, the same measurements, no post-processing. Compiler passes and transforms that only
-change how a circuit is executed keep the results (:data:`RESULT_PRESERVING_PASSES`); anything
-else is a :class:`~catalyst_lite.errors.QuantumOperationError`.
+"""A QNode's own transforms (``@qml.transforms.cancel_inverses``, ``decompose``...) applied to the
+gates of each straight-line segment of a compiled circuit (see :mod:`.qnode`). A transform must
+rewrite the gates into one circuit (one tape, the same measurements, no post-processing) or keep
+the results (:data:`RESULT_PRESERVING_PASSES`); anything else is a ``QuantumOperationError``.
 
 >>> import pennylane as qml
 >>> pipeline = qml.transforms.cancel_inverses(qml.qnode(qml.device("default.qubit", wires=1))(

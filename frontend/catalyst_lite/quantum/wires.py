@@ -1,19 +1,15 @@
-"""A device's wires as indices of the state vector: **labels** (``wires=3``, ``["a", "b"]``: wire
-``k`` of the list is index ``k``), **a traced number** (``wires=n`` traced: wires ``0 .. n - 1``,
-a state of symbolic length ``2**n``), or **unspecified** (``wires=None``: allocated as the circuit
-uses them, as Catalyst does; an integer ``w`` brings every wire below it; ``on_grow`` is told how
-many were added, as the least significant wires).
+"""A device's wires as state-vector indices: **labels** (``wires=3``, ``["a", "b"]``: wire ``k``
+of the list is index ``k``), **a traced number** (``wires=n`` traced: ``0 .. n - 1``, a state of
+symbolic length), or **unspecified** (``wires=None``: allocated as the circuit uses them, an
+integer ``w`` bringing every wire below it, as the least significant wires: ``on_grow``).
 
-Wires of ``qml.allocate`` (``DynamicWire`` labels) get *slots*, extra wires after the device's. A
-slot freed by ``qml.deallocate`` is reused as it is if it was promised restored; otherwise only
-where :meth:`WireMap.allocate` is told to reuse (in a loop or branch, whose size is fixed), and it
-says so, for the circuit to reset it. Slots persist between runs; their assignment does not
-(:meth:`WireMap.begin_run`). A traced wire (a loop index) is an index; ``on_traced`` sees each
-one, so that one outside the device raises ``WireError`` when the program runs
-(:class:`OutsideWires`).
+Wires of ``qml.allocate`` get *slots*, extra wires after the device's, persisting between runs
+(:meth:`WireMap.begin_run` frees them). A freed slot is reused as it is if it was promised
+restored, else only where :meth:`WireMap.allocate` is told to reuse (in a loop or branch, whose
+size is fixed), for the circuit to reset it. A traced wire (a loop index) is an index;
+``on_traced`` sees each one, so that one outside the device raises ``WireError`` when the program
+runs (:class:`OutsideWires`).
 
->>> WireMap(["a", "b"]).index("b", "PauliX")
-1
 >>> growing = WireMap.allocated_on_use()
 >>> growing.index(2, "PauliX"), growing.n_wires
 (2, 3)
