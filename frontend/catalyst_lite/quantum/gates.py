@@ -35,12 +35,10 @@ SUPPORTED_GATES = frozenset({
     "SWAP", "ISWAP", "IsingXX", "IsingYY", "IsingZZ", "IsingXY", "MultiRZ",
     "QubitUnitary", "DiagonalQubitUnitary",
 })
-"""Gates applied as their matrix; controlled versions (``CNOT``, ``CZ``, ``CRX``, ``CRot``,
-``ControlledPhaseShift``, ``Toffoli``, ``CSWAP``, ``qml.ctrl(...)``) and adjoints of them too."""
+"""Gates applied as their matrix (their controlled versions and adjoints too)."""
 
 MAX_DENSE_WIRES = 3
-"""Above this many target wires a gate is decomposed (a dense ``k``-wire gate costs ``2**k``
-passes over the state); ``QubitUnitary`` has no decomposition and is applied densely at any size."""
+"""Above this many target wires a gate is decomposed (``QubitUnitary``, which cannot be, is not)."""
 
 _NO_BROADCASTING = (
     " is not supported (nor by Catalyst): map the QNode over the batch instead, with "
@@ -55,12 +53,9 @@ class BroadcastingError(QuantumOperationError):
 
 @dataclass(frozen=True)
 class GateRecord:
-    """A gate on ``targets`` where every wire of ``controls`` has its ``control_values``.
-
-    Its matrix is ``op.matrix()`` (conjugate-transposed when ``adjoint``), or ``explicit`` when
-    there is no operator; keeping the operator lets runs of gates of one type compute their
-    matrices in one batched call (:func:`batched_matrices`).
-    """
+    """A gate on ``targets`` where every wire of ``controls`` has its ``control_values``: the matrix
+    of ``op`` (kept for :func:`batched_matrices`; conjugate-transposed when ``adjoint``), or
+    ``explicit`` when there is no operator."""
 
     op: Any
     targets: tuple
@@ -77,9 +72,8 @@ class GateRecord:
     @property
     def is_static(self) -> bool:
         """True when the matrix is known while tracing (no traced parameter)."""
-        if self.op is None:
-            return not isinstance(self.explicit, Tracer)
-        return not any(isinstance(p, Tracer) for p in self.op.parameters)
+        values = [self.explicit] if self.op is None else self.op.parameters
+        return not any(isinstance(p, Tracer) for p in values)
 
     def group_key(self) -> tuple:
         """Records with equal keys compute their matrices in one batched call."""
@@ -88,9 +82,8 @@ class GateRecord:
 
 
 def _dagger(m: Any) -> Any:
-    if isinstance(m, np.ndarray):
-        return np.conj(np.swapaxes(m, -1, -2))
-    return jnp.conj(jnp.swapaxes(jnp.asarray(m), -1, -2))
+    xp = np if isinstance(m, np.ndarray) else jnp
+    return xp.conj(xp.swapaxes(xp.asarray(m), -1, -2))
 
 
 def stacked(values: Sequence[Any]) -> Any:
@@ -143,17 +136,16 @@ def _qml():
 def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
     """The records that apply ``op`` (a PennyLane operator) to the state, in order."""
     qml = _qml()
-    if op.name == "GlobalPhase":
-        return [_global_phase_record(op, wires)]
+    if op.name == "GlobalPhase":  # exp(-i phi) on one wire (its own, else the first): qml.state()'s phase
+        target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
+        return [GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))]
     # A controlled operator without wires of its own (a controlled GlobalPhase) is its
     # decomposition (a PhaseShift on a control wire), below.
     if isinstance(op, qml.ops.Controlled) and len(op.base.wires):
         controls = wires.indices(op.control_wires, op.name)
         values = tuple(op.control_values)
-        return [
-            replace(r, controls=r.controls + controls, control_values=r.control_values + values)
-            for r in gate_records(op.base, wires)
-        ]
+        return [replace(r, controls=r.controls + controls, control_values=r.control_values + values)
+                for r in gate_records(op.base, wires)]
     if isinstance(op, qml.ops.Adjoint):
         return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
     if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
@@ -185,13 +177,6 @@ def _unbatched(op: Any) -> Any:
     if getattr(op, "batch_size", None):
         raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
     return op
-
-
-def _global_phase_record(op: Any, wires: WireMap) -> GateRecord:
-    """``exp(-i phi)`` times the identity on one wire (its own, else the device's first), so that
-    ``qml.state()`` keeps the phase of decompositions."""
-    target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
-    return GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))
 
 
 def initial_state(op: Any, wires: WireMap) -> Any:

@@ -17,7 +17,6 @@ runs (:class:`OutsideWires`).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -184,14 +183,14 @@ class OutsideWires:
 
     def check(self, device: str) -> None:
         self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
-        if self.carries:
-            found, first = self.carries
-            callback(functools.partial(_raise_outside, device=device))(found.value, first.value)
+        if not self.carries:
+            return
 
+        def raise_outside(found: Any, first: Any) -> None:
+            if bool(found):
+                raise pennylane_error(WireError, "WireError")(
+                    f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
+                    f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
+                )
 
-def _raise_outside(found: Any, first: Any, device: str) -> None:
-    if bool(found):
-        raise pennylane_error(WireError, "WireError")(
-            f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
-            f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
-        )
+        callback(raise_outside)(*(carry.value for carry in self.carries))
