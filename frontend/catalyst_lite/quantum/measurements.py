@@ -100,9 +100,7 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
             raise QuantumOperationError(f"{kind} needs an observable.")
         applied = apply_observable(mp.obs, state, n_wires, wires)
         mean = jnp.real(jnp.vdot(state, applied))
-        if kind == "expval":
-            return mean
-        return jnp.real(jnp.vdot(applied, applied)) - mean**2
+        return mean if kind == "expval" else jnp.real(jnp.vdot(applied, applied)) - mean**2
     if kind == "probs":
         if mp.obs is not None:  # probs(op=...): in the observable's eigenbasis, on its wires
             rotated = rotate_to_eigenbasis(state, mp.obs, n_wires, wires)

@@ -22,14 +22,9 @@ __all__ = ["mitigate_with_zne"]
 FOLDINGS = ("global", "local-all")
 
 
-def mitigate_with_zne(
-    fn: Callable | None = None,
-    *,
-    scale_factors: Sequence[int],
-    extrapolate: Callable | None = None,
-    extrapolate_kwargs: dict[str, Any] | None = None,
-    folding: str = "global",
-) -> Callable:
+def mitigate_with_zne(fn: Callable | None = None, *, scale_factors: Sequence[int],
+                      extrapolate: Callable | None = None, extrapolate_kwargs: dict[str, Any] | None = None,
+                      folding: str = "global") -> Callable:
     """``fn`` (a QNode, or a function of QNodes, returning float scalars) mitigated by zero-noise
     extrapolation over ``scale_factors`` (odd positive ints). ``extrapolate(scale_factors,
     results)`` gives the mitigated value (default: the exact polynomial fit); ``folding`` is
@@ -46,10 +41,8 @@ def mitigate_with_zne(
     0.877583
     """
     if fn is None:
-        return functools.partial(
-            mitigate_with_zne, scale_factors=scale_factors, extrapolate=extrapolate,
-            extrapolate_kwargs=extrapolate_kwargs, folding=folding,
-        )
+        return functools.partial(mitigate_with_zne, scale_factors=scale_factors, extrapolate=extrapolate,
+                                 extrapolate_kwargs=extrapolate_kwargs, folding=folding)
     if not callable(fn):
         raise ArgumentTypeError(f"mitigate_with_zne: the target must be callable, got {type(fn).__name__}.")
     _check_scale_factors(list(scale_factors))
@@ -105,7 +98,6 @@ def _float_scalars(fn: Callable, out: Any) -> list:
         )
     dtypes = {jnp.result_type(x) for x in leaves}
     if len(dtypes) != 1 or not jnp.issubdtype(dtypes.pop(), jnp.floating):
-        raise ArgumentTypeError(
-            f"mitigate_with_zne({function_name(fn)}): all results must be floats of one dtype."
-        )
+        raise ArgumentTypeError(f"mitigate_with_zne({function_name(fn)}): all results must be floats of one "
+                                "dtype.")
     return leaves

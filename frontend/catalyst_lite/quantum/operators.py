@@ -11,7 +11,7 @@ and for ``ctrl`` its control and work wires. Outside a compiled circuit they are
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from ..jax_extras import Tracer
 from ..trace_context import pennylane_capture_enabled
@@ -78,11 +78,6 @@ def _classes() -> tuple[type, type]:
     return HybridAdjoint, HybridCtrl
 
 
-def _region_operator(make: Callable[[], Any]) -> Any:
-    with _qml().QueuingManager.stop_recording():  # a record of what was applied, not a gate
-        return make()
-
-
 def adjoint(f: Any, lazy: bool = True) -> Any:
     """Catalyst's ``adjoint``: of an operator, ``qml.adjoint(f, lazy)``; of a quantum function, a
     function that applies its adjoint and returns an operator describing it (see the module
@@ -113,8 +108,9 @@ def adjoint(f: Any, lazy: bool = True) -> Any:
     @functools.wraps(f)
     def apply(*args: Any, **kwargs: Any) -> Any:
         run = run_adjoint(state, f, lazy, args, kwargs)
-        # the wires in the order f applies them (its adjoint applies them last to first)
-        return _region_operator(lambda: _classes()[0](run, _wires_of(run.gates[::-1])))
+        with qml.QueuingManager.stop_recording():  # a record of what was applied, not a gate
+            # the wires in the order f applies them (its adjoint applies them last to first)
+            return _classes()[0](run, _wires_of(run.gates[::-1]))
 
     return apply
 
@@ -165,6 +161,7 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
                              for op in recorded.operations], False)
         else:
             run = run_ctrl(state, f, options, args, kwargs)
-        return _region_operator(lambda: _classes()[1](run, controls, values, spare, work_wire_type))
+        with qml.QueuingManager.stop_recording():
+            return _classes()[1](run, controls, values, spare, work_wire_type)
 
     return apply

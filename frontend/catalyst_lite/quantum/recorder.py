@@ -15,14 +15,6 @@ __all__ = ["recorder_class", "queue_class"]
 
 
 @functools.cache
-def _observable_types() -> tuple:
-    """Operator types that are observables and not gates: a flush leaves them queued."""
-    import pennylane as qml
-
-    return (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)
-
-
-@functools.cache
 def queue_class():
     """The queuing context of a compiled circuit or region: it refuses an operator queued inside a
     function JAX traces itself (``jax.lax.cond``, ``fori_loop``, ``jax.jit``), whose gates would
@@ -53,6 +45,8 @@ def queue_class():
 def recorder_class():
     import pennylane as qml
 
+    observables = (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)  # not gates
+
     class CircuitRecorder(queue_class()):
         """``applied``: the operators applied as gates (by ``id``), which no measurement may take;
         ``deferred``: the observable-type operators a flush left queued."""
@@ -67,7 +61,6 @@ def recorder_class():
             the last segment)."""
             ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
             if not final:
-                observables = _observable_types()
                 self.deferred.update((id(o), o) for o in ops if isinstance(o, observables))
                 ops = [o for o in ops if not isinstance(o, observables)]
             for o in ops:

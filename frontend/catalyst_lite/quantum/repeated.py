@@ -94,20 +94,15 @@ def _moments(leaf: Any, state: Any) -> Any:
             return jax.nn.one_hot(value, 2 ** len(leaf.mv if isinstance(leaf.mv, (list, tuple)) else [leaf.mv]),
                                   dtype=jnp.float64)
         return jnp.stack([value, value**2])
-    if kind == "var":
-        applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
-        mean = jnp.real(jnp.vdot(state.vector, applied))
-        return jnp.stack([mean, jnp.real(jnp.vdot(applied, applied))])
-    value = exact_measurement(leaf, state.vector, state.n_wires, state.wires)
-    return jnp.stack([value, value**2]) if kind == "expval" else value
+    if kind == "probs":
+        return exact_measurement(leaf, state.vector, state.n_wires, state.wires)
+    applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
+    return jnp.stack([jnp.real(jnp.vdot(state.vector, applied)), jnp.real(jnp.vdot(applied, applied))])
 
 
 def _combined(leaf: Any, total: Any, norm: Any) -> Any:
-    moments = total / norm
-    kind = measurement_kind(leaf)
-    if kind == "probs":
-        return moments
-    return moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
+    moments, kind = total / norm, measurement_kind(leaf)
+    return moments if kind == "probs" else moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
 
 
 def all_branches_results(run: Callable, probe: Any) -> Any:

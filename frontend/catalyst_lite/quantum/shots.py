@@ -91,7 +91,11 @@ class McmConfig:
                 "Cannot use postselect_mode='hw-like' with Catalyst when mcm_method='single-branch-statistics': "
                 "'hw-like' post-selection requires mcm_method='one-shot'."
             )
-        if method is None and _defers_measurements(qnode):  # @qml.transforms.defer_measurements
+        # @qml.transforms.defer_measurements: "deferred", as on default.qubit (compiled, the
+        # measurements never reach the transform)
+        pipeline = qnode_pipeline(qnode) or ()
+        if method is None and any(getattr(pipeline[i].tape_transform, "__name__", "") == "defer_measurements"
+                                  for i in range(len(pipeline))):
             method = "deferred"
         explicit = method is not None
         if method is None:
@@ -99,12 +103,3 @@ class McmConfig:
         elif method in ("tree-traversal", "device"):
             method = "deferred"
         return McmConfig(method, fill_shots=method == "deferred" or mode == "fill-shots", explicit=explicit)
-
-
-def _defers_measurements(qnode: Any) -> bool:
-    """The QNode is decorated with ``qml.transforms.defer_measurements`` (``"deferred"``, as on
-    ``default.qubit``: compiled, its measurements never reach the transform)."""
-    pipeline = qnode_pipeline(qnode)
-    return pipeline is not None and any(
-        getattr(pipeline[i].tape_transform, "__name__", "") == "defer_measurements" for i in range(len(pipeline))
-    )
