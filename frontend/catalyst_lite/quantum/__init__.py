@@ -1,17 +1,12 @@
 """Quantum circuits compiled into the same XLA program as the classical code around them.
 
-- :mod:`.qnode`: QNode interception while tracing, ambient state and key, mid-circuit ``measure``;
-  :mod:`.recorder`, :mod:`.regions`: where operations queue, ``qml.adjoint``/``qml.ctrl`` regions;
-  :mod:`.operators`: Catalyst's ``adjoint``/``ctrl``.
-- :mod:`.gates`, :mod:`.transforms`, :mod:`.wires`: which operations compile and the records they
-  become, the QNode's own transforms, a device's wires as state-vector indices.
-- :mod:`.application`, :mod:`.fusion`, :mod:`.table`, :mod:`.statevector`, :mod:`.monomials`:
-  applying gate records to the state vector.
-- :mod:`.measurements`, :mod:`.sampling`: terminal measurements; :mod:`.gradients`,
-  :mod:`.adjoint`: ``diff_method`` and the adjoint method; :mod:`.shots`, :mod:`.mcm`,
-  :mod:`.repeated`: shots, mid-circuit measurements, one execution per shot or branch;
-  :mod:`.prng`: the PRNG; :mod:`.sharded`: a state vector split over devices;
-  :mod:`.mitigation`: ``mitigate_with_zne``.
+QNode interception and mid-circuit ``measure`` (:mod:`.qnode`); queuing and ``qml.adjoint``/
+``qml.ctrl`` regions (:mod:`.recorder`, :mod:`.regions`, :mod:`.operators`); gates and wires
+(:mod:`.gates`, :mod:`.transforms`, :mod:`.wires`); the state-vector simulation
+(:mod:`.application`, :mod:`.fusion`, :mod:`.table`, :mod:`.statevector`, :mod:`.monomials`,
+:mod:`.sharded`); measurements and derivatives (:mod:`.measurements`, :mod:`.sampling`,
+:mod:`.gradients`, :mod:`.adjoint`); shots and mid-circuit measurements (:mod:`.shots`,
+:mod:`.mcm`, :mod:`.repeated`, :mod:`.prng`); ``mitigate_with_zne`` (:mod:`.mitigation`).
 """
 
 from .qnode import measure

@@ -3,10 +3,6 @@ on target wires plus control wires and values. Named gates use ``op.matrix()`` (
 allowed); controlled gates become their base's records with controls, adjoints the reversed,
 conjugate-transposed records of their base; other operations their decomposition, else their
 matrix.
-
->>> import pennylane as qml
->>> [r.targets + r.controls for r in gate_records(qml.CNOT([0, 1]), WireMap(range(2)))]
-[(1, 0)]
 """
 
 from __future__ import annotations

@@ -4,12 +4,6 @@ A compiled circuit's derivatives are those of the simulation (exact); ``diff_met
 PennyLane and Catalyst check it) decides which results may be differentiated, and results from
 shots take the derivative of the exact statistic. With ``"adjoint"`` (and ``"best"`` without
 shots) exact ``expval`` results of a straight-line circuit are differentiated by :mod:`.adjoint`.
-
->>> import pennylane as qml
->>> qnode = qml.qnode(qml.device("lightning.qubit", wires=1))(lambda: qml.expval(qml.Z(0)))
->>> with differentiating("auto"):
-...     gradient_method(qnode, ["expval"], shots_finite=False)
-'adjoint'
 """
 
 from __future__ import annotations

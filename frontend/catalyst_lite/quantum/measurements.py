@@ -78,12 +78,8 @@ def _marginal(probs, targets: tuple | None, n_wires: Any):
         # a symbolic number of amplitudes, or wires known when the program runs
         outcome = outcome_index(basis_indices(n_wires), targets, n_wires)
         return jnp.zeros(2 ** len(targets), probs.dtype).at[outcome].add(probs)
-    tensor = probs.reshape((2,) * n_wires)
-    others = tuple(a for a in range(n_wires) if a not in targets)
-    summed = jnp.sum(tensor, axis=others) if others else tensor
-    kept = [a for a in range(n_wires) if a in targets]
-    order = [kept.index(t) for t in targets]
-    return jnp.transpose(summed, order).reshape(-1)
+    summed = jnp.sum(probs.reshape((2,) * n_wires), axis=tuple(a for a in range(n_wires) if a not in targets))
+    return jnp.transpose(summed, [sorted(targets).index(t) for t in targets]).reshape(-1)
 
 
 def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):

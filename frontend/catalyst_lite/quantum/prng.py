@@ -1,11 +1,6 @@
 """A counter-based PRNG on raw ``uint32[2]`` keys (Threefry-2x32, as ``jax.random``), drawn with
 the ``threefry2x32`` primitive directly: ``jax.random``'s typed keys do not survive
 catalyst_lite's specialization.
-
->>> key, sub = split(key_from_seed(42))
->>> u = uniform(sub, (3,))
->>> bool(((0 <= u) & (u < 1)).all())
-True
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """A compiled QNode's shots (:class:`ShotPlan`: an integer, a shot vector with one result per
 entry, or a traced integer) and mid-circuit measurement method (:class:`McmConfig`), resolved as
 PennyLane and Catalyst resolve them.
-
->>> import pennylane as qml
->>> dev = qml.device("default.qubit", wires=1)
->>> plan = ShotPlan.of(qml.qnode(dev, shots=[10, (20, 3)])(lambda: qml.sample()), {})
->>> plan.total, plan.slices()
-(70, [(0, 10), (10, 30), (30, 50), (50, 70)])
 """
 
 from __future__ import annotations

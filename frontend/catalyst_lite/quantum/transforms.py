@@ -2,12 +2,6 @@
 gates of each straight-line segment of a compiled circuit (see :mod:`.qnode`). A transform must
 rewrite the gates into one circuit (one tape, the same measurements, no post-processing) or keep
 the results (:data:`RESULT_PRESERVING_PASSES`); anything else is a ``QuantumOperationError``.
-
->>> import pennylane as qml
->>> pipeline = qml.transforms.cancel_inverses(qml.qnode(qml.device("default.qubit", wires=1))(
-...     lambda: qml.expval(qml.Z(0)))).compile_pipeline
->>> transformed_operations(pipeline, [qml.H(0), qml.H(0), qml.X(0)], [])
-[X(0)]
 """
 
 from __future__ import annotations
@@ -42,6 +36,9 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
     import pennylane as qml
 
     tape = qml.tape.QuantumScript(list(ops), list(measurements))
+    errors = qml.exceptions  # PennyLane's own, about the circuit (a user's transform raises what it raises)
+    about_the_circuit = (errors.TransformError, errors.QuantumFunctionError, errors.DecompositionError,
+                         errors.OperatorPropertyUndefined, errors.WireError, errors.DeviceError)
     for i in range(len(pipeline)):
         name = str(pipeline[i]).strip("<>")
         pass_name = getattr(pipeline[i], "pass_name", None)
@@ -50,7 +47,7 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             continue
         try:
             tapes, post = pipeline[i : i + 1]((tape,))
-        except _pennylane_errors(qml) as e:  # name the transform that raised; the user's own pass
+        except about_the_circuit as e:  # name the transform that raised
             raise QuantumOperationError(f"The QNode's transform {name} failed on a compiled circuit: {e}") from e
         if not _one_circuit(tapes, post, tape):
             as_pass = getattr(pipeline[i].tape_transform, "__name__", "").replace("_", "-")
@@ -64,16 +61,6 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             )
         tape = tapes[0]
     return list(tape.operations)
-
-def _pennylane_errors(qml: Any) -> tuple[type[BaseException], ...]:
-    """PennyLane's own exceptions, which a transform raises about its circuit (a user's transform
-    raises what it raises, untouched)."""
-    errors = qml.exceptions
-    return (
-        errors.TransformError, errors.QuantumFunctionError, errors.DecompositionError,
-        errors.OperatorPropertyUndefined, errors.WireError, errors.DeviceError,
-    )
-
 
 def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
     """``tape`` after the compiler pass ``pass_name`` (with no tape transform of its own): by

@@ -1,18 +1,11 @@
-"""A device's wires as state-vector indices: **labels** (``wires=3``, ``["a", "b"]``: wire ``k``
-of the list is index ``k``), **a traced number** (``wires=n`` traced: ``0 .. n - 1``, a state of
-symbolic length), or **unspecified** (``wires=None``: allocated as the circuit uses them, an
-integer ``w`` bringing every wire below it, as the least significant wires: ``on_grow``).
-
-Wires of ``qml.allocate`` get *slots*, extra wires after the device's, persisting between runs
-(:meth:`WireMap.begin_run` frees them). A freed slot is reused as it is if it was promised
-restored, else only where :meth:`WireMap.allocate` is told to reuse (in a loop or branch, whose
-size is fixed), for the circuit to reset it. A traced wire (a loop index) is an index;
-``on_traced`` sees each one, so that one outside the device raises ``WireError`` when the program
-runs (:class:`OutsideWires`).
-
->>> growing = WireMap.allocated_on_use()
->>> growing.index(2, "PauliX"), growing.n_wires
-(2, 3)
+"""A device's wires as state-vector indices: **labels** (``wires=3`` or ``["a", "b"]``), **a traced
+number** (``wires=n``: ``0 .. n - 1``, a state of symbolic length) or **unspecified**
+(``wires=None``: allocated as the circuit uses them, an integer bringing every wire below it, each
+new wire least significant: ``on_grow``). Wires of ``qml.allocate`` get *slots* after the device's
+wires, kept between runs (:meth:`WireMap.begin_run` frees them); a freed slot is reused as it is if
+promised restored, else only where :meth:`WireMap.allocate` may ``reuse`` it (a loop or branch:
+the circuit then resets it). A traced wire (a loop index) is an index, seen by ``on_traced`` so
+that one outside the device raises ``WireError`` when the program runs (:class:`OutsideWires`).
 """
 
 from __future__ import annotations
