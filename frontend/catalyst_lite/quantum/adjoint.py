@@ -189,9 +189,7 @@ def _monomial_branch(gates: list[Monomial], n_wires: int):
 def adjoint_expvals(mps: Sequence[Any], initial: Any, records: Sequence[GateRecord], n_wires: Any,
                     wires: Any) -> list | None:
     """The values of the ``expval`` measurements ``mps`` after ``records`` applied to ``initial``
-    (a constant), with derivatives by the adjoint method; ``None`` when the method does not apply
-    (another result, traced observable coefficients or wires, a traced parameter that is no real
-    scalar of a named gate, a dense gate on more than three wires)."""
+    (a constant), with derivatives by the adjoint method; ``None`` when the method does not apply."""
     if not mps or not records or any(measurement_kind(m) != "expval" or m.mv is not None or m.obs is None
                                      for m in mps):
         return None

@@ -85,11 +85,7 @@ def _dagger(m: Any) -> Any:
 def stacked(values: Sequence[Any]) -> Any:
     """``jnp.stack(values)``; when every value is an element of one array with static indices
     (``params[layer, wire]``) or computed by one formula (``x * angle[g]``), one gather or one
-    vector formula instead (cheaper to compile, see :func:`~.jax_extras.provenance.vectorized_stack`).
-
-    >>> stacked([1.0, 2.0]).tolist()
-    [1.0, 2.0]
-    """
+    vector formula instead (cheaper to compile, see :func:`~.jax_extras.provenance.vectorized_stack`)."""
     vector = vectorized_stack(values)
     return jnp.stack([jnp.asarray(v) for v in values]) if vector is None else vector
 
@@ -135,8 +131,7 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
     if op.name == "GlobalPhase":  # exp(-i phi) on one wire (its own, else the first): qml.state()'s phase
         target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
         return [GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))]
-    # A controlled operator without wires of its own (a controlled GlobalPhase) is its
-    # decomposition (a PhaseShift on a control wire), below.
+    # a controlled operator without wires of its own (GlobalPhase) is its decomposition, below
     if isinstance(op, qml.ops.Controlled) and len(op.base.wires):
         controls = wires.indices(op.control_wires, op.name)
         values = tuple(op.control_values)
@@ -154,8 +149,7 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         except qml.operation.DecompositionUndefinedError:
             pass
         except jax.errors.ConcretizationTypeError:
-            # a decomposition that branches on a traced parameter (SpecialUnitary's TmpPauliRot
-            # asks whether its angle is 0): the operation's matrix is exact for any value
+            # a decomposition branching on a traced parameter (SpecialUnitary's): the matrix is exact
             if not op.has_matrix:
                 raise
     if op.has_matrix:  # BlockEncode, a user's operation with compute_matrix only
@@ -197,10 +191,6 @@ def initial_state(op: Any, wires: WireMap) -> Any:
 
 
 def bit_flip_matrix(bit: Any) -> Any:
-    """``X**bit`` for a (possibly traced) bit: the identity for 0, Pauli X for 1.
-
-    >>> bit_flip_matrix(1).tolist()
-    [[0j, (1+0j)], [(1+0j), 0j]]
-    """
+    """``X**bit`` for a (possibly traced) bit: the identity for 0, Pauli X for 1."""
     b = jnp.asarray(bit).astype(jnp.complex128)
     return jnp.stack([jnp.stack([1 - b, b]), jnp.stack([b, 1 - b])])

@@ -30,8 +30,7 @@ def _auto() -> bool:
 
 @contextlib.contextmanager
 def differentiating(method: str) -> Iterator[None]:
-    """While a function is traced to be differentiated with ``method`` (``"auto"`` or
-    ``"fd"``): QNodes called by it check their ``diff_method`` (:func:`gradient_method`)."""
+    """While a function is traced to be differentiated with ``method`` (``"auto"`` or ``"fd"``)."""
     with context_scope(diff_methods=(*current_context().diff_methods, method)):
         yield
 

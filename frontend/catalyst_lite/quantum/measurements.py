@@ -125,9 +125,7 @@ STATE_MEASUREMENTS = {
     "VnEntropyMP": "qml.math.vn_entropy(qml.math.dm_from_state_vector(state), indices)",
     "MutualInfoMP": "qml.math.mutual_info(qml.math.dm_from_state_vector(state), indices0, indices1)",
     "PurityMP": "qml.math.purity(qml.math.dm_from_state_vector(state), indices)",
-}
-"""Measurements PennyLane computes from the exact state (``process_state``), with the ``qml.math``
-function that computes them from ``qml.state()``."""
+}  # computed from the exact state (``process_state``): the qml.math function that does it
 
 
 def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):

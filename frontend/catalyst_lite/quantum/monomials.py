@@ -20,8 +20,7 @@ from .statevector import basis_indices, bit_position, controls_hold, lookup, wir
 __all__ = ["Monomial", "AffineMap", "apply_monomials"]
 
 TABLE_BITS = 10
-"""An affine map is looked up in tables of at most ``2**TABLE_BITS`` entries, one per chunk of
-index bits (one table up to 10 wires, two up to 20)."""
+"""An affine map is looked up in tables of at most ``2**TABLE_BITS`` entries, one per chunk of bits."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +60,7 @@ def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int)
         return _gather(state, affine.indices(n_wires))
     # The barrier keeps XLA from folding the index arithmetic into a 2**n-element literal.
     index = lax.optimization_barrier(basis_indices(n_wires))
-    phase, permuted = None, False
+    phase = None
     for gate in reversed(gates):
         hold = controls_hold(index, gate.controls, gate.control_values, n_wires) if gate.controls else None
         if gate.has_phase:
@@ -71,8 +70,7 @@ def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int)
         if gate.permutes:
             moved = _new_target_bits(index, gate, n_wires)
             index = moved if hold is None else jnp.where(hold, moved, index)
-            permuted = True
-    if permuted:
+    if any(gate.permutes for gate in gates):
         state = _gather(state, index)
     return state if phase is None else phase * state
 
@@ -125,8 +123,7 @@ class AffineMap:
 
     @staticmethod
     def of(gates: Sequence[Monomial], n_wires: int) -> "AffineMap | None":
-        """The composed source map of ``gates``, or ``None`` when a gate has phases or is not
-        affine."""
+        """The composed source map of ``gates``; ``None`` when a gate has phases or is not affine."""
         if any(g.has_phase or not _is_affine(g, n_wires) for g in gates):
             return None
         points = np.array([0] + [1 << b for b in range(n_wires)], np.int64)
@@ -150,8 +147,7 @@ class AffineMap:
         return result
 
     def table(self, low: int, bits: int, with_offset: bool = False) -> np.ndarray:
-        """The XOR of the columns of index bits ``low .. low + bits - 1``, for every value of those
-        bits (plus the offset in the first table)."""
+        """The XOR of the columns of index bits ``low .. low + bits - 1`` for each of their values."""
         values = np.arange(2**bits)
         table = np.full(2**bits, self.offset if with_offset else 0, np.int64)
         for m in range(bits):

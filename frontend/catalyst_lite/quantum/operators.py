@@ -139,8 +139,7 @@ def ctrl(f: Any, control: Any, control_values: Any = None, work_wires: Any = Non
     several = isinstance(control_values, (list, tuple)) or getattr(control_values, "ndim", 0) > 0
     values = [True] * len(controls) if control_values is None else (
         list(control_values) if several else [control_values])
-    # checked for operators too: qml.ctrl builds its named controlled gates (CRX...) without
-    # looking at the values, so a wrong count would otherwise pass silently
+    # checked for operators too: qml.ctrl builds CRX... without looking at the values
     if len(values) != len(controls):
         raise ValueError(
             f"Length of the control_values ({len(values)}) differs from the number of control "

@@ -22,11 +22,7 @@ __all__ = ["key_from_seed", "mark_unseeded", "is_unseeded_key", "host_key", "fol
 
 def key_from_seed(seed: int) -> jax.Array:
     """The key ``jax.random.PRNGKey(seed)`` holds, for a seed below ``2**32``: a concrete array
-    even while tracing, so that it is a constant of the traced program (which a call may replace).
-
-    >>> key_from_seed(7).tolist()
-    [0, 7]
-    """
+    even while tracing, so that it is a constant of the traced program (which a call may replace)."""
     with jax.ensure_compile_time_eval():
         return jnp.asarray(np.array([0, seed % 2**32], np.uint32))
 
@@ -53,14 +49,12 @@ def is_unseeded_key(value: object) -> bool:
 
 
 def host_key() -> jax.Array:
-    """A fresh key from the operating system's entropy: what a program without a seed draws with
-    on each call."""
+    """A fresh key from the operating system's entropy (a program without a seed, on each call)."""
     return jax.device_put(np.frombuffer(os.urandom(8), np.uint32))
 
 
 def fold_in(key: jnp.ndarray, data: Any) -> jnp.ndarray:
-    """The key of stream ``data`` of ``key`` (as ``jax.random.fold_in``): independent streams
-    for the QNodes of one program, or for the shots of one QNode (``data`` may be traced)."""
+    """The key of stream ``data`` (maybe traced) of ``key``, as ``jax.random.fold_in``."""
     if isinstance(data, (int, np.integer)):
         return threefry_2x32(key, jnp.asarray(np.array([0, data], np.uint32)))
     return threefry_2x32(key, jnp.stack([jnp.uint32(0), jnp.asarray(data).astype(jnp.uint32)]))

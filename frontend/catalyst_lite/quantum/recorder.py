@@ -17,8 +17,7 @@ __all__ = ["recorder_class", "queue_class"]
 @functools.cache
 def queue_class():
     """The queuing context of a compiled circuit or region: it refuses an operator queued inside a
-    function JAX traces itself (``jax.lax.cond``, ``fori_loop``, ``jax.jit``), whose gates would
-    reach the state once each, in the wrong place."""
+    function JAX traces itself (``jax.lax.cond``, ``fori_loop``, ``jax.jit``)."""
     import pennylane as qml
 
     class CircuitQueue(qml.queuing.AnnotatedQueue):

@@ -85,8 +85,7 @@ class McmConfig:
                 "Cannot use postselect_mode='hw-like' with Catalyst when mcm_method='single-branch-statistics': "
                 "'hw-like' post-selection requires mcm_method='one-shot'."
             )
-        # @qml.transforms.defer_measurements: "deferred", as on default.qubit (compiled, the
-        # measurements never reach the transform)
+        # @qml.transforms.defer_measurements: compiled, the measurements never reach the transform
         pipeline = qnode_pipeline(qnode) or ()
         if method is None and any(getattr(pipeline[i].tape_transform, "__name__", "") == "defer_measurements"
                                   for i in range(len(pipeline))):

@@ -153,10 +153,9 @@ class _Slot:
 
 
 class OutsideWires:
-    """The first traced wire of a circuit run that the device does not have (in ambient
-    ``carries``), for :meth:`check` to raise ``WireError`` when the program runs. A circuit whose
-    traced wires are not checked yet runs again with the check (``retry``), so circuits without
-    traced wires carry nothing more."""
+    """The first traced wire of a circuit run outside the device (in ambient ``carries``), for
+    :meth:`check` to raise ``WireError`` when the program runs. A circuit runs again with the
+    check (``retry``) at its first traced wire, so others carry nothing more."""
 
     def __init__(self, wires: WireMap, retry: Callable[[], Exception]):
         self.wires, self.retry = wires, retry
