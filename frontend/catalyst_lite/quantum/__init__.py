@@ -1,16 +1,15 @@
 """Quantum circuits compiled into the same XLA program as the classical code around them.
 
 QNode interception and mid-circuit ``measure`` (:mod:`.qnode`); queuing and ``qml.adjoint``/
-``qml.ctrl`` regions (:mod:`.recorder`, :mod:`.regions`, :mod:`.operators`); gates and wires
-(:mod:`.gates`, :mod:`.transforms`, :mod:`.wires`); the state-vector simulation
-(:mod:`.application`, :mod:`.fusion`, :mod:`.table`, :mod:`.statevector`, :mod:`.monomials`,
-:mod:`.sharded`); measurements and derivatives (:mod:`.measurements`, :mod:`.sampling`,
-:mod:`.gradients`, :mod:`.adjoint`); shots and mid-circuit measurements (:mod:`.shots`,
-:mod:`.mcm`, :mod:`.repeated`, :mod:`.prng`); ``mitigate_with_zne`` (:mod:`.mitigation`).
+``qml.ctrl`` regions (:mod:`.recorder`, :mod:`.regions`); Catalyst's ``adjoint``, ``ctrl`` and
+``mitigate_with_zne`` (:mod:`.operators`); gates and wires (:mod:`.gates`, :mod:`.transforms`,
+:mod:`.wires`); the state-vector simulation (:mod:`.application`, :mod:`.fusion`, :mod:`.table`,
+:mod:`.statevector`, :mod:`.monomials`, :mod:`.sharded`); measurements and derivatives
+(:mod:`.measurements`, :mod:`.sampling`, :mod:`.gradients`, :mod:`.adjoint`); shots and
+mid-circuit measurements (:mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`, :mod:`.prng`).
 """
 
 from .qnode import measure
-from .operators import adjoint, ctrl
-from .mitigation import mitigate_with_zne
+from .operators import adjoint, ctrl, mitigate_with_zne
 
 __all__ = ["measure", "adjoint", "ctrl", "mitigate_with_zne"]

@@ -2,11 +2,6 @@
 without shots, else statistics of the shots' records (:mod:`.sampling`), as ``default.qubit``
 gives them. Observables with a Pauli sentence are applied as a bit flip and a sign per word;
 others by their matrix.
-
->>> import pennylane as qml
->>> from catalyst_lite.quantum.statevector import zero_state
->>> [float(x) for x in measure_terminal([qml.expval(qml.Z(0))], zero_state(1), n_wires=1, wires=WireMap([0]))]
-[1.0]
 """
 
 from __future__ import annotations
