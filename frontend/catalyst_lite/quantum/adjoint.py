@@ -33,7 +33,6 @@ from .statevector import apply_block
 
 __all__ = ["adjoint_expvals"]
 
-
 MAX_KINDS = 32
 """At most this many kernels (kinds of block) in the sweep's loop body, else JAX's reverse mode."""
 
@@ -120,9 +119,8 @@ def _real_scalars(parameters: Sequence[Any]) -> bool:
 
 def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, observables: int = 0):
     """The blocks applied to ``vectors`` (rows) by one loop over a ``switch`` of block kinds: in
-    order (``forward``), or their inverses backwards, keeping ``R`` for the ``observables``
-    vectors after the first. Returns the vectors and, per traced stack, ``R`` of its blocks,
-    ``(observables, blocks, d, d)``."""
+    order (``forward``), or their inverses backwards, keeping ``R`` for the ``observables`` vectors
+    after the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d, d)``."""
     known_by_size: dict[int, list[np.ndarray]] = {}
     kinds: dict[tuple, int] = {}  # a branch per kind of block
     branches, steps = [], []

@@ -22,8 +22,7 @@ from ..jax_extras.provenance import vectorized_stack
 from .statevector import basis_indices, bit_mask, outcome_index
 from .wires import WireMap
 
-__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices",
-           "SUPPORTED_GATES"]
+__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices"]
 
 SUPPORTED_GATES = frozenset({
     "Identity", "PauliX", "PauliY", "PauliZ", "Hadamard", "S", "T", "SX",
@@ -83,9 +82,8 @@ def _dagger(m: Any) -> Any:
 
 
 def stacked(values: Sequence[Any]) -> Any:
-    """``jnp.stack(values)``; when every value is an element of one array with static indices
-    (``params[layer, wire]``) or computed by one formula (``x * angle[g]``), one gather or one
-    vector formula instead (cheaper to compile, see :func:`~.jax_extras.provenance.vectorized_stack`)."""
+    """``jnp.stack(values)``, or one gather or vector formula when the values are elements of one
+    array or computed by one formula (:func:`~.jax_extras.provenance.vectorized_stack`)."""
     vector = vectorized_stack(values)
     return jnp.stack([jnp.asarray(v) for v in values]) if vector is None else vector
 
@@ -103,8 +101,7 @@ def batched_matrices(records: Sequence[GateRecord], params: Sequence[Any] | None
 
 def stacked_matrices(run: Sequence[GateRecord]) -> Any:
     """``(len(run), 2**k, 2**k)`` matrices of records with ``k`` targets each: known ones as
-    constants, traced ones computed in one batched call per gate type, put back in order by one
-    gather."""
+    constants, traced ones by one batched call per gate type, put in order by one gather."""
     groups: dict[Any, list[int]] = {}
     for i, r in enumerate(run):
         key = "known" if r.is_static else ("explicit", i) if r.op is None else r.group_key()

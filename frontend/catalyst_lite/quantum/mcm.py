@@ -71,14 +71,7 @@ def with_values(op: Any) -> Any:
 
 
 def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any) -> Any:
-    """The ``MeasurementValue`` of a mid-circuit measurement of ``wire`` with traced ``outcome``.
-
-    >>> import jax.numpy as jnp
-    >>> m0 = measured_value(0, False, None, jnp.asarray(True))
-    >>> m1 = measured_value(1, False, None, jnp.asarray(True))
-    >>> int((m0 + m1).value()), bool((~m0).value()), bool((m0 + m1 == 2).value())
-    (2, False, True)
-    """
+    """The ``MeasurementValue`` of a mid-circuit measurement of ``wire`` with traced ``outcome``."""
     import pennylane as qml
 
     try:

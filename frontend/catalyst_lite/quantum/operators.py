@@ -3,14 +3,11 @@
 Of an operator ``adjoint``/``ctrl`` are ``qml.adjoint``/``qml.ctrl``. Of a quantum function in a
 compiled circuit, the result applies its adjoint or controlled version (loops and branches too,
 see :mod:`.regions`) and returns an operator describing it (never queued), as Catalyst's
-``HybridAdjoint``/``HybridCtrl``: ``wires``, ``decomposition()`` (when only gates were applied),
-and for ``ctrl`` its control and work wires. Outside a compiled circuit they are PennyLane's, but
-``ctrl`` of a function still returns such an operator.
+``HybridAdjoint``/``HybridCtrl``; outside one, ``ctrl`` of a function still returns such an operator.
 
-``mitigate_with_zne`` runs a circuit folded into ``U (U^dagger U)^k`` (scale factor ``2k + 1``) and
-extrapolates the results to zero noise. The simulators are noiseless, so each scale factor runs the
-circuit as written, once (with shots, each run draws its own samples); the extrapolation is
-Catalyst's, by default an exact polynomial fit (``qml.noise.poly_extrapolate``) evaluated at zero.
+``mitigate_with_zne`` folds a circuit into ``U (U^dagger U)^k`` (scale factor ``2k + 1``) and
+extrapolates its results to zero noise: on noiseless simulators each scale factor runs the circuit
+as written, once, and the extrapolation is Catalyst's (by default an exact polynomial fit).
 """
 
 from __future__ import annotations

@@ -24,10 +24,6 @@ from .mcm import ValueCarry
 __all__ = ["WireMap", "OutsideWires"]
 
 
-def _is_traced(wire: Any) -> bool:
-    return isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray))
-
-
 def _is_index(label: Any) -> bool:
     return isinstance(label, (int, np.integer)) and not isinstance(label, bool) and label >= 0
 
@@ -51,9 +47,8 @@ class WireMap:
         self.free: list = [(slot, False) for slot in self.slots]  # (slot, used since the run began)
 
     def allocate(self, dynamic_wires: Sequence[Any], restored: bool = False, reuse: bool = False) -> list:
-        """Give each of ``dynamic_wires`` a free slot (one left in ``|0>``, or with ``reuse`` any
-        free one), adding slots (wires) as needed; returns ``(index, used)`` per wire, ``used``:
-        the slot held another dynamic wire in this run and may not be in ``|0>``."""
+        """A free slot (in ``|0>``, or with ``reuse`` any) for each of ``dynamic_wires``, added as
+        needed: ``(index, used)`` per wire, ``used`` when it may not be in ``|0>``."""
         if self.labels is None:
             raise WireError("qml.allocate on a device with a traced number of wires is not supported: "
                             "give the device a fixed number of wires.")
@@ -95,7 +90,7 @@ class WireMap:
         return self.labels is None
 
     def index(self, wire: Any, op_name: str) -> Any:
-        if _is_traced(wire):
+        if isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray)):
             if self.growing:
                 raise WireError(
                     f"{op_name} acts on a traced wire on a device without a number of wires "
