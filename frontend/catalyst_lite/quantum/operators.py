@@ -250,6 +250,7 @@ def _float_scalars(fn: Callable, out: Any) -> list:
         )
     dtypes = {jnp.result_type(x) for x in leaves}
     if len(dtypes) != 1 or not jnp.issubdtype(dtypes.pop(), jnp.floating):
-        raise ArgumentTypeError(f"mitigate_with_zne({function_name(fn)}): all results must be floats of one "
-                                "dtype.")
+        raise ArgumentTypeError(
+            f"mitigate_with_zne({function_name(fn)}): all results must be floats of one dtype."
+        )
     return leaves
