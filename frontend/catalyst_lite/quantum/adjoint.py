@@ -1,42 +1,19 @@
-"""Exact derivatives of a circuit's expectation values by the adjoint method: the forward
-simulation as it is compiled without derivatives, and one compiled loop for the backward sweep.
+"""Exact derivatives of a circuit's expectation values by the adjoint method.
 
-Differentiating the simulation by JAX's reverse mode traces and compiles the transpose of every
-fused block of the circuit: a program three times as long as the forward one, and most of the
-first call's time. When every result is an ``expval`` without shots and every traced parameter is
-a real scalar of a named gate, the QNode's results are instead a ``jax.custom_jvp`` function of
-the gates' parameters:
-
-- its value is the forward simulation of :mod:`.application` (fused blocks, the same program as
-  without derivatives);
-- its rule walks the circuit's fused blocks (:func:`~.fusion.fuse`) backwards in one counted loop.
-  ``|psi>`` and ``|phi_o> = O_o|psi>`` take each block's inverse ``B^+``; for a block with traced
-  parameters the loop keeps ``R[a, b] = sum_r conj(phi_o[a, r]) psi[b, r]`` (``psi`` before the
-  block, ``phi_o`` after it, ``a, b`` the amplitudes' bits on the block's wires), and
-  ``d<O_o> = 2 Re sum(dB * R)``, with ``dB`` the forward derivative of the block matrices (a few
-  batched ``4 x 4`` products, :func:`~.fusion.block_matrices`).
-
-The loop's body is a ``switch`` over the circuit's distinct block *kinds* (wires, and where its
-matrix comes from), each a static kernel (:func:`~.statevector.apply_block`,
-:func:`~.monomials.apply_monomials`): XLA compiles one body per kind, however long the circuit,
-and a pass costs what a forward pass costs. The rule's tangent is linear in the parameters'
-tangents (``grad``, ``jacobian``, ``jvp``) and the rule is array code, so higher derivatives are
-exact too.
-
->>> import jax, pennylane as qml
->>> from catalyst_lite import qjit, grad
->>> def circuit(x):
-...     qml.RX(x, 0)
-...     qml.CRY(2 * x, [0, 1])
-...     return qml.expval(qml.Z(1))
->>> adjoint = qml.qnode(qml.device("default.qubit", wires=2), diff_method="adjoint")(circuit)
->>> reference = qml.qnode(qml.device("default.qubit", wires=2), interface="jax")(circuit)
->>> bool(abs(qjit(grad(adjoint))(0.3) - jax.grad(reference)(0.3)) < 1e-12)
-True
+When every result is an ``expval`` without shots and every traced parameter is a real scalar of a
+named gate, the results are a ``jax.custom_jvp`` function of the gates' parameters (JAX's reverse
+mode of the simulation would compile the transpose of every fused block: three times the program).
+Its value is the forward simulation of :mod:`.application`; its rule walks the fused blocks
+(:func:`~.fusion.fuse`) backwards in one counted loop whose body is a ``switch`` over the distinct
+block kinds (one static kernel each). ``|psi>`` and ``|phi_o> = O_o|psi>`` take each block's
+inverse; for a traced block the loop keeps ``R[a, b] = sum_r conj(phi_o[a, r]) psi[b, r]`` (``a,
+b`` the bits of the block's wires) and ``d<O_o> = 2 Re sum(dB * R)``. The rule is linear in the
+tangents and is array code, so higher derivatives are exact too.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -48,7 +25,7 @@ from jax import lax
 from ..jax_extras import Tracer
 from .fusion import (MAX_UNROLLED_BLOCKS, Block, BlockMatrices, PlannedGate, _apply_blocks, _monomial, _shape_of, block_matrices,
                      fuse, has_known_wires, planned_gates)
-from .gates import GateRecord, _dagger, stacked
+from .gates import GateRecord, _dagger, batched_matrices, stacked
 from .measurements import apply_observable, exact_measurement
 from .monomials import Monomial, apply_monomials
 from .sampling import measurement_kind
@@ -56,10 +33,8 @@ from .statevector import apply_block
 
 __all__ = ["adjoint_expvals"]
 
-
 MAX_KINDS = 32
-"""The backward sweep's loop body holds one kernel per kind of block; a circuit with more kinds
-(every block on other wires) is differentiated through the simulation instead."""
+"""At most this many kernels (kinds of block) in the sweep's loop body, else JAX's reverse mode."""
 
 
 def _cross(phis: Any, psi: Any, wires: Sequence[int], n_wires: int) -> Any:
@@ -78,23 +53,14 @@ def _cross(phis: Any, psi: Any, wires: Sequence[int], n_wires: int) -> Any:
     return cross.reshape(-1, 2**m, 2**m)
 
 
-def _inverse_monomials(records: Sequence[GateRecord]) -> list[Monomial]:
-    """The monomial gates that undo ``records`` (known monomials), in order."""
-    out = []
-    for r in reversed(records):
-        inverse = np.conj(np.asarray(r.matrix, np.complex128)).T
-        out.append(Monomial.of(inverse, r.targets, r.controls, tuple(int(v) for v in r.control_values)))
-    return out
-
-
 class _Plan:
-    """A straight-line circuit on known wires, ready for the adjoint method: its traced
-    parameters (stacked per gate type) and its fused blocks."""
+    """A straight-line circuit on known wires: its traced parameters (stacked per gate type) and
+    its fused blocks."""
 
     def __init__(self, records: Sequence[GateRecord], n_wires: int):
         self.records, self.n_wires = list(records), n_wires
         self.ok = isinstance(n_wires, (int, np.integer)) and all(map(has_known_wires, records))
-        if not self.ok:  # a traced wire: no block can be planned (the simulation's loops apply it)
+        if not self.ok:  # a traced wire: no block can be planned
             return
         groups: dict[tuple, list[int]] = {}
         for i, r in enumerate(records):
@@ -107,29 +73,20 @@ class _Plan:
         self.groups = list(groups.values())
         self.place = {id(records[i]): (g, j) for g, rows in enumerate(self.groups) for j, i in enumerate(rows)}
         self.blocks = fuse([_shape_of(r) for r in records])
-        # what applying a block needs besides its matrix (the monomials of known gates)
         self.gates = [PlannedGate(r.targets, r.controls, tuple(int(v) for v in r.control_values), None,
                                   _monomial(np.asarray(r.matrix, np.complex128), r) if r.is_static else None)
                       for r in records]
         self.ok = self.ok and bool(self.groups) and all(b.kind != "wide" for b in self.blocks)
 
     def parameters(self) -> list[list[Any]]:
-        """The custom derivative's inputs: per group, each parameter stacked over its records."""
+        """Per group, each parameter stacked over its records."""
         return [[stacked([self.records[i].op.parameters[p] for i in rows]).astype(jnp.float64)
                  for p in range(len(self.records[rows[0]].op.parameters))] for rows in self.groups]
 
     def block_matrices(self, params: list[list[Any]]) -> BlockMatrices:
-        """The blocks' matrices (:func:`~.fusion.block_matrices`), the traced gates' ones
-        computed from ``params`` by one batched call of ``compute_matrix`` per group."""
-        by_group: dict[int, Any] = {}
-
-        def group(g: int) -> Any:
-            if g not in by_group:
-                first = self.records[self.groups[g][0]]
-                m = type(first.op).compute_matrix(*params[g], **first.op.hyperparameters)
-                m = jnp.broadcast_to(jnp.asarray(m, jnp.complex128), (len(self.groups[g]),) + jnp.shape(m)[-2:])
-                by_group[g] = _dagger(m) if first.adjoint else m
-            return by_group[g]
+        """The blocks' matrices, the traced ones by one ``compute_matrix`` call per group."""
+        group = functools.cache(
+            lambda g: batched_matrices([self.records[i] for i in self.groups[g]], params[g]))
 
         def matrices(records: Sequence[GateRecord]) -> Any:
             where = [self.place[id(r)] for r in records]
@@ -142,37 +99,28 @@ class _Plan:
         return block_matrices(self.blocks, planned_gates([[r] for r in self.records], matrices), 1)
 
     def simulate(self, initial: Any, matrices: BlockMatrices) -> Any:
-        """The final state: the blocks applied in order (unrolled as :func:`~.fusion.apply_fused`
-        does when there are few, else by the loop of :func:`_walk`)."""
+        """The final state: the blocks applied in order (unrolled when few, else by :func:`_walk`)."""
         if len(self.blocks) <= MAX_UNROLLED_BLOCKS:
             return _apply_blocks(initial, self.blocks, self.gates, matrices.picked(lambda stack: stack[0]), self.n_wires)
         return _walk(self, matrices, initial[None], forward=True)[0][0]
 
     def kind(self, block: Block) -> tuple:
-        """Equal kinds: blocks one kernel of the sweep applies (a monomial block's gates, a dense
-        block's wires and whether its matrix is known)."""
+        """Equal kinds: blocks that one kernel of the sweep applies."""
         members = [self.records[m] for m in block.members]
         if block.kind == "monomial":
             return ("monomial",) + tuple((r.targets, r.controls, tuple(r.control_values),
                                           np.asarray(r.matrix, np.complex128).tobytes()) for r in members)
         return ("dense", tuple(sorted(block.wires)), all(r.is_static for r in members))
 
-    def kinds(self) -> int:
-        """The number of kernels the sweep's loop body holds."""
-        return len({self.kind(b) for b in self.blocks})
-
 
 def _real_scalars(parameters: Sequence[Any]) -> bool:
-    """True when the traced ones among ``parameters`` are real scalars."""
     return all(not isinstance(p, Tracer) or (jnp.shape(p) == () and not jnp.iscomplexobj(p)) for p in parameters)
 
 
 def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, observables: int = 0):
-    """The blocks applied to ``vectors`` (rows of one array) by one loop whose body is a
-    ``switch`` over the kinds of block: in order (``forward``), or their inverses in reverse
-    order, keeping ``R`` for the ``observables`` vectors after the first (see the module
-    docstring). Returns the vectors, and per traced stack of ``matrices`` its blocks' ``R``,
-    ``(observables, blocks, d, d)``."""
+    """The blocks applied to ``vectors`` (rows) by one loop over a ``switch`` of block kinds: in
+    order (``forward``), or their inverses backwards, keeping ``R`` for the ``observables`` vectors
+    after the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d, d)``."""
     known_by_size: dict[int, list[np.ndarray]] = {}
     kinds: dict[tuple, int] = {}  # a branch per kind of block
     branches, steps = [], []
@@ -181,7 +129,8 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
         wires = tuple(sorted(block.wires))
         if block.kind == "monomial":
             members = [plan.records[m] for m in block.members]
-            gates = [plan.gates[m].monomial for m in block.members] if forward else _inverse_monomials(members)
+            gates = ([plan.gates[m].monomial for m in block.members] if forward else
+                     [_monomial(_dagger(np.asarray(r.matrix, np.complex128)), r) for r in members[::-1]])
             key, position = plan.kind(block), 0
             make = lambda gates=gates: _monomial_branch(gates, plan.n_wires)
         elif b in matrices.known:
@@ -211,7 +160,7 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
 
 def _dense_branch(wires: tuple, n_wires: int, source: tuple, forward: bool):
     """A block on ``wires`` whose matrix is row ``position`` of ``sources[source]``: the vectors
-    take it (``forward``) or its inverse; backwards, for a traced matrix, ``R`` is kept."""
+    take it (``forward``) or its inverse (then keeping ``R`` for a traced matrix)."""
 
     def branch(carry, sources, position):
         vectors, crosses = carry
@@ -228,8 +177,6 @@ def _dense_branch(wires: tuple, n_wires: int, source: tuple, forward: bool):
 
 
 def _monomial_branch(gates: list[Monomial], n_wires: int):
-    """A monomial block: the vectors take ``gates``, one gather each."""
-
     def branch(carry, sources, position):
         vectors, crosses = carry
         return jax.vmap(lambda v: apply_monomials(v, gates, n_wires))(vectors), crosses
@@ -240,18 +187,14 @@ def _monomial_branch(gates: list[Monomial], n_wires: int):
 def adjoint_expvals(mps: Sequence[Any], initial: Any, records: Sequence[GateRecord], n_wires: Any,
                     wires: Any) -> list | None:
     """The values of the ``expval`` measurements ``mps`` after ``records`` applied to ``initial``
-    (whose derivative is not taken), with derivatives by the adjoint method; ``None`` when the
-    method does not apply (a result that is no expectation value, an observable with traced
-    coefficients, a traced wire or number of wires, a traced parameter that is no real scalar of
-    a named gate, a dense gate on more than three wires)."""
-    if not mps or any(measurement_kind(m) != "expval" or m.mv is not None or m.obs is None for m in mps):
+    (a constant), with derivatives by the adjoint method; ``None`` when the method does not apply."""
+    if not mps or not records or any(measurement_kind(m) != "expval" or m.mv is not None or m.obs is None
+                                     for m in mps):
         return None
     if any(isinstance(d, Tracer) for m in mps for d in jax.tree_util.tree_leaves(m.obs.data)):
         return None
-    if not records:
-        return None
     plan = _Plan(records, n_wires)
-    if not plan.ok or plan.kinds() > MAX_KINDS:
+    if not plan.ok or len({plan.kind(b) for b in plan.blocks}) > MAX_KINDS:
         return None
 
     def measured(state):

@@ -1,27 +1,8 @@
-"""Applying a circuit's gate records to the state vector, each run of them in the cheapest way.
-
-- Runs of gates whose wires are Python integers are planned by :mod:`.fusion` (repeated layers
-  as loops, fused blocks in one pass each); long irregular ones become tables of fused blocks,
-  applied by one loop each (:mod:`.table`).
-- Runs with traced wires (a loop index), and every gate when the number of wires is traced, go
-  to the index kernel :func:`.statevector.apply_matrix`:
-  each run of consecutive gates of one shape becomes one counted loop over their stacked matrices,
-  wires and control values, so the program's size does not grow with the circuit's.
-
-``state_carry`` is the ambient carry that holds the state (:class:`.qnode.QuantumState`): loops
-traced here thread it.
-
->>> import pennylane as qml
->>> from catalyst_lite import qjit
->>> @qjit
-... @qml.qnode(qml.device("default.qubit", wires=3))
-... def ghz():
-...     qml.Hadamard(0)
-...     for w in range(2):
-...         qml.CNOT([w, w + 1])
-...     return qml.probs()
->>> [round(float(p), 3) for p in ghz()]
-[0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5]
+"""Applying a circuit's gate records to the state vector, each run of them in the cheapest way:
+runs on known wires are planned by :mod:`.fusion` (long irregular ones as tables, :mod:`.table`);
+runs with traced wires, and every gate when the number of wires is traced, go to the index kernel
+:func:`.statevector.apply_matrix`, each run of gates of one shape as one counted loop over their
+stacked matrices. ``state_carry`` (:class:`.qnode.QuantumState`) is threaded by the loops.
 """
 
 from __future__ import annotations
@@ -44,19 +25,13 @@ LOOP_MIN_GATES = 2
 """Runs of at least this many gates are applied by one counted loop (one compiled kernel)."""
 
 MAX_LOOP_CONTROLS = (1, 2)
-"""Control slots of the loop kernels: a gate takes the first that fits (unused slots hold wire
--1), so a circuit of one-wire gates and CNOTs is one loop, one kernel."""
+"""Control slots of the loop kernels: a gate takes the first that fits (unused slots hold wire -1)."""
 
 
 def _loop_shape(r: GateRecord) -> tuple[int, int] | None:
-    """``(targets, control slots)`` of the loop kernel that applies a record; ``None`` for wider
-    gates (applied one by one)."""
-    if len(r.targets) not in (1, 2):
-        return None
-    for c in MAX_LOOP_CONTROLS:
-        if len(r.controls) <= c:
-            return len(r.targets), c
-    return None
+    """``(targets, control slots)`` of the loop kernel that applies a record; ``None``: none."""
+    slots = [c for c in MAX_LOOP_CONTROLS if len(r.controls) <= c]
+    return (len(r.targets), slots[0]) if slots and len(r.targets) in (1, 2) else None
 
 
 def _table(rows: list[list[Any]]) -> Any:
@@ -67,8 +42,7 @@ def _table(rows: list[list[Any]]) -> Any:
 
 
 def _apply_run_in_loop(state_carry: Any, vector, run: Sequence[GateRecord]):
-    """A run of gates of one shape applied by one counted loop over their stacked matrices and
-    wires: one compiled gate kernel, however long the run."""
+    """A run of gates of one shape applied by one counted loop over their stacked matrices."""
     k, c = _loop_shape(run[0])
     wires = _table([list(r.targets) + list(r.controls) + [-1] * (c - len(r.controls)) for r in run])
     values = _table([list(r.control_values) + [1] * (c - len(r.controls)) for r in run])
@@ -76,32 +50,25 @@ def _apply_run_in_loop(state_carry: Any, vector, run: Sequence[GateRecord]):
 
 
 def apply_records(state_carry: Any, vector, records: Sequence[GateRecord]):
-    """``records`` applied to ``vector`` in order: runs of gates on known wires planned by
-    :mod:`.fusion` (fused blocks, repeated stretches as loops), the others by gate kernels."""
+    """``records`` applied to ``vector`` in order (see the module docstring)."""
     n = state_carry.n_wires
     if isinstance(n, Tracer):  # a symbolic number of wires: no wire is a known bit position
         return _apply_by_shape(state_carry, vector, records)
+
+    def irregular(v, rs):  # a long run on known wires that neither repeats nor fuses into few blocks
+        return apply_as_tables(state_carry, v, rs, n) if n >= 2 else _apply_by_shape(state_carry, v, rs)
+
     for known, group in itertools.groupby(records, has_known_wires):  # runs of known, or traced, wires
         run = list(group)
         if known:
-            vector = apply_known_wires(state_carry, vector, run, n,
-                                       fallback=lambda v, rs: _apply_irregular(state_carry, v, rs))
+            vector = apply_known_wires(state_carry, vector, run, n, fallback=irregular)
         else:
             vector = _apply_by_shape(state_carry, vector, run)
     return vector
 
 
-def _apply_irregular(state_carry: Any, vector, records: Sequence[GateRecord]):
-    """A long run on known wires that neither repeats nor fuses into few blocks: as tables of
-    fused blocks, each applied by one loop (:mod:`.table`)."""
-    if state_carry.n_wires < 2:
-        return _apply_by_shape(state_carry, vector, records)
-    return apply_as_tables(state_carry, vector, records, state_carry.n_wires)
-
-
 def _apply_by_shape(state_carry: Any, vector, records: Sequence[GateRecord]):
-    """``records`` applied by the indexed gate kernel: each run of consecutive gates of one shape
-    by a counted loop (wires may be traced), the others one by one."""
+    """``records`` applied by the indexed gate kernel, runs of one shape by a counted loop."""
     n = state_carry.n_wires
     for shape, group in itertools.groupby(records, _loop_shape):
         run = list(group)

@@ -1,16 +1,8 @@
-"""Which PennyLane operations compile, and what each becomes: :class:`GateRecord` s.
-
-A record is a dense matrix on target wires plus control wires and values; :mod:`.statevector`
-applies it. Named gates use PennyLane's own ``op.matrix()`` (which accepts traced parameters),
-``qml.ctrl`` and PennyLane's controlled gates (``CNOT``, ``CRX``, ``Toffoli``...) become their base
-gate's record with controls, ``qml.adjoint`` the reversed, conjugate-transposed records of its
-base, any other operation with a decomposition its decomposition, and an operation with a matrix
-but no decomposition (``BlockEncode``, a user's ``Operation`` defining ``compute_matrix``) its
+"""Which PennyLane operations compile, and the :class:`GateRecord` s they become: a dense matrix
+on target wires plus control wires and values. Named gates use ``op.matrix()`` (traced parameters
+allowed); controlled gates become their base's records with controls, adjoints the reversed,
+conjugate-transposed records of their base; other operations their decomposition, else their
 matrix.
-
->>> import pennylane as qml
->>> [r.targets + r.controls for r in gate_records(qml.CNOT([0, 1]), WireMap(range(2)))]
-[(1, 0)]
 """
 
 from __future__ import annotations
@@ -30,7 +22,7 @@ from ..jax_extras.provenance import vectorized_stack
 from .statevector import basis_indices, bit_mask, outcome_index
 from .wires import WireMap
 
-__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices", "SUPPORTED_GATES", "supported_summary"]
+__all__ = ["GateRecord", "WireMap", "gate_records", "initial_state", "batched_matrices", "stacked_matrices"]
 
 SUPPORTED_GATES = frozenset({
     "Identity", "PauliX", "PauliY", "PauliZ", "Hadamard", "S", "T", "SX",
@@ -38,44 +30,27 @@ SUPPORTED_GATES = frozenset({
     "SWAP", "ISWAP", "IsingXX", "IsingYY", "IsingZZ", "IsingXY", "MultiRZ",
     "QubitUnitary", "DiagonalQubitUnitary",
 })
-"""Gates applied as their matrix; controlled versions (``CNOT``, ``CZ``, ``CRX``, ``CRot``,
-``ControlledPhaseShift``, ``Toffoli``, ``CSWAP``, ``qml.ctrl(...)``) and adjoints of them too."""
+"""Gates applied as their matrix (their controlled versions and adjoints too)."""
 
 MAX_DENSE_WIRES = 3
-"""Above this many target wires a gate is decomposed (a dense ``k``-wire gate costs ``2**k``
-passes over the state); ``QubitUnitary`` has no decomposition and is applied densely at any size."""
+"""Above this many target wires a gate is decomposed (``QubitUnitary``, which cannot be, is not)."""
 
 _NO_BROADCASTING = (
     " is not supported (nor by Catalyst): map the QNode over the batch instead, with "
     "catalyst_lite.vmap(qnode) or jax.vmap(qnode) inside qjit."
 )
-"""The end of the error for parameter broadcasting, with the workaround."""
 
 
 class BroadcastingError(QuantumOperationError):
-    """An operation with broadcast (batched) parameters in a compiled QNode: catalyst_lite, like
-    Catalyst, runs one circuit per QNode call (map the QNode with ``vmap`` instead). Its own
-    class so that a QNode with ``mcm_method="one-shot"`` can give Catalyst's phrase for it."""
-
-
-def supported_summary() -> str:
-    """The list quoted by error messages."""
-    return (
-        ", ".join(sorted(SUPPORTED_GATES))
-        + "; their qml.adjoint and qml.ctrl (CNOT, CY, CZ, CRX, CRY, CRZ, CRot, "
-        "ControlledPhaseShift, Toffoli, CSWAP...), BasisState and StatePrep, operations "
-        "that decompose into these, and operations with a matrix"
-    )
+    """An operation with broadcast (batched) parameters in a compiled QNode (one circuit per call,
+    as in Catalyst); its own class so that ``mcm_method="one-shot"`` can give Catalyst's phrase."""
 
 
 @dataclass(frozen=True)
 class GateRecord:
-    """A gate on ``targets`` where every wire of ``controls`` has its ``control_values``.
-
-    Its matrix is ``op.matrix()`` (conjugate-transposed when ``adjoint``), or ``explicit`` when
-    there is no operator; keeping the operator lets runs of gates of one type compute their
-    matrices in one batched call (:func:`batched_matrices`).
-    """
+    """A gate on ``targets`` where every wire of ``controls`` has its ``control_values``: the matrix
+    of ``op`` (kept for :func:`batched_matrices`; conjugate-transposed when ``adjoint``), or
+    ``explicit`` when there is no operator."""
 
     op: Any
     targets: tuple
@@ -92,9 +67,8 @@ class GateRecord:
     @property
     def is_static(self) -> bool:
         """True when the matrix is known while tracing (no traced parameter)."""
-        if self.op is None:
-            return not isinstance(self.explicit, Tracer)
-        return not any(isinstance(p, Tracer) for p in self.op.parameters)
+        values = [self.explicit] if self.op is None else self.op.parameters
+        return not any(isinstance(p, Tracer) for p in values)
 
     def group_key(self) -> tuple:
         """Records with equal keys compute their matrices in one batched call."""
@@ -103,59 +77,46 @@ class GateRecord:
 
 
 def _dagger(m: Any) -> Any:
-    if isinstance(m, np.ndarray):
-        return np.conj(np.swapaxes(m, -1, -2))
-    return jnp.conj(jnp.swapaxes(jnp.asarray(m), -1, -2))
+    xp = np if isinstance(m, np.ndarray) else jnp
+    return xp.conj(xp.swapaxes(xp.asarray(m), -1, -2))
 
 
 def stacked(values: Sequence[Any]) -> Any:
-    """``jnp.stack(values)``; when every value is an element of one array with static indices
-    (``params[layer, wire]``) or computed by one formula (``x * angle[g]``), one gather or one
-    vector formula instead (cheaper to compile, see :func:`~.jax_extras.provenance.vectorized_stack`).
-
-    >>> stacked([1.0, 2.0]).tolist()
-    [1.0, 2.0]
-    """
+    """``jnp.stack(values)``, or one gather or vector formula when the values are elements of one
+    array or computed by one formula (:func:`~.jax_extras.provenance.vectorized_stack`)."""
     vector = vectorized_stack(values)
     return jnp.stack([jnp.asarray(v) for v in values]) if vector is None else vector
 
 
-def batched_matrices(records: Sequence[GateRecord]) -> Any:
+def batched_matrices(records: Sequence[GateRecord], params: Sequence[Any] | None = None) -> Any:
     """The matrices of records sharing one :meth:`GateRecord.group_key`, stacked: one call of the
-    operator type's ``compute_matrix`` on stacked parameters (PennyLane broadcasts them)."""
+    operator type's ``compute_matrix`` on their stacked parameters (or ``params``)."""
     first = records[0].op
-    params = [stacked([r.op.parameters[i] for r in records]) for i in range(len(first.parameters))]
-    matrices = jnp.asarray(type(first).compute_matrix(*params, **first.hyperparameters), jnp.complex128)
-    return _dagger(matrices) if records[0].adjoint else matrices
+    if params is None:
+        params = [stacked([r.op.parameters[i] for r in records]) for i in range(len(first.parameters))]
+    m = jnp.asarray(type(first).compute_matrix(*params, **first.hyperparameters), jnp.complex128)
+    m = jnp.broadcast_to(m, (len(records),) + m.shape[-2:])
+    return _dagger(m) if records[0].adjoint else m
 
 
 def stacked_matrices(run: Sequence[GateRecord]) -> Any:
     """``(len(run), 2**k, 2**k)`` matrices of records with ``k`` targets each: known ones as
-    constants, traced ones computed in one batched call per gate type, put back in order by one
-    gather."""
-    order: list[int] = []
-    blocks: list[Any] = []
-    static = [i for i, r in enumerate(run) if r.is_static]
-    if static:
-        order += static
-        blocks.append(np.stack([np.asarray(run[i].matrix, np.complex128) for i in static]))
-    groups: dict[tuple, list[int]] = {}
+    constants, traced ones by one batched call per gate type, put in order by one gather."""
+    groups: dict[Any, list[int]] = {}
     for i, r in enumerate(run):
-        if not r.is_static:
-            groups.setdefault(("explicit", i) if r.op is None else r.group_key(), []).append(i)
-    for positions in groups.values():
-        records = [run[i] for i in positions]
-        order += positions
-        blocks.append(jnp.asarray(records[0].matrix, jnp.complex128)[None] if records[0].op is None
-                      else batched_matrices(records))
-    if len(blocks) == 1 and order == sorted(order):
+        key = "known" if r.is_static else ("explicit", i) if r.op is None else r.group_key()
+        groups.setdefault(key, []).append(i)
+    blocks = [np.stack([np.asarray(run[i].matrix, np.complex128) for i in rows]) if key == "known" else
+              batched_matrices([run[i] for i in rows]) if run[rows[0]].op is not None else
+              jnp.asarray(run[rows[0]].matrix, jnp.complex128)[None] for key, rows in groups.items()]
+    if len(blocks) == 1:
         return blocks[0]
-    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), np.argsort(order), axis=0)
+    order = np.argsort([i for rows in groups.values() for i in rows])
+    return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), order, axis=0)
 
 
 def _qml():
-    """PennyLane, imported when a circuit needs it (a classical program never imports it); the
-    quantum modules share this one."""
+    """PennyLane, imported when a circuit needs it (a classical program never imports it)."""
     import pennylane as qml
 
     return qml
@@ -164,23 +125,19 @@ def _qml():
 def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
     """The records that apply ``op`` (a PennyLane operator) to the state, in order."""
     qml = _qml()
-    if op.name == "GlobalPhase":
-        return [_global_phase_record(op, wires)]
-    # A controlled operator without wires of its own (a controlled GlobalPhase) is its
-    # decomposition (a PhaseShift on a control wire), below.
+    if op.name == "GlobalPhase":  # exp(-i phi) on one wire (its own, else the first): qml.state()'s phase
+        target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
+        return [GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))]
+    # a controlled operator without wires of its own (GlobalPhase) is its decomposition, below
     if isinstance(op, qml.ops.Controlled) and len(op.base.wires):
         controls = wires.indices(op.control_wires, op.name)
         values = tuple(op.control_values)
-        return [
-            replace(r, controls=r.controls + controls, control_values=r.control_values + values)
-            for r in gate_records(op.base, wires)
-        ]
+        return [replace(r, controls=r.controls + controls, control_values=r.control_values + values)
+                for r in gate_records(op.base, wires)]
     if isinstance(op, qml.ops.Adjoint):
         return [replace(r, adjoint=not r.adjoint) for r in reversed(gate_records(op.base, wires))]
     if op.name in SUPPORTED_GATES and (len(op.wires) <= MAX_DENSE_WIRES or op.name == "QubitUnitary"):
-        if getattr(op, "batch_size", None):
-            raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
-        return [GateRecord(op, wires.indices(op.wires, op.name))]
+        return [GateRecord(_unbatched(op), wires.indices(op.wires, op.name))]
     if op.has_decomposition:
         try:
             decomposition = op.decomposition()
@@ -189,39 +146,29 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         except qml.operation.DecompositionUndefinedError:
             pass
         except jax.errors.ConcretizationTypeError:
-            # a decomposition that branches on a traced parameter (SpecialUnitary's TmpPauliRot
-            # asks whether its angle is 0): the operation's matrix is exact for any value
+            # a decomposition branching on a traced parameter (SpecialUnitary's): the matrix is exact
             if not op.has_matrix:
                 raise
-    if op.has_matrix:
-        return [_matrix_record(op, wires)]
+    if op.has_matrix:  # BlockEncode, a user's operation with compute_matrix only
+        return [GateRecord(None, wires.indices(_unbatched(op).wires, op.name), explicit=op.matrix())]
     raise QuantumOperationError(
         f"catalyst_lite cannot compile the quantum operation {op.name}: it has neither a "
-        f"decomposition nor a matrix. Supported: {supported_summary()}; give {op.name} a "
-        "compute_matrix or a compute_decomposition."
+        f"decomposition nor a matrix. Supported: {', '.join(sorted(SUPPORTED_GATES))}; their "
+        "qml.adjoint and qml.ctrl (CNOT, CY, CZ, CRX, CRY, CRZ, CRot, ControlledPhaseShift, Toffoli, "
+        "CSWAP...), BasisState and StatePrep, operations that decompose into these, and operations "
+        f"with a matrix; give {op.name} a compute_matrix or a compute_decomposition."
     )
 
 
-def _matrix_record(op: Any, wires: WireMap) -> GateRecord:
-    """An operation with a matrix but no decomposition (``BlockEncode``, a user's operation with
-    ``compute_matrix``), applied by its matrix."""
+def _unbatched(op: Any) -> Any:
     if getattr(op, "batch_size", None):
         raise BroadcastingError(f"{op.name} with broadcast (batched) parameters{_NO_BROADCASTING}")
-    return GateRecord(None, wires.indices(op.wires, op.name), explicit=op.matrix())
-
-
-def _global_phase_record(op: Any, wires: WireMap) -> GateRecord:
-    """``GlobalPhase(phi)``: ``exp(-i phi)`` times the identity on one wire (its own first wire,
-    else the device's first), so that ``qml.state()`` keeps the phase of decompositions."""
-    target = wires.index(op.wires[0], op.name) if len(op.wires) else 0
-    return GateRecord(None, (target,), explicit=type(op).compute_matrix(op.parameters[0], n_wires=1))
+    return op
 
 
 def initial_state(op: Any, wires: WireMap) -> Any:
-    """The state ``StatePrep(vector, W)`` prepares from ``|0...0>``, as ``default.qubit`` does
-    for a circuit's first operation: ``vector`` on the wires ``W`` (its first entry's bit order
-    is that of ``W``), the other wires in ``|0>``. Array operations; ``vector``, the wires and
-    their number may be traced."""
+    """The state ``StatePrep(vector, W)`` prepares from ``|0...0>`` (``vector`` on the wires ``W``
+    in their order, the others in ``|0>``); ``vector``, the wires and their number may be traced."""
     targets = list(wires.indices(op.wires, op.name))
     if getattr(op, "batch_size", None):
         raise BroadcastingError(f"{op.name} with broadcast (batched) states{_NO_BROADCASTING}")
@@ -241,10 +188,6 @@ def initial_state(op: Any, wires: WireMap) -> Any:
 
 
 def bit_flip_matrix(bit: Any) -> Any:
-    """``X**bit`` for a (possibly traced) bit: the identity for 0, Pauli X for 1.
-
-    >>> bit_flip_matrix(1).tolist()
-    [[0j, (1+0j)], [(1+0j), 0j]]
-    """
+    """``X**bit`` for a (possibly traced) bit: the identity for 0, Pauli X for 1."""
     b = jnp.asarray(bit).astype(jnp.complex128)
     return jnp.stack([jnp.stack([1 - b, b]), jnp.stack([b, 1 - b])])

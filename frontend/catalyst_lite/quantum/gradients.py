@@ -1,34 +1,9 @@
 """A QNode's ``diff_method`` when ``grad``/``jacobian``/``jvp``/``vjp`` differentiate it.
 
-A compiled circuit is array operations of the traced program, so its derivatives are those of the
-simulation (exact). What ``diff_method`` decides is which circuits may be differentiated, and how
-results estimated from shots get their derivatives:
-
-- ``None``: the QNode may not be differentiated (Catalyst's error);
-- ``"adjoint"``: ``expval`` results only; with shots, the exact derivative (as Catalyst's adjoint
-  method, which ignores shots);
-- ``"parameter-shift"``: ``expval`` and ``probs`` results; with shots, the derivative of the
-  exact statistic (the mean of the parameter-shift estimate) rather than zero;
-- ``"backprop"``: any real result, without shots (PennyLane's rule);
-- ``"finite-diff"``: as ``"backprop"`` but with shots allowed (derivatives of the exact statistic);
-- ``"best"``: ``"backprop"`` on ``default.qubit`` without shots, otherwise as Catalyst chooses:
-  ``"adjoint"`` on ``lightning.qubit`` when every result is an ``expval``, else
-  ``"parameter-shift"``.
-
-With ``"adjoint"``, and ``"best"`` without shots, exact ``expval`` results of a straight-line
-circuit are differentiated by the adjoint method (:mod:`.adjoint`: one compiled loop over the
-fused blocks instead of JAX's reverse mode of the simulation; the same exact derivatives).
-
-``grad(..., method="fd")`` differentiates the whole function by finite differences, circuit
-included, whatever ``diff_method`` says (as in Catalyst).
-
->>> import pennylane as qml
->>> qnode = qml.qnode(qml.device("lightning.qubit", wires=1))(lambda: qml.expval(qml.Z(0)))
->>> with differentiating("auto"):
-...     gradient_method(qnode, ["expval"], shots_finite=False)
-'adjoint'
->>> gradient_method(qnode, ["expval"], shots_finite=False) is None  # not being differentiated
-True
+A compiled circuit's derivatives are those of the simulation (exact); ``diff_method`` (checked as
+PennyLane and Catalyst check it) decides which results may be differentiated, and results from
+shots take the derivative of the exact statistic. With ``"adjoint"`` (and ``"best"`` without
+shots) exact ``expval`` results of a straight-line circuit are differentiated by :mod:`.adjoint`.
 """
 
 from __future__ import annotations
@@ -44,47 +19,33 @@ from ..errors import DifferentiableCompileError
 
 __all__ = ["by_adjoint_method", "differentiating", "gradient_method", "with_exact_derivative"]
 
-
 _ALLOWED_RESULTS = {"adjoint": ("expval",), "parameter-shift": ("expval", "probs")}
 
 
-def _methods() -> tuple[str, ...]:
-    return current_context().diff_methods
+def _auto() -> bool:
+    """A ``grad``/``jacobian``... with ``method="auto"`` traces the current function."""
+    return current_context().diff_methods[-1:] == ("auto",)
 
 
 @contextlib.contextmanager
 def differentiating(method: str) -> Iterator[None]:
-    """While a function is traced to be differentiated with ``method`` (``"auto"`` or
-    ``"fd"``): QNodes called by it check their ``diff_method`` (:func:`gradient_method`)."""
-    with context_scope(diff_methods=(*_methods(), method)):
+    """While a function is traced to be differentiated with ``method`` (``"auto"`` or ``"fd"``)."""
+    with context_scope(diff_methods=(*current_context().diff_methods, method)):
         yield
 
 
 def by_adjoint_method(qnode) -> bool:
-    """True while a ``grad``/``jacobian``... traces ``qnode`` with ``method="auto"`` and its
-    ``diff_method`` is ``"adjoint"``, or ``"best"`` on a state-vector simulator: its exact
-    ``expval`` results are then differentiated by the adjoint method (:mod:`.adjoint`) when the
-    circuit allows it. ``"backprop"`` keeps JAX's reverse mode of the simulation."""
-    methods = _methods()
-    return bool(methods) and methods[-1] == "auto" and qnode.diff_method in ("adjoint", "best")
-
-
-def _best(qnode, kinds: Sequence[str], shots_finite: bool) -> str:
-    device = getattr(qnode.device, "name", "")
-    if "lightning" in device:
-        return "adjoint" if all(k == "expval" for k in kinds) else "parameter-shift"
-    return "parameter-shift" if shots_finite else "backprop"
+    """True while ``method="auto"`` differentiates ``qnode`` and its ``diff_method`` is
+    ``"adjoint"`` or ``"best"``: its exact ``expval`` results are then differentiated by
+    :mod:`.adjoint` when the circuit allows it."""
+    return _auto() and qnode.diff_method in ("adjoint", "best")
 
 
 def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool, classical: bool = False) -> str | None:
-    """The QNode's effective ``diff_method`` while a ``grad``/``jacobian``... traces it with
-    ``method="auto"`` (``None`` otherwise), given the kinds of its measurement results
-    (``"expval"``, ``"probs"``...) and whether it also returns values that are not measurements
-    (``classical``: ``"parameter-shift"`` and ``"adjoint"`` cannot differentiate those, and
-    PennyLane rejects such a QNode whatever its ``diff_method``). Raises :class:`~catalyst_lite.errors.DifferentiableCompileError` (Catalyst's
-    class) for a QNode that cannot be differentiated so."""
-    methods = _methods()
-    if not methods or methods[-1] != "auto":
+    """The QNode's effective ``diff_method`` while ``method="auto"`` differentiates it (``None``
+    otherwise), given the kinds of its measurement results and whether it also returns other
+    values (``classical``); ``DifferentiableCompileError`` when it cannot be differentiated so."""
+    if not _auto():
         return None
     name = getattr(qnode, "__name__", None) or getattr(qnode.func, "__name__", "the QNode")
     method = qnode.diff_method
@@ -94,8 +55,10 @@ def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool, classical: 
             f"diff_method=None): {name}. Give it a diff_method (e.g. 'parameter-shift'), or "
             "differentiate by finite differences with grad(..., method='fd')."
         )
-    if method == "best":
-        method = _best(qnode, kinds, shots_finite)
+    if method == "best" and "lightning" in getattr(qnode.device, "name", ""):
+        method = "adjoint" if all(k == "expval" for k in kinds) else "parameter-shift"
+    elif method == "best":
+        method = "parameter-shift" if shots_finite else "backprop"
     if method not in ("adjoint", "parameter-shift", "backprop", "finite-diff"):
         raise DifferentiableCompileError(
             f"Invalid gradient method: {method} (QNode {name}). catalyst_lite differentiates QNodes with "
@@ -127,12 +90,6 @@ def gradient_method(qnode, kinds: Sequence[str], shots_finite: bool, classical: 
 
 
 def with_exact_derivative(estimate: jax.Array, exact: jax.Array) -> jax.Array:
-    """``estimate`` (a statistic of shots, whose derivative would be zero) with the derivative of
-    ``exact`` (the statistic of the state): the value of one, the derivative of the other.
-
-    >>> f = lambda x: with_exact_derivative(jnp.round(x ** 2), x ** 2)
-    >>> float(f(1.2)), float(jax.grad(f)(1.2))
-    (1.0, 2.4)
-    """
+    """The value of ``estimate`` (a statistic of shots) with the derivative of ``exact``."""
     exact = jnp.asarray(exact, jnp.result_type(estimate))
     return estimate + (exact - jax.lax.stop_gradient(exact))

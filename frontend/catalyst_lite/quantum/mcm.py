@@ -1,24 +1,13 @@
-"""How a mid-circuit measurement picks its outcome: one policy per way of running a circuit.
+"""How a mid-circuit measurement picks its outcome, one policy per way of running a circuit:
+:class:`SingleBranch` draws it (``postselect`` forces it); :class:`OneShot` also makes a shot
+invalid when a drawn outcome misses ``postselect`` (``"hw-like"``); :class:`Branches` follows one
+branch of all, measurement ``j`` taking bit ``j`` of the branch index, weighted by its
+probability. A policy counts the measurements traced (``sites``); the values it updates are
+ambient carries, so that measurements inside loops and branches update them too.
 
-- :class:`SingleBranch`: the outcome is drawn (``postselect`` forces it): one random branch per
-  execution (Catalyst's ``"single-branch-statistics"``, and every circuit's first trace).
-- :class:`OneShot`: one execution per shot (``"one-shot"``): the outcome is drawn; a
-  ``postselect`` that the drawn outcome misses makes the shot invalid (``"hw-like"``) unless every
-  shot is to be kept (``"fill-shots"``: the outcome is forced, as in :class:`SingleBranch`).
-- :class:`Branches`: one execution per branch (``"deferred"`` without shots): measurement number
-  ``j`` takes bit ``j`` of the branch's index, and the branch's weight is the product of its
-  outcomes' probabilities.
-
-What a measurement returns (:func:`measured_value`) is PennyLane's own ``MeasurementValue`` whose
-outcome is the traced ``0``/``1`` of this execution, so that arithmetic and comparisons of outcomes
-are PennyLane's (integers: ``m0 + m1`` is 2 when both are 1, ``~m`` is logical) and every
-statistic of them (``qml.expval(m0 + m1)``) is taken by PennyLane's measurement classes.
-Converted to a JAX value (``jnp.asarray(m)``, a ``cond`` predicate, a result, a loop's carried
-value) an outcome is the traced ``bool`` Catalyst returns, and an expression its value.
-
-A policy also counts the measurements traced (``sites``, ``sites_in_loops``): whether a circuit has
-any decides how it runs. Values a policy updates (validity, weight) are ambient carries, so that
-measurements inside loops and branches update them too.
+A measurement returns PennyLane's ``MeasurementValue`` (:func:`measured_value`) whose outcome is
+this execution's traced ``0``/``1``: arithmetic and statistics of outcomes are PennyLane's; as a
+JAX value it is Catalyst's traced ``bool``.
 
 >>> policy = SingleBranch()
 >>> bool(policy.outcome(0.25, postselect=1, draw=lambda: None, in_loop=False)), policy.sites
@@ -29,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import jax.numpy as jnp
@@ -44,8 +34,7 @@ def _measured_value_class() -> type:
     from pennylane.ops import MeasurementValue
 
     class MeasuredValue(MeasurementValue, StandsForValue):
-        """A ``MeasurementValue`` of a compiled circuit: ``outcomes`` maps each measurement's
-        ``meas_uid`` to its traced outcome (``int64`` 0 or 1, as PennyLane's branches count)."""
+        """``outcomes``: each measurement's ``meas_uid`` to its traced ``int64`` outcome."""
 
         def __init__(self, measurements: list, processing_fn: Callable | None, outcomes: dict):
             super().__init__(measurements, processing_fn)
@@ -61,8 +50,7 @@ def _measured_value_class() -> type:
             return MeasuredValue(merged.measurements, merged.processing_fn, outcomes)
 
         def value(self) -> Any:
-            """The traced value of this execution: a bare outcome as Catalyst's ``bool``, an
-            expression as PennyLane computes it from the integer outcomes."""
+            """A bare outcome as Catalyst's ``bool``, an expression as PennyLane computes it."""
             if not self.has_processing:
                 return self.outcomes[self.measurements[0].meas_uid] == 1
             return jnp.asarray(self.processing_fn(*(self.outcomes[m.meas_uid] for m in self.measurements)))
@@ -73,8 +61,7 @@ def _measured_value_class() -> type:
 
 
 def with_values(op: Any) -> Any:
-    """``op``, with the traced values of the measurement values among its parameters
-    (``qml.RX(jnp.pi * m, 0)``), so that its matrix can be computed."""
+    """``op`` with the traced values of the measurement values among its parameters."""
     data = [traced_value(p) for p in op.data]
     if all(d is p for d, p in zip(data, op.data)):
         return op
@@ -84,15 +71,7 @@ def with_values(op: Any) -> Any:
 
 
 def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any) -> Any:
-    """The ``MeasurementValue`` a mid-circuit measurement of ``wire`` returns, whose outcome is
-    the traced boolean ``outcome``.
-
-    >>> import jax.numpy as jnp
-    >>> m0 = measured_value(0, False, None, jnp.asarray(True))
-    >>> m1 = measured_value(1, False, None, jnp.asarray(True))
-    >>> int((m0 + m1).value()), bool((~m0).value()), bool((m0 + m1 == 2).value())
-    (2, False, True)
-    """
+    """The ``MeasurementValue`` of a mid-circuit measurement of ``wire`` with traced ``outcome``."""
     import pennylane as qml
 
     try:
@@ -104,11 +83,11 @@ def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any)
     return _measured_value_class()([mp], None, {mp.meas_uid: jnp.asarray(outcome).astype(jnp.int64)})
 
 
+@dataclass(eq=False)
 class ValueCarry:
     """A traced value threaded through control flow (an ambient carry)."""
 
-    def __init__(self, value: Any):
-        self.value = value
+    value: Any
 
     def get(self) -> Any:
         return self.value
@@ -134,9 +113,6 @@ class McmPolicy:
         self.sites_in_loops += bool(in_loop)
         return self._outcome(site, p1, postselect, draw)
 
-    def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
-        raise NotImplementedError
-
 
 def _drawn(p1: Any, draw: Callable[[], Any]) -> Any:
     return prng.uniform(draw(), ()) < p1
@@ -149,9 +125,8 @@ class SingleBranch(McmPolicy):
         return _drawn(p1, draw) if postselect is None else jnp.asarray(bool(postselect))
 
 
-class OneShot(McmPolicy):
-    """Drawn outcomes, one execution per shot; ``valid``: no post-selection failed (always, with
-    ``fill_shots``)."""
+class OneShot(SingleBranch):
+    """As :class:`SingleBranch`; ``valid``: no post-selection failed (always, with ``fill_shots``)."""
 
     def __init__(self, fill_shots: bool):
         super().__init__()
@@ -160,17 +135,15 @@ class OneShot(McmPolicy):
         self.carries = (self.valid,)
 
     def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
-        if postselect is None:
-            return _drawn(p1, draw)
-        if not self.fill_shots:  # hardware-like: the shot counts only if the drawn outcome matches
+        if postselect is not None and not self.fill_shots:  # hardware-like: the drawn outcome must match
             self.valid.set(self.valid.get() & (_drawn(p1, draw) == bool(postselect)))
-        return jnp.asarray(bool(postselect))
+        return super()._outcome(site, p1, postselect, draw)
 
 
 class Branches(McmPolicy):
-    """Measurement number ``j`` takes bit ``j`` of ``branch``; ``weight`` multiplies the
-    probabilities of the outcomes (zero for an outcome post-selection excludes); ``seen`` has bit
-    ``j`` set once measurement ``j`` ran (a branch that skips a measurement counts once)."""
+    """Measurement ``j`` takes bit ``j`` of ``branch``; ``weight``: the product of the outcomes'
+    probabilities (zero where post-selection excludes one); ``seen``: bit ``j`` set once measurement
+    ``j`` ran (a branch that skips a measurement counts once)."""
 
     def __init__(self, branch: Any):
         super().__init__()

@@ -1,18 +1,7 @@
-"""Terminal measurements of a compiled circuit: ``expval``, ``var``, ``probs``, ``state``,
-``sample`` and ``counts``, computed from the final state vector with array operations.
-
-Without shots ``expval``, ``var`` and ``probs`` are exact; with finite shots every measurement is
-the statistic of the records of its shots (:mod:`.sampling`), one result per entry of a shot
-vector, as PennyLane's ``default.qubit`` gives them.
-
-Observables that are Pauli words, their products, sums and Hamiltonians are applied through their
-Pauli sentence (a bit flip and a sign per word, no matrix); other observables with a matrix
-(``Hermitian``, ``Projector``...) through :func:`~.statevector.apply_matrix`.
-
->>> import pennylane as qml
->>> from catalyst_lite.quantum.statevector import zero_state
->>> [float(x) for x in measure_terminal([qml.expval(qml.Z(0))], zero_state(1), n_wires=1, wires=WireMap([0]))]
-[1.0]
+"""Terminal measurements of a compiled circuit, computed from the final state vector: exact
+without shots, else statistics of the shots' records (:mod:`.sampling`), as ``default.qubit``
+gives them. Observables with a Pauli sentence are applied as a bit flip and a sign per word;
+others by their matrix.
 """
 
 from __future__ import annotations
@@ -40,8 +29,7 @@ SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts",
 
 
 def _pauli_word_apply(state, word: dict, coeff: Any, n_wires: int, wires: WireMap):
-    """``coeff * P|state>`` for one Pauli word ``{wire: "X"|"Y"|"Z"}``: a flip of the X/Y bits
-    and a per-amplitude sign/phase."""
+    """``coeff * P|state>`` for one Pauli word ``{wire: "X"|"Y"|"Z"}``."""
     # The barrier keeps XLA from constant-folding index arithmetic into 2**n-element literals.
     indices = lax.optimization_barrier(basis_indices(n_wires))
     flips = []
@@ -78,21 +66,15 @@ def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
 
 
 def _marginal(probs, targets: tuple | None, n_wires: Any):
-    """Probabilities of the ``targets`` wires (in that order, ``None``: all), the others summed
-    out."""
+    """Probabilities of the ``targets`` wires (in that order, ``None``: all)."""
     if targets is None:
         return probs
     if isinstance(n_wires, Tracer) or any(isinstance(t, Tracer) for t in targets):
-        # a symbolic number of amplitudes, or wires known only when the program runs: add every
-        # amplitude's probability to its outcome
+        # a symbolic number of amplitudes, or wires known when the program runs
         outcome = outcome_index(basis_indices(n_wires), targets, n_wires)
         return jnp.zeros(2 ** len(targets), probs.dtype).at[outcome].add(probs)
-    tensor = probs.reshape((2,) * n_wires)
-    others = tuple(a for a in range(n_wires) if a not in targets)
-    summed = jnp.sum(tensor, axis=others) if others else tensor
-    kept = [a for a in range(n_wires) if a in targets]
-    order = [kept.index(t) for t in targets]
-    return jnp.transpose(summed, order).reshape(-1)
+    summed = jnp.sum(probs.reshape((2,) * n_wires), axis=tuple(a for a in range(n_wires) if a not in targets))
+    return jnp.transpose(summed, [sorted(targets).index(t) for t in targets]).reshape(-1)
 
 
 def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
@@ -109,9 +91,7 @@ def exact_measurement(mp: Any, state, n_wires: int, wires: WireMap):
             raise QuantumOperationError(f"{kind} needs an observable.")
         applied = apply_observable(mp.obs, state, n_wires, wires)
         mean = jnp.real(jnp.vdot(state, applied))
-        if kind == "expval":
-            return mean
-        return jnp.real(jnp.vdot(applied, applied)) - mean**2
+        return mean if kind == "expval" else jnp.real(jnp.vdot(applied, applied)) - mean**2
     if kind == "probs":
         if mp.obs is not None:  # probs(op=...): in the observable's eigenbasis, on its wires
             rotated = rotate_to_eigenbasis(state, mp.obs, n_wires, wires)
@@ -140,36 +120,27 @@ STATE_MEASUREMENTS = {
     "VnEntropyMP": "qml.math.vn_entropy(qml.math.dm_from_state_vector(state), indices)",
     "MutualInfoMP": "qml.math.mutual_info(qml.math.dm_from_state_vector(state), indices0, indices1)",
     "PurityMP": "qml.math.purity(qml.math.dm_from_state_vector(state), indices)",
-}
-"""Measurements of the exact state that PennyLane computes from it (``process_state``), by kind,
-with the ``qml.math`` function that computes them from ``qml.state()``."""
+}  # computed from the exact state (``process_state``): the qml.math function that does it
+
 
 def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
-    """``density_matrix``, ``vn_entropy``, ``purity``, ``mutual_info``: PennyLane's own functions
-    of the state vector (array operations, as on ``default.qubit``), with the device's wire
-    order."""
-    if wires.traced or wires.labels is None or isinstance(n_wires, Tracer):
+    if wires.traced or isinstance(n_wires, Tracer):
         raise QuantumOperationError(
             f"{type(mp).__name__} needs a device with a known number of wires; return qml.state() "
             f"and compute it with {STATE_MEASUREMENTS[measurement_kind(mp)]} instead."
         )
     import pennylane as qml
 
-    # As default.qubit, on wires numbered in the device's order (PennyLane's functions take the
-    # measurement's wires as indices)
+    # PennyLane's functions take the measurement's wires as indices in the device's order
     numbered = mp.map_wires({label: k for k, label in enumerate(wires.labels)})
     return numbered.process_state(state, qml.wires.Wires(range(len(wires.labels))))
 
 
 def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), split=None,
                      simulated: bool = True) -> list:
-    """The values of the measurement processes ``mps`` on the final ``state``: exact without
-    shots; with finite ``shots``, the statistics of that many shots, drawn with keys from
-    ``split()`` (one per entry of a shot vector, as a tuple), the measurements of one sampling
-    group from the same shots (see :func:`.sampling.shot_records`). ``simulated=False``: the
-    device simulates nothing (``null.qubit``): every result has its shape, with expectation values
-    and variances 0 and every shot in the all-zero outcome, as PennyLane's ``null.qubit`` gives
-    them."""
+    """The values of ``mps`` on the final ``state``: exact without shots, else statistics of
+    ``shots`` drawn with keys from ``split()`` (a tuple per shot vector entry). ``simulated=False``
+    (``null.qubit``): results of the right shape, ``expval``/``var`` 0, every shot all-zero."""
     results: list = [None] * len(mps)
     sampled = []
     for i, mp in enumerate(mps):

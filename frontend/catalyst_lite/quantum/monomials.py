@@ -1,24 +1,9 @@
 """Known gates with one non-zero entry per matrix row (``X``, ``CNOT``, ``SWAP``, ``CZ``, ``S``,
-``Toffoli``...): any sequence of them is applied in one pass over the state, as one gather at a
-computed index times one phase.
-
-Gate ``g`` maps ``new[i] = phase_g(i) * old[source_g(i)]``; a sequence maps
-``new[i] = phase(i) * old[j(i)]`` with ``j`` the composition of the gates' source maps. Two ways to
-compute ``j``:
-
-- **per gate** (:func:`apply_monomials` in general): index arithmetic on ``iota``, a few integer
-  operations per gate, fused by XLA into the gather;
-- **as an affine map** (:class:`AffineMap`), when every gate permutes without phases and its
-  source map is affine over GF(2) (``X``, ``CNOT``, ``SWAP``, controlled ``X`` with any control
-  values; not ``Toffoli``): ``j(i) = offset ^ XOR of columns[b] over the set bits b of i``,
-  computed on the host, then applied as one or two lookups into small tables, whatever the number
-  of gates.
-
->>> x = np.array([[0, 1], [1, 0]])
->>> chain = [Monomial.of(x, targets=(w + 1,), controls=(w,), control_values=(1,)) for w in range(2)]
->>> state = np.eye(8)[4].astype(complex)  # |100>: the chain copies wire 0 down the line
->>> int(np.argmax(np.abs(apply_monomials(state, chain, 3))))
-7
+``Toffoli``...): a sequence of them maps ``new[i] = phase(i) * old[j(i)]``, applied in one pass
+as one gather and one phase. ``j`` is computed per gate by index arithmetic on ``iota`` (fused by
+XLA into the gather), or, when every gate permutes without phases by a map affine over GF(2)
+(``X``, ``CNOT``, ``SWAP``; not ``Toffoli``), as an :class:`AffineMap` computed on the host and
+applied as one or two lookups into small tables, whatever the number of gates.
 """
 
 from __future__ import annotations
@@ -35,8 +20,7 @@ from .statevector import basis_indices, bit_position, controls_hold, lookup, wir
 __all__ = ["Monomial", "AffineMap", "apply_monomials"]
 
 TABLE_BITS = 10
-"""An affine map is looked up in tables of at most ``2**TABLE_BITS`` entries, one per chunk of
-index bits (one table up to 10 wires, two up to 20)."""
+"""An affine map is looked up in tables of at most ``2**TABLE_BITS`` entries, one per chunk of bits."""
 
 
 @dataclass(frozen=True)
@@ -69,15 +53,14 @@ class Monomial:
 
 
 def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int) -> jnp.ndarray:
-    """``gates`` applied in order, in one pass: one gather at a computed index and one phase
-    (see the module docstring)."""
+    """``gates`` applied in order, in one pass (see the module docstring)."""
     state = jnp.asarray(state)
     affine = AffineMap.of(gates, n_wires)
     if affine is not None:
         return _gather(state, affine.indices(n_wires))
     # The barrier keeps XLA from folding the index arithmetic into a 2**n-element literal.
     index = lax.optimization_barrier(basis_indices(n_wires))
-    phase, permuted = None, False
+    phase = None
     for gate in reversed(gates):
         hold = controls_hold(index, gate.controls, gate.control_values, n_wires) if gate.controls else None
         if gate.has_phase:
@@ -87,8 +70,7 @@ def apply_monomials(state: jnp.ndarray, gates: Sequence[Monomial], n_wires: int)
         if gate.permutes:
             moved = _new_target_bits(index, gate, n_wires)
             index = moved if hold is None else jnp.where(hold, moved, index)
-            permuted = True
-    if permuted:
+    if any(gate.permutes for gate in gates):
         state = _gather(state, index)
     return state if phase is None else phase * state
 
@@ -108,8 +90,8 @@ def _deposit(row: int, targets: Sequence[int], n_wires: int) -> int:
 
 
 def _new_target_bits(index, gate: Monomial, n_wires: int, where: Callable = jnp.where):
-    """``index`` with its target bits replaced by those of the source column of its row
-    (``where``: ``np.where`` for NumPy indices)."""
+    """``index`` with its target bits replaced by those of its row's source column (``where``:
+    ``np.where`` for NumPy indices)."""
     flips = {int(s) ^ r for r, s in enumerate(gate.source)}
     if len(flips) == 1:  # the same bits flip in every row (X, CNOT, Toffoli): one xor
         return index ^ np.int32(_deposit(flips.pop(), gate.targets, n_wires))
@@ -124,9 +106,6 @@ def _source_indices(index: np.ndarray, gate: Monomial, n_wires: int) -> np.ndarr
     if not gate.controls:
         return moved
     return np.where(controls_hold(index, gate.controls, gate.control_values, n_wires), moved, index)
-
-
-# --- affine maps ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -144,8 +123,7 @@ class AffineMap:
 
     @staticmethod
     def of(gates: Sequence[Monomial], n_wires: int) -> "AffineMap | None":
-        """The composed source map of ``gates``, or ``None`` when a gate has phases or is not
-        affine."""
+        """The composed source map of ``gates``; ``None`` when a gate has phases or is not affine."""
         if any(g.has_phase or not _is_affine(g, n_wires) for g in gates):
             return None
         points = np.array([0] + [1 << b for b in range(n_wires)], np.int64)
@@ -169,8 +147,7 @@ class AffineMap:
         return result
 
     def table(self, low: int, bits: int, with_offset: bool = False) -> np.ndarray:
-        """The XOR of the columns of index bits ``low .. low + bits - 1``, for every value of those
-        bits (plus the offset in the first table)."""
+        """The XOR of the columns of index bits ``low .. low + bits - 1`` for each of their values."""
         values = np.arange(2**bits)
         table = np.full(2**bits, self.offset if with_offset else 0, np.int64)
         for m in range(bits):
@@ -183,8 +160,5 @@ def _is_affine(gate: Monomial, n_wires: int) -> bool:
     wires = tuple(gate.controls) + tuple(gate.targets)
     local = np.array([_deposit(x, wires, n_wires) for x in range(2 ** len(wires))], np.int64)
     source = _source_indices(local, gate, n_wires)
-    basis = [source[1 << m] ^ source[0] for m in range(len(wires))]  # bit m of x (lsb first)
-    predicted = np.full(len(local), source[0])
-    for m, column in enumerate(basis):
-        predicted ^= np.where((np.arange(len(local)) >> m) & 1 == 1, column, 0)
-    return bool((predicted == source).all())
+    columns = tuple(source[1 << m] ^ source[0] for m in range(len(wires)))  # bit m of x, lsb first
+    return bool((AffineMap(source[0], columns).table(0, len(wires), with_offset=True) == source).all())

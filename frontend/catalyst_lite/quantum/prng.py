@@ -1,19 +1,11 @@
-"""A counter-based PRNG on raw ``uint32[2]`` keys (Threefry-2x32, as ``jax.random``).
-
-``jax.random``'s typed keys do not survive catalyst_lite's specialization, so the quantum code keeps
-its key as plain integers and draws with the ``threefry2x32`` primitive directly.
-
->>> key = key_from_seed(42)
->>> key, sub = split(key)
->>> u = uniform(sub, (3,))
->>> bool(((0 <= u) & (u < 1)).all())
-True
+"""A counter-based PRNG on raw ``uint32[2]`` keys (Threefry-2x32, as ``jax.random``), drawn with
+the ``threefry2x32`` primitive directly: ``jax.random``'s typed keys do not survive
+catalyst_lite's specialization.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import weakref
 from typing import Any
 
@@ -30,24 +22,18 @@ __all__ = ["key_from_seed", "mark_unseeded", "is_unseeded_key", "host_key", "fol
 
 def key_from_seed(seed: int) -> jax.Array:
     """The key ``jax.random.PRNGKey(seed)`` holds, for a seed below ``2**32``: a concrete array
-    even while tracing, so that it is a constant of the traced program (which a call may replace).
-
-    >>> key_from_seed(7).tolist()
-    [0, 7]
-    """
+    even while tracing, so that it is a constant of the traced program (which a call may replace)."""
     with jax.ensure_compile_time_eval():
         return jnp.asarray(np.array([0, seed % 2**32], np.uint32))
 
 
-_unseeded: dict[int, weakref.ref] = {}
-_unseeded_lock = threading.Lock()
+_unseeded: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 def mark_unseeded(key: jax.Array) -> None:
     """Mark ``key`` (a constant of a traced program, see :func:`key_from_seed`) as a placeholder
     that every call of the program replaces with :func:`host_key`."""
-    with _unseeded_lock:
-        _unseeded[id(key)] = weakref.ref(key, lambda _, i=id(key): _unseeded.pop(i, None))
+    _unseeded[id(key)] = key
 
 
 def is_unseeded_key(value: object) -> bool:
@@ -59,19 +45,16 @@ def is_unseeded_key(value: object) -> bool:
     >>> before, is_unseeded_key(key), is_unseeded_key(key_from_seed(0))
     (False, True, False)
     """
-    ref = _unseeded.get(id(value))
-    return ref is not None and ref() is value
+    return _unseeded.get(id(value)) is value
 
 
 def host_key() -> jax.Array:
-    """A fresh key from the operating system's entropy: what a program without a seed draws with
-    on each call."""
+    """A fresh key from the operating system's entropy (a program without a seed, on each call)."""
     return jax.device_put(np.frombuffer(os.urandom(8), np.uint32))
 
 
 def fold_in(key: jnp.ndarray, data: Any) -> jnp.ndarray:
-    """The key of stream ``data`` of ``key`` (as ``jax.random.fold_in``): independent streams
-    for the QNodes of one program, or for the shots of one QNode (``data`` may be traced)."""
+    """The key of stream ``data`` (maybe traced) of ``key``, as ``jax.random.fold_in``."""
     if isinstance(data, (int, np.integer)):
         return threefry_2x32(key, jnp.asarray(np.array([0, data], np.uint32)))
     return threefry_2x32(key, jnp.stack([jnp.uint32(0), jnp.asarray(data).astype(jnp.uint32)]))
@@ -96,10 +79,8 @@ def uniform(key: jnp.ndarray, shape: tuple[int, ...]) -> jnp.ndarray:
 
 
 def sample_indices(key: jnp.ndarray, probs: jnp.ndarray, shots: Any) -> jnp.ndarray:
-    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF).
-
-    ``shots`` may be traced (a symbolic number of samples): JAX's Threefry primitive takes no
-    symbolic length, so each sample is then drawn from its own stream, in a counted loop."""
+    """``shots`` indices drawn from the distribution ``probs`` (by inverting its CDF); a traced
+    ``shots`` draws each from its own stream, in a counted loop (Threefry takes no symbolic length)."""
     cdf = jnp.cumsum(probs)
     last = probs.shape[0] - 1
     if isinstance(shots, (int, np.integer)):

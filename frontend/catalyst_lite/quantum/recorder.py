@@ -1,9 +1,6 @@
-"""The queuing context of a compiled circuit: PennyLane queues operators here, and they wait
-until the state is next needed (see :mod:`.qnode`).
-
-Observables that are not gates (products, sums, Hamiltonians, ``Hermitian``, ``Projector``) stay
-queued until the terminal measurements, which may take them. An operator that was applied as a
-gate and is then measured is an error rather than a wrong answer.
+"""The queuing context of a compiled circuit: operators wait here until the state is next needed
+(see :mod:`.qnode`). Observables that are not gates stay queued until the terminal measurements,
+which may take them; measuring an operator that was applied as a gate is an error.
 """
 
 from __future__ import annotations
@@ -18,21 +15,9 @@ __all__ = ["recorder_class", "queue_class"]
 
 
 @functools.cache
-def _observable_types() -> tuple:
-    """Operator types that are observables and not gates: a flush before the end of the QNode
-    leaves them queued, since a measurement written later may still take them."""
-    import pennylane as qml
-
-    return (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)
-
-
-@functools.cache
 def queue_class():
     """The queuing context of a compiled circuit or region: it refuses an operator queued inside a
-    function JAX traces itself (``jax.lax.cond``'s branches, ``jax.lax.fori_loop``'s body,
-    ``jax.jit``'s function) within the circuit. JAX traces such a function apart from the circuit
-    (both branches of a ``cond``, one iteration of a loop), so its gates would reach the state
-    once each, in the wrong place: wrong numbers, or a tracer escaping JAX's trace."""
+    function JAX traces itself (``jax.lax.cond``, ``fori_loop``, ``jax.jit``)."""
     import pennylane as qml
 
     class CircuitQueue(qml.queuing.AnnotatedQueue):
@@ -59,13 +44,11 @@ def queue_class():
 def recorder_class():
     import pennylane as qml
 
-    class CircuitRecorder(queue_class()):
-        """The queuing context of a compiled circuit: operators wait here until applied.
+    observables = (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd, qml.Hermitian, qml.Projector)  # not gates
 
-        ``applied`` holds the operators taken to be applied as gates (by ``id``), so that a
-        measurement of one of them is an error rather than a wrong answer; ``deferred`` the
-        observable-type operators a flush left queued.
-        """
+    class CircuitRecorder(queue_class()):
+        """``applied``: the operators applied as gates (by ``id``), which no measurement may take;
+        ``deferred``: the observable-type operators a flush left queued."""
 
         def __init__(self):
             super().__init__()
@@ -73,11 +56,10 @@ def recorder_class():
             self.deferred: dict[int, Any] = {}
 
         def take_operations(self, final: bool = False) -> list:
-            """The queued operators to apply now, removed from the queue. Before the last
-            segment (``final=False``) observable-type operators stay queued."""
+            """The queued operators to apply now, removed from the queue (but observables before
+            the last segment)."""
             ops = [o for o in self.queue if isinstance(o, qml.operation.Operator)]
             if not final:
-                observables = _observable_types()
                 self.deferred.update((id(o), o) for o in ops if isinstance(o, observables))
                 ops = [o for o in ops if not isinstance(o, observables)]
             for o in ops:

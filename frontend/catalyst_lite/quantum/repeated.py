@@ -1,19 +1,11 @@
-"""Circuits with mid-circuit measurements whose results cover many branches: the circuit runs
-again and again inside one counted loop of the compiled program.
+"""Circuits with mid-circuit measurements whose results cover many branches, run again and again
+inside one counted loop: :func:`one_shot_results` once per shot (``"one-shot"``, ``"deferred"``
+with shots; the results are statistics of each shot's records over the valid shots, a value that
+is no measurement stacked per shot, as in Catalyst), :func:`all_branches_results` once per branch
+(``"deferred"`` without shots: exact statistics of the weighted mixture, as PennyLane's).
 
-- :func:`one_shot_results` (``mcm_method="one-shot"``, and ``"deferred"`` with shots): one
-  execution per shot, each drawing its own outcomes and following its own branch; each execution
-  records what its one shot gives of every measurement (:mod:`.sampling`), and the results are the
-  statistics of these records over the valid shots. A value the circuit returns that is not a
-  measurement comes back once per shot, stacked (as Catalyst returns it).
-- :func:`all_branches_results` (``mcm_method="deferred"`` without shots): one execution per branch
-  (``2**k`` for ``k`` mid-circuit measurements), weighted by its probability: exact expectation
-  values, variances and probabilities of the mixture, as PennyLane's deferred measurements give.
-
-``run(policy, key)`` runs the quantum function once (see :func:`.qnode.run_circuit`) and returns
-its :class:`~.qnode.CircuitRun`; ``probe`` is the run that found the mid-circuit measurements and
-gives the results' structure and the QNode's key carry. Analytic circuits without mid-circuit
-measurements never get here.
+``run(policy, key)`` runs the quantum function once (:func:`.qnode.run_circuit`); ``probe`` is the
+run that found the measurements: the results' structure and the QNode's key carry.
 """
 
 from __future__ import annotations
@@ -38,12 +30,8 @@ MAX_BRANCHING_MEASUREMENTS = 20
 """``mcm_method="deferred"`` without shots runs ``2**k`` branches: at most this many measurements."""
 
 
-# --- one execution per shot ----------------------------------------------------------------------
-
-
 def _shot_records(leaves: list, run: Any, key: Any) -> list:
-    """What one execution (one shot) records of each output leaf (the measurements of one
-    sampling group from the same draw, see :func:`.sampling.shot_records`)."""
+    """What one execution (one shot) records of each output leaf."""
     drawn = [leaf for leaf in leaves if is_measurement(leaf) and leaf.mv is None]  # never state() (qnode._check_shots)
     state = run.state
     records = iter(shot_records(drawn, state.vector, key.split, 1, state.n_wires, state.wires))
@@ -55,8 +43,7 @@ def one_shot_results(run: Callable, probe: Any, shots: ShotPlan, config: McmConf
     """The QNode's results with one execution per shot (see the module docstring)."""
     key = probe.key
     leaves, tree = flatten_results(probe.output)
-    # Each record's type, from the probe's final state (with a key of its own: nothing the probe
-    # computed is used, and its equations are dropped).
+    # Each record's type, from the probe (with a key of its own: its equations are dropped)
     scratch = type(key)(key.get())
     shapes = [jnp.asarray(r) for r in _shot_records(leaves, probe, scratch)]
     base = key.split()
@@ -86,12 +73,8 @@ def one_shot_results(run: Callable, probe: Any, shots: ShotPlan, config: McmConf
                  for start, stop in shots.slices())
 
 
-# --- one execution per branch --------------------------------------------------------------------
-
-
 def _moments(leaf: Any, state: Any) -> Any:
-    """What one branch contributes (weighted) to a measurement without shots: its exact value, and
-    for a variance also the mean square."""
+    """What one branch contributes (weighted) to a measurement: its exact value (and mean square)."""
     if not is_measurement(leaf):
         raise QuantumOperationError(
             "With mcm_method='deferred' and no shots the QNode must return measurements only (a "
@@ -111,20 +94,15 @@ def _moments(leaf: Any, state: Any) -> Any:
             return jax.nn.one_hot(value, 2 ** len(leaf.mv if isinstance(leaf.mv, (list, tuple)) else [leaf.mv]),
                                   dtype=jnp.float64)
         return jnp.stack([value, value**2])
-    if kind == "var":
-        applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
-        mean = jnp.real(jnp.vdot(state.vector, applied))
-        return jnp.stack([mean, jnp.real(jnp.vdot(applied, applied))])
-    value = exact_measurement(leaf, state.vector, state.n_wires, state.wires)
-    return jnp.stack([value, value**2]) if kind == "expval" else value
+    if kind == "probs":
+        return exact_measurement(leaf, state.vector, state.n_wires, state.wires)
+    applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
+    return jnp.stack([jnp.real(jnp.vdot(state.vector, applied)), jnp.real(jnp.vdot(applied, applied))])
 
 
 def _combined(leaf: Any, total: Any, norm: Any) -> Any:
-    moments = total / norm
-    kind = measurement_kind(leaf)
-    if kind == "probs":
-        return moments
-    return moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
+    moments, kind = total / norm, measurement_kind(leaf)
+    return moments if kind == "probs" else moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
 
 
 def all_branches_results(run: Callable, probe: Any) -> Any:

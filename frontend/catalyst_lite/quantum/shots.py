@@ -1,27 +1,11 @@
-"""A compiled QNode's shots and mid-circuit measurement method, resolved as PennyLane and Catalyst
-resolve them.
-
-- **Shots** (:class:`ShotPlan`): the QNode's (``qml.set_shots``, ``qml.qnode(..., shots=)``, the
-  device's), or a call-site ``circuit(x, shots=100)``; an integer, a *shot vector*
-  (``[10, (20, 3)]``: one result per entry, in PennyLane's structure) or a traced integer (the
-  samples then have a symbolic length).
-- **Mid-circuit measurements** (:class:`McmConfig`): ``mcm_method=None`` is ``"one-shot"`` with
-  finite shots (PennyLane's and Catalyst's choice) and ``"single-branch-statistics"`` without
-  (Catalyst's: each execution follows one randomly drawn branch). ``"one-shot"`` runs the circuit
-  once per shot, each with its own outcomes and branch; ``"deferred"`` (and ``"tree-traversal"``)
-  gives the statistics of all branches at once, exactly without shots.
-
->>> import pennylane as qml
->>> dev = qml.device("default.qubit", wires=1)
->>> plan = ShotPlan.of(qml.qnode(dev, shots=[10, (20, 3)])(lambda: qml.sample()), {})
->>> plan.total, plan.slices()
-(70, [(0, 10), (10, 30), (30, 50), (50, 70)])
->>> McmConfig.of(qml.qnode(dev, shots=10)(lambda: qml.sample()), plan).method
-'one-shot'
+"""A compiled QNode's shots (:class:`ShotPlan`: an integer, a shot vector with one result per
+entry, or a traced integer) and mid-circuit measurement method (:class:`McmConfig`), resolved as
+PennyLane and Catalyst resolve them.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,14 +50,9 @@ class ShotPlan:
 
     def slices(self) -> list[tuple[Any, Any]]:
         """``(start, stop)`` of each result's samples among the ``total`` drawn."""
-        if not self.partitioned:
-            return [(0, self.total)]
-        out, start = [], 0
-        for shots, copies in self.copies:
-            for _ in range(copies):
-                out.append((start, start + shots))
-                start += shots
-        return out
+        sizes = [shots for shots, copies in self.copies for _ in range(copies)] or [self.total]
+        stops = list(itertools.accumulate(sizes))
+        return list(zip([0] + stops[:-1], stops))
 
 
 MCM_METHODS = ("one-shot", "single-branch-statistics", "deferred", "tree-traversal", "device")
@@ -81,15 +60,10 @@ MCM_METHODS = ("one-shot", "single-branch-statistics", "deferred", "tree-travers
 
 @dataclass(frozen=True)
 class McmConfig:
-    """The resolved mid-circuit measurement method and post-selection mode of a QNode call.
-
-    ``method``: ``"one-shot"``, ``"deferred"`` or ``"single-branch-statistics"`` (PennyLane's
-    ``"tree-traversal"`` and ``"device"`` give the statistics of every branch: ``"deferred"``).
-    ``fill_shots``: post-selected shots are all kept (PennyLane's ``"fill-shots"``, and what
-    ``"deferred"`` does); otherwise a shot whose outcome differs from its ``postselect`` value is
-    discarded (``"hw-like"``): statistics use the valid shots, samples of the others are padded
-    with ``INVALID_SAMPLE``.
-    """
+    """The mid-circuit measurement ``method`` of a QNode call: ``"one-shot"`` (the default with
+    shots), ``"single-branch-statistics"`` (without), or ``"deferred"`` (every branch; also for
+    ``"tree-traversal"`` and ``"device"``). ``fill_shots``: post-selected shots are all kept;
+    otherwise (``"hw-like"``) a shot missing its ``postselect`` value is discarded."""
 
     method: str
     fill_shots: bool = False
@@ -111,7 +85,10 @@ class McmConfig:
                 "Cannot use postselect_mode='hw-like' with Catalyst when mcm_method='single-branch-statistics': "
                 "'hw-like' post-selection requires mcm_method='one-shot'."
             )
-        if method is None and _defers_measurements(qnode):  # @qml.transforms.defer_measurements
+        # @qml.transforms.defer_measurements: compiled, the measurements never reach the transform
+        pipeline = qnode_pipeline(qnode) or ()
+        if method is None and any(getattr(pipeline[i].tape_transform, "__name__", "") == "defer_measurements"
+                                  for i in range(len(pipeline))):
             method = "deferred"
         explicit = method is not None
         if method is None:
@@ -119,13 +96,3 @@ class McmConfig:
         elif method in ("tree-traversal", "device"):
             method = "deferred"
         return McmConfig(method, fill_shots=method == "deferred" or mode == "fill-shots", explicit=explicit)
-
-
-def _defers_measurements(qnode: Any) -> bool:
-    """The QNode is decorated with ``qml.transforms.defer_measurements``: its mid-circuit
-    measurements are those of ``mcm_method="deferred"``, as on ``default.qubit`` (compiled, they
-    never reach the transform as operations)."""
-    pipeline = qnode_pipeline(qnode)
-    return pipeline is not None and any(
-        getattr(pipeline[i].tape_transform, "__name__", "") == "defer_measurements" for i in range(len(pipeline))
-    )

@@ -1,21 +1,7 @@
-"""A QNode's own transforms (``@qml.transforms.cancel_inverses``, ``merge_rotations``,
-``decompose``...) applied to the gates of a compiled circuit.
-
-The circuit is applied one straight-line segment at a time (see :mod:`.qnode`), so each transform
-of the QNode's compile pipeline runs on a tape of one segment's operations (the last segment's tape
-also holds the terminal measurements). Only transforms that rewrite the gates into one circuit are
-supported: each must return one tape, with the same measurements, and post-processing that hands
-its one result back unchanged. Compiler passes (``qml.transform(pass_name=...)``, Catalyst's
-``passes.apply_pass``) and transforms that only change how a circuit is executed
-(``split_non_commuting``, ``dynamic_one_shot``) keep the results: see
-:data:`RESULT_PRESERVING_PASSES`. Anything else (gradient transforms, a transform that changes
-measurements) is a :class:`~catalyst_lite.errors.QuantumOperationError`.
-
->>> import pennylane as qml
->>> pipeline = qml.transforms.cancel_inverses(qml.qnode(qml.device("default.qubit", wires=1))(
-...     lambda: qml.expval(qml.Z(0)))).compile_pipeline
->>> transformed_operations(pipeline, [qml.H(0), qml.H(0), qml.X(0)], [])
-[X(0)]
+"""A QNode's own transforms (``@qml.transforms.cancel_inverses``, ``decompose``...) applied to the
+gates of each straight-line segment of a compiled circuit (see :mod:`.qnode`). A transform must
+rewrite the gates into one circuit (one tape, the same measurements, no post-processing) or keep
+the results (:data:`RESULT_PRESERVING_PASSES`); anything else is a ``QuantumOperationError``.
 """
 
 from __future__ import annotations
@@ -36,22 +22,23 @@ RESULT_PRESERVING_PASSES = frozenset({
     # how the circuit is executed: separate executions per measurement group, one per shot
     "split-non-commuting", "dynamic-one-shot",
 })
-"""Compiler passes (``qml.transform(pass_name=...)``, Catalyst's ``passes.apply_pass``) that
-keep a circuit's results: compiled, they change nothing a result shows."""
+"""Compiler passes (``qml.transform(pass_name=...)``, ``passes.apply_pass``) that keep the results."""
 
 
 def qnode_pipeline(qnode: Any) -> Any:
-    """The QNode's own transforms (``compile_pipeline``; ``transform_program`` before 0.45)."""
-    pipeline = getattr(qnode, "compile_pipeline", None)
-    return pipeline if pipeline is not None else getattr(qnode, "transform_program", None)
+    """The QNode's own transforms (PennyLane >= 0.45 calls them its ``compile_pipeline``)."""
+    return getattr(qnode, "compile_pipeline", None)
 
 
 def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequence[Any]) -> list:
     """``ops`` after every transform of ``pipeline``, run one at a time on a tape of ``ops`` and
-    ``measurements`` (the terminal ones for the last segment, none before)."""
+    ``measurements``."""
     import pennylane as qml
 
     tape = qml.tape.QuantumScript(list(ops), list(measurements))
+    errors = qml.exceptions  # PennyLane's own, about the circuit (a user's transform raises what it raises)
+    about_the_circuit = (errors.TransformError, errors.QuantumFunctionError, errors.DecompositionError,
+                         errors.OperatorPropertyUndefined, errors.WireError, errors.DeviceError)
     for i in range(len(pipeline)):
         name = str(pipeline[i]).strip("<>")
         pass_name = getattr(pipeline[i], "pass_name", None)
@@ -60,10 +47,11 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             continue
         try:
             tapes, post = pipeline[i : i + 1]((tape,))
-        except _pennylane_errors(qml) as e:  # name the transform that raised; the user's own pass
+        except about_the_circuit as e:  # name the transform that raised
             raise QuantumOperationError(f"The QNode's transform {name} failed on a compiled circuit: {e}") from e
-        if len(tapes) != 1 or not _is_identity(post) or not _same_measurements(tapes[0], tape):
-            if _pass_name(pipeline[i]) in RESULT_PRESERVING_PASSES:  # split_non_commuting...
+        if not _one_circuit(tapes, post, tape):
+            as_pass = getattr(pipeline[i].tape_transform, "__name__", "").replace("_", "-")
+            if as_pass in RESULT_PRESERVING_PASSES:  # split_non_commuting...
                 continue
             raise QuantumOperationError(
                 f"catalyst_lite cannot apply the QNode's transform {name}: it splits the circuit, "
@@ -74,23 +62,10 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
         tape = tapes[0]
     return list(tape.operations)
 
-
-
-def _pennylane_errors(qml: Any) -> tuple[type[BaseException], ...]:
-    """PennyLane's own exceptions, which a transform raises about the circuit it was given (a
-    transform the user wrote raises what it raises, untouched)."""
-    errors = qml.exceptions
-    return (
-        errors.TransformError, errors.QuantumFunctionError, errors.DecompositionError,
-        errors.OperatorPropertyUndefined, errors.WireError, errors.DeviceError,
-    )
-
 def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
-    """``tape`` after the compiler pass ``pass_name`` (a ``qml.transform(pass_name=...)`` or
-    Catalyst's ``passes.apply_pass``, with no tape transform of its own). Every pass Catalyst
-    knows preserves the circuit's results: PennyLane's tape transform of the same name applies
-    it when it rewrites the gates into one circuit; otherwise (it splits the circuit, or has no
-    counterpart) the exact simulation already gives the results it preserves."""
+    """``tape`` after the compiler pass ``pass_name`` (with no tape transform of its own): by
+    PennyLane's tape transform of that name when it rewrites the gates into one circuit; otherwise
+    unchanged (every known pass preserves the results)."""
     import pennylane as qml
 
     if pass_name not in RESULT_PRESERVING_PASSES:
@@ -103,30 +78,22 @@ def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
     if getattr(counterpart, "tape_transform", None) is None:
         return tape
     tapes, post = counterpart(tape, *bound.args, **bound.kwargs)
-    if len(tapes) != 1 or not _is_identity(post) or not _same_measurements(tapes[0], tape):
-        return tape
-    return tapes[0]
+    return tapes[0] if _one_circuit(tapes, post, tape) else tape
 
 
-def _pass_name(bound: Any) -> str:
-    """The compiler pass named like a tape transform (``split_non_commuting``:
-    ``split-non-commuting``)."""
-    return getattr(bound.tape_transform, "__name__", "").replace("_", "-")
+def _one_circuit(tapes: Sequence[Any], post: Any, old: Any) -> bool:
+    """One tape with ``old``'s measurements, and a post-processing that returns its result."""
+    import pennylane as qml
 
-
-def _is_identity(post: Any) -> bool:
-    """True when a batch post-processing function returns its one result unchanged."""
+    if len(tapes) != 1:
+        return False
     sentinel = object()
     try:
         out = post((sentinel,))
     except Exception:  # a real post-processing step cannot handle the sentinel
         return False
-    return out is sentinel or (isinstance(out, (tuple, list)) and len(out) == 1 and out[0] is sentinel)
-
-
-def _same_measurements(new: Any, old: Any) -> bool:
-    import pennylane as qml
-
+    if not (out is sentinel or (isinstance(out, (tuple, list)) and len(out) == 1 and out[0] is sentinel)):
+        return False
+    new = tapes[0]
     return len(new.measurements) == len(old.measurements) and all(
-        a is b or qml.equal(a, b) for a, b in zip(new.measurements, old.measurements)
-    )
+        a is b or qml.equal(a, b) for a, b in zip(new.measurements, old.measurements))

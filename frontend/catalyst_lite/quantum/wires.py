@@ -1,39 +1,16 @@
-"""A device's wires as indices of the state vector, in the three ways a device may have them.
-
-- **Labels** (``qml.device(..., wires=3)`` or ``wires=["a", "b"]``): a fixed list; wire ``k`` of
-  the list is index ``k``.
-- **A traced number** (``wires=n`` with ``n`` a value of the compiled function, as Catalyst's
-  dynamic qubit allocation): the wires are ``0 .. n - 1`` and ``n_wires`` is a traced size, so the
-  state vector has the symbolic length ``2**n`` and one trace serves every ``n``.
-- **Unspecified** (``wires=None``): the wires are allocated as the circuit uses them, as Catalyst's
-  automatic qubit management does: integer labels ``0 .. max`` (a wire ``w`` brings all wires
-  below it), other labels in the order they appear. ``on_grow`` is told how many wires were added
-  (the state grows by them, as the least significant wires, so existing indices keep their
-  meaning).
-
-**Dynamically allocated** wires (``qml.allocate``, PennyLane's ``DynamicWire`` labels) are
-given *slots*: extra wires after the device's, added as a growing map adds wires. A slot freed by
-``qml.deallocate`` is reused as it is if the allocation promised to restore it
-(``restored=True``); otherwise only where :meth:`WireMap.allocate` is told to reuse (inside a loop
-or branch, whose size is fixed), and it says so, for the circuit to reset the slot to ``|0>``
-(elsewhere a new slot keeps the results exact, as PennyLane's spare wires do). The slots persist
-when the circuit runs again, their assignment to dynamic wires does not
-(:meth:`WireMap.begin_run`).
-
-A traced wire (a loop index) is taken to be an index already; ``on_traced`` is told of each one,
-so that one outside the device raises PennyLane's ``WireError`` when the program runs
-(:class:`OutsideWires`).
-
->>> WireMap(["a", "b"]).index("b", "PauliX")
-1
->>> growing = WireMap.allocated_on_use()
->>> growing.index(2, "PauliX"), growing.n_wires
-(2, 3)
+"""A device's wires as state-vector indices: **labels** (``wires=3`` or ``["a", "b"]``), **a traced
+number** (``wires=n``: ``0 .. n - 1``, a state of symbolic length) or **unspecified**
+(``wires=None``: allocated as the circuit uses them, an integer bringing every wire below it, each
+new wire least significant: ``on_grow``). Wires of ``qml.allocate`` get *slots* after the device's
+wires, kept between runs (:meth:`WireMap.begin_run` frees them); a freed slot is reused as it is if
+promised restored, else only where :meth:`WireMap.allocate` may ``reuse`` it (a loop or branch:
+the circuit then resets it). A traced wire (a loop index) is an index, seen by ``on_traced`` so
+that one outside the device raises ``WireError`` when the program runs (:class:`OutsideWires`).
 """
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -45,10 +22,6 @@ from ..jax_extras import Tracer
 from .mcm import ValueCarry
 
 __all__ = ["WireMap", "OutsideWires"]
-
-
-def _is_traced(wire: Any) -> bool:
-    return isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray))
 
 
 def _is_index(label: Any) -> bool:
@@ -73,13 +46,11 @@ class WireMap:
         self.dynamic: dict = {}  # DynamicWire -> (its slot, restored when deallocated)
         self.free: list = [(slot, False) for slot in self.slots]  # (slot, used since the run began)
 
-    def allocate(self, dynamic_wires: Sequence[Any], restored: bool = False, reuse: bool = False,
-                 op_name: str = "qml.allocate") -> list:
-        """Give each of ``dynamic_wires`` a free slot (one left in ``|0>``, or with ``reuse`` any
-        free one), adding slots (wires) as needed; returns ``(index, used)`` per wire, ``used``:
-        the slot held another dynamic wire in this run and may not be in ``|0>``."""
+    def allocate(self, dynamic_wires: Sequence[Any], restored: bool = False, reuse: bool = False) -> list:
+        """A free slot (in ``|0>``, or with ``reuse`` any) for each of ``dynamic_wires``, added as
+        needed: ``(index, used)`` per wire, ``used`` when it may not be in ``|0>``."""
         if self.labels is None:
-            raise WireError(f"{op_name} on a device with a traced number of wires is not supported: "
+            raise WireError("qml.allocate on a device with a traced number of wires is not supported: "
                             "give the device a fixed number of wires.")
         given = []
         for wire in dynamic_wires:
@@ -109,32 +80,25 @@ class WireMap:
         return WireMap(None, jnp.asarray(n_wires).astype(jnp.int64))
 
     @staticmethod
-    def allocated_on_use(labels: Sequence[Any] = ()) -> "WireMap":
-        """Wires allocated as they are used, starting with ``labels``."""
-        return WireMap(labels, growing=True)
+    def allocated_on_use() -> "WireMap":
+        """Wires allocated as they are used."""
+        return WireMap(growing=True)
 
     @property
     def traced(self) -> bool:
         """The number of wires is a traced value."""
         return self.labels is None
 
-    @property
-    def by_index(self) -> bool:
-        """Every label is its own index (``0 .. n - 1``): a traced wire may address them."""
-        if self.labels is None:
-            return True
-        device = [label for label in self.labels if not isinstance(label, _Slot)]
-        return device == list(range(len(device)))
-
     def index(self, wire: Any, op_name: str) -> Any:
-        if _is_traced(wire):
+        if isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray)):
             if self.growing:
                 raise WireError(
                     f"{op_name} acts on a traced wire on a device without a number of wires "
                     "(wires=None), whose wires are allocated as the circuit names them: give the "
                     "device a number of wires (wires=n, n may be an argument of the compiled function)."
                 )
-            if not self.by_index:
+            device = [label for label in self.labels or () if not isinstance(label, _Slot)]
+            if device != list(range(len(device))):  # a traced wire needs labels that are indices
                 raise WireError(
                     f"{op_name} acts on a traced wire, but the device's wires are labelled "
                     f"{self.labels}; traced wires need a device with wires=<int>."
@@ -173,22 +137,20 @@ class WireMap:
         self.on_grow(len(added))
 
 
+@dataclass(eq=False)
 class _Slot:
     """The label of the ``k``-th wire added for dynamically allocated wires."""
 
-    def __init__(self, k: int):
-        self.k = k
+    k: int
 
     def __repr__(self) -> str:
         return f"<allocated wire {self.k}>"
 
 
 class OutsideWires:
-    """The first traced wire of a circuit run that the device does not have (``carries``: ambient
-    values, so that loops and branches keep it). :meth:`check` raises PennyLane's ``WireError``
-    for it when the program runs, after the circuit, instead of returning the numbers of a wrong
-    circuit. A circuit whose traced wires are not checked yet runs again with the check
-    (``retry``), so circuits without traced wires carry nothing more."""
+    """The first traced wire of a circuit run outside the device (in ambient ``carries``), for
+    :meth:`check` to raise ``WireError`` when the program runs. A circuit runs again with the
+    check (``retry``) at its first traced wire, so others carry nothing more."""
 
     def __init__(self, wires: WireMap, retry: Callable[[], Exception]):
         self.wires, self.retry = wires, retry
@@ -207,16 +169,15 @@ class OutsideWires:
         found.value = found.value | outside
 
     def check(self, device: str) -> None:
-        """Raise ``WireError`` when the program runs if a traced wire was outside the device."""
         self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
-        if self.carries:
-            found, first = self.carries
-            callback(functools.partial(_raise_outside, device=device))(found.value, first.value)
+        if not self.carries:
+            return
 
+        def raise_outside(found: Any, first: Any) -> None:
+            if bool(found):
+                raise pennylane_error(WireError, "WireError")(
+                    f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
+                    f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
+                )
 
-def _raise_outside(found: Any, first: Any, device: str) -> None:
-    if bool(found):
-        raise pennylane_error(WireError, "WireError")(
-            f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
-            f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
-        )
+        callback(raise_outside)(*(carry.value for carry in self.carries))
