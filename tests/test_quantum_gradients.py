@@ -321,3 +321,38 @@ def test_adjoint_method_with_a_traced_wire():
     for k in (0, 2):
         np.testing.assert_allclose(compiled(0.6, k), reference(0.6, k), atol=1e-12)
         assert abs(reference(0.6, k)) > 0.1
+
+
+def _fixed_gates_between_rotations(x):
+    qml.Hadamard(0)
+    qml.RX(x, 1)
+    qml.Hadamard(1)
+    qml.CNOT([0, 1])
+    qml.RY(2 * x, 1)
+    qml.S(2)
+    qml.Hadamard(2)
+    qml.RX(x / 3, 2)
+    return qml.expval(qml.Z(1) + 0.3 * qml.Y(2))
+
+
+def _forty_layers(x):
+    for i in range(40):
+        qml.RX(x * (i + 1) / 10, i % 3)
+        qml.Hadamard((i + 1) % 3)
+        qml.CNOT([i % 3, (i + 2) % 3])
+        qml.RY(x / (i + 1), (i + 1) % 3)
+    return qml.expval(qml.Z(0))
+
+
+@pytest.mark.parametrize("circuit", [_fixed_gates_between_rotations, _forty_layers])
+def test_adjoint_sweep_with_known_blocks_and_many_blocks_matches_default_qubit(circuit):
+    """The adjoint sweep over blocks whose matrix is known at compile time (a lone Hadamard) and
+    over more blocks than it unrolls (160 gates) gives default.qubit's value and derivative."""
+    dev = qml.device("default.qubit", wires=3)
+    ours = qml.qnode(dev, diff_method="adjoint")(circuit)
+    reference = qml.qnode(dev, interface="jax")(circuit)
+    derivative = qjit(grad(ours))
+    for x in (0.37, -1.2):
+        assert float(qjit(ours)(x)) == pytest.approx(float(reference(x)), abs=1e-10)
+        assert float(derivative(x)) == pytest.approx(float(jax.grad(reference)(x)), abs=1e-9)
+    assert _uses_adjoint_method(derivative)
