@@ -1,28 +1,16 @@
 """QNodes inside ``@qjit``: the circuit becomes array operations of the traced program.
 
-While catalyst_lite traces (see :func:`quantum_tracing`), calling a ``qml.QNode`` runs
-:func:`execute_qnode` instead of PennyLane's execution pipeline:
-
-1. the state vector and a PRNG key become *ambient carries* (``control_flow.common``), so every
-   ``for_loop``/``while_loop`` carries them and every ``cond`` branch returns them;
-2. the quantum function runs under a ``CircuitRecorder`` (a PennyLane queuing context,
-   :mod:`.recorder`);
-3. queued gates are applied when the state is next needed (:meth:`QuantumState.get`): by a loop or
-   branch being traced, a mid-circuit measurement, or the terminal measurements. Gates written in
-   a loop body are therefore applied inside that body. (Gates wait until then rather than being
-   applied on queuing because PennyLane removes an operator from the queue again when it becomes
-   the base of ``qml.adjoint``/``qml.ctrl``.) Observables that are not gates (products, sums,
-   Hamiltonians, ``Hermitian``) stay queued until the terminal measurements, which may take them;
-   the QNode's own transforms rewrite the operations of each applied stretch (:mod:`.transforms`);
-   a ``StatePrep`` that is the circuit's first operation sets the state, a later one is its
-   decomposition (as on ``default.qubit``).
-   Inside ``qml.adjoint``/``qml.ctrl`` of a function, operations queue into a region and reach
-   the circuit adjointed or controlled (:mod:`.regions`).
-4. the gates are applied by :mod:`.application`: fused blocks and repeated layers as loops for
-   gates on known wires (:mod:`.fusion`), counted loops over stacked matrices for traced wires, so
-   the compiled program's size does not grow with the circuit's;
-5. the terminal measurements are exact, or statistics of shots (:mod:`.sampling`); a circuit with
-   mid-circuit measurements may run again once per shot or per branch (:mod:`.repeated`).
+While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` runs
+:func:`execute_qnode`: the state vector and a PRNG key become *ambient carries* (threaded through
+every loop and branch, ``control_flow.common``); the quantum function runs under a
+``CircuitRecorder`` (:mod:`.recorder`); queued gates are applied when the state is next needed
+(:meth:`QuantumState.get`: a loop or branch, a mid-circuit measurement, the terminal
+measurements), by :mod:`.application`. They wait rather than being applied on queuing because
+PennyLane unqueues an operator that becomes the base of ``qml.adjoint``/``qml.ctrl``; inside
+those, operations queue into regions (:mod:`.regions`). A first ``StatePrep`` sets the state, a
+later one is its decomposition (as on ``default.qubit``). Terminal measurements are exact or
+statistics of shots (:mod:`.sampling`); with mid-circuit measurements the circuit may run again
+per shot or per branch (:mod:`.repeated`).
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -76,31 +64,21 @@ from .wires import OutsideWires, WireMap
 __all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "intercept_qnode_calls", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
 
 SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit", "null.qubit")
-UNSIMULATED_DEVICES = ("null.qubit",)
-"""Devices that simulate nothing: results have their shapes, with PennyLane's ``null.qubit``
-values (see :func:`.measurements.measure_terminal`)."""
-_SKIPPED = frozenset({"Barrier"})
-
-# --- scope: intercepting QNode calls while catalyst_lite traces ----------------------------------
-
+UNSIMULATED_DEVICES = ("null.qubit",)  # results have their shapes and null.qubit's values
 
 CIRCUIT_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-"""XLA options for a program that holds a circuit. A state-vector simulation is a chain of
-complex multiply-reduce and gather kernels, one per gate block; XLA's classic CPU emitters compile
-them about a third faster than its fusion emitters (most of a circuit's first call), and the
-executables run as fast. Classical programs keep XLA's defaults (bit-identical to ``jax.jit``)."""
+"""XLA options for a program that holds a circuit: XLA's classic CPU emitters compile its gate
+kernels about a third faster than the fusion emitters, and run them as fast. Classical programs
+keep XLA's defaults (bit-identical to ``jax.jit``)."""
 
 
 @dataclass
 class TracedCircuits:
-    """The QNodes compiled into one program while it is traced, and what the program needs for
-    them: XLA options, and its PRNG key.
+    """The QNodes compiled into one program while it is traced: its XLA options and PRNG key.
 
-    The program draws (mid-circuit measurements, samples) from one base key, a constant of the
-    traced program; QNode number ``i`` draws from stream ``i`` of it (:func:`.prng.fold_in`).
-    With ``seed``, the base key comes from it: every call draws the same. Without, the base key
-    is replaced by a fresh one on every call (see :meth:`fresh_consts`), as Catalyst draws anew
-    on every execution.
+    QNode number ``i`` draws from stream ``i`` of one base key, a constant of the program: from
+    ``seed`` when given, else replaced by a fresh key on every call (:meth:`fresh_consts`), as
+    Catalyst draws anew on every execution.
     """
 
     seed: int | None = None
@@ -120,8 +98,7 @@ class TracedCircuits:
         return KeyCarry(key, self._drawing)
 
     def _drawing(self) -> None:
-        """A QNode draws from the program's key: without a seed, calls must replace it (until
-        then its value does not matter, and calls need not pay for a fresh one)."""
+        # Only a key that is drawn from needs replacing on each call.
         if self.seed is None:
             prng.mark_unseeded(self.base_key)
 
@@ -135,12 +112,9 @@ class TracedCircuits:
 @register_trace_extension
 @contextlib.contextmanager
 def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[Any]], Contribution]]:
-    """While tracing a ``qjit`` with these ``options``: QNode calls compile into the program (a
-    scope of every trace, see :func:`~catalyst_lite.tracing.register_trace_extension`).
-
-    ``options["seed"]`` seeds the PRNG of mid-circuit measurements and samples. Yields what gives
-    the program's XLA options and fresh constants once it is traced.
-    """
+    """While tracing a ``qjit`` with these ``options`` (``seed``: of mid-circuit measurements and
+    samples), QNode calls compile into the program; yields what gives its XLA options and fresh
+    constants once traced (see :func:`~catalyst_lite.tracing.register_trace_extension`)."""
     intercept_qnode_calls()
     seed = options.get("seed")
     traced = TracedCircuits(None if seed is None else int(seed))
@@ -149,10 +123,8 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[A
 
 
 def _make_qnode_call(original: Callable) -> Callable:
-    # A QNode called while this thread traces a qjit program (inside `quantum_tracing`) becomes
-    # array operations of the program, also under jax.grad/jax.vmap applied inside it (JAX
-    # transforms those operations as any others); everywhere else (other threads, eager calls,
-    # other traces) PennyLane runs it.
+    # While this thread traces a qjit program (also under jax.grad/jax.vmap inside it) a QNode
+    # compiles into it; elsewhere PennyLane runs it.
     def __call__(self, *args, **kwargs):
         if current_context().traced_circuits is not None and is_tracing(under_transformations=True):
             return execute_qnode(self, args, kwargs)
@@ -167,8 +139,7 @@ _intercepting = False
 
 def intercept_qnode_calls() -> None:
     """Register the :class:`~catalyst_lite.jax_extras.patches.Patch` of ``QNode.__call__`` once
-    PennyLane is imported (by the user: a program without QNodes never imports it). Like JAX's
-    repairs it is in effect only while some thread traces, and acts only for that thread."""
+    the user imported PennyLane; it acts only while, and for, the thread that traces."""
     global _intercepting
     if _intercepting or "pennylane" not in sys.modules:
         return
@@ -186,12 +157,8 @@ def _traced() -> TracedCircuits:
     return TracedCircuits() if traced is None else traced
 
 
-# --- ambient values ------------------------------------------------------------------------------
-
-
 class KeyCarry(ValueCarry):
-    """The PRNG key threaded through control flow (an ambient carry); ``on_draw`` is told of each
-    draw."""
+    """The PRNG key, an ambient carry; ``on_draw`` is told of each draw."""
 
     def __init__(self, key, on_draw: Callable[[], None] = lambda: None):
         super().__init__(key)
@@ -206,31 +173,27 @@ class KeyCarry(ValueCarry):
 
 class QuantumState:
     """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far.
-
-    ``regions`` are the ``qml.adjoint``/``qml.ctrl`` regions open now (outermost first, see
-    :mod:`.regions`): operations queue into the innermost one.
+    ``regions``: the open ``qml.adjoint``/``qml.ctrl`` regions, outermost first (:mod:`.regions`).
     """
 
     def __init__(self, wires: WireMap, recorder: Any, pipeline: Any = None, simulated: bool = True):
         self.wires = wires
-        self.simulated = simulated  # False: a device that applies no gate (null.qubit)
+        self.simulated = simulated  # False: null.qubit applies no gate
         wires.on_grow = self._grow
         self.recorder = recorder
-        self.pipeline = pipeline  # the QNode's own transforms (None or empty: none)
+        self.pipeline = pipeline  # the QNode's own transforms
         self._vector = self.initial = zero_state(wires.n_wires)
-        # the gates applied so far wait here, unapplied, while the adjoint method may compute
-        # the results from them (``deferred``, :func:`_adjoint_results`); reading the state
-        # applies them
+        # deferred: gates wait in _pending, as the adjoint method may compute the results from
+        # them (:func:`_adjoint_results`); reading the state applies them
         self.deferred = False
         self._pending: list[GateRecord] = []
-        self.fresh = True  # still |0...0>, nothing applied: a StatePrep here is the initial state
+        self.fresh = True  # nothing applied yet: a StatePrep here is the initial state
         self.regions: list[Region] = []
-        self.control_flow: RegionControlFlow | None = None  # the circuit's loops and branches
-        self.snapshots: list = []  # the state at each qml.Snapshot, in order
+        self.control_flow: RegionControlFlow | None = None
+        self.snapshots: list = []
         self._applying = False
-        # every gate applied, in order, while the state is a function of them only (for the
-        # adjoint method, :mod:`.adjoint`); None once it is not (loops, branches, a traced
-        # initial state, mid-circuit measurements)
+        # the gates applied, while the state is a function of them only (for :mod:`.adjoint`);
+        # None after loops, branches, a traced initial state, mid-circuit measurements
         self.applied: list[GateRecord] | None = []
 
     @property
@@ -257,10 +220,9 @@ class QuantumState:
         return self.vector
 
     def _grow(self, added: int) -> None:
-        """``added`` wires were allocated (a device with ``wires=None``): they join the state in
-        ``|0>``. Inside a loop or branch the state's size is fixed: the circuit runs again, with
-        these wires from the start."""
-        if self.control_flow is not None and self.control_flow.depth:
+        """``added`` wires (of a device with ``wires=None``) join the state in ``|0>``; inside a
+        loop or branch, whose state has a fixed size, the circuit runs again with them."""
+        if self._in_control_flow():
             raise WiresAllocated()
         self.applied = None
         self.vector = jnp.kron(self.vector, zero_state(added))
@@ -273,7 +235,6 @@ class QuantumState:
 
     @contextlib.contextmanager
     def region(self, region: Region) -> Iterator[Region]:
-        """Open ``region``: operations queue into it until the block ends."""
         self.regions.append(region)
         try:
             with region.queue:
@@ -282,10 +243,9 @@ class QuantumState:
             self.regions.pop()
 
     def flush(self, measurements: Sequence[Any] | None = None) -> None:
-        """Apply the queued operations: those of open regions first reach the circuit through
-        their regions (an adjoint region keeps them). ``measurements``: this is the circuit's
-        last segment, and these are its terminal measurements (the QNode's transforms see them)."""
-        if self._applying:  # a loop applying gates asks for the state: it is the one being built
+        """Apply the queued operations, those of open regions through their regions.
+        ``measurements``: the terminal ones, given for the last segment (transforms see them)."""
+        if self._applying:  # a loop applying gates asks for the state being built
             return
         for k in reversed(range(len(self.regions))):
             ops = self.regions[k].release(self.regions[k].take())
@@ -296,8 +256,7 @@ class QuantumState:
                 parent.append(op)
         self._applying = True
         try:
-            # Decompositions and transforms build operators: none may queue into the circuit
-            # (they would be applied again), and the loops that apply gates are our own.
+            # Operators built by decompositions and transforms must not queue (applied twice).
             with _qml().QueuingManager.stop_recording(), control_flow_handler(None):
                 self._apply_queued(measurements)
         finally:
@@ -306,30 +265,27 @@ class QuantumState:
     def _apply_queued(self, measurements: Sequence[Any] | None) -> None:
         final = measurements is not None
         ops = [with_values(op) for op in self.recorder.take_operations(final)]
-        if not self.simulated:  # nothing to apply; snapshots are of |0...0>
+        if not self.simulated:  # snapshots are of |0...0>
             self.snapshots += [self._snapshot(op) for op in ops if op.name == "Snapshot"]
             return
-        if self.pipeline and (ops or final):  # the last segment: measurements are checked too
+        if self.pipeline and (ops or final):  # in the last segment, measurements are checked too
             ops = transformed_operations(self.pipeline, ops, measurements or ())
-        if ops and (self.control_flow is not None and self.control_flow.depth or self.regions):
+        if ops and (self._in_control_flow() or self.regions):
             self.applied = None
         records: list[GateRecord] = []
         for op in ops:
+            if op.name in ("Snapshot", "Allocate", "Deallocate") and records:
+                # (an allocated slot's index is the wire's after the gates so far)
+                self.vector, records = apply_records(self, self.vector, records), []
             if op.name == "Snapshot":
                 self.applied = None
-                if records:
-                    self.vector, records = apply_records(self, self.vector, records), []
                 self.snapshots.append(self._snapshot(op))
-            elif op.name in _SKIPPED:
+            elif op.name == "Barrier":
                 continue
-            if op.name in ("Allocate", "Deallocate"):  # qml.allocate, qml.deallocate
-                if records:  # the slots' indices are the wires' after the gates so far
-                    self.vector, records = apply_records(self, self.vector, records), []
+            elif op.name in ("Allocate", "Deallocate"):
                 self._allocation(op)
-                continue
-            if isinstance(op, _qml().StatePrep) and self.fresh and not records:
-                # default.qubit's initial state (also of its subclasses: AmplitudeEmbedding); a
-                # later StatePrep is its decomposition, below.
+            elif isinstance(op, _qml().StatePrep) and self.fresh and not records:
+                # default.qubit's initial state (subclasses too: AmplitudeEmbedding)
                 self.vector = self.initial = initial_state(op, self.wires)
                 if any(isinstance(p, Tracer) for p in op.parameters):
                     self.applied = None
@@ -350,37 +306,34 @@ class QuantumState:
             self.vector = apply_records(self, self.vector, records)
             self.fresh = False
 
+    def _in_control_flow(self) -> bool:
+        return bool(self.control_flow is not None and self.control_flow.depth)
 
     def _allocation(self, op: Any) -> None:
-        """``Allocate``: each dynamic wire gets a slot (a wire added to the state in ``|0>``, or a
-        freed one, see :mod:`.wires`). Inside a loop or branch, whose state has a fixed size, freed
-        slots are reused, reset to ``|0>`` first by a measurement with reset whose outcome is
-        dropped (as PennyLane resets a reused wire), since an earlier iteration may have used the
-        slot. ``Deallocate``: the slots are freed."""
+        """``Allocate``: each dynamic wire gets a slot (:mod:`.wires`); inside a loop or branch
+        (a state of fixed size) freed slots are reused, reset to ``|0>`` first by a measurement
+        (as PennyLane resets a reused wire). ``Deallocate``: the slots are freed."""
         if op.name == "Deallocate":
             self.wires.deallocate(op.wires)
             return
-        in_control_flow = bool(self.control_flow is not None and self.control_flow.depth)
+        in_control_flow = self._in_control_flow()
         restored = bool(op.hyperparameters.get("restored", False))
         circuit = _circuits()[-1]
         for index, used in self.wires.allocate(op.wires, restored, reuse=in_control_flow):
             if (in_control_flow and not restored) or used:
-                if circuit.exact:
-                    # PennyLane's reset averages over both outcomes; one drawn outcome gives the
-                    # same state only when the slot is not entangled with the other wires
+                if circuit.exact:  # one drawn outcome is PennyLane's average only if not entangled
                     callback(_raise_if_entangled)(wire_entanglement(self.vector, index, self.n_wires))
                 collapse(circuit, index, reset=True)
 
     def _snapshot(self, op: Any) -> Any:
-        """The state at ``qml.Snapshot`` ``op``, as Catalyst returns it (only ``qml.state()``
-        snapshots, not inside loops or branches)."""
+        """The state at a ``qml.Snapshot``, as Catalyst returns it."""
         measurement = op.hyperparameters.get("measurement")
         if measurement is not None and type(measurement).__name__ != "StateMP":
             raise NotImplementedError(
                 "qml.Snapshot() only supports qml.state() when used from within Catalyst, but "
                 f"encountered {type(measurement)}"
             )
-        if self.control_flow is not None and self.control_flow.depth:
+        if self._in_control_flow():
             raise QuantumOperationError(
                 "qml.Snapshot inside a for_loop, while_loop or cond is not supported: the snapshots "
                 "are results of the QNode, taken once. Take the snapshot outside the loop or branch."
@@ -388,14 +341,10 @@ class QuantumState:
         return self.vector
 
 
-# --- the circuit ---------------------------------------------------------------------------------
-
-
 @dataclass
 class CircuitRun:
-    """One run of a QNode's quantum function: its state, key, control-flow handler and
-    mid-circuit measurement policy (what :func:`measure` reads while the run is traced), then what
-    it returned and its terminal measurements."""
+    """One run of a QNode's quantum function: what :func:`measure` reads while it is traced, then
+    what it returned and its terminal measurements."""
 
     state: QuantumState
     key: KeyCarry
@@ -403,16 +352,12 @@ class CircuitRun:
     regions: RegionControlFlow
     output: Any = None
     measurements: list = field(default_factory=list)
-    adjoint: Any = None  # the results computed by the adjoint method, when it applies
-    # the QNode's results are this run's exact ones (no shots, one branch of its mid-circuit
-    # measurements): a slot of qml.allocate reused in a loop or branch must be back in |0>
-    exact: bool = False
+    adjoint: Any = None  # the results by the adjoint method, when it applies
+    exact: bool = False  # the QNode's results are this run's exact ones (no shots, one branch)
 
 
 class WiresAllocated(Exception):
-    """A device with ``wires=None`` met a new wire inside a loop or branch, or a circuit met its
-    first traced wire: run the circuit again (its wire map now holds the wire, or checks traced
-    wires)."""
+    """A new wire inside a loop or branch, or a first traced wire: run the circuit again."""
 
 
 def _device_name(qnode) -> str:
@@ -420,8 +365,7 @@ def _device_name(qnode) -> str:
 
 
 def _device_wires(qnode) -> WireMap:
-    """The device's wires: its labels, a traced number (``wires=n`` inside the compiled function),
-    or allocated as the circuit uses them (``wires=None``), see :mod:`.wires`."""
+    """The device's wires: labels, a traced number, or allocated on use (:mod:`.wires`)."""
     device = qnode.device
     name = _device_name(qnode)
     if name not in SUPPORTED_DEVICES:
@@ -442,11 +386,9 @@ def _device_wires(qnode) -> WireMap:
 
 def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
                 key: KeyCarry, adjoint: bool = False, exact: bool = False) -> CircuitRun:
-    """Run the QNode's quantum function ``qfunc`` once, from ``|0...0>``, with its gates applied to
-    the state as array operations of the program being traced. ``adjoint``: the QNode is being
-    differentiated without shots; when its results are exact expectation values, they are
-    computed with derivatives by the adjoint method (``run.adjoint``, see :mod:`.adjoint`).
-    ``exact``: see :attr:`CircuitRun.exact`."""
+    """Run ``qfunc`` once from ``|0...0>``, its gates array operations of the traced program.
+    ``adjoint``: differentiated without shots, exact expectation values are computed by the
+    adjoint method (``run.adjoint``, :mod:`.adjoint`)."""
     recorder = recorder_class()()
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
     state.deferred = adjoint and state.simulated
@@ -468,22 +410,21 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
             if m.mv is None:  # wires allocated on use: all of them before any result
                 _check_terminal_wires(m, all_wires=False)
                 wires.indices(m.wires, measurement_kind(m))
-        state.flush(run.measurements)  # while ambient: a loop applying the last gates must carry the state
+        state.flush(run.measurements)  # while the state is ambient (loops carry it)
         if wires.slots:  # qml.allocate was applied
             for m in run.measurements:
                 _check_terminal_wires(m, all_wires=m.mv is None)
-        # (allocated wires keep the simulation's own derivatives: the sweep knows the device's wires only)
+        # (the adjoint sweep knows the device's wires only)
         run.adjoint = _adjoint_results(run) if state.deferred and not wires.slots else None
         if run.adjoint is None:
-            state.vector  # the gates still unapplied, applied while the state is ambient
+            state.vector  # applies the deferred gates while the state is ambient
     outside.check(_device_name(qnode))
     return run
 
 
 def _check_terminal_wires(m: Any, all_wires: bool) -> None:
-    """Terminal measurements do not measure wires of ``qml.allocate``, and (``all_wires``: when
-    some were allocated) name their wires: PennyLane chooses which device wires the allocated
-    ones use. Catalyst's errors."""
+    """Catalyst's errors: terminal measurements measure no wire of ``qml.allocate`` and, with
+    ``all_wires`` (some were allocated), name their wires."""
     if all_wires and not len(m.wires):
         raise CompileError(  # Catalyst's phrase, with its line breaks
             "\nTerminal measurements must take in an explicit list of wires when\ndynamically "
@@ -497,11 +438,8 @@ def _check_terminal_wires(m: Any, all_wires: bool) -> None:
 
 
 def _check_returned(qnode, output: Any) -> None:
-    """A QNode returns measurements, as PennyLane requires, and (as with Catalyst, whose programs
-    mix them) numbers and arrays: values computed in the circuit (a mid-circuit measurement's
-    outcome), its arguments, constants. Not nothing (a forgotten ``return``, which PennyLane
-    rejects too), nor an operator or another Python object, which a compiled program cannot
-    return."""
+    """A QNode returns measurements and (as with Catalyst) numbers and arrays: not nothing, nor an
+    operator or another Python object."""
     # an operator is a leaf (its pytree leaves are its parameters, numbers, which it is not)
     leaves = jax.tree_util.tree_leaves(output, is_leaf=lambda x: is_measurement(x) or isinstance(x, _qml().operation.Operator))
     odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, StandsForValue) or _is_number(x))]
@@ -515,13 +453,12 @@ def _check_returned(qnode, output: Any) -> None:
 
 
 def _is_number(x: Any) -> bool:
-    """A value a compiled program can return: a traced value, an array, a number or a bool."""
     return isinstance(x, (Tracer, jax.Array, np.ndarray, np.number, np.bool_, bool, int, float, complex))
 
 
 def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
-    """Shots PennyLane refuses: ``qml.state()`` with finite shots; a traced number of shots that
-    is not positive (raised when the program runs)."""
+    """Shots PennyLane refuses: ``qml.state()`` with finite shots; a traced non-positive number
+    (raised when the program runs)."""
     if shots.finite and any(measurement_kind(m) == "state" for m in measurements):
         raise pennylane_error(QuantumOperationError, "DeviceError")(
             f"Measurement state() not accepted with finite shots on {_device_name(qnode)}: remove the "
@@ -552,15 +489,12 @@ def _raise_if_not_positive(total: Any) -> None:
 
 
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
-    """The QNode's results, computed by array operations in the program being traced. ``qfunc``
-    runs in place of the QNode's quantum function (``catalyst_lite.capture`` passes the function's
-    captured program).
+    """The QNode's results, as array operations of the program being traced (``qfunc``: in place
+    of the quantum function, as ``catalyst_lite.capture`` passes it).
 
-    The quantum function runs once with each mid-circuit measurement following one drawn branch.
-    That is the result when the circuit has no mid-circuit measurement, or with
-    ``mcm_method="single-branch-statistics"`` (the default without shots, as in Catalyst).
-    Otherwise the circuit runs again inside a loop, once per shot or once per branch
-    (:mod:`.repeated`), and the first run is dead code.
+    The first run follows one drawn branch of each mid-circuit measurement; with another
+    ``mcm_method`` the circuit runs again per shot or per branch (:mod:`.repeated`), and the first
+    run is dead code.
     """
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
@@ -614,10 +548,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
 
 
 def _adjoint_results(run: CircuitRun) -> Any:
-    """The results of a QNode being differentiated without shots whose results are all exact
-    expectation values, with derivatives by the adjoint method (:mod:`.adjoint`: two compiled
-    loops instead of the reverse of the whole simulation); ``None`` when that does not apply.
-    Every ``diff_method`` of an exact ``expval`` has the same, exact, derivative."""
+    """Exact expectation values with derivatives by the adjoint method (:mod:`.adjoint`), or
+    ``None`` when it does not apply (every ``diff_method`` gives an exact ``expval`` the same)."""
     state = run.state
     if state.applied is None or state.snapshots or run.policy.sites:
         return None
@@ -629,12 +561,10 @@ def _adjoint_results(run: CircuitRun) -> Any:
 
 
 def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = False) -> Any:
-    """The QNode's results from its final state: exact, or statistics of ``shots`` samples (a
-    tuple of results, one per entry of a shot vector). ``differentiated``: statistics of shots
-    have the derivatives of the exact ones (see :mod:`.gradients`)."""
+    """The results from the final state: exact, or statistics of ``shots`` (a tuple per entry of
+    a shot vector); ``differentiated``: with the exact ones' derivatives (:mod:`.gradients`)."""
     state = run.state
     leaves, tree = flatten_results(run.output)
-
     measured = [x for x in leaves if is_measurement(x)]
     results = iter(measure_terminal(measured, state.vector, state.n_wires, state.wires, shots, run.key.split,
                                     state.simulated))
@@ -651,9 +581,8 @@ def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = F
     values = [value(x) if is_measurement(x) else traced_value(x) for x in leaves]
     if not shots.partitioned:
         return jax.tree_util.tree_unflatten(tree, values)
-    entries = range(len(shots.slices()))
     return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if is_measurement(x) else v for x, v in zip(leaves, values)])
-                 for i in entries)
+                 for i in range(len(shots.slices())))
 
 
 def _circuits() -> tuple[CircuitRun, ...]:
@@ -664,11 +593,10 @@ def _circuits() -> tuple[CircuitRun, ...]:
 
 
 def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
-    """Measure one wire in the computational basis inside a compiled QNode, like
-    ``catalyst.measure``: returns the outcome as a traced boolean that ``cond`` can use; the state
-    collapses (and is reset to ``|0>`` with ``reset=True``). How the outcome is chosen depends on
-    the QNode's ``mcm_method`` and shots (:mod:`.mcm`): drawn for one branch, for each shot, or
-    enumerated over all branches; ``postselect`` forces it, or discards the shots that miss it.
+    """Measure one wire inside a compiled QNode, like ``catalyst.measure``: the outcome is a traced
+    boolean; the state collapses (reset to ``|0>`` with ``reset=True``). The QNode's
+    ``mcm_method`` and shots choose the outcome (:mod:`.mcm`); ``postselect`` forces it, or
+    discards the shots that miss it.
 
     >>> from catalyst_lite import measure
     >>> import pennylane as qml
@@ -688,8 +616,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     """
     stack = _circuits()
     if not is_tracing() and (pennylane_capture_enabled() or _another_compiler_traces()):
-        # PennyLane captures the program (qjit(capture=True)), or another compiler traces it
-        # (qml.qjit with Catalyst): PennyLane's measure, which hands it to them.
+        # qjit(capture=True), or qml.qjit with Catalyst: PennyLane's measure hands it to them
         import pennylane as qml
 
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
@@ -710,9 +637,8 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
 
 
 def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: int | None = None) -> Any:
-    """Measure state index ``wire`` of ``circuit``'s current state (its queued gates applied): the
-    outcome (chosen by the circuit's mid-circuit measurement policy), with the state collapsed,
-    and flipped back to ``|0>`` with ``reset``."""
+    """Measure state index ``wire`` of ``circuit``: the outcome its policy chooses; the state
+    collapses, and is flipped back to ``|0>`` with ``reset``."""
     state = circuit.state
     in_loop = circuit.regions.loop_depth > 0
     if not state.simulated:  # null.qubit: every outcome is 0
@@ -729,13 +655,12 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
 
 
 def _another_compiler_traces() -> bool:
-    """PennyLane's active compiler is not catalyst_lite (``qml.qjit`` compiling with Catalyst)."""
     qml = sys.modules.get("pennylane")
     return qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
 
 
 def _measured_wire(wires: Any) -> Any:
-    """The one wire ``measure(wires)`` names: a label, or a one-element list or array of one."""
+    """The one wire of ``measure(wires)``: a label, or a one-element list or array of one."""
     if isinstance(wires, (list, tuple)):
         if len(wires) != 1:
             raise QuantumOperationError(
@@ -748,51 +673,41 @@ def _measured_wire(wires: Any) -> Any:
     return wires.reshape(()) if shape else wires
 
 
-# --- PennyLane's compiler-dispatched operations --------------------------------------------------
-# While catalyst_lite is PennyLane's active compiler, qml.adjoint, qml.ctrl and qml.measure hand
-# their work to the compiler's ``ops`` entry point; these are the quantum ones.
-
-
-def _compiling_circuit() -> CircuitRun | None:
-    """The circuit being compiled in this thread, if any."""
-    stack = _circuits()
-    return stack[-1] if stack and is_tracing(under_transformations=True) else None
+# --- qml.adjoint, qml.ctrl and qml.measure while catalyst_lite is PennyLane's active compiler ---
 
 
 def compiling_state() -> QuantumState | None:
     """The state of the circuit being compiled in this thread, if any."""
-    circuit = _compiling_circuit()
-    return None if circuit is None else circuit.state
+    stack = _circuits()
+    return stack[-1].state if stack and is_tracing(under_transformations=True) else None
 
 
-def _off_circuit() -> bool:
-    """Operators are being built outside the circuit's queue (an operation's decomposition,
-    computed with queuing stopped, as ``PhaseAdder``'s ``qml.adjoint(QFT)(wires)``): PennyLane's
-    own ``qml.adjoint``/``qml.ctrl`` build them, and return operators as the decomposition needs."""
-    return not _qml().QueuingManager.recording()
+def _region_state(fn: Any) -> QuantumState | None:
+    """The state in which ``fn`` becomes a region: a quantum function called in a compiled circuit.
+    Operators, and functions called off the circuit's queue (in a decomposition, as
+    ``PhaseAdder``'s ``qml.adjoint(QFT)(wires)``), are PennyLane's own ``adjoint``/``ctrl``."""
+    qml = _qml()
+    if isinstance(fn, qml.operation.Operator) or not callable(fn) or not qml.QueuingManager.recording():
+        return None
+    return compiling_state()
 
 
 def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
-    """``qml.adjoint``: of an operator, PennyLane's own ``Adjoint``; of a quantum function inside a
-    compiled circuit, its adjoint region (:mod:`.regions`: loops reversed, branches adjointed)."""
-    qml = _qml()
-    circuit = _compiling_circuit()
-    if circuit is None or isinstance(fn, qml.operation.Operator) or not callable(fn) or _off_circuit():
+    """``qml.adjoint``: of a quantum function, its adjoint region (:mod:`.regions`)."""
+    state = _region_state(fn)
+    if state is None:
         return sys.modules["pennylane.ops.op_math.adjoint"].create_adjoint_op(fn, lazy)
-    return adjoint_transform(circuit.state, fn, lazy)
+    return adjoint_transform(state, fn, lazy)
 
 
 def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, work_wire_type="borrowed") -> Any:
-    """``qml.ctrl``: of an operator, PennyLane's own controlled operator; of a quantum function
-    inside a compiled circuit, its ctrl region (every gate it applies controlled, in loops too)."""
-    qml = _qml()
+    """``qml.ctrl``: of a quantum function, its ctrl region (:mod:`.regions`)."""
     options = (control, control_values, work_wires, work_wire_type)
-    circuit = _compiling_circuit()
-    if circuit is None or isinstance(op, qml.operation.Operator) or not callable(op) or _off_circuit():
-        return qml.ops.op_math.controlled.create_controlled_op(op, *options)
-    return ctrl_transform(circuit.state, op, *options)
+    state = _region_state(op)
+    if state is None:
+        return _qml().ops.op_math.controlled.create_controlled_op(op, *options)
+    return ctrl_transform(state, op, *options)
 
 
-def pennylane_measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
-    """``qml.measure``: :func:`measure` (the outcome is a traced boolean, as with Catalyst)."""
-    return measure(wires, reset=reset, postselect=postselect)
+pennylane_measure = measure  # qml.measure: a traced boolean, as with Catalyst
+
