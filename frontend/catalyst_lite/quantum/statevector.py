@@ -1,13 +1,10 @@
 """Gate application on a state vector, as plain ``jax.numpy``/``lax`` array operations.
 
 The state of ``n`` qubits is a flat ``complex128`` vector of length ``2**n``; wire ``w`` is bit
-``n - 1 - w`` of an amplitude's index (PennyLane's ordering: wire 0 is the most significant bit).
-
-Every gate goes through one kernel, :func:`apply_matrix`: a ``2**k x 2**k`` matrix on ``k`` target
-wires, optionally conditioned on control wires. The kernel works on *indices*, not on axes, so a
-wire may be a traced integer (a loop index): each amplitude is combined with the amplitudes whose
-indices differ from its own in target bits (gathered at ``index ^ flip``), weighted by matrix
-entries selected by its own target bits. No transpose, no Python branch on a wire's value.
+``n - 1 - w`` of an amplitude's index (wire 0 is the most significant, as in PennyLane). The
+general kernel :func:`apply_matrix` works on *indices*, not axes, so a wire may be a traced
+integer: each amplitude is combined with those whose indices differ in target bits (gathered at
+``index ^ flip``), weighted by the matrix entries its own target bits select.
 
 >>> import numpy as np
 >>> psi = zero_state(2)
@@ -27,41 +24,22 @@ from jax import lax
 
 from ..control_flow import for_loop
 
-__all__ = [
-    "wire_entanglement",
-    "state_size",
-    "zero_state",
-    "bit_position",
-    "bit_mask",
-    "basis_indices",
-    "wire_bits",
-    "outcome_index",
-    "controls_hold",
-    "apply_matrix",
-    "apply_tensor",
-    "apply_block",
-    "apply_in_loop",
-    "apply_stacked",
-    "lookup",
-    "probabilities",
-    "wire_probability",
-    "project_wire",
-]
+__all__ = ["wire_entanglement", "state_size", "zero_state", "bit_position", "bit_mask", "basis_indices",
+           "wire_bits", "outcome_index", "controls_hold", "apply_matrix", "apply_tensor", "apply_block",
+           "apply_in_loop", "apply_stacked", "lookup", "probabilities", "wire_probability", "project_wire"]
 
 Wire = Any  # a Python int or a traced integer scalar: the wire's index on the device
 
 
 def state_size(n_wires: Any) -> Any:
-    """``2**n_wires``, the length of the state: a Python int, or a traced size when the number of
-    wires is traced (a symbolic dimension of the program).
+    """``2**n_wires``: a Python int, or a traced size (one per traced number of wires).
 
     >>> state_size(3)
     8
     """
     if _is_static(n_wires):
         return 2 ** int(n_wires)
-    # One size per traced number of wires: computed again (inside a loop body, say), it would be
-    # another dimension, and the state's length would seem to change.
+    # Computed again (in a loop body, say), it would be another dimension: the length would change.
     known = _sizes.get(id(n_wires))
     if known is not None and known[0]() is n_wires:
         return known[1]
@@ -83,10 +61,7 @@ def zero_state(n_wires: Any) -> jnp.ndarray:
     return (lax.optimization_barrier(basis_indices(n_wires)) == 0).astype(jnp.complex128)
 
 
-INDEX = jnp.int32
-"""Basis indices are 32-bit (states up to 2**31 amplitudes): half the integer work of 64-bit.
-Index arithmetic on known wires is done in Python/NumPy (so that the program holds literals, not
-32-bit scalar equations); only traced wires produce traced index scalars."""
+INDEX = jnp.int32  # basis indices (up to 2**31 amplitudes): half the integer work of 64-bit
 
 
 def _is_static(x: Any) -> bool:
@@ -129,9 +104,8 @@ def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
 
 
 def outcome_index(samples, targets: tuple, n_wires: int):
-    """The outcome of each basis index (sampled, or of every amplitude) on the ``targets`` wires,
-    as an integer whose most significant bit is the first target (the order of ``probs`` and of
-    ``eigvals``).
+    """The outcome on the ``targets`` wires of each basis index, as an integer whose most
+    significant bit is the first target (the order of ``probs`` and ``eigvals``).
 
     >>> outcome_index(basis_indices(2), (1, 0), 2).tolist()
     [0, 2, 1, 3]
@@ -142,9 +116,8 @@ def outcome_index(samples, targets: tuple, n_wires: int):
 
 
 def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wires: int):
-    """True where every control wire has its control value; a control wire ``< 0`` is unused
-    (so that gates with fewer controls fit a fixed-size record). The controls are folded into one
-    scalar mask and pattern first, leaving one ``and`` and one comparison per amplitude."""
+    """True where every control wire (``< 0``: an unused slot) has its control value: one mask
+    and pattern, so one ``and`` and one comparison per amplitude."""
     mask, pattern = np.int32(0), np.int32(0)
     for wire, value in zip(controls, values):
         if _is_static(wire):
@@ -163,10 +136,8 @@ def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wi
 
 
 def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp.where) -> Any:
-    """``values[row(i)]`` for every amplitude ``i``, where ``row(i)`` is the number whose bits
-    (most significant first) are ``row_bits``: one ``where`` per bit, folding the most
-    significant remaining bit (cheaper than an elementwise table lookup). ``where`` is
-    ``np.where`` for NumPy indices.
+    """``values[row(i)]`` for every amplitude ``i``, ``row(i)`` the number whose bits (most
+    significant first) are ``row_bits``: one ``where`` per bit (``np.where`` for NumPy indices).
 
     >>> lookup([10, 20, 30, 40], [jnp.array([0, 1]), jnp.array([1, 1])]).tolist()
     [20, 40]
@@ -179,25 +150,11 @@ def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp
     return values[0]
 
 
-def _entries_by_row(matrix, f: int, row_bits: Sequence[Any], k: int):
-    """``matrix[row(i), row(i) ^ f]`` for every amplitude ``i``."""
-    return lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits)
-
-
-def apply_matrix(
-    state: jnp.ndarray,
-    matrix: Any,
-    targets: Sequence[Wire],
-    n_wires: int,
-    controls: Sequence[Wire] = (),
-    control_values: Sequence[Any] = (),
-) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``, rows and columns in the order of ``targets``) applied to
-    ``targets``, on the amplitudes where every control wire has its control value.
-
-    With ``row(i)`` the target bits of index ``i`` and ``flip(f)`` the index bits of the targets
-    set in ``f``: ``new[i] = sum_f matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]``, i.e. one
-    term without a gather (``f = 0``) and ``2**k - 1`` gathers, fused into one pass.
+def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wires: int,
+                 controls: Sequence[Wire] = (), control_values: Sequence[Any] = ()) -> jnp.ndarray:
+    """``matrix`` (``2**k x 2**k``) applied to ``targets`` where every control has its value:
+    ``new[i] = sum_f matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]`` (``row(i)``: the target
+    bits of ``i``; ``flip(f)``: the targets' bits set in ``f``), one pass.
 
     >>> x = np.array([[0, 1], [1, 0]])
     >>> apply_matrix(zero_state(2), x, [1], 2, controls=[0], control_values=[1]).tolist()[0]
@@ -210,14 +167,15 @@ def apply_matrix(
     indices = basis_indices(n_wires)
     masks = [bit_mask(t, n_wires) for t in targets]
     row_bits = [wire_bits(indices, t, n_wires) for t in targets]
-    new = _entries_by_row(matrix, 0, row_bits, k) * state
+    new = lookup([matrix[r, r] for r in range(2**k)], row_bits) * state
     for f in range(1, 2**k):
         flip = np.int32(0)
         for m in range(k):
             if (f >> (k - 1 - m)) & 1:
                 flip = flip | masks[m]
         partner = state.at[indices ^ flip].get(mode="promise_in_bounds", unique_indices=True)
-        new = new + _entries_by_row(matrix, f, row_bits, k) * partner
+        new = new + lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits) * partner
+
     if controls:
         new = jnp.where(controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
@@ -225,9 +183,7 @@ def apply_matrix(
 
 def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any, Any], Any]) -> Any:
     """``vector`` after ``vector = step(vector, i)`` for ``i`` in ``range(count)``, as one counted
-    ``for_loop`` of the program: one compiled body, however large ``count``. ``state_carry`` is the
-    ambient carry that holds the state (:class:`.qnode.QuantumState`, or any object with a
-    ``vector``): the loop threads it.
+    ``for_loop`` threading ``state_carry`` (the ambient carry holding the state, with a ``vector``).
 
     >>> class Carry: vector = None
     >>> apply_in_loop(Carry(), np.zeros(2), 3, lambda v, i: v + i).tolist()
@@ -245,9 +201,9 @@ def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any
 
 def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, values: Any, n_targets: int,
                   n_wires: Any) -> Any:
-    """Gate ``g`` for each ``g`` in order, by :func:`apply_in_loop` with the indexed kernel: its
-    matrix ``matrices[g]``, its targets ``wires[g, :n_targets]``, its controls the other wires of
-    row ``g`` (``-1``: an unused slot) with the values ``values[g]``.
+    """Gate ``g`` for each ``g`` in one loop (:func:`apply_in_loop`): matrix ``matrices[g]``,
+    targets ``wires[g, :n_targets]``, controls the rest of row ``g`` (``-1``: unused) with
+    ``values[g]``.
 
     >>> x = np.array([[0, 1], [1, 0]])
     >>> class Carry: vector = None
@@ -266,24 +222,13 @@ def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, valu
     return apply_in_loop(state_carry, vector, wires.shape[0], step)
 
 
-MAX_INDEXED_TARGETS = 2
-"""Above this many known target wires a gate is applied by :func:`apply_tensor`: the indexed
-kernel's program holds ``4**k`` terms for ``k`` targets (a 4-wire gate would be thousands of
-operations, an 8-wire one millions), the tensor kernel a few operations for any ``k``."""
+MAX_INDEXED_TARGETS = 2  # more known targets: apply_tensor (the indexed kernel has 4**k terms)
 
 
-def apply_tensor(
-    state: jnp.ndarray,
-    matrix: Any,
-    targets: Sequence[int],
-    n_wires: int,
-    controls: Sequence[int] = (),
-    control_values: Sequence[int] = (),
-) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``) applied to the known ``targets`` where the known ``controls``
-    have their values: the state as a tensor with one axis per wire, the controls' axes fixed at
-    their values, the targets' axes moved first and contracted with the matrix (one matrix product,
-    however many wires).
+def apply_tensor(state: jnp.ndarray, matrix: Any, targets: Sequence[int], n_wires: int,
+                 controls: Sequence[int] = (), control_values: Sequence[int] = ()) -> jnp.ndarray:
+    """``matrix`` applied to the known ``targets`` where the known ``controls`` have their values:
+    the state as a tensor, the controls' axes fixed, the targets' contracted with the matrix.
 
     >>> x = np.array([[0, 1], [1, 0]])
     >>> apply_tensor(zero_state(2), x, [1], 2, controls=[0], control_values=[0]).tolist()
@@ -304,12 +249,9 @@ def apply_tensor(
 
 
 def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: int) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``) applied to the known, ascending ``wires``: one pass over the
-    state, written as a broadcast product and a sum over the matrix's column axis.
-
-    The state is viewed with one axis per target wire and one per stretch of other wires;
-    ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``. For consecutive wires the target
-    axes are merged into one axis of length ``2**k`` (XLA's fastest form of this reduction).
+    """``matrix`` applied to the known, ascending ``wires`` in one pass: the state viewed with an
+    axis per target and per stretch of other wires (consecutive targets as one axis, XLA's fastest
+    form), ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``.
 
     >>> x = np.array([[0, 1], [1, 0]])
     >>> apply_block(zero_state(2), x, [1], 2).tolist()
@@ -348,9 +290,9 @@ def wire_probability(state: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarra
 
 
 def wire_entanglement(state: jnp.ndarray, wire: int, n_wires: int) -> jnp.ndarray:
-    """The determinant of ``wire``'s reduced density matrix: 0 exactly when the wire is in a pure
-    state of its own (not entangled with the others), so that measuring it leaves the others'
-    state whatever the outcome; at most 1/4. ``wire`` and ``n_wires`` are known numbers.
+    """The determinant of known ``wire``'s reduced density matrix: 0 exactly when the wire is not
+    entangled with the others; at most 1/4.
+
 
     >>> bell = jnp.array([0.6, 0, 0, 0.8])
     >>> round(float(wire_entanglement(bell, 0, 2)), 6), float(wire_entanglement(zero_state(2), 1, 2))
