@@ -77,7 +77,6 @@ def fuse(shapes: Sequence[Shape], max_block_wires: int = MAX_BLOCK_WIRES, max_me
     return blocks
 
 
-
 def _fits_dense(block: Block, wires: set) -> bool:
     """A gate on ``wires`` may join the dense ``block``: the union stays small, and shares a wire
     with the block or is two neighbours (distant wires make a slower pass than two)."""
@@ -410,7 +409,6 @@ def apply_fused(vector, records: Sequence[GateRecord], n_wires: int, blocks: Seq
 def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], period: int, count: int, n_wires: int):
     """``count`` repetitions of ``period`` gates as one loop, the block matrices of all
     repetitions computed outside it."""
-
     columns = [records[p::period] for p in range(period)]
     gates = planned_gates(columns)
     blocks = fuse([_shape_of(r) for r in records[:period]])

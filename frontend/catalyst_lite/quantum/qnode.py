@@ -189,7 +189,7 @@ class QuantumState:
         self._pending: list[GateRecord] = []
         self.fresh = True  # nothing applied yet: a StatePrep here is the initial state
         self.regions: list[Region] = []
-        self.control_flow: RegionControlFlow | None = None
+        self.control_flow = RegionControlFlow(self)
         self.snapshots: list = []
         self._applying = False
         # the gates applied, while the state is a function of them only (for :mod:`.adjoint`);
@@ -297,17 +297,18 @@ class QuantumState:
                 )
             else:
                 records += gate_records(op, self.wires)
+        if not records:
+            return
         if self.applied is not None:
             self.applied += records
-        if records and self.deferred and self.applied is not None:
+        if self.deferred and self.applied is not None:
             self._pending += records
-            self.fresh = False
-        elif records:
+        else:
             self.vector = apply_records(self, self.vector, records)
-            self.fresh = False
+        self.fresh = False
 
     def _in_control_flow(self) -> bool:
-        return bool(self.control_flow is not None and self.control_flow.depth)
+        return self.control_flow.depth > 0
 
     def _allocation(self, op: Any) -> None:
         """``Allocate``: each dynamic wire gets a slot (:mod:`.wires`); inside a loop or branch
@@ -349,7 +350,6 @@ class CircuitRun:
     state: QuantumState
     key: KeyCarry
     policy: McmPolicy
-    regions: RegionControlFlow
     output: Any = None
     measurements: list = field(default_factory=list)
     adjoint: Any = None  # the results by the adjoint method, when it applies
@@ -392,16 +392,14 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     recorder = recorder_class()()
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
     state.deferred = adjoint and state.simulated
-    regions = RegionControlFlow(state)
-    state.control_flow = regions
     outside = OutsideWires(wires, WiresAllocated)
     wires.begin_run()
-    run = CircuitRun(state, key, policy, regions, exact=exact)
+    run = CircuitRun(state, key, policy, exact=exact)
     with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
         scope.enter_context(recorder)
-        scope.enter_context(control_flow_handler(regions))
+        scope.enter_context(control_flow_handler(state.control_flow))
         run.output = qfunc(*args, **kwargs)
         _check_returned(qnode, run.output)
         run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=is_measurement) if is_measurement(m)]
@@ -640,7 +638,7 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     """Measure state index ``wire`` of ``circuit``: the outcome its policy chooses; the state
     collapses, and is flipped back to ``|0>`` with ``reset``."""
     state = circuit.state
-    in_loop = circuit.regions.loop_depth > 0
+    in_loop = state.control_flow.loop_depth > 0
     if not state.simulated:  # null.qubit: every outcome is 0
         return circuit.policy.outcome(0.0, postselect, circuit.key.split, in_loop)
     vector = state.vector

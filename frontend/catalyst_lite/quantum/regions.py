@@ -152,7 +152,6 @@ class AdjointRegion(Region):
 
         counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
         *result, count = _as_tuple(counted, len(init) + 1)
-
         self.items.append(_Loop(body, init, cond_fn=cond_fn, count=count))
         return _unwrapped(result)
 
@@ -365,9 +364,9 @@ def run_ctrl(state: Any, fn: Callable, options: tuple, args: tuple, kwargs: dict
     """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` (``options``: its arguments) of the
     circuit of ``state``."""
     region = CtrlRegion(*options)
-    calls = state.control_flow.calls if state.control_flow is not None else 0
+    calls = state.control_flow.calls
     _run_in(state, region, fn, args, kwargs)
-    traced = state.control_flow is not None and state.control_flow.calls != calls
+    traced = state.control_flow.calls != calls
     return RegionRun([] if traced else region.released, traced)
 
 
@@ -389,7 +388,6 @@ def ctrl_transform(state: Any, fn: Callable, control: Any, control_values: Any =
                    work_wires: Any = None, work_wire_type: str = "borrowed") -> Callable:
     """``qml.ctrl(fn, control, ...)`` in the circuit of ``state``; calling it returns ``[]`` (a
     region has no measurements to return)."""
-
     options = (control, control_values, work_wires, work_wire_type)
 
     def wrapper(*args: Any, **kwargs: Any) -> list:

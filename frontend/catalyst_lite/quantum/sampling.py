@@ -1,30 +1,11 @@
-"""Measurements with finite shots: what each shot *records* of a measurement, and the statistic of
-many shots' records, as PennyLane's ``default.qubit`` estimates them.
-
-Every measurement with shots goes through the same two steps, so that drawing all shots from one
-final state (:func:`shot_records`) and running the circuit once per shot (mid-circuit measurements,
-``mcm_method="one-shot"``, see :mod:`.repeated`) give their results the same way
-(:func:`statistic`):
-
-=====================================  =================================  =====================
-measurement                            one shot records                   statistic
-=====================================  =================================  =====================
-``expval(obs)``                        ``sum_w c_w * (+-1 of word w)``    mean
-                                       (a Pauli sentence, each word in
-                                       its own basis), else an
-                                       eigenvalue of ``obs``
-``var(obs)``                           ``c * (+-1)`` (one Pauli word),    variance (``ddof=0``)
-                                       else an eigenvalue
-``probs(wires)``, ``counts(wires)``    the outcome's index                ``counts / shots``,
-                                                                          ``(outcomes, counts)``
-``sample(wires)``, ``sample(obs)``     the bits (``int64``), the          the records
-                                       eigenvalue
-statistics of a measurement value      its value (``probs``/``counts``:   as above
-                                       the index of a list of bits)
-=====================================  =================================  =====================
-
-A shot may be *invalid* (a post-selected mid-circuit measurement gave the other outcome): the
-statistics use the valid shots only, and samples of invalid shots are ``INVALID_SAMPLE``, as
+"""Measurements with finite shots, as ``default.qubit`` estimates them: what each shot *records*
+(:func:`shot_records` from a final state, :func:`value_record` of mid-circuit measurement values,
+also per shot with ``mcm_method="one-shot"``, :mod:`.repeated`), then the :func:`statistic` of
+many shots' records. ``expval`` records ``sum_w c_w * (+-1 of word w)`` of a Pauli sentence (each
+word in its own basis; ``var``: of one word), else an eigenvalue of the observable; statistics
+are the mean and the variance (``ddof=0``). ``probs``/``counts`` record the outcome's index
+(``counts / shots``, ``(outcomes, counts)``); ``sample`` the bits or the eigenvalue. Invalid shots
+(post-selection missed) are left out of statistics; their samples are ``INVALID_SAMPLE``, as
 PennyLane pads them under ``jax.jit``.
 
 >>> import pennylane as qml
@@ -52,20 +33,10 @@ from .gates import gate_records
 from .wires import WireMap
 from .statevector import apply_matrix, outcome_index, probabilities, state_size, wire_bits
 
-__all__ = [
-    "INVALID_SAMPLE",
-    "measurement_kind",
-    "is_measurement",
-    "flatten_results",
-    "measured_wires",
-    "shot_records",
-    "value_record",
-    "statistic",
-    "static_eigvals",
-]
+__all__ = ["INVALID_SAMPLE", "measurement_kind", "is_measurement", "flatten_results", "measured_wires",
+           "rotate_to_eigenbasis", "shot_records", "value_record", "statistic", "static_eigvals"]
 
-INVALID_SAMPLE = int(np.iinfo(np.int32).min)
-"""The sample of a discarded (post-selection failed) shot, as PennyLane fills it under JAX."""
+INVALID_SAMPLE = int(np.iinfo(np.int32).min)  # the sample of a shot post-selection discarded
 
 _KINDS = {
     "ExpectationMP": "expval", "VarianceMP": "var", "ProbabilityMP": "probs",
@@ -74,8 +45,8 @@ _KINDS = {
 
 
 def measurement_kind(mp: Any) -> str:
-    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"`` (or the
-    class name of another measurement process)."""
+    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"``, or the
+    class name of another measurement process."""
     name = type(mp).__name__
     return _KINDS.get(name, name)
 
@@ -98,22 +69,16 @@ def flatten_results(output: Any) -> tuple[list, Any]:
 
 
 def measured_wires(mp: Any, n_wires: Any, wires: WireMap) -> tuple | None:
-    """The wire indices a measurement without observable reads (``None``: all of them, in order,
-    when it names none)."""
+    """The wire indices a measurement without observable reads (``None``: all, naming none)."""
     return wires.indices(mp.wires, measurement_kind(mp)) if len(mp.wires) else None
 
 
-# --- drawing samples from a state ----------------------------------------------------------------
-
-
 def _basis_samples(state, key, shots: Any):
-    """``shots`` basis indices drawn from ``|state|**2``."""
     return prng.sample_indices(key, probabilities(state), shots)
 
 
 def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
-    """``state`` after ``obs``'s diagonalizing gates: in this basis ``obs`` is diagonal, so a
-    computational-basis sample picks one of its eigenvalues."""
+    """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
     import pennylane as qml
 
     with qml.QueuingManager.stop_recording():
@@ -125,7 +90,7 @@ def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
 
 
 def static_eigvals(obs) -> np.ndarray:
-    """``obs.eigvals()`` as a constant (a traced observable's are unknown while tracing)."""
+    """``obs.eigvals()`` as a constant (a traced observable's are unknown)."""
     try:
         return np.asarray(obs.eigvals())
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
@@ -136,7 +101,6 @@ def static_eigvals(obs) -> np.ndarray:
 
 
 def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` eigenvalues of ``obs``: samples of ``state`` measured in its eigenbasis."""
     rotated = rotate_to_eigenbasis(state, obs, n_wires, wires)
     position = outcome_index(_basis_samples(rotated, key, shots),
                              wires.indices(obs.wires, obs.name), n_wires)
@@ -144,7 +108,7 @@ def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMa
 
 
 def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
-    """``state`` rotated into the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
+    """``state`` in the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
     import pennylane as qml
 
     with qml.QueuingManager.stop_recording():
@@ -153,14 +117,12 @@ def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
 
 
 def _word_eigenvalues(samples, word: dict, n_wires: Any, wires: WireMap):
-    """The eigenvalue ``±1`` of the Pauli word in each of its basis' ``samples``: ``+1`` when
-    the word's bits have even parity."""
+    """The eigenvalue ``±1`` of the Pauli word in each of its basis' ``samples`` (the parity)."""
     bits = (wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word)
     return 1.0 - 2.0 * (sum(bits, jnp.zeros_like(samples)) & 1).astype(jnp.float64)
 
 
 def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` outcomes ``±1`` of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
     if not word:  # the identity: no draw needed
         return jnp.ones((shots,), jnp.float64)
     samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), key, shots)
@@ -168,8 +130,7 @@ def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires:
 
 
 def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word sampled in its own basis with its
-    own key: the mean is PennyLane's estimate, word by word (coefficients may be traced)."""
+    """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word in its own basis, with its key."""
     total = None
     for word, coeff in sentence.items():
         key, sub = prng.split(key)
@@ -197,8 +158,7 @@ def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
 
 
 def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
-    """What ``sample``/``probs``/``counts`` (of wires, or of an observable's wires in its
-    eigenbasis) record of computational-basis ``samples``."""
+    """What ``sample``/``probs``/``counts`` record of basis ``samples``."""
     kind = measurement_kind(mp)
     targets = measured_wires(mp, n_wires, wires) if mp.obs is None else wires.indices(mp.obs.wires, kind)
     if kind == "sample":
@@ -215,8 +175,8 @@ def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
 
 
 def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
-    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``expval(2 * X(0) @ Z(1))``,
-    ``sample(Z(0))``, ``probs(op=X(0))``), else ``None``."""
+    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``expval(2 * X(0) @ Z(1))``),
+    else ``None``."""
     sentence = None if mp.obs is None else mp.obs.pauli_rep
     if sentence is None or len(sentence) != 1:
         return None
@@ -229,10 +189,9 @@ def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
 
 
 def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
-    """The measurements that share one set of samples, as ``default.qubit`` groups them:
-    ``(None, members)`` those without an observable, all together; ``(basis, members)`` those of
-    Pauli words that agree on their common wires, sampled in that basis (a ``{wire: "X"|"Y"|"Z"}``);
-    ``(None, [i])`` any other observable, alone."""
+    """The measurements sharing samples, as ``default.qubit`` groups them: ``(None, members)``
+    those without observable; ``(basis, members)`` Pauli words agreeing on common wires, sampled
+    in that basis; ``(None, [i])`` any other observable, alone."""
     plain = [i for i, mp in enumerate(mps) if mp.obs is None]
     groups: list[tuple[dict | None, list[int]]] = [(None, plain)] if plain else []
     for i, mp in enumerate(mps):
@@ -252,11 +211,9 @@ def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
 
 
 def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireMap) -> list:
-    """What each of ``shots`` shots records of each measurement of ``mps`` on ``state``
-    (``(shots, ...)`` each; see the module's table). As on ``default.qubit``, the measurements of
-    one sampling group (see :func:`_sampling_groups`) are records of the same shots: ``probs()``
-    is the frequency of ``sample()``'s outcomes, ``expval(Z(0))`` the mean of ``sample(Z(0))``.
-    ``split()`` gives a fresh key for each group."""
+    """What each of ``shots`` shots records of each of ``mps`` on ``state``, ``(shots, ...)``;
+    as on ``default.qubit``, one sampling group (:func:`_sampling_groups`) records the same shots
+    (drawn with a key from ``split()``)."""
     records: list = [None] * len(mps)
     for basis, members in _sampling_groups(mps):
         key = split()
@@ -274,21 +231,16 @@ def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireM
     return records
 
 
-# --- mid-circuit measurement values --------------------------------------------------------------
-
-
 def _values(mp: Any) -> list:
     return list(mp.mv) if isinstance(mp.mv, (list, tuple)) else [mp.mv]
 
 
-def _of_expression(mp: Any) -> bool:
-    """``mp`` is a statistic of one expression of measurement values (``m0 + m1``, ``~m``)."""
+def _of_expression(mp: Any) -> bool:  # of one expression of measurement values (m0 + m1, ~m)
     return getattr(mp.mv, "has_processing", False)
 
 
 def value_record(mp: Any):
-    """What one shot records of a statistic of mid-circuit measurement values ``mp.mv`` (a value,
-    an arithmetic combination of values, or a list of them)."""
+    """What one shot records of a statistic of mid-circuit measurement values ``mp.mv``."""
     kind = measurement_kind(mp)
     values = [jnp.asarray(v) for v in _values(mp)]
     listed = isinstance(mp.mv, (list, tuple))
@@ -314,20 +266,15 @@ def value_record(mp: Any):
     raise QuantumOperationError(f"{kind} of mid-circuit measurement values is not supported.")
 
 
-# --- statistics of records -----------------------------------------------------------------------
-
-
 def _outcome_count(mp: Any, n_wires: Any) -> Any:
-    """How many outcomes a ``probs``/``counts`` without observable has (a traced size for all the
-    wires of a device with a traced number of them)."""
+    """How many outcomes a ``probs``/``counts`` without observable has (maybe a traced size)."""
     if mp.mv is not None:
         return 2 ** len(_values(mp))
     return state_size(len(mp.wires) if len(mp.wires) else n_wires)
 
 
 def statistic(mp: Any, records, n_wires: int, valid=None):
-    """The result of ``mp`` from the records of several shots (``valid``: which shots count;
-    ``None``: all)."""
+    """The result of ``mp`` from the records of shots (``valid``: which count; ``None``: all)."""
     kind = measurement_kind(mp)
     weights = None if valid is None else valid.astype(jnp.float64)
     if kind in ("expval", "var"):
@@ -352,8 +299,7 @@ def statistic(mp: Any, records, n_wires: int, valid=None):
     raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
 
 
-def _count(hits, valid):
-    """How many shots hit each outcome (``hits``: ``(shots, outcomes)`` booleans)."""
+def _count(hits, valid):  # hits: (shots, outcomes) booleans
     if valid is not None:
         hits = hits & valid[:, None]
     return jnp.sum(hits, axis=0, dtype=jnp.int64)

@@ -175,7 +175,6 @@ def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wir
                 flip = flip | masks[m]
         partner = state.at[indices ^ flip].get(mode="promise_in_bounds", unique_indices=True)
         new = new + lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits) * partner
-
     if controls:
         new = jnp.where(controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
