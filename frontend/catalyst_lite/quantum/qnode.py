@@ -515,7 +515,6 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         except WiresAllocated:  # run again with the wires found so far, from the same key
             key.set(initial_key)
         except BroadcastingError as error:
-            config = McmConfig.of(qnode, shots)
             if config.method == "one-shot" and config.explicit:  # Catalyst's phrase first
                 raise BroadcastingError(f"mcm_method='one-shot' is not compatible with broadcasting: {error}") from None
             raise
@@ -527,18 +526,15 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
         def run(policy: McmPolicy, key: KeyCarry) -> CircuitRun:
             return run_circuit(qnode, qfunc, args, kwargs, wires, policy, key)
 
-        # Draw from the key the first run started from: nothing it computed is used, so its
-        # equations are dropped from the program.
-        key.set(initial_key)
+        key.set(initial_key)  # the first run's draws are unused: its equations are dropped
         if shots.finite:
             results = one_shot_results(run, first, shots, config)
         else:
             results = all_branches_results(run, first)
-    elif first.adjoint is not None and not first.policy.sites:
+    elif first.adjoint is not None:
         results = first.adjoint
     else:
-        # Under jax.grad/jax.jacobian applied inside the program, statistics of shots get their
-        # exact derivatives too (those of the samples are zero).
+        # (under jax.grad inside the program too: statistics of shots get exact derivatives)
         differentiated = method is not None or under_jax_transformation()
         results = _terminal_results(first, shots, differentiated and first.state.simulated)
     # With qml.Snapshot, Catalyst returns the snapshots (of the first run) before the results.
@@ -704,7 +700,7 @@ def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, 
     state = _region_state(op)
     if state is None:
         return _qml().ops.op_math.controlled.create_controlled_op(op, *options)
-    return ctrl_transform(state, op, *options)
+    return ctrl_transform(state, op, options)
 
 
 pennylane_measure = measure  # qml.measure: a traced boolean, as with Catalyst

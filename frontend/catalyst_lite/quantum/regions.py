@@ -384,11 +384,9 @@ def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool
     return wrapper
 
 
-def ctrl_transform(state: Any, fn: Callable, control: Any, control_values: Any = None,
-                   work_wires: Any = None, work_wire_type: str = "borrowed") -> Callable:
-    """``qml.ctrl(fn, control, ...)`` in the circuit of ``state``; calling it returns ``[]`` (a
-    region has no measurements to return)."""
-    options = (control, control_values, work_wires, work_wire_type)
+def ctrl_transform(state: Any, fn: Callable, options: tuple) -> Callable:
+    """``qml.ctrl(fn, *options)`` in the circuit of ``state``; calling it returns ``[]`` (a region
+    has no measurements to return)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> list:
         run_ctrl(state, fn, options, args, kwargs)

@@ -140,21 +140,16 @@ def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: Wir
 
 
 def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
-    """What each of ``shots`` shots records of the measurement ``mp`` alone, drawn with ``key``."""
-    kind = measurement_kind(mp)
-    obs = mp.obs
-    if kind in ("expval", "var"):
-        if obs is None:
-            raise QuantumOperationError(f"{kind} needs an observable.")
-        sentence = obs.pauli_rep
-        if sentence is not None and (kind == "expval" or len(sentence) == 1):
-            return _sentence_samples(state, sentence, key, shots, n_wires, wires)
+    """What each of ``shots`` shots records of ``mp``, of an observable, alone."""
+    kind, obs = measurement_kind(mp), mp.obs
+    sentence = obs.pauli_rep if kind in ("expval", "var") else None
+    if sentence is not None and (kind == "expval" or len(sentence) == 1):
+        return _sentence_samples(state, sentence, key, shots, n_wires, wires)
+    if kind in ("expval", "var", "sample", "counts"):
         return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
-    if kind in ("sample", "counts") and obs is not None:
-        return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
-    if obs is not None:  # probs(op=...): outcomes in the observable's eigenbasis, on its wires
-        state = rotate_to_eigenbasis(state, obs, n_wires, wires)
-    return _basis_records(mp, _basis_samples(state, key, shots), n_wires, wires)
+    # probs(op=...): outcomes in the observable's eigenbasis, on its wires
+    return _basis_records(mp, _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires), key, shots),
+                          n_wires, wires)
 
 
 def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
