@@ -104,7 +104,8 @@ def repeated_stretches(keys: Sequence[Hashable]) -> list[tuple[int, int, int]]:
     >>> repeated_stretches(list("xabcabcabcy"))
     [(1, 3, 3)]
     """
-    ids = _interned(keys)
+    table: dict[Hashable, int] = {}
+    ids = [table.setdefault(k, len(table)) for k in keys]  # equal keys, equal small integers
     positions: dict[int, list[int]] = {}
     for i, k in enumerate(ids):
         positions.setdefault(k, []).append(i)
@@ -118,11 +119,6 @@ def repeated_stretches(keys: Sequence[Hashable]) -> list[tuple[int, int, int]]:
         stretches.append((start, period, count))
         start += period * count
     return stretches
-
-
-def _interned(keys: Sequence[Hashable]) -> list[int]:
-    table: dict[Hashable, int] = {}
-    return [table.setdefault(k, len(table)) for k in keys]
 
 
 def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, int] | None:

@@ -61,10 +61,9 @@ from .statevector import apply_matrix, project_wire, wire_entanglement, wire_pro
 from .transforms import qnode_pipeline, transformed_operations
 from .wires import OutsideWires, WireMap
 
-__all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "intercept_qnode_calls", "TracedCircuits", "CIRCUIT_COMPILE_OPTIONS", "SUPPORTED_DEVICES"]
+__all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "CIRCUIT_COMPILE_OPTIONS"]
 
-SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit", "null.qubit")
-UNSIMULATED_DEVICES = ("null.qubit",)  # results have their shapes and null.qubit's values
+SUPPORTED_DEVICES = ("default.qubit", "lightning.qubit", "null.qubit")  # null.qubit simulates nothing
 
 CIRCUIT_COMPILE_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
 """XLA options for a program that holds a circuit: XLA's classic CPU emitters compile its gate
@@ -390,7 +389,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     ``adjoint``: differentiated without shots, exact expectation values are computed by the
     adjoint method (``run.adjoint``, :mod:`.adjoint`)."""
     recorder = recorder_class()()
-    state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) not in UNSIMULATED_DEVICES)
+    state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) != "null.qubit")
     state.deferred = adjoint and state.simulated
     outside = OutsideWires(wires, WiresAllocated)
     wires.begin_run()
@@ -435,12 +434,15 @@ def _check_terminal_wires(m: Any, all_wires: bool) -> None:
         )
 
 
+_NUMBERS = (Tracer, jax.Array, np.ndarray, np.number, np.bool_, bool, int, float, complex)  # returnable
+
+
 def _check_returned(qnode, output: Any) -> None:
     """A QNode returns measurements and (as with Catalyst) numbers and arrays: not nothing, nor an
     operator or another Python object."""
     # an operator is a leaf (its pytree leaves are its parameters, numbers, which it is not)
     leaves = jax.tree_util.tree_leaves(output, is_leaf=lambda x: is_measurement(x) or isinstance(x, _qml().operation.Operator))
-    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, StandsForValue) or _is_number(x))]
+    odd = [x for x in leaves if not (is_measurement(x) or isinstance(x, (StandsForValue, *_NUMBERS)))]
     if not leaves or odd:
         what = f"returned {(odd or [output])[0]!r}" if odd or output is not None else "returned no measurement"
         raise pennylane_error(QuantumOperationError, "QuantumFunctionError")(
@@ -448,10 +450,6 @@ def _check_returned(qnode, output: Any) -> None:
             f"measurements. The QNode {getattr(qnode, '__name__', qnode)} {what}: return "
             "qml.expval, qml.probs, qml.sample... (or numbers and arrays, as Catalyst allows)."
         )
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (Tracer, jax.Array, np.ndarray, np.number, np.bool_, bool, int, float, complex))
 
 
 def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
@@ -592,9 +590,8 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     ``mcm_method`` and shots choose the outcome (:mod:`.mcm`); ``postselect`` forces it, or
     discards the shots that miss it.
 
-    >>> from catalyst_lite import measure
     >>> import pennylane as qml
-    >>> from catalyst_lite import qjit, cond
+    >>> from catalyst_lite import cond, measure, qjit
     >>> @qjit(seed=7)
     ... @qml.qnode(qml.device("default.qubit", wires=2))
     ... def copy_bit():

@@ -153,7 +153,7 @@ class AdjointRegion(Region):
         counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
         *result, count = _as_tuple(counted, len(init) + 1)
         self.items.append(_Loop(body, init, cond_fn=cond_fn, count=count))
-        return _unwrapped(result)
+        return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
         self.state.flush()
@@ -177,8 +177,9 @@ class AdjointRegion(Region):
             elif isinstance(item, _Cond):
                 self._emit_cond(item)
             else:
-                with qml.QueuingManager.stop_recording():
-                    adjoints = [_adjoint_op(op, self.lazy) for op in reversed(item)]
+                with qml.QueuingManager.stop_recording():  # qml.adjoint(op, lazy), unqueued
+                    adjoints = [op.adjoint() if not self.lazy and op.has_adjoint else qml.ops.Adjoint(op)
+                                for op in reversed(item)]
                 for op in adjoints:
                     qml.QueuingManager.append(op)
                 emitted += adjoints
@@ -217,19 +218,9 @@ class AdjointRegion(Region):
         chosen()
 
 
-def _adjoint_op(op: Any, lazy: bool) -> Any:
-    if not lazy and op.has_adjoint:
-        return op.adjoint()
-    return _qml().ops.Adjoint(op)
-
-
 def _as_tuple(values: Any, n: int) -> tuple:
     """The loop convention: one carried value unwrapped, several as a tuple, none as ``None``."""
     return () if n == 0 else (values,) if n == 1 else tuple(values)
-
-
-def _unwrapped(values: Sequence[Any]) -> Any:
-    return None if not values else values[0] if len(values) == 1 else tuple(values)
 
 
 class RegionControlFlow:

@@ -100,13 +100,6 @@ def static_eigvals(obs) -> np.ndarray:
         ) from None
 
 
-def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMap):
-    rotated = rotate_to_eigenbasis(state, obs, n_wires, wires)
-    position = outcome_index(_basis_samples(rotated, key, shots),
-                             wires.indices(obs.wires, obs.name), n_wires)
-    return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
-
-
 def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
     """``state`` in the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
     import pennylane as qml
@@ -122,19 +115,18 @@ def _word_eigenvalues(samples, word: dict, n_wires: Any, wires: WireMap):
     return 1.0 - 2.0 * (sum(bits, jnp.zeros_like(samples)) & 1).astype(jnp.float64)
 
 
-def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires: WireMap):
-    if not word:  # the identity: no draw needed
-        return jnp.ones((shots,), jnp.float64)
-    samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), key, shots)
-    return _word_eigenvalues(samples, word, n_wires, wires)
-
-
 def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: WireMap):
     """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word in its own basis, with its key."""
     total = None
     for word, coeff in sentence.items():
         key, sub = prng.split(key)
-        term = jnp.real(jnp.asarray(coeff)) * _pauli_word_samples(state, dict(word), sub, shots, n_wires, wires)
+        word = dict(word)
+        if word:
+            samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), sub, shots)
+            outcomes = _word_eigenvalues(samples, word, n_wires, wires)
+        else:  # the identity: no draw needed
+            outcomes = jnp.ones((shots,), jnp.float64)
+        term = jnp.real(jnp.asarray(coeff)) * outcomes
         total = term if total is None else total + term
     return total
 
@@ -145,11 +137,11 @@ def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
     sentence = obs.pauli_rep if kind in ("expval", "var") else None
     if sentence is not None and (kind == "expval" or len(sentence) == 1):
         return _sentence_samples(state, sentence, key, shots, n_wires, wires)
-    if kind in ("expval", "var", "sample", "counts"):
-        return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
-    # probs(op=...): outcomes in the observable's eigenbasis, on its wires
-    return _basis_records(mp, _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires), key, shots),
-                          n_wires, wires)
+    samples = _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires), key, shots)
+    if kind not in ("expval", "var", "sample", "counts"):  # probs(op=...): on the observable's wires
+        return _basis_records(mp, samples, n_wires, wires)
+    position = outcome_index(samples, wires.indices(obs.wires, obs.name), n_wires)
+    return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
 
 
 def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
@@ -261,13 +253,6 @@ def value_record(mp: Any):
     raise QuantumOperationError(f"{kind} of mid-circuit measurement values is not supported.")
 
 
-def _outcome_count(mp: Any, n_wires: Any) -> Any:
-    """How many outcomes a ``probs``/``counts`` without observable has (maybe a traced size)."""
-    if mp.mv is not None:
-        return 2 ** len(_values(mp))
-    return state_size(len(mp.wires) if len(mp.wires) else n_wires)
-
-
 def statistic(mp: Any, records, n_wires: int, valid=None):
     """The result of ``mp`` from the records of shots (``valid``: which count; ``None``: all)."""
     kind = measurement_kind(mp)
@@ -283,18 +268,14 @@ def statistic(mp: Any, records, n_wires: int, valid=None):
             return records
         keep = jnp.reshape(valid, valid.shape + (1,) * (records.ndim - 1))
         return jnp.where(keep, records, jnp.asarray(INVALID_SAMPLE, records.dtype))
-    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):
+    if kind not in ("probs", "counts"):
+        raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
+    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):  # counted by eigenvalue
         outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs or mp)), records.dtype)
-        hits = records[:, None] == outcomes[None, :]
-        return outcomes, _count(hits, valid)
-    if kind in ("probs", "counts"):
-        outcomes = jnp.arange(_outcome_count(mp, n_wires))
-        counts = _count(records[:, None] == outcomes[None, :], valid)
-        return (outcomes, counts) if kind == "counts" else counts / jnp.sum(counts)
-    raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
-
-
-def _count(hits, valid):  # hits: (shots, outcomes) booleans
-    if valid is not None:
-        hits = hits & valid[:, None]
-    return jnp.sum(hits, axis=0, dtype=jnp.int64)
+    elif mp.mv is not None:
+        outcomes = jnp.arange(2 ** len(_values(mp)))
+    else:  # (a traced size for all the wires of a traced number of them)
+        outcomes = jnp.arange(state_size(len(mp.wires) or n_wires))
+    hits = records[:, None] == outcomes[None, :]
+    counts = jnp.sum(hits if valid is None else hits & valid[:, None], axis=0, dtype=jnp.int64)
+    return (outcomes, counts) if kind == "counts" else counts / jnp.sum(counts)

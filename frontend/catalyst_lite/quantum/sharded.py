@@ -200,7 +200,7 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     wires = WireMap(labels)
     records = _records(tape.operations, wires)
     n, sharded_state = len(labels), P(sharding.qubit_axes)
-    draw = key.split() if shots.finite else None
+    draw_key = key.split() if shots.finite else jnp.zeros(2, jnp.uint32)
     # Known matrices stay constants for fusion; traced ones enter as replicated arguments.
     traced = [i for i, r in enumerate(records) if not r.is_static]
 
@@ -213,7 +213,6 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
         return [_measure(m, layout, wires, shots.total, draw_key) for m in tape.measurements]
 
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
-    draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
     # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
     with use_abstract_mesh(sharding.mesh.abstract_mesh):
         results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,

@@ -29,7 +29,7 @@ from .fusion import Block, BlockMatrices, PlannedGate, Shape, block_matrices, fu
 from .gates import GateRecord
 from .statevector import apply_matrix, apply_stacked
 
-__all__ = ["CONTROL_SLOTS", "table_segments", "apply_table", "apply_as_tables"]
+__all__ = ["CONTROL_SLOTS", "table_segments", "apply_as_tables"]
 
 CONTROL_SLOTS = 2  # control wires of an entry besides its two targets (unused slots hold wire -1)
 MAX_BLOCK_GATES = 8  # gates fused into one entry at most: the depth bounds the program's size
@@ -131,19 +131,14 @@ def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[Pla
     return [s for s in segments if not isinstance(s, list) or s]
 
 
-def apply_table(state_carry: Any, vector, table: Sequence[PlannedGate], n_wires: int):
-    """``table``'s entries applied by one loop (threading ``state_carry``, the state's carry)."""
-    wires = np.array([e.targets + e.controls for e in table], np.int64)
-    values = np.array([e.control_values for e in table], np.int64)
-    return apply_stacked(state_carry, vector, _matrices(table), wires, values, _TARGETS, n_wires)
-
-
 def apply_as_tables(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int):
-    """``records`` (on known wires, of at least two) applied as tables and lone gates."""
-    for segment in table_segments(records, n_wires):
-        if isinstance(segment, list):
-            vector = apply_table(state_carry, vector, segment, n_wires)
+    """``records`` (on known wires, of at least two) applied as tables, each by one loop threading
+    ``state_carry`` (the state's ambient carry), and lone gates."""
+    for s in table_segments(records, n_wires):
+        if isinstance(s, list):
+            wires = np.array([e.targets + e.controls for e in s], np.int64)
+            values = np.array([e.control_values for e in s], np.int64)
+            vector = apply_stacked(state_carry, vector, _matrices(s), wires, values, _TARGETS, n_wires)
         else:
-            r = segment
-            vector = apply_matrix(vector, r.matrix, r.targets, n_wires, r.controls, r.control_values)
+            vector = apply_matrix(vector, s.matrix, s.targets, n_wires, s.controls, s.control_values)
     return vector
