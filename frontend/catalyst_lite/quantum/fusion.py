@@ -313,12 +313,8 @@ class BlockMatrices:
         """Each block's matrix (``None``: monomial), ``repetition`` picking each stack's row; the
         traced ones behind a barrier (else XLA recomputes them in every amplitude's update)."""
         fenced = lax.optimization_barrier(tuple(repetition(s) for s in self.stacks)) if self.stacks else ()
-        matrices: list[Any] = [None] * self.n_blocks
-        for b, matrix in self.known.items():
-            matrices[b] = matrix
-        for b, (stack, position) in self.slot.items():
-            matrices[b] = fenced[stack][position]
-        return matrices
+        picked = {**self.known, **{b: fenced[stack][j] for b, (stack, j) in self.slot.items()}}
+        return [picked.get(b) for b in range(self.n_blocks)]
 
 
 def block_matrices(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int) -> BlockMatrices:

@@ -74,11 +74,8 @@ keep XLA's defaults (bit-identical to ``jax.jit``)."""
 @dataclass
 class TracedCircuits:
     """The QNodes compiled into one program while it is traced: its XLA options and PRNG key.
-
-    QNode number ``i`` draws from stream ``i`` of one base key, a constant of the program: from
-    ``seed`` when given, else replaced by a fresh key on every call (:meth:`fresh_consts`), as
-    Catalyst draws anew on every execution.
-    """
+    QNode ``i`` draws from stream ``i`` of one base key, a constant from ``seed``, else replaced
+    by a fresh key on every call (:meth:`fresh_consts`), as Catalyst draws anew on every run."""
 
     seed: int | None = None
     count: int = 0
@@ -140,10 +137,8 @@ def intercept_qnode_calls() -> None:
     """Register the :class:`~catalyst_lite.jax_extras.patches.Patch` of ``QNode.__call__`` once
     the user imported PennyLane; it acts only while, and for, the thread that traces."""
     global _intercepting
-    if _intercepting or "pennylane" not in sys.modules:
-        return
     with _intercept_lock:
-        if not _intercepting:
+        if not _intercepting and "pennylane" in sys.modules:
             qnode_class = sys.modules["pennylane"].QNode
             register_patch(Patch("compile_qnode_calls", qnode_class, "__call__", _make_qnode_call,
                                  "a QNode called while catalyst_lite traces compiles into the program"))
@@ -486,12 +481,9 @@ def _raise_if_not_positive(total: Any) -> None:
 
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
     """The QNode's results, as array operations of the program being traced (``qfunc``: in place
-    of the quantum function, as ``catalyst_lite.capture`` passes it).
-
-    The first run follows one drawn branch of each mid-circuit measurement; with another
-    ``mcm_method`` the circuit runs again per shot or per branch (:mod:`.repeated`), and the first
-    run is dead code.
-    """
+    of the quantum function, as ``catalyst_lite.capture`` passes it). The first run follows one
+    drawn branch of each mid-circuit measurement; with another ``mcm_method`` the circuit runs
+    again per shot or per branch (:mod:`.repeated`), and the first run is dead code."""
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)

@@ -1,16 +1,13 @@
 """``qml.adjoint`` and ``qml.ctrl`` of quantum functions, including the control flow inside them.
 
-While such a function runs, its operations queue into a *region* and reach the circuit
-transformed when the state is next needed (:meth:`.qnode.QuantumState.flush`). A
-:class:`CtrlRegion` hands each operation on controlled (its loops and branches are traced where
-they stand). An :class:`AdjointRegion` keeps its operations, loops and branches as *items* and
-emits them reversed and adjointed: a ``for_loop`` over the reversed range (a ``while_loop`` over
-the iterations it ran) with the adjoint body, a ``cond`` of the adjoint branches. A loop that
-carries values runs once forwards in a :class:`DiscardRegion` (which drops its gates: mid-circuit
-measurements are not allowed in regions, so gates cannot change carried values); iteration ``j``
-of the reversed loop recomputes its values by ``j`` discarded iterations (``O(n**2)`` classical
-work). Loops and branches reach the regions through :class:`RegionControlFlow`, the circuit's
-control-flow handler.
+Such a function's operations queue into a *region* and reach the circuit transformed when the
+state is next needed. A :class:`CtrlRegion` hands each on controlled (its loops and branches are
+traced where they stand). An :class:`AdjointRegion` keeps operations, loops and branches as items,
+emitted reversed and adjointed (a loop over the reversed range or the iterations it ran, a
+``cond`` of adjoint branches). A loop's carried values come from runs in a :class:`DiscardRegion`
+(mid-circuit measurements are not allowed in regions, so gates cannot change them): iteration ``j``
+of a reversed loop recomputes them by ``j`` discarded iterations. Loops and branches reach the
+regions through :class:`RegionControlFlow`, the circuit's control-flow handler.
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit, for_loop
@@ -53,8 +50,8 @@ _MEASUREMENT_PROCESS_IN_REGION = "Measurement process cannot be used within an a
 
 
 class Region:
-    """A stretch of the circuit whose operations queue here and reach the enclosing circuit
-    transformed (:meth:`release`)."""
+    """A stretch of the circuit whose operations queue here and reach the enclosing circuit as
+    ``release(ops)`` returns them (``None``: the region keeps them)."""
 
     def __init__(self):
         self.queue = queue_class()()
@@ -68,10 +65,6 @@ class Region:
         for o in ops:
             self.queue.remove(o)
         return ops
-
-    def release(self, ops: list) -> list | None:
-        """What ``ops`` become in the enclosing circuit, or ``None`` when this region keeps them."""
-        raise NotImplementedError
 
 
 class CtrlRegion(Region):
