@@ -157,10 +157,6 @@ class PlannedGate:
         """The known matrix, or the traced ones over repetitions, ``(repetitions, d, d)``."""
         return self.known if self.known is not None else self.stack[self.position]
 
-    @property
-    def size(self) -> int:
-        return 2 ** len(self.targets)
-
 
 def has_known_wires(record: GateRecord) -> bool:
     """Every wire and control value of ``record`` is a Python integer (plannable)."""
@@ -265,7 +261,7 @@ def _gate_entries(members: Sequence[int], gates: Sequence[PlannedGate], count: i
     offset += 2
     for m in members:
         if gates[m].known is not None:
-            start[m], offset = offset, offset + gates[m].size ** 2
+            start[m], offset = offset, offset + gates[m].known.size
             constants.append(gates[m].known.reshape(-1))
     sources.append(np.broadcast_to(np.concatenate(constants).astype(complex), (count, offset - zero)))
     entries = xp.concatenate(sources, axis=1) if len(sources) > 1 else xp.asarray(sources[0])

@@ -292,7 +292,6 @@ def wire_entanglement(state: jnp.ndarray, wire: int, n_wires: int) -> jnp.ndarra
     """The determinant of known ``wire``'s reduced density matrix: 0 exactly when the wire is not
     entangled with the others; at most 1/4.
 
-
     >>> bell = jnp.array([0.6, 0, 0, 0.8])
     >>> round(float(wire_entanglement(bell, 0, 2)), 6), float(wire_entanglement(zero_state(2), 1, 2))
     (0.2304, 0.0)
