@@ -1,16 +1,12 @@
 """QNodes inside ``@qjit``: the circuit becomes array operations of the traced program.
 
 While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` runs
-:func:`execute_qnode`: the state vector and a PRNG key become *ambient carries* (threaded through
-every loop and branch, ``control_flow.common``); the quantum function runs under a
-``CircuitRecorder`` (:mod:`.recorder`); queued gates are applied when the state is next needed
-(:meth:`QuantumState.get`: a loop or branch, a mid-circuit measurement, the terminal
-measurements), by :mod:`.application`. They wait rather than being applied on queuing because
-PennyLane unqueues an operator that becomes the base of ``qml.adjoint``/``qml.ctrl``; inside
-those, operations queue into regions (:mod:`.regions`). A first ``StatePrep`` sets the state, a
-later one is its decomposition (as on ``default.qubit``). Terminal measurements are exact or
-statistics of shots (:mod:`.sampling`); with mid-circuit measurements the circuit may run again
-per shot or per branch (:mod:`.repeated`).
+:func:`execute_qnode`: the state vector and a PRNG key are *ambient carries* (threaded through
+loops and branches); the quantum function's operations queue (:mod:`.recorder`, :mod:`.regions`)
+and are applied (:mod:`.application`) when the state is next needed, since PennyLane unqueues an
+operator that becomes the base of ``qml.adjoint``/``qml.ctrl``. Measurements are exact or
+statistics of shots (:mod:`.sampling`); mid-circuit measurements may run the circuit again per
+shot or per branch (:mod:`.repeated`).
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -279,7 +275,7 @@ class QuantumState:
             elif op.name in ("Allocate", "Deallocate"):
                 self._allocation(op)
             elif isinstance(op, _qml().StatePrep) and self.fresh and not records:
-                # default.qubit's initial state (subclasses too: AmplitudeEmbedding)
+                # default.qubit's initial state (AmplitudeEmbedding too); a later one is decomposed
                 self.vector = self.initial = initial_state(op, self.wires)
                 if any(isinstance(p, Tracer) for p in op.parameters):
                     self.applied = None

@@ -52,12 +52,7 @@ def measurement_kind(mp: Any) -> str:
 
 
 def is_measurement(x: Any) -> bool:
-    """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value.
-
-    >>> import pennylane as qml
-    >>> is_measurement(qml.expval(qml.Z(0))), is_measurement(1.0)
-    (True, False)
-    """
+    """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value."""
     import pennylane as qml
 
     return isinstance(x, qml.measurements.MeasurementProcess)

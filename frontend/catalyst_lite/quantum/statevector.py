@@ -32,11 +32,7 @@ Wire = Any  # a Python int or a traced integer scalar: the wire's index on the d
 
 
 def state_size(n_wires: Any) -> Any:
-    """``2**n_wires``: a Python int, or a traced size (one per traced number of wires).
-
-    >>> state_size(3)
-    8
-    """
+    """``2**n_wires``: a Python int, or a traced size (one per traced number of wires)."""
     if _is_static(n_wires):
         return 2 ** int(n_wires)
     # Computed again (in a loop body, say), it would be another dimension: the length would change.
@@ -52,11 +48,7 @@ _sizes: dict[int, tuple[Any, Any]] = {}  # id(traced number of wires) -> (weak r
 
 
 def zero_state(n_wires: Any) -> jnp.ndarray:
-    """``|0...0>`` as a flat ``complex128`` vector.
-
-    >>> zero_state(2).tolist()
-    [(1+0j), 0j, 0j, 0j]
-    """
+    """``|0...0>`` as a flat ``complex128`` vector."""
     # Behind a barrier, XLA builds it when run instead of folding it into a 2**n-element literal.
     return (lax.optimization_barrier(basis_indices(n_wires)) == 0).astype(jnp.complex128)
 
@@ -69,21 +61,13 @@ def _is_static(x: Any) -> bool:
 
 
 def bit_mask(wire: Wire, n_wires: Any) -> Any:
-    """``1 << bit_position(wire)`` as a 32-bit index (a NumPy scalar when known).
-
-    >>> int(bit_mask(0, 3))
-    4
-    """
+    """``1 << bit_position(wire)`` as a 32-bit index (a NumPy scalar when known)."""
     p = bit_position(wire, n_wires)
     return np.int32(1 << p) if _is_static(p) else jnp.left_shift(np.int32(1), p)
 
 
 def bit_position(wire: Wire, n_wires: int) -> Any:
-    """The bit of an amplitude's index that holds ``wire`` (wire 0 is the most significant).
-
-    >>> bit_position(0, 3), bit_position(2, 3)
-    (2, 0)
-    """
+    """The bit of an amplitude's index that holds ``wire`` (wire 0 is the most significant)."""
     if isinstance(wire, (int, np.integer)) and _is_static(n_wires):
         return int(n_wires) - 1 - int(wire)
     return jnp.asarray(n_wires - 1 - wire).astype(INDEX)
@@ -95,11 +79,7 @@ def basis_indices(n_wires: Any) -> jnp.ndarray:
 
 
 def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
-    """The value (0 or 1) of ``wire`` in each basis index.
-
-    >>> wire_bits(basis_indices(2), 0, 2).tolist()
-    [0, 0, 1, 1]
-    """
+    """The value (0 or 1) of ``wire`` in each basis index."""
     return (indices >> bit_position(wire, n_wires)) & 1
 
 
@@ -279,11 +259,7 @@ def probabilities(state: jnp.ndarray) -> jnp.ndarray:
 
 
 def wire_probability(state: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
-    """The probability that measuring ``wire`` gives 1.
-
-    >>> float(wire_probability(zero_state(1), 0, 1))
-    0.0
-    """
+    """The probability that measuring ``wire`` gives 1."""
     bits = wire_bits(basis_indices(n_wires), wire, n_wires)
     return jnp.sum(jnp.where(bits == 1, probabilities(state), 0.0))
 
