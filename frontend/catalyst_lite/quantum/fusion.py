@@ -365,8 +365,6 @@ def apply_known_wires(state_carry: Any, vector, records: Sequence[GateRecord], n
 
 
 def _apply_unrolled(vector, records: Sequence[GateRecord], n_wires: int, fallback: Callable):
-    if not records:
-        return vector
     blocks = fuse([_shape_of(r) for r in records])
     if len(blocks) > MAX_UNROLLED_BLOCKS:
         return fallback(vector, records)

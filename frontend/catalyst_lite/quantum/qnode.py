@@ -270,8 +270,6 @@ class QuantumState:
             if op.name == "Snapshot":
                 self.applied = None
                 self.snapshots.append(self._snapshot(op))
-            elif op.name == "Barrier":
-                continue
             elif op.name in ("Allocate", "Deallocate"):
                 self._allocation(op)
             elif isinstance(op, _qml().StatePrep) and self.fresh and not records:
