@@ -1,14 +1,11 @@
 """Gates on known wires, planned before they are applied: few passes over the state, a program
-whose size does not grow with the circuit's.
-
-A stretch repeating the same gates on the same wires (:func:`repeated_stretches`) becomes one
-counted loop over the repetitions, each gate's matrices stacked and indexed by the counter. Gates
-are fused (:func:`fuse`) into blocks applied in one pass each: *dense* (at most two wires, or one
-three-wire gate: the product of the matrices, :func:`~.statevector.apply_block`), *monomial* (known
-gates with one non-zero per matrix row, ``CNOT``, ``S``, ``Toffoli``..., on any wires: one gather,
-:func:`~.monomials.apply_monomials`) or *wide* (a dense gate on more wires, alone:
-:func:`~.statevector.apply_matrix`). A gate joins an earlier block only if no block after it
-touches its wires, so fusion never reorders gates that do not commute.
+whose size does not grow with the circuit's. A stretch that repeats (:func:`repeated_stretches`)
+becomes one loop over stacked matrices; gates are fused (:func:`fuse`) into blocks applied in one
+pass each: *dense* (at most two wires, or one three-wire gate, :func:`~.statevector.apply_block`),
+*monomial* (known gates with one non-zero per matrix row, ``CNOT``, ``S``..., on any wires:
+:func:`~.monomials.apply_monomials`) or *wide* (a dense gate on more wires, alone). A gate joins
+an earlier block only if no block after it touches its wires: fusion never reorders gates that do
+not commute.
 
 >>> shapes = [Shape((w,), False) for w in range(4)] + [Shape((w, w + 1), True) for w in range(3)]
 >>> [(b.kind, sorted(b.wires)) for b in fuse(shapes)]

@@ -71,15 +71,11 @@ keep XLA's defaults (bit-identical to ``jax.jit``)."""
 class TracedCircuits:
     """The QNodes compiled into one program while it is traced: its XLA options and PRNG key.
     QNode ``i`` draws from stream ``i`` of one base key, a constant from ``seed``, else replaced
-    by a fresh key on every call (:meth:`fresh_consts`), as Catalyst draws anew on every run."""
+    by a fresh key on every call (:meth:`contribution`), as Catalyst draws anew on every run."""
 
     seed: int | None = None
     count: int = 0
     base_key: Any = None
-
-    @property
-    def compile_options(self) -> dict[str, Any]:
-        return dict(CIRCUIT_COMPILE_OPTIONS) if self.count else {}
 
     def next_key(self) -> "KeyCarry":
         """The key of the next QNode compiled into the program."""
@@ -90,15 +86,14 @@ class TracedCircuits:
         return KeyCarry(key, self._drawing)
 
     def _drawing(self) -> None:
-        # Only a key that is drawn from needs replacing on each call.
-        if self.seed is None:
+        if self.seed is None:  # only a key drawn from needs replacing on each call
             prng.mark_unseeded(self.base_key)
 
-    @staticmethod
-    def fresh_consts(consts: Sequence[Any]) -> dict[int, Callable[[], Any]]:
-        """Positions among a traced program's ``consts`` of the keys to draw anew on each call:
-        its own unseeded key, and those of unseeded qjit programs it called while it traced."""
-        return {i: prng.host_key for i, c in enumerate(consts) if prng.is_unseeded_key(c)}
+    def contribution(self, consts: Sequence[Any]) -> Contribution:
+        """The program's XLA options, and the positions among its ``consts`` of keys to draw anew on
+        each call (its own unseeded key, and those of unseeded programs it called while traced)."""
+        fresh = {i: prng.host_key for i, c in enumerate(consts) if prng.is_unseeded_key(c)}
+        return Contribution(dict(CIRCUIT_COMPILE_OPTIONS) if self.count else {}, fresh)
 
 
 @register_trace_extension
@@ -111,7 +106,7 @@ def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[A
     seed = options.get("seed")
     traced = TracedCircuits(None if seed is None else int(seed))
     with context_scope(traced_circuits=traced):
-        yield lambda consts: Contribution(traced.compile_options, traced.fresh_consts(consts))
+        yield traced.contribution
 
 
 def _make_qnode_call(original: Callable) -> Callable:

@@ -1,13 +1,12 @@
 """Long runs of gates as data: one counted loop over a table of ``4 x 4`` matrices, wires and
 control values, so that a circuit of thousands of gates compiles as fast as one of ten.
 
-A run too irregular to unroll (an arithmetic template, a random circuit) is fused into blocks on
-at most two wires (:func:`~.fusion.fuse`, :func:`~.fusion.block_matrices`); each block, and each
+A run too irregular to unroll is fused into blocks on at most two wires; each block, and each
 gate on more wires, becomes an *entry* (a :class:`~.fusion.PlannedGate`): a ``4 x 4`` matrix on
 two targets plus up to :data:`CONTROL_SLOTS` controls (a one-wire block times the identity on a
-neighbour; a one-target gate takes its first control into its matrix: ``CCX`` is a ``CNOT`` matrix
-controlled by the second). One ``for_loop`` applies the entries with the indexed kernel
-:func:`~.statevector.apply_matrix`. A gate that fits no entry splits the run, applied by itself.
+neighbour; ``CCX`` is a ``CNOT`` matrix controlled by its second control). One ``for_loop``
+applies the entries with :func:`~.statevector.apply_matrix`; a gate that fits no entry splits
+the run and is applied by itself.
 
 >>> import numpy as np
 >>> from catalyst_lite.quantum.gates import GateRecord
