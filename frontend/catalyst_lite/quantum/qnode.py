@@ -589,8 +589,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     stack = _circuits()
     if not is_tracing() and (pennylane_capture_enabled() or _another_compiler_traces()):
         # qjit(capture=True), or qml.qjit with Catalyst: PennyLane's measure hands it to them
-        import pennylane as qml
-
+        qml = _qml()
         return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
     if not is_tracing(under_transformations=True):  # Catalyst's class and phrase, then ours
         raise CompileError("measure can only be used from within @qjit: call it in a QNode that qjit compiles.")

@@ -46,7 +46,6 @@ __all__ = ["Region", "RegionControlFlow", "adjoint_transform", "ctrl_transform",
            "run_ctrl", "MEASUREMENT_IN_REGION"]
 
 MEASUREMENT_IN_REGION = "Mid-circuit measurements cannot be used within an adjoint() or ctrl() region."
-_MEASUREMENT_PROCESS_IN_REGION = "Measurement process cannot be used within an adjoint() or ctrl() region."
 
 
 class Region:
@@ -60,7 +59,7 @@ class Region:
         """The operators queued so far, removed from the queue."""
         qml = _qml()
         if any(isinstance(o, qml.measurements.MeasurementProcess) for o in self.queue.queue):
-            raise QuantumRegionError(_MEASUREMENT_PROCESS_IN_REGION)
+            raise QuantumRegionError("Measurement process cannot be used within an adjoint() or ctrl() region.")
         ops = [o for o in self.queue.queue if isinstance(o, qml.operation.Operator)]
         for o in ops:
             self.queue.remove(o)
@@ -68,16 +67,15 @@ class Region:
 
 
 class CtrlRegion(Region):
-    """``qml.ctrl(fn, control, control_values, work_wires, work_wire_type)``."""
+    """``qml.ctrl(fn, *options)``: options are control, control_values, work_wires, work_wire_type."""
 
-    def __init__(self, control: Any, control_values: Any = None, work_wires: Any = None,
-                 work_wire_type: str = "borrowed"):
+    def __init__(self, options: tuple):
         super().__init__()
-        self.options = (control, control_values, work_wires, work_wire_type)
+        self.options = options
         self.released: list = []  # the controlled operators handed on
 
     def again(self) -> "CtrlRegion":
-        return CtrlRegion(*self.options)
+        return CtrlRegion(self.options)
 
     def release(self, ops: list) -> list:
         qml = _qml()
@@ -347,7 +345,7 @@ def run_adjoint(state: Any, fn: Callable, lazy: bool, args: tuple, kwargs: dict)
 def run_ctrl(state: Any, fn: Callable, options: tuple, args: tuple, kwargs: dict) -> RegionRun:
     """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` (``options``: its arguments) of the
     circuit of ``state``."""
-    region = CtrlRegion(*options)
+    region = CtrlRegion(options)
     calls = state.control_flow.calls
     _run_in(state, region, fn, args, kwargs)
     traced = state.control_flow.calls != calls

@@ -29,7 +29,7 @@ from jax import lax
 
 from ..errors import QuantumOperationError
 from . import prng
-from .gates import gate_records
+from .gates import _qml, gate_records
 from .wires import WireMap
 from .statevector import apply_matrix, outcome_index, probabilities, state_size, wire_bits
 
@@ -53,8 +53,7 @@ def measurement_kind(mp: Any) -> str:
 
 def is_measurement(x: Any) -> bool:
     """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value."""
-    import pennylane as qml
-
+    qml = _qml()
     return isinstance(x, qml.measurements.MeasurementProcess)
 
 
@@ -74,8 +73,7 @@ def _basis_samples(state, key, shots: Any):
 
 def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
     """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
-    import pennylane as qml
-
+    qml = _qml()
     with qml.QueuingManager.stop_recording():
         gates = obs.diagonalizing_gates()
     for op in gates:
@@ -97,8 +95,7 @@ def static_eigvals(obs) -> np.ndarray:
 
 def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
     """``state`` in the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
-    import pennylane as qml
-
+    qml = _qml()
     with qml.QueuingManager.stop_recording():
         operation = qml.pauli.PauliWord(word).operation()
     return rotate_to_eigenbasis(state, operation, n_wires, wires)

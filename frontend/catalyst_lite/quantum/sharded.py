@@ -40,7 +40,7 @@ from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .fusion import apply_fused
-from .gates import GateRecord, gate_records
+from .gates import GateRecord, _qml, gate_records
 from .measurements import apply_observable
 from .statevector import basis_indices, outcome_index, probabilities, zero_state
 from .wires import WireMap
@@ -184,8 +184,7 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
                           key: Any, shots: Any) -> Any:
     """The results of ``qnode`` (running ``qfunc``) with its state split by ``sharding``;
     ``key``: its PRNG key carry, ``shots``: its :class:`.shots.ShotPlan`."""
-    import pennylane as qml
-
+    qml = _qml()
     labels = None if qnode.device.wires is None else list(qnode.device.wires.labels)
     if labels is None or len(labels) <= sharding.k:
         raise QuantumOperationError(
@@ -250,8 +249,7 @@ def _records(operations: Sequence[Any], wires: WireMap) -> list[GateRecord]:
 
 def _measure(m: Any, layout: _Layout, device: WireMap, shots: Any, key: Any) -> Any:
     """One terminal measurement of the sharded state, reduced over the devices."""
-    import pennylane as qml
-
+    qml = _qml()
     axes, wires = layout.axes, list(device.indices(m.wires or device.labels, "state_sharding"))
     if isinstance(m, qml.measurements.StateMP) and shots is None:
         return layout.restore()
@@ -272,8 +270,7 @@ def _measure(m: Any, layout: _Layout, device: WireMap, shots: Any, key: Any) -> 
 
 def _expval(obs: Any, layout: _Layout, device: WireMap) -> Any:
     """This slice's part of ``<psi|obs|psi>``, term by term, each term's wires made local."""
-    import pennylane as qml
-
+    qml = _qml()
     try:
         coeffs, terms = obs.terms()
     except qml.operation.TermsUndefinedError:
