@@ -562,9 +562,6 @@ def _circuits() -> tuple[CircuitRun, ...]:
     return current_context().circuits
 
 
-# --- mid-circuit measurement ---------------------------------------------------------------------
-
-
 def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
     """Measure one wire inside a compiled QNode, like ``catalyst.measure``: the outcome is a traced
     boolean; the state collapses (reset to ``|0>`` with ``reset=True``). The QNode's
@@ -644,11 +641,9 @@ def _measured_wire(wires: Any) -> Any:
     return wires.reshape(()) if shape else wires
 
 
-# --- qml.adjoint, qml.ctrl and qml.measure while catalyst_lite is PennyLane's active compiler ---
-
-
 def compiling_state() -> QuantumState | None:
-    """The state of the circuit being compiled in this thread, if any."""
+    """The state of the circuit being compiled in this thread, if any (for ``qml.adjoint``,
+    ``qml.ctrl`` and ``qml.measure`` while catalyst_lite is PennyLane's active compiler)."""
     stack = _circuits()
     return stack[-1].state if stack and is_tracing(under_transformations=True) else None
 

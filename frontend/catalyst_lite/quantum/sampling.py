@@ -53,8 +53,7 @@ def measurement_kind(mp: Any) -> str:
 
 def is_measurement(x: Any) -> bool:
     """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value."""
-    qml = _qml()
-    return isinstance(x, qml.measurements.MeasurementProcess)
+    return isinstance(x, _qml().measurements.MeasurementProcess)
 
 
 def flatten_results(output: Any) -> tuple[list, Any]:
