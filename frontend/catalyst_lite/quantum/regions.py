@@ -92,13 +92,14 @@ class DiscardRegion(Region):
 
 @dataclass
 class _Loop:
-    """A ``for_loop`` (``cond_fn is None``) or ``while_loop`` recorded inside ``qml.adjoint``."""
+    """A loop recorded inside ``qml.adjoint``: ``body(i, *carried)`` ran ``count`` times, ``i``
+    from ``lower`` by ``step`` (a ``while_loop``'s body ignores ``i``)."""
 
     body: Callable
     init: tuple
-    bounds: tuple = ()
-    cond_fn: Callable | None = None
-    count: Any = None  # iterations a while loop ran (from its classical run)
+    lower: Any
+    step: Any
+    count: Any
 
 
 @dataclass
@@ -128,7 +129,8 @@ class AdjointRegion(Region):
     def record_for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
         self.state.flush()
         result = self._classically(bind, body, init) if init else None
-        self.items.append(_Loop(body, init, bounds))
+        lower, upper, step = bounds
+        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step)))
         return result
 
     def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
@@ -143,7 +145,7 @@ class AdjointRegion(Region):
 
         counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
         *result, count = _as_tuple(counted, len(init) + 1)
-        self.items.append(_Loop(body, init, cond_fn=cond_fn, count=count))
+        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count))
         return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
@@ -177,12 +179,7 @@ class AdjointRegion(Region):
         return emitted
 
     def _emit_loop(self, loop: _Loop) -> None:
-        state, lazy = self.state, self.lazy
-        if loop.cond_fn is None:
-            lower, upper, step = loop.bounds
-            count = trip_count(lower, upper, step)
-        else:
-            lower, step, count = 0, 1, loop.count
+        state, lower, step, count = self.state, loop.lower, loop.step, loop.count
 
         @for_loop(0, count, 1)
         def reversed_loop(k: Any) -> None:
@@ -191,10 +188,8 @@ class AdjointRegion(Region):
             carried = loop.init
             if loop.init:  # the values iteration j receives: j iterations of the body, no gates
                 with state.region(DiscardRegion()):
-                    forward = (lambda _, *c: loop.body(*c)) if loop.cond_fn is not None else loop.body
-                    carried = _as_tuple(for_loop(lower, i, step)(forward)(*loop.init), len(loop.init))
-            prefix = () if loop.cond_fn is not None else (i,)
-            adjoint_transform(state, loop.body, lazy)(*prefix, *carried)
+                    carried = _as_tuple(for_loop(lower, i, step)(loop.body)(*loop.init), len(loop.init))
+            adjoint_transform(state, loop.body, self.lazy)(i, *carried)
 
         reversed_loop()
 

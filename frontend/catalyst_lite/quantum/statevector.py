@@ -162,12 +162,7 @@ def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wir
 
 def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any, Any], Any]) -> Any:
     """``vector`` after ``vector = step(vector, i)`` for ``i`` in ``range(count)``, as one counted
-    ``for_loop`` threading ``state_carry`` (the ambient carry holding the state, with a ``vector``).
-
-    >>> class Carry: vector = None
-    >>> apply_in_loop(Carry(), np.zeros(2), 3, lambda v, i: v + i).tolist()
-    [3.0, 3.0]
-    """
+    ``for_loop`` threading ``state_carry`` (the ambient carry holding the state, with a ``vector``)."""
     state_carry.vector = vector
 
     @for_loop(0, count, 1)
