@@ -1,11 +1,7 @@
 """Measurements with finite shots, as ``default.qubit`` estimates them: what each shot *records*
-(:func:`shot_records` from a final state, :func:`value_record` of mid-circuit measurement values,
-also per shot with ``mcm_method="one-shot"``, :mod:`.repeated`), then the :func:`statistic` of
-many shots' records. ``expval`` records ``sum_w c_w * (+-1 of word w)`` of a Pauli sentence (each
-word in its own basis; ``var``: of one word), else an eigenvalue of the observable; statistics
-are the mean and the variance (``ddof=0``). ``probs``/``counts`` record the outcome's index
-(``counts / shots``, ``(outcomes, counts)``); ``sample`` the bits or the eigenvalue. Invalid shots
-(post-selection missed) are left out of statistics; their samples are ``INVALID_SAMPLE``, as
+(:func:`shot_records` from a final state; :func:`value_record` of mid-circuit measurement values,
+per shot in :mod:`.repeated`), and the :func:`statistic` of many shots' records. Shots that
+post-selection discards are left out of statistics; their samples are ``INVALID_SAMPLE``, as
 PennyLane pads them under ``jax.jit``.
 
 >>> import pennylane as qml
