@@ -121,7 +121,6 @@ class AdjointRegion(Region):
     def release(self, ops: list) -> None:
         if ops:
             self.items.append(ops)
-        return None
 
     # Control flow (from RegionControlFlow): the pending operations become items first; the
     # values it returns come from a run that discards its gates.
