@@ -96,11 +96,7 @@ def _block_to_join(blocks: list[Block], last: int, shape: Shape, wires: set) -> 
 
 def repeated_stretches(keys: Sequence[Hashable]) -> list[tuple[int, int, int]]:
     """``(start, period, count)`` of stretches where ``keys[start:start + period]`` repeats
-    ``count >= 2`` times, found left to right, each covering as many keys as it can.
-
-    >>> repeated_stretches(list("xabcabcabcy"))
-    [(1, 3, 3)]
-    """
+    ``count >= 2`` times, found left to right, each covering as many keys as it can."""
     table: dict[Hashable, int] = {}
     ids = [table.setdefault(k, len(table)) for k in keys]  # equal keys, equal small integers
     positions: dict[int, list[int]] = {}
@@ -390,8 +386,7 @@ def apply_fused(vector, records: Sequence[GateRecord], n_wires: int, blocks: Seq
 
 
 def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], period: int, count: int, n_wires: int):
-    """``count`` repetitions of ``period`` gates as one loop, the block matrices of all
-    repetitions computed outside it."""
+    """``count`` repetitions of ``period`` gates as one loop (matrices computed outside it)."""
     columns = [records[p::period] for p in range(period)]
     gates = planned_gates(columns)
     blocks = fuse([_shape_of(r) for r in records[:period]])

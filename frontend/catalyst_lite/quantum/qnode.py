@@ -404,8 +404,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
 
 
 def _check_terminal_wires(m: Any, all_wires: bool) -> None:
-    """Catalyst's errors: terminal measurements measure no wire of ``qml.allocate`` and, with
-    ``all_wires`` (some were allocated), name their wires."""
+    """Catalyst's errors: no wire of ``qml.allocate`` measured; with ``all_wires``, wires named."""
     if all_wires and not len(m.wires):
         raise CompileError(  # Catalyst's phrase, with its line breaks
             "\nTerminal measurements must take in an explicit list of wires when\ndynamically "
@@ -437,8 +436,7 @@ def _check_returned(qnode, output: Any) -> None:
 
 
 def _check_shots(qnode, shots: ShotPlan, measurements: list) -> None:
-    """Shots PennyLane refuses: ``qml.state()`` with finite shots; a traced non-positive number
-    (raised when the program runs)."""
+    """Shots PennyLane refuses: with ``qml.state()``, or (when run) not positive."""
     if shots.finite and any(measurement_kind(m) == "state" for m in measurements):
         raise pennylane_error(QuantumOperationError, "DeviceError")(
             f"Measurement state() not accepted with finite shots on {_device_name(qnode)}: remove the "
@@ -605,8 +603,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
 
 
 def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: int | None = None) -> Any:
-    """Measure state index ``wire`` of ``circuit``: the outcome its policy chooses; the state
-    collapses, and is flipped back to ``|0>`` with ``reset``."""
+    """Measure state index ``wire`` of ``circuit`` as its policy chooses (``reset``: back to |0>)."""
     state = circuit.state
     in_loop = state.control_flow.loop_depth > 0
     if not state.simulated:  # null.qubit: every outcome is 0

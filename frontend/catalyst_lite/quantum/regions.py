@@ -59,7 +59,9 @@ class Region:
         """The operators queued so far, removed from the queue."""
         qml = _qml()
         if any(isinstance(o, qml.measurements.MeasurementProcess) for o in self.queue.queue):
-            raise QuantumRegionError("Measurement process cannot be used within an adjoint() or ctrl() region.")
+            raise QuantumRegionError(
+                "Measurement process cannot be used within an adjoint() or ctrl() region."
+            )
         ops = [o for o in self.queue.queue if isinstance(o, qml.operation.Operator)]
         for o in ops:
             self.queue.remove(o)

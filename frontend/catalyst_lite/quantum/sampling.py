@@ -149,8 +149,7 @@ def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
 
 
 def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
-    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``expval(2 * X(0) @ Z(1))``),
-    else ``None``."""
+    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``2 * X(0) @ Z(1)``)."""
     sentence = None if mp.obs is None else mp.obs.pauli_rep
     if sentence is None or len(sentence) != 1:
         return None

@@ -117,8 +117,7 @@ class _Layout:
         return self.wire_at.index(wire)
 
     def swap(self, g: int, p: int) -> None:
-        """Swap global position ``g`` with local ``p``: one all_to_all over ``g``'s axis (queued
-        gates on other positions stay queued)."""
+        """Swap global position ``g`` with local ``p``: one all_to_all over ``g``'s axis."""
         j = p - self.k
         view = (self.flush() if j in self._queued_positions() else self.local).reshape(2**j, 2, -1)
         self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)

@@ -85,11 +85,7 @@ def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
 
 def outcome_index(samples, targets: tuple, n_wires: int):
     """The outcome on the ``targets`` wires of each basis index, as an integer whose most
-    significant bit is the first target (the order of ``probs`` and ``eigvals``).
-
-    >>> outcome_index(basis_indices(2), (1, 0), 2).tolist()
-    [0, 2, 1, 3]
-    """
+    significant bit is the first target (the order of ``probs`` and ``eigvals``)."""
     k = len(targets)
     return sum((wire_bits(samples, t, n_wires) << (k - 1 - m) for m, t in enumerate(targets)),
                jnp.zeros_like(samples))
@@ -117,11 +113,7 @@ def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wi
 
 def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp.where) -> Any:
     """``values[row(i)]`` for every amplitude ``i``, ``row(i)`` the number whose bits (most
-    significant first) are ``row_bits``: one ``where`` per bit (``np.where`` for NumPy indices).
-
-    >>> lookup([10, 20, 30, 40], [jnp.array([0, 1]), jnp.array([1, 1])]).tolist()
-    [20, 40]
-    """
+    significant first) are ``row_bits``: one ``where`` per bit (``np.where`` for NumPy indices)."""
     values = list(values)
     for bits in row_bits:
         bit = bits == 1
@@ -134,12 +126,7 @@ def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wir
                  controls: Sequence[Wire] = (), control_values: Sequence[Any] = ()) -> jnp.ndarray:
     """``matrix`` (``2**k x 2**k``) applied to ``targets`` where every control has its value:
     ``new[i] = sum_f matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]`` (``row(i)``: the target
-    bits of ``i``; ``flip(f)``: the targets' bits set in ``f``), one pass.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> apply_matrix(zero_state(2), x, [1], 2, controls=[0], control_values=[1]).tolist()[0]
-    (1+0j)
-    """
+    bits of ``i``; ``flip(f)``: the targets' bits set in ``f``), one pass."""
     k = len(targets)
     if k > MAX_INDEXED_TARGETS and all(_is_static(w) for w in (*targets, *controls, *control_values, n_wires)):
         return apply_tensor(state, matrix, targets, n_wires, controls, control_values)
@@ -202,12 +189,7 @@ MAX_INDEXED_TARGETS = 2  # more known targets: apply_tensor (the indexed kernel 
 def apply_tensor(state: jnp.ndarray, matrix: Any, targets: Sequence[int], n_wires: int,
                  controls: Sequence[int] = (), control_values: Sequence[int] = ()) -> jnp.ndarray:
     """``matrix`` applied to the known ``targets`` where the known ``controls`` have their values:
-    the state as a tensor, the controls' axes fixed, the targets' contracted with the matrix.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> apply_tensor(zero_state(2), x, [1], 2, controls=[0], control_values=[0]).tolist()
-    [0j, (1+0j), 0j, 0j]
-    """
+    the state as a tensor, the controls' axes fixed, the targets' contracted with the matrix."""
     k = len(targets)
     tensor = jnp.reshape(jnp.asarray(state), (2,) * n_wires)
     fixed = dict(zip(controls, control_values))
@@ -225,12 +207,7 @@ def apply_tensor(state: jnp.ndarray, matrix: Any, targets: Sequence[int], n_wire
 def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: int) -> jnp.ndarray:
     """``matrix`` applied to the known, ascending ``wires`` in one pass: the state viewed with an
     axis per target and per stretch of other wires (consecutive targets as one axis, XLA's fastest
-    form), ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> apply_block(zero_state(2), x, [1], 2).tolist()
-    [0j, (1+0j), 0j, 0j]
-    """
+    form), ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``."""
     k, state = len(wires), jnp.asarray(state)
     if list(wires) == list(range(wires[0], wires[0] + k)):
         view = state.reshape(2 ** wires[0], 1, 2**k, -1)

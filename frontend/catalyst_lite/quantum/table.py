@@ -57,8 +57,7 @@ def _two_wire(matrices: Any, form: str, value: int = 1) -> Any:
 
 
 def _matrices(table: Sequence[PlannedGate]) -> Any:
-    """``(entries, 4, 4)``: a constant when all are known, else one gather from the known ones and
-    the traced stacks."""
+    """``(entries, 4, 4)``: a constant, or one gather from the known ones and traced stacks."""
     known = [e.known for e in table if e.known is not None]
     if len(known) == len(table):
         return np.stack(known).astype(complex)
