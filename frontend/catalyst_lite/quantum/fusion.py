@@ -212,12 +212,7 @@ _ZERO, _ONE = -1, -2  # entries of an embedding table that are constants, not a 
 def _embedding(gate: PlannedGate, block_wires: tuple) -> np.ndarray:
     """Where each entry of ``gate``'s matrix on ``block_wires`` (first wire most significant)
     comes from: a position in the gate's flattened matrix, or ``_ZERO``/``_ONE`` (the identity
-    where controls do not hold, and on the block's other wires).
-
-    >>> x = PlannedGate((1,), (0,), (1,), np.array([[0, 1], [1, 0]]), None)
-    >>> _embedding(x, (0, 1)).tolist()  # CNOT: the identity, then X in the lower right block
-    [[-2, -1, -1, -1], [-1, -2, -1, -1], [-1, -1, 0, 1], [-1, -1, 2, 3]]
-    """
+    where controls do not hold, and on the block's other wires)."""
     size = 2 ** len(block_wires)
     rows, columns = np.arange(size)[:, None], np.arange(size)[None, :]
 
@@ -313,12 +308,10 @@ def block_matrices(blocks: Sequence[Block], gates: Sequence[PlannedGate], count:
     for b, block in enumerate(blocks):
         members = [gates[m] for m in block.members]
         known = all(g.known is not None for g in members)
-        if block.kind == "wide":
-            g = members[0]
-            if known:
-                result.known[b] = g.matrix
-            else:
-                result.add_stack(g.matrix[:, None], [b])
+        if block.kind == "wide" and known:
+            result.known[b] = members[0].matrix
+        elif block.kind == "wide":
+            result.add_stack(members[0].matrix[:, None], [b])
         elif block.kind == "dense" and known:
             result.known[b] = _products([block], gates, 1, np)[0, 0]
         elif block.kind == "dense":

@@ -168,8 +168,7 @@ class QuantumState:
         self.recorder = recorder
         self.pipeline = pipeline  # the QNode's own transforms
         self._vector = self.initial = zero_state(wires.n_wires)
-        # deferred: gates wait in _pending, as the adjoint method may compute the results from
-        # them (:func:`_adjoint_results`); reading the state applies them
+        # deferred: gates wait in _pending for the adjoint method (:func:`_adjoint_results`)
         self.deferred = False
         self._pending: list[GateRecord] = []
         self.fresh = True  # nothing applied yet: a StatePrep here is the initial state
@@ -177,8 +176,7 @@ class QuantumState:
         self.control_flow = RegionControlFlow(self)
         self.snapshots: list = []
         self._applying = False
-        # the gates applied, while the state is a function of them only (for :mod:`.adjoint`);
-        # None after loops, branches, a traced initial state, mid-circuit measurements
+        # the gates applied while the state is a function of them only (:mod:`.adjoint`), else None
         self.applied: list[GateRecord] | None = []
 
     @property
@@ -294,9 +292,8 @@ class QuantumState:
         return self.control_flow.depth > 0
 
     def _allocation(self, op: Any) -> None:
-        """``Allocate``: each dynamic wire gets a slot (:mod:`.wires`); inside a loop or branch
-        (a state of fixed size) freed slots are reused, reset to ``|0>`` first by a measurement
-        (as PennyLane resets a reused wire). ``Deallocate``: the slots are freed."""
+        """``Allocate``: each dynamic wire gets a slot (:mod:`.wires`); inside a loop or branch,
+        freed slots are reused, reset by a measurement as PennyLane does. ``Deallocate``: freed."""
         if op.name == "Deallocate":
             self.wires.deallocate(op.wires)
             return
@@ -646,9 +643,8 @@ def compiling_state() -> QuantumState | None:
 
 
 def _region_state(fn: Any) -> QuantumState | None:
-    """The state in which ``fn`` becomes a region: a quantum function called in a compiled circuit.
-    Operators, and functions called off the circuit's queue (in a decomposition, as
-    ``PhaseAdder``'s ``qml.adjoint(QFT)(wires)``), are PennyLane's own ``adjoint``/``ctrl``."""
+    """The state in which quantum function ``fn`` becomes a region; ``None`` for operators and off
+    the circuit's queue (in a decomposition: ``PhaseAdder``'s ``qml.adjoint(QFT)(wires)``)."""
     qml = _qml()
     if isinstance(fn, qml.operation.Operator) or not callable(fn) or not qml.QueuingManager.recording():
         return None

@@ -211,10 +211,9 @@ def _as_tuple(values: Any, n: int) -> tuple:
 
 
 class RegionControlFlow:
-    """The control-flow handler of a circuit being compiled: a loop or branch inside
-    ``qml.adjoint`` (even through ``qml.ctrl`` regions inside it) is recorded by that adjoint
-    region; elsewhere it is bound as usual. ``depth``: the loops and branches being traced
-    (``loop_depth``: the loops); ``calls``: those traced so far."""
+    """The circuit's control-flow handler: a loop or branch inside ``qml.adjoint`` (even through
+    ``qml.ctrl`` regions) is recorded by that adjoint region, elsewhere bound as usual. ``depth``:
+    the loops and branches being traced (``loop_depth``: loops); ``calls``: those traced so far."""
 
     def __init__(self, state: Any):
         self.state = state

@@ -1,13 +1,10 @@
 """A state vector split over devices: ``qjit(state_sharding=...)``.
 
 The state of ``n`` qubits is split over ``2**k`` devices along ``k`` *global* qubits (the most
-significant bits of an amplitude's index; the mesh axes are reshaped into one axis of size 2 per
-global qubit), and the circuit runs in one ``jax.shard_map``. Gates on *local* wires run fused on
-each slice (:func:`.fusion.apply_fused`); a gate on a global qubit first swaps it with a local one
-(an ``all_to_all`` over its axis), and a *layout* records which wire sits where. Measurements
-reduce with ``psum``; ``qml.state()`` is returned split (the layout restored first); derivatives
-are JAX's reverse mode. Only straight-line circuits on known wires without mid-circuit
-measurements run here (else a :class:`~catalyst_lite.errors.QuantumOperationError`).
+significant index bits; one mesh axis of size 2 each), in one ``jax.shard_map``. Gates on local
+wires run fused on each slice; a gate on a global qubit first swaps it with a local one (an
+``all_to_all``), and a *layout* records which wire sits where. Measurements reduce with ``psum``.
+Only straight-line circuits on known wires without mid-circuit measurements run here.
 
 >>> import jax, numpy as np, pennylane as qml
 >>> from jax.sharding import NamedSharding, PartitionSpec as P

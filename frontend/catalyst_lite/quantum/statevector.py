@@ -164,15 +164,7 @@ def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, valu
                   n_wires: Any) -> Any:
     """Gate ``g`` for each ``g`` in one loop (:func:`apply_in_loop`): matrix ``matrices[g]``,
     targets ``wires[g, :n_targets]``, controls the rest of row ``g`` (``-1``: unused) with
-    ``values[g]``.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> class Carry: vector = None
-    >>> v = apply_stacked(Carry(), zero_state(2), np.stack([x, x]), np.array([[0, -1], [1, 0]]),
-    ...                   np.array([[1], [1]]), 1, 2)
-    >>> [round(float(abs(a)), 3) for a in v]
-    [0.0, 0.0, 0.0, 1.0]
-    """
+    ``values[g]``."""
     controls = wires.shape[1] - n_targets
 
     def step(vector: Any, g: Any) -> Any:
@@ -238,12 +230,7 @@ def wire_probability(state: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarra
 
 def wire_entanglement(state: jnp.ndarray, wire: int, n_wires: int) -> jnp.ndarray:
     """The determinant of known ``wire``'s reduced density matrix: 0 exactly when the wire is not
-    entangled with the others; at most 1/4.
-
-    >>> bell = jnp.array([0.6, 0, 0, 0.8])
-    >>> round(float(wire_entanglement(bell, 0, 2)), 6), float(wire_entanglement(zero_state(2), 1, 2))
-    (0.2304, 0.0)
-    """
+    entangled with the others; at most 1/4."""
     halves = jnp.reshape(state, (2**wire, 2, -1))
     zero, one = halves[:, 0], halves[:, 1]
     p0, p1 = jnp.sum(jnp.abs(zero) ** 2), jnp.sum(jnp.abs(one) ** 2)
