@@ -257,9 +257,8 @@ def _gate_entries(members: Sequence[int], gates: Sequence[PlannedGate], count: i
 
 
 def _products(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int, xp: Any) -> Any:
-    """The matrices ``(count, len(blocks), d, d)`` of dense ``blocks`` on the same number of wires
-    (``xp``: ``np`` for known matrices). The embedded gates at each depth are one gather from the
-    gates' entries, multiplied by batched products: a few operations for any number of blocks."""
+    """The matrices ``(count, len(blocks), d, d)`` of dense ``blocks`` on as many wires (``xp``:
+    ``np`` if known): a gather of embedded gates per depth, then batched products."""
     members = sorted({m for block in blocks for m in block.members})
     entries, start, zero, one = _gate_entries(members, gates, count, xp)
     depth, size = max(len(b.members) for b in blocks), 2 ** len(blocks[0].wires)
@@ -335,9 +334,8 @@ def _apply_blocks(vector, blocks: Sequence[Block], gates: Sequence[PlannedGate],
 
 def apply_known_wires(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int,
                       fallback: Callable[[Any, Sequence[GateRecord]], Any]):
-    """``records`` (all with :func:`has_known_wires`) applied to ``vector``: repeated stretches
-    as loops (threading the ambient ``state_carry``), the rest fused or, when too irregular to
-    unroll, by ``fallback(vector, records)``."""
+    """``records`` (all with :func:`has_known_wires`) applied: repeated stretches as loops (threading
+    ``state_carry``), the rest fused or, too irregular to unroll, by ``fallback(vector, records)``."""
     done = 0
     for start, period, count in repeated_stretches([_key(r) for r in records]):
         body = records[start:start + period]

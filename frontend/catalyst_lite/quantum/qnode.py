@@ -125,8 +125,7 @@ _intercepting = False
 
 
 def intercept_qnode_calls() -> None:
-    """Register the :class:`~catalyst_lite.jax_extras.patches.Patch` of ``QNode.__call__`` once
-    the user imported PennyLane; it acts only while, and for, the thread that traces."""
+    """Patch ``QNode.__call__`` once PennyLane is imported (acting only for a thread that traces)."""
     global _intercepting
     with _intercept_lock:
         if not _intercepting and "pennylane" in sys.modules:
@@ -203,8 +202,7 @@ class QuantumState:
         return self.vector
 
     def _grow(self, added: int) -> None:
-        """``added`` wires (of a device with ``wires=None``) join the state in ``|0>``; inside a
-        loop or branch, whose state has a fixed size, the circuit runs again with them."""
+        """``added`` wires join the state in ``|0>`` (in a loop or branch: the circuit runs again)."""
         if self._in_control_flow():
             raise WiresAllocated()
         self.applied = None
@@ -324,8 +322,7 @@ class QuantumState:
 
 @dataclass
 class CircuitRun:
-    """One run of a QNode's quantum function: what :func:`measure` reads while it is traced, then
-    what it returned and its terminal measurements."""
+    """One run of a QNode's quantum function: what :func:`measure` reads, then what it returned."""
 
     state: QuantumState
     key: KeyCarry
@@ -636,8 +633,7 @@ def _measured_wire(wires: Any) -> Any:
 
 
 def compiling_state() -> QuantumState | None:
-    """The state of the circuit being compiled in this thread, if any (for ``qml.adjoint``,
-    ``qml.ctrl`` and ``qml.measure`` while catalyst_lite is PennyLane's active compiler)."""
+    """The state of the circuit being compiled in this thread, if any."""
     stack = _circuits()
     return stack[-1].state if stack and is_tracing(under_transformations=True) else None
 

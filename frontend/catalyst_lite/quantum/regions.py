@@ -161,8 +161,7 @@ class AdjointRegion(Region):
             return bind(*args)
 
     def emit(self) -> list:
-        """Queue the adjoint of the items into the enclosing context (where an enclosing adjoint
-        region may record its loops and branches); the adjoint gates outside control flow."""
+        """Queue the items' adjoints into the enclosing context; the adjoint gates outside loops."""
         qml = _qml()
         emitted = []
         for item in reversed(self.items):
@@ -287,8 +286,7 @@ def _operators_dropped(branch: Callable) -> Callable:
 
 
 def _within(state: Any, regions: Sequence[CtrlRegion], fn: Callable) -> Callable:
-    """``fn`` run inside new ctrl regions like ``regions``: a body recorded through them keeps
-    their controls wherever it is emitted."""
+    """``fn`` in new ctrl regions like ``regions``, whose controls it keeps wherever emitted."""
     if not regions:
         return fn
 
@@ -314,8 +312,7 @@ def _unqueue_operator_arguments(args: tuple, kwargs: dict) -> None:
 
 @dataclass
 class RegionRun:
-    """What a function run in a region applied: ``gates``, the transformed operators outside
-    control flow, and whether it traced loops or branches."""
+    """What a function run in a region applied: ``gates`` outside ``control_flow``, if it had any."""
 
     gates: list
     control_flow: bool
@@ -329,8 +326,7 @@ def _run_in(state: Any, region: Region, fn: Callable, args: tuple, kwargs: dict)
 
 
 def run_adjoint(state: Any, fn: Callable, lazy: bool, args: tuple, kwargs: dict) -> RegionRun:
-    """Run ``fn(*args, **kwargs)`` in an :class:`AdjointRegion` of the circuit of ``state``, and
-    emit its adjoint."""
+    """Run ``fn(*args, **kwargs)`` in an :class:`AdjointRegion` of ``state``, and emit its adjoint."""
     region = AdjointRegion(state, lazy)
     _run_in(state, region, fn, args, kwargs)
     gates = region.emit()
@@ -338,8 +334,7 @@ def run_adjoint(state: Any, fn: Callable, lazy: bool, args: tuple, kwargs: dict)
 
 
 def run_ctrl(state: Any, fn: Callable, options: tuple, args: tuple, kwargs: dict) -> RegionRun:
-    """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` (``options``: its arguments) of the
-    circuit of ``state``."""
+    """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` of ``options`` of ``state``."""
     region = CtrlRegion(options)
     calls = state.control_flow.calls
     _run_in(state, region, fn, args, kwargs)
@@ -362,8 +357,7 @@ def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool
 
 
 def ctrl_transform(state: Any, fn: Callable, options: tuple) -> Callable:
-    """``qml.ctrl(fn, *options)`` in the circuit of ``state``; calling it returns ``[]`` (a region
-    has no measurements to return)."""
+    """``qml.ctrl(fn, *options)`` in the circuit of ``state``; calling it returns ``[]``."""
 
     def wrapper(*args: Any, **kwargs: Any) -> list:
         run_ctrl(state, fn, options, args, kwargs)

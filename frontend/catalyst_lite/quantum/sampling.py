@@ -41,8 +41,7 @@ _KINDS = {
 
 
 def measurement_kind(mp: Any) -> str:
-    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"``, or the
-    class name of another measurement process."""
+    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"`` or a class name."""
     name = type(mp).__name__
     return _KINDS.get(name, name)
 

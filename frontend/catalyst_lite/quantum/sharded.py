@@ -90,8 +90,7 @@ class StateSharding:
 
 
 class _Layout:
-    """Inside ``shard_map``: this device's slice and which wire is at which position (positions
-    ``0..k-1`` global, most significant first)."""
+    """Inside ``shard_map``: this device's slice and the wire at each position (``< k``: global)."""
 
     def __init__(self, n: int, sharding: StateSharding, uses: Sequence[Sequence[int]] = ()):
         self.n, self.k, self.axes = n, sharding.k, sharding.qubit_axes
@@ -178,8 +177,7 @@ class _Layout:
 
 def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sharding: StateSharding,
                           key: Any, shots: Any) -> Any:
-    """The results of ``qnode`` (running ``qfunc``) with its state split by ``sharding``;
-    ``key``: its PRNG key carry, ``shots``: its :class:`.shots.ShotPlan`."""
+    """The results of ``qnode`` (running ``qfunc``) with its state split by ``sharding``."""
     qml = _qml()
     labels = None if qnode.device.wires is None else list(qnode.device.wires.labels)
     if labels is None or len(labels) <= sharding.k:

@@ -148,8 +148,7 @@ def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wir
 
 
 def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any, Any], Any]) -> Any:
-    """``vector`` after ``vector = step(vector, i)`` for ``i`` in ``range(count)``, as one counted
-    ``for_loop`` threading ``state_carry`` (the ambient carry holding the state, with a ``vector``)."""
+    """``vector`` after ``step(vector, i)`` for ``i < count``: one loop threading ``state_carry``."""
     state_carry.vector = vector
 
     @for_loop(0, count, 1)
@@ -180,8 +179,7 @@ MAX_INDEXED_TARGETS = 2  # more known targets: apply_tensor (the indexed kernel 
 
 def apply_tensor(state: jnp.ndarray, matrix: Any, targets: Sequence[int], n_wires: int,
                  controls: Sequence[int] = (), control_values: Sequence[int] = ()) -> jnp.ndarray:
-    """``matrix`` applied to the known ``targets`` where the known ``controls`` have their values:
-    the state as a tensor, the controls' axes fixed, the targets' contracted with the matrix."""
+    """``matrix`` on known ``targets`` where known ``controls`` hold, as a tensor contraction."""
     k = len(targets)
     tensor = jnp.reshape(jnp.asarray(state), (2,) * n_wires)
     fixed = dict(zip(controls, control_values))
@@ -229,8 +227,7 @@ def wire_probability(state: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarra
 
 
 def wire_entanglement(state: jnp.ndarray, wire: int, n_wires: int) -> jnp.ndarray:
-    """The determinant of known ``wire``'s reduced density matrix: 0 exactly when the wire is not
-    entangled with the others; at most 1/4."""
+    """The determinant of known ``wire``'s reduced density matrix (<= 1/4): 0 iff not entangled."""
     halves = jnp.reshape(state, (2**wire, 2, -1))
     zero, one = halves[:, 0], halves[:, 1]
     p0, p1 = jnp.sum(jnp.abs(zero) ** 2), jnp.sum(jnp.abs(one) ** 2)

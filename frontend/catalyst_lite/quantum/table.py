@@ -107,8 +107,7 @@ def _block_entry(block: Block, b: int, matrices: BlockMatrices, sources: dict, n
 
 
 def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[PlannedGate] | GateRecord]:
-    """The run ``records`` (on known wires) as segments: tables (lists of entries) and the records
-    that fit no entry."""
+    """The run ``records`` as segments: tables (lists of entries) and records that fit no entry."""
     shapes = [Shape(r.controls + r.targets, False) for r in records]
     blocks = fuse(shapes, max_block_wires=_TARGETS, max_members=MAX_BLOCK_GATES)
     gates = planned_gates([[r] for r in records])
@@ -130,8 +129,7 @@ def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[Pla
 
 
 def apply_as_tables(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int):
-    """``records`` (on known wires, of at least two) applied as tables, each by one loop threading
-    ``state_carry`` (the state's ambient carry), and lone gates."""
+    """``records`` (known wires, at least two) applied as tables (one loop each) and lone gates."""
     for s in table_segments(records, n_wires):
         if isinstance(s, list):
             wires = np.array([e.targets + e.controls for e in s], np.int64)
