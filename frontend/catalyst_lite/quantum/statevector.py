@@ -1,10 +1,8 @@
 """Gate application on a state vector, as plain ``jax.numpy``/``lax`` array operations.
 
 The state of ``n`` qubits is a flat ``complex128`` vector of length ``2**n``; wire ``w`` is bit
-``n - 1 - w`` of an amplitude's index (wire 0 is the most significant, as in PennyLane). The
-general kernel :func:`apply_matrix` works on *indices*, not axes, so a wire may be a traced
-integer: each amplitude is combined with those whose indices differ in target bits (gathered at
-``index ^ flip``), weighted by the matrix entries its own target bits select.
+``n - 1 - w`` of an amplitude's index (as in PennyLane). The general kernel :func:`apply_matrix`
+works on indices, not axes, so a wire may be a traced integer (gathers at ``index ^ flip``).
 
 >>> import numpy as np
 >>> psi = zero_state(2)
