@@ -133,9 +133,8 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
 
 @dataclass
 class PlannedGate:
-    """A gate of a planned run: its wires, and its matrix on its targets: ``known`` (a NumPy
-    constant), else row ``position`` of ``stack``, the traced matrices of the run's gates of its
-    size, ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` for an entry of a :mod:`.table`)."""
+    """A gate of a planned run: its wires and matrix, ``known`` (NumPy) or row ``position`` of the
+    traced ``stack`` ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` in a :mod:`.table`)."""
 
     targets: tuple
     controls: tuple

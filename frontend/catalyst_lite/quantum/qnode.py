@@ -363,9 +363,8 @@ def _device_wires(qnode) -> WireMap:
 
 def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMap, policy: McmPolicy,
                 key: KeyCarry, adjoint: bool = False, exact: bool = False) -> CircuitRun:
-    """Run ``qfunc`` once from ``|0...0>``, its gates array operations of the traced program.
-    ``adjoint``: differentiated without shots, exact expectation values are computed by the
-    adjoint method (``run.adjoint``, :mod:`.adjoint`)."""
+    """Run ``qfunc`` once from ``|0...0>``, its gates array operations of the traced program;
+    ``adjoint``: exact expectation values by the adjoint method (``run.adjoint``)."""
     recorder = recorder_class()()
     state = QuantumState(wires, recorder, qnode_pipeline(qnode), _device_name(qnode) != "null.qubit")
     state.deferred = adjoint and state.simulated
@@ -461,10 +460,9 @@ def _raise_if_not_positive(total: Any) -> None:
 
 
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
-    """The QNode's results, as array operations of the program being traced (``qfunc``: in place
-    of the quantum function, as ``catalyst_lite.capture`` passes it). The first run follows one
-    drawn branch of each mid-circuit measurement; with another ``mcm_method`` the circuit runs
-    again per shot or per branch (:mod:`.repeated`), and the first run is dead code."""
+    """The QNode's results, as array operations of the traced program (``qfunc``: in place of its
+    function, from ``catalyst_lite.capture``). The first run follows one drawn branch of each
+    mid-circuit measurement; with another ``mcm_method`` it runs again per shot or branch."""
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)

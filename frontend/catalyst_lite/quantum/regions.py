@@ -343,9 +343,8 @@ def run_ctrl(state: Any, fn: Callable, options: tuple, args: tuple, kwargs: dict
 
 
 def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool = True) -> Callable:
-    """``qml.adjoint(fn, lazy)`` in the circuit of ``state``. Calling it returns, as PennyLane
-    does, the adjoint operator (or a list of them) when ``fn`` applied gates only; nothing with
-    ``returns=False`` (a branch of a ``cond``)."""
+    """``qml.adjoint(fn, lazy)`` in ``state``'s circuit: calling it returns the adjoint operator(s)
+    when ``fn`` applied gates only, as PennyLane does; nothing with ``returns=False`` (a branch)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         run = run_adjoint(state, fn, lazy, args, kwargs)

@@ -161,9 +161,8 @@ def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
 
 
 def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
-    """The measurements sharing samples, as ``default.qubit`` groups them: ``(None, members)``
-    those without observable; ``(basis, members)`` Pauli words agreeing on common wires, sampled
-    in that basis; ``(None, [i])`` any other observable, alone."""
+    """The measurements sharing samples, as on ``default.qubit``: ``(None, members)`` those without
+    observable, ``(basis, members)`` Pauli words agreeing on common wires, ``(None, [i])`` others."""
     plain = [i for i, mp in enumerate(mps) if mp.obs is None]
     groups: list[tuple[dict | None, list[int]]] = [(None, plain)] if plain else []
     for i, mp in enumerate(mps):
@@ -183,9 +182,8 @@ def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
 
 
 def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireMap) -> list:
-    """What each of ``shots`` shots records of each of ``mps`` on ``state``, ``(shots, ...)``;
-    as on ``default.qubit``, one sampling group (:func:`_sampling_groups`) records the same shots
-    (drawn with a key from ``split()``)."""
+    """What each of ``shots`` shots records of each of ``mps``, ``(shots, ...)``; a sampling group
+    (:func:`_sampling_groups`) records the same shots, drawn with a key from ``split()``."""
     records: list = [None] * len(mps)
     for basis, members in _sampling_groups(mps):
         key = split()

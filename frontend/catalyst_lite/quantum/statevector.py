@@ -122,9 +122,8 @@ def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp
 
 def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wires: int,
                  controls: Sequence[Wire] = (), control_values: Sequence[Any] = ()) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``) applied to ``targets`` where every control has its value:
-    ``new[i] = sum_f matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]`` (``row(i)``: the target
-    bits of ``i``; ``flip(f)``: the targets' bits set in ``f``), one pass."""
+    """``matrix`` applied to ``targets`` where controls hold, in one pass: ``new[i] = sum_f
+    matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]`` (``row(i)``: ``i``'s target bits)."""
     k = len(targets)
     if k > MAX_INDEXED_TARGETS and all(_is_static(w) for w in (*targets, *controls, *control_values, n_wires)):
         return apply_tensor(state, matrix, targets, n_wires, controls, control_values)
@@ -159,9 +158,8 @@ def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any
 
 def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, values: Any, n_targets: int,
                   n_wires: Any) -> Any:
-    """Gate ``g`` for each ``g`` in one loop (:func:`apply_in_loop`): matrix ``matrices[g]``,
-    targets ``wires[g, :n_targets]``, controls the rest of row ``g`` (``-1``: unused) with
-    ``values[g]``."""
+    """Gate ``g`` for each ``g`` in one loop: ``matrices[g]`` on targets ``wires[g, :n_targets]``,
+    controls the rest of row ``g`` (``-1``: unused) with ``values[g]``."""
     controls = wires.shape[1] - n_targets
 
     def step(vector: Any, g: Any) -> Any:
