@@ -209,9 +209,8 @@ _ZERO, _ONE = -1, -2  # entries of an embedding table that are constants, not a 
 
 
 def _embedding(gate: PlannedGate, block_wires: tuple) -> np.ndarray:
-    """Where each entry of ``gate``'s matrix on ``block_wires`` (first wire most significant)
-    comes from: a position in the gate's flattened matrix, or ``_ZERO``/``_ONE`` (the identity
-    where controls do not hold, and on the block's other wires)."""
+    """Where each entry of ``gate``'s matrix on ``block_wires`` comes from: a position in its flat
+    matrix, or ``_ZERO``/``_ONE`` (the identity where controls fail and on the block's other wires)."""
     size = 2 ** len(block_wires)
     rows, columns = np.arange(size)[:, None], np.arange(size)[None, :]
 

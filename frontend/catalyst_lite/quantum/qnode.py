@@ -69,9 +69,8 @@ keep XLA's defaults (bit-identical to ``jax.jit``)."""
 
 @dataclass
 class TracedCircuits:
-    """The QNodes compiled into one program while it is traced: its XLA options and PRNG key.
-    QNode ``i`` draws from stream ``i`` of one base key, a constant from ``seed``, else replaced
-    by a fresh key on every call (:meth:`contribution`), as Catalyst draws anew on every run."""
+    """The QNodes compiled into one program: QNode ``i`` draws from stream ``i`` of a base key from
+    ``seed``, else replaced on every call (:meth:`contribution`), as Catalyst draws anew."""
 
     seed: int | None = None
     count: int = 0
@@ -99,9 +98,8 @@ class TracedCircuits:
 @register_trace_extension
 @contextlib.contextmanager
 def quantum_tracing(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[Any]], Contribution]]:
-    """While tracing a ``qjit`` with these ``options`` (``seed``: of mid-circuit measurements and
-    samples), QNode calls compile into the program; yields what gives its XLA options and fresh
-    constants once traced (see :func:`~catalyst_lite.tracing.register_trace_extension`)."""
+    """While tracing a ``qjit`` with ``options`` (``seed``), QNode calls compile into the program;
+    yields its :meth:`TracedCircuits.contribution` (a trace extension)."""
     intercept_qnode_calls()
     seed = options.get("seed")
     traced = TracedCircuits(None if seed is None else int(seed))
@@ -157,8 +155,7 @@ class KeyCarry(ValueCarry):
 
 class QuantumState:
     """The state vector, an ambient carry: :meth:`get` first applies the gates queued so far.
-    ``regions``: the open ``qml.adjoint``/``qml.ctrl`` regions, outermost first (:mod:`.regions`).
-    """
+    ``regions``: the open ``qml.adjoint``/``qml.ctrl`` regions, outermost first (:mod:`.regions`)."""
 
     def __init__(self, wires: WireMap, recorder: Any, pipeline: Any = None, simulated: bool = True):
         self.wires = wires

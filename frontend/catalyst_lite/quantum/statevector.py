@@ -191,9 +191,8 @@ def apply_tensor(state: jnp.ndarray, matrix: Any, targets: Sequence[int], n_wire
 
 
 def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: int) -> jnp.ndarray:
-    """``matrix`` applied to the known, ascending ``wires`` in one pass: the state viewed with an
-    axis per target and per stretch of other wires (consecutive targets as one axis, XLA's fastest
-    form), ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``."""
+    """``matrix`` on known, ascending ``wires`` in one pass: ``new[.., r, ..] = sum_q matrix[r, q] *
+    state[.., q, ..]``, an axis per target and per stretch of other wires (consecutive: one axis)."""
     k, state = len(wires), jnp.asarray(state)
     if list(wires) == list(range(wires[0], wires[0] + k)):
         view = state.reshape(2 ** wires[0], 1, 2**k, -1)
