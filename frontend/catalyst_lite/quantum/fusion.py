@@ -1,23 +1,11 @@
 """Gates on known wires, planned before they are applied: few passes over the state, a program
-whose size does not grow with the circuit's.
-
-A run of gates whose wires are Python integers goes through two steps:
-
-1. **Repetition** (:func:`repeated_stretches`): a stretch that repeats the same gates on the same
-   wires (the layers of a layered circuit) becomes one counted loop whose body applies one
-   repetition; each gate's matrices are stacked over the repetitions and indexed by the counter.
-2. **Fusion** (:func:`fuse`): consecutive gates are grouped into blocks, each applied in one pass:
-
-   - a *dense* block acts on at most two wires (or a single three-wire gate): the product of its
-     gates' matrices, applied by :func:`~.statevector.apply_block`;
-   - a *monomial* block holds any number of known gates with one non-zero per matrix row
-     (``CNOT``, ``X``, ``SWAP``, ``CZ``, ``S``, ``Toffoli``...), on any wires: one gather at a
-     computed index (:func:`~.statevector.apply_monomials`);
-   - a *wide* gate (a dense gate on more than three wires) is applied alone by the indexed kernel
-     :func:`~.statevector.apply_matrix`.
-
-   A gate joins an earlier block only if no block after it touches the gate's wires: gates on
-   disjoint wires commute, so fusion never reorders gates that do not.
+whose size does not grow with the circuit's. A stretch that repeats (:func:`repeated_stretches`)
+becomes one loop over stacked matrices; gates are fused (:func:`fuse`) into blocks applied in one
+pass each: *dense* (at most two wires, or one three-wire gate, :func:`~.statevector.apply_block`),
+*monomial* (known gates with one non-zero per matrix row, ``CNOT``, ``S``..., on any wires:
+:func:`~.monomials.apply_monomials`) or *wide* (a dense gate on more wires, alone). A gate joins
+an earlier block only if no block after it touches its wires: fusion never reorders gates that do
+not commute.
 
 >>> shapes = [Shape((w,), False) for w in range(4)] + [Shape((w, w + 1), True) for w in range(3)]
 >>> [(b.kind, sorted(b.wires)) for b in fuse(shapes)]
@@ -41,23 +29,15 @@ from .statevector import apply_block, apply_in_loop, apply_matrix
 __all__ = ["Shape", "Block", "PlannedGate", "fuse", "repeated_stretches", "has_known_wires", "planned_gates",
            "block_matrices", "BlockMatrices", "apply_known_wires", "apply_fused"]
 
-MAX_FUSED_WIRES = 2
-"""Gates are fused into dense blocks of at most this many wires (a pass over the state costs
-``2**k`` multiply-adds per amplitude: two wires balance passes saved against work per pass)."""
-MAX_BLOCK_WIRES = 3
-"""A dense gate on more wires than this is *wide*: applied alone by the indexed kernel."""
-MAX_UNROLLED_BLOCKS = 24
-"""A stretch that fuses into more blocks than this (and does not repeat) is handed back to the
-caller's loop over gates: one compiled kernel for any length, at a higher cost per gate."""
-LOOP_MIN_BLOCKS = 6
-"""A repeated stretch becomes a loop when unrolling it would apply more blocks than this."""
-MAX_PERIOD = 512
-"""The longest repeating body looked for."""
+MAX_FUSED_WIRES = 2  # of a dense block: a pass costs 2**k multiply-adds per amplitude
+MAX_BLOCK_WIRES = 3  # a dense gate on more wires is wide
+MAX_UNROLLED_BLOCKS = 24  # more blocks (not repeating): the caller's loop over gates applies them
+LOOP_MIN_BLOCKS = 6  # a repeated stretch becomes a loop when unrolled it would be more blocks
+MAX_PERIOD = 512  # the longest repeating body looked for
 
 
 class Shape(NamedTuple):
-    """What fusion needs to know of a gate: its wires (controls first) and whether it is a known
-    monomial."""
+    """A gate's wires (controls first) and whether it is a known monomial."""
 
     wires: tuple
     monomial: bool
@@ -72,19 +52,15 @@ class Block:
     members: list = field(default_factory=list)
 
 
-# --- fusion --------------------------------------------------------------------------------------
-
-
 def fuse(shapes: Sequence[Shape], max_block_wires: int = MAX_BLOCK_WIRES, max_members: int | None = None) -> list[Block]:
-    """Group gates, in order, into blocks (see the module docstring); a dense gate on more than
-    ``max_block_wires`` wires is a wide block of its own; a block holds at most ``max_members``
-    gates (``None``: any number)."""
+    """Group gates, in order, into blocks (see the module docstring) of at most ``max_members``
+    gates; a dense gate on more than ``max_block_wires`` wires is a wide block of its own."""
     blocks: list[Block] = []
     last_on: dict[Any, int] = {}  # wire -> the last block touching it
     for position, shape in enumerate(shapes):
         wires = set(shape.wires)
         last = max((last_on.get(w, -1) for w in wires), default=-1)
-        kind = _kind(shape, max_block_wires)
+        kind = "monomial" if shape.monomial else "dense" if len(shape.wires) <= max_block_wires else "wide"
         block = None if kind == "wide" else _block_to_join(blocks, last, shape, wires)
         if block is not None and max_members is not None and len(block.members) >= max_members:
             block = None
@@ -98,16 +74,9 @@ def fuse(shapes: Sequence[Shape], max_block_wires: int = MAX_BLOCK_WIRES, max_me
     return blocks
 
 
-def _kind(shape: Shape, max_block_wires: int = MAX_BLOCK_WIRES) -> str:
-    if shape.monomial:
-        return "monomial"
-    return "dense" if len(shape.wires) <= max_block_wires else "wide"
-
-
 def _fits_dense(block: Block, wires: set) -> bool:
-    """True when a gate on ``wires`` may join the dense ``block``: the union stays small, and it
-    shares a wire with the block or the two wires are neighbours (a block on distant wires is a
-    slower pass than two one-wire passes)."""
+    """A gate on ``wires`` may join the dense ``block``: the union stays small, and shares a wire
+    with the block or is two neighbours (distant wires make a slower pass than two)."""
     union = block.wires | wires
     if block.kind != "dense" or len(union) > max(MAX_FUSED_WIRES, len(block.wires)):
         return False
@@ -115,8 +84,8 @@ def _fits_dense(block: Block, wires: set) -> bool:
 
 
 def _block_to_join(blocks: list[Block], last: int, shape: Shape, wires: set) -> Block | None:
-    """The block a gate joins, or ``None`` for a new one. Only blocks from ``last`` (the last
-    block touching the gate's wires) on are candidates: the gate commutes with all of them."""
+    """The block a gate joins, or ``None``: one from ``last`` (the last block touching the gate's
+    wires) on, as the gate commutes with those after it."""
     candidates = blocks[max(last, 0):]
     if last >= 0 and _fits_dense(blocks[last], wires):
         return blocks[last]
@@ -125,17 +94,11 @@ def _block_to_join(blocks: list[Block], last: int, shape: Shape, wires: set) -> 
     return next((b for b in reversed(candidates) if _fits_dense(b, wires)), None)
 
 
-# --- repetition ----------------------------------------------------------------------------------
-
-
 def repeated_stretches(keys: Sequence[Hashable]) -> list[tuple[int, int, int]]:
     """``(start, period, count)`` of stretches where ``keys[start:start + period]`` repeats
-    ``count >= 2`` times, found left to right, each covering as many keys as it can.
-
-    >>> repeated_stretches(list("xabcabcabcy"))
-    [(1, 3, 3)]
-    """
-    ids = _interned(keys)
+    ``count >= 2`` times, found left to right, each covering as many keys as it can."""
+    table: dict[Hashable, int] = {}
+    ids = [table.setdefault(k, len(table)) for k in keys]  # equal keys, equal small integers
     positions: dict[int, list[int]] = {}
     for i, k in enumerate(ids):
         positions.setdefault(k, []).append(i)
@@ -149,11 +112,6 @@ def repeated_stretches(keys: Sequence[Hashable]) -> list[tuple[int, int, int]]:
         stretches.append((start, period, count))
         start += period * count
     return stretches
-
-
-def _interned(keys: Sequence[Hashable]) -> list[int]:
-    table: dict[Hashable, int] = {}
-    return [table.setdefault(k, len(table)) for k in keys]
 
 
 def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, int] | None:
@@ -173,15 +131,10 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
     return best
 
 
-# --- gates with matrices -------------------------------------------------------------------------
-
-
 @dataclass
 class PlannedGate:
-    """A gate of a planned run: its record's wires, and its matrix on its targets: ``known`` (a
-    NumPy constant), else row ``position`` of ``stack``, the traced matrices of the run's gates of
-    its size, shape ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` for an entry of a table,
-    :mod:`.table`)."""
+    """A gate of a planned run: its wires and matrix, ``known`` (NumPy) or row ``position`` of the
+    traced ``stack`` ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` in a :mod:`.table`)."""
 
     targets: tuple
     controls: tuple
@@ -196,13 +149,9 @@ class PlannedGate:
         """The known matrix, or the traced ones over repetitions, ``(repetitions, d, d)``."""
         return self.known if self.known is not None else self.stack[self.position]
 
-    @property
-    def size(self) -> int:
-        return 2 ** len(self.targets)
-
 
 def has_known_wires(record: GateRecord) -> bool:
-    """True when every wire and control value of ``record`` is a Python integer (plannable)."""
+    """Every wire and control value of ``record`` is a Python integer (plannable)."""
     return all(isinstance(x, (int, np.integer, bool, np.bool_))
                for x in record.targets + record.controls + record.control_values)
 
@@ -212,8 +161,7 @@ def _known_matrix(record: GateRecord) -> np.ndarray | None:
 
 
 def _key(record: GateRecord) -> Hashable:
-    """Equal keys: gates that one loop body can apply (same wires; same matrix when known, same
-    operator type when traced)."""
+    """Equal for gates one loop body can apply: same wires, and matrix or operator type."""
     wires = (record.targets, record.controls, record.control_values)
     known = _known_matrix(record)
     if known is not None:
@@ -237,8 +185,7 @@ def _monomial(known: np.ndarray, record: GateRecord) -> Monomial | None:
 def planned_gates(columns: Sequence[Sequence[GateRecord]],
                   matrices: Callable[[Sequence[GateRecord]], Any] = stacked_matrices) -> list[PlannedGate]:
     """One gate per column of records (the same gate in each repetition): known matrices as
-    constants, traced ones computed by one batched call per matrix size into one stack
-    (``matrices``: the stacked matrices of traced records of one size, in order)."""
+    constants, traced ones in one stack per matrix size by one call of ``matrices``."""
     known = [_known_matrix(column[0]) for column in columns]
     traced_by_size: dict[int, list[int]] = {}
     for c, column in enumerate(columns):
@@ -262,20 +209,12 @@ _ZERO, _ONE = -1, -2  # entries of an embedding table that are constants, not a 
 
 
 def _embedding(gate: PlannedGate, block_wires: tuple) -> np.ndarray:
-    """Where each entry of ``gate``'s matrix on ``block_wires`` (first wire most significant)
-    comes from: a position in the gate's flattened matrix (on its targets), or ``_ZERO``/``_ONE``.
-    The gate acts on its targets where its controls hold, as the identity elsewhere, and as the
-    identity on the block's other wires.
-
-    >>> x = PlannedGate((1,), (0,), (1,), np.array([[0, 1], [1, 0]]), None)
-    >>> _embedding(x, (0, 1)).tolist()  # CNOT: the identity, then X in the lower right block
-    [[-2, -1, -1, -1], [-1, -2, -1, -1], [-1, -1, 0, 1], [-1, -1, 2, 3]]
-    """
+    """Where each entry of ``gate``'s matrix on ``block_wires`` comes from: a position in its flat
+    matrix, or ``_ZERO``/``_ONE`` (the identity where controls fail and on the block's other wires)."""
     size = 2 ** len(block_wires)
     rows, columns = np.arange(size)[:, None], np.arange(size)[None, :]
 
-    def bits(x: np.ndarray, wires: Sequence[int]) -> np.ndarray:
-        """The number whose bits are ``x``'s bits of ``wires`` (first wire most significant)."""
+    def bits(x: np.ndarray, wires: Sequence[int]) -> np.ndarray:  # x's bits of wires, as a number
         value = np.zeros_like(x)
         for w in wires:
             value = (value << 1) | ((x >> (len(block_wires) - 1 - block_wires.index(w))) & 1)
@@ -292,10 +231,8 @@ def _embedding(gate: PlannedGate, block_wires: tuple) -> np.ndarray:
 
 
 def _gate_entries(members: Sequence[int], gates: Sequence[PlannedGate], count: int, xp: Any) -> tuple[Any, dict[int, int], int, int]:
-    """What the block matrices are gathered from: ``entries`` of shape ``(count, n)``, made of
-    the traced stacks' entries (each stack whole: no slicing per gate), then 0, 1 and the known
-    gates' entries. Returns ``entries``, where each member gate's entries start, and where 0 and
-    1 stand."""
+    """``entries`` ``(count, n)`` to gather block matrices from (the traced stacks whole, then 0,
+    1 and the known gates' entries), where each member's entries start, and where 0 and 1 stand."""
     sources: list[Any] = []
     start: dict[int, int] = {}
     stacks = {id(gates[m].stack): gates[m].stack for m in members if gates[m].known is None}
@@ -310,7 +247,7 @@ def _gate_entries(members: Sequence[int], gates: Sequence[PlannedGate], count: i
     offset += 2
     for m in members:
         if gates[m].known is not None:
-            start[m], offset = offset, offset + gates[m].size ** 2
+            start[m], offset = offset, offset + gates[m].known.size
             constants.append(gates[m].known.reshape(-1))
     sources.append(np.broadcast_to(np.concatenate(constants).astype(complex), (count, offset - zero)))
     entries = xp.concatenate(sources, axis=1) if len(sources) > 1 else xp.asarray(sources[0])
@@ -318,13 +255,8 @@ def _gate_entries(members: Sequence[int], gates: Sequence[PlannedGate], count: i
 
 
 def _products(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int, xp: Any) -> Any:
-    """The matrices of dense ``blocks`` all on the same number of wires, shape
-    ``(count, len(blocks), d, d)`` (``count``: repetitions; ``xp``: ``np`` for known matrices).
-
-    Every entry of a gate embedded in its block is 0, 1 or an entry of the gate's matrix, so the
-    embedded matrices at each depth of the blocks are one gather from the gates' entries (shorter
-    blocks padded with identities); their products are then batched matrix products: a few
-    operations for the whole run, whatever its number of blocks."""
+    """The matrices ``(count, len(blocks), d, d)`` of dense ``blocks`` on as many wires (``xp``:
+    ``np`` if known): a gather of embedded gates per depth, then batched products."""
     members = sorted({m for block in blocks for m in block.members})
     entries, start, zero, one = _gate_entries(members, gates, count, xp)
     depth, size = max(len(b.members) for b in blocks), 2 ** len(blocks[0].wires)
@@ -346,9 +278,8 @@ def _products(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int,
 
 @dataclass
 class BlockMatrices:
-    """The matrices of a run's dense and wide blocks: known ones as NumPy constants; traced ones
-    in a few stacks (one per matrix size, shape ``(count, blocks, d, d)``), picked per
-    repetition."""
+    """The matrices of a run's dense and wide blocks: known ones as NumPy constants, traced ones
+    in one stack per matrix size, ``(count, blocks, d, d)``, picked per repetition."""
 
     n_blocks: int
     known: dict = field(default_factory=dict)
@@ -360,17 +291,11 @@ class BlockMatrices:
         self.stacks.append(stack)
 
     def picked(self, repetition: Callable[[Any], Any]) -> list[Any]:
-        """Each block's matrix (``None`` for monomial blocks), ``repetition`` picking the current
-        repetition of each stack; the traced ones behind one optimization barrier: XLA would
-        otherwise fuse their computation into every amplitude's update, recomputing it ``2**n``
-        times."""
+        """Each block's matrix (``None``: monomial), ``repetition`` picking each stack's row; the
+        traced ones behind a barrier (else XLA recomputes them in every amplitude's update)."""
         fenced = lax.optimization_barrier(tuple(repetition(s) for s in self.stacks)) if self.stacks else ()
-        matrices: list[Any] = [None] * self.n_blocks
-        for b, matrix in self.known.items():
-            matrices[b] = matrix
-        for b, (stack, position) in self.slot.items():
-            matrices[b] = fenced[stack][position]
-        return matrices
+        picked = {**self.known, **{b: fenced[stack][j] for b, (stack, j) in self.slot.items()}}
+        return [picked.get(b) for b in range(self.n_blocks)]
 
 
 def block_matrices(blocks: Sequence[Block], gates: Sequence[PlannedGate], count: int) -> BlockMatrices:
@@ -380,12 +305,10 @@ def block_matrices(blocks: Sequence[Block], gates: Sequence[PlannedGate], count:
     for b, block in enumerate(blocks):
         members = [gates[m] for m in block.members]
         known = all(g.known is not None for g in members)
-        if block.kind == "wide":
-            g = members[0]
-            if known:
-                result.known[b] = g.matrix
-            else:
-                result.add_stack(g.matrix[:, None], [b])
+        if block.kind == "wide" and known:
+            result.known[b] = members[0].matrix
+        elif block.kind == "wide":
+            result.add_stack(members[0].matrix[:, None], [b])
         elif block.kind == "dense" and known:
             result.known[b] = _products([block], gates, 1, np)[0, 0]
         elif block.kind == "dense":
@@ -407,19 +330,10 @@ def _apply_blocks(vector, blocks: Sequence[Block], gates: Sequence[PlannedGate],
     return vector
 
 
-# --- applying a run ------------------------------------------------------------------------------
-
-
-def apply_known_wires(
-    state_carry: Any,
-    vector,
-    records: Sequence[GateRecord],
-    n_wires: int,
-    fallback: Callable[[Any, Sequence[GateRecord]], Any],
-):
-    """``records`` (all with :func:`has_known_wires`) applied to ``vector``: repeated stretches
-    as loops, the rest fused; ``fallback(vector, records)`` applies stretches too irregular to
-    unroll. ``state_carry`` is the ambient carry holding the state (loops thread it)."""
+def apply_known_wires(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int,
+                      fallback: Callable[[Any, Sequence[GateRecord]], Any]):
+    """``records`` (all with :func:`has_known_wires`) applied: repeated stretches as loops (threading
+    ``state_carry``), the rest fused or, too irregular to unroll, by ``fallback(vector, records)``."""
     done = 0
     for start, period, count in repeated_stretches([_key(r) for r in records]):
         body = records[start:start + period]
@@ -433,8 +347,6 @@ def apply_known_wires(
 
 
 def _apply_unrolled(vector, records: Sequence[GateRecord], n_wires: int, fallback: Callable):
-    if not records:
-        return vector
     blocks = fuse([_shape_of(r) for r in records])
     if len(blocks) > MAX_UNROLLED_BLOCKS:
         return fallback(vector, records)
@@ -442,8 +354,8 @@ def _apply_unrolled(vector, records: Sequence[GateRecord], n_wires: int, fallbac
 
 
 def apply_fused(vector, records: Sequence[GateRecord], n_wires: int, blocks: Sequence[Block] | None = None):
-    """``records`` (all with :func:`has_known_wires`) applied to ``vector`` as fused blocks, one
-    pass each, unrolled however many there are (``blocks``: their grouping, when already known).
+    """``records`` (all with :func:`has_known_wires`) applied as fused blocks (``blocks``: their
+    grouping, when known), unrolled however many there are.
 
     >>> import numpy as np
     >>> from catalyst_lite.quantum.gates import GateRecord
@@ -463,8 +375,7 @@ def apply_fused(vector, records: Sequence[GateRecord], n_wires: int, blocks: Seq
 
 
 def _apply_repeated(state_carry: Any, vector, records: Sequence[GateRecord], period: int, count: int, n_wires: int):
-    """``count`` repetitions of ``period`` gates as one loop: block matrices are computed for all
-    repetitions at once, outside the loop, and picked by the loop counter."""
+    """``count`` repetitions of ``period`` gates as one loop (matrices computed outside it)."""
     columns = [records[p::period] for p in range(period)]
     gates = planned_gates(columns)
     blocks = fuse([_shape_of(r) for r in records[:period]])

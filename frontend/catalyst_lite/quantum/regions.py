@@ -1,26 +1,13 @@
 """``qml.adjoint`` and ``qml.ctrl`` of quantum functions, including the control flow inside them.
 
-While a function given to ``qml.adjoint(fn)`` or ``qml.ctrl(fn, control)`` runs, its operations
-queue into a *region* (a PennyLane queuing context of its own) and reach the enclosing circuit
-transformed when the state is next needed (:meth:`.qnode.QuantumState.flush`):
-
-- a :class:`CtrlRegion` hands on each operation controlled; its loops and branches are traced where
-  they stand, so every gate they apply is controlled too;
-- an :class:`AdjointRegion` keeps its operations, and the loops and branches called inside it, as
-  *items*; when the function returns, it emits them in reverse order, each adjointed: gates as
-  ``Adjoint(op)``, a ``for_loop`` as a loop over the reversed range whose body is the adjoint of
-  the original body, a ``while_loop`` likewise over the iterations it ran, a ``cond`` as a ``cond``
-  of the adjoints of its branches;
-- a :class:`DiscardRegion` drops its operations: it runs a body for its classical results only
-  (the values a loop carries, which gates cannot change: mid-circuit measurements are not allowed
-  in these regions, as in Catalyst).
-
-Loops and branches reach the regions through the control-flow handler of the circuit
-(:class:`RegionControlFlow`, see :func:`~catalyst_lite.control_flow.common.control_flow_handler`).
-A loop inside ``qml.adjoint`` that carries values is run once forwards for them (in a discard
-region); iteration ``j`` of the reversed loop recomputes the carried values it needs by ``j``
-iterations of the body in a discard region, so gates are applied ``n`` times and the classical part
-``O(n**2)`` times.
+Such a function's operations queue into a *region* and reach the circuit transformed when the
+state is next needed. A :class:`CtrlRegion` hands each on controlled (its loops and branches are
+traced where they stand). An :class:`AdjointRegion` keeps operations, loops and branches as items,
+emitted reversed and adjointed (a loop over the reversed range or the iterations it ran, a
+``cond`` of adjoint branches). A loop's carried values come from runs in a :class:`DiscardRegion`
+(mid-circuit measurements are not allowed in regions, so gates cannot change them): iteration ``j``
+of a reversed loop recomputes them by ``j`` discarded iterations. Loops and branches reach the
+regions through :class:`RegionControlFlow`, the circuit's control-flow handler.
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit, for_loop
@@ -55,30 +42,15 @@ from ..errors import QuantumRegionError
 from .gates import _qml
 from .recorder import queue_class
 
-__all__ = [
-    "Region",
-    "CtrlRegion",
-    "AdjointRegion",
-    "DiscardRegion",
-    "RegionControlFlow",
-    "adjoint_transform",
-    "ctrl_transform",
-    "RegionRun",
-    "run_adjoint",
-    "run_ctrl",
-    "MEASUREMENT_IN_REGION",
-]
+__all__ = ["Region", "RegionControlFlow", "adjoint_transform", "ctrl_transform", "RegionRun", "run_adjoint",
+           "run_ctrl", "MEASUREMENT_IN_REGION"]
 
 MEASUREMENT_IN_REGION = "Mid-circuit measurements cannot be used within an adjoint() or ctrl() region."
-_MEASUREMENT_PROCESS_IN_REGION = "Measurement process cannot be used within an adjoint() or ctrl() region."
-
-
-# --- regions -------------------------------------------------------------------------------------
 
 
 class Region:
-    """A stretch of the circuit whose operations queue here and reach the enclosing circuit
-    transformed (:meth:`release`)."""
+    """A stretch of the circuit whose operations queue here and reach the enclosing circuit as
+    ``release(ops)`` returns them (``None``: the region keeps them)."""
 
     def __init__(self):
         self.queue = queue_class()()
@@ -87,30 +59,25 @@ class Region:
         """The operators queued so far, removed from the queue."""
         qml = _qml()
         if any(isinstance(o, qml.measurements.MeasurementProcess) for o in self.queue.queue):
-            raise QuantumRegionError(_MEASUREMENT_PROCESS_IN_REGION)
+            raise QuantumRegionError(
+                "Measurement process cannot be used within an adjoint() or ctrl() region."
+            )
         ops = [o for o in self.queue.queue if isinstance(o, qml.operation.Operator)]
         for o in ops:
             self.queue.remove(o)
         return ops
 
-    def release(self, ops: list) -> list | None:
-        """What ``ops`` become in the enclosing circuit, or ``None`` when this region keeps them."""
-        raise NotImplementedError
-
 
 class CtrlRegion(Region):
-    """``qml.ctrl(fn, control, control_values, work_wires, work_wire_type)``: every operation
-    controlled."""
+    """``qml.ctrl(fn, *options)``: options are control, control_values, work_wires, work_wire_type."""
 
-    def __init__(self, control: Any, control_values: Any = None, work_wires: Any = None,
-                 work_wire_type: str = "borrowed"):
+    def __init__(self, options: tuple):
         super().__init__()
-        self.options = (control, control_values, work_wires, work_wire_type)
+        self.options = options
         self.released: list = []  # the controlled operators handed on
 
     def again(self) -> "CtrlRegion":
-        """A new region with the same controls (for a loop body re-entered elsewhere)."""
-        return CtrlRegion(*self.options)
+        return CtrlRegion(self.options)
 
     def release(self, ops: list) -> list:
         qml = _qml()
@@ -121,35 +88,31 @@ class CtrlRegion(Region):
 
 
 class DiscardRegion(Region):
-    """Operations are dropped: a body runs for its classical results only."""
-
     def release(self, ops: list) -> None:
         return None
 
 
 @dataclass
 class _Loop:
-    """A ``for_loop`` (``cond_fn is None``) or ``while_loop`` recorded inside ``qml.adjoint``."""
+    """A loop recorded inside ``qml.adjoint``: ``body(i, *carried)`` ran ``count`` times, ``i``
+    from ``lower`` by ``step`` (a ``while_loop``'s body ignores ``i``)."""
 
     body: Callable
     init: tuple
-    bounds: tuple = ()
-    cond_fn: Callable | None = None
-    count: Any = None  # iterations a while loop ran (from its classical run)
+    lower: Any
+    step: Any
+    count: Any
 
 
 @dataclass
 class _Cond:
-    """A ``cond`` recorded inside ``qml.adjoint``: its predicates and bound branches."""
-
     preds: list
     branches: list
     otherwise: Callable | None
 
 
 class AdjointRegion(Region):
-    """``qml.adjoint(fn)``: operations, loops and branches kept as items, emitted reversed and
-    adjointed by :meth:`emit` once ``fn`` has returned."""
+    """``qml.adjoint(fn)``: items emitted reversed and adjointed by :meth:`emit`."""
 
     def __init__(self, state: Any, lazy: bool = True):
         super().__init__()
@@ -160,15 +123,15 @@ class AdjointRegion(Region):
     def release(self, ops: list) -> None:
         if ops:
             self.items.append(ops)
-        return None
 
-    # Recording control flow (called by RegionControlFlow). The region's pending operations are
-    # items first; values the control flow returns come from a run that discards its gates.
+    # Control flow (from RegionControlFlow): the pending operations become items first; the
+    # values it returns come from a run that discards its gates.
 
     def record_for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
         self.state.flush()
         result = self._classically(bind, body, init) if init else None
-        self.items.append(_Loop(body, init, bounds))
+        lower, upper, step = bounds
+        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step)))
         return result
 
     def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
@@ -181,30 +144,24 @@ class AdjointRegion(Region):
             *user, count = carried
             return (*_as_tuple(body(*user), len(user)), count + 1)
 
-        *result, count = _as_tuple(self._classically(bind, counting_body, (*init, 0), counting_cond), len(init) + 1)
-        self.items.append(_Loop(body, init, cond_fn=cond_fn, count=count))
-        return _unwrapped(result)
+        counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
+        *result, count = _as_tuple(counted, len(init) + 1)
+        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count))
+        return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
         self.state.flush()
         # Without `otherwise` the branches return nothing: no classical run is needed.
-        result = None
-        if otherwise is not None:
-            with self.state.region(DiscardRegion()):
-                result = bind(preds, branches, otherwise)
+        result = None if otherwise is None else self._classically(bind, preds, branches, otherwise)
         self.items.append(_Cond(preds, branches, otherwise))
         return result
 
-    def _classically(self, bind: Callable, body: Callable, init: tuple, cond_fn: Callable | None = None) -> Any:
+    def _classically(self, bind: Callable, *args: Any) -> Any:
         with self.state.region(DiscardRegion()):
-            return bind(body, init) if cond_fn is None else bind(cond_fn, body, init)
-
-    # Emitting the adjoint (in the enclosing context, where loops and branches may be recorded
-    # again by an enclosing adjoint region).
+            return bind(*args)
 
     def emit(self) -> list:
-        """Queue the adjoint of the recorded items into the enclosing context; the adjoint gates
-        emitted (those of the loops and branches excepted)."""
+        """Queue the items' adjoints into the enclosing context; the adjoint gates outside loops."""
         qml = _qml()
         emitted = []
         for item in reversed(self.items):
@@ -213,20 +170,16 @@ class AdjointRegion(Region):
             elif isinstance(item, _Cond):
                 self._emit_cond(item)
             else:
-                with qml.QueuingManager.stop_recording():
-                    adjoints = [_adjoint_op(op, self.lazy) for op in reversed(item)]
+                with qml.QueuingManager.stop_recording():  # qml.adjoint(op, lazy), unqueued
+                    adjoints = [op.adjoint() if not self.lazy and op.has_adjoint else qml.ops.Adjoint(op)
+                                for op in reversed(item)]
                 for op in adjoints:
                     qml.QueuingManager.append(op)
                 emitted += adjoints
         return emitted
 
     def _emit_loop(self, loop: _Loop) -> None:
-        state, lazy = self.state, self.lazy
-        if loop.cond_fn is None:
-            lower, upper, step = loop.bounds
-            count = trip_count(lower, upper, step)
-        else:
-            lower, step, count = 0, 1, loop.count
+        state, lower, step, count = self.state, loop.lower, loop.step, loop.count
 
         @for_loop(0, count, 1)
         def reversed_loop(k: Any) -> None:
@@ -235,10 +188,8 @@ class AdjointRegion(Region):
             carried = loop.init
             if loop.init:  # the values iteration j receives: j iterations of the body, no gates
                 with state.region(DiscardRegion()):
-                    forward = (lambda _, *c: loop.body(*c)) if loop.cond_fn is not None else loop.body
-                    carried = _as_tuple(for_loop(lower, i, step)(forward)(*loop.init), len(loop.init))
-            prefix = () if loop.cond_fn is not None else (i,)
-            adjoint_transform(state, loop.body, lazy)(*prefix, *carried)
+                    carried = _as_tuple(for_loop(lower, i, step)(loop.body)(*loop.init), len(loop.init))
+            adjoint_transform(state, loop.body, self.lazy)(i, *carried)
 
         reversed_loop()
 
@@ -253,41 +204,19 @@ class AdjointRegion(Region):
         chosen()
 
 
-def _adjoint_op(op: Any, lazy: bool) -> Any:
-    """``qml.adjoint(op, lazy)`` of one operator, outside any queue."""
-    if not lazy and op.has_adjoint:
-        return op.adjoint()
-    return _qml().ops.Adjoint(op)
-
-
 def _as_tuple(values: Any, n: int) -> tuple:
     """The loop convention: one carried value unwrapped, several as a tuple, none as ``None``."""
     return () if n == 0 else (values,) if n == 1 else tuple(values)
 
 
-def _unwrapped(values: Sequence[Any]) -> Any:
-    return None if not values else values[0] if len(values) == 1 else tuple(values)
-
-
-# --- control flow inside regions -----------------------------------------------------------------
-
-
 class RegionControlFlow:
-    """The control-flow handler of a circuit being compiled: a loop or branch called inside
-    ``qml.adjoint`` (even through ``qml.ctrl`` regions inside it) is recorded by that adjoint
-    region; elsewhere it is bound as usual. ``loop_depth`` and ``branch_depth`` count the loops
-    and branches being traced."""
+    """The circuit's control-flow handler: a loop or branch inside ``qml.adjoint`` (even through
+    ``qml.ctrl`` regions) is recorded by that adjoint region, elsewhere bound as usual. ``depth``:
+    the loops and branches being traced (``loop_depth``: loops); ``calls``: those traced so far."""
 
     def __init__(self, state: Any):
         self.state = state
-        self.loop_depth = 0
-        self.branch_depth = 0
-        self.calls = 0  # loops and branches traced so far
-
-    @property
-    def depth(self) -> int:
-        """The loops and branches being traced, nested."""
-        return self.loop_depth + self.branch_depth
+        self.loop_depth = self.depth = self.calls = 0
 
     def _recording(self) -> tuple[AdjointRegion | None, list[CtrlRegion]]:
         """The innermost adjoint region recording control flow, and the ctrl regions inside it."""
@@ -300,24 +229,26 @@ class RegionControlFlow:
         return None, []
 
     @contextlib.contextmanager
-    def _in_loop(self) -> Iterator[None]:
+    def _traced(self, loop: bool) -> Iterator[None]:
         self.calls += 1
-        self.loop_depth += 1
+        self.depth += 1
+        self.loop_depth += loop
         try:
             yield
         finally:
-            self.loop_depth -= 1
+            self.depth -= 1
+            self.loop_depth -= loop
 
     def for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
         region, inner = self._recording()
-        with self._in_loop():
+        with self._traced(loop=True):
             if region is None:
                 return bind(body, init)
             return region.record_for_loop(_within(self.state, inner, body), bounds, init, bind)
 
     def while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
         region, inner = self._recording()
-        with self._in_loop():
+        with self._traced(loop=True):
             if region is None:
                 return bind(cond_fn, body, init)
             return region.record_while_loop(cond_fn, _within(self.state, inner, body), init, bind)
@@ -327,22 +258,17 @@ class RegionControlFlow:
         branches = [_operators_dropped(b) for b in branches]
         otherwise = None if otherwise is None else _operators_dropped(otherwise)
         region, inner = self._recording()
-        self.calls += 1
-        self.branch_depth += 1
-        try:
+        with self._traced(loop=False):
             if region is None:
                 return bind(preds, branches, otherwise)
             wrapped = [_within(self.state, inner, b) for b in branches]
             if otherwise is not None:
                 otherwise = _within(self.state, inner, otherwise)
             return region.record_cond(preds, wrapped, otherwise, bind)
-        finally:
-            self.branch_depth -= 1
 
 
 def _operators_dropped(branch: Callable) -> Callable:
-    """``branch`` returning ``None`` in place of the operators it returns: they are gates it
-    applied, not values of the conditional (a branch that returns only operators returns nothing)."""
+    """``branch`` returning ``None`` in place of the operators it returns (gates it applied)."""
     qml = _qml()
 
     def is_operator(x: Any) -> bool:
@@ -360,8 +286,7 @@ def _operators_dropped(branch: Callable) -> Callable:
 
 
 def _within(state: Any, regions: Sequence[CtrlRegion], fn: Callable) -> Callable:
-    """``fn`` run inside new ctrl regions like ``regions`` (outermost first): a body recorded
-    through them keeps their controls wherever it is emitted."""
+    """``fn`` in new ctrl regions like ``regions``, whose controls it keeps wherever emitted."""
     if not regions:
         return fn
 
@@ -376,12 +301,8 @@ def _within(state: Any, regions: Sequence[CtrlRegion], fn: Callable) -> Callable
     return wrapped
 
 
-# --- qml.adjoint and qml.ctrl of quantum functions -----------------------------------------------
-
-
 def _unqueue_operator_arguments(args: tuple, kwargs: dict) -> None:
-    """Operators passed as arguments are the function's to apply, not gates of their own (as
-    PennyLane's ``adjoint``/``ctrl`` of a function treat them)."""
+    """Operators passed as arguments are the function's to apply, not gates of their own."""
     qml = _qml()
     leaves, _ = qml.pytrees.flatten((args, kwargs), lambda obj: isinstance(obj, qml.operation.Operator))
     for leaf in leaves:
@@ -391,44 +312,39 @@ def _unqueue_operator_arguments(args: tuple, kwargs: dict) -> None:
 
 @dataclass
 class RegionRun:
-    """What running a function in a region applied: ``gates``, the operators it handed to the
-    circuit (adjointed or controlled) outside control flow, and whether it also traced loops or
-    branches (whose gates are not among ``gates``)."""
+    """What a function run in a region applied: ``gates`` outside ``control_flow``, if it had any."""
 
     gates: list
     control_flow: bool
 
 
-def run_adjoint(state: Any, fn: Callable, lazy: bool, args: tuple, kwargs: dict) -> RegionRun:
-    """Run ``fn(*args, **kwargs)`` in an :class:`AdjointRegion` of the circuit whose state is
-    ``state``, and emit its adjoint."""
+def _run_in(state: Any, region: Region, fn: Callable, args: tuple, kwargs: dict) -> None:
     _unqueue_operator_arguments(args, kwargs)
-    region = AdjointRegion(state, lazy)
     with state.region(region):
         fn(*args, **kwargs)
         state.flush()
+
+
+def run_adjoint(state: Any, fn: Callable, lazy: bool, args: tuple, kwargs: dict) -> RegionRun:
+    """Run ``fn(*args, **kwargs)`` in an :class:`AdjointRegion` of ``state``, and emit its adjoint."""
+    region = AdjointRegion(state, lazy)
+    _run_in(state, region, fn, args, kwargs)
     gates = region.emit()
     return RegionRun(gates, any(not isinstance(item, list) for item in region.items))
 
 
 def run_ctrl(state: Any, fn: Callable, options: tuple, args: tuple, kwargs: dict) -> RegionRun:
-    """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` (``options``: control, control
-    values, work wires and their type) of the circuit whose state is ``state``."""
-    _unqueue_operator_arguments(args, kwargs)
-    region = CtrlRegion(*options)
-    calls = state.control_flow.calls if state.control_flow is not None else 0
-    with state.region(region):
-        fn(*args, **kwargs)
-        state.flush()
-    traced = state.control_flow is not None and state.control_flow.calls != calls
+    """Run ``fn(*args, **kwargs)`` in a :class:`CtrlRegion` of ``options`` of ``state``."""
+    region = CtrlRegion(options)
+    calls = state.control_flow.calls
+    _run_in(state, region, fn, args, kwargs)
+    traced = state.control_flow.calls != calls
     return RegionRun([] if traced else region.released, traced)
 
 
 def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool = True) -> Callable:
-    """``qml.adjoint(fn, lazy)`` in the circuit whose state is ``state``: calling the result runs
-    ``fn`` in an :class:`AdjointRegion` and emits its adjoint. Returns, as PennyLane does, the
-    adjoint operator (or a list of them) when ``fn`` applied gates only; ``returns=False`` returns
-    nothing (a branch of a ``cond``)."""
+    """``qml.adjoint(fn, lazy)`` in ``state``'s circuit: calling it returns the adjoint operator(s)
+    when ``fn`` applied gates only, as PennyLane does; nothing with ``returns=False`` (a branch)."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         run = run_adjoint(state, fn, lazy, args, kwargs)
@@ -439,12 +355,8 @@ def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool
     return wrapper
 
 
-def ctrl_transform(state: Any, fn: Callable, control: Any, control_values: Any = None,
-                   work_wires: Any = None, work_wire_type: str = "borrowed") -> Callable:
-    """``qml.ctrl(fn, control, ...)`` in the circuit whose state is ``state``: calling the result
-    runs ``fn`` in a :class:`CtrlRegion`. Returns ``[]`` (PennyLane returns the function's
-    measurements, which a region may not have)."""
-    options = (control, control_values, work_wires, work_wire_type)
+def ctrl_transform(state: Any, fn: Callable, options: tuple) -> Callable:
+    """``qml.ctrl(fn, *options)`` in the circuit of ``state``; calling it returns ``[]``."""
 
     def wrapper(*args: Any, **kwargs: Any) -> list:
         run_ctrl(state, fn, options, args, kwargs)

@@ -1,30 +1,7 @@
-"""Measurements with finite shots: what each shot *records* of a measurement, and the statistic of
-many shots' records, as PennyLane's ``default.qubit`` estimates them.
-
-Every measurement with shots goes through the same two steps, so that drawing all shots from one
-final state (:func:`shot_records`) and running the circuit once per shot (mid-circuit measurements,
-``mcm_method="one-shot"``, see :mod:`.repeated`) give their results the same way
-(:func:`statistic`):
-
-=====================================  =================================  =====================
-measurement                            one shot records                   statistic
-=====================================  =================================  =====================
-``expval(obs)``                        ``sum_w c_w * (+-1 of word w)``    mean
-                                       (a Pauli sentence, each word in
-                                       its own basis), else an
-                                       eigenvalue of ``obs``
-``var(obs)``                           ``c * (+-1)`` (one Pauli word),    variance (``ddof=0``)
-                                       else an eigenvalue
-``probs(wires)``, ``counts(wires)``    the outcome's index                ``counts / shots``,
-                                                                          ``(outcomes, counts)``
-``sample(wires)``, ``sample(obs)``     the bits (``int64``), the          the records
-                                       eigenvalue
-statistics of a measurement value      its value (``probs``/``counts``:   as above
-                                       the index of a list of bits)
-=====================================  =================================  =====================
-
-A shot may be *invalid* (a post-selected mid-circuit measurement gave the other outcome): the
-statistics use the valid shots only, and samples of invalid shots are ``INVALID_SAMPLE``, as
+"""Measurements with finite shots, as ``default.qubit`` estimates them: what each shot *records*
+(:func:`shot_records` from a final state; :func:`value_record` of mid-circuit measurement values,
+per shot in :mod:`.repeated`), and the :func:`statistic` of many shots' records. Shots that
+post-selection discards are left out of statistics; their samples are ``INVALID_SAMPLE``, as
 PennyLane pads them under ``jax.jit``.
 
 >>> import pennylane as qml
@@ -48,24 +25,14 @@ from jax import lax
 
 from ..errors import QuantumOperationError
 from . import prng
-from .gates import gate_records
+from .gates import _qml, gate_records
 from .wires import WireMap
 from .statevector import apply_matrix, outcome_index, probabilities, state_size, wire_bits
 
-__all__ = [
-    "INVALID_SAMPLE",
-    "measurement_kind",
-    "is_measurement",
-    "flatten_results",
-    "measured_wires",
-    "shot_records",
-    "value_record",
-    "statistic",
-    "static_eigvals",
-]
+__all__ = ["INVALID_SAMPLE", "measurement_kind", "is_measurement", "flatten_results", "measured_wires",
+           "rotate_to_eigenbasis", "shot_records", "value_record", "statistic", "static_eigvals"]
 
-INVALID_SAMPLE = int(np.iinfo(np.int32).min)
-"""The sample of a discarded (post-selection failed) shot, as PennyLane fills it under JAX."""
+INVALID_SAMPLE = int(np.iinfo(np.int32).min)  # the sample of a shot post-selection discarded
 
 _KINDS = {
     "ExpectationMP": "expval", "VarianceMP": "var", "ProbabilityMP": "probs",
@@ -74,22 +41,14 @@ _KINDS = {
 
 
 def measurement_kind(mp: Any) -> str:
-    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"`` (or the
-    class name of another measurement process)."""
+    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"`` or a class name."""
     name = type(mp).__name__
     return _KINDS.get(name, name)
 
 
 def is_measurement(x: Any) -> bool:
-    """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value.
-
-    >>> import pennylane as qml
-    >>> is_measurement(qml.expval(qml.Z(0))), is_measurement(1.0)
-    (True, False)
-    """
-    import pennylane as qml
-
-    return isinstance(x, qml.measurements.MeasurementProcess)
+    """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value."""
+    return isinstance(x, _qml().measurements.MeasurementProcess)
 
 
 def flatten_results(output: Any) -> tuple[list, Any]:
@@ -98,24 +57,17 @@ def flatten_results(output: Any) -> tuple[list, Any]:
 
 
 def measured_wires(mp: Any, n_wires: Any, wires: WireMap) -> tuple | None:
-    """The wire indices a measurement without observable reads (``None``: all of them, in order,
-    when it names none)."""
+    """The wire indices a measurement without observable reads (``None``: all, naming none)."""
     return wires.indices(mp.wires, measurement_kind(mp)) if len(mp.wires) else None
 
 
-# --- drawing samples from a state ----------------------------------------------------------------
-
-
 def _basis_samples(state, key, shots: Any):
-    """``shots`` basis indices drawn from ``|state|**2``."""
     return prng.sample_indices(key, probabilities(state), shots)
 
 
 def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
-    """``state`` after ``obs``'s diagonalizing gates: in this basis ``obs`` is diagonal, so a
-    computational-basis sample picks one of its eigenvalues."""
-    import pennylane as qml
-
+    """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
+    qml = _qml()
     with qml.QueuingManager.stop_recording():
         gates = obs.diagonalizing_gates()
     for op in gates:
@@ -125,7 +77,7 @@ def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
 
 
 def static_eigvals(obs) -> np.ndarray:
-    """``obs.eigvals()`` as a constant (a traced observable's are unknown while tracing)."""
+    """``obs.eigvals()`` as a constant (a traced observable's are unknown)."""
     try:
         return np.asarray(obs.eigvals())
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
@@ -135,70 +87,51 @@ def static_eigvals(obs) -> np.ndarray:
         ) from None
 
 
-def _eigenvalue_samples(state, obs, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` eigenvalues of ``obs``: samples of ``state`` measured in its eigenbasis."""
-    rotated = rotate_to_eigenbasis(state, obs, n_wires, wires)
-    position = outcome_index(_basis_samples(rotated, key, shots),
-                             wires.indices(obs.wires, obs.name), n_wires)
-    return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
-
-
 def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
-    """``state`` rotated into the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
-    import pennylane as qml
-
+    """``state`` in the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
+    qml = _qml()
     with qml.QueuingManager.stop_recording():
         operation = qml.pauli.PauliWord(word).operation()
     return rotate_to_eigenbasis(state, operation, n_wires, wires)
 
 
 def _word_eigenvalues(samples, word: dict, n_wires: Any, wires: WireMap):
-    """The eigenvalue ``±1`` of the Pauli word in each of its basis' ``samples``: ``+1`` when
-    the word's bits have even parity."""
+    """The eigenvalue ``±1`` of the Pauli word in each of its basis' ``samples`` (the parity)."""
     bits = (wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word)
     return 1.0 - 2.0 * (sum(bits, jnp.zeros_like(samples)) & 1).astype(jnp.float64)
 
 
-def _pauli_word_samples(state, word: dict, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` outcomes ``±1`` of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
-    if not word:  # the identity: no draw needed
-        return jnp.ones((shots,), jnp.float64)
-    samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), key, shots)
-    return _word_eigenvalues(samples, word, n_wires, wires)
-
-
 def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: WireMap):
-    """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word sampled in its own basis with its
-    own key: the mean is PennyLane's estimate, word by word (coefficients may be traced)."""
+    """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word in its own basis, with its key."""
     total = None
     for word, coeff in sentence.items():
         key, sub = prng.split(key)
-        term = jnp.real(jnp.asarray(coeff)) * _pauli_word_samples(state, dict(word), sub, shots, n_wires, wires)
+        word = dict(word)
+        if word:
+            samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), sub, shots)
+            outcomes = _word_eigenvalues(samples, word, n_wires, wires)
+        else:  # the identity: no draw needed
+            outcomes = jnp.ones((shots,), jnp.float64)
+        term = jnp.real(jnp.asarray(coeff)) * outcomes
         total = term if total is None else total + term
     return total
 
 
 def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
-    """What each of ``shots`` shots records of the measurement ``mp`` alone, drawn with ``key``."""
-    kind = measurement_kind(mp)
-    obs = mp.obs
-    if kind in ("expval", "var"):
-        if obs is None:
-            raise QuantumOperationError(f"{kind} needs an observable.")
-        sentence = obs.pauli_rep
-        if sentence is not None and (kind == "expval" or len(sentence) == 1):
-            return _sentence_samples(state, sentence, key, shots, n_wires, wires)
-        return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
-    if kind in ("sample", "counts") and obs is not None:
-        return _eigenvalue_samples(state, obs, key, shots, n_wires, wires)
-    if obs is not None:  # probs(op=...): outcomes in the observable's eigenbasis, on its wires
-        state = rotate_to_eigenbasis(state, obs, n_wires, wires)
-    return _basis_records(mp, _basis_samples(state, key, shots), n_wires, wires)
+    """What each of ``shots`` shots records of ``mp``, of an observable, alone."""
+    kind, obs = measurement_kind(mp), mp.obs
+    sentence = obs.pauli_rep if kind in ("expval", "var") else None
+    if sentence is not None and (kind == "expval" or len(sentence) == 1):
+        return _sentence_samples(state, sentence, key, shots, n_wires, wires)
+    samples = _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires), key, shots)
+    if kind not in ("expval", "var", "sample", "counts"):  # probs(op=...): on the observable's wires
+        return _basis_records(mp, samples, n_wires, wires)
+    position = outcome_index(samples, wires.indices(obs.wires, obs.name), n_wires)
+    return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
 
 
 def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
-    """What ``sample``/``probs``/``counts`` (of wires, or of an observable's wires in its
-    eigenbasis) record of computational-basis ``samples``."""
+    """What ``sample``/``probs``/``counts`` record of basis ``samples``."""
     kind = measurement_kind(mp)
     targets = measured_wires(mp, n_wires, wires) if mp.obs is None else wires.indices(mp.obs.wires, kind)
     if kind == "sample":
@@ -215,8 +148,7 @@ def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
 
 
 def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
-    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``expval(2 * X(0) @ Z(1))``,
-    ``sample(Z(0))``, ``probs(op=X(0))``), else ``None``."""
+    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``2 * X(0) @ Z(1)``)."""
     sentence = None if mp.obs is None else mp.obs.pauli_rep
     if sentence is None or len(sentence) != 1:
         return None
@@ -229,10 +161,8 @@ def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
 
 
 def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
-    """The measurements that share one set of samples, as ``default.qubit`` groups them:
-    ``(None, members)`` those without an observable, all together; ``(basis, members)`` those of
-    Pauli words that agree on their common wires, sampled in that basis (a ``{wire: "X"|"Y"|"Z"}``);
-    ``(None, [i])`` any other observable, alone."""
+    """The measurements sharing samples, as on ``default.qubit``: ``(None, members)`` those without
+    observable, ``(basis, members)`` Pauli words agreeing on common wires, ``(None, [i])`` others."""
     plain = [i for i, mp in enumerate(mps) if mp.obs is None]
     groups: list[tuple[dict | None, list[int]]] = [(None, plain)] if plain else []
     for i, mp in enumerate(mps):
@@ -252,11 +182,8 @@ def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
 
 
 def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireMap) -> list:
-    """What each of ``shots`` shots records of each measurement of ``mps`` on ``state``
-    (``(shots, ...)`` each; see the module's table). As on ``default.qubit``, the measurements of
-    one sampling group (see :func:`_sampling_groups`) are records of the same shots: ``probs()``
-    is the frequency of ``sample()``'s outcomes, ``expval(Z(0))`` the mean of ``sample(Z(0))``.
-    ``split()`` gives a fresh key for each group."""
+    """What each of ``shots`` shots records of each of ``mps``, ``(shots, ...)``; a sampling group
+    (:func:`_sampling_groups`) records the same shots, drawn with a key from ``split()``."""
     records: list = [None] * len(mps)
     for basis, members in _sampling_groups(mps):
         key = split()
@@ -274,21 +201,16 @@ def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireM
     return records
 
 
-# --- mid-circuit measurement values --------------------------------------------------------------
-
-
 def _values(mp: Any) -> list:
     return list(mp.mv) if isinstance(mp.mv, (list, tuple)) else [mp.mv]
 
 
-def _of_expression(mp: Any) -> bool:
-    """``mp`` is a statistic of one expression of measurement values (``m0 + m1``, ``~m``)."""
+def _of_expression(mp: Any) -> bool:  # of one expression of measurement values (m0 + m1, ~m)
     return getattr(mp.mv, "has_processing", False)
 
 
 def value_record(mp: Any):
-    """What one shot records of a statistic of mid-circuit measurement values ``mp.mv`` (a value,
-    an arithmetic combination of values, or a list of them)."""
+    """What one shot records of a statistic of mid-circuit measurement values ``mp.mv``."""
     kind = measurement_kind(mp)
     values = [jnp.asarray(v) for v in _values(mp)]
     listed = isinstance(mp.mv, (list, tuple))
@@ -314,20 +236,8 @@ def value_record(mp: Any):
     raise QuantumOperationError(f"{kind} of mid-circuit measurement values is not supported.")
 
 
-# --- statistics of records -----------------------------------------------------------------------
-
-
-def _outcome_count(mp: Any, n_wires: Any) -> Any:
-    """How many outcomes a ``probs``/``counts`` without observable has (a traced size for all the
-    wires of a device with a traced number of them)."""
-    if mp.mv is not None:
-        return 2 ** len(_values(mp))
-    return state_size(len(mp.wires) if len(mp.wires) else n_wires)
-
-
 def statistic(mp: Any, records, n_wires: int, valid=None):
-    """The result of ``mp`` from the records of several shots (``valid``: which shots count;
-    ``None``: all)."""
+    """The result of ``mp`` from the records of shots (``valid``: which count; ``None``: all)."""
     kind = measurement_kind(mp)
     weights = None if valid is None else valid.astype(jnp.float64)
     if kind in ("expval", "var"):
@@ -341,19 +251,14 @@ def statistic(mp: Any, records, n_wires: int, valid=None):
             return records
         keep = jnp.reshape(valid, valid.shape + (1,) * (records.ndim - 1))
         return jnp.where(keep, records, jnp.asarray(INVALID_SAMPLE, records.dtype))
-    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):
+    if kind not in ("probs", "counts"):
+        raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
+    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):  # counted by eigenvalue
         outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs or mp)), records.dtype)
-        hits = records[:, None] == outcomes[None, :]
-        return outcomes, _count(hits, valid)
-    if kind in ("probs", "counts"):
-        outcomes = jnp.arange(_outcome_count(mp, n_wires))
-        counts = _count(records[:, None] == outcomes[None, :], valid)
-        return (outcomes, counts) if kind == "counts" else counts / jnp.sum(counts)
-    raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
-
-
-def _count(hits, valid):
-    """How many shots hit each outcome (``hits``: ``(shots, outcomes)`` booleans)."""
-    if valid is not None:
-        hits = hits & valid[:, None]
-    return jnp.sum(hits, axis=0, dtype=jnp.int64)
+    elif mp.mv is not None:
+        outcomes = jnp.arange(2 ** len(_values(mp)))
+    else:  # (a traced size for all the wires of a traced number of them)
+        outcomes = jnp.arange(state_size(len(mp.wires) or n_wires))
+    hits = records[:, None] == outcomes[None, :]
+    counts = jnp.sum(hits if valid is None else hits & valid[:, None], axis=0, dtype=jnp.int64)
+    return (outcomes, counts) if kind == "counts" else counts / jnp.sum(counts)

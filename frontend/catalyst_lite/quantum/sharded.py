@@ -1,25 +1,10 @@
 """A state vector split over devices: ``qjit(state_sharding=...)``.
 
-The state of ``n`` qubits is split over ``2**k`` devices along ``k`` *global* qubits: the ``k``
-most significant bits of an amplitude's index are its device's index, the ``n - k`` others its
-index in that device's slice. The circuit runs in one ``jax.shard_map`` (JAX's SPMD: XLA sees one
-program per device and the collectives between them):
-
-- gates whose wires are all *local* run on each slice fused as the simulator fuses them
-  (:func:`.fusion.apply_fused`: several gates per pass), without communication;
-- a gate on a global qubit first swaps it with a local qubit (one ``all_to_all`` between the
-  pairs of devices that differ in that qubit: each sends half its slice). The swap is not undone:
-  a *layout* records which wire sits at which position, as distributed simulators keep it;
-- measurements reduce with ``psum``: expectation values (``<psi|O|psi>`` term by term, the
-  observable's wires made local first), probabilities (each slice's marginal), samples with
-  shots (a device drawn for each shot from the slices' totals, then an index within it);
-  ``qml.state()`` is returned split as it is held (the layout restored first);
-- derivatives are JAX's reverse mode through ``shard_map`` (backprop).
-
-To see the split mesh axes as qubits, the mesh axes of the state (of size ``2**k``) are reshaped
-into ``k`` axes of size 2, one per global qubit, so that each swap is an ``all_to_all`` over one
-of them. Only circuits with known wires, no mid-circuit measurement and no catalyst_lite control
-flow inside the QNode run here (anything else is a :class:`~catalyst_lite.errors.QuantumOperationError`).
+The state of ``n`` qubits is split over ``2**k`` devices along ``k`` *global* qubits (the most
+significant index bits; one mesh axis of size 2 each), in one ``jax.shard_map``. Gates on local
+wires run fused on each slice; a gate on a global qubit first swaps it with a local one (an
+``all_to_all``), and a *layout* records which wire sits where. Measurements reduce with ``psum``.
+Only straight-line circuits on known wires without mid-circuit measurements run here.
 
 >>> import jax, numpy as np, pennylane as qml
 >>> from jax.sharding import NamedSharding, PartitionSpec as P
@@ -52,7 +37,7 @@ from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .fusion import apply_fused
-from .gates import GateRecord, gate_records
+from .gates import GateRecord, _qml, gate_records
 from .measurements import apply_observable
 from .statevector import basis_indices, outcome_index, probabilities, zero_state
 from .wires import WireMap
@@ -61,9 +46,8 @@ __all__ = ["StateSharding", "execute_sharded_qnode"]
 
 
 class StateSharding:
-    """``qjit(state_sharding=...)`` read: the mesh and its axes that split the state. Accepts a
-    ``NamedSharding(mesh, P(axes))`` (a 1-D spec) or mesh axis names under
-    ``jax.sharding.set_mesh``; the axes' sizes multiply to a power of 2."""
+    """``qjit(state_sharding=...)``: a ``NamedSharding(mesh, P(axes))`` (a 1-D spec) or mesh axis
+    names under ``jax.sharding.set_mesh``, axes of power-of-2 sizes."""
 
     def __init__(self, option: Any, fn_name: str):
         if isinstance(option, NamedSharding):
@@ -106,8 +90,7 @@ class StateSharding:
 
 
 class _Layout:
-    """The sharded state inside ``shard_map``: this device's slice and which wire is at which
-    position (positions ``0..k-1`` global, most significant first)."""
+    """Inside ``shard_map``: this device's slice and the wire at each position (``< k``: global)."""
 
     def __init__(self, n: int, sharding: StateSharding, uses: Sequence[Sequence[int]] = ()):
         self.n, self.k, self.axes = n, sharding.k, sharding.qubit_axes
@@ -121,7 +104,6 @@ class _Layout:
         self.gate = 0  # the gate being applied
 
     def device(self) -> Any:
-        """This device's index: its global bits, most significant first."""
         index = 0
         for axis in self.axes:
             index = index * 2 + lax.axis_index(axis)
@@ -131,9 +113,7 @@ class _Layout:
         return self.wire_at.index(wire)
 
     def swap(self, g: int, p: int) -> None:
-        """Swap global position ``g`` with local position ``p``: one all_to_all over ``g``'s axis,
-        each device sending the half of its slice whose bit ``p`` is not its own bit ``g``. The
-        queued gates on other positions stay queued (the swap does not move them)."""
+        """Swap global position ``g`` with local ``p``: one all_to_all over ``g``'s axis."""
         j = p - self.k
         view = (self.flush() if j in self._queued_positions() else self.local).reshape(2**j, 2, -1)
         self.local = lax.all_to_all(view, self.axes[g], 1, 1, tiled=True).reshape(-1)
@@ -148,9 +128,8 @@ class _Layout:
         return later[i] if i < len(later) else math.inf
 
     def localize(self, wires: Sequence[int]) -> list[int]:
-        """The local positions of ``wires`` (indices in the slice), each global one swapped with a
-        local position that holds none of them: preferably one no queued gate acts on (no flush),
-        then the one whose wire is needed latest (fewest swaps back)."""
+        """The local positions of ``wires``, each global one swapped with a local position holding
+        none of them: preferably one no queued gate acts on, then the one needed latest."""
         for w in wires:
             g = self.position(w)
             if g < self.k:
@@ -165,23 +144,21 @@ class _Layout:
         return [self.position(w) - self.k for w in wires]
 
     def apply(self, record: GateRecord) -> None:
-        """Queue gate number ``self.gate`` (on wires) on this device's slice (on positions), its
-        global wires swapped in first: the gates between the swaps that need them applied are
-        applied fused (:func:`.fusion.apply_fused`), several per pass over the slice."""
+        """Queue gate number ``self.gate`` on the slice (on positions), its global wires swapped in
+        first; the queued gates are applied fused when a swap or measurement needs them."""
         positions = self.localize([*record.targets, *record.controls])
         k = len(record.targets)
         self.pending.append(replace(record, targets=tuple(positions[:k]), controls=tuple(positions[k:])))
         self.gate += 1
 
     def flush(self) -> Any:
-        """The slice once the queued gates are applied."""
         if self.pending:
             self.local = apply_fused(self.local, self.pending, self.n - self.k)
             self.pending = []
         return self.local
 
     def indices(self) -> Any:
-        """The index (in positions) of each amplitude of this slice in the whole state."""
+        """The index (in positions) of each amplitude of the slice in the whole state."""
         return basis_indices(self.n - self.k) + self.device() * 2 ** (self.n - self.k)
 
     def restore(self) -> Any:
@@ -200,11 +177,8 @@ class _Layout:
 
 def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sharding: StateSharding,
                           key: Any, shots: Any) -> Any:
-    """The results of ``qnode`` (its quantum function ``qfunc``) with its state split as
-    ``sharding`` says (see the module docstring); ``key``: the QNode's PRNG key carry, ``shots``:
-    its :class:`.shots.ShotPlan`."""
-    import pennylane as qml
-
+    """The results of ``qnode`` (running ``qfunc``) with its state split by ``sharding``."""
+    qml = _qml()
     labels = None if qnode.device.wires is None else list(qnode.device.wires.labels)
     if labels is None or len(labels) <= sharding.k:
         raise QuantumOperationError(
@@ -219,9 +193,8 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
     wires = WireMap(labels)
     records = _records(tape.operations, wires)
     n, sharded_state = len(labels), P(sharding.qubit_axes)
-    draw = key.split() if shots.finite else None
-    # Known matrices stay NumPy constants (fusion folds them, finds permutations among them); the
-    # traced ones enter the shard_map as replicated arguments.
+    draw_key = key.split() if shots.finite else jnp.zeros(2, jnp.uint32)
+    # Known matrices stay constants for fusion; traced ones enter as replicated arguments.
     traced = [i for i, r in enumerate(records) if not r.is_static]
 
     def circuit(draw_key: Any, *matrices: Any) -> list[Any]:
@@ -233,7 +206,6 @@ def execute_sharded_qnode(qnode: Any, qfunc: Any, args: tuple, kwargs: dict, sha
         return [_measure(m, layout, wires, shots.total, draw_key) for m in tape.measurements]
 
     specs = [sharded_state if isinstance(m, qml.measurements.StateMP) else P() for m in tape.measurements]
-    draw_key = jnp.zeros(2, jnp.uint32) if draw is None else draw
     # The qubits' mesh in effect while the circuit is traced (shard_map wants the context's).
     with use_abstract_mesh(sharding.mesh.abstract_mesh):
         results = jax.shard_map(circuit, mesh=sharding.mesh, in_specs=P(), out_specs=specs,
@@ -255,8 +227,7 @@ class _StraightLine:
 
 
 def _records(operations: Sequence[Any], wires: WireMap) -> list[GateRecord]:
-    """The gate records of the circuit's operations, as the unsharded simulator makes them
-    (:func:`.gates.gate_records`), on known wires."""
+    """The gate records of the circuit's operations (:func:`.gates.gate_records`), on known wires."""
     records = []
     for op in operations:
         if op.name in ("Barrier", "Identity") or type(op).__name__ == "Snapshot":
@@ -272,8 +243,7 @@ def _records(operations: Sequence[Any], wires: WireMap) -> list[GateRecord]:
 
 def _measure(m: Any, layout: _Layout, device: WireMap, shots: Any, key: Any) -> Any:
     """One terminal measurement of the sharded state, reduced over the devices."""
-    import pennylane as qml
-
+    qml = _qml()
     axes, wires = layout.axes, list(device.indices(m.wires or device.labels, "state_sharding"))
     if isinstance(m, qml.measurements.StateMP) and shots is None:
         return layout.restore()
@@ -293,10 +263,8 @@ def _measure(m: Any, layout: _Layout, device: WireMap, shots: Any, key: Any) -> 
 
 
 def _expval(obs: Any, layout: _Layout, device: WireMap) -> Any:
-    """This slice's part of ``<psi|obs|psi>``, term by term: each term's wires made local, then
-    applied as the simulator applies observables (:func:`.measurements.apply_observable`)."""
-    import pennylane as qml
-
+    """This slice's part of ``<psi|obs|psi>``, term by term, each term's wires made local."""
+    qml = _qml()
     try:
         coeffs, terms = obs.terms()
     except qml.operation.TermsUndefinedError:
@@ -311,9 +279,8 @@ def _expval(obs: Any, layout: _Layout, device: WireMap) -> Any:
 
 
 def _samples(layout: _Layout, wires: list[int], shots: int, key: Any) -> Any:
-    """``shots`` samples of ``wires``: for each shot a device drawn from the slices' totals (the
-    same draw on every device), then an index drawn from that device's slice; one ``psum`` of
-    the indices, never of the state."""
+    """``shots`` samples of ``wires``: a device drawn from the slices' totals (the same draw on
+    every device), then an index in its slice; one ``psum`` of the indices."""
     probs = probabilities(layout.local)
     totals = lax.psum(jnp.zeros(2**layout.k).at[layout.device()].set(jnp.sum(probs)), layout.axes)
     device_key, index_key = prng.split(key)

@@ -1,13 +1,8 @@
 """Gate application on a state vector, as plain ``jax.numpy``/``lax`` array operations.
 
 The state of ``n`` qubits is a flat ``complex128`` vector of length ``2**n``; wire ``w`` is bit
-``n - 1 - w`` of an amplitude's index (PennyLane's ordering: wire 0 is the most significant bit).
-
-Every gate goes through one kernel, :func:`apply_matrix`: a ``2**k x 2**k`` matrix on ``k`` target
-wires, optionally conditioned on control wires. The kernel works on *indices*, not on axes, so a
-wire may be a traced integer (a loop index): each amplitude is combined with the amplitudes whose
-indices differ from its own in target bits (gathered at ``index ^ flip``), weighted by matrix
-entries selected by its own target bits. No transpose, no Python branch on a wire's value.
+``n - 1 - w`` of an amplitude's index (as in PennyLane). The general kernel :func:`apply_matrix`
+works on indices, not axes, so a wire may be a traced integer (gathers at ``index ^ flip``).
 
 >>> import numpy as np
 >>> psi = zero_state(2)
@@ -27,41 +22,18 @@ from jax import lax
 
 from ..control_flow import for_loop
 
-__all__ = [
-    "wire_entanglement",
-    "state_size",
-    "zero_state",
-    "bit_position",
-    "bit_mask",
-    "basis_indices",
-    "wire_bits",
-    "outcome_index",
-    "controls_hold",
-    "apply_matrix",
-    "apply_tensor",
-    "apply_block",
-    "apply_in_loop",
-    "apply_stacked",
-    "lookup",
-    "probabilities",
-    "wire_probability",
-    "project_wire",
-]
+__all__ = ["wire_entanglement", "state_size", "zero_state", "bit_position", "bit_mask", "basis_indices",
+           "wire_bits", "outcome_index", "controls_hold", "apply_matrix", "apply_tensor", "apply_block",
+           "apply_in_loop", "apply_stacked", "lookup", "probabilities", "wire_probability", "project_wire"]
 
 Wire = Any  # a Python int or a traced integer scalar: the wire's index on the device
 
 
 def state_size(n_wires: Any) -> Any:
-    """``2**n_wires``, the length of the state: a Python int, or a traced size when the number of
-    wires is traced (a symbolic dimension of the program).
-
-    >>> state_size(3)
-    8
-    """
+    """``2**n_wires``: a Python int, or a traced size (one per traced number of wires)."""
     if _is_static(n_wires):
         return 2 ** int(n_wires)
-    # One size per traced number of wires: computed again (inside a loop body, say), it would be
-    # another dimension, and the state's length would seem to change.
+    # Computed again (in a loop body, say), it would be another dimension: the length would change.
     known = _sizes.get(id(n_wires))
     if known is not None and known[0]() is n_wires:
         return known[1]
@@ -74,19 +46,12 @@ _sizes: dict[int, tuple[Any, Any]] = {}  # id(traced number of wires) -> (weak r
 
 
 def zero_state(n_wires: Any) -> jnp.ndarray:
-    """``|0...0>`` as a flat ``complex128`` vector.
-
-    >>> zero_state(2).tolist()
-    [(1+0j), 0j, 0j, 0j]
-    """
+    """``|0...0>`` as a flat ``complex128`` vector."""
     # Behind a barrier, XLA builds it when run instead of folding it into a 2**n-element literal.
     return (lax.optimization_barrier(basis_indices(n_wires)) == 0).astype(jnp.complex128)
 
 
-INDEX = jnp.int32
-"""Basis indices are 32-bit (states up to 2**31 amplitudes): half the integer work of 64-bit.
-Index arithmetic on known wires is done in Python/NumPy (so that the program holds literals, not
-32-bit scalar equations); only traced wires produce traced index scalars."""
+INDEX = jnp.int32  # basis indices (up to 2**31 amplitudes): half the integer work of 64-bit
 
 
 def _is_static(x: Any) -> bool:
@@ -94,21 +59,13 @@ def _is_static(x: Any) -> bool:
 
 
 def bit_mask(wire: Wire, n_wires: Any) -> Any:
-    """``1 << bit_position(wire)`` as a 32-bit index (a NumPy scalar when known).
-
-    >>> int(bit_mask(0, 3))
-    4
-    """
+    """``1 << bit_position(wire)`` as a 32-bit index (a NumPy scalar when known)."""
     p = bit_position(wire, n_wires)
     return np.int32(1 << p) if _is_static(p) else jnp.left_shift(np.int32(1), p)
 
 
 def bit_position(wire: Wire, n_wires: int) -> Any:
-    """The bit of an amplitude's index that holds ``wire`` (wire 0 is the most significant).
-
-    >>> bit_position(0, 3), bit_position(2, 3)
-    (2, 0)
-    """
+    """The bit of an amplitude's index that holds ``wire`` (wire 0 is the most significant)."""
     if isinstance(wire, (int, np.integer)) and _is_static(n_wires):
         return int(n_wires) - 1 - int(wire)
     return jnp.asarray(n_wires - 1 - wire).astype(INDEX)
@@ -120,31 +77,21 @@ def basis_indices(n_wires: Any) -> jnp.ndarray:
 
 
 def wire_bits(indices: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
-    """The value (0 or 1) of ``wire`` in each basis index.
-
-    >>> wire_bits(basis_indices(2), 0, 2).tolist()
-    [0, 0, 1, 1]
-    """
+    """The value (0 or 1) of ``wire`` in each basis index."""
     return (indices >> bit_position(wire, n_wires)) & 1
 
 
 def outcome_index(samples, targets: tuple, n_wires: int):
-    """The outcome of each basis index (sampled, or of every amplitude) on the ``targets`` wires,
-    as an integer whose most significant bit is the first target (the order of ``probs`` and of
-    ``eigvals``).
-
-    >>> outcome_index(basis_indices(2), (1, 0), 2).tolist()
-    [0, 2, 1, 3]
-    """
+    """The outcome on the ``targets`` wires of each basis index, as an integer whose most
+    significant bit is the first target (the order of ``probs`` and ``eigvals``)."""
     k = len(targets)
     return sum((wire_bits(samples, t, n_wires) << (k - 1 - m) for m, t in enumerate(targets)),
                jnp.zeros_like(samples))
 
 
 def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wires: int):
-    """True where every control wire has its control value; a control wire ``< 0`` is unused
-    (so that gates with fewer controls fit a fixed-size record). The controls are folded into one
-    scalar mask and pattern first, leaving one ``and`` and one comparison per amplitude."""
+    """True where every control wire (``< 0``: an unused slot) has its control value: one mask
+    and pattern, so one ``and`` and one comparison per amplitude."""
     mask, pattern = np.int32(0), np.int32(0)
     for wire, value in zip(controls, values):
         if _is_static(wire):
@@ -163,14 +110,8 @@ def controls_hold(indices, controls: Sequence[Wire], values: Sequence[Any], n_wi
 
 
 def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp.where) -> Any:
-    """``values[row(i)]`` for every amplitude ``i``, where ``row(i)`` is the number whose bits
-    (most significant first) are ``row_bits``: one ``where`` per bit, folding the most
-    significant remaining bit (cheaper than an elementwise table lookup). ``where`` is
-    ``np.where`` for NumPy indices.
-
-    >>> lookup([10, 20, 30, 40], [jnp.array([0, 1]), jnp.array([1, 1])]).tolist()
-    [20, 40]
-    """
+    """``values[row(i)]`` for every amplitude ``i``, ``row(i)`` the number whose bits (most
+    significant first) are ``row_bits``: one ``where`` per bit (``np.where`` for NumPy indices)."""
     values = list(values)
     for bits in row_bits:
         bit = bits == 1
@@ -179,30 +120,10 @@ def lookup(values: Sequence[Any], row_bits: Sequence[Any], where: Callable = jnp
     return values[0]
 
 
-def _entries_by_row(matrix, f: int, row_bits: Sequence[Any], k: int):
-    """``matrix[row(i), row(i) ^ f]`` for every amplitude ``i``."""
-    return lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits)
-
-
-def apply_matrix(
-    state: jnp.ndarray,
-    matrix: Any,
-    targets: Sequence[Wire],
-    n_wires: int,
-    controls: Sequence[Wire] = (),
-    control_values: Sequence[Any] = (),
-) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``, rows and columns in the order of ``targets``) applied to
-    ``targets``, on the amplitudes where every control wire has its control value.
-
-    With ``row(i)`` the target bits of index ``i`` and ``flip(f)`` the index bits of the targets
-    set in ``f``: ``new[i] = sum_f matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]``, i.e. one
-    term without a gather (``f = 0``) and ``2**k - 1`` gathers, fused into one pass.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> apply_matrix(zero_state(2), x, [1], 2, controls=[0], control_values=[1]).tolist()[0]
-    (1+0j)
-    """
+def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wires: int,
+                 controls: Sequence[Wire] = (), control_values: Sequence[Any] = ()) -> jnp.ndarray:
+    """``matrix`` applied to ``targets`` where controls hold, in one pass: ``new[i] = sum_f
+    matrix[row(i), row(i) ^ f] * state[i ^ flip(f)]`` (``row(i)``: ``i``'s target bits)."""
     k = len(targets)
     if k > MAX_INDEXED_TARGETS and all(_is_static(w) for w in (*targets, *controls, *control_values, n_wires)):
         return apply_tensor(state, matrix, targets, n_wires, controls, control_values)
@@ -210,29 +131,21 @@ def apply_matrix(
     indices = basis_indices(n_wires)
     masks = [bit_mask(t, n_wires) for t in targets]
     row_bits = [wire_bits(indices, t, n_wires) for t in targets]
-    new = _entries_by_row(matrix, 0, row_bits, k) * state
+    new = lookup([matrix[r, r] for r in range(2**k)], row_bits) * state
     for f in range(1, 2**k):
         flip = np.int32(0)
         for m in range(k):
             if (f >> (k - 1 - m)) & 1:
                 flip = flip | masks[m]
         partner = state.at[indices ^ flip].get(mode="promise_in_bounds", unique_indices=True)
-        new = new + _entries_by_row(matrix, f, row_bits, k) * partner
+        new = new + lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits) * partner
     if controls:
         new = jnp.where(controls_hold(indices, controls, control_values, n_wires), new, state)
     return new
 
 
 def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any, Any], Any]) -> Any:
-    """``vector`` after ``vector = step(vector, i)`` for ``i`` in ``range(count)``, as one counted
-    ``for_loop`` of the program: one compiled body, however large ``count``. ``state_carry`` is the
-    ambient carry that holds the state (:class:`.qnode.QuantumState`, or any object with a
-    ``vector``): the loop threads it.
-
-    >>> class Carry: vector = None
-    >>> apply_in_loop(Carry(), np.zeros(2), 3, lambda v, i: v + i).tolist()
-    [3.0, 3.0]
-    """
+    """``vector`` after ``step(vector, i)`` for ``i < count``: one loop threading ``state_carry``."""
     state_carry.vector = vector
 
     @for_loop(0, count, 1)
@@ -245,17 +158,8 @@ def apply_in_loop(state_carry: Any, vector: Any, count: Any, step: Callable[[Any
 
 def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, values: Any, n_targets: int,
                   n_wires: Any) -> Any:
-    """Gate ``g`` for each ``g`` in order, by :func:`apply_in_loop` with the indexed kernel: its
-    matrix ``matrices[g]``, its targets ``wires[g, :n_targets]``, its controls the other wires of
-    row ``g`` (``-1``: an unused slot) with the values ``values[g]``.
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> class Carry: vector = None
-    >>> v = apply_stacked(Carry(), zero_state(2), np.stack([x, x]), np.array([[0, -1], [1, 0]]),
-    ...                   np.array([[1], [1]]), 1, 2)
-    >>> [round(float(abs(a)), 3) for a in v]
-    [0.0, 0.0, 0.0, 1.0]
-    """
+    """Gate ``g`` for each ``g`` in one loop: ``matrices[g]`` on targets ``wires[g, :n_targets]``,
+    controls the rest of row ``g`` (``-1``: unused) with ``values[g]``."""
     controls = wires.shape[1] - n_targets
 
     def step(vector: Any, g: Any) -> Any:
@@ -266,29 +170,12 @@ def apply_stacked(state_carry: Any, vector: Any, matrices: Any, wires: Any, valu
     return apply_in_loop(state_carry, vector, wires.shape[0], step)
 
 
-MAX_INDEXED_TARGETS = 2
-"""Above this many known target wires a gate is applied by :func:`apply_tensor`: the indexed
-kernel's program holds ``4**k`` terms for ``k`` targets (a 4-wire gate would be thousands of
-operations, an 8-wire one millions), the tensor kernel a few operations for any ``k``."""
+MAX_INDEXED_TARGETS = 2  # more known targets: apply_tensor (the indexed kernel has 4**k terms)
 
 
-def apply_tensor(
-    state: jnp.ndarray,
-    matrix: Any,
-    targets: Sequence[int],
-    n_wires: int,
-    controls: Sequence[int] = (),
-    control_values: Sequence[int] = (),
-) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``) applied to the known ``targets`` where the known ``controls``
-    have their values: the state as a tensor with one axis per wire, the controls' axes fixed at
-    their values, the targets' axes moved first and contracted with the matrix (one matrix product,
-    however many wires).
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> apply_tensor(zero_state(2), x, [1], 2, controls=[0], control_values=[0]).tolist()
-    [0j, (1+0j), 0j, 0j]
-    """
+def apply_tensor(state: jnp.ndarray, matrix: Any, targets: Sequence[int], n_wires: int,
+                 controls: Sequence[int] = (), control_values: Sequence[int] = ()) -> jnp.ndarray:
+    """``matrix`` on known ``targets`` where known ``controls`` hold, as a tensor contraction."""
     k = len(targets)
     tensor = jnp.reshape(jnp.asarray(state), (2,) * n_wires)
     fixed = dict(zip(controls, control_values))
@@ -304,17 +191,8 @@ def apply_tensor(
 
 
 def apply_block(state: jnp.ndarray, matrix: Any, wires: Sequence[int], n_wires: int) -> jnp.ndarray:
-    """``matrix`` (``2**k x 2**k``) applied to the known, ascending ``wires``: one pass over the
-    state, written as a broadcast product and a sum over the matrix's column axis.
-
-    The state is viewed with one axis per target wire and one per stretch of other wires;
-    ``new[.., r, ..] = sum_q matrix[r, q] * state[.., q, ..]``. For consecutive wires the target
-    axes are merged into one axis of length ``2**k`` (XLA's fastest form of this reduction).
-
-    >>> x = np.array([[0, 1], [1, 0]])
-    >>> apply_block(zero_state(2), x, [1], 2).tolist()
-    [0j, (1+0j), 0j, 0j]
-    """
+    """``matrix`` on known, ascending ``wires`` in one pass: ``new[.., r, ..] = sum_q matrix[r, q] *
+    state[.., q, ..]``, an axis per target and per stretch of other wires (consecutive: one axis)."""
     k, state = len(wires), jnp.asarray(state)
     if list(wires) == list(range(wires[0], wires[0] + k)):
         view = state.reshape(2 ** wires[0], 1, 2**k, -1)
@@ -338,24 +216,13 @@ def probabilities(state: jnp.ndarray) -> jnp.ndarray:
 
 
 def wire_probability(state: jnp.ndarray, wire: Wire, n_wires: int) -> jnp.ndarray:
-    """The probability that measuring ``wire`` gives 1.
-
-    >>> float(wire_probability(zero_state(1), 0, 1))
-    0.0
-    """
+    """The probability that measuring ``wire`` gives 1."""
     bits = wire_bits(basis_indices(n_wires), wire, n_wires)
     return jnp.sum(jnp.where(bits == 1, probabilities(state), 0.0))
 
 
 def wire_entanglement(state: jnp.ndarray, wire: int, n_wires: int) -> jnp.ndarray:
-    """The determinant of ``wire``'s reduced density matrix: 0 exactly when the wire is in a pure
-    state of its own (not entangled with the others), so that measuring it leaves the others'
-    state whatever the outcome; at most 1/4. ``wire`` and ``n_wires`` are known numbers.
-
-    >>> bell = jnp.array([0.6, 0, 0, 0.8])
-    >>> round(float(wire_entanglement(bell, 0, 2)), 6), float(wire_entanglement(zero_state(2), 1, 2))
-    (0.2304, 0.0)
-    """
+    """The determinant of known ``wire``'s reduced density matrix (<= 1/4): 0 iff not entangled."""
     halves = jnp.reshape(state, (2**wire, 2, -1))
     zero, one = halves[:, 0], halves[:, 1]
     p0, p1 = jnp.sum(jnp.abs(zero) ** 2), jnp.sum(jnp.abs(one) ** 2)

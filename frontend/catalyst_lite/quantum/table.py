@@ -1,25 +1,12 @@
 """Long runs of gates as data: one counted loop over a table of ``4 x 4`` matrices, wires and
 control values, so that a circuit of thousands of gates compiles as fast as one of ten.
 
-A run too irregular to unroll (a decomposed arithmetic template, a random circuit) is planned in
-Python, then applied by a single loop whose body is one gate kernel:
-
-1. its gates are fused into blocks on at most two wires (:func:`~.fusion.fuse`), whose matrices
-   are multiplied while tracing when known, or all at once by a few batched operations when
-   traced (:func:`~.fusion.block_matrices`);
-2. each block, and each gate on more wires, becomes a table *entry* (a
-   :class:`~.fusion.PlannedGate`): a ``4 x 4`` matrix on two
-   target wires plus up to :data:`CONTROL_SLOTS` control wires. A block on one wire is its matrix
-   times the identity on a neighbouring wire; a gate with one target takes its first control into
-   its matrix (``CCX`` is a ``CNOT`` matrix on the first control and the target, controlled by
-   the second);
-3. one ``for_loop`` over the entries applies each with the indexed kernel
-   :func:`~.statevector.apply_matrix`, reading its matrix, wires and control values from the
-   stacked tables.
-
-A gate that fits no entry (three or more targets, more controls than slots) splits the run and is
-applied by itself. The program's size does not depend on the run's length; each entry costs one
-pass over the state when the program runs.
+A run too irregular to unroll is fused into blocks on at most two wires; each block, and each
+gate on more wires, becomes an *entry* (a :class:`~.fusion.PlannedGate`): a ``4 x 4`` matrix on
+two targets plus up to :data:`CONTROL_SLOTS` controls (a one-wire block times the identity on a
+neighbour; ``CCX`` is a ``CNOT`` matrix controlled by its second control). One ``for_loop``
+applies the entries with :func:`~.statevector.apply_matrix`; a gate that fits no entry splits
+the run and is applied by itself.
 
 >>> import numpy as np
 >>> from catalyst_lite.quantum.gates import GateRecord
@@ -41,15 +28,10 @@ from .fusion import Block, BlockMatrices, PlannedGate, Shape, block_matrices, fu
 from .gates import GateRecord
 from .statevector import apply_matrix, apply_stacked
 
-__all__ = ["CONTROL_SLOTS", "table_segments", "apply_table", "apply_as_tables"]
+__all__ = ["CONTROL_SLOTS", "table_segments", "apply_as_tables"]
 
-CONTROL_SLOTS = 2
-"""Control wires an entry may have besides its two targets (unused slots hold wire ``-1``)."""
-
-MAX_BLOCK_GATES = 8
-"""Gates fused into one entry at most: the traced matrices of the blocks are multiplied one depth
-at a time for all blocks together, so the depth bounds the program's size."""
-
+CONTROL_SLOTS = 2  # control wires of an entry besides its two targets (unused slots hold wire -1)
+MAX_BLOCK_GATES = 8  # gates fused into one entry at most: the depth bounds the program's size
 _TARGETS = 2
 
 
@@ -59,9 +41,8 @@ def _padded(controls: Sequence[int], values: Sequence[int]) -> tuple[tuple, tupl
 
 
 def _two_wire(matrices: Any, form: str, value: int = 1) -> Any:
-    """Matrices ``(..., d, d)`` as two-wire ones ``(..., 4, 4)``: ``"plain"`` ones already are;
-    ``"identity"``: a one-wire matrix times the identity on the second wire; ``"controlled"``: a
-    one-wire matrix applied to the second wire when the first has ``value``."""
+    """Matrices ``(..., d, d)`` as ``(..., 4, 4)``: ``"plain"`` already are; ``"identity"``: times
+    the identity on the second wire; ``"controlled"``: on the second wire when the first is ``value``."""
     if form == "plain":
         return matrices
     xp = np if isinstance(matrices, np.ndarray) else jnp
@@ -76,8 +57,7 @@ def _two_wire(matrices: Any, form: str, value: int = 1) -> Any:
 
 
 def _matrices(table: Sequence[PlannedGate]) -> Any:
-    """``(entries, 4, 4)``: a constant when every matrix is known, else the known ones and the
-    traced stacks the entries use, put in order by one gather."""
+    """``(entries, 4, 4)``: a constant, or one gather from the known ones and traced stacks."""
     known = [e.known for e in table if e.known is not None]
     if len(known) == len(table):
         return np.stack(known).astype(complex)
@@ -92,14 +72,14 @@ def _matrices(table: Sequence[PlannedGate]) -> Any:
 
 
 def _two_wire_stack(sources: dict, key: tuple, stack: Any, form: str, value: int = 1) -> Any:
-    """``stack`` made two-wire (:func:`_two_wire`) once per run: ``sources`` keeps it by ``key``."""
+    """``stack`` made two-wire once per run (``sources`` keeps it by ``key``)."""
     if key not in sources:
         sources[key] = _two_wire(stack, form, value)
     return sources[key]
 
 
 def _gate_entry(gate: PlannedGate, sources: dict) -> PlannedGate | None:
-    """The entry of a gate on more than two wires, or ``None`` when it fits none."""
+    """The entry of a gate on more than two wires, or ``None``."""
     targets, controls, values = gate.targets, gate.controls, gate.control_values
     form, value = "plain", 1
     if len(targets) == 1 and controls:
@@ -109,7 +89,6 @@ def _gate_entry(gate: PlannedGate, sources: dict) -> PlannedGate | None:
         return None
     if gate.known is not None:
         return PlannedGate(tuple(targets), *_padded(controls, values), _two_wire(gate.known, form, value), None)
-    # the run's traced gates of this size are one stack
     stack = _two_wire_stack(sources, ("gate", id(gate.stack), form, value), gate.stack[:, 0], form, value)
     return PlannedGate(tuple(targets), *_padded(controls, values), None, None, stack, gate.position)
 
@@ -128,9 +107,7 @@ def _block_entry(block: Block, b: int, matrices: BlockMatrices, sources: dict, n
 
 
 def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[PlannedGate] | GateRecord]:
-    """The run ``records`` (all on known wires) as segments, in order: tables (lists of entries:
-    planned gates on two targets and :data:`CONTROL_SLOTS` control slots), and the records that
-    fit no entry (applied by themselves)."""
+    """The run ``records`` as segments: tables (lists of entries) and records that fit no entry."""
     shapes = [Shape(r.controls + r.targets, False) for r in records]
     blocks = fuse(shapes, max_block_wires=_TARGETS, max_members=MAX_BLOCK_GATES)
     gates = planned_gates([[r] for r in records])
@@ -151,21 +128,13 @@ def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[Pla
     return [s for s in segments if not isinstance(s, list) or s]
 
 
-def apply_table(state_carry: Any, vector, table: Sequence[PlannedGate], n_wires: int):
-    """``table``'s entries applied in order by one counted loop whose body is the indexed kernel
-    (``state_carry``: the ambient carry that holds the state, threaded by the loop)."""
-    wires = np.array([e.targets + e.controls for e in table], np.int64)
-    values = np.array([e.control_values for e in table], np.int64)
-    return apply_stacked(state_carry, vector, _matrices(table), wires, values, _TARGETS, n_wires)
-
-
 def apply_as_tables(state_carry: Any, vector, records: Sequence[GateRecord], n_wires: int):
-    """``records`` (all on known wires, on a device of at least two wires) applied as tables,
-    each by one loop, and the gates that fit no table by themselves."""
-    for segment in table_segments(records, n_wires):
-        if isinstance(segment, list):
-            vector = apply_table(state_carry, vector, segment, n_wires)
+    """``records`` (known wires, at least two) applied as tables (one loop each) and lone gates."""
+    for s in table_segments(records, n_wires):
+        if isinstance(s, list):
+            wires = np.array([e.targets + e.controls for e in s], np.int64)
+            values = np.array([e.control_values for e in s], np.int64)
+            vector = apply_stacked(state_carry, vector, _matrices(s), wires, values, _TARGETS, n_wires)
         else:
-            r = segment
-            vector = apply_matrix(vector, r.matrix, r.targets, n_wires, r.controls, r.control_values)
+            vector = apply_matrix(vector, s.matrix, s.targets, n_wires, s.controls, s.control_values)
     return vector
