@@ -21,7 +21,6 @@ import contextlib
 from typing import Any
 
 from jax._src import core as core
-from jax._src import source_info_util as source_info_util
 from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 from jax._src.lax import lax as _lax
@@ -34,13 +33,9 @@ from . import requirements as requirements  # registers the reshape patches
 from . import multi_result as multi_result  # registers the multi-result abstract-eval patches
 from .tracing import (
     ClosedJaxpr,
-    DBIdx,
     DropVar,
     DShapedArray,
-    DynamicJaxprTrace,
-    DynamicJaxprTracer,
     InDBIdx,
-    InnerTrace,
     InputType,
     OutputType,
     Jaxpr,
@@ -51,13 +46,10 @@ from .tracing import (
     Var,
     collapse,
     current_trace,
-    debug_info_for,
     dynamic_jaxprs,
     dynamic_tracing,
-    emit_equation,
     get_aval,
     hosted_capture,
-    input_type_to_tracers,
     inside_program_trace,
     under_jax_transformation,
     is_tracing,
@@ -70,8 +62,6 @@ Primitive = core.Primitive
 jit_p = getattr(_pjit, "jit_p", None) or _pjit.pjit_p
 EvalTrace = core.EvalTrace
 eval_context = core.eval_context
-ConcretizationTypeError = core.ConcretizationTypeError
-jaxpr_as_fun = core.jaxpr_as_fun
 
 
 def weakly_typed(x: Any) -> Any:

@@ -43,17 +43,6 @@ from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, regis
 from .size_expressions import NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 
-__all__ = [
-    "assume_size_p",
-    "GenericSizes",
-    "generic_values",
-    "is_size_expression",
-    "decide_size_comparison",
-    "python_truth_of_sizes",
-    "note_loop_index",
-    "note_loop_carries",
-]
-
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
 # distinct (so that two unrelated sizes are never assumed equal) and multiples of every number up
 # to 16 (so that `(n // 3) * 3` is `n`, as it is whenever a reshape to `(-1, 3)` is valid: such

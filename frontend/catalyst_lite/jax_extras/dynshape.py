@@ -37,21 +37,6 @@ from .tracing import (
     get_aval,
 )
 
-__all__ = [
-    "DIM_AVAL",
-    "ExpansionStrategy",
-    "DimensionMismatch",
-    "same_dim",
-    "is_dynamic",
-    "expand_args",
-    "expand_results",
-    "conform_carried_sizes",
-    "input_type_of",
-    "output_type_of",
-    "join_output_types",
-    "JaxprTypeError",
-]
-
 DIM_AVAL = ShapedArray((), np.dtype("int64"))
 JaxprTypeError = core.JaxprTypeError
 

@@ -25,9 +25,6 @@ import jax
 import jaxlib
 import numpy as np
 
-__all__ = ["HIDDEN_DIRS", "Location", "user_line", "user_line_of_traceback", "user_line_of_equation",
-           "is_library_file"]
-
 # catalyst_lite's and JAX's directories: their frames are left out of the tracebacks users see.
 HIDDEN_DIRS = (os.path.dirname(os.path.dirname(__file__)) + os.sep, os.path.dirname(jax.__file__) + os.sep)
 _MALT = importlib.util.find_spec("malt")  # autograph's converter, when installed (not imported here)

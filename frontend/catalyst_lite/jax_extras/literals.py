@@ -27,8 +27,6 @@ try:
 except ImportError:  # JAX 0.7.1
     LiteralArray = None
 
-__all__ = ["literals_by_value"]
-
 
 def _make_init_by_value(original: Callable[..., None]) -> Callable[..., None]:
     def init_by_value(self: Any, value: Any) -> None:

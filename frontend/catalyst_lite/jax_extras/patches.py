@@ -42,25 +42,6 @@ from jax.tree_util import tree_flatten
 from ..errors import CatalystLiteError, SymbolicShapeError
 from ..trace_context import current, scope as context_scope
 
-__all__ = [
-    "NeedsCallSizes",
-    "error_standing_for",
-    "NonIntegerSizeError",
-    "ShapeBroadcastError",
-    "symbolic_trace",
-    "Patch",
-    "PATCHES",
-    "PatchSet",
-    "is_active",
-    "jax_nested_trace_depth",
-    "patched_jax",
-    "raised_in_users_code",
-    "register_patch",
-    "staging_trace",
-    "suspended",
-    "unregister_patch",
-]
-
 
 @dataclass(frozen=True)
 class Patch:

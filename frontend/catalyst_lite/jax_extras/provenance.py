@@ -26,8 +26,6 @@ import numpy as np
 
 from .tracing import DynamicJaxprTracer, Literal
 
-__all__ = ["static_element_source", "vectorized_stack"]
-
 
 def _parent(tracer: Any) -> Any:
     return getattr(tracer, "parent", None) if isinstance(tracer, DynamicJaxprTracer) else None

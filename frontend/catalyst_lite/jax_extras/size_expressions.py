@@ -26,17 +26,6 @@ from jax._src import core
 
 from .patches import suspended
 
-__all__ = [
-    "SizeExpr",
-    "Fact",
-    "NEGATED",
-    "UnknownSize",
-    "simplified",
-    "same_expression",
-    "compile_facts",
-    "evaluate",
-]
-
 # comparison -> the comparison that holds when it does not
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
 # comparison primitive's name -> its Python spelling

@@ -25,22 +25,7 @@ from jax._src.interpreters import partial_eval as pe
 
 from ..trace_context import current as current_context, scope as context_scope
 from .size_expressions import NEGATED, Fact, SizeExpr, evaluate, same_expression, simplified
-from .patches import NeedsCallSizes
 from .tracing import constant_value
-
-__all__ = [
-    "NeedsCallSizes",
-    "SizeScope",
-    "size_scope",
-    "current_scope",
-    "size_name",
-    "describe_aval",
-    "is_scalar_int_or_bool",
-    "has_subprograms",
-    "runs_only_if_loop_runs",
-    "runs_only_if",
-    "value_at",
-]
 
 
 def is_scalar_int_or_bool(x: Any) -> bool:
@@ -67,7 +52,7 @@ class SizeScope:
     ``names`` are the inputs' names, in the order of the program's inputs (implicit sizes, then the
     flat arguments); ``point`` their values at the guiding call (``None`` entries for inputs that
     are not integer scalars). ``symbolic``: the sizes are symbolic (not constants of the trace),
-    so that JAX failing on one raises :class:`NeedsCallSizes` (see :mod:`.patches`).
+    so that JAX failing on one raises :class:`~.patches.NeedsCallSizes`.
     """
 
     def __init__(self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True):

@@ -45,29 +45,6 @@ DynamicJaxprTracer = pe.DynamicJaxprTracer
 InputType = tuple  # tuple[tuple[AbstractValue, bool], ...]
 OutputType = tuple
 
-__all__ = [
-    "dynamic_tracing",
-    "dynamic_jaxprs",
-    "is_tracing",
-    "hosted_capture",
-    "inside_program_trace",
-    "under_jax_transformation",
-    "current_trace",
-    "make_input_type",
-    "input_type_to_tracers",
-    "collapse",
-    "trace_to_jaxpr",
-    "InnerTrace",
-    "emit_equation",
-    "drop_dead_equations",
-    "prune_jaxpr",
-    "forward_dependence",
-    "first_differentiated",
-    "dimension_value",
-    "get_aval",
-    "debug_info_for",
-]
-
 
 @contextlib.contextmanager
 def dynamic_tracing() -> Iterator[None]:
