@@ -39,7 +39,8 @@ from jax._src.lax import lax
 from ..errors import SizeAssumptionError, SymbolicShapeError
 from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
-from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, symbolic_trace
+from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
+from .patches import symbolic_trace
 from .size_expressions import NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 
@@ -50,44 +51,30 @@ from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 _GENERIC_STRIDE = 720720  # lcm(1, ..., 16)
 _GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 
-# comparison primitive -> (its Python spelling, the Python operator)
-_COMPARISONS_BY_PRIMITIVE = {
-    lax.eq_p: ("==", operator.eq),
-    lax.ne_p: ("!=", operator.ne),
-    lax.lt_p: ("<", operator.lt),
-    lax.le_p: ("<=", operator.le),
-    lax.gt_p: (">", operator.gt),
-    lax.ge_p: (">=", operator.ge),
-}
-_COMPARISONS = {prim: spelling for prim, (spelling, _) in _COMPARISONS_BY_PRIMITIVE.items()}
-_OPERATORS = dict(_COMPARISONS_BY_PRIMITIVE.values())
+# comparison primitive -> its Python spelling -> the Python operator
+_COMPARISONS = {lax.eq_p: "==", lax.ne_p: "!=", lax.lt_p: "<", lax.le_p: "<=", lax.gt_p: ">", lax.ge_p: ">="}
+_OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+              ">": operator.gt, ">=": operator.ge}
 
 
 # --- Sizes as values ---------------------------------------------------------------------------
 
 
 class GenericSizes:
-    """One assignment of generic values to the leaves of size expressions (the size inputs and
-    free leaves of a trace's terms, see :meth:`~.size_facts.SizeScope.term`), numbered in the
-    order they are met, with the values of the terms computed so far.
-
-    Two assignments order the leaves oppositely (``ascending``), so that an answer that depends on
-    which of two unrelated sizes is larger (``min(n, k) == n``) differs between them and is not
-    assumed. Size inputs in ``point`` (position -> value: a trace guided by a call) take the
-    call's values instead, in both assignments.
+    """One assignment of generic values to the leaves of size expressions (see
+    :meth:`~.size_facts.SizeScope.term`), numbered in the order met, with the values of the terms
+    computed so far. Two assignments order the leaves oppositely (``ascending``), so that an answer
+    that depends on how unrelated sizes compare (``min(n, k) == n``) differs and is not assumed.
+    Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values.
     """
 
     def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.point = point if point is not None else {}
-        # Values local to a loop body (see `_loop_value`): a for_loop's index takes its first
-        # value in the ascending assignment and its last in the other; `loop_starts`: a
-        # while_loop's carried integers take their initial values.
-        self.ascending = ascending
+        self.ascending = ascending  # (and `loop_starts`: what loop binders take, see `_loop_value`)
         self.loop_starts = loop_starts
         self.index: dict[Any, int] = {}
-        # Values already computed, by term: terms share subexpressions, and walking them as
-        # trees would take time exponential in their depth.
+        # Values by term: terms share subexpressions, and walking trees would be exponential.
         self.computed: dict[Any, Any] = {}
 
     def __getitem__(self, leaf: Any) -> int:
@@ -116,13 +103,13 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     if any(t is None for t in terms):
         return None
     at_point = at_point and scope is not None and scope.decides_at_point()
-    points = []
-    # A third assignment when a while_loop's carried integers are in the trace: at their initial
-    # values (`k = 0`), since generic ones say nothing of how small they are.
-    assignments = ((True, False), (False, False), (True, True)) if scope is not None and scope.loop_carries else ((True, False), (False, False))
-    for ascending, loop_starts in assignments:
-        symbols = _assignment(scope, ascending, at_point, loop_starts)
-        points.append(tuple(symbols.value(t) for t in terms))
+    assignments = [(True, False), (False, False)]
+    if scope is not None and scope.loop_carries:
+        # while_loop's carried integers at their initial values (`k = 0`) too: generic ones say
+        # nothing of how small they are.
+        assignments.append((True, True))
+    points = [tuple(_assignment(scope, ascending, at_point, starts).value(t) for t in terms)
+              for ascending, starts in assignments]
     if at_point and _depends_on_loop_values(sizes, scope):
         # A loop's index or counter at this call's sizes takes this call's values only; a program
         # traced for the call also serves others, whose loops run over other values, and whose
@@ -154,11 +141,8 @@ def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
 
 
 def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False) -> GenericSizes:
-    """The scope's assignment of generic values (one per ordering, at its point or not), kept for
-    the whole trace: its leaves keep their numbers and its computed values stay valid (a
-    variable's value is fixed), so each question about a chain of sizes (``x[::2]`` ten times,
-    each slice asking about the last size) evaluates only what is new, not the whole chain
-    again."""
+    """The scope's assignment of generic values (per ordering, at its point or not), kept for the
+    trace: each question about a chain of sizes (``x[::2]`` ten times) evaluates only what is new."""
     if scope is None:
         return GenericSizes(ascending, None, loop_starts)
     key = (ascending, at_point, loop_starts)
@@ -170,15 +154,11 @@ def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool =
 
 
 def _loop_value(var: Any, symbols: GenericSizes) -> Any:
-    """The value of a loop body's binder in this assignment, when it is one whose values the loop
-    tells (``None`` otherwise: a generic size).
-
-    A loop's index and carried integers are values, not sizes: JAX's questions about them
-    (``min(50, i) == 50``, is ``x[:i]`` all of ``x``?) must hold at every iteration, the first
-    ones included, where they are small. So a ``for_loop``'s index takes its first value in one
-    assignment and its last in the other (a question answered alike at both ends of the range is
-    answered so in between for the monotone size arithmetic of slices), and a ``while_loop``'s
-    carried integer its initial value in a third one, next to its generic values."""
+    """The value of a loop body's binder in this assignment, when the loop tells it (``None``: a
+    generic size). JAX's questions about a loop's index or carried integers (``min(50, i) == 50``)
+    must hold at every iteration, where they may be small: a ``for_loop``'s index takes its first
+    value in one assignment and its last in the other (the size arithmetic of slices is monotone),
+    a ``while_loop``'s carried integer its initial value in a third one."""
     scope = current_scope()
     entry = scope.loop_values.get(var) if scope is not None else None
     if entry is None:
@@ -346,7 +326,9 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
     return {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
 
 
-def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None) -> bool | None:
+def decide_size_comparison(
+    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
+) -> bool | None:
     """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
     a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or an
     answer that depends on how unrelated sizes compare).
@@ -397,10 +379,11 @@ def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | N
     return None, None
 
 
+@repair(pe.DynamicJaxprTracer, "__bool__")
 def _make_bool(original):
-    # JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
-    # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
-    # (or the guiding call's) and checked for every call.
+    """JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
+    (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
+    (or the guiding call's) and checked for every call."""
     def __bool__(self):
         if is_active() and _asked_by_library():
             answer, comparison = _decide_truth(self)
@@ -462,7 +445,8 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
         if a_number_under_jit is None:
             a_number_under_jit = is_size_expression(tracer)
         if symbolic_trace() and a_number_under_jit:
-            raise (_users_signal(err, site) if asked_by_user else NeedsCallSizes.standing_for(err, site)) from err
+            signal = _users_signal if asked_by_user else NeedsCallSizes.standing_for
+            raise signal(err, site) from err
         scope = current_scope()
         if a_number_under_jit and scope is not None and _depends_on_loop_values((tracer,), scope):
             # Not a Python `if` of the user's: no call's sizes can give a loop's index.
@@ -507,12 +491,13 @@ def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
     return NeedsCallSizes.standing_for(err, site)
 
 
+@repair(core, "definitely_equal")
 def _make_definitely_equal(original):
-    # Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers,
-    # and JAX only calls tracers equal when they are the same one. When two size expressions are
-    # equal at generic sizes (or at the guiding call's), assume they are equal (a fact of the
-    # program). Unequal ones stay "not definitely equal", JAX's conservative answer, with nothing
-    # to check; they are noted, to name them if the trace then fails.
+    """Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers,
+    and JAX only calls tracers equal when they are the same one. When two size expressions are
+    equal at generic sizes (or at the guiding call's), assume they are equal (a fact of the
+    program). Unequal ones stay "not definitely equal", JAX's conservative answer, with nothing
+    to check; they are noted, to name them if the trace then fails."""
     def definitely_equal(x, y):
         if original(x, y):
             return True
@@ -536,9 +521,10 @@ def _make_definitely_equal(original):
     return definitely_equal
 
 
+@repair(pe.DynamicJaxprTracer, "_short_repr")
 def _make_short_repr(original):
-    # JAX's messages show a size as `JitTracer<~int64[]>` (shapes print their sizes with it too):
-    # name it by the arguments it is computed from, `n + 1`.
+    """JAX's messages show a size as `JitTracer<~int64[]>` (shapes print their sizes with it too):
+    name it by the arguments it is computed from, `n + 1`."""
     def _short_repr(self):
         scope = current_scope() if is_active() else None
         name = scope.name(self) if scope is not None else None
@@ -550,21 +536,23 @@ def _make_short_repr(original):
 # --- Size expressions are symbolic dimensions -----------------------------------------------------
 
 
+@repair(core, "is_symbolic_dim")
 def _make_is_symbolic_dim(original):
-    # jax.numpy already handles `jax.export`'s symbolic dimensions (`arange(n)`, slices with
-    # symbolic bounds, `linspace(0, 1, n)`) by computing on them with overloaded operators, which
-    # dimension tracers have too. Let those code paths take our sizes.
+    """jax.numpy already handles `jax.export`'s symbolic dimensions (`arange(n)`, slices with
+    symbolic bounds, `linspace(0, 1, n)`) by computing on them with overloaded operators, which
+    dimension tracers have too. Let those code paths take our sizes."""
     def is_symbolic_dim(v):
         return original(v) or (is_active() and is_size_expression(v))
 
     return is_symbolic_dim
 
 
+@repair(core, "concrete_or_error")
 def _make_concrete_or_error(original):
-    # `concrete_or_error(None, x)` asks for a value that Python can compute with; a symbolic
-    # `jax.export` dimension passes it unchanged (it is not a Tracer), and so does a size tracer.
-    # So does `concrete_or_error(operator.index, num)`, the `num` of `jnp.geomspace`/`logspace`
-    # (passed on to `linspace`, which takes a symbolic size).
+    """`concrete_or_error(None, x)` asks for a value that Python can compute with; a symbolic
+    `jax.export` dimension passes it unchanged (it is not a Tracer), and so does a size tracer.
+    So does `concrete_or_error(operator.index, num)`, the `num` of `jnp.geomspace`/`logspace`
+    (passed on to `linspace`, which takes a symbolic size)."""
     def concrete_or_error(force, val, context=""):
         if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
@@ -574,10 +562,11 @@ def _make_concrete_or_error(original):
     return concrete_or_error
 
 
+@repair(core.DShapedArray, "sharding")
 def _make_sharding(original):
-    # `DShapedArray.sharding` has an empty spec whatever the rank, and jax.numpy indexing reads
-    # one entry per axis (`x_spec[axis]`); give it one unconstrained entry per axis, like
-    # `ShapedArray`.
+    """`DShapedArray.sharding` has an empty spec whatever the rank, and jax.numpy indexing reads
+    one entry per axis (`x_spec[axis]`); give it one unconstrained entry per axis, like
+    `ShapedArray`."""
     def sharding(self):
         if not is_active():
             return original.fget(self)
@@ -589,10 +578,11 @@ def _make_sharding(original):
     return property(sharding)
 
 
+@repair(core.DShapedArray, "__init__")
 def _make_dshaped_init(original):
-    # `ShapedArray` turns its dtype argument into a NumPy dtype; `DShapedArray` keeps whatever it
-    # is given, and some dtype rules give an operand's aval for "its dtype" (`_lu_dtype_rule`,
-    # triangular_solve's): the array's dtype then prints as `f64[n,n]` and type promotion fails.
+    """`ShapedArray` turns its dtype argument into a NumPy dtype; `DShapedArray` keeps whatever it
+    is given, and some dtype rules give an operand's aval for "its dtype" (`_lu_dtype_rule`,
+    triangular_solve's): the array's dtype then prints as `f64[n,n]` and type promotion fails."""
     def __init__(self, shape, dtype, weak_type=False):
         if is_active():
             dtype = dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
@@ -601,9 +591,10 @@ def _make_dshaped_init(original):
     return __init__
 
 
+@repair(core.DShapedArray, "memory_space")
 def _make_memory_space(original):
-    # `core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
-    # `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device.
+    """`core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
+    `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device."""
     def memory_space(self):
         if not is_active():
             raise AttributeError("memory_space")
@@ -612,22 +603,24 @@ def _make_memory_space(original):
     return property(memory_space)
 
 
+@repair(pe.DynamicJaxprTracer, "__array__")
 def _make_array(original):
-    # NumPy shape arithmetic in JAX (`np.delete(operand.shape, axes)`, `np.ndim([n, 2])`) turns a
-    # shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
-    # arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
-    # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
-    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index); on any
-    # other integer (a loop's index, an integer argument: values under jax.jit) it is JAX's
-    # TracerArrayConversionError, as under jax.jit (a boxed tracer would fail later, in NumPy's
-    # object loop, with a TypeError of NumPy's).
+    """NumPy shape arithmetic in JAX (`np.delete(operand.shape, axes)`, `np.ndim([n, 2])`) turns a
+    shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
+    arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
+    The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
+    jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index); on any
+    other integer (a loop's index, an integer argument: values under jax.jit) it is JAX's
+    TracerArrayConversionError, as under jax.jit (a boxed tracer would fail later, in NumPy's
+    object loop, with a TypeError of NumPy's)."""
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
         by_jax = _asked_by_library(("jax.", "numpy."))
         by_library = by_jax or _asked_by_library(_LIBRARIES)
         of_axes = _of_axes_only(self)
-        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or (by_library and not of_axes)):
+        as_object = dtype is None or np.dtype(dtype) == np.dtype(object)
+        if as_object and (by_jax or (by_library and not of_axes)):
             boxed = np.empty((), dtype=object)
             boxed[()] = self
             return boxed
@@ -637,14 +630,15 @@ def _make_array(original):
     return __array__
 
 
+@repair(pe.DynamicJaxprTracer, "__hash__")
 def _make_hash(original):
-    # `jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
-    # which catalyst_lite then inlines; a size passed there by JAX's code is hashed by identity.
-    # The user's own hash of a size (a dict key, a set member: `{3: w}.get(x.shape[0])`) would
-    # miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
-    # sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
-    # an integer argument, which jax.jit refuses to hash too.
-    # Libraries hash sizes for their own ends (PennyLane a traced wire label): by identity.
+    """`jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
+    which catalyst_lite then inlines; a size passed there by JAX's code is hashed by identity.
+    The user's own hash of a size (a dict key, a set member: `{3: w}.get(x.shape[0])`) would
+    miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
+    sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
+    an integer argument, which jax.jit refuses to hash too.
+    Libraries hash sizes for their own ends (PennyLane a traced wire label): by identity."""
     def __hash__(self):
         if is_active() and is_size_expression(self):
             if not _asked_by_library(_LIBRARIES):
@@ -655,10 +649,12 @@ def _make_hash(original):
     return __hash__
 
 
+@repair(pe.DynamicJaxprTracer, "__mul__")
+@repair(pe.DynamicJaxprTracer, "__rmul__")
 def _make_sequence_repeat(original):
-    # `[0.0] * x.shape[0]`: under jax.jit a list repeated a number of times; JAX refuses a list
-    # operand of an array outright. Python's repetition takes the size's `__index__`: the call's
-    # sizes for an abstracted axis, JAX's error (made a ControlFlowError) for an integer argument.
+    """`[0.0] * x.shape[0]`: under jax.jit a list repeated a number of times; JAX refuses a list
+    operand of an array outright. Python's repetition takes the size's `__index__`: the call's
+    sizes for an abstracted axis, JAX's error (made a ControlFlowError) for an integer argument."""
     def repeat_or_operate(self, other):
         if type(other) in (list, tuple) and is_active() and is_size_expression(self):
             return other * operator.index(self)
@@ -711,10 +707,11 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     return size
 
 
+@repair(core, "_canonicalize_dimension")
 def _make_canonicalize_dimension(original):
-    # Where a value becomes the size of an array (`broadcasted_iota(dtype, (size,), 0)`), use the
-    # size it is computed from when they are equal. Only sizes: other integers (a loop index) are
-    # no business of shape logic, and checking assumptions on them would make them static.
+    """Where a value becomes the size of an array (`broadcasted_iota(dtype, (size,), 0)`), use the
+    size it is computed from when they are equal. Only sizes: other integers (a loop index) are
+    no business of shape logic, and checking assumptions on them would make them static."""
     def canonicalize_dimension(dim):
         dim = original(dim)
         if is_active() and isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
@@ -738,10 +735,13 @@ def _make_extremum(original, staged):
     return extremum
 
 
+@repair(pe.DynamicJaxprTracer, "__index__")
+@repair(pe.DynamicJaxprTracer, "__int__")
+@repair(pe.DynamicJaxprTracer, "__float__")
 def _make_index(original):
-    # `len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
-    # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
-    # compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error.
+    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
+    number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
+    compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error."""
     def to_int(self):
         if not is_active():
             return original(self)
@@ -752,124 +752,9 @@ def _make_index(original):
     return to_int
 
 
-for _name, _attr, _use in (
-    ("user_sizes_as_python_ints", "__index__", "len(x) or range(x.shape[0])"),
-    ("user_sizes_as_python_ints_int", "__int__", "int(x.shape[0])"),
-    ("user_sizes_as_python_floats", "__float__", "float(x.shape[0]) or math.sqrt(x.shape[0])"),
-):
-    register_patch(Patch(_name, pe.DynamicJaxprTracer, _attr, _make_index,
-                         f"{_use} on an abstracted axis asks for the call's sizes as constants"))
-register_patch(
-    Patch(
-        "assume_size_comparisons",
-        pe.DynamicJaxprTracer,
-        "__bool__",
-        _make_bool,
-        "JAX's comparisons of symbolic sizes become assumptions checked at specialization",
-    )
-)
-register_patch(
-    Patch(
-        "equal_size_expressions",
-        core,
-        "definitely_equal",
-        _make_definitely_equal,
-        "size expressions equal at generic sizes are assumed equal (checked at specialization)",
-    )
-)
-register_patch(
-    Patch(
-        "sizes_named_in_messages",
-        pe.DynamicJaxprTracer,
-        "_short_repr",
-        _make_short_repr,
-        "a size prints as the expression of the arguments it comes from (`n + 1`)",
-    )
-)
-register_patch(
-    Patch(
-        "size_tracers_are_symbolic_dims",
-        core,
-        "is_symbolic_dim",
-        _make_is_symbolic_dim,
-        "jax.numpy's symbolic-dimension code paths accept size tracers",
-    )
-)
-register_patch(
-    Patch(
-        "size_tracers_pass_concrete_or_error",
-        core,
-        "concrete_or_error",
-        _make_concrete_or_error,
-        "concrete_or_error(None, size) returns the size, as for a jax.export symbolic dimension",
-    )
-)
-register_patch(
-    Patch(
-        "dshaped_array_sharding_rank",
-        core.DShapedArray,
-        "sharding",
-        _make_sharding,
-        "DShapedArray.sharding has one (unconstrained) spec entry per axis",
-    )
-)
-register_patch(
-    Patch(
-        "dshaped_array_dtype_object",
-        core.DShapedArray,
-        "__init__",
-        _make_dshaped_init,
-        "DShapedArray's dtype is a NumPy dtype, as ShapedArray's is",
-    )
-)
-register_patch(
-    Patch(
-        "dshaped_array_memory_space",
-        core.DShapedArray,
-        "memory_space",
-        _make_memory_space,
-        "DShapedArray has a memory space (the device), as ShapedArray",
-    )
-)
-register_patch(
-    Patch(
-        "sizes_in_numpy_shape_arithmetic",
-        pe.DynamicJaxprTracer,
-        "__array__",
-        _make_array,
-        "a size converts to a 0-d object array holding it (NumPy arithmetic on shapes)",
-    )
-)
-register_patch(
-    Patch(
-        "sizes_are_hashable",
-        pe.DynamicJaxprTracer,
-        "__hash__",
-        _make_hash,
-        "sizes passed as static arguments of jax.jit-decorated helpers hash by identity",
-    )
-)
-for _name, _method in (("sizes_repeat_sequences", "__mul__"), ("sizes_repeat_sequences_reflected", "__rmul__")):
-    register_patch(
-        Patch(
-            _name,
-            pe.DynamicJaxprTracer,
-            _method,
-            _make_sequence_repeat,
-            "a list or tuple times a size of abstracted axes repeats it, as with the number under jax.jit",
-        )
-    )
-register_patch(
-    Patch(
-        "one_tracer_per_size",
-        core,
-        "_canonicalize_dimension",
-        _make_canonicalize_dimension,
-        "a staged size equal to a size it is computed from is that size (checked assumption)",
-    )
-)
 for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
-    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim", functools.partial(_make_extremum, staged=_staged),
+    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim",
+                         functools.partial(_make_extremum, staged=_staged),
                          f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"))
 
 
@@ -900,12 +785,13 @@ def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
     return bound if bound >= 0 else bound + axis_size
 
 
+@repair(core, "canonicalize_slice")
 def _make_canonicalize_slice(original):
-    # JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
-    # A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
-    # `k` up to `n`) would be a Python `if` on a run-time value: the count from the end and the
-    # clamp to the axis are staged instead (a select, a min and a max), as Python's `slice.indices`
-    # computes them, and the slice's size follows at run time.
+    """JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
+    A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
+    `k` up to `n`) would be a Python `if` on a run-time value: the count from the end and the
+    clamp to the axis are staged instead (a select, a min and a max), as Python's `slice.indices`
+    computes them, and the slice's size follows at run time."""
     def canonicalize_slice(s, axis_size):
         if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
                 and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
@@ -930,14 +816,3 @@ def _make_canonicalize_slice(original):
         return start, step, core.max_dim(0, distance + abs(step) - 1) // abs(step)
 
     return canonicalize_slice
-
-
-register_patch(
-    Patch(
-        "slice_bounds_of_unknown_sign",
-        core,
-        "canonicalize_slice",
-        _make_canonicalize_slice,
-        "a slice bound whose sign is known only at run time (x[:n - k] in a loop) is counted from the end by a select",
-    )
-)

@@ -77,11 +77,9 @@ class DimensionMismatch(TypeError):
 
 def same_dim(d1: Any, d2: Any) -> bool:
     """Two dimensions are the same variable (tracers) or the same number."""
-    if isinstance(d1, Tracer) or isinstance(d2, Tracer):
-        if not (isinstance(d1, Tracer) and isinstance(d2, Tracer)):
-            return False
+    if isinstance(d1, Tracer) and isinstance(d2, Tracer):
         return core.get_referent(d1) is core.get_referent(d2) or d1 is d2
-    return d1 == d2
+    return not (isinstance(d1, Tracer) or isinstance(d2, Tracer)) and d1 == d2
 
 
 def is_dynamic(d: Any) -> bool:
@@ -132,15 +130,13 @@ def expand_args(
     implicit: list[Any] = []
     explicit_type = []
     for k, aval in enumerate(avals):
-        dynamic = [is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)]
-        if any(dynamic):
+        if any(is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)):
             shape = []
-            for d, is_dyn in zip(aval.shape, dynamic):
-                if is_dyn:
-                    shape.append(DBIdx(len(implicit)))
+            for j, d in enumerate(aval.shape):
+                if is_dynamic(d) or (k, j) in force_dynamic:
                     implicit.append(d)
-                else:
-                    shape.append(d)
+                    d = DBIdx(len(implicit) - 1)
+                shape.append(d)
             aval = DShapedArray(tuple(shape), aval.dtype, aval.weak_type)
         explicit_type.append((aval, True))
     in_type = tuple([(DIM_AVAL, False)] * len(implicit) + explicit_type)
@@ -228,10 +224,8 @@ def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -
         arg_shape, shape = getattr(arg_aval, "shape", ()), getattr(aval, "shape", ())
         if len(arg_shape) != len(shape) or getattr(arg_aval, "dtype", None) != getattr(aval, "dtype", None):
             continue
-        if all(same_dim(a, d) or not is_dynamic(a) for a, d in zip(arg_shape, shape)):
-            continue
-        if all(same_dim(a, d) or (is_dynamic(a) and core.definitely_equal(a, d)) or not is_dynamic(a)
-               for a, d in zip(arg_shape, shape)):
+        differ = [(a, d) for a, d in zip(arg_shape, shape) if is_dynamic(a) and not same_dim(a, d)]
+        if differ and all(core.definitely_equal(a, d) for a, d in differ):
             out[k] = lax.broadcast_in_dim(result, arg_shape, tuple(range(len(shape))))
     return out
 

@@ -1,15 +1,12 @@
 """Expressions over a program's size inputs, facts about them, and the one evaluator of both.
 
-A :class:`SizeExpr` is an integer (or boolean) scalar computed from a program's *size inputs*
-(the lengths of its abstracted axes and its integer arguments, by position) by scalar operations:
-``max(n - 1, 0)``; during a trace, also from *free leaves* (values local to a loop body, such as
-its index). A :class:`Fact` is a comparison of two expressions without free leaves that a traced
-program assumes (``n - 1 >= 0``; see :mod:`.size_facts`). Expressions are simplified as they are
-built (:func:`simplified`), printed with the inputs' names (:meth:`SizeExpr.render`), evaluated at
-any values of their leaves (:func:`evaluate`: at generic sizes during the trace, at a call's
-sizes), and compiled into Python functions of the inputs (:func:`compile_facts`): a call checks a
-program's facts with integer arithmetic, without JAX. Both evaluations share one table of what
-each operation computes (:func:`_template`).
+A :class:`SizeExpr` is an integer (or boolean) scalar computed by scalar operations from a
+program's *size inputs* (its abstracted axes' lengths and integer arguments, by position) and,
+during a trace, *free leaves* (a loop's index): ``max(n - 1, 0)``. A :class:`Fact` compares two
+expressions without free leaves (``n - 1 >= 0``, see :mod:`.size_facts`). Expressions are
+simplified as built, printed with the inputs' names, evaluated (:func:`evaluate`) and compiled into
+a check a call runs without JAX (:func:`compile_facts`); both share one table of what each
+operation computes (:func:`_template`).
 
 >>> n, one = SizeExpr.input(0), SizeExpr.literal(1)
 >>> fact = Fact(SizeExpr.apply_op("sub", n, one), SizeExpr.literal(0), ">=", "f.py:3")
@@ -70,11 +67,7 @@ class SizeExpr:
 
     def inputs(self) -> frozenset[int]:
         """Positions of the size inputs this expression reads."""
-        found: set[int] = set()
-        for node in _nodes([self]):
-            if node.op == "input":
-                found.add(node.value)
-        return frozenset(found)
+        return frozenset(node.value for node in _nodes([self]) if node.op == "input")
 
     def render(self, names: Sequence[str]) -> str:
         """``max(n - 1, 0)``: the expression with its inputs named."""
@@ -212,16 +205,12 @@ def simplified(e: SizeExpr) -> SizeExpr:
                 if total == 0:
                     return base
                 return SizeExpr.apply_op("add" if total > 0 else "sub", base, SizeExpr.literal(abs(total)))
-        if e.op == "and" and e.is_bool:
-            if _is(a, False) or _is(b, False):
-                return SizeExpr.literal(False)
-            if _is(a, True) or _is(b, True):
-                return b if _is(a, True) else a
-        if e.op == "or" and e.is_bool:
-            if _is(a, True) or _is(b, True):
-                return SizeExpr.literal(True)
-            if _is(a, False) or _is(b, False):
-                return b if _is(a, False) else a
+        if e.op in ("and", "or") and e.is_bool:
+            absorbing = e.op == "or"  # `x or True` is True, `x and False` is False
+            if _is(a, absorbing) or _is(b, absorbing):
+                return SizeExpr.literal(absorbing)
+            if _is(a, not absorbing) or _is(b, not absorbing):
+                return b if _is(a, not absorbing) else a
     if e.op == "select_n" and args and args[0].op == "literal":
         return args[1 + int(args[0].value)]
     if e.op == "select_n" and len(args) == 3 and args[1] is args[2]:

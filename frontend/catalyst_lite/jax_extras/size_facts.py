@@ -1,17 +1,12 @@
 """Size facts: what a traced program assumed about its sizes, checked before a call runs it.
 
-A trace decides JAX's comparisons of symbolic sizes (see :mod:`.dimensions`). Each decision is a
-*fact* about the program's **size inputs** -- the lengths of its abstracted axes and its integer
-arguments -- such as ``n - 1 >= 0`` or ``n == m``. This module keeps, for the program being traced,
-a :class:`SizeScope`:
-
-- which variables of the trace are its size inputs, and their names (``n``, ``k``), so that a size
-  reads ``max(n - 1, 0)`` in messages rather than ``JitTracer<~int64[]>``;
-- optionally a *point*: the sizes of one call, at which the trace then decides every comparison
-  (a trace *guided* by a call, see :mod:`catalyst_lite.compiler.assumptions`);
-- the facts decided so far, each a :class:`~.size_expressions.Fact` between two expressions over
-  the size inputs (:mod:`.size_expressions`, which also compiles them into the function a call
-  checks them with).
+A trace decides JAX's comparisons of symbolic sizes (see :mod:`.dimensions`); each decision is a
+*fact* (a :class:`~.size_expressions.Fact`) about the program's **size inputs**, the lengths of
+its abstracted axes and its integer arguments: ``n - 1 >= 0``, ``n == m``. A :class:`SizeScope`
+keeps, for the program being traced, which variables are its size inputs and their names (a size
+reads ``max(n - 1, 0)`` in messages), optionally a *point* (the sizes of one call, at which a
+trace *guided* by it decides every comparison, see :mod:`catalyst_lite.compiler.assumptions`),
+and the facts decided so far.
 """
 
 from __future__ import annotations
@@ -55,46 +50,40 @@ class SizeScope:
     so that JAX failing on one raises :class:`~.patches.NeedsCallSizes`.
     """
 
-    def __init__(self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True):
+    def __init__(
+        self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True
+    ):
         self.names = list(names)
         self.point = None if point is None else list(point)
         self.symbolic = symbolic
         self.nested_jax_traces = 0  # JAX's own nested traces of symbolically-shaped functions open
-        # Exceptions that left the user's functions JAX called back (custom_jvp/custom_vjp rules):
-        # the user's own, to pass on unchanged (see patches.raised_in_users_code).
+        # Exceptions that left the user's functions JAX called back (patches.raised_in_users_code).
         self.users_exceptions: list[BaseException] = []
-        # The site of the last NeedsCallSizes the user's code caused, whether or not it reached
-        # the trace's boundary (see dimensions._users_signal).
+        # The site of the last NeedsCallSizes the user's code caused (dimensions._users_signal).
         self.signalled: str | None = None
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
-        # (ascending, at the point, loop starts) -> dimensions.GenericSizes: generic values, kept
-        # for the trace.
+        # (ascending, at the point, loop starts) -> dimensions.GenericSizes, kept for the trace.
         self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
-        # Binders of loop bodies whose values the loop tells (a for_loop's index: its bounds; a
-        # while_loop's carried integer: its initial value), see dimensions._loop_value.
+        # Loop binders whose values the loop tells (a for_loop's index: its bounds; a while_loop's
+        # carried integer: its initial value), see dimensions._loop_value.
         self.loop_values: dict[Any, tuple] = {}
         self.loop_carries = False  # some of them are a while_loop's
         self.loop_dependent: dict[Any, bool] = {}  # variable -> computed from one of them
-        # Slice bounds of run-time sign as staged (dimensions.canonicalize_slice): a clamp to the
-        # axis is inactive at generic sizes, not at small ones, so no size stands for them.
+        # Slice bounds of run-time sign as staged (dimensions.canonicalize_slice): their clamp to
+        # the axis is inactive at generic sizes only, so no size stands for them.
         self.staged_slice_bounds: set[Any] = set()
-        # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
-        self.axis_inputs: set[int] = set()
+        self.axis_inputs: set[int] = set()  # positions of sizes of abstracted axes
         self.facts: list[Fact] = []
         self._fact_keys: set[tuple] = set()
         self._terms: dict[Any, SizeExpr | None] = {}  # variable -> its term (see `term`)
-        # Pairs of sizes JAX's shape logic asked to be equal and that are not, at the point: what
-        # an "incompatible shapes" error raised by the trace is about.
+        # Sizes JAX asked to be equal that are not (at the point): what "incompatible shapes" is
+        # about; the last one, if JAX asked nothing about sizes since.
         self.disagreements: list[tuple[SizeExpr, SizeExpr]] = []
-        # The last of them, if JAX asked no other question about sizes since.
         self.last_disagreement: tuple[SizeExpr, SizeExpr] | None = None
-        # In a trace guided by a call: JAX's code just branched on a comparison of sizes that the
-        # call's sizes answer otherwise than generic sizes (`n > 1` at n = 1), and no question
-        # about sizes since. JAX's shape logic may refuse that branch with symbolic sizes.
+        # In a guided trace, JAX's code just branched on a comparison the call's sizes answer
+        # otherwise than generic ones (`n > 1` at n = 1), a branch it may refuse symbolically.
         self.last_branch_at_point = False
-        # Comparisons of sizes left undecided: their answer depends on how unrelated sizes
-        # compare (`n < m`), which only a call's sizes can tell.
-        self.undecided = 0
+        self.undecided = 0  # comparisons only a call's sizes decide (`n < m`)
         # Conditions under which the code being traced runs (enclosing for_loop bodies run only
         # when their loops do): facts decided there need hold only then.
         self.guards: list[SizeExpr] = []
@@ -268,7 +257,8 @@ def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr 
     scope = current_scope()
     if scope is None or not isinstance(x, core.Tracer):
         return None
-    return scope.expression_at(x, {id(b): scope._side(v) for b, v in zip(binders, values) if isinstance(b, core.Tracer)})
+    standing = {id(b): scope._side(v) for b, v in zip(binders, values) if isinstance(b, core.Tracer)}
+    return scope.expression_at(x, standing)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,5 @@
-"""Tracing with JAX's dynamic-shape API: scopes, traces, input types and emitted equations.
-
-Everything here is a thin, named wrapper over JAX 0.7 internals, so that the rest of catalyst_lite
-speaks in the design documents' terms (input type, expanded arguments, inner trace) rather than in
-JAX's private API.
+"""Tracing with JAX's dynamic-shape API, in the design documents' terms (input type, expanded
+arguments, inner trace): thin named wrappers over JAX 0.7 internals.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, trace_to_jaxpr, make_input_type
@@ -124,16 +121,12 @@ def under_jax_transformation() -> bool:
     return is_tracing(under_transformations=True) and not isinstance(current_trace(), DynamicJaxprTrace)
 
 
-def get_aval(x: Any) -> core.AbstractValue:
-    """The abstract value of ``x``; for tracers its shape may hold dimension tracers."""
-    return core.get_aval(x)
+get_aval = core.get_aval  # a tracer's shape may hold dimension tracers
 
 
 def constant_value(tracer: Any) -> Any:
-    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant).
-
-    jax 0.7.2 stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself.
-    """
+    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant; jax 0.7.2
+    stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself)."""
     const = tracer._trace.frame.constvar_to_val.get(tracer.val)
     return getattr(const, "canonical", const)
 
@@ -208,7 +201,7 @@ def input_type_to_tracers(
 
 
 def collapse(typ: Sequence[tuple[Any, bool]], expanded: Sequence[Any]) -> list[Any]:
-    """Keep the explicit entries of an expanded list (the ones a Python function sees)."""
+    """The explicit entries of an expanded list (the ones a Python function sees)."""
     return [x for x, (_, explicit) in zip(expanded, typ) if explicit]
 
 
@@ -277,16 +270,10 @@ def trace_to_jaxpr(
         jaxpr, out_type, consts = inner.trace.frame.to_jaxpr2(out, dbg)
     finally:
         inner.close()
-    return drop_dead_equations(jaxpr), out_type, list(consts)
-
-
-def drop_dead_equations(jaxpr: Jaxpr) -> Jaxpr:
-    """``jaxpr`` without the equations whose results nothing uses and that have no effects (e.g.
-    the ``params[i]`` a QNode's gates read, once their matrices are computed by one gather from
-    ``params``): every later stage (specialization, lowering, XLA) would pay for them.
-    """
+    # Without the equations nothing uses (the `params[i]` a QNode's gates read, once one gather
+    # computes their matrices): every later stage would pay for them.
     pruned, _ = prune_jaxpr(jaxpr, [True] * len(jaxpr.outvars), [True] * len(jaxpr.invars))
-    return pruned
+    return pruned, out_type, list(consts)
 
 
 def prune_jaxpr(
@@ -339,12 +326,6 @@ def prune_jaxpr(
     return jaxpr.replace(invars=invars, outvars=outvars, eqns=kept[::-1], debug_info=dbg), taken
 
 
-# primitive -> rule(eqn, marked operands) -> marked results: which results of a nested primitive's
-# equation depend on which operands (a loop carrying primals and tangents: its primals do not
-# depend on the tangents). Without a rule, every result depends on every operand.
-dependence_rules: dict[core.Primitive, Callable[[Any, list[bool]], list[bool]]] = {}
-
-
 def _carried_fixpoint(body: Jaxpr, fixed: list[bool], carried: list[bool], rest: list[bool]) -> tuple[list[bool], list[bool]]:
     """A loop body ``fixed, carried, rest -> carried, others``: which carried values depend on
     the marked inputs at some iteration, and which other results do then."""
@@ -386,16 +367,20 @@ def _call_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
 
 _JAX_DCE = (lax_control_flow.scan_p, lax_control_flow.cond_p, pjit.jit_p)
 
-# JAX's own nested primitives (the loops and conditionals specializations become, under JVP: one
-# equation carrying primals and tangents, whose primals must stay known to partial evaluation).
-dependence_rules.update(
-    {
-        lax_control_flow.scan_p: _scan_dependence,
-        lax_control_flow.while_p: _while_dependence,
-        lax_control_flow.cond_p: _cond_dependence,
-        pjit.jit_p: _call_dependence,
-    }
-)
+# primitive -> rule(eqn, marked operands) -> marked results: which results of a nested primitive's
+# equation depend on which operands (JAX's loops and conditionals under JVP carry primals and
+# tangents; the primals must stay known to partial evaluation). Without a rule: all on all.
+dependence_rules: dict[core.Primitive, Callable[[Any, list[bool]], list[bool]]] = {
+    lax_control_flow.scan_p: _scan_dependence,
+    lax_control_flow.while_p: _while_dependence,
+    lax_control_flow.cond_p: _cond_dependence,
+    pjit.jit_p: _call_dependence,
+}
+
+
+def _dependent_results(eqn: Any, operands: list[bool]) -> list[bool]:
+    rule = dependence_rules.get(eqn.primitive)
+    return rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
 
 
 def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool]:
@@ -405,9 +390,7 @@ def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool
         operands = [isinstance(v, core.Var) and v in marked for v in eqn.invars]
         if not any(operands):
             continue
-        rule = dependence_rules.get(eqn.primitive)
-        results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
-        marked.update(v for v, m in zip(eqn.outvars, results) if m)
+        marked.update(v for v, m in zip(eqn.outvars, _dependent_results(eqn, operands)) if m)
     return [isinstance(v, core.Var) and v in marked for v in jaxpr.outvars]
 
 
@@ -439,9 +422,7 @@ def first_differentiated(
             found = first_differentiated(eqn.params["jaxpr"].jaxpr, operands, select)
             if found is not None:
                 return found
-        rule = dependence_rules.get(eqn.primitive)
-        results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
-        marked.update(v for v, m in zip(eqn.outvars, results) if m)
+        marked.update(v for v, m in zip(eqn.outvars, _dependent_results(eqn, operands)) if m)
     return None
 
 
