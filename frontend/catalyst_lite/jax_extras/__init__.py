@@ -1,9 +1,7 @@
 """The seam between catalyst_lite and JAX's private internals.
 
-Every import of ``jax._src`` or ``jax.interpreters`` in catalyst_lite, and every use of JAX's
-dynamic-shape types (``DShapedArray``, de Bruijn indices), lives in this subpackage; the rest of the
-package imports the names it needs from here, so a JAX upgrade touches these modules only (what
-each does: docs/architecture.md, "The JAX-internals seam"):
+Every import of ``jax._src`` and every use of JAX's dynamic-shape types lives in this subpackage,
+so a JAX upgrade touches these modules only (docs/architecture.md, "The JAX-internals seam"):
 
 - tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
   :mod:`.typecheck`;
@@ -71,11 +69,8 @@ def weakly_typed(x: Any) -> Any:
 
 
 def x64_scope():
-    """64-bit types for the calling thread (what catalyst_lite compiles and runs with).
-
-    When they are already on (``jax_enable_x64``, as Catalyst sets it) no scope is entered:
-    reading the flag costs well under a microsecond, entering the scope several, on every call.
-    """
+    """64-bit types for the calling thread (what catalyst_lite compiles and runs with); no scope
+    is entered when they are on already (entering one costs microseconds, on every call)."""
     from jax._src import config
 
     if config.enable_x64.value:
@@ -100,7 +95,7 @@ def use_abstract_mesh(abstract_mesh: Any) -> Any:
 
 def context_mesh() -> Any:
     """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
-    ``None`` (JAX's public API gives only the abstract mesh).
+    ``None``.
 
     >>> context_mesh() is None
     True

@@ -1,22 +1,18 @@
-"""Symbolic sizes inside JAX's own shape logic.
+"""Symbolic sizes inside JAX's own shape logic, written for Python ints (or ``jax.export``
+polynomials) where a size here is an ``int64[]`` dimension tracer of the program being traced:
 
-A size is a dimension tracer, an ``int64[]`` value of the program being traced; jax.numpy and
-``lax``'s shape rules were written for Python ints (or ``jax.export`` polynomials). Here
-
-1. :func:`min_dim`/:func:`max_dim` stage ``min``/``max``, so the result is again a dimension;
+1. ``min_dim``/``max_dim`` stage ``min``/``max``, so the result is again a dimension;
 2. a comparison used as a Python boolean is decided at generic, large, distinct sizes
-   (:func:`generic_values`), or at a guiding call's sizes, and recorded as a fact of the program
-   (:mod:`.size_facts`), which a call checks before it runs (another program is traced when one is
-   false). One inside a loop body is an ``assume_size`` equation, checked at specialization
-   (:class:`~catalyst_lite.errors.SizeAssumptionError`); sizes computed separately (``x[1:]``,
-   ``x[:-1]``) are assumed equal when equal at every generic assignment;
-3. a size tracer takes jax.numpy's paths for ``jax.export`` symbolic dimensions (hashes by
-   identity, becomes a 0-d object array in NumPy shape arithmetic).
+   (:func:`generic_values`), or at a guiding call's, and recorded as a fact of the program
+   (:mod:`.size_facts`), checked before a call runs; inside a loop body, as an ``assume_size``
+   equation checked at specialization (:class:`~catalyst_lite.errors.SizeAssumptionError`).
+   Sizes computed separately (``x[1:]``, ``x[:-1]``) are equal when equal at every assignment;
+3. a size tracer takes jax.numpy's paths for ``jax.export`` symbolic dimensions.
 
-JAX's own comparisons are assumed when computed from sizes and integer arguments alone; the user's
-only when computed from sizes of abstracted axes alone: ``if n > 3:`` on an integer argument keeps
-JAX's ``TracerBoolConversionError``, as under ``jax.jit``. See docs/architecture.md, "How a call
-picks its program".
+JAX's own comparisons are assumed when computed from sizes and integer arguments; the user's only
+when computed from sizes of abstracted axes: ``if n > 3:`` on an integer argument keeps JAX's
+``TracerBoolConversionError``, as under ``jax.jit`` (docs/architecture.md, "How a call picks its
+program").
 """
 
 from __future__ import annotations
@@ -265,9 +261,7 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     recorded.add(key)
     statement = fact.statement(scope.names) if fact is not None else ""
     with core.set_current_trace(trace):
-        assume_size_p.bind(
-            lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement
-        )
+        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement)
 
 
 def _identity(x: Any) -> Any:
@@ -308,15 +302,10 @@ _LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_li
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
     """Whether the code asking a size tracer for its Python value (the caller of the patched
-    ``__bool__``/``__index__``/``__array__`` that calls this) is ``libraries``' own, not the user's.
-
-    JAX's shape logic asking gets an assumption or the call's sizes; the user's code asking about
-    an integer argument gets JAX's error, as under ``jax.jit``. Only the calling frame says who
-    asks: JAX's shape logic asks about sizes of integer arguments from some forty places
-    (``jnp.linspace``, ``x[k:]``, shape rules...), many before any function we patch sees the
-    value, so no signal of ours can mark them. This is the one decision read from a frame
-    (``tests/test_layering.py`` names it).
-    """
+    ``__bool__``/``__index__``/``__array__`` calling this) is ``libraries``' own, not the user's.
+    Only the calling frame says who asks: JAX asks from some forty places (``jnp.linspace``,
+    ``x[k:]``, shape rules), many before any function we patch sees the value. The one decision
+    read from a frame (``tests/test_layering.py`` names it)."""
     module = sys._getframe(2).f_globals.get("__name__", "")
     return module.startswith(libraries)
 
@@ -330,12 +319,9 @@ def decide_size_comparison(
     lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
 ) -> bool | None:
     """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
-    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or an
-    answer that depends on how unrelated sizes compare).
-
-    At generic sizes ``generic_answer``, when given, is the answer (a size assumed small enough,
-    say); in a trace guided by a call, the answer is always the one at the call's sizes.
-    """
+    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or it
+    depends on how unrelated sizes compare). ``generic_answer``, when given, is the answer at
+    generic sizes (a size assumed small enough); a guided trace answers at the call's sizes."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None:
@@ -355,10 +341,8 @@ def decide_size_comparison(
 
 
 def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | None) -> None:
-    """In a trace guided by a call, record when JAX's code takes a branch that generic sizes do
-    not (``n > 1`` false at n = 1): a ``TypeError``/``ValueError`` JAX raises next is its shape
-    logic refusing that branch with symbolic sizes, and the call's sizes as constants serve it
-    (see :func:`catalyst_lite.diagnostics.user_facing_trace_errors`)."""
+    """In a guided trace, note when JAX's code takes a branch generic sizes do not (``n > 1`` false
+    at n = 1): an error JAX raises next is its shape logic refusing that branch symbolically."""
     scope = current_scope()
     if answer is None or scope is None or not scope.decides_at_point():
         return
@@ -368,9 +352,8 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
 
 
 def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | None]:
-    """The truth of a size tracer decided (:func:`decide_size_comparison`): a comparison of sizes
-    (also returned, as ``(lhs, rhs, comparison)``), or an integer size (``!= 0``); ``None`` when
-    undecided or neither."""
+    """The truth of a size tracer decided: a comparison of sizes (also returned, as ``(lhs, rhs,
+    comparison)``), or an integer size (``!= 0``); ``None`` when undecided or neither."""
     if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
         comparison = (*tracer.parent.in_tracers, _COMPARISONS[tracer.parent.primitive])
         return decide_size_comparison(*comparison), comparison
@@ -381,18 +364,15 @@ def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | N
 
 @repair(pe.DynamicJaxprTracer, "__bool__")
 def _make_bool(original):
-    """JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
-    (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
-    (or the guiding call's) and checked for every call."""
+    """JAX's shape logic branching on comparisons of sizes (`if d < 0:`) or on sizes (`if x.size:`)
+    gets an assumption, decided at generic sizes (or the guiding call's), checked for every call."""
     def __bool__(self):
         if is_active() and _asked_by_library():
             answer, comparison = _decide_truth(self)
             if comparison is not None:
                 _note_branch_at_point(*comparison, answer)
                 if answer is None and _in_shape_rule():
-                    # A shape rule only compares sizes, never data: these are sizes it cannot
-                    # relate (those of a nested JAX trace: lax.while_loop, lax.cond,
-                    # custom_linear_solve).
+                    # Sizes a shape rule cannot relate: those of a nested JAX trace.
                     raise NotImplementedError(
                         "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
                         "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
@@ -411,11 +391,9 @@ def _make_bool(original):
 
 
 def python_truth_of_sizes(x: Any) -> Any:
-    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] >
-    2``, a number's question under ``jax.jit``), decided as the user's plain Python ``if`` on it
-    is (a fact of the program); ``x`` itself otherwise. For converted code (autograph), whose
-    ``if`` would otherwise trace both branches, one of which ``jax.jit`` never sees (a negative
-    pad width)."""
+    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] > 2``,
+    a number's question under ``jax.jit``), decided as a plain Python ``if`` is; ``x`` otherwise.
+    For autograph, whose ``if`` would trace both branches, one of which ``jax.jit`` never sees."""
     if not (is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == ()):
         return x
     scope = current_scope()
@@ -434,9 +412,8 @@ def _of_axes_only(tracer: Any) -> bool:
 @contextlib.contextmanager
 def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
     """Code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on it): when
-    ``a_number_under_jit`` (by default: JAX's own code asks, and it is a size), the call's sizes
-    give it (the signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data,
-    the user's question about an integer argument)."""
+    ``a_number_under_jit`` (by default: it is a size), the call's sizes give it (the signal);
+    otherwise JAX's error, as under ``jax.jit``."""
     asked_by_user = a_number_under_jit is not None
     try:
         yield
@@ -460,11 +437,9 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
 
 
 def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> bool | None:
-    """The user's own ``if x.shape[0] > 0:`` (or ``if len(x):``) on sizes of abstracted axes
-    alone: under ``jax.jit`` those are numbers, so it is decided as JAX's shape logic's questions
-    are (an assumption, a fact of the program). A comparison that involves integer arguments
-    keeps JAX's error, as under ``jax.jit``; one that depends on how unrelated sizes compare
-    (``x.shape[0] > y.shape[0]``) is decided by a trace guided by the call."""
+    """The user's own ``if x.shape[0] > 0:`` on sizes of abstracted axes alone (numbers under
+    ``jax.jit``) is decided as JAX's questions are; one that depends on how unrelated sizes
+    compare, by a trace guided by the call. Integer arguments keep JAX's error."""
     scope = current_scope()
     if scope is None or not scope.of_axes_only(tracer):
         return None
@@ -479,12 +454,9 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
 
 
 def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
-    """The signal for the user's own code asking a size of abstracted axes for its Python value,
-    noted in the size scope: code between here and the trace's boundary (NumPy, which turns the
-    signal of ``np.zeros(x.shape[0])`` into a ``TypeError`` of its own; the user's ``except``) may
-    replace it, and the trace failing after it still needs the call's sizes (see
-    ``diagnostics.user_facing_trace_errors``). JAX's own code catches the signals it causes and
-    takes another path: those are not noted."""
+    """The signal for the user's code asking a size of abstracted axes for its Python value, noted
+    in the size scope: code up to the trace's boundary may replace it (NumPy's own ``TypeError``
+    for ``np.zeros(x.shape[0])``, the user's ``except``), yet the call's sizes are still needed."""
     scope = current_scope()
     if scope is not None:
         scope.signalled = site
@@ -493,11 +465,9 @@ def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
 
 @repair(core, "definitely_equal")
 def _make_definitely_equal(original):
-    """Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers,
-    and JAX only calls tracers equal when they are the same one. When two size expressions are
-    equal at generic sizes (or at the guiding call's), assume they are equal (a fact of the
-    program). Unequal ones stay "not definitely equal", JAX's conservative answer, with nothing
-    to check; they are noted, to name them if the trace then fails."""
+    """Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers:
+    equal at generic sizes (or the guiding call's), they are assumed equal (a fact). Unequal ones
+    stay "not definitely equal" and are noted, to name them if the trace then fails."""
     def definitely_equal(x, y):
         if original(x, y):
             return True
@@ -506,9 +476,8 @@ def _make_definitely_equal(original):
         points = generic_values(x, y)
         if points is None:
             return False
-        # An assignment where either is negative is one no run reaches (an array's size is never
-        # negative): `x[:n - k]` and `jnp.ones(n - k)` in a while_loop counting `k` to `n` are
-        # equal wherever both are sizes. The assumption is checked when the program runs.
+        # No run reaches a negative size: `x[:n - k]` and `jnp.ones(n - k)` in a while_loop
+        # counting `k` to `n` are equal wherever both are sizes (checked when the program runs).
         points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
         if not points or any(x_value != y_value for x_value, y_value in points):
             scope = current_scope()
@@ -523,8 +492,8 @@ def _make_definitely_equal(original):
 
 @repair(pe.DynamicJaxprTracer, "_short_repr")
 def _make_short_repr(original):
-    """JAX's messages show a size as `JitTracer<~int64[]>` (shapes print their sizes with it too):
-    name it by the arguments it is computed from, `n + 1`."""
+    """A size prints as the expression of the arguments it comes from (`n + 1`), not
+    `JitTracer<~int64[]>`."""
     def _short_repr(self):
         scope = current_scope() if is_active() else None
         name = scope.name(self) if scope is not None else None
@@ -538,9 +507,8 @@ def _make_short_repr(original):
 
 @repair(core, "is_symbolic_dim")
 def _make_is_symbolic_dim(original):
-    """jax.numpy already handles `jax.export`'s symbolic dimensions (`arange(n)`, slices with
-    symbolic bounds, `linspace(0, 1, n)`) by computing on them with overloaded operators, which
-    dimension tracers have too. Let those code paths take our sizes."""
+    """jax.numpy's code paths for `jax.export`'s symbolic dimensions (`arange(n)`, slices,
+    `linspace(0, 1, n)`) compute with overloaded operators, which dimension tracers have too."""
     def is_symbolic_dim(v):
         return original(v) or (is_active() and is_size_expression(v))
 
@@ -549,10 +517,8 @@ def _make_is_symbolic_dim(original):
 
 @repair(core, "concrete_or_error")
 def _make_concrete_or_error(original):
-    """`concrete_or_error(None, x)` asks for a value that Python can compute with; a symbolic
-    `jax.export` dimension passes it unchanged (it is not a Tracer), and so does a size tracer.
-    So does `concrete_or_error(operator.index, num)`, the `num` of `jnp.geomspace`/`logspace`
-    (passed on to `linspace`, which takes a symbolic size)."""
+    """A size tracer passes `concrete_or_error(None, x)` unchanged, as a `jax.export` dimension
+    does, and `concrete_or_error(operator.index, num)` (`jnp.geomspace`'s `num`, for `linspace`)."""
     def concrete_or_error(force, val, context=""):
         if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
@@ -564,9 +530,8 @@ def _make_concrete_or_error(original):
 
 @repair(core.DShapedArray, "sharding")
 def _make_sharding(original):
-    """`DShapedArray.sharding` has an empty spec whatever the rank, and jax.numpy indexing reads
-    one entry per axis (`x_spec[axis]`); give it one unconstrained entry per axis, like
-    `ShapedArray`."""
+    """`DShapedArray.sharding` has an empty spec whatever the rank; jax.numpy indexing reads one
+    entry per axis (`x_spec[axis]`): one unconstrained entry per axis, like `ShapedArray`."""
     def sharding(self):
         if not is_active():
             return original.fget(self)
@@ -605,14 +570,10 @@ def _make_memory_space(original):
 
 @repair(pe.DynamicJaxprTracer, "__array__")
 def _make_array(original):
-    """NumPy shape arithmetic in JAX (`np.delete(operand.shape, axes)`, `np.ndim([n, 2])`) turns a
-    shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
-    arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
-    The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
-    jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index); on any
-    other integer (a loop's index, an integer argument: values under jax.jit) it is JAX's
-    TracerArrayConversionError, as under jax.jit (a boxed tracer would fail later, in NumPy's
-    object loop, with a TypeError of NumPy's)."""
+    """In NumPy shape arithmetic of libraries (`np.delete(operand.shape, axes)`) a size is a 0-d
+    *object* array holding the tracer, as a `jax.export` dimension is. The user's NumPy on a size
+    of abstracted axes (`np.sqrt(x.shape[0])`) asks for the call's sizes, as `int()` does; on any
+    other integer it is JAX's TracerArrayConversionError, as under jax.jit."""
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
@@ -632,13 +593,9 @@ def _make_array(original):
 
 @repair(pe.DynamicJaxprTracer, "__hash__")
 def _make_hash(original):
-    """`jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
-    which catalyst_lite then inlines; a size passed there by JAX's code is hashed by identity.
-    The user's own hash of a size (a dict key, a set member: `{3: w}.get(x.shape[0])`) would
-    miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
-    sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
-    an integer argument, which jax.jit refuses to hash too.
-    Libraries hash sizes for their own ends (PennyLane a traced wire label): by identity."""
+    """Libraries hash sizes by identity (`jax.jit`'s static arguments, PennyLane's wire labels);
+    the user's hash (`{3: w}.get(x.shape[0])`) takes the size's `__index__`, as `int()` does: the
+    call's sizes for an abstracted axis, JAX's error for an integer argument."""
     def __hash__(self):
         if is_active() and is_size_expression(self):
             if not _asked_by_library(_LIBRARIES):
@@ -652,9 +609,7 @@ def _make_hash(original):
 @repair(pe.DynamicJaxprTracer, "__mul__")
 @repair(pe.DynamicJaxprTracer, "__rmul__")
 def _make_sequence_repeat(original):
-    """`[0.0] * x.shape[0]`: under jax.jit a list repeated a number of times; JAX refuses a list
-    operand of an array outright. Python's repetition takes the size's `__index__`: the call's
-    sizes for an abstracted axis, JAX's error (made a ControlFlowError) for an integer argument."""
+    """`[0.0] * x.shape[0]` repeats the list, as under jax.jit, by the size's `__index__`."""
     def repeat_or_operate(self, other):
         if type(other) in (list, tuple) and is_active() and is_size_expression(self):
             return other * operator.index(self)
@@ -682,12 +637,8 @@ def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
 
 def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     """The size ``size`` is computed from that it equals at every generic assignment, if any
-    (``(n - 0 + 1 - 1) // 1`` is ``n``); the equality is an assumption checked at specialization.
-
-    jax.numpy computes sizes with such formulas (``arange``, slices), and JAX calls two sizes equal
-    only when they are the same tracer; without this, ``jnp.arange(n)`` and ``jnp.ones(n)`` would
-    have different sizes in a ``cond`` branch, where no ``definitely_equal`` is asked.
-    """
+    (``(n - 0 + 1 - 1) // 1`` is ``n``; an assumption): else ``jnp.arange(n)`` and ``jnp.ones(n)``
+    would differ in a ``cond`` branch, where no ``definitely_equal`` is asked."""
     points = generic_values(size)
     if points is None:
         return size
@@ -709,9 +660,7 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
 
 @repair(core, "_canonicalize_dimension")
 def _make_canonicalize_dimension(original):
-    """Where a value becomes the size of an array (`broadcasted_iota(dtype, (size,), 0)`), use the
-    size it is computed from when they are equal. Only sizes: other integers (a loop index) are
-    no business of shape logic, and checking assumptions on them would make them static."""
+    """A staged size equal to a size it is computed from is that size (see `_canonical_size`)."""
     def canonicalize_dimension(dim):
         dim = original(dim)
         if is_active() and isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
@@ -739,9 +688,8 @@ def _make_extremum(original, staged):
 @repair(pe.DynamicJaxprTracer, "__int__")
 @repair(pe.DynamicJaxprTracer, "__float__")
 def _make_index(original):
-    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
-    number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
-    compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error."""
+    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` on an abstracted axis (a number under
+    jax.jit) need the call's sizes as constants; an integer argument keeps JAX's error."""
     def to_int(self):
         if not is_active():
             return original(self)
@@ -762,11 +710,9 @@ for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
 
 
 def _sign_undecided(bound: Any) -> bool:
-    """``bound`` is a size expression whose sign differs between generic assignments: ``n - k``
-    with ``k`` a ``while_loop``'s counter (small at its start, generic later), whose sign JAX's
-    slicing asks as a Python bool. Generic sizes are asked too in a trace guided by a call: a
-    loop index of one sign at this call's sizes (``i - 2`` at ``n = 2``) may have both at others,
-    and a decision about it could not be checked when another call runs the loop."""
+    """``bound`` is a size expression whose sign differs between assignments (``n - k``, ``k`` a
+    ``while_loop``'s counter), at the call's sizes or generic ones (a loop index may have both
+    signs at other calls, where the decision could not be checked)."""
     if not isinstance(bound, pe.DynamicJaxprTracer):
         return False
     at_call = generic_values(bound)
@@ -787,11 +733,8 @@ def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
 
 @repair(core, "canonicalize_slice")
 def _make_canonicalize_slice(original):
-    """JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
-    A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
-    `k` up to `n`) would be a Python `if` on a run-time value: the count from the end and the
-    clamp to the axis are staged instead (a select, a min and a max), as Python's `slice.indices`
-    computes them, and the slice's size follows at run time."""
+    """A slice bound whose sign is known only at run time (`x[:n - k]` in a loop counting `k` up
+    to `n`): JAX's `if bound >= 0` is staged instead, as a select, a min and a max."""
     def canonicalize_slice(s, axis_size):
         if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
                 and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):

@@ -1,12 +1,9 @@
 """Types of nested programs: the design documents' input and output types, sizes as de Bruijn indices.
 
-:func:`expand_args` (``deduceInputType``) gives a body's input type from outer values, by an
-:class:`ExpansionStrategy`; :func:`input_type_of` the type a traced body's binders have;
-:func:`expand_results` (``deduceOutputType``) which result sizes are implicit results;
-:func:`output_type_of` is *the* output-type function of every primitive (a size is an operand, an
-implicit result or a number), and :func:`join_output_types` joins alternatives' types with it.
-:func:`array_aval` and :func:`has_symbolic_shape` are how the rest of catalyst_lite makes and reads
-array types without naming JAX's dynamic-shape types.
+:func:`expand_args` (``deduceInputType``), :func:`input_type_of`, :func:`expand_results`
+(``deduceOutputType``), *the* output-type function of every primitive (:func:`output_type_of`)
+and :func:`join_output_types`; :func:`array_aval` and :func:`has_symbolic_shape` make and read
+array types for the rest of catalyst_lite.
 
 >>> import numpy as np
 >>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]
@@ -43,25 +40,16 @@ JaxprTypeError = core.JaxprTypeError
 
 @dataclass(frozen=True)
 class ExpansionStrategy:
-    """Which dimensions of a nested body's arguments become implicit arguments.
-
-    ``preserve_dimensions=True``: dimensions of the arguments stay the enclosing program's
-    variables; inside the body they are constants shared with captured arrays, so arguments and
-    captures of one size mix freely, and a loop may not change them.
-    ``preserve_dimensions=False``: every dynamic dimension of every argument is a separate implicit
-    argument (and, for loops, a carried value), so a loop may resize arrays, but an argument no
-    longer shares its size with captured arrays.
-    """
+    """Which dimensions of a nested body's arguments become implicit arguments: none with
+    ``preserve_dimensions`` (they stay the enclosing program's, shared with captured arrays, and a
+    loop may not change them), else every dynamic one (a loop may resize arrays)."""
 
     preserve_dimensions: bool
 
 
 class DimensionMismatch(TypeError):
-    """A body result does not have the dimensions its strategy requires (see ``reason``).
-
-    ``axis`` is set when a resizing loop's result changes a size that the argument has as a
-    static number: the caller may retry with that axis made dynamic.
-    """
+    """A body result does not have the dimensions its strategy requires (see ``reason``); ``axis``
+    is a static size of the argument a resizing loop changes (retry with it dynamic)."""
 
     def __init__(self, position: int, arg_aval: Any, result_aval: Any, reason: str, axis: int | None = None):
         super().__init__(reason)
@@ -117,13 +105,9 @@ def expand_args(
     strategy: ExpansionStrategy,
     force_dynamic: frozenset[tuple[int, int]] = frozenset(),
 ) -> tuple[list[Any], InputType]:
-    """Deduce the body input type from outer values (design doc: ``deduceInputType``).
-
-    Returns the expanded inputs (implicit dimensions first) and an input type whose shapes hold
-    ``DBIdx`` (a new implicit argument) or, when dimensions are preserved, the enclosing tracer.
-    ``force_dynamic`` lists ``(argument, axis)`` pairs of static sizes that become implicit
-    arguments all the same (a resizing loop whose carry starts with a static size).
-    """
+    """The expanded inputs (implicit dimensions first) and the body's input type, whose shapes hold
+    ``DBIdx`` or, when dimensions are preserved, the enclosing tracer (``deduceInputType``).
+    ``force_dynamic``: ``(argument, axis)`` of static sizes made implicit arguments all the same."""
     avals = [get_aval(a) for a in args]
     if strategy.preserve_dimensions:
         return list(args), tuple((a, True) for a in avals)
@@ -144,11 +128,8 @@ def expand_args(
 
 
 def input_type_of(binders: Sequence[Any]) -> InputType:
-    """The input type that a jaxpr's binders (or any avals whose sizes are earlier binders) have:
-    a size that is binder ``k`` becomes ``DBIdx(k)``; every entry is explicit.
-
-    Tracing a function with it gives a jaxpr whose binders have the same types: how the rules of
-    catalyst_lite's primitives trace a transformed body (its JVP, its batched version).
+    """The input type that a jaxpr's binders have (a size that is binder ``k`` is ``DBIdx(k)``), to
+    trace a transformed body (its JVP, its batched version) with binders of the same types.
 
     >>> from jax._src import core
     >>> n = core.Var(DIM_AVAL)
@@ -177,15 +158,10 @@ def expand_results(
     results: Sequence[Any],
     strategy: ExpansionStrategy | None,
 ) -> tuple[list[Any], int]:
-    """Deduce the implicit results of a body (design doc: ``deduceOutputType``).
-
-    For a loop body (``carried_args`` given, one per result) the results must keep the arguments'
-    types: with preserved dimensions the very same dimension variables (no implicit results), with
-    resizing one implicit result per dynamic dimension of each argument (the new size), in the
-    arguments' order, so that results can be fed back as arguments. Without ``carried_args`` (a
-    function's results) every dimension that is not a number becomes an implicit result.
-    Returns the expanded results and the number of implicit ones.
-    """
+    """The expanded results of a body and the number of implicit ones (``deduceOutputType``): for
+    a loop body (``carried_args``) the arguments' types, with preserved dimensions the same
+    variables, when resizing one implicit result per dynamic dimension of each argument; for a
+    function every size that is not a number."""
     result_avals = [get_aval(r) for r in results]
     implicit: list[Any] = []
     if carried_args is None:
@@ -212,12 +188,9 @@ def expand_results(
 
 
 def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -> list[Any]:
-    """A loop body's results with each size that equals its argument's (as a size expression:
-    ``n - min(n, 1) + min(n, 1)`` from a rotation by concatenation, ``jnp.roll``, an edge-padded
-    stencil) given as that very size, so that the body keeps its arguments' types. Call while
-    the body's trace is current. Equal means ``core.definitely_equal``: equal at generic sizes
-    (and the guiding call's), an assumption of the program checked at each call (see
-    :mod:`.dimensions`); sizes that differ stay, for :func:`expand_results` to refuse."""
+    """A loop body's results with each size that ``core.definitely_equal``s its argument's
+    (``n - min(n, 1) + min(n, 1)`` from ``jnp.roll``) given as that very size, so that the body
+    keeps its arguments' types (call while the body's trace is current)."""
     out = list(results)
     for k, (arg, result) in enumerate(zip(carried_args, results)):
         arg_aval, aval = get_aval(arg), get_aval(result)
@@ -240,22 +213,12 @@ def _matches(dim: Any, atom: Any) -> bool:
 
 
 def output_type_of(
-    avals: Sequence[Any],
-    implicit: Sequence[Any],
-    operand_of: Mapping[Any, int],
-    free: Callable[[Any], Any] | None = None,
+    avals: Sequence[Any], implicit: Sequence[Any], operand_of: Mapping[Any, int], free: Callable | None = None
 ) -> OutputType:
-    """The output type of an equation: its implicit results, then results of types ``avals``.
-
-    ``avals`` are types inside a nested jaxpr (their sizes are its variables); ``implicit`` are
-    the atoms the equation returns as implicit results (each an ``i64[]``); ``operand_of`` maps
-    a binder of the nested jaxpr to the operand of the equation that feeds it. A size is
-
-    - a number when it is one (or a literal);
-    - ``OutDBIdx(k)`` when it is the ``k``-th implicit result;
-    - ``InDBIdx(operand_of[v])`` when it is a binder ``v`` fed by an operand;
-    - otherwise implicit result ``free(v)`` (a caller still deciding its implicit results; ``None``:
-      undecided), or an error: a size the enclosing program could not name.
+    """The output type of an equation: its implicit results (the atoms ``implicit``), then results
+    of types ``avals`` (inside a nested jaxpr, whose binder ``v`` operand ``operand_of[v]`` feeds).
+    A size is a number, ``OutDBIdx(k)`` (the ``k``-th implicit result), ``InDBIdx(operand_of[v])``,
+    or else implicit result ``free(v)`` (``None``: undecided) or an error.
 
     >>> from jax._src import core
     >>> n, m = core.Var(DIM_AVAL), core.Var(DIM_AVAL)
@@ -293,16 +256,11 @@ def join_output_types(
     same_operand: Callable[[int, int], bool],
     allow_new_implicit: bool = False,
 ) -> tuple[OutputType, list[list[Any]]]:
-    """The output type of an equation that returns the results of one of several alternatives.
-
-    Each alternative is ``(avals, implicit, operand_of)`` as for :func:`output_type_of`; all have
-    the same number of results and implicit results. A size is the same number in every
-    alternative, the same operand (``same_operand(i, j)``: operands ``i`` and ``j`` are one value),
-    or an implicit result ``k`` whose atom is that size in every alternative. Otherwise, with
-    ``allow_new_implicit``, it becomes a new implicit result (each alternative then returns its own
-    size there: the second value returned, one list of atoms per alternative); without it the
-    alternatives do not have one type: :class:`JaxprTypeError`.
-    """
+    """The output type of an equation that returns the results of one of several alternatives,
+    each ``(avals, implicit, operand_of)`` as for :func:`output_type_of`. A size is the same number,
+    operand (``same_operand(i, j)``) or implicit result in every alternative; or, with
+    ``allow_new_implicit``, a new implicit result (each alternative's own size: the second value
+    returned); otherwise :class:`JaxprTypeError`."""
     nimplicit = len(alternatives[0][1])
     new: list[list[Any]] = [[] for _ in alternatives]
     types = [

@@ -1,12 +1,9 @@
 """Scoped repairs to JAX 0.7's dynamic-shape path.
 
-JAX 0.7 still ships the dynamic-shape machinery (``DShapedArray``, de Bruijn indices, implicit
-dimension arguments) but parts of it rotted when tracing became "stackless". Each repair is a
-:class:`Patch`: the JAX attribute it replaces, why (the docstring of its ``_make_...`` function),
-and a replacement that behaves like the original unless the *current thread* is inside
-:func:`patched_jax`. The replacements are installed when the first catalyst_lite trace starts and
-removed when the last one ends: importing catalyst_lite changes nothing in JAX, and a thread that
-is not tracing with catalyst_lite sees JAX's own behaviour even while another thread is.
+JAX 0.7's dynamic-shape machinery partly rotted when tracing became "stackless". Each repair is a
+:class:`Patch` of a JAX attribute (why: its ``_make_...`` function's docstring) that behaves like
+the original unless the *current thread* is inside :func:`patched_jax`; installed while some
+catalyst_lite trace runs, so importing catalyst_lite changes nothing in JAX.
 
 >>> from catalyst_lite.jax_extras.patches import patched_jax, is_active
 >>> with patched_jax():
@@ -55,12 +52,8 @@ class Patch:
 
 
 class PatchSet:
-    """Patches installed while some thread is inside :meth:`scope`, and in effect for those threads.
-
-    Installation is reference-counted across threads: the first thread to enter installs every
-    patch, the last to leave removes them. Each replacement checks :meth:`active` (the set is in
-    the trace context's ``patch_sets``) and otherwise behaves as the original.
-    """
+    """Patches installed while some thread is inside :meth:`scope` (reference-counted: the first
+    thread in installs them, the last out removes them), in effect for the threads inside."""
     def __init__(self, patches: Sequence[Patch] = ()) -> None:
         self._patches: list[Patch] = list(patches)
         self._lock = threading.RLock()
@@ -235,12 +228,9 @@ def _make_pjit_helper(original):
 
 
 def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
-    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them).
-
-    That is the current trace, except inside a primitive's shape rule: ``Primitive.bind`` runs it
-    with the *eval* trace current, yet its dimensions are tracers of the trace being built
-    (``operand.shape[i] - 1``), whose arithmetic belongs there, to give a dimension tracer again.
-    """
+    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them):
+    the current one, but in a shape rule (run with the *eval* trace current) that of their
+    dimension tracers (``operand.shape[i] - 1`` is again a dimension tracer)."""
     current = core.trace_ctx.trace
     if not isinstance(current, core.EvalTrace):
         return current
@@ -555,9 +545,7 @@ _nested = threading.local()
 
 def jax_nested_trace_depth() -> int:
     """How many functions JAX is tracing itself in the calling thread while catalyst_lite traces
-    (``lax.cond``'s branches, ``lax.fori_loop``'s body, ``jax.jit``'s function...: not the bodies
-    of catalyst_lite's own control flow). A circuit compares it to detect gates queued in such a
-    function, which its own trace would misplace.
+    (``lax.cond``'s branches, ``jax.jit``'s function...): a circuit detects gates queued there.
 
     >>> jax_nested_trace_depth()
     0

@@ -1,9 +1,8 @@
 """Where a traced scalar comes from: ``x[i, j]`` with static indices, or scalars computed alike.
 
-Circuit parameters read one by one (``params[layer, wire]``) or computed by one formula would cost
-XLA a kernel each to stack; recognized, they are one gather (:func:`static_element_source`) or the
-formula on vectors (:func:`vectorized_stack`). It reads JAX 0.7's tracing equations, hence its
-place here.
+Circuit parameters read one by one (``params[layer, wire]``) or computed by one formula cost XLA a
+kernel each to stack; recognized, they are one gather (:func:`static_element_source`) or the
+formula on vectors (:func:`vectorized_stack`).
 
 >>> import numpy as np
 >>> from catalyst_lite import qjit

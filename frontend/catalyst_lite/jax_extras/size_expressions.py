@@ -140,11 +140,11 @@ class Fact:
     """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the
     user's line (and the JAX function) whose size logic decided it. A fact with a ``guard`` (a
     boolean expression) was decided where code runs only when the guard holds (a ``for_loop``
-    body: when the loop runs at least once), and need hold only then."""
+    body), and need hold only then."""
 
     __slots__ = ("lhs", "rhs", "comparison", "where", "guard")
 
-    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str, guard: SizeExpr | None = None):
+    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str, guard: Any = None):
         self.lhs, self.rhs, self.comparison, self.where, self.guard = lhs, rhs, comparison, where, guard
 
     def inputs(self) -> frozenset[int]:
@@ -333,10 +333,8 @@ def _exceeds_int64(node: SizeExpr, values: Sequence[Any]) -> bool:
 def evaluate(expr: SizeExpr, leaf: Callable[[Any], Any], memo: dict[SizeExpr, Any],
              oversized: Callable[[Any], Any] | None = None) -> Any:
     """The value of ``expr`` where ``leaf(key)`` gives the value of each input (key: its position)
-    and free leaf (key: its variable). ``memo`` (node -> value) holds the values known already and
-    receives the new ones, so that a chain of questions evaluates only what is new. With
-    ``oversized``, an exponential too large for 64 bits is ``oversized(key)`` (the same key for
-    the same operation on the same operands), not its value.
+    and free leaf (key: its variable); ``memo`` (node -> value) holds the values known and receives
+    the new ones. With ``oversized``, an exponential too large for 64 bits is ``oversized(key)``.
 
     >>> n = SizeExpr.input(0)
     >>> evaluate(SizeExpr.apply_op("max", SizeExpr.apply_op("sub", n, SizeExpr.literal(1)), SizeExpr.literal(0)), [5].__getitem__, {})
@@ -371,9 +369,8 @@ def _python_source(node: SizeExpr, operands: list[str]) -> tuple[str, dict[str, 
 
 
 def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
-    """A function of a call's size inputs (indexable by position) returning the index of the
-    first fact that is false for them, or ``-1``. An input that a fact reads and that is ``None``
-    raises :class:`UnknownSize`.
+    """A function of a call's size inputs (by position) returning the index of the first fact false
+    for them, or ``-1``; an input a fact reads that is ``None`` raises :class:`UnknownSize`.
 
     >>> n, m = SizeExpr.input(0), SizeExpr.input(1)
     >>> check = compile_facts([Fact(n, m, "==", "?"), Fact(SizeExpr.apply_op("max", n, m), n, ">=", "?")])

@@ -41,14 +41,10 @@ def has_subprograms(eqn: Any) -> bool:
 
 
 class SizeScope:
-    """The size inputs of a program being traced, the point its decisions are taken at (``None``:
-    at generic sizes), and the facts decided so far.
-
-    ``names`` are the inputs' names, in the order of the program's inputs (implicit sizes, then the
-    flat arguments); ``point`` their values at the guiding call (``None`` entries for inputs that
-    are not integer scalars). ``symbolic``: the sizes are symbolic (not constants of the trace),
-    so that JAX failing on one raises :class:`~.patches.NeedsCallSizes`.
-    """
+    """The size inputs of a program being traced (``names``, in input order), the point its
+    decisions are taken at (their values at the guiding call; ``None``: generic sizes), and the
+    facts decided so far. ``symbolic``: sizes are not constants of the trace, so that JAX failing
+    on one raises :class:`~.patches.NeedsCallSizes`."""
 
     def __init__(
         self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True
@@ -192,9 +188,8 @@ class SizeScope:
         return fact
 
     def decides_at_point(self) -> bool:
-        """Whether comparisons are decided at the guiding call's sizes: not inside a loop body
-        the call does not run (its guard is false there), whose facts the call need not satisfy,
-        so that its code is traced as for the sizes it runs at (``x[i]`` of an empty ``x``)."""
+        """Whether comparisons are decided at the guiding call's sizes: not inside a loop body the
+        call does not run (its guard is false there), traced as for the sizes it runs at."""
         if self.point is None:
             return False
         if not self.guards:
@@ -227,12 +222,9 @@ class SizeScope:
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``step > 0 and lower <
-    upper or step < 0 and lower > upper`` (``lower < upper`` for a known positive step), so that a
-    call for which the loop never runs does not need them (``x[i]`` in a loop over an empty ``x``
-    decides ``len(x) >= 1``, which matters only when the loop runs). Bounds or a step that are not
-    size expressions (data, an enclosing loop's index, a tracer of a transformation inside the
-    program) add no guard: the facts hold whenever the enclosing code runs."""
+    """Trace a ``for_loop`` body: the facts decided in it (``len(x) >= 1`` for ``x[i]``) are guarded
+    by ``step > 0 and lower < upper or step < 0 and lower > upper``, needed only by calls that run
+    the loop. Bounds or a step that are no size expressions add no guard."""
     scope = current_scope()
     sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None
@@ -278,20 +270,13 @@ def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
         scope.guards.pop()
 
 
-def size_name(d: Any) -> str:
-    """``n + 1``: a dimension named by the size inputs it is computed from, in the program being
-    traced; a number as it is; ``?`` for a size known only while the program runs."""
-    if not isinstance(d, core.Tracer):
-        return str(d)
-    scope = current_scope()
-    name = scope.name(d) if scope is not None else None
-    return "?" if name is None else name
-
-
 def describe_aval(aval: Any) -> str:
-    """``f64[n + 1,3]``: an abstract value for messages, each size named by :func:`size_name`."""
-    dims = ",".join(size_name(d) for d in aval.shape)
-    return f"{_short_dtype(aval.dtype)}[{dims}]"
+    """``f64[n + 1,3]``: an abstract value for messages, each size named by the size inputs it is
+    computed from (``?``: known only while the program runs)."""
+    scope = current_scope()
+    names = [str(d) if not isinstance(d, core.Tracer) else scope.name(d) if scope is not None else None
+             for d in aval.shape]
+    return f"{_short_dtype(aval.dtype)}[{','.join('?' if n is None else n for n in names)}]"
 
 
 def _short_dtype(dtype: Any) -> str:

@@ -53,12 +53,9 @@ def dynamic_tracing() -> Iterator[None]:
 
 @contextlib.contextmanager
 def dynamic_jaxprs() -> Iterator[None]:
-    """JAX's interpreters evaluate and transform catalyst_lite's jaxprs in this block (this thread).
-
-    64-bit types (the jaxprs' own) and the repairs of :mod:`.patches`, but *not* JAX's dynamic
-    shapes: sizes are numbers here, so every shape is static once they are known. Shape-carrying
-    primitives whose sizes are given as numbers get static shapes, and integer arithmetic on known
-    numbers is folded while a static program (``jax.jit``) is staged.
+    """JAX's interpreters evaluate and transform catalyst_lite's jaxprs in this block (this thread):
+    64-bit types and the repairs of :mod:`.patches`, but *not* dynamic shapes: sizes are numbers
+    here, so every shape is static once they are known.
 
     >>> from catalyst_lite import dynamic_jaxprs
     >>> import jax, jax.numpy as jnp
@@ -80,12 +77,9 @@ def current_trace() -> Any:
 
 
 def is_tracing(*, under_transformations: bool = False) -> bool:
-    """True when the calling thread is tracing a catalyst_lite program (not merely some other
-    dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``), and is not
-    hosting another framework's capture (:func:`hosted_capture`).
-
-    ``under_transformations``: also where a JAX transformation applied inside the program
-    (``jax.grad``, ``jax.vmap``) is the current trace (see :func:`inside_program_trace`)."""
+    """True when the calling thread is tracing a catalyst_lite program (not another dynamic-shape
+    trace, nor hosting another framework's capture); ``under_transformations``: also where a JAX
+    transformation inside the program (``jax.grad``, ``jax.vmap``) is the current trace."""
     return (
         is_active()
         and not current_context().hosted_captures
@@ -96,10 +90,9 @@ def is_tracing(*, under_transformations: bool = False) -> bool:
 
 @contextlib.contextmanager
 def hosted_capture() -> Iterator[None]:
-    """Within the block the calling thread's trace hosts another framework's capture (PennyLane's
-    program capture, see ``catalyst_lite.capture``): the dynamic-shape repairs stay in effect, but
-    :func:`is_tracing` is False, so that code asking whether catalyst_lite traces (PennyLane's
-    compiler dispatch, QNode calls) records that framework's own primitives.
+    """Within the block the calling thread's trace hosts another framework's capture (PennyLane's,
+    see ``catalyst_lite.capture``): the repairs stay in effect, but :func:`is_tracing` is False,
+    so that code asking (PennyLane's compiler dispatch, QNode calls) records its own primitives.
 
     >>> with hosted_capture():
     ...     is_tracing()
@@ -142,9 +135,7 @@ def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.De
     return dbg._replace(result_paths=())
 
 
-def make_input_type(
-    avals_or_args: Sequence[Any], axes_specs: Sequence[dict[int, Hashable]]
-) -> InputType:
+def make_input_type(avals_or_args: Sequence[Any], axes_specs: Sequence[dict[int, Hashable]]) -> InputType:
     """Input type of a top-level program: one implicit ``i64[]`` per distinct abstracted axis name,
     first, then each explicit argument with ``DBIdx`` in its abstracted axes.
 
@@ -180,68 +171,49 @@ def _abstractify(x: Any) -> core.AbstractValue:
     return core.get_aval(x)
 
 
-def input_type_to_tracers(
-    in_type: InputType, new_arg: Callable[[Any], Tracer], lift: Callable[[Tracer], Tracer]
-) -> list[Tracer]:
-    """Create the *expanded* argument tracers of an inner trace (design doc: ``initialize``).
-
-    ``DBIdx(k)`` in a shape becomes the k-th tracer created here; a tracer of an enclosing trace in
-    a shape (a preserved dimension) becomes a constant of the inner trace via ``lift``.
-    """
-    tracers: list[Tracer] = []
-    for aval, _ in in_type:
-        if type(aval) is DShapedArray:
-            shape = tuple(
-                tracers[d.val] if type(d) is DBIdx else lift(d) if isinstance(d, Tracer) else d
-                for d in aval.shape
-            )
-            aval = aval.update(shape=shape)
-        tracers.append(new_arg(aval))
-    return tracers
-
-
 def collapse(typ: Sequence[tuple[Any, bool]], expanded: Sequence[Any]) -> list[Any]:
     """The explicit entries of an expanded list (the ones a Python function sees)."""
     return [x for x, (_, explicit) in zip(expanded, typ) if explicit]
 
 
 class InnerTrace:
-    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``).
-
-    Values of enclosing traces that the traced function uses become constants of this trace;
-    :meth:`to_jaxpr` returns them so that the caller can pass them as operands (``body_nconsts``).
-    """
+    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``);
+    values of enclosing traces it uses are its constants, which :meth:`to_jaxpr` returns."""
 
     def __init__(self, debug_info: core.DebugInfo):
         self.debug_info = debug_info
         self.trace = DynamicJaxprTrace(debug_info, parent_trace=current_trace())
         self.source_info = source_info_util.current()
 
-    def new_arg(self, aval: core.AbstractValue) -> Tracer:
-        return self.trace.new_arg(aval, self.source_info)
-
     def lift(self, x: Any) -> Tracer:
         """The tracer of this trace standing for ``x`` (a constant when ``x`` is from outside)."""
         return self.trace.to_jaxpr_tracer(x, self.source_info)
 
     def arguments(self, in_type: InputType) -> list[Tracer]:
-        return input_type_to_tracers(in_type, self.new_arg, self.lift)
+        """The *expanded* argument tracers (design doc: ``initialize``): ``DBIdx(k)`` in a shape
+        is the k-th of them; a tracer of an enclosing trace (a preserved size) is lifted."""
+        tracers: list[Tracer] = []
+        for aval, _ in in_type:
+            if type(aval) is DShapedArray:
+                shape = tuple(
+                    tracers[d.val] if type(d) is DBIdx else self.lift(d) if isinstance(d, Tracer) else d
+                    for d in aval.shape
+                )
+                aval = aval.update(shape=shape)
+            tracers.append(self.trace.new_arg(aval, self.source_info))
+        return tracers
 
     def call(self, fn: Callable, *args: Any) -> Any:
         with core.set_current_trace(self.trace), source_info_util.reset_name_stack():
             return fn(*args)
 
-    def to_jaxpr(
-        self, results: Sequence[Any], keep_alive: Sequence[Any] = ()
-    ) -> tuple[Jaxpr, list[Any]]:
+    def to_jaxpr(self, results: Sequence[Any], keep_alive: Sequence[Any] = ()) -> tuple[Jaxpr, list[Any]]:
         """The traced jaxpr with its constants turned into leading arguments, and the constants'
         values (from enclosing traces or concrete). ``keep_alive`` are tracers (typically argument
         dimensions) whose constants must stay even when no equation uses them."""
         out = [self.lift(r) for r in results]
         extra = [self.lift(k) for k in keep_alive]
-        jaxpr, consts = self.trace.frame.to_jaxpr(
-            self.trace, out + extra, self.debug_info, self.source_info
-        )
+        jaxpr, consts = self.trace.frame.to_jaxpr(self.trace, out + extra, self.debug_info, self.source_info)
         jaxpr = jaxpr.replace(outvars=jaxpr.outvars[: len(out)])
         return pe.convert_constvars_jaxpr(jaxpr), list(consts)
 
@@ -279,14 +251,10 @@ def trace_to_jaxpr(
 def prune_jaxpr(
     jaxpr: Jaxpr, used_outputs: Sequence[bool], keep_inputs: Sequence[bool]
 ) -> tuple[Jaxpr, list[bool]]:
-    """``jaxpr`` returning only its used outputs, without the equations they do not need, and
-    taking only the inputs they use or that ``keep_inputs`` keeps; and which inputs it takes.
-
-    A variable is used when an equation or the outputs read it, *or* when it is a dimension of a
-    used variable's type (a dynamic shape names its size variables only in types). Equations
-    without results (such as size-assumption checks), with effects, and of primitives registered
-    with :func:`.host_callbacks.keep_when_unused` (host callbacks) are kept.
-    """
+    """``jaxpr`` returning only its used outputs, without the equations they do not need, taking
+    only the inputs they use or ``keep_inputs`` keeps; and which inputs it takes. A size in a used
+    variable's type is used too. Equations without results (size-assumption checks), with effects
+    or of primitives :func:`.host_callbacks.keep_when_unused` names are kept."""
     live: set = set()
 
     def use(v: Any) -> None:
@@ -397,10 +365,8 @@ def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool
 def first_differentiated(
     jaxpr: Jaxpr, marked_inputs: Sequence[bool], select: Callable[[core.JaxprEqn], bool]
 ) -> core.JaxprEqn | None:
-    """The first equation ``select`` picks among those that take a floating-point value depending
-    on the marked inputs (not through ``stop_gradient``): an equation a derivative with respect to
-    those inputs goes through. It looks inside ``jax.jit`` calls; any other nested equation counts
-    as one equation (what is inside it is not searched).
+    """The first equation ``select`` picks among those taking a floating-point value that depends
+    on the marked inputs (not through ``stop_gradient``), looking inside ``jax.jit`` calls only.
 
     >>> import jax
     >>> jaxpr = jax.make_jaxpr(lambda x, y: jax.numpy.sin(x) * jax.lax.stop_gradient(jax.numpy.cos(y)))(1.0, 2.0)
@@ -460,12 +426,9 @@ def emit_equation(
     params: dict[str, Any],
     trace: DynamicJaxprTrace | None = None,
 ) -> list[Tracer]:
-    """Append ``outs = primitive[params] operands`` to ``trace`` (the current trace by default;
-    design doc: ``emitJaxprLine`` followed by ``parseOutputType``).
-
-    ``out_type`` describes each result; ``InDBIdx(k)`` in a shape is operand ``k`` and
-    ``OutDBIdx(k)`` is result ``k``. Returns all (expanded) result tracers.
-    """
+    """Append ``outs = primitive[params] operands`` to ``trace`` (by default the current one;
+    design doc: ``emitJaxprLine``, ``parseOutputType``) and return all (expanded) result tracers;
+    ``InDBIdx(k)`` in ``out_type`` is operand ``k``, ``OutDBIdx(k)`` result ``k``."""
     trace = current_trace() if trace is None else trace
     src = source_info_util.current()
     in_tracers = [trace.to_jaxpr_tracer(x, src) for x in operands]
