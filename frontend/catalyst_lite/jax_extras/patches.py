@@ -351,11 +351,9 @@ def _make_drop_unused_vars(original):
 
 class NeedsCallSizes(Exception):
     """The signal raised where a trace with symbolic sizes needs the call's sizes (``site`` says
-    where): a size of an abstracted axis taken as a Python value (``len(x)``), a comparison the
-    symbolic sizes do not decide, a layer of JAX that fails on a symbolic size (a primitive's
-    rules, a check of a nested trace, reverse mode). The program is traced again with the call's
-    sizes (``compiler.assumptions``), as ``jax.jit`` traces it. :meth:`standing_for` makes it an
-    instance of the error it stands for too: code that catches that class still does.
+    where: ``len(x)`` of an abstracted axis, an undecided comparison, a layer of JAX failing on a
+    symbolic size); the program is traced again with them, as ``jax.jit`` would. :meth:`standing_for`
+    makes it an instance of the error it stands for too, so code catching that class still does.
 
     >>> from catalyst_lite.jax_extras.patches import NeedsCallSizes
     >>> signal = NeedsCallSizes.standing_for(TypeError("len() of a traced size"), "len(x)")

@@ -276,11 +276,8 @@ def prune_jaxpr(
                 if eqn is None:
                     continue
             kept.append(eqn)
-            for v in eqn.invars:
+            for v in (*eqn.invars, *eqn.outvars):  # (a result's sizes come from earlier equations)
                 use(v)
-            for v in eqn.outvars:  # a result's dimensions come from earlier equations
-                for d in getattr(v.aval, "shape", ()):
-                    use(d)
     for v, keep in zip(jaxpr.invars, keep_inputs):
         if keep:
             use(v)
