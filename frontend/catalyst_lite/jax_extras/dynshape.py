@@ -291,13 +291,10 @@ def _join_dim(dims, inner, alternatives, same_operand, new, allow_new) -> Any:
     if all(type(d) is InDBIdx for d in dims) and all(same_operand(first.val, d.val) for d in dims):
         return first
     nimplicit = len(alternatives[0][1])
-    candidates = [alt[1] for alt in alternatives]
-    for k in range(nimplicit):
+    candidates = [[*alt[1], *atoms] for alt, atoms in zip(alternatives, new)]  # implicit, then new
+    for k in range(len(candidates[0])):
         if all(_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
             return OutDBIdx(k)
-    for k in range(len(new[0])):
-        if all(_matches(d, atoms[k]) for d, atoms in zip(inner, new)):
-            return OutDBIdx(nimplicit + k)
     if not allow_new:
         raise JaxprTypeError(f"a result size differs between the alternatives ({dims})")
     for d, atoms in zip(inner, new):
