@@ -56,8 +56,7 @@ from .tracing import (
 )
 
 Primitive = core.Primitive
-# The primitive of a nested jax.jit call (named "pjit" before JAX 0.7.2, "jit" since).
-jit_p = getattr(_pjit, "jit_p", None) or _pjit.pjit_p
+jit_p = _pjit.jit_p  # the primitive of a nested jax.jit call
 EvalTrace = core.EvalTrace
 eval_context = core.eval_context
 

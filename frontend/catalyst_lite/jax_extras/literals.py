@@ -33,19 +33,10 @@ def _make_init_by_value(original: Callable[..., None]) -> Callable[..., None]:
     return init_by_value
 
 
-_BY_VALUE = PatchSet(
-    [
-        Patch(
-            "literals_by_value",
-            mlir.HashableLiteral,
-            "__init__",
-            _make_init_by_value,
-            "LiteralArray literals are deduplicated by value, in linear time",
-        )
-    ]
-    if LiteralArray is not None
-    else []
-)
+_BY_VALUE = PatchSet()
+if LiteralArray is not None:
+    _BY_VALUE.register(Patch("literals_by_value", mlir.HashableLiteral, "__init__", _make_init_by_value,
+                             "LiteralArray literals are deduplicated by value, in linear time"))
 
 
 def literals_by_value() -> contextlib.AbstractContextManager[None]:

@@ -77,8 +77,7 @@ class _Node:
 
 def _node(x: Any, depth: int) -> _Node:
     if not isinstance(x, DynamicJaxprTracer):
-        dtype = np.asarray(x).dtype
-        return _Node("const", ("const", dtype), x)
+        return _Node("const", ("const", np.asarray(x).dtype), x)
     if isinstance(x.val, Literal):
         return _Node("const", ("const", x.aval.dtype), x.val.val)
     element = static_element_source(x)
