@@ -19,6 +19,7 @@ import contextlib
 from typing import Any
 
 from jax._src import core as core
+from jax._src.core import EvalTrace, Primitive, eval_context
 from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 from jax._src.lax import lax as _lax
@@ -30,35 +31,12 @@ from . import random as random  # registers the jax.random patches
 from . import requirements as requirements  # registers the reshape patches
 from . import multi_result as multi_result  # registers the multi-result abstract-eval patches
 from .tracing import (
-    ClosedJaxpr,
-    DropVar,
-    DShapedArray,
-    InDBIdx,
-    InputType,
-    OutputType,
-    Jaxpr,
-    Literal,
-    OutDBIdx,
-    ShapedArray,
-    Tracer,
-    Var,
-    collapse,
-    current_trace,
-    dynamic_jaxprs,
-    dynamic_tracing,
-    get_aval,
-    hosted_capture,
-    inside_program_trace,
-    under_jax_transformation,
-    is_tracing,
-    make_input_type,
-    trace_to_jaxpr,
+    ClosedJaxpr, DropVar, DShapedArray, InDBIdx, InputType, Jaxpr, Literal, OutDBIdx, OutputType, ShapedArray,
+    Tracer, Var, collapse, current_trace, dynamic_jaxprs, dynamic_tracing, get_aval, hosted_capture,
+    inside_program_trace, is_tracing, make_input_type, trace_to_jaxpr, under_jax_transformation,
 )
 
-Primitive = core.Primitive
 jit_p = _pjit.jit_p  # the primitive of a nested jax.jit call
-EvalTrace = core.EvalTrace
-eval_context = core.eval_context
 
 
 def weakly_typed(x: Any) -> Any:
@@ -94,11 +72,7 @@ def use_abstract_mesh(abstract_mesh: Any) -> Any:
 
 def context_mesh() -> Any:
     """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
-    ``None``.
-
-    >>> context_mesh() is None
-    True
-    """
+    ``None``."""
     from jax._src import mesh
 
     concrete = mesh.get_concrete_mesh()

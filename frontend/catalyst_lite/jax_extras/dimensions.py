@@ -57,12 +57,10 @@ _OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": oper
 
 
 class GenericSizes:
-    """One assignment of generic values to the leaves of size expressions (see
-    :meth:`~.size_facts.SizeScope.term`), numbered in the order met, with the values of the terms
-    computed so far. Two assignments order the leaves oppositely (``ascending``), so that an answer
-    that depends on how unrelated sizes compare (``min(n, k) == n``) differs and is not assumed.
-    Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values.
-    """
+    """Generic values of the leaves of size expressions, numbered in the order met, and the terms'
+    values computed so far. Two assignments order the leaves oppositely (``ascending``): an answer
+    depending on how unrelated sizes compare (``min(n, k) == n``) differs, and is not assumed.
+    Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values."""
 
     def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
@@ -150,11 +148,9 @@ def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool =
 
 
 def _loop_value(var: Any, symbols: GenericSizes) -> Any:
-    """The value of a loop body's binder in this assignment, when the loop tells it (``None``: a
-    generic size). JAX's questions about a loop's index or carried integers (``min(50, i) == 50``)
-    must hold at every iteration, where they may be small: a ``for_loop``'s index takes its first
-    value in one assignment and its last in the other (the size arithmetic of slices is monotone),
-    a ``while_loop``'s carried integer its initial value in a third one."""
+    """The value of a loop body's binder in this assignment, if the loop tells it: questions about
+    it must hold at every iteration, so a ``for_loop``'s index is its first value in one assignment,
+    its last in the other; a ``while_loop``'s carried integer its initial value in a third one."""
     scope = current_scope()
     entry = scope.loop_values.get(var) if scope is not None else None
     if entry is None:
@@ -179,8 +175,7 @@ def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:
 
 
 def note_loop_carries(carried: Any, initial: Any) -> None:
-    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial``: the
-    integer scalars among them take their initial values in one assignment (see
+    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial`` (see
     :func:`_loop_value`)."""
     scope = current_scope()
     if scope is None:
@@ -290,9 +285,8 @@ def user_call_site() -> str:
 
 
 def _in_shape_rule() -> bool:
-    """Shape rules run with the eval trace current. Their decisions are facts of the program
-    (they shape its arrays), but no ``assume_size`` equation: the specialized ``jax.jit`` re-runs
-    them with concrete sizes."""
+    """Shape rules run with the eval trace current; their decisions are facts, but no
+    ``assume_size`` equation: the specialized ``jax.jit`` re-runs them with concrete sizes."""
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
@@ -545,9 +539,8 @@ def _make_sharding(original):
 
 @repair(core.DShapedArray, "__init__")
 def _make_dshaped_init(original):
-    """`ShapedArray` turns its dtype argument into a NumPy dtype; `DShapedArray` keeps whatever it
-    is given, and some dtype rules give an operand's aval for "its dtype" (`_lu_dtype_rule`,
-    triangular_solve's): the array's dtype then prints as `f64[n,n]` and type promotion fails."""
+    """`DShapedArray`'s dtype is a NumPy dtype, as `ShapedArray`'s: some dtype rules give an aval
+    for "its dtype" (`_lu_dtype_rule`), which would print as `f64[n,n]` and fail type promotion."""
     def __init__(self, shape, dtype, weak_type=False):
         if is_active():
             dtype = dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
@@ -618,6 +611,22 @@ def _make_sequence_repeat(original):
     return repeat_or_operate
 
 
+@repair(pe.DynamicJaxprTracer, "__index__")
+@repair(pe.DynamicJaxprTracer, "__int__")
+@repair(pe.DynamicJaxprTracer, "__float__")
+def _make_index(original):
+    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` on an abstracted axis (a number under
+    jax.jit) need the call's sizes as constants; an integer argument keeps JAX's error."""
+    def to_int(self):
+        if not is_active():
+            return original(self)
+        by_jax = _asked_by_library()
+        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
+            return original(self)
+
+    return to_int
+
+
 # --- One tracer per size ---------------------------------------------------------------------------
 
 
@@ -682,22 +691,6 @@ def _make_extremum(original, staged):
         return original(d1, d2)
 
     return extremum
-
-
-@repair(pe.DynamicJaxprTracer, "__index__")
-@repair(pe.DynamicJaxprTracer, "__int__")
-@repair(pe.DynamicJaxprTracer, "__float__")
-def _make_index(original):
-    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` on an abstracted axis (a number under
-    jax.jit) need the call's sizes as constants; an integer argument keeps JAX's error."""
-    def to_int(self):
-        if not is_active():
-            return original(self)
-        by_jax = _asked_by_library()
-        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
-            return original(self)
-
-    return to_int
 
 
 for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):

@@ -21,17 +21,7 @@ from jax._src import core
 
 from .size_facts import describe_aval
 from .tracing import (
-    DBIdx,
-    DShapedArray,
-    InDBIdx,
-    InputType,
-    Literal,
-    OutDBIdx,
-    OutputType,
-    ShapedArray,
-    Tracer,
-    Var,
-    get_aval,
+    DBIdx, DShapedArray, InDBIdx, InputType, Literal, OutDBIdx, OutputType, ShapedArray, Tracer, Var, get_aval
 )
 
 DIM_AVAL = ShapedArray((), np.dtype("int64"))

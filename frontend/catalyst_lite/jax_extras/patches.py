@@ -54,6 +54,7 @@ class Patch:
 class PatchSet:
     """Patches installed while some thread is inside :meth:`scope` (reference-counted: the first
     thread in installs them, the last out removes them), in effect for the threads inside."""
+
     def __init__(self, patches: Sequence[Patch] = ()) -> None:
         self._patches: list[Patch] = list(patches)
         self._lock = threading.RLock()
@@ -151,20 +152,17 @@ def is_active() -> bool:
 
 
 def suspended() -> contextlib.AbstractContextManager[None]:
-    """JAX's own behaviour for the calling thread within the block, even inside
-    :func:`patched_jax` (e.g. to evaluate a primitive eagerly on numbers while tracing)."""
+    """JAX's own behaviour for the calling thread within the block, even inside :func:`patched_jax`."""
     return _JAX_REPAIRS.suspended()
 
 
 def patched_jax() -> contextlib.AbstractContextManager[None]:
-    """Apply the registered patches for the calling thread for the duration of the block
-    (re-entrant)."""
+    """The registered patches in effect for the calling thread during the block (re-entrant)."""
     return _JAX_REPAIRS.scope()
 
 
 def repair(owner: Any, attr: str) -> Callable[[Callable], Callable]:
-    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (its docstring
-    says why)."""
+    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (why: its docstring)."""
     def register(make: Callable) -> Callable:
         register_patch(Patch(make.__name__.removeprefix("_make_"), owner, attr, make, make.__doc__ or ""))
         return make
@@ -360,6 +358,7 @@ class NeedsCallSizes(Exception):
     >>> isinstance(signal, NeedsCallSizes), isinstance(signal, TypeError), signal.site
     (True, True, 'len(x)')
     """
+
     def __init__(self, site: str = "") -> None:
         super().__init__(site)
         self.site = site
@@ -395,18 +394,11 @@ class ShapeBroadcastError(ValueError, TypeError):
 
 
 class NonIntegerSizeError(TypeError):
-    """A size computed from a value that is not an integer (``jnp.ones(x)`` of a float ``x``),
-    raised where JAX checks a shape."""
+    """A size computed from a value that is not an integer (``jnp.ones(x)`` of a float ``x``)."""
 
 
 def symbolic_trace() -> bool:
-    """The calling thread traces a catalyst_lite program with symbolic sizes (its size scope, see
-    :mod:`.size_facts`, is not a static one).
-
-    >>> from catalyst_lite.jax_extras.patches import symbolic_trace
-    >>> symbolic_trace()
-    False
-    """
+    """The calling thread traces a catalyst_lite program with symbolic sizes (see :mod:`.size_facts`)."""
     scopes = current().size_scopes
     return is_active() and bool(scopes) and scopes[-1].symbolic
 
@@ -501,8 +493,7 @@ def _no_symbolic_result(call: str, fix: str) -> SymbolicShapeError:
 
 @repair(lax_numpy, "_squeeze")
 def _make_squeeze(original):
-    """``jnp.squeeze(x)`` of symbolic shape: which axes have length 1, hence the result's rank, is
-    only known at run time."""
+    """``jnp.squeeze(x)`` of symbolic shape: which axes have length 1 is only known at run time."""
     def squeeze(a, axis):
         if axis is None and _symbolic_dims(np.shape(a)):
             raise _no_symbolic_result("jnp.squeeze(x) without axis", "which axes have length 1 is only "
@@ -514,8 +505,7 @@ def _make_squeeze(original):
 
 @repair(indexing, "_expand_bool_indices")
 def _make_expand_bool_indices(original):
-    """``x[mask]`` of a traced mask: the result's length is the number of true entries, known only
-    at run time."""
+    """``x[mask]`` of a traced mask: the result's length is only known at run time."""
     def expand_bool_indices(idx, shape):
         masks = (isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx)
         if is_active() and any(masks):
@@ -543,11 +533,7 @@ _nested = threading.local()
 
 def jax_nested_trace_depth() -> int:
     """How many functions JAX is tracing itself in the calling thread while catalyst_lite traces
-    (``lax.cond``'s branches, ``jax.jit``'s function...): a circuit detects gates queued there.
-
-    >>> jax_nested_trace_depth()
-    0
-    """
+    (``lax.cond``'s branches, ``jax.jit``'s function...): a circuit detects gates queued there."""
     return getattr(_nested, "depth", 0)
 
 
@@ -603,11 +589,7 @@ def _users(fn: Callable | None) -> Callable | None:
 def raised_in_users_code(err: BaseException) -> bool:
     """Whether ``err`` left a function of the user's that JAX called back (a ``custom_jvp``
     function or rule, a ``custom_vjp`` function, ``fwd`` or ``bwd``) during the current trace:
-    the very object its marker recorded, never judged by frames, file names or message text.
-
-    >>> raised_in_users_code(ValueError("not raised"))
-    False
-    """
+    the very object its marker recorded, never judged by frames, file names or message text."""
     return any(err is e for scope in current().size_scopes for e in scope.users_exceptions)
 
 

@@ -36,16 +36,14 @@ def static_element_source(value: Any) -> tuple[Any, int] | None:
     squeeze = _parent(value)
     if squeeze is None or squeeze.primitive.name != "squeeze" or len(squeeze.in_tracers) != 1:
         return None
-    sliced = squeeze.in_tracers[0]
-    cut = _parent(sliced)
+    cut = _parent(squeeze.in_tracers[0])
     if cut is None or cut.primitive.name != "slice":
         return None
     start, limit, strides = (cut.params[k] for k in ("start_indices", "limit_indices", "strides"))
     source = cut.in_tracers[0]
     shape = source.aval.shape
-    if any(not isinstance(d, int) for d in shape) or (strides and any(s != 1 for s in strides)):
-        return None
-    if any(l - s != 1 for s, l in zip(start, limit)):
+    steps = [*(strides or ()), *(l - s for s, l in zip(start, limit))]  # strides and lengths: all 1
+    if any(not isinstance(d, int) for d in shape) or any(k != 1 for k in steps):
         return None
     return source, int(np.ravel_multi_index(tuple(start), shape))
 

@@ -33,11 +33,9 @@ _COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "
 
 
 class SizeExpr:
-    """An integer (or boolean) scalar computed from a program's size inputs by scalar operations:
-    an ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
-    no size input: ``free`` expressions are evaluated at generic sizes, never made facts), or a
-    primitive applied to expressions. Built once per variable of a trace and shared, so an
-    expression is a DAG, compared by identity."""
+    """An ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
+    no size input: never in facts), or a primitive applied to expressions. Built once per variable
+    of a trace and shared: an expression is a DAG, compared by identity."""
 
     __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "free")
 
@@ -278,9 +276,8 @@ _HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
 
 
 def _template(node: SizeExpr) -> str | None:
-    """What ``node`` computes: Python source over its operands ``{0}``, ``{1}``... (``None``: a
-    primitive without a Python spelling, evaluated by JAX). The one definition of each operation,
-    for both :func:`evaluate` and :func:`compile_facts`."""
+    """What ``node`` computes, for :func:`evaluate` and :func:`compile_facts` alike: Python source
+    over its operands ``{0}``, ``{1}``... (``None``: a primitive JAX evaluates)."""
     if node.op in _PYTHON:
         return _PYTHON[node.op]
     if node.op in _BOOLEAN:

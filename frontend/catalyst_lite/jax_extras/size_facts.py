@@ -46,9 +46,7 @@ class SizeScope:
     facts decided so far. ``symbolic``: sizes are not constants of the trace, so that JAX failing
     on one raises :class:`~.patches.NeedsCallSizes`."""
 
-    def __init__(
-        self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True
-    ):
+    def __init__(self, names: Sequence[str], point: Sequence[Any] | None = None, symbolic: bool = True):
         self.names = list(names)
         self.point = None if point is None else list(point)
         self.symbolic = symbolic
@@ -60,13 +58,11 @@ class SizeScope:
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point, loop starts) -> dimensions.GenericSizes, kept for the trace.
         self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
-        # Loop binders whose values the loop tells (a for_loop's index: its bounds; a while_loop's
-        # carried integer: its initial value), see dimensions._loop_value.
+        # Loop binders whose values the loop tells (their bounds, initial values): dimensions._loop_value
         self.loop_values: dict[Any, tuple] = {}
         self.loop_carries = False  # some of them are a while_loop's
         self.loop_dependent: dict[Any, bool] = {}  # variable -> computed from one of them
-        # Slice bounds of run-time sign as staged (dimensions.canonicalize_slice): their clamp to
-        # the axis is inactive at generic sizes only, so no size stands for them.
+        # Slice bounds of run-time sign as staged (dimensions): no size stands for them.
         self.staged_slice_bounds: set[Any] = set()
         self.axis_inputs: set[int] = set()  # positions of sizes of abstracted axes
         self.facts: list[Fact] = []
@@ -76,12 +72,10 @@ class SizeScope:
         # about; the last one, if JAX asked nothing about sizes since.
         self.disagreements: list[tuple[SizeExpr, SizeExpr]] = []
         self.last_disagreement: tuple[SizeExpr, SizeExpr] | None = None
-        # In a guided trace, JAX's code just branched on a comparison the call's sizes answer
-        # otherwise than generic ones (`n > 1` at n = 1), a branch it may refuse symbolically.
+        # JAX's code just took a branch the call's sizes take and generic ones do not (`n > 1`).
         self.last_branch_at_point = False
         self.undecided = 0  # comparisons only a call's sizes decide (`n < m`)
-        # Conditions under which the code being traced runs (enclosing for_loop bodies run only
-        # when their loops do): facts decided there need hold only then.
+        # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
 
@@ -99,9 +93,8 @@ class SizeScope:
             self.inputs[tracer.val] = position
 
     def term(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs and free leaves (values local to a
-        loop body, such as its index; arguments of a nested trace), or ``None`` when it is no
-        size arithmetic (it is computed from array data, or by control flow)."""
+        """``tracer`` as an expression over the size inputs and free leaves (a loop's index), or
+        ``None`` when it is no size arithmetic (computed from array data, or by control flow)."""
         if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
@@ -118,8 +111,7 @@ class SizeScope:
 
     def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
         """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
-        ``id``) stand for the given expressions: a loop's predicate at its initial values. Not
-        remembered: elsewhere those tracers stand for themselves."""
+        ``id``) stand for the given expressions (a loop's predicate at its initial values)."""
         memo: dict[int, SizeExpr | None] = dict(values)
 
         def term(t: Any) -> SizeExpr | None:
@@ -243,9 +235,8 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
 
 
 def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:
-    """``x`` (a value of a loop's predicate, say) as an expression over the size inputs where each
-    of ``binders`` (the loop's arguments) stands for the matching one of ``values`` (its initial
-    values); ``None`` when it is no such expression."""
+    """``x`` (a loop's predicate) as an expression over the size inputs where ``binders`` (the
+    loop's arguments) stand for ``values`` (its initial values), or ``None``."""
     scope = current_scope()
     if scope is None or not isinstance(x, core.Tracer):
         return None

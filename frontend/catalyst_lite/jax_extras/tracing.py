@@ -19,26 +19,17 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 import numpy as np
 from jax._src import ad_util, api_util, config, core, source_info_util
 from jax._src import pjit
+from jax._src.core import (
+    ClosedJaxpr, DBIdx, DropVar, DShapedArray, InDBIdx, Jaxpr, Literal, OutDBIdx, ShapedArray, Tracer, Var
+)
 from jax._src.interpreters import partial_eval as pe
+from jax._src.interpreters.partial_eval import DynamicJaxprTrace, DynamicJaxprTracer
 from jax._src.lax import control_flow as lax_control_flow
 
 from ..trace_context import current as current_context, scope as context_scope
 from .host_callbacks import kept_when_unused
 from .patches import is_active, patched_jax
 
-DBIdx = core.DBIdx
-InDBIdx = core.InDBIdx
-OutDBIdx = core.OutDBIdx
-DShapedArray = core.DShapedArray
-ShapedArray = core.ShapedArray
-Tracer = core.Tracer
-Var = core.Var
-Literal = core.Literal
-DropVar = core.DropVar
-Jaxpr = core.Jaxpr
-ClosedJaxpr = core.ClosedJaxpr
-DynamicJaxprTrace = pe.DynamicJaxprTrace
-DynamicJaxprTracer = pe.DynamicJaxprTracer
 InputType = tuple  # tuple[tuple[AbstractValue, bool], ...]
 OutputType = tuple
 
@@ -208,9 +199,8 @@ class InnerTrace:
             return fn(*args)
 
     def to_jaxpr(self, results: Sequence[Any], keep_alive: Sequence[Any] = ()) -> tuple[Jaxpr, list[Any]]:
-        """The traced jaxpr with its constants turned into leading arguments, and the constants'
-        values (from enclosing traces or concrete). ``keep_alive`` are tracers (typically argument
-        dimensions) whose constants must stay even when no equation uses them."""
+        """The traced jaxpr with its constants as leading arguments, and their values; ``keep_alive``:
+        tracers (argument sizes) whose constants stay even when no equation uses them."""
         out = [self.lift(r) for r in results]
         extra = [self.lift(k) for k in keep_alive]
         jaxpr, consts = self.trace.frame.to_jaxpr(self.trace, out + extra, self.debug_info, self.source_info)
@@ -227,9 +217,8 @@ def trace_to_jaxpr(
     name: str,
     on_arguments: Callable[[list[Tracer]], None] | None = None,
 ) -> tuple[Jaxpr, OutputType, list[Any]]:
-    """Trace a flat top-level function; implicit outputs (new dimensions) are added in front of
-    the explicit ones and described by ``InDBIdx``/``OutDBIdx`` in the output type.
-    ``on_arguments`` receives the (expanded) argument tracers before the function runs."""
+    """Trace a flat top-level function (implicit outputs, new sizes, come first); ``on_arguments``
+    receives the (expanded) argument tracers before the function runs."""
     dbg = debug_info_for(flat_fn, name)
     inner = InnerTrace(dbg)
     try:
