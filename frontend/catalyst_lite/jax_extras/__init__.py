@@ -18,6 +18,7 @@ so a JAX upgrade touches these modules only (docs/architecture.md, "The JAX-inte
 import contextlib
 from typing import Any
 
+from jax._src import config, mesh
 from jax._src import core as core
 from jax._src.core import EvalTrace, Primitive, eval_context
 from jax._src.interpreters import partial_eval as pe
@@ -48,8 +49,6 @@ def weakly_typed(x: Any) -> Any:
 def x64_scope():
     """64-bit types for the calling thread (what catalyst_lite compiles and runs with); no scope
     is entered when they are on already (entering one costs microseconds, on every call)."""
-    from jax._src import config
-
     if config.enable_x64.value:
         return contextlib.nullcontext()
     return config.enable_x64(True)
@@ -65,15 +64,11 @@ def use_abstract_mesh(abstract_mesh: Any) -> Any:
     ...     jax.sharding.get_abstract_mesh().axis_names
     ('s',)
     """
-    from jax._src import mesh
-
     return mesh.use_abstract_mesh(abstract_mesh)
 
 
 def context_mesh() -> Any:
     """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
     ``None``."""
-    from jax._src import mesh
-
     concrete = mesh.get_concrete_mesh()
     return None if concrete is None or concrete.empty else concrete

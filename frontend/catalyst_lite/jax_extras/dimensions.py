@@ -715,15 +715,6 @@ def _sign_undecided(bound: Any) -> bool:
     return len({value >= 0 for (value,) in points}) > 1
 
 
-def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
-    """``bound`` counted from the axis' start, as Python counts a negative one from the end."""
-    from jax import lax as public_lax
-
-    if isinstance(bound, core.Tracer):
-        return public_lax.select(bound >= 0, bound, bound + axis_size)
-    return bound if bound >= 0 else bound + axis_size
-
-
 @repair(core, "canonicalize_slice")
 def _make_canonicalize_slice(original):
     """A slice bound whose sign is known only at run time (`x[:n - k]` in a loop counting `k` up
@@ -738,7 +729,11 @@ def _make_canonicalize_slice(original):
         def clamped(bound: Any, default: Any) -> Any:
             if bound is None:
                 return default
-            counted = _counted_from_the_start(bound, axis_size)
+            # counted from the axis' start, as Python counts a negative bound from the end
+            if isinstance(bound, core.Tracer):
+                counted = lax.select(bound >= 0, bound, bound + axis_size)
+            else:
+                counted = bound if bound >= 0 else bound + axis_size
             lifted = core.max_dim(low, counted)
             bound = core.min_dim(high, lifted)
             scope = current_scope()

@@ -43,11 +43,8 @@ class DimensionMismatch(TypeError):
 
     def __init__(self, position: int, arg_aval: Any, result_aval: Any, reason: str, axis: int | None = None):
         super().__init__(reason)
-        self.position = position
-        self.axis = axis
-        self.arg_aval = arg_aval
-        self.result_aval = result_aval
-        self.reason = reason
+        self.position, self.axis, self.reason = position, axis, reason
+        self.arg_aval, self.result_aval = arg_aval, result_aval
         # Described now, while the body's trace can still name its sizes (`f64[n + 1]`).
         self.arg_description = describe_aval(arg_aval)
         self.result_description = describe_aval(result_aval)
@@ -91,9 +88,7 @@ def array_aval(shape: Sequence[Any], dtype: Any, weak_type: bool = False) -> Any
 
 
 def expand_args(
-    args: Sequence[Any],
-    strategy: ExpansionStrategy,
-    force_dynamic: frozenset[tuple[int, int]] = frozenset(),
+    args: Sequence[Any], strategy: ExpansionStrategy, force_dynamic: frozenset[tuple[int, int]] = frozenset()
 ) -> tuple[list[Any], InputType]:
     """The expanded inputs (implicit dimensions first) and the body's input type, whose shapes hold
     ``DBIdx`` or, when dimensions are preserved, the enclosing tracer (``deduceInputType``).
@@ -144,14 +139,11 @@ def input_type_of(binders: Sequence[Any]) -> InputType:
 
 
 def expand_results(
-    carried_args: Sequence[Tracer] | None,
-    results: Sequence[Any],
-    strategy: ExpansionStrategy | None,
+    carried_args: Sequence[Tracer] | None, results: Sequence[Any], strategy: ExpansionStrategy | None
 ) -> tuple[list[Any], int]:
-    """The expanded results of a body and the number of implicit ones (``deduceOutputType``): for
-    a loop body (``carried_args``) the arguments' types, with preserved dimensions the same
-    variables, when resizing one implicit result per dynamic dimension of each argument; for a
-    function every size that is not a number."""
+    """The expanded results of a body and the number of implicit ones (``deduceOutputType``): a loop
+    body's (``carried_args``) have the arguments' types, same sizes or, resizing, one implicit result
+    per dynamic size; a function's implicit results are its sizes that are not numbers."""
     result_avals = [get_aval(r) for r in results]
     implicit: list[Any] = []
     if carried_args is None:
@@ -242,9 +234,7 @@ def _outer_dim(d: Any, implicit: Sequence[Any], operand_of: Mapping[Any, int], f
 
 
 def join_output_types(
-    alternatives: Sequence[tuple[Sequence[Any], Sequence[Any], Mapping[Any, int]]],
-    same_operand: Callable[[int, int], bool],
-    allow_new_implicit: bool = False,
+    alternatives: Sequence[tuple], same_operand: Callable[[int, int], bool], allow_new_implicit: bool = False
 ) -> tuple[OutputType, list[list[Any]]]:
     """The output type of an equation that returns the results of one of several alternatives,
     each ``(avals, implicit, operand_of)`` as for :func:`output_type_of`. A size is the same number,

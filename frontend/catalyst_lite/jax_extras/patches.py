@@ -189,9 +189,8 @@ def _make_dyn_shape_staging_rule(original):
 
 @repair(pe.DynamicJaxprTrace, "make_eqn")
 def _make_make_eqn(original):
-    """Output tracers keep tracers in their shapes: ``DynamicJaxprTrace.make_eqn`` builds each from
-    its *variable's* aval, whose shape holds ``Var``s; before stackless tracing the tracer kept the
-    abstract-eval aval, whose shape holds dimension *tracers*, which jax.numpy needs."""
+    """Output tracers keep dimension *tracers* in their shapes, which jax.numpy needs:
+    ``DynamicJaxprTrace.make_eqn`` builds them from their variables' avals, whose shapes hold ``Var``s."""
     def make_eqn(self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
         eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
         if is_active():
@@ -208,9 +207,8 @@ def _make_make_eqn(original):
 
 @repair(pjit, "_python_pjit_helper")
 def _make_pjit_helper(original):
-    """Nested ``jax.jit`` calls (most of jax.numpy) are inlined: under dynamic shapes the nested jit
-    re-derives an input type from tracers whose shapes hold other tracers and fails
-    ``_check_input_type``. Inlining is semantically the identity (eager calls take JAX's path)."""
+    """Nested ``jax.jit`` calls (most of jax.numpy) are inlined, semantically the identity: under
+    dynamic shapes their input type, from tracers whose shapes hold tracers, fails its check."""
     def python_pjit_helper(fun, jit_info, *args, **kwargs):
         trace = staging_trace(tree_flatten((args, kwargs))[0]) if is_active() else None
         if trace is None:
@@ -302,9 +300,8 @@ def _make_platform_dependent(original):
 
 @repair(pe.JaxprTrace, "new_arg")
 def _make_new_arg(original):
-    """Partial evaluation takes arguments of symbolic sizes: ``JaxprTrace.new_arg`` (``jax.linearize``'s
-    unknown tangents) tests ``d._trace.level`` to find sizes of enclosing traces, and traces have no
-    levels since stackless tracing. A size is from an enclosing trace when not this trace's own."""
+    """``JaxprTrace.new_arg`` (``jax.linearize``'s unknown tangents) finds sizes of enclosing traces by
+    ``d._trace.level``, gone with stackless tracing: they are the sizes not of this trace."""
     def new_arg(self, pval):
         aval = pval.get_aval() if pval.get_known() is None else None
         if not is_active() or type(aval) is not core.DShapedArray:
@@ -539,10 +536,8 @@ def jax_nested_trace_depth() -> int:
 
 @repair(pe, "trace_to_jaxpr_dynamic")
 def _make_trace_to_jaxpr_dynamic(original):
-    """JAX's own nested traces (lax.cond's branches, lax.while_loop's body, custom_jvp functions)
-    do not relate their sizes to ours: a broadcast of equal but unrelated sizes fails there, and a
-    size JAX needs as a number is one of that trace. JAX's conversion errors there signal (the
-    user's exceptions pass)."""
+    """JAX's own nested traces (lax.cond's branches, custom_jvp functions) do not relate their sizes
+    to ours: JAX's conversion errors there signal (the user's exceptions pass)."""
     def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
         if not is_active():
             return original(fun, in_avals, *args, **kwargs)
@@ -587,9 +582,8 @@ def _users(fn: Callable | None) -> Callable | None:
 
 
 def raised_in_users_code(err: BaseException) -> bool:
-    """Whether ``err`` left a function of the user's that JAX called back (a ``custom_jvp``
-    function or rule, a ``custom_vjp`` function, ``fwd`` or ``bwd``) during the current trace:
-    the very object its marker recorded, never judged by frames, file names or message text."""
+    """Whether ``err`` left a function of the user's that JAX called back (``custom_jvp``/``custom_vjp``)
+    during the current trace: the very object its marker recorded, never judged by text or frames."""
     return any(err is e for scope in current().size_scopes for e in scope.users_exceptions)
 
 

@@ -135,10 +135,9 @@ def _paren(arg: tuple[str, int], precedence: int) -> str:
 
 
 class Fact:
-    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the
-    user's line (and the JAX function) whose size logic decided it. A fact with a ``guard`` (a
-    boolean expression) was decided where code runs only when the guard holds (a ``for_loop``
-    body), and need hold only then."""
+    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the user's
+    line (and the JAX function) that decided it; a ``guard`` (a boolean expression) is where code
+    runs only when the guard holds (a ``for_loop`` body): the fact need hold only then."""
 
     __slots__ = ("lhs", "rhs", "comparison", "where", "guard")
 
@@ -359,10 +358,8 @@ def _python_source(node: SizeExpr, operands: list[str]) -> tuple[str, dict[str, 
     if template is not None:
         return template.format(*operands), {}
     name = f"prim{id(node)}"
-    return f"_bind({name}, {name}_params, {node.value}, {', '.join(operands)})", {
-        name: node.primitive,
-        f"{name}_params": node.params,
-    }
+    needs = {name: node.primitive, f"{name}_params": node.params}
+    return f"_bind({name}, {name}_params, {node.value}, {', '.join(operands)})", needs
 
 
 def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
@@ -375,7 +372,7 @@ def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
     (-1, 0)
     """
     if not facts:
-        return _no_fact_is_broken
+        return lambda values: -1  # no fact is broken
     namespace: dict[str, Any] = {**_HELPERS, "_bind": _bind, "UnknownSize": UnknownSize}
     local: dict[int, str] = {}
     lines = ["def check(values):"]
@@ -398,7 +395,3 @@ def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
     lines.append("    return -1")
     exec(compile("\n".join(lines), "<size facts>", "exec"), namespace)
     return namespace["check"]
-
-
-def _no_fact_is_broken(values: Sequence[Any]) -> int:
-    return -1

@@ -32,11 +32,6 @@ def is_scalar_int_or_bool(x: Any) -> bool:
     )
 
 
-def has_subprograms(eqn: Any) -> bool:
-    """The equation holds nested jaxprs (control flow): not shape arithmetic."""
-    return any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
-
-
 # --- The scope of one top-level trace ------------------------------------------------------------
 
 
@@ -136,10 +131,9 @@ class SizeScope:
                 return self.term(const)
             position = self.inputs.get(tracer.val)
             return SizeExpr("leaf", value=tracer.val) if position is None else SizeExpr.input(position)
-        if has_subprograms(eqn) or not eqn.in_tracers:
-            # control flow: not shape arithmetic; computed from nothing, not from sizes
-            # (PennyLane's qubit allocation)
-            return None
+        subprograms = any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
+        if subprograms or not eqn.in_tracers:
+            return None  # control flow; or computed from nothing, not sizes (PennyLane's qubit allocation)
         args = [term(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
         if any(a is None for a in args):
             return None
@@ -267,12 +261,10 @@ def describe_aval(aval: Any) -> str:
     scope = current_scope()
     names = [str(d) if not isinstance(d, core.Tracer) else scope.name(d) if scope is not None else None
              for d in aval.shape]
-    return f"{_short_dtype(aval.dtype)}[{','.join('?' if n is None else n for n in names)}]"
-
-
-def _short_dtype(dtype: Any) -> str:
-    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[np.dtype(dtype).kind]
-    return kind if kind == "bool" else f"{kind}{np.dtype(dtype).itemsize * 8}"
+    dtype = np.dtype(aval.dtype)
+    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[dtype.kind]
+    short = kind if kind == "bool" else f"{kind}{dtype.itemsize * 8}"
+    return f"{short}[{','.join('?' if n is None else n for n in names)}]"
 
 
 @contextlib.contextmanager

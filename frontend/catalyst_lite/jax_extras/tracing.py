@@ -212,10 +212,7 @@ class InnerTrace:
 
 
 def trace_to_jaxpr(
-    flat_fn: Callable[..., Sequence[Any]],
-    in_type: InputType,
-    name: str,
-    on_arguments: Callable[[list[Tracer]], None] | None = None,
+    flat_fn: Callable, in_type: InputType, name: str, on_arguments: Callable | None = None
 ) -> tuple[Jaxpr, OutputType, list[Any]]:
     """Trace a flat top-level function (implicit outputs, new sizes, come first); ``on_arguments``
     receives the (expanded) argument tracers before the function runs."""
@@ -315,10 +312,6 @@ def _cond_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
     return [any(column) for column in zip(*per_branch)]
 
 
-def _call_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
-    return forward_dependence(eqn.params["jaxpr"].jaxpr, marked)
-
-
 _JAX_DCE = (lax_control_flow.scan_p, lax_control_flow.cond_p, pjit.jit_p)
 
 # primitive -> rule(eqn, marked operands) -> marked results: which results of a nested primitive's
@@ -328,7 +321,7 @@ dependence_rules: dict[core.Primitive, Callable[[Any, list[bool]], list[bool]]] 
     lax_control_flow.scan_p: _scan_dependence,
     lax_control_flow.while_p: _while_dependence,
     lax_control_flow.cond_p: _cond_dependence,
-    pjit.jit_p: _call_dependence,
+    pjit.jit_p: lambda eqn, marked: forward_dependence(eqn.params["jaxpr"].jaxpr, marked),
 }
 
 
@@ -406,11 +399,7 @@ def dimension_value(x: Any) -> Any:
 
 
 def emit_equation(
-    primitive: core.Primitive,
-    operands: Sequence[Any],
-    out_type: OutputType,
-    params: dict[str, Any],
-    trace: DynamicJaxprTrace | None = None,
+    primitive: core.Primitive, operands: Sequence[Any], out_type: OutputType, params: dict, trace: Any = None
 ) -> list[Tracer]:
     """Append ``outs = primitive[params] operands`` to ``trace`` (by default the current one;
     design doc: ``emitJaxprLine``, ``parseOutputType``) and return all (expanded) result tracers;
