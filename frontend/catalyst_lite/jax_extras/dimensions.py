@@ -89,9 +89,8 @@ class GenericSizes:
 
 
 def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] | None:
-    """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment, or
-    ``None`` if one of them is not a size expression. In a trace guided by a call the size inputs
-    take that call's values (unless ``at_point`` is false)."""
+    """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment (at the
+    guiding call's sizes, if any and ``at_point``), or ``None`` if one is no size expression."""
     scope = current_scope()
     terms = [_term(d, scope) for d in sizes]
     if any(t is None for t in terms):
@@ -432,8 +431,7 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
 
 def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> bool | None:
     """The user's own ``if x.shape[0] > 0:`` on sizes of abstracted axes alone (numbers under
-    ``jax.jit``) is decided as JAX's questions are; one that depends on how unrelated sizes
-    compare, by a trace guided by the call. Integer arguments keep JAX's error."""
+    ``jax.jit``) is decided as JAX's questions are (how unrelated sizes compare: by the call's)."""
     scope = current_scope()
     if scope is None or not scope.of_axes_only(tracer):
         return None
@@ -449,8 +447,7 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
 
 def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
     """The signal for the user's code asking a size of abstracted axes for its Python value, noted
-    in the size scope: code up to the trace's boundary may replace it (NumPy's own ``TypeError``
-    for ``np.zeros(x.shape[0])``, the user's ``except``), yet the call's sizes are still needed."""
+    in the size scope: code up to the trace's boundary may replace it (NumPy, the user's ``except``)."""
     scope = current_scope()
     if scope is not None:
         scope.signalled = site
@@ -459,9 +456,8 @@ def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
 
 @repair(core, "definitely_equal")
 def _make_definitely_equal(original):
-    """Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers:
-    equal at generic sizes (or the guiding call's), they are assumed equal (a fact). Unequal ones
-    stay "not definitely equal" and are noted, to name them if the trace then fails."""
+    """Sizes computed separately (`x[1:]` and `x[:-1]`) equal at generic sizes (or the guiding
+    call's) are assumed equal (a fact); unequal ones are noted, to name them if the trace fails."""
     def definitely_equal(x, y):
         if original(x, y):
             return True
@@ -586,9 +582,8 @@ def _make_array(original):
 
 @repair(pe.DynamicJaxprTracer, "__hash__")
 def _make_hash(original):
-    """Libraries hash sizes by identity (`jax.jit`'s static arguments, PennyLane's wire labels);
-    the user's hash (`{3: w}.get(x.shape[0])`) takes the size's `__index__`, as `int()` does: the
-    call's sizes for an abstracted axis, JAX's error for an integer argument."""
+    """Libraries hash sizes by identity (`jax.jit`'s static arguments, PennyLane's wire labels); the
+    user's hash (`{3: w}.get(x.shape[0])`) takes the size's `__index__`, as `int()` does."""
     def __hash__(self):
         if is_active() and is_size_expression(self):
             if not _asked_by_library(_LIBRARIES):
@@ -683,8 +678,7 @@ def _make_canonicalize_dimension(original):
 
 
 def _make_extremum(original, staged):
-    # `core.min_dim`/`max_dim` only know ints and `jax.export` polynomials; a dimension tracer
-    # gets a staged `min`/`max`, itself a dimension tracer.
+    # `core.min_dim`/`max_dim` of a dimension tracer: a staged `min`/`max`, again a dimension tracer.
     def extremum(d1, d2):
         if is_active() and (isinstance(d1, core.Tracer) or isinstance(d2, core.Tracer)):
             return staged(d1, d2)
@@ -703,9 +697,8 @@ for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
 
 
 def _sign_undecided(bound: Any) -> bool:
-    """``bound`` is a size expression whose sign differs between assignments (``n - k``, ``k`` a
-    ``while_loop``'s counter), at the call's sizes or generic ones (a loop index may have both
-    signs at other calls, where the decision could not be checked)."""
+    """``bound`` is a size expression whose sign differs between assignments, the call's or generic
+    ones (``n - k``, ``k`` a ``while_loop``'s counter)."""
     if not isinstance(bound, pe.DynamicJaxprTracer):
         return False
     at_call = generic_values(bound)

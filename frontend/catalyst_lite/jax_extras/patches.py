@@ -405,8 +405,7 @@ _SETTLED = (NeedsCallSizes, ShapeBroadcastError, NonIntegerSizeError, CatalystLi
 
 
 def _make_site(site: Callable[..., str]):
-    # A layer of JAX failing during a symbolic trace is the signal, naming the site; what the
-    # user's code it calls back raises (a custom_jvp rule's exception) passes, on the first trace.
+    # A layer of JAX failing during a symbolic trace is the signal (the user's exceptions pass).
     def make(original):
         def at_site(*args, **kwargs):
             try:
@@ -588,8 +587,7 @@ def raised_in_users_code(err: BaseException) -> bool:
 
 
 def _make_custom_call(*functions: str):
-    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked: the
-    # marks travel with the functions into the equation, to its differentiation and evaluation.
+    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked.
     def make(original):
         def call(self, *args, **kwargs):
             if not is_active():

@@ -158,17 +158,13 @@ class Fact:
 # rounded up); folded, they read as the user wrote them (`max(0, n)`) and cost less to check.
 
 
-def _literal_value(e: SizeExpr) -> Any:
-    return e.value if e.op == "literal" else None
-
-
 def _is(e: SizeExpr, value: Any) -> bool:
     return e.op == "literal" and e.value == value and isinstance(e.value, bool) == isinstance(value, bool)
 
 
 def _offset(e: SizeExpr) -> tuple[SizeExpr, int]:
     """``e`` as ``base + c`` (``c`` an int literal)."""
-    if e.op in ("add", "sub") and len(e.args) == 2 and _literal_value(e.args[1]) is not None:
+    if e.op in ("add", "sub") and len(e.args) == 2 and e.args[1].op == "literal":
         c = int(e.args[1].value)
         return e.args[0], c if e.op == "add" else -c
     return e, 0
@@ -195,7 +191,7 @@ def simplified(e: SizeExpr) -> SizeExpr:
             return SizeExpr.literal(0)
         if e.op in ("max", "min") and a is b:
             return a
-        if e.op in ("add", "sub") and not e.is_bool and _literal_value(b) is not None:
+        if e.op in ("add", "sub") and not e.is_bool and b.op == "literal":
             base, c = _offset(a)
             if base is not a:  # (x + c1) +/- c2 = x + (c1 +/- c2)
                 total = c + (int(b.value) if e.op == "add" else -int(b.value))

@@ -197,13 +197,12 @@ class SizeScope:
         """JAX asked whether two sizes are equal, and they are not (at the point, or at generic
         sizes). Asking whether a size is -1, 0 or 1 (to broadcast it, say) is no disagreement."""
         pair = (self._side(x), self._side(y))
-        if None not in pair and any(e.op != "literal" for e in pair) and not any(
-            e.op == "literal" and e.value in (-1, 0, 1) for e in pair
-        ):
+        if None in pair:
+            return
+        literals = [e.value for e in pair if e.op == "literal"]
+        self.last_disagreement = None if len(literals) == 2 or {-1, 0, 1} & set(literals) else pair
+        if self.last_disagreement is not None:
             self.disagreements.append(pair)
-            self.last_disagreement = pair
-        elif None not in pair:
-            self.last_disagreement = None
 
 
 @contextlib.contextmanager

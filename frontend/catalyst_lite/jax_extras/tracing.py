@@ -121,8 +121,7 @@ def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.De
         dbg = api_util.debug_info(name, fn, tuple(args), {})
     except Exception:  # non-inspectable callables
         dbg = core.DebugInfo(name, getattr(fn, "__name__", repr(fn)), None, None)
-    # Results are flattened by us, not by lu.wrap_init: no paths to resolve. `()` (unknown) is
-    # accepted by both jax 0.7.1 (which rejects None) and 0.7.2 (which rejects the sentinel).
+    # We flatten results: no paths to resolve (`()`, unknown: jax 0.7.1 rejects None, 0.7.2 the sentinel).
     return dbg._replace(result_paths=())
 
 
