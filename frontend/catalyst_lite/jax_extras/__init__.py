@@ -1,9 +1,7 @@
 """The seam between catalyst_lite and JAX's private internals.
 
-Every import of ``jax._src`` or ``jax.interpreters`` in catalyst_lite, and every use of JAX's
-dynamic-shape types (``DShapedArray``, de Bruijn indices), lives in this subpackage; the rest of the
-package imports the names it needs from here, so a JAX upgrade touches these modules only (what
-each does: docs/architecture.md, "The JAX-internals seam"):
+Every import of ``jax._src`` and every use of JAX's dynamic-shape types lives in this subpackage,
+so a JAX upgrade touches these modules only (docs/architecture.md, "The JAX-internals seam"):
 
 - tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
   :mod:`.typecheck`;
@@ -20,8 +18,9 @@ each does: docs/architecture.md, "The JAX-internals seam"):
 import contextlib
 from typing import Any
 
+from jax._src import config, mesh
 from jax._src import core as core
-from jax._src import source_info_util as source_info_util
+from jax._src.core import EvalTrace, Primitive, eval_context
 from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 from jax._src.lax import lax as _lax
@@ -33,45 +32,12 @@ from . import random as random  # registers the jax.random patches
 from . import requirements as requirements  # registers the reshape patches
 from . import multi_result as multi_result  # registers the multi-result abstract-eval patches
 from .tracing import (
-    ClosedJaxpr,
-    DBIdx,
-    DropVar,
-    DShapedArray,
-    DynamicJaxprTrace,
-    DynamicJaxprTracer,
-    InDBIdx,
-    InnerTrace,
-    InputType,
-    OutputType,
-    Jaxpr,
-    Literal,
-    OutDBIdx,
-    ShapedArray,
-    Tracer,
-    Var,
-    collapse,
-    current_trace,
-    debug_info_for,
-    dynamic_jaxprs,
-    dynamic_tracing,
-    emit_equation,
-    get_aval,
-    hosted_capture,
-    input_type_to_tracers,
-    inside_program_trace,
-    under_jax_transformation,
-    is_tracing,
-    make_input_type,
-    trace_to_jaxpr,
+    ClosedJaxpr, DropVar, DShapedArray, InDBIdx, InputType, Jaxpr, Literal, OutDBIdx, OutputType, ShapedArray,
+    Tracer, Var, collapse, current_trace, dynamic_jaxprs, dynamic_tracing, get_aval, hosted_capture,
+    inside_program_trace, is_tracing, make_input_type, trace_to_jaxpr, under_jax_transformation,
 )
 
-Primitive = core.Primitive
-# The primitive of a nested jax.jit call (named "pjit" before JAX 0.7.2, "jit" since).
-jit_p = getattr(_pjit, "jit_p", None) or _pjit.pjit_p
-EvalTrace = core.EvalTrace
-eval_context = core.eval_context
-ConcretizationTypeError = core.ConcretizationTypeError
-jaxpr_as_fun = core.jaxpr_as_fun
+jit_p = _pjit.jit_p  # the primitive of a nested jax.jit call
 
 
 def weakly_typed(x: Any) -> Any:
@@ -81,13 +47,8 @@ def weakly_typed(x: Any) -> Any:
 
 
 def x64_scope():
-    """64-bit types for the calling thread (what catalyst_lite compiles and runs with).
-
-    When they are already on (``jax_enable_x64``, as Catalyst sets it) no scope is entered:
-    reading the flag costs well under a microsecond, entering the scope several, on every call.
-    """
-    from jax._src import config
-
+    """64-bit types for the calling thread (what catalyst_lite compiles and runs with); no scope
+    is entered when they are on already (entering one costs microseconds, on every call)."""
     if config.enable_x64.value:
         return contextlib.nullcontext()
     return config.enable_x64(True)
@@ -103,19 +64,11 @@ def use_abstract_mesh(abstract_mesh: Any) -> Any:
     ...     jax.sharding.get_abstract_mesh().axis_names
     ('s',)
     """
-    from jax._src import mesh
-
     return mesh.use_abstract_mesh(abstract_mesh)
 
 
 def context_mesh() -> Any:
     """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
-    ``None`` (JAX's public API gives only the abstract mesh).
-
-    >>> context_mesh() is None
-    True
-    """
-    from jax._src import mesh
-
+    ``None``."""
     concrete = mesh.get_concrete_mesh()
     return None if concrete is None or concrete.empty else concrete

@@ -1,22 +1,18 @@
-"""Symbolic sizes inside JAX's own shape logic.
+"""Symbolic sizes inside JAX's own shape logic, written for Python ints (or ``jax.export``
+polynomials) where a size here is an ``int64[]`` dimension tracer of the program being traced:
 
-A size is a dimension tracer, an ``int64[]`` value of the program being traced; jax.numpy and
-``lax``'s shape rules were written for Python ints (or ``jax.export`` polynomials). Here
-
-1. :func:`min_dim`/:func:`max_dim` stage ``min``/``max``, so the result is again a dimension;
+1. ``min_dim``/``max_dim`` stage ``min``/``max``, so the result is again a dimension;
 2. a comparison used as a Python boolean is decided at generic, large, distinct sizes
-   (:func:`generic_values`), or at a guiding call's sizes, and recorded as a fact of the program
-   (:mod:`.size_facts`), which a call checks before it runs (another program is traced when one is
-   false). One inside a loop body is an ``assume_size`` equation, checked at specialization
-   (:class:`~catalyst_lite.errors.SizeAssumptionError`); sizes computed separately (``x[1:]``,
-   ``x[:-1]``) are assumed equal when equal at every generic assignment;
-3. a size tracer takes jax.numpy's paths for ``jax.export`` symbolic dimensions (hashes by
-   identity, becomes a 0-d object array in NumPy shape arithmetic).
+   (:func:`generic_values`), or at a guiding call's, and recorded as a fact of the program
+   (:mod:`.size_facts`), checked before a call runs; inside a loop body, as an ``assume_size``
+   equation checked at specialization (:class:`~catalyst_lite.errors.SizeAssumptionError`).
+   Sizes computed separately (``x[1:]``, ``x[:-1]``) are equal when equal at every assignment;
+3. a size tracer takes jax.numpy's paths for ``jax.export`` symbolic dimensions.
 
-JAX's own comparisons are assumed when computed from sizes and integer arguments alone; the user's
-only when computed from sizes of abstracted axes alone: ``if n > 3:`` on an integer argument keeps
-JAX's ``TracerBoolConversionError``, as under ``jax.jit``. See docs/architecture.md, "How a call
-picks its program".
+JAX's own comparisons are assumed when computed from sizes and integer arguments; the user's only
+when computed from sizes of abstracted axes: ``if n > 3:`` on an integer argument keeps JAX's
+``TracerBoolConversionError``, as under ``jax.jit`` (docs/architecture.md, "How a call picks its
+program").
 """
 
 from __future__ import annotations
@@ -39,20 +35,10 @@ from jax._src.lax import lax
 from ..errors import SizeAssumptionError, SymbolicShapeError
 from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
-from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, symbolic_trace
+from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
+from .patches import symbolic_trace
 from .size_expressions import NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
-
-__all__ = [
-    "assume_size_p",
-    "GenericSizes",
-    "generic_values",
-    "is_size_expression",
-    "decide_size_comparison",
-    "python_truth_of_sizes",
-    "note_loop_index",
-    "note_loop_carries",
-]
 
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
 # distinct (so that two unrelated sizes are never assumed equal) and multiples of every number up
@@ -61,44 +47,28 @@ __all__ = [
 _GENERIC_STRIDE = 720720  # lcm(1, ..., 16)
 _GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 
-# comparison primitive -> (its Python spelling, the Python operator)
-_COMPARISONS_BY_PRIMITIVE = {
-    lax.eq_p: ("==", operator.eq),
-    lax.ne_p: ("!=", operator.ne),
-    lax.lt_p: ("<", operator.lt),
-    lax.le_p: ("<=", operator.le),
-    lax.gt_p: (">", operator.gt),
-    lax.ge_p: (">=", operator.ge),
-}
-_COMPARISONS = {prim: spelling for prim, (spelling, _) in _COMPARISONS_BY_PRIMITIVE.items()}
-_OPERATORS = dict(_COMPARISONS_BY_PRIMITIVE.values())
+# comparison primitive -> its Python spelling -> the Python operator
+_COMPARISONS = {lax.eq_p: "==", lax.ne_p: "!=", lax.lt_p: "<", lax.le_p: "<=", lax.gt_p: ">", lax.ge_p: ">="}
+_OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+              ">": operator.gt, ">=": operator.ge}
 
 
 # --- Sizes as values ---------------------------------------------------------------------------
 
 
 class GenericSizes:
-    """One assignment of generic values to the leaves of size expressions (the size inputs and
-    free leaves of a trace's terms, see :meth:`~.size_facts.SizeScope.term`), numbered in the
-    order they are met, with the values of the terms computed so far.
-
-    Two assignments order the leaves oppositely (``ascending``), so that an answer that depends on
-    which of two unrelated sizes is larger (``min(n, k) == n``) differs between them and is not
-    assumed. Size inputs in ``point`` (position -> value: a trace guided by a call) take the
-    call's values instead, in both assignments.
-    """
+    """Generic values of the leaves of size expressions, numbered in the order met, and the terms'
+    values computed so far. Two assignments order the leaves oppositely (``ascending``): an answer
+    depending on how unrelated sizes compare (``min(n, k) == n``) differs, and is not assumed.
+    Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values."""
 
     def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.point = point if point is not None else {}
-        # Values local to a loop body (see `_loop_value`): a for_loop's index takes its first
-        # value in the ascending assignment and its last in the other; `loop_starts`: a
-        # while_loop's carried integers take their initial values.
-        self.ascending = ascending
+        self.ascending = ascending  # (and `loop_starts`: what loop binders take, see `_loop_value`)
         self.loop_starts = loop_starts
         self.index: dict[Any, int] = {}
-        # Values already computed, by term: terms share subexpressions, and walking them as
-        # trees would take time exponential in their depth.
+        # Values by term: terms share subexpressions, and walking trees would be exponential.
         self.computed: dict[Any, Any] = {}
 
     def __getitem__(self, leaf: Any) -> int:
@@ -119,21 +89,20 @@ class GenericSizes:
 
 
 def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] | None:
-    """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment, or
-    ``None`` if one of them is not a size expression. In a trace guided by a call the size inputs
-    take that call's values (unless ``at_point`` is false)."""
+    """The values of ``sizes`` (tracers or ints) under each :class:`GenericSizes` assignment (at the
+    guiding call's sizes, if any and ``at_point``), or ``None`` if one is no size expression."""
     scope = current_scope()
     terms = [_term(d, scope) for d in sizes]
     if any(t is None for t in terms):
         return None
     at_point = at_point and scope is not None and scope.decides_at_point()
-    points = []
-    # A third assignment when a while_loop's carried integers are in the trace: at their initial
-    # values (`k = 0`), since generic ones say nothing of how small they are.
-    assignments = ((True, False), (False, False), (True, True)) if scope is not None and scope.loop_carries else ((True, False), (False, False))
-    for ascending, loop_starts in assignments:
-        symbols = _assignment(scope, ascending, at_point, loop_starts)
-        points.append(tuple(symbols.value(t) for t in terms))
+    assignments = [(True, False), (False, False)]
+    if scope is not None and scope.loop_carries:
+        # while_loop's carried integers at their initial values (`k = 0`) too: generic ones say
+        # nothing of how small they are.
+        assignments.append((True, True))
+    points = [tuple(_assignment(scope, ascending, at_point, starts).value(t) for t in terms)
+              for ascending, starts in assignments]
     if at_point and _depends_on_loop_values(sizes, scope):
         # A loop's index or counter at this call's sizes takes this call's values only; a program
         # traced for the call also serves others, whose loops run over other values, and whose
@@ -165,11 +134,8 @@ def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
 
 
 def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False) -> GenericSizes:
-    """The scope's assignment of generic values (one per ordering, at its point or not), kept for
-    the whole trace: its leaves keep their numbers and its computed values stay valid (a
-    variable's value is fixed), so each question about a chain of sizes (``x[::2]`` ten times,
-    each slice asking about the last size) evaluates only what is new, not the whole chain
-    again."""
+    """The scope's assignment of generic values (per ordering, at its point or not), kept for the
+    trace: each question about a chain of sizes (``x[::2]`` ten times) evaluates only what is new."""
     if scope is None:
         return GenericSizes(ascending, None, loop_starts)
     key = (ascending, at_point, loop_starts)
@@ -181,15 +147,9 @@ def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool =
 
 
 def _loop_value(var: Any, symbols: GenericSizes) -> Any:
-    """The value of a loop body's binder in this assignment, when it is one whose values the loop
-    tells (``None`` otherwise: a generic size).
-
-    A loop's index and carried integers are values, not sizes: JAX's questions about them
-    (``min(50, i) == 50``, is ``x[:i]`` all of ``x``?) must hold at every iteration, the first
-    ones included, where they are small. So a ``for_loop``'s index takes its first value in one
-    assignment and its last in the other (a question answered alike at both ends of the range is
-    answered so in between for the monotone size arithmetic of slices), and a ``while_loop``'s
-    carried integer its initial value in a third one, next to its generic values."""
+    """The value of a loop body's binder in this assignment, if the loop tells it: questions about
+    it must hold at every iteration, so a ``for_loop``'s index is its first value in one assignment,
+    its last in the other; a ``while_loop``'s carried integer its initial value in a third one."""
     scope = current_scope()
     entry = scope.loop_values.get(var) if scope is not None else None
     if entry is None:
@@ -214,8 +174,7 @@ def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:
 
 
 def note_loop_carries(carried: Any, initial: Any) -> None:
-    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial``: the
-    integer scalars among them take their initial values in one assignment (see
+    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial`` (see
     :func:`_loop_value`)."""
     scope = current_scope()
     if scope is None:
@@ -296,9 +255,7 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     recorded.add(key)
     statement = fact.statement(scope.names) if fact is not None else ""
     with core.set_current_trace(trace):
-        assume_size_p.bind(
-            lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement
-        )
+        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement)
 
 
 def _identity(x: Any) -> Any:
@@ -327,9 +284,8 @@ def user_call_site() -> str:
 
 
 def _in_shape_rule() -> bool:
-    """Shape rules run with the eval trace current. Their decisions are facts of the program
-    (they shape its arrays), but no ``assume_size`` equation: the specialized ``jax.jit`` re-runs
-    them with concrete sizes."""
+    """Shape rules run with the eval trace current; their decisions are facts, but no
+    ``assume_size`` equation: the specialized ``jax.jit`` re-runs them with concrete sizes."""
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
@@ -339,15 +295,10 @@ _LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_li
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
     """Whether the code asking a size tracer for its Python value (the caller of the patched
-    ``__bool__``/``__index__``/``__array__`` that calls this) is ``libraries``' own, not the user's.
-
-    JAX's shape logic asking gets an assumption or the call's sizes; the user's code asking about
-    an integer argument gets JAX's error, as under ``jax.jit``. Only the calling frame says who
-    asks: JAX's shape logic asks about sizes of integer arguments from some forty places
-    (``jnp.linspace``, ``x[k:]``, shape rules...), many before any function we patch sees the
-    value, so no signal of ours can mark them. This is the one decision read from a frame
-    (``tests/test_layering.py`` names it).
-    """
+    ``__bool__``/``__index__``/``__array__`` calling this) is ``libraries``' own, not the user's.
+    Only the calling frame says who asks: JAX asks from some forty places (``jnp.linspace``,
+    ``x[k:]``, shape rules), many before any function we patch sees the value. The one decision
+    read from a frame (``tests/test_layering.py`` names it)."""
     module = sys._getframe(2).f_globals.get("__name__", "")
     return module.startswith(libraries)
 
@@ -357,14 +308,13 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
     return {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
 
 
-def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None) -> bool | None:
+def decide_size_comparison(
+    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
+) -> bool | None:
     """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
-    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or an
-    answer that depends on how unrelated sizes compare).
-
-    At generic sizes ``generic_answer``, when given, is the answer (a size assumed small enough,
-    say); in a trace guided by a call, the answer is always the one at the call's sizes.
-    """
+    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or it
+    depends on how unrelated sizes compare). ``generic_answer``, when given, is the answer at
+    generic sizes (a size assumed small enough); a guided trace answers at the call's sizes."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None:
@@ -384,10 +334,8 @@ def decide_size_comparison(lhs: Any, rhs: Any, comparison: str, generic_answer: 
 
 
 def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | None) -> None:
-    """In a trace guided by a call, record when JAX's code takes a branch that generic sizes do
-    not (``n > 1`` false at n = 1): a ``TypeError``/``ValueError`` JAX raises next is its shape
-    logic refusing that branch with symbolic sizes, and the call's sizes as constants serve it
-    (see :func:`catalyst_lite.diagnostics.user_facing_trace_errors`)."""
+    """In a guided trace, note when JAX's code takes a branch generic sizes do not (``n > 1`` false
+    at n = 1): an error JAX raises next is its shape logic refusing that branch symbolically."""
     scope = current_scope()
     if answer is None or scope is None or not scope.decides_at_point():
         return
@@ -397,9 +345,8 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
 
 
 def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | None]:
-    """The truth of a size tracer decided (:func:`decide_size_comparison`): a comparison of sizes
-    (also returned, as ``(lhs, rhs, comparison)``), or an integer size (``!= 0``); ``None`` when
-    undecided or neither."""
+    """The truth of a size tracer decided: a comparison of sizes (also returned, as ``(lhs, rhs,
+    comparison)``), or an integer size (``!= 0``); ``None`` when undecided or neither."""
     if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
         comparison = (*tracer.parent.in_tracers, _COMPARISONS[tracer.parent.primitive])
         return decide_size_comparison(*comparison), comparison
@@ -408,19 +355,17 @@ def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | N
     return None, None
 
 
+@repair(pe.DynamicJaxprTracer, "__bool__")
 def _make_bool(original):
-    # JAX's shape logic branches on comparisons of sizes (`if d < 0:`) and on sizes themselves
-    # (`if x.size:`). With symbolic sizes the answer is an assumption, decided at generic sizes
-    # (or the guiding call's) and checked for every call.
+    """JAX's shape logic branching on comparisons of sizes (`if d < 0:`) or on sizes (`if x.size:`)
+    gets an assumption, decided at generic sizes (or the guiding call's), checked for every call."""
     def __bool__(self):
         if is_active() and _asked_by_library():
             answer, comparison = _decide_truth(self)
             if comparison is not None:
                 _note_branch_at_point(*comparison, answer)
                 if answer is None and _in_shape_rule():
-                    # A shape rule only compares sizes, never data: these are sizes it cannot
-                    # relate (those of a nested JAX trace: lax.while_loop, lax.cond,
-                    # custom_linear_solve).
+                    # Sizes a shape rule cannot relate: those of a nested JAX trace.
                     raise NotImplementedError(
                         "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
                         "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
@@ -439,11 +384,9 @@ def _make_bool(original):
 
 
 def python_truth_of_sizes(x: Any) -> Any:
-    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] >
-    2``, a number's question under ``jax.jit``), decided as the user's plain Python ``if`` on it
-    is (a fact of the program); ``x`` itself otherwise. For converted code (autograph), whose
-    ``if`` would otherwise trace both branches, one of which ``jax.jit`` never sees (a negative
-    pad width)."""
+    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] > 2``,
+    a number's question under ``jax.jit``), decided as a plain Python ``if`` is; ``x`` otherwise.
+    For autograph, whose ``if`` would trace both branches, one of which ``jax.jit`` never sees."""
     if not (is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == ()):
         return x
     scope = current_scope()
@@ -462,9 +405,8 @@ def _of_axes_only(tracer: Any) -> bool:
 @contextlib.contextmanager
 def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
     """Code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on it): when
-    ``a_number_under_jit`` (by default: JAX's own code asks, and it is a size), the call's sizes
-    give it (the signal); otherwise JAX's error, as under ``jax.jit`` (a value computed from data,
-    the user's question about an integer argument)."""
+    ``a_number_under_jit`` (by default: it is a size), the call's sizes give it (the signal);
+    otherwise JAX's error, as under ``jax.jit``."""
     asked_by_user = a_number_under_jit is not None
     try:
         yield
@@ -473,7 +415,8 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
         if a_number_under_jit is None:
             a_number_under_jit = is_size_expression(tracer)
         if symbolic_trace() and a_number_under_jit:
-            raise (_users_signal(err, site) if asked_by_user else NeedsCallSizes.standing_for(err, site)) from err
+            signal = _users_signal if asked_by_user else NeedsCallSizes.standing_for
+            raise signal(err, site) from err
         scope = current_scope()
         if a_number_under_jit and scope is not None and _depends_on_loop_values((tracer,), scope):
             # Not a Python `if` of the user's: no call's sizes can give a loop's index.
@@ -487,11 +430,8 @@ def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = No
 
 
 def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> bool | None:
-    """The user's own ``if x.shape[0] > 0:`` (or ``if len(x):``) on sizes of abstracted axes
-    alone: under ``jax.jit`` those are numbers, so it is decided as JAX's shape logic's questions
-    are (an assumption, a fact of the program). A comparison that involves integer arguments
-    keeps JAX's error, as under ``jax.jit``; one that depends on how unrelated sizes compare
-    (``x.shape[0] > y.shape[0]``) is decided by a trace guided by the call."""
+    """The user's own ``if x.shape[0] > 0:`` on sizes of abstracted axes alone (numbers under
+    ``jax.jit``) is decided as JAX's questions are (how unrelated sizes compare: by the call's)."""
     scope = current_scope()
     if scope is None or not scope.of_axes_only(tracer):
         return None
@@ -506,24 +446,18 @@ def _decide_user_size_question(tracer: pe.DynamicJaxprTracer, original: Any) -> 
 
 
 def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
-    """The signal for the user's own code asking a size of abstracted axes for its Python value,
-    noted in the size scope: code between here and the trace's boundary (NumPy, which turns the
-    signal of ``np.zeros(x.shape[0])`` into a ``TypeError`` of its own; the user's ``except``) may
-    replace it, and the trace failing after it still needs the call's sizes (see
-    ``diagnostics.user_facing_trace_errors``). JAX's own code catches the signals it causes and
-    takes another path: those are not noted."""
+    """The signal for the user's code asking a size of abstracted axes for its Python value, noted
+    in the size scope: code up to the trace's boundary may replace it (NumPy, the user's ``except``)."""
     scope = current_scope()
     if scope is not None:
         scope.signalled = site
     return NeedsCallSizes.standing_for(err, site)
 
 
+@repair(core, "definitely_equal")
 def _make_definitely_equal(original):
-    # Sizes computed separately (`arange(n)` twice, `x[1:]` and `x[:-1]`) are different tracers,
-    # and JAX only calls tracers equal when they are the same one. When two size expressions are
-    # equal at generic sizes (or at the guiding call's), assume they are equal (a fact of the
-    # program). Unequal ones stay "not definitely equal", JAX's conservative answer, with nothing
-    # to check; they are noted, to name them if the trace then fails.
+    """Sizes computed separately (`x[1:]` and `x[:-1]`) equal at generic sizes (or the guiding
+    call's) are assumed equal (a fact); unequal ones are noted, to name them if the trace fails."""
     def definitely_equal(x, y):
         if original(x, y):
             return True
@@ -532,9 +466,8 @@ def _make_definitely_equal(original):
         points = generic_values(x, y)
         if points is None:
             return False
-        # An assignment where either is negative is one no run reaches (an array's size is never
-        # negative): `x[:n - k]` and `jnp.ones(n - k)` in a while_loop counting `k` to `n` are
-        # equal wherever both are sizes. The assumption is checked when the program runs.
+        # No run reaches a negative size: `x[:n - k]` and `jnp.ones(n - k)` in a while_loop
+        # counting `k` to `n` are equal wherever both are sizes (checked when the program runs).
         points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
         if not points or any(x_value != y_value for x_value, y_value in points):
             scope = current_scope()
@@ -547,9 +480,10 @@ def _make_definitely_equal(original):
     return definitely_equal
 
 
+@repair(pe.DynamicJaxprTracer, "_short_repr")
 def _make_short_repr(original):
-    # JAX's messages show a size as `JitTracer<~int64[]>` (shapes print their sizes with it too):
-    # name it by the arguments it is computed from, `n + 1`.
+    """A size prints as the expression of the arguments it comes from (`n + 1`), not
+    `JitTracer<~int64[]>`."""
     def _short_repr(self):
         scope = current_scope() if is_active() else None
         name = scope.name(self) if scope is not None else None
@@ -561,21 +495,20 @@ def _make_short_repr(original):
 # --- Size expressions are symbolic dimensions -----------------------------------------------------
 
 
+@repair(core, "is_symbolic_dim")
 def _make_is_symbolic_dim(original):
-    # jax.numpy already handles `jax.export`'s symbolic dimensions (`arange(n)`, slices with
-    # symbolic bounds, `linspace(0, 1, n)`) by computing on them with overloaded operators, which
-    # dimension tracers have too. Let those code paths take our sizes.
+    """jax.numpy's code paths for `jax.export`'s symbolic dimensions (`arange(n)`, slices,
+    `linspace(0, 1, n)`) compute with overloaded operators, which dimension tracers have too."""
     def is_symbolic_dim(v):
         return original(v) or (is_active() and is_size_expression(v))
 
     return is_symbolic_dim
 
 
+@repair(core, "concrete_or_error")
 def _make_concrete_or_error(original):
-    # `concrete_or_error(None, x)` asks for a value that Python can compute with; a symbolic
-    # `jax.export` dimension passes it unchanged (it is not a Tracer), and so does a size tracer.
-    # So does `concrete_or_error(operator.index, num)`, the `num` of `jnp.geomspace`/`logspace`
-    # (passed on to `linspace`, which takes a symbolic size).
+    """A size tracer passes `concrete_or_error(None, x)` unchanged, as a `jax.export` dimension
+    does, and `concrete_or_error(operator.index, num)` (`jnp.geomspace`'s `num`, for `linspace`)."""
     def concrete_or_error(force, val, context=""):
         if force in (None, operator.index) and is_active() and is_size_expression(val):
             return val
@@ -585,10 +518,10 @@ def _make_concrete_or_error(original):
     return concrete_or_error
 
 
+@repair(core.DShapedArray, "sharding")
 def _make_sharding(original):
-    # `DShapedArray.sharding` has an empty spec whatever the rank, and jax.numpy indexing reads
-    # one entry per axis (`x_spec[axis]`); give it one unconstrained entry per axis, like
-    # `ShapedArray`.
+    """`DShapedArray.sharding` has an empty spec whatever the rank; jax.numpy indexing reads one
+    entry per axis (`x_spec[axis]`): one unconstrained entry per axis, like `ShapedArray`."""
     def sharding(self):
         if not is_active():
             return original.fget(self)
@@ -600,10 +533,10 @@ def _make_sharding(original):
     return property(sharding)
 
 
+@repair(core.DShapedArray, "__init__")
 def _make_dshaped_init(original):
-    # `ShapedArray` turns its dtype argument into a NumPy dtype; `DShapedArray` keeps whatever it
-    # is given, and some dtype rules give an operand's aval for "its dtype" (`_lu_dtype_rule`,
-    # triangular_solve's): the array's dtype then prints as `f64[n,n]` and type promotion fails.
+    """`DShapedArray`'s dtype is a NumPy dtype, as `ShapedArray`'s: some dtype rules give an aval
+    for "its dtype" (`_lu_dtype_rule`), which would print as `f64[n,n]` and fail type promotion."""
     def __init__(self, shape, dtype, weak_type=False):
         if is_active():
             dtype = dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
@@ -612,9 +545,10 @@ def _make_dshaped_init(original):
     return __init__
 
 
+@repair(core.DShapedArray, "memory_space")
 def _make_memory_space(original):
-    # `core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
-    # `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device.
+    """`core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
+    `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device."""
     def memory_space(self):
         if not is_active():
             raise AttributeError("memory_space")
@@ -623,22 +557,20 @@ def _make_memory_space(original):
     return property(memory_space)
 
 
+@repair(pe.DynamicJaxprTracer, "__array__")
 def _make_array(original):
-    # NumPy shape arithmetic in JAX (`np.delete(operand.shape, axes)`, `np.ndim([n, 2])`) turns a
-    # shape into an array. A size becomes a 0-d *object* array holding the tracer, so that such
-    # arithmetic keeps the tracer, as it keeps a `jax.export` symbolic dimension.
-    # The user's own NumPy on a size of abstracted axes (`np.sqrt(x.shape[0])`, a number under
-    # jax.jit) asks for the call's sizes as constants, as `int()` does (see _make_index); on any
-    # other integer (a loop's index, an integer argument: values under jax.jit) it is JAX's
-    # TracerArrayConversionError, as under jax.jit (a boxed tracer would fail later, in NumPy's
-    # object loop, with a TypeError of NumPy's).
+    """In NumPy shape arithmetic of libraries (`np.delete(operand.shape, axes)`) a size is a 0-d
+    *object* array holding the tracer, as a `jax.export` dimension is. The user's NumPy on a size
+    of abstracted axes (`np.sqrt(x.shape[0])`) asks for the call's sizes, as `int()` does; on any
+    other integer it is JAX's TracerArrayConversionError, as under jax.jit."""
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
         by_jax = _asked_by_library(("jax.", "numpy."))
         by_library = by_jax or _asked_by_library(_LIBRARIES)
         of_axes = _of_axes_only(self)
-        if (dtype is None or np.dtype(dtype) == np.dtype(object)) and (by_jax or (by_library and not of_axes)):
+        as_object = dtype is None or np.dtype(dtype) == np.dtype(object)
+        if as_object and (by_jax or (by_library and not of_axes)):
             boxed = np.empty((), dtype=object)
             boxed[()] = self
             return boxed
@@ -648,14 +580,10 @@ def _make_array(original):
     return __array__
 
 
+@repair(pe.DynamicJaxprTracer, "__hash__")
 def _make_hash(original):
-    # `jax.jit` hashes its static arguments (`jnp.linspace`'s `num`) before calling the function,
-    # which catalyst_lite then inlines; a size passed there by JAX's code is hashed by identity.
-    # The user's own hash of a size (a dict key, a set member: `{3: w}.get(x.shape[0])`) would
-    # miss silently by identity: it takes the size's `__index__`, as `int()` does: the call's
-    # sizes for an abstracted axis (a number under jax.jit), JAX's error (a ControlFlowError) for
-    # an integer argument, which jax.jit refuses to hash too.
-    # Libraries hash sizes for their own ends (PennyLane a traced wire label): by identity.
+    """Libraries hash sizes by identity (`jax.jit`'s static arguments, PennyLane's wire labels); the
+    user's hash (`{3: w}.get(x.shape[0])`) takes the size's `__index__`, as `int()` does."""
     def __hash__(self):
         if is_active() and is_size_expression(self):
             if not _asked_by_library(_LIBRARIES):
@@ -666,16 +594,32 @@ def _make_hash(original):
     return __hash__
 
 
+@repair(pe.DynamicJaxprTracer, "__mul__")
+@repair(pe.DynamicJaxprTracer, "__rmul__")
 def _make_sequence_repeat(original):
-    # `[0.0] * x.shape[0]`: under jax.jit a list repeated a number of times; JAX refuses a list
-    # operand of an array outright. Python's repetition takes the size's `__index__`: the call's
-    # sizes for an abstracted axis, JAX's error (made a ControlFlowError) for an integer argument.
+    """`[0.0] * x.shape[0]` repeats the list, as under jax.jit, by the size's `__index__`."""
     def repeat_or_operate(self, other):
         if type(other) in (list, tuple) and is_active() and is_size_expression(self):
             return other * operator.index(self)
         return original(self, other)
 
     return repeat_or_operate
+
+
+@repair(pe.DynamicJaxprTracer, "__index__")
+@repair(pe.DynamicJaxprTracer, "__int__")
+@repair(pe.DynamicJaxprTracer, "__float__")
+def _make_index(original):
+    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` on an abstracted axis (a number under
+    jax.jit) need the call's sizes as constants; an integer argument keeps JAX's error."""
+    def to_int(self):
+        if not is_active():
+            return original(self)
+        by_jax = _asked_by_library()
+        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
+            return original(self)
+
+    return to_int
 
 
 # --- One tracer per size ---------------------------------------------------------------------------
@@ -697,12 +641,8 @@ def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
 
 def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     """The size ``size`` is computed from that it equals at every generic assignment, if any
-    (``(n - 0 + 1 - 1) // 1`` is ``n``); the equality is an assumption checked at specialization.
-
-    jax.numpy computes sizes with such formulas (``arange``, slices), and JAX calls two sizes equal
-    only when they are the same tracer; without this, ``jnp.arange(n)`` and ``jnp.ones(n)`` would
-    have different sizes in a ``cond`` branch, where no ``definitely_equal`` is asked.
-    """
+    (``(n - 0 + 1 - 1) // 1`` is ``n``; an assumption): else ``jnp.arange(n)`` and ``jnp.ones(n)``
+    would differ in a ``cond`` branch, where no ``definitely_equal`` is asked."""
     points = generic_values(size)
     if points is None:
         return size
@@ -722,10 +662,9 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
     return size
 
 
+@repair(core, "_canonicalize_dimension")
 def _make_canonicalize_dimension(original):
-    # Where a value becomes the size of an array (`broadcasted_iota(dtype, (size,), 0)`), use the
-    # size it is computed from when they are equal. Only sizes: other integers (a loop index) are
-    # no business of shape logic, and checking assumptions on them would make them static.
+    """A staged size equal to a size it is computed from is that size (see `_canonical_size`)."""
     def canonicalize_dimension(dim):
         dim = original(dim)
         if is_active() and isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
@@ -739,8 +678,7 @@ def _make_canonicalize_dimension(original):
 
 
 def _make_extremum(original, staged):
-    # `core.min_dim`/`max_dim` only know ints and `jax.export` polynomials; a dimension tracer
-    # gets a staged `min`/`max`, itself a dimension tracer.
+    # `core.min_dim`/`max_dim` of a dimension tracer: a staged `min`/`max`, again a dimension tracer.
     def extremum(d1, d2):
         if is_active() and (isinstance(d1, core.Tracer) or isinstance(d2, core.Tracer)):
             return staged(d1, d2)
@@ -749,138 +687,9 @@ def _make_extremum(original, staged):
     return extremum
 
 
-def _make_index(original):
-    # `len(x)`, `range(x.shape[0])`, `int(x.shape[0])` in the user's code on an abstracted axis: a
-    # number under jax.jit, so the trace is marked as needing the call's sizes as constants (see
-    # compiler.assumptions), not as a mistake of the program. An integer argument keeps JAX's error.
-    def to_int(self):
-        if not is_active():
-            return original(self)
-        by_jax = _asked_by_library()
-        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
-            return original(self)
-
-    return to_int
-
-
-for _name, _attr, _use in (
-    ("user_sizes_as_python_ints", "__index__", "len(x) or range(x.shape[0])"),
-    ("user_sizes_as_python_ints_int", "__int__", "int(x.shape[0])"),
-    ("user_sizes_as_python_floats", "__float__", "float(x.shape[0]) or math.sqrt(x.shape[0])"),
-):
-    register_patch(Patch(_name, pe.DynamicJaxprTracer, _attr, _make_index,
-                         f"{_use} on an abstracted axis asks for the call's sizes as constants"))
-register_patch(
-    Patch(
-        "assume_size_comparisons",
-        pe.DynamicJaxprTracer,
-        "__bool__",
-        _make_bool,
-        "JAX's comparisons of symbolic sizes become assumptions checked at specialization",
-    )
-)
-register_patch(
-    Patch(
-        "equal_size_expressions",
-        core,
-        "definitely_equal",
-        _make_definitely_equal,
-        "size expressions equal at generic sizes are assumed equal (checked at specialization)",
-    )
-)
-register_patch(
-    Patch(
-        "sizes_named_in_messages",
-        pe.DynamicJaxprTracer,
-        "_short_repr",
-        _make_short_repr,
-        "a size prints as the expression of the arguments it comes from (`n + 1`)",
-    )
-)
-register_patch(
-    Patch(
-        "size_tracers_are_symbolic_dims",
-        core,
-        "is_symbolic_dim",
-        _make_is_symbolic_dim,
-        "jax.numpy's symbolic-dimension code paths accept size tracers",
-    )
-)
-register_patch(
-    Patch(
-        "size_tracers_pass_concrete_or_error",
-        core,
-        "concrete_or_error",
-        _make_concrete_or_error,
-        "concrete_or_error(None, size) returns the size, as for a jax.export symbolic dimension",
-    )
-)
-register_patch(
-    Patch(
-        "dshaped_array_sharding_rank",
-        core.DShapedArray,
-        "sharding",
-        _make_sharding,
-        "DShapedArray.sharding has one (unconstrained) spec entry per axis",
-    )
-)
-register_patch(
-    Patch(
-        "dshaped_array_dtype_object",
-        core.DShapedArray,
-        "__init__",
-        _make_dshaped_init,
-        "DShapedArray's dtype is a NumPy dtype, as ShapedArray's is",
-    )
-)
-register_patch(
-    Patch(
-        "dshaped_array_memory_space",
-        core.DShapedArray,
-        "memory_space",
-        _make_memory_space,
-        "DShapedArray has a memory space (the device), as ShapedArray",
-    )
-)
-register_patch(
-    Patch(
-        "sizes_in_numpy_shape_arithmetic",
-        pe.DynamicJaxprTracer,
-        "__array__",
-        _make_array,
-        "a size converts to a 0-d object array holding it (NumPy arithmetic on shapes)",
-    )
-)
-register_patch(
-    Patch(
-        "sizes_are_hashable",
-        pe.DynamicJaxprTracer,
-        "__hash__",
-        _make_hash,
-        "sizes passed as static arguments of jax.jit-decorated helpers hash by identity",
-    )
-)
-for _name, _method in (("sizes_repeat_sequences", "__mul__"), ("sizes_repeat_sequences_reflected", "__rmul__")):
-    register_patch(
-        Patch(
-            _name,
-            pe.DynamicJaxprTracer,
-            _method,
-            _make_sequence_repeat,
-            "a list or tuple times a size of abstracted axes repeats it, as with the number under jax.jit",
-        )
-    )
-register_patch(
-    Patch(
-        "one_tracer_per_size",
-        core,
-        "_canonicalize_dimension",
-        _make_canonicalize_dimension,
-        "a staged size equal to a size it is computed from is that size (checked assumption)",
-    )
-)
 for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
-    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim", functools.partial(_make_extremum, staged=_staged),
+    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim",
+                         functools.partial(_make_extremum, staged=_staged),
                          f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"))
 
 
@@ -888,11 +697,8 @@ for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
 
 
 def _sign_undecided(bound: Any) -> bool:
-    """``bound`` is a size expression whose sign differs between generic assignments: ``n - k``
-    with ``k`` a ``while_loop``'s counter (small at its start, generic later), whose sign JAX's
-    slicing asks as a Python bool. Generic sizes are asked too in a trace guided by a call: a
-    loop index of one sign at this call's sizes (``i - 2`` at ``n = 2``) may have both at others,
-    and a decision about it could not be checked when another call runs the loop."""
+    """``bound`` is a size expression whose sign differs between assignments, the call's or generic
+    ones (``n - k``, ``k`` a ``while_loop``'s counter)."""
     if not isinstance(bound, pe.DynamicJaxprTracer):
         return False
     at_call = generic_values(bound)
@@ -902,21 +708,10 @@ def _sign_undecided(bound: Any) -> bool:
     return len({value >= 0 for (value,) in points}) > 1
 
 
-def _counted_from_the_start(bound: Any, axis_size: Any) -> Any:
-    """``bound`` counted from the axis' start, as Python counts a negative one from the end."""
-    from jax import lax as public_lax
-
-    if isinstance(bound, core.Tracer):
-        return public_lax.select(bound >= 0, bound, bound + axis_size)
-    return bound if bound >= 0 else bound + axis_size
-
-
+@repair(core, "canonicalize_slice")
 def _make_canonicalize_slice(original):
-    # JAX's `canonicalize_slice` branches on `bound >= 0` to count a negative bound from the end.
-    # A size expression whose sign is not decided at generic sizes (`x[:n - k]` in a loop counting
-    # `k` up to `n`) would be a Python `if` on a run-time value: the count from the end and the
-    # clamp to the axis are staged instead (a select, a min and a max), as Python's `slice.indices`
-    # computes them, and the slice's size follows at run time.
+    """A slice bound whose sign is known only at run time (`x[:n - k]` in a loop counting `k` up
+    to `n`): JAX's `if bound >= 0` is staged instead, as a select, a min and a max."""
     def canonicalize_slice(s, axis_size):
         if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
                 and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
@@ -927,7 +722,11 @@ def _make_canonicalize_slice(original):
         def clamped(bound: Any, default: Any) -> Any:
             if bound is None:
                 return default
-            counted = _counted_from_the_start(bound, axis_size)
+            # counted from the axis' start, as Python counts a negative bound from the end
+            if isinstance(bound, core.Tracer):
+                counted = lax.select(bound >= 0, bound, bound + axis_size)
+            else:
+                counted = bound if bound >= 0 else bound + axis_size
             lifted = core.max_dim(low, counted)
             bound = core.min_dim(high, lifted)
             scope = current_scope()
@@ -941,14 +740,3 @@ def _make_canonicalize_slice(original):
         return start, step, core.max_dim(0, distance + abs(step) - 1) // abs(step)
 
     return canonicalize_slice
-
-
-register_patch(
-    Patch(
-        "slice_bounds_of_unknown_sign",
-        core,
-        "canonicalize_slice",
-        _make_canonicalize_slice,
-        "a slice bound whose sign is known only at run time (x[:n - k] in a loop) is counted from the end by a select",
-    )
-)

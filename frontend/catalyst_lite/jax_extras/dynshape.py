@@ -1,12 +1,9 @@
 """Types of nested programs: the design documents' input and output types, sizes as de Bruijn indices.
 
-:func:`expand_args` (``deduceInputType``) gives a body's input type from outer values, by an
-:class:`ExpansionStrategy`; :func:`input_type_of` the type a traced body's binders have;
-:func:`expand_results` (``deduceOutputType``) which result sizes are implicit results;
-:func:`output_type_of` is *the* output-type function of every primitive (a size is an operand, an
-implicit result or a number), and :func:`join_output_types` joins alternatives' types with it.
-:func:`array_aval` and :func:`has_symbolic_shape` are how the rest of catalyst_lite makes and reads
-array types without naming JAX's dynamic-shape types.
+:func:`expand_args` (``deduceInputType``), :func:`input_type_of`, :func:`expand_results`
+(``deduceOutputType``), *the* output-type function of every primitive (:func:`output_type_of`)
+and :func:`join_output_types`; :func:`array_aval` and :func:`has_symbolic_shape` make and read
+array types for the rest of catalyst_lite.
 
 >>> import numpy as np
 >>> expand_args([np.float32(1.0)], ExpansionStrategy(True))[1]
@@ -24,33 +21,8 @@ from jax._src import core
 
 from .size_facts import describe_aval
 from .tracing import (
-    DBIdx,
-    DShapedArray,
-    InDBIdx,
-    InputType,
-    Literal,
-    OutDBIdx,
-    OutputType,
-    ShapedArray,
-    Tracer,
-    Var,
-    get_aval,
+    DBIdx, DShapedArray, InDBIdx, InputType, Literal, OutDBIdx, OutputType, ShapedArray, Tracer, Var, get_aval
 )
-
-__all__ = [
-    "DIM_AVAL",
-    "ExpansionStrategy",
-    "DimensionMismatch",
-    "same_dim",
-    "is_dynamic",
-    "expand_args",
-    "expand_results",
-    "conform_carried_sizes",
-    "input_type_of",
-    "output_type_of",
-    "join_output_types",
-    "JaxprTypeError",
-]
 
 DIM_AVAL = ShapedArray((), np.dtype("int64"))
 JaxprTypeError = core.JaxprTypeError
@@ -58,33 +30,21 @@ JaxprTypeError = core.JaxprTypeError
 
 @dataclass(frozen=True)
 class ExpansionStrategy:
-    """Which dimensions of a nested body's arguments become implicit arguments.
-
-    ``preserve_dimensions=True``: dimensions of the arguments stay the enclosing program's
-    variables; inside the body they are constants shared with captured arrays, so arguments and
-    captures of one size mix freely, and a loop may not change them.
-    ``preserve_dimensions=False``: every dynamic dimension of every argument is a separate implicit
-    argument (and, for loops, a carried value), so a loop may resize arrays, but an argument no
-    longer shares its size with captured arrays.
-    """
+    """Which dimensions of a nested body's arguments become implicit arguments: none with
+    ``preserve_dimensions`` (they stay the enclosing program's, shared with captured arrays, and a
+    loop may not change them), else every dynamic one (a loop may resize arrays)."""
 
     preserve_dimensions: bool
 
 
 class DimensionMismatch(TypeError):
-    """A body result does not have the dimensions its strategy requires (see ``reason``).
-
-    ``axis`` is set when a resizing loop's result changes a size that the argument has as a
-    static number: the caller may retry with that axis made dynamic.
-    """
+    """A body result does not have the dimensions its strategy requires (see ``reason``); ``axis``
+    is a static size of the argument a resizing loop changes (retry with it dynamic)."""
 
     def __init__(self, position: int, arg_aval: Any, result_aval: Any, reason: str, axis: int | None = None):
         super().__init__(reason)
-        self.position = position
-        self.axis = axis
-        self.arg_aval = arg_aval
-        self.result_aval = result_aval
-        self.reason = reason
+        self.position, self.axis, self.reason = position, axis, reason
+        self.arg_aval, self.result_aval = arg_aval, result_aval
         # Described now, while the body's trace can still name its sizes (`f64[n + 1]`).
         self.arg_description = describe_aval(arg_aval)
         self.result_description = describe_aval(result_aval)
@@ -92,11 +52,9 @@ class DimensionMismatch(TypeError):
 
 def same_dim(d1: Any, d2: Any) -> bool:
     """Two dimensions are the same variable (tracers) or the same number."""
-    if isinstance(d1, Tracer) or isinstance(d2, Tracer):
-        if not (isinstance(d1, Tracer) and isinstance(d2, Tracer)):
-            return False
+    if isinstance(d1, Tracer) and isinstance(d2, Tracer):
         return core.get_referent(d1) is core.get_referent(d2) or d1 is d2
-    return d1 == d2
+    return not (isinstance(d1, Tracer) or isinstance(d2, Tracer)) and d1 == d2
 
 
 def is_dynamic(d: Any) -> bool:
@@ -130,32 +88,24 @@ def array_aval(shape: Sequence[Any], dtype: Any, weak_type: bool = False) -> Any
 
 
 def expand_args(
-    args: Sequence[Any],
-    strategy: ExpansionStrategy,
-    force_dynamic: frozenset[tuple[int, int]] = frozenset(),
+    args: Sequence[Any], strategy: ExpansionStrategy, force_dynamic: frozenset[tuple[int, int]] = frozenset()
 ) -> tuple[list[Any], InputType]:
-    """Deduce the body input type from outer values (design doc: ``deduceInputType``).
-
-    Returns the expanded inputs (implicit dimensions first) and an input type whose shapes hold
-    ``DBIdx`` (a new implicit argument) or, when dimensions are preserved, the enclosing tracer.
-    ``force_dynamic`` lists ``(argument, axis)`` pairs of static sizes that become implicit
-    arguments all the same (a resizing loop whose carry starts with a static size).
-    """
+    """The expanded inputs (implicit dimensions first) and the body's input type, whose shapes hold
+    ``DBIdx`` or, when dimensions are preserved, the enclosing tracer (``deduceInputType``).
+    ``force_dynamic``: ``(argument, axis)`` of static sizes made implicit arguments all the same."""
     avals = [get_aval(a) for a in args]
     if strategy.preserve_dimensions:
         return list(args), tuple((a, True) for a in avals)
     implicit: list[Any] = []
     explicit_type = []
     for k, aval in enumerate(avals):
-        dynamic = [is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)]
-        if any(dynamic):
+        if any(is_dynamic(d) or (k, j) in force_dynamic for j, d in enumerate(aval.shape)):
             shape = []
-            for d, is_dyn in zip(aval.shape, dynamic):
-                if is_dyn:
-                    shape.append(DBIdx(len(implicit)))
+            for j, d in enumerate(aval.shape):
+                if is_dynamic(d) or (k, j) in force_dynamic:
                     implicit.append(d)
-                else:
-                    shape.append(d)
+                    d = DBIdx(len(implicit) - 1)
+                shape.append(d)
             aval = DShapedArray(tuple(shape), aval.dtype, aval.weak_type)
         explicit_type.append((aval, True))
     in_type = tuple([(DIM_AVAL, False)] * len(implicit) + explicit_type)
@@ -163,11 +113,8 @@ def expand_args(
 
 
 def input_type_of(binders: Sequence[Any]) -> InputType:
-    """The input type that a jaxpr's binders (or any avals whose sizes are earlier binders) have:
-    a size that is binder ``k`` becomes ``DBIdx(k)``; every entry is explicit.
-
-    Tracing a function with it gives a jaxpr whose binders have the same types: how the rules of
-    catalyst_lite's primitives trace a transformed body (its JVP, its batched version).
+    """The input type that a jaxpr's binders have (a size that is binder ``k`` is ``DBIdx(k)``), to
+    trace a transformed body (its JVP, its batched version) with binders of the same types.
 
     >>> from jax._src import core
     >>> n = core.Var(DIM_AVAL)
@@ -192,19 +139,11 @@ def input_type_of(binders: Sequence[Any]) -> InputType:
 
 
 def expand_results(
-    carried_args: Sequence[Tracer] | None,
-    results: Sequence[Any],
-    strategy: ExpansionStrategy | None,
+    carried_args: Sequence[Tracer] | None, results: Sequence[Any], strategy: ExpansionStrategy | None
 ) -> tuple[list[Any], int]:
-    """Deduce the implicit results of a body (design doc: ``deduceOutputType``).
-
-    For a loop body (``carried_args`` given, one per result) the results must keep the arguments'
-    types: with preserved dimensions the very same dimension variables (no implicit results), with
-    resizing one implicit result per dynamic dimension of each argument (the new size), in the
-    arguments' order, so that results can be fed back as arguments. Without ``carried_args`` (a
-    function's results) every dimension that is not a number becomes an implicit result.
-    Returns the expanded results and the number of implicit ones.
-    """
+    """The expanded results of a body and the number of implicit ones (``deduceOutputType``): a loop
+    body's (``carried_args``) have the arguments' types, same sizes or, resizing, one implicit result
+    per dynamic size; a function's implicit results are its sizes that are not numbers."""
     result_avals = [get_aval(r) for r in results]
     implicit: list[Any] = []
     if carried_args is None:
@@ -231,22 +170,17 @@ def expand_results(
 
 
 def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -> list[Any]:
-    """A loop body's results with each size that equals its argument's (as a size expression:
-    ``n - min(n, 1) + min(n, 1)`` from a rotation by concatenation, ``jnp.roll``, an edge-padded
-    stencil) given as that very size, so that the body keeps its arguments' types. Call while
-    the body's trace is current. Equal means ``core.definitely_equal``: equal at generic sizes
-    (and the guiding call's), an assumption of the program checked at each call (see
-    :mod:`.dimensions`); sizes that differ stay, for :func:`expand_results` to refuse."""
+    """A loop body's results with each size that ``core.definitely_equal``s its argument's
+    (``n - min(n, 1) + min(n, 1)`` from ``jnp.roll``) given as that very size, so that the body
+    keeps its arguments' types (call while the body's trace is current)."""
     out = list(results)
     for k, (arg, result) in enumerate(zip(carried_args, results)):
         arg_aval, aval = get_aval(arg), get_aval(result)
         arg_shape, shape = getattr(arg_aval, "shape", ()), getattr(aval, "shape", ())
         if len(arg_shape) != len(shape) or getattr(arg_aval, "dtype", None) != getattr(aval, "dtype", None):
             continue
-        if all(same_dim(a, d) or not is_dynamic(a) for a, d in zip(arg_shape, shape)):
-            continue
-        if all(same_dim(a, d) or (is_dynamic(a) and core.definitely_equal(a, d)) or not is_dynamic(a)
-               for a, d in zip(arg_shape, shape)):
+        differ = [(a, d) for a, d in zip(arg_shape, shape) if is_dynamic(a) and not same_dim(a, d)]
+        if differ and all(core.definitely_equal(a, d) for a, d in differ):
             out[k] = lax.broadcast_in_dim(result, arg_shape, tuple(range(len(shape))))
     return out
 
@@ -261,22 +195,12 @@ def _matches(dim: Any, atom: Any) -> bool:
 
 
 def output_type_of(
-    avals: Sequence[Any],
-    implicit: Sequence[Any],
-    operand_of: Mapping[Any, int],
-    free: Callable[[Any], Any] | None = None,
+    avals: Sequence[Any], implicit: Sequence[Any], operand_of: Mapping[Any, int], free: Callable | None = None
 ) -> OutputType:
-    """The output type of an equation: its implicit results, then results of types ``avals``.
-
-    ``avals`` are types inside a nested jaxpr (their sizes are its variables); ``implicit`` are
-    the atoms the equation returns as implicit results (each an ``i64[]``); ``operand_of`` maps
-    a binder of the nested jaxpr to the operand of the equation that feeds it. A size is
-
-    - a number when it is one (or a literal);
-    - ``OutDBIdx(k)`` when it is the ``k``-th implicit result;
-    - ``InDBIdx(operand_of[v])`` when it is a binder ``v`` fed by an operand;
-    - otherwise implicit result ``free(v)`` (a caller still deciding its implicit results; ``None``:
-      undecided), or an error: a size the enclosing program could not name.
+    """The output type of an equation: its implicit results (the atoms ``implicit``), then results
+    of types ``avals`` (inside a nested jaxpr, whose binder ``v`` operand ``operand_of[v]`` feeds).
+    A size is a number, ``OutDBIdx(k)`` (the ``k``-th implicit result), ``InDBIdx(operand_of[v])``,
+    or else implicit result ``free(v)`` (``None``: undecided) or an error.
 
     >>> from jax._src import core
     >>> n, m = core.Var(DIM_AVAL), core.Var(DIM_AVAL)
@@ -310,20 +234,13 @@ def _outer_dim(d: Any, implicit: Sequence[Any], operand_of: Mapping[Any, int], f
 
 
 def join_output_types(
-    alternatives: Sequence[tuple[Sequence[Any], Sequence[Any], Mapping[Any, int]]],
-    same_operand: Callable[[int, int], bool],
-    allow_new_implicit: bool = False,
+    alternatives: Sequence[tuple], same_operand: Callable[[int, int], bool], allow_new_implicit: bool = False
 ) -> tuple[OutputType, list[list[Any]]]:
-    """The output type of an equation that returns the results of one of several alternatives.
-
-    Each alternative is ``(avals, implicit, operand_of)`` as for :func:`output_type_of`; all have
-    the same number of results and implicit results. A size is the same number in every
-    alternative, the same operand (``same_operand(i, j)``: operands ``i`` and ``j`` are one value),
-    or an implicit result ``k`` whose atom is that size in every alternative. Otherwise, with
-    ``allow_new_implicit``, it becomes a new implicit result (each alternative then returns its own
-    size there: the second value returned, one list of atoms per alternative); without it the
-    alternatives do not have one type: :class:`JaxprTypeError`.
-    """
+    """The output type of an equation that returns the results of one of several alternatives,
+    each ``(avals, implicit, operand_of)`` as for :func:`output_type_of`. A size is the same number,
+    operand (``same_operand(i, j)``) or implicit result in every alternative; or, with
+    ``allow_new_implicit``, a new implicit result (each alternative's own size: the second value
+    returned); otherwise :class:`JaxprTypeError`."""
     nimplicit = len(alternatives[0][1])
     new: list[list[Any]] = [[] for _ in alternatives]
     types = [
@@ -354,13 +271,10 @@ def _join_dim(dims, inner, alternatives, same_operand, new, allow_new) -> Any:
     if all(type(d) is InDBIdx for d in dims) and all(same_operand(first.val, d.val) for d in dims):
         return first
     nimplicit = len(alternatives[0][1])
-    candidates = [alt[1] for alt in alternatives]
-    for k in range(nimplicit):
+    candidates = [[*alt[1], *atoms] for alt, atoms in zip(alternatives, new)]  # implicit, then new
+    for k in range(len(candidates[0])):
         if all(_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
             return OutDBIdx(k)
-    for k in range(len(new[0])):
-        if all(_matches(d, atoms[k]) for d, atoms in zip(inner, new)):
-            return OutDBIdx(nimplicit + k)
     if not allow_new:
         raise JaxprTypeError(f"a result size differs between the alternatives ({dims})")
     for d, atoms in zip(inner, new):

@@ -1,7 +1,6 @@
-"""The user's line for messages: the innermost frame of the call stack, of a traceback or of the
-Python traceback JAX records for an equation that is not in catalyst_lite, JAX, jaxlib, NumPy,
-malt or the standard library's call wrappers. Nothing is decided by it (see
-``tests/test_layering.py``).
+"""The user's line for messages: the innermost frame of the call stack, of a traceback or of an
+equation's recorded traceback that is not in catalyst_lite, JAX, jaxlib, NumPy, malt or the
+standard library's call wrappers. Nothing is decided by it (see ``tests/test_layering.py``).
 
 >>> where = user_line()
 >>> where is None or where.lineno > 0
@@ -24,9 +23,6 @@ from typing import Iterable
 import jax
 import jaxlib
 import numpy as np
-
-__all__ = ["HIDDEN_DIRS", "Location", "user_line", "user_line_of_traceback", "user_line_of_equation",
-           "is_library_file"]
 
 # catalyst_lite's and JAX's directories: their frames are left out of the tracebacks users see.
 HIDDEN_DIRS = (os.path.dirname(os.path.dirname(__file__)) + os.sep, os.path.dirname(jax.__file__) + os.sep)
@@ -71,12 +67,8 @@ def _innermost(frames: Iterable[tuple[str, int, str]]) -> Location | None:
 
 def user_line(depth: int = 1) -> Location | None:
     """The innermost user line on the call stack, from the caller ``depth`` frames up."""
-    frame = sys._getframe(depth)
-    frames = []
-    while frame is not None:
-        frames.append((frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name))
-        frame = frame.f_back
-    return _innermost(frames)
+    stack = traceback.walk_stack(sys._getframe(depth))
+    return _innermost((f.f_code.co_filename, lineno, f.f_code.co_name) for f, lineno in stack)
 
 
 def user_line_of_traceback(tb: TracebackType | None) -> Location | None:

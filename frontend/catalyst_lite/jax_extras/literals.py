@@ -1,13 +1,9 @@
 """Lowering programs with many scalar constants in linear time (a repair for JAX 0.7.2).
 
-JAX 0.7.2 stages NumPy scalars (a circuit's rotation angles, masks and matrix entries) as
-``LiteralArray`` literals, and its lowering deduplicates literals in a dictionary keyed by
-``mlir.HashableLiteral``, which gives every ``LiteralArray`` the same hash and no comparable data:
-each literal is compared with all earlier ones, so a program with ``k`` scalar constants lowers in
-time quadratic in ``k`` (seconds for a few thousand). Within :func:`literals_by_value`, the calling
-thread's lowerings key such literals by their bytes instead (literals equal in value and type then
-share one constant, as NumPy literals already do). Other threads, and JAX outside the block, are
-unaffected; JAX 0.7.1 has no ``LiteralArray`` and needs nothing.
+JAX 0.7.2 stages NumPy scalars (a circuit's angles) as ``LiteralArray`` literals, which its
+lowering deduplicates by ``mlir.HashableLiteral``: one hash for all and no comparable data, so
+``k`` scalar constants lower in time quadratic in ``k``. Within :func:`literals_by_value`, the
+calling thread's lowerings key them by their bytes instead (JAX 0.7.1 needs nothing).
 
 >>> with literals_by_value():
 ...     pass
@@ -27,8 +23,6 @@ try:
 except ImportError:  # JAX 0.7.1
     LiteralArray = None
 
-__all__ = ["literals_by_value"]
-
 
 def _make_init_by_value(original: Callable[..., None]) -> Callable[..., None]:
     def init_by_value(self: Any, value: Any) -> None:
@@ -39,22 +33,12 @@ def _make_init_by_value(original: Callable[..., None]) -> Callable[..., None]:
     return init_by_value
 
 
-_BY_VALUE = PatchSet(
-    [
-        Patch(
-            "literals_by_value",
-            mlir.HashableLiteral,
-            "__init__",
-            _make_init_by_value,
-            "LiteralArray literals are deduplicated by value, in linear time",
-        )
-    ]
-    if LiteralArray is not None
-    else []
-)
+_BY_VALUE = PatchSet()
+if LiteralArray is not None:
+    _BY_VALUE.register(Patch("literals_by_value", mlir.HashableLiteral, "__init__", _make_init_by_value,
+                             "LiteralArray literals are deduplicated by value, in linear time"))
 
 
 def literals_by_value() -> contextlib.AbstractContextManager[None]:
-    """Lowerings in the calling thread key ``LiteralArray`` literals by value during the block
-    (re-entrant; the replacement is installed while some thread is inside)."""
+    """Lowerings in the calling thread key ``LiteralArray`` literals by value during the block."""
     return _BY_VALUE.scope()

@@ -1,12 +1,9 @@
 """Scoped repairs to JAX 0.7's dynamic-shape path.
 
-JAX 0.7 still ships the dynamic-shape machinery (``DShapedArray``, de Bruijn indices, implicit
-dimension arguments) but parts of it rotted when tracing became "stackless". Each repair below is a
-small named :class:`Patch`: the JAX attribute it replaces, why, and a replacement that behaves like
-the original unless the *current thread* is inside :func:`patched_jax`. The replacements are
-installed when the first catalyst_lite trace starts and removed when the last one ends, so importing
-catalyst_lite changes nothing in JAX, and a thread that is not tracing with catalyst_lite sees JAX's
-own behaviour even while another thread is.
+JAX 0.7's dynamic-shape machinery partly rotted when tracing became "stackless". Each repair is a
+:class:`Patch` of a JAX attribute (why: its ``_make_...`` function's docstring) that behaves like
+the original unless the *current thread* is inside :func:`patched_jax`; installed while some
+catalyst_lite trace runs, so importing catalyst_lite changes nothing in JAX.
 
 >>> from catalyst_lite.jax_extras.patches import patched_jax, is_active
 >>> with patched_jax():
@@ -42,25 +39,6 @@ from jax.tree_util import tree_flatten
 from ..errors import CatalystLiteError, SymbolicShapeError
 from ..trace_context import current, scope as context_scope
 
-__all__ = [
-    "NeedsCallSizes",
-    "error_standing_for",
-    "NonIntegerSizeError",
-    "ShapeBroadcastError",
-    "symbolic_trace",
-    "Patch",
-    "PATCHES",
-    "PatchSet",
-    "is_active",
-    "jax_nested_trace_depth",
-    "patched_jax",
-    "raised_in_users_code",
-    "register_patch",
-    "staging_trace",
-    "suspended",
-    "unregister_patch",
-]
-
 
 @dataclass(frozen=True)
 class Patch:
@@ -73,13 +51,133 @@ class Patch:
     why: str
 
 
-# --- 1. Staging rules of shape-carrying primitives ------------------------------------------------
+class PatchSet:
+    """Patches installed while some thread is inside :meth:`scope` (reference-counted: the first
+    thread in installs them, the last out removes them), in effect for the threads inside."""
+
+    def __init__(self, patches: Sequence[Patch] = ()) -> None:
+        self._patches: list[Patch] = list(patches)
+        self._lock = threading.RLock()
+        self._users = 0
+        # The patches in effect and the attributes they replaced, in installation order (a list:
+        # two patches may wrap the same attribute, one over the other).
+        self._installed: list[tuple[Patch, Any]] = []
+
+    def active(self) -> bool:
+        """True when the calling thread is inside :meth:`scope` (and not :meth:`suspended`)."""
+        return self in current().patch_sets
+
+    def register(self, patch: Patch) -> Patch:
+        """Add a patch to the set; applied at once while some thread is inside :meth:`scope`."""
+        with self._lock:
+            self._patches.append(patch)
+            if self._users:
+                self._apply(patch)
+        return patch
+
+    def unregister(self, patch: Patch) -> None:
+        """Remove a patch from the set (it stays in effect until the current scopes end)."""
+        with self._lock:
+            self._patches.remove(patch)
+
+    @contextlib.contextmanager
+    def scope(self) -> Iterator[None]:
+        """The patches in effect for the calling thread during the block (re-entrant)."""
+        with self._lock:
+            if self._users == 0:
+                self._install()
+            self._users += 1
+        try:
+            with context_scope(patch_sets=(*current().patch_sets, self)):
+                yield
+        finally:
+            with self._lock:
+                self._users -= 1
+                if self._users == 0:
+                    self._uninstall()
+
+    @contextlib.contextmanager
+    def suspended(self) -> Iterator[None]:
+        """The originals' behaviour for the calling thread within the block, even inside
+        :meth:`scope`."""
+        with context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self)):
+            yield
+
+    def _apply(self, patch: Patch) -> None:
+        # The owner's *own* entry, not an inherited one: writing that back on removal would leave
+        # a copy behind in the subclass.
+        own = vars(patch.owner).get(patch.attr, _ABSENT)
+        setattr(patch.owner, patch.attr, patch.make(getattr(patch.owner, patch.attr, None)))
+        self._installed.append((patch, own))
+
+    def _install(self) -> None:
+        try:
+            for patch in self._patches:
+                self._apply(patch)
+        except BaseException:
+            self._uninstall()  # all or nothing: a half-patched JAX must not outlive a failed install
+            raise
+
+    def _uninstall(self) -> None:
+        # Undo exactly the patches applied, last first: an inherited attribute is inherited again.
+        while self._installed:
+            patch, own = self._installed.pop()
+            if own is _ABSENT:
+                delattr(patch.owner, patch.attr)
+            else:
+                setattr(patch.owner, patch.attr, own)
 
 
+# An owner's own namespace lacked the attribute (it was inherited or absent).
+_ABSENT = object()
+
+# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register.
+_JAX_REPAIRS = PatchSet()
+
+
+def register_patch(patch: Patch) -> Patch:
+    """Add a patch to the set applied by :func:`patched_jax` (call at import time; a module
+    imported lazily while another thread traces gets its patch applied at once)."""
+    return _JAX_REPAIRS.register(patch)
+
+
+def unregister_patch(patch: Patch) -> None:
+    """Remove a patch added by :func:`register_patch`."""
+    _JAX_REPAIRS.unregister(patch)
+
+
+def is_active() -> bool:
+    """True when the calling thread is inside :func:`patched_jax`."""
+    return _JAX_REPAIRS.active()
+
+
+def suspended() -> contextlib.AbstractContextManager[None]:
+    """JAX's own behaviour for the calling thread within the block, even inside :func:`patched_jax`."""
+    return _JAX_REPAIRS.suspended()
+
+
+def patched_jax() -> contextlib.AbstractContextManager[None]:
+    """The registered patches in effect for the calling thread during the block (re-entrant)."""
+    return _JAX_REPAIRS.scope()
+
+
+def repair(owner: Any, attr: str) -> Callable[[Callable], Callable]:
+    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (why: its docstring)."""
+    def register(make: Callable) -> Callable:
+        register_patch(Patch(make.__name__.removeprefix("_make_"), owner, attr, make, make.__doc__ or ""))
+        return make
+
+    return register
+
+
+# --- The dynamic-shape path ------------------------------------------------------------------------
+
+
+@repair(lax_internal, "_dyn_shape_staging_rule")
 def _make_dyn_shape_staging_rule(original):
-    # `lax._dyn_shape_staging_rule` (used by broadcast_in_dim, iota, reshape, dynamic_slice when a
-    # size is a tracer) still builds a `JaxprEqn`, but the stackless frame only accepts
-    # `TracingEqn`s: `jnp.ones((n,))` dies on `assert isinstance(eqn, TracingEqn)`.
+    """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (broadcast_in_dim, iota, reshape,
+    dynamic_slice of a tracer size) builds a ``JaxprEqn``, which the stackless frame refuses
+    (``jnp.ones((n,))`` dies on ``assert isinstance(eqn, TracingEqn)``)."""
     def dyn_shape_staging_rule(trace, source_info, prim, out_aval, *args, **params):
         if not is_active():
             return original(trace, source_info, prim, out_aval, *args, **params)
@@ -89,17 +187,12 @@ def _make_dyn_shape_staging_rule(original):
     return dyn_shape_staging_rule
 
 
-# --- 2. Output tracers keep tracers in their shapes -----------------------------------------------
-
-
+@repair(pe.DynamicJaxprTrace, "make_eqn")
 def _make_make_eqn(original):
-    # `DynamicJaxprTrace.make_eqn` builds each output tracer from its *variable's* aval, whose shape
-    # holds `Var`s. Before stackless tracing the tracer kept the abstract-eval aval, whose shape
-    # holds dimension *tracers*; jax.numpy (`canonicalize_shape`, broadcasting) needs the latter.
+    """Output tracers keep dimension *tracers* in their shapes, which jax.numpy needs:
+    ``DynamicJaxprTrace.make_eqn`` builds them from their variables' avals, whose shapes hold ``Var``s."""
     def make_eqn(self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
-        eqn, out_tracers = original(
-            self, in_tracers, out_avals, primitive, params, effects, source_info, ctx
-        )
+        eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
         if is_active():
             out_tracers = [
                 pe.DynamicJaxprTracer(self, aval, t.val, t._line_info, eqn)
@@ -112,15 +205,10 @@ def _make_make_eqn(original):
     return make_eqn
 
 
-
-# --- 3. Nested jax.jit calls are inlined ------------------------------------------------------------
-
-
+@repair(pjit, "_python_pjit_helper")
 def _make_pjit_helper(original):
-    # Most jax.numpy functions are themselves `jax.jit`-decorated. Under dynamic shapes the nested
-    # jit re-derives an input type from tracers whose shapes hold other tracers and fails
-    # `_check_input_type`. Inlining a nested jit is semantically the identity, so while we trace we
-    # call the Python function directly (eager, untraced calls still take JAX's own path).
+    """Nested ``jax.jit`` calls (most of jax.numpy) are inlined, semantically the identity: under
+    dynamic shapes their input type, from tracers whose shapes hold tracers, fails its check."""
     def python_pjit_helper(fun, jit_info, *args, **kwargs):
         trace = staging_trace(tree_flatten((args, kwargs))[0]) if is_active() else None
         if trace is None:
@@ -135,17 +223,10 @@ def _make_pjit_helper(original):
     return python_pjit_helper
 
 
-# --- 4. Arithmetic on dimensions inside shape rules is staged --------------------------------------
-
-
 def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
-    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them).
-
-    That is the current trace, except inside a primitive's shape rule: ``Primitive.bind`` runs it
-    with the *eval* trace current, yet under dynamic shapes its dimensions are tracers of the trace
-    being built (``operand.shape[i] - 1``). Their arithmetic belongs to that trace, so that the
-    result is again a dimension tracer.
-    """
+    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them):
+    the current one, but in a shape rule (run with the *eval* trace current) that of their
+    dimension tracers (``operand.shape[i] - 1`` is again a dimension tracer)."""
     current = core.trace_ctx.trace
     if not isinstance(current, core.EvalTrace):
         return current
@@ -155,9 +236,10 @@ def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
     return None
 
 
+@repair(core.EvalTrace, "process_primitive")
 def _make_eval_process_primitive(original):
-    # A shape rule computing with dimension tracers (`max(0, d - 1)`) binds primitives under the
-    # eval trace, which refuses tracers ("UnexpectedTracerError"). Stage them instead.
+    """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged: bound under
+    the eval trace, it would be refused ("UnexpectedTracerError")."""
     def process_primitive(self, primitive, args, params):
         trace = staging_trace(args) if is_active() else None
         if trace is None:
@@ -168,14 +250,11 @@ def _make_eval_process_primitive(original):
     return process_primitive
 
 
-# --- 5. Captures go through every enclosing trace ----------------------------------------------
-
-
+@repair(pe.DynamicJaxprTrace, "to_jaxpr_tracer")
 def _make_to_jaxpr_tracer(original):
-    # A body nested two levels deep that uses a value of the outermost program would capture it
-    # directly, as a constant of its own; the level in between would never see it. Its sizes would
-    # then be other variables than the same sizes seen through the middle level, and `a + x` fails
-    # with "Incompatible shapes". Lifting through the parent first keeps one variable per size.
+    """Captures go through every enclosing trace: a body two levels deep using a value of the
+    outermost program would capture it directly, unseen by the level in between, whose sizes then
+    differ from the same sizes seen through it (``a + x``: "Incompatible shapes")."""
     def to_jaxpr_tracer(self, x, source_info):
         parent = getattr(self, "parent_trace", None)
         if (
@@ -191,13 +270,10 @@ def _make_to_jaxpr_tracer(original):
     return to_jaxpr_tracer
 
 
-# --- 6. jax.make_jaxpr (and jax.jit's tracing) inside a trace --------------------------------------
-
-
+@repair(pjit, "_infer_params_impl")
 def _make_infer_params_impl(original):
-    # Under dynamic shapes `jax.make_jaxpr(f)` inside a trace (as PennyLane's program capture does
-    # for every loop body and QNode) builds `PjitParams` whose `consts` is a tuple, then computes
-    # `p.consts + args_flat` with a list: "can only concatenate tuple (not "list") to tuple".
+    """``jax.make_jaxpr`` inside a trace (PennyLane's program capture) builds ``PjitParams`` whose
+    ``consts`` is a tuple, then adds a list to it: "can only concatenate tuple (not "list")"."""
     def infer_params_impl(*args, **kwargs):
         p, args_flat = original(*args, **kwargs)
         if is_active() and isinstance(p.consts, tuple):
@@ -207,14 +283,10 @@ def _make_infer_params_impl(original):
     return infer_params_impl
 
 
-# --- 7. Platform-dependent code is resolved while tracing ------------------------------------------
-
-
+@repair(control_flow, "platform_dependent")
 def _make_platform_dependent(original):
-    # `lax.platform_dependent` (jnp.diagonal's TPU variant) stages a `switch` on the platform,
-    # resolved when lowering. That switch does not carry symbolic shapes (its branches disagree
-    # on their types). We always compile for the default backend, so pick its branch now: the
-    # same choice lowering would make.
+    """``lax.platform_dependent`` (jnp.diagonal's TPU variant) takes the default backend's branch
+    at once, as lowering would: its staged ``switch`` does not carry symbolic shapes."""
     def platform_dependent(*args, default=None, **per_platform):
         if not is_active():
             return original(*args, default=default, **per_platform)
@@ -226,16 +298,57 @@ def _make_platform_dependent(original):
     return platform_dependent
 
 
-# --- 8. Where JAX meets a symbolic size it cannot handle: one typed signal ---------------------
+@repair(pe.JaxprTrace, "new_arg")
+def _make_new_arg(original):
+    """``JaxprTrace.new_arg`` (``jax.linearize``'s unknown tangents) finds sizes of enclosing traces by
+    ``d._trace.level``, gone with stackless tracing: they are the sizes not of this trace."""
+    def new_arg(self, pval):
+        aval = pval.get_aval() if pval.get_known() is None else None
+        if not is_active() or type(aval) is not core.DShapedArray:
+            return original(self, pval)
+        shape = tuple(
+            self.new_instantiated_const(d) if isinstance(d, core.Tracer) and d._trace is not self else d
+            for d in aval.shape
+        )
+        return pe.JaxprTracer(self, pe.PartialVal.unknown(aval.update(shape=shape)), pe.LambdaBinding())
+
+    return new_arg
+
+
+@repair(pe, "_drop_unused_vars")
+def _make_drop_unused_vars(original):
+    """A size used only in an equation's result type is kept: JAX counts a variable as used when
+    an operand's or the results' types name it, not an equation's result type (``_:f64[d] =
+    hessenberg b``: ``d``'s own equation would bind a ``DropVar``, leaving ``d`` unbound)."""
+    def drop_unused_vars(constvars, constvals, eqns, outvars):
+        if not is_active():
+            return original(constvars, constvals, eqns, outvars)
+
+        def names(atom):
+            if isinstance(atom, core.Literal):
+                return []
+            shape = atom.aval.shape if type(atom.aval) is core.DShapedArray else ()
+            return [atom, *(d for d in shape if isinstance(d, core.Var))]
+
+        used = {v for atom in outvars for v in names(atom)}
+        for eqn in eqns[::-1]:
+            eqn.outvars = [v if v in used else core.DropVar(v.aval) for v in eqn.outvars]
+            used.update(v for atom in eqn.invars for v in names(atom))
+            used.update(d for v in eqn.outvars for d in names(v)[1:])
+        kept = [(v, val) for v, val in zip(constvars, constvals) if v in used]
+        return [v for v, _ in kept], [val for _, val in kept]
+
+    return drop_unused_vars
+
+
+# --- Where JAX meets a symbolic size it cannot handle: one typed signal ----------------------------
 
 
 class NeedsCallSizes(Exception):
     """The signal raised where a trace with symbolic sizes needs the call's sizes (``site`` says
-    where): a size of an abstracted axis taken as a Python value (``len(x)``), a comparison the
-    symbolic sizes do not decide, a layer of JAX that fails on a symbolic size (a primitive's
-    rules, a check of a nested trace, reverse mode). The program is traced again with the call's
-    sizes (``compiler.assumptions``), as ``jax.jit`` traces it. :meth:`standing_for` makes it an
-    instance of the error it stands for too: code that catches that class still does.
+    where: ``len(x)`` of an abstracted axis, an undecided comparison, a layer of JAX failing on a
+    symbolic size); the program is traced again with them, as ``jax.jit`` would. :meth:`standing_for`
+    makes it an instance of the error it stands for too, so code catching that class still does.
 
     >>> from catalyst_lite.jax_extras.patches import NeedsCallSizes
     >>> signal = NeedsCallSizes.standing_for(TypeError("len() of a traced size"), "len(x)")
@@ -278,25 +391,13 @@ class ShapeBroadcastError(ValueError, TypeError):
 
 
 class NonIntegerSizeError(TypeError):
-    """A size computed from a value that is not an integer (``jnp.ones(x)`` of a float ``x``),
-    raised where JAX checks a shape."""
+    """A size computed from a value that is not an integer (``jnp.ones(x)`` of a float ``x``)."""
 
 
 def symbolic_trace() -> bool:
-    """The calling thread traces a catalyst_lite program with symbolic sizes (its size scope, see
-    :mod:`.size_facts`, is not a static one).
-
-    >>> from catalyst_lite.jax_extras.patches import symbolic_trace
-    >>> symbolic_trace()
-    False
-    """
+    """The calling thread traces a catalyst_lite program with symbolic sizes (see :mod:`.size_facts`)."""
     scopes = current().size_scopes
     return is_active() and bool(scopes) and scopes[-1].symbolic
-
-
-def _nested_jax_trace() -> bool:
-    scopes = current().size_scopes
-    return bool(scopes) and scopes[-1].nested_jax_traces > 0
 
 
 # Errors that already say what happened: not a layer's failure to be signalled again.
@@ -304,9 +405,7 @@ _SETTLED = (NeedsCallSizes, ShapeBroadcastError, NonIntegerSizeError, CatalystLi
 
 
 def _make_site(site: Callable[..., str]):
-    # A layer of JAX that fails on symbolic sizes it cannot handle: its failure while a symbolic
-    # trace is in progress is the signal, naming the site. What the user's code it calls back
-    # raises (a custom_jvp rule's exception) is not its failure: it passes, on the first trace.
+    # A layer of JAX failing during a symbolic trace is the signal (the user's exceptions pass).
     def make(original):
         def at_site(*args, **kwargs):
             try:
@@ -321,9 +420,23 @@ def _make_site(site: Callable[..., str]):
     return make
 
 
+for _owner, _attr, _site in (
+    (core.Primitive, "bind_with_trace", lambda p, *_: f"JAX's rules of primitive {p.name!r}"),
+    *((trace, "process_custom_jvp_call", lambda *_: "JAX's differentiation of a custom_jvp function")
+      for trace in (ad.JVPTrace, ad.LinearizeTrace)),
+    (ad, "backward_pass", lambda *_: "JAX's reverse mode"),
+    (loops, "_check_carry_type", lambda name, *_: f"JAX's check of a {name}'s carry"),
+    (conditionals, "_check_branch_outputs", lambda name, *_: f"JAX's check of {name}'s branch types"),
+):
+    register_patch(Patch(f"signal_{_attr}", _owner, _attr, _make_site(_site),
+                         "a failure of this layer of JAX on symbolic sizes signals"))
+
+
+@repair(lax_internal, "broadcast_shapes")
+@repair(numpy_util, "_broadcast_to")
 def _make_broadcast(original):
-    # JAX's broadcasting of shapes: sizes that do not broadcast are our typed error; inside JAX's
-    # own nested trace (whose sizes JAX does not relate to ours) they are the signal.
+    """Shapes that do not broadcast are our typed error; inside JAX's own nested trace (whose sizes
+    JAX does not relate to ours) they are the signal."""
     def broadcast(*args, **kwargs):
         try:
             return original(*args, **kwargs)
@@ -331,16 +444,18 @@ def _make_broadcast(original):
             if not is_active() or isinstance(err, _SETTLED):
                 raise
             error = ShapeBroadcastError(*err.args)
-            if symbolic_trace() and _nested_jax_trace():
+            scopes = current().size_scopes
+            if symbolic_trace() and scopes[-1].nested_jax_traces > 0:
                 raise NeedsCallSizes.standing_for(error, "broadcasting in JAX's nested trace") from err
             raise error.with_traceback(err.__traceback__) from None
 
     return broadcast
 
 
+@repair(core, "_invalid_shape_error")
 def _make_invalid_shape_error(original):
-    # A shape that is not a sequence of integers: a jaxpr variable in it is a size that escaped
-    # JAX's own nested trace (the signal); a non-integer value, the user's (a typed error).
+    """A shape of non-integers: a jaxpr variable in it is a size that escaped JAX's own nested trace
+    (the signal); a non-integer value, the user's (a typed error)."""
     def invalid_shape_error(shape, context=""):
         error = original(shape, context)
         if not is_active():
@@ -356,8 +471,9 @@ def _symbolic_dims(shape: Sequence[Any]) -> bool:
     return is_active() and any(isinstance(d, core.Tracer) for d in shape)
 
 
+@repair(jax.lax, "associative_scan")
 def _make_associative_scan(original):
-    # lax.associative_scan refuses an axis of symbolic size: it is traced with the call's sizes.
+    """``lax.associative_scan`` refuses an axis of symbolic size: it is traced with the call's sizes."""
     def associative_scan(fn, elems, reverse=False, axis=0):
         leaves = tree_flatten(elems)[0]
         if symbolic_trace() and leaves and _symbolic_dims(np.shape(leaves[0])[axis:][:1]):
@@ -371,8 +487,9 @@ def _no_symbolic_result(call: str, fix: str) -> SymbolicShapeError:
     return SymbolicShapeError(f"{call} cannot have a symbolic result shape: {fix}.")
 
 
+@repair(lax_numpy, "_squeeze")
 def _make_squeeze(original):
-    # Which axes have length 1 is only known at run time: the rank of the result too.
+    """``jnp.squeeze(x)`` of symbolic shape: which axes have length 1 is only known at run time."""
     def squeeze(a, axis):
         if axis is None and _symbolic_dims(np.shape(a)):
             raise _no_symbolic_result("jnp.squeeze(x) without axis", "which axes have length 1 is only "
@@ -382,10 +499,12 @@ def _make_squeeze(original):
     return squeeze
 
 
+@repair(indexing, "_expand_bool_indices")
 def _make_expand_bool_indices(original):
-    # x[mask]: the result's length is the number of true entries, known only at run time.
+    """``x[mask]`` of a traced mask: the result's length is only known at run time."""
     def expand_bool_indices(idx, shape):
-        if is_active() and any(isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx):
+        masks = (isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx)
+        if is_active() and any(masks):
             raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
                                       "on the data; use jnp.where(mask, x, fill) to keep the size, or "
                                       "jnp.nonzero(mask, size=k, fill_value=...) with a bound k")
@@ -394,8 +513,9 @@ def _make_expand_bool_indices(original):
     return expand_bool_indices
 
 
+@repair(core, "dimension_as_value")
 def _make_dimension_as_value(original):
-    # A jaxpr variable where JAX wants a size's value is a size that escaped JAX's nested trace.
+    """A jaxpr variable where JAX wants a size's value is a size that escaped JAX's nested trace."""
     def dimension_as_value(d):
         if isinstance(d, core.Var) and symbolic_trace():
             raise NeedsCallSizes("a size escaped JAX's nested trace")
@@ -409,106 +529,41 @@ _nested = threading.local()
 
 def jax_nested_trace_depth() -> int:
     """How many functions JAX is tracing itself in the calling thread while catalyst_lite traces
-    (``lax.cond``'s branches, ``lax.fori_loop``'s body, ``jax.jit``'s function...: not the bodies
-    of catalyst_lite's own control flow). A circuit compares it to detect gates queued in such a
-    function, which its own trace would misplace.
-
-    >>> jax_nested_trace_depth()
-    0
-    """
+    (``lax.cond``'s branches, ``jax.jit``'s function...): a circuit detects gates queued there."""
     return getattr(_nested, "depth", 0)
 
 
+@repair(pe, "trace_to_jaxpr_dynamic")
 def _make_trace_to_jaxpr_dynamic(original):
-    # JAX traces some functions itself (lax.cond's branches, lax.while_loop's body, custom_jvp
-    # functions): a fresh trace that does not relate its sizes to ours. Inside it, a broadcast of
-    # sizes that are equal but unrelated fails, and a size JAX needs as a number is one of that
-    # trace: JAX's own conversion errors there are the signal (the user's exceptions pass).
+    """JAX's own nested traces (lax.cond's branches, custom_jvp functions) do not relate their sizes
+    to ours: JAX's conversion errors there signal (the user's exceptions pass)."""
     def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
         if not is_active():
             return original(fun, in_avals, *args, **kwargs)
         _nested.depth = jax_nested_trace_depth() + 1
+        scopes = current().size_scopes
+        signals = symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)
+        if signals:
+            scopes[-1].nested_jax_traces += 1
         try:
-            return _signalling_trace_to_jaxpr_dynamic(original, fun, in_avals, *args, **kwargs)
+            return original(fun, in_avals, *args, **kwargs)
+        except jax_errors.JAXTypeError as err:
+            if not signals or isinstance(err, NeedsCallSizes):
+                raise
+            raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
         finally:
             _nested.depth -= 1
+            if signals:
+                scopes[-1].nested_jax_traces -= 1
 
     return trace_to_jaxpr_dynamic
 
 
-def _signalling_trace_to_jaxpr_dynamic(original, fun, in_avals, *args, **kwargs):
-    # (see _make_trace_to_jaxpr_dynamic)
-    scopes = current().size_scopes
-    if not (symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)):
-        return original(fun, in_avals, *args, **kwargs)
-    scopes[-1].nested_jax_traces += 1
-    try:
-        return original(fun, in_avals, *args, **kwargs)
-    except jax_errors.JAXTypeError as err:
-        if isinstance(err, NeedsCallSizes):
-            raise
-        raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
-    finally:
-        scopes[-1].nested_jax_traces -= 1
-
-
-# --- 9. Partial evaluation takes arguments of symbolic sizes ------------------------------------
-
-
-def _make_new_arg(original):
-    # `JaxprTrace.new_arg` (what `jax.linearize` gives its unknown tangents) makes the size tracers
-    # of a `DShapedArray` from enclosing traces into constants, testing `d._trace.level`: traces
-    # have no levels since tracing became stackless (AttributeError). A size is from an enclosing
-    # trace when it is not this trace's own.
-    def new_arg(self, pval):
-        aval = pval.get_aval() if pval.get_known() is None else None
-        if not is_active() or type(aval) is not core.DShapedArray:
-            return original(self, pval)
-        shape = tuple(
-            self.new_instantiated_const(d) if isinstance(d, core.Tracer) and d._trace is not self else d
-            for d in aval.shape
-        )
-        return pe.JaxprTracer(self, pe.PartialVal.unknown(aval.update(shape=shape)), pe.LambdaBinding())
-
-    return new_arg
-
-
-# --- 10. A size used only in an equation's result type is kept ---------------------------------
-
-
-def _make_drop_unused_vars(original):
-    # When a trace becomes a jaxpr, JAX replaces the results nobody uses by `DropVar`s, counting a
-    # variable as used when an operand's type or the jaxpr's results' types name it, but not when
-    # an equation's *result* type does: in `_:f64[d] = hessenberg b` (the unused second result,
-    # of size `d = a - 1`), `d`'s own equation then binds a `DropVar`, and the type names an
-    # unbound variable. Here result types count too.
-    def drop_unused_vars(constvars, constvals, eqns, outvars):
-        if not is_active():
-            return original(constvars, constvals, eqns, outvars)
-
-        def names(atom):
-            if isinstance(atom, core.Literal):
-                return []
-            shape = atom.aval.shape if type(atom.aval) is core.DShapedArray else ()
-            return [atom, *(d for d in shape if isinstance(d, core.Var))]
-
-        used = {v for atom in outvars for v in names(atom)}
-        for eqn in eqns[::-1]:
-            eqn.outvars = [v if v in used else core.DropVar(v.aval) for v in eqn.outvars]
-            used.update(v for atom in eqn.invars for v in names(atom))
-            used.update(d for v in eqn.outvars for d in names(v)[1:])
-        kept = [(v, val) for v, val in zip(constvars, constvals) if v in used]
-        return [v for v, _ in kept], [val for _, val in kept]
-
-    return drop_unused_vars
-
-
-# --- 11. The user's functions that JAX calls back are marked ------------------------------------
+# --- The user's functions that JAX calls back are marked -------------------------------------------
 
 
 def _users(fn: Callable | None) -> Callable | None:
-    """``fn``, recording in the size scope what it raises: the user's exception, not a failure of
-    JAX's layers (:func:`raised_in_users_code`)."""
+    """``fn``, recording in the size scope what it raises (see :func:`raised_in_users_code`)."""
     if fn is None:
         return None
 
@@ -526,19 +581,13 @@ def _users(fn: Callable | None) -> Callable | None:
 
 
 def raised_in_users_code(err: BaseException) -> bool:
-    """Whether ``err`` left a function of the user's that JAX called back (a ``custom_jvp``
-    function or rule, a ``custom_vjp`` function, ``fwd`` or ``bwd``) during the current trace:
-    the very object its marker recorded, never judged by frames, file names or message text.
-
-    >>> raised_in_users_code(ValueError("not raised"))
-    False
-    """
+    """Whether ``err`` left a function of the user's that JAX called back (``custom_jvp``/``custom_vjp``)
+    during the current trace: the very object its marker recorded, never judged by text or frames."""
     return any(err is e for scope in current().size_scopes for e in scope.users_exceptions)
 
 
 def _make_custom_call(*functions: str):
-    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked: the
-    # marks travel with the functions into the equation, to its differentiation and evaluation.
+    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked.
     def make(original):
         def call(self, *args, **kwargs):
             if not is_active():
@@ -553,248 +602,7 @@ def _make_custom_call(*functions: str):
     return make
 
 
-PATCHES: tuple[Patch, ...] = (
-    Patch(
-        "dyn_shape_staging_rule",
-        lax_internal,
-        "_dyn_shape_staging_rule",
-        _make_dyn_shape_staging_rule,
-        "emit a TracingEqn instead of a JaxprEqn for shape-carrying primitives",
-    ),
-    Patch(
-        "tracer_avals_keep_tracers",
-        pe.DynamicJaxprTrace,
-        "make_eqn",
-        _make_make_eqn,
-        "output tracers of dynamically-shaped equations carry dimension tracers, not Vars",
-    ),
-    Patch(
-        "inline_nested_jit",
-        pjit,
-        "_python_pjit_helper",
-        _make_pjit_helper,
-        "inline jax.jit-decorated helpers (most of jax.numpy) into the catalyst_lite trace",
-    ),
-    Patch(
-        "capture_through_enclosing_traces",
-        pe.DynamicJaxprTrace,
-        "to_jaxpr_tracer",
-        _make_to_jaxpr_tracer,
-        "a value captured from an outer scope is lifted through each scope in between",
-    ),
-    Patch(
-        "sizes_in_result_types_are_used",
-        pe,
-        "_drop_unused_vars",
-        _make_drop_unused_vars,
-        "a size that only an equation's result type names keeps its own equation's binder",
-    ),
-    Patch(
-        "partial_eval_arguments_of_symbolic_sizes",
-        pe.JaxprTrace,
-        "new_arg",
-        _make_new_arg,
-        "jax.linearize's unknown tangents may have symbolic sizes from the enclosing trace",
-    ),
-    Patch(
-        "stage_dimension_arithmetic",
-        core.EvalTrace,
-        "process_primitive",
-        _make_eval_process_primitive,
-        "arithmetic on dimension tracers inside shape rules is staged, not evaluated",
-    ),
-    Patch(
-        "make_jaxpr_inside_a_trace",
-        pjit,
-        "_infer_params_impl",
-        _make_infer_params_impl,
-        "jax.make_jaxpr called while tracing (PennyLane's program capture) keeps consts a list",
-    ),
-    Patch(
-        "resolve_platform_dependent",
-        control_flow,
-        "platform_dependent",
-        _make_platform_dependent,
-        "lax.platform_dependent takes the default backend's branch at once (no staged switch)",
-    ),
-    Patch(
-        "signal_nested_jax_trace_failures",
-        pe,
-        "trace_to_jaxpr_dynamic",
-        _make_trace_to_jaxpr_dynamic,
-        "JAX's conversion errors in its own nested trace of a symbolically-shaped function signal",
-    ),
-    *(
-        Patch(f"signal_{name}", owner, attr, _make_site(site), f"a failure of {why} on symbolic sizes signals")
-        for name, owner, attr, site, why in (
-            ("primitive_rules", core.Primitive, "bind_with_trace",
-             lambda p, *_: f"JAX's rules of primitive {p.name!r}", "a primitive's rules"),
-            *((f"custom_jvp_{trace.__name__}", trace, "process_custom_jvp_call",
-               lambda *_: "JAX's differentiation of a custom_jvp function", "differentiating a custom_jvp")
-              for trace in (ad.JVPTrace, ad.LinearizeTrace)),
-            ("reverse_mode", ad, "backward_pass", lambda *_: "JAX's reverse mode", "reverse mode"),
-            ("carry_check", loops, "_check_carry_type",
-             lambda name, *_: f"JAX's check of a {name}'s carry", "lax loops' carry check"),
-            ("branch_check", conditionals, "_check_branch_outputs",
-             lambda name, *_: f"JAX's check of {name}'s branch types", "lax.cond's branch check"),
-        )
-    ),
-    *(
-        Patch(f"typed_broadcast_{attr}", owner, attr, _make_broadcast, "shapes that do not broadcast raise a typed error")
-        for owner, attr in ((lax_internal, "broadcast_shapes"), (numpy_util, "_broadcast_to"))
-    ),
-    Patch(
-        "typed_invalid_shapes",
-        core,
-        "_invalid_shape_error",
-        _make_invalid_shape_error,
-        "a shape of non-integers is a typed error; one holding an escaped jaxpr variable signals",
-    ),
-    Patch(
-        "escaped_sizes_as_values",
-        core,
-        "dimension_as_value",
-        _make_dimension_as_value,
-        "a jaxpr variable used as a size's value (escaped from JAX's nested trace) signals",
-    ),
-    Patch(
-        "associative_scan_over_symbolic_axes",
-        jax.lax,
-        "associative_scan",
-        _make_associative_scan,
-        "lax.associative_scan over an axis of symbolic size signals before it runs",
-    ),
-    *(
-        Patch(f"mark_users_{kind.__name__}", kind, "__call__", _make_custom_call(*functions),
-              f"the user's functions of a {kind.__name__} are marked as the user's code")
-        for kind, functions in ((custom_derivatives.custom_jvp, ("fun", "jvp")),
-                                (custom_derivatives.custom_vjp, ("fun", "fwd", "bwd")))
-    ),
-    Patch("typed_squeeze", lax_numpy, "_squeeze", _make_squeeze, "jnp.squeeze(x) of symbolic shape needs its axes"),
-    Patch(
-        "typed_boolean_masks",
-        indexing,
-        "_expand_bool_indices",
-        _make_expand_bool_indices,
-        "x[mask] of a traced mask has no symbolic result shape",
-    ),
-)
-
-class PatchSet:
-    """Patches installed while some thread is inside :meth:`scope`, and in effect for those threads.
-
-    Installation is reference-counted across threads: the first thread to enter installs every
-    patch, the last to leave removes them. Each replacement checks :meth:`active` (the set is in
-    the trace context's ``patch_sets``) and otherwise behaves as the original, so other threads
-    see JAX's own behaviour.
-    """
-
-    def __init__(self, patches: Sequence[Patch] = ()) -> None:
-        self._patches: list[Patch] = list(patches)
-        self._lock = threading.RLock()
-        self._users = 0
-        # The patches in effect and the attributes they replaced, in installation order (a list,
-        # not a dict keyed by attribute: two patches may wrap the same attribute, one over the other).
-        self._installed: list[tuple[Patch, Any]] = []
-
-    def active(self) -> bool:
-        """True when the calling thread is inside :meth:`scope` (and not :meth:`suspended`)."""
-        return self in current().patch_sets
-
-    def register(self, patch: Patch) -> Patch:
-        """Add a patch to the set. One added while some thread is inside :meth:`scope` is applied
-        at once, so that it is in effect now and removed with the others."""
-        with self._lock:
-            self._patches.append(patch)
-            if self._users:
-                self._apply(patch)
-        return patch
-
-    def unregister(self, patch: Patch) -> None:
-        """Remove a patch from the set (it stays in effect until the current scopes end)."""
-        with self._lock:
-            self._patches.remove(patch)
-
-    @contextlib.contextmanager
-    def scope(self) -> Iterator[None]:
-        """The patches in effect for the calling thread during the block (re-entrant)."""
-        with self._lock:
-            if self._users == 0:
-                self._install()
-            self._users += 1
-        try:
-            with context_scope(patch_sets=(*current().patch_sets, self)):
-                yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    self._uninstall()
-
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
-        """The originals' behaviour for the calling thread within the block, even inside
-        :meth:`scope`."""
-        with context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self)):
-            yield
-
-    def _apply(self, patch: Patch) -> None:
-        # Remember the owner's *own* entry, not an inherited one: writing that back on removal
-        # would leave a copy behind in the subclass.
-        own = vars(patch.owner).get(patch.attr, _ABSENT)
-        setattr(patch.owner, patch.attr, patch.make(getattr(patch.owner, patch.attr, None)))
-        self._installed.append((patch, own))
-
-    def _install(self) -> None:
-        try:
-            for patch in self._patches:
-                self._apply(patch)
-        except BaseException:
-            self._uninstall()  # all or nothing: a half-patched JAX must not outlive a failed install
-            raise
-
-    def _uninstall(self) -> None:
-        # Undo exactly the patches applied, last first (whatever was registered meanwhile): each
-        # owner's namespace is left as it was, an inherited attribute inherited again.
-        while self._installed:
-            patch, own = self._installed.pop()
-            if own is _ABSENT:
-                delattr(patch.owner, patch.attr)
-            else:
-                setattr(patch.owner, patch.attr, own)
-
-
-# What an owner's own namespace held where a patch adds the attribute (the attribute was inherited
-# or absent): removing the patch deletes it again, so the owner inherits as before.
-_ABSENT = object()
-
-# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register.
-_JAX_REPAIRS = PatchSet(PATCHES)
-
-
-def register_patch(patch: Patch) -> Patch:
-    """Add a patch to the set applied by :func:`patched_jax` (call at import time; a module
-    imported lazily while another thread traces gets its patch applied at once)."""
-    return _JAX_REPAIRS.register(patch)
-
-
-def unregister_patch(patch: Patch) -> None:
-    """Remove a patch added by :func:`register_patch`."""
-    _JAX_REPAIRS.unregister(patch)
-
-
-def is_active() -> bool:
-    """True when the calling thread is inside :func:`patched_jax`."""
-    return _JAX_REPAIRS.active()
-
-
-def suspended() -> contextlib.AbstractContextManager[None]:
-    """JAX's own behaviour for the calling thread within the block, even inside
-    :func:`patched_jax` (e.g. to evaluate a primitive eagerly on numbers while tracing)."""
-    return _JAX_REPAIRS.suspended()
-
-
-def patched_jax() -> contextlib.AbstractContextManager[None]:
-    """Apply :data:`PATCHES` (and the registered ones) for the calling thread for the duration of
-    the block (re-entrant)."""
-    return _JAX_REPAIRS.scope()
+for _kind, _functions in ((custom_derivatives.custom_jvp, ("fun", "jvp")),
+                          (custom_derivatives.custom_vjp, ("fun", "fwd", "bwd"))):
+    register_patch(Patch(f"mark_users_{_kind.__name__}", _kind, "__call__", _make_custom_call(*_functions),
+                         f"the user's functions of a {_kind.__name__} are marked as the user's code"))

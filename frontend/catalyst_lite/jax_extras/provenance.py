@@ -1,9 +1,8 @@
 """Where a traced scalar comes from: ``x[i, j]`` with static indices, or scalars computed alike.
 
-Circuit parameters read one by one (``params[layer, wire]``) or computed by one formula would cost
-XLA a kernel each to stack; recognized, they are one gather (:func:`static_element_source`) or the
-formula on vectors (:func:`vectorized_stack`). It reads JAX 0.7's tracing equations, hence its
-place here.
+Circuit parameters read one by one (``params[layer, wire]``) or computed by one formula cost XLA a
+kernel each to stack; recognized, they are one gather (:func:`static_element_source`) or the
+formula on vectors (:func:`vectorized_stack`).
 
 >>> import numpy as np
 >>> from catalyst_lite import qjit
@@ -26,8 +25,6 @@ import numpy as np
 
 from .tracing import DynamicJaxprTracer, Literal
 
-__all__ = ["static_element_source", "vectorized_stack"]
-
 
 def _parent(tracer: Any) -> Any:
     return getattr(tracer, "parent", None) if isinstance(tracer, DynamicJaxprTracer) else None
@@ -39,16 +36,14 @@ def static_element_source(value: Any) -> tuple[Any, int] | None:
     squeeze = _parent(value)
     if squeeze is None or squeeze.primitive.name != "squeeze" or len(squeeze.in_tracers) != 1:
         return None
-    sliced = squeeze.in_tracers[0]
-    cut = _parent(sliced)
+    cut = _parent(squeeze.in_tracers[0])
     if cut is None or cut.primitive.name != "slice":
         return None
     start, limit, strides = (cut.params[k] for k in ("start_indices", "limit_indices", "strides"))
     source = cut.in_tracers[0]
     shape = source.aval.shape
-    if any(not isinstance(d, int) for d in shape) or (strides and any(s != 1 for s in strides)):
-        return None
-    if any(l - s != 1 for s, l in zip(start, limit)):
+    steps = [*(strides or ()), *(l - s for s, l in zip(start, limit))]  # strides and lengths: all 1
+    if any(not isinstance(d, int) for d in shape) or any(k != 1 for k in steps):
         return None
     return source, int(np.ravel_multi_index(tuple(start), shape))
 
@@ -80,8 +75,7 @@ class _Node:
 
 def _node(x: Any, depth: int) -> _Node:
     if not isinstance(x, DynamicJaxprTracer):
-        dtype = np.asarray(x).dtype
-        return _Node("const", ("const", dtype), x)
+        return _Node("const", ("const", np.asarray(x).dtype), x)
     if isinstance(x.val, Literal):
         return _Node("const", ("const", x.aval.dtype), x.val.val)
     element = static_element_source(x)

@@ -1,15 +1,12 @@
 """Expressions over a program's size inputs, facts about them, and the one evaluator of both.
 
-A :class:`SizeExpr` is an integer (or boolean) scalar computed from a program's *size inputs*
-(the lengths of its abstracted axes and its integer arguments, by position) by scalar operations:
-``max(n - 1, 0)``; during a trace, also from *free leaves* (values local to a loop body, such as
-its index). A :class:`Fact` is a comparison of two expressions without free leaves that a traced
-program assumes (``n - 1 >= 0``; see :mod:`.size_facts`). Expressions are simplified as they are
-built (:func:`simplified`), printed with the inputs' names (:meth:`SizeExpr.render`), evaluated at
-any values of their leaves (:func:`evaluate`: at generic sizes during the trace, at a call's
-sizes), and compiled into Python functions of the inputs (:func:`compile_facts`): a call checks a
-program's facts with integer arithmetic, without JAX. Both evaluations share one table of what
-each operation computes (:func:`_template`).
+A :class:`SizeExpr` is an integer (or boolean) scalar computed by scalar operations from a
+program's *size inputs* (its abstracted axes' lengths and integer arguments, by position) and,
+during a trace, *free leaves* (a loop's index): ``max(n - 1, 0)``. A :class:`Fact` compares two
+expressions without free leaves (``n - 1 >= 0``, see :mod:`.size_facts`). Expressions are
+simplified as built, printed with the inputs' names, evaluated (:func:`evaluate`) and compiled into
+a check a call runs without JAX (:func:`compile_facts`); both share one table of what each
+operation computes (:func:`_template`).
 
 >>> n, one = SizeExpr.input(0), SizeExpr.literal(1)
 >>> fact = Fact(SizeExpr.apply_op("sub", n, one), SizeExpr.literal(0), ">=", "f.py:3")
@@ -26,17 +23,6 @@ from jax._src import core
 
 from .patches import suspended
 
-__all__ = [
-    "SizeExpr",
-    "Fact",
-    "NEGATED",
-    "UnknownSize",
-    "simplified",
-    "same_expression",
-    "compile_facts",
-    "evaluate",
-]
-
 # comparison -> the comparison that holds when it does not
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
 # comparison primitive's name -> its Python spelling
@@ -47,11 +33,9 @@ _COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "
 
 
 class SizeExpr:
-    """An integer (or boolean) scalar computed from a program's size inputs by scalar operations:
-    an ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
-    no size input: ``free`` expressions are evaluated at generic sizes, never made facts), or a
-    primitive applied to expressions. Built once per variable of a trace and shared, so an
-    expression is a DAG, compared by identity."""
+    """An ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
+    no size input: never in facts), or a primitive applied to expressions. Built once per variable
+    of a trace and shared: an expression is a DAG, compared by identity."""
 
     __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "free")
 
@@ -81,11 +65,7 @@ class SizeExpr:
 
     def inputs(self) -> frozenset[int]:
         """Positions of the size inputs this expression reads."""
-        found: set[int] = set()
-        for node in _nodes([self]):
-            if node.op == "input":
-                found.add(node.value)
-        return frozenset(found)
+        return frozenset(node.value for node in _nodes([self]) if node.op == "input")
 
     def render(self, names: Sequence[str]) -> str:
         """``max(n - 1, 0)``: the expression with its inputs named."""
@@ -155,14 +135,13 @@ def _paren(arg: tuple[str, int], precedence: int) -> str:
 
 
 class Fact:
-    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the
-    user's line (and the JAX function) whose size logic decided it. A fact with a ``guard`` (a
-    boolean expression) was decided where code runs only when the guard holds (a ``for_loop``
-    body: when the loop runs at least once), and need hold only then."""
+    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the user's
+    line (and the JAX function) that decided it; a ``guard`` (a boolean expression) is where code
+    runs only when the guard holds (a ``for_loop`` body): the fact need hold only then."""
 
     __slots__ = ("lhs", "rhs", "comparison", "where", "guard")
 
-    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str, guard: SizeExpr | None = None):
+    def __init__(self, lhs: SizeExpr, rhs: SizeExpr, comparison: str, where: str, guard: Any = None):
         self.lhs, self.rhs, self.comparison, self.where, self.guard = lhs, rhs, comparison, where, guard
 
     def inputs(self) -> frozenset[int]:
@@ -179,17 +158,13 @@ class Fact:
 # rounded up); folded, they read as the user wrote them (`max(0, n)`) and cost less to check.
 
 
-def _literal_value(e: SizeExpr) -> Any:
-    return e.value if e.op == "literal" else None
-
-
 def _is(e: SizeExpr, value: Any) -> bool:
     return e.op == "literal" and e.value == value and isinstance(e.value, bool) == isinstance(value, bool)
 
 
 def _offset(e: SizeExpr) -> tuple[SizeExpr, int]:
     """``e`` as ``base + c`` (``c`` an int literal)."""
-    if e.op in ("add", "sub") and len(e.args) == 2 and _literal_value(e.args[1]) is not None:
+    if e.op in ("add", "sub") and len(e.args) == 2 and e.args[1].op == "literal":
         c = int(e.args[1].value)
         return e.args[0], c if e.op == "add" else -c
     return e, 0
@@ -216,23 +191,19 @@ def simplified(e: SizeExpr) -> SizeExpr:
             return SizeExpr.literal(0)
         if e.op in ("max", "min") and a is b:
             return a
-        if e.op in ("add", "sub") and not e.is_bool and _literal_value(b) is not None:
+        if e.op in ("add", "sub") and not e.is_bool and b.op == "literal":
             base, c = _offset(a)
             if base is not a:  # (x + c1) +/- c2 = x + (c1 +/- c2)
                 total = c + (int(b.value) if e.op == "add" else -int(b.value))
                 if total == 0:
                     return base
                 return SizeExpr.apply_op("add" if total > 0 else "sub", base, SizeExpr.literal(abs(total)))
-        if e.op == "and" and e.is_bool:
-            if _is(a, False) or _is(b, False):
-                return SizeExpr.literal(False)
-            if _is(a, True) or _is(b, True):
-                return b if _is(a, True) else a
-        if e.op == "or" and e.is_bool:
-            if _is(a, True) or _is(b, True):
-                return SizeExpr.literal(True)
-            if _is(a, False) or _is(b, False):
-                return b if _is(a, False) else a
+        if e.op in ("and", "or") and e.is_bool:
+            absorbing = e.op == "or"  # `x or True` is True, `x and False` is False
+            if _is(a, absorbing) or _is(b, absorbing):
+                return SizeExpr.literal(absorbing)
+            if _is(a, not absorbing) or _is(b, not absorbing):
+                return b if _is(a, not absorbing) else a
     if e.op == "select_n" and args and args[0].op == "literal":
         return args[1 + int(args[0].value)]
     if e.op == "select_n" and len(args) == 3 and args[1] is args[2]:
@@ -300,9 +271,8 @@ _HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
 
 
 def _template(node: SizeExpr) -> str | None:
-    """What ``node`` computes: Python source over its operands ``{0}``, ``{1}``... (``None``: a
-    primitive without a Python spelling, evaluated by JAX). The one definition of each operation,
-    for both :func:`evaluate` and :func:`compile_facts`."""
+    """What ``node`` computes, for :func:`evaluate` and :func:`compile_facts` alike: Python source
+    over its operands ``{0}``, ``{1}``... (``None``: a primitive JAX evaluates)."""
     if node.op in _PYTHON:
         return _PYTHON[node.op]
     if node.op in _BOOLEAN:
@@ -355,10 +325,8 @@ def _exceeds_int64(node: SizeExpr, values: Sequence[Any]) -> bool:
 def evaluate(expr: SizeExpr, leaf: Callable[[Any], Any], memo: dict[SizeExpr, Any],
              oversized: Callable[[Any], Any] | None = None) -> Any:
     """The value of ``expr`` where ``leaf(key)`` gives the value of each input (key: its position)
-    and free leaf (key: its variable). ``memo`` (node -> value) holds the values known already and
-    receives the new ones, so that a chain of questions evaluates only what is new. With
-    ``oversized``, an exponential too large for 64 bits is ``oversized(key)`` (the same key for
-    the same operation on the same operands), not its value.
+    and free leaf (key: its variable); ``memo`` (node -> value) holds the values known and receives
+    the new ones. With ``oversized``, an exponential too large for 64 bits is ``oversized(key)``.
 
     >>> n = SizeExpr.input(0)
     >>> evaluate(SizeExpr.apply_op("max", SizeExpr.apply_op("sub", n, SizeExpr.literal(1)), SizeExpr.literal(0)), [5].__getitem__, {})
@@ -386,16 +354,13 @@ def _python_source(node: SizeExpr, operands: list[str]) -> tuple[str, dict[str, 
     if template is not None:
         return template.format(*operands), {}
     name = f"prim{id(node)}"
-    return f"_bind({name}, {name}_params, {node.value}, {', '.join(operands)})", {
-        name: node.primitive,
-        f"{name}_params": node.params,
-    }
+    needs = {name: node.primitive, f"{name}_params": node.params}
+    return f"_bind({name}, {name}_params, {node.value}, {', '.join(operands)})", needs
 
 
 def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
-    """A function of a call's size inputs (indexable by position) returning the index of the
-    first fact that is false for them, or ``-1``. An input that a fact reads and that is ``None``
-    raises :class:`UnknownSize`.
+    """A function of a call's size inputs (by position) returning the index of the first fact false
+    for them, or ``-1``; an input a fact reads that is ``None`` raises :class:`UnknownSize`.
 
     >>> n, m = SizeExpr.input(0), SizeExpr.input(1)
     >>> check = compile_facts([Fact(n, m, "==", "?"), Fact(SizeExpr.apply_op("max", n, m), n, ">=", "?")])
@@ -403,7 +368,7 @@ def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
     (-1, 0)
     """
     if not facts:
-        return _no_fact_is_broken
+        return lambda values: -1  # no fact is broken
     namespace: dict[str, Any] = {**_HELPERS, "_bind": _bind, "UnknownSize": UnknownSize}
     local: dict[int, str] = {}
     lines = ["def check(values):"]
@@ -426,7 +391,3 @@ def compile_facts(facts: Sequence[Fact]) -> Callable[[Sequence[Any]], int]:
     lines.append("    return -1")
     exec(compile("\n".join(lines), "<size facts>", "exec"), namespace)
     return namespace["check"]
-
-
-def _no_fact_is_broken(values: Sequence[Any]) -> int:
-    return -1

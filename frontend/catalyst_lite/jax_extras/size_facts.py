@@ -1,17 +1,12 @@
 """Size facts: what a traced program assumed about its sizes, checked before a call runs it.
 
-A trace decides JAX's comparisons of symbolic sizes (see :mod:`.dimensions`). Each decision is a
-*fact* about the program's **size inputs** -- the lengths of its abstracted axes and its integer
-arguments -- such as ``n - 1 >= 0`` or ``n == m``. This module keeps, for the program being traced,
-a :class:`SizeScope`:
-
-- which variables of the trace are its size inputs, and their names (``n``, ``k``), so that a size
-  reads ``max(n - 1, 0)`` in messages rather than ``JitTracer<~int64[]>``;
-- optionally a *point*: the sizes of one call, at which the trace then decides every comparison
-  (a trace *guided* by a call, see :mod:`catalyst_lite.compiler.assumptions`);
-- the facts decided so far, each a :class:`~.size_expressions.Fact` between two expressions over
-  the size inputs (:mod:`.size_expressions`, which also compiles them into the function a call
-  checks them with).
+A trace decides JAX's comparisons of symbolic sizes (see :mod:`.dimensions`); each decision is a
+*fact* (a :class:`~.size_expressions.Fact`) about the program's **size inputs**, the lengths of
+its abstracted axes and its integer arguments: ``n - 1 >= 0``, ``n == m``. A :class:`SizeScope`
+keeps, for the program being traced, which variables are its size inputs and their names (a size
+reads ``max(n - 1, 0)`` in messages), optionally a *point* (the sizes of one call, at which a
+trace *guided* by it decides every comparison, see :mod:`catalyst_lite.compiler.assumptions`),
+and the facts decided so far.
 """
 
 from __future__ import annotations
@@ -25,22 +20,7 @@ from jax._src.interpreters import partial_eval as pe
 
 from ..trace_context import current as current_context, scope as context_scope
 from .size_expressions import NEGATED, Fact, SizeExpr, evaluate, same_expression, simplified
-from .patches import NeedsCallSizes
 from .tracing import constant_value
-
-__all__ = [
-    "NeedsCallSizes",
-    "SizeScope",
-    "size_scope",
-    "current_scope",
-    "size_name",
-    "describe_aval",
-    "is_scalar_int_or_bool",
-    "has_subprograms",
-    "runs_only_if_loop_runs",
-    "runs_only_if",
-    "value_at",
-]
 
 
 def is_scalar_int_or_bool(x: Any) -> bool:
@@ -52,66 +32,45 @@ def is_scalar_int_or_bool(x: Any) -> bool:
     )
 
 
-def has_subprograms(eqn: Any) -> bool:
-    """The equation holds nested jaxprs (control flow): not shape arithmetic."""
-    return any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
-
-
 # --- The scope of one top-level trace ------------------------------------------------------------
 
 
 class SizeScope:
-    """The size inputs of a program being traced, the point its decisions are taken at (``None``:
-    at generic sizes), and the facts decided so far.
+    """The size inputs of a program being traced (``names``, in input order), the point its
+    decisions are taken at (their values at the guiding call; ``None``: generic sizes), and the
+    facts decided so far. ``symbolic``: sizes are not constants of the trace, so that JAX failing
+    on one raises :class:`~.patches.NeedsCallSizes`."""
 
-    ``names`` are the inputs' names, in the order of the program's inputs (implicit sizes, then the
-    flat arguments); ``point`` their values at the guiding call (``None`` entries for inputs that
-    are not integer scalars). ``symbolic``: the sizes are symbolic (not constants of the trace),
-    so that JAX failing on one raises :class:`NeedsCallSizes` (see :mod:`.patches`).
-    """
-
-    def __init__(self, names: Sequence[str], point: Sequence[int | None] | None = None, symbolic: bool = True):
+    def __init__(self, names: Sequence[str], point: Sequence[Any] | None = None, symbolic: bool = True):
         self.names = list(names)
         self.point = None if point is None else list(point)
         self.symbolic = symbolic
         self.nested_jax_traces = 0  # JAX's own nested traces of symbolically-shaped functions open
-        # Exceptions that left the user's functions JAX called back (custom_jvp/custom_vjp rules):
-        # the user's own, to pass on unchanged (see patches.raised_in_users_code).
+        # Exceptions that left the user's functions JAX called back (patches.raised_in_users_code).
         self.users_exceptions: list[BaseException] = []
-        # The site of the last NeedsCallSizes the user's code caused, whether or not it reached
-        # the trace's boundary (see dimensions._users_signal).
+        # The site of the last NeedsCallSizes the user's code caused (dimensions._users_signal).
         self.signalled: str | None = None
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
-        # (ascending, at the point, loop starts) -> dimensions.GenericSizes: generic values, kept
-        # for the trace.
+        # (ascending, at the point, loop starts) -> dimensions.GenericSizes, kept for the trace.
         self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
-        # Binders of loop bodies whose values the loop tells (a for_loop's index: its bounds; a
-        # while_loop's carried integer: its initial value), see dimensions._loop_value.
+        # Loop binders whose values the loop tells (their bounds, initial values): dimensions._loop_value
         self.loop_values: dict[Any, tuple] = {}
         self.loop_carries = False  # some of them are a while_loop's
         self.loop_dependent: dict[Any, bool] = {}  # variable -> computed from one of them
-        # Slice bounds of run-time sign as staged (dimensions.canonicalize_slice): a clamp to the
-        # axis is inactive at generic sizes, not at small ones, so no size stands for them.
+        # Slice bounds of run-time sign as staged (dimensions): no size stands for them.
         self.staged_slice_bounds: set[Any] = set()
-        # Input positions that are sizes of other inputs (abstracted axes), not integer arguments.
-        self.axis_inputs: set[int] = set()
+        self.axis_inputs: set[int] = set()  # positions of sizes of abstracted axes
         self.facts: list[Fact] = []
         self._fact_keys: set[tuple] = set()
         self._terms: dict[Any, SizeExpr | None] = {}  # variable -> its term (see `term`)
-        # Pairs of sizes JAX's shape logic asked to be equal and that are not, at the point: what
-        # an "incompatible shapes" error raised by the trace is about.
+        # Sizes JAX asked to be equal that are not (at the point): what "incompatible shapes" is
+        # about; the last one, if JAX asked nothing about sizes since.
         self.disagreements: list[tuple[SizeExpr, SizeExpr]] = []
-        # The last of them, if JAX asked no other question about sizes since.
         self.last_disagreement: tuple[SizeExpr, SizeExpr] | None = None
-        # In a trace guided by a call: JAX's code just branched on a comparison of sizes that the
-        # call's sizes answer otherwise than generic sizes (`n > 1` at n = 1), and no question
-        # about sizes since. JAX's shape logic may refuse that branch with symbolic sizes.
+        # JAX's code just took a branch the call's sizes take and generic ones do not (`n > 1`).
         self.last_branch_at_point = False
-        # Comparisons of sizes left undecided: their answer depends on how unrelated sizes
-        # compare (`n < m`), which only a call's sizes can tell.
-        self.undecided = 0
-        # Conditions under which the code being traced runs (enclosing for_loop bodies run only
-        # when their loops do): facts decided there need hold only then.
+        self.undecided = 0  # comparisons only a call's sizes decide (`n < m`)
+        # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
 
@@ -129,9 +88,8 @@ class SizeScope:
             self.inputs[tracer.val] = position
 
     def term(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs and free leaves (values local to a
-        loop body, such as its index; arguments of a nested trace), or ``None`` when it is no
-        size arithmetic (it is computed from array data, or by control flow)."""
+        """``tracer`` as an expression over the size inputs and free leaves (a loop's index), or
+        ``None`` when it is no size arithmetic (computed from array data, or by control flow)."""
         if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
@@ -148,8 +106,7 @@ class SizeScope:
 
     def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
         """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
-        ``id``) stand for the given expressions: a loop's predicate at its initial values. Not
-        remembered: elsewhere those tracers stand for themselves."""
+        ``id``) stand for the given expressions (a loop's predicate at its initial values)."""
         memo: dict[int, SizeExpr | None] = dict(values)
 
         def term(t: Any) -> SizeExpr | None:
@@ -174,10 +131,9 @@ class SizeScope:
                 return self.term(const)
             position = self.inputs.get(tracer.val)
             return SizeExpr("leaf", value=tracer.val) if position is None else SizeExpr.input(position)
-        if has_subprograms(eqn) or not eqn.in_tracers:
-            # control flow: not shape arithmetic; computed from nothing, not from sizes
-            # (PennyLane's qubit allocation)
-            return None
+        subprograms = any(isinstance(p, (core.Jaxpr, core.ClosedJaxpr)) for p in eqn.params.values())
+        if subprograms or not eqn.in_tracers:
+            return None  # control flow; or computed from nothing, not sizes (PennyLane's qubit allocation)
         args = [term(t) if isinstance(t, core.Tracer) else SizeExpr.literal(t) for t in eqn.in_tracers]
         if any(a is None for a in args):
             return None
@@ -218,9 +174,8 @@ class SizeScope:
         return fact
 
     def decides_at_point(self) -> bool:
-        """Whether comparisons are decided at the guiding call's sizes: not inside a loop body
-        the call does not run (its guard is false there), whose facts the call need not satisfy,
-        so that its code is traced as for the sizes it runs at (``x[i]`` of an empty ``x``)."""
+        """Whether comparisons are decided at the guiding call's sizes: not inside a loop body the
+        call does not run (its guard is false there), traced as for the sizes it runs at."""
         if self.point is None:
             return False
         if not self.guards:
@@ -242,23 +197,19 @@ class SizeScope:
         """JAX asked whether two sizes are equal, and they are not (at the point, or at generic
         sizes). Asking whether a size is -1, 0 or 1 (to broadcast it, say) is no disagreement."""
         pair = (self._side(x), self._side(y))
-        if None not in pair and any(e.op != "literal" for e in pair) and not any(
-            e.op == "literal" and e.value in (-1, 0, 1) for e in pair
-        ):
+        if None in pair:
+            return
+        literals = [e.value for e in pair if e.op == "literal"]
+        self.last_disagreement = None if len(literals) == 2 or {-1, 0, 1} & set(literals) else pair
+        if self.last_disagreement is not None:
             self.disagreements.append(pair)
-            self.last_disagreement = pair
-        elif None not in pair:
-            self.last_disagreement = None
 
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it are guarded by ``step > 0 and lower <
-    upper or step < 0 and lower > upper`` (``lower < upper`` for a known positive step), so that a
-    call for which the loop never runs does not need them (``x[i]`` in a loop over an empty ``x``
-    decides ``len(x) >= 1``, which matters only when the loop runs). Bounds or a step that are not
-    size expressions (data, an enclosing loop's index, a tracer of a transformation inside the
-    program) add no guard: the facts hold whenever the enclosing code runs."""
+    """Trace a ``for_loop`` body: the facts decided in it (``len(x) >= 1`` for ``x[i]``) are guarded
+    by ``step > 0 and lower < upper or step < 0 and lower > upper``, needed only by calls that run
+    the loop. Bounds or a step that are no size expressions add no guard."""
     scope = current_scope()
     sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None
@@ -277,13 +228,13 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
 
 
 def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:
-    """``x`` (a value of a loop's predicate, say) as an expression over the size inputs where each
-    of ``binders`` (the loop's arguments) stands for the matching one of ``values`` (its initial
-    values); ``None`` when it is no such expression."""
+    """``x`` (a loop's predicate) as an expression over the size inputs where ``binders`` (the
+    loop's arguments) stand for ``values`` (its initial values), or ``None``."""
     scope = current_scope()
     if scope is None or not isinstance(x, core.Tracer):
         return None
-    return scope.expression_at(x, {id(b): scope._side(v) for b, v in zip(binders, values) if isinstance(b, core.Tracer)})
+    standing = {id(b): scope._side(v) for b, v in zip(binders, values) if isinstance(b, core.Tracer)}
+    return scope.expression_at(x, standing)
 
 
 @contextlib.contextmanager
@@ -303,25 +254,16 @@ def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
         scope.guards.pop()
 
 
-def size_name(d: Any) -> str:
-    """``n + 1``: a dimension named by the size inputs it is computed from, in the program being
-    traced; a number as it is; ``?`` for a size known only while the program runs."""
-    if not isinstance(d, core.Tracer):
-        return str(d)
-    scope = current_scope()
-    name = scope.name(d) if scope is not None else None
-    return "?" if name is None else name
-
-
 def describe_aval(aval: Any) -> str:
-    """``f64[n + 1,3]``: an abstract value for messages, each size named by :func:`size_name`."""
-    dims = ",".join(size_name(d) for d in aval.shape)
-    return f"{_short_dtype(aval.dtype)}[{dims}]"
-
-
-def _short_dtype(dtype: Any) -> str:
-    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[np.dtype(dtype).kind]
-    return kind if kind == "bool" else f"{kind}{np.dtype(dtype).itemsize * 8}"
+    """``f64[n + 1,3]``: an abstract value for messages, each size named by the size inputs it is
+    computed from (``?``: known only while the program runs)."""
+    scope = current_scope()
+    names = [str(d) if not isinstance(d, core.Tracer) else scope.name(d) if scope is not None else None
+             for d in aval.shape]
+    dtype = np.dtype(aval.dtype)
+    kind = {"f": "f", "i": "i", "u": "u", "b": "bool", "c": "c"}[dtype.kind]
+    short = kind if kind == "bool" else f"{kind}{dtype.itemsize * 8}"
+    return f"{short}[{','.join('?' if n is None else n for n in names)}]"
 
 
 @contextlib.contextmanager

@@ -1,8 +1,5 @@
-"""Tracing with JAX's dynamic-shape API: scopes, traces, input types and emitted equations.
-
-Everything here is a thin, named wrapper over JAX 0.7 internals, so that the rest of catalyst_lite
-speaks in the design documents' terms (input type, expanded arguments, inner trace) rather than in
-JAX's private API.
+"""Tracing with JAX's dynamic-shape API, in the design documents' terms (input type, expanded
+arguments, inner trace): thin named wrappers over JAX 0.7 internals.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, trace_to_jaxpr, make_input_type
@@ -22,51 +19,19 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 import numpy as np
 from jax._src import ad_util, api_util, config, core, source_info_util
 from jax._src import pjit
+from jax._src.core import (
+    ClosedJaxpr, DBIdx, DropVar, DShapedArray, InDBIdx, Jaxpr, Literal, OutDBIdx, ShapedArray, Tracer, Var
+)
 from jax._src.interpreters import partial_eval as pe
+from jax._src.interpreters.partial_eval import DynamicJaxprTrace, DynamicJaxprTracer
 from jax._src.lax import control_flow as lax_control_flow
 
 from ..trace_context import current as current_context, scope as context_scope
 from .host_callbacks import kept_when_unused
 from .patches import is_active, patched_jax
 
-DBIdx = core.DBIdx
-InDBIdx = core.InDBIdx
-OutDBIdx = core.OutDBIdx
-DShapedArray = core.DShapedArray
-ShapedArray = core.ShapedArray
-Tracer = core.Tracer
-Var = core.Var
-Literal = core.Literal
-DropVar = core.DropVar
-Jaxpr = core.Jaxpr
-ClosedJaxpr = core.ClosedJaxpr
-DynamicJaxprTrace = pe.DynamicJaxprTrace
-DynamicJaxprTracer = pe.DynamicJaxprTracer
 InputType = tuple  # tuple[tuple[AbstractValue, bool], ...]
 OutputType = tuple
-
-__all__ = [
-    "dynamic_tracing",
-    "dynamic_jaxprs",
-    "is_tracing",
-    "hosted_capture",
-    "inside_program_trace",
-    "under_jax_transformation",
-    "current_trace",
-    "make_input_type",
-    "input_type_to_tracers",
-    "collapse",
-    "trace_to_jaxpr",
-    "InnerTrace",
-    "emit_equation",
-    "drop_dead_equations",
-    "prune_jaxpr",
-    "forward_dependence",
-    "first_differentiated",
-    "dimension_value",
-    "get_aval",
-    "debug_info_for",
-]
 
 
 @contextlib.contextmanager
@@ -79,12 +44,9 @@ def dynamic_tracing() -> Iterator[None]:
 
 @contextlib.contextmanager
 def dynamic_jaxprs() -> Iterator[None]:
-    """JAX's interpreters evaluate and transform catalyst_lite's jaxprs in this block (this thread).
-
-    64-bit types (the jaxprs' own) and the repairs of :mod:`.patches`, but *not* JAX's dynamic
-    shapes: sizes are numbers here, so every shape is static once they are known. Shape-carrying
-    primitives whose sizes are given as numbers get static shapes, and integer arithmetic on known
-    numbers is folded while a static program (``jax.jit``) is staged.
+    """JAX's interpreters evaluate and transform catalyst_lite's jaxprs in this block (this thread):
+    64-bit types and the repairs of :mod:`.patches`, but *not* dynamic shapes: sizes are numbers
+    here, so every shape is static once they are known.
 
     >>> from catalyst_lite import dynamic_jaxprs
     >>> import jax, jax.numpy as jnp
@@ -106,12 +68,9 @@ def current_trace() -> Any:
 
 
 def is_tracing(*, under_transformations: bool = False) -> bool:
-    """True when the calling thread is tracing a catalyst_lite program (not merely some other
-    dynamic-shape trace, such as Catalyst's own or a user's ``jax.make_jaxpr``), and is not
-    hosting another framework's capture (:func:`hosted_capture`).
-
-    ``under_transformations``: also where a JAX transformation applied inside the program
-    (``jax.grad``, ``jax.vmap``) is the current trace (see :func:`inside_program_trace`)."""
+    """True when the calling thread is tracing a catalyst_lite program (not another dynamic-shape
+    trace, nor hosting another framework's capture); ``under_transformations``: also where a JAX
+    transformation inside the program (``jax.grad``, ``jax.vmap``) is the current trace."""
     return (
         is_active()
         and not current_context().hosted_captures
@@ -122,10 +81,9 @@ def is_tracing(*, under_transformations: bool = False) -> bool:
 
 @contextlib.contextmanager
 def hosted_capture() -> Iterator[None]:
-    """Within the block the calling thread's trace hosts another framework's capture (PennyLane's
-    program capture, see ``catalyst_lite.capture``): the dynamic-shape repairs stay in effect, but
-    :func:`is_tracing` is False, so that code asking whether catalyst_lite traces (PennyLane's
-    compiler dispatch, QNode calls) records that framework's own primitives.
+    """Within the block the calling thread's trace hosts another framework's capture (PennyLane's,
+    see ``catalyst_lite.capture``): the repairs stay in effect, but :func:`is_tracing` is False,
+    so that code asking (PennyLane's compiler dispatch, QNode calls) records its own primitives.
 
     >>> with hosted_capture():
     ...     is_tracing()
@@ -147,16 +105,12 @@ def under_jax_transformation() -> bool:
     return is_tracing(under_transformations=True) and not isinstance(current_trace(), DynamicJaxprTrace)
 
 
-def get_aval(x: Any) -> core.AbstractValue:
-    """The abstract value of ``x``; for tracers its shape may hold dimension tracers."""
-    return core.get_aval(x)
+get_aval = core.get_aval  # a tracer's shape may hold dimension tracers
 
 
 def constant_value(tracer: Any) -> Any:
-    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant).
-
-    jax 0.7.2 stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself.
-    """
+    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant; jax 0.7.2
+    stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself)."""
     const = tracer._trace.frame.constvar_to_val.get(tracer.val)
     return getattr(const, "canonical", const)
 
@@ -167,14 +121,11 @@ def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.De
         dbg = api_util.debug_info(name, fn, tuple(args), {})
     except Exception:  # non-inspectable callables
         dbg = core.DebugInfo(name, getattr(fn, "__name__", repr(fn)), None, None)
-    # Results are flattened by us, not by lu.wrap_init: no paths to resolve. `()` (unknown) is
-    # accepted by both jax 0.7.1 (which rejects None) and 0.7.2 (which rejects the sentinel).
+    # We flatten results: no paths to resolve (`()`, unknown: jax 0.7.1 rejects None, 0.7.2 the sentinel).
     return dbg._replace(result_paths=())
 
 
-def make_input_type(
-    avals_or_args: Sequence[Any], axes_specs: Sequence[dict[int, Hashable]]
-) -> InputType:
+def make_input_type(avals_or_args: Sequence[Any], axes_specs: Sequence[dict[int, Hashable]]) -> InputType:
     """Input type of a top-level program: one implicit ``i64[]`` per distinct abstracted axis name,
     first, then each explicit argument with ``DBIdx`` in its abstracted axes.
 
@@ -210,68 +161,48 @@ def _abstractify(x: Any) -> core.AbstractValue:
     return core.get_aval(x)
 
 
-def input_type_to_tracers(
-    in_type: InputType, new_arg: Callable[[Any], Tracer], lift: Callable[[Tracer], Tracer]
-) -> list[Tracer]:
-    """Create the *expanded* argument tracers of an inner trace (design doc: ``initialize``).
-
-    ``DBIdx(k)`` in a shape becomes the k-th tracer created here; a tracer of an enclosing trace in
-    a shape (a preserved dimension) becomes a constant of the inner trace via ``lift``.
-    """
-    tracers: list[Tracer] = []
-    for aval, _ in in_type:
-        if type(aval) is DShapedArray:
-            shape = tuple(
-                tracers[d.val] if type(d) is DBIdx else lift(d) if isinstance(d, Tracer) else d
-                for d in aval.shape
-            )
-            aval = aval.update(shape=shape)
-        tracers.append(new_arg(aval))
-    return tracers
-
-
 def collapse(typ: Sequence[tuple[Any, bool]], expanded: Sequence[Any]) -> list[Any]:
-    """Keep the explicit entries of an expanded list (the ones a Python function sees)."""
+    """The explicit entries of an expanded list (the ones a Python function sees)."""
     return [x for x, (_, explicit) in zip(expanded, typ) if explicit]
 
 
 class InnerTrace:
-    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``).
-
-    Values of enclosing traces that the traced function uses become constants of this trace;
-    :meth:`to_jaxpr` returns them so that the caller can pass them as operands (``body_nconsts``).
-    """
+    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``);
+    values of enclosing traces it uses are its constants, which :meth:`to_jaxpr` returns."""
 
     def __init__(self, debug_info: core.DebugInfo):
         self.debug_info = debug_info
         self.trace = DynamicJaxprTrace(debug_info, parent_trace=current_trace())
         self.source_info = source_info_util.current()
 
-    def new_arg(self, aval: core.AbstractValue) -> Tracer:
-        return self.trace.new_arg(aval, self.source_info)
-
     def lift(self, x: Any) -> Tracer:
         """The tracer of this trace standing for ``x`` (a constant when ``x`` is from outside)."""
         return self.trace.to_jaxpr_tracer(x, self.source_info)
 
     def arguments(self, in_type: InputType) -> list[Tracer]:
-        return input_type_to_tracers(in_type, self.new_arg, self.lift)
+        """The *expanded* argument tracers (design doc: ``initialize``): ``DBIdx(k)`` in a shape
+        is the k-th of them; a tracer of an enclosing trace (a preserved size) is lifted."""
+        tracers: list[Tracer] = []
+        for aval, _ in in_type:
+            if type(aval) is DShapedArray:
+                shape = tuple(
+                    tracers[d.val] if type(d) is DBIdx else self.lift(d) if isinstance(d, Tracer) else d
+                    for d in aval.shape
+                )
+                aval = aval.update(shape=shape)
+            tracers.append(self.trace.new_arg(aval, self.source_info))
+        return tracers
 
     def call(self, fn: Callable, *args: Any) -> Any:
         with core.set_current_trace(self.trace), source_info_util.reset_name_stack():
             return fn(*args)
 
-    def to_jaxpr(
-        self, results: Sequence[Any], keep_alive: Sequence[Any] = ()
-    ) -> tuple[Jaxpr, list[Any]]:
-        """The traced jaxpr with its constants turned into leading arguments, and the constants'
-        values (from enclosing traces or concrete). ``keep_alive`` are tracers (typically argument
-        dimensions) whose constants must stay even when no equation uses them."""
+    def to_jaxpr(self, results: Sequence[Any], keep_alive: Sequence[Any] = ()) -> tuple[Jaxpr, list[Any]]:
+        """The traced jaxpr with its constants as leading arguments, and their values; ``keep_alive``:
+        tracers (argument sizes) whose constants stay even when no equation uses them."""
         out = [self.lift(r) for r in results]
         extra = [self.lift(k) for k in keep_alive]
-        jaxpr, consts = self.trace.frame.to_jaxpr(
-            self.trace, out + extra, self.debug_info, self.source_info
-        )
+        jaxpr, consts = self.trace.frame.to_jaxpr(self.trace, out + extra, self.debug_info, self.source_info)
         jaxpr = jaxpr.replace(outvars=jaxpr.outvars[: len(out)])
         return pe.convert_constvars_jaxpr(jaxpr), list(consts)
 
@@ -280,14 +211,10 @@ class InnerTrace:
 
 
 def trace_to_jaxpr(
-    flat_fn: Callable[..., Sequence[Any]],
-    in_type: InputType,
-    name: str,
-    on_arguments: Callable[[list[Tracer]], None] | None = None,
+    flat_fn: Callable, in_type: InputType, name: str, on_arguments: Callable | None = None
 ) -> tuple[Jaxpr, OutputType, list[Any]]:
-    """Trace a flat top-level function; implicit outputs (new dimensions) are added in front of
-    the explicit ones and described by ``InDBIdx``/``OutDBIdx`` in the output type.
-    ``on_arguments`` receives the (expanded) argument tracers before the function runs."""
+    """Trace a flat top-level function (implicit outputs, new sizes, come first); ``on_arguments``
+    receives the (expanded) argument tracers before the function runs."""
     dbg = debug_info_for(flat_fn, name)
     inner = InnerTrace(dbg)
     try:
@@ -300,29 +227,19 @@ def trace_to_jaxpr(
         jaxpr, out_type, consts = inner.trace.frame.to_jaxpr2(out, dbg)
     finally:
         inner.close()
-    return drop_dead_equations(jaxpr), out_type, list(consts)
-
-
-def drop_dead_equations(jaxpr: Jaxpr) -> Jaxpr:
-    """``jaxpr`` without the equations whose results nothing uses and that have no effects (e.g.
-    the ``params[i]`` a QNode's gates read, once their matrices are computed by one gather from
-    ``params``): every later stage (specialization, lowering, XLA) would pay for them.
-    """
+    # Without the equations nothing uses (the `params[i]` a QNode's gates read, once one gather
+    # computes their matrices): every later stage would pay for them.
     pruned, _ = prune_jaxpr(jaxpr, [True] * len(jaxpr.outvars), [True] * len(jaxpr.invars))
-    return pruned
+    return pruned, out_type, list(consts)
 
 
 def prune_jaxpr(
     jaxpr: Jaxpr, used_outputs: Sequence[bool], keep_inputs: Sequence[bool]
 ) -> tuple[Jaxpr, list[bool]]:
-    """``jaxpr`` returning only its used outputs, without the equations they do not need, and
-    taking only the inputs they use or that ``keep_inputs`` keeps; and which inputs it takes.
-
-    A variable is used when an equation or the outputs read it, *or* when it is a dimension of a
-    used variable's type (a dynamic shape names its size variables only in types). Equations
-    without results (such as size-assumption checks), with effects, and of primitives registered
-    with :func:`.host_callbacks.keep_when_unused` (host callbacks) are kept.
-    """
+    """``jaxpr`` returning only its used outputs, without the equations they do not need, taking
+    only the inputs they use or ``keep_inputs`` keeps; and which inputs it takes. A size in a used
+    variable's type is used too. Equations without results (size-assumption checks), with effects
+    or of primitives :func:`.host_callbacks.keep_when_unused` names are kept."""
     live: set = set()
 
     def use(v: Any) -> None:
@@ -344,11 +261,8 @@ def prune_jaxpr(
                 if eqn is None:
                     continue
             kept.append(eqn)
-            for v in eqn.invars:
+            for v in (*eqn.invars, *eqn.outvars):  # (a result's sizes come from earlier equations)
                 use(v)
-            for v in eqn.outvars:  # a result's dimensions come from earlier equations
-                for d in getattr(v.aval, "shape", ()):
-                    use(d)
     for v, keep in zip(jaxpr.invars, keep_inputs):
         if keep:
             use(v)
@@ -360,12 +274,6 @@ def prune_jaxpr(
     if isinstance(dbg.result_paths, tuple) and len(dbg.result_paths) == len(used_outputs):
         dbg = dbg._replace(result_paths=tuple(p for p, u in zip(dbg.result_paths, used_outputs) if u))
     return jaxpr.replace(invars=invars, outvars=outvars, eqns=kept[::-1], debug_info=dbg), taken
-
-
-# primitive -> rule(eqn, marked operands) -> marked results: which results of a nested primitive's
-# equation depend on which operands (a loop carrying primals and tangents: its primals do not
-# depend on the tangents). Without a rule, every result depends on every operand.
-dependence_rules: dict[core.Primitive, Callable[[Any, list[bool]], list[bool]]] = {}
 
 
 def _carried_fixpoint(body: Jaxpr, fixed: list[bool], carried: list[bool], rest: list[bool]) -> tuple[list[bool], list[bool]]:
@@ -403,22 +311,22 @@ def _cond_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
     return [any(column) for column in zip(*per_branch)]
 
 
-def _call_dependence(eqn: Any, marked: list[bool]) -> list[bool]:
-    return forward_dependence(eqn.params["jaxpr"].jaxpr, marked)
-
-
 _JAX_DCE = (lax_control_flow.scan_p, lax_control_flow.cond_p, pjit.jit_p)
 
-# JAX's own nested primitives (the loops and conditionals specializations become, under JVP: one
-# equation carrying primals and tangents, whose primals must stay known to partial evaluation).
-dependence_rules.update(
-    {
-        lax_control_flow.scan_p: _scan_dependence,
-        lax_control_flow.while_p: _while_dependence,
-        lax_control_flow.cond_p: _cond_dependence,
-        pjit.jit_p: _call_dependence,
-    }
-)
+# primitive -> rule(eqn, marked operands) -> marked results: which results of a nested primitive's
+# equation depend on which operands (JAX's loops and conditionals under JVP carry primals and
+# tangents; the primals must stay known to partial evaluation). Without a rule: all on all.
+dependence_rules: dict[core.Primitive, Callable[[Any, list[bool]], list[bool]]] = {
+    lax_control_flow.scan_p: _scan_dependence,
+    lax_control_flow.while_p: _while_dependence,
+    lax_control_flow.cond_p: _cond_dependence,
+    pjit.jit_p: lambda eqn, marked: forward_dependence(eqn.params["jaxpr"].jaxpr, marked),
+}
+
+
+def _dependent_results(eqn: Any, operands: list[bool]) -> list[bool]:
+    rule = dependence_rules.get(eqn.primitive)
+    return rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
 
 
 def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool]:
@@ -428,19 +336,15 @@ def forward_dependence(jaxpr: Jaxpr, marked_inputs: Sequence[bool]) -> list[bool
         operands = [isinstance(v, core.Var) and v in marked for v in eqn.invars]
         if not any(operands):
             continue
-        rule = dependence_rules.get(eqn.primitive)
-        results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
-        marked.update(v for v, m in zip(eqn.outvars, results) if m)
+        marked.update(v for v, m in zip(eqn.outvars, _dependent_results(eqn, operands)) if m)
     return [isinstance(v, core.Var) and v in marked for v in jaxpr.outvars]
 
 
 def first_differentiated(
     jaxpr: Jaxpr, marked_inputs: Sequence[bool], select: Callable[[core.JaxprEqn], bool]
 ) -> core.JaxprEqn | None:
-    """The first equation ``select`` picks among those that take a floating-point value depending
-    on the marked inputs (not through ``stop_gradient``): an equation a derivative with respect to
-    those inputs goes through. It looks inside ``jax.jit`` calls; any other nested equation counts
-    as one equation (what is inside it is not searched).
+    """The first equation ``select`` picks among those taking a floating-point value that depends
+    on the marked inputs (not through ``stop_gradient``), looking inside ``jax.jit`` calls only.
 
     >>> import jax
     >>> jaxpr = jax.make_jaxpr(lambda x, y: jax.numpy.sin(x) * jax.lax.stop_gradient(jax.numpy.cos(y)))(1.0, 2.0)
@@ -462,9 +366,7 @@ def first_differentiated(
             found = first_differentiated(eqn.params["jaxpr"].jaxpr, operands, select)
             if found is not None:
                 return found
-        rule = dependence_rules.get(eqn.primitive)
-        results = rule(eqn, operands) if rule is not None else [True] * len(eqn.outvars)
-        marked.update(v for v, m in zip(eqn.outvars, results) if m)
+        marked.update(v for v, m in zip(eqn.outvars, _dependent_results(eqn, operands)) if m)
     return None
 
 
@@ -496,18 +398,11 @@ def dimension_value(x: Any) -> Any:
 
 
 def emit_equation(
-    primitive: core.Primitive,
-    operands: Sequence[Any],
-    out_type: OutputType,
-    params: dict[str, Any],
-    trace: DynamicJaxprTrace | None = None,
+    primitive: core.Primitive, operands: Sequence[Any], out_type: OutputType, params: dict, trace: Any = None
 ) -> list[Tracer]:
-    """Append ``outs = primitive[params] operands`` to ``trace`` (the current trace by default;
-    design doc: ``emitJaxprLine`` followed by ``parseOutputType``).
-
-    ``out_type`` describes each result; ``InDBIdx(k)`` in a shape is operand ``k`` and
-    ``OutDBIdx(k)`` is result ``k``. Returns all (expanded) result tracers.
-    """
+    """Append ``outs = primitive[params] operands`` to ``trace`` (by default the current one;
+    design doc: ``emitJaxprLine``, ``parseOutputType``) and return all (expanded) result tracers;
+    ``InDBIdx(k)`` in ``out_type`` is operand ``k``, ``OutDBIdx(k)`` result ``k``."""
     trace = current_trace() if trace is None else trace
     src = source_info_util.current()
     in_tracers = [trace.to_jaxpr_tracer(x, src) for x in operands]
