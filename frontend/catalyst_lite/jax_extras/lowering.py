@@ -1,9 +1,6 @@
-"""StableHLO lowering of dynamically-shaped jaxprs (the JAX-internals side of ``QJIT.mlir``).
-
-JAX 0.7 still lowers most primitives with dimension variables in shapes, but its top-level driver
-and some helpers rotted: the helpers get scoped repairs (:mod:`.lowering_repairs`), the driver is
-replaced by :func:`lower_jaxpr_to_stablehlo`, and the lowering rules of catalyst_lite's primitives
-get what they need here (:func:`register_lowering`, :func:`lower_nested_jaxpr`, :func:`ir_types`).
+"""StableHLO lowering of dynamically-shaped jaxprs (``QJIT.mlir``): JAX's driver, which rotted, is
+replaced by :func:`lower_jaxpr_to_stablehlo` (its helpers get :mod:`.lowering_repairs`), and the
+lowering rules of catalyst_lite's primitives get what they need here.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
@@ -37,51 +34,24 @@ from .shapes import SHAPE_PARAMS
 from .tracing import dynamic_tracing
 
 __all__ = [
-    "LoweringTarget",
-    "DISPLAY",
-    "UnsupportedLowering",
-    "current_target",
-    "display_rule",
-    "lower_jaxpr_to_stablehlo",
-    "check_parses",
-    "register_lowering",
-    "register_dynamic_lowering",
-    "register_compiled_lowering",
-    "opaque_call",
-    "LoweringRuleContext",
-    "lower_nested_jaxpr",
-    "ir_types",
-    "carried_types",
-    "while_op",
-    "case_op",
-    "counted_loop_condition",
-    "add",
-    "first_true_index",
-    "full_slice",
-    "index_vector",
+    "UnsupportedLowering", "display_rule", "lower_jaxpr_to_stablehlo", "check_parses", "register_lowering",
+    "register_dynamic_lowering", "register_compiled_lowering", "opaque_call", "LoweringRuleContext",
+    "lower_nested_jaxpr", "ir_types", "while_op", "case_op", "counted_loop_condition", "add",
+    "first_true_index", "index_vector",
 ]
 
 LoweringRuleContext = mlir.LoweringRuleContext
 IrValue = Any  # ir.Value, or a tuple of them for multi-value avals (not used by catalyst_lite)
 
 
-# --- 2. The driver --------------------------------------------------------------------------------
+# --- the driver ----------------------------------------------------------------------------------
 
-
-# JAX's own lowering rules that take dynamic sizes as trailing operands (the dynamic-shape API's
-# convention, which ours follows).
+# JAX's own lowering rules that take dynamic sizes as trailing operands (our convention too).
 _JAX_UNDERSTANDS_TRAILING_SIZES = frozenset(
-    {
-        lax_internal.broadcast_in_dim_p,
-        lax_internal.iota_p,
-        lax_internal.reshape_p,
-        slicing.dynamic_slice_p,
-    }
+    {lax_internal.broadcast_in_dim_p, lax_internal.iota_p, lax_internal.reshape_p, slicing.dynamic_slice_p}
 )
 
-
-# Lowering rules for the dynamic program only (`QJIT.mlir`), for primitives that JAX cannot lower
-# with symbolic sizes (see `register_dynamic_lowering`).
+# Lowering rules for the dynamic program only (see `register_dynamic_lowering`).
 _DYNAMIC_ONLY_RULES: dict[core.Primitive, Callable] = {}
 
 
@@ -110,60 +80,43 @@ def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrV
     return list(op.results)
 
 
-def _sizes_as_operands_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """Lowering rules for primitives whose dynamic sizes we carry as trailing operands.
+def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
+    """Our overrides of JAX's rules, scoped to one module context (unlike ``register_lowering``).
 
-    Our convention (:data:`~.shapes.SHAPE_PARAMS`) puts ``None`` in a size parameter and the size
-    as an extra operand, e.g. ``gather[slice_sizes=(None,)] x idx n``. JAX's own rule for
-    ``broadcast_in_dim``, ``iota``, ``reshape`` and ``dynamic_slice`` already understands this;
-    for the others (``gather``) the override puts the operand's IR value back in the parameter,
-    which JAX's rule then lowers with its dynamic-shape path (``stablehlo.dynamic_gather``).
-    Overrides are scoped to this module context, unlike ``mlir.register_lowering``.
+    Primitives whose sizes we carry as trailing operands (:data:`~.shapes.SHAPE_PARAMS`, e.g.
+    ``gather[slice_sizes=(None,)] x idx n``) and whose JAX rule does not take them so get their
+    IR values put back in the parameter (JAX then emits ``stablehlo.dynamic_gather``). JAX's
+    ``reduce`` (variadic) and ``sort`` assert static operand shapes yet read only ranks and
+    dtypes: they get operand types with a placeholder for each symbolic size.
     """
     rules = list(_DYNAMIC_ONLY_RULES.items())
     for prim, param in SHAPE_PARAMS.items():
-        if prim in _JAX_UNDERSTANDS_TRAILING_SIZES or prim in _DYNAMIC_ONLY_RULES:
-            continue
-        rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, param)))
+        if prim not in _JAX_UNDERSTANDS_TRAILING_SIZES and prim not in _DYNAMIC_ONLY_RULES:
+            rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, param)))
+    for prim in (lax_internal.reduce_p, lax_internal.sort_p):
+        rules.append((prim, _with_static_operand_types(mlir._lowerings[prim].rule)))
     return tuple(rules)
 
 
-def _static_operand_types_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """JAX's lowerings of ``reduce`` (variadic, as in ``argmax``) and ``sort`` assert that their
-    operands have static shapes, yet read only their ranks and dtypes (result types come from the
-    results' avals, which keep their ``?`` sizes). They get operand types with each symbolic size
-    replaced by a placeholder."""
-    return tuple(
-        (prim, _with_static_operand_types(mlir._lowerings[prim].rule))
-        for prim in (lax_internal.reduce_p, lax_internal.sort_p)
-    )
-
-
 def _with_static_operand_types(rule: Callable) -> Callable:
+    def static(aval: core.AbstractValue) -> core.AbstractValue:
+        if type(aval) is not core.DShapedArray:
+            return aval
+        shape = tuple(d if type(d) is int else 1 for d in aval.shape)
+        return core.ShapedArray(shape, aval.dtype, aval.weak_type)
+
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
-        avals_in = [_static_stand_in(a) for a in ctx.avals_in]
-        return rule(ctx.replace(avals_in=avals_in), *operands, **params)
+        return rule(ctx.replace(avals_in=[static(a) for a in ctx.avals_in]), *operands, **params)
 
     return lower
-
-
-def _static_stand_in(aval: core.AbstractValue) -> core.AbstractValue:
-    if type(aval) is not core.DShapedArray:
-        return aval
-    shape = tuple(d if type(d) is int else 1 for d in aval.shape)
-    return core.ShapedArray(shape, aval.dtype, aval.weak_type)
-
-
-def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    return (*_sizes_as_operands_rules(), *_static_operand_types_rules())
 
 
 def display_rule(prim: core.Primitive) -> Callable[..., Any]:
     """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it):
     what a target's own rule falls back to for the forms it does not change."""
-    for p, rule in _display_rules():
-        if p is prim:
-            return rule
+    rule = next((rule for p, rule in _display_rules() if p is prim), None)
+    if rule is not None:
+        return rule
     cpu_rules = mlir._platform_specific_lowerings.get("cpu", {})
     return (cpu_rules.get(prim) or mlir._lowerings[prim]).rule
 
@@ -182,10 +135,7 @@ def _with_sizes_in_param(rule: Callable, param: str) -> Callable:
     return lower
 
 
-
-
 def _module_context(name: str, target: LoweringTarget) -> mlir.ModuleContext:
-    """A fresh module context for the CPU; ``sym_name`` is the sanitized ``name``."""
     ctx = mlir.ModuleContext(
         platforms=("cpu",),
         backend=None,
@@ -211,26 +161,17 @@ def ir_types(avals: Sequence[core.AbstractValue]) -> list[ir.Type]:
     return [mlir.aval_to_ir_type(core.physical_aval(a)) for a in avals]
 
 
-def _check_lowerable(closed_jaxpr: core.ClosedJaxpr) -> None:
+def lower_jaxpr_to_stablehlo(
+    closed_jaxpr: core.ClosedJaxpr, name: str, target: LoweringTarget = DISPLAY
+) -> str:
+    """StableHLO text of ``closed_jaxpr`` as one public, verified ``@main``, sizes kept symbolic:
+    its constants are ``stablehlo.constant`` s, every input (implicit dimensions first) an argument.
+    ``target``: who reads it (:class:`UnsupportedLowering` when it cannot express the program)."""
     if not isinstance(closed_jaxpr, core.ClosedJaxpr):
         raise TypeError(f"expected a ClosedJaxpr, got {type(closed_jaxpr).__name__}")
     if closed_jaxpr.effects:
         effects = sorted(map(str, closed_jaxpr.effects))
         raise ValueError(f"cannot show the StableHLO of a program with side effects {effects}")
-
-
-def lower_jaxpr_to_stablehlo(
-    closed_jaxpr: core.ClosedJaxpr, name: str, target: LoweringTarget = DISPLAY
-) -> str:
-    """StableHLO text of ``closed_jaxpr`` as one public ``@main``, sizes kept symbolic.
-
-    The constants of ``closed_jaxpr`` become ``stablehlo.constant`` s; every input (implicit
-    dimensions first, as in the jaxpr) is an argument of ``@main``. The module is verified, and
-    JAX's global configuration is not changed (dynamic shapes and x64 are switched on for this
-    thread only, for the duration of the call). ``target``: who reads it (see
-    :class:`LoweringTarget`); :class:`UnsupportedLowering` when it cannot express the program.
-    """
-    _check_lowerable(closed_jaxpr)
     jaxpr = closed_jaxpr.jaxpr
     with dynamic_tracing(), lowering_for(target):
         ctx = _module_context(name, target)
@@ -259,23 +200,13 @@ def _verify(module: ir.Module, name: str) -> None:
 
 
 def _jaxpr_subcomp(
-    module_ctx: mlir.ModuleContext,
-    jaxpr: core.Jaxpr,
-    consts: Sequence[IrValue],
-    args: Sequence[IrValue],
-    dim_var_values: Sequence[ir.Value],
-    const_lowering: dict,
-    name_stack: source_info_util.NameStack | None = None,
+    module_ctx: mlir.ModuleContext, jaxpr: core.Jaxpr, consts: Sequence[IrValue], args: Sequence[IrValue],
+    dim_var_values: Sequence[ir.Value], const_lowering: dict, name_stack: Any = None,
 ) -> list[IrValue]:
+    name_stack = source_info_util.new_name_stack() if name_stack is None else name_stack
     outs, _ = mlir.jaxpr_subcomp(
-        module_ctx,
-        jaxpr,
-        name_stack if name_stack is not None else source_info_util.new_name_stack(),
-        mlir.TokenSet(),
-        list(consts),
-        *args,
-        dim_var_values=list(dim_var_values),
-        const_lowering=const_lowering,
+        module_ctx, jaxpr, name_stack, mlir.TokenSet(), list(consts), *args,
+        dim_var_values=list(dim_var_values), const_lowering=const_lowering,
     )
     return list(outs)
 
@@ -297,7 +228,7 @@ def check_parses(text: str) -> None:
             raise ValueError(f"not a valid MLIR module: {err}") from err
 
 
-# --- 3. For the lowering rules of catalyst_lite's primitives --------------------------------------
+# --- for the lowering rules of catalyst_lite's primitives ----------------------------------------
 
 
 def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
@@ -325,11 +256,8 @@ def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> 
 def lower_nested_jaxpr(
     ctx: mlir.LoweringRuleContext, jaxpr: core.Jaxpr | core.ClosedJaxpr, args: Sequence[IrValue]
 ) -> list[IrValue]:
-    """Inline ``jaxpr(*args)`` at the current insertion point (e.g. inside a loop body region).
-
-    ``jaxpr``'s inputs are all explicit values here (a nested body's implicit dimensions and
-    hoisted constants are its leading arguments), so each body binds its own dimension variables.
-    """
+    """Inline ``jaxpr(*args)`` at the current insertion point (e.g. inside a loop body region);
+    ``args`` are all its inputs (implicit dimensions and hoisted constants lead)."""
     consts: list[IrValue] = []
     if isinstance(jaxpr, core.ClosedJaxpr):
         consts = [mlir.ir_constant(c) for c in jaxpr.consts]
@@ -339,21 +267,14 @@ def lower_nested_jaxpr(
     if current_target().tie_sizes:
         args = _tied_to_their_sizes(jaxpr, args)
     return _jaxpr_subcomp(
-        ctx.module_context,
-        jaxpr,
-        consts,
-        args,
-        ctx.dim_var_values,
-        ctx.const_lowering,
-        ctx.name_stack,
+        ctx.module_context, jaxpr, consts, args, ctx.dim_var_values, ctx.const_lowering, ctx.name_stack
     )
 
 
 def _tied_to_their_sizes(jaxpr: core.Jaxpr, args: Sequence[IrValue]) -> list[IrValue]:
-    """``args``, each array of symbolic size re-sliced to its full extent, with the extent read
-    from the body's own dimension arguments: the sliced value's sizes are then visibly those
-    values (IREE cannot otherwise tell the sizes of a loop's carried values inside a nested loop,
-    "dynamic dimensions must have been resolved")."""
+    """``args``, each array of symbolic size re-sliced to its full extent read from the body's
+    own dimension arguments (else IREE cannot tell the sizes of a loop's carried values inside
+    a nested loop: "dynamic dimensions must have been resolved")."""
     position = {v: k for k, v in enumerate(jaxpr.invars)}
     out = list(args)
     for k, v in enumerate(jaxpr.invars):
@@ -394,22 +315,16 @@ def full_slice(x: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:
     return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
 
 
-def _join_dims(a: ir.RankedTensorType, b: ir.RankedTensorType) -> ir.Type:
-    dynamic = ir.ShapedType.get_dynamic_size()
-    shape = [x if x == y else dynamic for x, y in zip(a.shape, b.shape)]
-    return ir.RankedTensorType.get(shape, a.element_type)
-
-
-def carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:
+def _carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:
     """Types of values carried by a loop: a size that differs between the operand and the body's
     result (or is ``?`` in either) is ``?``."""
     out = []
     for a, b in zip(operand_types, body_types):
         if ir.RankedTensorType.isinstance(a) and ir.RankedTensorType.isinstance(b) and a != b:
             a, b = ir.RankedTensorType(a), ir.RankedTensorType(b)
-            out.append(_join_dims(a, b))
-        else:
-            out.append(a)
+            shape = [x if x == y else ir.ShapedType.get_dynamic_size() for x, y in zip(a.shape, b.shape)]
+            a = ir.RankedTensorType.get(shape, a.element_type)
+        out.append(a)
     return out
 
 
@@ -427,17 +342,16 @@ def while_op(
 ) -> list[ir.Value]:
     """Emit ``stablehlo.while`` over the carried values ``init``; return its results.
 
-    ``body_types`` are the types the body returns (from its jaxpr), so that a size that the loop
-    changes is ``?`` in the carried type. ``cond(carry)`` returns a ``tensor<i1>``; ``body(carry)``
-    returns the next carry. Values of the enclosing function (loop constants) may be used directly
-    inside both regions: StableHLO regions capture them implicitly. ``resizes``: the loop changes
-    the sizes of carried arrays (:class:`UnsupportedLowering` for a target without such loops).
+    ``body_types``: the types the body returns, so that a size the loop changes is ``?`` in the
+    carried type. ``cond(carry)`` returns a ``tensor<i1>``, ``body(carry)`` the next carry; both
+    may use enclosing values. ``resizes``: the loop changes the sizes of carried arrays
+    (:class:`UnsupportedLowering` for a target without such loops).
     """
     if resizes and not current_target().resizing_loops:
         raise UnsupportedLowering(
             f"a loop that resizes its carried arrays (lowering for {current_target().name})"
         )
-    types = carried_types([v.type for v in init], body_types)
+    types = _carried_types([v.type for v in init], body_types)
     op = hlo.WhileOp(types, [_fit(v, t) for v, t in zip(init, types)])
     cond_block = op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(cond_block):
@@ -474,12 +388,8 @@ def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
 
 
 def _compare_signed(x: ir.Value, y: ir.Value, direction: str) -> ir.Value:
-    return hlo.compare(
-        x,
-        y,
-        hlo.ComparisonDirectionAttr.get(direction),
-        compare_type=hlo.ComparisonTypeAttr.get("SIGNED"),
-    )
+    direction = hlo.ComparisonDirectionAttr.get(direction)
+    return hlo.compare(x, y, direction, compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
 
 
 def counted_loop_condition(i: ir.Value, upper: ir.Value, step: ir.Value) -> ir.Value:

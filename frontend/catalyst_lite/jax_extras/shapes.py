@@ -1,17 +1,12 @@
-"""Primitives whose result shape is a parameter with ``None`` for each dynamic size.
-
-For these, the dynamic sizes are the trailing operands of the equation, in order. A primitive
-listed here that JAX itself stages with dimension *tracers* in that parameter (``gather``'s
-``slice_sizes`` for ``x[1:]`` of a symbolic axis) is staged in this form by the
-``sizes_in_params_become_operands`` patch: a tracer inside ``params`` would escape the jaxpr.
-
-Primitives in :data:`SIZE_PARAM_REWRITES` get sizes in other parameters (``slice``'s bounds,
-``split``'s sizes); with tracers there they are re-expressed with ``dynamic_slice``.
+"""Primitives whose result shape is a parameter (:data:`SHAPE_PARAMS`) hold ``None`` there for each
+dynamic size, which is a trailing operand of the equation (JAX would stage a tracer in ``params``,
+which escapes the jaxpr). Those of :data:`SIZE_PARAM_REWRITES` (``slice``'s bounds, ``split``'s
+sizes, ``pad``'s widths) are re-expressed in primitives that take sizes as operands.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from jax._src import config, core, prng
@@ -52,9 +47,8 @@ def sizes_as_operands(
 def fill_sizes(
     primitive: core.Primitive, operands: list[Any], params: dict[str, Any], size_of: Callable[[Any], Any]
 ) -> tuple[list[Any], dict[str, Any]]:
-    """The inverse of :func:`sizes_as_operands`: the ``None`` sizes of ``primitive``'s shape
-    parameter become ``size_of(operand)`` of the trailing size operands, which are dropped.
-    (Unchanged when the shape is static.)"""
+    """The inverse of :func:`sizes_as_operands`: the ``None`` sizes become ``size_of`` the
+    trailing size operands, which are dropped."""
     name = SHAPE_PARAMS[primitive]
     static = params[name]
     ndyn = sum(d is None for d in static)
@@ -66,8 +60,7 @@ def fill_sizes(
 
 
 def _slice_as_dynamic_slice(operand, *, start_indices, limit_indices, strides):
-    """``operand[start:limit]`` with symbolic bounds: the same elements, as a ``dynamic_slice`` of
-    ``limit - start`` elements (the bounds of a ``slice`` are in range, so nothing is clamped)."""
+    """``operand[start:limit]`` as a ``dynamic_slice`` of ``limit - start`` (nothing is clamped)."""
     if strides is not None and any(s != 1 for s in strides):
         raise NotImplementedError("a strided lax.slice with symbolic bounds")
     sizes = [limit - start for start, limit in zip(start_indices, limit_indices)]
@@ -84,8 +77,7 @@ def _split_as_dynamic_slices(operand, *, sizes, axis):
 
 
 def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
-    """``lax.pad`` whose low/high widths are symbolic: the static widths (and interior padding)
-    by ``pad``, each symbolic one as a block of ``padding_value`` concatenated to that side."""
+    """``lax.pad`` by the static widths, each symbolic one a block of ``padding_value`` concatenated."""
     if any(is_symbolic(interior) for _, _, interior in padding_config):
         raise NotImplementedError("lax.pad with a symbolic interior padding")
     static = [(0 if is_symbolic(lo) else lo, 0 if is_symbolic(hi) else hi, i) for lo, hi, i in padding_config]
@@ -123,40 +115,30 @@ def _leaves(value: Any) -> list[Any]:
     return [value]
 
 
-def _holds_tracers(params: dict[str, Any], names: tuple[str, ...]) -> bool:
+def _holds_tracers(params: dict[str, Any], names: Sequence[str]) -> bool:
     return any(is_symbolic(d) for name in names for d in _leaves(params.get(name) or ()))
-
-
-def _has_size_tracers(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    return primitive in SHAPE_PARAMS and _holds_tracers(params, (SHAPE_PARAMS[primitive],))
-
-
-def _needs_rewrite(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    return primitive in SIZE_PARAM_REWRITES and _holds_tracers(
-        params, SIZE_PARAM_REWRITES[primitive][0]
-    )
 
 
 def _make_default_process_primitive(original):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
     def default_process_primitive(self, primitive, tracers, params, source_info=None):
-        if is_active() and _needs_rewrite(primitive, params):
+        if not is_active():
+            return original(self, primitive, tracers, params, source_info)
+        names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
+        if _holds_tracers(params, names):
             with core.set_current_trace(self):
-                return SIZE_PARAM_REWRITES[primitive][1](*tracers, **params)
-        if not (is_active() and _has_size_tracers(primitive, params)):
-            if is_active():
-                _refuse_sizes_in_params(primitive, params)
+                return rewrite(*tracers, **params)
+        if not (primitive in SHAPE_PARAMS and _holds_tracers(params, [SHAPE_PARAMS[primitive]])):
+            _refuse_sizes_in_params(primitive, params)
             return original(self, primitive, tracers, params, source_info)
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
         operands, staged_params = sizes_as_operands(primitive, list(tracers), params)
         operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
-        # An operand of static shape (a closed-over constant sliced by a loop's index) gets a
-        # `ShapedArray` result from JAX's shape rule, sizes tracers or not; its sizes become the
-        # equation's variables only in a dynamic-shape type.
+        # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
+        # its sizes become the equation's variables only in a dynamic-shape type.
         out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
-        # A size captured from an enclosing trace is now a constant of this one; so must the
-        # result's size be (the type checker found it naming the enclosing trace's variable).
+        # A size captured from an enclosing trace is a constant of this one, in the result too.
         out_aval = self._lift_tracers_in_aval(out_aval, source_info)
         (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
         return out
@@ -165,8 +147,7 @@ def _make_default_process_primitive(original):
 
 
 def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
-    """A size tracer in any other parameter would escape the jaxpr (and break its specialization
-    later, far from the cause): refuse it while tracing, naming the primitive."""
+    """A size tracer in any other parameter would escape the jaxpr: refuse it while tracing."""
     for name, value in params.items():
         if any(is_symbolic(v) for v in _leaves(value)):
             raise NotImplementedError(
@@ -175,22 +156,14 @@ def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -
             )
 
 
-register_patch(
-    Patch(
-        "sizes_in_params_become_operands",
-        pe.DynamicJaxprTrace,
-        "default_process_primitive",
-        _make_default_process_primitive,
-        "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES are rewritten",
-    )
-)
+register_patch(Patch(
+    "sizes_in_params_become_operands", pe.DynamicJaxprTrace, "default_process_primitive",
+    _make_default_process_primitive,
+    "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES are rewritten",
+))
 
 
 # --- sizes given as numbers (JAX's interpreters on catalyst_lite's jaxprs) ------------------------
-
-
-def _has_dynamic_shape(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    return primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ())
 
 
 def _static_size(x: Any) -> int:
@@ -206,14 +179,13 @@ def _static_size(x: Any) -> int:
 
 
 def _make_static_sizes(original: Callable) -> Callable:
-    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's own interpreters evaluate catalyst_lite's
-    # jaxprs: a shape-carrying primitive with `None` sizes and numbers as size operands is bound
-    # with a static shape, and (while `jax.jit` stages) integer arithmetic on numbers is folded,
-    # so that the sizes computed from sizes stay numbers.
+    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's interpreters evaluate our jaxprs: a
+    # shape-carrying primitive with numbers as size operands is bound with a static shape, and
+    # (while `jax.jit` stages) integer arithmetic on numbers is folded, so sizes stay numbers.
     def process_primitive(self, primitive, tracers, params):
         if not is_active() or config.dynamic_shapes.value:
             return original(self, primitive, tracers, params)
-        if _has_dynamic_shape(primitive, params):
+        if primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ()):
             operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
             return primitive.bind_with_trace(self, operands, params)
         if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
@@ -235,12 +207,7 @@ def _is_integer_number(x: Any) -> bool:
 
 
 for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
-    register_patch(
-        Patch(
-            f"static_sizes_{_owner.__name__}",
-            _owner,
-            "process_primitive",
-            _make_static_sizes,
-            "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
-        )
-    )
+    register_patch(Patch(
+        f"static_sizes_{_owner.__name__}", _owner, "process_primitive", _make_static_sizes,
+        "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
+    ))
