@@ -1,10 +1,6 @@
-"""Scoped repairs of JAX's lowering helpers for dynamically-shaped programs.
-
-JAX 0.7 still lowers most primitives correctly when a shape holds dimension variables, but some of
-its helpers rotted or never handled symbolic sizes. Each repair is a :class:`~.patches.Patch`
-(active only in the calling thread, inside :func:`~.tracing.dynamic_tracing`), registered when this
-module is imported (by :mod:`.lowering`). Two of them also give the lowering target
-(:mod:`.lowering_targets`) its say on reshapes and broadcasts to symbolic sizes.
+"""Scoped repairs (:class:`~.patches.Patch`) of JAX's lowering helpers that rotted or never handled
+symbolic sizes; two also give the lowering target (:mod:`.lowering_targets`) its say on reshapes
+and broadcasts to symbolic sizes.
 """
 
 from __future__ import annotations
@@ -24,16 +20,14 @@ __all__ = ["expanding_dimensions"]
 
 
 def _shape_vars(atom: Any) -> list[core.Var]:
-    """The dimension variables in the shape of ``atom``'s aval."""
     shape = getattr(getattr(atom, "aval", None), "shape", ())
     return [d for d in shape if isinstance(d, core.Var)]
 
 
 def _make_last_used(original: Callable) -> Callable:
-    # `jaxpr_subcomp` frees a variable after the last equation that has it as an *operand*, and
-    # reads the dimension variables of each equation's operand *types* (`axis_size_env`). A size
-    # `n` used only by `broadcast_in_dim` and later only in types (`f64[n]`) was freed too early:
-    # KeyError. Here a use in a type counts as a use.
+    # `jaxpr_subcomp` frees a variable after its last use as an *operand*, yet reads the sizes in
+    # operand *types* (`axis_size_env`): a size later used only in types was freed too early
+    # (KeyError). Here a use in a type counts as a use.
     def last_used(jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
         if not is_active():
             return original(jaxpr)
@@ -52,12 +46,10 @@ def _make_last_used(original: Callable) -> Callable:
 
 
 def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
-    # Elementwise rules broadcast scalar operands to the result shape through
-    # `multi_broadcast_in_dim`, which builds a `ShapedArray` of that shape and so rejects
-    # dimension variables ("Shapes must be 1D sequences of integer scalars"). A `DShapedArray`
-    # result type makes `mlir.broadcast_in_dim` emit `stablehlo.dynamic_broadcast_in_dim`.
-    # `out_sharding` (and anything after it) passes through untouched: it is optional in jax 0.7.1
-    # (some rules omit it) and required in 0.7.2, and a dynamic shape has no sharding to apply.
+    # Elementwise rules broadcast scalars through `multi_broadcast_in_dim`, whose `ShapedArray`
+    # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
+    # `stablehlo.dynamic_broadcast_in_dim`. `out_sharding` (optional in jax 0.7.1, required in
+    # 0.7.2) and what follows pass through: a dynamic shape has no sharding to apply.
     def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
         if not is_active() or core.is_constant_shape(out_shape):
             return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
@@ -75,29 +67,22 @@ def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
 
 
 def _make_broadcast_in_dim(original: Callable) -> Callable:
-    # A `stablehlo.dynamic_broadcast_in_dim` does not say which operand dimensions expand (1 -> n)
-    # and which are kept; a compiler that keeps dimensions dynamic (IREE) cannot lower it without
-    # knowing. A jaxpr only ever expands dimensions of static size 1 (a symbolic size is never
-    # broadcast), so the answer is in the operand's type: record it in the op's attributes.
+    # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
+    # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
     def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
         target = current_target()
         if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
             return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
         out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
         if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
-            _mark_expansions(out.owner, ir.RankedTensorType(op.type), aval_out.shape, broadcast_dimensions)
+            dims = broadcast_dimensions
+            expanding = expanding_dimensions(ir.RankedTensorType(op.type), aval_out.shape, dims)
+            kept = [i for i in range(len(dims)) if i not in expanding]
+            out.owner.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
+            out.owner.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
         return out
 
     return broadcast_in_dim
-
-
-def _mark_expansions(
-    op: Any, operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
-) -> None:
-    expanding = expanding_dimensions(operand_type, out_shape, dims)
-    kept = [i for i in range(len(dims)) if i not in expanding]
-    op.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
-    op.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
 
 
 def expanding_dimensions(
@@ -112,13 +97,10 @@ def expanding_dimensions(
 
 
 def _make_annotate(original: Callable) -> Callable:
-    # `mlir.lower_fun` (the lowering of `cumsum`, `argmax`, `sort`'s comparator, clamped gathers)
-    # re-traces a helper with one implicit argument per dimension in scope. Two things rotted:
-    # those arguments are typed int32 while our dimensions are int64 (64-bit mode), so the helper's
-    # size arithmetic failed ("lax.eq requires arguments to have the same dtypes, got int64,
-    # int32"); and `annotate` insists that some explicit argument's shape uses each of them, which
-    # a helper of scalars (a comparator) never does. Inside our lowering, they are int64 and may go
-    # unused.
+    # `mlir.lower_fun` (`cumsum`, `argmax`, `sort`'s comparator...) re-traces a helper with one
+    # implicit argument per dimension in scope, typed int32 while ours are int64 (its size
+    # arithmetic failed), and `annotate` insists that an explicit argument's shape uses each (a
+    # comparator's scalars never do). Here they are int64 and may go unused.
     def annotate(fun: Any, in_type: Any) -> Any:
         if not is_active() or in_type is None:
             return original(fun, in_type)
@@ -138,8 +120,7 @@ _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 
 
 def _make_reshape(original: Callable) -> Callable:
-    # JAX emits `stablehlo.dynamic_reshape` for a reshape to symbolic sizes; a target may need
-    # another form (IREE does not lower `dynamic_reshape`).
+    # A target may need another form than `stablehlo.dynamic_reshape` (IREE does not lower it).
     def reshape(ctx, op, aval_out):
         target = current_target()
         if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
@@ -149,48 +130,16 @@ def _make_reshape(original: Callable) -> Callable:
     return reshape
 
 
-register_patch(
-    Patch(
-        "type_uses_keep_dimensions_alive",
-        core,
-        "last_used",
-        _make_last_used,
-        "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
-    )
-)
-register_patch(
-    Patch(
-        "dynamic_multi_broadcast_in_dim",
-        mlir,
-        "multi_broadcast_in_dim",
-        _make_multi_broadcast_in_dim,
-        "elementwise rules broadcast scalars to dynamically-shaped results",
-    )
-)
-register_patch(
-    Patch(
-        "dynamic_broadcasts_say_what_expands",
-        mlir,
-        "broadcast_in_dim",
-        _make_broadcast_in_dim,
-        "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
-    )
-)
-register_patch(
-    Patch(
-        "lower_fun_dimensions_are_int64",
-        lu,
-        "annotate",
-        _make_annotate,
-        "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
-    )
-)
-register_patch(
-    Patch(
-        "reshape_for_the_target",
-        mlir,
-        "reshape",
-        _make_reshape,
-        "a reshape to symbolic sizes takes the form the lowering target needs",
-    )
-)
+for _patch in (
+    Patch("type_uses_keep_dimensions_alive", core, "last_used", _make_last_used,
+          "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it"),
+    Patch("dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim", _make_multi_broadcast_in_dim,
+          "elementwise rules broadcast scalars to dynamically-shaped results"),
+    Patch("dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim", _make_broadcast_in_dim,
+          "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions"),
+    Patch("lower_fun_dimensions_are_int64", lu, "annotate", _make_annotate,
+          "helpers lowered with mlir.lower_fun take int64 dimensions, used or not"),
+    Patch("reshape_for_the_target", mlir, "reshape", _make_reshape,
+          "a reshape to symbolic sizes takes the form the lowering target needs"),
+):
+    register_patch(_patch)

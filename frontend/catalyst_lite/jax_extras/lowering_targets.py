@@ -1,8 +1,5 @@
-"""Who reads the StableHLO of a dynamically-shaped program, and what that reader needs.
-
-``QJIT.mlir`` shows JAX's lowering, repaired (:data:`DISPLAY`). A compiler that keeps dimensions
-dynamic may need other forms of some operations: IREE's target is in :mod:`.iree_lowering`. The
-target of the lowering running in the calling thread is :func:`current_target`.
+"""Who reads the StableHLO of a dynamically-shaped program (:class:`LoweringTarget`), and the target
+of the lowering running in the calling thread (:func:`current_target`).
 
 >>> current_target().name
 'display'
@@ -26,26 +23,19 @@ __all__ = ["UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target",
 
 
 class UnsupportedLowering(NotImplementedError):
-    """The program uses something the lowering target cannot express (e.g. a loop that resizes
-    its carried arrays, for a compiler that assumes carried sizes never change)."""
+    """The program uses something the lowering target cannot express (a loop that resizes its
+    carried arrays, for IREE)."""
 
 
 @dataclass(frozen=True)
 class LoweringTarget:
-    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering.
-
-    :data:`DISPLAY` is ``QJIT.mlir``: JAX's lowering, repaired. A compiler that keeps dimensions
-    dynamic (IREE, see :mod:`.iree_lowering`) may need other forms of some operations:
-
-    - ``rules``: lowering rules used instead of JAX's, by primitive;
-    - ``dynamic_reshape(ctx, x, aval_out)`` and ``dynamic_broadcast(ctx, x, aval_out,
-      broadcast_dimensions)``: how a reshape or broadcast to a shape with symbolic sizes is
-      emitted (JAX's rules emit every such op through ``mlir.reshape`` and ``mlir.broadcast_in_dim``);
-    - ``tie_sizes``: nested bodies re-derive the sizes of their arguments from the dimension
-      values they receive, and so do the results of catalyst_lite's primitives (loops,
-      conditionals) from the values in scope, so that the compiler can trace each size to a value;
-    - ``resizing_loops``: whether a loop may carry arrays whose sizes change per iteration;
-    - ``foreign_ops``: whether operations of other dialects may appear (in generic form).
+    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering
+    (:data:`DISPLAY`, ``QJIT.mlir``, needs nothing; IREE's is in :mod:`.iree_lowering`): ``rules``
+    used instead of JAX's, by primitive; ``dynamic_reshape(ctx, x, aval_out)`` and
+    ``dynamic_broadcast(ctx, x, aval_out, broadcast_dimensions)``, how a reshape or broadcast to
+    symbolic sizes is emitted; ``tie_sizes``, whether nested bodies and our primitives' results
+    re-derive their sizes from the dimension values in scope; ``resizing_loops``, whether a loop
+    may resize its carried arrays; ``foreign_ops``, whether other dialects' operations may appear.
     """
 
     name: str
@@ -58,6 +48,7 @@ class LoweringTarget:
 
 
 DISPLAY = LoweringTarget("display")
+
 
 def current_target() -> LoweringTarget:
     """The target of the lowering running in this thread (:data:`DISPLAY` outside one)."""

@@ -1,9 +1,6 @@
-"""Multi-result primitives on dynamically-shaped operands.
-
-``standard_multi_result_abstract_eval`` lost the dynamic-shape branch its single-result twin keeps,
-so ``jnp.linalg.inv``/``eigh`` (every decomposition, variadic ``reduce``, ``rng_bit_generator``)
-failed with a symbolic size. The repair gives each the branch while catalyst_lite traces, with the
-primitive's own shape, dtype and weak-type rules.
+"""Multi-result primitives on dynamically-shaped operands: ``standard_multi_result_abstract_eval``
+lost the dynamic-shape branch its single-result twin keeps (``jnp.linalg.inv``, every decomposition,
+variadic ``reduce`` failed with a symbolic size); each gets it back with its own rules.
 """
 
 from __future__ import annotations
@@ -24,11 +21,7 @@ __all__ = ["standard_multi_result_primitives"]
 
 def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
     """The ``partial(standard_multi_result_abstract_eval, prim, shape_rule, dtype_rule,
-    weak_type_rule, ...)`` behind ``primitive``'s abstract evaluation, if that is what it is.
-
-    ``Primitive.def_abstract_eval`` wraps the rule in a closure that adds "no effects"; the
-    partial is the one cell of that closure.
-    """
+    weak_type_rule, ...)`` in the closure ``def_abstract_eval`` made, if that is what it is."""
     for cell in getattr(primitive.abstract_eval, "__closure__", None) or ():
         rule = cell.cell_contents
         if isinstance(rule, functools.partial) and rule.func is lax_utils.standard_multi_result_abstract_eval:
@@ -54,13 +47,11 @@ def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
         def abstract_eval(*avals: Any, **params: Any) -> Any:
             if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
                 return original(*avals, **params)
-            shapes = shape_rule(*avals, **params)
-            out_dtypes = dtype_rule(*avals, **params)
+            shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
             weak_types = weak_type_rule(*avals, **params)
             if isinstance(weak_types, bool):
                 weak_types = (weak_types,) * len(shapes)
-            out_avals = [array_aval(*t) for t in zip(shapes, out_dtypes, weak_types)]
-            return out_avals, core.no_effects
+            return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
 
         return abstract_eval
 
@@ -68,12 +59,8 @@ def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
 
 
 for _primitive, _rules in standard_multi_result_primitives():
-    register_patch(
-        Patch(
-            f"dynamic_shapes_in_{_primitive.name}_abstract_eval",
-            _primitive,
-            "abstract_eval",
-            _make_abstract_eval(_rules),
-            "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
-        )
-    )
+    register_patch(Patch(
+        f"dynamic_shapes_in_{_primitive.name}_abstract_eval", _primitive, "abstract_eval",
+        _make_abstract_eval(_rules),
+        "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
+    ))

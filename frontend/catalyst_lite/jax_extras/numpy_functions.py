@@ -1,13 +1,8 @@
-"""jax.numpy functions that need a symbolic-size path of their own (the rest compute with sizes
-through what :mod:`.dimensions` makes symbolic).
-
-- Python's ``len`` (``jnp.interp``, ``jnp.convolve``) returns the symbolic length
-  (:func:`with_symbolic_len`); a symbolic convolution padding pads the input first.
-- ``jnp.searchsorted`` (and ``digitize``, ``interp``, ``histogram``) uses JAX's sort-based method:
-  its binary search is a ``lax.scan`` whose length is computed from the size.
-- short static scans whose carry has a symbolic shape (``jnp.polyval``) run unrolled.
-- ``int_dtype_for_dim(n)`` assumes a symbolic ``n < 2**31`` (a fact of the program), so results
-  have ``jax.jit``'s dtype.
+"""jax.numpy functions that need a symbolic-size path of their own: ``len`` in ``jnp.interp`` and
+``jnp.convolve`` is the symbolic length, a symbolic convolution padding pads the input first,
+``jnp.searchsorted`` sorts (its binary search is a scan of a length computed from the size), short
+static scans of symbolic carries (``jnp.polyval``) run unrolled, and a symbolic dimension's index
+dtype is ``jax.jit``'s (``n < 2**31`` is assumed, a checked fact).
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -68,9 +63,8 @@ def _make_symbolic_len_patch(original: Callable) -> Callable:
 
 
 def _make_searchsorted_via_scan(original: Callable) -> Callable:
-    # A binary search of ceil(log2(n + 1)) steps, run by `lax.scan`: its length must be a number,
-    # and JAX's scan cannot carry arrays of a symbolic shape (the queries'). The sort-based method
-    # finds the same indices.
+    # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
+    # shape; the sort-based method finds the same indices.
     def searchsorted_via_scan(unrolled, sorted_arr, query, side, dtype):
         if is_active() and any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
             return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
@@ -106,10 +100,8 @@ _UNROLLED_SCAN_LENGTH = 64
 
 
 def _make_scan(original: Callable) -> Callable:
-    # JAX's scan cannot carry arrays of symbolic shapes (their sizes become variables of its body,
-    # which its type check and its specialization do not relate to the caller's). jax.numpy scans
-    # a few short static sequences (`jnp.polyval` over its coefficients): run those steps in
-    # Python instead, the same operations in the same order.
+    # JAX's scan cannot carry arrays of symbolic shapes (its body's sizes are unrelated to the
+    # caller's): jax.numpy's short static scans (`jnp.polyval`) run their steps in Python.
     def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
         leaves, xs_leaves = jax.tree_util.tree_leaves((init, xs)), jax.tree_util.tree_leaves(xs)
         steps = length if length is not None or not xs_leaves else np.shape(xs_leaves[0])[0]
@@ -144,57 +136,27 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
             bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
             small = decide_size_comparison(d, bound, "<=", generic_answer=True)
             if small is not None:
-                return np.dtype(np.int32 if signed else np.uint32) if small else np.dtype(
-                    np.int64 if signed else np.uint64
-                )
+                return np.dtype(f"{'' if signed else 'u'}int{32 if small else 64}")
         return original(d, signed=signed)
 
     return int_dtype_for_dim
 
 
-for _name in ("_conv", "_interp"):
-    register_patch(
-        Patch(
-            f"symbolic_len_in_{_name.lstrip('_')}",
-            lax_numpy,
-            _name,
-            _make_symbolic_len_patch,
-            "len() of an array with a symbolic leading axis is its symbolic length",
-        )
-    )
-register_patch(
-    Patch(
-        "convolution_with_symbolic_padding",
-        convolution,
-        "conv_general_dilated",
-        _make_conv_general_dilated,
-        "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)",
-    )
-)
-register_patch(
-    Patch(
-        "short_scans_of_symbolic_carries_unrolled",
-        control_flow,
-        "scan",
-        _make_scan,
-        "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)",
-    )
-)
-register_patch(
-    Patch(
-        "searchsorted_of_a_symbolic_length",
-        lax_numpy,
-        "_searchsorted_via_scan",
-        _make_searchsorted_via_scan,
-        "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)",
-    )
-)
-register_patch(
-    Patch(
-        "index_dtype_of_a_symbolic_dimension",
-        lax_utils,
-        "int_dtype_for_dim",
-        _make_int_dtype_for_dim,
-        "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)",
-    )
-)
+for _patch in (
+    *(
+        Patch(f"symbolic_len_in_{name.lstrip('_')}", lax_numpy, name, _make_symbolic_len_patch,
+              "len() of an array with a symbolic leading axis is its symbolic length")
+        for name in ("_conv", "_interp")
+    ),
+    Patch("convolution_with_symbolic_padding", convolution, "conv_general_dilated",
+          _make_conv_general_dilated,
+          "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)"),
+    Patch("short_scans_of_symbolic_carries_unrolled", control_flow, "scan", _make_scan,
+          "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)"),
+    Patch("searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan",
+          _make_searchsorted_via_scan,
+          "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)"),
+    Patch("index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim", _make_int_dtype_for_dim,
+          "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)"),
+):
+    register_patch(_patch)

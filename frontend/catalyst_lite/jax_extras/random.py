@@ -1,9 +1,6 @@
-"""``jax.random`` with symbolic sizes.
-
-``random_bits``/``random_split`` with a symbolic size in their shape parameter stage it as a
-trailing operand (the :data:`~.shapes.SHAPE_PARAMS` convention). ``permutation``/``shuffle`` choose
-their sorting rounds from the size, so they become one ``shuffle`` equation running JAX's own at
-specialization: the numbers are ``jax.jit``'s.
+"""``jax.random`` with symbolic sizes: ``random_bits``/``random_split`` take them as trailing operands
+(:data:`~.shapes.SHAPE_PARAMS`); ``permutation``/``shuffle``, whose sorting rounds depend on the
+size, are one ``shuffle`` equation running JAX's own at specialization (the numbers are jax.jit's).
 
 >>> import jax, numpy as np
 >>> from catalyst_lite import qjit
@@ -16,8 +13,6 @@ True
 
 from __future__ import annotations
 
-from typing import Any
-
 from jax._src import core, prng
 from jax._src import random as jax_random
 from jax._src.interpreters import mlir
@@ -28,15 +23,10 @@ from .patches import Patch, is_active, register_patch
 __all__ = ["shuffle_p"]
 
 
-def _is_symbolic(shape: Any) -> bool:
-    return any(isinstance(d, core.Tracer) for d in shape)
-
-
 def _make_keyed_abstract_eval(original):
-    # `random_bits_abstract_eval` and `random_split_abstract_eval` build a `ShapedArray` (and its
-    # sharding spec) from `keys.shape + shape`.
+    # `random_bits`'s and `random_split`'s build a `ShapedArray` (and sharding) of `keys.shape + shape`.
     def abstract_eval(keys_aval, *, shape, **params):
-        if not (is_active() and _is_symbolic(shape)):
+        if not (is_active() and any(isinstance(d, core.Tracer) for d in shape)):
             return original(keys_aval, shape=shape, **params)
         aval, effects = original(keys_aval, shape=(1,) * len(shape), **params)
         return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
@@ -48,17 +38,15 @@ def _make_keyed_abstract_eval(original):
 
 _jax_shuffle = jax_random._shuffle  # the jitted `_shuffle(key, x, axis)` of jax.random
 
+
+def _shuffle(key, x, *, axis):
+    return _jax_shuffle(key, x, axis)
+
+
 shuffle_p = core.Primitive("shuffle")
-shuffle_p.def_impl(lambda key, x, *, axis: _jax_shuffle(key, x, axis))
+shuffle_p.def_impl(_shuffle)
 shuffle_p.def_abstract_eval(lambda key_aval, x_aval, *, axis: x_aval)
-
-
-mlir.register_lowering(
-    shuffle_p,
-    lambda ctx, key, x, *, axis: mlir.lower_fun(
-        lambda k, v: _jax_shuffle(k, v, axis), multiple_results=False
-    )(ctx, key, x),
-)
+mlir.register_lowering(shuffle_p, mlir.lower_fun(_shuffle, multiple_results=False))
 
 
 # In `.mlir`, the dynamic program, these are opaque calls: JAX's threefry and its shuffle's
@@ -84,30 +72,12 @@ def _make_shuffle(original):
     return shuffle
 
 
-register_patch(
-    Patch(
-        "random_bits_of_symbolic_shape",
-        prng.random_bits_p,
-        "abstract_eval",
-        _make_keyed_abstract_eval,
-        "random bits of a symbolic shape have a DShapedArray type",
-    )
-)
-register_patch(
-    Patch(
-        "random_split_of_symbolic_shape",
-        prng.random_split_p,
-        "abstract_eval",
-        _make_keyed_abstract_eval,
-        "keys split into a symbolic number have a DShapedArray type",
-    )
-)
-register_patch(
-    Patch(
-        "shuffle_of_symbolic_size",
-        jax_random,
-        "_shuffle",
-        _make_shuffle,
-        "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization",
-    )
-)
+for _patch in (
+    Patch("random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval", _make_keyed_abstract_eval,
+          "random bits of a symbolic shape have a DShapedArray type"),
+    Patch("random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval", _make_keyed_abstract_eval,
+          "keys split into a symbolic number have a DShapedArray type"),
+    Patch("shuffle_of_symbolic_size", jax_random, "_shuffle", _make_shuffle,
+          "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization"),
+):
+    register_patch(_patch)
