@@ -45,6 +45,12 @@ def _make_last_used(original: Callable) -> Callable:
     return last_used
 
 
+register_patch(Patch(
+    "type_uses_keep_dimensions_alive", core, "last_used", _make_last_used,
+    "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
+))
+
+
 def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     # Elementwise rules broadcast scalars through `multi_broadcast_in_dim`, whose `ShapedArray`
     # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
@@ -66,6 +72,12 @@ def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     return multi_broadcast_in_dim
 
 
+register_patch(Patch(
+    "dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim", _make_multi_broadcast_in_dim,
+    "elementwise rules broadcast scalars to dynamically-shaped results",
+))
+
+
 def _make_broadcast_in_dim(original: Callable) -> Callable:
     # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
     # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
@@ -83,6 +95,12 @@ def _make_broadcast_in_dim(original: Callable) -> Callable:
         return out
 
     return broadcast_in_dim
+
+
+register_patch(Patch(
+    "dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim", _make_broadcast_in_dim,
+    "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
+))
 
 
 def expanding_dimensions(
@@ -115,6 +133,12 @@ def _make_annotate(original: Callable) -> Callable:
     return annotate
 
 
+register_patch(Patch(
+    "lower_fun_dimensions_are_int64", lu, "annotate", _make_annotate,
+    "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
+))
+
+
 _INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
 _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 
@@ -130,16 +154,7 @@ def _make_reshape(original: Callable) -> Callable:
     return reshape
 
 
-for _patch in (
-    Patch("type_uses_keep_dimensions_alive", core, "last_used", _make_last_used,
-          "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it"),
-    Patch("dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim", _make_multi_broadcast_in_dim,
-          "elementwise rules broadcast scalars to dynamically-shaped results"),
-    Patch("dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim", _make_broadcast_in_dim,
-          "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions"),
-    Patch("lower_fun_dimensions_are_int64", lu, "annotate", _make_annotate,
-          "helpers lowered with mlir.lower_fun take int64 dimensions, used or not"),
-    Patch("reshape_for_the_target", mlir, "reshape", _make_reshape,
-          "a reshape to symbolic sizes takes the form the lowering target needs"),
-):
-    register_patch(_patch)
+register_patch(Patch(
+    "reshape_for_the_target", mlir, "reshape", _make_reshape,
+    "a reshape to symbolic sizes takes the form the lowering target needs",
+))

@@ -62,6 +62,13 @@ def _make_symbolic_len_patch(original: Callable) -> Callable:
     return functools.wraps(original)(patched)
 
 
+for _name in ("_conv", "_interp"):
+    register_patch(Patch(
+        f"symbolic_len_in_{_name.lstrip('_')}", lax_numpy, _name, _make_symbolic_len_patch,
+        "len() of an array with a symbolic leading axis is its symbolic length",
+    ))
+
+
 def _make_searchsorted_via_scan(original: Callable) -> Callable:
     # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
     # shape; the sort-based method finds the same indices.
@@ -71,6 +78,12 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
         return original(unrolled, sorted_arr, query, side, dtype)
 
     return searchsorted_via_scan
+
+
+register_patch(Patch(
+    "searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan", _make_searchsorted_via_scan,
+    "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)",
+))
 
 
 def _make_conv_general_dilated(original: Callable) -> Callable:
@@ -93,6 +106,12 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
         return original(lhs, rhs, window_strides, padding, lhs_dilation, *args, **kwargs)
 
     return conv_general_dilated
+
+
+register_patch(Patch(
+    "convolution_with_symbolic_padding", convolution, "conv_general_dilated", _make_conv_general_dilated,
+    "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)",
+))
 
 
 # Scans up to this length whose carries have symbolic shapes are unrolled while tracing.
@@ -125,6 +144,12 @@ def _make_scan(original: Callable) -> Callable:
     return scan
 
 
+register_patch(Patch(
+    "short_scans_of_symbolic_carries_unrolled", control_flow, "scan", _make_scan,
+    "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)",
+))
+
+
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
@@ -142,21 +167,7 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
     return int_dtype_for_dim
 
 
-for _patch in (
-    *(
-        Patch(f"symbolic_len_in_{name.lstrip('_')}", lax_numpy, name, _make_symbolic_len_patch,
-              "len() of an array with a symbolic leading axis is its symbolic length")
-        for name in ("_conv", "_interp")
-    ),
-    Patch("convolution_with_symbolic_padding", convolution, "conv_general_dilated",
-          _make_conv_general_dilated,
-          "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)"),
-    Patch("short_scans_of_symbolic_carries_unrolled", control_flow, "scan", _make_scan,
-          "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)"),
-    Patch("searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan",
-          _make_searchsorted_via_scan,
-          "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)"),
-    Patch("index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim", _make_int_dtype_for_dim,
-          "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)"),
-):
-    register_patch(_patch)
+register_patch(Patch(
+    "index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim", _make_int_dtype_for_dim,
+    "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)",
+))

@@ -34,6 +34,16 @@ def _make_keyed_abstract_eval(original):
     return abstract_eval
 
 
+register_patch(Patch(
+    "random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval", _make_keyed_abstract_eval,
+    "random bits of a symbolic shape have a DShapedArray type",
+))
+register_patch(Patch(
+    "random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval", _make_keyed_abstract_eval,
+    "keys split into a symbolic number have a DShapedArray type",
+))
+
+
 # --- shuffle: JAX's own, run at specialization ------------------------------------------------------
 
 _jax_shuffle = jax_random._shuffle  # the jitted `_shuffle(key, x, axis)` of jax.random
@@ -72,12 +82,7 @@ def _make_shuffle(original):
     return shuffle
 
 
-for _patch in (
-    Patch("random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval", _make_keyed_abstract_eval,
-          "random bits of a symbolic shape have a DShapedArray type"),
-    Patch("random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval", _make_keyed_abstract_eval,
-          "keys split into a symbolic number have a DShapedArray type"),
-    Patch("shuffle_of_symbolic_size", jax_random, "_shuffle", _make_shuffle,
-          "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization"),
-):
-    register_patch(_patch)
+register_patch(Patch(
+    "shuffle_of_symbolic_size", jax_random, "_shuffle", _make_shuffle,
+    "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization",
+))

@@ -177,6 +177,12 @@ def _make_cancel_divide_tracers(original):
     return cancel_divide_tracers
 
 
+register_patch(Patch(
+    "symbolic_reshape_quotient", core, "cancel_divide_tracers", _make_cancel_divide_tracers,
+    "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact",
+))
+
+
 def _make_process_primitive(original):
     # Under dynamic shapes `reshape`'s shape rule no longer checks the element count (XLA then
     # failed at call time about JAX internals): every reshape with a symbolic size requires it.
@@ -189,6 +195,12 @@ def _make_process_primitive(original):
         return original(self, primitive, tracers, params)
 
     return process_primitive
+
+
+register_patch(Patch(
+    "reshape_keeps_element_count", pe.DynamicJaxprTrace, "process_primitive", _make_process_primitive,
+    "a reshape with symbolic sizes requires the same number of elements (checked at call time)",
+))
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
@@ -246,17 +258,12 @@ def _make_split(original):
     return _split
 
 
+register_patch(Patch(
+    "symbolic_split_sections", lax_numpy, "_split", _make_split,
+    "split/array_split of a symbolic axis into sections have symbolic sizes (equal ones required)",
+))
+
+
 def _is_count(sections: Any) -> bool:
     """A positive number of sections (not a list of split indices)."""
     return isinstance(sections, (int, np.integer)) and not isinstance(sections, bool) and sections > 0
-
-
-for _patch in (
-    Patch("symbolic_reshape_quotient", core, "cancel_divide_tracers", _make_cancel_divide_tracers,
-          "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact"),
-    Patch("reshape_keeps_element_count", pe.DynamicJaxprTrace, "process_primitive", _make_process_primitive,
-          "a reshape with symbolic sizes requires the same number of elements (checked at call time)"),
-    Patch("symbolic_split_sections", lax_numpy, "_split", _make_split,
-          "split/array_split of a symbolic axis into sections have symbolic sizes (equal ones required)"),
-):
-    register_patch(_patch)
