@@ -8,10 +8,8 @@ each does: docs/architecture.md, "The JAX-internals seam"):
 - tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
   :mod:`.typecheck`;
 - sizes in JAX's shape logic: :mod:`.dimensions`, :mod:`.size_facts`, :mod:`.size_expressions`,
-  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`, :mod:`.random`,
-  :mod:`.multi_result`;
-- lowering: :mod:`.lowering`, :mod:`.lowering_repairs`, :mod:`.lowering_targets`,
-  :mod:`.iree_lowering`, :mod:`.literals`;
+  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`, :mod:`.random`;
+- lowering: :mod:`.lowering`, :mod:`.iree_lowering`, :mod:`.literals`;
 - :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`, :mod:`.frames`: reverse-mode tracers, ``x[i, j]``
   reads, JAX's C++ dispatcher, the user's line for messages;
 - :mod:`.host_callbacks`: host callbacks that run although their results are unused.
@@ -31,7 +29,6 @@ from . import dimensions as dimensions  # registers the symbolic-size patches
 from . import numpy_functions as numpy_functions  # registers the jax.numpy patches
 from . import random as random  # registers the jax.random patches
 from . import requirements as requirements  # registers the reshape patches
-from . import multi_result as multi_result  # registers the multi-result abstract-eval patches
 from .tracing import (
     ClosedJaxpr,
     DBIdx,

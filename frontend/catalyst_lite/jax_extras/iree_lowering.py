@@ -31,9 +31,7 @@ from jax._src.lax import slicing
 from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 
-from .lowering import display_rule, index_vector, lower_jaxpr_to_stablehlo
-from .lowering_repairs import expanding_dimensions
-from .lowering_targets import LoweringTarget
+from .lowering import LoweringTarget, display_rule, expanding_dimensions, index_vector, lower_jaxpr_to_stablehlo
 
 __all__ = ["IREE", "lower_for_iree"]
 

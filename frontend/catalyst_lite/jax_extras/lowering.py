@@ -1,6 +1,7 @@
-"""StableHLO lowering of dynamically-shaped jaxprs (``QJIT.mlir``): JAX's driver, which rotted, is
-replaced by :func:`lower_jaxpr_to_stablehlo` (its helpers get :mod:`.lowering_repairs`), and the
-lowering rules of catalyst_lite's primitives get what they need here.
+"""StableHLO lowering of dynamically-shaped jaxprs (``QJIT.mlir``, IREE): who reads it
+(:class:`LoweringTarget`, the running one :func:`current_target`), scoped repairs of JAX's lowering
+helpers that rotted or never handled symbolic sizes, a driver (:func:`lower_jaxpr_to_stablehlo`)
+replacing JAX's, and what the lowering rules of catalyst_lite's primitives need.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
@@ -16,11 +17,14 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
+from jax._src import linear_util as lu
 from jax._src.interpreters import mlir
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
@@ -28,17 +32,206 @@ from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
-from . import lowering_repairs as _repairs  # noqa: F401  (registers the repairs with the patch set)
-from .lowering_targets import DISPLAY, LoweringTarget, UnsupportedLowering, current_target, lowering_for
-from .shapes import SHAPE_PARAMS
+from ..trace_context import current, scope
+from .patches import Patch, is_active, register_patch
+from .shapes import SHAPE_PARAMS, fill_sizes
 from .tracing import dynamic_tracing
 
 __all__ = [
-    "UnsupportedLowering", "display_rule", "lower_jaxpr_to_stablehlo", "check_parses", "register_lowering",
+    "UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target", "lowering_for",
+    "expanding_dimensions", "display_rule", "lower_jaxpr_to_stablehlo", "check_parses", "register_lowering",
     "register_dynamic_lowering", "register_compiled_lowering", "opaque_call", "LoweringRuleContext",
     "lower_nested_jaxpr", "ir_types", "while_op", "case_op", "counted_loop_condition", "add",
     "first_true_index", "index_vector",
 ]
+
+
+# --- lowering targets ----------------------------------------------------------------------------
+
+
+class UnsupportedLowering(NotImplementedError):
+    """The program uses something the lowering target cannot express (a loop that resizes its
+    carried arrays, for IREE)."""
+
+
+@dataclass(frozen=True)
+class LoweringTarget:
+    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering
+    (:data:`DISPLAY`, ``QJIT.mlir``, needs nothing; IREE's is in :mod:`.iree_lowering`): ``rules``
+    used instead of JAX's, by primitive; ``dynamic_reshape(ctx, x, aval_out)`` and
+    ``dynamic_broadcast(ctx, x, aval_out, broadcast_dimensions)``, how a reshape or broadcast to
+    symbolic sizes is emitted; ``tie_sizes``, whether nested bodies and our primitives' results
+    re-derive their sizes from the dimension values in scope; ``resizing_loops``, whether a loop
+    may resize its carried arrays; ``foreign_ops``, whether other dialects' operations may appear.
+    """
+
+    name: str
+    rules: tuple[tuple[core.Primitive, Callable[..., Any]], ...] = ()
+    dynamic_reshape: Callable[..., ir.Value] | None = None
+    dynamic_broadcast: Callable[..., ir.Value] | None = None
+    tie_sizes: bool = False
+    resizing_loops: bool = True
+    foreign_ops: bool = False
+
+
+DISPLAY = LoweringTarget("display")
+
+
+def current_target() -> LoweringTarget:
+    """The target of the lowering running in this thread (:data:`DISPLAY` outside one)."""
+    return current().lowering_target or DISPLAY
+
+
+@contextlib.contextmanager
+def lowering_for(target: LoweringTarget) -> Iterator[None]:
+    """Lower for ``target`` in this thread during the block."""
+    with scope(lowering_target=target):
+        yield
+
+
+# --- repairs of JAX's lowering helpers (each a scoped Patch) -------------------------------------
+
+
+def _shape_vars(atom: Any) -> list[core.Var]:
+    shape = getattr(getattr(atom, "aval", None), "shape", ())
+    return [d for d in shape if isinstance(d, core.Var)]
+
+
+def _make_last_used(original: Callable) -> Callable:
+    # `jaxpr_subcomp` frees a variable after its last use as an *operand*, yet reads the sizes in
+    # operand *types* (`axis_size_env`): a size later used only in types was freed too early
+    # (KeyError). Here a use in a type counts as a use.
+    def last_used(jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
+        if not is_active():
+            return original(jaxpr)
+        uses: dict[core.Var, Any] = {}
+        for v in jaxpr.outvars:
+            for u in [v, *_shape_vars(v)] if isinstance(v, core.Var) else []:
+                uses.setdefault(u, None)
+        for eqn in reversed(jaxpr.eqns):
+            operands = [v for v in eqn.invars if isinstance(v, core.Var)]
+            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in _shape_vars(v)]
+            for u in (*operands, *in_types):
+                uses.setdefault(u, eqn)
+        return uses
+
+    return last_used
+
+
+register_patch(Patch(
+    "type_uses_keep_dimensions_alive", core, "last_used", _make_last_used,
+    "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it",
+))
+
+
+def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
+    # Elementwise rules broadcast scalars through `multi_broadcast_in_dim`, whose `ShapedArray`
+    # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
+    # `stablehlo.dynamic_broadcast_in_dim`. `out_sharding` (optional in jax 0.7.1, required in
+    # 0.7.2) and what follows pass through: a dynamic shape has no sharding to apply.
+    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
+        if not is_active() or core.is_constant_shape(out_shape):
+            return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
+        out = []
+        for op, aval in zip(ops, ops_avals):
+            if core.definitely_equal_shape(aval.shape, out_shape):
+                out.append(op)
+                continue
+            out_aval = core.DShapedArray(tuple(out_shape), aval.dtype, aval.weak_type)
+            dims = list(range(len(out_shape) - len(aval.shape), len(out_shape)))
+            out.append(mlir.broadcast_in_dim(ctx, op, out_aval, broadcast_dimensions=dims))
+        return out
+
+    return multi_broadcast_in_dim
+
+
+register_patch(Patch(
+    "dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim", _make_multi_broadcast_in_dim,
+    "elementwise rules broadcast scalars to dynamically-shaped results",
+))
+
+
+def _make_broadcast_in_dim(original: Callable) -> Callable:
+    # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
+    # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
+    def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
+        target = current_target()
+        if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
+        out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
+        if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
+            dims = broadcast_dimensions
+            expanding = expanding_dimensions(ir.RankedTensorType(op.type), aval_out.shape, dims)
+            kept = [i for i in range(len(dims)) if i not in expanding]
+            out.owner.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
+            out.owner.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
+        return out
+
+    return broadcast_in_dim
+
+
+register_patch(Patch(
+    "dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim", _make_broadcast_in_dim,
+    "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions",
+))
+
+
+def expanding_dimensions(
+    operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
+) -> list[int]:
+    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
+    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
+    return [
+        i for i, d in enumerate(dims)
+        if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
+    ]
+
+
+def _make_annotate(original: Callable) -> Callable:
+    # `mlir.lower_fun` (`cumsum`, `argmax`, `sort`'s comparator...) re-traces a helper with one
+    # implicit argument per dimension in scope, typed int32 while ours are int64 (its size
+    # arithmetic failed), and `annotate` insists that an explicit argument's shape uses each (a
+    # comparator's scalars never do). Here they are int64 and may go unused.
+    def annotate(fun: Any, in_type: Any) -> Any:
+        if not is_active() or in_type is None:
+            return original(fun, in_type)
+        in_type = tuple(
+            (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
+            for aval, keep in in_type
+        )
+        return lu.WrappedFun(
+            fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
+        )
+
+    return annotate
+
+
+register_patch(Patch(
+    "lower_fun_dimensions_are_int64", lu, "annotate", _make_annotate,
+    "helpers lowered with mlir.lower_fun take int64 dimensions, used or not",
+))
+
+
+_INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
+_INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
+
+
+def _make_reshape(original: Callable) -> Callable:
+    # A target may need another form than `stablehlo.dynamic_reshape` (IREE does not lower it).
+    def reshape(ctx, op, aval_out):
+        target = current_target()
+        if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_reshape(ctx, op, aval_out)
+        return original(ctx, op, aval_out)
+
+    return reshape
+
+
+register_patch(Patch(
+    "reshape_for_the_target", mlir, "reshape", _make_reshape,
+    "a reshape to symbolic sizes takes the form the lowering target needs",
+))
+
 
 LoweringRuleContext = mlir.LoweringRuleContext
 IrValue = Any  # ir.Value, or a tuple of them for multi-value avals (not used by catalyst_lite)
@@ -90,9 +283,9 @@ def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
     dtypes: they get operand types with a placeholder for each symbolic size.
     """
     rules = list(_DYNAMIC_ONLY_RULES.items())
-    for prim, param in SHAPE_PARAMS.items():
+    for prim in SHAPE_PARAMS:
         if prim not in _JAX_UNDERSTANDS_TRAILING_SIZES and prim not in _DYNAMIC_ONLY_RULES:
-            rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, param)))
+            rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, prim)))
     for prim in (lax_internal.reduce_p, lax_internal.sort_p):
         rules.append((prim, _with_static_operand_types(mlir._lowerings[prim].rule)))
     return tuple(rules)
@@ -121,16 +314,10 @@ def display_rule(prim: core.Primitive) -> Callable[..., Any]:
     return (cpu_rules.get(prim) or mlir._lowerings[prim]).rule
 
 
-def _with_sizes_in_param(rule: Callable, param: str) -> Callable:
+def _with_sizes_in_param(rule: Callable, prim: core.Primitive) -> Callable:
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
-        sizes = params[param]
-        ndyn = sum(d is None for d in sizes)
-        if ndyn == 0:
-            return rule(ctx, *operands, **params)
-        dyn = iter(operands[len(operands) - ndyn :])
-        filled = tuple(next(dyn) if d is None else d for d in sizes)
-        ctx = ctx.replace(avals_in=ctx.avals_in[: len(operands) - ndyn])
-        return rule(ctx, *operands[: len(operands) - ndyn], **dict(params, **{param: filled}))
+        operands, params = fill_sizes(prim, list(operands), params, lambda size: size)
+        return rule(ctx.replace(avals_in=ctx.avals_in[: len(operands)]), *operands, **params)
 
     return lower
 
@@ -241,16 +428,19 @@ def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue
     mlir.register_lowering(prim, lower)
 
 
+def _tied(x: ir.Value, aval: core.AbstractValue, env: dict) -> ir.Value:
+    """``x`` re-sliced to its full extent (``stablehlo.real_dynamic_slice``) with the sizes its type
+    names read from ``env``, so that they are visibly those values; as it is unless all are there."""
+    if type(aval) is not core.DShapedArray or not all(type(d) is int or d in env for d in aval.shape):
+        return x
+    sizes = [mlir.ir_constant(np.int64(d)) if type(d) is int else env[d] for d in aval.shape]
+    zeros, ones = (mlir.ir_constant(np.full((len(sizes),), v, np.int64)) for v in (0, 1))
+    return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
+
+
 def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> list[IrValue]:
-    """``results``, each array of symbolic size re-sliced to the sizes its type names, when those
-    are values in scope (a size the equation itself returns is not: that array stays as it is)."""
-    env = ctx.axis_size_env or {}
-    out = list(results)
-    for k, aval in enumerate(ctx.avals_out):
-        if type(aval) is core.DShapedArray and all(type(d) is int or d in env for d in aval.shape):
-            sizes = [_i64_scalar(d) if type(d) is int else env[d] for d in aval.shape]
-            out[k] = full_slice(out[k], sizes)
-    return out
+    """``results`` tied to the sizes in scope (not to a size the equation itself returns)."""
+    return [_tied(x, aval, ctx.axis_size_env or {}) for x, aval in zip(results, ctx.avals_out)]
 
 
 def lower_nested_jaxpr(
@@ -272,24 +462,15 @@ def lower_nested_jaxpr(
 
 
 def _tied_to_their_sizes(jaxpr: core.Jaxpr, args: Sequence[IrValue]) -> list[IrValue]:
-    """``args``, each array of symbolic size re-sliced to its full extent read from the body's
-    own dimension arguments (else IREE cannot tell the sizes of a loop's carried values inside
-    a nested loop: "dynamic dimensions must have been resolved")."""
-    position = {v: k for k, v in enumerate(jaxpr.invars)}
-    out = list(args)
-    for k, v in enumerate(jaxpr.invars):
-        shape = getattr(v.aval, "shape", ())
-        if type(v.aval) is not core.DShapedArray or not all(
-            type(d) is int or position.get(d, k) < k for d in shape
-        ):
-            continue
-        sizes = [_i64_scalar(d) if type(d) is int else args[position[d]] for d in shape]
-        out[k] = full_slice(args[k], sizes)
+    """``args`` tied to the body's own (earlier) dimension arguments (else IREE cannot tell the
+    sizes of a loop's carried values inside a nested loop: "dynamic dimensions must have been
+    resolved")."""
+    env: dict[core.Var, IrValue] = {}
+    out = []
+    for v, x in zip(jaxpr.invars, args):
+        out.append(_tied(x, v.aval, env))
+        env[v] = x
     return out
-
-
-def _i64_scalar(value: int) -> ir.Value:
-    return mlir.ir_constant(np.int64(value))
 
 
 def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
@@ -304,15 +485,6 @@ def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
     if not parts:
         return mlir.ir_constant(np.zeros((0,), np.int64))
     return parts[0] if len(parts) == 1 else hlo.concatenate(parts, 0)
-
-
-def full_slice(x: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:
-    """``x[0:sizes[0], 0:sizes[1], ...]`` (``stablehlo.real_dynamic_slice``): all of ``x``, with
-    its sizes given by the values ``sizes``."""
-    rank = len(sizes)
-    zeros = mlir.ir_constant(np.zeros((rank,), np.int64))
-    ones = mlir.ir_constant(np.ones((rank,), np.int64))
-    return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
 
 
 def _carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:

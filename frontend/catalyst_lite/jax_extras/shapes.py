@@ -1,18 +1,23 @@
-"""Primitives whose result shape is a parameter (:data:`SHAPE_PARAMS`) hold ``None`` there for each
-dynamic size, which is a trailing operand of the equation (JAX would stage a tracer in ``params``,
-which escapes the jaxpr). Those of :data:`SIZE_PARAM_REWRITES` (``slice``'s bounds, ``split``'s
-sizes, ``pad``'s widths) are re-expressed in primitives that take sizes as operands.
+"""Primitives' shapes with symbolic sizes. Primitives whose result shape is a parameter
+(:data:`SHAPE_PARAMS`) hold ``None`` there for each dynamic size, which is a trailing operand of the
+equation (JAX would stage a tracer in ``params``, which escapes the jaxpr). Those of
+:data:`SIZE_PARAM_REWRITES` (``slice``'s bounds, ``split``'s sizes, ``pad``'s widths) are
+re-expressed in primitives that take sizes as operands. Multi-result primitives (every
+decomposition, variadic ``reduce``) get back the dynamic-shape branch of their abstract evaluation.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import functools
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from jax._src import config, core, prng
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
+from jax._src.lax import linalg as lax_linalg
 from jax._src.lax import slicing
+from jax._src.lax import utils as lax_utils
 
 from ..errors import SymbolicShapeError
 from .dynshape import array_aval
@@ -210,4 +215,54 @@ for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
     register_patch(Patch(
         f"static_sizes_{_owner.__name__}", _owner, "process_primitive", _make_static_sizes,
         "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
+    ))
+
+
+# --- multi-result primitives (`standard_multi_result_abstract_eval` lost its dynamic-shape branch) --
+
+
+def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
+    """The ``partial(standard_multi_result_abstract_eval, prim, shape_rule, dtype_rule,
+    weak_type_rule, ...)`` in the closure ``def_abstract_eval`` made, if that is what it is."""
+    for cell in getattr(primitive.abstract_eval, "__closure__", None) or ():
+        rule = cell.cell_contents
+        if isinstance(rule, functools.partial) and rule.func is lax_utils.standard_multi_result_abstract_eval:
+            return rule
+    return None
+
+
+def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functools.partial]]:
+    """Every primitive of ``lax`` and ``lax.linalg`` whose result types come from
+    ``standard_multi_result_abstract_eval``, with the rules it was given."""
+    for module in (lax_internal, lax_linalg):
+        for value in vars(module).values():
+            if isinstance(value, core.Primitive) and value.multiple_results:
+                rules = _standard_rules(value)
+                if rules is not None:
+                    yield value, rules
+
+
+def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
+    _, shape_rule, dtype_rule, weak_type_rule = rules.args[:4]
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def abstract_eval(*avals: Any, **params: Any) -> Any:
+            if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
+                return original(*avals, **params)
+            shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
+            weak_types = weak_type_rule(*avals, **params)
+            if isinstance(weak_types, bool):
+                weak_types = (weak_types,) * len(shapes)
+            return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
+
+        return abstract_eval
+
+    return make
+
+
+for _primitive, _rules in standard_multi_result_primitives():
+    register_patch(Patch(
+        f"dynamic_shapes_in_{_primitive.name}_abstract_eval", _primitive, "abstract_eval",
+        _make_abstract_eval(_rules),
+        "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
     ))
