@@ -77,9 +77,7 @@ def dispatch_data(
     out_flat, out_tree = tree_util.dispatch_registry.flatten(result, None)
     if not all(isinstance(x, xc.ArrayImpl) for x in out_flat):
         return None
-    in_shardings = [
-        _physical_sharding(a, s) for s, a in zip(executable._in_shardings, executable.in_avals)
-    ]
+    in_shardings = [_physical_sharding(a, s) for s, a in zip(executable._in_shardings, executable.in_avals)]
     return pxla.MeshExecutableFastpathData(
         executable.xla_executable, out_tree, in_shardings, executable._out_shardings,
         [o.aval for o in out_flat], [o._committed for o in out_flat], kept,

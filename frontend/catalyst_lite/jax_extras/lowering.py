@@ -38,7 +38,7 @@ from .shapes import SHAPE_PARAMS, fill_sizes
 from .tracing import dynamic_tracing
 
 __all__ = [
-    "UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target", "lowering_for",
+    "UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target", "lowering_for", "size_vars",
     "expanding_dimensions", "display_rule", "lower_jaxpr_to_stablehlo", "check_parses", "register_lowering",
     "register_dynamic_lowering", "register_compiled_lowering", "opaque_call", "LoweringRuleContext",
     "lower_nested_jaxpr", "ir_types", "while_op", "case_op", "counted_loop_condition", "add",
@@ -92,7 +92,8 @@ def lowering_for(target: LoweringTarget) -> Iterator[None]:
 # --- repairs of JAX's lowering helpers (each a scoped Patch) -------------------------------------
 
 
-def _shape_vars(atom: Any) -> list[core.Var]:
+def size_vars(atom: Any) -> list[core.Var]:
+    """The size variables in the type of ``atom``."""
     shape = getattr(getattr(atom, "aval", None), "shape", ())
     return [d for d in shape if isinstance(d, core.Var)]
 
@@ -106,11 +107,11 @@ def _make_last_used(original: Callable) -> Callable:
             return original(jaxpr)
         uses: dict[core.Var, Any] = {}
         for v in jaxpr.outvars:
-            for u in [v, *_shape_vars(v)] if isinstance(v, core.Var) else []:
+            for u in [v, *size_vars(v)] if isinstance(v, core.Var) else []:
                 uses.setdefault(u, None)
         for eqn in reversed(jaxpr.eqns):
             operands = [v for v in eqn.invars if isinstance(v, core.Var)]
-            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in _shape_vars(v)]
+            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in size_vars(v)]
             for u in (*operands, *in_types):
                 uses.setdefault(u, eqn)
         return uses
@@ -536,9 +537,7 @@ def while_op(
 
 
 def case_op(
-    index: ir.Value,
-    result_types: Sequence[ir.Type],
-    branches: Sequence[Callable[[], Sequence[ir.Value]]],
+    index: ir.Value, result_types: Sequence[ir.Type], branches: Sequence[Callable[[], Sequence[ir.Value]]]
 ) -> list[ir.Value]:
     """Emit ``stablehlo.case`` choosing ``branches[index]`` (an ``i32`` scalar); each branch
     function emits its operations and returns its results (which may use enclosing values)."""
@@ -568,9 +567,7 @@ def counted_loop_condition(i: ir.Value, upper: ir.Value, step: ir.Value) -> ir.V
     """``i < upper`` when ``step > 0``, else ``i > upper`` (``range`` semantics)."""
     zero = mlir.ir_constant(np.zeros((), dtype=_signed_int_dtype(step.type)))
     return hlo.select(
-        _compare_signed(step, zero, "GT"),
-        _compare_signed(i, upper, "LT"),
-        _compare_signed(i, upper, "GT"),
+        _compare_signed(step, zero, "GT"), _compare_signed(i, upper, "LT"), _compare_signed(i, upper, "GT")
     )
 
 

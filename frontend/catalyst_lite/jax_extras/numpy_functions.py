@@ -1,5 +1,5 @@
 """jax.numpy functions that need a symbolic-size path of their own: ``len`` in ``jnp.interp`` and
-``jnp.convolve`` is the symbolic length, a symbolic convolution padding pads the input first,
+``jnp.convolve`` is :func:`symbolic_len`, a symbolic convolution padding pads the input first,
 ``jnp.searchsorted`` sorts (its binary search is a scan of a length computed from the size), short
 static scans of symbolic carries (``jnp.polyval``) run unrolled, and a symbolic dimension's index
 dtype is ``jax.jit``'s (``n < 2**31`` is assumed, a checked fact).
@@ -32,7 +32,7 @@ from .dimensions import decide_size_comparison
 from .patches import Patch, is_active, register_patch
 from .shapes import is_symbolic
 
-__all__ = ["symbolic_len", "with_symbolic_len"]
+__all__ = ["symbolic_len"]
 
 
 def symbolic_len(x: Any) -> Any:
@@ -43,18 +43,12 @@ def symbolic_len(x: Any) -> Any:
     return builtins.len(x)
 
 
-def with_symbolic_len(fn: Callable) -> Callable:
-    """A copy of the Python function ``fn`` whose ``len`` is :func:`symbolic_len`."""
-    fn = getattr(fn, "__wrapped__", fn)  # the Python function under a jax.jit
+def _make_symbolic_len_patch(original: Callable) -> Callable:
+    # The function as JAX wrote it (under its jax.jit), but whose `len` is `symbolic_len`.
+    fn = getattr(original, "__wrapped__", original)
     namespace = dict(fn.__globals__, len=symbolic_len)
     clone = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
     clone.__kwdefaults__ = fn.__kwdefaults__
-    return functools.wraps(fn)(clone)
-
-
-def _make_symbolic_len_patch(original: Callable) -> Callable:
-    # The function as JAX wrote it, but asking `len` of a symbolic axis gives the symbolic size.
-    clone = with_symbolic_len(original)
 
     def patched(*args: Any, **kwargs: Any) -> Any:
         return (clone if is_active() else original)(*args, **kwargs)

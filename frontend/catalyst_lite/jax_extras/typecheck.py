@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 from jax._src import core
 
+from .lowering import size_vars
 from .rules import nested_primitives
 from .shapes import SHAPE_PARAMS
 from .tracing import DShapedArray, Jaxpr, Literal, Var
@@ -189,12 +190,6 @@ def check_carry(binders: Sequence[Var], results: Sequence[Any], nimplicit: int, 
             raise JaxprTypeError(f"{what}: carried value {k} has type {b.aval} but the body returns {r.aval}")
 
 
-def _size_vars(atom: Any) -> list[Var]:
-    aval = getattr(atom, "aval", None)
-    shape = aval.shape if type(aval) is DShapedArray else ()
-    return [d for d in shape if isinstance(d, Var)]
-
-
 def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
     """The size variables that ``jaxpr``'s types (nested jaxprs' too) name but nothing in it binds."""
     bound = {*jaxpr.constvars, *jaxpr.invars}
@@ -206,7 +201,7 @@ def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
         bound.update(v for v in eqn.outvars if isinstance(v, Var))
         for sub in core.jaxprs_in_params(eqn.params):
             named.update(_free_sizes(sub))
-    return named.union(*map(_size_vars, atoms)) - bound
+    return named.union(*map(size_vars, atoms)) - bound
 
 
 def _holds_tracer(param: Any) -> bool:
