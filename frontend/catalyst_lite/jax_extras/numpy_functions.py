@@ -30,7 +30,7 @@ from jax._src.numpy import lax_numpy
 
 from .dimensions import decide_size_comparison
 from .patches import Patch, is_active, register_patch
-from .shapes import is_symbolic
+from .shapes import is_symbolic, registered_patch
 
 __all__ = ["symbolic_len"]
 
@@ -63,6 +63,8 @@ for _name in ("_conv", "_interp"):
     ))
 
 
+@registered_patch("searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan",
+                  "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)")
 def _make_searchsorted_via_scan(original: Callable) -> Callable:
     # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
     # shape; the sort-based method finds the same indices.
@@ -74,12 +76,10 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
     return searchsorted_via_scan
 
 
-register_patch(Patch(
-    "searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan", _make_searchsorted_via_scan,
-    "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)",
-))
 
 
+@registered_patch("convolution_with_symbolic_padding", convolution, "conv_general_dilated",
+                  "a convolution padded by symbolic widths pads its input first (lax.pad takes them)")
 def _make_conv_general_dilated(original: Callable) -> Callable:
     # Its padding must be Python ints (`operator.index`); `jnp.convolve` of a symbolic-length
     # kernel pads by `m - 1`. Pad the input first (a `pad` of symbolic widths), convolve unpadded.
@@ -102,16 +102,14 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
     return conv_general_dilated
 
 
-register_patch(Patch(
-    "convolution_with_symbolic_padding", convolution, "conv_general_dilated", _make_conv_general_dilated,
-    "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)",
-))
 
 
 # Scans up to this length whose carries have symbolic shapes are unrolled while tracing.
 _UNROLLED_SCAN_LENGTH = 64
 
 
+@registered_patch("short_scans_of_symbolic_carries_unrolled", control_flow, "scan",
+                  "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)")
 def _make_scan(original: Callable) -> Callable:
     # JAX's scan cannot carry arrays of symbolic shapes (its body's sizes are unrelated to the
     # caller's): jax.numpy's short static scans (`jnp.polyval`) run their steps in Python.
@@ -138,15 +136,13 @@ def _make_scan(original: Callable) -> Callable:
     return scan
 
 
-register_patch(Patch(
-    "short_scans_of_symbolic_carries_unrolled", control_flow, "scan", _make_scan,
-    "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)",
-))
 
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
+@registered_patch("index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim",
+                  "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)")
 def _make_int_dtype_for_dim(original: Callable) -> Callable:
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
@@ -159,9 +155,3 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
         return original(d, signed=signed)
 
     return int_dtype_for_dim
-
-
-register_patch(Patch(
-    "index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim", _make_int_dtype_for_dim,
-    "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)",
-))

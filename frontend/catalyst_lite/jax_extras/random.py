@@ -18,11 +18,16 @@ from jax._src import random as jax_random
 from jax._src.interpreters import mlir
 
 from .lowering import opaque_call, register_dynamic_lowering
-from .patches import Patch, is_active, register_patch
+from .patches import is_active
+from .shapes import registered_patch
 
 __all__ = ["shuffle_p"]
 
 
+@registered_patch("random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval",
+                  "keys split into a symbolic number have a DShapedArray type")
+@registered_patch("random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval",
+                  "random bits of a symbolic shape have a DShapedArray type")
 def _make_keyed_abstract_eval(original):
     # `random_bits`'s and `random_split`'s build a `ShapedArray` (and sharding) of `keys.shape + shape`.
     def abstract_eval(keys_aval, *, shape, **params):
@@ -34,14 +39,6 @@ def _make_keyed_abstract_eval(original):
     return abstract_eval
 
 
-register_patch(Patch(
-    "random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval", _make_keyed_abstract_eval,
-    "random bits of a symbolic shape have a DShapedArray type",
-))
-register_patch(Patch(
-    "random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval", _make_keyed_abstract_eval,
-    "keys split into a symbolic number have a DShapedArray type",
-))
 
 
 # --- shuffle: JAX's own, run at specialization ------------------------------------------------------
@@ -73,6 +70,8 @@ register_dynamic_lowering(
 )
 
 
+@registered_patch("shuffle_of_symbolic_size", jax_random, "_shuffle",
+                  "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization")
 def _make_shuffle(original):
     def shuffle(key, x, axis):
         if is_active() and not core.is_constant_dim(x.shape[axis]):
@@ -80,9 +79,3 @@ def _make_shuffle(original):
         return original(key, x, axis)
 
     return shuffle
-
-
-register_patch(Patch(
-    "shuffle_of_symbolic_size", jax_random, "_shuffle", _make_shuffle,
-    "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization",
-))
