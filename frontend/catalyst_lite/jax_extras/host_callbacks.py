@@ -1,10 +1,8 @@
 """A host callback that runs whenever the program runs, even when nothing reads its results (JAX's
-dead-code elimination may remove a ``jax.pure_callback``, e.g. under ``jax.grad``).
-:func:`kept_callback` binds :data:`kept_callback_p`, whose equations carry
-:data:`HOST_CALLBACK_EFFECT`, an unordered effect of its own that JAX keeps through DCE and allows in
-control flow, custom derivatives and remat; under ``jax.vmap`` it is called once per slice. A
-primitive registered with :func:`keep_when_unused` keeps its equations in
-:func:`.tracing.prune_jaxpr`.
+dead-code elimination may remove a ``jax.pure_callback``): :data:`kept_callback_p` carries an
+unordered effect of its own, which JAX keeps through DCE and allows in control flow, custom
+derivatives and remat. Primitives registered with :func:`keep_when_unused` stay in
+:func:`.tracing.prune_jaxpr`'s programs.
 
 >>> import numpy as np
 >>> import jax, jax.numpy as jnp

@@ -121,8 +121,6 @@ def _make_last_used(original: Callable) -> Callable:
     return last_used
 
 
-
-
 @registered_patch("dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim",
                   "elementwise rules broadcast scalars to dynamically-shaped results")
 def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
@@ -146,8 +144,6 @@ def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     return multi_broadcast_in_dim
 
 
-
-
 @registered_patch("dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim",
                   "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions")
 def _make_broadcast_in_dim(original: Callable) -> Callable:
@@ -167,8 +163,6 @@ def _make_broadcast_in_dim(original: Callable) -> Callable:
         return out
 
     return broadcast_in_dim
-
-
 
 
 def expanding_dimensions(
@@ -203,8 +197,6 @@ def _make_annotate(original: Callable) -> Callable:
     return annotate
 
 
-
-
 _INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
 _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 
@@ -220,8 +212,6 @@ def _make_reshape(original: Callable) -> Callable:
         return original(ctx, op, aval_out)
 
     return reshape
-
-
 
 
 LoweringRuleContext = mlir.LoweringRuleContext
@@ -246,10 +236,8 @@ def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence
 
 
 def register_compiled_lowering(prim: core.Primitive, impl: Callable[..., Sequence[Any]]) -> None:
-    """Lower ``prim`` in compiled (specialized) programs as ``impl(*operands, **params)``, a
-    function of JAX operations returning a list. Specialization replaces each equation of
-    ``prim`` it meets, but not one inside the nested jaxpr of a JAX primitive it binds as a
-    whole (a ``lax.fori_loop`` body, ``shard_map``): XLA compiles that one through this rule."""
+    """Lower ``prim`` in compiled programs as ``impl(*operands, **params)`` (JAX operations): for
+    its equations inside a JAX primitive that specialization binds whole (``lax.fori_loop``)."""
     mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=True))
 
 
@@ -342,9 +330,8 @@ def ir_types(avals: Sequence[core.AbstractValue]) -> list[ir.Type]:
 def lower_jaxpr_to_stablehlo(
     closed_jaxpr: core.ClosedJaxpr, name: str, target: LoweringTarget = DISPLAY
 ) -> str:
-    """StableHLO text of ``closed_jaxpr`` as one public, verified ``@main``, sizes kept symbolic:
-    its constants are ``stablehlo.constant`` s, every input (implicit dimensions first) an argument.
-    ``target``: who reads it (:class:`UnsupportedLowering` when it cannot express the program)."""
+    """StableHLO text of ``closed_jaxpr`` as one public, verified ``@main``, sizes kept symbolic,
+    for ``target`` (:class:`UnsupportedLowering` when it cannot express the program)."""
     if not isinstance(closed_jaxpr, core.ClosedJaxpr):
         raise TypeError(f"expected a ClosedJaxpr, got {type(closed_jaxpr).__name__}")
     if closed_jaxpr.effects:

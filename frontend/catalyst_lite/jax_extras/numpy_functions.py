@@ -76,8 +76,6 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
     return searchsorted_via_scan
 
 
-
-
 @registered_patch("convolution_with_symbolic_padding", convolution, "conv_general_dilated",
                   "a convolution padded by symbolic widths pads its input first (lax.pad takes them)")
 def _make_conv_general_dilated(original: Callable) -> Callable:
@@ -100,8 +98,6 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
         return original(lhs, rhs, window_strides, padding, lhs_dilation, *args, **kwargs)
 
     return conv_general_dilated
-
-
 
 
 # Scans up to this length whose carries have symbolic shapes are unrolled while tracing.
@@ -134,8 +130,6 @@ def _make_scan(original: Callable) -> Callable:
         return carry, jax.tree_util.tree_map(lambda *y: lax_numpy.stack(y), *ys)
 
     return scan
-
-
 
 
 _INT32_MAX = int(np.iinfo(np.int32).max)

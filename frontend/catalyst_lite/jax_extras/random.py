@@ -39,8 +39,6 @@ def _make_keyed_abstract_eval(original):
     return abstract_eval
 
 
-
-
 # --- shuffle: JAX's own, run at specialization ------------------------------------------------------
 
 _jax_shuffle = jax_random._shuffle  # the jitted `_shuffle(key, x, axis)` of jax.random

@@ -33,7 +33,7 @@ from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .rules import PrimitiveSpec, register_primitive
 from .patches import is_active
-from .shapes import is_symbolic, registered_patch
+from .shapes import fill_sizes, is_symbolic, registered_patch
 from .size_facts import current_scope
 
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
@@ -179,8 +179,6 @@ def _make_cancel_divide_tracers(original):
     return cancel_divide_tracers
 
 
-
-
 @registered_patch("reshape_keeps_element_count", pe.DynamicJaxprTrace, "process_primitive",
                   "a reshape with symbolic sizes requires the same number of elements (checked at call time)")
 def _make_process_primitive(original):
@@ -188,15 +186,11 @@ def _make_process_primitive(original):
     # failed at call time about JAX internals): every reshape with a symbolic size requires it.
     def process_primitive(self, primitive, tracers, params):
         if primitive is lax.reshape_p and is_active():
-            operand, *dynamic = tracers
-            sizes = iter(dynamic)
-            new_sizes = tuple(next(sizes) if d is None else d for d in params["new_sizes"])
-            _require_same_size(np.shape(operand), new_sizes)
+            (operand, *_), filled = fill_sizes(primitive, list(tracers), params, lambda size: size)
+            _require_same_size(np.shape(operand), tuple(filled["new_sizes"]))
         return original(self, primitive, tracers, params)
 
     return process_primitive
-
-
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
@@ -219,16 +213,11 @@ def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
 def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
     if _factors(shape) == _factors(new_sizes) or _is_exact_quotient_shape(shape, new_sizes):
         return
-    old, new = _product(shape), _product(new_sizes)
+    described = ", ".join("?" if is_symbolic(d) else str(d) for d in new_sizes)
     require(
-        old, new, "==",
-        f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements "
-        f"({_describe_shape(new_sizes)})",
+        _product(shape), _product(new_sizes), "==",
+        f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements ({described})",
     )
-
-
-def _describe_shape(shape: Sequence[Any]) -> str:
-    return "(" + ", ".join("?" if is_symbolic(d) else str(d) for d in shape) + ")"
 
 
 @registered_patch("symbolic_split_sections", lax_numpy, "_split",
@@ -254,8 +243,6 @@ def _make_split(original):
         return list(lax.split(ary, sizes, axis=axis))
 
     return _split
-
-
 
 
 def _is_count(sections: Any) -> bool:

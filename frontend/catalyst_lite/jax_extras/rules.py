@@ -1,10 +1,7 @@
-"""What the JAX rules of catalyst_lite's nested primitives share, so that their modules never touch
-``jax._src``: each registers one :class:`PrimitiveSpec` (:func:`register_nested_primitive`), and the
-compiler reads it with :func:`spec_of` without naming a primitive. In catalyst_lite's dynamic-shape
-trace an equation's output type is resolved against its operands (:func:`staging_rule`); in a static
-trace (``jax.jit``) the equation is specialized at once, and JAX transforms the loops it becomes.
-With symbolic sizes, transformations bind the primitive again with bodies traced by
-:func:`~.nested.retrace` (:func:`jvp_call`, :func:`batch_call`).
+"""One :class:`PrimitiveSpec` per primitive (registered by the primitive's own module, read by the
+compiler with :func:`spec_of`), and the JAX rules of catalyst_lite's nested primitives made from it
+(:func:`register_nested_primitive`): with known sizes JAX transforms an equation's specialization,
+with symbolic ones the primitive is bound again with bodies traced by :func:`~.nested.retrace`.
 """
 
 from __future__ import annotations
@@ -163,41 +160,32 @@ Rule = Callable[[list[Any], dict[str, Any]], Sequence[Any]]
 
 @dataclass(frozen=True)
 class PrimitiveSpec:
-    """What catalyst_lite knows of one primitive beyond JAX's own tables.
+    """What catalyst_lite knows of one primitive beyond JAX's own tables."""
 
-    JAX's rules of a nested primitive: ``output_type``, ``feeds`` (which operands feed which
-    body), ``check`` (raises for ill-typed operands) and, for symbolic sizes, ``jvp``,
-    ``batching``, ``partial_eval`` (JAX's signatures). At concrete sizes
-    (``compiler/specialize.py``): ``staged`` (inside one XLA program; raises :class:`NeedsHost`
-    when a size is known only at run time), ``host`` (driven from Python; also the ``impl``) and
-    ``dimension_operands(params)`` (the operands a specialization is keyed on). On capacity
-    buffers (``compiler/capacity.py``): ``masked(eqn, invals, env, checks)``, ``bodies(params)``
-    (where a masked loop looks for sizes known only in its iteration) and ``size_check(lhs, rhs,
-    **params)`` (the traced flag of an equation that only checks sizes). ``lowering``: its
-    StableHLO in the dynamic program; with ``compiled_lowering`` (JAX operations,
-    ``impl(*operands, **params)``) the former is for the dynamic program only, the latter for
-    equations XLA compiles inside a JAX primitive that specialization binds whole.
-    ``kept_under_differentiation(operands, params)``: JAX's differentiation keeps the equation
-    (transposed by :data:`deferred_vjp`), not its specialization, which JAX could not transpose.
-    ``kept_when_unused``: a pruned program keeps its equations (a host callback).
-    """
-
+    # JAX's rules of a nested primitive (jvp, batching, partial_eval: for symbolic sizes)
     output_type: OutputTypeRule | None = None
-    feeds: Feeds | None = None
-    check: Callable[[list[Any], dict[str, Any]], None] | None = None
+    feeds: Feeds | None = None  # which operands feed which body
+    check: Callable[[list[Any], dict[str, Any]], None] | None = None  # raises for ill-typed operands
     jvp: Callable[..., Any] | None = None
     batching: Callable[..., Any] | None = None
     partial_eval: Callable[..., Any] | None = None
+    # At concrete sizes (compiler/specialize.py): inside one XLA program (raises NeedsHost when a size is
+    # known only at run time), driven from Python (also the impl), the operands a specialization keys on.
     staged: Rule | None = None
     host: Rule | None = None
     dimension_operands: Callable[[dict[str, Any]], set[int]] | None = None
+    # On capacity buffers (compiler/capacity.py): masked(eqn, invals, env, checks); the bodies a masked
+    # loop looks into for sizes known only in its iteration; the traced flag of a size check.
     masked: Callable[..., list[Any]] | None = None
     bodies: Callable[[dict[str, Any]], Sequence[Jaxpr]] | None = None
     size_check: Callable[..., Any] | None = None
+    # The StableHLO of the dynamic program, and (JAX operations, impl(*operands, **params)) the
+    # lowering of equations inside a JAX primitive that specialization binds whole (a fori_loop).
     lowering: Callable[..., Any] | None = None
     compiled_lowering: Callable[..., Sequence[Any]] | None = None
+    # JAX's differentiation keeps the equation (transposed by deferred_vjp), not its specialization.
     kept_under_differentiation: Callable[[Sequence[Any], dict[str, Any]], bool] | None = None
-    kept_when_unused: bool = False
+    kept_when_unused: bool = False  # a pruned program keeps its equations (a host callback)
 
 
 _specs: dict[core.Primitive, PrimitiveSpec] = {}  # filled at import by the primitives' modules
@@ -270,15 +258,9 @@ nested_primitives: set[core.Primitive] = set()  # registered by register_nested_
 
 
 def register_nested_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
-    """Register a nested primitive's :class:`PrimitiveSpec`, and from it its JAX rules, as JAX's
-    ``loops.py`` does for its own.
-
-    ``spec.output_type`` is its type rule; ``spec.check(atoms, params)`` raises
-    :class:`~.dynshape.JaxprTypeError` for ill-typed operands. With known sizes and static shapes,
-    JVP, batching, partial evaluation and transposition transform the equation's specialization;
-    with symbolic sizes, ``spec.jvp``, ``spec.batching`` and ``spec.partial_eval`` bind the
-    primitive again with transformed bodies (without them it is an error).
-    """
+    """Register a nested primitive's :class:`PrimitiveSpec`, and from it its JAX rules (as JAX's
+    ``loops.py`` does for its own): without ``spec.jvp``, ``spec.batching``, ``spec.partial_eval``,
+    transforming an equation of symbolic sizes is an error."""
     output_type = spec.output_type
     nested_primitives.add(primitive)
 

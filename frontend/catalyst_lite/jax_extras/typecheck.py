@@ -165,8 +165,8 @@ def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
 
 
 def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
-    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation): one per
-    binder, each of the binder's type once the binder's sizes are the operands that feed them."""
+    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation), each of its
+    binder's type once the binder's sizes are the operands that feed them."""
     if len(jaxpr.invars) != len(operands):
         raise JaxprTypeError(f"{what} takes {len(jaxpr.invars)} arguments but is given {len(operands)}")
     env: dict[Var, Any] = {}
