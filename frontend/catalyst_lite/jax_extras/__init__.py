@@ -8,7 +8,7 @@ each does: docs/architecture.md, "The JAX-internals seam"):
 - tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
   :mod:`.typecheck`;
 - sizes in JAX's shape logic: :mod:`.dimensions`, :mod:`.size_facts`, :mod:`.size_expressions`,
-  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`, :mod:`.random`;
+  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`;
 - lowering: :mod:`.lowering`, :mod:`.iree_lowering`, :mod:`.literals`;
 - :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`, :mod:`.frames`: reverse-mode tracers, ``x[i, j]``
   reads, JAX's C++ dispatcher, the user's line for messages;
@@ -26,8 +26,7 @@ from jax._src.lax import lax as _lax
 from jax._src import pjit as _pjit
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
-from . import numpy_functions as numpy_functions  # registers the jax.numpy patches
-from . import random as random  # registers the jax.random patches
+from . import numpy_functions as numpy_functions  # registers the jax.numpy and jax.random patches
 from . import requirements as requirements  # registers the reshape patches
 from .tracing import (
     ClosedJaxpr,

@@ -49,9 +49,7 @@ SHAPE_PARAMS = {
 }
 
 
-def sizes_as_operands(
-    primitive: core.Primitive, operands: list[Any], params: dict[str, Any]
-) -> tuple[list[Any], dict[str, Any]]:
+def _sizes_as_operands(primitive: core.Primitive, operands: list, params: dict) -> tuple[list, dict]:
     """Move the dimension tracers of ``primitive``'s shape parameter to trailing operands, leaving
     ``None`` in their place (the :data:`SHAPE_PARAMS` convention)."""
     name = SHAPE_PARAMS[primitive]
@@ -61,10 +59,8 @@ def sizes_as_operands(
     return [*operands, *dynamic], dict(params, **{name: static})
 
 
-def fill_sizes(
-    primitive: core.Primitive, operands: list[Any], params: dict[str, Any], size_of: Callable[[Any], Any]
-) -> tuple[list[Any], dict[str, Any]]:
-    """The inverse of :func:`sizes_as_operands`: the ``None`` sizes become ``size_of`` the
+def fill_sizes(primitive: core.Primitive, operands: list, params: dict, size_of: Callable) -> tuple:
+    """The inverse of :func:`_sizes_as_operands`: the ``None`` sizes become ``size_of`` the
     trailing size operands, which are dropped."""
     name = SHAPE_PARAMS[primitive]
     static = params[name]
@@ -152,7 +148,7 @@ def _make_default_process_primitive(original):
             _refuse_sizes_in_params(primitive, params)
             return original(self, primitive, tracers, params, source_info)
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
-        operands, staged_params = sizes_as_operands(primitive, list(tracers), params)
+        operands, staged_params = _sizes_as_operands(primitive, list(tracers), params)
         operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
         # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
         # its sizes become the equation's variables only in a dynamic-shape type.
