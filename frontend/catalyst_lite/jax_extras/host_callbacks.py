@@ -48,10 +48,6 @@ def _impl(*args: Any, callback: Callable, result_avals: tuple) -> list[Any]:
     return [jax.numpy.asarray(r) for r in callback(*(np.asarray(a) for a in args))]
 
 
-def _abstract_eval(*avals: Any, callback: Callable, result_avals: tuple) -> tuple[list[Any], set]:
-    return list(result_avals), {HOST_CALLBACK_EFFECT}
-
-
 def _lower(ctx: Any, *args: Any, callback: Callable, result_avals: tuple) -> Sequence[Any]:
     result, _, _ = _callback.emit_python_callback(
         ctx, lambda *xs: tuple(callback(*xs)), None, list(args), ctx.avals_in, ctx.avals_out,
@@ -74,7 +70,9 @@ def _batched(args: Sequence[Any], dims: Sequence[Any], *, callback: Callable, re
 
 
 kept_callback_p.def_impl(_impl)
-kept_callback_p.def_effectful_abstract_eval(_abstract_eval)
+kept_callback_p.def_effectful_abstract_eval(
+    lambda *avals, callback, result_avals: (list(result_avals), {HOST_CALLBACK_EFFECT})
+)
 mlir.register_lowering(kept_callback_p, _lower, cacheable=False)
 batching.primitive_batchers[kept_callback_p] = _batched
 

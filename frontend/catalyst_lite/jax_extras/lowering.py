@@ -526,6 +526,9 @@ def case_op(
     return list(op.results)
 
 
+add = hlo.add  # x + y, of two values of one type
+
+
 def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
     """``tensor<i32>`` index of the first of the ``tensor<i1>`` predicates that holds, or
     ``len(preds)`` when none does (the ``otherwise`` branch of a ``stablehlo.case``)."""
@@ -546,11 +549,6 @@ def counted_loop_condition(i: ir.Value, upper: ir.Value, step: ir.Value) -> ir.V
     return hlo.select(
         _compare_signed(step, zero, "GT"), _compare_signed(i, upper, "LT"), _compare_signed(i, upper, "GT")
     )
-
-
-def add(x: ir.Value, y: ir.Value) -> ir.Value:
-    """``x + y`` of two values of one type."""
-    return hlo.add(x, y)
 
 
 def _signed_int_dtype(typ: ir.Type) -> np.dtype:
