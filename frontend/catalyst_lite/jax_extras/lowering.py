@@ -430,8 +430,6 @@ def lower_nested_jaxpr(
     if isinstance(jaxpr, core.ClosedJaxpr):
         consts = [mlir.ir_constant(c) for c in jaxpr.consts]
         jaxpr = jaxpr.jaxpr
-    if len(args) != len(jaxpr.invars):
-        raise ValueError(f"nested jaxpr takes {len(jaxpr.invars)} values, got {len(args)}")
     if current_target().tie_sizes:
         args = _tied_to_their_sizes(jaxpr, args)
     return _jaxpr_subcomp(
