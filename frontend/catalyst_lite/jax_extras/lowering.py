@@ -253,14 +253,10 @@ def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrV
 
 
 def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """Our overrides of JAX's rules, scoped to one module context (unlike ``register_lowering``).
-
-    Primitives whose sizes we carry as trailing operands (:data:`~.shapes.SHAPE_PARAMS`, e.g.
-    ``gather[slice_sizes=(None,)] x idx n``) and whose JAX rule does not take them so get their
-    IR values put back in the parameter (JAX then emits ``stablehlo.dynamic_gather``). JAX's
-    ``reduce`` (variadic) and ``sort`` assert static operand shapes yet read only ranks and
-    dtypes: they get operand types with a placeholder for each symbolic size.
-    """
+    """Our overrides of JAX's rules, scoped to one module context: sizes carried as trailing
+    operands (``gather[slice_sizes=(None,)] x idx n``) put back in the parameter where JAX's rule
+    does not take them so, and static operand types for ``reduce`` and ``sort`` (which assert
+    them yet read only ranks and dtypes)."""
     rules = list(_DYNAMIC_ONLY_RULES.items())
     for prim in SHAPE_PARAMS:
         if prim not in _JAX_UNDERSTANDS_TRAILING_SIZES and prim not in _DYNAMIC_ONLY_RULES:

@@ -127,18 +127,13 @@ def _make_scan(original: Callable) -> Callable:
         if not (
             is_active()
             and isinstance(steps, (int, np.integer))
-            and steps <= _UNROLLED_SCAN_LENGTH
+            and 0 < steps <= _UNROLLED_SCAN_LENGTH
             and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
         ):
             return original(f, init, xs, length, reverse, unroll, _split_transpose)
-        carry, ys = init, []
+        carry, ys = init, [None] * steps
         for i in reversed(range(steps)) if reverse else range(steps):
-            carry, y = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
-            ys.append(y)
-        if reverse:
-            ys.reverse()
-        if not ys:
-            return original(f, init, xs, length, reverse, unroll, _split_transpose)
+            carry, ys[i] = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
         return carry, jax.tree_util.tree_map(lambda *y: lax_numpy.stack(y), *ys)
 
     return scan

@@ -12,6 +12,7 @@ checks every traced program (the test suite sets it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools as it
 import os
@@ -44,10 +45,8 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
     @functools.cache
     def ctx_factory():
         ctx, settings = core.JaxprPpContext(), core.JaxprPpSettings()
-        try:
-            core.pp_jaxpr(jaxpr, ctx, settings)  # names the variables
-        except Exception:  # printing is only for the message
-            pass
+        with contextlib.suppress(Exception):  # printing names the variables, only for the message
+            core.pp_jaxpr(jaxpr, ctx, settings)
         return ctx, settings
 
     try:
