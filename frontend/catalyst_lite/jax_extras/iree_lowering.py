@@ -31,7 +31,8 @@ from jax._src.lax import slicing
 from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 
-from .lowering import LoweringTarget, display_rule, expanding_dimensions, index_vector, lower_jaxpr_to_stablehlo
+from .lowering import LoweringTarget, display_rule, expanding_dimensions, index_vector
+from .lowering import lower_jaxpr_to_stablehlo
 
 __all__ = ["IREE", "lower_for_iree"]
 

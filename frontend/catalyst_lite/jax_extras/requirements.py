@@ -39,10 +39,7 @@ from .size_facts import current_scope
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
 
 # relation -> whether it holds for (lhs, rhs)
-_RELATIONS = {
-    "==": lambda lhs, rhs: lhs == rhs,
-    "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0,
-}
+_RELATIONS = {"==": lambda lhs, rhs: lhs == rhs, "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0}
 
 require_size_p = core.Primitive("require_size")
 require_size_p.multiple_results = True
