@@ -26,7 +26,7 @@ import os
 import pathlib
 import shutil
 
-from ..jax_extras.lowering_targets import UnsupportedLowering
+from ..jax_extras.lowering import UnsupportedLowering
 from ..tracing import Program
 from .lowering import program_to_mlir
 

@@ -6,10 +6,8 @@ so a JAX upgrade touches these modules only (docs/architecture.md, "The JAX-inte
 - tracing: :mod:`.patches`, :mod:`.tracing`, :mod:`.dynshape`, :mod:`.nested`, :mod:`.rules`,
   :mod:`.typecheck`;
 - sizes in JAX's shape logic: :mod:`.dimensions`, :mod:`.size_facts`, :mod:`.size_expressions`,
-  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`, :mod:`.random`,
-  :mod:`.multi_result`;
-- lowering: :mod:`.lowering`, :mod:`.lowering_repairs`, :mod:`.lowering_targets`,
-  :mod:`.iree_lowering`, :mod:`.literals`;
+  :mod:`.requirements`, :mod:`.shapes`, :mod:`.numpy_functions`;
+- lowering: :mod:`.lowering`, :mod:`.iree_lowering`, :mod:`.literals`;
 - :mod:`.autodiff`, :mod:`.provenance`, :mod:`.executables`, :mod:`.frames`: reverse-mode tracers, ``x[i, j]``
   reads, JAX's C++ dispatcher, the user's line for messages;
 - :mod:`.host_callbacks`: host callbacks that run although their results are unused.
@@ -27,10 +25,8 @@ from jax._src.lax import lax as _lax
 from jax._src import pjit as _pjit
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
-from . import numpy_functions as numpy_functions  # registers the jax.numpy patches
-from . import random as random  # registers the jax.random patches
+from . import numpy_functions as numpy_functions  # registers the jax.numpy and jax.random patches
 from . import requirements as requirements  # registers the reshape patches
-from . import multi_result as multi_result  # registers the multi-result abstract-eval patches
 from .tracing import (
     ClosedJaxpr, DropVar, DShapedArray, InDBIdx, InputType, Jaxpr, Literal, OutDBIdx, OutputType, ShapedArray,
     Tracer, Var, collapse, current_trace, dynamic_jaxprs, dynamic_tracing, get_aval, hosted_capture,

@@ -1,9 +1,6 @@
-"""What catalyst_lite needs to know about JAX's automatic differentiation (private API).
-
-JAX 0.7 differentiates in reverse mode (``jax.grad``, ``jax.vjp``, ``jax.jacrev``) by
-*linearizing*: the function is traced with :class:`LinearizeTracer` values, whose trace is a
-``LinearizeTrace``. Seeing such a tracer among a program's arguments therefore means "this run
-will be transposed", which is when a loop with an unknown trip count must record its iterations.
+"""What catalyst_lite needs to know about JAX's automatic differentiation: JAX 0.7 differentiates in
+reverse mode by *linearizing* (a ``LinearizeTrace``), so such a tracer among a program's arguments
+means "this run will be transposed" (a loop of unknown trip count must record its iterations).
 
 >>> import jax
 >>> seen = []
@@ -24,9 +21,8 @@ __all__ = ["is_reverse_mode_value", "is_concrete_value"]
 
 
 def is_reverse_mode_value(x: Any) -> bool:
-    """True when ``x`` is traced by a reverse-mode differentiation, possibly under other
-    transformations (``jax.vmap(jax.grad(f))`` wraps the linearize trace in a batching trace,
-    ``jax.grad(jax.vmap(f))`` the other way round: both are found by walking the parent traces)."""
+    """True when ``x`` is traced by a reverse-mode differentiation, possibly under (or over)
+    other transformations: the parent traces are walked."""
     if not isinstance(x, core.Tracer):
         return False
     trace = getattr(x, "_trace", None)

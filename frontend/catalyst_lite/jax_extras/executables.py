@@ -1,8 +1,6 @@
-"""Calling XLA executables compiled ahead of time through the C++ dispatcher ``jax.jit`` uses.
-
-A specialization is called on every run, so catalyst_lite keeps the dispatcher that
-``jax.stages.Compiled.__call__`` would create and forward to. A qjit function has one of its own
-(:func:`dispatcher`): a call of a signature it holds :func:`dispatch_data` for runs with no Python.
+"""Calling XLA executables through the C++ dispatcher ``jax.jit`` uses: a qjit function has one of
+its own (:func:`dispatcher`), and a call of a signature it holds :func:`dispatch_data` for runs with
+no Python.
 
 >>> import jax, jax.numpy as jnp
 >>> compiled = jax.jit(lambda x: [x + 1.0]).lower(jnp.ones(2)).compile()
@@ -25,7 +23,9 @@ from jax._src import core, dispatch, dtypes, sharding_impls, tree_util
 from jax._src.interpreters import pxla
 from jax._src.lib import xla_client as xc
 
-__all__ = ["entry_point", "dispatcher", "forget_dispatch_data", "dispatch_data", "flat_arguments", "wait_for_effects"]
+__all__ = [
+    "entry_point", "dispatcher", "forget_dispatch_data", "dispatch_data", "flat_arguments", "wait_for_effects"
+]
 
 
 def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
@@ -38,12 +38,9 @@ def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
 def dispatcher(name: str, fun: Callable[..., Any], python_call: Callable[..., tuple[Any, Any, bool]],
                static_argnums: Sequence[int] = ()) -> Callable[..., Any]:
     """``jax.jit``'s C++ dispatcher around ``python_call(*args, **kwargs)``, which returns the
-    result, :func:`dispatch_data` for the call's signature (or ``None``), and whether the
-    dispatcher should ask again at the next call of that signature (with ``None``: ``False``
-    sends every later call of the signature to ``python_call`` without asking). ``fun`` runs the
-    call under ``jax.disable_jit()``. Each dispatcher caches its own signatures. Arguments at
-    ``static_argnums`` (hashable) are part of the signature by value, as ``jax.jit``'s static
-    arguments: the executable of the dispatch data takes the other arguments' leaves."""
+    result, :func:`dispatch_data` for the call's signature (or ``None``), and whether to ask again
+    at the next call of that signature. ``fun`` runs the call under ``jax.disable_jit()``.
+    Arguments at ``static_argnums`` are part of the signature by value, as ``jax.jit``'s."""
     return xc._xla.pjit(
         name, fun, python_call, list(static_argnums), [], pxla.JitGlobalCppCacheKeys(),
         tree_util.dispatch_registry, pxla.cc_shard_arg,
@@ -63,10 +60,9 @@ def flat_arguments(args: tuple) -> list[Any]:
 def dispatch_data(
     compiled: jax.stages.Compiled, const_args: Sequence[Any], leaves: Sequence[Any], result: Any
 ) -> Any | None:
-    """What lets a :func:`dispatcher` run ``compiled`` on later calls by itself: ``compiled``
-    takes ``[*const_args, *leaves]`` (the call's argument leaves) and returned the leaves of
-    ``result``. ``None`` where ``jax.jit`` would not run its own executable so (effects, outputs
-    that are not arrays) or where the leaves' types are not those ``compiled`` was compiled for."""
+    """What lets a :func:`dispatcher` run ``compiled`` (on ``[*const_args, *leaves]``, returning
+    ``result``'s leaves) by itself; ``None`` where ``jax.jit`` would not (effects, outputs that are
+    not arrays) or where the leaves' types are not those ``compiled`` was compiled for."""
     executable = compiled._executable
     call = getattr(executable, "unsafe_call", None)
     if not (isinstance(executable, pxla.MeshExecutable) and isinstance(call, pxla.ExecuteReplicated)
@@ -81,9 +77,7 @@ def dispatch_data(
     out_flat, out_tree = tree_util.dispatch_registry.flatten(result, None)
     if not all(isinstance(x, xc.ArrayImpl) for x in out_flat):
         return None
-    in_shardings = [
-        _physical_sharding(a, s) for s, a in zip(executable._in_shardings, executable.in_avals)
-    ]
+    in_shardings = [_physical_sharding(a, s) for s, a in zip(executable._in_shardings, executable.in_avals)]
     return pxla.MeshExecutableFastpathData(
         executable.xla_executable, out_tree, in_shardings, executable._out_shardings,
         [o.aval for o in out_flat], [o._committed for o in out_flat], kept,
@@ -98,10 +92,9 @@ def _physical_sharding(aval: Any, sharding: Any) -> Any:
 
 
 def wait_for_effects() -> None:
-    """Wait for the side effects of the programs dispatched so far (``jax.effects_barrier``), so
-    that a host callback's failure is raised by the call whose program ran it, as Catalyst's calls
-    do, not by a later program. A failed token is dropped before the error is raised: JAX keeps
-    it, and every later program with ordered effects would fail with the same error.
+    """Wait for the side effects of the programs dispatched so far, so that a host callback's
+    failure is raised by the call whose program ran it. A failed token is dropped (JAX keeps it,
+    and every later program with ordered effects would fail with the same error).
 
     >>> wait_for_effects()  # nothing dispatched with effects: returns at once
     """

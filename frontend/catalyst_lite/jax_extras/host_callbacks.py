@@ -1,17 +1,8 @@
-"""A host callback that runs whenever the program runs, even when nothing reads its results.
-
-``jax.pure_callback`` may be removed by JAX's dead-code elimination (under ``jax.grad`` the
-primal results of a callback are often unused), so a callback with side effects (Catalyst's
-callbacks may print, mutate state, or check their results' types) would silently not run.
-:func:`kept_callback` binds :data:`kept_callback_p`, whose equations carry
-:data:`HOST_CALLBACK_EFFECT`: an unordered effect, like ``jax.experimental.io_callback``'s, that
-JAX keeps through DCE and allows in control flow, custom derivatives and remat (it is this
-module's own effect type, registered as JAX's extension points expect; JAX's own effects are
-left as they are). Under ``jax.vmap`` it is called once per slice.
-
-At catalyst_lite's level, a primitive whose :class:`.rules.PrimitiveSpec` says
-``kept_when_unused`` is recorded here (:func:`keep_when_unused`), and :func:`.tracing.prune_jaxpr`
-keeps its equations although their results are unused.
+"""A host callback that runs whenever the program runs, even when nothing reads its results (JAX's
+dead-code elimination may remove a ``jax.pure_callback``): :data:`kept_callback_p` carries an
+unordered effect of its own, which JAX keeps through DCE and allows in control flow, custom
+derivatives and remat. Primitives registered with :func:`keep_when_unused` stay in
+:func:`.tracing.prune_jaxpr`'s programs.
 
 >>> import numpy as np
 >>> import jax, jax.numpy as jnp
@@ -40,8 +31,6 @@ __all__ = ["HOST_CALLBACK_EFFECT", "kept_callback", "kept_callback_p", "keep_whe
 
 
 class HostCallbackEffect(effects.Effect):
-    """The effect of a host callback that must run although its results may be unused."""
-
     def __repr__(self) -> str:
         return "HostCallbackEffect"
 
@@ -57,10 +46,6 @@ kept_callback_p.multiple_results = True
 
 def _impl(*args: Any, callback: Callable, result_avals: tuple) -> list[Any]:
     return [jax.numpy.asarray(r) for r in callback(*(np.asarray(a) for a in args))]
-
-
-def _abstract_eval(*avals: Any, callback: Callable, result_avals: tuple) -> tuple[list[Any], set]:
-    return list(result_avals), {HOST_CALLBACK_EFFECT}
 
 
 def _lower(ctx: Any, *args: Any, callback: Callable, result_avals: tuple) -> Sequence[Any]:
@@ -85,14 +70,16 @@ def _batched(args: Sequence[Any], dims: Sequence[Any], *, callback: Callable, re
 
 
 kept_callback_p.def_impl(_impl)
-kept_callback_p.def_effectful_abstract_eval(_abstract_eval)
+kept_callback_p.def_effectful_abstract_eval(
+    lambda *avals, callback, result_avals: (list(result_avals), {HOST_CALLBACK_EFFECT})
+)
 mlir.register_lowering(kept_callback_p, _lower, cacheable=False)
 batching.primitive_batchers[kept_callback_p] = _batched
 
 
 def kept_callback(callback: Callable, result_types: Sequence[Any], *args: Any) -> list[Any]:
-    """Call ``callback`` (NumPy arrays in, a sequence of arrays of ``result_types`` out) on the
-    host when the program runs, whether or not its results are used."""
+    """Call ``callback`` (NumPy arrays in, arrays of ``result_types`` out) on the host whenever
+    the program runs."""
     avals = tuple(core.ShapedArray(tuple(t.shape), np.dtype(t.dtype)) for t in result_types)
     return kept_callback_p.bind(*args, callback=callback, result_avals=avals)
 
@@ -101,11 +88,9 @@ _KEPT: set = set()
 
 
 def keep_when_unused(primitive: core.Primitive) -> None:
-    """Register ``primitive``: its equations stay in a pruned program even when nothing reads
-    their results (they run a host callback)."""
+    """Its equations stay in a pruned program even when nothing reads their results."""
     _KEPT.add(primitive)
 
 
 def kept_when_unused(primitive: core.Primitive) -> bool:
-    """Whether ``primitive`` was registered with :func:`keep_when_unused`."""
     return primitive in _KEPT

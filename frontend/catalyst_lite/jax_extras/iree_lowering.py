@@ -1,12 +1,9 @@
-"""StableHLO for IREE: the dynamically-shaped program in the forms IREE's compiler accepts.
-
-IREE's input conversion lacks some dynamic forms JAX emits, so :data:`IREE` lowers them otherwise:
-a reshape to symbolic sizes is ``tensor.reshape``; a symbolic ``dot_general`` is put in
-batch-matmul form (a product and a sum for vector products); a no-op broadcast is dropped and a
-broadcast of a broadcast is one; a slice of symbolic size is ``stablehlo.real_dynamic_slice``;
-nested bodies re-derive their sizes from the dimension values in scope. A loop that resizes its
-carried arrays is refused (:class:`~.lowering_targets.UnsupportedLowering`): IREE 3.x assumes a
-loop's carried sizes never change.
+"""StableHLO for IREE (:data:`IREE`), which lacks some dynamic forms JAX emits: a reshape to symbolic
+sizes is ``tensor.reshape``; a symbolic ``dot_general`` is in batch-matmul form (a product and a
+sum for vector products); a no-op broadcast is dropped, a broadcast of a broadcast is one; a slice
+of symbolic size is ``stablehlo.real_dynamic_slice``; nested bodies re-derive their sizes from the
+dimension values in scope. A loop that resizes its carried arrays is refused (IREE 3.x assumes
+carried sizes never change).
 
 >>> import jax.numpy as jnp
 >>> import numpy as np
@@ -22,6 +19,7 @@ True
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Sequence
 
@@ -33,9 +31,8 @@ from jax._src.lax import slicing
 from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import hlo
 
-from .lowering import display_rule, index_vector, lower_jaxpr_to_stablehlo
-from .lowering_repairs import expanding_dimensions
-from .lowering_targets import LoweringTarget
+from .lowering import LoweringTarget, display_rule, expanding_dimensions, index_vector
+from .lowering import lower_jaxpr_to_stablehlo
 
 __all__ = ["IREE", "lower_for_iree"]
 
@@ -43,7 +40,7 @@ Size = Any  # a Python int (static) or an integer scalar ir.Value (symbolic)
 
 
 def lower_for_iree(closed_jaxpr: core.ClosedJaxpr, name: str) -> str:
-    """StableHLO (with ``tensor.reshape`` for dynamic reshapes) of ``closed_jaxpr`` for IREE."""
+    """StableHLO of ``closed_jaxpr`` for IREE."""
     return lower_jaxpr_to_stablehlo(closed_jaxpr, name, IREE)
 
 
@@ -60,9 +57,7 @@ def _product(sizes: Sequence[Size]) -> Size:
     dynamic = [d for d in sizes if type(d) is not int]
     if not dynamic:
         return static
-    out = dynamic[0]
-    for d in dynamic[1:]:
-        out = hlo.multiply(out, d)
+    out = functools.reduce(hlo.multiply, dynamic)
     return out if static == 1 else hlo.multiply(out, mlir.ir_constant(np.int64(static)))
 
 
@@ -76,16 +71,11 @@ def _as_value(size: Size) -> ir.Value:
 
 
 def _reshape(x: ir.Value, sizes: Sequence[Size]) -> ir.Value:
-    """``x`` reshaped (row-major) to ``sizes``."""
     out_type = _tensor_type(sizes, ir.RankedTensorType(x.type).element_type)
     if all(type(d) is int for d in sizes):
         return hlo.reshape(out_type, x)
     shape = index_vector([_as_value(d) for d in sizes])
     return ir.Operation.create("tensor.reshape", results=[out_type], operands=[x, shape]).result
-
-
-def _tensor_reshape(ctx: mlir.LoweringRuleContext, x: ir.Value, aval_out: Any) -> ir.Value:
-    return _reshape(x, _sizes(ctx, aval_out))
 
 
 # --- dot_general in batch-matmul form ------------------------------------------------------------
@@ -119,10 +109,8 @@ def _dot_general(ctx: mlir.LoweringRuleContext, lhs: ir.Value, rhs: ir.Value, **
         out3 = _multiply_and_sum(lhs3, rhs3, [b, m, n, k], np.dtype(out_aval.dtype))
     else:
         dnums = hlo.DotDimensionNumbers.get(
-            lhs_batching_dimensions=[0],
-            rhs_batching_dimensions=[0],
-            lhs_contracting_dimensions=[2],
-            rhs_contracting_dimensions=[1],
+            lhs_batching_dimensions=[0], rhs_batching_dimensions=[0],
+            lhs_contracting_dimensions=[2], rhs_contracting_dimensions=[1],
         )
         out3 = hlo.dot_general(_tensor_type([b, m, n], element), lhs3, rhs3, dnums)
     out_sizes = [*(lhs_sizes[d] for d in (*lb, *lf)), *(rhs_sizes[d] for d in rf)]
@@ -130,9 +118,8 @@ def _dot_general(ctx: mlir.LoweringRuleContext, lhs: ir.Value, rhs: ir.Value, **
 
 
 def _multiply_and_sum(lhs3: ir.Value, rhs3: ir.Value, sizes: list[Size], dtype: np.dtype) -> ir.Value:
-    """``[B, M, K] x [B, K, N] -> [B, M, N]`` as a product broadcast to ``[B, M, N, K]`` and a sum
-    over ``K``: for ``M`` or ``N`` of 1 (vector products), which IREE's ``dot_general`` lowering
-    refuses with symbolic sizes; the broadcast product is no larger than the larger operand."""
+    """``[B, M, K] x [B, K, N] -> [B, M, N]`` as a product broadcast to ``[B, M, N, K]`` summed
+    over ``K``, for vector products (``M`` or ``N`` of 1), which IREE refuses with symbolic sizes."""
     b, m, n, k = sizes
     element = mlir.dtype_to_ir_type(dtype)
     full = _tensor_type(sizes, element)
@@ -149,17 +136,12 @@ def _multiply_and_sum(lhs3: ir.Value, rhs3: ir.Value, sizes: list[Size], dtype: 
     return reduce.result
 
 
-def _broadcast(
-    x: ir.Value, result: ir.Type, shape: ir.Value, dims: Sequence[int], expanding: Sequence[int]
-) -> ir.Value:
-    rank = len(dims)
+def _broadcast(x: ir.Value, result: ir.Type, shape: ir.Value, dims: Sequence[int], expanding: Sequence[int]):
+    kept = [i for i in range(len(dims)) if i not in expanding]
     return hlo.dynamic_broadcast_in_dim(
-        result,
-        x,
-        shape,
-        mlir.dense_int_array(list(dims)),
+        result, x, shape, mlir.dense_int_array(list(dims)),
         known_expanding_dimensions=mlir.dense_int_array(list(expanding)),
-        known_nonexpanding_dimensions=mlir.dense_int_array([i for i in range(rank) if i not in expanding]),
+        known_nonexpanding_dimensions=mlir.dense_int_array(kept),
     )
 
 
@@ -183,11 +165,9 @@ _DYNAMIC_BROADCAST = "stablehlo.dynamic_broadcast_in_dim"
 def _dynamic_broadcast(
     ctx: mlir.LoweringRuleContext, x: ir.Value, aval_out: Any, broadcast_dimensions: Sequence[int]
 ) -> ir.Value:
-    """A broadcast to symbolic sizes, in the forms IREE keeps track of. IREE rewrites broadcasts
-    (it folds a broadcast of a broadcast into one, and moves broadcasts across elementwise ops)
-    and drops their expansion attributes while doing so, then cannot lower the result. So a
-    broadcast that changes nothing (``f64[n] -> f64[n]``, which JAX emits for elementwise
-    operands) is no op at all, and a broadcast of a broadcast (``x[:, None] * y``) is one op."""
+    """A broadcast to symbolic sizes in the forms IREE keeps track of (its own rewrites of
+    broadcasts drop their expansion attributes): one that changes nothing (``f64[n] -> f64[n]``)
+    is no op, and a broadcast of a broadcast (``x[:, None] * y``) is one op."""
     sizes = _sizes(ctx, aval_out)
     dims = list(broadcast_dimensions)
     x_type = ir.RankedTensorType(x.type)
@@ -220,14 +200,13 @@ def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value,
     starts: list[Size] = [0] * operand_aval.ndim
     index_type = ir.RankedTensorType.get([], ir.RankedTensorType(indices.type).element_type)
     for k, axis in enumerate(dnums.start_index_map):
-        start = hlo.reshape(index_type, hlo.slice(indices, _i64s([k]), _i64s([k + 1]), _i64s([1])))
-        starts[axis] = _clamped_start(start, extents[axis], widths[axis])
-    limits = [_add(s, w) for s, w in zip(starts, widths)]
+        start = hlo.slice(indices, *(mlir.dense_int_array([i]) for i in (k, k + 1, 1)))
+        starts[axis] = _clamped_start(hlo.reshape(index_type, start), extents[axis], widths[axis])
+    limits = [s + w if type(s) is int and type(w) is int else hlo.add(_as_value(s), _as_value(w))
+              for s, w in zip(starts, widths)]
     ones = mlir.ir_constant(np.ones((operand_aval.ndim,), np.int64))
     result_type = _tensor_type(widths, ir.RankedTensorType(operand.type).element_type)
-    window = hlo.real_dynamic_slice(
-        result_type, operand, _vector(starts), _vector(limits), ones
-    )
+    window = hlo.real_dynamic_slice(result_type, operand, _vector(starts), _vector(limits), ones)
     kept = [w for axis, w in enumerate(widths) if axis not in dnums.collapsed_slice_dims]
     return [_reshape(window, kept)]
 
@@ -241,10 +220,6 @@ def _is_slice(dnums: Any, indices_aval: Any, mode: Any) -> bool:
     )
 
 
-def _i64s(values: Sequence[int]) -> Any:
-    return mlir.dense_int_array(list(values))
-
-
 def _clamped_start(start: ir.Value, extent: Size, width: Size) -> ir.Value:
     """``clamp(0, start, extent - width)``, as ``i64``: where a gather starts its window."""
     i64 = ir.RankedTensorType.get([], mlir.dtype_to_ir_type(np.dtype("int64")))
@@ -254,23 +229,14 @@ def _clamped_start(start: ir.Value, extent: Size, width: Size) -> ir.Value:
     return hlo.clamp(mlir.ir_constant(np.int64(0)), start, upper)
 
 
-def _add(a: Size, b: Size) -> Size:
-    if type(a) is int and type(b) is int:
-        return a + b
-    return hlo.add(_as_value(a), _as_value(b))
-
-
 def _vector(values: Sequence[Size]) -> ir.Value:
     return index_vector([_as_value(v) for v in values])
 
 
 IREE = LoweringTarget(
     "IREE",
-    rules=(
-        (lax_internal.dot_general_p, _dot_general),
-        (slicing.gather_p, _gather),
-    ),
-    dynamic_reshape=_tensor_reshape,
+    rules=((lax_internal.dot_general_p, _dot_general), (slicing.gather_p, _gather)),
+    dynamic_reshape=lambda ctx, x, aval_out: _reshape(x, _sizes(ctx, aval_out)),
     dynamic_broadcast=_dynamic_broadcast,
     tie_sizes=True,
     resizing_loops=False,

@@ -1,9 +1,7 @@
-"""StableHLO lowering of dynamically-shaped jaxprs (the JAX-internals side of ``QJIT.mlir``).
-
-JAX 0.7 still lowers most primitives with dimension variables in shapes, but its top-level driver
-and some helpers rotted: the helpers get scoped repairs (:mod:`.lowering_repairs`), the driver is
-replaced by :func:`lower_jaxpr_to_stablehlo`, and the lowering rules of catalyst_lite's primitives
-get what they need here (:func:`register_lowering`, :func:`lower_nested_jaxpr`, :func:`ir_types`).
+"""StableHLO lowering of dynamically-shaped jaxprs (``QJIT.mlir``, IREE): who reads it
+(:class:`LoweringTarget`, the running one :func:`current_target`), scoped repairs of JAX's lowering
+helpers that rotted or never handled symbolic sizes, a driver (:func:`lower_jaxpr_to_stablehlo`)
+replacing JAX's, and what the lowering rules of catalyst_lite's primitives need.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
@@ -19,11 +17,14 @@ True
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
+from jax._src import linear_util as lu
 from jax._src.interpreters import mlir
 from jax._src.lax import lax as lax_internal
 from jax._src.lax import slicing
@@ -31,57 +32,200 @@ from jax._src.lib.mlir import ir
 from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
-from . import lowering_repairs as _repairs  # noqa: F401  (registers the repairs with the patch set)
-from .lowering_targets import DISPLAY, LoweringTarget, UnsupportedLowering, current_target, lowering_for
-from .shapes import SHAPE_PARAMS
+from ..trace_context import current, scope
+from .patches import is_active
+from .shapes import SHAPE_PARAMS, fill_sizes, registered_patch
 from .tracing import dynamic_tracing
 
 __all__ = [
-    "LoweringTarget",
-    "DISPLAY",
-    "UnsupportedLowering",
-    "current_target",
-    "display_rule",
-    "lower_jaxpr_to_stablehlo",
-    "check_parses",
-    "register_lowering",
-    "register_dynamic_lowering",
-    "register_compiled_lowering",
-    "opaque_call",
-    "LoweringRuleContext",
-    "lower_nested_jaxpr",
-    "ir_types",
-    "carried_types",
-    "while_op",
-    "case_op",
-    "counted_loop_condition",
-    "add",
-    "first_true_index",
-    "full_slice",
-    "index_vector",
+    "UnsupportedLowering", "LoweringTarget", "DISPLAY", "current_target", "lowering_for", "size_vars",
+    "expanding_dimensions", "display_rule", "lower_jaxpr_to_stablehlo", "check_parses", "register_lowering",
+    "register_dynamic_lowering", "register_compiled_lowering", "opaque_call", "LoweringRuleContext",
+    "lower_nested_jaxpr", "ir_types", "while_op", "case_op", "counted_loop_condition", "add",
+    "first_true_index", "index_vector",
 ]
+
+
+# --- lowering targets ----------------------------------------------------------------------------
+
+
+class UnsupportedLowering(NotImplementedError):
+    """The program uses something the lowering target cannot express (a loop that resizes its
+    carried arrays, for IREE)."""
+
+
+@dataclass(frozen=True)
+class LoweringTarget:
+    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering
+    (:data:`DISPLAY`, ``QJIT.mlir``, needs nothing; IREE's is in :mod:`.iree_lowering`): ``rules``
+    used instead of JAX's, by primitive; ``dynamic_reshape(ctx, x, aval_out)`` and
+    ``dynamic_broadcast(ctx, x, aval_out, broadcast_dimensions)``, how a reshape or broadcast to
+    symbolic sizes is emitted; ``tie_sizes``, whether nested bodies and our primitives' results
+    re-derive their sizes from the dimension values in scope; ``resizing_loops``, whether a loop
+    may resize its carried arrays; ``foreign_ops``, whether other dialects' operations may appear.
+    """
+
+    name: str
+    rules: tuple[tuple[core.Primitive, Callable[..., Any]], ...] = ()
+    dynamic_reshape: Callable[..., ir.Value] | None = None
+    dynamic_broadcast: Callable[..., ir.Value] | None = None
+    tie_sizes: bool = False
+    resizing_loops: bool = True
+    foreign_ops: bool = False
+
+
+DISPLAY = LoweringTarget("display")
+
+
+def current_target() -> LoweringTarget:
+    """The target of the lowering running in this thread (:data:`DISPLAY` outside one)."""
+    return current().lowering_target or DISPLAY
+
+
+@contextlib.contextmanager
+def lowering_for(target: LoweringTarget) -> Iterator[None]:
+    """Lower for ``target`` in this thread during the block."""
+    with scope(lowering_target=target):
+        yield
+
+
+# --- repairs of JAX's lowering helpers (each a scoped Patch) -------------------------------------
+
+
+def size_vars(atom: Any) -> list[core.Var]:
+    """The size variables in the type of ``atom``."""
+    shape = getattr(getattr(atom, "aval", None), "shape", ())
+    return [d for d in shape if isinstance(d, core.Var)]
+
+
+@registered_patch("type_uses_keep_dimensions_alive", core, "last_used",
+                  "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it")
+def _make_last_used(original: Callable) -> Callable:
+    # `jaxpr_subcomp` frees a variable after its last use as an *operand*, yet reads the sizes in
+    # operand *types* (`axis_size_env`): a size later used only in types was freed too early
+    # (KeyError). Here a use in a type counts as a use.
+    def last_used(jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
+        if not is_active():
+            return original(jaxpr)
+        uses: dict[core.Var, Any] = {}
+        for v in jaxpr.outvars:
+            for u in [v, *size_vars(v)] if isinstance(v, core.Var) else []:
+                uses.setdefault(u, None)
+        for eqn in reversed(jaxpr.eqns):
+            operands = [v for v in eqn.invars if isinstance(v, core.Var)]
+            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in size_vars(v)]
+            for u in (*operands, *in_types):
+                uses.setdefault(u, eqn)
+        return uses
+
+    return last_used
+
+
+@registered_patch("dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim",
+                  "elementwise rules broadcast scalars to dynamically-shaped results")
+def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
+    # Elementwise rules broadcast scalars through `multi_broadcast_in_dim`, whose `ShapedArray`
+    # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
+    # `stablehlo.dynamic_broadcast_in_dim`. `out_sharding` (optional in jax 0.7.1, required in
+    # 0.7.2) and what follows pass through: a dynamic shape has no sharding to apply.
+    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
+        if not is_active() or core.is_constant_shape(out_shape):
+            return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
+        out = []
+        for op, aval in zip(ops, ops_avals):
+            if core.definitely_equal_shape(aval.shape, out_shape):
+                out.append(op)
+                continue
+            out_aval = core.DShapedArray(tuple(out_shape), aval.dtype, aval.weak_type)
+            dims = list(range(len(out_shape) - len(aval.shape), len(out_shape)))
+            out.append(mlir.broadcast_in_dim(ctx, op, out_aval, broadcast_dimensions=dims))
+        return out
+
+    return multi_broadcast_in_dim
+
+
+@registered_patch("dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim",
+                  "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions")
+def _make_broadcast_in_dim(original: Callable) -> Callable:
+    # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
+    # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
+    def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
+        target = current_target()
+        if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
+        out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
+        if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
+            dims = broadcast_dimensions
+            expanding = expanding_dimensions(ir.RankedTensorType(op.type), aval_out.shape, dims)
+            kept = [i for i in range(len(dims)) if i not in expanding]
+            out.owner.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
+            out.owner.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
+        return out
+
+    return broadcast_in_dim
+
+
+def expanding_dimensions(
+    operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
+) -> list[int]:
+    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
+    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
+    return [
+        i for i, d in enumerate(dims)
+        if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
+    ]
+
+
+@registered_patch("lower_fun_dimensions_are_int64", lu, "annotate",
+                  "helpers lowered with mlir.lower_fun take int64 dimensions, used or not")
+def _make_annotate(original: Callable) -> Callable:
+    # `mlir.lower_fun` (`cumsum`, `argmax`, `sort`'s comparator...) re-traces a helper with one
+    # implicit argument per dimension in scope, typed int32 while ours are int64 (its size
+    # arithmetic failed), and `annotate` insists that an explicit argument's shape uses each (a
+    # comparator's scalars never do). Here they are int64 and may go unused.
+    def annotate(fun: Any, in_type: Any) -> Any:
+        if not is_active() or in_type is None:
+            return original(fun, in_type)
+        in_type = tuple(
+            (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
+            for aval, keep in in_type
+        )
+        return lu.WrappedFun(
+            fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
+        )
+
+    return annotate
+
+
+_INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
+_INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
+
+
+@registered_patch("reshape_for_the_target", mlir, "reshape",
+                  "a reshape to symbolic sizes takes the form the lowering target needs")
+def _make_reshape(original: Callable) -> Callable:
+    # A target may need another form than `stablehlo.dynamic_reshape` (IREE does not lower it).
+    def reshape(ctx, op, aval_out):
+        target = current_target()
+        if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
+            return target.dynamic_reshape(ctx, op, aval_out)
+        return original(ctx, op, aval_out)
+
+    return reshape
+
 
 LoweringRuleContext = mlir.LoweringRuleContext
 IrValue = Any  # ir.Value, or a tuple of them for multi-value avals (not used by catalyst_lite)
 
 
-# --- 2. The driver --------------------------------------------------------------------------------
+# --- the driver ----------------------------------------------------------------------------------
 
-
-# JAX's own lowering rules that take dynamic sizes as trailing operands (the dynamic-shape API's
-# convention, which ours follows).
+# JAX's own lowering rules that take dynamic sizes as trailing operands (our convention too).
 _JAX_UNDERSTANDS_TRAILING_SIZES = frozenset(
-    {
-        lax_internal.broadcast_in_dim_p,
-        lax_internal.iota_p,
-        lax_internal.reshape_p,
-        slicing.dynamic_slice_p,
-    }
+    {lax_internal.broadcast_in_dim_p, lax_internal.iota_p, lax_internal.reshape_p, slicing.dynamic_slice_p}
 )
 
-
-# Lowering rules for the dynamic program only (`QJIT.mlir`), for primitives that JAX cannot lower
-# with symbolic sizes (see `register_dynamic_lowering`).
+# Lowering rules for the dynamic program only (see `register_dynamic_lowering`).
 _DYNAMIC_ONLY_RULES: dict[core.Primitive, Callable] = {}
 
 
@@ -92,10 +236,8 @@ def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence
 
 
 def register_compiled_lowering(prim: core.Primitive, impl: Callable[..., Sequence[Any]]) -> None:
-    """Lower ``prim`` in compiled (specialized) programs as ``impl(*operands, **params)``, a
-    function of JAX operations returning a list. Specialization replaces each equation of
-    ``prim`` it meets, but not one inside the nested jaxpr of a JAX primitive it binds as a
-    whole (a ``lax.fori_loop`` body, ``shard_map``): XLA compiles that one through this rule."""
+    """Lower ``prim`` in compiled programs as ``impl(*operands, **params)`` (JAX operations): for
+    its equations inside a JAX primitive that specialization binds whole (``lax.fori_loop``)."""
     mlir.register_lowering(prim, mlir.lower_fun(impl, multiple_results=True))
 
 
@@ -110,82 +252,52 @@ def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrV
     return list(op.results)
 
 
-def _sizes_as_operands_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """Lowering rules for primitives whose dynamic sizes we carry as trailing operands.
-
-    Our convention (:data:`~.shapes.SHAPE_PARAMS`) puts ``None`` in a size parameter and the size
-    as an extra operand, e.g. ``gather[slice_sizes=(None,)] x idx n``. JAX's own rule for
-    ``broadcast_in_dim``, ``iota``, ``reshape`` and ``dynamic_slice`` already understands this;
-    for the others (``gather``) the override puts the operand's IR value back in the parameter,
-    which JAX's rule then lowers with its dynamic-shape path (``stablehlo.dynamic_gather``).
-    Overrides are scoped to this module context, unlike ``mlir.register_lowering``.
-    """
+def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
+    """Our overrides of JAX's rules, scoped to one module context: sizes carried as trailing
+    operands (``gather[slice_sizes=(None,)] x idx n``) put back in the parameter where JAX's rule
+    does not take them so, and static operand types for ``reduce`` and ``sort`` (which assert
+    them yet read only ranks and dtypes)."""
     rules = list(_DYNAMIC_ONLY_RULES.items())
-    for prim, param in SHAPE_PARAMS.items():
-        if prim in _JAX_UNDERSTANDS_TRAILING_SIZES or prim in _DYNAMIC_ONLY_RULES:
-            continue
-        rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, param)))
+    for prim in SHAPE_PARAMS:
+        if prim not in _JAX_UNDERSTANDS_TRAILING_SIZES and prim not in _DYNAMIC_ONLY_RULES:
+            rules.append((prim, _with_sizes_in_param(mlir._lowerings[prim].rule, prim)))
+    for prim in (lax_internal.reduce_p, lax_internal.sort_p):
+        rules.append((prim, _with_static_operand_types(mlir._lowerings[prim].rule)))
     return tuple(rules)
 
 
-def _static_operand_types_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """JAX's lowerings of ``reduce`` (variadic, as in ``argmax``) and ``sort`` assert that their
-    operands have static shapes, yet read only their ranks and dtypes (result types come from the
-    results' avals, which keep their ``?`` sizes). They get operand types with each symbolic size
-    replaced by a placeholder."""
-    return tuple(
-        (prim, _with_static_operand_types(mlir._lowerings[prim].rule))
-        for prim in (lax_internal.reduce_p, lax_internal.sort_p)
-    )
-
-
 def _with_static_operand_types(rule: Callable) -> Callable:
+    def static(aval: core.AbstractValue) -> core.AbstractValue:
+        if type(aval) is not core.DShapedArray:
+            return aval
+        shape = tuple(d if type(d) is int else 1 for d in aval.shape)
+        return core.ShapedArray(shape, aval.dtype, aval.weak_type)
+
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
-        avals_in = [_static_stand_in(a) for a in ctx.avals_in]
-        return rule(ctx.replace(avals_in=avals_in), *operands, **params)
+        return rule(ctx.replace(avals_in=[static(a) for a in ctx.avals_in]), *operands, **params)
 
     return lower
-
-
-def _static_stand_in(aval: core.AbstractValue) -> core.AbstractValue:
-    if type(aval) is not core.DShapedArray:
-        return aval
-    shape = tuple(d if type(d) is int else 1 for d in aval.shape)
-    return core.ShapedArray(shape, aval.dtype, aval.weak_type)
-
-
-def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    return (*_sizes_as_operands_rules(), *_static_operand_types_rules())
 
 
 def display_rule(prim: core.Primitive) -> Callable[..., Any]:
     """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it):
     what a target's own rule falls back to for the forms it does not change."""
-    for p, rule in _display_rules():
-        if p is prim:
-            return rule
+    rule = next((rule for p, rule in _display_rules() if p is prim), None)
+    if rule is not None:
+        return rule
     cpu_rules = mlir._platform_specific_lowerings.get("cpu", {})
     return (cpu_rules.get(prim) or mlir._lowerings[prim]).rule
 
 
-def _with_sizes_in_param(rule: Callable, param: str) -> Callable:
+def _with_sizes_in_param(rule: Callable, prim: core.Primitive) -> Callable:
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
-        sizes = params[param]
-        ndyn = sum(d is None for d in sizes)
-        if ndyn == 0:
-            return rule(ctx, *operands, **params)
-        dyn = iter(operands[len(operands) - ndyn :])
-        filled = tuple(next(dyn) if d is None else d for d in sizes)
-        ctx = ctx.replace(avals_in=ctx.avals_in[: len(operands) - ndyn])
-        return rule(ctx, *operands[: len(operands) - ndyn], **dict(params, **{param: filled}))
+        operands, params = fill_sizes(prim, list(operands), params, lambda size: size)
+        return rule(ctx.replace(avals_in=ctx.avals_in[: len(operands)]), *operands, **params)
 
     return lower
 
 
-
-
 def _module_context(name: str, target: LoweringTarget) -> mlir.ModuleContext:
-    """A fresh module context for the CPU; ``sym_name`` is the sanitized ``name``."""
     ctx = mlir.ModuleContext(
         platforms=("cpu",),
         backend=None,
@@ -211,26 +323,16 @@ def ir_types(avals: Sequence[core.AbstractValue]) -> list[ir.Type]:
     return [mlir.aval_to_ir_type(core.physical_aval(a)) for a in avals]
 
 
-def _check_lowerable(closed_jaxpr: core.ClosedJaxpr) -> None:
+def lower_jaxpr_to_stablehlo(
+    closed_jaxpr: core.ClosedJaxpr, name: str, target: LoweringTarget = DISPLAY
+) -> str:
+    """StableHLO text of ``closed_jaxpr`` as one public, verified ``@main``, sizes kept symbolic,
+    for ``target`` (:class:`UnsupportedLowering` when it cannot express the program)."""
     if not isinstance(closed_jaxpr, core.ClosedJaxpr):
         raise TypeError(f"expected a ClosedJaxpr, got {type(closed_jaxpr).__name__}")
     if closed_jaxpr.effects:
         effects = sorted(map(str, closed_jaxpr.effects))
         raise ValueError(f"cannot show the StableHLO of a program with side effects {effects}")
-
-
-def lower_jaxpr_to_stablehlo(
-    closed_jaxpr: core.ClosedJaxpr, name: str, target: LoweringTarget = DISPLAY
-) -> str:
-    """StableHLO text of ``closed_jaxpr`` as one public ``@main``, sizes kept symbolic.
-
-    The constants of ``closed_jaxpr`` become ``stablehlo.constant`` s; every input (implicit
-    dimensions first, as in the jaxpr) is an argument of ``@main``. The module is verified, and
-    JAX's global configuration is not changed (dynamic shapes and x64 are switched on for this
-    thread only, for the duration of the call). ``target``: who reads it (see
-    :class:`LoweringTarget`); :class:`UnsupportedLowering` when it cannot express the program.
-    """
-    _check_lowerable(closed_jaxpr)
     jaxpr = closed_jaxpr.jaxpr
     with dynamic_tracing(), lowering_for(target):
         ctx = _module_context(name, target)
@@ -259,23 +361,13 @@ def _verify(module: ir.Module, name: str) -> None:
 
 
 def _jaxpr_subcomp(
-    module_ctx: mlir.ModuleContext,
-    jaxpr: core.Jaxpr,
-    consts: Sequence[IrValue],
-    args: Sequence[IrValue],
-    dim_var_values: Sequence[ir.Value],
-    const_lowering: dict,
-    name_stack: source_info_util.NameStack | None = None,
+    module_ctx: mlir.ModuleContext, jaxpr: core.Jaxpr, consts: Sequence[IrValue], args: Sequence[IrValue],
+    dim_var_values: Sequence[ir.Value], const_lowering: dict, name_stack: Any = None,
 ) -> list[IrValue]:
+    name_stack = source_info_util.new_name_stack() if name_stack is None else name_stack
     outs, _ = mlir.jaxpr_subcomp(
-        module_ctx,
-        jaxpr,
-        name_stack if name_stack is not None else source_info_util.new_name_stack(),
-        mlir.TokenSet(),
-        list(consts),
-        *args,
-        dim_var_values=list(dim_var_values),
-        const_lowering=const_lowering,
+        module_ctx, jaxpr, name_stack, mlir.TokenSet(), list(consts), *args,
+        dim_var_values=list(dim_var_values), const_lowering=const_lowering,
     )
     return list(outs)
 
@@ -297,7 +389,7 @@ def check_parses(text: str) -> None:
             raise ValueError(f"not a valid MLIR module: {err}") from err
 
 
-# --- 3. For the lowering rules of catalyst_lite's primitives --------------------------------------
+# --- for the lowering rules of catalyst_lite's primitives ----------------------------------------
 
 
 def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
@@ -310,65 +402,47 @@ def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue
     mlir.register_lowering(prim, lower)
 
 
+def _tied(x: ir.Value, aval: core.AbstractValue, env: dict) -> ir.Value:
+    """``x`` re-sliced to its full extent (``stablehlo.real_dynamic_slice``) with the sizes its type
+    names read from ``env``, so that they are visibly those values; as it is unless all are there."""
+    if type(aval) is not core.DShapedArray or not all(type(d) is int or d in env for d in aval.shape):
+        return x
+    sizes = [mlir.ir_constant(np.int64(d)) if type(d) is int else env[d] for d in aval.shape]
+    zeros, ones = (mlir.ir_constant(np.full((len(sizes),), v, np.int64)) for v in (0, 1))
+    return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
+
+
 def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> list[IrValue]:
-    """``results``, each array of symbolic size re-sliced to the sizes its type names, when those
-    are values in scope (a size the equation itself returns is not: that array stays as it is)."""
-    env = ctx.axis_size_env or {}
-    out = list(results)
-    for k, aval in enumerate(ctx.avals_out):
-        if type(aval) is core.DShapedArray and all(type(d) is int or d in env for d in aval.shape):
-            sizes = [_i64_scalar(d) if type(d) is int else env[d] for d in aval.shape]
-            out[k] = full_slice(out[k], sizes)
-    return out
+    """``results`` tied to the sizes in scope (not to a size the equation itself returns)."""
+    return [_tied(x, aval, ctx.axis_size_env or {}) for x, aval in zip(results, ctx.avals_out)]
 
 
 def lower_nested_jaxpr(
     ctx: mlir.LoweringRuleContext, jaxpr: core.Jaxpr | core.ClosedJaxpr, args: Sequence[IrValue]
 ) -> list[IrValue]:
-    """Inline ``jaxpr(*args)`` at the current insertion point (e.g. inside a loop body region).
-
-    ``jaxpr``'s inputs are all explicit values here (a nested body's implicit dimensions and
-    hoisted constants are its leading arguments), so each body binds its own dimension variables.
-    """
+    """Inline ``jaxpr(*args)`` at the current insertion point (e.g. inside a loop body region);
+    ``args`` are all its inputs (implicit dimensions and hoisted constants lead)."""
     consts: list[IrValue] = []
     if isinstance(jaxpr, core.ClosedJaxpr):
         consts = [mlir.ir_constant(c) for c in jaxpr.consts]
         jaxpr = jaxpr.jaxpr
-    if len(args) != len(jaxpr.invars):
-        raise ValueError(f"nested jaxpr takes {len(jaxpr.invars)} values, got {len(args)}")
     if current_target().tie_sizes:
         args = _tied_to_their_sizes(jaxpr, args)
     return _jaxpr_subcomp(
-        ctx.module_context,
-        jaxpr,
-        consts,
-        args,
-        ctx.dim_var_values,
-        ctx.const_lowering,
-        ctx.name_stack,
+        ctx.module_context, jaxpr, consts, args, ctx.dim_var_values, ctx.const_lowering, ctx.name_stack
     )
 
 
 def _tied_to_their_sizes(jaxpr: core.Jaxpr, args: Sequence[IrValue]) -> list[IrValue]:
-    """``args``, each array of symbolic size re-sliced to its full extent, with the extent read
-    from the body's own dimension arguments: the sliced value's sizes are then visibly those
-    values (IREE cannot otherwise tell the sizes of a loop's carried values inside a nested loop,
-    "dynamic dimensions must have been resolved")."""
-    position = {v: k for k, v in enumerate(jaxpr.invars)}
-    out = list(args)
-    for k, v in enumerate(jaxpr.invars):
-        shape = getattr(v.aval, "shape", ())
-        if type(v.aval) is not core.DShapedArray or not all(
-            type(d) is int or position.get(d, k) < k for d in shape
-        ):
-            continue
-        sizes = [_i64_scalar(d) if type(d) is int else args[position[d]] for d in shape]
-        out[k] = full_slice(args[k], sizes)
+    """``args`` tied to the body's own (earlier) dimension arguments (else IREE cannot tell the
+    sizes of a loop's carried values inside a nested loop: "dynamic dimensions must have been
+    resolved")."""
+    env: dict[core.Var, IrValue] = {}
+    out = []
+    for v, x in zip(jaxpr.invars, args):
+        out.append(_tied(x, v.aval, env))
+        env[v] = x
     return out
-
-
-def _i64_scalar(value: int) -> ir.Value:
-    return mlir.ir_constant(np.int64(value))
 
 
 def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
@@ -385,31 +459,16 @@ def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
     return parts[0] if len(parts) == 1 else hlo.concatenate(parts, 0)
 
 
-def full_slice(x: ir.Value, sizes: Sequence[ir.Value]) -> ir.Value:
-    """``x[0:sizes[0], 0:sizes[1], ...]`` (``stablehlo.real_dynamic_slice``): all of ``x``, with
-    its sizes given by the values ``sizes``."""
-    rank = len(sizes)
-    zeros = mlir.ir_constant(np.zeros((rank,), np.int64))
-    ones = mlir.ir_constant(np.ones((rank,), np.int64))
-    return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
-
-
-def _join_dims(a: ir.RankedTensorType, b: ir.RankedTensorType) -> ir.Type:
-    dynamic = ir.ShapedType.get_dynamic_size()
-    shape = [x if x == y else dynamic for x, y in zip(a.shape, b.shape)]
-    return ir.RankedTensorType.get(shape, a.element_type)
-
-
-def carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:
+def _carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:
     """Types of values carried by a loop: a size that differs between the operand and the body's
     result (or is ``?`` in either) is ``?``."""
     out = []
     for a, b in zip(operand_types, body_types):
         if ir.RankedTensorType.isinstance(a) and ir.RankedTensorType.isinstance(b) and a != b:
             a, b = ir.RankedTensorType(a), ir.RankedTensorType(b)
-            out.append(_join_dims(a, b))
-        else:
-            out.append(a)
+            shape = [x if x == y else ir.ShapedType.get_dynamic_size() for x, y in zip(a.shape, b.shape)]
+            a = ir.RankedTensorType.get(shape, a.element_type)
+        out.append(a)
     return out
 
 
@@ -427,17 +486,16 @@ def while_op(
 ) -> list[ir.Value]:
     """Emit ``stablehlo.while`` over the carried values ``init``; return its results.
 
-    ``body_types`` are the types the body returns (from its jaxpr), so that a size that the loop
-    changes is ``?`` in the carried type. ``cond(carry)`` returns a ``tensor<i1>``; ``body(carry)``
-    returns the next carry. Values of the enclosing function (loop constants) may be used directly
-    inside both regions: StableHLO regions capture them implicitly. ``resizes``: the loop changes
-    the sizes of carried arrays (:class:`UnsupportedLowering` for a target without such loops).
+    ``body_types``: the types the body returns, so that a size the loop changes is ``?`` in the
+    carried type. ``cond(carry)`` returns a ``tensor<i1>``, ``body(carry)`` the next carry; both
+    may use enclosing values. ``resizes``: the loop changes the sizes of carried arrays
+    (:class:`UnsupportedLowering` for a target without such loops).
     """
     if resizes and not current_target().resizing_loops:
         raise UnsupportedLowering(
             f"a loop that resizes its carried arrays (lowering for {current_target().name})"
         )
-    types = carried_types([v.type for v in init], body_types)
+    types = _carried_types([v.type for v in init], body_types)
     op = hlo.WhileOp(types, [_fit(v, t) for v, t in zip(init, types)])
     cond_block = op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(cond_block):
@@ -450,9 +508,7 @@ def while_op(
 
 
 def case_op(
-    index: ir.Value,
-    result_types: Sequence[ir.Type],
-    branches: Sequence[Callable[[], Sequence[ir.Value]]],
+    index: ir.Value, result_types: Sequence[ir.Type], branches: Sequence[Callable[[], Sequence[ir.Value]]]
 ) -> list[ir.Value]:
     """Emit ``stablehlo.case`` choosing ``branches[index]`` (an ``i32`` scalar); each branch
     function emits its operations and returns its results (which may use enclosing values)."""
@@ -462,6 +518,9 @@ def case_op(
         with ir.InsertionPoint(block):
             hlo.return_([_fit(v, t) for v, t in zip(branch(), result_types)])
     return list(op.results)
+
+
+add = hlo.add  # x + y, of two values of one type
 
 
 def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
@@ -474,27 +533,16 @@ def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
 
 
 def _compare_signed(x: ir.Value, y: ir.Value, direction: str) -> ir.Value:
-    return hlo.compare(
-        x,
-        y,
-        hlo.ComparisonDirectionAttr.get(direction),
-        compare_type=hlo.ComparisonTypeAttr.get("SIGNED"),
-    )
+    direction = hlo.ComparisonDirectionAttr.get(direction)
+    return hlo.compare(x, y, direction, compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
 
 
 def counted_loop_condition(i: ir.Value, upper: ir.Value, step: ir.Value) -> ir.Value:
     """``i < upper`` when ``step > 0``, else ``i > upper`` (``range`` semantics)."""
     zero = mlir.ir_constant(np.zeros((), dtype=_signed_int_dtype(step.type)))
     return hlo.select(
-        _compare_signed(step, zero, "GT"),
-        _compare_signed(i, upper, "LT"),
-        _compare_signed(i, upper, "GT"),
+        _compare_signed(step, zero, "GT"), _compare_signed(i, upper, "LT"), _compare_signed(i, upper, "GT")
     )
-
-
-def add(x: ir.Value, y: ir.Value) -> ir.Value:
-    """``x + y`` of two values of one type."""
-    return hlo.add(x, y)
 
 
 def _signed_int_dtype(typ: ir.Type) -> np.dtype:

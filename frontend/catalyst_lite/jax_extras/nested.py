@@ -1,56 +1,34 @@
-"""The nested-binding driver: one ``bind_nested(spec, bodies, operands)`` for every primitive with
-nested programs (the design documents' ``bindNested(Function, Inputs, S)``).
-
-It deduces the bodies' input type (:func:`~.dynshape.expand_args` with strategy ``S``), traces each
-body in an inner trace (:func:`trace_nested`), builds the equation (``NestedSpec.equation``) and
-binds the primitive, whose staging rule (:mod:`.rules`) computes the output type. *Threaded
-values* (``NestedSpec.threaded``: a circuit's state vector, its PRNG key) are carried through every
-body without the user writing them. Transforming rules (JVP, batching, partial evaluation) trace
-their bodies again with :func:`retrace`, in the bodies' own input types.
+"""The nested-binding driver: one :func:`bind_nested` for every primitive with nested programs (the
+design documents' ``bindNested(Function, Inputs, S)``). It deduces the bodies' input type
+(:func:`~.dynshape.expand_args`), traces each body (:func:`trace_nested`), builds the equation and
+binds the primitive. *Threaded values* (a circuit's state vector, its PRNG key) are carried through
+every body without the user writing them. Transformations trace bodies again with :func:`retrace`.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal as KindLiteral, Protocol, Sequence
-
-import functools
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 from jax._src import core
 
-from .dynshape import DimensionMismatch, ExpansionStrategy, conform_carried_sizes, expand_args, expand_results, input_type_of, is_dynamic
-from .tracing import (
-    InnerTrace,
-    InputType,
-    Jaxpr,
-    Tracer,
-    collapse,
-    debug_info_for,
-    dynamic_tracing,
-)
+from .dynshape import DimensionMismatch, ExpansionStrategy, conform_carried_sizes, expand_args, expand_results
+from .dynshape import input_type_of, is_dynamic
+from .tracing import InnerTrace, InputType, Jaxpr, Tracer, collapse, debug_info_for, dynamic_tracing
 
 __all__ = [
-    "NestedBody",
-    "trace_nested",
-    "retrace",
-    "promote_results",
-    "Threaded",
-    "Body",
-    "Equation",
-    "NestedSpec",
-    "bind_nested",
-    "DynshapePrimitive",
-    "interleave",
+    "NestedBody", "trace_nested", "retrace", "promote_results", "Threaded", "Body", "Equation", "NestedSpec",
+    "bind_nested", "DynshapePrimitive", "interleave",
 ]
 
 
 class DynshapePrimitive(core.Primitive):
-    """A primitive holding nested jaxprs whose results may have dynamic shapes (the design
-    documents' ``DynshapePrimitive``). It binds like any JAX primitive: its output type is
-    computed from its jaxprs by the rules its module registers (see :mod:`.rules`)."""
+    """A primitive holding nested jaxprs whose results may have dynamic shapes; its output type is
+    computed from its jaxprs by the rules its module registers (:mod:`.rules`)."""
 
     multiple_results = True
 
@@ -76,20 +54,15 @@ def trace_nested(
     name: str,
     expand: Callable[[list[Tracer], list[Any]], tuple[list[Any], int]],
 ) -> NestedBody:
-    """Abstract evaluation of a flat Python body (design doc: ``abstractEval``).
-
-    ``fn`` takes the explicit arguments of ``in_type`` and returns a flat list of results;
-    ``expand(explicit_arg_tracers, results)`` returns the expanded results and the number of
-    implicit ones (usually a partial application of :func:`~.dynshape.expand_results`). The
-    returned jaxpr has the values it captured hoisted to leading binders.
-    """
+    """Abstract evaluation of a flat Python body (design doc: ``abstractEval``): ``fn`` takes the
+    explicit arguments of ``in_type``; ``expand(explicit_arg_tracers, results)`` returns the
+    expanded results and the number of implicit ones. Captured values become leading binders."""
     with dynamic_tracing():
         inner = InnerTrace(debug_info_for(fn, name))
         try:
             expanded_args = inner.arguments(in_type)
             explicit = collapse(in_type, expanded_args)
-            results = [_as_jax_value(r, name) for r in inner.call(fn, *explicit)]
-            results = [inner.lift(r) for r in results]
+            results = [inner.lift(_as_jax_value(r, name)) for r in inner.call(fn, *explicit)]
             expanded_results, nimplicit = expand(explicit, results)
             arg_dims = [d for t in expanded_args for d in getattr(t.aval, "shape", ()) if is_dynamic(d)]
             jaxpr, consts = inner.to_jaxpr(expanded_results, keep_alive=arg_dims)
@@ -111,18 +84,15 @@ def _as_jax_value(x: Any, name: str) -> Any:
 
 
 def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int) -> NestedBody:
-    """Trace a transformed body in a given input type (usually :func:`~.dynshape.input_type_of`
-    of the original body's binders, plus the binders the transformation adds). ``fn`` returns
-    expanded results: its first ``nimplicit_out`` results are implicit ones."""
+    """Trace a transformed body in a given input type; ``fn`` returns expanded results, the first
+    ``nimplicit_out`` of them implicit."""
     return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
 
 
 def promote_results(bodies: Sequence[NestedBody], name: str) -> list[NestedBody]:
     """Alternative bodies (``cond``'s branches) returning one type: each explicit result is
-    converted to the dtype its alternatives promote to (``jnp.promote_types``, weak types
-    ignored, as Catalyst does: ``int`` and ``float`` give ``float64``). Bodies already returning
-    the promoted dtypes are kept as they are; the others are traced again from their jaxprs.
-    All bodies must return results of the same number and ranks."""
+    converted to the dtype its alternatives promote to (weak types ignored, as Catalyst does);
+    bodies needing a conversion are traced again from their jaxprs."""
     columns = list(zip(*(b.out_avals for b in bodies)))
     promoted = [
         functools.reduce(jnp.promote_types, [a.dtype for a in avals])
@@ -160,11 +130,9 @@ class Threaded(Protocol):
 
 @dataclass(frozen=True)
 class Body:
-    """One nested program of an equation: ``fn`` takes the explicit arguments (flat) and returns
-    flat results, which are ``"carried"`` (a loop body: they feed the next iteration, so they must
-    fit the arguments), a ``"predicate"`` (one boolean), ``"free"`` (anything: the caller decides
-    which sizes become implicit results) or ``"sized"`` (anything, and every size that is not a
-    number is also returned, as an implicit result)."""
+    """One nested program of an equation: ``fn`` maps the flat explicit arguments to flat results,
+    ``"carried"`` (a loop body's: they must fit the arguments), a ``"predicate"``, ``"free"`` or
+    ``"sized"`` (every size that is not a number is also returned, as an implicit result)."""
 
     fn: Callable[..., Sequence[Any]]
     name: str
@@ -182,13 +150,9 @@ class Equation:
 
 @dataclass(frozen=True)
 class NestedSpec:
-    """How to bind one primitive with nested programs.
-
-    ``strategy``: how the arguments expand (``None``: the bodies take no arguments; what they use
-    is captured). ``nprefix``: leading arguments that are not carried (a loop's index).
-    ``threaded``: the threaded values, outermost first. ``equation(bodies, implicit, explicit)``
-    builds the equation from the traced bodies and the expanded arguments.
-    """
+    """How to bind one primitive with nested programs: ``strategy``, how the arguments expand
+    (``None``: the bodies take none); ``nprefix``, leading arguments not carried (a loop's index);
+    ``threaded``, outermost first; ``equation(bodies, implicit, explicit)`` builds the equation."""
 
     primitive: core.Primitive
     equation: Callable[[list[NestedBody], list[Any], list[Any]], Equation]
@@ -199,30 +163,23 @@ class NestedSpec:
 
 def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any]) -> list[Any]:
     """Bind ``spec.primitive`` with nested ``bodies`` on the flat ``operands`` (the bodies'
-    arguments, for a primitive whose bodies take some); return the explicit results without the
-    threaded values (which are set to their new values).
-
-    Raises :class:`~.dynshape.DimensionMismatch` when a loop body's results do not fit its
-    arguments (the caller words the error for its users).
-    """
+    arguments); return the explicit results but the threaded values (which are set). Raises
+    :class:`~.dynshape.DimensionMismatch` when a loop body's results do not fit its arguments."""
     threaded = list(spec.threaded)
     outer = [t.get() for t in threaded]
     args = [*operands, *outer] if spec.strategy is not None else []
     force_dynamic: frozenset[tuple[int, int]] = frozenset()
     while True:
-        if spec.strategy is None:
-            expanded, in_type = [], ()
-        else:
-            expanded, in_type = expand_args(args, spec.strategy, force_dynamic)
+        strategy = spec.strategy
+        expanded, in_type = ([], ()) if strategy is None else expand_args(args, strategy, force_dynamic)
         try:
             traced = [_trace_body(spec, body, in_type, outer) for body in bodies]
-        except DimensionMismatch as err:
+            break
+        except DimensionMismatch as err:  # that size may change: retrace with it dynamic
             key = (spec.nprefix + err.position, err.axis)
             if err.axis is None or key in force_dynamic:
                 raise
             force_dynamic |= {key}
-            continue
-        break
     nimplicit = len(expanded) - len(args)
     equation = spec.equation(traced, expanded[:nimplicit], expanded[nimplicit:])
     outs = spec.primitive.bind(*equation.operands, **equation.params)

@@ -1,21 +1,24 @@
-"""jax.numpy functions that need a symbolic-size path of their own (the rest compute with sizes
-through what :mod:`.dimensions` makes symbolic).
+"""jax.numpy and jax.random functions that need a symbolic-size path of their own: ``len`` in
+``jnp.interp`` and ``jnp.convolve`` is :func:`symbolic_len`, a symbolic convolution padding pads the
+input first, ``jnp.searchsorted`` sorts (its binary search is a scan of a length computed from the
+size), short static scans of symbolic carries (``jnp.polyval``) run unrolled, and a symbolic
+dimension's index dtype is ``jax.jit``'s (``n < 2**31`` is assumed, a checked fact).
+``random_bits``/``random_split`` take symbolic sizes as trailing operands; ``permutation``/``shuffle``,
+whose sorting rounds depend on the size, are one ``shuffle`` equation running JAX's own at
+specialization (the numbers are jax.jit's).
 
-- Python's ``len`` (``jnp.interp``, ``jnp.convolve``) returns the symbolic length
-  (:func:`with_symbolic_len`); a symbolic convolution padding pads the input first.
-- ``jnp.searchsorted`` (and ``digitize``, ``interp``, ``histogram``) uses JAX's sort-based method:
-  its binary search is a ``lax.scan`` whose length is computed from the size.
-- short static scans whose carry has a symbolic shape (``jnp.polyval``) run unrolled.
-- ``int_dtype_for_dim(n)`` assumes a symbolic ``n < 2**31`` (a fact of the program), so results
-  have ``jax.jit``'s dtype.
-
->>> import numpy as np, jax.numpy as jnp
+>>> import jax, numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit
 >>> @qjit(abstracted_axes=({0: "n"}, None))
 ... def where_to_insert(edges, x):
 ...     return jnp.searchsorted(edges, x)
 >>> where_to_insert(np.array([0.0, 1.0, 2.0]), np.array([0.5, 1.5, 9.0])).tolist()
 [1, 2, 3]
+>>> @qjit(abstracted_axes={0: "n"})
+... def noisy(x):
+...     return x + jax.random.uniform(jax.random.key(0), x.shape)
+>>> bool(np.allclose(noisy(np.zeros(3)), jax.random.uniform(jax.random.key(0), (3,))))
+True
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from typing import Any, Callable
 
 import jax
 import numpy as np
+from jax._src import core, prng
+from jax._src import random as jax_random
+from jax._src.interpreters import mlir
 from jax._src.lax import control_flow
 from jax._src.lax import convolution
 from jax._src.lax import lax
@@ -34,10 +40,11 @@ from jax._src.lax import utils as lax_utils
 from jax._src.numpy import lax_numpy
 
 from .dimensions import decide_size_comparison
+from .lowering import opaque_call, register_dynamic_lowering
 from .patches import Patch, is_active, register_patch
-from .shapes import is_symbolic
+from .shapes import is_symbolic, registered_patch
 
-__all__ = ["symbolic_len", "with_symbolic_len"]
+__all__ = ["symbolic_len", "shuffle_p"]
 
 
 def symbolic_len(x: Any) -> Any:
@@ -48,18 +55,12 @@ def symbolic_len(x: Any) -> Any:
     return builtins.len(x)
 
 
-def with_symbolic_len(fn: Callable) -> Callable:
-    """A copy of the Python function ``fn`` whose ``len`` is :func:`symbolic_len`."""
-    fn = getattr(fn, "__wrapped__", fn)  # the Python function under a jax.jit
+def _make_symbolic_len_patch(original: Callable) -> Callable:
+    # The function as JAX wrote it (under its jax.jit), but whose `len` is `symbolic_len`.
+    fn = getattr(original, "__wrapped__", original)
     namespace = dict(fn.__globals__, len=symbolic_len)
     clone = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
     clone.__kwdefaults__ = fn.__kwdefaults__
-    return functools.wraps(fn)(clone)
-
-
-def _make_symbolic_len_patch(original: Callable) -> Callable:
-    # The function as JAX wrote it, but asking `len` of a symbolic axis gives the symbolic size.
-    clone = with_symbolic_len(original)
 
     def patched(*args: Any, **kwargs: Any) -> Any:
         return (clone if is_active() else original)(*args, **kwargs)
@@ -67,10 +68,18 @@ def _make_symbolic_len_patch(original: Callable) -> Callable:
     return functools.wraps(original)(patched)
 
 
+for _name in ("_conv", "_interp"):
+    register_patch(Patch(
+        f"symbolic_len_in_{_name.lstrip('_')}", lax_numpy, _name, _make_symbolic_len_patch,
+        "len() of an array with a symbolic leading axis is its symbolic length",
+    ))
+
+
+@registered_patch("searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan",
+                  "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)")
 def _make_searchsorted_via_scan(original: Callable) -> Callable:
-    # A binary search of ceil(log2(n + 1)) steps, run by `lax.scan`: its length must be a number,
-    # and JAX's scan cannot carry arrays of a symbolic shape (the queries'). The sort-based method
-    # finds the same indices.
+    # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
+    # shape; the sort-based method finds the same indices.
     def searchsorted_via_scan(unrolled, sorted_arr, query, side, dtype):
         if is_active() and any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
             return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
@@ -79,6 +88,8 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
     return searchsorted_via_scan
 
 
+@registered_patch("convolution_with_symbolic_padding", convolution, "conv_general_dilated",
+                  "a convolution padded by symbolic widths pads its input first (lax.pad takes them)")
 def _make_conv_general_dilated(original: Callable) -> Callable:
     # Its padding must be Python ints (`operator.index`); `jnp.convolve` of a symbolic-length
     # kernel pads by `m - 1`. Pad the input first (a `pad` of symbolic widths), convolve unpadded.
@@ -105,29 +116,24 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
 _UNROLLED_SCAN_LENGTH = 64
 
 
+@registered_patch("short_scans_of_symbolic_carries_unrolled", control_flow, "scan",
+                  "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)")
 def _make_scan(original: Callable) -> Callable:
-    # JAX's scan cannot carry arrays of symbolic shapes (their sizes become variables of its body,
-    # which its type check and its specialization do not relate to the caller's). jax.numpy scans
-    # a few short static sequences (`jnp.polyval` over its coefficients): run those steps in
-    # Python instead, the same operations in the same order.
+    # JAX's scan cannot carry arrays of symbolic shapes (its body's sizes are unrelated to the
+    # caller's): jax.numpy's short static scans (`jnp.polyval`) run their steps in Python.
     def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
         leaves, xs_leaves = jax.tree_util.tree_leaves((init, xs)), jax.tree_util.tree_leaves(xs)
         steps = length if length is not None or not xs_leaves else np.shape(xs_leaves[0])[0]
         if not (
             is_active()
             and isinstance(steps, (int, np.integer))
-            and steps <= _UNROLLED_SCAN_LENGTH
+            and 0 < steps <= _UNROLLED_SCAN_LENGTH
             and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
         ):
             return original(f, init, xs, length, reverse, unroll, _split_transpose)
-        carry, ys = init, []
+        carry, ys = init, [None] * steps
         for i in reversed(range(steps)) if reverse else range(steps):
-            carry, y = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
-            ys.append(y)
-        if reverse:
-            ys.reverse()
-        if not ys:
-            return original(f, init, xs, length, reverse, unroll, _split_transpose)
+            carry, ys[i] = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
         return carry, jax.tree_util.tree_map(lambda *y: lax_numpy.stack(y), *ys)
 
     return scan
@@ -136,6 +142,8 @@ def _make_scan(original: Callable) -> Callable:
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
+@registered_patch("index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim",
+                  "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)")
 def _make_int_dtype_for_dim(original: Callable) -> Callable:
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
@@ -144,57 +152,65 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
             bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
             small = decide_size_comparison(d, bound, "<=", generic_answer=True)
             if small is not None:
-                return np.dtype(np.int32 if signed else np.uint32) if small else np.dtype(
-                    np.int64 if signed else np.uint64
-                )
+                return np.dtype(f"{'' if signed else 'u'}int{32 if small else 64}")
         return original(d, signed=signed)
 
     return int_dtype_for_dim
 
 
-for _name in ("_conv", "_interp"):
-    register_patch(
-        Patch(
-            f"symbolic_len_in_{_name.lstrip('_')}",
-            lax_numpy,
-            _name,
-            _make_symbolic_len_patch,
-            "len() of an array with a symbolic leading axis is its symbolic length",
-        )
-    )
-register_patch(
-    Patch(
-        "convolution_with_symbolic_padding",
-        convolution,
-        "conv_general_dilated",
-        _make_conv_general_dilated,
-        "a convolution padded by symbolic widths pads its input first (lax.pad takes symbolic widths)",
-    )
+# --- jax.random ----------------------------------------------------------------------------------
+
+
+@registered_patch("random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval",
+                  "keys split into a symbolic number have a DShapedArray type")
+@registered_patch("random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval",
+                  "random bits of a symbolic shape have a DShapedArray type")
+def _make_keyed_abstract_eval(original):
+    # `random_bits`'s and `random_split`'s build a `ShapedArray` (and sharding) of `keys.shape + shape`.
+    def abstract_eval(keys_aval, *, shape, **params):
+        if not (is_active() and any(isinstance(d, core.Tracer) for d in shape)):
+            return original(keys_aval, shape=shape, **params)
+        aval, effects = original(keys_aval, shape=(1,) * len(shape), **params)
+        return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
+
+    return abstract_eval
+
+
+# --- shuffle: JAX's own, run at specialization ------------------------------------------------------
+
+_jax_shuffle = jax_random._shuffle  # the jitted `_shuffle(key, x, axis)` of jax.random
+
+
+def _shuffle(key, x, *, axis):
+    return _jax_shuffle(key, x, axis)
+
+
+shuffle_p = core.Primitive("shuffle")
+shuffle_p.def_impl(_shuffle)
+shuffle_p.def_abstract_eval(lambda key_aval, x_aval, *, axis: x_aval)
+mlir.register_lowering(shuffle_p, mlir.lower_fun(_shuffle, multiple_results=False))
+
+
+# In `.mlir`, the dynamic program, these are opaque calls: JAX's threefry and its shuffle's
+# number of rounds are computed from sizes that are only known at specialization.
+register_dynamic_lowering(
+    prng.random_bits_p,
+    lambda ctx, *ops, bit_width, shape: opaque_call(ctx, "random_bits", ops, f"bit_width={bit_width}"),
 )
-register_patch(
-    Patch(
-        "short_scans_of_symbolic_carries_unrolled",
-        control_flow,
-        "scan",
-        _make_scan,
-        "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)",
-    )
+register_dynamic_lowering(
+    prng.random_split_p, lambda ctx, *ops, shape: opaque_call(ctx, "random_split", ops, "")
 )
-register_patch(
-    Patch(
-        "searchsorted_of_a_symbolic_length",
-        lax_numpy,
-        "_searchsorted_via_scan",
-        _make_searchsorted_via_scan,
-        "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)",
-    )
+register_dynamic_lowering(
+    shuffle_p, lambda ctx, key, x, *, axis: opaque_call(ctx, "shuffle", (key, x), f"axis={axis}")
 )
-register_patch(
-    Patch(
-        "index_dtype_of_a_symbolic_dimension",
-        lax_utils,
-        "int_dtype_for_dim",
-        _make_int_dtype_for_dim,
-        "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)",
-    )
-)
+
+
+@registered_patch("shuffle_of_symbolic_size", jax_random, "_shuffle",
+                  "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization")
+def _make_shuffle(original):
+    def shuffle(key, x, axis):
+        if is_active() and not core.is_constant_dim(x.shape[axis]):
+            return shuffle_p.bind(key, x, axis=axis)
+        return original(key, x, axis)
+
+    return shuffle

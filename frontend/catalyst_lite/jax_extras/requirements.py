@@ -1,11 +1,8 @@
-"""Size requirements: what a call's sizes must satisfy for ``jax.jit`` to accept the call at all.
-
-Unlike an assumption (:mod:`.dimensions`), a requirement has no other path: a reshape keeps the
-number of elements and its ``-1`` is a whole quotient, which JAX's dynamic-shape path checks
-neither of. Here a ``-1`` is the staged quotient, ``jnp.split`` into sections gets symbolic pieces,
-and each requirement is a ``require_size`` equation checked at specialization (at once in a guided
-trace), raising :class:`BrokenRequirement`, reported as an
-:class:`~catalyst_lite.errors.IncompatibleSizesError` naming the sizes.
+"""Size requirements: what a call's sizes must satisfy for ``jax.jit`` to accept the call at all
+(unlike an assumption, :mod:`.dimensions`, there is no other path): a reshape keeps the number of
+elements, its ``-1`` is a whole quotient, ``jnp.split`` into sections divides evenly. Each is a
+``require_size`` equation checked at specialization (at once in a guided trace), raising
+:class:`BrokenRequirement`.
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -18,7 +15,9 @@ trace), raising :class:`BrokenRequirement`, reported as an
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import weakref
 from typing import Any, Sequence
 
@@ -33,17 +32,14 @@ from jax._src.numpy import lax_numpy
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .rules import PrimitiveSpec, register_primitive
-from .patches import Patch, is_active, register_patch
-from .shapes import is_symbolic
+from .patches import is_active
+from .shapes import fill_sizes, is_symbolic, registered_patch
 from .size_facts import current_scope
 
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
 
 # relation -> whether it holds for (lhs, rhs)
-_RELATIONS = {
-    "==": lambda lhs, rhs: lhs == rhs,
-    "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0,
-}
+_RELATIONS = {"==": lambda lhs, rhs: lhs == rhs, "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0}
 
 require_size_p = core.Primitive("require_size")
 require_size_p.multiple_results = True
@@ -59,7 +55,6 @@ class BrokenRequirement(CompileError):
 
 
 def _check_requirement(lhs: Any, rhs: Any, *, relation: str, message: str, where: str) -> list:
-    """Raise if ``lhs relation rhs`` is false for these concrete sizes."""
     lhs, rhs = int(np.asarray(lhs)), int(np.asarray(rhs))
     if not _RELATIONS[relation](lhs, rhs):
         raise BrokenRequirement(f"{where}: {message.format(lhs=lhs, rhs=rhs)}.")
@@ -83,12 +78,8 @@ register_primitive(require_size_p, PrimitiveSpec(dimension_operands=lambda param
 
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
     """Record that ``lhs relation rhs`` must hold (``"=="``, or ``"divides"``: ``rhs % lhs == 0``
-    with ``lhs != 0``), in the trace of the symbolic side(s). ``message`` may name ``{lhs}`` and
-    ``{rhs}``, which the error fills with the call's sizes.
-
-    In a trace guided by a call, a requirement that is false at the call's sizes raises
-    :class:`BrokenRequirement` at once: the rest of the program need not be traced for sizes that
-    ``jax.jit`` refuses here."""
+    with ``lhs != 0``); ``message`` may name ``{lhs}`` and ``{rhs}``, filled with the call's sizes.
+    In a trace guided by a call, one false at the call's sizes raises at once."""
     where = user_call_site()
     _check_at_point(lhs, rhs, relation, message, where)
     trace = next(d._trace for d in (lhs, rhs) if is_symbolic(d))
@@ -116,9 +107,7 @@ def _product(sizes: Sequence[Any]) -> Any:
     symbolic = [d for d in sizes if is_symbolic(d)]
     if not symbolic:
         return static
-    out = symbolic[0]
-    for d in symbolic[1:]:
-        out = out * d
+    out = functools.reduce(operator.mul, symbolic)
     return out if static == 1 else out * static
 
 
@@ -137,11 +126,8 @@ _quotients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
-    """``prod(num) // prod(den)``, the size that ``-1`` stands for in a reshape of an array of
-    shape ``num`` to a shape whose other sizes are ``den``; a requirement that it is exact.
-
-    Equal symbolic sizes cancel first (``(n, m) -> (m, -1)`` is ``n``, nothing to check).
-    """
+    """``prod(num) // prod(den)``, what ``-1`` stands for in a reshape of shape ``num`` to other
+    sizes ``den``, required to be exact; equal symbolic sizes cancel first (nothing to check)."""
     original = (_shape_key(num), _shape_key(den))
     num, den = list(num), list(den)
     for d in [d for d in den if is_symbolic(d)]:
@@ -167,8 +153,7 @@ def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
 
 
 def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> bool:
-    """``new_sizes`` is a shape of ``shape``'s element count by construction: one of its sizes is
-    the quotient of ``shape`` by the others (:func:`size_quotient`)."""
+    """One of ``new_sizes`` is the quotient of ``shape`` by the others (:func:`size_quotient`)."""
     for i, d in enumerate(new_sizes):
         if is_symbolic(d):
             divided = _quotients.get(d._trace.frame, {}).get(d.val)
@@ -178,10 +163,11 @@ def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> 
     return False
 
 
+@registered_patch("symbolic_reshape_quotient", core, "cancel_divide_tracers",
+                  "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact")
 def _make_cancel_divide_tracers(original):
-    # `jnp.reshape` computes the size of a `-1` with this function when a size is a tracer. It
-    # cancels equal tracers and then divides the *remaining static* sizes, `1 // 3` for
-    # `(n,) -> (-1, 3)`: size 0. (And it gives up, then fails, when a tracer does not cancel.)
+    # `jnp.reshape`'s `-1` with a tracer size: JAX's cancels equal tracers, then divides the
+    # remaining *static* sizes (`1 // 3` for `(n,) -> (-1, 3)`: size 0) or fails.
     def cancel_divide_tracers(num, denom):
         if is_active() and any(map(is_symbolic, (*num, *denom))):
             return size_quotient(num, denom)
@@ -190,24 +176,23 @@ def _make_cancel_divide_tracers(original):
     return cancel_divide_tracers
 
 
+@registered_patch("reshape_keeps_element_count", pe.DynamicJaxprTrace, "process_primitive",
+                  "a reshape with symbolic sizes requires the same number of elements (checked at call time)")
 def _make_process_primitive(original):
-    # Under dynamic shapes `reshape`'s shape rule no longer checks that the number of elements is
-    # unchanged; a symbolic reshape then failed only at call time, inside XLA's static check, with
-    # a message about JAX internals. Every reshape staged with a symbolic size requires it.
+    # Under dynamic shapes `reshape`'s shape rule no longer checks the element count (XLA then
+    # failed at call time about JAX internals): every reshape with a symbolic size requires it.
     def process_primitive(self, primitive, tracers, params):
         if primitive is lax.reshape_p and is_active():
-            operand, *dynamic = tracers
-            sizes = iter(dynamic)
-            new_sizes = tuple(next(sizes) if d is None else d for d in params["new_sizes"])
-            _require_same_size(np.shape(operand), new_sizes)
+            (operand, *_), filled = fill_sizes(primitive, list(tracers), params, lambda size: size)
+            _require_same_size(np.shape(operand), tuple(filled["new_sizes"]))
         return original(self, primitive, tracers, params)
 
     return process_primitive
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
-    """The product of ``sizes`` as its constant and its symbolic factors, so that products written
-    differently (``(2, n)`` and ``(2 * n,)``, ``(n, n)`` and ``n * n``) compare equal."""
+    """The product of ``sizes`` as its constant and its symbolic factors: products written
+    differently (``(2, n)`` and ``(2 * n,)``) compare equal."""
     constant, symbolic, todo = 1, [], list(sizes)
     while todo:
         d = todo.pop()
@@ -225,24 +210,19 @@ def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
 def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
     if _factors(shape) == _factors(new_sizes) or _is_exact_quotient_shape(shape, new_sizes):
         return
-    old, new = _product(shape), _product(new_sizes)
+    described = ", ".join("?" if is_symbolic(d) else str(d) for d in new_sizes)
     require(
-        old, new, "==",
-        f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements "
-        f"({_describe_shape(new_sizes)})",
+        _product(shape), _product(new_sizes), "==",
+        f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements ({described})",
     )
 
 
-def _describe_shape(shape: Sequence[Any]) -> str:
-    return "(" + ", ".join("?" if is_symbolic(d) else str(d) for d in shape) + ")"
-
-
+@registered_patch("symbolic_split_sections", lax_numpy, "_split",
+                  "split/array_split of a symbolic axis into sections: symbolic sizes (equal ones required)")
 def _make_split(original):
-    # `jnp.split`/`array_split` into a number of sections divide the axis size with `divmod` and
-    # branch on the remainder: with a symbolic size, `split` would be traced for one remainder and
-    # `array_split` builds `[part + 1] * r`, a list times a tracer. The pieces' sizes are computed
-    # symbolically instead: equal ones (required to divide) or, for `array_split`, one more for
-    # the first `size % sections` pieces.
+    # `jnp.split`/`array_split` into sections branch on `divmod` of the axis size (and build
+    # `[part + 1] * r`): with a symbolic size the pieces' sizes are computed symbolically instead,
+    # equal ones (required to divide) or, for `array_split`, one more for the first `size % n`.
     def _split(op, ary, indices_or_sections, axis=0):
         size = np.shape(ary)[axis] if isinstance(axis, int) and -np.ndim(ary) <= axis < np.ndim(ary) else None
         if not (is_active() and is_symbolic(size) and _is_count(indices_or_sections)):
@@ -265,32 +245,3 @@ def _make_split(original):
 def _is_count(sections: Any) -> bool:
     """A positive number of sections (not a list of split indices)."""
     return isinstance(sections, (int, np.integer)) and not isinstance(sections, bool) and sections > 0
-
-
-register_patch(
-    Patch(
-        "symbolic_reshape_quotient",
-        core,
-        "cancel_divide_tracers",
-        _make_cancel_divide_tracers,
-        "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact",
-    )
-)
-register_patch(
-    Patch(
-        "reshape_keeps_element_count",
-        pe.DynamicJaxprTrace,
-        "process_primitive",
-        _make_process_primitive,
-        "a reshape with symbolic sizes requires the same number of elements (checked at call time)",
-    )
-)
-register_patch(
-    Patch(
-        "symbolic_split_sections",
-        lax_numpy,
-        "_split",
-        _make_split,
-        "split/array_split of a symbolic axis into sections have symbolic sizes (equal ones required)",
-    )
-)

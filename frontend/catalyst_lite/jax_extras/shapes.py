@@ -1,30 +1,42 @@
-"""Primitives whose result shape is a parameter with ``None`` for each dynamic size.
-
-For these, the dynamic sizes are the trailing operands of the equation, in order. A primitive
-listed here that JAX itself stages with dimension *tracers* in that parameter (``gather``'s
-``slice_sizes`` for ``x[1:]`` of a symbolic axis) is staged in this form by the
-``sizes_in_params_become_operands`` patch: a tracer inside ``params`` would escape the jaxpr.
-
-Primitives in :data:`SIZE_PARAM_REWRITES` get sizes in other parameters (``slice``'s bounds,
-``split``'s sizes); with tracers there they are re-expressed with ``dynamic_slice``.
+"""Primitives' shapes with symbolic sizes. Primitives whose result shape is a parameter
+(:data:`SHAPE_PARAMS`) hold ``None`` there for each dynamic size, which is a trailing operand of the
+equation (JAX would stage a tracer in ``params``, which escapes the jaxpr). Those of
+:data:`SIZE_PARAM_REWRITES` (``slice``'s bounds, ``split``'s sizes, ``pad``'s widths) are
+re-expressed in primitives that take sizes as operands. Multi-result primitives (every
+decomposition, variadic ``reduce``) get back the dynamic-shape branch of their abstract evaluation.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from jax._src import config, core, prng
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax as lax_internal
+from jax._src.lax import linalg as lax_linalg
 from jax._src.lax import slicing
+from jax._src.lax import utils as lax_utils
 
 from ..errors import SymbolicShapeError
 from .dynshape import array_aval
 from .patches import Patch, is_active, register_patch
 from .tracing import dimension_value
 
-__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "sizes_as_operands", "fill_sizes", "is_symbolic"]
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "is_symbolic", "registered_patch"]
+
+
+def registered_patch(name: str, owner: Any, attr: str, why: str) -> Callable[[Callable], Callable]:
+    """Register the decorated ``make(original)`` as the :class:`~.patches.Patch` ``name`` of
+    ``owner.attr`` (applied while catalyst_lite traces)."""
+
+    def register(make: Callable) -> Callable:
+        register_patch(Patch(name, owner, attr, make, why))
+        return make
+
+    return register
+
 
 SHAPE_PARAMS = {
     lax_internal.broadcast_in_dim_p: "shape",
@@ -37,9 +49,7 @@ SHAPE_PARAMS = {
 }
 
 
-def sizes_as_operands(
-    primitive: core.Primitive, operands: list[Any], params: dict[str, Any]
-) -> tuple[list[Any], dict[str, Any]]:
+def _sizes_as_operands(primitive: core.Primitive, operands: list, params: dict) -> tuple[list, dict]:
     """Move the dimension tracers of ``primitive``'s shape parameter to trailing operands, leaving
     ``None`` in their place (the :data:`SHAPE_PARAMS` convention)."""
     name = SHAPE_PARAMS[primitive]
@@ -49,12 +59,9 @@ def sizes_as_operands(
     return [*operands, *dynamic], dict(params, **{name: static})
 
 
-def fill_sizes(
-    primitive: core.Primitive, operands: list[Any], params: dict[str, Any], size_of: Callable[[Any], Any]
-) -> tuple[list[Any], dict[str, Any]]:
-    """The inverse of :func:`sizes_as_operands`: the ``None`` sizes of ``primitive``'s shape
-    parameter become ``size_of(operand)`` of the trailing size operands, which are dropped.
-    (Unchanged when the shape is static.)"""
+def fill_sizes(primitive: core.Primitive, operands: list, params: dict, size_of: Callable) -> tuple:
+    """The inverse of :func:`_sizes_as_operands`: the ``None`` sizes become ``size_of`` the
+    trailing size operands, which are dropped."""
     name = SHAPE_PARAMS[primitive]
     static = params[name]
     ndyn = sum(d is None for d in static)
@@ -66,8 +73,7 @@ def fill_sizes(
 
 
 def _slice_as_dynamic_slice(operand, *, start_indices, limit_indices, strides):
-    """``operand[start:limit]`` with symbolic bounds: the same elements, as a ``dynamic_slice`` of
-    ``limit - start`` elements (the bounds of a ``slice`` are in range, so nothing is clamped)."""
+    """``operand[start:limit]`` as a ``dynamic_slice`` of ``limit - start`` (nothing is clamped)."""
     if strides is not None and any(s != 1 for s in strides):
         raise NotImplementedError("a strided lax.slice with symbolic bounds")
     sizes = [limit - start for start, limit in zip(start_indices, limit_indices)]
@@ -84,8 +90,7 @@ def _split_as_dynamic_slices(operand, *, sizes, axis):
 
 
 def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
-    """``lax.pad`` whose low/high widths are symbolic: the static widths (and interior padding)
-    by ``pad``, each symbolic one as a block of ``padding_value`` concatenated to that side."""
+    """``lax.pad`` by the static widths, each symbolic one a block of ``padding_value`` concatenated."""
     if any(is_symbolic(interior) for _, _, interior in padding_config):
         raise NotImplementedError("lax.pad with a symbolic interior padding")
     static = [(0 if is_symbolic(lo) else lo, 0 if is_symbolic(hi) else hi, i) for lo, hi, i in padding_config]
@@ -123,40 +128,32 @@ def _leaves(value: Any) -> list[Any]:
     return [value]
 
 
-def _holds_tracers(params: dict[str, Any], names: tuple[str, ...]) -> bool:
+def _holds_tracers(params: dict[str, Any], names: Sequence[str]) -> bool:
     return any(is_symbolic(d) for name in names for d in _leaves(params.get(name) or ()))
 
 
-def _has_size_tracers(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    return primitive in SHAPE_PARAMS and _holds_tracers(params, (SHAPE_PARAMS[primitive],))
-
-
-def _needs_rewrite(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    return primitive in SIZE_PARAM_REWRITES and _holds_tracers(
-        params, SIZE_PARAM_REWRITES[primitive][0]
-    )
-
-
+@registered_patch("sizes_in_params_become_operands", pe.DynamicJaxprTrace, "default_process_primitive",
+                  "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES rewritten")
 def _make_default_process_primitive(original):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
     def default_process_primitive(self, primitive, tracers, params, source_info=None):
-        if is_active() and _needs_rewrite(primitive, params):
+        if not is_active():
+            return original(self, primitive, tracers, params, source_info)
+        names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
+        if _holds_tracers(params, names):
             with core.set_current_trace(self):
-                return SIZE_PARAM_REWRITES[primitive][1](*tracers, **params)
-        if not (is_active() and _has_size_tracers(primitive, params)):
-            if is_active():
-                _refuse_sizes_in_params(primitive, params)
+                return rewrite(*tracers, **params)
+        if not (primitive in SHAPE_PARAMS and _holds_tracers(params, [SHAPE_PARAMS[primitive]])):
+            _refuse_sizes_in_params(primitive, params)
             return original(self, primitive, tracers, params, source_info)
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
-        operands, staged_params = sizes_as_operands(primitive, list(tracers), params)
+        operands, staged_params = _sizes_as_operands(primitive, list(tracers), params)
         operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
-        # An operand of static shape (a closed-over constant sliced by a loop's index) gets a
-        # `ShapedArray` result from JAX's shape rule, sizes tracers or not; its sizes become the
-        # equation's variables only in a dynamic-shape type.
+        # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
+        # its sizes become the equation's variables only in a dynamic-shape type.
         out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
-        # A size captured from an enclosing trace is now a constant of this one; so must the
-        # result's size be (the type checker found it naming the enclosing trace's variable).
+        # A size captured from an enclosing trace is a constant of this one, in the result too.
         out_aval = self._lift_tracers_in_aval(out_aval, source_info)
         (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
         return out
@@ -165,8 +162,7 @@ def _make_default_process_primitive(original):
 
 
 def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
-    """A size tracer in any other parameter would escape the jaxpr (and break its specialization
-    later, far from the cause): refuse it while tracing, naming the primitive."""
+    """A size tracer in any other parameter would escape the jaxpr: refuse it while tracing."""
     for name, value in params.items():
         if any(is_symbolic(v) for v in _leaves(value)):
             raise NotImplementedError(
@@ -175,22 +171,7 @@ def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -
             )
 
 
-register_patch(
-    Patch(
-        "sizes_in_params_become_operands",
-        pe.DynamicJaxprTrace,
-        "default_process_primitive",
-        _make_default_process_primitive,
-        "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES are rewritten",
-    )
-)
-
-
 # --- sizes given as numbers (JAX's interpreters on catalyst_lite's jaxprs) ------------------------
-
-
-def _has_dynamic_shape(primitive: core.Primitive, params: dict[str, Any]) -> bool:
-    return primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ())
 
 
 def _static_size(x: Any) -> int:
@@ -206,14 +187,13 @@ def _static_size(x: Any) -> int:
 
 
 def _make_static_sizes(original: Callable) -> Callable:
-    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's own interpreters evaluate catalyst_lite's
-    # jaxprs: a shape-carrying primitive with `None` sizes and numbers as size operands is bound
-    # with a static shape, and (while `jax.jit` stages) integer arithmetic on numbers is folded,
-    # so that the sizes computed from sizes stay numbers.
+    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's interpreters evaluate our jaxprs: a
+    # shape-carrying primitive with numbers as size operands is bound with a static shape, and
+    # (while `jax.jit` stages) integer arithmetic on numbers is folded, so sizes stay numbers.
     def process_primitive(self, primitive, tracers, params):
         if not is_active() or config.dynamic_shapes.value:
             return original(self, primitive, tracers, params)
-        if _has_dynamic_shape(primitive, params):
+        if primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ()):
             operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
             return primitive.bind_with_trace(self, operands, params)
         if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
@@ -235,12 +215,57 @@ def _is_integer_number(x: Any) -> bool:
 
 
 for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
-    register_patch(
-        Patch(
-            f"static_sizes_{_owner.__name__}",
-            _owner,
-            "process_primitive",
-            _make_static_sizes,
-            "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
-        )
-    )
+    register_patch(Patch(
+        f"static_sizes_{_owner.__name__}", _owner, "process_primitive", _make_static_sizes,
+        "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
+    ))
+
+
+# --- multi-result primitives (`standard_multi_result_abstract_eval` lost its dynamic-shape branch) --
+
+
+def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
+    """The ``partial(standard_multi_result_abstract_eval, prim, shape_rule, dtype_rule,
+    weak_type_rule, ...)`` in the closure ``def_abstract_eval`` made, if that is what it is."""
+    for cell in getattr(primitive.abstract_eval, "__closure__", None) or ():
+        rule = cell.cell_contents
+        if isinstance(rule, functools.partial) and rule.func is lax_utils.standard_multi_result_abstract_eval:
+            return rule
+    return None
+
+
+def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functools.partial]]:
+    """Every primitive of ``lax`` and ``lax.linalg`` whose result types come from
+    ``standard_multi_result_abstract_eval``, with the rules it was given."""
+    for module in (lax_internal, lax_linalg):
+        for value in vars(module).values():
+            if isinstance(value, core.Primitive) and value.multiple_results:
+                rules = _standard_rules(value)
+                if rules is not None:
+                    yield value, rules
+
+
+def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
+    _, shape_rule, dtype_rule, weak_type_rule = rules.args[:4]
+
+    def make(original: Callable[..., Any]) -> Callable[..., Any]:
+        def abstract_eval(*avals: Any, **params: Any) -> Any:
+            if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
+                return original(*avals, **params)
+            shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
+            weak_types = weak_type_rule(*avals, **params)
+            if isinstance(weak_types, bool):
+                weak_types = (weak_types,) * len(shapes)
+            return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
+
+        return abstract_eval
+
+    return make
+
+
+for _primitive, _rules in standard_multi_result_primitives():
+    register_patch(Patch(
+        f"dynamic_shapes_in_{_primitive.name}_abstract_eval", _primitive, "abstract_eval",
+        _make_abstract_eval(_rules),
+        "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
+    ))

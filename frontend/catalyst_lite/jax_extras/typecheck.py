@@ -1,10 +1,7 @@
-"""A type checker for catalyst_lite's jaxprs, dynamic shapes included.
-
-:func:`check_jaxpr` keeps ``core.check_jaxpr``'s structure (every size a bound ``i64[]`` variable,
-result types matching their binders) but types each equation by the typing rule of our nested
-primitives, by JAX's own rule when its types are static, and otherwise by the types JAX's shape
-rules gave while tracing. ``CATALYST_LITE_TYPECHECK=1`` checks every traced program (the test suite
-sets it).
+"""A type checker for catalyst_lite's jaxprs, dynamic shapes included: ``core.check_jaxpr``'s
+structure, each equation typed by our nested primitives' typing rules, by JAX's own when its types
+are static, else by the types JAX's shape rules gave while tracing. ``CATALYST_LITE_TYPECHECK=1``
+checks every traced program (the test suite sets it).
 
 >>> import numpy as np, jax.numpy as jnp
 >>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
@@ -15,6 +12,7 @@ sets it).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools as it
 import os
@@ -23,6 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 from jax._src import core
 
+from .lowering import size_vars
 from .rules import nested_primitives
 from .shapes import SHAPE_PARAMS
 from .tracing import DShapedArray, Jaxpr, Literal, Var
@@ -46,10 +45,8 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
     @functools.cache
     def ctx_factory():
         ctx, settings = core.JaxprPpContext(), core.JaxprPpSettings()
-        try:
-            core.pp_jaxpr(jaxpr, ctx, settings)  # names the variables
-        except Exception:  # printing is only for the message
-            pass
+        with contextlib.suppress(Exception):  # printing names the variables, only for the message
+            core.pp_jaxpr(jaxpr, ctx, settings)
         return ctx, settings
 
     try:
@@ -106,10 +103,8 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
 
 
 def _check_type(ctx_factory: Any, env: dict, aval: Any) -> None:
-    """JAX's check that every size in a type is a bound ``i64[]`` variable or a number. A NumPy
-    integer counts as a number: JAX's shape rules compute static sizes with NumPy next to size
-    variables (``conv_general_dilated`` of ``jnp.convolve`` gives ``f64[1,1,a]`` with NumPy ones),
-    while JAX's own check takes Python ints only."""
+    """JAX's check that every size is a bound ``i64[]`` variable or a number, NumPy integers
+    included (JAX's shape rules make some, ``jnp.convolve``'s ``f64[1,1,a]``)."""
     if type(aval) is DShapedArray and any(isinstance(d, np.integer) for d in aval.shape):
         aval = aval.update(shape=tuple(int(d) if isinstance(d, np.integer) else d for d in aval.shape))
     core.check_type(ctx_factory, env, aval)
@@ -140,8 +135,7 @@ def _static(eqn: Any) -> bool:
 
 def same_type(t1: Any, t2: Any) -> bool:
     """Two types are equal, ignoring weak types: same dtype, and sizes that are the same variable
-    or the same number. (JAX's ``core.typematch`` fails on a ``DShapedArray`` against a
-    ``ShapedArray`` in jax 0.7: a ``DShapedArray`` has no ``memory_space``.)"""
+    or the same number (``core.typematch`` fails on a ``DShapedArray`` against a ``ShapedArray``)."""
     arrays = (core.ShapedArray, DShapedArray)
     if not (isinstance(t1, arrays) and isinstance(t2, arrays)):
         return core.typematch(t1, t2)
@@ -158,7 +152,6 @@ def _same_size(a: Any, b: Any) -> bool:
     return int(a) == int(b)
 
 
-
 def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
     """``aval`` with its size variables replaced by ``env``'s atoms (literals by their values)."""
     if type(aval) is not DShapedArray:
@@ -171,8 +164,8 @@ def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
 
 
 def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
-    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation): one per
-    binder, each of the binder's type once the binder's sizes are the operands that feed them."""
+    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation), each of its
+    binder's type once the binder's sizes are the operands that feed them."""
     if len(jaxpr.invars) != len(operands):
         raise JaxprTypeError(f"{what} takes {len(jaxpr.invars)} arguments but is given {len(operands)}")
     env: dict[Var, Any] = {}
@@ -196,30 +189,18 @@ def check_carry(binders: Sequence[Var], results: Sequence[Any], nimplicit: int, 
             raise JaxprTypeError(f"{what}: carried value {k} has type {b.aval} but the body returns {r.aval}")
 
 
-def _size_vars(atom: Any) -> list[Var]:
-    aval = getattr(atom, "aval", None)
-    shape = aval.shape if type(aval) is DShapedArray else ()
-    return [d for d in shape if isinstance(d, Var)]
-
-
 def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
-    """The size variables that ``jaxpr``'s types (and its nested jaxprs' types) name but that no
-    binder of ``jaxpr`` binds: sizes of an enclosing trace."""
+    """The size variables that ``jaxpr``'s types (nested jaxprs' too) name but nothing in it binds."""
     bound = {*jaxpr.constvars, *jaxpr.invars}
-    named: set[Var] = set()
-    for v in (*jaxpr.constvars, *jaxpr.invars):
-        named.update(_size_vars(v))
+    atoms = [*jaxpr.constvars, *jaxpr.invars, *jaxpr.outvars]
+    named = {v for v in jaxpr.outvars if isinstance(v, Var)}
     for eqn in jaxpr.eqns:
-        for atom in (*eqn.invars, *eqn.outvars):
-            named.update(_size_vars(atom))
+        atoms += [*eqn.invars, *eqn.outvars]
         named.update(v for v in eqn.invars if isinstance(v, Var))
         bound.update(v for v in eqn.outvars if isinstance(v, Var))
         for sub in core.jaxprs_in_params(eqn.params):
             named.update(_free_sizes(sub))
-    named.update(v for v in jaxpr.outvars if isinstance(v, Var))
-    for v in jaxpr.outvars:
-        named.update(_size_vars(v))
-    return named - bound
+    return named.union(*map(size_vars, atoms)) - bound
 
 
 def _holds_tracer(param: Any) -> bool:
@@ -234,16 +215,10 @@ def _holds_tracer(param: Any) -> bool:
 
 
 def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
-    """The first equation of one of JAX's own primitives that holds a size of the trace where
-    nothing binds it, searched through every nested jaxpr; ``None`` if there is none.
-
-    JAX traces the nested functions of its higher-order primitives (``cond``, ``while``,
-    ``custom_jvp_call``...) itself, in a fresh trace that does not relate its sizes to the
-    enclosing one's: a size of ours can then end up inside JAX's closed jaxpr, where nothing binds
-    it. Others keep a size tracer in a parameter (``pure_callback``'s result types). Either way
-    the program cannot run at any size. (catalyst_lite's own nested primitives thread their sizes
-    as operands and are only searched.)
-    """
+    """The first equation of one of JAX's own primitives, searched through every nested jaxpr,
+    that holds a size nothing binds (JAX traces the bodies of its ``cond``, ``while``... in a
+    fresh trace, unrelated to ours) or a size tracer in a parameter (``pure_callback``'s result
+    types): the program cannot run at any size. ``None`` if there is none."""
     for eqn in jaxpr.eqns:
         if eqn.primitive not in nested_primitives and any(_holds_tracer(p) for p in eqn.params.values()):
             return eqn
