@@ -33,8 +33,8 @@ from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
 from ..trace_context import current, scope
-from .patches import is_active
-from .shapes import SHAPE_PARAMS, fill_sizes, registered_patch
+from .patches import is_active, repair
+from .shapes import SHAPE_PARAMS, fill_sizes
 from .tracing import dynamic_tracing
 
 __all__ = [
@@ -98,8 +98,8 @@ def size_vars(atom: Any) -> list[core.Var]:
     return [d for d in shape if isinstance(d, core.Var)]
 
 
-@registered_patch("type_uses_keep_dimensions_alive", core, "last_used",
-                  "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it")
+@repair(core, "last_used",
+        "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it")
 def _make_last_used(original: Callable) -> Callable:
     # `jaxpr_subcomp` frees a variable after its last use as an *operand*, yet reads the sizes in
     # operand *types* (`axis_size_env`): a size later used only in types was freed too early
@@ -121,8 +121,7 @@ def _make_last_used(original: Callable) -> Callable:
     return last_used
 
 
-@registered_patch("dynamic_multi_broadcast_in_dim", mlir, "multi_broadcast_in_dim",
-                  "elementwise rules broadcast scalars to dynamically-shaped results")
+@repair(mlir, "multi_broadcast_in_dim", "elementwise rules broadcast scalars to dynamically-shaped results")
 def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     # Elementwise rules broadcast scalars through `multi_broadcast_in_dim`, whose `ShapedArray`
     # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
@@ -144,8 +143,8 @@ def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
     return multi_broadcast_in_dim
 
 
-@registered_patch("dynamic_broadcasts_say_what_expands", mlir, "broadcast_in_dim",
-                  "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions")
+@repair(mlir, "broadcast_in_dim",
+        "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions")
 def _make_broadcast_in_dim(original: Callable) -> Callable:
     # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
     # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
@@ -176,8 +175,7 @@ def expanding_dimensions(
     ]
 
 
-@registered_patch("lower_fun_dimensions_are_int64", lu, "annotate",
-                  "helpers lowered with mlir.lower_fun take int64 dimensions, used or not")
+@repair(lu, "annotate", "helpers lowered with mlir.lower_fun take int64 dimensions, used or not")
 def _make_annotate(original: Callable) -> Callable:
     # `mlir.lower_fun` (`cumsum`, `argmax`, `sort`'s comparator...) re-traces a helper with one
     # implicit argument per dimension in scope, typed int32 while ours are int64 (its size
@@ -201,8 +199,7 @@ _INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
 _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 
 
-@registered_patch("reshape_for_the_target", mlir, "reshape",
-                  "a reshape to symbolic sizes takes the form the lowering target needs")
+@repair(mlir, "reshape", "a reshape to symbolic sizes takes the form the lowering target needs")
 def _make_reshape(original: Callable) -> Callable:
     # A target may need another form than `stablehlo.dynamic_reshape` (IREE does not lower it).
     def reshape(ctx, op, aval_out):

@@ -41,8 +41,8 @@ from jax._src.numpy import lax_numpy
 
 from .dimensions import decide_size_comparison
 from .lowering import opaque_call, register_dynamic_lowering
-from .patches import Patch, is_active, register_patch
-from .shapes import is_symbolic, registered_patch
+from .patches import Patch, is_active, register_patch, repair
+from .shapes import is_symbolic
 
 __all__ = ["symbolic_len", "shuffle_p"]
 
@@ -75,8 +75,8 @@ for _name in ("_conv", "_interp"):
     ))
 
 
-@registered_patch("searchsorted_of_a_symbolic_length", lax_numpy, "_searchsorted_via_scan",
-                  "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)")
+@repair(lax_numpy, "_searchsorted_via_scan",
+        "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)")
 def _make_searchsorted_via_scan(original: Callable) -> Callable:
     # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
     # shape; the sort-based method finds the same indices.
@@ -88,8 +88,8 @@ def _make_searchsorted_via_scan(original: Callable) -> Callable:
     return searchsorted_via_scan
 
 
-@registered_patch("convolution_with_symbolic_padding", convolution, "conv_general_dilated",
-                  "a convolution padded by symbolic widths pads its input first (lax.pad takes them)")
+@repair(convolution, "conv_general_dilated",
+        "a convolution padded by symbolic widths pads its input first (lax.pad takes them)")
 def _make_conv_general_dilated(original: Callable) -> Callable:
     # Its padding must be Python ints (`operator.index`); `jnp.convolve` of a symbolic-length
     # kernel pads by `m - 1`. Pad the input first (a `pad` of symbolic widths), convolve unpadded.
@@ -116,8 +116,8 @@ def _make_conv_general_dilated(original: Callable) -> Callable:
 _UNROLLED_SCAN_LENGTH = 64
 
 
-@registered_patch("short_scans_of_symbolic_carries_unrolled", control_flow, "scan",
-                  "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)")
+@repair(control_flow, "scan",
+        "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)")
 def _make_scan(original: Callable) -> Callable:
     # JAX's scan cannot carry arrays of symbolic shapes (its body's sizes are unrelated to the
     # caller's): jax.numpy's short static scans (`jnp.polyval`) run their steps in Python.
@@ -142,8 +142,8 @@ def _make_scan(original: Callable) -> Callable:
 _INT32_MAX = int(np.iinfo(np.int32).max)
 
 
-@registered_patch("index_dtype_of_a_symbolic_dimension", lax_utils, "int_dtype_for_dim",
-                  "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)")
+@repair(lax_utils, "int_dtype_for_dim",
+        "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)")
 def _make_int_dtype_for_dim(original: Callable) -> Callable:
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
@@ -161,10 +161,8 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
 # --- jax.random ----------------------------------------------------------------------------------
 
 
-@registered_patch("random_split_of_symbolic_shape", prng.random_split_p, "abstract_eval",
-                  "keys split into a symbolic number have a DShapedArray type")
-@registered_patch("random_bits_of_symbolic_shape", prng.random_bits_p, "abstract_eval",
-                  "random bits of a symbolic shape have a DShapedArray type")
+@repair(prng.random_split_p, "abstract_eval", "keys split into a symbolic number have a DShapedArray type")
+@repair(prng.random_bits_p, "abstract_eval", "random bits of a symbolic shape have a DShapedArray type")
 def _make_keyed_abstract_eval(original):
     # `random_bits`'s and `random_split`'s build a `ShapedArray` (and sharding) of `keys.shape + shape`.
     def abstract_eval(keys_aval, *, shape, **params):
@@ -205,8 +203,8 @@ register_dynamic_lowering(
 )
 
 
-@registered_patch("shuffle_of_symbolic_size", jax_random, "_shuffle",
-                  "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization")
+@repair(jax_random, "_shuffle",
+        "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization")
 def _make_shuffle(original):
     def shuffle(key, x, axis):
         if is_active() and not core.is_constant_dim(x.shape[axis]):

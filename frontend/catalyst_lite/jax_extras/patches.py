@@ -161,10 +161,12 @@ def patched_jax() -> contextlib.AbstractContextManager[None]:
     return _JAX_REPAIRS.scope()
 
 
-def repair(owner: Any, attr: str) -> Callable[[Callable], Callable]:
-    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (why: its docstring)."""
+def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callable]:
+    """Register the decorated ``make(original)`` as the patch of ``owner.attr``, named after it
+    (why: ``why``, else its docstring)."""
     def register(make: Callable) -> Callable:
-        register_patch(Patch(make.__name__.removeprefix("_make_"), owner, attr, make, make.__doc__ or ""))
+        name = make.__name__.removeprefix("_make_")
+        register_patch(Patch(name, owner, attr, make, why or make.__doc__ or ""))
         return make
 
     return register

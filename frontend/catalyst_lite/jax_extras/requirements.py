@@ -32,8 +32,8 @@ from jax._src.numpy import lax_numpy
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .rules import PrimitiveSpec, register_primitive
-from .patches import is_active
-from .shapes import fill_sizes, is_symbolic, registered_patch
+from .patches import is_active, repair
+from .shapes import fill_sizes, is_symbolic
 from .size_facts import current_scope
 
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
@@ -163,8 +163,8 @@ def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> 
     return False
 
 
-@registered_patch("symbolic_reshape_quotient", core, "cancel_divide_tracers",
-                  "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact")
+@repair(core, "cancel_divide_tracers",
+        "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact")
 def _make_cancel_divide_tracers(original):
     # `jnp.reshape`'s `-1` with a tracer size: JAX's cancels equal tracers, then divides the
     # remaining *static* sizes (`1 // 3` for `(n,) -> (-1, 3)`: size 0) or fails.
@@ -176,8 +176,8 @@ def _make_cancel_divide_tracers(original):
     return cancel_divide_tracers
 
 
-@registered_patch("reshape_keeps_element_count", pe.DynamicJaxprTrace, "process_primitive",
-                  "a reshape with symbolic sizes requires the same number of elements (checked at call time)")
+@repair(pe.DynamicJaxprTrace, "process_primitive",
+        "a reshape with symbolic sizes requires the same number of elements (checked at call time)")
 def _make_process_primitive(original):
     # Under dynamic shapes `reshape`'s shape rule no longer checks the element count (XLA then
     # failed at call time about JAX internals): every reshape with a symbolic size requires it.
@@ -217,8 +217,8 @@ def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
     )
 
 
-@registered_patch("symbolic_split_sections", lax_numpy, "_split",
-                  "split/array_split of a symbolic axis into sections: symbolic sizes (equal ones required)")
+@repair(lax_numpy, "_split",
+        "split/array_split of a symbolic axis into sections: symbolic sizes (equal ones required)")
 def _make_split(original):
     # `jnp.split`/`array_split` into sections branch on `divmod` of the axis size (and build
     # `[part + 1] * r`): with a symbolic size the pieces' sizes are computed symbolically instead,

@@ -21,21 +21,10 @@ from jax._src.lax import utils as lax_utils
 
 from ..errors import SymbolicShapeError
 from .dynshape import array_aval
-from .patches import Patch, is_active, register_patch
+from .patches import Patch, is_active, register_patch, repair
 from .tracing import dimension_value
 
-__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "is_symbolic", "registered_patch"]
-
-
-def registered_patch(name: str, owner: Any, attr: str, why: str) -> Callable[[Callable], Callable]:
-    """Register the decorated ``make(original)`` as the :class:`~.patches.Patch` ``name`` of
-    ``owner.attr`` (applied while catalyst_lite traces)."""
-
-    def register(make: Callable) -> Callable:
-        register_patch(Patch(name, owner, attr, make, why))
-        return make
-
-    return register
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "is_symbolic"]
 
 
 SHAPE_PARAMS = {
@@ -132,8 +121,8 @@ def _holds_tracers(params: dict[str, Any], names: Sequence[str]) -> bool:
     return any(is_symbolic(d) for name in names for d in _leaves(params.get(name) or ()))
 
 
-@registered_patch("sizes_in_params_become_operands", pe.DynamicJaxprTrace, "default_process_primitive",
-                  "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES rewritten")
+@repair(pe.DynamicJaxprTrace, "default_process_primitive",
+        "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES rewritten")
 def _make_default_process_primitive(original):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
