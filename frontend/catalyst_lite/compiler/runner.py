@@ -1,13 +1,10 @@
 """Running a dynamic program at concrete sizes: :class:`JaxprRunner`, one compiled executable per
-size signature, or, when staging needs the host, compiled segments around the host steps (see
-docs/architecture.md, "2. Specialize").
+size signature, or compiled segments around host steps (see docs/architecture.md, "2. Specialize").
 
-Staging a program whose sizes are known only after part of it ran raises
-:class:`~.specialize.NeedsHost` at one equation; the jaxpr is split there into a prefix (compiled),
-the step (its host rule, on concrete values) and a suffix (split again if it needs), each run by a
-runner keyed on its own size inputs. A host step that ran compiled leaves a replay; on a repeated
-call :class:`Speculation` stages the whole program with its replays, one XLA program whose flags
-say whether the sizes found last time held.
+Staging that raises :class:`~.specialize.NeedsHost` at one equation splits the jaxpr there into a
+compiled prefix, the host step and a suffix (split again if needed). A host step that ran compiled
+leaves a replay; on a repeated call :class:`Speculation` stages the whole program with its replays,
+one XLA program whose flags say whether the sizes found last time held.
 
 >>> import jax, jax.numpy as jnp
 >>> closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + 1.0)(1.0)
@@ -39,11 +36,10 @@ from .options import RunnerOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
 from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_equation, eval_jaxpr
 
-__all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Segmentation", "SegmentedProgram", "Speculation",
-           "free_variables", "split_at", "recording", "record_replay", "Replay", "MAX_MISSES", "MAX_SPECULATIONS"]
+__all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Speculation", "record_replay", "MAX_MISSES"]
 
-# A replay: the host step's equation operands -> (its results at the predicted sizes, flags that
-# are true when the prediction holds: traced, or known booleans).
+# A replay: the host step's operands -> (its results at the predicted sizes, flags, traced or known,
+# that hold when the prediction does).
 Replay = Callable[[list[Any]], tuple[list[Any], list[Any]]]
 
 
@@ -57,8 +53,7 @@ class _Recording:
 
 @contextmanager
 def recording() -> Iterator[dict[Any, Replay]]:
-    """Collect the replays of the host steps run in this block (nested blocks share the
-    outermost one's: a suffix's steps belong to the program too)."""
+    """Collect the replays of the host steps run in this block (nested blocks share the outermost's)."""
     outer = current_context().replays
     if outer is not None:
         yield outer.outcomes
@@ -77,18 +72,10 @@ def record_replay(params: dict[str, Any], replay: Replay) -> None:
 def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
     """The variables ``eqns`` and ``outvars`` read without defining them, in order of first use."""
     defined: set[Var] = set()
-    free: dict[Var, None] = {}
-
-    def use(atom: Any) -> None:
-        if isinstance(atom, Var) and not isinstance(atom, DropVar) and atom not in defined:
-            free.setdefault(atom, None)
-
-    for eqn in eqns:
-        for v in eqn.invars:
-            use(v)
-        defined.update(v for v in eqn.outvars if not isinstance(v, DropVar))
-    for v in outvars:
-        use(v)
+    free: dict[Var, None] = {}  # in order of first use
+    for reads, writes in [*((eqn.invars, eqn.outvars) for eqn in eqns), (outvars, ())]:
+        free.update((v, None) for v in reads if isinstance(v, Var) and v not in defined)
+        defined.update(writes)
     return list(free)
 
 
@@ -99,9 +86,8 @@ def _sub_jaxpr(parent: Jaxpr, invars: Sequence[Var], eqns: Sequence[Any], outvar
 
 @dataclass(frozen=True)
 class Segmentation:
-    """``jaxpr`` split at equation ``index``: ``prefix`` (the program's inputs to the values the
-    rest reads), the host ``step``, and ``suffix`` (the values it reads to the program's outputs).
-    ``prefix`` and ``suffix`` are ``None`` when they have no equations."""
+    """``jaxpr`` split at equation ``index``: ``prefix`` and ``suffix`` (``None`` when empty) around
+    the host ``step``."""
 
     jaxpr: Jaxpr
     prefix: Jaxpr | None
@@ -125,8 +111,7 @@ def split_at(jaxpr: Jaxpr, index: int) -> Segmentation:
 
 class SegmentedProgram:
     """Runs a :class:`Segmentation` of ``program``'s jaxpr: each segment by a runner of its own
-    (compiled per size signature, segmenting itself again if it needs the host; it shares the
-    program's options and nested runners, and dies with it), the step by its host rule."""
+    (sharing the program's options and nested runners), the step by its host rule."""
 
     def __init__(self, segmentation: Segmentation, program: "JaxprRunner"):
         self.segmentation = s = segmentation
@@ -164,20 +149,17 @@ class SpeculationFails(Exception):
     """Staging a speculation showed that a prediction cannot hold."""
 
 
-# After this many predictions that did not hold, a size signature stops speculating; a runner
-# keeps at most this many speculations (one per size signature and integer arguments).
+# Predictions that may fail before a size signature stops speculating; speculations a runner keeps.
 MAX_MISSES = 3
 MAX_SPECULATIONS = 64
 
 
 class Speculation:
-    """The whole program as one compiled program, its host steps replayed at the sizes a
-    segmented run found (see the module docstring). ``stage(overrides, finish)`` gives the
-    ``jax.jit`` function of the program whose equations in ``overrides`` run by these rules
-    instead of their own, its outputs passed through ``finish``, taking the ``kept`` positions of
-    the runner's dynamic arguments (``None``: all; the others are known, static); ``missed(dynamic_args)`` runs
-    the program otherwise, when a prediction does not hold. Outputs at ``size_outputs`` (sizes of
-    other outputs) that the predictions fix are Python ints."""
+    """The whole program compiled, its host steps replayed at the sizes a segmented run found.
+    ``stage(overrides, finish)`` gives the ``jax.jit`` function of the program with ``overrides``
+    as rules of its equations and its outputs passed through ``finish``; it takes the ``kept``
+    dynamic arguments (``None``: all). ``missed(dynamic_args)`` runs the program when a prediction
+    fails. Outputs at ``size_outputs`` that the predictions fix are Python ints."""
 
     def __init__(self, outcomes: dict[Any, Replay], stage: Callable[[dict[Any, Callable], Callable], Callable],
                  missed: Callable[[Sequence[Any]], list[Any]], kept: Sequence[int] | None,
@@ -201,7 +183,6 @@ class Speculation:
                 raise SpeculationFails("a prediction fails at these sizes")
             traced = [f for f in flags if isinstance(f, Tracer)]
             self._checked = bool(traced)  # else every prediction holds whatever the values
-            # Sizes the prediction fixes are returned from here, not computed by XLA.
             self._sizes = {k: outs[k] for k in size_outputs if type(outs[k]) is int}
             outs = [x for k, x in enumerate(outs) if k not in self._sizes]
             return [*outs, jnp.all(jnp.stack(traced))] if traced else outs
@@ -213,9 +194,8 @@ class Speculation:
         self._spec: Specialization | None = None
 
     def direct(self) -> tuple[Any, tuple[int, ...] | None, frozenset[int]] | None:
-        """When a run is its executable's run and nothing else (no flag to read back): the
-        compiled executable, the dynamic arguments it takes (``None``: all) and the outputs
-        fixed by the predictions (left out of its outputs); else ``None``."""
+        """When a run is its executable's alone (no flag to read): the executable, the dynamic
+        arguments it takes (``None``: all) and the outputs the predictions fix; else ``None``."""
         spec = self._spec
         if self._checked or spec is None or spec.final is None:
             return None
@@ -232,8 +212,7 @@ class Speculation:
         self._spec = Specialization(self._jitted, lowered, self._options)
 
     def run(self, dynamic_args: Sequence[Any]) -> list[Any]:
-        """The program's outputs: the speculation's when its predictions held (one read of a
-        flag), else ``missed``'s."""
+        """The program's outputs: the speculation's when its predictions held, else ``missed``'s."""
         outs = self._spec.run(self._arguments(dynamic_args))
         if self._checked:
             *outs, holds = outs
@@ -249,10 +228,7 @@ class Speculation:
 def _size_outputs(jaxpr: Jaxpr) -> frozenset[int]:
     """Positions of ``jaxpr``'s outputs that are sizes of others (each variable's first)."""
     sizes = {d for v in jaxpr.outvars for d in getattr(v.aval, "shape", ()) if isinstance(d, Var)}
-    first = {}
-    for k, v in enumerate(jaxpr.outvars):
-        if isinstance(v, Var) and v in sizes:
-            first.setdefault(v, k)
+    first = {v: k for k, v in reversed(list(enumerate(jaxpr.outvars))) if isinstance(v, Var) and v in sizes}
     return frozenset(first.values())
 
 
@@ -260,14 +236,9 @@ _NOT_COMPILED = object()  # a missing entry of JaxprRunner._executables (None: h
 
 
 class JaxprRunner:
-    """Runs one jaxpr at concrete sizes, compiling it once per size signature.
-
-    The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
-    keeps either a compiled :class:`~.compilation.Specialization` (all sizes static) or notes that the
-    program needs host-driven execution. ``options`` (:class:`~.options.RunnerOptions`): XLA
-    options, reports, and the bounded cache its executables are kept in. The
-    runners of nested bodies that its host-driven execution needs are its own (see
-    :func:`runner_for`), and share its options: they live as long as it does.
+    """Runs one jaxpr at concrete sizes, compiling it once per size signature (the values of its
+    :func:`dimension_inputs`): a :class:`~.compilation.Specialization`, or ``None`` where it needs
+    host-driven execution. The runners of its nested bodies are its own and share its ``options``.
     """
 
     def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: RunnerOptions | None = None,
@@ -280,23 +251,18 @@ class JaxprRunner:
         self.dynamic_positions = tuple(
             i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
         )
-        # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
+        # Keyed on the size signature and whether reverse mode is requested.
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
-        # Where an executable is None: the program split around its host steps (see SegmentedProgram).
         self._segmented: dict[tuple[tuple[int, ...], bool], Callable[[Sequence[Any]], list[Any]]] = {}
-        # Programs that need the host: compiled whole at the sizes their host steps found (keyed
-        # on the size signature and the integer arguments), and how often a prediction failed.
+        # Keyed on the size signature and the integer arguments (see _speculation_key).
         self._speculations: dict[tuple, Speculation | dict | None] = {}
         self._misses: dict[tuple, int] = {}
         self._staged_ints: set[tuple] = set()  # speculation keys staged whole first (see _run_host)
         self._int_positions = tuple(i for i in self.dynamic_positions if is_int_scalar(jaxpr.invars[i]))
         self._size_outputs = _size_outputs(jaxpr)
         self._lock = threading.Lock()
-        # One executable for every size, when the program has one: it runs the sizes that have no
-        # XLA executable yet (set by its executable, see .size_generic).
-        self.size_generic: Any = None  # a .size_generic.SizeGenericTier (that module builds on this one)
-        # What the program keeps for its nested bodies (their runners, compiled loops; see
-        # :meth:`nested`), shared with those runners.
+        self.size_generic: Any = None  # a .size_generic.SizeGenericTier, set by its Executable
+        # What the program keeps for its nested bodies (see nested), shared with their runners.
         self._nested = {} if nested is None else nested
         self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
         self.donated: frozenset[int] = frozenset()  # inputs donated to XLA (a program's, by qjit)
@@ -315,8 +281,7 @@ class JaxprRunner:
                          overrides: Mapping[Any, Callable] | None = None,
                          finish: Callable[[list[Any]], list[Any]] = list,
                          known: Mapping[int, int] | None = None) -> Callable:
-        """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs
-        (but those whose values are ``known``)."""
+        """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs not ``known``."""
         static = {**dict(zip(self.static_positions, key)), **(known or {})}
         positions = tuple(i for i in self.dynamic_positions if i not in static)
         jaxpr = self.jaxpr
@@ -333,20 +298,16 @@ class JaxprRunner:
     def executable(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
     ) -> Specialization | None:
-        """The compiled specialization for ``key``, or ``None`` when it needs host-driven
-        execution. ``reverse``: specialized for reverse-mode differentiation (see
-        :mod:`.reverse_mode`)."""
+        """The specialization for ``key`` (``reverse``: for reverse mode), ``None``: host-driven."""
         try:
             return self._executables[key, reverse]
         except KeyError:
             pass
         with self._lock:
             spec = self._executables.get((key, reverse), _NOT_COMPILED)
-            if spec is _NOT_COMPILED:
+            new = spec is _NOT_COMPILED
+            if new:
                 spec = self._executables[key, reverse] = self._specialize(key, dynamic_args, reverse)
-                new = True
-            else:
-                new = False
         if new:
             self.options.report(
                 "new specialization of %s for sizes %s%s: %s", self.name, key, " (reverse mode)" if reverse else "",
@@ -357,15 +318,14 @@ class JaxprRunner:
         return spec
 
     def forget(self, key: tuple[tuple[int, ...], bool]) -> None:
-        """Drop the executable of ``(sizes, reverse)`` (evicted from the function's cache)."""
+        """Drop the executable of ``(sizes, reverse)``, evicted from the function's cache."""
         with self._lock:
             self._executables.pop(key, None)
 
     def _specialize(
         self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
     ) -> Specialization | None:
-        """Stage and lower the program at ``key``'s sizes (compiled on its first concrete run);
-        ``None`` when a size is only known at run time."""
+        """Stage and lower the program at ``key``'s sizes; ``None`` when it needs the host."""
         fn = self._staged_function(key, reverse)
         try:
             with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
@@ -373,17 +333,13 @@ class JaxprRunner:
         except NeedsHost as err:
             self._segmented[key, reverse] = self._segmentation(err)
             return None
-        # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
         lowered = None if any_traced(dynamic_args) else lowered
         return Specialization(fn, lowered, self.compile_options, self.options.report,
                               f"{self.name} at sizes {key}")
 
     def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
-        """Specialize and compile ``key``'s XLA executable (concrete ``dynamic_args``, no reverse
-        mode) and only then make it the one calls use: a call meanwhile never waits for it. A size
-        that needs host-driven execution is left to the size-generic tier. Nothing is kept when
-        the function's cache was cleared since ``generation`` (:class:`~.options.ExecutableCache`),
-        when given (a background compilation)."""
+        """Compile ``key``'s XLA executable, then make it the one calls use (none waits for it);
+        nothing is kept when the function's cache was cleared since ``generation``, if given."""
         if (key, False) in self._executables or generation not in (None, self.options.cache.generation):
             return
         with x64_scope():  # also on the background thread, which starts in 32-bit mode
@@ -399,9 +355,8 @@ class JaxprRunner:
             self.options.cache.added(self, (key, False), generation)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
-        """The specialization of concrete ``args``' sizes when there is one and reverse mode is
-        not requested and no program is being traced (``None`` otherwise): what a repeated call
-        with validated arguments runs."""
+        """What a repeated call with validated concrete ``args`` runs: their compiled specialization
+        or speculation (``None``: none, in reverse mode or while tracing)."""
         if reverse_mode_requested() or is_tracing():
             return None
         key = (self.signature(args) if self.static_positions else (), False)
@@ -415,13 +370,11 @@ class JaxprRunner:
         return None
 
     def _hit(self, key: tuple[tuple[int, ...], bool]) -> None:
-        """A call found the executable of ``(sizes, reverse)``: it becomes the most recently used."""
         self.options.cache.used(self, key)
         if self._reports_hits and self.options.report.enabled:
             self.options.report("cache hit: %s at sizes %s", self.name, key[0])
 
     def __call__(self, *args: Any) -> list[Any]:
-        # The hot path of every call: a dict lookup keyed on the sizes (none for most programs).
         key = self.signature(args) if self.static_positions else ()
         dynamic_args = [args[i] for i in self.dynamic_positions]
         reverse = needs_reverse_mode(dynamic_args)
@@ -456,16 +409,14 @@ class JaxprRunner:
 
     def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
                   dynamic_args: Sequence[Any]) -> list[Any]:
-        """A program that needs the host: its speculation when it has one for these arguments
-        (see :class:`SegmentedProgram`), else its segments, whose host steps leave replays for the
-        next call to speculate on."""
+        """A program that needs the host: its speculation for these arguments, else its segments
+        (whose host steps leave replays to speculate on)."""
         if reverse:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
         if skey not in self._speculations and self._stages_with_ints(skey) and not any_traced(dynamic_args):
-            # The int arguments static (trip counts, sizes) may leave no step to the host, as
-            # jax.jit's static_argnums does: then one program with no prediction to check.
+            # Static int arguments (trip counts) may leave no host step, as jax.jit's static_argnums.
             self._staged_ints.add(skey)
             speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
             if speculation is not None:
@@ -478,8 +429,7 @@ class JaxprRunner:
         return self._run_segmented(skey, key, args)
 
     def _stages_with_ints(self, skey: tuple) -> bool:
-        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static
-        before running it host-driven (the first call with these values, while there is room)."""
+        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static first."""
         return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
                 and len(self._staged_ints) < MAX_SPECULATIONS)
 
@@ -501,9 +451,8 @@ class JaxprRunner:
 
     def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
                    refused: tuple[type[Exception], ...] = ()) -> Speculation | None:
-        """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
-        (they are part of ``skey``); ``None`` if a host step cannot be replayed (or staging
-        raises ``refused``: the segments then run it, and report it if they must)."""
+        """The whole program at ``key``, its host steps replayed, its ``int`` arguments of ``skey``
+        static; ``None`` if a host step cannot be replayed or staging raises ``refused``."""
         known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
         kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
 
@@ -523,15 +472,13 @@ class JaxprRunner:
         return speculation
 
     def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
-        """How the program runs when staging it raised ``err``: split around the equation that
-        raised it (see :class:`SegmentedProgram`), each segment compiled by a runner of its own."""
+        """How the program runs when staging raised ``err``: split around the equation that raised it."""
         if err.equation is None or err.equation[0] is not self.jaxpr:
             return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
         return SegmentedProgram(split_at(self.jaxpr, err.equation[1]), self)
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
-        """Host-driven execution reads sizes and trip counts from values: under an outer
-        ``jax.jit`` or ``jax.vmap`` they have none, so say so instead of a JAX tracer error."""
+        """Host-driven execution reads values, which an outer ``jax.jit`` or ``jax.vmap`` hides."""
         if not all(is_concrete_value(a) for a in dynamic_args):
             raise ArgumentTypeError(
                 f"{self.name} must run host-driven (a size or a loop's trip count is only known "
@@ -548,10 +495,8 @@ class JaxprRunner:
             raise NeedsHost(f"{self.name} has sizes known only at run time")
         return spec.jitted.lower(*dynamic_args)
 
-
     def describe(self) -> dict[str, Any]:
-        """How this runner runs its sizes: the fields of :class:`~.inspection.ProgramInfo` it
-        knows (``strategies``, ``host_steps``, ``speculations``, ``misses``)."""
+        """The fields of :class:`~.inspection.ProgramInfo` this runner knows."""
         return dict(
             strategies={key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())},
             host_steps=tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
@@ -567,8 +512,8 @@ class JaxprRunner:
         return [obj for _, obj in list(self._nested.values())]
 
     def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
-        """What this program keeps of ``kind`` for its nested body ``jaxpr`` (its runner, its
-        compiled loop), made once by ``make``: it dies with this program's executables."""
+        """What this program keeps of ``kind`` (a runner, a compiled loop) for its nested body
+        ``jaxpr``, made once by ``make``."""
         key = (kind, id(jaxpr))
         entry = self._nested.get(key)
         if entry is None or entry[0] is not jaxpr:
@@ -580,9 +525,8 @@ class JaxprRunner:
 
 
 def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
-    """What the program run host-driven by this thread keeps of ``kind`` for its nested body
-    ``jaxpr`` (see :meth:`JaxprRunner.nested`): ``make(program)`` runs once per program. A
-    primitive evaluated outside any program (JAX's own interpreter on a jaxpr) gets a fresh one.
+    """What the program this thread runs host-driven keeps of ``kind`` for its nested body ``jaxpr``
+    (see :meth:`JaxprRunner.nested`); outside any program, ``make(None)`` afresh.
 
     >>> import jax
     >>> from catalyst_lite.compiler.runner import kept_by_program
@@ -595,7 +539,6 @@ def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None]
 
 
 def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
-    """The :class:`JaxprRunner` of a nested body, so that its executables are compiled once per
-    size signature (see :func:`kept_by_program`)."""
+    """The :class:`JaxprRunner` of a nested body (see :func:`kept_by_program`)."""
     return kept_by_program(jaxpr, "runner", lambda program: JaxprRunner(jaxpr, name) if program is None else
                            JaxprRunner(jaxpr, name, program.options, program._nested))
