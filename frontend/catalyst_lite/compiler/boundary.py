@@ -1,8 +1,7 @@
 """Calling a qjit program from inside JAX transformations (``jax.grad``, ``jax.vmap``, ``jax.jit``...).
 
 A qjit program computes in 64 bits, the caller's JAX may not: results are cast to the caller's
-types, and under reverse mode the backward pass (which JAX runs after qjit returned) is brought
-back into 64 bits by a ``jax.custom_vjp``. With ``jax_enable_x64`` on nothing is adapted.
+types, and in reverse mode a ``jax.custom_vjp`` runs the backward pass in 64 bits too.
 
 >>> import jax
 >>> import jax.numpy as jnp
@@ -26,7 +25,6 @@ from ..jax_extras.autodiff import is_reverse_mode_value
 
 __all__ = ["call_from_transformation"]
 
-# What each 64-bit type is with jax_enable_x64 off.
 _32_BIT = {
     np.dtype("float64"): np.dtype("float32"),
     np.dtype("int64"): np.dtype("int32"),
@@ -36,8 +34,8 @@ _32_BIT = {
 
 
 def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
-    """``run(*leaves)`` (a qjit program on its flat arguments, some of them tracers of an outer
-    JAX transformation), with results and backward pass adapted to the caller's types."""
+    """``run(*leaves)`` (some leaves tracers of an outer JAX transformation), adapted to the
+    caller's types."""
     if jax.config.jax_enable_x64:
         with x64_scope():
             return run(*leaves)
@@ -49,23 +47,22 @@ def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> 
 
 
 def _in_caller_precision(x: Any) -> Any:
-    """``x`` with its value computed in its own (32-bit) type. ``jax.grad(f)(numpy_float64)``
-    with x64 off hands over a tracer whose type is ``float32`` but whose value is still the
-    float64 NumPy array; in the 64-bit scope that value would compute in float64 against float32
-    derivatives. Multiplying by one (exact, keeps ``-0.0`` and NaN) materializes it here."""
+    """``x`` with its value computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with
+    x64 off hands over a ``float32`` tracer still holding the float64 array. Multiplying by one
+    (exact) materializes it."""
     if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number):
         return x * np.ones((), x.dtype)
     return x
 
 
 def _to_caller_types(tree: Any) -> Any:
-    """Each array of ``tree`` cast to the caller's (32-bit) type; call inside the 64-bit scope."""
+    """Each array of ``tree`` cast to the caller's (32-bit) type."""
     return tree_map(lambda x: x.astype(_32_BIT[x.dtype]) if x.dtype in _32_BIT else x, tree)
 
 
 def _with_backward_pass_in_64_bits(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
     """``run(*leaves)`` as a ``jax.custom_vjp`` whose forward and backward passes run in 64 bits."""
-    result_types: list[Any] = []  # set by the forward pass: the 64-bit results' tree and dtypes
+    result_types: list[Any] = []  # the 64-bit results' tree and dtypes, set by the forward pass
 
     @jax.custom_vjp
     def call(*xs: Any) -> Any:
@@ -90,7 +87,7 @@ def _with_backward_pass_in_64_bits(run: Callable[..., Any], leaves: Sequence[Any
 
 
 def _as_dtype(cotangent: Any, dtype: np.dtype) -> Any:
-    """A cotangent in its result's 64-bit type (``float0`` ones, of integer results, stay)."""
+    """A cotangent in its result's 64-bit type (``float0`` ones stay)."""
     if jnp.result_type(cotangent) == jax.dtypes.float0:
         return cotangent
     return jnp.asarray(cotangent, dtype)

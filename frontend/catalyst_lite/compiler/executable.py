@@ -1,10 +1,5 @@
-"""A traced program made callable: :class:`Executable` (a :class:`~catalyst_lite.tracing.Program`
-and its :class:`~.options.RunnerOptions`).
-
-It owns the flat argument layout ``[consts, implicit sizes, argument leaves]``
-(:meth:`Executable.arguments`), the general call path (:meth:`Executable.run`, through its
-:class:`~.specialize.JaxprRunner`, which owns the runners of nested bodies) and the fast path of
-repeated calls (:class:`FastCall`).
+"""A traced program made callable: :class:`Executable` (its flat argument layout ``[consts, implicit
+sizes, argument leaves]`` and general call path) and :class:`FastCall` (the path of repeated calls).
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -35,7 +30,8 @@ from .size_generic import SizeGenericTier
 from .runner import JaxprRunner, Speculation
 from .compilation import Specialization
 
-__all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled", "is_compiled_function"]
+__all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled",
+           "is_compiled_function"]
 
 
 class Executable:
@@ -48,7 +44,6 @@ class Executable:
         self.options = dataclasses.replace(options, xla={**options.xla, **extra.compile_options})
         self.runner = JaxprRunner(program.jaxpr, options.report.name or "jaxpr", self.options)
         self.runner.donated = donated  # jaxpr inputs whose buffers calls may reuse (donate_argnums)
-        # New sizes run on one executable for every size while XLA compiles those that come back.
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
         # Constants drawn anew for every call, by position among the jaxpr's constants.
         self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)
@@ -59,7 +54,6 @@ class Executable:
         return self.program.facts
 
     def describe(self) -> ProgramInfo:
-        """This program and what runs it, as :mod:`.inspection` shows it."""
         runner, tier = self.runner, self.runner.size_generic
         loops = compiled_loops(runner.kept())
         return ProgramInfo(
@@ -69,8 +63,7 @@ class Executable:
         )
 
     def consts(self) -> list[Any]:
-        """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
-        except while this call is traced into another program (which then draws them)."""
+        """The jaxpr's constants for one call: :attr:`fresh_consts` drawn anew, unless traced."""
         consts = list(self.program.closed_jaxpr.consts)
         if self.fresh_consts and not is_tracing():
             for i, draw in self.fresh_consts.items():
@@ -82,7 +75,7 @@ class Executable:
         return [*self.consts(), *implicit, *leaves]
 
     def size_leaves(self, implicit: Sequence[int]) -> list[int]:
-        """Which argument leaves (by index) set sizes: their values must be known to run."""
+        """Which argument leaves (by index) set sizes."""
         first_leaf = len(self.program.closed_jaxpr.consts) + len(implicit)
         return [p - first_leaf for p in self.runner.static_positions if p >= first_leaf]
 
@@ -91,23 +84,19 @@ class Executable:
         return self.program.results(self.runner(*self.arguments(implicit, leaves)))
 
     def prepare(self, implicit: Sequence[int], leaves: Sequence[Any]) -> None:
-        """Compile the specialization of a call's sizes without running it (a program that needs
-        the host is compiled by its first run)."""
+        """Compile the specialization of a call's sizes without running it."""
         args = self.arguments(implicit, leaves)
         key = self.runner.signature(args) if self.runner.static_positions else ()
         self.runner.prepare(key, [args[i] for i in self.runner.dynamic_positions])
 
     def lower(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
-        """``jax.stages.Lowered`` of the specialization at these sizes (raises
-        :class:`~.specialize.NeedsHost` when the program runs host-driven)."""
+        """``jax.stages.Lowered`` of the specialization at these sizes (or :class:`NeedsHost`)."""
         return self.runner.lower(*self.arguments(implicit, leaves))
 
 
 class FastCall:
-    """What a call with already-validated argument types runs: the compiled executable of its
-    sizes, called directly with the flat arguments laid out once. Whatever it cannot settle from
-    a lookup (no executable yet, reverse mode, NumPy arguments that the x64 mode converts) takes
-    :meth:`Executable.run`."""
+    """What a call with already-validated argument types runs: the executable of its sizes, on the
+    flat arguments laid out once; what a lookup cannot settle takes :meth:`Executable.run`."""
 
     def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any]):
         self.executable = executable
@@ -116,19 +105,17 @@ class FastCall:
         self.prefix = (*executable.program.closed_jaxpr.consts, *implicit)
         self.fresh_prefix = bool(executable.fresh_consts)  # then built anew on every call
         positions = self.runner.dynamic_positions
-        # Without constants or sizes among the jaxpr's inputs, the arguments are the executable's.
         self.positions = None if positions == tuple(range(len(self.prefix) + len(leaves))) else positions
         full = (*self.prefix, *leaves)
-        # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
-        # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
+        # jax.Arrays keep their dtype whatever the x64 mode; NumPy arrays and numbers do not.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
-        # A speculation (a program that needs the host, compiled whole; see .runner) takes
-        # Python ints as static values: they convert to nothing.
-        self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
+        # A speculation takes Python ints as static values.
+        self.speculation_needs_x64 = not all(
+            isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions
+        )
         self.results = _results_function(executable.program)
-        # The jaxpr's constants the executable takes before the leaves, when it takes every leaf
-        # as it is and returns exactly the results (no size among them): then the function's own
-        # dispatcher can run it (see dispatch_data).
+        # The constants the executable takes before the leaves, when it takes every leaf as it is
+        # and returns exactly the results: then the function's dispatcher can run it.
         leaf_positions = range(len(self.prefix), len(full))
         direct = (
             not self.fresh_prefix
@@ -139,9 +126,8 @@ class FastCall:
         self.direct_consts = [full[i] for i in positions if i < len(self.prefix)] if direct else None
 
     def dispatch_data(self, leaves: Sequence[Any], result: Any) -> Any | None:
-        """What lets the function's dispatcher run this call's executable without Python for
-        later calls of the same argument types (:func:`~..jax_extras.executables.dispatch_data`):
-        ``None`` unless the executable takes the leaves as they are and will not be replaced."""
+        """What lets the function's dispatcher run this call's executable without Python
+        (:func:`~..jax_extras.executables.dispatch_data`), or ``None``."""
         if self.direct_consts is None:
             return None
         spec = self.runner.compiled((*self.prefix, *leaves))
@@ -150,10 +136,8 @@ class FastCall:
         return dispatch_data(spec.final, self.direct_consts, leaves, result)
 
     def static_dispatch_data(self, leaves: Sequence[Any], static: Sequence[int], result: Any) -> Any | None:
-        """:meth:`dispatch_data` for a dispatcher that takes the leaves at ``static`` (Python ints)
-        by value, as ``jax.jit``'s static arguments: ``None`` unless the executable of this call
-        (a specialization of their sizes, or a speculation with their values staged) takes
-        exactly the other leaves, and its outputs are the results."""
+        """:meth:`dispatch_data` for a dispatcher taking the leaves at ``static`` (Python ints) by
+        value: ``None`` unless the executable takes exactly the other leaves and returns the results."""
         if self.fresh_prefix:
             return None
         full = (*self.prefix, *leaves)
@@ -197,16 +181,13 @@ def _results_function(program: Program) -> Callable[[Sequence[Any]], Any]:
     return program.results
 
 
-# --- the runtime hook: compiling a Python function -------------------------------------------------
-# What compiles a Python function into a callable program (``catalyst_lite.QJIT``), registered once
-# by ``catalyst_lite.compiled`` when it is imported: the layers below the user API (transformations
-# called outside qjit, ``grad(f)(x)``) compile through it instead of importing ``QJIT``.
+# What compiles a Python function (``QJIT``, registered by ``catalyst_lite.compiled``): the layers
+# below the user API (``grad(f)(x)`` outside qjit) compile through it instead of importing ``QJIT``.
 _compilers: list[type] = []
 
 
 def register_function_compiler(compiler: type) -> type:
-    """Register ``compiler`` (a class: ``compiler(fn)`` is ``fn`` compiled) as what
-    :func:`compile_function` uses; a class decorator."""
+    """A class decorator: ``compiler(fn)`` is what :func:`compile_function` uses."""
     _compilers[:] = [compiler]
     return compiler
 
@@ -223,8 +204,7 @@ def compile_function(fn: Callable) -> Any:
 
 
 def uncompiled(fn: Callable) -> Callable:
-    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it
-    is.
+    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it is.
 
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.compiler.executable import uncompiled

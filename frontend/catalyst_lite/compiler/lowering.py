@@ -1,8 +1,7 @@
 """``QJIT.mlir``: the StableHLO of a traced program, with symbolic sizes as ``?`` dimensions.
 
-Implicit dimensions are ``tensor<i64>`` arguments of ``@main`` and shapes built from sizes use the
-dynamic StableHLO ops. XLA on the CPU cannot run this module; what it runs is
-:meth:`~catalyst_lite.QJIT.specialized_mlir`.
+Implicit dimensions are ``tensor<i64>`` arguments of ``@main``. XLA on the CPU cannot run this
+module; it runs :meth:`~catalyst_lite.QJIT.specialized_mlir`.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -22,11 +21,8 @@ __all__ = ["program_to_mlir"]
 
 
 def program_to_mlir(program: Program, name: str) -> str:
-    """StableHLO text (a module named ``name`` with one public ``@main``) of a traced program.
-
-    Raises ``TypeError`` when ``program`` is not a :class:`~catalyst_lite.tracing.Program`
-    and ``ValueError`` when it cannot be shown (e.g. it has side effects).
-    """
+    """StableHLO text (a module ``name`` with a public ``@main``) of a traced program; ``TypeError``
+    for anything else, ``ValueError`` when it cannot be shown (e.g. it has side effects)."""
     if not isinstance(program, Program):
         raise TypeError(f"program_to_mlir expects a Program, got {type(program).__name__}")
     if not isinstance(name, str) or not name:

@@ -1,11 +1,8 @@
 """Whether the program being specialized will be differentiated in reverse mode.
 
-JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds (the storage for the
-backward pass is unknown at compile time), so while :func:`reverse_mode_requested` holds the staged
-rules of those loops raise :class:`~.specialize.NeedsHost` and they run on the host (as bounded
-scans, :mod:`.capacity`). It holds while a reverse-mode transformation of ours specializes its
-function, and while a runner runs on values an outer ``jax.grad``/``jax.vjp`` linearizes; runners
-key their executables on it.
+JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds, so while
+:func:`reverse_mode_requested` holds, those loops run on the host (as bounded scans,
+:mod:`.capacity`). Runners key their executables on it.
 
 >>> reverse_mode_requested()
 False
@@ -37,6 +34,6 @@ def reverse_mode(active: bool = True) -> Iterator[None]:
 
 
 def needs_reverse_mode(args: Sequence[Any]) -> bool:
-    """Whether a program run on ``args`` must be specialized for reverse mode: it is requested,
-    or an outer JAX transformation is linearizing one of the arguments."""
+    """Whether a program run on ``args`` must be specialized for reverse mode (requested, or an
+    outer JAX transformation linearizes an argument)."""
     return reverse_mode_requested() or any(is_reverse_mode_value(a) for a in args)

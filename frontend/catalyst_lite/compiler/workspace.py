@@ -1,11 +1,8 @@
 """``qjit(keep_intermediate=...)``: a directory per traced program holding what was compiled.
 
-As Catalyst keeps its intermediate files in a directory of the current working directory named
-after the function (``f``, then ``f_1``, ``f_2``... when the name is taken), catalyst_lite keeps
-each traced program there: ``<name>.jaxpr`` (the traced jaxpr, sizes symbolic) and
-``<name>.mlir`` (its StableHLO, as ``QJIT.mlir`` shows it; left out for a program with side
-effects, which has none to show). ``QJIT.workspace`` is the directory of the most recent
-program, and its :meth:`Workspace.cleanup` removes it.
+As Catalyst, in a directory of the working directory named after the function (``f``, ``f_1``...):
+``<name>.jaxpr`` and, when it can be shown, ``<name>.mlir`` (as ``QJIT.mlir``). ``QJIT.workspace``
+is the directory of the most recent program.
 
 >>> import contextlib, os, tempfile
 >>> from catalyst_lite import qjit
@@ -41,8 +38,7 @@ class Workspace:
 
     @classmethod
     def create(cls, name: str, parent: str | os.PathLike | None = None) -> "Workspace":
-        """A new directory ``name`` in ``parent`` (the current working directory by default),
-        ``name_1``, ``name_2``... when that name is taken.
+        """A new directory ``name`` (``name_1``... when taken) in ``parent``, by default the working one.
 
         >>> import tempfile
         >>> parent = tempfile.mkdtemp()
@@ -60,7 +56,7 @@ class Workspace:
                 count += 1
 
     def write_program(self, program: Program, name: str) -> None:
-        """Write ``program``'s jaxpr and (when it can be shown) StableHLO, as files named ``name``."""
+        """Write ``program``'s jaxpr and (if it can be shown) StableHLO, as files named ``name``."""
         (self.path / f"{name}.jaxpr").write_text(str(program.closed_jaxpr))
         try:
             text = program_to_mlir(program, name)
@@ -69,11 +65,9 @@ class Workspace:
         (self.path / f"{name}.mlir").write_text(text)
 
     def is_dir(self) -> bool:
-        """Whether the directory exists (until :meth:`cleanup`)."""
         return self.path.is_dir()
 
     def cleanup(self) -> None:
-        """Remove the directory and its files."""
         shutil.rmtree(self.path)
 
     def __fspath__(self) -> str:
