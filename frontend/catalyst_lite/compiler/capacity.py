@@ -428,13 +428,9 @@ def _size_variables(jaxpr: Any) -> list[Any]:
     """The size variables of the values ``jaxpr``'s equations compute, nested calls included."""
     found: dict[Any, None] = {}
     for eqn in jaxpr.eqns:
-        for v in eqn.outvars:
-            for d in getattr(v.aval, "shape", ()):
-                if isinstance(d, Var):
-                    found.setdefault(d, None)
-        closed = eqn.params.get("jaxpr") if eqn.primitive is jit_p else None
-        if closed is not None:
-            found.update(dict.fromkeys(_size_variables(closed.jaxpr)))
+        found.update((d, None) for v in eqn.outvars for d in getattr(v.aval, "shape", ()) if isinstance(d, Var))
+        if eqn.primitive is jit_p:
+            found.update(dict.fromkeys(_size_variables(eqn.params["jaxpr"].jaxpr)))
     return list(found)
 
 

@@ -15,6 +15,7 @@ one XLA program whose flags say whether the sizes found last time held.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -166,15 +167,12 @@ class Speculation:
                  size_outputs: frozenset[int], compile_options: dict[str, Any]):
         self._flags: list[Any] = []
 
-        def rule(replay: Replay) -> Callable[[list[Any]], list[Any]]:
-            def replayed(invals: list[Any]) -> list[Any]:
-                outs, flags = replay(invals)
-                self._flags.extend(flags)
-                return outs
+        def replayed(replay: Replay, invals: list[Any]) -> list[Any]:
+            outs, flags = replay(invals)
+            self._flags.extend(flags)
+            return outs
 
-            return replayed
-
-        overrides = {eqn: rule(replay) for eqn, replay in outcomes.items()}
+        overrides = {eqn: functools.partial(replayed, replay) for eqn, replay in outcomes.items()}
 
         def with_flag(outs: list[Any]) -> list[Any]:
             flags, self._flags = self._flags, []
@@ -220,8 +218,8 @@ class Speculation:
                 return self._missed(dynamic_args)
         if self._sizes:
             outs = list(outs)
-            for k, size in self._sizes.items():
-                outs.insert(k, size)
+            for k in sorted(self._sizes):
+                outs.insert(k, self._sizes[k])
         return outs
 
 
@@ -248,9 +246,7 @@ class JaxprRunner:
         self.options = RunnerOptions() if options is None else options
         self.compile_options: dict[str, Any] = dict(self.options.xla)
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
-        self.dynamic_positions = tuple(
-            i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
-        )
+        self.dynamic_positions = tuple(i for i in range(len(jaxpr.invars)) if i not in self.static_positions)
         # Keyed on the size signature and whether reverse mode is requested.
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
         self._segmented: dict[tuple[tuple[int, ...], bool], Callable[[Sequence[Any]], list[Any]]] = {}
@@ -272,10 +268,8 @@ class JaxprRunner:
 
     def _arguments(self, *placed: Iterable[tuple[int, Any]]) -> list[Any]:
         """The jaxpr's arguments from ``(position, value)`` pairs (its sizes, its dynamic inputs)."""
-        args: list[Any] = [None] * len(self.jaxpr.invars)
-        for i, v in itertools.chain(*placed):
-            args[i] = v
-        return args
+        values = dict(itertools.chain(*placed))
+        return [values.get(i) for i in range(len(self.jaxpr.invars))]
 
     def _staged_function(self, key: tuple[int, ...], reverse: bool = False,
                          overrides: Mapping[Any, Callable] | None = None,
@@ -295,14 +289,12 @@ class JaxprRunner:
         donate = tuple(j for j, i in enumerate(positions) if i in self.donated)
         return jax.jit(specialized, donate_argnums=donate, **self.options.jit)
 
-    def executable(
-        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
-    ) -> Specialization | None:
+    def executable(self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
+                   ) -> Specialization | None:
         """The specialization for ``key`` (``reverse``: for reverse mode), ``None``: host-driven."""
-        try:
-            return self._executables[key, reverse]
-        except KeyError:
-            pass
+        spec = self._executables.get((key, reverse), _NOT_COMPILED)
+        if spec is not _NOT_COMPILED:
+            return spec
         with self._lock:
             spec = self._executables.get((key, reverse), _NOT_COMPILED)
             new = spec is _NOT_COMPILED
@@ -322,9 +314,7 @@ class JaxprRunner:
         with self._lock:
             self._executables.pop(key, None)
 
-    def _specialize(
-        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
-    ) -> Specialization | None:
+    def _specialize(self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool) -> Specialization | None:
         """Stage and lower the program at ``key``'s sizes; ``None`` when it needs the host."""
         fn = self._staged_function(key, reverse)
         try:
