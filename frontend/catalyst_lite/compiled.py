@@ -78,7 +78,7 @@ from .compiler.inspection import FunctionInfo
 from .compiler.lowering import program_to_mlir
 from .compiler.options import DEFAULT_CACHE_SIZE, ExecutableCache, RunnerOptions
 from .compiler.specialize import NeedsHost
-from .compiler.workspace import Workspace
+from .compiler.lowering import Workspace
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter

@@ -4,6 +4,6 @@ See docs/architecture.md: :mod:`.assumptions` (which program a call runs), :mod:
 :mod:`.options`, :mod:`.boundary` (calls from JAX transformations), :mod:`.specialize` (the
 interpreter), :mod:`.runner` (per size signature, segmented, speculated), :mod:`.capacity` (loops
 compiled whole), :mod:`.loop_body`, :mod:`.compilation`, :mod:`.size_generic`, :mod:`.iree_backend`,
-:mod:`.disk_cache`, :mod:`.reverse_mode`, :mod:`.inspection` (``QJIT.inspect()``), :mod:`.lowering`
-(``QJIT.mlir``) and :mod:`.workspace` (``keep_intermediate``).
+:mod:`.disk_cache`, :mod:`.reverse_mode`, :mod:`.inspection` (``QJIT.inspect()``) and :mod:`.lowering`
+(``QJIT.mlir``, ``QJIT.workspace``).
 """

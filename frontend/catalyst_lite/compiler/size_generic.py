@@ -125,10 +125,8 @@ class SizeGenericTier:
         with self._lock:
             if self.status is Status.NOT_LOOKED_UP:
                 return self._first_look_up(key)
-            if self.status is Status.READY and self._executable is None:
-                self._load_compiled()
             if self.status is not Status.COMPILING:
-                return self._executable
+                return self._loaded()
             deadline, compiled = self._wait_deadline(key), self._compiled
         if deadline is None:
             return None
@@ -140,9 +138,7 @@ class SizeGenericTier:
             )
             return None
         with self._lock:
-            if self.status is Status.READY and self._executable is None:
-                self._load_compiled()
-            return self._executable
+            return self._loaded()
 
     def _first_look_up(self, key: Hashable) -> IreeExecutable | None:
         """The program's first call (under the lock): the executable from the caches, or ``None``."""
@@ -155,9 +151,8 @@ class SizeGenericTier:
         if vmfb is not None:
             self.from_cache = self._load(vmfb, cached=True)
             if self.from_cache:
-                self.runner.options.report(
-                    "size-generic (IREE) executable of %s found in the cache", self.runner.name
-                )
+                self.runner.options.report("size-generic (IREE) executable of %s found in the cache",
+                                           self.runner.name)
                 return self._executable
         self.runner.options.report(
             "%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
@@ -181,9 +176,12 @@ class SizeGenericTier:
         )
         return self._wait_until
 
-    def _load_compiled(self) -> None:
-        vmfb, self._vmfb = self._vmfb, None
-        self._load(vmfb, cached=False)
+    def _loaded(self) -> IreeExecutable | None:
+        """The executable, loading the one compiled in the background first (under the lock)."""
+        if self.status is Status.READY and self._executable is None:
+            vmfb, self._vmfb = self._vmfb, None
+            self._load(vmfb, cached=False)
+        return self._executable
 
     def _load(self, vmfb: bytes, cached: bool) -> bool:
         """Load ``vmfb`` on the calling thread (no IREE object on the background thread, which may
@@ -221,12 +219,9 @@ class SizeGenericTier:
             compiled.set()  # calls waiting for it go on
 
     def _give_up(self, reason: str) -> None:
-        self.runner.options.report(
-            "size-generic tier off for %s (XLA compiles each size): %s", self.runner.name, reason
-        )
-        self.reason = reason
-        self.status = Status.UNSUPPORTED
-        self._executable = None
+        self.runner.options.report("size-generic tier off for %s (XLA compiles each size): %s",
+                                   self.runner.name, reason)
+        self.reason, self.status, self._executable = reason, Status.UNSUPPORTED, None
         if self._release is not None:
             self._release()
 
@@ -244,7 +239,3 @@ class SizeGenericTier:
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
             generation = self.runner.options.cache.generation
             run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))
-
-    def __repr__(self) -> str:
-        reason = f": {self.reason}" if self.reason else ""
-        return f"<SizeGenericTier {self.runner.name} {self.status.value}{reason}>"
