@@ -57,13 +57,8 @@ class SizeInputs:
     sizes: frozenset[int]
 
     @classmethod
-    def of(
-        cls,
-        axis_names: Sequence[Hashable],
-        dim_sources: Sequence[Sequence[tuple[int, int]]],
-        leaf_names: Sequence[str],
-        integer_leaves: Sequence[bool],
-    ) -> SizeInputs:
+    def of(cls, axis_names: Sequence[Hashable], dim_sources: Sequence[Sequence[tuple[int, int]]],
+           leaf_names: Sequence[str], integer_leaves: Sequence[bool]) -> SizeInputs:
         """The inputs of a program with these abstracted axes (read from ``(leaf, axis)`` pairs) and
         flat arguments (``integer_leaves``: which are integer scalars).
 
@@ -71,12 +66,10 @@ class SizeInputs:
         ("axis 0 of argument 'x'", "argument 'x'", "argument 'k'")
         """
         axes = [f"axis {axis} of argument {leaf_names[leaf]}" for (leaf, axis), *_ in dim_sources]
-        return cls(
-            tuple(size_input_names(axis_names, leaf_names)),
-            (*axes, *(f"argument {n}" for n in leaf_names)),
-            frozenset(range(len(axis_names)))
-            | {len(axis_names) + j for j, is_int in enumerate(integer_leaves) if is_int},
-        )
+        sources = (*axes, *(f"argument {n}" for n in leaf_names))
+        integers = {len(axis_names) + j for j, is_int in enumerate(integer_leaves) if is_int}
+        sizes = frozenset(range(len(axis_names))) | integers
+        return cls(tuple(size_input_names(axis_names, leaf_names)), sources, sizes)
 
     def point(self, values: Sequence[Any]) -> list[int | None]:
         """The call's value of every size input it knows (``None`` for the others)."""
@@ -271,9 +264,7 @@ class ProgramFamily:
         lhs, rhs = scope.last_disagreement
         names = self.inputs.names
         positions = lhs.inputs() | rhs.inputs()
-        message = (
+        return IncompatibleSizesError(
             f"{self.name}: the sizes {lhs.render(names)} and {rhs.render(names)} must agree here "
-            f"but do not at this call, where {self.inputs.describe(positions, values)}. "
-            f"JAX reported: {err}"
+            f"but do not at this call, where {self.inputs.describe(positions, values)}. JAX reported: {err}"
         )
-        return IncompatibleSizesError(message)

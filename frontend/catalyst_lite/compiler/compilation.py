@@ -23,14 +23,8 @@ class Specialization:
     """One size signature of a program: ``jitted`` (a ``jax.jit`` function) serves tracers and
     lowering, :meth:`run` concrete arguments (compiled on the first, from ``lowered`` if given)."""
 
-    def __init__(
-        self,
-        jitted: Callable,
-        lowered: jax.stages.Lowered | None = None,
-        compile_options: dict[str, Any] | None = None,
-        report: Reporter = QUIET,
-        label: str = "",
-    ):
+    def __init__(self, jitted: Callable, lowered: jax.stages.Lowered | None = None,
+                 compile_options: dict[str, Any] | None = None, report: Reporter = QUIET, label: str = ""):
         self.jitted = jitted
         self.report = report
         self.label = label  # what reports call it (the program and its sizes)

@@ -181,12 +181,8 @@ def _checked(data: bytes, full_key: Mapping[str, Any]) -> tuple[bytes | None, st
 
 
 def _remove(fd: int, name: str, reason: str) -> None:
-    warnings.warn(
-        f"catalyst_lite's cache entry {cache_dir() / name} is not used: {reason}. It is removed, "
-        "and the program is compiled again.",
-        CacheWarning,
-        stacklevel=2,
-    )
+    warnings.warn(f"catalyst_lite's cache entry {cache_dir() / name} is not used: {reason}. It is removed, "
+                  "and the program is compiled again.", CacheWarning, stacklevel=2)
     with contextlib.suppress(OSError):
         try:
             os.unlink(name, dir_fd=fd)

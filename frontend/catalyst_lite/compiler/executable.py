@@ -193,13 +193,7 @@ def register_function_compiler(compiler: type) -> type:
 
 
 def compile_function(fn: Callable) -> Any:
-    """``fn`` compiled by the registered compiler (``qjit(fn)``), to be called outside any trace.
-
-    >>> import jax.numpy as jnp
-    >>> from catalyst_lite.compiler.executable import compile_function
-    >>> float(compile_function(lambda x: jnp.sum(x) * 2.0)(jnp.arange(3.0)))
-    6.0
-    """
+    """``fn`` compiled by the registered compiler (``qjit(fn)``), to be called outside any trace."""
     return _compilers[0](fn)
 
 
@@ -208,20 +202,12 @@ def uncompiled(fn: Callable) -> Callable:
 
     >>> from catalyst_lite import qjit
     >>> from catalyst_lite.compiler.executable import uncompiled
-    >>> def f(x):
-    ...     return x
-    >>> uncompiled(qjit(f)) is f, uncompiled(f) is f
+    >>> uncompiled(qjit(abs)) is abs, uncompiled(abs) is abs
     (True, True)
     """
     return fn.original_function if is_compiled_function(fn) else fn
 
 
 def is_compiled_function(fn: Any) -> bool:
-    """Whether ``fn`` is a function compiled by the registered compiler (a ``QJIT``).
-
-    >>> from catalyst_lite import qjit
-    >>> from catalyst_lite.compiler.executable import is_compiled_function
-    >>> is_compiled_function(qjit(abs)), is_compiled_function(abs)
-    (True, False)
-    """
+    """Whether ``fn`` is a function compiled by the registered compiler (a ``QJIT``)."""
     return bool(_compilers) and isinstance(fn, _compilers[0])

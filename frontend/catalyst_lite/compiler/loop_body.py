@@ -64,12 +64,8 @@ class LoopBody:
     def _inputs(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> list[bool]:
         return [*const_marks, *[False] * (self.nimplicit + self.nprefix), *carried_marks]
 
-    def output_type(
-        self,
-        const_operand: Callable[[int], int],
-        implicit_operand: Callable[[int], int],
-        same_operand: Callable[[int, int], bool],
-    ) -> OutputType:
+    def output_type(self, const_operand: Callable[[int], int], implicit_operand: Callable[[int], int],
+                    same_operand: Callable[[int, int], bool]) -> OutputType:
         """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
         feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value. As in
         Catalyst, a carried size no iteration changes keeps its operand, and carried sizes of one
@@ -122,9 +118,8 @@ class LoopBody:
         _, implicit, _, carried = self.groups
         check_carry([*implicit, *carried], self.jaxpr.outvars, self.nimplicit, self.name)
 
-    def carried_fixpoint(
-        self, const_marks: Sequence[bool], carried_marks: Sequence[bool], keep: Callable[[Any], bool] = lambda a: True
-    ) -> list[bool]:
+    def carried_fixpoint(self, const_marks: Sequence[bool], carried_marks: Sequence[bool],
+                         keep: Callable[[Any], bool] = lambda a: True) -> list[bool]:
         """Which carried values depend, at some iteration, on the marked constants or initial
         carried values (only values whose type ``keep`` accepts can be marked)."""
         _, _, _, carried = self.groups

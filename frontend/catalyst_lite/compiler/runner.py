@@ -516,14 +516,7 @@ class JaxprRunner:
 
 def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
     """What the program this thread runs host-driven keeps of ``kind`` for its nested body ``jaxpr``
-    (see :meth:`JaxprRunner.nested`); outside any program, ``make(None)`` afresh.
-
-    >>> import jax
-    >>> from catalyst_lite.compiler.runner import kept_by_program
-    >>> body = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr
-    >>> kept_by_program(body, "runner", lambda program: program is None)  # no program runs: made afresh
-    True
-    """
+    (see :meth:`JaxprRunner.nested`); outside any program, ``make(None)`` afresh."""
     program = current_context().host_driving
     return make(None) if program is None else program.nested(jaxpr, kind, lambda: make(program))
 
