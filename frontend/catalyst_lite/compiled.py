@@ -72,7 +72,7 @@ from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
-from .compiler.boundary import call_from_transformation
+from .compiler.executable import call_from_transformation
 from .compiler.executable import Executable, FastCall, register_function_compiler
 from .compiler.inspection import FunctionInfo
 from .compiler.lowering import program_to_mlir
@@ -582,7 +582,7 @@ class QJIT:
         call, executable, leaves, names, axis_lengths, implicit = self._program_for(self.binding.bind(args, kwargs))
         self._check_size_arguments_known(executable, implicit, leaves, names)
         if any(isinstance(x, Tracer) for x in leaves):
-            # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.boundary).
+            # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.executable).
             with self._naming_size_arguments(executable, implicit, leaves, names):
                 return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves), None, True
         repeated = None
