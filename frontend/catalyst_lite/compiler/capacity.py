@@ -67,11 +67,7 @@ def bucket(size: int) -> int:
 
 
 def capacity_for(size: int) -> int:
-    """The capacity bucket holding ``size`` elements: a power of two, at least :data:`MIN_CAPACITY`.
-
-    >>> capacity_for(0), capacity_for(16), capacity_for(17)
-    (16, 16, 32)
-    """
+    """The capacity bucket holding ``size`` elements: a power of two, at least :data:`MIN_CAPACITY`."""
     return max(MIN_CAPACITY, bucket(size))
 
 
@@ -697,21 +693,7 @@ class MaskedLoop(_CompiledLoop):
 class BoundedScan(_CompiledLoop):
     """A loop of fixed carried sizes in reverse mode, its trip count known at run time: a ``lax.scan``
     (which JAX transposes) over the count's capacity bucket, steps beyond the count ``lax.cond``'s
-    identity branch; a ``while_loop`` first runs forward once to count.
-
-    >>> import jax.numpy as jnp
-    >>> from catalyst_lite import qjit, for_loop, grad
-    >>> @qjit
-    ... def g(x: float, n):  # a trip count in an array: known only at run time
-    ...     def f(x):
-    ...         @for_loop(0, n, 1)
-    ...         def step(i, a):
-    ...             return a * 0.5 + x
-    ...         return step(x)
-    ...     return grad(f)(x)
-    >>> float(g(1.0, jnp.asarray(3)))
-    1.875
-    """
+    identity branch; a ``while_loop`` first runs forward once to count."""
 
     def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
         super().__init__(primitive, body, predicate)

@@ -4,17 +4,7 @@ The directory is ``CATALYST_LITE_CACHE_DIR``, else the ``catalyst_lite`` subdire
 ``jax_compilation_cache_dir``, else none. Entries are native code, so only what the user alone could
 have written is trusted: a private directory (else a :class:`~..errors.CacheWarning`), a header
 checked against key, size and SHA-256 (a bad entry is reported and removed), atomic writes (the
-trust model: docs/troubleshooting.md).
-
->>> import os, tempfile
->>> os.environ[CACHE_DIR_ENV_VAR] = tempfile.mkdtemp()
->>> write({"program": "0123abcd"}, "vmfb", b"compiled")
->>> read({"program": "0123abcd"}, "vmfb")
-b'compiled'
->>> read({"program": "another"}, "vmfb") is None
-True
->>> del os.environ[CACHE_DIR_ENV_VAR]
-"""
+trust model: docs/troubleshooting.md)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,6 @@
 """A traced program made callable: :class:`Executable` (its flat argument layout ``[consts, implicit
 sizes, argument leaves]`` and general call path), :class:`FastCall` (the path of repeated calls) and
-:func:`call_from_transformation` (calls from inside JAX transformations).
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit
->>> f = qjit(lambda x: jnp.sum(x) * 2.0, abstracted_axes={0: "n"})
->>> float(f(jnp.arange(3.0)))
-6.0
->>> executable = f._last
->>> float(executable.run([4], [jnp.arange(4.0)]))
-12.0
-"""
+:func:`call_from_transformation` (calls from inside JAX transformations)."""
 
 from __future__ import annotations
 
@@ -202,13 +192,7 @@ def compile_function(fn: Callable) -> Any:
 
 
 def uncompiled(fn: Callable) -> Callable:
-    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it is.
-
-    >>> from catalyst_lite import qjit
-    >>> from catalyst_lite.compiler.executable import uncompiled
-    >>> uncompiled(qjit(abs)) is abs, uncompiled(abs) is abs
-    (True, True)
-    """
+    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it is."""
     return fn.original_function if is_compiled_function(fn) else fn
 
 

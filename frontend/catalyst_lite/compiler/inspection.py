@@ -1,14 +1,5 @@
 """What a compiled function holds, as plain records (:meth:`catalyst_lite.QJIT.inspect`): readers
-need not know the runners behind them.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit
->>> f = qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})
->>> _ = f(jnp.ones(3)), f(jnp.ones(4))
->>> info = f.inspect()
->>> len(info.programs), dict(info.last.strategies)
-(1, {((3,), False): 'xla', ((4,), False): 'xla'})
-"""
+need not know the runners behind them."""
 
 from __future__ import annotations
 

@@ -3,23 +3,7 @@
 IREE (the ``iree`` extra) compiles StableHLO with its ``?`` dimensions kept symbolic. :func:`lower`
 turns a jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
 :class:`IreeExecutable`. The last :data:`REMEMBERED_MODULES` compiled modules are kept in memory
-(:func:`forget_compiled` clears them), and modules and failures in :mod:`.disk_cache`.
-
->>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
->>> import numpy as np
->>> with dynamic_tracing():
-...     in_type = make_input_type([np.zeros(3)], [{0: "n"}])
-...     jaxpr, _, consts = trace_to_jaxpr(lambda x: [x * 2.0], in_type, "double")
->>> program = lower(jaxpr)   # the StableHLO and its cache key: no IREE needed yet
->>> "tensor<?xf64>" in program.text and len(program.key["program"])
-64
->>> if available():
-...     double = program.load(program.cached() or program.compile(), cached=False)
-...     print(np.asarray(double([np.int64(4), np.arange(4.0)])[0]))
-... else:
-...     print(np.arange(4.0) * 2)
-[0. 2. 4. 6.]
-"""
+(:func:`forget_compiled` clears them), and modules and failures in :mod:`.disk_cache`."""
 
 from __future__ import annotations
 
@@ -227,10 +211,7 @@ _recent_modules = _RecentModules()
 
 
 def forget_compiled() -> None:
-    """Forget the modules compiled in this process (not the disk cache's).
-
-    >>> forget_compiled()
-    """
+    """Forget the modules compiled in this process (not the disk cache's)."""
     _recent_modules.clear()
 
 

@@ -2,11 +2,7 @@
 
 A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``for_loop``'s index),
 its results ``*implicit *carried`` (carried sizes, when the loop may resize arrays, and values);
-``while_loop``'s predicate takes ``*consts *implicit *carried`` and returns one boolean.
-
->>> split_groups([1, 2, 3, 4, 5], [1, 2])
-[[1], [2, 3], [4, 5]]
-"""
+``while_loop``'s predicate takes ``*consts *implicit *carried`` and returns one boolean."""
 
 from __future__ import annotations
 
@@ -124,13 +120,12 @@ class LoopBody:
         carried values (only values whose type ``keep`` accepts can be marked)."""
         _, _, _, carried = self.groups
         marks = [m and keep(v.aval) for m, v in zip(carried_marks, carried)]
-        for _ in range(len(marks) + 1):
+        while True:  # marks only grow: at most one pass per carried value
             out = forward_dependence(self.jaxpr, self._inputs(const_marks, marks))[self.nimplicit :]
             new = [m or (o and keep(v.aval)) for m, o, v in zip(marks, out, carried)]
             if new == marks:
                 return marks
             marks = new
-        raise AssertionError("the carried fixpoint was not reached")
 
     def depends_on(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> bool:
         """Whether a carried size (a predicate: the predicate) depends on the marked values."""

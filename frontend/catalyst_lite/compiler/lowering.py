@@ -33,8 +33,6 @@ def program_to_mlir(program: Program, name: str) -> str:
     for anything else, ``ValueError`` when it cannot be shown (e.g. it has side effects)."""
     if not isinstance(program, Program):
         raise TypeError(f"program_to_mlir expects a Program, got {type(program).__name__}")
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"program_to_mlir expects a non-empty module name, got {name!r}")
     return lower_jaxpr_to_stablehlo(program.closed_jaxpr, name)
 
 
@@ -61,13 +59,7 @@ class Workspace:
 
     @classmethod
     def create(cls, name: str, parent: str | os.PathLike | None = None) -> "Workspace":
-        """A new directory ``name`` (``name_1``... when taken) in ``parent``, by default the working one.
-
-        >>> import tempfile
-        >>> parent = tempfile.mkdtemp()
-        >>> [Workspace.create("f", parent).path.name for _ in range(3)]
-        ['f', 'f_1', 'f_2']
-        """
+        """A new directory ``name`` (``name_1``... when taken) in ``parent``, by default the working one."""
         base = pathlib.Path(os.getcwd() if parent is None else parent)
         for count in itertools.count():
             path = base / (name if count == 0 else f"{name}_{count}")

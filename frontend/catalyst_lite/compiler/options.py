@@ -1,16 +1,5 @@
 """How a qjit function's programs are compiled (:class:`RunnerOptions`, shared by all their
-runners), and the bounded cache of their executables.
-
->>> cache = ExecutableCache(maxsize=2)
->>> class Runner:
-...     def forget(self, key):
-...         print("evicted", key)
->>> r = Runner()
->>> cache.added(r, (3,)); cache.added(r, (4,)); cache.used(r, (3,)); cache.added(r, (5,))
-evicted (4,)
->>> cache.keys()
-[(3,), (5,)]
-"""
+runners), and the bounded cache of their executables."""
 
 from __future__ import annotations
 

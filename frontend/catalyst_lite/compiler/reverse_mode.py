@@ -2,14 +2,7 @@
 
 JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds, so while
 :func:`reverse_mode_requested` holds, those loops run on the host (as bounded scans,
-:mod:`.capacity`). Runners key their executables on it.
-
->>> reverse_mode_requested()
-False
->>> with reverse_mode():
-...     reverse_mode_requested()
-True
-"""
+:mod:`.capacity`). Runners key their executables on it."""
 
 from __future__ import annotations
 

@@ -4,14 +4,7 @@ size signature, or compiled segments around host steps (see docs/architecture.md
 Staging that raises :class:`~.specialize.NeedsHost` at one equation splits the jaxpr there into a
 compiled prefix, the host step and a suffix (split again if needed). A host step that ran compiled
 leaves a replay; on a repeated call :class:`Speculation` stages the whole program with its replays,
-one XLA program whose flags say whether the sizes found last time held.
-
->>> import jax, jax.numpy as jnp
->>> closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + 1.0)(1.0)
->>> s = split_at(closed.jaxpr, 1)
->>> str(s.step.primitive), len(s.prefix.eqns), len(s.suffix.eqns)
-('mul', 1, 1)
-"""
+one XLA program whose flags say whether the sizes found last time held."""
 
 from __future__ import annotations
 

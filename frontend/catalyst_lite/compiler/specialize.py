@@ -249,12 +249,7 @@ def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], param
 
 def _folded(value: Any, dtype: Any) -> Any:
     """A known index scalar as a host value that binds back as its own type: a Python ``int`` (which
-    keeps later sizes static) or ``bool``, a NumPy scalar when 32 bits (StableHLO requires them).
-
-    >>> import numpy as np
-    >>> type(_folded(np.int64(3), np.int64)).__name__, type(_folded(np.int32(3), np.int32)).__name__
-    ('int', 'int32')
-    """
+    keeps later sizes static) or ``bool``, a NumPy scalar when 32 bits (StableHLO requires them)."""
     host = np.asarray(value).item()
     if np.dtype(type(host)) == np.dtype(dtype):
         return host
