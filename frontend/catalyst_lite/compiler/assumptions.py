@@ -182,8 +182,7 @@ class ProgramFamily:
             return self.select(values) or self._trace_for(values, trace)
 
     def generic(self, trace: Tracer, lock: bool = True) -> Any | None:
-        """The generic program, traced now if it is not yet; ``None`` when JAX cannot trace the
-        function with symbolic sizes."""
+        """The generic program, traced now if not yet (``None``: JAX cannot trace it with symbolic sizes)."""
         with self._lock if lock else contextlib.nullcontext():
             self._new_generic(trace)
             return self.programs[0] if self.programs else None
@@ -240,8 +239,7 @@ class ProgramFamily:
         return [v if k in self.inputs.sizes else None for k, v in enumerate(self.inputs.point(values))]
 
     def _trace_static(self, values: Sequence[Any], trace: Tracer, error: IncompatibleSizesError | None = None) -> Any:
-        """A program traced with the call's sizes as constants; when JAX's shape logic refuses them
-        too, ``error`` if given."""
+        """A program traced with the call's sizes as constants (``error`` if JAX refuses them too)."""
         static = self._static_point(values)
         scope = SizeScope(self.inputs.names, symbolic=False)
         # Facts of its sizes: a repeated call checks integer arguments its executable no longer reads.
@@ -257,8 +255,7 @@ class ProgramFamily:
         return program
 
     def _named(self, err: BaseException, scope: SizeScope, values: Sequence[Any]) -> IncompatibleSizesError | None:
-        """The guided trace's failure naming the sizes, when JAX last asked whether two sizes that
-        differ at this call are equal."""
+        """The guided trace's failure naming the sizes, when JAX last asked if two unequal sizes are equal."""
         if scope.last_disagreement is None or not isinstance(err, (TypeError, ValueError)):
             return None
         lhs, rhs = scope.last_disagreement

@@ -107,6 +107,7 @@ _ELEMENTWISE = frozenset((
     lax.sinh_p, lax.sqrt_p, lax.square_p, lax.sub_p, lax.tan_p, lax.tanh_p, lax.xor_p,
 ))
 
+
 def _size(d: Any, env: dict) -> Any:
     return env[d] if isinstance(d, Var) else d
 
@@ -119,11 +120,8 @@ def _padded(atom: Any, env: dict) -> tuple[bool, ...]:
 
 def buffer_shape(aval: Any, env: dict, checks: Checks) -> tuple[int, ...]:
     """The shape in which a value of type ``aval`` is stored: each traced size at its capacity."""
-    shape = []
-    for d in getattr(aval, "shape", ()):
-        value = env.get(d) if isinstance(d, Var) else d
-        shape.append(checks.cap_of(d) if isinstance(value, Tracer) else int(value))
-    return tuple(shape)
+    values = [(d, env.get(d) if isinstance(d, Var) else d) for d in getattr(aval, "shape", ())]
+    return tuple(checks.cap_of(d) if isinstance(value, Tracer) else int(value) for d, value in values)
 
 
 def conformed(x: Any, shape: tuple[int, ...]) -> Any:
@@ -296,8 +294,7 @@ def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[A
 
 
 def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """A contraction along resizable axes: both operands' padding zeroed (one alone would let
-    ``0 * inf`` through)."""
+    """A contraction along resizable axes, both operands' padding zeroed (else ``0 * inf`` leaks)."""
     (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
     lhs = _true_part(invals[0], eqn.invars[0], lhs_c, 0, env)
     rhs = _true_part(invals[1], eqn.invars[1], rhs_c, 0, env)
@@ -353,7 +350,6 @@ class Masked(Mode):
     traced size stored at its capacity (see :class:`Checks`)."""
 
     def __init__(self, checks: Checks):
-        super().__init__("MASKED")
         self.checks = checks
 
     def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any]:
@@ -406,8 +402,7 @@ def _masked_equation(eqn: Any, spec: Any, invals: list[Any], env: dict, checks: 
 
 
 def runs_on_buffers(operands: Sequence[Any]) -> bool:
-    """Whether a resizing loop may run on capacity buffers: on concrete values, not in reverse mode
-    (a ``while`` loop cannot be transposed)."""
+    """Whether a resizing loop may run on capacity buffers: on concrete values, not in reverse mode."""
     return not reverse_mode_requested() and not any(isinstance(x, Tracer) for x in operands)
 
 
@@ -432,12 +427,10 @@ def _size_variables(jaxpr: Any) -> list[Any]:
 
 def _fitted(x: Any, buffer: Any) -> Any:
     """A body result (maybe a Python number, or of static size) as the carried buffer."""
-    x, shape = jnp.asarray(x, buffer.dtype), buffer.shape
-    if x.shape == shape:
-        return x
-    if any(n > m for n, m in zip(x.shape, shape)):
+    x = jnp.asarray(x, buffer.dtype)
+    if any(n > m for n, m in zip(x.shape, buffer.shape)):
         raise _TooSmall()
-    return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
+    return conformed(x, buffer.shape)
 
 
 @dataclass(frozen=True)
@@ -454,8 +447,7 @@ class Prediction:
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
-        """The loop's results inside the trace, and flags (traced or known) that hold when the
-        prediction does."""
+        """The loop's results in the trace, and flags that hold when the prediction does."""
         loop, static = self.loop, dict(self.static)
         holds = [_equal((consts if tag == "body" else pred_consts)[k], v) for (tag, k), v in static.items()]
         # Sizes that follow from known values fit, as they did in the run: no check needed.
@@ -493,8 +485,7 @@ class _CompiledLoop:
         self._lock = threading.Lock()
 
     def _static(self, pred_consts: Sequence[Any], consts: Sequence[Any], body_positions: Sequence[int]) -> tuple:
-        """The values of the inputs that size the predicate and the body (``body_positions`` of
-        ``consts``), as ``((tag, position), value)``."""
+        """The values of the inputs sizing the predicate and the body, as ``((tag, position), value)``."""
         return tuple((("predicate", k), int(pred_consts[k])) for k in self.static_pred) + tuple(
             (("body", k), int(consts[k])) for k in body_positions)
 

@@ -113,8 +113,7 @@ _size_generic_background = _BackgroundCompiler("catalyst_lite-iree", finish_at_e
 
 
 def run_in_background(task: Callable[[], None], size_generic: bool = False) -> None:
-    """Run ``task`` on a background compilation thread (``size_generic``: IREE's), after those
-    submitted before it; an exception it raises is dropped."""
+    """Run ``task`` after those submitted before it on a background thread (``size_generic``: IREE's)."""
     (_size_generic_background if size_generic else _background).submit(task)
 
 

@@ -46,8 +46,7 @@ def cache_dir() -> Path | None:
 
 
 def cpu_features() -> str:
-    """The instruction-set features of this CPU, which compiled code may use (not its model name,
-    which covers CPUs with and without AVX-512)."""
+    """This CPU's instruction-set features, which compiled code may use (a model name covers several)."""
     with contextlib.suppress(OSError):
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:

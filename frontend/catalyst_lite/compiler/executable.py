@@ -29,8 +29,7 @@ __all__ = ["Executable", "FastCall", "call_from_transformation", "register_funct
 
 
 class Executable:
-    """A :class:`~catalyst_lite.tracing.Program` compiled with ``options`` (lazily: per size
-    signature, on the first call that needs it)."""
+    """A traced program compiled with ``options``, lazily, per size signature."""
 
     def __init__(self, program: Program, options: RunnerOptions, donated: frozenset[int] = frozenset()):
         self.program = program
@@ -120,8 +119,7 @@ class FastCall:
         self.direct_consts = [full[i] for i in positions if i < len(self.prefix)] if direct else None
 
     def dispatch_data(self, leaves: Sequence[Any], result: Any) -> Any | None:
-        """What lets the function's dispatcher run this call's executable without Python
-        (:func:`~..jax_extras.executables.dispatch_data`), or ``None``."""
+        """What lets the function's dispatcher run this call's executable without Python, or ``None``."""
         if self.direct_consts is None:
             return None
         spec = self.runner.compiled((*self.prefix, *leaves))

@@ -262,8 +262,7 @@ _native_code_dir: str | None = None  # made at the first load, removed at exit
 
 @atexit.register
 def _release_runtime() -> None:
-    """Release the runtime configuration before IREE's bindings are torn down (which would report
-    it as a leak), and remove the native code directory."""
+    """Release IREE's runtime configuration before its bindings are torn down; remove the native code dir."""
     global _config
     _config = None
     gc.collect()

@@ -27,15 +27,13 @@ def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]
 
 
 def resizes_arrays(body: Any, nconsts: int, nimplicit: int) -> bool:
-    """Whether a loop ``body`` may change the sizes of the arrays it carries (it returns a carried
-    size other than its binder)."""
+    """Whether a loop ``body`` may resize the arrays it carries (returns a size other than its binder)."""
     return list(body.outvars[:nimplicit]) != list(body.invars[nconsts : nconsts + nimplicit])
 
 
 @dataclass(frozen=True)
 class LoopBody:
-    """A loop body (or ``while_loop``'s predicate) jaxpr with its binder layout, its type analyses
-    and its transformed bodies."""
+    """A loop body (or predicate) jaxpr with its binder layout, type analyses and transformed bodies."""
 
     jaxpr: Jaxpr
     nconsts: int
@@ -174,8 +172,7 @@ class LoopBody:
         return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit)
 
     def known_part(self, consts_known: Sequence[bool], carried_known: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
-        """The body computing only the sizes and the ``carried_known`` values (or the predicate) from
-        known values; and which constants it takes."""
+        """The body computing only sizes and ``carried_known`` values; which constants it takes."""
         keep = [*[False] * self.nconsts, *[True] * (self.nimplicit + self.nprefix), *carried_known]
         used_outputs = [True] if self.predicate else [*[True] * self.nimplicit, *carried_known]
         jaxpr, taken = prune_jaxpr(self.jaxpr, used_outputs, keep)

@@ -27,6 +27,5 @@ def reverse_mode(active: bool = True) -> Iterator[None]:
 
 
 def needs_reverse_mode(args: Sequence[Any]) -> bool:
-    """Whether a program run on ``args`` must be specialized for reverse mode (requested, or an
-    outer JAX transformation linearizes an argument)."""
+    """Whether a program run on ``args`` needs reverse mode: requested, or an argument is linearized."""
     return reverse_mode_requested() or any(is_reverse_mode_value(a) for a in args)

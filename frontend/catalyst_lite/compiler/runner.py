@@ -13,7 +13,6 @@ import itertools
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import jax
@@ -73,70 +72,50 @@ def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
     return list(free)
 
 
-def _sub_jaxpr(parent: Jaxpr, invars: Sequence[Var], eqns: Sequence[Any], outvars: Sequence[Any]) -> Jaxpr:
-    debug_info = parent.debug_info._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars))
-    return Jaxpr([], list(invars), list(outvars), list(eqns), parent.effects, debug_info)
-
-
-@dataclass(frozen=True)
-class Segmentation:
-    """``jaxpr`` split at equation ``index``: ``prefix`` and ``suffix`` (``None`` when empty) around
-    the host ``step``."""
-
-    jaxpr: Jaxpr
-    prefix: Jaxpr | None
-    step: Any
-    suffix: Jaxpr | None
-    suffix_inputs: list[Var]
-
-
-def split_at(jaxpr: Jaxpr, index: int) -> Segmentation:
-    """Split ``jaxpr`` (no constvars) before and after its equation ``index``."""
-    eqns = jaxpr.eqns
-    before, step, after = eqns[:index], eqns[index], eqns[index + 1 :]
-    suffix_inputs = free_variables(after, jaxpr.outvars)
-    needed_later = free_variables([step], []) + suffix_inputs
-    defined_before = {v for e in before for v in e.outvars if not isinstance(v, DropVar)}
-    prefix_outputs = list(dict.fromkeys(v for v in needed_later if v in defined_before))
-    prefix = _sub_jaxpr(jaxpr, jaxpr.invars, before, prefix_outputs) if before else None
-    suffix = _sub_jaxpr(jaxpr, suffix_inputs, after, jaxpr.outvars) if after else None
-    return Segmentation(jaxpr, prefix, step, suffix, suffix_inputs)
-
-
 class SegmentedProgram:
-    """Runs a :class:`Segmentation` of ``program``'s jaxpr: each segment by a runner of its own
-    (sharing the program's options and nested runners), the step by its host rule."""
+    """``program``'s jaxpr split at its equation ``index``, the host ``step``: the segments before and
+    after it (``None`` when empty) run by runners of their own (sharing the program's options and
+    nested runners), the step by its host rule."""
 
-    def __init__(self, segmentation: Segmentation, program: "JaxprRunner"):
-        self.segmentation = s = segmentation
+    def __init__(self, program: "JaxprRunner", index: int):
+        jaxpr = self.jaxpr = program.jaxpr
+        before, step, after = jaxpr.eqns[:index], jaxpr.eqns[index], jaxpr.eqns[index + 1 :]
+        self.step, self.suffix_inputs = step, free_variables(after, jaxpr.outvars)
+        defined_before = {v for e in before for v in e.outvars if not isinstance(v, DropVar)}
+        needed_later = free_variables([step], []) + self.suffix_inputs
+        self.prefix_outputs = list(dict.fromkeys(v for v in needed_later if v in defined_before))
 
-        def segment(jaxpr: Jaxpr | None, where: str) -> JaxprRunner | None:
-            name = f"{program.name} ({where} {s.step.primitive})"
-            return None if jaxpr is None else JaxprRunner(jaxpr, name, program.options, program._nested)
+        def segment(invars: Sequence[Var], eqns: Sequence[Any], outvars: Sequence[Any], where: str) -> Any:
+            if not eqns:
+                return None
+            info = jaxpr.debug_info._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars))
+            sub = Jaxpr([], list(invars), list(outvars), list(eqns), jaxpr.effects, info)
+            name = f"{program.name} ({where} {step.primitive})"
+            return JaxprRunner(sub, name, program.options, program._nested)
 
-        self._prefix, self._suffix = segment(s.prefix, "before"), segment(s.suffix, "after")
+        self._prefix = segment(jaxpr.invars, before, self.prefix_outputs, "before")
+        self._suffix = segment(self.suffix_inputs, after, jaxpr.outvars, "after")
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
-        s = self.segmentation
-        env: dict[Var, Any] = dict(zip(s.jaxpr.invars, args))
+        env: dict[Var, Any] = dict(zip(self.jaxpr.invars, args))
         if self._prefix is not None:
-            env.update(zip(s.prefix.outvars, self._prefix(*args)))
+            env.update(zip(self.prefix_outputs, self._prefix(*args)))
 
         def read(atom: Any) -> Any:
             return atom.val if isinstance(atom, Literal) else env[atom]
 
-        recorder = current_context().replays
+        step, recorder = self.step, current_context().replays
         if recorder is not None:
             recorder.step = None
-        outs = eval_equation(s.step, [read(v) for v in s.step.invars], Mode.HOST)
+        outs = eval_equation(step, [read(v) for v in step.invars], Mode.HOST)
         if recorder is not None:
             left, recorder.step = recorder.step, None
-            if left is not None and left[0] is s.step.params:
-                recorder.outcomes[s.step] = left[1]
-        env.update((v, x) for v, x in zip(s.step.outvars, outs) if not isinstance(v, DropVar))
+            if left is not None and left[0] is step.params:
+                recorder.outcomes[step] = left[1]
+        env.update((v, x) for v, x in zip(step.outvars, outs) if not isinstance(v, DropVar))
         if self._suffix is not None:
-            return self._suffix(*[env[v] for v in s.suffix_inputs])
-        return [read(v) for v in s.jaxpr.outvars]
+            return self._suffix(*[env[v] for v in self.suffix_inputs])
+        return [read(v) for v in self.jaxpr.outvars]
 
 
 class SpeculationFails(Exception):
@@ -392,8 +371,7 @@ class JaxprRunner:
 
     def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
                   dynamic_args: Sequence[Any]) -> list[Any]:
-        """A program that needs the host: its speculation for these arguments, else its segments
-        (whose host steps leave replays to speculate on)."""
+        """A program that needs the host: its speculation for these arguments, else its segments."""
         if reverse:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
@@ -458,7 +436,7 @@ class JaxprRunner:
         """How the program runs when staging raised ``err``: split around the equation that raised it."""
         if err.equation is None or err.equation[0] is not self.jaxpr:
             return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
-        return SegmentedProgram(split_at(self.jaxpr, err.equation[1]), self)
+        return SegmentedProgram(self, err.equation[1])
 
     def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
         """Host-driven execution reads values, which an outer ``jax.jit`` or ``jax.vmap`` hides."""
@@ -482,7 +460,7 @@ class JaxprRunner:
         """The fields of :class:`~.inspection.ProgramInfo` this runner knows."""
         return dict(
             strategies={key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())},
-            host_steps=tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
+            host_steps=tuple(str(p.step.primitive) for p in list(self._segmented.values())
                              if isinstance(p, SegmentedProgram)),
             speculations={key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict)
                           else "refused" for key, s in list(self._speculations.items())},
@@ -495,8 +473,7 @@ class JaxprRunner:
         return [obj for _, obj in list(self._nested.values())]
 
     def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
-        """What this program keeps of ``kind`` (a runner, a compiled loop) for its nested body
-        ``jaxpr``, made once by ``make``."""
+        """What this program keeps of ``kind`` for its nested body ``jaxpr``, made once by ``make``."""
         key = (kind, id(jaxpr))
         entry = self._nested.get(key)
         if entry is None or entry[0] is not jaxpr:

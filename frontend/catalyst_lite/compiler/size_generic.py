@@ -93,9 +93,8 @@ class SizeGenericTier:
         executable = self._executable or self._look_up(key)
         if executable is None:
             return None
-        report = self.runner.options.report
-        if report.enabled:
-            report("%s at sizes %s: runs on the size-generic (IREE) executable", self.runner.name, key)
+        if self.runner.options.report.enabled:
+            self._report("%s at sizes %s: runs on the size-generic (IREE) executable", key)
         if key not in self._checked:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
             if len(self._checked) >= self.REMEMBERED_SIZES:
@@ -131,11 +130,9 @@ class SizeGenericTier:
         if deadline is None:
             return None
         if not compiled.wait(max(0.0, deadline - time.perf_counter())):
-            self.runner.options.report(
-                "%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
-                "compile): XLA compiles new sizes until IREE is ready",
-                self.runner.name, key, self.WAIT_IN_XLA_COMPILES,
-            )
+            self._report("%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
+                         "compile): XLA compiles new sizes until IREE is ready",
+                         key, self.WAIT_IN_XLA_COMPILES)
             return None
         with self._lock:
             return self._loaded()
@@ -151,29 +148,23 @@ class SizeGenericTier:
         if vmfb is not None:
             self.from_cache = self._load(vmfb, cached=True)
             if self.from_cache:
-                self.runner.options.report("size-generic (IREE) executable of %s found in the cache",
-                                           self.runner.name)
+                self._report("size-generic (IREE) executable of %s found in the cache")
                 return self._executable
-        self.runner.options.report(
-            "%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
-            "the background; new sizes meanwhile wait for it", self.runner.name, key,
-        )
+        self._report("%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
+                     "the background; new sizes meanwhile wait for it", key)
         self.status, self._submitted = Status.COMPILING, False  # submitted by new_size_served
         self._compiled, self._wait_until = threading.Event(), None
         return None
 
     def _wait_deadline(self, key: Hashable) -> float | None:
-        """Until when a call at new sizes ``key`` waits for the compile in progress (under the lock);
-        ``None``: it does not wait."""
+        """Until when a call at new sizes waits for IREE's compile (under the lock; ``None``: no wait)."""
         now = time.perf_counter()
         if self._wait_until is None and self._longest_xla > 0.0:
             self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
         if self._wait_until is None or now >= self._wait_until:
             return None
-        self.runner.options.report(
-            "%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
-            self.runner.name, key, self._wait_until - now,
-        )
+        self._report("%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
+                     key, self._wait_until - now)
         return self._wait_until
 
     def _loaded(self) -> IreeExecutable | None:
@@ -184,8 +175,7 @@ class SizeGenericTier:
         return self._executable
 
     def _load(self, vmfb: bytes, cached: bool) -> bool:
-        """Load ``vmfb`` on the calling thread (no IREE object on the background thread, which may
-        still run at exit); whether it could be."""
+        """Load ``vmfb`` on the calling thread (not the background one); whether it could be."""
         try:
             executable = self._lowered.load(vmfb, cached)
         except Unsupported as err:
@@ -211,16 +201,16 @@ class SizeGenericTier:
                 self._give_up(str(err))
                 return
             self._vmfb, self.status = vmfb, Status.READY
-            self.runner.options.report(
-                "IREE compiled %s for every size in %.3f s: new sizes run on it", self.runner.name,
-                time.perf_counter() - start,
-            )
+            seconds = time.perf_counter() - start
+            self._report("IREE compiled %s for every size in %.3f s: new sizes run on it", seconds)
         finally:
             compiled.set()  # calls waiting for it go on
 
+    def _report(self, message: str, *args: Any) -> None:
+        self.runner.options.report(message, self.runner.name, *args)
+
     def _give_up(self, reason: str) -> None:
-        self.runner.options.report("size-generic tier off for %s (XLA compiles each size): %s",
-                                   self.runner.name, reason)
+        self._report("size-generic tier off for %s (XLA compiles each size): %s", reason)
         self.reason, self.status, self._executable = reason, Status.UNSUPPORTED, None
         if self._release is not None:
             self._release()
@@ -232,10 +222,8 @@ class SizeGenericTier:
             self._calls.clear()
         self._calls[key] = calls
         if calls == self.CALLS_BEFORE_XLA:
-            self.runner.options.report(
-                "%s at sizes %s called again: XLA compiles them in the background, then they run on XLA",
-                self.runner.name, key,
-            )
+            self._report("%s at sizes %s called again: XLA compiles them in the background, then they "
+                         "run on XLA", key)
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
             generation = self.runner.options.cache.generation
             run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))

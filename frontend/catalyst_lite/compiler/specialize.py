@@ -27,19 +27,12 @@ __all__ = ["Mode", "NeedsHost", "eval_jaxpr", "dimension_inputs", "to_dim", "tri
 
 
 class Mode:
-    """How :func:`eval_jaxpr` evaluates an equation (see the module's docstring).
-    ``reads_unknown``: a value not computed reads as unknown rather than failing."""
+    """How :func:`eval_jaxpr` evaluates an equation (``reads_unknown``: a missing value reads as unknown)."""
 
     reads_unknown = False
     STAGED: "Mode"
     HOST: "Mode"
     SIZES: "Mode"
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"Mode.{self.name}"
 
     def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any] | None:
         """The results of ``eqn`` on ``invals`` (``env``: the values so far), ``None``: unknown."""
@@ -69,7 +62,7 @@ class _SizeArithmetic(Mode):
         return None
 
 
-Mode.STAGED, Mode.HOST, Mode.SIZES = Mode("STAGED"), Mode("HOST"), _SizeArithmetic("SIZES")
+Mode.STAGED, Mode.HOST, Mode.SIZES = Mode(), Mode(), _SizeArithmetic()
 
 
 def _keys_on_operands(primitive: Primitive) -> bool:
@@ -140,8 +133,7 @@ def available_memory() -> int:
 
 
 def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
-    """Raise :class:`ArrayTooLargeError` for an array that would not fit in memory (rather than XLA's
-    opaque ``RESOURCE_EXHAUSTED``, or swapping)."""
+    """Raise :class:`ArrayTooLargeError` for an array that would not fit in memory (before XLA fails)."""
     nbytes = math.prod(shape) * getattr(dtype, "itemsize", 8)  # a PRNG key's dtype is not NumPy's
     if nbytes <= _ALWAYS_FITS_BYTES:
         return
