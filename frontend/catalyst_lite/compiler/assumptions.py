@@ -100,8 +100,7 @@ class SignatureTrace:
     donated: frozenset[int] = frozenset()  # the flat argument leaves donated to XLA
 
     def __call__(self, scope: SizeScope, static: Sequence[int | None] | None) -> Executable:
-        """The program traced in ``scope``; with ``static`` (values of the size inputs, or ``None``),
-        those sizes as constants, as ``jax.jit`` sees them."""
+        """The program traced in ``scope``, with the ``static`` size inputs (if given) as constants."""
         fn, specs, axes = self.fn, self.specs, self.axes
         if static is not None:
             leaves = jax.tree_util.tree_leaves(self.dynamic)
@@ -206,8 +205,7 @@ class ProgramFamily:
         return SizeScope(self.inputs.names, point, symbolic=bool(self.inputs.sizes))
 
     def _generic_failed(self, scope: SizeScope, err: BaseException) -> None:
-        """After the generic trace failed: guided traces when comparisons the call decides led there,
-        else static ones for the signal; shapes that never broadcast are the user's error."""
+        """After the generic trace failed: guided traces, or static ones for the signal, from now on."""
         if scope.undecided or scope.last_disagreement is not None:
             self.generic_failed = True
         elif isinstance(err, NeedsCallSizes):

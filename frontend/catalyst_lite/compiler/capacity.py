@@ -194,8 +194,7 @@ def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> li
 
 
 def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """The gathers ``jax.numpy`` makes of slices with traced bounds (one window, every axis an
-    offset axis); others are :class:`Unmaskable`."""
+    """The gathers ``jax.numpy`` makes of slices with traced bounds; others by :func:`_indexed_gather`."""
     params = eqn.params
     dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
     ndim = operand.ndim
@@ -407,8 +406,7 @@ def runs_on_buffers(operands: Sequence[Any]) -> bool:
 
 
 def sized_in_body(body: Any, nimplicit: int) -> bool:
-    """Whether a loop body needs capacity buffers: it resizes its carried arrays (``nimplicit``) or
-    makes arrays of sizes it computes (``jnp.ones(i)``)."""
+    """Whether a loop body needs capacity buffers: it resizes arrays or sizes them by computed sizes."""
     return bool(nimplicit) or bool(_size_variables(body)) or any(
         sized_in_body(inner, 0) for eqn in body.eqns if (spec := spec_of(eqn.primitive)) is not None
         and spec.bodies is not None for inner in spec.bodies(eqn.params)
@@ -473,8 +471,7 @@ def _equal(x: Any, value: int) -> Any:
 
 
 class _CompiledLoop:
-    """A loop compiled whole from the host, once per capacity and per value of the constants
-    that size its body (``static_consts``) or predicate (``static_pred``)."""
+    """A loop compiled whole, once per capacity and per value of the constants that size it."""
 
     def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
         self.primitive, self.body, self.predicate = primitive, body, predicate
@@ -659,8 +656,7 @@ class MaskedLoop(_CompiledLoop):
         self._caps = caps
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
-        """Room for a ``for_loop`` to append one element per iteration unless its buffers would
-        exceed :data:`FIRST_BUFFER_BYTES`; at least twice the largest carried size."""
+        """Room for a ``for_loop`` to append at each iteration unless too large; at least twice the size."""
         small = capacity_for(2 * largest)
         if self.predicate is not None:
             return small

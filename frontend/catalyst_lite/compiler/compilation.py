@@ -20,8 +20,7 @@ __all__ = ["Specialization", "run_in_background", "wait_for_compilations"]
 
 
 class Specialization:
-    """One size signature of a program: ``jitted`` (a ``jax.jit`` function) serves tracers and
-    lowering, :meth:`run` concrete arguments (compiled on the first, from ``lowered`` if given)."""
+    """One size signature of a program: ``jitted`` serves tracers, :meth:`run` concrete arguments."""
 
     def __init__(self, jitted: Callable, lowered: jax.stages.Lowered | None = None,
                  compile_options: dict[str, Any] | None = None, report: Reporter = QUIET, label: str = ""):

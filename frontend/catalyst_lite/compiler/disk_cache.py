@@ -120,8 +120,7 @@ def discard(key: Mapping[str, Any], kind: str, reason: str) -> None:
 
 
 def remove_stale(directory_fd: int, prefix: str, in_use: Callable[[str], bool] = lambda name: False) -> None:
-    """Remove this user's entries ``prefix...`` of ``directory_fd`` unchanged for ``STALE_SECONDS``
-    and not ``in_use`` (by name): left by a killed process (writes take milliseconds)."""
+    """Remove this user's stale entries ``prefix...`` of ``directory_fd`` not ``in_use`` (killed writers')."""
     deadline = time.time() - STALE_SECONDS
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory_fd):

@@ -88,8 +88,7 @@ class Executable:
 
 
 class FastCall:
-    """What a call with already-validated argument types runs: the executable of its sizes, on the
-    flat arguments laid out once; what a lookup cannot settle takes :meth:`Executable.run`."""
+    """What a call with already-validated argument types runs: the executable of its sizes, directly."""
 
     def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any]):
         self.executable = executable

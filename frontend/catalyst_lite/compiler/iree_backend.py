@@ -86,8 +86,7 @@ class LoweredProgram:
                     "iree": _compiler_version(), "flags": list(COMPILE_FLAGS)}
 
     def cached(self) -> bytes | None:
-        """The module compiled before, in this process or (in the disk cache) by another, or ``None``;
-        :class:`Unsupported` when compiling it failed before."""
+        """The module compiled before (in memory or on disk) or ``None``; :class:`Unsupported`: it failed."""
         vmfb = _recent_modules.get(self.key) or disk_cache.read(self.key, "vmfb")
         if vmfb is None:
             failure = disk_cache.read(self.key, "unsupported")
@@ -96,8 +95,7 @@ class LoweredProgram:
         return vmfb
 
     def compile(self) -> bytes:
-        """Compile with IREE in an ``iree-compile`` subprocess (any thread may) and cache the module;
-        :class:`Cancelled` when the interpreter exits meanwhile."""
+        """Compile in an ``iree-compile`` subprocess and cache the module (:class:`Cancelled` at exit)."""
         options = iree_compiler_tools.CompilerOptions(
             target_backends=["llvm-cpu"], input_type="stablehlo", extra_args=list(COMPILE_FLAGS)
         )
@@ -324,8 +322,8 @@ def _process_alive(name: str) -> bool:
 
 
 def _entry_point(context: Any) -> Any:
-    """The module's ``main``. IREE's ``logging.debug`` there adds a root handler when there is none:
-    it is removed (or a user's later ``basicConfig`` would do nothing), under ``logging``'s lock."""
+    """The module's ``main``, without the root logging handler IREE's ``logging.debug`` may add (a
+    user's later ``basicConfig`` would do nothing)."""
     with logging._lock:  # noqa: SLF001 (an RLock: IREE's basicConfig takes it again)
         unconfigured = not logging.root.handlers
         main = getattr(context.modules, MODULE_NAME).main

@@ -114,8 +114,7 @@ class LoopBody:
 
     def carried_fixpoint(self, const_marks: Sequence[bool], carried_marks: Sequence[bool],
                          keep: Callable[[Any], bool] = lambda a: True) -> list[bool]:
-        """Which carried values depend, at some iteration, on the marked constants or initial
-        carried values (only values whose type ``keep`` accepts can be marked)."""
+        """Which carried values depend, at some iteration, on the marked ones (of a type ``keep`` accepts)."""
         _, _, _, carried = self.groups
         marks = [m and keep(v.aval) for m, v in zip(carried_marks, carried)]
         while True:  # marks only grow: at most one pass per carried value
@@ -159,8 +158,7 @@ class LoopBody:
         return self.jaxpr.replace(invars=[*self.jaxpr.invars, *extra], debug_info=dbg)
 
     def batched(self, consts_b: Sequence[bool], carried_b: Sequence[bool], size: int) -> NestedBody:
-        """The body (or predicate) on a batch of ``size`` examples, a leading axis on the ``consts_b``
-        constants and the ``carried_b`` values."""
+        """The body (or predicate) on a batch, the ``consts_b`` and ``carried_b`` values batched."""
         batched = self._inputs(consts_b, carried_b)
         in_type = with_batch_axis(input_type_of(self.jaxpr.invars), batched, size)
         out_batched = [False] if self.predicate else [*[False] * self.nimplicit, *carried_b]

@@ -34,8 +34,7 @@ class ExecutableCache:
         self.generation = 0  # counts the clears: work started before one is not added
 
     def added(self, runner: _Runner, key: Hashable, generation: int | None = None) -> None:
-        """``runner`` compiled an executable for ``key`` (in ``generation``: forgotten at once if a
-        :meth:`clear` came since); evicts beyond the bound."""
+        """``runner`` compiled ``key``'s executable (dropped if :meth:`clear` came since ``generation``)."""
         with self._lock:
             stale = generation is not None and generation != self.generation
             if not stale:

@@ -164,8 +164,7 @@ class Speculation:
         self._spec: Specialization | None = None
 
     def direct(self) -> tuple[Any, tuple[int, ...] | None, frozenset[int]] | None:
-        """When a run is its executable's alone (no flag to read): the executable, the dynamic
-        arguments it takes (``None``: all) and the outputs the predictions fix; else ``None``."""
+        """The executable, its dynamic arguments and fixed outputs when a run is the executable's alone."""
         spec = self._spec
         if self._checked or spec is None or spec.final is None:
             return None
@@ -317,8 +316,7 @@ class JaxprRunner:
             self.options.cache.added(self, (key, False), generation)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
-        """What a repeated call with validated concrete ``args`` runs: their compiled specialization
-        or speculation (``None``: none, in reverse mode or while tracing)."""
+        """What a repeated call with validated concrete ``args`` runs, if compiled (``None`` when tracing)."""
         if reverse_mode_requested() or is_tracing():
             return None
         key = (self.signature(args) if self.static_positions else (), False)
@@ -412,8 +410,7 @@ class JaxprRunner:
 
     def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
                    refused: tuple[type[Exception], ...] = ()) -> Speculation | None:
-        """The whole program at ``key``, its host steps replayed, its ``int`` arguments of ``skey``
-        static; ``None`` if a host step cannot be replayed or staging raises ``refused``."""
+        """The whole program at ``key``, its host steps replayed (``None``: it cannot be, or ``refused``)."""
         known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
         kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
 

@@ -79,8 +79,7 @@ class SizeGenericTier:
 
     @classmethod
     def attach(cls, runner: JaxprRunner, enabled: bool | None = None) -> SizeGenericTier | None:
-        """The tier of ``runner``'s program, or ``None``: turned off (``enabled``, ``None``: by the
-        environment), IREE not installed, or no sizes to be generic over."""
+        """The tier of ``runner``'s program, or ``None``: turned off, no IREE, or no sizes to generalize."""
         enabled = size_generic_by_default() if enabled is None else enabled
         if not (enabled and runner.static_positions and iree_backend.available()):
             return None
@@ -119,8 +118,7 @@ class SizeGenericTier:
                 run_in_background(lambda: self._compile(generation, compiled), size_generic=True)
 
     def _look_up(self, key: Hashable) -> IreeExecutable | None:
-        """Before the executable is loaded: at the first call the cached one, or ``None``; later the one
-        compiled in the background, waited for while it compiles (see :attr:`WAIT_IN_XLA_COMPILES`)."""
+        """The executable before it is loaded: the cached one at the first call, later the one compiled."""
         with self._lock:
             if self.status is Status.NOT_LOOKED_UP:
                 return self._first_look_up(key)

@@ -179,8 +179,7 @@ _UNKNOWN = object()  # a value Mode.SIZES does not compute (array data, a loop's
 
 
 def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
-    """Check at ``sizes`` (of the dimension inputs, by position) what staging the top level of
-    ``jaxpr`` would: its size assumptions and requirements, negative or too large arrays."""
+    """Check at ``sizes`` what staging the top level of ``jaxpr`` would (size checks, array sizes)."""
     eval_jaxpr(jaxpr, [sizes.get(i, _UNKNOWN) for i in range(len(jaxpr.invars))], Mode.SIZES)
 
 
@@ -249,8 +248,7 @@ def _folded(value: Any, dtype: Any) -> Any:
 
 
 def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    """Bind ``prim`` as JAX's own interpreter binds an equation (functions a primitive holds, as
-    ``custom_jvp_call``'s, as leading arguments); a list of results."""
+    """Bind ``prim`` as JAX's own interpreter binds an equation; a list of results."""
     subfuns, params = prim.get_bind_params(params)
     out = prim.bind(*subfuns, *invals, **params)
     return list(out) if prim.multiple_results else [out]
