@@ -77,7 +77,8 @@ class SizeInputs:
 
     def describe(self, positions: Sequence[int], values: Sequence[Any]) -> str:
         """``n = 3 (axis 0 of argument 'x'), k = 7 (argument 'k')``."""
-        return ", ".join(f"{self.names[k]} = {int(values[k])} ({self.sources[k]})" for k in sorted(set(positions)))
+        named = (f"{self.names[k]} = {int(values[k])} ({self.sources[k]})" for k in sorted(set(positions)))
+        return ", ".join(named)
 
 
 @dataclass(frozen=True)

@@ -95,17 +95,13 @@ class Checks:
         return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
 
 
-_ELEMENTWISE = frozenset((
-    lax.abs_p, lax.acos_p, lax.acosh_p, lax.add_p, lax.and_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atan2_p,
-    lax.atanh_p, lax.cbrt_p, lax.ceil_p, lax.clamp_p, lax.complex_p, lax.conj_p, lax.convert_element_type_p,
-    lax.copy_p, lax.cos_p, lax.cosh_p, lax.digamma_p, lax.div_p, lax.eq_p, lax.erf_p, lax.erf_inv_p, lax.erfc_p,
-    lax.exp_p, lax.exp2_p, lax.expm1_p, lax.floor_p, lax.ge_p, lax.gt_p, lax.imag_p, lax.integer_pow_p,
-    lax.is_finite_p, lax.le_p, lax.lgamma_p, lax.log_p, lax.log1p_p, lax.logistic_p, lax.lt_p, lax.max_p,
-    lax.min_p, lax.mul_p, lax.ne_p, lax.neg_p, lax.nextafter_p, lax.not_p, lax.or_p, lax.population_count_p,
-    lax.pow_p, lax.real_p, lax.reduce_precision_p, lax.rem_p, lax.round_p, lax.rsqrt_p, lax.select_n_p,
-    lax.shift_left_p, lax.shift_right_arithmetic_p, lax.shift_right_logical_p, lax.sign_p, lax.sin_p,
-    lax.sinh_p, lax.sqrt_p, lax.square_p, lax.sub_p, lax.tan_p, lax.tanh_p, lax.xor_p,
-))
+_ELEMENTWISE = frozenset(getattr(lax, f"{name}_p") for name in (
+    "abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp complex conj "
+    "convert_element_type copy cos cosh digamma div eq erf erf_inv erfc exp exp2 expm1 floor ge gt "
+    "imag integer_pow is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter not or "
+    "population_count pow real reduce_precision rem round rsqrt select_n shift_left "
+    "shift_right_arithmetic shift_right_logical sign sin sinh sqrt square sub tan tanh xor"
+).split())
 
 
 def _size(d: Any, env: dict) -> Any:
@@ -331,15 +327,11 @@ for _primitive, _rule in {
     lax.gather_p: _gather,
     lax.slice_p: _static_slice,
     lax.dot_general_p: _dot_general,
-    lax.transpose_p: _plain,
-    lax.squeeze_p: _plain,
-    lax.cumsum_p: _cumulative,
-    lax.cumprod_p: _cumulative,
-    lax.cummax_p: _cumulative,
-    lax.cummin_p: _cumulative,
     jit_p: _nested_call,
-    **{primitive: _reduction for primitive in _REDUCTIONS},
-    **{primitive: _elementwise for primitive in _ELEMENTWISE},
+    **dict.fromkeys((lax.transpose_p, lax.squeeze_p), _plain),
+    **dict.fromkeys((lax.cumsum_p, lax.cumprod_p, lax.cummax_p, lax.cummin_p), _cumulative),
+    **dict.fromkeys(_REDUCTIONS, _reduction),
+    **dict.fromkeys(_ELEMENTWISE, _elementwise),
 }.items():
     register_primitive(_primitive, PrimitiveSpec(masked=_rule))
 
@@ -417,7 +409,8 @@ def _size_variables(jaxpr: Any) -> list[Any]:
     """The size variables of the values ``jaxpr``'s equations compute, nested calls included."""
     found: dict[Any, None] = {}
     for eqn in jaxpr.eqns:
-        found.update((d, None) for v in eqn.outvars for d in getattr(v.aval, "shape", ()) if isinstance(d, Var))
+        shapes = [getattr(v.aval, "shape", ()) for v in eqn.outvars]
+        found.update((d, None) for shape in shapes for d in shape if isinstance(d, Var))
         if eqn.primitive is jit_p:
             found.update(dict.fromkeys(_size_variables(eqn.params["jaxpr"].jaxpr)))
     return list(found)

@@ -84,7 +84,7 @@ def read(key: Mapping[str, Any], kind: str) -> bytes | None:
 
 
 def write(key: Mapping[str, Any], kind: str, content: bytes) -> None:
-    """Store ``content`` as the entry of ``key`` and ``kind``, atomically (if the directory can be written)."""
+    """Store ``content`` as the entry of ``key`` and ``kind``, atomically (if the directory is writable)."""
     full = _full_key(key, kind)
     header = {"format": FORMAT_VERSION, "key": full, "size": len(content),
               "sha256": hashlib.sha256(content).hexdigest()}

@@ -24,8 +24,8 @@ from .size_generic import SizeGenericTier
 from .runner import JaxprRunner, Speculation
 from .compilation import Specialization
 
-__all__ = ["Executable", "FastCall", "call_from_transformation", "register_function_compiler", "compile_function",
-           "uncompiled", "is_compiled_function"]
+__all__ = ["Executable", "FastCall", "call_from_transformation", "register_function_compiler",
+           "compile_function", "uncompiled", "is_compiled_function"]
 
 
 class Executable:

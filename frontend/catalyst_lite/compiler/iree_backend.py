@@ -39,7 +39,8 @@ try:  # the optional extra
 except ImportError:
     iree_compiler = iree_runtime = None
 
-__all__ = ["available", "Unsupported", "Cancelled", "LoweredProgram", "IreeExecutable", "lower", "forget_compiled"]
+__all__ = ["available", "Unsupported", "Cancelled", "LoweredProgram", "IreeExecutable", "lower",
+           "forget_compiled"]
 
 # llvm-cpu code for this machine's CPU; float64 kept (IREE demotes it to float32 by default); the
 # system linker, because the embedded one lacks float64 `sin`.

@@ -70,9 +70,8 @@ class LoopBody:
         operand_of.update({v: implicit_operand(k) for k, v in enumerate(implicit) if invariant[k]})
         returned = [v if same[k] == k and not invariant[k] else None for k, v in enumerate(implicit)]
         position = {v: k for k, v in enumerate(implicit)}
-        return output_type_of(
-            [v.aval for v in carried], returned, operand_of, free=lambda v: same[position[v]]
-        )
+        return output_type_of([v.aval for v in carried], returned, operand_of,
+                              free=lambda v: same[position[v]])
 
     def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
         """Which carried sizes hold one value at every iteration (for each, the first of its class,

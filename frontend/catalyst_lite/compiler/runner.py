@@ -285,7 +285,8 @@ class JaxprRunner:
         with self._lock:
             self._executables.pop(key, None)
 
-    def _specialize(self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool) -> Specialization | None:
+    def _specialize(self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
+                    ) -> Specialization | None:
         """Stage and lower the program at ``key``'s sizes; ``None`` when it needs the host."""
         fn = self._staged_function(key, reverse)
         try:
