@@ -108,11 +108,8 @@ class SignatureTrace:
             specs = [LeafSpec(tuple(np.shape(leaf)), spec.dtype, spec.weak_type) for leaf, spec in zip(leaves, specs)]
             axes = [{} for _ in axes]
             first_leaf = len(static) - len(leaves)
-            constants = {
-                j: (int(v) if spec.weak_type else np.dtype(spec.dtype).type(v))
-                for j, (v, spec) in enumerate(zip(static[first_leaf:], specs))
-                if v is not None
-            }
+            constants = {j: int(v) if spec.weak_type else np.dtype(spec.dtype).type(v)
+                         for j, (v, spec) in enumerate(zip(static[first_leaf:], specs)) if v is not None}
             fn = _with_constant_leaves(fn, constants)
         if self.capture is not None:
             fn = self.capture(fn, self.name)

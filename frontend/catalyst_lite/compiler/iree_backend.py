@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
-import json
 import gc
 import hashlib
 import importlib.metadata
@@ -44,11 +43,8 @@ __all__ = ["available", "Unsupported", "Cancelled", "LoweredProgram", "IreeExecu
 
 # llvm-cpu code for this machine's CPU; float64 kept (IREE demotes it to float32 by default); the
 # system linker, because the embedded one lacks float64 `sin`.
-COMPILE_FLAGS = (
-    "--iree-llvmcpu-target-cpu=host",
-    "--iree-input-demote-f64-to-f32=false",
-    "--iree-llvmcpu-link-embedded=false",
-)
+COMPILE_FLAGS = ("--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false",
+                 "--iree-llvmcpu-link-embedded=false")
 MODULE_NAME = "program"  # every module is named so: the name is no part of what it computes
 
 
@@ -88,7 +84,7 @@ class LoweredProgram:
 
     def cached(self) -> bytes | None:
         """The module compiled before (in memory or on disk) or ``None``; :class:`Unsupported`: it failed."""
-        vmfb = _recent_modules.get(self.key) or disk_cache.read(self.key, "vmfb")
+        vmfb = _recent_module(self.key["program"]) or disk_cache.read(self.key, "vmfb")
         if vmfb is None:
             failure = disk_cache.read(self.key, "unsupported")
             if failure is not None:
@@ -110,7 +106,7 @@ class LoweredProgram:
             disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason)
         disk_cache.write(self.key, "vmfb", vmfb)
-        _recent_modules.put(self.key, vmfb)
+        _recent_module(self.key["program"], vmfb)
         return vmfb
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
@@ -121,7 +117,8 @@ class LoweredProgram:
         except Unsupported as err:
             if not cached:
                 raise
-            _recent_modules.drop(self.key)
+            with _recent_lock:
+                _recent_modules.pop(self.key["program"], None)
             disk_cache.discard(self.key, "vmfb", str(err))
             return None
 
@@ -177,41 +174,28 @@ atexit.register(_compiler_subprocesses.kill_all)
 REMEMBERED_MODULES = 32
 
 
-class _RecentModules:
-    """The bytes (no IREE object) of the last :data:`REMEMBERED_MODULES` modules compiled, by key."""
-
-    def __init__(self) -> None:
-        self._modules: collections.OrderedDict[str, bytes] = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: dict) -> bytes | None:
-        with self._lock:
-            vmfb = self._modules.get(name := json.dumps(key, sort_keys=True))
-            if vmfb is not None:
-                self._modules.move_to_end(name)
-            return vmfb
-
-    def put(self, key: dict, vmfb: bytes) -> None:
-        with self._lock:
-            self._modules[json.dumps(key, sort_keys=True)] = vmfb
-            while len(self._modules) > REMEMBERED_MODULES:
-                self._modules.popitem(last=False)
-
-    def drop(self, key: dict) -> None:
-        with self._lock:
-            self._modules.pop(json.dumps(key, sort_keys=True), None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._modules.clear()
+# The bytes (no IREE object) of the last REMEMBERED_MODULES modules compiled, by program digest
+# (the compiler and its flags are the process's), most recently used last.
+_recent_modules: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+_recent_lock = threading.Lock()
 
 
-_recent_modules = _RecentModules()
+def _recent_module(digest: str, vmfb: bytes | None = None) -> bytes | None:
+    """The module of ``digest`` compiled in this process (``vmfb``: remember it)."""
+    with _recent_lock:
+        if vmfb is not None:
+            _recent_modules[digest] = vmfb
+            while len(_recent_modules) > REMEMBERED_MODULES:
+                _recent_modules.popitem(last=False)
+        elif digest in _recent_modules:
+            _recent_modules.move_to_end(digest)
+        return _recent_modules.get(digest)
 
 
 def forget_compiled() -> None:
     """Forget the modules compiled in this process (not the disk cache's)."""
-    _recent_modules.clear()
+    with _recent_lock:
+        _recent_modules.clear()
 
 
 class IreeExecutable:

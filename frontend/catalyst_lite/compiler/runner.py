@@ -325,10 +325,8 @@ class JaxprRunner:
         if spec is not None:
             self._hit(key)
             return spec
-        if self._speculations:
-            speculation = self._speculations.get(self._speculation_key(key[0], args))
-            return speculation if isinstance(speculation, Speculation) else None
-        return None
+        speculation = self._speculations.get(self._speculation_key(key[0], args)) if self._speculations else None
+        return speculation if isinstance(speculation, Speculation) else None
 
     def _hit(self, key: tuple[tuple[int, ...], bool]) -> None:
         self.options.cache.used(self, key)

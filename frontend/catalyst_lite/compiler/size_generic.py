@@ -1,18 +1,6 @@
 """Size-generic execution (optional, with IREE): a new size runs at once on one executable compiled
 for every size, a size that comes back gets XLA's code (docs/architecture.md, "The size-generic
-tier"). ``qjit(size_generic=False)`` or ``CATALYST_LITE_SIZE_GENERIC=0`` turn it off.
-
->>> import jax.numpy as jnp, numpy as np
->>> from catalyst_lite import qjit, QJIT
->>> @qjit(abstracted_axes={0: "n"}, size_generic=True)
-... def total(x):
-...     return jnp.sum(x * 2.0)
->>> float(total(np.ones(3)))      # XLA; IREE's compilation starts in the background
-6.0
->>> QJIT.wait_for_compilations()
->>> float(total(np.ones(1000)))   # with IREE installed: no compilation
-2000.0
-"""
+tier"). ``qjit(size_generic=False)`` or ``CATALYST_LITE_SIZE_GENERIC=0`` turn it off."""
 
 from __future__ import annotations
 

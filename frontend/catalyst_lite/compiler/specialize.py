@@ -151,7 +151,7 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
     """Evaluate ``jaxpr`` (constants as leading arguments) on ``args`` in ``mode``, its equations in
     ``overrides`` by the rule given there. Integer scalars computed from known numbers stay Python
     ints, so that sizes derived from them are static when staging."""
-    env: dict[Var, Any] = {}
+    env: dict[Var, Any] = dict(zip(jaxpr.invars, args))
     unknown = mode.reads_unknown
 
     def read(atom: Any) -> Any:
@@ -159,8 +159,6 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
             return atom.val
         return env.get(atom, _UNKNOWN) if unknown else env[atom]
 
-    for var, value in zip(jaxpr.invars, args):
-        env[var] = value
     for index, eqn in enumerate(jaxpr.eqns):
         try:
             invals = [read(v) for v in eqn.invars]
@@ -279,27 +277,17 @@ def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
 def _size_values(jaxpr: Jaxpr) -> set[Var]:
     """The variables some size of ``jaxpr`` depends on, directly or through integer arithmetic."""
     needed: set[Var] = set()
-
-    def add_shape_vars(aval: Any) -> None:
-        if has_symbolic_shape(aval):
-            needed.update(d for d in aval.shape if isinstance(d, Var))
-
-    for v in jaxpr.invars:
-        add_shape_vars(v.aval)
+    atoms = [*jaxpr.invars, *(v for eqn in jaxpr.eqns for v in (*eqn.invars, *eqn.outvars)), *jaxpr.outvars]
+    for v in atoms:
+        if not isinstance(v, Literal) and has_symbolic_shape(v.aval):
+            needed.update(d for d in v.aval.shape if isinstance(d, Var))
     for eqn in jaxpr.eqns:
-        for v in (*eqn.invars, *eqn.outvars):
-            if not isinstance(v, Literal):
-                add_shape_vars(v.aval)
         if eqn.primitive in SHAPE_PARAMS:
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
             needed.update(v for v in eqn.invars[len(eqn.invars) - ndyn :] if isinstance(v, Var))
         if _keys_on_operands(eqn.primitive):
-            for i in spec_of(eqn.primitive).dimension_operands(eqn.params):
-                if isinstance(eqn.invars[i], Var):
-                    needed.add(eqn.invars[i])
-    for v in jaxpr.outvars:
-        if isinstance(v, Var):
-            add_shape_vars(v.aval)
+            operands = [eqn.invars[i] for i in spec_of(eqn.primitive).dimension_operands(eqn.params)]
+            needed.update(v for v in operands if isinstance(v, Var))
     # Scalar arithmetic producing a needed value needs its scalar inputs (not a nested primitive's).
     for eqn in reversed(jaxpr.eqns):
         if _keys_on_operands(eqn.primitive):
