@@ -4,19 +4,7 @@ Each carried array lives in a buffer of fixed capacity along its resizable axes,
 carried alongside; :func:`masked_eval` runs the body on the buffers with results bit for bit those
 at exact sizes. A loop stops early when it would exceed the capacity (the host re-enters with a
 larger one) or break an assumption (the rest runs per size); a body that cannot run so raises
-:class:`Unmaskable`. See docs/architecture.md, "2. Specialize".
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, for_loop
->>> @qjit
-... def grow(n: int):
-...     @for_loop(0, n, 1, allow_array_resizing=True)
-...     def step(i, a):
-...         return jnp.concatenate([a, a[-1:] * 0.5 + i])
-...     return step(jnp.ones([1]))
->>> grow(3).tolist()   # one compilation for every n whose sizes fit the first capacity
-[1.0, 0.5, 1.25, 2.625]
-"""
+:class:`Unmaskable`. See docs/architecture.md, "2. Specialize"."""
 
 from __future__ import annotations
 

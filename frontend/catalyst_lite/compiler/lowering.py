@@ -82,11 +82,10 @@ class Workspace:
     def cleanup(self) -> None:
         shutil.rmtree(self.path)
 
-    def __fspath__(self) -> str:
-        return str(self.path)
-
     def __str__(self) -> str:
         return str(self.path)
+
+    __fspath__ = __str__
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"

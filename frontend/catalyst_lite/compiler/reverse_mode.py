@@ -6,24 +6,22 @@ JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds, s
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ..trace_context import current, scope
 from ..jax_extras.autodiff import is_reverse_mode_value
 
 __all__ = ["reverse_mode", "reverse_mode_requested", "needs_reverse_mode"]
 
+
 def reverse_mode_requested() -> bool:
     """True inside :func:`reverse_mode` (in this thread)."""
     return current().reverse_mode
 
 
-@contextlib.contextmanager
-def reverse_mode(active: bool = True) -> Iterator[None]:
-    """Specialize for reverse-mode differentiation during the block (``active=False``: do not)."""
-    with scope(reverse_mode=active):
-        yield
+def reverse_mode(active: bool = True) -> scope:
+    """Specialize for reverse-mode differentiation during a ``with`` block (``active=False``: do not)."""
+    return scope(reverse_mode=active)
 
 
 def needs_reverse_mode(args: Sequence[Any]) -> bool:

@@ -357,7 +357,12 @@ class JaxprRunner:
         else:
             self._hit((key, reverse))
         if spec is None:
-            self._check_host_drivable(dynamic_args)
+            if not all(is_concrete_value(a) for a in dynamic_args):  # hidden by an outer jax.jit or vmap
+                raise ArgumentTypeError(
+                    f"{self.name} must run host-driven (a size or a loop's trip count is only known "
+                    "at run time, or a while loop is differentiated in reverse mode), which needs "
+                    "concrete values, but it is called inside jax.jit or jax.vmap; call it outside."
+                )
             with context_scope(host_driving=self):
                 return self._run_host(key, reverse, args, dynamic_args)
         if any_traced(dynamic_args) or is_tracing():
@@ -433,15 +438,6 @@ class JaxprRunner:
         if err.equation is None or err.equation[0] is not self.jaxpr:
             return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
         return SegmentedProgram(self, err.equation[1])
-
-    def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
-        """Host-driven execution reads values, which an outer ``jax.jit`` or ``jax.vmap`` hides."""
-        if not all(is_concrete_value(a) for a in dynamic_args):
-            raise ArgumentTypeError(
-                f"{self.name} must run host-driven (a size or a loop's trip count is only known "
-                "at run time, or a while loop is differentiated in reverse mode), which needs "
-                "concrete values, but it is called inside jax.jit or jax.vmap; call it outside."
-            )
 
     def lower(self, *args: Any) -> Any:
         """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""
