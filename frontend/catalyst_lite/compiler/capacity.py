@@ -26,10 +26,8 @@ from .inspection import LoopInfo
 from .loop_body import LoopBody
 from .reverse_mode import reverse_mode_requested
 from .runner import kept_by_program
-from .specialize import (
-    Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr,
-    sizes_follow_from_inputs,
-)
+from .specialize import (Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_jaxpr,
+                         sizes_follow_from_inputs)
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Prediction", "run_compiled",
            "compiled_loops", "capacity_for"]
@@ -61,8 +59,7 @@ def capacity_for(size: int) -> int:
 
 @dataclass
 class Checks:
-    """What a masked evaluation found about its sizes (traced booleans). An axis of traced size
-    ``d`` is stored at ``caps[d]`` (learned from earlier runs) or else at the loop's ``capacity``."""
+    """What a masked evaluation found about its traced sizes, each stored at ``caps[d]`` or ``capacity``."""
 
     capacity: int
     caps: dict[Any, int] = field(default_factory=dict)
@@ -325,8 +322,7 @@ for _primitive, _rule in {
 
 
 class Masked(Mode):
-    """:func:`~.specialize.eval_jaxpr` inside a ``jax.jit`` trace with traced sizes, each axis of
-    traced size stored at its capacity (see :class:`Checks`)."""
+    """:func:`~.specialize.eval_jaxpr` in a ``jax.jit`` trace, each axis of traced size at its capacity."""
 
     def __init__(self, checks: Checks):
         self.checks = checks
@@ -367,11 +363,11 @@ def _masked_equation(eqn: Any, spec: Any, invals: list[Any], env: dict, checks: 
         ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
         if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
             return _shaped(eqn, invals, env, checks)
-        return eval_equation(eqn, invals, Mode.STAGED)
+        return Mode.STAGED.equation(eqn, invals, {})
     nested = spec is not None and spec.bodies is not None
     if not touches_buffers:
         try:
-            return eval_equation(eqn, invals, Mode.STAGED)
+            return Mode.STAGED.equation(eqn, invals, {})
         except NeedsHost:
             if not nested:
                 raise
@@ -629,12 +625,8 @@ class MaskedLoop(_CompiledLoop):
 
     def _learn(self, capacity: int, peaks: list[int]) -> None:
         """Capacities of their own (never shrinking) for body sizes that stayed well below the loop's."""
-        caps = {}
-        for var, peak in zip(self._tracked, peaks):
-            cap = max(bucket(peak), self._caps.get(var, 0))
-            if 4 * cap <= capacity:
-                caps[var] = cap
-        self._caps = caps
+        caps = {var: max(bucket(peak), self._caps.get(var, 0)) for var, peak in zip(self._tracked, peaks)}
+        self._caps = {var: cap for var, cap in caps.items() if 4 * cap <= capacity}
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
         """Room for a ``for_loop`` to append at each iteration unless too large; at least twice the size."""

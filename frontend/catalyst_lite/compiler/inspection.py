@@ -26,8 +26,7 @@ class LoopInfo:
 
 @dataclass(frozen=True)
 class SizeGenericInfo:
-    """The size-generic tier of a program: its ``status`` (a :class:`~.size_generic.Status`), the
-    ``reason`` it is unsupported, whether its executable was compiled before."""
+    """A program's size-generic tier: its ``status``, why it is unsupported, whether it was cached."""
 
     status: Any
     reason: str | None

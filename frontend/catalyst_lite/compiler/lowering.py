@@ -29,8 +29,7 @@ __all__ = ["program_to_mlir", "Workspace"]
 
 
 def program_to_mlir(program: Program, name: str) -> str:
-    """StableHLO text (a module ``name`` with a public ``@main``) of a traced program; ``TypeError``
-    for anything else, ``ValueError`` when it cannot be shown (e.g. it has side effects)."""
+    """StableHLO text of a traced ``program`` (``ValueError``: not showable, e.g. side effects)."""
     if not isinstance(program, Program):
         raise TypeError(f"program_to_mlir expects a Program, got {type(program).__name__}")
     return lower_jaxpr_to_stablehlo(program.closed_jaxpr, name)

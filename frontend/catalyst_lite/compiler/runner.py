@@ -27,7 +27,7 @@ from ..jax_extras.literals import literals_by_value
 from .compilation import Specialization
 from .options import RunnerOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
-from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_equation, eval_jaxpr
+from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_jaxpr
 
 __all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Speculation", "record_replay", "MAX_MISSES"]
 
@@ -107,7 +107,7 @@ class SegmentedProgram:
         step, recorder = self.step, current_context().replays
         if recorder is not None:
             recorder.step = None
-        outs = eval_equation(step, [read(v) for v in step.invars], Mode.HOST)
+        outs = Mode.HOST.equation(step, [read(v) for v in step.invars], {})
         if recorder is not None:
             left, recorder.step = recorder.step, None
             if left is not None and left[0] is step.params:
@@ -300,8 +300,7 @@ class JaxprRunner:
                               f"{self.name} at sizes {key}")
 
     def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
-        """Compile ``key``'s XLA executable, then make it the one calls use (none waits for it);
-        nothing is kept when the function's cache was cleared since ``generation``, if given."""
+        """Compile ``key``'s XLA executable, then let calls use it (unless cleared since ``generation``)."""
         if (key, False) in self._executables or generation not in (None, self.options.cache.generation):
             return
         with x64_scope():  # also on the background thread, which starts in 32-bit mode

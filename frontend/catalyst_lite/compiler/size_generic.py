@@ -38,8 +38,7 @@ class Status(enum.Enum):
 
 
 class SizeGenericTier:
-    """The size-generic executable of a :class:`~.specialize.JaxprRunner`'s program, and which calls
-    it serves: :meth:`run` gives a call's outputs, or ``None`` when XLA is to run it."""
+    """The size-generic executable of a runner's program: :meth:`run` serves a call, or ``None``."""
 
     CALLS_BEFORE_XLA = 2  # calls at a size after which XLA compiles it (in the background)
     REMEMBERED_SIZES = 4096  # sizes remembered (calls counted, sizes checked) before forgetting

@@ -193,10 +193,6 @@ def _is_size_arithmetic(eqn: Any) -> bool:
     return not _keys_on_operands(eqn.primitive) and bool(outs) and all(map(_is_index_scalar, outs))
 
 
-def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
-    return mode.equation(eqn, invals, {})
-
-
 # Errors that are already clear, or that drive the specialization itself.
 _UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntimeError)
 
@@ -253,8 +249,7 @@ def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any
 
 
 def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
-    """Positions of ``jaxpr``'s integer inputs whose values determine some size in it (a boolean
-    input that decides a size stays host-driven): a specialization is keyed on these."""
+    """Positions of ``jaxpr``'s integer inputs some size depends on: specializations key on them."""
     needed = _size_values(jaxpr)
     return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and is_int_scalar(v))
 
