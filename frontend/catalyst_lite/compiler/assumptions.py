@@ -60,11 +60,7 @@ class SizeInputs:
     def of(cls, axis_names: Sequence[Hashable], dim_sources: Sequence[Sequence[tuple[int, int]]],
            leaf_names: Sequence[str], integer_leaves: Sequence[bool]) -> SizeInputs:
         """The inputs of a program with these abstracted axes (read from ``(leaf, axis)`` pairs) and
-        flat arguments (``integer_leaves``: which are integer scalars).
-
-        >>> SizeInputs.of(["n"], [[(0, 0)]], ["'x'", "'k'"], [False, True]).sources
-        ("axis 0 of argument 'x'", "argument 'x'", "argument 'k'")
-        """
+        flat arguments (``integer_leaves``: which are integer scalars)."""
         axes = [f"axis {axis} of argument {leaf_names[leaf]}" for (leaf, axis), *_ in dim_sources]
         sources = (*axes, *(f"argument {n}" for n in leaf_names))
         integers = {len(axis_names) + j for j, is_int in enumerate(integer_leaves) if is_int}

@@ -47,12 +47,11 @@ def cache_dir() -> Path | None:
 
 def cpu_features() -> str:
     """This CPU's instruction-set features, which compiled code may use (a model name covers several)."""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                name, _, value = line.partition(":")
-                if name.strip() in ("flags", "Features"):
-                    return " ".join(sorted(value.split()))
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name.strip() in ("flags", "Features"):
+                return " ".join(sorted(value.split()))
     return f"{platform.machine()} {platform.processor()}"
 
 

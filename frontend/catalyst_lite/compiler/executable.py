@@ -38,8 +38,7 @@ class Executable:
         self.runner = JaxprRunner(program.jaxpr, options.report.name or "jaxpr", self.options)
         self.runner.donated = donated  # jaxpr inputs whose buffers calls may reuse (donate_argnums)
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
-        # Constants drawn anew for every call, by position among the jaxpr's constants.
-        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)
+        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)  # drawn at every call
 
     @property
     def facts(self):

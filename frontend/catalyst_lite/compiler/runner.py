@@ -416,9 +416,7 @@ class JaxprRunner:
         """The whole program at ``key``, its host steps replayed (``None``: it cannot be, or ``refused``)."""
         known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
         kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
-
-        def stage(overrides: Mapping[Any, Callable], finish: Callable) -> Callable:
-            return self._staged_function(key, False, overrides, finish, known)
+        stage = functools.partial(self._staged_function, key, False, known=known)  # (overrides, finish)
 
         def missed(dynamic_args: Sequence[Any]) -> list[Any]:
             args = self._arguments(zip(self.static_positions, key), zip(self.dynamic_positions, dynamic_args))

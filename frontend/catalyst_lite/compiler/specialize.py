@@ -7,6 +7,7 @@ mode on capacity buffers. A primitive's rules are its :class:`~..jax_extras.rule
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -119,13 +120,10 @@ _ALWAYS_FITS_BYTES = 1 << 26
 
 def available_memory() -> int:
     """Bytes the process can still allocate: Linux's ``MemAvailable``, else the physical memory size."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):
