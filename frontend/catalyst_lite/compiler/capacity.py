@@ -139,9 +139,7 @@ def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
             result = lax.dynamic_update_slice_in_dim(result, x, start, axis)
         else:
             shift = offset - start  # > 0 only where the window was shifted back
-            shape = [1] * result.ndim
-            shape[axis] = width
-            position = jnp.arange(width).reshape(shape)
+            position = jnp.expand_dims(jnp.arange(width), [a for a in range(result.ndim) if a != axis])
             part = jnp.take(x, jnp.clip(jnp.arange(width) - shift, 0, width - 1), axis=axis, mode="clip")
             old = lax.dynamic_slice_in_dim(result, start, width, axis)
             keep = (position >= shift) & (position < shift + length)

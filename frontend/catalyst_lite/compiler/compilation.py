@@ -5,6 +5,7 @@ threads: XLA's for sizes that come back to the size-generic tier (:mod:`.size_ge
 from __future__ import annotations
 
 import atexit
+import contextlib
 import queue
 import threading
 import time
@@ -85,9 +86,8 @@ class _BackgroundCompiler:
                     self._thread = None  # idle: the next submit starts a new thread
                     return
             try:
-                task()
-            except Exception:
-                pass  # background work is never required
+                with contextlib.suppress(Exception):  # background work is never required
+                    task()
             finally:
                 task = None  # it holds its program: not kept while waiting for the next
                 self._tasks.task_done()
@@ -96,12 +96,10 @@ class _BackgroundCompiler:
         self._tasks.join()
 
     def _discard_pending(self, finish_in_progress: bool) -> None:
-        while True:
-            try:
+        with contextlib.suppress(queue.Empty):
+            while True:
                 self._tasks.get_nowait()
-            except queue.Empty:
-                break
-            self._tasks.task_done()
+                self._tasks.task_done()
         if finish_in_progress:
             self._tasks.join()
 

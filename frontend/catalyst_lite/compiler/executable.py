@@ -47,9 +47,8 @@ class Executable:
 
     def describe(self) -> ProgramInfo:
         runner, tier = self.runner, self.runner.size_generic
-        loops = compiled_loops(runner.kept())
         return ProgramInfo(
-            jaxpr=self.program.closed_jaxpr, facts=self.program.facts, loops=tuple(loops),
+            jaxpr=self.program.closed_jaxpr, facts=self.facts, loops=tuple(compiled_loops(runner.kept())),
             size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
             fresh_consts=len(self.fresh_consts), **runner.describe(),
         )
@@ -101,9 +100,8 @@ class FastCall:
         # jax.Arrays keep their dtype whatever the x64 mode; NumPy arrays and numbers do not.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
         # A speculation takes Python ints as static values.
-        self.speculation_needs_x64 = not all(
-            isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions
-        )
+        self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int
+                                             for i in positions)
         self.results = _results_function(executable.program)
         # The constants the executable takes before the leaves, when it takes every leaf as it is
         # and returns exactly the results: then the function's dispatcher can run it.

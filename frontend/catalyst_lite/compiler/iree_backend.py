@@ -93,9 +93,8 @@ class LoweredProgram:
 
     def compile(self) -> bytes:
         """Compile in an ``iree-compile`` subprocess and cache the module (:class:`Cancelled` at exit)."""
-        options = iree_compiler_tools.CompilerOptions(
-            target_backends=["llvm-cpu"], input_type="stablehlo", extra_args=list(COMPILE_FLAGS)
-        )
+        options = iree_compiler_tools.CompilerOptions(target_backends=["llvm-cpu"], input_type="stablehlo",
+                                                      extra_args=list(COMPILE_FLAGS))
         with TempFileSaver.implicit() as saver:  # saves IREE's temporaries if IREE_SAVE_TEMPS asks
             command = iree_compiler_tools.build_compile_command_line("-", saver, options)
             returncode, vmfb, stderr = _compiler_subprocesses.run(command, self.text.encode())

@@ -70,9 +70,6 @@ class ExecutableCache:
         """The keys of the executables held, least recently used first."""
         return [key for _, key in list(self._entries.values())]
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
 
 @dataclass(frozen=True)
 class RunnerOptions:

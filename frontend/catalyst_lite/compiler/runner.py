@@ -31,8 +31,7 @@ from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_in
 
 __all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Speculation", "record_replay", "MAX_MISSES"]
 
-# A replay: the host step's operands -> (its results at the predicted sizes, flags, traced or known,
-# that hold when the prediction does).
+# A replay: a host step's operands -> (its results at the predicted sizes, flags of the prediction).
 Replay = Callable[[list[Any]], tuple[list[Any], list[Any]]]
 
 
@@ -171,8 +170,7 @@ class Speculation:
         return spec.final, self._kept, frozenset(self._sizes)
 
     def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
-        kept = self._kept
-        return dynamic_args if kept is None else [dynamic_args[j] for j in kept]
+        return dynamic_args if self._kept is None else [dynamic_args[j] for j in self._kept]
 
     def lower(self, dynamic_args: Sequence[Any]) -> None:
         """Stage and lower (raises ``NeedsHost`` when a host step left no replay)."""
@@ -242,10 +240,8 @@ class JaxprRunner:
         values = dict(itertools.chain(*placed))
         return [values.get(i) for i in range(len(self.jaxpr.invars))]
 
-    def _staged_function(self, key: tuple[int, ...], reverse: bool = False,
-                         overrides: Mapping[Any, Callable] | None = None,
-                         finish: Callable[[list[Any]], list[Any]] = list,
-                         known: Mapping[int, int] | None = None) -> Callable:
+    def _staged_function(self, key: tuple[int, ...], reverse: bool = False, overrides: Mapping | None = None,
+                         finish: Callable = list, known: Mapping[int, int] | None = None) -> Callable:
         """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs not ``known``."""
         static = {**dict(zip(self.static_positions, key)), **(known or {})}
         positions = tuple(i for i in self.dynamic_positions if i not in static)

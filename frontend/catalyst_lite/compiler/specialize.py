@@ -234,9 +234,7 @@ def _folded(value: Any, dtype: Any) -> Any:
     """A known index scalar as a host value that binds back as its own type: a Python ``int`` (which
     keeps later sizes static) or ``bool``, a NumPy scalar when 32 bits (StableHLO requires them)."""
     host = np.asarray(value).item()
-    if np.dtype(type(host)) == np.dtype(dtype):
-        return host
-    return np.dtype(dtype).type(host)
+    return host if np.dtype(type(host)) == np.dtype(dtype) else np.dtype(dtype).type(host)
 
 
 def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
