@@ -8,16 +8,7 @@ sizes), which most calls run; 2. a program **guided** by the call (comparisons d
 sizes), also when the generic trace fails after such a comparison; 3. a **static** program (the
 call's sizes as constants, as ``jax.jit``) when the guided trace fails too. Traces fall back only
 on :class:`~..jax_extras.patches.NeedsCallSizes` and on shapes that do not broadcast; when the
-static trace fails, the error names the sizes (:class:`~..errors.IncompatibleSizesError`).
-
->>> import numpy as np, jax.numpy as jnp
->>> from catalyst_lite import qjit
->>> @qjit(abstracted_axes={0: "n"})
-... def f(x):
-...     return jnp.diff(x)       # traced assuming n - 1 >= 0
->>> f(np.arange(4.0)).tolist(), f(np.arange(0.0)).tolist()   # n = 0: a program traced for it
-([1.0, 1.0, 1.0], [])
-"""
+static trace fails, the error names the sizes (:class:`~..errors.IncompatibleSizesError`)."""
 
 from __future__ import annotations
 

@@ -339,9 +339,7 @@ class Masked(Mode):
             raise Unmaskable(str(err)) from None
         except (TypeError, ValueError) as err:  # shapes that do not fit on buffers
             raise Unmaskable(f"{eqn.primitive}: {err}") from None
-        for var, value in zip(eqn.outvars, outs):
-            if not isinstance(var, DropVar):
-                env[var] = value
+        env.update((var, value) for var, value in zip(eqn.outvars, outs) if not isinstance(var, DropVar))
         for var in eqn.outvars:
             for d in getattr(var.aval, "shape", ()):
                 if isinstance(d, Var) and isinstance(env.get(d), Tracer):
@@ -549,9 +547,8 @@ class MaskedLoop(_CompiledLoop):
                 prefix = [] if predicate is not None else [lower + k * step]
                 outs = masked_eval(body_jaxpr, [*consts, *dims, *prefix, *buffers], checks)
                 new_dims, new_buffers = outs[:nimplicit], outs[nimplicit:]
-                for d in new_dims:
-                    checks.fits.append(d <= capacity)
-                    checks.valid.append(d >= 0)
+                checks.fits += [d <= capacity for d in new_dims]
+                checks.valid += [d >= 0 for d in new_dims]
                 return (checks, [jnp.asarray(d, jnp.int64) for d in new_dims],
                         [_fitted(n, o) for n, o in zip(new_buffers, buffers)])
 
@@ -567,8 +564,7 @@ class MaskedLoop(_CompiledLoop):
             def body(state):
                 k, dims, buffers, _, peaks = state
                 checks, dims, buffers = advance(k, dims, buffers)
-                fits, valid = checks.all(checks.fits), checks.all(checks.valid)
-                learned = checks.all(checks.fits_learned)
+                fits, valid, learned = map(checks.all, (checks.fits, checks.valid, checks.fits_learned))
                 status = jnp.where(fits & valid & learned, DONE,
                                    jnp.where(valid, jnp.where(fits, RELEARN, OVERFLOW), INVALID)).astype(jnp.int32)
                 if learn and self._tracked:

@@ -165,9 +165,7 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
         except NeedsHost as err:
             err.equation = (jaxpr, index)  # the outermost jaxpr's, where segmentation splits
             raise
-        for var, value in zip(eqn.outvars, outvals or ()):
-            if not isinstance(var, DropVar):
-                env[var] = value
+        env.update((v, x) for v, x in zip(eqn.outvars, outvals or ()) if not isinstance(v, DropVar))
     return [read(v) for v in jaxpr.outvars]
 
 
