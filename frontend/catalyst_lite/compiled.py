@@ -48,13 +48,13 @@ from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
-from .compiler.boundary import call_from_transformation
+from .compiler.executable import call_from_transformation
 from .compiler.executable import Executable, FastCall, register_function_compiler
 from .compiler.inspection import FunctionInfo
 from .compiler.lowering import program_to_mlir
 from .compiler.options import DEFAULT_CACHE_SIZE, ExecutableCache, RunnerOptions
 from .compiler.specialize import NeedsHost
-from .compiler.workspace import Workspace
+from .compiler.lowering import Workspace
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
@@ -486,6 +486,7 @@ class QJIT:
             if not is_concrete_value(leaves[k]):
                 raise _size_argument_not_known(self.name, names[k])
         if any(isinstance(x, Tracer) for x in leaves):
+            # Inside jax.grad/jvp/vmap/jit: adapt to the caller's types (see compiler.executable).
             with self._naming_size_arguments(executable, implicit, leaves, names):
                 return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves), None, True
         repeated = None

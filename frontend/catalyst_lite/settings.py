@@ -1,7 +1,7 @@
 """Process-wide settings applied when catalyst_lite is imported, as Catalyst does: ``import
 catalyst`` switches on ``jax_enable_x64``, and so does importing catalyst_lite, unless
 ``CATALYST_LITE_ENABLE_X64=0`` (qjit programs then still compute in 64 bits, their results cast to
-your types by ``compiler.boundary``)."""
+your types by ``compiler.executable.call_from_transformation``)."""
 
 from __future__ import annotations
 

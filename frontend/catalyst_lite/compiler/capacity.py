@@ -1,25 +1,10 @@
 """Capacity buffers: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
 
-Each carried array is stored in a buffer of a fixed capacity along every resizable axis, its true
-size carried alongside. :func:`masked_eval` runs the body on the buffers: elementwise operations
-on the whole buffer (what lies beyond the true size is never read back), the operations that move
-elements along a resizable axis by true sizes, so results are those at exact sizes, bit for bit.
-:class:`MaskedLoop` stops early when an iteration would exceed the capacity (the host re-enters
-with a larger one) or breaks an assumption (the rest runs per size, which reports it). A body
-:func:`masked_eval` cannot run raises :class:`Unmaskable`: the loop runs per size. See
-docs/architecture.md, "2. Specialize".
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, for_loop
->>> @qjit
-... def grow(n: int):
-...     @for_loop(0, n, 1, allow_array_resizing=True)
-...     def step(i, a):
-...         return jnp.concatenate([a, a[-1:] * 0.5 + i])
-...     return step(jnp.ones([1]))
->>> grow(3).tolist()   # one compilation for every n whose sizes fit the first capacity
-[1.0, 0.5, 1.25, 2.625]
-"""
+Each carried array lives in a buffer of fixed capacity along its resizable axes, its true size
+carried alongside; :func:`masked_eval` runs the body on the buffers with results bit for bit those
+at exact sizes. A loop stops early when it would exceed the capacity (the host re-enters with a
+larger one) or break an assumption (the rest runs per size); a body that cannot run so raises
+:class:`Unmaskable`. See docs/architecture.md, "2. Specialize"."""
 
 from __future__ import annotations
 
@@ -41,20 +26,16 @@ from .inspection import LoopInfo
 from .loop_body import LoopBody
 from .reverse_mode import reverse_mode_requested
 from .runner import kept_by_program
-from .specialize import (
-    Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_equation, eval_jaxpr,
-    sizes_follow_from_inputs,
-)
+from .specialize import (Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_jaxpr,
+                         sizes_follow_from_inputs)
 
-__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Masked",
-           "MaskedLoop", "Prediction", "BoundedScan", "run_compiled", "compiled_loops", "runs_on_buffers",
-           "sized_in_body", "capacity_for"]
+__all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Prediction", "run_compiled",
+           "compiled_loops", "capacity_for"]
 
 MIN_CAPACITY = 16
 MAX_CAPACITY = 1 << 40
 FIRST_BUFFER_BYTES = 1 << 26
-# Statuses of a masked run: every iteration done, a capacity exceeded, an assumption broken, a
-# capacity learned from an earlier run exceeded.
+# A masked run's status: done, capacity exceeded, assumption broken, a learned capacity exceeded.
 DONE, OVERFLOW, INVALID, RELEARN = 0, 1, 2, 3
 
 
@@ -67,28 +48,18 @@ class _TooSmall(Exception):
 
 
 def bucket(size: int) -> int:
-    """The power of two holding ``size`` elements (a learned capacity).
-
-    >>> bucket(0), bucket(1), bucket(3)
-    (1, 1, 4)
-    """
+    """The power of two holding ``size`` elements (a learned capacity)."""
     return 1 << max(0, int(size) - 1).bit_length()
 
 
 def capacity_for(size: int) -> int:
-    """The capacity bucket holding ``size`` elements: a power of two, at least :data:`MIN_CAPACITY`.
-
-    >>> capacity_for(0), capacity_for(16), capacity_for(17)
-    (16, 16, 32)
-    """
+    """The capacity bucket holding ``size`` elements: a power of two, at least :data:`MIN_CAPACITY`."""
     return max(MIN_CAPACITY, bucket(size))
 
 
 @dataclass
 class Checks:
-    """What a masked evaluation found about its sizes (traced booleans). An axis of a traced
-    size ``d`` is stored at ``caps[d]`` (learned from earlier runs: the length of ``a[-1:]`` is
-    at most 1) or else at the loop's ``capacity``."""
+    """What a masked evaluation found about its traced sizes, each stored at ``caps[d]`` or ``capacity``."""
 
     capacity: int
     caps: dict[Any, int] = field(default_factory=dict)
@@ -109,65 +80,43 @@ class Checks:
         return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
 
 
-# --- the masked interpreter ---------------------------------------------------------------------
+_ELEMENTWISE = frozenset(getattr(lax, f"{name}_p") for name in (
+    "abs acos acosh add and asin asinh atan atan2 atanh cbrt ceil clamp complex conj "
+    "convert_element_type copy cos cosh digamma div eq erf erf_inv erfc exp exp2 expm1 floor ge gt "
+    "imag integer_pow is_finite le lgamma log log1p logistic lt max min mul ne neg nextafter not or "
+    "population_count pow real reduce_precision rem round rsqrt select_n shift_left "
+    "shift_right_arithmetic shift_right_logical sign sin sinh sqrt square sub tan tanh xor"
+).split())
 
-_ELEMENTWISE = frozenset((
-    lax.abs_p, lax.acos_p, lax.acosh_p, lax.add_p, lax.and_p, lax.asin_p, lax.asinh_p, lax.atan_p, lax.atan2_p,
-    lax.atanh_p, lax.cbrt_p, lax.ceil_p, lax.clamp_p, lax.complex_p, lax.conj_p, lax.convert_element_type_p,
-    lax.copy_p, lax.cos_p, lax.cosh_p, lax.digamma_p, lax.div_p, lax.eq_p, lax.erf_p, lax.erf_inv_p, lax.erfc_p,
-    lax.exp_p, lax.exp2_p, lax.expm1_p, lax.floor_p, lax.ge_p, lax.gt_p, lax.imag_p, lax.integer_pow_p,
-    lax.is_finite_p, lax.le_p, lax.lgamma_p, lax.log_p, lax.log1p_p, lax.logistic_p, lax.lt_p, lax.max_p,
-    lax.min_p, lax.mul_p, lax.ne_p, lax.neg_p, lax.nextafter_p, lax.not_p, lax.or_p, lax.population_count_p,
-    lax.pow_p, lax.real_p, lax.reduce_precision_p, lax.rem_p, lax.round_p, lax.rsqrt_p, lax.select_n_p,
-    lax.shift_left_p, lax.shift_right_arithmetic_p, lax.shift_right_logical_p, lax.sign_p, lax.sin_p,
-    lax.sinh_p, lax.sqrt_p, lax.square_p, lax.sub_p, lax.tan_p, lax.tanh_p, lax.xor_p,
-))
 
 def _size(d: Any, env: dict) -> Any:
     return env[d] if isinstance(d, Var) else d
 
 
 def _padded(atom: Any, env: dict) -> tuple[bool, ...]:
-    """Which axes of ``atom`` are stored at the capacity (their size is traced)."""
+    """Which axes of ``atom`` are stored at a capacity (their size is traced)."""
     shape = getattr(atom.aval, "shape", ())
     return tuple(isinstance(d, Var) and isinstance(env.get(d), Tracer) for d in shape)
 
 
 def buffer_shape(aval: Any, env: dict, checks: Checks) -> tuple[int, ...]:
     """The shape in which a value of type ``aval`` is stored: each traced size at its capacity."""
-    shape = []
-    for d in getattr(aval, "shape", ()):
-        value = env.get(d) if isinstance(d, Var) else d
-        shape.append(checks.cap_of(d) if isinstance(value, Tracer) else int(value))
-    return tuple(shape)
+    values = [(d, env.get(d) if isinstance(d, Var) else d) for d in getattr(aval, "shape", ())]
+    return tuple(checks.cap_of(d) if isinstance(value, Tracer) else int(value) for d, value in values)
 
 
 def conformed(x: Any, shape: tuple[int, ...]) -> Any:
-    """``x`` padded or cut to ``shape`` (operands of one elementwise operation whose sizes are
-    equal but stored at different capacities)."""
+    """``x`` padded or cut to ``shape`` (equal sizes stored at different capacities)."""
     if np.shape(x) == shape or np.ndim(x) != len(shape):
         return x
     x = lax.slice(x, (0,) * len(shape), tuple(min(n, m) for n, m in zip(x.shape, shape)))
     return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
 
 
-def _along(x: Any, axis: int, index: Any) -> Any:
-    """``x`` indexed by the vector ``index`` along ``axis`` (indices already in range)."""
-    return jnp.take(x, index, axis=axis, mode="clip")
-
-
-def _window(x: Any, axis: int, start: Any, out_len: int) -> Any:
-    """``out_len`` elements of ``x`` from ``start`` along ``axis``."""
-    index = jnp.clip(start + jnp.arange(out_len), 0, x.shape[axis] - 1)
-    return _along(x, axis, index)
-
-
 def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Each operand written at the sum of the true sizes before it. The first is the result's
-    buffer (appending writes in place); each other one, stored at a capacity ``c`` (its size,
-    if static), is written as a window of ``c`` elements: O(c), so appending stays cheap. A
-    window that would reach beyond the buffer is shifted back, the operand with it, and what it
-    holds beyond the operand's true size is kept from the buffer."""
+    """Each operand written at the sum of the true sizes before it, the first in place, the others
+    as windows of their buffer's width (appending stays cheap); a window reaching beyond the
+    buffer is shifted back, and what lies beyond the operand's true size is kept from the buffer."""
     axis = eqn.params["dimension"]
     if not any(_padded(v, env)[axis] for v in (*eqn.invars, *eqn.outvars)):
         return [lax.concatenate(invals, axis)]
@@ -190,10 +139,8 @@ def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
             result = lax.dynamic_update_slice_in_dim(result, x, start, axis)
         else:
             shift = offset - start  # > 0 only where the window was shifted back
-            shape = [1] * result.ndim
-            shape[axis] = width
-            position = jnp.arange(width).reshape(shape)
-            part = _along(x, axis, jnp.clip(jnp.arange(width) - shift, 0, width - 1))
+            position = jnp.expand_dims(jnp.arange(width), [a for a in range(result.ndim) if a != axis])
+            part = jnp.take(x, jnp.clip(jnp.arange(width) - shift, 0, width - 1), axis=axis, mode="clip")
             old = lax.dynamic_slice_in_dim(result, start, width, axis)
             keep = (position >= shift) & (position < shift + length)
             result = lax.dynamic_update_slice_in_dim(result, jnp.where(keep, part, old), start, axis)
@@ -201,10 +148,11 @@ def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
     return [result]
 
 
-def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequence[Any], env: dict,
-                  checks: Checks) -> Any:
-    """``dynamic_slice``'s semantics on a buffer: each start clamped to ``[0, size - length]``
-    with the operand's true size, then ``length`` elements from there."""
+def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], traced_lengths: Sequence[Any], env: dict,
+                  checks: Checks) -> list[Any]:
+    """``dynamic_slice`` on a buffer: each start clamped to ``[0, size - length]`` by true sizes."""
+    traced_lengths = iter(traced_lengths)
+    lengths = [next(traced_lengths) if d is None else d for d in eqn.params["slice_sizes"]]
     out = operand
     padded_in, padded_out = _padded(eqn.invars[0], env), _padded(eqn.outvars[0], env)
     for axis, (start, length) in enumerate(zip(starts, lengths)):
@@ -214,21 +162,18 @@ def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], lengths: Sequen
         size = _size(eqn.invars[0].aval.shape[axis], env)
         clamped = jnp.clip(start, 0, jnp.maximum(size - length, 0))
         out_len = checks.cap_of(eqn.outvars[0].aval.shape[axis]) if padded_out[axis] else int(length)
-        out = _window(out, axis, clamped, out_len)
-    return out
+        index = jnp.clip(clamped + jnp.arange(out_len), 0, out.shape[axis] - 1)
+        out = jnp.take(out, index, axis=axis, mode="clip")
+    return [out]
 
 
 def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    operand, rest = invals[0], invals[1:]
-    ndim = operand.ndim
-    starts, dyn = rest[:ndim], iter(rest[ndim:])
-    lengths = [next(dyn) if d is None else d for d in eqn.params["slice_sizes"]]
-    return [_slice_window(eqn, operand, starts, lengths, env, checks)]
+    ndim = invals[0].ndim
+    return _slice_window(eqn, invals[0], invals[1 : ndim + 1], invals[ndim + 1 :], env, checks)
 
 
 def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """The gathers ``jax.numpy`` makes of slices with traced bounds (one window, every axis an
-    offset axis); others are :class:`Unmaskable`."""
+    """The gathers ``jax.numpy`` makes of slices with traced bounds; others by :func:`_indexed_gather`."""
     params = eqn.params
     dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
     ndim = operand.ndim
@@ -240,17 +185,13 @@ def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     )
     if not slice_like:
         return _indexed_gather(eqn, invals, env, checks)
-    dyn = iter(invals[2:])
-    lengths = [next(dyn) if d is None else d for d in params["slice_sizes"]]
-    starts = [indices[k] for k in range(ndim)]
-    return [_slice_window(eqn, operand, starts, lengths, env, checks)]
+    return _slice_window(eqn, operand, [indices[k] for k in range(ndim)], invals[2:], env, checks)
 
 
 def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Other gathers (``a[idx]``, ``jnp.take``), with indices of static shape: each start index
-    along a resizable axis is clamped to the true size (clamping modes) or, beyond it, moved
-    beyond the buffer too (filling mode), as at exact sizes; a resizable axis that is not
-    indexed is taken whole (at its capacity)."""
+    """Other gathers (``a[idx]``, ``jnp.take``) with indices of static shape: start indices along
+    resizable axes clamped by true sizes (or, filling, moved beyond the buffer), as at exact
+    sizes; a resizable axis not indexed is taken whole."""
     params = eqn.params
     dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
     mode = str(params["mode"])
@@ -295,8 +236,7 @@ def _shaped(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _true_part(x: Any, atom: Any, axes: Sequence[int], fill: Any, env: dict) -> Any:
-    """``x`` with what lies beyond the true size along each resizable axis in ``axes``
-    replaced by ``fill`` (what a buffer holds there is whatever an earlier step left)."""
+    """``x`` with ``fill`` beyond the true size along each resizable axis in ``axes``."""
     padded = _padded(atom, env)
     for axis in axes:
         if padded[axis]:
@@ -323,9 +263,8 @@ def _identity(primitive: Primitive, dtype: Any) -> Any:
 
 
 def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """A reduction along resizable axes: the padding is first filled with the reduction's
-    identity, so it reduces the true elements only (a sum may round differently from one at
-    the exact size, as its summation order may differ)."""
+    """A reduction along resizable axes, the padding filled with its identity (a sum may round
+    differently from one at the exact size: its summation order may differ)."""
     operand = eqn.invars[0]
     axes = eqn.params["axes"]
     x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
@@ -333,8 +272,7 @@ def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[A
 
 
 def _dot_general(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """A contraction along resizable axes: both operands' padding zeroed (one alone would let
-    ``0 * inf`` of the other's padding through)."""
+    """A contraction along resizable axes, both operands' padding zeroed (else ``0 * inf`` leaks)."""
     (lhs_c, rhs_c), _ = eqn.params["dimension_numbers"]
     lhs = _true_part(invals[0], eqn.invars[0], lhs_c, 0, env)
     rhs = _true_part(invals[1], eqn.invars[1], rhs_c, 0, env)
@@ -365,42 +303,33 @@ def _elementwise(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list
 _REDUCTIONS = (lax.reduce_sum_p, lax.reduce_max_p, lax.reduce_min_p, lax.reduce_prod_p, lax.reduce_and_p,
                lax.reduce_or_p, lax.reduce_xor_p, lax.argmax_p, lax.argmin_p)
 
-# JAX's operations along a resizable axis: elementwise on whole buffers, the others indexing by
-# true sizes or keeping buffers as they are (their specs hold only this rule).
+# JAX's operations along a resizable axis (their specs hold only this rule).
 for _primitive, _rule in {
     lax.concatenate_p: _concatenate,
     lax.dynamic_slice_p: _dynamic_slice,
     lax.gather_p: _gather,
     lax.slice_p: _static_slice,
     lax.dot_general_p: _dot_general,
-    lax.transpose_p: _plain,
-    lax.squeeze_p: _plain,
-    lax.cumsum_p: _cumulative,
-    lax.cumprod_p: _cumulative,
-    lax.cummax_p: _cumulative,
-    lax.cummin_p: _cumulative,
     jit_p: _nested_call,
-    **{primitive: _reduction for primitive in _REDUCTIONS},
-    **{primitive: _elementwise for primitive in _ELEMENTWISE},
+    **dict.fromkeys((lax.transpose_p, lax.squeeze_p), _plain),
+    **dict.fromkeys((lax.cumsum_p, lax.cumprod_p, lax.cummax_p, lax.cummin_p), _cumulative),
+    **dict.fromkeys(_REDUCTIONS, _reduction),
+    **dict.fromkeys(_ELEMENTWISE, _elementwise),
 }.items():
     register_primitive(_primitive, PrimitiveSpec(masked=_rule))
 
 
 class Masked(Mode):
-    """:func:`~.specialize.eval_jaxpr` inside a ``jax.jit`` trace where sizes may be traced
-    integers: an axis whose size is traced is stored at its capacity (see :class:`Checks`). An
-    operation that cannot run so raises :class:`Unmaskable`."""
+    """:func:`~.specialize.eval_jaxpr` in a ``jax.jit`` trace, each axis of traced size at its capacity."""
 
     def __init__(self, checks: Checks):
-        super().__init__("MASKED")
         self.checks = checks
 
     def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any]:
         checks, spec = self.checks, spec_of(eqn.primitive)
         if spec is not None and spec.size_check is not None and any(
                 isinstance(x, Tracer) and not np.shape(x) for x in invals):
-            # A size assumption or requirement on traced sizes joins the validity checks (a broken
-            # one hands the iteration to exact execution, which reports it).
+            # A broken one hands the iteration to exact execution, which reports it.
             checks.valid.append(spec.size_check(*invals, **eqn.params))
             return []
         touches_buffers = any(any(_padded(v, env)) for v in eqn.invars if not isinstance(v, Literal))
@@ -410,9 +339,7 @@ class Masked(Mode):
             raise Unmaskable(str(err)) from None
         except (TypeError, ValueError) as err:  # shapes that do not fit on buffers
             raise Unmaskable(f"{eqn.primitive}: {err}") from None
-        for var, value in zip(eqn.outvars, outs):
-            if not isinstance(var, DropVar):
-                env[var] = value
+        env.update((var, value) for var, value in zip(eqn.outvars, outs) if not isinstance(var, DropVar))
         for var in eqn.outvars:
             for d in getattr(var.aval, "shape", ()):
                 if isinstance(d, Var) and isinstance(env.get(d), Tracer):
@@ -421,7 +348,7 @@ class Masked(Mode):
 
 
 def masked_eval(jaxpr: Any, args: Sequence[Any], checks: Checks) -> list[Any]:
-    """Evaluate ``jaxpr`` (inside a ``jax.jit`` trace) on capacity buffers (see :class:`Masked`)."""
+    """Evaluate ``jaxpr`` inside a ``jax.jit`` trace on capacity buffers."""
     return eval_jaxpr(jaxpr, args, Masked(checks))
 
 
@@ -432,11 +359,11 @@ def _masked_equation(eqn: Any, spec: Any, invals: list[Any], env: dict, checks: 
         ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
         if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
             return _shaped(eqn, invals, env, checks)
-        return eval_equation(eqn, invals, Mode.STAGED)
+        return Mode.STAGED.equation(eqn, invals, {})
     nested = spec is not None and spec.bodies is not None
     if not touches_buffers:
         try:
-            return eval_equation(eqn, invals, Mode.STAGED)
+            return Mode.STAGED.equation(eqn, invals, {})
         except NeedsHost:
             if not nested:
                 raise
@@ -446,15 +373,12 @@ def _masked_equation(eqn: Any, spec: Any, invals: list[Any], env: dict, checks: 
 
 
 def runs_on_buffers(operands: Sequence[Any]) -> bool:
-    """Whether a resizing loop on these operands may run on capacity buffers: not in reverse
-    mode (its ``while`` loop cannot be transposed), on concrete values."""
+    """Whether a resizing loop may run on capacity buffers: on concrete values, not in reverse mode."""
     return not reverse_mode_requested() and not any(isinstance(x, Tracer) for x in operands)
 
 
 def sized_in_body(body: Any, nimplicit: int) -> bool:
-    """Whether a loop body runs on capacity buffers: it resizes its carried arrays
-    (``nimplicit``), or makes arrays whose sizes it computes (``jnp.ones(i)`` of the index),
-    which no static-shape body holds for every iteration."""
+    """Whether a loop body needs capacity buffers: it resizes arrays or sizes them by computed sizes."""
     return bool(nimplicit) or bool(_size_variables(body)) or any(
         sized_in_body(inner, 0) for eqn in body.eqns if (spec := spec_of(eqn.primitive)) is not None
         and spec.bodies is not None for inner in spec.bodies(eqn.params)
@@ -462,35 +386,28 @@ def sized_in_body(body: Any, nimplicit: int) -> bool:
 
 
 def _size_variables(jaxpr: Any) -> list[Any]:
-    """The size variables of the values ``jaxpr``'s equations compute (nested calls included)."""
+    """The size variables of the values ``jaxpr``'s equations compute, nested calls included."""
     found: dict[Any, None] = {}
     for eqn in jaxpr.eqns:
-        for v in eqn.outvars:
-            for d in getattr(v.aval, "shape", ()):
-                if isinstance(d, Var):
-                    found.setdefault(d, None)
-        closed = eqn.params.get("jaxpr") if eqn.primitive is jit_p else None
-        if closed is not None:
-            found.update(dict.fromkeys(_size_variables(closed.jaxpr)))
+        shapes = [getattr(v.aval, "shape", ()) for v in eqn.outvars]
+        found.update((d, None) for shape in shapes for d in shape if isinstance(d, Var))
+        if eqn.primitive is jit_p:
+            found.update(dict.fromkeys(_size_variables(eqn.params["jaxpr"].jaxpr)))
     return list(found)
 
 
 def _fitted(x: Any, buffer: Any) -> Any:
-    """A body result as the carried buffer: its type (a result that is a literal of the body is a
-    Python number) and shape (a result of a static size is padded)."""
-    x, shape = jnp.asarray(x, buffer.dtype), buffer.shape
-    if x.shape == shape:
-        return x
-    if any(n > m for n, m in zip(x.shape, shape)):
+    """A body result (maybe a Python number, or of static size) as the carried buffer."""
+    x = jnp.asarray(x, buffer.dtype)
+    if any(n > m for n, m in zip(x.shape, buffer.shape)):
         raise _TooSmall()
-    return jnp.pad(x, [(0, m - n) for n, m in zip(x.shape, shape)])
+    return conformed(x, buffer.shape)
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """How a :class:`MaskedLoop` ran: at ``capacity``, with these values of the constants that
-    size its body, to the carried sizes ``dims``. :meth:`stage` runs it again inside a trace,
-    its results cut to ``dims``, with a flag that says whether ``dims`` are the true sizes."""
+    """How a :class:`MaskedLoop` ran: at ``capacity``, with these ``static`` values of the constants
+    that size its body, to the carried sizes ``dims``; :meth:`stage` replays it inside a trace."""
 
     loop: "MaskedLoop"
     capacity: int
@@ -501,12 +418,10 @@ class Prediction:
 
     def stage(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
-        """The loop's results, on buffers inside the trace, and flags (traced, or known booleans)
-        that hold when the prediction does."""
+        """The loop's results in the trace, and flags that hold when the prediction does."""
         loop, static = self.loop, dict(self.static)
         holds = [_equal((consts if tag == "body" else pred_consts)[k], v) for (tag, k), v in static.items()]
-        # Sizes that follow from known values are those this prediction found (its run had the
-        # same values, or the flags above fail): then they fit, as they did, and need no check.
+        # Sizes that follow from known values fit, as they did in the run: no check needed.
         known = loop.sizes_follow and self.fits and not any(isinstance(x, Tracer) for x in (*implicit, count, lower, step, *holds))
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
         run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
@@ -518,22 +433,18 @@ class Prediction:
 
 
 def _with_static(values: Sequence[Any], static: dict, tag: str) -> list[Any]:
-    """``values`` (of the predicate's or the body's inputs, ``tag``) with the ``static`` ones as
-    Python ints, so that the sizes they give are static."""
+    """``values`` (the predicate's or the body's inputs, ``tag``) with the ``static`` ones as ints."""
     return [static.get((tag, k), v) for k, v in enumerate(values)]
 
 
 def _equal(x: Any, value: int) -> Any:
-    """``x == value``: a traced flag, or a known ``bool`` when ``x`` is known."""
+    """``x == value``: a traced flag, or a ``bool`` when ``x`` is known."""
     return x == value if isinstance(x, Tracer) else bool(np.asarray(x) == value)
 
 
-# --- the loop -----------------------------------------------------------------------------------
-
 
 class _CompiledLoop:
-    """A loop compiled whole from the host, once per capacity and per value of the constants
-    that size its body (``static_consts``) or predicate (``static_pred``)."""
+    """A loop compiled whole, once per capacity and per value of the constants that size it."""
 
     def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
         self.primitive, self.body, self.predicate = primitive, body, predicate
@@ -544,8 +455,7 @@ class _CompiledLoop:
         self._lock = threading.Lock()
 
     def _static(self, pred_consts: Sequence[Any], consts: Sequence[Any], body_positions: Sequence[int]) -> tuple:
-        """The values of the inputs that size the predicate and the body (``body_positions`` of
-        ``consts``), as ``((tag, position), value)``: a loop is compiled per value."""
+        """The values of the inputs sizing the predicate and the body, as ``((tag, position), value)``."""
         return tuple((("predicate", k), int(pred_consts[k])) for k in self.static_pred) + tuple(
             (("body", k), int(consts[k])) for k in body_positions)
 
@@ -565,9 +475,8 @@ class MaskedLoop(_CompiledLoop):
         _, self._implicit, _, self._carried = body.groups
         first_carried = len(body.jaxpr.invars) - body.ncarried
         body = body.jaxpr
-        # Sizes computed inside the body, whose largest values each run reports: those that stay
-        # small get capacities of their own (see Checks).
-        ends = {d for v in body.outvars[: len(self._implicit)] if isinstance(v, Var) for d in (v,)}
+        # Sizes computed in the body whose peaks each run reports: small ones get their own capacity.
+        ends = {v for v in body.outvars[: len(self._implicit)] if isinstance(v, Var)}
         self._tracked = [d for d in _size_variables(body) if d not in ends and d not in self._implicit]
         self._caps: dict[Any, int] = {}
         # A for_loop whose sizes follow from its index, carried sizes and sizing constants.
@@ -576,19 +485,15 @@ class MaskedLoop(_CompiledLoop):
         self.unmaskable = bool(body.effects) or (predicate is not None and bool(predicate.jaxpr.effects))
 
     def describe(self) -> LoopInfo:
-        """This loop as :mod:`.inspection` shows it."""
         compiled = list(self._compiled)
         return LoopInfo("capacity buffers", str(self.primitive), not self.unmaskable, len(compiled),
                         frozenset(key[0] for key in compiled), tuple(self._caps.values()))
-
-    # --- buffers ----------------------------------------------------------------------------------
 
     def _padded_axes(self, var: Any) -> list[bool]:
         return [isinstance(d, Var) and d in self._implicit for d in var.aval.shape]
 
     def _pad(self, values: Sequence[Any], capacity: int) -> list[Any]:
-        """The carried values in buffers of ``capacity`` along their resizable axes: NumPy arrays
-        from the host, padded in the trace when staged again (:meth:`Prediction.stage`)."""
+        """The carried values in buffers of ``capacity`` (NumPy arrays, or padded in a trace)."""
         out = []
         for var, x in zip(self._carried, values):
             axes = self._padded_axes(var)
@@ -607,8 +512,7 @@ class MaskedLoop(_CompiledLoop):
         return out
 
     def _cut(self, buffers: Sequence[Any], dims: Sequence[int]) -> list[Any]:
-        """The carried values cut from their buffers to the carried sizes ``dims``: in the trace
-        (:meth:`Prediction.stage`), or from the host (the arrays a run returns)."""
+        """The carried values cut from their buffers to the carried sizes ``dims`` (in a trace or not)."""
         sizes = dict(zip(self._implicit, dims))
         out = []
         for var, b in zip(self._carried, buffers):
@@ -619,11 +523,9 @@ class MaskedLoop(_CompiledLoop):
                 out.append(jnp.asarray(np.asarray(b)[tuple(slice(0, n) for n in limits)]))
         return out
 
-    # --- the compiled loop ------------------------------------------------------------------------
-
     def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
-        """The loop at ``capacity``; ``learn``: also the largest value of each tracked size;
-        ``checked=False``: a ``for_loop`` whose sizes are known to fit, which checks nothing."""
+        """The loop at ``capacity``; ``learn``: also the peak of each tracked size; ``checked=False``:
+        a ``for_loop`` whose sizes are known to fit, which checks nothing."""
         body_jaxpr, predicate = self.body.jaxpr, self.predicate
         nimplicit = self.body.nimplicit
 
@@ -641,20 +543,17 @@ class MaskedLoop(_CompiledLoop):
             consts = _with_static(consts, static, "body")
 
             def advance(k, dims, buffers):
-                """One iteration on the buffers: its checks, carried sizes and buffers."""
                 checks = Checks(capacity, caps)
                 prefix = [] if predicate is not None else [lower + k * step]
                 outs = masked_eval(body_jaxpr, [*consts, *dims, *prefix, *buffers], checks)
                 new_dims, new_buffers = outs[:nimplicit], outs[nimplicit:]
-                for d in new_dims:
-                    checks.fits.append(d <= capacity)
-                    checks.valid.append(d >= 0)
+                checks.fits += [d <= capacity for d in new_dims]
+                checks.valid += [d >= 0 for d in new_dims]
                 return (checks, [jnp.asarray(d, jnp.int64) for d in new_dims],
                         [_fitted(n, o) for n, o in zip(new_buffers, buffers)])
 
             peaks = jnp.zeros(len(self._tracked) if learn else 0, jnp.int64)
             if not checked:
-                # Every size is known to fit (Prediction.stage): the iterations carry no checks.
                 dims, buffers = lax.fori_loop(0, count, lambda k, c: advance(k, *c)[1:], (list(dims), list(buffers)))
                 return count, dims, buffers, DONE, peaks
 
@@ -665,8 +564,7 @@ class MaskedLoop(_CompiledLoop):
             def body(state):
                 k, dims, buffers, _, peaks = state
                 checks, dims, buffers = advance(k, dims, buffers)
-                fits, valid = checks.all(checks.fits), checks.all(checks.valid)
-                learned = checks.all(checks.fits_learned)
+                fits, valid, learned = map(checks.all, (checks.fits, checks.valid, checks.fits_learned))
                 status = jnp.where(fits & valid & learned, DONE,
                                    jnp.where(valid, jnp.where(fits, RELEARN, OVERFLOW), INVALID)).astype(jnp.int32)
                 if learn and self._tracked:
@@ -678,19 +576,13 @@ class MaskedLoop(_CompiledLoop):
 
         return run
 
-    # --- driving it -------------------------------------------------------------------------------
-
     def run(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[int],
             carried: Sequence[Any], count: int = 0, lower: int = 0, step: int = 1
             ) -> tuple[Prediction | None, list[int], list[Any]]:
-        """Run the loop; return how it ran, as a :class:`Prediction` of its next runs (``None``
-        if it did not: it must run at exact sizes, as an assumption broke, the capacity would
-        not fit in memory, or the body is :class:`Unmaskable`), and the carried sizes and
-        values after it.
-
-        An iteration that exceeds the capacity stops the loop with its carry overwritten (no
-        copy of the old one is kept, which would cost a pass over every buffer per iteration):
-        the loop runs again from the start, at the capacity the growth so far predicts."""
+        """Run the loop: a :class:`Prediction` of how it ran (``None``: it must run at exact sizes),
+        the carried sizes and values after it. An iteration exceeding the capacity overwrote the
+        carry (a copy would cost a pass per iteration): the loop runs again from the start, at the
+        capacity the growth so far predicts."""
         static = self._static(pred_consts, consts, self.static_consts)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
@@ -714,7 +606,6 @@ class MaskedLoop(_CompiledLoop):
             if status == DONE:
                 peaks = np.asarray(peaks).tolist()
                 self._learn(capacity, peaks)
-                # Whether the sizes this run met fit the capacities learned from it.
                 fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
                 return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
                         new_dims, self._cut(buffers, new_dims))
@@ -727,19 +618,12 @@ class MaskedLoop(_CompiledLoop):
         return None, dims, list(carried)
 
     def _learn(self, capacity: int, peaks: list[int]) -> None:
-        """Capacities of their own for the sizes computed in the body that stayed well below the
-        loop's (at least those learned before: the largest value seen so far)."""
-        caps = {}
-        for var, peak in zip(self._tracked, peaks):
-            cap = max(bucket(peak), self._caps.get(var, 0))
-            if 4 * cap <= capacity:
-                caps[var] = cap
-        self._caps = caps
+        """Capacities of their own (never shrinking) for body sizes that stayed well below the loop's."""
+        caps = {var: max(bucket(peak), self._caps.get(var, 0)) for var, peak in zip(self._tracked, peaks)}
+        self._caps = {var: cap for var, cap in caps.items() if 4 * cap <= capacity}
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
-        """Room for a ``for_loop`` to grow by one element per iteration (appending, the common
-        case: one compilation), unless its buffers would then exceed :data:`FIRST_BUFFER_BYTES`;
-        at least twice the largest carried size."""
+        """Room for a ``for_loop`` to append at each iteration unless too large; at least twice the size."""
         small = capacity_for(2 * largest)
         if self.predicate is not None:
             return small
@@ -752,43 +636,21 @@ class MaskedLoop(_CompiledLoop):
         return max(small, large) if nbytes <= FIRST_BUFFER_BYTES else small
 
     def _grown(self, capacity: int, before: int, after: int, ran: int, count: int) -> int:
-        """The next capacity: room for the growth seen in the first ``ran`` iterations to go on
-        for all ``count`` of a ``for_loop`` (one re-entry for steady growth), at least twice the
-        last; four times the last for a ``while_loop``."""
+        """The next capacity: for a ``for_loop``, room for the growth seen in ``ran`` iterations to go
+        on for ``count`` (at least twice the last); four times the last for a ``while_loop``."""
         if self.predicate is None:
             predicted = before + math.ceil(max(after - before, 0) / ran * count)
             return max(2 * capacity, capacity_for(predicted + predicted // 8))
         return 4 * capacity
 
 
-# --- reverse mode: bounded scans ----------------------------------------------------------------
-
-
 class BoundedScan(_CompiledLoop):
-    """A loop whose carried sizes do not change, run in reverse mode for a trip count known at run
-    time. JAX transposes a loop only when its trip count is static (a ``scan``): this one is a
-    ``lax.scan`` over the count's capacity bucket, the steps beyond the count ``lax.cond``'s
-    identity branch, so one executable serves every count of its bucket (and each value of the
-    inputs that size the body); results are ``jax.grad`` of ``lax.fori_loop``'s with the count
-    static, bit for bit. A ``while_loop`` first runs forward once, compiled, to count.
-
-    >>> import jax.numpy as jnp
-    >>> from catalyst_lite import qjit, for_loop, grad
-    >>> @qjit
-    ... def g(x: float, n):  # a trip count in an array: known only at run time
-    ...     def f(x):
-    ...         @for_loop(0, n, 1)
-    ...         def step(i, a):
-    ...             return a * 0.5 + x
-    ...         return step(x)
-    ...     return grad(f)(x)
-    >>> float(g(1.0, jnp.asarray(3)))
-    1.875
-    """
+    """A loop of fixed carried sizes in reverse mode, its trip count known at run time: a ``lax.scan``
+    (which JAX transposes) over the count's capacity bucket, steps beyond the count ``lax.cond``'s
+    identity branch; a ``while_loop`` first runs forward once to count."""
 
     def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
         super().__init__(primitive, body, predicate)
-        # Sizes are static: the implicit ones, and the constants that size the body.
         self.static = tuple(sorted({*self.static_consts, *range(body.nconsts, body.nconsts + body.nimplicit)}))
         self.unsupported = False
 
@@ -831,16 +693,14 @@ class BoundedScan(_CompiledLoop):
         return count
 
     def describe(self) -> LoopInfo:
-        """This scan as :mod:`.inspection` shows it; the counters of ``while_loop``'s trip counts
-        are not counted."""
+        """This scan as :mod:`.inspection` shows it (trip count counters left out)."""
         buckets = [key[0] for key in list(self._compiled) if key[0] != "count"]
         return LoopInfo("bounded scan", str(self.primitive), not self.unsupported, len(buckets), frozenset(buckets))
 
     def run(self, fixed: Sequence[Any], carried: Sequence[Any], lower: int = 0, step: int = 1,
             count: int | None = None, pred_consts: Sequence[Any] = ()) -> list[Any] | None:
-        """The carried values after ``count`` iterations (a ``while_loop``: as many as its
-        predicate allows); ``fixed``: the constants and the implicit sizes. ``None`` when the
-        body cannot be staged so (a nested loop that itself needs the host)."""
+        """The carried values after ``count`` iterations (``None``: a ``while_loop``'s), ``fixed``
+        being the constants and implicit sizes; ``None`` when the body needs the host."""
         if self.unsupported:
             return None
         static = dict(self._static(pred_consts, fixed, self.static))
@@ -857,19 +717,14 @@ class BoundedScan(_CompiledLoop):
             return None
 
 
-# --- a host-driven loop, compiled ---------------------------------------------------------------
-
-def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | None, operands: Sequence[Any], replay: Callable[[Prediction], None],
-                 pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[Any],
-                 carried: Sequence[Any], count: int | None = None, lower: int = 0, step: int = 1
-                 ) -> list[Any] | None:
-    """A loop's host rule, compiled whole (``count``: a ``for_loop``'s trip count; a
-    ``while_loop``'s is ``None``): on capacity buffers when its body sizes arrays (a
-    :class:`MaskedLoop`; ``replay(prediction)`` then records how it ran, for speculation), or
-    in reverse mode, its sizes kept, as a :class:`BoundedScan`. Each is kept by the program
-    that runs it (it dies with that program's executables: ``cache_size``, ``clear_cache()``,
-    the function deleted). The loop's ``*implicit *carried`` results, or ``None``: run it
-    iteration by iteration."""
+def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | None, operands: Sequence[Any],
+                 replay: Callable[[Prediction], None], pred_consts: Sequence[Any], consts: Sequence[Any],
+                 implicit: Sequence[Any], carried: Sequence[Any], count: int | None = None, lower: int = 0,
+                 step: int = 1) -> list[Any] | None:
+    """A loop's host rule compiled whole (``count``: a ``for_loop``'s trip count, else ``None``): a
+    :class:`MaskedLoop` when its body sizes arrays (``replay(prediction)`` records how it ran), or
+    in reverse mode a :class:`BoundedScan`, each kept by the program running it. The loop's
+    ``*implicit *carried`` results, or ``None``: run it iteration by iteration."""
     if count == 0:
         return None
     if sized_in_body(body.jaxpr, body.nimplicit) and runs_on_buffers(operands):
@@ -887,6 +742,5 @@ def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | Non
 
 
 def compiled_loops(kept: Sequence[Any]) -> list[LoopInfo]:
-    """The compiled loops among what a program keeps (see :meth:`.specialize.JaxprRunner.kept`),
-    as :mod:`.inspection` shows them."""
+    """The compiled loops among what a program keeps, as :mod:`.inspection` shows them."""
     return [obj.describe() for obj in kept if isinstance(obj, (MaskedLoop, BoundedScan))]

@@ -1,21 +1,10 @@
 """Where compiled size-generic programs are kept between processes, and what makes an entry usable.
 
 The directory is ``CATALYST_LITE_CACHE_DIR``, else the ``catalyst_lite`` subdirectory of JAX's
-``jax_compilation_cache_dir``, else none (nothing is written). An entry is native code the process
-will run, so only what the user alone could have written is trusted: a private directory (else a
-:class:`~catalyst_lite.errors.CacheWarning` and memory only), a header checked against the key,
-size and SHA-256 before the content is used (a bad entry is reported and removed), atomic writes.
-The trust model is in docs/troubleshooting.md.
-
->>> import os, tempfile
->>> os.environ[CACHE_DIR_ENV_VAR] = tempfile.mkdtemp()
->>> write({"program": "0123abcd"}, "vmfb", b"compiled")
->>> read({"program": "0123abcd"}, "vmfb")
-b'compiled'
->>> read({"program": "another"}, "vmfb") is None
-True
->>> del os.environ[CACHE_DIR_ENV_VAR]
-"""
+``jax_compilation_cache_dir``, else none. Entries are native code, so only what the user alone could
+have written is trusted: a private directory (else a :class:`~..errors.CacheWarning`), a header
+checked against key, size and SHA-256 (a bad entry is reported and removed), atomic writes (the
+trust model: docs/troubleshooting.md)."""
 
 from __future__ import annotations
 
@@ -37,19 +26,16 @@ import jaxlib
 
 from ..errors import CacheWarning
 
-__all__ = ["CACHE_DIR_ENV_VAR", "cache_dir", "cpu_features", "read", "write", "discard", "remove_stale"]
+__all__ = ["CACHE_DIR_ENV_VAR", "read", "write", "discard", "remove_stale"]
 
 CACHE_DIR_ENV_VAR = "CATALYST_LITE_CACHE_DIR"
 FORMAT_VERSION = 1
 TEMP_PREFIX = ".tmp-"
-# A temporary file (or directory) this old has lost its writer: writes take milliseconds.
 STALE_SECONDS = 600
 
 
 def cache_dir() -> Path | None:
-    """The cache directory (see the module's documentation), or ``None`` when there is none (also
-    when JAX's is remote, ``gs://...``: as a local path it would be a ``gs:`` directory made in
-    the working directory)."""
+    """The cache directory, or ``None`` (also when JAX's is remote, ``gs://...``)."""
     configured = os.environ.get(CACHE_DIR_ENV_VAR)
     if configured:
         return Path(configured).expanduser()
@@ -60,22 +46,17 @@ def cache_dir() -> Path | None:
 
 
 def cpu_features() -> str:
-    """The instruction-set features of this machine's CPU, which compiled code may use: the
-    ``flags`` (x86) or ``Features`` (Arm) line of ``/proc/cpuinfo`` on Linux, elsewhere the
-    machine and processor Python reports. (Not the model name: one model name covers CPUs with
-    and without AVX-512, and a container moves between machines.)"""
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                name, _, value = line.partition(":")
-                if name.strip() in ("flags", "Features"):
-                    return " ".join(sorted(value.split()))
+    """This CPU's instruction-set features, which compiled code may use (a model name covers several)."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name.strip() in ("flags", "Features"):
+                return " ".join(sorted(value.split()))
     return f"{platform.machine()} {platform.processor()}"
 
 
 def read(key: Mapping[str, Any], kind: str) -> bytes | None:
-    """The content of the entry of ``key`` and ``kind`` (a file suffix), or ``None`` when there
-    is none that passes the checks (see the module's documentation)."""
+    """The content of the entry of ``key`` and ``kind`` (a file suffix) if it passes the checks."""
     full = _full_key(key, kind)
     with _directory() as fd:
         if fd is None:
@@ -102,8 +83,7 @@ def read(key: Mapping[str, Any], kind: str) -> bytes | None:
 
 
 def write(key: Mapping[str, Any], kind: str, content: bytes) -> None:
-    """Store ``content`` as the entry of ``key`` and ``kind``, atomically (a reader sees all of it
-    or nothing); a directory that cannot be written only means that nothing is stored."""
+    """Store ``content`` as the entry of ``key`` and ``kind``, atomically (if the directory is writable)."""
     full = _full_key(key, kind)
     header = {"format": FORMAT_VERSION, "key": full, "size": len(content),
               "sha256": hashlib.sha256(content).hexdigest()}
@@ -132,17 +112,14 @@ def write(key: Mapping[str, Any], kind: str, content: bytes) -> None:
 
 
 def discard(key: Mapping[str, Any], kind: str, reason: str) -> None:
-    """Remove the entry of ``key`` and ``kind``, with a ``CacheWarning`` saying ``reason`` (what
-    a caller does when an entry that passed the checks still fails, e.g. to load)."""
+    """Remove the entry of ``key`` and ``kind``, with a ``CacheWarning`` saying ``reason``."""
     with _directory() as fd:
         if fd is not None:
             _remove(fd, _file_name(_full_key(key, kind)), reason)
 
 
 def remove_stale(directory_fd: int, prefix: str, in_use: Callable[[str], bool] = lambda name: False) -> None:
-    """Remove the files and directories named ``prefix...`` in the directory ``directory_fd``
-    that belong to this user, were last changed ``STALE_SECONDS`` ago or earlier and are not
-    ``in_use`` (by name): left by a process that was killed (writers take milliseconds)."""
+    """Remove this user's stale entries ``prefix...`` of ``directory_fd`` not ``in_use`` (killed writers')."""
     deadline = time.time() - STALE_SECONDS
     with contextlib.suppress(OSError):
         for entry in os.scandir(directory_fd):
@@ -159,8 +136,7 @@ def remove_stale(directory_fd: int, prefix: str, in_use: Callable[[str], bool] =
 
 
 def _full_key(key: Mapping[str, Any], kind: str) -> dict[str, Any]:
-    """The caller's key, with the kind of entry and what else decides whether this process can
-    use it (JSON-typed, so that a header read back compares equal)."""
+    """The caller's key with what else decides whether this process can use the entry (JSON-typed)."""
     full = {**key, "kind": kind, "format": FORMAT_VERSION, "jax": jax.__version__,
             "jaxlib": jaxlib.__version__, "cpu": cpu_features()}
     return json.loads(json.dumps(full, sort_keys=True))
@@ -172,8 +148,7 @@ def _file_name(full_key: Mapping[str, Any]) -> str:
 
 
 def _checked(data: bytes, full_key: Mapping[str, Any]) -> tuple[bytes | None, str | None]:
-    """The entry's content when its header matches ``full_key`` and the content, else ``None``
-    and what is wrong."""
+    """The entry's content when its header matches, else ``None`` and what is wrong."""
     line, newline, content = data.partition(b"\n")
     if not newline:
         return None, "it has no header (truncated, or not written by catalyst_lite)"
@@ -193,12 +168,8 @@ def _checked(data: bytes, full_key: Mapping[str, Any]) -> tuple[bytes | None, st
 
 
 def _remove(fd: int, name: str, reason: str) -> None:
-    warnings.warn(
-        f"catalyst_lite's cache entry {cache_dir() / name} is not used: {reason}. It is removed, "
-        "and the program is compiled again.",
-        CacheWarning,
-        stacklevel=2,
-    )
+    warnings.warn(f"catalyst_lite's cache entry {cache_dir() / name} is not used: {reason}. It is removed, "
+                  "and the program is compiled again.", CacheWarning, stacklevel=2)
     with contextlib.suppress(OSError):
         try:
             os.unlink(name, dir_fd=fd)
@@ -208,9 +179,7 @@ def _remove(fd: int, name: str, reason: str) -> None:
 
 @contextlib.contextmanager
 def _directory() -> Iterator[int | None]:
-    """The cache directory, opened (a file descriptor every operation goes through), when there
-    is one and it is private to this user; ``None`` otherwise (with a ``CacheWarning`` when it is
-    configured but not private)."""
+    """The cache directory's descriptor when there is one private to this user, else ``None``."""
     path = cache_dir()
     fd = None if path is None else _open_private(path)
     try:

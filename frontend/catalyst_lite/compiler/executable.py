@@ -1,20 +1,6 @@
-"""A traced program made callable: :class:`Executable` (a :class:`~catalyst_lite.tracing.Program`
-and its :class:`~.options.RunnerOptions`).
-
-It owns the flat argument layout ``[consts, implicit sizes, argument leaves]``
-(:meth:`Executable.arguments`), the general call path (:meth:`Executable.run`, through its
-:class:`~.specialize.JaxprRunner`, which owns the runners of nested bodies) and the fast path of
-repeated calls (:class:`FastCall`).
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit
->>> f = qjit(lambda x: jnp.sum(x) * 2.0, abstracted_axes={0: "n"})
->>> float(f(jnp.arange(3.0)))
-6.0
->>> executable = f._last
->>> float(executable.run([4], [jnp.arange(4.0)]))
-12.0
-"""
+"""A traced program made callable: :class:`Executable` (its flat argument layout ``[consts, implicit
+sizes, argument leaves]`` and general call path), :class:`FastCall` (the path of repeated calls) and
+:func:`call_from_transformation` (calls from inside JAX transformations)."""
 
 from __future__ import annotations
 
@@ -23,9 +9,12 @@ import operator
 from typing import Any, Callable, Mapping, Sequence
 
 import jax
-from jax.tree_util import treedef_is_leaf
+import jax.numpy as jnp
+import numpy as np
+from jax.tree_util import tree_flatten, tree_map, tree_unflatten, treedef_is_leaf
 
-from ..jax_extras import is_tracing, x64_scope
+from ..jax_extras import Tracer, is_tracing, x64_scope
+from ..jax_extras.autodiff import is_reverse_mode_value
 from ..jax_extras.executables import dispatch_data
 from ..tracing import Program
 from .capacity import compiled_loops
@@ -35,12 +24,12 @@ from .size_generic import SizeGenericTier
 from .runner import JaxprRunner, Speculation
 from .compilation import Specialization
 
-__all__ = ["Executable", "FastCall", "register_function_compiler", "compile_function", "uncompiled", "is_compiled_function"]
+__all__ = ["Executable", "FastCall", "call_from_transformation", "register_function_compiler",
+           "compile_function", "uncompiled", "is_compiled_function"]
 
 
 class Executable:
-    """A :class:`~catalyst_lite.tracing.Program` compiled with ``options`` (lazily: per size
-    signature, on the first call that needs it)."""
+    """A traced program compiled with ``options``, lazily, per size signature."""
 
     def __init__(self, program: Program, options: RunnerOptions, donated: frozenset[int] = frozenset()):
         self.program = program
@@ -48,10 +37,8 @@ class Executable:
         self.options = dataclasses.replace(options, xla={**options.xla, **extra.compile_options})
         self.runner = JaxprRunner(program.jaxpr, options.report.name or "jaxpr", self.options)
         self.runner.donated = donated  # jaxpr inputs whose buffers calls may reuse (donate_argnums)
-        # New sizes run on one executable for every size while XLA compiles those that come back.
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
-        # Constants drawn anew for every call, by position among the jaxpr's constants.
-        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)
+        self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)  # drawn at every call
 
     @property
     def facts(self):
@@ -59,18 +46,15 @@ class Executable:
         return self.program.facts
 
     def describe(self) -> ProgramInfo:
-        """This program and what runs it, as :mod:`.inspection` shows it."""
         runner, tier = self.runner, self.runner.size_generic
-        loops = compiled_loops(runner.kept())
         return ProgramInfo(
-            jaxpr=self.program.closed_jaxpr, facts=self.program.facts, loops=tuple(loops),
+            jaxpr=self.program.closed_jaxpr, facts=self.facts, loops=tuple(compiled_loops(runner.kept())),
             size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
             fresh_consts=len(self.fresh_consts), **runner.describe(),
         )
 
     def consts(self) -> list[Any]:
-        """The jaxpr's constants for one call: fresh draws in place of :attr:`fresh_consts`,
-        except while this call is traced into another program (which then draws them)."""
+        """The jaxpr's constants for one call: :attr:`fresh_consts` drawn anew, unless traced."""
         consts = list(self.program.closed_jaxpr.consts)
         if self.fresh_consts and not is_tracing():
             for i, draw in self.fresh_consts.items():
@@ -82,7 +66,7 @@ class Executable:
         return [*self.consts(), *implicit, *leaves]
 
     def size_leaves(self, implicit: Sequence[int]) -> list[int]:
-        """Which argument leaves (by index) set sizes: their values must be known to run."""
+        """Which argument leaves (by index) set sizes."""
         first_leaf = len(self.program.closed_jaxpr.consts) + len(implicit)
         return [p - first_leaf for p in self.runner.static_positions if p >= first_leaf]
 
@@ -91,23 +75,18 @@ class Executable:
         return self.program.results(self.runner(*self.arguments(implicit, leaves)))
 
     def prepare(self, implicit: Sequence[int], leaves: Sequence[Any]) -> None:
-        """Compile the specialization of a call's sizes without running it (a program that needs
-        the host is compiled by its first run)."""
+        """Compile the specialization of a call's sizes without running it."""
         args = self.arguments(implicit, leaves)
         key = self.runner.signature(args) if self.runner.static_positions else ()
         self.runner.prepare(key, [args[i] for i in self.runner.dynamic_positions])
 
     def lower(self, implicit: Sequence[int], leaves: Sequence[Any]) -> Any:
-        """``jax.stages.Lowered`` of the specialization at these sizes (raises
-        :class:`~.specialize.NeedsHost` when the program runs host-driven)."""
+        """``jax.stages.Lowered`` of the specialization at these sizes (or :class:`NeedsHost`)."""
         return self.runner.lower(*self.arguments(implicit, leaves))
 
 
 class FastCall:
-    """What a call with already-validated argument types runs: the compiled executable of its
-    sizes, called directly with the flat arguments laid out once. Whatever it cannot settle from
-    a lookup (no executable yet, reverse mode, NumPy arguments that the x64 mode converts) takes
-    :meth:`Executable.run`."""
+    """What a call with already-validated argument types runs: the executable of its sizes, directly."""
 
     def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any]):
         self.executable = executable
@@ -116,19 +95,16 @@ class FastCall:
         self.prefix = (*executable.program.closed_jaxpr.consts, *implicit)
         self.fresh_prefix = bool(executable.fresh_consts)  # then built anew on every call
         positions = self.runner.dynamic_positions
-        # Without constants or sizes among the jaxpr's inputs, the arguments are the executable's.
         self.positions = None if positions == tuple(range(len(self.prefix) + len(leaves))) else positions
         full = (*self.prefix, *leaves)
-        # jax.Array arguments keep their dtype whatever the x64 mode, so these calls need no
-        # 64-bit scope; a NumPy array or a Python number would be converted by the mode.
+        # jax.Arrays keep their dtype whatever the x64 mode; NumPy arrays and numbers do not.
         self.needs_x64 = not all(isinstance(full[i], jax.Array) for i in positions)
-        # A speculation (a program that needs the host, compiled whole; see .runner) takes
-        # Python ints as static values: they convert to nothing.
-        self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int for i in positions)
+        # A speculation takes Python ints as static values.
+        self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int
+                                             for i in positions)
         self.results = _results_function(executable.program)
-        # The jaxpr's constants the executable takes before the leaves, when it takes every leaf
-        # as it is and returns exactly the results (no size among them): then the function's own
-        # dispatcher can run it (see dispatch_data).
+        # The constants the executable takes before the leaves, when it takes every leaf as it is
+        # and returns exactly the results: then the function's dispatcher can run it.
         leaf_positions = range(len(self.prefix), len(full))
         direct = (
             not self.fresh_prefix
@@ -139,9 +115,7 @@ class FastCall:
         self.direct_consts = [full[i] for i in positions if i < len(self.prefix)] if direct else None
 
     def dispatch_data(self, leaves: Sequence[Any], result: Any) -> Any | None:
-        """What lets the function's dispatcher run this call's executable without Python for
-        later calls of the same argument types (:func:`~..jax_extras.executables.dispatch_data`):
-        ``None`` unless the executable takes the leaves as they are and will not be replaced."""
+        """What lets the function's dispatcher run this call's executable without Python, or ``None``."""
         if self.direct_consts is None:
             return None
         spec = self.runner.compiled((*self.prefix, *leaves))
@@ -150,10 +124,8 @@ class FastCall:
         return dispatch_data(spec.final, self.direct_consts, leaves, result)
 
     def static_dispatch_data(self, leaves: Sequence[Any], static: Sequence[int], result: Any) -> Any | None:
-        """:meth:`dispatch_data` for a dispatcher that takes the leaves at ``static`` (Python ints)
-        by value, as ``jax.jit``'s static arguments: ``None`` unless the executable of this call
-        (a specialization of their sizes, or a speculation with their values staged) takes
-        exactly the other leaves, and its outputs are the results."""
+        """:meth:`dispatch_data` for a dispatcher taking the leaves at ``static`` (Python ints) by
+        value: ``None`` unless the executable takes exactly the other leaves and returns the results."""
         if self.fresh_prefix:
             return None
         full = (*self.prefix, *leaves)
@@ -197,51 +169,104 @@ def _results_function(program: Program) -> Callable[[Sequence[Any]], Any]:
     return program.results
 
 
-# --- the runtime hook: compiling a Python function -------------------------------------------------
-# What compiles a Python function into a callable program (``catalyst_lite.QJIT``), registered once
-# by ``catalyst_lite.compiled`` when it is imported: the layers below the user API (transformations
-# called outside qjit, ``grad(f)(x)``) compile through it instead of importing ``QJIT``.
+# What compiles a Python function (``QJIT``, registered by ``catalyst_lite.compiled``): the layers
+# below the user API (``grad(f)(x)`` outside qjit) compile through it instead of importing ``QJIT``.
 _compilers: list[type] = []
 
 
 def register_function_compiler(compiler: type) -> type:
-    """Register ``compiler`` (a class: ``compiler(fn)`` is ``fn`` compiled) as what
-    :func:`compile_function` uses; a class decorator."""
+    """A class decorator: ``compiler(fn)`` is what :func:`compile_function` uses."""
     _compilers[:] = [compiler]
     return compiler
 
 
 def compile_function(fn: Callable) -> Any:
-    """``fn`` compiled by the registered compiler (``qjit(fn)``), to be called outside any trace.
-
-    >>> import jax.numpy as jnp
-    >>> from catalyst_lite.compiler.executable import compile_function
-    >>> float(compile_function(lambda x: jnp.sum(x) * 2.0)(jnp.arange(3.0)))
-    6.0
-    """
+    """``fn`` compiled by the registered compiler (``qjit(fn)``), to be called outside any trace."""
     return _compilers[0](fn)
 
 
 def uncompiled(fn: Callable) -> Callable:
-    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it
-    is.
-
-    >>> from catalyst_lite import qjit
-    >>> from catalyst_lite.compiler.executable import uncompiled
-    >>> def f(x):
-    ...     return x
-    >>> uncompiled(qjit(f)) is f, uncompiled(f) is f
-    (True, True)
-    """
+    """The Python function a compiled function (``qjit(f)``) was made from; any other ``fn`` as it is."""
     return fn.original_function if is_compiled_function(fn) else fn
 
 
 def is_compiled_function(fn: Any) -> bool:
-    """Whether ``fn`` is a function compiled by the registered compiler (a ``QJIT``).
-
-    >>> from catalyst_lite import qjit
-    >>> from catalyst_lite.compiler.executable import is_compiled_function
-    >>> is_compiled_function(qjit(abs)), is_compiled_function(abs)
-    (True, False)
-    """
+    """Whether ``fn`` is a function compiled by the registered compiler (a ``QJIT``)."""
     return bool(_compilers) and isinstance(fn, _compilers[0])
+
+
+_32_BIT = {
+    np.dtype("float64"): np.dtype("float32"),
+    np.dtype("int64"): np.dtype("int32"),
+    np.dtype("uint64"): np.dtype("uint32"),
+    np.dtype("complex128"): np.dtype("complex64"),
+}
+
+
+def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
+    """``run(*leaves)`` (some leaves tracers of an outer JAX transformation, as ``jax.grad``): a qjit
+    program computes in 64 bits, the caller's JAX may not, so results are cast to the caller's types
+    and in reverse mode a ``jax.custom_vjp`` runs the backward pass in 64 bits too.
+
+    >>> import jax
+    >>> import jax.numpy as jnp
+    >>> from catalyst_lite import qjit
+    >>> f = qjit(lambda x: jnp.sum(x ** 3))
+    >>> jax.grad(f)(jnp.arange(3.0)).tolist()
+    [0.0, 3.0, 12.0]
+    """
+    if jax.config.jax_enable_x64:
+        with x64_scope():
+            return run(*leaves)
+    leaves = [_in_caller_precision(x) for x in leaves]
+    if any(is_reverse_mode_value(x) for x in leaves):
+        return _with_backward_pass_in_64_bits(run, leaves)
+    with x64_scope():
+        return _to_caller_types(run(*leaves))
+
+
+def _in_caller_precision(x: Any) -> Any:
+    """``x`` with its value computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with
+    x64 off hands over a ``float32`` tracer still holding the float64 array. Multiplying by one
+    (exact) materializes it."""
+    if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number):
+        return x * np.ones((), x.dtype)
+    return x
+
+
+def _to_caller_types(tree: Any) -> Any:
+    """Each array of ``tree`` cast to the caller's (32-bit) type."""
+    return tree_map(lambda x: x.astype(_32_BIT[x.dtype]) if x.dtype in _32_BIT else x, tree)
+
+
+def _with_backward_pass_in_64_bits(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
+    """``run(*leaves)`` as a ``jax.custom_vjp`` whose forward and backward passes run in 64 bits."""
+    result_types: list[Any] = []  # the 64-bit results' tree and dtypes, set by the forward pass
+
+    @jax.custom_vjp
+    def call(*xs: Any) -> Any:
+        with x64_scope():
+            return _to_caller_types(run(*xs))
+
+    def forward(*xs: Any) -> tuple[Any, Any]:
+        with x64_scope():
+            results, pullback = jax.vjp(run, *xs)
+            flat, tree = tree_flatten(results)
+            result_types[:] = [tree, [r.dtype for r in flat]]
+            return _to_caller_types(results), pullback
+
+    def backward(pullback: Any, cotangents: Any) -> tuple[Any, ...]:
+        tree, dtypes = result_types
+        with x64_scope():
+            flat = [_as_dtype(c, d) for c, d in zip(tree.flatten_up_to(cotangents), dtypes)]
+            return tuple(_to_caller_types(pullback(tree_unflatten(tree, flat))))
+
+    call.defvjp(forward, backward)
+    return call(*leaves)
+
+
+def _as_dtype(cotangent: Any, dtype: np.dtype) -> Any:
+    """A cotangent in its result's 64-bit type (``float0`` ones stay)."""
+    if jnp.result_type(cotangent) == jax.dtypes.float0:
+        return cotangent
+    return jnp.asarray(cotangent, dtype)

@@ -1,36 +1,15 @@
 """IREE, the optional size-generic compiler: one executable for every size of a program.
 
-IREE (the ``iree`` extra) compiles a program's StableHLO with its ``?`` dimensions kept symbolic
-(:mod:`~..jax_extras.iree_lowering`). :func:`lower` turns a :class:`~.specialize.JaxprRunner`'s
-jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
-:class:`IreeExecutable`. Compiled modules are kept in memory for the process (their bytes, the
-last :data:`REMEMBERED_MODULES`: a new function of the same program loads its module instead of
-compiling it again, as ``jax.jit``'s in-memory cache does; :func:`forget_compiled` clears
-them) and, with :class:`Unsupported` outcomes, in :mod:`.disk_cache` when one is configured.
-Without the extra :func:`available` is false.
-
->>> from catalyst_lite.jax_extras.tracing import dynamic_tracing, make_input_type, trace_to_jaxpr
->>> import numpy as np
->>> with dynamic_tracing():
-...     in_type = make_input_type([np.zeros(3)], [{0: "n"}])
-...     jaxpr, _, consts = trace_to_jaxpr(lambda x: [x * 2.0], in_type, "double")
->>> program = lower(jaxpr)   # the StableHLO and its cache key: no IREE needed yet
->>> "tensor<?xf64>" in program.text and len(program.key["program"])
-64
->>> if available():
-...     double = program.load(program.cached() or program.compile(), cached=False)
-...     print(np.asarray(double([np.int64(4), np.arange(4.0)])[0]))
-... else:
-...     print(np.arange(4.0) * 2)
-[0. 2. 4. 6.]
-"""
+IREE (the ``iree`` extra) compiles StableHLO with its ``?`` dimensions kept symbolic. :func:`lower`
+turns a jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
+:class:`IreeExecutable`. The last :data:`REMEMBERED_MODULES` compiled modules are kept in memory
+(:func:`forget_compiled` clears them), and modules and failures in :mod:`.disk_cache`."""
 
 from __future__ import annotations
 
 import atexit
 import collections
 import contextlib
-import json
 import gc
 import hashlib
 import importlib.metadata
@@ -59,25 +38,13 @@ try:  # the optional extra
 except ImportError:
     iree_compiler = iree_runtime = None
 
-__all__ = [
-    "available",
-    "Unsupported",
-    "Cancelled",
-    "LoweredProgram",
-    "IreeExecutable",
-    "lower",
-    "forget_compiled",
-    "COMPILE_FLAGS",
-    "REMEMBERED_MODULES",
-]
+__all__ = ["available", "Unsupported", "Cancelled", "LoweredProgram", "IreeExecutable", "lower",
+           "forget_compiled"]
 
 # llvm-cpu code for this machine's CPU; float64 kept (IREE demotes it to float32 by default); the
 # system linker, because the embedded one lacks float64 `sin`.
-COMPILE_FLAGS = (
-    "--iree-llvmcpu-target-cpu=host",
-    "--iree-input-demote-f64-to-f32=false",
-    "--iree-llvmcpu-link-embedded=false",
-)
+COMPILE_FLAGS = ("--iree-llvmcpu-target-cpu=host", "--iree-input-demote-f64-to-f32=false",
+                 "--iree-llvmcpu-link-embedded=false")
 MODULE_NAME = "program"  # every module is named so: the name is no part of what it computes
 
 
@@ -95,12 +62,10 @@ class Cancelled(Exception):
 
 
 def lower(jaxpr: Jaxpr) -> LoweredProgram:
-    """The program's StableHLO for IREE; :class:`Unsupported` when it has no such form (a loop that
-    resizes its carried arrays, an operation whose lowering fails)."""
+    """The program's StableHLO for IREE; :class:`Unsupported` when it has none (a resizing loop)."""
     try:
         text = lower_for_iree(ClosedJaxpr(jaxpr, ()), MODULE_NAME)
         weak = [getattr(v.aval, "weak_type", False) for v in jaxpr.outvars]
-        # (NumPy dtypes: an argument of JAX's extended dtypes, a typed PRNG key, has none)
         return LoweredProgram(text, [v.aval.dtype for v in jaxpr.invars], weak)
     except Exception as err:  # any failure to lower means: not for this backend
         raise Unsupported(f"{type(err).__name__}: {_first_line(err)}") from err
@@ -118,10 +83,8 @@ class LoweredProgram:
                     "iree": _compiler_version(), "flags": list(COMPILE_FLAGS)}
 
     def cached(self) -> bytes | None:
-        """The module compiled before, in this process or by another (with a cache directory,
-        checked by :mod:`.disk_cache`), or ``None``; :class:`Unsupported` when compiling it
-        failed before."""
-        vmfb = _recent_modules.get(self.key) or disk_cache.read(self.key, "vmfb")
+        """The module compiled before (in memory or on disk) or ``None``; :class:`Unsupported`: it failed."""
+        vmfb = _recent_module(self.key["program"]) or disk_cache.read(self.key, "vmfb")
         if vmfb is None:
             failure = disk_cache.read(self.key, "unsupported")
             if failure is not None:
@@ -129,12 +92,9 @@ class LoweredProgram:
         return vmfb
 
     def compile(self) -> bytes:
-        """Compile with IREE (about a second, in an ``iree-compile`` subprocess; no IREE runtime
-        object is made, so it may run on any thread) and cache the module on disk;
-        :class:`Cancelled` when the interpreter exits meanwhile (the subprocess is killed)."""
-        options = iree_compiler_tools.CompilerOptions(
-            target_backends=["llvm-cpu"], input_type="stablehlo", extra_args=list(COMPILE_FLAGS)
-        )
+        """Compile in an ``iree-compile`` subprocess and cache the module (:class:`Cancelled` at exit)."""
+        options = iree_compiler_tools.CompilerOptions(target_backends=["llvm-cpu"], input_type="stablehlo",
+                                                      extra_args=list(COMPILE_FLAGS))
         with TempFileSaver.implicit() as saver:  # saves IREE's temporaries if IREE_SAVE_TEMPS asks
             command = iree_compiler_tools.build_compile_command_line("-", saver, options)
             returncode, vmfb, stderr = _compiler_subprocesses.run(command, self.text.encode())
@@ -145,41 +105,33 @@ class LoweredProgram:
             disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason)
         disk_cache.write(self.key, "vmfb", vmfb)
-        _recent_modules.put(self.key, vmfb)
+        _recent_module(self.key["program"], vmfb)
         return vmfb
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
-        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed
-        from the disk cache, with a warning: compile again); :class:`Unsupported` when a module
-        just compiled cannot be."""
+        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed, with a
+        warning), :class:`Unsupported` when one just compiled cannot be."""
         try:
             return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
         except Unsupported as err:
             if not cached:
                 raise
-            _recent_modules.drop(self.key)
+            with _recent_lock:
+                _recent_modules.pop(self.key["program"], None)
             disk_cache.discard(self.key, "vmfb", str(err))
             return None
 
 
-BACKGROUND_NICENESS = 10
-"""How much lower than the process's own the scheduling priority of ``iree-compile`` is."""
+BACKGROUND_NICENESS = 10  # how much lower than the process's own iree-compile's priority is
 
 
 def background_niceness() -> int:
-    """The niceness ``iree-compile`` runs at: the process's own plus :data:`BACKGROUND_NICENESS`
-    (19 at most, the lowest priority).
-
-    >>> import os
-    >>> background_niceness() == min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS)
-    True
-    """
+    """The niceness ``iree-compile`` runs at (19 at most, the lowest priority)."""
     return min(19, os.getpriority(os.PRIO_PROCESS, 0) + BACKGROUND_NICENESS)
 
 
 class _CompilerSubprocesses:
-    """The ``iree-compile`` subprocesses running, killed at exit: a compile in progress then is
-    not waited for (its module would go unused), and none runs on after the process."""
+    """The ``iree-compile`` subprocesses running, killed at exit (their modules would go unused)."""
 
     def __init__(self) -> None:
         self._running: set[subprocess.Popen] = set()
@@ -187,16 +139,14 @@ class _CompilerSubprocesses:
         self._lock = threading.Lock()
 
     def run(self, command: Sequence[str], text: bytes) -> tuple[int, bytes, bytes]:
-        """Run ``command`` with ``text`` on its input: its exit status, output and diagnostics;
-        :class:`Cancelled` when it was killed at exit."""
+        """Run ``command`` on ``text``: its exit status, output and diagnostics."""
         with self._lock:
             if self._exiting:
                 raise Cancelled("the interpreter is exiting")
             process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE)
             self._running.add(process)
-        # A background compile yields the CPU to the calls the program serves meanwhile (XLA
-        # runs them): on a busy machine it takes longer, never the foreground.
+        # A background compile yields the CPU to the calls served meanwhile.
         with contextlib.suppress(OSError, AttributeError):  # AttributeError: no setpriority (Windows)
             os.setpriority(os.PRIO_PROCESS, process.pid, background_niceness())
         try:
@@ -223,51 +173,32 @@ atexit.register(_compiler_subprocesses.kill_all)
 REMEMBERED_MODULES = 32
 
 
-class _RecentModules:
-    """The bytes of the last :data:`REMEMBERED_MODULES` modules compiled in this process, by key
-    (no IREE object: a function dropped releases its loaded module; this keeps only bytes)."""
-
-    def __init__(self) -> None:
-        self._modules: collections.OrderedDict[str, bytes] = collections.OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: dict) -> bytes | None:
-        with self._lock:
-            vmfb = self._modules.get(name := json.dumps(key, sort_keys=True))
-            if vmfb is not None:
-                self._modules.move_to_end(name)
-            return vmfb
-
-    def put(self, key: dict, vmfb: bytes) -> None:
-        with self._lock:
-            self._modules[json.dumps(key, sort_keys=True)] = vmfb
-            while len(self._modules) > REMEMBERED_MODULES:
-                self._modules.popitem(last=False)
-
-    def drop(self, key: dict) -> None:
-        with self._lock:
-            self._modules.pop(json.dumps(key, sort_keys=True), None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._modules.clear()
+# The bytes (no IREE object) of the last REMEMBERED_MODULES modules compiled, by program digest
+# (the compiler and its flags are the process's), most recently used last.
+_recent_modules: collections.OrderedDict[str, bytes] = collections.OrderedDict()
+_recent_lock = threading.Lock()
 
 
-_recent_modules = _RecentModules()
+def _recent_module(digest: str, vmfb: bytes | None = None) -> bytes | None:
+    """The module of ``digest`` compiled in this process (``vmfb``: remember it)."""
+    with _recent_lock:
+        if vmfb is not None:
+            _recent_modules[digest] = vmfb
+            while len(_recent_modules) > REMEMBERED_MODULES:
+                _recent_modules.popitem(last=False)
+        elif digest in _recent_modules:
+            _recent_modules.move_to_end(digest)
+        return _recent_modules.get(digest)
 
 
 def forget_compiled() -> None:
-    """Forget the modules compiled in this process (the disk cache stays): the next function of
-    a program compiled before compiles it anew (benchmarks of a first call use this).
-
-    >>> forget_compiled()
-    """
-    _recent_modules.clear()
+    """Forget the modules compiled in this process (not the disk cache's)."""
+    with _recent_lock:
+        _recent_modules.clear()
 
 
 class IreeExecutable:
-    """A loaded IREE module: called with the program's inputs, returns its flat outputs.
-    :meth:`release` frees IREE's objects (its owner calls it when it is dropped, and at exit)."""
+    """A loaded IREE module: called with the program's inputs, returns its flat outputs."""
 
     def __init__(self, vmfb: bytes, in_dtypes: Sequence[np.dtype], weak_outputs: Sequence[bool]):
         context = iree_runtime.SystemContext(config=_runtime_config())
@@ -284,7 +215,7 @@ class IreeExecutable:
         self._lock = threading.Lock()  # one invocation at a time per module context
 
     def release(self) -> None:
-        """Free the module's IREE objects (its code is unmapped); a later call is an error."""
+        """Free the module's IREE objects; a later call is an error."""
         with self._lock:
             self._main = self._context = None
 
@@ -313,9 +244,7 @@ _native_code_dir: str | None = None  # made at the first load, removed at exit
 
 @atexit.register
 def _release_runtime() -> None:
-    """Release the shared runtime configuration before the interpreter tears IREE's bindings down
-    (which otherwise reports every object still alive as a leak; modules are released by their
-    owners' finalizers, which run at exit too), and remove the native code directory."""
+    """Release IREE's runtime configuration before its bindings are torn down; remove the native code dir."""
     global _config
     _config = None
     gc.collect()
@@ -334,13 +263,10 @@ def _runtime_config() -> Any:
 
 @contextlib.contextmanager
 def _private_native_code_directory() -> Iterator[None]:
-    """Make IREE's runtime write the native code it loads into a directory of this user's, mode
-    0700, made for this process (in a shared ``/tmp`` another user could race to replace a
-    library between its writing and its ``dlopen``). IREE writes a module's shared library to
-    ``$TMPDIR`` (read at its first load, then kept), loads it and removes it, leaving the empty
-    ``iree_dylib_XXXXXX`` name it reserved: those are removed here. TMPDIR is set only for the
-    load (Python's ``tempfile`` has read it before: :func:`tempfile.gettempdir`); the directory
-    is removed at exit, or, when its process was killed, at a later process's first load."""
+    """Make IREE write the native code it loads (to ``$TMPDIR``, then ``dlopen``) into a private
+    directory of this process: in a shared ``/tmp`` another user could replace a library between
+    its writing and its loading. The empty ``iree_dylib_XXXXXX`` files IREE leaves are removed;
+    the directory at exit, or, when its process was killed, at a later process's first load."""
     global _native_code_dir
     with _load_lock:
         if _native_code_dir is None:
@@ -380,11 +306,8 @@ def _process_alive(name: str) -> bool:
 
 
 def _entry_point(context: Any) -> Any:
-    """The module's ``main``. IREE makes it with ``logging.debug`` ("Function lacks reflection
-    data"), which calls ``logging.basicConfig()`` when the root logger has no handler: the handler
-    that adds is removed, or a user's later ``basicConfig`` would do nothing. Under ``logging``'s
-    module lock (the one ``basicConfig`` takes), so that no other thread configures logging
-    meanwhile."""
+    """The module's ``main``, without the root logging handler IREE's ``logging.debug`` may add (a
+    user's later ``basicConfig`` would do nothing)."""
     with logging._lock:  # noqa: SLF001 (an RLock: IREE's basicConfig takes it again)
         unconfigured = not logging.root.handlers
         main = getattr(context.modules, MODULE_NAME).main
@@ -408,8 +331,7 @@ def _first_line(err: BaseException) -> str:
 
 
 def _compiler_diagnostic(text: str) -> str:
-    """The first ``error:`` of IREE's diagnostics ``text``, without the operation it prints (the
-    whole output is pages long), and the target of a ``custom_call`` it refused."""
+    """The first ``error:`` of IREE's diagnostics, and the target of a ``custom_call`` it refused."""
     for line in text.splitlines():
         if "error:" in line:
             message = line.split("error:", 1)[1].split(": %", 1)[0].strip()

@@ -1,18 +1,12 @@
-"""The layout of a loop body: one description that the loop primitives' rules and the compiled
-loops of :mod:`.capacity` both read.
+"""The layout of a loop body, read by the loop primitives' rules and by :mod:`.capacity`.
 
-A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``for_loop``'s
-index) and its results ``*implicit *carried``: the carried sizes (only when the loop may resize
-arrays) and the carried values; ``while_loop``'s predicate takes ``*consts *implicit *carried``
-and returns one boolean. :class:`LoopBody` holds such a jaxpr with its layout, its type analyses
-and its transformed bodies (``jvp``, ``batched``, ``known_part``).
-
->>> split_groups([1, 2, 3, 4, 5], [1, 2])
-[[1], [2, 3], [4, 5]]
-"""
+A loop body's binders are ``*consts *implicit *prefix *carried`` (``prefix``: ``for_loop``'s index),
+its results ``*implicit *carried`` (carried sizes, when the loop may resize arrays, and values);
+``while_loop``'s predicate takes ``*consts *implicit *carried`` and returns one boolean."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -28,25 +22,18 @@ __all__ = ["LoopBody", "resizes_arrays", "split_groups", "with_batch_axis"]
 
 def split_groups(values: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
     """Split ``values`` into consecutive groups of the given sizes (the last takes the rest)."""
-    groups, start = [], 0
-    for n in sizes:
-        groups.append(list(values[start : start + n]))
-        start += n
-    groups.append(list(values[start:]))
-    return groups
+    bounds = [0, *itertools.accumulate(sizes), len(values)]
+    return [list(values[start:end]) for start, end in zip(bounds, bounds[1:])]
 
 
 def resizes_arrays(body: Any, nconsts: int, nimplicit: int) -> bool:
-    """Whether a loop ``body`` jaxpr (binders ``*consts *implicit ...``) may change the sizes of
-    the arrays it carries: it returns a carried size other than its binder."""
+    """Whether a loop ``body`` may resize the arrays it carries (returns a size other than its binder)."""
     return list(body.outvars[:nimplicit]) != list(body.invars[nconsts : nconsts + nimplicit])
 
 
 @dataclass(frozen=True)
 class LoopBody:
-    """A loop body (or ``while_loop``'s predicate) jaxpr with its binder layout (see the module's
-    docstring): what the loop rules (:mod:`catalyst_lite.control_flow.loop_common`) and the
-    capacity machinery (:mod:`.capacity`) both read."""
+    """A loop body (or predicate) jaxpr with its binder layout, type analyses and transformed bodies."""
 
     jaxpr: Jaxpr
     nconsts: int
@@ -66,46 +53,30 @@ class LoopBody:
 
     @property
     def resizes_arrays(self) -> bool:
-        """The body may change the sizes of the arrays it carries (see :func:`resizes_arrays`)."""
         return resizes_arrays(self.jaxpr, self.nconsts, self.nimplicit)
 
     def _inputs(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> list[bool]:
         return [*const_marks, *[False] * (self.nimplicit + self.nprefix), *carried_marks]
 
-    # --- types -----------------------------------------------------------------------------------
-
-    def output_type(
-        self,
-        const_operand: Callable[[int], int],
-        implicit_operand: Callable[[int], int],
-        same_operand: Callable[[int, int], bool],
-    ) -> OutputType:
+    def output_type(self, const_operand: Callable[[int], int], implicit_operand: Callable[[int], int],
+                    same_operand: Callable[[int, int], bool]) -> OutputType:
         """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
-        feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value.
-
-        A carried size that no iteration changes keeps its operand, and carried
-        sizes that hold one value at every iteration are one implicit result (Catalyst's
-        convention: an array whose size a resizing loop never changes keeps its dimension).
-        """
+        feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value. As in
+        Catalyst, a carried size no iteration changes keeps its operand, and carried sizes of one
+        value at every iteration are one implicit result."""
         consts, implicit, _, carried = self.groups
         operand_of = {v: const_operand(k) for k, v in enumerate(consts)}
         same, invariant = self.size_classes(lambda i, j: same_operand(implicit_operand(i), implicit_operand(j)))
         operand_of.update({v: implicit_operand(k) for k, v in enumerate(implicit) if invariant[k]})
         returned = [v if same[k] == k and not invariant[k] else None for k, v in enumerate(implicit)]
         position = {v: k for k, v in enumerate(implicit)}
-        return output_type_of(
-            [v.aval for v in carried], returned, operand_of, free=lambda v: same[position[v]]
-        )
+        return output_type_of([v.aval for v in carried], returned, operand_of,
+                              free=lambda v: same[position[v]])
 
     def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
-        """Which carried sizes hold one value at every iteration (for each, the first of its
-        class), and which of them no iteration changes.
-
-        Sizes are one value when their operands are (``same_operand(i, j)``) and the body returns
-        one value for them: the same variable or literal, or the binders of sizes that are one
-        value. The classes are refined until they are stable; a class is unchanged when the body
-        returns, for every size in it, the binder of a size in it.
-        """
+        """Which carried sizes hold one value at every iteration (for each, the first of its class,
+        refined until stable: their operands are one value and the body returns one value for them),
+        and which of them no iteration changes (the body returns the binder of one of the class)."""
         n = self.nimplicit
         _, implicit, _, _ = self.groups
         returned = self.jaxpr.outvars[:n]
@@ -130,8 +101,7 @@ class LoopBody:
         return same, unchanged
 
     def typecheck(self, operands: Sequence[Any]) -> None:
-        """The body takes ``operands`` (atoms, one per binder) and returns its carried types (a
-        predicate: one boolean scalar)."""
+        """The body takes ``operands`` and returns its carried types (a predicate: one boolean)."""
         check_nested(self.jaxpr, operands, self.name)
         if self.predicate:
             outs = self.jaxpr.outvars
@@ -141,34 +111,27 @@ class LoopBody:
         _, implicit, _, carried = self.groups
         check_carry([*implicit, *carried], self.jaxpr.outvars, self.nimplicit, self.name)
 
-    # --- analyses --------------------------------------------------------------------------------
-
-    def carried_fixpoint(
-        self, const_marks: Sequence[bool], carried_marks: Sequence[bool], keep: Callable[[Any], bool] = lambda a: True
-    ) -> list[bool]:
-        """Which carried values depend, at some iteration, on the marked constants or initial
-        carried values (only values whose type ``keep`` accepts can be marked)."""
+    def carried_fixpoint(self, const_marks: Sequence[bool], carried_marks: Sequence[bool],
+                         keep: Callable[[Any], bool] = lambda a: True) -> list[bool]:
+        """Which carried values depend, at some iteration, on the marked ones (of a type ``keep`` accepts)."""
         _, _, _, carried = self.groups
         marks = [m and keep(v.aval) for m, v in zip(carried_marks, carried)]
-        for _ in range(len(marks) + 1):
+        while True:  # marks only grow: at most one pass per carried value
             out = forward_dependence(self.jaxpr, self._inputs(const_marks, marks))[self.nimplicit :]
             new = [m or (o and keep(v.aval)) for m, o, v in zip(marks, out, carried)]
             if new == marks:
                 return marks
             marks = new
-        raise AssertionError("the carried fixpoint was not reached")
 
     def depends_on(self, const_marks: Sequence[bool], carried_marks: Sequence[bool]) -> bool:
         """Whether a carried size (a predicate: the predicate) depends on the marked values."""
         out = forward_dependence(self.jaxpr, self._inputs(const_marks, carried_marks))
         return any(out) if self.predicate else any(out[: self.nimplicit])
 
-    # --- transformed bodies ----------------------------------------------------------------------
-
     def jvp(self, consts_nz: Sequence[bool], carried_nz: Sequence[bool]) -> NestedBody:
-        """The body carrying the tangents of the ``carried_nz`` values too, with the tangents of
-        the ``consts_nz`` constants as constants: binders ``*consts *const_tangents *implicit
-        *prefix *carried *carried_tangents``, results ``*implicit *carried *carried_tangents``."""
+        """The body carrying the tangents of the ``carried_nz`` values, those of the ``consts_nz``
+        constants as constants: binders ``*consts *const_tangents *implicit *prefix *carried
+        *carried_tangents``, results ``*implicit *carried *carried_tangents``."""
         consts, implicit, prefix, carried = self.groups
         tangent_consts = [v for v, nz in zip(consts, consts_nz) if nz]
         tangent_carried = [v for v, nz in zip(carried, carried_nz) if nz]
@@ -194,8 +157,7 @@ class LoopBody:
         return self.jaxpr.replace(invars=[*self.jaxpr.invars, *extra], debug_info=dbg)
 
     def batched(self, consts_b: Sequence[bool], carried_b: Sequence[bool], size: int) -> NestedBody:
-        """The body (or predicate, the same for every example) applied to a batch of ``size``
-        examples: the ``consts_b`` constants and the ``carried_b`` values have a leading axis."""
+        """The body (or predicate) on a batch, the ``consts_b`` and ``carried_b`` values batched."""
         batched = self._inputs(consts_b, carried_b)
         in_type = with_batch_axis(input_type_of(self.jaxpr.invars), batched, size)
         out_batched = [False] if self.predicate else [*[False] * self.nimplicit, *carried_b]
@@ -207,8 +169,7 @@ class LoopBody:
         return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit)
 
     def known_part(self, consts_known: Sequence[bool], carried_known: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
-        """The body computing only the sizes and the ``carried_known`` values (a predicate: the
-        predicate), from the known constants and values; and which constants it takes."""
+        """The body computing only sizes and ``carried_known`` values; which constants it takes."""
         keep = [*[False] * self.nconsts, *[True] * (self.nimplicit + self.nprefix), *carried_known]
         used_outputs = [True] if self.predicate else [*[True] * self.nimplicit, *carried_known]
         jaxpr, taken = prune_jaxpr(self.jaxpr, used_outputs, keep)
@@ -218,15 +179,13 @@ class LoopBody:
 
 
 def _with_zeros(primals: Sequence[Any], tangents: Sequence[Any], nonzero: Sequence[bool]) -> list[Any]:
-    """One tangent per primal: the given ones where ``nonzero``, symbolic zeros elsewhere."""
+    """One tangent per primal: symbolic zeros where not ``nonzero``."""
     return interleave(nonzero, tangents, [zero_tangent(p) for p, nz in zip(primals, nonzero) if not nz])
 
 
 def with_batch_axis(in_type: tuple, batched: Sequence[bool], size: int) -> tuple:
     """``in_type`` with a leading axis of ``size`` on the ``batched`` entries."""
-    out = []
-    for (aval, explicit), b in zip(in_type, batched):
-        if b:
-            aval = array_aval((size, *aval.shape), aval.dtype, aval.weak_type)
-        out.append((aval, explicit))
-    return tuple(out)
+    return tuple(
+        (array_aval((size, *aval.shape), aval.dtype, aval.weak_type) if b else aval, explicit)
+        for (aval, explicit), b in zip(in_type, batched)
+    )

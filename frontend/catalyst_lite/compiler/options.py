@@ -1,20 +1,10 @@
-"""How a qjit function's programs are compiled (:class:`RunnerOptions`, shared by every runner of its
-programs, nested bodies included), and the bounded cache of their executables.
-
->>> cache = ExecutableCache(maxsize=2)
->>> class Runner:
-...     def forget(self, key):
-...         print("evicted", key)
->>> r = Runner()
->>> cache.added(r, (3,)); cache.added(r, (4,)); cache.used(r, (3,)); cache.added(r, (5,))
-evicted (4,)
->>> cache.keys()
-[(3,), (5,)]
-"""
+"""How a qjit function's programs are compiled (:class:`RunnerOptions`, shared by all their
+runners), and the bounded cache of their executables."""
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Mapping, Protocol
@@ -23,10 +13,7 @@ from ..reporting import QUIET, Reporter
 
 __all__ = ["RunnerOptions", "ExecutableCache", "DEFAULT_CACHE_SIZE"]
 
-DEFAULT_CACHE_SIZE = 128
-"""Compiled executables a qjit function keeps by default (``qjit(cache_size=...)``). An
-executable of a small program takes about a megabyte; a function called at thousands of sizes
-keeps the most recently used ones."""
+DEFAULT_CACHE_SIZE = 128  # executables a qjit function keeps (``cache_size``), about 1 MB each
 
 
 class _Runner(Protocol):
@@ -34,29 +21,20 @@ class _Runner(Protocol):
 
 
 class ExecutableCache:
-    """The compiled executables of one qjit function (of all its programs and their nested
-    bodies), least recently used first; beyond ``maxsize`` (``None``: no bound) the least
-    recently used one is dropped (its sizes compile again when they come back).
-
-    ``when_full`` runs whenever an executable is added to a full cache: calls that bypass
-    :meth:`used` (a qjit function's C++ dispatcher) must stop doing so from then on, or the
-    order that decides evictions would miss them."""
+    """The compiled executables of one qjit function, least recently used first, evicted beyond
+    ``maxsize`` (``None``: no bound). ``when_full`` runs whenever an executable is added to a full
+    cache: calls that bypass :meth:`used` (the C++ dispatcher) must stop doing so."""
 
     def __init__(self, maxsize: int | None = DEFAULT_CACHE_SIZE, when_full: Callable[[], None] | None = None):
         self.maxsize = maxsize
         self.when_full = when_full
         # (id(runner), key) -> (runner, key); the runner is held, so its id stays its own.
-        self._entries: collections.OrderedDict[tuple[int, Hashable], tuple[_Runner, Hashable]] = (
-            collections.OrderedDict()
-        )
+        self._entries: collections.OrderedDict[tuple, tuple[_Runner, Hashable]] = collections.OrderedDict()
         self._lock = threading.Lock()
-        # Counts the clears: work started before one (a background compilation) is not added.
-        self.generation = 0
+        self.generation = 0  # counts the clears: work started before one is not added
 
     def added(self, runner: _Runner, key: Hashable, generation: int | None = None) -> None:
-        """``runner`` compiled an executable for ``key``; evicts beyond the bound. An executable
-        whose compilation started in an earlier ``generation`` (before a :meth:`clear`) is not
-        kept: ``runner`` forgets it."""
+        """``runner`` compiled ``key``'s executable (dropped if :meth:`clear` came since ``generation``)."""
         with self._lock:
             stale = generation is not None and generation != self.generation
             if not stale:
@@ -73,18 +51,15 @@ class ExecutableCache:
             old_runner.forget(old_key)
 
     def has_room(self) -> bool:
-        """Whether an executable can be added without evicting one."""
         return self.maxsize is None or len(self._entries) < self.maxsize
 
     def used(self, runner: _Runner, key: Hashable) -> None:
         """``runner``'s executable for ``key`` ran (it becomes the most recently used)."""
-        try:
+        with contextlib.suppress(KeyError):  # evicted meanwhile, or never compiled (host-driven)
             self._entries.move_to_end((id(runner), key))
-        except KeyError:  # evicted meanwhile by another thread, or never compiled (host-driven)
-            pass
 
     def clear(self) -> None:
-        """Drop every executable, and those whose compilations are under way."""
+        """Drop every executable, and those being compiled."""
         with self._lock:
             entries, self._entries = list(self._entries.values()), collections.OrderedDict()
             self.generation += 1
@@ -92,22 +67,15 @@ class ExecutableCache:
             runner.forget(key)
 
     def keys(self) -> list[Hashable]:
-        """The keys (size signatures) of the executables held, least recently used first."""
+        """The keys of the executables held, least recently used first."""
         return [key for _, key in list(self._entries.values())]
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
 
 @dataclass(frozen=True)
 class RunnerOptions:
-    """How the runners of one qjit function's programs compile and report.
-
-    ``xla``: XLA options of the executables; ``cache``: the function's executables;
-    ``report``: where events go; ``size_generic``: the size-generic tier of a program's runner
-    (``None``: as the environment says, see :mod:`.size_generic`); ``jit``: ``jax.jit``'s options
-    of every size's function (``keep_unused``, ``device``, ``backend``).
-    """
+    """How the runners of one qjit function's programs compile and report: ``xla`` options,
+    ``cache``, ``report``, ``size_generic`` (``None``: as the environment says) and ``jax.jit``'s
+    options (``keep_unused``, ``device``, ``backend``)."""
 
     xla: Mapping[str, Any] = field(default_factory=dict)
     cache: ExecutableCache = field(default_factory=lambda: ExecutableCache(None))

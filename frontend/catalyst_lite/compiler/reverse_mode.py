@@ -1,42 +1,29 @@
 """Whether the program being specialized will be differentiated in reverse mode.
 
-JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds (the storage for the
-backward pass is unknown at compile time), so while :func:`reverse_mode_requested` holds the staged
-rules of those loops raise :class:`~.specialize.NeedsHost` and they run on the host (as bounded
-scans, :mod:`.capacity`). It holds while a reverse-mode transformation of ours specializes its
-function, and while a runner runs on values an outer ``jax.grad``/``jax.vjp`` linearizes; runners
-key their executables on it.
-
->>> reverse_mode_requested()
-False
->>> with reverse_mode():
-...     reverse_mode_requested()
-True
-"""
+JAX cannot transpose ``lax.while_loop`` or a ``fori_loop`` with traced bounds, so while
+:func:`reverse_mode_requested` holds, those loops run on the host (as bounded scans,
+:mod:`.capacity`). Runners key their executables on it."""
 
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 from ..trace_context import current, scope
 from ..jax_extras.autodiff import is_reverse_mode_value
 
 __all__ = ["reverse_mode", "reverse_mode_requested", "needs_reverse_mode"]
 
+
 def reverse_mode_requested() -> bool:
     """True inside :func:`reverse_mode` (in this thread)."""
     return current().reverse_mode
 
 
-@contextlib.contextmanager
-def reverse_mode(active: bool = True) -> Iterator[None]:
-    """Specialize for reverse-mode differentiation during the block (``active=False``: do not)."""
-    with scope(reverse_mode=active):
-        yield
+def reverse_mode(active: bool = True) -> scope:
+    """Specialize for reverse-mode differentiation during a ``with`` block (``active=False``: do not)."""
+    return scope(reverse_mode=active)
 
 
 def needs_reverse_mode(args: Sequence[Any]) -> bool:
-    """Whether a program run on ``args`` must be specialized for reverse mode: it is requested,
-    or an outer JAX transformation is linearizing one of the arguments."""
+    """Whether a program run on ``args`` needs reverse mode: requested, or an argument is linearized."""
     return reverse_mode_requested() or any(is_reverse_mode_value(a) for a in args)

@@ -1,28 +1,18 @@
 """Running a dynamic program at concrete sizes: :class:`JaxprRunner`, one compiled executable per
-size signature, or, when staging needs the host, compiled segments around the host steps (see
-docs/architecture.md, "2. Specialize").
+size signature, or compiled segments around host steps (see docs/architecture.md, "2. Specialize").
 
-Staging a program whose sizes are known only after part of it ran raises
-:class:`~.specialize.NeedsHost` at one equation; the jaxpr is split there into a prefix (compiled),
-the step (its host rule, on concrete values) and a suffix (split again if it needs), each run by a
-runner keyed on its own size inputs. A host step that ran compiled leaves a replay; on a repeated
-call :class:`Speculation` stages the whole program with its replays, one XLA program whose flags
-say whether the sizes found last time held.
-
->>> import jax, jax.numpy as jnp
->>> closed = jax.make_jaxpr(lambda x: jnp.sin(x) * 2.0 + 1.0)(1.0)
->>> s = split_at(closed.jaxpr, 1)
->>> str(s.step.primitive), len(s.prefix.eqns), len(s.suffix.eqns)
-('mul', 1, 1)
-"""
+Staging that raises :class:`~.specialize.NeedsHost` at one equation splits the jaxpr there into a
+compiled prefix, the host step and a suffix (split again if needed). A host step that ran compiled
+leaves a replay; on a repeated call :class:`Speculation` stages the whole program with its replays,
+one XLA program whose flags say whether the sizes found last time held."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import jax
@@ -37,13 +27,11 @@ from ..jax_extras.literals import literals_by_value
 from .compilation import Specialization
 from .options import RunnerOptions
 from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
-from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_equation, eval_jaxpr
+from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_jaxpr
 
-__all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Segmentation", "SegmentedProgram", "Speculation",
-           "free_variables", "split_at", "recording", "record_replay", "Replay", "MAX_MISSES", "MAX_SPECULATIONS"]
+__all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Speculation", "record_replay", "MAX_MISSES"]
 
-# A replay: the host step's equation operands -> (its results at the predicted sizes, flags that
-# are true when the prediction holds: traced, or known booleans).
+# A replay: a host step's operands -> (its results at the predicted sizes, flags of the prediction).
 Replay = Callable[[list[Any]], tuple[list[Any], list[Any]]]
 
 
@@ -57,8 +45,7 @@ class _Recording:
 
 @contextmanager
 def recording() -> Iterator[dict[Any, Replay]]:
-    """Collect the replays of the host steps run in this block (nested blocks share the
-    outermost one's: a suffix's steps belong to the program too)."""
+    """Collect the replays of the host steps run in this block (nested blocks share the outermost's)."""
     outer = current_context().replays
     if outer is not None:
         yield outer.outcomes
@@ -77,122 +64,86 @@ def record_replay(params: dict[str, Any], replay: Replay) -> None:
 def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
     """The variables ``eqns`` and ``outvars`` read without defining them, in order of first use."""
     defined: set[Var] = set()
-    free: dict[Var, None] = {}
-
-    def use(atom: Any) -> None:
-        if isinstance(atom, Var) and not isinstance(atom, DropVar) and atom not in defined:
-            free.setdefault(atom, None)
-
-    for eqn in eqns:
-        for v in eqn.invars:
-            use(v)
-        defined.update(v for v in eqn.outvars if not isinstance(v, DropVar))
-    for v in outvars:
-        use(v)
+    free: dict[Var, None] = {}  # in order of first use
+    for reads, writes in [*((eqn.invars, eqn.outvars) for eqn in eqns), (outvars, ())]:
+        free.update((v, None) for v in reads if isinstance(v, Var) and v not in defined)
+        defined.update(writes)
     return list(free)
 
 
-def _sub_jaxpr(parent: Jaxpr, invars: Sequence[Var], eqns: Sequence[Any], outvars: Sequence[Any]) -> Jaxpr:
-    debug_info = parent.debug_info._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars))
-    return Jaxpr([], list(invars), list(outvars), list(eqns), parent.effects, debug_info)
-
-
-@dataclass(frozen=True)
-class Segmentation:
-    """``jaxpr`` split at equation ``index``: ``prefix`` (the program's inputs to the values the
-    rest reads), the host ``step``, and ``suffix`` (the values it reads to the program's outputs).
-    ``prefix`` and ``suffix`` are ``None`` when they have no equations."""
-
-    jaxpr: Jaxpr
-    prefix: Jaxpr | None
-    step: Any
-    suffix: Jaxpr | None
-    suffix_inputs: list[Var]
-
-
-def split_at(jaxpr: Jaxpr, index: int) -> Segmentation:
-    """Split ``jaxpr`` (no constvars) before and after its equation ``index``."""
-    eqns = jaxpr.eqns
-    before, step, after = eqns[:index], eqns[index], eqns[index + 1 :]
-    suffix_inputs = free_variables(after, jaxpr.outvars)
-    needed_later = free_variables([step], []) + suffix_inputs
-    defined_before = {v for e in before for v in e.outvars if not isinstance(v, DropVar)}
-    prefix_outputs = list(dict.fromkeys(v for v in needed_later if v in defined_before))
-    prefix = _sub_jaxpr(jaxpr, jaxpr.invars, before, prefix_outputs) if before else None
-    suffix = _sub_jaxpr(jaxpr, suffix_inputs, after, jaxpr.outvars) if after else None
-    return Segmentation(jaxpr, prefix, step, suffix, suffix_inputs)
-
-
 class SegmentedProgram:
-    """Runs a :class:`Segmentation` of ``program``'s jaxpr: each segment by a runner of its own
-    (compiled per size signature, segmenting itself again if it needs the host; it shares the
-    program's options and nested runners, and dies with it), the step by its host rule."""
+    """``program``'s jaxpr split at its equation ``index``, the host ``step``: the segments before and
+    after it (``None`` when empty) run by runners of their own (sharing the program's options and
+    nested runners), the step by its host rule."""
 
-    def __init__(self, segmentation: Segmentation, program: "JaxprRunner"):
-        self.segmentation = s = segmentation
+    def __init__(self, program: "JaxprRunner", index: int):
+        jaxpr = self.jaxpr = program.jaxpr
+        before, step, after = jaxpr.eqns[:index], jaxpr.eqns[index], jaxpr.eqns[index + 1 :]
+        self.step, self.suffix_inputs = step, free_variables(after, jaxpr.outvars)
+        defined_before = {v for e in before for v in e.outvars if not isinstance(v, DropVar)}
+        needed_later = free_variables([step], []) + self.suffix_inputs
+        self.prefix_outputs = list(dict.fromkeys(v for v in needed_later if v in defined_before))
 
-        def segment(jaxpr: Jaxpr | None, where: str) -> JaxprRunner | None:
-            name = f"{program.name} ({where} {s.step.primitive})"
-            return None if jaxpr is None else JaxprRunner(jaxpr, name, program.options, program._nested)
+        def segment(invars: Sequence[Var], eqns: Sequence[Any], outvars: Sequence[Any], where: str) -> Any:
+            if not eqns:
+                return None
+            info = jaxpr.debug_info._replace(arg_names=("",) * len(invars), result_paths=("",) * len(outvars))
+            sub = Jaxpr([], list(invars), list(outvars), list(eqns), jaxpr.effects, info)
+            name = f"{program.name} ({where} {step.primitive})"
+            return JaxprRunner(sub, name, program.options, program._nested)
 
-        self._prefix, self._suffix = segment(s.prefix, "before"), segment(s.suffix, "after")
+        self._prefix = segment(jaxpr.invars, before, self.prefix_outputs, "before")
+        self._suffix = segment(self.suffix_inputs, after, jaxpr.outvars, "after")
 
     def __call__(self, args: Sequence[Any]) -> list[Any]:
-        s = self.segmentation
-        env: dict[Var, Any] = dict(zip(s.jaxpr.invars, args))
+        env: dict[Var, Any] = dict(zip(self.jaxpr.invars, args))
         if self._prefix is not None:
-            env.update(zip(s.prefix.outvars, self._prefix(*args)))
+            env.update(zip(self.prefix_outputs, self._prefix(*args)))
 
         def read(atom: Any) -> Any:
             return atom.val if isinstance(atom, Literal) else env[atom]
 
-        recorder = current_context().replays
+        step, recorder = self.step, current_context().replays
         if recorder is not None:
             recorder.step = None
-        outs = eval_equation(s.step, [read(v) for v in s.step.invars], Mode.HOST)
+        outs = Mode.HOST.equation(step, [read(v) for v in step.invars], {})
         if recorder is not None:
             left, recorder.step = recorder.step, None
-            if left is not None and left[0] is s.step.params:
-                recorder.outcomes[s.step] = left[1]
-        env.update((v, x) for v, x in zip(s.step.outvars, outs) if not isinstance(v, DropVar))
+            if left is not None and left[0] is step.params:
+                recorder.outcomes[step] = left[1]
+        env.update((v, x) for v, x in zip(step.outvars, outs) if not isinstance(v, DropVar))
         if self._suffix is not None:
-            return self._suffix(*[env[v] for v in s.suffix_inputs])
-        return [read(v) for v in s.jaxpr.outvars]
+            return self._suffix(*[env[v] for v in self.suffix_inputs])
+        return [read(v) for v in self.jaxpr.outvars]
 
 
 class SpeculationFails(Exception):
     """Staging a speculation showed that a prediction cannot hold."""
 
 
-# After this many predictions that did not hold, a size signature stops speculating; a runner
-# keeps at most this many speculations (one per size signature and integer arguments).
+# Predictions that may fail before a size signature stops speculating; speculations a runner keeps.
 MAX_MISSES = 3
 MAX_SPECULATIONS = 64
 
 
 class Speculation:
-    """The whole program as one compiled program, its host steps replayed at the sizes a
-    segmented run found (see the module docstring). ``stage(overrides, finish)`` gives the
-    ``jax.jit`` function of the program whose equations in ``overrides`` run by these rules
-    instead of their own, its outputs passed through ``finish``, taking the ``kept`` positions of
-    the runner's dynamic arguments (``None``: all; the others are known, static); ``missed(dynamic_args)`` runs
-    the program otherwise, when a prediction does not hold. Outputs at ``size_outputs`` (sizes of
-    other outputs) that the predictions fix are Python ints."""
+    """The whole program compiled, its host steps replayed at the sizes a segmented run found.
+    ``stage(overrides, finish)`` gives the ``jax.jit`` function of the program with ``overrides``
+    as rules of its equations and its outputs passed through ``finish``; it takes the ``kept``
+    dynamic arguments (``None``: all). ``missed(dynamic_args)`` runs the program when a prediction
+    fails. Outputs at ``size_outputs`` that the predictions fix are Python ints."""
 
     def __init__(self, outcomes: dict[Any, Replay], stage: Callable[[dict[Any, Callable], Callable], Callable],
                  missed: Callable[[Sequence[Any]], list[Any]], kept: Sequence[int] | None,
                  size_outputs: frozenset[int], compile_options: dict[str, Any]):
         self._flags: list[Any] = []
 
-        def rule(replay: Replay) -> Callable[[list[Any]], list[Any]]:
-            def replayed(invals: list[Any]) -> list[Any]:
-                outs, flags = replay(invals)
-                self._flags.extend(flags)
-                return outs
+        def replayed(replay: Replay, invals: list[Any]) -> list[Any]:
+            outs, flags = replay(invals)
+            self._flags.extend(flags)
+            return outs
 
-            return replayed
-
-        overrides = {eqn: rule(replay) for eqn, replay in outcomes.items()}
+        overrides = {eqn: functools.partial(replayed, replay) for eqn, replay in outcomes.items()}
 
         def with_flag(outs: list[Any]) -> list[Any]:
             flags, self._flags = self._flags, []
@@ -201,7 +152,6 @@ class Speculation:
                 raise SpeculationFails("a prediction fails at these sizes")
             traced = [f for f in flags if isinstance(f, Tracer)]
             self._checked = bool(traced)  # else every prediction holds whatever the values
-            # Sizes the prediction fixes are returned from here, not computed by XLA.
             self._sizes = {k: outs[k] for k in size_outputs if type(outs[k]) is int}
             outs = [x for k, x in enumerate(outs) if k not in self._sizes]
             return [*outs, jnp.all(jnp.stack(traced))] if traced else outs
@@ -213,17 +163,14 @@ class Speculation:
         self._spec: Specialization | None = None
 
     def direct(self) -> tuple[Any, tuple[int, ...] | None, frozenset[int]] | None:
-        """When a run is its executable's run and nothing else (no flag to read back): the
-        compiled executable, the dynamic arguments it takes (``None``: all) and the outputs
-        fixed by the predictions (left out of its outputs); else ``None``."""
+        """The executable, its dynamic arguments and fixed outputs when a run is the executable's alone."""
         spec = self._spec
         if self._checked or spec is None or spec.final is None:
             return None
         return spec.final, self._kept, frozenset(self._sizes)
 
     def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
-        kept = self._kept
-        return dynamic_args if kept is None else [dynamic_args[j] for j in kept]
+        return dynamic_args if self._kept is None else [dynamic_args[j] for j in self._kept]
 
     def lower(self, dynamic_args: Sequence[Any]) -> None:
         """Stage and lower (raises ``NeedsHost`` when a host step left no replay)."""
@@ -232,8 +179,7 @@ class Speculation:
         self._spec = Specialization(self._jitted, lowered, self._options)
 
     def run(self, dynamic_args: Sequence[Any]) -> list[Any]:
-        """The program's outputs: the speculation's when its predictions held (one read of a
-        flag), else ``missed``'s."""
+        """The program's outputs: the speculation's when its predictions held, else ``missed``'s."""
         outs = self._spec.run(self._arguments(dynamic_args))
         if self._checked:
             *outs, holds = outs
@@ -241,18 +187,15 @@ class Speculation:
                 return self._missed(dynamic_args)
         if self._sizes:
             outs = list(outs)
-            for k, size in self._sizes.items():
-                outs.insert(k, size)
+            for k in sorted(self._sizes):
+                outs.insert(k, self._sizes[k])
         return outs
 
 
 def _size_outputs(jaxpr: Jaxpr) -> frozenset[int]:
     """Positions of ``jaxpr``'s outputs that are sizes of others (each variable's first)."""
     sizes = {d for v in jaxpr.outvars for d in getattr(v.aval, "shape", ()) if isinstance(d, Var)}
-    first = {}
-    for k, v in enumerate(jaxpr.outvars):
-        if isinstance(v, Var) and v in sizes:
-            first.setdefault(v, k)
+    first = {v: k for k, v in reversed(list(enumerate(jaxpr.outvars))) if isinstance(v, Var) and v in sizes}
     return frozenset(first.values())
 
 
@@ -260,14 +203,9 @@ _NOT_COMPILED = object()  # a missing entry of JaxprRunner._executables (None: h
 
 
 class JaxprRunner:
-    """Runs one jaxpr at concrete sizes, compiling it once per size signature.
-
-    The signature is the tuple of values of the :func:`dimension_inputs`; for each one the runner
-    keeps either a compiled :class:`~.compilation.Specialization` (all sizes static) or notes that the
-    program needs host-driven execution. ``options`` (:class:`~.options.RunnerOptions`): XLA
-    options, reports, and the bounded cache its executables are kept in. The
-    runners of nested bodies that its host-driven execution needs are its own (see
-    :func:`runner_for`), and share its options: they live as long as it does.
+    """Runs one jaxpr at concrete sizes, compiling it once per size signature (the values of its
+    :func:`dimension_inputs`): a :class:`~.compilation.Specialization`, or ``None`` where it needs
+    host-driven execution. The runners of its nested bodies are its own and share its ``options``.
     """
 
     def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: RunnerOptions | None = None,
@@ -277,26 +215,19 @@ class JaxprRunner:
         self.options = RunnerOptions() if options is None else options
         self.compile_options: dict[str, Any] = dict(self.options.xla)
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
-        self.dynamic_positions = tuple(
-            i for i in range(len(jaxpr.invars)) if i not in set(self.static_positions)
-        )
-        # Keyed on the size signature and on whether reverse mode is requested (see .reverse_mode).
+        self.dynamic_positions = tuple(i for i in range(len(jaxpr.invars)) if i not in self.static_positions)
+        # Keyed on the size signature and whether reverse mode is requested.
         self._executables: dict[tuple[tuple[int, ...], bool], Specialization | None] = {}
-        # Where an executable is None: the program split around its host steps (see SegmentedProgram).
         self._segmented: dict[tuple[tuple[int, ...], bool], Callable[[Sequence[Any]], list[Any]]] = {}
-        # Programs that need the host: compiled whole at the sizes their host steps found (keyed
-        # on the size signature and the integer arguments), and how often a prediction failed.
+        # Keyed on the size signature and the integer arguments (see _speculation_key).
         self._speculations: dict[tuple, Speculation | dict | None] = {}
         self._misses: dict[tuple, int] = {}
         self._staged_ints: set[tuple] = set()  # speculation keys staged whole first (see _run_host)
         self._int_positions = tuple(i for i in self.dynamic_positions if is_int_scalar(jaxpr.invars[i]))
         self._size_outputs = _size_outputs(jaxpr)
         self._lock = threading.Lock()
-        # One executable for every size, when the program has one: it runs the sizes that have no
-        # XLA executable yet (set by its executable, see .size_generic).
-        self.size_generic: Any = None  # a .size_generic.SizeGenericTier (that module builds on this one)
-        # What the program keeps for its nested bodies (their runners, compiled loops; see
-        # :meth:`nested`), shared with those runners.
+        self.size_generic: Any = None  # a .size_generic.SizeGenericTier, set by its Executable
+        # What the program keeps for its nested bodies (see nested), shared with their runners.
         self._nested = {} if nested is None else nested
         self._reports_hits = nested is None  # a program's runner, not a body's (run per iteration)
         self.donated: frozenset[int] = frozenset()  # inputs donated to XLA (a program's, by qjit)
@@ -306,17 +237,12 @@ class JaxprRunner:
 
     def _arguments(self, *placed: Iterable[tuple[int, Any]]) -> list[Any]:
         """The jaxpr's arguments from ``(position, value)`` pairs (its sizes, its dynamic inputs)."""
-        args: list[Any] = [None] * len(self.jaxpr.invars)
-        for i, v in itertools.chain(*placed):
-            args[i] = v
-        return args
+        values = dict(itertools.chain(*placed))
+        return [values.get(i) for i in range(len(self.jaxpr.invars))]
 
-    def _staged_function(self, key: tuple[int, ...], reverse: bool = False,
-                         overrides: Mapping[Any, Callable] | None = None,
-                         finish: Callable[[list[Any]], list[Any]] = list,
-                         known: Mapping[int, int] | None = None) -> Callable:
-        """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs
-        (but those whose values are ``known``)."""
+    def _staged_function(self, key: tuple[int, ...], reverse: bool = False, overrides: Mapping | None = None,
+                         finish: Callable = list, known: Mapping[int, int] | None = None) -> Callable:
+        """The ``jax.jit`` function of the program at ``key``'s sizes, of its dynamic inputs not ``known``."""
         static = {**dict(zip(self.static_positions, key)), **(known or {})}
         positions = tuple(i for i in self.dynamic_positions if i not in static)
         jaxpr = self.jaxpr
@@ -330,23 +256,17 @@ class JaxprRunner:
         donate = tuple(j for j, i in enumerate(positions) if i in self.donated)
         return jax.jit(specialized, donate_argnums=donate, **self.options.jit)
 
-    def executable(
-        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
-    ) -> Specialization | None:
-        """The compiled specialization for ``key``, or ``None`` when it needs host-driven
-        execution. ``reverse``: specialized for reverse-mode differentiation (see
-        :mod:`.reverse_mode`)."""
-        try:
-            return self._executables[key, reverse]
-        except KeyError:
-            pass
+    def executable(self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool = False
+                   ) -> Specialization | None:
+        """The specialization for ``key`` (``reverse``: for reverse mode), ``None``: host-driven."""
+        spec = self._executables.get((key, reverse), _NOT_COMPILED)
+        if spec is not _NOT_COMPILED:
+            return spec
         with self._lock:
             spec = self._executables.get((key, reverse), _NOT_COMPILED)
-            if spec is _NOT_COMPILED:
+            new = spec is _NOT_COMPILED
+            if new:
                 spec = self._executables[key, reverse] = self._specialize(key, dynamic_args, reverse)
-                new = True
-            else:
-                new = False
         if new:
             self.options.report(
                 "new specialization of %s for sizes %s%s: %s", self.name, key, " (reverse mode)" if reverse else "",
@@ -357,15 +277,13 @@ class JaxprRunner:
         return spec
 
     def forget(self, key: tuple[tuple[int, ...], bool]) -> None:
-        """Drop the executable of ``(sizes, reverse)`` (evicted from the function's cache)."""
+        """Drop the executable of ``(sizes, reverse)``, evicted from the function's cache."""
         with self._lock:
             self._executables.pop(key, None)
 
-    def _specialize(
-        self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
-    ) -> Specialization | None:
-        """Stage and lower the program at ``key``'s sizes (compiled on its first concrete run);
-        ``None`` when a size is only known at run time."""
+    def _specialize(self, key: tuple[int, ...], dynamic_args: Sequence[Any], reverse: bool
+                    ) -> Specialization | None:
+        """Stage and lower the program at ``key``'s sizes; ``None`` when it needs the host."""
         fn = self._staged_function(key, reverse)
         try:
             with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
@@ -373,17 +291,12 @@ class JaxprRunner:
         except NeedsHost as err:
             self._segmented[key, reverse] = self._segmentation(err)
             return None
-        # Lowered for tracers of an outer transformation, it is of no use to a concrete run.
         lowered = None if any_traced(dynamic_args) else lowered
         return Specialization(fn, lowered, self.compile_options, self.options.report,
                               f"{self.name} at sizes {key}")
 
     def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
-        """Specialize and compile ``key``'s XLA executable (concrete ``dynamic_args``, no reverse
-        mode) and only then make it the one calls use: a call meanwhile never waits for it. A size
-        that needs host-driven execution is left to the size-generic tier. Nothing is kept when
-        the function's cache was cleared since ``generation`` (:class:`~.options.ExecutableCache`),
-        when given (a background compilation)."""
+        """Compile ``key``'s XLA executable, then let calls use it (unless cleared since ``generation``)."""
         if (key, False) in self._executables or generation not in (None, self.options.cache.generation):
             return
         with x64_scope():  # also on the background thread, which starts in 32-bit mode
@@ -399,9 +312,7 @@ class JaxprRunner:
             self.options.cache.added(self, (key, False), generation)
 
     def compiled(self, args: Sequence[Any]) -> Specialization | None:
-        """The specialization of concrete ``args``' sizes when there is one and reverse mode is
-        not requested and no program is being traced (``None`` otherwise): what a repeated call
-        with validated arguments runs."""
+        """What a repeated call with validated concrete ``args`` runs, if compiled (``None`` when tracing)."""
         if reverse_mode_requested() or is_tracing():
             return None
         key = (self.signature(args) if self.static_positions else (), False)
@@ -409,19 +320,15 @@ class JaxprRunner:
         if spec is not None:
             self._hit(key)
             return spec
-        if self._speculations:
-            speculation = self._speculations.get(self._speculation_key(key[0], args))
-            return speculation if isinstance(speculation, Speculation) else None
-        return None
+        speculation = self._speculations.get(self._speculation_key(key[0], args)) if self._speculations else None
+        return speculation if isinstance(speculation, Speculation) else None
 
     def _hit(self, key: tuple[tuple[int, ...], bool]) -> None:
-        """A call found the executable of ``(sizes, reverse)``: it becomes the most recently used."""
         self.options.cache.used(self, key)
         if self._reports_hits and self.options.report.enabled:
             self.options.report("cache hit: %s at sizes %s", self.name, key[0])
 
     def __call__(self, *args: Any) -> list[Any]:
-        # The hot path of every call: a dict lookup keyed on the sizes (none for most programs).
         key = self.signature(args) if self.static_positions else ()
         dynamic_args = [args[i] for i in self.dynamic_positions]
         reverse = needs_reverse_mode(dynamic_args)
@@ -445,7 +352,12 @@ class JaxprRunner:
         else:
             self._hit((key, reverse))
         if spec is None:
-            self._check_host_drivable(dynamic_args)
+            if not all(is_concrete_value(a) for a in dynamic_args):  # hidden by an outer jax.jit or vmap
+                raise ArgumentTypeError(
+                    f"{self.name} must run host-driven (a size or a loop's trip count is only known "
+                    "at run time, or a while loop is differentiated in reverse mode), which needs "
+                    "concrete values, but it is called inside jax.jit or jax.vmap; call it outside."
+                )
             with context_scope(host_driving=self):
                 return self._run_host(key, reverse, args, dynamic_args)
         if any_traced(dynamic_args) or is_tracing():
@@ -456,16 +368,13 @@ class JaxprRunner:
 
     def _run_host(self, key: tuple[int, ...], reverse: bool, args: Sequence[Any],
                   dynamic_args: Sequence[Any]) -> list[Any]:
-        """A program that needs the host: its speculation when it has one for these arguments
-        (see :class:`SegmentedProgram`), else its segments, whose host steps leave replays for the
-        next call to speculate on."""
+        """A program that needs the host: its speculation for these arguments, else its segments."""
         if reverse:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
         if skey not in self._speculations and self._stages_with_ints(skey) and not any_traced(dynamic_args):
-            # The int arguments static (trip counts, sizes) may leave no step to the host, as
-            # jax.jit's static_argnums does: then one program with no prediction to check.
+            # Static int arguments (trip counts) may leave no host step, as jax.jit's static_argnums.
             self._staged_ints.add(skey)
             speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
             if speculation is not None:
@@ -478,8 +387,7 @@ class JaxprRunner:
         return self._run_segmented(skey, key, args)
 
     def _stages_with_ints(self, skey: tuple) -> bool:
-        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static
-        before running it host-driven (the first call with these values, while there is room)."""
+        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static first."""
         return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
                 and len(self._staged_ints) < MAX_SPECULATIONS)
 
@@ -501,14 +409,10 @@ class JaxprRunner:
 
     def _speculate(self, skey: tuple, key: tuple[int, ...], outcomes: dict, dynamic_args: Sequence[Any],
                    refused: tuple[type[Exception], ...] = ()) -> Speculation | None:
-        """The whole program at ``key``, its host steps replayed, its ``int`` arguments static
-        (they are part of ``skey``); ``None`` if a host step cannot be replayed (or staging
-        raises ``refused``: the segments then run it, and report it if they must)."""
+        """The whole program at ``key``, its host steps replayed (``None``: it cannot be, or ``refused``)."""
         known = {i: v for i, v in zip(self._int_positions, skey[1:]) if v is not None}
         kept = [j for j, i in enumerate(self.dynamic_positions) if i not in known] if known else None
-
-        def stage(overrides: Mapping[Any, Callable], finish: Callable) -> Callable:
-            return self._staged_function(key, False, overrides, finish, known)
+        stage = functools.partial(self._staged_function, key, False, known=known)  # (overrides, finish)
 
         def missed(dynamic_args: Sequence[Any]) -> list[Any]:
             args = self._arguments(zip(self.static_positions, key), zip(self.dynamic_positions, dynamic_args))
@@ -523,21 +427,10 @@ class JaxprRunner:
         return speculation
 
     def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
-        """How the program runs when staging it raised ``err``: split around the equation that
-        raised it (see :class:`SegmentedProgram`), each segment compiled by a runner of its own."""
+        """How the program runs when staging raised ``err``: split around the equation that raised it."""
         if err.equation is None or err.equation[0] is not self.jaxpr:
             return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
-        return SegmentedProgram(split_at(self.jaxpr, err.equation[1]), self)
-
-    def _check_host_drivable(self, dynamic_args: Sequence[Any]) -> None:
-        """Host-driven execution reads sizes and trip counts from values: under an outer
-        ``jax.jit`` or ``jax.vmap`` they have none, so say so instead of a JAX tracer error."""
-        if not all(is_concrete_value(a) for a in dynamic_args):
-            raise ArgumentTypeError(
-                f"{self.name} must run host-driven (a size or a loop's trip count is only known "
-                "at run time, or a while loop is differentiated in reverse mode), which needs "
-                "concrete values, but it is called inside jax.jit or jax.vmap; call it outside."
-            )
+        return SegmentedProgram(self, err.equation[1])
 
     def lower(self, *args: Any) -> Any:
         """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""
@@ -548,13 +441,11 @@ class JaxprRunner:
             raise NeedsHost(f"{self.name} has sizes known only at run time")
         return spec.jitted.lower(*dynamic_args)
 
-
     def describe(self) -> dict[str, Any]:
-        """How this runner runs its sizes: the fields of :class:`~.inspection.ProgramInfo` it
-        knows (``strategies``, ``host_steps``, ``speculations``, ``misses``)."""
+        """The fields of :class:`~.inspection.ProgramInfo` this runner knows."""
         return dict(
             strategies={key: "host" if spec is None else "xla" for key, spec in list(self._executables.items())},
-            host_steps=tuple(str(p.segmentation.step.primitive) for p in list(self._segmented.values())
+            host_steps=tuple(str(p.step.primitive) for p in list(self._segmented.values())
                              if isinstance(p, SegmentedProgram)),
             speculations={key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict)
                           else "refused" for key, s in list(self._speculations.items())},
@@ -567,8 +458,7 @@ class JaxprRunner:
         return [obj for _, obj in list(self._nested.values())]
 
     def nested(self, jaxpr: Jaxpr, kind: str, make: Callable[[], Any]) -> Any:
-        """What this program keeps of ``kind`` for its nested body ``jaxpr`` (its runner, its
-        compiled loop), made once by ``make``: it dies with this program's executables."""
+        """What this program keeps of ``kind`` for its nested body ``jaxpr``, made once by ``make``."""
         key = (kind, id(jaxpr))
         entry = self._nested.get(key)
         if entry is None or entry[0] is not jaxpr:
@@ -580,22 +470,13 @@ class JaxprRunner:
 
 
 def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
-    """What the program run host-driven by this thread keeps of ``kind`` for its nested body
-    ``jaxpr`` (see :meth:`JaxprRunner.nested`): ``make(program)`` runs once per program. A
-    primitive evaluated outside any program (JAX's own interpreter on a jaxpr) gets a fresh one.
-
-    >>> import jax
-    >>> from catalyst_lite.compiler.runner import kept_by_program
-    >>> body = jax.make_jaxpr(lambda x: x + 1.0)(1.0).jaxpr
-    >>> kept_by_program(body, "runner", lambda program: program is None)  # no program runs: made afresh
-    True
-    """
+    """What the program this thread runs host-driven keeps of ``kind`` for its nested body ``jaxpr``
+    (see :meth:`JaxprRunner.nested`); outside any program, ``make(None)`` afresh."""
     program = current_context().host_driving
     return make(None) if program is None else program.nested(jaxpr, kind, lambda: make(program))
 
 
 def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
-    """The :class:`JaxprRunner` of a nested body, so that its executables are compiled once per
-    size signature (see :func:`kept_by_program`)."""
+    """The :class:`JaxprRunner` of a nested body (see :func:`kept_by_program`)."""
     return kept_by_program(jaxpr, "runner", lambda program: JaxprRunner(jaxpr, name) if program is None else
                            JaxprRunner(jaxpr, name, program.options, program._nested))

@@ -1,21 +1,6 @@
 """Size-generic execution (optional, with IREE): a new size runs at once on one executable compiled
-for every size, a size that comes back gets XLA's code.
-
-How the tier starts, loads from the disk cache, hands hot sizes to XLA and falls back for good is
-docs/architecture.md, "The size-generic tier"; :attr:`SizeGenericTier.reason` says why a program
-has none. ``qjit(size_generic=False)`` or ``CATALYST_LITE_SIZE_GENERIC=0`` turn it off.
-
->>> import jax.numpy as jnp, numpy as np
->>> from catalyst_lite import qjit, QJIT
->>> @qjit(abstracted_axes={0: "n"}, size_generic=True)
-... def total(x):
-...     return jnp.sum(x * 2.0)
->>> float(total(np.ones(3)))      # XLA; IREE's compilation starts in the background
-6.0
->>> QJIT.wait_for_compilations()
->>> float(total(np.ones(1000)))   # with IREE installed: no compilation
-2000.0
-"""
+for every size, a size that comes back gets XLA's code (docs/architecture.md, "The size-generic
+tier"). ``qjit(size_generic=False)`` or ``CATALYST_LITE_SIZE_GENERIC=0`` turn it off."""
 
 from __future__ import annotations
 
@@ -41,8 +26,7 @@ SIZE_GENERIC_ENV_VAR = "CATALYST_LITE_SIZE_GENERIC"
 
 
 def size_generic_by_default() -> bool:
-    """Whether programs use the size-generic tier when ``qjit`` is not told (the environment; on
-    unless ``CATALYST_LITE_SIZE_GENERIC`` is ``0``)."""
+    """Whether programs use the size-generic tier when ``qjit`` is not told (the environment)."""
     return os.environ.get(SIZE_GENERIC_ENV_VAR, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
@@ -54,66 +38,49 @@ class Status(enum.Enum):
 
 
 class SizeGenericTier:
-    """The size-generic executable of one program (a :class:`~.specialize.JaxprRunner`'s jaxpr)
-    and the policy deciding which calls it serves (see the module's documentation).
+    """The size-generic executable of a runner's program: :meth:`run` serves a call, or ``None``."""
 
-    :meth:`run` is what the runner asks for a concrete call at a size signature with no XLA
-    executable: the program's flat outputs, or ``None`` when the call is XLA's to run.
-    """
-
-    # Calls at one size signature after which its XLA executable is compiled (in the background).
-    CALLS_BEFORE_XLA = 2
-    # Size signatures remembered (calls counted, sizes checked); past this many the memory is
-    # cleared, so that a process calling ever new sizes does not grow without bound.
-    REMEMBERED_SIZES = 4096
-    # New sizes that arrive while IREE compiles wait for it rather than each compile XLA, for at
-    # most this many times the longest XLA compile of a new size of the program (all of them
-    # together: one deadline per IREE compile). IREE compiles a small program in about 3-12 of
-    # XLA's compiles of one size (0.4-0.7 s against 50-250 ms on 2 cores), from the end of the
-    # first call on, so a wait usually ends with the module, and every later size then compiles
-    # nothing. Past the deadline IREE is evidently slow on this program (a large one): calls
-    # compile XLA, as without the tier, until it is ready. A wait costs no compute: the core
-    # goes to IREE's compile, which XLA compiles would slow.
+    CALLS_BEFORE_XLA = 2  # calls at a size after which XLA compiles it (in the background)
+    REMEMBERED_SIZES = 4096  # sizes remembered (calls counted, sizes checked) before forgetting
+    # New sizes arriving while IREE compiles wait for it, rather than each compile XLA, for at most
+    # this many times the longest XLA compile of a new size (one deadline per IREE compile, which
+    # takes about 3-12 of XLA's): a wait usually ends with the module, and costs no compute.
     WAIT_IN_XLA_COMPILES = 6
 
     def __init__(self, runner: JaxprRunner):
         self.runner = runner
         self.status = Status.NOT_LOOKED_UP
         self.reason: str | None = None  # why the status is UNSUPPORTED
-        self.from_cache = False  # the executable was compiled before (this process, or the disk cache)
+        self.from_cache = False  # the executable was compiled before (this process, or on disk)
         self._executable: IreeExecutable | None = None  # set when READY and loaded
         self._vmfb: bytes | None = None  # compiled in the background, loaded at the next call
         self._release: weakref.finalize | None = None  # frees the executable's IREE objects
         self._lowered: LoweredProgram | None = None
         self._compiled = threading.Event()  # set when the IREE compile in progress ends
-        self._submitted = False  # the compile is on the background thread (see new_size_served)
+        self._submitted = False  # the compile is on the background thread
         self._wait_until: float | None = None  # the deadline of calls waiting for it
-        self._longest_xla = 0.0  # seconds of the longest new size served by XLA (new_size_served)
+        self._longest_xla = 0.0  # seconds of the longest new size served by XLA
         self._calls: dict[Hashable, int] = {}
         self._checked: set[Hashable] = set()
         self._lock = threading.Lock()
 
     @classmethod
     def attach(cls, runner: JaxprRunner, enabled: bool | None = None) -> SizeGenericTier | None:
-        """The tier of ``runner``'s program, or ``None`` when it has none: turned off (``enabled``,
-        ``None``: :func:`size_generic_by_default`), IREE not installed, or the program has no
-        sizes to be generic over."""
+        """The tier of ``runner``'s program, or ``None``: turned off, no IREE, or no sizes to generalize."""
         enabled = size_generic_by_default() if enabled is None else enabled
         if not (enabled and runner.static_positions and iree_backend.available()):
             return None
         return cls(runner)
 
     def run(self, key: Hashable, args: Sequence[Any]) -> list[Any] | None:
-        """The outputs of the program on concrete ``args`` (sizes ``key``) from the size-generic
-        executable, or ``None`` when it does not serve this call."""
+        """The outputs on concrete ``args`` (sizes ``key``), or ``None`` when the tier does not serve them."""
         if is_tracing() or any(isinstance(a, Tracer) for a in args):
             return None  # staged into another program: XLA's business
         executable = self._executable or self._look_up(key)
         if executable is None:
             return None
-        report = self.runner.options.report
-        if report.enabled:
-            report("%s at sizes %s: runs on the size-generic (IREE) executable", self.runner.name, key)
+        if self.runner.options.report.enabled:
+            self._report("%s at sizes %s: runs on the size-generic (IREE) executable", key)
         if key not in self._checked:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
             if len(self._checked) >= self.REMEMBERED_SIZES:
@@ -128,10 +95,8 @@ class SizeGenericTier:
         return outs
 
     def new_size_served(self, seconds: float) -> None:
-        """A call at a new size that :meth:`run` left to the runner was served in ``seconds``
-        (XLA's staging, compile and run, or host-driven): what bounds the wait of later new
-        sizes for IREE's compile. After the program's first call, that compile starts: at the
-        call's end, so that it does not slow the first call's XLA compile (1.7x on 2 cores)."""
+        """A new size :meth:`run` left to the runner took ``seconds`` (which bounds later waits). IREE's
+        compile starts at the end of the first call, so as not to slow its XLA compile."""
         with self._lock:
             self._longest_xla = max(self._longest_xla, seconds)
             if self.status is Status.COMPILING and not self._submitted:
@@ -140,34 +105,25 @@ class SizeGenericTier:
                 run_in_background(lambda: self._compile(generation, compiled), size_generic=True)
 
     def _look_up(self, key: Hashable) -> IreeExecutable | None:
-        """Before the executable is loaded: at the first call, the cached one, or ``None`` (IREE's
-        compile starts when the call ends); later, the one compiled in the background,
-        waited for while it compiles (see :attr:`WAIT_IN_XLA_COMPILES`)."""
+        """The executable before it is loaded: the cached one at the first call, later the one compiled."""
         with self._lock:
             if self.status is Status.NOT_LOOKED_UP:
                 return self._first_look_up(key)
-            if self.status is Status.READY and self._executable is None:
-                self._load_compiled()
             if self.status is not Status.COMPILING:
-                return self._executable
+                return self._loaded()
             deadline, compiled = self._wait_deadline(key), self._compiled
         if deadline is None:
             return None
         if not compiled.wait(max(0.0, deadline - time.perf_counter())):
-            self.runner.options.report(
-                "%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
-                "compile): XLA compiles new sizes until IREE is ready",
-                self.runner.name, key, self.WAIT_IN_XLA_COMPILES,
-            )
+            self._report("%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
+                         "compile): XLA compiles new sizes until IREE is ready",
+                         key, self.WAIT_IN_XLA_COMPILES)
             return None
         with self._lock:
-            if self.status is Status.READY and self._executable is None:
-                self._load_compiled()
-            return self._executable
+            return self._loaded()
 
     def _first_look_up(self, key: Hashable) -> IreeExecutable | None:
-        """The program's first call (under the lock): the executable from the caches, or ``None``
-        (XLA serves the call; IREE's compile starts at its end, see :meth:`new_size_served`)."""
+        """The program's first call (under the lock): the executable from the caches, or ``None``."""
         try:
             self._lowered = iree_backend.lower(self.runner.jaxpr)
             vmfb = self._lowered.cached()
@@ -177,41 +133,34 @@ class SizeGenericTier:
         if vmfb is not None:
             self.from_cache = self._load(vmfb, cached=True)
             if self.from_cache:
-                self.runner.options.report(
-                    "size-generic (IREE) executable of %s found in the cache", self.runner.name
-                )
+                self._report("size-generic (IREE) executable of %s found in the cache")
                 return self._executable
-            # removed from the disk cache, with a warning: compiled again
-        self.runner.options.report(
-            "%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
-            "the background; new sizes meanwhile wait for it", self.runner.name, key,
-        )
+        self._report("%s first called (sizes %s, served by XLA): then IREE compiles it for every size in "
+                     "the background; new sizes meanwhile wait for it", key)
         self.status, self._submitted = Status.COMPILING, False  # submitted by new_size_served
         self._compiled, self._wait_until = threading.Event(), None
         return None
 
     def _wait_deadline(self, key: Hashable) -> float | None:
-        """Until when a call at new sizes ``key`` waits for the compile in progress (under the
-        lock); ``None``: it does not wait (past the deadline, or no XLA compile to measure by)."""
+        """Until when a call at new sizes waits for IREE's compile (under the lock; ``None``: no wait)."""
         now = time.perf_counter()
         if self._wait_until is None and self._longest_xla > 0.0:
             self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
         if self._wait_until is None or now >= self._wait_until:
             return None
-        self.runner.options.report(
-            "%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
-            self.runner.name, key, self._wait_until - now,
-        )
+        self._report("%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
+                     key, self._wait_until - now)
         return self._wait_until
 
-    def _load_compiled(self) -> None:
-        """Load the module compiled in the background (under the lock)."""
-        vmfb, self._vmfb = self._vmfb, None
-        self._load(vmfb, cached=False)
+    def _loaded(self) -> IreeExecutable | None:
+        """The executable, loading the one compiled in the background first (under the lock)."""
+        if self.status is Status.READY and self._executable is None:
+            vmfb, self._vmfb = self._vmfb, None
+            self._load(vmfb, cached=False)
+        return self._executable
 
     def _load(self, vmfb: bytes, cached: bool) -> bool:
-        """Load ``vmfb`` on the calling thread (so that no IREE object is made on the background
-        thread, which may still run at exit); whether it could be."""
+        """Load ``vmfb`` on the calling thread (not the background one); whether it could be."""
         try:
             executable = self._lowered.load(vmfb, cached)
         except Unsupported as err:
@@ -219,7 +168,6 @@ class SizeGenericTier:
             return False
         if executable is None:
             return False
-        # Owned by this tier: the module is freed when the tier is dropped, or at exit.
         self._release = weakref.finalize(self, executable.release)
         self._executable, self.status = executable, Status.READY
         return True
@@ -238,38 +186,29 @@ class SizeGenericTier:
                 self._give_up(str(err))
                 return
             self._vmfb, self.status = vmfb, Status.READY
-            self.runner.options.report(
-                "IREE compiled %s for every size in %.3f s: new sizes run on it", self.runner.name,
-                time.perf_counter() - start,
-            )
+            seconds = time.perf_counter() - start
+            self._report("IREE compiled %s for every size in %.3f s: new sizes run on it", seconds)
         finally:
             compiled.set()  # calls waiting for it go on
 
+    def _report(self, message: str, *args: Any) -> None:
+        self.runner.options.report(message, self.runner.name, *args)
+
     def _give_up(self, reason: str) -> None:
-        self.runner.options.report(
-            "size-generic tier off for %s (XLA compiles each size): %s", self.runner.name, reason
-        )
-        self.reason = reason
-        self.status = Status.UNSUPPORTED
-        self._executable = None
+        self._report("size-generic tier off for %s (XLA compiles each size): %s", reason)
+        self.reason, self.status, self._executable = reason, Status.UNSUPPORTED, None
         if self._release is not None:
             self._release()
 
     def _count(self, key: Hashable, args: Sequence[Any]) -> None:
-        """Count a call at ``key``; at the second, compile the size's XLA executable."""
+        """Count a call at ``key``; at the second, XLA compiles the size."""
         calls = self._calls.get(key, 0) + 1
         if len(self._calls) >= self.REMEMBERED_SIZES:
             self._calls.clear()
         self._calls[key] = calls
         if calls == self.CALLS_BEFORE_XLA:
-            self.runner.options.report(
-                "%s at sizes %s called again: XLA compiles them in the background, then they run on XLA",
-                self.runner.name, key,
-            )
+            self._report("%s at sizes %s called again: XLA compiles them in the background, then they "
+                         "run on XLA", key)
             dynamic_args = [args[i] for i in self.runner.dynamic_positions]
             generation = self.runner.options.cache.generation
             run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))
-
-    def __repr__(self) -> str:
-        reason = f": {self.reason}" if self.reason else ""
-        return f"<SizeGenericTier {self.runner.name} {self.status.value}{reason}>"

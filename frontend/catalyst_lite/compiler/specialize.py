@@ -1,16 +1,13 @@
-"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes (see docs/architecture.md,
-"2. Specialize").
-
-One interpreter, :func:`eval_jaxpr`, in a :class:`Mode`: ``STAGED`` inside a ``jax.jit`` trace,
-sizes as Python ints (one static XLA program per size signature; a size that depends on data
-raises :class:`NeedsHost`); ``HOST``, eager, where nested bodies run through a
-:class:`JaxprRunner` compiled once per size signature; ``SIZES``, the size arithmetic alone
-(:func:`check_sizes`); and, defined by :mod:`.capacity`, on capacity buffers. What a primitive
-does in each mode is its :class:`~catalyst_lite.jax_extras.rules.PrimitiveSpec`.
+"""Specialization: evaluate a dynamically-shaped jaxpr at concrete sizes (docs/architecture.md,
+"2. Specialize"), with one interpreter, :func:`eval_jaxpr`, in a :class:`Mode`: ``STAGED`` in a
+``jax.jit`` trace, sizes as Python ints (a size depending on data raises :class:`NeedsHost`);
+``HOST``, eager; ``SIZES``, the size arithmetic alone (:func:`check_sizes`); and :mod:`.capacity`'s
+mode on capacity buffers. A primitive's rules are its :class:`~..jax_extras.rules.PrimitiveSpec`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -21,53 +18,22 @@ import numpy as np
 
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArrayTooLargeError, CatalystLiteError, CompileError
-from ..jax_extras import (
-    ClosedJaxpr,
-    DropVar,
-    Jaxpr,
-    Literal,
-    Primitive,
-    Tracer,
-    Var,
-    eval_context,
-)
+from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
 from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import get_aval
 from ..jax_extras.rules import NeedsHost, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 
-__all__ = [
-    "Mode",
-    "NeedsHost",
-    "eval_jaxpr",
-    "eval_equation",
-    "dimension_inputs",
-    "sizes_follow_from_inputs",
-    "to_dim",
-    "trip_count",
-    "check_sizes",
-    "bind_primitive",
-    "any_traced",
-    "is_int_scalar",
-    "check_fits_in_memory",
-]
+__all__ = ["Mode", "NeedsHost", "eval_jaxpr", "dimension_inputs", "to_dim", "trip_count", "check_sizes"]
 
 
 class Mode:
-    """How :func:`eval_jaxpr` evaluates an equation: ``Mode.STAGED``, ``Mode.HOST``, ``Mode.SIZES``
-    (see the module's docstring), or a mode of another module (:class:`.capacity.Masked`).
-    ``reads_unknown``: a value not computed reads as unknown rather than failing."""
+    """How :func:`eval_jaxpr` evaluates an equation (``reads_unknown``: a missing value reads as unknown)."""
 
     reads_unknown = False
     STAGED: "Mode"
     HOST: "Mode"
     SIZES: "Mode"
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"Mode.{self.name}"
 
     def equation(self, eqn: Any, invals: list[Any], env: dict) -> list[Any] | None:
         """The results of ``eqn`` on ``invals`` (``env``: the values so far), ``None``: unknown."""
@@ -76,16 +42,13 @@ class Mode:
         if rule is not None:
             return list(rule(invals, eqn.params))
         if _is_size_check(eqn) and any_traced(invals):
-            # A size assumption or requirement on values known only at run time (a loop's index
-            # in a staged loop): it has no lowering, so staging it would drop the check. The host
-            # runs it with those values known.
+            # A size check has no lowering: staged, it would be dropped. The host runs it.
             raise NeedsHost(f"{eqn.primitive} on sizes known only at run time")
         return _eval_equation(eqn, invals)
 
 
 class _SizeArithmetic(Mode):
-    """The program's size arithmetic alone, from the values of its dimension inputs: size checks
-    evaluated, the sizes of shape-carrying primitives checked (see :func:`check_sizes`)."""
+    """The program's size arithmetic alone (see :func:`check_sizes`)."""
 
     reads_unknown = True
 
@@ -100,12 +63,11 @@ class _SizeArithmetic(Mode):
         return None
 
 
-Mode.STAGED, Mode.HOST, Mode.SIZES = Mode("STAGED"), Mode("HOST"), _SizeArithmetic("SIZES")
+Mode.STAGED, Mode.HOST, Mode.SIZES = Mode(), Mode(), _SizeArithmetic()
 
 
 def _keys_on_operands(primitive: Primitive) -> bool:
-    """Whether a specialization needs the values of some of ``primitive``'s operands (a
-    primitive with a spec's ``dimension_operands``: a nested one, a size check, a callback)."""
+    """Whether a specialization needs the values of some of ``primitive``'s operands."""
     spec = spec_of(primitive)
     return spec is not None and spec.dimension_operands is not None
 
@@ -118,15 +80,11 @@ def to_dim(value: Any) -> int:
 
 
 def trip_count(lower: Any, upper: Any, step: Any) -> Any:
-    """Number of iterations of ``range(lower, upper, step)``, for traced or concrete bounds.
-
-    Known bounds (Python or NumPy numbers, or the 0-d arrays of jaxpr literals) give a Python int:
-    ``lax.fori_loop`` then becomes a ``scan`` of known length, which XLA may unroll or fold, as it
-    does for a hand-written ``jax.jit`` program."""
+    """Number of iterations of ``range(lower, upper, step)``: a Python int for known bounds (then
+    ``lax.fori_loop`` is a ``scan`` of known length, as in a hand-written ``jax.jit`` program)."""
     if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
         return len(range(int(lower), int(upper), int(step)))
     return jax.numpy.maximum(0, -((lower - upper) // step))
-
 
 
 def any_traced(values: Sequence[Any]) -> bool:
@@ -134,16 +92,14 @@ def any_traced(values: Sequence[Any]) -> bool:
 
 
 def is_int_scalar(v: Any) -> bool:
-    """A signed integer scalar: what sizes are. (Unsigned ones are bits, such as the halves of a
-    PRNG key: folding them into Python ints would lose their type.)"""
+    """A signed integer scalar: what sizes are (unsigned ones are bits, such as a PRNG key's)."""
     aval = v.aval
     # `jax.dtypes.issubdtype`: a PRNG key's extended dtype is not a NumPy one.
     return not aval.shape and jax.dtypes.issubdtype(aval.dtype, np.signedinteger)
 
 
 def _is_index_scalar(v: Any) -> bool:
-    """An integer or boolean scalar: size arithmetic is made of these (``a[:1]`` computes its
-    length with ``min``, comparisons and ``select_n``), so they are folded together."""
+    """An integer or boolean scalar: what size arithmetic is made of (``min``, comparisons, ``select_n``)."""
     return is_int_scalar(v) or (not v.aval.shape and v.aval.dtype == np.bool_)
 
 
@@ -163,15 +119,11 @@ _ALWAYS_FITS_BYTES = 1 << 26
 
 
 def available_memory() -> int:
-    """Bytes of memory the process can still allocate: Linux's ``MemAvailable`` (free memory plus
-    reclaimable caches), else the physical memory size, else unlimited."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    """Bytes the process can still allocate: Linux's ``MemAvailable``, else the physical memory size."""
+    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, OSError, ValueError):
@@ -179,8 +131,7 @@ def available_memory() -> int:
 
 
 def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
-    """Raise :class:`ArrayTooLargeError` before an array of this shape is allocated when it would
-    not fit in memory (XLA would fail with an opaque ``RESOURCE_EXHAUSTED``, or the machine swap)."""
+    """Raise :class:`ArrayTooLargeError` for an array that would not fit in memory (before XLA fails)."""
     nbytes = math.prod(shape) * getattr(dtype, "itemsize", 8)  # a PRNG key's dtype is not NumPy's
     if nbytes <= _ALWAYS_FITS_BYTES:
         return
@@ -195,14 +146,10 @@ def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
 
 def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
                overrides: Mapping[Any, Callable[[list[Any]], list[Any]]] | None = None) -> list[Any]:
-    """Evaluate ``jaxpr`` (constants already turned into leading arguments) on ``args`` in
-    ``mode``; the equations in ``overrides`` (of this jaxpr, not of nested ones) by the rule
-    given there.
-
-    Integer scalars computed only from known numbers stay Python ints, so that sizes derived from
-    them (``n + 1``) are static when staging.
-    """
-    env: dict[Var, Any] = {}
+    """Evaluate ``jaxpr`` (constants as leading arguments) on ``args`` in ``mode``, its equations in
+    ``overrides`` by the rule given there. Integer scalars computed from known numbers stay Python
+    ints, so that sizes derived from them are static when staging."""
+    env: dict[Var, Any] = dict(zip(jaxpr.invars, args))
     unknown = mode.reads_unknown
 
     def read(atom: Any) -> Any:
@@ -210,8 +157,6 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
             return atom.val
         return env.get(atom, _UNKNOWN) if unknown else env[atom]
 
-    for var, value in zip(jaxpr.invars, args):
-        env[var] = value
     for index, eqn in enumerate(jaxpr.eqns):
         try:
             invals = [read(v) for v in eqn.invars]
@@ -220,9 +165,7 @@ def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
         except NeedsHost as err:
             err.equation = (jaxpr, index)  # the outermost jaxpr's, where segmentation splits
             raise
-        for var, value in zip(eqn.outvars, outvals or ()):
-            if not isinstance(var, DropVar):
-                env[var] = value
+        env.update((v, x) for v, x in zip(eqn.outvars, outvals or ()) if not isinstance(v, DropVar))
     return [read(v) for v in jaxpr.outvars]
 
 
@@ -230,32 +173,20 @@ _UNKNOWN = object()  # a value Mode.SIZES does not compute (array data, a loop's
 
 
 def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
-    """Check at these sizes what staging would check, without staging: evaluate the program's size
-    arithmetic from ``sizes`` (its dimension inputs, by position), check its size assumptions and
-    requirements and refuse negative or too large arrays, at the top level of ``jaxpr``. Sizes
-    computed inside loops are checked by whoever runs them."""
+    """Check at ``sizes`` what staging the top level of ``jaxpr`` would (size checks, array sizes)."""
     eval_jaxpr(jaxpr, [sizes.get(i, _UNKNOWN) for i in range(len(jaxpr.invars))], Mode.SIZES)
 
 
 def _is_size_check(eqn: Any) -> bool:
-    """An equation that only checks sizes (an assumption or a requirement): no results, no nested
-    program, and specializations key on its operands."""
+    """An equation that only checks sizes (an assumption or a requirement)."""
     spec = spec_of(eqn.primitive)
     return spec is not None and spec.size_check is not None
 
 
 def _is_size_arithmetic(eqn: Any) -> bool:
     """Integer scalars from integer scalars, with no nested program (a loop is not arithmetic)."""
-    return (
-        not _keys_on_operands(eqn.primitive)
-        and bool(eqn.outvars)
-        and all(_is_index_scalar(v) for v in eqn.outvars)
-    )
-
-
-def eval_equation(eqn: Any, invals: list[Any], mode: Mode) -> list[Any]:
-    """Evaluate one equation on ``invals`` in ``mode``."""
-    return mode.equation(eqn, invals, {})
+    outs = eqn.outvars
+    return not _keys_on_operands(eqn.primitive) and bool(outs) and all(map(_is_index_scalar, outs))
 
 
 # Errors that are already clear, or that drive the specialization itself.
@@ -263,10 +194,9 @@ _UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntim
 
 
 def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
-    """Bind a JAX primitive (not one with a rule) at concrete sizes. When the primitive's own
-    abstract evaluation refuses these concrete types, the traced program uses an operation the
-    specialization cannot handle (:class:`UnsupportedOperationError`); any other failure (the
-    user's code: a ``custom_jvp`` rule, a ``custom_vjp`` backward pass) propagates as it is."""
+    """Bind a JAX primitive without a rule at concrete sizes. When its abstract evaluation refuses
+    these types, raise :class:`UnsupportedOperationError`; other failures (the user's code)
+    propagate as they are."""
     prim = eqn.primitive
     operands, params = _fill_dynamic_shape(eqn, invals) if prim in SHAPE_PARAMS else (invals, eqn.params)
     try:
@@ -285,11 +215,8 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
 
 
 def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], params: dict[str, Any]) -> Exception | None:
-    """What ``prim``'s abstract evaluation raises on the types of ``operands`` (``None`` if it
-    accepts them). It runs only JAX's rules, never the user's functions a primitive holds: its
-    failure, unlike a failure of the bind, is the primitive's refusal of these sizes. A call
-    primitive (``custom_jvp_call``) has no abstract evaluation of its own: what fails there is
-    its body or the user's rules, never a refusal."""
+    """What ``prim``'s abstract evaluation (JAX's rules only, never the user's functions) raises on
+    the types of ``operands``; ``None`` if it accepts them, or it has none (a call primitive)."""
     if "abstract_eval" not in vars(prim) and type(prim).abstract_eval is Primitive.abstract_eval:
         return None
     try:
@@ -302,54 +229,28 @@ def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], param
 
 
 def _folded(value: Any, dtype: Any) -> Any:
-    """A known index scalar as a host value that binds back as its own type.
-
-    A Python ``int`` or ``bool`` keeps later sizes static, but binds as JAX's default integer
-    type (64 bits here); a 32-bit one (``platform_index``, the indices ``jnp.diagonal`` computes)
-    stays a NumPy scalar of its type, since StableHLO requires 32 bits where JAX asked for them.
-
-    >>> import numpy as np
-    >>> type(_folded(np.int64(3), np.int64)).__name__, type(_folded(np.int32(3), np.int32)).__name__
-    ('int', 'int32')
-    """
+    """A known index scalar as a host value that binds back as its own type: a Python ``int`` (which
+    keeps later sizes static) or ``bool``, a NumPy scalar when 32 bits (StableHLO requires them)."""
     host = np.asarray(value).item()
-    if np.dtype(type(host)) == np.dtype(dtype):
-        return host
-    return np.dtype(dtype).type(host)
+    return host if np.dtype(type(host)) == np.dtype(dtype) else np.dtype(dtype).type(host)
 
 
 def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
     """Bind ``prim`` as JAX's own interpreter binds an equation; a list of results."""
-    # As JAX's own interpreter binds an equation: primitives holding functions (custom_jvp_call's
-    # jvp, custom_vjp_call's fwd and bwd) take them back as leading arguments.
     subfuns, params = prim.get_bind_params(params)
     out = prim.bind(*subfuns, *invals, **params)
     return list(out) if prim.multiple_results else [out]
 
 
 def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
-    """Positions of ``jaxpr``'s inputs whose values determine some size in it (directly, or through
-    integer arithmetic). A specialization is keyed on exactly these values."""
+    """Positions of ``jaxpr``'s integer inputs some size depends on: specializations key on them."""
     needed = _size_values(jaxpr)
-    # Only integer inputs are keyed on (a boolean input that decides a size stays host-driven).
     return frozenset(i for i, v in enumerate(jaxpr.invars) if v in needed and is_int_scalar(v))
 
 
 def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
-    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its inputs at
-    positions ``inputs`` (none from array data, other inputs or nested programs): its sizes are
-    then fixed by those inputs' values.
-
-    >>> import jax.numpy as jnp
-    >>> from catalyst_lite import qjit
-    >>> @qjit
-    ... def f(n: int, x: float):
-    ...     return jnp.ones(n + 1) * x
-    >>> _ = f(3, 1.0)
-    >>> jaxpr = f.inspect().last.jaxpr.jaxpr
-    >>> sizes_follow_from_inputs(jaxpr, [0]), sizes_follow_from_inputs(jaxpr, [])
-    (True, False)
-    """
+    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its ``inputs``
+    (by position; none from array data, other inputs or nested programs)."""
     if any(isinstance(p, (ClosedJaxpr, Jaxpr)) for eqn in jaxpr.eqns for p in eqn.params.values()):
         return False
     needed = _size_values(jaxpr)
@@ -363,33 +264,20 @@ def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
 
 
 def _size_values(jaxpr: Jaxpr) -> set[Var]:
-    """The variables of ``jaxpr`` whose values some size in it depends on (directly, or through
-    integer arithmetic; a size computed from array data, or returned by a nested primitive, is
-    there but not what it is computed from)."""
+    """The variables some size of ``jaxpr`` depends on, directly or through integer arithmetic."""
     needed: set[Var] = set()
-
-    def add_shape_vars(aval: Any) -> None:
-        if has_symbolic_shape(aval):
-            needed.update(d for d in aval.shape if isinstance(d, Var))
-
-    for v in jaxpr.invars:
-        add_shape_vars(v.aval)
+    atoms = [*jaxpr.invars, *(v for eqn in jaxpr.eqns for v in (*eqn.invars, *eqn.outvars)), *jaxpr.outvars]
+    for v in atoms:
+        if not isinstance(v, Literal) and has_symbolic_shape(v.aval):
+            needed.update(d for d in v.aval.shape if isinstance(d, Var))
     for eqn in jaxpr.eqns:
-        for v in (*eqn.invars, *eqn.outvars):
-            if not isinstance(v, Literal):
-                add_shape_vars(v.aval)
         if eqn.primitive in SHAPE_PARAMS:
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
             needed.update(v for v in eqn.invars[len(eqn.invars) - ndyn :] if isinstance(v, Var))
         if _keys_on_operands(eqn.primitive):
-            for i in spec_of(eqn.primitive).dimension_operands(eqn.params):
-                if isinstance(eqn.invars[i], Var):
-                    needed.add(eqn.invars[i])
-    for v in jaxpr.outvars:
-        if isinstance(v, Var):
-            add_shape_vars(v.aval)
-    # Scalar integer arithmetic that produces a needed value needs its own scalar inputs. (A size
-    # computed from array data, or returned by a nested primitive, is only known at run time.)
+            operands = [eqn.invars[i] for i in spec_of(eqn.primitive).dimension_operands(eqn.params)]
+            needed.update(v for v in operands if isinstance(v, Var))
+    # Scalar arithmetic producing a needed value needs its scalar inputs (not a nested primitive's).
     for eqn in reversed(jaxpr.eqns):
         if _keys_on_operands(eqn.primitive):
             continue
