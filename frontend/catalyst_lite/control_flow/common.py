@@ -1,19 +1,17 @@
 """What ``for_loop``, ``while_loop`` and ``cond`` share: options, tracing checks, error messages,
-and *ambient carries* (values threaded implicitly through every loop and branch, such as the state
-vector of a quantum circuit being compiled; :func:`~catalyst_lite.jax_extras.nested.bind_nested`
-threads them)."""
+the ``.operation`` records, handlers, and *ambient carries* (values every loop and branch threads
+implicitly, such as a compiled circuit's state vector; see ``jax_extras.nested.bind_nested``)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
 
-from ..compiler.loop_body import split_groups
 from ..compiler.specialize import dimension_inputs
 from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import ShapeBroadcastError
@@ -23,36 +21,6 @@ from ..jax_extras.tracing import inside_program_trace
 from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
 from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
-
-__all__ = [
-    "ControlFlowOperation",
-    "Cond",
-    "Switch",
-    "ForLoop",
-    "WhileLoop",
-    "WithOperation",
-    "StandsForValue",
-    "traced_value",
-    "ForLoopCallable",
-    "WhileLoopCallable",
-    "expansion_strategy",
-    "tracing_mode",
-    "dimension_error",
-    "carried_sizes_stay_apart",
-    "normalize_results",
-    "unwrap_results",
-    "AmbientCarry",
-    "ambient_carry",
-    "ambient_carries",
-    "check_predicate",
-    "as_predicate",
-    "describe_aval",
-    "split_groups",
-    "fed_dimension_operands",
-    "ControlFlowHandler",
-    "control_flow_handler",
-    "active_control_flow_handler",
-]
 
 
 def expansion_strategy(
@@ -70,8 +38,8 @@ def expansion_strategy(
 
 
 def tracing_mode(api: str, fn: Callable) -> str:
-    """``"trace"`` inside a catalyst_lite trace (also under a JAX transformation applied in it),
-    ``"eager"`` outside any JAX transformation."""
+    """``"trace"`` inside a catalyst_lite trace (even under a JAX transformation in it), ``"eager"``
+    outside any JAX transformation."""
     if is_tracing() or inside_program_trace():
         return "trace"
     if isinstance(current_trace(), EvalTrace):
@@ -105,18 +73,17 @@ def dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> Dimension
 
 
 @contextlib.contextmanager
-def carried_sizes_stay_apart(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
-    """Name the cause when a loop that does not preserve dimensions (``allow_array_resizing=True``
-    or ``experimental_preserve_dimensions=False``) fails to broadcast in its body: there the
-    carried arrays' sizes are new symbolic sizes, which an array from outside the loop cannot be
-    known to match (the design documents' reference program, line [1]). Without this, JAX's
-    broadcast error would also send the program to per-size tracing, hiding the mistake."""
-    if strategy.preserve_dimensions:
-        yield
-        return
+def loop_errors(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
+    """A loop body's type errors in the user's words. A loop that does not preserve dimensions and
+    fails to broadcast in its body: its carried sizes are new, unrelated to captured arrays' (the
+    design documents' reference program, line [1]); JAX's error would send it to per-size tracing."""
     try:
         yield
+    except DimensionMismatch as err:
+        raise dimension_error(err, api, fn) from None
     except ShapeBroadcastError:
+        if strategy.preserve_dimensions:
+            raise
         raise DimensionError(
             f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
             "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "
@@ -147,12 +114,16 @@ def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, f
     return flat
 
 
-def unwrap_results(values: Sequence[Any], n_args: int, tree: PyTreeDef) -> Any:
+def unwrapped(carry: Sequence[Any], n_args: int) -> Any:
     """Catalyst's convention: one value comes back unwrapped, several as a tuple, none as None."""
-    out = tree_unflatten(tree, list(values))
-    if n_args == 0:
+    return None if n_args == 0 else carry[0] if n_args == 1 else carry
+
+
+def _aval_or_none(x: Any) -> Any:
+    try:
+        return get_aval(x)
+    except TypeError:  # not a JAX value at all (a tuple, a string)
         return None
-    return out[0] if n_args == 1 else out
 
 
 def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
@@ -160,10 +131,7 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     pred = traced_value(pred)
     if isinstance(pred, (bool, np.bool_)):
         return bool(pred)
-    try:
-        aval = get_aval(pred)
-    except TypeError:  # not a JAX value at all (a tuple, a string)
-        aval = None
+    aval = _aval_or_none(pred)
     if aval is None or aval.shape != () or aval.dtype != np.dtype(bool):
         got = describe_aval(aval) if aval is not None else type(pred).__name__
         treedef = tree_structure(pred)
@@ -175,6 +143,31 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
             "`(n % 2) == 0`."
         )
     return pred
+
+
+def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
+    """A ``cond`` predicate as a boolean, converted as Python's ``if`` would (Catalyst's
+    convention): a number is true when it is not zero; an array must hold one element."""
+    pred = traced_value(pred)
+    if isinstance(pred, (bool, int, float, complex, np.bool_, np.number)):
+        return bool(pred)
+    aval = _aval_or_none(pred)
+    if aval is None or not hasattr(aval, "dtype") or aval.dtype.kind not in "biufc":
+        raise ControlFlowError(
+            f"{api} ({function_name(fn)}): a predicate must be a boolean, integer or floating-point "
+            f"value, got {type(pred).__name__}."
+        )
+    if len(aval.shape) > 1 or aval.shape and not (type(aval.shape[0]) is int and aval.shape[0] == 1):
+        raise ControlFlowError(
+            f"Array with multiple elements is not a valid predicate: {api} ({function_name(fn)}): "
+            "a predicate must hold one element, got "
+            f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
+            "jnp.any or jnp.all."
+        )
+    if not isinstance(pred, Tracer):
+        return bool(np.asarray(pred).reshape(()))
+    pred = jnp.reshape(pred, ())
+    return pred if aval.dtype == np.dtype(bool) else pred != 0
 
 
 class StandsForValue:
@@ -193,55 +186,18 @@ def traced_value(x: Any) -> Any:
 
 
 def flatten_values(tree: Any) -> tuple[list[Any], PyTreeDef]:
-    """``tree_flatten(tree)``, with measurement values as the traced values they stand for (a
-    loop carries, a branch returns the value)."""
+    """``tree_flatten(tree)``, with the traced values that measurement values stand for."""
     leaves, treedef = tree_flatten(tree)
     return [traced_value(x) for x in leaves], treedef
 
 
-def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
-    """A ``cond`` predicate as a boolean, converted as Python's ``if`` would (Catalyst's
-    convention): a number is true when it is not zero; an array must hold one element."""
-    pred = traced_value(pred)
-    if isinstance(pred, (bool, np.bool_)):
-        return bool(pred)
-    if isinstance(pred, (int, float, complex, np.number)):
-        return bool(pred)
-    try:
-        aval = get_aval(pred)
-    except TypeError:
-        aval = None
-    if aval is None or not hasattr(aval, "dtype") or aval.dtype.kind not in "biufc":
-        raise ControlFlowError(
-            f"{api} ({function_name(fn)}): a predicate must be a boolean, integer or floating-point "
-            f"value, got {type(pred).__name__}."
-        )
-    if len(aval.shape) > 1 or aval.shape and not (type(aval.shape[0]) is int and aval.shape[0] == 1):
-        raise ControlFlowError(
-            f"Array with multiple elements is not a valid predicate: {api} ({function_name(fn)}): "
-            "a predicate must hold one element, got "
-            f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
-            "jnp.any or jnp.all."
-        )
-    if not isinstance(pred, Tracer):  # a concrete value: a Python bool
-        return bool(np.asarray(pred).reshape(()))
-    pred = jnp.reshape(pred, ())
-    return pred if aval.dtype == np.dtype(bool) else pred != 0
-
-
-# --- ambient carries -----------------------------------------------------------------------------
-
-
-AmbientCarry = Threaded  # a value that every loop carries and every branch returns, unwritten
-
-
-def ambient_carries() -> list[AmbientCarry]:
+def ambient_carries() -> list[Threaded]:
     """The ambient carries active in this thread, outermost first."""
     return list(current_context().ambient_carries)
 
 
 @contextlib.contextmanager
-def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
+def ambient_carry(carry: Threaded) -> Iterator[Threaded]:
     """Make ``carry`` ambient for the duration of the block."""
     with context_scope(ambient_carries=(*current_context().ambient_carries, carry)):
         yield carry
@@ -250,8 +206,7 @@ def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
 def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:
     """The operands a specialization of a nested primitive keys on: those feeding a binder whose
     value sizes its body (``feeds``: each body and the operand feeding each of its binders); of
-    body ``b`` only the ``nfixed[b]`` leading binders (a loop's constants and carried sizes: its
-    carried values change from one iteration to the next)."""
+    body ``b`` only the ``nfixed[b]`` leading binders (a loop's constants and carried sizes)."""
     needed = set()
     for b, (jaxpr, feed) in enumerate(feeds):
         needed |= {feed[k] for k in dimension_inputs(jaxpr) if nfixed is None or k < nfixed[b]}
@@ -261,8 +216,7 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
 class ControlFlowOperation:
     """Catalyst's ``.operation`` of control flow called in a quantum circuit being compiled: the
     record that the circuit contains this ``cond``/``switch``/``for_loop``/``while_loop`` (named by
-    its function). catalyst_lite traces control flow into the program, so the record holds no
-    regions of its own: the gates of its bodies are the circuit's.
+    its function), without regions of its own (catalyst_lite traces control flow into the program).
 
     >>> from catalyst_lite.control_flow.common import ForLoop
     >>> ForLoop("body")
@@ -317,8 +271,7 @@ class WithOperation:
     _operation: ControlFlowOperation | None = None
 
     def _note_call(self) -> None:
-        """It is being called: in a compiled circuit (whose control flow goes to a handler, see
-        :func:`control_flow_handler`), that is its operation."""
+        """Called in a compiled circuit (whose control flow goes to a handler): its operation."""
         if active_control_flow_handler() is not None:
             self._operation = self.operation_type(self.__name__)
 
@@ -344,8 +297,7 @@ class WithOperation:
 
 class LoopCallable(WithOperation):
     """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
-    initial carried values, it returns the final ones; it looks like the body it wraps (name,
-    docstring, ``inspect.signature`` without the loop index)."""
+    initial carried values, it returns the final ones; it looks like the body it wraps."""
 
     def __init__(self, run: Callable, body: Callable):
         functools.update_wrapper(self, body)
@@ -370,36 +322,20 @@ class WhileLoopCallable(LoopCallable):
     operation_type = WhileLoop
 
 
-# --- handlers ------------------------------------------------------------------------------------
-# A quantum circuit being compiled may need to see the control flow written inside it before it is
-# bound: inside ``qml.adjoint`` a loop is applied reversed, so it must be recorded rather than
-# traced where it stands. A handler receives each traced ``for_loop``/``while_loop``/``cond`` call
-# with ``bind``, the usual implementation, which it may call (with other bodies) or not.
-
-
-class ControlFlowHandler(Protocol):
-    """What a handler installed by :func:`control_flow_handler` is asked.
-
-    ``bind(body, init)`` (``for_loop``), ``bind(cond_fn, body, init)`` (``while_loop``) or
-    ``bind(preds, branches, otherwise)`` (``cond``; ``otherwise`` is ``None`` when the user gave
-    none) traces and binds the control flow as usual.
-    """
-
-    def for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any: ...
-
-    def while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any: ...
-
-    def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any: ...
+# A handler sees the control flow traced inside a quantum circuit before it is bound (inside
+# ``qml.adjoint`` a loop is applied reversed, so it must be recorded rather than traced where it
+# stands): its method ``for_loop(body, bounds, init, bind)``, ``while_loop(cond_fn, body, init,
+# bind)`` or ``cond(preds, branches, otherwise, bind)`` (``otherwise`` ``None`` when the user gave
+# none) receives each call, with ``bind`` (same arguments but ``bounds``) the usual implementation.
 
 
 @contextlib.contextmanager
-def control_flow_handler(handler: ControlFlowHandler | None) -> Iterator[None]:
+def control_flow_handler(handler: Any) -> Iterator[None]:
     """Hand the traced control flow of this thread to ``handler`` for the duration of the block
     (``None``: bind it as usual, e.g. for loops a handler emits itself)."""
     with context_scope(control_flow_handler=handler):
         yield
 
 
-def active_control_flow_handler() -> ControlFlowHandler | None:
-    """The handler installed in this thread, if any."""
+def active_control_flow_handler() -> Any:
     return current_context().control_flow_handler

@@ -8,27 +8,11 @@ Branch ``b`` takes its constants ``consts_b`` and returns ``*implicit *results``
 is the ``otherwise`` one (it runs when no predicate holds). When the branches return arrays of
 different sizes, the size is a new dimension: one of the ``nimplicit_outputs`` (Catalyst refuses
 this; here the result size is simply known once the branch has run).
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, cond
->>> @qjit
-... def sign(x: float):
-...     @cond(x > 0)
-...     def s():
-...         return 1.0
-...     @s.else_if(x < 0)
-...     def s():
-...         return -1.0
-...     @s.otherwise
-...     def s():
-...         return 0.0
-...     return s()
->>> float(sign(-2.0)), float(sign(0.0))
-(-1.0, 0.0)
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -71,27 +55,23 @@ from ..jax_extras.rules import (
 )
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
+from ..jax_extras.size_facts import describe_aval
+from ..compiler.loop_body import split_groups, with_batch_axis
 from .common import (
-    flatten_values,
+    Cond,
+    WithOperation,
     active_control_flow_handler,
     ambient_carries,
     as_predicate,
-    describe_aval,
     fed_dimension_operands,
-    split_groups,
+    flatten_values,
     tracing_mode,
-    Cond,
-    WithOperation,
 )
-from ..compiler.loop_body import with_batch_axis
 from .loop_common import is_inexact
 
 __all__ = ["cond", "cond_p", "CondCallable"]
 
 cond_p = DynshapePrimitive("cond")
-
-
-# --- user API ------------------------------------------------------------------------------------
 
 
 class CondCallable(WithOperation):
@@ -138,13 +118,14 @@ class CondCallable(WithOperation):
         if tracing_mode("cond", first) == "eager":
             return _run_eagerly(preds, branches, otherwise)
         handler = active_control_flow_handler()
-        if handler is not None:  # e.g. a conditional inside qml.adjoint, applied adjointed
+        if handler is None:
+            return _bind(preds, branches, otherwise, self.otherwise_fn is not None, first)
 
-            def bind(preds: list, branches: list, otherwise: Callable | None) -> Any:
-                return _bind(preds, branches, otherwise or _returns_none, otherwise is not None, first)
+        def bind(preds: list, branches: list, otherwise: Callable | None) -> Any:
+            return _bind(preds, branches, otherwise or _returns_none, otherwise is not None, first)
 
-            return handler.cond(preds, branches, otherwise if self.otherwise_fn else None, bind)
-        return _bind(preds, branches, otherwise, self.otherwise_fn is not None, first)
+        # e.g. a conditional inside qml.adjoint, applied adjointed
+        return handler.cond(preds, branches, otherwise if self.otherwise_fn else None, bind)
 
 
 def cond(pred: Any) -> Callable[[Callable], CondCallable]:
@@ -188,9 +169,6 @@ def _run_eagerly(preds: Sequence[Any], branches: Sequence[Callable], otherwise: 
         if bool(pred):
             return branch()
     return otherwise()
-
-
-# --- binding -------------------------------------------------------------------------------------
 
 
 def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> Any:
@@ -287,9 +265,6 @@ def _params(jaxprs: Sequence[Any], nconsts: Sequence[int], nimplicit: int) -> di
         branch_nconsts=tuple(nconsts),
         nimplicit_outputs=nimplicit,
     )
-
-
-# --- types ---------------------------------------------------------------------------------------
 
 
 def _split(invals: list[Any], params: dict[str, Any]):
@@ -466,9 +441,6 @@ def _partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
     return [*implicit_out, *interleave(used[n:], outs_known[n:], unknown)]
 
 
-# --- specialization rules ------------------------------------------------------------------------
-
-
 def _branch_index(preds: Sequence[Any]) -> Any:
     """Index of the first predicate that holds, else the last branch (``otherwise``)."""
     index = jnp.int32(len(preds))
@@ -548,31 +520,14 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     return results
 
 
-# --- lowering ------------------------------------------------------------------------------------
-# `.mlir` shows the dynamic program: one `stablehlo.case` on the index of the first predicate that
-# holds (the last region is `otherwise`); each region lowers its branch on captured constants.
-
-def _lower(
-    ctx: lowering.LoweringRuleContext,
-    *operands: Any,
-    branch_jaxprs: tuple[ClosedJaxpr, ...],
-    branch_nconsts: tuple[int, ...],
-    nimplicit_outputs: int,
-) -> list[Any]:
-    """StableHLO of ``cond``: ``case first_true(preds) { branch_0 } ... { otherwise }``."""
-    del nimplicit_outputs  # the implicit sizes are the leading results of every branch
-    params = {"branch_jaxprs": branch_jaxprs, "branch_nconsts": branch_nconsts}
+def _lower(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
+    """StableHLO (in ``.mlir``): ``case first_true(preds) { branch_0 } ... { otherwise }``, one
+    ``stablehlo.case`` whose regions lower their branches on captured constants."""
     preds, consts = _split(list(operands), params)
+    branches = zip(params["branch_jaxprs"], consts)
+    regions = [functools.partial(lowering.lower_nested_jaxpr, ctx, j, c) for j, c in branches]
+    return lowering.case_op(lowering.first_true_index(preds), lowering.ir_types(ctx.avals_out), regions)
 
-    def as_region(jaxpr: ClosedJaxpr, branch_consts: list[Any]) -> Callable[[], list[Any]]:
-        return lambda: lowering.lower_nested_jaxpr(ctx, jaxpr, branch_consts)
-
-    regions = [as_region(j, c) for j, c in zip(branch_jaxprs, consts)]
-    index = lowering.first_true_index(preds)
-    return lowering.case_op(index, lowering.ir_types(ctx.avals_out), regions)
-
-
-# --- registration --------------------------------------------------------------------------------
 
 register_nested_primitive(cond_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_jvp, batching=_batching, partial_eval=_partial_eval,

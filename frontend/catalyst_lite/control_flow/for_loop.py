@@ -7,19 +7,7 @@ The equation (as in the design documents)::
 
 ``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``.
 ``nimplicit`` is the number of carried dimensions (0 when dimensions are preserved).
-``apply_reverse_transform`` is the design documents' parameter; it is always ``False`` (the
-loop runs forwards).
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, for_loop
->>> @qjit
-... def f(n: int):
-...     @for_loop(0, n, 1)
-...     def body(i, acc):
-...         return acc + i
-...     return body(0)
->>> int(f(5))
-10
+``apply_reverse_transform`` is the design documents' parameter; it is always ``False``.
 """
 
 from __future__ import annotations
@@ -33,12 +21,13 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
+from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.specialize import NeedsHost, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
-from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.dynshape import JaxprTypeError
 from ..jax_extras.tracing import dependence_rules, dimension_value
 from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
@@ -46,26 +35,20 @@ from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, b
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from .common import (
     ForLoopCallable,
-    flatten_values,
     active_control_flow_handler,
     ambient_carries,
-    carried_sizes_stay_apart,
-    dimension_error,
     expansion_strategy,
+    flatten_values,
+    loop_errors,
     normalize_results,
-    split_groups,
     tracing_mode,
-    unwrap_results,
+    unwrapped,
 )
-from ..compiler.loop_body import LoopBody, resizes_arrays
 from .loop_common import Loop, LoopOperands
 
 __all__ = ["for_loop", "for_loop_p"]
 
 for_loop_p = DynshapePrimitive("for_loop")
-
-
-# --- user API ------------------------------------------------------------------------------------
 
 
 def for_loop(
@@ -95,23 +78,20 @@ def for_loop(
     >>> powers(4).tolist()
     [16.0, 16.0, 16.0]
     """
-    lower, upper = lower_bound, upper_bound
+    bounds = (lower_bound, upper_bound, step)
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 
     def decorator(body: Callable) -> ForLoopCallable:
         def loop(*init: Any) -> Any:
-            _check_bounds(body, lower, upper, step)
+            _check_bounds(body, bounds)
             if tracing_mode("for_loop", body) == "eager":
-                return _run_eagerly(body, lower, upper, step, init)
+                return _run_eagerly(body, bounds, init)
             handler = active_control_flow_handler()
-            if handler is not None:  # e.g. a loop inside qml.adjoint, applied reversed
-
-                def bind(body: Callable, init: tuple) -> Any:
-                    return _bind(body, lower, upper, step, init, strategy)
-
-                return handler.for_loop(body, (lower, upper, step), init, bind)
-            return _bind(body, lower, upper, step, init, strategy)
+            if handler is None:
+                return _bind(body, init, bounds, strategy)
+            # e.g. a loop inside qml.adjoint, applied reversed
+            return handler.for_loop(body, bounds, init, lambda b, i: _bind(b, i, bounds, strategy))
 
         loop_callable = ForLoopCallable(loop, body)
         # It takes the carried values: the body's signature without the index (which qjit binds).
@@ -126,18 +106,18 @@ def for_loop(
     return decorator
 
 
-def _run_eagerly(body: Callable, lower: Any, upper: Any, step: Any, init: tuple) -> Any:
+def _run_eagerly(body: Callable, bounds: tuple, init: tuple) -> Any:
     carry = init
+    lower, upper, step = bounds
     for i in range(int(lower), int(upper), _checked_step(step, function_name(body))):
         out = body(i, *carry)
         carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
-    return None if len(init) == 0 else carry[0] if len(init) == 1 else carry
+    return unwrapped(carry, len(init))
 
 
-def _check_bounds(body: Callable, lower: Any, upper: Any, step: Any) -> None:
-    """Bounds must be integer scalars: a float bound would otherwise be truncated eagerly and fail
-    deep inside XLA's loop when compiled."""
-    for name, bound in (("lower", lower), ("upper", upper), ("step", step)):
+def _check_bounds(body: Callable, bounds: tuple) -> None:
+    """Integer scalars: a float bound would be truncated eagerly and fail deep in XLA compiled."""
+    for name, bound in zip(("lower", "upper", "step"), bounds):
         if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) and (
             np.shape(bound) != () or not np.issubdtype(get_aval(bound).dtype, np.integer)
         ):
@@ -155,16 +135,12 @@ def _checked_step(step: Any, where: str) -> int:
     return int(step)
 
 
-def _as_index(x: Any) -> Any:
-    return np.int64(x) if isinstance(x, (int, np.integer)) else x
-
-
-def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strategy) -> Any:
+def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
     """The design documents' ``bindNested`` for ``for_loop``: the body takes the index (the
     ``lower`` value stands for it) and the carried values."""
-    if isinstance(step, (int, np.integer)):
-        _checked_step(step, function_name(body))
-    lower, upper, step = map(_as_index, (lower, upper, step))
+    if isinstance(bounds[2], (int, np.integer)):
+        _checked_step(bounds[2], function_name(body))
+    lower, upper, step = (np.int64(x) if isinstance(x, (int, np.integer)) else x for x in bounds)
     flat_init, in_tree = flatten_values(init)
 
     def flat_body(i: Any, *carried: Any) -> list[Any]:
@@ -179,12 +155,9 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
         return Equation([*traced.consts, *implicit, lower, upper, step, start, *carried], params, len(implicit))
 
     spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
-    try:
-        with runs_only_if_loop_runs(lower, upper, step), carried_sizes_stay_apart(strategy, "for_loop", body):
-            outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
-    except DimensionMismatch as err:
-        raise dimension_error(err, "for_loop", body) from None
-    return unwrap_results(outs, len(init), in_tree)
+    with loop_errors(strategy, "for_loop", body), runs_only_if_loop_runs(lower, upper, step):
+        outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
+    return unwrapped(tree_unflatten(in_tree, outs), len(init))
 
 
 def _params(body: Any, nconsts: int, nimplicit: int, preserve_dimensions: bool) -> dict[str, Any]:
@@ -195,9 +168,6 @@ def _params(body: Any, nconsts: int, nimplicit: int, preserve_dimensions: bool) 
         preserve_dimensions=preserve_dimensions,
         apply_reverse_transform=False,
     )
-
-
-# --- types ---------------------------------------------------------------------------------------
 
 
 def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
@@ -239,11 +209,11 @@ def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) 
     return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
 
 
-def _counting(ops: LoopOperands) -> tuple[Any, Any, Any]:
+def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, Any, Any]:
     """The trip count, first index and step (traced or known)."""
     lower, upper, step, _ = ops.bounds
     if not isinstance(step, Tracer):
-        step = _checked_step(step, "host-driven loop")
+        step = _checked_step(step, where)
     return trip_count(lower, upper, step), lower, step
 
 
@@ -259,13 +229,13 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
 
 
 def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:
-    lower, upper, step, _ = ops.bounds
-    if not isinstance(step, Tracer):  # a specialization operand, see _dimension_operands
-        step = _checked_step(step, "compiled loop")
-    count = trip_count(lower, upper, step)
+    count, lower, step = _counting(ops, "compiled loop")  # a known step: see _dimension_operands
     if isinstance(count, int) and count == 0:
         return None
-    _require_static_trip_count_in_reverse_mode(count)
+    # JAX transposes a fori_loop of a static trip count (a scan); with traced bounds the loop runs
+    # on the host in reverse mode (see compiler/reverse_mode.py).
+    if reverse_mode_requested() and not isinstance(count, int):
+        raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
     try:
         return lax.fori_loop(0, count, lambda k, carry: run_body([lower + k * step], carry), tuple(ops.carried))
     except (UnsupportedOperationError, SizeAssumptionError) as err:
@@ -277,11 +247,9 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
 
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants and carried dimensions that size the body are needed to specialize it, and so
-    is the step: a known step makes a known trip count, and a zero step an error at compile time
-    rather than a division by zero inside XLA (steps are constants in practice, so this costs no
-    extra compilations)."""
-    # operands: *consts *implicit lower upper step start *carried
+    """Constants and carried dimensions that size the body, and the step: a known step makes a
+    known trip count, and a zero step an error at compile time rather than in XLA (steps are
+    constants in practice: no extra compilations)."""
     step = params["body_nconsts"] + params["nimplicit"] + 2
     return _loop.dimension_operands(params) | {step}
 
@@ -313,26 +281,11 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     return list(carry)
 
 
-# --- lowering ------------------------------------------------------------------------------------
-# `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` (never unrolled) carrying
-# the index, the carried dimensions and the carried values; loop constants are captured.
-
-def _lower(
-    ctx: lowering.LoweringRuleContext,
-    *operands: Any,
-    body_jaxpr: ClosedJaxpr,
-    body_nconsts: int,
-    nimplicit: int,
-    preserve_dimensions: bool,
-    apply_reverse_transform: bool,
-) -> list[Any]:
-    """StableHLO: ``for i in range(lower, upper, step): carry = body(i, carry)`` as a while."""
-    # Preserved dimensions are already reflected in the operands and in the body's types; a
-    # reversed loop is never built (the type check refuses one).
-    del preserve_dimensions, apply_reverse_transform
-    consts, implicit, (_, upper, step, start), carried = split_groups(
-        list(operands), [body_nconsts, nimplicit, 4]
-    )
+def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, nimplicit: int, **_) -> list:
+    """StableHLO (in ``.mlir``): ``for i in range(lower, upper, step): carry = body(i, carry)`` as
+    one ``stablehlo.while`` carrying the index, the carried dimensions and values; constants are
+    captured. Preserved dimensions are in the types already; a reversed loop is never built."""
+    consts, implicit, (_, upper, step, start), carried = split_groups(list(operands), [body_nconsts, nimplicit, 4])
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
 
     def cond(state: list[Any]) -> Any:
@@ -349,20 +302,9 @@ def _lower(
     return results
 
 
-# --- differentiation at concrete sizes ----------------------------------------------------------
-# JAX transposes a staged `fori_loop` with a static trip count (a `scan`); with traced bounds the
-# loop runs on the host in reverse mode (see compiler/reverse_mode.py).
-
-
-def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
-    """Leave staging for host-driven execution when a traced trip count would be transposed."""
-    if reverse_mode_requested() and not isinstance(count, int):
-        raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
-
-
 def _trip_count_traced(operands: Sequence[Any], params: dict[str, Any]) -> bool:
-    """The loop's bounds are not known in the trace that transforms it: its specialization would
-    be a ``while`` of traced length, which JAX's reverse mode refuses to transpose."""
+    """The bounds are not known in the trace that transforms the loop: its specialization would be
+    a ``while`` of traced length, which JAX's reverse mode refuses to transpose."""
     lower, upper, step, _ = _operands(list(operands), params).bounds
     return any(not isinstance(dimension_value(b), int) for b in (lower, upper, step))
 
@@ -375,8 +317,6 @@ def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
         return [True] * len(eqn.outvars)
     return [*[False] * body.nimplicit, *body.carried_fixpoint(ops.consts, ops.carried)]
 
-
-# --- registration --------------------------------------------------------------------------------
 
 register_nested_primitive(for_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
