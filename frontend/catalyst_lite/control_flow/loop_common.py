@@ -1,18 +1,12 @@
 """What the two loop primitives share: their JVP, batching and partial-evaluation rules on symbolic
 sizes, and how they run.
 
-A loop body's layout, output type, type check and transformed bodies are
-:class:`~catalyst_lite.compiler.loop_body.LoopBody` (binders ``*consts *implicit *prefix
-*carried``, results ``*implicit *carried``), the one description that the compiled loops of
-:mod:`~catalyst_lite.compiler.capacity` read too. A loop's results have the types of its carried
-binders, whatever the number of iterations (none included): a carried size is an implicit result,
-a preserved one the operand that feeds the constant binder.
-
-The rules bind the loop again with transformed bodies (:class:`LoopBody`'s ``jvp``, ``batched``,
-``known_part``); each primitive says how its operands are grouped and how an equation is rebuilt
-(:class:`Loop`). Both loops run iteration by iteration with one step loop (:func:`step_by_step`):
-from the host (:func:`loop_host`, each body compiled per size signature) and unrolled into one XLA
-program (:func:`loop_unrolled`, each iteration staged at its own sizes).
+A loop body is a :class:`~catalyst_lite.compiler.loop_body.LoopBody` (binders ``*consts *implicit
+*prefix *carried``, results ``*implicit *carried``); a loop's results have the types of its carried
+binders, whatever the number of iterations. The rules bind the loop again with transformed bodies;
+each primitive says how its operands are grouped and how an equation is rebuilt (:class:`Loop`).
+Both loops run one iteration at a time (:func:`step_by_step`), from the host (:func:`loop_host`)
+or unrolled into one XLA program (:func:`loop_unrolled`).
 """
 
 from __future__ import annotations
@@ -35,25 +29,10 @@ from ..jax_extras.rules import Feeds, Zero, bind_known, instantiate_zeros, move_
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
 from .common import fed_dimension_operands
 
-__all__ = [
-    "LoopOperands",
-    "Loop",
-    "loop_jvp",
-    "loop_batching",
-    "loop_partial_eval",
-    "loop_host",
-    "loop_unrolled",
-    "step_by_step",
-    "is_inexact",
-]
-
 
 def is_inexact(aval: Any) -> bool:
     """A type with tangents (floating point or complex)."""
     return getattr(aval, "dtype", None) is not None and aval.dtype.kind in "fc"
-
-
-# --- the rules -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -94,6 +73,11 @@ class Loop:
         parts = [p for p in (self.predicate(params), self.body(params)) if p is not None]  # the feeds' order
         return fed_dimension_operands(self.feeds(params), [p.nconsts + p.nimplicit for p in parts])
 
+    def rebound(self, params: dict[str, Any], body: Jaxpr, pred: Jaxpr | None, ops: LoopOperands) -> list:
+        """The loop bound again with other body and predicate jaxprs."""
+        operands, new_params = self.equation(params, body, pred, ops)
+        return self.primitive.bind(*operands, **new_params)
+
     def host(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
         return loop_host(self, invals, params)
 
@@ -101,12 +85,11 @@ class Loop:
         return loop_unrolled(self, invals, params)
 
     def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
-        """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over
-        the carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``:
-        whether to go on, ``None`` for a ``for_loop``), or returns ``None`` when it is known not
-        to run at these sizes: then it is not even staged, as its body may be traced under facts
-        that hold only when it runs (`x[i]` of an empty `x`: see
-        ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
+        """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over the
+        carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``: go
+        on?, ``None`` for a ``for_loop``), or returns ``None`` when it is known not to run: its
+        body may assume it runs (see ``size_facts.runs_only_if_loop_runs``). A resizing loop is
+        unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
         if body.resizes_arrays:
             return self.unrolled(invals, params)
@@ -123,114 +106,98 @@ class Loop:
         # Arrays, as the loop would give (a carried literal is a Python number on JAX 0.7.1).
         return [*implicit, *(map(jnp.asarray, ops.carried) if out is None else out)]
 
-    def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-        return loop_jvp(self, primals, tangents, params)
+    def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list, list]:
+        """The loop carrying the tangents of the values that have some, the constants' tangents as
+        constants; a carried value gets a tangent once something it depends on has one."""
+        body, pred = self.body(params), self.predicate(params)
+        p, t = self.operands(primals, params), self.operands(tangents, params)
+        consts_nz, carried_nz = ([type(x) is not Zero for x in xs] for xs in (t.consts, t.carried))
+        carried_nz = body.carried_fixpoint(consts_nz, carried_nz, keep=is_inexact)
+        if not any(carried_nz):
+            outs = self.primitive.bind(*primals, **params)
+            return outs, [zero_tangent(o) for o in outs]
+        new = body.jvp(consts_nz, carried_nz)
+        ops = LoopOperands(
+            p.pred_consts,
+            [*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)],
+            p.implicit,
+            p.bounds,
+            [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)],
+        )
+        new_pred = pred and pred.ignoring_tangents(carried_nz)
+        outs = self.rebound(params, new.jaxpr, new_pred, ops)
+        m, n = body.nimplicit, body.nimplicit + len(p.carried)
+        primals_out, dots = outs[:n], outs[n:]
+        zeros = [zero_tangent(x) for x, nz in zip(primals_out[m:], carried_nz) if not nz]
+        return primals_out, [*map(zero_tangent, primals_out[:m]), *interleave(carried_nz, dots, zeros)]
 
     def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
-        return loop_batching(self, axis_data, args, dims, params)
+        """The loop over a batch: the batched constants and carried values (and what depends on
+        them) get a leading batch axis; bounds and sizes must be the same for every example. A
+        predicate that differs between examples is ``batched_predicate``'s business."""
+        name = self.primitive.name
+        body, pred = self.body(params), self.predicate(params)
+        a, d = self.operands(args, params), self.operands(dims, params)
+        if any(x is not not_mapped for x in (*d.implicit, *d.bounds)):
+            raise ControlFlowError(
+                f"jax.vmap of a {name} whose bounds or array sizes differ between examples is not "
+                "supported; vmap the loop body instead, or loop over the examples."
+            )
+        size = axis_data.size
+        groups = (d.pred_consts, d.consts, d.carried)
+        pred_b, consts_b, carried_b = ([x is not not_mapped for x in g] for g in groups)
+        carried_b = body.carried_fixpoint(consts_b, carried_b)
+        if pred is not None and pred.depends_on(pred_b, carried_b):
+            return self.batched_predicate(axis_data, args, dims, **params)
+        if body.depends_on(consts_b, carried_b):
+            raise ControlFlowError(f"jax.vmap of a {name} whose array sizes depend on the batched values")
+        new_body = body.batched(consts_b, carried_b, size)
+        new_pred = pred and pred.batched(pred_b, carried_b, size)
+
+        def moved(values: list[Any], batch_dims: list[Any], batched: list[bool]) -> list[Any]:
+            return [move_batch_axis(x, bd, size, b) for x, bd, b in zip(values, batch_dims, batched)]
+
+        ops = LoopOperands(
+            [*(new_pred.consts if new_pred else ()), *moved(a.pred_consts, d.pred_consts, pred_b)],
+            [*new_body.consts, *moved(a.consts, d.consts, consts_b)],
+            a.implicit,
+            a.bounds,
+            moved(a.carried, d.carried, carried_b),
+        )
+        outs = self.rebound(params, new_body.jaxpr, new_pred and new_pred.jaxpr, ops)
+        return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
 
     def partial_eval(self, trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-        return loop_partial_eval(self, trace, tracers, params)
-
-
-def loop_jvp(loop: Loop, primals: list[Any], tangents: list[Any], params: dict[str, Any]) -> tuple[list, list]:
-    """The loop carrying the tangents of the values that have some, with the constants' tangents
-    as constants; a carried value gets a tangent once something it depends on has one."""
-    body, pred = loop.body(params), loop.predicate(params)
-    p, t = loop.operands(primals, params), loop.operands(tangents, params)
-    consts_nz = [type(x) is not Zero for x in t.consts]
-    carried_nz = body.carried_fixpoint(consts_nz, [type(x) is not Zero for x in t.carried], keep=is_inexact)
-    if not any(carried_nz):
-        outs = loop.primitive.bind(*primals, **params)
-        return outs, [zero_tangent(o) for o in outs]
-    new = body.jvp(consts_nz, carried_nz)
-    ops = LoopOperands(
-        p.pred_consts,
-        [*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)],
-        p.implicit,
-        p.bounds,
-        [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)],
-    )
-    operands, new_params = loop.equation(params, new.jaxpr, pred and pred.ignoring_tangents(carried_nz), ops)
-    outs = loop.primitive.bind(*operands, **new_params)
-    n = body.nimplicit + len(p.carried)
-    primals_out, dots = outs[:n], outs[n:]
-    zeros = [zero_tangent(x) for x, nz in zip(primals_out[body.nimplicit :], carried_nz) if not nz]
-    return primals_out, [*map(zero_tangent, primals_out[: body.nimplicit]), *interleave(carried_nz, dots, zeros)]
-
-
-def loop_batching(loop: Loop, axis_data: Any, args: list[Any], dims: list[Any], params: dict[str, Any]) -> tuple[list, list]:
-    """The loop over a batch: the batched constants and carried values (and what depends on them)
-    get a leading batch axis; bounds and sizes must be the same for every example. A predicate
-    that differs between examples is ``loop.batched_predicate``'s business."""
-    name = loop.primitive.name
-    body, pred = loop.body(params), loop.predicate(params)
-    a, d = loop.operands(args, params), loop.operands(dims, params)
-    if any(x is not not_mapped for x in (*d.implicit, *d.bounds)):
-        raise ControlFlowError(
-            f"jax.vmap of a {name} whose bounds or array sizes differ between examples is not "
-            "supported; vmap the loop body instead, or loop over the examples."
+        """Known carried values (those that depend on known values only) are computed by a loop of
+        their own, now; the whole loop is staged for the unknown ones (recomputing the known ones,
+        as JAX's ``while_loop`` rule does). Unknown sizes, bounds or predicate: all is unknown."""
+        body, pred = self.body(params), self.predicate(params)
+        known = self.operands([t.pval.is_known() for t in tracers], params)
+        values = self.operands([t.pval.get_known() for t in tracers], params)
+        consts_uk = [not k for k in known.consts]
+        carried_uk = body.carried_fixpoint(consts_uk, [not k for k in known.carried])
+        pred_uk = pred is not None and pred.depends_on([not k for k in known.pred_consts], carried_uk)
+        sizes_known = all(known.implicit) and all(known.bounds) and not body.depends_on(consts_uk, carried_uk)
+        if pred_uk or not sizes_known or all(carried_uk):
+            avals = result_avals(self.output_type, params, tracers, self.feeds)
+            return unknown_results(trace, self.primitive, tracers, params, avals)
+        carried_known = [not u for u in carried_uk]
+        body_jaxpr, body_taken = body.known_part(known.consts, carried_known)
+        pred_jaxpr, pred_taken = pred.known_part(known.pred_consts, carried_known) if pred else (None, [])
+        ops = LoopOperands(
+            [c for c, taken in zip(values.pred_consts, pred_taken) if taken],
+            [c for c, taken in zip(values.consts, body_taken) if taken],
+            values.implicit,
+            values.bounds,
+            [x for x, k in zip(values.carried, carried_known) if k],
         )
-    size = axis_data.size
-    pred_b, consts_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]
-    carried_b = body.carried_fixpoint(consts_b, [x is not not_mapped for x in d.carried])
-    if pred is not None and pred.depends_on(pred_b, carried_b):
-        return loop.batched_predicate(axis_data, args, dims, **params)
-    if body.depends_on(consts_b, carried_b):
-        raise ControlFlowError(f"jax.vmap of a {name} whose array sizes depend on the batched values")
-    new_body = body.batched(consts_b, carried_b, size)
-    new_pred = pred and pred.batched(pred_b, carried_b, size)
-
-    def moved(values: list[Any], batch_dims: list[Any], batched: list[bool]) -> list[Any]:
-        return [move_batch_axis(x, bd, size, b) for x, bd, b in zip(values, batch_dims, batched)]
-
-    ops = LoopOperands(
-        [*(new_pred.consts if new_pred else ()), *moved(a.pred_consts, d.pred_consts, pred_b)],
-        [*new_body.consts, *moved(a.consts, d.consts, consts_b)],
-        a.implicit,
-        a.bounds,
-        moved(a.carried, d.carried, carried_b),
-    )
-    operands, new_params = loop.equation(params, new_body.jaxpr, new_pred and new_pred.jaxpr, ops)
-    outs = loop.primitive.bind(*operands, **new_params)
-    return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
-
-
-def loop_partial_eval(loop: Loop, trace: Any, tracers: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    """Known carried values (those that depend on known values only) are computed by a loop of
-    their own, now; the whole loop is staged for the unknown ones (recomputing the known ones
-    alongside, as JAX's ``while_loop`` rule does). Unknown sizes, bounds or predicate: all is
-    unknown."""
-    body, pred = loop.body(params), loop.predicate(params)
-    known = loop.operands([t.pval.is_known() for t in tracers], params)
-    values = loop.operands([t.pval.get_known() for t in tracers], params)
-    consts_uk = [not k for k in known.consts]
-    carried_uk = body.carried_fixpoint(consts_uk, [not k for k in known.carried])
-    pred_uk = pred is not None and pred.depends_on([not k for k in known.pred_consts], carried_uk)
-    sizes_known = all(known.implicit) and all(known.bounds) and not body.depends_on(consts_uk, carried_uk)
-    if pred_uk or not sizes_known or all(carried_uk):
-        avals = result_avals(loop.output_type, params, tracers, loop.feeds)
-        return unknown_results(trace, loop.primitive, tracers, params, avals)
-    carried_known = [not u for u in carried_uk]
-    body_jaxpr, body_taken = body.known_part(known.consts, carried_known)
-    pred_jaxpr, pred_taken = pred.known_part(known.pred_consts, carried_known) if pred else (None, [])
-    ops = LoopOperands(
-        [c for c, taken in zip(values.pred_consts, pred_taken) if taken],
-        [c for c, taken in zip(values.consts, body_taken) if taken],
-        values.implicit,
-        values.bounds,
-        [x for x, k in zip(values.carried, carried_known) if k],
-    )
-    operands, known_params = loop.equation(params, body_jaxpr, pred_jaxpr, ops)
-    outs_known = bind_known(trace, loop.primitive, operands, known_params)
-    implicit_out = outs_known[: body.nimplicit]
-    avals = result_avals(loop.output_type, params, tracers, loop.feeds, implicit_out)
-    outs_unknown = unknown_results(trace, loop.primitive, tracers, params, avals)
-    unknown_carried = [o for o, u in zip(outs_unknown[body.nimplicit :], carried_uk) if u]
-    return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]
-
-
-# --- running iteration by iteration ----------------------------------------------------------------
+        operands, known_params = self.equation(params, body_jaxpr, pred_jaxpr, ops)
+        outs_known = bind_known(trace, self.primitive, operands, known_params)
+        implicit_out = outs_known[: body.nimplicit]
+        avals = result_avals(self.output_type, params, tracers, self.feeds, implicit_out)
+        outs_unknown = unknown_results(trace, self.primitive, tracers, params, avals)
+        unknown_carried = [o for o, u in zip(outs_unknown[body.nimplicit :], carried_uk) if u]
+        return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]
 
 
 def step_by_step(
@@ -277,8 +244,7 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
     counted = tuple(int(x) for x in loop.counted(ops))
 
     def replayed(prediction: Prediction, invals: list[Any]) -> tuple[list[Any], Any]:
-        """The loop staged again at the sizes the run on capacity buffers found (see
-        :mod:`~catalyst_lite.compiler.runner`)."""
+        """The loop staged again at the sizes the run on capacity buffers found."""
         again = loop.operands(invals, params)
         return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counted(again))
 

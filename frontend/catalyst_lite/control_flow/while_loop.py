@@ -201,8 +201,7 @@ def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params:
     new_cond, new_body = _masked_loop(cond, body, cond_b, body_b, size)
     ops = LoopOperands([*new_cond.consts, *cond_consts], [*new_body.consts, *cond_consts, *body_consts],
                        a.implicit, [], carried)
-    operands, new_params = _equation(params, new_body.jaxpr, new_cond.jaxpr, ops)
-    return while_loop_p.bind(*operands, **new_params), [0] * len(carried)
+    return _loop.rebound(params, new_body.jaxpr, new_cond.jaxpr, ops), [0] * len(carried)
 
 
 def _masked_loop(cond: LoopBody, body: LoopBody, cond_b: list[bool], body_b: list[bool], size: int):
