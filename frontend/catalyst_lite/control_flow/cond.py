@@ -27,46 +27,17 @@ from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError, function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
-from ..jax_extras.nested import (
-    Body,
-    DynshapePrimitive,
-    Equation,
-    NestedBody,
-    NestedSpec,
-    bind_nested,
-    interleave,
-    promote_results,
-    retrace,
-)
-from ..jax_extras.rules import (
-    PrimitiveSpec,
-    Zero,
-    batch_call,
-    bind_known,
-    instantiate_zeros,
-    jvp_call,
-    move_batch_axis,
-    not_mapped,
-    register_nested_primitive,
-    result_avals,
-    same_atoms,
-    unknown_results,
-    zero_tangent,
-)
+from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
+from ..jax_extras.nested import interleave, promote_results, retrace
+from ..jax_extras.rules import PrimitiveSpec, Zero, batch_call, bind_known, instantiate_zeros, jvp_call
+from ..jax_extras.rules import move_batch_axis, not_mapped, register_nested_primitive, result_avals
+from ..jax_extras.rules import same_atoms, unknown_results, zero_tangent
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
 from ..jax_extras.size_facts import describe_aval
 from ..compiler.loop_body import split_groups, with_batch_axis
-from .common import (
-    Cond,
-    WithOperation,
-    active_control_flow_handler,
-    ambient_carries,
-    as_predicate,
-    fed_dimension_operands,
-    flatten_values,
-    tracing_mode,
-)
+from .common import Cond, WithOperation, active_control_flow_handler, ambient_carries, as_predicate
+from .common import fed_dimension_operands, flatten_values, tracing_mode
 from .loop_common import is_inexact
 
 __all__ = ["cond", "cond_p", "CondCallable"]
@@ -216,9 +187,12 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
                 f"{trees[0]}; every branch must return the same structure{_container_hint(tree, trees[0])}."
             )
         for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
-            if len(a.shape) != len(b.shape) or not _static_sizes_agree(a.shape, b.shape):
+            sizes = list(zip(a.shape, b.shape))
+            kinds_differ = any((type(x) is int) != (type(y) is int) for x, y in sizes)
+            same_rank = len(a.shape) == len(b.shape)
+            if not same_rank or kinds_differ or any(type(x) is int and x != y for x, y in sizes):
                 # (Catalyst's words: a size symbolic in one branch only is one more result there)
-                what = "number of results" if _symbolic_in_one(a.shape, b.shape) else "array shape per result"
+                what = "number of results" if same_rank and kinds_differ else "array shape per result"
                 raise ControlFlowError(
                     f"Control flow requires a consistent {what} across all branches! "
                     f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
@@ -231,14 +205,6 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
 def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
     kinds = {str(a)[10:11], str(b)[10:11]}  # "PyTreeDef((" or "PyTreeDef(["
     return " (a tuple and a list differ)" if kinds == {"(", "["} else ""
-
-
-def _symbolic_in_one(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    return len(a) == len(b) and any((type(x) is int) != (type(y) is int) for x, y in zip(a, b))
-
-
-def _static_sizes_agree(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    return all((type(x) is int) == (type(y) is int) and (type(x) is not int or x == y) for x, y in zip(a, b))
 
 
 def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
@@ -260,11 +226,14 @@ def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
 
 
 def _params(jaxprs: Sequence[Any], nconsts: Sequence[int], nimplicit: int) -> dict[str, Any]:
-    return dict(
-        branch_jaxprs=tuple(ClosedJaxpr(j, ()) for j in jaxprs),
-        branch_nconsts=tuple(nconsts),
-        nimplicit_outputs=nimplicit,
-    )
+    jaxprs = tuple(ClosedJaxpr(j, ()) for j in jaxprs)
+    return dict(branch_jaxprs=jaxprs, branch_nconsts=tuple(nconsts), nimplicit_outputs=nimplicit)
+
+
+def _rebound(preds: list[Any], jaxprs: list[Any], operands: list[list[Any]], nimplicit: int) -> list[Any]:
+    """The ``cond`` of other branches, each on its operands."""
+    params = _params(jaxprs, [len(ops) for ops in operands], nimplicit)
+    return cond_p.bind(*preds, *(x for ops in operands for x in ops), **params)
 
 
 def _split(invals: list[Any], params: dict[str, Any]):
@@ -293,14 +262,10 @@ def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool
     return join_output_types(alternatives, same_operand)[0]
 
 
-def _is_bool_scalar(aval: Any) -> bool:
-    return aval.shape == () and aval.dtype == np.dtype(bool)
-
-
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:
     """Boolean scalar predicates; each branch takes its constants; the output types join."""
     preds, _ = _split(atoms, params)
-    if not all(_is_bool_scalar(p.aval) for p in preds):
+    if not all(p.aval.shape == () and p.aval.dtype == np.dtype(bool) for p in preds):
         raise JaxprTypeError(f"cond predicates must be bool[], got {[p.aval for p in preds]}")
     nouts = {len(cj.jaxpr.outvars) for cj in params["branch_jaxprs"]}
     if len(nouts) != 1:
@@ -309,12 +274,8 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
         check_nested(jaxpr, [atoms[k] for k in feed], f"cond branch {b}")
 
 
-# --- transformations -----------------------------------------------------------------------------
-
-
 def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-    """Each branch computes its results' tangents too (zeros where it has none and another
-    branch has some)."""
+    """Each branch computes its results' tangents too (zeros where another branch has some)."""
     preds, consts = _split(primals, params)
     _, consts_dot = _split(tangents, params)
     n = params["nimplicit_outputs"]
@@ -330,8 +291,7 @@ def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[A
     for jaxpr, c, c_dot, nz in zip(jaxprs, consts, consts_dot, consts_nz):
         traced.append(_jvp_branch(jaxpr, nz, out_nz, n))
         operands.append([*traced[-1].consts, *c, *(t for t, z in zip(c_dot, nz) if z)])
-    new_params = _params([t.jaxpr for t in traced], [len(ops) for ops in operands], n)
-    outs = cond_p.bind(*preds, *(x for ops in operands for x in ops), **new_params)
+    outs = _rebound(preds, [t.jaxpr for t in traced], operands, n)
     nouts = len(jaxprs[0].outvars)
     primals_out, dots = outs[:nouts], outs[nouts:]
     zeros = [zero_tangent(x) for x, nz in zip(primals_out[n:], out_nz) if not nz]
@@ -374,9 +334,7 @@ def _batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -
         in_type = with_batch_axis(input_type_of(jaxpr.invars), b, size)
         fn = _batched_branch(jaxpr, b, size, [*[False] * n, *out_b])
         traced.append(retrace(fn, in_type, "cond branch (batched)", n))
-    operands = [[*t.consts, *c] for t, c in zip(traced, consts)]
-    new_params = _params([t.jaxpr for t in traced], [len(ops) for ops in operands], n)
-    outs = cond_p.bind(*preds, *(x for ops in operands for x in ops), **new_params)
+    outs = _rebound(preds, [t.jaxpr for t in traced], [[*t.consts, *c] for t, c in zip(traced, consts)], n)
     return outs, [*[not_mapped] * n, *[0 if b else not_mapped for b in out_b]]
 
 
@@ -406,8 +364,7 @@ def _select_branches(jaxprs, preds, consts, consts_b, size: int, nimplicit: int)
 
     traced = retrace(select, in_type, "cond (batched predicates)", 0)
     operands = [*traced.consts, *preds, *(x for c in consts for x in c)]
-    outs = cond_p.bind(*operands, **_params([traced.jaxpr], [len(operands)], 0))
-    return outs, [0] * nouts
+    return _rebound([], [traced.jaxpr], [operands], 0), [0] * nouts
 
 
 def _pick(index: Any, values: list[Any]) -> Any:

@@ -25,7 +25,8 @@ from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.specialize import NeedsHost, trip_count
 from ..trace_context import refuse_under_capture
-from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
+from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import JaxprTypeError
 from ..jax_extras.tracing import dependence_rules, dimension_value
@@ -33,17 +34,8 @@ from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
-from .common import (
-    ForLoopCallable,
-    active_control_flow_handler,
-    ambient_carries,
-    expansion_strategy,
-    flatten_values,
-    loop_errors,
-    normalize_results,
-    tracing_mode,
-    unwrapped,
-)
+from .common import ForLoopCallable, active_control_flow_handler, ambient_carries, expansion_strategy
+from .common import flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
 from .loop_common import Loop, LoopOperands
 
 __all__ = ["for_loop", "for_loop_p"]
@@ -151,23 +143,14 @@ def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
     def equation(bodies: list, implicit: list, explicit: list) -> Equation:
         (traced,) = bodies
         start, *carried = explicit
-        params = _params(traced.jaxpr, traced.nconsts, len(implicit), strategy.preserve_dimensions)
-        return Equation([*traced.consts, *implicit, lower, upper, step, start, *carried], params, len(implicit))
+        ops = LoopOperands([], traced.consts, implicit, [lower, upper, step, start], carried)
+        preserve = {"preserve_dimensions": strategy.preserve_dimensions}
+        return Equation(*_equation(preserve, traced.jaxpr, None, ops), len(implicit))
 
     spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
     with loop_errors(strategy, "for_loop", body), runs_only_if_loop_runs(lower, upper, step):
         outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
     return unwrapped(tree_unflatten(in_tree, outs), len(init))
-
-
-def _params(body: Any, nconsts: int, nimplicit: int, preserve_dimensions: bool) -> dict[str, Any]:
-    return dict(
-        body_jaxpr=ClosedJaxpr(body, ()),
-        body_nconsts=nconsts,
-        nimplicit=nimplicit,
-        preserve_dimensions=preserve_dimensions,
-        apply_reverse_transform=False,
-    )
 
 
 def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
@@ -204,8 +187,14 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The loop with another body (transformation rules)."""
-    new_params = _params(body, len(ops.consts), params["nimplicit"], params["preserve_dimensions"])
+    """The operands and parameters of a loop of ``body`` (``params``: its ``preserve_dimensions``)."""
+    new_params = dict(
+        body_jaxpr=ClosedJaxpr(body, ()),
+        body_nconsts=len(ops.consts),
+        nimplicit=len(ops.implicit),
+        preserve_dimensions=params["preserve_dimensions"],
+        apply_reverse_transform=False,
+    )
     return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
 
 
@@ -285,7 +274,8 @@ def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int,
     """StableHLO (in ``.mlir``): ``for i in range(lower, upper, step): carry = body(i, carry)`` as
     one ``stablehlo.while`` carrying the index, the carried dimensions and values; constants are
     captured. Preserved dimensions are in the types already; a reversed loop is never built."""
-    consts, implicit, (_, upper, step, start), carried = split_groups(list(operands), [body_nconsts, nimplicit, 4])
+    groups = split_groups(list(operands), [body_nconsts, nimplicit, 4])
+    consts, implicit, (_, upper, step, start), carried = groups
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
 
     def cond(state: list[Any]) -> Any:

@@ -1,10 +1,8 @@
 """``switch``: Catalyst's index switch, one branch per integer case and a default.
 
 ``@switch(i)`` makes the decorated function the default branch; ``@<switch>.branch(k)`` adds the
-branch taken when ``i == k`` (any integers; unlike ``jax.lax.switch`` the index is not clamped).
-With a traced index the switch is a :func:`~catalyst_lite.control_flow.cond.cond` on ``i == k``
-(so it works wherever ``cond`` does); with a known one the chosen branch is simply called, as
-Catalyst does.
+branch taken when ``i == k`` (unlike ``jax.lax.switch`` the index is not clamped). With a traced
+index the switch is a ``cond`` on ``i == k``; with a known one the chosen branch is called.
 """
 
 from __future__ import annotations
@@ -16,7 +14,8 @@ import numpy as np
 from ..errors import ArgumentValueError, ControlFlowError, function_name
 from ..jax_extras import Tracer, get_aval
 from ..trace_context import refuse_under_capture
-from .common import Switch, WithOperation, describe_aval
+from ..jax_extras.size_facts import describe_aval
+from .common import Switch, WithOperation
 from .cond import cond
 
 __all__ = ["switch", "SwitchCallable"]
@@ -29,14 +28,12 @@ class SwitchCallable(WithOperation):
     operation_type = Switch
 
     def __init__(self, index: Any, default: Callable):
-        if not callable(default):
-            # Catalyst's phrase first, then ours.
+        if not callable(default):  # Catalyst's phrase first, then ours
             raise ArgumentValueError(
                 "Switch requires a default branch. catalyst_lite: the default branch (the function "
                 f"decorated by @switch(i)) must be callable, got {type(default).__name__}."
             )
-        self.index = index
-        self.default = default
+        self.index, self.default = index, default
         self.cases: dict[int, Callable] = {}
         self.__name__ = function_name(default)
         self.__doc__ = getattr(default, "__doc__", None)

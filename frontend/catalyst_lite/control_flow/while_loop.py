@@ -29,18 +29,9 @@ from ..jax_extras.dimensions import note_loop_carries
 from ..jax_extras.size_facts import runs_only_if, value_at
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
 from ..jax_extras.rules import PrimitiveSpec, batch_call, move_batch_axis, not_mapped, register_nested_primitive
-from .common import (
-    WhileLoopCallable,
-    active_control_flow_handler,
-    ambient_carries,
-    check_predicate,
-    expansion_strategy,
-    flatten_values,
-    loop_errors,
-    normalize_results,
-    tracing_mode,
-    unwrapped,
-)
+from .common import WhileLoopCallable, active_control_flow_handler, ambient_carries, check_predicate
+from .common import expansion_strategy, flatten_values, loop_errors, normalize_results, tracing_mode
+from .common import unwrapped
 from .loop_common import Loop, LoopOperands
 
 __all__ = ["while_loop", "while_loop_p"]
@@ -118,26 +109,16 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
         return [pred]
 
     def equation(bodies: list, implicit: list, carried: list) -> Equation:
-        tc, tb = bodies  # the traced predicate and body
-        params = _params(tc.jaxpr, tb.jaxpr, tc.nconsts, tb.nconsts, len(implicit), strategy.preserve_dimensions)
-        return Equation([*tc.consts, *tb.consts, *implicit, *carried], params, len(implicit))
+        traced_cond, traced_body = bodies
+        ops = LoopOperands(traced_cond.consts, traced_body.consts, implicit, [], carried)
+        preserve = {"preserve_dimensions": strategy.preserve_dimensions}
+        return Equation(*_equation(preserve, traced_body.jaxpr, traced_cond.jaxpr, ops), len(implicit))
 
     spec = NestedSpec(while_loop_p, equation, strategy, threaded=ambient_carries())
     bodies = [Body(flat_cond, "while_loop condition", "predicate"), Body(flat_body, "while_loop body", "carried")]
     with loop_errors(strategy, "while_loop", body):
         outs = bind_nested(spec, bodies, flat_init)
     return unwrapped(tree_unflatten(in_tree, outs), len(init))
-
-
-def _params(cond: Any, body: Any, cond_nconsts: int, body_nconsts: int, nimplicit: int, preserve: bool) -> dict:
-    return dict(
-        cond_jaxpr=ClosedJaxpr(cond, ()),
-        body_jaxpr=ClosedJaxpr(body, ()),
-        cond_nconsts=cond_nconsts,
-        body_nconsts=body_nconsts,
-        nimplicit=nimplicit,
-        preserve_dimensions=preserve,
-    )
 
 
 def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
@@ -181,9 +162,16 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The loop with another body and predicate (transformation rules)."""
-    new_params = _params(cond, body, len(ops.pred_consts), len(ops.consts), params["nimplicit"],
-                         params["preserve_dimensions"])
+    """The operands and parameters of a loop of ``body`` and ``cond`` (``params``: its
+    ``preserve_dimensions``)."""
+    new_params = dict(
+        cond_jaxpr=ClosedJaxpr(cond, ()),
+        body_jaxpr=ClosedJaxpr(body, ()),
+        cond_nconsts=len(ops.pred_consts),
+        body_nconsts=len(ops.consts),
+        nimplicit=len(ops.implicit),
+        preserve_dimensions=params["preserve_dimensions"],
+    )
     return [*ops.pred_consts, *ops.consts, *ops.implicit, *ops.carried], new_params
 
 

@@ -6,14 +6,6 @@ outputs' types), so it works for anything ``fn`` contains and the batch size may
 batch split over devices runs in ``jax.shard_map``, each device over its own rows
 (docs/scaling.md). Outside qjit it compiles itself with qjit once; under PennyLane's capture the
 loop is ``qml.for_loop``.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, vmap
->>> @qjit
-... def row_norms(x):
-...     return vmap(lambda row: jnp.sqrt(jnp.sum(row ** 2)))(x)
->>> row_norms(jnp.array([[3.0, 4.0], [6.0, 8.0]])).tolist()
-[5.0, 10.0]
 """
 
 from __future__ import annotations
@@ -48,8 +40,7 @@ def _axis_leaves(spec: Any) -> list[Any]:
 
 
 def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None:
-    """An int, ``None``, or a container (``in_axes``: a tuple, one entry per positional argument)
-    of pytrees of ints and ``None``."""
+    """An int, ``None``, or a container (``in_axes``: a tuple) of pytrees of ints and ``None``."""
     if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
         return
     # Catalyst's phrase: about the leaves if one is not an int, else about the container
@@ -93,7 +84,6 @@ def _normalized_axis(axis: int, ndim: int, what: str) -> int:
 
 
 def _argument_axis(k: int, axis: int, x: Any) -> int:
-    """The mapped axis of the ``k``-th flat argument ``x``, counted from 0."""
     ndim = jnp.ndim(x)
     return _normalized_axis(axis, ndim, f"argument {k}. The argument only has {ndim} dimensions")
 
@@ -108,8 +98,7 @@ def _loop() -> Callable:
 
 def _padded(x: Any, axis: int) -> Any:
     """``x`` with its batch axis first and one row of zeros after the batch: reading row ``i`` is
-    then valid code even for an empty batch (a size that may only be known at run time), whose
-    first "row" only gives the results' types and whose loop never runs."""
+    valid code even for an empty batch, whose first "row" only gives the results' types."""
     x = jnp.moveaxis(x, axis, 0)
     return jnp.concatenate([x, jnp.zeros((1, *jnp.shape(x)[1:]), x.dtype)])
 
@@ -128,8 +117,7 @@ class Vmapped:
         self.__name__ = self.__qualname__ = f"vmap({function_name(fn)})"
         self.__doc__ = getattr(fn, "__doc__", None)
         self.spmd_axis_name = spmd_axis_name
-        # qjit of the map, made on the first call outside qjit: one per sharding of the batch
-        self._compiled: dict[Any, Any] = {}
+        self._compiled: dict[Any, Any] = {}  # qjit of the map outside qjit, per sharding of the batch
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not is_tracing() and not pennylane_capture_enabled():
@@ -147,8 +135,7 @@ class Vmapped:
         """Outside qjit: the mesh and axis names of the first mapped argument whose batch axis is
         sharded by a ``NamedSharding`` (``spmd_axis_name``'s axes if given), else ``None``."""
         flat = tree_flatten((args, kwargs))[0]
-        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
-        for k, (x, a) in enumerate(zip(flat, axes + [0] * (len(flat) - len(axes)))):
+        for k, (x, a) in enumerate(zip(flat, self._flat_axes(args, flat))):
             sharding = getattr(x, "sharding", None)
             if a is None or not isinstance(sharding, NamedSharding):
                 continue
@@ -158,11 +145,14 @@ class Vmapped:
                 return sharding.mesh, names
         return None
 
+    def _flat_axes(self, args: tuple, flat: list[Any]) -> list[Any]:
+        """One axis per flat argument; keyword arguments are mapped over axis 0, as jax.vmap does."""
+        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
+        return axes + [0] * (len(flat) - len(axes))
+
     def _map(self, args: tuple, kwargs: dict, batch: tuple[Any, Any] | None = None) -> Any:
         flat, in_tree = tree_flatten((args, kwargs))
-        # Keyword arguments are mapped over their axis 0, as jax.vmap maps them.
-        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
-        axes += [0] * (len(flat) - len(axes))
+        axes = self._flat_axes(args, flat)
         flat = [jnp.asarray(x) for x in flat]
         axes = [None if a is None else _argument_axis(k, a, x) for k, (a, x) in enumerate(zip(axes, flat))]
         size = self._batch_size(flat, axes)
