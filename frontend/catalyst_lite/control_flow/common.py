@@ -50,8 +50,28 @@ def tracing_mode(api: str, fn: Callable) -> str:
     )
 
 
-def dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> DimensionError:
-    """A user-facing message for a loop body whose result does not fit its argument."""
+@contextlib.contextmanager
+def loop_errors(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
+    """A loop body's type errors in the user's words. A loop that does not preserve dimensions and
+    fails to broadcast in its body: its carried sizes are new, unrelated to captured arrays' (the
+    design documents' reference program, line [1]); JAX's error would send it to per-size tracing."""
+    try:
+        yield
+    except DimensionMismatch as err:
+        raise _dimension_error(err, api, fn) from None
+    except ShapeBroadcastError:
+        if strategy.preserve_dimensions:
+            raise
+        raise DimensionError(
+            f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
+            "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "
+            "carried array has a new size of its own, unrelated to the sizes of arrays captured "
+            "from outside the loop. If the body keeps the carried sizes, drop that option "
+            "(dimensions are then preserved); otherwise pass the outer array as a carried value too."
+        ) from None
+
+
+def _dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> DimensionError:
     name = function_name(fn)
     arg, res = err.arg_description, err.result_description
     if err.reason == "dimension":
@@ -70,27 +90,6 @@ def dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> Dimension
         f"{api} body {name} changes the {err.reason} of argument {err.position}: it receives "
         f"{arg} but returns {res}; a loop must return values of the types it receives{hint}."
     )
-
-
-@contextlib.contextmanager
-def loop_errors(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
-    """A loop body's type errors in the user's words. A loop that does not preserve dimensions and
-    fails to broadcast in its body: its carried sizes are new, unrelated to captured arrays' (the
-    design documents' reference program, line [1]); JAX's error would send it to per-size tracing."""
-    try:
-        yield
-    except DimensionMismatch as err:
-        raise dimension_error(err, api, fn) from None
-    except ShapeBroadcastError:
-        if strategy.preserve_dimensions:
-            raise
-        raise DimensionError(
-            f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
-            "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "
-            "carried array has a new size of its own, unrelated to the sizes of arrays captured "
-            "from outside the loop. If the body keeps the carried sizes, drop that option "
-            "(dimensions are then preserved); otherwise pass the outer array as a carried value too."
-        ) from None
 
 
 def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, fn: Callable) -> list[Any]:
@@ -171,17 +170,12 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
 
 
 class StandsForValue:
-    """A value that stands for a traced one and converts itself by ``__jax_array__`` (a
-    mid-circuit measurement's ``MeasurementValue`` of a compiled circuit): control flow carries,
-    branches return and predicates read the traced value."""
+    """A value that stands for a traced one, converted by ``__jax_array__`` (a compiled circuit's
+    ``MeasurementValue``): control flow carries, returns and reads the traced value."""
 
 
 def traced_value(x: Any) -> Any:
-    """``x``, or the traced value it stands for (a :class:`StandsForValue`).
-
-    >>> traced_value(3)
-    3
-    """
+    """``x``, or the traced value it stands for (a :class:`StandsForValue`)."""
     return x.__jax_array__() if isinstance(x, StandsForValue) else x
 
 
@@ -204,9 +198,8 @@ def ambient_carry(carry: Threaded) -> Iterator[Threaded]:
 
 
 def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:
-    """The operands a specialization of a nested primitive keys on: those feeding a binder whose
-    value sizes its body (``feeds``: each body and the operand feeding each of its binders); of
-    body ``b`` only the ``nfixed[b]`` leading binders (a loop's constants and carried sizes)."""
+    """The operands a nested primitive's specialization keys on: those feeding a binder that sizes
+    its body (of body ``b``, only among the ``nfixed[b]`` leading ones: a loop's fixed binders)."""
     needed = set()
     for b, (jaxpr, feed) in enumerate(feeds):
         needed |= {feed[k] for k in dimension_inputs(jaxpr) if nfixed is None or k < nfixed[b]}
@@ -296,8 +289,7 @@ class WithOperation:
 
 
 class LoopCallable(WithOperation):
-    """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
-    initial carried values, it returns the final ones; it looks like the body it wraps."""
+    """A decorated loop: called with the initial carried values, it returns the final ones."""
 
     def __init__(self, run: Callable, body: Callable):
         functools.update_wrapper(self, body)

@@ -46,11 +46,8 @@ cond_p = DynshapePrimitive("cond")
 
 
 class CondCallable(WithOperation):
-    """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``.
-
-    Calling it (with the arguments every branch takes, if any) runs the first branch whose
-    predicate holds, or the ``otherwise`` branch.
-    """
+    """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``;
+    called (with the arguments every branch takes), it runs the first branch whose predicate holds."""
 
     operation_kind = "cond"
     operation_type = Cond
@@ -87,7 +84,7 @@ class CondCallable(WithOperation):
         # its results are traced values of the branches' joined types, and a branch that does
         # not fit the others is an error whichever one the predicate picks.
         if tracing_mode("cond", first) == "eager":
-            return _run_eagerly(preds, branches, otherwise)
+            return next((branch for pred, branch in zip(preds, branches) if pred), otherwise)()
         handler = active_control_flow_handler()
         if handler is None:
             return _bind(preds, branches, otherwise, self.otherwise_fn is not None, first)
@@ -135,17 +132,9 @@ def _returns_none() -> None:
     return None
 
 
-def _run_eagerly(preds: Sequence[Any], branches: Sequence[Callable], otherwise: Callable) -> Any:
-    for pred, branch in zip(preds, branches):
-        if bool(pred):
-            return branch()
-    return otherwise()
-
-
 def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> Any:
-    """The design documents' ``bindNested`` for ``cond``: every branch is traced without
-    arguments (what it uses is captured), their output types are joined (a size that differs
-    between branches becomes an implicit result) and one equation is emitted."""
+    """The design documents' ``bindNested`` for ``cond``: every branch is traced without arguments
+    (what it uses is captured) and their output types are joined into one equation."""
     trees: dict[int, PyTreeDef] = {}
 
     def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
@@ -168,10 +157,9 @@ def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> A
 
 
 def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_otherwise: bool, first: Callable) -> None:
-    """Catalyst's conventions for what branches return: one structure (a tuple is not a list),
-    the same ranks, and a size that is a number in one branch is that number in every branch (a
-    size that is symbolic in every branch may differ: it becomes an implicit result). Dtypes may
-    differ: they are promoted (:func:`~catalyst_lite.jax_extras.nested.promote_results`)."""
+    """Catalyst's conventions for what branches return: one structure (a tuple is not a list), the
+    same ranks, and a size that is a number in one branch is that number in every branch (sizes
+    symbolic in every branch may differ: implicit results). Dtypes are promoted."""
     name = function_name(first)
     if not has_otherwise and trees[0].num_leaves:
         raise ControlFlowError(
@@ -208,8 +196,8 @@ def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
 
 
 def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
-    """The ``cond`` equation of traced branches: their output types are joined, and each size
-    that differs between branches becomes an implicit result, returned by every branch."""
+    """The ``cond`` equation of traced branches: each size that differs between branches becomes an
+    implicit result, returned by every branch."""
     operands = [*preds, *(c for t in traced for c in t.consts)]
     offsets = np.cumsum([len(preds)] + [t.nconsts for t in traced]).tolist()
     alternatives = [
@@ -252,8 +240,7 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
 
 
 def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
-    """The branches' output types joined: a size is the same number, the same operand or the
-    same implicit result in every branch."""
+    """The branches' output types joined (a size: one number, operand or implicit result)."""
     n = params["nimplicit_outputs"]
     alternatives = [
         ([v.aval for v in jaxpr.outvars[n:]], jaxpr.outvars[:n], dict(zip(jaxpr.invars, feed)))

@@ -12,6 +12,7 @@ The equation (as in the design documents)::
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -209,15 +210,8 @@ def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, 
 _loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation, counting=_counting)
 
 
-# --- specialization rules ------------------------------------------------------------------------
-
-
-def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a ``lax.fori_loop`` over the trip count."""
-    return _loop.staged(invals, params, _fori_loop)
-
-
 def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:
+    """Inside one XLA program (``Loop.staged``): a ``lax.fori_loop`` over the trip count."""
     count, lower, step = _counting(ops, "compiled loop")  # a known step: see _dimension_operands
     if isinstance(count, int) and count == 0:
         return None
@@ -310,8 +304,8 @@ def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
 
 register_nested_primitive(for_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_dimension_operands,
-    masked=_masked, bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower,
-    kept_under_differentiation=_trip_count_traced,
+    partial_eval=_loop.partial_eval, staged=functools.partial(_loop.staged, stage=_fori_loop), host=_loop.host,
+    dimension_operands=_dimension_operands, masked=_masked, bodies=lambda params: [params["body_jaxpr"].jaxpr],
+    lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))
 dependence_rules[for_loop_p] = _dependence

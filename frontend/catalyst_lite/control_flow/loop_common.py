@@ -48,10 +48,9 @@ class LoopOperands:
 
 @dataclass(frozen=True)
 class Loop:
-    """A loop primitive as its rules see it: how its operands are grouped (``operands``), its
-    body and predicate (``None`` for ``for_loop``), and how an equation is rebuilt with other
-    body and predicate jaxprs (``equation``: its operands and parameters). ``batched_predicate``
-    batches a loop whose predicate differs between examples."""
+    """A loop primitive as its rules see it: how its operands are grouped, its body and predicate
+    (``None`` for ``for_loop``), how an equation is rebuilt with other body and predicate jaxprs
+    (``equation``), and how to batch a loop whose predicate differs between examples."""
 
     primitive: Any
     output_type: Callable[..., OutputType]
@@ -205,23 +204,21 @@ def step_by_step(
     body: LoopBody,
     ops: LoopOperands,
     counted: tuple[int, ...],
-    run_body: Callable[[list[Any]], list[Any]],
-    run_predicate: Callable[[list[Any]], list[Any]] | None,
+    run_body: Callable[..., list[Any]],
+    run_predicate: Callable[..., list[Any]] | None,
     size: Callable[[Any], Any],
     limit: int | None = None,
 ) -> tuple[list[Any], list[Any]]:
-    """The carried sizes and values after the loop, one iteration at a time: ``run_body(args)``
-    and ``run_predicate(args)`` (``while_loop``) evaluate the body and predicate, ``size`` makes a
-    carried size one to pass on; a ``for_loop`` (``counted``: its trip count, first index and
-    step) gives the body its index. With a ``limit`` (unrolling), more iterations, or a predicate
-    whose value is not known, raise :class:`NeedsHost`."""
+    """The carried sizes and values after the loop, one iteration at a time (``size`` makes a
+    carried size one to pass on; ``counted``: a ``for_loop``'s trip count, first index and step).
+    With a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""
     implicit, carried = [size(d) for d in ops.implicit], list(ops.carried)
     k = 0
     while True:
         if run_predicate is None:
             more = k < counted[0]
         else:
-            more = run_predicate([*ops.pred_consts, *implicit, *carried])[0]
+            more = run_predicate(*ops.pred_consts, *implicit, *carried)[0]
             if limit is not None and not isinstance(more, (bool, np.bool_)):
                 raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
         if not more:
@@ -230,7 +227,7 @@ def step_by_step(
             raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
         # np.int64, the same index type whether run from the host or unrolled: the same results.
         index = [np.int64(counted[1] + k * counted[2])] if run_predicate is None else []
-        outs = run_body([*ops.consts, *implicit, *index, *carried])
+        outs = run_body(*ops.consts, *implicit, *index, *carried)
         implicit, carried = [size(d) for d in outs[: body.nimplicit]], outs[body.nimplicit :]
         k += 1
 
@@ -254,8 +251,7 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
         return outs
     run_body = runner_for(body.jaxpr, body.name)
     run_pred = None if pred is None else runner_for(pred.jaxpr, pred.name)
-    implicit, carried = step_by_step(loop.primitive.name, body, ops, counted, lambda args: run_body(*args),
-                                     None if run_pred is None else lambda args: run_pred(*args), int)
+    implicit, carried = step_by_step(loop.primitive.name, body, ops, counted, run_body, run_pred, int)
     return [*implicit, *carried]
 
 
@@ -265,12 +261,10 @@ UNROLL_LIMIT = 32
 
 
 def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a resizing loop whose trip count is known when staged (known
-    bounds; a predicate known at every iteration, as a counter against an ``int`` argument staged
-    as a value, as ``jax.jit``'s ``static_argnums`` does), each iteration staged at its own
-    sizes. This replaces one dispatch per iteration (host-driven execution) by one for the whole
-    program. Otherwise (a trip count known only at run time, more than :data:`UNROLL_LIMIT`
-    iterations, a size that depends on data: ``to_dim``) :class:`NeedsHost`."""
+    """Inside one XLA program: a resizing loop whose trip count is known when staged (known bounds,
+    or a predicate known at every iteration), each iteration staged at its own sizes: one dispatch
+    rather than one per iteration. Otherwise (a trip count known only at run time, more than
+    :data:`UNROLL_LIMIT` iterations, a size that depends on data) :class:`NeedsHost`."""
     ops = loop.operands(invals, params)
     body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name
     counted = loop.counted(ops)
@@ -280,8 +274,8 @@ def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list
     if counted and counted[0] > UNROLL_LIMIT:
         raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
 
-    def staged(part: LoopBody | None) -> Callable[[list[Any]], list[Any]] | None:
-        return None if part is None else lambda args: eval_jaxpr(part.jaxpr, args, Mode.STAGED)
+    def staged(part: LoopBody | None) -> Callable[..., list[Any]] | None:
+        return None if part is None else lambda *args: eval_jaxpr(part.jaxpr, list(args), Mode.STAGED)
 
     implicit, carried = step_by_step(name, body, ops, counted, staged(body), staged(pred), to_dim, UNROLL_LIMIT)
     # Arrays, as the loop gives them (a carried literal is a Python number on JAX 0.7.1).

@@ -54,8 +54,7 @@ differentiate_p = DynshapePrimitive("differentiate")
 
 @dataclass(frozen=True)
 class Options:
-    """``method`` (``"auto"``: automatic differentiation, ``"fd"``: forward finite differences
-    with step ``h``) and ``argnums`` (``None``: the transformation's default)."""
+    """``method`` (``"auto"``, or ``"fd"``: finite differences of step ``h``) and ``argnums``."""
 
     method: str
     h: float
@@ -116,8 +115,7 @@ def argument_names(fn: Callable, count: int) -> list[str]:
 
 
 def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...]) -> Selection:
-    """Flatten ``args`` and check that ``argnums`` (negative: from the end) names floating-point
-    arguments."""
+    """Flatten ``args``; ``argnums`` (negative: from the end) must name floating-point ones."""
     indices = (argnums,) if isinstance(argnums, int) else argnums
     names = argument_names(fn, len(args))
     for k in indices:
@@ -184,15 +182,9 @@ class TracedFunction:
             )
 
 
-def differentiate(
-    api: str,
-    fn: Callable,
-    args: tuple,
-    transform: str,
-    options: Options,
-    operands_for: Callable[[TracedFunction], Sequence[Any]],
-    kwargs: dict | None = None,
-) -> tuple[TracedFunction, list[Any]]:
+def differentiate(api: str, fn: Callable, args: tuple, transform: str, options: Options,
+                  operands_for: Callable[[TracedFunction], Sequence[Any]], kwargs: dict | None = None
+                  ) -> tuple[TracedFunction, list[Any]]:
     """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the
     ``differentiate`` equation (the design documents' ``bindNested``): returns the traced function
     and the equation's explicit results. ``operands_for(traced)`` checks the traced function and
@@ -237,9 +229,8 @@ def differentiate(
 
 
 def _check_callbacks_have_derivatives(body: NestedBody, wrt: tuple[int, ...]) -> None:
-    """A pure callback without ``.fwd``/``.bwd`` that the derivative goes through: Catalyst's
-    error while tracing (as its compiler fails before the program runs), not when the derivative
-    is first computed. Callbacks inside loops and conditionals are checked then."""
+    """A pure callback without ``.fwd``/``.bwd`` on the derivative's path: Catalyst's error while
+    tracing (those inside loops and conditionals: when the derivative is computed)."""
     marked = [k - body.nconsts in wrt for k in range(len(body.jaxpr.invars))]
     found = first_differentiated(
         body.jaxpr, marked, lambda eqn: eqn.primitive is host_callback_p and eqn.params["call"].underived
@@ -249,9 +240,7 @@ def _check_callbacks_have_derivatives(body: NestedBody, wrt: tuple[int, ...]) ->
 
 
 def _result_avals(params: dict[str, Any]) -> list[Any]:
-    """The equation's explicit results, typed inside ``fn_jaxpr``: the function's results and
-    their tangents (``jvp``), its results and the cotangents of the arguments in ``wrt``
-    (``vjp``), or one Jacobian block per result and argument (``jacobian``)."""
+    """The equation's explicit results, typed inside ``fn_jaxpr`` (see the module docstring)."""
     fn, n = params["fn_jaxpr"].jaxpr, params["nimplicit_out"]
     results = [v.aval for v in fn.outvars[n:]]
     wrt = [fn.invars[params["nconsts"] + k].aval for k in params["wrt"]]
@@ -267,15 +256,14 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
 
 
 def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
-    """The function's implicit results, then :func:`_result_avals`: a size that is an input of
-    the function is the operand that feeds it, so results share sizes with the enclosing program."""
+    """The implicit results, then :func:`_result_avals`, sized by the operands feeding the function."""
     fn, n = params["fn_jaxpr"].jaxpr, params["nimplicit_out"]
     return output_type_of(_result_avals(params), fn.outvars[:n], {v: k for k, v in enumerate(fn.invars)})
 
 
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:
-    """The function takes the constants and arguments; the extra operands are one tangent per
-    differentiated argument (``jvp``) or one cotangent per result (``vjp``)."""
+    """The function takes the constants and arguments; then one tangent per differentiated
+    argument (``jvp``) or one cotangent per result (``vjp``)."""
     fn, ninputs = params["fn_jaxpr"].jaxpr, params["nconsts"] + params["nargs"]
     check_nested(fn, atoms[:ninputs], f"differentiate ({params['transform']})")
     nresults = len(fn.outvars) - params["nimplicit_out"]
@@ -286,12 +274,9 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 class _Transformed:
-    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``.
-
-    Inside qjit it emits a ``differentiate`` equation. Outside, it computes what its JAX
-    counterpart (``jax.grad``...) would, as Catalyst does there: exact derivatives, whatever the
-    ``method`` (it compiles itself with qjit once, so that ``fn`` may use catalyst_lite).
-    """
+    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``. Inside qjit
+    it emits a ``differentiate`` equation; outside, as Catalyst, it computes what ``jax.grad``...
+    would (exact derivatives, whatever the ``method``), compiled with qjit once."""
 
     def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
         if not callable(fn):  # jax.grad rejects it too (a TypeError)
@@ -299,9 +284,7 @@ class _Transformed:
                 f"Non-differentiable object passed to {kind}: {fn!r} is not a function ({kind} "
                 "takes the function to differentiate)."
             )
-        self.fn = uncompiled(fn)
-        self.kind = kind
-        self.options = options
+        self.fn, self.kind, self.options = uncompiled(fn), kind, options
         self.as_jax = as_jax  # outside qjit: JAX's rules (a gradient needs a bare scalar result)
         self.__name__ = self.__qualname__ = f"{kind}({function_name(self.fn)})"
         self.__doc__ = getattr(self.fn, "__doc__", None)
@@ -395,8 +378,7 @@ def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float 
 
 
 def _pennylane(transform: str) -> Callable:
-    """``qml.<transform>``: a derivative in a program PennyLane captures must be its primitive
-    (which ``catalyst_lite.capture`` compiles with the functions here)."""
+    """``qml.<transform>``, whose primitive ``catalyst_lite.capture`` compiles with the functions here."""
     return getattr(importlib.import_module("pennylane"), transform)
 
 
@@ -532,9 +514,8 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
 
 
 def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
-    """The cotangents of ``fn``'s inputs at ``points``, taken when the program is specialized:
-    how JAX's reverse mode transposes an equation it cannot transpose itself (a ``for_loop``
-    whose trip count is traced), as ``catalyst_lite.grad`` would differentiate it."""
+    """The cotangents of ``fn``'s inputs at ``points``, taken at specialization: how JAX's reverse
+    mode transposes an equation it cannot (a ``for_loop`` whose trip count is traced)."""
     _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
     return list(cts)
 
@@ -590,8 +571,7 @@ def _jacobian_auto(f: SpecializedFunction, primals: list[Any], _: list[Any], h: 
 
 
 def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any]:
-    """``[stack of fn(row)[k] over rows for each k]``: ``lax.map`` inside one XLA program; a
-    Python loop when host-driven (the rows may need their own sizes or Python-driven loops)."""
+    """``lax.map(fn, rows)`` staged; a Python loop when host-driven (rows may need their own sizes)."""
     if mode is Mode.STAGED:
         return list(lax.map(fn, rows))
     return [jnp.stack(column) for column in zip(*(fn(row) for row in rows))]

@@ -41,10 +41,10 @@ def _axis_leaves(spec: Any) -> list[Any]:
 
 def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None:
     """An int, ``None``, or a container (``in_axes``: a tuple) of pytrees of ints and ``None``."""
-    if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
+    leaves_ok = all(map(_is_axis_spec, _axis_leaves(spec)))
+    if _is_axis_spec(spec) or (isinstance(spec, containers) and leaves_ok):
         return
     # Catalyst's phrase: about the leaves if one is not an int, else about the container
-    leaves_ok = all(map(_is_axis_spec, _axis_leaves(spec)))
     catalyst = f"match the {_MATCHED[name]}" if leaves_ok else f"a tuple of {_LEAVES[name]} with integer leaves"
     raise ArgumentValueError(
         f"Invalid '{name}'; it must be an int or {catalyst}: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
@@ -89,8 +89,7 @@ def _argument_axis(k: int, axis: int, x: Any) -> int:
 
 
 def _loop() -> Callable:
-    """Our ``for_loop``; PennyLane's while PennyLane captures the program (where ours is refused,
-    as Catalyst's is, and PennyLane's becomes ours when the captured program is compiled)."""
+    """Our ``for_loop``; PennyLane's while PennyLane captures the program (ours is refused there)."""
     if pennylane_capture_enabled():
         return importlib.import_module("pennylane").for_loop  # imported by programs that use it
     return for_loop
@@ -182,8 +181,7 @@ class Vmapped:
 
     def _stacked(self, flat: list[Any], axes: list[Any], size: Any, in_tree: PyTreeDef
                  ) -> tuple[list[Any], list[Any], PyTreeDef]:
-        """The loop over the batch: every result stacked along a new axis 0, the first slice's
-        results and the results' structure."""
+        """The loop over the batch: the results stacked (axis 0), the first slice's, their structure."""
         flat = [x if a is None else _padded(x, a) for x, a in zip(flat, axes)]
 
         def call_at(i: Any) -> tuple[list[Any], PyTreeDef]:
@@ -236,8 +234,7 @@ class Vmapped:
 
 
 def _axis_size_phrase(axis_size: int, batch: Any) -> str:
-    """Catalyst's phrase for an ``axis_size`` it rejects too (zero, or beyond the mapped size);
-    one smaller than the mapped size, which Catalyst maps a prefix of, is ours (jax.vmap's)."""
+    """Catalyst's phrase for an ``axis_size`` it rejects too (zero, or beyond the mapped size)."""
     if axis_size == 0:
         return "Invalid batch size; it must be a non-zero integer, but got 0. "
     if isinstance(batch, int) and axis_size > batch:
@@ -273,11 +270,10 @@ def _axis_size(mesh: Any, names: Any) -> int:
 
 def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn_name: str
                   ) -> tuple[Any, Any] | None:
-    """The mesh and the mesh axes the batch is split over, or ``None`` for one loop over the whole
-    batch. Outside qjit, ``outside`` (read from the arguments); inside, ``spmd_axis_name`` (the
-    ``requested`` axes) or else the axes that shard dimension 0 of qjit's ``in_shardings``, with
-    the mesh of those shardings (or of ``jax.sharding.set_mesh``). A guess that does not match the
-    arguments' sharding is still correct: XLA then moves the rows to their devices."""
+    """The mesh and mesh axes the batch is split over (``None``: one loop over the whole batch):
+    outside qjit, ``outside``; inside, the ``requested`` axes (``spmd_axis_name``) or those that
+    shard dimension 0 of qjit's ``in_shardings``, on their mesh (or ``jax.sharding.set_mesh``'s).
+    A wrong guess is still correct: XLA then moves the rows to their devices."""
     context = current_context()
     if context.sharded_batch:
         return None  # already one device's rows
