@@ -275,13 +275,9 @@ class WithOperation:
         kind = self.operation_kind
         # Catalyst's phrase first, as Catalyst lays it out (its users' `match=` patterns follow
         # the layout: one line for switch, indented lines for the others), then ours.
-        if kind == "switch":
-            phrase = (f"The {kind}() was not called (or has not been called) in a quantum context, "
-                      "and thus has no associated quantum operation.")
-        else:
-            indent = "\n" + " " * 16
-            phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum "
-                      f"context,{indent}and thus has no associated quantum operation.{indent}")
+        indent = "" if kind == "switch" else "\n" + " " * 16
+        phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum context,"
+                  f"{indent or ' '}and thus has no associated quantum operation.{indent}")
         raise AttributeError(
             f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} has an operation once it is "
             "called inside a QNode compiled by qjit."

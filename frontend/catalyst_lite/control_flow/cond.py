@@ -412,9 +412,9 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     nimpl = params["nimplicit_outputs"]
     jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
     dims = [_static_implicit_dims(j, c, nimpl) for j, c in zip(jaxprs, consts)]
-    if nimpl and (any(d is None for d in dims) or any(d != dims[0] for d in dims)):
+    if any(d is None or d != dims[0] for d in dims):  # (no implicit results: all are [])
         raise NeedsHost("cond branches return different sizes")
-    implicit = dims[0] if nimpl else []
+    implicit = dims[0]
 
     def as_branch(jaxpr, c):
         return lambda: eval_jaxpr(jaxpr, list(c), Mode.STAGED)[nimpl:]

@@ -188,7 +188,7 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The operands and parameters of a loop of ``body`` (``params``: its ``preserve_dimensions``)."""
+    """The operands and parameters of a loop of ``body`` (``params``: its options)."""
     new_params = dict(
         body_jaxpr=ClosedJaxpr(body, ()),
         body_nconsts=len(ops.consts),

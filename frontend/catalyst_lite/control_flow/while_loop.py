@@ -148,8 +148,7 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
 
 
 def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
-    """Constant ``k`` of the body is operand ``cond_nconsts + k``, carried size ``k`` operand
-    ``cond_nconsts + body_nconsts + k``."""
+    """Constant ``k`` of the body is operand ``cond_nconsts + k``; carried sizes follow the constants."""
     nconsts = params["cond_nconsts"] + params["body_nconsts"]
     return _body(params).output_type(lambda k: params["cond_nconsts"] + k, lambda k: nconsts + k, same_operand)
 
@@ -162,8 +161,7 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The operands and parameters of a loop of ``body`` and ``cond`` (``params``: its
-    ``preserve_dimensions``)."""
+    """The operands and parameters of a loop of ``body`` and ``cond`` (``params``: its options)."""
     new_params = dict(
         cond_jaxpr=ClosedJaxpr(cond, ()),
         body_jaxpr=ClosedJaxpr(body, ()),

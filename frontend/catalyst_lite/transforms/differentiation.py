@@ -35,7 +35,8 @@ from ..compiler.reverse_mode import reverse_mode
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
 from ..callbacks import host_callback_p
-from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, DifferentiationError, function_name
+from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, DifferentiationError
+from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
 from ..jax_extras.lowering import opaque_call
@@ -95,14 +96,12 @@ class Selection:
     def unflatten(self, values: Sequence[Any]) -> Any:
         """Values of the differentiated leaves (in :attr:`wrt`'s order) as the arguments named."""
         values = [values[i] for i in self.leaves]
-        out, start = [], 0
-        for tree in self.trees:
-            out.append(tree_unflatten(tree, list(values[start : start + tree.num_leaves])))
-            start += tree.num_leaves
+        ends = np.cumsum([t.num_leaves for t in self.trees]).tolist()
+        out = [tree_unflatten(t, values[end - t.num_leaves : end]) for t, end in zip(self.trees, ends)]
         return out[0] if self.single else tuple(out)
 
 
-def argument_names(fn: Callable, count: int) -> list[str]:
+def argument_name(fn: Callable, k: int) -> str:
     try:
         params = [
             p.name
@@ -111,13 +110,12 @@ def argument_names(fn: Callable, count: int) -> list[str]:
         ]
     except (TypeError, ValueError):
         params = []
-    return [repr(params[i]) if i < len(params) else f"#{i}" for i in range(count)]
+    return repr(params[k]) if k < len(params) else f"#{k}"
 
 
 def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...]) -> Selection:
     """Flatten ``args``; ``argnums`` (negative: from the end) must name floating-point ones."""
     indices = (argnums,) if isinstance(argnums, int) else argnums
-    names = argument_names(fn, len(args))
     for k in indices:
         if not -len(args) <= k < len(args):
             raise ArgumentIndexError(
@@ -135,8 +133,8 @@ def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[i
             if not jnp.issubdtype(aval.dtype, jnp.inexact):
                 raise DifferentiationError(
                     f"{api} only supports differentiation on floating-point arguments: argument "
-                    f"{names[k]} of {function_name(fn)} is {aval.str_short()} (complex ones can be "
-                    "differentiated too). Leave it out of argnums."
+                    f"{argument_name(fn, k)} of {function_name(fn)} is {aval.str_short()} "
+                    "(complex ones can be differentiated too). Leave it out of argnums."
                 )
             requested.append(starts[k] + j)
         trees.append(tree)
@@ -391,10 +389,8 @@ def _params_tuple(api: str, params: Any, what: str) -> tuple:
 
 
 def _outside_qjit(transform: Callable, fn: Callable, params: tuple, rest: Any, options: dict) -> Any:
-    """Outside qjit: ``qml.<transform>`` while PennyLane captures; otherwise ``transform(fn,
-    params, rest)`` as its JAX counterpart computes it (as Catalyst does, whatever ``options``
-    say): exact derivatives with respect to every argument, compiled with qjit (``fn`` may use
-    catalyst_lite)."""
+    """Outside qjit: ``qml.<transform>`` while PennyLane captures; otherwise, as Catalyst, what
+    ``jax.<transform>`` computes whatever ``options`` say (every argument), compiled with qjit."""
     if pennylane_capture_enabled():
         return _pennylane(transform.__name__)(fn, params, rest, **options)
     argnums = tuple(range(len(params)))
@@ -407,10 +403,9 @@ def _outside_qjit(transform: Callable, fn: Callable, params: tuple, rest: Any, o
 
 
 def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:
-    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape, as
-    Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape a ``ValueError``.
-    (A symbolic size of a result is the nested function's own variable: only its rank and known
-    sizes are compared; the evaluation at concrete sizes checks the rest.)"""
+    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape (known
+    sizes only), as Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape
+    a ``ValueError``."""
     count_phrase, dtype_phrase, shape_phrase = _CATALYST_PHRASES[what]
     if len(flat) != len(avals):
         raise ArgumentTypeError(
@@ -470,7 +465,9 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
         traced.check_differentiable_results()
         selection = traced.selection
         if len(selection.leaves) != len(selection.wrt):
-            raise ArgumentValueError(f"{traced.api}: argnums={options.argnums!r} names an argument twice; name each once.")
+            raise ArgumentValueError(
+                f"{traced.api}: argnums={options.argnums!r} names an argument twice; name each once."
+            )
         flat = tree_flatten(tangents)[0]
         wrt_avals = [get_aval(selection.flat_args[k]) for k in selection.wrt]  # the caller's sizes
         _check_like(traced.api, "tangents", flat, wrt_avals, "differentiated arguments")
@@ -652,7 +649,7 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
     return rule
 
 
-def _lower(ctx: Any, *operands: Any, wrt: tuple[int, ...], transform: str, method: str, h: float, **_) -> list:
+def _lower(ctx: Any, *operands: Any, wrt: tuple, transform: str, method: str, h: float, **_: Any) -> list:
     """StableHLO (in ``.mlir``), where derivatives do not exist yet (they are taken at
     specialization): one opaque ``stablehlo.custom_call @catalyst_lite.<transform>`` of the
     equation's operands and results, its options in ``backend_config``."""
