@@ -8,6 +8,9 @@ Branch ``b`` takes its constants ``consts_b`` and returns ``*implicit *results``
 is the ``otherwise`` one (it runs when no predicate holds). When the branches return arrays of
 different sizes, the size is a new dimension: one of the ``nimplicit_outputs`` (Catalyst refuses
 this; here the result size is simply known once the branch has run).
+
+``switch``, Catalyst's index switch, is a ``cond`` on ``index == case`` for each case (unlike
+``jax.lax.switch`` the index is not clamped); with a known index the chosen branch is called.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, mas
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr
 from ..trace_context import refuse_under_capture
-from ..errors import ControlFlowError, function_name
-from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
+from ..errors import ArgumentValueError, ControlFlowError, function_name
+from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, get_aval, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
 from ..jax_extras.nested import interleave, promote_results, retrace
@@ -36,11 +39,11 @@ from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
 from ..jax_extras.size_facts import describe_aval
 from ..compiler.loop_body import split_groups, with_batch_axis
-from .common import Cond, WithOperation, active_control_flow_handler, ambient_carries, as_predicate
-from .common import fed_dimension_operands, flatten_values, tracing_mode
+from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
+from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
 from .loop_common import is_inexact
 
-__all__ = ["cond", "cond_p", "CondCallable"]
+__all__ = ["cond", "cond_p", "CondCallable", "switch", "SwitchCallable"]
 
 cond_p = DynshapePrimitive("cond")
 
@@ -116,6 +119,92 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
 
     def decorator(fn: Callable) -> CondCallable:
         return CondCallable(pred, fn)
+
+    return decorator
+
+
+class SwitchCallable(WithOperation):
+    """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
+
+    operation_kind = "switch"
+    operation_type = Switch
+
+    def __init__(self, index: Any, default: Callable):
+        if not callable(default):  # Catalyst's phrase first, then ours
+            raise ArgumentValueError(
+                "Switch requires a default branch. catalyst_lite: the default branch (the function "
+                f"decorated by @switch(i)) must be callable, got {type(default).__name__}."
+            )
+        self.index, self.default = index, default
+        self.cases: dict[int, Callable] = {}
+        self.__name__ = function_name(default)
+        self.__doc__ = getattr(default, "__doc__", None)
+
+    def branch(self, case: int) -> Callable[[Callable], "SwitchCallable"]:
+        """Add the branch taken when the index equals ``case`` (a later branch for the same case
+        replaces an earlier one)."""
+        if isinstance(case, (bool, np.bool_)) or not isinstance(case, (int, np.integer)):
+            raise ControlFlowError(
+                f"switch ({self.__name__}): a case must be a Python int, got {type(case).__name__} "
+                f"{case!r}."
+            )
+
+        def decorator(fn: Callable) -> SwitchCallable:
+            self.cases[int(case)] = fn
+            return self
+
+        return decorator
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._note_call()
+        index = _checked_index(self.index, self.__name__)
+        if not isinstance(index, Tracer):
+            return self.cases.get(int(index), self.default)(*args, **kwargs)
+        if not self.cases:
+            return self.default(*args, **kwargs)
+        (first_case, first_fn), *others = self.cases.items()
+        branches = cond(index == first_case)(first_fn)
+        for case, fn in others:
+            branches.else_if(index == case)(fn)
+        branches.otherwise(self.default)
+        return branches(*args, **kwargs)
+
+
+def _checked_index(index: Any, name: str) -> Any:
+    """An integer scalar: a Python or NumPy int, or a traced integer (a boolean counts as 0/1)."""
+    if isinstance(index, (bool, np.bool_, int, np.integer)):
+        return int(index)
+    aval = get_aval(index)
+    if aval.shape != () or not (np.issubdtype(aval.dtype, np.integer) or aval.dtype == np.bool_):
+        raise ControlFlowError(
+            f"switch ({name}) needs an integer scalar index, got {describe_aval(aval)}. Convert "
+            "it, e.g. with x.astype(int)."
+        )
+    return index
+
+
+def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
+    """Decorator making ``fn`` the default branch of a switch on the integer ``index_var``; add
+    cases with ``.branch(k)`` and call the switch with the branches' operands (see the module
+    docstring).
+
+    >>> from catalyst_lite import qjit, switch
+    >>> @qjit
+    ... def pick(k: int, x: float):
+    ...     @switch(index_var=k)
+    ...     def apply(y):
+    ...         return -y
+    ...     @apply.branch(0)
+    ...     def _(y):
+    ...         return y * 10.0
+    ...     return apply(x)
+    >>> float(pick(0, 2.0)), float(pick(5, 2.0))
+    (20.0, -2.0)
+    """
+    refuse_under_capture("switch")  # as Catalyst does: captured programs use qml.cond
+
+    def decorator(fn: Callable) -> SwitchCallable:
+        return SwitchCallable(index_var, fn)
 
     return decorator
 
