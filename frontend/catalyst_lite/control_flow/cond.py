@@ -116,11 +116,7 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
     (3.0, 0.0)
     """
     refuse_under_capture("cond")  # as Catalyst does: captured programs use qml.cond
-
-    def decorator(fn: Callable) -> CondCallable:
-        return CondCallable(pred, fn)
-
-    return decorator
+    return functools.partial(CondCallable, pred)
 
 
 class SwitchCallable(WithOperation):
@@ -202,11 +198,7 @@ def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
     (20.0, -2.0)
     """
     refuse_under_capture("switch")  # as Catalyst does: captured programs use qml.cond
-
-    def decorator(fn: Callable) -> SwitchCallable:
-        return SwitchCallable(index_var, fn)
-
-    return decorator
+    return functools.partial(SwitchCallable, index_var)
 
 
 def _bound(fn: Callable, args: tuple, kwargs: dict) -> Callable[[], Any]:

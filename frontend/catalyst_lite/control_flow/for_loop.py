@@ -230,18 +230,15 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
 
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants and carried dimensions that size the body, and the step: a known step makes a
-    known trip count, and a zero step an error at compile time rather than in XLA (steps are
-    constants in practice: no extra compilations)."""
+    """Constants and carried dimensions that size the body, and the step: a known step makes a known
+    trip count, and a zero step an error at compile time rather than in XLA."""
     step = params["body_nconsts"] + params["nimplicit"] + 2
     return _loop.dimension_operands(params) | {step}
 
 
 def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Inside a loop running on capacity buffers (see :mod:`~catalyst_lite.compiler.capacity`): a
-    loop that keeps its carried sizes but makes arrays of sizes known only there (``jnp.ones(i)``
-    of the enclosing loop's index) is a ``lax.fori_loop`` whose body runs on buffers too, the
-    size checks of its iterations carried out of it."""
+    """Inside a loop running on capacity buffers (``compiler/capacity.py``), a loop that keeps its
+    carried sizes: a ``lax.fori_loop`` on buffers too, its iterations' size checks carried out."""
     params = eqn.params
     if params["nimplicit"]:
         raise Unmaskable("a nested resizing loop")
@@ -265,9 +262,8 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, nimplicit: int, **_) -> list:
-    """StableHLO (in ``.mlir``): ``for i in range(lower, upper, step): carry = body(i, carry)`` as
-    one ``stablehlo.while`` carrying the index, the carried dimensions and values; constants are
-    captured. Preserved dimensions are in the types already; a reversed loop is never built."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, the carried dimensions
+    and values; constants are captured (a reversed loop is never built)."""
     groups = split_groups(list(operands), [body_nconsts, nimplicit, 4])
     consts, implicit, (_, upper, step, start), carried = groups
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
@@ -287,15 +283,13 @@ def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int,
 
 
 def _trip_count_traced(operands: Sequence[Any], params: dict[str, Any]) -> bool:
-    """The bounds are not known in the trace that transforms the loop: its specialization would be
-    a ``while`` of traced length, which JAX's reverse mode refuses to transpose."""
+    """Bounds unknown where the loop is transformed: JAX's reverse mode cannot transpose it then."""
     lower, upper, step, _ = _operands(list(operands), params).bounds
     return any(not isinstance(dimension_value(b), int) for b in (lower, upper, step))
 
 
 def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
-    """Which results depend on the marked operands: the carried values that do at some iteration
-    (all of them when the bounds or the carried sizes do)."""
+    """The results that depend on the marked operands at some iteration (all, through bounds or sizes)."""
     ops, body = _operands(marked, eqn.params), _body(eqn.params)
     if any(ops.bounds) or any(ops.implicit) or body.depends_on(ops.consts, ops.carried):
         return [True] * len(eqn.outvars)
