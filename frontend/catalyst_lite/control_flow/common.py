@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
+from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, treedef_is_leaf
 
 from ..compiler.specialize import dimension_inputs
 from ..trace_context import current as current_context, scope as context_scope

@@ -60,12 +60,8 @@ class Loop:
     predicate: Callable[[dict[str, Any]], LoopBody | None]
     equation: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], tuple[list[Any], dict[str, Any]]]
     batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
-    # for_loop: its trip count, first index and step from its operands (traced or known)
-    counting: Callable[[LoopOperands], tuple[Any, Any, Any]] | None = None
-
-    def counted(self, ops: LoopOperands) -> tuple[Any, ...]:
-        """``(trip count, first index, step)`` of a ``for_loop``; ``()`` for a ``while_loop``."""
-        return () if self.counting is None else self.counting(ops)
+    # ``(trip count, first index, step)`` of a ``for_loop`` (traced or known); ``()`` for a ``while_loop``
+    counted: Callable[[LoopOperands], tuple[Any, ...]] = lambda ops: ()
 
     def dimension_operands(self, params: dict[str, Any]) -> set[int]:
         """The constants and carried sizes that size the body or predicate."""
