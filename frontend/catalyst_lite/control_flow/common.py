@@ -310,11 +310,10 @@ class WhileLoopCallable(LoopCallable):
     operation_type = WhileLoop
 
 
-# A handler sees the control flow traced inside a quantum circuit before it is bound (inside
-# ``qml.adjoint`` a loop is applied reversed, so it must be recorded rather than traced where it
-# stands): its method ``for_loop(body, bounds, init, bind)``, ``while_loop(cond_fn, body, init,
-# bind)`` or ``cond(preds, branches, otherwise, bind)`` (``otherwise`` ``None`` when the user gave
-# none) receives each call, with ``bind`` (same arguments but ``bounds``) the usual implementation.
+# A handler sees the control flow traced in a quantum circuit before it is bound (inside qml.adjoint a
+# loop is recorded, to be applied reversed): ``for_loop(body, bounds, init, bind)``, ``while_loop(cond_fn,
+# body, init, bind)`` or ``cond(preds, branches, otherwise, bind)`` (``otherwise``: ``None`` if not given),
+# with ``bind`` (the same arguments but ``bounds``) the usual implementation.
 
 
 @contextlib.contextmanager

@@ -82,21 +82,16 @@ class CondCallable(WithOperation):
         first = self.branches[0]
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]
-        otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else _returns_none
-        # Inside a program every branch is traced, even for Python predicates (as Catalyst does):
-        # its results are traced values of the branches' joined types, and a branch that does
-        # not fit the others is an error whichever one the predicate picks.
+        otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else None
+        # Inside a program every branch is traced, even for Python predicates (as Catalyst does): a
+        # branch that does not fit the others is an error whichever one the predicate picks.
         if tracing_mode("cond", first) == "eager":
-            return next((branch for pred, branch in zip(preds, branches) if pred), otherwise)()
-        handler = active_control_flow_handler()
+            return next((b for p, b in zip(preds, branches) if p), otherwise or _returns_none)()
+        bind = functools.partial(_bind, first=first)
+        handler = active_control_flow_handler()  # e.g. inside qml.adjoint, applied adjointed
         if handler is None:
-            return _bind(preds, branches, otherwise, self.otherwise_fn is not None, first)
-
-        def bind(preds: list, branches: list, otherwise: Callable | None) -> Any:
-            return _bind(preds, branches, otherwise or _returns_none, otherwise is not None, first)
-
-        # e.g. a conditional inside qml.adjoint, applied adjointed
-        return handler.cond(preds, branches, otherwise if self.otherwise_fn else None, bind)
+            return bind(preds, branches, otherwise)
+        return handler.cond(preds, branches, otherwise, bind)
 
 
 def cond(pred: Any) -> Callable[[Callable], CondCallable]:
@@ -213,10 +208,11 @@ def _returns_none() -> None:
     return None
 
 
-def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> Any:
+def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callable) -> Any:
     """The design documents' ``bindNested`` for ``cond``: every branch is traced without arguments
     (what it uses is captured) and their output types are joined into one equation."""
     trees: dict[int, PyTreeDef] = {}
+    has_otherwise, otherwise = otherwise is not None, otherwise or _returns_none
 
     def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
         def flat_branch() -> list[Any]:

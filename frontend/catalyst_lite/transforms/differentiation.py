@@ -574,12 +574,10 @@ def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any
     return [jnp.stack(column) for column in zip(*(fn(row) for row in rows))]
 
 
-# Forward finite differences, as Catalyst computes them: the Jacobian column by column, one
-# difference ``(f(x + h e_k) - f(x)) / h`` per scalar input; jvp and vjp contract it with the
-# tangents or cotangents (a single difference along the whole tangent would add cross terms of
-# order ``h``). ``f(x)`` is evaluated as the first row of the same mapped evaluation as the shifted
-# points (a shift of 0), so that both are rounded alike: a result that does not depend on a
-# shifted input then has a difference of exactly 0, not a rounding error divided by ``h``.
+# Forward finite differences, as Catalyst computes them: the Jacobian column by column, one difference
+# ``(f(x + h e_k) - f(x)) / h`` per scalar input, that jvp and vjp contract (one difference along the
+# tangent would add terms of order ``h``). ``f(x)`` is the first row (a shift of 0) of the mapped
+# evaluation, rounded as the shifted points are: an independent result's difference is exactly 0.
 
 
 def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> tuple[list[Any], list[list[Any]]]:
