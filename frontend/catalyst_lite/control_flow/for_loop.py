@@ -12,6 +12,7 @@ The equation (as in the design documents)::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from typing import Any, Callable, Sequence
@@ -88,12 +89,10 @@ def for_loop(
 
         loop_callable = ForLoopCallable(loop, body)
         # It takes the carried values: the body's signature without the index (which qjit binds).
-        try:
-            parameters = list(inspect.signature(body).parameters.values())
-        except (TypeError, ValueError):
-            return loop_callable
-        if parameters and parameters[0].kind in (parameters[0].POSITIONAL_ONLY, parameters[0].POSITIONAL_OR_KEYWORD):
-            loop_callable.__signature__ = inspect.Signature(parameters[1:])
+        with contextlib.suppress(TypeError, ValueError):  # (ValueError: no signature, or no index)
+            index, *carried = inspect.signature(body).parameters.values()
+            if index.kind in (index.POSITIONAL_ONLY, index.POSITIONAL_OR_KEYWORD):
+                loop_callable.__signature__ = inspect.Signature(carried)
         return loop_callable
 
     return decorator
@@ -182,8 +181,6 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
     ops = _operands(atoms, params)
     if not all(b.aval.shape == () and np.issubdtype(b.aval.dtype, np.integer) for b in ops.bounds):
         raise JaxprTypeError(f"for_loop bounds must be integer scalars, got {[b.aval for b in ops.bounds]}")
-    if params["apply_reverse_transform"]:
-        raise JaxprTypeError("for_loop with apply_reverse_transform=True is not supported")
     _body(params).typecheck([*ops.consts, *ops.implicit, ops.bounds[3], *ops.carried])
 
 

@@ -16,6 +16,7 @@ known: ``jax.jvp``/``jax.vjp``/``jax.jacrev`` of the evaluated body, or forward 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -286,10 +287,9 @@ class _Transformed:
         self.as_jax = as_jax  # outside qjit: JAX's rules (a gradient needs a bare scalar result)
         self.__name__ = self.__qualname__ = f"{kind}({function_name(self.fn)})"
         self.__doc__ = getattr(self.fn, "__doc__", None)
-        try:  # fn's parameters, as Catalyst's wrappers show them: qjit(grad(f)) binds and reads
-            self.__signature__ = inspect.signature(self.fn)  # f's annotations and static_argnames
-        except (TypeError, ValueError):
-            pass
+        # fn's parameters, as Catalyst's wrappers show them: qjit(grad(f)) binds and reads f's
+        with contextlib.suppress(TypeError, ValueError):  # annotations and static_argnames
+            self.__signature__ = inspect.signature(self.fn)
         self._compiled: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
