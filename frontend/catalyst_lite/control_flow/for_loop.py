@@ -204,7 +204,7 @@ def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, 
     return trip_count(lower, upper, step), lower, step
 
 
-_loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation, counted=_counting)
+_loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation, counting=_counting)
 
 
 def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:

@@ -61,7 +61,7 @@ class Loop:
     equation: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], tuple[list[Any], dict[str, Any]]]
     batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
     # ``(trip count, first index, step)`` of a ``for_loop`` (traced or known); ``()`` for a ``while_loop``
-    counted: Callable[[LoopOperands], tuple[Any, ...]] = lambda ops: ()
+    counting: Callable[[LoopOperands], tuple[Any, ...]] = lambda ops: ()
 
     def dimension_operands(self, params: dict[str, Any]) -> set[int]:
         """The constants and carried sizes that size the body or predicate."""
@@ -231,12 +231,12 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
     runs the body (and predicate) compiled for its current sizes."""
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
-    counted = tuple(int(x) for x in loop.counted(ops))
+    counted = tuple(int(x) for x in loop.counting(ops))
 
     def replayed(prediction: Prediction, invals: list[Any]) -> tuple[list[Any], Any]:
         """The loop staged again at the sizes the run on capacity buffers found."""
         again = loop.operands(invals, params)
-        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counted(again))
+        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counting(again))
 
     outs = run_compiled(loop.primitive, body, pred, invals, lambda ran: record_replay(params, functools.partial(replayed, ran)),
                         ops.pred_consts, ops.consts, ops.implicit, ops.carried, *counted)
@@ -260,7 +260,7 @@ def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list
     :data:`UNROLL_LIMIT` iterations, a size that depends on data) :class:`NeedsHost`."""
     ops = loop.operands(invals, params)
     body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name
-    counted = loop.counted(ops)
+    counted = loop.counting(ops)
     if any(isinstance(x, Tracer) for x in counted):
         raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
     counted = tuple(int(x) for x in counted)
