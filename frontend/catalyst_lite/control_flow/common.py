@@ -299,15 +299,13 @@ class LoopCallable(WithOperation):
 class ForLoopCallable(LoopCallable):
     """What ``for_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
-    operation_kind = "for_loop"
-    operation_type = ForLoop
+    operation_kind, operation_type = "for_loop", ForLoop
 
 
 class WhileLoopCallable(LoopCallable):
     """What ``while_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
-    operation_kind = "while_loop"
-    operation_type = WhileLoop
+    operation_kind, operation_type = "while_loop", WhileLoop
 
 
 # A handler sees the control flow traced in a quantum circuit before it is bound (inside qml.adjoint a

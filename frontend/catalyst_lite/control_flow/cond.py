@@ -52,8 +52,7 @@ class CondCallable(WithOperation):
     """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``;
     called (with the arguments every branch takes), it runs the first branch whose predicate holds."""
 
-    operation_kind = "cond"
-    operation_type = Cond
+    operation_kind, operation_type = "cond", Cond
 
     def __init__(self, pred: Any, fn: Callable):
         self.preds: list[Any] = [pred]
@@ -117,8 +116,7 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
 class SwitchCallable(WithOperation):
     """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
 
-    operation_kind = "switch"
-    operation_type = Switch
+    operation_kind, operation_type = "switch", Switch
 
     def __init__(self, index: Any, default: Callable):
         if not callable(default):  # Catalyst's phrase first, then ours

@@ -5,9 +5,8 @@ The equation (as in the design documents)::
     outs = for_loop[body_jaxpr, body_nconsts, nimplicit, preserve_dimensions,
                     apply_reverse_transform] *consts *implicit lower upper step start *carried
 
-``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``.
-``nimplicit`` is the number of carried dimensions (0 when dimensions are preserved).
-``apply_reverse_transform`` is the design documents' parameter; it is always ``False``.
+``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``; ``nimplicit``
+is the number of carried dimensions (0 when they are preserved); ``apply_reverse_transform`` is False.
 """
 
 from __future__ import annotations
