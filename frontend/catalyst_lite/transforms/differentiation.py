@@ -533,12 +533,12 @@ class SpecializedFunction:
         values = list(self.inputs)
         for position, v in zip(self.positions, wrt_values):
             values[position] = v
-        if self.mode is Mode.STAGED:
+        staged = self.mode is Mode.STAGED
+        if staged:
             outs = eval_jaxpr(self.jaxpr, values, self.mode)
         else:  # compiled per size signature, split around its host steps if it has any
             outs = runner_for(self.jaxpr, "differentiated function")(*values)
-        to_int = to_dim if self.mode is Mode.STAGED else int
-        self.implicit_dims = [to_int(d) for d in outs[: self.nimplicit]]
+        self.implicit_dims = [(to_dim if staged else int)(d) for d in outs[: self.nimplicit]]
         # Arrays of the results' types: a result that is a literal of the jaxpr, or an input
         # passed through a loop that does not run, is a Python number on JAX 0.7.1.
         avals = [v.aval for v in self.jaxpr.outvars[self.nimplicit :]]

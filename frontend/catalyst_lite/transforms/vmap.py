@@ -88,13 +88,6 @@ def _argument_axis(k: int, axis: int, x: Any) -> int:
     return _normalized_axis(axis, ndim, f"argument {k}. The argument only has {ndim} dimensions")
 
 
-def _loop() -> Callable:
-    """Our ``for_loop``; PennyLane's while PennyLane captures the program (ours is refused there)."""
-    if pennylane_capture_enabled():
-        return importlib.import_module("pennylane").for_loop  # imported by programs that use it
-    return for_loop
-
-
 def _padded(x: Any, axis: int) -> Any:
     """``x`` with its batch axis first and one row of zeros after the batch: reading row ``i`` is
     valid code even for an empty batch, whose first "row" only gives the results' types."""
@@ -195,7 +188,10 @@ class Vmapped:
         # One spare row here too (row `size`, never written): writing row i is valid code at any size.
         stacked = tuple(jnp.broadcast_to(r, (size + 1, *jnp.shape(r))) for r in first)
 
-        @_loop()(1, size, 1)
+        # PennyLane's for_loop while PennyLane captures the program (ours is refused there)
+        loop = importlib.import_module("pennylane").for_loop if pennylane_capture_enabled() else for_loop
+
+        @loop(1, size, 1)
         def rows(i: Any, stacked: tuple) -> tuple:
             results, tree = call_at(i)
             if tree != out_tree:
