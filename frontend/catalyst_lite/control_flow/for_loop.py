@@ -37,7 +37,7 @@ from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, b
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from .common import ForLoopCallable, active_control_flow_handler, ambient_carries, expansion_strategy
 from .common import flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
-from .loop_common import Loop, LoopOperands
+from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["for_loop", "for_loop_p"]
 
@@ -294,8 +294,8 @@ def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
 
 register_nested_primitive(for_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=functools.partial(_loop.staged, stage=_fori_loop), host=_loop.host,
-    dimension_operands=_dimension_operands, masked=_masked, bodies=lambda params: [params["body_jaxpr"].jaxpr],
-    lowering=_lower, kept_under_differentiation=_trip_count_traced,
+    partial_eval=_loop.partial_eval, staged=functools.partial(_loop.staged, stage=_fori_loop),
+    host=functools.partial(loop_host, _loop), dimension_operands=_dimension_operands, masked=_masked,
+    bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))
 dependence_rules[for_loop_p] = _dependence

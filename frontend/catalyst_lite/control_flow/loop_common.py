@@ -73,12 +73,6 @@ class Loop:
         operands, new_params = self.equation(params, body, pred, ops)
         return self.primitive.bind(*operands, **new_params)
 
-    def host(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-        return loop_host(self, invals, params)
-
-    def unrolled(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-        return loop_unrolled(self, invals, params)
-
     def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
         """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over the
         carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``: go
@@ -87,7 +81,7 @@ class Loop:
         unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
         if body.resizes_arrays:
-            return self.unrolled(invals, params)
+            return loop_unrolled(self, invals, params)
         implicit = [to_dim(d) for d in ops.implicit]
 
         def run_body(prefix: list[Any], carry: Sequence[Any]) -> tuple[Any, ...]:

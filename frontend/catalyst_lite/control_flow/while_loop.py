@@ -11,6 +11,7 @@ takes ``*body_consts *implicit *carried`` and returns ``*implicit *carried``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -32,7 +33,7 @@ from ..jax_extras.rules import PrimitiveSpec, batch_call, move_batch_axis, not_m
 from .common import WhileLoopCallable, active_control_flow_handler, ambient_carries, check_predicate
 from .common import expansion_strategy, flatten_values, loop_errors, normalize_results, tracing_mode
 from .common import unwrapped
-from .loop_common import Loop, LoopOperands
+from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["while_loop", "while_loop_p"]
 
@@ -251,6 +252,6 @@ def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: Closed
 
 register_nested_primitive(while_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_loop.dimension_operands,
-    lowering=_lower,
+    partial_eval=_loop.partial_eval, staged=_staged, host=functools.partial(loop_host, _loop),
+    dimension_operands=_loop.dimension_operands, lowering=_lower,
 ))
