@@ -173,9 +173,8 @@ def _checked_index(index: Any, name: str) -> Any:
 
 
 def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
-    """Decorator making ``fn`` the default branch of a switch on the integer ``index_var``; add
-    cases with ``.branch(k)`` and call the switch with the branches' operands (see the module
-    docstring).
+    """Decorator making ``fn`` the default branch of a switch on the integer ``index_var`` (not
+    clamped); add cases with ``.branch(k)`` and call the switch with the branches' operands.
 
     >>> from catalyst_lite import qjit, switch
     >>> @qjit

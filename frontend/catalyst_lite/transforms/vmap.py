@@ -153,17 +153,17 @@ class Vmapped:
             stacked, first, out_tree = self._stacked(flat, axes, size, in_tree)
         else:  # each device maps its own rows: shard_map of the loop, no gather of the batch
             mesh, names = batch
-            found: list[Any] = []
+            trees: list[PyTreeDef] = []
 
             def local(*leaves: Any) -> list[Any]:
                 with context_scope(sharded_batch=True):
-                    stacked, first, tree = self._stacked(list(leaves), axes, size // _axis_size(mesh, names), in_tree)
-                found[:] = [first, tree]
+                    stacked, _, tree = self._stacked(list(leaves), axes, size // _axis_size(mesh, names), in_tree)
+                trees[:] = [tree]
                 return stacked
 
             specs = tuple(P() if a is None else P(*([None] * a), names) for a in axes)
             stacked = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P(names), check_vma=False)(*flat)
-            first, out_tree = found
+            (out_tree,) = trees
             first = [s[0] for s in stacked]  # out_axes=None: the first row (of the whole batch)
         out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
         outs = [
@@ -285,10 +285,9 @@ def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn
         if names is None:
             return None
         wanted = set(names if isinstance(names, tuple) else (names,))
-        meshes = [m for m, _ in specs if m is not None and wanted <= set(m.axis_names)]
         context_mesh = jax.sharding.get_abstract_mesh()
-        mesh = meshes[0] if meshes else (
-            context_mesh if not context_mesh.empty and wanted <= set(context_mesh.axis_names) else None)
+        meshes = [*(m for m, _ in specs if m is not None), *([] if context_mesh.empty else [context_mesh])]
+        mesh = next((m for m in meshes if wanted <= set(m.axis_names)), None)
         if mesh is None:
             if requested is None:
                 return None
