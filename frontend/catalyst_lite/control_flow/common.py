@@ -23,9 +23,8 @@ from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
 
 
-def expansion_strategy(
-    allow_array_resizing: bool, experimental_preserve_dimensions: bool | None
-) -> ExpansionStrategy:
+def expansion_strategy(allow_array_resizing: bool,
+                       experimental_preserve_dimensions: bool | None) -> ExpansionStrategy:
     """Catalyst's ``allow_array_resizing`` and the design documents' opposite option, as one."""
     if experimental_preserve_dimensions is not None:
         if allow_array_resizing and experimental_preserve_dimensions:

@@ -306,11 +306,8 @@ def _split(invals: list[Any], params: dict[str, Any]):
 
 
 def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
-    offset, feeds = len(params["branch_jaxprs"]) - 1, []
-    for cj, n in zip(params["branch_jaxprs"], params["branch_nconsts"]):
-        feeds.append((cj.jaxpr, list(range(offset, offset + n))))
-        offset += n
-    return feeds
+    starts = np.cumsum([len(params["branch_jaxprs"]) - 1, *params["branch_nconsts"]]).tolist()
+    return [(cj.jaxpr, list(range(a, b))) for cj, a, b in zip(params["branch_jaxprs"], starts, starts[1:])]
 
 
 def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
@@ -469,15 +466,9 @@ def _branch_index(preds: Sequence[Any]) -> Any:
 
 def _static_implicit_dims(jaxpr: Any, consts: Sequence[Any], nimplicit: int) -> list[int] | None:
     """The implicit result sizes of a branch if they are known before it runs."""
-    out = []
-    for v in jaxpr.outvars[:nimplicit]:
-        if isinstance(v, Literal):
-            out.append(int(v.val))
-        elif v in jaxpr.invars and not isinstance(consts[jaxpr.invars.index(v)], Tracer):
-            out.append(int(consts[jaxpr.invars.index(v)]))
-        else:
-            return None
-    return out
+    known = {v: c for v, c in zip(jaxpr.invars, consts) if not isinstance(c, Tracer)}
+    dims = [v.val if isinstance(v, Literal) else known.get(v) for v in jaxpr.outvars[:nimplicit]]
+    return None if any(d is None for d in dims) else [int(d) for d in dims]
 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:

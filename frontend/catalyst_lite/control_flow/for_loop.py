@@ -44,14 +44,8 @@ __all__ = ["for_loop", "for_loop_p"]
 for_loop_p = DynshapePrimitive("for_loop")
 
 
-def for_loop(
-    lower_bound: Any,
-    upper_bound: Any,
-    step: Any,
-    allow_array_resizing: bool = False,
-    *,
-    experimental_preserve_dimensions: bool | None = None,
-) -> Callable[[Callable], ForLoopCallable]:
+def for_loop(lower_bound: Any, upper_bound: Any, step: Any, allow_array_resizing: bool = False, *,
+             experimental_preserve_dimensions: bool | None = None) -> Callable[[Callable], ForLoopCallable]:
     """Decorator turning ``body(i, *carry) -> carry`` into a loop over
     ``range(lower_bound, upper_bound, step)`` (Catalyst's names and meaning).
 

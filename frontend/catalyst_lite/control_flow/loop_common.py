@@ -186,16 +186,9 @@ class Loop:
         return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]
 
 
-def step_by_step(
-    name: str,
-    body: LoopBody,
-    ops: LoopOperands,
-    counted: tuple[int, ...],
-    run_body: Callable[..., list[Any]],
-    run_predicate: Callable[..., list[Any]] | None,
-    size: Callable[[Any], Any],
-    limit: int | None = None,
-) -> tuple[list[Any], list[Any]]:
+def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[int, ...], run_body: Callable,
+                 run_predicate: Callable | None, size: Callable[[Any], Any], limit: int | None = None
+                 ) -> tuple[list[Any], list[Any]]:
     """The carried sizes and values after the loop, one iteration at a time (``size`` makes a
     carried size one to pass on; ``counted``: a ``for_loop``'s trip count, first index and step).
     With a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""

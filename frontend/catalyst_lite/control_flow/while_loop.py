@@ -40,12 +40,9 @@ __all__ = ["while_loop", "while_loop_p"]
 while_loop_p = DynshapePrimitive("while_loop")
 
 
-def while_loop(
-    cond_fn: Callable[..., Any],
-    allow_array_resizing: bool = False,
-    *,
-    experimental_preserve_dimensions: bool | None = None,
-) -> Callable[[Callable], WhileLoopCallable]:
+def while_loop(cond_fn: Callable[..., Any], allow_array_resizing: bool = False, *,
+               experimental_preserve_dimensions: bool | None = None
+               ) -> Callable[[Callable], WhileLoopCallable]:
     """Decorator turning ``body(*carry) -> carry`` into a loop that runs while ``cond_fn(*carry)``.
 
     The decorated function takes the initial carried values and returns the final ones (one value
