@@ -179,13 +179,9 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> tuple[list[Any], dict]:
     """The operands and parameters of a loop of ``body`` (``params``: its options)."""
-    new_params = dict(
-        body_jaxpr=ClosedJaxpr(body, ()),
-        body_nconsts=len(ops.consts),
-        nimplicit=len(ops.implicit),
-        preserve_dimensions=params["preserve_dimensions"],
-        apply_reverse_transform=False,
-    )
+    new_params = dict(body_jaxpr=ClosedJaxpr(body, ()), body_nconsts=len(ops.consts),
+                      nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"],
+                      apply_reverse_transform=False)
     return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
 
 

@@ -106,11 +106,9 @@ class Loop:
             outs = self.primitive.bind(*primals, **params)
             return outs, [zero_tangent(o) for o in outs]
         new = body.jvp(consts_nz, carried_nz)
-        ops = replace(
-            p,
-            consts=[*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)],
-            carried=[*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)],
-        )
+        consts = [*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)]
+        carried = [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)]
+        ops = replace(p, consts=consts, carried=carried)
         new_pred = pred and pred.ignoring_tangents(carried_nz)
         outs = self.rebound(params, new.jaxpr, new_pred, ops)
         m, n = body.nimplicit, body.nimplicit + len(p.carried)
@@ -145,12 +143,9 @@ class Loop:
             return [move_batch_axis(x, bd, size, b) for x, bd, b in zip(values, batch_dims, batched)]
 
         pred_consts = [*(new_pred.consts if new_pred else ()), *moved(a.pred_consts, d.pred_consts, pred_b)]
-        ops = replace(
-            a,
-            pred_consts=pred_consts,
-            consts=[*new_body.consts, *moved(a.consts, d.consts, consts_b)],
-            carried=moved(a.carried, d.carried, carried_b),
-        )
+        consts = [*new_body.consts, *moved(a.consts, d.consts, consts_b)]
+        carried = moved(a.carried, d.carried, carried_b)
+        ops = replace(a, pred_consts=pred_consts, consts=consts, carried=carried)
         outs = self.rebound(params, new_body.jaxpr, new_pred and new_pred.jaxpr, ops)
         return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
 
@@ -171,12 +166,9 @@ class Loop:
         carried_known = [not u for u in carried_uk]
         body_jaxpr, body_taken = body.known_part(known.consts, carried_known)
         pred_jaxpr, pred_taken = pred.known_part(known.pred_consts, carried_known) if pred else (None, [])
-        ops = replace(
-            values,
-            pred_consts=[c for c, taken in zip(values.pred_consts, pred_taken) if taken],
-            consts=[c for c, taken in zip(values.consts, body_taken) if taken],
-            carried=[x for x, k in zip(values.carried, carried_known) if k],
-        )
+        ops = replace(values, pred_consts=[c for c, taken in zip(values.pred_consts, pred_taken) if taken],
+                      consts=[c for c, taken in zip(values.consts, body_taken) if taken],
+                      carried=[x for x, k in zip(values.carried, carried_known) if k])
         operands, known_params = self.equation(params, body_jaxpr, pred_jaxpr, ops)
         outs_known = bind_known(trace, self.primitive, operands, known_params)
         implicit_out = outs_known[: body.nimplicit]

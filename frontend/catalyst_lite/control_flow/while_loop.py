@@ -139,10 +139,8 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
     ncc, nbc = params["cond_nconsts"], params["body_nconsts"]
     ncarry = len(params["body_jaxpr"].jaxpr.invars) - nbc
     carry = list(range(ncc + nbc, ncc + nbc + ncarry))
-    return [
-        (params["cond_jaxpr"].jaxpr, [*range(ncc), *carry]),
-        (params["body_jaxpr"].jaxpr, [*range(ncc, ncc + nbc), *carry]),
-    ]
+    return [(params["cond_jaxpr"].jaxpr, [*range(ncc), *carry]),
+            (params["body_jaxpr"].jaxpr, [*range(ncc, ncc + nbc), *carry])]
 
 
 def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
@@ -160,14 +158,9 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> tuple[list[Any], dict]:
     """The operands and parameters of a loop of ``body`` and ``cond`` (``params``: its options)."""
-    new_params = dict(
-        cond_jaxpr=ClosedJaxpr(cond, ()),
-        body_jaxpr=ClosedJaxpr(body, ()),
-        cond_nconsts=len(ops.pred_consts),
-        body_nconsts=len(ops.consts),
-        nimplicit=len(ops.implicit),
-        preserve_dimensions=params["preserve_dimensions"],
-    )
+    new_params = dict(cond_jaxpr=ClosedJaxpr(cond, ()), body_jaxpr=ClosedJaxpr(body, ()),
+                      cond_nconsts=len(ops.pred_consts), body_nconsts=len(ops.consts),
+                      nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"])
     return [*ops.pred_consts, *ops.consts, *ops.implicit, *ops.carried], new_params
 
 

@@ -104,11 +104,8 @@ class Selection:
 
 def argument_name(fn: Callable, k: int) -> str:
     try:
-        params = [
-            p.name
-            for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
+        parameters = inspect.signature(fn).parameters.values()
+        params = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
     return repr(params[k]) if k < len(params) else f"#{k}"
@@ -209,16 +206,9 @@ def differentiate(api: str, fn: Callable, args: tuple, transform: str, options: 
         if options.method == "auto":
             _check_callbacks_have_derivatives(body, selection.wrt)
         extra = list(operands_for(traced[-1]))
-        params = dict(
-            fn_jaxpr=ClosedJaxpr(body.jaxpr, ()),
-            nconsts=body.nconsts,
-            nargs=len(explicit),
-            nimplicit_out=body.nimplicit_out,
-            wrt=selection.wrt,
-            transform=transform,
-            method=options.method,
-            h=options.h,
-        )
+        params = dict(fn_jaxpr=ClosedJaxpr(body.jaxpr, ()), nconsts=body.nconsts, nargs=len(explicit),
+                      nimplicit_out=body.nimplicit_out, wrt=selection.wrt, transform=transform,
+                      method=options.method, h=options.h)
         return Equation([*body.consts, *explicit, *extra], params, body.nimplicit_out)
 
     spec = NestedSpec(differentiate_p, equation, ExpansionStrategy(preserve_dimensions=True))
@@ -542,10 +532,8 @@ class SpecializedFunction:
         # Arrays of the results' types: a result that is a literal of the jaxpr, or an input
         # passed through a loop that does not run, is a Python number on JAX 0.7.1.
         avals = [v.aval for v in self.jaxpr.outvars[self.nimplicit :]]
-        return [
-            jnp.asarray(o, a.dtype) if isinstance(o, (int, float, complex)) else o
-            for o, a in zip(outs[self.nimplicit :], avals)
-        ]
+        return [jnp.asarray(o, a.dtype) if isinstance(o, (int, float, complex)) else o
+                for o, a in zip(outs[self.nimplicit :], avals)]
 
 
 def _jvp_auto(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
