@@ -37,8 +37,7 @@ def expansion_strategy(allow_array_resizing: bool,
 
 
 def tracing_mode(api: str, fn: Callable) -> str:
-    """``"trace"`` inside a catalyst_lite trace (even under a JAX transformation in it), ``"eager"``
-    outside any JAX transformation."""
+    """``"trace"`` in a catalyst_lite trace (even under a JAX transformation), ``"eager"`` outside any."""
     if is_tracing() or inside_program_trace():
         return "trace"
     if isinstance(current_trace(), EvalTrace):
@@ -51,9 +50,8 @@ def tracing_mode(api: str, fn: Callable) -> str:
 
 @contextlib.contextmanager
 def loop_errors(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
-    """A loop body's type errors in the user's words. A loop that does not preserve dimensions and
-    fails to broadcast in its body: its carried sizes are new, unrelated to captured arrays' (the
-    design documents' reference program, line [1]); JAX's error would send it to per-size tracing."""
+    """A loop body's type errors in the user's words; a resizing loop's carried sizes are unrelated to
+    captured arrays' (design documents, reference program line [1]), which JAX's error would hide."""
     try:
         yield
     except DimensionMismatch as err:
@@ -206,9 +204,8 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
 
 
 class ControlFlowOperation:
-    """Catalyst's ``.operation`` of control flow called in a quantum circuit being compiled: the
-    record that the circuit contains this ``cond``/``switch``/``for_loop``/``while_loop`` (named by
-    its function), without regions of its own (catalyst_lite traces control flow into the program).
+    """Catalyst's ``.operation`` of control flow called in a compiled quantum circuit: the record of
+    that ``cond``/``switch``/``for_loop``/``while_loop`` (by its function's name), without regions.
 
     >>> from catalyst_lite.control_flow.common import ForLoop
     >>> ForLoop("body")
@@ -244,9 +241,8 @@ class WhileLoop(ControlFlowOperation):
 
 
 class WithOperation:
-    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object: once
-    called in a quantum circuit being compiled, a :class:`ControlFlowOperation` of its kind;
-    otherwise an ``AttributeError`` with Catalyst's words for the case where it has none.
+    """Catalyst's ``.operation`` of a control-flow object: once called in a compiled quantum circuit,
+    a :class:`ControlFlowOperation` of its kind; otherwise an ``AttributeError`` in Catalyst's words.
 
     >>> from catalyst_lite import cond
     >>> c = cond(True)(lambda: 1)
@@ -315,8 +311,7 @@ class WhileLoopCallable(LoopCallable):
 
 @contextlib.contextmanager
 def control_flow_handler(handler: Any) -> Iterator[None]:
-    """Hand the traced control flow of this thread to ``handler`` for the duration of the block
-    (``None``: bind it as usual, e.g. for loops a handler emits itself)."""
+    """Hand this thread's traced control flow to ``handler`` in the block (``None``: bind it as usual)."""
     with context_scope(control_flow_handler=handler):
         yield
 

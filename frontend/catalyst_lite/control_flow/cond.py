@@ -130,8 +130,7 @@ class SwitchCallable(WithOperation):
         self.__doc__ = getattr(default, "__doc__", None)
 
     def branch(self, case: int) -> Callable[[Callable], "SwitchCallable"]:
-        """Add the branch taken when the index equals ``case`` (a later branch for the same case
-        replaces an earlier one)."""
+        """Add the branch taken when the index equals ``case`` (replacing an earlier one for it)."""
         if isinstance(case, (bool, np.bool_)) or not isinstance(case, (int, np.integer)):
             raise ControlFlowError(
                 f"switch ({self.__name__}): a case must be a Python int, got {type(case).__name__} "
@@ -231,9 +230,8 @@ def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callab
 
 
 def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_otherwise: bool, first: Callable) -> None:
-    """Catalyst's conventions for what branches return: one structure (a tuple is not a list), the
-    same ranks, and a size that is a number in one branch is that number in every branch (sizes
-    symbolic in every branch may differ: implicit results). Dtypes are promoted."""
+    """Catalyst's conventions: one structure (a tuple is not a list), one rank, and a size that is a
+    number in one branch is that number in all (symbolic ones may differ); dtypes are promoted."""
     name = function_name(first)
     if not has_otherwise and trees[0].num_leaves:
         raise ControlFlowError(
@@ -270,8 +268,7 @@ def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
 
 
 def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
-    """The ``cond`` equation of traced branches: each size that differs between branches becomes an
-    implicit result, returned by every branch."""
+    """The ``cond`` equation: each size that differs between branches is an implicit result of all."""
     operands = [*preds, *(c for t in traced for c in t.consts)]
     offsets = np.cumsum([len(preds)] + [t.nconsts for t in traced]).tolist()
     alternatives = [
@@ -357,8 +354,7 @@ def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[A
 
 
 def _jvp_branch(jaxpr: Any, consts_nz: list[bool], out_nz: list[bool], nimplicit: int) -> NestedBody:
-    tangent_binders = [v for v, nz in zip(jaxpr.invars, consts_nz) if nz]
-    in_type = input_type_of([*jaxpr.invars, *tangent_binders])
+    in_type = input_type_of([*jaxpr.invars, *(v for v, nz in zip(jaxpr.invars, consts_nz) if nz)])
     nconsts = len(jaxpr.invars)
 
     def jvp_branch(*args: Any) -> list[Any]:
@@ -375,8 +371,7 @@ def _batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -
     results (so the branches must agree on sizes). Otherwise each branch is batched."""
     preds, consts = _split(args, params)
     preds_d, consts_d = _split(dims, params)
-    size = axis_data.size
-    n = params["nimplicit_outputs"]
+    size, n = axis_data.size, params["nimplicit_outputs"]
     jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
     consts_b = [[d is not not_mapped for d in ds] for ds in consts_d]
     consts = [[move_batch_axis(x, d, size, b) for x, d, b in zip(*group)] for group in zip(consts, consts_d, consts_b)]
@@ -401,15 +396,13 @@ def _batched_branch(jaxpr: Any, batched: list[bool], size: int, out_batched: lis
 
 
 def _select_branches(jaxprs, preds, consts, consts_b, size: int, nimplicit: int):
-    """One unconditional branch that runs every branch on the batch and picks, for each example,
-    the results of the first branch whose predicate holds."""
+    """One branch running every branch on the batch, each example taking its first true one's results."""
     if nimplicit:
         raise ControlFlowError(
             "jax.vmap of a cond whose predicates differ between examples needs branches that "
             "return arrays of the same sizes."
         )
-    pred_binders = [Var(ShapedArray((), np.dtype(bool))) for _ in preds]
-    binders = [*pred_binders, *(v for j in jaxprs for v in j.invars)]
+    binders = [*(Var(ShapedArray((), np.dtype(bool))) for _ in preds), *(v for j in jaxprs for v in j.invars)]
     batched = [*[True] * len(preds), *(b for bs in consts_b for b in bs)]
     in_type = with_batch_axis(input_type_of(binders), batched, size)
     nouts = len(jaxprs[0].outvars)
@@ -498,16 +491,14 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Driven from Python: run the chosen branch, compiled for its sizes."""
     preds, consts = _split(invals, params)
     index = _first_true(preds)
-    jaxpr = params["branch_jaxprs"][index].jaxpr
-    outs = runner_for(jaxpr, f"cond branch {index}")(*consts[index])
+    outs = runner_for(params["branch_jaxprs"][index].jaxpr, f"cond branch {index}")(*consts[index])
     nimpl = params["nimplicit_outputs"]
     return [*(int(d) for d in outs[:nimpl]), *outs[nimpl:]]
 
 
 def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Inside a loop running on capacity buffers (see :mod:`~catalyst_lite.compiler.capacity`), a
-    ``cond`` whose results have no new sizes: every branch runs on the buffers and the taken one's
-    results are selected; the size checks of a branch count only when it is taken."""
+    """In a loop on capacity buffers (``compiler/capacity.py``), a ``cond`` of no new sizes: every branch
+    runs and the taken one's results are selected (its size checks count only when taken)."""
     params = eqn.params
     branches = params["branch_jaxprs"]
     if params["nimplicit_outputs"] or any(b.jaxpr.effects for b in branches):

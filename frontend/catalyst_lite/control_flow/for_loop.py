@@ -92,8 +92,7 @@ def for_loop(lower_bound: Any, upper_bound: Any, step: Any, allow_array_resizing
 
 
 def _run_eagerly(body: Callable, bounds: tuple, init: tuple) -> Any:
-    carry = init
-    lower, upper, step = bounds
+    carry, (lower, upper, step) = init, bounds
     for i in range(int(lower), int(upper), _checked_step(step, function_name(body))):
         out = body(i, *carry)
         carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
@@ -121,8 +120,7 @@ def _checked_step(step: Any, where: str) -> int:
 
 
 def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
-    """The design documents' ``bindNested`` for ``for_loop``: the body takes the index (the
-    ``lower`` value stands for it) and the carried values."""
+    """The design documents' ``bindNested`` for ``for_loop`` (``lower`` stands for the index)."""
     if isinstance(bounds[2], (int, np.integer)):
         _checked_step(bounds[2], function_name(body))
     lower, upper, step = (np.int64(x) if isinstance(x, (int, np.integer)) else x for x in bounds)
@@ -216,8 +214,7 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
 
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants and carried dimensions that size the body, and the step: a known step makes a known
-    trip count, and a zero step an error at compile time rather than in XLA."""
+    """What sizes the body, and the step: known, it makes a known trip count (zero: an error, not XLA's)."""
     step = params["body_nconsts"] + params["nimplicit"] + 2
     return _loop.dimension_operands(params) | {step}
 

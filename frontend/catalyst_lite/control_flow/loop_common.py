@@ -48,9 +48,8 @@ class LoopOperands:
 
 @dataclass(frozen=True)
 class Loop:
-    """A loop primitive as its rules see it: how its operands are grouped, its body and predicate
-    (``None`` for ``for_loop``), how an equation is rebuilt with other body and predicate jaxprs
-    (``equation``), and how to batch a loop whose predicate differs between examples."""
+    """A loop primitive as its rules see it: its operands' groups, body and predicate (``None``: a
+    ``for_loop``), how its equation is rebuilt, how it is batched when its predicate is batched."""
 
     primitive: Any
     output_type: Callable[..., OutputType]
@@ -74,11 +73,9 @@ class Loop:
         return self.primitive.bind(*operands, **new_params)
 
     def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
-        """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over the
-        carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``: go
-        on?, ``None`` for a ``for_loop``), or returns ``None`` when it is known not to run: its
-        body may assume it runs (see ``size_facts.runs_only_if_loop_runs``). A resizing loop is
-        unrolled (:func:`loop_unrolled`)."""
+        """Inside one XLA program: ``stage(ops, run_body(prefix, carry), run_predicate(carry) | None)``
+        stages the loop, or returns ``None`` when it is known not to run (its body may assume it
+        runs: ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
         if body.resizes_arrays:
             return loop_unrolled(self, invals, params)
@@ -117,9 +114,8 @@ class Loop:
         return primals_out, [*map(zero_tangent, primals_out[:m]), *interleave(carried_nz, dots, zeros)]
 
     def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
-        """The loop over a batch: the batched constants and carried values (and what depends on
-        them) get a leading batch axis; bounds and sizes must be the same for every example. A
-        predicate that differs between examples is ``batched_predicate``'s business."""
+        """The loop over a batch: batched constants and carried values (and what depends on them) get
+        a leading batch axis; bounds and sizes are the same for every example."""
         name = self.primitive.name
         body, pred = self.body(params), self.predicate(params)
         a, d = self.operands(args, params), self.operands(dims, params)
@@ -150,9 +146,8 @@ class Loop:
         return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
 
     def partial_eval(self, trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-        """Known carried values (those that depend on known values only) are computed by a loop of
-        their own, now; the whole loop is staged for the unknown ones (recomputing the known ones,
-        as JAX's ``while_loop`` rule does). Unknown sizes, bounds or predicate: all is unknown."""
+        """Known carried values are computed now by a loop of their own; the whole loop is staged for
+        the unknown ones (as JAX's ``while_loop`` rule). Unknown sizes, bounds or predicate: all is."""
         body, pred = self.body(params), self.predicate(params)
         known = self.operands([t.pval.is_known() for t in tracers], params)
         values = self.operands([t.pval.get_known() for t in tracers], params)
@@ -205,9 +200,8 @@ def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[in
 
 
 def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """A loop driven from Python: compiled whole when it can be (on capacity buffers, or a bounded
-    scan in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`); otherwise each iteration
-    runs the body (and predicate) compiled for its current sizes."""
+    """A loop driven from Python: compiled whole when it can be (``compiler/capacity.py``), otherwise
+    each iteration runs the body (and predicate) compiled for its current sizes."""
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
     counted = tuple(int(x) for x in loop.counting(ops))
@@ -233,9 +227,8 @@ UNROLL_LIMIT = 32
 
 
 def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a resizing loop whose trip count is known when staged (known bounds,
-    or a predicate known at every iteration), each iteration staged at its own sizes: one dispatch
-    rather than one per iteration. Otherwise (a trip count known only at run time, more than
+    """Inside one XLA program: a resizing loop whose trip count is known when staged, each iteration
+    staged at its own sizes (one dispatch, not one per iteration); otherwise (more than
     :data:`UNROLL_LIMIT` iterations, a size that depends on data) :class:`NeedsHost`."""
     ops = loop.operands(invals, params)
     body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name

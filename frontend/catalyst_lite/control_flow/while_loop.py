@@ -86,8 +86,7 @@ def _run_eagerly(cond_fn: Callable, body: Callable, init: tuple) -> Any:
 
 
 def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
-    """The design documents' ``bindNested`` for ``while_loop``: two nested programs (the body,
-    then the predicate) of one input type."""
+    """The design documents' ``bindNested`` for ``while_loop``: a predicate and a body of one type."""
     flat_init, in_tree = flatten_values(init)
     # Whether the body runs at all: the predicate at the initial values, when that is a size
     # expression (`k < len(x)` from k = 0). The body's facts need hold only then (`x[k]` of an
@@ -165,8 +164,7 @@ def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -
 
 
 def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-    """Every carried value is batched; the loop runs while the predicate holds for some example,
-    and an example whose predicate no longer holds keeps its values."""
+    """All carried values batched: the loop runs while some example's predicate holds (others keep theirs)."""
     body, cond, size = _body(params), _cond(params), axis_data.size
     a, d = _operands(args, params), _operands(dims, params)
     cond_b, body_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]

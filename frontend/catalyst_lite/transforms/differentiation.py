@@ -181,13 +181,10 @@ class TracedFunction:
 def differentiate(api: str, fn: Callable, args: tuple, transform: str, options: Options,
                   operands_for: Callable[[TracedFunction], Sequence[Any]], kwargs: dict | None = None
                   ) -> tuple[TracedFunction, list[Any]]:
-    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the
-    ``differentiate`` equation (the design documents' ``bindNested``): returns the traced function
-    and the equation's explicit results. ``operands_for(traced)`` checks the traced function and
-    returns the tangents or cotangents the transformation takes. QNodes that ``fn`` calls check
-    their ``diff_method`` against ``options.method`` (:mod:`catalyst_lite.quantum.gradients`).
-    As in ``jax.grad``, keyword arguments are not differentiated (``argnums`` default: 0).
-    """
+    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the ``differentiate``
+    equation (``bindNested``): the traced function and the equation's explicit results.
+    ``operands_for(traced)`` checks it and returns the tangents or cotangents; called QNodes check
+    their ``diff_method``; keyword arguments are not differentiated (as in ``jax.grad``)."""
     argnums = 0 if options.argnums is None else options.argnums
     selection = select_arguments(api, fn, args, argnums)
     in_tree = tree_structure(args)
@@ -251,8 +248,7 @@ def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
 
 
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:
-    """The function takes the constants and arguments; then one tangent per differentiated
-    argument (``jvp``) or one cotangent per result (``vjp``)."""
+    """The function's operands, then one tangent per ``wrt`` argument or one cotangent per result."""
     fn, ninputs = params["fn_jaxpr"].jaxpr, params["nconsts"] + params["nargs"]
     check_nested(fn, atoms[:ninputs], f"differentiate ({params['transform']})")
     nresults = len(fn.outvars) - params["nimplicit_out"]
@@ -302,9 +298,8 @@ class _Transformed:
             return tree_unflatten(traced.out_tree, per_result)
 
         def seed(traced: TracedFunction) -> list[Any]:
-            """The cotangent 1 of the scalar result. A result that is a container of one scalar
-            (``{"v": y}``) gives the gradient in that container, as Catalyst does inside qjit;
-            ``as_jax``: an error, as ``jax.grad`` (and so Catalyst outside qjit) raises."""
+            """The cotangent 1 of the scalar result; in a container (``{"v": y}``), the gradient comes
+            in it, as Catalyst's inside qjit (``as_jax``: an error, as ``jax.grad`` raises)."""
             traced.check_real_scalar_result()
             if self.as_jax and not treedef_is_leaf(traced.out_tree):
                 raise DifferentiationError(
@@ -636,9 +631,8 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
 
 
 def _lower(ctx: Any, *operands: Any, wrt: tuple, transform: str, method: str, h: float, **_: Any) -> list:
-    """StableHLO (in ``.mlir``), where derivatives do not exist yet (they are taken at
-    specialization): one opaque ``stablehlo.custom_call @catalyst_lite.<transform>`` of the
-    equation's operands and results, its options in ``backend_config``."""
+    """StableHLO (in ``.mlir``, where derivatives do not exist yet): an opaque ``stablehlo.custom_call
+    @catalyst_lite.<transform>`` of the equation's operands and results, options in ``backend_config``."""
     return opaque_call(ctx, transform, operands, f"method={method} h={h} wrt={list(wrt)}")
 
 

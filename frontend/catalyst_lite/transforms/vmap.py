@@ -266,10 +266,9 @@ def _axis_size(mesh: Any, names: Any) -> int:
 
 def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn_name: str
                   ) -> tuple[Any, Any] | None:
-    """The mesh and mesh axes the batch is split over (``None``: one loop over the whole batch):
-    outside qjit, ``outside``; inside, the ``requested`` axes (``spmd_axis_name``) or those that
-    shard dimension 0 of qjit's ``in_shardings``, on their mesh (or ``jax.sharding.set_mesh``'s).
-    A wrong guess is still correct: XLA then moves the rows to their devices."""
+    """The mesh and axes the batch is split over (``None``: one loop over it all): ``outside`` qjit;
+    inside, the ``requested`` axes or those that shard dimension 0 of qjit's ``in_shardings``, on
+    their mesh or ``set_mesh``'s (a wrong guess is still correct: XLA moves the rows)."""
     context = current_context()
     if context.sharded_batch:
         return None  # already one device's rows
