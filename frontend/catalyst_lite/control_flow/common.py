@@ -1,19 +1,17 @@
 """What ``for_loop``, ``while_loop`` and ``cond`` share: options, tracing checks, error messages,
-and *ambient carries* (values threaded implicitly through every loop and branch, such as the state
-vector of a quantum circuit being compiled; :func:`~catalyst_lite.jax_extras.nested.bind_nested`
-threads them)."""
+the ``.operation`` records, handlers, and *ambient carries* (values every loop and branch threads
+implicitly, such as a compiled circuit's state vector; see ``jax_extras.nested.bind_nested``)."""
 
 from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import jax.numpy as jnp
 import numpy as np
-from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatten, treedef_is_leaf
+from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, treedef_is_leaf
 
-from ..compiler.loop_body import split_groups
 from ..compiler.specialize import dimension_inputs
 from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import ShapeBroadcastError
@@ -24,40 +22,9 @@ from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
 from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
 
-__all__ = [
-    "ControlFlowOperation",
-    "Cond",
-    "Switch",
-    "ForLoop",
-    "WhileLoop",
-    "WithOperation",
-    "StandsForValue",
-    "traced_value",
-    "ForLoopCallable",
-    "WhileLoopCallable",
-    "expansion_strategy",
-    "tracing_mode",
-    "dimension_error",
-    "carried_sizes_stay_apart",
-    "normalize_results",
-    "unwrap_results",
-    "AmbientCarry",
-    "ambient_carry",
-    "ambient_carries",
-    "check_predicate",
-    "as_predicate",
-    "describe_aval",
-    "split_groups",
-    "fed_dimension_operands",
-    "ControlFlowHandler",
-    "control_flow_handler",
-    "active_control_flow_handler",
-]
 
-
-def expansion_strategy(
-    allow_array_resizing: bool, experimental_preserve_dimensions: bool | None
-) -> ExpansionStrategy:
+def expansion_strategy(allow_array_resizing: bool,
+                       experimental_preserve_dimensions: bool | None) -> ExpansionStrategy:
     """Catalyst's ``allow_array_resizing`` and the design documents' opposite option, as one."""
     if experimental_preserve_dimensions is not None:
         if allow_array_resizing and experimental_preserve_dimensions:
@@ -70,8 +37,7 @@ def expansion_strategy(
 
 
 def tracing_mode(api: str, fn: Callable) -> str:
-    """``"trace"`` inside a catalyst_lite trace (also under a JAX transformation applied in it),
-    ``"eager"`` outside any JAX transformation."""
+    """``"trace"`` in a catalyst_lite trace (even under a JAX transformation), ``"eager"`` outside any."""
     if is_tracing() or inside_program_trace():
         return "trace"
     if isinstance(current_trace(), EvalTrace):
@@ -82,8 +48,27 @@ def tracing_mode(api: str, fn: Callable) -> str:
     )
 
 
-def dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> DimensionError:
-    """A user-facing message for a loop body whose result does not fit its argument."""
+@contextlib.contextmanager
+def loop_errors(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
+    """A loop body's type errors in the user's words; a resizing loop's carried sizes are unrelated to
+    captured arrays' (design documents, reference program line [1]), which JAX's error would hide."""
+    try:
+        yield
+    except DimensionMismatch as err:
+        raise _dimension_error(err, api, fn) from None
+    except ShapeBroadcastError:
+        if strategy.preserve_dimensions:
+            raise
+        raise DimensionError(
+            f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
+            "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "
+            "carried array has a new size of its own, unrelated to the sizes of arrays captured "
+            "from outside the loop. If the body keeps the carried sizes, drop that option "
+            "(dimensions are then preserved); otherwise pass the outer array as a carried value too."
+        ) from None
+
+
+def _dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> DimensionError:
     name = function_name(fn)
     arg, res = err.arg_description, err.result_description
     if err.reason == "dimension":
@@ -102,28 +87,6 @@ def dimension_error(err: DimensionMismatch, api: str, fn: Callable) -> Dimension
         f"{api} body {name} changes the {err.reason} of argument {err.position}: it receives "
         f"{arg} but returns {res}; a loop must return values of the types it receives{hint}."
     )
-
-
-@contextlib.contextmanager
-def carried_sizes_stay_apart(strategy: ExpansionStrategy, api: str, fn: Callable) -> Iterator[None]:
-    """Name the cause when a loop that does not preserve dimensions (``allow_array_resizing=True``
-    or ``experimental_preserve_dimensions=False``) fails to broadcast in its body: there the
-    carried arrays' sizes are new symbolic sizes, which an array from outside the loop cannot be
-    known to match (the design documents' reference program, line [1]). Without this, JAX's
-    broadcast error would also send the program to per-size tracing, hiding the mistake."""
-    if strategy.preserve_dimensions:
-        yield
-        return
-    try:
-        yield
-    except ShapeBroadcastError:
-        raise DimensionError(
-            f"{api} body {function_name(fn)} combines arrays whose sizes cannot be known equal: "
-            "with allow_array_resizing=True (or experimental_preserve_dimensions=False) each "
-            "carried array has a new size of its own, unrelated to the sizes of arrays captured "
-            "from outside the loop. If the body keeps the carried sizes, drop that option "
-            "(dimensions are then preserved); otherwise pass the outer array as a carried value too."
-        ) from None
 
 
 def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, fn: Callable) -> list[Any]:
@@ -147,12 +110,16 @@ def normalize_results(results: Any, n_args: int, in_tree: PyTreeDef, api: str, f
     return flat
 
 
-def unwrap_results(values: Sequence[Any], n_args: int, tree: PyTreeDef) -> Any:
+def unwrapped(carry: Sequence[Any], n_args: int) -> Any:
     """Catalyst's convention: one value comes back unwrapped, several as a tuple, none as None."""
-    out = tree_unflatten(tree, list(values))
-    if n_args == 0:
+    return None if n_args == 0 else carry[0] if n_args == 1 else carry
+
+
+def _aval_or_none(x: Any) -> Any:
+    try:
+        return get_aval(x)
+    except TypeError:  # not a JAX value at all (a tuple, a string)
         return None
-    return out[0] if n_args == 1 else out
 
 
 def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
@@ -160,10 +127,7 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     pred = traced_value(pred)
     if isinstance(pred, (bool, np.bool_)):
         return bool(pred)
-    try:
-        aval = get_aval(pred)
-    except TypeError:  # not a JAX value at all (a tuple, a string)
-        aval = None
+    aval = _aval_or_none(pred)
     if aval is None or aval.shape != () or aval.dtype != np.dtype(bool):
         got = describe_aval(aval) if aval is not None else type(pred).__name__
         treedef = tree_structure(pred)
@@ -177,40 +141,13 @@ def check_predicate(pred: Any, api: str, fn: Callable) -> Any:
     return pred
 
 
-class StandsForValue:
-    """A value that stands for a traced one and converts itself by ``__jax_array__`` (a
-    mid-circuit measurement's ``MeasurementValue`` of a compiled circuit): control flow carries,
-    branches return and predicates read the traced value."""
-
-
-def traced_value(x: Any) -> Any:
-    """``x``, or the traced value it stands for (a :class:`StandsForValue`).
-
-    >>> traced_value(3)
-    3
-    """
-    return x.__jax_array__() if isinstance(x, StandsForValue) else x
-
-
-def flatten_values(tree: Any) -> tuple[list[Any], PyTreeDef]:
-    """``tree_flatten(tree)``, with measurement values as the traced values they stand for (a
-    loop carries, a branch returns the value)."""
-    leaves, treedef = tree_flatten(tree)
-    return [traced_value(x) for x in leaves], treedef
-
-
 def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
     """A ``cond`` predicate as a boolean, converted as Python's ``if`` would (Catalyst's
     convention): a number is true when it is not zero; an array must hold one element."""
     pred = traced_value(pred)
-    if isinstance(pred, (bool, np.bool_)):
+    if isinstance(pred, (bool, int, float, complex, np.bool_, np.number)):
         return bool(pred)
-    if isinstance(pred, (int, float, complex, np.number)):
-        return bool(pred)
-    try:
-        aval = get_aval(pred)
-    except TypeError:
-        aval = None
+    aval = _aval_or_none(pred)
     if aval is None or not hasattr(aval, "dtype") or aval.dtype.kind not in "biufc":
         raise ControlFlowError(
             f"{api} ({function_name(fn)}): a predicate must be a boolean, integer or floating-point "
@@ -223,35 +160,43 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
             f"{describe_aval(aval)}, not a boolean scalar predicate; reduce it first, e.g. with "
             "jnp.any or jnp.all."
         )
-    if not isinstance(pred, Tracer):  # a concrete value: a Python bool
+    if not isinstance(pred, Tracer):
         return bool(np.asarray(pred).reshape(()))
     pred = jnp.reshape(pred, ())
     return pred if aval.dtype == np.dtype(bool) else pred != 0
 
 
-# --- ambient carries -----------------------------------------------------------------------------
+class StandsForValue:
+    """A value that stands for a traced one, converted by ``__jax_array__`` (a compiled circuit's
+    ``MeasurementValue``): control flow carries, returns and reads the traced value."""
 
 
-AmbientCarry = Threaded  # a value that every loop carries and every branch returns, unwritten
+def traced_value(x: Any) -> Any:
+    """``x``, or the traced value it stands for (a :class:`StandsForValue`)."""
+    return x.__jax_array__() if isinstance(x, StandsForValue) else x
 
 
-def ambient_carries() -> list[AmbientCarry]:
+def flatten_values(tree: Any) -> tuple[list[Any], PyTreeDef]:
+    """``tree_flatten(tree)``, with the traced values that measurement values stand for."""
+    leaves, treedef = tree_flatten(tree)
+    return [traced_value(x) for x in leaves], treedef
+
+
+def ambient_carries() -> list[Threaded]:
     """The ambient carries active in this thread, outermost first."""
     return list(current_context().ambient_carries)
 
 
 @contextlib.contextmanager
-def ambient_carry(carry: AmbientCarry) -> Iterator[AmbientCarry]:
+def ambient_carry(carry: Threaded) -> Iterator[Threaded]:
     """Make ``carry`` ambient for the duration of the block."""
     with context_scope(ambient_carries=(*current_context().ambient_carries, carry)):
         yield carry
 
 
 def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:
-    """The operands a specialization of a nested primitive keys on: those feeding a binder whose
-    value sizes its body (``feeds``: each body and the operand feeding each of its binders); of
-    body ``b`` only the ``nfixed[b]`` leading binders (a loop's constants and carried sizes: its
-    carried values change from one iteration to the next)."""
+    """The operands a nested primitive's specialization keys on: those feeding a binder that sizes
+    its body (of body ``b``, only among the ``nfixed[b]`` leading ones: a loop's fixed binders)."""
     needed = set()
     for b, (jaxpr, feed) in enumerate(feeds):
         needed |= {feed[k] for k in dimension_inputs(jaxpr) if nfixed is None or k < nfixed[b]}
@@ -259,10 +204,8 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
 
 
 class ControlFlowOperation:
-    """Catalyst's ``.operation`` of control flow called in a quantum circuit being compiled: the
-    record that the circuit contains this ``cond``/``switch``/``for_loop``/``while_loop`` (named by
-    its function). catalyst_lite traces control flow into the program, so the record holds no
-    regions of its own: the gates of its bodies are the circuit's.
+    """Catalyst's ``.operation`` of control flow called in a compiled quantum circuit: the record of
+    that ``cond``/``switch``/``for_loop``/``while_loop`` (by its function's name), without regions.
 
     >>> from catalyst_lite.control_flow.common import ForLoop
     >>> ForLoop("body")
@@ -298,9 +241,8 @@ class WhileLoop(ControlFlowOperation):
 
 
 class WithOperation:
-    """Catalyst's ``.operation`` of a ``cond``/``switch``/``for_loop``/``while_loop`` object: once
-    called in a quantum circuit being compiled, a :class:`ControlFlowOperation` of its kind;
-    otherwise an ``AttributeError`` with Catalyst's words for the case where it has none.
+    """Catalyst's ``.operation`` of a control-flow object: once called in a compiled quantum circuit,
+    a :class:`ControlFlowOperation` of its kind; otherwise an ``AttributeError`` in Catalyst's words.
 
     >>> from catalyst_lite import cond
     >>> c = cond(True)(lambda: 1)
@@ -317,8 +259,7 @@ class WithOperation:
     _operation: ControlFlowOperation | None = None
 
     def _note_call(self) -> None:
-        """It is being called: in a compiled circuit (whose control flow goes to a handler, see
-        :func:`control_flow_handler`), that is its operation."""
+        """Called in a compiled circuit (whose control flow goes to a handler): its operation."""
         if active_control_flow_handler() is not None:
             self._operation = self.operation_type(self.__name__)
 
@@ -329,13 +270,9 @@ class WithOperation:
         kind = self.operation_kind
         # Catalyst's phrase first, as Catalyst lays it out (its users' `match=` patterns follow
         # the layout: one line for switch, indented lines for the others), then ours.
-        if kind == "switch":
-            phrase = (f"The {kind}() was not called (or has not been called) in a quantum context, "
-                      "and thus has no associated quantum operation.")
-        else:
-            indent = "\n" + " " * 16
-            phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum "
-                      f"context,{indent}and thus has no associated quantum operation.{indent}")
+        indent = "" if kind == "switch" else "\n" + " " * 16
+        phrase = (f"{indent}The {kind}() was not called (or has not been called) in a quantum context,"
+                  f"{indent or ' '}and thus has no associated quantum operation.{indent}")
         raise AttributeError(
             f"{phrase} catalyst_lite: the {kind}() {self.__name__!r} has an operation once it is "
             "called inside a QNode compiled by qjit."
@@ -343,9 +280,7 @@ class WithOperation:
 
 
 class LoopCallable(WithOperation):
-    """A decorated loop (Catalyst's ``ForLoopCallable``/``WhileLoopCallable``): called with the
-    initial carried values, it returns the final ones; it looks like the body it wraps (name,
-    docstring, ``inspect.signature`` without the loop index)."""
+    """A decorated loop: called with the initial carried values, it returns the final ones."""
 
     def __init__(self, run: Callable, body: Callable):
         functools.update_wrapper(self, body)
@@ -359,47 +294,27 @@ class LoopCallable(WithOperation):
 class ForLoopCallable(LoopCallable):
     """What ``for_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
-    operation_kind = "for_loop"
-    operation_type = ForLoop
+    operation_kind, operation_type = "for_loop", ForLoop
 
 
 class WhileLoopCallable(LoopCallable):
     """What ``while_loop(...)(body)`` returns (see :class:`LoopCallable`)."""
 
-    operation_kind = "while_loop"
-    operation_type = WhileLoop
+    operation_kind, operation_type = "while_loop", WhileLoop
 
 
-# --- handlers ------------------------------------------------------------------------------------
-# A quantum circuit being compiled may need to see the control flow written inside it before it is
-# bound: inside ``qml.adjoint`` a loop is applied reversed, so it must be recorded rather than
-# traced where it stands. A handler receives each traced ``for_loop``/``while_loop``/``cond`` call
-# with ``bind``, the usual implementation, which it may call (with other bodies) or not.
-
-
-class ControlFlowHandler(Protocol):
-    """What a handler installed by :func:`control_flow_handler` is asked.
-
-    ``bind(body, init)`` (``for_loop``), ``bind(cond_fn, body, init)`` (``while_loop``) or
-    ``bind(preds, branches, otherwise)`` (``cond``; ``otherwise`` is ``None`` when the user gave
-    none) traces and binds the control flow as usual.
-    """
-
-    def for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any: ...
-
-    def while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any: ...
-
-    def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any: ...
+# A handler sees the control flow traced in a quantum circuit before it is bound (inside qml.adjoint a
+# loop is recorded, to be applied reversed): ``for_loop(body, bounds, init, bind)``, ``while_loop(cond_fn,
+# body, init, bind)`` or ``cond(preds, branches, otherwise, bind)`` (``otherwise``: ``None`` if not given),
+# with ``bind`` (the same arguments but ``bounds``) the usual implementation.
 
 
 @contextlib.contextmanager
-def control_flow_handler(handler: ControlFlowHandler | None) -> Iterator[None]:
-    """Hand the traced control flow of this thread to ``handler`` for the duration of the block
-    (``None``: bind it as usual, e.g. for loops a handler emits itself)."""
+def control_flow_handler(handler: Any) -> Iterator[None]:
+    """Hand this thread's traced control flow to ``handler`` in the block (``None``: bind it as usual)."""
     with context_scope(control_flow_handler=handler):
         yield
 
 
-def active_control_flow_handler() -> ControlFlowHandler | None:
-    """The handler installed in this thread, if any."""
+def active_control_flow_handler() -> Any:
     return current_context().control_flow_handler

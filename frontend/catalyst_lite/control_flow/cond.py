@@ -9,26 +9,13 @@ is the ``otherwise`` one (it runs when no predicate holds). When the branches re
 different sizes, the size is a new dimension: one of the ``nimplicit_outputs`` (Catalyst refuses
 this; here the result size is simply known once the branch has run).
 
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, cond
->>> @qjit
-... def sign(x: float):
-...     @cond(x > 0)
-...     def s():
-...         return 1.0
-...     @s.else_if(x < 0)
-...     def s():
-...         return -1.0
-...     @s.otherwise
-...     def s():
-...         return 0.0
-...     return s()
->>> float(sign(-2.0)), float(sign(0.0))
-(-1.0, 0.0)
+``switch``, Catalyst's index switch, is a ``cond`` on ``index == case`` for each case (unlike
+``jax.lax.switch`` the index is not clamped); with a known index the chosen branch is called.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -40,69 +27,32 @@ from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, mas
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr
 from ..trace_context import refuse_under_capture
-from ..errors import ControlFlowError, function_name
-from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, lowering
+from ..errors import ArgumentValueError, ControlFlowError, function_name
+from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, get_aval, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
-from ..jax_extras.nested import (
-    Body,
-    DynshapePrimitive,
-    Equation,
-    NestedBody,
-    NestedSpec,
-    bind_nested,
-    interleave,
-    promote_results,
-    retrace,
-)
-from ..jax_extras.rules import (
-    PrimitiveSpec,
-    Zero,
-    batch_call,
-    bind_known,
-    instantiate_zeros,
-    jvp_call,
-    move_batch_axis,
-    not_mapped,
-    register_nested_primitive,
-    result_avals,
-    same_atoms,
-    unknown_results,
-    zero_tangent,
-)
+from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
+from ..jax_extras.nested import interleave, promote_results, retrace
+from ..jax_extras.rules import PrimitiveSpec, Zero, batch_call, bind_known, instantiate_zeros, jvp_call
+from ..jax_extras.rules import move_batch_axis, not_mapped, register_nested_primitive, result_avals
+from ..jax_extras.rules import same_atoms, unknown_results, zero_tangent
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
-from .common import (
-    flatten_values,
-    active_control_flow_handler,
-    ambient_carries,
-    as_predicate,
-    describe_aval,
-    fed_dimension_operands,
-    split_groups,
-    tracing_mode,
-    Cond,
-    WithOperation,
-)
-from ..compiler.loop_body import with_batch_axis
+from ..jax_extras.size_facts import describe_aval
+from ..compiler.loop_body import split_groups, with_batch_axis
+from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
+from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
 from .loop_common import is_inexact
 
-__all__ = ["cond", "cond_p", "CondCallable"]
+__all__ = ["cond", "cond_p", "CondCallable", "switch", "SwitchCallable"]
 
 cond_p = DynshapePrimitive("cond")
 
 
-# --- user API ------------------------------------------------------------------------------------
-
-
 class CondCallable(WithOperation):
-    """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``.
+    """A conditional being assembled: ``@cond(pred)``, then ``.else_if(pred)``/``.otherwise``;
+    called (with the arguments every branch takes), it runs the first branch whose predicate holds."""
 
-    Calling it (with the arguments every branch takes, if any) runs the first branch whose
-    predicate holds, or the ``otherwise`` branch.
-    """
-
-    operation_kind = "cond"
-    operation_type = Cond
+    operation_kind, operation_type = "cond", Cond
 
     def __init__(self, pred: Any, fn: Callable):
         self.preds: list[Any] = [pred]
@@ -131,20 +81,16 @@ class CondCallable(WithOperation):
         first = self.branches[0]
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]
-        otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else _returns_none
-        # Inside a program every branch is traced, even for Python predicates (as Catalyst does):
-        # its results are traced values of the branches' joined types, and a branch that does
-        # not fit the others is an error whichever one the predicate picks.
+        otherwise = _bound(self.otherwise_fn, args, kwargs) if self.otherwise_fn else None
+        # Inside a program every branch is traced, even for Python predicates (as Catalyst does): a
+        # branch that does not fit the others is an error whichever one the predicate picks.
         if tracing_mode("cond", first) == "eager":
-            return _run_eagerly(preds, branches, otherwise)
-        handler = active_control_flow_handler()
-        if handler is not None:  # e.g. a conditional inside qml.adjoint, applied adjointed
-
-            def bind(preds: list, branches: list, otherwise: Callable | None) -> Any:
-                return _bind(preds, branches, otherwise or _returns_none, otherwise is not None, first)
-
-            return handler.cond(preds, branches, otherwise if self.otherwise_fn else None, bind)
-        return _bind(preds, branches, otherwise, self.otherwise_fn is not None, first)
+            return next((b for p, b in zip(preds, branches) if p), otherwise or _returns_none)()
+        bind = functools.partial(_bind, first=first)
+        handler = active_control_flow_handler()  # e.g. inside qml.adjoint, applied adjointed
+        if handler is None:
+            return bind(preds, branches, otherwise)
+        return handler.cond(preds, branches, otherwise, bind)
 
 
 def cond(pred: Any) -> Callable[[Callable], CondCallable]:
@@ -164,11 +110,86 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
     (3.0, 0.0)
     """
     refuse_under_capture("cond")  # as Catalyst does: captured programs use qml.cond
+    return functools.partial(CondCallable, pred)
 
-    def decorator(fn: Callable) -> CondCallable:
-        return CondCallable(pred, fn)
 
-    return decorator
+class SwitchCallable(WithOperation):
+    """A switch being assembled: ``@switch(i)`` (the default branch), then ``.branch(k)``."""
+
+    operation_kind, operation_type = "switch", Switch
+
+    def __init__(self, index: Any, default: Callable):
+        if not callable(default):  # Catalyst's phrase first, then ours
+            raise ArgumentValueError(
+                "Switch requires a default branch. catalyst_lite: the default branch (the function "
+                f"decorated by @switch(i)) must be callable, got {type(default).__name__}."
+            )
+        self.index, self.default = index, default
+        self.cases: dict[int, Callable] = {}
+        self.__name__ = function_name(default)
+        self.__doc__ = getattr(default, "__doc__", None)
+
+    def branch(self, case: int) -> Callable[[Callable], "SwitchCallable"]:
+        """Add the branch taken when the index equals ``case`` (replacing an earlier one for it)."""
+        if isinstance(case, (bool, np.bool_)) or not isinstance(case, (int, np.integer)):
+            raise ControlFlowError(
+                f"switch ({self.__name__}): a case must be a Python int, got {type(case).__name__} "
+                f"{case!r}."
+            )
+
+        def decorator(fn: Callable) -> SwitchCallable:
+            self.cases[int(case)] = fn
+            return self
+
+        return decorator
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._note_call()
+        index = _checked_index(self.index, self.__name__)
+        if not isinstance(index, Tracer):
+            return self.cases.get(int(index), self.default)(*args, **kwargs)
+        if not self.cases:
+            return self.default(*args, **kwargs)
+        (first_case, first_fn), *others = self.cases.items()
+        branches = cond(index == first_case)(first_fn)
+        for case, fn in others:
+            branches.else_if(index == case)(fn)
+        branches.otherwise(self.default)
+        return branches(*args, **kwargs)
+
+
+def _checked_index(index: Any, name: str) -> Any:
+    """An integer scalar: a Python or NumPy int, or a traced integer (a boolean counts as 0/1)."""
+    if isinstance(index, (bool, np.bool_, int, np.integer)):
+        return int(index)
+    aval = get_aval(index)
+    if aval.shape != () or not (np.issubdtype(aval.dtype, np.integer) or aval.dtype == np.bool_):
+        raise ControlFlowError(
+            f"switch ({name}) needs an integer scalar index, got {describe_aval(aval)}. Convert "
+            "it, e.g. with x.astype(int)."
+        )
+    return index
+
+
+def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
+    """Decorator making ``fn`` the default branch of a switch on the integer ``index_var`` (not
+    clamped); add cases with ``.branch(k)`` and call the switch with the branches' operands.
+
+    >>> from catalyst_lite import qjit, switch
+    >>> @qjit
+    ... def pick(k: int, x: float):
+    ...     @switch(index_var=k)
+    ...     def apply(y):
+    ...         return -y
+    ...     @apply.branch(0)
+    ...     def _(y):
+    ...         return y * 10.0
+    ...     return apply(x)
+    >>> float(pick(0, 2.0)), float(pick(5, 2.0))
+    (20.0, -2.0)
+    """
+    refuse_under_capture("switch")  # as Catalyst does: captured programs use qml.cond
+    return functools.partial(SwitchCallable, index_var)
 
 
 def _bound(fn: Callable, args: tuple, kwargs: dict) -> Callable[[], Any]:
@@ -183,21 +204,11 @@ def _returns_none() -> None:
     return None
 
 
-def _run_eagerly(preds: Sequence[Any], branches: Sequence[Callable], otherwise: Callable) -> Any:
-    for pred, branch in zip(preds, branches):
-        if bool(pred):
-            return branch()
-    return otherwise()
-
-
-# --- binding -------------------------------------------------------------------------------------
-
-
-def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> Any:
-    """The design documents' ``bindNested`` for ``cond``: every branch is traced without
-    arguments (what it uses is captured), their output types are joined (a size that differs
-    between branches becomes an implicit result) and one equation is emitted."""
+def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callable) -> Any:
+    """The design documents' ``bindNested`` for ``cond``: every branch is traced without arguments
+    (what it uses is captured) and their output types are joined into one equation."""
     trees: dict[int, PyTreeDef] = {}
+    has_otherwise, otherwise = otherwise is not None, otherwise or _returns_none
 
     def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
         def flat_branch() -> list[Any]:
@@ -219,10 +230,8 @@ def _bind(preds, branches, otherwise, has_otherwise: bool, first: Callable) -> A
 
 
 def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_otherwise: bool, first: Callable) -> None:
-    """Catalyst's conventions for what branches return: one structure (a tuple is not a list),
-    the same ranks, and a size that is a number in one branch is that number in every branch (a
-    size that is symbolic in every branch may differ: it becomes an implicit result). Dtypes may
-    differ: they are promoted (:func:`~catalyst_lite.jax_extras.nested.promote_results`)."""
+    """Catalyst's conventions: one structure (a tuple is not a list), one rank, and a size that is a
+    number in one branch is that number in all (symbolic ones may differ); dtypes are promoted."""
     name = function_name(first)
     if not has_otherwise and trees[0].num_leaves:
         raise ControlFlowError(
@@ -238,9 +247,12 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
                 f"{trees[0]}; every branch must return the same structure{_container_hint(tree, trees[0])}."
             )
         for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
-            if len(a.shape) != len(b.shape) or not _static_sizes_agree(a.shape, b.shape):
+            sizes = list(zip(a.shape, b.shape))
+            kinds_differ = any((type(x) is int) != (type(y) is int) for x, y in sizes)
+            same_rank = len(a.shape) == len(b.shape)
+            if not same_rank or kinds_differ or any(type(x) is int and x != y for x, y in sizes):
                 # (Catalyst's words: a size symbolic in one branch only is one more result there)
-                what = "number of results" if _symbolic_in_one(a.shape, b.shape) else "array shape per result"
+                what = "number of results" if same_rank and kinds_differ else "array shape per result"
                 raise ControlFlowError(
                     f"Control flow requires a consistent {what} across all branches! "
                     f"cond ({name}): result {k} is {describe_aval(a)} in branch 0 but "
@@ -255,17 +267,8 @@ def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
     return " (a tuple and a list differ)" if kinds == {"(", "["} else ""
 
 
-def _symbolic_in_one(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    return len(a) == len(b) and any((type(x) is int) != (type(y) is int) for x, y in zip(a, b))
-
-
-def _static_sizes_agree(a: Sequence[Any], b: Sequence[Any]) -> bool:
-    return all((type(x) is int) == (type(y) is int) and (type(x) is not int or x == y) for x, y in zip(a, b))
-
-
 def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
-    """The ``cond`` equation of traced branches: their output types are joined, and each size
-    that differs between branches becomes an implicit result, returned by every branch."""
+    """The ``cond`` equation: each size that differs between branches is an implicit result of all."""
     operands = [*preds, *(c for t in traced for c in t.consts)]
     offsets = np.cumsum([len(preds)] + [t.nconsts for t in traced]).tolist()
     alternatives = [
@@ -282,14 +285,14 @@ def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
 
 
 def _params(jaxprs: Sequence[Any], nconsts: Sequence[int], nimplicit: int) -> dict[str, Any]:
-    return dict(
-        branch_jaxprs=tuple(ClosedJaxpr(j, ()) for j in jaxprs),
-        branch_nconsts=tuple(nconsts),
-        nimplicit_outputs=nimplicit,
-    )
+    jaxprs = tuple(ClosedJaxpr(j, ()) for j in jaxprs)
+    return dict(branch_jaxprs=jaxprs, branch_nconsts=tuple(nconsts), nimplicit_outputs=nimplicit)
 
 
-# --- types ---------------------------------------------------------------------------------------
+def _rebound(preds: list[Any], jaxprs: list[Any], operands: list[list[Any]], nimplicit: int) -> list[Any]:
+    """The ``cond`` of other branches, each on its operands."""
+    params = _params(jaxprs, [len(ops) for ops in operands], nimplicit)
+    return cond_p.bind(*preds, *(x for ops in operands for x in ops), **params)
 
 
 def _split(invals: list[Any], params: dict[str, Any]):
@@ -300,16 +303,12 @@ def _split(invals: list[Any], params: dict[str, Any]):
 
 
 def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
-    offset, feeds = len(params["branch_jaxprs"]) - 1, []
-    for cj, n in zip(params["branch_jaxprs"], params["branch_nconsts"]):
-        feeds.append((cj.jaxpr, list(range(offset, offset + n))))
-        offset += n
-    return feeds
+    starts = np.cumsum([len(params["branch_jaxprs"]) - 1, *params["branch_nconsts"]]).tolist()
+    return [(cj.jaxpr, list(range(a, b))) for cj, a, b in zip(params["branch_jaxprs"], starts, starts[1:])]
 
 
 def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
-    """The branches' output types joined: a size is the same number, the same operand or the
-    same implicit result in every branch."""
+    """The branches' output types joined (a size: one number, operand or implicit result)."""
     n = params["nimplicit_outputs"]
     alternatives = [
         ([v.aval for v in jaxpr.outvars[n:]], jaxpr.outvars[:n], dict(zip(jaxpr.invars, feed)))
@@ -318,14 +317,10 @@ def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool
     return join_output_types(alternatives, same_operand)[0]
 
 
-def _is_bool_scalar(aval: Any) -> bool:
-    return aval.shape == () and aval.dtype == np.dtype(bool)
-
-
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:
     """Boolean scalar predicates; each branch takes its constants; the output types join."""
     preds, _ = _split(atoms, params)
-    if not all(_is_bool_scalar(p.aval) for p in preds):
+    if not all(p.aval.shape == () and p.aval.dtype == np.dtype(bool) for p in preds):
         raise JaxprTypeError(f"cond predicates must be bool[], got {[p.aval for p in preds]}")
     nouts = {len(cj.jaxpr.outvars) for cj in params["branch_jaxprs"]}
     if len(nouts) != 1:
@@ -334,12 +329,8 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
         check_nested(jaxpr, [atoms[k] for k in feed], f"cond branch {b}")
 
 
-# --- transformations -----------------------------------------------------------------------------
-
-
 def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-    """Each branch computes its results' tangents too (zeros where it has none and another
-    branch has some)."""
+    """Each branch computes its results' tangents too (zeros where another branch has some)."""
     preds, consts = _split(primals, params)
     _, consts_dot = _split(tangents, params)
     n = params["nimplicit_outputs"]
@@ -355,8 +346,7 @@ def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[A
     for jaxpr, c, c_dot, nz in zip(jaxprs, consts, consts_dot, consts_nz):
         traced.append(_jvp_branch(jaxpr, nz, out_nz, n))
         operands.append([*traced[-1].consts, *c, *(t for t, z in zip(c_dot, nz) if z)])
-    new_params = _params([t.jaxpr for t in traced], [len(ops) for ops in operands], n)
-    outs = cond_p.bind(*preds, *(x for ops in operands for x in ops), **new_params)
+    outs = _rebound(preds, [t.jaxpr for t in traced], operands, n)
     nouts = len(jaxprs[0].outvars)
     primals_out, dots = outs[:nouts], outs[nouts:]
     zeros = [zero_tangent(x) for x, nz in zip(primals_out[n:], out_nz) if not nz]
@@ -364,8 +354,7 @@ def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[A
 
 
 def _jvp_branch(jaxpr: Any, consts_nz: list[bool], out_nz: list[bool], nimplicit: int) -> NestedBody:
-    tangent_binders = [v for v, nz in zip(jaxpr.invars, consts_nz) if nz]
-    in_type = input_type_of([*jaxpr.invars, *tangent_binders])
+    in_type = input_type_of([*jaxpr.invars, *(v for v, nz in zip(jaxpr.invars, consts_nz) if nz)])
     nconsts = len(jaxpr.invars)
 
     def jvp_branch(*args: Any) -> list[Any]:
@@ -382,8 +371,7 @@ def _batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -
     results (so the branches must agree on sizes). Otherwise each branch is batched."""
     preds, consts = _split(args, params)
     preds_d, consts_d = _split(dims, params)
-    size = axis_data.size
-    n = params["nimplicit_outputs"]
+    size, n = axis_data.size, params["nimplicit_outputs"]
     jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
     consts_b = [[d is not not_mapped for d in ds] for ds in consts_d]
     consts = [[move_batch_axis(x, d, size, b) for x, d, b in zip(*group)] for group in zip(consts, consts_d, consts_b)]
@@ -399,9 +387,7 @@ def _batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -
         in_type = with_batch_axis(input_type_of(jaxpr.invars), b, size)
         fn = _batched_branch(jaxpr, b, size, [*[False] * n, *out_b])
         traced.append(retrace(fn, in_type, "cond branch (batched)", n))
-    operands = [[*t.consts, *c] for t, c in zip(traced, consts)]
-    new_params = _params([t.jaxpr for t in traced], [len(ops) for ops in operands], n)
-    outs = cond_p.bind(*preds, *(x for ops in operands for x in ops), **new_params)
+    outs = _rebound(preds, [t.jaxpr for t in traced], [[*t.consts, *c] for t, c in zip(traced, consts)], n)
     return outs, [*[not_mapped] * n, *[0 if b else not_mapped for b in out_b]]
 
 
@@ -410,15 +396,13 @@ def _batched_branch(jaxpr: Any, batched: list[bool], size: int, out_batched: lis
 
 
 def _select_branches(jaxprs, preds, consts, consts_b, size: int, nimplicit: int):
-    """One unconditional branch that runs every branch on the batch and picks, for each example,
-    the results of the first branch whose predicate holds."""
+    """One branch running every branch on the batch, each example taking its first true one's results."""
     if nimplicit:
         raise ControlFlowError(
             "jax.vmap of a cond whose predicates differ between examples needs branches that "
             "return arrays of the same sizes."
         )
-    pred_binders = [Var(ShapedArray((), np.dtype(bool))) for _ in preds]
-    binders = [*pred_binders, *(v for j in jaxprs for v in j.invars)]
+    binders = [*(Var(ShapedArray((), np.dtype(bool))) for _ in preds), *(v for j in jaxprs for v in j.invars)]
     batched = [*[True] * len(preds), *(b for bs in consts_b for b in bs)]
     in_type = with_batch_axis(input_type_of(binders), batched, size)
     nouts = len(jaxprs[0].outvars)
@@ -431,8 +415,7 @@ def _select_branches(jaxprs, preds, consts, consts_b, size: int, nimplicit: int)
 
     traced = retrace(select, in_type, "cond (batched predicates)", 0)
     operands = [*traced.consts, *preds, *(x for c in consts for x in c)]
-    outs = cond_p.bind(*operands, **_params([traced.jaxpr], [len(operands)], 0))
-    return outs, [0] * nouts
+    return _rebound([], [traced.jaxpr], [operands], 0), [0] * nouts
 
 
 def _pick(index: Any, values: list[Any]) -> Any:
@@ -466,9 +449,6 @@ def _partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
     return [*implicit_out, *interleave(used[n:], outs_known[n:], unknown)]
 
 
-# --- specialization rules ------------------------------------------------------------------------
-
-
 def _branch_index(preds: Sequence[Any]) -> Any:
     """Index of the first predicate that holds, else the last branch (``otherwise``)."""
     index = jnp.int32(len(preds))
@@ -479,15 +459,9 @@ def _branch_index(preds: Sequence[Any]) -> Any:
 
 def _static_implicit_dims(jaxpr: Any, consts: Sequence[Any], nimplicit: int) -> list[int] | None:
     """The implicit result sizes of a branch if they are known before it runs."""
-    out = []
-    for v in jaxpr.outvars[:nimplicit]:
-        if isinstance(v, Literal):
-            out.append(int(v.val))
-        elif v in jaxpr.invars and not isinstance(consts[jaxpr.invars.index(v)], Tracer):
-            out.append(int(consts[jaxpr.invars.index(v)]))
-        else:
-            return None
-    return out
+    known = {v: c for v, c in zip(jaxpr.invars, consts) if not isinstance(c, Tracer)}
+    dims = [v.val if isinstance(v, Literal) else known.get(v) for v in jaxpr.outvars[:nimplicit]]
+    return None if any(d is None for d in dims) else [int(d) for d in dims]
 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
@@ -496,9 +470,9 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     nimpl = params["nimplicit_outputs"]
     jaxprs = [cj.jaxpr for cj in params["branch_jaxprs"]]
     dims = [_static_implicit_dims(j, c, nimpl) for j, c in zip(jaxprs, consts)]
-    if nimpl and (any(d is None for d in dims) or any(d != dims[0] for d in dims)):
+    if any(d is None or d != dims[0] for d in dims):  # (no implicit results: all are [])
         raise NeedsHost("cond branches return different sizes")
-    implicit = dims[0] if nimpl else []
+    implicit = dims[0]
 
     def as_branch(jaxpr, c):
         return lambda: eval_jaxpr(jaxpr, list(c), Mode.STAGED)[nimpl:]
@@ -517,16 +491,14 @@ def _host(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Driven from Python: run the chosen branch, compiled for its sizes."""
     preds, consts = _split(invals, params)
     index = _first_true(preds)
-    jaxpr = params["branch_jaxprs"][index].jaxpr
-    outs = runner_for(jaxpr, f"cond branch {index}")(*consts[index])
+    outs = runner_for(params["branch_jaxprs"][index].jaxpr, f"cond branch {index}")(*consts[index])
     nimpl = params["nimplicit_outputs"]
     return [*(int(d) for d in outs[:nimpl]), *outs[nimpl:]]
 
 
 def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Inside a loop running on capacity buffers (see :mod:`~catalyst_lite.compiler.capacity`), a
-    ``cond`` whose results have no new sizes: every branch runs on the buffers and the taken one's
-    results are selected; the size checks of a branch count only when it is taken."""
+    """In a loop on capacity buffers (``compiler/capacity.py``), a ``cond`` of no new sizes: every branch
+    runs and the taken one's results are selected (its size checks count only when taken)."""
     params = eqn.params
     branches = params["branch_jaxprs"]
     if params["nimplicit_outputs"] or any(b.jaxpr.effects for b in branches):
@@ -548,31 +520,14 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     return results
 
 
-# --- lowering ------------------------------------------------------------------------------------
-# `.mlir` shows the dynamic program: one `stablehlo.case` on the index of the first predicate that
-# holds (the last region is `otherwise`); each region lowers its branch on captured constants.
-
-def _lower(
-    ctx: lowering.LoweringRuleContext,
-    *operands: Any,
-    branch_jaxprs: tuple[ClosedJaxpr, ...],
-    branch_nconsts: tuple[int, ...],
-    nimplicit_outputs: int,
-) -> list[Any]:
-    """StableHLO of ``cond``: ``case first_true(preds) { branch_0 } ... { otherwise }``."""
-    del nimplicit_outputs  # the implicit sizes are the leading results of every branch
-    params = {"branch_jaxprs": branch_jaxprs, "branch_nconsts": branch_nconsts}
+def _lower(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
+    """StableHLO (in ``.mlir``): ``case first_true(preds) { branch_0 } ... { otherwise }``, one
+    ``stablehlo.case`` whose regions lower their branches on captured constants."""
     preds, consts = _split(list(operands), params)
+    branches = zip(params["branch_jaxprs"], consts)
+    regions = [functools.partial(lowering.lower_nested_jaxpr, ctx, j, c) for j, c in branches]
+    return lowering.case_op(lowering.first_true_index(preds), lowering.ir_types(ctx.avals_out), regions)
 
-    def as_region(jaxpr: ClosedJaxpr, branch_consts: list[Any]) -> Callable[[], list[Any]]:
-        return lambda: lowering.lower_nested_jaxpr(ctx, jaxpr, branch_consts)
-
-    regions = [as_region(j, c) for j, c in zip(branch_jaxprs, consts)]
-    index = lowering.first_true_index(preds)
-    return lowering.case_op(index, lowering.ir_types(ctx.avals_out), regions)
-
-
-# --- registration --------------------------------------------------------------------------------
 
 register_nested_primitive(cond_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_jvp, batching=_batching, partial_eval=_partial_eval,

@@ -5,25 +5,14 @@ The equation (as in the design documents)::
     outs = for_loop[body_jaxpr, body_nconsts, nimplicit, preserve_dimensions,
                     apply_reverse_transform] *consts *implicit lower upper step start *carried
 
-``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``.
-``nimplicit`` is the number of carried dimensions (0 when dimensions are preserved).
-``apply_reverse_transform`` is the design documents' parameter; it is always ``False`` (the
-loop runs forwards).
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, for_loop
->>> @qjit
-... def f(n: int):
-...     @for_loop(0, n, 1)
-...     def body(i, acc):
-...         return acc + i
-...     return body(0)
->>> int(f(5))
-10
+``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``; ``nimplicit``
+is the number of carried dimensions (0 when they are preserved); ``apply_reverse_transform`` is False.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -33,49 +22,30 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
+from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.specialize import NeedsHost, trip_count
 from ..trace_context import refuse_under_capture
-from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
+from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
-from ..jax_extras.dynshape import DimensionMismatch, JaxprTypeError
+from ..jax_extras.dynshape import JaxprTypeError
 from ..jax_extras.tracing import dependence_rules, dimension_value
 from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
-from .common import (
-    ForLoopCallable,
-    flatten_values,
-    active_control_flow_handler,
-    ambient_carries,
-    carried_sizes_stay_apart,
-    dimension_error,
-    expansion_strategy,
-    normalize_results,
-    split_groups,
-    tracing_mode,
-    unwrap_results,
-)
-from ..compiler.loop_body import LoopBody, resizes_arrays
-from .loop_common import Loop, LoopOperands
+from .common import ForLoopCallable, active_control_flow_handler, ambient_carries, expansion_strategy
+from .common import flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
+from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["for_loop", "for_loop_p"]
 
 for_loop_p = DynshapePrimitive("for_loop")
 
 
-# --- user API ------------------------------------------------------------------------------------
-
-
-def for_loop(
-    lower_bound: Any,
-    upper_bound: Any,
-    step: Any,
-    allow_array_resizing: bool = False,
-    *,
-    experimental_preserve_dimensions: bool | None = None,
-) -> Callable[[Callable], ForLoopCallable]:
+def for_loop(lower_bound: Any, upper_bound: Any, step: Any, allow_array_resizing: bool = False, *,
+             experimental_preserve_dimensions: bool | None = None) -> Callable[[Callable], ForLoopCallable]:
     """Decorator turning ``body(i, *carry) -> carry`` into a loop over
     ``range(lower_bound, upper_bound, step)`` (Catalyst's names and meaning).
 
@@ -95,49 +65,43 @@ def for_loop(
     >>> powers(4).tolist()
     [16.0, 16.0, 16.0]
     """
-    lower, upper = lower_bound, upper_bound
+    bounds = (lower_bound, upper_bound, step)
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 
     def decorator(body: Callable) -> ForLoopCallable:
         def loop(*init: Any) -> Any:
-            _check_bounds(body, lower, upper, step)
+            _check_bounds(body, bounds)
             if tracing_mode("for_loop", body) == "eager":
-                return _run_eagerly(body, lower, upper, step, init)
+                return _run_eagerly(body, bounds, init)
             handler = active_control_flow_handler()
-            if handler is not None:  # e.g. a loop inside qml.adjoint, applied reversed
-
-                def bind(body: Callable, init: tuple) -> Any:
-                    return _bind(body, lower, upper, step, init, strategy)
-
-                return handler.for_loop(body, (lower, upper, step), init, bind)
-            return _bind(body, lower, upper, step, init, strategy)
+            if handler is None:
+                return _bind(body, init, bounds, strategy)
+            # e.g. a loop inside qml.adjoint, applied reversed
+            return handler.for_loop(body, bounds, init, lambda b, i: _bind(b, i, bounds, strategy))
 
         loop_callable = ForLoopCallable(loop, body)
         # It takes the carried values: the body's signature without the index (which qjit binds).
-        try:
-            parameters = list(inspect.signature(body).parameters.values())
-        except (TypeError, ValueError):
-            return loop_callable
-        if parameters and parameters[0].kind in (parameters[0].POSITIONAL_ONLY, parameters[0].POSITIONAL_OR_KEYWORD):
-            loop_callable.__signature__ = inspect.Signature(parameters[1:])
+        with contextlib.suppress(TypeError, ValueError):  # (ValueError: no signature, or no index)
+            index, *carried = inspect.signature(body).parameters.values()
+            if index.kind in (index.POSITIONAL_ONLY, index.POSITIONAL_OR_KEYWORD):
+                loop_callable.__signature__ = inspect.Signature(carried)
         return loop_callable
 
     return decorator
 
 
-def _run_eagerly(body: Callable, lower: Any, upper: Any, step: Any, init: tuple) -> Any:
-    carry = init
+def _run_eagerly(body: Callable, bounds: tuple, init: tuple) -> Any:
+    carry, (lower, upper, step) = init, bounds
     for i in range(int(lower), int(upper), _checked_step(step, function_name(body))):
         out = body(i, *carry)
         carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
-    return None if len(init) == 0 else carry[0] if len(init) == 1 else carry
+    return unwrapped(carry, len(init))
 
 
-def _check_bounds(body: Callable, lower: Any, upper: Any, step: Any) -> None:
-    """Bounds must be integer scalars: a float bound would otherwise be truncated eagerly and fail
-    deep inside XLA's loop when compiled."""
-    for name, bound in (("lower", lower), ("upper", upper), ("step", step)):
+def _check_bounds(body: Callable, bounds: tuple) -> None:
+    """Integer scalars: a float bound would be truncated eagerly and fail deep in XLA compiled."""
+    for name, bound in zip(("lower", "upper", "step"), bounds):
         if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) and (
             np.shape(bound) != () or not np.issubdtype(get_aval(bound).dtype, np.integer)
         ):
@@ -155,16 +119,11 @@ def _checked_step(step: Any, where: str) -> int:
     return int(step)
 
 
-def _as_index(x: Any) -> Any:
-    return np.int64(x) if isinstance(x, (int, np.integer)) else x
-
-
-def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strategy) -> Any:
-    """The design documents' ``bindNested`` for ``for_loop``: the body takes the index (the
-    ``lower`` value stands for it) and the carried values."""
-    if isinstance(step, (int, np.integer)):
-        _checked_step(step, function_name(body))
-    lower, upper, step = map(_as_index, (lower, upper, step))
+def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
+    """The design documents' ``bindNested`` for ``for_loop`` (``lower`` stands for the index)."""
+    if isinstance(bounds[2], (int, np.integer)):
+        _checked_step(bounds[2], function_name(body))
+    lower, upper, step = (np.int64(x) if isinstance(x, (int, np.integer)) else x for x in bounds)
     flat_init, in_tree = flatten_values(init)
 
     def flat_body(i: Any, *carried: Any) -> list[Any]:
@@ -175,29 +134,14 @@ def _bind(body: Callable, lower: Any, upper: Any, step: Any, init: tuple, strate
     def equation(bodies: list, implicit: list, explicit: list) -> Equation:
         (traced,) = bodies
         start, *carried = explicit
-        params = _params(traced.jaxpr, traced.nconsts, len(implicit), strategy.preserve_dimensions)
-        return Equation([*traced.consts, *implicit, lower, upper, step, start, *carried], params, len(implicit))
+        ops = LoopOperands([], traced.consts, implicit, [lower, upper, step, start], carried)
+        preserve = {"preserve_dimensions": strategy.preserve_dimensions}
+        return Equation(*_equation(preserve, traced.jaxpr, None, ops), len(implicit))
 
     spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
-    try:
-        with runs_only_if_loop_runs(lower, upper, step), carried_sizes_stay_apart(strategy, "for_loop", body):
-            outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
-    except DimensionMismatch as err:
-        raise dimension_error(err, "for_loop", body) from None
-    return unwrap_results(outs, len(init), in_tree)
-
-
-def _params(body: Any, nconsts: int, nimplicit: int, preserve_dimensions: bool) -> dict[str, Any]:
-    return dict(
-        body_jaxpr=ClosedJaxpr(body, ()),
-        body_nconsts=nconsts,
-        nimplicit=nimplicit,
-        preserve_dimensions=preserve_dimensions,
-        apply_reverse_transform=False,
-    )
-
-
-# --- types ---------------------------------------------------------------------------------------
+    with loop_errors(strategy, "for_loop", body), runs_only_if_loop_runs(lower, upper, step):
+        outs = bind_nested(spec, [Body(flat_body, "for_loop body", "carried")], [lower, *flat_init])
+    return unwrapped(tree_unflatten(in_tree, outs), len(init))
 
 
 def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
@@ -228,44 +172,37 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
     ops = _operands(atoms, params)
     if not all(b.aval.shape == () and np.issubdtype(b.aval.dtype, np.integer) for b in ops.bounds):
         raise JaxprTypeError(f"for_loop bounds must be integer scalars, got {[b.aval for b in ops.bounds]}")
-    if params["apply_reverse_transform"]:
-        raise JaxprTypeError("for_loop with apply_reverse_transform=True is not supported")
     _body(params).typecheck([*ops.consts, *ops.implicit, ops.bounds[3], *ops.carried])
 
 
 def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The loop with another body (transformation rules)."""
-    new_params = _params(body, len(ops.consts), params["nimplicit"], params["preserve_dimensions"])
+    """The operands and parameters of a loop of ``body`` (``params``: its options)."""
+    new_params = dict(body_jaxpr=ClosedJaxpr(body, ()), body_nconsts=len(ops.consts),
+                      nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"],
+                      apply_reverse_transform=False)
     return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
 
 
-def _counting(ops: LoopOperands) -> tuple[Any, Any, Any]:
+def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, Any, Any]:
     """The trip count, first index and step (traced or known)."""
     lower, upper, step, _ = ops.bounds
     if not isinstance(step, Tracer):
-        step = _checked_step(step, "host-driven loop")
+        step = _checked_step(step, where)
     return trip_count(lower, upper, step), lower, step
 
 
 _loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation, counting=_counting)
 
 
-# --- specialization rules ------------------------------------------------------------------------
-
-
-def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a ``lax.fori_loop`` over the trip count."""
-    return _loop.staged(invals, params, _fori_loop)
-
-
 def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:
-    lower, upper, step, _ = ops.bounds
-    if not isinstance(step, Tracer):  # a specialization operand, see _dimension_operands
-        step = _checked_step(step, "compiled loop")
-    count = trip_count(lower, upper, step)
+    """Inside one XLA program (``Loop.staged``): a ``lax.fori_loop`` over the trip count."""
+    count, lower, step = _counting(ops, "compiled loop")  # a known step: see _dimension_operands
     if isinstance(count, int) and count == 0:
         return None
-    _require_static_trip_count_in_reverse_mode(count)
+    # JAX transposes a fori_loop of a static trip count (a scan); with traced bounds the loop runs
+    # on the host in reverse mode (see compiler/reverse_mode.py).
+    if reverse_mode_requested() and not isinstance(count, int):
+        raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
     try:
         return lax.fori_loop(0, count, lambda k, carry: run_body([lower + k * step], carry), tuple(ops.carried))
     except (UnsupportedOperationError, SizeAssumptionError) as err:
@@ -277,20 +214,14 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
 
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """Constants and carried dimensions that size the body are needed to specialize it, and so
-    is the step: a known step makes a known trip count, and a zero step an error at compile time
-    rather than a division by zero inside XLA (steps are constants in practice, so this costs no
-    extra compilations)."""
-    # operands: *consts *implicit lower upper step start *carried
+    """What sizes the body, and the step: known, it makes a known trip count (zero: an error, not XLA's)."""
     step = params["body_nconsts"] + params["nimplicit"] + 2
     return _loop.dimension_operands(params) | {step}
 
 
 def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Inside a loop running on capacity buffers (see :mod:`~catalyst_lite.compiler.capacity`): a
-    loop that keeps its carried sizes but makes arrays of sizes known only there (``jnp.ones(i)``
-    of the enclosing loop's index) is a ``lax.fori_loop`` whose body runs on buffers too, the
-    size checks of its iterations carried out of it."""
+    """Inside a loop running on capacity buffers (``compiler/capacity.py``), a loop that keeps its
+    carried sizes: a ``lax.fori_loop`` on buffers too, its iterations' size checks carried out."""
     params = eqn.params
     if params["nimplicit"]:
         raise Unmaskable("a nested resizing loop")
@@ -313,26 +244,11 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     return list(carry)
 
 
-# --- lowering ------------------------------------------------------------------------------------
-# `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` (never unrolled) carrying
-# the index, the carried dimensions and the carried values; loop constants are captured.
-
-def _lower(
-    ctx: lowering.LoweringRuleContext,
-    *operands: Any,
-    body_jaxpr: ClosedJaxpr,
-    body_nconsts: int,
-    nimplicit: int,
-    preserve_dimensions: bool,
-    apply_reverse_transform: bool,
-) -> list[Any]:
-    """StableHLO: ``for i in range(lower, upper, step): carry = body(i, carry)`` as a while."""
-    # Preserved dimensions are already reflected in the operands and in the body's types; a
-    # reversed loop is never built (the type check refuses one).
-    del preserve_dimensions, apply_reverse_transform
-    consts, implicit, (_, upper, step, start), carried = split_groups(
-        list(operands), [body_nconsts, nimplicit, 4]
-    )
+def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, nimplicit: int, **_) -> list:
+    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, the carried dimensions
+    and values; constants are captured (a reversed loop is never built)."""
+    groups = split_groups(list(operands), [body_nconsts, nimplicit, 4])
+    consts, implicit, (_, upper, step, start), carried = groups
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
 
     def cond(state: list[Any]) -> Any:
@@ -349,39 +265,24 @@ def _lower(
     return results
 
 
-# --- differentiation at concrete sizes ----------------------------------------------------------
-# JAX transposes a staged `fori_loop` with a static trip count (a `scan`); with traced bounds the
-# loop runs on the host in reverse mode (see compiler/reverse_mode.py).
-
-
-def _require_static_trip_count_in_reverse_mode(count: Any) -> None:
-    """Leave staging for host-driven execution when a traced trip count would be transposed."""
-    if reverse_mode_requested() and not isinstance(count, int):
-        raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
-
-
 def _trip_count_traced(operands: Sequence[Any], params: dict[str, Any]) -> bool:
-    """The loop's bounds are not known in the trace that transforms it: its specialization would
-    be a ``while`` of traced length, which JAX's reverse mode refuses to transpose."""
+    """Bounds unknown where the loop is transformed: JAX's reverse mode cannot transpose it then."""
     lower, upper, step, _ = _operands(list(operands), params).bounds
     return any(not isinstance(dimension_value(b), int) for b in (lower, upper, step))
 
 
 def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
-    """Which results depend on the marked operands: the carried values that do at some iteration
-    (all of them when the bounds or the carried sizes do)."""
+    """The results that depend on the marked operands at some iteration (all, through bounds or sizes)."""
     ops, body = _operands(marked, eqn.params), _body(eqn.params)
     if any(ops.bounds) or any(ops.implicit) or body.depends_on(ops.consts, ops.carried):
         return [True] * len(eqn.outvars)
     return [*[False] * body.nimplicit, *body.carried_fixpoint(ops.consts, ops.carried)]
 
 
-# --- registration --------------------------------------------------------------------------------
-
 register_nested_primitive(for_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_dimension_operands,
-    masked=_masked, bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower,
-    kept_under_differentiation=_trip_count_traced,
+    partial_eval=_loop.partial_eval, staged=functools.partial(_loop.staged, stage=_fori_loop),
+    host=functools.partial(loop_host, _loop), dimension_operands=_dimension_operands, masked=_masked,
+    bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))
 dependence_rules[for_loop_p] = _dependence

@@ -1,24 +1,18 @@
 """What the two loop primitives share: their JVP, batching and partial-evaluation rules on symbolic
 sizes, and how they run.
 
-A loop body's layout, output type, type check and transformed bodies are
-:class:`~catalyst_lite.compiler.loop_body.LoopBody` (binders ``*consts *implicit *prefix
-*carried``, results ``*implicit *carried``), the one description that the compiled loops of
-:mod:`~catalyst_lite.compiler.capacity` read too. A loop's results have the types of its carried
-binders, whatever the number of iterations (none included): a carried size is an implicit result,
-a preserved one the operand that feeds the constant binder.
-
-The rules bind the loop again with transformed bodies (:class:`LoopBody`'s ``jvp``, ``batched``,
-``known_part``); each primitive says how its operands are grouped and how an equation is rebuilt
-(:class:`Loop`). Both loops run iteration by iteration with one step loop (:func:`step_by_step`):
-from the host (:func:`loop_host`, each body compiled per size signature) and unrolled into one XLA
-program (:func:`loop_unrolled`, each iteration staged at its own sizes).
+A loop body is a :class:`~catalyst_lite.compiler.loop_body.LoopBody` (binders ``*consts *implicit
+*prefix *carried``, results ``*implicit *carried``); a loop's results have the types of its carried
+binders, whatever the number of iterations. The rules bind the loop again with transformed bodies;
+each primitive says how its operands are grouped and how an equation is rebuilt (:class:`Loop`).
+Both loops run one iteration at a time (:func:`step_by_step`), from the host (:func:`loop_host`)
+or unrolled into one XLA program (:func:`loop_unrolled`).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -35,25 +29,10 @@ from ..jax_extras.rules import Feeds, Zero, bind_known, instantiate_zeros, move_
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
 from .common import fed_dimension_operands
 
-__all__ = [
-    "LoopOperands",
-    "Loop",
-    "loop_jvp",
-    "loop_batching",
-    "loop_partial_eval",
-    "loop_host",
-    "loop_unrolled",
-    "step_by_step",
-    "is_inexact",
-]
-
 
 def is_inexact(aval: Any) -> bool:
     """A type with tangents (floating point or complex)."""
     return getattr(aval, "dtype", None) is not None and aval.dtype.kind in "fc"
-
-
-# --- the rules -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -69,10 +48,8 @@ class LoopOperands:
 
 @dataclass(frozen=True)
 class Loop:
-    """A loop primitive as its rules see it: how its operands are grouped (``operands``), its
-    body and predicate (``None`` for ``for_loop``), and how an equation is rebuilt with other
-    body and predicate jaxprs (``equation``: its operands and parameters). ``batched_predicate``
-    batches a loop whose predicate differs between examples."""
+    """A loop primitive as its rules see it: its operands' groups, body and predicate (``None``: a
+    ``for_loop``), how its equation is rebuilt, how it is batched when its predicate is batched."""
 
     primitive: Any
     output_type: Callable[..., OutputType]
@@ -82,34 +59,26 @@ class Loop:
     predicate: Callable[[dict[str, Any]], LoopBody | None]
     equation: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], tuple[list[Any], dict[str, Any]]]
     batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
-    # for_loop: its trip count, first index and step from its operands (traced or known)
-    counting: Callable[[LoopOperands], tuple[Any, Any, Any]] | None = None
-
-    def counted(self, ops: LoopOperands) -> tuple[Any, ...]:
-        """``(trip count, first index, step)`` of a ``for_loop``; ``()`` for a ``while_loop``."""
-        return () if self.counting is None else self.counting(ops)
+    # ``(trip count, first index, step)`` of a ``for_loop`` (traced or known); ``()`` for a ``while_loop``
+    counting: Callable[[LoopOperands], tuple[Any, ...]] = lambda ops: ()
 
     def dimension_operands(self, params: dict[str, Any]) -> set[int]:
         """The constants and carried sizes that size the body or predicate."""
         parts = [p for p in (self.predicate(params), self.body(params)) if p is not None]  # the feeds' order
         return fed_dimension_operands(self.feeds(params), [p.nconsts + p.nimplicit for p in parts])
 
-    def host(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-        return loop_host(self, invals, params)
-
-    def unrolled(self, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-        return loop_unrolled(self, invals, params)
+    def rebound(self, params: dict[str, Any], body: Jaxpr, pred: Jaxpr | None, ops: LoopOperands) -> list:
+        """The loop bound again with other body and predicate jaxprs."""
+        operands, new_params = self.equation(params, body, pred, ops)
+        return self.primitive.bind(*operands, **new_params)
 
     def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
-        """Inside one XLA program: ``stage(ops, run_body, run_predicate)`` stages the loop over
-        the carried values (``run_body(prefix, carry)``: one iteration, ``run_predicate(carry)``:
-        whether to go on, ``None`` for a ``for_loop``), or returns ``None`` when it is known not
-        to run at these sizes: then it is not even staged, as its body may be traced under facts
-        that hold only when it runs (`x[i]` of an empty `x`: see
-        ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
+        """Inside one XLA program: ``stage(ops, run_body(prefix, carry), run_predicate(carry) | None)``
+        stages the loop, or returns ``None`` when it is known not to run (its body may assume it
+        runs: ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
         if body.resizes_arrays:
-            return self.unrolled(invals, params)
+            return loop_unrolled(self, invals, params)
         implicit = [to_dim(d) for d in ops.implicit]
 
         def run_body(prefix: list[Any], carry: Sequence[Any]) -> tuple[Any, ...]:
@@ -123,138 +92,100 @@ class Loop:
         # Arrays, as the loop would give (a carried literal is a Python number on JAX 0.7.1).
         return [*implicit, *(map(jnp.asarray, ops.carried) if out is None else out)]
 
-    def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-        return loop_jvp(self, primals, tangents, params)
+    def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list, list]:
+        """The loop carrying the tangents of the values that have some, the constants' tangents as
+        constants; a carried value gets a tangent once something it depends on has one."""
+        body, pred = self.body(params), self.predicate(params)
+        p, t = self.operands(primals, params), self.operands(tangents, params)
+        consts_nz, carried_nz = ([type(x) is not Zero for x in xs] for xs in (t.consts, t.carried))
+        carried_nz = body.carried_fixpoint(consts_nz, carried_nz, keep=is_inexact)
+        if not any(carried_nz):
+            outs = self.primitive.bind(*primals, **params)
+            return outs, [zero_tangent(o) for o in outs]
+        new = body.jvp(consts_nz, carried_nz)
+        consts = [*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)]
+        carried = [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)]
+        ops = replace(p, consts=consts, carried=carried)
+        new_pred = pred and pred.ignoring_tangents(carried_nz)
+        outs = self.rebound(params, new.jaxpr, new_pred, ops)
+        m, n = body.nimplicit, body.nimplicit + len(p.carried)
+        primals_out, dots = outs[:n], outs[n:]
+        zeros = [zero_tangent(x) for x, nz in zip(primals_out[m:], carried_nz) if not nz]
+        return primals_out, [*map(zero_tangent, primals_out[:m]), *interleave(carried_nz, dots, zeros)]
 
     def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
-        return loop_batching(self, axis_data, args, dims, params)
+        """The loop over a batch: batched constants and carried values (and what depends on them) get
+        a leading batch axis; bounds and sizes are the same for every example."""
+        name = self.primitive.name
+        body, pred = self.body(params), self.predicate(params)
+        a, d = self.operands(args, params), self.operands(dims, params)
+        if any(x is not not_mapped for x in (*d.implicit, *d.bounds)):
+            raise ControlFlowError(
+                f"jax.vmap of a {name} whose bounds or array sizes differ between examples is not "
+                "supported; vmap the loop body instead, or loop over the examples."
+            )
+        size = axis_data.size
+        groups = (d.pred_consts, d.consts, d.carried)
+        pred_b, consts_b, carried_b = ([x is not not_mapped for x in g] for g in groups)
+        carried_b = body.carried_fixpoint(consts_b, carried_b)
+        if pred is not None and pred.depends_on(pred_b, carried_b):
+            return self.batched_predicate(axis_data, args, dims, **params)
+        if body.depends_on(consts_b, carried_b):
+            raise ControlFlowError(f"jax.vmap of a {name} whose array sizes depend on the batched values")
+        new_body = body.batched(consts_b, carried_b, size)
+        new_pred = pred and pred.batched(pred_b, carried_b, size)
+
+        def moved(values: list[Any], batch_dims: list[Any], batched: list[bool]) -> list[Any]:
+            return [move_batch_axis(x, bd, size, b) for x, bd, b in zip(values, batch_dims, batched)]
+
+        pred_consts = [*(new_pred.consts if new_pred else ()), *moved(a.pred_consts, d.pred_consts, pred_b)]
+        consts = [*new_body.consts, *moved(a.consts, d.consts, consts_b)]
+        carried = moved(a.carried, d.carried, carried_b)
+        ops = replace(a, pred_consts=pred_consts, consts=consts, carried=carried)
+        outs = self.rebound(params, new_body.jaxpr, new_pred and new_pred.jaxpr, ops)
+        return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
 
     def partial_eval(self, trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-        return loop_partial_eval(self, trace, tracers, params)
+        """Known carried values are computed now by a loop of their own; the whole loop is staged for
+        the unknown ones (as JAX's ``while_loop`` rule). Unknown sizes, bounds or predicate: all is."""
+        body, pred = self.body(params), self.predicate(params)
+        known = self.operands([t.pval.is_known() for t in tracers], params)
+        values = self.operands([t.pval.get_known() for t in tracers], params)
+        consts_uk = [not k for k in known.consts]
+        carried_uk = body.carried_fixpoint(consts_uk, [not k for k in known.carried])
+        pred_uk = pred is not None and pred.depends_on([not k for k in known.pred_consts], carried_uk)
+        sizes_known = all(known.implicit) and all(known.bounds) and not body.depends_on(consts_uk, carried_uk)
+        if pred_uk or not sizes_known or all(carried_uk):
+            avals = result_avals(self.output_type, params, tracers, self.feeds)
+            return unknown_results(trace, self.primitive, tracers, params, avals)
+        carried_known = [not u for u in carried_uk]
+        body_jaxpr, body_taken = body.known_part(known.consts, carried_known)
+        pred_jaxpr, pred_taken = pred.known_part(known.pred_consts, carried_known) if pred else (None, [])
+        ops = replace(values, pred_consts=[c for c, taken in zip(values.pred_consts, pred_taken) if taken],
+                      consts=[c for c, taken in zip(values.consts, body_taken) if taken],
+                      carried=[x for x, k in zip(values.carried, carried_known) if k])
+        operands, known_params = self.equation(params, body_jaxpr, pred_jaxpr, ops)
+        outs_known = bind_known(trace, self.primitive, operands, known_params)
+        implicit_out = outs_known[: body.nimplicit]
+        avals = result_avals(self.output_type, params, tracers, self.feeds, implicit_out)
+        outs_unknown = unknown_results(trace, self.primitive, tracers, params, avals)
+        unknown_carried = [o for o, u in zip(outs_unknown[body.nimplicit :], carried_uk) if u]
+        return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]
 
 
-def loop_jvp(loop: Loop, primals: list[Any], tangents: list[Any], params: dict[str, Any]) -> tuple[list, list]:
-    """The loop carrying the tangents of the values that have some, with the constants' tangents
-    as constants; a carried value gets a tangent once something it depends on has one."""
-    body, pred = loop.body(params), loop.predicate(params)
-    p, t = loop.operands(primals, params), loop.operands(tangents, params)
-    consts_nz = [type(x) is not Zero for x in t.consts]
-    carried_nz = body.carried_fixpoint(consts_nz, [type(x) is not Zero for x in t.carried], keep=is_inexact)
-    if not any(carried_nz):
-        outs = loop.primitive.bind(*primals, **params)
-        return outs, [zero_tangent(o) for o in outs]
-    new = body.jvp(consts_nz, carried_nz)
-    ops = LoopOperands(
-        p.pred_consts,
-        [*new.consts, *p.consts, *(x for x, nz in zip(t.consts, consts_nz) if nz)],
-        p.implicit,
-        p.bounds,
-        [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)],
-    )
-    operands, new_params = loop.equation(params, new.jaxpr, pred and pred.ignoring_tangents(carried_nz), ops)
-    outs = loop.primitive.bind(*operands, **new_params)
-    n = body.nimplicit + len(p.carried)
-    primals_out, dots = outs[:n], outs[n:]
-    zeros = [zero_tangent(x) for x, nz in zip(primals_out[body.nimplicit :], carried_nz) if not nz]
-    return primals_out, [*map(zero_tangent, primals_out[: body.nimplicit]), *interleave(carried_nz, dots, zeros)]
-
-
-def loop_batching(loop: Loop, axis_data: Any, args: list[Any], dims: list[Any], params: dict[str, Any]) -> tuple[list, list]:
-    """The loop over a batch: the batched constants and carried values (and what depends on them)
-    get a leading batch axis; bounds and sizes must be the same for every example. A predicate
-    that differs between examples is ``loop.batched_predicate``'s business."""
-    name = loop.primitive.name
-    body, pred = loop.body(params), loop.predicate(params)
-    a, d = loop.operands(args, params), loop.operands(dims, params)
-    if any(x is not not_mapped for x in (*d.implicit, *d.bounds)):
-        raise ControlFlowError(
-            f"jax.vmap of a {name} whose bounds or array sizes differ between examples is not "
-            "supported; vmap the loop body instead, or loop over the examples."
-        )
-    size = axis_data.size
-    pred_b, consts_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]
-    carried_b = body.carried_fixpoint(consts_b, [x is not not_mapped for x in d.carried])
-    if pred is not None and pred.depends_on(pred_b, carried_b):
-        return loop.batched_predicate(axis_data, args, dims, **params)
-    if body.depends_on(consts_b, carried_b):
-        raise ControlFlowError(f"jax.vmap of a {name} whose array sizes depend on the batched values")
-    new_body = body.batched(consts_b, carried_b, size)
-    new_pred = pred and pred.batched(pred_b, carried_b, size)
-
-    def moved(values: list[Any], batch_dims: list[Any], batched: list[bool]) -> list[Any]:
-        return [move_batch_axis(x, bd, size, b) for x, bd, b in zip(values, batch_dims, batched)]
-
-    ops = LoopOperands(
-        [*(new_pred.consts if new_pred else ()), *moved(a.pred_consts, d.pred_consts, pred_b)],
-        [*new_body.consts, *moved(a.consts, d.consts, consts_b)],
-        a.implicit,
-        a.bounds,
-        moved(a.carried, d.carried, carried_b),
-    )
-    operands, new_params = loop.equation(params, new_body.jaxpr, new_pred and new_pred.jaxpr, ops)
-    outs = loop.primitive.bind(*operands, **new_params)
-    return outs, [*[not_mapped] * body.nimplicit, *[0 if b else not_mapped for b in carried_b]]
-
-
-def loop_partial_eval(loop: Loop, trace: Any, tracers: Sequence[Any], params: dict[str, Any]) -> list[Any]:
-    """Known carried values (those that depend on known values only) are computed by a loop of
-    their own, now; the whole loop is staged for the unknown ones (recomputing the known ones
-    alongside, as JAX's ``while_loop`` rule does). Unknown sizes, bounds or predicate: all is
-    unknown."""
-    body, pred = loop.body(params), loop.predicate(params)
-    known = loop.operands([t.pval.is_known() for t in tracers], params)
-    values = loop.operands([t.pval.get_known() for t in tracers], params)
-    consts_uk = [not k for k in known.consts]
-    carried_uk = body.carried_fixpoint(consts_uk, [not k for k in known.carried])
-    pred_uk = pred is not None and pred.depends_on([not k for k in known.pred_consts], carried_uk)
-    sizes_known = all(known.implicit) and all(known.bounds) and not body.depends_on(consts_uk, carried_uk)
-    if pred_uk or not sizes_known or all(carried_uk):
-        avals = result_avals(loop.output_type, params, tracers, loop.feeds)
-        return unknown_results(trace, loop.primitive, tracers, params, avals)
-    carried_known = [not u for u in carried_uk]
-    body_jaxpr, body_taken = body.known_part(known.consts, carried_known)
-    pred_jaxpr, pred_taken = pred.known_part(known.pred_consts, carried_known) if pred else (None, [])
-    ops = LoopOperands(
-        [c for c, taken in zip(values.pred_consts, pred_taken) if taken],
-        [c for c, taken in zip(values.consts, body_taken) if taken],
-        values.implicit,
-        values.bounds,
-        [x for x, k in zip(values.carried, carried_known) if k],
-    )
-    operands, known_params = loop.equation(params, body_jaxpr, pred_jaxpr, ops)
-    outs_known = bind_known(trace, loop.primitive, operands, known_params)
-    implicit_out = outs_known[: body.nimplicit]
-    avals = result_avals(loop.output_type, params, tracers, loop.feeds, implicit_out)
-    outs_unknown = unknown_results(trace, loop.primitive, tracers, params, avals)
-    unknown_carried = [o for o, u in zip(outs_unknown[body.nimplicit :], carried_uk) if u]
-    return [*implicit_out, *interleave(carried_known, outs_known[body.nimplicit :], unknown_carried)]
-
-
-# --- running iteration by iteration ----------------------------------------------------------------
-
-
-def step_by_step(
-    name: str,
-    body: LoopBody,
-    ops: LoopOperands,
-    counted: tuple[int, ...],
-    run_body: Callable[[list[Any]], list[Any]],
-    run_predicate: Callable[[list[Any]], list[Any]] | None,
-    size: Callable[[Any], Any],
-    limit: int | None = None,
-) -> tuple[list[Any], list[Any]]:
-    """The carried sizes and values after the loop, one iteration at a time: ``run_body(args)``
-    and ``run_predicate(args)`` (``while_loop``) evaluate the body and predicate, ``size`` makes a
-    carried size one to pass on; a ``for_loop`` (``counted``: its trip count, first index and
-    step) gives the body its index. With a ``limit`` (unrolling), more iterations, or a predicate
-    whose value is not known, raise :class:`NeedsHost`."""
+def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[int, ...], run_body: Callable,
+                 run_predicate: Callable | None, size: Callable[[Any], Any], limit: int | None = None
+                 ) -> tuple[list[Any], list[Any]]:
+    """The carried sizes and values after the loop, one iteration at a time (``size`` makes a
+    carried size one to pass on; ``counted``: a ``for_loop``'s trip count, first index and step).
+    With a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""
     implicit, carried = [size(d) for d in ops.implicit], list(ops.carried)
     k = 0
     while True:
         if run_predicate is None:
             more = k < counted[0]
         else:
-            more = run_predicate([*ops.pred_consts, *implicit, *carried])[0]
+            more = run_predicate(*ops.pred_consts, *implicit, *carried)[0]
             if limit is not None and not isinstance(more, (bool, np.bool_)):
                 raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
         if not more:
@@ -263,24 +194,22 @@ def step_by_step(
             raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
         # np.int64, the same index type whether run from the host or unrolled: the same results.
         index = [np.int64(counted[1] + k * counted[2])] if run_predicate is None else []
-        outs = run_body([*ops.consts, *implicit, *index, *carried])
+        outs = run_body(*ops.consts, *implicit, *index, *carried)
         implicit, carried = [size(d) for d in outs[: body.nimplicit]], outs[body.nimplicit :]
         k += 1
 
 
 def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """A loop driven from Python: compiled whole when it can be (on capacity buffers, or a bounded
-    scan in reverse mode: see :mod:`~catalyst_lite.compiler.capacity`); otherwise each iteration
-    runs the body (and predicate) compiled for its current sizes."""
+    """A loop driven from Python: compiled whole when it can be (``compiler/capacity.py``), otherwise
+    each iteration runs the body (and predicate) compiled for its current sizes."""
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
-    counted = tuple(int(x) for x in loop.counted(ops))
+    counted = tuple(int(x) for x in loop.counting(ops))
 
     def replayed(prediction: Prediction, invals: list[Any]) -> tuple[list[Any], Any]:
-        """The loop staged again at the sizes the run on capacity buffers found (see
-        :mod:`~catalyst_lite.compiler.runner`)."""
+        """The loop staged again at the sizes the run on capacity buffers found."""
         again = loop.operands(invals, params)
-        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counted(again))
+        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counting(again))
 
     outs = run_compiled(loop.primitive, body, pred, invals, lambda ran: record_replay(params, functools.partial(replayed, ran)),
                         ops.pred_consts, ops.consts, ops.implicit, ops.carried, *counted)
@@ -288,8 +217,7 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
         return outs
     run_body = runner_for(body.jaxpr, body.name)
     run_pred = None if pred is None else runner_for(pred.jaxpr, pred.name)
-    implicit, carried = step_by_step(loop.primitive.name, body, ops, counted, lambda args: run_body(*args),
-                                     None if run_pred is None else lambda args: run_pred(*args), int)
+    implicit, carried = step_by_step(loop.primitive.name, body, ops, counted, run_body, run_pred, int)
     return [*implicit, *carried]
 
 
@@ -299,23 +227,20 @@ UNROLL_LIMIT = 32
 
 
 def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a resizing loop whose trip count is known when staged (known
-    bounds; a predicate known at every iteration, as a counter against an ``int`` argument staged
-    as a value, as ``jax.jit``'s ``static_argnums`` does), each iteration staged at its own
-    sizes. This replaces one dispatch per iteration (host-driven execution) by one for the whole
-    program. Otherwise (a trip count known only at run time, more than :data:`UNROLL_LIMIT`
-    iterations, a size that depends on data: ``to_dim``) :class:`NeedsHost`."""
+    """Inside one XLA program: a resizing loop whose trip count is known when staged, each iteration
+    staged at its own sizes (one dispatch, not one per iteration); otherwise (more than
+    :data:`UNROLL_LIMIT` iterations, a size that depends on data) :class:`NeedsHost`."""
     ops = loop.operands(invals, params)
     body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name
-    counted = loop.counted(ops)
+    counted = loop.counting(ops)
     if any(isinstance(x, Tracer) for x in counted):
         raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
     counted = tuple(int(x) for x in counted)
     if counted and counted[0] > UNROLL_LIMIT:
         raise NeedsHost(f"{name} resizes arrays in too many iterations to unroll")
 
-    def staged(part: LoopBody | None) -> Callable[[list[Any]], list[Any]] | None:
-        return None if part is None else lambda args: eval_jaxpr(part.jaxpr, args, Mode.STAGED)
+    def staged(part: LoopBody | None) -> Callable[..., list[Any]] | None:
+        return None if part is None else lambda *args: eval_jaxpr(part.jaxpr, list(args), Mode.STAGED)
 
     implicit, carried = step_by_step(name, body, ops, counted, staged(body), staged(pred), to_dim, UNROLL_LIMIT)
     # Arrays, as the loop gives them (a carried literal is a Python number on JAX 0.7.1).

@@ -7,20 +7,11 @@ The equation::
 
 ``cond_jaxpr`` takes ``*cond_consts *implicit *carried`` and returns a ``bool[]``; ``body_jaxpr``
 takes ``*body_consts *implicit *carried`` and returns ``*implicit *carried``.
-
->>> from catalyst_lite import qjit, while_loop
->>> @qjit
-... def collatz_steps(n: int):
-...     @while_loop(lambda n, steps: n != 1)
-...     def step(n, steps):
-...         return (n // 2) * (n % 2 == 0) + (3 * n + 1) * (n % 2 == 1), steps + 1
-...     return step(n, 0)[1]
->>> int(collatz_steps(6))
-8
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import jax.numpy as jnp
@@ -28,47 +19,30 @@ import numpy as np
 from jax import lax
 from jax.tree_util import tree_unflatten
 
+from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups, with_batch_axis
 from ..compiler.reverse_mode import reverse_mode_requested
 from ..compiler.specialize import NeedsHost
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
-from ..jax_extras.dynshape import DimensionMismatch, input_type_of
+from ..jax_extras.dynshape import input_type_of
 from ..jax_extras.dimensions import note_loop_carries
 from ..jax_extras.size_facts import runs_only_if, value_at
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested, retrace
 from ..jax_extras.rules import PrimitiveSpec, batch_call, move_batch_axis, not_mapped, register_nested_primitive
-from .common import (
-    WhileLoopCallable,
-    flatten_values,
-    active_control_flow_handler,
-    ambient_carries,
-    carried_sizes_stay_apart,
-    check_predicate,
-    dimension_error,
-    expansion_strategy,
-    normalize_results,
-    split_groups,
-    tracing_mode,
-    unwrap_results,
-)
-from ..compiler.loop_body import LoopBody, resizes_arrays, with_batch_axis
-from .loop_common import Loop, LoopOperands
+from .common import WhileLoopCallable, active_control_flow_handler, ambient_carries, check_predicate
+from .common import expansion_strategy, flatten_values, loop_errors, normalize_results, tracing_mode
+from .common import unwrapped
+from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["while_loop", "while_loop_p"]
 
 while_loop_p = DynshapePrimitive("while_loop")
 
 
-# --- user API ------------------------------------------------------------------------------------
-
-
-def while_loop(
-    cond_fn: Callable[..., Any],
-    allow_array_resizing: bool = False,
-    *,
-    experimental_preserve_dimensions: bool | None = None,
-) -> Callable[[Callable], WhileLoopCallable]:
+def while_loop(cond_fn: Callable[..., Any], allow_array_resizing: bool = False, *,
+               experimental_preserve_dimensions: bool | None = None
+               ) -> Callable[[Callable], WhileLoopCallable]:
     """Decorator turning ``body(*carry) -> carry`` into a loop that runs while ``cond_fn(*carry)``.
 
     The decorated function takes the initial carried values and returns the final ones (one value
@@ -93,13 +67,10 @@ def while_loop(
             if tracing_mode("while_loop", body) == "eager":
                 return _run_eagerly(cond_fn, body, init)
             handler = active_control_flow_handler()
-            if handler is not None:  # e.g. a loop inside qml.adjoint, applied reversed
-
-                def bind(cond_fn: Callable, body: Callable, init: tuple) -> Any:
-                    return _bind(cond_fn, body, init, strategy)
-
-                return handler.while_loop(cond_fn, body, init, bind)
-            return _bind(cond_fn, body, init, strategy)
+            if handler is None:
+                return _bind(cond_fn, body, init, strategy)
+            # e.g. a loop inside qml.adjoint, applied reversed
+            return handler.while_loop(cond_fn, body, init, lambda c, b, i: _bind(c, b, i, strategy))
 
         return WhileLoopCallable(loop, body)
 
@@ -111,12 +82,11 @@ def _run_eagerly(cond_fn: Callable, body: Callable, init: tuple) -> Any:
     while check_predicate(cond_fn(*carry), "while_loop", cond_fn):
         out = body(*carry)
         carry = () if len(init) == 0 else (out,) if len(init) == 1 else tuple(out)
-    return None if len(init) == 0 else carry[0] if len(init) == 1 else carry
+    return unwrapped(carry, len(init))
 
 
 def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
-    """The design documents' ``bindNested`` for ``while_loop``: two nested programs (the body,
-    then the predicate) of one input type."""
+    """The design documents' ``bindNested`` for ``while_loop``: a predicate and a body of one type."""
     flat_init, in_tree = flatten_values(init)
     # Whether the body runs at all: the predicate at the initial values, when that is a size
     # expression (`k < len(x)` from k = 0). The body's facts need hold only then (`x[k]` of an
@@ -137,40 +107,22 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
 
     def equation(bodies: list, implicit: list, carried: list) -> Equation:
         traced_cond, traced_body = bodies
-        params = _params(traced_cond.jaxpr, traced_body.jaxpr, traced_cond.nconsts, traced_body.nconsts,
-                         len(implicit), strategy.preserve_dimensions)
-        operands = [*traced_cond.consts, *traced_body.consts, *implicit, *carried]
-        return Equation(operands, params, len(implicit))
+        ops = LoopOperands(traced_cond.consts, traced_body.consts, implicit, [], carried)
+        preserve = {"preserve_dimensions": strategy.preserve_dimensions}
+        return Equation(*_equation(preserve, traced_body.jaxpr, traced_cond.jaxpr, ops), len(implicit))
 
     spec = NestedSpec(while_loop_p, equation, strategy, threaded=ambient_carries())
     bodies = [Body(flat_cond, "while_loop condition", "predicate"), Body(flat_body, "while_loop body", "carried")]
-    try:
-        with carried_sizes_stay_apart(strategy, "while_loop", body):
-            outs = bind_nested(spec, bodies, flat_init)
-    except DimensionMismatch as err:
-        raise dimension_error(err, "while_loop", body) from None
-    return unwrap_results(outs, len(init), in_tree)
-
-
-def _params(cond: Any, body: Any, cond_nconsts: int, body_nconsts: int, nimplicit: int, preserve: bool) -> dict:
-    return dict(
-        cond_jaxpr=ClosedJaxpr(cond, ()),
-        body_jaxpr=ClosedJaxpr(body, ()),
-        cond_nconsts=cond_nconsts,
-        body_nconsts=body_nconsts,
-        nimplicit=nimplicit,
-        preserve_dimensions=preserve,
-    )
-
-
-# --- types ---------------------------------------------------------------------------------------
+    with loop_errors(strategy, "while_loop", body):
+        outs = bind_nested(spec, bodies, flat_init)
+    return unwrapped(tree_unflatten(in_tree, outs), len(init))
 
 
 def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
     """``*cond_consts *body_consts *implicit *carried``."""
-    groups = split_groups(values, [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]])
-    cond_consts, body_consts, implicit, carried = groups
-    return LoopOperands(cond_consts, body_consts, implicit, [], carried)
+    sizes = [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]]
+    cc, bc, implicit, carried = split_groups(values, sizes)
+    return LoopOperands(cc, bc, implicit, [], carried)
 
 
 def _body(params: dict[str, Any]) -> LoopBody:
@@ -186,40 +138,33 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
     ncc, nbc = params["cond_nconsts"], params["body_nconsts"]
     ncarry = len(params["body_jaxpr"].jaxpr.invars) - nbc
     carry = list(range(ncc + nbc, ncc + nbc + ncarry))
-    return [
-        (params["cond_jaxpr"].jaxpr, [*range(ncc), *carry]),
-        (params["body_jaxpr"].jaxpr, [*range(ncc, ncc + nbc), *carry]),
-    ]
+    return [(params["cond_jaxpr"].jaxpr, [*range(ncc), *carry]),
+            (params["body_jaxpr"].jaxpr, [*range(ncc, ncc + nbc), *carry])]
 
 
 def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
-    """Constant ``k`` of the body is operand ``cond_nconsts + k``, carried size ``k`` operand
-    ``cond_nconsts + body_nconsts + k``."""
+    """Constant ``k`` of the body is operand ``cond_nconsts + k``; carried sizes follow the constants."""
     nconsts = params["cond_nconsts"] + params["body_nconsts"]
     return _body(params).output_type(lambda k: params["cond_nconsts"] + k, lambda k: nconsts + k, same_operand)
 
 
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:
-    """Both programs take the operands; the predicate is a boolean scalar; the body returns its
-    carried types."""
+    """Both programs take the operands; the predicate is a ``bool[]``; the body returns its carry."""
     ops = _operands(atoms, params)
     _cond(params).typecheck([*ops.pred_consts, *ops.implicit, *ops.carried])
     _body(params).typecheck([*ops.consts, *ops.implicit, *ops.carried])
 
 
 def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The loop with another body and predicate (transformation rules)."""
-    new_params = _params(cond, body, len(ops.pred_consts), len(ops.consts), params["nimplicit"],
-                         params["preserve_dimensions"])
+    """The operands and parameters of a loop of ``body`` and ``cond`` (``params``: its options)."""
+    new_params = dict(cond_jaxpr=ClosedJaxpr(cond, ()), body_jaxpr=ClosedJaxpr(body, ()),
+                      cond_nconsts=len(ops.pred_consts), body_nconsts=len(ops.consts),
+                      nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"])
     return [*ops.pred_consts, *ops.consts, *ops.implicit, *ops.carried], new_params
 
 
-# --- batching with a predicate that differs between examples ------------------------------------
-
-
 def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-    """Every carried value is batched; the loop runs while the predicate holds for some example,
-    and an example whose predicate no longer holds keeps its values."""
+    """All carried values batched: the loop runs while some example's predicate holds (others keep theirs)."""
     body, cond, size = _body(params), _cond(params), axis_data.size
     a, d = _operands(args, params), _operands(dims, params)
     cond_b, body_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]
@@ -231,8 +176,7 @@ def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params:
     new_cond, new_body = _masked_loop(cond, body, cond_b, body_b, size)
     ops = LoopOperands([*new_cond.consts, *cond_consts], [*new_body.consts, *cond_consts, *body_consts],
                        a.implicit, [], carried)
-    operands, new_params = _equation(params, new_body.jaxpr, new_cond.jaxpr, ops)
-    return while_loop_p.bind(*operands, **new_params), [0] * len(carried)
+    return _loop.rebound(params, new_body.jaxpr, new_cond.jaxpr, ops), [0] * len(carried)
 
 
 def _masked_loop(cond: LoopBody, body: LoopBody, cond_b: list[bool], body_b: list[bool], size: int):
@@ -262,12 +206,11 @@ def _masked_loop(cond: LoopBody, body: LoopBody, cond_b: list[bool], body_b: lis
 _loop = Loop(while_loop_p, _output_type, _feeds, _operands, _body, _cond, _equation, _masked_batching)
 
 
-# --- specialization rules ------------------------------------------------------------------------
-
-
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a ``lax.while_loop``."""
-    _require_host_in_reverse_mode()
+    """Inside one XLA program: a ``lax.while_loop``. JAX differentiates it forward only: reverse
+    mode runs the loop on the host (see compiler/reverse_mode.py, compiler/capacity.py)."""
+    if reverse_mode_requested():
+        raise NeedsHost("reverse-mode differentiation of a while_loop")
     return _loop.staged(invals, params, _while_loop)
 
 
@@ -278,28 +221,15 @@ def _while_loop(ops: LoopOperands, run_body: Callable, run_predicate: Callable) 
     return lax.while_loop(run_predicate, lambda carry: run_body([], carry), tuple(ops.carried))
 
 
-# --- lowering ------------------------------------------------------------------------------------
-# `.mlir` shows the dynamic program: the loop stays one `stablehlo.while` carrying the carried
-# dimensions and values; the constants of the predicate and of the body are captured.
-
-def _lower(
-    ctx: lowering.LoweringRuleContext,
-    *operands: Any,
-    cond_jaxpr: ClosedJaxpr,
-    body_jaxpr: ClosedJaxpr,
-    cond_nconsts: int,
-    body_nconsts: int,
-    nimplicit: int,
-    preserve_dimensions: bool,
-) -> list[Any]:
-    """StableHLO of ``while_loop``: ``while cond(carry): carry = body(carry)``."""
-    del preserve_dimensions  # already reflected in the operands and the bodies' types
+def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
+           body_nconsts: int, nimplicit: int, **_) -> list[Any]:
+    """StableHLO (in ``.mlir``): ``while cond(carry): carry = body(carry)``, one ``stablehlo.while``
+    carrying the carried dimensions and values; the constants are captured."""
     cond_consts, body_consts, carry = split_groups(list(operands), [cond_nconsts, body_nconsts])
     body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
 
     def cond(state: list[Any]) -> Any:
-        (pred,) = lowering.lower_nested_jaxpr(ctx, cond_jaxpr, [*cond_consts, *state])
-        return pred
+        return lowering.lower_nested_jaxpr(ctx, cond_jaxpr, [*cond_consts, *state])[0]
 
     def body(state: list[Any]) -> list[Any]:
         return lowering.lower_nested_jaxpr(ctx, body_jaxpr, [*body_consts, *state])
@@ -308,21 +238,8 @@ def _lower(
     return lowering.while_op(carry, body_types, cond, body, resizes)
 
 
-# --- differentiation at concrete sizes ----------------------------------------------------------
-# JAX differentiates the staged `lax.while_loop` forward only; reverse mode runs the loop on the
-# host (see compiler/reverse_mode.py and compiler/capacity.py's bounded scans).
-
-
-def _require_host_in_reverse_mode() -> None:
-    """Leave staging for host-driven execution when the loop will be transposed."""
-    if reverse_mode_requested():
-        raise NeedsHost("reverse-mode differentiation of a while_loop")
-
-
-# --- registration --------------------------------------------------------------------------------
-
 register_nested_primitive(while_loop_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=_loop.host, dimension_operands=_loop.dimension_operands,
-    lowering=_lower,
+    partial_eval=_loop.partial_eval, staged=_staged, host=functools.partial(loop_host, _loop),
+    dimension_operands=_loop.dimension_operands, lowering=_lower,
 ))

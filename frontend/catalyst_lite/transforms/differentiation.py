@@ -12,18 +12,11 @@ Inside a trace the function is traced once, with the enclosing sizes symbolic, i
 block per (result, argument) (``"jacobian"``). Differentiation happens at specialization, sizes
 known: ``jax.jvp``/``jax.vjp``/``jax.jacrev`` of the evaluated body, or forward finite differences
 (``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.reverse_mode`.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, grad
->>> @qjit
-... def f(x: float):
-...     return grad(lambda y: y ** 3)(x)
->>> float(f(2.0))
-12.0
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -43,13 +36,8 @@ from ..compiler.reverse_mode import reverse_mode
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
 from ..callbacks import host_callback_p
-from ..errors import (
-    ArgumentIndexError,
-    ArgumentTypeError,
-    ArgumentValueError,
-    DifferentiationError,
-    function_name,
-)
+from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, DifferentiationError
+from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
 from ..jax_extras.lowering import opaque_call
@@ -66,13 +54,9 @@ DEFAULT_STEP = 1e-7  # Catalyst's default finite-difference step
 differentiate_p = DynshapePrimitive("differentiate")
 
 
-# --- options -------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Options:
-    """``method`` (``"auto"``: automatic differentiation, ``"fd"``: forward finite differences
-    with step ``h``) and ``argnums`` (``None``: the transformation's default)."""
+    """``method`` (``"auto"``, or ``"fd"``: finite differences of step ``h``) and ``argnums``."""
 
     method: str
     h: float
@@ -80,11 +64,7 @@ class Options:
 
     @staticmethod
     def checked(api: str, method: str | None, h: float | None, argnums: Any) -> "Options":
-        """Validated options; :class:`~catalyst_lite.errors.ArgumentValueError` names the bad one.
-
-        >>> Options.checked("grad", None, None, [0, 1])
-        Options(method='auto', h=1e-07, argnums=(0, 1))
-        """
+        """Validated options; :class:`~catalyst_lite.errors.ArgumentValueError` names the bad one."""
         method = "auto" if method is None else method
         if method not in ("auto", "fd"):
             raise ArgumentValueError(  # Catalyst's phrase first, then ours
@@ -99,14 +79,9 @@ class Options:
             )
         if isinstance(argnums, (list, tuple)):
             argnums = tuple(argnums)
-        if argnums is not None and not (
-            isinstance(argnums, int) or all(isinstance(k, int) for k in argnums)
-        ):
+        if argnums is not None and not (isinstance(argnums, int) or all(isinstance(k, int) for k in argnums)):
             raise ArgumentValueError(f"{api}: argnums must be an int or a sequence of ints, got {argnums!r}.")
         return Options(method, float(DEFAULT_STEP if h is None else h), argnums)
-
-
-# --- tracing a function to differentiate ---------------------------------------------------------
 
 
 @dataclass
@@ -117,39 +92,28 @@ class Selection:
     wrt: tuple[int, ...]  # flat positions of the differentiated leaves (each once)
     trees: list[PyTreeDef]  # structure of each argument argnums names
     single: bool  # argnums was an int: one result instead of a tuple
-    # For each leaf of the arguments argnums names, its index in wrt: argnums may name an
-    # argument twice, as jax.grad allows (its derivative is then given twice).
-    leaves: tuple[int, ...]
+    leaves: tuple[int, ...]  # each leaf's index in wrt (argnums may name an argument twice)
 
     def unflatten(self, values: Sequence[Any]) -> Any:
-        """Per-leaf values of the differentiated leaves (in :attr:`wrt`'s order), as the
-        arguments argnums names."""
+        """Values of the differentiated leaves (in :attr:`wrt`'s order) as the arguments named."""
         values = [values[i] for i in self.leaves]
-        out, start = [], 0
-        for tree in self.trees:
-            out.append(tree_unflatten(tree, list(values[start : start + tree.num_leaves])))
-            start += tree.num_leaves
+        ends = np.cumsum([t.num_leaves for t in self.trees]).tolist()
+        out = [tree_unflatten(t, values[end - t.num_leaves : end]) for t, end in zip(self.trees, ends)]
         return out[0] if self.single else tuple(out)
 
 
-def argument_names(fn: Callable, count: int) -> list[str]:
-    """Human-readable names of the first ``count`` positional arguments of ``fn``."""
+def argument_name(fn: Callable, k: int) -> str:
     try:
-        params = [
-            p.name
-            for p in inspect.signature(fn).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
+        parameters = inspect.signature(fn).parameters.values()
+        params = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     except (TypeError, ValueError):
         params = []
-    return [repr(params[i]) if i < len(params) else f"#{i}" for i in range(count)]
+    return repr(params[k]) if k < len(params) else f"#{k}"
 
 
 def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[int, ...]) -> Selection:
-    """Flatten ``args`` and check that ``argnums`` (negative: from the end) names floating-point
-    arguments."""
+    """Flatten ``args``; ``argnums`` (negative: from the end) must name floating-point ones."""
     indices = (argnums,) if isinstance(argnums, int) else argnums
-    names = argument_names(fn, len(args))
     for k in indices:
         if not -len(args) <= k < len(args):
             raise ArgumentIndexError(
@@ -157,11 +121,8 @@ def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[i
                 f"with {len(args)} positional argument(s)."
             )
     indices = tuple(k % len(args) for k in indices)
-    flat_args: list[Any] = []
-    starts = []
-    for a in args:
-        starts.append(len(flat_args))
-        flat_args.extend(tree_flatten(a)[0])
+    flat_args = tree_flatten(args)[0]
+    starts = np.cumsum([0, *(tree_structure(a).num_leaves for a in args)]).tolist()
     requested, trees = [], []
     for k in indices:
         tree = tree_structure(args[k])
@@ -170,8 +131,8 @@ def select_arguments(api: str, fn: Callable, args: tuple, argnums: int | tuple[i
             if not jnp.issubdtype(aval.dtype, jnp.inexact):
                 raise DifferentiationError(
                     f"{api} only supports differentiation on floating-point arguments: argument "
-                    f"{names[k]} of {function_name(fn)} is {aval.str_short()} (complex ones can be "
-                    "differentiated too). Leave it out of argnums."
+                    f"{argument_name(fn, k)} of {function_name(fn)} is {aval.str_short()} "
+                    "(complex ones can be differentiated too). Leave it out of argnums."
                 )
             requested.append(starts[k] + j)
         trees.append(tree)
@@ -191,11 +152,6 @@ class TracedFunction:
     @property
     def result_avals(self) -> list[Any]:
         return [v.aval for v in self.body.jaxpr.outvars[self.body.nimplicit_out :]]
-
-    @property
-    def wrt_avals(self) -> list[Any]:
-        invars = self.body.jaxpr.invars
-        return [invars[self.body.nconsts + k].aval for k in self.selection.wrt]
 
     def check_differentiable_results(self) -> None:
         for k, aval in enumerate(self.result_avals):
@@ -222,27 +178,14 @@ class TracedFunction:
             )
 
 
-
-def differentiate(
-    api: str,
-    fn: Callable,
-    args: tuple,
-    argnums: int | tuple[int, ...],
-    transform: str,
-    options: Options,
-    operands_for: Callable[[TracedFunction], Sequence[Any]] = lambda traced: (),
-    kwargs: dict | None = None,
-) -> tuple[TracedFunction, list[Any]]:
-    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the
-    ``differentiate`` equation (the design documents' ``bindNested``). ``operands_for(traced)``
-    checks the traced function and returns the tangents or cotangents the transformation takes.
-    Returns the traced function and the equation's explicit results. QNodes that ``fn`` calls
-    check their ``diff_method`` against ``options.method`` (see
-    :mod:`catalyst_lite.quantum.gradients`).
-
-    As in ``jax.grad``, ``argnums`` are positions among ``args``; keyword arguments bind by name
-    and are not differentiated (values of the enclosing program among them are captured).
-    """
+def differentiate(api: str, fn: Callable, args: tuple, transform: str, options: Options,
+                  operands_for: Callable[[TracedFunction], Sequence[Any]], kwargs: dict | None = None
+                  ) -> tuple[TracedFunction, list[Any]]:
+    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the ``differentiate``
+    equation (``bindNested``): the traced function and the equation's explicit results.
+    ``operands_for(traced)`` checks it and returns the tangents or cotangents; called QNodes check
+    their ``diff_method``; keyword arguments are not differentiated (as in ``jax.grad``)."""
+    argnums = 0 if options.argnums is None else options.argnums
     selection = select_arguments(api, fn, args, argnums)
     in_tree = tree_structure(args)
     trees: list[PyTreeDef] = []
@@ -260,16 +203,9 @@ def differentiate(
         if options.method == "auto":
             _check_callbacks_have_derivatives(body, selection.wrt)
         extra = list(operands_for(traced[-1]))
-        params = dict(
-            fn_jaxpr=ClosedJaxpr(body.jaxpr, ()),
-            nconsts=body.nconsts,
-            nargs=len(explicit),
-            nimplicit_out=body.nimplicit_out,
-            wrt=selection.wrt,
-            transform=transform,
-            method=options.method,
-            h=options.h,
-        )
+        params = dict(fn_jaxpr=ClosedJaxpr(body.jaxpr, ()), nconsts=body.nconsts, nargs=len(explicit),
+                      nimplicit_out=body.nimplicit_out, wrt=selection.wrt, transform=transform,
+                      method=options.method, h=options.h)
         return Equation([*body.consts, *explicit, *extra], params, body.nimplicit_out)
 
     spec = NestedSpec(differentiate_p, equation, ExpansionStrategy(preserve_dimensions=True))
@@ -279,12 +215,9 @@ def differentiate(
 
 
 def _check_callbacks_have_derivatives(body: NestedBody, wrt: tuple[int, ...]) -> None:
-    """A pure callback without ``.fwd``/``.bwd`` that the derivative goes through: Catalyst's
-    error while tracing (as its compiler fails before the program runs), not when the derivative
-    is first computed. Callbacks inside loops and conditionals are checked then."""
-    marked = [False] * len(body.jaxpr.invars)
-    for k in wrt:
-        marked[body.nconsts + k] = True
+    """A pure callback without ``.fwd``/``.bwd`` on the derivative's path: Catalyst's error while
+    tracing (those inside loops and conditionals: when the derivative is computed)."""
+    marked = [k - body.nconsts in wrt for k in range(len(body.jaxpr.invars))]
     found = first_differentiated(
         body.jaxpr, marked, lambda eqn: eqn.primitive is host_callback_p and eqn.params["call"].underived
     )
@@ -292,13 +225,8 @@ def _check_callbacks_have_derivatives(body: NestedBody, wrt: tuple[int, ...]) ->
         raise found.params["call"].no_derivative_error()
 
 
-# --- types ---------------------------------------------------------------------------------------
-
-
 def _result_avals(params: dict[str, Any]) -> list[Any]:
-    """The equation's explicit results, typed inside ``fn_jaxpr``: the function's results and
-    their tangents (``jvp``), its results and the cotangents of the arguments in ``wrt``
-    (``vjp``), or one Jacobian block per result and argument (``jacobian``)."""
+    """The equation's explicit results, typed inside ``fn_jaxpr`` (see the module docstring)."""
     fn, n = params["fn_jaxpr"].jaxpr, params["nimplicit_out"]
     results = [v.aval for v in fn.outvars[n:]]
     wrt = [fn.invars[params["nconsts"] + k].aval for k in params["wrt"]]
@@ -314,15 +242,13 @@ def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
 
 
 def _output_type(params: dict[str, Any], same_operand: Any = None) -> tuple:
-    """The function's implicit results, then :func:`_result_avals`: a size that is an input of
-    the function is the operand that feeds it, so results share sizes with the enclosing program."""
+    """The implicit results, then :func:`_result_avals`, sized by the operands feeding the function."""
     fn, n = params["fn_jaxpr"].jaxpr, params["nimplicit_out"]
     return output_type_of(_result_avals(params), fn.outvars[:n], {v: k for k, v in enumerate(fn.invars)})
 
 
 def _check(atoms: list[Any], params: dict[str, Any]) -> None:
-    """The function takes the constants and arguments; the extra operands are one tangent per
-    differentiated argument (``jvp``) or one cotangent per result (``vjp``)."""
+    """The function's operands, then one tangent per ``wrt`` argument or one cotangent per result."""
     fn, ninputs = params["fn_jaxpr"].jaxpr, params["nconsts"] + params["nargs"]
     check_nested(fn, atoms[:ninputs], f"differentiate ({params['transform']})")
     nresults = len(fn.outvars) - params["nimplicit_out"]
@@ -332,16 +258,10 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
                              f"{len(atoms) - ninputs} extra operands (expected {expected})")
 
 
-# --- user API ------------------------------------------------------------------------------------
-
-
 class _Transformed:
-    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``.
-
-    Inside qjit it emits a ``differentiate`` equation. Outside, it computes what its JAX
-    counterpart (``jax.grad``...) would, as Catalyst does there: exact derivatives, whatever the
-    ``method`` (it compiles itself with qjit once, so that ``fn`` may use catalyst_lite).
-    """
+    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``. Inside qjit
+    it emits a ``differentiate`` equation; outside, as Catalyst, it computes what ``jax.grad``...
+    would (exact derivatives, whatever the ``method``), compiled with qjit once."""
 
     def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
         if not callable(fn):  # jax.grad rejects it too (a TypeError)
@@ -349,16 +269,13 @@ class _Transformed:
                 f"Non-differentiable object passed to {kind}: {fn!r} is not a function ({kind} "
                 "takes the function to differentiate)."
             )
-        self.fn = uncompiled(fn)
-        self.kind = kind
-        self.options = options
+        self.fn, self.kind, self.options = uncompiled(fn), kind, options
         self.as_jax = as_jax  # outside qjit: JAX's rules (a gradient needs a bare scalar result)
         self.__name__ = self.__qualname__ = f"{kind}({function_name(self.fn)})"
         self.__doc__ = getattr(self.fn, "__doc__", None)
-        try:  # fn's parameters, as Catalyst's wrappers show them: qjit(grad(f)) binds and reads
-            self.__signature__ = inspect.signature(self.fn)  # f's annotations and static_argnames
-        except (TypeError, ValueError):
-            pass
+        # fn's parameters, as Catalyst's wrappers show them: qjit(grad(f)) binds and reads f's
+        with contextlib.suppress(TypeError, ValueError):  # annotations and static_argnames
+            self.__signature__ = inspect.signature(self.fn)
         self._compiled: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -373,46 +290,28 @@ class _Transformed:
                     _Transformed(self.fn, self.kind, replace(self.options, method="auto"), as_jax=True)
                 )
             return self._compiled(*args, **kwargs)
-        argnums = 0 if self.options.argnums is None else self.options.argnums
         if self.kind == "jacobian":
-            return _jacobian(self.__name__, self.fn, args, argnums, self.options, kwargs)
-        value, grads = _value_and_grad(self.__name__, self.fn, args, argnums, self.options, kwargs, self.as_jax)
+            traced, blocks = differentiate(self.__name__, self.fn, args, "jacobian", self.options,
+                                           lambda traced: traced.check_differentiable_results() or [], kwargs)
+            n, m = len(traced.selection.wrt), len(traced.result_avals)
+            per_result = [traced.selection.unflatten(blocks[i * n : (i + 1) * n]) for i in range(m)]
+            return tree_unflatten(traced.out_tree, per_result)
+
+        def seed(traced: TracedFunction) -> list[Any]:
+            """The cotangent 1 of the scalar result; in a container (``{"v": y}``), the gradient comes
+            in it, as Catalyst's inside qjit (``as_jax``: an error, as ``jax.grad`` raises)."""
+            traced.check_real_scalar_result()
+            if self.as_jax and not treedef_is_leaf(traced.out_tree):
+                raise DifferentiationError(
+                    f"{self.__name__}: Gradient only defined for scalar-output functions; the function "
+                    f"returns {traced.out_tree}. Return the scalar itself."
+                )
+            return [np.ones((), traced.result_avals[0].dtype)]
+
+        traced, outs = differentiate(self.__name__, self.fn, args, "vjp", self.options, seed, kwargs)
+        value = tree_unflatten(traced.out_tree, outs[:1])
+        grads = tree_unflatten(traced.out_tree, [traced.selection.unflatten(outs[1:])])
         return (value, grads) if self.kind == "value_and_grad" else grads
-
-
-def _value_and_grad(
-    api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict, as_jax: bool = False
-) -> tuple[Any, Any]:
-    """``grad`` is a vector-Jacobian product with the cotangent 1 of the scalar result. A result
-    that is a container of one scalar (``(y,)``, ``{"v": y}``) gives the gradient in that
-    container, as Catalyst does inside qjit (``{"v": dy/dx}``); ``as_jax``: an error, as
-    ``jax.grad`` (and so Catalyst outside qjit) raises."""
-
-    def seed(traced: TracedFunction) -> list[Any]:
-        traced.check_real_scalar_result()
-        if as_jax and not treedef_is_leaf(traced.out_tree):
-            raise DifferentiationError(
-                f"{api}: Gradient only defined for scalar-output functions; the function returns "
-                f"{traced.out_tree}. Return the scalar itself."
-            )
-        return [np.ones((), traced.result_avals[0].dtype)]
-
-    traced, outs = differentiate(api, fn, args, argnums, "vjp", options, seed, kwargs)
-    grads = traced.selection.unflatten(outs[1:])
-    return tree_unflatten(traced.out_tree, outs[:1]), tree_unflatten(traced.out_tree, [grads])
-
-
-def _jacobian(api: str, fn: Callable, args: tuple, argnums: Any, options: Options, kwargs: dict) -> Any:
-    def check(traced: TracedFunction) -> list[Any]:
-        traced.check_differentiable_results()
-        return []
-
-    traced, blocks = differentiate(api, fn, args, argnums, "jacobian", options, check, kwargs)
-    results, wrt = traced.result_avals, traced.wrt_avals
-    per_result = [
-        traced.selection.unflatten(blocks[i * len(wrt) : (i + 1) * len(wrt)]) for i in range(len(results))
-    ]
-    return tree_unflatten(traced.out_tree, per_result)
 
 
 def _transformation(fn: Callable | None, kind: str, options: Options) -> Any:
@@ -462,9 +361,7 @@ def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float 
 
 
 def _pennylane(transform: str) -> Callable:
-    """``qml.<transform>``: while PennyLane captures the program (``qjit(capture=True)``) a
-    derivative must be its primitive, which ``catalyst_lite.capture`` compiles with the functions
-    here (PennyLane is imported by programs that use it only)."""
+    """``qml.<transform>``, whose primitive ``catalyst_lite.capture`` compiles with the functions here."""
     return getattr(importlib.import_module("pennylane"), transform)
 
 
@@ -476,11 +373,11 @@ def _params_tuple(api: str, params: Any, what: str) -> tuple:
     return tuple(params)
 
 
-def _compiled_call(transform: Callable, fn: Callable, params: tuple, rest: Any) -> Any:
-    """Outside qjit: ``transform(fn, params, rest)`` as its JAX counterpart computes it (Catalyst
-    calls ``jax.jvp``/``jax.vjp`` there, whatever ``method`` and ``argnums`` say): exact
-    derivatives with respect to every argument. Compiled with qjit, so that ``fn`` may use
-    catalyst_lite."""
+def _outside_qjit(transform: Callable, fn: Callable, params: tuple, rest: Any, options: dict) -> Any:
+    """Outside qjit: ``qml.<transform>`` while PennyLane captures; otherwise, as Catalyst, what
+    ``jax.<transform>`` computes whatever ``options`` say (every argument), compiled with qjit."""
+    if pennylane_capture_enabled():
+        return _pennylane(transform.__name__)(fn, params, rest, **options)
     argnums = tuple(range(len(params)))
 
     def entry(values, rest):  # unannotated: qjit traces annotated functions ahead of time
@@ -491,10 +388,9 @@ def _compiled_call(transform: Callable, fn: Callable, params: tuple, rest: Any) 
 
 
 def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:
-    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape, as
-    Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape a ``ValueError``.
-    (A symbolic size of a result is the nested function's own variable: only its rank and known
-    sizes are compared; the evaluation at concrete sizes checks the rest.)"""
+    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape (known
+    sizes only), as Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape
+    a ``ValueError``."""
     count_phrase, dtype_phrase, shape_phrase = _CATALYST_PHRASES[what]
     if len(flat) != len(avals):
         raise ArgumentTypeError(
@@ -546,23 +442,23 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     (9.0, 6.0)
     """
     params, tangents = _params_tuple("jvp", params, "params"), _params_tuple("jvp", tangents, "tangents")
-    if not is_tracing() and pennylane_capture_enabled():
-        return _pennylane("jvp")(f, params, tangents, method=method, h=h, argnums=argnums)
     if not is_tracing():
-        return _compiled_call(jvp, f, params, tangents)
+        return _outside_qjit(jvp, f, params, tangents, dict(method=method, h=h, argnums=argnums))
     options = Options.checked("jvp", method, h, argnums)
 
     def flat_tangents(traced: TracedFunction) -> list[Any]:
         traced.check_differentiable_results()
-        if len(traced.selection.leaves) != len(traced.selection.wrt):
-            raise ArgumentValueError(f"{traced.api}: argnums={argnums!r} names an argument twice; name each once.")
+        selection = traced.selection
+        if len(selection.leaves) != len(selection.wrt):
+            raise ArgumentValueError(
+                f"{traced.api}: argnums={options.argnums!r} names an argument twice; name each once."
+            )
         flat = tree_flatten(tangents)[0]
-        wrt_avals = [get_aval(traced.selection.flat_args[k]) for k in traced.selection.wrt]  # the caller's sizes
+        wrt_avals = [get_aval(selection.flat_args[k]) for k in selection.wrt]  # the caller's sizes
         _check_like(traced.api, "tangents", flat, wrt_avals, "differentiated arguments")
         return flat
 
-    argnums = 0 if options.argnums is None else options.argnums
-    traced, outs = differentiate(f"jvp({function_name(f)})", f, params, argnums, "jvp", options, flat_tangents)
+    traced, outs = differentiate(f"jvp({function_name(f)})", f, params, "jvp", options, flat_tangents)
     n = len(traced.result_avals)
     return tree_unflatten(traced.out_tree, outs[:n]), tree_unflatten(traced.out_tree, outs[n:])
 
@@ -584,10 +480,8 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     6.0
     """
     params = _params_tuple("vjp", params, "params")
-    if not is_tracing() and pennylane_capture_enabled():
-        return _pennylane("vjp")(f, params, cotangents, method=method, h=h, argnums=argnums)
     if not is_tracing():
-        return _compiled_call(vjp, f, params, cotangents)
+        return _outside_qjit(vjp, f, params, cotangents, dict(method=method, h=h, argnums=argnums))
     options = Options.checked("vjp", method, h, argnums)
 
     def flat_cotangents(traced: TracedFunction) -> list[Any]:
@@ -596,16 +490,14 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
         _check_like(traced.api, "cotangents", flat, traced.result_avals, "results")
         return flat
 
-    argnums = 0 if options.argnums is None else options.argnums
-    traced, outs = differentiate(f"vjp({function_name(f)})", f, params, argnums, "vjp", options, flat_cotangents)
+    traced, outs = differentiate(f"vjp({function_name(f)})", f, params, "vjp", options, flat_cotangents)
     n = len(traced.result_avals)
     return tree_unflatten(traced.out_tree, outs[:n]), traced.selection.unflatten(outs[n:])
 
 
 def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
-    """The cotangents of ``fn``'s inputs at ``points``, taken when the program is specialized:
-    how JAX's reverse mode transposes an equation it cannot transpose itself (a ``for_loop``
-    whose trip count is traced), as ``catalyst_lite.grad`` would differentiate it."""
+    """The cotangents of ``fn``'s inputs at ``points``, taken at specialization: how JAX's reverse
+    mode transposes an equation it cannot (a ``for_loop`` whose trip count is traced)."""
     _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
     return list(cts)
 
@@ -613,15 +505,9 @@ def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> lis
 deferred_vjp.append(_deferred_vjp)
 
 
-# --- specialization rules ------------------------------------------------------------------------
-
-
 class SpecializedFunction:
-    """The differentiated function at concrete sizes: ``f(*wrt_values) -> results``.
-
-    It evaluates the nested jaxpr with the non-differentiated inputs fixed, and remembers the
-    implicit result sizes of its last evaluation (Python ints: they are sizes, not values).
-    """
+    """The differentiated function at concrete sizes, ``f(*wrt_values) -> results``, the other
+    inputs fixed; it remembers the implicit result sizes of its last evaluation (Python ints)."""
 
     def __init__(self, jaxpr: Any, inputs: Sequence[Any], positions: Sequence[int], nimplicit: int, mode: Mode):
         self.jaxpr, self.inputs, self.positions = jaxpr, list(inputs), list(positions)
@@ -632,19 +518,17 @@ class SpecializedFunction:
         values = list(self.inputs)
         for position, v in zip(self.positions, wrt_values):
             values[position] = v
-        if self.mode is Mode.STAGED:
+        staged = self.mode is Mode.STAGED
+        if staged:
             outs = eval_jaxpr(self.jaxpr, values, self.mode)
         else:  # compiled per size signature, split around its host steps if it has any
             outs = runner_for(self.jaxpr, "differentiated function")(*values)
-        to_int = to_dim if self.mode is Mode.STAGED else int
-        self.implicit_dims = [to_int(d) for d in outs[: self.nimplicit]]
+        self.implicit_dims = [(to_dim if staged else int)(d) for d in outs[: self.nimplicit]]
         # Arrays of the results' types: a result that is a literal of the jaxpr, or an input
         # passed through a loop that does not run, is a Python number on JAX 0.7.1.
         avals = [v.aval for v in self.jaxpr.outvars[self.nimplicit :]]
-        return [
-            jnp.asarray(o, a.dtype) if isinstance(o, (int, float, complex)) else o
-            for o, a in zip(outs[self.nimplicit :], avals)
-        ]
+        return [jnp.asarray(o, a.dtype) if isinstance(o, (int, float, complex)) else o
+                for o, a in zip(outs[self.nimplicit :], avals)]
 
 
 def _jvp_auto(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
@@ -667,19 +551,16 @@ def _jacobian_auto(f: SpecializedFunction, primals: list[Any], _: list[Any], h: 
 
 
 def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any]:
-    """``[stack of fn(row)[k] over rows for each k]``: ``lax.map`` inside one XLA program; a
-    Python loop when host-driven (the rows may need their own sizes or Python-driven loops)."""
+    """``lax.map(fn, rows)`` staged; a Python loop when host-driven (rows may need their own sizes)."""
     if mode is Mode.STAGED:
         return list(lax.map(fn, rows))
     return [jnp.stack(column) for column in zip(*(fn(row) for row in rows))]
 
 
-# Forward finite differences, as Catalyst computes them: the Jacobian column by column, one
-# difference ``(f(x + h e_k) - f(x)) / h`` per scalar input; jvp and vjp contract it with the
-# tangents or cotangents (a single difference along the whole tangent would add cross terms of
-# order ``h``). ``f(x)`` is evaluated as the first row of the same mapped evaluation as the shifted
-# points (a shift of 0), so that both are rounded alike: a result that does not depend on a
-# shifted input then has a difference of exactly 0, not a rounding error divided by ``h``.
+# Forward finite differences, as Catalyst computes them: the Jacobian column by column, one difference
+# ``(f(x + h e_k) - f(x)) / h`` per scalar input, that jvp and vjp contract (one difference along the
+# tangent would add terms of order ``h``). ``f(x)`` is the first row (a shift of 0) of the mapped
+# evaluation, rounded as the shifted points are: an independent result's difference is exactly 0.
 
 
 def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> tuple[list[Any], list[list[Any]]]:
@@ -735,8 +616,6 @@ TRANSFORMS: dict[tuple[str, str], Callable[..., list[Any]]] = {
 
 
 def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
-    """The specialization rule of ``differentiate`` in ``mode``."""
-
     def rule(invals: list[Any], params: dict[str, Any]) -> list[Any]:
         ninputs = params["nconsts"] + params["nargs"]
         inputs, extra = invals[:ninputs], invals[ninputs:]
@@ -751,31 +630,17 @@ def _rule(mode: Mode) -> Callable[[list[Any], dict[str, Any]], list[Any]]:
     return rule
 
 
-def _dimension_operands(params: dict[str, Any]) -> set[int]:
-    """The operands feeding the body are its inputs in order, so the body's size inputs are ours."""
-    return set(dimension_inputs(params["fn_jaxpr"].jaxpr))
-
-
-# --- lowering ------------------------------------------------------------------------------------
-# `.mlir` shows the dynamic program, where derivatives do not exist yet (they are taken at
-# specialization): the equation is one opaque `stablehlo.custom_call @catalyst_lite.<transform>`
-# whose operands and results are the equation's, with its options in `backend_config`.
-
-
-def _lower(ctx: Any, *operands: Any, fn_jaxpr: Any, nconsts: int, nargs: int, nimplicit_out: int,
-           wrt: tuple[int, ...], transform: str, method: str, h: float) -> list[Any]:
-    """StableHLO of ``differentiate``: an opaque call naming the transformation."""
-    del fn_jaxpr, nconsts, nargs, nimplicit_out  # reflected in the operands and result types
+def _lower(ctx: Any, *operands: Any, wrt: tuple, transform: str, method: str, h: float, **_: Any) -> list:
+    """StableHLO (in ``.mlir``, where derivatives do not exist yet): an opaque ``stablehlo.custom_call
+    @catalyst_lite.<transform>`` of the equation's operands and results, options in ``backend_config``."""
     return opaque_call(ctx, transform, operands, f"method={method} h={h} wrt={list(wrt)}")
 
 
-# --- registration --------------------------------------------------------------------------------
 # A derivative is taken when the equation is specialized (the sizes known), and so are its own
 # derivatives and its batched version: JAX transforms the specialization. With symbolic sizes
 # (inside a qjit program), nest catalyst_lite's transformations instead.
-
 register_nested_primitive(differentiate_p, PrimitiveSpec(
     output_type=_output_type, feeds=_feeds, check=_check, staged=_rule(Mode.STAGED), host=_rule(Mode.HOST),
-    dimension_operands=_dimension_operands, lowering=_lower,
+    dimension_operands=lambda params: set(dimension_inputs(params["fn_jaxpr"].jaxpr)), lowering=_lower,
     compiled_lowering=lambda *operands, **params: _rule(Mode.STAGED)(list(operands), params),
 ))

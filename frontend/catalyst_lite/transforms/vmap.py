@@ -6,14 +6,6 @@ outputs' types), so it works for anything ``fn`` contains and the batch size may
 batch split over devices runs in ``jax.shard_map``, each device over its own rows
 (docs/scaling.md). Outside qjit it compiles itself with qjit once; under PennyLane's capture the
 loop is ``qml.for_loop``.
-
->>> import jax.numpy as jnp
->>> from catalyst_lite import qjit, vmap
->>> @qjit
-... def row_norms(x):
-...     return vmap(lambda row: jnp.sqrt(jnp.sum(row ** 2)))(x)
->>> row_norms(jnp.array([[3.0, 4.0], [6.0, 8.0]])).tolist()
-[5.0, 10.0]
 """
 
 from __future__ import annotations
@@ -48,12 +40,11 @@ def _axis_leaves(spec: Any) -> list[Any]:
 
 
 def _check_axes_spec(name: str, spec: Any, containers: tuple[type, ...]) -> None:
-    """An int, ``None``, or a container (``in_axes``: a tuple, one entry per positional argument)
-    of pytrees of ints and ``None``."""
-    if _is_axis_spec(spec) or (isinstance(spec, containers) and all(map(_is_axis_spec, _axis_leaves(spec)))):
+    """An int, ``None``, or a container (``in_axes``: a tuple) of pytrees of ints and ``None``."""
+    leaves_ok = all(map(_is_axis_spec, _axis_leaves(spec)))
+    if _is_axis_spec(spec) or (isinstance(spec, containers) and leaves_ok):
         return
     # Catalyst's phrase: about the leaves if one is not an int, else about the container
-    leaves_ok = all(map(_is_axis_spec, _axis_leaves(spec)))
     catalyst = f"match the {_MATCHED[name]}" if leaves_ok else f"a tuple of {_LEAVES[name]} with integer leaves"
     raise ArgumentValueError(
         f"Invalid '{name}'; it must be an int or {catalyst}: vmap's {name} must be an int, None, or a {' or '.join(c.__name__ for c in containers)} "
@@ -93,23 +84,13 @@ def _normalized_axis(axis: int, ndim: int, what: str) -> int:
 
 
 def _argument_axis(k: int, axis: int, x: Any) -> int:
-    """The mapped axis of the ``k``-th flat argument ``x``, counted from 0."""
     ndim = jnp.ndim(x)
     return _normalized_axis(axis, ndim, f"argument {k}. The argument only has {ndim} dimensions")
 
 
-def _loop() -> Callable:
-    """Our ``for_loop``; PennyLane's while PennyLane captures the program (where ours is refused,
-    as Catalyst's is, and PennyLane's becomes ours when the captured program is compiled)."""
-    if pennylane_capture_enabled():
-        return importlib.import_module("pennylane").for_loop  # imported by programs that use it
-    return for_loop
-
-
 def _padded(x: Any, axis: int) -> Any:
     """``x`` with its batch axis first and one row of zeros after the batch: reading row ``i`` is
-    then valid code even for an empty batch (a size that may only be known at run time), whose
-    first "row" only gives the results' types and whose loop never runs."""
+    valid code even for an empty batch, whose first "row" only gives the results' types."""
     x = jnp.moveaxis(x, axis, 0)
     return jnp.concatenate([x, jnp.zeros((1, *jnp.shape(x)[1:]), x.dtype)])
 
@@ -128,8 +109,7 @@ class Vmapped:
         self.__name__ = self.__qualname__ = f"vmap({function_name(fn)})"
         self.__doc__ = getattr(fn, "__doc__", None)
         self.spmd_axis_name = spmd_axis_name
-        # qjit of the map, made on the first call outside qjit: one per sharding of the batch
-        self._compiled: dict[Any, Any] = {}
+        self._compiled: dict[Any, Any] = {}  # qjit of the map outside qjit, per sharding of the batch
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not is_tracing() and not pennylane_capture_enabled():
@@ -147,8 +127,7 @@ class Vmapped:
         """Outside qjit: the mesh and axis names of the first mapped argument whose batch axis is
         sharded by a ``NamedSharding`` (``spmd_axis_name``'s axes if given), else ``None``."""
         flat = tree_flatten((args, kwargs))[0]
-        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
-        for k, (x, a) in enumerate(zip(flat, axes + [0] * (len(flat) - len(axes)))):
+        for k, (x, a) in enumerate(zip(flat, self._flat_axes(args, flat))):
             sharding = getattr(x, "sharding", None)
             if a is None or not isinstance(sharding, NamedSharding):
                 continue
@@ -158,11 +137,14 @@ class Vmapped:
                 return sharding.mesh, names
         return None
 
+    def _flat_axes(self, args: tuple, flat: list[Any]) -> list[Any]:
+        """One axis per flat argument; keyword arguments are mapped over axis 0, as jax.vmap does."""
+        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
+        return axes + [0] * (len(flat) - len(axes))
+
     def _map(self, args: tuple, kwargs: dict, batch: tuple[Any, Any] | None = None) -> Any:
         flat, in_tree = tree_flatten((args, kwargs))
-        # Keyword arguments are mapped over their axis 0, as jax.vmap maps them.
-        axes = _per_leaf("in_axes", self.in_axes, args, "positional arguments")
-        axes += [0] * (len(flat) - len(axes))
+        axes = self._flat_axes(args, flat)
         flat = [jnp.asarray(x) for x in flat]
         axes = [None if a is None else _argument_axis(k, a, x) for k, (a, x) in enumerate(zip(axes, flat))]
         size = self._batch_size(flat, axes)
@@ -171,17 +153,17 @@ class Vmapped:
             stacked, first, out_tree = self._stacked(flat, axes, size, in_tree)
         else:  # each device maps its own rows: shard_map of the loop, no gather of the batch
             mesh, names = batch
-            found: list[Any] = []
+            trees: list[PyTreeDef] = []
 
             def local(*leaves: Any) -> list[Any]:
                 with context_scope(sharded_batch=True):
-                    stacked, first, tree = self._stacked(list(leaves), axes, size // _axis_size(mesh, names), in_tree)
-                found[:] = [first, tree]
+                    stacked, _, tree = self._stacked(list(leaves), axes, size // _axis_size(mesh, names), in_tree)
+                trees[:] = [tree]
                 return stacked
 
             specs = tuple(P() if a is None else P(*([None] * a), names) for a in axes)
             stacked = jax.shard_map(local, mesh=mesh, in_specs=specs, out_specs=P(names), check_vma=False)(*flat)
-            first, out_tree = found
+            (out_tree,) = trees
             first = [s[0] for s in stacked]  # out_axes=None: the first row (of the whole batch)
         out_axes = _per_leaf("out_axes", self.out_axes, tree_unflatten(out_tree, first), "results")
         outs = [
@@ -192,8 +174,7 @@ class Vmapped:
 
     def _stacked(self, flat: list[Any], axes: list[Any], size: Any, in_tree: PyTreeDef
                  ) -> tuple[list[Any], list[Any], PyTreeDef]:
-        """The loop over the batch: every result stacked along a new axis 0, the first slice's
-        results and the results' structure."""
+        """The loop over the batch: the results stacked (axis 0), the first slice's, their structure."""
         flat = [x if a is None else _padded(x, a) for x, a in zip(flat, axes)]
 
         def call_at(i: Any) -> tuple[list[Any], PyTreeDef]:
@@ -207,7 +188,10 @@ class Vmapped:
         # One spare row here too (row `size`, never written): writing row i is valid code at any size.
         stacked = tuple(jnp.broadcast_to(r, (size + 1, *jnp.shape(r))) for r in first)
 
-        @_loop()(1, size, 1)
+        # PennyLane's for_loop while PennyLane captures the program (ours is refused there)
+        loop = importlib.import_module("pennylane").for_loop if pennylane_capture_enabled() else for_loop
+
+        @loop(1, size, 1)
         def rows(i: Any, stacked: tuple) -> tuple:
             results, tree = call_at(i)
             if tree != out_tree:
@@ -246,8 +230,7 @@ class Vmapped:
 
 
 def _axis_size_phrase(axis_size: int, batch: Any) -> str:
-    """Catalyst's phrase for an ``axis_size`` it rejects too (zero, or beyond the mapped size);
-    one smaller than the mapped size, which Catalyst maps a prefix of, is ours (jax.vmap's)."""
+    """Catalyst's phrase for an ``axis_size`` it rejects too (zero, or beyond the mapped size)."""
     if axis_size == 0:
         return "Invalid batch size; it must be a non-zero integer, but got 0. "
     if isinstance(batch, int) and axis_size > batch:
@@ -283,11 +266,9 @@ def _axis_size(mesh: Any, names: Any) -> int:
 
 def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn_name: str
                   ) -> tuple[Any, Any] | None:
-    """The mesh and the mesh axes the batch is split over, or ``None`` for one loop over the whole
-    batch. Outside qjit, ``outside`` (read from the arguments); inside, ``spmd_axis_name`` (the
-    ``requested`` axes) or else the axes that shard dimension 0 of qjit's ``in_shardings``, with
-    the mesh of those shardings (or of ``jax.sharding.set_mesh``). A guess that does not match the
-    arguments' sharding is still correct: XLA then moves the rows to their devices."""
+    """The mesh and axes the batch is split over (``None``: one loop over it all): ``outside`` qjit;
+    inside, the ``requested`` axes or those that shard dimension 0 of qjit's ``in_shardings``, on
+    their mesh or ``set_mesh``'s (a wrong guess is still correct: XLA moves the rows)."""
     context = current_context()
     if context.sharded_batch:
         return None  # already one device's rows
@@ -303,10 +284,9 @@ def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn
         if names is None:
             return None
         wanted = set(names if isinstance(names, tuple) else (names,))
-        meshes = [m for m, _ in specs if m is not None and wanted <= set(m.axis_names)]
         context_mesh = jax.sharding.get_abstract_mesh()
-        mesh = meshes[0] if meshes else (
-            context_mesh if not context_mesh.empty and wanted <= set(context_mesh.axis_names) else None)
+        meshes = [*(m for m, _ in specs if m is not None), *([] if context_mesh.empty else [context_mesh])]
+        mesh = next((m for m in meshes if wanted <= set(m.axis_names)), None)
         if mesh is None:
             if requested is None:
                 return None
