@@ -156,3 +156,41 @@ def test_bad_axes_and_sizes_are_value_errors(name):
 def test_bad_in_axes_type(in_axes):
     with pytest.raises(ValueError, match="in_axes"):
         vmap(jnp.sum, in_axes=in_axes)
+
+
+def test_jax_vmap_of_control_flow_whose_predicate_differs_between_examples():
+    """Batching a function whose ``cond`` and ``while_loop`` predicates depend on the batched
+    value (our ``vmap`` inside qjit, ``jax.vmap`` of the qjit function and of its traced jaxpr):
+    each example takes its own branch and number of iterations, as with ``lax.cond``/``lax.while_loop``."""
+    from catalyst_lite import cond, dynamic_jaxprs, while_loop
+
+    def ours(x):
+        @cond(x > 0.5)
+        def branch():
+            return jnp.sin(x) * 2.0
+
+        @branch.otherwise
+        def branch():
+            return x - 1.0
+
+        @while_loop(lambda carry: carry[0] < x * 10.0)
+        def count(carry):
+            return carry[0] + 1.0, carry[1] * 1.5
+
+        return branch(), count((0.0, 1.0))
+
+    def reference(x):
+        y = jax.lax.cond(x > 0.5, lambda: jnp.sin(x) * 2.0, lambda: x - 1.0)
+        z = jax.lax.while_loop(lambda c: c[0] < x * 10.0, lambda c: (c[0] + 1.0, c[1] * 1.5), (0.0, 1.0))
+        return y, z
+
+    xs = jnp.array([0.1, 0.7, 0.25, 0.9, 0.5])
+    want = jax.tree.leaves(jax.vmap(reference)(xs))
+    program = qjit(ours)
+    program(xs[0])
+    closed = program.jaxpr
+    with dynamic_jaxprs():
+        from_jaxpr = jax.vmap(lambda x: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, x))(xs)
+    for got_all in (qjit(vmap(ours))(xs), jax.vmap(program)(xs), from_jaxpr):
+        for got, expected in zip(jax.tree.leaves(got_all), want):
+            np.testing.assert_allclose(got, expected, rtol=1e-12)
