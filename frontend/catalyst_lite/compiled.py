@@ -48,13 +48,11 @@ from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
 from .compiler.assumptions import ProgramFamily, SignatureTrace, SizeInputs
-from .compiler.executable import call_from_transformation
-from .compiler.executable import Executable, FastCall, register_function_compiler
+from .compiler.executable import Executable, FastCall, call_from_transformation, register_function_compiler
 from .compiler.inspection import FunctionInfo
-from .compiler.lowering import program_to_mlir
+from .compiler.lowering import Workspace, program_to_mlir
 from .compiler.options import DEFAULT_CACHE_SIZE, ExecutableCache, RunnerOptions
-from .compiler.specialize import NeedsHost
-from .compiler.lowering import Workspace
+from .compiler.specialize import NeedsHost, is_size_type
 from .jax_extras.requirements import BrokenRequirement
 from .jax_extras.size_expressions import UnknownSize
 from .reporting import Reporter
@@ -351,8 +349,7 @@ class QJIT:
         """The programs of a signature (``key``), made if there are none yet."""
         family = self._programs.get(key)
         if family is None:
-            # The flat arguments that can set sizes: signed integer scalars.
-            sizing = [s.shape == () and jax.dtypes.issubdtype(s.dtype, np.signedinteger) for s in specs]
+            sizing = [is_size_type(s.shape, s.dtype) for s in specs]  # the arguments that can set sizes
             inputs = SizeInputs.of(*dimension_sources(axes), names, sizing)
             with self._lock:
                 family = self._programs.get(key)

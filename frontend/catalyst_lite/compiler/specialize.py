@@ -91,11 +91,15 @@ def any_traced(values: Sequence[Any]) -> bool:
     return any(isinstance(x, Tracer) for x in values)
 
 
-def is_int_scalar(v: Any) -> bool:
+def is_size_type(shape: Sequence[Any], dtype: Any) -> bool:
     """A signed integer scalar: what sizes are (unsigned ones are bits, such as a PRNG key's)."""
-    aval = v.aval
     # `jax.dtypes.issubdtype`: a PRNG key's extended dtype is not a NumPy one.
-    return not aval.shape and jax.dtypes.issubdtype(aval.dtype, np.signedinteger)
+    return not shape and jax.dtypes.issubdtype(dtype, np.signedinteger)
+
+
+def is_int_scalar(v: Any) -> bool:
+    """A variable of :func:`is_size_type`."""
+    return is_size_type(v.aval.shape, v.aval.dtype)
 
 
 def _is_index_scalar(v: Any) -> bool:
