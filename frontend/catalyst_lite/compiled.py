@@ -239,10 +239,8 @@ class QJIT:
                 raise filtered(error)  # noqa: B904 (the user's frames first, as for a call)
 
     def _forget_programs(self) -> None:
-        # The programs traced for each signature (each valid where its facts hold); the same
-        # families by (names, structure, static values), in the order made: what a call may be
-        # promoted to (see _promoted); validated calls by _call_key (see __call__); whether every
-        # call so far only ran in Python (calls then skip the dispatcher; None: no call yet).
+        # Programs by signature; families by (names, structure, static values), for _promoted;
+        # validated calls by _call_key; whether every call only ran in Python (None: no call yet).
         self._programs: dict[Hashable, ProgramFamily] = {}
         self._promotable: dict[Hashable, list[tuple[tuple, ProgramFamily]]] = {}
         self._validated_calls: dict[tuple, _RepeatedCall] = {}
@@ -252,16 +250,13 @@ class QJIT:
     # --- tracing -----------------------------------------------------------------------------
 
     def _trace_generic(self, call: CallArguments) -> None:
-        """Trace the generic program of this call's signature now (ahead of time)."""
         _, family, trace, *_ = self._signature_of(call)
         self._last = family.generic(trace)
         self._keep_intermediate(self._last)
 
     def _signature_of(self, call: CallArguments, mismatch: Exception | None = None
                       ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
-        """The call (promoted, see :meth:`_promoted`), its signature's programs, how it is traced,
-        and its flat arguments, their axes and names. ``mismatch``: why the call does not fit the
-        type annotations, for Catalyst's warning when its signature is then traced."""
+        """The call (promoted), its programs, how it is traced, its flat arguments, axes and names."""
         tree, specs, leaves, axes = self.layout.leaf_specs(call)
         names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
         _check_int64(self.name, names, leaves)  # before promotion would make a float of it
@@ -282,10 +277,7 @@ class QJIT:
         return call, family, trace, leaves, axes, names
 
     def _promoted(self, key: tuple, leaves: list[Any]) -> tuple[ProgramFamily, list[LeafSpec], list[Any]] | None:
-        """Catalyst's promotion: the programs, leaf specs and converted leaves of the most recent
-        signature of the same structure and static arguments that the call's leaves promote to
-        (:func:`.signature.promoted_leaves`); ``None`` if none (or tracers: they meet the program
-        at its boundary)."""
+        """Catalyst's promotion to the latest signature the leaves promote to (not for tracers)."""
         if any(isinstance(x, Tracer) for x in leaves):
             return None
         dynamic_keys, tree, specs, static = key
@@ -297,8 +289,7 @@ class QJIT:
         return None
 
     def _annotation_call(self) -> CallArguments | None:
-        """Arguments standing for the type annotations when every parameter is positional and
-        annotated with a type: the function is then traced ahead of time, as Catalyst does."""
+        """Arguments standing for the annotations if every parameter has a type (traced ahead)."""
         binding = self.binding
         static = binding.static_names or binding.static_varargs
         if binding.signature is None or static or binding.static_argnums_error:
@@ -315,9 +306,7 @@ class QJIT:
         return binding.bind(examples, {})
 
     def _program_for(self, call: CallArguments) -> tuple[CallArguments, Executable, list[Any], list[str], list[int], list[int]]:
-        """The call as run (:meth:`_conformed`, :meth:`_promoted`), its program (traced if none
-        holds for its sizes), its flat arguments, their names, its abstracted axes' lengths and
-        the values of the program's implicit inputs."""
+        """The call as run, its program, flat arguments, their names, axis lengths, implicit values."""
         call, family, trace, leaves, axes, names = self._signature_of(*self._conformed(call))
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
@@ -332,8 +321,7 @@ class QJIT:
         return call, program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
-        """How this call's signature is traced: the function of its dynamic arguments, through
-        PennyLane's capture when ``capture`` says so."""
+        """How this call's signature is traced (through PennyLane's capture if ``capture`` says so)."""
         capture = None
         if uses_capture(self._capture):
             from .capture.program import captured_program  # imports PennyLane: only when used
@@ -346,7 +334,6 @@ class QJIT:
         )
 
     def _family_for(self, key: tuple, axes, names, specs) -> ProgramFamily:
-        """The programs of a signature (``key``), made if there are none yet."""
         family = self._programs.get(key)
         if family is None:
             sizing = [is_size_type(s.shape, s.dtype) for s in specs]  # the arguments that can set sizes
@@ -359,8 +346,7 @@ class QJIT:
         return family
 
     def _conformed(self, call: CallArguments) -> tuple[CallArguments, ArgumentTypeError | None]:
-        """The call converted to the type annotations (:func:`.signature.as_annotated`), and why
-        it does not fit them (``None`` if it does)."""
+        """The call converted to the type annotations, and why it does not fit them (or ``None``)."""
         if self._annotated is None:
             return call, None
         out = []
@@ -376,8 +362,7 @@ class QJIT:
     # --- calling -----------------------------------------------------------------------------
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        """``@qjit`` on a method binds ``obj`` first (``static_argnums=0`` makes it static); a
-        ``@staticmethod`` under the decorators is never bound."""
+        """``@qjit`` on a method binds ``obj`` first (not under a ``@staticmethod``)."""
         if instance is None or _wraps_staticmethod(self.original_function):
             return self
         return types.MethodType(self, instance)
@@ -410,10 +395,7 @@ class QJIT:
             raise filtered(callback_exception(error))  # noqa: B904
 
     def _python_call(self, args: tuple, kwargs: dict, static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
-        """A call the dispatcher cannot run by itself: its result, the dispatch data for later
-        calls of its argument types (or ``None``), and whether to come back to Python for them
-        (see :func:`.jax_extras.executables.dispatcher`). ``static``: the positions the calling
-        dispatcher takes by value."""
+        """A call the dispatcher cannot run: its result, dispatch data, whether to come back."""
         if is_tracing():  # inside another trace: inlined into it, as Catalyst does
             return self.user_function(*args, **kwargs), None, True
         # Only this path runs programs with callbacks: a callback failing on an XLA worker
@@ -440,17 +422,14 @@ class QJIT:
 
     def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
                        static: tuple[int, ...] | None = None) -> tuple[Any, bool]:
-        """The dispatch data of a call whose leaves are its arguments, and whether to ask again
-        at the next call of its argument types; for the dispatcher taking ``static`` by value."""
-        # A full cache's order of use decides evictions, and hits may be reported: Python sees
-        # those calls.
+        """The dispatch data of a call whose leaves are its arguments, and whether to ask again."""
+        # A full cache's order of use decides evictions, and hits may be reported: Python sees them.
         dispatchable = self._executable_options.cache.has_room() and not self._report.enabled
         if static is not None:
             data = repeated.fast.static_dispatch_data(leaves, static, result) if dispatchable else None
             return data, data is None
         if repeated.facts_hold is not None or repeated.fast.direct_consts is None:
-            # The program reads argument values or converts the leaves: Python runs every such
-            # call, without asking again.
+            # The program reads argument values or converts the leaves: Python runs such calls.
             if self._python_only is None:
                 self._python_only = True
             if dispatchable and self._static_dispatch is None:
@@ -464,9 +443,7 @@ class QJIT:
         return data, data is None
 
     def _make_static_dispatch(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any) -> None:
-        """Make the dispatcher of calls whose Python ints (at this call's positions) are static,
-        when it can run this call: the program reads no other argument's value, and its
-        executable for these values takes the other arguments as they are."""
+        """A dispatcher taking this call's Python ints by value, if it can run the call."""
         static = tuple(k for k, a in enumerate(args) if type(a) is int)
         if (not static or len(args) != len(leaves) or not repeated.reads <= set(static)
                 or repeated.fast.static_dispatch_data(leaves, static, result) is None):
@@ -502,8 +479,7 @@ class QJIT:
 
     @contextlib.contextmanager
     def _naming_size_arguments(self, executable, implicit, leaves, names):
-        """Re-raise a specialization error naming the arguments sizes come from, an unsupported
-        operation naming this function, a callback's exception as itself."""
+        """Errors of a run naming the arguments sizes come from, or this function."""
         thread_collector("callback_errors")  # made outside the run's scopes: callbacks find it
         try:
             yield
@@ -551,7 +527,6 @@ class QJIT:
         return None if self._last is None else self._workspaces.get(self._last)
 
     def _keep_intermediate(self, program: Executable) -> None:
-        """With ``keep_intermediate``, write a program (not inlined into another) to a workspace."""
         if not self.compile_options.keep_intermediate or inside_program_trace():
             return
         with self._lock:
@@ -716,8 +691,7 @@ class QJIT:
 
 
 def _python_calls(qjit: weakref.ref, static: tuple[int, ...] | None = None) -> tuple[Callable, Callable]:
-    """A function's call under ``jax.disable_jit()`` and its Python call path, for its dispatcher
-    (taking ``static`` by value), holding it weakly: the function owns its dispatchers."""
+    """A function's calls for its dispatcher, holding it weakly (it owns its dispatchers)."""
 
     def python_call(*args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
         return qjit()._python_call(args, kwargs, static)
@@ -731,8 +705,7 @@ def _forget_dispatch_data(dispatchers: list[Callable[..., Any]]) -> None:
 
 
 class _RepeatedCall:
-    """What a call of already-validated argument types runs (:class:`FastCall`), and a check of
-    the program's facts that read integer arguments (axis lengths are part of the key)."""
+    """What a call of validated argument types runs, and a check of the facts on its ints."""
 
     def __init__(self, executable: Executable, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]):
         self.fast = FastCall(executable, implicit, leaves)
@@ -766,8 +739,7 @@ def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
 
 
 def _call_key(args: tuple) -> tuple | None:
-    """What a call's validation depends on, when every argument is a number (by type only) or a
-    concrete array; ``None`` otherwise (the checked path every time)."""
+    """What a call's validation depends on, if every argument is a number or a concrete array."""
     key = []
     for a in args:
         kind = type(a)
@@ -803,7 +775,6 @@ def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
 
 
 def _wraps_staticmethod(fn: Any) -> bool:
-    """Whether ``fn`` or a function it wraps (``__wrapped__``) is a ``staticmethod``."""
     try:
         return isinstance(inspect.unwrap(fn, stop=lambda f: isinstance(f, staticmethod)), staticmethod)
     except ValueError:  # a cycle of __wrapped__
@@ -824,7 +795,6 @@ def _keyword_options(record: QJITOptions) -> dict[str, Any]:
 
 
 def _is_int_scalar(x: Any) -> bool:
-    """A known integer scalar (an argument that may set sizes)."""
     integer = np.ndim(x) == 0 and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)
     return integer and is_concrete_value(x)
 
