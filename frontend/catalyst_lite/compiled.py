@@ -257,8 +257,7 @@ class QJIT:
     def _signature_of(self, call: CallArguments, mismatch: Exception | None = None
                       ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
         """The call (promoted), its programs, how it is traced, its flat arguments, axes and names."""
-        tree, specs, leaves, axes = self.layout.leaf_specs(call)
-        names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
+        tree, specs, leaves, axes, names = self.layout.leaf_specs(call)
         _check_int64(self.name, names, leaves)  # before promotion would make a float of it
         key = (call.dynamic_keys, tree, tuple(specs), call.static)
         family = self._programs.get(key)

@@ -1,9 +1,5 @@
-"""A compiled function's signature: how a call binds to its parameters (:class:`CallBinding`, as
-Python binds it; left-out parameters get their defaults from Python, untraced, as with ``jax.jit``),
-what their type annotations ask for (Catalyst's ahead-of-time tracing, :func:`example_of`), and
-the arguments as traced (:class:`ArgumentLayout`: pytree leaves and abstracted axes). A function
-is traced again only when its signature changes: its dynamic arguments' structure, dtypes, ranks,
-non-abstracted sizes and its static arguments' values.
+"""A compiled function's signature: how a call binds to its parameters (:class:`CallBinding`), what
+their type annotations ask for (:func:`example_of`), and the arguments as traced (:class:`ArgumentLayout`).
 
 >>> binding = CallBinding(lambda x, *, scale=2.0, mode="sum": x, static_argnames="mode")
 >>> call = binding.bind((1.0,), {"mode": "max"})
@@ -91,12 +87,8 @@ class CallArguments:
 class CallBinding:
     """How calls of ``fn`` bind to its parameters, and which arguments are static."""
 
-    def __init__(
-        self,
-        fn: Callable,
-        static_argnums: Sequence[int] | int | None = None,
-        static_argnames: Sequence[str] | str | None = None,
-    ):
+    def __init__(self, fn: Callable, static_argnums: Sequence[int] | int | None = None,
+                 static_argnames: Sequence[str] | str | None = None):
         self.fn_name = function_name(fn)
         self.call_keywords = _call_site_keywords(fn)
         try:
@@ -198,8 +190,7 @@ class CallBinding:
         return self._arguments(keys, values)
 
     def _fill_static_defaults(self, bound: inspect.BoundArguments) -> None:
-        """A static parameter left out takes its default: ``f(x)`` and ``f(x, mode=default)``
-        share a trace."""
+        """A static parameter left out takes its default (``f(x)``, ``f(x, mode=default)``: one trace)."""
         for name in self.static_names:
             p = self.parameters.get(name)
             if p is not None and name not in bound.arguments and p.default is not p.empty:
@@ -300,8 +291,7 @@ class CallBinding:
 
 
 def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
-    """Static keywords a call of ``fn`` takes beyond its parameters, each with its hashable form:
-    PennyLane's call-site ``shots`` of a QNode whose function has none."""
+    """Static keywords beyond ``fn``'s parameters, hashed: a QNode's call-site ``shots``."""
     qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
     if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
         return {}
@@ -334,8 +324,7 @@ def resolved_annotation(annotation: Any, fn: Callable) -> Any:
 
 
 def is_type_annotation(annotation: Any) -> bool:
-    """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``) or an
-    array type; any class but a JAX type is then an error, as in Catalyst.
+    """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``), an array type.
 
     >>> is_type_annotation(float), is_type_annotation(list[int])
     (True, False)
@@ -388,10 +377,8 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
 
 
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
-    """A call's argument converted to its parameter's annotation as Catalyst converts it: a
-    scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
-    type's shape whose dtype promotes to it. A dtype that does not promote is an
-    :class:`ArgumentTypeError`; other shapes are left as they are."""
+    """A call's argument converted to its parameter's annotation as Catalyst converts it (a dtype
+    that does not promote is an :class:`ArgumentTypeError`; other shapes are left as they are)."""
     if annotation in PYTHON_SCALARS:
         kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
         if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
@@ -421,8 +408,7 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
 
 
 def promotes(dtype: Any, target: Any) -> bool:
-    """Whether ``dtype`` converts to ``target`` without loss by JAX's promotion rules (Catalyst's
-    rule for running a compiled or annotated signature on other arguments).
+    """Whether ``dtype`` converts to ``target`` without loss by JAX's promotion rules.
 
     >>> promotes(np.int32, np.float64), promotes(np.float64, np.int64), promotes(np.uint64, np.int64)
     (True, False, False)
@@ -441,8 +427,7 @@ _PYTHON_TYPE_OF = {dtype: kind for kind, dtype in PYTHON_SCALARS.items()}
 
 
 def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
-    """``x`` converted to ``spec``'s type: a Python number for a weakly typed scalar of Python's
-    dtype, else a NumPy array."""
+    """``x`` converted to ``spec``'s type (a Python number for a weakly typed scalar)."""
     if spec.weak_type and spec.shape == ():
         kind = _PYTHON_TYPE_OF.get(spec.dtype)
         if kind is not None:
@@ -451,9 +436,7 @@ def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
 
 
 def promoted_leaves(leaves: Sequence[Any], specs: Sequence[LeafSpec], target: Sequence[LeafSpec]) -> list | None:
-    """A call's flat arguments (of ``specs``) converted to a compiled signature's (``target``) if
-    each has its shape and a dtype that :func:`promotes` to its; else ``None``. An array never
-    takes a Python integer's or bool's place (a program may read such a value).
+    """A call's flat arguments (of ``specs``) converted to a compiled signature's, else ``None``.
 
     >>> f64, i32 = np.dtype("float64"), np.dtype("int32")
     >>> promoted_leaves([np.ones(2, i32)], [LeafSpec((None,), i32, False)], [LeafSpec((None,), f64, False)])[0].dtype
@@ -543,8 +526,7 @@ def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool
 
 
 class ArgumentLayout:
-    """How a call's dynamic arguments map to the flat list traced: pytree leaves, and the axes of
-    each that ``abstracted_axes`` makes symbolic.
+    """A call's dynamic arguments as traced: pytree leaves, and their abstracted axes.
 
     >>> call = CallBinding(lambda x, n: x).bind((np.ones(3),), {"n": 2})
     >>> layout = ArgumentLayout("f", abstracted_axes={0: "n"})
@@ -556,58 +538,42 @@ class ArgumentLayout:
         self.fn_name = fn_name
         self.abstracted_axes = abstracted_axes
 
-    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]]) -> list[AxesSpec]:
-        """One ``{axis: name}`` per flat leaf of the dynamic arguments, from ``abstracted_axes``."""
-        axes = self.abstracted_axes
-        dynamic, names = call.dynamic, call.dynamic_names
+    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]], ndims: list[int]) -> list[AxesSpec]:
+        """One ``{axis: name}`` per flat leaf (of rank ``ndims``) of the dynamic arguments."""
+        axes, names = self.abstracted_axes, call.dynamic_names
+        owners = [name for name, leaves in zip(names, leaves_per_arg) for _ in leaves]
         if axes is None:
-            return [{} for leaves in leaves_per_arg for _ in leaves]
-        if _is_axes_dict(axes):
-            return self._axes_from_dict(axes, leaves_per_arg, names)
+            return [{} for _ in ndims]
+        if _is_axes_dict(axes):  # one dict for every argument that has the axis
+            specs = [_axes_for_leaf(axes, n, self.fn_name, name, strict=False) for n, name in zip(ndims, owners)]
+            if any(ndims) and not any(specs):
+                described = ", ".join(f"{name} has {ndim}" for name, ndim in zip(owners, ndims))
+                raise ArgumentValueError(
+                    f"{self.fn_name}: abstracted_axes={axes!r} applies to no argument: it names "
+                    f"axes {sorted(axes)}, but {described} dimension(s). Name an axis the arguments "
+                    "have (axes count from 0), or give one entry per argument."
+                )
+            return specs
         entries = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
         if len(entries) > call.nslots or any(slot >= len(entries) for slot in call.dynamic_slots):
             raise ArgumentValueError(
                 f"{self.fn_name}: abstracted_axes has {len(entries)} entries but the function "
                 f"takes {call.nslots} non-static arguments."
             )
-        specs: list[AxesSpec] = []
-        for arg, slot, leaves, name in zip(dynamic, call.dynamic_slots, leaves_per_arg, names):
-            per_leaf = _broadcast_entry(entries[slot], arg, len(leaves), self.fn_name, name)
-            for leaf, leaf_entry in zip(leaves, per_leaf):
-                ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
-                specs.append(_axes_for_leaf(leaf_entry, ndim, self.fn_name, name, strict=True))
-        return specs
+        per_leaf = [entry for arg, slot, leaves, name in zip(call.dynamic, call.dynamic_slots, leaves_per_arg, names)
+                    for entry in _broadcast_entry(entries[slot], arg, len(leaves), self.fn_name, name)]
+        return [_axes_for_leaf(e, n, self.fn_name, name, strict=True) for e, n, name in zip(per_leaf, ndims, owners)]
 
-    def _axes_from_dict(self, axes: dict, leaves_per_arg: list[list[Any]], names: Sequence[str]) -> list[AxesSpec]:
-        """One dict for every argument that has the axis (applying to no array is an error)."""
-        specs: list[AxesSpec] = []
-        ranks: list[tuple[str, int]] = []
-        for leaves, name in zip(leaves_per_arg, names):
-            for leaf in leaves:
-                ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
-                ranks.append((name, ndim))
-                specs.append(_axes_for_leaf(axes, ndim, self.fn_name, name, strict=False))
-        if any(ndim for _, ndim in ranks) and not any(specs):
-            described = ", ".join(f"{name} has {ndim}" for name, ndim in ranks)
-            raise ArgumentValueError(
-                f"{self.fn_name}: abstracted_axes={axes!r} applies to no argument: it names "
-                f"axes {sorted(axes)}, but {described} dimension(s). Name an axis the arguments "
-                "have (axes count from 0), or give one entry per argument."
-            )
-        return specs
-
-    def leaf_specs(self, call: CallArguments) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec]]:
-        """Flatten the dynamic arguments: tree, per-leaf specs, leaves and axes specs."""
-        dynamic, names = call.dynamic, call.dynamic_names
-        leaves_per_arg = [tree_flatten(a)[0] for a in dynamic]
-        leaves, tree = tree_flatten(dynamic)
-        specs = self.axes_specs(call, leaves_per_arg)
-        out = []
-        owners = [name for name, ls in zip(names, leaves_per_arg) for _ in ls]
-        for leaf, spec, owner in zip(leaves, specs, owners):
-            shape, dtype, weak = leaf_aval_parts(leaf, self.fn_name, owner)
-            out.append(LeafSpec(tuple(None if i in spec else d for i, d in enumerate(shape)), dtype, weak))
-        return tree, out, leaves, specs
+    def leaf_specs(self, call: CallArguments) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec], list[str]]:
+        """Flatten the dynamic arguments: tree, per-leaf specs, leaves, axes specs and names."""
+        leaves_per_arg = [tree_flatten(a)[0] for a in call.dynamic]
+        leaves, tree = tree_flatten(call.dynamic)
+        owners = [name for name, ls in zip(call.dynamic_names, leaves_per_arg) for _ in ls]
+        parts = [leaf_aval_parts(leaf, self.fn_name, owner) for leaf, owner in zip(leaves, owners)]
+        specs = self.axes_specs(call, leaves_per_arg, [len(shape) for shape, _, _ in parts])
+        out = [LeafSpec(tuple(None if i in spec else d for i, d in enumerate(shape)), dtype, weak)
+               for (shape, dtype, weak), spec in zip(parts, specs)]
+        return tree, out, leaves, specs, owners
 
 
 def _is_axes_dict(entry: Any) -> bool:
