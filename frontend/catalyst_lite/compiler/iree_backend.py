@@ -26,6 +26,7 @@ from typing import Any, Iterator, Sequence
 import jax
 import numpy as np
 
+from ..diagnostics import first_line
 from ..jax_extras import ClosedJaxpr, Jaxpr, weakly_typed
 from ..jax_extras.iree_lowering import lower_for_iree
 from . import disk_cache
@@ -68,7 +69,7 @@ def lower(jaxpr: Jaxpr) -> LoweredProgram:
         weak = [getattr(v.aval, "weak_type", False) for v in jaxpr.outvars]
         return LoweredProgram(text, [v.aval.dtype for v in jaxpr.invars], weak)
     except Exception as err:  # any failure to lower means: not for this backend
-        raise Unsupported(f"{type(err).__name__}: {_first_line(err)}") from err
+        raise Unsupported(f"{type(err).__name__}: {first_line(err)}") from err
 
 
 class LoweredProgram:
@@ -208,7 +209,7 @@ class IreeExecutable:
                 context.add_vm_module(module)
             self._main = _entry_point(context)
         except Exception as err:  # IREE refuses a module as RuntimeError, ValueError or KeyError
-            raise Unsupported(f"IREE could not load the module: {_first_line(err)}") from err
+            raise Unsupported(f"IREE could not load the module: {first_line(err)}") from err
         self._context = context
         self._in_dtypes = in_dtypes
         self._weak_outputs = list(weak_outputs)  # results typed like a Python scalar's, as in JAX
@@ -229,7 +230,7 @@ class IreeExecutable:
                 # Copied out of IREE's buffers: JAX would otherwise keep them mapped.
                 host = [np.array(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
         except Exception as err:  # IREE reports failures as IndexError, RuntimeError, ValueError
-            raise Unsupported(f"IREE failed at run time: {_first_line(err)}") from err
+            raise Unsupported(f"IREE failed at run time: {first_line(err)}") from err
         results = jax.device_put(host)
         return [weakly_typed(r) if weak else r for r, weak in zip(results, self._weak_outputs)]
 
@@ -323,11 +324,6 @@ def _compiler_version() -> str:
         return importlib.metadata.version("iree-base-compiler")
     except importlib.metadata.PackageNotFoundError:
         return ""
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _compiler_diagnostic(text: str) -> str:
