@@ -9,12 +9,13 @@ function into the program. An exception a callback raises reaches the caller as 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 import jax
 import numpy as np
@@ -30,7 +31,7 @@ from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
 __all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p",
-           "callback_exception", "run_eagerly", "program_started", "program_ended"]
+           "callback_exception", "run_eagerly", "running_program"]
 
 
 def run_eagerly() -> bool:
@@ -39,8 +40,7 @@ def run_eagerly() -> bool:
 
 
 def _remembering_exceptions(fn: Callable) -> Callable:
-    """``fn``, recording what it raises in the calling thread's ``callback_errors`` slot, for
-    :func:`callback_exception` to raise (XLA's error only quotes its traceback)."""
+    """``fn``, recording what it raises for :func:`callback_exception` (XLA's error only quotes it)."""
 
     @functools.wraps(fn)
     def host(*args: Any) -> Any:
@@ -61,27 +61,24 @@ def _remembering_exceptions(fn: Callable) -> Callable:
 _RUNNING: dict[int, list] = {}  # the callback-error slot of each thread running a program now
 
 
-def program_started() -> list | None:
-    """Register the calling thread as running a program until :func:`program_ended` (given what
-    this returns), so that a callback failing on an XLA worker thread records its exception here."""
+@contextlib.contextmanager
+def running_program() -> Iterator[None]:
+    """This thread runs a program in the block: a callback failing on XLA's threads records here."""
     ident = threading.get_ident()
     previous = _RUNNING.get(ident)
     slot = current_context().callback_errors
     _RUNNING[ident] = thread_collector("callback_errors") if slot is None else slot
-    return previous
-
-
-def program_ended(previous: list | None) -> None:
-    """Undo :func:`program_started` (given what it returned)."""
-    if previous is None:
-        _RUNNING.pop(threading.get_ident(), None)
-    else:
-        _RUNNING[threading.get_ident()] = previous
+    try:
+        yield
+    finally:
+        if previous is None:
+            _RUNNING.pop(ident, None)
+        else:
+            _RUNNING[ident] = previous
 
 
 def callback_exception(err: BaseException) -> BaseException:
-    """The exception to raise for ``err``, an error of a program this thread ran: the first one
-    a callback of that run raised, else ``err``."""
+    """The exception to raise for ``err`` of a program run: the first a callback raised, else ``err``."""
     slot = current_context().callback_errors
     if not slot or not isinstance(err, jax.errors.JaxRuntimeError):
         return err
@@ -128,9 +125,7 @@ def _declared_return(fn: Callable) -> Any:
         annotation = inspect.signature(fn).return_annotation
     except (TypeError, ValueError):
         return None
-    if annotation is inspect.Signature.empty:
-        return None
-    return resolved_annotation(annotation, fn)
+    return None if annotation is inspect.Signature.empty else resolved_annotation(annotation, fn)
 
 
 def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
@@ -155,8 +150,7 @@ def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.S
 
 @dataclass(frozen=True, eq=False)
 class HostCall:
-    """One call site of a callback: the function, its arguments' structure, its declared results
-    (none for a debug callback) and a pure callback's ``fwd``/``bwd``, as Catalyst defines them."""
+    """One call site of a callback: the function, its arguments' structure, declared results, derivative."""
 
     fn: Callable
     name: str
@@ -395,8 +389,6 @@ def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -
 
     @functools.wraps(func)
     def accelerated(*args: Any, **kwargs: Any) -> Any:
-        if run_eagerly():
-            return func(*args, **kwargs)
         try:
             return func(*args, **kwargs)
         except _NOT_JITTABLE as err:

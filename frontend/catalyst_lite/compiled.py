@@ -43,7 +43,7 @@ from .signature import (
     is_type_annotation, promoted_leaves, resolved_annotation,
 )
 from .autograph import run_autograph
-from .callbacks import callback_exception, program_ended, program_started
+from .callbacks import callback_exception, running_program
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
@@ -369,13 +369,9 @@ class QJIT:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
-                placed = self._jit.place_arguments(args)
-                running = program_started()
-                try:
-                    result = self._call_checked(None, placed, kwargs)[0]
+                with running_program():
+                    result = self._call_checked(None, self._jit.place_arguments(args), kwargs)[0]
                     wait_for_effects()
-                finally:
-                    program_ended(running)
                 return self._jit.place_results(result)
             static = self._static_dispatch
             if static is not None and not kwargs and len(args) == static[1] and all(
@@ -399,8 +395,7 @@ class QJIT:
             return self.user_function(*args, **kwargs), None, True
         # Only this path runs programs with callbacks: a callback failing on an XLA worker
         # thread finds this call.
-        running = program_started()
-        try:
+        with running_program():
             # A call of the argument types of one already validated skips the checked path.
             key = None if kwargs else _call_key(args)
             validated = self._validated_calls.get(key) if key is not None else None
@@ -416,8 +411,6 @@ class QJIT:
             called = self._call_checked(key, args, kwargs, static)
             wait_for_effects()  # callbacks' errors raise here, not in a later program
             return called
-        finally:
-            program_ended(running)
 
     def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
                        static: tuple[int, ...] | None = None) -> tuple[Any, bool]:
