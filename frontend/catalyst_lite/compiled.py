@@ -329,7 +329,7 @@ class QJIT:
         donated = self._jit.donated_leaves(call.dynamic_keys, call.dynamic) if self._jit.donated else frozenset()
         return SignatureTrace(
             self.binding.of_dynamic_arguments(self.user_function, call), call.dynamic, tree, specs, axes, names,
-            self.name, self.options, self._executable_options, self._report, capture, donated,
+            self.name, self.options, self._executable_options, capture, donated,
         )
 
     def _family_for(self, key: tuple, axes, names, specs) -> ProgramFamily:

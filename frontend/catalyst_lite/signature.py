@@ -538,14 +538,15 @@ class ArgumentLayout:
         self.fn_name = fn_name
         self.abstracted_axes = abstracted_axes
 
-    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]], ndims: list[int]) -> list[AxesSpec]:
+    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]], ndims: list[int]
+                   ) -> list[AxesSpec]:
         """One ``{axis: name}`` per flat leaf (of rank ``ndims``) of the dynamic arguments."""
         axes, names = self.abstracted_axes, call.dynamic_names
         owners = [name for name, leaves in zip(names, leaves_per_arg) for _ in leaves]
         if axes is None:
             return [{} for _ in ndims]
         if _is_axes_dict(axes):  # one dict for every argument that has the axis
-            specs = [_axes_for_leaf(axes, n, self.fn_name, name, strict=False) for n, name in zip(ndims, owners)]
+            specs = [_axes_for_leaf(axes, n, self.fn_name, o, False) for n, o in zip(ndims, owners)]
             if any(ndims) and not any(specs):
                 described = ", ".join(f"{name} has {ndim}" for name, ndim in zip(owners, ndims))
                 raise ArgumentValueError(
@@ -560,11 +561,12 @@ class ArgumentLayout:
                 f"{self.fn_name}: abstracted_axes has {len(entries)} entries but the function "
                 f"takes {call.nslots} non-static arguments."
             )
-        per_leaf = [entry for arg, slot, leaves, name in zip(call.dynamic, call.dynamic_slots, leaves_per_arg, names)
-                    for entry in _broadcast_entry(entries[slot], arg, len(leaves), self.fn_name, name)]
-        return [_axes_for_leaf(e, n, self.fn_name, name, strict=True) for e, n, name in zip(per_leaf, ndims, owners)]
+        per_leaf = [e for arg, k, leaves, name in zip(call.dynamic, call.dynamic_slots, leaves_per_arg, names)
+                    for e in _broadcast_entry(entries[k], arg, len(leaves), self.fn_name, name)]
+        return [_axes_for_leaf(e, n, self.fn_name, o, True) for e, n, o in zip(per_leaf, ndims, owners)]
 
-    def leaf_specs(self, call: CallArguments) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec], list[str]]:
+    def leaf_specs(self, call: CallArguments
+                   ) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec], list[str]]:
         """Flatten the dynamic arguments: tree, per-leaf specs, leaves, axes specs and names."""
         leaves_per_arg = [tree_flatten(a)[0] for a in call.dynamic]
         leaves, tree = tree_flatten(call.dynamic)

@@ -1,14 +1,6 @@
-"""Which traced program a call runs: the size facts of each program, checked at the call's sizes.
-
-A program traced with symbolic sizes is valid where JAX's shape logic decides every comparison as
-it did while tracing: its *facts* (``n - 1 >= 0``, ``n == m``; :mod:`~..jax_extras.size_facts`). A
-:class:`ProgramFamily` holds the programs of one signature of a function and gives a call the
-first whose facts hold; when none does, it traces 1. the **generic** program (large, distinct
-sizes), which most calls run; 2. a program **guided** by the call (comparisons decided at its
-sizes), also when the generic trace fails after such a comparison; 3. a **static** program (the
-call's sizes as constants, as ``jax.jit``) when the guided trace fails too. Traces fall back only
-on :class:`~..jax_extras.patches.NeedsCallSizes` and on shapes that do not broadcast; when the
-static trace fails, the error names the sizes (:class:`~..errors.IncompatibleSizesError`)."""
+"""Which traced program a call runs: the first of its signature's programs whose size facts hold at
+the call's sizes, else one traced now: generic, guided by the call's sizes, or static (the sizes as
+constants); see docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -29,7 +21,6 @@ from ..jax_extras.size_expressions import Fact, SizeExpr
 from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError
 from ..jax_extras.size_facts import SizeScope
 from ..trace_context import capture_switched, scope as context_scope
-from ..reporting import Reporter
 from ..signature import LeafSpec
 from ..tracing import extended_trace, size_input_names, trace_program
 from .executable import Executable
@@ -40,8 +31,7 @@ __all__ = ["SizeInputs", "ProgramFamily", "SignatureTrace"]
 
 @dataclass(frozen=True)
 class SizeInputs:
-    """The inputs of a family's programs (one per abstracted axis, then one per flat argument):
-    their ``names`` (``n``), ``sources`` (``axis 0 of argument 'x'``), which can be ``sizes``."""
+    """A family's program inputs (abstracted axes, flat arguments): ``names``, ``sources``, ``sizes``."""
 
     names: tuple[str, ...]
     sources: tuple[str, ...]
@@ -50,8 +40,6 @@ class SizeInputs:
     @classmethod
     def of(cls, axis_names: Sequence[Hashable], dim_sources: Sequence[Sequence[tuple[int, int]]],
            leaf_names: Sequence[str], integer_leaves: Sequence[bool]) -> SizeInputs:
-        """The inputs of a program with these abstracted axes (read from ``(leaf, axis)`` pairs) and
-        flat arguments (``integer_leaves``: which are integer scalars)."""
         axes = [f"axis {axis} of argument {leaf_names[leaf]}" for (leaf, axis), *_ in dim_sources]
         sources = (*axes, *(f"argument {n}" for n in leaf_names))
         integers = {len(axis_names) + j for j, is_int in enumerate(integer_leaves) if is_int}
@@ -70,9 +58,7 @@ class SizeInputs:
 
 @dataclass(frozen=True)
 class SignatureTrace:
-    """How the programs of one signature are traced, in the scope a :class:`ProgramFamily` chooses:
-    ``fn`` on a call's ``dynamic`` arguments, their layout, the qjit's ``options``; ``capture``
-    (or ``None``) traces ``fn`` through PennyLane's program capture."""
+    """How the programs of one signature are traced, in the scope a :class:`ProgramFamily` chooses."""
 
     fn: Callable
     dynamic: Any
@@ -83,7 +69,6 @@ class SignatureTrace:
     name: str
     options: Mapping[str, Any]
     runner_options: RunnerOptions
-    report: Reporter
     capture: Callable[[Callable, str], Callable] | None = None
     donated: frozenset[int] = frozenset()  # the flat argument leaves donated to XLA
 
@@ -106,8 +91,9 @@ class SignatureTrace:
         with eval_context(), capture_switched(False, self.name), context_scope(qjit_options=self.options), \
                 extended_trace(self.options) as contribution:
             program = trace_program(fn, self.tree, specs, axes, self.name, self.names, scope, contribution)
-        if self.report.enabled:
-            self.report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
+        report = self.runner_options.report
+        if report.enabled:
+            report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
         first_leaf = len(program.jaxpr.invars) - len(specs)
         return Executable(program, self.runner_options, frozenset(first_leaf + k for k in self.donated))
 
@@ -156,9 +142,7 @@ class ProgramFamily:
         return None
 
     def program_for(self, values: Sequence[Any], trace: Tracer, lock: bool = True) -> Any:
-        """The program for a call with these size inputs, traced by ``trace`` if none holds; ``lock``:
-        hold the family's lock while tracing (``False`` inside another trace: no two threads can
-        then wait for each other)."""
+        """The program for these size inputs, traced if none holds (``lock``: not inside another trace)."""
         program = self.select(values)
         if program is not None:
             return program

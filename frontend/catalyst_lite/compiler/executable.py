@@ -1,5 +1,4 @@
-"""A traced program made callable: :class:`Executable` (its flat argument layout ``[consts, implicit
-sizes, argument leaves]`` and general call path), :class:`FastCall` (the path of repeated calls) and
+"""A traced program made callable: :class:`Executable`, :class:`FastCall` (repeated calls) and
 :func:`call_from_transformation` (calls from inside JAX transformations)."""
 
 from __future__ import annotations
@@ -124,8 +123,7 @@ class FastCall:
         return dispatch_data(spec.final, self.direct_consts, leaves, result)
 
     def static_dispatch_data(self, leaves: Sequence[Any], static: Sequence[int], result: Any) -> Any | None:
-        """:meth:`dispatch_data` for a dispatcher taking the leaves at ``static`` (Python ints) by
-        value: ``None`` unless the executable takes exactly the other leaves and returns the results."""
+        """:meth:`dispatch_data` for a dispatcher taking the leaves at ``static`` (Python ints) by value."""
         if self.fresh_prefix:
             return None
         full = (*self.prefix, *leaves)
@@ -204,9 +202,8 @@ _32_BIT = {
 
 
 def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
-    """``run(*leaves)`` (some leaves tracers of an outer JAX transformation, as ``jax.grad``): a qjit
-    program computes in 64 bits, the caller's JAX may not, so results are cast to the caller's types
-    and in reverse mode a ``jax.custom_vjp`` runs the backward pass in 64 bits too.
+    """``run(*leaves)`` on tracers of an outer JAX transformation: computed in 64 bits (in reverse mode
+    too), the results cast to the caller's types.
 
     >>> import jax
     >>> import jax.numpy as jnp
@@ -226,9 +223,8 @@ def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> 
 
 
 def _in_caller_precision(x: Any) -> Any:
-    """``x`` with its value computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with
-    x64 off hands over a ``float32`` tracer still holding the float64 array. Multiplying by one
-    (exact) materializes it."""
+    """``x`` computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with x64 off hands over
+    a ``float32`` tracer holding the float64 array; multiplying by one (exact) materializes it."""
     if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number):
         return x * np.ones((), x.dtype)
     return x

@@ -1,9 +1,5 @@
-"""IREE, the optional size-generic compiler: one executable for every size of a program.
-
-IREE (the ``iree`` extra) compiles StableHLO with its ``?`` dimensions kept symbolic. :func:`lower`
-turns a jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
-:class:`IreeExecutable`. The last :data:`REMEMBERED_MODULES` compiled modules are kept in memory
-(:func:`forget_compiled` clears them), and modules and failures in :mod:`.disk_cache`."""
+"""IREE (the optional ``iree`` extra), the size-generic compiler: StableHLO with its ``?`` dimensions
+compiled once for every size; recent modules kept in memory, modules and failures in :mod:`.disk_cache`."""
 
 from __future__ import annotations
 
@@ -110,8 +106,7 @@ class LoweredProgram:
         return vmfb
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
-        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed, with a
-        warning), :class:`Unsupported` when one just compiled cannot be."""
+        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed)."""
         try:
             return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
         except Unsupported as err:
@@ -264,10 +259,8 @@ def _runtime_config() -> Any:
 
 @contextlib.contextmanager
 def _private_native_code_directory() -> Iterator[None]:
-    """Make IREE write the native code it loads (to ``$TMPDIR``, then ``dlopen``) into a private
-    directory of this process: in a shared ``/tmp`` another user could replace a library between
-    its writing and its loading. The empty ``iree_dylib_XXXXXX`` files IREE leaves are removed;
-    the directory at exit, or, when its process was killed, at a later process's first load."""
+    """IREE's native code (written to ``$TMPDIR``, then loaded) in a directory private to this process:
+    in a shared ``/tmp`` another user could replace a library between its writing and its loading."""
     global _native_code_dir
     with _load_lock:
         if _native_code_dir is None:
@@ -307,8 +300,7 @@ def _process_alive(name: str) -> bool:
 
 
 def _entry_point(context: Any) -> Any:
-    """The module's ``main``, without the root logging handler IREE's ``logging.debug`` may add (a
-    user's later ``basicConfig`` would do nothing)."""
+    """The module's ``main``, without the root logging handler IREE's ``logging.debug`` may add."""
     with logging._lock:  # noqa: SLF001 (an RLock: IREE's basicConfig takes it again)
         unconfigured = not logging.root.handlers
         main = getattr(context.modules, MODULE_NAME).main

@@ -21,9 +21,8 @@ class _Runner(Protocol):
 
 
 class ExecutableCache:
-    """The compiled executables of one qjit function, least recently used first, evicted beyond
-    ``maxsize`` (``None``: no bound). ``when_full`` runs whenever an executable is added to a full
-    cache: calls that bypass :meth:`used` (the C++ dispatcher) must stop doing so."""
+    """A qjit function's compiled executables, least recently used first, evicted beyond ``maxsize``;
+    ``when_full`` runs when one is added to a full cache (the C++ dispatcher bypasses :meth:`used`)."""
 
     def __init__(self, maxsize: int | None = DEFAULT_CACHE_SIZE, when_full: Callable[[], None] | None = None):
         self.maxsize = maxsize
@@ -73,9 +72,7 @@ class ExecutableCache:
 
 @dataclass(frozen=True)
 class RunnerOptions:
-    """How the runners of one qjit function's programs compile and report: ``xla`` options,
-    ``cache``, ``report``, ``size_generic`` (``None``: as the environment says) and ``jax.jit``'s
-    options (``keep_unused``, ``device``, ``backend``)."""
+    """How the runners of one qjit function's programs compile and report (``jit``: ``jax.jit``'s options)."""
 
     xla: Mapping[str, Any] = field(default_factory=dict)
     cache: ExecutableCache = field(default_factory=lambda: ExecutableCache(None))

@@ -42,9 +42,8 @@ class SizeGenericTier:
 
     CALLS_BEFORE_XLA = 2  # calls at a size after which XLA compiles it (in the background)
     REMEMBERED_SIZES = 4096  # sizes remembered (calls counted, sizes checked) before forgetting
-    # New sizes arriving while IREE compiles wait for it, rather than each compile XLA, for at most
-    # this many times the longest XLA compile of a new size (one deadline per IREE compile, which
-    # takes about 3-12 of XLA's): a wait usually ends with the module, and costs no compute.
+    # New sizes arriving while IREE compiles (3-12 XLA compiles long) wait for it, rather than each
+    # compile XLA, for at most this many times the longest XLA compile of a new size.
     WAIT_IN_XLA_COMPILES = 6
 
     def __init__(self, runner: JaxprRunner):
@@ -95,8 +94,7 @@ class SizeGenericTier:
         return outs
 
     def new_size_served(self, seconds: float) -> None:
-        """A new size :meth:`run` left to the runner took ``seconds`` (which bounds later waits). IREE's
-        compile starts at the end of the first call, so as not to slow its XLA compile."""
+        """A new size left to the runner took ``seconds``; IREE's compile starts now (after XLA's)."""
         with self._lock:
             self._longest_xla = max(self._longest_xla, seconds)
             if self.status is Status.COMPILING and not self._submitted:

@@ -80,8 +80,7 @@ def to_dim(value: Any) -> int:
 
 
 def trip_count(lower: Any, upper: Any, step: Any) -> Any:
-    """Number of iterations of ``range(lower, upper, step)``: a Python int for known bounds (then
-    ``lax.fori_loop`` is a ``scan`` of known length, as in a hand-written ``jax.jit`` program)."""
+    """Number of iterations of ``range(lower, upper, step)`` (a Python int for known bounds)."""
     if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
         return len(range(int(lower), int(upper), int(step)))
     return jax.numpy.maximum(0, -((lower - upper) // step))
@@ -150,9 +149,8 @@ def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
 
 def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
                overrides: Mapping[Any, Callable[[list[Any]], list[Any]]] | None = None) -> list[Any]:
-    """Evaluate ``jaxpr`` (constants as leading arguments) on ``args`` in ``mode``, its equations in
-    ``overrides`` by the rule given there. Integer scalars computed from known numbers stay Python
-    ints, so that sizes derived from them are static when staging."""
+    """Evaluate ``jaxpr`` (constants as leading arguments) on ``args`` in ``mode`` (``overrides``:
+    rules of some equations); integer scalars from known numbers stay Python ints (static sizes)."""
     env: dict[Var, Any] = dict(zip(jaxpr.invars, args))
     unknown = mode.reads_unknown
 
@@ -198,9 +196,7 @@ _UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntim
 
 
 def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
-    """Bind a JAX primitive without a rule at concrete sizes. When its abstract evaluation refuses
-    these types, raise :class:`UnsupportedOperationError`; other failures (the user's code)
-    propagate as they are."""
+    """Bind a JAX primitive without a rule at concrete sizes (``UnsupportedOperationError``: JAX refuses)."""
     prim = eqn.primitive
     operands, params = _fill_dynamic_shape(eqn, invals) if prim in SHAPE_PARAMS else (invals, eqn.params)
     try:
@@ -219,8 +215,7 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
 
 
 def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], params: dict[str, Any]) -> Exception | None:
-    """What ``prim``'s abstract evaluation (JAX's rules only, never the user's functions) raises on
-    the types of ``operands``; ``None`` if it accepts them, or it has none (a call primitive)."""
+    """What ``prim``'s abstract evaluation (JAX's rules, not the user's) raises on these types."""
     if "abstract_eval" not in vars(prim) and type(prim).abstract_eval is Primitive.abstract_eval:
         return None
     try:
@@ -233,8 +228,7 @@ def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], param
 
 
 def _folded(value: Any, dtype: Any) -> Any:
-    """A known index scalar as a host value that binds back as its own type: a Python ``int`` (which
-    keeps later sizes static) or ``bool``, a NumPy scalar when 32 bits (StableHLO requires them)."""
+    """A known index scalar as a Python ``int``/``bool`` (NumPy's when 32 bits) binding back as its type."""
     host = np.asarray(value).item()
     return host if np.dtype(type(host)) == np.dtype(dtype) else np.dtype(dtype).type(host)
 
@@ -253,8 +247,7 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
 
 
 def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
-    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its ``inputs``
-    (by position; none from array data, other inputs or nested programs)."""
+    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its ``inputs``."""
     if any(isinstance(p, (ClosedJaxpr, Jaxpr)) for eqn in jaxpr.eqns for p in eqn.params.values()):
         return False
     needed = _size_values(jaxpr)
