@@ -243,7 +243,7 @@ class QJIT:
         # validated calls by _call_key; whether every call only ran in Python (None: no call yet).
         self._programs: dict[Hashable, ProgramFamily] = {}
         self._promotable: dict[Hashable, list[tuple[tuple, ProgramFamily]]] = {}
-        self._validated_calls: dict[tuple, _RepeatedCall] = {}
+        self._validated_calls: dict[tuple, FastCall] = {}
         self._last: Executable | None = None
         self._python_only: bool | None = None
 
@@ -400,9 +400,9 @@ class QJIT:
             key = None if kwargs else _call_key(args)
             validated = self._validated_calls.get(key) if key is not None else None
             if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
-                self._last = validated.fast.executable
+                self._last = validated.executable
                 try:
-                    result = validated.fast(args)
+                    result = validated(args)
                 except (CompileError, UnsupportedOperationError):
                     pass  # rare (a negative size): the checked call raises it naming the arguments
                 else:
@@ -412,15 +412,15 @@ class QJIT:
             wait_for_effects()  # callbacks' errors raise here, not in a later program
             return called
 
-    def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
+    def _dispatch_data(self, repeated: FastCall, args: tuple, leaves: Sequence[Any], result: Any,
                        static: tuple[int, ...] | None = None) -> tuple[Any, bool]:
         """The dispatch data of a call whose leaves are its arguments, and whether to ask again."""
         # A full cache's order of use decides evictions, and hits may be reported: Python sees them.
         dispatchable = self._executable_options.cache.has_room() and not self._report.enabled
         if static is not None:
-            data = repeated.fast.static_dispatch_data(leaves, static, result) if dispatchable else None
+            data = repeated.static_dispatch_data(leaves, static, result) if dispatchable else None
             return data, data is None
-        if repeated.facts_hold is not None or repeated.fast.direct_consts is None:
+        if repeated.facts_hold is not None or repeated.direct_consts is None:
             # The program reads argument values or converts the leaves: Python runs such calls.
             if self._python_only is None:
                 self._python_only = True
@@ -429,16 +429,16 @@ class QJIT:
             return None, False
         if not dispatchable:
             return None, True
-        data = repeated.fast.dispatch_data(leaves, result)
+        data = repeated.dispatch_data(leaves, result)
         if data is not None:
             self._python_only = False
         return data, data is None
 
-    def _make_static_dispatch(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any) -> None:
+    def _make_static_dispatch(self, repeated: FastCall, args: tuple, leaves: Sequence[Any], result: Any) -> None:
         """A dispatcher taking this call's Python ints by value, if it can run the call."""
         static = tuple(k for k, a in enumerate(args) if type(a) is int)
         if (not static or len(args) != len(leaves) or not repeated.reads <= set(static)
-                or repeated.fast.static_dispatch_data(leaves, static, result) is None):
+                or repeated.static_dispatch_data(leaves, static, result) is None):
             return
         call = dispatcher(self.name, *_python_calls(weakref.ref(self), static), static_argnums=static)
         self._dispatchers.append(call)
@@ -460,7 +460,7 @@ class QJIT:
             v is a for v, a in zip(call.values, args)
         ):
             # Bound unconverted, in order: a call with the same key is the same call.
-            repeated = _RepeatedCall(executable, implicit, leaves, axis_lengths)
+            repeated = FastCall(executable, implicit, leaves, axis_lengths)
             if key is not None:
                 self._validated_calls[key] = repeated
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
@@ -694,17 +694,6 @@ def _python_calls(qjit: weakref.ref, static: tuple[int, ...] | None = None) -> t
 def _forget_dispatch_data(dispatchers: list[Callable[..., Any]]) -> None:
     for call in list(dispatchers):
         forget_dispatch_data(call)
-
-
-class _RepeatedCall:
-    """What a call of validated argument types runs, and a check of the facts on its ints."""
-
-    def __init__(self, executable: Executable, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]):
-        self.fast = FastCall(executable, implicit, leaves)
-        facts = executable.facts
-        self.reads = frozenset(k - len(axis_lengths) for k in facts.inputs if k >= len(axis_lengths))
-        first_broken, lengths = facts.first_broken, tuple(axis_lengths)
-        self.facts_hold = (lambda args: first_broken((*lengths, *args) if lengths else args) < 0) if self.reads else None
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex})

@@ -19,10 +19,9 @@ from ..jax_extras.rules import PrimitiveSpec, register_primitive, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .loop_body import LoopBody
-from .reverse_mode import reverse_mode_requested
 from .runner import kept_by_program
 from .specialize import (Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_jaxpr,
-                         sizes_follow_from_inputs)
+                         reverse_mode_requested, sizes_follow_from_inputs)
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Prediction", "run_compiled",
            "compiled_loops", "capacity_for"]

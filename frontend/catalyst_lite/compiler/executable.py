@@ -85,10 +85,16 @@ class Executable:
 
 
 class FastCall:
-    """What a call with already-validated argument types runs: the executable of its sizes, directly."""
+    """What a call with already-validated argument types runs: the executable of its sizes, directly,
+    where ``facts_hold(args)`` (``None``: no fact reads an argument; axis lengths are in the call's key)."""
 
-    def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any]):
+    def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any],
+                 axis_lengths: Sequence[int] = ()):
         self.executable = executable
+        facts, lengths = executable.facts, tuple(axis_lengths)
+        self.reads = frozenset(k - len(lengths) for k in facts.inputs if k >= len(lengths))  # argument leaves
+        self.facts_hold = (lambda args: facts.first_broken((*lengths, *args) if lengths else args) < 0
+                           ) if self.reads else None
         self.implicit = list(implicit)
         self.runner = executable.runner
         self.prefix = (*executable.program.closed_jaxpr.consts, *implicit)

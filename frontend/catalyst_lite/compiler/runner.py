@@ -22,8 +22,8 @@ from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
 from .compilation import Specialization
 from .options import RunnerOptions
-from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
-from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_jaxpr
+from .specialize import (Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_jaxpr, needs_reverse_mode,
+                         reverse_mode, reverse_mode_requested)
 
 __all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Speculation", "record_replay", "MAX_MISSES"]
 

@@ -3,6 +3,7 @@
 ``jax.jit`` trace, sizes as Python ints (a size depending on data raises :class:`NeedsHost`);
 ``HOST``, eager; ``SIZES``, the size arithmetic alone (:func:`check_sizes`); and :mod:`.capacity`'s
 mode on capacity buffers. A primitive's rules are its :class:`~..jax_extras.rules.PrimitiveSpec`.
+Runners key executables on :func:`reverse_mode_requested`: loops JAX cannot transpose run on the host.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ import numpy as np
 
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArrayTooLargeError, CatalystLiteError, CompileError
+from ..trace_context import current as current_context, scope as context_scope
 from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
+from ..jax_extras.autodiff import is_reverse_mode_value
 from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import get_aval
 from ..jax_extras.rules import NeedsHost, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 
-__all__ = ["Mode", "NeedsHost", "eval_jaxpr", "dimension_inputs", "to_dim", "trip_count", "check_sizes"]
+__all__ = ["Mode", "NeedsHost", "eval_jaxpr", "dimension_inputs", "to_dim", "trip_count", "check_sizes",
+           "reverse_mode", "reverse_mode_requested", "needs_reverse_mode"]
 
 
 class Mode:
@@ -84,6 +88,21 @@ def trip_count(lower: Any, upper: Any, step: Any) -> Any:
     if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
         return len(range(int(lower), int(upper), int(step)))
     return jax.numpy.maximum(0, -((lower - upper) // step))
+
+
+def reverse_mode_requested() -> bool:
+    """True inside :func:`reverse_mode` (in this thread)."""
+    return current_context().reverse_mode
+
+
+def reverse_mode(active: bool = True) -> context_scope:
+    """Specialize for reverse-mode differentiation during a ``with`` block (``active=False``: do not)."""
+    return context_scope(reverse_mode=active)
+
+
+def needs_reverse_mode(args: Sequence[Any]) -> bool:
+    """Whether a program run on ``args`` needs reverse mode: requested, or an argument is linearized."""
+    return reverse_mode_requested() or any(is_reverse_mode_value(a) for a in args)
 
 
 def any_traced(values: Sequence[Any]) -> bool:
