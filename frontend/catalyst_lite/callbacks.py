@@ -219,7 +219,9 @@ class HostCall:
 
     def _flat_bwd(self, perturbed: list[bool], residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
         """Catalyst's ``bwd(residuals, dy)`` returns one cotangent per (differentiated) argument."""
-        dense = [_zeros_like(c) if isinstance(c, SymbolicZero) else c for c in cotangents]
+        # Symbolic zeros as arrays, as Catalyst's ``dy`` holds them.
+        dense = [(np.zeros if c.dtype == jax.dtypes.float0 else jax.numpy.zeros)(c.shape, c.dtype)
+                 if isinstance(c, SymbolicZero) else c for c in cotangents]
         per_argument = self.bwd(residuals, tree_unflatten(self.out_tree, dense))
         if not isinstance(per_argument, tuple):
             per_argument = (per_argument,)
@@ -234,13 +236,6 @@ class HostCall:
             f"{self.in_tree.num_leaves} argument array(s) ({sum(perturbed)} differentiated); return "
             "a tuple with one per argument, or one per differentiated argument."
         )
-
-
-def _zeros_like(zero: SymbolicZero) -> Any:
-    """A symbolic zero cotangent as an array, as Catalyst's ``dy`` holds it."""
-    if zero.dtype == jax.dtypes.float0:
-        return np.zeros(zero.shape, zero.dtype)
-    return jax.numpy.zeros(zero.shape, zero.dtype)
 
 
 host_callback_p = Primitive("host_callback")

@@ -1,11 +1,6 @@
 """``qjit``'s options: :class:`CompileOptions`, Catalyst's record (``QJIT.compile_options``; most
 fields configure Catalyst's MLIR/LLVM compiler and change nothing here), and :class:`JitOptions`,
 ``jax.jit``'s options with ``jax.jit``'s meaning for each size's XLA compilation.
-
->>> from catalyst_lite import CompileOptions
->>> options = CompileOptions(static_argnums=1, keep_intermediate=True)
->>> options.static_argnums, options.keep_intermediate, options.target
-((1,), <KeepIntermediateLevel.PIPELINE: 1>, 'binary')
 """
 
 from __future__ import annotations
@@ -48,28 +43,14 @@ class KeepIntermediateLevel(enum.IntEnum):
     PASS = 3
 
 
-def _keep_intermediate_level(value: Any) -> KeepIntermediateLevel:
-    """``True``/``False``, ``0``..``3``, ``None`` or a level's name, as a level."""
-    if value is None:
-        return KeepIntermediateLevel.NONE
-    if isinstance(value, str) and value in ("none", "pipeline", "changed", "pass"):
-        return KeepIntermediateLevel[value.upper()]
-    if isinstance(value, int) and 0 <= value <= 3:  # bools too: False is 0, True is 1
-        return KeepIntermediateLevel(int(value))
-    raise ArgumentValueError(
-        f"qjit(keep_intermediate={value!r}): use True, False, 0, 1, 2, 3, 'none', 'pipeline', "
-        "'changed' or 'pass'."
-    )
-
-
 @dataclasses.dataclass
 class CompileOptions:
     """``qjit``'s options: Catalyst's ``CompileOptions``, with its fields, defaults and checks.
 
     >>> from catalyst_lite import QJIT, CompileOptions
-    >>> options = CompileOptions(static_argnums=1)
-    >>> options.static_argnums
-    (1,)
+    >>> options = CompileOptions(static_argnums=1, keep_intermediate=True)
+    >>> options.static_argnums, options.keep_intermediate, options.target
+    ((1,), <KeepIntermediateLevel.PIPELINE: 1>, 'binary')
     >>> float(QJIT(lambda x, n: x * n, options)(2.0, 3))
     6.0
     """
@@ -98,7 +79,16 @@ class CompileOptions:
     skip_preprocess: bool = False
 
     def __post_init__(self) -> None:
-        self.keep_intermediate = _keep_intermediate_level(self.keep_intermediate)
+        level = self.keep_intermediate  # True/False, 0..3, None or a level's name
+        if level is None or isinstance(level, str) and level in ("none", "pipeline", "changed", "pass"):
+            self.keep_intermediate = KeepIntermediateLevel[(level or "none").upper()]
+        elif isinstance(level, int) and 0 <= level <= 3:  # bools too: False is 0, True is 1
+            self.keep_intermediate = KeepIntermediateLevel(int(level))
+        else:
+            raise ArgumentValueError(
+                f"qjit(keep_intermediate={level!r}): use True, False, 0, 1, 2, 3, 'none', 'pipeline', "
+                "'changed' or 'pass'."
+            )
         if self.async_qnodes and self.seed is not None:
             raise CompileError(
                 "qjit(seed=..., async_qnodes=True): a seed cannot make asynchronous QNodes "
@@ -203,12 +193,9 @@ class JitOptions:
                 )
             return v if s is None else jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, s), v)
 
-        return jax.tree_util.tree_map(place, shardings, value, is_leaf=_is_sharding_leaf)
-
-
-def _is_sharding_leaf(s: Any) -> bool:
-    # A PartitionSpec is a tuple: a leaf here (under jax.sharding.set_mesh, device_put resolves it).
-    return s is None or isinstance(s, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
+        # A PartitionSpec is a tuple: a leaf here (under jax.sharding.set_mesh, device_put resolves it).
+        leaf = (jax.sharding.Sharding, jax.sharding.PartitionSpec, type(None))
+        return jax.tree_util.tree_map(place, shardings, value, is_leaf=lambda s: isinstance(s, leaf))
 
 
 def checked_tuple(value: Any, kind: Any, option: str, fn_name: str, message: str | None = None) -> tuple:

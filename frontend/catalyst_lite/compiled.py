@@ -478,7 +478,9 @@ class QJIT:
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
-            sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
+            known_ints = [(n, x) for n, x in zip(names, leaves) if np.ndim(x) == 0 and is_concrete_value(x)
+                          and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)]
+            sizes = [f"{n}={int(x)}" for n, x in known_ints]
             sizes += [f"axis {a!r}={v}" for a, v in zip(executable.program.axis_names, implicit)]
             error_type = ArgumentValueError
             if isinstance(e, (MemoryError, SizeAssumptionError)):
@@ -773,11 +775,6 @@ def _keyword_options(record: QJITOptions) -> dict[str, Any]:
     options = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in internal}
     options["static_argnums"] = options["static_argnums"] or None
     return options
-
-
-def _is_int_scalar(x: Any) -> bool:
-    integer = np.ndim(x) == 0 and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)
-    return integer and is_concrete_value(x)
 
 
 def qjit(

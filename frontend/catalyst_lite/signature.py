@@ -356,8 +356,11 @@ def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruc
                 "non-negative integers (pass an int argument to size an array at run time)."
             )
         return jax.ShapeDtypeStruct(shape, annotation.dtype)
-    dtype = _scalar_dtype(annotation)
-    if dtype is None:
+    # A JAX or NumPy scalar type (jnp.float32, np.int16).
+    is_type = isinstance(annotation, type)
+    numpy_type = is_type and issubclass(annotation, np.generic)
+    dtype = np.dtype(annotation) if numpy_type else getattr(annotation, "dtype", None)
+    if not (is_type and isinstance(dtype, np.dtype)):
         name = getattr(annotation, "__name__", repr(annotation))
         raise ArgumentTypeError(  # Catalyst's phrase first
             f"{annotation!r} is not a valid JAX type: {fn_name}: parameter {param} is annotated "
@@ -366,14 +369,6 @@ def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruc
             "jax.core.ShapedArray(shape, dtype)."
         )
     return jax.ShapeDtypeStruct((), dtype)
-
-
-def _scalar_dtype(annotation: Any) -> np.dtype | None:
-    """The dtype of a JAX or NumPy scalar type (``jnp.float32``, ``np.int16``), else ``None``."""
-    if isinstance(annotation, type) and issubclass(annotation, np.generic):
-        return np.dtype(annotation)
-    dtype = getattr(annotation, "dtype", None)  # jnp.float32 and friends
-    return np.dtype(dtype) if isinstance(annotation, type) and isinstance(dtype, np.dtype) else None
 
 
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
@@ -442,16 +437,13 @@ def promoted_leaves(leaves: Sequence[Any], specs: Sequence[LeafSpec], target: Se
     >>> promoted_leaves([np.ones(2, i32)], [LeafSpec((None,), i32, False)], [LeafSpec((None,), f64, False)])[0].dtype
     dtype('float64')
     """
+    # An array never takes a Python integer's or bool's place (a program may read its value).
     if len(specs) != len(target) or not all(
-        s.shape == t.shape and promotes(s.dtype, t.dtype) and not _array_for_python_integer(s, t)
-        for s, t in zip(specs, target)
+        s.shape == t.shape and promotes(s.dtype, t.dtype)
+        and (s.weak_type or not t.weak_type or t.dtype.kind not in "biu") for s, t in zip(specs, target)
     ):
         return None
     return [x if s == t else promoted_leaf(x, t) for x, s, t in zip(leaves, specs, target)]
-
-
-def _array_for_python_integer(spec: LeafSpec, target: LeafSpec) -> bool:
-    return target.weak_type and target.dtype.kind in "biu" and not spec.weak_type
 
 
 def dtype_of(x: Any) -> np.dtype:

@@ -275,15 +275,6 @@ def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[
     return bind_primitive(eqn.primitive, invals, eqn.params)
 
 
-def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    closed = eqn.params["jaxpr"]
-    return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
-
-
-def _plain(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    return bind_primitive(eqn.primitive, invals, eqn.params)
-
-
 def _elementwise(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """On whole buffers, operands stored at different capacities conformed to the result's."""
     shape = buffer_shape(eqn.outvars[0].aval, env, checks)
@@ -300,8 +291,10 @@ for _primitive, _rule in {
     lax.gather_p: _gather,
     lax.slice_p: _static_slice,
     lax.dot_general_p: _dot_general,
-    jit_p: _nested_call,
-    **dict.fromkeys((lax.transpose_p, lax.squeeze_p), _plain),
+    jit_p: lambda eqn, invals, env, checks: masked_eval(
+        eqn.params["jaxpr"].jaxpr, [*eqn.params["jaxpr"].consts, *invals], checks),
+    **dict.fromkeys((lax.transpose_p, lax.squeeze_p), lambda eqn, invals, *_: bind_primitive(
+        eqn.primitive, invals, eqn.params)),
     **dict.fromkeys((lax.cumsum_p, lax.cumprod_p, lax.cummax_p, lax.cummin_p), _cumulative),
     **dict.fromkeys(_REDUCTIONS, _reduction),
     **dict.fromkeys(_ELEMENTWISE, _elementwise),
@@ -591,7 +584,9 @@ class MaskedLoop(_CompiledLoop):
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
                 peaks = np.asarray(peaks).tolist()
-                self._learn(capacity, peaks)
+                # Capacities of their own (never shrinking) for body sizes well below the loop's.
+                caps = {v: max(bucket(peak), self._caps.get(v, 0)) for v, peak in zip(self._tracked, peaks)}
+                self._caps = {var: cap for var, cap in caps.items() if 4 * cap <= capacity}
                 fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
                 return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
                         new_dims, self._cut(buffers, new_dims))
@@ -602,11 +597,6 @@ class MaskedLoop(_CompiledLoop):
                 continue
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
-
-    def _learn(self, capacity: int, peaks: list[int]) -> None:
-        """Capacities of their own (never shrinking) for body sizes that stayed well below the loop's."""
-        caps = {var: max(bucket(peak), self._caps.get(var, 0)) for var, peak in zip(self._tracked, peaks)}
-        self._caps = {var: cap for var, cap in caps.items() if 4 * cap <= capacity}
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
         """Room for a ``for_loop`` to append at each iteration unless too large; at least twice the size."""

@@ -260,15 +260,10 @@ def _with_backward_pass_in_64_bits(run: Callable[..., Any], leaves: Sequence[Any
     def backward(pullback: Any, cotangents: Any) -> tuple[Any, ...]:
         tree, dtypes = result_types
         with x64_scope():
-            flat = [_as_dtype(c, d) for c, d in zip(tree.flatten_up_to(cotangents), dtypes)]
+            # Each cotangent in its result's 64-bit type (float0 ones stay).
+            flat = [c if jnp.result_type(c) == jax.dtypes.float0 else jnp.asarray(c, d)
+                    for c, d in zip(tree.flatten_up_to(cotangents), dtypes)]
             return tuple(_to_caller_types(pullback(tree_unflatten(tree, flat))))
 
     call.defvjp(forward, backward)
     return call(*leaves)
-
-
-def _as_dtype(cotangent: Any, dtype: np.dtype) -> Any:
-    """A cotangent in its result's 64-bit type (``float0`` ones stay)."""
-    if jnp.result_type(cotangent) == jax.dtypes.float0:
-        return cotangent
-    return jnp.asarray(cotangent, dtype)

@@ -279,7 +279,10 @@ class JaxprRunner:
             with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
                 lowered = fn.lower(*dynamic_args)
         except NeedsHost as err:
-            self._segmented[key, reverse] = self._segmentation(err)
+            if err.equation is None or err.equation[0] is not self.jaxpr:
+                self._segmented[key, reverse] = lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
+            else:  # split around the equation that raised
+                self._segmented[key, reverse] = SegmentedProgram(self, err.equation[1])
             return None
         lowered = None if any_traced(dynamic_args) else lowered
         return Specialization(fn, lowered, self.compile_options, self.options.report,
@@ -363,8 +366,10 @@ class JaxprRunner:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
-        if skey not in self._speculations and self._stages_with_ints(skey) and not any_traced(dynamic_args):
-            # Static int arguments (trip counts) may leave no host step, as jax.jit's static_argnums.
+        first = skey not in self._speculations and skey not in self._staged_ints
+        if (first and any(v is not None for v in skey[1:]) and len(self._staged_ints) < MAX_SPECULATIONS
+                and not any_traced(dynamic_args)):
+            # Staged whole with its int arguments (trip counts) static first: there may be no host step.
             self._staged_ints.add(skey)
             speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
             if speculation is not None:
@@ -375,11 +380,6 @@ class JaxprRunner:
         if speculation is not None:
             return speculation.run(dynamic_args)
         return self._run_segmented(skey, key, args)
-
-    def _stages_with_ints(self, skey: tuple) -> bool:
-        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static first."""
-        return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
-                and len(self._staged_ints) < MAX_SPECULATIONS)
 
     def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
         """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
@@ -415,12 +415,6 @@ class JaxprRunner:
         except (NeedsHost, SpeculationFails, *refused):
             return None
         return speculation
-
-    def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
-        """How the program runs when staging raised ``err``: split around the equation that raised it."""
-        if err.equation is None or err.equation[0] is not self.jaxpr:
-            return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
-        return SegmentedProgram(self, err.equation[1])
 
     def lower(self, *args: Any) -> Any:
         """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""

@@ -222,7 +222,9 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
         if prim not in SHAPE_PARAMS and all(_is_index_scalar(v) for v in eqn.outvars) and not any_traced(invals):
             with eval_context():
                 outs = bind_primitive(prim, operands, params)
-            return [_folded(x, v.aval.dtype) for x, v in zip(outs, eqn.outvars)]
+            # Python ints/bools (NumPy's when 32 bits) that bind back as their type: later sizes static.
+            hosts = [(np.asarray(x).item(), np.dtype(v.aval.dtype)) for x, v in zip(outs, eqn.outvars)]
+            return [h if np.dtype(type(h)) == dtype else dtype.type(h) for h, dtype in hosts]
         return bind_primitive(prim, operands, params)
     except _UNTRANSLATED:
         raise
@@ -244,12 +246,6 @@ def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], param
     except Exception as refusal:  # our own probe: a rule of JAX refusing concrete sizes
         return refusal
     return None
-
-
-def _folded(value: Any, dtype: Any) -> Any:
-    """A known index scalar as a Python ``int``/``bool`` (NumPy's when 32 bits) binding back as its type."""
-    host = np.asarray(value).item()
-    return host if np.dtype(type(host)) == np.dtype(dtype) else np.dtype(dtype).type(host)
 
 
 def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
