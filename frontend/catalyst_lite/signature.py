@@ -90,7 +90,13 @@ class CallBinding:
     def __init__(self, fn: Callable, static_argnums: Sequence[int] | int | None = None,
                  static_argnames: Sequence[str] | str | None = None):
         self.fn_name = function_name(fn)
-        self.call_keywords = _call_site_keywords(fn)
+        # Static keywords beyond the parameters, hashed: a QNode's call-site ``shots`` (if its
+        # function has none; PennyLane not imported: fn is no QNode).
+        qml = sys.modules.get("pennylane")
+        is_qnode = qml is not None and isinstance(fn, qml.QNode) and not fn._qfunc_uses_shots_arg
+        self.call_keywords: dict[str, Callable[[Any], Hashable]] = {}
+        if is_qnode:
+            self.call_keywords["shots"] = qml.measurements.Shots
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -108,8 +114,14 @@ class CallBinding:
         except (ArgumentTypeError, StaticArgnumsError) as err:
             self.static_argnums_error, nums = err, set()
         names = set(checked_tuple(static_argnames, str, "static_argnames", self.fn_name))
-        if self.signature is not None:
-            self._check_static_argnames(names)
+        named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
+        unknown = sorted(n for n in names if n not in named)
+        if unknown and self.signature is not None and self.var_keyword is None:
+            raise ArgumentValueError(
+                f"{self.fn_name}: the qjitted function has invalid argname "
+                f"{{{', '.join(map(repr, unknown))}}} in static_argnames: not a parameter "
+                f"(parameters: {', '.join(repr(n) for n in self.parameters if n in named) or 'none'})."
+            )
         # As jax.jit does: a positional parameter is static whether passed by position or name.
         self.static_names = frozenset(names) | {self.positional[i] for i in nums if i < len(self.positional)}
         # Positions beyond the named parameters are elements of *args.
@@ -139,16 +151,6 @@ class CallBinding:
                     )
         return nums
 
-    def _check_static_argnames(self, names: set[str]) -> None:
-        named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
-        unknown = sorted(n for n in names if n not in named)
-        if unknown and self.var_keyword is None:
-            raise ArgumentValueError(
-                f"{self.fn_name}: the qjitted function has invalid argname "
-                f"{{{', '.join(map(repr, unknown))}}} in static_argnames: not a parameter "
-                f"(parameters: {', '.join(repr(n) for n in self.parameters if n in named) or 'none'})."
-            )
-
     @property
     def static_argnums(self) -> tuple[int, ...]:
         """The positions of the static arguments (those named by ``static_argnames`` too)."""
@@ -169,12 +171,19 @@ class CallBinding:
         if self.signature is None:  # no signature to bind by: arguments as given
             keys = [("*", i) for i in range(len(args))] + [("**", k) for k in kwargs]
             return self._arguments(keys, [*args, *kwargs.values()])
-        self._check_keywords(kwargs)
+        # A keyword naming no parameter is the error, as in Python (before a missing argument).
+        by_keyword = (*_VARIADIC, inspect.Parameter.POSITIONAL_ONLY)
+        unknown = [k for k in kwargs if k not in self.parameters or self.parameters[k].kind in by_keyword]
+        if unknown and self.var_keyword is None:
+            raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {unknown[0]!r}")
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentTypeError(f"{self.fn_name}: {e}") from None
-        self._fill_static_defaults(bound)
+        for name in self.static_names - bound.arguments.keys():  # its default: f(x), f(x, mode=default) alike
+            p = self.parameters.get(name)
+            if p is not None and p.default is not p.empty and _hashable(p.default):
+                bound.arguments[name] = p.default
         keys, values = [], []
         for name, value in bound.arguments.items():
             kind = self.parameters[name].kind
@@ -189,56 +198,29 @@ class CallBinding:
                 values.append(value)
         return self._arguments(keys, values)
 
-    def _fill_static_defaults(self, bound: inspect.BoundArguments) -> None:
-        """A static parameter left out takes its default (``f(x)``, ``f(x, mode=default)``: one trace)."""
-        for name in self.static_names:
-            p = self.parameters.get(name)
-            if p is not None and name not in bound.arguments and p.default is not p.empty:
-                try:
-                    hash(p.default)
-                except TypeError:
-                    continue
-                bound.arguments[name] = p.default
-
-    def _check_keywords(self, kwargs: dict) -> None:
-        """A keyword naming no parameter is the error, as in Python (before a missing argument)."""
-        if self.var_keyword is not None:
-            return
-        accepted = {n for n, p in self.parameters.items() if p.kind not in (*_VARIADIC, inspect.Parameter.POSITIONAL_ONLY)}
-        for k in kwargs:
-            if k not in accepted:
-                raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {k!r}")
-
     def _arguments(self, keys: list[ArgumentKey], values: list[Any]) -> CallArguments:
         static = [
             tag == "call" or (ident in self.static_varargs if tag == "*" else ident in self.static_names)
             for tag, ident in keys
         ]
-        self._check_static_varargs(keys)
+        # static_argnums beyond the named parameters must name a given element of *args.
+        given = sum(1 for tag, _ in keys if tag == "*")
+        beyond = [len(self.positional) + i for i in sorted(self.static_varargs) if i >= given]
+        if beyond:
+            npos = len(self.positional) + given
+            raise StaticArgnumsError(
+                f"{self.fn_name}: static_argnums names argnum {beyond[0]}, which is beyond the valid "
+                f"range of [0, {npos}): the call passes {npos} positional argument(s)."
+            )
         for key, value, is_static in zip(keys, values, static):
-            if is_static:
-                try:
-                    hash(value)
-                except TypeError:
-                    raise UnhashableStaticArgumentError(
-                        f"{self.fn_name}: static argument {self._name(key)} must be hashable, got "
-                        f"{type(value).__name__}."
-                    ) from None
+            if is_static and not _hashable(value):
+                raise UnhashableStaticArgumentError(
+                    f"{self.fn_name}: static argument {self._name(key)} must be hashable, got "
+                    f"{type(value).__name__}."
+                )
         slots, nslots = self._slots(keys, static)
         names = tuple(self._name(k) for k in keys)
         return CallArguments(tuple(keys), tuple(values), names, tuple(static), slots, nslots)
-
-    def _check_static_varargs(self, keys: list[ArgumentKey]) -> None:
-        """``static_argnums`` beyond the named parameters must name a given element of ``*args``."""
-        given = sum(1 for tag, _ in keys if tag == "*")
-        for i in sorted(self.static_varargs):
-            if i >= given:
-                npos = len(self.positional) + given
-                raise StaticArgnumsError(
-                    f"{self.fn_name}: static_argnums names argnum {len(self.positional) + i}, which "
-                    f"is beyond the valid range of [0, {npos}): the call passes {npos} positional "
-                    "argument(s)."
-                )
 
     def _slots(self, keys: list[ArgumentKey], static: list[bool]) -> tuple[tuple[int, ...], int]:
         """Each argument's position among the non-static ones, counting parameters left out."""
@@ -290,12 +272,12 @@ class CallBinding:
         return with_dynamic
 
 
-def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
-    """Static keywords beyond ``fn``'s parameters, hashed: a QNode's call-site ``shots``."""
-    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
-    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
-        return {}
-    return {"shots": qml.measurements.Shots}
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 # --- type annotations ------------------------------------------------------------------------------

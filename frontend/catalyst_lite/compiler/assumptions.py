@@ -82,7 +82,12 @@ class SignatureTrace:
             first_leaf = len(static) - len(leaves)
             constants = {j: int(v) if spec.weak_type else np.dtype(spec.dtype).type(v)
                          for j, (v, spec) in enumerate(zip(static[first_leaf:], specs)) if v is not None}
-            fn = _with_constant_leaves(fn, constants)
+
+            def fn(*args: Any) -> Any:  # self.fn, the static leaves constants
+                leaves, tree = jax.tree_util.tree_flatten(args)
+                leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
+                return self.fn(*jax.tree_util.tree_unflatten(tree, leaves))
+
         if self.capture is not None:
             fn = self.capture(fn, self.name)
         # Traced from the eval trace: the cached program outlives any transformation this call
@@ -105,15 +110,6 @@ def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
         dims = ",".join(str(spec_axes.get(i, d)) for i, d in enumerate(spec.shape))
         types.append(f"{getattr(spec.dtype, 'name', spec.dtype)}[{dims}]")  # a PRNG key's dtype is not NumPy's
     return f"({', '.join(types)})"
-
-
-def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
-    def with_constants(*args: Any) -> Any:
-        leaves, tree = jax.tree_util.tree_flatten(args)
-        leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
-        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
-
-    return with_constants
 
 
 # (scope, static values or None) -> the program traced in that scope (a SignatureTrace)
@@ -162,8 +158,13 @@ class ProgramFamily:
         scope = self._scope()
         try:
             program = trace(scope, None)
-        except (NeedsCallSizes, ShapeBroadcastError) as err:
-            self._generic_failed(scope, err)
+        except (NeedsCallSizes, ShapeBroadcastError) as err:  # guided traces, or static ones, from now on
+            if scope.undecided or scope.last_disagreement is not None:
+                self.generic_failed = True
+            elif isinstance(err, NeedsCallSizes):
+                self.sizes_must_be_static = True
+            else:
+                raise
             return None
         self.programs.append(program)
         return program
@@ -172,15 +173,6 @@ class ProgramFamily:
         """The scope of a trace with symbolic sizes, guided by a call's ``values`` if given."""
         point = None if values is None else self.inputs.point(values)
         return SizeScope(self.inputs.names, point, symbolic=bool(self.inputs.sizes))
-
-    def _generic_failed(self, scope: SizeScope, err: BaseException) -> None:
-        """After the generic trace failed: guided traces, or static ones for the signal, from now on."""
-        if scope.undecided or scope.last_disagreement is not None:
-            self.generic_failed = True
-        elif isinstance(err, NeedsCallSizes):
-            self.sizes_must_be_static = True
-        else:
-            raise err
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
         program = self._new_generic(trace)
