@@ -161,7 +161,14 @@ class QJIT:
         **options: Any,
     ):
         if compile_options is not None:  # Catalyst's QJIT(fn, CompileOptions(...))
-            self.__init__(fn, **_keyword_options(compile_options))
+            if not isinstance(compile_options, QJITOptions):
+                raise ArgumentTypeError(
+                    f"QJIT(fn, compile_options): compile_options must be a catalyst_lite.CompileOptions, got "
+                    f"{type(compile_options).__name__}; or pass the options as keywords to qjit."
+                )
+            fields = {f.name: getattr(compile_options, f.name) for f in dataclasses.fields(QJITOptions)
+                      if f.name not in ("link", "lower_to_llvm", "checkpoint_stage")}  # the compiler driver's
+            self.__init__(fn, **{**fields, "static_argnums": fields["static_argnums"] or None})
             return
         if not callable(fn):
             raise ArgumentTypeError(
@@ -258,7 +265,12 @@ class QJIT:
                       ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
         """The call (promoted), its programs, how it is traced, its flat arguments, axes and names."""
         tree, specs, leaves, axes, names = self.layout.leaf_specs(call)
-        _check_int64(self.name, names, leaves)  # before promotion would make a float of it
+        for name, leaf in zip(names, leaves):  # (before promotion makes a float of it) as jax.jit says
+            if type(leaf) is int and leaf not in _INT64_RANGE:
+                raise ArgumentOverflowError(
+                    f"{self.name}: argument {name} = {leaf} does not fit in a 64-bit integer, the type "
+                    "of integer arguments (and of sizes). Pass a smaller value."
+                )
         key = (call.dynamic_keys, tree, tuple(specs), call.static)
         family = self._programs.get(key)
         if not _has_program(family):
@@ -317,7 +329,9 @@ class QJIT:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
         self._keep_intermediate(program)
-        return call, program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
+        traced = program.program
+        implicit = implicit_values(traced.axis_names, traced.dim_sources, leaves, names, self.name)
+        return call, program, leaves, names, axis_lengths, implicit
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
         """How this call's signature is traced (through PennyLane's capture if ``capture`` says so)."""
@@ -362,7 +376,11 @@ class QJIT:
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         """``@qjit`` on a method binds ``obj`` first (not under a ``@staticmethod``)."""
-        if instance is None or _wraps_staticmethod(self.original_function):
+        try:
+            unwrapped = inspect.unwrap(self.original_function, stop=lambda f: isinstance(f, staticmethod))
+        except ValueError:  # a cycle of __wrapped__
+            unwrapped = None
+        if instance is None or isinstance(unwrapped, staticmethod):
             return self
         return types.MethodType(self, instance)
 
@@ -739,42 +757,12 @@ def _call_key(args: tuple) -> tuple | None:
 _INT64_RANGE = range(-(2**63), 2**63)
 
 
-def _check_int64(fn_name: str, names: Sequence[str], leaves: Sequence[Any]) -> None:
-    """A Python int argument must fit in int64, as ``jax.jit`` says."""
-    for name, leaf in zip(names, leaves):
-        if type(leaf) is int and leaf not in _INT64_RANGE:
-            raise ArgumentOverflowError(
-                f"{fn_name}: argument {name} = {leaf} does not fit in a 64-bit integer, the type "
-                "of integer arguments (and of sizes). Pass a smaller value."
-            )
-
-
 def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
     return ArgumentTypeError(
         f"{fn_name}: argument {name} sets an array size, so its value must be known, but an "
         "outer JAX transformation (jax.jit, jax.vmap, ...) traces it. Pass it as a static "
         "argument of that transformation (static_argnums) or keep it out of the transformation."
     )
-
-
-def _wraps_staticmethod(fn: Any) -> bool:
-    try:
-        return isinstance(inspect.unwrap(fn, stop=lambda f: isinstance(f, staticmethod)), staticmethod)
-    except ValueError:  # a cycle of __wrapped__
-        return False
-
-
-def _keyword_options(record: QJITOptions) -> dict[str, Any]:
-    """``qjit``'s keyword options from a ``CompileOptions`` record (less its compiler driver's)."""
-    if not isinstance(record, QJITOptions):
-        raise ArgumentTypeError(
-            f"QJIT(fn, compile_options): compile_options must be a catalyst_lite.CompileOptions, got "
-            f"{type(record).__name__}; or pass the options as keywords to qjit."
-        )
-    internal = {"link", "lower_to_llvm", "checkpoint_stage"}
-    options = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in internal}
-    options["static_argnums"] = options["static_argnums"] or None
-    return options
 
 
 def qjit(

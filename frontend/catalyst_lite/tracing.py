@@ -98,10 +98,6 @@ class Program:
         """The jaxpr with its constants as leading inputs: ``[consts, implicit, leaves]``."""
         return pe.convert_constvars_jaxpr(self.closed_jaxpr.jaxpr)
 
-    def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
-        """Values of the implicit dimension arguments; shared dimensions must agree."""
-        return implicit_values(self.axis_names, self.dim_sources, leaves, leaf_names, fn_name)
-
     def results(self, outs: Sequence[Any]) -> Any:
         """The function's result (a pytree) from the jaxpr's outputs (implicit sizes dropped)."""
         return tree_unflatten(self.out_tree, collapse(self.out_type, outs))

@@ -107,7 +107,10 @@ class FastCall:
         # A speculation takes Python ints as static values.
         self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int
                                              for i in positions)
-        self.results = _results_function(executable.program)
+        # program.results, or for the most common result, one array, a cheaper equivalent.
+        explicit = [i for i, (_, is_explicit) in enumerate(executable.program.out_type) if is_explicit]
+        one_array = len(explicit) == 1 and treedef_is_leaf(executable.program.out_tree)
+        self.results = operator.itemgetter(explicit[0]) if one_array else executable.program.results
         # The constants the executable takes before the leaves, when it takes every leaf as it is
         # and returns exactly the results: then the function's dispatcher can run it.
         leaf_positions = range(len(self.prefix), len(full))
@@ -163,14 +166,6 @@ class FastCall:
                 return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
         with x64_scope():
             return self.executable.run(self.implicit, args)
-
-
-def _results_function(program: Program) -> Callable[[Sequence[Any]], Any]:
-    """``program.results``, or for the most common result, one array, a cheaper equivalent."""
-    explicit = [i for i, (_, is_explicit) in enumerate(program.out_type) if is_explicit]
-    if len(explicit) == 1 and treedef_is_leaf(program.out_tree):
-        return operator.itemgetter(explicit[0])
-    return program.results
 
 
 # What compiles a Python function (``QJIT``, registered by ``catalyst_lite.compiled``): the layers

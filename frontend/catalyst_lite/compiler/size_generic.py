@@ -109,9 +109,15 @@ class SizeGenericTier:
                 return self._first_look_up(key)
             if self.status is not Status.COMPILING:
                 return self._loaded()
-            deadline, compiled = self._wait_deadline(key), self._compiled
-        if deadline is None:
-            return None
+            # A call at new sizes waits for IREE's compile until a deadline (none before XLA's first).
+            now, compiled = time.perf_counter(), self._compiled
+            if self._wait_until is None and self._longest_xla > 0.0:
+                self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
+            if self._wait_until is None or now >= self._wait_until:
+                return None
+            deadline = self._wait_until
+            self._report("%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
+                         key, deadline - now)
         if not compiled.wait(max(0.0, deadline - time.perf_counter())):
             self._report("%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
                          "compile): XLA compiles new sizes until IREE is ready",
@@ -138,17 +144,6 @@ class SizeGenericTier:
         self.status, self._submitted = Status.COMPILING, False  # submitted by new_size_served
         self._compiled, self._wait_until = threading.Event(), None
         return None
-
-    def _wait_deadline(self, key: Hashable) -> float | None:
-        """Until when a call at new sizes waits for IREE's compile (under the lock; ``None``: no wait)."""
-        now = time.perf_counter()
-        if self._wait_until is None and self._longest_xla > 0.0:
-            self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
-        if self._wait_until is None or now >= self._wait_until:
-            return None
-        self._report("%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
-                     key, self._wait_until - now)
-        return self._wait_until
 
     def _loaded(self) -> IreeExecutable | None:
         """The executable, loading the one compiled in the background first (under the lock)."""
