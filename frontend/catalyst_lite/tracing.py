@@ -193,20 +193,6 @@ def full_collections_deferred() -> Iterator[None]:
                 gc.set_threshold(*_gc_thresholds)
 
 
-def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
-    """Fail on a constant (or a result's size) still a tracer: it escaped a trace JAX ran in ours."""
-    for var, const in zip(jaxpr.constvars, consts):
-        if isinstance(const, Tracer):
-            users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
-            if users:
-                raise escaped_size_error(name, users[0])
-    open_eqn = open_jax_nested_equation(jaxpr) or next(
-        (e for e in jaxpr.eqns if any(isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None
-    )
-    if open_eqn is not None:
-        raise escaped_size_error(name, open_eqn)
-
-
 def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[LeafSpec],
                   axes_specs: Sequence[AxesSpec], name: str, leaf_names: Sequence[str] = (),
                   scope: SizeScope | None = None,
@@ -230,7 +216,13 @@ def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[
     with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes, scope), dynamic_tracing(), size_scope(scope):
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
-    _refuse_escaped_sizes(jaxpr, consts, name)
+    # A constant, or a result's size, still a tracer escaped a trace JAX ran inside ours.
+    escaped = [var for var, const in zip(jaxpr.constvars, consts) if isinstance(const, Tracer)]
+    open_eqn = next((e for e in jaxpr.eqns if any(var in e.invars for var in escaped)), None) or \
+        open_jax_nested_equation(jaxpr) or next((e for e in jaxpr.eqns if any(
+            isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None)
+    if open_eqn is not None:
+        raise escaped_size_error(name, open_eqn)
     if typecheck_enabled():  # CATALYST_LITE_TYPECHECK=1 (the test suite): a wrong type is our bug
         check_jaxpr(jaxpr)
     axis_names, dim_sources = dimension_sources(axes_specs)

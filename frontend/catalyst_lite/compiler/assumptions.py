@@ -131,7 +131,7 @@ class ProgramFamily:
     def select(self, values: Sequence[Any]) -> Any | None:
         """The first program whose facts hold for these size inputs (``None`` if none does)."""
         for program in self.programs:
-            if program.facts.hold(values):
+            if program.program.facts.hold(values):
                 return program
         if self.static_programs:
             return self.static_programs.get(tuple(self._static_point(values)))
@@ -176,7 +176,7 @@ class ProgramFamily:
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
         program = self._new_generic(trace)
-        if program is not None and program.facts.hold(values):
+        if program is not None and program.program.facts.hold(values):
             return program
         if self.sizes_must_be_static:
             return self._trace_static(values, trace)
@@ -189,7 +189,7 @@ class ProgramFamily:
             ) from None
         except (NeedsCallSizes, ShapeBroadcastError) as err:
             return self._trace_static(values, trace, self._named(err, scope, values))
-        if not program.facts.hold(values):  # a fact its own sizes break: no use to anyone
+        if not program.program.facts.hold(values):  # a fact its own sizes break: no use to anyone
             return self._trace_static(values, trace)
         self.programs.append(program)
         return program

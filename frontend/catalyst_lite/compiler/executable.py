@@ -39,15 +39,10 @@ class Executable:
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
         self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)  # drawn at every call
 
-    @property
-    def facts(self):
-        """The calls this program is valid for (see :mod:`.assumptions`)."""
-        return self.program.facts
-
     def describe(self) -> ProgramInfo:
-        runner, tier = self.runner, self.runner.size_generic
+        runner, tier, program = self.runner, self.runner.size_generic, self.program
         return ProgramInfo(
-            jaxpr=self.program.closed_jaxpr, facts=self.facts, loops=tuple(compiled_loops(runner.kept())),
+            jaxpr=program.closed_jaxpr, facts=program.facts, loops=tuple(compiled_loops(runner.kept())),
             size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
             fresh_consts=len(self.fresh_consts), **runner.describe(),
         )
@@ -91,7 +86,7 @@ class FastCall:
     def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any],
                  axis_lengths: Sequence[int] = ()):
         self.executable = executable
-        facts, lengths = executable.facts, tuple(axis_lengths)
+        facts, lengths = executable.program.facts, tuple(axis_lengths)
         self.reads = frozenset(k - len(lengths) for k in facts.inputs if k >= len(lengths))  # argument leaves
         self.facts_hold = (lambda args: facts.first_broken((*lengths, *args) if lengths else args) < 0
                            ) if self.reads else None
