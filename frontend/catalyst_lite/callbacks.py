@@ -1,10 +1,6 @@
-"""Host callbacks: Python functions called by a compiled program while it runs.
-
-:func:`pure_callback` and :mod:`catalyst_lite.debug`'s callbacks become one ``host_callback``
-equation (:class:`HostCall`), bound at specialization as ``jax.pure_callback``/
-``jax.debug.callback`` (so operands may have symbolic sizes); :func:`accelerate` traces its
-function into the program. An exception a callback raises reaches the caller as itself
-(:func:`callback_exception`), not wrapped in XLA's error.
+"""Host callbacks: Python functions called by a compiled program while it runs, each one
+``host_callback`` equation (:class:`HostCall`) bound at specialization as JAX's callbacks; an
+exception a callback raises reaches the caller as itself (:func:`callback_exception`).
 """
 
 from __future__ import annotations
@@ -313,12 +309,9 @@ class PureCallback:
 
 
 def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallback:
-    """Call the pure Python function ``callback_fn`` from a compiled program, at run time.
-
-    ``result_type``, or ``callback_fn``'s return annotation, declares its results: ``float``,
-    ``int``, ``bool``, ``complex``, a dtype, a ``jax.ShapeDtypeStruct``, or a pytree of these.
-    The function receives NumPy arrays and must return values of exactly these types (Python
-    scalars are converted). Usable as a decorator; differentiable with ``.fwd`` and ``.bwd``.
+    """Call the pure Python function ``callback_fn`` from a compiled program, at run time, on NumPy
+    arrays; ``result_type`` or its return annotation declares its results (``float``, a dtype, a
+    ``jax.ShapeDtypeStruct``, a pytree of these). Differentiable with ``.fwd`` and ``.bwd``.
 
     >>> from catalyst_lite import pure_callback, qjit
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import sys
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
@@ -160,13 +161,9 @@ class JitOptions:
 
     def donated_leaves(self, keys: Sequence[tuple[str, Any]], arguments: Sequence[Any]) -> frozenset[int]:
         """The flat leaves (by index) of the donated arguments among a call's dynamic ones."""
-        donated, first = set(), 0
-        for (tag, name), value in zip(keys, arguments):
-            count = len(jax.tree_util.tree_leaves(value))
-            if tag == "" and name in self.donated:
-                donated.update(range(first, first + count))
-            first += count
-        return frozenset(donated)
+        ends = list(itertools.accumulate(len(jax.tree_util.tree_leaves(value)) for value in arguments))
+        return frozenset(i for (tag, name), end, value_end in zip(keys, [0, *ends], ends)
+                         if tag == "" and name in self.donated for i in range(end, value_end))
 
     def place_arguments(self, args: tuple) -> tuple:
         """``args`` placed with ``in_shardings`` (a leaf whose sharding is ``None`` as it is)."""

@@ -227,8 +227,7 @@ class QJIT:
             self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
         self._dispatch = dispatcher(self.name, *_python_calls(weakref.ref(self)))
         self._dispatchers = [self._dispatch]  # evictions forget the data of all of them
-        # The dispatcher of calls whose Python ints at these positions are static (a program that
-        # reads their values), and those calls' number of arguments (see _make_static_dispatch).
+        # Calls' Python ints' positions, their number of arguments and dispatcher (_make_static_dispatch).
         self._static_dispatch: tuple[tuple[int, ...], int, Callable[..., Any]] | None = None
         self._executable_options = RunnerOptions(
             self._jit.xla,
@@ -401,8 +400,7 @@ class QJIT:
                 if data is not None:  # the dispatcher can run this call by itself: use it
                     self._python_only = False
                 return result
-            # jax.jit's C++ dispatcher runs calls of argument types it has data for without
-            # Python; the others take _python_call.
+            # jax.jit's C++ dispatcher runs calls it has data for; the others take _python_call.
             return self._dispatch(*args, **kwargs)
         except Exception as error:  # a callback's failure as its own exception, user's frames first
             raise filtered(callback_exception(error))  # noqa: B904
@@ -411,8 +409,7 @@ class QJIT:
         """A call the dispatcher cannot run: its result, dispatch data, whether to come back."""
         if is_tracing():  # inside another trace: inlined into it, as Catalyst does
             return self.user_function(*args, **kwargs), None, True
-        # Only this path runs programs with callbacks: a callback failing on an XLA worker
-        # thread finds this call.
+        # Only this path runs programs with callbacks: one failing on an XLA thread finds this call.
         with running_program():
             # A call of the argument types of one already validated skips the checked path.
             key = None if kwargs else _call_key(args)

@@ -128,8 +128,7 @@ def user_facing_trace_errors(
             # (`jnp.pad(x, 1, "reflect")` at n = 1 refuses a symbolic n): jax.jit's way serves it.
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic at this call's sizes") from err
         if scope.signalled is not None:
-            # The user's code asked a size's Python value, then failed (it may have caught the
-            # signal and raised its own): it is traced again with the call's sizes.
+            # The user's code asked a size's Python value, then failed (maybe catching the signal).
             raise NeedsCallSizes.standing_for(err, f"{scope.signalled}, then {type(err).__name__}") from err
         raise  # the user's own, or JAX's about the user's program: left as it is
 

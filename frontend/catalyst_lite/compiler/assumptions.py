@@ -90,8 +90,7 @@ class SignatureTrace:
 
         if self.capture is not None:
             fn = self.capture(fn, self.name)
-        # Traced from the eval trace: the cached program outlives any transformation this call
-        # runs under, so no value it keeps may be a caller's tracer. PennyLane's capture is off.
+        # From the eval trace: the program, cached, keeps no caller's tracer. PennyLane's capture off.
         start = time.perf_counter()
         with eval_context(), capture_switched(False, self.name), context_scope(qjit_options=self.options), \
                 extended_trace(self.options) as contribution:

@@ -106,8 +106,7 @@ class FastCall:
         explicit = [i for i, (_, is_explicit) in enumerate(executable.program.out_type) if is_explicit]
         one_array = len(explicit) == 1 and treedef_is_leaf(executable.program.out_tree)
         self.results = operator.itemgetter(explicit[0]) if one_array else executable.program.results
-        # The constants the executable takes before the leaves, when it takes every leaf as it is
-        # and returns exactly the results: then the function's dispatcher can run it.
+        # What the executable takes before the leaves if it takes them as they are and returns the results.
         leaf_positions = range(len(self.prefix), len(full))
         direct = (
             not self.fresh_prefix

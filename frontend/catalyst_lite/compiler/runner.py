@@ -354,8 +354,7 @@ class JaxprRunner:
             with context_scope(host_driving=self):
                 return self._run_host(key, reverse, args, dynamic_args)
         if any_traced(dynamic_args) or is_tracing():
-            # Staged into the caller's program (even without traced arguments: a qjit program
-            # called while another is traced), not run.
+            # Staged into the caller's program (also a qjit program called while another is traced).
             return list(spec.jitted(*dynamic_args))
         return list(spec.run(dynamic_args))
 

@@ -140,24 +140,16 @@ def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[st
 _ALWAYS_FITS_BYTES = 1 << 26
 
 
-def available_memory() -> int:
-    """Bytes the process can still allocate: Linux's ``MemAvailable``, else the physical memory size."""
-    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return sys.maxsize
-
-
 def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
     """Raise :class:`ArrayTooLargeError` for an array that would not fit in memory (before XLA fails)."""
     nbytes = math.prod(shape) * getattr(dtype, "itemsize", 8)  # a PRNG key's dtype is not NumPy's
     if nbytes <= _ALWAYS_FITS_BYTES:
         return
-    available = available_memory()
+    available = sys.maxsize  # what the process can still allocate: Linux's MemAvailable, else the memory size
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration), open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
     if nbytes > available:
         raise ArrayTooLargeError(
             f"{what} would create an array of shape {tuple(shape)} and dtype {np.dtype(dtype)} "
