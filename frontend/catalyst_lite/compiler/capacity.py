@@ -166,26 +166,15 @@ def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> li
 
 
 def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """The gathers ``jax.numpy`` makes of slices with traced bounds; others by :func:`_indexed_gather`."""
+    """The gathers ``jax.numpy`` makes of slices with traced bounds as windows; in others (``a[idx]``)
+    start indices along resizable axes clamped by true sizes."""
     params = eqn.params
     dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
-    ndim = operand.ndim
-    mode = str(params["mode"])
-    slice_like = (
-        tuple(dn.offset_dims) == tuple(range(ndim)) and not dn.collapsed_slice_dims
-        and tuple(dn.start_index_map) == tuple(range(ndim)) and not dn.operand_batching_dims
-        and indices.shape == (ndim,) and ("CLIP" in mode or "PROMISE" in mode)
-    )
-    if not slice_like:
-        return _indexed_gather(eqn, invals, env, checks)
-    return _slice_window(eqn, operand, [indices[k] for k in range(ndim)], invals[2:], env, checks)
-
-
-def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Other gathers (``a[idx]``): start indices along resizable axes clamped by true sizes."""
-    params = eqn.params
-    dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
-    mode = str(params["mode"])
+    ndim, mode = operand.ndim, str(params["mode"])
+    if (tuple(dn.offset_dims) == tuple(range(ndim)) and not dn.collapsed_slice_dims
+            and tuple(dn.start_index_map) == tuple(range(ndim)) and not dn.operand_batching_dims
+            and indices.shape == (ndim,) and ("CLIP" in mode or "PROMISE" in mode)):
+        return _slice_window(eqn, operand, [indices[k] for k in range(ndim)], invals[2:], env, checks)
     if any(_padded(eqn.invars[1], env)) or dn.operand_batching_dims:
         raise Unmaskable("a gather with resized indices along a resizable axis")
     filling = "FILL" in mode
