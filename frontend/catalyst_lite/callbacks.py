@@ -110,11 +110,6 @@ def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
         ) from None
 
 
-def result_types(spec: Any, name: str) -> tuple[tuple[jax.ShapeDtypeStruct, ...], PyTreeDef]:
-    leaves, tree = tree_flatten(spec)
-    return tuple(_result_leaf(t, name) for t in leaves), tree
-
-
 def _declared_return(fn: Callable) -> Any:
     """``fn``'s return annotation, or ``None``."""
     try:
@@ -301,7 +296,8 @@ class PureCallback:
                 "(annotate its return, -> float, -> jax.ShapeDtypeStruct(shape, dtype), or pass "
                 "result_type)."
             )
-        types, out_tree = result_types(declared, name)
+        leaves, out_tree = tree_flatten(declared)
+        types = tuple(_result_leaf(t, name) for t in leaves)
         call = HostCall(
             self.fn, name, tree_flatten((args, kwargs))[1], types, out_tree=out_tree, fwd=self._fwd, bwd=self._bwd
         )

@@ -573,9 +573,7 @@ class MaskedLoop(_CompiledLoop):
             status, new_dims = int(status), [int(d) for d in new_dims]
             if status == DONE:
                 peaks = np.asarray(peaks).tolist()
-                # Capacities of their own (never shrinking) for body sizes well below the loop's.
-                caps = {v: max(bucket(peak), self._caps.get(v, 0)) for v, peak in zip(self._tracked, peaks)}
-                self._caps = {var: cap for var, cap in caps.items() if 4 * cap <= capacity}
+                self._learn(capacity, peaks)
                 fits = all(p <= self._caps.get(v, capacity) for v, p in zip(self._tracked, peaks))
                 return (Prediction(self, capacity, static, tuple(new_dims), tuple(self._caps.items()), fits),
                         new_dims, self._cut(buffers, new_dims))
@@ -586,6 +584,11 @@ class MaskedLoop(_CompiledLoop):
                 continue
             capacity = self._grown(capacity, max(dims, default=0), max(new_dims, default=0), int(k) + 1, count)
         return None, dims, list(carried)
+
+    def _learn(self, capacity: int, peaks: list[int]) -> None:
+        """Capacities of their own (never shrinking) for body sizes that stayed well below the loop's."""
+        caps = {var: max(bucket(peak), self._caps.get(var, 0)) for var, peak in zip(self._tracked, peaks)}
+        self._caps = {var: cap for var, cap in caps.items() if 4 * cap <= capacity}
 
     def _first_capacity(self, values: Sequence[Any], largest: int, count: int) -> int:
         """Room for a ``for_loop`` to append at each iteration unless too large; at least twice the size."""

@@ -279,10 +279,7 @@ class JaxprRunner:
             with literals_by_value():  # thousands of scalar constants (a circuit's) lower fast
                 lowered = fn.lower(*dynamic_args)
         except NeedsHost as err:
-            if err.equation is None or err.equation[0] is not self.jaxpr:
-                self._segmented[key, reverse] = lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
-            else:  # split around the equation that raised
-                self._segmented[key, reverse] = SegmentedProgram(self, err.equation[1])
+            self._segmented[key, reverse] = self._segmentation(err)
             return None
         lowered = None if any_traced(dynamic_args) else lowered
         return Specialization(fn, lowered, self.compile_options, self.options.report,
@@ -414,6 +411,12 @@ class JaxprRunner:
         except (NeedsHost, SpeculationFails, *refused):
             return None
         return speculation
+
+    def _segmentation(self, err: NeedsHost) -> Callable[[Sequence[Any]], list[Any]]:
+        """How the program runs when staging raised ``err``: split around the equation that raised it."""
+        if err.equation is None or err.equation[0] is not self.jaxpr:
+            return lambda args: eval_jaxpr(self.jaxpr, args, Mode.HOST)
+        return SegmentedProgram(self, err.equation[1])
 
     def lower(self, *args: Any) -> Any:
         """``jax.stages.Lowered`` of the specialization for these arguments (staged only)."""
