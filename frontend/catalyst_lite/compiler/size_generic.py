@@ -59,8 +59,7 @@ class SizeGenericTier:
         self._submitted = False  # the compile is on the background thread
         self._wait_until: float | None = None  # the deadline of calls waiting for it
         self._longest_xla = 0.0  # seconds of the longest new size served by XLA
-        self._calls: dict[Hashable, int] = {}
-        self._checked: set[Hashable] = set()
+        self._calls: dict[Hashable, int] = {}  # calls served at each size (checked at the first)
         self._lock = threading.Lock()
 
     @classmethod
@@ -80,17 +79,23 @@ class SizeGenericTier:
             return None
         if self.runner.options.report.enabled:
             self._report("%s at sizes %s: runs on the size-generic (IREE) executable", key)
-        if key not in self._checked:
+        if key not in self._calls:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
-            if len(self._checked) >= self.REMEMBERED_SIZES:
-                self._checked.clear()
-            self._checked.add(key)
         try:
             outs = executable(args)
         except Unsupported as err:
             self._give_up(str(err))
             return None
-        self._count(key, args)
+        calls = self._calls.get(key, 0) + 1
+        if len(self._calls) >= self.REMEMBERED_SIZES:
+            self._calls.clear()
+        self._calls[key] = calls
+        if calls == self.CALLS_BEFORE_XLA:  # the second call at a size: XLA compiles it
+            self._report("%s at sizes %s called again: XLA compiles them in the background, then they "
+                         "run on XLA", key)
+            dynamic_args = [args[i] for i in self.runner.dynamic_positions]
+            generation = self.runner.options.cache.generation
+            run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))
         return outs
 
     def new_size_served(self, seconds: float) -> None:
@@ -192,16 +197,3 @@ class SizeGenericTier:
         self.reason, self.status, self._executable = reason, Status.UNSUPPORTED, None
         if self._release is not None:
             self._release()
-
-    def _count(self, key: Hashable, args: Sequence[Any]) -> None:
-        """Count a call at ``key``; at the second, XLA compiles the size."""
-        calls = self._calls.get(key, 0) + 1
-        if len(self._calls) >= self.REMEMBERED_SIZES:
-            self._calls.clear()
-        self._calls[key] = calls
-        if calls == self.CALLS_BEFORE_XLA:
-            self._report("%s at sizes %s called again: XLA compiles them in the background, then they "
-                         "run on XLA", key)
-            dynamic_args = [args[i] for i in self.runner.dynamic_positions]
-            generation = self.runner.options.cache.generation
-            run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))
