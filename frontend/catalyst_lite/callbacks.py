@@ -373,6 +373,8 @@ def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -
 
     @functools.wraps(func)
     def accelerated(*args: Any, **kwargs: Any) -> Any:
+        if run_eagerly():
+            return func(*args, **kwargs)
         try:
             return func(*args, **kwargs)
         except _NOT_JITTABLE as err:
