@@ -52,7 +52,7 @@ class CompileOptions:
     >>> options = CompileOptions(static_argnums=1, keep_intermediate=True)
     >>> options.static_argnums, options.keep_intermediate, options.target
     ((1,), <KeepIntermediateLevel.PIPELINE: 1>, 'binary')
-    >>> float(QJIT(lambda x, n: x * n, options)(2.0, 3))
+    >>> float(QJIT(lambda x, n: x * n, CompileOptions(static_argnums=1))(2.0, 3))
     6.0
     """
 
