@@ -12,6 +12,7 @@ and the facts decided so far.
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -224,6 +225,21 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
         down = both(SizeExpr.apply_op("lt", by, zero), SizeExpr.apply_op("gt", lo, hi))
         guard = simplified(SizeExpr("or", (up, down), is_bool=True))
     with runs_only_if(guard):
+        yield
+
+
+@contextlib.contextmanager
+def runs_only_if_chosen(preds: Sequence[Any], k: int) -> Iterator[None]:
+    """Trace branch ``k`` of a ``cond`` (``len(preds)``: its ``otherwise``): the facts decided in it
+    (``len(x) >= 1`` for ``x[i]`` under ``if i < len(x)``) are guarded by its predicate (or by the
+    others failing), needed only by calls that take it. Predicates no size expressions add none."""
+    exprs = [value_at(p, (), ()) for p in preds]
+    if k < len(preds):
+        guard = exprs[k]
+    else:
+        failing = [SizeExpr("not", (e,), is_bool=True) for e in exprs if e is not None]
+        guard = functools.reduce(lambda a, b: SizeExpr("and", (a, b), is_bool=True), failing) if failing else None
+    with runs_only_if(None if guard is None else simplified(guard)):
         yield
 
 
