@@ -1398,6 +1398,10 @@ def test_and_or_of_traced_numbers_give_pythons_value():
     assert [float(either_half(a)) for a in (0.0, 4.0)] == [_either_half(a) for a in (0.0, 4.0)]
     flags = [(True, False), (False, True), (True, True)]
     assert [bool(both(p, q)) for p, q in flags] == [_both(p, q) for p, q in flags]  # booleans stay
+    # A Python object on the right counts by its truth, on a size condition (an int argument) too.
+    listed = qjit(lambda n: 1.0 if (n < 3 and [1]) else 0.0, autograph=True)
+    unlisted = qjit(lambda n: 1.0 if (n < 3 and []) else 0.0, autograph=True)
+    assert [float(listed(n)) for n in (2, 4)] == [1.0, 0.0] and float(unlisted(2)) == 0.0
 
 
 def test_true_division_in_place_of_an_integer_array_gives_floats():

@@ -388,8 +388,8 @@ def _is_number_pair(left: Any, right: Any) -> bool:
 def _combined(op: Callable[[Any, Any], Any], left: Any, truth: Any, takes_right: Any, right: Any) -> Any:
     """``left and right`` (``op``: logical_and) or ``left or right``: elementwise on an array, the
     operand taken on numbers (``2.0 and 3.0``), the truth otherwise."""
-    if jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
-        return op(left, right)
     if _is_object(right):
         return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
+    if jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
+        return op(left, right)
     return jnp.where(takes_right, right, left) if _is_number_pair(left, right) else op(left, right)
