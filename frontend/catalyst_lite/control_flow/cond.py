@@ -487,7 +487,7 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     except (UnsupportedOperationError, SizeAssumptionError) as err:
         # A branch may hold only when it is taken (`x[i]` under `if i < len(x)`, for an empty `x`):
         # the host knows the predicates, and runs the branch taken (reporting this error if it is).
-        raise NeedsHost("a cond branch that cannot run at these sizes, its predicate known at run time") from err
+        raise NeedsHost("a cond branch that cannot run at these sizes, taken or not at run time") from err
 
 
 def _first_true(preds: Sequence[Any]) -> int:

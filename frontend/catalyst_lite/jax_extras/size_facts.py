@@ -12,7 +12,6 @@ and the facts decided so far.
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -74,7 +73,7 @@ class SizeScope:
         # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
-        self.implied: dict[Any, SizeExpr] = {}  # boolean variable (`i < n and x[i] > 0`) -> a condition it implies
+        self.implied: dict[Any, SizeExpr] = {}  # boolean variable (`i < n and x[i] > 0`) -> what it implies
 
     def bind_inputs(self, tracers: Sequence[Any]) -> None:
         """The argument tracers of the trace, in input order (called once the trace creates them)."""
@@ -234,14 +233,19 @@ def runs_only_if_chosen(preds: Sequence[Any], k: int) -> Iterator[None]:
     """Trace branch ``k`` of a ``cond`` (``len(preds)``: its ``otherwise``): the facts decided in it
     (``len(x) >= 1`` for ``x[i]`` under ``if i < len(x)``) are guarded by its predicate (or by the
     others failing), needed only by calls that take it. Predicates no size expressions add none."""
-    exprs = [value_at(p, (), ()) for p in preds]
     if k < len(preds):
         guard = implied_condition(preds[k])
-    else:
+    else:  # every predicate fails: each one on sizes is false
+        exprs = [value_at(p, (), ()) for p in preds]
         failing = [SizeExpr("not", (e,), is_bool=True) for e in exprs if e is not None]
-        guard = functools.reduce(lambda a, b: SizeExpr("and", (a, b), is_bool=True), failing) if failing else None
+        guard = failing[0] if failing else None
+        for other in failing[1:]:
+            guard = SizeExpr("and", (guard, other), is_bool=True)
     with runs_only_if(None if guard is None else simplified(guard)):
         yield
+
+
+_CONVERSIONS = ("reshape", "convert_element_type")  # what makes a boolean a predicate
 
 
 def implied_condition(x: Any) -> SizeExpr | None:
@@ -252,7 +256,7 @@ def implied_condition(x: Any) -> SizeExpr | None:
         if x.val in scope.implied:
             return scope.implied[x.val]
         eqn = x.parent  # through the conversions to a predicate (`reshape`, `convert_element_type`)
-        if eqn is None or eqn.primitive.name not in ("reshape", "convert_element_type") or len(eqn.in_tracers) != 1:
+        if eqn is None or eqn.primitive.name not in _CONVERSIONS or len(eqn.in_tracers) != 1:
             return None
         x = eqn.in_tracers[0]
     return exact
