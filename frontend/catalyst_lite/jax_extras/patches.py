@@ -521,8 +521,9 @@ def _make_slice_element_check(original):
     """``x[:k]`` of a ``k`` computed from the data (``jnp.sum(x > 0)``): JAX's words, then which
     function and value, and the ways to keep the size known (a size input, or a mask)."""
     def is_slice_element_none_or_constant_or_symbolic(elt):
-        if original(elt) or not (is_active() and isinstance(elt, core.Tracer)):
-            return original(elt)
+        allowed = original(elt)
+        if allowed or not (is_active() and isinstance(elt, core.Tracer)):
+            return allowed
         where = user_line(2)
         raise DataDependentSliceError(
             "Array slice indices must have static start/stop/step to be used with NumPy indexing "
