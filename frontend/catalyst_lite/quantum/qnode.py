@@ -347,12 +347,12 @@ def _device_wires(qnode) -> WireMap:
             f"catalyst_lite compiles QNodes on {' and '.join(SUPPORTED_DEVICES)}, not on {name}."
         )
     if device.wires is None:
-        return WireMap.allocated_on_use()
+        return WireMap(growing=True)  # allocated as the circuit uses them
     labels = list(device.wires.labels)
     if len(labels) == 1 and isinstance(labels[0], Tracer):
         if not jnp.issubdtype(labels[0].dtype, jnp.integer):
             raise WireError(f"The number of wires of {name} must be an integer, got {labels[0].aval.str_short()}.")
-        return WireMap.counted(labels[0])
+        return WireMap(None, labels[0].astype(jnp.int64))  # 0 .. n - 1
     if any(isinstance(l, Tracer) for l in labels):
         raise WireError(f"The wires of {name} are labels or one (possibly traced) number of wires, got {labels}.")
     return WireMap(labels)
