@@ -106,23 +106,22 @@ def _compiled_branches(
             _traced_branch(branch, k, outcomes, plan, init, get_state, set_state, names, containers, where)
             for k, branch in enumerate(branches)
         ]
+        failure = None
         try:
             results = cond(pred)(traced[0]).otherwise(traced[1])()
-        except ControlFlowError:
+        except ControlFlowError as error:
             if any(o is None for o in outcomes):
                 raise  # a branch itself failed
-            needed = _unify(outcomes, names, where)
-            if attempt == 1 and needed:
-                plan = needed
-                continue
-            raise
+            failure = error
         finally:
             set_state(init)
         needed = _unify(outcomes, names, where)
         if attempt == 1 and needed:
             plan = needed
-            continue
-        return _merged(outcomes[0], plan, results)
+        elif failure is not None:
+            raise failure
+        else:
+            return _merged(outcomes[0], plan, results)
 
 
 def _traced_branch(
