@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import functools
 import linecache
 import threading
 import types
@@ -198,8 +199,7 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
         def skip(self, n: ast.AST) -> ast.AST:
             return n
 
-        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = skip
-        visit_Lambda = skip
+        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = skip
 
     class Rewrite(ast.NodeTransformer):
         def visit_loop(self, n: ast.For | ast.While) -> Any:
@@ -280,7 +280,7 @@ class _ItemAssignments(converter.Base):
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         node = self.generic_visit(node)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-            return self._assignment(node.targets[0], node.value, node) or node
+            return self._store(node.targets[0], node.value, node) or node
         return node
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -292,15 +292,12 @@ class _ItemAssignments(converter.Base):
             return self._store(base, updated, node) or node
         return node
 
-    def _assignment(self, target: ast.Subscript, value: ast.expr, original: ast.stmt) -> ast.stmt | None:
-        updated = _call("set_item", _load(target.value), _as_value(target.slice), value)
-        return self._store(target.value, updated, original)
-
     def _store(self, base: ast.expr, value: ast.expr, original: ast.stmt) -> ast.stmt | None:
-        """``base = value``, recursively for a subscripted base; ``None`` when ``base`` is not a
-        variable of this function or an attribute (then Python's item assignment stays)."""
+        """``base = value``; for ``x[i] = value``, ``x = ag__.set_item(x, i, value)`` (recursively);
+        ``None`` when the variable is not this function's nor an attribute (Python's assignment stays)."""
         if isinstance(base, ast.Subscript):
-            return self._assignment(base, value, original)
+            value = _call("set_item", _load(base.value), _as_value(base.slice), value)
+            return self._store(base.value, value, original)
         if isinstance(base, ast.Name) and self._locals and base.id not in self._locals[-1]:
             return None
         if not isinstance(base, (ast.Name, ast.Attribute)):
@@ -394,12 +391,10 @@ def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> Non
     """Give every node the position of the user's code it came from: a node malt generated gets its
     parent's position, a generated statement that of the next statement of its block that has one
     (``def if_body(): ...`` gets the line of the ``if`` it implements)."""
-    widths: dict[int, int] = {}
 
+    @functools.cache
     def width(line: int) -> int:
-        if line not in widths:
-            widths[line] = len(linecache.getline(filename, line).rstrip("\n").encode())
-        return widths[line]
+        return len(linecache.getline(filename, line).rstrip("\n").encode())
 
     def position(node: ast.AST, inherited: tuple[int, int]) -> tuple[int, int]:
         origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
