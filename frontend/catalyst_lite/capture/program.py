@@ -151,9 +151,8 @@ class PlxprCompiler(PlxprInterpreter):
 
 @contextmanager
 def _dynamic_wires_as_integers(interpreter: PlxprCompiler, eqn: Any) -> Iterator[Callable[[Any], Any]]:
-    """PennyLane builds a captured operator or measurement with integer wires; the wires of
-    ``qml.allocate`` are ``DynamicWire`` labels here. They stand in as negative integers no
-    program uses while it is built, and are put back by ``map_wires``."""
+    """PennyLane builds captured operators with integer wires: ``qml.allocate``'s ``DynamicWire``
+    labels stand in as negative integers no program uses, put back by ``map_wires``."""
     dynamic = [v for v in map(interpreter.read, (x for x in eqn.invars if not isinstance(x, Literal)))
                if type(v).__name__ == "DynamicWire"]
     if not dynamic:
@@ -303,9 +302,8 @@ def _deallocate(self: PlxprCompiler, *wires: Any) -> list[Any]:
 
 
 def _resizes(jaxpr: Any, n_sizes: int, loop: str) -> bool:
-    """Whether a loop body returns other sizes than the ones it received (its carried values
-    are its last inputs, after the sizes and a loop index). A static size that changes is a
-    :class:`~catalyst_lite.errors.DimensionError`: PennyLane captured the body with it fixed."""
+    """Whether a loop body returns other sizes than it received (carried values: its last inputs);
+    a static size that changes is a ``DimensionError`` (PennyLane captured the body with it fixed)."""
     n_carried = len(jaxpr.outvars) - n_sizes
     for inp, out in zip(jaxpr.invars[len(jaxpr.invars) - n_carried :], jaxpr.outvars[n_sizes:]):
         before, after = getattr(inp.aval, "shape", ()), getattr(out.aval, "shape", ())
@@ -392,9 +390,7 @@ def _cond(
     results: list[Any] = [None] * len(outvars)
     for k, value in zip(arrays, conditional() or ()):
         results[k] = value
-    for j, (k, axis) in enumerate(dynamic_axes):
-        results[j] = jnp.shape(results[k])[axis]
-    return results
+    return SizeLocations(dict(enumerate(dynamic_axes))).fill(results)
 
 
 # --- derivatives ---------------------------------------------------------------------------------
