@@ -120,8 +120,9 @@ def _compiled_branches(
             plan = needed
         elif failure is not None:
             raise failure
-        else:
-            return _merged(outcomes[0], plan, results)
+        else:  # the cond's results in the shape of the branches' state
+            variables = [plan.placeholders.get(j, r) for j, r in enumerate(outcomes[0].variables)]
+            return Snapshot(variables, outcomes[0].values).rebuild(results)
 
 
 def _traced_branch(
@@ -227,26 +228,17 @@ def _mismatch(
     )
 
 
-def _is_measurement(value: Any) -> bool:
-    qml = sys.modules.get("pennylane")
-    return qml is not None and isinstance(value, qml.measurements.MeasurementProcess)
-
-
 def _holds_measurement(record: VariableRecord) -> bool:
     """Whether a branch's value of a variable holds a PennyLane measurement (``qml.expval(...)``)."""
-    if record.kind != "value":
+    qml = sys.modules.get("pennylane")
+    if record.kind != "value" or qml is None:
         return False
     try:
         value = record.stand_in()
     except Exception:  # a pytree that cannot be rebuilt from stand-in leaves
         return False
-    return any(_is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=_is_measurement))
-
-
-def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
-    """The state after the conditional: the ``cond`` results in the shape of the branches' state."""
-    variables = [plan.placeholders.get(j, r) for j, r in enumerate(first.variables)]
-    return Snapshot(variables, first.values).rebuild(results)
+    is_measurement = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
+    return any(is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_measurement))
 
 
 # --- functions that return from inside a compiled `if` --------------------------------------------
