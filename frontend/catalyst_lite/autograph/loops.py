@@ -349,16 +349,16 @@ def _compiled_state(
                 "needs its initial value. Assign it before the loop, with the type and shape it "
                 "has in the loop."
             )
-    carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
     resize = False
     for _ in range(_MAX_RETRACES):
+        carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
         finished = [False]
         try:
             return snapshot.rebuild(compiled(snapshot, carried, resize, finished))
         except _Promote as request:
             (promoted,) = request.args
-            carried = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
-            snapshot = Snapshot.of(snapshot.rebuild(carried), names)
+            promoted = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
+            snapshot = Snapshot.of(snapshot.rebuild(promoted), names)
         except _Returned as request:
             # The loop carries the return value from the start; the function never returns the
             # stand-in, as long as every path of it ends in `return` (checked by its scope).
@@ -367,7 +367,6 @@ def _compiled_state(
             position, record = request.args
             values[position] = record.stand_in()
             snapshot = Snapshot.of(values, names)
-            carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
         except DimensionError:
             if resize or not finished[0]:
                 raise  # not a size our body changed (a nested loop's error), or already resizing
