@@ -97,9 +97,8 @@ class _Transpiler(transpiler.GenericTranspiler):
 
 class _ControlFlow(control_flow.ControlFlowTransformer):
     """malt's control-flow pass; a ``for`` also says which variables are read after it (option
-    ``live_after``, see :func:`.loops.for_stmt`). Those malt counts because a function defined in
-    the body reads them are left out: a loop that runs no iteration is never refused where Python
-    runs it."""
+    ``live_after``, see :func:`.loops.for_stmt`), but those a function defined in the body reads
+    (a loop that runs no iteration is never refused where Python runs it)."""
 
     def _create_loop_options(self, node: ast.AST) -> ast.Dict:
         options = super()._create_loop_options(node)
@@ -153,9 +152,8 @@ def _has_lambda_decorator(n: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassD
 
 
 def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
-    """``@while_loop(lambda i: i < n)``: malt's analyses fail on a lambda in a decorator (Catalyst's
-    conversion too), so such decorators are evaluated into variables just before the ``def``, in
-    order, as Python does anyway."""
+    """``@while_loop(lambda i: i < n)``: malt's analyses (and Catalyst's conversion) fail on a lambda
+    in a decorator, so such decorators are evaluated into variables just before the ``def``."""
     count = 0
 
     class Hoist(ast.NodeTransformer):
@@ -181,9 +179,8 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
 
 
 def _loops_without_else(node: ast.AST) -> ast.AST:
-    """``for``/``while`` loops with an ``else`` block (which malt does not convert) as Python
-    defines them: the block runs after the loop unless a ``break`` of that loop ran, which a flag
-    set before each such ``break`` records (``if not flag: <else block>`` after the loop)."""
+    """Loops with an ``else`` block (malt does not convert them) as ``if not flag: <else block>``
+    after the loop, ``flag`` set before each ``break`` of that loop, as Python defines them."""
     count = 0
 
     class FlagBreaks(ast.NodeTransformer):
@@ -209,7 +206,7 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
                 return n
             orelse, n.orelse = n.orelse, []
             breaker = FlagBreaks(f"loop_broke__ag_{count}")
-            body = [t for s in n.body for t in _as_list(breaker.visit(s))]
+            body = breaker.generic_visit(ast.Module(list(n.body), [])).body  # (lists returned: spliced)
             if not breaker.found:
                 return [n, *orelse]
             flag, n.body = breaker.flag, body
@@ -232,10 +229,6 @@ def _located(new: ast.AST, like: ast.AST) -> ast.AST:
         if origin is not None:
             anno.setanno(n, anno.Basic.ORIGIN, origin)
     return new
-
-
-def _as_list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else [x]
 
 
 class _AssertCalls(ast.NodeTransformer):
@@ -388,9 +381,8 @@ def _terminates(s: ast.stmt) -> bool:
 
 
 def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> None:
-    """Give every node the position of the user's code it came from: a node malt generated gets its
-    parent's position, a generated statement that of the next statement of its block that has one
-    (``def if_body(): ...`` gets the line of the ``if`` it implements)."""
+    """Every node at the user's code it came from; a node malt generated at its parent's, a generated
+    statement at the next one of its block (``def if_body(): ...`` at the ``if`` it implements)."""
 
     @functools.cache
     def width(line: int) -> int:
