@@ -78,14 +78,12 @@ class StateSharding:
                 f"qjit(state_sharding=...) of {fn_name}: the state is split over mesh axes of sizes "
                 f"that are powers of 2; {self.names} on a mesh {dict(mesh.shape)}."
             )
-        self.k = sum(int(math.log2(s)) for s in sizes)
         # One axis of size 2 per global qubit (most significant first), in the devices' order.
-        self.qubit_axes = tuple(f"{a}:{i}" for a in self.names for i in range(int(math.log2(mesh.shape[a]))))
-        shape, axis_names = [], []
-        for a in mesh.axis_names:
-            split = a in self.names
-            shape += [2] * int(math.log2(mesh.shape[a])) if split else [mesh.shape[a]]
-            axis_names += [f"{a}:{i}" for i in range(int(math.log2(mesh.shape[a])))] if split else [a]
+        split = {a: [f"{a}:{i}" for i in range(int(math.log2(mesh.shape[a])))] for a in self.names}
+        self.qubit_axes = tuple(q for a in self.names for q in split[a])
+        self.k = len(self.qubit_axes)
+        axis_names = [q for a in mesh.axis_names for q in split.get(a, [a])]
+        shape = [2 if a in split else mesh.shape[a] for a in mesh.axis_names for _ in split.get(a, [a])]
         self.mesh = Mesh(mesh.devices.reshape(shape), tuple(axis_names))
 
 
