@@ -96,8 +96,7 @@ def for_stmt(
         def loop_body(i: Any, values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body(space.item(i))
-            _check_containers(containers, where, "for")
-            return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished)
+            return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished, containers)
 
         loop_body.__name__ = loop_body.__qualname__ = f"for loop{at(where)}"
         if extra_test is not None:
@@ -258,8 +257,8 @@ def while_stmt(
         def loop_body(values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body()
-            _check_containers(containers, where, "while")
-            return _checked_iteration(snapshot, get_state(), symbol_names, where, "while", finished)
+            after = get_state()
+            return _checked_iteration(snapshot, after, symbol_names, where, "while", finished, containers)
 
         loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
         return while_loop(condition, allow_array_resizing=resize)(loop_body)(carried)
@@ -380,8 +379,12 @@ def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
     return bool(roots & set(fn.__code__.co_freevars))
 
 
-def _check_containers(containers: ContainerCheckpoint, where: Location | None, kind: str) -> None:
-    """Raised from the body's tracing (so that the loop's own cleanup runs) on a side effect."""
+def _checked_iteration(
+    snapshot: Snapshot, values: tuple, names: Sequence[str], where: Location | None, kind: str,
+    finished: list[bool], containers: ContainerCheckpoint,
+) -> list[Any]:
+    """The dynamic leaves an iteration leaves, checked against those it started with, and that it
+    had no side effect (raised from the body's tracing, so that the loop's own cleanup runs)."""
     side_effects = containers.side_effects()
     if side_effects:
         raise AutoGraphError(
@@ -389,13 +392,6 @@ def _check_containers(containers: ContainerCheckpoint, where: Location | None, k
             "while tracing. Collect the values in an array (`x[i] = v`) or in a loop variable "
             "instead, returning them from the functions that compute them."
         )
-
-
-def _checked_iteration(
-    snapshot: Snapshot, values: tuple, names: Sequence[str], where: Location | None, kind: str,
-    finished: list[bool],
-) -> list[Any]:
-    """The dynamic leaves an iteration leaves, checked against those it started with."""
     after = Snapshot.of(values, names)
     promote: dict[int, Any] = {}
     out: list[Any] = []
