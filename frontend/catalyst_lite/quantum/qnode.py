@@ -133,11 +133,6 @@ def intercept_qnode_calls() -> None:
             _intercepting = True
 
 
-def _traced() -> TracedCircuits:
-    """The record of the trace in progress (a QNode compiled by another route gets its own)."""
-    traced = current_context().traced_circuits
-    return TracedCircuits() if traced is None else traced
-
 
 class KeyCarry(ValueCarry):
     """The PRNG key, an ambient carry; ``on_draw`` is told of each draw."""
@@ -463,7 +458,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)
-    key = _traced().next_key()
+    # (the trace's record; a QNode compiled by another route gets its own)
+    key = (current_context().traced_circuits or TracedCircuits()).next_key()
     qfunc = qnode.func if qfunc is None else qfunc
     state_sharding = (current_context().qjit_options or {}).get("state_sharding")
     if state_sharding is not None:  # qjit(state_sharding=...): the state split over devices
@@ -570,11 +566,11 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     >>> round(float(copy_bit()), 6)
     1.0
     """
-    stack = _circuits()
-    if not is_tracing() and (pennylane_capture_enabled() or _another_compiler_traces()):
+    stack, qml = _circuits(), sys.modules.get("pennylane")
+    another_compiler = qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
+    if not is_tracing() and (pennylane_capture_enabled() or another_compiler):
         # qjit(capture=True), or qml.qjit with Catalyst: PennyLane's measure hands it to them
-        qml = _qml()
-        return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
+        return jnp.asarray(_qml().measure(wires, reset=reset, postselect=postselect), bool)
     if not is_tracing(under_transformations=True):  # Catalyst's class and phrase, then ours
         raise CompileError("measure can only be used from within @qjit: call it in a QNode that qjit compiles.")
     if not stack:
@@ -607,10 +603,6 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     state.set(vector)
     return outcome
 
-
-def _another_compiler_traces() -> bool:
-    qml = sys.modules.get("pennylane")
-    return qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
 
 
 def _measured_wire(wires: Any) -> Any:
