@@ -222,13 +222,9 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         )
     if isinstance(iterable, Enumerated):
         inner, start = iteration_space(iterable.iterable), iterable.start
-
-        def item(i: Any) -> Any:
-            return (_count(i, inner, start), inner.item(i))
-
         return IterationSpace(
-            inner.lower, inner.upper, inner.step, item, inner.concrete,
-            lambda: enumerate(inner.python_items(), start),
+            inner.lower, inner.upper, inner.step, lambda i: (_count(i, inner, start), inner.item(i)),
+            inner.concrete, lambda: enumerate(inner.python_items(), start),
         )
     return None
 
