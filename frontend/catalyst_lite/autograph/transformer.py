@@ -196,7 +196,8 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
         def skip(self, n: ast.AST) -> ast.AST:
             return n
 
-        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = skip
+        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = skip
+        visit_Lambda = skip
 
     class Rewrite(ast.NodeTransformer):
         def visit_loop(self, n: ast.For | ast.While) -> Any:
