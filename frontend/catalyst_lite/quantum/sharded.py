@@ -23,6 +23,7 @@ Only straight-line circuits on known wires without mid-circuit measurements run 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import replace
 from typing import Any, Sequence
@@ -102,10 +103,7 @@ class _Layout:
         self.gate = 0  # the gate being applied
 
     def device(self) -> Any:
-        index = 0
-        for axis in self.axes:
-            index = index * 2 + lax.axis_index(axis)
-        return index
+        return functools.reduce(lambda index, axis: index * 2 + lax.axis_index(axis), self.axes, 0)
 
     def position(self, wire: int) -> int:
         return self.wire_at.index(wire)
