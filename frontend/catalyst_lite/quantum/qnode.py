@@ -49,7 +49,7 @@ from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
 from .sampling import flatten_results, is_measurement, measurement_kind
 from .recorder import recorder_class
-from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
+from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, run_ctrl
 from .repeated import all_branches_results, one_shot_results
 from .sharded import StateSharding, execute_sharded_qnode
 from .shots import McmConfig, ShotPlan
@@ -643,12 +643,17 @@ def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
 
 
 def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, work_wire_type="borrowed") -> Any:
-    """``qml.ctrl``: of a quantum function, its ctrl region (:mod:`.regions`)."""
+    """``qml.ctrl``: of a quantum function, its ctrl region (:mod:`.regions`); calling it returns ``[]``."""
     options = (control, control_values, work_wires, work_wire_type)
     state = _region_state(op)
     if state is None:
         return _qml().ops.op_math.controlled.create_controlled_op(op, *options)
-    return ctrl_transform(state, op, options)
+
+    def apply(*args: Any, **kwargs: Any) -> list:
+        run_ctrl(state, op, options, args, kwargs)
+        return []
+
+    return apply
 
 
 pennylane_measure = measure  # qml.measure: a traced boolean, as with Catalyst

@@ -42,7 +42,7 @@ from ..errors import QuantumRegionError
 from .gates import _qml
 from .recorder import queue_class
 
-__all__ = ["Region", "RegionControlFlow", "adjoint_transform", "ctrl_transform", "RegionRun", "run_adjoint",
+__all__ = ["Region", "RegionControlFlow", "adjoint_transform", "RegionRun", "run_adjoint",
            "run_ctrl", "MEASUREMENT_IN_REGION"]
 
 MEASUREMENT_IN_REGION = "Mid-circuit measurements cannot be used within an adjoint() or ctrl() region."
@@ -344,12 +344,3 @@ def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool
 
     return wrapper
 
-
-def ctrl_transform(state: Any, fn: Callable, options: tuple) -> Callable:
-    """``qml.ctrl(fn, *options)`` in the circuit of ``state``; calling it returns ``[]``."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> list:
-        run_ctrl(state, fn, options, args, kwargs)
-        return []
-
-    return wrapper
