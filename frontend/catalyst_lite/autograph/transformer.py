@@ -510,10 +510,8 @@ def converted_function(fn: Callable, converted: ConvertedCode, namespace: Any) -
     factory = types.FunctionType(converted.factory, fn.__globals__, _INNER, None, closure)
     new = factory(namespace)
     new.__code__ = new.__code__.replace(co_name=fn.__code__.co_name, co_qualname=fn.__code__.co_qualname)
-    new.__defaults__ = fn.__defaults__
-    new.__kwdefaults__ = fn.__kwdefaults__
-    new.__name__, new.__qualname__, new.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
-    new.__module__ = fn.__module__
+    for attr in ("__defaults__", "__kwdefaults__", "__name__", "__qualname__", "__doc__", "__module__"):
+        setattr(new, attr, getattr(fn, attr))
     return new
 
 
