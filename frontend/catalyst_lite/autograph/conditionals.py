@@ -101,69 +101,62 @@ def _compiled_branches(
     init = get_state()
     containers = ContainerCheckpoint(*branches, carried=names)
     plan = _Plan()
+
+    def traced(branch: Callable[[], None], k: int) -> Callable[[], list[Any]]:
+        """Branch ``k`` as a ``cond`` branch: from the state before the statement, the dynamic
+        leaves of the state it leaves (cast or filled in as ``plan`` says)."""
+
+        def run() -> list[Any]:
+            set_state(init)
+            branch()
+            side_effects = containers.side_effects()
+            if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
+                containers.restore()
+                raise AutoGraphError(
+                    f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
+                    "every branch runs once, while tracing. Assign the values to variables (or "
+                    "arrays, `x[i] = v`) in the branches instead, returning them from the functions "
+                    "that compute them."
+                )
+            snapshot = Snapshot.of(get_state(), names)
+            outcomes[k] = snapshot
+            leaves = []
+            for j, record in enumerate(snapshot.variables):
+                if j in plan.placeholders and record.kind in ("no_return", "undefined"):
+                    leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
+                    continue
+                values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
+                dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
+                for i, value in zip(dynamic, values):
+                    dtype = plan.dtypes.get((j, i))
+                    if dtype is not None or not isinstance(value, (Tracer, jax.Array)):
+                        value = jnp.asarray(value, dtype)
+                    leaves.append(value)
+            return leaves
+
+        run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
+        return run
+
     for attempt in (1, 2):
         outcomes: list[Snapshot | None] = [None] * len(branches)
-        traced = [
-            _traced_branch(branch, k, outcomes, plan, init, get_state, set_state, names, containers, where)
-            for k, branch in enumerate(branches)
-        ]
+        runs = [traced(branch, k) for k, branch in enumerate(branches)]
+        failure = None
         try:
-            results = cond(pred)(traced[0]).otherwise(traced[1])()
-        except ControlFlowError:
+            results = cond(pred)(runs[0]).otherwise(runs[1])()
+        except ControlFlowError as error:
             if any(o is None for o in outcomes):
                 raise  # a branch itself failed
-            needed = _unify(outcomes, names, where)
-            if attempt == 1 and needed:
-                plan = needed
-                continue
-            raise
+            failure = error
         finally:
             set_state(init)
         needed = _unify(outcomes, names, where)
         if attempt == 1 and needed:
             plan = needed
-            continue
-        return _merged(outcomes[0], plan, results)
-
-
-def _traced_branch(
-    branch: Callable[[], None], k: int, outcomes: list[Snapshot | None], plan: _Plan, init: tuple,
-    get_state: GetState, set_state: SetState, names: Sequence[str], containers: ContainerCheckpoint,
-    where: Location | None,
-) -> Callable[[], list[Any]]:
-    """Branch ``k`` as a ``cond`` branch: it starts from the state before the statement and
-    returns the dynamic leaves of the state it leaves (cast or filled in as ``plan`` says)."""
-
-    def run() -> list[Any]:
-        set_state(init)
-        branch()
-        side_effects = containers.side_effects()
-        if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
-            containers.restore()
-            raise AutoGraphError(
-                f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
-                "every branch runs once, while tracing. Assign the values to variables (or "
-                "arrays, `x[i] = v`) in the branches instead, returning them from the functions "
-                "that compute them."
-            )
-        snapshot = Snapshot.of(get_state(), names)
-        outcomes[k] = snapshot
-        leaves = []
-        for j, record in enumerate(snapshot.variables):
-            if j in plan.placeholders and record.kind in ("no_return", "undefined"):
-                leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
-                continue
-            values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
-            dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
-            for i, value in zip(dynamic, values):
-                dtype = plan.dtypes.get((j, i))
-                if dtype is not None or not isinstance(value, (Tracer, jax.Array)):
-                    value = jnp.asarray(value, dtype)
-                leaves.append(value)
-        return leaves
-
-    run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
-    return run
+        elif failure is not None:
+            raise failure
+        else:  # the cond's results in the shape of the branches' state
+            variables = [plan.placeholders.get(j, r) for j, r in enumerate(outcomes[0].variables)]
+            return Snapshot(variables, outcomes[0].values).rebuild(results)
 
 
 def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> _Plan:
@@ -229,26 +222,17 @@ def _mismatch(
     )
 
 
-def _is_measurement(value: Any) -> bool:
-    qml = sys.modules.get("pennylane")
-    return qml is not None and isinstance(value, qml.measurements.MeasurementProcess)
-
-
 def _holds_measurement(record: VariableRecord) -> bool:
     """Whether a branch's value of a variable holds a PennyLane measurement (``qml.expval(...)``)."""
-    if record.kind != "value":
+    qml = sys.modules.get("pennylane")
+    if record.kind != "value" or qml is None:
         return False
     try:
         value = record.stand_in()
     except Exception:  # a pytree that cannot be rebuilt from stand-in leaves
         return False
-    return any(_is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=_is_measurement))
-
-
-def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
-    """The state after the conditional: the ``cond`` results in the shape of the branches' state."""
-    variables = [plan.placeholders.get(j, r) for j, r in enumerate(first.variables)]
-    return Snapshot(variables, first.values).rebuild(results)
+    is_measurement = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
+    return any(is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_measurement))
 
 
 # --- functions that return from inside a compiled `if` --------------------------------------------
