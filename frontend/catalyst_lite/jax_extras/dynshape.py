@@ -185,7 +185,7 @@ def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -
     return out
 
 
-def _matches(dim: Any, atom: Any) -> bool:
+def size_matches(dim: Any, atom: Any) -> bool:
     """A size (a variable or a number) is the value of ``atom`` (a variable, a literal or a number)."""
     if isinstance(atom, Var) or isinstance(dim, Var):
         return dim is atom
@@ -273,7 +273,7 @@ def _join_dim(dims, inner, alternatives, same_operand, new, allow_new) -> Any:
     nimplicit = len(alternatives[0][1])
     candidates = [[*alt[1], *atoms] for alt, atoms in zip(alternatives, new)]  # implicit, then new
     for k in range(len(candidates[0])):
-        if all(_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
+        if all(size_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
             return OutDBIdx(k)
     if not allow_new:
         raise JaxprTypeError(f"a result size differs between the alternatives ({dims})")

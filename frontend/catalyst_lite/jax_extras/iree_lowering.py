@@ -20,7 +20,6 @@ True
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -33,6 +32,7 @@ from jax._src.lib.mlir.dialects import hlo
 
 from .lowering import LoweringTarget, display_rule, expanding_dimensions, index_vector
 from .lowering import lower_jaxpr_to_stablehlo
+from .shapes import product
 
 __all__ = ["IREE", "lower_for_iree"]
 
@@ -52,13 +52,9 @@ def _sizes(ctx: mlir.LoweringRuleContext, aval: core.AbstractValue) -> list[Size
     return list(mlir.eval_dynamic_shape(ctx, aval.shape))
 
 
-def _product(sizes: Sequence[Size]) -> Size:
-    static = math.prod(d for d in sizes if type(d) is int)
-    dynamic = [d for d in sizes if type(d) is not int]
-    if not dynamic:
-        return static
-    out = functools.reduce(hlo.multiply, dynamic)
-    return out if static == 1 else hlo.multiply(out, mlir.ir_constant(np.int64(static)))
+# a product of sizes, staged where a size is symbolic
+_product = functools.partial(product, symbolic=lambda d: type(d) is not int, multiply=hlo.multiply,
+                             constant=lambda c: mlir.ir_constant(np.int64(c)))
 
 
 def _tensor_type(sizes: Sequence[Size], element_type: ir.Type) -> ir.RankedTensorType:

@@ -15,9 +15,7 @@ elements, its ``-1`` is a whole quotient, ``jnp.split`` into sections divides ev
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 import weakref
 from typing import Any, Sequence
 
@@ -33,7 +31,7 @@ from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .rules import PrimitiveSpec, register_primitive
 from .patches import is_active, repair
-from .shapes import fill_sizes, is_symbolic
+from .shapes import fill_sizes, is_symbolic, product
 from .size_facts import current_scope
 
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
@@ -101,16 +99,6 @@ def _check_at_point(lhs: Any, rhs: Any, relation: str, message: str, where: str)
         raise BrokenRequirement(f"{where}: {message.format(lhs=lhs_value, rhs=rhs_value)}.", inputs)
 
 
-def _product(sizes: Sequence[Any]) -> Any:
-    """The product of sizes, staged only where a size is symbolic (no ``* 1``)."""
-    static = math.prod(d for d in sizes if not is_symbolic(d))
-    symbolic = [d for d in sizes if is_symbolic(d)]
-    if not symbolic:
-        return static
-    out = functools.reduce(operator.mul, symbolic)
-    return out if static == 1 else out * static
-
-
 def _key(d: Any) -> Any:
     """What a size is, for comparing shapes: its variable, or its value."""
     return ("var", d.val) if is_symbolic(d) else int(d)
@@ -138,9 +126,9 @@ def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
     static_num = math.prod(d for d in num if not is_symbolic(d))
     static_den = math.prod(d for d in den if not is_symbolic(d))
     if not any(map(is_symbolic, den)) and static_den and static_num % static_den == 0:
-        quotient = _product([d for d in num if is_symbolic(d)] + [static_num // static_den])
+        quotient = product([d for d in num if is_symbolic(d)] + [static_num // static_den])
     else:
-        total, divisor = _product(num), _product(den)
+        total, divisor = product(num), product(den)
         require(
             divisor, total, "divides",
             "cannot reshape an array of {rhs} elements with a -1 in the new shape: the product "
@@ -212,7 +200,7 @@ def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
         return
     described = ", ".join("?" if is_symbolic(d) else str(d) for d in new_sizes)
     require(
-        _product(shape), _product(new_sizes), "==",
+        product(shape), product(new_sizes), "==",
         f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements ({described})",
     )
 

@@ -9,6 +9,8 @@ decomposition, variadic ``reduce``) get back the dynamic-shape branch of their a
 from __future__ import annotations
 
 import functools
+import math
+import operator
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -24,7 +26,7 @@ from .dynshape import array_aval
 from .patches import Patch, is_active, register_patch, repair
 from .tracing import dimension_value
 
-__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "is_symbolic"]
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "holds_tracer", "is_symbolic", "product"]
 
 
 SHAPE_PARAMS = {
@@ -110,15 +112,24 @@ def is_symbolic(d: Any) -> bool:
     return isinstance(d, core.Tracer)
 
 
-def _leaves(value: Any) -> list[Any]:
-    """The entries of a parameter, nested tuples flattened (``padding_config``'s triples)."""
+def product(sizes: Sequence[Any], symbolic: Callable[[Any], bool] = is_symbolic,
+            multiply: Callable[[Any, Any], Any] = operator.mul, constant: Callable[[int], Any] = int) -> Any:
+    """The product of ``sizes``, multiplied where a size is ``symbolic`` only (no ``* 1``)."""
+    static = math.prod(d for d in sizes if not symbolic(d))
+    dynamic = [d for d in sizes if symbolic(d)]
+    if not dynamic:
+        return static
+    out = functools.reduce(multiply, dynamic)
+    return out if static == 1 else multiply(out, constant(static))
+
+
+def holds_tracer(value: Any, in_avals: bool = False) -> bool:
+    """``value`` is a tracer or holds one: in nested tuples and lists, or (``in_avals``) as a size of
+    an abstract value (``pure_callback``'s ``result_avals`` of a symbolic shape)."""
     if isinstance(value, (tuple, list)):
-        return [leaf for entry in value for leaf in _leaves(entry)]
-    return [value]
-
-
-def _holds_tracers(params: dict[str, Any], names: Sequence[str]) -> bool:
-    return any(is_symbolic(d) for name in names for d in _leaves(params.get(name) or ()))
+        return any(holds_tracer(v, in_avals) for v in value)
+    shape = getattr(value, "shape", ()) if in_avals and isinstance(value, core.AbstractValue) else ()
+    return is_symbolic(value) or any(map(is_symbolic, shape))
 
 
 @repair(pe.DynamicJaxprTrace, "default_process_primitive",
@@ -130,10 +141,10 @@ def _make_default_process_primitive(original):
         if not is_active():
             return original(self, primitive, tracers, params, source_info)
         names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
-        if _holds_tracers(params, names):
+        if holds_tracer([params.get(name) for name in names]):
             with core.set_current_trace(self):
                 return rewrite(*tracers, **params)
-        if not (primitive in SHAPE_PARAMS and _holds_tracers(params, [SHAPE_PARAMS[primitive]])):
+        if not (primitive in SHAPE_PARAMS and holds_tracer(params.get(SHAPE_PARAMS[primitive]))):
             _refuse_sizes_in_params(primitive, params)
             return original(self, primitive, tracers, params, source_info)
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
@@ -153,7 +164,7 @@ def _make_default_process_primitive(original):
 def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
     """A size tracer in any other parameter would escape the jaxpr: refuse it while tracing."""
     for name, value in params.items():
-        if any(is_symbolic(v) for v in _leaves(value)):
+        if holds_tracer(value):
             raise NotImplementedError(
                 f"primitive {primitive.name!r} takes a symbolic size in its parameter {name!r}, "
                 "which JAX 0.7's dynamic-shape path cannot stage"

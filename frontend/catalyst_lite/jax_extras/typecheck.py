@@ -21,9 +21,10 @@ from typing import Any, Sequence
 import numpy as np
 from jax._src import core
 
+from .dynshape import size_matches
 from .lowering import size_vars
 from .rules import nested_primitives
-from .shapes import SHAPE_PARAMS
+from .shapes import SHAPE_PARAMS, holds_tracer
 from .tracing import DShapedArray, Jaxpr, Literal, Var
 
 __all__ = [
@@ -142,14 +143,8 @@ def same_type(t1: Any, t2: Any) -> bool:
     return (
         t1.dtype == t2.dtype
         and len(t1.shape) == len(t2.shape)
-        and all(_same_size(a, b) for a, b in zip(t1.shape, t2.shape))
+        and all(map(size_matches, t1.shape, t2.shape))
     )
-
-
-def _same_size(a: Any, b: Any) -> bool:
-    if isinstance(a, Var) or isinstance(b, Var):
-        return a is b
-    return int(a) == int(b)
 
 
 def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
@@ -203,24 +198,13 @@ def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
     return named.union(*map(size_vars, atoms)) - bound
 
 
-def _holds_tracer(param: Any) -> bool:
-    """A parameter holding a tracer: itself, in a tuple or list, or as a size of an abstract
-    value (``pure_callback``'s ``result_avals`` of a symbolic shape)."""
-    if isinstance(param, core.Tracer):
-        return True
-    if isinstance(param, (tuple, list)):
-        return any(_holds_tracer(p) for p in param)
-    shape = getattr(param, "shape", None) if isinstance(param, core.AbstractValue) else None
-    return isinstance(shape, tuple) and any(isinstance(d, core.Tracer) for d in shape)
-
-
 def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
     """The first equation of one of JAX's own primitives, searched through every nested jaxpr,
     that holds a size nothing binds (JAX traces the bodies of its ``cond``, ``while``... in a
     fresh trace, unrelated to ours) or a size tracer in a parameter (``pure_callback``'s result
     types): the program cannot run at any size. ``None`` if there is none."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive not in nested_primitives and any(_holds_tracer(p) for p in eqn.params.values()):
+        if eqn.primitive not in nested_primitives and holds_tracer(list(eqn.params.values()), in_avals=True):
             return eqn
         for sub in core.jaxprs_in_params(eqn.params):
             if eqn.primitive not in nested_primitives and _free_sizes(sub):
