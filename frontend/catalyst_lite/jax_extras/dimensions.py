@@ -57,10 +57,8 @@ _OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": oper
 
 
 class GenericSizes:
-    """Generic values of the leaves of size expressions, numbered in the order met, and the terms'
-    values computed so far. Two assignments order the leaves oppositely (``ascending``): an answer
-    depending on how unrelated sizes compare (``min(n, k) == n``) differs, and is not assumed.
-    Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values."""
+    """Generic values of size-expression leaves (numbered as met) and of terms: two assignments order
+    the leaves oppositely (``ascending``); inputs in ``point`` (a guiding call's) take its values."""
 
     def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
@@ -147,9 +145,8 @@ def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool =
 
 
 def _loop_value(var: Any, symbols: GenericSizes) -> Any:
-    """The value of a loop body's binder in this assignment, if the loop tells it: questions about
-    it must hold at every iteration, so a ``for_loop``'s index is its first value in one assignment,
-    its last in the other; a ``while_loop``'s carried integer its initial value in a third one."""
+    """A loop binder's value in this assignment, if the loop tells it (a ``for_loop`` index: its first or
+    last value; a ``while_loop`` carried integer: its initial value in a third assignment)."""
     scope = current_scope()
     entry = scope.loop_values.get(var) if scope is not None else None
     if entry is None:
@@ -294,11 +291,8 @@ _LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_li
 
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
-    """Whether the code asking a size tracer for its Python value (the caller of the patched
-    ``__bool__``/``__index__``/``__array__`` calling this) is ``libraries``' own, not the user's.
-    Only the calling frame says who asks: JAX asks from some forty places (``jnp.linspace``,
-    ``x[k:]``, shape rules), many before any function we patch sees the value. The one decision
-    read from a frame (``tests/test_layering.py`` names it)."""
+    """Whether the caller of the patched ``__bool__``/``__index__``/``__array__`` is ``libraries``' code:
+    the one decision read from a frame (JAX asks from some forty places; tests/test_layering.py)."""
     module = sys._getframe(2).f_globals.get("__name__", "")
     return module.startswith(libraries)
 
@@ -311,10 +305,8 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
 def decide_size_comparison(
     lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
 ) -> bool | None:
-    """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
-    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or it
-    depends on how unrelated sizes compare). ``generic_answer``, when given, is the answer at
-    generic sizes (a size assumed small enough); a guided trace answers at the call's sizes."""
+    """Decide ``lhs comparison rhs`` of size expressions, record it as a fact and return it; ``None``
+    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's)."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None:
@@ -384,9 +376,8 @@ def _make_bool(original):
 
 
 def python_truth_of_sizes(x: Any) -> Any:
-    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] > 2``,
-    a number's question under ``jax.jit``), decided as a plain Python ``if`` is; ``x`` otherwise.
-    For autograph, whose ``if`` would trace both branches, one of which ``jax.jit`` never sees."""
+    """``bool(x)`` when ``x`` asks about sizes of abstracted axes alone (``x.shape[0] > 2``), as a Python
+    ``if`` would (for autograph, whose ``if`` traces both branches); ``x`` otherwise."""
     if not (is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == ()):
         return x
     scope = current_scope()
@@ -404,9 +395,8 @@ def _of_axes_only(tracer: Any) -> bool:
 
 @contextlib.contextmanager
 def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
-    """Code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on it): when
-    ``a_number_under_jit`` (by default: it is a size), the call's sizes give it (the signal);
-    otherwise JAX's error, as under ``jax.jit``."""
+    """Code asking for the Python value of ``tracer``: when ``a_number_under_jit`` (default: it is a
+    size), the call's sizes give it (the signal); otherwise JAX's error, as under ``jax.jit``."""
     asked_by_user = a_number_under_jit is not None
     try:
         yield
@@ -559,10 +549,8 @@ def _make_memory_space(original):
 
 @repair(pe.DynamicJaxprTracer, "__array__")
 def _make_array(original):
-    """In NumPy shape arithmetic of libraries (`np.delete(operand.shape, axes)`) a size is a 0-d
-    *object* array holding the tracer, as a `jax.export` dimension is. The user's NumPy on a size
-    of abstracted axes (`np.sqrt(x.shape[0])`) asks for the call's sizes, as `int()` does; on any
-    other integer it is JAX's TracerArrayConversionError, as under jax.jit."""
+    """A size in libraries' NumPy shape arithmetic is a 0-d object array (as a `jax.export` dimension);
+    the user's NumPy on a size of abstracted axes asks for the call's sizes, as `int()` does."""
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and is_size_expression(self)):
             return original(self, dtype, copy)
@@ -640,9 +628,8 @@ def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
 
 
 def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
-    """The size ``size`` is computed from that it equals at every generic assignment, if any
-    (``(n - 0 + 1 - 1) // 1`` is ``n``; an assumption): else ``jnp.arange(n)`` and ``jnp.ones(n)``
-    would differ in a ``cond`` branch, where no ``definitely_equal`` is asked."""
+    """The size ``size`` is computed from that equals it at every generic assignment, if any (else
+    ``jnp.arange(n)`` and ``jnp.ones(n)`` differ in a ``cond`` branch); an assumption."""
     points = generic_values(size)
     if points is None:
         return size

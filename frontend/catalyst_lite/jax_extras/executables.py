@@ -37,10 +37,8 @@ def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
 
 def dispatcher(name: str, fun: Callable[..., Any], python_call: Callable[..., tuple[Any, Any, bool]],
                static_argnums: Sequence[int] = ()) -> Callable[..., Any]:
-    """``jax.jit``'s C++ dispatcher around ``python_call(*args, **kwargs)``, which returns the
-    result, :func:`dispatch_data` for the call's signature (or ``None``), and whether to ask again
-    at the next call of that signature. ``fun`` runs the call under ``jax.disable_jit()``.
-    Arguments at ``static_argnums`` are part of the signature by value, as ``jax.jit``'s."""
+    """``jax.jit``'s C++ dispatcher around ``python_call(*args, **kwargs) -> (result,
+    :func:`dispatch_data` or None, ask again)``; ``fun`` runs the call under ``jax.disable_jit()``."""
     return xc._xla.pjit(
         name, fun, python_call, list(static_argnums), [], pxla.JitGlobalCppCacheKeys(),
         tree_util.dispatch_registry, pxla.cc_shard_arg,

@@ -56,14 +56,8 @@ class UnsupportedLowering(NotImplementedError):
 
 @dataclass(frozen=True)
 class LoweringTarget:
-    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering
-    (:data:`DISPLAY`, ``QJIT.mlir``, needs nothing; IREE's is in :mod:`.iree_lowering`): ``rules``
-    used instead of JAX's, by primitive; ``dynamic_reshape(ctx, x, aval_out)`` and
-    ``dynamic_broadcast(ctx, x, aval_out, broadcast_dimensions)``, how a reshape or broadcast to
-    symbolic sizes is emitted; ``tie_sizes``, whether nested bodies and our primitives' results
-    re-derive their sizes from the dimension values in scope; ``resizing_loops``, whether a loop
-    may resize its carried arrays; ``foreign_ops``, whether other dialects' operations may appear.
-    """
+    """What the StableHLO is for and what its reader needs beyond JAX's lowering (:data:`DISPLAY`:
+    nothing; IREE: :mod:`.iree_lowering`): rules, reshape and broadcast forms, tied sizes, loops."""
 
     name: str
     rules: tuple[tuple[core.Primitive, Callable[..., Any]], ...] = ()
@@ -250,10 +244,8 @@ def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrV
 
 
 def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """Our overrides of JAX's rules, scoped to one module context: sizes carried as trailing
-    operands (``gather[slice_sizes=(None,)] x idx n``) put back in the parameter where JAX's rule
-    does not take them so, and static operand types for ``reduce`` and ``sort`` (which assert
-    them yet read only ranks and dtypes)."""
+    """Our overrides of JAX's rules: trailing size operands put back in their parameter, and static
+    operand types for ``reduce`` and ``sort`` (which read only ranks and dtypes)."""
     rules = list(_DYNAMIC_ONLY_RULES.items())
     for prim in SHAPE_PARAMS:
         if prim not in _JAX_UNDERSTANDS_TRAILING_SIZES and prim not in _DYNAMIC_ONLY_RULES:
@@ -481,13 +473,8 @@ def while_op(
     body: Callable[[list[ir.Value]], Sequence[ir.Value]],
     resizes: bool = False,
 ) -> list[ir.Value]:
-    """Emit ``stablehlo.while`` over the carried values ``init``; return its results.
-
-    ``body_types``: the types the body returns, so that a size the loop changes is ``?`` in the
-    carried type. ``cond(carry)`` returns a ``tensor<i1>``, ``body(carry)`` the next carry; both
-    may use enclosing values. ``resizes``: the loop changes the sizes of carried arrays
-    (:class:`UnsupportedLowering` for a target without such loops).
-    """
+    """Emit ``stablehlo.while`` over ``init`` (``cond(carry) -> tensor<i1>``, ``body(carry) -> carry``);
+    a size that ``body_types`` change is ``?``; ``resizes``: refused by targets without such loops."""
     if resizes and not current_target().resizing_loops:
         raise UnsupportedLowering(
             f"a loop that resizes its carried arrays (lowering for {current_target().name})"

@@ -54,9 +54,8 @@ def trace_nested(
     name: str,
     expand: Callable[[list[Tracer], list[Any]], tuple[list[Any], int]],
 ) -> NestedBody:
-    """Abstract evaluation of a flat Python body (design doc: ``abstractEval``): ``fn`` takes the
-    explicit arguments of ``in_type``; ``expand(explicit_arg_tracers, results)`` returns the
-    expanded results and the number of implicit ones. Captured values become leading binders."""
+    """Abstract evaluation of a flat body (``abstractEval``): ``fn`` takes ``in_type``'s explicit
+    arguments; ``expand(args, results)`` gives the expanded results and how many are implicit."""
     with dynamic_tracing():
         inner = InnerTrace(debug_info_for(fn, name))
         try:
@@ -130,9 +129,8 @@ class Threaded(Protocol):
 
 @dataclass(frozen=True)
 class Body:
-    """One nested program of an equation: ``fn`` maps the flat explicit arguments to flat results,
-    ``"carried"`` (a loop body's: they must fit the arguments), a ``"predicate"``, ``"free"`` or
-    ``"sized"`` (every size that is not a number is also returned, as an implicit result)."""
+    """One nested program of an equation: flat explicit arguments to flat results, ``"carried"`` (fitting
+    the arguments), ``"predicate"``, ``"free"`` or ``"sized"`` (symbolic sizes returned too)."""
 
     fn: Callable[..., Sequence[Any]]
     name: str
@@ -150,9 +148,8 @@ class Equation:
 
 @dataclass(frozen=True)
 class NestedSpec:
-    """How to bind one primitive with nested programs: ``strategy``, how the arguments expand
-    (``None``: the bodies take none); ``nprefix``, leading arguments not carried (a loop's index);
-    ``threaded``, outermost first; ``equation(bodies, implicit, explicit)`` builds the equation."""
+    """How to bind one primitive with nested programs (``strategy`` ``None``: bodies take no arguments;
+    ``nprefix``: leading arguments not carried); ``equation(bodies, implicit, explicit)``."""
 
     primitive: core.Primitive
     equation: Callable[[list[NestedBody], list[Any], list[Any]], Equation]
@@ -162,9 +159,8 @@ class NestedSpec:
 
 
 def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any]) -> list[Any]:
-    """Bind ``spec.primitive`` with nested ``bodies`` on the flat ``operands`` (the bodies'
-    arguments); return the explicit results but the threaded values (which are set). Raises
-    :class:`~.dynshape.DimensionMismatch` when a loop body's results do not fit its arguments."""
+    """Bind ``spec.primitive`` with ``bodies`` on ``operands``; return the explicit results but the
+    threaded values, which are set (:class:`~.dynshape.DimensionMismatch` for an ill-fitting loop)."""
     threaded = list(spec.threaded)
     outer = [t.get() for t in threaded]
     args = [*operands, *outer] if spec.strategy is not None else []

@@ -131,34 +131,13 @@ class PatchSet:
 # An owner's own namespace lacked the attribute (it was inherited or absent).
 _ABSENT = object()
 
-# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register.
+# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register (at import
+# time: a module imported lazily while another thread traces gets its patch applied at once).
 _JAX_REPAIRS = PatchSet()
-
-
-def register_patch(patch: Patch) -> Patch:
-    """Add a patch to the set applied by :func:`patched_jax` (call at import time; a module
-    imported lazily while another thread traces gets its patch applied at once)."""
-    return _JAX_REPAIRS.register(patch)
-
-
-def unregister_patch(patch: Patch) -> None:
-    """Remove a patch added by :func:`register_patch`."""
-    _JAX_REPAIRS.unregister(patch)
-
-
-def is_active() -> bool:
-    """True when the calling thread is inside :func:`patched_jax`."""
-    return _JAX_REPAIRS.active()
-
-
-def suspended() -> contextlib.AbstractContextManager[None]:
-    """JAX's own behaviour for the calling thread within the block, even inside :func:`patched_jax`."""
-    return _JAX_REPAIRS.suspended()
-
-
-def patched_jax() -> contextlib.AbstractContextManager[None]:
-    """The registered patches in effect for the calling thread during the block (re-entrant)."""
-    return _JAX_REPAIRS.scope()
+register_patch, unregister_patch = _JAX_REPAIRS.register, _JAX_REPAIRS.unregister
+is_active = _JAX_REPAIRS.active  # the calling thread is inside patched_jax()
+patched_jax = _JAX_REPAIRS.scope  # the registered patches in effect for the calling thread in the block
+suspended = _JAX_REPAIRS.suspended  # JAX's own behaviour for the calling thread in the block
 
 
 def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callable]:

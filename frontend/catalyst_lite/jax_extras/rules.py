@@ -21,7 +21,7 @@ from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
 from .host_callbacks import keep_when_unused
 from .lowering import register_compiled_lowering, register_dynamic_lowering, register_lowering
 from .nested import interleave
-from .tracing import InDBIdx, Jaxpr, OutDBIdx, Var, dimension_value, emit_equation, get_aval
+from .tracing import InDBIdx, Jaxpr, OutDBIdx, Var, constant_value, dimension_value, emit_equation, get_aval
 
 __all__ = [
     "Feeds", "NeedsHost", "PrimitiveSpec", "Zero", "batch_call", "bind_known", "deferred_vjp",
@@ -136,11 +136,8 @@ def _staging_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> Cal
 def _known_value(x: Any) -> Any:
     """The value of ``x`` when its trace knows it (a literal or a constant), else ``x`` itself."""
     if isinstance(x, pe.DynamicJaxprTracer) and x._trace.is_valid():
-        if isinstance(x.val, core.Literal):
-            return x.val.val
-        const = x._trace.frame.constvar_to_val.get(x.val)
-        if const is not None:
-            return getattr(const, "canonical", const)
+        const = x.val.val if isinstance(x.val, core.Literal) else constant_value(x)
+        return x if const is None else const
     return x
 
 

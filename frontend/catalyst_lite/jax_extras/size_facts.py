@@ -36,10 +36,8 @@ def is_scalar_int_or_bool(x: Any) -> bool:
 
 
 class SizeScope:
-    """The size inputs of a program being traced (``names``, in input order), the point its
-    decisions are taken at (their values at the guiding call; ``None``: generic sizes), and the
-    facts decided so far. ``symbolic``: sizes are not constants of the trace, so that JAX failing
-    on one raises :class:`~.patches.NeedsCallSizes`."""
+    """A program being traced: its size inputs (``names``), the guiding call's sizes (``point``), the
+    facts decided so far; ``symbolic``: JAX failing on a size raises ``NeedsCallSizes``."""
 
     def __init__(self, names: Sequence[str], point: Sequence[Any] | None = None, symbolic: bool = True):
         self.names = list(names)

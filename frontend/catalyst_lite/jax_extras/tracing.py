@@ -236,10 +236,8 @@ def trace_to_jaxpr(
 def prune_jaxpr(
     jaxpr: Jaxpr, used_outputs: Sequence[bool], keep_inputs: Sequence[bool]
 ) -> tuple[Jaxpr, list[bool]]:
-    """``jaxpr`` returning only its used outputs, without the equations they do not need, taking
-    only the inputs they use or ``keep_inputs`` keeps; and which inputs it takes. A size in a used
-    variable's type is used too. Equations without results (size-assumption checks), with effects
-    or of primitives :func:`.host_callbacks.keep_when_unused` names are kept."""
+    """``jaxpr`` with only its used outputs, the equations they need (and those without results, with
+    effects or :func:`.host_callbacks.keep_when_unused`) and the inputs used or kept; which it takes."""
     live: set = set()
 
     def use(v: Any) -> None:

@@ -199,10 +199,8 @@ def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
 
 
 def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
-    """The first equation of one of JAX's own primitives, searched through every nested jaxpr,
-    that holds a size nothing binds (JAX traces the bodies of its ``cond``, ``while``... in a
-    fresh trace, unrelated to ours) or a size tracer in a parameter (``pure_callback``'s result
-    types): the program cannot run at any size. ``None`` if there is none."""
+    """The first equation of a JAX primitive (nested jaxprs searched) naming a size nothing binds (JAX
+    traces its bodies in a trace of their own) or holding a size tracer in a parameter; or ``None``."""
     for eqn in jaxpr.eqns:
         if eqn.primitive not in nested_primitives and holds_tracer(list(eqn.params.values()), in_avals=True):
             return eqn

@@ -181,10 +181,8 @@ class TracedFunction:
 def differentiate(api: str, fn: Callable, args: tuple, transform: str, options: Options,
                   operands_for: Callable[[TracedFunction], Sequence[Any]], kwargs: dict | None = None
                   ) -> tuple[TracedFunction, list[Any]]:
-    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the ``differentiate``
-    equation (``bindNested``): the traced function and the equation's explicit results.
-    ``operands_for(traced)`` checks it and returns the tangents or cotangents; called QNodes check
-    their ``diff_method``; keyword arguments are not differentiated (as in ``jax.grad``)."""
+    """Trace ``fn(*args, **kwargs)`` with the enclosing sizes and bind its ``differentiate`` equation;
+    ``operands_for(traced)`` checks it and gives the (co)tangents (keyword arguments: not differentiated)."""
     argnums = 0 if options.argnums is None else options.argnums
     selection = select_arguments(api, fn, args, argnums)
     in_tree = tree_structure(args)
