@@ -64,7 +64,6 @@ def use_abstract_mesh(abstract_mesh: Any) -> Any:
 
 
 def context_mesh() -> Any:
-    """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
-    ``None``."""
+    """The concrete ``Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or ``None``."""
     concrete = mesh.get_concrete_mesh()
     return None if concrete is None or concrete.empty else concrete

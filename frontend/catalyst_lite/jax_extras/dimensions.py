@@ -163,16 +163,14 @@ def _loop_value(var: Any, symbols: GenericSizes) -> Any:
 
 
 def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:
-    """``index`` (a tracer of a ``for_loop`` body being traced) runs over ``range(lower, upper,
-    step)`` (values of the enclosing trace): see :func:`_loop_value`."""
+    """``index`` (a ``for_loop`` body's tracer) runs over ``range(lower, upper, step)``."""
     scope = current_scope()
     if scope is not None and isinstance(index, pe.DynamicJaxprTracer):
         scope.loop_values[index.val] = ("for", lower, upper, step)
 
 
 def note_loop_carries(carried: Any, initial: Any) -> None:
-    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial`` (see
-    :func:`_loop_value`)."""
+    """``carried`` (a ``while_loop`` body's or predicate's tracers) start from ``initial``."""
     scope = current_scope()
     if scope is None:
         return
@@ -237,8 +235,7 @@ _recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True) -> None:
-    """Record ``(lhs comparison rhs) == holds`` as a fact of the program being traced and, when
-    ``in_program``, as an ``assume_size`` equation in the trace of the size tracers (once)."""
+    """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size`` equation."""
     where = user_call_site()
     scope = current_scope()
     fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
@@ -266,8 +263,7 @@ _JAX_WRAPPERS = ("jax._src.traceback_util", "jax._src.pjit", "jax._src.api", "ja
 
 
 def user_call_site() -> str:
-    """``file:line (in jax function)``: the user's line (see :mod:`.frames`) and the JAX function
-    it called (if the user's line called a JAX function)."""
+    """``file:line (in jax function)``: the user's line and the JAX function it called, if any."""
     frame, jax_function = sys._getframe(1), ""
     while frame is not None and is_library_file(frame.f_code.co_filename):
         module = frame.f_globals.get("__name__", "")
@@ -472,8 +468,7 @@ def _make_definitely_equal(original):
 
 @repair(pe.DynamicJaxprTracer, "_short_repr")
 def _make_short_repr(original):
-    """A size prints as the expression of the arguments it comes from (`n + 1`), not
-    `JitTracer<~int64[]>`."""
+    """A size prints as the expression of the arguments it comes from (`n + 1`), not `JitTracer<...>`."""
     def _short_repr(self):
         scope = current_scope() if is_active() else None
         name = scope.name(self) if scope is not None else None
@@ -614,8 +609,7 @@ def _make_index(original):
 
 
 def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
-    """The non-literal tracers ``tracer`` is computed from (through scalar equations), nearest
-    first."""
+    """The non-literal tracers ``tracer`` is computed from (by scalar equations), nearest first."""
     seen: dict[int, pe.DynamicJaxprTracer] = {}
     frontier = [tracer]
     while frontier:
@@ -684,8 +678,7 @@ for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
 
 
 def _sign_undecided(bound: Any) -> bool:
-    """``bound`` is a size expression whose sign differs between assignments, the call's or generic
-    ones (``n - k``, ``k`` a ``while_loop``'s counter)."""
+    """``bound`` is a size expression whose sign differs between assignments (``n - k``)."""
     if not isinstance(bound, pe.DynamicJaxprTracer):
         return False
     at_call = generic_values(bound)

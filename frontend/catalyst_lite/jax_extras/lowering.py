@@ -50,8 +50,7 @@ __all__ = [
 
 
 class UnsupportedLowering(NotImplementedError):
-    """The program uses something the lowering target cannot express (a loop that resizes its
-    carried arrays, for IREE)."""
+    """The program uses what the lowering target cannot express (IREE: a resizing loop)."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +160,7 @@ def _make_broadcast_in_dim(original: Callable) -> Callable:
 def expanding_dimensions(
     operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
 ) -> list[int]:
-    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
-    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
+    """The operand dimensions a broadcast expands: static 1s whose result size is not a static 1."""
     return [
         i for i, d in enumerate(dims)
         if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
@@ -221,8 +219,7 @@ _DYNAMIC_ONLY_RULES: dict[core.Primitive, Callable] = {}
 
 
 def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
-    """Lower ``prim`` with ``rule`` in the dynamic program (``QJIT.mlir``) only; specializations,
-    where every size is known, keep its own lowering."""
+    """Lower ``prim`` with ``rule`` in the dynamic program (``QJIT.mlir``) only, not specializations."""
     _DYNAMIC_ONLY_RULES[prim] = rule
 
 
@@ -307,8 +304,7 @@ def _module_context(name: str, target: LoweringTarget) -> mlir.ModuleContext:
 
 
 def ir_types(avals: Sequence[core.AbstractValue]) -> list[ir.Type]:
-    """IR types of ``avals``; a size that is not a number is a ``?`` dimension, and a PRNG key is
-    its physical ``uint32`` array."""
+    """IR types of ``avals`` (a symbolic size is ``?``; a PRNG key its physical ``uint32`` array)."""
     return [mlir.aval_to_ir_type(core.physical_aval(a)) for a in avals]
 
 
@@ -449,8 +445,7 @@ def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
 
 
 def _carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:
-    """Types of values carried by a loop: a size that differs between the operand and the body's
-    result (or is ``?`` in either) is ``?``."""
+    """A loop's carried types: a size differing between operand and body result is ``?``."""
     out = []
     for a, b in zip(operand_types, body_types):
         if ir.RankedTensorType.isinstance(a) and ir.RankedTensorType.isinstance(b) and a != b:

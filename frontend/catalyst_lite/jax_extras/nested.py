@@ -83,8 +83,7 @@ def _as_jax_value(x: Any, name: str) -> Any:
 
 
 def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int) -> NestedBody:
-    """Trace a transformed body in a given input type; ``fn`` returns expanded results, the first
-    ``nimplicit_out`` of them implicit."""
+    """Trace a transformed body in ``in_type``; ``fn`` returns the results, ``nimplicit_out`` implicit."""
     return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
 
 

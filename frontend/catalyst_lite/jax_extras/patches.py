@@ -98,8 +98,7 @@ class PatchSet:
 
     @contextlib.contextmanager
     def suspended(self) -> Iterator[None]:
-        """The originals' behaviour for the calling thread within the block, even inside
-        :meth:`scope`."""
+        """The originals' behaviour for the calling thread in the block, even inside :meth:`scope`."""
         with context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self)):
             yield
 
@@ -141,8 +140,7 @@ suspended = _JAX_REPAIRS.suspended  # JAX's own behaviour for the calling thread
 
 
 def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callable]:
-    """Register the decorated ``make(original)`` as the patch of ``owner.attr``, named after it
-    (why: ``why``, else its docstring)."""
+    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (why: ``why`` or its doc)."""
     def register(make: Callable) -> Callable:
         name = make.__name__.removeprefix("_make_")
         register_patch(Patch(name, owner, attr, make, why or make.__doc__ or ""))
@@ -219,8 +217,7 @@ def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
 
 @repair(core.EvalTrace, "process_primitive")
 def _make_eval_process_primitive(original):
-    """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged: bound under
-    the eval trace, it would be refused ("UnexpectedTracerError")."""
+    """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged, not refused."""
     def process_primitive(self, primitive, args, params):
         trace = staging_trace(args) if is_active() else None
         if trace is None:
@@ -435,8 +432,7 @@ def _make_broadcast(original):
 
 @repair(core, "_invalid_shape_error")
 def _make_invalid_shape_error(original):
-    """A shape of non-integers: a jaxpr variable in it is a size that escaped JAX's own nested trace
-    (the signal); a non-integer value, the user's (a typed error)."""
+    """A shape holding a jaxpr variable (a size escaped JAX's nested trace) signals; a non-integer errs."""
     def invalid_shape_error(shape, context=""):
         error = original(shape, context)
         if not is_active():

@@ -179,8 +179,7 @@ def _make_process_primitive(original):
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
-    """The product of ``sizes`` as its constant and its symbolic factors: products written
-    differently (``(2, n)`` and ``(2 * n,)``) compare equal."""
+    """The product of ``sizes`` as a constant and sorted symbolic factors (``(2, n)`` == ``(2 * n,)``)."""
     constant, symbolic, todo = 1, [], list(sizes)
     while todo:
         d = todo.pop()

@@ -51,8 +51,7 @@ def _sizes_as_operands(primitive: core.Primitive, operands: list, params: dict) 
 
 
 def fill_sizes(primitive: core.Primitive, operands: list, params: dict, size_of: Callable) -> tuple:
-    """The inverse of :func:`_sizes_as_operands`: the ``None`` sizes become ``size_of`` the
-    trailing size operands, which are dropped."""
+    """The inverse of :func:`_sizes_as_operands`: ``None`` sizes are ``size_of`` the trailing operands."""
     name = SHAPE_PARAMS[primitive]
     static = params[name]
     ndyn = sum(d is None for d in static)
@@ -235,8 +234,7 @@ def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
 
 
 def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functools.partial]]:
-    """Every primitive of ``lax`` and ``lax.linalg`` whose result types come from
-    ``standard_multi_result_abstract_eval``, with the rules it was given."""
+    """The ``lax`` and ``lax.linalg`` primitives typed by ``standard_multi_result_abstract_eval``."""
     for module in (lax_internal, lax_linalg):
         for value in vars(module).values():
             if isinstance(value, core.Primitive) and value.multiple_results:

@@ -73,8 +73,7 @@ class SizeExpr:
 
 
 def _nodes(roots: Sequence[SizeExpr], known: Any = ()) -> list[SizeExpr]:
-    """Every node reachable from ``roots`` and not in ``known`` (nor below one), each once,
-    operands before their users."""
+    """The nodes reachable from ``roots`` (not through ``known``), each once, operands first."""
     order: list[SizeExpr] = []
     seen: set[int] = set()
     stack: list[tuple[SizeExpr, bool]] = [(r, False) for r in reversed(roots)]
@@ -171,8 +170,7 @@ def _offset(e: SizeExpr) -> tuple[SizeExpr, int]:
 
 
 def simplified(e: SizeExpr) -> SizeExpr:
-    """``e`` with its constant parts folded and trivial operations removed (its value unchanged
-    for every value of its inputs)."""
+    """``e`` with constant parts folded and trivial operations removed (same value everywhere)."""
     args = e.args
     if e.op in _TRANSPARENT and len(args) == 1 and args[0].is_bool == e.is_bool:
         return args[0]
@@ -221,8 +219,7 @@ def same_expression(a: SizeExpr, b: SizeExpr) -> bool:
 
 
 class UnknownSize(Exception):
-    """A fact reads a size input whose value the call does not know (a tracer of an outer
-    transformation); ``position`` says which."""
+    """A fact reads the size input ``position``, unknown to the call (an outer tracer)."""
 
     def __init__(self, position: int):
         super().__init__(position)

@@ -24,8 +24,7 @@ from .tracing import constant_value
 
 
 def is_scalar_int_or_bool(x: Any) -> bool:
-    """An integer or boolean scalar: what size arithmetic is made of. (``dtypes.issubdtype``: a
-    PRNG key's extended dtype is not a NumPy one.)"""
+    """An integer or boolean scalar (``dtypes.issubdtype``: a PRNG key's dtype is not NumPy's)."""
     aval = core.get_aval(x)
     return aval.shape == () and (
         dtypes.issubdtype(aval.dtype, np.integer) or dtypes.issubdtype(aval.dtype, np.bool_)
@@ -97,8 +96,7 @@ class SizeScope:
         return self._terms[tracer.val]
 
     def expression(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs alone, or ``None`` when it is not one
-        (its :meth:`term` is ``None`` or reads a free leaf)."""
+        """``tracer`` over the size inputs alone (no free leaf), or ``None``."""
         term = self.term(tracer)
         return None if term is None or term.free else term
 
@@ -147,8 +145,7 @@ class SizeScope:
         return expr is not None and expr.inputs() <= self.axis_inputs
 
     def name(self, tracer: Any) -> str | None:
-        """``n + 1``: a size tracer named by the inputs it is computed from (``None`` if it is
-        not computed from them alone)."""
+        """``n + 1``: a size tracer named by the inputs it is computed from (else ``None``)."""
         expr = self.expression(tracer)
         return None if expr is None else expr.render(self.names)
 

@@ -100,8 +100,7 @@ def inside_program_trace() -> bool:
 
 
 def under_jax_transformation() -> bool:
-    """True while a JAX transformation applied inside a catalyst_lite program (``jax.grad``,
-    ``jax.vmap``) is the calling thread's current trace."""
+    """True while a JAX transformation inside a catalyst_lite program is the current trace."""
     return is_tracing(under_transformations=True) and not isinstance(current_trace(), DynamicJaxprTrace)
 
 
