@@ -218,9 +218,8 @@ class Loop:
 def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[int, ...], run_body: Callable,
                  run_predicate: Callable | None, size: Callable[[Any], Any], limit: int | None = None
                  ) -> tuple[list[Any], list[Any]]:
-    """The carried sizes and values after the loop, one iteration at a time (``size`` makes a
-    carried size one to pass on; ``counted``: a ``for_loop``'s trip count, first index and step).
-    With a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""
+    """The carried sizes and values after the loop, iteration by iteration (``size`` makes a size to pass
+    on); with a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""
     implicit, carried = [size(d) for d in ops.implicit], list(ops.carried)
     k = 0
     while True:

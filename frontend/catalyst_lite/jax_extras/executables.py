@@ -58,9 +58,8 @@ def flat_arguments(args: tuple) -> list[Any]:
 def dispatch_data(
     compiled: jax.stages.Compiled, const_args: Sequence[Any], leaves: Sequence[Any], result: Any
 ) -> Any | None:
-    """What lets a :func:`dispatcher` run ``compiled`` (on ``[*const_args, *leaves]``, returning
-    ``result``'s leaves) by itself; ``None`` where ``jax.jit`` would not (effects, outputs that are
-    not arrays) or where the leaves' types are not those ``compiled`` was compiled for."""
+    """What lets a :func:`dispatcher` run ``compiled`` on ``[*const_args, *leaves]`` by itself; ``None``
+    where ``jax.jit`` would not (effects, non-array outputs) or the leaves' types differ."""
     executable = compiled._executable
     call = getattr(executable, "unsafe_call", None)
     if not (isinstance(executable, pxla.MeshExecutable) and isinstance(call, pxla.ExecuteReplicated)

@@ -161,9 +161,8 @@ _DYNAMIC_BROADCAST = "stablehlo.dynamic_broadcast_in_dim"
 def _dynamic_broadcast(
     ctx: mlir.LoweringRuleContext, x: ir.Value, aval_out: Any, broadcast_dimensions: Sequence[int]
 ) -> ir.Value:
-    """A broadcast to symbolic sizes in the forms IREE keeps track of (its own rewrites of
-    broadcasts drop their expansion attributes): one that changes nothing (``f64[n] -> f64[n]``)
-    is no op, and a broadcast of a broadcast (``x[:, None] * y``) is one op."""
+    """A broadcast to symbolic sizes in forms IREE tracks (its rewrites drop expansion attributes): none
+    for ``f64[n] -> f64[n]``, one op for a broadcast of a broadcast (``x[:, None] * y``)."""
     sizes = _sizes(ctx, aval_out)
     dims = list(broadcast_dimensions)
     x_type = ir.RankedTensorType(x.type)

@@ -419,9 +419,8 @@ def lower_nested_jaxpr(
 
 
 def _tied_to_their_sizes(jaxpr: core.Jaxpr, args: Sequence[IrValue]) -> list[IrValue]:
-    """``args`` tied to the body's own (earlier) dimension arguments (else IREE cannot tell the
-    sizes of a loop's carried values inside a nested loop: "dynamic dimensions must have been
-    resolved")."""
+    """``args`` tied to the body's earlier dimension arguments (else IREE cannot tell a nested loop's
+    carried sizes: "dynamic dimensions must have been resolved")."""
     env: dict[core.Var, IrValue] = {}
     out = []
     for v, x in zip(jaxpr.invars, args):

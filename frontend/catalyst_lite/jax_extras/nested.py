@@ -88,9 +88,8 @@ def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nim
 
 
 def promote_results(bodies: Sequence[NestedBody], name: str) -> list[NestedBody]:
-    """Alternative bodies (``cond``'s branches) returning one type: each explicit result is
-    converted to the dtype its alternatives promote to (weak types ignored, as Catalyst does);
-    bodies needing a conversion are traced again from their jaxprs."""
+    """Alternative bodies (``cond``'s branches) returning one type: each result converted to the dtype
+    the alternatives promote to (weak types ignored, as Catalyst), bodies traced again as needed."""
     columns = list(zip(*(b.out_avals for b in bodies)))
     promoted = [
         functools.reduce(jnp.promote_types, [a.dtype for a in avals])

@@ -154,9 +154,8 @@ def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callabl
 
 @repair(lax_internal, "_dyn_shape_staging_rule")
 def _make_dyn_shape_staging_rule(original):
-    """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (broadcast_in_dim, iota, reshape,
-    dynamic_slice of a tracer size) builds a ``JaxprEqn``, which the stackless frame refuses
-    (``jnp.ones((n,))`` dies on ``assert isinstance(eqn, TracingEqn)``)."""
+    """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (``jnp.ones((n,))``) builds a ``JaxprEqn``,
+    which the stackless frame refuses."""
     def dyn_shape_staging_rule(trace, source_info, prim, out_aval, *args, **params):
         if not is_active():
             return original(trace, source_info, prim, out_aval, *args, **params)
@@ -203,9 +202,8 @@ def _make_pjit_helper(original):
 
 
 def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
-    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them):
-    the current one, but in a shape rule (run with the *eval* trace current) that of their
-    dimension tracers (``operand.shape[i] - 1`` is again a dimension tracer)."""
+    """The catalyst_lite trace operations on ``args`` belong to (``None``: evaluate them): the current
+    one, or in a shape rule (the eval trace current) that of their dimension tracers."""
     current = core.trace_ctx.trace
     if not isinstance(current, core.EvalTrace):
         return current
@@ -230,9 +228,8 @@ def _make_eval_process_primitive(original):
 
 @repair(pe.DynamicJaxprTrace, "to_jaxpr_tracer")
 def _make_to_jaxpr_tracer(original):
-    """Captures go through every enclosing trace: a body two levels deep using a value of the
-    outermost program would capture it directly, unseen by the level in between, whose sizes then
-    differ from the same sizes seen through it (``a + x``: "Incompatible shapes")."""
+    """Captures go through every enclosing trace: a value of the outermost program captured two levels
+    deep, unseen by the level between, has sizes differing there (``a + x``: "Incompatible shapes")."""
     def to_jaxpr_tracer(self, x, source_info):
         parent = getattr(self, "parent_trace", None)
         if (
@@ -295,9 +292,8 @@ def _make_new_arg(original):
 
 @repair(pe, "_drop_unused_vars")
 def _make_drop_unused_vars(original):
-    """A size used only in an equation's result type is kept: JAX counts a variable as used when
-    an operand's or the results' types name it, not an equation's result type (``_:f64[d] =
-    hessenberg b``: ``d``'s own equation would bind a ``DropVar``, leaving ``d`` unbound)."""
+    """A size used only in an equation's result type (``_:f64[d] = hessenberg b``) is kept: JAX would
+    drop ``d``'s own equation, leaving ``d`` unbound."""
     def drop_unused_vars(constvars, constvals, eqns, outvars):
         if not is_active():
             return original(constvars, constvals, eqns, outvars)
@@ -363,9 +359,8 @@ def error_standing_for(ours: type[Exception], theirs: type[BaseException]) -> ty
 
 
 class ShapeBroadcastError(ValueError, TypeError):
-    """Shapes that do not broadcast (``x + y`` of shapes ``(3,)`` and ``(4,)``), raised where JAX
-    broadcasts them: a ``ValueError`` on JAX's dynamic-shape path, where catalyst_lite traces, and
-    a ``TypeError`` under ``jax.jit``; both here, so that code catching either keeps working."""
+    """Shapes that do not broadcast: a ``ValueError`` (JAX's dynamic-shape path) and a ``TypeError`` (as
+    under ``jax.jit``), so that code catching either keeps working."""
 
 
 class NonIntegerSizeError(TypeError):

@@ -75,9 +75,8 @@ register_primitive(require_size_p, PrimitiveSpec(dimension_operands=lambda param
 
 
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
-    """Record that ``lhs relation rhs`` must hold (``"=="``, or ``"divides"``: ``rhs % lhs == 0``
-    with ``lhs != 0``); ``message`` may name ``{lhs}`` and ``{rhs}``, filled with the call's sizes.
-    In a trace guided by a call, one false at the call's sizes raises at once."""
+    """Record that ``lhs relation rhs`` (``"=="`` or ``"divides"``) must hold, ``message`` filled with the
+    call's sizes; in a guided trace, one false at the call's sizes raises at once."""
     where = user_call_site()
     _check_at_point(lhs, rhs, relation, message, where)
     trace = next(d._trace for d in (lhs, rhs) if is_symbolic(d))

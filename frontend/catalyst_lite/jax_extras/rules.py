@@ -116,9 +116,8 @@ def same_atoms(values: Sequence[Any]) -> Callable[[int, int], bool]:
 
 
 def _staging_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> Callable[..., list[Any]]:
-    """With dynamic shapes on, one equation whose output type is resolved against the operand
-    tracers; otherwise (``jax.jit`` of numbers) its specialization, with the operands whose values
-    the trace knows replaced by them."""
+    """With dynamic shapes, one equation typed against the operand tracers; otherwise (``jax.jit`` of
+    numbers) its specialization, on the operands' values where the trace knows them."""
 
     def rule(trace: pe.DynamicJaxprTrace, source_info: Any, *tracers: Any, **params: Any) -> list[Any]:
         if config.dynamic_shapes.value:
@@ -255,9 +254,8 @@ nested_primitives: set[core.Primitive] = set()  # registered by register_nested_
 
 
 def register_nested_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
-    """Register a nested primitive's :class:`PrimitiveSpec`, and from it its JAX rules (as JAX's
-    ``loops.py`` does for its own): without ``spec.jvp``, ``spec.batching``, ``spec.partial_eval``,
-    transforming an equation of symbolic sizes is an error."""
+    """Register a nested primitive's :class:`PrimitiveSpec` and its JAX rules made from it (without
+    ``spec.jvp``/``batching``/``partial_eval``, transforming symbolic sizes is an error)."""
     output_type = spec.output_type
     nested_primitives.add(primitive)
 

@@ -33,9 +33,8 @@ _COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "
 
 
 class SizeExpr:
-    """An ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
-    no size input: never in facts), or a primitive applied to expressions. Built once per variable
-    of a trace and shared: an expression is a DAG, compared by identity."""
+    """An ``input`` (by position), a ``literal``, a free ``leaf`` (never in facts) or a primitive applied
+    to expressions; built once per variable of a trace and shared (a DAG, compared by identity)."""
 
     __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "free")
 
@@ -134,9 +133,8 @@ def _paren(arg: tuple[str, int], precedence: int) -> str:
 
 
 class Fact:
-    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the user's
-    line (and the JAX function) that decided it; a ``guard`` (a boolean expression) is where code
-    runs only when the guard holds (a ``for_loop`` body): the fact need hold only then."""
+    """``lhs comparison rhs`` holds for every call the program runs for (``where``: the line that decided
+    it), or only where ``guard`` holds (code that runs only then: a ``for_loop`` body)."""
 
     __slots__ = ("lhs", "rhs", "comparison", "where", "guard")
 

@@ -202,9 +202,8 @@ class SizeScope:
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it (``len(x) >= 1`` for ``x[i]``) are guarded
-    by ``step > 0 and lower < upper or step < 0 and lower > upper``, needed only by calls that run
-    the loop. Bounds or a step that are no size expressions add no guard."""
+    """Trace a ``for_loop`` body: its facts (``len(x) >= 1`` for ``x[i]``) are guarded by "the loop
+    runs" (when the bounds and step are size expressions)."""
     scope = current_scope()
     sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None

@@ -68,9 +68,8 @@ def current_trace() -> Any:
 
 
 def is_tracing(*, under_transformations: bool = False) -> bool:
-    """True when the calling thread is tracing a catalyst_lite program (not another dynamic-shape
-    trace, nor hosting another framework's capture); ``under_transformations``: also where a JAX
-    transformation inside the program (``jax.grad``, ``jax.vmap``) is the current trace."""
+    """True when the calling thread traces a catalyst_lite program (not hosting another capture);
+    ``under_transformations``: also under a JAX transformation inside it (``jax.grad``)."""
     return (
         is_active()
         and not current_context().hosted_captures
@@ -397,9 +396,8 @@ def dimension_value(x: Any) -> Any:
 def emit_equation(
     primitive: core.Primitive, operands: Sequence[Any], out_type: OutputType, params: dict, trace: Any = None
 ) -> list[Tracer]:
-    """Append ``outs = primitive[params] operands`` to ``trace`` (by default the current one;
-    design doc: ``emitJaxprLine``, ``parseOutputType``) and return all (expanded) result tracers;
-    ``InDBIdx(k)`` in ``out_type`` is operand ``k``, ``OutDBIdx(k)`` result ``k``."""
+    """Append ``outs = primitive[params] operands`` to ``trace`` (default: the current one) and return
+    the result tracers; in ``out_type``, ``InDBIdx(k)`` is operand ``k``, ``OutDBIdx(k)`` result ``k``."""
     trace = current_trace() if trace is None else trace
     src = source_info_util.current()
     in_tracers = [trace.to_jaxpr_tracer(x, src) for x in operands]

@@ -257,9 +257,8 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 class _Transformed:
-    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``. Inside qjit
-    it emits a ``differentiate`` equation; outside, as Catalyst, it computes what ``jax.grad``...
-    would (exact derivatives, whatever the ``method``), compiled with qjit once."""
+    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: a ``differentiate`` equation inside qjit;
+    outside, as Catalyst, what ``jax.grad``... computes (exact derivatives), compiled with qjit once."""
 
     def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
         if not callable(fn):  # jax.grad rejects it too (a TypeError)
@@ -386,9 +385,8 @@ def _outside_qjit(transform: Callable, fn: Callable, params: tuple, rest: Any, o
 
 
 def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:
-    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape (known
-    sizes only), as Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape
-    a ``ValueError``."""
+    """One (co)tangent per differentiated argument (result), of its dtype and known sizes, as Catalyst
+    checks: a wrong count or dtype is a ``TypeError``, a wrong shape a ``ValueError``."""
     count_phrase, dtype_phrase, shape_phrase = _CATALYST_PHRASES[what]
     if len(flat) != len(avals):
         raise ArgumentTypeError(
