@@ -425,8 +425,7 @@ def _pick(index: Any, values: list[Any]) -> Any:
 
 
 def _partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-    """With known predicates, a ``cond`` computes the known results (those that depend on known
-    values only) now, and the whole ``cond`` is staged for the unknown ones."""
+    """With known predicates, the results of known values only are computed now, the ``cond`` staged."""
     known = [t.pval.is_known() for t in tracers]
     values = [t.pval.get_known() for t in tracers]
     preds_k, consts_k = _split(known, params)
@@ -521,8 +520,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _lower(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
-    """StableHLO (in ``.mlir``): ``case first_true(preds) { branch_0 } ... { otherwise }``, one
-    ``stablehlo.case`` whose regions lower their branches on captured constants."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.case`` on the first true predicate, branches inlined."""
     preds, consts = _split(list(operands), params)
     branches = zip(params["branch_jaxprs"], consts)
     regions = [functools.partial(lowering.lower_nested_jaxpr, ctx, j, c) for j, c in branches]

@@ -211,8 +211,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, nimplicit: int, **_) -> list:
-    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, the carried dimensions
-    and values; constants are captured (a reversed loop is never built)."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, carried sizes and values."""
     groups = split_groups(list(operands), [body_nconsts, nimplicit, 4])
     consts, implicit, (_, upper, step, start), carried = groups
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]

@@ -185,8 +185,7 @@ def _while_loop(ops: LoopOperands, run_body: Callable, run_predicate: Callable) 
 
 def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
            body_nconsts: int, nimplicit: int, **_) -> list[Any]:
-    """StableHLO (in ``.mlir``): ``while cond(carry): carry = body(carry)``, one ``stablehlo.while``
-    carrying the carried dimensions and values; the constants are captured."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the carried sizes and values."""
     cond_consts, body_consts, carry = split_groups(list(operands), [cond_nconsts, body_nconsts])
     body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
 

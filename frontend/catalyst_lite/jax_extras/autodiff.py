@@ -33,6 +33,5 @@ def is_reverse_mode_value(x: Any) -> bool:
 
 
 def is_concrete_value(x: Any) -> bool:
-    """True when ``x`` has a value known now (a number, an array, or a tracer of the
-    differentiation or batching kind wrapping known values), false for ``jax.jit`` tracers."""
+    """True when ``x`` has a value known now (not a ``jax.jit`` tracer)."""
     return not isinstance(x, core.Tracer) or core.is_concrete(x)

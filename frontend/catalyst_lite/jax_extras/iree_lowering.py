@@ -114,8 +114,7 @@ def _dot_general(ctx: mlir.LoweringRuleContext, lhs: ir.Value, rhs: ir.Value, **
 
 
 def _multiply_and_sum(lhs3: ir.Value, rhs3: ir.Value, sizes: list[Size], dtype: np.dtype) -> ir.Value:
-    """``[B, M, K] x [B, K, N] -> [B, M, N]`` as a product broadcast to ``[B, M, N, K]`` summed
-    over ``K``, for vector products (``M`` or ``N`` of 1), which IREE refuses with symbolic sizes."""
+    """``[B, M, K] x [B, K, N]`` with ``M`` or ``N`` of 1 (IREE refuses it) as a broadcast product summed."""
     b, m, n, k = sizes
     element = mlir.dtype_to_ir_type(dtype)
     full = _tensor_type(sizes, element)
@@ -183,8 +182,7 @@ def _dynamic_broadcast(
 
 
 def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value, *sizes: Any, **params: Any) -> Any:
-    """``x[start:start + size]`` along some axes, ``size`` symbolic: a ``real_dynamic_slice``
-    whose start is clamped as a gather's is, then the collapsed axes dropped."""
+    """``x[start:start + size]`` along some axes, ``size`` symbolic: a clamped ``real_dynamic_slice``."""
     operand_aval, indices_aval = ctx.avals_in[:2]
     dnums, slice_sizes = params["dimension_numbers"], params["slice_sizes"]
     if not sizes or not _is_slice(dnums, indices_aval, params["mode"]):

@@ -266,8 +266,7 @@ def _with_static_operand_types(rule: Callable) -> Callable:
 
 
 def display_rule(prim: core.Primitive) -> Callable[..., Any]:
-    """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it):
-    what a target's own rule falls back to for the forms it does not change."""
+    """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it)."""
     rule = next((rule for p, rule in _display_rules() if p is prim), None)
     if rule is not None:
         return rule
@@ -388,8 +387,7 @@ def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue
 
 
 def _tied(x: ir.Value, aval: core.AbstractValue, env: dict) -> ir.Value:
-    """``x`` re-sliced to its full extent (``stablehlo.real_dynamic_slice``) with the sizes its type
-    names read from ``env``, so that they are visibly those values; as it is unless all are there."""
+    """``x`` re-sliced to its full extent with the sizes its type names read from ``env`` (when all are)."""
     if type(aval) is not core.DShapedArray or not all(type(d) is int or d in env for d in aval.shape):
         return x
     sizes = [mlir.ir_constant(np.int64(d)) if type(d) is int else env[d] for d in aval.shape]
@@ -405,8 +403,7 @@ def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> 
 def lower_nested_jaxpr(
     ctx: mlir.LoweringRuleContext, jaxpr: core.Jaxpr | core.ClosedJaxpr, args: Sequence[IrValue]
 ) -> list[IrValue]:
-    """Inline ``jaxpr(*args)`` at the current insertion point (e.g. inside a loop body region);
-    ``args`` are all its inputs (implicit dimensions and hoisted constants lead)."""
+    """Inline ``jaxpr(*args)`` at the insertion point (``args``: all its inputs, implicit ones first)."""
     consts: list[IrValue] = []
     if isinstance(jaxpr, core.ClosedJaxpr):
         consts = [mlir.ir_constant(c) for c in jaxpr.consts]
@@ -502,8 +499,7 @@ add = hlo.add  # x + y, of two values of one type
 
 
 def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
-    """``tensor<i32>`` index of the first of the ``tensor<i1>`` predicates that holds, or
-    ``len(preds)`` when none does (the ``otherwise`` branch of a ``stablehlo.case``)."""
+    """``tensor<i32>`` index of the first true ``tensor<i1>`` predicate, else ``len(preds)``."""
     index = mlir.ir_constant(np.int32(len(preds)))
     for i in reversed(range(len(preds))):
         index = hlo.select(preds[i], mlir.ir_constant(np.int32(i)), index)

@@ -27,8 +27,7 @@ __all__ = [
 
 
 class DynshapePrimitive(core.Primitive):
-    """A primitive holding nested jaxprs whose results may have dynamic shapes; its output type is
-    computed from its jaxprs by the rules its module registers (:mod:`.rules`)."""
+    """A primitive of nested jaxprs whose results may have dynamic shapes (typed by :mod:`.rules`)."""
 
     multiple_results = True
 

@@ -45,8 +45,7 @@ OutputTypeRule = Callable[[dict[str, Any], Callable[[int, int], bool]], OutputTy
 
 
 def _sizes_from_types(avals: Sequence[Any], feeds: list[tuple[Jaxpr, list[int]]]) -> dict[int, Any]:
-    """The values of the operands that are sizes, read from the other operands' types: a binder
-    ``e:f64[d]`` fed an ``f64[4]`` while ``d`` is fed by operand ``k`` tells that ``k`` is 4."""
+    """Operand sizes read from the other operands' types (``e:f64[d]`` fed ``f64[4]``: ``d`` is 4)."""
     sizes: dict[int, Any] = {}
     for jaxpr, feed in feeds:
         fed_by = dict(zip(jaxpr.invars, feed))
@@ -60,8 +59,7 @@ def _sizes_from_types(avals: Sequence[Any], feeds: list[tuple[Jaxpr, list[int]]]
 def _resolve_output_type(
     out_type: OutputType, sizes: Mapping[int, Any], result_sizes: Sequence[Any] = ()
 ) -> list[Any]:
-    """The result avals: ``InDBIdx(k)`` is ``sizes[k]``, ``OutDBIdx(k)`` is ``result_sizes[k]``;
-    a size whose value is not given stays a de Bruijn index."""
+    """The result avals: ``InDBIdx(k)`` is ``sizes[k]``, ``OutDBIdx(k)`` ``result_sizes[k]`` (if given)."""
 
     def size(d: Any) -> Any:
         if type(d) is InDBIdx and sizes.get(d.val) is not None:
@@ -84,8 +82,7 @@ def result_avals(
     feeds: Feeds,
     results: Sequence[Any] = (),
 ) -> list[Any]:
-    """The result avals of an equation whose operands (and implicit ``results``) may have values:
-    sizes from the values where they are known, else from the types."""
+    """The result avals of an equation: sizes from operand (and ``results``) values if known, else types."""
     sizes = _sizes_from_types([get_aval(x) for x in operands], feeds(params))
     sizes.update({k: v for k, x in enumerate(operands) if (v := dimension_value(x)) is not None})
     out_type = output_type(params, _same_size(sizes))
@@ -100,8 +97,7 @@ def _same_size(sizes: Mapping[int, Any]) -> Callable[[int, int], bool]:
 
 
 def same_atoms(values: Sequence[Any]) -> Callable[[int, int], bool]:
-    """``same_operand(i, j)``: operands ``i`` and ``j`` (tracers of a dynamic-shape trace, or the
-    atoms of an equation) are one variable, or equal literals."""
+    """``same_operand(i, j)``: ``values[i]`` and ``values[j]`` are one variable, or equal literals."""
 
     def atom(x: Any) -> Any:
         return x.val if isinstance(x, pe.DynamicJaxprTracer) else x
@@ -223,8 +219,7 @@ def _kept(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, 
 
 
 def specialized(primitive: core.Primitive, operands: Sequence[Any], params: dict) -> list[Any] | None:
-    """The equation's staged rule in the current trace, when every operand has a static shape
-    and the values of the operands that size it are known; ``None`` otherwise."""
+    """The equation's staged rule, when operands have static shapes and known sizes; else ``None``."""
     spec, operands = _specs[primitive], list(operands)
     if any(has_symbolic_shape(get_aval(x)) for x in operands):
         return None
@@ -424,8 +419,7 @@ def unknown_results(
     params: dict[str, Any],
     out_avals: Sequence[Any],
 ) -> list[Any]:
-    """Stage ``primitive`` with results of types ``out_avals`` as unknown (the equation runs when
-    the unknown values are known); known operands become constants of the staged program."""
+    """Stage ``primitive`` with unknown results of types ``out_avals`` (known operands as constants)."""
     tracers = [trace.instantiate_const(trace.to_jaxpr_tracer(t)) for t in tracers]
     out_tracers = [pe.JaxprTracer(trace, pe.PartialVal.unknown(a), None) for a in out_avals]
     recipe = pe.new_eqn_recipe(trace, tracers, out_tracers, primitive, params, core.no_effects,

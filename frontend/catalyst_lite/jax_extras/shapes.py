@@ -41,8 +41,7 @@ SHAPE_PARAMS = {
 
 
 def _sizes_as_operands(primitive: core.Primitive, operands: list, params: dict) -> tuple[list, dict]:
-    """Move the dimension tracers of ``primitive``'s shape parameter to trailing operands, leaving
-    ``None`` in their place (the :data:`SHAPE_PARAMS` convention)."""
+    """``primitive``'s shape parameter with ``None`` for each dimension tracer, moved to trailing operands."""
     name = SHAPE_PARAMS[primitive]
     sizes = params[name]
     dynamic = [d for d in sizes if isinstance(d, core.Tracer)]
@@ -224,8 +223,7 @@ for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
 
 
 def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
-    """The ``partial(standard_multi_result_abstract_eval, prim, shape_rule, dtype_rule,
-    weak_type_rule, ...)`` in the closure ``def_abstract_eval`` made, if that is what it is."""
+    """The ``partial(standard_multi_result_abstract_eval, ...)`` in ``primitive.abstract_eval``'s closure."""
     for cell in getattr(primitive.abstract_eval, "__closure__", None) or ():
         rule = cell.cell_contents
         if isinstance(rule, functools.partial) and rule.func is lax_utils.standard_multi_result_abstract_eval:

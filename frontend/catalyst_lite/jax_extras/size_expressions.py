@@ -266,8 +266,7 @@ _HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
 
 
 def _template(node: SizeExpr) -> str | None:
-    """What ``node`` computes, for :func:`evaluate` and :func:`compile_facts` alike: Python source
-    over its operands ``{0}``, ``{1}``... (``None``: a primitive JAX evaluates)."""
+    """What ``node`` computes: Python source over its operands ``{0}``, ``{1}``... (``None``: JAX's)."""
     if node.op in _PYTHON:
         return _PYTHON[node.op]
     if node.op in _BOOLEAN:

@@ -101,8 +101,7 @@ class SizeScope:
         return None if term is None or term.free else term
 
     def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
-        ``id``) stand for the given expressions (a loop's predicate at its initial values)."""
+        """``tracer`` over the size inputs, tracers in ``values`` (by ``id``) standing for its expressions."""
         memo: dict[int, SizeExpr | None] = dict(values)
 
         def term(t: Any) -> SizeExpr | None:
@@ -139,8 +138,7 @@ class SizeScope:
         return simplified(expr)
 
     def of_axes_only(self, tracer: Any) -> bool:
-        """``tracer`` is computed from the sizes of abstracted axes alone (and constants): a number
-        under ``jax.jit``, where every axis has a static length."""
+        """``tracer`` is computed from sizes of abstracted axes alone: a number under ``jax.jit``."""
         expr = self.expression(tracer) if isinstance(tracer, core.Tracer) else None
         return expr is not None and expr.inputs() <= self.axis_inputs
 
@@ -150,8 +148,7 @@ class SizeScope:
         return None if expr is None else expr.render(self.names)
 
     def record(self, lhs: Any, rhs: Any, comparison: str, holds: bool, where: str) -> Fact | None:
-        """Record that ``(lhs comparison rhs) == holds``, when both sides are expressions over the
-        size inputs (once); return the fact (``None`` when it cannot be expressed)."""
+        """Record ``(lhs comparison rhs) == holds`` over the size inputs (once); the fact, or ``None``."""
         lhs_expr, rhs_expr = self._side(lhs), self._side(rhs)
         if lhs_expr is None or rhs_expr is None:
             return None
@@ -222,8 +219,7 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
 
 
 def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:
-    """``x`` (a loop's predicate) as an expression over the size inputs where ``binders`` (the
-    loop's arguments) stand for ``values`` (its initial values), or ``None``."""
+    """``x`` (a loop's predicate) over the size inputs, ``binders`` standing for ``values``; or ``None``."""
     scope = current_scope()
     if scope is None or not isinstance(x, core.Tracer):
         return None
@@ -233,8 +229,7 @@ def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr 
 
 @contextlib.contextmanager
 def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
-    """Trace code that runs only when ``guard`` (a boolean expression over the size inputs, and
-    the enclosing guards) holds: the facts decided in it are guarded by it (``None``: no guard)."""
+    """Trace code running only when ``guard`` holds (and enclosing guards): its facts are guarded by it."""
     scope = current_scope()
     if guard is None or scope is None:
         yield
@@ -249,8 +244,7 @@ def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
 
 
 def describe_aval(aval: Any) -> str:
-    """``f64[n + 1,3]``: an abstract value for messages, each size named by the size inputs it is
-    computed from (``?``: known only while the program runs)."""
+    """``f64[n + 1,3]``: an aval for messages, sizes named by the inputs they come from (``?``: unknown)."""
     scope = current_scope()
     names = [str(d) if not isinstance(d, core.Tracer) else scope.name(d) if scope is not None else None
              for d in aval.shape]

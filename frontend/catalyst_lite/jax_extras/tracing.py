@@ -36,8 +36,7 @@ OutputType = tuple
 
 @contextlib.contextmanager
 def dynamic_tracing() -> Iterator[None]:
-    """Switch on dynamic shapes and 64-bit types, and the repairs of :mod:`.patches`, for this
-    thread only; the user's global ``jax.config`` is left as it was."""
+    """Dynamic shapes, 64-bit types and :mod:`.patches`' repairs for this thread only (not ``jax.config``)."""
     with config.dynamic_shapes(True), config.enable_x64(True), patched_jax():
         yield
 
@@ -93,8 +92,7 @@ def hosted_capture() -> Iterator[None]:
 
 
 def inside_program_trace() -> bool:
-    """True while the calling thread traces a catalyst_lite program, even where a JAX
-    transformation (``jax.vmap``, ``jax.grad``) applied inside it is the current trace."""
+    """True while the calling thread traces a catalyst_lite program (even under a JAX transformation)."""
     return is_active() and config.dynamic_shapes.value
 
 
@@ -107,8 +105,7 @@ get_aval = core.get_aval  # a tracer's shape may hold dimension tracers
 
 
 def constant_value(tracer: Any) -> Any:
-    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant; jax 0.7.2
-    stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself)."""
+    """The value of a trace's constant ``tracer`` or ``None`` (0.7.2 stores ``Constants(canonical, ...)``)."""
     const = tracer._trace.frame.constvar_to_val.get(tracer.val)
     return getattr(const, "canonical", const)
 
@@ -211,8 +208,7 @@ class InnerTrace:
 def trace_to_jaxpr(
     flat_fn: Callable, in_type: InputType, name: str, on_arguments: Callable | None = None
 ) -> tuple[Jaxpr, OutputType, list[Any]]:
-    """Trace a flat top-level function (implicit outputs, new sizes, come first); ``on_arguments``
-    receives the (expanded) argument tracers before the function runs."""
+    """Trace a flat top-level function (new sizes first); ``on_arguments`` gets the argument tracers."""
     dbg = debug_info_for(flat_fn, name)
     inner = InnerTrace(dbg)
     try:
@@ -273,8 +269,7 @@ def prune_jaxpr(
 
 
 def _carried_fixpoint(body: Jaxpr, fixed: list[bool], carried: list[bool], rest: list[bool]) -> tuple[list[bool], list[bool]]:
-    """A loop body ``fixed, carried, rest -> carried, others``: which carried values depend on
-    the marked inputs at some iteration, and which other results do then."""
+    """A loop body ``fixed, carried, rest -> carried, others``: the results depending on marked inputs."""
     for _ in range(len(carried) + 1):
         out = forward_dependence(body, [*fixed, *carried, *rest])
         new = [c or o for c, o in zip(carried, out[: len(carried)])]

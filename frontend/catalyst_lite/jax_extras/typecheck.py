@@ -104,8 +104,7 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
 
 
 def _check_type(ctx_factory: Any, env: dict, aval: Any) -> None:
-    """JAX's check that every size is a bound ``i64[]`` variable or a number, NumPy integers
-    included (JAX's shape rules make some, ``jnp.convolve``'s ``f64[1,1,a]``)."""
+    """JAX's check that every size is a bound ``i64[]`` variable or a number (NumPy integers included)."""
     if type(aval) is DShapedArray and any(isinstance(d, np.integer) for d in aval.shape):
         aval = aval.update(shape=tuple(int(d) if isinstance(d, np.integer) else d for d in aval.shape))
     core.check_type(ctx_factory, env, aval)
@@ -135,8 +134,7 @@ def _static(eqn: Any) -> bool:
 
 
 def same_type(t1: Any, t2: Any) -> bool:
-    """Two types are equal, ignoring weak types: same dtype, and sizes that are the same variable
-    or the same number (``core.typematch`` fails on a ``DShapedArray`` against a ``ShapedArray``)."""
+    """Equal types but weak types: same dtype, sizes the same variable or number (DShapedArray or not)."""
     arrays = (core.ShapedArray, DShapedArray)
     if not (isinstance(t1, arrays) and isinstance(t2, arrays)):
         return core.typematch(t1, t2)
@@ -159,8 +157,7 @@ def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
 
 
 def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
-    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation), each of its
-    binder's type once the binder's sizes are the operands that feed them."""
+    """``jaxpr`` is well typed and takes ``operands`` (its binders' sizes being the operands feeding them)."""
     if len(jaxpr.invars) != len(operands):
         raise JaxprTypeError(f"{what} takes {len(jaxpr.invars)} arguments but is given {len(operands)}")
     env: dict[Var, Any] = {}
@@ -173,8 +170,7 @@ def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
 
 
 def check_carry(binders: Sequence[Var], results: Sequence[Any], nimplicit: int, what: str) -> None:
-    """A loop body returns, for each carried binder, a value of the binder's type, where the
-    binder's carried sizes (the first ``nimplicit`` binders) are the body's implicit results."""
+    """A loop body returns each carried binder's type (its sizes: the first ``nimplicit`` results)."""
     if len(binders) != len(results):
         raise JaxprTypeError(f"{what} carries {len(binders)} values but returns {len(results)}")
     env = dict(zip(binders[:nimplicit], results[:nimplicit]))
