@@ -135,8 +135,7 @@ class Loop:
         return [*implicit, *(map(jnp.asarray, ops.carried) if out is None else out)]
 
     def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list, list]:
-        """The loop carrying the tangents of the values that have some, the constants' tangents as
-        constants; a carried value gets a tangent once something it depends on has one."""
+        """The loop carrying the tangents of the carried values that get some (constants' as constants)."""
         body, pred = self.body(params), self.predicate(params)
         p, t = self.operands(primals, params), self.operands(tangents, params)
         consts_nz, carried_nz = ([type(x) is not Zero for x in xs] for xs in (t.consts, t.carried))
@@ -156,8 +155,7 @@ class Loop:
         return primals_out, [*map(zero_tangent, primals_out[:m]), *interleave(carried_nz, dots, zeros)]
 
     def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
-        """The loop over a batch: batched constants and carried values (and what depends on them) get
-        a leading batch axis; bounds and sizes are the same for every example."""
+        """The loop over a batch: batched constants and carried values get a batch axis; sizes are shared."""
         name = self.primitive.name
         body, pred = self.body(params), self.predicate(params)
         a, d = self.operands(args, params), self.operands(dims, params)
@@ -241,8 +239,7 @@ def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[in
 
 
 def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """A loop driven from Python: compiled whole when it can be (``compiler/capacity.py``), otherwise
-    each iteration runs the body (and predicate) compiled for its current sizes."""
+    """A loop driven from Python: compiled whole if it can be, else iteration by iteration."""
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
     counted = tuple(int(x) for x in loop.counting(ops))

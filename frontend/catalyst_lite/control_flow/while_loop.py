@@ -169,8 +169,7 @@ _loop = Loop(while_loop_p, 0, _params, _masked_batching)
 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a ``lax.while_loop``. JAX differentiates it forward only: reverse
-    mode runs the loop on the host (see compiler/reverse_mode.py, compiler/capacity.py)."""
+    """Inside one XLA program: a ``lax.while_loop`` (in reverse mode the loop runs on the host instead)."""
     if reverse_mode_requested():
         raise NeedsHost("reverse-mode differentiation of a while_loop")
     return _loop.staged(invals, params, _while_loop)

@@ -43,8 +43,7 @@ def weakly_typed(x: Any) -> Any:
 
 
 def x64_scope():
-    """64-bit types for the calling thread (what catalyst_lite compiles and runs with); no scope
-    is entered when they are on already (entering one costs microseconds, on every call)."""
+    """64-bit types for the calling thread (no scope entered when on already: it costs microseconds)."""
     if config.enable_x64.value:
         return contextlib.nullcontext()
     return config.enable_x64(True)

@@ -277,8 +277,7 @@ def user_call_site() -> str:
 
 
 def _in_shape_rule() -> bool:
-    """Shape rules run with the eval trace current; their decisions are facts, but no
-    ``assume_size`` equation: the specialized ``jax.jit`` re-runs them with concrete sizes."""
+    """Shape rules (the eval trace current) decide facts but no equations: jax.jit re-runs them."""
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
@@ -333,8 +332,7 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
 
 
 def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | None]:
-    """The truth of a size tracer decided: a comparison of sizes (also returned, as ``(lhs, rhs,
-    comparison)``), or an integer size (``!= 0``); ``None`` when undecided or neither."""
+    """A size tracer's truth decided (a comparison, also returned, or an integer ``!= 0``), or ``None``."""
     if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
         comparison = (*tracer.parent.in_tracers, _COMPARISONS[tracer.parent.primitive])
         return decide_size_comparison(*comparison), comparison

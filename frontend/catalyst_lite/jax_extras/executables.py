@@ -29,8 +29,7 @@ __all__ = [
 
 
 def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
-    """The fastest callable that runs ``compiled``: its C++ dispatcher when JAX makes one (it
-    checks the argument types exactly as ``Compiled.__call__`` does), else ``compiled`` itself."""
+    """The fastest callable running ``compiled``: its C++ dispatcher when JAX makes one, else itself."""
     dispatcher = compiled._executable.create_cpp_call(compiled._params)
     return compiled if dispatcher is None else dispatcher
 

@@ -485,8 +485,7 @@ def while_op(
 def case_op(
     index: ir.Value, result_types: Sequence[ir.Type], branches: Sequence[Callable[[], Sequence[ir.Value]]]
 ) -> list[ir.Value]:
-    """Emit ``stablehlo.case`` choosing ``branches[index]`` (an ``i32`` scalar); each branch
-    function emits its operations and returns its results (which may use enclosing values)."""
+    """Emit ``stablehlo.case`` choosing ``branches[index]``; each branch emits and returns results."""
     op = hlo.CaseOp(list(result_types), index=index, num_branches=len(branches))
     for region, branch in zip(op.regions, branches):
         block = region.blocks.append()

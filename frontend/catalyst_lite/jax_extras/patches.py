@@ -408,8 +408,7 @@ for _owner, _attr, _site in (
 @repair(lax_internal, "broadcast_shapes")
 @repair(numpy_util, "_broadcast_to")
 def _make_broadcast(original):
-    """Shapes that do not broadcast are our typed error; inside JAX's own nested trace (whose sizes
-    JAX does not relate to ours) they are the signal."""
+    """Shapes that do not broadcast are our typed error; in JAX's own nested trace, the signal."""
     def broadcast(*args, **kwargs):
         try:
             return original(*args, **kwargs)

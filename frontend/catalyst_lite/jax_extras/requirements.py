@@ -44,8 +44,7 @@ require_size_p.multiple_results = True
 
 
 class BrokenRequirement(CompileError):
-    """A requirement that is false at a call's sizes: ``jax.jit`` refuses these sizes.
-    ``inputs``: the positions of the size inputs involved, when known."""
+    """A requirement false at a call's sizes (``jax.jit`` refuses them); ``inputs``: the inputs involved."""
 
     def __init__(self, message: str, inputs: frozenset[int] = frozenset()):
         super().__init__(message)

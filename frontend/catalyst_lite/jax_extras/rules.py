@@ -349,8 +349,7 @@ def _transpose_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> C
 
 
 def _under(make_trace: Callable, inputs: Callable, split: Callable, fn: Callable) -> tuple[list, list] | None:
-    """Run ``fn`` on the ``inputs`` of a new transformation trace over the current one; split each
-    result into (value, transformation data). ``None`` when ``fn`` returns ``None``."""
+    """Run ``fn`` on ``inputs`` of a new transformation trace, each result split (``None``: ``fn``'s)."""
     with core.take_current_trace() as parent:
         trace = make_trace(parent)
         with core.set_current_trace(trace):
@@ -396,8 +395,7 @@ def move_batch_axis(x: Any, dim: Any, size: int, batched: bool) -> Any:
 def batch_call(
     jaxpr: Jaxpr, args: Sequence[Any], batched: Sequence[bool], size: int, out_batched: Sequence[bool]
 ) -> list[Any]:
-    """``jaxpr`` applied to each example of the batched ``args`` (batch axis first); the outputs
-    in ``out_batched`` have a batch axis first, the others must not depend on the batch."""
+    """``jaxpr`` on each example of the batched ``args`` (batch axis first, ``out_batched`` too)."""
     in_axes = [0 if b else None for b in batched]
     out_axes = [0 if b else None for b in out_batched]
     fn = jax.vmap(lambda *xs: core.eval_jaxpr(jaxpr, (), *xs), in_axes, out_axes, axis_size=size)

@@ -85,8 +85,7 @@ class SizeScope:
             self.inputs[tracer.val] = position
 
     def term(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs and free leaves (a loop's index), or
-        ``None`` when it is no size arithmetic (computed from array data, or by control flow)."""
+        """``tracer`` over the size inputs and free leaves (a loop's index), or ``None``."""
         if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
             return None
         if isinstance(tracer.val, core.Literal):

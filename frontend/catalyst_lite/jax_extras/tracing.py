@@ -175,8 +175,7 @@ class InnerTrace:
         return self.trace.to_jaxpr_tracer(x, self.source_info)
 
     def arguments(self, in_type: InputType) -> list[Tracer]:
-        """The *expanded* argument tracers (design doc: ``initialize``): ``DBIdx(k)`` in a shape
-        is the k-th of them; a tracer of an enclosing trace (a preserved size) is lifted."""
+        """The expanded argument tracers (``initialize``): ``DBIdx(k)`` is the k-th; outer tracers lifted."""
         tracers: list[Tracer] = []
         for aval, _ in in_type:
             if type(aval) is DShapedArray:
@@ -193,8 +192,7 @@ class InnerTrace:
             return fn(*args)
 
     def to_jaxpr(self, results: Sequence[Any], keep_alive: Sequence[Any] = ()) -> tuple[Jaxpr, list[Any]]:
-        """The traced jaxpr with its constants as leading arguments, and their values; ``keep_alive``:
-        tracers (argument sizes) whose constants stay even when no equation uses them."""
+        """The jaxpr with its constants as leading arguments, and their values (``keep_alive``'s kept)."""
         out = [self.lift(r) for r in results]
         extra = [self.lift(k) for k in keep_alive]
         jaxpr, consts = self.trace.frame.to_jaxpr(self.trace, out + extra, self.debug_info, self.source_info)
