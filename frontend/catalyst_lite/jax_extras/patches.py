@@ -495,13 +495,10 @@ def _make_dimension_as_value(original):
     return dimension_as_value
 
 
-_nested = threading.local()
-
-
 def jax_nested_trace_depth() -> int:
     """How many functions JAX is tracing itself in the calling thread while catalyst_lite traces
     (``lax.cond``'s branches, ``jax.jit``'s function...): a circuit detects gates queued there."""
-    return getattr(_nested, "depth", 0)
+    return current().jax_nested_traces
 
 
 @repair(pe, "trace_to_jaxpr_dynamic")
@@ -511,19 +508,18 @@ def _make_trace_to_jaxpr_dynamic(original):
     def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
         if not is_active():
             return original(fun, in_avals, *args, **kwargs)
-        _nested.depth = jax_nested_trace_depth() + 1
         scopes = current().size_scopes
         signals = symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)
         if signals:
             scopes[-1].nested_jax_traces += 1
         try:
-            return original(fun, in_avals, *args, **kwargs)
+            with context_scope(jax_nested_traces=jax_nested_trace_depth() + 1):
+                return original(fun, in_avals, *args, **kwargs)
         except jax_errors.JAXTypeError as err:
             if not signals or isinstance(err, NeedsCallSizes):
                 raise
             raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
         finally:
-            _nested.depth -= 1
             if signals:
                 scopes[-1].nested_jax_traces -= 1
 
