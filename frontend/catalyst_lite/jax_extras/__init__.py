@@ -49,17 +49,9 @@ def x64_scope():
     return config.enable_x64(True)
 
 
-def use_abstract_mesh(abstract_mesh: Any) -> Any:
-    """``jax.sharding.use_abstract_mesh`` (public from JAX 0.7.2 on, only internal in 0.7.1): the
-    abstract mesh in effect inside the block.
-
-    >>> import jax
-    >>> mesh = jax.sharding.Mesh(jax.devices()[:1], ("s",))
-    >>> with use_abstract_mesh(mesh.abstract_mesh):
-    ...     jax.sharding.get_abstract_mesh().axis_names
-    ('s',)
-    """
-    return mesh.use_abstract_mesh(abstract_mesh)
+# jax.sharding.use_abstract_mesh (public from JAX 0.7.2 on, only internal in 0.7.1): the abstract
+# mesh in effect inside the block.
+use_abstract_mesh = mesh.use_abstract_mesh
 
 
 def context_mesh() -> Any:

@@ -9,6 +9,7 @@ decomposition, variadic ``reduce``) get back the dynamic-shape branch of their a
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import operator
 from typing import Any, Callable, Iterator, Sequence
@@ -71,11 +72,8 @@ def _slice_as_dynamic_slice(operand, *, start_indices, limit_indices, strides):
 
 def _split_as_dynamic_slices(operand, *, sizes, axis):
     """``split`` into symbolic sizes: one ``dynamic_slice`` per piece, at the running offset."""
-    pieces, offset = [], 0
-    for size in sizes:
-        pieces.append(slicing.dynamic_slice_in_dim(operand, offset, size, axis))
-        offset = offset + size
-    return pieces
+    offsets = [0, *itertools.accumulate(sizes)]
+    return [slicing.dynamic_slice_in_dim(operand, offset, size, axis) for offset, size in zip(offsets, sizes)]
 
 
 def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
