@@ -245,9 +245,10 @@ def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
 
 
 register_nested_primitive(for_loop_p, PrimitiveSpec(
-    output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=functools.partial(_loop.staged, stage=_fori_loop),
-    host=functools.partial(loop_host, _loop), dimension_operands=_dimension_operands, masked=_masked,
+    output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp,
+    batching=_loop.batching, partial_eval=_loop.partial_eval,
+    staged=functools.partial(_loop.staged, stage=_fori_loop), host=functools.partial(loop_host, _loop),
+    dimension_operands=_dimension_operands, masked=_masked,
     bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))
 dependence_rules[for_loop_p] = _dependence

@@ -199,7 +199,7 @@ def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: Closed
 
 
 register_nested_primitive(while_loop_p, PrimitiveSpec(
-    output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=functools.partial(loop_host, _loop),
-    dimension_operands=_loop.dimension_operands, lowering=_lower,
+    output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp,
+    batching=_loop.batching, partial_eval=_loop.partial_eval, staged=_staged,
+    host=functools.partial(loop_host, _loop), dimension_operands=_loop.dimension_operands, lowering=_lower,
 ))
