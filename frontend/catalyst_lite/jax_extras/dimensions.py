@@ -37,7 +37,7 @@ from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
 from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
 from .patches import symbolic_trace
-from .size_expressions import NEGATED, SizeExpr, evaluate
+from .size_expressions import COMPARISON_NAMES, NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
@@ -48,9 +48,8 @@ _GENERIC_STRIDE = 720720  # lcm(1, ..., 16)
 _GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 
 # comparison primitive -> its Python spelling -> the Python operator
-_COMPARISONS = {lax.eq_p: "==", lax.ne_p: "!=", lax.lt_p: "<", lax.le_p: "<=", lax.gt_p: ">", lax.ge_p: ">="}
-_OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-              ">": operator.gt, ">=": operator.ge}
+_COMPARISONS = {getattr(lax, f"{name}_p"): spelled for name, spelled in COMPARISON_NAMES.items()}
+_OPERATORS = {spelled: getattr(operator, name) for name, spelled in COMPARISON_NAMES.items()}
 
 
 # --- Sizes as values ---------------------------------------------------------------------------

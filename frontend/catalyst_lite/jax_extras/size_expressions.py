@@ -26,7 +26,7 @@ from .patches import suspended
 # comparison -> the comparison that holds when it does not
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
 # comparison primitive's name -> its Python spelling
-_COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 # --- Expressions over the size inputs -------------------------------------------------------------
@@ -60,7 +60,7 @@ class SizeExpr:
     @classmethod
     def apply_op(cls, op: str, *args: SizeExpr) -> SizeExpr:
         """An operation of the Python table below (``add``, ``max``, ``ge``...)."""
-        return cls(op, tuple(args), is_bool=op in _COMPARISON_NAMES)
+        return cls(op, tuple(args), is_bool=op in COMPARISON_NAMES)
 
     def inputs(self) -> frozenset[int]:
         """Positions of the size inputs this expression reads."""
@@ -94,7 +94,7 @@ _INFIX = {
     "add": (70, "{} + {}"), "sub": (70, "{} - {}"), "mul": (80, "{} * {}"),
     "div": (80, "{} // {}"), "rem": (80, "{} % {}"),
     "and": (40, "{} and {}"), "or": (30, "{} or {}"),
-    **{op: (60, "{} " + c + " {}") for op, c in _COMPARISON_NAMES.items()},
+    **{op: (60, "{} " + c + " {}") for op, c in COMPARISON_NAMES.items()},
 }
 _TRANSPARENT = {"convert_element_type", "copy", "copy_p"}
 
@@ -254,7 +254,7 @@ _PYTHON = {
     "div": "_div({0}, {1})", "rem": "_rem({0}, {1})", "sign": "_sign({0})", "abs": "abs({0})",
     "max": "max({0}, {1})", "min": "min({0}, {1})",
     "clamp": "min(max({1}, {0}), {2})", "square": "{0} * {0}",
-    **{op: "{0} " + c + " {1}" for op, c in _COMPARISON_NAMES.items()},
+    **{op: "{0} " + c + " {1}" for op, c in COMPARISON_NAMES.items()},
     "shift_left": "{0} << {1}", "shift_right_arithmetic": "{0} >> {1}",
     "copy": "{0}", "copy_p": "{0}",
 }
