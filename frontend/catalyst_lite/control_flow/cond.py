@@ -205,8 +205,7 @@ def _returns_none() -> None:
 
 
 def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callable) -> Any:
-    """The design documents' ``bindNested`` for ``cond``: every branch is traced without arguments
-    (what it uses is captured) and their output types are joined into one equation."""
+    """The design documents' ``bindNested`` for ``cond``: branches traced without arguments, types joined."""
     trees: dict[int, PyTreeDef] = {}
     has_otherwise, otherwise = otherwise is not None, otherwise or _returns_none
 

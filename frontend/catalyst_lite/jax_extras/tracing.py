@@ -162,8 +162,7 @@ def collapse(typ: Sequence[tuple[Any, bool]], expanded: Sequence[Any]) -> list[A
 
 
 class InnerTrace:
-    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``);
-    values of enclosing traces it uses are its constants, which :meth:`to_jaxpr` returns."""
+    """A ``DynamicJaxprTrace`` nested in the current one (``newTracingContext``), outer values constants."""
 
     def __init__(self, debug_info: core.DebugInfo):
         self.debug_info = debug_info

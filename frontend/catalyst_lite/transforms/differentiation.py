@@ -492,8 +492,7 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
 
 
 def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
-    """The cotangents of ``fn``'s inputs at ``points``, taken at specialization: how JAX's reverse
-    mode transposes an equation it cannot (a ``for_loop`` whose trip count is traced)."""
+    """Cotangents of ``fn``'s inputs at ``points``, at specialization (JAX cannot transpose the equation)."""
     _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
     return list(cts)
 
@@ -502,8 +501,7 @@ deferred_vjp.append(_deferred_vjp)
 
 
 class SpecializedFunction:
-    """The differentiated function at concrete sizes, ``f(*wrt_values) -> results``, the other
-    inputs fixed; it remembers the implicit result sizes of its last evaluation (Python ints)."""
+    """The differentiated function at concrete sizes, ``f(*wrt_values)``, keeping its implicit sizes."""
 
     def __init__(self, jaxpr: Any, inputs: Sequence[Any], positions: Sequence[int], nimplicit: int, mode: Mode):
         self.jaxpr, self.inputs, self.positions = jaxpr, list(inputs), list(positions)
