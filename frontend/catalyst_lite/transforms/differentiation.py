@@ -384,9 +384,11 @@ def _outside_qjit(transform: Callable, fn: Callable, params: tuple, rest: Any, o
     return compile_function(entry)(params, rest)
 
 
-def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:
-    """One (co)tangent per differentiated argument (result), of its dtype and known sizes, as Catalyst
-    checks: a wrong count or dtype is a ``TypeError``, a wrong shape a ``ValueError``."""
+def _checked_like(traced: TracedFunction, what: str, values: Any, avals: Sequence[Any], of: str) -> list[Any]:
+    """The leaves of ``values``: one (co)tangent per differentiated argument (result), of its dtype and
+    known sizes, as Catalyst checks (a wrong count or dtype is a ``TypeError``, a shape a ``ValueError``)."""
+    traced.check_differentiable_results()
+    api, flat = traced.api, tree_flatten(values)[0]
     count_phrase, dtype_phrase, shape_phrase = _CATALYST_PHRASES[what]
     if len(flat) != len(avals):
         raise ArgumentTypeError(
@@ -405,6 +407,7 @@ def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], 
                 f"{shape_phrase}: in {api}, {what[:-1]} {k} has shape {got.str_short()} but "
                 f"{of[:-1]} {k} has shape {aval.str_short()}; shapes must be equal."
             )
+    return flat
 
 
 # Catalyst's words for the three checks (count, dtype, shape), which its users' tests match.
@@ -443,16 +446,13 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     options = Options.checked("jvp", method, h, argnums)
 
     def flat_tangents(traced: TracedFunction) -> list[Any]:
-        traced.check_differentiable_results()
         selection = traced.selection
         if len(selection.leaves) != len(selection.wrt):
             raise ArgumentValueError(
                 f"{traced.api}: argnums={options.argnums!r} names an argument twice; name each once."
             )
-        flat = tree_flatten(tangents)[0]
         wrt_avals = [get_aval(selection.flat_args[k]) for k in selection.wrt]  # the caller's sizes
-        _check_like(traced.api, "tangents", flat, wrt_avals, "differentiated arguments")
-        return flat
+        return _checked_like(traced, "tangents", tangents, wrt_avals, "differentiated arguments")
 
     traced, outs = differentiate(f"jvp({function_name(f)})", f, params, "jvp", options, flat_tangents)
     n = len(traced.result_avals)
@@ -481,10 +481,7 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     options = Options.checked("vjp", method, h, argnums)
 
     def flat_cotangents(traced: TracedFunction) -> list[Any]:
-        traced.check_differentiable_results()
-        flat = tree_flatten(cotangents)[0]
-        _check_like(traced.api, "cotangents", flat, traced.result_avals, "results")
-        return flat
+        return _checked_like(traced, "cotangents", cotangents, traced.result_avals, "results")
 
     traced, outs = differentiate(f"vjp({function_name(f)})", f, params, "vjp", options, flat_cotangents)
     n = len(traced.result_avals)
