@@ -309,11 +309,9 @@ class WhileLoopCallable(LoopCallable):
 # with ``bind`` (the same arguments but ``bounds``) the usual implementation.
 
 
-@contextlib.contextmanager
-def control_flow_handler(handler: Any) -> Iterator[None]:
+def control_flow_handler(handler: Any) -> contextlib.AbstractContextManager:
     """Hand this thread's traced control flow to ``handler`` in the block (``None``: bind it as usual)."""
-    with context_scope(control_flow_handler=handler):
-        yield
+    return context_scope(control_flow_handler=handler)
 
 
 def active_control_flow_handler() -> Any:

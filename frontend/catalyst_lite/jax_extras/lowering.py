@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
@@ -75,11 +75,9 @@ def current_target() -> LoweringTarget:
     return current().lowering_target or DISPLAY
 
 
-@contextlib.contextmanager
-def lowering_for(target: LoweringTarget) -> Iterator[None]:
+def lowering_for(target: LoweringTarget) -> contextlib.AbstractContextManager:
     """Lower for ``target`` in this thread during the block."""
-    with scope(lowering_target=target):
-        yield
+    return scope(lowering_target=target)
 
 
 # --- repairs of JAX's lowering helpers (each a scoped Patch) -------------------------------------

@@ -96,11 +96,9 @@ class PatchSet:
                 if self._users == 0:
                     self._uninstall()
 
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
+    def suspended(self) -> contextlib.AbstractContextManager:
         """The originals' behaviour for the calling thread in the block, even inside :meth:`scope`."""
-        with context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self)):
-            yield
+        return context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self))
 
     def _apply(self, patch: Patch) -> None:
         # The owner's *own* entry, not an inherited one: writing that back on removal would leave

@@ -253,11 +253,9 @@ def describe_aval(aval: Any) -> str:
     return f"{short}[{','.join('?' if n is None else n for n in names)}]"
 
 
-@contextlib.contextmanager
-def size_scope(scope: SizeScope) -> Iterator[SizeScope]:
+def size_scope(scope: SizeScope) -> contextlib.AbstractContextManager:
     """Make ``scope`` the calling thread's current one for the block (a trace of a program)."""
-    with context_scope(size_scopes=(*current_context().size_scopes, scope)):
-        yield scope
+    return context_scope(size_scopes=(*current_context().size_scopes, scope))
 
 
 def current_scope() -> SizeScope | None:

@@ -77,8 +77,7 @@ def is_tracing(*, under_transformations: bool = False) -> bool:
     )
 
 
-@contextlib.contextmanager
-def hosted_capture() -> Iterator[None]:
+def hosted_capture() -> contextlib.AbstractContextManager:
     """Within the block the calling thread's trace hosts another framework's capture (PennyLane's,
     see ``catalyst_lite.capture``): the repairs stay in effect, but :func:`is_tracing` is False,
     so that code asking (PennyLane's compiler dispatch, QNode calls) records its own primitives.
@@ -87,8 +86,7 @@ def hosted_capture() -> Iterator[None]:
     ...     is_tracing()
     False
     """
-    with context_scope(hosted_captures=current_context().hosted_captures + 1):
-        yield
+    return context_scope(hosted_captures=current_context().hosted_captures + 1)
 
 
 def inside_program_trace() -> bool:
