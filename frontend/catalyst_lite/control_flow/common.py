@@ -187,11 +187,9 @@ def ambient_carries() -> list[Threaded]:
     return list(current_context().ambient_carries)
 
 
-@contextlib.contextmanager
-def ambient_carry(carry: Threaded) -> Iterator[Threaded]:
+def ambient_carry(carry: Threaded) -> contextlib.AbstractContextManager:
     """Make ``carry`` ambient for the duration of the block."""
-    with context_scope(ambient_carries=(*current_context().ambient_carries, carry)):
-        yield carry
+    return context_scope(ambient_carries=(*current_context().ambient_carries, carry))
 
 
 def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:
