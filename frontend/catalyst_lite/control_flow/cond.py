@@ -206,8 +206,7 @@ def _returns_none() -> None:
 
 
 def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callable) -> Any:
-    """The design documents' ``bindNested`` for ``cond``: every branch is traced without arguments
-    (what it uses is captured) and their output types are joined into one equation."""
+    """The design documents' ``bindNested`` for ``cond``: branches traced without arguments, types joined."""
     trees: dict[int, PyTreeDef] = {}
     has_otherwise, otherwise = otherwise is not None, otherwise or _returns_none
 
@@ -427,8 +426,7 @@ def _pick(index: Any, values: list[Any]) -> Any:
 
 
 def _partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-    """With known predicates, a ``cond`` computes the known results (those that depend on known
-    values only) now, and the whole ``cond`` is staged for the unknown ones."""
+    """With known predicates, the results of known values only are computed now, the ``cond`` staged."""
     known = [t.pval.is_known() for t in tracers]
     values = [t.pval.get_known() for t in tracers]
     preds_k, consts_k = _split(known, params)
@@ -528,8 +526,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _lower(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
-    """StableHLO (in ``.mlir``): ``case first_true(preds) { branch_0 } ... { otherwise }``, one
-    ``stablehlo.case`` whose regions lower their branches on captured constants."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.case`` on the first true predicate, branches inlined."""
     preds, consts = _split(list(operands), params)
     branches = zip(params["branch_jaxprs"], consts)
     regions = [functools.partial(lowering.lower_nested_jaxpr, ctx, j, c) for j, c in branches]

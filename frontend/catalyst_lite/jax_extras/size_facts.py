@@ -24,8 +24,7 @@ from .tracing import constant_value
 
 
 def is_scalar_int_or_bool(x: Any) -> bool:
-    """An integer or boolean scalar: what size arithmetic is made of. (``dtypes.issubdtype``: a
-    PRNG key's extended dtype is not a NumPy one.)"""
+    """An integer or boolean scalar (``dtypes.issubdtype``: a PRNG key's dtype is not NumPy's)."""
     aval = core.get_aval(x)
     return aval.shape == () and (
         dtypes.issubdtype(aval.dtype, np.integer) or dtypes.issubdtype(aval.dtype, np.bool_)
@@ -36,10 +35,8 @@ def is_scalar_int_or_bool(x: Any) -> bool:
 
 
 class SizeScope:
-    """The size inputs of a program being traced (``names``, in input order), the point its
-    decisions are taken at (their values at the guiding call; ``None``: generic sizes), and the
-    facts decided so far. ``symbolic``: sizes are not constants of the trace, so that JAX failing
-    on one raises :class:`~.patches.NeedsCallSizes`."""
+    """A program being traced: its size inputs (``names``), the guiding call's sizes (``point``), the
+    facts decided so far; ``symbolic``: JAX failing on a size raises ``NeedsCallSizes``."""
 
     def __init__(self, names: Sequence[str], point: Sequence[Any] | None = None, symbolic: bool = True):
         self.names = list(names)
@@ -89,8 +86,7 @@ class SizeScope:
             self.inputs[tracer.val] = position
 
     def term(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs and free leaves (a loop's index), or
-        ``None`` when it is no size arithmetic (computed from array data, or by control flow)."""
+        """``tracer`` over the size inputs and free leaves (a loop's index), or ``None``."""
         if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
@@ -100,14 +96,12 @@ class SizeScope:
         return self._terms[tracer.val]
 
     def expression(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs alone, or ``None`` when it is not one
-        (its :meth:`term` is ``None`` or reads a free leaf)."""
+        """``tracer`` over the size inputs alone (no free leaf), or ``None``."""
         term = self.term(tracer)
         return None if term is None or term.free else term
 
     def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
-        ``id``) stand for the given expressions (a loop's predicate at its initial values)."""
+        """``tracer`` over the size inputs, tracers in ``values`` (by ``id``) standing for its expressions."""
         memo: dict[int, SizeExpr | None] = dict(values)
 
         def term(t: Any) -> SizeExpr | None:
@@ -144,20 +138,17 @@ class SizeScope:
         return simplified(expr)
 
     def of_axes_only(self, tracer: Any) -> bool:
-        """``tracer`` is computed from the sizes of abstracted axes alone (and constants): a number
-        under ``jax.jit``, where every axis has a static length."""
+        """``tracer`` is computed from sizes of abstracted axes alone: a number under ``jax.jit``."""
         expr = self.expression(tracer) if isinstance(tracer, core.Tracer) else None
         return expr is not None and expr.inputs() <= self.axis_inputs
 
     def name(self, tracer: Any) -> str | None:
-        """``n + 1``: a size tracer named by the inputs it is computed from (``None`` if it is
-        not computed from them alone)."""
+        """``n + 1``: a size tracer named by the inputs it is computed from (else ``None``)."""
         expr = self.expression(tracer)
         return None if expr is None else expr.render(self.names)
 
     def record(self, lhs: Any, rhs: Any, comparison: str, holds: bool, where: str) -> Fact | None:
-        """Record that ``(lhs comparison rhs) == holds``, when both sides are expressions over the
-        size inputs (once); return the fact (``None`` when it cannot be expressed)."""
+        """Record ``(lhs comparison rhs) == holds`` over the size inputs (once); the fact, or ``None``."""
         lhs_expr, rhs_expr = self._side(lhs), self._side(rhs)
         if lhs_expr is None or rhs_expr is None:
             return None
@@ -208,9 +199,8 @@ class SizeScope:
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it (``len(x) >= 1`` for ``x[i]``) are guarded
-    by ``step > 0 and lower < upper or step < 0 and lower > upper``, needed only by calls that run
-    the loop. Bounds or a step that are no size expressions add no guard."""
+    """Trace a ``for_loop`` body: its facts (``len(x) >= 1`` for ``x[i]``) are guarded by "the loop
+    runs" (when the bounds and step are size expressions)."""
     scope = current_scope()
     sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None
@@ -270,8 +260,7 @@ def note_implied(x: Any, condition: SizeExpr | None) -> None:
 
 
 def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:
-    """``x`` (a loop's predicate) as an expression over the size inputs where ``binders`` (the
-    loop's arguments) stand for ``values`` (its initial values), or ``None``."""
+    """``x`` (a loop's predicate) over the size inputs, ``binders`` standing for ``values``; or ``None``."""
     scope = current_scope()
     if scope is None or not isinstance(x, core.Tracer):
         return None
@@ -281,8 +270,7 @@ def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr 
 
 @contextlib.contextmanager
 def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
-    """Trace code that runs only when ``guard`` (a boolean expression over the size inputs, and
-    the enclosing guards) holds: the facts decided in it are guarded by it (``None``: no guard)."""
+    """Trace code running only when ``guard`` holds (and enclosing guards): its facts are guarded by it."""
     scope = current_scope()
     if guard is None or scope is None:
         yield
@@ -297,8 +285,7 @@ def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
 
 
 def describe_aval(aval: Any) -> str:
-    """``f64[n + 1,3]``: an abstract value for messages, each size named by the size inputs it is
-    computed from (``?``: known only while the program runs)."""
+    """``f64[n + 1,3]``: an aval for messages, sizes named by the inputs they come from (``?``: unknown)."""
     scope = current_scope()
     names = [str(d) if not isinstance(d, core.Tracer) else scope.name(d) if scope is not None else None
              for d in aval.shape]
@@ -308,11 +295,9 @@ def describe_aval(aval: Any) -> str:
     return f"{short}[{','.join('?' if n is None else n for n in names)}]"
 
 
-@contextlib.contextmanager
-def size_scope(scope: SizeScope) -> Iterator[SizeScope]:
+def size_scope(scope: SizeScope) -> contextlib.AbstractContextManager:
     """Make ``scope`` the calling thread's current one for the block (a trace of a program)."""
-    with context_scope(size_scopes=(*current_context().size_scopes, scope)):
-        yield scope
+    return context_scope(size_scopes=(*current_context().size_scopes, scope))
 
 
 def current_scope() -> SizeScope | None:
