@@ -390,8 +390,8 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
     """A call's argument converted to its parameter's annotation as Catalyst converts it: a
     scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
-    type's shape whose dtype promotes to it. A dtype that does not promote is an
-    :class:`ArgumentTypeError`; other shapes are left as they are."""
+    type's shape whose dtype promotes to it. Anything else (another dtype, shape or structure) is
+    an :class:`ArgumentTypeError`: the call does not fit the annotations."""
     if annotation in PYTHON_SCALARS:
         kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
         if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
@@ -402,18 +402,17 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
-        if not hasattr(a, "dtype") and not isinstance(a, (int, float, bool, complex)):
-            return a
-        dtype = dtype_of(a)
-        python_scalar = not hasattr(a, "dtype")  # weakly typed in JAX: given the annotated type
-        promotable = promotes(dtype, annotation.dtype)
-        if not promotable and not python_scalar:
+        shape, target = tuple(annotation.shape), np.dtype(annotation.dtype)
+        # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
+        python_scalar = isinstance(a, (int, float, bool, complex)) and not hasattr(a, "dtype")
+        if not (python_scalar or hasattr(a, "dtype")) or np.shape(a) != shape or not promotes(dtype_of(a), target):
+            got = f"{dtype_of(a)}{list(np.shape(a))}" if python_scalar or hasattr(a, "dtype") else type(a).__name__
             raise ArgumentTypeError(
-                f"{fn_name}: argument {arg_name} is annotated with dtype {np.dtype(annotation.dtype)} "
-                f"but got {dtype}, which does not promote to it."
+                f"{fn_name}: argument {arg_name} is annotated {target}{list(shape)} but got {got}, "
+                "which does not have that shape or does not promote to that dtype."
             )
-        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and promotable:
-            return promoted_leaf(a, LeafSpec(tuple(annotation.shape), np.dtype(annotation.dtype), False))
+        if python_scalar or dtype_of(a) != target:
+            return promoted_leaf(a, LeafSpec(shape, target, False))
     return a
 
 
