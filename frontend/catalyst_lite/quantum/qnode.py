@@ -602,6 +602,8 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, in_loop)
     probability = jnp.where(outcome, p1, 1.0 - p1)
     vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
+    if postselect is not None and circuit.policy.impossible_postselection_is_nan:
+        vector = jnp.where(probability > 0, vector, jnp.nan)
     if reset:
         vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
     state.set(vector)
