@@ -551,6 +551,26 @@ def test_calls_without_a_symbolic_result_shape_name_the_fix(body, call, fix):
         f(np.ones((4, 1)))
 
 
+
+@pytest.mark.parametrize("index", [
+    lambda x: x > 0,  # a whole-array mask
+    lambda x: (x > 0)[:, 0],  # a mask of the first axis
+    lambda x: (slice(None), (x > 0)[0]),  # a mask among other indices
+])
+@pytest.mark.parametrize("abstracted_axes", [None, {0: "n"}])
+def test_a_traced_boolean_mask_is_jaxs_index_error(index, abstracted_axes):
+    """As under jax.jit (and Catalyst): JAX's NonConcreteBooleanIndexError, an IndexError, whether
+    sizes are symbolic or not, with our words."""
+    def body(x):
+        return x[index(x)]
+
+    x = np.arange(6.0).reshape(3, 2) - 2
+    with pytest.raises(jax.errors.NonConcreteBooleanIndexError):
+        jax.jit(body)(x)
+    with pytest.raises(jax.errors.NonConcreteBooleanIndexError) as info:
+        qjit(body, abstracted_axes=abstracted_axes)(x)
+    assert isinstance(info.value, IndexError)
+
 # --- Catalyst's words first ------------------------------------------------------------------------
 
 def _double(x):
