@@ -233,14 +233,15 @@ def test_arguments_of_another_shape_or_structure_than_annotated_warn_and_are_tra
     annotation, argument
 ):
     """Catalyst warns for every call that does not fit the annotated signature, not only for
-    dtypes that do not promote."""
+    dtypes that do not promote; the warning names the line of the call."""
     def double(x):
         return jax.tree_util.tree_map(lambda v: v * 2, x)
 
     double.__annotations__ = {"x": annotation}
     f = qjit(double)
-    with pytest.warns(UserWarning, match="did not match declared signature"):
+    with pytest.warns(UserWarning, match="did not match declared signature") as record:
         out = f(argument)
+    assert [w.filename for w in record] == [__file__]  # the warning points at the user's call
     expected = jax.jit(double)(argument)
     assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(expected)
     for o, e in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(expected)):
