@@ -36,7 +36,9 @@ import numpy as np
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
-from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
+from ..errors import (
+    CompileError, QuantumOperationError, QuantumRegionError, RetrySignal, ShotsError, WireError, pennylane_error,
+)
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -330,7 +332,7 @@ class CircuitRun:
     exact: bool = False  # the QNode's results are this run's exact ones (no shots, one branch)
 
 
-class WiresAllocated(Exception):
+class WiresAllocated(RetrySignal):
     """A new wire inside a loop or branch, or a first traced wire: run the circuit again."""
 
 
