@@ -228,6 +228,9 @@ def test_an_array_whose_dtype_does_not_promote_to_the_annotated_one_is_traced_wi
     (jax.core.ShapedArray((), jnp.int32), 5),  # a Python int is an int64
     (jax.core.ShapedArray((2,), jnp.float64), [1.0, 2.0]),  # a list is not an array
     (jax.core.ShapedArray((3,), jnp.float64), 1.0),  # a scalar for an array
+    (jnp.float32, 1.5),  # a dtype: a scalar of it
+    (np.int16, np.int32(3)),
+    (jnp.float32, np.ones(2, np.float32)),
 ])
 def test_arguments_of_another_shape_or_structure_than_annotated_warn_and_are_traced_for_themselves(
     annotation, argument

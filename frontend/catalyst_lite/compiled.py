@@ -41,7 +41,7 @@ from .jax_extras.autodiff import is_concrete_value
 from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data, wait_for_effects
 from .signature import (
     ArgumentLayout, CallArguments, CallBinding, LeafSpec, as_annotated, dtype_of, example_of,
-    is_type_annotation, promoted_leaves, resolved_annotation,
+    is_type_annotation, promoted_leaves, qjit_annotation,
 )
 from .autograph import run_autograph
 from .callbacks import callback_exception, program_ended, program_started
@@ -208,7 +208,7 @@ class QJIT:
             static_argnums=self.binding.static_argnums,
         )
         self._annotations = {
-            name: resolved_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
+            name: qjit_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
         }
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):

@@ -32,7 +32,8 @@ from .errors import (
 from .jax_extras import ShapedArray, Tracer
 
 __all__ = [
-    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "is_type_annotation",
+    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "qjit_annotation",
+    "is_type_annotation",
     "example_of", "as_annotated", "promotes", "promoted_leaf", "promoted_leaves", "dtype_of", "LeafSpec",
     "ArgumentLayout", "AxesSpec",
 ]
@@ -333,6 +334,24 @@ def resolved_annotation(annotation: Any, fn: Callable) -> Any:
         return annotation
 
 
+def qjit_annotation(annotation: Any, fn: Callable) -> Any:
+    """A parameter's annotation as ``qjit`` reads it: a string annotation (``from __future__ import
+    annotations``) is evaluated, and asks for ahead-of-time tracing when it names a JAX type
+    (``"float"``, a ``ShapedArray``); one naming another class (``"jax.Array"``) stays a string, a
+    type hint asking for nothing, as Catalyst ignores string annotations (no error)."""
+    resolved = resolved_annotation(annotation, fn)
+    if isinstance(annotation, str) and is_type_annotation(resolved) and not _is_jax_type(resolved):
+        return annotation
+    return resolved
+
+
+def _is_jax_type(annotation: Any) -> bool:
+    """Whether :func:`example_of` takes the annotation for a JAX type (a Python scalar type, an
+    array type, a dtype)."""
+    return (annotation in PYTHON_SCALARS or isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct))
+            or _scalar_dtype(annotation) is not None)
+
+
 def is_type_annotation(annotation: Any) -> bool:
     """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``) or an
     array type; any class but a JAX type is then an error, as in Catalyst.
@@ -390,7 +409,7 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
     """A call's argument converted to its parameter's annotation as Catalyst converts it: a
     scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
-    type's shape whose dtype promotes to it. Anything else (another dtype, shape or structure) is
+    type's shape (a dtype's: a scalar) whose dtype promotes to it. Anything else (another dtype, shape or structure) is
     an :class:`ArgumentTypeError`: the call does not fit the annotations."""
     if annotation in PYTHON_SCALARS:
         kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
@@ -401,6 +420,8 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
             )
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
+    if _scalar_dtype(annotation) is not None:  # jnp.float32, np.int16: a scalar of that dtype
+        annotation = jax.ShapeDtypeStruct((), _scalar_dtype(annotation))
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
         shape, target = tuple(annotation.shape), np.dtype(annotation.dtype)
         # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
