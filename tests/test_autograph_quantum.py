@@ -68,6 +68,20 @@ def test_loops_and_branches_with_gates():
     ]
 
 
+def test_a_gate_under_a_size_condition_and_a_read_of_its_array():
+    # `i < len(x) and x[i] > 0` reads x[i] only where Python does: an empty x has no gate.
+    def circuit(x, i):
+        if i < x.shape[0] and x[i] > 0:
+            qml.RX(x[i], wires=0)
+        return qml.expval(qml.Z(0))
+
+    compiled = qjit(qml.qnode(DEV)(circuit), autograph=True, abstracted_axes=({0: "n"}, None))
+    reference = qml.qnode(DEV)(circuit)
+    for x in (np.array([0.5, -1.0, 2.0]), np.zeros(0)):
+        for i in range(len(x) + 1):
+            np.testing.assert_allclose(compiled(x, i), reference(x, i), atol=1e-12)
+
+
 def test_mid_circuit_measurements_in_conditions_and_loops():
     @qjit(autograph=True, seed=11)
     @qml.qnode(DEV)

@@ -98,6 +98,11 @@ class SymbolicShapeError(CatalystLiteError, TypeError):
     or on the data (``jnp.squeeze`` without ``axis``, boolean-mask indexing)."""
 
 
+class DataDependentSliceError(CatalystLiteError, IndexError):
+    """``x[:k]`` with ``k`` computed from array data: the result's length would depend on the data
+    (``jax.jit``'s ``IndexError``)."""
+
+
 class SizeAssumptionError(CompileError):
     """A program traced with symbolic sizes assumed something false about a size computed inside
     a loop (assumptions about the arguments' sizes never raise: the call is traced again)."""

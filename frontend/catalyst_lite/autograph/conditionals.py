@@ -25,6 +25,7 @@ from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from ..jax_extras.dimensions import python_truth_of_sizes
+from ..jax_extras.size_facts import implied_condition, note_implied
 from .state import (
     ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
     display_name, innermost_user_line, predicate,
@@ -345,13 +346,50 @@ def _logical(
     left = _condition(a())
     if not isinstance(left, Tracer):
         return (left and b()) if op is jnp.logical_and else (left or b())
-    right = traced_value(b())
-    if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
-        return op(left, right)
+    if jnp.ndim(left):  # arrays: elementwise, as Catalyst computes them
+        return op(left, traced_value(b()))
     truth = predicate(left, construct, innermost_user_line())
-    if not (isinstance(right, (bool, int, float, complex, np.generic)) or hasattr(right, "dtype")):
-        return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
-    if all(np.dtype(getattr(v, "dtype", type(v))) == np.bool_ for v in (left, right)):
-        return op(left, right)  # (Python's value on booleans)
     takes_right = truth if op is jnp.logical_and else jnp.logical_not(truth)
-    return jnp.where(takes_right, right, left)
+    condition = implied_condition(takes_right)
+    if condition is None:  # a condition on data: both operands are evaluated
+        return _combined(op, left, truth, takes_right, traced_value(b()))
+    # A condition on sizes (`i < len(x) and x[i] > 0`): Python evaluates `b` only when it decides
+    # the value, so it is a cond branch, and what it needs (a non-empty `x`) need hold only then.
+    right: list[Any] = []  # `b()`, for the other branch (traced after this one) to take its type
+
+    def taken() -> Any:
+        right.append(traced_value(b()))
+        return _combined(op, left, truth, takes_right, right[0])
+
+    def not_taken() -> Any:  # `left` decides: any right operand of the same type gives its value
+        value = right[0]
+        if _is_object(value):
+            return op(truth, False)
+        return left if _is_number_pair(left, value) else op(left, jnp.zeros_like(value))
+
+    result = cond(takes_right)(taken).otherwise(not_taken)()
+    if op is jnp.logical_and:
+        note_implied(result, condition)  # (an `if` on it reads `x[i]` only where `i < len(x)`)
+    return result
+
+
+def _is_object(value: Any) -> bool:
+    """A Python object that is no number (a list, a string): only its truth counts."""
+    return not (isinstance(value, (bool, int, float, complex, np.generic)) or hasattr(value, "dtype"))
+
+
+def _is_number_pair(left: Any, right: Any) -> bool:
+    """Scalars not both booleans: ``left and right`` is one of them (``2.0 and 3.0`` is ``3.0``)."""
+    if jnp.ndim(right) or _is_object(right):
+        return False
+    return not all(np.dtype(getattr(v, "dtype", type(v))) == np.bool_ for v in (left, right))
+
+
+def _combined(op: Callable[[Any, Any], Any], left: Any, truth: Any, takes_right: Any, right: Any) -> Any:
+    """``left and right`` (``op``: logical_and) or ``left or right``: elementwise on an array, the
+    operand taken on numbers (``2.0 and 3.0``), the truth otherwise."""
+    if _is_object(right):
+        return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
+    if jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
+        return op(left, right)
+    return jnp.where(takes_right, right, left) if _is_number_pair(left, right) else op(left, right)

@@ -27,7 +27,8 @@ from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, mas
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr
 from ..trace_context import refuse_under_capture
-from ..errors import ArgumentValueError, ControlFlowError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
+from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, get_aval, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
@@ -37,7 +38,7 @@ from ..jax_extras.rules import move_batch_axis, not_mapped, register_nested_prim
 from ..jax_extras.rules import same_atoms, unknown_results, zero_tangent
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
-from ..jax_extras.size_facts import describe_aval
+from ..jax_extras.size_facts import describe_aval, runs_only_if_chosen
 from ..compiler.loop_body import split_groups, with_batch_axis
 from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
 from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
@@ -212,7 +213,8 @@ def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callab
 
     def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
         def flat_branch() -> list[Any]:
-            leaves, trees[k] = flatten_values(branch())
+            with runs_only_if_chosen(preds, k):  # `x[i]` under `if i < len(x)`, for an empty `x`
+                leaves, trees[k] = flatten_values(branch())
             return leaves
 
         return flat_branch
@@ -480,7 +482,12 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     branches = [as_branch(j, c) for j, c in zip(jaxprs, consts)]
     if all(not isinstance(p, Tracer) for p in preds):
         return [*implicit, *branches[_first_true(preds)]()]
-    return [*implicit, *lax.switch(_branch_index(preds), branches)]
+    try:
+        return [*implicit, *lax.switch(_branch_index(preds), branches)]
+    except (UnsupportedOperationError, SizeAssumptionError) as err:
+        # A branch may hold only when it is taken (`x[i]` under `if i < len(x)`, for an empty `x`):
+        # the host knows the predicates, and runs the branch taken (reporting this error if it is).
+        raise NeedsHost("a cond branch that cannot run at these sizes, taken or not at run time") from err
 
 
 def _first_true(preds: Sequence[Any]) -> int:

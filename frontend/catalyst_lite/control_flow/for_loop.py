@@ -23,8 +23,7 @@ from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
 from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups
-from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import NeedsHost, trip_count
+from ..compiler.specialize import NeedsHost, reverse_mode_requested, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
 from ..errors import function_name
@@ -200,7 +199,7 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
     if isinstance(count, int) and count == 0:
         return None
     # JAX transposes a fori_loop of a static trip count (a scan); with traced bounds the loop runs
-    # on the host in reverse mode (see compiler/reverse_mode.py).
+    # on the host in reverse mode (see compiler/specialize.py).
     if reverse_mode_requested() and not isinstance(count, int):
         raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
     try:

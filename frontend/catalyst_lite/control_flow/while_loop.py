@@ -20,8 +20,7 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups, with_batch_axis
-from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import NeedsHost
+from ..compiler.specialize import NeedsHost, reverse_mode_requested
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -208,7 +207,7 @@ _loop = Loop(while_loop_p, _output_type, _feeds, _operands, _body, _cond, _equat
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     """Inside one XLA program: a ``lax.while_loop``. JAX differentiates it forward only: reverse
-    mode runs the loop on the host (see compiler/reverse_mode.py, compiler/capacity.py)."""
+    mode runs the loop on the host (see compiler/specialize.py, compiler/capacity.py)."""
     if reverse_mode_requested():
         raise NeedsHost("reverse-mode differentiation of a while_loop")
     return _loop.staged(invals, params, _while_loop)

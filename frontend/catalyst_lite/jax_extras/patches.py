@@ -36,8 +36,9 @@ from jax._src.numpy import indexing, lax_numpy
 from jax._src.numpy import util as numpy_util
 from jax.tree_util import tree_flatten
 
-from ..errors import CatalystLiteError, SymbolicShapeError
+from ..errors import CatalystLiteError, DataDependentSliceError, SymbolicShapeError
 from ..trace_context import current, scope as context_scope
+from .frames import user_line
 
 
 @dataclass(frozen=True)
@@ -517,6 +518,28 @@ def _make_expand_bool_indices(original):
         return original(idx, shape)
 
     return expand_bool_indices
+
+
+@repair(indexing, "_is_slice_element_none_or_constant_or_symbolic")
+def _make_slice_element_check(original):
+    """``x[:k]`` of a ``k`` computed from the data (``jnp.sum(x > 0)``): JAX's words, then which
+    function and value, and the ways to keep the size known (a size input, or a mask)."""
+    def is_slice_element_none_or_constant_or_symbolic(elt):
+        allowed = original(elt)
+        if allowed or not (is_active() and isinstance(elt, core.Tracer)):
+            return allowed
+        where = user_line(2)
+        raise DataDependentSliceError(
+            "Array slice indices must have static start/stop/step to be used with NumPy indexing "
+            f"syntax: {where.function + ': ' if where else ''}a slice bound ({elt.aval.str_short()}) "
+            "is computed from array data, so the slice's length would only be known when the "
+            "program runs. Make the bound a size (an int argument of the qjit function, or a "
+            "length of an abstracted axis: abstracted_axes), keep the length and mask the rest "
+            "(jnp.where(jnp.arange(x.shape[0]) < k, x, 0)), or take a window of known length "
+            "with lax.dynamic_slice(x, (start,), (length,))"
+        )
+
+    return is_slice_element_none_or_constant_or_symbolic
 
 
 @repair(core, "dimension_as_value")

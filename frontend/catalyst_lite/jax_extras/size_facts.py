@@ -73,6 +73,7 @@ class SizeScope:
         # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
+        self.implied: dict[Any, SizeExpr] = {}  # boolean variable (`i < n and x[i] > 0`) -> what it implies
 
     def bind_inputs(self, tracers: Sequence[Any]) -> None:
         """The argument tracers of the trace, in input order (called once the trace creates them)."""
@@ -225,6 +226,47 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
         guard = simplified(SizeExpr("or", (up, down), is_bool=True))
     with runs_only_if(guard):
         yield
+
+
+@contextlib.contextmanager
+def runs_only_if_chosen(preds: Sequence[Any], k: int) -> Iterator[None]:
+    """Trace branch ``k`` of a ``cond`` (``len(preds)``: its ``otherwise``): the facts decided in it
+    (``len(x) >= 1`` for ``x[i]`` under ``if i < len(x)``) are guarded by its predicate (or by the
+    others failing), needed only by calls that take it. Predicates no size expressions add none."""
+    if k < len(preds):
+        guard = implied_condition(preds[k])
+    else:  # every predicate fails: each one on sizes is false
+        exprs = [value_at(p, (), ()) for p in preds]
+        failing = [SizeExpr("not", (e,), is_bool=True) for e in exprs if e is not None]
+        guard = failing[0] if failing else None
+        for other in failing[1:]:
+            guard = SizeExpr("and", (guard, other), is_bool=True)
+    with runs_only_if(None if guard is None else simplified(guard)):
+        yield
+
+
+_CONVERSIONS = ("reshape", "convert_element_type")  # what makes a boolean a predicate
+
+
+def implied_condition(x: Any) -> SizeExpr | None:
+    """A condition on sizes that holds wherever the boolean ``x`` does: ``x`` itself when it is one
+    (``i < n``), or the one noted of it by :func:`note_implied` (``i < n and x[i] > 0``: ``i < n``)."""
+    scope, exact = current_scope(), value_at(x, (), ())
+    while exact is None and scope is not None and isinstance(x, pe.DynamicJaxprTracer):
+        if x.val in scope.implied:
+            return scope.implied[x.val]
+        eqn = x.parent  # through the conversions to a predicate (`reshape`, `convert_element_type`)
+        if eqn is None or eqn.primitive.name not in _CONVERSIONS or len(eqn.in_tracers) != 1:
+            return None
+        x = eqn.in_tracers[0]
+    return exact
+
+
+def note_implied(x: Any, condition: SizeExpr | None) -> None:
+    """Note that the boolean ``x`` holds only where ``condition`` (on sizes) does."""
+    scope = current_scope()
+    if scope is not None and condition is not None and isinstance(x, pe.DynamicJaxprTracer):
+        scope.implied[x.val] = condition
 
 
 def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:

@@ -11,7 +11,7 @@ Inside a trace the function is traced once, with the enclosing sizes symbolic, i
 (``"jvp"``), the results and the cotangents of the ``wrt`` arguments (``"vjp"``), or one Jacobian
 block per (result, argument) (``"jacobian"``). Differentiation happens at specialization, sizes
 known: ``jax.jvp``/``jax.vjp``/``jax.jacrev`` of the evaluated body, or forward finite differences
-(``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.reverse_mode`.
+(``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.specialize`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatte
 from ..trace_context import pennylane_capture_enabled
 from ..quantum.gradients import differentiating
 from ..compiler.executable import compile_function, uncompiled
-from ..compiler.reverse_mode import reverse_mode
 from ..compiler.runner import runner_for
-from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
+from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, reverse_mode, to_dim
 from ..callbacks import host_callback_p
 from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, DifferentiationError
 from ..errors import function_name
