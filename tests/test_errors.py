@@ -575,6 +575,26 @@ def test_slice_bound_computed_from_data_is_jax_jits_index_error_with_the_fixes(b
     assert isinstance(ours.value, IndexError)
 
 
+@pytest.mark.parametrize("index", [
+    lambda x: x > 0,  # a whole-array mask
+    lambda x: (x > 0)[:, 0],  # a mask of the first axis
+    lambda x: (slice(None), (x > 0)[0]),  # a mask among other indices
+])
+@pytest.mark.parametrize("abstracted_axes", [None, {0: "n"}])
+def test_a_traced_boolean_mask_is_jaxs_index_error(index, abstracted_axes):
+    """As under jax.jit (and Catalyst): JAX's NonConcreteBooleanIndexError, an IndexError, whether
+    sizes are symbolic or not, with our words."""
+    def body(x):
+        return x[index(x)]
+
+    x = np.arange(6.0).reshape(3, 2) - 2
+    with pytest.raises(jax.errors.NonConcreteBooleanIndexError):
+        jax.jit(body)(x)
+    with pytest.raises(jax.errors.NonConcreteBooleanIndexError) as info:
+        qjit(body, abstracted_axes=abstracted_axes)(x)
+    assert isinstance(info.value, IndexError)
+
+
 # --- Catalyst's words first ------------------------------------------------------------------------
 
 def _double(x):

@@ -36,11 +36,12 @@ from .errors import (
     function_name,
 )
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
+from .jax_extras.frames import user_line
 from .jax_extras.autodiff import is_concrete_value
 from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data, wait_for_effects
 from .signature import (
     ArgumentLayout, CallArguments, CallBinding, LeafSpec, as_annotated, dtype_of, example_of,
-    is_type_annotation, promoted_leaves, resolved_annotation,
+    is_type_annotation, promoted_leaves, qjit_annotation,
 )
 from .autograph import run_autograph
 from .callbacks import callback_exception, running_program
@@ -214,7 +215,7 @@ class QJIT:
             static_argnums=self.binding.static_argnums,
         )
         self._annotations = {
-            name: resolved_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
+            name: qjit_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
         }
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
@@ -278,10 +279,12 @@ class QJIT:
                 family, specs, leaves = promoted
                 call = call.with_dynamic(jax.tree_util.tree_unflatten(tree, leaves))
             elif mismatch is not None:
-                warnings.warn(
-                    f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
-                    UserWarning, stacklevel=5,
-                )
+                message = f"Provided arguments did not match declared signature, recompiling... ({mismatch})"
+                where = user_line()  # the user's call, however deep the call path into here
+                if where is None:
+                    warnings.warn(message, UserWarning, stacklevel=2)
+                else:
+                    warnings.warn_explicit(message, UserWarning, where.filename, where.lineno)
         trace = self._signature_trace(call, tree, specs, axes, names)
         family = family if family is not None else self._family_for(key, axes, names, specs)
         return call, family, trace, leaves, axes, names

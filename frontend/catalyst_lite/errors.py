@@ -158,6 +158,12 @@ class ShotsError(CatalystLiteError, ValueError):
     """A QNode's shots, ``mcm_method`` or ``postselect_mode`` cannot be used together."""
 
 
+class RetrySignal(Exception):
+    """Not an error of the program: what raises it is run again with what it learned (a circuit
+    with the wires its trace found). Code recovering from errors (autograph's fallback to a
+    Python loop) lets it pass."""
+
+
 def pennylane_error(ours: type, name: str) -> type:
     """``ours`` that is also PennyLane's ``qml.exceptions.<name>`` (call it where PennyLane is
     imported).

@@ -28,7 +28,8 @@ from .errors import (
 from .jax_extras import ShapedArray, Tracer
 
 __all__ = [
-    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "is_type_annotation",
+    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "qjit_annotation",
+    "is_type_annotation",
     "example_of", "as_annotated", "promotes", "promoted_leaf", "promoted_leaves", "dtype_of", "LeafSpec",
     "ArgumentLayout", "AxesSpec",
 ]
@@ -305,6 +306,24 @@ def resolved_annotation(annotation: Any, fn: Callable) -> Any:
         return annotation
 
 
+def qjit_annotation(annotation: Any, fn: Callable) -> Any:
+    """A parameter's annotation as ``qjit`` reads it: a string annotation (``from __future__ import
+    annotations``) is evaluated, and asks for ahead-of-time tracing when it names a JAX type
+    (``"float"``, a ``ShapedArray``); one naming another class (``"jax.Array"``) stays a string, a
+    type hint asking for nothing, as Catalyst ignores string annotations (no error)."""
+    resolved = resolved_annotation(annotation, fn)
+    if isinstance(annotation, str) and is_type_annotation(resolved) and not _is_jax_type(resolved):
+        return annotation
+    return resolved
+
+
+def _is_jax_type(annotation: Any) -> bool:
+    """Whether :func:`example_of` takes the annotation for a JAX type (a Python scalar type, an
+    array type, a dtype)."""
+    return (annotation in PYTHON_SCALARS or isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct))
+            or _scalar_dtype(annotation) is not None)
+
+
 def is_type_annotation(annotation: Any) -> bool:
     """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``), an array type.
 
@@ -338,11 +357,8 @@ def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruc
                 "non-negative integers (pass an int argument to size an array at run time)."
             )
         return jax.ShapeDtypeStruct(shape, annotation.dtype)
-    # A JAX or NumPy scalar type (jnp.float32, np.int16).
-    is_type = isinstance(annotation, type)
-    numpy_type = is_type and issubclass(annotation, np.generic)
-    dtype = np.dtype(annotation) if numpy_type else getattr(annotation, "dtype", None)
-    if not (is_type and isinstance(dtype, np.dtype)):
+    dtype = _scalar_dtype(annotation)
+    if dtype is None:
         name = getattr(annotation, "__name__", repr(annotation))
         raise ArgumentTypeError(  # Catalyst's phrase first
             f"{annotation!r} is not a valid JAX type: {fn_name}: parameter {param} is annotated "
@@ -353,9 +369,19 @@ def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruc
     return jax.ShapeDtypeStruct((), dtype)
 
 
+def _scalar_dtype(annotation: Any) -> np.dtype | None:
+    """The dtype of a JAX or NumPy scalar type (``jnp.float32``, ``np.int16``), else ``None``."""
+    if isinstance(annotation, type) and issubclass(annotation, np.generic):
+        return np.dtype(annotation)
+    dtype = getattr(annotation, "dtype", None)  # jnp.float32 and friends
+    return dtype if isinstance(annotation, type) and isinstance(dtype, np.dtype) else None
+
+
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
-    """A call's argument converted to its parameter's annotation as Catalyst converts it (a dtype
-    that does not promote is an :class:`ArgumentTypeError`; other shapes are left as they are)."""
+    """A call's argument converted to its parameter's annotation as Catalyst converts it: a
+    scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
+    type's shape (a dtype's: a scalar) whose dtype promotes to it. Anything else (another dtype,
+    shape or structure) is an :class:`ArgumentTypeError`: the call does not fit the annotations."""
     if annotation in PYTHON_SCALARS:
         kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
         if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
@@ -365,19 +391,20 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
             )
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
+    if _scalar_dtype(annotation) is not None:  # jnp.float32, np.int16: a scalar of that dtype
+        annotation = jax.ShapeDtypeStruct((), _scalar_dtype(annotation))
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
-        if not hasattr(a, "dtype") and not isinstance(a, (int, float, bool, complex)):
-            return a
-        dtype = dtype_of(a)
-        python_scalar = not hasattr(a, "dtype")  # weakly typed in JAX: given the annotated type
-        promotable = promotes(dtype, annotation.dtype)
-        if not promotable and not python_scalar:
+        shape, target = tuple(annotation.shape), np.dtype(annotation.dtype)
+        # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
+        python_scalar = isinstance(a, (int, float, bool, complex)) and not hasattr(a, "dtype")
+        if not (python_scalar or hasattr(a, "dtype")) or np.shape(a) != shape or not promotes(dtype_of(a), target):
+            got = f"{dtype_of(a)}{list(np.shape(a))}" if python_scalar or hasattr(a, "dtype") else type(a).__name__
             raise ArgumentTypeError(
-                f"{fn_name}: argument {arg_name} is annotated with dtype {np.dtype(annotation.dtype)} "
-                f"but got {dtype}, which does not promote to it."
+                f"{fn_name}: argument {arg_name} is annotated {target}{list(shape)} but got {got}, "
+                "which does not have that shape or does not promote to that dtype."
             )
-        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and promotable:
-            return promoted_leaf(a, LeafSpec(tuple(annotation.shape), np.dtype(annotation.dtype), False))
+        if python_scalar or dtype_of(a) != target:
+            return promoted_leaf(a, LeafSpec(shape, target, False))
     return a
 
 

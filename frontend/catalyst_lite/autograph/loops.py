@@ -26,7 +26,7 @@ from ..compiler.specialize import trip_count
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
 from ..debug import callback
-from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, UninitializedVariableError
+from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.dimensions import decide_size_comparison
@@ -310,6 +310,8 @@ def _run(
     queued = {id(o) for o in queue.queue} if queue is not None else set()
     try:
         set_state(_compiled_state(compiled, Snapshot.of(init, names), names, where, kind))
+    except RetrySignal:
+        raise  # not the loop's failure: what raised it runs again (and the loop is traced again)
     except Exception as error:
         set_state(init)
         for o in [o for o in queue.queue if id(o) not in queued] if queue is not None else []:

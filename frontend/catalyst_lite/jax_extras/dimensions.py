@@ -281,7 +281,8 @@ def _in_shape_rule() -> bool:
 
 
 # Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _make_array).
-_LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_lite.")
+# PennyLane and its device plugins (`pennylane_lightning`) ask too: "pennylane" without its dot.
+_LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane", "autoray.", "catalyst_lite.")
 
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:

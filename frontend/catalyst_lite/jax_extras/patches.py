@@ -453,8 +453,11 @@ def _make_associative_scan(original):
     return associative_scan
 
 
-def _no_symbolic_result(call: str, fix: str) -> SymbolicShapeError:
-    return SymbolicShapeError(f"{call} cannot have a symbolic result shape: {fix}.")
+def _no_symbolic_result(call: str, fix: str, jax_error: type[BaseException] | None = None) -> SymbolicShapeError:
+    """Our error; ``jax_error``: the class JAX raises for the same program under ``jax.jit``, which
+    it is too (code catching that keeps working)."""
+    error = SymbolicShapeError if jax_error is None else error_standing_for(SymbolicShapeError, jax_error)
+    return error(f"{call} cannot have a symbolic result shape: {fix}.")
 
 
 @repair(lax_numpy, "_squeeze")
@@ -477,7 +480,8 @@ def _make_expand_bool_indices(original):
         if is_active() and any(masks):
             raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
                                       "on the data; use jnp.where(mask, x, fill) to keep the size, or "
-                                      "jnp.nonzero(mask, size=k, fill_value=...) with a bound k")
+                                      "jnp.nonzero(mask, size=k, fill_value=...) with a bound k",
+                                      jax_errors.NonConcreteBooleanIndexError)
         return original(idx, shape)
 
     return expand_bool_indices

@@ -36,7 +36,9 @@ import numpy as np
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
-from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
+from ..errors import (
+    CompileError, QuantumOperationError, QuantumRegionError, RetrySignal, ShotsError, WireError, pennylane_error,
+)
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -325,7 +327,7 @@ class CircuitRun:
     exact: bool = False  # the QNode's results are this run's exact ones (no shots, one branch)
 
 
-class WiresAllocated(Exception):
+class WiresAllocated(RetrySignal):
     """A new wire inside a loop or branch, or a first traced wire: run the circuit again."""
 
 
@@ -598,6 +600,8 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, in_loop)
     probability = jnp.where(outcome, p1, 1.0 - p1)
     vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
+    if postselect is not None and circuit.policy.impossible_postselection_is_nan:
+        vector = jnp.where(probability > 0, vector, jnp.nan)
     if reset:
         vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
     state.set(vector)
