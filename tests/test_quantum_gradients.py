@@ -386,3 +386,29 @@ def test_gradients_of_parameters_read_in_any_order_from_one_array_match_default_
     w = np.random.default_rng(5).uniform(-np.pi, np.pi, (2, 3, 3))
     assert float(qjit(ours)(w)) == pytest.approx(float(reference(w)), abs=1e-10)
     np.testing.assert_allclose(qjit(grad(ours))(w), jax.grad(reference)(w), atol=1e-10)
+
+
+def _blocks_of_every_size(x, layers):
+    for i in range(layers):
+        qml.RX(x[0] * (i + 1), 3)  # a one-wire block (wire 3 alone)
+        qml.Hadamard(4)  # a known block
+        qml.RY(x[1], 0)
+        qml.IsingZZ(x[0] - x[1], [0, 1])  # a two-wire block
+        qml.ctrl(qml.RZ(x[1] / (i + 1), 2), control=[0, 1])  # a three-wire block
+        qml.CNOT([1, 2])  # a monomial
+    return qml.expval(qml.Z(0) @ qml.X(4)), qml.expval(qml.Y(2) + 0.5 * qml.Z(3))
+
+
+@pytest.mark.parametrize("layers", [1, 6])
+def test_adjoint_jacobian_with_blocks_of_every_size_and_two_results_matches_default_qubit(layers):
+    """The adjoint sweep over one-, two- and three-wire blocks (a stack of matrices per size),
+    traced and known, and monomials, for two results at once, unrolled (one layer) or a loop
+    (six): default.qubit's values and Jacobian."""
+    dev = qml.device("default.qubit", wires=5)
+    ours = qml.qnode(dev, diff_method="adjoint")(_blocks_of_every_size)
+    reference = qml.qnode(dev, interface="jax")(_blocks_of_every_size)
+    x = np.array([0.8, -0.35])
+    program = qjit(jacobian(lambda x: jnp.stack(ours(x, layers))))
+    np.testing.assert_allclose(qjit(ours, static_argnums=1)(x, layers), reference(x, layers), atol=1e-10)
+    np.testing.assert_allclose(program(x), jax.jacobian(lambda x: jnp.stack(reference(x, layers)))(x), atol=1e-10)
+    assert _uses_adjoint_method(program)
