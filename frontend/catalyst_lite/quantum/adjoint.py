@@ -120,8 +120,8 @@ def _real_scalars(parameters: Sequence[Any]) -> bool:
 def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, observables: int = 0):
     """The blocks applied to ``vectors`` (rows) by one loop over a ``switch`` of block kinds: in
     order (``forward``), or their inverses backwards, keeping ``R`` for the ``observables`` vectors
-    after the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d, d)``.
-    The branches hold only what differs between kinds (the wires): each step's matrix is picked, and
+    after the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d,
+    d)``. The branches hold only what differs between kinds (the wires): each step's matrix is picked, and
     its ``R`` stored, outside the ``switch`` (XLA compiles every branch's kernels anew)."""
     known_by_size: dict[int, list[np.ndarray]] = {}
     traced_size = [stack.shape[-1] for stack in matrices.stacks]
@@ -145,7 +145,8 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
         else:
             stack, position = matrices.slot[b]
             key, row, slots[stack] = ("traced", wires, stack), ("traced", stack, position), position
-            make = lambda wires=wires, stack=stack: _dense_branch(wires, plan.n_wires, stack if not forward else None)
+            keeping = None if forward else stack
+            make = lambda wires=wires, keeping=keeping: _dense_branch(wires, plan.n_wires, keeping)
         if key not in kinds:
             kinds[key] = len(branches)
             branches.append(make())
@@ -162,18 +163,22 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
         if row:
             d = row[1] if row[0] == "known" else traced_size[row[1]]
             picks[sizes.index(d)] = offset[row[:2]] + row[2]
-    stacked_ = {d: jnp.concatenate(ms) if len(ms) > 1 else ms[0] for d, ms in by_size.items()}
-    stacked_ = {d: m if forward else jnp.conj(jnp.swapaxes(m, -1, -2)) for d, m in stacked_.items()}
-    table = jnp.asarray(np.asarray([[k, *picks, *slots] for (k, _, slots), picks in zip(steps, rows)], np.int32))
+    joined = {d: jnp.concatenate(ms) if len(ms) > 1 else ms[0] for d, ms in by_size.items()}
+    joined = {d: m if forward else jnp.conj(jnp.swapaxes(m, -1, -2)) for d, m in joined.items()}
+    table = np.asarray([[k, *picks, *slots] for (k, _, slots), picks in zip(steps, rows)], np.int32)
+    table = jnp.asarray(table)
     crosses = tuple(jnp.zeros((observables, len(stack[0]) + 1) + stack.shape[2:], jnp.complex128)
                     for stack in matrices.stacks)
 
     def body(i, carry):
         vectors, crosses = carry
-        picked = {d: lax.dynamic_index_in_dim(stacked_[d], table[i, 1 + j], keepdims=False) for j, d in enumerate(sizes)}
-        vectors, made = lax.switch(table[i, 0], [lambda v, f=f: f(v, picked, crosses) for f in branches], vectors)
+        picked = {d: lax.dynamic_index_in_dim(joined[d], table[i, 1 + j], keepdims=False)
+                  for j, d in enumerate(sizes)}
+        cases = [lambda v, f=f: f(v, picked, crosses) for f in branches]
+        vectors, made = lax.switch(table[i, 0], cases, vectors)
         slots = table[i, 1 + len(sizes):]
-        return vectors, tuple(lax.dynamic_update_index_in_dim(c, m, slots[s], 1) for s, (c, m) in enumerate(zip(crosses, made)))
+        return vectors, tuple(lax.dynamic_update_index_in_dim(c, m, slots[s], 1)
+                              for s, (c, m) in enumerate(zip(crosses, made)))
 
     vectors, crosses = lax.fori_loop(0, len(steps), body, (vectors, crosses))
     return vectors, tuple(c[:, :-1] for c in crosses)
