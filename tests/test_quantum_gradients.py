@@ -356,3 +356,60 @@ def test_adjoint_sweep_with_known_blocks_and_many_blocks_matches_default_qubit(c
         assert float(qjit(ours)(x)) == pytest.approx(float(reference(x)), abs=1e-10)
         assert float(derivative(x)) == pytest.approx(float(jax.grad(reference)(x)), abs=1e-9)
     assert _uses_adjoint_method(derivative)
+
+
+_READS = {  # (layer, wire, angle) read order of one (2, 3, 3) array: even steps up, down, repeated, irregular
+    "template": lambda w: [w[l, i, k] for l in range(2) for i in range(3) for k in range(3)],
+    "by wire": lambda w: [w[l, i, 0] for i in range(3) for l in range(2)],
+    "backwards": lambda w: [w[l, i, 1] for l in (1, 0) for i in (2, 1, 0)],
+    "repeated": lambda w: [w[0, 0, 0]] * 4,
+    "irregular": lambda w: [w[0, 0, 0], w[0, 0, 2], w[0, 1, 0], w[1, 2, 1]],
+}
+
+
+@pytest.mark.parametrize("method", ["best", "adjoint", "parameter-shift"])
+@pytest.mark.parametrize("read", list(_READS))
+def test_gradients_of_parameters_read_in_any_order_from_one_array_match_default_qubit(read, method):
+    """Parameters read one by one from an array become one strided slice (when they step evenly
+    upwards) or one gather; either way the circuit's value and gradient are default.qubit's."""
+
+    def circuit(w):
+        qml.StronglyEntanglingLayers(w, wires=range(3)) if read == "template" else None
+        for j, angle in enumerate(_READS[read](w)):
+            qml.RY(angle, j % 3)
+            qml.CNOT([j % 3, (j + 1) % 3])
+        return qml.expval(qml.Z(0) @ qml.X(2))
+
+    dev = qml.device("default.qubit", wires=3)
+    reference = qml.qnode(dev, interface="jax")(circuit)
+    ours = qml.qnode(dev, diff_method=method)(circuit)
+    w = np.random.default_rng(5).uniform(-np.pi, np.pi, (2, 3, 3))
+    assert float(qjit(ours)(w)) == pytest.approx(float(reference(w)), abs=1e-10)
+    np.testing.assert_allclose(qjit(grad(ours))(w), jax.grad(reference)(w), atol=1e-10)
+
+
+def _blocks_of_every_size(x, layers):
+    for i in range(layers):
+        qml.RX(x[0] * (i + 1), 3)  # a one-wire block (wire 3 alone)
+        qml.Hadamard(4)  # a known block
+        qml.RY(x[1], 0)
+        qml.IsingZZ(x[0] - x[1], [0, 1])  # a two-wire block
+        qml.ctrl(qml.RZ(x[1] / (i + 1), 2), control=[0, 1])  # a three-wire block
+        qml.CNOT([1, 2])  # a monomial
+    return qml.expval(qml.Z(0) @ qml.X(4)), qml.expval(qml.Y(2) + 0.5 * qml.Z(3))
+
+
+@pytest.mark.parametrize("layers", [1, 6])
+def test_adjoint_jacobian_with_blocks_of_every_size_and_two_results_matches_default_qubit(layers):
+    """The adjoint sweep over one-, two- and three-wire blocks (a stack of matrices per size),
+    traced and known, and monomials, for two results at once, unrolled (one layer) or a loop
+    (six): default.qubit's values and Jacobian."""
+    dev = qml.device("default.qubit", wires=5)
+    ours = qml.qnode(dev, diff_method="adjoint")(_blocks_of_every_size)
+    reference = qml.qnode(dev, interface="jax")(_blocks_of_every_size)
+    x = np.array([0.8, -0.35])
+    program = qjit(jacobian(lambda x: jnp.stack(ours(x, layers))))
+    np.testing.assert_allclose(qjit(ours, static_argnums=1)(x, layers), reference(x, layers), atol=1e-10)
+    expected = jax.jacobian(lambda x: jnp.stack(reference(x, layers)))(x)
+    np.testing.assert_allclose(program(x), expected, atol=1e-10)
+    assert _uses_adjoint_method(program)

@@ -1,8 +1,8 @@
 """Where a traced scalar comes from: ``x[i, j]`` with static indices, or scalars computed alike.
 
 Circuit parameters read one by one (``params[layer, wire]``) or computed by one formula cost XLA a
-kernel each to stack; recognized, they are one gather (:func:`static_element_source`) or the
-formula on vectors (:func:`vectorized_stack`).
+kernel each to stack; recognized, they are one strided slice or gather (:func:`static_element_source`)
+or the formula on vectors (:func:`vectorized_stack`).
 
 >>> import numpy as np
 >>> from catalyst_lite import qjit
@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .tracing import DynamicJaxprTracer, Literal
 
@@ -97,12 +98,22 @@ def _rebuilt(nodes: Sequence[_Node], count: int) -> Any:
     if first.kind == "const":
         return np.array([n.value for n in nodes], dtype=first.key[1])
     if first.kind == "element":
-        return jnp.take(jnp.reshape(first.source, (-1,)), np.array([n.value for n in nodes]), mode="clip")
+        return _elements(jnp.reshape(first.source, (-1,)), np.array([n.value for n in nodes]))
     if first.kind == "leaf":
         return first.value
     operands = [jnp.broadcast_to(_rebuilt([n.children[k] for n in nodes], count), (count,))
                 for k in range(len(first.children))]
     return first.eqn.primitive.bind(*operands, **first.eqn.params)
+
+
+def _elements(flat: Any, indices: np.ndarray) -> Any:
+    """``flat[indices]``: a strided slice when the indices step evenly upwards (``weights[l, w, k]``
+    read in order), else a gather. A gather's derivative in reverse mode is a scatter, which XLA
+    compiles as a loop of its own; a slice's is a pad."""
+    step = int(indices[1] - indices[0])
+    if step > 0 and np.array_equal(indices, indices[0] + step * np.arange(len(indices))):
+        return lax.slice(flat, (int(indices[0]),), (int(indices[-1]) + 1,), (step,))
+    return jnp.take(flat, indices, mode="clip")
 
 
 def vectorized_stack(values: Sequence[Any]) -> Any:

@@ -120,66 +120,89 @@ def _real_scalars(parameters: Sequence[Any]) -> bool:
 def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, observables: int = 0):
     """The blocks applied to ``vectors`` (rows) by one loop over a ``switch`` of block kinds: in
     order (``forward``), or their inverses backwards, keeping ``R`` for the ``observables`` vectors
-    after the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d, d)``."""
+    after the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d,
+    d)``. The branches hold only what differs between kinds (the wires): each step's matrix is picked, and
+    its ``R`` stored, outside the ``switch`` (XLA compiles every branch's kernels anew)."""
     known_by_size: dict[int, list[np.ndarray]] = {}
+    traced_size = [stack.shape[-1] for stack in matrices.stacks]
     kinds: dict[tuple, int] = {}  # a branch per kind of block
     branches, steps = [], []
     for b in (range(len(plan.blocks)) if forward else reversed(range(len(plan.blocks)))):
         block = plan.blocks[b]
         wires = tuple(sorted(block.wires))
+        slots = [len(stack[0]) for stack in matrices.stacks]  # a spare slot: R of no traced block
         if block.kind == "monomial":
             members = [plan.records[m] for m in block.members]
             gates = ([plan.gates[m].monomial for m in block.members] if forward else
                      [_monomial(_dagger(np.asarray(r.matrix, np.complex128)), r) for r in members[::-1]])
-            key, position = plan.kind(block), 0
+            key, row = plan.kind(block), 0
             make = lambda gates=gates: _monomial_branch(gates, plan.n_wires)
         elif b in matrices.known:
             d = 2 ** len(wires)
             known_by_size.setdefault(d, []).append(matrices.known[b])
-            key, position = ("known", wires), len(known_by_size[d]) - 1
-            make = lambda wires=wires, d=d: _dense_branch(wires, plan.n_wires, ("known", d), forward)
+            key, row = ("known", wires), ("known", d, len(known_by_size[d]) - 1)
+            make = lambda wires=wires: _dense_branch(wires, plan.n_wires, None)
         else:
             stack, position = matrices.slot[b]
-            key = ("traced", wires, stack)
-            make = lambda wires=wires, stack=stack: _dense_branch(wires, plan.n_wires, ("traced", stack), forward)
+            key, row, slots[stack] = ("traced", wires, stack), ("traced", stack, position), position
+            keeping = None if forward else stack
+            make = lambda wires=wires, keeping=keeping: _dense_branch(wires, plan.n_wires, keeping)
         if key not in kinds:
             kinds[key] = len(branches)
             branches.append(make())
-        steps.append((kinds[key], position))
-    sources = {("known", d): jnp.asarray(np.stack(ms)) for d, ms in known_by_size.items()}
-    sources.update({("traced", s): stack[0] for s, stack in enumerate(matrices.stacks)})
-    table = jnp.asarray(np.asarray(steps, np.int32))
-    crosses = tuple(jnp.zeros((observables,) + stack.shape[1:], jnp.complex128) for stack in matrices.stacks)
+        steps.append((kinds[key], row, slots))
+    # per size of block, one stack of its matrices (inverted for the backward sweep): known ones first
+    by_size = {d: [jnp.asarray(np.stack(ms))] for d, ms in sorted(known_by_size.items())}
+    for s, stack in enumerate(matrices.stacks):
+        by_size.setdefault(traced_size[s], []).append(stack[0])
+    offset = {("known", d): 0 for d in known_by_size}
+    offset.update({("traced", s): len(known_by_size.get(d, ())) for s, d in enumerate(traced_size)})
+    sizes = list(by_size)
+    rows = [[0] * len(sizes) for _ in steps]
+    for (_, row, _), picks in zip(steps, rows):
+        if row:
+            d = row[1] if row[0] == "known" else traced_size[row[1]]
+            picks[sizes.index(d)] = offset[row[:2]] + row[2]
+    joined = {d: jnp.concatenate(ms) if len(ms) > 1 else ms[0] for d, ms in by_size.items()}
+    joined = {d: m if forward else jnp.conj(jnp.swapaxes(m, -1, -2)) for d, m in joined.items()}
+    table = np.asarray([[k, *picks, *slots] for (k, _, slots), picks in zip(steps, rows)], np.int32)
+    table = jnp.asarray(table)
+    crosses = tuple(jnp.zeros((observables, len(stack[0]) + 1) + stack.shape[2:], jnp.complex128)
+                    for stack in matrices.stacks)
 
     def body(i, carry):
-        kind, position = table[i, 0], table[i, 1]
-        return lax.switch(kind, [lambda c, f=f: f(c, sources, position) for f in branches], carry)
-
-    return lax.fori_loop(0, len(steps), body, (vectors, crosses))
-
-
-def _dense_branch(wires: tuple, n_wires: int, source: tuple, forward: bool):
-    """A block on ``wires`` whose matrix is row ``position`` of ``sources[source]``: the vectors
-    take it (``forward``) or its inverse (then keeping ``R`` for a traced matrix)."""
-
-    def branch(carry, sources, position):
         vectors, crosses = carry
-        matrix = lax.dynamic_index_in_dim(sources[source], position, keepdims=False)
-        matrix = matrix if forward else jnp.conj(matrix).T
+        picked = {d: lax.dynamic_index_in_dim(joined[d], table[i, 1 + j], keepdims=False)
+                  for j, d in enumerate(sizes)}
+        cases = [lambda v, f=f: f(v, picked, crosses) for f in branches]
+        vectors, made = lax.switch(table[i, 0], cases, vectors)
+        slots = table[i, 1 + len(sizes):]
+        return vectors, tuple(lax.dynamic_update_index_in_dim(c, m, slots[s], 1)
+                              for s, (c, m) in enumerate(zip(crosses, made)))
+
+    vectors, crosses = lax.fori_loop(0, len(steps), body, (vectors, crosses))
+    return vectors, tuple(c[:, :-1] for c in crosses)
+
+
+def _dense_branch(wires: tuple, n_wires: int, keeping: int | None):
+    """A block on ``wires``: the vectors take the picked matrix of its size; for the traced stack
+    ``keeping`` (backwards), the branch makes its ``R`` (else zeros, stored in the spare slot)."""
+
+    def branch(vectors, picked, crosses):
+        matrix = picked[2 ** len(wires)]
         moved = jax.vmap(lambda v: apply_block(v, matrix, list(wires), n_wires))(vectors)
-        if not forward and source[0] == "traced":
-            s = source[1]
-            cross = _cross(vectors[1:], moved[0], wires, n_wires)
-            crosses = crosses[:s] + (lax.dynamic_update_index_in_dim(crosses[s], cross, position, 1),) + crosses[s + 1:]
-        return moved, crosses
+        made = [jnp.zeros((c.shape[0], *c.shape[2:]), c.dtype) for c in crosses]
+        if keeping is not None:
+            made[keeping] = _cross(vectors[1:], moved[0], wires, n_wires)
+        return moved, tuple(made)
 
     return branch
 
 
 def _monomial_branch(gates: list[Monomial], n_wires: int):
-    def branch(carry, sources, position):
-        vectors, crosses = carry
-        return jax.vmap(lambda v: apply_monomials(v, gates, n_wires))(vectors), crosses
+    def branch(vectors, picked, crosses):
+        made = tuple(jnp.zeros((c.shape[0], *c.shape[2:]), c.dtype) for c in crosses)
+        return jax.vmap(lambda v: apply_monomials(v, gates, n_wires))(vectors), made
 
     return branch
 
