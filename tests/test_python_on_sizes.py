@@ -80,9 +80,16 @@ def _numpy_arrays_lists_and_dicts_of_size(x):
     return x * jnp.asarray(ramp) + jnp.array([1.0] * n + [2.0]).sum(), _WEIGHTS.get(n, -1.0), float(n in {0, 2})
 
 
+def _float_arithmetic_on_size(x):
+    # `n / 2`, `n * 0.5` are numbers under jax.jit: a branch, a size and aranges computed through floats
+    n = x.shape[0]
+    half = jnp.ones(int(n * 0.5)) if n / 2 > 1 else jnp.zeros(1)
+    return x * jnp.arange(n * 1.0) + jnp.arange(1.0, n + 1), half, jnp.arange(0, n, 0.5)
+
+
 PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,
             _weighted_by_python_loop, _int_of_size, _float_math_and_numpy_of_size,
-            _numpy_arrays_lists_and_dicts_of_size]
+            _numpy_arrays_lists_and_dicts_of_size, _float_arithmetic_on_size]
 
 
 def assert_same_as_jax_jit(got, expected):

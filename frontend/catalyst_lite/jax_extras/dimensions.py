@@ -191,9 +191,15 @@ def _size_value(d: Any, symbols: GenericSizes) -> Any:
     return None if term is None else symbols.value(term)
 
 
-def is_size_expression(x: Any) -> bool:
-    """``x`` is a tracer of a catalyst_lite trace computed from sizes and integers only."""
+def computed_from_sizes(x: Any) -> bool:
+    """``x`` is a scalar tracer of a catalyst_lite trace computed from sizes and numbers only
+    (``n + 1``, ``x.shape[0] / 2``: a number under ``jax.jit``)."""
     return isinstance(x, pe.DynamicJaxprTracer) and _term(x, current_scope()) is not None
+
+
+def is_size_expression(x: Any) -> bool:
+    """``x`` is an integer tracer of a catalyst_lite trace computed from sizes and numbers only."""
+    return computed_from_sizes(x) and is_scalar_int_or_bool(x)
 
 
 # --- Assumptions, checked at specialization ----------------------------------------------------
@@ -245,8 +251,8 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     where = user_call_site()
     scope = current_scope()
     fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
-    if not in_program:
-        return
+    if not in_program or not all(is_scalar_int_or_bool(x) for x in (lhs, rhs)):
+        return  # (a comparison of floats computed from size inputs is a fact: checked before a call)
     trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
     recorded = _recorded.setdefault(trace.frame, set())
     key = (_identity(lhs), _identity(rhs), comparison, holds)
@@ -305,7 +311,7 @@ def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
 
 def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
     """The answers of ``lhs comparison rhs`` at each ``(lhs, rhs)`` of ``points``."""
-    return {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
+    return {bool(_OPERATORS[comparison](a, b)) for a, b in points}
 
 
 def decide_size_comparison(
@@ -317,7 +323,7 @@ def decide_size_comparison(
     generic sizes (a size assumed small enough); a guided trace answers at the call's sizes."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
-    if points is None:
+    if points is None or not (_checkable(lhs, scope) and _checkable(rhs, scope)):
         return None
     answers = _answers(points, comparison)
     if generic_answer is not None and (scope is None or not scope.decides_at_point()):
@@ -331,6 +337,14 @@ def decide_size_comparison(
     if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
         scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
     return answer
+
+
+def _checkable(side: Any, scope: Any) -> bool:
+    """A side of a comparison whose answer can be a fact: a size, or a number computed from size
+    inputs alone (``x.shape[0] / 2``: facts are checked before a call; no loop index is known then)."""
+    if not isinstance(side, core.Tracer) or is_scalar_int_or_bool(side):
+        return True
+    return scope is not None and scope.expression(side) is not None
 
 
 def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | None) -> None:

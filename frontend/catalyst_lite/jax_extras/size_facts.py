@@ -24,12 +24,19 @@ from .tracing import constant_value
 
 
 def is_scalar_int_or_bool(x: Any) -> bool:
-    """An integer or boolean scalar: what size arithmetic is made of. (``dtypes.issubdtype``: a
-    PRNG key's extended dtype is not a NumPy one.)"""
+    """An integer or boolean scalar: what sizes are. (``dtypes.issubdtype``: a PRNG key's extended
+    dtype is not a NumPy one.)"""
     aval = core.get_aval(x)
     return aval.shape == () and (
         dtypes.issubdtype(aval.dtype, np.integer) or dtypes.issubdtype(aval.dtype, np.bool_)
     )
+
+
+def _is_scalar_real(x: Any) -> bool:
+    """An integer, boolean or floating scalar: what size arithmetic is made of (``x.shape[0] / 2``,
+    ``jnp.ceil(n * 0.5).astype(int)``: a number under ``jax.jit``)."""
+    aval = core.get_aval(x)
+    return is_scalar_int_or_bool(x) or (aval.shape == () and dtypes.issubdtype(aval.dtype, np.floating))
 
 
 # --- The scope of one top-level trace ------------------------------------------------------------
@@ -90,7 +97,7 @@ class SizeScope:
     def term(self, tracer: Any) -> SizeExpr | None:
         """``tracer`` as an expression over the size inputs and free leaves (a loop's index), or
         ``None`` when it is no size arithmetic (computed from array data, or by control flow)."""
-        if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
+        if not isinstance(tracer, pe.DynamicJaxprTracer) or not _is_scalar_real(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
             return SizeExpr.literal(tracer.val.val)
@@ -115,7 +122,7 @@ class SizeScope:
                 memo[id(t)] = self.term(t) if eqn_free else self._build(t, term)
             return memo[id(t)]
 
-        found = term(tracer) if is_scalar_int_or_bool(tracer) else None
+        found = term(tracer) if _is_scalar_real(tracer) else None
         return None if found is None or found.free else found
 
     def _build(self, tracer: Any, term: Any = None) -> SizeExpr | None:
@@ -139,7 +146,9 @@ class SizeScope:
             return None
         index = eqn.outvars.index(tracer.val) if eqn.primitive.multiple_results else 0
         is_bool = np.dtype(tracer.aval.dtype) == np.bool_
-        expr = SizeExpr(eqn.primitive.name, tuple(args), index, eqn.primitive, dict(eqn.params), is_bool)
+        is_float = dtypes.issubdtype(tracer.aval.dtype, np.floating)
+        expr = SizeExpr(eqn.primitive.name, tuple(args), index, eqn.primitive, dict(eqn.params), is_bool,
+                        is_float)
         return simplified(expr)
 
     def of_axes_only(self, tracer: Any) -> bool:
@@ -191,7 +200,7 @@ class SizeScope:
     def _side(self, x: Any) -> SizeExpr | None:
         if isinstance(x, core.Tracer):
             return self.expression(x)
-        return SizeExpr.literal(x) if isinstance(x, (int, bool, np.integer, np.bool_)) else None
+        return SizeExpr.literal(x) if isinstance(x, (int, bool, float, np.integer, np.bool_, np.floating)) else None
 
     def note_disagreement(self, x: Any, y: Any) -> None:
         """JAX asked whether two sizes are equal, and they are not (at the point, or at generic
