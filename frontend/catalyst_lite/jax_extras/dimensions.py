@@ -47,6 +47,9 @@ from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 _GENERIC_STRIDE = 720720  # lcm(1, ..., 16)
 _GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 
+# Iterations a for_loop's index also takes, counted from its first and from its last value.
+_LOOP_OFFSETS = (1, 2, 3)
+
 # comparison primitive -> its Python spelling -> the Python operator
 _COMPARISONS = {lax.eq_p: "==", lax.ne_p: "!=", lax.lt_p: "<", lax.le_p: "<=", lax.gt_p: ">", lax.ge_p: ">="}
 _OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
@@ -62,11 +65,14 @@ class GenericSizes:
     depending on how unrelated sizes compare (``min(n, k) == n``) differs, and is not assumed.
     Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values."""
 
-    def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
+    def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False,
+                 loop_offset: int = 0):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.point = point if point is not None else {}
-        self.ascending = ascending  # (and `loop_starts`: what loop binders take, see `_loop_value`)
+        # (and `loop_starts`, `loop_offset`: what loop binders take, see `_loop_value`)
+        self.ascending = ascending
         self.loop_starts = loop_starts
+        self.loop_offset = loop_offset
         self.index: dict[Any, int] = {}
         # Values by term: terms share subexpressions, and walking trees would be exponential.
         self.computed: dict[Any, Any] = {}
@@ -96,13 +102,20 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     if any(t is None for t in terms):
         return None
     at_point = at_point and scope is not None and scope.decides_at_point()
-    assignments = [(True, False), (False, False)]
+    assignments = [(True, False, 0), (False, False, 0)]
     if scope is not None and scope.loop_carries:
         # while_loop's carried integers at their initial values (`k = 0`) too: generic ones say
         # nothing of how small they are.
-        assignments.append((True, True))
-    points = [tuple(_assignment(scope, ascending, at_point, starts).value(t) for t in terms)
-              for ascending, starts in assignments]
+        assignments.append((True, True, 0))
+    if scope is not None and _depends_on_loop_values(sizes, scope):
+        # A for_loop's index near its first and last values too, a while_loop's integers a few
+        # steps up from their initial ones: a size clamped by a constant (`x[i // 2:i]` of a
+        # fixed-length `x`) may agree at both ends and differ in between.
+        assignments += [(ascending, False, k) for k in _LOOP_OFFSETS for ascending in (True, False)]
+        if scope.loop_carries:
+            assignments += [(True, True, k) for k in _LOOP_OFFSETS]
+    points = [tuple(_assignment(scope, ascending, at_point, starts, offset).value(t) for t in terms)
+              for ascending, starts, offset in assignments]
     if at_point and _depends_on_loop_values(sizes, scope):
         # A loop's index or counter at this call's sizes takes this call's values only; a program
         # traced for the call also serves others, whose loops run over other values, and whose
@@ -133,16 +146,17 @@ def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
     return False
 
 
-def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False) -> GenericSizes:
+def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False,
+                loop_offset: int = 0) -> GenericSizes:
     """The scope's assignment of generic values (per ordering, at its point or not), kept for the
     trace: each question about a chain of sizes (``x[::2]`` ten times) evaluates only what is new."""
     if scope is None:
-        return GenericSizes(ascending, None, loop_starts)
-    key = (ascending, at_point, loop_starts)
+        return GenericSizes(ascending, None, loop_starts, loop_offset)
+    key = (ascending, at_point, loop_starts, loop_offset)
     symbols = scope.generic_assignments.get(key)
     if symbols is None:
         point = {p: v for p, v in enumerate(scope.point) if v is not None} if at_point else None
-        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point, loop_starts)
+        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point, loop_starts, loop_offset)
     return symbols
 
 
@@ -155,14 +169,16 @@ def _loop_value(var: Any, symbols: GenericSizes) -> Any:
     if entry is None:
         return None
     if entry[0] == "while":
-        return _size_value(entry[1], symbols) if symbols.loop_starts else None
+        start = _size_value(entry[1], symbols) if symbols.loop_starts else None
+        return None if start is None else start + symbols.loop_offset
     lower, upper, step = (_size_value(b, symbols) for b in entry[1:])
     if lower is None or upper is None or not step:
         return None
     count = len(range(lower, upper, step))
     if not count:
         return None  # the loop does not run at these sizes: nothing to tell
-    return lower if symbols.ascending else lower + (count - 1) * step
+    iteration = min(symbols.loop_offset, count - 1)
+    return lower + (iteration if symbols.ascending else count - 1 - iteration) * step
 
 
 def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:

@@ -175,7 +175,8 @@ def simplified(e: SizeExpr) -> SizeExpr:
     """``e`` with its constant parts folded and trivial operations removed (its value unchanged
     for every value of its inputs)."""
     args = e.args
-    if e.op in _TRANSPARENT and len(args) == 1 and (args[0].is_bool, args[0].is_float) == (e.is_bool, e.is_float):
+    same_kind = len(args) == 1 and (args[0].is_bool, args[0].is_float) == (e.is_bool, e.is_float)
+    if e.op in _TRANSPARENT and same_kind:
         return args[0]
     if args and all(a.op == "literal" for a in args):
         try:

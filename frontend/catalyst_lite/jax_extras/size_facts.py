@@ -59,7 +59,7 @@ class SizeScope:
         self.signalled: str | None = None
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point, loop starts) -> dimensions.GenericSizes, kept for the trace.
-        self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
+        self.generic_assignments: dict[tuple[bool, bool, bool, int], Any] = {}
         # Loop binders whose values the loop tells (their bounds, initial values): dimensions._loop_value
         self.loop_values: dict[Any, tuple] = {}
         self.loop_carries = False  # some of them are a while_loop's
@@ -200,7 +200,8 @@ class SizeScope:
     def _side(self, x: Any) -> SizeExpr | None:
         if isinstance(x, core.Tracer):
             return self.expression(x)
-        return SizeExpr.literal(x) if isinstance(x, (int, bool, float, np.integer, np.bool_, np.floating)) else None
+        numbers = (int, bool, float, np.integer, np.bool_, np.floating)
+        return SizeExpr.literal(x) if isinstance(x, numbers) else None
 
     def note_disagreement(self, x: Any, y: Any) -> None:
         """JAX asked whether two sizes are equal, and they are not (at the point, or at generic
