@@ -624,6 +624,19 @@ def _make_hash(original):
     return __hash__
 
 
+@repair(pe.DynamicJaxprTracer, "__format__")
+@repair(pe.DynamicJaxprTracer, "__str__")
+def _make_text(original):
+    """The user's ``str(x.shape[0])``, ``f"{x.shape[0]}"`` of abstracted axes (a number's digits under
+    jax.jit) take the size's ``__index__``, as ``int()`` does: its name would read alike at every size."""
+    def text(self, *spec):
+        if is_active() and not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
+            return format(operator.index(self), *spec)  # the patched __index__
+        return original(self, *spec)
+
+    return text
+
+
 @repair(pe.DynamicJaxprTracer, "__mul__")
 @repair(pe.DynamicJaxprTracer, "__rmul__")
 def _make_sequence_repeat(original):
