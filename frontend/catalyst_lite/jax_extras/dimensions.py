@@ -627,11 +627,12 @@ def _make_hash(original):
 @repair(pe.DynamicJaxprTracer, "__format__")
 @repair(pe.DynamicJaxprTracer, "__str__")
 def _make_text(original):
-    """The user's ``str(x.shape[0])``, ``f"{x.shape[0]}"`` of abstracted axes (a number's digits under
-    jax.jit) take the size's ``__index__``, as ``int()`` does: its name would read alike at every size."""
+    """The user's ``str(x.shape[0])``, ``f"{x.shape[0] / 2}"`` of abstracted axes (a number's digits
+    under jax.jit) take the number, as ``int()`` does: the size's name would read alike at every size."""
     def text(self, *spec):
         if is_active() and not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
-            return format(operator.index(self), *spec)  # the patched __index__
+            as_number = {"b": bool, "f": float}.get(np.dtype(self.aval.dtype).kind, operator.index)
+            return format(as_number(self), *spec)  # the patched __index__, __float__, __bool__
         return original(self, *spec)
 
     return text
