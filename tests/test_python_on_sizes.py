@@ -88,9 +88,10 @@ def _float_arithmetic_on_size(x):
 
 
 def _size_as_text(x):
-    # `str()` and f-strings of a size are its digits, as under jax.jit: a dict key, a number parsed
+    # `str()` and f-strings of a size are its digits, as under jax.jit (a dict key, a number parsed);
+    # `complex(n, 1)` is a number too
     n = x.shape[0]
-    return x * {"8": 2.0}.get(str(n), 1.0), float(int(f"{n}{x.size:02d}"))
+    return x * {"8": 2.0}.get(str(n), 1.0), float(int(f"{n}{x.size:02d}")), complex(n, 1) * 2
 
 
 PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,

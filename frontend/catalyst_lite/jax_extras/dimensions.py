@@ -653,9 +653,11 @@ def _make_sequence_repeat(original):
 @repair(pe.DynamicJaxprTracer, "__index__")
 @repair(pe.DynamicJaxprTracer, "__int__")
 @repair(pe.DynamicJaxprTracer, "__float__")
+@repair(pe.DynamicJaxprTracer, "__complex__")
 def _make_index(original):
-    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` on an abstracted axis (a number under
-    jax.jit) need the call's sizes as constants; an integer argument keeps JAX's error."""
+    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])`, `complex(x.shape[0], 1)` on an abstracted
+    axis (a number under jax.jit) need the call's sizes as constants; an integer argument keeps
+    JAX's error."""
     def to_int(self):
         if not is_active():
             return original(self)
