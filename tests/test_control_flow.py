@@ -296,6 +296,30 @@ def test_a_loop_slices_by_bounds_clamped_by_a_fixed_length(loop, which):
         np.testing.assert_allclose(f(n), sum(np.sum(of_numpy(x, i)) for i in range(n)))
 
 
+_SIZES_THROUGH_FLOATS = (  # (of jnp, of NumPy): sizes computed from a loop's index through floats
+    (lambda x, i: x[: jnp.ceil(i / 2).astype(int)], lambda x, i: x[: int(np.ceil(i / 2))]),
+    (lambda x, i: x[: (i * 1.5).astype(int)], lambda x, i: x[: int(i * 1.5)]),
+    (lambda x, i: jnp.arange(1.0, i + 1), lambda x, i: np.arange(1.0, i + 1)),
+)
+
+
+@pytest.mark.parametrize("loop", ["for_loop", "while_loop"])
+@pytest.mark.parametrize("which", range(len(_SIZES_THROUGH_FLOATS)))
+def test_a_loop_slices_by_a_bound_computed_through_floats(loop, which):
+    of_jnp, of_numpy = _SIZES_THROUGH_FLOATS[which]
+    x = np.arange(1.0, 13.0)
+
+    @qjit
+    def f(n: int):
+        if loop == "for_loop":
+            return for_loop(0, n, 1)(lambda i, s: s + jnp.sum(of_jnp(jnp.asarray(x), i)))(0.0)
+        step = while_loop(lambda i, s: i < n)(lambda i, s: (i + 1, s + jnp.sum(of_jnp(jnp.asarray(x), i))))
+        return step(0, 0.0)[1]
+
+    for n in (0, 1, 2, 5, 8):
+        np.testing.assert_allclose(f(n), sum(np.sum(of_numpy(x, i)) for i in range(n)))
+
+
 def test_a_program_traced_at_one_calls_sizes_decides_nothing_about_a_loop_index_for_others():
     # The user's `if` on two abstracted axes has the program traced at the call's sizes; at n = 2
     # `i - 2` is negative at every iteration, at n = 5 it is not: the program must not keep n = 2's
