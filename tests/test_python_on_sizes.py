@@ -84,7 +84,8 @@ def _float_arithmetic_on_size(x):
     # `n / 2`, `n * 0.5` are numbers under jax.jit: a branch, a size and aranges computed through floats
     n = x.shape[0]
     half = jnp.ones(int(n * 0.5)) if n / 2 > 1 else jnp.zeros(1)
-    return x * jnp.arange(n * 1.0) + jnp.arange(1.0, n + 1), half, jnp.arange(0, n, 0.5)
+    scale = np.sqrt(n / 2) + np.log(n + 1.0)
+    return x * jnp.arange(n * 1.0) * scale + jnp.arange(1.0, n + 1), half, jnp.arange(0, n, 0.5)
 
 
 def _size_as_text(x):

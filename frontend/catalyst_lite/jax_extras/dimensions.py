@@ -591,15 +591,18 @@ def _make_memory_space(original):
 def _make_array(original):
     """In NumPy shape arithmetic of libraries (`np.delete(operand.shape, axes)`) a size is a 0-d
     *object* array holding the tracer, as a `jax.export` dimension is. The user's NumPy on a size
-    of abstracted axes (`np.sqrt(x.shape[0])`) asks for the call's sizes, as `int()` does; on any
-    other integer it is JAX's TracerArrayConversionError, as under jax.jit."""
+    of abstracted axes (`np.sqrt(x.shape[0])`, `np.log(x.shape[0] / 2)`) asks for the call's sizes,
+    as `int()` does; on any other integer it is JAX's TracerArrayConversionError, as under jax.jit."""
     def __array__(self, dtype=None, copy=None):
-        if not (is_active() and is_size_expression(self)):
+        if not (is_active() and computed_from_sizes(self)):
             return original(self, dtype, copy)
         by_jax = _asked_by_library(("jax.", "numpy."))
         by_library = by_jax or _asked_by_library(_LIBRARIES)
         of_axes = _of_axes_only(self)
         as_object = dtype is None or np.dtype(dtype) == np.dtype(object)
+        if not is_scalar_int_or_bool(self):  # a float: no size, a number of the user's only
+            with _needs_a_number(self, "NumPy on a size", None if by_library else of_axes):
+                return original(self, dtype, copy)
         if as_object and (by_jax or (by_library and not of_axes)):
             boxed = np.empty((), dtype=object)
             boxed[()] = self
