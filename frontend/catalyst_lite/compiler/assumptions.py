@@ -191,7 +191,7 @@ class ProgramFamily:
 
     def _generic_failed(self, scope: SizeScope, err: BaseException) -> None:
         """After the generic trace failed: guided traces, or static ones for the signal, from now on."""
-        if scope.undecided or scope.last_disagreement is not None:
+        if scope.undecided or scope.last_disagreement is not None or scope.refused_generically:
             self.generic_failed = True
         elif isinstance(err, NeedsCallSizes):
             self.sizes_must_be_static = True

@@ -349,6 +349,8 @@ def decide_size_comparison(
             scope.undecided += 1  # it depends on how unrelated sizes compare: a call can say
         return None
     (answer,) = answers
+    if scope is not None and not scope.decides_at_point():
+        scope.decided_generically = True
     _assume(lhs, rhs, comparison, answer, in_program=not _in_shape_rule())
     if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
         scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
