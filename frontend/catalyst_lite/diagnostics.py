@@ -149,11 +149,6 @@ def _translated_trace_errors(
             # ... or right after it branched otherwise at the call's sizes than at generic ones
             # (`jnp.pad(x, 1, "reflect")` at n = 1 refuses a symbolic n): jax.jit's way serves it.
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic at this call's sizes") from err
-        if scope is not None and scope.symbolic and scope.point is None and scope.decided_generically:
-            # ... or after a branch taken at generic sizes, which a call's may not take (`n > 10`
-            # raises in `jax.random.choice(key, 10, (n,), replace=False)`): the calls guide traces.
-            scope.refused_generically = True
-            raise NeedsCallSizes.standing_for(err, "JAX's code at generic sizes") from err
         raise  # the user's own, or JAX's about the user's program: left as it is
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..errors import IncompatibleSizesError
+from ..errors import CatalystLiteError, IncompatibleSizesError
 from ..jax_extras import eval_context
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.requirements import BrokenRequirement
@@ -171,8 +171,9 @@ class ProgramFamily:
             self._new_generic(trace)
             return self.programs[0] if self.programs else None
 
-    def _new_generic(self, trace: Tracer) -> Any | None:
-        """The generic program when traced now (not before, and JAX does not refuse it), else ``None``."""
+    def _new_generic(self, trace: Tracer, for_call: bool = False) -> Any | None:
+        """The generic program when traced now (not before, and JAX does not refuse it), else ``None``.
+        ``for_call``: a call's sizes can guide a trace instead, should JAX refuse generic ones."""
         if self.programs or self.sizes_must_be_static or self.generic_failed:
             return None
         scope = self._scope()
@@ -180,6 +181,13 @@ class ProgramFamily:
             program = trace(scope, None)
         except (NeedsCallSizes, ShapeBroadcastError) as err:
             self._generic_failed(scope, err)
+            return None
+        except (TypeError, ValueError) as err:
+            if isinstance(err, CatalystLiteError) or not (for_call and scope.decided_generically):
+                raise
+            # Raised after a branch taken at generic (large) sizes, which a call's may not take
+            # (`n > 10` in `jax.random.choice(key, 10, (n,), replace=False)`): calls guide traces.
+            self.generic_failed = True
             return None
         self.programs.append(program)
         return program
@@ -191,7 +199,7 @@ class ProgramFamily:
 
     def _generic_failed(self, scope: SizeScope, err: BaseException) -> None:
         """After the generic trace failed: guided traces, or static ones for the signal, from now on."""
-        if scope.undecided or scope.last_disagreement is not None or scope.refused_generically:
+        if scope.undecided or scope.last_disagreement is not None:
             self.generic_failed = True
         elif isinstance(err, NeedsCallSizes):
             self.sizes_must_be_static = True
@@ -199,7 +207,7 @@ class ProgramFamily:
             raise err
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
-        program = self._new_generic(trace)
+        program = self._new_generic(trace, for_call=True)
         if program is not None and program.facts.hold(values):
             return program
         if self.sizes_must_be_static:

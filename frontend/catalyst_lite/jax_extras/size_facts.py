@@ -78,9 +78,6 @@ class SizeScope:
         self.last_branch_at_point = False
         self.undecided = 0  # comparisons only a call's sizes decide (`n < m`)
         self.decided_generically = False  # some comparison was decided at generic sizes
-        # JAX's code raised after that: a call's sizes may take the other branch (`n > 10` in
-        # `jax.random.choice(key, 10, (n,), replace=False)`), so the calls guide their traces.
-        self.refused_generically = False
         # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
