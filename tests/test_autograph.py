@@ -214,6 +214,55 @@ def test_conditional_expression_and_logical_operators():
     assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
 
 
+def _positive_at(x, i):
+    return i < x.shape[0] and x[i] > 0
+
+
+def _outside_or_not_positive(x, i):
+    return i >= x.shape[0] or x[i] <= 0
+
+
+def _scaled_if_inside(x, i):
+    r = 0.0
+    if i < x.shape[0] and x[i] > 0:
+        r = x[i] * 2.0
+    return r
+
+
+def _count_positive_from(x, i):
+    n = 0
+    if i < x.shape[0] and x[i] > 0:
+        n = 1
+    if i + 1 < x.shape[0] and x[i + 1] > 0:
+        n = n + 1
+    return n
+
+
+@pytest.mark.parametrize("fn", [_positive_at, _outside_or_not_positive, _scaled_if_inside, _count_positive_from])
+def test_and_or_on_a_size_condition_evaluate_their_right_operand_only_when_python_does(fn):
+    # `i < len(x) and x[i] > 0`: for an empty x (or i past its end) Python never reads x[i], which
+    # JAX refuses to trace for an empty x; a compiled `and`/`or` must give Python's value.
+    f = qjit(fn, autograph=True, abstracted_axes={0: "n"})
+    for values in ([], [2.0], [1.0, -1.0, 3.0]):
+        x = np.array(values)
+        for i in range(len(values) + 2):
+            assert float(f(x, i)) == float(fn(x, i)), (values, i)
+
+
+def test_while_condition_with_and_reads_the_array_only_inside_it():
+    def first_not_positive(x):
+        i = 0
+        while i < x.shape[0] and x[i] > 0:
+            i += 1
+        return i
+
+    f = qjit(first_not_positive, autograph=True, abstracted_axes={0: "n"})
+    for values in ([], [5.0], [-1.0], [1.0, 2.0, 3.0], [1.0, -1.0, 2.0]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", AutoGraphWarning)  # the empty x: a Python loop
+            assert int(f(np.array(values))) == first_not_positive(np.array(values)), values
+
+
 # --- for and while -------------------------------------------------------------------------------
 
 
@@ -1349,6 +1398,10 @@ def test_and_or_of_traced_numbers_give_pythons_value():
     assert [float(either_half(a)) for a in (0.0, 4.0)] == [_either_half(a) for a in (0.0, 4.0)]
     flags = [(True, False), (False, True), (True, True)]
     assert [bool(both(p, q)) for p, q in flags] == [_both(p, q) for p, q in flags]  # booleans stay
+    # A Python object on the right counts by its truth, on a size condition (an int argument) too.
+    listed = qjit(lambda n: 1.0 if (n < 3 and [1]) else 0.0, autograph=True)
+    unlisted = qjit(lambda n: 1.0 if (n < 3 and []) else 0.0, autograph=True)
+    assert [float(listed(n)) for n in (2, 4)] == [1.0, 0.0] and float(unlisted(2)) == 0.0
 
 
 def test_true_division_in_place_of_an_integer_array_gives_floats():

@@ -2,6 +2,8 @@
 compared with the same circuits written with explicit control flow (results and the nesting of
 control flow in the jaxpr) and with PennyLane's default.qubit."""
 
+import warnings
+
 import numpy as np
 import pennylane as qml
 import pytest
@@ -64,6 +66,20 @@ def test_loops_and_branches_with_gates():
         ("for_loop", [[("cond", [[], []])]]),
         ("while_loop", [[], []]),
     ]
+
+
+def test_a_gate_under_a_size_condition_and_a_read_of_its_array():
+    # `i < len(x) and x[i] > 0` reads x[i] only where Python does: an empty x has no gate.
+    def circuit(x, i):
+        if i < x.shape[0] and x[i] > 0:
+            qml.RX(x[i], wires=0)
+        return qml.expval(qml.Z(0))
+
+    compiled = qjit(qml.qnode(DEV)(circuit), autograph=True, abstracted_axes=({0: "n"}, None))
+    reference = qml.qnode(DEV)(circuit)
+    for x in (np.array([0.5, -1.0, 2.0]), np.zeros(0)):
+        for i in range(len(x) + 1):
+            np.testing.assert_allclose(compiled(x, i), reference(x, i), atol=1e-12)
 
 
 def test_mid_circuit_measurements_in_conditions_and_loops():
@@ -320,3 +336,29 @@ def test_strict_conversion_keeps_python_loops_inside_adjoint(monkeypatch):
     ours = qjit(autograph=True)(qml.qnode(DEV)(circuit))
     assert float(ours(0.3)) == pytest.approx(float(qml.QNode(circuit, DEV)(0.3)), abs=1e-12)
     assert [name for name, _ in control_flow_of(ours.jaxpr)] == ["for_loop"]
+
+
+def _wire_by_wire(x):
+    """Loops of Python-int bounds whose index is a gate's wire (traced once compiled)."""
+    for i in range(3):
+        if i % 2 == 0:
+            qml.RX(x * (i + 1), wires=i)
+        else:
+            qml.RY(x, wires=i)
+    k = 0
+    while k < 2:
+        qml.CNOT(wires=[k, k + 1])
+        k += 1
+    return qml.probs()
+
+
+@pytest.mark.parametrize("device", ["default.qubit", "lightning.qubit"])
+def test_loops_of_python_int_bounds_over_wires_compile_without_a_fallback(device):
+    """The circuit's first traced wire runs the circuit again (catalyst_lite's own signal): the
+    loop compiles on that run, as in Catalyst; it was unrolled with an AutoGraphWarning."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoGraphWarning)
+        f = qjit(autograph=True)(qml.qnode(qml.device(device, wires=3))(_wire_by_wire))
+        actual = f(0.4)
+    np.testing.assert_allclose(actual, qml.QNode(_wire_by_wire, DEV)(0.4), atol=1e-12)
+    assert control_flow_of(f.jaxpr) == [("for_loop", [[("cond", [[], []])]]), ("while_loop", [[], []])]

@@ -220,6 +220,37 @@ def test_an_array_whose_dtype_does_not_promote_to_the_annotated_one_is_traced_wi
     assert f.compiled_function is not annotated
 
 
+
+@pytest.mark.parametrize("annotation, argument", [
+    (jax.core.ShapedArray((3,), jnp.float64), np.ones(4)),  # another shape
+    (jax.core.ShapedArray((2, 2), jnp.float64), np.arange(4.0)),  # another rank
+    (jax.core.ShapedArray((), jnp.float32), 1.5),  # a Python float is a float64, as in Catalyst
+    (jax.core.ShapedArray((), jnp.int32), 5),  # a Python int is an int64
+    (jax.core.ShapedArray((2,), jnp.float64), [1.0, 2.0]),  # a list is not an array
+    (jax.core.ShapedArray((3,), jnp.float64), 1.0),  # a scalar for an array
+    (jnp.float32, 1.5),  # a dtype: a scalar of it
+    (np.int16, np.int32(3)),
+    (jnp.float32, np.ones(2, np.float32)),
+])
+def test_arguments_of_another_shape_or_structure_than_annotated_warn_and_are_traced_for_themselves(
+    annotation, argument
+):
+    """Catalyst warns for every call that does not fit the annotated signature, not only for
+    dtypes that do not promote; the warning names the line of the call."""
+    def double(x):
+        return jax.tree_util.tree_map(lambda v: v * 2, x)
+
+    double.__annotations__ = {"x": annotation}
+    f = qjit(double)
+    with pytest.warns(UserWarning, match="did not match declared signature") as record:
+        out = f(argument)
+    assert [w.filename for w in record] == [__file__]  # the warning points at the user's call
+    expected = jax.jit(double)(argument)
+    assert jax.tree_util.tree_structure(out) == jax.tree_util.tree_structure(expected)
+    for o, e in zip(jax.tree_util.tree_leaves(out), jax.tree_util.tree_leaves(expected)):
+        assert o.dtype == e.dtype and o.shape == e.shape
+        np.testing.assert_array_equal(o, e)
+
 # --- catalyst.debug's compiler stages ------------------------------------------------------------
 
 

@@ -489,6 +489,71 @@ def test_resizing_cond_inside_resizing_loop():
         np.testing.assert_array_equal(f(n, m), reference(n, m))
 
 
+def _read_if_inside(x, i, w):
+    # A branch that reads x[i] only when i is inside x: taken or not, for an empty x too.
+    @cond(i < x.shape[0])
+    def read():
+        return x[i] * w
+
+    @read.else_if(i < x.shape[0] + 2)
+    def read():
+        return w * 0.5
+
+    @read.otherwise
+    def read():
+        return -w
+
+    return read()
+
+
+def _read_unless_outside(x, i, w):
+    # The same guard as the otherwise branch's complement: x[i] is read when i is not outside.
+    @cond(i >= x.shape[0])
+    def read():
+        return w
+
+    @read.otherwise
+    def read():
+        return x[jnp.minimum(i, x.shape[0] - 1)] + x[i]
+
+    return read()
+
+
+def _read_if_inside_reference(x, i, w):
+    return x[i] * w if i < len(x) else w * 0.5 if i < len(x) + 2 else -w
+
+
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_cond_branch_indexing_an_array_runs_only_when_taken(n):
+    # `x[i]` of an empty x fails while tracing (JAX: "out of bounds for axis 0 with size 0"); a
+    # branch that reads it only when `i < len(x)` is never taken then, and must not fail.
+    x = np.arange(1.0, n + 1.0)
+    first = qjit(_read_if_inside, abstracted_axes={0: "n"})
+    second = qjit(_read_unless_outside, abstracted_axes={0: "n"})
+    for i in range(n + 4):
+        np.testing.assert_allclose(first(x, i, 3.0), _read_if_inside_reference(x, i, 3.0))
+        expected = 3.0 if i >= n else x[min(i, n - 1)] + x[i]
+        np.testing.assert_allclose(second(x, i, 3.0), expected)
+
+
+def test_cond_branch_taken_where_it_cannot_run_is_an_index_error():
+    @qjit(abstracted_axes={0: "n"})
+    def read(x, i):
+        @cond(i <= x.shape[0])  # off by one: x[len(x)]
+        def value():
+            return x[i]
+
+        @value.otherwise
+        def value():
+            return 0.0
+
+        return value()
+
+    np.testing.assert_allclose(read(np.arange(3.0), 1), 1.0)
+    with pytest.raises(IndexError):
+        read(np.zeros(0), 0)  # as NumPy: x[0] of an empty x
+
+
 # --- eager use outside qjit -----------------------------------------------------------------------
 
 

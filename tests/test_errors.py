@@ -22,6 +22,7 @@ from catalyst_lite.errors import (
     ArgumentValueError,
     ArrayTooLargeError,
     ControlFlowError,
+    DataDependentSliceError,
     DimensionError,
     UnsupportedOperationError,
 )
@@ -549,6 +550,49 @@ def test_calls_without_a_symbolic_result_shape_name_the_fix(body, call, fix):
     # Each later call with another size reports it again (the trace failed, nothing is cached).
     with pytest.raises(SymbolicShapeError):
         f(np.ones((4, 1)))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        lambda x: x[: jnp.sum(x > 0)],  # the count of positive entries
+        lambda x: x[jnp.argmax(x):],
+        lambda x: x[jnp.sum(x > 0) : jnp.sum(x > 0) + 1],
+        lambda x: jnp.cumsum(x)[: jnp.sum(x > 1)] * 2.0,
+    ],
+)
+@pytest.mark.parametrize("axes", [None, {0: "n"}])
+def test_slice_bound_computed_from_data_is_jax_jits_index_error_with_the_fixes(body, axes):
+    x = np.array([1.0, -1.0, 2.0])
+    with pytest.raises(IndexError, match="static start/stop/step") as jax_error:
+        jax.jit(body)(x)
+    with pytest.raises(DataDependentSliceError) as ours:
+        qjit(body, abstracted_axes=axes)(x)
+    message = str(ours.value)
+    assert str(jax_error.value).split(".")[0] in message  # JAX's words first, then ours:
+    assert "<lambda>" in message and "computed from array data" in message  # the function, the value
+    assert all(fix in message for fix in ("int argument", "abstracted_axes", "jnp.where", "lax.dynamic_slice"))
+    assert isinstance(ours.value, IndexError)
+
+
+@pytest.mark.parametrize("index", [
+    lambda x: x > 0,  # a whole-array mask
+    lambda x: (x > 0)[:, 0],  # a mask of the first axis
+    lambda x: (slice(None), (x > 0)[0]),  # a mask among other indices
+])
+@pytest.mark.parametrize("abstracted_axes", [None, {0: "n"}])
+def test_a_traced_boolean_mask_is_jaxs_index_error(index, abstracted_axes):
+    """As under jax.jit (and Catalyst): JAX's NonConcreteBooleanIndexError, an IndexError, whether
+    sizes are symbolic or not, with our words."""
+    def body(x):
+        return x[index(x)]
+
+    x = np.arange(6.0).reshape(3, 2) - 2
+    with pytest.raises(jax.errors.NonConcreteBooleanIndexError):
+        jax.jit(body)(x)
+    with pytest.raises(jax.errors.NonConcreteBooleanIndexError) as info:
+        qjit(body, abstracted_axes=abstracted_axes)(x)
+    assert isinstance(info.value, IndexError)
 
 
 # --- Catalyst's words first ------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 from jax.experimental import enable_x64
 
 from catalyst_lite import qjit
-from catalyst_lite.errors import CatalystLiteError, SymbolicShapeError
+from catalyst_lite.errors import CatalystLiteError, DataDependentSliceError, SymbolicShapeError
 
 SIZES = (3, 6)
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -161,6 +161,12 @@ UNSUPPORTED: dict[str, Unsupported] = {
             "`jnp.where(x > 0, x, 0)`",
             lambda x: x[x > 0],
             SymbolicShapeError,
+        ),
+        Unsupported(
+            "x[:jnp.sum(x > 0)] (a slice bound from the data)",
+            "an `int` argument or abstracted size as the bound, or `jnp.where(jnp.arange(len(x)) < k, x, 0)`",
+            lambda x: x[: jnp.sum(x > 0)],
+            DataDependentSliceError,
         ),
         Unsupported(
             "jnp.squeeze(x) without axis",

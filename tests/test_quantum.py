@@ -643,3 +643,21 @@ def test_state_prep_as_first_operation_is_array_operations_not_its_decomposition
         np.testing.assert_allclose(compiled(vector), qml.qnode(dev(5))(qfunc)(vector), atol=TOL)
         sizes.append(_equation_count(compiled.jaxpr.jaxpr))
     assert sizes[0] <= sizes[1] + 10  # a few array operations, not 2**4 decomposed gates
+
+
+@pytest.mark.parametrize("mcm_method", [None, "single-branch-statistics", "deferred"])
+@pytest.mark.parametrize("state, postselect", [(lambda: None, 1), (lambda: qml.X(0), 0)])
+def test_postselecting_an_outcome_of_probability_zero_gives_pennylanes_nan(mcm_method, state, postselect):
+    """No state is left: every result is NaN, as default.qubit gives (it was 0: a zeroed state)."""
+    def circuit(x):
+        state()
+        qml.RX(x, wires=1)
+        measure(0, postselect=postselect)
+        return qml.expval(qml.Z(1)), qml.probs(wires=[0, 1]), qml.var(qml.X(1))
+
+    reference = qml.qnode(dev(2), mcm_method="tree-traversal")(
+        lambda x: (state(), qml.RX(x, 1), qml.measure(0, postselect=postselect), qml.expval(qml.Z(1)),
+                   qml.probs(wires=[0, 1]), qml.var(qml.X(1)))[3:])(0.4)
+    actual = qjit(qml.qnode(qml.device("lightning.qubit", wires=2), mcm_method=mcm_method)(circuit))(0.4)
+    for a, e in zip(actual, reference):
+        assert np.isnan(e).all() and np.isnan(a).all() and np.shape(a) == np.shape(e)

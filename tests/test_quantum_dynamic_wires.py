@@ -36,6 +36,14 @@ def chain(n, x):
             qml.var(qml.Z(1)), qml.expval(hermitian))
 
 
+def prepared(n, x):
+    """A state preparation on traced wires, then gates of ``x``: one expectation value."""
+    qml.StatePrep(jnp.ones(4) / 2, wires=[n - 1, 0])
+    qml.RY(x, wires=1)
+    qml.CRZ(x * 2, wires=[1, n - 1])
+    return qml.expval(qml.Z(1) @ qml.X(n - 1))
+
+
 @pytest.fixture(scope="module")
 def traced_chain():
     @qjit
@@ -112,12 +120,6 @@ def test_samples_counts_and_mid_circuit_measurements_on_a_traced_number_of_wires
 
 
 def test_state_preparation_and_gradient_on_a_traced_number_of_wires():
-    def prepared(n, x):
-        qml.StatePrep(jnp.ones(4) / 2, wires=[n - 1, 0])
-        qml.RY(x, wires=1)
-        qml.CRZ(x * 2, wires=[1, n - 1])
-        return qml.expval(qml.Z(1) @ qml.X(n - 1))
-
     @qjit
     def run(n: int, x: float):
         circuit = qml.qnode(qml.device("default.qubit", wires=n))(prepared)
@@ -130,6 +132,27 @@ def test_state_preparation_and_gradient_on_a_traced_number_of_wires():
             lambda x: prepared(n, x)))(0.6)
         np.testing.assert_allclose(slope, expected, atol=1e-8)
 
+
+
+def test_lightning_qubit_with_a_traced_number_of_wires_matches_default_qubit():
+    """lightning.qubit's constructor hashes its wire labels, a traced number among them: it runs as
+    default.qubit does (every kind of measurement, a gradient, samples)."""
+    @qjit(seed=3)
+    def run(n, x):
+        device = qml.device("lightning.qubit", wires=n)
+        measured = qml.qnode(device)(chain)(n, x)
+        slope = grad(lambda y: qml.qnode(device)(prepared)(n, y))(x)
+        samples = qml.qnode(device, shots=5)(lambda: (qml.X(n - 1), qml.sample())[1])()
+        return measured, slope, samples
+
+    for n in (3, 5):
+        measured, slope, samples = run(n, 0.7)
+        for actual, expected in zip(measured, reference(chain, n, 0.7)):
+            np.testing.assert_allclose(actual, expected, atol=TOL)
+        expected = jax.grad(qml.qnode(qml.device("default.qubit", wires=n), interface="jax")(
+            lambda x: prepared(n, x)))(0.7)
+        np.testing.assert_allclose(slope, expected, atol=1e-8)
+        np.testing.assert_array_equal(samples, np.tile(np.eye(n, dtype=int)[n - 1], (5, 1)))
 
 def test_wires_allocated_on_use_as_catalyst():
     def circuit(x):

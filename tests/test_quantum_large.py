@@ -71,6 +71,41 @@ def test_long_irregular_circuit_is_one_table_loop_whatever_its_length(traced):
     assert abs(sizes[900] - sizes[300]) <= 2 * 6 * MAX_BLOCK_GATES
 
 
+@pytest.mark.parametrize("traced", [False, True], ids=["known angles", "traced angles"])
+def test_table_entries_of_every_form_match_default_qubit(traced):
+    """A long irregular run whose gates fill every form of table entry: one-wire blocks (on the
+    last wire too), two-target gates with up to two controls, one-target gates with up to three
+    controls, control values 0 and 1; a gate on three targets splits the run."""
+    rng = np.random.default_rng(11)
+    gates = [(int(k), rng.permutation(5).tolist()) for k in rng.integers(0, 8, 120)]
+    qft = qml.matrix(qml.QFT(wires=range(3)))
+
+    def circuit(x):
+        for k, w in gates:
+            angle = x * (k + 1) if traced else 0.3 * (k + 1)
+            if k == 0:
+                qml.RX(angle, wires=w[0])
+            elif k == 1:
+                qml.ctrl(qml.RY(angle, w[0]), control=w[1:3], control_values=[0, 1])
+            elif k == 2:
+                qml.ctrl(qml.IsingZZ(angle, w[:2]), control=w[2:4], control_values=[1, 0])
+            elif k == 3:
+                qml.ctrl(qml.RZ(angle, w[0]), control=w[1:4])
+            elif k == 4:
+                qml.ctrl(qml.SWAP(w[:2]), control=w[2:3], control_values=[0])
+            elif k == 5:
+                qml.IsingXX(angle, w[:2])
+            elif k == 6:
+                qml.Hadamard(4)
+            else:
+                qml.QubitUnitary(qft, wires=w[:3])
+        return qml.state()
+
+    compiled = qjit(qml.qnode(dev(5))(circuit))
+    np.testing.assert_allclose(compiled(0.7), qml.qnode(dev(5))(circuit)(0.7), atol=TOL)
+    assert _count(compiled.jaxpr.jaxpr, "for_loop") >= 1  # tables, not 120 unrolled gates
+
+
 def test_wide_gates_on_known_wires_are_one_contraction_each():
     rng = np.random.default_rng(3)
     u6, _ = np.linalg.qr(rng.normal(size=(64, 64)) + 1j * rng.normal(size=(64, 64)))

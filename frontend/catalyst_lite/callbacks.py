@@ -1,20 +1,17 @@
-"""Host callbacks: Python functions called by a compiled program while it runs.
-
-:func:`pure_callback` and :mod:`catalyst_lite.debug`'s callbacks become one ``host_callback``
-equation (:class:`HostCall`), bound at specialization as ``jax.pure_callback``/
-``jax.debug.callback`` (so operands may have symbolic sizes); :func:`accelerate` traces its
-function into the program. An exception a callback raises reaches the caller as itself
-(:func:`callback_exception`), not wrapped in XLA's error.
+"""Host callbacks: Python functions called by a compiled program while it runs, each one
+``host_callback`` equation (:class:`HostCall`) bound at specialization as JAX's callbacks; an
+exception a callback raises reaches the caller as itself (:func:`callback_exception`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, NoReturn, Sequence
+from typing import Any, Callable, Iterator, NoReturn, Sequence
 
 import jax
 import numpy as np
@@ -30,7 +27,7 @@ from .jax_extras.lowering import opaque_call
 from .jax_extras.rules import PrimitiveSpec, register_primitive
 
 __all__ = ["pure_callback", "base_callback", "accelerate", "HostCall", "call_for_effect", "host_callback_p",
-           "callback_exception", "run_eagerly", "program_started", "program_ended"]
+           "callback_exception", "run_eagerly", "running_program"]
 
 
 def run_eagerly() -> bool:
@@ -39,8 +36,7 @@ def run_eagerly() -> bool:
 
 
 def _remembering_exceptions(fn: Callable) -> Callable:
-    """``fn``, recording what it raises in the calling thread's ``callback_errors`` slot, for
-    :func:`callback_exception` to raise (XLA's error only quotes its traceback)."""
+    """``fn``, recording what it raises for :func:`callback_exception` (XLA's error only quotes it)."""
 
     @functools.wraps(fn)
     def host(*args: Any) -> Any:
@@ -61,27 +57,24 @@ def _remembering_exceptions(fn: Callable) -> Callable:
 _RUNNING: dict[int, list] = {}  # the callback-error slot of each thread running a program now
 
 
-def program_started() -> list | None:
-    """Register the calling thread as running a program until :func:`program_ended` (given what
-    this returns), so that a callback failing on an XLA worker thread records its exception here."""
+@contextlib.contextmanager
+def running_program() -> Iterator[None]:
+    """This thread runs a program in the block: a callback failing on XLA's threads records here."""
     ident = threading.get_ident()
     previous = _RUNNING.get(ident)
     slot = current_context().callback_errors
     _RUNNING[ident] = thread_collector("callback_errors") if slot is None else slot
-    return previous
-
-
-def program_ended(previous: list | None) -> None:
-    """Undo :func:`program_started` (given what it returned)."""
-    if previous is None:
-        _RUNNING.pop(threading.get_ident(), None)
-    else:
-        _RUNNING[threading.get_ident()] = previous
+    try:
+        yield
+    finally:
+        if previous is None:
+            _RUNNING.pop(ident, None)
+        else:
+            _RUNNING[ident] = previous
 
 
 def callback_exception(err: BaseException) -> BaseException:
-    """The exception to raise for ``err``, an error of a program this thread ran: the first one
-    a callback of that run raised, else ``err``."""
+    """The exception to raise for ``err`` of a program run: the first a callback raised, else ``err``."""
     slot = current_context().callback_errors
     if not slot or not isinstance(err, jax.errors.JaxRuntimeError):
         return err
@@ -117,20 +110,13 @@ def _result_leaf(t: Any, name: str) -> jax.ShapeDtypeStruct:
         ) from None
 
 
-def result_types(spec: Any, name: str) -> tuple[tuple[jax.ShapeDtypeStruct, ...], PyTreeDef]:
-    leaves, tree = tree_flatten(spec)
-    return tuple(_result_leaf(t, name) for t in leaves), tree
-
-
 def _declared_return(fn: Callable) -> Any:
     """``fn``'s return annotation, or ``None``."""
     try:
         annotation = inspect.signature(fn).return_annotation
     except (TypeError, ValueError):
         return None
-    if annotation is inspect.Signature.empty:
-        return None
-    return resolved_annotation(annotation, fn)
+    return None if annotation is inspect.Signature.empty else resolved_annotation(annotation, fn)
 
 
 def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.ShapeDtypeStruct]) -> list[np.ndarray]:
@@ -155,8 +141,7 @@ def _as_declared(name: str, short_name: str, results: Any, types: Sequence[jax.S
 
 @dataclass(frozen=True, eq=False)
 class HostCall:
-    """One call site of a callback: the function, its arguments' structure, its declared results
-    (none for a debug callback) and a pure callback's ``fwd``/``bwd``, as Catalyst defines them."""
+    """One call site of a callback: the function, its arguments' structure, declared results, derivative."""
 
     fn: Callable
     name: str
@@ -225,7 +210,9 @@ class HostCall:
 
     def _flat_bwd(self, perturbed: list[bool], residuals: Any, cotangents: list[Any]) -> tuple[Any, ...]:
         """Catalyst's ``bwd(residuals, dy)`` returns one cotangent per (differentiated) argument."""
-        dense = [_zeros_like(c) if isinstance(c, SymbolicZero) else c for c in cotangents]
+        # Symbolic zeros as arrays, as Catalyst's ``dy`` holds them.
+        dense = [(np.zeros if c.dtype == jax.dtypes.float0 else jax.numpy.zeros)(c.shape, c.dtype)
+                 if isinstance(c, SymbolicZero) else c for c in cotangents]
         per_argument = self.bwd(residuals, tree_unflatten(self.out_tree, dense))
         if not isinstance(per_argument, tuple):
             per_argument = (per_argument,)
@@ -240,13 +227,6 @@ class HostCall:
             f"{self.in_tree.num_leaves} argument array(s) ({sum(perturbed)} differentiated); return "
             "a tuple with one per argument, or one per differentiated argument."
         )
-
-
-def _zeros_like(zero: SymbolicZero) -> Any:
-    """A symbolic zero cotangent as an array, as Catalyst's ``dy`` holds it."""
-    if zero.dtype == jax.dtypes.float0:
-        return np.zeros(zero.shape, zero.dtype)
-    return jax.numpy.zeros(zero.shape, zero.dtype)
 
 
 host_callback_p = Primitive("host_callback")
@@ -316,7 +296,8 @@ class PureCallback:
                 "(annotate its return, -> float, -> jax.ShapeDtypeStruct(shape, dtype), or pass "
                 "result_type)."
             )
-        types, out_tree = result_types(declared, name)
+        leaves, out_tree = tree_flatten(declared)
+        types = tuple(_result_leaf(t, name) for t in leaves)
         call = HostCall(
             self.fn, name, tree_flatten((args, kwargs))[1], types, out_tree=out_tree, fwd=self._fwd, bwd=self._bwd
         )
@@ -324,12 +305,9 @@ class PureCallback:
 
 
 def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallback:
-    """Call the pure Python function ``callback_fn`` from a compiled program, at run time.
-
-    ``result_type``, or ``callback_fn``'s return annotation, declares its results: ``float``,
-    ``int``, ``bool``, ``complex``, a dtype, a ``jax.ShapeDtypeStruct``, or a pytree of these.
-    The function receives NumPy arrays and must return values of exactly these types (Python
-    scalars are converted). Usable as a decorator; differentiable with ``.fwd`` and ``.bwd``.
+    """Call the pure Python function ``callback_fn`` from a compiled program, at run time, on NumPy
+    arrays; ``result_type`` or its return annotation declares its results (``float``, a dtype, a
+    ``jax.ShapeDtypeStruct``, a pytree of these). Differentiable with ``.fwd`` and ``.bwd``.
 
     >>> from catalyst_lite import pure_callback, qjit
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))

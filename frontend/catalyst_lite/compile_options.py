@@ -1,17 +1,13 @@
 """``qjit``'s options: :class:`CompileOptions`, Catalyst's record (``QJIT.compile_options``; most
 fields configure Catalyst's MLIR/LLVM compiler and change nothing here), and :class:`JitOptions`,
 ``jax.jit``'s options with ``jax.jit``'s meaning for each size's XLA compilation.
-
->>> from catalyst_lite import CompileOptions
->>> options = CompileOptions(static_argnums=1, keep_intermediate=True)
->>> options.static_argnums, options.keep_intermediate, options.target
-((1,), <KeepIntermediateLevel.PIPELINE: 1>, 'binary')
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import itertools
 import sys
 from typing import Any, Iterable, Mapping, Sequence, TextIO
 
@@ -48,29 +44,15 @@ class KeepIntermediateLevel(enum.IntEnum):
     PASS = 3
 
 
-def _keep_intermediate_level(value: Any) -> KeepIntermediateLevel:
-    """``True``/``False``, ``0``..``3``, ``None`` or a level's name, as a level."""
-    if value is None:
-        return KeepIntermediateLevel.NONE
-    if isinstance(value, str) and value in ("none", "pipeline", "changed", "pass"):
-        return KeepIntermediateLevel[value.upper()]
-    if isinstance(value, int) and 0 <= value <= 3:  # bools too: False is 0, True is 1
-        return KeepIntermediateLevel(int(value))
-    raise ArgumentValueError(
-        f"qjit(keep_intermediate={value!r}): use True, False, 0, 1, 2, 3, 'none', 'pipeline', "
-        "'changed' or 'pass'."
-    )
-
-
 @dataclasses.dataclass
 class CompileOptions:
     """``qjit``'s options: Catalyst's ``CompileOptions``, with its fields, defaults and checks.
 
     >>> from catalyst_lite import QJIT, CompileOptions
-    >>> options = CompileOptions(static_argnums=1)
-    >>> options.static_argnums
-    (1,)
-    >>> float(QJIT(lambda x, n: x * n, options)(2.0, 3))
+    >>> options = CompileOptions(static_argnums=1, keep_intermediate=True)
+    >>> options.static_argnums, options.keep_intermediate, options.target
+    ((1,), <KeepIntermediateLevel.PIPELINE: 1>, 'binary')
+    >>> float(QJIT(lambda x, n: x * n, CompileOptions(static_argnums=1))(2.0, 3))
     6.0
     """
 
@@ -98,7 +80,16 @@ class CompileOptions:
     skip_preprocess: bool = False
 
     def __post_init__(self) -> None:
-        self.keep_intermediate = _keep_intermediate_level(self.keep_intermediate)
+        level = self.keep_intermediate  # True/False, 0..3, None or a level's name
+        if level is None or isinstance(level, str) and level in ("none", "pipeline", "changed", "pass"):
+            self.keep_intermediate = KeepIntermediateLevel[(level or "none").upper()]
+        elif isinstance(level, int) and 0 <= level <= 3:  # bools too: False is 0, True is 1
+            self.keep_intermediate = KeepIntermediateLevel(int(level))
+        else:
+            raise ArgumentValueError(
+                f"qjit(keep_intermediate={level!r}): use True, False, 0, 1, 2, 3, 'none', 'pipeline', "
+                "'changed' or 'pass'."
+            )
         if self.async_qnodes and self.seed is not None:
             raise CompileError(
                 "qjit(seed=..., async_qnodes=True): a seed cannot make asynchronous QNodes "
@@ -170,13 +161,9 @@ class JitOptions:
 
     def donated_leaves(self, keys: Sequence[tuple[str, Any]], arguments: Sequence[Any]) -> frozenset[int]:
         """The flat leaves (by index) of the donated arguments among a call's dynamic ones."""
-        donated, first = set(), 0
-        for (tag, name), value in zip(keys, arguments):
-            count = len(jax.tree_util.tree_leaves(value))
-            if tag == "" and name in self.donated:
-                donated.update(range(first, first + count))
-            first += count
-        return frozenset(donated)
+        ends = list(itertools.accumulate(len(jax.tree_util.tree_leaves(value)) for value in arguments))
+        return frozenset(i for (tag, name), end, value_end in zip(keys, [0, *ends], ends)
+                         if tag == "" and name in self.donated for i in range(end, value_end))
 
     def place_arguments(self, args: tuple) -> tuple:
         """``args`` placed with ``in_shardings`` (a leaf whose sharding is ``None`` as it is)."""
@@ -203,12 +190,9 @@ class JitOptions:
                 )
             return v if s is None else jax.tree_util.tree_map(lambda leaf: jax.device_put(leaf, s), v)
 
-        return jax.tree_util.tree_map(place, shardings, value, is_leaf=_is_sharding_leaf)
-
-
-def _is_sharding_leaf(s: Any) -> bool:
-    # A PartitionSpec is a tuple: a leaf here (under jax.sharding.set_mesh, device_put resolves it).
-    return s is None or isinstance(s, (jax.sharding.Sharding, jax.sharding.PartitionSpec))
+        # A PartitionSpec is a tuple: a leaf here (under jax.sharding.set_mesh, device_put resolves it).
+        leaf = (jax.sharding.Sharding, jax.sharding.PartitionSpec, type(None))
+        return jax.tree_util.tree_map(place, shardings, value, is_leaf=lambda s: isinstance(s, leaf))
 
 
 def checked_tuple(value: Any, kind: Any, option: str, fn_name: str, message: str | None = None) -> tuple:

@@ -36,14 +36,15 @@ from .errors import (
     function_name,
 )
 from .jax_extras import Tracer, inside_program_trace, is_tracing, x64_scope
+from .jax_extras.frames import user_line
 from .jax_extras.autodiff import is_concrete_value
 from .jax_extras.executables import dispatcher, flat_arguments, forget_dispatch_data, wait_for_effects
 from .signature import (
     ArgumentLayout, CallArguments, CallBinding, LeafSpec, as_annotated, dtype_of, example_of,
-    is_type_annotation, promoted_leaves, resolved_annotation,
+    is_type_annotation, promoted_leaves, qjit_annotation,
 )
 from .autograph import run_autograph
-from .callbacks import callback_exception, program_ended, program_started
+from .callbacks import callback_exception, running_program
 from .compiler.compilation import wait_for_compilations
 from .trace_context import capture_switched, check_capture_option, thread_collector, uses_capture
 from .compile_options import JIT_OPTIONS, CompileOptions as QJITOptions, JitOptions, check_seed
@@ -161,7 +162,14 @@ class QJIT:
         **options: Any,
     ):
         if compile_options is not None:  # Catalyst's QJIT(fn, CompileOptions(...))
-            self.__init__(fn, **_keyword_options(compile_options))
+            if not isinstance(compile_options, QJITOptions):
+                raise ArgumentTypeError(
+                    f"QJIT(fn, compile_options): compile_options must be a catalyst_lite.CompileOptions, got "
+                    f"{type(compile_options).__name__}; or pass the options as keywords to qjit."
+                )
+            fields = {f.name: getattr(compile_options, f.name) for f in dataclasses.fields(QJITOptions)
+                      if f.name not in ("link", "lower_to_llvm", "checkpoint_stage")}  # the compiler driver's
+            self.__init__(fn, **{**fields, "static_argnums": fields["static_argnums"] or None})
             return
         if not callable(fn):
             raise ArgumentTypeError(
@@ -207,7 +215,7 @@ class QJIT:
             static_argnums=self.binding.static_argnums,
         )
         self._annotations = {
-            name: resolved_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
+            name: qjit_annotation(p.annotation, fn) for name, p in self.binding.parameters.items()
         }
         self.layout = ArgumentLayout(self.name, abstracted_axes)
         if cache_size is not None and (type(cache_size) is not int or cache_size < 1):
@@ -220,8 +228,7 @@ class QJIT:
             self._report("size-generic tier off: donated or sharded calls are compiled by XLA for each size")
         self._dispatch = dispatcher(self.name, *_python_calls(weakref.ref(self)))
         self._dispatchers = [self._dispatch]  # evictions forget the data of all of them
-        # The dispatcher of calls whose Python ints at these positions are static (a program that
-        # reads their values), and those calls' number of arguments (see _make_static_dispatch).
+        # Calls' Python ints' positions, their number of arguments and dispatcher (_make_static_dispatch).
         self._static_dispatch: tuple[tuple[int, ...], int, Callable[..., Any]] | None = None
         self._executable_options = RunnerOptions(
             self._jit.xla,
@@ -239,32 +246,31 @@ class QJIT:
                 raise filtered(error)  # noqa: B904 (the user's frames first, as for a call)
 
     def _forget_programs(self) -> None:
-        # The programs traced for each signature (each valid where its facts hold); the same
-        # families by (names, structure, static values), in the order made: what a call may be
-        # promoted to (see _promoted); validated calls by _call_key (see __call__); whether every
-        # call so far only ran in Python (calls then skip the dispatcher; None: no call yet).
+        # Programs by signature; families by (names, structure, static values), for _promoted;
+        # validated calls by _call_key; whether every call only ran in Python (None: no call yet).
         self._programs: dict[Hashable, ProgramFamily] = {}
         self._promotable: dict[Hashable, list[tuple[tuple, ProgramFamily]]] = {}
-        self._validated_calls: dict[tuple, _RepeatedCall] = {}
+        self._validated_calls: dict[tuple, FastCall] = {}
         self._last: Executable | None = None
         self._python_only: bool | None = None
 
     # --- tracing -----------------------------------------------------------------------------
 
     def _trace_generic(self, call: CallArguments) -> None:
-        """Trace the generic program of this call's signature now (ahead of time)."""
         _, family, trace, *_ = self._signature_of(call)
         self._last = family.generic(trace)
         self._keep_intermediate(self._last)
 
     def _signature_of(self, call: CallArguments, mismatch: Exception | None = None
                       ) -> tuple[CallArguments, ProgramFamily, SignatureTrace, list, list, list[str]]:
-        """The call (promoted, see :meth:`_promoted`), its signature's programs, how it is traced,
-        and its flat arguments, their axes and names. ``mismatch``: why the call does not fit the
-        type annotations, for Catalyst's warning when its signature is then traced."""
-        tree, specs, leaves, axes = self.layout.leaf_specs(call)
-        names = [n for a, n in zip(call.dynamic, call.dynamic_names) for _ in jax.tree_util.tree_leaves(a)]
-        _check_int64(self.name, names, leaves)  # before promotion would make a float of it
+        """The call (promoted), its programs, how it is traced, its flat arguments, axes and names."""
+        tree, specs, leaves, axes, names = self.layout.leaf_specs(call)
+        for name, leaf in zip(names, leaves):  # (before promotion makes a float of it) as jax.jit says
+            if type(leaf) is int and leaf not in _INT64_RANGE:
+                raise ArgumentOverflowError(
+                    f"{self.name}: argument {name} = {leaf} does not fit in a 64-bit integer, the type "
+                    "of integer arguments (and of sizes). Pass a smaller value."
+                )
         key = (call.dynamic_keys, tree, tuple(specs), call.static)
         family = self._programs.get(key)
         if not _has_program(family):
@@ -273,19 +279,18 @@ class QJIT:
                 family, specs, leaves = promoted
                 call = call.with_dynamic(jax.tree_util.tree_unflatten(tree, leaves))
             elif mismatch is not None:
-                warnings.warn(
-                    f"Provided arguments did not match declared signature, recompiling... ({mismatch})",
-                    UserWarning, stacklevel=5,
-                )
+                message = f"Provided arguments did not match declared signature, recompiling... ({mismatch})"
+                where = user_line()  # the user's call, however deep the call path into here
+                if where is None:
+                    warnings.warn(message, UserWarning, stacklevel=2)
+                else:
+                    warnings.warn_explicit(message, UserWarning, where.filename, where.lineno)
         trace = self._signature_trace(call, tree, specs, axes, names)
         family = family if family is not None else self._family_for(key, axes, names, specs)
         return call, family, trace, leaves, axes, names
 
     def _promoted(self, key: tuple, leaves: list[Any]) -> tuple[ProgramFamily, list[LeafSpec], list[Any]] | None:
-        """Catalyst's promotion: the programs, leaf specs and converted leaves of the most recent
-        signature of the same structure and static arguments that the call's leaves promote to
-        (:func:`.signature.promoted_leaves`); ``None`` if none (or tracers: they meet the program
-        at its boundary)."""
+        """Catalyst's promotion to the latest signature the leaves promote to (not for tracers)."""
         if any(isinstance(x, Tracer) for x in leaves):
             return None
         dynamic_keys, tree, specs, static = key
@@ -297,8 +302,7 @@ class QJIT:
         return None
 
     def _annotation_call(self) -> CallArguments | None:
-        """Arguments standing for the type annotations when every parameter is positional and
-        annotated with a type: the function is then traced ahead of time, as Catalyst does."""
+        """Arguments standing for the annotations if every parameter has a type (traced ahead)."""
         binding = self.binding
         static = binding.static_names or binding.static_varargs
         if binding.signature is None or static or binding.static_argnums_error:
@@ -315,9 +319,7 @@ class QJIT:
         return binding.bind(examples, {})
 
     def _program_for(self, call: CallArguments) -> tuple[CallArguments, Executable, list[Any], list[str], list[int], list[int]]:
-        """The call as run (:meth:`_conformed`, :meth:`_promoted`), its program (traced if none
-        holds for its sizes), its flat arguments, their names, its abstracted axes' lengths and
-        the values of the program's implicit inputs."""
+        """The call as run, its program, flat arguments, their names, axis lengths, implicit values."""
         call, family, trace, leaves, axes, names = self._signature_of(*self._conformed(call))
         # Unequal lengths of a shared axis would otherwise surface as a JAX error from tracing.
         axis_lengths = implicit_values(*dimension_sources(axes), leaves, names, self.name)
@@ -329,11 +331,12 @@ class QJIT:
             raise _size_argument_not_known(self.name, names[unknown.position - len(axis_lengths)]) from None
         self._last = program
         self._keep_intermediate(program)
-        return call, program, leaves, names, axis_lengths, program.program.implicit_args(leaves, names, self.name)
+        traced = program.program
+        implicit = implicit_values(traced.axis_names, traced.dim_sources, leaves, names, self.name)
+        return call, program, leaves, names, axis_lengths, implicit
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
-        """How this call's signature is traced: the function of its dynamic arguments, through
-        PennyLane's capture when ``capture`` says so."""
+        """How this call's signature is traced (through PennyLane's capture if ``capture`` says so)."""
         capture = None
         if uses_capture(self._capture):
             from .capture.program import captured_program  # imports PennyLane: only when used
@@ -342,11 +345,10 @@ class QJIT:
         donated = self._jit.donated_leaves(call.dynamic_keys, call.dynamic) if self._jit.donated else frozenset()
         return SignatureTrace(
             self.binding.of_dynamic_arguments(self.user_function, call), call.dynamic, tree, specs, axes, names,
-            self.name, self.options, self._executable_options, self._report, capture, donated,
+            self.name, self.options, self._executable_options, capture, donated,
         )
 
     def _family_for(self, key: tuple, axes, names, specs) -> ProgramFamily:
-        """The programs of a signature (``key``), made if there are none yet."""
         family = self._programs.get(key)
         if family is None:
             sizing = [is_size_type(s.shape, s.dtype) for s in specs]  # the arguments that can set sizes
@@ -359,8 +361,7 @@ class QJIT:
         return family
 
     def _conformed(self, call: CallArguments) -> tuple[CallArguments, ArgumentTypeError | None]:
-        """The call converted to the type annotations (:func:`.signature.as_annotated`), and why
-        it does not fit them (``None`` if it does)."""
+        """The call converted to the type annotations, and why it does not fit them (or ``None``)."""
         if self._annotated is None:
             return call, None
         out = []
@@ -376,22 +377,21 @@ class QJIT:
     # --- calling -----------------------------------------------------------------------------
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        """``@qjit`` on a method binds ``obj`` first (``static_argnums=0`` makes it static); a
-        ``@staticmethod`` under the decorators is never bound."""
-        if instance is None or _wraps_staticmethod(self.original_function):
+        """``@qjit`` on a method binds ``obj`` first (not under a ``@staticmethod``)."""
+        try:
+            unwrapped = inspect.unwrap(self.original_function, stop=lambda f: isinstance(f, staticmethod))
+        except ValueError:  # a cycle of __wrapped__
+            unwrapped = None
+        if instance is None or isinstance(unwrapped, staticmethod):
             return self
         return types.MethodType(self, instance)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
             if self._placing:  # in_shardings/out_shardings: placed around the checked call
-                placed = self._jit.place_arguments(args)
-                running = program_started()
-                try:
-                    result = self._call_checked(None, placed, kwargs)[0]
+                with running_program():
+                    result = self._call_checked(None, self._jit.place_arguments(args), kwargs)[0]
                     wait_for_effects()
-                finally:
-                    program_ended(running)
                 return self._jit.place_results(result)
             static = self._static_dispatch
             if static is not None and not kwargs and len(args) == static[1] and all(
@@ -403,30 +403,24 @@ class QJIT:
                 if data is not None:  # the dispatcher can run this call by itself: use it
                     self._python_only = False
                 return result
-            # jax.jit's C++ dispatcher runs calls of argument types it has data for without
-            # Python; the others take _python_call.
+            # jax.jit's C++ dispatcher runs calls it has data for; the others take _python_call.
             return self._dispatch(*args, **kwargs)
         except Exception as error:  # a callback's failure as its own exception, user's frames first
             raise filtered(callback_exception(error))  # noqa: B904
 
     def _python_call(self, args: tuple, kwargs: dict, static: tuple[int, ...] | None = None) -> tuple[Any, Any, bool]:
-        """A call the dispatcher cannot run by itself: its result, the dispatch data for later
-        calls of its argument types (or ``None``), and whether to come back to Python for them
-        (see :func:`.jax_extras.executables.dispatcher`). ``static``: the positions the calling
-        dispatcher takes by value."""
+        """A call the dispatcher cannot run: its result, dispatch data, whether to come back."""
         if is_tracing():  # inside another trace: inlined into it, as Catalyst does
             return self.user_function(*args, **kwargs), None, True
-        # Only this path runs programs with callbacks: a callback failing on an XLA worker
-        # thread finds this call.
-        running = program_started()
-        try:
+        # Only this path runs programs with callbacks: one failing on an XLA thread finds this call.
+        with running_program():
             # A call of the argument types of one already validated skips the checked path.
             key = None if kwargs else _call_key(args)
             validated = self._validated_calls.get(key) if key is not None else None
             if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
-                self._last = validated.fast.executable
+                self._last = validated.executable
                 try:
-                    result = validated.fast(args)
+                    result = validated(args)
                 except (CompileError, UnsupportedOperationError):
                     pass  # rare (a negative size): the checked call raises it naming the arguments
                 else:
@@ -435,22 +429,17 @@ class QJIT:
             called = self._call_checked(key, args, kwargs, static)
             wait_for_effects()  # callbacks' errors raise here, not in a later program
             return called
-        finally:
-            program_ended(running)
 
-    def _dispatch_data(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any,
+    def _dispatch_data(self, repeated: FastCall, args: tuple, leaves: Sequence[Any], result: Any,
                        static: tuple[int, ...] | None = None) -> tuple[Any, bool]:
-        """The dispatch data of a call whose leaves are its arguments, and whether to ask again
-        at the next call of its argument types; for the dispatcher taking ``static`` by value."""
-        # A full cache's order of use decides evictions, and hits may be reported: Python sees
-        # those calls.
+        """The dispatch data of a call whose leaves are its arguments, and whether to ask again."""
+        # A full cache's order of use decides evictions, and hits may be reported: Python sees them.
         dispatchable = self._executable_options.cache.has_room() and not self._report.enabled
         if static is not None:
-            data = repeated.fast.static_dispatch_data(leaves, static, result) if dispatchable else None
+            data = repeated.static_dispatch_data(leaves, static, result) if dispatchable else None
             return data, data is None
-        if repeated.facts_hold is not None or repeated.fast.direct_consts is None:
-            # The program reads argument values or converts the leaves: Python runs every such
-            # call, without asking again.
+        if repeated.facts_hold is not None or repeated.direct_consts is None:
+            # The program reads argument values or converts the leaves: Python runs such calls.
             if self._python_only is None:
                 self._python_only = True
             if dispatchable and self._static_dispatch is None:
@@ -458,18 +447,16 @@ class QJIT:
             return None, False
         if not dispatchable:
             return None, True
-        data = repeated.fast.dispatch_data(leaves, result)
+        data = repeated.dispatch_data(leaves, result)
         if data is not None:
             self._python_only = False
         return data, data is None
 
-    def _make_static_dispatch(self, repeated: _RepeatedCall, args: tuple, leaves: Sequence[Any], result: Any) -> None:
-        """Make the dispatcher of calls whose Python ints (at this call's positions) are static,
-        when it can run this call: the program reads no other argument's value, and its
-        executable for these values takes the other arguments as they are."""
+    def _make_static_dispatch(self, repeated: FastCall, args: tuple, leaves: Sequence[Any], result: Any) -> None:
+        """A dispatcher taking this call's Python ints by value, if it can run the call."""
         static = tuple(k for k, a in enumerate(args) if type(a) is int)
         if (not static or len(args) != len(leaves) or not repeated.reads <= set(static)
-                or repeated.fast.static_dispatch_data(leaves, static, result) is None):
+                or repeated.static_dispatch_data(leaves, static, result) is None):
             return
         call = dispatcher(self.name, *_python_calls(weakref.ref(self), static), static_argnums=static)
         self._dispatchers.append(call)
@@ -491,7 +478,7 @@ class QJIT:
             v is a for v, a in zip(call.values, args)
         ):
             # Bound unconverted, in order: a call with the same key is the same call.
-            repeated = _RepeatedCall(executable, implicit, leaves, axis_lengths)
+            repeated = FastCall(executable, implicit, leaves, axis_lengths)
             if key is not None:
                 self._validated_calls[key] = repeated
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
@@ -502,15 +489,16 @@ class QJIT:
 
     @contextlib.contextmanager
     def _naming_size_arguments(self, executable, implicit, leaves, names):
-        """Re-raise a specialization error naming the arguments sizes come from, an unsupported
-        operation naming this function, a callback's exception as itself."""
+        """Errors of a run naming the arguments sizes come from, or this function."""
         thread_collector("callback_errors")  # made outside the run's scopes: callbacks find it
         try:
             yield
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
-            sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if _is_int_scalar(x)]
+            known_ints = [(n, x) for n, x in zip(names, leaves) if np.ndim(x) == 0 and is_concrete_value(x)
+                          and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)]
+            sizes = [f"{n}={int(x)}" for n, x in known_ints]
             sizes += [f"axis {a!r}={v}" for a, v in zip(executable.program.axis_names, implicit)]
             error_type = ArgumentValueError
             if isinstance(e, (MemoryError, SizeAssumptionError)):
@@ -551,7 +539,6 @@ class QJIT:
         return None if self._last is None else self._workspaces.get(self._last)
 
     def _keep_intermediate(self, program: Executable) -> None:
-        """With ``keep_intermediate``, write a program (not inlined into another) to a workspace."""
         if not self.compile_options.keep_intermediate or inside_program_trace():
             return
         with self._lock:
@@ -716,8 +703,7 @@ class QJIT:
 
 
 def _python_calls(qjit: weakref.ref, static: tuple[int, ...] | None = None) -> tuple[Callable, Callable]:
-    """A function's call under ``jax.disable_jit()`` and its Python call path, for its dispatcher
-    (taking ``static`` by value), holding it weakly: the function owns its dispatchers."""
+    """A function's calls for its dispatcher, holding it weakly (it owns its dispatchers)."""
 
     def python_call(*args: Any, **kwargs: Any) -> tuple[Any, Any, bool]:
         return qjit()._python_call(args, kwargs, static)
@@ -728,18 +714,6 @@ def _python_calls(qjit: weakref.ref, static: tuple[int, ...] | None = None) -> t
 def _forget_dispatch_data(dispatchers: list[Callable[..., Any]]) -> None:
     for call in list(dispatchers):
         forget_dispatch_data(call)
-
-
-class _RepeatedCall:
-    """What a call of already-validated argument types runs (:class:`FastCall`), and a check of
-    the program's facts that read integer arguments (axis lengths are part of the key)."""
-
-    def __init__(self, executable: Executable, implicit: list[int], leaves: Sequence[Any], axis_lengths: list[int]):
-        self.fast = FastCall(executable, implicit, leaves)
-        facts = executable.facts
-        self.reads = frozenset(k - len(axis_lengths) for k in facts.inputs if k >= len(axis_lengths))
-        first_broken, lengths = facts.first_broken, tuple(axis_lengths)
-        self.facts_hold = (lambda args: first_broken((*lengths, *args) if lengths else args) < 0) if self.reads else None
 
 
 _SCALAR_TYPES = frozenset({int, float, bool, complex})
@@ -766,8 +740,7 @@ def _same_objects(a: Sequence[Any], b: Sequence[Any]) -> bool:
 
 
 def _call_key(args: tuple) -> tuple | None:
-    """What a call's validation depends on, when every argument is a number (by type only) or a
-    concrete array; ``None`` otherwise (the checked path every time)."""
+    """What a call's validation depends on, if every argument is a number or a concrete array."""
     key = []
     for a in args:
         kind = type(a)
@@ -784,49 +757,12 @@ def _call_key(args: tuple) -> tuple | None:
 _INT64_RANGE = range(-(2**63), 2**63)
 
 
-def _check_int64(fn_name: str, names: Sequence[str], leaves: Sequence[Any]) -> None:
-    """A Python int argument must fit in int64, as ``jax.jit`` says."""
-    for name, leaf in zip(names, leaves):
-        if type(leaf) is int and leaf not in _INT64_RANGE:
-            raise ArgumentOverflowError(
-                f"{fn_name}: argument {name} = {leaf} does not fit in a 64-bit integer, the type "
-                "of integer arguments (and of sizes). Pass a smaller value."
-            )
-
-
 def _size_argument_not_known(fn_name: str, name: str) -> ArgumentTypeError:
     return ArgumentTypeError(
         f"{fn_name}: argument {name} sets an array size, so its value must be known, but an "
         "outer JAX transformation (jax.jit, jax.vmap, ...) traces it. Pass it as a static "
         "argument of that transformation (static_argnums) or keep it out of the transformation."
     )
-
-
-def _wraps_staticmethod(fn: Any) -> bool:
-    """Whether ``fn`` or a function it wraps (``__wrapped__``) is a ``staticmethod``."""
-    try:
-        return isinstance(inspect.unwrap(fn, stop=lambda f: isinstance(f, staticmethod)), staticmethod)
-    except ValueError:  # a cycle of __wrapped__
-        return False
-
-
-def _keyword_options(record: QJITOptions) -> dict[str, Any]:
-    """``qjit``'s keyword options from a ``CompileOptions`` record (less its compiler driver's)."""
-    if not isinstance(record, QJITOptions):
-        raise ArgumentTypeError(
-            f"QJIT(fn, compile_options): compile_options must be a catalyst_lite.CompileOptions, got "
-            f"{type(record).__name__}; or pass the options as keywords to qjit."
-        )
-    internal = {"link", "lower_to_llvm", "checkpoint_stage"}
-    options = {f.name: getattr(record, f.name) for f in dataclasses.fields(record) if f.name not in internal}
-    options["static_argnums"] = options["static_argnums"] or None
-    return options
-
-
-def _is_int_scalar(x: Any) -> bool:
-    """A known integer scalar (an argument that may set sizes)."""
-    integer = np.ndim(x) == 0 and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)
-    return integer and is_concrete_value(x)
 
 
 def qjit(

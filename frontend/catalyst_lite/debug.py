@@ -1,8 +1,5 @@
-"""``catalyst_lite.debug``: Catalyst's debugging helpers. The run-time ones (:func:`callback`,
-:func:`print`, :func:`print_memref`, :func:`debug_assert`) are host callbacks
-(:mod:`catalyst_lite.callbacks`); outside qjit they simply run. There is one compiler stage,
-``"mlir"``, and no MLIR pipeline; helpers that need Catalyst's pipeline, shared library or MLIR
-program raise :class:`~catalyst_lite.errors.UnsupportedOperationError`.
+"""``catalyst_lite.debug``: Catalyst's debugging helpers. The run-time ones are host callbacks
+(:mod:`catalyst_lite.callbacks`); those needing Catalyst's MLIR pipeline raise ``UnsupportedOperationError``.
 """
 
 from __future__ import annotations

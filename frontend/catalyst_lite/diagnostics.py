@@ -28,7 +28,7 @@ from .jax_extras.size_facts import SizeScope
 
 __all__ = [
     "user_facing_trace_errors", "ShapeBroadcastError", "unsupported_equation_error", "escaped_size_error",
-    "FILTERING_ENV_VAR", "filtered", "api_boundary",
+    "FILTERING_ENV_VAR", "filtered", "api_boundary", "first_line",
 ]
 
 _HINTS: dict[type[BaseException], str] = {
@@ -63,7 +63,7 @@ def unsupported_equation_error(eqn, err: BaseException) -> UnsupportedOperationE
     return UnsupportedOperationError(
         (f"at {location.described()}: " if location else "")
         + f"primitive {eqn.primitive.name!r} cannot run on the specialized sizes: JAX 0.7's "
-        f"dynamic-shape path does not support it ({type(err).__name__}: {_first_line(err)}). "
+        f"dynamic-shape path does not support it ({type(err).__name__}: {first_line(err)}). "
         "Give the array a static shape (drop its axis from abstracted_axes, or pass its size with "
         "static_argnums), or compute it with other jax.numpy functions."
     )
@@ -81,7 +81,7 @@ def _where(fn_name: str, err: BaseException) -> str:
     return f"{fn_name} (at {location.described()})" if location else fn_name
 
 
-def _first_line(err: BaseException) -> str:
+def first_line(err: BaseException) -> str:
     return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
 
 
@@ -91,30 +91,6 @@ def user_facing_trace_errors(
 ) -> Iterator[None]:
     """Translate errors raised while tracing ``fn_name`` in ``scope`` (see the module docstring);
     ``scalar_dtypes`` (``None`` for arrays) name the candidates of a size that is not an integer."""
-    with _signals_replaced_on_the_way(scope):
-        with _translated_trace_errors(fn_name, leaf_names, scalar_dtypes, scope):
-            yield
-
-
-@contextlib.contextmanager
-def _signals_replaced_on_the_way(scope: SizeScope | None) -> Iterator[None]:
-    """A symbolic trace that fails after the user's code asked a size's Python value fails for
-    want of the call's sizes, whatever error reaches here (code may have caught the signal and
-    raised its own): it is traced again with the call's sizes. Our own errors pass."""
-    try:
-        yield
-    except (NeedsCallSizes, CatalystLiteError):
-        raise  # the signal itself, or our typed verdict on the program
-    except Exception as err:
-        if scope is None or not scope.symbolic or scope.signalled is None:
-            raise
-        raise NeedsCallSizes.standing_for(err, f"{scope.signalled}, then {type(err).__name__}") from err
-
-
-@contextlib.contextmanager
-def _translated_trace_errors(
-    fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None], scope: SizeScope | None
-) -> Iterator[None]:
     try:
         yield
     except NeedsCallSizes:
@@ -138,17 +114,22 @@ def _translated_trace_errors(
     except tuple(_HINTS) as err:
         hint = next(hint for jax_error, hint in _HINTS.items() if isinstance(err, jax_error))
         raise error_standing_for(ControlFlowError, type(err))(
-            f"{_where(fn_name, err)}: {hint} JAX reported: {_first_line(err)}"
+            f"{_where(fn_name, err)}: {hint} JAX reported: {first_line(err)}"
         ) from None
-    except (TypeError, ValueError) as err:
-        if scope is not None and scope.symbolic and scope.last_disagreement is not None:
+    except Exception as err:
+        if scope is None or not scope.symbolic:
+            raise
+        if isinstance(err, (TypeError, ValueError)) and scope.last_disagreement is not None:
             # JAX's shape logic raised right after it was told two sizes differ: at the call's
             # sizes they may not (`jnp.stack` of two abstracted axes).
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic on sizes that differ") from err
-        if scope is not None and scope.symbolic and scope.last_branch_at_point:
+        if isinstance(err, (TypeError, ValueError)) and scope.last_branch_at_point:
             # ... or right after it branched otherwise at the call's sizes than at generic ones
             # (`jnp.pad(x, 1, "reflect")` at n = 1 refuses a symbolic n): jax.jit's way serves it.
             raise NeedsCallSizes.standing_for(err, "JAX's shape logic at this call's sizes") from err
+        if scope.signalled is not None:
+            # The user's code asked a size's Python value, then failed (maybe catching the signal).
+            raise NeedsCallSizes.standing_for(err, f"{scope.signalled}, then {type(err).__name__}") from err
         raise  # the user's own, or JAX's about the user's program: left as it is
 
 

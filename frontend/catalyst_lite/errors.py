@@ -98,6 +98,11 @@ class SymbolicShapeError(CatalystLiteError, TypeError):
     or on the data (``jnp.squeeze`` without ``axis``, boolean-mask indexing)."""
 
 
+class DataDependentSliceError(CatalystLiteError, IndexError):
+    """``x[:k]`` with ``k`` computed from array data: the result's length would depend on the data
+    (``jax.jit``'s ``IndexError``)."""
+
+
 class SizeAssumptionError(CompileError):
     """A program traced with symbolic sizes assumed something false about a size computed inside
     a loop (assumptions about the arguments' sizes never raise: the call is traced again)."""
@@ -151,6 +156,12 @@ class QuantumRegionError(CatalystLiteError, ValueError):
 
 class ShotsError(CatalystLiteError, ValueError):
     """A QNode's shots, ``mcm_method`` or ``postselect_mode`` cannot be used together."""
+
+
+class RetrySignal(Exception):
+    """Not an error of the program: what raises it is run again with what it learned (a circuit
+    with the wires its trace found). Code recovering from errors (autograph's fallback to a
+    Python loop) lets it pass."""
 
 
 def pennylane_error(ours: type, name: str) -> type:

@@ -139,21 +139,7 @@ def ppm_specs(fn: Any) -> dict:
     )
 
 
-cancel_inverses = qml.transform(pass_name="cancel-inverses")
-combine_global_phases = qml.transform(pass_name="combine-global-phases")
-commute_ppr = qml.transform(pass_name="commute-ppr")
-decompose_arbitrary_ppr = qml.transform(pass_name="decompose-arbitrary-ppr")
-diagonalize_measurements = qml.transform(pass_name="diagonalize-final-measurements")
-disentangle_cnot = qml.transform(pass_name="disentangle-cnot")
-disentangle_swap = qml.transform(pass_name="disentangle-swap")
-graph_decomposition = qml.transform(pass_name="graph-decomposition")
-gridsynth = qml.transform(pass_name="gridsynth")
-ions_decomposition = qml.transform(pass_name="ions-decomposition")
-merge_ppr_ppm = qml.transform(pass_name="merge-ppr-ppm")
-merge_rotations = qml.transform(pass_name="merge-rotations")
-parity_synth = qml.transform(pass_name="parity-synth")
-ppm_compilation = qml.transform(pass_name="ppm-compilation")
-ppr_to_mbqc = qml.transform(pass_name="ppr-to-mbqc")
-ppr_to_ppm = qml.transform(pass_name="ppr-to-ppm")
-reduce_t_depth = qml.transform(pass_name="reduce-t-depth")
-to_ppr = qml.transform(pass_name="to-ppr")
+# Each pass: PennyLane's transform of Catalyst's pass name, the function's name dashed.
+_PASS_NAMES = {"diagonalize_measurements": "diagonalize-final-measurements"}
+for _name in sorted(set(__all__) - _NOT_PASSES):
+    globals()[_name] = qml.transform(pass_name=_PASS_NAMES.get(_name, _name.replace("_", "-")))

@@ -1,9 +1,5 @@
-"""A compiled function's signature: how a call binds to its parameters (:class:`CallBinding`, as
-Python binds it; left-out parameters get their defaults from Python, untraced, as with ``jax.jit``),
-what their type annotations ask for (Catalyst's ahead-of-time tracing, :func:`example_of`), and
-the arguments as traced (:class:`ArgumentLayout`: pytree leaves and abstracted axes). A function
-is traced again only when its signature changes: its dynamic arguments' structure, dtypes, ranks,
-non-abstracted sizes and its static arguments' values.
+"""A compiled function's signature: how a call binds to its parameters (:class:`CallBinding`), what
+their type annotations ask for (:func:`example_of`), and the arguments as traced (:class:`ArgumentLayout`).
 
 >>> binding = CallBinding(lambda x, *, scale=2.0, mode="sum": x, static_argnames="mode")
 >>> call = binding.bind((1.0,), {"mode": "max"})
@@ -32,7 +28,8 @@ from .errors import (
 from .jax_extras import ShapedArray, Tracer
 
 __all__ = [
-    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "is_type_annotation",
+    "CallArguments", "CallBinding", "PYTHON_SCALARS", "resolved_annotation", "qjit_annotation",
+    "is_type_annotation",
     "example_of", "as_annotated", "promotes", "promoted_leaf", "promoted_leaves", "dtype_of", "LeafSpec",
     "ArgumentLayout", "AxesSpec",
 ]
@@ -91,14 +88,16 @@ class CallArguments:
 class CallBinding:
     """How calls of ``fn`` bind to its parameters, and which arguments are static."""
 
-    def __init__(
-        self,
-        fn: Callable,
-        static_argnums: Sequence[int] | int | None = None,
-        static_argnames: Sequence[str] | str | None = None,
-    ):
+    def __init__(self, fn: Callable, static_argnums: Sequence[int] | int | None = None,
+                 static_argnames: Sequence[str] | str | None = None):
         self.fn_name = function_name(fn)
-        self.call_keywords = _call_site_keywords(fn)
+        # Static keywords beyond the parameters, hashed: a QNode's call-site ``shots`` (if its
+        # function has none; PennyLane not imported: fn is no QNode).
+        qml = sys.modules.get("pennylane")
+        is_qnode = qml is not None and isinstance(fn, qml.QNode) and not fn._qfunc_uses_shots_arg
+        self.call_keywords: dict[str, Callable[[Any], Hashable]] = {}
+        if is_qnode:
+            self.call_keywords["shots"] = qml.measurements.Shots
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
         except (TypeError, ValueError):
@@ -116,8 +115,14 @@ class CallBinding:
         except (ArgumentTypeError, StaticArgnumsError) as err:
             self.static_argnums_error, nums = err, set()
         names = set(checked_tuple(static_argnames, str, "static_argnames", self.fn_name))
-        if self.signature is not None:
-            self._check_static_argnames(names)
+        named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
+        unknown = sorted(n for n in names if n not in named)
+        if unknown and self.signature is not None and self.var_keyword is None:
+            raise ArgumentValueError(
+                f"{self.fn_name}: the qjitted function has invalid argname "
+                f"{{{', '.join(map(repr, unknown))}}} in static_argnames: not a parameter "
+                f"(parameters: {', '.join(repr(n) for n in self.parameters if n in named) or 'none'})."
+            )
         # As jax.jit does: a positional parameter is static whether passed by position or name.
         self.static_names = frozenset(names) | {self.positional[i] for i in nums if i < len(self.positional)}
         # Positions beyond the named parameters are elements of *args.
@@ -147,16 +152,6 @@ class CallBinding:
                     )
         return nums
 
-    def _check_static_argnames(self, names: set[str]) -> None:
-        named = {n for n, p in self.parameters.items() if p.kind not in _VARIADIC}
-        unknown = sorted(n for n in names if n not in named)
-        if unknown and self.var_keyword is None:
-            raise ArgumentValueError(
-                f"{self.fn_name}: the qjitted function has invalid argname "
-                f"{{{', '.join(map(repr, unknown))}}} in static_argnames: not a parameter "
-                f"(parameters: {', '.join(repr(n) for n in self.parameters if n in named) or 'none'})."
-            )
-
     @property
     def static_argnums(self) -> tuple[int, ...]:
         """The positions of the static arguments (those named by ``static_argnames`` too)."""
@@ -177,12 +172,19 @@ class CallBinding:
         if self.signature is None:  # no signature to bind by: arguments as given
             keys = [("*", i) for i in range(len(args))] + [("**", k) for k in kwargs]
             return self._arguments(keys, [*args, *kwargs.values()])
-        self._check_keywords(kwargs)
+        # A keyword naming no parameter is the error, as in Python (before a missing argument).
+        by_keyword = (*_VARIADIC, inspect.Parameter.POSITIONAL_ONLY)
+        unknown = [k for k in kwargs if k not in self.parameters or self.parameters[k].kind in by_keyword]
+        if unknown and self.var_keyword is None:
+            raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {unknown[0]!r}")
         try:
             bound = self.signature.bind(*args, **kwargs)
         except TypeError as e:
             raise ArgumentTypeError(f"{self.fn_name}: {e}") from None
-        self._fill_static_defaults(bound)
+        for name in self.static_names - bound.arguments.keys():  # its default: f(x), f(x, mode=default) alike
+            p = self.parameters.get(name)
+            if p is not None and p.default is not p.empty and _hashable(p.default):
+                bound.arguments[name] = p.default
         keys, values = [], []
         for name, value in bound.arguments.items():
             kind = self.parameters[name].kind
@@ -197,57 +199,29 @@ class CallBinding:
                 values.append(value)
         return self._arguments(keys, values)
 
-    def _fill_static_defaults(self, bound: inspect.BoundArguments) -> None:
-        """A static parameter left out takes its default: ``f(x)`` and ``f(x, mode=default)``
-        share a trace."""
-        for name in self.static_names:
-            p = self.parameters.get(name)
-            if p is not None and name not in bound.arguments and p.default is not p.empty:
-                try:
-                    hash(p.default)
-                except TypeError:
-                    continue
-                bound.arguments[name] = p.default
-
-    def _check_keywords(self, kwargs: dict) -> None:
-        """A keyword naming no parameter is the error, as in Python (before a missing argument)."""
-        if self.var_keyword is not None:
-            return
-        accepted = {n for n, p in self.parameters.items() if p.kind not in (*_VARIADIC, inspect.Parameter.POSITIONAL_ONLY)}
-        for k in kwargs:
-            if k not in accepted:
-                raise ArgumentTypeError(f"{self.fn_name}() got an unexpected keyword argument {k!r}")
-
     def _arguments(self, keys: list[ArgumentKey], values: list[Any]) -> CallArguments:
         static = [
             tag == "call" or (ident in self.static_varargs if tag == "*" else ident in self.static_names)
             for tag, ident in keys
         ]
-        self._check_static_varargs(keys)
+        # static_argnums beyond the named parameters must name a given element of *args.
+        given = sum(1 for tag, _ in keys if tag == "*")
+        beyond = [len(self.positional) + i for i in sorted(self.static_varargs) if i >= given]
+        if beyond:
+            npos = len(self.positional) + given
+            raise StaticArgnumsError(
+                f"{self.fn_name}: static_argnums names argnum {beyond[0]}, which is beyond the valid "
+                f"range of [0, {npos}): the call passes {npos} positional argument(s)."
+            )
         for key, value, is_static in zip(keys, values, static):
-            if is_static:
-                try:
-                    hash(value)
-                except TypeError:
-                    raise UnhashableStaticArgumentError(
-                        f"{self.fn_name}: static argument {self._name(key)} must be hashable, got "
-                        f"{type(value).__name__}."
-                    ) from None
+            if is_static and not _hashable(value):
+                raise UnhashableStaticArgumentError(
+                    f"{self.fn_name}: static argument {self._name(key)} must be hashable, got "
+                    f"{type(value).__name__}."
+                )
         slots, nslots = self._slots(keys, static)
         names = tuple(self._name(k) for k in keys)
         return CallArguments(tuple(keys), tuple(values), names, tuple(static), slots, nslots)
-
-    def _check_static_varargs(self, keys: list[ArgumentKey]) -> None:
-        """``static_argnums`` beyond the named parameters must name a given element of ``*args``."""
-        given = sum(1 for tag, _ in keys if tag == "*")
-        for i in sorted(self.static_varargs):
-            if i >= given:
-                npos = len(self.positional) + given
-                raise StaticArgnumsError(
-                    f"{self.fn_name}: static_argnums names argnum {len(self.positional) + i}, which "
-                    f"is beyond the valid range of [0, {npos}): the call passes {npos} positional "
-                    "argument(s)."
-                )
 
     def _slots(self, keys: list[ArgumentKey], static: list[bool]) -> tuple[tuple[int, ...], int]:
         """Each argument's position among the non-static ones, counting parameters left out."""
@@ -299,13 +273,12 @@ class CallBinding:
         return with_dynamic
 
 
-def _call_site_keywords(fn: Any) -> dict[str, Callable[[Any], Hashable]]:
-    """Static keywords a call of ``fn`` takes beyond its parameters, each with its hashable form:
-    PennyLane's call-site ``shots`` of a QNode whose function has none."""
-    qml = sys.modules.get("pennylane")  # not imported: fn is no QNode
-    if qml is None or not isinstance(fn, qml.QNode) or fn._qfunc_uses_shots_arg:
-        return {}
-    return {"shots": qml.measurements.Shots}
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 # --- type annotations ------------------------------------------------------------------------------
@@ -333,9 +306,26 @@ def resolved_annotation(annotation: Any, fn: Callable) -> Any:
         return annotation
 
 
+def qjit_annotation(annotation: Any, fn: Callable) -> Any:
+    """A parameter's annotation as ``qjit`` reads it: a string annotation (``from __future__ import
+    annotations``) is evaluated, and asks for ahead-of-time tracing when it names a JAX type
+    (``"float"``, a ``ShapedArray``); one naming another class (``"jax.Array"``) stays a string, a
+    type hint asking for nothing, as Catalyst ignores string annotations (no error)."""
+    resolved = resolved_annotation(annotation, fn)
+    if isinstance(annotation, str) and is_type_annotation(resolved) and not _is_jax_type(resolved):
+        return annotation
+    return resolved
+
+
+def _is_jax_type(annotation: Any) -> bool:
+    """Whether :func:`example_of` takes the annotation for a JAX type (a Python scalar type, an
+    array type, a dtype)."""
+    return (annotation in PYTHON_SCALARS or isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct))
+            or _scalar_dtype(annotation) is not None)
+
+
 def is_type_annotation(annotation: Any) -> bool:
-    """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``) or an
-    array type; any class but a JAX type is then an error, as in Catalyst.
+    """Whether an annotation asks for ahead-of-time tracing: a class (not ``list[int]``), an array type.
 
     >>> is_type_annotation(float), is_type_annotation(list[int])
     (True, False)
@@ -384,14 +374,14 @@ def _scalar_dtype(annotation: Any) -> np.dtype | None:
     if isinstance(annotation, type) and issubclass(annotation, np.generic):
         return np.dtype(annotation)
     dtype = getattr(annotation, "dtype", None)  # jnp.float32 and friends
-    return np.dtype(dtype) if isinstance(annotation, type) and isinstance(dtype, np.dtype) else None
+    return dtype if isinstance(annotation, type) and isinstance(dtype, np.dtype) else None
 
 
 def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
     """A call's argument converted to its parameter's annotation as Catalyst converts it: a
     scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
-    type's shape whose dtype promotes to it. A dtype that does not promote is an
-    :class:`ArgumentTypeError`; other shapes are left as they are."""
+    type's shape (a dtype's: a scalar) whose dtype promotes to it. Anything else (another dtype,
+    shape or structure) is an :class:`ArgumentTypeError`: the call does not fit the annotations."""
     if annotation in PYTHON_SCALARS:
         kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
         if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
@@ -401,19 +391,20 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
             )
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
+    if _scalar_dtype(annotation) is not None:  # jnp.float32, np.int16: a scalar of that dtype
+        annotation = jax.ShapeDtypeStruct((), _scalar_dtype(annotation))
     if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
-        if not hasattr(a, "dtype") and not isinstance(a, (int, float, bool, complex)):
-            return a
-        dtype = dtype_of(a)
-        python_scalar = not hasattr(a, "dtype")  # weakly typed in JAX: given the annotated type
-        promotable = promotes(dtype, annotation.dtype)
-        if not promotable and not python_scalar:
+        shape, target = tuple(annotation.shape), np.dtype(annotation.dtype)
+        # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
+        python_scalar = isinstance(a, (int, float, bool, complex)) and not hasattr(a, "dtype")
+        if not (python_scalar or hasattr(a, "dtype")) or np.shape(a) != shape or not promotes(dtype_of(a), target):
+            got = f"{dtype_of(a)}{list(np.shape(a))}" if python_scalar or hasattr(a, "dtype") else type(a).__name__
             raise ArgumentTypeError(
-                f"{fn_name}: argument {arg_name} is annotated with dtype {np.dtype(annotation.dtype)} "
-                f"but got {dtype}, which does not promote to it."
+                f"{fn_name}: argument {arg_name} is annotated {target}{list(shape)} but got {got}, "
+                "which does not have that shape or does not promote to that dtype."
             )
-        if np.shape(a) == tuple(annotation.shape) and (python_scalar or dtype != annotation.dtype) and promotable:
-            return promoted_leaf(a, LeafSpec(tuple(annotation.shape), np.dtype(annotation.dtype), False))
+        if python_scalar or dtype_of(a) != target:
+            return promoted_leaf(a, LeafSpec(shape, target, False))
     return a
 
 
@@ -421,8 +412,7 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
 
 
 def promotes(dtype: Any, target: Any) -> bool:
-    """Whether ``dtype`` converts to ``target`` without loss by JAX's promotion rules (Catalyst's
-    rule for running a compiled or annotated signature on other arguments).
+    """Whether ``dtype`` converts to ``target`` without loss by JAX's promotion rules.
 
     >>> promotes(np.int32, np.float64), promotes(np.float64, np.int64), promotes(np.uint64, np.int64)
     (True, False, False)
@@ -441,8 +431,7 @@ _PYTHON_TYPE_OF = {dtype: kind for kind, dtype in PYTHON_SCALARS.items()}
 
 
 def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
-    """``x`` converted to ``spec``'s type: a Python number for a weakly typed scalar of Python's
-    dtype, else a NumPy array."""
+    """``x`` converted to ``spec``'s type (a Python number for a weakly typed scalar)."""
     if spec.weak_type and spec.shape == ():
         kind = _PYTHON_TYPE_OF.get(spec.dtype)
         if kind is not None:
@@ -451,24 +440,19 @@ def promoted_leaf(x: Any, spec: LeafSpec) -> Any:
 
 
 def promoted_leaves(leaves: Sequence[Any], specs: Sequence[LeafSpec], target: Sequence[LeafSpec]) -> list | None:
-    """A call's flat arguments (of ``specs``) converted to a compiled signature's (``target``) if
-    each has its shape and a dtype that :func:`promotes` to its; else ``None``. An array never
-    takes a Python integer's or bool's place (a program may read such a value).
+    """A call's flat arguments (of ``specs``) converted to a compiled signature's, else ``None``.
 
     >>> f64, i32 = np.dtype("float64"), np.dtype("int32")
     >>> promoted_leaves([np.ones(2, i32)], [LeafSpec((None,), i32, False)], [LeafSpec((None,), f64, False)])[0].dtype
     dtype('float64')
     """
+    # An array never takes a Python integer's or bool's place (a program may read its value).
     if len(specs) != len(target) or not all(
-        s.shape == t.shape and promotes(s.dtype, t.dtype) and not _array_for_python_integer(s, t)
-        for s, t in zip(specs, target)
+        s.shape == t.shape and promotes(s.dtype, t.dtype)
+        and (s.weak_type or not t.weak_type or t.dtype.kind not in "biu") for s, t in zip(specs, target)
     ):
         return None
     return [x if s == t else promoted_leaf(x, t) for x, s, t in zip(leaves, specs, target)]
-
-
-def _array_for_python_integer(spec: LeafSpec, target: LeafSpec) -> bool:
-    return target.weak_type and target.dtype.kind in "biu" and not spec.weak_type
 
 
 def dtype_of(x: Any) -> np.dtype:
@@ -492,14 +476,9 @@ class LeafSpec:
 
 def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], np.dtype, bool]:
     """Shape, dtype and weak type of one argument leaf as qjit traces it (64-bit types)."""
-    if isinstance(x, bool):
-        return (), np.dtype(bool), True
-    if isinstance(x, numbers.Integral) and not isinstance(x, np.generic):
-        return (), np.dtype("int64"), True
-    if isinstance(x, float):
-        return (), np.dtype("float64"), True
-    if isinstance(x, complex):
-        return (), np.dtype("complex128"), True
+    for kind in (bool, numbers.Integral, float, complex):  # a Python number (NumPy's integers have a dtype)
+        if isinstance(x, kind) and not (kind is numbers.Integral and isinstance(x, np.generic)):
+            return (), PYTHON_SCALARS[int if kind is numbers.Integral else kind], True
     if isinstance(x, jax.ShapeDtypeStruct) or hasattr(x, "shape") and hasattr(x, "dtype"):
         extended = jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)  # a typed PRNG key's
         dtype = x.dtype if extended else np.dtype(x.dtype)
@@ -543,8 +522,7 @@ def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool
 
 
 class ArgumentLayout:
-    """How a call's dynamic arguments map to the flat list traced: pytree leaves, and the axes of
-    each that ``abstracted_axes`` makes symbolic.
+    """A call's dynamic arguments as traced: pytree leaves, and their abstracted axes.
 
     >>> call = CallBinding(lambda x, n: x).bind((np.ones(3),), {"n": 2})
     >>> layout = ArgumentLayout("f", abstracted_axes={0: "n"})
@@ -556,58 +534,44 @@ class ArgumentLayout:
         self.fn_name = fn_name
         self.abstracted_axes = abstracted_axes
 
-    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]]) -> list[AxesSpec]:
-        """One ``{axis: name}`` per flat leaf of the dynamic arguments, from ``abstracted_axes``."""
-        axes = self.abstracted_axes
-        dynamic, names = call.dynamic, call.dynamic_names
+    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]], ndims: list[int]
+                   ) -> list[AxesSpec]:
+        """One ``{axis: name}`` per flat leaf (of rank ``ndims``) of the dynamic arguments."""
+        axes, names = self.abstracted_axes, call.dynamic_names
+        owners = [name for name, leaves in zip(names, leaves_per_arg) for _ in leaves]
         if axes is None:
-            return [{} for leaves in leaves_per_arg for _ in leaves]
-        if _is_axes_dict(axes):
-            return self._axes_from_dict(axes, leaves_per_arg, names)
+            return [{} for _ in ndims]
+        if _is_axes_dict(axes):  # one dict for every argument that has the axis
+            specs = [_axes_for_leaf(axes, n, self.fn_name, o, False) for n, o in zip(ndims, owners)]
+            if any(ndims) and not any(specs):
+                described = ", ".join(f"{name} has {ndim}" for name, ndim in zip(owners, ndims))
+                raise ArgumentValueError(
+                    f"{self.fn_name}: abstracted_axes={axes!r} applies to no argument: it names "
+                    f"axes {sorted(axes)}, but {described} dimension(s). Name an axis the arguments "
+                    "have (axes count from 0), or give one entry per argument."
+                )
+            return specs
         entries = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
         if len(entries) > call.nslots or any(slot >= len(entries) for slot in call.dynamic_slots):
             raise ArgumentValueError(
                 f"{self.fn_name}: abstracted_axes has {len(entries)} entries but the function "
                 f"takes {call.nslots} non-static arguments."
             )
-        specs: list[AxesSpec] = []
-        for arg, slot, leaves, name in zip(dynamic, call.dynamic_slots, leaves_per_arg, names):
-            per_leaf = _broadcast_entry(entries[slot], arg, len(leaves), self.fn_name, name)
-            for leaf, leaf_entry in zip(leaves, per_leaf):
-                ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
-                specs.append(_axes_for_leaf(leaf_entry, ndim, self.fn_name, name, strict=True))
-        return specs
+        per_leaf = [e for arg, k, leaves, name in zip(call.dynamic, call.dynamic_slots, leaves_per_arg, names)
+                    for e in _broadcast_entry(entries[k], arg, len(leaves), self.fn_name, name)]
+        return [_axes_for_leaf(e, n, self.fn_name, o, True) for e, n, o in zip(per_leaf, ndims, owners)]
 
-    def _axes_from_dict(self, axes: dict, leaves_per_arg: list[list[Any]], names: Sequence[str]) -> list[AxesSpec]:
-        """One dict for every argument that has the axis (applying to no array is an error)."""
-        specs: list[AxesSpec] = []
-        ranks: list[tuple[str, int]] = []
-        for leaves, name in zip(leaves_per_arg, names):
-            for leaf in leaves:
-                ndim = len(leaf_aval_parts(leaf, self.fn_name, name)[0])
-                ranks.append((name, ndim))
-                specs.append(_axes_for_leaf(axes, ndim, self.fn_name, name, strict=False))
-        if any(ndim for _, ndim in ranks) and not any(specs):
-            described = ", ".join(f"{name} has {ndim}" for name, ndim in ranks)
-            raise ArgumentValueError(
-                f"{self.fn_name}: abstracted_axes={axes!r} applies to no argument: it names "
-                f"axes {sorted(axes)}, but {described} dimension(s). Name an axis the arguments "
-                "have (axes count from 0), or give one entry per argument."
-            )
-        return specs
-
-    def leaf_specs(self, call: CallArguments) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec]]:
-        """Flatten the dynamic arguments: tree, per-leaf specs, leaves and axes specs."""
-        dynamic, names = call.dynamic, call.dynamic_names
-        leaves_per_arg = [tree_flatten(a)[0] for a in dynamic]
-        leaves, tree = tree_flatten(dynamic)
-        specs = self.axes_specs(call, leaves_per_arg)
-        out = []
-        owners = [name for name, ls in zip(names, leaves_per_arg) for _ in ls]
-        for leaf, spec, owner in zip(leaves, specs, owners):
-            shape, dtype, weak = leaf_aval_parts(leaf, self.fn_name, owner)
-            out.append(LeafSpec(tuple(None if i in spec else d for i, d in enumerate(shape)), dtype, weak))
-        return tree, out, leaves, specs
+    def leaf_specs(self, call: CallArguments
+                   ) -> tuple[PyTreeDef, list[LeafSpec], list[Any], list[AxesSpec], list[str]]:
+        """Flatten the dynamic arguments: tree, per-leaf specs, leaves, axes specs and names."""
+        leaves_per_arg = [tree_flatten(a)[0] for a in call.dynamic]
+        leaves, tree = tree_flatten(call.dynamic)
+        owners = [name for name, ls in zip(call.dynamic_names, leaves_per_arg) for _ in ls]
+        parts = [leaf_aval_parts(leaf, self.fn_name, owner) for leaf, owner in zip(leaves, owners)]
+        specs = self.axes_specs(call, leaves_per_arg, [len(shape) for shape, _, _ in parts])
+        out = [LeafSpec(tuple(None if i in spec else d for i, d in enumerate(shape)), dtype, weak)
+               for (shape, dtype, weak), spec in zip(parts, specs)]
+        return tree, out, leaves, specs, owners
 
 
 def _is_axes_dict(entry: Any) -> bool:

@@ -38,6 +38,7 @@ class TraceContext:
     # jax_extras: patch sets in effect, foreign captures hosted, lowering target, size scopes.
     patch_sets: tuple[Any, ...] = ()
     hosted_captures: int = 0
+    jax_nested_traces: int = 0  # functions JAX traces itself (patches.jax_nested_trace_depth)
     lowering_target: Any = None
     size_scopes: tuple[Any, ...] = ()
     qjit_options: Mapping[str, Any] | None = None

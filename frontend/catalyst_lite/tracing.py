@@ -52,8 +52,7 @@ def size_input_names(axis_names: Sequence[Hashable], leaf_names: Sequence[str]) 
 
 
 class SizeFacts:
-    """The facts a program was traced under, and :meth:`first_broken`, the function checking
-    them at a call's size inputs (indexable by position; ``-1`` when all hold)."""
+    """The facts a program was traced under; ``first_broken(inputs)``: -1 when all hold."""
 
     def __init__(self, facts: Sequence[Fact] = ()):
         self.facts = tuple(facts)
@@ -72,8 +71,7 @@ NO_FACTS = SizeFacts()
 
 @dataclass(frozen=True)
 class Contribution:
-    """What an extension adds to a traced program: XLA options, and constants drawn anew on every
-    call (by position among the jaxpr's constants)."""
+    """What an extension adds to a traced program: XLA options, constants drawn anew at each call."""
 
     compile_options: Mapping[str, Any] = field(default_factory=dict)
     fresh_consts: Mapping[int, Callable[[], Any]] = field(default_factory=dict)
@@ -100,10 +98,6 @@ class Program:
         """The jaxpr with its constants as leading inputs: ``[consts, implicit, leaves]``."""
         return pe.convert_constvars_jaxpr(self.closed_jaxpr.jaxpr)
 
-    def implicit_args(self, leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
-        """Values of the implicit dimension arguments; shared dimensions must agree."""
-        return implicit_values(self.axis_names, self.dim_sources, leaves, leaf_names, fn_name)
-
     def results(self, outs: Sequence[Any]) -> Any:
         """The function's result (a pytree) from the jaxpr's outputs (implicit sizes dropped)."""
         return tree_unflatten(self.out_tree, collapse(self.out_type, outs))
@@ -122,8 +116,7 @@ def register_trace_extension(extension: TraceExtension) -> TraceExtension:
 
 @contextlib.contextmanager
 def extended_trace(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[Any]], Contribution]]:
-    """Within every registered extension's scope; yields the function of the traced program's
-    constants giving the extensions' merged :class:`Contribution`."""
+    """Within every extension's scope; yields the function of the constants merging their contributions."""
     with contextlib.ExitStack() as scope:
         finishers = [scope.enter_context(extension(options)) for extension in _extensions]
 
@@ -137,13 +130,7 @@ def extended_trace(options: Mapping[str, Any]) -> Iterator[Callable[[Sequence[An
         yield contribution
 
 
-def _shape(x: Any) -> tuple[int, ...]:
-    return tuple(getattr(x, "shape", ()))
-
-
-def dimension_sources(
-    axes_specs: Sequence[AxesSpec],
-) -> tuple[list[Hashable], list[list[tuple[int, int]]]]:
+def dimension_sources(axes_specs: Sequence[AxesSpec]) -> tuple[list[Hashable], list[list[tuple[int, int]]]]:
     """The distinct abstracted axis names, in order of first use, and each one's ``(leaf, axis)``s."""
     sources: dict[Hashable, list[tuple[int, int]]] = {}
     for leaf, spec in enumerate(axes_specs):
@@ -152,20 +139,15 @@ def dimension_sources(
     return list(sources), list(sources.values())
 
 
-def implicit_values(
-    axis_names: Sequence[Hashable],
-    dim_sources: Sequence[Sequence[tuple[int, int]]],
-    leaves: Sequence[Any],
-    leaf_names: Sequence[str],
-    fn_name: str,
-) -> list[int]:
+def implicit_values(axis_names: Sequence[Hashable], dim_sources: Sequence[Sequence[tuple[int, int]]],
+                    leaves: Sequence[Any], leaf_names: Sequence[str], fn_name: str) -> list[int]:
     """The length of each abstracted axis in ``leaves`` (a shared one must not differ)."""
     values = []
     for name, sources in zip(axis_names, dim_sources):
         (leaf0, axis0), *others = sources
-        n = _shape(leaves[leaf0])[axis0]
+        n = np.shape(leaves[leaf0])[axis0]
         for leaf, axis in others:
-            m = _shape(leaves[leaf])[axis]
+            m = np.shape(leaves[leaf])[axis]
             if m != n:
                 raise IncompatibleSizesError(
                     f"{fn_name}: abstracted axis {name!r} is shared by argument "
@@ -211,34 +193,11 @@ def full_collections_deferred() -> Iterator[None]:
                 gc.set_threshold(*_gc_thresholds)
 
 
-def _refuse_escaped_sizes(jaxpr: Any, consts: Sequence[Any], name: str) -> None:
-    """A constant (or a result's size) that is still a tracer escaped a trace JAX ran inside ours:
-    the program could never run, so the trace fails now."""
-    for var, const in zip(jaxpr.constvars, consts):
-        if isinstance(const, Tracer):
-            users = [eqn for eqn in jaxpr.eqns if var in eqn.invars]
-            if users:
-                raise escaped_size_error(name, users[0])
-    open_eqn = open_jax_nested_equation(jaxpr) or next(
-        (e for e in jaxpr.eqns if any(isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None
-    )
-    if open_eqn is not None:
-        raise escaped_size_error(name, open_eqn)
-
-
-def trace_program(
-    fn: Callable[..., Any],
-    tree: PyTreeDef,
-    leaf_specs: Sequence[LeafSpec],
-    axes_specs: Sequence[AxesSpec],
-    name: str,
-    leaf_names: Sequence[str] = (),
-    scope: SizeScope | None = None,
-    contribution: Callable[[Sequence[Any]], Contribution] | None = None,
-) -> Program:
-    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes; errors name
-    ``name`` (:mod:`.diagnostics`). ``scope``'s facts become the program's; ``contribution``: see
-    :func:`extended_trace`."""
+def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[LeafSpec],
+                  axes_specs: Sequence[AxesSpec], name: str, leaf_names: Sequence[str] = (),
+                  scope: SizeScope | None = None,
+                  contribution: Callable[[Sequence[Any]], Contribution] | None = None) -> Program:
+    """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes in ``scope``."""
     if scope is None:
         scope = SizeScope(size_input_names(dimension_sources(axes_specs)[0], leaf_names))
     avals = [
@@ -257,7 +216,13 @@ def trace_program(
     with full_collections_deferred(), user_facing_trace_errors(name, leaf_names, scalar_dtypes, scope), dynamic_tracing(), size_scope(scope):
         in_type = make_input_type(avals, axes_specs)
         jaxpr, out_type, consts = trace_to_jaxpr(flat_fn, in_type, name, scope.bind_inputs)
-    _refuse_escaped_sizes(jaxpr, consts, name)
+    # A constant, or a result's size, still a tracer escaped a trace JAX ran inside ours.
+    escaped = [var for var, const in zip(jaxpr.constvars, consts) if isinstance(const, Tracer)]
+    open_eqn = next((e for e in jaxpr.eqns if any(var in e.invars for var in escaped)), None) or \
+        open_jax_nested_equation(jaxpr) or next((e for e in jaxpr.eqns if any(
+            isinstance(d, Tracer) for v in e.outvars for d in getattr(v.aval, "shape", ()))), None)
+    if open_eqn is not None:
+        raise escaped_size_error(name, open_eqn)
     if typecheck_enabled():  # CATALYST_LITE_TYPECHECK=1 (the test suite): a wrong type is our bug
         check_jaxpr(jaxpr)
     axis_names, dim_sources = dimension_sources(axes_specs)

@@ -162,9 +162,7 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial
             return array_fn(items)
         if isinstance(items, (list, tuple)) and items and any(isinstance(v, Tracer) for v in items):
             if all(np.ndim(v) == 0 for v in items):
-                if initial is None:
-                    return functools.reduce(pairwise, items[1:], items[0])
-                return functools.reduce(pairwise, items, initial)
+                return functools.reduce(pairwise, items if initial is None else [initial, *items])
         return python(*args, **kwargs)
 
     reduce.__name__ = python.__name__ + "_"
@@ -213,11 +211,7 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         return IterationSpace(0, x.shape[0], 1, lambda i: x[i], concrete, lambda: iter(x))
     if isinstance(iterable, Zipped):
         inner = [iteration_space(i) for i in iterable.iterables]
-        lengths = [trip_count(s.lower, s.upper, s.step) for s in inner]
-        if all(isinstance(n, int) for n in lengths):
-            shortest = min(lengths)
-        else:
-            shortest = functools.reduce(jnp.minimum, lengths[1:], lengths[0])
+        shortest = min_([trip_count(s.lower, s.upper, s.step) for s in inner])  # (traced: jnp.minimum)
 
         def zipped_item(i: Any) -> Any:
             return tuple(s.item(s.lower + i * s.step if not _unit(s) else i) for s in inner)
@@ -228,13 +222,9 @@ def iteration_space(iterable: Any) -> IterationSpace | None:
         )
     if isinstance(iterable, Enumerated):
         inner, start = iteration_space(iterable.iterable), iterable.start
-
-        def item(i: Any) -> Any:
-            return (_count(i, inner, start), inner.item(i))
-
         return IterationSpace(
-            inner.lower, inner.upper, inner.step, item, inner.concrete,
-            lambda: enumerate(inner.python_items(), start),
+            inner.lower, inner.upper, inner.step, lambda i: (_count(i, inner, start), inner.item(i)),
+            inner.concrete, lambda: enumerate(inner.python_items(), start),
         )
     return None
 

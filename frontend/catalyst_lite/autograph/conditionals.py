@@ -25,6 +25,7 @@ from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
 from ..jax_extras.dimensions import python_truth_of_sizes
+from ..jax_extras.size_facts import implied_condition, note_implied
 from .state import (
     ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
     display_name, innermost_user_line, predicate,
@@ -100,69 +101,62 @@ def _compiled_branches(
     init = get_state()
     containers = ContainerCheckpoint(*branches, carried=names)
     plan = _Plan()
+
+    def traced(branch: Callable[[], None], k: int) -> Callable[[], list[Any]]:
+        """Branch ``k`` as a ``cond`` branch: from the state before the statement, the dynamic
+        leaves of the state it leaves (cast or filled in as ``plan`` says)."""
+
+        def run() -> list[Any]:
+            set_state(init)
+            branch()
+            side_effects = containers.side_effects()
+            if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
+                containers.restore()
+                raise AutoGraphError(
+                    f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
+                    "every branch runs once, while tracing. Assign the values to variables (or "
+                    "arrays, `x[i] = v`) in the branches instead, returning them from the functions "
+                    "that compute them."
+                )
+            snapshot = Snapshot.of(get_state(), names)
+            outcomes[k] = snapshot
+            leaves = []
+            for j, record in enumerate(snapshot.variables):
+                if j in plan.placeholders and record.kind in ("no_return", "undefined"):
+                    leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
+                    continue
+                values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
+                dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
+                for i, value in zip(dynamic, values):
+                    dtype = plan.dtypes.get((j, i))
+                    if dtype is not None or not isinstance(value, (Tracer, jax.Array)):
+                        value = jnp.asarray(value, dtype)
+                    leaves.append(value)
+            return leaves
+
+        run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
+        return run
+
     for attempt in (1, 2):
         outcomes: list[Snapshot | None] = [None] * len(branches)
-        traced = [
-            _traced_branch(branch, k, outcomes, plan, init, get_state, set_state, names, containers, where)
-            for k, branch in enumerate(branches)
-        ]
+        runs = [traced(branch, k) for k, branch in enumerate(branches)]
+        failure = None
         try:
-            results = cond(pred)(traced[0]).otherwise(traced[1])()
-        except ControlFlowError:
+            results = cond(pred)(runs[0]).otherwise(runs[1])()
+        except ControlFlowError as error:
             if any(o is None for o in outcomes):
                 raise  # a branch itself failed
-            needed = _unify(outcomes, names, where)
-            if attempt == 1 and needed:
-                plan = needed
-                continue
-            raise
+            failure = error
         finally:
             set_state(init)
         needed = _unify(outcomes, names, where)
         if attempt == 1 and needed:
             plan = needed
-            continue
-        return _merged(outcomes[0], plan, results)
-
-
-def _traced_branch(
-    branch: Callable[[], None], k: int, outcomes: list[Snapshot | None], plan: _Plan, init: tuple,
-    get_state: GetState, set_state: SetState, names: Sequence[str], containers: ContainerCheckpoint,
-    where: Location | None,
-) -> Callable[[], list[Any]]:
-    """Branch ``k`` as a ``cond`` branch: it starts from the state before the statement and
-    returns the dynamic leaves of the state it leaves (cast or filled in as ``plan`` says)."""
-
-    def run() -> list[Any]:
-        set_state(init)
-        branch()
-        side_effects = containers.side_effects()
-        if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
-            containers.restore()
-            raise AutoGraphError(
-                f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
-                "every branch runs once, while tracing. Assign the values to variables (or "
-                "arrays, `x[i] = v`) in the branches instead, returning them from the functions "
-                "that compute them."
-            )
-        snapshot = Snapshot.of(get_state(), names)
-        outcomes[k] = snapshot
-        leaves = []
-        for j, record in enumerate(snapshot.variables):
-            if j in plan.placeholders and record.kind in ("no_return", "undefined"):
-                leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
-                continue
-            values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
-            dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
-            for i, value in zip(dynamic, values):
-                dtype = plan.dtypes.get((j, i))
-                if dtype is not None or not isinstance(value, (Tracer, jax.Array)):
-                    value = jnp.asarray(value, dtype)
-                leaves.append(value)
-        return leaves
-
-    run.__name__ = run.__qualname__ = getattr(branch, "__name__", "branch")
-    return run
+        elif failure is not None:
+            raise failure
+        else:  # the cond's results in the shape of the branches' state
+            variables = [plan.placeholders.get(j, r) for j, r in enumerate(outcomes[0].variables)]
+            return Snapshot(variables, outcomes[0].values).rebuild(results)
 
 
 def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> _Plan:
@@ -228,26 +222,17 @@ def _mismatch(
     )
 
 
-def _is_measurement(value: Any) -> bool:
-    qml = sys.modules.get("pennylane")
-    return qml is not None and isinstance(value, qml.measurements.MeasurementProcess)
-
-
 def _holds_measurement(record: VariableRecord) -> bool:
     """Whether a branch's value of a variable holds a PennyLane measurement (``qml.expval(...)``)."""
-    if record.kind != "value":
+    qml = sys.modules.get("pennylane")
+    if record.kind != "value" or qml is None:
         return False
     try:
         value = record.stand_in()
     except Exception:  # a pytree that cannot be rebuilt from stand-in leaves
         return False
-    return any(_is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=_is_measurement))
-
-
-def _merged(first: Snapshot, plan: _Plan, results: Sequence[Any]) -> tuple:
-    """The state after the conditional: the ``cond`` results in the shape of the branches' state."""
-    variables = [plan.placeholders.get(j, r) for j, r in enumerate(first.variables)]
-    return Snapshot(variables, first.values).rebuild(results)
+    is_measurement = lambda x: isinstance(x, qml.measurements.MeasurementProcess)  # noqa: E731
+    return any(is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_measurement))
 
 
 # --- functions that return from inside a compiled `if` --------------------------------------------
@@ -345,13 +330,50 @@ def _logical(
     left = _condition(a())
     if not isinstance(left, Tracer):
         return (left and b()) if op is jnp.logical_and else (left or b())
-    right = traced_value(b())
-    if jnp.ndim(left) or jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
-        return op(left, right)
+    if jnp.ndim(left):  # arrays: elementwise, as Catalyst computes them
+        return op(left, traced_value(b()))
     truth = predicate(left, construct, innermost_user_line())
-    if not (isinstance(right, (bool, int, float, complex, np.generic)) or hasattr(right, "dtype")):
-        return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
-    if all(np.dtype(getattr(v, "dtype", type(v))) == np.bool_ for v in (left, right)):
-        return op(left, right)  # (Python's value on booleans)
     takes_right = truth if op is jnp.logical_and else jnp.logical_not(truth)
-    return jnp.where(takes_right, right, left)
+    condition = implied_condition(takes_right)
+    if condition is None:  # a condition on data: both operands are evaluated
+        return _combined(op, left, truth, takes_right, traced_value(b()))
+    # A condition on sizes (`i < len(x) and x[i] > 0`): Python evaluates `b` only when it decides
+    # the value, so it is a cond branch, and what it needs (a non-empty `x`) need hold only then.
+    right: list[Any] = []  # `b()`, for the other branch (traced after this one) to take its type
+
+    def taken() -> Any:
+        right.append(traced_value(b()))
+        return _combined(op, left, truth, takes_right, right[0])
+
+    def not_taken() -> Any:  # `left` decides: any right operand of the same type gives its value
+        value = right[0]
+        if _is_object(value):
+            return op(truth, False)
+        return left if _is_number_pair(left, value) else op(left, jnp.zeros_like(value))
+
+    result = cond(takes_right)(taken).otherwise(not_taken)()
+    if op is jnp.logical_and:
+        note_implied(result, condition)  # (an `if` on it reads `x[i]` only where `i < len(x)`)
+    return result
+
+
+def _is_object(value: Any) -> bool:
+    """A Python object that is no number (a list, a string): only its truth counts."""
+    return not (isinstance(value, (bool, int, float, complex, np.generic)) or hasattr(value, "dtype"))
+
+
+def _is_number_pair(left: Any, right: Any) -> bool:
+    """Scalars not both booleans: ``left and right`` is one of them (``2.0 and 3.0`` is ``3.0``)."""
+    if jnp.ndim(right) or _is_object(right):
+        return False
+    return not all(np.dtype(getattr(v, "dtype", type(v))) == np.bool_ for v in (left, right))
+
+
+def _combined(op: Callable[[Any, Any], Any], left: Any, truth: Any, takes_right: Any, right: Any) -> Any:
+    """``left and right`` (``op``: logical_and) or ``left or right``: elementwise on an array, the
+    operand taken on numbers (``2.0 and 3.0``), the truth otherwise."""
+    if _is_object(right):
+        return op(truth, bool(right))  # a Python object (a list, a string): its truth, for an `if`
+    if jnp.ndim(right):  # arrays: elementwise, as Catalyst computes them
+        return op(left, right)
+    return jnp.where(takes_right, right, left) if _is_number_pair(left, right) else op(left, right)

@@ -26,7 +26,7 @@ from ..compiler.specialize import trip_count
 from ..control_flow import for_loop, while_loop
 from ..control_flow.common import traced_value
 from ..debug import callback
-from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, UninitializedVariableError
+from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.dimensions import decide_size_comparison
@@ -96,8 +96,7 @@ def for_stmt(
         def loop_body(i: Any, values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body(space.item(i))
-            _check_containers(containers, where, "for")
-            return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished)
+            return _checked_iteration(snapshot, get_state(), symbol_names, where, "for", finished, containers)
 
         loop_body.__name__ = loop_body.__qualname__ = f"for loop{at(where)}"
         if extra_test is not None:
@@ -258,8 +257,8 @@ def while_stmt(
         def loop_body(values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body()
-            _check_containers(containers, where, "while")
-            return _checked_iteration(snapshot, get_state(), symbol_names, where, "while", finished)
+            after = get_state()
+            return _checked_iteration(snapshot, after, symbol_names, where, "while", finished, containers)
 
         loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
         return while_loop(condition, allow_array_resizing=resize)(loop_body)(carried)
@@ -311,6 +310,8 @@ def _run(
     queued = {id(o) for o in queue.queue} if queue is not None else set()
     try:
         set_state(_compiled_state(compiled, Snapshot.of(init, names), names, where, kind))
+    except RetrySignal:
+        raise  # not the loop's failure: what raised it runs again (and the loop is traced again)
     except Exception as error:
         set_state(init)
         for o in [o for o in queue.queue if id(o) not in queued] if queue is not None else []:
@@ -349,16 +350,16 @@ def _compiled_state(
                 "needs its initial value. Assign it before the loop, with the type and shape it "
                 "has in the loop."
             )
-    carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
     resize = False
     for _ in range(_MAX_RETRACES):
+        carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
         finished = [False]
         try:
             return snapshot.rebuild(compiled(snapshot, carried, resize, finished))
         except _Promote as request:
             (promoted,) = request.args
-            carried = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
-            snapshot = Snapshot.of(snapshot.rebuild(carried), names)
+            promoted = [jnp.asarray(v, promoted[k]) if k in promoted else v for k, v in enumerate(carried)]
+            snapshot = Snapshot.of(snapshot.rebuild(promoted), names)
         except _Returned as request:
             # The loop carries the return value from the start; the function never returns the
             # stand-in, as long as every path of it ends in `return` (checked by its scope).
@@ -367,7 +368,6 @@ def _compiled_state(
             position, record = request.args
             values[position] = record.stand_in()
             snapshot = Snapshot.of(values, names)
-            carried = [jnp.asarray(v) if not hasattr(v, "dtype") else v for v in snapshot.dynamic_leaves()]
         except DimensionError:
             if resize or not finished[0]:
                 raise  # not a size our body changed (a nested loop's error), or already resizing
@@ -381,8 +381,12 @@ def _reads_any(fn: Callable, names: Sequence[str]) -> bool:
     return bool(roots & set(fn.__code__.co_freevars))
 
 
-def _check_containers(containers: ContainerCheckpoint, where: Location | None, kind: str) -> None:
-    """Raised from the body's tracing (so that the loop's own cleanup runs) on a side effect."""
+def _checked_iteration(
+    snapshot: Snapshot, values: tuple, names: Sequence[str], where: Location | None, kind: str,
+    finished: list[bool], containers: ContainerCheckpoint,
+) -> list[Any]:
+    """The dynamic leaves an iteration leaves, checked against those it started with, and that it
+    had no side effect (raised from the body's tracing, so that the loop's own cleanup runs)."""
     side_effects = containers.side_effects()
     if side_effects:
         raise AutoGraphError(
@@ -390,13 +394,6 @@ def _check_containers(containers: ContainerCheckpoint, where: Location | None, k
             "while tracing. Collect the values in an array (`x[i] = v`) or in a loop variable "
             "instead, returning them from the functions that compute them."
         )
-
-
-def _checked_iteration(
-    snapshot: Snapshot, values: tuple, names: Sequence[str], where: Location | None, kind: str,
-    finished: list[bool],
-) -> list[Any]:
-    """The dynamic leaves an iteration leaves, checked against those it started with."""
     after = Snapshot.of(values, names)
     promote: dict[int, Any] = {}
     out: list[Any] = []

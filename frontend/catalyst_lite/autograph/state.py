@@ -250,11 +250,8 @@ class Snapshot:
 
     def dynamic_leaves(self) -> list[Any]:
         """The array leaves, flattened in variable order (what compiled control flow carries)."""
-        out = []
-        for record, value in zip(self.variables, self.values):
-            if record.kind == "value":
-                out += [l for l, r in zip(flatten_values(value)[0], record.leaves) if r.dynamic]
-        return out
+        return [leaf for record, value in zip(self.variables, self.values) if record.kind == "value"
+                for leaf, r in zip(flatten_values(value)[0], record.leaves) if r.dynamic]
 
     def rebuild(self, dynamic: Sequence[Any]) -> tuple:
         """The variables' values with these dynamic leaves and this snapshot's static parts."""

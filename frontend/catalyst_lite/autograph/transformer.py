@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import functools
 import linecache
 import threading
 import types
@@ -96,9 +97,8 @@ class _Transpiler(transpiler.GenericTranspiler):
 
 class _ControlFlow(control_flow.ControlFlowTransformer):
     """malt's control-flow pass; a ``for`` also says which variables are read after it (option
-    ``live_after``, see :func:`.loops.for_stmt`). Those malt counts because a function defined in
-    the body reads them are left out: a loop that runs no iteration is never refused where Python
-    runs it."""
+    ``live_after``, see :func:`.loops.for_stmt`), but those a function defined in the body reads
+    (a loop that runs no iteration is never refused where Python runs it)."""
 
     def _create_loop_options(self, node: ast.AST) -> ast.Dict:
         options = super()._create_loop_options(node)
@@ -152,9 +152,8 @@ def _has_lambda_decorator(n: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassD
 
 
 def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
-    """``@while_loop(lambda i: i < n)``: malt's analyses fail on a lambda in a decorator (Catalyst's
-    conversion too), so such decorators are evaluated into variables just before the ``def``, in
-    order, as Python does anyway."""
+    """``@while_loop(lambda i: i < n)``: malt's analyses (and Catalyst's conversion) fail on a lambda
+    in a decorator, so such decorators are evaluated into variables just before the ``def``."""
     count = 0
 
     class Hoist(ast.NodeTransformer):
@@ -180,9 +179,8 @@ def _hoist_lambda_decorators(node: ast.AST) -> ast.AST:
 
 
 def _loops_without_else(node: ast.AST) -> ast.AST:
-    """``for``/``while`` loops with an ``else`` block (which malt does not convert) as Python
-    defines them: the block runs after the loop unless a ``break`` of that loop ran, which a flag
-    set before each such ``break`` records (``if not flag: <else block>`` after the loop)."""
+    """Loops with an ``else`` block (malt does not convert them) as ``if not flag: <else block>``
+    after the loop, ``flag`` set before each ``break`` of that loop, as Python defines them."""
     count = 0
 
     class FlagBreaks(ast.NodeTransformer):
@@ -209,7 +207,7 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
                 return n
             orelse, n.orelse = n.orelse, []
             breaker = FlagBreaks(f"loop_broke__ag_{count}")
-            body = [t for s in n.body for t in _as_list(breaker.visit(s))]
+            body = breaker.generic_visit(ast.Module(list(n.body), [])).body  # (lists returned: spliced)
             if not breaker.found:
                 return [n, *orelse]
             flag, n.body = breaker.flag, body
@@ -232,10 +230,6 @@ def _located(new: ast.AST, like: ast.AST) -> ast.AST:
         if origin is not None:
             anno.setanno(n, anno.Basic.ORIGIN, origin)
     return new
-
-
-def _as_list(x: Any) -> list[Any]:
-    return x if isinstance(x, list) else [x]
 
 
 class _AssertCalls(ast.NodeTransformer):
@@ -280,7 +274,7 @@ class _ItemAssignments(converter.Base):
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         node = self.generic_visit(node)
         if len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript):
-            return self._assignment(node.targets[0], node.value, node) or node
+            return self._store(node.targets[0], node.value, node) or node
         return node
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -292,15 +286,12 @@ class _ItemAssignments(converter.Base):
             return self._store(base, updated, node) or node
         return node
 
-    def _assignment(self, target: ast.Subscript, value: ast.expr, original: ast.stmt) -> ast.stmt | None:
-        updated = _call("set_item", _load(target.value), _as_value(target.slice), value)
-        return self._store(target.value, updated, original)
-
     def _store(self, base: ast.expr, value: ast.expr, original: ast.stmt) -> ast.stmt | None:
-        """``base = value``, recursively for a subscripted base; ``None`` when ``base`` is not a
-        variable of this function or an attribute (then Python's item assignment stays)."""
+        """``base = value``; for ``x[i] = value``, ``x = ag__.set_item(x, i, value)`` (recursively);
+        ``None`` when the variable is not this function's nor an attribute (Python's assignment stays)."""
         if isinstance(base, ast.Subscript):
-            return self._assignment(base, value, original)
+            value = _call("set_item", _load(base.value), _as_value(base.slice), value)
+            return self._store(base.value, value, original)
         if isinstance(base, ast.Name) and self._locals and base.id not in self._locals[-1]:
             return None
         if not isinstance(base, (ast.Name, ast.Attribute)):
@@ -391,15 +382,12 @@ def _terminates(s: ast.stmt) -> bool:
 
 
 def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> None:
-    """Give every node the position of the user's code it came from: a node malt generated gets its
-    parent's position, a generated statement that of the next statement of its block that has one
-    (``def if_body(): ...`` gets the line of the ``if`` it implements)."""
-    widths: dict[int, int] = {}
+    """Every node at the user's code it came from; a node malt generated at its parent's, a generated
+    statement at the next one of its block (``def if_body(): ...`` at the ``if`` it implements)."""
 
+    @functools.cache
     def width(line: int) -> int:
-        if line not in widths:
-            widths[line] = len(linecache.getline(filename, line).rstrip("\n").encode())
-        return widths[line]
+        return len(linecache.getline(filename, line).rstrip("\n").encode())
 
     def position(node: ast.AST, inherited: tuple[int, int]) -> tuple[int, int]:
         origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
@@ -522,10 +510,8 @@ def converted_function(fn: Callable, converted: ConvertedCode, namespace: Any) -
     factory = types.FunctionType(converted.factory, fn.__globals__, _INNER, None, closure)
     new = factory(namespace)
     new.__code__ = new.__code__.replace(co_name=fn.__code__.co_name, co_qualname=fn.__code__.co_qualname)
-    new.__defaults__ = fn.__defaults__
-    new.__kwdefaults__ = fn.__kwdefaults__
-    new.__name__, new.__qualname__, new.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
-    new.__module__ = fn.__module__
+    for attr in ("__defaults__", "__kwdefaults__", "__name__", "__qualname__", "__doc__", "__module__"):
+        setattr(new, attr, getattr(fn, attr))
     return new
 
 

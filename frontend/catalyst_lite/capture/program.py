@@ -14,6 +14,7 @@ carry (:class:`SizeLocations`).
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 from copy import copy
 from dataclasses import dataclass
@@ -67,8 +68,7 @@ def captured_program(fn: Callable, name: str) -> Callable:
 
 
 class _Rules(dict):
-    """Primitive -> rule; a PennyLane primitive without a rule is refused (the default rule,
-    re-binding the primitive, would leave it in the catalyst_lite program)."""
+    """Primitive -> rule; a PennyLane primitive without one is refused (re-bound, it would stay)."""
 
     def get(self, primitive: Any, default: Any = None) -> Any:
         rule = super().get(primitive, default)
@@ -124,10 +124,7 @@ class PlxprCompiler(PlxprInterpreter):
         return measurement  # returned to the QNode, which measures it (not queued)
 
     def _statistics_of_outcomes(self, eqn: Any) -> Any:
-        """``qml.probs``/``qml.counts`` of mid-circuit measurement outcomes, measured as without
-        capture. The captured program holds outcomes as integers: those the measurements returned
-        are known as measurement values; of an expression (``m0 + m1``), the possible values are
-        not known here."""
+        """``qml.probs``/``qml.counts`` of outcomes the measurements returned (as without capture)."""
         outcomes = [self.read(v) for v in eqn.invars]
         known = [self.outcomes.get(id(outcome)) for outcome in outcomes]
         if any(k is None or k[0] is not outcome for k, outcome in zip(known, outcomes)):
@@ -154,9 +151,8 @@ class PlxprCompiler(PlxprInterpreter):
 
 @contextmanager
 def _dynamic_wires_as_integers(interpreter: PlxprCompiler, eqn: Any) -> Iterator[Callable[[Any], Any]]:
-    """PennyLane builds a captured operator or measurement with integer wires; the wires of
-    ``qml.allocate`` are ``DynamicWire`` labels here. They stand in as negative integers no
-    program uses while it is built, and are put back by ``map_wires``."""
+    """PennyLane builds captured operators with integer wires: ``qml.allocate``'s ``DynamicWire``
+    labels stand in as negative integers no program uses, put back by ``map_wires``."""
     dynamic = [v for v in map(interpreter.read, (x for x in eqn.invars if not isinstance(x, Literal)))
                if type(v).__name__ == "DynamicWire"]
     if not dynamic:
@@ -202,10 +198,7 @@ class SizeLocations:
 
     def leading(self) -> int:
         """How many inputs, from the first, are sizes (PennyLane puts them first)."""
-        n = 0
-        while n in self.locations:
-            n += 1
-        return n
+        return next(n for n in itertools.count() if n not in self.locations)
 
     def fill(self, values: Sequence[Any]) -> list[Any]:
         """``values`` with each size input replaced by its array's size."""
@@ -242,8 +235,7 @@ def _qnode(
     self: PlxprCompiler, *invals: Any, shots_len: int, qnode: Any, device: Any, execution_config: Any,
     qfunc_jaxpr: Any, n_consts: int,
 ) -> list[Any]:
-    """The QNode runs through ``execute_qnode`` with its captured quantum function in place of the
-    Python one (shots are the QNode's own, as in the operands)."""
+    """``execute_qnode`` with the captured quantum function (shots: the QNode's own, as in the operands)."""
     consts, args = invals[shots_len : shots_len + n_consts], invals[shots_len + n_consts :]
     results = execute_qnode(qnode, args, {}, qfunc=self.subprogram(qfunc_jaxpr, consts))
     return jax.tree_util.tree_leaves(results)
@@ -254,8 +246,7 @@ def _qnode(
 
 @_rule(CountsMP._wires_primitive)
 def _counts(self: PlxprCompiler, *wires: Any, all_outcomes: bool = False, has_eigvals: bool = False) -> list:
-    """PennyLane's program has two results for counts, its outcomes and their counts: our
-    ``counts`` measures both (``(outcomes, counts)``, as Catalyst returns them)."""
+    """Two results, outcomes and counts: our ``counts`` measures both (as Catalyst returns them)."""
     if has_eigvals:
         raise QuantumOperationError("qml.counts with eigenvalues is not supported by catalyst_lite.")
     return [CountsMP(wires=list(wires) or None, all_outcomes=all_outcomes), None]
@@ -311,9 +302,8 @@ def _deallocate(self: PlxprCompiler, *wires: Any) -> list[Any]:
 
 
 def _resizes(jaxpr: Any, n_sizes: int, loop: str) -> bool:
-    """Whether a loop body returns other sizes than the ones it received (its carried values
-    are its last inputs, after the sizes and a loop index). A static size that changes is a
-    :class:`~catalyst_lite.errors.DimensionError`: PennyLane captured the body with it fixed."""
+    """Whether a loop body returns other sizes than it received (carried values: its last inputs);
+    a static size that changes is a ``DimensionError`` (PennyLane captured the body with it fixed)."""
     n_carried = len(jaxpr.outvars) - n_sizes
     for inp, out in zip(jaxpr.invars[len(jaxpr.invars) - n_carried :], jaxpr.outvars[n_sizes:]):
         before, after = getattr(inp.aval, "shape", ()), getattr(out.aval, "shape", ())
@@ -400,9 +390,7 @@ def _cond(
     results: list[Any] = [None] * len(outvars)
     for k, value in zip(arrays, conditional() or ()):
         results[k] = value
-    for j, (k, axis) in enumerate(dynamic_axes):
-        results[j] = jnp.shape(results[k])[axis]
-    return results
+    return SizeLocations(dict(enumerate(dynamic_axes))).fill(results)
 
 
 # --- derivatives ---------------------------------------------------------------------------------
@@ -411,12 +399,12 @@ def _cond(
 # and differentiated input, result-major, as ours flatten too).
 
 
-def _function(self: PlxprCompiler, jaxpr: Any, consts: Sequence[Any]) -> Callable[..., list[Any]]:
-    """The captured function of its flat inputs; sizes are read from the arrays it receives (the
-    transform traces it with arguments of its own)."""
+def _function(self: PlxprCompiler, jaxpr: Any, consts: Sequence[Any], first: bool = False) -> Callable:
+    """The captured function of its flat inputs (``first``: its first result), sizes read from the
+    arrays it receives (the transform traces it with arguments of its own)."""
     run = self.subprogram(jaxpr, consts)
     sizes = SizeLocations.of(jaxpr.invars)
-    return lambda *inputs: run(*sizes.fill(inputs))
+    return lambda *inputs: run(*sizes.fill(inputs))[0] if first else run(*sizes.fill(inputs))
 
 
 def _options(method: str, h: float, argnums: Sequence[int]) -> dict[str, Any]:
@@ -429,11 +417,9 @@ def _jacobian(
     self: PlxprCompiler, *invals: Any, jaxpr: Any, n_consts: int, argnums: Sequence[int], method: str,
     h: float, scalar_out: bool, fn: Callable,
 ) -> list[Any]:
-    function = _function(self, jaxpr, invals[:n_consts])
-    if scalar_out:  # qml.grad
-        derivatives = grad(lambda *x: function(*x)[0], **_options(method, h, argnums))
-    else:
-        derivatives = jacobian(function, **_options(method, h, argnums))
+    derivatives = (grad if scalar_out else jacobian)(  # scalar_out: qml.grad
+        _function(self, jaxpr, invals[:n_consts], first=scalar_out), **_options(method, h, argnums)
+    )
     return tree_leaves(derivatives(*invals[n_consts:]))
 
 
@@ -442,14 +428,14 @@ def _value_and_grad(
     self: PlxprCompiler, *invals: Any, jaxpr: Any, argnums: Sequence[int], method: str, h: float,
     fn: Callable,
 ) -> list[Any]:
-    function = _function(self, jaxpr, ())
-    value, gradient = value_and_grad(lambda *x: function(*x)[0], **_options(method, h, argnums))(*invals)
+    function = _function(self, jaxpr, (), first=True)
+    value, gradient = value_and_grad(function, **_options(method, h, argnums))(*invals)
     return [value, *tree_leaves(gradient)]
 
 
 def _product_rule(transform: Callable) -> Callable:
-    """The rule of ``jvp_prim``/``vjp_prim``: inputs are the function's inputs, then the tangents
-    (or cotangents); results are the function's results, then the derivative's."""
+    """The rule of ``jvp_prim``/``vjp_prim``: the function's inputs, then (co)tangents; its results,
+    then the derivative's."""
 
     def product_rule(
         self: PlxprCompiler, *invals: Any, jaxpr: Any, fn: Callable, method: str, h: float,

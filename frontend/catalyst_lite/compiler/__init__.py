@@ -4,6 +4,5 @@ See docs/architecture.md: :mod:`.assumptions` (which program a call runs), :mod:
 (also calls from JAX transformations), :mod:`.options`, :mod:`.specialize` (the interpreter),
 :mod:`.runner` (per size signature, segmented, speculated), :mod:`.capacity` (loops compiled
 whole), :mod:`.loop_body`, :mod:`.compilation`, :mod:`.size_generic`, :mod:`.iree_backend`,
-:mod:`.disk_cache`, :mod:`.reverse_mode`, :mod:`.inspection` (``QJIT.inspect()``) and
-:mod:`.lowering` (``QJIT.mlir``, ``QJIT.workspace``).
+:mod:`.disk_cache`, :mod:`.inspection` (``QJIT.inspect()``) and :mod:`.lowering` (``QJIT.mlir``).
 """

@@ -1,14 +1,6 @@
-"""Which traced program a call runs: the size facts of each program, checked at the call's sizes.
-
-A program traced with symbolic sizes is valid where JAX's shape logic decides every comparison as
-it did while tracing: its *facts* (``n - 1 >= 0``, ``n == m``; :mod:`~..jax_extras.size_facts`). A
-:class:`ProgramFamily` holds the programs of one signature of a function and gives a call the
-first whose facts hold; when none does, it traces 1. the **generic** program (large, distinct
-sizes), which most calls run; 2. a program **guided** by the call (comparisons decided at its
-sizes), also when the generic trace fails after such a comparison; 3. a **static** program (the
-call's sizes as constants, as ``jax.jit``) when the guided trace fails too. Traces fall back only
-on :class:`~..jax_extras.patches.NeedsCallSizes` and on shapes that do not broadcast; when the
-static trace fails, the error names the sizes (:class:`~..errors.IncompatibleSizesError`)."""
+"""Which traced program a call runs: the first of its signature's programs whose size facts hold at
+the call's sizes, else one traced now: generic, guided by the call's sizes, or static (the sizes as
+constants); see docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -29,7 +21,6 @@ from ..jax_extras.size_expressions import Fact, SizeExpr
 from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError
 from ..jax_extras.size_facts import SizeScope
 from ..trace_context import capture_switched, scope as context_scope
-from ..reporting import Reporter
 from ..signature import LeafSpec
 from ..tracing import extended_trace, size_input_names, trace_program
 from .executable import Executable
@@ -40,8 +31,7 @@ __all__ = ["SizeInputs", "ProgramFamily", "SignatureTrace"]
 
 @dataclass(frozen=True)
 class SizeInputs:
-    """The inputs of a family's programs (one per abstracted axis, then one per flat argument):
-    their ``names`` (``n``), ``sources`` (``axis 0 of argument 'x'``), which can be ``sizes``."""
+    """A family's program inputs (abstracted axes, flat arguments): ``names``, ``sources``, ``sizes``."""
 
     names: tuple[str, ...]
     sources: tuple[str, ...]
@@ -50,8 +40,6 @@ class SizeInputs:
     @classmethod
     def of(cls, axis_names: Sequence[Hashable], dim_sources: Sequence[Sequence[tuple[int, int]]],
            leaf_names: Sequence[str], integer_leaves: Sequence[bool]) -> SizeInputs:
-        """The inputs of a program with these abstracted axes (read from ``(leaf, axis)`` pairs) and
-        flat arguments (``integer_leaves``: which are integer scalars)."""
         axes = [f"axis {axis} of argument {leaf_names[leaf]}" for (leaf, axis), *_ in dim_sources]
         sources = (*axes, *(f"argument {n}" for n in leaf_names))
         integers = {len(axis_names) + j for j, is_int in enumerate(integer_leaves) if is_int}
@@ -70,9 +58,7 @@ class SizeInputs:
 
 @dataclass(frozen=True)
 class SignatureTrace:
-    """How the programs of one signature are traced, in the scope a :class:`ProgramFamily` chooses:
-    ``fn`` on a call's ``dynamic`` arguments, their layout, the qjit's ``options``; ``capture``
-    (or ``None``) traces ``fn`` through PennyLane's program capture."""
+    """How the programs of one signature are traced, in the scope a :class:`ProgramFamily` chooses."""
 
     fn: Callable
     dynamic: Any
@@ -83,7 +69,6 @@ class SignatureTrace:
     name: str
     options: Mapping[str, Any]
     runner_options: RunnerOptions
-    report: Reporter
     capture: Callable[[Callable, str], Callable] | None = None
     donated: frozenset[int] = frozenset()  # the flat argument leaves donated to XLA
 
@@ -97,17 +82,22 @@ class SignatureTrace:
             first_leaf = len(static) - len(leaves)
             constants = {j: int(v) if spec.weak_type else np.dtype(spec.dtype).type(v)
                          for j, (v, spec) in enumerate(zip(static[first_leaf:], specs)) if v is not None}
-            fn = _with_constant_leaves(fn, constants)
+
+            def fn(*args: Any) -> Any:  # self.fn, the static leaves constants
+                leaves, tree = jax.tree_util.tree_flatten(args)
+                leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
+                return self.fn(*jax.tree_util.tree_unflatten(tree, leaves))
+
         if self.capture is not None:
             fn = self.capture(fn, self.name)
-        # Traced from the eval trace: the cached program outlives any transformation this call
-        # runs under, so no value it keeps may be a caller's tracer. PennyLane's capture is off.
+        # From the eval trace: the program, cached, keeps no caller's tracer. PennyLane's capture off.
         start = time.perf_counter()
         with eval_context(), capture_switched(False, self.name), context_scope(qjit_options=self.options), \
                 extended_trace(self.options) as contribution:
             program = trace_program(fn, self.tree, specs, axes, self.name, self.names, scope, contribution)
-        if self.report.enabled:
-            self.report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
+        report = self.runner_options.report
+        if report.enabled:
+            report("traced for %s in %.3f s", _signature_text(specs, axes), time.perf_counter() - start)
         first_leaf = len(program.jaxpr.invars) - len(specs)
         return Executable(program, self.runner_options, frozenset(first_leaf + k for k in self.donated))
 
@@ -119,15 +109,6 @@ def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
         dims = ",".join(str(spec_axes.get(i, d)) for i, d in enumerate(spec.shape))
         types.append(f"{getattr(spec.dtype, 'name', spec.dtype)}[{dims}]")  # a PRNG key's dtype is not NumPy's
     return f"({', '.join(types)})"
-
-
-def _with_constant_leaves(fn: Callable, constants: dict[int, Any]) -> Callable:
-    def with_constants(*args: Any) -> Any:
-        leaves, tree = jax.tree_util.tree_flatten(args)
-        leaves = [constants.get(j, leaf) for j, leaf in enumerate(leaves)]
-        return fn(*jax.tree_util.tree_unflatten(tree, leaves))
-
-    return with_constants
 
 
 # (scope, static values or None) -> the program traced in that scope (a SignatureTrace)
@@ -149,16 +130,14 @@ class ProgramFamily:
     def select(self, values: Sequence[Any]) -> Any | None:
         """The first program whose facts hold for these size inputs (``None`` if none does)."""
         for program in self.programs:
-            if program.facts.hold(values):
+            if program.program.facts.hold(values):
                 return program
         if self.static_programs:
             return self.static_programs.get(tuple(self._static_point(values)))
         return None
 
     def program_for(self, values: Sequence[Any], trace: Tracer, lock: bool = True) -> Any:
-        """The program for a call with these size inputs, traced by ``trace`` if none holds; ``lock``:
-        hold the family's lock while tracing (``False`` inside another trace: no two threads can
-        then wait for each other)."""
+        """The program for these size inputs, traced if none holds (``lock``: not inside another trace)."""
         program = self.select(values)
         if program is not None:
             return program
@@ -179,8 +158,13 @@ class ProgramFamily:
         scope = self._scope()
         try:
             program = trace(scope, None)
-        except (NeedsCallSizes, ShapeBroadcastError) as err:
-            self._generic_failed(scope, err)
+        except (NeedsCallSizes, ShapeBroadcastError) as err:  # guided traces, or static ones, from now on
+            if scope.undecided or scope.last_disagreement is not None:
+                self.generic_failed = True
+            elif isinstance(err, NeedsCallSizes):
+                self.sizes_must_be_static = True
+            else:
+                raise
             return None
         except (TypeError, ValueError) as err:
             if isinstance(err, CatalystLiteError) or not (for_call and scope.decided_generically):
@@ -197,18 +181,9 @@ class ProgramFamily:
         point = None if values is None else self.inputs.point(values)
         return SizeScope(self.inputs.names, point, symbolic=bool(self.inputs.sizes))
 
-    def _generic_failed(self, scope: SizeScope, err: BaseException) -> None:
-        """After the generic trace failed: guided traces, or static ones for the signal, from now on."""
-        if scope.undecided or scope.last_disagreement is not None:
-            self.generic_failed = True
-        elif isinstance(err, NeedsCallSizes):
-            self.sizes_must_be_static = True
-        else:
-            raise err
-
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
         program = self._new_generic(trace, for_call=True)
-        if program is not None and program.facts.hold(values):
+        if program is not None and program.program.facts.hold(values):
             return program
         if self.sizes_must_be_static:
             return self._trace_static(values, trace)
@@ -221,7 +196,7 @@ class ProgramFamily:
             ) from None
         except (NeedsCallSizes, ShapeBroadcastError) as err:
             return self._trace_static(values, trace, self._named(err, scope, values))
-        if not program.facts.hold(values):  # a fact its own sizes break: no use to anyone
+        if not program.program.facts.hold(values):  # a fact its own sizes break: no use to anyone
             return self._trace_static(values, trace)
         self.programs.append(program)
         return program

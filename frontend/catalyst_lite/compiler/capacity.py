@@ -1,10 +1,5 @@
-"""Capacity buffers: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity.
-
-Each carried array lives in a buffer of fixed capacity along its resizable axes, its true size
-carried alongside; :func:`masked_eval` runs the body on the buffers with results bit for bit those
-at exact sizes. A loop stops early when it would exceed the capacity (the host re-enters with a
-larger one) or break an assumption (the rest runs per size); a body that cannot run so raises
-:class:`Unmaskable`. See docs/architecture.md, "2. Specialize"."""
+"""Capacity buffers: a resizing loop runs as one XLA ``while`` loop, compiled once per capacity, each
+carried array in a buffer of fixed capacity, its true size carried alongside (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -24,10 +19,9 @@ from ..jax_extras.rules import PrimitiveSpec, register_primitive, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .loop_body import LoopBody
-from .reverse_mode import reverse_mode_requested
 from .runner import kept_by_program
 from .specialize import (Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_jaxpr,
-                         sizes_follow_from_inputs)
+                         reverse_mode_requested, sizes_follow_from_inputs)
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Prediction", "run_compiled",
            "compiled_loops", "capacity_for"]
@@ -114,9 +108,8 @@ def conformed(x: Any, shape: tuple[int, ...]) -> Any:
 
 
 def _concatenate(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Each operand written at the sum of the true sizes before it, the first in place, the others
-    as windows of their buffer's width (appending stays cheap); a window reaching beyond the
-    buffer is shifted back, and what lies beyond the operand's true size is kept from the buffer."""
+    """Each operand written at the sum of the true sizes before it, as a window of its buffer's
+    width (shifted back where it reaches beyond the buffer, which it keeps beyond the true size)."""
     axis = eqn.params["dimension"]
     if not any(_padded(v, env)[axis] for v in (*eqn.invars, *eqn.outvars)):
         return [lax.concatenate(invals, axis)]
@@ -173,28 +166,15 @@ def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> li
 
 
 def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """The gathers ``jax.numpy`` makes of slices with traced bounds; others by :func:`_indexed_gather`."""
+    """The gathers ``jax.numpy`` makes of slices with traced bounds as windows; in others (``a[idx]``)
+    start indices along resizable axes clamped by true sizes."""
     params = eqn.params
     dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
-    ndim = operand.ndim
-    mode = str(params["mode"])
-    slice_like = (
-        tuple(dn.offset_dims) == tuple(range(ndim)) and not dn.collapsed_slice_dims
-        and tuple(dn.start_index_map) == tuple(range(ndim)) and not dn.operand_batching_dims
-        and indices.shape == (ndim,) and ("CLIP" in mode or "PROMISE" in mode)
-    )
-    if not slice_like:
-        return _indexed_gather(eqn, invals, env, checks)
-    return _slice_window(eqn, operand, [indices[k] for k in range(ndim)], invals[2:], env, checks)
-
-
-def _indexed_gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """Other gathers (``a[idx]``, ``jnp.take``) with indices of static shape: start indices along
-    resizable axes clamped by true sizes (or, filling, moved beyond the buffer), as at exact
-    sizes; a resizable axis not indexed is taken whole."""
-    params = eqn.params
-    dn, operand, indices = params["dimension_numbers"], invals[0], invals[1]
-    mode = str(params["mode"])
+    ndim, mode = operand.ndim, str(params["mode"])
+    if (tuple(dn.offset_dims) == tuple(range(ndim)) and not dn.collapsed_slice_dims
+            and tuple(dn.start_index_map) == tuple(range(ndim)) and not dn.operand_batching_dims
+            and indices.shape == (ndim,) and ("CLIP" in mode or "PROMISE" in mode)):
+        return _slice_window(eqn, operand, [indices[k] for k in range(ndim)], invals[2:], env, checks)
     if any(_padded(eqn.invars[1], env)) or dn.operand_batching_dims:
         raise Unmaskable("a gather with resized indices along a resizable axis")
     filling = "FILL" in mode
@@ -263,8 +243,7 @@ def _identity(primitive: Primitive, dtype: Any) -> Any:
 
 
 def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    """A reduction along resizable axes, the padding filled with its identity (a sum may round
-    differently from one at the exact size: its summation order may differ)."""
+    """A reduction along resizable axes, the padding filled with its identity (a sum may round otherwise)."""
     operand = eqn.invars[0]
     axes = eqn.params["axes"]
     x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
@@ -285,15 +264,6 @@ def _cumulative(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[
     return bind_primitive(eqn.primitive, invals, eqn.params)
 
 
-def _nested_call(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    closed = eqn.params["jaxpr"]
-    return masked_eval(closed.jaxpr, [*closed.consts, *invals], checks)
-
-
-def _plain(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    return bind_primitive(eqn.primitive, invals, eqn.params)
-
-
 def _elementwise(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """On whole buffers, operands stored at different capacities conformed to the result's."""
     shape = buffer_shape(eqn.outvars[0].aval, env, checks)
@@ -310,8 +280,10 @@ for _primitive, _rule in {
     lax.gather_p: _gather,
     lax.slice_p: _static_slice,
     lax.dot_general_p: _dot_general,
-    jit_p: _nested_call,
-    **dict.fromkeys((lax.transpose_p, lax.squeeze_p), _plain),
+    jit_p: lambda eqn, invals, env, checks: masked_eval(
+        eqn.params["jaxpr"].jaxpr, [*eqn.params["jaxpr"].consts, *invals], checks),
+    **dict.fromkeys((lax.transpose_p, lax.squeeze_p), lambda eqn, invals, *_: bind_primitive(
+        eqn.primitive, invals, eqn.params)),
     **dict.fromkeys((lax.cumsum_p, lax.cumprod_p, lax.cummax_p, lax.cummin_p), _cumulative),
     **dict.fromkeys(_REDUCTIONS, _reduction),
     **dict.fromkeys(_ELEMENTWISE, _elementwise),
@@ -406,8 +378,7 @@ def _fitted(x: Any, buffer: Any) -> Any:
 
 @dataclass(frozen=True)
 class Prediction:
-    """How a :class:`MaskedLoop` ran: at ``capacity``, with these ``static`` values of the constants
-    that size its body, to the carried sizes ``dims``; :meth:`stage` replays it inside a trace."""
+    """How a :class:`MaskedLoop` ran (capacity, sizing constants, final sizes), replayed by :meth:`stage`."""
 
     loop: "MaskedLoop"
     capacity: int
@@ -524,8 +495,7 @@ class MaskedLoop(_CompiledLoop):
         return out
 
     def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
-        """The loop at ``capacity``; ``learn``: also the peak of each tracked size; ``checked=False``:
-        a ``for_loop`` whose sizes are known to fit, which checks nothing."""
+        """The loop at ``capacity`` (``learn``: the peaks of tracked sizes; ``checked``: check sizes)."""
         body_jaxpr, predicate = self.body.jaxpr, self.predicate
         nimplicit = self.body.nimplicit
 
@@ -579,10 +549,8 @@ class MaskedLoop(_CompiledLoop):
     def run(self, pred_consts: Sequence[Any], consts: Sequence[Any], implicit: Sequence[int],
             carried: Sequence[Any], count: int = 0, lower: int = 0, step: int = 1
             ) -> tuple[Prediction | None, list[int], list[Any]]:
-        """Run the loop: a :class:`Prediction` of how it ran (``None``: it must run at exact sizes),
-        the carried sizes and values after it. An iteration exceeding the capacity overwrote the
-        carry (a copy would cost a pass per iteration): the loop runs again from the start, at the
-        capacity the growth so far predicts."""
+        """A :class:`Prediction` of how the loop ran (``None``: run it at exact sizes), the carried sizes
+        and values after it. Exceeding the capacity overwrote the carry: the loop runs again, larger."""
         static = self._static(pred_consts, consts, self.static_consts)
         dims = [int(d) for d in implicit]
         capacity = self._first_capacity(carried, max(dims, default=1), count)
@@ -636,8 +604,7 @@ class MaskedLoop(_CompiledLoop):
         return max(small, large) if nbytes <= FIRST_BUFFER_BYTES else small
 
     def _grown(self, capacity: int, before: int, after: int, ran: int, count: int) -> int:
-        """The next capacity: for a ``for_loop``, room for the growth seen in ``ran`` iterations to go
-        on for ``count`` (at least twice the last); four times the last for a ``while_loop``."""
+        """The next capacity: the growth of ``ran`` iterations extrapolated to ``count``, or four times."""
         if self.predicate is None:
             predicted = before + math.ceil(max(after - before, 0) / ran * count)
             return max(2 * capacity, capacity_for(predicted + predicted // 8))
@@ -645,9 +612,8 @@ class MaskedLoop(_CompiledLoop):
 
 
 class BoundedScan(_CompiledLoop):
-    """A loop of fixed carried sizes in reverse mode, its trip count known at run time: a ``lax.scan``
-    (which JAX transposes) over the count's capacity bucket, steps beyond the count ``lax.cond``'s
-    identity branch; a ``while_loop`` first runs forward once to count."""
+    """A loop of fixed sizes in reverse mode: a ``lax.scan`` over the trip count's bucket, steps beyond
+    the count skipped (a ``while_loop`` first runs forward to count)."""
 
     def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
         super().__init__(primitive, body, predicate)
@@ -693,14 +659,12 @@ class BoundedScan(_CompiledLoop):
         return count
 
     def describe(self) -> LoopInfo:
-        """This scan as :mod:`.inspection` shows it (trip count counters left out)."""
         buckets = [key[0] for key in list(self._compiled) if key[0] != "count"]
         return LoopInfo("bounded scan", str(self.primitive), not self.unsupported, len(buckets), frozenset(buckets))
 
     def run(self, fixed: Sequence[Any], carried: Sequence[Any], lower: int = 0, step: int = 1,
             count: int | None = None, pred_consts: Sequence[Any] = ()) -> list[Any] | None:
-        """The carried values after ``count`` iterations (``None``: a ``while_loop``'s), ``fixed``
-        being the constants and implicit sizes; ``None`` when the body needs the host."""
+        """The carried values after ``count`` iterations (``None`` when the body needs the host)."""
         if self.unsupported:
             return None
         static = dict(self._static(pred_consts, fixed, self.static))
@@ -721,10 +685,8 @@ def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | Non
                  replay: Callable[[Prediction], None], pred_consts: Sequence[Any], consts: Sequence[Any],
                  implicit: Sequence[Any], carried: Sequence[Any], count: int | None = None, lower: int = 0,
                  step: int = 1) -> list[Any] | None:
-    """A loop's host rule compiled whole (``count``: a ``for_loop``'s trip count, else ``None``): a
-    :class:`MaskedLoop` when its body sizes arrays (``replay(prediction)`` records how it ran), or
-    in reverse mode a :class:`BoundedScan`, each kept by the program running it. The loop's
-    ``*implicit *carried`` results, or ``None``: run it iteration by iteration."""
+    """A loop's host rule compiled whole, as a :class:`MaskedLoop` or :class:`BoundedScan`: its
+    ``*implicit *carried`` results, or ``None`` (run it iteration by iteration)."""
     if count == 0:
         return None
     if sized_in_body(body.jaxpr, body.nimplicit) and runs_on_buffers(operands):

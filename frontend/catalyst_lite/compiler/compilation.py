@@ -1,6 +1,4 @@
-"""Compiled specializations (compiled by XLA on their first run), and the background compilation
-threads: XLA's for sizes that come back to the size-generic tier (:mod:`.size_generic`), IREE's.
-"""
+"""Compiled specializations (by XLA on their first run), and the background compilation threads."""
 
 from __future__ import annotations
 
@@ -59,9 +57,8 @@ class Specialization:
 
 
 class _BackgroundCompiler:
-    """One daemon thread running tasks in order (more would slow the foreground), started when a
-    task comes and ending when none is left. At exit, tasks not started are dropped; the one in
-    progress is waited for when ``finish_at_exit`` (XLA's must not be torn down under a compile)."""
+    """One daemon thread running tasks in order while there are any; at exit, tasks not started are
+    dropped, and with ``finish_at_exit`` the one running is waited for (XLA's compiles)."""
 
     def __init__(self, name: str, finish_at_exit: bool) -> None:
         self._name = name

@@ -1,10 +1,6 @@
-"""Where compiled size-generic programs are kept between processes, and what makes an entry usable.
-
-The directory is ``CATALYST_LITE_CACHE_DIR``, else the ``catalyst_lite`` subdirectory of JAX's
-``jax_compilation_cache_dir``, else none. Entries are native code, so only what the user alone could
-have written is trusted: a private directory (else a :class:`~..errors.CacheWarning`), a header
-checked against key, size and SHA-256 (a bad entry is reported and removed), atomic writes (the
-trust model: docs/troubleshooting.md)."""
+"""Compiled size-generic programs kept between processes (in ``CATALYST_LITE_CACHE_DIR``, else under
+JAX's ``jax_compilation_cache_dir``): native code, so only a private directory is trusted, each entry
+checked against its header's key, size and SHA-256 (the trust model: docs/troubleshooting.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A traced program made callable: :class:`Executable` (its flat argument layout ``[consts, implicit
-sizes, argument leaves]`` and general call path), :class:`FastCall` (the path of repeated calls) and
+"""A traced program made callable: :class:`Executable`, :class:`FastCall` (repeated calls) and
 :func:`call_from_transformation` (calls from inside JAX transformations)."""
 
 from __future__ import annotations
@@ -40,15 +39,10 @@ class Executable:
         self.runner.size_generic = SizeGenericTier.attach(self.runner, options.size_generic)
         self.fresh_consts: Mapping[int, Callable[[], Any]] = dict(extra.fresh_consts)  # drawn at every call
 
-    @property
-    def facts(self):
-        """The calls this program is valid for (see :mod:`.assumptions`)."""
-        return self.program.facts
-
     def describe(self) -> ProgramInfo:
-        runner, tier = self.runner, self.runner.size_generic
+        runner, tier, program = self.runner, self.runner.size_generic, self.program
         return ProgramInfo(
-            jaxpr=self.program.closed_jaxpr, facts=self.facts, loops=tuple(compiled_loops(runner.kept())),
+            jaxpr=program.closed_jaxpr, facts=program.facts, loops=tuple(compiled_loops(runner.kept())),
             size_generic=None if tier is None else SizeGenericInfo(tier.status, tier.reason, tier.from_cache),
             fresh_consts=len(self.fresh_consts), **runner.describe(),
         )
@@ -86,10 +80,16 @@ class Executable:
 
 
 class FastCall:
-    """What a call with already-validated argument types runs: the executable of its sizes, directly."""
+    """What a call with already-validated argument types runs: the executable of its sizes, directly,
+    where ``facts_hold(args)`` (``None``: no fact reads an argument; axis lengths are in the call's key)."""
 
-    def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any]):
+    def __init__(self, executable: Executable, implicit: Sequence[int], leaves: Sequence[Any],
+                 axis_lengths: Sequence[int] = ()):
         self.executable = executable
+        facts, lengths = executable.program.facts, tuple(axis_lengths)
+        self.reads = frozenset(k - len(lengths) for k in facts.inputs if k >= len(lengths))  # argument leaves
+        self.facts_hold = (lambda args: facts.first_broken((*lengths, *args) if lengths else args) < 0
+                           ) if self.reads else None
         self.implicit = list(implicit)
         self.runner = executable.runner
         self.prefix = (*executable.program.closed_jaxpr.consts, *implicit)
@@ -102,9 +102,11 @@ class FastCall:
         # A speculation takes Python ints as static values.
         self.speculation_needs_x64 = not all(isinstance(full[i], jax.Array) or type(full[i]) is int
                                              for i in positions)
-        self.results = _results_function(executable.program)
-        # The constants the executable takes before the leaves, when it takes every leaf as it is
-        # and returns exactly the results: then the function's dispatcher can run it.
+        # program.results, or for the most common result, one array, a cheaper equivalent.
+        explicit = [i for i, (_, is_explicit) in enumerate(executable.program.out_type) if is_explicit]
+        one_array = len(explicit) == 1 and treedef_is_leaf(executable.program.out_tree)
+        self.results = operator.itemgetter(explicit[0]) if one_array else executable.program.results
+        # What the executable takes before the leaves if it takes them as they are and returns the results.
         leaf_positions = range(len(self.prefix), len(full))
         direct = (
             not self.fresh_prefix
@@ -124,8 +126,7 @@ class FastCall:
         return dispatch_data(spec.final, self.direct_consts, leaves, result)
 
     def static_dispatch_data(self, leaves: Sequence[Any], static: Sequence[int], result: Any) -> Any | None:
-        """:meth:`dispatch_data` for a dispatcher taking the leaves at ``static`` (Python ints) by
-        value: ``None`` unless the executable takes exactly the other leaves and returns the results."""
+        """:meth:`dispatch_data` for a dispatcher taking the leaves at ``static`` (Python ints) by value."""
         if self.fresh_prefix:
             return None
         full = (*self.prefix, *leaves)
@@ -159,14 +160,6 @@ class FastCall:
                 return self.results(spec.run(full if self.positions is None else [full[i] for i in self.positions]))
         with x64_scope():
             return self.executable.run(self.implicit, args)
-
-
-def _results_function(program: Program) -> Callable[[Sequence[Any]], Any]:
-    """``program.results``, or for the most common result, one array, a cheaper equivalent."""
-    explicit = [i for i, (_, is_explicit) in enumerate(program.out_type) if is_explicit]
-    if len(explicit) == 1 and treedef_is_leaf(program.out_tree):
-        return operator.itemgetter(explicit[0])
-    return program.results
 
 
 # What compiles a Python function (``QJIT``, registered by ``catalyst_lite.compiled``): the layers
@@ -204,9 +197,8 @@ _32_BIT = {
 
 
 def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
-    """``run(*leaves)`` (some leaves tracers of an outer JAX transformation, as ``jax.grad``): a qjit
-    program computes in 64 bits, the caller's JAX may not, so results are cast to the caller's types
-    and in reverse mode a ``jax.custom_vjp`` runs the backward pass in 64 bits too.
+    """``run(*leaves)`` on tracers of an outer JAX transformation: computed in 64 bits (in reverse mode
+    too), the results cast to the caller's types.
 
     >>> import jax
     >>> import jax.numpy as jnp
@@ -226,9 +218,8 @@ def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> 
 
 
 def _in_caller_precision(x: Any) -> Any:
-    """``x`` with its value computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with
-    x64 off hands over a ``float32`` tracer still holding the float64 array. Multiplying by one
-    (exact) materializes it."""
+    """``x`` computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with x64 off hands over
+    a ``float32`` tracer holding the float64 array; multiplying by one (exact) materializes it."""
     if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number):
         return x * np.ones((), x.dtype)
     return x
@@ -258,15 +249,10 @@ def _with_backward_pass_in_64_bits(run: Callable[..., Any], leaves: Sequence[Any
     def backward(pullback: Any, cotangents: Any) -> tuple[Any, ...]:
         tree, dtypes = result_types
         with x64_scope():
-            flat = [_as_dtype(c, d) for c, d in zip(tree.flatten_up_to(cotangents), dtypes)]
+            # Each cotangent in its result's 64-bit type (float0 ones stay).
+            flat = [c if jnp.result_type(c) == jax.dtypes.float0 else jnp.asarray(c, d)
+                    for c, d in zip(tree.flatten_up_to(cotangents), dtypes)]
             return tuple(_to_caller_types(pullback(tree_unflatten(tree, flat))))
 
     call.defvjp(forward, backward)
     return call(*leaves)
-
-
-def _as_dtype(cotangent: Any, dtype: np.dtype) -> Any:
-    """A cotangent in its result's 64-bit type (``float0`` ones stay)."""
-    if jnp.result_type(cotangent) == jax.dtypes.float0:
-        return cotangent
-    return jnp.asarray(cotangent, dtype)

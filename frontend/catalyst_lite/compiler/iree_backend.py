@@ -1,9 +1,5 @@
-"""IREE, the optional size-generic compiler: one executable for every size of a program.
-
-IREE (the ``iree`` extra) compiles StableHLO with its ``?`` dimensions kept symbolic. :func:`lower`
-turns a jaxpr into a :class:`LoweredProgram`, whose :meth:`~LoweredProgram.load` gives an
-:class:`IreeExecutable`. The last :data:`REMEMBERED_MODULES` compiled modules are kept in memory
-(:func:`forget_compiled` clears them), and modules and failures in :mod:`.disk_cache`."""
+"""IREE (the optional ``iree`` extra), the size-generic compiler: StableHLO with its ``?`` dimensions
+compiled once for every size; recent modules kept in memory, modules and failures in :mod:`.disk_cache`."""
 
 from __future__ import annotations
 
@@ -26,6 +22,7 @@ from typing import Any, Iterator, Sequence
 import jax
 import numpy as np
 
+from ..diagnostics import first_line
 from ..jax_extras import ClosedJaxpr, Jaxpr, weakly_typed
 from ..jax_extras.iree_lowering import lower_for_iree
 from . import disk_cache
@@ -68,7 +65,7 @@ def lower(jaxpr: Jaxpr) -> LoweredProgram:
         weak = [getattr(v.aval, "weak_type", False) for v in jaxpr.outvars]
         return LoweredProgram(text, [v.aval.dtype for v in jaxpr.invars], weak)
     except Exception as err:  # any failure to lower means: not for this backend
-        raise Unsupported(f"{type(err).__name__}: {_first_line(err)}") from err
+        raise Unsupported(f"{type(err).__name__}: {first_line(err)}") from err
 
 
 class LoweredProgram:
@@ -109,8 +106,7 @@ class LoweredProgram:
         return vmfb
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
-        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed, with a
-        warning), :class:`Unsupported` when one just compiled cannot be."""
+        """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed)."""
         try:
             return IreeExecutable(vmfb, self.in_dtypes, self.weak_outputs)
         except Unsupported as err:
@@ -208,7 +204,7 @@ class IreeExecutable:
                 context.add_vm_module(module)
             self._main = _entry_point(context)
         except Exception as err:  # IREE refuses a module as RuntimeError, ValueError or KeyError
-            raise Unsupported(f"IREE could not load the module: {_first_line(err)}") from err
+            raise Unsupported(f"IREE could not load the module: {first_line(err)}") from err
         self._context = context
         self._in_dtypes = in_dtypes
         self._weak_outputs = list(weak_outputs)  # results typed like a Python scalar's, as in JAX
@@ -229,7 +225,7 @@ class IreeExecutable:
                 # Copied out of IREE's buffers: JAX would otherwise keep them mapped.
                 host = [np.array(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
         except Exception as err:  # IREE reports failures as IndexError, RuntimeError, ValueError
-            raise Unsupported(f"IREE failed at run time: {_first_line(err)}") from err
+            raise Unsupported(f"IREE failed at run time: {first_line(err)}") from err
         results = jax.device_put(host)
         return [weakly_typed(r) if weak else r for r, weak in zip(results, self._weak_outputs)]
 
@@ -263,10 +259,8 @@ def _runtime_config() -> Any:
 
 @contextlib.contextmanager
 def _private_native_code_directory() -> Iterator[None]:
-    """Make IREE write the native code it loads (to ``$TMPDIR``, then ``dlopen``) into a private
-    directory of this process: in a shared ``/tmp`` another user could replace a library between
-    its writing and its loading. The empty ``iree_dylib_XXXXXX`` files IREE leaves are removed;
-    the directory at exit, or, when its process was killed, at a later process's first load."""
+    """IREE's native code (written to ``$TMPDIR``, then loaded) in a directory private to this process:
+    in a shared ``/tmp`` another user could replace a library between its writing and its loading."""
     global _native_code_dir
     with _load_lock:
         if _native_code_dir is None:
@@ -306,8 +300,7 @@ def _process_alive(name: str) -> bool:
 
 
 def _entry_point(context: Any) -> Any:
-    """The module's ``main``, without the root logging handler IREE's ``logging.debug`` may add (a
-    user's later ``basicConfig`` would do nothing)."""
+    """The module's ``main``, without the root logging handler IREE's ``logging.debug`` may add."""
     with logging._lock:  # noqa: SLF001 (an RLock: IREE's basicConfig takes it again)
         unconfigured = not logging.root.handlers
         main = getattr(context.modules, MODULE_NAME).main
@@ -323,11 +316,6 @@ def _compiler_version() -> str:
         return importlib.metadata.version("iree-base-compiler")
     except importlib.metadata.PackageNotFoundError:
         return ""
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _compiler_diagnostic(text: str) -> str:

@@ -60,10 +60,8 @@ class LoopBody:
 
     def output_type(self, const_operand: Callable[[int], int], implicit_operand: Callable[[int], int],
                     same_operand: Callable[[int, int], bool]) -> OutputType:
-        """The loop's output type; ``const_operand(k)`` and ``implicit_operand(k)`` are the operands
-        feeding constant ``k`` and carried size ``k``; ``same_operand(i, j)``: one value. As in
-        Catalyst, a carried size no iteration changes keeps its operand, and carried sizes of one
-        value at every iteration are one implicit result."""
+        """The loop's output type, from the operands feeding each constant and carried size (as in
+        Catalyst, an unchanged size keeps its operand; sizes equal at every iteration are one)."""
         consts, implicit, _, carried = self.groups
         operand_of = {v: const_operand(k) for k, v in enumerate(consts)}
         same, invariant = self.size_classes(lambda i, j: same_operand(implicit_operand(i), implicit_operand(j)))
@@ -74,9 +72,8 @@ class LoopBody:
                               free=lambda v: same[position[v]])
 
     def size_classes(self, same_operand: Callable[[int, int], bool]) -> tuple[list[int], list[bool]]:
-        """Which carried sizes hold one value at every iteration (for each, the first of its class,
-        refined until stable: their operands are one value and the body returns one value for them),
-        and which of them no iteration changes (the body returns the binder of one of the class)."""
+        """For each carried size the first of its class equal at every iteration, and whether no
+        iteration changes it (classes refined until stable)."""
         n = self.nimplicit
         _, implicit, _, _ = self.groups
         returned = self.jaxpr.outvars[:n]
@@ -129,9 +126,8 @@ class LoopBody:
         return any(out) if self.predicate else any(out[: self.nimplicit])
 
     def jvp(self, consts_nz: Sequence[bool], carried_nz: Sequence[bool]) -> NestedBody:
-        """The body carrying the tangents of the ``carried_nz`` values, those of the ``consts_nz``
-        constants as constants: binders ``*consts *const_tangents *implicit *prefix *carried
-        *carried_tangents``, results ``*implicit *carried *carried_tangents``."""
+        """The body carrying the tangents of the ``carried_nz`` values (binders ``*consts *const_tangents
+        *implicit *prefix *carried *carried_tangents``)."""
         consts, implicit, prefix, carried = self.groups
         tangent_consts = [v for v, nz in zip(consts, consts_nz) if nz]
         tangent_carried = [v for v, nz in zip(carried, carried_nz) if nz]

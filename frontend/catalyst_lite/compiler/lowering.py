@@ -1,8 +1,5 @@
-"""``QJIT.mlir``: the StableHLO of a traced program, with symbolic sizes as ``?`` dimensions, and
-``QJIT.workspace`` (:class:`Workspace`), where ``keep_intermediate`` keeps it.
-
-Implicit dimensions are ``tensor<i64>`` arguments of ``@main``. XLA on the CPU cannot run this
-module; it runs :meth:`~catalyst_lite.QJIT.specialized_mlir`.
+"""``QJIT.mlir``: the StableHLO of a traced program, symbolic sizes as ``?`` dimensions (implicit ones
+``tensor<i64>`` arguments of ``@main``), and ``QJIT.workspace``, where ``keep_intermediate`` keeps it.
 
 >>> import jax.numpy as jnp
 >>> from catalyst_lite import qjit
@@ -36,9 +33,8 @@ def program_to_mlir(program: Program, name: str) -> str:
 
 
 class Workspace:
-    """``qjit(keep_intermediate=True)``'s directory of a traced program (Catalyst's ``QJIT.workspace``,
-    ``str()`` its path), named after the function in the working directory: ``<name>.jaxpr`` and,
-    when it can be shown, ``<name>.mlir``.
+    """``qjit(keep_intermediate=True)``'s directory of a traced program (``QJIT.workspace``), named after
+    the function in the working directory: ``<name>.jaxpr`` and, when it can be shown, ``<name>.mlir``.
 
     >>> import contextlib, os, tempfile
     >>> from catalyst_lite import qjit

@@ -7,7 +7,7 @@ import collections
 import contextlib
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Mapping, Protocol
+from typing import Any, Callable, Hashable, Mapping
 
 from ..reporting import QUIET, Reporter
 
@@ -16,24 +16,19 @@ __all__ = ["RunnerOptions", "ExecutableCache", "DEFAULT_CACHE_SIZE"]
 DEFAULT_CACHE_SIZE = 128  # executables a qjit function keeps (``cache_size``), about 1 MB each
 
 
-class _Runner(Protocol):
-    def forget(self, key: Hashable) -> None: ...
-
-
 class ExecutableCache:
-    """The compiled executables of one qjit function, least recently used first, evicted beyond
-    ``maxsize`` (``None``: no bound). ``when_full`` runs whenever an executable is added to a full
-    cache: calls that bypass :meth:`used` (the C++ dispatcher) must stop doing so."""
+    """A qjit function's compiled executables, least recently used first, evicted beyond ``maxsize``;
+    ``when_full`` runs when one is added to a full cache (the C++ dispatcher bypasses :meth:`used`)."""
 
     def __init__(self, maxsize: int | None = DEFAULT_CACHE_SIZE, when_full: Callable[[], None] | None = None):
         self.maxsize = maxsize
         self.when_full = when_full
         # (id(runner), key) -> (runner, key); the runner is held, so its id stays its own.
-        self._entries: collections.OrderedDict[tuple, tuple[_Runner, Hashable]] = collections.OrderedDict()
+        self._entries: collections.OrderedDict[tuple, tuple[Any, Hashable]] = collections.OrderedDict()
         self._lock = threading.Lock()
         self.generation = 0  # counts the clears: work started before one is not added
 
-    def added(self, runner: _Runner, key: Hashable, generation: int | None = None) -> None:
+    def added(self, runner: Any, key: Hashable, generation: int | None = None) -> None:
         """``runner`` compiled ``key``'s executable (dropped if :meth:`clear` came since ``generation``)."""
         with self._lock:
             stale = generation is not None and generation != self.generation
@@ -53,7 +48,7 @@ class ExecutableCache:
     def has_room(self) -> bool:
         return self.maxsize is None or len(self._entries) < self.maxsize
 
-    def used(self, runner: _Runner, key: Hashable) -> None:
+    def used(self, runner: Any, key: Hashable) -> None:
         """``runner``'s executable for ``key`` ran (it becomes the most recently used)."""
         with contextlib.suppress(KeyError):  # evicted meanwhile, or never compiled (host-driven)
             self._entries.move_to_end((id(runner), key))
@@ -73,9 +68,7 @@ class ExecutableCache:
 
 @dataclass(frozen=True)
 class RunnerOptions:
-    """How the runners of one qjit function's programs compile and report: ``xla`` options,
-    ``cache``, ``report``, ``size_generic`` (``None``: as the environment says) and ``jax.jit``'s
-    options (``keep_unused``, ``device``, ``backend``)."""
+    """How the runners of one qjit function's programs compile and report (``jit``: ``jax.jit``'s options)."""
 
     xla: Mapping[str, Any] = field(default_factory=dict)
     cache: ExecutableCache = field(default_factory=lambda: ExecutableCache(None))

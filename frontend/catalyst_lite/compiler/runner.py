@@ -1,10 +1,6 @@
 """Running a dynamic program at concrete sizes: :class:`JaxprRunner`, one compiled executable per
-size signature, or compiled segments around host steps (see docs/architecture.md, "2. Specialize").
-
-Staging that raises :class:`~.specialize.NeedsHost` at one equation splits the jaxpr there into a
-compiled prefix, the host step and a suffix (split again if needed). A host step that ran compiled
-leaves a replay; on a repeated call :class:`Speculation` stages the whole program with its replays,
-one XLA program whose flags say whether the sizes found last time held."""
+size signature, or compiled segments around host steps, later a :class:`Speculation` of the whole
+program replaying them (see docs/architecture.md, "2. Specialize")."""
 
 from __future__ import annotations
 
@@ -26,8 +22,8 @@ from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.literals import literals_by_value
 from .compilation import Specialization
 from .options import RunnerOptions
-from .reverse_mode import needs_reverse_mode, reverse_mode, reverse_mode_requested
-from .specialize import Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_jaxpr
+from .specialize import (Mode, NeedsHost, any_traced, is_int_scalar, dimension_inputs, eval_jaxpr, needs_reverse_mode,
+                         reverse_mode, reverse_mode_requested)
 
 __all__ = ["JaxprRunner", "kept_by_program", "runner_for", "Speculation", "record_replay", "MAX_MISSES"]
 
@@ -72,9 +68,8 @@ def free_variables(eqns: Sequence[Any], outvars: Sequence[Any]) -> list[Var]:
 
 
 class SegmentedProgram:
-    """``program``'s jaxpr split at its equation ``index``, the host ``step``: the segments before and
-    after it (``None`` when empty) run by runners of their own (sharing the program's options and
-    nested runners), the step by its host rule."""
+    """``program``'s jaxpr split at the host step ``index``: segments before and after it (runners
+    sharing the program's options), the step run by its host rule."""
 
     def __init__(self, program: "JaxprRunner", index: int):
         jaxpr = self.jaxpr = program.jaxpr
@@ -127,11 +122,8 @@ MAX_SPECULATIONS = 64
 
 
 class Speculation:
-    """The whole program compiled, its host steps replayed at the sizes a segmented run found.
-    ``stage(overrides, finish)`` gives the ``jax.jit`` function of the program with ``overrides``
-    as rules of its equations and its outputs passed through ``finish``; it takes the ``kept``
-    dynamic arguments (``None``: all). ``missed(dynamic_args)`` runs the program when a prediction
-    fails. Outputs at ``size_outputs`` that the predictions fix are Python ints."""
+    """The whole program compiled (``stage(overrides, finish)``, on the ``kept`` dynamic arguments),
+    its host steps replayed at the sizes a segmented run found; ``missed`` runs it if they fail."""
 
     def __init__(self, outcomes: dict[Any, Replay], stage: Callable[[dict[Any, Callable], Callable], Callable],
                  missed: Callable[[Sequence[Any]], list[Any]], kept: Sequence[int] | None,
@@ -204,9 +196,7 @@ _NOT_COMPILED = object()  # a missing entry of JaxprRunner._executables (None: h
 
 class JaxprRunner:
     """Runs one jaxpr at concrete sizes, compiling it once per size signature (the values of its
-    :func:`dimension_inputs`): a :class:`~.compilation.Specialization`, or ``None`` where it needs
-    host-driven execution. The runners of its nested bodies are its own and share its ``options``.
-    """
+    :func:`dimension_inputs`), or host-driven (``None``); its nested bodies' runners share its options."""
 
     def __init__(self, jaxpr: Jaxpr, name: str = "jaxpr", options: RunnerOptions | None = None,
                  nested: dict[int, tuple[Jaxpr, "JaxprRunner"]] | None = None):
@@ -361,8 +351,7 @@ class JaxprRunner:
             with context_scope(host_driving=self):
                 return self._run_host(key, reverse, args, dynamic_args)
         if any_traced(dynamic_args) or is_tracing():
-            # Staged into the caller's program (even without traced arguments: a qjit program
-            # called while another is traced), not run.
+            # Staged into the caller's program (also a qjit program called while another is traced).
             return list(spec.jitted(*dynamic_args))
         return list(spec.run(dynamic_args))
 
@@ -373,8 +362,10 @@ class JaxprRunner:
             with reverse_mode(True):
                 return self._segmented[key, True](args)
         skey = self._speculation_key(key, args)
-        if skey not in self._speculations and self._stages_with_ints(skey) and not any_traced(dynamic_args):
-            # Static int arguments (trip counts) may leave no host step, as jax.jit's static_argnums.
+        first = skey not in self._speculations and skey not in self._staged_ints
+        if (first and any(v is not None for v in skey[1:]) and len(self._staged_ints) < MAX_SPECULATIONS
+                and not any_traced(dynamic_args)):
+            # Staged whole with its int arguments (trip counts) static first: there may be no host step.
             self._staged_ints.add(skey)
             speculation = self._speculate(skey, key, {}, dynamic_args, (CatalystLiteError,))
             if speculation is not None:
@@ -385,11 +376,6 @@ class JaxprRunner:
         if speculation is not None:
             return speculation.run(dynamic_args)
         return self._run_segmented(skey, key, args)
-
-    def _stages_with_ints(self, skey: tuple) -> bool:
-        """Whether to stage the whole program with the ``int`` arguments of ``skey`` static first."""
-        return (any(v is not None for v in skey[1:]) and skey not in self._staged_ints
-                and len(self._staged_ints) < MAX_SPECULATIONS)
 
     def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
         """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
@@ -470,8 +456,7 @@ class JaxprRunner:
 
 
 def kept_by_program(jaxpr: Jaxpr, kind: str, make: Callable[[JaxprRunner | None], Any]) -> Any:
-    """What the program this thread runs host-driven keeps of ``kind`` for its nested body ``jaxpr``
-    (see :meth:`JaxprRunner.nested`); outside any program, ``make(None)`` afresh."""
+    """What the program run host-driven keeps of ``kind`` for ``jaxpr`` (else ``make(None)`` afresh)."""
     program = current_context().host_driving
     return make(None) if program is None else program.nested(jaxpr, kind, lambda: make(program))
 

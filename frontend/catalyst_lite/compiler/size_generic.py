@@ -42,9 +42,8 @@ class SizeGenericTier:
 
     CALLS_BEFORE_XLA = 2  # calls at a size after which XLA compiles it (in the background)
     REMEMBERED_SIZES = 4096  # sizes remembered (calls counted, sizes checked) before forgetting
-    # New sizes arriving while IREE compiles wait for it, rather than each compile XLA, for at most
-    # this many times the longest XLA compile of a new size (one deadline per IREE compile, which
-    # takes about 3-12 of XLA's): a wait usually ends with the module, and costs no compute.
+    # New sizes arriving while IREE compiles (3-12 XLA compiles long) wait for it, rather than each
+    # compile XLA, for at most this many times the longest XLA compile of a new size.
     WAIT_IN_XLA_COMPILES = 6
 
     def __init__(self, runner: JaxprRunner):
@@ -60,8 +59,7 @@ class SizeGenericTier:
         self._submitted = False  # the compile is on the background thread
         self._wait_until: float | None = None  # the deadline of calls waiting for it
         self._longest_xla = 0.0  # seconds of the longest new size served by XLA
-        self._calls: dict[Hashable, int] = {}
-        self._checked: set[Hashable] = set()
+        self._calls: dict[Hashable, int] = {}  # calls served at each size (checked at the first)
         self._lock = threading.Lock()
 
     @classmethod
@@ -81,22 +79,27 @@ class SizeGenericTier:
             return None
         if self.runner.options.report.enabled:
             self._report("%s at sizes %s: runs on the size-generic (IREE) executable", key)
-        if key not in self._checked:
+        if key not in self._calls:
             check_sizes(self.runner.jaxpr, dict(zip(self.runner.static_positions, key)))
-            if len(self._checked) >= self.REMEMBERED_SIZES:
-                self._checked.clear()
-            self._checked.add(key)
         try:
             outs = executable(args)
         except Unsupported as err:
             self._give_up(str(err))
             return None
-        self._count(key, args)
+        calls = self._calls.get(key, 0) + 1
+        if len(self._calls) >= self.REMEMBERED_SIZES:
+            self._calls.clear()
+        self._calls[key] = calls
+        if calls == self.CALLS_BEFORE_XLA:  # the second call at a size: XLA compiles it
+            self._report("%s at sizes %s called again: XLA compiles them in the background, then they "
+                         "run on XLA", key)
+            dynamic_args = [args[i] for i in self.runner.dynamic_positions]
+            generation = self.runner.options.cache.generation
+            run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))
         return outs
 
     def new_size_served(self, seconds: float) -> None:
-        """A new size :meth:`run` left to the runner took ``seconds`` (which bounds later waits). IREE's
-        compile starts at the end of the first call, so as not to slow its XLA compile."""
+        """A new size left to the runner took ``seconds``; IREE's compile starts now (after XLA's)."""
         with self._lock:
             self._longest_xla = max(self._longest_xla, seconds)
             if self.status is Status.COMPILING and not self._submitted:
@@ -111,9 +114,15 @@ class SizeGenericTier:
                 return self._first_look_up(key)
             if self.status is not Status.COMPILING:
                 return self._loaded()
-            deadline, compiled = self._wait_deadline(key), self._compiled
-        if deadline is None:
-            return None
+            # A call at new sizes waits for IREE's compile until a deadline (none before XLA's first).
+            now, compiled = time.perf_counter(), self._compiled
+            if self._wait_until is None and self._longest_xla > 0.0:
+                self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
+            if self._wait_until is None or now >= self._wait_until:
+                return None
+            deadline = self._wait_until
+            self._report("%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
+                         key, deadline - now)
         if not compiled.wait(max(0.0, deadline - time.perf_counter())):
             self._report("%s at sizes %s: IREE is still compiling after the wait (%d times the longest XLA "
                          "compile): XLA compiles new sizes until IREE is ready",
@@ -140,17 +149,6 @@ class SizeGenericTier:
         self.status, self._submitted = Status.COMPILING, False  # submitted by new_size_served
         self._compiled, self._wait_until = threading.Event(), None
         return None
-
-    def _wait_deadline(self, key: Hashable) -> float | None:
-        """Until when a call at new sizes waits for IREE's compile (under the lock; ``None``: no wait)."""
-        now = time.perf_counter()
-        if self._wait_until is None and self._longest_xla > 0.0:
-            self._wait_until = now + self.WAIT_IN_XLA_COMPILES * self._longest_xla
-        if self._wait_until is None or now >= self._wait_until:
-            return None
-        self._report("%s at sizes %s: waits for IREE's compile (at most %.3f s) rather than compile XLA",
-                     key, self._wait_until - now)
-        return self._wait_until
 
     def _loaded(self) -> IreeExecutable | None:
         """The executable, loading the one compiled in the background first (under the lock)."""
@@ -199,16 +197,3 @@ class SizeGenericTier:
         self.reason, self.status, self._executable = reason, Status.UNSUPPORTED, None
         if self._release is not None:
             self._release()
-
-    def _count(self, key: Hashable, args: Sequence[Any]) -> None:
-        """Count a call at ``key``; at the second, XLA compiles the size."""
-        calls = self._calls.get(key, 0) + 1
-        if len(self._calls) >= self.REMEMBERED_SIZES:
-            self._calls.clear()
-        self._calls[key] = calls
-        if calls == self.CALLS_BEFORE_XLA:
-            self._report("%s at sizes %s called again: XLA compiles them in the background, then they "
-                         "run on XLA", key)
-            dynamic_args = [args[i] for i in self.runner.dynamic_positions]
-            generation = self.runner.options.cache.generation
-            run_in_background(lambda: self.runner.prepare(key, dynamic_args, generation))

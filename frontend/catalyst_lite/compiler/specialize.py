@@ -3,6 +3,7 @@
 ``jax.jit`` trace, sizes as Python ints (a size depending on data raises :class:`NeedsHost`);
 ``HOST``, eager; ``SIZES``, the size arithmetic alone (:func:`check_sizes`); and :mod:`.capacity`'s
 mode on capacity buffers. A primitive's rules are its :class:`~..jax_extras.rules.PrimitiveSpec`.
+Runners key executables on :func:`reverse_mode_requested`: loops JAX cannot transpose run on the host.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ import numpy as np
 
 from ..diagnostics import unsupported_equation_error
 from ..errors import ArrayTooLargeError, CatalystLiteError, CompileError
+from ..trace_context import current as current_context, scope as context_scope
 from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
+from ..jax_extras.autodiff import is_reverse_mode_value
 from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import get_aval
 from ..jax_extras.rules import NeedsHost, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 
-__all__ = ["Mode", "NeedsHost", "eval_jaxpr", "dimension_inputs", "to_dim", "trip_count", "check_sizes"]
+__all__ = ["Mode", "NeedsHost", "eval_jaxpr", "dimension_inputs", "to_dim", "trip_count", "check_sizes",
+           "reverse_mode", "reverse_mode_requested", "needs_reverse_mode"]
 
 
 class Mode:
@@ -80,11 +84,25 @@ def to_dim(value: Any) -> int:
 
 
 def trip_count(lower: Any, upper: Any, step: Any) -> Any:
-    """Number of iterations of ``range(lower, upper, step)``: a Python int for known bounds (then
-    ``lax.fori_loop`` is a ``scan`` of known length, as in a hand-written ``jax.jit`` program)."""
+    """Number of iterations of ``range(lower, upper, step)`` (a Python int for known bounds)."""
     if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
         return len(range(int(lower), int(upper), int(step)))
     return jax.numpy.maximum(0, -((lower - upper) // step))
+
+
+def reverse_mode_requested() -> bool:
+    """True inside :func:`reverse_mode` (in this thread)."""
+    return current_context().reverse_mode
+
+
+def reverse_mode(active: bool = True) -> context_scope:
+    """Specialize for reverse-mode differentiation during a ``with`` block (``active=False``: do not)."""
+    return context_scope(reverse_mode=active)
+
+
+def needs_reverse_mode(args: Sequence[Any]) -> bool:
+    """Whether a program run on ``args`` needs reverse mode: requested, or an argument is linearized."""
+    return reverse_mode_requested() or any(is_reverse_mode_value(a) for a in args)
 
 
 def any_traced(values: Sequence[Any]) -> bool:
@@ -122,24 +140,16 @@ def _fill_dynamic_shape(eqn: Any, invals: list[Any]) -> tuple[list[Any], dict[st
 _ALWAYS_FITS_BYTES = 1 << 26
 
 
-def available_memory() -> int:
-    """Bytes the process can still allocate: Linux's ``MemAvailable``, else the physical memory size."""
-    with contextlib.suppress(OSError, ValueError, IndexError), open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return sys.maxsize
-
-
 def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
     """Raise :class:`ArrayTooLargeError` for an array that would not fit in memory (before XLA fails)."""
     nbytes = math.prod(shape) * getattr(dtype, "itemsize", 8)  # a PRNG key's dtype is not NumPy's
     if nbytes <= _ALWAYS_FITS_BYTES:
         return
-    available = available_memory()
+    available = sys.maxsize  # what the process can still allocate: Linux's MemAvailable, else the memory size
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        available = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    with contextlib.suppress(OSError, ValueError, IndexError, StopIteration), open("/proc/meminfo") as f:
+        available = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
     if nbytes > available:
         raise ArrayTooLargeError(
             f"{what} would create an array of shape {tuple(shape)} and dtype {np.dtype(dtype)} "
@@ -150,9 +160,8 @@ def check_fits_in_memory(what: str, shape: Sequence[int], dtype: Any) -> None:
 
 def eval_jaxpr(jaxpr: Jaxpr, args: Sequence[Any], mode: Mode,
                overrides: Mapping[Any, Callable[[list[Any]], list[Any]]] | None = None) -> list[Any]:
-    """Evaluate ``jaxpr`` (constants as leading arguments) on ``args`` in ``mode``, its equations in
-    ``overrides`` by the rule given there. Integer scalars computed from known numbers stay Python
-    ints, so that sizes derived from them are static when staging."""
+    """Evaluate ``jaxpr`` (constants as leading arguments) on ``args`` in ``mode`` (``overrides``:
+    rules of some equations); integer scalars from known numbers stay Python ints (static sizes)."""
     env: dict[Var, Any] = dict(zip(jaxpr.invars, args))
     unknown = mode.reads_unknown
 
@@ -198,16 +207,16 @@ _UNTRANSLATED = (CatalystLiteError, NeedsHost, MemoryError, jax.errors.JaxRuntim
 
 
 def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
-    """Bind a JAX primitive without a rule at concrete sizes. When its abstract evaluation refuses
-    these types, raise :class:`UnsupportedOperationError`; other failures (the user's code)
-    propagate as they are."""
+    """Bind a JAX primitive without a rule at concrete sizes (``UnsupportedOperationError``: JAX refuses)."""
     prim = eqn.primitive
     operands, params = _fill_dynamic_shape(eqn, invals) if prim in SHAPE_PARAMS else (invals, eqn.params)
     try:
         if prim not in SHAPE_PARAMS and all(_is_index_scalar(v) for v in eqn.outvars) and not any_traced(invals):
             with eval_context():
                 outs = bind_primitive(prim, operands, params)
-            return [_folded(x, v.aval.dtype) for x, v in zip(outs, eqn.outvars)]
+            # Python ints/bools (NumPy's when 32 bits) that bind back as their type: later sizes static.
+            hosts = [(np.asarray(x).item(), np.dtype(v.aval.dtype)) for x, v in zip(outs, eqn.outvars)]
+            return [h if np.dtype(type(h)) == dtype else dtype.type(h) for h, dtype in hosts]
         return bind_primitive(prim, operands, params)
     except _UNTRANSLATED:
         raise
@@ -219,8 +228,7 @@ def _eval_equation(eqn: Any, invals: list[Any]) -> list[Any]:
 
 
 def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], params: dict[str, Any]) -> Exception | None:
-    """What ``prim``'s abstract evaluation (JAX's rules only, never the user's functions) raises on
-    the types of ``operands``; ``None`` if it accepts them, or it has none (a call primitive)."""
+    """What ``prim``'s abstract evaluation (JAX's rules, not the user's) raises on these types."""
     if "abstract_eval" not in vars(prim) and type(prim).abstract_eval is Primitive.abstract_eval:
         return None
     try:
@@ -230,13 +238,6 @@ def _abstract_evaluation_refusal(prim: Primitive, operands: Sequence[Any], param
     except Exception as refusal:  # our own probe: a rule of JAX refusing concrete sizes
         return refusal
     return None
-
-
-def _folded(value: Any, dtype: Any) -> Any:
-    """A known index scalar as a host value that binds back as its own type: a Python ``int`` (which
-    keeps later sizes static) or ``bool``, a NumPy scalar when 32 bits (StableHLO requires them)."""
-    host = np.asarray(value).item()
-    return host if np.dtype(type(host)) == np.dtype(dtype) else np.dtype(dtype).type(host)
 
 
 def bind_primitive(prim: Primitive, invals: Sequence[Any], params: dict[str, Any]) -> list[Any]:
@@ -253,8 +254,7 @@ def dimension_inputs(jaxpr: Jaxpr) -> frozenset[int]:
 
 
 def sizes_follow_from_inputs(jaxpr: Jaxpr, inputs: Sequence[int]) -> bool:
-    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its ``inputs``
-    (by position; none from array data, other inputs or nested programs)."""
+    """Whether every size ``jaxpr`` computes follows by integer arithmetic from its ``inputs``."""
     if any(isinstance(p, (ClosedJaxpr, Jaxpr)) for eqn in jaxpr.eqns for p in eqn.params.values()):
         return False
     needed = _size_values(jaxpr)

@@ -187,11 +187,9 @@ def ambient_carries() -> list[Threaded]:
     return list(current_context().ambient_carries)
 
 
-@contextlib.contextmanager
-def ambient_carry(carry: Threaded) -> Iterator[Threaded]:
+def ambient_carry(carry: Threaded) -> contextlib.AbstractContextManager:
     """Make ``carry`` ambient for the duration of the block."""
-    with context_scope(ambient_carries=(*current_context().ambient_carries, carry)):
-        yield carry
+    return context_scope(ambient_carries=(*current_context().ambient_carries, carry))
 
 
 def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Sequence[int] | None = None) -> set[int]:
@@ -309,11 +307,9 @@ class WhileLoopCallable(LoopCallable):
 # with ``bind`` (the same arguments but ``bounds``) the usual implementation.
 
 
-@contextlib.contextmanager
-def control_flow_handler(handler: Any) -> Iterator[None]:
+def control_flow_handler(handler: Any) -> contextlib.AbstractContextManager:
     """Hand this thread's traced control flow to ``handler`` in the block (``None``: bind it as usual)."""
-    with context_scope(control_flow_handler=handler):
-        yield
+    return context_scope(control_flow_handler=handler)
 
 
 def active_control_flow_handler() -> Any:

@@ -27,7 +27,8 @@ from ..compiler.capacity import Checks, Unmaskable, buffer_shape, conformed, mas
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr
 from ..trace_context import refuse_under_capture
-from ..errors import ArgumentValueError, ControlFlowError, function_name
+from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
+from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Literal, ShapedArray, Tracer, Var, get_aval, lowering
 from ..jax_extras.dynshape import DIM_AVAL, JaxprTypeError, input_type_of, join_output_types
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
@@ -37,7 +38,7 @@ from ..jax_extras.rules import move_batch_axis, not_mapped, register_nested_prim
 from ..jax_extras.rules import same_atoms, unknown_results, zero_tangent
 from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
-from ..jax_extras.size_facts import describe_aval
+from ..jax_extras.size_facts import describe_aval, runs_only_if_chosen
 from ..compiler.loop_body import split_groups, with_batch_axis
 from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
 from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
@@ -205,14 +206,14 @@ def _returns_none() -> None:
 
 
 def _bind(preds: list, branches: list, otherwise: Callable | None, first: Callable) -> Any:
-    """The design documents' ``bindNested`` for ``cond``: every branch is traced without arguments
-    (what it uses is captured) and their output types are joined into one equation."""
+    """The design documents' ``bindNested`` for ``cond``: branches traced without arguments, types joined."""
     trees: dict[int, PyTreeDef] = {}
     has_otherwise, otherwise = otherwise is not None, otherwise or _returns_none
 
     def flat(k: int, branch: Callable) -> Callable[[], list[Any]]:
         def flat_branch() -> list[Any]:
-            leaves, trees[k] = flatten_values(branch())
+            with runs_only_if_chosen(preds, k):  # `x[i]` under `if i < len(x)`, for an empty `x`
+                leaves, trees[k] = flatten_values(branch())
             return leaves
 
         return flat_branch
@@ -425,8 +426,7 @@ def _pick(index: Any, values: list[Any]) -> Any:
 
 
 def _partial_eval(trace: Any, *tracers: Any, **params: Any) -> list[Any]:
-    """With known predicates, a ``cond`` computes the known results (those that depend on known
-    values only) now, and the whole ``cond`` is staged for the unknown ones."""
+    """With known predicates, the results of known values only are computed now, the ``cond`` staged."""
     known = [t.pval.is_known() for t in tracers]
     values = [t.pval.get_known() for t in tracers]
     preds_k, consts_k = _split(known, params)
@@ -480,7 +480,12 @@ def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
     branches = [as_branch(j, c) for j, c in zip(jaxprs, consts)]
     if all(not isinstance(p, Tracer) for p in preds):
         return [*implicit, *branches[_first_true(preds)]()]
-    return [*implicit, *lax.switch(_branch_index(preds), branches)]
+    try:
+        return [*implicit, *lax.switch(_branch_index(preds), branches)]
+    except (UnsupportedOperationError, SizeAssumptionError) as err:
+        # A branch may hold only when it is taken (`x[i]` under `if i < len(x)`, for an empty `x`):
+        # the host knows the predicates, and runs the branch taken (reporting this error if it is).
+        raise NeedsHost("a cond branch that cannot run at these sizes, taken or not at run time") from err
 
 
 def _first_true(preds: Sequence[Any]) -> int:
@@ -521,8 +526,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _lower(ctx: Any, *operands: Any, **params: Any) -> list[Any]:
-    """StableHLO (in ``.mlir``): ``case first_true(preds) { branch_0 } ... { otherwise }``, one
-    ``stablehlo.case`` whose regions lower their branches on captured constants."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.case`` on the first true predicate, branches inlined."""
     preds, consts = _split(list(operands), params)
     branches = zip(params["branch_jaxprs"], consts)
     regions = [functools.partial(lowering.lower_nested_jaxpr, ctx, j, c) for j, c in branches]

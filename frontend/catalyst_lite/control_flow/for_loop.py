@@ -22,14 +22,12 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
-from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups
-from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import NeedsHost, trip_count
+from ..compiler.loop_body import resizes_arrays, split_groups
+from ..compiler.specialize import NeedsHost, reverse_mode_requested, trip_count
 from ..trace_context import refuse_under_capture
 from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
 from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
-from ..jax_extras.dynshape import JaxprTypeError
 from ..jax_extras.tracing import dependence_rules, dimension_value
 from ..jax_extras.dimensions import note_loop_index
 from ..jax_extras.size_facts import runs_only_if_loop_runs
@@ -136,7 +134,7 @@ def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
         start, *carried = explicit
         ops = LoopOperands([], traced.consts, implicit, [lower, upper, step, start], carried)
         preserve = {"preserve_dimensions": strategy.preserve_dimensions}
-        return Equation(*_equation(preserve, traced.jaxpr, None, ops), len(implicit))
+        return Equation(*_loop.equation(preserve, traced.jaxpr, None, ops), len(implicit))
 
     spec = NestedSpec(for_loop_p, equation, strategy, nprefix=1, threaded=ambient_carries())
     with loop_errors(strategy, "for_loop", body), runs_only_if_loop_runs(lower, upper, step):
@@ -144,43 +142,10 @@ def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
     return unwrapped(tree_unflatten(in_tree, outs), len(init))
 
 
-def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
-    """``*consts *implicit lower upper step start *carried``."""
-    consts, implicit, bounds, carried = split_groups(values, [params["body_nconsts"], params["nimplicit"], 4])
-    return LoopOperands([], consts, implicit, bounds, carried)
-
-
-def _body(params: dict[str, Any]) -> LoopBody:
-    return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["nimplicit"], 1, "for_loop body")
-
-
-def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
-    """The operand feeding each binder of the body on entry (the index: ``start``)."""
-    body = _body(params)
-    start = body.nconsts + body.nimplicit + 3
-    return [(body.jaxpr, [*range(start - 3), start, *range(start + 1, start + 1 + body.ncarried)])]
-
-
-def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
-    """Constant ``k`` of the body is operand ``k``, carried size ``k`` operand ``nconsts + k``."""
-    nconsts = params["body_nconsts"]
-    return _body(params).output_type(lambda k: k, lambda k: nconsts + k, same_operand)
-
-
-def _check(atoms: list[Any], params: dict[str, Any]) -> None:
-    """The body takes the operands and returns its carried types; the bounds are integers."""
-    ops = _operands(atoms, params)
-    if not all(b.aval.shape == () and np.issubdtype(b.aval.dtype, np.integer) for b in ops.bounds):
-        raise JaxprTypeError(f"for_loop bounds must be integer scalars, got {[b.aval for b in ops.bounds]}")
-    _body(params).typecheck([*ops.consts, *ops.implicit, ops.bounds[3], *ops.carried])
-
-
-def _equation(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The operands and parameters of a loop of ``body`` (``params``: its options)."""
-    new_params = dict(body_jaxpr=ClosedJaxpr(body, ()), body_nconsts=len(ops.consts),
-                      nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"],
-                      apply_reverse_transform=False)
-    return [*ops.consts, *ops.implicit, *ops.bounds, *ops.carried], new_params
+def _params(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> dict[str, Any]:
+    """The parameters of a loop of ``body`` (``params``: its options)."""
+    return dict(body_jaxpr=ClosedJaxpr(body, ()), body_nconsts=len(ops.consts), nimplicit=len(ops.implicit),
+                preserve_dimensions=params["preserve_dimensions"], apply_reverse_transform=False)
 
 
 def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, Any, Any]:
@@ -191,7 +156,7 @@ def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, 
     return trip_count(lower, upper, step), lower, step
 
 
-_loop = Loop(for_loop_p, _output_type, _feeds, _operands, _body, lambda params: None, _equation, counting=_counting)
+_loop = Loop(for_loop_p, 4, _params, counting=_counting)
 
 
 def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:
@@ -200,7 +165,7 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
     if isinstance(count, int) and count == 0:
         return None
     # JAX transposes a fori_loop of a static trip count (a scan); with traced bounds the loop runs
-    # on the host in reverse mode (see compiler/reverse_mode.py).
+    # on the host in reverse mode (see compiler/specialize.py).
     if reverse_mode_requested() and not isinstance(count, int):
         raise NeedsHost("reverse-mode differentiation of a for_loop whose bounds are traced")
     try:
@@ -225,7 +190,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     params = eqn.params
     if params["nimplicit"]:
         raise Unmaskable("a nested resizing loop")
-    ops = _operands(invals, params)
+    ops = _loop.operands(invals, params)
     lower, upper, step, _ = ops.bounds
     body = params["body_jaxpr"].jaxpr
 
@@ -245,8 +210,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
 
 
 def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, nimplicit: int, **_) -> list:
-    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, the carried dimensions
-    and values; constants are captured (a reversed loop is never built)."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, carried sizes and values."""
     groups = split_groups(list(operands), [body_nconsts, nimplicit, 4])
     consts, implicit, (_, upper, step, start), carried = groups
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]
@@ -267,22 +231,23 @@ def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int,
 
 def _trip_count_traced(operands: Sequence[Any], params: dict[str, Any]) -> bool:
     """Bounds unknown where the loop is transformed: JAX's reverse mode cannot transpose it then."""
-    lower, upper, step, _ = _operands(list(operands), params).bounds
+    lower, upper, step, _ = _loop.operands(list(operands), params).bounds
     return any(not isinstance(dimension_value(b), int) for b in (lower, upper, step))
 
 
 def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
     """The results that depend on the marked operands at some iteration (all, through bounds or sizes)."""
-    ops, body = _operands(marked, eqn.params), _body(eqn.params)
+    ops, body = _loop.operands(marked, eqn.params), _loop.body(eqn.params)
     if any(ops.bounds) or any(ops.implicit) or body.depends_on(ops.consts, ops.carried):
         return [True] * len(eqn.outvars)
     return [*[False] * body.nimplicit, *body.carried_fixpoint(ops.consts, ops.carried)]
 
 
 register_nested_primitive(for_loop_p, PrimitiveSpec(
-    output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=functools.partial(_loop.staged, stage=_fori_loop),
-    host=functools.partial(loop_host, _loop), dimension_operands=_dimension_operands, masked=_masked,
+    output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp,
+    batching=_loop.batching, partial_eval=_loop.partial_eval,
+    staged=functools.partial(_loop.staged, stage=_fori_loop), host=functools.partial(loop_host, _loop),
+    dimension_operands=_dimension_operands, masked=_masked,
     bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))
 dependence_rules[for_loop_p] = _dependence

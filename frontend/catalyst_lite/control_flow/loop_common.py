@@ -19,13 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..compiler.capacity import Prediction, run_compiled
-from ..compiler.loop_body import LoopBody
+from ..compiler.loop_body import LoopBody, split_groups
 from ..compiler.runner import record_replay, runner_for
 from ..compiler.specialize import Mode, NeedsHost, eval_jaxpr, to_dim
 from ..errors import ControlFlowError
 from ..jax_extras import Jaxpr, OutputType, Tracer
+from ..jax_extras.dynshape import JaxprTypeError
 from ..jax_extras.nested import interleave
-from ..jax_extras.rules import Feeds, Zero, bind_known, instantiate_zeros, move_batch_axis
+from ..jax_extras.rules import Zero, bind_known, instantiate_zeros, move_batch_axis
 from ..jax_extras.rules import not_mapped, result_avals, unknown_results, zero_tangent
 from .common import fed_dimension_operands
 
@@ -48,24 +49,66 @@ class LoopOperands:
 
 @dataclass(frozen=True)
 class Loop:
-    """A loop primitive as its rules see it: its operands' groups, body and predicate (``None``: a
-    ``for_loop``), how its equation is rebuilt, how it is batched when its predicate is batched."""
+    """A loop primitive as its rules see it, its operands ``*pred_consts *consts *implicit *bounds
+    *carried`` (a ``while_loop`` has no bounds, a ``for_loop`` no predicate): how its equation's
+    parameters are rebuilt, how it is batched when its predicate is batched."""
 
     primitive: Any
-    output_type: Callable[..., OutputType]
-    feeds: Feeds
-    operands: Callable[[Sequence[Any], dict[str, Any]], LoopOperands]
-    body: Callable[[dict[str, Any]], LoopBody]
-    predicate: Callable[[dict[str, Any]], LoopBody | None]
-    equation: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], tuple[list[Any], dict[str, Any]]]
+    nbounds: int  # lower, upper, step, start (for_loop); the body's index is fed by start
+    new_params: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], dict[str, Any]]
     batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
     # ``(trip count, first index, step)`` of a ``for_loop`` (traced or known); ``()`` for a ``while_loop``
     counting: Callable[[LoopOperands], tuple[Any, ...]] = lambda ops: ()
+
+    def operands(self, values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
+        """``values``, in the layout of the operands, grouped."""
+        sizes = [params.get("cond_nconsts", 0), params["body_nconsts"], params["nimplicit"], self.nbounds]
+        return LoopOperands(*split_groups(values, sizes))
+
+    def body(self, params: dict[str, Any]) -> LoopBody:
+        nprefix = min(self.nbounds, 1)
+        return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["nimplicit"], nprefix,
+                        f"{self.primitive.name} body")
+
+    def predicate(self, params: dict[str, Any]) -> LoopBody | None:
+        if "cond_jaxpr" not in params:
+            return None
+        return LoopBody(params["cond_jaxpr"].jaxpr, params["cond_nconsts"], params["nimplicit"], 0,
+                        f"{self.primitive.name} condition", predicate=True)
+
+    def feeds(self, params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
+        """The operand feeding each binder of the predicate and of the body on entry."""
+        body, pred = self.body(params), self.predicate(params)
+        count = params.get("cond_nconsts", 0) + len(body.jaxpr.invars) + self.nbounds - body.nprefix
+        ops = self.operands(range(count), params)
+        feeds = [] if pred is None else [(pred.jaxpr, [*ops.pred_consts, *ops.implicit, *ops.carried])]
+        return [*feeds, (body.jaxpr, [*ops.consts, *ops.implicit, *ops.bounds[3:], *ops.carried])]
+
+    def output_type(self, params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> OutputType:
+        """Constant ``k`` of the body and carried size ``k`` are operands (see :meth:`operands`)."""
+        ncc, nbc = params.get("cond_nconsts", 0), params["body_nconsts"]
+        return self.body(params).output_type(lambda k: ncc + k, lambda k: ncc + nbc + k, same_operand)
+
+    def check(self, atoms: list[Any], params: dict[str, Any]) -> None:
+        """The programs take the operands; the bounds are integers; the body returns its carried types."""
+        ops, pred = self.operands(atoms, params), self.predicate(params)
+        if not all(b.aval.shape == () and np.issubdtype(b.aval.dtype, np.integer) for b in ops.bounds):
+            avals = [b.aval for b in ops.bounds]
+            raise JaxprTypeError(f"{self.primitive.name} bounds must be integer scalars, got {avals}")
+        if pred is not None:
+            pred.typecheck([*ops.pred_consts, *ops.implicit, *ops.carried])
+        self.body(params).typecheck([*ops.consts, *ops.implicit, *ops.bounds[3:], *ops.carried])
 
     def dimension_operands(self, params: dict[str, Any]) -> set[int]:
         """The constants and carried sizes that size the body or predicate."""
         parts = [p for p in (self.predicate(params), self.body(params)) if p is not None]  # the feeds' order
         return fed_dimension_operands(self.feeds(params), [p.nconsts + p.nimplicit for p in parts])
+
+    def equation(self, params: dict[str, Any], body: Jaxpr, pred: Jaxpr | None, ops: LoopOperands
+                 ) -> tuple[list[Any], dict[str, Any]]:
+        """The operands and parameters of a loop of ``body`` and ``pred`` (``params``: its options)."""
+        operands = [*ops.pred_consts, *ops.consts, *ops.implicit, *ops.bounds, *ops.carried]
+        return operands, self.new_params(params, body, pred, ops)
 
     def rebound(self, params: dict[str, Any], body: Jaxpr, pred: Jaxpr | None, ops: LoopOperands) -> list:
         """The loop bound again with other body and predicate jaxprs."""
@@ -73,9 +116,8 @@ class Loop:
         return self.primitive.bind(*operands, **new_params)
 
     def staged(self, invals: list[Any], params: dict[str, Any], stage: Callable[..., Sequence[Any] | None]) -> list[Any]:
-        """Inside one XLA program: ``stage(ops, run_body(prefix, carry), run_predicate(carry) | None)``
-        stages the loop, or returns ``None`` when it is known not to run (its body may assume it
-        runs: ``size_facts.runs_only_if_loop_runs``). A resizing loop is unrolled (:func:`loop_unrolled`)."""
+        """Inside one XLA program: ``stage(ops, run_body, run_predicate | None)`` stages the loop, or gives
+        ``None`` when it does not run; a resizing loop is unrolled (:func:`loop_unrolled`)."""
         ops, body, pred = self.operands(invals, params), self.body(params), self.predicate(params)
         if body.resizes_arrays:
             return loop_unrolled(self, invals, params)
@@ -93,8 +135,7 @@ class Loop:
         return [*implicit, *(map(jnp.asarray, ops.carried) if out is None else out)]
 
     def jvp(self, primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list, list]:
-        """The loop carrying the tangents of the values that have some, the constants' tangents as
-        constants; a carried value gets a tangent once something it depends on has one."""
+        """The loop carrying the tangents of the carried values that get some (constants' as constants)."""
         body, pred = self.body(params), self.predicate(params)
         p, t = self.operands(primals, params), self.operands(tangents, params)
         consts_nz, carried_nz = ([type(x) is not Zero for x in xs] for xs in (t.consts, t.carried))
@@ -114,8 +155,7 @@ class Loop:
         return primals_out, [*map(zero_tangent, primals_out[:m]), *interleave(carried_nz, dots, zeros)]
 
     def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
-        """The loop over a batch: batched constants and carried values (and what depends on them) get
-        a leading batch axis; bounds and sizes are the same for every example."""
+        """The loop over a batch: batched constants and carried values get a batch axis; sizes are shared."""
         name = self.primitive.name
         body, pred = self.body(params), self.predicate(params)
         a, d = self.operands(args, params), self.operands(dims, params)
@@ -176,9 +216,8 @@ class Loop:
 def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[int, ...], run_body: Callable,
                  run_predicate: Callable | None, size: Callable[[Any], Any], limit: int | None = None
                  ) -> tuple[list[Any], list[Any]]:
-    """The carried sizes and values after the loop, one iteration at a time (``size`` makes a
-    carried size one to pass on; ``counted``: a ``for_loop``'s trip count, first index and step).
-    With a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""
+    """The carried sizes and values after the loop, iteration by iteration (``size`` makes a size to pass
+    on); with a ``limit`` (unrolling), more iterations or an unknown predicate raise ``NeedsHost``."""
     implicit, carried = [size(d) for d in ops.implicit], list(ops.carried)
     k = 0
     while True:
@@ -200,8 +239,7 @@ def step_by_step(name: str, body: LoopBody, ops: LoopOperands, counted: tuple[in
 
 
 def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """A loop driven from Python: compiled whole when it can be (``compiler/capacity.py``), otherwise
-    each iteration runs the body (and predicate) compiled for its current sizes."""
+    """A loop driven from Python: compiled whole if it can be, else iteration by iteration."""
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
     counted = tuple(int(x) for x in loop.counting(ops))
@@ -227,9 +265,8 @@ UNROLL_LIMIT = 32
 
 
 def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a resizing loop whose trip count is known when staged, each iteration
-    staged at its own sizes (one dispatch, not one per iteration); otherwise (more than
-    :data:`UNROLL_LIMIT` iterations, a size that depends on data) :class:`NeedsHost`."""
+    """Inside one XLA program: a resizing loop of a trip count known when staged, each iteration at its
+    own sizes; else (over :data:`UNROLL_LIMIT` iterations, sizes from data) :class:`NeedsHost`."""
     ops = loop.operands(invals, params)
     body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name
     counted = loop.counting(ops)

@@ -12,7 +12,7 @@ takes ``*body_consts *implicit *carried`` and returns ``*implicit *carried``.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -20,8 +20,7 @@ from jax import lax
 from jax.tree_util import tree_unflatten
 
 from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups, with_batch_axis
-from ..compiler.reverse_mode import reverse_mode_requested
-from ..compiler.specialize import NeedsHost
+from ..compiler.specialize import NeedsHost, reverse_mode_requested
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
 from ..jax_extras import ClosedJaxpr, lowering
@@ -109,7 +108,7 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
         traced_cond, traced_body = bodies
         ops = LoopOperands(traced_cond.consts, traced_body.consts, implicit, [], carried)
         preserve = {"preserve_dimensions": strategy.preserve_dimensions}
-        return Equation(*_equation(preserve, traced_body.jaxpr, traced_cond.jaxpr, ops), len(implicit))
+        return Equation(*_loop.equation(preserve, traced_body.jaxpr, traced_cond.jaxpr, ops), len(implicit))
 
     spec = NestedSpec(while_loop_p, equation, strategy, threaded=ambient_carries())
     bodies = [Body(flat_cond, "while_loop condition", "predicate"), Body(flat_body, "while_loop body", "carried")]
@@ -118,55 +117,17 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
     return unwrapped(tree_unflatten(in_tree, outs), len(init))
 
 
-def _operands(values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
-    """``*cond_consts *body_consts *implicit *carried``."""
-    sizes = [params["cond_nconsts"], params["body_nconsts"], params["nimplicit"]]
-    cc, bc, implicit, carried = split_groups(values, sizes)
-    return LoopOperands(cc, bc, implicit, [], carried)
-
-
-def _body(params: dict[str, Any]) -> LoopBody:
-    return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["nimplicit"], 0, "while_loop body")
-
-
-def _cond(params: dict[str, Any]) -> LoopBody:
-    return LoopBody(params["cond_jaxpr"].jaxpr, params["cond_nconsts"], params["nimplicit"], 0,
-                    "while_loop condition", predicate=True)
-
-
-def _feeds(params: dict[str, Any]) -> list[tuple[Any, list[int]]]:
-    ncc, nbc = params["cond_nconsts"], params["body_nconsts"]
-    ncarry = len(params["body_jaxpr"].jaxpr.invars) - nbc
-    carry = list(range(ncc + nbc, ncc + nbc + ncarry))
-    return [(params["cond_jaxpr"].jaxpr, [*range(ncc), *carry]),
-            (params["body_jaxpr"].jaxpr, [*range(ncc, ncc + nbc), *carry])]
-
-
-def _output_type(params: dict[str, Any], same_operand: Callable[[int, int], bool]) -> tuple:
-    """Constant ``k`` of the body is operand ``cond_nconsts + k``; carried sizes follow the constants."""
-    nconsts = params["cond_nconsts"] + params["body_nconsts"]
-    return _body(params).output_type(lambda k: params["cond_nconsts"] + k, lambda k: nconsts + k, same_operand)
-
-
-def _check(atoms: list[Any], params: dict[str, Any]) -> None:
-    """Both programs take the operands; the predicate is a ``bool[]``; the body returns its carry."""
-    ops = _operands(atoms, params)
-    _cond(params).typecheck([*ops.pred_consts, *ops.implicit, *ops.carried])
-    _body(params).typecheck([*ops.consts, *ops.implicit, *ops.carried])
-
-
-def _equation(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> tuple[list[Any], dict]:
-    """The operands and parameters of a loop of ``body`` and ``cond`` (``params``: its options)."""
-    new_params = dict(cond_jaxpr=ClosedJaxpr(cond, ()), body_jaxpr=ClosedJaxpr(body, ()),
-                      cond_nconsts=len(ops.pred_consts), body_nconsts=len(ops.consts),
-                      nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"])
-    return [*ops.pred_consts, *ops.consts, *ops.implicit, *ops.carried], new_params
+def _params(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> dict[str, Any]:
+    """The parameters of a loop of ``body`` and ``cond`` (``params``: its options)."""
+    return dict(cond_jaxpr=ClosedJaxpr(cond, ()), body_jaxpr=ClosedJaxpr(body, ()),
+                cond_nconsts=len(ops.pred_consts), body_nconsts=len(ops.consts),
+                nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"])
 
 
 def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
     """All carried values batched: the loop runs while some example's predicate holds (others keep theirs)."""
-    body, cond, size = _body(params), _cond(params), axis_data.size
-    a, d = _operands(args, params), _operands(dims, params)
+    body, cond, size = _loop.body(params), _loop.predicate(params), axis_data.size
+    a, d = _loop.operands(args, params), _loop.operands(dims, params)
     cond_b, body_b = [x is not not_mapped for x in d.pred_consts], [x is not not_mapped for x in d.consts]
     if body.nimplicit:
         raise ControlFlowError("jax.vmap of a resizing while_loop whose trip count differs between examples")
@@ -203,12 +164,11 @@ def _masked_loop(cond: LoopBody, body: LoopBody, cond_b: list[bool], body_b: lis
     return new_cond, retrace(masked_body, body_type, "while_loop body (batched)", 0)
 
 
-_loop = Loop(while_loop_p, _output_type, _feeds, _operands, _body, _cond, _equation, _masked_batching)
+_loop = Loop(while_loop_p, 0, _params, _masked_batching)
 
 
 def _staged(invals: list[Any], params: dict[str, Any]) -> list[Any]:
-    """Inside one XLA program: a ``lax.while_loop``. JAX differentiates it forward only: reverse
-    mode runs the loop on the host (see compiler/reverse_mode.py, compiler/capacity.py)."""
+    """Inside one XLA program: a ``lax.while_loop`` (in reverse mode the loop runs on the host instead)."""
     if reverse_mode_requested():
         raise NeedsHost("reverse-mode differentiation of a while_loop")
     return _loop.staged(invals, params, _while_loop)
@@ -223,8 +183,7 @@ def _while_loop(ops: LoopOperands, run_body: Callable, run_predicate: Callable) 
 
 def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
            body_nconsts: int, nimplicit: int, **_) -> list[Any]:
-    """StableHLO (in ``.mlir``): ``while cond(carry): carry = body(carry)``, one ``stablehlo.while``
-    carrying the carried dimensions and values; the constants are captured."""
+    """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the carried sizes and values."""
     cond_consts, body_consts, carry = split_groups(list(operands), [cond_nconsts, body_nconsts])
     body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
 
@@ -239,7 +198,7 @@ def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: Closed
 
 
 register_nested_primitive(while_loop_p, PrimitiveSpec(
-    output_type=_output_type, feeds=_feeds, check=_check, jvp=_loop.jvp, batching=_loop.batching,
-    partial_eval=_loop.partial_eval, staged=_staged, host=functools.partial(loop_host, _loop),
-    dimension_operands=_loop.dimension_operands, lowering=_lower,
+    output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp,
+    batching=_loop.batching, partial_eval=_loop.partial_eval, staged=_staged,
+    host=functools.partial(loop_host, _loop), dimension_operands=_loop.dimension_operands, lowering=_lower,
 ))

@@ -43,28 +43,18 @@ def weakly_typed(x: Any) -> Any:
 
 
 def x64_scope():
-    """64-bit types for the calling thread (what catalyst_lite compiles and runs with); no scope
-    is entered when they are on already (entering one costs microseconds, on every call)."""
+    """64-bit types for the calling thread (no scope entered when on already: it costs microseconds)."""
     if config.enable_x64.value:
         return contextlib.nullcontext()
     return config.enable_x64(True)
 
 
-def use_abstract_mesh(abstract_mesh: Any) -> Any:
-    """``jax.sharding.use_abstract_mesh`` (public from JAX 0.7.2 on, only internal in 0.7.1): the
-    abstract mesh in effect inside the block.
-
-    >>> import jax
-    >>> mesh = jax.sharding.Mesh(jax.devices()[:1], ("s",))
-    >>> with use_abstract_mesh(mesh.abstract_mesh):
-    ...     jax.sharding.get_abstract_mesh().axis_names
-    ('s',)
-    """
-    return mesh.use_abstract_mesh(abstract_mesh)
+# jax.sharding.use_abstract_mesh (public from JAX 0.7.2 on, only internal in 0.7.1): the abstract
+# mesh in effect inside the block.
+use_abstract_mesh = mesh.use_abstract_mesh
 
 
 def context_mesh() -> Any:
-    """The concrete ``jax.sharding.Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or
-    ``None``."""
+    """The concrete ``Mesh`` of ``jax.sharding.set_mesh``/``use_mesh`` in effect, or ``None``."""
     concrete = mesh.get_concrete_mesh()
     return None if concrete is None or concrete.empty else concrete

@@ -21,8 +21,7 @@ __all__ = ["is_reverse_mode_value", "is_concrete_value"]
 
 
 def is_reverse_mode_value(x: Any) -> bool:
-    """True when ``x`` is traced by a reverse-mode differentiation, possibly under (or over)
-    other transformations: the parent traces are walked."""
+    """True when ``x`` is traced by reverse-mode differentiation (its parent traces walked)."""
     if not isinstance(x, core.Tracer):
         return False
     trace = getattr(x, "_trace", None)
@@ -34,6 +33,5 @@ def is_reverse_mode_value(x: Any) -> bool:
 
 
 def is_concrete_value(x: Any) -> bool:
-    """True when ``x`` has a value known now (a number, an array, or a tracer of the
-    differentiation or batching kind wrapping known values), false for ``jax.jit`` tracers."""
+    """True when ``x`` has a value known now (not a ``jax.jit`` tracer)."""
     return not isinstance(x, core.Tracer) or core.is_concrete(x)

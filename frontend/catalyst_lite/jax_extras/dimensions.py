@@ -37,7 +37,7 @@ from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
 from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
 from .patches import symbolic_trace
-from .size_expressions import NEGATED, SizeExpr, evaluate
+from .size_expressions import COMPARISON_NAMES, NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 
 # Generic sizes: large (so that `n >= 1`, `n - 1 >= 0` hold, as for any non-trivial size),
@@ -51,19 +51,16 @@ _GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 _LOOP_OFFSETS = (1, 2, 3)
 
 # comparison primitive -> its Python spelling -> the Python operator
-_COMPARISONS = {lax.eq_p: "==", lax.ne_p: "!=", lax.lt_p: "<", lax.le_p: "<=", lax.gt_p: ">", lax.ge_p: ">="}
-_OPERATORS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-              ">": operator.gt, ">=": operator.ge}
+_COMPARISONS = {getattr(lax, f"{name}_p"): spelled for name, spelled in COMPARISON_NAMES.items()}
+_OPERATORS = {spelled: getattr(operator, name) for name, spelled in COMPARISON_NAMES.items()}
 
 
 # --- Sizes as values ---------------------------------------------------------------------------
 
 
 class GenericSizes:
-    """Generic values of the leaves of size expressions, numbered in the order met, and the terms'
-    values computed so far. Two assignments order the leaves oppositely (``ascending``): an answer
-    depending on how unrelated sizes compare (``min(n, k) == n``) differs, and is not assumed.
-    Size inputs in ``point`` (position -> value: a trace guided by a call) take the call's values."""
+    """Generic values of size-expression leaves (numbered as met) and of terms: two assignments order
+    the leaves oppositely (``ascending``); inputs in ``point`` (a guiding call's) take its values."""
 
     def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False,
                  loop_offset: int = 0):
@@ -161,9 +158,8 @@ def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool =
 
 
 def _loop_value(var: Any, symbols: GenericSizes) -> Any:
-    """The value of a loop body's binder in this assignment, if the loop tells it: questions about
-    it must hold at every iteration, so a ``for_loop``'s index is its first value in one assignment,
-    its last in the other; a ``while_loop``'s carried integer its initial value in a third one."""
+    """A loop binder's value in this assignment, if the loop tells it (a ``for_loop`` index: its first or
+    last value; a ``while_loop`` carried integer: its initial value in a third assignment)."""
     scope = current_scope()
     entry = scope.loop_values.get(var) if scope is not None else None
     if entry is None:
@@ -182,16 +178,14 @@ def _loop_value(var: Any, symbols: GenericSizes) -> Any:
 
 
 def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:
-    """``index`` (a tracer of a ``for_loop`` body being traced) runs over ``range(lower, upper,
-    step)`` (values of the enclosing trace): see :func:`_loop_value`."""
+    """``index`` (a ``for_loop`` body's tracer) runs over ``range(lower, upper, step)``."""
     scope = current_scope()
     if scope is not None and isinstance(index, pe.DynamicJaxprTracer):
         scope.loop_values[index.val] = ("for", lower, upper, step)
 
 
 def note_loop_carries(carried: Any, initial: Any) -> None:
-    """``carried`` (tracers of a ``while_loop`` body or predicate) start from ``initial`` (see
-    :func:`_loop_value`)."""
+    """``carried`` (a ``while_loop`` body's or predicate's tracers) start from ``initial``."""
     scope = current_scope()
     if scope is None:
         return
@@ -262,8 +256,7 @@ _recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True) -> None:
-    """Record ``(lhs comparison rhs) == holds`` as a fact of the program being traced and, when
-    ``in_program``, as an ``assume_size`` equation in the trace of the size tracers (once)."""
+    """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size`` equation."""
     where = user_call_site()
     scope = current_scope()
     fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
@@ -291,8 +284,7 @@ _JAX_WRAPPERS = ("jax._src.traceback_util", "jax._src.pjit", "jax._src.api", "ja
 
 
 def user_call_site() -> str:
-    """``file:line (in jax function)``: the user's line (see :mod:`.frames`) and the JAX function
-    it called (if the user's line called a JAX function)."""
+    """``file:line (in jax function)``: the user's line and the JAX function it called, if any."""
     frame, jax_function = sys._getframe(1), ""
     while frame is not None and is_library_file(frame.f_code.co_filename):
         module = frame.f_globals.get("__name__", "")
@@ -306,21 +298,18 @@ def user_call_site() -> str:
 
 
 def _in_shape_rule() -> bool:
-    """Shape rules run with the eval trace current; their decisions are facts, but no
-    ``assume_size`` equation: the specialized ``jax.jit`` re-runs them with concrete sizes."""
+    """Shape rules (the eval trace current) decide facts but no equations: jax.jit re-runs them."""
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
 # Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _make_array).
-_LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane.", "autoray.", "catalyst_lite.")
+# PennyLane and its device plugins (`pennylane_lightning`) ask too: "pennylane" without its dot.
+_LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane", "autoray.", "catalyst_lite.")
 
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
-    """Whether the code asking a size tracer for its Python value (the caller of the patched
-    ``__bool__``/``__index__``/``__array__`` calling this) is ``libraries``' own, not the user's.
-    Only the calling frame says who asks: JAX asks from some forty places (``jnp.linspace``,
-    ``x[k:]``, shape rules), many before any function we patch sees the value. The one decision
-    read from a frame (``tests/test_layering.py`` names it)."""
+    """Whether the caller of the patched ``__bool__``/``__index__``/``__array__`` is ``libraries``' code:
+    the one decision read from a frame (JAX asks from some forty places; tests/test_layering.py)."""
     module = sys._getframe(2).f_globals.get("__name__", "")
     return module.startswith(libraries)
 
@@ -333,10 +322,8 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
 def decide_size_comparison(
     lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
 ) -> bool | None:
-    """Decide ``lhs comparison rhs`` for size expressions (tracers or ints), record the answer as
-    a fact of the program and return it; ``None`` when it cannot be decided (not sizes, or it
-    depends on how unrelated sizes compare). ``generic_answer``, when given, is the answer at
-    generic sizes (a size assumed small enough); a guided trace answers at the call's sizes."""
+    """Decide ``lhs comparison rhs`` of size expressions, record it as a fact and return it; ``None``
+    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's)."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None or not (_checkable(lhs, scope) and _checkable(rhs, scope)):
@@ -377,8 +364,7 @@ def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | No
 
 
 def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | None]:
-    """The truth of a size tracer decided: a comparison of sizes (also returned, as ``(lhs, rhs,
-    comparison)``), or an integer size (``!= 0``); ``None`` when undecided or neither."""
+    """A size tracer's truth decided (a comparison, also returned, or an integer ``!= 0``), or ``None``."""
     if tracer.parent is not None and tracer.parent.primitive in _COMPARISONS:
         comparison = (*tracer.parent.in_tracers, _COMPARISONS[tracer.parent.primitive])
         return decide_size_comparison(*comparison), comparison
@@ -416,9 +402,8 @@ def _make_bool(original):
 
 
 def python_truth_of_sizes(x: Any) -> Any:
-    """``bool(x)`` when ``x`` is a question about sizes of abstracted axes alone (``x.shape[0] > 2``,
-    a number's question under ``jax.jit``), decided as a plain Python ``if`` is; ``x`` otherwise.
-    For autograph, whose ``if`` would trace both branches, one of which ``jax.jit`` never sees."""
+    """``bool(x)`` when ``x`` asks about sizes of abstracted axes alone (``x.shape[0] > 2``), as a Python
+    ``if`` would (for autograph, whose ``if`` traces both branches); ``x`` otherwise."""
     if not (is_active() and isinstance(x, pe.DynamicJaxprTracer) and np.shape(x) == ()):
         return x
     scope = current_scope()
@@ -436,9 +421,8 @@ def _of_axes_only(tracer: Any) -> bool:
 
 @contextlib.contextmanager
 def _needs_a_number(tracer: Any, site: str, a_number_under_jit: bool | None = None) -> Iterator[None]:
-    """Code asking for the Python value of ``tracer`` (``int(n)``, ``if n:``, NumPy on it): when
-    ``a_number_under_jit`` (by default: it is a size), the call's sizes give it (the signal);
-    otherwise JAX's error, as under ``jax.jit``."""
+    """Code asking for the Python value of ``tracer``: when ``a_number_under_jit`` (default: it is a
+    size), the call's sizes give it (the signal); otherwise JAX's error, as under ``jax.jit``."""
     asked_by_user = a_number_under_jit is not None
     try:
         yield
@@ -514,8 +498,7 @@ def _make_definitely_equal(original):
 
 @repair(pe.DynamicJaxprTracer, "_short_repr")
 def _make_short_repr(original):
-    """A size prints as the expression of the arguments it comes from (`n + 1`), not
-    `JitTracer<~int64[]>`."""
+    """A size prints as the expression of the arguments it comes from (`n + 1`), not `JitTracer<...>`."""
     def _short_repr(self):
         scope = current_scope() if is_active() else None
         name = scope.name(self) if scope is not None else None
@@ -591,10 +574,8 @@ def _make_memory_space(original):
 
 @repair(pe.DynamicJaxprTracer, "__array__")
 def _make_array(original):
-    """In NumPy shape arithmetic of libraries (`np.delete(operand.shape, axes)`) a size is a 0-d
-    *object* array holding the tracer, as a `jax.export` dimension is. The user's NumPy on a size
-    of abstracted axes (`np.sqrt(x.shape[0])`, `np.log(x.shape[0] / 2)`) asks for the call's sizes,
-    as `int()` does; on any other integer it is JAX's TracerArrayConversionError, as under jax.jit."""
+    """A size in libraries' NumPy shape arithmetic is a 0-d object array (as a `jax.export` dimension);
+    the user's NumPy on a size of abstracted axes (or a float of them) asks for the call's sizes."""
     def __array__(self, dtype=None, copy=None):
         if not (is_active() and computed_from_sizes(self)):
             return original(self, dtype, copy)
@@ -677,8 +658,7 @@ def _make_index(original):
 
 
 def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
-    """The non-literal tracers ``tracer`` is computed from (through scalar equations), nearest
-    first."""
+    """The non-literal tracers ``tracer`` is computed from (by scalar equations), nearest first."""
     seen: dict[int, pe.DynamicJaxprTracer] = {}
     frontier = [tracer]
     while frontier:
@@ -691,9 +671,8 @@ def _ancestors(tracer: pe.DynamicJaxprTracer) -> list[pe.DynamicJaxprTracer]:
 
 
 def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
-    """The size ``size`` is computed from that it equals at every generic assignment, if any
-    (``(n - 0 + 1 - 1) // 1`` is ``n``; an assumption): else ``jnp.arange(n)`` and ``jnp.ones(n)``
-    would differ in a ``cond`` branch, where no ``definitely_equal`` is asked."""
+    """The size ``size`` is computed from that equals it at every generic assignment, if any (else
+    ``jnp.arange(n)`` and ``jnp.ones(n)`` differ in a ``cond`` branch); an assumption."""
     points = generic_values(size)
     if points is None:
         return size
@@ -748,8 +727,7 @@ for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
 
 
 def _sign_undecided(bound: Any) -> bool:
-    """``bound`` is a size expression whose sign differs between assignments, the call's or generic
-    ones (``n - k``, ``k`` a ``while_loop``'s counter)."""
+    """``bound`` is a size expression whose sign differs between assignments (``n - k``)."""
     if not isinstance(bound, pe.DynamicJaxprTracer):
         return False
     at_call = generic_values(bound)

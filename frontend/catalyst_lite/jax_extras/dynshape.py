@@ -31,8 +31,7 @@ JaxprTypeError = core.JaxprTypeError
 @dataclass(frozen=True)
 class ExpansionStrategy:
     """Which dimensions of a nested body's arguments become implicit arguments: none with
-    ``preserve_dimensions`` (they stay the enclosing program's, shared with captured arrays, and a
-    loop may not change them), else every dynamic one (a loop may resize arrays)."""
+    ``preserve_dimensions`` (a loop may not change them), else every dynamic one."""
 
     preserve_dimensions: bool
 
@@ -90,9 +89,8 @@ def array_aval(shape: Sequence[Any], dtype: Any, weak_type: bool = False) -> Any
 def expand_args(
     args: Sequence[Any], strategy: ExpansionStrategy, force_dynamic: frozenset[tuple[int, int]] = frozenset()
 ) -> tuple[list[Any], InputType]:
-    """The expanded inputs (implicit dimensions first) and the body's input type, whose shapes hold
-    ``DBIdx`` or, when dimensions are preserved, the enclosing tracer (``deduceInputType``).
-    ``force_dynamic``: ``(argument, axis)`` of static sizes made implicit arguments all the same."""
+    """The expanded inputs (implicit dimensions first) and the body's input type (``deduceInputType``);
+    ``force_dynamic``: ``(argument, axis)`` of static sizes made implicit arguments too."""
     avals = [get_aval(a) for a in args]
     if strategy.preserve_dimensions:
         return list(args), tuple((a, True) for a in avals)
@@ -141,9 +139,8 @@ def input_type_of(binders: Sequence[Any]) -> InputType:
 def expand_results(
     carried_args: Sequence[Tracer] | None, results: Sequence[Any], strategy: ExpansionStrategy | None
 ) -> tuple[list[Any], int]:
-    """The expanded results of a body and the number of implicit ones (``deduceOutputType``): a loop
-    body's (``carried_args``) have the arguments' types, same sizes or, resizing, one implicit result
-    per dynamic size; a function's implicit results are its sizes that are not numbers."""
+    """The expanded results of a body and how many are implicit (``deduceOutputType``): a loop body's
+    (``carried_args``) keep the arguments' types; a function's sizes that are not numbers lead."""
     result_avals = [get_aval(r) for r in results]
     implicit: list[Any] = []
     if carried_args is None:
@@ -170,9 +167,8 @@ def expand_results(
 
 
 def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -> list[Any]:
-    """A loop body's results with each size that ``core.definitely_equal``s its argument's
-    (``n - min(n, 1) + min(n, 1)`` from ``jnp.roll``) given as that very size, so that the body
-    keeps its arguments' types (call while the body's trace is current)."""
+    """A loop body's results, each size ``core.definitely_equal`` to its argument's given as that very
+    size, so that the body keeps its arguments' types (call in the body's trace)."""
     out = list(results)
     for k, (arg, result) in enumerate(zip(carried_args, results)):
         arg_aval, aval = get_aval(arg), get_aval(result)
@@ -185,7 +181,7 @@ def conform_carried_sizes(carried_args: Sequence[Any], results: Sequence[Any]) -
     return out
 
 
-def _matches(dim: Any, atom: Any) -> bool:
+def size_matches(dim: Any, atom: Any) -> bool:
     """A size (a variable or a number) is the value of ``atom`` (a variable, a literal or a number)."""
     if isinstance(atom, Var) or isinstance(dim, Var):
         return dim is atom
@@ -236,11 +232,8 @@ def _outer_dim(d: Any, implicit: Sequence[Any], operand_of: Mapping[Any, int], f
 def join_output_types(
     alternatives: Sequence[tuple], same_operand: Callable[[int, int], bool], allow_new_implicit: bool = False
 ) -> tuple[OutputType, list[list[Any]]]:
-    """The output type of an equation that returns the results of one of several alternatives,
-    each ``(avals, implicit, operand_of)`` as for :func:`output_type_of`. A size is the same number,
-    operand (``same_operand(i, j)``) or implicit result in every alternative; or, with
-    ``allow_new_implicit``, a new implicit result (each alternative's own size: the second value
-    returned); otherwise :class:`JaxprTypeError`."""
+    """The output type of an equation returning one of several alternatives' results (each ``(avals,
+    implicit, operand_of)``): a size agreeing in all, else (``allow_new_implicit``) a new implicit one."""
     nimplicit = len(alternatives[0][1])
     new: list[list[Any]] = [[] for _ in alternatives]
     types = [
@@ -273,7 +266,7 @@ def _join_dim(dims, inner, alternatives, same_operand, new, allow_new) -> Any:
     nimplicit = len(alternatives[0][1])
     candidates = [[*alt[1], *atoms] for alt, atoms in zip(alternatives, new)]  # implicit, then new
     for k in range(len(candidates[0])):
-        if all(_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
+        if all(size_matches(d, atoms[k]) for d, atoms in zip(inner, candidates)):
             return OutDBIdx(k)
     if not allow_new:
         raise JaxprTypeError(f"a result size differs between the alternatives ({dims})")

@@ -29,18 +29,15 @@ __all__ = [
 
 
 def entry_point(compiled: jax.stages.Compiled) -> Callable[..., Any]:
-    """The fastest callable that runs ``compiled``: its C++ dispatcher when JAX makes one (it
-    checks the argument types exactly as ``Compiled.__call__`` does), else ``compiled`` itself."""
+    """The fastest callable running ``compiled``: its C++ dispatcher when JAX makes one, else itself."""
     dispatcher = compiled._executable.create_cpp_call(compiled._params)
     return compiled if dispatcher is None else dispatcher
 
 
 def dispatcher(name: str, fun: Callable[..., Any], python_call: Callable[..., tuple[Any, Any, bool]],
                static_argnums: Sequence[int] = ()) -> Callable[..., Any]:
-    """``jax.jit``'s C++ dispatcher around ``python_call(*args, **kwargs)``, which returns the
-    result, :func:`dispatch_data` for the call's signature (or ``None``), and whether to ask again
-    at the next call of that signature. ``fun`` runs the call under ``jax.disable_jit()``.
-    Arguments at ``static_argnums`` are part of the signature by value, as ``jax.jit``'s."""
+    """``jax.jit``'s C++ dispatcher around ``python_call(*args, **kwargs) -> (result,
+    :func:`dispatch_data` or None, ask again)``; ``fun`` runs the call under ``jax.disable_jit()``."""
     return xc._xla.pjit(
         name, fun, python_call, list(static_argnums), [], pxla.JitGlobalCppCacheKeys(),
         tree_util.dispatch_registry, pxla.cc_shard_arg,
@@ -60,9 +57,8 @@ def flat_arguments(args: tuple) -> list[Any]:
 def dispatch_data(
     compiled: jax.stages.Compiled, const_args: Sequence[Any], leaves: Sequence[Any], result: Any
 ) -> Any | None:
-    """What lets a :func:`dispatcher` run ``compiled`` (on ``[*const_args, *leaves]``, returning
-    ``result``'s leaves) by itself; ``None`` where ``jax.jit`` would not (effects, outputs that are
-    not arrays) or where the leaves' types are not those ``compiled`` was compiled for."""
+    """What lets a :func:`dispatcher` run ``compiled`` on ``[*const_args, *leaves]`` by itself; ``None``
+    where ``jax.jit`` would not (effects, non-array outputs) or the leaves' types differ."""
     executable = compiled._executable
     call = getattr(executable, "unsafe_call", None)
     if not (isinstance(executable, pxla.MeshExecutable) and isinstance(call, pxla.ExecuteReplicated)

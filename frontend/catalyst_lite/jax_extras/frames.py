@@ -33,8 +33,7 @@ _LIBRARY_DIRS = HIDDEN_DIRS + tuple(os.path.dirname(path) + os.sep for path in (
 
 
 def is_library_file(filename: str) -> bool:
-    """A file whose lines are never the user's (a path test works for live frames and for JAX's
-    source info)."""
+    """A file whose lines are never the user's (a path test: live frames and JAX's source info)."""
     return filename.startswith(_LIBRARY_DIRS)
 
 
@@ -78,7 +77,6 @@ def user_line_of_traceback(tb: TracebackType | None) -> Location | None:
 
 
 def user_line_of_equation(source_info: object) -> Location | None:
-    """The user line that created a jaxpr equation (JAX records the Python traceback of every
-    equation in its ``source_info``, innermost first)."""
+    """The user line that created a jaxpr equation (from its ``source_info`` traceback)."""
     frames = getattr(getattr(source_info, "traceback", None), "frames", None) or []
     return _innermost((f.file_name, f.line_num, f.function_name) for f in frames)

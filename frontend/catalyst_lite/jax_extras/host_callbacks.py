@@ -78,8 +78,7 @@ batching.primitive_batchers[kept_callback_p] = _batched
 
 
 def kept_callback(callback: Callable, result_types: Sequence[Any], *args: Any) -> list[Any]:
-    """Call ``callback`` (NumPy arrays in, arrays of ``result_types`` out) on the host whenever
-    the program runs."""
+    """Call ``callback`` (NumPy in, arrays of ``result_types`` out) whenever the program runs."""
     avals = tuple(core.ShapedArray(tuple(t.shape), np.dtype(t.dtype)) for t in result_types)
     return kept_callback_p.bind(*args, callback=callback, result_avals=avals)
 

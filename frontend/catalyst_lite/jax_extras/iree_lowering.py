@@ -20,7 +20,6 @@ True
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -33,6 +32,7 @@ from jax._src.lib.mlir.dialects import hlo
 
 from .lowering import LoweringTarget, display_rule, expanding_dimensions, index_vector
 from .lowering import lower_jaxpr_to_stablehlo
+from .shapes import product
 
 __all__ = ["IREE", "lower_for_iree"]
 
@@ -52,13 +52,9 @@ def _sizes(ctx: mlir.LoweringRuleContext, aval: core.AbstractValue) -> list[Size
     return list(mlir.eval_dynamic_shape(ctx, aval.shape))
 
 
-def _product(sizes: Sequence[Size]) -> Size:
-    static = math.prod(d for d in sizes if type(d) is int)
-    dynamic = [d for d in sizes if type(d) is not int]
-    if not dynamic:
-        return static
-    out = functools.reduce(hlo.multiply, dynamic)
-    return out if static == 1 else hlo.multiply(out, mlir.ir_constant(np.int64(static)))
+# a product of sizes, staged where a size is symbolic
+_product = functools.partial(product, symbolic=lambda d: type(d) is not int, multiply=hlo.multiply,
+                             constant=lambda c: mlir.ir_constant(np.int64(c)))
 
 
 def _tensor_type(sizes: Sequence[Size], element_type: ir.Type) -> ir.RankedTensorType:
@@ -118,8 +114,7 @@ def _dot_general(ctx: mlir.LoweringRuleContext, lhs: ir.Value, rhs: ir.Value, **
 
 
 def _multiply_and_sum(lhs3: ir.Value, rhs3: ir.Value, sizes: list[Size], dtype: np.dtype) -> ir.Value:
-    """``[B, M, K] x [B, K, N] -> [B, M, N]`` as a product broadcast to ``[B, M, N, K]`` summed
-    over ``K``, for vector products (``M`` or ``N`` of 1), which IREE refuses with symbolic sizes."""
+    """``[B, M, K] x [B, K, N]`` with ``M`` or ``N`` of 1 (IREE refuses it) as a broadcast product summed."""
     b, m, n, k = sizes
     element = mlir.dtype_to_ir_type(dtype)
     full = _tensor_type(sizes, element)
@@ -165,9 +160,8 @@ _DYNAMIC_BROADCAST = "stablehlo.dynamic_broadcast_in_dim"
 def _dynamic_broadcast(
     ctx: mlir.LoweringRuleContext, x: ir.Value, aval_out: Any, broadcast_dimensions: Sequence[int]
 ) -> ir.Value:
-    """A broadcast to symbolic sizes in the forms IREE keeps track of (its own rewrites of
-    broadcasts drop their expansion attributes): one that changes nothing (``f64[n] -> f64[n]``)
-    is no op, and a broadcast of a broadcast (``x[:, None] * y``) is one op."""
+    """A broadcast to symbolic sizes in forms IREE tracks (its rewrites drop expansion attributes): none
+    for ``f64[n] -> f64[n]``, one op for a broadcast of a broadcast (``x[:, None] * y``)."""
     sizes = _sizes(ctx, aval_out)
     dims = list(broadcast_dimensions)
     x_type = ir.RankedTensorType(x.type)
@@ -188,8 +182,7 @@ def _dynamic_broadcast(
 
 
 def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value, *sizes: Any, **params: Any) -> Any:
-    """``x[start:start + size]`` along some axes, ``size`` symbolic: a ``real_dynamic_slice``
-    whose start is clamped as a gather's is, then the collapsed axes dropped."""
+    """``x[start:start + size]`` along some axes, ``size`` symbolic: a clamped ``real_dynamic_slice``."""
     operand_aval, indices_aval = ctx.avals_in[:2]
     dnums, slice_sizes = params["dimension_numbers"], params["slice_sizes"]
     if not sizes or not _is_slice(dnums, indices_aval, params["mode"]):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from jax._src import core, sharding_impls, source_info_util
@@ -50,20 +50,13 @@ __all__ = [
 
 
 class UnsupportedLowering(NotImplementedError):
-    """The program uses something the lowering target cannot express (a loop that resizes its
-    carried arrays, for IREE)."""
+    """The program uses what the lowering target cannot express (IREE: a resizing loop)."""
 
 
 @dataclass(frozen=True)
 class LoweringTarget:
-    """What the StableHLO is for, and what that reader needs beyond JAX's own lowering
-    (:data:`DISPLAY`, ``QJIT.mlir``, needs nothing; IREE's is in :mod:`.iree_lowering`): ``rules``
-    used instead of JAX's, by primitive; ``dynamic_reshape(ctx, x, aval_out)`` and
-    ``dynamic_broadcast(ctx, x, aval_out, broadcast_dimensions)``, how a reshape or broadcast to
-    symbolic sizes is emitted; ``tie_sizes``, whether nested bodies and our primitives' results
-    re-derive their sizes from the dimension values in scope; ``resizing_loops``, whether a loop
-    may resize its carried arrays; ``foreign_ops``, whether other dialects' operations may appear.
-    """
+    """What the StableHLO is for and what its reader needs beyond JAX's lowering (:data:`DISPLAY`:
+    nothing; IREE: :mod:`.iree_lowering`): rules, reshape and broadcast forms, tied sizes, loops."""
 
     name: str
     rules: tuple[tuple[core.Primitive, Callable[..., Any]], ...] = ()
@@ -82,11 +75,9 @@ def current_target() -> LoweringTarget:
     return current().lowering_target or DISPLAY
 
 
-@contextlib.contextmanager
-def lowering_for(target: LoweringTarget) -> Iterator[None]:
+def lowering_for(target: LoweringTarget) -> contextlib.AbstractContextManager:
     """Lower for ``target`` in this thread during the block."""
-    with scope(lowering_target=target):
-        yield
+    return scope(lowering_target=target)
 
 
 # --- repairs of JAX's lowering helpers (each a scoped Patch) -------------------------------------
@@ -167,8 +158,7 @@ def _make_broadcast_in_dim(original: Callable) -> Callable:
 def expanding_dimensions(
     operand_type: ir.RankedTensorType, out_shape: Sequence[Any], dims: Sequence[int]
 ) -> list[int]:
-    """The operand dimensions a broadcast expands: those of static size 1 whose result size is
-    not a static 1 (a jaxpr never broadcasts a symbolic size)."""
+    """The operand dimensions a broadcast expands: static 1s whose result size is not a static 1."""
     return [
         i for i, d in enumerate(dims)
         if operand_type.shape[i] == 1 and not (type(out_shape[d]) is int and out_shape[d] == 1)
@@ -227,8 +217,7 @@ _DYNAMIC_ONLY_RULES: dict[core.Primitive, Callable] = {}
 
 
 def register_dynamic_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue]]) -> None:
-    """Lower ``prim`` with ``rule`` in the dynamic program (``QJIT.mlir``) only; specializations,
-    where every size is known, keep its own lowering."""
+    """Lower ``prim`` with ``rule`` in the dynamic program (``QJIT.mlir``) only, not specializations."""
     _DYNAMIC_ONLY_RULES[prim] = rule
 
 
@@ -250,10 +239,8 @@ def opaque_call(ctx: mlir.LoweringRuleContext, name: str, operands: Sequence[IrV
 
 
 def _display_rules() -> tuple[tuple[core.Primitive, Callable], ...]:
-    """Our overrides of JAX's rules, scoped to one module context: sizes carried as trailing
-    operands (``gather[slice_sizes=(None,)] x idx n``) put back in the parameter where JAX's rule
-    does not take them so, and static operand types for ``reduce`` and ``sort`` (which assert
-    them yet read only ranks and dtypes)."""
+    """Our overrides of JAX's rules: trailing size operands put back in their parameter, and static
+    operand types for ``reduce`` and ``sort`` (which read only ranks and dtypes)."""
     rules = list(_DYNAMIC_ONLY_RULES.items())
     for prim in SHAPE_PARAMS:
         if prim not in _JAX_UNDERSTANDS_TRAILING_SIZES and prim not in _DYNAMIC_ONLY_RULES:
@@ -277,8 +264,7 @@ def _with_static_operand_types(rule: Callable) -> Callable:
 
 
 def display_rule(prim: core.Primitive) -> Callable[..., Any]:
-    """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it):
-    what a target's own rule falls back to for the forms it does not change."""
+    """The lowering rule of ``prim`` for :data:`DISPLAY` (JAX's for the CPU, or our repair of it)."""
     rule = next((rule for p, rule in _display_rules() if p is prim), None)
     if rule is not None:
         return rule
@@ -315,8 +301,7 @@ def _module_context(name: str, target: LoweringTarget) -> mlir.ModuleContext:
 
 
 def ir_types(avals: Sequence[core.AbstractValue]) -> list[ir.Type]:
-    """IR types of ``avals``; a size that is not a number is a ``?`` dimension, and a PRNG key is
-    its physical ``uint32`` array."""
+    """IR types of ``avals`` (a symbolic size is ``?``; a PRNG key its physical ``uint32`` array)."""
     return [mlir.aval_to_ir_type(core.physical_aval(a)) for a in avals]
 
 
@@ -400,8 +385,7 @@ def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue
 
 
 def _tied(x: ir.Value, aval: core.AbstractValue, env: dict) -> ir.Value:
-    """``x`` re-sliced to its full extent (``stablehlo.real_dynamic_slice``) with the sizes its type
-    names read from ``env``, so that they are visibly those values; as it is unless all are there."""
+    """``x`` re-sliced to its full extent with the sizes its type names read from ``env`` (when all are)."""
     if type(aval) is not core.DShapedArray or not all(type(d) is int or d in env for d in aval.shape):
         return x
     sizes = [mlir.ir_constant(np.int64(d)) if type(d) is int else env[d] for d in aval.shape]
@@ -417,8 +401,7 @@ def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> 
 def lower_nested_jaxpr(
     ctx: mlir.LoweringRuleContext, jaxpr: core.Jaxpr | core.ClosedJaxpr, args: Sequence[IrValue]
 ) -> list[IrValue]:
-    """Inline ``jaxpr(*args)`` at the current insertion point (e.g. inside a loop body region);
-    ``args`` are all its inputs (implicit dimensions and hoisted constants lead)."""
+    """Inline ``jaxpr(*args)`` at the insertion point (``args``: all its inputs, implicit ones first)."""
     consts: list[IrValue] = []
     if isinstance(jaxpr, core.ClosedJaxpr):
         consts = [mlir.ir_constant(c) for c in jaxpr.consts]
@@ -431,9 +414,8 @@ def lower_nested_jaxpr(
 
 
 def _tied_to_their_sizes(jaxpr: core.Jaxpr, args: Sequence[IrValue]) -> list[IrValue]:
-    """``args`` tied to the body's own (earlier) dimension arguments (else IREE cannot tell the
-    sizes of a loop's carried values inside a nested loop: "dynamic dimensions must have been
-    resolved")."""
+    """``args`` tied to the body's earlier dimension arguments (else IREE cannot tell a nested loop's
+    carried sizes: "dynamic dimensions must have been resolved")."""
     env: dict[core.Var, IrValue] = {}
     out = []
     for v, x in zip(jaxpr.invars, args):
@@ -457,8 +439,7 @@ def index_vector(scalars: Sequence[ir.Value]) -> ir.Value:
 
 
 def _carried_types(operand_types: Sequence[ir.Type], body_types: Sequence[ir.Type]) -> list[ir.Type]:
-    """Types of values carried by a loop: a size that differs between the operand and the body's
-    result (or is ``?`` in either) is ``?``."""
+    """A loop's carried types: a size differing between operand and body result is ``?``."""
     out = []
     for a, b in zip(operand_types, body_types):
         if ir.RankedTensorType.isinstance(a) and ir.RankedTensorType.isinstance(b) and a != b:
@@ -481,13 +462,8 @@ def while_op(
     body: Callable[[list[ir.Value]], Sequence[ir.Value]],
     resizes: bool = False,
 ) -> list[ir.Value]:
-    """Emit ``stablehlo.while`` over the carried values ``init``; return its results.
-
-    ``body_types``: the types the body returns, so that a size the loop changes is ``?`` in the
-    carried type. ``cond(carry)`` returns a ``tensor<i1>``, ``body(carry)`` the next carry; both
-    may use enclosing values. ``resizes``: the loop changes the sizes of carried arrays
-    (:class:`UnsupportedLowering` for a target without such loops).
-    """
+    """Emit ``stablehlo.while`` over ``init`` (``cond(carry) -> tensor<i1>``, ``body(carry) -> carry``);
+    a size that ``body_types`` change is ``?``; ``resizes``: refused by targets without such loops."""
     if resizes and not current_target().resizing_loops:
         raise UnsupportedLowering(
             f"a loop that resizes its carried arrays (lowering for {current_target().name})"
@@ -507,8 +483,7 @@ def while_op(
 def case_op(
     index: ir.Value, result_types: Sequence[ir.Type], branches: Sequence[Callable[[], Sequence[ir.Value]]]
 ) -> list[ir.Value]:
-    """Emit ``stablehlo.case`` choosing ``branches[index]`` (an ``i32`` scalar); each branch
-    function emits its operations and returns its results (which may use enclosing values)."""
+    """Emit ``stablehlo.case`` choosing ``branches[index]``; each branch emits and returns results."""
     op = hlo.CaseOp(list(result_types), index=index, num_branches=len(branches))
     for region, branch in zip(op.regions, branches):
         block = region.blocks.append()
@@ -521,8 +496,7 @@ add = hlo.add  # x + y, of two values of one type
 
 
 def first_true_index(preds: Sequence[ir.Value]) -> ir.Value:
-    """``tensor<i32>`` index of the first of the ``tensor<i1>`` predicates that holds, or
-    ``len(preds)`` when none does (the ``otherwise`` branch of a ``stablehlo.case``)."""
+    """``tensor<i32>`` index of the first true ``tensor<i1>`` predicate, else ``len(preds)``."""
     index = mlir.ir_constant(np.int32(len(preds)))
     for i in reversed(range(len(preds))):
         index = hlo.select(preds[i], mlir.ir_constant(np.int32(i)), index)

@@ -27,8 +27,7 @@ __all__ = [
 
 
 class DynshapePrimitive(core.Primitive):
-    """A primitive holding nested jaxprs whose results may have dynamic shapes; its output type is
-    computed from its jaxprs by the rules its module registers (:mod:`.rules`)."""
+    """A primitive of nested jaxprs whose results may have dynamic shapes (typed by :mod:`.rules`)."""
 
     multiple_results = True
 
@@ -54,9 +53,8 @@ def trace_nested(
     name: str,
     expand: Callable[[list[Tracer], list[Any]], tuple[list[Any], int]],
 ) -> NestedBody:
-    """Abstract evaluation of a flat Python body (design doc: ``abstractEval``): ``fn`` takes the
-    explicit arguments of ``in_type``; ``expand(explicit_arg_tracers, results)`` returns the
-    expanded results and the number of implicit ones. Captured values become leading binders."""
+    """Abstract evaluation of a flat body (``abstractEval``): ``fn`` takes ``in_type``'s explicit
+    arguments; ``expand(args, results)`` gives the expanded results and how many are implicit."""
     with dynamic_tracing():
         inner = InnerTrace(debug_info_for(fn, name))
         try:
@@ -84,15 +82,13 @@ def _as_jax_value(x: Any, name: str) -> Any:
 
 
 def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int) -> NestedBody:
-    """Trace a transformed body in a given input type; ``fn`` returns expanded results, the first
-    ``nimplicit_out`` of them implicit."""
+    """Trace a transformed body in ``in_type``; ``fn`` returns the results, ``nimplicit_out`` implicit."""
     return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
 
 
 def promote_results(bodies: Sequence[NestedBody], name: str) -> list[NestedBody]:
-    """Alternative bodies (``cond``'s branches) returning one type: each explicit result is
-    converted to the dtype its alternatives promote to (weak types ignored, as Catalyst does);
-    bodies needing a conversion are traced again from their jaxprs."""
+    """Alternative bodies (``cond``'s branches) returning one type: each result converted to the dtype
+    the alternatives promote to (weak types ignored, as Catalyst), bodies traced again as needed."""
     columns = list(zip(*(b.out_avals for b in bodies)))
     promoted = [
         functools.reduce(jnp.promote_types, [a.dtype for a in avals])
@@ -130,9 +126,8 @@ class Threaded(Protocol):
 
 @dataclass(frozen=True)
 class Body:
-    """One nested program of an equation: ``fn`` maps the flat explicit arguments to flat results,
-    ``"carried"`` (a loop body's: they must fit the arguments), a ``"predicate"``, ``"free"`` or
-    ``"sized"`` (every size that is not a number is also returned, as an implicit result)."""
+    """One nested program of an equation: flat explicit arguments to flat results, ``"carried"`` (fitting
+    the arguments), ``"predicate"``, ``"free"`` or ``"sized"`` (symbolic sizes returned too)."""
 
     fn: Callable[..., Sequence[Any]]
     name: str
@@ -150,9 +145,8 @@ class Equation:
 
 @dataclass(frozen=True)
 class NestedSpec:
-    """How to bind one primitive with nested programs: ``strategy``, how the arguments expand
-    (``None``: the bodies take none); ``nprefix``, leading arguments not carried (a loop's index);
-    ``threaded``, outermost first; ``equation(bodies, implicit, explicit)`` builds the equation."""
+    """How to bind one primitive with nested programs (``strategy`` ``None``: bodies take no arguments;
+    ``nprefix``: leading arguments not carried); ``equation(bodies, implicit, explicit)``."""
 
     primitive: core.Primitive
     equation: Callable[[list[NestedBody], list[Any], list[Any]], Equation]
@@ -162,9 +156,8 @@ class NestedSpec:
 
 
 def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any]) -> list[Any]:
-    """Bind ``spec.primitive`` with nested ``bodies`` on the flat ``operands`` (the bodies'
-    arguments); return the explicit results but the threaded values (which are set). Raises
-    :class:`~.dynshape.DimensionMismatch` when a loop body's results do not fit its arguments."""
+    """Bind ``spec.primitive`` with ``bodies`` on ``operands``; return the explicit results but the
+    threaded values, which are set (:class:`~.dynshape.DimensionMismatch` for an ill-fitting loop)."""
     threaded = list(spec.threaded)
     outer = [t.get() for t in threaded]
     args = [*operands, *outer] if spec.strategy is not None else []

@@ -220,16 +220,12 @@ mlir.register_lowering(shuffle_p, mlir.lower_fun(_shuffle, multiple_results=Fals
 
 # In `.mlir`, the dynamic program, these are opaque calls: JAX's threefry and its shuffle's
 # number of rounds are computed from sizes that are only known at specialization.
-register_dynamic_lowering(
-    prng.random_bits_p,
-    lambda ctx, *ops, bit_width, shape: opaque_call(ctx, "random_bits", ops, f"bit_width={bit_width}"),
-)
-register_dynamic_lowering(
-    prng.random_split_p, lambda ctx, *ops, shape: opaque_call(ctx, "random_split", ops, "")
-)
-register_dynamic_lowering(
-    shuffle_p, lambda ctx, key, x, *, axis: opaque_call(ctx, "shuffle", (key, x), f"axis={axis}")
-)
+def _opaque_lowering(name: str, option: str | None, ctx: Any, *operands: Any, **params: Any) -> list:
+    return opaque_call(ctx, name, operands, "" if option is None else f"{option}={params[option]}")
+
+
+for _primitive, _option in ((prng.random_bits_p, "bit_width"), (prng.random_split_p, None), (shuffle_p, "axis")):
+    register_dynamic_lowering(_primitive, functools.partial(_opaque_lowering, _primitive.name, _option))
 
 
 @repair(jax_random, "_shuffle",

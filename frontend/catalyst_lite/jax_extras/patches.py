@@ -36,8 +36,9 @@ from jax._src.numpy import indexing, lax_numpy
 from jax._src.numpy import util as numpy_util
 from jax.tree_util import tree_flatten
 
-from ..errors import CatalystLiteError, SymbolicShapeError
+from ..errors import CatalystLiteError, DataDependentSliceError, SymbolicShapeError
 from ..trace_context import current, scope as context_scope
+from .frames import user_line
 
 
 @dataclass(frozen=True)
@@ -96,12 +97,9 @@ class PatchSet:
                 if self._users == 0:
                     self._uninstall()
 
-    @contextlib.contextmanager
-    def suspended(self) -> Iterator[None]:
-        """The originals' behaviour for the calling thread within the block, even inside
-        :meth:`scope`."""
-        with context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self)):
-            yield
+    def suspended(self) -> contextlib.AbstractContextManager:
+        """The originals' behaviour for the calling thread in the block, even inside :meth:`scope`."""
+        return context_scope(patch_sets=tuple(p for p in current().patch_sets if p is not self))
 
     def _apply(self, patch: Patch) -> None:
         # The owner's *own* entry, not an inherited one: writing that back on removal would leave
@@ -131,39 +129,17 @@ class PatchSet:
 # An owner's own namespace lacked the attribute (it was inherited or absent).
 _ABSENT = object()
 
-# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register.
+# The repairs of JAX's dynamic-shape path, and those other catalyst_lite modules register (at import
+# time: a module imported lazily while another thread traces gets its patch applied at once).
 _JAX_REPAIRS = PatchSet()
-
-
-def register_patch(patch: Patch) -> Patch:
-    """Add a patch to the set applied by :func:`patched_jax` (call at import time; a module
-    imported lazily while another thread traces gets its patch applied at once)."""
-    return _JAX_REPAIRS.register(patch)
-
-
-def unregister_patch(patch: Patch) -> None:
-    """Remove a patch added by :func:`register_patch`."""
-    _JAX_REPAIRS.unregister(patch)
-
-
-def is_active() -> bool:
-    """True when the calling thread is inside :func:`patched_jax`."""
-    return _JAX_REPAIRS.active()
-
-
-def suspended() -> contextlib.AbstractContextManager[None]:
-    """JAX's own behaviour for the calling thread within the block, even inside :func:`patched_jax`."""
-    return _JAX_REPAIRS.suspended()
-
-
-def patched_jax() -> contextlib.AbstractContextManager[None]:
-    """The registered patches in effect for the calling thread during the block (re-entrant)."""
-    return _JAX_REPAIRS.scope()
+register_patch, unregister_patch = _JAX_REPAIRS.register, _JAX_REPAIRS.unregister
+is_active = _JAX_REPAIRS.active  # the calling thread is inside patched_jax()
+patched_jax = _JAX_REPAIRS.scope  # the registered patches in effect for the calling thread in the block
+suspended = _JAX_REPAIRS.suspended  # JAX's own behaviour for the calling thread in the block
 
 
 def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callable]:
-    """Register the decorated ``make(original)`` as the patch of ``owner.attr``, named after it
-    (why: ``why``, else its docstring)."""
+    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (why: ``why`` or its doc)."""
     def register(make: Callable) -> Callable:
         name = make.__name__.removeprefix("_make_")
         register_patch(Patch(name, owner, attr, make, why or make.__doc__ or ""))
@@ -177,9 +153,8 @@ def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callabl
 
 @repair(lax_internal, "_dyn_shape_staging_rule")
 def _make_dyn_shape_staging_rule(original):
-    """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (broadcast_in_dim, iota, reshape,
-    dynamic_slice of a tracer size) builds a ``JaxprEqn``, which the stackless frame refuses
-    (``jnp.ones((n,))`` dies on ``assert isinstance(eqn, TracingEqn)``)."""
+    """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (``jnp.ones((n,))``) builds a ``JaxprEqn``,
+    which the stackless frame refuses."""
     def dyn_shape_staging_rule(trace, source_info, prim, out_aval, *args, **params):
         if not is_active():
             return original(trace, source_info, prim, out_aval, *args, **params)
@@ -226,9 +201,8 @@ def _make_pjit_helper(original):
 
 
 def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
-    """The catalyst_lite trace that operations on ``args`` belong to, or ``None`` (evaluate them):
-    the current one, but in a shape rule (run with the *eval* trace current) that of their
-    dimension tracers (``operand.shape[i] - 1`` is again a dimension tracer)."""
+    """The catalyst_lite trace operations on ``args`` belong to (``None``: evaluate them): the current
+    one, or in a shape rule (the eval trace current) that of their dimension tracers."""
     current = core.trace_ctx.trace
     if not isinstance(current, core.EvalTrace):
         return current
@@ -240,8 +214,7 @@ def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
 
 @repair(core.EvalTrace, "process_primitive")
 def _make_eval_process_primitive(original):
-    """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged: bound under
-    the eval trace, it would be refused ("UnexpectedTracerError")."""
+    """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged, not refused."""
     def process_primitive(self, primitive, args, params):
         trace = staging_trace(args) if is_active() else None
         if trace is None:
@@ -254,9 +227,8 @@ def _make_eval_process_primitive(original):
 
 @repair(pe.DynamicJaxprTrace, "to_jaxpr_tracer")
 def _make_to_jaxpr_tracer(original):
-    """Captures go through every enclosing trace: a body two levels deep using a value of the
-    outermost program would capture it directly, unseen by the level in between, whose sizes then
-    differ from the same sizes seen through it (``a + x``: "Incompatible shapes")."""
+    """Captures go through every enclosing trace: a value of the outermost program captured two levels
+    deep, unseen by the level between, has sizes differing there (``a + x``: "Incompatible shapes")."""
     def to_jaxpr_tracer(self, x, source_info):
         parent = getattr(self, "parent_trace", None)
         if (
@@ -319,9 +291,8 @@ def _make_new_arg(original):
 
 @repair(pe, "_drop_unused_vars")
 def _make_drop_unused_vars(original):
-    """A size used only in an equation's result type is kept: JAX counts a variable as used when
-    an operand's or the results' types name it, not an equation's result type (``_:f64[d] =
-    hessenberg b``: ``d``'s own equation would bind a ``DropVar``, leaving ``d`` unbound)."""
+    """A size used only in an equation's result type (``_:f64[d] = hessenberg b``) is kept: JAX would
+    drop ``d``'s own equation, leaving ``d`` unbound."""
     def drop_unused_vars(constvars, constvals, eqns, outvars):
         if not is_active():
             return original(constvars, constvals, eqns, outvars)
@@ -387,9 +358,8 @@ def error_standing_for(ours: type[Exception], theirs: type[BaseException]) -> ty
 
 
 class ShapeBroadcastError(ValueError, TypeError):
-    """Shapes that do not broadcast (``x + y`` of shapes ``(3,)`` and ``(4,)``), raised where JAX
-    broadcasts them: a ``ValueError`` on JAX's dynamic-shape path, where catalyst_lite traces, and
-    a ``TypeError`` under ``jax.jit``; both here, so that code catching either keeps working."""
+    """Shapes that do not broadcast: a ``ValueError`` (JAX's dynamic-shape path) and a ``TypeError`` (as
+    under ``jax.jit``), so that code catching either keeps working."""
 
 
 class NonIntegerSizeError(TypeError):
@@ -437,8 +407,7 @@ for _owner, _attr, _site in (
 @repair(lax_internal, "broadcast_shapes")
 @repair(numpy_util, "_broadcast_to")
 def _make_broadcast(original):
-    """Shapes that do not broadcast are our typed error; inside JAX's own nested trace (whose sizes
-    JAX does not relate to ours) they are the signal."""
+    """Shapes that do not broadcast are our typed error; in JAX's own nested trace, the signal."""
     def broadcast(*args, **kwargs):
         try:
             return original(*args, **kwargs)
@@ -456,8 +425,7 @@ def _make_broadcast(original):
 
 @repair(core, "_invalid_shape_error")
 def _make_invalid_shape_error(original):
-    """A shape of non-integers: a jaxpr variable in it is a size that escaped JAX's own nested trace
-    (the signal); a non-integer value, the user's (a typed error)."""
+    """A shape holding a jaxpr variable (a size escaped JAX's nested trace) signals; a non-integer errs."""
     def invalid_shape_error(shape, context=""):
         error = original(shape, context)
         if not is_active():
@@ -485,8 +453,11 @@ def _make_associative_scan(original):
     return associative_scan
 
 
-def _no_symbolic_result(call: str, fix: str) -> SymbolicShapeError:
-    return SymbolicShapeError(f"{call} cannot have a symbolic result shape: {fix}.")
+def _no_symbolic_result(call: str, fix: str, jax_error: type[BaseException] | None = None) -> SymbolicShapeError:
+    """Our error; ``jax_error``: the class JAX raises for the same program under ``jax.jit``, which
+    it is too (code catching that keeps working)."""
+    error = SymbolicShapeError if jax_error is None else error_standing_for(SymbolicShapeError, jax_error)
+    return error(f"{call} cannot have a symbolic result shape: {fix}.")
 
 
 @repair(lax_numpy, "_squeeze")
@@ -509,10 +480,33 @@ def _make_expand_bool_indices(original):
         if is_active() and any(masks):
             raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
                                       "on the data; use jnp.where(mask, x, fill) to keep the size, or "
-                                      "jnp.nonzero(mask, size=k, fill_value=...) with a bound k")
+                                      "jnp.nonzero(mask, size=k, fill_value=...) with a bound k",
+                                      jax_errors.NonConcreteBooleanIndexError)
         return original(idx, shape)
 
     return expand_bool_indices
+
+
+@repair(indexing, "_is_slice_element_none_or_constant_or_symbolic")
+def _make_slice_element_check(original):
+    """``x[:k]`` of a ``k`` computed from the data (``jnp.sum(x > 0)``): JAX's words, then which
+    function and value, and the ways to keep the size known (a size input, or a mask)."""
+    def is_slice_element_none_or_constant_or_symbolic(elt):
+        allowed = original(elt)
+        if allowed or not (is_active() and isinstance(elt, core.Tracer)):
+            return allowed
+        where = user_line(2)
+        raise DataDependentSliceError(
+            "Array slice indices must have static start/stop/step to be used with NumPy indexing "
+            f"syntax: {where.function + ': ' if where else ''}a slice bound ({elt.aval.str_short()}) "
+            "is computed from array data, so the slice's length would only be known when the "
+            "program runs. Make the bound a size (an int argument of the qjit function, or a "
+            "length of an abstracted axis: abstracted_axes), keep the length and mask the rest "
+            "(jnp.where(jnp.arange(x.shape[0]) < k, x, 0)), or take a window of known length "
+            "with lax.dynamic_slice(x, (start,), (length,))"
+        )
+
+    return is_slice_element_none_or_constant_or_symbolic
 
 
 @repair(core, "dimension_as_value")
@@ -526,13 +520,10 @@ def _make_dimension_as_value(original):
     return dimension_as_value
 
 
-_nested = threading.local()
-
-
 def jax_nested_trace_depth() -> int:
     """How many functions JAX is tracing itself in the calling thread while catalyst_lite traces
     (``lax.cond``'s branches, ``jax.jit``'s function...): a circuit detects gates queued there."""
-    return getattr(_nested, "depth", 0)
+    return current().jax_nested_traces
 
 
 @repair(pe, "trace_to_jaxpr_dynamic")
@@ -542,19 +533,18 @@ def _make_trace_to_jaxpr_dynamic(original):
     def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
         if not is_active():
             return original(fun, in_avals, *args, **kwargs)
-        _nested.depth = jax_nested_trace_depth() + 1
         scopes = current().size_scopes
         signals = symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)
         if signals:
             scopes[-1].nested_jax_traces += 1
         try:
-            return original(fun, in_avals, *args, **kwargs)
+            with context_scope(jax_nested_traces=jax_nested_trace_depth() + 1):
+                return original(fun, in_avals, *args, **kwargs)
         except jax_errors.JAXTypeError as err:
             if not signals or isinstance(err, NeedsCallSizes):
                 raise
             raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
         finally:
-            _nested.depth -= 1
             if signals:
                 scopes[-1].nested_jax_traces -= 1
 

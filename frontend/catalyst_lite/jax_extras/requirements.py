@@ -15,9 +15,7 @@ elements, its ``-1`` is a whole quotient, ``jnp.split`` into sections divides ev
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 import weakref
 from typing import Any, Sequence
 
@@ -33,7 +31,7 @@ from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .rules import PrimitiveSpec, register_primitive
 from .patches import is_active, repair
-from .shapes import fill_sizes, is_symbolic
+from .shapes import fill_sizes, is_symbolic, product
 from .size_facts import current_scope
 
 __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
@@ -46,8 +44,7 @@ require_size_p.multiple_results = True
 
 
 class BrokenRequirement(CompileError):
-    """A requirement that is false at a call's sizes: ``jax.jit`` refuses these sizes.
-    ``inputs``: the positions of the size inputs involved, when known."""
+    """A requirement false at a call's sizes (``jax.jit`` refuses them); ``inputs``: the inputs involved."""
 
     def __init__(self, message: str, inputs: frozenset[int] = frozenset()):
         super().__init__(message)
@@ -77,9 +74,8 @@ register_primitive(require_size_p, PrimitiveSpec(dimension_operands=lambda param
 
 
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
-    """Record that ``lhs relation rhs`` must hold (``"=="``, or ``"divides"``: ``rhs % lhs == 0``
-    with ``lhs != 0``); ``message`` may name ``{lhs}`` and ``{rhs}``, filled with the call's sizes.
-    In a trace guided by a call, one false at the call's sizes raises at once."""
+    """Record that ``lhs relation rhs`` (``"=="`` or ``"divides"``) must hold, ``message`` filled with the
+    call's sizes; in a guided trace, one false at the call's sizes raises at once."""
     where = user_call_site()
     _check_at_point(lhs, rhs, relation, message, where)
     trace = next(d._trace for d in (lhs, rhs) if is_symbolic(d))
@@ -99,16 +95,6 @@ def _check_at_point(lhs: Any, rhs: Any, relation: str, message: str, where: str)
         sides = [scope.expression(d) if is_symbolic(d) else None for d in (lhs, rhs)]
         inputs = frozenset().union(*(e.inputs() for e in sides if e is not None))
         raise BrokenRequirement(f"{where}: {message.format(lhs=lhs_value, rhs=rhs_value)}.", inputs)
-
-
-def _product(sizes: Sequence[Any]) -> Any:
-    """The product of sizes, staged only where a size is symbolic (no ``* 1``)."""
-    static = math.prod(d for d in sizes if not is_symbolic(d))
-    symbolic = [d for d in sizes if is_symbolic(d)]
-    if not symbolic:
-        return static
-    out = functools.reduce(operator.mul, symbolic)
-    return out if static == 1 else out * static
 
 
 def _key(d: Any) -> Any:
@@ -138,9 +124,9 @@ def size_quotient(num: Sequence[Any], den: Sequence[Any]) -> Any:
     static_num = math.prod(d for d in num if not is_symbolic(d))
     static_den = math.prod(d for d in den if not is_symbolic(d))
     if not any(map(is_symbolic, den)) and static_den and static_num % static_den == 0:
-        quotient = _product([d for d in num if is_symbolic(d)] + [static_num // static_den])
+        quotient = product([d for d in num if is_symbolic(d)] + [static_num // static_den])
     else:
-        total, divisor = _product(num), _product(den)
+        total, divisor = product(num), product(den)
         require(
             divisor, total, "divides",
             "cannot reshape an array of {rhs} elements with a -1 in the new shape: the product "
@@ -191,8 +177,7 @@ def _make_process_primitive(original):
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
-    """The product of ``sizes`` as its constant and its symbolic factors: products written
-    differently (``(2, n)`` and ``(2 * n,)``) compare equal."""
+    """The product of ``sizes`` as a constant and sorted symbolic factors (``(2, n)`` == ``(2 * n,)``)."""
     constant, symbolic, todo = 1, [], list(sizes)
     while todo:
         d = todo.pop()
@@ -212,7 +197,7 @@ def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
         return
     described = ", ".join("?" if is_symbolic(d) else str(d) for d in new_sizes)
     require(
-        _product(shape), _product(new_sizes), "==",
+        product(shape), product(new_sizes), "==",
         f"cannot reshape an array of {{lhs}} elements into a shape of {{rhs}} elements ({described})",
     )
 

@@ -21,7 +21,7 @@ from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
 from .host_callbacks import keep_when_unused
 from .lowering import register_compiled_lowering, register_dynamic_lowering, register_lowering
 from .nested import interleave
-from .tracing import InDBIdx, Jaxpr, OutDBIdx, Var, dimension_value, emit_equation, get_aval
+from .tracing import InDBIdx, Jaxpr, OutDBIdx, Var, constant_value, dimension_value, emit_equation, get_aval
 
 __all__ = [
     "Feeds", "NeedsHost", "PrimitiveSpec", "Zero", "batch_call", "bind_known", "deferred_vjp",
@@ -45,8 +45,7 @@ OutputTypeRule = Callable[[dict[str, Any], Callable[[int, int], bool]], OutputTy
 
 
 def _sizes_from_types(avals: Sequence[Any], feeds: list[tuple[Jaxpr, list[int]]]) -> dict[int, Any]:
-    """The values of the operands that are sizes, read from the other operands' types: a binder
-    ``e:f64[d]`` fed an ``f64[4]`` while ``d`` is fed by operand ``k`` tells that ``k`` is 4."""
+    """Operand sizes read from the other operands' types (``e:f64[d]`` fed ``f64[4]``: ``d`` is 4)."""
     sizes: dict[int, Any] = {}
     for jaxpr, feed in feeds:
         fed_by = dict(zip(jaxpr.invars, feed))
@@ -60,8 +59,7 @@ def _sizes_from_types(avals: Sequence[Any], feeds: list[tuple[Jaxpr, list[int]]]
 def _resolve_output_type(
     out_type: OutputType, sizes: Mapping[int, Any], result_sizes: Sequence[Any] = ()
 ) -> list[Any]:
-    """The result avals: ``InDBIdx(k)`` is ``sizes[k]``, ``OutDBIdx(k)`` is ``result_sizes[k]``;
-    a size whose value is not given stays a de Bruijn index."""
+    """The result avals: ``InDBIdx(k)`` is ``sizes[k]``, ``OutDBIdx(k)`` ``result_sizes[k]`` (if given)."""
 
     def size(d: Any) -> Any:
         if type(d) is InDBIdx and sizes.get(d.val) is not None:
@@ -84,8 +82,7 @@ def result_avals(
     feeds: Feeds,
     results: Sequence[Any] = (),
 ) -> list[Any]:
-    """The result avals of an equation whose operands (and implicit ``results``) may have values:
-    sizes from the values where they are known, else from the types."""
+    """The result avals of an equation: sizes from operand (and ``results``) values if known, else types."""
     sizes = _sizes_from_types([get_aval(x) for x in operands], feeds(params))
     sizes.update({k: v for k, x in enumerate(operands) if (v := dimension_value(x)) is not None})
     out_type = output_type(params, _same_size(sizes))
@@ -100,8 +97,7 @@ def _same_size(sizes: Mapping[int, Any]) -> Callable[[int, int], bool]:
 
 
 def same_atoms(values: Sequence[Any]) -> Callable[[int, int], bool]:
-    """``same_operand(i, j)``: operands ``i`` and ``j`` (tracers of a dynamic-shape trace, or the
-    atoms of an equation) are one variable, or equal literals."""
+    """``same_operand(i, j)``: ``values[i]`` and ``values[j]`` are one variable, or equal literals."""
 
     def atom(x: Any) -> Any:
         return x.val if isinstance(x, pe.DynamicJaxprTracer) else x
@@ -116,9 +112,8 @@ def same_atoms(values: Sequence[Any]) -> Callable[[int, int], bool]:
 
 
 def _staging_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> Callable[..., list[Any]]:
-    """With dynamic shapes on, one equation whose output type is resolved against the operand
-    tracers; otherwise (``jax.jit`` of numbers) its specialization, with the operands whose values
-    the trace knows replaced by them."""
+    """With dynamic shapes, one equation typed against the operand tracers; otherwise (``jax.jit`` of
+    numbers) its specialization, on the operands' values where the trace knows them."""
 
     def rule(trace: pe.DynamicJaxprTrace, source_info: Any, *tracers: Any, **params: Any) -> list[Any]:
         if config.dynamic_shapes.value:
@@ -136,11 +131,8 @@ def _staging_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> Cal
 def _known_value(x: Any) -> Any:
     """The value of ``x`` when its trace knows it (a literal or a constant), else ``x`` itself."""
     if isinstance(x, pe.DynamicJaxprTracer) and x._trace.is_valid():
-        if isinstance(x.val, core.Literal):
-            return x.val.val
-        const = x._trace.frame.constvar_to_val.get(x.val)
-        if const is not None:
-            return getattr(const, "canonical", const)
+        const = x.val.val if isinstance(x.val, core.Literal) else constant_value(x)
+        return x if const is None else const
     return x
 
 
@@ -227,8 +219,7 @@ def _kept(primitive: core.Primitive, operands: Sequence[Any], params: dict[str, 
 
 
 def specialized(primitive: core.Primitive, operands: Sequence[Any], params: dict) -> list[Any] | None:
-    """The equation's staged rule in the current trace, when every operand has a static shape
-    and the values of the operands that size it are known; ``None`` otherwise."""
+    """The equation's staged rule, when operands have static shapes and known sizes; else ``None``."""
     spec, operands = _specs[primitive], list(operands)
     if any(has_symbolic_shape(get_aval(x)) for x in operands):
         return None
@@ -258,9 +249,8 @@ nested_primitives: set[core.Primitive] = set()  # registered by register_nested_
 
 
 def register_nested_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
-    """Register a nested primitive's :class:`PrimitiveSpec`, and from it its JAX rules (as JAX's
-    ``loops.py`` does for its own): without ``spec.jvp``, ``spec.batching``, ``spec.partial_eval``,
-    transforming an equation of symbolic sizes is an error."""
+    """Register a nested primitive's :class:`PrimitiveSpec` and its JAX rules made from it (without
+    ``spec.jvp``/``batching``/``partial_eval``, transforming symbolic sizes is an error)."""
     output_type = spec.output_type
     nested_primitives.add(primitive)
 
@@ -359,8 +349,7 @@ def _transpose_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> C
 
 
 def _under(make_trace: Callable, inputs: Callable, split: Callable, fn: Callable) -> tuple[list, list] | None:
-    """Run ``fn`` on the ``inputs`` of a new transformation trace over the current one; split each
-    result into (value, transformation data). ``None`` when ``fn`` returns ``None``."""
+    """Run ``fn`` on ``inputs`` of a new transformation trace, each result split (``None``: ``fn``'s)."""
     with core.take_current_trace() as parent:
         trace = make_trace(parent)
         with core.set_current_trace(trace):
@@ -406,8 +395,7 @@ def move_batch_axis(x: Any, dim: Any, size: int, batched: bool) -> Any:
 def batch_call(
     jaxpr: Jaxpr, args: Sequence[Any], batched: Sequence[bool], size: int, out_batched: Sequence[bool]
 ) -> list[Any]:
-    """``jaxpr`` applied to each example of the batched ``args`` (batch axis first); the outputs
-    in ``out_batched`` have a batch axis first, the others must not depend on the batch."""
+    """``jaxpr`` on each example of the batched ``args`` (batch axis first, ``out_batched`` too)."""
     in_axes = [0 if b else None for b in batched]
     out_axes = [0 if b else None for b in out_batched]
     fn = jax.vmap(lambda *xs: core.eval_jaxpr(jaxpr, (), *xs), in_axes, out_axes, axis_size=size)
@@ -429,8 +417,7 @@ def unknown_results(
     params: dict[str, Any],
     out_avals: Sequence[Any],
 ) -> list[Any]:
-    """Stage ``primitive`` with results of types ``out_avals`` as unknown (the equation runs when
-    the unknown values are known); known operands become constants of the staged program."""
+    """Stage ``primitive`` with unknown results of types ``out_avals`` (known operands as constants)."""
     tracers = [trace.instantiate_const(trace.to_jaxpr_tracer(t)) for t in tracers]
     out_tracers = [pe.JaxprTracer(trace, pe.PartialVal.unknown(a), None) for a in out_avals]
     recipe = pe.new_eqn_recipe(trace, tracers, out_tracers, primitive, params, core.no_effects,

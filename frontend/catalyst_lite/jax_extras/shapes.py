@@ -9,6 +9,9 @@ decomposition, variadic ``reduce``) get back the dynamic-shape branch of their a
 from __future__ import annotations
 
 import functools
+import itertools
+import math
+import operator
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -24,7 +27,7 @@ from .dynshape import array_aval
 from .patches import Patch, is_active, register_patch, repair
 from .tracing import dimension_value
 
-__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "is_symbolic"]
+__all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "holds_tracer", "is_symbolic", "product"]
 
 
 SHAPE_PARAMS = {
@@ -39,8 +42,7 @@ SHAPE_PARAMS = {
 
 
 def _sizes_as_operands(primitive: core.Primitive, operands: list, params: dict) -> tuple[list, dict]:
-    """Move the dimension tracers of ``primitive``'s shape parameter to trailing operands, leaving
-    ``None`` in their place (the :data:`SHAPE_PARAMS` convention)."""
+    """``primitive``'s shape parameter with ``None`` for each dimension tracer, moved to trailing operands."""
     name = SHAPE_PARAMS[primitive]
     sizes = params[name]
     dynamic = [d for d in sizes if isinstance(d, core.Tracer)]
@@ -49,8 +51,7 @@ def _sizes_as_operands(primitive: core.Primitive, operands: list, params: dict) 
 
 
 def fill_sizes(primitive: core.Primitive, operands: list, params: dict, size_of: Callable) -> tuple:
-    """The inverse of :func:`_sizes_as_operands`: the ``None`` sizes become ``size_of`` the
-    trailing size operands, which are dropped."""
+    """The inverse of :func:`_sizes_as_operands`: ``None`` sizes are ``size_of`` the trailing operands."""
     name = SHAPE_PARAMS[primitive]
     static = params[name]
     ndyn = sum(d is None for d in static)
@@ -71,11 +72,8 @@ def _slice_as_dynamic_slice(operand, *, start_indices, limit_indices, strides):
 
 def _split_as_dynamic_slices(operand, *, sizes, axis):
     """``split`` into symbolic sizes: one ``dynamic_slice`` per piece, at the running offset."""
-    pieces, offset = [], 0
-    for size in sizes:
-        pieces.append(slicing.dynamic_slice_in_dim(operand, offset, size, axis))
-        offset = offset + size
-    return pieces
+    offsets = [0, *itertools.accumulate(sizes)]
+    return [slicing.dynamic_slice_in_dim(operand, offset, size, axis) for offset, size in zip(offsets, sizes)]
 
 
 def _pad_with_symbolic_widths(operand, padding_value, *, padding_config):
@@ -110,15 +108,24 @@ def is_symbolic(d: Any) -> bool:
     return isinstance(d, core.Tracer)
 
 
-def _leaves(value: Any) -> list[Any]:
-    """The entries of a parameter, nested tuples flattened (``padding_config``'s triples)."""
+def product(sizes: Sequence[Any], symbolic: Callable[[Any], bool] = is_symbolic,
+            multiply: Callable[[Any, Any], Any] = operator.mul, constant: Callable[[int], Any] = int) -> Any:
+    """The product of ``sizes``, multiplied where a size is ``symbolic`` only (no ``* 1``)."""
+    static = math.prod(d for d in sizes if not symbolic(d))
+    dynamic = [d for d in sizes if symbolic(d)]
+    if not dynamic:
+        return static
+    out = functools.reduce(multiply, dynamic)
+    return out if static == 1 else multiply(out, constant(static))
+
+
+def holds_tracer(value: Any, in_avals: bool = False) -> bool:
+    """``value`` is a tracer or holds one: in nested tuples and lists, or (``in_avals``) as a size of
+    an abstract value (``pure_callback``'s ``result_avals`` of a symbolic shape)."""
     if isinstance(value, (tuple, list)):
-        return [leaf for entry in value for leaf in _leaves(entry)]
-    return [value]
-
-
-def _holds_tracers(params: dict[str, Any], names: Sequence[str]) -> bool:
-    return any(is_symbolic(d) for name in names for d in _leaves(params.get(name) or ()))
+        return any(holds_tracer(v, in_avals) for v in value)
+    shape = getattr(value, "shape", ()) if in_avals and isinstance(value, core.AbstractValue) else ()
+    return is_symbolic(value) or any(map(is_symbolic, shape))
 
 
 @repair(pe.DynamicJaxprTrace, "default_process_primitive",
@@ -130,10 +137,10 @@ def _make_default_process_primitive(original):
         if not is_active():
             return original(self, primitive, tracers, params, source_info)
         names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
-        if _holds_tracers(params, names):
+        if holds_tracer([params.get(name) for name in names]):
             with core.set_current_trace(self):
                 return rewrite(*tracers, **params)
-        if not (primitive in SHAPE_PARAMS and _holds_tracers(params, [SHAPE_PARAMS[primitive]])):
+        if not (primitive in SHAPE_PARAMS and holds_tracer(params.get(SHAPE_PARAMS[primitive]))):
             _refuse_sizes_in_params(primitive, params)
             return original(self, primitive, tracers, params, source_info)
         out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
@@ -153,7 +160,7 @@ def _make_default_process_primitive(original):
 def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
     """A size tracer in any other parameter would escape the jaxpr: refuse it while tracing."""
     for name, value in params.items():
-        if any(is_symbolic(v) for v in _leaves(value)):
+        if holds_tracer(value):
             raise NotImplementedError(
                 f"primitive {primitive.name!r} takes a symbolic size in its parameter {name!r}, "
                 "which JAX 0.7's dynamic-shape path cannot stage"
@@ -214,8 +221,7 @@ for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
 
 
 def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
-    """The ``partial(standard_multi_result_abstract_eval, prim, shape_rule, dtype_rule,
-    weak_type_rule, ...)`` in the closure ``def_abstract_eval`` made, if that is what it is."""
+    """The ``partial(standard_multi_result_abstract_eval, ...)`` in ``primitive.abstract_eval``'s closure."""
     for cell in getattr(primitive.abstract_eval, "__closure__", None) or ():
         rule = cell.cell_contents
         if isinstance(rule, functools.partial) and rule.func is lax_utils.standard_multi_result_abstract_eval:
@@ -224,8 +230,7 @@ def _standard_rules(primitive: core.Primitive) -> functools.partial | None:
 
 
 def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functools.partial]]:
-    """Every primitive of ``lax`` and ``lax.linalg`` whose result types come from
-    ``standard_multi_result_abstract_eval``, with the rules it was given."""
+    """The ``lax`` and ``lax.linalg`` primitives typed by ``standard_multi_result_abstract_eval``."""
     for module in (lax_internal, lax_linalg):
         for value in vars(module).values():
             if isinstance(value, core.Primitive) and value.multiple_results:

@@ -26,16 +26,15 @@ from .patches import suspended
 # comparison -> the comparison that holds when it does not
 NEGATED = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", "<=": ">", ">": "<="}
 # comparison primitive's name -> its Python spelling
-_COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+COMPARISON_NAMES = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
 # --- Expressions over the size inputs -------------------------------------------------------------
 
 
 class SizeExpr:
-    """An ``input`` (by position), a ``literal``, a free ``leaf`` (a variable of the trace that is
-    no size input: never in facts), or a primitive applied to expressions. Built once per variable
-    of a trace and shared: an expression is a DAG, compared by identity."""
+    """An ``input`` (by position), a ``literal``, a free ``leaf`` (never in facts) or a primitive applied
+    to expressions; built once per variable of a trace and shared (a DAG, compared by identity)."""
 
     __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "is_float", "free")
 
@@ -62,7 +61,7 @@ class SizeExpr:
     @classmethod
     def apply_op(cls, op: str, *args: SizeExpr) -> SizeExpr:
         """An operation of the Python table below (``add``, ``max``, ``ge``...)."""
-        return cls(op, tuple(args), is_bool=op in _COMPARISON_NAMES)
+        return cls(op, tuple(args), is_bool=op in COMPARISON_NAMES)
 
     def inputs(self) -> frozenset[int]:
         """Positions of the size inputs this expression reads."""
@@ -74,8 +73,7 @@ class SizeExpr:
 
 
 def _nodes(roots: Sequence[SizeExpr], known: Any = ()) -> list[SizeExpr]:
-    """Every node reachable from ``roots`` and not in ``known`` (nor below one), each once,
-    operands before their users."""
+    """The nodes reachable from ``roots`` (not through ``known``), each once, operands first."""
     order: list[SizeExpr] = []
     seen: set[int] = set()
     stack: list[tuple[SizeExpr, bool]] = [(r, False) for r in reversed(roots)]
@@ -97,7 +95,7 @@ _INFIX = {
     "add": (70, "{} + {}"), "sub": (70, "{} - {}"), "mul": (80, "{} * {}"),
     "div": (80, "{} // {}"), "truediv": (80, "{} / {}"), "rem": (80, "{} % {}"),
     "and": (40, "{} and {}"), "or": (30, "{} or {}"),
-    **{op: (60, "{} " + c + " {}") for op, c in _COMPARISON_NAMES.items()},
+    **{op: (60, "{} " + c + " {}") for op, c in COMPARISON_NAMES.items()},
 }
 _TRANSPARENT = {"convert_element_type", "copy", "copy_p"}
 
@@ -136,9 +134,8 @@ def _paren(arg: tuple[str, int], precedence: int) -> str:
 
 
 class Fact:
-    """``lhs comparison rhs`` holds for every call the program is run for; ``where`` is the user's
-    line (and the JAX function) that decided it; a ``guard`` (a boolean expression) is where code
-    runs only when the guard holds (a ``for_loop`` body): the fact need hold only then."""
+    """``lhs comparison rhs`` holds for every call the program runs for (``where``: the line that decided
+    it), or only where ``guard`` holds (code that runs only then: a ``for_loop`` body)."""
 
     __slots__ = ("lhs", "rhs", "comparison", "where", "guard")
 
@@ -172,8 +169,7 @@ def _offset(e: SizeExpr) -> tuple[SizeExpr, int]:
 
 
 def simplified(e: SizeExpr) -> SizeExpr:
-    """``e`` with its constant parts folded and trivial operations removed (its value unchanged
-    for every value of its inputs)."""
+    """``e`` with constant parts folded and trivial operations removed (same value everywhere)."""
     args = e.args
     same_kind = len(args) == 1 and (args[0].is_bool, args[0].is_float) == (e.is_bool, e.is_float)
     if e.op in _TRANSPARENT and same_kind:
@@ -223,8 +219,7 @@ def same_expression(a: SizeExpr, b: SizeExpr) -> bool:
 
 
 class UnknownSize(Exception):
-    """A fact reads a size input whose value the call does not know (a tracer of an outer
-    transformation); ``position`` says which."""
+    """A fact reads the size input ``position``, unknown to the call (an outer tracer)."""
 
     def __init__(self, position: int):
         super().__init__(position)
@@ -261,7 +256,7 @@ _PYTHON = {
     "div": "_div({0}, {1})", "rem": "_rem({0}, {1})", "sign": "_sign({0})", "abs": "abs({0})",
     "max": "max({0}, {1})", "min": "min({0}, {1})",
     "clamp": "min(max({1}, {0}), {2})", "square": "{0} * {0}",
-    **{op: "{0} " + c + " {1}" for op, c in _COMPARISON_NAMES.items()},
+    **{op: "{0} " + c + " {1}" for op, c in COMPARISON_NAMES.items()},
     "shift_left": "{0} << {1}", "shift_right_arithmetic": "{0} >> {1}",
     "copy": "{0}", "copy_p": "{0}",
 }
@@ -273,8 +268,7 @@ _HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
 
 
 def _template(node: SizeExpr) -> str | None:
-    """What ``node`` computes, for :func:`evaluate` and :func:`compile_facts` alike: Python source
-    over its operands ``{0}``, ``{1}``... (``None``: a primitive JAX evaluates)."""
+    """What ``node`` computes: Python source over its operands ``{0}``, ``{1}``... (``None``: JAX's)."""
     if node.is_float or any(a.is_float for a in node.args):
         return _float_template(node)
     if node.op in _PYTHON:
@@ -292,7 +286,7 @@ def _template(node: SizeExpr) -> str | None:
 
 # Operations whose Python spelling computes on floats what XLA does (IEEE double arithmetic);
 # others of floats (division, ceil, remainder...) are evaluated by JAX.
-_FLOAT_EXACT = ("add", "sub", "mul", "neg", "abs", "max", "min", *_COMPARISON_NAMES)
+_FLOAT_EXACT = ("add", "sub", "mul", "neg", "abs", "max", "min", *COMPARISON_NAMES)
 
 
 def _float_template(node: SizeExpr) -> str | None:

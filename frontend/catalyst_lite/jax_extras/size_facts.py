@@ -24,8 +24,7 @@ from .tracing import constant_value
 
 
 def is_scalar_int_or_bool(x: Any) -> bool:
-    """An integer or boolean scalar: what sizes are. (``dtypes.issubdtype``: a PRNG key's extended
-    dtype is not a NumPy one.)"""
+    """An integer or boolean scalar (``dtypes.issubdtype``: a PRNG key's dtype is not NumPy's)."""
     aval = core.get_aval(x)
     return aval.shape == () and (
         dtypes.issubdtype(aval.dtype, np.integer) or dtypes.issubdtype(aval.dtype, np.bool_)
@@ -43,10 +42,8 @@ def _is_scalar_real(x: Any) -> bool:
 
 
 class SizeScope:
-    """The size inputs of a program being traced (``names``, in input order), the point its
-    decisions are taken at (their values at the guiding call; ``None``: generic sizes), and the
-    facts decided so far. ``symbolic``: sizes are not constants of the trace, so that JAX failing
-    on one raises :class:`~.patches.NeedsCallSizes`."""
+    """A program being traced: its size inputs (``names``), the guiding call's sizes (``point``), the
+    facts decided so far; ``symbolic``: JAX failing on a size raises ``NeedsCallSizes``."""
 
     def __init__(self, names: Sequence[str], point: Sequence[Any] | None = None, symbolic: bool = True):
         self.names = list(names)
@@ -81,6 +78,7 @@ class SizeScope:
         # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
+        self.implied: dict[Any, SizeExpr] = {}  # boolean variable (`i < n and x[i] > 0`) -> what it implies
 
     def bind_inputs(self, tracers: Sequence[Any]) -> None:
         """The argument tracers of the trace, in input order (called once the trace creates them)."""
@@ -96,8 +94,7 @@ class SizeScope:
             self.inputs[tracer.val] = position
 
     def term(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs and free leaves (a loop's index), or
-        ``None`` when it is no size arithmetic (computed from array data, or by control flow)."""
+        """``tracer`` over the size inputs and free leaves (a loop's index), or ``None``."""
         if not isinstance(tracer, pe.DynamicJaxprTracer) or not _is_scalar_real(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
@@ -107,14 +104,12 @@ class SizeScope:
         return self._terms[tracer.val]
 
     def expression(self, tracer: Any) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs alone, or ``None`` when it is not one
-        (its :meth:`term` is ``None`` or reads a free leaf)."""
+        """``tracer`` over the size inputs alone (no free leaf), or ``None``."""
         term = self.term(tracer)
         return None if term is None or term.free else term
 
     def expression_at(self, tracer: Any, values: dict[int, SizeExpr | None]) -> SizeExpr | None:
-        """``tracer`` as an expression over the size inputs where the tracers ``values`` maps (by
-        ``id``) stand for the given expressions (a loop's predicate at its initial values)."""
+        """``tracer`` over the size inputs, tracers in ``values`` (by ``id``) standing for its expressions."""
         memo: dict[int, SizeExpr | None] = dict(values)
 
         def term(t: Any) -> SizeExpr | None:
@@ -153,20 +148,17 @@ class SizeScope:
         return simplified(expr)
 
     def of_axes_only(self, tracer: Any) -> bool:
-        """``tracer`` is computed from the sizes of abstracted axes alone (and constants): a number
-        under ``jax.jit``, where every axis has a static length."""
+        """``tracer`` is computed from sizes of abstracted axes alone: a number under ``jax.jit``."""
         expr = self.expression(tracer) if isinstance(tracer, core.Tracer) else None
         return expr is not None and expr.inputs() <= self.axis_inputs
 
     def name(self, tracer: Any) -> str | None:
-        """``n + 1``: a size tracer named by the inputs it is computed from (``None`` if it is
-        not computed from them alone)."""
+        """``n + 1``: a size tracer named by the inputs it is computed from (else ``None``)."""
         expr = self.expression(tracer)
         return None if expr is None else expr.render(self.names)
 
     def record(self, lhs: Any, rhs: Any, comparison: str, holds: bool, where: str) -> Fact | None:
-        """Record that ``(lhs comparison rhs) == holds``, when both sides are expressions over the
-        size inputs (once); return the fact (``None`` when it cannot be expressed)."""
+        """Record ``(lhs comparison rhs) == holds`` over the size inputs (once); the fact, or ``None``."""
         lhs_expr, rhs_expr = self._side(lhs), self._side(rhs)
         if lhs_expr is None or rhs_expr is None:
             return None
@@ -218,9 +210,8 @@ class SizeScope:
 
 @contextlib.contextmanager
 def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
-    """Trace a ``for_loop`` body: the facts decided in it (``len(x) >= 1`` for ``x[i]``) are guarded
-    by ``step > 0 and lower < upper or step < 0 and lower > upper``, needed only by calls that run
-    the loop. Bounds or a step that are no size expressions add no guard."""
+    """Trace a ``for_loop`` body: its facts (``len(x) >= 1`` for ``x[i]``) are guarded by "the loop
+    runs" (when the bounds and step are size expressions)."""
     scope = current_scope()
     sides = [scope._side(x) for x in (lower, upper, step)] if scope is not None else [None]
     guard = None
@@ -238,9 +229,49 @@ def runs_only_if_loop_runs(lower: Any, upper: Any, step: Any) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def runs_only_if_chosen(preds: Sequence[Any], k: int) -> Iterator[None]:
+    """Trace branch ``k`` of a ``cond`` (``len(preds)``: its ``otherwise``): the facts decided in it
+    (``len(x) >= 1`` for ``x[i]`` under ``if i < len(x)``) are guarded by its predicate (or by the
+    others failing), needed only by calls that take it. Predicates no size expressions add none."""
+    if k < len(preds):
+        guard = implied_condition(preds[k])
+    else:  # every predicate fails: each one on sizes is false
+        exprs = [value_at(p, (), ()) for p in preds]
+        failing = [SizeExpr("not", (e,), is_bool=True) for e in exprs if e is not None]
+        guard = failing[0] if failing else None
+        for other in failing[1:]:
+            guard = SizeExpr("and", (guard, other), is_bool=True)
+    with runs_only_if(None if guard is None else simplified(guard)):
+        yield
+
+
+_CONVERSIONS = ("reshape", "convert_element_type")  # what makes a boolean a predicate
+
+
+def implied_condition(x: Any) -> SizeExpr | None:
+    """A condition on sizes that holds wherever the boolean ``x`` does: ``x`` itself when it is one
+    (``i < n``), or the one noted of it by :func:`note_implied` (``i < n and x[i] > 0``: ``i < n``)."""
+    scope, exact = current_scope(), value_at(x, (), ())
+    while exact is None and scope is not None and isinstance(x, pe.DynamicJaxprTracer):
+        if x.val in scope.implied:
+            return scope.implied[x.val]
+        eqn = x.parent  # through the conversions to a predicate (`reshape`, `convert_element_type`)
+        if eqn is None or eqn.primitive.name not in _CONVERSIONS or len(eqn.in_tracers) != 1:
+            return None
+        x = eqn.in_tracers[0]
+    return exact
+
+
+def note_implied(x: Any, condition: SizeExpr | None) -> None:
+    """Note that the boolean ``x`` holds only where ``condition`` (on sizes) does."""
+    scope = current_scope()
+    if scope is not None and condition is not None and isinstance(x, pe.DynamicJaxprTracer):
+        scope.implied[x.val] = condition
+
+
 def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr | None:
-    """``x`` (a loop's predicate) as an expression over the size inputs where ``binders`` (the
-    loop's arguments) stand for ``values`` (its initial values), or ``None``."""
+    """``x`` (a loop's predicate) over the size inputs, ``binders`` standing for ``values``; or ``None``."""
     scope = current_scope()
     if scope is None or not isinstance(x, core.Tracer):
         return None
@@ -250,8 +281,7 @@ def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr 
 
 @contextlib.contextmanager
 def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
-    """Trace code that runs only when ``guard`` (a boolean expression over the size inputs, and
-    the enclosing guards) holds: the facts decided in it are guarded by it (``None``: no guard)."""
+    """Trace code running only when ``guard`` holds (and enclosing guards): its facts are guarded by it."""
     scope = current_scope()
     if guard is None or scope is None:
         yield
@@ -266,8 +296,7 @@ def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
 
 
 def describe_aval(aval: Any) -> str:
-    """``f64[n + 1,3]``: an abstract value for messages, each size named by the size inputs it is
-    computed from (``?``: known only while the program runs)."""
+    """``f64[n + 1,3]``: an aval for messages, sizes named by the inputs they come from (``?``: unknown)."""
     scope = current_scope()
     names = [str(d) if not isinstance(d, core.Tracer) else scope.name(d) if scope is not None else None
              for d in aval.shape]
@@ -277,11 +306,9 @@ def describe_aval(aval: Any) -> str:
     return f"{short}[{','.join('?' if n is None else n for n in names)}]"
 
 
-@contextlib.contextmanager
-def size_scope(scope: SizeScope) -> Iterator[SizeScope]:
+def size_scope(scope: SizeScope) -> contextlib.AbstractContextManager:
     """Make ``scope`` the calling thread's current one for the block (a trace of a program)."""
-    with context_scope(size_scopes=(*current_context().size_scopes, scope)):
-        yield scope
+    return context_scope(size_scopes=(*current_context().size_scopes, scope))
 
 
 def current_scope() -> SizeScope | None:

@@ -36,8 +36,7 @@ OutputType = tuple
 
 @contextlib.contextmanager
 def dynamic_tracing() -> Iterator[None]:
-    """Switch on dynamic shapes and 64-bit types, and the repairs of :mod:`.patches`, for this
-    thread only; the user's global ``jax.config`` is left as it was."""
+    """Dynamic shapes, 64-bit types and :mod:`.patches`' repairs for this thread only (not ``jax.config``)."""
     with config.dynamic_shapes(True), config.enable_x64(True), patched_jax():
         yield
 
@@ -68,9 +67,8 @@ def current_trace() -> Any:
 
 
 def is_tracing(*, under_transformations: bool = False) -> bool:
-    """True when the calling thread is tracing a catalyst_lite program (not another dynamic-shape
-    trace, nor hosting another framework's capture); ``under_transformations``: also where a JAX
-    transformation inside the program (``jax.grad``, ``jax.vmap``) is the current trace."""
+    """True when the calling thread traces a catalyst_lite program (not hosting another capture);
+    ``under_transformations``: also under a JAX transformation inside it (``jax.grad``)."""
     return (
         is_active()
         and not current_context().hosted_captures
@@ -79,8 +77,7 @@ def is_tracing(*, under_transformations: bool = False) -> bool:
     )
 
 
-@contextlib.contextmanager
-def hosted_capture() -> Iterator[None]:
+def hosted_capture() -> contextlib.AbstractContextManager:
     """Within the block the calling thread's trace hosts another framework's capture (PennyLane's,
     see ``catalyst_lite.capture``): the repairs stay in effect, but :func:`is_tracing` is False,
     so that code asking (PennyLane's compiler dispatch, QNode calls) records its own primitives.
@@ -89,19 +86,16 @@ def hosted_capture() -> Iterator[None]:
     ...     is_tracing()
     False
     """
-    with context_scope(hosted_captures=current_context().hosted_captures + 1):
-        yield
+    return context_scope(hosted_captures=current_context().hosted_captures + 1)
 
 
 def inside_program_trace() -> bool:
-    """True while the calling thread traces a catalyst_lite program, even where a JAX
-    transformation (``jax.vmap``, ``jax.grad``) applied inside it is the current trace."""
+    """True while the calling thread traces a catalyst_lite program (even under a JAX transformation)."""
     return is_active() and config.dynamic_shapes.value
 
 
 def under_jax_transformation() -> bool:
-    """True while a JAX transformation applied inside a catalyst_lite program (``jax.grad``,
-    ``jax.vmap``) is the calling thread's current trace."""
+    """True while a JAX transformation inside a catalyst_lite program is the current trace."""
     return is_tracing(under_transformations=True) and not isinstance(current_trace(), DynamicJaxprTrace)
 
 
@@ -109,8 +103,7 @@ get_aval = core.get_aval  # a tracer's shape may hold dimension tracers
 
 
 def constant_value(tracer: Any) -> Any:
-    """The value behind a constant of a trace (``None`` if ``tracer`` is not a constant; jax 0.7.2
-    stores ``Constants(canonical, original)`` where 0.7.1 stores the value itself)."""
+    """The value of a trace's constant ``tracer`` or ``None`` (0.7.2 stores ``Constants(canonical, ...)``)."""
     const = tracer._trace.frame.constvar_to_val.get(tracer.val)
     return getattr(const, "canonical", const)
 
@@ -167,8 +160,7 @@ def collapse(typ: Sequence[tuple[Any, bool]], expanded: Sequence[Any]) -> list[A
 
 
 class InnerTrace:
-    """A new ``DynamicJaxprTrace`` nested in the current one (design doc: ``newTracingContext``);
-    values of enclosing traces it uses are its constants, which :meth:`to_jaxpr` returns."""
+    """A ``DynamicJaxprTrace`` nested in the current one (``newTracingContext``), outer values constants."""
 
     def __init__(self, debug_info: core.DebugInfo):
         self.debug_info = debug_info
@@ -180,8 +172,7 @@ class InnerTrace:
         return self.trace.to_jaxpr_tracer(x, self.source_info)
 
     def arguments(self, in_type: InputType) -> list[Tracer]:
-        """The *expanded* argument tracers (design doc: ``initialize``): ``DBIdx(k)`` in a shape
-        is the k-th of them; a tracer of an enclosing trace (a preserved size) is lifted."""
+        """The expanded argument tracers (``initialize``): ``DBIdx(k)`` is the k-th; outer tracers lifted."""
         tracers: list[Tracer] = []
         for aval, _ in in_type:
             if type(aval) is DShapedArray:
@@ -198,8 +189,7 @@ class InnerTrace:
             return fn(*args)
 
     def to_jaxpr(self, results: Sequence[Any], keep_alive: Sequence[Any] = ()) -> tuple[Jaxpr, list[Any]]:
-        """The traced jaxpr with its constants as leading arguments, and their values; ``keep_alive``:
-        tracers (argument sizes) whose constants stay even when no equation uses them."""
+        """The jaxpr with its constants as leading arguments, and their values (``keep_alive``'s kept)."""
         out = [self.lift(r) for r in results]
         extra = [self.lift(k) for k in keep_alive]
         jaxpr, consts = self.trace.frame.to_jaxpr(self.trace, out + extra, self.debug_info, self.source_info)
@@ -213,8 +203,7 @@ class InnerTrace:
 def trace_to_jaxpr(
     flat_fn: Callable, in_type: InputType, name: str, on_arguments: Callable | None = None
 ) -> tuple[Jaxpr, OutputType, list[Any]]:
-    """Trace a flat top-level function (implicit outputs, new sizes, come first); ``on_arguments``
-    receives the (expanded) argument tracers before the function runs."""
+    """Trace a flat top-level function (new sizes first); ``on_arguments`` gets the argument tracers."""
     dbg = debug_info_for(flat_fn, name)
     inner = InnerTrace(dbg)
     try:
@@ -236,10 +225,8 @@ def trace_to_jaxpr(
 def prune_jaxpr(
     jaxpr: Jaxpr, used_outputs: Sequence[bool], keep_inputs: Sequence[bool]
 ) -> tuple[Jaxpr, list[bool]]:
-    """``jaxpr`` returning only its used outputs, without the equations they do not need, taking
-    only the inputs they use or ``keep_inputs`` keeps; and which inputs it takes. A size in a used
-    variable's type is used too. Equations without results (size-assumption checks), with effects
-    or of primitives :func:`.host_callbacks.keep_when_unused` names are kept."""
+    """``jaxpr`` with only its used outputs, the equations they need (and those without results, with
+    effects or :func:`.host_callbacks.keep_when_unused`) and the inputs used or kept; which it takes."""
     live: set = set()
 
     def use(v: Any) -> None:
@@ -277,8 +264,7 @@ def prune_jaxpr(
 
 
 def _carried_fixpoint(body: Jaxpr, fixed: list[bool], carried: list[bool], rest: list[bool]) -> tuple[list[bool], list[bool]]:
-    """A loop body ``fixed, carried, rest -> carried, others``: which carried values depend on
-    the marked inputs at some iteration, and which other results do then."""
+    """A loop body ``fixed, carried, rest -> carried, others``: the results depending on marked inputs."""
     for _ in range(len(carried) + 1):
         out = forward_dependence(body, [*fixed, *carried, *rest])
         new = [c or o for c, o in zip(carried, out[: len(carried)])]
@@ -400,9 +386,8 @@ def dimension_value(x: Any) -> Any:
 def emit_equation(
     primitive: core.Primitive, operands: Sequence[Any], out_type: OutputType, params: dict, trace: Any = None
 ) -> list[Tracer]:
-    """Append ``outs = primitive[params] operands`` to ``trace`` (by default the current one;
-    design doc: ``emitJaxprLine``, ``parseOutputType``) and return all (expanded) result tracers;
-    ``InDBIdx(k)`` in ``out_type`` is operand ``k``, ``OutDBIdx(k)`` result ``k``."""
+    """Append ``outs = primitive[params] operands`` to ``trace`` (default: the current one) and return
+    the result tracers; in ``out_type``, ``InDBIdx(k)`` is operand ``k``, ``OutDBIdx(k)`` result ``k``."""
     trace = current_trace() if trace is None else trace
     src = source_info_util.current()
     in_tracers = [trace.to_jaxpr_tracer(x, src) for x in operands]

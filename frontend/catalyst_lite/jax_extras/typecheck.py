@@ -21,9 +21,10 @@ from typing import Any, Sequence
 import numpy as np
 from jax._src import core
 
+from .dynshape import size_matches
 from .lowering import size_vars
 from .rules import nested_primitives
-from .shapes import SHAPE_PARAMS
+from .shapes import SHAPE_PARAMS, holds_tracer
 from .tracing import DShapedArray, Jaxpr, Literal, Var
 
 __all__ = [
@@ -103,8 +104,7 @@ def _check(ctx_factory: Any, jaxpr: Jaxpr) -> None:
 
 
 def _check_type(ctx_factory: Any, env: dict, aval: Any) -> None:
-    """JAX's check that every size is a bound ``i64[]`` variable or a number, NumPy integers
-    included (JAX's shape rules make some, ``jnp.convolve``'s ``f64[1,1,a]``)."""
+    """JAX's check that every size is a bound ``i64[]`` variable or a number (NumPy integers included)."""
     if type(aval) is DShapedArray and any(isinstance(d, np.integer) for d in aval.shape):
         aval = aval.update(shape=tuple(int(d) if isinstance(d, np.integer) else d for d in aval.shape))
     core.check_type(ctx_factory, env, aval)
@@ -134,22 +134,15 @@ def _static(eqn: Any) -> bool:
 
 
 def same_type(t1: Any, t2: Any) -> bool:
-    """Two types are equal, ignoring weak types: same dtype, and sizes that are the same variable
-    or the same number (``core.typematch`` fails on a ``DShapedArray`` against a ``ShapedArray``)."""
+    """Equal types but weak types: same dtype, sizes the same variable or number (DShapedArray or not)."""
     arrays = (core.ShapedArray, DShapedArray)
     if not (isinstance(t1, arrays) and isinstance(t2, arrays)):
         return core.typematch(t1, t2)
     return (
         t1.dtype == t2.dtype
         and len(t1.shape) == len(t2.shape)
-        and all(_same_size(a, b) for a, b in zip(t1.shape, t2.shape))
+        and all(map(size_matches, t1.shape, t2.shape))
     )
-
-
-def _same_size(a: Any, b: Any) -> bool:
-    if isinstance(a, Var) or isinstance(b, Var):
-        return a is b
-    return int(a) == int(b)
 
 
 def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
@@ -164,8 +157,7 @@ def _substitute(aval: Any, env: dict[Var, Any]) -> Any:
 
 
 def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
-    """``jaxpr`` is well typed and takes ``operands`` (atoms of the enclosing equation), each of its
-    binder's type once the binder's sizes are the operands that feed them."""
+    """``jaxpr`` is well typed and takes ``operands`` (its binders' sizes being the operands feeding them)."""
     if len(jaxpr.invars) != len(operands):
         raise JaxprTypeError(f"{what} takes {len(jaxpr.invars)} arguments but is given {len(operands)}")
     env: dict[Var, Any] = {}
@@ -178,8 +170,7 @@ def check_nested(jaxpr: Jaxpr, operands: Sequence[Any], what: str) -> None:
 
 
 def check_carry(binders: Sequence[Var], results: Sequence[Any], nimplicit: int, what: str) -> None:
-    """A loop body returns, for each carried binder, a value of the binder's type, where the
-    binder's carried sizes (the first ``nimplicit`` binders) are the body's implicit results."""
+    """A loop body returns each carried binder's type (its sizes: the first ``nimplicit`` results)."""
     if len(binders) != len(results):
         raise JaxprTypeError(f"{what} carries {len(binders)} values but returns {len(results)}")
     env = dict(zip(binders[:nimplicit], results[:nimplicit]))
@@ -203,24 +194,11 @@ def _free_sizes(jaxpr: Jaxpr) -> set[Var]:
     return named.union(*map(size_vars, atoms)) - bound
 
 
-def _holds_tracer(param: Any) -> bool:
-    """A parameter holding a tracer: itself, in a tuple or list, or as a size of an abstract
-    value (``pure_callback``'s ``result_avals`` of a symbolic shape)."""
-    if isinstance(param, core.Tracer):
-        return True
-    if isinstance(param, (tuple, list)):
-        return any(_holds_tracer(p) for p in param)
-    shape = getattr(param, "shape", None) if isinstance(param, core.AbstractValue) else None
-    return isinstance(shape, tuple) and any(isinstance(d, core.Tracer) for d in shape)
-
-
 def open_jax_nested_equation(jaxpr: Jaxpr) -> Any | None:
-    """The first equation of one of JAX's own primitives, searched through every nested jaxpr,
-    that holds a size nothing binds (JAX traces the bodies of its ``cond``, ``while``... in a
-    fresh trace, unrelated to ours) or a size tracer in a parameter (``pure_callback``'s result
-    types): the program cannot run at any size. ``None`` if there is none."""
+    """The first equation of a JAX primitive (nested jaxprs searched) naming a size nothing binds (JAX
+    traces its bodies in a trace of their own) or holding a size tracer in a parameter; or ``None``."""
     for eqn in jaxpr.eqns:
-        if eqn.primitive not in nested_primitives and any(_holds_tracer(p) for p in eqn.params.values()):
+        if eqn.primitive not in nested_primitives and holds_tracer(list(eqn.params.values()), in_avals=True):
             return eqn
         for sub in core.jaxprs_in_params(eqn.params):
             if eqn.primitive not in nested_primitives and _free_sizes(sub):

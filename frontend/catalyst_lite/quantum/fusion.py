@@ -144,11 +144,6 @@ class PlannedGate:
     stack: Any = None
     position: int = 0
 
-    @property
-    def matrix(self) -> Any:
-        """The known matrix, or the traced ones over repetitions, ``(repetitions, d, d)``."""
-        return self.known if self.known is not None else self.stack[self.position]
-
 
 def has_known_wires(record: GateRecord) -> bool:
     """Every wire and control value of ``record`` is a Python integer (plannable)."""
@@ -306,9 +301,9 @@ def block_matrices(blocks: Sequence[Block], gates: Sequence[PlannedGate], count:
         members = [gates[m] for m in block.members]
         known = all(g.known is not None for g in members)
         if block.kind == "wide" and known:
-            result.known[b] = members[0].matrix
-        elif block.kind == "wide":
-            result.add_stack(members[0].matrix[:, None], [b])
+            result.known[b] = members[0].known
+        elif block.kind == "wide":  # (its matrices over the repetitions)
+            result.add_stack(members[0].stack[members[0].position][:, None], [b])
         elif block.kind == "dense" and known:
             result.known[b] = _products([block], gates, 1, np)[0, 0]
         elif block.kind == "dense":

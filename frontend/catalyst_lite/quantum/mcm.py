@@ -100,6 +100,9 @@ class McmPolicy:
     """Picks the outcome of each mid-circuit measurement; ``carries``: its ambient values."""
 
     carries: tuple = ()
+    # Whether a post-selected outcome of probability 0 leaves no state, so that results are NaN as
+    # PennyLane's are (one branch followed; with shots to discard, an invalid shot is dropped).
+    impossible_postselection_is_nan = False
 
     def __init__(self):
         self.sites = 0
@@ -121,12 +124,16 @@ def _drawn(p1: Any, draw: Callable[[], Any]) -> Any:
 class SingleBranch(McmPolicy):
     """Drawn outcomes; ``postselect`` forces the outcome."""
 
+    impossible_postselection_is_nan = True
+
     def _outcome(self, site: int, p1: Any, postselect: int | None, draw: Callable[[], Any]) -> Any:
         return _drawn(p1, draw) if postselect is None else jnp.asarray(bool(postselect))
 
 
 class OneShot(SingleBranch):
     """As :class:`SingleBranch`; ``valid``: no post-selection failed (always, with ``fill_shots``)."""
+
+    impossible_postselection_is_nan = False
 
     def __init__(self, fill_shots: bool):
         super().__init__()

@@ -36,7 +36,9 @@ import numpy as np
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
-from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
+from ..errors import (
+    CompileError, QuantumOperationError, QuantumRegionError, RetrySignal, ShotsError, WireError, pennylane_error,
+)
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -49,7 +51,7 @@ from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import exact_measurement, measure_terminal
 from .sampling import flatten_results, is_measurement, measurement_kind
 from .recorder import recorder_class
-from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, ctrl_transform
+from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, run_ctrl
 from .repeated import all_branches_results, one_shot_results
 from .sharded import StateSharding, execute_sharded_qnode
 from .shots import McmConfig, ShotPlan
@@ -132,11 +134,6 @@ def intercept_qnode_calls() -> None:
                                  "a QNode called while catalyst_lite traces compiles into the program"))
             _intercepting = True
 
-
-def _traced() -> TracedCircuits:
-    """The record of the trace in progress (a QNode compiled by another route gets its own)."""
-    traced = current_context().traced_circuits
-    return TracedCircuits() if traced is None else traced
 
 
 class KeyCarry(ValueCarry):
@@ -330,7 +327,7 @@ class CircuitRun:
     exact: bool = False  # the QNode's results are this run's exact ones (no shots, one branch)
 
 
-class WiresAllocated(Exception):
+class WiresAllocated(RetrySignal):
     """A new wire inside a loop or branch, or a first traced wire: run the circuit again."""
 
 
@@ -347,12 +344,12 @@ def _device_wires(qnode) -> WireMap:
             f"catalyst_lite compiles QNodes on {' and '.join(SUPPORTED_DEVICES)}, not on {name}."
         )
     if device.wires is None:
-        return WireMap.allocated_on_use()
+        return WireMap(growing=True)  # allocated as the circuit uses them
     labels = list(device.wires.labels)
     if len(labels) == 1 and isinstance(labels[0], Tracer):
         if not jnp.issubdtype(labels[0].dtype, jnp.integer):
             raise WireError(f"The number of wires of {name} must be an integer, got {labels[0].aval.str_short()}.")
-        return WireMap.counted(labels[0])
+        return WireMap(None, labels[0].astype(jnp.int64))  # 0 .. n - 1
     if any(isinstance(l, Tracer) for l in labels):
         raise WireError(f"The wires of {name} are labels or one (possibly traced) number of wires, got {labels}.")
     return WireMap(labels)
@@ -463,7 +460,8 @@ def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = Non
     wires = _device_wires(qnode)
     kwargs = dict(kwargs)
     shots = ShotPlan.of(qnode, kwargs)
-    key = _traced().next_key()
+    # (the trace's record; a QNode compiled by another route gets its own)
+    key = (current_context().traced_circuits or TracedCircuits()).next_key()
     qfunc = qnode.func if qfunc is None else qfunc
     state_sharding = (current_context().qjit_options or {}).get("state_sharding")
     if state_sharding is not None:  # qjit(state_sharding=...): the state split over devices
@@ -570,11 +568,11 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     >>> round(float(copy_bit()), 6)
     1.0
     """
-    stack = _circuits()
-    if not is_tracing() and (pennylane_capture_enabled() or _another_compiler_traces()):
+    stack, qml = _circuits(), sys.modules.get("pennylane")
+    another_compiler = qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
+    if not is_tracing() and (pennylane_capture_enabled() or another_compiler):
         # qjit(capture=True), or qml.qjit with Catalyst: PennyLane's measure hands it to them
-        qml = _qml()
-        return jnp.asarray(qml.measure(wires, reset=reset, postselect=postselect), bool)
+        return jnp.asarray(_qml().measure(wires, reset=reset, postselect=postselect), bool)
     if not is_tracing(under_transformations=True):  # Catalyst's class and phrase, then ours
         raise CompileError("measure can only be used from within @qjit: call it in a QNode that qjit compiles.")
     if not stack:
@@ -602,15 +600,13 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     outcome = circuit.policy.outcome(p1, postselect, circuit.key.split, in_loop)
     probability = jnp.where(outcome, p1, 1.0 - p1)
     vector = project_wire(vector, wire, outcome.astype(jnp.int64), probability, state.n_wires)
+    if postselect is not None and circuit.policy.impossible_postselection_is_nan:
+        vector = jnp.where(probability > 0, vector, jnp.nan)
     if reset:
         vector = apply_matrix(vector, bit_flip_matrix(outcome), [wire], state.n_wires)
     state.set(vector)
     return outcome
 
-
-def _another_compiler_traces() -> bool:
-    qml = sys.modules.get("pennylane")
-    return qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
 
 
 def _measured_wire(wires: Any) -> Any:
@@ -651,12 +647,17 @@ def pennylane_adjoint(fn: Any, lazy: bool = True) -> Any:
 
 
 def pennylane_ctrl(op: Any, control: Any, control_values=None, work_wires=None, work_wire_type="borrowed") -> Any:
-    """``qml.ctrl``: of a quantum function, its ctrl region (:mod:`.regions`)."""
+    """``qml.ctrl``: of a quantum function, its ctrl region (:mod:`.regions`); calling it returns ``[]``."""
     options = (control, control_values, work_wires, work_wire_type)
     state = _region_state(op)
     if state is None:
         return _qml().ops.op_math.controlled.create_controlled_op(op, *options)
-    return ctrl_transform(state, op, options)
+
+    def apply(*args: Any, **kwargs: Any) -> list:
+        run_ctrl(state, op, options, args, kwargs)
+        return []
+
+    return apply
 
 
 pennylane_measure = measure  # qml.measure: a traced boolean, as with Catalyst

@@ -42,7 +42,7 @@ from ..errors import QuantumRegionError
 from .gates import _qml
 from .recorder import queue_class
 
-__all__ = ["Region", "RegionControlFlow", "adjoint_transform", "ctrl_transform", "RegionRun", "run_adjoint",
+__all__ = ["Region", "RegionControlFlow", "adjoint_transform", "RegionRun", "run_adjoint",
            "run_ctrl", "MEASUREMENT_IN_REGION"]
 
 MEASUREMENT_IN_REGION = "Mid-circuit measurements cannot be used within an adjoint() or ctrl() region."
@@ -124,19 +124,16 @@ class AdjointRegion(Region):
         if ops:
             self.items.append(ops)
 
-    # Control flow (from RegionControlFlow): the pending operations become items first; the
-    # values it returns come from a run that discards its gates.
+    # Control flow (from RegionControlFlow, once the pending operations are items): the values
+    # it returns come from a run that discards its gates.
 
     def record_for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
-        self.state.flush()
         result = self._classically(bind, body, init) if init else None
         lower, upper, step = bounds
         self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step)))
         return result
 
     def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
-        self.state.flush()
-
         def counting_cond(*carried: Any) -> Any:
             return cond_fn(*carried[:-1])
 
@@ -150,7 +147,6 @@ class AdjointRegion(Region):
         return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
-        self.state.flush()
         # Without `otherwise` the branches return nothing: no classical run is needed.
         result = None if otherwise is None else self._classically(bind, preds, branches, otherwise)
         self.items.append(_Cond(preds, branches, otherwise))
@@ -218,53 +214,47 @@ class RegionControlFlow:
         self.state = state
         self.loop_depth = self.depth = self.calls = 0
 
-    def _recording(self) -> tuple[AdjointRegion | None, list[CtrlRegion]]:
-        """The innermost adjoint region recording control flow, and the ctrl regions inside it."""
-        regions = self.state.regions
-        for k in reversed(range(len(regions))):
-            if isinstance(regions[k], DiscardRegion):
-                return None, []
-            if isinstance(regions[k], AdjointRegion):
-                return regions[k], list(regions[k + 1:])
-        return None, []
-
     @contextlib.contextmanager
-    def _traced(self, loop: bool) -> Iterator[None]:
+    def _traced(self, loop: bool) -> Iterator[tuple[AdjointRegion | None, Callable[[Callable], Callable]]]:
+        """Counts the loop or branch; yields the innermost adjoint region recording control flow
+        (its pending operations made items) and how a function runs in the ctrl regions inside it."""
+        region, inner = None, []
+        for k in reversed(range(len(self.state.regions))):
+            if isinstance(self.state.regions[k], (AdjointRegion, DiscardRegion)):
+                if isinstance(self.state.regions[k], AdjointRegion):
+                    region, inner = self.state.regions[k], self.state.regions[k + 1:]
+                    self.state.flush()
+                break
         self.calls += 1
         self.depth += 1
         self.loop_depth += loop
         try:
-            yield
+            yield region, lambda fn: _within(self.state, inner, fn)
         finally:
             self.depth -= 1
             self.loop_depth -= loop
 
     def for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
-        region, inner = self._recording()
-        with self._traced(loop=True):
+        with self._traced(loop=True) as (region, within):
             if region is None:
                 return bind(body, init)
-            return region.record_for_loop(_within(self.state, inner, body), bounds, init, bind)
+            return region.record_for_loop(within(body), bounds, init, bind)
 
     def while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
-        region, inner = self._recording()
-        with self._traced(loop=True):
+        with self._traced(loop=True) as (region, within):
             if region is None:
                 return bind(cond_fn, body, init)
-            return region.record_while_loop(cond_fn, _within(self.state, inner, body), init, bind)
+            return region.record_while_loop(cond_fn, within(body), init, bind)
 
     def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
         # `qml.cond(m, qml.RY)(x, wires=0)`: a branch may return the operator it applies.
         branches = [_operators_dropped(b) for b in branches]
         otherwise = None if otherwise is None else _operators_dropped(otherwise)
-        region, inner = self._recording()
-        with self._traced(loop=False):
+        with self._traced(loop=False) as (region, within):
             if region is None:
                 return bind(preds, branches, otherwise)
-            wrapped = [_within(self.state, inner, b) for b in branches]
-            if otherwise is not None:
-                otherwise = _within(self.state, inner, otherwise)
-            return region.record_cond(preds, wrapped, otherwise, bind)
+            otherwise = None if otherwise is None else within(otherwise)
+            return region.record_cond(preds, [within(b) for b in branches], otherwise, bind)
 
 
 def _operators_dropped(branch: Callable) -> Callable:
@@ -354,12 +344,3 @@ def adjoint_transform(state: Any, fn: Callable, lazy: bool = True, returns: bool
 
     return wrapper
 
-
-def ctrl_transform(state: Any, fn: Callable, options: tuple) -> Callable:
-    """``qml.ctrl(fn, *options)`` in the circuit of ``state``; calling it returns ``[]``."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> list:
-        run_ctrl(state, fn, options, args, kwargs)
-        return []
-
-    return wrapper

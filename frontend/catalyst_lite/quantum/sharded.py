@@ -23,6 +23,7 @@ Only straight-line circuits on known wires without mid-circuit measurements run 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from dataclasses import replace
 from typing import Any, Sequence
@@ -78,14 +79,12 @@ class StateSharding:
                 f"qjit(state_sharding=...) of {fn_name}: the state is split over mesh axes of sizes "
                 f"that are powers of 2; {self.names} on a mesh {dict(mesh.shape)}."
             )
-        self.k = sum(int(math.log2(s)) for s in sizes)
         # One axis of size 2 per global qubit (most significant first), in the devices' order.
-        self.qubit_axes = tuple(f"{a}:{i}" for a in self.names for i in range(int(math.log2(mesh.shape[a]))))
-        shape, axis_names = [], []
-        for a in mesh.axis_names:
-            split = a in self.names
-            shape += [2] * int(math.log2(mesh.shape[a])) if split else [mesh.shape[a]]
-            axis_names += [f"{a}:{i}" for i in range(int(math.log2(mesh.shape[a])))] if split else [a]
+        split = {a: [f"{a}:{i}" for i in range(int(math.log2(mesh.shape[a])))] for a in self.names}
+        self.qubit_axes = tuple(q for a in self.names for q in split[a])
+        self.k = len(self.qubit_axes)
+        axis_names = [q for a in mesh.axis_names for q in split.get(a, [a])]
+        shape = [2 if a in split else mesh.shape[a] for a in mesh.axis_names for _ in split.get(a, [a])]
         self.mesh = Mesh(mesh.devices.reshape(shape), tuple(axis_names))
 
 
@@ -104,10 +103,7 @@ class _Layout:
         self.gate = 0  # the gate being applied
 
     def device(self) -> Any:
-        index = 0
-        for axis in self.axes:
-            index = index * 2 + lax.axis_index(axis)
-        return index
+        return functools.reduce(lambda index, axis: index * 2 + lax.axis_index(axis), self.axes, 0)
 
     def position(self, wire: int) -> int:
         return self.wire_at.index(wire)

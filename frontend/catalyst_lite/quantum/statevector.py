@@ -133,10 +133,7 @@ def apply_matrix(state: jnp.ndarray, matrix: Any, targets: Sequence[Wire], n_wir
     row_bits = [wire_bits(indices, t, n_wires) for t in targets]
     new = lookup([matrix[r, r] for r in range(2**k)], row_bits) * state
     for f in range(1, 2**k):
-        flip = np.int32(0)
-        for m in range(k):
-            if (f >> (k - 1 - m)) & 1:
-                flip = flip | masks[m]
+        flip = sum((masks[m] for m in range(k) if (f >> (k - 1 - m)) & 1), np.int32(0))  # distinct bits
         partner = state.at[indices ^ flip].get(mode="promise_in_bounds", unique_indices=True)
         new = new + lookup([matrix[r, r ^ f] for r in range(2**k)], row_bits) * partner
     if controls:

@@ -19,12 +19,13 @@ the run and is applied by itself.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from typing import Any, Sequence
 
 import jax.numpy as jnp
 import numpy as np
 
-from .fusion import Block, BlockMatrices, PlannedGate, Shape, block_matrices, fuse, planned_gates
+from .fusion import Block, PlannedGate, Shape, block_matrices, fuse, planned_gates
 from .gates import GateRecord
 from .statevector import apply_matrix, apply_stacked
 
@@ -35,75 +36,41 @@ MAX_BLOCK_GATES = 8  # gates fused into one entry at most: the depth bounds the 
 _TARGETS = 2
 
 
-def _padded(controls: Sequence[int], values: Sequence[int]) -> tuple[tuple, tuple]:
-    free = CONTROL_SLOTS - len(controls)
-    return tuple(controls) + (-1,) * free, tuple(int(v) for v in values) + (1,) * free
-
-
-def _two_wire(matrices: Any, form: str, value: int = 1) -> Any:
-    """Matrices ``(..., d, d)`` as ``(..., 4, 4)``: ``"plain"`` already are; ``"identity"``: times
-    the identity on the second wire; ``"controlled"``: on the second wire when the first is ``value``."""
-    if form == "plain":
-        return matrices
-    xp = np if isinstance(matrices, np.ndarray) else jnp
-    eye = xp.broadcast_to(xp.eye(2, dtype=complex), matrices.shape)
-    if form == "identity":  # m ⊗ I: rows (a, b) -> m[a_r, a_c] * I[b_r, b_c]
-        product = matrices[..., :, None, :, None] * eye[..., None, :, None, :]
-        return xp.reshape(product, matrices.shape[:-2] + (4, 4))
-    zero = xp.zeros_like(matrices)
-    top, bottom = (eye, matrices) if value else (matrices, eye)
-    rows = [xp.concatenate([top, zero], axis=-1), xp.concatenate([zero, bottom], axis=-1)]
-    return xp.concatenate(rows, axis=-2)
-
 
 def _matrices(table: Sequence[PlannedGate]) -> Any:
-    """``(entries, 4, 4)``: a constant, or one gather from the known ones and traced stacks."""
+    """``(entries, 4, 4)``: a constant, or one gather from the known ones and the run's one stack of
+    traced ones (:func:`table_segments`)."""
     known = [e.known for e in table if e.known is not None]
     if len(known) == len(table):
         return np.stack(known).astype(complex)
-    stacks = {id(e.stack): e.stack for e in table if e.known is None}
-    offsets, offset = {}, len(known)
-    for key, stack in stacks.items():
-        offsets[key], offset = offset, offset + stack.shape[0]
+    stack = next(e.stack for e in table if e.known is None)
     counter = itertools.count()  # the known matrices come first, in order
-    order = [next(counter) if e.known is not None else offsets[id(e.stack)] + e.position for e in table]
-    parts = ([np.stack(known)] if known else []) + list(stacks.values())
+    order = [next(counter) if e.known is not None else len(known) + e.position for e in table]
+    parts = ([np.stack(known)] if known else []) + [stack]
     return jnp.take(jnp.concatenate([jnp.asarray(p, jnp.complex128) for p in parts]), np.array(order), axis=0)
 
 
-def _two_wire_stack(sources: dict, key: tuple, stack: Any, form: str, value: int = 1) -> Any:
-    """``stack`` made two-wire once per run (``sources`` keeps it by ``key``)."""
-    if key not in sources:
-        sources[key] = _two_wire(stack, form, value)
-    return sources[key]
-
-
-def _gate_entry(gate: PlannedGate, sources: dict) -> PlannedGate | None:
-    """The entry of a gate on more than two wires, or ``None``."""
-    targets, controls, values = gate.targets, gate.controls, gate.control_values
-    form, value = "plain", 1
-    if len(targets) == 1 and controls:
-        form, value = "controlled", values[0]
-        targets, controls, values = (controls[0], targets[0]), controls[1:], values[1:]
-    if len(targets) != _TARGETS or len(controls) > CONTROL_SLOTS:
+def _entry_block(block: Block, gates: list[PlannedGate], n_wires: int) -> tuple[Block, tuple, tuple] | None:
+    """A block as a two-wire dense block (its gates embedded by :func:`~.fusion.block_matrices`) and
+    the entry's control slots and values; ``None`` for a gate that fits no entry. A one-wire block
+    takes a neighbour; a gate on more wires its first control as second target (``gates`` then
+    holds it with the other controls left to the entry's slots)."""
+    if block.kind == "dense":
+        wires = set(block.wires)
+        if len(wires) == 1:
+            (w,) = wires
+            wires.add(w + 1 if w + 1 < n_wires else w - 1)
+        return Block("dense", wires, block.members), (-1,) * CONTROL_SLOTS, (1,) * CONTROL_SLOTS
+    m = block.members[0]
+    gate = gates[m]
+    inner = 1 if len(gate.targets) == 1 else 0  # the controls inside the entry's two wires
+    controls, values = gate.controls[inner:], gate.control_values[inner:]
+    if len(gate.targets) + inner != _TARGETS or len(controls) > CONTROL_SLOTS:
         return None
-    if gate.known is not None:
-        return PlannedGate(tuple(targets), *_padded(controls, values), _two_wire(gate.known, form, value), None)
-    stack = _two_wire_stack(sources, ("gate", id(gate.stack), form, value), gate.stack[:, 0], form, value)
-    return PlannedGate(tuple(targets), *_padded(controls, values), None, None, stack, gate.position)
-
-
-def _block_entry(block: Block, b: int, matrices: BlockMatrices, sources: dict, n_wires: int) -> PlannedGate:
-    """The entry of a dense block (number ``b`` of ``matrices``) on one or two wires."""
-    on = sorted(block.wires)
-    form = "plain"
-    if len(on) == 1:
-        on, form = [on[0], on[0] + 1 if on[0] + 1 < n_wires else on[0] - 1], "identity"
-    if b in matrices.known:
-        return PlannedGate(tuple(on), *_padded((), ()), _two_wire(matrices.known[b], form), None)
-    stack, position = matrices.slot[b]
-    two_wire = _two_wire_stack(sources, ("block", stack), matrices.stacks[stack][0], form)
-    return PlannedGate(tuple(on), *_padded((), ()), None, None, two_wire, position)
+    gates[m] = replace(gate, controls=gate.controls[:inner], control_values=gate.control_values[:inner])
+    free = CONTROL_SLOTS - len(controls)
+    slots = controls + (-1,) * free, values + (1,) * free
+    return Block("dense", {*gate.targets, *gate.controls[:inner]}, [m]), *slots
 
 
 def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[PlannedGate] | GateRecord]:
@@ -111,20 +78,20 @@ def table_segments(records: Sequence[GateRecord], n_wires: int) -> list[list[Pla
     shapes = [Shape(r.controls + r.targets, False) for r in records]
     blocks = fuse(shapes, max_block_wires=_TARGETS, max_members=MAX_BLOCK_GATES)
     gates = planned_gates([[r] for r in records])
-    dense = [b for b, block in enumerate(blocks) if block.kind == "dense"]
-    matrices = block_matrices([blocks[b] for b in dense], gates, 1)
-    number = {b: j for j, b in enumerate(dense)}
-    sources: dict = {}  # the traced matrices of the run, made two-wire once
+    entries = [_entry_block(block, gates, n_wires) for block in blocks]
+    matrices = block_matrices([e[0] for e in entries if e is not None], gates, 1)
+    stacks = [stack[0] for stack in matrices.stacks]  # (one: every traced entry is on two wires)
+    number = itertools.count()  # of the entry among the blocks given to block_matrices
     segments: list[list[PlannedGate] | GateRecord] = [[]]
-    for b, block in enumerate(blocks):
-        if b in number:
-            entry = _block_entry(block, number[b], matrices, sources, n_wires)
-        else:
-            entry = _gate_entry(gates[block.members[0]], sources)
+    for block, entry in zip(blocks, entries):
         if entry is None:
             segments += [records[block.members[0]], []]
-        else:
-            segments[-1].append(entry)
+            continue
+        b, (two_wire, controls, values) = next(number), entry
+        stack, position = matrices.slot.get(b, (None, 0))
+        traced = None if stack is None else stacks[stack]
+        on = tuple(sorted(two_wire.wires))
+        segments[-1].append(PlannedGate(on, controls, values, matrices.known.get(b), None, traced, position))
     return [s for s in segments if not isinstance(s, list) or s]
 
 

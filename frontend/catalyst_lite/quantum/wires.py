@@ -74,16 +74,6 @@ class WireMap:
             if slot is not None:
                 self.free.append((slot, not restored))
 
-    @staticmethod
-    def counted(n_wires: Any) -> "WireMap":
-        """Wires ``0 .. n_wires - 1`` for a traced ``n_wires``."""
-        return WireMap(None, jnp.asarray(n_wires).astype(jnp.int64))
-
-    @staticmethod
-    def allocated_on_use() -> "WireMap":
-        """Wires allocated as they are used."""
-        return WireMap(growing=True)
-
     @property
     def traced(self) -> bool:
         """The number of wires is a traced value."""

@@ -11,7 +11,7 @@ Inside a trace the function is traced once, with the enclosing sizes symbolic, i
 (``"jvp"``), the results and the cotangents of the ``wrt`` arguments (``"vjp"``), or one Jacobian
 block per (result, argument) (``"jacobian"``). Differentiation happens at specialization, sizes
 known: ``jax.jvp``/``jax.vjp``/``jax.jacrev`` of the evaluated body, or forward finite differences
-(``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.reverse_mode`.
+(``method="fd"``). Loops in reverse mode: :mod:`catalyst_lite.compiler.specialize`.
 """
 
 from __future__ import annotations
@@ -32,9 +32,8 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatte
 from ..trace_context import pennylane_capture_enabled
 from ..quantum.gradients import differentiating
 from ..compiler.executable import compile_function, uncompiled
-from ..compiler.reverse_mode import reverse_mode
 from ..compiler.runner import runner_for
-from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, to_dim
+from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, reverse_mode, to_dim
 from ..callbacks import host_callback_p
 from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, DifferentiationError
 from ..errors import function_name
@@ -181,10 +180,8 @@ class TracedFunction:
 def differentiate(api: str, fn: Callable, args: tuple, transform: str, options: Options,
                   operands_for: Callable[[TracedFunction], Sequence[Any]], kwargs: dict | None = None
                   ) -> tuple[TracedFunction, list[Any]]:
-    """Trace ``fn(*args, **kwargs)`` with the enclosing program's sizes and bind the ``differentiate``
-    equation (``bindNested``): the traced function and the equation's explicit results.
-    ``operands_for(traced)`` checks it and returns the tangents or cotangents; called QNodes check
-    their ``diff_method``; keyword arguments are not differentiated (as in ``jax.grad``)."""
+    """Trace ``fn(*args, **kwargs)`` with the enclosing sizes and bind its ``differentiate`` equation;
+    ``operands_for(traced)`` checks it and gives the (co)tangents (keyword arguments: not differentiated)."""
     argnums = 0 if options.argnums is None else options.argnums
     selection = select_arguments(api, fn, args, argnums)
     in_tree = tree_structure(args)
@@ -259,9 +256,8 @@ def _check(atoms: list[Any], params: dict[str, Any]) -> None:
 
 
 class _Transformed:
-    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: call it like ``fn``. Inside qjit
-    it emits a ``differentiate`` equation; outside, as Catalyst, it computes what ``jax.grad``...
-    would (exact derivatives, whatever the ``method``), compiled with qjit once."""
+    """``grad(fn)``, ``value_and_grad(fn)`` or ``jacobian(fn)``: a ``differentiate`` equation inside qjit;
+    outside, as Catalyst, what ``jax.grad``... computes (exact derivatives), compiled with qjit once."""
 
     def __init__(self, fn: Callable, kind: str, options: Options, *, as_jax: bool = False):
         if not callable(fn):  # jax.grad rejects it too (a TypeError)
@@ -387,10 +383,11 @@ def _outside_qjit(transform: Callable, fn: Callable, params: tuple, rest: Any, o
     return compile_function(entry)(params, rest)
 
 
-def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], of: str) -> None:
-    """One tangent (cotangent) per differentiated argument (result), of its dtype and shape (known
-    sizes only), as Catalyst checks them: a wrong count or dtype is a ``TypeError``, a wrong shape
-    a ``ValueError``."""
+def _checked_like(traced: TracedFunction, what: str, values: Any, avals: Sequence[Any], of: str) -> list[Any]:
+    """The leaves of ``values``: one (co)tangent per differentiated argument (result), of its dtype and
+    known sizes, as Catalyst checks (a wrong count or dtype is a ``TypeError``, a shape a ``ValueError``)."""
+    traced.check_differentiable_results()
+    api, flat = traced.api, tree_flatten(values)[0]
     count_phrase, dtype_phrase, shape_phrase = _CATALYST_PHRASES[what]
     if len(flat) != len(avals):
         raise ArgumentTypeError(
@@ -409,6 +406,7 @@ def _check_like(api: str, what: str, flat: Sequence[Any], avals: Sequence[Any], 
                 f"{shape_phrase}: in {api}, {what[:-1]} {k} has shape {got.str_short()} but "
                 f"{of[:-1]} {k} has shape {aval.str_short()}; shapes must be equal."
             )
+    return flat
 
 
 # Catalyst's words for the three checks (count, dtype, shape), which its users' tests match.
@@ -447,16 +445,13 @@ def jvp(f: Callable, params: Sequence[Any], tangents: Sequence[Any], *, method: 
     options = Options.checked("jvp", method, h, argnums)
 
     def flat_tangents(traced: TracedFunction) -> list[Any]:
-        traced.check_differentiable_results()
         selection = traced.selection
         if len(selection.leaves) != len(selection.wrt):
             raise ArgumentValueError(
                 f"{traced.api}: argnums={options.argnums!r} names an argument twice; name each once."
             )
-        flat = tree_flatten(tangents)[0]
         wrt_avals = [get_aval(selection.flat_args[k]) for k in selection.wrt]  # the caller's sizes
-        _check_like(traced.api, "tangents", flat, wrt_avals, "differentiated arguments")
-        return flat
+        return _checked_like(traced, "tangents", tangents, wrt_avals, "differentiated arguments")
 
     traced, outs = differentiate(f"jvp({function_name(f)})", f, params, "jvp", options, flat_tangents)
     n = len(traced.result_avals)
@@ -485,10 +480,7 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
     options = Options.checked("vjp", method, h, argnums)
 
     def flat_cotangents(traced: TracedFunction) -> list[Any]:
-        traced.check_differentiable_results()
-        flat = tree_flatten(cotangents)[0]
-        _check_like(traced.api, "cotangents", flat, traced.result_avals, "results")
-        return flat
+        return _checked_like(traced, "cotangents", cotangents, traced.result_avals, "results")
 
     traced, outs = differentiate(f"vjp({function_name(f)})", f, params, "vjp", options, flat_cotangents)
     n = len(traced.result_avals)
@@ -496,8 +488,7 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
 
 
 def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
-    """The cotangents of ``fn``'s inputs at ``points``, taken at specialization: how JAX's reverse
-    mode transposes an equation it cannot (a ``for_loop`` whose trip count is traced)."""
+    """Cotangents of ``fn``'s inputs at ``points``, at specialization (JAX cannot transpose the equation)."""
     _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
     return list(cts)
 
@@ -506,8 +497,7 @@ deferred_vjp.append(_deferred_vjp)
 
 
 class SpecializedFunction:
-    """The differentiated function at concrete sizes, ``f(*wrt_values) -> results``, the other
-    inputs fixed; it remembers the implicit result sizes of its last evaluation (Python ints)."""
+    """The differentiated function at concrete sizes, ``f(*wrt_values)``, keeping its implicit sizes."""
 
     def __init__(self, jaxpr: Any, inputs: Sequence[Any], positions: Sequence[int], nimplicit: int, mode: Mode):
         self.jaxpr, self.inputs, self.positions = jaxpr, list(inputs), list(positions)

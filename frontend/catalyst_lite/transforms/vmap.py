@@ -266,9 +266,8 @@ def _axis_size(mesh: Any, names: Any) -> int:
 
 def _batch_shards(requested: Any, outside: tuple[Any, Any] | None, size: Any, fn_name: str
                   ) -> tuple[Any, Any] | None:
-    """The mesh and axes the batch is split over (``None``: one loop over it all): ``outside`` qjit;
-    inside, the ``requested`` axes or those that shard dimension 0 of qjit's ``in_shardings``, on
-    their mesh or ``set_mesh``'s (a wrong guess is still correct: XLA moves the rows)."""
+    """The mesh and axes the batch is split over (``None``: one loop): ``outside`` qjit's; inside, the
+    ``requested`` axes or those sharding dimension 0 of ``in_shardings`` (XLA fixes a wrong guess)."""
     context = current_context()
     if context.sharded_batch:
         return None  # already one device's rows
