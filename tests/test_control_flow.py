@@ -269,6 +269,49 @@ def test_a_for_loop_slices_by_bounds_whose_sign_changes_with_its_index():
         np.testing.assert_allclose(f(x), expected)
 
 
+def _assert_loop_sums_match_numpy(loop, of_jnp, of_numpy, x, trip_counts):
+    """``sum(of_jnp(x, i))`` over ``range(n)`` by ``loop`` (one trace, ``n`` symbolic) equals NumPy's."""
+
+    @qjit
+    def f(n: int):
+        if loop == "for_loop":
+            return for_loop(0, n, 1)(lambda i, s: s + jnp.sum(of_jnp(jnp.asarray(x), i)))(0.0)
+        step = while_loop(lambda i, s: i < n)(lambda i, s: (i + 1, s + jnp.sum(of_jnp(jnp.asarray(x), i))))
+        return step(0, 0.0)[1]
+
+    for n in trip_counts:
+        np.testing.assert_allclose(f(n), sum(np.sum(of_numpy(x, i)) for i in range(n)))
+
+
+_CLAMPED_SLICES = (  # (of jnp, of NumPy): slices of a fixed-length array by a loop's index
+    (lambda x, i: x[i // 2 : i], lambda x, i: x[i // 2 : i]),
+    (lambda x, i: x[jnp.maximum(i - 3, 0) : i + 1], lambda x, i: x[max(i - 3, 0) : i + 1]),
+    (lambda x, i: x[: i % 4], lambda x, i: x[: i % 4]),
+)
+
+
+@pytest.mark.parametrize("loop", ["for_loop", "while_loop"])
+@pytest.mark.parametrize("which", range(len(_CLAMPED_SLICES)))
+def test_a_loop_slices_by_bounds_clamped_by_a_fixed_length(loop, which):
+    # Of an 8-long array, `x[i // 2 : i]` is empty at the first iteration and at the last ones
+    # of a long loop (both bounds clamped to 8), not in between: a decision about its size must
+    # not rest on the loop's first and last iterations alone.
+    _assert_loop_sums_match_numpy(loop, *_CLAMPED_SLICES[which], np.arange(8.0) ** 1.5, (1, 2, 20, 0, 5))
+
+
+_SIZES_THROUGH_FLOATS = (  # (of jnp, of NumPy): sizes computed from a loop's index through floats
+    (lambda x, i: x[: jnp.ceil(i / 2).astype(int)], lambda x, i: x[: int(np.ceil(i / 2))]),
+    (lambda x, i: x[: (i * 1.5).astype(int)], lambda x, i: x[: int(i * 1.5)]),
+    (lambda x, i: jnp.arange(1.0, i + 1), lambda x, i: np.arange(1.0, i + 1)),
+)
+
+
+@pytest.mark.parametrize("loop", ["for_loop", "while_loop"])
+@pytest.mark.parametrize("which", range(len(_SIZES_THROUGH_FLOATS)))
+def test_a_loop_slices_by_a_bound_computed_through_floats(loop, which):
+    _assert_loop_sums_match_numpy(loop, *_SIZES_THROUGH_FLOATS[which], np.arange(1.0, 13.0), (0, 1, 2, 5, 8))
+
+
 def test_a_program_traced_at_one_calls_sizes_decides_nothing_about_a_loop_index_for_others():
     # The user's `if` on two abstracted axes has the program traced at the call's sizes; at n = 2
     # `i - 2` is negative at every iteration, at n = 5 it is not: the program must not keep n = 2's

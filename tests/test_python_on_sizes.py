@@ -80,9 +80,24 @@ def _numpy_arrays_lists_and_dicts_of_size(x):
     return x * jnp.asarray(ramp) + jnp.array([1.0] * n + [2.0]).sum(), _WEIGHTS.get(n, -1.0), float(n in {0, 2})
 
 
+def _float_arithmetic_on_size(x):
+    # `n / 2`, `n * 0.5` are numbers under jax.jit: a branch, a size and aranges computed through floats
+    n = x.shape[0]
+    half = jnp.ones(int(n * 0.5)) if n / 2 > 1 else jnp.zeros(1)
+    scale = np.sqrt(n / 2) + np.log(n + 1.0)
+    return x * jnp.arange(n * 1.0) * scale + jnp.arange(1.0, n + 1), half, jnp.arange(0, n, 0.5)
+
+
+def _size_as_text(x):
+    # `str()` and f-strings of a size are its digits, as under jax.jit (a dict key, a number parsed);
+    # `complex(n, 1)` is a number too
+    n = x.shape[0]
+    return x * {"8": 2.0}.get(str(n), 1.0), float(int(f"{n}{x.size:02d}")), complex(n, 1) * 2
+
+
 PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,
             _weighted_by_python_loop, _int_of_size, _float_math_and_numpy_of_size,
-            _numpy_arrays_lists_and_dicts_of_size]
+            _numpy_arrays_lists_and_dicts_of_size, _float_arithmetic_on_size, _size_as_text]
 
 
 def assert_same_as_jax_jit(got, expected):

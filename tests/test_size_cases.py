@@ -90,6 +90,28 @@ def test_repeated_calls_check_facts_about_integer_arguments():
         np.testing.assert_array_equal(ramp(n), np.arange(n) * 0.5)
 
 
+# name -> a function of a size JAX refuses when large (at generic sizes) and accepts when small
+REFUSED_AT_LARGE_SIZES = {
+    "jax.random.choice(replace=False)": lambda n: jax.random.choice(jax.random.key(0), 10, (n,), replace=False),
+    "jax.random.choice of an array": lambda n: jax.random.choice(
+        jax.random.key(1), jnp.arange(10.0) ** 2, (n,), replace=False
+    ),
+}
+
+
+@pytest.mark.parametrize("name", REFUSED_AT_LARGE_SIZES)
+def test_jax_refusing_generic_sizes_still_runs_the_sizes_it_accepts(name):
+    # `n > 10` raises in JAX's code at generic (large) sizes: each call's sizes decide instead, and
+    # a call JAX refuses (n = 11) raises jax.jit's error.
+    fn = REFUSED_AT_LARGE_SIZES[name]
+    compiled = qjit(fn)
+    for n in (3, 0, 10, 1):
+        assert_like(compiled(n), jax.jit(fn, static_argnums=0)(n))
+    with pytest.raises(ValueError, match="Cannot take a larger sample"):
+        compiled(11)
+    assert_like(compiled(4), jax.jit(fn, static_argnums=0)(4))
+
+
 def test_a_reduction_without_identity_of_an_empty_array_is_jax_jits_error():
     top = qjit(lambda x: jnp.max(x), abstracted_axes={0: "n"})
     assert top(vec(3)) == 0.0

@@ -13,7 +13,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import jax
 import numpy as np
 
-from ..errors import IncompatibleSizesError
+from ..errors import CatalystLiteError, IncompatibleSizesError
 from ..jax_extras import eval_context
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.requirements import BrokenRequirement
@@ -150,8 +150,9 @@ class ProgramFamily:
             self._new_generic(trace)
             return self.programs[0] if self.programs else None
 
-    def _new_generic(self, trace: Tracer) -> Any | None:
-        """The generic program when traced now (not before, and JAX does not refuse it), else ``None``."""
+    def _new_generic(self, trace: Tracer, for_call: bool = False) -> Any | None:
+        """The generic program when traced now (not before, and JAX does not refuse it), else ``None``.
+        ``for_call``: a call's sizes can guide a trace instead, should JAX refuse generic ones."""
         if self.programs or self.sizes_must_be_static or self.generic_failed:
             return None
         scope = self._scope()
@@ -165,6 +166,13 @@ class ProgramFamily:
             else:
                 raise
             return None
+        except (TypeError, ValueError) as err:
+            if isinstance(err, CatalystLiteError) or not (for_call and scope.decided_generically):
+                raise
+            # Raised after a branch taken at generic (large) sizes, which a call's may not take
+            # (`n > 10` in `jax.random.choice(key, 10, (n,), replace=False)`): calls guide traces.
+            self.generic_failed = True
+            return None
         self.programs.append(program)
         return program
 
@@ -174,7 +182,7 @@ class ProgramFamily:
         return SizeScope(self.inputs.names, point, symbolic=bool(self.inputs.sizes))
 
     def _trace_for(self, values: Sequence[Any], trace: Tracer) -> Any:
-        program = self._new_generic(trace)
+        program = self._new_generic(trace, for_call=True)
         if program is not None and program.program.facts.hold(values):
             return program
         if self.sizes_must_be_static:

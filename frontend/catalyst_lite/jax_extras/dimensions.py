@@ -47,6 +47,9 @@ from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
 _GENERIC_STRIDE = 720720  # lcm(1, ..., 16)
 _GENERIC_SIZE = 1024 * _GENERIC_STRIDE
 
+# Iterations a for_loop's index also takes, counted from its first and from its last value.
+_LOOP_OFFSETS = (1, 2, 3)
+
 # comparison primitive -> its Python spelling -> the Python operator
 _COMPARISONS = {getattr(lax, f"{name}_p"): spelled for name, spelled in COMPARISON_NAMES.items()}
 _OPERATORS = {spelled: getattr(operator, name) for name, spelled in COMPARISON_NAMES.items()}
@@ -59,11 +62,14 @@ class GenericSizes:
     """Generic values of size-expression leaves (numbered as met) and of terms: two assignments order
     the leaves oppositely (``ascending``); inputs in ``point`` (a guiding call's) take its values."""
 
-    def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False):
+    def __init__(self, ascending: bool, point: dict[int, int] | None = None, loop_starts: bool = False,
+                 loop_offset: int = 0):
         self.step = _GENERIC_STRIDE if ascending else -_GENERIC_STRIDE
         self.point = point if point is not None else {}
-        self.ascending = ascending  # (and `loop_starts`: what loop binders take, see `_loop_value`)
+        # (and `loop_starts`, `loop_offset`: what loop binders take, see `_loop_value`)
+        self.ascending = ascending
         self.loop_starts = loop_starts
+        self.loop_offset = loop_offset
         self.index: dict[Any, int] = {}
         # Values by term: terms share subexpressions, and walking trees would be exponential.
         self.computed: dict[Any, Any] = {}
@@ -93,13 +99,20 @@ def generic_values(*sizes: Any, at_point: bool = True) -> list[tuple[Any, ...]] 
     if any(t is None for t in terms):
         return None
     at_point = at_point and scope is not None and scope.decides_at_point()
-    assignments = [(True, False), (False, False)]
+    assignments = [(True, False, 0), (False, False, 0)]
     if scope is not None and scope.loop_carries:
         # while_loop's carried integers at their initial values (`k = 0`) too: generic ones say
         # nothing of how small they are.
-        assignments.append((True, True))
-    points = [tuple(_assignment(scope, ascending, at_point, starts).value(t) for t in terms)
-              for ascending, starts in assignments]
+        assignments.append((True, True, 0))
+    if scope is not None and _depends_on_loop_values(sizes, scope):
+        # A for_loop's index near its first and last values too, a while_loop's integers a few
+        # steps up from their initial ones: a size clamped by a constant (`x[i // 2:i]` of a
+        # fixed-length `x`) may agree at both ends and differ in between.
+        assignments += [(ascending, False, k) for k in _LOOP_OFFSETS for ascending in (True, False)]
+        if scope.loop_carries:
+            assignments += [(True, True, k) for k in _LOOP_OFFSETS]
+    points = [tuple(_assignment(scope, ascending, at_point, starts, offset).value(t) for t in terms)
+              for ascending, starts, offset in assignments]
     if at_point and _depends_on_loop_values(sizes, scope):
         # A loop's index or counter at this call's sizes takes this call's values only; a program
         # traced for the call also serves others, whose loops run over other values, and whose
@@ -130,16 +143,17 @@ def _depends_on_loop_values(sizes: tuple, scope: Any) -> bool:
     return False
 
 
-def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False) -> GenericSizes:
+def _assignment(scope: Any, ascending: bool, at_point: bool, loop_starts: bool = False,
+                loop_offset: int = 0) -> GenericSizes:
     """The scope's assignment of generic values (per ordering, at its point or not), kept for the
     trace: each question about a chain of sizes (``x[::2]`` ten times) evaluates only what is new."""
     if scope is None:
-        return GenericSizes(ascending, None, loop_starts)
-    key = (ascending, at_point, loop_starts)
+        return GenericSizes(ascending, None, loop_starts, loop_offset)
+    key = (ascending, at_point, loop_starts, loop_offset)
     symbols = scope.generic_assignments.get(key)
     if symbols is None:
         point = {p: v for p, v in enumerate(scope.point) if v is not None} if at_point else None
-        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point, loop_starts)
+        symbols = scope.generic_assignments[key] = GenericSizes(ascending, point, loop_starts, loop_offset)
     return symbols
 
 
@@ -151,14 +165,16 @@ def _loop_value(var: Any, symbols: GenericSizes) -> Any:
     if entry is None:
         return None
     if entry[0] == "while":
-        return _size_value(entry[1], symbols) if symbols.loop_starts else None
+        start = _size_value(entry[1], symbols) if symbols.loop_starts else None
+        return None if start is None else start + symbols.loop_offset
     lower, upper, step = (_size_value(b, symbols) for b in entry[1:])
     if lower is None or upper is None or not step:
         return None
     count = len(range(lower, upper, step))
     if not count:
         return None  # the loop does not run at these sizes: nothing to tell
-    return lower if symbols.ascending else lower + (count - 1) * step
+    iteration = min(symbols.loop_offset, count - 1)
+    return lower + (iteration if symbols.ascending else count - 1 - iteration) * step
 
 
 def note_loop_index(index: Any, lower: Any, upper: Any, step: Any) -> None:
@@ -185,9 +201,15 @@ def _size_value(d: Any, symbols: GenericSizes) -> Any:
     return None if term is None else symbols.value(term)
 
 
-def is_size_expression(x: Any) -> bool:
-    """``x`` is a tracer of a catalyst_lite trace computed from sizes and integers only."""
+def computed_from_sizes(x: Any) -> bool:
+    """``x`` is a scalar tracer of a catalyst_lite trace computed from sizes and numbers only
+    (``n + 1``, ``x.shape[0] / 2``: a number under ``jax.jit``)."""
     return isinstance(x, pe.DynamicJaxprTracer) and _term(x, current_scope()) is not None
+
+
+def is_size_expression(x: Any) -> bool:
+    """``x`` is an integer tracer of a catalyst_lite trace computed from sizes and numbers only."""
+    return computed_from_sizes(x) and is_scalar_int_or_bool(x)
 
 
 # --- Assumptions, checked at specialization ----------------------------------------------------
@@ -238,8 +260,8 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     where = user_call_site()
     scope = current_scope()
     fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
-    if not in_program:
-        return
+    if not in_program or not all(is_scalar_int_or_bool(x) for x in (lhs, rhs)):
+        return  # (a comparison of floats computed from size inputs is a fact: checked before a call)
     trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
     recorded = _recorded.setdefault(trace.frame, set())
     key = (_identity(lhs), _identity(rhs), comparison, holds)
@@ -294,7 +316,7 @@ def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
 
 def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
     """The answers of ``lhs comparison rhs`` at each ``(lhs, rhs)`` of ``points``."""
-    return {bool(_OPERATORS[comparison](int(a), int(b))) for a, b in points}
+    return {bool(_OPERATORS[comparison](a, b)) for a, b in points}
 
 
 def decide_size_comparison(
@@ -304,7 +326,7 @@ def decide_size_comparison(
     if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's)."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
-    if points is None:
+    if points is None or not (_checkable(lhs, scope) and _checkable(rhs, scope)):
         return None
     answers = _answers(points, comparison)
     if generic_answer is not None and (scope is None or not scope.decides_at_point()):
@@ -314,10 +336,20 @@ def decide_size_comparison(
             scope.undecided += 1  # it depends on how unrelated sizes compare: a call can say
         return None
     (answer,) = answers
+    if scope is not None and not scope.decides_at_point():
+        scope.decided_generically = True
     _assume(lhs, rhs, comparison, answer, in_program=not _in_shape_rule())
     if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
         scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
     return answer
+
+
+def _checkable(side: Any, scope: Any) -> bool:
+    """A side of a comparison whose answer can be a fact: a size, or a number computed from size
+    inputs alone (``x.shape[0] / 2``: facts are checked before a call; no loop index is known then)."""
+    if not isinstance(side, core.Tracer) or is_scalar_int_or_bool(side):
+        return True
+    return scope is not None and scope.expression(side) is not None
 
 
 def _note_branch_at_point(lhs: Any, rhs: Any, comparison: str, answer: bool | None) -> None:
@@ -543,14 +575,17 @@ def _make_memory_space(original):
 @repair(pe.DynamicJaxprTracer, "__array__")
 def _make_array(original):
     """A size in libraries' NumPy shape arithmetic is a 0-d object array (as a `jax.export` dimension);
-    the user's NumPy on a size of abstracted axes asks for the call's sizes, as `int()` does."""
+    the user's NumPy on a size of abstracted axes (or a float of them) asks for the call's sizes."""
     def __array__(self, dtype=None, copy=None):
-        if not (is_active() and is_size_expression(self)):
+        if not (is_active() and computed_from_sizes(self)):
             return original(self, dtype, copy)
         by_jax = _asked_by_library(("jax.", "numpy."))
         by_library = by_jax or _asked_by_library(_LIBRARIES)
         of_axes = _of_axes_only(self)
         as_object = dtype is None or np.dtype(dtype) == np.dtype(object)
+        if not is_scalar_int_or_bool(self):  # a float: no size, a number of the user's only
+            with _needs_a_number(self, "NumPy on a size", None if by_library else of_axes):
+                return original(self, dtype, copy)
         if as_object and (by_jax or (by_library and not of_axes)):
             boxed = np.empty((), dtype=object)
             boxed[()] = self
@@ -575,6 +610,20 @@ def _make_hash(original):
     return __hash__
 
 
+@repair(pe.DynamicJaxprTracer, "__format__")
+@repair(pe.DynamicJaxprTracer, "__str__")
+def _make_text(original):
+    """The user's ``str(x.shape[0])``, ``f"{x.shape[0] / 2}"`` of abstracted axes (a number's digits
+    under jax.jit) take the number, as ``int()`` does: the size's name would read alike at every size."""
+    def text(self, *spec):
+        if is_active() and not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
+            as_number = {"b": bool, "f": float}.get(np.dtype(self.aval.dtype).kind, operator.index)
+            return format(as_number(self), *spec)  # the patched __index__, __float__, __bool__
+        return original(self, *spec)
+
+    return text
+
+
 @repair(pe.DynamicJaxprTracer, "__mul__")
 @repair(pe.DynamicJaxprTracer, "__rmul__")
 def _make_sequence_repeat(original):
@@ -590,9 +639,11 @@ def _make_sequence_repeat(original):
 @repair(pe.DynamicJaxprTracer, "__index__")
 @repair(pe.DynamicJaxprTracer, "__int__")
 @repair(pe.DynamicJaxprTracer, "__float__")
+@repair(pe.DynamicJaxprTracer, "__complex__")
 def _make_index(original):
-    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])` on an abstracted axis (a number under
-    jax.jit) need the call's sizes as constants; an integer argument keeps JAX's error."""
+    """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])`, `complex(x.shape[0], 1)` on an abstracted
+    axis (a number under jax.jit) need the call's sizes as constants; an integer argument keeps
+    JAX's error."""
     def to_int(self):
         if not is_active():
             return original(self)

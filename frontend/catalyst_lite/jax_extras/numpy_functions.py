@@ -29,6 +29,7 @@ import types
 from typing import Any, Callable
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax._src import core, prng
 from jax._src import random as jax_random
@@ -39,7 +40,7 @@ from jax._src.lax import lax
 from jax._src.lax import utils as lax_utils
 from jax._src.numpy import lax_numpy
 
-from .dimensions import decide_size_comparison
+from .dimensions import computed_from_sizes, decide_size_comparison
 from .lowering import opaque_call, register_dynamic_lowering
 from .patches import Patch, is_active, register_patch, repair
 from .shapes import is_symbolic
@@ -73,6 +74,34 @@ for _name in ("_conv", "_interp"):
         f"symbolic_len_in_{_name.lstrip('_')}", lax_numpy, _name, _make_symbolic_len_patch,
         "len() of an array with a symbolic leading axis is its symbolic length",
     ))
+
+
+@repair(lax_numpy, "_arange",
+        "jnp.arange of sizes and non-integers (`arange(1.0, n + 1)`, `arange(0, n, 0.5)`) as jax.jit's")
+def _make_arange(original: Callable) -> Callable:
+    # JAX's symbolic path takes integers only (and gives an integer dtype); jax.jit's, for numbers:
+    # the dtype of the arguments (sizes are Python ints there), ceil((stop - start) / step) values.
+    def arange(start, stop=None, step=None, dtype=None, out_sharding=None):
+        bounds = [v for v in (start, stop, step) if v is not None]
+        if not (
+            is_active()
+            and any(computed_from_sizes(v) for v in bounds)
+            and all(computed_from_sizes(v) or np.ndim(v) == 0 and not isinstance(v, core.Tracer)
+                    for v in bounds)
+            and not all(core.is_dim(v) for v in bounds)
+        ):
+            return original(start, stop, step, dtype, out_sharding)
+        if stop is None:
+            start, stop = 0, start
+        step = 1 if step is None else step
+        if dtype is None:
+            as_numbers = [0 if core.is_dim(v) else v for v in (start, stop, step)]
+            dtype = jnp.result_type(*as_numbers)
+        dtype = jax.dtypes.canonicalize_dtype(dtype)
+        size = jnp.maximum(jnp.ceil((jnp.asarray(stop) - start) / step), 0).astype(int)
+        return jnp.asarray(start, dtype) + jnp.asarray(step, dtype) * lax.iota(dtype, size)
+
+    return arange
 
 
 @repair(lax_numpy, "_searchsorted_via_scan",

@@ -36,16 +36,17 @@ class SizeExpr:
     """An ``input`` (by position), a ``literal``, a free ``leaf`` (never in facts) or a primitive applied
     to expressions; built once per variable of a trace and shared (a DAG, compared by identity)."""
 
-    __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "free")
+    __slots__ = ("op", "args", "value", "primitive", "params", "is_bool", "is_float", "free")
 
     def __init__(self, op: str, args: tuple = (), value: Any = None, primitive: Any = None,
-                 params: dict | None = None, is_bool: bool = False):
+                 params: dict | None = None, is_bool: bool = False, is_float: bool = False):
         self.op = op
         self.args: tuple[SizeExpr, ...] = args
         self.value = value  # input position, literal value, or result index of a primitive
         self.primitive = primitive
         self.params = params or {}
         self.is_bool = is_bool
+        self.is_float = is_float  # a floating-point intermediate (`n / 2` in `ceil(n / 2)`)
         self.free = op == "leaf" or any(a.free for a in args)
 
     @classmethod
@@ -55,7 +56,7 @@ class SizeExpr:
     @classmethod
     def literal(cls, value: Any) -> SizeExpr:
         value = np.asarray(value).item()
-        return cls("literal", value=value, is_bool=isinstance(value, bool))
+        return cls("literal", value=value, is_bool=isinstance(value, bool), is_float=isinstance(value, float))
 
     @classmethod
     def apply_op(cls, op: str, *args: SizeExpr) -> SizeExpr:
@@ -92,7 +93,7 @@ def _nodes(roots: Sequence[SizeExpr], known: Any = ()) -> list[SizeExpr]:
 # op -> (precedence, format): how an expression prints (precedence: higher binds tighter)
 _INFIX = {
     "add": (70, "{} + {}"), "sub": (70, "{} - {}"), "mul": (80, "{} * {}"),
-    "div": (80, "{} // {}"), "rem": (80, "{} % {}"),
+    "div": (80, "{} // {}"), "truediv": (80, "{} / {}"), "rem": (80, "{} % {}"),
     "and": (40, "{} and {}"), "or": (30, "{} or {}"),
     **{op: (60, "{} " + c + " {}") for op, c in COMPARISON_NAMES.items()},
 }
@@ -116,7 +117,7 @@ def _render(node: SizeExpr, names: Sequence[str], memo: dict) -> tuple[str, int]
     elif node.op == "not":
         out = (f"not {_paren(args[0], 50)}", 50)
     elif node.op in _INFIX and len(args) == 2:
-        prec, fmt = _INFIX[node.op]
+        prec, fmt = _INFIX["truediv" if node.op == "div" and node.is_float else node.op]
         # left-associative: the right operand of `a - (b + c)` keeps its parentheses
         out = (fmt.format(_paren(args[0], prec), _paren(args[1], prec + 1)), prec)
     elif node.op == "select_n" and len(args) == 3:
@@ -170,7 +171,8 @@ def _offset(e: SizeExpr) -> tuple[SizeExpr, int]:
 def simplified(e: SizeExpr) -> SizeExpr:
     """``e`` with constant parts folded and trivial operations removed (same value everywhere)."""
     args = e.args
-    if e.op in _TRANSPARENT and len(args) == 1 and args[0].is_bool == e.is_bool:
+    same_kind = len(args) == 1 and (args[0].is_bool, args[0].is_float) == (e.is_bool, e.is_float)
+    if e.op in _TRANSPARENT and same_kind:
         return args[0]
     if args and all(a.op == "literal" for a in args):
         try:
@@ -183,11 +185,11 @@ def simplified(e: SizeExpr) -> SizeExpr:
             return a
         if (e.op == "add" and _is(a, 0)) or (e.op == "mul" and _is(a, 1)):
             return b
-        if e.op == "rem" and _is(b, 1):
+        if e.op == "rem" and _is(b, 1) and not e.is_float:
             return SizeExpr.literal(0)
         if e.op in ("max", "min") and a is b:
             return a
-        if e.op in ("add", "sub") and not e.is_bool and b.op == "literal":
+        if e.op in ("add", "sub") and not (e.is_bool or e.is_float) and b.op == "literal":
             base, c = _offset(a)
             if base is not a:  # (x + c1) +/- c2 = x + (c1 +/- c2)
                 total = c + (int(b.value) if e.op == "add" else -int(b.value))
@@ -267,6 +269,8 @@ _HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
 
 def _template(node: SizeExpr) -> str | None:
     """What ``node`` computes: Python source over its operands ``{0}``, ``{1}``... (``None``: JAX's)."""
+    if node.is_float or any(a.is_float for a in node.args):
+        return _float_template(node)
     if node.op in _PYTHON:
         return _PYTHON[node.op]
     if node.op in _BOOLEAN:
@@ -278,6 +282,19 @@ def _template(node: SizeExpr) -> str | None:
     if node.op == "convert_element_type":
         return "bool({0})" if node.is_bool else "int({0})"
     return None
+
+
+# Operations whose Python spelling computes on floats what XLA does (IEEE double arithmetic);
+# others of floats (division, ceil, remainder...) are evaluated by JAX.
+_FLOAT_EXACT = ("add", "sub", "mul", "neg", "abs", "max", "min", *COMPARISON_NAMES)
+
+
+def _float_template(node: SizeExpr) -> str | None:
+    """:func:`_template` of an operation on or to floating-point numbers."""
+    if node.op == "convert_element_type":
+        # to float; to an integer truncating toward zero, as XLA converts
+        return "bool({0})" if node.is_bool else "float({0})" if node.is_float else "int({0})"
+    return _PYTHON[node.op] if node.op in _FLOAT_EXACT else None
 
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {}  # template -> the function it spells

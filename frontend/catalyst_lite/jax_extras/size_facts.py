@@ -31,6 +31,13 @@ def is_scalar_int_or_bool(x: Any) -> bool:
     )
 
 
+def _is_scalar_real(x: Any) -> bool:
+    """An integer, boolean or floating scalar: what size arithmetic is made of (``x.shape[0] / 2``,
+    ``jnp.ceil(n * 0.5).astype(int)``: a number under ``jax.jit``)."""
+    aval = core.get_aval(x)
+    return is_scalar_int_or_bool(x) or (aval.shape == () and dtypes.issubdtype(aval.dtype, np.floating))
+
+
 # --- The scope of one top-level trace ------------------------------------------------------------
 
 
@@ -49,7 +56,7 @@ class SizeScope:
         self.signalled: str | None = None
         self.inputs: dict[Any, int] = {}  # variable of the trace -> input position
         # (ascending, at the point, loop starts) -> dimensions.GenericSizes, kept for the trace.
-        self.generic_assignments: dict[tuple[bool, bool, bool], Any] = {}
+        self.generic_assignments: dict[tuple[bool, bool, bool, int], Any] = {}
         # Loop binders whose values the loop tells (their bounds, initial values): dimensions._loop_value
         self.loop_values: dict[Any, tuple] = {}
         self.loop_carries = False  # some of them are a while_loop's
@@ -67,6 +74,7 @@ class SizeScope:
         # JAX's code just took a branch the call's sizes take and generic ones do not (`n > 1`).
         self.last_branch_at_point = False
         self.undecided = 0  # comparisons only a call's sizes decide (`n < m`)
+        self.decided_generically = False  # some comparison was decided at generic sizes
         # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
@@ -87,7 +95,7 @@ class SizeScope:
 
     def term(self, tracer: Any) -> SizeExpr | None:
         """``tracer`` over the size inputs and free leaves (a loop's index), or ``None``."""
-        if not isinstance(tracer, pe.DynamicJaxprTracer) or not is_scalar_int_or_bool(tracer):
+        if not isinstance(tracer, pe.DynamicJaxprTracer) or not _is_scalar_real(tracer):
             return None
         if isinstance(tracer.val, core.Literal):
             return SizeExpr.literal(tracer.val.val)
@@ -110,7 +118,7 @@ class SizeScope:
                 memo[id(t)] = self.term(t) if eqn_free else self._build(t, term)
             return memo[id(t)]
 
-        found = term(tracer) if is_scalar_int_or_bool(tracer) else None
+        found = term(tracer) if _is_scalar_real(tracer) else None
         return None if found is None or found.free else found
 
     def _build(self, tracer: Any, term: Any = None) -> SizeExpr | None:
@@ -134,7 +142,9 @@ class SizeScope:
             return None
         index = eqn.outvars.index(tracer.val) if eqn.primitive.multiple_results else 0
         is_bool = np.dtype(tracer.aval.dtype) == np.bool_
-        expr = SizeExpr(eqn.primitive.name, tuple(args), index, eqn.primitive, dict(eqn.params), is_bool)
+        is_float = dtypes.issubdtype(tracer.aval.dtype, np.floating)
+        expr = SizeExpr(eqn.primitive.name, tuple(args), index, eqn.primitive, dict(eqn.params), is_bool,
+                        is_float)
         return simplified(expr)
 
     def of_axes_only(self, tracer: Any) -> bool:
@@ -183,7 +193,8 @@ class SizeScope:
     def _side(self, x: Any) -> SizeExpr | None:
         if isinstance(x, core.Tracer):
             return self.expression(x)
-        return SizeExpr.literal(x) if isinstance(x, (int, bool, np.integer, np.bool_)) else None
+        numbers = (int, bool, float, np.integer, np.bool_, np.floating)
+        return SizeExpr.literal(x) if isinstance(x, numbers) else None
 
     def note_disagreement(self, x: Any, y: Any) -> None:
         """JAX asked whether two sizes are equal, and they are not (at the point, or at generic
