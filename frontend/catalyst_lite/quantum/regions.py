@@ -106,9 +106,11 @@ class _Loop:
 
 @dataclass
 class _Cond:
+    """A ``cond`` recorded inside ``qml.adjoint``: each branch's run, as an adjoint region."""
+
     preds: list
-    branches: list
-    otherwise: Callable | None
+    branches: list[AdjointRegion]
+    otherwise: AdjointRegion | None
 
 
 class AdjointRegion(Region):
@@ -153,8 +155,16 @@ class AdjointRegion(Region):
         self.state.flush()
         # Without `otherwise` the branches return nothing: no classical run is needed.
         result = None if otherwise is None else self._classically(bind, preds, branches, otherwise)
-        self.items.append(_Cond(preds, branches, otherwise))
+        # Each branch runs now, where the circuit calls it: run later (when emitted), it would see
+        # the Python values of that time (a loop variable it closes over, say), not the call's.
+        runs = [self._branch_run(b) for b in branches]
+        self.items.append(_Cond(preds, runs, None if otherwise is None else self._branch_run(otherwise)))
         return result
+
+    def _branch_run(self, branch: Callable) -> AdjointRegion:
+        region = AdjointRegion(self.state, self.lazy)
+        _run_in(self.state, region, branch, (), {})
+        return region
 
     def _classically(self, bind: Callable, *args: Any) -> Any:
         with self.state.region(DiscardRegion()):
@@ -194,14 +204,22 @@ class AdjointRegion(Region):
         reversed_loop()
 
     def _emit_cond(self, item: _Cond) -> None:
-        state, lazy = self.state, self.lazy
-        adjoints = [adjoint_transform(state, b, lazy, returns=False) for b in item.branches]
+        adjoints = [_emitting(run) for run in item.branches]
         chosen = cond(item.preds[0])(adjoints[0])
         for pred, branch in zip(item.preds[1:], adjoints[1:]):
             chosen.else_if(pred)(branch)
         if item.otherwise is not None:
-            chosen.otherwise(adjoint_transform(state, item.otherwise, lazy, returns=False))
+            chosen.otherwise(_emitting(item.otherwise))
         chosen()
+
+
+def _emitting(region: AdjointRegion) -> Callable[[], None]:
+    """A branch emitting ``region``'s adjoint."""
+
+    def branch() -> None:
+        region.emit()
+
+    return branch
 
 
 def _as_tuple(values: Any, n: int) -> tuple:
