@@ -131,9 +131,44 @@ def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
         )
     import pennylane as qml
 
+    device_order = qml.wires.Wires(range(n_wires))
+    mutual = isinstance(mp, qml.measurements.MutualInfoMP)
+    groups = [wires.indices(g, measurement_kind(mp)) for g in (mp.raw_wires if mutual else [mp.wires])]
+    if any(isinstance(w, Tracer) for g in groups for w in g):
+        # wires known when the program runs: the state with them first, measured as wires 0, 1, ...
+        state = _targets_first(state, [w for g in groups for w in g], n_wires)
+        return _numbered(mp, [len(g) for g in groups]).process_state(state, device_order)
     # PennyLane's functions take the measurement's wires as indices in the device's order
     numbered = mp.map_wires({label: k for k, label in enumerate(wires.labels)})
-    return numbered.process_state(state, qml.wires.Wires(range(len(wires.labels))))
+    return numbered.process_state(state, device_order)
+
+
+def _targets_first(state, targets: list, n_wires: int):
+    """``state`` with its wires reordered: ``targets`` (traced indices) first, in that order, then
+    the others in theirs."""
+    k = len(targets)
+    is_target = [functools.reduce(operator.or_, [t == p for t in targets]) for p in range(n_wires)]
+    # the position of each other wire after the targets: how many others come before it
+    rest = [k + sum((~is_target[q]).astype(jnp.int64) for q in range(p)) for p in range(n_wires)]
+    indices = basis_indices(n_wires)
+    moved = outcome_index(indices, tuple(targets), n_wires) << (n_wires - k)
+    for p in range(n_wires):
+        moved += jnp.where(is_target[p], 0, wire_bits(indices, p, n_wires) << (n_wires - 1 - rest[p]))
+    return jnp.zeros_like(state).at[moved].set(state)
+
+
+def _numbered(mp: Any, sizes: list[int]) -> Any:
+    """A measurement like ``mp`` of the wires ``0, 1, ...``: its groups of ``sizes`` wires in turn."""
+    import pennylane as qml
+
+    starts = [sum(sizes[:g]) for g in range(len(sizes))]
+    groups = [list(range(s, s + n)) for s, n in zip(starts, sizes)]
+    with qml.QueuingManager.stop_recording():
+        if len(groups) == 2:
+            return qml.mutual_info(*groups, log_base=mp.log_base)
+        if isinstance(mp, qml.measurements.VnEntropyMP):
+            return qml.vn_entropy(groups[0], log_base=mp.log_base)
+        return type(mp)(wires=qml.wires.Wires(groups[0]))  # density_matrix, purity
 
 
 def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), split=None,
