@@ -173,6 +173,39 @@ def test_branches_inside_adjoint_see_the_python_values_of_their_call(x):
     assert_states_match(circuit, np.array(x), dev=qml.device("default.qubit", wires=4))
 
 
+def loops_reading_python_values(x, n):
+    """Loops built in a Python loop whose bodies close over its variable, directly and through a
+    helper function built there too."""
+    for k in range(2):
+
+        def rotation(i):
+            qml.RY(x[k] * (i + 1), wires=i % 3)
+
+        @for_loop(0, n, 1)
+        def ladder(i):
+            rotation(i)
+            qml.CNOT([k, 2])
+
+        ladder()
+
+        @while_loop(lambda j: j < n)
+        def walk(j):
+            qml.RX(x[k] + j, wires=k)
+            return j + 1
+
+        walk(0)
+
+
+@pytest.mark.parametrize("n", [0, 2, 3])
+def test_loops_inside_adjoint_see_the_python_values_of_their_call(n):
+    def circuit(x, n):
+        qml.Hadamard(1)
+        qml.adjoint(loops_reading_python_values)(x, n)
+        return qml.state()
+
+    assert_states_match(circuit, np.array([0.3, 0.8]), n)
+
+
 def test_adjoint_of_a_loop_with_traced_bounds_is_one_loop_in_the_program():
     def circuit(x, n):
         @for_loop(0, n, 1)

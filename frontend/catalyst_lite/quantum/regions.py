@@ -31,7 +31,7 @@ regions through :class:`RegionControlFlow`, the circuit's control-flow handler.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -102,6 +102,8 @@ class _Loop:
     lower: Any
     step: Any
     count: Any
+    # the variables the body reads from enclosing functions, with their values at the call
+    closure: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -133,7 +135,7 @@ class AdjointRegion(Region):
         self.state.flush()
         result = self._classically(bind, body, init) if init else None
         lower, upper, step = bounds
-        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step)))
+        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step), _closure_values(body)))
         return result
 
     def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
@@ -148,7 +150,7 @@ class AdjointRegion(Region):
 
         counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
         *result, count = _as_tuple(counted, len(init) + 1)
-        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count))
+        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count, _closure_values(body)))
         return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
@@ -201,7 +203,8 @@ class AdjointRegion(Region):
                     carried = _as_tuple(for_loop(lower, i, step)(loop.body)(*loop.init), len(loop.init))
             adjoint_transform(state, loop.body, self.lazy)(i, *carried)
 
-        reversed_loop()
+        with _values_at_call(loop.closure):
+            reversed_loop()
 
     def _emit_cond(self, item: _Cond) -> None:
         adjoints = [_emitting(run) for run in item.branches]
@@ -220,6 +223,39 @@ def _emitting(region: AdjointRegion) -> Callable[[], None]:
         region.emit()
 
     return branch
+
+
+def _closure_values(fn: Callable) -> list[tuple[Any, Any]]:
+    """The closure cells ``fn`` reads (through the functions it closes over too), with their values:
+    a loop body is traced again when the adjoint is emitted, after the function returned."""
+    found, seen, todo = [], set(), [fn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen or not callable(f):
+            continue
+        seen.add(id(f))
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # not assigned yet
+                continue
+            found.append((cell, value))
+            todo.append(value)
+    return found
+
+
+@contextlib.contextmanager
+def _values_at_call(closure: list[tuple[Any, Any]]) -> Iterator[None]:
+    """The closure cells with their values at the loop's call (a Python loop's variable that a
+    loop body closes over has moved on since), as PennyLane traces the body there."""
+    now = [cell.cell_contents for cell, _ in closure]
+    try:
+        for cell, value in closure:
+            cell.cell_contents = value
+        yield
+    finally:
+        for (cell, _), value in zip(closure, now):
+            cell.cell_contents = value
 
 
 def _as_tuple(values: Any, n: int) -> tuple:
