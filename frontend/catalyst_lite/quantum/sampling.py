@@ -16,6 +16,7 @@ PennyLane pads them under ``jax.jit``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -24,6 +25,7 @@ import numpy as np
 from jax import lax
 
 from ..errors import QuantumOperationError
+from ..jax_extras import Tracer
 from . import prng
 from .gates import _qml, gate_records
 from .wires import WireMap
@@ -65,9 +67,18 @@ def _basis_samples(state, key, shots: Any):
     return prng.sample_indices(key, probabilities(state), shots)
 
 
+def _by_factor(obs: Any) -> bool:
+    """A product with traced wires, taken factor by factor: PennyLane's compares its factors' wires."""
+    return isinstance(obs, _qml().ops.Prod) and any(isinstance(w, Tracer) for w in obs.wires)
+
+
 def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
     """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
     qml = _qml()
+    if _by_factor(obs):
+        for factor in obs.operands:
+            state = rotate_to_eigenbasis(state, factor, n_wires, wires)
+        return state
     with qml.QueuingManager.stop_recording():
         gates = obs.diagonalizing_gates()
     for op in gates:
@@ -78,6 +89,8 @@ def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
 
 def static_eigvals(obs) -> np.ndarray:
     """``obs.eigvals()`` as a constant (a traced observable's are unknown)."""
+    if _by_factor(obs):  # the factors' eigenvalues, in the order of the product's wires
+        return functools.reduce(np.kron, [static_eigvals(factor) for factor in obs.operands])
     try:
         return np.asarray(obs.eigvals())
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
