@@ -15,6 +15,7 @@ from jax import lax
 
 from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
+from .gates import _qml
 from .sampling import (
     measured_wires, measurement_kind, rotate_to_eigenbasis, shot_records, static_eigvals, statistic, value_record,
 )
@@ -57,6 +58,16 @@ def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
         for word, coeff in sentence.items():
             out = out + _pauli_word_apply(state, dict(word), coeff, n_wires, wires)
         return out
+    qml = _qml()
+    if isinstance(obs, (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd)) and any(isinstance(w, Tracer) for w in obs.wires):
+        # PennyLane's matrix of a composite observable compares its wires (traced here): by its parts
+        if isinstance(obs, qml.ops.Sum):
+            return functools.reduce(operator.add, [apply_observable(o, state, n_wires, wires) for o in obs.operands])
+        if isinstance(obs, qml.ops.SProd):
+            return obs.scalar * apply_observable(obs.base, state, n_wires, wires)
+        for factor in reversed(obs.operands):  # the matrix of A @ B is A's times B's
+            state = apply_observable(factor, state, n_wires, wires)
+        return state
     if not obs.has_matrix:
         raise QuantumOperationError(
             f"catalyst_lite cannot measure the observable {obs}: it has neither a Pauli "
