@@ -533,3 +533,13 @@ def test_products_and_sums_on_traced_wires_are_sampled_as_default_qubit(w):
     np.testing.assert_allclose([variance, hamiltonian, np.mean(samples)], expected[:3], atol=tolerance)
     np.testing.assert_allclose(mean_of_counts, expected[3], atol=2 * tolerance)  # eigenvalues up to 2.6
     np.testing.assert_allclose(probs, expected[4], atol=tolerance)
+
+
+def test_sampling_a_sum_on_a_traced_wire_is_a_clear_error():
+    def circuit(w):
+        qml.Hadamard(w)
+        return qml.var(qml.X(0) @ qml.Y(w) + qml.Z(w))
+
+    compiled = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=100))
+    with pytest.raises(QuantumOperationError, match="eigenbasis of the whole observable"):
+        compiled(1)

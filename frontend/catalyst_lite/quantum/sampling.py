@@ -75,6 +75,12 @@ def _by_factor(obs: Any) -> bool:
 def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
     """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
     qml = _qml()
+    if isinstance(obs, qml.ops.Sum) and any(isinstance(w, Tracer) for w in obs.wires):
+        raise QuantumOperationError(
+            f"catalyst_lite cannot sample {obs} with finite shots: a sum measured this way is sampled "
+            "in the eigenbasis of the whole observable, as PennyLane does, which needs its wires known "
+            "when compiling (here a wire is traced). Measure the expval of its terms, or use known wires."
+        )
     if _by_factor(obs):
         for factor in obs.operands:
             state = rotate_to_eigenbasis(state, factor, n_wires, wires)
