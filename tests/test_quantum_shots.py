@@ -543,3 +543,19 @@ def test_sampling_a_sum_on_a_traced_wire_is_a_clear_error():
     compiled = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=100))
     with pytest.raises(QuantumOperationError, match="eigenbasis of the whole observable"):
         compiled(1)
+
+
+def test_pauli_words_on_traced_wires_are_not_sampled_in_one_basis_with_others():
+    # p[0] and p[1] are new traced values at each use, and may be the known wire 1 when the program
+    # runs: sharing one basis with another word would rotate a wire twice, or into the wrong basis
+    def circuit(p):
+        qml.RY(0.3, 0)
+        qml.RY(1.1, 1)
+        return (qml.expval(qml.Z(p[1]) @ qml.X(p[0])), qml.expval(qml.X(p[0]) @ qml.Z(p[1])), qml.expval(qml.Z(1)),
+                qml.var(qml.X(p[0])))
+
+    shots = 20000
+    compiled = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=shots), seed=5)
+    for p in ([1, 0], [0, 1]):
+        expected = qml.qnode(DEV)(circuit)(p)
+        np.testing.assert_allclose(compiled(np.array(p)), expected, atol=5 / np.sqrt(shots))

@@ -172,9 +172,8 @@ def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
     if sentence is None or len(sentence) != 1:
         return None
     ((word, coeff),) = sentence.items()
-    try:
-        hash(tuple(word))
-    except TypeError:  # a traced wire: measured on its own
+    if any(isinstance(w, Tracer) for w in word):
+        # a traced wire: measured on its own (two tracers may be one wire when the program runs)
         return None
     return dict(word), coeff
 
