@@ -501,33 +501,31 @@ def test_measurement_values_as_gate_parameters_loop_values_and_predicates():
     np.testing.assert_allclose(probs, [0, 0, 0, 1], atol=1e-12)
 
 
+def entangled(w, x):
+    """Wires 0, ``w`` and ``3 - w`` entangled (``w`` traced when compiled)."""
+    qml.RX(x, 0)
+    qml.CNOT([0, w])
+    qml.RY(x, w)
+    qml.CRX(x / 2, [w, 3 - w])
+
+
 @pytest.mark.parametrize("w", [1, 2])
 def test_products_and_sums_on_traced_wires_are_sampled_as_default_qubit(w):
     # products of observables on a traced wire: sampled factor by factor, eigenvalues in wire order
     hermitian = np.array([[1.0, 2.0], [2.0, 0.0]])
 
-    def circuit(w, x):
-        qml.RX(x, 0)
-        qml.CNOT([0, w])
-        qml.RY(x, w)
-        qml.CRX(x / 2, [w, 3 - w])
-        return (qml.var(qml.X(0) @ qml.Y(w)), qml.expval(qml.Hamiltonian([0.3, 0.5], [qml.X(w), qml.Z(0) @ qml.Y(w)])),
-                qml.sample(qml.X(0) @ qml.Y(w) @ qml.Z(3 - w)), qml.counts(qml.Hermitian(hermitian, w) @ qml.X(0)),
-                qml.probs(op=qml.X(w) @ qml.Y(0)))
-
-    def exact(w, x):
-        qml.RX(x, 0)
-        qml.CNOT([0, w])
-        qml.RY(x, w)
-        qml.CRX(x / 2, [w, 3 - w])
-        return (qml.var(qml.X(0) @ qml.Y(w)), qml.expval(qml.Hamiltonian([0.3, 0.5], [qml.X(w), qml.Z(0) @ qml.Y(w)])),
-                qml.expval(qml.X(0) @ qml.Y(w) @ qml.Z(3 - w)), qml.expval(qml.Hermitian(hermitian, w) @ qml.X(0)),
-                qml.probs(op=qml.X(w) @ qml.Y(0)))
+    def circuit(w, x, sampled=True):
+        entangled(w, x)
+        word, product = qml.X(0) @ qml.Y(w), qml.Hermitian(hermitian, w) @ qml.X(0)
+        hamiltonian = qml.Hamiltonian([0.3, 0.5], [qml.X(w), qml.Z(0) @ qml.Y(w)])
+        three = qml.X(0) @ qml.Y(w) @ qml.Z(3 - w)
+        return (qml.var(word), qml.expval(hamiltonian), (qml.sample if sampled else qml.expval)(three),
+                (qml.counts if sampled else qml.expval)(product), qml.probs(op=qml.X(w) @ qml.Y(0)))
 
     shots = 20000
     variance, hamiltonian, samples, (outcomes, counts), probs = qjit(
         qml.set_shots(qml.qnode(qml.device("default.qubit", wires=4))(circuit), shots=shots), seed=3)(w, X)
-    expected = qml.qnode(qml.device("default.qubit", wires=4))(exact)(w, X)
+    expected = qml.qnode(qml.device("default.qubit", wires=4))(circuit)(w, X, sampled=False)
     tolerance = 5 * 2 / np.sqrt(shots)
     mean_of_counts = np.sum(np.asarray(outcomes) * np.asarray(counts)) / shots
     np.testing.assert_allclose([variance, hamiltonian, np.mean(samples)], expected[:3], atol=tolerance)
