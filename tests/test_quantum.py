@@ -83,6 +83,29 @@ def test_state_preparation():
     compare(prep)
 
 
+@pytest.mark.parametrize("w", [1, 2])
+def test_composite_observables_on_traced_wires_match_default_qubit(w):
+    # products, sums and scalar products whose parts have no Pauli representation
+    hermitian = np.array([[1.0, 2.0], [2.0, 0.0]])
+
+    def circuit(w, x):
+        qml.RX(x, 0)
+        qml.CNOT([0, w])
+        qml.RY(x, w)
+        return (qml.expval(qml.Hermitian(hermitian, w) @ qml.X(0)), qml.var(qml.Hermitian(hermitian, w) @ qml.Z(0)),
+                qml.expval(qml.Hermitian(hermitian, w) + 0.3 * qml.Hadamard(w) @ qml.Y(0)),
+                qml.var(qml.Hadamard(w) @ qml.X(0)), qml.expval(0.5 * qml.Hermitian(hermitian, w)),
+                qml.probs(op=qml.Hermitian(hermitian, w) @ qml.Y(0)))
+
+    expected = qml.qnode(dev(3))(circuit)(w, 0.4)
+    for actual, value in zip(qjit(qml.qnode(dev(3))(circuit))(w, 0.4), expected, strict=True):
+        np.testing.assert_allclose(actual, value, atol=TOL)
+    gradient = jax.grad(lambda x: qml.qnode(dev(3))(circuit)(w, x)[2])(0.4)
+    for method in ("adjoint", "parameter-shift"):
+        compiled = qjit(jax.grad(lambda w, x: qml.qnode(dev(3), diff_method=method)(circuit)(w, x)[2], argnums=1))
+        np.testing.assert_allclose(compiled(w, 0.4), gradient, atol=1e-8)
+
+
 def test_traced_wires_in_loops_and_cond():
     @qjit
     @qml.qnode(dev(4))

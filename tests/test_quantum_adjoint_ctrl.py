@@ -136,6 +136,76 @@ def test_catalyst_lite_control_flow_inside_adjoint():
         assert_states_match(circuit, x, n, m, dev=qml.device("default.qubit", wires=4))
 
 
+def branches_reading_python_values(x):
+    """Branches built in a Python loop, closing over its variable and a list changed after each
+    call: a branch's gates are those of its call (PennyLane runs it there)."""
+    seen = [0.5]
+    for w in range(3):
+
+        @cond(x[w] > 0)
+        def flip():
+            qml.RX(seen[-1], wires=w)
+
+            @cond(x[w] > 0.5)
+            def inner():
+                qml.CNOT([w, (w + 1) % 3])
+
+            inner()
+
+        @flip.otherwise
+        def flip():
+            qml.RY(seen[-1] * x[w], wires=(w + 2) % 3)
+
+        flip()
+        qml.cond(x[w] < 0.3, lambda: qml.Hadamard(w))()
+        qml.ctrl(qml.cond(x[w] > -0.2, lambda: qml.RZ(seen[-1], wires=w)), control=(w + 1) % 3)()
+        seen.append(seen[-1] + 1.0)
+
+
+@pytest.mark.parametrize("x", [[0.9, -0.4, 0.2], [0.1, 0.7, -0.8], [-0.3, 0.6, 1.2]])
+def test_branches_inside_adjoint_see_the_python_values_of_their_call(x):
+    def circuit(x):
+        qml.Hadamard(3)
+        qml.adjoint(branches_reading_python_values)(x)
+        qml.ctrl(qml.adjoint(branches_reading_python_values), control=3)(x[::-1])
+        return qml.state()
+
+    assert_states_match(circuit, np.array(x), dev=qml.device("default.qubit", wires=4))
+
+
+def loops_reading_python_values(x, n):
+    """Loops built in a Python loop whose bodies close over its variable, directly and through a
+    helper function built there too."""
+    for k in range(2):
+
+        def rotation(i):
+            qml.RY(x[k] * (i + 1), wires=i % 3)
+
+        @for_loop(0, n, 1)
+        def ladder(i):
+            rotation(i)
+            qml.CNOT([k, 2])
+
+        ladder()
+
+        @while_loop(lambda j: j < n)
+        def walk(j):
+            qml.RX(x[k] + j, wires=k)
+            return j + 1
+
+        walk(0)
+
+
+@pytest.mark.parametrize("n", [0, 2, 3])
+def test_loops_inside_adjoint_see_the_python_values_of_their_call(n):
+    def circuit(x, n):
+        qml.Hadamard(1)
+        qml.adjoint(loops_reading_python_values)(x, n)
+        return qml.state()
+
+    assert_states_match(circuit, np.array([0.3, 0.8]), n)
+
+
 def test_adjoint_of_a_loop_with_traced_bounds_is_one_loop_in_the_program():
     def circuit(x, n):
         @for_loop(0, n, 1)

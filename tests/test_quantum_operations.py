@@ -262,6 +262,25 @@ def test_measurements_of_the_state_are_default_qubits():
                                jax.grad(qml.qnode(dev())(entropy))(0.7), atol=TOL)
 
 
+@pytest.mark.parametrize("a, b", [(1, 3), (3, 0), (1, 0)])
+def test_measurements_of_the_state_on_traced_wires_are_default_qubits(a, b):
+    # wires known when the program runs (arguments), alone, in any order, with known wires
+    def circuit(a, b, x):
+        qml.Hadamard(0)
+        qml.RY(x, 3)
+        qml.CNOT([0, a])
+        qml.CRX(x / 2, [b, 2])
+        qml.IsingXY(x, [3, 1])
+        return (qml.density_matrix(wires=[b]), qml.density_matrix(wires=[a, b]), qml.density_matrix(wires=[2, a, b]),
+                qml.purity(wires=[b, 2]), qml.vn_entropy(wires=[a], log_base=2),
+                qml.mutual_info(wires0=[a], wires1=[b, 2]), qml.mutual_info(wires0=[2, b], wires1=[a]))
+
+    device = qml.device("default.qubit", wires=4)
+    compiled = qjit(qml.qnode(device)(circuit))
+    for actual, expected in zip(compiled(a, b, 0.7), qml.qnode(device)(circuit)(a, b, 0.7)):
+        np.testing.assert_allclose(actual, expected, atol=TOL)
+
+
 def test_measurements_of_the_state_with_shots_are_a_clear_error():
     circuit = qml.qnode(dev(), shots=10)(lambda: (qml.Hadamard(0), qml.density_matrix(wires=[0]))[1])
     with pytest.raises(CatalystLiteError, match="DensityMatrixMP.*shots=None"):

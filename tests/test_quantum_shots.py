@@ -499,3 +499,61 @@ def test_measurement_values_as_gate_parameters_loop_values_and_predicates():
     assert np.asarray(m).dtype == np.bool_ and bool(m) and not bool(negated)
     assert float(chosen) == 5.0 and int(total) == 3
     np.testing.assert_allclose(probs, [0, 0, 0, 1], atol=1e-12)
+
+
+def entangled(w, x):
+    """Wires 0, ``w`` and ``3 - w`` entangled (``w`` traced when compiled)."""
+    qml.RX(x, 0)
+    qml.CNOT([0, w])
+    qml.RY(x, w)
+    qml.CRX(x / 2, [w, 3 - w])
+
+
+@pytest.mark.parametrize("w", [1, 2])
+def test_products_and_sums_on_traced_wires_are_sampled_as_default_qubit(w):
+    # products of observables on a traced wire: sampled factor by factor, eigenvalues in wire order
+    hermitian = np.array([[1.0, 2.0], [2.0, 0.0]])
+
+    def circuit(w, x, sampled=True):
+        entangled(w, x)
+        word, product = qml.X(0) @ qml.Y(w), qml.Hermitian(hermitian, w) @ qml.X(0)
+        hamiltonian = qml.Hamiltonian([0.3, 0.5], [qml.X(w), qml.Z(0) @ qml.Y(w)])
+        three = qml.X(0) @ qml.Y(w) @ qml.Z(3 - w)
+        return (qml.var(word), qml.expval(hamiltonian), (qml.sample if sampled else qml.expval)(three),
+                (qml.counts if sampled else qml.expval)(product), qml.probs(op=qml.X(w) @ qml.Y(0)))
+
+    shots = 20000
+    variance, hamiltonian, samples, (outcomes, counts), probs = qjit(
+        qml.set_shots(qml.qnode(qml.device("default.qubit", wires=4))(circuit), shots=shots), seed=3)(w, X)
+    expected = qml.qnode(qml.device("default.qubit", wires=4))(circuit)(w, X, sampled=False)
+    tolerance = 5 * 2 / np.sqrt(shots)
+    mean_of_counts = np.sum(np.asarray(outcomes) * np.asarray(counts)) / shots
+    np.testing.assert_allclose([variance, hamiltonian, np.mean(samples)], expected[:3], atol=tolerance)
+    np.testing.assert_allclose(mean_of_counts, expected[3], atol=2 * tolerance)  # eigenvalues up to 2.6
+    np.testing.assert_allclose(probs, expected[4], atol=tolerance)
+
+
+def test_sampling_a_sum_on_a_traced_wire_is_a_clear_error():
+    def circuit(w):
+        qml.Hadamard(w)
+        return qml.var(qml.X(0) @ qml.Y(w) + qml.Z(w))
+
+    compiled = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=100))
+    with pytest.raises(QuantumOperationError, match="eigenbasis of the whole observable"):
+        compiled(1)
+
+
+def test_pauli_words_on_traced_wires_are_not_sampled_in_one_basis_with_others():
+    # p[0] and p[1] are new traced values at each use, and may be the known wire 1 when the program
+    # runs: sharing one basis with another word would rotate a wire twice, or into the wrong basis
+    def circuit(p):
+        qml.RY(0.3, 0)
+        qml.RY(1.1, 1)
+        return (qml.expval(qml.Z(p[1]) @ qml.X(p[0])), qml.expval(qml.X(p[0]) @ qml.Z(p[1])), qml.expval(qml.Z(1)),
+                qml.var(qml.X(p[0])))
+
+    shots = 20000
+    compiled = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=shots), seed=5)
+    for p in ([1, 0], [0, 1]):
+        expected = qml.qnode(DEV)(circuit)(p)
+        np.testing.assert_allclose(compiled(np.array(p)), expected, atol=5 / np.sqrt(shots))

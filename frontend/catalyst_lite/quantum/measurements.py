@@ -15,6 +15,7 @@ from jax import lax
 
 from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
+from .gates import _qml
 from .sampling import (
     measured_wires, measurement_kind, rotate_to_eigenbasis, shot_records, static_eigvals, statistic, value_record,
 )
@@ -57,6 +58,16 @@ def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
         for word, coeff in sentence.items():
             out = out + _pauli_word_apply(state, dict(word), coeff, n_wires, wires)
         return out
+    qml = _qml()
+    if isinstance(obs, (qml.ops.Prod, qml.ops.Sum, qml.ops.SProd)) and any(isinstance(w, Tracer) for w in obs.wires):
+        # PennyLane's matrix of a composite observable compares its wires (traced here): by its parts
+        if isinstance(obs, qml.ops.Sum):
+            return functools.reduce(operator.add, [apply_observable(o, state, n_wires, wires) for o in obs.operands])
+        if isinstance(obs, qml.ops.SProd):
+            return obs.scalar * apply_observable(obs.base, state, n_wires, wires)
+        for factor in reversed(obs.operands):  # the matrix of A @ B is A's times B's
+            state = apply_observable(factor, state, n_wires, wires)
+        return state
     if not obs.has_matrix:
         raise QuantumOperationError(
             f"catalyst_lite cannot measure the observable {obs}: it has neither a Pauli "
@@ -131,9 +142,44 @@ def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
         )
     import pennylane as qml
 
+    device_order = qml.wires.Wires(range(n_wires))
+    mutual = isinstance(mp, qml.measurements.MutualInfoMP)
+    groups = [wires.indices(g, measurement_kind(mp)) for g in (mp.raw_wires if mutual else [mp.wires])]
+    if any(isinstance(w, Tracer) for g in groups for w in g):
+        # wires known when the program runs: the state with them first, measured as wires 0, 1, ...
+        state = _targets_first(state, [w for g in groups for w in g], n_wires)
+        return _numbered(mp, [len(g) for g in groups]).process_state(state, device_order)
     # PennyLane's functions take the measurement's wires as indices in the device's order
     numbered = mp.map_wires({label: k for k, label in enumerate(wires.labels)})
-    return numbered.process_state(state, qml.wires.Wires(range(len(wires.labels))))
+    return numbered.process_state(state, device_order)
+
+
+def _targets_first(state, targets: list, n_wires: int):
+    """``state`` with its wires reordered: ``targets`` (traced indices) first, in that order, then
+    the others in theirs."""
+    k = len(targets)
+    is_target = [functools.reduce(operator.or_, [t == p for t in targets]) for p in range(n_wires)]
+    # the position of each other wire after the targets: how many others come before it
+    rest = [k + sum((~is_target[q]).astype(jnp.int64) for q in range(p)) for p in range(n_wires)]
+    indices = basis_indices(n_wires)
+    moved = outcome_index(indices, tuple(targets), n_wires) << (n_wires - k)
+    for p in range(n_wires):
+        moved += jnp.where(is_target[p], 0, wire_bits(indices, p, n_wires) << (n_wires - 1 - rest[p]))
+    return jnp.zeros_like(state).at[moved].set(state)
+
+
+def _numbered(mp: Any, sizes: list[int]) -> Any:
+    """A measurement like ``mp`` of the wires ``0, 1, ...``: its groups of ``sizes`` wires in turn."""
+    import pennylane as qml
+
+    starts = [sum(sizes[:g]) for g in range(len(sizes))]
+    groups = [list(range(s, s + n)) for s, n in zip(starts, sizes)]
+    with qml.QueuingManager.stop_recording():
+        if len(groups) == 2:
+            return qml.mutual_info(*groups, log_base=mp.log_base)
+        if isinstance(mp, qml.measurements.VnEntropyMP):
+            return qml.vn_entropy(groups[0], log_base=mp.log_base)
+        return type(mp)(wires=qml.wires.Wires(groups[0]))  # density_matrix, purity
 
 
 def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), split=None,

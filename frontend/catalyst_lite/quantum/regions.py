@@ -31,7 +31,7 @@ regions through :class:`RegionControlFlow`, the circuit's control-flow handler.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -102,13 +102,17 @@ class _Loop:
     lower: Any
     step: Any
     count: Any
+    # the variables the body reads from enclosing functions, with their values at the call
+    closure: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 @dataclass
 class _Cond:
+    """A ``cond`` recorded inside ``qml.adjoint``: each branch's run, as an adjoint region."""
+
     preds: list
-    branches: list
-    otherwise: Callable | None
+    branches: list[AdjointRegion]
+    otherwise: AdjointRegion | None
 
 
 class AdjointRegion(Region):
@@ -130,7 +134,7 @@ class AdjointRegion(Region):
     def record_for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
         result = self._classically(bind, body, init) if init else None
         lower, upper, step = bounds
-        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step)))
+        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step), _closure_values(body)))
         return result
 
     def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
@@ -143,14 +147,22 @@ class AdjointRegion(Region):
 
         counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
         *result, count = _as_tuple(counted, len(init) + 1)
-        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count))
+        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count, _closure_values(body)))
         return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
         # Without `otherwise` the branches return nothing: no classical run is needed.
         result = None if otherwise is None else self._classically(bind, preds, branches, otherwise)
-        self.items.append(_Cond(preds, branches, otherwise))
+        # Each branch runs now, where the circuit calls it: run later (when emitted), it would see
+        # the Python values of that time (a loop variable it closes over, say), not the call's.
+        runs = [self._branch_run(b) for b in branches]
+        self.items.append(_Cond(preds, runs, None if otherwise is None else self._branch_run(otherwise)))
         return result
+
+    def _branch_run(self, branch: Callable) -> AdjointRegion:
+        region = AdjointRegion(self.state, self.lazy)
+        _run_in(self.state, region, branch, (), {})
+        return region
 
     def _classically(self, bind: Callable, *args: Any) -> Any:
         with self.state.region(DiscardRegion()):
@@ -187,17 +199,59 @@ class AdjointRegion(Region):
                     carried = _as_tuple(for_loop(lower, i, step)(loop.body)(*loop.init), len(loop.init))
             adjoint_transform(state, loop.body, self.lazy)(i, *carried)
 
-        reversed_loop()
+        with _values_at_call(loop.closure):
+            reversed_loop()
 
     def _emit_cond(self, item: _Cond) -> None:
-        state, lazy = self.state, self.lazy
-        adjoints = [adjoint_transform(state, b, lazy, returns=False) for b in item.branches]
+        adjoints = [_emitting(run) for run in item.branches]
         chosen = cond(item.preds[0])(adjoints[0])
         for pred, branch in zip(item.preds[1:], adjoints[1:]):
             chosen.else_if(pred)(branch)
         if item.otherwise is not None:
-            chosen.otherwise(adjoint_transform(state, item.otherwise, lazy, returns=False))
+            chosen.otherwise(_emitting(item.otherwise))
         chosen()
+
+
+def _emitting(region: AdjointRegion) -> Callable[[], None]:
+    """A branch emitting ``region``'s adjoint."""
+
+    def branch() -> None:
+        region.emit()
+
+    return branch
+
+
+def _closure_values(fn: Callable) -> list[tuple[Any, Any]]:
+    """The closure cells ``fn`` reads (through the functions it closes over too), with their values:
+    a loop body is traced again when the adjoint is emitted, after the function returned."""
+    found, seen, todo = [], set(), [fn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen or not callable(f):
+            continue
+        seen.add(id(f))
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # not assigned yet
+                continue
+            found.append((cell, value))
+            todo.append(value)
+    return found
+
+
+@contextlib.contextmanager
+def _values_at_call(closure: list[tuple[Any, Any]]) -> Iterator[None]:
+    """The closure cells with their values at the loop's call (a Python loop's variable that a
+    loop body closes over has moved on since), as PennyLane traces the body there."""
+    now = [cell.cell_contents for cell, _ in closure]
+    try:
+        for cell, value in closure:
+            cell.cell_contents = value
+        yield
+    finally:
+        for (cell, _), value in zip(closure, now):
+            cell.cell_contents = value
 
 
 def _as_tuple(values: Any, n: int) -> tuple:

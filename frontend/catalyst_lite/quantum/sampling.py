@@ -16,6 +16,7 @@ PennyLane pads them under ``jax.jit``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jax
@@ -24,6 +25,7 @@ import numpy as np
 from jax import lax
 
 from ..errors import QuantumOperationError
+from ..jax_extras import Tracer
 from . import prng
 from .gates import _qml, gate_records
 from .wires import WireMap
@@ -65,9 +67,24 @@ def _basis_samples(state, key, shots: Any):
     return prng.sample_indices(key, probabilities(state), shots)
 
 
+def _by_factor(obs: Any) -> bool:
+    """A product with traced wires, taken factor by factor: PennyLane's compares its factors' wires."""
+    return isinstance(obs, _qml().ops.Prod) and any(isinstance(w, Tracer) for w in obs.wires)
+
+
 def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
     """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
     qml = _qml()
+    if isinstance(obs, qml.ops.Sum) and any(isinstance(w, Tracer) for w in obs.wires):
+        raise QuantumOperationError(
+            f"catalyst_lite cannot sample {obs} with finite shots: a sum measured this way is sampled "
+            "in the eigenbasis of the whole observable, as PennyLane does, which needs its wires known "
+            "when compiling (here a wire is traced). Measure the expval of its terms, or use known wires."
+        )
+    if _by_factor(obs):
+        for factor in obs.operands:
+            state = rotate_to_eigenbasis(state, factor, n_wires, wires)
+        return state
     with qml.QueuingManager.stop_recording():
         gates = obs.diagonalizing_gates()
     for op in gates:
@@ -78,6 +95,8 @@ def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
 
 def static_eigvals(obs) -> np.ndarray:
     """``obs.eigvals()`` as a constant (a traced observable's are unknown)."""
+    if _by_factor(obs):  # the factors' eigenvalues, in the order of the product's wires
+        return functools.reduce(np.kron, [static_eigvals(factor) for factor in obs.operands])
     try:
         return np.asarray(obs.eigvals())
     except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
@@ -153,9 +172,8 @@ def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
     if sentence is None or len(sentence) != 1:
         return None
     ((word, coeff),) = sentence.items()
-    try:
-        hash(tuple(word))
-    except TypeError:  # a traced wire: measured on its own
+    if any(isinstance(w, Tracer) for w in word):
+        # a traced wire: measured on its own (two tracers may be one wire when the program runs)
         return None
     return dict(word), coeff
 
