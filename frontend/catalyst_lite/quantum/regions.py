@@ -31,7 +31,8 @@ regions through :class:`RegionControlFlow`, the circuit's control-flow handler.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+import types
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 import jax
@@ -102,8 +103,6 @@ class _Loop:
     lower: Any
     step: Any
     count: Any
-    # the variables the body reads from enclosing functions, with their values at the call
-    closure: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -134,7 +133,7 @@ class AdjointRegion(Region):
     def record_for_loop(self, body: Callable, bounds: tuple, init: tuple, bind: Callable) -> Any:
         result = self._classically(bind, body, init) if init else None
         lower, upper, step = bounds
-        self.items.append(_Loop(body, init, lower, step, trip_count(lower, upper, step), _closure_values(body)))
+        self.items.append(_Loop(_as_at_call(body), init, lower, step, trip_count(lower, upper, step)))
         return result
 
     def record_while_loop(self, cond_fn: Callable, body: Callable, init: tuple, bind: Callable) -> Any:
@@ -147,7 +146,8 @@ class AdjointRegion(Region):
 
         counted = self._classically(bind, counting_cond, counting_body, (*init, 0))
         *result, count = _as_tuple(counted, len(init) + 1)
-        self.items.append(_Loop(lambda _, *c: body(*c), init, 0, 1, count, _closure_values(body)))
+        at_call = _as_at_call(body)
+        self.items.append(_Loop(lambda _, *c: at_call(*c), init, 0, 1, count))
         return None if not result else result[0] if len(result) == 1 else tuple(result)
 
     def record_cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
@@ -199,8 +199,7 @@ class AdjointRegion(Region):
                     carried = _as_tuple(for_loop(lower, i, step)(loop.body)(*loop.init), len(loop.init))
             adjoint_transform(state, loop.body, self.lazy)(i, *carried)
 
-        with _values_at_call(loop.closure):
-            reversed_loop()
+        reversed_loop()
 
     def _emit_cond(self, item: _Cond) -> None:
         adjoints = [_emitting(run) for run in item.branches]
@@ -221,37 +220,27 @@ def _emitting(region: AdjointRegion) -> Callable[[], None]:
     return branch
 
 
-def _closure_values(fn: Callable) -> list[tuple[Any, Any]]:
-    """The closure cells ``fn`` reads (through the functions it closes over too), with their values:
-    a loop body is traced again when the adjoint is emitted, after the function returned."""
-    found, seen, todo = [], set(), [fn]
-    while todo:
-        f = todo.pop()
-        if id(f) in seen or not callable(f):
-            continue
-        seen.add(id(f))
-        for cell in getattr(f, "__closure__", None) or ():
-            try:
-                value = cell.cell_contents
-            except ValueError:  # not assigned yet
-                continue
-            found.append((cell, value))
-            todo.append(value)
-    return found
-
-
-@contextlib.contextmanager
-def _values_at_call(closure: list[tuple[Any, Any]]) -> Iterator[None]:
-    """The closure cells with their values at the loop's call (a Python loop's variable that a
-    loop body closes over has moved on since), as PennyLane traces the body there."""
-    now = [cell.cell_contents for cell, _ in closure]
-    try:
-        for cell, value in closure:
-            cell.cell_contents = value
-        yield
-    finally:
-        for (cell, _), value in zip(closure, now):
-            cell.cell_contents = value
+def _as_at_call(fn: Callable, copies: dict[int, Any] | None = None) -> Callable:
+    """A copy of ``fn`` whose closure cells hold their values now (and so, recursively, do the
+    functions it closes over): a loop body is traced again when the adjoint is emitted, after the
+    function returned, and a Python loop's variable it closes over has moved on since. The user's
+    own cells are never written."""
+    copies = {} if copies is None else copies
+    if not isinstance(fn, types.FunctionType) or not fn.__closure__:
+        return fn
+    if id(fn) in copies:
+        return copies[id(fn)]
+    cells = tuple(types.CellType() for _ in fn.__closure__)
+    copy = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, cells)
+    copy.__kwdefaults__, copy.__qualname__ = fn.__kwdefaults__, fn.__qualname__
+    copy.__dict__.update(fn.__dict__)
+    copies[id(fn)] = copy  # before its cells: a function may close over itself
+    for mine, theirs in zip(cells, fn.__closure__):
+        try:
+            mine.cell_contents = _as_at_call(theirs.cell_contents, copies)
+        except ValueError:  # not assigned yet
+            pass
+    return copy
 
 
 def _as_tuple(values: Any, n: int) -> tuple:
