@@ -78,8 +78,13 @@ class Options:
             )
         if isinstance(argnums, (list, tuple)):
             argnums = tuple(argnums)
-        if argnums is not None and not (isinstance(argnums, int) or all(isinstance(k, int) for k in argnums)):
-            raise ArgumentValueError(f"{api}: argnums must be an int or a sequence of ints, got {argnums!r}.")
+        if argnums is not None and not (
+            isinstance(argnums, int) or isinstance(argnums, tuple) and all(isinstance(k, int) for k in argnums)
+        ):
+            raise ArgumentValueError(  # Catalyst's phrase first, then ours
+                f"argnums should be an integer or a Sequence of integers, not {argnums!r}: {api}: "
+                "give argnums=0 for the first argument, argnums=(0, 2) for several."
+            )
         return Options(method, float(DEFAULT_STEP if h is None else h), argnums)
 
 
