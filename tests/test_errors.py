@@ -15,7 +15,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jvp, pure_callback, qjit, vjp, vmap, while_loop
+from catalyst_lite import (
+    CatalystLiteError, cond, for_loop, grad, jacobian, jvp, pure_callback, qjit, value_and_grad, vjp, vmap, while_loop,
+)
 from catalyst_lite.errors import (
     SymbolicShapeError,
     ArgumentTypeError,
@@ -24,6 +26,7 @@ from catalyst_lite.errors import (
     ControlFlowError,
     DataDependentSliceError,
     DimensionError,
+    ResultTypeError,
     UnsupportedOperationError,
 )
 
@@ -123,6 +126,15 @@ def test_abstracted_axes_pytree_not_matching_the_argument():
         f({"a": np.ones(2), "b": np.ones(3)})
     g = qjit(lambda t: t["a"].sum() + t["b"].sum(), abstracted_axes=({"a": {0: "n"}, "b": {0: "m"}},))
     assert float(g({"a": np.ones(2), "b": np.ones(3)})) == 5.0
+
+
+@pytest.mark.parametrize("axes", [{"a": "n"}, {0: "n", "one": "m"}, ({1.5: "n"},)], ids=["str", "mixed", "float"])
+def test_abstracted_axes_dict_whose_axes_are_not_integers(axes):
+    """Was int()'s ValueError from our code; a dict keyed by the argument's keys is for a dict argument."""
+    f = qjit(lambda x: x * 2.0, abstracted_axes=axes)
+    with raises(ArgumentTypeError, "<lambda>", "abstracted_axes entry", "'x'", "integer axes", r"\{0: 'n'\}"):
+        f(np.ones((3, 2)))
+    np.testing.assert_allclose(qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})(np.ones((3, 2))), np.full((3, 2), 2.0))
 
 
 @pytest.mark.filterwarnings("ignore:Provided arguments did not match")
@@ -652,3 +664,68 @@ def test_errors_catalyst_raises_start_with_its_words(program, arg, builtin, cata
         qjit(program)(arg)
     assert isinstance(raised.value, CatalystLiteError)
     assert re.search(ours, str(raised.value)), str(raised.value)
+
+
+# --- results and options of transformations ---------------------------------------------------------
+
+
+def _loop_not_called(x):
+    @for_loop(0, 3, 1)
+    def loop(i, a):
+        return a + 1.0
+
+    return loop
+
+
+@pytest.mark.parametrize(
+    "program, shown, path",
+    [
+        (lambda x: "done", "'done' of type str", r"\(result\)"),
+        (lambda x: {"value": x, "unit": "m"}, "'m' of type str", r"\(result\['unit'\]\)"),
+        (lambda x: (x, object()), "of type object", r"\(result\[1\]\)"),
+        (_loop_not_called, "of type ForLoopCallable", r"\(result\)", ),
+    ],
+    ids=["str", "str-in-a-dict", "object-in-a-tuple", "loop-not-called"],
+)
+def test_a_result_that_is_not_an_array_names_the_function_and_the_result(program, shown, path):
+    """jax.jit raises a TypeError naming neither the function nor the result."""
+    with pytest.raises(TypeError):
+        jax.jit(program)(1.0)
+    fix = "Call the function" if program is _loop_not_called else "jnp.asarray"
+    with raises(ResultTypeError, program.__name__, shown, path, "arrays, numbers and pytrees", fix):
+        qjit(program)(1.0)
+
+
+@pytest.mark.parametrize("argnums", [0.0, "x", [0, 1.0]], ids=["float", "str", "float-in-a-list"])
+@pytest.mark.parametrize("transform", [grad, jacobian, value_and_grad])
+def test_differentiation_argnums_of_a_non_integer_type(transform, argnums):
+    """Catalyst's ValueError and phrase (ours failed iterating a float); good argnums still work."""
+
+    @qjit
+    def f(x, y):
+        return transform(lambda a, b: a * b, argnums=argnums)(x, y)
+
+    with raises(ArgumentValueError, "argnums should be an integer or a Sequence of integers", re.escape(repr(argnums)),
+                transform.__name__, "argnums=0", at_line("argnums=argnums")):
+        f(2.0, 3.0)
+    expected = jax.jit(lambda x, y: jax.grad(lambda a, b: a * b, argnums=(0, 1))(x, y))(2.0, 3.0)
+    np.testing.assert_allclose(qjit(lambda x, y: grad(lambda a, b: a * b, argnums=(0, 1))(x, y))(2.0, 3.0), expected)
+
+
+@pytest.mark.parametrize("measure_with", ["qml.measure", "catalyst_lite.measure"])
+def test_a_mid_circuit_measurement_on_a_missing_wire_names_the_users_line(measure_with):
+    """qml.measure calls catalyst_lite's measure: PennyLane's frame was named as the line."""
+    import pennylane as qml
+    from catalyst_lite import measure
+    from catalyst_lite.errors import WireError
+
+    measure_fn = qml.measure if measure_with == "qml.measure" else measure
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def circuit(x):
+        qml.RX(x, wires=0)
+        measure_fn(5)
+        return qml.expval(qml.PauliZ(0))
+
+    with raises(WireError, "measure acts on wire 5", r"\[0, 1\]", at_line("measure_fn(5)")):
+        qjit(circuit)(0.3)
