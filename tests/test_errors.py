@@ -729,3 +729,61 @@ def test_a_mid_circuit_measurement_on_a_missing_wire_names_the_users_line(measur
 
     with raises(WireError, "measure acts on wire 5", r"\[0, 1\]", at_line("measure_fn(5)")):
         qjit(circuit)(0.3)
+
+
+def _wire_missing(qml):
+    qml.RX(0.3, wires=5)
+    return qml.expval(qml.PauliZ(0))
+
+
+def _sample_without_shots(qml):
+    qml.RX(0.3, wires=0)
+    return qml.sample(wires=0)
+
+
+def _observable_on_a_missing_wire(qml):
+    return qml.expval(qml.PauliZ(3))
+
+
+@pytest.mark.parametrize(
+    "body, error_name, words",
+    [
+        (_wire_missing, "WireError", ("RX acts on wire 5", r"\[0, 1\]")),
+        (_observable_on_a_missing_wire, "WireError", ("expval acts on wire 3",)),
+        (_sample_without_shots, "CompileError", ("qml.sample", "shots=None", "set_shots")),
+    ],
+    ids=["gate", "observable", "sample"],
+)
+def test_a_circuit_error_found_after_the_quantum_function_returns_names_the_qnode(body, error_name, words):
+    """Gates and measurements are applied after the QNode's function returns: the message named
+    neither it nor the compiled function calling it; default.qubit refuses each program too."""
+    import pennylane as qml
+    from catalyst_lite import errors
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def bell_part():
+        return body(qml)
+
+    with pytest.raises(Exception):
+        bell_part()
+
+    @qjit
+    def outer(x):
+        return bell_part() * x
+
+    with raises(getattr(errors, error_name), *words, r"\(in the QNode bell_part\)"):
+        outer(1.0)
+
+
+def test_a_traced_wire_outside_the_device_names_the_qnode():
+    import pennylane as qml
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def rotated(w):
+        qml.RX(0.3, wires=w)
+        return qml.expval(qml.PauliZ(0))
+
+    compiled = qjit(lambda w: rotated(w) * 2.0)
+    with pytest.raises(qml.exceptions.WireError, match=r"device: \{4\} \(a traced wire of the QNode rotated;"):
+        compiled(4)
+    np.testing.assert_allclose(compiled(1), 2.0 * rotated(1))

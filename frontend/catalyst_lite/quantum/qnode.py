@@ -24,6 +24,8 @@ shot or per branch (:mod:`.repeated`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -36,7 +38,7 @@ import numpy as np
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
-from ..errors import CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
+from ..errors import CatalystLiteError, CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -389,7 +391,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         run.adjoint = _adjoint_results(run) if state.deferred and not wires.slots else None
         if run.adjoint is None:
             state.vector  # applies the deferred gates while the state is ambient
-    outside.check(_device_name(qnode))
+    outside.check(_device_name(qnode), getattr(qnode, "__name__", "a QNode"))
     return run
 
 
@@ -456,6 +458,24 @@ def _raise_if_not_positive(total: Any) -> None:
         )
 
 
+def _naming_the_qnode(execute: Callable) -> Callable:
+    """``execute`` whose errors name the QNode: gates and measurements are applied after its
+    function returns (no line of the user's is on the stack), and a QNode may be one of several."""
+
+    @functools.wraps(execute)
+    def named(qnode, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return execute(qnode, *args, **kwargs)
+        except CatalystLiteError as error:
+            name = getattr(qnode, "__name__", None)
+            if name and error.args and isinstance(error.args[0], str) and not re.search(rf"\b{re.escape(name)}\b", error.args[0]):
+                error.args = (f"{error.args[0]} (in the QNode {name})", *error.args[1:])
+            raise
+
+    return named
+
+
+@_naming_the_qnode
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
     """The QNode's results, as array operations of the traced program (``qfunc``: in place of its
     function, from ``catalyst_lite.capture``). The first run follows one drawn branch of each

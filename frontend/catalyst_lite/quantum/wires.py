@@ -168,7 +168,7 @@ class OutsideWires:
         first.value = jnp.where(found.value | ~outside, first.value, index)
         found.value = found.value | outside
 
-    def check(self, device: str) -> None:
+    def check(self, device: str, qnode: str) -> None:
         self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
         if not self.carries:
             return
@@ -177,7 +177,7 @@ class OutsideWires:
             if bool(found):
                 raise pennylane_error(WireError, "WireError")(
                     f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
-                    f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
+                    f"{{{int(first)}}} (a traced wire of the QNode {qnode}; the device's wires are 0 .. n - 1)."
                 )
 
         callback(raise_outside)(*(carry.value for carry in self.carries))
