@@ -787,3 +787,25 @@ def test_a_traced_wire_outside_the_device_names_the_qnode():
     with pytest.raises(qml.exceptions.WireError, match=r"device: \{4\} \(a traced wire of the QNode rotated;"):
         compiled(4)
     np.testing.assert_allclose(compiled(1), 2.0 * rotated(1))
+
+
+@pytest.mark.parametrize(
+    "body, args",
+    [
+        (lambda x, y: x + y, (np.ones(3), np.ones(4))),
+        (lambda x, y: jnp.where(x > 0, x, y), (np.ones((2, 3)), np.ones(2))),
+        (lambda x, y: x * y[:, None], (np.ones((2, 3)), np.ones(3))),
+    ],
+    ids=["add", "where", "outer-axis"],
+)
+def test_static_shapes_that_do_not_broadcast_name_the_function_and_line(body, args):
+    """jax.jit's error (a TypeError or a ValueError) names neither; ours is both."""
+    with pytest.raises((TypeError, ValueError)):
+        jax.jit(body)(*args)
+
+    def combine(x, y):
+        return body(x, y)
+
+    with pytest.raises(TypeError, match=rf"Incompatible shapes.*\(in \S*combine \(at {THIS_FILE}:\d+") as raised:
+        qjit(combine)(*args)
+    assert isinstance(raised.value, ValueError)

@@ -117,6 +117,8 @@ def user_facing_trace_errors(
             f"{_where(fn_name, err)}: {hint} JAX reported: {first_line(err)}"
         ) from None
     except Exception as err:
+        if isinstance(err, ShapeBroadcastError) and err.args and not (scope and scope.symbolic):
+            err.args = (f"{err.args[0]} (in {_where(fn_name, err)})", *err.args[1:])  # JAX names neither
         if scope is None or not scope.symbolic:
             raise
         if isinstance(err, (TypeError, ValueError)) and scope.last_disagreement is not None:
