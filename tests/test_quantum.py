@@ -83,6 +83,43 @@ def test_state_preparation():
     compare(prep)
 
 
+def _cnot(w):
+    qml.CNOT(wires=[w, 0])
+
+
+def _controlled_rotation(w):
+    qml.ctrl(qml.RX, control=w)(0.4, wires=0)
+
+
+def _toffoli_in_a_loop(w):
+    @for_loop(0, 2, 1)
+    def chain(i):
+        qml.Toffoli(wires=[i, w, 3])  # w = 1 coincides in the second iteration only
+
+    chain()
+
+
+@pytest.mark.parametrize("gate, name", [(_cnot, "CNOT"), (_controlled_rotation, "CRX"), (_toffoli_in_a_loop, "Toffoli")])
+def test_traced_wires_of_one_gate_that_coincide_are_an_error_when_the_program_runs(gate, name):
+    """Was a number (0.0 for CNOT(w, 0) at w = 0); PennyLane refuses such wires when it sees them,
+    Catalyst's runtime when the program runs."""
+
+    def circuit(w):
+        qml.Hadamard(0)
+        qml.Hadamard(1)
+        gate(w)
+        return qml.expval(qml.PauliZ(0))
+
+    compiled = qjit(qml.qnode(dev(4))(circuit))
+    good, coinciding = (2, 1) if gate is _toffoli_in_a_loop else (1, 0)
+    np.testing.assert_allclose(compiled(good), qml.qnode(dev(4))(circuit)(good), atol=1e-12)
+    with pytest.raises(qml.exceptions.WireError, match=f"Wires must be unique: {name} in the QNode circuit"):
+        compiled(coinciding)
+    with pytest.raises((ValueError, qml.exceptions.WireError)):  # PennyLane's class depends on the gate
+        qml.qnode(dev(4))(circuit)(coinciding)
+    np.testing.assert_allclose(compiled(good), qml.qnode(dev(4))(circuit)(good), atol=1e-12)
+
+
 def test_traced_wires_in_loops_and_cond():
     @qjit
     @qml.qnode(dev(4))

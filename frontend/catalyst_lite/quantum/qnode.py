@@ -275,6 +275,7 @@ class QuantumState:
                 )
             else:
                 records += gate_records(op, self.wires)
+                self.wires.check_distinct(op.wires, op.name)
         if not records:
             return
         if self.applied is not None:
