@@ -20,6 +20,7 @@ from catalyst_lite import (
 )
 from catalyst_lite.errors import (
     SymbolicShapeError,
+    ArgumentOverflowError,
     ArgumentTypeError,
     ArgumentValueError,
     ArrayTooLargeError,
@@ -809,3 +810,36 @@ def test_static_shapes_that_do_not_broadcast_name_the_function_and_line(body, ar
     with pytest.raises(TypeError, match=rf"Incompatible shapes.*\(in \S*combine \(at {THIS_FILE}:\d+") as raised:
         qjit(combine)(*args)
     assert isinstance(raised.value, ValueError)
+
+
+
+@pytest.mark.parametrize(
+    "bound, error, words",
+    [
+        (None, ControlFlowError, ("upper bound must be an integer scalar", r"got None \(NoneType\)")),
+        ("3", ControlFlowError, ("upper bound must be an integer scalar", r"got '3' \(str\)")),
+        ([3], ControlFlowError, ("upper bound must be an integer scalar", r"got \[3\] \(list\)")),
+        (2**70, ArgumentOverflowError, (f"upper bound {2**70} does not fit in a 64-bit integer", "smaller")),
+    ],
+    ids=["none", "str", "list", "beyond-64-bits"],
+)
+def test_a_for_loop_bound_that_is_not_an_integer_scalar_names_the_loop(bound, error, words):
+    """Were JAX's TypeError naming no loop (None, a str, a list) and Python's 'int too large to
+    convert to C long'."""
+
+    @qjit
+    def f(x):
+        @for_loop(0, bound, 1)
+        def count(i, a):
+            return a + 1.0
+
+        return count(x)
+
+    with raises(error, "for_loop", "count", *words, at_line("return count(x)")):
+        f(1.0)
+
+    @qjit
+    def g(x):
+        return for_loop(0, 3, 1)(lambda i, a: a + 1.0)(x)
+
+    assert float(g(1.0)) == 1.0 + len(range(0, 3, 1))
