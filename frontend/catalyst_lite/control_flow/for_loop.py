@@ -35,7 +35,7 @@ from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from .common import ForLoopCallable, active_control_flow_handler, ambient_carries, expansion_strategy
-from .common import flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
+from .common import checked_function, flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
 from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["for_loop", "for_loop_p"]
@@ -69,6 +69,9 @@ def for_loop(lower_bound: Any, upper_bound: Any, step: Any, allow_array_resizing
     refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 
     def decorator(body: Callable) -> ForLoopCallable:
+        checked_function(body, "for_loop(lower, upper, step)", "the loop body function",
+                         "@for_loop(0, n, 1) above def body(i, *carried)")
+
         def loop(*init: Any) -> Any:
             _check_bounds(body, bounds)
             if tracing_mode("for_loop", body) == "eager":
