@@ -843,3 +843,40 @@ def test_a_for_loop_bound_that_is_not_an_integer_scalar_names_the_loop(bound, er
         return for_loop(0, 3, 1)(lambda i, a: a + 1.0)(x)
 
     assert float(g(1.0)) == 1.0 + len(range(0, 3, 1))
+
+
+def _cond_without_predicate(x):
+    @cond
+    def positive():
+        return x
+
+    return positive()
+
+
+def _while_loop_without_condition(x):
+    @while_loop
+    def grow(a):
+        return a * 2.0
+
+    return grow(x)
+
+
+@pytest.mark.parametrize(
+    "program, words",
+    [
+        (lambda x: for_loop(0, 3, 1)(5)(x), ("for_loop", "loop body function", r"got 5 \(int\)", "@for_loop")),
+        (lambda x: while_loop(lambda a: a < 3)(5)(x), ("while_loop", "loop body function", r"got 5 \(int\)")),
+        (lambda x: while_loop(5)(lambda a: a + 1)(x), ("while_loop", "condition function first", r"got 5")),
+        (lambda x: cond(x > 0)(5)(), ("cond", "branch function", r"got 5 \(int\)", r"@cond\(x > 0\)")),
+        (lambda x: cond(x > 0)(lambda: x).otherwise(2.0)(), ("otherwise", "branch function", r"got 2\.0")),
+        (_cond_without_predicate, ("cond takes the predicate first", "positive", r"@cond\(x > 0\)")),
+        (_while_loop_without_condition, ("while_loop", "loop body function", "condition function comes first")),
+    ],
+    ids=["for-body", "while-body", "while-condition", "cond-branch", "otherwise", "cond-no-predicate",
+         "while-no-condition"],
+)
+def test_control_flow_decorators_given_the_wrong_thing_name_the_usage(program, words):
+    """Were Python's "'int' object is not callable", CondCallable.__init__'s missing argument, or
+    (a while_loop without its condition) a loop object returned as the result."""
+    with raises(ControlFlowError, *words):
+        qjit(program)(1.0)
