@@ -24,6 +24,7 @@ from catalyst_lite.errors import (
     ArgumentTypeError,
     ArgumentValueError,
     ArrayTooLargeError,
+    CallbackError,
     ControlFlowError,
     DataDependentSliceError,
     DimensionError,
@@ -880,3 +881,19 @@ def test_control_flow_decorators_given_the_wrong_thing_name_the_usage(program, w
     (a while_loop without its condition) a loop object returned as the result."""
     with raises(ControlFlowError, *words):
         qjit(program)(1.0)
+
+
+@pytest.mark.parametrize(
+    "program, error, words",
+    [
+        (lambda x: vmap(5)(x), ArgumentTypeError, ("Expected a callable value, got 5", r"vmap\(f\)\(x\)")),
+        (lambda x: pure_callback(5, float)(x), CallbackError, ("pure_callback calls a Python function, got 5",)),
+    ],
+    ids=["vmap", "pure_callback"],
+)
+def test_a_transformation_of_something_that_is_not_a_function_names_the_usage(program, error, words):
+    """Were Python's "'int' object is not callable" (jax.vmap raises a TypeError too)."""
+    with pytest.raises(TypeError):
+        jax.vmap(5)
+    with raises(error, *words):
+        qjit(program)(jnp.ones(2))

@@ -313,6 +313,11 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))
     3
     """
+    if not callable(callback_fn):
+        raise CallbackError(
+            f"pure_callback calls a Python function, got {callback_fn!r:.60}: pure_callback(fn, "
+            "result_type)(*args), or @pure_callback above an annotated def."
+        )
     return PureCallback(callback_fn, result_type)
 
 
