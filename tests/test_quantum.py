@@ -99,7 +99,9 @@ def _toffoli_in_a_loop(w):
     chain()
 
 
-@pytest.mark.parametrize("gate, name", [(_cnot, "CNOT"), (_controlled_rotation, "CRX"), (_toffoli_in_a_loop, "Toffoli")])
+@pytest.mark.parametrize(
+    "gate, name", [(_cnot, "CNOT"), (_controlled_rotation, "CRX"), (_toffoli_in_a_loop, "Toffoli")]
+)
 def test_traced_wires_of_one_gate_that_coincide_are_an_error_when_the_program_runs(gate, name):
     """Was a number (0.0 for CNOT(w, 0) at w = 0); PennyLane refuses such wires when it sees them,
     Catalyst's runtime when the program runs."""

@@ -214,7 +214,7 @@ def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[
         flat, out_tree = tree_flatten(out)
         if not all(map(_is_result, flat)):
             path, leaf = next((p, x) for p, x in tree_flatten_with_path(out)[0] if not _is_result(x))
-            getattr(leaf, "dtype", None)  # an object that raises its own error when used (autograph's unassigned)
+            getattr(leaf, "dtype", None)  # an object raising its own error when used (autograph's unassigned)
             raise ResultTypeError(
                 f"{name} returns {leaf!r:.80} of type {type(leaf).__name__} (result{keystr(path)}): a "
                 "compiled function returns arrays, numbers and pytrees of them. "

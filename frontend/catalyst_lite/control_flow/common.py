@@ -40,7 +40,9 @@ def expansion_strategy(allow_array_resizing: bool,
 def checked_function(fn: Any, api: str, what: str, usage: str) -> Any:
     """``fn``, which ``api`` takes as ``what``: a function, else the error naming the usage."""
     if not callable(fn):
-        raise ControlFlowError(f"{api} takes {what}, but got {fn!r:.60} ({type(fn).__name__}). Write {usage}.")
+        raise ControlFlowError(
+            f"{api} takes {what}, but got {fn!r:.60} ({type(fn).__name__}). Write {usage}."
+        )
     return fn
 
 

@@ -40,8 +40,8 @@ from ..jax_extras.tracing import forward_dependence, prune_jaxpr
 from ..jax_extras.typecheck import check_nested
 from ..jax_extras.size_facts import describe_aval, runs_only_if_chosen
 from ..compiler.loop_body import split_groups, with_batch_axis
-from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries, checked_function
-from .common import refuse_function_as_operand
+from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
+from .common import checked_function, refuse_function_as_operand
 from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
 from .loop_common import is_inexact
 
@@ -69,14 +69,16 @@ class CondCallable(WithOperation):
 
         def decorator(fn: Callable) -> CondCallable:
             self.preds.append(pred)
-            self.branches.append(checked_function(fn, "else_if(pred)", "a branch function", "@<branch>.else_if(pred) above a def"))
+            usage = "@<branch>.else_if(pred) above a def"
+            self.branches.append(checked_function(fn, "else_if(pred)", "a branch function", usage))
             return self
 
         return decorator
 
     def otherwise(self, fn: Callable) -> "CondCallable":
         """Add the branch taken when no predicate holds."""
-        self.otherwise_fn = checked_function(fn, "otherwise", "a branch function", "@<branch>.otherwise above a def")
+        usage = "@<branch>.otherwise above a def"
+        self.otherwise_fn = checked_function(fn, "otherwise", "a branch function", usage)
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

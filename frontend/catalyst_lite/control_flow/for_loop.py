@@ -25,7 +25,8 @@ from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
 from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups
 from ..compiler.specialize import NeedsHost, reverse_mode_requested, trip_count
 from ..trace_context import refuse_under_capture
-from ..errors import ArgumentOverflowError, ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
+from ..errors import ArgumentOverflowError, ArgumentValueError, ControlFlowError, SizeAssumptionError
+from ..errors import UnsupportedOperationError
 from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.dynshape import JaxprTypeError
@@ -111,7 +112,9 @@ def _check_bounds(body: Callable, bounds: tuple) -> None:
                     "64-bit integer, the type of loop indices. Pass a smaller bound."
                 )
             continue
-        numeric = not isinstance(bound, bool) and (isinstance(bound, (float, complex)) or hasattr(bound, "dtype"))
+        numeric = not isinstance(bound, bool) and (
+            isinstance(bound, (float, complex)) or hasattr(bound, "dtype")
+        )
         aval = get_aval(bound) if numeric else None  # (None, a str or a list is none)
         if aval is None or np.shape(aval) != () or not np.issubdtype(aval.dtype, np.integer):
             found = aval.str_short() if aval is not None else f"{bound!r:.40} ({type(bound).__name__})"

@@ -64,8 +64,8 @@ def while_loop(cond_fn: Callable[..., Any], allow_array_resizing: bool = False, 
     refuse_under_capture("while_loop")  # as Catalyst does: captured programs use qml.while_loop
 
     def decorator(body: Callable) -> WhileLoopCallable:
-        checked_function(body, "while_loop(cond_fn)", "the loop body function", "@while_loop(lambda *carried: "
-                         "condition) above def body(*carried): the condition function comes first")
+        usage = "@while_loop(lambda *carried: condition) above def body(*carried): the condition comes first"
+        checked_function(body, "while_loop(cond_fn)", "the loop body function", usage)
 
         def loop(*init: Any) -> Any:
             if tracing_mode("while_loop", body) == "eager":

@@ -38,7 +38,8 @@ import numpy as np
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
-from ..errors import CatalystLiteError, CompileError, QuantumOperationError, QuantumRegionError, ShotsError, WireError, pennylane_error
+from ..errors import CatalystLiteError, CompileError, QuantumOperationError, QuantumRegionError, ShotsError
+from ..errors import WireError, pennylane_error
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
@@ -469,7 +470,8 @@ def _naming_the_qnode(execute: Callable) -> Callable:
             return execute(qnode, *args, **kwargs)
         except CatalystLiteError as error:
             name = getattr(qnode, "__name__", None)
-            if name and error.args and isinstance(error.args[0], str) and not re.search(rf"\b{re.escape(name)}\b", error.args[0]):
+            message = error.args[0] if error.args and isinstance(error.args[0], str) else None
+            if name and message is not None and not re.search(rf"\b{re.escape(name)}\b", message):
                 error.args = (f"{error.args[0]} (in the QNode {name})", *error.args[1:])
             raise
 

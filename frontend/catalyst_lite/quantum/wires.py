@@ -198,7 +198,8 @@ class OutsideWires:
             if bool(found):
                 raise pennylane_error(WireError, "WireError")(
                     f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
-                    f"{{{int(first)}}} (a traced wire of the QNode {qnode}; the device's wires are 0 .. n - 1)."
+                    f"{{{int(first)}}} (a traced wire of the QNode {qnode}; the device's wires are "
+                    "0 .. n - 1)."
                 )
             if int(clash) >= 0:  # PennyLane's phrase first (for Python wires), then ours
                 raise pennylane_error(WireError, "WireError")(

@@ -77,7 +77,8 @@ class Options:
                 "non-zero number."
             )
         if argnums is not None and not (
-            isinstance(argnums, int) or isinstance(argnums, (list, tuple)) and all(isinstance(k, int) for k in argnums)
+            isinstance(argnums, int)
+            or isinstance(argnums, (list, tuple)) and all(isinstance(k, int) for k in argnums)
         ):
             raise ArgumentValueError(  # Catalyst's phrase first, then ours
                 f"argnums should be an integer or a Sequence of integers, not {argnums!r}: {api}: "
