@@ -356,6 +356,8 @@ def _device_wires(qnode) -> WireMap:
     if len(labels) == 1 and isinstance(labels[0], Tracer):
         if not jnp.issubdtype(labels[0].dtype, jnp.integer):
             raise WireError(f"The number of wires of {name} must be an integer, got {labels[0].aval.str_short()}.")
+        qnode_name = getattr(qnode, "__name__", "a QNode")
+        callback(functools.partial(_raise_if_negative_wires, name, qnode_name))(labels[0])
         return WireMap.counted(labels[0])
     if any(isinstance(l, Tracer) for l in labels):
         raise WireError(f"The wires of {name} are labels or one (possibly traced) number of wires, got {labels}.")
@@ -449,6 +451,14 @@ def _raise_if_entangled(entanglement: Any) -> None:
             "would follow one drawn outcome (a wrong number). Uncompute the wire before deallocating "
             "it, allocate it outside the loop or branch, or set finite shots (each shot then follows "
             "its own outcome)."
+        )
+
+
+def _raise_if_negative_wires(device: str, qnode: str, n_wires: Any) -> None:
+    if int(n_wires) < 0:
+        raise WireError(
+            f"The number of wires of {device} must not be negative, got {int(n_wires)} (the traced number "
+            f"of wires of the QNode {qnode}). Pass wires=n with n >= 0."
         )
 
 
