@@ -682,3 +682,21 @@ def test_state_prep_as_first_operation_is_array_operations_not_its_decomposition
         np.testing.assert_allclose(compiled(vector), qml.qnode(dev(5))(qfunc)(vector), atol=TOL)
         sizes.append(_equation_count(compiled.jaxpr.jaxpr))
     assert sizes[0] <= sizes[1] + 10  # a few array operations, not 2**4 decomposed gates
+
+
+@pytest.mark.parametrize("measurement", [qml.expval, qml.var])
+def test_a_hermitian_whose_matrix_does_not_fit_its_wires_is_refused_as_pennylane_refuses_it(measurement):
+    """A matrix built inside the compiled function is traced, and PennyLane checks only Python and
+    NumPy matrices: a 4x4 matrix on one wire gave a number."""
+    import jax.numpy as jnp
+
+    def circuit(x, size):
+        qml.RX(x, wires=0)
+        return measurement(qml.Hermitian(jnp.eye(size), wires=0))
+
+    with pytest.raises(ValueError, match="Expected input matrix to have shape 2x2"):
+        qml.qnode(dev(2))(circuit)(0.3, 4)
+    compiled = qjit(qml.qnode(dev(2))(circuit), static_argnums=1)
+    with pytest.raises(CatalystLiteError, match=r"Expected input matrix to have shape 2x2, .* 4x4 .*wires \[0\]"):
+        compiled(0.3, 4)
+    np.testing.assert_allclose(compiled(0.3, 2), qml.qnode(dev(2))(circuit)(0.3, 2), atol=1e-12)
