@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jacobian, jvp, pure_callback, qjit
-from catalyst_lite import value_and_grad, vjp, vmap, while_loop
+from catalyst_lite import accelerate, debug_assert, value_and_grad, vjp, vmap, while_loop
 from catalyst_lite.errors import (
     SymbolicShapeError,
     ArgumentOverflowError,
@@ -897,11 +897,16 @@ def test_control_flow_decorators_given_the_wrong_thing_name_the_usage(program, w
         (lambda x: vmap(5)(x), ArgumentTypeError, ("Expected a callable value, got 5", r"vmap\(f\)\(x\)")),
         (lambda x: pure_callback(5, float)(x), CallbackError,
          ("pure_callback calls a Python function, got 5",)),
+        (lambda x: accelerate(5)(x), CallbackError,
+         ("accelerate calls a Python function, got 5", "@accelerate")),
+        (lambda x: debug_assert("yes", "x is fine") or x, ArgumentTypeError,
+         ("debug_assert", "needs a boolean scalar condition, got str")),
     ],
-    ids=["vmap", "pure_callback"],
+    ids=["vmap", "pure_callback", "accelerate", "debug_assert"],
 )
-def test_a_transformation_of_something_that_is_not_a_function_names_the_usage(program, error, words):
-    """Were Python's "'int' object is not callable" (jax.vmap raises a TypeError too)."""
+def test_an_api_given_the_wrong_kind_of_value_names_the_usage(program, error, words):
+    """Were Python's "'int' object is not callable" and JAX's TypeError naming no API (jax.vmap raises a
+    TypeError too)."""
     with pytest.raises(TypeError):
         jax.vmap(5)
     with raises(error, *words):
