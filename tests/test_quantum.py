@@ -701,3 +701,31 @@ def test_a_hermitian_whose_matrix_does_not_fit_its_wires_is_refused_as_pennylane
     with pytest.raises(CatalystLiteError, match=refused):
         compiled(0.3, 4)
     np.testing.assert_allclose(compiled(0.3, 2), qml.qnode(dev(2))(circuit)(0.3, 2), atol=1e-12)
+
+
+
+@pytest.mark.parametrize("measurement, shots", [(qml.probs, None), (qml.sample, 4)])
+def test_traced_wires_of_one_measurement_that_coincide_are_an_error_when_the_program_runs(measurement, shots):
+    """Were results for the wires [0, 0] (probabilities of a wire paired with itself); an
+    observable's factors may share a wire (X(w) @ X(0), as in PennyLane)."""
+
+    def circuit(w):
+        qml.Hadamard(0)
+        return measurement(wires=[w, 0])
+
+    qnode = qml.set_shots(qml.qnode(dev(2))(circuit), shots=shots)
+    compiled = qjit(qnode)
+    with pytest.raises(qml.exceptions.WireError):
+        qnode(0)
+    name = measurement.__name__
+    with pytest.raises(qml.exceptions.WireError, match=f"Wires must be unique: {name} in the QNode circuit"):
+        compiled(0)
+    if shots is None:
+        np.testing.assert_allclose(compiled(1), qnode(1), atol=1e-12)
+
+        def shared(w):
+            qml.Hadamard(0)
+            return qml.expval(qml.PauliX(w) @ qml.PauliX(0))
+
+        shared_qnode = qml.qnode(dev(2))(shared)
+        np.testing.assert_allclose(qjit(shared_qnode)(0), shared_qnode(0), atol=1e-12)

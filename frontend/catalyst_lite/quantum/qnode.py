@@ -384,6 +384,8 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=is_measurement) if is_measurement(m)]
         for m in run.measurements:
             recorder.check_not_applied(m)
+            if m.mv is None and m.obs is None:  # (an observable's factors may share wires: X(0) @ X(0))
+                wires.check_distinct(m.wires, measurement_kind(m))
             if m.mv is None:  # wires allocated on use: all of them before any result
                 _check_terminal_wires(m, all_wires=False)
                 wires.indices(m.wires, measurement_kind(m))

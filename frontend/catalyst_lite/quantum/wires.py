@@ -204,7 +204,8 @@ class OutsideWires:
             if int(clash) >= 0:  # PennyLane's phrase first (for Python wires), then ours
                 raise pennylane_error(WireError, "WireError")(
                     f"Wires must be unique: {self.operators[int(clash)]} in the QNode {qnode} acts on "
-                    "traced wires that coincide when the program runs; give each operator distinct wires."
+                    "traced wires that coincide when the program runs; give each operator and measurement "
+                    "distinct wires."
                 )
 
         callback(raise_outside)(*(carry.value for carry in self.carries))
