@@ -15,15 +15,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jvp, pure_callback, qjit, vjp, vmap, while_loop
+from catalyst_lite import CatalystLiteError, cond, for_loop, grad, jacobian, jvp, pure_callback, qjit
+from catalyst_lite import accelerate, debug_assert, value_and_grad, vjp, vmap, while_loop
 from catalyst_lite.errors import (
     SymbolicShapeError,
+    ArgumentOverflowError,
     ArgumentTypeError,
     ArgumentValueError,
     ArrayTooLargeError,
+    CallbackError,
     ControlFlowError,
     DataDependentSliceError,
     DimensionError,
+    ResultTypeError,
     UnsupportedOperationError,
 )
 
@@ -123,6 +127,18 @@ def test_abstracted_axes_pytree_not_matching_the_argument():
         f({"a": np.ones(2), "b": np.ones(3)})
     g = qjit(lambda t: t["a"].sum() + t["b"].sum(), abstracted_axes=({"a": {0: "n"}, "b": {0: "m"}},))
     assert float(g({"a": np.ones(2), "b": np.ones(3)})) == 5.0
+
+
+@pytest.mark.parametrize(
+    "axes", [{"a": "n"}, {0: "n", "one": "m"}, ({1.5: "n"},)], ids=["str", "mixed", "float"]
+)
+def test_abstracted_axes_dict_whose_axes_are_not_integers(axes):
+    """Was int()'s ValueError from our code; a dict keyed by the argument's keys is for a dict argument."""
+    f = qjit(lambda x: x * 2.0, abstracted_axes=axes)
+    with raises(ArgumentTypeError, "<lambda>", "abstracted_axes entry", "'x'", "integer axes", r"\{0: 'n'\}"):
+        f(np.ones((3, 2)))
+    x = np.ones((3, 2))
+    np.testing.assert_allclose(qjit(lambda x: x * 2.0, abstracted_axes={0: "n"})(x), x * 2.0)
 
 
 @pytest.mark.filterwarnings("ignore:Provided arguments did not match")
@@ -672,3 +688,246 @@ def test_errors_catalyst_raises_start_with_its_words(program, arg, builtin, cata
         qjit(program)(arg)
     assert isinstance(raised.value, CatalystLiteError)
     assert re.search(ours, str(raised.value)), str(raised.value)
+
+
+# --- results and options of transformations ---------------------------------------------------------
+
+
+def _loop_not_called(x):
+    @for_loop(0, 3, 1)
+    def loop(i, a):
+        return a + 1.0
+
+    return loop
+
+
+@pytest.mark.parametrize(
+    "program, shown, path",
+    [
+        (lambda x: "done", "'done' of type str", r"\(result\)"),
+        (lambda x: {"value": x, "unit": "m"}, "'m' of type str", r"\(result\['unit'\]\)"),
+        (lambda x: (x, object()), "of type object", r"\(result\[1\]\)"),
+        (_loop_not_called, "of type ForLoopCallable", r"\(result\)", ),
+    ],
+    ids=["str", "str-in-a-dict", "object-in-a-tuple", "loop-not-called"],
+)
+def test_a_result_that_is_not_an_array_names_the_function_and_the_result(program, shown, path):
+    """jax.jit raises a TypeError naming neither the function nor the result."""
+    with pytest.raises(TypeError):
+        jax.jit(program)(1.0)
+    fix = "Call the function" if program is _loop_not_called else "jnp.asarray"
+    with raises(ResultTypeError, program.__name__, shown, path, "arrays, numbers and pytrees", fix):
+        qjit(program)(1.0)
+
+
+@pytest.mark.parametrize("argnums", [0.0, "x", [0, 1.0]], ids=["float", "str", "float-in-a-list"])
+@pytest.mark.parametrize("transform", [grad, jacobian, value_and_grad])
+def test_differentiation_argnums_of_a_non_integer_type(transform, argnums):
+    """Catalyst's ValueError and phrase (ours failed iterating a float); good argnums still work."""
+
+    @qjit
+    def f(x, y):
+        return transform(lambda a, b: a * b, argnums=argnums)(x, y)
+
+    catalyst_phrase = "argnums should be an integer or a Sequence of integers"
+    words = (catalyst_phrase, re.escape(repr(argnums)), transform.__name__, "argnums=0")
+    words += (at_line("argnums=argnums"),)
+    with raises(ArgumentValueError, *words):
+        f(2.0, 3.0)
+    expected = jax.jit(lambda x, y: jax.grad(lambda a, b: a * b, argnums=(0, 1))(x, y))(2.0, 3.0)
+    ours = qjit(lambda x, y: grad(lambda a, b: a * b, argnums=(0, 1))(x, y))(2.0, 3.0)
+    np.testing.assert_allclose(ours, expected)
+
+
+@pytest.mark.parametrize("measure_with", ["qml.measure", "catalyst_lite.measure"])
+def test_a_mid_circuit_measurement_on_a_missing_wire_names_the_users_line(measure_with):
+    """qml.measure calls catalyst_lite's measure: PennyLane's frame was named as the line."""
+    import pennylane as qml
+    from catalyst_lite import measure
+    from catalyst_lite.errors import WireError
+
+    measure_fn = qml.measure if measure_with == "qml.measure" else measure
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def circuit(x):
+        qml.RX(x, wires=0)
+        measure_fn(5)
+        return qml.expval(qml.PauliZ(0))
+
+    with raises(WireError, "measure acts on wire 5", r"\[0, 1\]", at_line("measure_fn(5)")):
+        qjit(circuit)(0.3)
+
+
+def _wire_missing(qml):
+    qml.RX(0.3, wires=5)
+    return qml.expval(qml.PauliZ(0))
+
+
+def _sample_without_shots(qml):
+    qml.RX(0.3, wires=0)
+    return qml.sample(wires=0)
+
+
+def _observable_on_a_missing_wire(qml):
+    return qml.expval(qml.PauliZ(3))
+
+
+@pytest.mark.parametrize(
+    "body, error_name, words",
+    [
+        (_wire_missing, "WireError", ("RX acts on wire 5", r"\[0, 1\]")),
+        (_observable_on_a_missing_wire, "WireError", ("expval acts on wire 3",)),
+        (_sample_without_shots, "CompileError", ("qml.sample", "shots=None", "set_shots")),
+    ],
+    ids=["gate", "observable", "sample"],
+)
+def test_a_circuit_error_found_after_the_quantum_function_returns_names_the_qnode(body, error_name, words):
+    """Gates and measurements are applied after the QNode's function returns: the message named
+    neither it nor the compiled function calling it; default.qubit refuses each program too."""
+    import pennylane as qml
+    from catalyst_lite import errors
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def bell_part():
+        return body(qml)
+
+    with pytest.raises(Exception):
+        bell_part()
+
+    @qjit
+    def outer(x):
+        return bell_part() * x
+
+    with raises(getattr(errors, error_name), *words, r"\(in the QNode bell_part\)"):
+        outer(1.0)
+
+
+def test_a_traced_wire_outside_the_device_names_the_qnode():
+    import pennylane as qml
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def rotated(w):
+        qml.RX(0.3, wires=w)
+        return qml.expval(qml.PauliZ(0))
+
+    compiled = qjit(lambda w: rotated(w) * 2.0)
+    outside = r"device: \{4\} \(a traced wire of the QNode rotated;"
+    with pytest.raises(qml.exceptions.WireError, match=outside):
+        compiled(4)
+    np.testing.assert_allclose(compiled(1), 2.0 * rotated(1))
+
+
+@pytest.mark.parametrize(
+    "body, args",
+    [
+        (lambda x, y: x + y, (np.ones(3), np.ones(4))),
+        (lambda x, y: jnp.where(x > 0, x, y), (np.ones((2, 3)), np.ones(2))),
+        (lambda x, y: x * y[:, None], (np.ones((2, 3)), np.ones(3))),
+    ],
+    ids=["add", "where", "outer-axis"],
+)
+def test_static_shapes_that_do_not_broadcast_name_the_function_and_line(body, args):
+    """jax.jit's error (a TypeError or a ValueError) names neither; ours is both."""
+    with pytest.raises((TypeError, ValueError)):
+        jax.jit(body)(*args)
+
+    def combine(x, y):
+        return body(x, y)
+
+    named = rf"Incompatible shapes.*\(in \S*combine \(at {THIS_FILE}:\d+"
+    with pytest.raises(TypeError, match=named) as raised:
+        qjit(combine)(*args)
+    assert isinstance(raised.value, ValueError)
+
+
+
+@pytest.mark.parametrize(
+    "bound, error, words",
+    [
+        (None, ControlFlowError, ("upper bound must be an integer scalar", r"got None \(NoneType\)")),
+        ("3", ControlFlowError, ("upper bound must be an integer scalar", r"got '3' \(str\)")),
+        ([3], ControlFlowError, ("upper bound must be an integer scalar", r"got \[3\] \(list\)")),
+        (2**70, ArgumentOverflowError, (f"upper bound {2**70} does not fit in a 64-bit integer", "smaller")),
+    ],
+    ids=["none", "str", "list", "beyond-64-bits"],
+)
+def test_a_for_loop_bound_that_is_not_an_integer_scalar_names_the_loop(bound, error, words):
+    """Were JAX's TypeError naming no loop (None, a str, a list) and Python's 'int too large to
+    convert to C long'."""
+
+    @qjit
+    def f(x):
+        @for_loop(0, bound, 1)
+        def count(i, a):
+            return a + 1.0
+
+        return count(x)
+
+    with raises(error, "for_loop", "count", *words, at_line("return count(x)")):
+        f(1.0)
+
+    @qjit
+    def g(x):
+        return for_loop(0, 3, 1)(lambda i, a: a + 1.0)(x)
+
+    assert float(g(1.0)) == 1.0 + len(range(0, 3, 1))
+
+
+def _cond_without_predicate(x):
+    @cond
+    def positive():
+        return x
+
+    return positive()
+
+
+def _while_loop_without_condition(x):
+    @while_loop
+    def grow(a):
+        return a * 2.0
+
+    return grow(x)
+
+
+@pytest.mark.parametrize(
+    "program, words",
+    [
+        (lambda x: for_loop(0, 3, 1)(5)(x), ("for_loop", "loop body function", r"got 5 \(int\)",
+         "@for_loop")),
+        (lambda x: while_loop(lambda a: a < 3)(5)(x), ("while_loop", "loop body function", r"got 5 \(int\)")),
+        (lambda x: while_loop(5)(lambda a: a + 1)(x), ("while_loop", "condition function first", r"got 5")),
+        (lambda x: cond(x > 0)(5)(), ("cond", "branch function", r"got 5 \(int\)", r"@cond\(x > 0\)")),
+        (lambda x: cond(x > 0)(lambda: x).otherwise(2.0)(), ("otherwise", "branch function", r"got 2\.0")),
+        (_cond_without_predicate, ("cond takes the predicate first", "positive", r"@cond\(x > 0\)")),
+        (_while_loop_without_condition, ("while_loop", "loop body function", "condition comes first")),
+    ],
+    ids=["for-body", "while-body", "while-condition", "cond-branch", "otherwise", "cond-no-predicate",
+         "while-no-condition"],
+)
+def test_control_flow_decorators_given_the_wrong_thing_name_the_usage(program, words):
+    """Were Python's "'int' object is not callable", CondCallable.__init__'s missing argument, or
+    (a while_loop without its condition) a loop object returned as the result."""
+    with raises(ControlFlowError, *words):
+        qjit(program)(1.0)
+
+
+@pytest.mark.parametrize(
+    "program, error, words",
+    [
+        (lambda x: vmap(5)(x), ArgumentTypeError, ("Expected a callable value, got 5", r"vmap\(f\)\(x\)")),
+        (lambda x: pure_callback(5, float)(x), CallbackError,
+         ("pure_callback calls a Python function, got 5",)),
+        (lambda x: accelerate(5)(x), CallbackError,
+         ("accelerate calls a Python function, got 5", "@accelerate")),
+        (lambda x: debug_assert("yes", "x is fine") or x, ArgumentTypeError,
+         ("debug_assert", "needs a boolean scalar condition, got str")),
+    ],
+    ids=["vmap", "pure_callback", "accelerate", "debug_assert"],
+)
+def test_an_api_given_the_wrong_kind_of_value_names_the_usage(program, error, words):
+    """Were Python's "'int' object is not callable" and JAX's TypeError naming no API (jax.vmap raises a
+    TypeError too)."""
+    with pytest.raises(TypeError):
+        jax.vmap(5)
+    with raises(error, *words):
+        qjit(program)(jnp.ones(2))

@@ -106,6 +106,45 @@ def test_composite_observables_on_traced_wires_match_default_qubit(w):
         np.testing.assert_allclose(compiled(w, 0.4), gradient, atol=1e-8)
 
 
+def _cnot(w):
+    qml.CNOT(wires=[w, 0])
+
+
+def _controlled_rotation(w):
+    qml.ctrl(qml.RX, control=w)(0.4, wires=0)
+
+
+def _toffoli_in_a_loop(w):
+    @for_loop(0, 2, 1)
+    def chain(i):
+        qml.Toffoli(wires=[i, w, 3])  # w = 1 coincides in the second iteration only
+
+    chain()
+
+
+@pytest.mark.parametrize(
+    "gate, name", [(_cnot, "CNOT"), (_controlled_rotation, "CRX"), (_toffoli_in_a_loop, "Toffoli")]
+)
+def test_traced_wires_of_one_gate_that_coincide_are_an_error_when_the_program_runs(gate, name):
+    """Was a number (0.0 for CNOT(w, 0) at w = 0); PennyLane refuses such wires when it sees them,
+    Catalyst's runtime when the program runs."""
+
+    def circuit(w):
+        qml.Hadamard(0)
+        qml.Hadamard(1)
+        gate(w)
+        return qml.expval(qml.PauliZ(0))
+
+    compiled = qjit(qml.qnode(dev(4))(circuit))
+    good, coinciding = (2, 1) if gate is _toffoli_in_a_loop else (1, 0)
+    np.testing.assert_allclose(compiled(good), qml.qnode(dev(4))(circuit)(good), atol=1e-12)
+    with pytest.raises(qml.exceptions.WireError, match=f"Wires must be unique: {name} in the QNode circuit"):
+        compiled(coinciding)
+    with pytest.raises((ValueError, qml.exceptions.WireError)):  # PennyLane's class depends on the gate
+        qml.qnode(dev(4))(circuit)(coinciding)
+    np.testing.assert_allclose(compiled(good), qml.qnode(dev(4))(circuit)(good), atol=1e-12)
+
+
 def test_traced_wires_in_loops_and_cond():
     @qjit
     @qml.qnode(dev(4))
@@ -684,3 +723,50 @@ def test_postselecting_an_outcome_of_probability_zero_gives_pennylanes_nan(mcm_m
     actual = qjit(qml.qnode(qml.device("lightning.qubit", wires=2), mcm_method=mcm_method)(circuit))(0.4)
     for a, e in zip(actual, reference):
         assert np.isnan(e).all() and np.isnan(a).all() and np.shape(a) == np.shape(e)
+
+
+@pytest.mark.parametrize("measurement", [qml.expval, qml.var])
+def test_a_hermitian_whose_matrix_does_not_fit_its_wires_is_refused_as_pennylane_refuses_it(measurement):
+    """A matrix built inside the compiled function is traced, and PennyLane checks only Python and
+    NumPy matrices: a 4x4 matrix on one wire gave a number."""
+    import jax.numpy as jnp
+
+    def circuit(x, size):
+        qml.RX(x, wires=0)
+        return measurement(qml.Hermitian(jnp.eye(size), wires=0))
+
+    with pytest.raises(ValueError, match="Expected input matrix to have shape 2x2"):
+        qml.qnode(dev(2))(circuit)(0.3, 4)
+    compiled = qjit(qml.qnode(dev(2))(circuit), static_argnums=1)
+    refused = r"Expected input matrix to have shape 2x2, .* 4x4 .*wires \[0\]"
+    with pytest.raises(CatalystLiteError, match=refused):
+        compiled(0.3, 4)
+    np.testing.assert_allclose(compiled(0.3, 2), qml.qnode(dev(2))(circuit)(0.3, 2), atol=1e-12)
+
+
+
+@pytest.mark.parametrize("measurement, shots", [(qml.probs, None), (qml.sample, 4)])
+def test_traced_wires_of_one_measurement_that_coincide_are_an_error_when_the_program_runs(measurement, shots):
+    """Were results for the wires [0, 0] (probabilities of a wire paired with itself); an
+    observable's factors may share a wire (X(w) @ X(0), as in PennyLane)."""
+
+    def circuit(w):
+        qml.Hadamard(0)
+        return measurement(wires=[w, 0])
+
+    qnode = qml.set_shots(qml.qnode(dev(2))(circuit), shots=shots)
+    compiled = qjit(qnode)
+    with pytest.raises(qml.exceptions.WireError):
+        qnode(0)
+    name = measurement.__name__
+    with pytest.raises(qml.exceptions.WireError, match=f"Wires must be unique: {name} in the QNode circuit"):
+        compiled(0)
+    if shots is None:
+        np.testing.assert_allclose(compiled(1), qnode(1), atol=1e-12)
+
+        def shared(w):
+            qml.Hadamard(0)
+            return qml.expval(qml.PauliX(w) @ qml.PauliX(0))
+
+        shared_qnode = qml.qnode(dev(2))(shared)
+        np.testing.assert_allclose(qjit(shared_qnode)(0), shared_qnode(0), atol=1e-12)

@@ -184,3 +184,21 @@ def test_wires_allocated_on_use_refuse_traced_wires():
 
     with pytest.raises(CatalystLiteError, match="wires=None"):
         qjit(qml.qnode(qml.device("default.qubit", wires=None))(circuit))
+
+
+def test_a_negative_traced_number_of_wires_is_a_wire_error_when_the_program_runs():
+    """Was 'negative shift count' (Python's ValueError) from the check of the state's size 2**n
+    (PennyLane reads a Python -1 as the label of one wire: a traced number is a count)."""
+    from catalyst_lite.errors import WireError
+
+    def superposed(n):
+        qml.Hadamard(0)
+        return qml.probs()
+
+    @qjit
+    def run(n: int):
+        return qml.qnode(qml.device("default.qubit", wires=n))(superposed)(n)
+
+    with pytest.raises(WireError, match=r"wires of default.qubit must not be negative, got -1 .*superposed"):
+        run(-1)
+    np.testing.assert_allclose(run(2), reference(superposed, 2), atol=1e-12)

@@ -313,7 +313,16 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     >>> int(qjit(lambda x: pure_callback(lambda v: v + 1, int)(x))(2))
     3
     """
+    usage = "pure_callback(fn, result_type)(*args), or @pure_callback above an annotated def"
+    _function(callback_fn, "pure_callback", usage)
     return PureCallback(callback_fn, result_type)
+
+
+def _function(fn: Any, api: str, usage: str) -> Any:
+    """``fn``, which ``api`` calls: a function, else the error showing the ``usage``."""
+    if not callable(fn):
+        raise CallbackError(f"{api} calls a Python function, got {fn!r:.60}: {usage}.")
+    return fn
 
 
 def call_for_effect(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> None:
@@ -370,6 +379,7 @@ def accelerate(func: Callable | None = None, *, dev: jax.Device | None = None) -
         raise CallbackError(f"accelerate: dev must be a jax.Device (see jax.devices()), got {dev!r}.")
     if func is None:
         return functools.partial(accelerate, dev=dev)
+    _function(func, "accelerate", "accelerate(fn)(*args), or @accelerate above a def")
 
     @functools.wraps(func)
     def accelerated(*args: Any, **kwargs: Any) -> Any:

@@ -138,11 +138,13 @@ def debug_assert(condition: Any, error: str) -> None:
     if not isinstance(error, str):
         raise ArgumentTypeError(f"debug_assert: the error message must be a str, got {type(error).__name__}.")
     if not isinstance(condition, (bool, np.bool_)):
-        aval = get_aval(condition)
-        if aval.shape != () or aval.dtype != np.bool_:
+        numeric = hasattr(condition, "dtype") or isinstance(condition, (int, float))
+        aval = get_aval(condition) if numeric else None  # (a str or a list is none)
+        if aval is None or aval.shape != () or aval.dtype != np.bool_:
+            found = aval.str_short() if aval else type(condition).__name__
             raise ArgumentTypeError(
-                f"debug_assert ({error!r}) needs a boolean scalar condition, got "
-                f"{aval.str_short()}; reduce it first (jnp.all, jnp.any)."
+                f"debug_assert ({error!r}) needs a boolean scalar condition, got {found}; reduce it first "
+                "(jnp.all, jnp.any)."
             )
     if run_eagerly():
         _fail_if_false(condition, error)

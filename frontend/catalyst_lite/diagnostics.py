@@ -108,7 +108,8 @@ def user_facing_trace_errors(
             f"Shapes must be 1D sequences of integer scalars: {_where(fn_name, err)}: a size "
             "must be an integer, but it is computed from a "
             f"non-integer value. Scalar arguments that are not integers: "
-            f"{', '.join(found) or 'none'}. Pass sizes as Python or NumPy "
+            f"{', '.join(found) or 'none (it comes from an array, a static argument or a computation)'}. "
+            "Pass sizes as Python or NumPy "
             "ints (not floats, bools or NaN), or convert with x.astype(int)."
         ) from None
     except tuple(_HINTS) as err:
@@ -117,6 +118,8 @@ def user_facing_trace_errors(
             f"{_where(fn_name, err)}: {hint} JAX reported: {first_line(err)}"
         ) from None
     except Exception as err:
+        if isinstance(err, ShapeBroadcastError) and err.args and not (scope and scope.symbolic):
+            err.args = (f"{err.args[0]} (in {_where(fn_name, err)})", *err.args[1:])  # JAX names neither
         if scope is None or not scope.symbolic:
             raise
         if isinstance(err, (TypeError, ValueError)) and scope.last_disagreement is not None:

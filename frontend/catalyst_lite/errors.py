@@ -36,6 +36,10 @@ class IncompatibleSizesError(ArgumentValueError, TypeError):
     either error for such shapes."""
 
 
+class ResultTypeError(CatalystLiteError, TypeError):
+    """A compiled function returns a value that is not an array, a number or a pytree of them."""
+
+
 class DimensionError(CatalystLiteError, TypeError):
     """A nested body changes a dimension, dtype, rank or structure it must keep."""
 

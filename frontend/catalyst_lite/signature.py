@@ -501,8 +501,14 @@ def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], 
 def _axes_for_leaf(entry: Any, ndim: int, fn_name: str, where: str, strict: bool) -> AxesSpec:
     if entry is None:
         return {}
-    if isinstance(entry, dict):
+    if _is_axes_dict(entry):
         spec = {int(k): v for k, v in entry.items()}
+    elif isinstance(entry, dict):
+        raise ArgumentTypeError(
+            f"{fn_name}: abstracted_axes entry {entry!r} for argument {where} must map integer axes "
+            f"to names ({{0: 'n'}}), but its keys are {list(entry)}; key a dict by the argument's "
+            "keys only where the argument is a dict."
+        )
     elif isinstance(entry, (tuple, list)):
         spec = {i: name for i, name in enumerate(entry) if name is not None}
     else:

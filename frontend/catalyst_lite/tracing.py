@@ -15,12 +15,12 @@ from typing import Any, Callable, ContextManager, Hashable, Iterator, Mapping, S
 
 import jax
 import numpy as np
-from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
+from jax.tree_util import PyTreeDef, keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 from .diagnostics import escaped_size_error, user_facing_trace_errors
-from .errors import IncompatibleSizesError
+from .errors import IncompatibleSizesError, ResultTypeError
 from .jax_extras import (
-    ClosedJaxpr, InputType, Jaxpr, ShapedArray, Tracer, collapse, dynamic_tracing, make_input_type, pe,
+    ClosedJaxpr, InputType, Jaxpr, ShapedArray, Tracer, collapse, core, dynamic_tracing, make_input_type, pe,
     trace_to_jaxpr, x64_scope,
 )
 from .jax_extras.size_expressions import Fact, compile_facts
@@ -193,6 +193,10 @@ def full_collections_deferred() -> Iterator[None]:
                 gc.set_threshold(*_gc_thresholds)
 
 
+def _is_result(x: Any) -> bool:
+    return isinstance(x, Tracer) or core.valid_jaxtype(x)
+
+
 def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[LeafSpec],
                   axes_specs: Sequence[AxesSpec], name: str, leaf_names: Sequence[str] = (),
                   scope: SizeScope | None = None,
@@ -208,6 +212,16 @@ def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[
     def flat_fn(*leaves: Any) -> list[Any]:
         out = fn(*tree_unflatten(tree, list(leaves)))
         flat, out_tree = tree_flatten(out)
+        if not all(map(_is_result, flat)):
+            path, leaf = next((p, x) for p, x in tree_flatten_with_path(out)[0] if not _is_result(x))
+            getattr(leaf, "dtype", None)  # an object raising its own error when used (autograph's unassigned)
+            raise ResultTypeError(
+                f"{name} returns {leaf!r:.80} of type {type(leaf).__name__} (result{keystr(path)}): a "
+                "compiled function returns arrays, numbers and pytrees of them. "
+                + ("Call the function to return its result, " if callable(leaf) else "Convert it with "
+                   "jnp.asarray, ")
+                + "or return it from a Python function that calls the compiled one."
+            )
         out_tree_box.append(out_tree)
         return flat
 

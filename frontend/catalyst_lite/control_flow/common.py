@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 from typing import Any, Callable, Iterator, Sequence
 
 import jax.numpy as jnp
@@ -34,6 +35,23 @@ def expansion_strategy(allow_array_resizing: bool,
             )
         return ExpansionStrategy(bool(experimental_preserve_dimensions))
     return ExpansionStrategy(not allow_array_resizing)
+
+
+def checked_function(fn: Any, api: str, what: str, usage: str) -> Any:
+    """``fn``, which ``api`` takes as ``what``: a function, else the error naming the usage."""
+    if not callable(fn):
+        raise ControlFlowError(
+            f"{api} takes {what}, but got {fn!r:.60} ({type(fn).__name__}). Write {usage}."
+        )
+    return fn
+
+
+def refuse_function_as_operand(operand: Any, api: str, what: str, usage: str) -> None:
+    """A function where ``api`` takes ``what`` first (``@cond`` without its predicate)."""
+    if inspect.isfunction(operand) or inspect.ismethod(operand):
+        raise ControlFlowError(
+            f"{api} takes {what} first, but got the function {function_name(operand)}. Write {usage}."
+        )
 
 
 def tracing_mode(api: str, fn: Callable) -> str:

@@ -41,6 +41,7 @@ from ..jax_extras.typecheck import check_nested
 from ..jax_extras.size_facts import describe_aval, runs_only_if_chosen
 from ..compiler.loop_body import split_groups, with_batch_axis
 from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
+from .common import checked_function, refuse_function_as_operand
 from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
 from .loop_common import is_inexact
 
@@ -56,6 +57,7 @@ class CondCallable(WithOperation):
     operation_kind, operation_type = "cond", Cond
 
     def __init__(self, pred: Any, fn: Callable):
+        checked_function(fn, "cond(pred)", "the branch function", _COND_USAGE)
         self.preds: list[Any] = [pred]
         self.branches: list[Callable] = [fn]
         self.otherwise_fn: Callable | None = None
@@ -67,14 +69,16 @@ class CondCallable(WithOperation):
 
         def decorator(fn: Callable) -> CondCallable:
             self.preds.append(pred)
-            self.branches.append(fn)
+            usage = "@<branch>.else_if(pred) above a def"
+            self.branches.append(checked_function(fn, "else_if(pred)", "a branch function", usage))
             return self
 
         return decorator
 
     def otherwise(self, fn: Callable) -> "CondCallable":
         """Add the branch taken when no predicate holds."""
-        self.otherwise_fn = fn
+        usage = "@<branch>.otherwise above a def"
+        self.otherwise_fn = checked_function(fn, "otherwise", "a branch function", usage)
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -94,6 +98,9 @@ class CondCallable(WithOperation):
         return handler.cond(preds, branches, otherwise, bind)
 
 
+_COND_USAGE = "@cond(x > 0) above the branch's def, then call the branch"
+
+
 def cond(pred: Any) -> Callable[[Callable], CondCallable]:
     """Decorator making ``fn`` the branch taken when ``pred`` holds.
 
@@ -111,6 +118,7 @@ def cond(pred: Any) -> Callable[[Callable], CondCallable]:
     (3.0, 0.0)
     """
     refuse_under_capture("cond")  # as Catalyst does: captured programs use qml.cond
+    refuse_function_as_operand(pred, "cond", "the predicate", _COND_USAGE)
     return functools.partial(CondCallable, pred)
 
 
@@ -190,6 +198,7 @@ def switch(index_var: Any) -> Callable[[Callable], SwitchCallable]:
     (20.0, -2.0)
     """
     refuse_under_capture("switch")  # as Catalyst does: captured programs use qml.cond
+    refuse_function_as_operand(index_var, "switch", "the index", "@switch(i) above the default branch's def")
     return functools.partial(SwitchCallable, index_var)
 
 

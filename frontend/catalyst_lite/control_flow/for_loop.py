@@ -25,7 +25,8 @@ from ..compiler.capacity import Checks, Unmaskable, conformed, masked_eval
 from ..compiler.loop_body import resizes_arrays, split_groups
 from ..compiler.specialize import NeedsHost, reverse_mode_requested, trip_count
 from ..trace_context import refuse_under_capture
-from ..errors import ArgumentValueError, ControlFlowError, SizeAssumptionError, UnsupportedOperationError
+from ..errors import ArgumentOverflowError, ArgumentValueError, ControlFlowError, SizeAssumptionError
+from ..errors import UnsupportedOperationError
 from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
 from ..jax_extras.tracing import dependence_rules, dimension_value
@@ -34,7 +35,7 @@ from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
 from .common import ForLoopCallable, active_control_flow_handler, ambient_carries, expansion_strategy
-from .common import flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
+from .common import checked_function, flatten_values, loop_errors, normalize_results, tracing_mode, unwrapped
 from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["for_loop", "for_loop_p"]
@@ -68,6 +69,9 @@ def for_loop(lower_bound: Any, upper_bound: Any, step: Any, allow_array_resizing
     refuse_under_capture("for_loop")  # as Catalyst does: captured programs use qml.for_loop
 
     def decorator(body: Callable) -> ForLoopCallable:
+        checked_function(body, "for_loop(lower, upper, step)", "the loop body function",
+                         "@for_loop(0, n, 1) above def body(i, *carried)")
+
         def loop(*init: Any) -> Any:
             _check_bounds(body, bounds)
             if tracing_mode("for_loop", body) == "eager":
@@ -100,10 +104,19 @@ def _run_eagerly(body: Callable, bounds: tuple, init: tuple) -> Any:
 def _check_bounds(body: Callable, bounds: tuple) -> None:
     """Integer scalars: a float bound would be truncated eagerly and fail deep in XLA compiled."""
     for name, bound in zip(("lower", "upper", "step"), bounds):
-        if isinstance(bound, bool) or not isinstance(bound, (int, np.integer)) and (
-            np.shape(bound) != () or not np.issubdtype(get_aval(bound).dtype, np.integer)
-        ):
-            found = type(bound).__name__ if isinstance(bound, bool) else get_aval(bound).str_short()
+        if isinstance(bound, (int, np.integer)) and not isinstance(bound, bool):
+            if not np.iinfo(np.int64).min <= bound <= np.iinfo(np.int64).max:
+                raise ArgumentOverflowError(
+                    f"for_loop ({function_name(body)}): the {name} bound {bound} does not fit in a "
+                    "64-bit integer, the type of loop indices. Pass a smaller bound."
+                )
+            continue
+        numeric = not isinstance(bound, bool) and (
+            isinstance(bound, (float, complex)) or hasattr(bound, "dtype")
+        )
+        aval = get_aval(bound) if numeric else None  # (None, a str or a list is none)
+        if aval is None or np.shape(aval) != () or not np.issubdtype(aval.dtype, np.integer):
+            found = aval.str_short() if aval is not None else f"{bound!r:.40} ({type(bound).__name__})"
             raise ControlFlowError(
                 f"for_loop ({function_name(body)}): the {name} bound must be an integer scalar, got "
                 f"{found}. Pass Python/NumPy ints or integer arguments; convert with x.astype(int)."

@@ -31,7 +31,7 @@ from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, b
 from ..jax_extras.rules import PrimitiveSpec, batch_call, move_batch_axis, not_mapped, register_nested_primitive
 from .common import WhileLoopCallable, active_control_flow_handler, ambient_carries, check_predicate
 from .common import expansion_strategy, flatten_values, loop_errors, normalize_results, tracing_mode
-from .common import unwrapped
+from .common import checked_function, unwrapped
 from .loop_common import Loop, LoopOperands, loop_host
 
 __all__ = ["while_loop", "while_loop_p"]
@@ -58,10 +58,15 @@ def while_loop(cond_fn: Callable[..., Any], allow_array_resizing: bool = False, 
     >>> int(doublings(100.0))
     7
     """
+    checked_function(cond_fn, "while_loop", "the condition function first",
+                     "@while_loop(lambda *carried: condition) above def body(*carried)")
     strategy = expansion_strategy(allow_array_resizing, experimental_preserve_dimensions)
     refuse_under_capture("while_loop")  # as Catalyst does: captured programs use qml.while_loop
 
     def decorator(body: Callable) -> WhileLoopCallable:
+        usage = "@while_loop(lambda *carried: condition) above def body(*carried): the condition comes first"
+        checked_function(body, "while_loop(cond_fn)", "the loop body function", usage)
+
         def loop(*init: Any) -> Any:
             if tracing_mode("while_loop", body) == "eager":
                 return _run_eagerly(cond_fn, body, init)

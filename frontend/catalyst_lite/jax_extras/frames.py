@@ -26,10 +26,14 @@ import numpy as np
 
 # catalyst_lite's and JAX's directories: their frames are left out of the tracebacks users see.
 HIDDEN_DIRS = (os.path.dirname(os.path.dirname(__file__)) + os.sep, os.path.dirname(jax.__file__) + os.sep)
-_MALT = importlib.util.find_spec("malt")  # autograph's converter, when installed (not imported here)
-_LIBRARY_DIRS = HIDDEN_DIRS + tuple(os.path.dirname(path) + os.sep for path in (jaxlib.__file__, np.__file__)) + (
-    tuple(location + os.sep for location in _MALT.submodule_search_locations) if _MALT else ()
-) + tuple(module.__file__ for module in (contextlib, functools))
+# autograph's converter and PennyLane (qml.measure calls ours), when installed (not imported here)
+_PACKAGES = [spec for spec in map(importlib.util.find_spec, ("malt", "pennylane")) if spec]
+_LIBRARY_DIRS = (
+    HIDDEN_DIRS
+    + tuple(os.path.dirname(path) + os.sep for path in (jaxlib.__file__, np.__file__))
+    + tuple(location + os.sep for spec in _PACKAGES for location in spec.submodule_search_locations or ())
+    + tuple(module.__file__ for module in (contextlib, functools))
+)
 
 
 def is_library_file(filename: str) -> bool:

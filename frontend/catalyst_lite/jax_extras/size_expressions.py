@@ -243,6 +243,17 @@ def _sign(a: int) -> int:
     return (a > 0) - (a < 0)
 
 
+def _shl(a: int, b: int) -> int:
+    """XLA's 64-bit shift left: a shift that is negative or of 64 bits or more gives 0 (Python's
+    ``<<`` raises for a negative one)."""
+    return a << b if 0 <= b < 64 else 0
+
+
+def _shr(a: int, b: int) -> int:
+    """XLA's arithmetic shift right: a shift that is negative or of 64 bits or more fills with the sign."""
+    return a >> b if 0 <= b < 64 else -(a < 0)
+
+
 def _bind(primitive: Any, params: dict, index: int, *args: Any) -> Any:
     """A primitive without a Python spelling, evaluated by JAX on numbers."""
     with core.eval_context(), suspended():
@@ -257,14 +268,14 @@ _PYTHON = {
     "max": "max({0}, {1})", "min": "min({0}, {1})",
     "clamp": "min(max({1}, {0}), {2})", "square": "{0} * {0}",
     **{op: "{0} " + c + " {1}" for op, c in COMPARISON_NAMES.items()},
-    "shift_left": "{0} << {1}", "shift_right_arithmetic": "{0} >> {1}",
+    "shift_left": "_shl({0}, {1})", "shift_right_arithmetic": "_shr({0}, {1})",
     "copy": "{0}", "copy_p": "{0}",
 }
 _BOOLEAN = {"and": "{0} and {1}", "or": "{0} or {1}", "xor": "{0} != {1}", "not": "not {0}"}
 _BITWISE = {"and": "{0} & {1}", "or": "{0} | {1}", "xor": "{0} ^ {1}", "not": "~{0}"}
 
 
-_HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign}
+_HELPERS = {"_div": _div, "_rem": _rem, "_sign": _sign, "_shl": _shl, "_shr": _shr}
 
 
 def _template(node: SizeExpr) -> str | None:

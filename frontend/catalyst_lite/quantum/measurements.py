@@ -73,7 +73,14 @@ def apply_observable(obs: Any, state, n_wires: int, wires: WireMap):
             f"catalyst_lite cannot measure the observable {obs}: it has neither a Pauli "
             "representation nor a matrix."
         )
-    return apply_matrix(state, obs.matrix(), wires.indices(obs.wires, obs.name), n_wires)
+    matrix, size = obs.matrix(), 2 ** len(obs.wires)
+    if tuple(matrix.shape) != (size, size):  # PennyLane checks only matrices that are not traced
+        raise QuantumOperationError(  # PennyLane's phrase first, then ours
+            f"Expected input matrix to have shape {size}x{size}, but a matrix with shape "
+            f"{'x'.join(map(str, matrix.shape))} was passed: {obs.name} on the wires {obs.wires.tolist()} "
+            f"needs a {size}x{size} matrix."
+        )
+    return apply_matrix(state, matrix, wires.indices(obs.wires, obs.name), n_wires)
 
 
 def _marginal(probs, targets: tuple | None, n_wires: Any):

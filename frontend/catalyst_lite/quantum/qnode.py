@@ -24,6 +24,8 @@ shot or per branch (:mod:`.repeated`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import re
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -37,7 +39,8 @@ from ..trace_context import current as current_context, pennylane_capture_enable
 from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
 from ..debug import callback
 from ..errors import (
-    CompileError, QuantumOperationError, QuantumRegionError, RetrySignal, ShotsError, WireError, pennylane_error,
+    CatalystLiteError, CompileError, QuantumOperationError, QuantumRegionError, RetrySignal, ShotsError,
+    WireError, pennylane_error,
 )
 from ..jax_extras import Tracer, is_tracing, under_jax_transformation
 from ..jax_extras.patches import Patch, register_patch
@@ -272,6 +275,7 @@ class QuantumState:
                 )
             else:
                 records += gate_records(op, self.wires)
+                self.wires.check_distinct(op.wires, op.name)
         if not records:
             return
         if self.applied is not None:
@@ -351,6 +355,8 @@ def _device_wires(qnode) -> WireMap:
     if len(labels) == 1 and isinstance(labels[0], Tracer):
         if not jnp.issubdtype(labels[0].dtype, jnp.integer):
             raise WireError(f"The number of wires of {name} must be an integer, got {labels[0].aval.str_short()}.")
+        qnode_name = getattr(qnode, "__name__", "a QNode")
+        callback(functools.partial(_raise_if_negative_wires, name, qnode_name))(labels[0])
         return WireMap(None, labels[0].astype(jnp.int64))  # 0 .. n - 1
     if any(isinstance(l, Tracer) for l in labels):
         raise WireError(f"The wires of {name} are labels or one (possibly traced) number of wires, got {labels}.")
@@ -377,6 +383,8 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=is_measurement) if is_measurement(m)]
         for m in run.measurements:
             recorder.check_not_applied(m)
+            if m.mv is None and m.obs is None:  # (an observable's factors may share wires: X(0) @ X(0))
+                wires.check_distinct(m.wires, measurement_kind(m))
             if m.mv is None:  # wires allocated on use: all of them before any result
                 _check_terminal_wires(m, all_wires=False)
                 wires.indices(m.wires, measurement_kind(m))
@@ -388,7 +396,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         run.adjoint = _adjoint_results(run) if state.deferred and not wires.slots else None
         if run.adjoint is None:
             state.vector  # applies the deferred gates while the state is ambient
-    outside.check(_device_name(qnode))
+    outside.check(_device_name(qnode), getattr(qnode, "__name__", "a QNode"))
     return run
 
 
@@ -447,6 +455,14 @@ def _raise_if_entangled(entanglement: Any) -> None:
         )
 
 
+def _raise_if_negative_wires(device: str, qnode: str, n_wires: Any) -> None:
+    if int(n_wires) < 0:
+        raise WireError(
+            f"The number of wires of {device} must not be negative, got {int(n_wires)} (the traced number "
+            f"of wires of the QNode {qnode}). Pass wires=n with n >= 0."
+        )
+
+
 def _raise_if_not_positive(total: Any) -> None:
     if int(total) <= 0:
         raise ShotsError(
@@ -455,6 +471,25 @@ def _raise_if_not_positive(total: Any) -> None:
         )
 
 
+def _naming_the_qnode(execute: Callable) -> Callable:
+    """``execute`` whose errors name the QNode: gates and measurements are applied after its
+    function returns (no line of the user's is on the stack), and a QNode may be one of several."""
+
+    @functools.wraps(execute)
+    def named(qnode, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return execute(qnode, *args, **kwargs)
+        except CatalystLiteError as error:
+            name = getattr(qnode, "__name__", None)
+            message = error.args[0] if error.args and isinstance(error.args[0], str) else None
+            if name and message is not None and not re.search(rf"\b{re.escape(name)}\b", message):
+                error.args = (f"{error.args[0]} (in the QNode {name})", *error.args[1:])
+            raise
+
+    return named
+
+
+@_naming_the_qnode
 def execute_qnode(qnode, args: tuple, kwargs: dict, qfunc: Callable | None = None):
     """The QNode's results, as array operations of the traced program (``qfunc``: in place of its
     function, from ``catalyst_lite.capture``). The first run follows one drawn branch of each

@@ -24,6 +24,10 @@ from .mcm import ValueCarry
 __all__ = ["WireMap", "OutsideWires"]
 
 
+def _is_traced(wire: Any) -> bool:
+    return isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray))
+
+
 def _is_index(label: Any) -> bool:
     return isinstance(label, (int, np.integer)) and not isinstance(label, bool) and label >= 0
 
@@ -37,6 +41,7 @@ class WireMap:
         self.growing = growing
         self.on_grow: Callable[[int], None] = lambda added: None
         self.on_traced: Callable[[Any], None] = lambda index: None
+        self.on_coinciding: Callable[[Any, str], None] = lambda coincide, op_name: None
         self.checked = False  # the circuit checks its traced wires (see OutsideWires)
         self.slots: list = []  # the wires added for dynamically allocated ones (qml.allocate)
         self.begin_run()
@@ -80,7 +85,7 @@ class WireMap:
         return self.labels is None
 
     def index(self, wire: Any, op_name: str) -> Any:
-        if isinstance(wire, Tracer) or (hasattr(wire, "shape") and not isinstance(wire, np.ndarray)):
+        if _is_traced(wire):
             if self.growing:
                 raise WireError(
                     f"{op_name} acts on a traced wire on a device without a number of wires "
@@ -119,6 +124,13 @@ class WireMap:
     def indices(self, wires: Sequence[Any], op_name: str) -> tuple:
         return tuple(self.index(w, op_name) for w in wires)
 
+    def check_distinct(self, wires: Sequence[Any], op_name: str) -> None:
+        """An operator's traced wires, seen by ``on_coinciding`` if they coincide with its others
+        (PennyLane refuses such wires when they are Python values)."""
+        if len(wires) > 1 and any(map(_is_traced, wires)):
+            labels = jnp.stack([jnp.asarray(w, jnp.int64) for w in wires])
+            self.on_coinciding(jnp.any(jnp.triu(labels[:, None] == labels[None, :], 1)), op_name)
+
     def _allocate(self, label: Any) -> None:
         """Add ``label`` (an integer brings every smaller one with it) as the last wires."""
         added = [w for w in range(label + 1) if w not in self.labels] if _is_index(label) else [label]
@@ -138,36 +150,52 @@ class _Slot:
 
 
 class OutsideWires:
-    """The first traced wire of a circuit run outside the device (in ambient ``carries``), for
-    :meth:`check` to raise ``WireError`` when the program runs. A circuit runs again with the
-    check (``retry``) at its first traced wire, so others carry nothing more."""
+    """The first traced wire of a circuit run outside the device, and the first operator whose
+    traced wires coincide (in ambient ``carries``), for :meth:`check` to raise ``WireError`` when
+    the program runs. A circuit runs again with the check (``retry``) at its first traced wire, so
+    others carry nothing more."""
 
     def __init__(self, wires: WireMap, retry: Callable[[], Exception]):
         self.wires, self.retry = wires, retry
         self.carries: tuple = ()
         if wires.checked:
-            self.carries = (ValueCarry(jnp.asarray(False)), ValueCarry(jnp.zeros((), jnp.int64)))
-        wires.on_traced = self.see
+            self.carries = (ValueCarry(jnp.asarray(False)), ValueCarry(jnp.zeros((), jnp.int64)),
+                            ValueCarry(jnp.full((), -1, jnp.int64)))
+        self.operators: list[str] = []  # the operators with traced wires that may coincide
+        wires.on_traced, wires.on_coinciding = self.see, self.see_coinciding
 
     def see(self, index: Any) -> None:
         if not self.carries:
             self.wires.checked = True
             raise self.retry()
-        found, first = self.carries
+        found, first, _ = self.carries
         outside = (index < 0) | (index >= self.wires.n_wires)
         first.value = jnp.where(found.value | ~outside, first.value, index)
         found.value = found.value | outside
 
-    def check(self, device: str) -> None:
+    def see_coinciding(self, coincide: Any, op_name: str) -> None:
+        if self.carries:  # (its traced wire was seen)
+            clash = self.carries[2]
+            clash.value = jnp.where((clash.value < 0) & coincide, len(self.operators), clash.value)
+            self.operators.append(op_name)
+
+    def check(self, device: str, qnode: str) -> None:
         self.wires.on_traced = lambda index: None  # the terminal measurements' wires were seen
         if not self.carries:
             return
 
-        def raise_outside(found: Any, first: Any) -> None:
+        def raise_outside(found: Any, first: Any, clash: Any) -> None:
             if bool(found):
                 raise pennylane_error(WireError, "WireError")(
                     f"Cannot run circuit(s) on {device} as they contain wires not found on the device: "
-                    f"{{{int(first)}}} (a traced wire; the device's wires are 0 .. n - 1)."
+                    f"{{{int(first)}}} (a traced wire of the QNode {qnode}; the device's wires are "
+                    "0 .. n - 1)."
+                )
+            if int(clash) >= 0:  # PennyLane's phrase first (for Python wires), then ours
+                raise pennylane_error(WireError, "WireError")(
+                    f"Wires must be unique: {self.operators[int(clash)]} in the QNode {qnode} acts on "
+                    "traced wires that coincide when the program runs; give each operator and measurement "
+                    "distinct wires."
                 )
 
         callback(raise_outside)(*(carry.value for carry in self.carries))

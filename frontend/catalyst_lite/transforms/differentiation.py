@@ -76,10 +76,15 @@ class Options:
                 f"Invalid h value ({h!r}). {api}: h (the finite-difference step) must be a finite "
                 "non-zero number."
             )
-        if isinstance(argnums, (list, tuple)):
-            argnums = tuple(argnums)
-        if argnums is not None and not (isinstance(argnums, int) or all(isinstance(k, int) for k in argnums)):
-            raise ArgumentValueError(f"{api}: argnums must be an int or a sequence of ints, got {argnums!r}.")
+        if argnums is not None and not (
+            isinstance(argnums, int)
+            or isinstance(argnums, (list, tuple)) and all(isinstance(k, int) for k in argnums)
+        ):
+            raise ArgumentValueError(  # Catalyst's phrase first, then ours
+                f"argnums should be an integer or a Sequence of integers, not {argnums!r}: {api}: "
+                "give argnums=0 for the first argument, argnums=(0, 2) for several."
+            )
+        argnums = tuple(argnums) if isinstance(argnums, list) else argnums
         return Options(method, float(DEFAULT_STEP if h is None else h), argnums)
 
 

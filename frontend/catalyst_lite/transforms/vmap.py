@@ -24,7 +24,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_structure, tree_unflatte
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
 from ..compiler.executable import compile_function
 from ..control_flow import for_loop
-from ..errors import ArgumentValueError, function_name
+from ..errors import ArgumentTypeError, ArgumentValueError, function_name
 from ..jax_extras import is_tracing
 from ..jax_extras.dynshape import same_dim
 
@@ -257,6 +257,11 @@ def vmap(fn: Callable | None = None, *, in_axes: Any = 0, out_axes: Any = 0,
     if fn is None:
         return functools.partial(vmap, in_axes=in_axes, out_axes=out_axes, axis_size=axis_size,
                                  spmd_axis_name=spmd_axis_name)
+    if not callable(fn):  # jax.vmap's class and phrase, then ours
+        raise ArgumentTypeError(
+            f"Expected a callable value, got {fn!r:.60}: vmap maps a function over an axis of its "
+            "arguments: vmap(f)(x), or @vmap(in_axes=...) above a def."
+        )
     return Vmapped(fn, in_axes, out_axes, axis_size, spmd_axis_name)
 
 
