@@ -160,7 +160,8 @@ def test_bad_in_axes_type(in_axes):
 
 def test_jax_vmap_of_control_flow_whose_predicate_differs_between_examples():
     """Batching a function whose ``cond`` and ``while_loop`` predicates depend on the batched
-    value (our ``vmap`` inside qjit, ``jax.vmap`` of the qjit function and of its traced jaxpr):
+    value (our ``vmap`` and ``jax.vmap`` inside qjit, ``jax.vmap`` of the qjit function and of its
+    traced jaxpr):
     each example takes its own branch and number of iterations, as with ``lax.cond``/``lax.while_loop``."""
     from catalyst_lite import cond, dynamic_jaxprs, while_loop
 
@@ -191,6 +192,6 @@ def test_jax_vmap_of_control_flow_whose_predicate_differs_between_examples():
     closed = program.jaxpr
     with dynamic_jaxprs():
         from_jaxpr = jax.vmap(lambda x: jax.core.eval_jaxpr(closed.jaxpr, closed.consts, x))(xs)
-    for got_all in (qjit(vmap(ours))(xs), jax.vmap(program)(xs), from_jaxpr):
+    for got_all in (qjit(vmap(ours))(xs), qjit(jax.vmap(ours))(xs), jax.vmap(program)(xs), from_jaxpr):
         for got, expected in zip(jax.tree.leaves(got_all), want):
             np.testing.assert_allclose(got, expected, rtol=1e-12)

@@ -114,7 +114,7 @@ class SizeScope:
 
         def term(t: Any) -> SizeExpr | None:
             if id(t) not in memo:
-                eqn_free = t.parent is None or not isinstance(t, pe.DynamicJaxprTracer)
+                eqn_free = not isinstance(t, pe.DynamicJaxprTracer) or t.parent is None
                 memo[id(t)] = self.term(t) if eqn_free else self._build(t, term)
             return memo[id(t)]
 
