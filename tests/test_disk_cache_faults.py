@@ -30,6 +30,9 @@ from catalyst_lite.compiler.disk_cache import CACHE_DIR_ENV_VAR, _file_name, _fu
 from catalyst_lite.compiler.options import ExecutableCache
 from catalyst_lite.errors import CacheWarning
 
+if iree_backend.available():
+    from iree.compiler.tools import core as iree_compiler_tools
+
 needs_iree = pytest.mark.skipif(not iree_backend.available(), reason="IREE is not installed")
 FRONTEND = str(Path(__file__).resolve().parents[1] / "frontend")
 KEY = {"program": "0" * 64, "iree": "test"}
@@ -183,6 +186,35 @@ def test_an_entry_of_another_cpu_is_refused(cache):
     entry_path(cache).write_bytes(json.dumps(header).encode() + b"\n" + CONTENT)
     with pytest.warns(CacheWarning, match="another key .*CPU"):
         assert disk_cache.read(KEY, "vmfb") is None
+
+
+@needs_iree
+@pytest.mark.parametrize("change", ["another tool", "the tool rebuilt"])
+def test_a_module_of_another_iree_compile_is_not_used(cache, tmp_path, monkeypatch, change):
+    """The key names the ``iree-compile`` that would run, not only the package's version (which is ""
+    for a build from source): another one picked by ``IREE_TOOL_PATH``, or the same one rebuilt,
+    misses the modules of the first, on disk and in memory."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    tool = tools / "iree-compile"
+    tool.write_text(f'#!/bin/sh\nexec "{iree_compiler_tools.find_tool("iree-compile")}" "$@"\n')
+    tool.chmod(0o755)
+    if change == "the tool rebuilt":
+        monkeypatch.setenv("IREE_TOOL_PATH", str(tools))
+    first = iree_backend.LoweredProgram("module @program {}", [], [])
+    if change == "another tool":
+        monkeypatch.setenv("IREE_TOOL_PATH", str(tools))
+    else:
+        tool.write_text(tool.read_text() + "# rebuilt\n")
+    other = iree_backend.LoweredProgram(first.text, [], [])
+    assert other.key["program"] == first.key["program"] and other.key != first.key
+    disk_cache.write(first.key, "vmfb", CONTENT)
+    iree_backend._recent_module(first.digest, CONTENT)
+    try:
+        assert read_quietly(first.key) == CONTENT
+        assert other.cached() is None
+    finally:
+        iree_backend.forget_compiled()
 
 
 def test_an_entry_that_is_a_symbolic_link_or_a_directory_is_refused(cache, tmp_path):

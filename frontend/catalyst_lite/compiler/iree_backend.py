@@ -9,6 +9,7 @@ import contextlib
 import gc
 import hashlib
 import importlib.metadata
+import json
 import logging
 import os
 import re
@@ -36,7 +37,7 @@ except ImportError:
     iree_compiler = iree_runtime = None
 
 __all__ = ["available", "Unsupported", "Cancelled", "LoweredProgram", "IreeExecutable", "lower",
-           "forget_compiled"]
+           "forget_compiled", "compiler_identity"]
 
 # llvm-cpu code for this machine's CPU; float64 kept (IREE demotes it to float32 by default); the
 # system linker, because the embedded one lacks float64 `sin`.
@@ -77,11 +78,12 @@ class LoweredProgram:
         self.weak_outputs = list(weak_outputs)
         # disk_cache adds the JAX versions and the CPU's features.
         self.key = {"program": hashlib.sha256(text.encode()).hexdigest(),
-                    "iree": _compiler_version(), "flags": list(COMPILE_FLAGS)}
+                    "iree": compiler_identity(), "flags": list(COMPILE_FLAGS)}
+        self.digest = hashlib.sha256(json.dumps(self.key, sort_keys=True).encode()).hexdigest()
 
     def cached(self) -> bytes | None:
         """The module compiled before (in memory or on disk) or ``None``; :class:`Unsupported`: it failed."""
-        vmfb = _recent_module(self.key["program"]) or disk_cache.read(self.key, "vmfb")
+        vmfb = _recent_module(self.digest) or disk_cache.read(self.key, "vmfb")
         if vmfb is None:
             failure = disk_cache.read(self.key, "unsupported")
             if failure is not None:
@@ -102,7 +104,7 @@ class LoweredProgram:
             disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason)
         disk_cache.write(self.key, "vmfb", vmfb)
-        _recent_module(self.key["program"], vmfb)
+        _recent_module(self.digest, vmfb)
         return vmfb
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
@@ -113,7 +115,7 @@ class LoweredProgram:
             if not cached:
                 raise
             with _recent_lock:
-                _recent_modules.pop(self.key["program"], None)
+                _recent_modules.pop(self.digest, None)
             disk_cache.discard(self.key, "vmfb", str(err))
             return None
 
@@ -169,8 +171,8 @@ atexit.register(_compiler_subprocesses.kill_all)
 REMEMBERED_MODULES = 32
 
 
-# The bytes (no IREE object) of the last REMEMBERED_MODULES modules compiled, by program digest
-# (the compiler and its flags are the process's), most recently used last.
+# The bytes (no IREE object) of the last REMEMBERED_MODULES modules compiled, by the digest of their
+# key (``LoweredProgram.digest``), most recently used last.
 _recent_modules: collections.OrderedDict[str, bytes] = collections.OrderedDict()
 _recent_lock = threading.Lock()
 
@@ -311,11 +313,26 @@ def _entry_point(context: Any) -> Any:
     return main
 
 
-def _compiler_version() -> str:
+def compiler_identity() -> dict[str, Any]:
+    """What tells the ``iree-compile`` that would run apart from others: its build, and its files (the
+    package's version alone is "" for a source build, and ``IREE_TOOL_PATH`` may pick another one)."""
     try:
-        return importlib.metadata.version("iree-base-compiler")
-    except importlib.metadata.PackageNotFoundError:
-        return ""
+        tool = Path(iree_compiler_tools.find_tool("iree-compile")).resolve()
+    except Exception as err:  # not found: compiling fails and says why (under this key only)
+        return {"tool": None, "error": f"{type(err).__name__}: {first_line(err)}"}
+    files = {}
+    for path in [tool, *sorted(tool.parent.glob("libIREECompiler*"))]:
+        with contextlib.suppress(OSError):
+            info = path.stat()
+            files[str(path)] = [info.st_size, info.st_mtime_ns]
+    identity: dict[str, Any] = {"tool": str(tool), "files": files}
+    with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+        identity["package"] = importlib.metadata.version("iree-base-compiler")
+    try:
+        from iree.compiler import version as build  # (absent from some source builds)
+    except ImportError:
+        return identity
+    return {**identity, "version": getattr(build, "VERSION", ""), "revisions": getattr(build, "REVISIONS", {})}
 
 
 def _compiler_diagnostic(text: str) -> str:
