@@ -135,6 +135,32 @@ def test_compiled_loops_are_freed_with_their_function(drop):
     assert body() is None
 
 
+def test_a_compiled_loop_keeps_at_most_cache_size_executables():
+    """A resizing loop is compiled for each value of the sizes it depends on (here the argument's):
+    like its function, it keeps the ``cache_size`` most recently used executables, not one per size
+    ever called (it kept them all), and a size called again after its eviction is right."""
+
+    def tiled(x, limit):
+        @while_loop(lambda a: jnp.sum(a) < limit, allow_array_resizing=True)
+        def grow(a):
+            return jnp.concatenate([a, x])
+
+        return grow(x)
+
+    def reference(x, limit):
+        a = x
+        while a.sum() < limit:
+            a = np.concatenate([a, x])
+        return a
+
+    f = qjit(tiled, abstracted_axes={0: "n"}, cache_size=2, size_generic=False)
+    for n in (1, 2, 3, 4, 5, 1):
+        x = np.arange(1.0, n + 1.0)
+        np.testing.assert_array_equal(f(x, 20.0), reference(x, 20.0))
+    loops = [loop for program in f.inspect().programs for loop in program.loops]
+    assert loops and all(loop.executables <= 2 for loop in loops)
+
+
 def test_the_logger_reports_trace_specialization_compile_time_and_cache_hits(caplog):
     f = doubling()
     with caplog.at_level(logging.DEBUG, logger="catalyst_lite"):

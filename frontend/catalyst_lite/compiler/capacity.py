@@ -3,6 +3,7 @@ carried array in a buffer of fixed capacity, its true size carried alongside (do
 
 from __future__ import annotations
 
+import collections
 import math
 import threading
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from ..jax_extras.rules import PrimitiveSpec, register_primitive, spec_of
 from ..jax_extras.shapes import SHAPE_PARAMS, fill_sizes
 from .inspection import LoopInfo
 from .loop_body import LoopBody
+from .options import DEFAULT_CACHE_SIZE
 from .runner import kept_by_program
 from .specialize import (Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_jaxpr,
                          reverse_mode_requested, sizes_follow_from_inputs)
@@ -415,14 +417,15 @@ def _equal(x: Any, value: int) -> Any:
 
 
 class _CompiledLoop:
-    """A loop compiled whole, once per capacity and per value of the constants that size it."""
+    """A loop compiled whole, once per capacity and per value of the constants that size it; the
+    ``maxsize`` most recently used executables kept (the function's ``cache_size``), as sizes are many."""
 
-    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
-        self.primitive, self.body, self.predicate = primitive, body, predicate
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, maxsize: int | None):
+        self.primitive, self.body, self.predicate, self.maxsize = primitive, body, predicate, maxsize
         self.static_consts = tuple(sorted(k for k in dimension_inputs(body.jaxpr) if k < body.nconsts))
         self.static_pred = () if predicate is None else tuple(
             sorted(k for k in dimension_inputs(predicate.jaxpr) if k < predicate.nconsts))
-        self._compiled: dict[tuple, Callable] = {}
+        self._compiled: collections.OrderedDict[tuple, Callable] = collections.OrderedDict()
         self._lock = threading.Lock()
 
     def _static(self, pred_consts: Sequence[Any], consts: Sequence[Any], body_positions: Sequence[int]) -> tuple:
@@ -431,18 +434,22 @@ class _CompiledLoop:
             (("body", k), int(consts[k])) for k in body_positions)
 
     def _jitted(self, key: tuple, make: Callable[[], Callable]) -> Callable:
-        fn = self._compiled.get(key)
-        if fn is None:
-            with self._lock:
-                fn = self._compiled.setdefault(key, jax.jit(make()))
+        with self._lock:
+            fn = self._compiled.get(key)
+            if fn is not None:
+                self._compiled.move_to_end(key)
+                return fn
+            fn = self._compiled[key] = jax.jit(make())
+            while self.maxsize is not None and len(self._compiled) > self.maxsize:
+                self._compiled.popitem(last=False)  # (its executables go with the jax.jit function)
         return fn
 
 
 class MaskedLoop(_CompiledLoop):
     """A resizing loop run inside ``lax.while_loop`` on capacity buffers."""
 
-    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
-        super().__init__(primitive, body, predicate)
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, maxsize: int | None):
+        super().__init__(primitive, body, predicate, maxsize)
         _, self._implicit, _, self._carried = body.groups
         first_carried = len(body.jaxpr.invars) - body.ncarried
         body = body.jaxpr
@@ -615,8 +622,8 @@ class BoundedScan(_CompiledLoop):
     """A loop of fixed sizes in reverse mode: a ``lax.scan`` over the trip count's bucket, steps beyond
     the count skipped (a ``while_loop`` first runs forward to count)."""
 
-    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None):
-        super().__init__(primitive, body, predicate)
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, maxsize: int | None):
+        super().__init__(primitive, body, predicate, maxsize)
         self.static = tuple(sorted({*self.static_consts, *range(body.nconsts, body.nconsts + body.nimplicit)}))
         self.unsupported = False
 
@@ -690,17 +697,24 @@ def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | Non
     if count == 0:
         return None
     if sized_in_body(body.jaxpr, body.nimplicit) and runs_on_buffers(operands):
-        loop = kept_by_program(body.jaxpr, "capacity buffers", lambda _: MaskedLoop(primitive, body, predicate))
+        loop = kept_by_program(body.jaxpr, "capacity buffers",
+                               lambda program: MaskedLoop(primitive, body, predicate, _kept(program)))
         ran, implicit, carried = loop.run(pred_consts, consts, implicit, carried, count or 0, lower, step)
         if ran is None:
             return None
         replay(ran)
         return [*implicit, *carried]
     if reverse_mode_requested() and not body.resizes_arrays:
-        scan = kept_by_program(body.jaxpr, "bounded scan", lambda _: BoundedScan(primitive, body, predicate))
+        scan = kept_by_program(body.jaxpr, "bounded scan",
+                               lambda program: BoundedScan(primitive, body, predicate, _kept(program)))
         outs = scan.run([*consts, *implicit], carried, lower, step, count, pred_consts)
         return None if outs is None else [*implicit, *outs]
     return None
+
+
+def _kept(program: Any) -> int | None:
+    """How many executables a compiled loop of ``program`` (a runner, or ``None``) keeps: its function's."""
+    return DEFAULT_CACHE_SIZE if program is None else program.options.cache.maxsize
 
 
 def compiled_loops(kept: Sequence[Any]) -> list[LoopInfo]:
