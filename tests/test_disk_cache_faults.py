@@ -326,10 +326,11 @@ _WORKER = textwrap.dedent(
 )
 
 
-def run_worker(cache_dir: Path, temp_dir: Path, unary: str = "sin") -> dict:
-    """Run the program in a new process on ``cache_dir``: its report; a crash fails the test."""
+def run_worker(cache_dir: Path, temp_dir: Path, unary: str = "sin", **environment: str) -> dict:
+    """Run the program in a new process on ``cache_dir`` (and ``environment``): its report; a crash
+    fails the test."""
     env = {**os.environ, "PYTHONPATH": FRONTEND, CACHE_DIR_ENV_VAR: str(cache_dir), "TMPDIR": str(temp_dir),
-           "CATALYST_LITE_SIZE_GENERIC": "1"}
+           "CATALYST_LITE_SIZE_GENERIC": "1", **environment}
     env.pop("IREE_PRESERVE_DYLIB_TEMP_FILES", None)
     done = subprocess.run([sys.executable, "-c", _WORKER, unary], capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, f"the process died ({done.returncode}): {done.stderr[-3000:]}"
@@ -419,6 +420,44 @@ def test_a_faulty_module_is_a_warning_and_a_recompile_never_a_crash_or_a_wrong_r
     stored = entry.read_bytes()
     assert _header(stored)["key"] == _header(good_entries["sin"])["key"]
     assert _header(stored)["sha256"] == hashlib.sha256(stored.partition(b"\n")[2]).hexdigest()
+
+
+REFUSED_PROGRAM = """module @program {
+  func.func public @main(%arg0: tensor<2xf64>) -> tensor<2xf64> {
+    %0 = stablehlo.custom_call @no_such_target(%arg0) : (tensor<2xf64>) -> tensor<2xf64>
+    return %0 : tensor<2xf64>
+  }
+}
+"""
+
+
+@needs_iree
+def test_only_a_programs_own_compile_failure_is_remembered(cache, tmp_path, monkeypatch):
+    """A program IREE refuses is remembered as refused (no process compiles it again); a program that
+    fails only for want of a system linker is not: it compiles once there is one."""
+    refused = iree_backend.LoweredProgram(REFUSED_PROGRAM, [], [])
+    with pytest.raises(iree_backend.Unsupported, match="no_such_target"):
+        refused.compile()
+    with pytest.raises(iree_backend.Unsupported, match="no_such_target"):
+        iree_backend.LoweredProgram(REFUSED_PROGRAM, [], []).cached()
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))
+    good = iree_backend.LoweredProgram(iree_backend.CANARY_PROGRAM, [], [])
+    with pytest.raises(iree_backend.Unsupported):
+        good.compile()
+    assert good.cached() is None and read_quietly(good.key, "unsupported") is None
+
+
+@needs_iree
+def test_a_compile_failing_for_want_of_a_system_linker_is_not_remembered(tmp_path):
+    """Without a system linker on ``PATH`` iree-compile fails whatever the program: that failure was
+    stored as the program's, and later processes, with a linker, kept to XLA for good. It is not
+    stored (a program known to compile fails too); a process with a linker compiles and stores it."""
+    directory, temp = tmp_path / "cache", tmp_path / "tmp"
+    temp.mkdir()
+    run_worker(directory, temp, PATH=str(tmp_path / "no-tools"))
+    assert list(directory.glob("*")) == []
+    run_worker(directory, temp)
+    assert [p.suffix for p in directory.iterdir()] == [".vmfb"]
 
 
 @needs_iree

@@ -92,16 +92,15 @@ class LoweredProgram:
 
     def compile(self) -> bytes:
         """Compile in an ``iree-compile`` subprocess and cache the module (:class:`Cancelled` at exit)."""
-        options = iree_compiler_tools.CompilerOptions(target_backends=["llvm-cpu"], input_type="stablehlo",
-                                                      extra_args=list(COMPILE_FLAGS))
-        with TempFileSaver.implicit() as saver:  # saves IREE's temporaries if IREE_SAVE_TEMPS asks
-            command = iree_compiler_tools.build_compile_command_line("-", saver, options)
-            returncode, vmfb, stderr = _compiler_subprocesses.run(command, self.text.encode())
+        returncode, vmfb, stderr = _run_compiler(self.text)
         if returncode < 0:  # killed by a signal (out of memory): nothing to remember of the program
             raise Unsupported(f"iree-compile was killed by signal {-returncode}")
         if returncode != 0:
             reason = _compiler_diagnostic(stderr.decode(errors="replace"))
-            disk_cache.write(self.key, "unsupported", reason.encode())
+            # Remembered (for every process) only when a program known to compile does: else the
+            # failure is this environment's (no system linker, a full or unwritable TMPDIR).
+            if _run_compiler(CANARY_PROGRAM)[0] == 0:
+                disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason)
         disk_cache.write(self.key, "vmfb", vmfb)
         _recent_module(self.digest, vmfb)
@@ -118,6 +117,25 @@ class LoweredProgram:
                 _recent_modules.pop(self.digest, None)
             disk_cache.discard(self.key, "vmfb", str(err))
             return None
+
+
+# What every working installation compiles: with a symbolic size, and code linked by the system linker.
+CANARY_PROGRAM = f"""module @{MODULE_NAME} {{
+  func.func public @main(%arg0: tensor<?xf64>) -> tensor<?xf64> {{
+    %0 = stablehlo.sine %arg0 : tensor<?xf64>
+    return %0 : tensor<?xf64>
+  }}
+}}
+"""
+
+
+def _run_compiler(text: str) -> tuple[int, bytes, bytes]:
+    """``iree-compile`` run on ``text``: its exit status, module and diagnostics."""
+    options = iree_compiler_tools.CompilerOptions(target_backends=["llvm-cpu"], input_type="stablehlo",
+                                                  extra_args=list(COMPILE_FLAGS))
+    with TempFileSaver.implicit() as saver:  # saves IREE's temporaries if IREE_SAVE_TEMPS asks
+        command = iree_compiler_tools.build_compile_command_line("-", saver, options)
+        return _compiler_subprocesses.run(command, text.encode())
 
 
 BACKGROUND_NICENESS = 10  # how much lower than the process's own iree-compile's priority is
