@@ -161,6 +161,17 @@ def test_a_compiled_loop_keeps_at_most_cache_size_executables():
     assert loops and all(loop.executables <= 2 for loop in loops)
 
 
+def test_programs_traced_for_many_shapes_are_bounded_by_cache_size():
+    """Each new shape (no abstracted axes) is a new program: beyond ``cache_size`` the oldest ones
+    go, as ``jax.jit`` bounds its traces (all were kept: memory grew with every shape), and a shape
+    called again after its program went is traced again, right."""
+    f = qjit(lambda x: jnp.sin(x) * 2.0 + x.sum(), cache_size=3)
+    for n in [*range(1, 30), 1, 2, 29]:
+        x = np.arange(float(n))
+        np.testing.assert_allclose(f(x), np.sin(x) * 2.0 + x.sum(), rtol=1e-12)
+        assert f.cache_info().programs <= 3 and f.cache_info().executables <= 3
+
+
 def test_the_logger_reports_trace_specialization_compile_time_and_cache_hits(caplog):
     f = doubling()
     with caplog.at_level(logging.DEBUG, logger="catalyst_lite"):

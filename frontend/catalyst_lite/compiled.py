@@ -358,7 +358,20 @@ class QJIT:
                 if family is None:
                     family = self._programs[key] = ProgramFamily(inputs, self.name)
                     self._promotable.setdefault((key[0], key[1], key[3]), []).append((key, family))
+                    self._forget_oldest_family()
         return family
+
+    def _forget_oldest_family(self) -> None:
+        """Beyond ``cache_size`` signatures, the oldest one's programs go (its executables age out of
+        the executable cache), as ``jax.jit`` bounds its traces: a function called with many shapes
+        does not keep every program it ever traced."""
+        limit = self._executable_options.cache.maxsize
+        if limit is None or len(self._programs) <= limit:
+            return
+        key = next(iter(self._programs))
+        family = self._programs.pop(key)
+        promotable = self._promotable[key[0], key[1], key[3]]
+        promotable[:] = [entry for entry in promotable if entry[1] is not family]
 
     def _conformed(self, call: CallArguments) -> tuple[CallArguments, ArgumentTypeError | None]:
         """The call converted to the type annotations, and why it does not fit them (or ``None``)."""
@@ -480,7 +493,11 @@ class QJIT:
             # Bound unconverted, in order: a call with the same key is the same call.
             repeated = FastCall(executable, implicit, leaves, axis_lengths)
             if key is not None:
-                self._validated_calls[key] = repeated
+                limit = self._executable_options.cache.maxsize  # one per argument types: bounded too
+                with self._lock:
+                    self._validated_calls[key] = repeated
+                    while limit is not None and len(self._validated_calls) > limit:
+                        del self._validated_calls[next(iter(self._validated_calls))]
         with x64_scope(), self._naming_size_arguments(executable, implicit, leaves, names):
             result = executable.run(implicit, leaves)
         if repeated is None or not _same_objects(flat_arguments(args), leaves):
@@ -813,7 +830,7 @@ def qjit(
             ``x[i] = v``) into ``cond``/``for_loop``/``while_loop`` (docs/autograph.md);
             ``autograph_include``: library modules converted too.
         cache_size: how many compiled executables are kept (least recently used dropped first;
-            ``None``: no bound). See :meth:`QJIT.cache_info` and :meth:`QJIT.clear_cache`.
+            ``None``: no bound), and traced programs (one per argument signature, oldest dropped). See :meth:`QJIT.cache_info` and :meth:`QJIT.clear_cache`.
         verbose: report each trace, specialization, XLA compile time and cache hit on
             ``logfile`` (``sys.stderr``); the ``catalyst_lite`` logger gets them at ``DEBUG``.
         keep_intermediate: keep each traced program's jaxpr and StableHLO in a directory named
