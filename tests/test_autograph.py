@@ -665,6 +665,18 @@ def test_len_of_a_traced_range():
         assert [int(v) for v in f(*args)] == [len(range(*args)), len(range(args[1]))]
 
 
+def test_reductions_of_a_traced_range_equal_pythons():
+    def reductions(a: int, b: int, k: int):
+        return (
+            sum(range(a, b, k)), sum(range(b), 0.5), min(range(a, b + 20, 3)), max(range(b, a - 20, -3)),
+            any(range(a, b, k)), all(range(a, b, k)), any(range(b, a, -1)),
+        )
+
+    compiled = qjit(autograph=True)(reductions)
+    for args in [(2, 7, 1), (7, 2, 1), (0, 10, 3), (10, -1, -4), (3, 3, 2), (-3, 4, 2)]:
+        assert [float(v) for v in compiled(*args)] == [float(v) for v in reductions(*args)]
+
+
 def test_item_assignment_becomes_at_set():
     @qjit(autograph=True)
     def f(n: int):
