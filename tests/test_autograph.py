@@ -1132,6 +1132,47 @@ def test_branches_of_different_rank_or_structure():
     check_error(error_programs.structure_mismatch, TypeError, "'y' is .* in one branch", "if x > 0")
 
 
+def test_branches_giving_an_array_different_known_sizes_name_the_variable():
+    # cond alone can only say "result 1"; the error names the variable (or the return value)
+    def assigned():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                y = jnp.ones(3)
+            else:
+                y = jnp.zeros(4)
+            return y
+
+    def returned():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                return jnp.ones((2, 3))
+            return jnp.zeros((2, 5))
+
+    def in_a_tuple_in_an_elif():
+        @qjit(autograph=True)
+        def f(x: float):
+            pair = (x, jnp.ones(2))
+            if x > 1:
+                pair = (x * 2, jnp.ones(2))
+            elif x > 0:
+                pair = (x, jnp.zeros(6))
+            return pair
+
+    sizes = "array shape per result"
+    check_error(assigned, AutoGraphError, rf"{sizes}.*'y' is float64\[3\] in one branch.*float64\[4\]", "if x > 0")
+    check_error(returned, AutoGraphError, rf"{sizes}.*return value is float64\[2,3\]", "if x > 0")
+    check_error(in_a_tuple_in_an_elif, AutoGraphError, rf"{sizes}.*'pair' is .*float64\[6\]", "elif x > 0")
+
+    def symbolic(x: float, n: int):  # sizes known only at run time may differ
+        y = jnp.ones(n) if x > 0 else jnp.zeros(n + 1)
+        return jnp.sum(y) + y.shape[0]
+
+    ours = qjit(autograph=True)(symbolic)
+    assert [float(ours(x, 3)) for x in (1.0, -1.0)] == [float(symbolic(x, 3)) for x in (1.0, -1.0)]
+
+
 def _clipped_or_default(x: float):
     if x > 1.0:
         y = x - 1.0
