@@ -1118,6 +1118,73 @@ def check_error(program, error: type, match: str, text: str):
     return info.value
 
 
+def _int_or_minus_one(n: int):
+    try:
+        v = int(n)
+    except TypeError:
+        v = -1
+    return v
+
+
+def _float_or_default(x: float):
+    try:
+        v = float(x) * 2
+    except Exception:  # noqa: BLE001
+        v = -1.0
+    return v
+
+
+def _truth_or_false(n: int):
+    try:
+        positive = bool(n > 0)
+    except:  # noqa: E722
+        positive = False
+    return positive
+
+
+def test_except_does_not_catch_errors_python_does_not_raise():
+    # Python runs the `try` body; under tracing, int()/float()/bool() of a traced value raise JAX's
+    # error, which these handlers would catch (a wrong result): it is raised, naming both lines
+    for program, text in [(_int_or_minus_one, "v = int(n)"), (_float_or_default, "v = float(x) * 2"),
+                          (_truth_or_false, "positive = bool(n > 0)")]:
+        with pytest.raises(AutoGraphError, match="would catch it, but Python raises no error") as info:
+            qjit(autograph=True)(program)(3)
+        for line in (text, "except"):
+            assert f"{HERE}:{line_of(program, line)}" in str(info.value), str(info.value)
+        assert isinstance(info.value, jax.errors.JAXTypeError)  # (as Catalyst raises JAX's error)
+
+
+def test_except_catches_what_it_names_and_python_errors():
+    def deliberate(x: int):  # detects tracing on purpose, as under jax.jit
+        try:
+            v = int(x)
+        except (ValueError, jax.errors.ConcretizationTypeError):
+            v = -1
+        return v
+
+    def named(x: float):  # `as e`, and an `if` on a traced value in the handler
+        try:
+            v = {"a": x}["b"]
+        except KeyError as e:
+            v = x * len(str(e)) if x > 0 else -x
+        return v
+
+    def in_a_loop(x: float):  # a known range runs in Python (with a warning) where int() needs it
+        s = 0
+        for i in range(3):
+            try:
+                s = s + int(i)
+            except TypeError:
+                s = -100
+        return s * x
+
+    assert int(qjit(autograph=True)(deliberate)(3)) == int(jax.jit(deliberate)(3))
+    ours = qjit(autograph=True)(named)
+    assert [float(ours(x)) for x in (2.0, -3.0)] == [named(x) for x in (2.0, -3.0)]
+    with pytest.warns(AutoGraphWarning):
+        assert float(qjit(autograph=True)(in_a_loop)(2.0)) == in_a_loop(2.0)
+
+
 def test_a_variable_defined_in_only_one_branch():
     # Catalyst 0.15 raises its AutoGraphError here too (test_autograph_catalyst.py)
     check_error(
