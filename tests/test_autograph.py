@@ -1198,6 +1198,17 @@ def test_branches_of_different_rank_or_structure():
     assert isinstance(err, TypeError) and isinstance(err, CatalystLiteError)
     check_error(error_programs.structure_mismatch, TypeError, "'y' is .* in one branch", "if x > 0")
 
+    def two_functions():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                g = lambda v: v + 1  # noqa: E731
+            else:
+                g = lambda v: v - 1  # noqa: E731
+            return g(x)
+
+    check_error(two_functions, AutoGraphError, "'g' is a function in one branch .* and another function in", "if x > 0")
+
 
 def test_branches_giving_an_array_different_known_sizes_name_the_variable():
     # cond alone can only say "result 1"; the error names the variable (or the return value)

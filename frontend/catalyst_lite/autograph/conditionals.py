@@ -236,11 +236,20 @@ def _mismatch(
         ),
     }[what]
     consistent = "array shape per result" if what == "size" else "return structure"
+    # (two functions, say, differ in value, not in type)
+    other = f"another {b.describe()}" if a.describe() == b.describe() else _article(b.describe())
     return AutoGraphError(
         f"Control flow requires a consistent {consistent} across all branches. "
-        f"{display_name(name).capitalize()} is {a.describe()} in one branch of the `if`{at(where)} "
-        f"and {b.describe()} in another; the condition is traced, so the branches must agree: {fix}."
+        f"{display_name(name).capitalize()} is {_article(a.describe())} in one branch of the `if`"
+        f"{at(where)} and {other} in another; the condition is traced, so the branches must agree: {fix}."
     )
+
+
+def _article(description: str) -> str:
+    """``a function`` (a Python object's type name); anything else (``float64[3]``) as it is."""
+    if not description.isidentifier() or description == "None":
+        return description
+    return f"an {description}" if description[0] in "aeiou" else f"a {description}"
 
 
 def _holds_measurement(record: VariableRecord) -> bool:
