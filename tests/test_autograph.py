@@ -5,6 +5,7 @@ Each pattern is compared with the same program written with explicit ``cond``/``
 agree, with each other and with plain Python/NumPy. Then what stays Python, what is converted
 (callees, not libraries), the public helpers, and the errors, which name the user's line."""
 
+import contextlib
 import functools
 import importlib.util
 import inspect
@@ -1142,14 +1143,21 @@ def _truth_or_false(n: int):
     return positive
 
 
+def _suppressed_or_minus_one(n: int):
+    v = -1
+    with contextlib.suppress(TypeError):
+        v = int(n)
+    return v
+
+
 def test_except_does_not_catch_errors_python_does_not_raise():
     # Python runs the `try` body; under tracing, int()/float()/bool() of a traced value raise JAX's
     # error, which these handlers would catch (a wrong result): it is raised, naming both lines
     for program, text in [(_int_or_minus_one, "v = int(n)"), (_float_or_default, "v = float(x) * 2"),
-                          (_truth_or_false, "positive = bool(n > 0)")]:
+                          (_truth_or_false, "positive = bool(n > 0)"), (_suppressed_or_minus_one, "v = int(n)")]:
         with pytest.raises(AutoGraphError, match="would catch it, but Python raises no error") as info:
             qjit(autograph=True)(program)(3)
-        for line in (text, "except"):
+        for line in (text, "except" if program is not _suppressed_or_minus_one else "with "):
             assert f"{HERE}:{line_of(program, line)}" in str(info.value), str(info.value)
         assert isinstance(info.value, jax.errors.JAXTypeError)  # (as Catalyst raises JAX's error)
 

@@ -494,18 +494,43 @@ def except_handler(handled: Any, name: str | None) -> None:
     TypeError``, ``except Exception``) would run where Python's does not; it is raised, explained.
     A handler naming JAX's class (detecting tracing on purpose) catches it as it asks."""
     error = sys.exc_info()[1]
-    if not isinstance(error, _NEEDS_CONCRETE_VALUES + (jax.errors.TracerBoolConversionError,)):
-        return
-    if isinstance(error, NeedsCallSizes):  # a size's value: the trace is retried at the call's sizes
-        return
     classes = handled if isinstance(handled, tuple) else (handled,)
-    if any(isinstance(c, type) and issubclass(c, jax.errors.JAXTypeError) and isinstance(error, c)
-           for c in classes):
-        return
+    if _python_raises_none(error) and not any(
+        isinstance(c, type) and issubclass(c, jax.errors.JAXTypeError) and isinstance(error, c)
+        for c in classes
+    ):
+        _raise_uncaught(error, "except")
+
+
+class WithContext:
+    """A context manager of a ``with`` in converted code (``ag__.with_context(cm)``): what ``cm`` does,
+    except suppress an error Python raises none for (``contextlib.suppress(TypeError)`` of ``int(n)``)."""
+
+    def __init__(self, manager: Any):
+        self.manager = manager
+
+    def __enter__(self) -> Any:
+        return self.manager.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        suppressed = self.manager.__exit__(kind, error, tb)
+        if suppressed and _python_raises_none(error):
+            _raise_uncaught(error, "with")
+        return suppressed
+
+
+def _python_raises_none(error: BaseException | None) -> bool:
+    """An error raised only because a traced value was asked for its Python value (``int(n)``)."""
+    concrete = _NEEDS_CONCRETE_VALUES + (jax.errors.TracerBoolConversionError,)
+    # (a size's value is no such error: the trace is retried at the call's sizes)
+    return isinstance(error, concrete) and not isinstance(error, NeedsCallSizes)
+
+
+def _raise_uncaught(error: BaseException, statement: str) -> None:
     where, needs = innermost_user_line(), user_line_of_traceback(error.__traceback__)
     jax_line = (str(error).strip().splitlines() or [""])[0].rstrip(".")
     raise _explained_class(type(error))(
-        f"{jax_line}: the `except`{at(where)} would catch it, but Python raises no error there: "
+        f"{jax_line}: the `{statement}`{at(where)} would catch it, but Python raises no error there: "
         f"{needs.described() if needs else 'the `try` body'} needs the Python value of a traced "
         "value. Compute it with JAX (jnp functions, an `if` on the traced value), or make the "
         "argument static (static_argnums), rather than catching the error."

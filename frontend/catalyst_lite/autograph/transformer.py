@@ -80,7 +80,7 @@ class _Transpiler(transpiler.GenericTranspiler):
             (ast.IfExp in kinds, conditional_expressions.transform),
             (early_exits or bool(kinds & {ast.BoolOp, ast.Not}), logical_expressions.transform),
         ]
-        if not any(needed for needed, _ in passes) and ast.ExceptHandler not in kinds:
+        if not any(needed for needed, _ in passes) and not kinds & {ast.ExceptHandler, ast.With}:
             return node, {}, False
         # (before malt's analyses, which cannot read `except T as e`: see _ExceptHandlers)
         node = _ExceptHandlers().visit(node)
@@ -249,8 +249,9 @@ class _AssertCalls(ast.NodeTransformer):
 
 
 class _ExceptHandlers(ast.NodeTransformer):
-    """``except T as e: body`` -> ``except T: ag__.except_handler(T, "e"); body``: errors a traced
-    value raises where Python's value gives none are not caught by a handler for a broader class.
+    """``except T as e: body`` -> ``except T: ag__.except_handler(T, "e"); body``, ``with cm:`` ->
+    ``with ag__.with_context(cm):``: errors a traced value raises where Python's value gives none
+    are not caught by a handler for a broader class, nor suppressed by a context manager.
     The name returns after malt's passes (:meth:`restore_names`): malt's analysis expects it as a
     node, where Python's ``ast`` has a string."""
 
@@ -261,6 +262,14 @@ class _ExceptHandlers(ast.NodeTransformer):
             check.value.args[0] = copy.deepcopy(node.type)
         check.value.args[1].value, node.name = node.name, None
         node.body.insert(0, check)
+        return node
+
+    def visit_With(self, node: ast.With) -> ast.With:
+        self.generic_visit(node)
+        for item in node.items:
+            wrapped = _located(ast.parse("ag__.with_context(None)", mode="eval").body, item.context_expr)
+            wrapped.args[0] = item.context_expr
+            item.context_expr = wrapped
         return node
 
     @staticmethod
