@@ -5,6 +5,7 @@ Each pattern is compared with the same program written with explicit ``cond``/``
 agree, with each other and with plain Python/NumPy. Then what stays Python, what is converted
 (callees, not libraries), the public helpers, and the errors, which name the user's line."""
 
+import contextlib
 import functools
 import importlib.util
 import inspect
@@ -665,6 +666,18 @@ def test_len_of_a_traced_range():
         assert [int(v) for v in f(*args)] == [len(range(*args)), len(range(args[1]))]
 
 
+def test_reductions_of_a_traced_range_equal_pythons():
+    def reductions(a: int, b: int, k: int):
+        return (
+            sum(range(a, b, k)), sum(range(b), 0.5), min(range(a, b + 20, 3)), max(range(b, a - 20, -3)),
+            any(range(a, b, k)), all(range(a, b, k)), any(range(b, a, -1)),
+        )
+
+    compiled = qjit(autograph=True)(reductions)
+    for args in [(2, 7, 1), (7, 2, 1), (0, 10, 3), (10, -1, -4), (3, 3, 2), (-3, 4, 2)]:
+        assert [float(v) for v in compiled(*args)] == [float(v) for v in reductions(*args)]
+
+
 def test_item_assignment_becomes_at_set():
     @qjit(autograph=True)
     def f(n: int):
@@ -1106,6 +1119,80 @@ def check_error(program, error: type, match: str, text: str):
     return info.value
 
 
+def _int_or_minus_one(n: int):
+    try:
+        v = int(n)
+    except TypeError:
+        v = -1
+    return v
+
+
+def _float_or_default(x: float):
+    try:
+        v = float(x) * 2
+    except Exception:  # noqa: BLE001
+        v = -1.0
+    return v
+
+
+def _truth_or_false(n: int):
+    try:
+        positive = bool(n > 0)
+    except:  # noqa: E722
+        positive = False
+    return positive
+
+
+def _suppressed_or_minus_one(n: int):
+    v = -1
+    with contextlib.suppress(TypeError):
+        v = int(n)
+    return v
+
+
+def test_except_does_not_catch_errors_python_does_not_raise():
+    # Python runs the `try` body; under tracing, int()/float()/bool() of a traced value raise JAX's
+    # error, which these handlers would catch (a wrong result): it is raised, naming both lines
+    for program, text in [(_int_or_minus_one, "v = int(n)"), (_float_or_default, "v = float(x) * 2"),
+                          (_truth_or_false, "positive = bool(n > 0)"), (_suppressed_or_minus_one, "v = int(n)")]:
+        with pytest.raises(AutoGraphError, match="would catch it, but Python raises no error") as info:
+            qjit(autograph=True)(program)(3)
+        for line in (text, "except" if program is not _suppressed_or_minus_one else "with "):
+            assert f"{HERE}:{line_of(program, line)}" in str(info.value), str(info.value)
+        assert isinstance(info.value, jax.errors.JAXTypeError)  # (as Catalyst raises JAX's error)
+
+
+def test_except_catches_what_it_names_and_python_errors():
+    def deliberate(x: int):  # detects tracing on purpose, as under jax.jit
+        try:
+            v = int(x)
+        except (ValueError, jax.errors.ConcretizationTypeError):
+            v = -1
+        return v
+
+    def named(x: float):  # `as e`, and an `if` on a traced value in the handler
+        try:
+            v = {"a": x}["b"]
+        except KeyError as e:
+            v = x * len(str(e)) if x > 0 else -x
+        return v
+
+    def in_a_loop(x: float):  # a known range runs in Python (with a warning) where int() needs it
+        s = 0
+        for i in range(3):
+            try:
+                s = s + int(i)
+            except TypeError:
+                s = -100
+        return s * x
+
+    assert int(qjit(autograph=True)(deliberate)(3)) == int(jax.jit(deliberate)(3))
+    ours = qjit(autograph=True)(named)
+    assert [float(ours(x)) for x in (2.0, -3.0)] == [named(x) for x in (2.0, -3.0)]
+    with pytest.warns(AutoGraphWarning):
+        assert float(qjit(autograph=True)(in_a_loop)(2.0)) == in_a_loop(2.0)
+
+
 def test_a_variable_defined_in_only_one_branch():
     # Catalyst 0.15 raises its AutoGraphError here too (test_autograph_catalyst.py)
     check_error(
@@ -1118,6 +1205,58 @@ def test_branches_of_different_rank_or_structure():
     err = check_error(error_programs.rank_mismatch, AutoGraphError, r"'y' is float64\[2,2\] in one branch", "if x > 0")
     assert isinstance(err, TypeError) and isinstance(err, CatalystLiteError)
     check_error(error_programs.structure_mismatch, TypeError, "'y' is .* in one branch", "if x > 0")
+
+    def two_functions():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                g = lambda v: v + 1  # noqa: E731
+            else:
+                g = lambda v: v - 1  # noqa: E731
+            return g(x)
+
+    check_error(two_functions, AutoGraphError, "'g' is a function in one branch .* and another function in", "if x > 0")
+
+
+def test_branches_giving_an_array_different_known_sizes_name_the_variable():
+    # cond alone can only say "result 1"; the error names the variable (or the return value)
+    def assigned():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                y = jnp.ones(3)
+            else:
+                y = jnp.zeros(4)
+            return y
+
+    def returned():
+        @qjit(autograph=True)
+        def f(x: float):
+            if x > 0:
+                return jnp.ones((2, 3))
+            return jnp.zeros((2, 5))
+
+    def in_a_tuple_in_an_elif():
+        @qjit(autograph=True)
+        def f(x: float):
+            pair = (x, jnp.ones(2))
+            if x > 1:
+                pair = (x * 2, jnp.ones(2))
+            elif x > 0:
+                pair = (x, jnp.zeros(6))
+            return pair
+
+    sizes = "array shape per result"
+    check_error(assigned, AutoGraphError, rf"{sizes}.*'y' is float64\[3\] in one branch.*float64\[4\]", "if x > 0")
+    check_error(returned, AutoGraphError, rf"{sizes}.*return value is float64\[2,3\]", "if x > 0")
+    check_error(in_a_tuple_in_an_elif, AutoGraphError, rf"{sizes}.*'pair' is .*float64\[6\]", "elif x > 0")
+
+    def symbolic(x: float, n: int):  # sizes known only at run time may differ
+        y = jnp.ones(n) if x > 0 else jnp.zeros(n + 1)
+        return jnp.sum(y) + y.shape[0]
+
+    ours = qjit(autograph=True)(symbolic)
+    assert [float(ours(x, 3)) for x in (1.0, -1.0)] == [float(symbolic(x, 3)) for x in (1.0, -1.0)]
 
 
 def _clipped_or_default(x: float):

@@ -47,6 +47,11 @@ class TracedRange:
     def __repr__(self) -> str:
         return f"TracedRange({self.start}, {self.stop}, {self.step})"
 
+    def values(self) -> Any:
+        """Its elements as a 1-D array of run-time length (what ``sum``/``min``/... reduce)."""
+        count = trip_count(self.start, self.stop, self.step)
+        return self.start + self.step * jnp.arange(count)
+
 
 @dataclass
 class Zipped:
@@ -156,6 +161,8 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial
 
     def reduce(*args: Any, **kwargs: Any) -> Any:
         items = args[0] if len(args) == 1 else args
+        if isinstance(items, TracedRange) and not kwargs:
+            items = items.values()
         if kwargs or not args:
             return python(*args, **kwargs)
         if isinstance(items, Tracer) and np.ndim(items) == 1:
@@ -176,7 +183,10 @@ all_ = _reduction(all, jnp.all, lambda a, b: jnp.logical_and(a, jnp.asarray(b, b
 
 
 def sum_(iterable: Any, /, start: Any = 0) -> Any:
-    """``sum(...)``: of an array whose length is known only at run time, ``jnp.sum`` over axis 0."""
+    """``sum(...)``: of an array whose length is known only at run time (or of a traced range),
+    ``jnp.sum`` over axis 0."""
+    if isinstance(iterable, TracedRange):
+        iterable = iterable.values()
     if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):
         return start + jnp.sum(iterable, axis=0)
     return sum(iterable, start)

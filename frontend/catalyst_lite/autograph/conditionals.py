@@ -153,7 +153,7 @@ def _compiled_branches(
         if attempt == 1 and needed:
             plan = needed
         elif failure is not None:
-            raise failure
+            raise _size_mismatch(outcomes, names, where) or failure
         else:  # the cond's results in the shape of the branches' state
             variables = [plan.placeholders.get(j, r) for j, r in enumerate(outcomes[0].variables)]
             return Snapshot(variables, outcomes[0].values).rebuild(results)
@@ -200,6 +200,22 @@ def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: 
     return bool(flags) and all(o.values[flags[0]] is True for o in undefined)
 
 
+def _size_mismatch(
+    outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None
+) -> AutoGraphError | None:
+    """The error naming the variable whose array has a size known while tracing that differs
+    between branches (``jnp.ones(3)`` and ``jnp.zeros(4)``), when one does: ``cond`` can only say
+    which of its results it is."""
+    for j, name in enumerate(names):
+        values = [o.variables[j] for o in outcomes if o.variables[j].kind == "value"]
+        for other in values[1:]:
+            for a, b in zip(values[0].leaves, other.leaves):
+                known = [(m, n) for m, n in zip(a.shape, b.shape) if m is not None and n is not None]
+                if a.dynamic and any(m != n for m, n in known):
+                    return _mismatch(name, values[0], other, where, "size")
+    return None
+
+
 def _mismatch(
     name: str, a: VariableRecord, b: VariableRecord, where: Location | None, what: str
 ) -> AutoGraphError:
@@ -209,17 +225,31 @@ def _mismatch(
         "structure": "give it the same structure (tuple, list, dict, None...) in every branch",
         "value": "a Python value that is not an array must be the same in every branch",
         "rank": "sizes may differ between branches, the number of dimensions may not",
+        "size": (
+            "a size known while tracing must be the same number in every branch (sizes computed from "
+            "traced values may differ); give the arrays one size, masking the rest with jnp.where"
+        ),
         "measurement": (
             "a QNode makes the same measurements whatever happens at run time; apply the branches' "
             "gates in the `if` (a basis rotation, say) and measure once after it, or return the "
             "measurements of every branch and choose between their values outside the QNode"
         ),
     }[what]
+    consistent = "array shape per result" if what == "size" else "return structure"
+    # (two functions, say, differ in value, not in type)
+    other = f"another {b.describe()}" if a.describe() == b.describe() else _article(b.describe())
     return AutoGraphError(
-        "Control flow requires a consistent return structure across all branches. "
-        f"{display_name(name).capitalize()} is {a.describe()} in one branch of the `if`{at(where)} "
-        f"and {b.describe()} in another; the condition is traced, so the branches must agree: {fix}."
+        f"Control flow requires a consistent {consistent} across all branches. "
+        f"{display_name(name).capitalize()} is {_article(a.describe())} in one branch of the `if`"
+        f"{at(where)} and {other} in another; the condition is traced, so the branches must agree: {fix}."
     )
+
+
+def _article(description: str) -> str:
+    """``a function`` (a Python object's type name); anything else (``float64[3]``) as it is."""
+    if not description.isidentifier() or description == "None":
+        return description
+    return f"an {description}" if description[0] in "aeiou" else f"a {description}"
 
 
 def _holds_measurement(record: VariableRecord) -> bool:

@@ -226,6 +226,8 @@ _OPERATORS = {
     "with_function_scope": conditionals.with_function_scope,
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
+    "except_handler": loops.except_handler,
+    "with_context": loops.WithContext,
     "set_item": builtins.set_item,
     "update_item": builtins.update_item,
     "converted_call": converted_call,

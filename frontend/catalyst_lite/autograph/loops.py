@@ -29,6 +29,7 @@ from ..debug import callback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
 from ..jax_extras import Tracer, is_tracing
+from ..jax_extras.patches import NeedsCallSizes
 from ..jax_extras.dimensions import decide_size_comparison
 from .builtins import (
     IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array,
@@ -482,6 +483,57 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
         f"{needs.described() if needs else 'its body'} needs a concrete value. "
         "Index arrays with them (jnp.asarray(python_list)[i]) rather than Python lists, and "
         "compute Python values outside the loop."
+    ) from error
+
+
+def except_handler(handled: Any, name: str | None) -> None:
+    """First statement of each ``except`` (``handled``: its classes, ``None`` when bare; ``name``:
+    of ``as name``, for the converter): an error
+    raised only because a traced value was asked for its Python value (``int(n)``, ``if x:`` in code
+    not converted) is not one Python raises, so a handler catching it by a broader class (``except
+    TypeError``, ``except Exception``) would run where Python's does not; it is raised, explained.
+    A handler naming JAX's class (detecting tracing on purpose) catches it as it asks."""
+    error = sys.exc_info()[1]
+    classes = handled if isinstance(handled, tuple) else (handled,)
+    if _python_raises_none(error) and not any(
+        isinstance(c, type) and issubclass(c, jax.errors.JAXTypeError) and isinstance(error, c)
+        for c in classes
+    ):
+        _raise_uncaught(error, "except")
+
+
+class WithContext:
+    """A context manager of a ``with`` in converted code (``ag__.with_context(cm)``): what ``cm`` does,
+    except suppress an error Python raises none for (``contextlib.suppress(TypeError)`` of ``int(n)``)."""
+
+    def __init__(self, manager: Any):
+        self.manager = manager
+
+    def __enter__(self) -> Any:
+        return self.manager.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        suppressed = self.manager.__exit__(kind, error, tb)
+        if suppressed and _python_raises_none(error):
+            _raise_uncaught(error, "with")
+        return suppressed
+
+
+def _python_raises_none(error: BaseException | None) -> bool:
+    """An error raised only because a traced value was asked for its Python value (``int(n)``)."""
+    concrete = _NEEDS_CONCRETE_VALUES + (jax.errors.TracerBoolConversionError,)
+    # (a size's value is no such error: the trace is retried at the call's sizes)
+    return isinstance(error, concrete) and not isinstance(error, NeedsCallSizes)
+
+
+def _raise_uncaught(error: BaseException, statement: str) -> None:
+    where, needs = innermost_user_line(), user_line_of_traceback(error.__traceback__)
+    jax_line = (str(error).strip().splitlines() or [""])[0].rstrip(".")
+    raise _explained_class(type(error))(
+        f"{jax_line}: the `{statement}`{at(where)} would catch it, but Python raises no error there: "
+        f"{needs.described() if needs else 'the `try` body'} needs the Python value of a traced "
+        "value. Compute it with JAX (jnp functions, an `if` on the traced value), or make the "
+        "argument static (static_argnums), rather than catching the error."
     ) from error
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import copy
 import functools
 import linecache
 import threading
@@ -79,8 +80,10 @@ class _Transpiler(transpiler.GenericTranspiler):
             (ast.IfExp in kinds, conditional_expressions.transform),
             (early_exits or bool(kinds & {ast.BoolOp, ast.Not}), logical_expressions.transform),
         ]
-        if not any(needed for needed, _ in passes):
+        if not any(needed for needed, _ in passes) and not kinds & {ast.ExceptHandler, ast.With}:
             return node, {}, False
+        # (before malt's analyses, which cannot read `except T as e`: see _ExceptHandlers)
+        node = _ExceptHandlers().visit(node)
         if _LAMBDA_DECORATOR in kinds:
             node = _hoist_lambda_decorators(node)
         node = functions.transform(node, ctx)
@@ -92,7 +95,7 @@ class _Transpiler(transpiler.GenericTranspiler):
         for needed, transform in passes:
             if needed:
                 node = transform(node, ctx)
-        return node, always_returns, True
+        return _ExceptHandlers.restore_names(node), always_returns, True
 
 
 class _ControlFlow(control_flow.ControlFlowTransformer):
@@ -243,6 +246,40 @@ class _AssertCalls(ast.NodeTransformer):
         if node.msg is not None:
             statement.value.args[1].body = node.msg
         return statement
+
+
+class _ExceptHandlers(ast.NodeTransformer):
+    """``except T as e: body`` -> ``except T: ag__.except_handler(T, "e"); body``, ``with cm:`` ->
+    ``with ag__.with_context(cm):``: errors a traced value raises where Python's value gives none
+    are not caught by a handler for a broader class, nor suppressed by a context manager.
+    The name returns after malt's passes (:meth:`restore_names`): malt's analysis expects it as a
+    node, where Python's ``ast`` has a string."""
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.ExceptHandler:
+        self.generic_visit(node)
+        check = _located(ast.parse("ag__.except_handler(None, None)").body[0], node)
+        if node.type is not None:
+            check.value.args[0] = copy.deepcopy(node.type)
+        check.value.args[1].value, node.name = node.name, None
+        node.body.insert(0, check)
+        return node
+
+    def visit_With(self, node: ast.With) -> ast.With:
+        self.generic_visit(node)
+        for item in node.items:
+            wrapped = _located(ast.parse("ag__.with_context(None)", mode="eval").body, item.context_expr)
+            wrapped.args[0] = item.context_expr
+            item.context_expr = wrapped
+        return node
+
+    @staticmethod
+    def restore_names(tree: ast.AST) -> ast.AST:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ExceptHandler) and node.body and isinstance(node.body[0], ast.Expr):
+                call = node.body[0].value
+                if isinstance(call, ast.Call) and ast.unparse(call.func) == "ag__.except_handler":
+                    node.name = call.args[1].value
+        return tree
 
 
 _OPERATOR_NAMES = {
