@@ -112,6 +112,21 @@ def test_jax_refusing_generic_sizes_still_runs_the_sizes_it_accepts(name):
     assert_like(compiled(4), jax.jit(fn, static_argnums=0)(4))
 
 
+def test_indexing_a_slice_whose_length_is_zero_only_at_generic_sizes():
+    """``x[k:]`` of a 4-element ``x`` is empty at generic (large) ``k``, so JAX's bounds check of
+    ``[i]`` raised ``IndexError`` for every ``k``: each call's sizes decide instead (NumPy's values),
+    and an index that is out of bounds at the call's sizes is still JAX's ``IndexError``."""
+    x = np.arange(4.0)
+    pick = qjit(lambda x, k, i: x[k:][i])
+    ends = qjit(lambda x, k: x[k:][-1] + x[k:k + 3][0])
+    for k, i in ((1, 0), (2, 1), (0, 3), (3, 0)):
+        assert_like(pick(x, k, i), x[k:][i])
+    for k in (0, 1, 3):
+        assert_like(ends(x, k), x[k:][-1] + x[k:k + 3][0])
+    with pytest.raises(IndexError):
+        ends(x, 4)
+
+
 def test_a_reduction_without_identity_of_an_empty_array_is_jax_jits_error():
     top = qjit(lambda x: jnp.max(x), abstracted_axes={0: "n"})
     assert top(vec(3)) == 0.0

@@ -166,7 +166,7 @@ class ProgramFamily:
             else:
                 raise
             return None
-        except (TypeError, ValueError) as err:
+        except (TypeError, ValueError, IndexError) as err:
             if isinstance(err, CatalystLiteError) or not (for_call and scope.decided_generically):
                 raise
             # Raised after a branch taken at generic (large) sizes, which a call's may not take
