@@ -354,6 +354,29 @@ def test_debug_print_of_values_and_in_loops(capsys):
     assert lines[2:] == ["[0,  1,  2]", "i=0 acc=0", "i=1 acc=0", "i=2 acc=1"]
 
 
+def test_mid_circuit_outcomes_reach_callbacks_as_catalysts_traced_bools(capsys):
+    # Catalyst's measure returns a traced bool, which debug.print, debug.callback and pure_callback take.
+    from catalyst_lite import measure
+
+    seen = []
+
+    @qjit
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def circuit(x: float):
+        qml.RX(x, 0)
+        m0, m1 = measure(0), measure(1)
+        debug.print("m0={} m1={m1}", m0, m1=m1)
+        debug.callback(lambda a, b: seen.append((bool(a), bool(b))))(m0, m1)
+        flipped = pure_callback(lambda a: np.logical_not(a), result_type=bool)(m0)
+        return flipped, qml.expval(qml.Z(0))
+
+    for x, bit in ((0.0, False), (np.pi, True)):  # deterministic outcomes
+        flipped, z = circuit(x)
+        assert bool(flipped) is (not bit) and float(z) == pytest.approx(np.cos(x))
+        assert capsys.readouterr().out == f"m0={jnp.asarray(bit)} m1={jnp.asarray(False)}\n"
+    assert seen == [(False, False), (True, False)]
+
+
 def test_print_memref_of_higher_ranks_is_catalysts_layout(capsys):
     """Catalyst's runtime separates the innermost elements by a comma and rank + 1 spaces, ends
     each row with ", " and starts the next on a new line indented by its depth; integers and bools

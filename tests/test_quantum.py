@@ -231,6 +231,27 @@ def test_mid_circuit_measurement_feeds_cond_and_is_seeded():
     np.testing.assert_allclose(reset(), [1.0, 0.0], atol=TOL)
 
 
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda m: m.astype(int) * 3,
+        lambda m: np.zeros((), m.dtype) | m.astype(m.dtype),
+        lambda m: m.reshape(1).astype(float) + np.zeros(m.ndim + m.size),
+        lambda m: jax.lax.cond(m, lambda: 2.0, lambda: -1.0),
+    ],
+)
+def test_a_mid_circuit_outcome_has_the_array_attributes_of_catalysts_traced_bool(use):
+    # Catalyst's measure returns a traced bool: programs call m.astype(int), read m.dtype, m.shape.
+    @qml.qnode(dev(1))
+    def circuit(x: float):
+        qml.RX(x, 0)
+        return use(measure(0))
+
+    compiled = qjit(circuit)
+    for x, bit in ((0.0, False), (np.pi, True)):  # deterministic outcomes
+        np.testing.assert_allclose(compiled(x), use(jax.numpy.asarray(bit)), atol=TOL)
+
+
 def test_samples_and_counts_with_shots():
     @qjit(seed=5)
     @qml.qnode(dev(2), shots=2000)

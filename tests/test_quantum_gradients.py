@@ -252,6 +252,39 @@ def test_jax_grad_of_a_qnode_in_a_training_loop():
     np.testing.assert_allclose(train(0.4), expected, atol=1e-10)
 
 
+def _embedded(w, x):
+    """Gates of one type with parameters from constant data and from the weights (fused alike)."""
+    qml.AngleEmbedding(x, wires=range(3))
+    qml.AngleEmbedding(w[:3] * x + w[3:], wires=range(3), rotation="Y")
+    qml.BasicEntanglerLayers(w.reshape(2, 3), wires=range(3))
+    return qml.expval(qml.Z(0) @ qml.Z(2))
+
+
+DATA = jnp.array([[0.1, -0.7, 1.3], [0.4, 0.2, -0.5]])
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        lambda qn: lambda w: jax.grad(lambda v: qn(v, DATA[0]))(w),  # data a constant of the program
+        lambda qn: lambda w: jax.grad(lambda v: qn(v, jnp.array([0.3, 0.2, 0.1])))(w),
+        lambda qn: lambda w: jax.value_and_grad(lambda v: (qn(v, DATA[1]), v), has_aux=True)(w),
+        lambda qn: lambda w: jax.jacobian(lambda v: jnp.stack([qn(v, x) for x in DATA]))(w),
+        lambda qn: lambda w: jax.lax.fori_loop(0, 3, lambda i, v: v - 0.2 * jax.grad(qn)(v, DATA[0]), w),
+        lambda qn: lambda w: jax.vmap(lambda x: jax.grad(qn)(w, x))(DATA),
+        lambda qn: lambda w: jax.jvp(lambda v: qn(v, DATA[0]), (w,), (jnp.ones_like(w),)),
+    ],
+)
+def test_jax_transformations_of_qnodes_embedding_constant_data_equal_jax_jits(program):
+    # Parameters of one gate type that another transformation traces were read as constants (a
+    # traced array passed to NumPy).
+    w = jnp.linspace(-0.6, 0.9, 6)
+    compiled = qjit(program(qml.qnode(DEV)(_embedded)))(w)
+    expected = jax.jit(program(qml.qnode(DEV)(_embedded)))(w)
+    for a, e in zip(jax.tree_util.tree_leaves(compiled), jax.tree_util.tree_leaves(expected)):
+        np.testing.assert_allclose(a, e, atol=1e-10)
+
+
 def test_jax_vmap_of_qnodes_with_mid_circuit_measurements():
     from catalyst_lite import measure
 

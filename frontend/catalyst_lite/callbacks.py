@@ -20,6 +20,7 @@ from jax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 from .signature import PYTHON_SCALARS, resolved_annotation
 from .trace_context import current as current_context, thread_collector
+from .control_flow.common import flatten_values
 from .errors import CallbackError, ControlFlowError, DifferentiableCompileError, function_name
 from .jax_extras import EvalTrace, Primitive, ShapedArray, current_trace, is_tracing
 from .jax_extras.host_callbacks import kept_callback
@@ -252,8 +253,9 @@ register_primitive(host_callback_p, PrimitiveSpec(
 
 
 def call_on_host(call: HostCall, args: tuple, kwargs: dict) -> list[Any]:
-    """The flat results of ``call``: an equation inside qjit, JAX's callback otherwise."""
-    flat = tree_flatten((args, kwargs))[0]
+    """The flat results of ``call``: an equation inside qjit, JAX's callback otherwise. A
+    mid-circuit measurement value among the arguments is passed as its traced outcome."""
+    flat = flatten_values((args, kwargs))[0]
     if is_tracing():
         return host_callback_p.bind(*flat, call=call)
     return call.jax_call(flat)

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from .tracing import DynamicJaxprTracer, Literal
+from .tracing import DynamicJaxprTracer, Literal, Tracer
 
 
 def _parent(tracer: Any) -> Any:
@@ -75,6 +75,9 @@ class _Node:
 
 
 def _node(x: Any, depth: int) -> _Node:
+    if isinstance(x, Tracer) and not isinstance(x, DynamicJaxprTracer):
+        # Another transformation's tracer (jax.grad's, jax.vmap's inside qjit): no recorded formula.
+        return _Node("leaf", ("leaf", id(x)), x)
     if not isinstance(x, DynamicJaxprTracer):
         return _Node("const", ("const", np.asarray(x).dtype), x)
     if isinstance(x.val, Literal):

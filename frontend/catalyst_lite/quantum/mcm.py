@@ -29,6 +29,10 @@ from . import prng
 __all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches", "measured_value", "with_values"]
 
 
+# What a measurement outcome answers as the traced array it stands for.
+_ARRAY_ATTRIBUTES = frozenset({"astype", "dtype", "shape", "ndim", "size", "reshape", "ravel", "squeeze"})
+
+
 @functools.cache
 def _measured_value_class() -> type:
     from pennylane.ops import MeasurementValue
@@ -56,6 +60,12 @@ def _measured_value_class() -> type:
             return jnp.asarray(self.processing_fn(*(self.outcomes[m.meas_uid] for m in self.measurements)))
 
         __jax_array__ = value
+
+        def __getattr__(self, name: str) -> Any:
+            # Catalyst's outcome is a traced array: its array attributes work (`m.astype(int)`).
+            if name in _ARRAY_ATTRIBUTES:
+                return getattr(self.value(), name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     return MeasuredValue
 
