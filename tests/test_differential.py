@@ -246,8 +246,11 @@ def test_random_programs_agree_with_numpy_and_eager_jax(program):
         Program(("for", ("k",), ("v",), ("binary", "add", ("v",), ("index",))), None),
         Program(("cond", ("v",), ("unary", "sin", ("v",)), ("full", 2.0)), (("k",), ("v",))),
         Program(("while", ("const", 2), ("arange",), ("reduce", ("v",), ("v",))), (("const", 2), ("full", 1.0))),
+        # a predicate computed from sizes through arrays (the sum of `full(n, -1.5)`): data, not a size
+        Program(("cond", ("full", -1.5), ("v",), ("arange",)), None),
+        Program(("cond", ("arange",), ("arange",), ("v",)), None),
     ],
-    ids=["for_index", "cond_then_grow", "while_reduce_grow"],
+    ids=["for_index", "cond_then_grow", "while_reduce_grow", "cond_on_full", "cond_on_arange"],
 )
 def test_hand_picked_programs(program):
     """Fixed examples of the grammar (fast to debug when the random test finds a problem)."""

@@ -114,11 +114,15 @@ class SizeScope:
 
         def term(t: Any) -> SizeExpr | None:
             if id(t) not in memo:
-                eqn_free = not isinstance(t, pe.DynamicJaxprTracer) or t.parent is None
-                memo[id(t)] = self.term(t) if eqn_free else self._build(t, term)
+                if not _is_scalar_real(t):  # an array (`jnp.sum(jnp.full(n, 1.5))`): data, not a size
+                    memo[id(t)] = None
+                elif not isinstance(t, pe.DynamicJaxprTracer) or t.parent is None:
+                    memo[id(t)] = self.term(t)
+                else:
+                    memo[id(t)] = self._build(t, term)
             return memo[id(t)]
 
-        found = term(tracer) if _is_scalar_real(tracer) else None
+        found = term(tracer)
         return None if found is None or found.free else found
 
     def _build(self, tracer: Any, term: Any = None) -> SizeExpr | None:
