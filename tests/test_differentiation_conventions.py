@@ -3,6 +3,8 @@ cotangents and their checks, forward finite differences, pytree arguments, and t
 conventions outside qjit. Expected values from JAX and NumPy; the same programs were run through
 Catalyst 0.15 (its results are quoted where they are the point)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,10 +18,10 @@ def f2(x, y):
     return x * y + jnp.sin(x)
 
 
-def assert_tree_close(got, expected, rtol=1e-12):
+def assert_tree_close(got, expected, rtol=1e-12, atol=0.0):
     assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(expected)
     for g, e in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(expected)):
-        np.testing.assert_allclose(g, e, rtol=rtol)
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
 
 
 # --- argnums -------------------------------------------------------------------------------------
@@ -163,6 +165,67 @@ def test_fd_derivative_of_an_unrelated_result_is_exactly_zero():
     jac = qjit(jacobian(lambda y: jnp.exp(y) * y, method="fd", h=1e-8), abstracted_axes={0: "n"})(x)
     assert np.all(np.asarray(jac)[~np.eye(4, dtype=bool)] == 0.0)
     np.testing.assert_allclose(np.diag(jac), jnp.exp(x) * (x + 1), rtol=1e-6)
+
+
+# Functions of complex arguments, holomorphic or not, and complex results of real arguments.
+COMPLEX_FUNCTIONS = {
+    "abs squared": lambda z, x: jnp.abs(z) ** 2 * x,
+    "real and imaginary parts": lambda z, x: jnp.real(z) * jnp.imag(z) + x,
+    "holomorphic": lambda z, x: jnp.sin(z) * z * x,
+    "non-holomorphic": lambda z, x: z**2 * jnp.conj(z) * x,
+    "complex result of real": lambda z, x: jnp.exp(1j * x) * jnp.abs(z),
+}
+
+
+@pytest.mark.parametrize("name", COMPLEX_FUNCTIONS)
+@pytest.mark.parametrize("method", ["auto", "fd"])
+def test_complex_arguments_and_results_follow_jax(name, method):
+    """Finite differences step a complex input along h and i*h (grad(|z|^2) is 2 conj(z), not
+    2 Re(z)); jacobian of a complex result is d f / d Re(x), as jax.jacfwd (jacrev refuses it)."""
+    f, z, x = COMPLEX_FUNCTIONS[name], jnp.array([1 + 2j, 0.5 - 1j]), jnp.array([0.3, -1.2])
+    ct, t = jnp.array([0.3 + 0.7j, -1.0 + 0.2j]), (jnp.array([0.1 - 0.4j, 2.0 + 1j]), jnp.array([0.5, 1.5]))
+    out = f(z, x)
+    ct = ct if jnp.iscomplexobj(out) else jnp.real(ct)
+    options, rtol = dict(method=method, h=1e-7), 1e-10 if method == "auto" else 1e-5
+    assert_close = functools.partial(assert_tree_close, rtol=rtol, atol=rtol)
+    _, pullback = jax.vjp(f, z, x)
+    got = qjit(lambda z, x: vjp(f, [z, x], ct, argnums=(0, 1), **options))(z, x)
+    assert_close(got, (out, pullback(ct)))
+    got = qjit(lambda z, x: jvp(f, [z, x], list(t), argnums=(0, 1), **options))(z, x)
+    assert_close(got, jax.jvp(f, (z, x), t))
+    # The Jacobian of a complex result w.r.t. a complex z: jacfwd's (holomorphic=True: along 1).
+    if jnp.iscomplexobj(out):
+        expected = (jax.jacfwd(f, holomorphic=True)(z, x), jax.jacfwd(f, argnums=1)(z, x))
+    else:
+        expected = jax.jacrev(f, argnums=(0, 1))(z, x)
+    assert_close(qjit(jacobian(f, argnums=(0, 1), **options))(z, x), expected)
+    if not jnp.iscomplexobj(out):
+        scalar = lambda z, x: jnp.sum(f(z, x))  # noqa: E731
+        got = qjit(grad(scalar, argnums=(0, 1), **options))(z, x)
+        assert_close(got, jax.grad(scalar, argnums=(0, 1))(z, x))
+
+
+def test_jacobian_of_complex_results_in_containers_loops_and_callbacks():
+    """Mixed real and complex results; a loop (reverse mode only) and a callback with a .bwd only."""
+    from catalyst_lite import pure_callback
+
+    @pure_callback
+    def sine(v) -> jax.ShapeDtypeStruct((3,), jnp.float64):
+        return np.sin(np.asarray(v))
+
+    sine.fwd(lambda v: (sine(v), v))
+    sine.bwd(lambda v, dy: (dy * jnp.cos(v),))
+
+    def f(x, n):
+        phases = for_loop(0, n, 1)(lambda i, a: a * jnp.exp(1j * x))(jnp.ones(3, complex))
+        return {"c": phases * jnp.exp(1j * sine(x)), "r": jnp.sum(x**2)}
+
+    def reference(x):
+        return {"c": jnp.exp(3j * x) * jnp.exp(1j * jnp.sin(x)), "r": jnp.sum(x**2)}
+
+    x = jnp.array([0.3, -1.2, 2.0])
+    assert_tree_close(qjit(jacobian(f))(x, 3), jax.jacfwd(reference)(x))
+    assert_tree_close(qjit(jacobian(f, method="fd", h=1e-7))(x, 3), jax.jacfwd(reference)(x), rtol=1e-5)
 
 
 def test_step_options_as_catalyst_accepts_them():

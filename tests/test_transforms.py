@@ -332,6 +332,36 @@ def test_jax_grad_of_a_qjit_function_with_a_while_loop():
         jax.jit(jax.grad(f))(1.5)
 
 
+@pytest.mark.parametrize("predicate", ["count", "data"])
+def test_jax_reverse_mode_of_a_while_loop_inside_qjit(predicate):
+    """jax.grad/jax.vjp inside qjit keep the while_loop and transpose it at specialization, as
+    catalyst_lite.grad does (JAX refuses to transpose a lax.while_loop); references: the same
+    iterations as a lax.fori_loop of the trip count the data gives."""
+    x = jnp.array([0.3, -1.2, 2.0])
+    keep_going = {"count": lambda v: v[1] < 3, "data": lambda v: jnp.sum(v[0] ** 2) < 40.0}[predicate]
+
+    def loop(x):
+        return while_loop(keep_going)(lambda v: (jnp.sin(v[0]) * x + 1.5 * v[0], v[1] + 1))((x, 0))
+
+    trips = int(qjit(loop)(x)[1])  # the trip count, to build the reference
+    assert trips > 1
+
+    def reference(x):
+        return lax.fori_loop(0, trips, lambda i, a: jnp.sin(a) * x + 1.5 * a, x)
+
+    def loss(f):
+        return lambda x: jnp.sum(f(x) ** 2)
+
+    def result(x):
+        return loop(x)[0]
+
+    close(qjit(jax.grad(loss(result)))(x), jax.grad(loss(reference))(x))
+    close(qjit(lambda x: jax.vjp(result, x)[1](x))(x), jax.vjp(reference, x)[1](x))
+    close(qjit(lambda x: jax.linearize(result, x)[1](x))(x), jax.jvp(reference, (x,), (x,))[1])
+    close(qjit(jax.grad(loss(result)), abstracted_axes={0: "n"})(x), jax.grad(loss(reference))(x))
+    close(qjit(jax.jacfwd(result))(x), jax.jacfwd(reference)(x))
+
+
 @pytest.mark.parametrize("outer", [jax.jit, jax.grad, lambda f: jax.jit(jax.grad(f))], ids=["jit", "grad", "jit-grad"])
 def test_a_program_first_traced_under_a_jax_transformation_is_reusable_after_it(outer):
     # The program's NumPy constants and the circuit's key are made while the transformation

@@ -206,4 +206,7 @@ register_nested_primitive(while_loop_p, PrimitiveSpec(
     output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp,
     batching=_loop.batching, partial_eval=_loop.partial_eval, staged=_staged,
     host=functools.partial(loop_host, _loop), dimension_operands=_loop.dimension_operands, lowering=_lower,
+    # Its trip count is never known while tracing: JAX's own reverse mode (jax.grad inside qjit) keeps
+    # the loop, transposed at specialization as catalyst_lite.grad differentiates it (host-driven).
+    kept_under_differentiation=lambda operands, params: True,
 ))

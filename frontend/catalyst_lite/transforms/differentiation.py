@@ -351,7 +351,8 @@ def value_and_grad(fn: Callable | None = None, *, method: str | None = None, h: 
 
 def jacobian(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
     """The Jacobian of ``fn`` w.r.t. argument ``argnums`` (default 0), computed in reverse mode:
-    for each result, an array of shape ``result.shape + argument.shape``.
+    for each result, an array of shape ``result.shape + argument.shape`` (a complex result's:
+    ``d result / d Re(argument)``, as ``jax.jacfwd``).
 
     >>> from catalyst_lite import jacobian
     >>> import jax.numpy as jnp
@@ -540,9 +541,25 @@ def _vjp_auto(f: SpecializedFunction, primals: list[Any], cotangents: list[Any],
 
 
 def _jacobian_auto(f: SpecializedFunction, primals: list[Any], _: list[Any], h: float) -> list[Any]:
+    """``jax.jacrev``; a complex result's block is ``jax.jacfwd``'s, ``d f / d Re(x)``, which reverse
+    mode gives as the real parts of the Jacobians of its real and imaginary parts."""
+    def parts(*p: Any) -> list[Any]:
+        return [part for o in f(*p) for part in ((jnp.real(o), jnp.imag(o)) if jnp.iscomplexobj(o) else (o,))]
+
     with reverse_mode():
-        jac = jax.jacrev(f, argnums=tuple(range(len(primals))))(*primals)
-    return [block for per_result in jac for block in per_result]
+        jac = iter(jax.jacrev(parts, argnums=tuple(range(len(primals))))(*primals))
+    blocks = []
+    for v in f.jaxpr.outvars[f.nimplicit :]:
+        per_argument = next(jac)
+        if jnp.issubdtype(v.aval.dtype, jnp.complexfloating):
+            per_argument = [jnp.real(re) + 1j * jnp.real(im) for re, im in zip(per_argument, next(jac))]
+        blocks.extend(per_argument)
+    return blocks
+
+
+def _columns_last(rows: Any, p: Any) -> Any:
+    """Rows ``k`` (one per scalar of ``p``) as a block of shape ``row.shape + p.shape``."""
+    return jnp.moveaxis(rows, 0, -1).reshape((*rows.shape[1:], *p.shape))
 
 
 def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any]:
@@ -556,32 +573,52 @@ def _map_rows(fn: Callable[[Any], list[Any]], rows: Any, mode: Mode) -> list[Any
 # ``(f(x + h e_k) - f(x)) / h`` per scalar input, that jvp and vjp contract (one difference along the
 # tangent would add terms of order ``h``). ``f(x)`` is the first row (a shift of 0) of the mapped
 # evaluation, rounded as the shifted points are: an independent result's difference is exactly 0.
+# A complex input has two columns per scalar, along ``h`` and ``i h`` (``Jx``, ``Jy``): a function
+# of ``z`` need not be holomorphic. JAX's conventions, that ``method="auto"`` follows: the tangent
+# ``Jx Re(t) + Jy Im(t)``, the cotangent ``Re(c Jx) - i Re(c Jy)``.
 
 
 def _fd_jacobian(f: SpecializedFunction, primals: list[Any], h: float) -> tuple[list[Any], list[list[Any]]]:
-    """``f(x)`` and ``J[i][j]``, of shape ``result_i.shape + primal_j.shape``, column by column."""
+    """``f(x)`` and ``J[i][j] = (Jx, Jy)``, each of shape ``result_i.shape + primal_j.shape``
+    (``Jy`` is ``None`` for a real ``primal_j``), column by column."""
     values, per_argument = None, []
     for j, p in enumerate(primals):
         p = jnp.asarray(p)
         basis = jnp.eye(p.size, dtype=p.dtype).reshape((p.size, *p.shape))
-        directions = jnp.concatenate([jnp.zeros((1, *p.shape), p.dtype), basis])
+        steps = [basis, 1j * basis] if jnp.iscomplexobj(p) else [basis]
+        directions = jnp.concatenate([jnp.zeros((1, *p.shape), p.dtype), *steps])
 
         def shifted(e: Any, j: int = j) -> list[Any]:
             return f(*[q + h * e if k == j else q for k, q in enumerate(primals)])
 
         rows = _map_rows(shifted, directions, f.mode)
         values = [r[0] for r in rows]
-        columns = [(r[1:] - r[:1]) / h for r in rows]
-        per_argument.append([jnp.moveaxis(c, 0, -1).reshape((*c.shape[1:], *p.shape)) for c in columns])
+        blocks = [[_columns_last((c - r[:1]) / h, p) for c in jnp.split(r[1:], len(steps))] for r in rows]
+        per_argument.append([(b[0], b[1] if len(b) > 1 else None) for b in blocks])
     if values is None:
         values = f(*primals)
     return values, [[blocks[i] for blocks in per_argument] for i in range(len(values))]
 
 
+def _fd_tangent(jac: tuple[Any, Any], t: Any) -> Any:
+    jx, jy = jac
+    if jy is None:
+        return jnp.tensordot(jx, t, axes=jnp.ndim(t))
+    return jnp.tensordot(jx, jnp.real(t), axes=jnp.ndim(t)) + jnp.tensordot(jy, jnp.imag(t), axes=jnp.ndim(t))
+
+
+def _fd_cotangent(ct: Any, jac: tuple[Any, Any], dtype: Any) -> Any:
+    jx, jy = jac
+    real = jnp.real(jnp.tensordot(ct, jx, axes=jnp.ndim(ct)))
+    if jy is None:
+        return real.astype(dtype)
+    return (real - 1j * jnp.real(jnp.tensordot(ct, jy, axes=jnp.ndim(ct)))).astype(dtype)
+
+
 def _jvp_fd(f: SpecializedFunction, primals: list[Any], tangents: list[Any], h: float) -> list[Any]:
     outs, jac = _fd_jacobian(f, primals, h)
     touts = [
-        sum((jnp.tensordot(jac[i][j], t, axes=jnp.ndim(t)) for j, t in enumerate(tangents)), jnp.zeros_like(o))
+        sum((_fd_tangent(jac[i][j], t) for j, t in enumerate(tangents)), jnp.zeros_like(o)).astype(o.dtype)
         for i, o in enumerate(outs)
     ]
     return [*outs, *touts]
@@ -591,13 +628,18 @@ def _vjp_fd(f: SpecializedFunction, primals: list[Any], cotangents: list[Any], h
     outs, jac = _fd_jacobian(f, primals, h)
     cts = []
     for j, p in enumerate(primals):
-        terms = [jnp.tensordot(ct, jac[i][j], axes=jnp.ndim(ct)) for i, ct in enumerate(cotangents)]
+        terms = [_fd_cotangent(ct, jac[i][j], p.dtype) for i, ct in enumerate(cotangents)]
         cts.append(sum(terms) if terms else jnp.zeros_like(p))
     return [*outs, *cts]
 
 
 def _jacobian_fd(f: SpecializedFunction, primals: list[Any], _: list[Any], h: float) -> list[Any]:
-    return [block for per_result in _fd_jacobian(f, primals, h)[1] for block in per_result]
+    """As :func:`_jacobian_auto`: a real result's rows are cotangents, a complex result's tangents."""
+    outs, jac = _fd_jacobian(f, primals, h)
+    return [
+        jx if jnp.iscomplexobj(o) or jy is None else jx - 1j * jy
+        for o, per_result in zip(outs, jac) for jx, jy in per_result
+    ]
 
 
 TRANSFORMS: dict[tuple[str, str], Callable[..., list[Any]]] = {
