@@ -22,7 +22,7 @@ import jaxlib
 
 from ..errors import CacheWarning
 
-__all__ = ["CACHE_DIR_ENV_VAR", "read", "write", "discard", "remove_stale"]
+__all__ = ["CACHE_DIR_ENV_VAR", "read", "write", "discard", "remove_stale", "digest"]
 
 CACHE_DIR_ENV_VAR = "CATALYST_LITE_CACHE_DIR"
 FORMAT_VERSION = 1
@@ -138,9 +138,13 @@ def _full_key(key: Mapping[str, Any], kind: str) -> dict[str, Any]:
     return json.loads(json.dumps(full, sort_keys=True))
 
 
+def digest(key: Mapping[str, Any]) -> str:
+    """The SHA-256 of a JSON-typed ``key`` (its items in sorted order)."""
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
 def _file_name(full_key: Mapping[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(full_key, sort_keys=True).encode()).hexdigest()
-    return f"{digest}.{full_key['kind']}"
+    return f"{digest(full_key)}.{full_key['kind']}"
 
 
 def _checked(data: bytes, full_key: Mapping[str, Any]) -> tuple[bytes | None, str | None]:

@@ -9,7 +9,6 @@ import contextlib
 import gc
 import hashlib
 import importlib.metadata
-import json
 import logging
 import os
 import re
@@ -79,7 +78,7 @@ class LoweredProgram:
         # disk_cache adds the JAX versions and the CPU's features.
         self.key = {"program": hashlib.sha256(text.encode()).hexdigest(),
                     "iree": compiler_identity(), "flags": list(COMPILE_FLAGS)}
-        self.digest = hashlib.sha256(json.dumps(self.key, sort_keys=True).encode()).hexdigest()
+        self.digest = disk_cache.digest(self.key)
 
     def cached(self) -> bytes | None:
         """The module compiled before (in memory or on disk) or ``None``; :class:`Unsupported`: it failed."""
