@@ -433,3 +433,36 @@ def test_catalysts_exceptions_module_path():
     from catalyst_lite.utils.exceptions import CompileError as C, DifferentiableCompileError as D
 
     assert C is catalyst_lite.CompileError and D is catalyst_lite.DifferentiableCompileError
+
+
+@pytest.mark.parametrize("resize", [False, True])
+def test_loop_equations_count_implicit_inputs_with_catalysts_parameter_name(resize):
+    """A loop in ``QJIT.jaxpr`` names its count of carried sizes ``num_implicit_inputs``, as
+    Catalyst 0.15's jaxpr does (0 when the carried shapes are preserved); the program's result is
+    Python's."""
+    from catalyst_lite import for_loop, while_loop
+
+    def f(x, n: int):
+        @for_loop(0, n, 1, allow_array_resizing=resize)
+        def grow(i, v):
+            return jnp.append(v, i) if resize else v + i
+
+        @while_loop(lambda v: v.size < 6 if resize else v[0] < 10.0, allow_array_resizing=resize)
+        def more(v):
+            return jnp.append(v, 1.0) if resize else v + 1.0
+
+        return more(grow(x))
+
+    x, n = np.array([1.5]), 3
+    v = x
+    for i in range(n):
+        v = np.append(v, i) if resize else v + i
+    while (v.size < 6) if resize else (v[0] < 10.0):
+        v = np.append(v, 1.0) if resize else v + 1.0
+    compiled = qjit(f, abstracted_axes={0: "m"} if resize else None)
+    np.testing.assert_allclose(compiled(x, n), v)
+    loops = {e.primitive.name: e.params for e in compiled.jaxpr.jaxpr.eqns if "loop" in e.primitive.name}
+    assert set(loops) == {"for_loop", "while_loop"}
+    for params in loops.values():
+        assert "nimplicit" not in params and params["num_implicit_inputs"] == int(resize)
+    assert compiled.mlir.count("stablehlo.while") >= 2  # the loops lower with the renamed parameter

@@ -284,7 +284,7 @@ def test_symbolic_sizes_may_differ_between_branches():
 
 def _result_dims(program, primitive):
     eqn = next(e for e in program.jaxpr.jaxpr.eqns if e.primitive.name == primitive)
-    return eqn, [v.aval.shape for v in eqn.outvars[eqn.params["nimplicit"] :]]
+    return eqn, [v.aval.shape for v in eqn.outvars[eqn.params["num_implicit_inputs"] :]]
 
 
 def test_resizing_for_loop_keeps_unchanged_and_shares_equal_dimensions():

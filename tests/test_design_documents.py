@@ -62,7 +62,7 @@ def test_overview_jaxpr_structure():
     assert shape_vars(b) == [a]
     loop = the_loop(overview.jaxpr)
     assert loop.params["body_nconsts"] == 2
-    assert loop.params["nimplicit"] == 0
+    assert loop.params["num_implicit_inputs"] == 0
     assert loop.params["preserve_dimensions"] is True
     assert loop.params["apply_reverse_transform"] is False
     # `a b 0 10 1 0 b`: constants (the size and the captured a0), bounds, start, carried a0.
@@ -119,7 +119,7 @@ def test_example1_preserved_dimensions():
     a, b, c = jaxpr.invars
     assert shape_vars(b) == [a] and shape_vars(c) == [a]
     loop = the_loop(g.jaxpr)
-    assert (loop.params["body_nconsts"], loop.params["nimplicit"]) == (2, 0)
+    assert (loop.params["body_nconsts"], loop.params["num_implicit_inputs"]) == (2, 0)
     assert loop.params["preserve_dimensions"] is True
     assert loop.invars[0] is a and loop.invars[1] is b and loop.invars[6] is c
     e, f, g_, h = loop.params["body_jaxpr"].jaxpr.invars
@@ -137,7 +137,7 @@ def test_example2_resizable_dimensions():
     jaxpr = g.jaxpr.jaxpr
     a, b, c = jaxpr.invars
     loop = the_loop(g.jaxpr)
-    assert (loop.params["body_nconsts"], loop.params["nimplicit"]) == (0, 1)
+    assert (loop.params["body_nconsts"], loop.params["num_implicit_inputs"]) == (0, 1)
     assert loop.params["preserve_dimensions"] is False
     # `a 0 10 1 0 c`: the carried size, bounds, start, the carried array.
     assert loop.invars[0] is a and loop.invars[5] is c and len(loop.invars) == 6
@@ -239,7 +239,7 @@ def test_001_loop_index_sizes_an_array():
         np.testing.assert_array_equal(f(n), np.ones(n - 1))
     loop = the_loop(f.jaxpr)
     body = loop.params["body_jaxpr"].jaxpr
-    index = body.invars[loop.params["body_nconsts"] + loop.params["nimplicit"]]
+    index = body.invars[loop.params["body_nconsts"] + loop.params["num_implicit_inputs"]]
     assert body.outvars[0] is index  # the new size is the loop index itself
     d, e = loop.outvars
     assert shape_vars(e) == [d]
@@ -303,4 +303,4 @@ def test_001_unshared_dimensions():
     a, b, b_ = f(2)
     assert a.shape == (2,) and b.shape == b_.shape == (3,)
     loop = the_loop(f.jaxpr)
-    assert loop.params["nimplicit"] == 3  # one carried size per argument, not per shared size
+    assert loop.params["num_implicit_inputs"] == 3  # one carried size per argument, not per shared size

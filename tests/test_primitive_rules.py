@@ -153,8 +153,8 @@ CORRUPTIONS = {
     "for_loop result type": ("for_loop", retyped_result),
     "for_loop constants": ("for_loop", lambda e: with_param(e, body_nconsts=e.params["body_nconsts"] - 1)),
     "while_loop result type": ("while_loop", retyped_result),
-    "while_loop carried sizes": ("while_loop", lambda e: with_param(e, nimplicit=0)),
-    "for_loop carried sizes": ("for_loop", lambda e: with_param(e, nimplicit=0)),
+    "while_loop carried sizes": ("while_loop", lambda e: with_param(e, num_implicit_inputs=0)),
+    "for_loop carried sizes": ("for_loop", lambda e: with_param(e, num_implicit_inputs=0)),
     "cond result type": ("cond", retyped_result),
     "cond branch result": ("cond", lambda e: first_branch_returning(e, 0)),
 }

@@ -2,11 +2,12 @@
 
 The equation (as in the design documents)::
 
-    outs = for_loop[body_jaxpr, body_nconsts, nimplicit, preserve_dimensions,
+    outs = for_loop[body_jaxpr, body_nconsts, num_implicit_inputs, preserve_dimensions,
                     apply_reverse_transform] *consts *implicit lower upper step start *carried
 
-``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``; ``nimplicit``
-is the number of carried dimensions (0 when they are preserved); ``apply_reverse_transform`` is False.
+``body_jaxpr`` takes ``*consts *implicit i *carried`` and returns ``*implicit *carried``;
+``num_implicit_inputs`` (Catalyst 0.15's name; the design documents' ``nimplicit``) is the number of
+carried dimensions (0 when they are preserved); ``apply_reverse_transform`` is False.
 """
 
 from __future__ import annotations
@@ -157,8 +158,9 @@ def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
 
 def _params(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) -> dict[str, Any]:
     """The parameters of a loop of ``body`` (``params``: its options)."""
-    return dict(body_jaxpr=ClosedJaxpr(body, ()), body_nconsts=len(ops.consts), nimplicit=len(ops.implicit),
-                preserve_dimensions=params["preserve_dimensions"], apply_reverse_transform=False)
+    return dict(body_jaxpr=ClosedJaxpr(body, ()), body_nconsts=len(ops.consts),
+                num_implicit_inputs=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"],
+                apply_reverse_transform=False)
 
 
 def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, Any, Any]:
@@ -193,7 +195,7 @@ def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tu
 
 def _dimension_operands(params: dict[str, Any]) -> set[int]:
     """What sizes the body, and the step: known, it makes a known trip count (zero: an error, not XLA's)."""
-    step = params["body_nconsts"] + params["nimplicit"] + 2
+    step = params["body_nconsts"] + params["num_implicit_inputs"] + 2
     return _loop.dimension_operands(params) | {step}
 
 
@@ -201,7 +203,7 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     """Inside a loop running on capacity buffers (``compiler/capacity.py``), a loop that keeps its
     carried sizes: a ``lax.fori_loop`` on buffers too, its iterations' size checks carried out."""
     params = eqn.params
-    if params["nimplicit"]:
+    if params["num_implicit_inputs"]:
         raise Unmaskable("a nested resizing loop")
     ops = _loop.operands(invals, params)
     lower, upper, step, _ = ops.bounds
@@ -222,8 +224,10 @@ def _masked(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]
     return list(carry)
 
 
-def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, nimplicit: int, **_) -> list:
+def _lower(ctx: Any, *operands: Any, body_jaxpr: ClosedJaxpr, body_nconsts: int, num_implicit_inputs: int,
+           **_) -> list:
     """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the index, carried sizes and values."""
+    nimplicit = num_implicit_inputs
     groups = split_groups(list(operands), [body_nconsts, nimplicit, 4])
     consts, implicit, (_, upper, step, start), carried = groups
     body_types = [start.type, *lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])]

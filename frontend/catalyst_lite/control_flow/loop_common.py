@@ -62,18 +62,19 @@ class Loop:
 
     def operands(self, values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
         """``values``, in the layout of the operands, grouped."""
-        sizes = [params.get("cond_nconsts", 0), params["body_nconsts"], params["nimplicit"], self.nbounds]
+        nimplicit = params["num_implicit_inputs"]
+        sizes = [params.get("cond_nconsts", 0), params["body_nconsts"], nimplicit, self.nbounds]
         return LoopOperands(*split_groups(values, sizes))
 
     def body(self, params: dict[str, Any]) -> LoopBody:
         nprefix = min(self.nbounds, 1)
-        return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["nimplicit"], nprefix,
-                        f"{self.primitive.name} body")
+        return LoopBody(params["body_jaxpr"].jaxpr, params["body_nconsts"], params["num_implicit_inputs"],
+                        nprefix, f"{self.primitive.name} body")
 
     def predicate(self, params: dict[str, Any]) -> LoopBody | None:
         if "cond_jaxpr" not in params:
             return None
-        return LoopBody(params["cond_jaxpr"].jaxpr, params["cond_nconsts"], params["nimplicit"], 0,
+        return LoopBody(params["cond_jaxpr"].jaxpr, params["cond_nconsts"], params["num_implicit_inputs"], 0,
                         f"{self.primitive.name} condition", predicate=True)
 
     def feeds(self, params: dict[str, Any]) -> list[tuple[Any, list[int]]]:

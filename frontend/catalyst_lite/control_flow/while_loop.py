@@ -2,7 +2,7 @@
 
 The equation::
 
-    outs = while_loop[cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, nimplicit,
+    outs = while_loop[cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts, num_implicit_inputs,
                       preserve_dimensions] *cond_consts *body_consts *implicit *carried
 
 ``cond_jaxpr`` takes ``*cond_consts *implicit *carried`` and returns a ``bool[]``; ``body_jaxpr``
@@ -126,7 +126,7 @@ def _params(params: dict[str, Any], body: Any, cond: Any, ops: LoopOperands) -> 
     """The parameters of a loop of ``body`` and ``cond`` (``params``: its options)."""
     return dict(cond_jaxpr=ClosedJaxpr(cond, ()), body_jaxpr=ClosedJaxpr(body, ()),
                 cond_nconsts=len(ops.pred_consts), body_nconsts=len(ops.consts),
-                nimplicit=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"])
+                num_implicit_inputs=len(ops.implicit), preserve_dimensions=params["preserve_dimensions"])
 
 
 def _masked_batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
@@ -187,7 +187,7 @@ def _while_loop(ops: LoopOperands, run_body: Callable, run_predicate: Callable) 
 
 
 def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: ClosedJaxpr, cond_nconsts: int,
-           body_nconsts: int, nimplicit: int, **_) -> list[Any]:
+           body_nconsts: int, num_implicit_inputs: int, **_) -> list[Any]:
     """StableHLO (in ``.mlir``): one ``stablehlo.while`` carrying the carried sizes and values."""
     cond_consts, body_consts, carry = split_groups(list(operands), [cond_nconsts, body_nconsts])
     body_types = lowering.ir_types([v.aval for v in body_jaxpr.jaxpr.outvars])
@@ -198,7 +198,7 @@ def _lower(ctx: Any, *operands: Any, cond_jaxpr: ClosedJaxpr, body_jaxpr: Closed
     def body(state: list[Any]) -> list[Any]:
         return lowering.lower_nested_jaxpr(ctx, body_jaxpr, [*body_consts, *state])
 
-    resizes = resizes_arrays(body_jaxpr.jaxpr, body_nconsts, nimplicit)
+    resizes = resizes_arrays(body_jaxpr.jaxpr, body_nconsts, num_implicit_inputs)
     return lowering.while_op(carry, body_types, cond, body, resizes)
 
 
