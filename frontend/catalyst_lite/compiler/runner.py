@@ -343,6 +343,9 @@ class JaxprRunner:
             self._hit((key, reverse))
         if spec is None:
             if not all(is_concrete_value(a) for a in dynamic_args):  # hidden by an outer jax.jit or vmap
+                forward = self.executable(key, dynamic_args) if reverse else None
+                if forward is not None:  # only its reverse mode needs the host: derivatives by forward mode
+                    return list(jacobian_transposable(forward.jitted, dynamic_args))
                 raise ArgumentTypeError(
                     f"{self.name} must run host-driven (a size or a loop's trip count is only known "
                     "at run time, or a while loop is differentiated in reverse mode), which needs "
@@ -465,3 +468,46 @@ def runner_for(jaxpr: Jaxpr, name: str) -> JaxprRunner:
     """The :class:`JaxprRunner` of a nested body (see :func:`kept_by_program`)."""
     return kept_by_program(jaxpr, "runner", lambda program: JaxprRunner(jaxpr, name) if program is None else
                            JaxprRunner(jaxpr, name, program.options, program._nested))
+
+
+def jacobian_transposable(fn: Callable[..., Sequence[Any]], args: Sequence[Any]) -> Sequence[Any]:
+    """``fn(*args)`` whose derivative JAX can transpose although ``fn`` has loops of traced trip
+    counts (a ``lax.while_loop``, which JAX cannot transpose): its JVP is the Jacobian, computed in
+    forward mode from the primal values alone, times the tangents (linear in them). A complex
+    argument is differentiated by its real and imaginary parts.
+
+    Used where the values are hidden by an outer ``jax.jit`` (no host-driven reverse mode)."""
+
+    @jax.custom_jvp
+    def call(*xs: Any) -> Sequence[Any]:
+        return fn(*xs)
+
+    @call.defjvp
+    def jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
+        outs = fn(*primals)
+        wrt = [i for i, x in enumerate(primals) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
+        parts = [p for i in wrt for p in _real_parts(primals[i])]
+        dirs = [d for i in wrt for d in _real_parts(tangents[i], jnp.iscomplexobj(primals[i]))]
+
+        def of_parts(*ps: Any) -> Sequence[Any]:
+            full, it = list(primals), iter(ps)
+            for i in wrt:
+                full[i] = next(it) + 1j * next(it) if jnp.iscomplexobj(primals[i]) else next(it)
+            return fn(*full)
+
+        jacobians = jax.jacfwd(of_parts, argnums=tuple(range(len(parts))))(*parts) if parts else None
+        dots = []
+        for k, out in enumerate(outs):
+            if not jnp.issubdtype(out.dtype, jnp.inexact):
+                dots.append(np.zeros(out.shape, jax.dtypes.float0))
+                continue
+            terms = [jnp.tensordot(jacobians[k][j], d, axes=np.ndim(d)) for j, d in enumerate(dirs)]
+            dots.append(sum(terms, jnp.zeros_like(out)).astype(out.dtype))
+        return outs, type(outs)(dots)
+
+    return call(*args)
+
+
+def _real_parts(x: Any, split: bool | None = None) -> list[Any]:
+    """``[x]``, or ``[real, imag]`` of a complex ``x`` (``split``: whether to split, for a tangent)."""
+    return [jnp.real(x), jnp.imag(x)] if (jnp.iscomplexobj(x) if split is None else split) else [x]
