@@ -127,6 +127,26 @@ def test_indexing_a_slice_whose_length_is_zero_only_at_generic_sizes():
         ends(x, 4)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x, y: y[int(x.shape[0]) - 3] * jnp.ones(int(x.shape[0])),  # traced at static sizes
+    lambda x, y: jnp.sum(x + y[1:]) + y[0],  # broadcast of n with m - 1 (n = 1), then y[0]
+    lambda x, y: y[0] + (x + y[: x.shape[0]]),
+])
+def test_an_index_into_an_empty_axis_is_jax_jits_index_error_on_every_path(fn):
+    """JAX refuses ``y[0]`` of an empty ``y`` with ``IndexError`` at traces of the call's sizes, with
+    symbolic sizes or static ones (one definition of what JAX refusing sizes raises)."""
+    compiled = qjit(fn, abstracted_axes=({0: "n"}, {0: "m"}))
+    for n, m in ((3, 4), (1, 0), (3, 0), (1, 1), (1, 3)):
+        x, y = vec(n), vec(m) + 1.0
+        try:
+            expected = jax.jit(fn)(x, y)
+        except (TypeError, IndexError) as err:
+            with pytest.raises(type(err)):
+                compiled(x, y)
+        else:
+            assert_like(compiled(x, y), expected)
+
+
 def test_a_reduction_without_identity_of_an_empty_array_is_jax_jits_error():
     top = qjit(lambda x: jnp.max(x), abstracted_axes={0: "n"})
     assert top(vec(3)) == 0.0
