@@ -714,11 +714,44 @@ def test_zero_step_is_a_clear_value_error():
 
         return preserved(x), resizing(jnp.ones([1]))
 
-    with pytest.raises(ArgumentValueError, match="step must not be zero"):
+    with pytest.raises(ArgumentValueError, match=r"\(preserved\): step must not be zero, and it is 0"):
         f(0, 1.0)
     preserved, resized = f(1, 1.5)  # the same object works afterwards
     assert float(preserved) == 12.0 and resized.shape == (4,)
     assert float(f(2, 1.5)[0]) == 6.0
+
+
+@pytest.mark.parametrize("transform", ["none", "grad", "vmap"])
+@pytest.mark.parametrize("resizing", [False, True])
+def test_a_step_zero_at_run_time_names_the_loop_body_the_value_and_the_fix(transform, resizing):
+    # A traced step known only at run time: the error named no function ("compiled loop").
+    def f(x, s):
+        @for_loop(0, 6, s - 1, allow_array_resizing=resizing)
+        def accumulate(i, a):
+            return a * 1.5 + i
+
+        return jnp.sum(accumulate(x))
+
+    def python(x, s):
+        a = x
+        for i in range(0, 6, s - 1):
+            a = a * 1.5 + i
+        return np.sum(a)
+
+    x = {"none": np.arange(3.0), "grad": 0.5, "vmap": np.arange(3.0)}[transform]
+    compiled = qjit({"none": f, "grad": jax.grad(f), "vmap": jax.vmap(f, in_axes=(0, None))}[transform])
+    for s in (2, 3, -1):
+        expected = {
+            "none": lambda: python(x, s),
+            "grad": lambda: (python(x + 1e-6, s) - python(x - 1e-6, s)) / 2e-6,
+            "vmap": lambda: [python(v, s) for v in x],
+        }[transform]()
+        np.testing.assert_allclose(compiled(x, s), expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="range"):
+        python(x, 1)
+    with pytest.raises(ValueError, match=r"for_loop \(accumulate\): step must not be zero, and it is 0.*"
+                                         r"Pass a nonzero step"):
+        compiled(x, 1)
 
 
 def test_vmap_over_a_for_loop_step_names_the_unsupported_loop():

@@ -81,9 +81,15 @@ def _as_jax_value(x: Any, name: str) -> Any:
     )
 
 
-def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int) -> NestedBody:
-    """Trace a transformed body in ``in_type``; ``fn`` returns the results, ``nimplicit_out`` implicit."""
-    return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
+def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int,
+            like: Jaxpr | None = None) -> NestedBody:
+    """Trace a transformed body in ``in_type``; ``fn`` returns the results, ``nimplicit_out`` implicit;
+    its debug info names the user's function of ``like``, the body transformed (for errors at run time)."""
+    body = trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
+    if like is not None and like.debug_info is not None:
+        body.jaxpr = body.jaxpr.replace(
+            debug_info=body.jaxpr.debug_info._replace(func_src_info=like.debug_info.func_src_info))
+    return body
 
 
 def promote_results(bodies: Sequence[NestedBody], name: str) -> list[NestedBody]:
@@ -198,6 +204,8 @@ def _trace_body(spec: NestedSpec, body: Body, in_type: InputType, outer: list[An
         if body.results != "predicate":
             results += [carry.get() for carry in threaded]
         return results
+
+    flat.__wrapped__ = body.fn  # (JAX's debug info of the body names the function it unwraps to)
 
     def expand(args: list[Any], results: list[Any]) -> tuple[list[Any], int]:
         if body.results == "carried":
