@@ -809,3 +809,45 @@ def test_control_flow_outside_a_quantum_circuit_has_no_operation():
     # a decorated loop still looks like its body, without the index it binds
     assert doubled.__name__ == "doubled" and doubled.__doc__ == "Doubles x."
     assert list(inspect.signature(doubled).parameters) == ["x"]
+
+
+WEAKLY_TYPED_CARRIES = {
+    # name -> (catalyst_lite program of n, the same with lax.fori_loop / lax.while_loop)
+    "float_init_f32_body": (
+        lambda n: for_loop(0, n, 1)(lambda i, c: c + jnp.float32(1.5))(0.0),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, c: c + jnp.float32(1.5), 0.0),
+    ),
+    "int_init_float_body": (
+        lambda n: for_loop(0, n, 1)(lambda i, c: c + 1.5)(0),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, c: c + 1.5, 0),
+    ),
+    "int_init_int32_body": (
+        lambda n: for_loop(0, n, 1)(lambda i, c: c + jnp.int32(i))(1),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, c: c + jnp.int32(i), 1),
+    ),
+    "pytree_with_a_strong_carry": (
+        lambda n: for_loop(0, n, 1)(lambda i, c, d: (c * jnp.float32(2), d + 1))(1.0, np.int32(0)),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, cd: (cd[0] * jnp.float32(2), cd[1] + 1),
+                                    (1.0, np.int32(0))),
+    ),
+    "while_counter_and_f32": (
+        lambda n: while_loop(lambda i, c: i < n)(lambda i, c: (i + 1, c * jnp.float32(2)))(0, 1.0),
+        lambda n: jax.lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * jnp.float32(2)),
+                                     (0, 1.0)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WEAKLY_TYPED_CARRIES)
+def test_weakly_typed_loop_inits_take_the_body_dtype_as_lax_loops_do(name):
+    # A Python 0.0 or 0 starting a carry whose body returns float32 (float) raised DimensionError.
+    from jax.experimental import enable_x64
+
+    fn, reference = WEAKLY_TYPED_CARRIES[name]
+    compiled = qjit(fn)
+    for n in (0, 1, 4):
+        with enable_x64():
+            expected = jax.jit(reference)(n)
+        for got, want in zip(jax.tree_util.tree_leaves(compiled(n)), jax.tree_util.tree_leaves(expected)):
+            assert np.dtype(got.dtype) == np.dtype(want.dtype), (got, want)
+            np.testing.assert_array_equal(got, want)

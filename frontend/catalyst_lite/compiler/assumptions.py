@@ -220,7 +220,7 @@ class ProgramFamily:
         except JAX_REFUSALS as err:
             if error is None:
                 raise
-            if not isinstance(error, type(err)):  # of JAX's class too (IndexError): code catching it still does
+            if not isinstance(error, type(err)):  # JAX's class too (IndexError): code catching it still does
                 error = error_standing_for(type(error), type(err))(*error.args)
             raise error from None
         self.static_programs[tuple(static)] = program

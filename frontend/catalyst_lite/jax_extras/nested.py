@@ -175,6 +175,8 @@ def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any
             traced = [_trace_body(spec, body, in_type, outer) for body in bodies]
             break
         except DimensionMismatch as err:  # that size may change: retrace with it dynamic
+            if _promoted_weak_type(args, spec.nprefix + err.position, len(operands), err):
+                continue
             key = (spec.nprefix + err.position, err.axis)
             if err.axis is None or key in force_dynamic:
                 raise
@@ -187,6 +189,16 @@ def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any
     for carry, value in zip(threaded, explicit[nuser:]):
         carry.set(value)
     return explicit[:nuser]
+
+
+def _promoted_weak_type(args: list[Any], k: int, nexplicit: int, err: DimensionMismatch) -> bool:
+    """As ``lax.fori_loop``/``while_loop``: a weakly typed initial value (``0.0``, ``0``) takes the dtype
+    it promotes to with the body's result (``args[k]`` converted); ``False`` if it is none such."""
+    aval = core.get_aval(args[k])
+    if err.reason != "dtype" or k >= nexplicit or not getattr(aval, "weak_type", False):
+        return False
+    args[k] = lax.convert_element_type(args[k], jnp.result_type(args[k], err.result_aval.dtype))
+    return True
 
 
 def _trace_body(spec: NestedSpec, body: Body, in_type: InputType, outer: list[Any]) -> NestedBody:
