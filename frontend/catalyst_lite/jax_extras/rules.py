@@ -287,6 +287,9 @@ def _jvp_rule(primitive: core.Primitive, symbolic: Callable | None) -> Callable:
 
 def _batching_rule(primitive: core.Primitive, symbolic: Callable | None) -> Callable:
     def batch(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
+        if all(d is not_mapped for d in dims):  # nothing batched (JAX's batch trace asks all the same)
+            outs = primitive.bind(*args, **params)
+            return outs, [not_mapped] * len(outs)
         outs = _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params), args, dims)
         if outs is not None:
             return outs
@@ -326,7 +329,7 @@ def _transpose_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> C
         cts_out = [instantiate_zeros(ct) for ct in cts[nimplicit:]]
         if deferred_vjp and _kept(primitive, args, params):
             # Only results with tangents are differentiated (not an ambient PRNG key).
-            inexact = [jnp.issubdtype(ct.dtype, jnp.inexact) for ct in cts_out]
+            inexact = [jnp.issubdtype(jnp.result_type(ct), jnp.inexact) for ct in cts_out]  # (1.0: a float)
 
             def equation(*linear_values: Any) -> list[Any]:
                 outs = primitive.bind(*interleave(linear, linear_values, fixed), **params)[nimplicit:]
