@@ -408,7 +408,8 @@ def test_second_jax_derivatives_of_a_while_loop_inside_qjit_explain_catalyst_lit
 
     x = jnp.array([0.3, -1.2, 2.0])
     for second in (jax.hessian, lambda f: jax.grad(lambda x: jax.grad(f)(x)[0]),
-                   lambda f: lambda x: jax.jvp(lambda y: jax.vjp(f, y)[1](1.0)[0], (x,), (x,))[1]):
+                   lambda f: lambda x: jax.jvp(lambda y: jax.vjp(f, y)[1](1.0)[0], (x,), (x,))[1],
+                   lambda f: lambda x: jax.vmap(jax.grad(f))(jnp.stack([x, 2.0 * x]))):
         with pytest.raises(DifferentiationError, match=r"catalyst_lite.jacobian\(catalyst_lite.grad\(f\)\)"):
             qjit(lambda x, n: second(lambda x: energy(x, n))(x))(x, 3)
     close(qjit(lambda x, n: jacobian(grad(lambda x: energy(x, n)))(x))(x, 3),

@@ -510,10 +510,11 @@ def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> lis
             raise
         # Still the signal (a trace at the call's sizes may know the trip count), explained.
         error = error_standing_for(DifferentiationError, NeedsCallSizes)(
-            "JAX differentiates again (jax.hessian, jax.grad of jax.grad, jax.jvp of jax.vjp) the "
-            "reverse-mode derivative of a loop whose trip count is only known at run time (a "
-            "while_loop), which is taken when the program runs. Use catalyst_lite.jacobian("
-            "catalyst_lite.grad(f)) for second derivatives of such loops.")
+            "JAX transforms again (jax.hessian, jax.grad of jax.grad, jax.jvp of jax.vjp, jax.vmap "
+            "of jax.grad) the reverse-mode derivative of a loop whose trip count is only known at "
+            "run time (a while_loop), which is taken when the program runs. Use catalyst_lite."
+            "jacobian(catalyst_lite.grad(f)) for second derivatives of such loops, and a Python loop "
+            "over the examples of a batch.")
         error.site = err.site
         raise error from None
     return list(cts)
