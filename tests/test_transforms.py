@@ -366,7 +366,8 @@ def test_jax_reverse_mode_of_a_while_loop_inside_qjit(predicate):
 def test_jax_batched_reverse_mode_of_loops_of_unknown_trip_count_inside_qjit(loop_kind):
     """jax.jacrev (a vmap of the pullback) and jax.vmap of a jax.vjp of a while_loop, or a for_loop
     of a traced trip count: the loop's deferred pullback under JAX's batching is the loop's
-    Jacobian contracted with the batched cotangents (raised NeedsCallSizes 'a size escaped').
+    Jacobian contracted with the batched cotangents (raised NeedsCallSizes 'a size escaped'). A
+    loop vmapped under reverse mode stays a loop (its lax.while_loop: JAX's reverse-mode error).
     References: lax.fori_loop of the same trip count under jax.jit, static."""
     x = jnp.array([0.3, -1.2, 2.0])
 
@@ -388,6 +389,9 @@ def test_jax_batched_reverse_mode_of_loops_of_unknown_trip_count_inside_qjit(loo
         lambda f: jax.jacrev(f),
         lambda f: lambda x: jax.vmap(jax.vjp(f, x)[1])(cts),
         lambda f: jax.jacrev(lambda x: jnp.sum(f(x) ** 2)),
+        # a vmapped loop (examples of one trip count, also for the data predicate)
+        lambda f: jax.grad(lambda x: jnp.sum(jax.vmap(f)(jnp.stack([x, x[::-1]])) ** 2)),
+        lambda f: lambda x: jax.jacrev(jax.vmap(f))(jnp.stack([x, x])),
     ):
         got = qjit(lambda x, n: transform(lambda x: loop_result(x, n))(x))(x, trips)
         expected = jax.jit(lambda x, n: transform(lambda x: reference(x, n))(x), static_argnums=1)(x, trips)

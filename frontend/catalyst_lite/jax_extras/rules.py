@@ -17,6 +17,7 @@ from jax._src.interpreters import ad, batching
 from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
+from .autodiff import is_reverse_mode_value
 from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
 from .host_callbacks import keep_when_unused
 from .lowering import register_compiled_lowering, register_dynamic_lowering, register_lowering
@@ -290,7 +291,10 @@ def _batching_rule(primitive: core.Primitive, symbolic: Callable | None) -> Call
         if all(d is not_mapped for d in dims):  # nothing batched (JAX's batch trace asks all the same)
             outs = primitive.bind(*args, **params)
             return outs, [not_mapped] * len(outs)
-        outs = _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params), args, dims)
+        # Under reverse mode, a kept equation stays one (its specialization, a lax.while_loop, JAX
+        # could not transpose): jax.grad of a vmapped while_loop.
+        kept = symbolic is not None and _kept(primitive, args, params) and any(map(is_reverse_mode_value, args))
+        outs = None if kept else _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params), args, dims)
         if outs is not None:
             return outs
         if symbolic is None:
