@@ -293,8 +293,10 @@ def _batching_rule(primitive: core.Primitive, symbolic: Callable | None) -> Call
             return outs, [not_mapped] * len(outs)
         # Under reverse mode, a kept equation stays one (its specialization, a lax.while_loop, JAX
         # could not transpose): jax.grad of a vmapped while_loop.
-        kept = symbolic is not None and _kept(primitive, args, params) and any(map(is_reverse_mode_value, args))
-        outs = None if kept else _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params), args, dims)
+        reverse = any(map(is_reverse_mode_value, args))
+        kept = symbolic is not None and reverse and _kept(primitive, args, params)
+        outs = None if kept else _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params),
+                                           args, dims)
         if outs is not None:
             return outs
         if symbolic is None:
