@@ -714,11 +714,44 @@ def test_zero_step_is_a_clear_value_error():
 
         return preserved(x), resizing(jnp.ones([1]))
 
-    with pytest.raises(ArgumentValueError, match="step must not be zero"):
+    with pytest.raises(ArgumentValueError, match=r"\(preserved\): step must not be zero, and it is 0"):
         f(0, 1.0)
     preserved, resized = f(1, 1.5)  # the same object works afterwards
     assert float(preserved) == 12.0 and resized.shape == (4,)
     assert float(f(2, 1.5)[0]) == 6.0
+
+
+@pytest.mark.parametrize("transform", ["none", "grad", "vmap"])
+@pytest.mark.parametrize("resizing", [False, True])
+def test_a_step_zero_at_run_time_names_the_loop_body_the_value_and_the_fix(transform, resizing):
+    # A traced step known only at run time: the error named no function ("compiled loop").
+    def f(x, s):
+        @for_loop(0, 6, s - 1, allow_array_resizing=resizing)
+        def accumulate(i, a):
+            return a * 1.5 + i
+
+        return jnp.sum(accumulate(x))
+
+    def python(x, s):
+        a = x
+        for i in range(0, 6, s - 1):
+            a = a * 1.5 + i
+        return np.sum(a)
+
+    x = {"none": np.arange(3.0), "grad": 0.5, "vmap": np.arange(3.0)}[transform]
+    compiled = qjit({"none": f, "grad": jax.grad(f), "vmap": jax.vmap(f, in_axes=(0, None))}[transform])
+    for s in (2, 3, -1):
+        expected = {
+            "none": lambda: python(x, s),
+            "grad": lambda: (python(x + 1e-6, s) - python(x - 1e-6, s)) / 2e-6,
+            "vmap": lambda: [python(v, s) for v in x],
+        }[transform]()
+        np.testing.assert_allclose(compiled(x, s), expected, rtol=1e-6)
+    with pytest.raises(ValueError, match="range"):
+        python(x, 1)
+    with pytest.raises(ValueError, match=r"for_loop \(accumulate\): step must not be zero, and it is 0.*"
+                                         r"Pass a nonzero step"):
+        compiled(x, 1)
 
 
 def test_vmap_over_a_for_loop_step_names_the_unsupported_loop():
@@ -776,3 +809,45 @@ def test_control_flow_outside_a_quantum_circuit_has_no_operation():
     # a decorated loop still looks like its body, without the index it binds
     assert doubled.__name__ == "doubled" and doubled.__doc__ == "Doubles x."
     assert list(inspect.signature(doubled).parameters) == ["x"]
+
+
+WEAKLY_TYPED_CARRIES = {
+    # name -> (catalyst_lite program of n, the same with lax.fori_loop / lax.while_loop)
+    "float_init_f32_body": (
+        lambda n: for_loop(0, n, 1)(lambda i, c: c + jnp.float32(1.5))(0.0),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, c: c + jnp.float32(1.5), 0.0),
+    ),
+    "int_init_float_body": (
+        lambda n: for_loop(0, n, 1)(lambda i, c: c + 1.5)(0),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, c: c + 1.5, 0),
+    ),
+    "int_init_int32_body": (
+        lambda n: for_loop(0, n, 1)(lambda i, c: c + jnp.int32(i))(1),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, c: c + jnp.int32(i), 1),
+    ),
+    "pytree_with_a_strong_carry": (
+        lambda n: for_loop(0, n, 1)(lambda i, c, d: (c * jnp.float32(2), d + 1))(1.0, np.int32(0)),
+        lambda n: jax.lax.fori_loop(0, n, lambda i, cd: (cd[0] * jnp.float32(2), cd[1] + 1),
+                                    (1.0, np.int32(0))),
+    ),
+    "while_counter_and_f32": (
+        lambda n: while_loop(lambda i, c: i < n)(lambda i, c: (i + 1, c * jnp.float32(2)))(0, 1.0),
+        lambda n: jax.lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * jnp.float32(2)),
+                                     (0, 1.0)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", WEAKLY_TYPED_CARRIES)
+def test_weakly_typed_loop_inits_take_the_body_dtype_as_lax_loops_do(name):
+    # A Python 0.0 or 0 starting a carry whose body returns float32 (float) raised DimensionError.
+    from jax.experimental import enable_x64
+
+    fn, reference = WEAKLY_TYPED_CARRIES[name]
+    compiled = qjit(fn)
+    for n in (0, 1, 4):
+        with enable_x64():
+            expected = jax.jit(reference)(n)
+        for got, want in zip(jax.tree_util.tree_leaves(compiled(n)), jax.tree_util.tree_leaves(expected)):
+            assert np.dtype(got.dtype) == np.dtype(want.dtype), (got, want)
+            np.testing.assert_array_equal(got, want)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -95,9 +96,18 @@ def _size_as_text(x):
     return x * {"8": 2.0}.get(str(n), 1.0), float(int(f"{n}{x.size:02d}")), complex(n, 1) * 2
 
 
+def _integer_protocols_of_size(x):
+    # What code checks before using a size as an int (isinstance(n, int) is False for a symbolic
+    # size, as for jax.export's symbolic dimensions): operator.index, math.prod of a shape, range.
+    n, square = x.shape[0], jnp.outer(x, x)
+    count = operator.index(n) + math.prod(square.shape) + sum(range(0, n, 2)) + divmod(n, 3)[1]
+    return x * count, jnp.zeros(math.prod(x.shape) + 1), float(hasattr(n, "__index__"))
+
+
 PROGRAMS = [_diff_unless_short, _halve_while_long, _sum_if_not_empty, _pairs_if_even, _first_or_zero,
             _weighted_by_python_loop, _int_of_size, _float_math_and_numpy_of_size,
-            _numpy_arrays_lists_and_dicts_of_size, _float_arithmetic_on_size, _size_as_text]
+            _numpy_arrays_lists_and_dicts_of_size, _float_arithmetic_on_size, _size_as_text,
+            _integer_protocols_of_size]
 
 
 def assert_same_as_jax_jit(got, expected):

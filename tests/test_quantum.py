@@ -252,6 +252,37 @@ def test_a_mid_circuit_outcome_has_the_array_attributes_of_catalysts_traced_bool
         np.testing.assert_allclose(compiled(x), use(jax.numpy.asarray(bit)), atol=TOL)
 
 
+@pytest.mark.parametrize(
+    "use",
+    [
+        lambda m, x: jax.lax.select(m, x, 2.0 * x + 0.5),
+        lambda m, x: jax.numpy.where(m, jax.numpy.sin(x), x + 1.0),
+        lambda m, x: jax.lax.select_n(m, x, -x) + jax.lax.convert_element_type(m, float),
+        lambda m, x: (jax.debug.print("outcome {m}", m=m), x + jax.numpy.logical_not(m))[1],
+    ],
+)
+def test_jax_functions_of_a_raw_mid_circuit_outcome_follow_pennylanes_measure(use, recwarn):
+    # lax.select(m, ...) and jax.debug.print(m) bound the outcome object itself: a TypeError when run.
+    @qml.qnode(dev(2))
+    def circuit(x: float):
+        qml.RX(x, 0)
+        qml.RY(use(measure(0), x), 1)
+        return qml.expval(qml.PauliZ(1))
+
+    @qml.qnode(qml.device("default.qubit", wires=2))
+    def reference(x):
+        qml.RX(x, 0)
+        m = qml.measure(0)
+        qml.cond(m, qml.RY)(use(True, x), 1)
+        qml.cond(~m, qml.RY)(use(False, x), 1)
+        return qml.expval(qml.PauliZ(1))
+
+    compiled = qjit(circuit)
+    for x in (0.0, np.pi, 0.0):  # deterministic outcomes
+        np.testing.assert_allclose(compiled(x), reference(x), atol=TOL)
+    assert not [w for w in recwarn if "__jax_array__" in str(w.message)]
+
+
 def test_samples_and_counts_with_shots():
     @qjit(seed=5)
     @qml.qnode(dev(2), shots=2000)

@@ -434,6 +434,64 @@ def test_jax_reverse_mode_of_a_while_loop_inside_qjit(predicate):
     close(qjit(jax.jacfwd(result))(x), jax.jacfwd(reference)(x))
 
 
+@pytest.mark.parametrize("loop_kind", ["while_count", "while_data", "for_traced"])
+def test_jax_batched_reverse_mode_of_loops_of_unknown_trip_count_inside_qjit(loop_kind):
+    """jax.jacrev (a vmap of the pullback) and jax.vmap of a jax.vjp of a while_loop, or a for_loop
+    of a traced trip count: the loop's deferred pullback under JAX's batching is the loop's
+    Jacobian contracted with the batched cotangents (raised NeedsCallSizes 'a size escaped'). A
+    loop vmapped under reverse mode stays a loop (its lax.while_loop: JAX's reverse-mode error).
+    References: lax.fori_loop of the same trip count under jax.jit, static."""
+    x = jnp.array([0.3, -1.2, 2.0])
+
+    def loop(x, n):
+        step = lambda a: jnp.sin(a) * x + 1.5 * a  # noqa: E731
+        if loop_kind == "for_traced":
+            return for_loop(0, n, 1)(lambda i, a: step(a))(x)
+        keep_going = {"while_count": lambda v: v[1] < n, "while_data": lambda v: jnp.sum(v[0] ** 2) < 40.0}
+        return while_loop(keep_going[loop_kind])(lambda v: (step(v[0]), v[1] + 1))((x, 0))
+
+    trips = int(qjit(loop)(x, 3)[1]) if loop_kind == "while_data" else 3  # the reference's trip count
+    loop_result = (lambda x, n: loop(x, n)[0]) if loop_kind != "for_traced" else loop
+
+    def reference(x, n):
+        return lax.fori_loop(0, n, lambda i, a: jnp.sin(a) * x + 1.5 * a, x)
+
+    cts = jnp.stack([x, 2.0 * x])
+    for transform in (
+        lambda f: jax.jacrev(f),
+        lambda f: lambda x: jax.vmap(jax.vjp(f, x)[1])(cts),
+        lambda f: jax.jacrev(lambda x: jnp.sum(f(x) ** 2)),
+        # a vmapped loop (examples of one trip count, also for the data predicate)
+        lambda f: jax.grad(lambda x: jnp.sum(jax.vmap(f)(jnp.stack([x, x[::-1]])) ** 2)),
+        lambda f: lambda x: jax.jacrev(jax.vmap(f))(jnp.stack([x, x])),
+    ):
+        got = qjit(lambda x, n: transform(lambda x: loop_result(x, n))(x))(x, trips)
+        expected = jax.jit(lambda x, n: transform(lambda x: reference(x, n))(x), static_argnums=1)(x, trips)
+        close(got, expected)
+
+
+def test_second_jax_derivatives_of_a_while_loop_inside_qjit_explain_catalyst_lites_way():
+    # jax.hessian / jax.grad of jax.grad / jax.jvp of jax.vjp of a while_loop raised NeedsCallSizes
+    # ("a size escaped JAX's nested trace"); catalyst_lite.jacobian(catalyst_lite.grad(f)) computes it.
+    from catalyst_lite.errors import DifferentiationError
+
+    def energy(x, n):
+        a = while_loop(lambda v: v[1] < n)(lambda v: (jnp.sin(v[0]) * x + 1.5 * v[0], v[1] + 1))((x, 0))[0]
+        return jnp.sum(a ** 2)
+
+    def reference(x, n):
+        return jnp.sum(lax.fori_loop(0, n, lambda i, a: jnp.sin(a) * x + 1.5 * a, x) ** 2)
+
+    x = jnp.array([0.3, -1.2, 2.0])
+    for second in (jax.hessian, lambda f: jax.grad(lambda x: jax.grad(f)(x)[0]),
+                   lambda f: lambda x: jax.jvp(lambda y: jax.vjp(f, y)[1](1.0)[0], (x,), (x,))[1],
+                   lambda f: lambda x: jax.vmap(jax.grad(f))(jnp.stack([x, 2.0 * x]))):
+        with pytest.raises(DifferentiationError, match=r"catalyst_lite.jacobian\(catalyst_lite.grad\(f\)\)"):
+            qjit(lambda x, n: second(lambda x: energy(x, n))(x))(x, 3)
+    close(qjit(lambda x, n: jacobian(grad(lambda x: energy(x, n)))(x))(x, 3),
+          jax.jit(lambda x, n: jax.hessian(lambda x: reference(x, n))(x), static_argnums=1)(x, 3))
+
+
 @pytest.mark.parametrize("outer", [jax.jit, jax.grad, lambda f: jax.jit(jax.grad(f))], ids=["jit", "grad", "jit-grad"])
 def test_a_program_first_traced_under_a_jax_transformation_is_reusable_after_it(outer):
     # The program's NumPy constants and the circuit's key are made while the transformation

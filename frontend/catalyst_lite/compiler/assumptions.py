@@ -18,7 +18,7 @@ from ..jax_extras import eval_context
 from ..jax_extras.autodiff import is_concrete_value
 from ..jax_extras.requirements import BrokenRequirement
 from ..jax_extras.size_expressions import Fact, SizeExpr
-from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError
+from ..jax_extras.patches import NeedsCallSizes, ShapeBroadcastError, error_standing_for
 from ..jax_extras.size_facts import SizeScope
 from ..trace_context import capture_switched, scope as context_scope
 from ..signature import LeafSpec
@@ -111,6 +111,10 @@ def _signature_text(specs: Sequence[LeafSpec], axes: Sequence[dict]) -> str:
     return f"({', '.join(types)})"
 
 
+# What JAX's shape logic raises refusing sizes (`x + y` of unequal lengths, `x[0]` of an empty `x`):
+# a trace at some sizes failing so says nothing of other sizes.
+JAX_REFUSALS = (TypeError, ValueError, IndexError)
+
 # (scope, static values or None) -> the program traced in that scope (a SignatureTrace)
 Tracer = Callable[[SizeScope, "Sequence[int | None] | None"], Any]
 
@@ -166,7 +170,7 @@ class ProgramFamily:
             else:
                 raise
             return None
-        except (TypeError, ValueError, IndexError) as err:
+        except JAX_REFUSALS as err:
             if isinstance(err, CatalystLiteError) or not (for_call and scope.decided_generically):
                 raise
             # Raised after a branch taken at generic (large) sizes, which a call's may not take
@@ -213,16 +217,18 @@ class ProgramFamily:
                            for k, v in enumerate(static) if v is not None)
         try:
             program = trace(scope, static)
-        except (TypeError, ValueError):
+        except JAX_REFUSALS as err:
             if error is None:
                 raise
+            if not isinstance(error, type(err)):  # JAX's class too (IndexError): code catching it still does
+                error = error_standing_for(type(error), type(err))(*error.args)
             raise error from None
         self.static_programs[tuple(static)] = program
         return program
 
     def _named(self, err: BaseException, scope: SizeScope, values: Sequence[Any]) -> IncompatibleSizesError | None:
         """The guided trace's failure naming the sizes, when JAX last asked if two unequal sizes are equal."""
-        if scope.last_disagreement is None or not isinstance(err, (TypeError, ValueError)):
+        if scope.last_disagreement is None or not isinstance(err, JAX_REFUSALS):
             return None
         lhs, rhs = scope.last_disagreement
         names = self.inputs.names

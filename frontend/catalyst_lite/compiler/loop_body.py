@@ -141,7 +141,7 @@ class LoopBody:
             dots = [instantiate_zeros(t) for t, nz in zip(outs_dot[self.nimplicit :], carried_nz) if nz]
             return [*outs, *dots]
 
-        return retrace(jvp_body, in_type, f"{self.name} (JVP)", self.nimplicit)
+        return retrace(jvp_body, in_type, f"{self.name} (JVP)", self.nimplicit, like=self.jaxpr)
 
     def ignoring_tangents(self, carried_nz: Sequence[bool]) -> Jaxpr:
         """A predicate taking the tangents of the ``carried_nz`` values too (and ignoring them)."""
@@ -162,7 +162,7 @@ class LoopBody:
             return batch_call(self.jaxpr, args, batched, size, out_batched)
 
         nimplicit = 0 if self.predicate else self.nimplicit
-        return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit)
+        return retrace(batched_body, in_type, f"{self.name} (batched)", nimplicit, like=self.jaxpr)
 
     def known_part(self, consts_known: Sequence[bool], carried_known: Sequence[bool]) -> tuple[Jaxpr, list[bool]]:
         """The body computing only sizes and ``carried_known`` values; which constants it takes."""

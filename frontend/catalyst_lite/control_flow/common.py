@@ -18,7 +18,7 @@ from ..trace_context import current as current_context, scope as context_scope
 from ..diagnostics import ShapeBroadcastError
 from ..errors import ControlFlowError, DimensionError, function_name
 from ..jax_extras import EvalTrace, Tracer, current_trace, get_aval, is_tracing
-from ..jax_extras.tracing import inside_program_trace
+from ..jax_extras.tracing import inside_program_trace, register_stand_in
 from ..jax_extras.dynshape import DimensionMismatch, ExpansionStrategy
 from ..jax_extras.nested import Threaded
 from ..jax_extras.size_facts import describe_aval
@@ -187,6 +187,9 @@ def as_predicate(pred: Any, api: str, fn: Callable) -> Any:
 class StandsForValue:
     """A value that stands for a traced one, converted by ``__jax_array__`` (a compiled circuit's
     ``MeasurementValue``): control flow carries, returns and reads the traced value."""
+
+
+register_stand_in(StandsForValue)
 
 
 def traced_value(x: Any) -> Any:

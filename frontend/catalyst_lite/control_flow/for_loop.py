@@ -127,7 +127,10 @@ def _check_bounds(body: Callable, bounds: tuple) -> None:
 def _checked_step(step: Any, where: str) -> int:
     """A known step as an int; zero would loop forever (Python) or divide by zero (XLA)."""
     if int(step) == 0:
-        raise ArgumentValueError(f"for_loop ({where}): step must not be zero.")
+        raise ArgumentValueError(
+            f"for_loop ({where}): step must not be zero, and it is 0 here: a loop of step 0 never ends "
+            "(Python's range refuses it too). Pass a nonzero step (positive counts up, negative down)."
+        )
     return int(step)
 
 
@@ -142,6 +145,8 @@ def _bind(body: Callable, init: tuple, bounds: tuple, strategy) -> Any:
         note_loop_index(i, lower, upper, step)
         results = body(i, *tree_unflatten(in_tree, list(carried)))
         return normalize_results(results, len(init), in_tree, "for_loop", body)
+
+    flat_body.__wrapped__ = body  # its jaxpr's debug info names the user's function (see _body_name)
 
     def equation(bodies: list, implicit: list, explicit: list) -> Equation:
         (traced,) = bodies
@@ -163,20 +168,28 @@ def _params(params: dict[str, Any], body: Any, pred: None, ops: LoopOperands) ->
                 apply_reverse_transform=False)
 
 
-def _counting(ops: LoopOperands, where: str = "host-driven loop") -> tuple[Any, Any, Any]:
+def _counting(ops: LoopOperands, params: dict[str, Any]) -> tuple[Any, Any, Any]:
     """The trip count, first index and step (traced or known)."""
     lower, upper, step, _ = ops.bounds
     if not isinstance(step, Tracer):
-        step = _checked_step(step, where)
+        step = _checked_step(step, _body_name(params))
     return trip_count(lower, upper, step), lower, step
+
+
+def _body_name(params: dict[str, Any]) -> str:
+    """The user's body function, as its jaxpr's debug info names it (a step of 0 known only at run time)."""
+    info = params["body_jaxpr"].jaxpr.debug_info
+    name = info.func_name if info is not None else "<unknown>"
+    return "its body" if name in ("<unknown>", "flat") else name
 
 
 _loop = Loop(for_loop_p, 4, _params, counting=_counting)
 
 
-def _fori_loop(ops: LoopOperands, run_body: Callable, run_predicate: None) -> tuple[Any, ...] | None:
+def _fori_loop(params: dict[str, Any], ops: LoopOperands, run_body: Callable, run_predicate: None
+               ) -> tuple[Any, ...] | None:
     """Inside one XLA program (``Loop.staged``): a ``lax.fori_loop`` over the trip count."""
-    count, lower, step = _counting(ops, "compiled loop")  # a known step: see _dimension_operands
+    count, lower, step = _counting(ops, params)  # a known step: see _dimension_operands
     if isinstance(count, int) and count == 0:
         return None
     # JAX transposes a fori_loop of a static trip count (a scan); with traced bounds the loop runs
@@ -263,7 +276,8 @@ def _dependence(eqn: Any, marked: list[bool]) -> list[bool]:
 register_nested_primitive(for_loop_p, PrimitiveSpec(
     output_type=_loop.output_type, feeds=_loop.feeds, check=_loop.check, jvp=_loop.jvp,
     batching=_loop.batching, partial_eval=_loop.partial_eval,
-    staged=functools.partial(_loop.staged, stage=_fori_loop), host=functools.partial(loop_host, _loop),
+    staged=lambda invals, params: _loop.staged(invals, params, functools.partial(_fori_loop, params)),
+    host=functools.partial(loop_host, _loop),
     dimension_operands=_dimension_operands, masked=_masked,
     bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))

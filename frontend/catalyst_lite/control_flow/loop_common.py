@@ -58,7 +58,7 @@ class Loop:
     new_params: Callable[[dict[str, Any], Jaxpr, Jaxpr | None, LoopOperands], dict[str, Any]]
     batched_predicate: Callable[..., tuple[list[Any], list[Any]]] | None = None
     # ``(trip count, first index, step)`` of a ``for_loop`` (traced or known); ``()`` for a ``while_loop``
-    counting: Callable[[LoopOperands], tuple[Any, ...]] = lambda ops: ()
+    counting: Callable[[LoopOperands, dict[str, Any]], tuple[Any, ...]] = lambda ops, params: ()
 
     def operands(self, values: Sequence[Any], params: dict[str, Any]) -> LoopOperands:
         """``values``, in the layout of the operands, grouped."""
@@ -243,12 +243,13 @@ def loop_host(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list[Any
     """A loop driven from Python: compiled whole if it can be, else iteration by iteration."""
     ops = loop.operands(invals, params)
     body, pred = loop.body(params), loop.predicate(params)
-    counted = tuple(int(x) for x in loop.counting(ops))
+    counted = tuple(int(x) for x in loop.counting(ops, params))
 
     def replayed(prediction: Prediction, invals: list[Any]) -> tuple[list[Any], Any]:
         """The loop staged again at the sizes the run on capacity buffers found."""
         again = loop.operands(invals, params)
-        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried, *loop.counting(again))
+        return prediction.stage(again.pred_consts, again.consts, again.implicit, again.carried,
+                                *loop.counting(again, params))
 
     outs = run_compiled(loop.primitive, body, pred, invals, lambda ran: record_replay(params, functools.partial(replayed, ran)),
                         ops.pred_consts, ops.consts, ops.implicit, ops.carried, *counted)
@@ -270,7 +271,7 @@ def loop_unrolled(loop: Loop, invals: list[Any], params: dict[str, Any]) -> list
     own sizes; else (over :data:`UNROLL_LIMIT` iterations, sizes from data) :class:`NeedsHost`."""
     ops = loop.operands(invals, params)
     body, pred, name = loop.body(params), loop.predicate(params), loop.primitive.name
-    counted = loop.counting(ops)
+    counted = loop.counting(ops, params)
     if any(isinstance(x, Tracer) for x in counted):
         raise NeedsHost(f"{name} resizes arrays, its trip count known only at run time")
     counted = tuple(int(x) for x in counted)

@@ -81,9 +81,15 @@ def _as_jax_value(x: Any, name: str) -> Any:
     )
 
 
-def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int) -> NestedBody:
-    """Trace a transformed body in ``in_type``; ``fn`` returns the results, ``nimplicit_out`` implicit."""
-    return trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
+def retrace(fn: Callable[..., Sequence[Any]], in_type: InputType, name: str, nimplicit_out: int,
+            like: Jaxpr | None = None) -> NestedBody:
+    """Trace a transformed body in ``in_type``; ``fn`` returns the results, ``nimplicit_out`` implicit;
+    its debug info names the user's function of ``like``, the body transformed (for errors at run time)."""
+    body = trace_nested(fn, in_type, name, lambda args, results: (results, nimplicit_out))
+    if like is not None and like.debug_info is not None:
+        body.jaxpr = body.jaxpr.replace(
+            debug_info=body.jaxpr.debug_info._replace(func_src_info=like.debug_info.func_src_info))
+    return body
 
 
 def promote_results(bodies: Sequence[NestedBody], name: str) -> list[NestedBody]:
@@ -169,6 +175,8 @@ def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any
             traced = [_trace_body(spec, body, in_type, outer) for body in bodies]
             break
         except DimensionMismatch as err:  # that size may change: retrace with it dynamic
+            if _promoted_weak_type(args, spec.nprefix + err.position, len(operands), err):
+                continue
             key = (spec.nprefix + err.position, err.axis)
             if err.axis is None or key in force_dynamic:
                 raise
@@ -181,6 +189,16 @@ def bind_nested(spec: NestedSpec, bodies: Sequence[Body], operands: Sequence[Any
     for carry, value in zip(threaded, explicit[nuser:]):
         carry.set(value)
     return explicit[:nuser]
+
+
+def _promoted_weak_type(args: list[Any], k: int, nexplicit: int, err: DimensionMismatch) -> bool:
+    """As ``lax.fori_loop``/``while_loop``: a weakly typed initial value (``0.0``, ``0``) takes the dtype
+    it promotes to with the body's result (``args[k]`` converted); ``False`` if it is none such."""
+    aval = core.get_aval(args[k])
+    if err.reason != "dtype" or k >= nexplicit or not getattr(aval, "weak_type", False):
+        return False
+    args[k] = lax.convert_element_type(args[k], jnp.result_type(args[k], err.result_aval.dtype))
+    return True
 
 
 def _trace_body(spec: NestedSpec, body: Body, in_type: InputType, outer: list[Any]) -> NestedBody:
@@ -198,6 +216,8 @@ def _trace_body(spec: NestedSpec, body: Body, in_type: InputType, outer: list[An
         if body.results != "predicate":
             results += [carry.get() for carry in threaded]
         return results
+
+    flat.__wrapped__ = body.fn  # (JAX's debug info of the body names the function it unwraps to)
 
     def expand(args: list[Any], results: list[Any]) -> tuple[list[Any], int]:
         if body.results == "carried":

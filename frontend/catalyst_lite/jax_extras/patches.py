@@ -228,8 +228,12 @@ def _make_eval_process_primitive(original):
 @repair(pe.DynamicJaxprTrace, "to_jaxpr_tracer")
 def _make_to_jaxpr_tracer(original):
     """Captures go through every enclosing trace: a value of the outermost program captured two levels
-    deep, unseen by the level between, has sizes differing there (``a + x``: "Incompatible shapes")."""
+    deep, unseen by the level between, has sizes differing there (``a + x``: "Incompatible shapes").
+    A value standing for a traced array (``__jax_array__``: a mid-circuit outcome) bound as such
+    (``lax.select(m, ...)``, ``jax.debug.print``) is that array, not a constant holding the object."""
     def to_jaxpr_tracer(self, x, source_info):
+        if is_active() and not isinstance(x, core.Tracer) and hasattr(x, "__jax_array__"):
+            x = x.__jax_array__()
         parent = getattr(self, "parent_trace", None)
         if (
             is_active()

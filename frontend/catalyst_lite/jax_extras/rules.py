@@ -17,6 +17,7 @@ from jax._src.interpreters import ad, batching
 from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
+from .autodiff import is_reverse_mode_value
 from .dynshape import OutputType, array_aval, has_symbolic_shape, same_dim
 from .host_callbacks import keep_when_unused
 from .lowering import register_compiled_lowering, register_dynamic_lowering, register_lowering
@@ -287,7 +288,15 @@ def _jvp_rule(primitive: core.Primitive, symbolic: Callable | None) -> Callable:
 
 def _batching_rule(primitive: core.Primitive, symbolic: Callable | None) -> Callable:
     def batch(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list[Any], list[Any]]:
-        outs = _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params), args, dims)
+        if all(d is not_mapped for d in dims):  # nothing batched (JAX's batch trace asks all the same)
+            outs = primitive.bind(*args, **params)
+            return outs, [not_mapped] * len(outs)
+        # Under reverse mode, a kept equation stays one (its specialization, a lax.while_loop, JAX
+        # could not transpose): jax.grad of a vmapped while_loop.
+        reverse = any(map(is_reverse_mode_value, args))
+        kept = symbolic is not None and reverse and _kept(primitive, args, params)
+        outs = None if kept else _batch_of(axis_data, lambda *xs: specialized(primitive, xs, params),
+                                           args, dims)
         if outs is not None:
             return outs
         if symbolic is None:
@@ -326,7 +335,7 @@ def _transpose_rule(primitive: core.Primitive, output_type: OutputTypeRule) -> C
         cts_out = [instantiate_zeros(ct) for ct in cts[nimplicit:]]
         if deferred_vjp and _kept(primitive, args, params):
             # Only results with tangents are differentiated (not an ambient PRNG key).
-            inexact = [jnp.issubdtype(ct.dtype, jnp.inexact) for ct in cts_out]
+            inexact = [jnp.issubdtype(jnp.result_type(ct), jnp.inexact) for ct in cts_out]  # (1.0: a float)
 
             def equation(*linear_values: Any) -> list[Any]:
                 outs = primitive.bind(*interleave(linear, linear_values, fixed), **params)[nimplicit:]

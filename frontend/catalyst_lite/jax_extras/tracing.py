@@ -108,6 +108,13 @@ def constant_value(tracer: Any) -> Any:
     return getattr(const, "canonical", const)
 
 
+def register_stand_in(cls: type) -> None:
+    """Values of ``cls`` (and its subclasses) stand for the traced array their ``__jax_array__`` gives:
+    JAX abstractifies them as that array, without the deprecation warning of ``__jax_array__``
+    (``lax.select(m, ...)`` of a mid-circuit outcome), and binds that array (``patches.to_jaxpr_tracer``)."""
+    core.pytype_aval_mappings[cls] = lambda x: core.get_aval(x.__jax_array__())
+
+
 def debug_info_for(fn: Callable, name: str, args: Sequence[Any] = ()) -> core.DebugInfo:
     """JAX debug info naming ``fn`` (used in JAX's own error messages)."""
     try:

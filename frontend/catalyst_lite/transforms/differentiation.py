@@ -35,9 +35,12 @@ from ..compiler.executable import compile_function, uncompiled
 from ..compiler.runner import runner_for
 from ..compiler.specialize import Mode, dimension_inputs, eval_jaxpr, reverse_mode, to_dim
 from ..callbacks import host_callback_p
-from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, DifferentiationError
+from ..errors import ArgumentIndexError, ArgumentTypeError, ArgumentValueError, CompileError
+from ..errors import DifferentiationError
 from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, get_aval, is_tracing
+from ..jax_extras.tracing import under_jax_transformation
+from ..jax_extras.patches import NeedsCallSizes, error_standing_for
 from ..jax_extras.dynshape import ExpansionStrategy, JaxprTypeError, array_aval, output_type_of, same_dim
 from ..jax_extras.lowering import opaque_call
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedBody, NestedSpec, bind_nested
@@ -495,8 +498,45 @@ def vjp(f: Callable, params: Sequence[Any], cotangents: Any, *, method: str | No
 
 def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any]:
     """Cotangents of ``fn``'s inputs at ``points``, at specialization (JAX cannot transpose the equation)."""
-    _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
+    transformed = under_jax_transformation()
+    if transformed:
+        cts = _vjp_by_jacobian(fn, points, cotangents)
+        if cts is not None:
+            return cts
+    try:
+        _, cts = vjp(fn, points, cotangents, argnums=tuple(range(len(points))))
+    except NeedsCallSizes as err:
+        if not transformed:
+            raise
+        # Still the signal (a trace at the call's sizes may know the trip count), explained.
+        error = error_standing_for(DifferentiationError, NeedsCallSizes)(
+            "JAX transforms again (jax.hessian, jax.grad of jax.grad, jax.jvp of jax.vjp, jax.vmap "
+            "of jax.grad) the reverse-mode derivative of a loop whose trip count is only known at "
+            "run time (a while_loop), which is taken when the program runs. Use catalyst_lite."
+            "jacobian(catalyst_lite.grad(f)) for second derivatives of such loops, and a Python loop "
+            "over the examples of a batch.")
+        error.site = err.site
+        raise error from None
     return list(cts)
+
+
+def _vjp_by_jacobian(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any] | None:
+    """Where JAX transforms the cotangents (``jax.jacrev`` batches them), the Jacobian of ``fn`` at
+    ``points``, contracted with them: that equation is not transformed, the contraction is JAX's.
+    ``None`` when ``fn``'s equation would be transformed too (``jax.grad`` of ``jax.grad``) or complex."""
+    if any(jnp.iscomplexobj(x) for x in (*points, *cotangents)):
+        return None
+    options = Options.checked("jacobian", None, None, tuple(range(len(points))))
+    try:
+        _, blocks = differentiate(f"jacobian({function_name(fn)})", fn, tuple(points), "jacobian", options,
+                                  lambda traced: [])
+    except CompileError:  # the equation itself is transformed: it needs its sizes (refused)
+        return None
+    per_result = [blocks[k * len(points) : (k + 1) * len(points)] for k in range(len(cotangents))]
+    return [
+        sum(jnp.tensordot(ct, jac[j], axes=jnp.ndim(ct)) for ct, jac in zip(cotangents, per_result))
+        for j in range(len(points))
+    ]
 
 
 deferred_vjp.append(_deferred_vjp)
