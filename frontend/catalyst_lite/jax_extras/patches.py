@@ -169,6 +169,12 @@ def _make_make_eqn(original):
     """Output tracers keep dimension *tracers* in their shapes, which jax.numpy needs:
     ``DynamicJaxprTrace.make_eqn`` builds them from their variables' avals, whose shapes hold ``Var``s."""
     def make_eqn(self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
+        escaped = (type(a) is core.DShapedArray and any(isinstance(d, core.Var) for d in a.shape)
+                   for a in out_avals)
+        if is_active() and any(escaped):
+            # A result size that is a variable of JAX's nested trace (custom_jvp/custom_vjp's
+            # results: JAX relates no sizes across them): symbolic here, it would be unbound.
+            raise NeedsCallSizes(f"a size of {primitive.name}'s results escaped JAX's nested trace")
         eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
         if is_active():
             out_tracers = [
