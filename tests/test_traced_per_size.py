@@ -64,6 +64,7 @@ PROGRAMS = {
     "custom_vjp": (lambda x: jax.grad(lambda y: (_clip_gradient(y) * 3).sum())(x), 1),
     # Their results meet the symbolically-sized argument (broadcast, concatenated, sized alike).
     "custom_jvp_result_times_argument": (lambda x: _softplus(x) * x, 0),
+    "relu_times_argument": (lambda x: jax.nn.relu(x) * x - x, 0),
     "custom_vjp_result_plus_argument": (lambda x: _clip_gradient(x) + x[::-1], 0),
     "custom_jvp_result_concatenated": (lambda x: jnp.concatenate([_softplus(x), x, jnp.ones(x.shape[0])]), 0),
     "custom_jvp_of_2d_result_with_argument": (lambda x: _softplus(jnp.outer(x, x)) @ x, 0),

@@ -188,6 +188,20 @@ def _make_make_eqn(original):
     return make_eqn
 
 
+@repair(core, "mapped_aval")
+def _make_mapped_aval(original):
+    """An element of an array mapped over its symbolic axis (``jax.vmap`` over ``jnp.arange(n)``)
+    has static sizes: JAX's static type, not a ``DShapedArray`` of numbers, which jax.numpy's
+    checks (``isinstance(aval, ShapedArray)``: ``x[i]``) refuse as "Indexing mode not yet supported"."""
+    def mapped_aval(size, axis, aval):
+        out = original(size, axis, aval)
+        if is_active() and type(out) is core.DShapedArray and all(type(d) is int for d in out.shape):
+            return core.ShapedArray(out.shape, out.dtype, out.weak_type)
+        return out
+
+    return mapped_aval
+
+
 @repair(pjit, "_python_pjit_helper")
 def _make_pjit_helper(original):
     """Nested ``jax.jit`` calls (most of jax.numpy) are inlined, semantically the identity: under
