@@ -350,3 +350,34 @@ def test_gates_inside_jax_lax_control_flow_are_refused():
     inner = qml.qnode(dev(1))(rotated)
     branch = qjit(lambda x: jax.lax.cond(x > 0.5, inner, lambda x: 2.0 + x, x))
     assert abs(branch(0.7) - qml.qnode(dev(1))(rotated)(0.7)) < TOL
+
+
+def test_gates_inside_a_jax_fori_loop_over_sizes_follow_its_iterations():
+    """A ``jax.lax.fori_loop`` whose bounds are sizes (an integer argument, ``len`` of an abstracted
+    axis) is catalyst_lite's for_loop: its gates are applied once per iteration, as default.qubit
+    applies them in a Python loop."""
+
+    def compiled(n, x):
+        jax.lax.fori_loop(0, n, lambda i, c: (qml.RX(c * (i + 1), 0), c)[1], x)
+        return qml.expval(qml.Z(0))
+
+    def over_axis(xs):
+        jax.lax.fori_loop(xs.shape[0] // 2, xs.shape[0], lambda i, c: (qml.RY(xs[i], 0), c)[1], 0)
+        return qml.expval(qml.Z(0))
+
+    def reference(n, x):
+        for i in range(n):
+            qml.RX(x * (i + 1), 0)
+        return qml.expval(qml.Z(0))
+
+    def reference_over_axis(xs):
+        for v in xs[len(xs) // 2:]:
+            qml.RY(v, 0)
+        return qml.expval(qml.Z(0))
+
+    program, axis_program = qjit(qml.qnode(dev(1))(compiled)), qjit(qml.qnode(dev(1))(over_axis),
+                                                                      abstracted_axes={0: "n"})
+    for n in (3, 0, 1):
+        assert abs(program(n, 0.4) - qml.qnode(dev(1))(reference)(n, 0.4)) < TOL
+        xs = np.linspace(0.2, 1.0, n + 2)
+        assert abs(axis_program(xs) - qml.qnode(dev(1))(reference_over_axis)(xs)) < TOL

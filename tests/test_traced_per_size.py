@@ -62,6 +62,12 @@ PROGRAMS = {
     "checkpoint": (lambda x: jax.grad(lambda y: jax.checkpoint(lambda z: jnp.sin(jnp.cos(z)))(y).sum())(x), 1),
     "custom_jvp": (lambda x: (_softplus(x), jax.grad(lambda y: _softplus(y).sum())(x)), 1),
     "custom_vjp": (lambda x: jax.grad(lambda y: (_clip_gradient(y) * 3).sum())(x), 1),
+    # Their results meet the symbolically-sized argument (broadcast, concatenated, sized alike).
+    "custom_jvp_result_times_argument": (lambda x: _softplus(x) * x, 0),
+    "relu_times_argument": (lambda x: jax.nn.relu(x) * x - x, 0),
+    "custom_vjp_result_plus_argument": (lambda x: _clip_gradient(x) + x[::-1], 0),
+    "custom_jvp_result_concatenated": (lambda x: jnp.concatenate([_softplus(x), x, jnp.ones(x.shape[0])]), 0),
+    "custom_jvp_of_2d_result_with_argument": (lambda x: _softplus(jnp.outer(x, x)) @ x, 0),
     "grad_through_scan": (lambda x: jax.grad(lambda y: lax.scan(lambda c, yi: (c * yi + 1.0, None), 1.0, y)[0])(x), 1),
     "grad_through_cond": (lambda x: jax.grad(lambda y: lax.cond(y.sum() > 0, jnp.sum, lambda z: -jnp.sum(z ** 2), y))(x), 1),
 }

@@ -591,3 +591,44 @@ def test_jax_grad_of_numpy_float64_arguments_with_x64_off():
         expected = jax.grad(f)(p)
         assert np.allclose(jax.grad(qjit(f))(p), expected, atol=1e-6)
         assert jax.grad(qjit(f))(p).dtype == expected.dtype
+
+
+# lax.fori_loop over sizes inside qjit: (function of (x, s), abstracted_axes); jax.jit's bounds are numbers.
+FORI_OVER_SIZES = {
+    "product over x.shape[0]": (lambda x, s: lax.fori_loop(0, x.shape[0], lambda i, c: c * x[i], s), {0: "n"}),
+    "pytree carry": (lambda x, s: lax.fori_loop(
+        0, x.shape[0], lambda i, c: (c[0] + x[i] * c[1], c[1] * s), (s, 1.0))[0], {0: "n"}),
+    "from n // 2": (lambda x, s: lax.fori_loop(x.shape[0] // 2, x.shape[0], lambda i, c: c + jnp.sin(x[i] * c), s),
+                    {0: "n"}),
+    "empty when n > 2": (lambda x, s: lax.fori_loop(x.shape[0], 2, lambda i, c: c * s + i, s), {0: "n"}),
+    "array carry": (lambda x, s: jnp.sum(lax.fori_loop(0, x.shape[0], lambda i, c: c * s + x[i], x)), {0: "n"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORI_OVER_SIZES))
+def test_jax_transformations_of_a_qjit_function_with_a_fori_loop_over_sizes(name):
+    """A ``lax.fori_loop`` whose bound is a size (``x.shape[0]``) is our for_loop: jax.grad, jacrev,
+    jvp and vmap of the qjit function equal jax.jit's (a scan there); JAX's while_loop raised
+    "Reverse-mode differentiation does not work" or a TypeError ('>=' between 'Var' and 'int')."""
+    fn, axes = FORI_OVER_SIZES[name]
+    program, reference = qjit(fn, abstracted_axes=(axes, {})), jax.jit(fn)
+    for n in (4, 1, 3):
+        x, s = jnp.linspace(0.5, 1.5, n), 0.7
+        close(program(x, s), reference(x, s))
+        close(jax.grad(program, argnums=(0, 1))(x, s), jax.grad(reference, argnums=(0, 1))(x, s))
+        close(jax.jacrev(program, argnums=1)(x, s), jax.jacrev(reference, argnums=1)(x, s))
+        close(jax.jvp(lambda t: program(x, t), (s,), (1.0,)), jax.jvp(lambda t: reference(x, t), (s,), (1.0,)))
+        close(jax.vmap(program, in_axes=(None, 0))(x, jnp.arange(2.0)),
+              jax.vmap(reference, in_axes=(None, 0))(x, jnp.arange(2.0)))
+
+
+def test_jax_grad_of_a_qjit_function_with_a_fori_loop_over_an_int_argument():
+    """``lax.fori_loop(0, n, ...)`` with ``n`` an integer argument (a size): as jax.jit with ``n`` static."""
+
+    def f(n, s):
+        return lax.fori_loop(0, n, lambda i, c: c * 1.1 + jnp.sin(s * i), s)
+
+    program, reference = qjit(f), jax.jit(f, static_argnums=0)
+    for n in (4, 0, 1):
+        close(jax.grad(program, argnums=1)(n, 0.7), jax.grad(reference, argnums=1)(n, 0.7))
+        close(jax.vjp(lambda t: program(n, t), 0.7)[1](1.0), jax.vjp(lambda t: reference(n, t), 0.7)[1](1.0))

@@ -195,3 +195,33 @@ def test_jax_vmap_of_control_flow_whose_predicate_differs_between_examples():
     for got_all in (qjit(vmap(ours))(xs), qjit(jax.vmap(ours))(xs), jax.vmap(program)(xs), from_jaxpr):
         for got, expected in zip(jax.tree.leaves(got_all), want):
             np.testing.assert_allclose(got, expected, rtol=1e-12)
+
+
+# An element of an array mapped over its symbolic axis, used where jax.numpy wants a static type
+# (an index, a start of dynamic_slice): (function, abstracted_axes, arguments of length n).
+OVER_SYMBOLIC_AXIS = {
+    "index by a mapped arange": (lambda x: jax.vmap(lambda i: x[i] * i)(jnp.arange(x.shape[0])), {0: "n"}),
+    "mapped arange and array": (
+        lambda x: jax.vmap(lambda i, e: x[i - 1] * e)(jnp.arange(x.shape[0]), x), {0: "n"}),
+    "rows as indices": (lambda x, ix: jax.vmap(lambda r: x[r[0]] + x[r[1]])(ix), ({0: "n"}, {0: "n"})),
+    "columns as indices": (
+        lambda x, ix: jax.vmap(lambda c: x[c[0]] * c[1], in_axes=1)(ix.T), ({0: "n"}, {0: "n"})),
+    "lax.map of an arange": (lambda x: jax.lax.map(lambda i: x[i] + 1.0, jnp.arange(x.shape[0])), {0: "n"}),
+    "dynamic_slice at a mapped start": (
+        lambda x: jax.vmap(lambda i: jax.lax.dynamic_slice(x, (i,), (1,)))(jnp.arange(x.shape[0])), {0: "n"}),
+    "scatter at a mapped index": (
+        lambda x: jax.vmap(lambda i: x.at[i].set(0.0))(jnp.arange(x.shape[0])), {0: "n"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVER_SYMBOLIC_AXIS))
+def test_jax_vmap_over_a_symbolic_axis_gives_elements_of_static_type(name):
+    """``jax.vmap``/``lax.map`` over an axis of symbolic size inside qjit: each element has static
+    sizes (a scalar index, a row of known length), as under ``jax.jit``; indexing with it raised
+    "Indexing mode not yet supported"."""
+    fn, axes = OVER_SYMBOLIC_AXIS[name]
+    program = qjit(fn, abstracted_axes=axes)
+    for n in (3, 1, 4):
+        x = np.linspace(0.1, 1.1, n)
+        args = (x, np.arange(2 * n).reshape(n, 2) % n)[: fn.__code__.co_argcount]
+        _same(program(*args), jax.jit(fn)(*args))

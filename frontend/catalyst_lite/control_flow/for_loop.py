@@ -30,8 +30,9 @@ from ..errors import ArgumentOverflowError, ArgumentValueError, ControlFlowError
 from ..errors import UnsupportedOperationError
 from ..errors import function_name
 from ..jax_extras import ClosedJaxpr, Tracer, get_aval, lowering
-from ..jax_extras.tracing import dependence_rules, dimension_value
-from ..jax_extras.dimensions import note_loop_index
+from ..jax_extras.tracing import dependence_rules, dimension_value, is_tracing
+from ..jax_extras.dimensions import is_size_expression, note_loop_index
+from ..jax_extras.patches import Patch, register_patch
 from ..jax_extras.size_facts import runs_only_if_loop_runs
 from ..jax_extras.nested import Body, DynshapePrimitive, Equation, NestedSpec, bind_nested
 from ..jax_extras.rules import PrimitiveSpec, register_nested_primitive
@@ -282,3 +283,21 @@ register_nested_primitive(for_loop_p, PrimitiveSpec(
     bodies=lambda params: [params["body_jaxpr"].jaxpr], lowering=_lower, kept_under_differentiation=_trip_count_traced,
 ))
 dependence_rules[for_loop_p] = _dependence
+
+
+def _make_fori_loop(original: Callable) -> Callable:
+    # lax.fori_loop with a traced bound is JAX's while_loop, which reverse mode cannot transpose:
+    # jax.grad of a qjit function looping over x.shape[0] (or an int size argument) failed, where
+    # jax.jit, whose bound is a number, runs a scan. Our for_loop is transposed at specialization.
+    def fori_loop(lower: Any, upper: Any, body_fun: Callable, init_val: Any, *, unroll: Any = None) -> Any:
+        if unroll is None and is_tracing() and any(is_size_expression(b) for b in (lower, upper)):
+            dtype = jnp.result_type(lower, upper)
+            body = functools.wraps(body_fun)(lambda i, val: body_fun(lax.convert_element_type(i, dtype), val))
+            return for_loop(lower, upper, 1)(body)(init_val)
+        return original(lower, upper, body_fun, init_val, unroll=unroll)
+
+    return fori_loop
+
+
+register_patch(Patch("fori_loop_over_sizes", lax, "fori_loop", _make_fori_loop,
+                     "lax.fori_loop over sizes is our for_loop: differentiable in reverse mode"))

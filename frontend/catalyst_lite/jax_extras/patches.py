@@ -169,6 +169,12 @@ def _make_make_eqn(original):
     """Output tracers keep dimension *tracers* in their shapes, which jax.numpy needs:
     ``DynamicJaxprTrace.make_eqn`` builds them from their variables' avals, whose shapes hold ``Var``s."""
     def make_eqn(self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
+        escaped = (type(a) is core.DShapedArray and any(isinstance(d, core.Var) for d in a.shape)
+                   for a in out_avals)
+        if is_active() and any(escaped):
+            # A result size that is a variable of JAX's nested trace (custom_jvp/custom_vjp's
+            # results: JAX relates no sizes across them): symbolic here, it would be unbound.
+            raise NeedsCallSizes(f"a size of {primitive.name}'s results escaped JAX's nested trace")
         eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
         if is_active():
             out_tracers = [
@@ -180,6 +186,20 @@ def _make_make_eqn(original):
         return eqn, out_tracers
 
     return make_eqn
+
+
+@repair(core, "mapped_aval")
+def _make_mapped_aval(original):
+    """An element of an array mapped over its symbolic axis (``jax.vmap`` over ``jnp.arange(n)``)
+    has static sizes: JAX's static type, not a ``DShapedArray`` of numbers, which jax.numpy's
+    checks (``isinstance(aval, ShapedArray)``: ``x[i]``) refuse as "Indexing mode not yet supported"."""
+    def mapped_aval(size, axis, aval):
+        out = original(size, axis, aval)
+        if is_active() and type(out) is core.DShapedArray and all(type(d) is int for d in out.shape):
+            return core.ShapedArray(out.shape, out.dtype, out.weak_type)
+        return out
+
+    return mapped_aval
 
 
 @repair(pjit, "_python_pjit_helper")
