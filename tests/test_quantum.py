@@ -463,9 +463,11 @@ def test_hermitian_products_of_paulis_on_one_wire_are_measured_as_default_qubit(
         qml.RX(x, 0)
         qml.RY(0.3, 1)
         return (qml.expval(qml.X(0) @ qml.X(0)), qml.var(qml.Z(0) @ qml.Z(0) @ qml.X(1)),
-                qml.expval(qml.prod(qml.Y(0), qml.Y(0)) + 2 * qml.X(1)), qml.expval(qml.X(0) @ qml.Y(0) + qml.Y(0) @ qml.X(0)))
+                qml.expval(qml.prod(qml.Y(0), qml.Y(0)) + 2 * qml.X(1)),
+                qml.expval(qml.X(0) @ qml.Y(0) + qml.Y(0) @ qml.X(0)))
 
-    np.testing.assert_allclose(qjit(qml.qnode(dev(2))(circuit))(0.7), qml.qnode(dev(2))(circuit)(0.7), atol=TOL)
+    expected = qml.qnode(dev(2))(circuit)(0.7)
+    np.testing.assert_allclose(qjit(qml.qnode(dev(2))(circuit))(0.7), expected, atol=TOL)
 
 
 def _equation_count(jaxpr, skip=()) -> int:

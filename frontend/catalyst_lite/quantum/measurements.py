@@ -24,7 +24,8 @@ from .shots import ShotPlan
 from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
 from .wires import WireMap
 
-__all__ = ["measure_terminal", "exact_measurement", "check_hermitian", "SUPPORTED_MEASUREMENTS", "apply_observable"]
+__all__ = ["measure_terminal", "exact_measurement", "check_hermitian", "SUPPORTED_MEASUREMENTS",
+           "apply_observable"]
 
 SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts", "density_matrix", "vn_entropy",
                           "purity", "mutual_info")
@@ -199,8 +200,8 @@ def check_hermitian(mp: Any) -> None:
         return
     if any(np.imag(c) != 0 for c in sentence.values()):
         raise QuantumOperationError(
-            f"qml.{measurement_kind(mp)} of {mp.obs}: the operator is not Hermitian (as Pauli words it is {sentence}), "
-            "so it is no observable. Measure a Hermitian one: the Pauli words with real "
+            f"qml.{measurement_kind(mp)} of {mp.obs}: the operator is not Hermitian (as Pauli words it "
+            f"is {sentence}), so it is no observable. Measure a Hermitian one: the Pauli words with real "
             "coefficients (X(0) @ Z(0) on one wire is -1j * Y(0): measure Y(0))."
         )
 
