@@ -464,13 +464,41 @@ def test_clear_errors_while_tracing(qfunc, error, words):
     assert all(w in str(info.value) for w in words)
 
 
-def test_variance_of_a_traced_sum_with_shots_is_a_clear_error():
-    @qml.qnode(dev(2), shots=100)
+def test_variance_of_a_traced_sum_with_shots_estimates_default_qubits():
+    # sampled in the eigenbasis of the whole sum (JAX's eigh of its matrix), as PennyLane samples it
     def circuit(x: float):
+        qml.RY(0.4, 0)
         return qml.var(qml.Hamiltonian([x, 1.0], [qml.Z(0), qml.X(0)]))
 
-    with pytest.raises(TypeError, match="eigenvalues depend on traced values"):
-        qjit(seed=1)(circuit)(0.3)
+    shots = 20000
+    estimate = qjit(seed=1)(qml.qnode(dev(2), shots=shots)(circuit))(0.3)
+    expected = qml.qnode(dev(2))(circuit)(0.3)
+    spread = 2 * np.sqrt(0.3**2 + 1)  # of the eigenvalues +-sqrt(x**2 + 1)
+    assert abs(float(estimate) - float(expected)) < 5 * spread**2 / 2 / np.sqrt(shots)
+
+
+@pytest.mark.parametrize("shots", [None, 100])
+@pytest.mark.parametrize(
+    "measurement",
+    [lambda: qml.expval(qml.prod(qml.X(0), qml.Z(0))), lambda: qml.var(qml.Z(1) @ qml.Y(1)),
+     lambda: qml.expval(1j * qml.X(0)), lambda: qml.expval(qml.X(0) @ qml.Y(0) + qml.Z(1))],
+)
+def test_a_non_hermitian_product_of_paulis_is_a_clear_error(measurement, shots):
+    # default.qubit returns a complex expectation (X(0) @ Z(0) is -1j * Y(0)); a real number was returned
+    with pytest.raises(TypeError, match="not Hermitian"):
+        qjit(qml.set_shots(qml.qnode(dev(2))(lambda: (qml.RX(0.7, 0), measurement())[1]), shots=shots))()
+
+
+def test_hermitian_products_of_paulis_on_one_wire_are_measured_as_default_qubit():
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.RY(0.3, 1)
+        return (qml.expval(qml.X(0) @ qml.X(0)), qml.var(qml.Z(0) @ qml.Z(0) @ qml.X(1)),
+                qml.expval(qml.prod(qml.Y(0), qml.Y(0)) + 2 * qml.X(1)),
+                qml.expval(qml.X(0) @ qml.Y(0) + qml.Y(0) @ qml.X(0)))
+
+    expected = qml.qnode(dev(2))(circuit)(0.7)
+    np.testing.assert_allclose(qjit(qml.qnode(dev(2))(circuit))(0.7), expected, atol=TOL)
 
 
 def _equation_count(jaxpr, skip=()) -> int:

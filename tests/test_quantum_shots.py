@@ -12,6 +12,7 @@ import functools
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pennylane as qml
 import pytest
@@ -557,3 +558,49 @@ def test_pauli_words_on_traced_wires_are_not_sampled_in_one_basis_with_others():
     for p in ([1, 0], [0, 1]):
         expected = qml.qnode(DEV)(circuit)(p)
         np.testing.assert_allclose(compiled(np.array(p)), expected, atol=5 / np.sqrt(shots))
+
+
+TRACED_OBSERVABLES = {  # observables whose data are arguments of the compiled function
+    "hermitian": lambda h, c: qml.Hermitian(h, wires=[0, 1]),
+    "hermitian in a product": lambda h, c: qml.Hermitian(h, wires=[1, 0]) @ qml.Z(2),
+    "scaled hermitian": lambda h, c: qml.s_prod(c, qml.Hermitian(h, wires=[2, 0])),
+    "projector onto a state": lambda h, c: qml.Projector(h[0] / jnp.linalg.norm(h[0]), wires=[0, 1]),
+    "sum with a traced coefficient": lambda h, c: c * qml.X(1) + qml.Z(0) @ qml.Y(2),
+}
+
+
+@pytest.mark.parametrize("build", TRACED_OBSERVABLES.values(), ids=TRACED_OBSERVABLES)
+def test_observables_of_traced_data_are_sampled_in_their_eigenbasis(build):
+    # PennyLane diagonalizes a Hermitian with NumPy, and eigenvalues of traced data are known only when
+    # the program runs: these raised PennyLane's ValueError or a QuantumOperationError
+    h = np.array([[1.0, 2.0, 0.0, 0.5], [2.0, -1.0, 0.5, 0.0], [0.0, 0.5, 0.3, 0.0], [0.5, 0.0, 0.0, 2.0]])
+
+    def circuit(h, c, sampled=True):
+        entangled(1, X)
+        obs = build(h, c)
+        return qml.expval(obs), qml.var(obs), (qml.sample if sampled else qml.expval)(obs)
+
+    shots = 20000
+    expected = [float(e) for e in qml.qnode(DEV)(circuit)(h, -0.7, sampled=False)]
+    mean, variance, samples = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=shots), seed=8)(h, -0.7)
+    spectrum = np.linalg.eigvalsh(qml.matrix(build(h, -0.7), wire_order=[0, 1, 2]))
+    assert np.min(np.abs(np.asarray(samples)[:, None] - spectrum[None, :]), axis=1).max() < 1e-10
+    spread = spectrum.max() - spectrum.min()
+    assert abs(float(mean) - expected[0]) < 5 * np.sqrt(expected[1] / shots)
+    assert abs(float(np.mean(samples)) - expected[0]) < 5 * np.sqrt(expected[1] / shots)
+    assert abs(float(variance) - expected[1]) < 5 * spread**2 / 2 / np.sqrt(shots) + 1e-12
+
+
+def test_probabilities_in_the_eigenbasis_of_a_traced_hermitian():
+    h = np.array([[1.0, 2.0, 0.0, 0.0], [2.0, -1.0, 0.5, 0.0], [0.0, 0.5, 0.3, 0.0], [0.0, 0.0, 0.0, 2.0]])
+
+    def circuit(h):
+        entangled(1, X)
+        return qml.probs(op=qml.Hermitian(h, wires=[1, 0])), qml.probs(op=qml.Hermitian(h[:2, :2], wires=2))
+
+    expected = qml.qnode(DEV)(circuit)(h)
+    assert_all_close(qjit(qml.qnode(DEV)(circuit))(h), expected)
+    shots = 20000
+    estimated = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=shots), seed=9)(h)
+    for e, a in zip(expected, estimated):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(e), atol=5 * 0.5 / np.sqrt(shots))

@@ -11,6 +11,7 @@ import operator
 from typing import Any
 
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ..errors import QuantumOperationError
@@ -23,7 +24,8 @@ from .shots import ShotPlan
 from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
 from .wires import WireMap
 
-__all__ = ["measure_terminal", "exact_measurement", "SUPPORTED_MEASUREMENTS", "apply_observable"]
+__all__ = ["measure_terminal", "exact_measurement", "check_hermitian", "SUPPORTED_MEASUREMENTS",
+           "apply_observable"]
 
 SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts", "density_matrix", "vn_entropy",
                           "purity", "mutual_info")
@@ -187,6 +189,21 @@ def _numbered(mp: Any, sizes: list[int]) -> Any:
         if isinstance(mp, qml.measurements.VnEntropyMP):
             return qml.vn_entropy(groups[0], log_base=mp.log_base)
         return type(mp)(wires=qml.wires.Wires(groups[0]))  # density_matrix, purity
+
+
+def check_hermitian(mp: Any) -> None:
+    """A product of Paulis on one wire (``X(0) @ Z(0)`` is ``-1j * Y(0)``) or an imaginary multiple
+    is not an observable: ``default.qubit`` returns a complex expectation and a meaningless
+    variance, where the state-vector formulas here would give a real number silently."""
+    sentence = None if mp.obs is None else mp.obs.pauli_rep
+    if sentence is None or any(isinstance(c, Tracer) for c in sentence.values()):
+        return
+    if any(np.imag(c) != 0 for c in sentence.values()):
+        raise QuantumOperationError(
+            f"qml.{measurement_kind(mp)} of {mp.obs}: the operator is not Hermitian (as Pauli words it "
+            f"is {sentence}), so it is no observable. Measure a Hermitian one: the Pauli words with real "
+            "coefficients (X(0) @ Z(0) on one wire is -1j * Y(0): measure Y(0))."
+        )
 
 
 def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: ShotPlan = ShotPlan(), split=None,

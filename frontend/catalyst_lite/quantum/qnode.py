@@ -51,7 +51,7 @@ from .application import apply_records
 from .gates import BroadcastingError, GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
 from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
-from .measurements import exact_measurement, measure_terminal
+from .measurements import check_hermitian, exact_measurement, measure_terminal
 from .sampling import flatten_results, is_measurement, measurement_kind
 from .recorder import recorder_class
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, run_ctrl
@@ -383,6 +383,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
         run.measurements = [m for m in jax.tree_util.tree_leaves(run.output, is_leaf=is_measurement) if is_measurement(m)]
         for m in run.measurements:
             recorder.check_not_applied(m)
+            check_hermitian(m)
             if m.mv is None and m.obs is None:  # (an observable's factors may share wires: X(0) @ X(0))
                 wires.check_distinct(m.wires, measurement_kind(m))
             if m.mv is None:  # wires allocated on use: all of them before any result

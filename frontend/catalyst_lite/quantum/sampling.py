@@ -72,9 +72,33 @@ def _by_factor(obs: Any) -> bool:
     return isinstance(obs, _qml().ops.Prod) and any(isinstance(w, Tracer) for w in obs.wires)
 
 
-def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
-    """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue)."""
+def _traced_data(obs: Any) -> bool:
+    return any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(obs.data))
+
+
+def _diagonalized_by_eigh(obs: Any, in_order: bool) -> bool:
+    """``obs`` (with traced data) is diagonalized by JAX's ``eigh`` of its matrix: PennyLane
+    diagonalizes a Hermitian with NumPy (it cannot when the matrix is traced), and other traced
+    data give eigenvalues known only when the program runs. ``in_order``: the order of the
+    eigenbasis matters (``probs(op=...)``); ``eigh``'s (ascending eigenvalues) is PennyLane's
+    only for a ``Hermitian``."""
+    if not _traced_data(obs) or _by_factor(obs):
+        return False
+    return not in_order or isinstance(obs, _qml().Hermitian)
+
+
+def _eigh(obs: Any):
+    """``(eigenvalues, eigenvectors)`` of ``obs``'s matrix on its wires, traced."""
+    return jnp.linalg.eigh(jnp.asarray(obs.matrix(), jnp.complex128))
+
+
+def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap, in_order: bool = True):
+    """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue); with
+    ``in_order=False`` only the eigenvalue of each outcome (:func:`eigenvalues`) must be known."""
     qml = _qml()
+    if _diagonalized_by_eigh(obs, in_order):
+        vectors = _eigh(obs)[1]
+        return apply_matrix(state, jnp.conj(vectors).T, wires.indices(obs.wires, obs.name), n_wires)
     if isinstance(obs, qml.ops.Sum) and any(isinstance(w, Tracer) for w in obs.wires):
         raise QuantumOperationError(
             f"catalyst_lite cannot sample {obs} with finite shots: a sum measured this way is sampled "
@@ -83,7 +107,7 @@ def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap):
         )
     if _by_factor(obs):
         for factor in obs.operands:
-            state = rotate_to_eigenbasis(state, factor, n_wires, wires)
+            state = rotate_to_eigenbasis(state, factor, n_wires, wires, in_order)
         return state
     with qml.QueuingManager.stop_recording():
         gates = obs.diagonalizing_gates()
@@ -104,6 +128,12 @@ def static_eigvals(obs) -> np.ndarray:
             f"catalyst_lite cannot sample the observable {obs} with finite shots: its eigenvalues "
             "depend on traced values. Sample its Pauli words separately."
         ) from None
+
+
+def eigenvalues(obs: Any, in_order: bool = True):
+    """The eigenvalue of each outcome of :func:`rotate_to_eigenbasis` (traced for a traced observable
+    :func:`_diagonalized_by_eigh`; else constants, as :func:`static_eigvals`)."""
+    return _eigh(obs)[0] if _diagonalized_by_eigh(obs, in_order) else static_eigvals(obs)
 
 
 def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
@@ -142,11 +172,12 @@ def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
     sentence = obs.pauli_rep if kind in ("expval", "var") else None
     if sentence is not None and (kind == "expval" or len(sentence) == 1):
         return _sentence_samples(state, sentence, key, shots, n_wires, wires)
-    samples = _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires), key, shots)
+    in_order = kind not in ("expval", "var", "sample")  # counts and probs name their outcomes
+    samples = _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires, in_order), key, shots)
     if kind not in ("expval", "var", "sample", "counts"):  # probs(op=...): on the observable's wires
         return _basis_records(mp, samples, n_wires, wires)
     position = outcome_index(samples, wires.indices(obs.wires, obs.name), n_wires)
-    return jnp.take(jnp.asarray(static_eigvals(obs), jnp.float64), position)
+    return jnp.take(jnp.asarray(eigenvalues(obs, in_order), jnp.float64), position)
 
 
 def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
