@@ -755,6 +755,66 @@ def test_qnode_transforms_apply_to_each_segment_of_a_loop():
     np.testing.assert_allclose(compiled(0.4), qml.qnode(dev(2))(unrolled)(0.4), atol=TOL)
 
 
+def _loop_on_the_angle(x):
+    @for_loop(0, 3, 1)
+    def body(i, angle):
+        qml.RY(angle, wires=i % 2)
+        return angle / 2
+
+    body(x)
+    return body
+
+
+def _counting_loop(x):
+    @while_loop(lambda k: k < 3)
+    def body(k):
+        qml.RX(x * k, wires=1)
+        return k + 1
+
+    body(1)
+    return body
+
+
+def _branch_on_the_angle(x):
+    @cond(x > 0.5)
+    def branch():
+        qml.CNOT([0, 1])
+
+    @branch.otherwise
+    def branch():
+        qml.Hadamard(1)
+
+    branch()
+    return branch
+
+
+@pytest.mark.parametrize("flow, unrolled", [
+    (_loop_on_the_angle, lambda x: [qml.RY(x, 0), qml.RY(x / 2, 1), qml.RY(x / 4, 0)]),
+    (_counting_loop, lambda x: [qml.RX(x, 1), qml.RX(2 * x, 1)]),
+    (_branch_on_the_angle, lambda x: [qml.CNOT([0, 1])] if x > 0.5 else [qml.Hadamard(1)]),
+])
+def test_control_flow_operation_put_on_the_tape_by_a_qnode_transform_is_applied_there(flow, unrolled):
+    """Catalyst's ``.operation`` of control flow called in a QNode's transform goes on the
+    transform's tape: its gates are applied where it stands (it was an AttributeError)."""
+    def inserting(ops_of):
+        @qml.transform
+        def inserted(tape):
+            first, *rest = tape.operations
+            return [tape.copy(operations=[first, *ops_of(first.data[0]), *rest])], lambda r: r[0]
+        return inserted
+
+    def circuit(x):
+        qml.RX(x, 0)
+        qml.Hadamard(1)
+        qml.CRY(0.7, [1, 0])
+        return qml.probs()
+
+    compiled = qjit(inserting(lambda x: [flow(x).operation])(qml.qnode(dev(2))(circuit)))
+    reference = inserting(unrolled)(qml.qnode(dev(2))(circuit))
+    for x in (0.3, 0.9):
+        np.testing.assert_allclose(compiled(x), reference(x), atol=TOL)
+
+
 @qml.transform
 def _measure_x_instead(tape):
     return [tape.copy(measurements=[qml.expval(qml.X(0))])], lambda r: r[0]

@@ -225,14 +225,19 @@ def fed_dimension_operands(feeds: Sequence[tuple[Any, list[int]]], nfixed: Seque
 class ControlFlowOperation:
     """Catalyst's ``.operation`` of control flow called in a compiled quantum circuit: the record of
     that ``cond``/``switch``/``for_loop``/``while_loop`` (by its function's name), without regions.
+    Called in a QNode's transform, it can go on the transform's tape (as Catalyst's operation does):
+    ``replay`` calls the control flow again when the circuit reaches it, its gates applied there.
 
     >>> from catalyst_lite.control_flow.common import ForLoop
     >>> ForLoop("body")
     ForLoop('body')
     """
 
-    def __init__(self, function_name: str):
+    wires, data = (), ()  # what a PennyLane tape reads of its operations (its gates carry their own)
+
+    def __init__(self, function_name: str, replay: Callable[[], Any] | None = None):
         self.function_name = function_name
+        self.replay = replay
 
     @property
     def name(self) -> str:
@@ -277,10 +282,11 @@ class WithOperation:
     operation_type: type[ControlFlowOperation] = ControlFlowOperation
     _operation: ControlFlowOperation | None = None
 
-    def _note_call(self) -> None:
-        """Called in a compiled circuit (whose control flow goes to a handler): its operation."""
+    def _note_call(self, replay: Callable[[], Any]) -> None:
+        """Called in a compiled circuit (whose control flow goes to a handler): its operation, which
+        ``replay`` (this call again) applies."""
         if active_control_flow_handler() is not None:
-            self._operation = self.operation_type(self.__name__)
+            self._operation = self.operation_type(self.__name__, replay)
 
     @property
     def operation(self) -> ControlFlowOperation:
@@ -306,7 +312,7 @@ class LoopCallable(WithOperation):
         self._run = run
 
     def __call__(self, *init: Any) -> Any:
-        self._note_call()
+        self._note_call(functools.partial(self._run, *init))
         return self._run(*init)
 
 

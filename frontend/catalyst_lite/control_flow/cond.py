@@ -82,7 +82,7 @@ class CondCallable(WithOperation):
         return self
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._note_call()
+        self._note_call(functools.partial(self, *args, **kwargs))
         first = self.branches[0]
         preds = [as_predicate(p, "cond", first) for p in self.preds]
         branches = [_bound(fn, args, kwargs) for fn in self.branches]
@@ -153,7 +153,7 @@ class SwitchCallable(WithOperation):
         return decorator
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._note_call()
+        self._note_call(functools.partial(self, *args, **kwargs))
         index = _checked_index(self.index, self.__name__)
         if not isinstance(index, Tracer):
             return self.cases.get(int(index), self.default)(*args, **kwargs)

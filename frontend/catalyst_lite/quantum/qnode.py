@@ -36,7 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
-from ..control_flow.common import StandsForValue, ambient_carry, control_flow_handler, traced_value
+from ..control_flow.common import (
+    ControlFlowOperation, StandsForValue, ambient_carry, control_flow_handler, traced_value,
+)
 from ..debug import callback
 from ..errors import (
     CatalystLiteError, CompileError, QuantumOperationError, QuantumRegionError, RetrySignal, ShotsError,
@@ -254,6 +256,11 @@ class QuantumState:
             self.applied = None
         records: list[GateRecord] = []
         for op in ops:
+            if isinstance(op, ControlFlowOperation):  # put on the tape by a transform: its gates, now
+                self._commit(records)
+                records = []
+                self._replay(op)
+                continue
             if op.name in ("Snapshot", "Allocate", "Deallocate") and records:
                 # (an allocated slot's index is the wire's after the gates so far)
                 self.vector, records = apply_records(self, self.vector, records), []
@@ -276,6 +283,9 @@ class QuantumState:
             else:
                 records += gate_records(op, self.wires)
                 self.wires.check_distinct(op.wires, op.name)
+        self._commit(records)
+
+    def _commit(self, records: list[GateRecord]) -> None:
         if not records:
             return
         if self.applied is not None:
@@ -285,6 +295,17 @@ class QuantumState:
         else:
             self.vector = apply_records(self, self.vector, records)
         self.fresh = False
+
+    def _replay(self, op: ControlFlowOperation) -> None:
+        """Call the control flow of ``op`` again, recording and applying its gates as in the circuit
+        (but not transformed again: the transform that placed ``op`` saw them as one operation)."""
+        pipeline, self.pipeline, self._applying = self.pipeline, None, False
+        try:
+            with self.recorder, control_flow_handler(self.control_flow):
+                op.replay()
+            self.flush()
+        finally:
+            self.pipeline, self._applying = pipeline, True
 
     def _in_control_flow(self) -> bool:
         return self.control_flow.depth > 0

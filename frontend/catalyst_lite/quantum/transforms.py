@@ -2,12 +2,15 @@
 gates of each straight-line segment of a compiled circuit (see :mod:`.qnode`). A transform must
 rewrite the gates into one circuit (one tape, the same measurements, no post-processing) or keep
 the results (:data:`RESULT_PRESERVING_PASSES`); anything else is a ``QuantumOperationError``.
+Control flow that a transform calls has Catalyst's ``.operation``, which it may put on its tape
+(the circuit calls that control flow again there, see ``QuantumState._replay``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..control_flow.common import control_flow_handler
 from ..errors import CompileError, QuantumOperationError
 
 __all__ = ["transformed_operations", "qnode_pipeline", "RESULT_PRESERVING_PASSES"]
@@ -46,7 +49,8 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             tape = _compiler_pass(pass_name, pipeline[i], tape)
             continue
         try:
-            tapes, post = pipeline[i : i + 1]((tape,))
+            with control_flow_handler(_BoundAsUsual()):
+                tapes, post = pipeline[i : i + 1]((tape,))
         except about_the_circuit as e:  # name the transform that raised
             raise QuantumOperationError(f"The QNode's transform {name} failed on a compiled circuit: {e}") from e
         if not _one_circuit(tapes, post, tape):
@@ -61,6 +65,20 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             )
         tape = tapes[0]
     return list(tape.operations)
+
+class _BoundAsUsual:
+    """The control-flow handler of a QNode's transform: loops and branches called there are bound as
+    usual, and have a ``.operation`` that the transform may put on its tape (applied by replaying)."""
+
+    def for_loop(self, body: Any, bounds: tuple, init: tuple, bind: Any) -> Any:
+        return bind(body, init)
+
+    def while_loop(self, cond_fn: Any, body: Any, init: tuple, bind: Any) -> Any:
+        return bind(cond_fn, body, init)
+
+    def cond(self, preds: list, branches: list, otherwise: Any, bind: Any) -> Any:
+        return bind(preds, branches, otherwise)
+
 
 def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
     """``tape`` after the compiler pass ``pass_name`` (with no tape transform of its own): by
