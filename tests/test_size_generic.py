@@ -245,35 +245,6 @@ def test_sizes_waiting_for_iree_go_on_before_its_module_is_written_to_disk(tmp_p
 
 
 @needs_iree
-def test_calls_from_several_threads_on_size_generic_executables_agree_with_numpy(generic_programs):
-    """Each call runs on the calling thread (IREE's ``local-sync`` driver): calls of two programs'
-    executables from three threads at once, each at new sizes, give each thread its own results."""
-    programs = {
-        "energy": lambda x: (np.sin(x) * 2.0 + x, np.sum((np.sin(x) * 2.0 + x) ** 2)),
-        "numpy_mix": lambda x: reference(numpy_mix, x),
-    }
-    failures: list = []
-    compiled_before = {name: xla_sizes(generic_programs[name]) for name in programs}
-
-    def calls(name: str, first: int) -> None:
-        for n in range(first, first + 15 * 3, 3):  # sizes no other thread calls
-            x = np.linspace(0.5, 2.0, n)
-            try:
-                assert_close(generic_programs[name](x), programs[name](x))
-            except Exception as err:  # reported by the test's thread
-                failures.append((name, n, err))
-
-    threads = [threading.Thread(target=calls, args=args)
-               for args in (("energy", 3000), ("numpy_mix", 3001), ("energy", 3002))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert not failures, failures[:3]
-    assert {name: xla_sizes(generic_programs[name]) for name in programs} == compiled_before
-
-
-@needs_iree
 def test_a_size_that_comes_back_gets_its_xla_executable_bit_identical_to_jax_jit(generic_programs):
     f = generic_programs["energy"]
     x = np.linspace(-1.0, 1.0, 333)

@@ -272,13 +272,11 @@ def _release_runtime() -> None:
 
 
 def _runtime_config() -> Any:
-    """One runtime configuration (driver and device) for every module of the process: ``local-sync``,
-    which runs a call on the calling thread; ``local-task`` hands each one to a pool of threads
-    (10-15 ms to start, 0.1-4 ms a call to wake, more than these programs take at a new size)."""
+    """One runtime configuration (driver and device) for every module of the process."""
     global _config
     with _config_lock:
         if _config is None:
-            _config = iree_runtime.Config("local-sync")
+            _config = iree_runtime.Config("local-task")
         return _config
 
 
