@@ -213,6 +213,38 @@ def test_new_sizes_called_while_iree_compiles_wait_for_it_and_run_on_it(monkeypa
 
 
 @needs_iree
+def test_sizes_waiting_for_iree_go_on_before_its_module_is_written_to_disk(tmp_path, monkeypatch):
+    """The compiled module's disk-cache write (fsyncs) comes after the calls waiting for it: a write
+    held up does not hold them up, and the module is on disk once the compilations are waited for."""
+    from catalyst_lite.compiler import disk_cache
+
+    monkeypatch.setenv("CATALYST_LITE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(SizeGenericTier, "WAIT_IN_XLA_COMPILES", 10**6)
+    release, write = threading.Event(), disk_cache.write
+
+    def held_up(key, kind, content):
+        release.wait(120)
+        write(key, kind, content)
+
+    monkeypatch.setattr(disk_cache, "write", held_up)
+
+    def damped(x):
+        return jnp.tanh(x) * 0.375 + x, jnp.max(x)
+
+    f = qjit(damped, abstracted_axes={0: "n"}, size_generic=True)
+    try:
+        for n in (3, 4, 6):
+            x = np.linspace(-2.0, 2.0, n)
+            assert_close(f(x), reference(damped, x))
+        assert tier(f).status is Status.READY and xla_sizes(f) == {(3,)}  # 4 and 6 waited for IREE
+        assert not list(tmp_path.rglob("*.vmfb"))  # while the write is still held up
+    finally:
+        release.set()
+        QJIT.wait_for_compilations()
+    assert len(list(tmp_path.rglob("*.vmfb"))) == 1
+
+
+@needs_iree
 def test_a_size_that_comes_back_gets_its_xla_executable_bit_identical_to_jax_jit(generic_programs):
     f = generic_programs["energy"]
     x = np.linspace(-1.0, 1.0, 333)

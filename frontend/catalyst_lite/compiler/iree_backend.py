@@ -90,7 +90,8 @@ class LoweredProgram:
         return vmfb
 
     def compile(self) -> bytes:
-        """Compile in an ``iree-compile`` subprocess and cache the module (:class:`Cancelled` at exit)."""
+        """Compile in an ``iree-compile`` subprocess (:class:`Cancelled` at exit); the module is kept in
+        memory, :meth:`store` writes it to disk."""
         returncode, vmfb, stderr = _run_compiler(self.text)
         if returncode < 0:  # killed by a signal (out of memory): nothing to remember of the program
             raise Unsupported(f"iree-compile was killed by signal {-returncode}")
@@ -101,9 +102,12 @@ class LoweredProgram:
             if _run_compiler(CANARY_PROGRAM)[0] == 0:
                 disk_cache.write(self.key, "unsupported", reason.encode())
             raise Unsupported(reason)
-        disk_cache.write(self.key, "vmfb", vmfb)
         _recent_module(self.digest, vmfb)
         return vmfb
+
+    def store(self, vmfb: bytes) -> None:
+        """Write the module compiled to the disk cache, for later processes."""
+        disk_cache.write(self.key, "vmfb", vmfb)
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
         """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed)."""
