@@ -23,10 +23,10 @@ import numpy as np
 from jax import lax
 
 from ..jax_extras import Tracer
-from .fusion import MAX_BLOCK_WIRES, BlockMatrices, _shape_of, block_matrices, fuse, has_known_wires, planned_gates
+from .fusion import MAX_BLOCK_WIRES, BlockMatrices, _monomial, _shape_of, block_matrices, fuse, has_known_wires, planned_gates
 from .gates import GateRecord, _dagger, batched_matrices, stacked
 from .measurements import apply_observable, exact_measurement
-from .monomials import Monomial
+from .monomials import AffineMap, Monomial
 from .sampling import measurement_kind
 from .statevector import INDEX, basis_indices
 
@@ -103,17 +103,24 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
     n = plan.n_wires
     traced = {stack.shape[-1]: s for s, stack in enumerate(matrices.stacks)}  # one stack per size
     known: dict[int, list[np.ndarray]] = {}
-    gates: list[np.ndarray] = []  # the monomial gates, in the order their index maps compose
+    gates: list[tuple] = []  # the gates of other monomial blocks, in the order their index maps compose
+    maps: list[list[int]] = []  # the affine maps of monomial blocks
     rows, kinds = [], {}
     for b in (range(len(plan.blocks)) if forward else reversed(range(len(plan.blocks)))):
         block = plan.blocks[b]
         row = [0] * (_END + 1)
         if block.kind == "monomial":
-            members = [plan.records[m] for m in block.members]
-            row[_BRANCH] = kinds.setdefault("monomial", len(kinds))
-            row[_FIRST] = len(gates)
-            gates += [_gate_row(r, n, forward) for r in (members[::-1] if forward else members)]
-            row[_END] = len(gates)
+            matrices_of = [np.asarray(plan.records[m].matrix, np.complex128) for m in block.members]
+            applied = ([_monomial(m, plan.records[i]) for m, i in zip(matrices_of, block.members)] if forward else
+                       [_monomial(_dagger(m), plan.records[i]) for m, i in zip(matrices_of, block.members)][::-1])
+            affine = AffineMap.of(applied, n)
+            if affine is not None:  # a permutation affine over GF(2) (X, CNOT, SWAP): n + 1 numbers
+                row[_BRANCH], row[_FIRST] = kinds.setdefault("affine", len(kinds)), len(maps)
+                maps.append([affine.offset, *affine.columns])
+            else:
+                row[_BRANCH], row[_FIRST] = kinds.setdefault("monomial", len(kinds)), len(gates)
+                gates += [_gate_row(g, n) for g in reversed(applied)]
+                row[_END] = len(gates)
         else:
             wires = sorted(block.wires)
             d = 2 ** len(wires)
@@ -158,9 +165,17 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
         index, phase = _monomial_map(gate_table, row[_FIRST], row[_END], n)
         return phase * vectors.at[:, index].get(mode="promise_in_bounds", unique_indices=True), tuple(zeros())
 
-    if gates:
-        gate_table = (jnp.asarray(np.stack([g[0] for g in gates])), jnp.asarray(np.stack([g[1] for g in gates])))
-    branches = [monomial if kind == "monomial" else dense(kind.bit_length() - 1) for kind in kinds]
+    def permutation(vectors, row):
+        index = basis_indices(n)
+        columns = lax.dynamic_index_in_dim(map_table, row[_FIRST], keepdims=False)
+        source = functools.reduce(jnp.bitwise_xor, [jnp.where((index >> b) & 1 == 1, columns[1 + b], np.int32(0))
+                                                    for b in range(n)], columns[0])
+        return vectors.at[:, source].get(mode="promise_in_bounds", unique_indices=True), tuple(zeros())
+
+    gate_table = tuple(jnp.asarray(np.stack(column)) for column in zip(*gates))
+    map_table = jnp.asarray(np.asarray(maps, np.int32).reshape(len(maps), n + 1))
+    branches = [{"affine": permutation, "monomial": monomial}.get(kind) or dense(kind.bit_length() - 1)
+                for kind in kinds]
 
     def body(i, carry):
         vectors, crosses = carry
@@ -193,16 +208,14 @@ def _block_layout(positions: list[Any], n_wires: int) -> tuple[Any, Any]:
     return into, (index << k) | inner
 
 
-def _gate_row(record: GateRecord, n_wires: int, forward: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A monomial gate (its inverse backwards) as data: the masks of its controls and control
-    values, of each target slot (the last ones used) and of them all; per row of its target bits,
-    the bits it takes them from (in place) and the phase."""
-    matrix = np.asarray(record.matrix, np.complex128)
-    gate = Monomial.of(matrix if forward else _dagger(matrix), record.targets)
-    masks = [0] * (TARGET_SLOTS - len(record.targets)) + [1 << (n_wires - 1 - t) for t in record.targets]
-    controls = [1 << (n_wires - 1 - c) for c in record.controls]
-    pattern = sum(m for m, v in zip(controls, record.control_values) if v)
-    k, size = len(record.targets), 2**TARGET_SLOTS
+def _gate_row(gate: Monomial, n_wires: int) -> tuple[np.ndarray, np.ndarray]:
+    """A monomial gate as data: the masks of its controls and control values, of each target slot
+    (the last ones used) and of them all; per row of its target bits, the bits it takes them from
+    (in place) and the phase."""
+    k, size = len(gate.targets), 2**TARGET_SLOTS
+    masks = [0] * (TARGET_SLOTS - k) + [1 << (n_wires - 1 - t) for t in gate.targets]
+    controls = [1 << (n_wires - 1 - c) for c in gate.controls]
+    pattern = sum(m for m, v in zip(controls, gate.control_values) if v)
     source = [sum(masks[TARGET_SLOTS - k + m] for m in range(k) if (s >> (k - 1 - m)) & 1) for s in gate.source]
     ints = [sum(controls), pattern, *masks, sum(masks), *source, *[0] * (size - len(source))]
     return np.asarray(ints, np.int32), np.concatenate([gate.phase, np.ones(size - len(gate.phase))])
