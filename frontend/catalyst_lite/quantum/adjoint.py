@@ -79,7 +79,7 @@ class _Plan:
 
     def simulate(self, initial: Any, matrices: BlockMatrices) -> Any:
         """The final state: the blocks applied in order."""
-        return _walk(self, matrices, initial[None], forward=True)[0][0]
+        return _walk(self, matrices, initial)[0][0]
 
 
 def _real_scalars(parameters: Sequence[Any]) -> bool:
@@ -94,98 +94,120 @@ TARGET_SLOTS = 3
 _BRANCH, _PICK, _SLOT, _WIRES, _FIRST, _END = 0, 1, 2, 3, 3 + MAX_BLOCK_WIRES, 4 + MAX_BLOCK_WIRES
 
 
-def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, observables: int = 0):
-    """The blocks applied to ``vectors`` (rows) by one loop over a table of the blocks: in order
-    (``forward``), or their inverses backwards, keeping ``R`` for the ``observables`` vectors after
-    the first. Returns the vectors and, per traced stack, ``R``: ``(observables, blocks, d, d)``.
-    The wires, matrices and gates are data: XLA compiles one kernel per size of dense block and one
-    for monomial blocks, whatever the circuit."""
-    n = plan.n_wires
+def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable | None = None):
+    """The blocks applied to ``initial`` in order; with ``observe`` (the final state's ``(phis,
+    values)``), then their inverses backwards to the state and the ``phis``, keeping ``R``. One loop
+    over a table of the blocks, in which the wires, matrices and gates are data: XLA compiles one
+    kernel per size of dense block and per kind of monomial block, whatever the circuit. Returns
+    the vectors (the final state first, without ``observe``), the values and, per traced stack,
+    ``R`` ``(observables, blocks, d, d)``."""
+    n, blocks = plan.n_wires, plan.blocks
     traced = {stack.shape[-1]: s for s, stack in enumerate(matrices.stacks)}  # one stack per size
+    count = {d: matrices.stacks[s].shape[1] for d, s in traced.items()}
     known: dict[int, list[np.ndarray]] = {}
+    for b in sorted(matrices.known):  # after the traced matrices of their size
+        known.setdefault(matrices.known[b].shape[-1], []).append(b)
+    parts: dict[int, list[Any]] = {d: [matrices.stacks[s][0]] for d, s in traced.items()}
+    for d, bs in known.items():
+        parts.setdefault(d, []).append(jnp.asarray(np.stack([matrices.known[b] for b in bs])))
+    joined = {d: jnp.concatenate(ms) if len(ms) > 1 else ms[0] for d, ms in parts.items()}
     gates: list[tuple] = []  # the gates of other monomial blocks, in the order their index maps compose
     maps: list[list[int]] = []  # the affine maps of monomial blocks
-    rows, kinds = [], {}
-    for b in (range(len(plan.blocks)) if forward else reversed(range(len(plan.blocks)))):
-        block = plan.blocks[b]
-        row = [0] * (_END + 1)
+    kinds: dict[Any, int] = {}
+
+    def row(b: int, forward: bool) -> list[int]:
+        block, row = blocks[b], [0] * (_END + 1)
         if block.kind == "monomial":
-            matrices_of = [np.asarray(plan.records[m].matrix, np.complex128) for m in block.members]
-            applied = ([_monomial(m, plan.records[i]) for m, i in zip(matrices_of, block.members)] if forward else
-                       [_monomial(_dagger(m), plan.records[i]) for m, i in zip(matrices_of, block.members)][::-1])
+            members = [(np.asarray(plan.records[m].matrix, np.complex128), plan.records[m]) for m in block.members]
+            applied = ([_monomial(m, r) for m, r in members] if forward else
+                       [_monomial(_dagger(m), r) for m, r in members[::-1]])
             affine = AffineMap.of(applied, n)
             if affine is not None:  # a permutation affine over GF(2) (X, CNOT, SWAP): n + 1 numbers
                 row[_BRANCH], row[_FIRST] = kinds.setdefault("affine", len(kinds)), len(maps)
                 maps.append([affine.offset, *affine.columns])
             else:
                 row[_BRANCH], row[_FIRST] = kinds.setdefault("monomial", len(kinds)), len(gates)
-                gates += [_gate_row(g, n) for g in reversed(applied)]
+                gates.extend(_gate_row(g, n) for g in reversed(applied))
                 row[_END] = len(gates)
+            return row
+        wires = sorted(block.wires)
+        d = 2 ** len(wires)
+        row[_BRANCH] = kinds.setdefault(d, len(kinds))
+        row[_WIRES:_WIRES + len(wires)] = [n - 1 - w for w in wires]
+        spare = count.get(d, 0)  # the R of a known block, or of one forwards, is dropped
+        if b in matrices.known:
+            row[_PICK], row[_SLOT] = spare + known[d].index(b), spare
         else:
-            wires = sorted(block.wires)
-            d = 2 ** len(wires)
-            row[_BRANCH] = kinds.setdefault(d, len(kinds))
-            row[_WIRES:_WIRES + len(wires)] = [n - 1 - w for w in wires]
-            count = matrices.stacks[traced[d]].shape[1] if d in traced else 0  # traced first, then known
-            if b in matrices.known:
-                known.setdefault(d, []).append(matrices.known[b])
-                row[_PICK], row[_SLOT] = count + len(known[d]) - 1, count  # R: into the spare slot
-            else:
-                row[_PICK] = row[_SLOT] = matrices.slot[b][1]
-        rows.append(row)
-    parts: dict[int, list[Any]] = {d: [matrices.stacks[s][0]] for d, s in traced.items()}
-    for d, ms in known.items():
-        parts.setdefault(d, []).append(jnp.asarray(np.stack(ms)))
-    joined = {d: jnp.concatenate(ms) if len(ms) > 1 else ms[0] for d, ms in parts.items()}
-    joined = {d: m if forward else jnp.conj(jnp.swapaxes(m, -1, -2)) for d, m in joined.items()}
+            row[_PICK] = matrices.slot[b][1]
+            row[_SLOT] = spare if forward else row[_PICK]
+        row[_PICK] += 0 if forward else len(joined[d])  # the inverses follow
+        return row
+
+    rows = [row(b, True) for b in range(len(blocks))]
+    vectors, values = initial[None], jnp.zeros(0)
+    if observe is not None:
+        rows.append([kinds.setdefault("observe", len(kinds))] + [0] * _END)
+        rows += [row(b, False) for b in reversed(range(len(blocks)))]
+        joined = {d: jnp.concatenate([m, jnp.conj(jnp.swapaxes(m, -1, -2))]) for d, m in joined.items()}
+        phis, values = jax.eval_shape(observe, initial)
+        vectors = jnp.concatenate([vectors, jnp.zeros(phis.shape, phis.dtype)])
+        values = jnp.zeros(values.shape, values.dtype)
+    observables = len(vectors) - 1
     table = jnp.asarray(np.asarray(rows, np.int32))
     sizes = sorted(traced, key=traced.get) if observables else []  # the stacks whose blocks keep R
-    crosses = tuple(jnp.zeros((observables, matrices.stacks[traced[d]].shape[1] + 1, d, d), jnp.complex128)
-                    for d in sizes)
+    crosses = tuple(jnp.zeros((observables, count[d] + 1, d, d), jnp.complex128) for d in sizes)
 
-    def zeros() -> list[Any]:
-        return [jnp.zeros((observables, d, d), jnp.complex128) for d in sizes]
+    def zeros() -> tuple:
+        return tuple(jnp.zeros((observables, d, d), jnp.complex128) for d in sizes)
 
     def dense(k: int) -> Callable:
-        def branch(vectors, row):
+        def branch(vectors, values, row):
             d = 2**k
             into, back = _block_layout([row[_WIRES + m] for m in range(k)], n)
             blocked = vectors.at[:, into].get(mode="promise_in_bounds", unique_indices=True)
             matrix = lax.dynamic_index_in_dim(joined[d], row[_PICK], keepdims=False)
             moved = jnp.einsum("xra,ba->xrb", blocked, matrix)
-            made = zeros()
+            made = list(zeros())
             if d in sizes:  # R[o, a, b] = sum_r conj(phi_o[r, a]) psi[r, b]
                 made[sizes.index(d)] = jnp.einsum("ora,rb->oab", jnp.conj(blocked[1:]), moved[0])
             flat = moved.reshape(len(vectors), -1)
-            return flat.at[:, back].get(mode="promise_in_bounds", unique_indices=True), tuple(made)
+            return flat.at[:, back].get(mode="promise_in_bounds", unique_indices=True), values, tuple(made)
 
         return branch
 
-    def monomial(vectors, row):
+    def monomial(vectors, values, row):
         index, phase = _monomial_map(gate_table, row[_FIRST], row[_END], n)
-        return phase * vectors.at[:, index].get(mode="promise_in_bounds", unique_indices=True), tuple(zeros())
+        return phase * vectors.at[:, index].get(mode="promise_in_bounds", unique_indices=True), values, zeros()
 
-    def permutation(vectors, row):
+    def permutation(vectors, values, row):
         index = basis_indices(n)
         columns = lax.dynamic_index_in_dim(map_table, row[_FIRST], keepdims=False)
         source = functools.reduce(jnp.bitwise_xor, [jnp.where((index >> b) & 1 == 1, columns[1 + b], np.int32(0))
                                                     for b in range(n)], columns[0])
-        return vectors.at[:, source].get(mode="promise_in_bounds", unique_indices=True), tuple(zeros())
+        return vectors.at[:, source].get(mode="promise_in_bounds", unique_indices=True), values, zeros()
+
+    def observed(vectors, values, row):
+        phis, values = observe(vectors[0])
+        return jnp.concatenate([vectors[:1], phis]), values, zeros()
 
     gate_table = tuple(jnp.asarray(np.stack(column)) for column in zip(*gates))
     map_table = jnp.asarray(np.asarray(maps, np.int32).reshape(len(maps), n + 1))
-    branches = [{"affine": permutation, "monomial": monomial}.get(kind) or dense(kind.bit_length() - 1)
-                for kind in kinds]
+    chosen = {"affine": permutation, "monomial": monomial, "observe": observed}
+    branches = [chosen[kind] if kind in chosen else dense(kind.bit_length() - 1) for kind in kinds]
 
     def body(i, carry):
-        vectors, crosses = carry
+        vectors, values, crosses = carry
         row = table[i]
-        vectors, made = lax.switch(row[_BRANCH], branches, vectors, row) if len(branches) > 1 else branches[0](vectors, row)
+        if len(branches) > 1:
+            vectors, values, made = lax.switch(row[_BRANCH], branches, vectors, values, row)
+        else:
+            vectors, values, made = branches[0](vectors, values, row)
         slots = [jnp.where(row[_BRANCH] == kinds[d], row[_SLOT], c.shape[1] - 1) for d, c in zip(sizes, crosses)]
-        return vectors, tuple(lax.dynamic_update_index_in_dim(c, m, s, 1) for c, m, s in zip(crosses, made, slots))
+        crosses = tuple(lax.dynamic_update_index_in_dim(c, m, s, 1) for c, m, s in zip(crosses, made, slots))
+        return vectors, values, crosses
 
-    vectors, crosses = lax.fori_loop(0, len(rows), body, (vectors, crosses))
-    return vectors, tuple(c[:, :-1] for c in crosses)
+    vectors, values, crosses = lax.fori_loop(0, len(rows), body, (vectors, values, crosses))
+    return vectors, values, tuple(c[:, :-1] for c in crosses)
 
 
 def _block_layout(positions: list[Any], n_wires: int) -> tuple[Any, Any]:
@@ -269,11 +291,14 @@ def adjoint_expvals(mps: Sequence[Any], initial: Any, records: Sequence[GateReco
 
         primal, dstacks = jax.jvp(stacks, (params,), (dparams,))
         matrices = replace(held[0], stacks=list(primal))
-        state = plan.simulate(initial, matrices)
-        phis = jnp.stack([apply_observable(m.obs, state, n_wires, wires) for m in mps])
-        _, crosses = _walk(plan, matrices, jnp.concatenate([state[None], phis]), False, len(mps))
+
+        def observe(state):
+            phis = jnp.stack([apply_observable(m.obs, state, n_wires, wires) for m in mps])
+            return phis, measured(state)
+
+        _, values, crosses = _walk(plan, matrices, initial, observe)
         out = sum(2 * jnp.real(jnp.einsum("bij,obij->o", d[0], r)) for d, r in zip(dstacks, crosses))
-        return measured(state), out
+        return values, out
 
     result = expvals(lax.stop_gradient(initial), plan.parameters())
     return [result[i] for i in range(len(mps))]
