@@ -90,8 +90,10 @@ TARGET_SLOTS = 3
 """Targets of a monomial gate in the sweep's table (its controls are a mask): more, no adjoint method."""
 
 # Columns of a row of the sweep's table: the branch, the block's matrix in the stack of its size, the
-# slot of its R, the bit positions of its wires (dense), the range of its gates in the gate table (monomial).
+# slot of its R, the bit positions of its wires (dense), the range of its gates in the gate table
+# (monomial); then the layout the vectors arrive in (that of the dense block before: its wires and bits).
 _BRANCH, _PICK, _SLOT, _WIRES, _FIRST, _END = 0, 1, 2, 3, 3 + MAX_BLOCK_WIRES, 4 + MAX_BLOCK_WIRES
+_HELD = _END + 1
 
 
 def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable | None = None):
@@ -116,7 +118,7 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
     kinds: dict[Any, int] = {}
 
     def row(b: int, forward: bool) -> list[int]:
-        block, row = blocks[b], [0] * (_END + 1)
+        block, row = blocks[b], [0] * (_HELD + 1 + MAX_BLOCK_WIRES)
         if block.kind == "monomial":
             members = [(np.asarray(plan.records[m].matrix, np.complex128), plan.records[m]) for m in block.members]
             applied = ([_monomial(m, r) for m, r in members] if forward else
@@ -131,6 +133,7 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
                 row[_END] = len(gates)
             return row
         wires = sorted(block.wires)
+        row[_HELD] = len(wires)  # (moved to its own column once the table is complete)
         d = 2 ** len(wires)
         row[_BRANCH] = kinds.setdefault(d, len(kinds))
         row[_WIRES:_WIRES + len(wires)] = [n - 1 - w for w in wires]
@@ -146,13 +149,16 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
     rows = [row(b, True) for b in range(len(blocks))]
     vectors, values = initial[None], jnp.zeros(0)
     if observe is not None:
-        rows.append([kinds.setdefault("observe", len(kinds))] + [0] * _END)
+        rows.append([kinds.setdefault("observe", len(kinds))] + [0] * (_HELD + MAX_BLOCK_WIRES))
         rows += [row(b, False) for b in reversed(range(len(blocks)))]
         joined = {d: jnp.concatenate([m, jnp.conj(jnp.swapaxes(m, -1, -2))]) for d, m in joined.items()}
         phis, values = jax.eval_shape(observe, initial)
         vectors = jnp.concatenate([vectors, jnp.zeros(phis.shape, phis.dtype)])
         values = jnp.zeros(values.shape, values.dtype)
     observables = len(vectors) - 1
+    held = [0] * (1 + MAX_BLOCK_WIRES)  # each step leaves the vectors in its block's layout (no wires: in order)
+    for r in rows:
+        r[_HELD:], held = held, [r[_HELD], *r[_WIRES:_WIRES + MAX_BLOCK_WIRES]]
     table = jnp.asarray(np.asarray(rows, np.int32))
     sizes = sorted(traced, key=traced.get) if observables else []  # the stacks whose blocks keep R
     crosses = tuple(jnp.zeros((observables, count[d] + 1, d, d), jnp.complex128) for d in sizes)
@@ -163,32 +169,31 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
     def dense(k: int) -> Callable:
         def branch(vectors, values, row):
             d = 2**k
-            into, back = _block_layout([row[_WIRES + m] for m in range(k)], n)
-            blocked = vectors.at[:, into].get(mode="promise_in_bounds", unique_indices=True)
+            blocked = _gather(vectors, _block_layout([row[_WIRES + m] for m in range(k)], n), row)
             matrix = lax.dynamic_index_in_dim(joined[d], row[_PICK], keepdims=False)
             moved = jnp.einsum("xra,ba->xrb", blocked, matrix)
             made = list(zeros())
             if d in sizes:  # R[o, a, b] = sum_r conj(phi_o[r, a]) psi[r, b]
                 made[sizes.index(d)] = jnp.einsum("ora,rb->oab", jnp.conj(blocked[1:]), moved[0])
-            flat = moved.reshape(len(vectors), -1)
-            return flat.at[:, back].get(mode="promise_in_bounds", unique_indices=True), values, tuple(made)
+            return moved.reshape(len(vectors), -1), values, tuple(made)  # in the block's layout
 
         return branch
 
     def monomial(vectors, values, row):
         index, phase = _monomial_map(gate_table, row[_FIRST], row[_END], n)
-        return phase * vectors.at[:, index].get(mode="promise_in_bounds", unique_indices=True), values, zeros()
+        return phase * _gather(vectors, index, row), values, zeros()
 
     def permutation(vectors, values, row):
         index = basis_indices(n)
         columns = lax.dynamic_index_in_dim(map_table, row[_FIRST], keepdims=False)
         source = functools.reduce(jnp.bitwise_xor, [jnp.where((index >> b) & 1 == 1, columns[1 + b], np.int32(0))
                                                     for b in range(n)], columns[0])
-        return vectors.at[:, source].get(mode="promise_in_bounds", unique_indices=True), values, zeros()
+        return _gather(vectors, source, row), values, zeros()
 
     def observed(vectors, values, row):
-        phis, values = observe(vectors[0])
-        return jnp.concatenate([vectors[:1], phis]), values, zeros()
+        state = _gather(vectors[:1], basis_indices(n), row)
+        phis, values = observe(state[0])
+        return jnp.concatenate([state, phis]), values, zeros()
 
     gate_table = tuple(jnp.asarray(np.stack(column)) for column in zip(*gates))
     map_table = jnp.asarray(np.asarray(maps, np.int32).reshape(len(maps), n + 1))
@@ -207,13 +212,13 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
         return vectors, values, crosses
 
     vectors, values, crosses = lax.fori_loop(0, len(rows), body, (vectors, values, crosses))
+    vectors = _gather(vectors, basis_indices(n), [0] * _HELD + held)  # in order
     return vectors, values, tuple(c[:, :-1] for c in crosses)
 
 
-def _block_layout(positions: list[Any], n_wires: int) -> tuple[Any, Any]:
-    """For a block on wires at bit ``positions`` (traced; the first most significant in its matrix):
-    ``into`` ``(2**(n - k), 2**k)``, the index of each amplitude by the other wires' bits and the
-    block's, and ``back``, the inverse map (the flat position of each amplitude in that layout)."""
+def _block_layout(positions: list[Any], n_wires: int) -> Any:
+    """``(2**(n - k), 2**k)``: the index of each amplitude by the bits of the other wires and of a
+    block's wires at bit ``positions`` (traced; descending, the first most significant in its matrix)."""
     k = len(positions)
     rest = lax.iota(INDEX, 2 ** (n_wires - k))
     for q in reversed(positions):  # ascending
@@ -221,13 +226,19 @@ def _block_layout(positions: list[Any], n_wires: int) -> tuple[Any, Any]:
         rest = ((rest & ~low) << 1) | (rest & low)  # a zero bit inserted at q
     column = lax.iota(INDEX, 2**k)
     bits = [(column >> (k - 1 - m)) & 1 for m in range(k)]
-    into = rest[:, None] | sum((b << q for b, q in zip(bits, positions)), np.int32(0))[None, :]
-    index = basis_indices(n_wires)
-    inner = sum((((index >> q) & 1) << (k - 1 - m) for m, q in enumerate(positions)), np.int32(0))
-    for q in positions:  # descending: each removal leaves the lower positions in place
-        low = (np.int32(1) << q) - 1
-        index = ((index >> (q + 1)) << q) | (index & low)
-    return into, (index << k) | inner
+    return rest[:, None] | sum((b << q for b, q in zip(bits, positions)), np.int32(0))[None, :]
+
+
+def _gather(vectors: Any, index: Any, row: Any) -> Any:
+    """``vectors`` (held in the layout of ``row``'s held columns) at the amplitudes ``index``: where
+    each amplitude is in that layout, its position by the other wires' bits and then the block's."""
+    k, inner = row[_HELD], np.int32(0)
+    for m in range(MAX_BLOCK_WIRES):  # the block's bits, the first most significant
+        inner = jnp.where(m < k, (inner << 1) | ((index >> row[_HELD + 1 + m]) & 1), inner)
+    for m in range(MAX_BLOCK_WIRES):  # the others': each removal (descending) leaves the lower bits
+        q = row[_HELD + 1 + m]
+        index = jnp.where(m < k, ((index >> (q + 1)) << q) | (index & ((np.int32(1) << q) - 1)), index)
+    return vectors.at[:, (index << k) | inner].get(mode="promise_in_bounds", unique_indices=True)
 
 
 def _gate_row(gate: Monomial, n_wires: int) -> tuple[np.ndarray, np.ndarray]:
