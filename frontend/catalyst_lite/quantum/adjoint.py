@@ -3,12 +3,14 @@
 When every result is an ``expval`` without shots and every traced parameter is a real scalar of a
 named gate, the results are a ``jax.custom_jvp`` function of the gates' parameters (JAX's reverse
 mode of the simulation would compile the transpose of every fused block: three times the program).
-Its value is the forward simulation of :mod:`.application`; its rule walks the fused blocks
-(:func:`~.fusion.fuse`) backwards in one counted loop whose body is a ``switch`` over the distinct
-block kinds (one static kernel each). ``|psi>`` and ``|phi_o> = O_o|psi>`` take each block's
-inverse; for a traced block the loop keeps ``R[a, b] = sum_r conj(phi_o[a, r]) psi[b, r]`` (``a,
-b`` the bits of the block's wires) and ``d<O_o> = 2 Re sum(dB * R)``. The rule is linear in the
-tangents and is array code, so higher derivatives are exact too.
+The fused blocks (:func:`~.fusion.fuse`) are a table of data (wires, matrix, gates) walked by one
+counted loop whose body is a ``switch`` over a fixed set of kernels (a dense block of one, two or
+three wires, an affine permutation, other monomials): XLA compiles the same few kernels whatever
+the circuit's depth or wires. The loop applies the blocks, then computes ``|phi_o> = O_o|psi>``
+and the values, then applies each block's inverse backwards to ``|psi>`` and the ``|phi_o>``; for
+a traced block it keeps ``R[a, b] = sum_r conj(phi_o[a, r]) psi[b, r]`` (``a, b`` the bits of the
+block's wires) and ``d<O_o> = 2 Re sum(dB * R)``. The rule is linear in the tangents and is array
+code, so higher derivatives are exact too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import numpy as np
 from jax import lax
 
 from ..jax_extras import Tracer
-from .fusion import MAX_BLOCK_WIRES, BlockMatrices, _monomial, _shape_of, block_matrices, fuse, has_known_wires, planned_gates
+from .fusion import (MAX_BLOCK_WIRES, BlockMatrices, _monomial, _shape_of, block_matrices, fuse,
+                     has_known_wires, planned_gates)
 from .gates import GateRecord, _dagger, batched_matrices, stacked
 from .measurements import apply_observable, exact_measurement
 from .monomials import AffineMap, Monomial
@@ -98,11 +101,10 @@ _HELD = _END + 1
 
 def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable | None = None):
     """The blocks applied to ``initial`` in order; with ``observe`` (the final state's ``(phis,
-    values)``), then their inverses backwards to the state and the ``phis``, keeping ``R``. One loop
-    over a table of the blocks, in which the wires, matrices and gates are data: XLA compiles one
-    kernel per size of dense block and per kind of monomial block, whatever the circuit. Returns
-    the vectors (the final state first, without ``observe``), the values and, per traced stack,
-    ``R`` ``(observables, blocks, d, d)``."""
+    values)``), then their inverses backwards to the state and the ``phis``, keeping ``R``: one loop
+    over a table of the blocks (see the module docstring). Returns the vectors (the final state
+    first, without ``observe``), the values and, per traced stack, ``R`` ``(observables, blocks,
+    d, d)``."""
     n, blocks = plan.n_wires, plan.blocks
     traced = {stack.shape[-1]: s for s, stack in enumerate(matrices.stacks)}  # one stack per size
     count = {d: matrices.stacks[s].shape[1] for d, s in traced.items()}
@@ -120,9 +122,10 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
     def row(b: int, forward: bool) -> list[int]:
         block, row = blocks[b], [0] * (_HELD + 1 + MAX_BLOCK_WIRES)
         if block.kind == "monomial":
-            members = [(np.asarray(plan.records[m].matrix, np.complex128), plan.records[m]) for m in block.members]
-            applied = ([_monomial(m, r) for m, r in members] if forward else
-                       [_monomial(_dagger(m), r) for m, r in members[::-1]])
+            members = [plan.records[m] for m in block.members]
+            matrices_of = [np.asarray(r.matrix, np.complex128) for r in members]
+            applied = ([_monomial(m, r) for m, r in zip(matrices_of, members)] if forward else
+                       [_monomial(_dagger(m), r) for m, r in zip(matrices_of, members)][::-1])
             affine = AffineMap.of(applied, n)
             if affine is not None:  # a permutation affine over GF(2) (X, CNOT, SWAP): n + 1 numbers
                 row[_BRANCH], row[_FIRST] = kinds.setdefault("affine", len(kinds)), len(maps)
@@ -156,7 +159,7 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
         vectors = jnp.concatenate([vectors, jnp.zeros(phis.shape, phis.dtype)])
         values = jnp.zeros(values.shape, values.dtype)
     observables = len(vectors) - 1
-    held = [0] * (1 + MAX_BLOCK_WIRES)  # each step leaves the vectors in its block's layout (no wires: in order)
+    held = [0] * (1 + MAX_BLOCK_WIRES)  # each step leaves the vectors in its block's layout (or in order)
     for r in rows:
         r[_HELD:], held = held, [r[_HELD], *r[_WIRES:_WIRES + MAX_BLOCK_WIRES]]
     table = jnp.asarray(np.asarray(rows, np.int32))
@@ -186,8 +189,8 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
     def permutation(vectors, values, row):
         index = basis_indices(n)
         columns = lax.dynamic_index_in_dim(map_table, row[_FIRST], keepdims=False)
-        source = functools.reduce(jnp.bitwise_xor, [jnp.where((index >> b) & 1 == 1, columns[1 + b], np.int32(0))
-                                                    for b in range(n)], columns[0])
+        bits = [jnp.where((index >> b) & 1 == 1, columns[1 + b], np.int32(0)) for b in range(n)]
+        source = functools.reduce(jnp.bitwise_xor, bits, columns[0])
         return _gather(vectors, source, row), values, zeros()
 
     def observed(vectors, values, row):
@@ -207,7 +210,8 @@ def _walk(plan: _Plan, matrices: BlockMatrices, initial: Any, observe: Callable 
             vectors, values, made = lax.switch(row[_BRANCH], branches, vectors, values, row)
         else:
             vectors, values, made = branches[0](vectors, values, row)
-        slots = [jnp.where(row[_BRANCH] == kinds[d], row[_SLOT], c.shape[1] - 1) for d, c in zip(sizes, crosses)]
+        slots = [jnp.where(row[_BRANCH] == kinds[d], row[_SLOT], c.shape[1] - 1)  # else the spare slot
+                 for d, c in zip(sizes, crosses)]
         crosses = tuple(lax.dynamic_update_index_in_dim(c, m, s, 1) for c, m, s in zip(crosses, made, slots))
         return vectors, values, crosses
 
@@ -249,7 +253,8 @@ def _gate_row(gate: Monomial, n_wires: int) -> tuple[np.ndarray, np.ndarray]:
     masks = [0] * (TARGET_SLOTS - k) + [1 << (n_wires - 1 - t) for t in gate.targets]
     controls = [1 << (n_wires - 1 - c) for c in gate.controls]
     pattern = sum(m for m, v in zip(controls, gate.control_values) if v)
-    source = [sum(masks[TARGET_SLOTS - k + m] for m in range(k) if (s >> (k - 1 - m)) & 1) for s in gate.source]
+    source = [sum(masks[TARGET_SLOTS - k + m] for m in range(k) if (s >> (k - 1 - m)) & 1)
+              for s in gate.source]
     ints = [sum(controls), pattern, *masks, sum(masks), *source, *[0] * (size - len(source))]
     return np.asarray(ints, np.int32), np.concatenate([gate.phase, np.ones(size - len(gate.phase))])
 
