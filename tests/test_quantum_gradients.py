@@ -449,7 +449,7 @@ def test_adjoint_jacobian_with_blocks_of_every_size_and_two_results_matches_defa
 
 
 def _many_kinds_of_monomials(x):
-    for i in range(12):  # every layer's permutations and phases on other wires: more than 32 kinds
+    for i in range(12):  # each layer's permutations and phases on other wires
         a, b, c = i % 5, (i + 2) % 5, (i + 3) % 5
         qml.RY(x[0] * (i + 1) / 7, a)
         qml.CZ([a, b])
@@ -466,9 +466,9 @@ def _many_kinds_of_monomials(x):
 
 
 def test_adjoint_jacobian_with_many_kinds_of_monomial_blocks_matches_default_qubit():
-    """Monomial blocks with phases, controls on either value and non-affine maps (Toffoli, CSWAP),
-    each block on its own wires (the sweep's table holds their gates as data, whatever their
-    number): default.qubit's values and Jacobian, by the adjoint method."""
+    """Monomial blocks with phases, controls on either value and maps not affine (Toffoli, CSWAP,
+    MultiControlledX), each layer's on other wires: default.qubit's values and Jacobian, by the
+    adjoint method."""
     dev = qml.device("default.qubit", wires=5)
     ours = qml.qnode(dev, diff_method="adjoint")(_many_kinds_of_monomials)
     reference = qml.qnode(dev, interface="jax")(_many_kinds_of_monomials)
