@@ -446,3 +446,34 @@ def test_adjoint_jacobian_with_blocks_of_every_size_and_two_results_matches_defa
     expected = jax.jacobian(lambda x: jnp.stack(reference(x, layers)))(x)
     np.testing.assert_allclose(program(x), expected, atol=1e-10)
     assert _uses_adjoint_method(program)
+
+
+def _many_kinds_of_monomials(x):
+    for i in range(12):  # each layer's permutations and phases on other wires
+        a, b, c = i % 5, (i + 2) % 5, (i + 3) % 5
+        qml.RY(x[0] * (i + 1) / 7, a)
+        qml.CZ([a, b])
+        qml.S(c)
+        qml.Toffoli([a, c, b])
+        qml.PauliY(a)
+        qml.RX(x[1] - i / 5, b)
+        qml.SWAP([b, c])
+        qml.ctrl(qml.T(a), control=[b, c], control_values=[1, 0])
+        qml.CSWAP([c, a, (i + 1) % 5])
+        qml.MultiControlledX(wires=[a, b, c, (i + 4) % 5], control_values=[0, 1, 1])
+        qml.CNOT([c, a])
+    return qml.expval(qml.Z(0) @ qml.X(2)), qml.expval(qml.Y(3) + 0.5 * qml.Z(1))
+
+
+def test_adjoint_jacobian_with_many_kinds_of_monomial_blocks_matches_default_qubit():
+    """Monomial blocks with phases, controls on either value and maps not affine (Toffoli, CSWAP,
+    MultiControlledX), each layer's on other wires: default.qubit's values and Jacobian, by the
+    adjoint method."""
+    dev = qml.device("default.qubit", wires=5)
+    ours = qml.qnode(dev, diff_method="adjoint")(_many_kinds_of_monomials)
+    reference = qml.qnode(dev, interface="jax")(_many_kinds_of_monomials)
+    x = np.array([0.9, -0.45])
+    program = qjit(jacobian(lambda x: jnp.stack(ours(x))))
+    np.testing.assert_allclose(qjit(ours)(x), reference(x), atol=1e-10)
+    np.testing.assert_allclose(program(x), jax.jacobian(lambda x: jnp.stack(reference(x)))(x), atol=1e-10)
+    assert _uses_adjoint_method(program)
