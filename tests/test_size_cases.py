@@ -147,33 +147,6 @@ def test_an_index_into_an_empty_axis_is_jax_jits_index_error_on_every_path(fn):
             assert_like(compiled(x, y), expected)
 
 
-STATIC_INDEX_PROGRAMS = {
-    "set": lambda x: x.at[0].set(5.0),
-    "add_last": lambda x: x.at[-1].add(2.0),
-    "set_drop": lambda x: x.at[4].set(1.0, mode="drop"),
-    "get_fill": lambda x: x.at[0].get(mode="fill", fill_value=7.0),
-    "zeros_set": lambda x: jnp.zeros(x.shape[0]).at[0].set(5.0) + x,
-    "column": lambda x: jnp.outer(jnp.ones(2), x).at[:, 0].multiply(3.0),
-    "take": lambda x: jnp.take(x, jnp.array([0, 1]), mode="clip"),
-}
-
-
-@pytest.mark.parametrize("name", STATIC_INDEX_PROGRAMS)
-def test_a_static_index_into_an_axis_empty_at_run_time_is_jax_jits(name):
-    """``x.at[0].set(5.)`` of a symbolic ``n`` that is 0 at a call: JAX refuses an index into an axis
-    it knows is empty (IndexError); the generic program's scatter gave ``[]``."""
-    fn = STATIC_INDEX_PROGRAMS[name]
-    compiled = qjit(fn, abstracted_axes={0: "n"})
-    for n in (3, 0, 1, 0, 5):
-        try:
-            expected = jax.jit(fn)(vec(n))
-        except IndexError:
-            with pytest.raises(IndexError):
-                compiled(vec(n))
-        else:
-            assert_like(compiled(vec(n)), expected)
-
-
 def test_a_reduction_without_identity_of_an_empty_array_is_jax_jits_error():
     top = qjit(lambda x: jnp.max(x), abstracted_axes={0: "n"})
     assert top(vec(3)) == 0.0

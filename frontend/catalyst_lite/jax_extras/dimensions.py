@@ -320,11 +320,10 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
 
 
 def decide_size_comparison(
-    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None, in_program: bool = True
+    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
 ) -> bool | None:
     """Decide ``lhs comparison rhs`` of size expressions, record it as a fact and return it; ``None``
-    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's);
-    ``in_program``: also as an ``assume_size`` equation (checked where it runs)."""
+    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's)."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None or not (_checkable(lhs, scope) and _checkable(rhs, scope)):
@@ -339,7 +338,7 @@ def decide_size_comparison(
     (answer,) = answers
     if scope is not None and not scope.decides_at_point():
         scope.decided_generically = True
-    _assume(lhs, rhs, comparison, answer, in_program=in_program and not _in_shape_rule())
+    _assume(lhs, rhs, comparison, answer, in_program=not _in_shape_rule())
     if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
         scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
     return answer
@@ -486,11 +485,6 @@ def _make_definitely_equal(original):
         # No run reaches a negative size: `x[:n - k]` and `jnp.ones(n - k)` in a while_loop
         # counting `k` to `n` are equal wherever both are sizes (checked when the program runs).
         points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
-        if points and any(isinstance(v, (int, np.integer)) and v == 0 for v in (x, y)):
-            # A size compared with 0 decides (`x[0]` of an empty axis raises IndexError, jnp.take of
-            # one too): a fact, so that a call where it is 0 gets JAX's answer (against 1, JAX's
-            # False picks a path right at 1 too: no fact needed).
-            return bool(decide_size_comparison(x, y, "==", in_program=False))
         if not points or any(x_value != y_value for x_value, y_value in points):
             scope = current_scope()
             if scope is not None:
