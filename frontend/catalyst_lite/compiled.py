@@ -240,10 +240,7 @@ class QJIT:
         self._lock = threading.Lock()  # guards the creation of program families
         self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
-            try:
-                self._trace_generic(self._annotated)
-            except Exception as error:
-                raise filtered(error)  # noqa: B904 (the user's frames first, as for a call)
+            api_boundary(self._trace_generic)(self._annotated)  # the user's frames first, as for a call
 
     def _forget_programs(self) -> None:
         # Programs by signature; families by (names, structure, static values), for _promoted;
@@ -429,7 +426,7 @@ class QJIT:
         with running_program():
             # A call of the argument types of one already validated skips the checked path.
             key = None if kwargs else _call_key(args)
-            validated = self._validated_calls.get(key) if key is not None else None
+            validated = self._validated_calls.get(key)  # (None is never a key)
             if validated is not None and (validated.facts_hold is None or validated.facts_hold(args)):
                 self._last = validated.executable
                 try:
@@ -487,9 +484,7 @@ class QJIT:
             with self._naming_size_arguments(executable, implicit, leaves, names):
                 return call_from_transformation(lambda *xs: executable.run(implicit, xs), leaves), None, True
         repeated = None
-        if not kwargs and not any(call.is_static) and len(call.values) == len(args) and all(
-            v is a for v, a in zip(call.values, args)
-        ):
+        if not kwargs and not any(call.is_static) and _same_objects(call.values, args):
             # Bound unconverted, in order: a call with the same key is the same call.
             repeated = FastCall(executable, implicit, leaves, axis_lengths)
             if key is not None:

@@ -94,9 +94,8 @@ class CallBinding:
         # Static keywords beyond the parameters, hashed: a QNode's call-site ``shots`` (if its
         # function has none; PennyLane not imported: fn is no QNode).
         qml = sys.modules.get("pennylane")
-        is_qnode = qml is not None and isinstance(fn, qml.QNode) and not fn._qfunc_uses_shots_arg
         self.call_keywords: dict[str, Callable[[Any], Hashable]] = {}
-        if is_qnode:
+        if qml is not None and isinstance(fn, qml.QNode) and not fn._qfunc_uses_shots_arg:
             self.call_keywords["shots"] = qml.measurements.Shots
         try:
             self.signature: inspect.Signature | None = inspect.signature(fn)
@@ -164,11 +163,9 @@ class CallBinding:
             raise self.static_argnums_error.with_traceback(None)
         at_call = {k: kwargs[k] for k in self.call_keywords if k in kwargs}
         if at_call:
-            kwargs = {k: v for k, v in kwargs.items() if k not in at_call}
-            call = self.bind(args, kwargs)
-            keys = [("call", k) for k in at_call]
+            call = self.bind(args, {k: v for k, v in kwargs.items() if k not in at_call})
             values = [self.call_keywords[k](v) for k, v in at_call.items()]
-            return self._arguments([*call.keys, *keys], [*call.values, *values])
+            return self._arguments([*call.keys, *(("call", k) for k in at_call)], [*call.values, *values])
         if self.signature is None:  # no signature to bind by: arguments as given
             keys = [("*", i) for i in range(len(args))] + [("**", k) for k in kwargs]
             return self._arguments(keys, [*args, *kwargs.values()])
@@ -283,6 +280,7 @@ def _hashable(value: Any) -> bool:
 
 # --- type annotations ------------------------------------------------------------------------------
 
+_ARRAY_TYPES = (ShapedArray, jax.ShapeDtypeStruct)  # the annotations of arrays
 # The Python scalar annotations' dtypes (weakly typed, as Python numbers are in JAX).
 PYTHON_SCALARS: dict[type, np.dtype] = {
     int: np.dtype("int64"),
@@ -312,16 +310,11 @@ def qjit_annotation(annotation: Any, fn: Callable) -> Any:
     (``"float"``, a ``ShapedArray``); one naming another class (``"jax.Array"``) stays a string, a
     type hint asking for nothing, as Catalyst ignores string annotations (no error)."""
     resolved = resolved_annotation(annotation, fn)
-    if isinstance(annotation, str) and is_type_annotation(resolved) and not _is_jax_type(resolved):
+    if isinstance(annotation, str) and is_type_annotation(resolved) and not (  # not what example_of takes
+        resolved in PYTHON_SCALARS or isinstance(resolved, _ARRAY_TYPES) or _scalar_dtype(resolved) is not None
+    ):
         return annotation
     return resolved
-
-
-def _is_jax_type(annotation: Any) -> bool:
-    """Whether :func:`example_of` takes the annotation for a JAX type (a Python scalar type, an
-    array type, a dtype)."""
-    return (annotation in PYTHON_SCALARS or isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct))
-            or _scalar_dtype(annotation) is not None)
 
 
 def is_type_annotation(annotation: Any) -> bool:
@@ -330,7 +323,7 @@ def is_type_annotation(annotation: Any) -> bool:
     >>> is_type_annotation(float), is_type_annotation(list[int])
     (True, False)
     """
-    if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
+    if isinstance(annotation, _ARRAY_TYPES):
         return True
     return (
         isinstance(annotation, type)
@@ -349,7 +342,7 @@ def example_of(annotation: Any, param: str, fn_name: str) -> jax.ShapeDtypeStruc
     """
     if annotation in PYTHON_SCALARS:
         return jax.ShapeDtypeStruct((), PYTHON_SCALARS[annotation], weak_type=True)
-    if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)):
+    if isinstance(annotation, _ARRAY_TYPES):
         shape = tuple(annotation.shape)
         if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
             raise ArgumentValueError(
@@ -393,7 +386,7 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
     if _scalar_dtype(annotation) is not None:  # jnp.float32, np.int16: a scalar of that dtype
         annotation = jax.ShapeDtypeStruct((), _scalar_dtype(annotation))
-    if isinstance(annotation, (ShapedArray, jax.ShapeDtypeStruct)) and not isinstance(a, Tracer):
+    if isinstance(annotation, _ARRAY_TYPES) and not isinstance(a, Tracer):
         shape, target = tuple(annotation.shape), np.dtype(annotation.dtype)
         # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
         python_scalar = isinstance(a, (int, float, bool, complex)) and not hasattr(a, "dtype")
@@ -540,11 +533,10 @@ class ArgumentLayout:
         self.fn_name = fn_name
         self.abstracted_axes = abstracted_axes
 
-    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]], ndims: list[int]
-                   ) -> list[AxesSpec]:
-        """One ``{axis: name}`` per flat leaf (of rank ``ndims``) of the dynamic arguments."""
+    def axes_specs(self, call: CallArguments, leaves_per_arg: list[list[Any]], ndims: list[int],
+                   owners: list[str]) -> list[AxesSpec]:
+        """One ``{axis: name}`` per flat leaf (of rank ``ndims``, of argument ``owners``)."""
         axes, names = self.abstracted_axes, call.dynamic_names
-        owners = [name for name, leaves in zip(names, leaves_per_arg) for _ in leaves]
         if axes is None:
             return [{} for _ in ndims]
         if _is_axes_dict(axes):  # one dict for every argument that has the axis
@@ -574,7 +566,7 @@ class ArgumentLayout:
         leaves, tree = tree_flatten(call.dynamic)
         owners = [name for name, ls in zip(call.dynamic_names, leaves_per_arg) for _ in ls]
         parts = [leaf_aval_parts(leaf, self.fn_name, owner) for leaf, owner in zip(leaves, owners)]
-        specs = self.axes_specs(call, leaves_per_arg, [len(shape) for shape, _, _ in parts])
+        specs = self.axes_specs(call, leaves_per_arg, [len(shape) for shape, _, _ in parts], owners)
         out = [LeafSpec(tuple(None if i in spec else d for i, d in enumerate(shape)), dtype, weak)
                for (shape, dtype, weak), spec in zip(parts, specs)]
         return tree, out, leaves, specs, owners

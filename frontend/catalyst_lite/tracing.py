@@ -29,7 +29,7 @@ from .jax_extras.typecheck import check_jaxpr, open_jax_nested_equation, typeche
 from .signature import AxesSpec, LeafSpec
 
 __all__ = [
-    "Program", "SizeFacts", "NO_FACTS", "size_input_names", "Contribution", "register_trace_extension",
+    "Program", "SizeFacts", "size_input_names", "Contribution", "register_trace_extension",
     "extended_trace", "trace_program", "dimension_sources", "implicit_values", "full_collections_deferred",
 ]
 
@@ -66,9 +66,6 @@ class SizeFacts:
         return len(self.facts)
 
 
-NO_FACTS = SizeFacts()
-
-
 @dataclass(frozen=True)
 class Contribution:
     """What an extension adds to a traced program: XLA options, constants drawn anew at each call."""
@@ -90,8 +87,8 @@ class Program:
     dim_sources: tuple[tuple[tuple[int, int], ...], ...]
     axis_names: tuple[Hashable, ...]
     # What the trace decided about the sizes: the calls it is valid for (compiler.assumptions).
-    facts: SizeFacts = field(default=NO_FACTS, repr=False)
-    contribution: Contribution = field(default_factory=Contribution, repr=False)
+    facts: SizeFacts = field(repr=False)
+    contribution: Contribution = field(repr=False)
 
     @functools.cached_property
     def jaxpr(self) -> Jaxpr:
@@ -198,12 +195,9 @@ def _is_result(x: Any) -> bool:
 
 
 def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[LeafSpec],
-                  axes_specs: Sequence[AxesSpec], name: str, leaf_names: Sequence[str] = (),
-                  scope: SizeScope | None = None,
-                  contribution: Callable[[Sequence[Any]], Contribution] | None = None) -> Program:
+                  axes_specs: Sequence[AxesSpec], name: str, leaf_names: Sequence[str], scope: SizeScope,
+                  contribution: Callable[[Sequence[Any]], Contribution]) -> Program:
     """Trace ``fn(*tree_unflatten(tree, leaves))`` with symbolic abstracted axes in ``scope``."""
-    if scope is None:
-        scope = SizeScope(size_input_names(dimension_sources(axes_specs)[0], leaf_names))
     avals = [
         ShapedArray(tuple(0 if d is None else d for d in s.shape), s.dtype, s.weak_type) for s in leaf_specs
     ]
@@ -245,5 +239,5 @@ def trace_program(fn: Callable[..., Any], tree: PyTreeDef, leaf_specs: Sequence[
     closed = ClosedJaxpr(jaxpr, consts)
     return Program(
         closed, in_type, tuple(out_type), out_tree_box[-1], tuple(map(tuple, dim_sources)), tuple(axis_names),
-        facts=SizeFacts(scope.facts), contribution=contribution(closed.consts) if contribution else Contribution(),
+        facts=SizeFacts(scope.facts), contribution=contribution(closed.consts),
     )
