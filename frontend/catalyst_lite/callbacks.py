@@ -63,8 +63,7 @@ def running_program() -> Iterator[None]:
     """This thread runs a program in the block: a callback failing on XLA's threads records here."""
     ident = threading.get_ident()
     previous = _RUNNING.get(ident)
-    slot = current_context().callback_errors
-    _RUNNING[ident] = thread_collector("callback_errors") if slot is None else slot
+    _RUNNING[ident] = thread_collector("callback_errors")  # the context's list, made if it has none
     try:
         yield
     finally:
@@ -320,11 +319,10 @@ def pure_callback(callback_fn: Callable, result_type: Any = None) -> PureCallbac
     return PureCallback(callback_fn, result_type)
 
 
-def _function(fn: Any, api: str, usage: str) -> Any:
-    """``fn``, which ``api`` calls: a function, else the error showing the ``usage``."""
+def _function(fn: Any, api: str, usage: str) -> None:
+    """``fn``, which ``api`` calls, is a function: else the error showing the ``usage``."""
     if not callable(fn):
         raise CallbackError(f"{api} calls a Python function, got {fn!r:.60}: {usage}.")
-    return fn
 
 
 def call_for_effect(fn: Callable, args: tuple, kwargs: dict, name: str | None = None) -> None:

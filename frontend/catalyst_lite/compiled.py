@@ -240,7 +240,10 @@ class QJIT:
         self._lock = threading.Lock()  # guards the creation of program families
         self._annotated = None if inside_program_trace() else self._annotation_call()
         if self._annotated is not None:
-            api_boundary(self._trace_generic)(self._annotated)  # the user's frames first, as for a call
+            try:
+                self._trace_generic(self._annotated)
+            except Exception as error:
+                raise filtered(error)  # noqa: B904 (the user's frames first, as for a call)
 
     def _forget_programs(self) -> None:
         # Programs by signature; families by (names, structure, static values), for _promoted;
@@ -508,9 +511,8 @@ class QJIT:
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
-            known_ints = [(n, x) for n, x in zip(names, leaves) if np.ndim(x) == 0 and is_concrete_value(x)
-                          and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)]
-            sizes = [f"{n}={int(x)}" for n, x in known_ints]
+            sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if np.ndim(x) == 0 and is_concrete_value(x)
+                     and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)]
             sizes += [f"axis {a!r}={v}" for a, v in zip(executable.program.axis_names, implicit)]
             error_type = ArgumentValueError
             if isinstance(e, (MemoryError, SizeAssumptionError)):

@@ -208,8 +208,7 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
     [demo] <lambda>: traced for (float64[n]) in ... s
     ...
     """
-    stream = open(filename, "a", encoding="utf-8") if filename else sys.stdout
-    handler = logging.StreamHandler(stream)
+    handler = logging.FileHandler(filename, encoding="utf-8") if filename else logging.StreamHandler(sys.stdout)
     handler.setFormatter(logging.Formatter(f"[{session_name}] %(message)s"))
     handler.setLevel(logging.DEBUG)
     level = LOGGER.level
@@ -220,9 +219,7 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
     finally:
         LOGGER.removeHandler(handler)
         LOGGER.setLevel(level)
-        handler.flush()
-        if filename:
-            stream.close()
+        handler.close()  # a file's flushed and closed
 
 
 def _unsupported(fn: Any, what: str, why: str) -> UnsupportedOperationError:

@@ -86,9 +86,8 @@ def first_line(err: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def user_facing_trace_errors(
-    fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None], scope: SizeScope | None = None
-) -> Iterator[None]:
+def user_facing_trace_errors(fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None],
+                             scope: SizeScope) -> Iterator[None]:
     """Translate errors raised while tracing ``fn_name`` in ``scope`` (see the module docstring);
     ``scalar_dtypes`` (``None`` for arrays) name the candidates of a size that is not an integer."""
     try:
@@ -118,9 +117,9 @@ def user_facing_trace_errors(
             f"{_where(fn_name, err)}: {hint} JAX reported: {first_line(err)}"
         ) from None
     except Exception as err:
-        if isinstance(err, ShapeBroadcastError) and err.args and not (scope and scope.symbolic):
+        if isinstance(err, ShapeBroadcastError) and err.args and not scope.symbolic:
             err.args = (f"{err.args[0]} (in {_where(fn_name, err)})", *err.args[1:])  # JAX names neither
-        if scope is None or not scope.symbolic:
+        if not scope.symbolic:
             raise
         if isinstance(err, (TypeError, ValueError)) and scope.last_disagreement is not None:
             # JAX's shape logic raised right after it was told two sizes differ: at the call's

@@ -375,30 +375,27 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
     scalar whose dtype promotes to a Python scalar annotation's, an array of an annotated array
     type's shape (a dtype's: a scalar) whose dtype promotes to it. Anything else (another dtype,
     shape or structure) is an :class:`ArgumentTypeError`: the call does not fit the annotations."""
+    typed = hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex))  # an array or a number
     if annotation in PYTHON_SCALARS:
-        kind = dtype_of(a) if hasattr(a, "dtype") or isinstance(a, (int, float, bool, complex)) else None
-        if kind is None or np.ndim(a) != 0 or not promotes(kind, PYTHON_SCALARS[annotation]):
+        if not typed or np.ndim(a) != 0 or not promotes(dtype_of(a), PYTHON_SCALARS[annotation]):
             raise ArgumentTypeError(
                 f"{fn_name}: argument {arg_name} is annotated {annotation.__name__} but got "
                 f"{type(a).__name__} {a!r}."
             )
         # A tracer of an outer JAX transformation stays one (float() would cut it off).
         return a if isinstance(a, Tracer) else promoted_leaf(a, LeafSpec((), PYTHON_SCALARS[annotation], True))
-    if _scalar_dtype(annotation) is not None:  # jnp.float32, np.int16: a scalar of that dtype
-        annotation = jax.ShapeDtypeStruct((), _scalar_dtype(annotation))
-    if isinstance(annotation, _ARRAY_TYPES) and not isinstance(a, Tracer):
-        shape, target = tuple(annotation.shape), np.dtype(annotation.dtype)
-        # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
-        python_scalar = isinstance(a, (int, float, bool, complex)) and not hasattr(a, "dtype")
-        if not (python_scalar or hasattr(a, "dtype")) or np.shape(a) != shape or not promotes(dtype_of(a), target):
-            got = f"{dtype_of(a)}{list(np.shape(a))}" if python_scalar or hasattr(a, "dtype") else type(a).__name__
-            raise ArgumentTypeError(
-                f"{fn_name}: argument {arg_name} is annotated {target}{list(shape)} but got {got}, "
-                "which does not have that shape or does not promote to that dtype."
-            )
-        if python_scalar or dtype_of(a) != target:
-            return promoted_leaf(a, LeafSpec(shape, target, False))
-    return a
+    if isinstance(a, Tracer):
+        return a
+    target = example_of(annotation, arg_name, fn_name)  # a dtype's: a scalar of that dtype
+    shape, dtype = target.shape, np.dtype(target.dtype)
+    if not typed or np.shape(a) != shape or not promotes(dtype_of(a), dtype):
+        got = f"{dtype_of(a)}{list(np.shape(a))}" if typed else type(a).__name__
+        raise ArgumentTypeError(
+            f"{fn_name}: argument {arg_name} is annotated {dtype}{list(shape)} but got {got}, "
+            "which does not have that shape or does not promote to that dtype."
+        )
+    # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
+    return a if hasattr(a, "dtype") and dtype_of(a) == dtype else promoted_leaf(a, LeafSpec(shape, dtype, False))
 
 
 # --- promotion to a compiled signature -------------------------------------------------------------
