@@ -466,8 +466,8 @@ class LeafSpec:
 
 def leaf_aval_parts(x: Any, fn_name: str, where: str) -> tuple[tuple[int, ...], np.dtype, bool]:
     """Shape, dtype and weak type of one argument leaf as qjit traces it (64-bit types)."""
-    for kind in (bool, numbers.Integral, float, complex):  # a Python number (NumPy's integers have a dtype)
-        if isinstance(x, kind) and not (kind is numbers.Integral and isinstance(x, np.generic)):
+    for kind in (bool, numbers.Integral, float, complex):  # a Python number (NumPy's scalars have a dtype)
+        if isinstance(x, kind) and not isinstance(x, np.generic):
             return (), PYTHON_SCALARS[int if kind is numbers.Integral else kind], True
     if isinstance(x, jax.ShapeDtypeStruct) or hasattr(x, "shape") and hasattr(x, "dtype"):
         extended = jax.dtypes.issubdtype(x.dtype, jax.dtypes.extended)  # a typed PRNG key's
