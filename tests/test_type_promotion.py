@@ -188,7 +188,9 @@ def test_a_static_value_mutated_since_its_trace_is_a_new_signature():
     assert _programs(f) == 2
 
 
-@pytest.mark.parametrize("x", [np.float64(1.5), np.complex128(1.5 + 2j), np.float32(1.5), np.int64(2), 1.5, 2, True])
+@pytest.mark.parametrize(
+    "x", [np.float64(1.5), np.complex128(1.5 + 2j), np.float32(1.5), np.int64(2), 1.5, 2, True]
+)
 def test_numpy_scalars_keep_their_dtype_and_python_numbers_are_weak(x):
     """As in jax.jit: a NumPy scalar (np.float64 and np.complex128 subclass Python's float and
     complex) is strongly typed, a Python number weakly, alone or as a pytree leaf."""

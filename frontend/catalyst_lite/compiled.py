@@ -511,8 +511,9 @@ class QJIT:
         except (DifferentiableCompileError, QuantumOperationError):
             raise  # about the function, not about sizes
         except CompileError as e:
-            sizes = [f"{n}={int(x)}" for n, x in zip(names, leaves) if np.ndim(x) == 0 and is_concrete_value(x)
-                     and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)]
+            known_ints = [(n, x) for n, x in zip(names, leaves) if np.ndim(x) == 0 and is_concrete_value(x)
+                          and np.issubdtype(dtype_of(x), np.integer) and not isinstance(x, bool)]
+            sizes = [f"{n}={int(x)}" for n, x in known_ints]
             sizes += [f"axis {a!r}={v}" for a, v in zip(executable.program.axis_names, implicit)]
             error_type = ArgumentValueError
             if isinstance(e, (MemoryError, SizeAssumptionError)):

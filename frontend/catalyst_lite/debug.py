@@ -208,7 +208,8 @@ def instrumentation(session_name: str, filename: str | None = None, detailed: bo
     [demo] <lambda>: traced for (float64[n]) in ... s
     ...
     """
-    handler = logging.FileHandler(filename, encoding="utf-8") if filename else logging.StreamHandler(sys.stdout)
+    handler = (logging.FileHandler(filename, encoding="utf-8") if filename
+               else logging.StreamHandler(sys.stdout))
     handler.setFormatter(logging.Formatter(f"[{session_name}] %(message)s"))
     handler.setLevel(logging.DEBUG)
     level = LOGGER.level

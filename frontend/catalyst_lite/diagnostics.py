@@ -86,8 +86,9 @@ def first_line(err: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def user_facing_trace_errors(fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None],
-                             scope: SizeScope) -> Iterator[None]:
+def user_facing_trace_errors(
+    fn_name: str, leaf_names: Sequence[str], scalar_dtypes: Sequence[np.dtype | None], scope: SizeScope
+) -> Iterator[None]:
     """Translate errors raised while tracing ``fn_name`` in ``scope`` (see the module docstring);
     ``scalar_dtypes`` (``None`` for arrays) name the candidates of a size that is not an integer."""
     try:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .compiled import QJIT
-from .compiled import qjit as _catalyst_lite_qjit
+from .compiled import QJIT, qjit as _catalyst_lite_qjit
 from .control_flow import cond, for_loop, while_loop
 from .jax_extras import is_tracing
 from .quantum.qnode import pennylane_adjoint, pennylane_ctrl, pennylane_measure

@@ -310,10 +310,9 @@ def qjit_annotation(annotation: Any, fn: Callable) -> Any:
     (``"float"``, a ``ShapedArray``); one naming another class (``"jax.Array"``) stays a string, a
     type hint asking for nothing, as Catalyst ignores string annotations (no error)."""
     resolved = resolved_annotation(annotation, fn)
-    if isinstance(annotation, str) and is_type_annotation(resolved) and not (  # not what example_of takes
-        resolved in PYTHON_SCALARS or isinstance(resolved, _ARRAY_TYPES) or _scalar_dtype(resolved) is not None
-    ):
-        return annotation
+    if (isinstance(annotation, str) and is_type_annotation(resolved) and resolved not in PYTHON_SCALARS
+            and _scalar_dtype(resolved) is None and not isinstance(resolved, _ARRAY_TYPES)):
+        return annotation  # a class example_of refuses: a type hint asking for nothing
     return resolved
 
 
@@ -323,11 +322,8 @@ def is_type_annotation(annotation: Any) -> bool:
     >>> is_type_annotation(float), is_type_annotation(list[int])
     (True, False)
     """
-    if isinstance(annotation, _ARRAY_TYPES):
-        return True
-    return (
-        isinstance(annotation, type)
-        and not isinstance(annotation, types.GenericAlias)
+    return isinstance(annotation, _ARRAY_TYPES) or (
+        isinstance(annotation, type) and not isinstance(annotation, types.GenericAlias)
         and getattr(annotation, "__module__", None) != "typing"  # typing.Any is a class since 3.11
     )
 
@@ -394,8 +390,10 @@ def as_annotated(fn_name: str, arg_name: str, annotation: Any, a: Any) -> Any:
             f"{fn_name}: argument {arg_name} is annotated {dtype}{list(shape)} but got {got}, "
             "which does not have that shape or does not promote to that dtype."
         )
+    if hasattr(a, "dtype") and dtype_of(a) == dtype:
+        return a
     # A Python number is int64/float64/complex128 here, as Catalyst types it (not weakly).
-    return a if hasattr(a, "dtype") and dtype_of(a) == dtype else promoted_leaf(a, LeafSpec(shape, dtype, False))
+    return promoted_leaf(a, LeafSpec(shape, dtype, False))
 
 
 # --- promotion to a compiled signature -------------------------------------------------------------

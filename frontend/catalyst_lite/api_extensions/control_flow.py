@@ -16,8 +16,7 @@ True
 
 from ..control_flow import cond, for_loop, switch, while_loop
 from ..control_flow.common import Cond, ForLoop, ForLoopCallable, Switch, WhileLoop, WhileLoopCallable
-from ..control_flow.cond import CondCallable
-from ..control_flow.cond import SwitchCallable
+from ..control_flow.cond import CondCallable, SwitchCallable
 
 __all__ = ["cond", "for_loop", "while_loop", "switch", "CondCallable", "ForLoopCallable", "WhileLoopCallable",
            "SwitchCallable", "Cond", "ForLoop", "WhileLoop", "Switch"]
