@@ -386,7 +386,7 @@ class Prediction:
         holds = [x == v if isinstance(x, Tracer) else bool(np.asarray(x) == v)
                  for x, v in zip(values, static.values())]
         # Sizes that follow from known values fit, as they did in the run: no check needed.
-        known = loop.sizes_follow and self.fits and not any(isinstance(x, Tracer) for x in (*implicit, count, lower, step, *holds))
+        known = loop.sizes_follow and self.fits and not any_traced((*implicit, count, lower, step, *holds))
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
         run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
         _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
