@@ -242,9 +242,8 @@ def _identity(primitive: Primitive, dtype: Any) -> Any:
 
 def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """A reduction along resizable axes, the padding filled with its identity (a sum may round otherwise)."""
-    operand = eqn.invars[0]
-    axes = eqn.params["axes"]
-    x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
+    fill = _identity(eqn.primitive, eqn.invars[0].aval.dtype)
+    x = _true_part(invals[0], eqn.invars[0], eqn.params["axes"], fill, env)
     return bind_primitive(eqn.primitive, [x, *invals[1:]], eqn.params)
 
 
