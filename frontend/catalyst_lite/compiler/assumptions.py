@@ -137,7 +137,7 @@ class ProgramFamily:
             if program.program.facts.hold(values):
                 return program
         if self.static_programs:
-            return self.static_programs.get(tuple(self._static_point(values)))
+            return self.static_programs.get(tuple(self.inputs.point(values)))
         return None
 
     def program_for(self, values: Sequence[Any], trace: Tracer, lock: bool = True) -> Any:
@@ -148,9 +148,9 @@ class ProgramFamily:
         with self._lock if lock else contextlib.nullcontext():
             return self.select(values) or self._trace_for(values, trace)
 
-    def generic(self, trace: Tracer, lock: bool = True) -> Any | None:
+    def generic(self, trace: Tracer) -> Any | None:
         """The generic program, traced now if not yet (``None``: JAX cannot trace it with symbolic sizes)."""
-        with self._lock if lock else contextlib.nullcontext():
+        with self._lock:
             self._new_generic(trace)
             return self.programs[0] if self.programs else None
 
@@ -205,12 +205,9 @@ class ProgramFamily:
         self.programs.append(program)
         return program
 
-    def _static_point(self, values: Sequence[Any]) -> list[int | None]:
-        return [v if k in self.inputs.sizes else None for k, v in enumerate(self.inputs.point(values))]
-
     def _trace_static(self, values: Sequence[Any], trace: Tracer, error: IncompatibleSizesError | None = None) -> Any:
         """A program traced with the call's sizes as constants (``error`` if JAX refuses them too)."""
-        static = self._static_point(values)
+        static = self.inputs.point(values)
         scope = SizeScope(self.inputs.names, symbolic=False)
         # Facts of its sizes: a repeated call checks integer arguments its executable no longer reads.
         scope.facts.extend(Fact(SizeExpr.input(k), SizeExpr.literal(v), "==", "a static trace")

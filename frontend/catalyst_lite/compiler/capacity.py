@@ -4,6 +4,7 @@ carried array in a buffer of fixed capacity, its true size carried alongside (do
 from __future__ import annotations
 
 import collections
+import functools
 import math
 import threading
 from dataclasses import dataclass, field
@@ -22,8 +23,8 @@ from .inspection import LoopInfo
 from .loop_body import LoopBody
 from .options import DEFAULT_CACHE_SIZE
 from .runner import kept_by_program
-from .specialize import (Mode, NeedsHost, bind_primitive, check_fits_in_memory, dimension_inputs, eval_jaxpr,
-                         reverse_mode_requested, sizes_follow_from_inputs)
+from .specialize import (Mode, NeedsHost, any_traced, bind_primitive, check_fits_in_memory, dimension_inputs,
+                         eval_jaxpr, reverse_mode_requested, sizes_follow_from_inputs)
 
 __all__ = ["Unmaskable", "masked_eval", "Checks", "conformed", "buffer_shape", "Prediction", "run_compiled",
            "compiled_loops", "capacity_for"]
@@ -162,11 +163,6 @@ def _slice_window(eqn: Any, operand: Any, starts: Sequence[Any], traced_lengths:
     return [out]
 
 
-def _dynamic_slice(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
-    ndim = invals[0].ndim
-    return _slice_window(eqn, invals[0], invals[1 : ndim + 1], invals[ndim + 1 :], env, checks)
-
-
 def _gather(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """The gathers ``jax.numpy`` makes of slices with traced bounds as windows; in others (``a[idx]``)
     start indices along resizable axes clamped by true sizes."""
@@ -246,9 +242,8 @@ def _identity(primitive: Primitive, dtype: Any) -> Any:
 
 def _reduction(eqn: Any, invals: list[Any], env: dict, checks: Checks) -> list[Any]:
     """A reduction along resizable axes, the padding filled with its identity (a sum may round otherwise)."""
-    operand = eqn.invars[0]
-    axes = eqn.params["axes"]
-    x = _true_part(invals[0], operand, axes, _identity(eqn.primitive, operand.aval.dtype), env)
+    fill = _identity(eqn.primitive, eqn.invars[0].aval.dtype)
+    x = _true_part(invals[0], eqn.invars[0], eqn.params["axes"], fill, env)
     return bind_primitive(eqn.primitive, [x, *invals[1:]], eqn.params)
 
 
@@ -278,7 +273,8 @@ _REDUCTIONS = (lax.reduce_sum_p, lax.reduce_max_p, lax.reduce_min_p, lax.reduce_
 # JAX's operations along a resizable axis (their specs hold only this rule).
 for _primitive, _rule in {
     lax.concatenate_p: _concatenate,
-    lax.dynamic_slice_p: _dynamic_slice,
+    lax.dynamic_slice_p: lambda eqn, invals, env, checks: _slice_window(
+        eqn, invals[0], invals[1 : invals[0].ndim + 1], invals[invals[0].ndim + 1 :], env, checks),
     lax.gather_p: _gather,
     lax.slice_p: _static_slice,
     lax.dot_general_p: _dot_general,
@@ -306,9 +302,8 @@ class Masked(Mode):
             # A broken one hands the iteration to exact execution, which reports it.
             checks.valid.append(spec.size_check(*invals, **eqn.params))
             return []
-        touches_buffers = any(any(_padded(v, env)) for v in eqn.invars if not isinstance(v, Literal))
         try:
-            outs = _masked_equation(eqn, spec, invals, env, checks, touches_buffers)
+            outs = self._on_buffers(eqn, spec, invals, env)
         except NeedsHost as err:
             raise Unmaskable(str(err)) from None
         except (TypeError, ValueError) as err:  # shapes that do not fit on buffers
@@ -320,35 +315,28 @@ class Masked(Mode):
                     checks.size(d, env[d])
         return outs
 
+    def _on_buffers(self, eqn: Any, spec: Any, invals: list[Any], env: dict) -> list[Any]:
+        touches_buffers = any(any(_padded(v, env)) for v in eqn.invars if not isinstance(v, Literal))
+        prim = eqn.primitive
+        if prim in SHAPE_PARAMS and prim not in (lax.gather_p, lax.dynamic_slice_p):
+            ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[prim]])
+            if touches_buffers or any_traced(invals[len(invals) - ndyn :]):
+                return _shaped(eqn, invals, env, self.checks)
+            return Mode.STAGED.equation(eqn, invals, {})
+        if not touches_buffers:
+            try:
+                return Mode.STAGED.equation(eqn, invals, {})
+            except NeedsHost:
+                if spec is None or spec.bodies is None:  # (a nested primitive's masked rule may run it)
+                    raise
+        if spec is not None and spec.masked is not None:
+            return spec.masked(eqn, invals, env, self.checks)
+        raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")
+
 
 def masked_eval(jaxpr: Any, args: Sequence[Any], checks: Checks) -> list[Any]:
     """Evaluate ``jaxpr`` inside a ``jax.jit`` trace on capacity buffers."""
     return eval_jaxpr(jaxpr, args, Masked(checks))
-
-
-def _masked_equation(eqn: Any, spec: Any, invals: list[Any], env: dict, checks: Checks,
-                     touches_buffers: bool) -> list[Any]:
-    prim = eqn.primitive
-    if prim in SHAPE_PARAMS and prim not in (lax.gather_p, lax.dynamic_slice_p):
-        ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
-        if touches_buffers or any(isinstance(x, Tracer) for x in invals[len(invals) - ndyn:] if ndyn):
-            return _shaped(eqn, invals, env, checks)
-        return Mode.STAGED.equation(eqn, invals, {})
-    nested = spec is not None and spec.bodies is not None
-    if not touches_buffers:
-        try:
-            return Mode.STAGED.equation(eqn, invals, {})
-        except NeedsHost:
-            if not nested:
-                raise
-    if spec is not None and spec.masked is not None:
-        return spec.masked(eqn, invals, env, checks)
-    raise Unmaskable(f"{eqn.primitive} on arrays a loop resizes")
-
-
-def runs_on_buffers(operands: Sequence[Any]) -> bool:
-    """Whether a resizing loop may run on capacity buffers: on concrete values, not in reverse mode."""
-    return not reverse_mode_requested() and not any(isinstance(x, Tracer) for x in operands)
 
 
 def sized_in_body(body: Any, nimplicit: int) -> bool:
@@ -393,9 +381,11 @@ class Prediction:
               carried: Sequence[Any], count: Any = 0, lower: Any = 0, step: Any = 1) -> tuple[list[Any], list[Any]]:
         """The loop's results in the trace, and flags that hold when the prediction does."""
         loop, static = self.loop, dict(self.static)
-        holds = [_equal((consts if tag == "body" else pred_consts)[k], v) for (tag, k), v in static.items()]
+        values = [(consts if tag == "body" else pred_consts)[k] for tag, k in static]
+        holds = [x == v if isinstance(x, Tracer) else bool(np.asarray(x) == v)
+                 for x, v in zip(values, static.values())]
         # Sizes that follow from known values fit, as they did in the run: no check needed.
-        known = loop.sizes_follow and self.fits and not any(isinstance(x, Tracer) for x in (*implicit, count, lower, step, *holds))
+        known = loop.sizes_follow and self.fits and not any_traced((*implicit, count, lower, step, *holds))
         dims = [jnp.asarray(d, jnp.int64) for d in implicit]
         run = loop._loop(self.capacity, static, dict(self.caps), learn=False, checked=not known)
         _, new_dims, buffers, status, _ = run(list(pred_consts), list(consts), dims,
@@ -410,18 +400,14 @@ def _with_static(values: Sequence[Any], static: dict, tag: str) -> list[Any]:
     return [static.get((tag, k), v) for k, v in enumerate(values)]
 
 
-def _equal(x: Any, value: int) -> Any:
-    """``x == value``: a traced flag, or a ``bool`` when ``x`` is known."""
-    return x == value if isinstance(x, Tracer) else bool(np.asarray(x) == value)
-
-
-
 class _CompiledLoop:
     """A loop compiled whole, once per capacity and per value of the constants that size it; the
-    ``maxsize`` most recently used executables kept (the function's ``cache_size``), as sizes are many."""
+    most recently used executables of ``program`` (its runner, or ``None``) kept, its function's
+    ``cache_size``, as sizes are many."""
 
-    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, maxsize: int | None):
-        self.primitive, self.body, self.predicate, self.maxsize = primitive, body, predicate, maxsize
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, program: Any):
+        self.primitive, self.body, self.predicate = primitive, body, predicate
+        self.maxsize = DEFAULT_CACHE_SIZE if program is None else program.options.cache.maxsize
         self.static_consts = tuple(sorted(k for k in dimension_inputs(body.jaxpr) if k < body.nconsts))
         self.static_pred = () if predicate is None else tuple(
             sorted(k for k in dimension_inputs(predicate.jaxpr) if k < predicate.nconsts))
@@ -448,8 +434,8 @@ class _CompiledLoop:
 class MaskedLoop(_CompiledLoop):
     """A resizing loop run inside ``lax.while_loop`` on capacity buffers."""
 
-    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, maxsize: int | None):
-        super().__init__(primitive, body, predicate, maxsize)
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, program: Any):
+        super().__init__(primitive, body, predicate, program)
         _, self._implicit, _, self._carried = body.groups
         first_carried = len(body.jaxpr.invars) - body.ncarried
         body = body.jaxpr
@@ -503,17 +489,7 @@ class MaskedLoop(_CompiledLoop):
 
     def _loop(self, capacity: int, static: dict, caps: dict, learn: bool = True, checked: bool = True) -> Callable:
         """The loop at ``capacity`` (``learn``: the peaks of tracked sizes; ``checked``: check sizes)."""
-        body_jaxpr, predicate = self.body.jaxpr, self.predicate
-        nimplicit = self.body.nimplicit
-
-        def more(k, count, pred_consts, consts, dims, buffers) -> Any:
-            if predicate is None:
-                return k < count
-            checks = Checks(capacity, caps)
-            (pred,) = masked_eval(predicate.jaxpr, [*pred_consts, *dims, *buffers], checks)
-            if checks.fits or checks.valid:
-                raise Unmaskable("a while_loop predicate that creates resizable arrays")
-            return pred
+        body_jaxpr, predicate, nimplicit = self.body.jaxpr, self.predicate, self.body.nimplicit
 
         def run(pred_consts, consts, dims, buffers, count, lower, step):
             pred_consts = _with_static(pred_consts, static, "predicate")
@@ -536,7 +512,13 @@ class MaskedLoop(_CompiledLoop):
 
             def cond(state):
                 k, dims, buffers, status, _ = state
-                return (status == DONE) & more(k, count, pred_consts, consts, dims, buffers)
+                if predicate is None:
+                    return (status == DONE) & (k < count)
+                checks = Checks(capacity, caps)
+                (pred,) = masked_eval(predicate.jaxpr, [*pred_consts, *dims, *buffers], checks)
+                if checks.fits or checks.valid:
+                    raise Unmaskable("a while_loop predicate that creates resizable arrays")
+                return (status == DONE) & pred
 
             def body(state):
                 k, dims, buffers, _, peaks = state
@@ -622,8 +604,8 @@ class BoundedScan(_CompiledLoop):
     """A loop of fixed sizes in reverse mode: a ``lax.scan`` over the trip count's bucket, steps beyond
     the count skipped (a ``while_loop`` first runs forward to count)."""
 
-    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, maxsize: int | None):
-        super().__init__(primitive, body, predicate, maxsize)
+    def __init__(self, primitive: Primitive, body: LoopBody, predicate: LoopBody | None, program: Any):
+        super().__init__(primitive, body, predicate, program)
         self.static = tuple(sorted({*self.static_consts, *range(body.nconsts, body.nconsts + body.nimplicit)}))
         self.unsupported = False
 
@@ -696,25 +678,20 @@ def run_compiled(primitive: Primitive, body: LoopBody, predicate: LoopBody | Non
     ``*implicit *carried`` results, or ``None`` (run it iteration by iteration)."""
     if count == 0:
         return None
-    if sized_in_body(body.jaxpr, body.nimplicit) and runs_on_buffers(operands):
-        loop = kept_by_program(body.jaxpr, "capacity buffers",
-                               lambda program: MaskedLoop(primitive, body, predicate, _kept(program)))
+    reverse, loop_args = reverse_mode_requested(), (primitive, body, predicate)
+    # On capacity buffers: a resizing loop on concrete values, not in reverse mode.
+    if not reverse and sized_in_body(body.jaxpr, body.nimplicit) and not any_traced(operands):
+        loop = kept_by_program(body.jaxpr, "capacity buffers", functools.partial(MaskedLoop, *loop_args))
         ran, implicit, carried = loop.run(pred_consts, consts, implicit, carried, count or 0, lower, step)
         if ran is None:
             return None
         replay(ran)
         return [*implicit, *carried]
-    if reverse_mode_requested() and not body.resizes_arrays:
-        scan = kept_by_program(body.jaxpr, "bounded scan",
-                               lambda program: BoundedScan(primitive, body, predicate, _kept(program)))
-        outs = scan.run([*consts, *implicit], carried, lower, step, count, pred_consts)
-        return None if outs is None else [*implicit, *outs]
-    return None
-
-
-def _kept(program: Any) -> int | None:
-    """How many executables a compiled loop of ``program`` (a runner, or ``None``) keeps: its function's."""
-    return DEFAULT_CACHE_SIZE if program is None else program.options.cache.maxsize
+    if not reverse or body.resizes_arrays:
+        return None
+    scan = kept_by_program(body.jaxpr, "bounded scan", functools.partial(BoundedScan, *loop_args))
+    outs = scan.run([*consts, *implicit], carried, lower, step, count, pred_consts)
+    return None if outs is None else [*implicit, *outs]
 
 
 def compiled_loops(kept: Sequence[Any]) -> list[LoopInfo]:

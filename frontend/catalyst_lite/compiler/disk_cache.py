@@ -36,9 +36,7 @@ def cache_dir() -> Path | None:
     if configured:
         return Path(configured).expanduser()
     jax_dir = jax.config.jax_compilation_cache_dir
-    if not jax_dir or "://" in jax_dir:
-        return None
-    return Path(jax_dir).expanduser() / "catalyst_lite"
+    return None if not jax_dir or "://" in jax_dir else Path(jax_dir).expanduser() / "catalyst_lite"
 
 
 def cpu_features() -> str:

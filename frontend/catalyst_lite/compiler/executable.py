@@ -118,9 +118,7 @@ class FastCall:
 
     def dispatch_data(self, leaves: Sequence[Any], result: Any) -> Any | None:
         """What lets the function's dispatcher run this call's executable without Python, or ``None``."""
-        if self.direct_consts is None:
-            return None
-        spec = self.runner.compiled((*self.prefix, *leaves))
+        spec = None if self.direct_consts is None else self.runner.compiled((*self.prefix, *leaves))
         if not isinstance(spec, Specialization) or spec.final is None:
             return None
         return dispatch_data(spec.final, self.direct_consts, leaves, result)
@@ -188,12 +186,8 @@ def is_compiled_function(fn: Any) -> bool:
     return bool(_compilers) and isinstance(fn, _compilers[0])
 
 
-_32_BIT = {
-    np.dtype("float64"): np.dtype("float32"),
-    np.dtype("int64"): np.dtype("int32"),
-    np.dtype("uint64"): np.dtype("uint32"),
-    np.dtype("complex128"): np.dtype("complex64"),
-}
+_32_BIT = {np.dtype(wide): np.dtype(narrow) for wide, narrow in
+           [("float64", "float32"), ("int64", "int32"), ("uint64", "uint32"), ("complex128", "complex64")]}
 
 
 def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> Any:
@@ -210,19 +204,14 @@ def call_from_transformation(run: Callable[..., Any], leaves: Sequence[Any]) -> 
     if jax.config.jax_enable_x64:
         with x64_scope():
             return run(*leaves)
-    leaves = [_in_caller_precision(x) for x in leaves]
+    # Each leaf computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with x64 off hands over
+    # a ``float32`` tracer holding the float64 array; multiplying by one (exact) materializes it.
+    leaves = [x * np.ones((), x.dtype) if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number) else x
+              for x in leaves]
     if any(is_reverse_mode_value(x) for x in leaves):
         return _with_backward_pass_in_64_bits(run, leaves)
     with x64_scope():
         return _to_caller_types(run(*leaves))
-
-
-def _in_caller_precision(x: Any) -> Any:
-    """``x`` computed in its own (32-bit) type: ``jax.grad(f)(numpy_float64)`` with x64 off hands over
-    a ``float32`` tracer holding the float64 array; multiplying by one (exact) materializes it."""
-    if isinstance(x, Tracer) and jnp.issubdtype(x.dtype, jnp.number):
-        return x * np.ones((), x.dtype)
-    return x
 
 
 def _to_caller_types(tree: Any) -> Any:

@@ -91,7 +91,7 @@ class LoweredProgram:
 
     def compile(self) -> bytes:
         """Compile in an ``iree-compile`` subprocess (:class:`Cancelled` at exit); the module is kept in
-        memory, :meth:`store` writes it to disk."""
+        memory (the caller writes it to :mod:`.disk_cache`, ``vmfb``)."""
         returncode, vmfb, stderr = _run_compiler(self.text)
         if returncode < 0:  # killed by a signal (out of memory): nothing to remember of the program
             raise Unsupported(f"iree-compile was killed by signal {-returncode}")
@@ -104,10 +104,6 @@ class LoweredProgram:
             raise Unsupported(reason)
         _recent_module(self.digest, vmfb)
         return vmfb
-
-    def store(self, vmfb: bytes) -> None:
-        """Write the module compiled to the disk cache, for later processes."""
-        disk_cache.write(self.key, "vmfb", vmfb)
 
     def load(self, vmfb: bytes, cached: bool) -> IreeExecutable | None:
         """The module ``vmfb`` loaded; ``None`` when a ``cached`` one cannot be (it is removed)."""

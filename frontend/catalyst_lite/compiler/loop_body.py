@@ -82,11 +82,9 @@ class LoopBody:
 
         def key(k: int) -> tuple:
             out = returned[k]
-            if isinstance(out, Var) and out in binder:
-                return same[k], "binder", same[binder[out]]
-            if isinstance(out, Var):
-                return same[k], "var", out
-            return same[k], "literal", int(out.val)
+            if not isinstance(out, Var):
+                return same[k], "literal", int(out.val)
+            return (same[k], "binder", same[binder[out]]) if out in binder else (same[k], "var", out)
 
         while True:
             keys = [key(k) for k in range(n)]

@@ -18,8 +18,7 @@ import os
 import pathlib
 import shutil
 
-from ..jax_extras.lowering import lower_jaxpr_to_stablehlo
-from ..jax_extras.lowering import UnsupportedLowering
+from ..jax_extras.lowering import UnsupportedLowering, lower_jaxpr_to_stablehlo
 from ..tracing import Program
 
 __all__ = ["program_to_mlir", "Workspace"]

@@ -32,16 +32,14 @@ class ExecutableCache:
         """``runner`` compiled ``key``'s executable (dropped if :meth:`clear` came since ``generation``)."""
         with self._lock:
             stale = generation is not None and generation != self.generation
+            evicted = [(runner, key)] if stale else []
             if not stale:
                 self._entries[id(runner), key] = (runner, key)
-            evicted = []
             while self.maxsize is not None and len(self._entries) > self.maxsize:
                 evicted.append(self._entries.popitem(last=False)[1])
             full = not self.has_room()
         if full and self.when_full is not None:
             self.when_full()
-        if stale:
-            evicted.append((runner, key))
         for old_runner, old_key in evicted:
             old_runner.forget(old_key)
 

@@ -156,10 +156,8 @@ class Speculation:
 
     def direct(self) -> tuple[Any, tuple[int, ...] | None, frozenset[int]] | None:
         """The executable, its dynamic arguments and fixed outputs when a run is the executable's alone."""
-        spec = self._spec
-        if self._checked or spec is None or spec.final is None:
-            return None
-        return spec.final, self._kept, frozenset(self._sizes)
+        final = None if self._checked or self._spec is None else self._spec.final
+        return None if final is None else (final, self._kept, frozenset(self._sizes))
 
     def _arguments(self, dynamic_args: Sequence[Any]) -> Sequence[Any]:
         return dynamic_args if self._kept is None else [dynamic_args[j] for j in self._kept]
@@ -203,7 +201,6 @@ class JaxprRunner:
         self.jaxpr = jaxpr
         self.name = name
         self.options = RunnerOptions() if options is None else options
-        self.compile_options: dict[str, Any] = dict(self.options.xla)
         self.static_positions = tuple(sorted(dimension_inputs(jaxpr)))
         self.dynamic_positions = tuple(i for i in range(len(jaxpr.invars)) if i not in self.static_positions)
         # Keyed on the size signature and whether reverse mode is requested.
@@ -282,7 +279,7 @@ class JaxprRunner:
             self._segmented[key, reverse] = self._segmentation(err)
             return None
         lowered = None if any_traced(dynamic_args) else lowered
-        return Specialization(fn, lowered, self.compile_options, self.options.report,
+        return Specialization(fn, lowered, self.options.xla, self.options.report,
                               f"{self.name} at sizes {key}")
 
     def prepare(self, key: tuple[int, ...], dynamic_args: Sequence[Any], generation: int | None = None) -> None:
@@ -376,9 +373,7 @@ class JaxprRunner:
         speculation = self._speculations.get(skey)
         if isinstance(speculation, dict):  # the replays of the last run: compiled at the second call
             speculation = self._speculations[skey] = self._speculate(skey, key, speculation, dynamic_args)
-        if speculation is not None:
-            return speculation.run(dynamic_args)
-        return self._run_segmented(skey, key, args)
+        return self._run_segmented(skey, key, args) if speculation is None else speculation.run(dynamic_args)
 
     def _speculation_key(self, key: tuple[int, ...], args: Sequence[Any]) -> tuple:
         """The size signature and the Python ``int`` arguments (trip counts, sizes)."""
@@ -408,7 +403,7 @@ class JaxprRunner:
             with x64_scope():  # the fast path of a repeated call may come without one
                 return self._run_segmented(skey, key, args, missed=True)
 
-        speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.compile_options)
+        speculation = Speculation(outcomes, stage, missed, kept, self._size_outputs, self.options.xla)
         try:
             speculation.lower(dynamic_args)
         except (NeedsHost, SpeculationFails, *refused):
@@ -439,7 +434,7 @@ class JaxprRunner:
             speculations={key: "compiled" if isinstance(s, Speculation) else "recorded" if isinstance(s, dict)
                           else "refused" for key, s in list(self._speculations.items())},
             misses=dict(self._misses),
-            compile_options=dict(self.compile_options),
+            compile_options=dict(self.options.xla),
         )
 
     def kept(self) -> list[Any]:
@@ -486,7 +481,7 @@ def jacobian_transposable(fn: Callable[..., Sequence[Any]], args: Sequence[Any])
     def jvp(primals: tuple, tangents: tuple) -> tuple[Any, Any]:
         outs = fn(*primals)
         wrt = [i for i, x in enumerate(primals) if jnp.issubdtype(jnp.result_type(x), jnp.inexact)]
-        parts = [p for i in wrt for p in _real_parts(primals[i])]
+        parts = [p for i in wrt for p in _real_parts(primals[i], jnp.iscomplexobj(primals[i]))]
         dirs = [d for i in wrt for d in _real_parts(tangents[i], jnp.iscomplexobj(primals[i]))]
 
         def of_parts(*ps: Any) -> Sequence[Any]:
@@ -508,6 +503,6 @@ def jacobian_transposable(fn: Callable[..., Sequence[Any]], args: Sequence[Any])
     return call(*args)
 
 
-def _real_parts(x: Any, split: bool | None = None) -> list[Any]:
-    """``[x]``, or ``[real, imag]`` of a complex ``x`` (``split``: whether to split, for a tangent)."""
-    return [jnp.real(x), jnp.imag(x)] if (jnp.iscomplexobj(x) if split is None else split) else [x]
+def _real_parts(x: Any, split: bool) -> list[Any]:
+    """``[real, imag]`` of ``x`` if ``split`` (a complex argument, or its tangent), else ``[x]``."""
+    return [jnp.real(x), jnp.imag(x)] if split else [x]

@@ -12,7 +12,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Hashable, Sequence
 
 from ..jax_extras import Tracer, is_tracing
-from . import iree_backend
+from . import disk_cache, iree_backend
 from .iree_backend import IreeExecutable, LoweredProgram, Unsupported
 from .specialize import check_sizes
 from .compilation import run_in_background
@@ -66,9 +66,7 @@ class SizeGenericTier:
     def attach(cls, runner: JaxprRunner, enabled: bool | None = None) -> SizeGenericTier | None:
         """The tier of ``runner``'s program, or ``None``: turned off, no IREE, or no sizes to generalize."""
         enabled = size_generic_by_default() if enabled is None else enabled
-        if not (enabled and runner.static_positions and iree_backend.available()):
-            return None
-        return cls(runner)
+        return cls(runner) if enabled and runner.static_positions and iree_backend.available() else None
 
     def run(self, key: Hashable, args: Sequence[Any]) -> list[Any] | None:
         """The outputs on concrete ``args`` (sizes ``key``), or ``None`` when the tier does not serve them."""
@@ -184,11 +182,12 @@ class SizeGenericTier:
                 self._give_up(str(err))
                 return
             self._vmfb, self.status = vmfb, Status.READY
-            seconds = time.perf_counter() - start
-            self._report("IREE compiled %s for every size in %.3f s: new sizes run on it", seconds)
+            self._report("IREE compiled %s for every size in %.3f s: new sizes run on it",
+                         time.perf_counter() - start)
         finally:
             compiled.set()  # calls waiting for it go on
-        self._lowered.store(vmfb)  # after them: a write and two fsyncs (25-60 ms on a loaded machine)
+        # After them: a write and two fsyncs (25-60 ms on a loaded machine).
+        disk_cache.write(self._lowered.key, "vmfb", vmfb)
 
     def _report(self, message: str, *args: Any) -> None:
         self.runner.options.report(message, self.runner.name, *args)

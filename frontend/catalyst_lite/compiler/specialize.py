@@ -45,7 +45,7 @@ class Mode:
         rule = None if spec is None else spec.staged if self is Mode.STAGED else spec.host
         if rule is not None:
             return list(rule(invals, eqn.params))
-        if _is_size_check(eqn) and any_traced(invals):
+        if _has_rule(eqn, "size_check") and any_traced(invals):
             # A size check has no lowering: staged, it would be dropped. The host runs it.
             raise NeedsHost(f"{eqn.primitive} on sizes known only at run time")
         return _eval_equation(eqn, invals)
@@ -62,7 +62,7 @@ class _SizeArithmetic(Mode):
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[prim]])
             if _UNKNOWN not in invals[len(invals) - ndyn :]:
                 _fill_dynamic_shape(eqn, invals)
-        elif _UNKNOWN not in invals and (_is_size_check(eqn) or _is_size_arithmetic(eqn)):
+        elif _UNKNOWN not in invals and (_has_rule(eqn, "size_check") or _is_size_arithmetic(eqn)):
             return _eval_equation(eqn, invals)
         return None
 
@@ -70,10 +70,10 @@ class _SizeArithmetic(Mode):
 Mode.STAGED, Mode.HOST, Mode.SIZES = Mode(), Mode(), _SizeArithmetic()
 
 
-def _keys_on_operands(primitive: Primitive) -> bool:
-    """Whether a specialization needs the values of some of ``primitive``'s operands."""
-    spec = spec_of(primitive)
-    return spec is not None and spec.dimension_operands is not None
+def _has_rule(eqn: Any, rule: str) -> bool:
+    """Whether ``eqn``'s primitive has the rule named ``rule`` (``dimension_operands``: specializations
+    need the values of some operands; ``size_check``: the equation only checks sizes)."""
+    return getattr(spec_of(eqn.primitive), rule, None) is not None
 
 
 def to_dim(value: Any) -> int:
@@ -85,9 +85,9 @@ def to_dim(value: Any) -> int:
 
 def trip_count(lower: Any, upper: Any, step: Any) -> Any:
     """Number of iterations of ``range(lower, upper, step)`` (a Python int for known bounds)."""
-    if not any(isinstance(x, Tracer) for x in (lower, upper, step)):
-        return len(range(int(lower), int(upper), int(step)))
-    return jax.numpy.maximum(0, -((lower - upper) // step))
+    if any_traced((lower, upper, step)):
+        return jax.numpy.maximum(0, -((lower - upper) // step))
+    return len(range(int(lower), int(upper), int(step)))
 
 
 def reverse_mode_requested() -> bool:
@@ -190,16 +190,10 @@ def check_sizes(jaxpr: Jaxpr, sizes: dict[int, int]) -> None:
     eval_jaxpr(jaxpr, [sizes.get(i, _UNKNOWN) for i in range(len(jaxpr.invars))], Mode.SIZES)
 
 
-def _is_size_check(eqn: Any) -> bool:
-    """An equation that only checks sizes (an assumption or a requirement)."""
-    spec = spec_of(eqn.primitive)
-    return spec is not None and spec.size_check is not None
-
-
 def _is_size_arithmetic(eqn: Any) -> bool:
     """Integer scalars from integer scalars, with no nested program (a loop is not arithmetic)."""
     outs = eqn.outvars
-    return not _keys_on_operands(eqn.primitive) and bool(outs) and all(map(_is_index_scalar, outs))
+    return not _has_rule(eqn, "dimension_operands") and bool(outs) and all(map(_is_index_scalar, outs))
 
 
 # Errors that are already clear, or that drive the specialization itself.
@@ -278,12 +272,12 @@ def _size_values(jaxpr: Jaxpr) -> set[Var]:
         if eqn.primitive in SHAPE_PARAMS:
             ndyn = sum(d is None for d in eqn.params[SHAPE_PARAMS[eqn.primitive]])
             needed.update(v for v in eqn.invars[len(eqn.invars) - ndyn :] if isinstance(v, Var))
-        if _keys_on_operands(eqn.primitive):
+        if _has_rule(eqn, "dimension_operands"):
             operands = [eqn.invars[i] for i in spec_of(eqn.primitive).dimension_operands(eqn.params)]
             needed.update(v for v in operands if isinstance(v, Var))
     # Scalar arithmetic producing a needed value needs its scalar inputs (not a nested primitive's).
     for eqn in reversed(jaxpr.eqns):
-        if _keys_on_operands(eqn.primitive):
+        if _has_rule(eqn, "dimension_operands"):
             continue
         if any(v in needed for v in eqn.outvars if not isinstance(v, DropVar)):
             needed.update(v for v in eqn.invars if isinstance(v, Var) and _is_index_scalar(v))
