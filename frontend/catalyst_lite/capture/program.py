@@ -41,7 +41,7 @@ from ..jax_extras.dynshape import ExpansionStrategy, expand_args
 from ..jax_extras.nested import trace_nested
 from ..quantum.qnode import execute_qnode, measure
 from ..trace_context import capture_switched
-from ..transforms import grad, jacobian, jvp, value_and_grad, vjp
+from ..transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 
 
 def captured_program(fn: Callable, name: str) -> Callable:
@@ -233,12 +233,19 @@ def _transform(
 @_rule(qnode_prim)
 def _qnode(
     self: PlxprCompiler, *invals: Any, shots_len: int, qnode: Any, device: Any, execution_config: Any,
-    qfunc_jaxpr: Any, n_consts: int,
+    qfunc_jaxpr: Any, n_consts: int, batch_dims: tuple | None = None,
 ) -> list[Any]:
-    """``execute_qnode`` with the captured quantum function (shots: the QNode's own, as in the operands)."""
-    consts, args = invals[shots_len : shots_len + n_consts], invals[shots_len + n_consts :]
-    results = execute_qnode(qnode, args, {}, qfunc=self.subprogram(qfunc_jaxpr, consts))
-    return jax.tree_util.tree_leaves(results)
+    """``execute_qnode`` with the captured quantum function (shots: the QNode's own, as in the operands);
+    with ``batch_dims`` (the QNode under ``jax.vmap``), once per element of the batch (our ``vmap``)."""
+
+    def run(*operands: Any) -> list[Any]:
+        consts, args = operands[:n_consts], operands[n_consts:]
+        results = execute_qnode(qnode, args, {}, qfunc=self.subprogram(qfunc_jaxpr, consts))
+        return jax.tree_util.tree_leaves(results)
+
+    if batch_dims is None:
+        return run(*invals[shots_len:])
+    return vmap(run, in_axes=tuple(batch_dims[shots_len:]))(*invals[shots_len:])
 
 
 # --- quantum operations --------------------------------------------------------------------------
