@@ -394,6 +394,25 @@ def test_jax_vmap_of_a_qnode_runs_it_once_per_element():
 
 
 @needs_capture
+def test_static_arguments_of_a_compiled_qnode_stay_python_values():
+    """Was PennyLane's "Autograph must be used when Python control flow is dependent on a dynamic
+    variable": its capture traced every argument of the QNode, static ones included (Catalyst
+    hands them to the QNode as static, and default.qubit runs such circuits)."""
+
+    def circuit(n, x, rotation):
+        for i in range(n):
+            (qml.RX if rotation == "X" else qml.RY)(x * (i + 1), wires=i)
+        return qml.probs(wires=range(n))
+
+    reference = qml.qnode(qml.device("default.qubit", wires=3))(circuit)
+    by_position = qjit(qml.qnode(DEV)(circuit), capture=True, static_argnums=(0, 2))
+    by_name = qjit(qml.qnode(DEV)(circuit), capture=True, static_argnames=("n", "rotation"))
+    for n, rotation in [(2, "X"), (3, "Y"), (1, "X")]:
+        assert_same(by_position(n, 0.4, rotation), reference(n, 0.4, rotation), atol=1e-10)
+        assert_same(by_name(n, 0.7, rotation=rotation), reference(n, 0.7, rotation), atol=1e-10)
+
+
+@needs_capture
 def test_dynamically_sized_parameters_in_a_qnode():
     @qml.qnode(DEV)
     def circuit(params):

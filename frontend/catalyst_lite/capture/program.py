@@ -67,6 +67,22 @@ def captured_program(fn: Callable, name: str) -> Callable:
     return program
 
 
+def with_static_arguments(fn: Callable) -> Callable:
+    """A QNode compiled with static arguments (``static_argnums``/``static_argnames``) called as a
+    copy whose ``static_argnums`` are the positions of the arguments holding no tracer (the static
+    ones), so that PennyLane's capture keeps them Python values, as Catalyst arranges it (it was
+    PennyLane's "Autograph must be used when Python control flow is dependent on a dynamic
+    variable" for a ``range(n)`` of a static ``n``). Any other function is returned as it is."""
+    if not isinstance(fn, qml.QNode):
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        static = [i for i, arg in enumerate(args) if not any(isinstance(x, Tracer) for x in tree_leaves(arg))]
+        return fn.update(static_argnums=tuple(static))(*args, **kwargs)
+
+    return call
+
+
 class _Rules(dict):
     """Primitive -> rule; a PennyLane primitive without one is refused (re-bound, it would stay)."""
 
