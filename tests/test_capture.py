@@ -411,6 +411,16 @@ def test_static_arguments_of_a_compiled_qnode_stay_python_values():
         assert_same(by_position(n, 0.4, rotation), reference(n, 0.4, rotation), atol=1e-10)
         assert_same(by_name(n, 0.7, rotation=rotation), reference(n, 0.7, rotation), atol=1e-10)
 
+    def keyword_only(x, *, n):
+        for i in range(n):
+            qml.RX(x, wires=i)
+        return qml.expval(qml.Z(0) @ qml.Z(n - 1))
+
+    compiled = qjit(qml.qnode(DEV)(keyword_only), capture=True, static_argnames="n")
+    for n in (2, 3):
+        expected = qml.qnode(qml.device("default.qubit", wires=3))(keyword_only)(0.4, n=n)
+        assert_same(compiled(0.4, n=n), expected, atol=1e-10)
+
 
 @needs_capture
 def test_dynamically_sized_parameters_in_a_qnode():

@@ -14,6 +14,7 @@ carry (:class:`SizeLocations`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from contextlib import contextmanager
 from copy import copy
@@ -70,15 +71,21 @@ def captured_program(fn: Callable, name: str) -> Callable:
 def with_static_arguments(fn: Callable) -> Callable:
     """A QNode compiled with static arguments (``static_argnums``/``static_argnames``) called as a
     copy whose ``static_argnums`` are the positions of the arguments holding no tracer (the static
-    ones), so that PennyLane's capture keeps them Python values, as Catalyst arranges it (it was
-    PennyLane's "Autograph must be used when Python control flow is dependent on a dynamic
-    variable" for a ``range(n)`` of a static ``n``). Any other function is returned as it is."""
+    ones; static keywords are bound to its function), so that PennyLane's capture keeps them Python
+    values, as Catalyst arranges it for positions (it was PennyLane's "Autograph must be used when
+    Python control flow is dependent on a dynamic variable" for a ``range(n)`` of a static ``n``).
+    Any other function is returned as it is."""
     if not isinstance(fn, qml.QNode):
         return fn
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        static = [i for i, arg in enumerate(args) if not any(isinstance(x, Tracer) for x in tree_leaves(arg))]
-        return fn.update(static_argnums=tuple(static))(*args, **kwargs)
+        def static(value: Any) -> bool:
+            return not any(isinstance(x, Tracer) for x in tree_leaves(value))
+
+        keywords = {k: v for k, v in kwargs.items() if static(v)}
+        qnode = fn.update(static_argnums=tuple(i for i, arg in enumerate(args) if static(arg)),
+                          func=functools.partial(fn.func, **keywords))
+        return qnode(*args, **{k: v for k, v in kwargs.items() if k not in keywords})
 
     return call
 
