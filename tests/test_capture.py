@@ -351,6 +351,78 @@ def test_qnode_inside_a_classical_program_with_derivatives():
 
 
 @needs_capture
+def test_jax_vmap_of_a_qnode_runs_it_once_per_element():
+    """Was "Abstract evaluation for 'qnode' not implemented" (JAX checks it under dynamic shapes);
+    PennyLane vectorizes such a QNode, and compiled as a loop it matches default.qubit row by row."""
+
+    def circuit(x, w):
+        qml.AngleEmbedding(x, wires=range(2))
+        qml.RY(w[0], 1)
+        qml.CNOT([0, 1])
+        return qml.expval(qml.Z(1)), qml.probs(wires=[1, 0])
+
+    node = qml.qnode(DEV)(circuit)
+    reference = qml.qnode(qml.device("default.qubit", wires=2))(circuit)
+    w = jnp.array([0.3, 0.7])
+    rows = qjit(lambda X, w: jax.vmap(node, in_axes=(0, None))(X, w), capture=True)
+    columns = qjit(lambda X, w: jax.vmap(node, in_axes=(1, None))(X, w), capture=True)
+    for X in (np.array([[0.1, 0.2], [0.5, -0.4]]), np.array([[0.9, 0.3], [1.2, 0.0], [-0.6, 2.1]])):
+        expected = [reference(x, w) for x in X]
+        assert_same(rows(X, w), jax.tree_util.tree_map(lambda *r: np.stack(r), *expected), atol=1e-10)
+        assert_same(columns(X.T, w), jax.tree_util.tree_map(lambda *r: np.stack(r), *expected), atol=1e-10)
+
+    @qml.set_shots(shots=4)
+    @qml.qnode(DEV)
+    def flipped(x):
+        qml.RX(x, 0)
+        return qml.sample(wires=[0])
+
+    samples = qjit(lambda X: jax.vmap(flipped)(X), capture=True)(jnp.array([0.0, np.pi]))
+    np.testing.assert_array_equal(samples, np.array([[[0]] * 4, [[1]] * 4]))
+
+    @qml.qnode(qml.device("default.qubit", wires=1))
+    def rotated(x, w):
+        qml.RX(x * w, 0)
+        return qml.expval(qml.Z(0))
+
+    X = jnp.array([0.1, 0.4, 0.9])
+    def loss(w):
+        return jnp.sum(jax.vmap(rotated, in_axes=(0, None))(X, w))
+
+    slope = qjit(jax.grad(loss), capture=True)(0.7)
+    np.testing.assert_allclose(slope, jax.grad(lambda w: jnp.sum(jnp.cos(X * w)))(0.7), atol=1e-10)
+
+
+@needs_capture
+def test_static_arguments_of_a_compiled_qnode_stay_python_values():
+    """Was PennyLane's "Autograph must be used when Python control flow is dependent on a dynamic
+    variable": its capture traced every argument of the QNode, static ones included (Catalyst
+    hands them to the QNode as static, and default.qubit runs such circuits)."""
+
+    def circuit(n, x, rotation):
+        for i in range(n):
+            (qml.RX if rotation == "X" else qml.RY)(x * (i + 1), wires=i)
+        return qml.probs(wires=range(n))
+
+    reference = qml.qnode(qml.device("default.qubit", wires=3))(circuit)
+    by_position = qjit(qml.qnode(DEV)(circuit), capture=True, static_argnums=(0, 2))
+    by_name = qjit(qml.qnode(DEV)(circuit), capture=True, static_argnames=("n", "rotation"))
+    for n, rotation in [(2, "X"), (3, "Y"), (1, "X")]:
+        assert_same(by_position(n, 0.4, rotation), reference(n, 0.4, rotation), atol=1e-10)
+        assert_same(by_name(n, 0.7, rotation=rotation), reference(n, 0.7, rotation), atol=1e-10)
+
+    def keyword_only(x, *, n):
+        for i in range(n):
+            qml.RX(x, wires=i)
+        return qml.expval(qml.Z(0) @ qml.Z(n - 1))
+
+    compiled = qjit(qml.qnode(DEV)(keyword_only), capture=True, static_argnames="n")
+    for n in (2, 3):
+        expected = qml.qnode(qml.device("default.qubit", wires=3))(keyword_only)(0.4, n=n)
+        assert_same(compiled(0.4, n=n), expected, atol=1e-10)
+
+
+@needs_capture
 def test_dynamically_sized_parameters_in_a_qnode():
     @qml.qnode(DEV)
     def circuit(params):

@@ -337,14 +337,14 @@ class QJIT:
 
     def _signature_trace(self, call: CallArguments, tree, specs, axes, names) -> SignatureTrace:
         """How this call's signature is traced (through PennyLane's capture if ``capture`` says so)."""
-        capture = None
+        capture, fn = None, self.user_function
         if uses_capture(self._capture):
-            from .capture.program import captured_program  # imports PennyLane: only when used
+            from .capture.program import captured_program, with_static_arguments  # imports PennyLane
 
-            capture = captured_program
+            capture, fn = captured_program, with_static_arguments(fn) if call.static else fn
         donated = self._jit.donated_leaves(call.dynamic_keys, call.dynamic) if self._jit.donated else frozenset()
         return SignatureTrace(
-            self.binding.of_dynamic_arguments(self.user_function, call), call.dynamic, tree, specs, axes, names,
+            self.binding.of_dynamic_arguments(fn, call), call.dynamic, tree, specs, axes, names,
             self.name, self.options, self._executable_options, capture, donated,
         )
 

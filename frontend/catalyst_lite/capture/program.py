@@ -14,6 +14,7 @@ carry (:class:`SizeLocations`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from contextlib import contextmanager
 from copy import copy
@@ -41,7 +42,7 @@ from ..jax_extras.dynshape import ExpansionStrategy, expand_args
 from ..jax_extras.nested import trace_nested
 from ..quantum.qnode import execute_qnode, measure
 from ..trace_context import capture_switched
-from ..transforms import grad, jacobian, jvp, value_and_grad, vjp
+from ..transforms import grad, jacobian, jvp, value_and_grad, vjp, vmap
 
 
 def captured_program(fn: Callable, name: str) -> Callable:
@@ -65,6 +66,28 @@ def captured_program(fn: Callable, name: str) -> Callable:
 
     program.__name__ = program.__qualname__ = name
     return program
+
+
+def with_static_arguments(fn: Callable) -> Callable:
+    """A QNode compiled with static arguments (``static_argnums``/``static_argnames``) called as a
+    copy whose ``static_argnums`` are the positions of the arguments holding no tracer (the static
+    ones; static keywords are bound to its function), so that PennyLane's capture keeps them Python
+    values, as Catalyst arranges it for positions (it was PennyLane's "Autograph must be used when
+    Python control flow is dependent on a dynamic variable" for a ``range(n)`` of a static ``n``).
+    Any other function is returned as it is."""
+    if not isinstance(fn, qml.QNode):
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        def static(value: Any) -> bool:
+            return not any(isinstance(x, Tracer) for x in tree_leaves(value))
+
+        keywords = {k: v for k, v in kwargs.items() if static(v)}
+        qnode = fn.update(static_argnums=tuple(i for i, arg in enumerate(args) if static(arg)),
+                          func=functools.partial(fn.func, **keywords))
+        return qnode(*args, **{k: v for k, v in kwargs.items() if k not in keywords})
+
+    return call
 
 
 class _Rules(dict):
@@ -233,12 +256,19 @@ def _transform(
 @_rule(qnode_prim)
 def _qnode(
     self: PlxprCompiler, *invals: Any, shots_len: int, qnode: Any, device: Any, execution_config: Any,
-    qfunc_jaxpr: Any, n_consts: int,
+    qfunc_jaxpr: Any, n_consts: int, batch_dims: tuple | None = None,
 ) -> list[Any]:
-    """``execute_qnode`` with the captured quantum function (shots: the QNode's own, as in the operands)."""
-    consts, args = invals[shots_len : shots_len + n_consts], invals[shots_len + n_consts :]
-    results = execute_qnode(qnode, args, {}, qfunc=self.subprogram(qfunc_jaxpr, consts))
-    return jax.tree_util.tree_leaves(results)
+    """``execute_qnode`` with the captured quantum function (shots: the QNode's own, as in the operands);
+    with ``batch_dims`` (the QNode under ``jax.vmap``), once per element of the batch (our ``vmap``)."""
+
+    def run(*operands: Any) -> list[Any]:
+        consts, args = operands[:n_consts], operands[n_consts:]
+        results = execute_qnode(qnode, args, {}, qfunc=self.subprogram(qfunc_jaxpr, consts))
+        return jax.tree_util.tree_leaves(results)
+
+    if batch_dims is None:
+        return run(*invals[shots_len:])
+    return vmap(run, in_axes=tuple(batch_dims[shots_len:]))(*invals[shots_len:])
 
 
 # --- quantum operations --------------------------------------------------------------------------
