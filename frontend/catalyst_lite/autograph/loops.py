@@ -29,7 +29,7 @@ from ..debug import callback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
 from ..jax_extras import Tracer, is_tracing
-from ..jax_extras.patches import NeedsCallSizes
+from ..jax_extras.patches import NeedsCallSizes, error_standing_for
 from ..jax_extras.dimensions import decide_size_comparison
 from .builtins import (
     IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array,
@@ -44,17 +44,12 @@ _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
 
 
 class _Promote(Exception):
-    """Raised while tracing a body: trace again with the carried leaves promoted (``args``: a dict
-    of dtypes by position)."""
+    """Trace the body again with the carried leaves promoted (``args``: dtypes by position)."""
 
 
 class _Returned(Exception):
-    """Raised while tracing a body that returns from the function (malt's return value had no value
-    before the loop): trace again starting the return value (``args``: its position, and a
-    :class:`VariableRecord` of its type) as a stand-in."""
-
-
-# --- for -----------------------------------------------------------------------------------------
+    """The body returns from the function: trace again with a stand-in return value before the loop
+    (``args``: its position, and a :class:`VariableRecord` of its type)."""
 
 
 def for_stmt(
@@ -72,9 +67,7 @@ def for_stmt(
         return
     # the variables carried without a value yet (by position), when the loop has a target
     iterate_names, values = opts.get("iterate_names", ""), get_state()
-    unassigned = {
-        name: k for k, name in enumerate(symbol_names) if iterate_names and isinstance(values[k], Undefined)
-    }
+    unassigned = {n: k for k, n in enumerate(symbol_names) if iterate_names and isinstance(values[k], Undefined)}
     if _runs_no_iteration(space, ask_sizes=bool(unassigned)):
         return  # known while tracing: nothing runs, and the target stays unassigned, as in Python
     if recording_operators():
@@ -114,8 +107,8 @@ def for_stmt(
 
 
 def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
-    """Whether the loop is known while tracing to run no iteration: its bounds are known, or
-    (``ask_sizes``) they are sizes whose comparison the trace decides (as a fact of the program)."""
+    """Known while tracing to run no iteration: known bounds, or (``ask_sizes``) sizes whose comparison
+    the trace decides (as a fact of the program)."""
     count = trip_count(space.lower, space.upper, space.step)
     if not isinstance(count, Tracer):
         return count == 0
@@ -214,9 +207,6 @@ def _index_dtype(space: IterationSpace) -> Any:
     return jnp.result_type(*(jnp.asarray(b).dtype for b in (space.lower, space.upper, space.step)))
 
 
-# --- while ---------------------------------------------------------------------------------------
-
-
 def while_stmt(
     test: Callable[[], Any], body: Callable[[], None], get_state: GetState, set_state: SetState,
     symbol_names: Sequence[str], opts: dict,
@@ -258,8 +248,7 @@ def while_stmt(
         def loop_body(values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body()
-            after = get_state()
-            return _checked_iteration(snapshot, after, symbol_names, where, "while", finished, containers)
+            return _checked_iteration(snapshot, get_state(), symbol_names, where, "while", finished, containers)
 
         loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
         return while_loop(condition, allow_array_resizing=resize)(loop_body)(carried)
@@ -291,9 +280,6 @@ def _python_while(
                 + (f" (it could not be compiled: {summary})" if error is not None else "")
                 + " but its condition becomes traced after the first iterations."
             ) from error
-
-
-# --- compiling a loop, or running it in Python ---------------------------------------------------
 
 
 def _run(
@@ -477,7 +463,7 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
     )
     jax_line = (str(error).strip().splitlines() or [""])[0]
     needs = user_line_of_traceback(error.__traceback__)
-    raise _explained_class(python_loop_error, type(error))(
+    raise error_standing_for(error_standing_for(AutoGraphError, python_loop_error), type(error))(
         f"{jax_line}: the `{kind}` loop{at(where)} is compiled ({because} is traced), so the loop "
         "index and the loop's variables are traced values inside it, but "
         f"{needs.described() if needs else 'its body'} needs a concrete value. "
@@ -529,26 +515,12 @@ def _python_raises_none(error: BaseException | None) -> bool:
 def _raise_uncaught(error: BaseException, statement: str) -> None:
     where, needs = innermost_user_line(), user_line_of_traceback(error.__traceback__)
     jax_line = (str(error).strip().splitlines() or [""])[0].rstrip(".")
-    raise _explained_class(type(error))(
+    raise error_standing_for(AutoGraphError, type(error))(
         f"{jax_line}: the `{statement}`{at(where)} would catch it, but Python raises no error there: "
         f"{needs.described() if needs else 'the `try` body'} needs the Python value of a traced "
         "value. Compute it with JAX (jnp functions, an `if` on the traced value), or make the "
         "argument static (static_argnums), rather than catching the error."
     ) from error
-
-
-@functools.cache
-def _explained_class(*jax_errors: type[Exception]) -> type[AutoGraphError]:
-    """An AutoGraphError that is also each of ``jax_errors`` (``except TracerIntegerConversionError``
-    catches it, as it catches Catalyst's, which raises JAX's own)."""
-
-    def __init__(self: Exception, message: str) -> None:
-        Exception.__init__(self, message)  # (JAX's classes build their message from a tracer)
-
-    unique = list(dict.fromkeys(jax_errors))
-    bases = (AutoGraphError, *(c for c in unique if not any(o is not c and issubclass(o, c) for o in unique)))
-    namespace = {"__init__": __init__, "__module__": AutoGraphError.__module__}
-    return type(AutoGraphError.__name__, bases, namespace)
 
 
 def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_python: bool = True) -> None:

@@ -50,13 +50,13 @@ class ConversionFailed(AutoGraphError):
 
 
 class UnsupportedConstructError(ConversionFailed, NotImplementedError):
-    """The function uses a construct autograph does not convert (a private ``self.__name``, a
-    generator): also a ``NotImplementedError``, as Catalyst raises it."""
+    """A construct autograph does not convert (``self.__name``, a generator): a ``NotImplementedError``
+    too, as Catalyst raises it."""
 
 
 class _Transpiler(transpiler.GenericTranspiler):
-    """malt's parse-transform driver with the passes a function needs. (malt's ``variables`` pass,
-    which wraps every read in ``ag__.ld``, is not needed: our ``ag__.Undefined`` raises on any use.)"""
+    """malt's driver with the passes a function needs (not malt's ``variables`` pass, which wraps
+    every read in ``ag__.ld``: our ``ag__.Undefined`` raises on any use)."""
 
     def get_transformed_name(self, node: ast.AST) -> str:
         return "ag__" + super().get_transformed_name(node)
@@ -121,11 +121,9 @@ class _ControlFlow(control_flow.ControlFlowTransformer):
 def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
     """malt's ``control_flow.transform`` (the analyses it needs, then the pass) with our pass."""
     graphs = cfg.build(node)
-    node = qual_names.resolve(node)
-    node = activity.resolve(node, ctx, None)
-    node = reaching_definitions.resolve(node, ctx, graphs)
-    node = reaching_fndefs.resolve(node, ctx, graphs)
-    node = liveness.resolve(node, ctx, graphs)
+    node = activity.resolve(qual_names.resolve(node), ctx, None)
+    for analysis in (reaching_definitions, reaching_fndefs, liveness):
+        node = analysis.resolve(node, ctx, graphs)
     return _ControlFlow(ctx).visit(node)
 
 
@@ -199,8 +197,7 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
         def skip(self, n: ast.AST) -> ast.AST:
             return n
 
-        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = skip
-        visit_Lambda = skip
+        visit_For = visit_While = visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = skip
 
     class Rewrite(ast.NodeTransformer):
         def visit_loop(self, n: ast.For | ast.While) -> Any:

@@ -144,8 +144,7 @@ class Vmapped:
 
     def _map(self, args: tuple, kwargs: dict, batch: tuple[Any, Any] | None = None) -> Any:
         flat, in_tree = tree_flatten((args, kwargs))
-        axes = self._flat_axes(args, flat)
-        flat = [jnp.asarray(x) for x in flat]
+        flat, axes = [jnp.asarray(x) for x in flat], self._flat_axes(args, flat)
         axes = [None if a is None else _argument_axis(k, a, x) for k, (a, x) in enumerate(zip(axes, flat))]
         size = self._batch_size(flat, axes)
         batch = _batch_shards(self.spmd_axis_name, batch, size, self.__name__)
