@@ -182,9 +182,8 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
 
 
 def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: Sequence[str]) -> bool:
-    """Whether variable ``j`` lacks a value only in branches that returned from the function
-    (``else: return 0.0`` beside branches assigning ``y``): malt runs what follows the ``if`` only
-    if the function has not returned, so nothing reads the stand-in those branches carry."""
+    """Whether variable ``j`` lacks a value only in branches that returned (``else: return 0.0``): malt
+    runs what follows the ``if`` only if the function has not returned, so nothing reads it."""
     flags = [k for k, name in enumerate(names) if name.startswith("do_return")]
     undefined = [o for o in outcomes if o.variables[j].kind == "undefined"]
     return bool(flags) and all(o.values[flags[0]] is True for o in undefined)
@@ -193,9 +192,8 @@ def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: 
 def _size_mismatch(
     outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None
 ) -> AutoGraphError | None:
-    """The error naming the variable whose array has a size known while tracing that differs
-    between branches (``jnp.ones(3)`` and ``jnp.zeros(4)``), when one does: ``cond`` can only say
-    which of its results it is."""
+    """The error naming the variable whose known size differs between branches (``jnp.ones(3)`` and
+    ``jnp.zeros(4)``), if one does: ``cond`` can only say which of its results it is."""
     for j, name in enumerate(names):
         values = [o.variables[j] for o in outcomes if o.variables[j].kind == "value"]
         for other in values[1:]:
@@ -256,9 +254,8 @@ def _holds_measurement(record: VariableRecord) -> bool:
 
 
 class FunctionScope:
-    """``ag__.FunctionScope``: the body of a converted function runs inside one. It knows whether
-    every path of the function ends in ``return`` and whether a compiled ``if`` filled in a return
-    value for a branch that did not return."""
+    """``ag__.FunctionScope``, around a converted function's body: whether every path ends in ``return``
+    and whether a compiled ``if`` filled in a return value for a branch that did not return."""
 
     def __init__(self, function_name: str, scope_name: str, options: Any, always_returns: bool = True):
         self.function_name = function_name

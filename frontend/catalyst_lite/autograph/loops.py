@@ -67,7 +67,9 @@ def for_stmt(
         return
     # the variables carried without a value yet (by position), when the loop has a target
     iterate_names, values = opts.get("iterate_names", ""), get_state()
-    unassigned = {n: k for k, n in enumerate(symbol_names) if iterate_names and isinstance(values[k], Undefined)}
+    unassigned = {
+        name: k for k, name in enumerate(symbol_names) if iterate_names and isinstance(values[k], Undefined)
+    }
     if _runs_no_iteration(space, ask_sizes=bool(unassigned)):
         return  # known while tracing: nothing runs, and the target stays unassigned, as in Python
     if recording_operators():
@@ -248,7 +250,8 @@ def while_stmt(
         def loop_body(values: list[Any]) -> list[Any]:
             set_state(snapshot.rebuild(values))
             body()
-            return _checked_iteration(snapshot, get_state(), symbol_names, where, "while", finished, containers)
+            after = get_state()
+            return _checked_iteration(snapshot, after, symbol_names, where, "while", finished, containers)
 
         loop_body.__name__ = loop_body.__qualname__ = f"while loop{at(where)}"
         return while_loop(condition, allow_array_resizing=resize)(loop_body)(carried)
@@ -288,9 +291,8 @@ def _run(
     containers: ContainerCheckpoint, get_state: GetState, set_state: SetState, names: Sequence[str],
     where: Location | None, kind: str,
 ) -> None:
-    """Compile the loop (tracing again to promote Python-number variables or resize arrays); if it
-    cannot be compiled and ``python_loop`` is given, undo the attempt (the loop's variables, the
-    gates it queued, the ``containers`` it changed) and run that instead."""
+    """Compile the loop (traced again to promote Python numbers or resize arrays); if it cannot be and
+    ``python_loop`` is given, undo the attempt (variables, queued gates, ``containers``) and run that."""
     init = get_state()
     qml = sys.modules.get("pennylane")  # the gates queued on a compiled QNode's circuit so far
     queue = qml.QueuingManager.active_context() if qml is not None else None
@@ -451,10 +453,9 @@ def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: C
 
 
 def _raise_explained(error: Exception, where: Location | None, kind: str) -> None:
-    """A loop that must be compiled and cannot: a traced value used as a Python value in its body
-    is explained in terms of the loop (an AutoGraphError that is also the body's JAX error and the
-    one Python's own loop raises on a traced range or condition, as Catalyst's fallback raises it);
-    other errors are the body's own."""
+    """A loop that must be compiled and cannot: a traced value used as a Python value in its body is
+    explained in terms of the loop (an AutoGraphError that is also the body's JAX error and the one
+    Python's loop raises on a traced range or condition, as Catalyst raises); others are the body's."""
     if not isinstance(error, _NEEDS_CONCRETE_VALUES):
         raise error
     because = "its range or array" if kind == "for" else "its condition"
@@ -473,12 +474,10 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
 
 
 def except_handler(handled: Any, name: str | None) -> None:
-    """First statement of each ``except`` (``handled``: its classes, ``None`` when bare; ``name``:
-    of ``as name``, for the converter): an error
-    raised only because a traced value was asked for its Python value (``int(n)``, ``if x:`` in code
-    not converted) is not one Python raises, so a handler catching it by a broader class (``except
-    TypeError``, ``except Exception``) would run where Python's does not; it is raised, explained.
-    A handler naming JAX's class (detecting tracing on purpose) catches it as it asks."""
+    """First statement of each ``except`` (``handled``: its classes; ``name``: of ``as name``): an error
+    raised only because a traced value was asked for its Python value (``int(n)``) is not one Python
+    raises, so a handler catching it by a broader class (``except Exception``) would run where Python's
+    does not: it is raised, explained. A handler naming JAX's class (detecting tracing) catches it."""
     error = sys.exc_info()[1]
     classes = handled if isinstance(handled, tuple) else (handled,)
     if _python_raises_none(error) and not any(

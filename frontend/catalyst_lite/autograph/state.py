@@ -315,7 +315,8 @@ class ContainerCheckpoint:
         changed, rebound = (", ".join(map(repr, names)) for names in (self.changed(), self.rebound()))
         parts = [f"changes the Python container {changed} in place (append, ...)"] if changed else []
         if rebound:
-            parts.append(f"assigns {rebound} of an enclosing function (through `nonlocal`, in a function it calls)")
+            enclosing = "of an enclosing function (through `nonlocal`, in a function it calls)"
+            parts.append(f"assigns {rebound} {enclosing}")
         return " and ".join(parts)
 
     def restore(self) -> None:

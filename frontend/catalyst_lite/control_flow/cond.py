@@ -93,7 +93,9 @@ class CondCallable(WithOperation):
             return next((b for p, b in zip(preds, branches) if p), otherwise or _returns_none)()
         bind = functools.partial(_bind, first=first)
         handler = active_control_flow_handler()  # e.g. inside qml.adjoint, applied adjointed
-        return bind(preds, branches, otherwise) if handler is None else handler.cond(preds, branches, otherwise, bind)
+        if handler is None:
+            return bind(preds, branches, otherwise)
+        return handler.cond(preds, branches, otherwise, bind)
 
 
 _COND_USAGE = "@cond(x > 0) above the branch's def, then call the branch"

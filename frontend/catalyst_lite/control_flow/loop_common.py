@@ -59,8 +59,7 @@ class LoopOperands:
 @dataclass(frozen=True)
 class Loop:
     """A loop primitive as its rules see it, its operands ``*pred_consts *consts *implicit *bounds
-    *carried`` (a ``while_loop`` has no bounds, a ``for_loop`` no predicate): how its equation's
-    parameters are rebuilt, how it is batched when its predicate is batched."""
+    *carried`` (a ``while_loop`` has no bounds, a ``for_loop`` no predicate)."""
 
     primitive: Any
     nbounds: int  # lower, upper, step, start (for_loop); the body's index is fed by start

@@ -520,8 +520,8 @@ def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> lis
 
 def _vjp_by_jacobian(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any] | None:
     """Where JAX transforms the cotangents (``jax.jacrev`` batches them), the Jacobian of ``fn`` at
-    ``points``, contracted with them: that equation is not transformed, the contraction is JAX's.
-    ``None`` when ``fn``'s equation would be transformed too (``jax.grad`` of ``jax.grad``) or complex."""
+    ``points`` contracted with them by JAX; ``None`` when complex, or when the Jacobian's equation
+    would be transformed too (``jax.grad`` of ``jax.grad``)."""
     if any(jnp.iscomplexobj(x) for x in (*points, *cotangents)):
         return None
     options = Options.checked("jacobian", None, None, tuple(range(len(points))))

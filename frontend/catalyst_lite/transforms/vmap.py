@@ -60,9 +60,8 @@ _LEAVES = {"in_axes": "PyTrees", "out_axes": "PyTree"}
 
 def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
     """``spec`` broadcast to one axis per leaf of ``value``: a prefix of its structure."""
-    leaves = tree_flatten(value)[0]
     if _is_axis_spec(spec):
-        return [spec] * len(leaves)
+        return [spec] * len(tree_flatten(value)[0])
     prefix = tree_structure(spec, is_leaf=lambda x: x is None)
     try:
         subtrees = prefix.flatten_up_to(value)
