@@ -99,16 +99,14 @@ def strict_conversion() -> bool:
 
 
 def compiles_lists() -> bool:
-    """Whether a ``for`` over a list is compiled here: under strict conversion, while tracing,
-    except where PennyLane records operations (in ``qml.adjoint``/``qml.ctrl`` every loop runs in
-    Python, see :func:`~.state.recording_operators`)."""
+    """Whether a ``for`` over a list is compiled: under strict conversion, while tracing, but not where
+    PennyLane records operations (:func:`~.state.recording_operators`: every loop runs in Python)."""
     return strict_conversion() and is_tracing() and not recording_operators()
 
 
 def strict_iteration_array(iterable: Any, where: Any) -> Any:
-    """What a ``for`` loop iterates under strict conversion when it is not a range or an array (a
-    list of numbers, which Python would iterate): the array of its items, as Catalyst converts
-    it, or an :class:`AutoGraphError` when there is none (a list of strings)."""
+    """What a ``for`` iterates under strict conversion when it is not a range or an array (a list of
+    numbers): the array of its items, as Catalyst converts it, or an :class:`AutoGraphError`."""
     try:
         if not isinstance(iterable, (list, tuple)) or any(
             isinstance(v, (str, bytes)) for v in jax.tree.leaves(iterable)  # (NumPy reads "a" as a dtype)
@@ -155,9 +153,8 @@ def reversed_(seq: Any) -> Any:
 
 
 def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial: Any = None) -> Callable:
-    """``min``/``max``/``any``/``all`` of traced values: Python's compares (or tests the truth of)
-    one item at a time, which a traced value cannot answer; the result is the same reduction
-    computed by JAX (over a 1-D array, or pairwise over several numbers, from ``initial``)."""
+    """``min``/``max``/``any``/``all`` of traced values, which Python's cannot compare one at a time:
+    the same reduction by JAX (over a 1-D array, or pairwise over numbers, from ``initial``)."""
 
     def reduce(*args: Any, **kwargs: Any) -> Any:
         items = args[0] if len(args) == 1 else args
@@ -183,8 +180,7 @@ all_ = _reduction(all, jnp.all, lambda a, b: jnp.logical_and(a, jnp.asarray(b, b
 
 
 def sum_(iterable: Any, /, start: Any = 0) -> Any:
-    """``sum(...)``: of an array whose length is known only at run time (or of a traced range),
-    ``jnp.sum`` over axis 0."""
+    """``sum(...)``: ``jnp.sum`` over axis 0 of an array of run-time length (or of a traced range)."""
     if isinstance(iterable, TracedRange):
         iterable = iterable.values()
     if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):

@@ -10,7 +10,6 @@ variable. ``and``/``or`` on a traced scalar give Python's value, ``not`` is ``lo
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import jax
@@ -81,18 +80,6 @@ def _condition(condition: Any) -> Any:
     return python_truth_of_sizes(traced_value(condition))
 
 
-@dataclass
-class _Plan:
-    """How the second tracing of the branches makes them agree: per (variable, leaf), the dtype to
-    cast to; per variable, the record whose zeros stand in for a missing return value."""
-
-    dtypes: dict[tuple[int, int], np.dtype] = field(default_factory=dict)
-    placeholders: dict[int, VariableRecord] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(self.dtypes or self.placeholders)
-
-
 def _compiled_branches(
     pred: Any, branches: Sequence[Callable[[], None]], get_state: GetState, set_state: SetState,
     names: Sequence[str], where: Location | None,
@@ -100,11 +87,11 @@ def _compiled_branches(
     """The state after a ``cond`` of the branches, traced again if dtypes or return values must agree."""
     init = get_state()
     containers = ContainerCheckpoint(*branches, carried=names)
-    plan = _Plan()
+    dtypes, placeholders = {}, {}  # (see _unify: nothing to cast or fill in the first time)
 
     def traced(branch: Callable[[], None], k: int) -> Callable[[], list[Any]]:
         """Branch ``k`` as a ``cond`` branch: from the state before the statement, the dynamic
-        leaves of the state it leaves (cast or filled in as ``plan`` says)."""
+        leaves of the state it leaves (cast or filled in as :func:`_unify` says)."""
 
         def run() -> list[Any]:
             set_state(init)
@@ -122,13 +109,13 @@ def _compiled_branches(
             outcomes[k] = snapshot
             leaves = []
             for j, record in enumerate(snapshot.variables):
-                if j in plan.placeholders and record.kind in ("no_return", "undefined"):
-                    leaves += [r.zeros() for r in plan.placeholders[j].leaves if r.dynamic]
+                if j in placeholders and record.kind in ("no_return", "undefined"):
+                    leaves += [r.zeros() for r in placeholders[j].leaves if r.dynamic]
                     continue
                 values = Snapshot([record], [snapshot.values[j]]).dynamic_leaves()
                 dynamic = [i for i, r in enumerate(record.leaves) if r.dynamic]
                 for i, value in zip(dynamic, values):
-                    dtype = plan.dtypes.get((j, i))
+                    dtype = dtypes.get((j, i))
                     if dtype is not None or not isinstance(value, (Tracer, jax.Array)):
                         value = jnp.asarray(value, dtype)
                     leaves.append(value)
@@ -150,18 +137,21 @@ def _compiled_branches(
         finally:
             set_state(init)
         needed = _unify(outcomes, names, where)
-        if attempt == 1 and needed:
-            plan = needed
+        if attempt == 1 and any(needed):
+            dtypes, placeholders = needed
         elif failure is not None:
             raise _size_mismatch(outcomes, names, where) or failure
         else:  # the cond's results in the shape of the branches' state
-            variables = [plan.placeholders.get(j, r) for j, r in enumerate(outcomes[0].variables)]
+            variables = [placeholders.get(j, r) for j, r in enumerate(outcomes[0].variables)]
             return Snapshot(variables, outcomes[0].values).rebuild(results)
 
 
-def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> _Plan:
-    """What the branches' states need to agree, or an :class:`AutoGraphError` if they cannot."""
-    plan = _Plan()
+def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None) -> tuple[dict, dict]:
+    """How a second tracing of the branches makes their states agree: per (variable, leaf), the dtype
+    to cast to; per variable, the record whose zeros stand in for a missing value. An
+    :class:`AutoGraphError` if they cannot agree."""
+    dtypes: dict[tuple[int, int], np.dtype] = {}
+    placeholders: dict[int, VariableRecord] = {}
     for j, name in enumerate(names):
         records = [o.variables[j] for o in outcomes]
         kinds = {r.kind for r in records}
@@ -177,7 +167,7 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
         if "no_return" in kinds:
             scope_fills_return_value(where)
         if "no_return" in kinds or "undefined" in kinds:
-            plan.placeholders[j] = values[0]
+            placeholders[j] = values[0]
         ref = values[0]
         for other in values[1:]:
             difference = ref.difference(other)
@@ -187,14 +177,13 @@ def _unify(outcomes: Sequence[Snapshot], names: Sequence[str], where: Location |
             if leaf.dynamic:
                 leaves = [v.leaves[i] for v in values]
                 if len({l.dtype for l in leaves}) > 1:
-                    plan.dtypes[(j, i)] = np.dtype(jnp.result_type(*(l.promotion_type() for l in leaves)))
-    return plan
+                    dtypes[(j, i)] = np.dtype(jnp.result_type(*(l.promotion_type() for l in leaves)))
+    return dtypes, placeholders
 
 
 def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: Sequence[str]) -> bool:
-    """Whether variable ``j`` lacks a value only in branches that returned from the function
-    (``else: return 0.0`` beside branches assigning ``y``): malt runs what follows the ``if`` only
-    if the function has not returned, so nothing reads the stand-in those branches carry."""
+    """Whether variable ``j`` lacks a value only in branches that returned (``else: return 0.0``): malt
+    runs what follows the ``if`` only if the function has not returned, so nothing reads it."""
     flags = [k for k, name in enumerate(names) if name.startswith("do_return")]
     undefined = [o for o in outcomes if o.variables[j].kind == "undefined"]
     return bool(flags) and all(o.values[flags[0]] is True for o in undefined)
@@ -203,9 +192,8 @@ def _undefined_only_where_returned(outcomes: Sequence[Snapshot], j: int, names: 
 def _size_mismatch(
     outcomes: Sequence[Snapshot], names: Sequence[str], where: Location | None
 ) -> AutoGraphError | None:
-    """The error naming the variable whose array has a size known while tracing that differs
-    between branches (``jnp.ones(3)`` and ``jnp.zeros(4)``), when one does: ``cond`` can only say
-    which of its results it is."""
+    """The error naming the variable whose known size differs between branches (``jnp.ones(3)`` and
+    ``jnp.zeros(4)``), if one does: ``cond`` can only say which of its results it is."""
     for j, name in enumerate(names):
         values = [o.variables[j] for o in outcomes if o.variables[j].kind == "value"]
         for other in values[1:]:
@@ -265,13 +253,9 @@ def _holds_measurement(record: VariableRecord) -> bool:
     return any(is_measurement(leaf) for leaf in jax.tree_util.tree_leaves(value, is_leaf=is_measurement))
 
 
-# --- functions that return from inside a compiled `if` --------------------------------------------
-
-
 class FunctionScope:
-    """``ag__.FunctionScope``: the body of a converted function runs inside one. It knows whether
-    every path of the function ends in ``return`` and whether a compiled ``if`` filled in a return
-    value for a branch that did not return."""
+    """``ag__.FunctionScope``, around a converted function's body: whether every path ends in ``return``
+    and whether a compiled ``if`` filled in a return value for a branch that did not return."""
 
     def __init__(self, function_name: str, scope_name: str, options: Any, always_returns: bool = True):
         self.function_name = function_name

@@ -164,12 +164,10 @@ def converted_call(
         return f(*args, **kwargs)
     if isinstance(f, functools.partial):
         return converted_call(f.func, f.args + args, {**f.keywords, **kwargs}, caller_fn_scope)
-    if _convertible_function(f):
-        return _convert(f)(*args, **kwargs)
+    if _convertible_function(f) or _is_qnode(f):
+        return _converted_argument(f)(*args, **kwargs)
     if inspect.ismethod(f) and _convertible_function(f.__func__):
         return _convert(f.__func__)(f.__self__, *args, **kwargs)
-    if _is_qnode(f):
-        return _converted_qnode(f)(*args, **kwargs)
     if is_compiled_function(f) and is_tracing():  # inlined into the program being traced: converted too
         return converted_call(f.user_function, args, kwargs, caller_fn_scope)
     if not isinstance(f, type) and _convertible_function(getattr(type(f), "__call__", None)):
@@ -207,9 +205,7 @@ def _with_converted_functions(obj: Any) -> Any:
 def _converted_argument(value: Any) -> Any:
     if _convertible_function(value):
         return _convert(value)
-    if _is_qnode(value):
-        return _converted_qnode(value)
-    return value
+    return _converted_qnode(value) if _is_qnode(value) else value
 
 
 _IN_CALLER_CONTEXT = {

@@ -29,7 +29,7 @@ from ..debug import callback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
 from ..jax_extras import Tracer, is_tracing
-from ..jax_extras.patches import NeedsCallSizes
+from ..jax_extras.patches import NeedsCallSizes, error_standing_for
 from ..jax_extras.dimensions import decide_size_comparison
 from .builtins import (
     IterationSpace, compiles_lists, iteration_space, strict_conversion, strict_iteration_array,
@@ -44,17 +44,12 @@ _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
 
 
 class _Promote(Exception):
-    """Raised while tracing a body: trace again with the carried leaves promoted (``args``: a dict
-    of dtypes by position)."""
+    """Trace the body again with the carried leaves promoted (``args``: dtypes by position)."""
 
 
 class _Returned(Exception):
-    """Raised while tracing a body that returns from the function (malt's return value had no value
-    before the loop): trace again starting the return value (``args``: its position, and a
-    :class:`VariableRecord` of its type) as a stand-in."""
-
-
-# --- for -----------------------------------------------------------------------------------------
+    """The body returns from the function: trace again with a stand-in return value before the loop
+    (``args``: its position, and a :class:`VariableRecord` of its type)."""
 
 
 def for_stmt(
@@ -114,8 +109,8 @@ def for_stmt(
 
 
 def _runs_no_iteration(space: IterationSpace, ask_sizes: bool) -> bool:
-    """Whether the loop is known while tracing to run no iteration: its bounds are known, or
-    (``ask_sizes``) they are sizes whose comparison the trace decides (as a fact of the program)."""
+    """Known while tracing to run no iteration: known bounds, or (``ask_sizes``) sizes whose comparison
+    the trace decides (as a fact of the program)."""
     count = trip_count(space.lower, space.upper, space.step)
     if not isinstance(count, Tracer):
         return count == 0
@@ -214,9 +209,6 @@ def _index_dtype(space: IterationSpace) -> Any:
     return jnp.result_type(*(jnp.asarray(b).dtype for b in (space.lower, space.upper, space.step)))
 
 
-# --- while ---------------------------------------------------------------------------------------
-
-
 def while_stmt(
     test: Callable[[], Any], body: Callable[[], None], get_state: GetState, set_state: SetState,
     symbol_names: Sequence[str], opts: dict,
@@ -293,18 +285,14 @@ def _python_while(
             ) from error
 
 
-# --- compiling a loop, or running it in Python ---------------------------------------------------
-
-
 def _run(
     compiled: Callable[[Snapshot, list[Any], bool, list[bool]], Any],
     python_loop: Callable[[Exception, Callable[[bool], None]], None] | None,
     containers: ContainerCheckpoint, get_state: GetState, set_state: SetState, names: Sequence[str],
     where: Location | None, kind: str,
 ) -> None:
-    """Compile the loop (tracing again to promote Python-number variables or resize arrays); if it
-    cannot be compiled and ``python_loop`` is given, undo the attempt (the loop's variables, the
-    gates it queued, the ``containers`` it changed) and run that instead."""
+    """Compile the loop (traced again to promote Python numbers or resize arrays); if it cannot be and
+    ``python_loop`` is given, undo the attempt (variables, queued gates, ``containers``) and run that."""
     init = get_state()
     qml = sys.modules.get("pennylane")  # the gates queued on a compiled QNode's circuit so far
     queue = qml.QueuingManager.active_context() if qml is not None else None
@@ -465,10 +453,9 @@ def _no_python_loop(error: Exception, where: Location | None, kind: str, warn: C
 
 
 def _raise_explained(error: Exception, where: Location | None, kind: str) -> None:
-    """A loop that must be compiled and cannot: a traced value used as a Python value in its body
-    is explained in terms of the loop (an AutoGraphError that is also the body's JAX error and the
-    one Python's own loop raises on a traced range or condition, as Catalyst's fallback raises it);
-    other errors are the body's own."""
+    """A loop that must be compiled and cannot: a traced value used as a Python value in its body is
+    explained in terms of the loop (an AutoGraphError that is also the body's JAX error and the one
+    Python's loop raises on a traced range or condition, as Catalyst raises); others are the body's."""
     if not isinstance(error, _NEEDS_CONCRETE_VALUES):
         raise error
     because = "its range or array" if kind == "for" else "its condition"
@@ -477,7 +464,7 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
     )
     jax_line = (str(error).strip().splitlines() or [""])[0]
     needs = user_line_of_traceback(error.__traceback__)
-    raise _explained_class(python_loop_error, type(error))(
+    raise error_standing_for(error_standing_for(AutoGraphError, python_loop_error), type(error))(
         f"{jax_line}: the `{kind}` loop{at(where)} is compiled ({because} is traced), so the loop "
         "index and the loop's variables are traced values inside it, but "
         f"{needs.described() if needs else 'its body'} needs a concrete value. "
@@ -487,12 +474,10 @@ def _raise_explained(error: Exception, where: Location | None, kind: str) -> Non
 
 
 def except_handler(handled: Any, name: str | None) -> None:
-    """First statement of each ``except`` (``handled``: its classes, ``None`` when bare; ``name``:
-    of ``as name``, for the converter): an error
-    raised only because a traced value was asked for its Python value (``int(n)``, ``if x:`` in code
-    not converted) is not one Python raises, so a handler catching it by a broader class (``except
-    TypeError``, ``except Exception``) would run where Python's does not; it is raised, explained.
-    A handler naming JAX's class (detecting tracing on purpose) catches it as it asks."""
+    """First statement of each ``except`` (``handled``: its classes; ``name``: of ``as name``): an error
+    raised only because a traced value was asked for its Python value (``int(n)``) is not one Python
+    raises, so a handler catching it by a broader class (``except Exception``) would run where Python's
+    does not: it is raised, explained. A handler naming JAX's class (detecting tracing) catches it."""
     error = sys.exc_info()[1]
     classes = handled if isinstance(handled, tuple) else (handled,)
     if _python_raises_none(error) and not any(
@@ -529,26 +514,12 @@ def _python_raises_none(error: BaseException | None) -> bool:
 def _raise_uncaught(error: BaseException, statement: str) -> None:
     where, needs = innermost_user_line(), user_line_of_traceback(error.__traceback__)
     jax_line = (str(error).strip().splitlines() or [""])[0].rstrip(".")
-    raise _explained_class(type(error))(
+    raise error_standing_for(AutoGraphError, type(error))(
         f"{jax_line}: the `{statement}`{at(where)} would catch it, but Python raises no error there: "
         f"{needs.described() if needs else 'the `try` body'} needs the Python value of a traced "
         "value. Compute it with JAX (jnp functions, an `if` on the traced value), or make the "
         "argument static (static_argnums), rather than catching the error."
     ) from error
-
-
-@functools.cache
-def _explained_class(*jax_errors: type[Exception]) -> type[AutoGraphError]:
-    """An AutoGraphError that is also each of ``jax_errors`` (``except TracerIntegerConversionError``
-    catches it, as it catches Catalyst's, which raises JAX's own)."""
-
-    def __init__(self: Exception, message: str) -> None:
-        Exception.__init__(self, message)  # (JAX's classes build their message from a tracer)
-
-    unique = list(dict.fromkeys(jax_errors))
-    bases = (AutoGraphError, *(c for c in unique if not any(o is not c and issubclass(o, c) for o in unique)))
-    namespace = {"__init__": __init__, "__module__": AutoGraphError.__module__}
-    return type(AutoGraphError.__name__, bases, namespace)
 
 
 def _warn_fallback(error: Exception, where: Location | None, kind: str, runs_in_python: bool = True) -> None:

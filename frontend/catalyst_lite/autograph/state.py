@@ -28,8 +28,7 @@ from ..jax_extras import Tracer
 from ..jax_extras.frames import Location, user_line as innermost_user_line
 from ..quantum.recorder import recorder_class
 
-# what compiled control flow carries
-_CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)
+_CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)  # compiled control flow's
 
 GetState = Callable[[], tuple]  # malt's get_state: the current values of the state variables
 SetState = Callable[[tuple], None]  # malt's set_state: assigns them
@@ -54,8 +53,7 @@ def display_name(name: str) -> str:
 
 
 def predicate(value: Any, construct: str, where: Location | None) -> Any:
-    """A traced condition as a boolean scalar, with Python's truth rules for a number (``if n:``
-    means ``n != 0``); an array condition is an error, as its truth is ambiguous in Python."""
+    """A traced condition as a boolean scalar, ``n != 0`` for a number; an array's truth is ambiguous."""
     shape = np.shape(value)
     if shape != ():
         raise AutoGraphError(
@@ -110,12 +108,9 @@ class Unassigned(Undefined):
 
     __slots__ = ()
 
-    def __getattribute__(self, name: str) -> Any:
-        if name in ("symbol_name", "__class__", "__repr__", "read"):
+    def __getattribute__(self, name: str) -> Any:  # (malt's ``read()`` too)
+        if name in ("symbol_name", "__class__", "__repr__"):
             return object.__getattribute__(self, name)
-        _unassigned(self)
-
-    def read(self) -> Any:
         _unassigned(self)
 
     __bool__ = __len__ = __iter__ = __contains__ = __getitem__ = __setitem__ = __call__ = _unassigned
@@ -186,8 +181,7 @@ class LeafRecord:
 
 @dataclass(frozen=True)
 class VariableRecord:
-    """One state variable: ``kind`` is ``"value"``, ``"undefined"`` (no value yet) or
-    ``"no_return"`` (malt's return value of a function that has not returned)."""
+    """One state variable: ``kind`` is ``"value"``, ``"undefined"`` (no value yet) or ``"no_return"``."""
 
     name: str
     kind: str
@@ -204,9 +198,8 @@ class VariableRecord:
         return VariableRecord(name, "value", tree, tuple(LeafRecord.of(l) for l in leaves))
 
     def difference(self, other: "VariableRecord") -> tuple[str, LeafRecord | None, LeafRecord | None] | None:
-        """What compiled control flow cannot let differ between this value of the variable and
-        ``other``: ``"structure"``, a static ``"value"`` or an array's ``"rank"`` (with the two
-        leaves); ``None`` if nothing does."""
+        """What compiled control flow cannot let differ from ``other``: ``"structure"``, a static ``"value"``
+        or an array's ``"rank"`` (with the two leaves); ``None`` if nothing does."""
         if other.kind != "value" or other.tree != self.tree or [l.dynamic for l in other.leaves] != [
             l.dynamic for l in self.leaves
         ]:
@@ -319,16 +312,11 @@ class ContainerCheckpoint:
 
     def side_effects(self) -> str:
         """What the block changed outside its own variables, for an error message ('' if nothing)."""
-        changed, rebound = self.changed(), self.rebound()
-        parts = []
-        if changed:
-            names = ", ".join(map(repr, changed))
-            parts.append(f"changes the Python container {names} in place (append, ...)")
+        changed, rebound = (", ".join(map(repr, names)) for names in (self.changed(), self.rebound()))
+        parts = [f"changes the Python container {changed} in place (append, ...)"] if changed else []
         if rebound:
-            parts.append(
-                f"assigns {', '.join(map(repr, rebound))} of an enclosing function (through `nonlocal`, "
-                "in a function it calls)"
-            )
+            enclosing = "of an enclosing function (through `nonlocal`, in a function it calls)"
+            parts.append(f"assigns {rebound} {enclosing}")
         return " and ".join(parts)
 
     def restore(self) -> None:

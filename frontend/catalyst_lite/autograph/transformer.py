@@ -35,9 +35,8 @@ _INNER = "__catalyst_lite_autograph_inner"
 
 @dataclass
 class ConvertedCode:
-    """A function's converted code: ``factory`` takes the operators' namespace ``ag__`` and returns
-    the converted function, closing over the original function's free variables (``None``: nothing
-    to convert, the original function serves as it is)."""
+    """A function's converted code: ``factory`` takes the operators' namespace ``ag__`` and returns the
+    converted function, closing over the original's free variables (``None``: the original serves)."""
 
     factory: types.CodeType | None
     tree: ast.AST  # the converted function, for autograph_source
@@ -50,13 +49,13 @@ class ConversionFailed(AutoGraphError):
 
 
 class UnsupportedConstructError(ConversionFailed, NotImplementedError):
-    """The function uses a construct autograph does not convert (a private ``self.__name``, a
-    generator): also a ``NotImplementedError``, as Catalyst raises it."""
+    """A construct autograph does not convert (``self.__name``, a generator): a ``NotImplementedError``
+    too, as Catalyst raises it."""
 
 
 class _Transpiler(transpiler.GenericTranspiler):
-    """malt's parse-transform driver with the passes a function needs. (malt's ``variables`` pass,
-    which wraps every read in ``ag__.ld``, is not needed: our ``ag__.Undefined`` raises on any use.)"""
+    """malt's driver with the passes a function needs (not malt's ``variables`` pass, which wraps
+    every read in ``ag__.ld``: our ``ag__.Undefined`` raises on any use)."""
 
     def get_transformed_name(self, node: ast.AST) -> str:
         return "ag__" + super().get_transformed_name(node)
@@ -99,9 +98,8 @@ class _Transpiler(transpiler.GenericTranspiler):
 
 
 class _ControlFlow(control_flow.ControlFlowTransformer):
-    """malt's control-flow pass; a ``for`` also says which variables are read after it (option
-    ``live_after``, see :func:`.loops.for_stmt`), but those a function defined in the body reads
-    (a loop that runs no iteration is never refused where Python runs it)."""
+    """malt's control-flow pass; a ``for`` also says which variables are read after it (``live_after``,
+    see :func:`.loops.for_stmt`) but those a function defined in the body reads (never refused then)."""
 
     def _create_loop_options(self, node: ast.AST) -> ast.Dict:
         options = super()._create_loop_options(node)
@@ -121,11 +119,9 @@ class _ControlFlow(control_flow.ControlFlowTransformer):
 def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
     """malt's ``control_flow.transform`` (the analyses it needs, then the pass) with our pass."""
     graphs = cfg.build(node)
-    node = qual_names.resolve(node)
-    node = activity.resolve(node, ctx, None)
-    node = reaching_definitions.resolve(node, ctx, graphs)
-    node = reaching_fndefs.resolve(node, ctx, graphs)
-    node = liveness.resolve(node, ctx, graphs)
+    node = activity.resolve(qual_names.resolve(node), ctx, None)
+    for analysis in (reaching_definitions, reaching_fndefs, liveness):
+        node = analysis.resolve(node, ctx, graphs)
     return _ControlFlow(ctx).visit(node)
 
 
@@ -250,10 +246,9 @@ class _AssertCalls(ast.NodeTransformer):
 
 class _ExceptHandlers(ast.NodeTransformer):
     """``except T as e: body`` -> ``except T: ag__.except_handler(T, "e"); body``, ``with cm:`` ->
-    ``with ag__.with_context(cm):``: errors a traced value raises where Python's value gives none
-    are not caught by a handler for a broader class, nor suppressed by a context manager.
-    The name returns after malt's passes (:meth:`restore_names`): malt's analysis expects it as a
-    node, where Python's ``ast`` has a string."""
+    ``with ag__.with_context(cm):``: errors a traced value raises where Python's value gives none are
+    neither caught by a broader handler nor suppressed. The name returns after malt's passes
+    (:meth:`restore_names`): malt's analysis expects a node there, Python's ``ast`` has a string."""
 
     def visit_ExceptHandler(self, node: ast.ExceptHandler) -> ast.ExceptHandler:
         self.generic_visit(node)
@@ -290,9 +285,8 @@ _OPERATOR_NAMES = {
 
 
 class _ItemAssignments(converter.Base):
-    """``x[i] = v`` -> ``x = ag__.set_item(x, i, v)`` (nested for ``x[i][j] = v``; ``x[i] += v``:
-    ``ag__.update_item``) when ``x`` is a variable of the function or an attribute, so that it
-    flows through loops and branches like any other variable; ``g[i] = v`` on a global stays."""
+    """``x[i] = v`` -> ``x = ag__.set_item(x, i, v)`` (``x[i] += v``: ``ag__.update_item``) when ``x`` is
+    a local variable or an attribute, so that it flows through loops and branches; a global's stays."""
 
     def __init__(self, ctx: Any):
         super().__init__(ctx)
@@ -457,8 +451,7 @@ def _place_at_user_lines(tree: ast.AST, filename: str, default_line: int) -> Non
 
 def _compile(fn: Callable, tree: ast.AST, name: str, future_features: tuple[str, ...]) -> types.CodeType:
     """The code of ``def factory(): <free variables> = None; def inner(ag__): <tree>; return name;
-    return inner``: the free variables are declared so that the converted function closes over
-    them (``inner`` is later rebuilt with the original function's cells)."""
+    return inner``, the free variables declared so that ``inner`` closes over the original's cells."""
     code = fn.__code__
     if isinstance(tree, ast.Lambda):
         function = ast.Assign(targets=[ast.Name(name, ast.Store())], value=tree)

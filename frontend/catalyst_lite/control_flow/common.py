@@ -209,7 +209,7 @@ def ambient_carries() -> list[Threaded]:
 
 
 def ambient_carry(carry: Threaded) -> contextlib.AbstractContextManager:
-    """Make ``carry`` ambient for the duration of the block."""
+    """Make ``carry`` ambient in the block."""
     return context_scope(ambient_carries=(*current_context().ambient_carries, carry))
 
 
@@ -266,16 +266,8 @@ class WhileLoop(ControlFlowOperation):
 
 class WithOperation:
     """Catalyst's ``.operation`` of a control-flow object: once called in a compiled quantum circuit,
-    a :class:`ControlFlowOperation` of its kind; otherwise an ``AttributeError`` in Catalyst's words.
-
-    >>> from catalyst_lite import cond
-    >>> c = cond(True)(lambda: 1)
-    >>> try:
-    ...     c.operation
-    ... except AttributeError as e:
-    ...     print("no associated quantum operation" in str(e))
-    True
-    """
+    a :class:`ControlFlowOperation` of its kind; otherwise an ``AttributeError`` in Catalyst's words
+    (example: :mod:`catalyst_lite.api_extensions.control_flow`)."""
 
     __name__: str
     operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
@@ -283,8 +275,7 @@ class WithOperation:
     _operation: ControlFlowOperation | None = None
 
     def _note_call(self, replay: Callable[[], Any]) -> None:
-        """Called in a compiled circuit (whose control flow goes to a handler): its operation, which
-        ``replay`` (this call again) applies."""
+        """Called where a handler takes control flow (a compiled circuit): ``replay`` applies it again."""
         if active_control_flow_handler() is not None:
             self._operation = self.operation_type(self.__name__, replay)
 

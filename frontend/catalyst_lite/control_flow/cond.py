@@ -43,7 +43,7 @@ from ..compiler.loop_body import split_groups, with_batch_axis
 from .common import Cond, Switch, WithOperation, active_control_flow_handler, ambient_carries
 from .common import checked_function, refuse_function_as_operand
 from .common import as_predicate, fed_dimension_operands, flatten_values, tracing_mode
-from .loop_common import is_inexact
+from .loop_common import is_inexact, jvp_results
 
 __all__ = ["cond", "cond_p", "CondCallable", "switch", "SwitchCallable"]
 
@@ -142,8 +142,7 @@ class SwitchCallable(WithOperation):
         """Add the branch taken when the index equals ``case`` (replacing an earlier one for it)."""
         if isinstance(case, (bool, np.bool_)) or not isinstance(case, (int, np.integer)):
             raise ControlFlowError(
-                f"switch ({self.__name__}): a case must be a Python int, got {type(case).__name__} "
-                f"{case!r}."
+                f"switch ({self.__name__}): a case must be a Python int, got {type(case).__name__} {case!r}."
             )
 
         def decorator(fn: Callable) -> SwitchCallable:
@@ -251,10 +250,12 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
         )
     for i, (t, tree) in enumerate(zip(traced[1:], trees[1:]), start=1):
         if tree != trees[0]:
+            kinds = {str(tree)[10:11], str(trees[0])[10:11]}  # "PyTreeDef((" or "PyTreeDef(["
+            hint = " (a tuple and a list differ)" if kinds == {"(", "["} else ""
             raise ControlFlowError(
                 "Control flow requires a consistent return structure across all branches! "
                 f"cond ({name}): branch {i} returns {tree} but branch 0 returns "
-                f"{trees[0]}; every branch must return the same structure{_container_hint(tree, trees[0])}."
+                f"{trees[0]}; every branch must return the same structure{hint}."
             )
         for k, (a, b) in enumerate(zip(traced[0].out_avals, t.out_avals)):
             sizes = list(zip(a.shape, b.shape))
@@ -270,11 +271,6 @@ def _check_same_structure(traced: list[NestedBody], trees: list[PyTreeDef], has_
                     "rank, and a size that is a number in one branch must be that number in every "
                     "branch (sizes that are symbolic in every branch may differ)."
                 )
-
-
-def _container_hint(a: PyTreeDef, b: PyTreeDef) -> str:
-    kinds = {str(a)[10:11], str(b)[10:11]}  # "PyTreeDef((" or "PyTreeDef(["
-    return " (a tuple and a list differ)" if kinds == {"(", "["} else ""
 
 
 def _equation(preds: list[Any], traced: list[NestedBody]) -> Equation:
@@ -356,11 +352,7 @@ def _jvp(primals: list[Any], tangents: list[Any], **params: Any) -> tuple[list[A
     for jaxpr, c, c_dot, nz in zip(jaxprs, consts, consts_dot, consts_nz):
         traced.append(_jvp_branch(jaxpr, nz, out_nz, n))
         operands.append([*traced[-1].consts, *c, *(t for t, z in zip(c_dot, nz) if z)])
-    outs = _rebound(preds, [t.jaxpr for t in traced], operands, n)
-    nouts = len(jaxprs[0].outvars)
-    primals_out, dots = outs[:nouts], outs[nouts:]
-    zeros = [zero_tangent(x) for x, nz in zip(primals_out[n:], out_nz) if not nz]
-    return primals_out, [*map(zero_tangent, primals_out[:n]), *interleave(out_nz, dots, zeros)]
+    return jvp_results(_rebound(preds, [t.jaxpr for t in traced], operands, n), n, out_nz)
 
 
 def _jvp_branch(jaxpr: Any, consts_nz: list[bool], out_nz: list[bool], nimplicit: int) -> NestedBody:
@@ -392,17 +384,13 @@ def _batching(axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -
     if any(any(d[:n]) for d in depends):
         raise ControlFlowError("jax.vmap of a cond whose result sizes depend on the batched values")
     out_b = [any(d[k] for d in depends) for k in range(n, len(jaxprs[0].outvars))]
-    traced = []
-    for jaxpr, b in zip(jaxprs, consts_b):
+    traced, out_batched = [], [*[False] * n, *out_b]
+    for jaxpr, b in zip(jaxprs, consts_b):  # (each traced at once: the lambda's names are this iteration's)
         in_type = with_batch_axis(input_type_of(jaxpr.invars), b, size)
-        fn = _batched_branch(jaxpr, b, size, [*[False] * n, *out_b])
-        traced.append(retrace(fn, in_type, "cond branch (batched)", n))
+        batched_branch = lambda *args: batch_call(jaxpr, args, b, size, out_batched)  # noqa: E731
+        traced.append(retrace(batched_branch, in_type, "cond branch (batched)", n))
     outs = _rebound(preds, [t.jaxpr for t in traced], [[*t.consts, *c] for t, c in zip(traced, consts)], n)
     return outs, [*[not_mapped] * n, *[0 if b else not_mapped for b in out_b]]
-
-
-def _batched_branch(jaxpr: Any, batched: list[bool], size: int, out_batched: list[bool]) -> Callable:
-    return lambda *args: batch_call(jaxpr, args, batched, size, out_batched)
 
 
 def _select_branches(jaxprs, preds, consts, consts_b, size: int, nimplicit: int):

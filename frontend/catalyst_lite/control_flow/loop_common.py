@@ -36,6 +36,15 @@ def is_inexact(aval: Any) -> bool:
     return getattr(aval, "dtype", None) is not None and aval.dtype.kind in "fc"
 
 
+def jvp_results(outs: list[Any], nimplicit: int, nonzero: list[bool]) -> tuple[list[Any], list[Any]]:
+    """A JVP rule's primals and tangents from the primitive bound again returning ``*implicit *values``,
+    then the tangents of the values marked ``nonzero`` (zeros for the others and for the sizes)."""
+    n = nimplicit + len(nonzero)
+    primals, dots = outs[:n], outs[n:]
+    zeros = [zero_tangent(x) for x, nz in zip(primals[nimplicit:], nonzero) if not nz]
+    return primals, [*map(zero_tangent, primals[:nimplicit]), *interleave(nonzero, dots, zeros)]
+
+
 @dataclass(frozen=True)
 class LoopOperands:
     """A loop equation's operands (or anything in their layout), grouped."""
@@ -50,8 +59,7 @@ class LoopOperands:
 @dataclass(frozen=True)
 class Loop:
     """A loop primitive as its rules see it, its operands ``*pred_consts *consts *implicit *bounds
-    *carried`` (a ``while_loop`` has no bounds, a ``for_loop`` no predicate): how its equation's
-    parameters are rebuilt, how it is batched when its predicate is batched."""
+    *carried`` (a ``while_loop`` has no bounds, a ``for_loop`` no predicate)."""
 
     primitive: Any
     nbounds: int  # lower, upper, step, start (for_loop); the body's index is fed by start
@@ -149,11 +157,7 @@ class Loop:
         carried = [*p.carried, *(instantiate_zeros(x) for x, nz in zip(t.carried, carried_nz) if nz)]
         ops = replace(p, consts=consts, carried=carried)
         new_pred = pred and pred.ignoring_tangents(carried_nz)
-        outs = self.rebound(params, new.jaxpr, new_pred, ops)
-        m, n = body.nimplicit, body.nimplicit + len(p.carried)
-        primals_out, dots = outs[:n], outs[n:]
-        zeros = [zero_tangent(x) for x, nz in zip(primals_out[m:], carried_nz) if not nz]
-        return primals_out, [*map(zero_tangent, primals_out[:m]), *interleave(carried_nz, dots, zeros)]
+        return jvp_results(self.rebound(params, new.jaxpr, new_pred, ops), body.nimplicit, carried_nz)
 
     def batching(self, axis_data: Any, args: list[Any], dims: list[Any], **params: Any) -> tuple[list, list]:
         """The loop over a batch: batched constants and carried values get a batch axis; sizes are shared."""

@@ -284,10 +284,9 @@ class _Transformed:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not is_tracing() and pennylane_capture_enabled():
-            options = self.options
-            h = options.h if options.method == "fd" else None
-            transformed = _pennylane(self.kind)(self.fn, method=options.method, h=h, argnums=options.argnums)
-            return transformed(*args, **kwargs)
+            method, h, argnums = self.options.method, self.options.h, self.options.argnums
+            h = h if method == "fd" else None
+            return _pennylane(self.kind)(self.fn, method=method, h=h, argnums=argnums)(*args, **kwargs)
         if not is_tracing():
             if self._compiled is None:
                 self._compiled = compile_function(
@@ -320,9 +319,8 @@ class _Transformed:
 
 def _transformation(fn: Callable | None, kind: str, options: Options) -> Any:
     """``kind(fn)``, or a decorator making it (``@grad(argnums=1)``) when ``fn`` is ``None``."""
-    if fn is None:
-        return functools.partial(_Transformed, kind=kind, options=options)
-    return _Transformed(fn, kind, options)
+    transformed = functools.partial(_Transformed, kind=kind, options=options)
+    return transformed if fn is None else transformed(fn)
 
 
 def grad(fn: Callable | None = None, *, method: str | None = None, h: float | None = None, argnums: Any = None):
@@ -522,8 +520,8 @@ def _deferred_vjp(fn: Callable, points: list[Any], cotangents: list[Any]) -> lis
 
 def _vjp_by_jacobian(fn: Callable, points: list[Any], cotangents: list[Any]) -> list[Any] | None:
     """Where JAX transforms the cotangents (``jax.jacrev`` batches them), the Jacobian of ``fn`` at
-    ``points``, contracted with them: that equation is not transformed, the contraction is JAX's.
-    ``None`` when ``fn``'s equation would be transformed too (``jax.grad`` of ``jax.grad``) or complex."""
+    ``points`` contracted with them by JAX; ``None`` when complex, or when the Jacobian's equation
+    would be transformed too (``jax.grad`` of ``jax.grad``)."""
     if any(jnp.iscomplexobj(x) for x in (*points, *cotangents)):
         return None
     options = Options.checked("jacobian", None, None, tuple(range(len(points))))

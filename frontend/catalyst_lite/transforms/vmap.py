@@ -60,9 +60,8 @@ _LEAVES = {"in_axes": "PyTrees", "out_axes": "PyTree"}
 
 def _per_leaf(name: str, spec: Any, value: Any, what: str) -> list[Any]:
     """``spec`` broadcast to one axis per leaf of ``value``: a prefix of its structure."""
-    leaves = tree_flatten(value)[0]
     if _is_axis_spec(spec):
-        return [spec] * len(leaves)
+        return [spec] * len(tree_flatten(value)[0])
     prefix = tree_structure(spec, is_leaf=lambda x: x is None)
     try:
         subtrees = prefix.flatten_up_to(value)
@@ -144,8 +143,7 @@ class Vmapped:
 
     def _map(self, args: tuple, kwargs: dict, batch: tuple[Any, Any] | None = None) -> Any:
         flat, in_tree = tree_flatten((args, kwargs))
-        axes = self._flat_axes(args, flat)
-        flat = [jnp.asarray(x) for x in flat]
+        flat, axes = [jnp.asarray(x) for x in flat], self._flat_axes(args, flat)
         axes = [None if a is None else _argument_axis(k, a, x) for k, (a, x) in enumerate(zip(axes, flat))]
         size = self._batch_size(flat, axes)
         batch = _batch_shards(self.spmd_axis_name, batch, size, self.__name__)
