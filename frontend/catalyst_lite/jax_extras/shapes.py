@@ -130,31 +130,28 @@ def holds_tracer(value: Any, in_avals: bool = False) -> bool:
 
 @repair(pe.DynamicJaxprTrace, "default_process_primitive",
         "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES rewritten")
-def _make_default_process_primitive(original):
+def _default_process_primitive(original, self, primitive, tracers, params, source_info=None):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
-    def default_process_primitive(self, primitive, tracers, params, source_info=None):
-        if not is_active():
-            return original(self, primitive, tracers, params, source_info)
-        names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
-        if holds_tracer([params.get(name) for name in names]):
-            with core.set_current_trace(self):
-                return rewrite(*tracers, **params)
-        if not (primitive in SHAPE_PARAMS and holds_tracer(params.get(SHAPE_PARAMS[primitive]))):
-            _refuse_sizes_in_params(primitive, params)
-            return original(self, primitive, tracers, params, source_info)
-        out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
-        operands, staged_params = _sizes_as_operands(primitive, list(tracers), params)
-        operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
-        # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
-        # its sizes become the equation's variables only in a dynamic-shape type.
-        out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
-        # A size captured from an enclosing trace is a constant of this one, in the result too.
-        out_aval = self._lift_tracers_in_aval(out_aval, source_info)
-        (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
-        return out
-
-    return default_process_primitive
+    if not is_active():
+        return original(self, primitive, tracers, params, source_info)
+    names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
+    if holds_tracer([params.get(name) for name in names]):
+        with core.set_current_trace(self):
+            return rewrite(*tracers, **params)
+    if not (primitive in SHAPE_PARAMS and holds_tracer(params.get(SHAPE_PARAMS[primitive]))):
+        _refuse_sizes_in_params(primitive, params)
+        return original(self, primitive, tracers, params, source_info)
+    out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
+    operands, staged_params = _sizes_as_operands(primitive, list(tracers), params)
+    operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
+    # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
+    # its sizes become the equation's variables only in a dynamic-shape type.
+    out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
+    # A size captured from an enclosing trace is a constant of this one, in the result too.
+    out_aval = self._lift_tracers_in_aval(out_aval, source_info)
+    (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
+    return out
 
 
 def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
