@@ -302,15 +302,16 @@ def _in_shape_rule() -> bool:
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
-# Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _make_array).
+# Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _array).
 # PennyLane and its device plugins (`pennylane_lightning`) ask too: "pennylane" without its dot.
 _LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane", "autoray.", "catalyst_lite.")
 
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
     """Whether the caller of the patched ``__bool__``/``__index__``/``__array__`` is ``libraries``' code:
-    the one decision read from a frame (JAX asks from some forty places; tests/test_layering.py)."""
-    module = sys._getframe(2).f_globals.get("__name__", "")
+    the one decision read from a frame (JAX asks from some forty places; tests/test_layering.py),
+    the caller's caller's caller: past the patched method and :func:`.patches.repair`'s wrapper."""
+    module = sys._getframe(3).f_globals.get("__name__", "")
     return module.startswith(libraries)
 
 
@@ -377,7 +378,7 @@ def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | N
 def _bool(original, self):
     """JAX's shape logic branching on comparisons of sizes (`if d < 0:`) or on sizes (`if x.size:`)
     gets an assumption, decided at generic sizes (or the guiding call's), checked for every call."""
-    if is_active() and _asked_by_library():
+    if _asked_by_library():
         answer, comparison = _decide_truth(self)
         if comparison is not None:
             _note_branch_at_point(*comparison, answer)
@@ -391,11 +392,8 @@ def _bool(original, self):
             return answer
         with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
             return original(self)
-    elif is_active():
-        answer = _decide_user_size_question(self, original)
-        if answer is not None:
-            return answer
-    return original(self)
+    answer = _decide_user_size_question(self, original)
+    return original(self) if answer is None else answer
 
 
 def python_truth_of_sizes(x: Any) -> Any:
@@ -473,7 +471,7 @@ def _definitely_equal(original, x, y):
     call's) are assumed equal (a fact); unequal ones are noted, to name them if the trace fails."""
     if original(x, y):
         return True
-    if not (is_active() and (isinstance(x, core.Tracer) or isinstance(y, core.Tracer))):
+    if not (isinstance(x, core.Tracer) or isinstance(y, core.Tracer)):
         return False
     points = generic_values(x, y)
     if points is None:
@@ -493,7 +491,7 @@ def _definitely_equal(original, x, y):
 @repair(pe.DynamicJaxprTracer, "_short_repr")
 def _short_repr(original, self):
     """A size prints as the expression of the arguments it comes from (`n + 1`), not `JitTracer<...>`."""
-    scope = current_scope() if is_active() else None
+    scope = current_scope()
     name = scope.name(self) if scope is not None else None
     return name if name is not None else original(self)
 
@@ -505,14 +503,14 @@ def _short_repr(original, self):
 def _is_symbolic_dim(original, v):
     """jax.numpy's code paths for `jax.export`'s symbolic dimensions (`arange(n)`, slices,
     `linspace(0, 1, n)`) compute with overloaded operators, which dimension tracers have too."""
-    return original(v) or (is_active() and is_size_expression(v))
+    return original(v) or is_size_expression(v)
 
 
 @repair(core, "concrete_or_error")
 def _concrete_or_error(original, force, val, context=""):
     """A size tracer passes `concrete_or_error(None, x)` unchanged, as a `jax.export` dimension
     does, and `concrete_or_error(operator.index, num)` (`jnp.geomspace`'s `num`, for `linspace`)."""
-    if force in (None, operator.index) and is_active() and is_size_expression(val):
+    if force in (None, operator.index) and is_size_expression(val):
         return val
     with _needs_a_number(val, "JAX's code needing a size as a Python value"):
         return original(force, val, context)
@@ -522,8 +520,6 @@ def _concrete_or_error(original, force, val, context=""):
 def _sharding(original, self):
     """`DShapedArray.sharding` has an empty spec whatever the rank; jax.numpy indexing reads one
     entry per axis (`x_spec[axis]`): one unconstrained entry per axis, like `ShapedArray`."""
-    if not is_active():
-        return original.fget(self)
     from jax.sharding import NamedSharding, PartitionSpec
 
     unconstrained = PartitionSpec(*([None] * len(self.shape)))
@@ -534,17 +530,13 @@ def _sharding(original, self):
 def _init(original, self, shape, dtype, weak_type=False):
     """`DShapedArray`'s dtype is a NumPy dtype, as `ShapedArray`'s: some dtype rules give an aval
     for "its dtype" (`_lu_dtype_rule`), which would print as `f64[n,n]` and fail type promotion."""
-    if is_active():
-        dtype = dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
-    original(self, shape, dtype, weak_type)
+    original(self, shape, dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True), weak_type)
 
 
 @repair(core.DShapedArray, "memory_space", as_property=True)
 def _memory_space(original, self):
     """`core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
     `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device."""
-    if not is_active():
-        raise AttributeError("memory_space")
     return core.MemorySpace.Device
 
 
@@ -552,7 +544,7 @@ def _memory_space(original, self):
 def _array(original, self, dtype=None, copy=None):
     """A size in libraries' NumPy shape arithmetic is a 0-d object array (as a `jax.export` dimension);
     the user's NumPy on a size of abstracted axes (or a float of them) asks for the call's sizes."""
-    if not (is_active() and computed_from_sizes(self)):
+    if not computed_from_sizes(self):
         return original(self, dtype, copy)
     by_jax = _asked_by_library(("jax.", "numpy."))
     by_library = by_jax or _asked_by_library(_LIBRARIES)
@@ -573,7 +565,7 @@ def _array(original, self, dtype=None, copy=None):
 def _hash(original, self):
     """Libraries hash sizes by identity (`jax.jit`'s static arguments, PennyLane's wire labels); the
     user's hash (`{3: w}.get(x.shape[0])`) takes the size's `__index__`, as `int()` does."""
-    if is_active() and is_size_expression(self):
+    if is_size_expression(self):
         if not _asked_by_library(_LIBRARIES):
             return hash(operator.index(self))  # the patched __index__
         return object.__hash__(self)
@@ -585,7 +577,7 @@ def _hash(original, self):
 def _text(original, self, *spec):
     """The user's ``str(x.shape[0])``, ``f"{x.shape[0] / 2}"`` of abstracted axes (a number's digits
     under jax.jit) take the number, as ``int()`` does: the size's name would read alike at every size."""
-    if is_active() and not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
+    if not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
         as_number = {"b": bool, "f": float}.get(np.dtype(self.aval.dtype).kind, operator.index)
         return format(as_number(self), *spec)  # the patched __index__, __float__, __bool__
     return original(self, *spec)
@@ -595,7 +587,7 @@ def _text(original, self, *spec):
 @repair(pe.DynamicJaxprTracer, "__rmul__")
 def _repeat_or_operate(original, self, other):
     """`[0.0] * x.shape[0]` repeats the list, as under jax.jit, by the size's `__index__`."""
-    if type(other) in (list, tuple) and is_active() and is_size_expression(self):
+    if type(other) in (list, tuple) and is_size_expression(self):
         return other * operator.index(self)
     return original(self, other)
 
@@ -608,8 +600,6 @@ def _to_int(original, self):
     """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])`, `complex(x.shape[0], 1)` on an abstracted
     axis (a number under jax.jit) need the call's sizes as constants; an integer argument keeps
     JAX's error."""
-    if not is_active():
-        return original(self)
     by_jax = _asked_by_library()
     with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
         return original(self)
@@ -657,7 +647,7 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
 def _canonicalize_dimension(original, dim):
     """A staged size equal to a size it is computed from is that size (see `_canonical_size`)."""
     dim = original(dim)
-    if is_active() and isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
+    if isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
         return _canonical_size(dim)
     return dim
 
@@ -699,8 +689,8 @@ def _sign_undecided(bound: Any) -> bool:
 def _canonicalize_slice(original, s, axis_size):
     """A slice bound whose sign is known only at run time (`x[:n - k]` in a loop counting `k` up
     to `n`): JAX's `if bound >= 0` is staged instead, as a select, a min and a max."""
-    if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
-            and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
+    if not (isinstance(s, slice) and isinstance(s.step, (int, type(None))) and s.step != 0
+            and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
         return original(s, axis_size)
     step = 1 if s.step is None else s.step
     low, high = (0, axis_size) if step > 0 else (-1, axis_size - 1)  # where a bound may point

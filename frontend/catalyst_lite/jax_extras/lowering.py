@@ -33,7 +33,7 @@ from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
 from ..trace_context import current, scope
-from .patches import is_active, repair
+from .patches import repair
 from .shapes import SHAPE_PARAMS, fill_sizes
 from .tracing import dynamic_tracing
 
@@ -95,8 +95,6 @@ def _last_used(original: Callable, jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
     # `jaxpr_subcomp` frees a variable after its last use as an *operand*, yet reads the sizes in
     # operand *types* (`axis_size_env`): a size later used only in types was freed too early
     # (KeyError). Here a use in a type counts as a use.
-    if not is_active():
-        return original(jaxpr)
     uses: dict[core.Var, Any] = {}
     for v in jaxpr.outvars:
         for u in [v, *size_vars(v)] if isinstance(v, core.Var) else []:
@@ -115,7 +113,7 @@ def _multi_broadcast_in_dim(original: Callable, ctx, ops, ops_avals, out_shape, 
     # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
     # `stablehlo.dynamic_broadcast_in_dim`. `out_sharding` (optional in jax 0.7.1, required in
     # 0.7.2) and what follows pass through: a dynamic shape has no sharding to apply.
-    if not is_active() or core.is_constant_shape(out_shape):
+    if core.is_constant_shape(out_shape):
         return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
     out = []
     for op, aval in zip(ops, ops_avals):
@@ -134,10 +132,10 @@ def _broadcast_in_dim(original: Callable, ctx, op, aval_out, *, broadcast_dimens
     # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
     # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
     target = current_target()
-    if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
+    if target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
         return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
     out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
-    if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
+    if out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
         dims = broadcast_dimensions
         expanding = expanding_dimensions(ir.RankedTensorType(op.type), aval_out.shape, dims)
         kept = [i for i in range(len(dims)) if i not in expanding]
@@ -162,7 +160,7 @@ def _annotate(original: Callable, fun: Any, in_type: Any) -> Any:
     # implicit argument per dimension in scope, typed int32 while ours are int64 (its size
     # arithmetic failed), and `annotate` insists that an explicit argument's shape uses each (a
     # comparator's scalars never do). Here they are int64 and may go unused.
-    if not is_active() or in_type is None:
+    if in_type is None:
         return original(fun, in_type)
     in_type = tuple(
         (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
@@ -181,7 +179,7 @@ _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 def _reshape(original: Callable, ctx, op, aval_out):
     # A target may need another form than `stablehlo.dynamic_reshape` (IREE does not lower it).
     target = current_target()
-    if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
+    if target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
         return target.dynamic_reshape(ctx, op, aval_out)
     return original(ctx, op, aval_out)
 

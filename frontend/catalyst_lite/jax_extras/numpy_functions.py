@@ -83,8 +83,7 @@ def _arange(original: Callable, start, stop=None, step=None, dtype=None, out_sha
     # the dtype of the arguments (sizes are Python ints there), ceil((stop - start) / step) values.
     bounds = [v for v in (start, stop, step) if v is not None]
     if not (
-        is_active()
-        and any(computed_from_sizes(v) for v in bounds)
+        any(computed_from_sizes(v) for v in bounds)
         and all(computed_from_sizes(v) or np.ndim(v) == 0 and not isinstance(v, core.Tracer)
                 for v in bounds)
         and not all(core.is_dim(v) for v in bounds)
@@ -106,7 +105,7 @@ def _arange(original: Callable, start, stop=None, step=None, dtype=None, out_sha
 def _searchsorted_via_scan(original: Callable, unrolled, sorted_arr, query, side, dtype):
     # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
     # shape; the sort-based method finds the same indices.
-    if is_active() and any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
+    if any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
         return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
     return original(unrolled, sorted_arr, query, side, dtype)
 
@@ -118,8 +117,7 @@ def _conv_general_dilated(original: Callable, lhs, rhs, window_strides, padding,
     # Its padding must be Python ints (`operator.index`); `jnp.convolve` of a symbolic-length
     # kernel pads by `m - 1`. Pad the input first (a `pad` of symbolic widths), convolve unpadded.
     if (
-        is_active()
-        and not isinstance(padding, str)
+        not isinstance(padding, str)
         and any(is_symbolic(p) for pair in padding for p in pair)
         and all(d == 1 for d in lhs_dilation or ())
     ):
@@ -145,8 +143,7 @@ def _scan(original: Callable, f, init, xs=None, length=None, reverse=False, unro
     leaves, xs_leaves = jax.tree_util.tree_leaves((init, xs)), jax.tree_util.tree_leaves(xs)
     steps = length if length is not None or not xs_leaves else np.shape(xs_leaves[0])[0]
     if not (
-        is_active()
-        and isinstance(steps, (int, np.integer))
+        isinstance(steps, (int, np.integer))
         and 0 < steps <= _UNROLLED_SCAN_LENGTH
         and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
     ):
@@ -165,7 +162,7 @@ _INT32_MAX = int(np.iinfo(np.int32).max)
 def _int_dtype_for_dim(original: Callable, d, *, signed):
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
-    if is_active() and is_symbolic(d):
+    if is_symbolic(d):
         bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
         small = decide_size_comparison(d, bound, "<=", generic_answer=True)
         if small is not None:
@@ -180,7 +177,7 @@ def _int_dtype_for_dim(original: Callable, d, *, signed):
 @repair(prng.random_bits_p, "abstract_eval", "random bits of a symbolic shape have a DShapedArray type")
 def _abstract_eval(original, keys_aval, *, shape, **params):
     # `random_bits`'s and `random_split`'s build a `ShapedArray` (and sharding) of `keys.shape + shape`.
-    if not (is_active() and any(isinstance(d, core.Tracer) for d in shape)):
+    if not any(isinstance(d, core.Tracer) for d in shape):
         return original(keys_aval, shape=shape, **params)
     aval, effects = original(keys_aval, shape=(1,) * len(shape), **params)
     return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
@@ -214,6 +211,6 @@ for _primitive, _option in ((prng.random_bits_p, "bit_width"), (prng.random_spli
 @repair(jax_random, "_shuffle",
         "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization")
 def _repaired_shuffle(original, key, x, axis):
-    if is_active() and not core.is_constant_dim(x.shape[axis]):
+    if not core.is_constant_dim(x.shape[axis]):
         return shuffle_p.bind(key, x, axis=axis)
     return original(key, x, axis)

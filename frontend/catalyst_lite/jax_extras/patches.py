@@ -140,11 +140,18 @@ suspended = _JAX_REPAIRS.suspended  # JAX's own behaviour for the calling thread
 
 def repair(owner: Any, attr: str, why: str = "", as_property: bool = False) -> Callable[[Callable], Callable]:
     """Register the decorated ``replacement(original, *args, **kwargs)`` as the patch of ``owner.attr``
-    (a property's getter with ``as_property``; why: ``why`` or its docstring)."""
+    (a property's getter with ``as_property``; why: ``why`` or its docstring), called only in the
+    threads inside :func:`patched_jax`: the others get the original."""
     def register(replacement: Callable) -> Callable:
         def make(original: Any) -> Any:
             def repaired(*args: Any, **kwargs: Any) -> Any:
-                return replacement(original, *args, **kwargs)
+                if is_active():
+                    return replacement(original, *args, **kwargs)
+                if not as_property:
+                    return original(*args, **kwargs)
+                if original is None:  # an attribute the owner lacks
+                    raise AttributeError(attr)
+                return original.fget(*args)
 
             return property(repaired) if as_property else repaired
 
@@ -162,8 +169,6 @@ def repair(owner: Any, attr: str, why: str = "", as_property: bool = False) -> C
 def _dyn_shape_staging_rule(original, trace, source_info, prim, out_aval, *args, **params):
     """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (``jnp.ones((n,))``) builds a ``JaxprEqn``,
     which the stackless frame refuses."""
-    if not is_active():
-        return original(trace, source_info, prim, out_aval, *args, **params)
     (out,) = trace.emit_eqn(list(args), [out_aval], prim, params, core.no_effects, source_info)
     return out
 
@@ -172,20 +177,15 @@ def _dyn_shape_staging_rule(original, trace, source_info, prim, out_aval, *args,
 def _make_eqn(original, self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
     """Output tracers keep dimension *tracers* in their shapes, which jax.numpy needs:
     ``DynamicJaxprTrace.make_eqn`` builds them from their variables' avals, whose shapes hold ``Var``s."""
-    escaped = (type(a) is core.DShapedArray and any(isinstance(d, core.Var) for d in a.shape)
-               for a in out_avals)
-    if is_active() and any(escaped):
+    if any(type(a) is core.DShapedArray and any(isinstance(d, core.Var) for d in a.shape) for a in out_avals):
         # A result size that is a variable of JAX's nested trace (custom_jvp/custom_vjp's
         # results: JAX relates no sizes across them): symbolic here, it would be unbound.
         raise NeedsCallSizes(f"a size of {primitive.name}'s results escaped JAX's nested trace")
     eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
-    if is_active():
-        out_tracers = [
-            pe.DynamicJaxprTracer(self, aval, t.val, t._line_info, eqn)
-            if type(aval) is core.DShapedArray
-            else t
-            for aval, t in zip(out_avals, out_tracers)
-        ]
+    out_tracers = [
+        pe.DynamicJaxprTracer(self, aval, t.val, t._line_info, eqn) if type(aval) is core.DShapedArray else t
+        for aval, t in zip(out_avals, out_tracers)
+    ]
     return eqn, out_tracers
 
 
@@ -195,7 +195,7 @@ def _mapped_aval(original, size, axis, aval):
     has static sizes: JAX's static type, not a ``DShapedArray`` of numbers, which jax.numpy's
     checks (``isinstance(aval, ShapedArray)``: ``x[i]``) refuse as "Indexing mode not yet supported"."""
     out = original(size, axis, aval)
-    if is_active() and type(out) is core.DShapedArray and all(type(d) is int for d in out.shape):
+    if type(out) is core.DShapedArray and all(type(d) is int for d in out.shape):
         return core.ShapedArray(out.shape, out.dtype, out.weak_type)
     return out
 
@@ -204,7 +204,7 @@ def _mapped_aval(original, size, axis, aval):
 def _python_pjit_helper(original, fun, jit_info, *args, **kwargs):
     """Nested ``jax.jit`` calls (most of jax.numpy) are inlined, semantically the identity: under
     dynamic shapes their input type, from tracers whose shapes hold tracers, fails its check."""
-    trace = staging_trace(tree_flatten((args, kwargs))[0]) if is_active() else None
+    trace = staging_trace(tree_flatten((args, kwargs))[0])
     if trace is None:
         return original(fun, jit_info, *args, **kwargs)
     with core.set_current_trace(trace):
@@ -230,7 +230,7 @@ def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
 @repair(core.EvalTrace, "process_primitive")
 def _process_primitive(original, self, primitive, args, params):
     """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged, not refused."""
-    trace = staging_trace(args) if is_active() else None
+    trace = staging_trace(args)
     if trace is None:
         return original(self, primitive, args, params)
     with core.set_current_trace(trace):
@@ -243,12 +243,11 @@ def _to_jaxpr_tracer(original, self, x, source_info):
     deep, unseen by the level between, has sizes differing there (``a + x``: "Incompatible shapes").
     A value standing for a traced array (``__jax_array__``: a mid-circuit outcome) bound as such
     (``lax.select(m, ...)``, ``jax.debug.print``) is that array, not a constant holding the object."""
-    if is_active() and not isinstance(x, core.Tracer) and hasattr(x, "__jax_array__"):
+    if not isinstance(x, core.Tracer) and hasattr(x, "__jax_array__"):
         x = x.__jax_array__()
     parent = getattr(self, "parent_trace", None)
     if (
-        is_active()
-        and isinstance(x, pe.DynamicJaxprTracer)
+        isinstance(x, pe.DynamicJaxprTracer)
         and x._trace is not self
         and isinstance(parent, pe.DynamicJaxprTrace)
         and x._trace is not parent
@@ -262,7 +261,7 @@ def _infer_params_impl(original, *args, **kwargs):
     """``jax.make_jaxpr`` inside a trace (PennyLane's program capture) builds ``PjitParams`` whose
     ``consts`` is a tuple, then adds a list to it: "can only concatenate tuple (not "list")"."""
     p, args_flat = original(*args, **kwargs)
-    if is_active() and isinstance(p.consts, tuple):
+    if isinstance(p.consts, tuple):
         p = p._replace(consts=list(p.consts))
     return p, args_flat
 
@@ -271,8 +270,6 @@ def _infer_params_impl(original, *args, **kwargs):
 def _platform_dependent(original, *args, default=None, **per_platform):
     """``lax.platform_dependent`` (jnp.diagonal's TPU variant) takes the default backend's branch
     at once, as lowering would: its staged ``switch`` does not carry symbolic shapes."""
-    if not is_active():
-        return original(*args, default=default, **per_platform)
     branch = per_platform.get(xla_bridge.get_backend().platform, default)
     if branch is None:
         return original(*args, default=default, **per_platform)
@@ -284,7 +281,7 @@ def _new_arg(original, self, pval):
     """``JaxprTrace.new_arg`` (``jax.linearize``'s unknown tangents) finds sizes of enclosing traces by
     ``d._trace.level``, gone with stackless tracing: they are the sizes not of this trace."""
     aval = pval.get_aval() if pval.get_known() is None else None
-    if not is_active() or type(aval) is not core.DShapedArray:
+    if type(aval) is not core.DShapedArray:
         return original(self, pval)
     shape = tuple(
         self.new_instantiated_const(d) if isinstance(d, core.Tracer) and d._trace is not self else d
@@ -297,9 +294,6 @@ def _new_arg(original, self, pval):
 def _drop_unused_vars(original, constvars, constvals, eqns, outvars):
     """A size used only in an equation's result type (``_:f64[d] = hessenberg b``) is kept: JAX would
     drop ``d``'s own equation, leaving ``d`` unbound."""
-    if not is_active():
-        return original(constvars, constvals, eqns, outvars)
-
     def names(atom):
         if isinstance(atom, core.Literal):
             return []
@@ -412,7 +406,7 @@ def _broadcast(original, *args, **kwargs):
     try:
         return original(*args, **kwargs)
     except ValueError as err:
-        if not is_active() or isinstance(err, _SETTLED):
+        if isinstance(err, _SETTLED):
             raise
         error = ShapeBroadcastError(*err.args)
         scopes = current().size_scopes
@@ -425,15 +419,13 @@ def _broadcast(original, *args, **kwargs):
 def _invalid_shape_error(original, shape, context=""):
     """A shape holding a jaxpr variable (a size escaped JAX's nested trace) signals; a non-integer errs."""
     error = original(shape, context)
-    if not is_active():
-        return error
     if any(isinstance(d, core.Var) for d in shape):
         return NeedsCallSizes.standing_for(error, "a size escaped JAX's nested trace")
     return NonIntegerSizeError(*error.args)
 
 
 def _symbolic_dims(shape: Sequence[Any]) -> bool:
-    return is_active() and any(isinstance(d, core.Tracer) for d in shape)
+    return any(isinstance(d, core.Tracer) for d in shape)
 
 
 @repair(jax.lax, "associative_scan")
@@ -465,7 +457,7 @@ def _squeeze(original, a, axis):
 def _expand_bool_indices(original, idx, shape):
     """``x[mask]`` of a traced mask: the result's length is only known at run time."""
     masks = (isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx)
-    if is_active() and any(masks):
+    if any(masks):
         raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
                                   "on the data; use jnp.where(mask, x, fill) to keep the size, or "
                                   "jnp.nonzero(mask, size=k, fill_value=...) with a bound k",
@@ -478,7 +470,7 @@ def _is_slice_element_none_or_constant_or_symbolic(original, elt):
     """``x[:k]`` of a ``k`` computed from the data (``jnp.sum(x > 0)``): JAX's words, then which
     function and value, and the ways to keep the size known (a size input, or a mask)."""
     allowed = original(elt)
-    if allowed or not (is_active() and isinstance(elt, core.Tracer)):
+    if allowed or not isinstance(elt, core.Tracer):
         return allowed
     where = user_line(2)
     raise DataDependentSliceError(
@@ -510,8 +502,6 @@ def jax_nested_trace_depth() -> int:
 def _trace_to_jaxpr_dynamic(original, fun, in_avals, *args, **kwargs):
     """JAX's own nested traces (lax.cond's branches, custom_jvp functions) do not relate their sizes
     to ours: JAX's conversion errors there signal (the user's exceptions pass)."""
-    if not is_active():
-        return original(fun, in_avals, *args, **kwargs)
     scopes = current().size_scopes
     signals = symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)
     if signals:

@@ -30,7 +30,7 @@ from jax._src.numpy import lax_numpy
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
 from .rules import PrimitiveSpec, register_primitive
-from .patches import is_active, repair
+from .patches import repair
 from .shapes import fill_sizes, is_symbolic, product
 from .size_facts import current_scope
 
@@ -154,7 +154,7 @@ def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> 
 def _cancel_divide_tracers(original, num, denom):
     # `jnp.reshape`'s `-1` with a tracer size: JAX's cancels equal tracers, then divides the
     # remaining *static* sizes (`1 // 3` for `(n,) -> (-1, 3)`: size 0) or fails.
-    if is_active() and any(map(is_symbolic, (*num, *denom))):
+    if any(map(is_symbolic, (*num, *denom))):
         return size_quotient(num, denom)
     return original(num, denom)
 
@@ -164,7 +164,7 @@ def _cancel_divide_tracers(original, num, denom):
 def _process_primitive(original, self, primitive, tracers, params):
     # Under dynamic shapes `reshape`'s shape rule no longer checks the element count (XLA then
     # failed at call time about JAX internals): every reshape with a symbolic size requires it.
-    if primitive is lax.reshape_p and is_active():
+    if primitive is lax.reshape_p:
         (operand, *_), filled = fill_sizes(primitive, list(tracers), params, lambda size: size)
         _require_same_size(np.shape(operand), tuple(filled["new_sizes"]))
     return original(self, primitive, tracers, params)
@@ -203,7 +203,7 @@ def _split(original, op, ary, indices_or_sections, axis=0):
     # `[part + 1] * r`): with a symbolic size the pieces' sizes are computed symbolically instead,
     # equal ones (required to divide) or, for `array_split`, one more for the first `size % n`.
     size = np.shape(ary)[axis] if isinstance(axis, int) and -np.ndim(ary) <= axis < np.ndim(ary) else None
-    if not (is_active() and is_symbolic(size) and _is_count(indices_or_sections)):
+    if not (is_symbolic(size) and _is_count(indices_or_sections)):
         return original(op, ary, indices_or_sections, axis)
     sections = int(indices_or_sections)
     if op == "array_split":  # piece i has ceil((size - i) / sections) elements

@@ -133,8 +133,6 @@ def holds_tracer(value: Any, in_avals: bool = False) -> bool:
 def _default_process_primitive(original, self, primitive, tracers, params, source_info=None):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
-    if not is_active():
-        return original(self, primitive, tracers, params, source_info)
     names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
     if holds_tracer([params.get(name) for name in names]):
         with core.set_current_trace(self):
@@ -179,24 +177,6 @@ def _static_size(x: Any) -> int:
     return size
 
 
-def _make_static_sizes(original: Callable) -> Callable:
-    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's interpreters evaluate our jaxprs: a
-    # shape-carrying primitive with numbers as size operands is bound with a static shape, and
-    # (while `jax.jit` stages) integer arithmetic on numbers is folded, so sizes stay numbers.
-    def process_primitive(self, primitive, tracers, params):
-        if not is_active() or config.dynamic_shapes.value:
-            return original(self, primitive, tracers, params)
-        if primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ()):
-            operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
-            return primitive.bind_with_trace(self, operands, params)
-        if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
-            with core.eval_context():
-                return primitive.bind_with_trace(core.eval_trace, tracers, params)
-        return original(self, primitive, tracers, params)
-
-    return process_primitive
-
-
 def _is_integer_number(x: Any) -> bool:
     """A Python or NumPy integer (or boolean) scalar, or a concrete one: what sizes are made of."""
     if isinstance(x, core.Tracer):
@@ -207,11 +187,22 @@ def _is_integer_number(x: Any) -> bool:
     return dtype is not None and np.shape(x) == () and (np.issubdtype(dtype, np.integer) or dtype == np.bool_)
 
 
-for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
-    register_patch(Patch(
-        f"static_sizes_{_owner.__name__}", _owner, "process_primitive", _make_static_sizes,
-        "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
-    ))
+@repair(core.EvalTrace, "process_primitive")
+@repair(pe.DynamicJaxprTrace, "process_primitive")
+def _static_sizes(original: Callable, self, primitive, tracers, params):
+    """With dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold."""
+    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's interpreters evaluate our jaxprs: a
+    # shape-carrying primitive with numbers as size operands is bound with a static shape, and
+    # (while `jax.jit` stages) integer arithmetic on numbers is folded, so sizes stay numbers.
+    if config.dynamic_shapes.value:
+        return original(self, primitive, tracers, params)
+    if primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ()):
+        operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
+        return primitive.bind_with_trace(self, operands, params)
+    if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
+        with core.eval_context():
+            return primitive.bind_with_trace(core.eval_trace, tracers, params)
+    return original(self, primitive, tracers, params)
 
 
 # --- multi-result primitives (`standard_multi_result_abstract_eval` lost its dynamic-shape branch) --
