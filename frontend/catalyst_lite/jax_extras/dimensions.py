@@ -28,13 +28,12 @@ import jax.numpy as jnp
 import numpy as np
 from jax import errors
 from jax._src import core, dtypes
-from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError, SymbolicShapeError
 from .frames import is_library_file
-from .rules import PrimitiveSpec, register_primitive
+from .rules import size_check_primitive
 from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
 from .patches import symbolic_trace
 from .size_expressions import COMPARISON_NAMES, NEGATED, SizeExpr, evaluate
@@ -214,9 +213,6 @@ def is_size_expression(x: Any) -> bool:
 
 # --- Assumptions, checked at specialization ----------------------------------------------------
 
-assume_size_p = core.Primitive("assume_size")
-assume_size_p.multiple_results = True
-
 
 def _check_assumption(
     lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = ""
@@ -243,12 +239,7 @@ def _assumption_holds(lhs: Any, rhs: Any, *, comparison: str, holds: bool, **_: 
     return answer if holds else jnp.logical_not(answer)
 
 
-assume_size_p.def_impl(_check_assumption)
-assume_size_p.def_abstract_eval(lambda *args, **params: [])
-mlir.register_lowering(assume_size_p, lambda ctx, *args, **params: [])
-# Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
-register_primitive(assume_size_p, PrimitiveSpec(dimension_operands=lambda params: {0, 1},
-                                                size_check=_assumption_holds))
+assume_size_p = size_check_primitive("assume_size", _check_assumption, _assumption_holds)
 
 
 # frame of a trace -> the assumptions already recorded in it

@@ -362,7 +362,10 @@ def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue
 
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Sequence[IrValue]:
         results = rule(ctx, *operands, **params)
-        return _tied_results(ctx, results) if current_target().tie_sizes else results
+        if not current_target().tie_sizes:
+            return results
+        # tied to the sizes in scope (not to a size the equation itself returns)
+        return [_tied(x, aval, ctx.axis_size_env or {}) for x, aval in zip(results, ctx.avals_out)]
 
     mlir.register_lowering(prim, lower)
 
@@ -374,11 +377,6 @@ def _tied(x: ir.Value, aval: core.AbstractValue, env: dict) -> ir.Value:
     sizes = [mlir.ir_constant(np.int64(d)) if type(d) is int else env[d] for d in aval.shape]
     zeros, ones = (mlir.ir_constant(np.full((len(sizes),), v, np.int64)) for v in (0, 1))
     return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
-
-
-def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> list[IrValue]:
-    """``results`` tied to the sizes in scope (not to a size the equation itself returns)."""
-    return [_tied(x, aval, ctx.axis_size_env or {}) for x, aval in zip(results, ctx.avals_out)]
 
 
 def lower_nested_jaxpr(

@@ -424,15 +424,12 @@ def _invalid_shape_error(original, shape, context=""):
     return NonIntegerSizeError(*error.args)
 
 
-def _symbolic_dims(shape: Sequence[Any]) -> bool:
-    return any(isinstance(d, core.Tracer) for d in shape)
-
-
 @repair(jax.lax, "associative_scan")
 def _associative_scan(original, fn, elems, reverse=False, axis=0):
     """``lax.associative_scan`` refuses an axis of symbolic size: it is traced with the call's sizes."""
     leaves = tree_flatten(elems)[0]
-    if symbolic_trace() and leaves and _symbolic_dims(np.shape(leaves[0])[axis:][:1]):
+    scanned = np.shape(leaves[0])[axis:][:1] if leaves else ()
+    if symbolic_trace() and any(isinstance(d, core.Tracer) for d in scanned):
         raise NeedsCallSizes("lax.associative_scan over an axis of symbolic size")
     return original(fn, elems, reverse=reverse, axis=axis)
 
@@ -447,7 +444,7 @@ def _no_symbolic_result(call: str, fix: str, jax_error: type[BaseException] | No
 @repair(lax_numpy, "_squeeze")
 def _squeeze(original, a, axis):
     """``jnp.squeeze(x)`` of symbolic shape: which axes have length 1 is only known at run time."""
-    if axis is None and _symbolic_dims(np.shape(a)):
+    if axis is None and any(isinstance(d, core.Tracer) for d in np.shape(a)):
         raise _no_symbolic_result("jnp.squeeze(x) without axis", "which axes have length 1 is only "
                                   "known at run time; pass the axes, e.g. jnp.squeeze(x, axis=1)")
     return original(a, axis)

@@ -22,14 +22,13 @@ from typing import Any, Sequence
 import jax.numpy as jnp
 import numpy as np
 from jax._src import core
-from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 from jax._src.numpy import lax_numpy
 
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
-from .rules import PrimitiveSpec, register_primitive
+from .rules import size_check_primitive
 from .patches import repair
 from .shapes import fill_sizes, is_symbolic, product
 from .size_facts import current_scope
@@ -38,9 +37,6 @@ __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
 
 # relation -> whether it holds for (lhs, rhs)
 _RELATIONS = {"==": lambda lhs, rhs: lhs == rhs, "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0}
-
-require_size_p = core.Primitive("require_size")
-require_size_p.multiple_results = True
 
 
 class BrokenRequirement(CompileError):
@@ -65,12 +61,7 @@ def _requirement_holds(lhs: Any, rhs: Any, *, relation: str, **_: Any) -> Any:
     return (lhs != 0) & (rhs % jnp.where(lhs == 0, 1, lhs) == 0)  # divides
 
 
-require_size_p.def_impl(_check_requirement)
-require_size_p.def_abstract_eval(lambda *args, **params: [])
-mlir.register_lowering(require_size_p, lambda ctx, *args, **params: [])
-# Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
-register_primitive(require_size_p, PrimitiveSpec(dimension_operands=lambda params: {0, 1},
-                                                 size_check=_requirement_holds))
+require_size_p = size_check_primitive("require_size", _check_requirement, _requirement_holds)
 
 
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
