@@ -542,23 +542,13 @@ def raised_in_users_code(err: BaseException) -> bool:
     return any(err is e for scope in current().size_scopes for e in scope.users_exceptions)
 
 
-def _make_custom_call(*functions: str):
-    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked.
-    def make(original):
-        def call(self, *args, **kwargs):
-            if not is_active():
-                return original(self, *args, **kwargs)
-            marked = copy.copy(self)
-            for name in functions:
-                setattr(marked, name, _users(getattr(self, name)))
-            return original(marked, *args, **kwargs)
-
-        return call
-
-    return make
-
-
-for _kind, _functions in ((custom_derivatives.custom_jvp, ("fun", "jvp")),
-                          (custom_derivatives.custom_vjp, ("fun", "fwd", "bwd"))):
-    register_patch(Patch(f"mark_users_{_kind.__name__}", _kind, "__call__", _make_custom_call(*_functions),
-                         f"the user's functions of a {_kind.__name__} are marked as the user's code"))
+@repair(custom_derivatives.custom_jvp, "__call__")
+@repair(custom_derivatives.custom_vjp, "__call__")
+def _mark_users(original, self, *args, **kwargs):
+    """The user's functions of a ``custom_jvp``/``custom_vjp`` are marked as the user's code: the call
+    runs on a copy holding them marked."""
+    marked = copy.copy(self)
+    jvp = isinstance(self, custom_derivatives.custom_jvp)
+    for name in ("fun", "jvp") if jvp else ("fun", "fwd", "bwd"):
+        setattr(marked, name, _users(getattr(self, name)))
+    return original(marked, *args, **kwargs)
