@@ -18,11 +18,10 @@ program").
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
 import sys
 import weakref
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax.numpy as jnp
 import numpy as np
@@ -34,7 +33,7 @@ from jax._src.lax import lax
 from ..errors import SizeAssumptionError, SymbolicShapeError
 from .frames import is_library_file
 from .rules import size_check_primitive
-from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
+from .patches import NeedsCallSizes, error_standing_for, is_active, repair
 from .patches import symbolic_trace
 from .size_expressions import COMPARISON_NAMES, NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
@@ -646,10 +645,10 @@ def _canonicalize_dimension(original, dim):
 # --- min / max of sizes --------------------------------------------------------------------------
 
 
-def _make_extremum(original, staged):
+def _staged_extremum(staged: Callable) -> Callable:
     # `core.min_dim`/`max_dim` of a dimension tracer: a staged `min`/`max`, again a dimension tracer.
-    def extremum(d1, d2):
-        if is_active() and (isinstance(d1, core.Tracer) or isinstance(d2, core.Tracer)):
+    def extremum(original, d1, d2):
+        if isinstance(d1, core.Tracer) or isinstance(d2, core.Tracer):
             return staged(d1, d2)
         return original(d1, d2)
 
@@ -657,9 +656,8 @@ def _make_extremum(original, staged):
 
 
 for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
-    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim",
-                         functools.partial(_make_extremum, staged=_staged),
-                         f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"))
+    _why = f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"
+    repair(core, f"{_name}_dim", _why)(_staged_extremum(_staged))
 
 
 # --- slice bounds of unknown sign ------------------------------------------------------------------

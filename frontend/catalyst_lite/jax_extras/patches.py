@@ -371,20 +371,17 @@ def symbolic_trace() -> bool:
 _SETTLED = (NeedsCallSizes, ShapeBroadcastError, NonIntegerSizeError, CatalystLiteError)
 
 
-def _make_site(site: Callable[..., str]):
+def _signal_at(site: Callable[..., str]) -> Callable:
     # A layer of JAX failing during a symbolic trace is the signal (the user's exceptions pass).
-    def make(original):
-        def at_site(*args, **kwargs):
-            try:
-                return original(*args, **kwargs)
-            except Exception as err:
-                if isinstance(err, _SETTLED) or not symbolic_trace() or raised_in_users_code(err):
-                    raise
-                raise NeedsCallSizes.standing_for(err, site(*args)) from err
+    def at_site(original, *args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except Exception as err:
+            if isinstance(err, _SETTLED) or not symbolic_trace() or raised_in_users_code(err):
+                raise
+            raise NeedsCallSizes.standing_for(err, site(*args)) from err
 
-        return at_site
-
-    return make
+    return at_site
 
 
 for _owner, _attr, _site in (
@@ -395,8 +392,7 @@ for _owner, _attr, _site in (
     (loops, "_check_carry_type", lambda name, *_: f"JAX's check of a {name}'s carry"),
     (conditionals, "_check_branch_outputs", lambda name, *_: f"JAX's check of {name}'s branch types"),
 ):
-    register_patch(Patch(f"signal_{_attr}", _owner, _attr, _make_site(_site),
-                         "a failure of this layer of JAX on symbolic sizes signals"))
+    repair(_owner, _attr, "a failure of this layer of JAX on symbolic sizes signals")(_signal_at(_site))
 
 
 @repair(lax_internal, "broadcast_shapes")

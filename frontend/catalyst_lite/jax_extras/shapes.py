@@ -24,7 +24,7 @@ from jax._src.lax import utils as lax_utils
 
 from ..errors import SymbolicShapeError
 from .dynshape import array_aval
-from .patches import Patch, is_active, register_patch, repair
+from .patches import repair
 from .tracing import dimension_value
 
 __all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "holds_tracer", "is_symbolic", "product"]
@@ -227,27 +227,21 @@ def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functoo
                     yield value, rules
 
 
-def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
+def _dynamic_abstract_eval(rules: functools.partial) -> Callable[..., Any]:
     _, shape_rule, dtype_rule, weak_type_rule = rules.args[:4]
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def abstract_eval(*avals: Any, **params: Any) -> Any:
-            if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
-                return original(*avals, **params)
-            shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
-            weak_types = weak_type_rule(*avals, **params)
-            if isinstance(weak_types, bool):
-                weak_types = (weak_types,) * len(shapes)
-            return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
+    def abstract_eval(original: Callable[..., Any], *avals: Any, **params: Any) -> Any:
+        if not any(type(a) is core.DShapedArray for a in avals):
+            return original(*avals, **params)
+        shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
+        weak_types = weak_type_rule(*avals, **params)
+        if isinstance(weak_types, bool):
+            weak_types = (weak_types,) * len(shapes)
+        return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
 
-        return abstract_eval
-
-    return make
+    return abstract_eval
 
 
 for _primitive, _rules in standard_multi_result_primitives():
-    register_patch(Patch(
-        f"dynamic_shapes_in_{_primitive.name}_abstract_eval", _primitive, "abstract_eval",
-        _make_abstract_eval(_rules),
-        "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
-    ))
+    _why = "multi-result primitives accept dynamically-shaped operands, as single-result ones do"
+    repair(_primitive, "abstract_eval", _why)(_dynamic_abstract_eval(_rules))
