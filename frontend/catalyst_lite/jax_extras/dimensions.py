@@ -18,24 +18,22 @@ program").
 from __future__ import annotations
 
 import contextlib
-import functools
 import operator
 import sys
 import weakref
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import jax.numpy as jnp
 import numpy as np
 from jax import errors
 from jax._src import core, dtypes
-from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 
 from ..errors import SizeAssumptionError, SymbolicShapeError
 from .frames import is_library_file
-from .rules import PrimitiveSpec, register_primitive
-from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
+from .rules import size_check_primitive
+from .patches import NeedsCallSizes, error_standing_for, is_active, repair
 from .patches import symbolic_trace
 from .size_expressions import COMPARISON_NAMES, NEGATED, SizeExpr, evaluate
 from .size_facts import SizeScope, current_scope, is_scalar_int_or_bool
@@ -214,9 +212,6 @@ def is_size_expression(x: Any) -> bool:
 
 # --- Assumptions, checked at specialization ----------------------------------------------------
 
-assume_size_p = core.Primitive("assume_size")
-assume_size_p.multiple_results = True
-
 
 def _check_assumption(
     lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = ""
@@ -243,12 +238,7 @@ def _assumption_holds(lhs: Any, rhs: Any, *, comparison: str, holds: bool, **_: 
     return answer if holds else jnp.logical_not(answer)
 
 
-assume_size_p.def_impl(_check_assumption)
-assume_size_p.def_abstract_eval(lambda *args, **params: [])
-mlir.register_lowering(assume_size_p, lambda ctx, *args, **params: [])
-# Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
-register_primitive(assume_size_p, PrimitiveSpec(dimension_operands=lambda params: {0, 1},
-                                                size_check=_assumption_holds))
+assume_size_p = size_check_primitive("assume_size", _check_assumption, _assumption_holds)
 
 
 # frame of a trace -> the assumptions already recorded in it
@@ -302,15 +292,16 @@ def _in_shape_rule() -> bool:
     return isinstance(core.trace_ctx.trace, core.EvalTrace)
 
 
-# Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _make_array).
+# Libraries whose NumPy shape arithmetic on a size keeps it as a boxed tracer (see _array).
 # PennyLane and its device plugins (`pennylane_lightning`) ask too: "pennylane" without its dot.
 _LIBRARIES = ("jax.", "numpy.", "scipy.", "pennylane", "autoray.", "catalyst_lite.")
 
 
 def _asked_by_library(libraries: tuple[str, ...] = ("jax.",)) -> bool:
     """Whether the caller of the patched ``__bool__``/``__index__``/``__array__`` is ``libraries``' code:
-    the one decision read from a frame (JAX asks from some forty places; tests/test_layering.py)."""
-    module = sys._getframe(2).f_globals.get("__name__", "")
+    the one decision read from a frame (JAX asks from some forty places; tests/test_layering.py),
+    the caller's caller's caller: past the patched method and :func:`.patches.repair`'s wrapper."""
+    module = sys._getframe(3).f_globals.get("__name__", "")
     return module.startswith(libraries)
 
 
@@ -374,31 +365,25 @@ def _decide_truth(tracer: pe.DynamicJaxprTracer) -> tuple[bool | None, tuple | N
 
 
 @repair(pe.DynamicJaxprTracer, "__bool__")
-def _make_bool(original):
+def _bool(original, self):
     """JAX's shape logic branching on comparisons of sizes (`if d < 0:`) or on sizes (`if x.size:`)
     gets an assumption, decided at generic sizes (or the guiding call's), checked for every call."""
-    def __bool__(self):
-        if is_active() and _asked_by_library():
-            answer, comparison = _decide_truth(self)
-            if comparison is not None:
-                _note_branch_at_point(*comparison, answer)
-                if answer is None and _in_shape_rule():
-                    # Sizes a shape rule cannot relate: those of a nested JAX trace.
-                    raise NotImplementedError(
-                        "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
-                        "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
-                    )
-            if answer is not None:
-                return answer
-            with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
-                return original(self)
-        elif is_active():
-            answer = _decide_user_size_question(self, original)
-            if answer is not None:
-                return answer
-        return original(self)
-
-    return __bool__
+    if _asked_by_library():
+        answer, comparison = _decide_truth(self)
+        if comparison is not None:
+            _note_branch_at_point(*comparison, answer)
+            if answer is None and _in_shape_rule():
+                # Sizes a shape rule cannot relate: those of a nested JAX trace.
+                raise NotImplementedError(
+                    "a JAX shape rule compares symbolic sizes inside a nested JAX trace (a "
+                    "jax.lax control-flow primitive), which JAX 0.7's dynamic-shape path cannot do"
+                )
+        if answer is not None:
+            return answer
+        with _needs_a_number(self, "JAX's code branching on sizes it cannot decide"):
+            return original(self)
+    answer = _decide_user_size_question(self, original)
+    return original(self) if answer is None else answer
 
 
 def python_truth_of_sizes(x: Any) -> Any:
@@ -471,187 +456,143 @@ def _users_signal(err: BaseException, site: str) -> NeedsCallSizes:
 
 
 @repair(core, "definitely_equal")
-def _make_definitely_equal(original):
+def _definitely_equal(original, x, y):
     """Sizes computed separately (`x[1:]` and `x[:-1]`) equal at generic sizes (or the guiding
     call's) are assumed equal (a fact); unequal ones are noted, to name them if the trace fails."""
-    def definitely_equal(x, y):
-        if original(x, y):
-            return True
-        if not (is_active() and (isinstance(x, core.Tracer) or isinstance(y, core.Tracer))):
-            return False
-        points = generic_values(x, y)
-        if points is None:
-            return False
-        # No run reaches a negative size: `x[:n - k]` and `jnp.ones(n - k)` in a while_loop
-        # counting `k` to `n` are equal wherever both are sizes (checked when the program runs).
-        points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
-        if not points or any(x_value != y_value for x_value, y_value in points):
-            scope = current_scope()
-            if scope is not None:
-                scope.note_disagreement(x, y)
-            return False
-        _assume(x, y, "==", True, in_program=not _in_shape_rule())
+    if original(x, y):
         return True
-
-    return definitely_equal
+    if not (isinstance(x, core.Tracer) or isinstance(y, core.Tracer)):
+        return False
+    points = generic_values(x, y)
+    if points is None:
+        return False
+    # No run reaches a negative size: `x[:n - k]` and `jnp.ones(n - k)` in a while_loop
+    # counting `k` to `n` are equal wherever both are sizes (checked when the program runs).
+    points = [(x_value, y_value) for x_value, y_value in points if min(x_value, y_value) >= 0]
+    if not points or any(x_value != y_value for x_value, y_value in points):
+        scope = current_scope()
+        if scope is not None:
+            scope.note_disagreement(x, y)
+        return False
+    _assume(x, y, "==", True, in_program=not _in_shape_rule())
+    return True
 
 
 @repair(pe.DynamicJaxprTracer, "_short_repr")
-def _make_short_repr(original):
+def _short_repr(original, self):
     """A size prints as the expression of the arguments it comes from (`n + 1`), not `JitTracer<...>`."""
-    def _short_repr(self):
-        scope = current_scope() if is_active() else None
-        name = scope.name(self) if scope is not None else None
-        return name if name is not None else original(self)
-
-    return _short_repr
+    scope = current_scope()
+    name = scope.name(self) if scope is not None else None
+    return name if name is not None else original(self)
 
 
 # --- Size expressions are symbolic dimensions -----------------------------------------------------
 
 
 @repair(core, "is_symbolic_dim")
-def _make_is_symbolic_dim(original):
+def _is_symbolic_dim(original, v):
     """jax.numpy's code paths for `jax.export`'s symbolic dimensions (`arange(n)`, slices,
     `linspace(0, 1, n)`) compute with overloaded operators, which dimension tracers have too."""
-    def is_symbolic_dim(v):
-        return original(v) or (is_active() and is_size_expression(v))
-
-    return is_symbolic_dim
+    return original(v) or is_size_expression(v)
 
 
 @repair(core, "concrete_or_error")
-def _make_concrete_or_error(original):
+def _concrete_or_error(original, force, val, context=""):
     """A size tracer passes `concrete_or_error(None, x)` unchanged, as a `jax.export` dimension
     does, and `concrete_or_error(operator.index, num)` (`jnp.geomspace`'s `num`, for `linspace`)."""
-    def concrete_or_error(force, val, context=""):
-        if force in (None, operator.index) and is_active() and is_size_expression(val):
-            return val
-        with _needs_a_number(val, "JAX's code needing a size as a Python value"):
-            return original(force, val, context)
-
-    return concrete_or_error
+    if force in (None, operator.index) and is_size_expression(val):
+        return val
+    with _needs_a_number(val, "JAX's code needing a size as a Python value"):
+        return original(force, val, context)
 
 
-@repair(core.DShapedArray, "sharding")
-def _make_sharding(original):
+@repair(core.DShapedArray, "sharding", as_property=True)
+def _sharding(original, self):
     """`DShapedArray.sharding` has an empty spec whatever the rank; jax.numpy indexing reads one
     entry per axis (`x_spec[axis]`): one unconstrained entry per axis, like `ShapedArray`."""
-    def sharding(self):
-        if not is_active():
-            return original.fget(self)
-        from jax.sharding import NamedSharding, PartitionSpec
+    from jax.sharding import NamedSharding, PartitionSpec
 
-        unconstrained = PartitionSpec(*([None] * len(self.shape)))
-        return NamedSharding(original.fget(self).mesh, unconstrained)
-
-    return property(sharding)
+    unconstrained = PartitionSpec(*([None] * len(self.shape)))
+    return NamedSharding(original.fget(self).mesh, unconstrained)
 
 
 @repair(core.DShapedArray, "__init__")
-def _make_dshaped_init(original):
+def _init(original, self, shape, dtype, weak_type=False):
     """`DShapedArray`'s dtype is a NumPy dtype, as `ShapedArray`'s: some dtype rules give an aval
     for "its dtype" (`_lu_dtype_rule`), which would print as `f64[n,n]` and fail type promotion."""
-    def __init__(self, shape, dtype, weak_type=False):
-        if is_active():
-            dtype = dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True)
-        original(self, shape, dtype, weak_type)
-
-    return __init__
+    original(self, shape, dtypes.canonicalize_dtype(dtype, allow_extended_dtype=True), weak_type)
 
 
-@repair(core.DShapedArray, "memory_space")
-def _make_memory_space(original):
+@repair(core.DShapedArray, "memory_space", as_property=True)
+def _memory_space(original, self):
     """`core.typematch` (lax.switch comparing its branches' results, as jnp.piecewise does) reads
     `memory_space`, which ShapedArray has and DShapedArray lacks: arrays live on the device."""
-    def memory_space(self):
-        if not is_active():
-            raise AttributeError("memory_space")
-        return core.MemorySpace.Device
-
-    return property(memory_space)
+    return core.MemorySpace.Device
 
 
 @repair(pe.DynamicJaxprTracer, "__array__")
-def _make_array(original):
+def _array(original, self, dtype=None, copy=None):
     """A size in libraries' NumPy shape arithmetic is a 0-d object array (as a `jax.export` dimension);
     the user's NumPy on a size of abstracted axes (or a float of them) asks for the call's sizes."""
-    def __array__(self, dtype=None, copy=None):
-        if not (is_active() and computed_from_sizes(self)):
+    if not computed_from_sizes(self):
+        return original(self, dtype, copy)
+    by_jax = _asked_by_library(("jax.", "numpy."))
+    by_library = by_jax or _asked_by_library(_LIBRARIES)
+    of_axes = _of_axes_only(self)
+    as_object = dtype is None or np.dtype(dtype) == np.dtype(object)
+    if not is_scalar_int_or_bool(self):  # a float: no size, a number of the user's only
+        with _needs_a_number(self, "NumPy on a size", None if by_library else of_axes):
             return original(self, dtype, copy)
-        by_jax = _asked_by_library(("jax.", "numpy."))
-        by_library = by_jax or _asked_by_library(_LIBRARIES)
-        of_axes = _of_axes_only(self)
-        as_object = dtype is None or np.dtype(dtype) == np.dtype(object)
-        if not is_scalar_int_or_bool(self):  # a float: no size, a number of the user's only
-            with _needs_a_number(self, "NumPy on a size", None if by_library else of_axes):
-                return original(self, dtype, copy)
-        if as_object and (by_jax or (by_library and not of_axes)):
-            boxed = np.empty((), dtype=object)
-            boxed[()] = self
-            return boxed
-        with _needs_a_number(self, "NumPy on a size", None if by_jax else of_axes):
-            return original(self, dtype, copy)
-
-    return __array__
+    if as_object and (by_jax or (by_library and not of_axes)):
+        boxed = np.empty((), dtype=object)
+        boxed[()] = self
+        return boxed
+    with _needs_a_number(self, "NumPy on a size", None if by_jax else of_axes):
+        return original(self, dtype, copy)
 
 
 @repair(pe.DynamicJaxprTracer, "__hash__")
-def _make_hash(original):
+def _hash(original, self):
     """Libraries hash sizes by identity (`jax.jit`'s static arguments, PennyLane's wire labels); the
     user's hash (`{3: w}.get(x.shape[0])`) takes the size's `__index__`, as `int()` does."""
-    def __hash__(self):
-        if is_active() and is_size_expression(self):
-            if not _asked_by_library(_LIBRARIES):
-                return hash(operator.index(self))  # the patched __index__
-            return object.__hash__(self)
-        return original(self)
-
-    return __hash__
+    if is_size_expression(self):
+        if not _asked_by_library(_LIBRARIES):
+            return hash(operator.index(self))  # the patched __index__
+        return object.__hash__(self)
+    return original(self)
 
 
 @repair(pe.DynamicJaxprTracer, "__format__")
 @repair(pe.DynamicJaxprTracer, "__str__")
-def _make_text(original):
+def _text(original, self, *spec):
     """The user's ``str(x.shape[0])``, ``f"{x.shape[0] / 2}"`` of abstracted axes (a number's digits
     under jax.jit) take the number, as ``int()`` does: the size's name would read alike at every size."""
-    def text(self, *spec):
-        if is_active() and not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
-            as_number = {"b": bool, "f": float}.get(np.dtype(self.aval.dtype).kind, operator.index)
-            return format(as_number(self), *spec)  # the patched __index__, __float__, __bool__
-        return original(self, *spec)
-
-    return text
+    if not _asked_by_library(_LIBRARIES) and _of_axes_only(self):
+        as_number = {"b": bool, "f": float}.get(np.dtype(self.aval.dtype).kind, operator.index)
+        return format(as_number(self), *spec)  # the patched __index__, __float__, __bool__
+    return original(self, *spec)
 
 
 @repair(pe.DynamicJaxprTracer, "__mul__")
 @repair(pe.DynamicJaxprTracer, "__rmul__")
-def _make_sequence_repeat(original):
+def _repeat_or_operate(original, self, other):
     """`[0.0] * x.shape[0]` repeats the list, as under jax.jit, by the size's `__index__`."""
-    def repeat_or_operate(self, other):
-        if type(other) in (list, tuple) and is_active() and is_size_expression(self):
-            return other * operator.index(self)
-        return original(self, other)
-
-    return repeat_or_operate
+    if type(other) in (list, tuple) and is_size_expression(self):
+        return other * operator.index(self)
+    return original(self, other)
 
 
 @repair(pe.DynamicJaxprTracer, "__index__")
 @repair(pe.DynamicJaxprTracer, "__int__")
 @repair(pe.DynamicJaxprTracer, "__float__")
 @repair(pe.DynamicJaxprTracer, "__complex__")
-def _make_index(original):
+def _to_int(original, self):
     """`len(x)`, `range(x.shape[0])`, `int(x.shape[0])`, `complex(x.shape[0], 1)` on an abstracted
     axis (a number under jax.jit) need the call's sizes as constants; an integer argument keeps
     JAX's error."""
-    def to_int(self):
-        if not is_active():
-            return original(self)
-        by_jax = _asked_by_library()
-        with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
-            return original(self)
-
-    return to_int
+    by_jax = _asked_by_library()
+    with _needs_a_number(self, "a size used as a Python number", None if by_jax else _of_axes_only(self)):
+        return original(self)
 
 
 # --- One tracer per size ---------------------------------------------------------------------------
@@ -693,24 +634,21 @@ def _canonical_size(size: pe.DynamicJaxprTracer) -> pe.DynamicJaxprTracer:
 
 
 @repair(core, "_canonicalize_dimension")
-def _make_canonicalize_dimension(original):
+def _canonicalize_dimension(original, dim):
     """A staged size equal to a size it is computed from is that size (see `_canonical_size`)."""
-    def canonicalize_dimension(dim):
-        dim = original(dim)
-        if is_active() and isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
-            return _canonical_size(dim)
-        return dim
-
-    return canonicalize_dimension
+    dim = original(dim)
+    if isinstance(dim, pe.DynamicJaxprTracer) and dim.parent is not None:
+        return _canonical_size(dim)
+    return dim
 
 
 # --- min / max of sizes --------------------------------------------------------------------------
 
 
-def _make_extremum(original, staged):
+def _staged_extremum(staged: Callable) -> Callable:
     # `core.min_dim`/`max_dim` of a dimension tracer: a staged `min`/`max`, again a dimension tracer.
-    def extremum(d1, d2):
-        if is_active() and (isinstance(d1, core.Tracer) or isinstance(d2, core.Tracer)):
+    def extremum(original, d1, d2):
+        if isinstance(d1, core.Tracer) or isinstance(d2, core.Tracer):
             return staged(d1, d2)
         return original(d1, d2)
 
@@ -718,9 +656,8 @@ def _make_extremum(original, staged):
 
 
 for _name, _staged in (("min", jnp.minimum), ("max", jnp.maximum)):
-    register_patch(Patch(f"symbolic_{_name}_dim", core, f"{_name}_dim",
-                         functools.partial(_make_extremum, staged=_staged),
-                         f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"))
+    _why = f"{_name} of symbolic sizes is a staged {_name} (a dimension tracer)"
+    repair(core, f"{_name}_dim", _why)(_staged_extremum(_staged))
 
 
 # --- slice bounds of unknown sign ------------------------------------------------------------------
@@ -738,34 +675,31 @@ def _sign_undecided(bound: Any) -> bool:
 
 
 @repair(core, "canonicalize_slice")
-def _make_canonicalize_slice(original):
+def _canonicalize_slice(original, s, axis_size):
     """A slice bound whose sign is known only at run time (`x[:n - k]` in a loop counting `k` up
     to `n`): JAX's `if bound >= 0` is staged instead, as a select, a min and a max."""
-    def canonicalize_slice(s, axis_size):
-        if not (is_active() and isinstance(s, slice) and isinstance(s.step, (int, type(None)))
-                and s.step != 0 and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
-            return original(s, axis_size)
-        step = 1 if s.step is None else s.step
-        low, high = (0, axis_size) if step > 0 else (-1, axis_size - 1)  # where a bound may point
+    if not (isinstance(s, slice) and isinstance(s.step, (int, type(None))) and s.step != 0
+            and (_sign_undecided(s.start) or _sign_undecided(s.stop))):
+        return original(s, axis_size)
+    step = 1 if s.step is None else s.step
+    low, high = (0, axis_size) if step > 0 else (-1, axis_size - 1)  # where a bound may point
 
-        def clamped(bound: Any, default: Any) -> Any:
-            if bound is None:
-                return default
-            # counted from the axis' start, as Python counts a negative bound from the end
-            if isinstance(bound, core.Tracer):
-                counted = lax.select(bound >= 0, bound, bound + axis_size)
-            else:
-                counted = bound if bound >= 0 else bound + axis_size
-            lifted = core.max_dim(low, counted)
-            bound = core.min_dim(high, lifted)
-            scope = current_scope()
-            if scope is not None:
-                scope.staged_slice_bounds.update(
-                    t.val for t in (counted, lifted, bound) if isinstance(t, pe.DynamicJaxprTracer))
-            return bound
+    def clamped(bound: Any, default: Any) -> Any:
+        if bound is None:
+            return default
+        # counted from the axis' start, as Python counts a negative bound from the end
+        if isinstance(bound, core.Tracer):
+            counted = lax.select(bound >= 0, bound, bound + axis_size)
+        else:
+            counted = bound if bound >= 0 else bound + axis_size
+        lifted = core.max_dim(low, counted)
+        bound = core.min_dim(high, lifted)
+        scope = current_scope()
+        if scope is not None:
+            scope.staged_slice_bounds.update(
+                t.val for t in (counted, lifted, bound) if isinstance(t, pe.DynamicJaxprTracer))
+        return bound
 
-        start, stop = clamped(s.start, low if step > 0 else high), clamped(s.stop, high if step > 0 else low)
-        distance = stop - start if step > 0 else start - stop
-        return start, step, core.max_dim(0, distance + abs(step) - 1) // abs(step)
-
-    return canonicalize_slice
+    start, stop = clamped(s.start, low if step > 0 else high), clamped(s.stop, high if step > 0 else low)
+    distance = stop - start if step > 0 else start - stop
+    return start, step, core.max_dim(0, distance + abs(step) - 1) // abs(step)

@@ -33,7 +33,7 @@ from jax._src.lib.mlir.dialects import func as func_dialect
 from jax._src.lib.mlir.dialects import hlo
 
 from ..trace_context import current, scope
-from .patches import is_active, repair
+from .patches import repair
 from .shapes import SHAPE_PARAMS, fill_sizes
 from .tracing import dynamic_tracing
 
@@ -91,68 +91,57 @@ def size_vars(atom: Any) -> list[core.Var]:
 
 @repair(core, "last_used",
         "jaxpr_subcomp keeps a dimension variable while a later equation's type mentions it")
-def _make_last_used(original: Callable) -> Callable:
+def _last_used(original: Callable, jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
     # `jaxpr_subcomp` frees a variable after its last use as an *operand*, yet reads the sizes in
     # operand *types* (`axis_size_env`): a size later used only in types was freed too early
     # (KeyError). Here a use in a type counts as a use.
-    def last_used(jaxpr: core.Jaxpr) -> dict[core.Var, Any]:
-        if not is_active():
-            return original(jaxpr)
-        uses: dict[core.Var, Any] = {}
-        for v in jaxpr.outvars:
-            for u in [v, *size_vars(v)] if isinstance(v, core.Var) else []:
-                uses.setdefault(u, None)
-        for eqn in reversed(jaxpr.eqns):
-            operands = [v for v in eqn.invars if isinstance(v, core.Var)]
-            in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in size_vars(v)]
-            for u in (*operands, *in_types):
-                uses.setdefault(u, eqn)
-        return uses
-
-    return last_used
+    uses: dict[core.Var, Any] = {}
+    for v in jaxpr.outvars:
+        for u in [v, *size_vars(v)] if isinstance(v, core.Var) else []:
+            uses.setdefault(u, None)
+    for eqn in reversed(jaxpr.eqns):
+        operands = [v for v in eqn.invars if isinstance(v, core.Var)]
+        in_types = [d for v in (*eqn.invars, *eqn.outvars) for d in size_vars(v)]
+        for u in (*operands, *in_types):
+            uses.setdefault(u, eqn)
+    return uses
 
 
 @repair(mlir, "multi_broadcast_in_dim", "elementwise rules broadcast scalars to dynamically-shaped results")
-def _make_multi_broadcast_in_dim(original: Callable) -> Callable:
+def _multi_broadcast_in_dim(original: Callable, ctx, ops, ops_avals, out_shape, *args, **kwargs):
     # Elementwise rules broadcast scalars through `multi_broadcast_in_dim`, whose `ShapedArray`
     # rejects dimension variables; a `DShapedArray` result type makes `mlir.broadcast_in_dim` emit
     # `stablehlo.dynamic_broadcast_in_dim`. `out_sharding` (optional in jax 0.7.1, required in
     # 0.7.2) and what follows pass through: a dynamic shape has no sharding to apply.
-    def multi_broadcast_in_dim(ctx, ops, ops_avals, out_shape, *args, **kwargs):
-        if not is_active() or core.is_constant_shape(out_shape):
-            return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
-        out = []
-        for op, aval in zip(ops, ops_avals):
-            if core.definitely_equal_shape(aval.shape, out_shape):
-                out.append(op)
-                continue
-            out_aval = core.DShapedArray(tuple(out_shape), aval.dtype, aval.weak_type)
-            dims = list(range(len(out_shape) - len(aval.shape), len(out_shape)))
-            out.append(mlir.broadcast_in_dim(ctx, op, out_aval, broadcast_dimensions=dims))
-        return out
-
-    return multi_broadcast_in_dim
+    if core.is_constant_shape(out_shape):
+        return original(ctx, ops, ops_avals, out_shape, *args, **kwargs)
+    out = []
+    for op, aval in zip(ops, ops_avals):
+        if core.definitely_equal_shape(aval.shape, out_shape):
+            out.append(op)
+            continue
+        out_aval = core.DShapedArray(tuple(out_shape), aval.dtype, aval.weak_type)
+        dims = list(range(len(out_shape) - len(aval.shape), len(out_shape)))
+        out.append(mlir.broadcast_in_dim(ctx, op, out_aval, broadcast_dimensions=dims))
+    return out
 
 
 @repair(mlir, "broadcast_in_dim",
         "stablehlo.dynamic_broadcast_in_dim records its expanding and kept dimensions")
-def _make_broadcast_in_dim(original: Callable) -> Callable:
+def _broadcast_in_dim(original: Callable, ctx, op, aval_out, *, broadcast_dimensions):
     # IREE cannot lower a `stablehlo.dynamic_broadcast_in_dim` without knowing which dimensions
     # expand (1 -> n); a jaxpr only expands static 1s, so the operand's type tells: record it.
-    def broadcast_in_dim(ctx, op, aval_out, *, broadcast_dimensions):
-        target = current_target()
-        if is_active() and target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
-            return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
-        out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
-        if is_active() and out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
-            dims = broadcast_dimensions
-            expanding = expanding_dimensions(ir.RankedTensorType(op.type), aval_out.shape, dims)
-            kept = [i for i in range(len(dims)) if i not in expanding]
-            out.owner.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
-            out.owner.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
-        return out
-
-    return broadcast_in_dim
+    target = current_target()
+    if target.dynamic_broadcast and not core.is_constant_shape(aval_out.shape):
+        return target.dynamic_broadcast(ctx, op, aval_out, broadcast_dimensions)
+    out = original(ctx, op, aval_out, broadcast_dimensions=broadcast_dimensions)
+    if out.owner.name == "stablehlo.dynamic_broadcast_in_dim":
+        dims = broadcast_dimensions
+        expanding = expanding_dimensions(ir.RankedTensorType(op.type), aval_out.shape, dims)
+        kept = [i for i in range(len(dims)) if i not in expanding]
+        out.owner.attributes["known_expanding_dimensions"] = ir.DenseI64ArrayAttr.get(expanding)
+        out.owner.attributes["known_nonexpanding_dimensions"] = ir.DenseI64ArrayAttr.get(kept)
+    return out
 
 
 def expanding_dimensions(
@@ -166,23 +155,20 @@ def expanding_dimensions(
 
 
 @repair(lu, "annotate", "helpers lowered with mlir.lower_fun take int64 dimensions, used or not")
-def _make_annotate(original: Callable) -> Callable:
+def _annotate(original: Callable, fun: Any, in_type: Any) -> Any:
     # `mlir.lower_fun` (`cumsum`, `argmax`, `sort`'s comparator...) re-traces a helper with one
     # implicit argument per dimension in scope, typed int32 while ours are int64 (its size
     # arithmetic failed), and `annotate` insists that an explicit argument's shape uses each (a
     # comparator's scalars never do). Here they are int64 and may go unused.
-    def annotate(fun: Any, in_type: Any) -> Any:
-        if not is_active() or in_type is None:
-            return original(fun, in_type)
-        in_type = tuple(
-            (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
-            for aval, keep in in_type
-        )
-        return lu.WrappedFun(
-            fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
-        )
-
-    return annotate
+    if in_type is None:
+        return original(fun, in_type)
+    in_type = tuple(
+        (_INDEX_AVAL, keep) if not keep and aval == _INT32_AVAL else (aval, keep)
+        for aval, keep in in_type
+    )
+    return lu.WrappedFun(
+        fun.f, fun.f_transformed, fun.transforms, fun.stores, fun.params, in_type, fun.debug_info
+    )
 
 
 _INT32_AVAL = core.ShapedArray((), np.dtype("int32"))
@@ -190,15 +176,12 @@ _INDEX_AVAL = core.ShapedArray((), np.dtype("int64"))
 
 
 @repair(mlir, "reshape", "a reshape to symbolic sizes takes the form the lowering target needs")
-def _make_reshape(original: Callable) -> Callable:
+def _reshape(original: Callable, ctx, op, aval_out):
     # A target may need another form than `stablehlo.dynamic_reshape` (IREE does not lower it).
-    def reshape(ctx, op, aval_out):
-        target = current_target()
-        if is_active() and target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
-            return target.dynamic_reshape(ctx, op, aval_out)
-        return original(ctx, op, aval_out)
-
-    return reshape
+    target = current_target()
+    if target.dynamic_reshape and not core.is_constant_shape(aval_out.shape):
+        return target.dynamic_reshape(ctx, op, aval_out)
+    return original(ctx, op, aval_out)
 
 
 LoweringRuleContext = mlir.LoweringRuleContext
@@ -379,7 +362,10 @@ def register_lowering(prim: core.Primitive, rule: Callable[..., Sequence[IrValue
 
     def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Sequence[IrValue]:
         results = rule(ctx, *operands, **params)
-        return _tied_results(ctx, results) if current_target().tie_sizes else results
+        if not current_target().tie_sizes:
+            return results
+        # tied to the sizes in scope (not to a size the equation itself returns)
+        return [_tied(x, aval, ctx.axis_size_env or {}) for x, aval in zip(results, ctx.avals_out)]
 
     mlir.register_lowering(prim, lower)
 
@@ -391,11 +377,6 @@ def _tied(x: ir.Value, aval: core.AbstractValue, env: dict) -> ir.Value:
     sizes = [mlir.ir_constant(np.int64(d)) if type(d) is int else env[d] for d in aval.shape]
     zeros, ones = (mlir.ir_constant(np.full((len(sizes),), v, np.int64)) for v in (0, 1))
     return hlo.real_dynamic_slice(x.type, x, zeros, index_vector(sizes), ones)
-
-
-def _tied_results(ctx: mlir.LoweringRuleContext, results: Sequence[IrValue]) -> list[IrValue]:
-    """``results`` tied to the sizes in scope (not to a size the equation itself returns)."""
-    return [_tied(x, aval, ctx.axis_size_env or {}) for x, aval in zip(results, ctx.avals_out)]
 
 
 def lower_nested_jaxpr(

@@ -78,67 +78,57 @@ for _name in ("_conv", "_interp"):
 
 @repair(lax_numpy, "_arange",
         "jnp.arange of sizes and non-integers (`arange(1.0, n + 1)`, `arange(0, n, 0.5)`) as jax.jit's")
-def _make_arange(original: Callable) -> Callable:
+def _arange(original: Callable, start, stop=None, step=None, dtype=None, out_sharding=None):
     # JAX's symbolic path takes integers only (and gives an integer dtype); jax.jit's, for numbers:
     # the dtype of the arguments (sizes are Python ints there), ceil((stop - start) / step) values.
-    def arange(start, stop=None, step=None, dtype=None, out_sharding=None):
-        bounds = [v for v in (start, stop, step) if v is not None]
-        if not (
-            is_active()
-            and any(computed_from_sizes(v) for v in bounds)
-            and all(computed_from_sizes(v) or np.ndim(v) == 0 and not isinstance(v, core.Tracer)
-                    for v in bounds)
-            and not all(core.is_dim(v) for v in bounds)
-        ):
-            return original(start, stop, step, dtype, out_sharding)
-        if stop is None:
-            start, stop = 0, start
-        step = 1 if step is None else step
-        if dtype is None:
-            as_numbers = [0 if core.is_dim(v) else v for v in (start, stop, step)]
-            dtype = jnp.result_type(*as_numbers)
-        dtype = jax.dtypes.canonicalize_dtype(dtype)
-        size = jnp.maximum(jnp.ceil((jnp.asarray(stop) - start) / step), 0).astype(int)
-        return jnp.asarray(start, dtype) + jnp.asarray(step, dtype) * lax.iota(dtype, size)
-
-    return arange
+    bounds = [v for v in (start, stop, step) if v is not None]
+    if not (
+        any(computed_from_sizes(v) for v in bounds)
+        and all(computed_from_sizes(v) or np.ndim(v) == 0 and not isinstance(v, core.Tracer)
+                for v in bounds)
+        and not all(core.is_dim(v) for v in bounds)
+    ):
+        return original(start, stop, step, dtype, out_sharding)
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if dtype is None:
+        as_numbers = [0 if core.is_dim(v) else v for v in (start, stop, step)]
+        dtype = jnp.result_type(*as_numbers)
+    dtype = jax.dtypes.canonicalize_dtype(dtype)
+    size = jnp.maximum(jnp.ceil((jnp.asarray(stop) - start) / step), 0).astype(int)
+    return jnp.asarray(start, dtype) + jnp.asarray(step, dtype) * lax.iota(dtype, size)
 
 
 @repair(lax_numpy, "_searchsorted_via_scan",
         "jnp.searchsorted of a symbolic length searches by sorting (a scan needs a static length)")
-def _make_searchsorted_via_scan(original: Callable) -> Callable:
+def _searchsorted_via_scan(original: Callable, unrolled, sorted_arr, query, side, dtype):
     # A binary search by `lax.scan` needs a static length and cannot carry the queries' symbolic
     # shape; the sort-based method finds the same indices.
-    def searchsorted_via_scan(unrolled, sorted_arr, query, side, dtype):
-        if is_active() and any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
-            return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
-        return original(unrolled, sorted_arr, query, side, dtype)
-
-    return searchsorted_via_scan
+    if any(map(is_symbolic, (*np.shape(sorted_arr), *np.shape(query)))):
+        return lax_numpy._searchsorted_via_sort(sorted_arr, query, side, dtype)
+    return original(unrolled, sorted_arr, query, side, dtype)
 
 
 @repair(convolution, "conv_general_dilated",
         "a convolution padded by symbolic widths pads its input first (lax.pad takes them)")
-def _make_conv_general_dilated(original: Callable) -> Callable:
+def _conv_general_dilated(original: Callable, lhs, rhs, window_strides, padding, lhs_dilation=None, *args,
+                          **kwargs):
     # Its padding must be Python ints (`operator.index`); `jnp.convolve` of a symbolic-length
     # kernel pads by `m - 1`. Pad the input first (a `pad` of symbolic widths), convolve unpadded.
-    def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None, *args, **kwargs):
-        if (
-            is_active()
-            and not isinstance(padding, str)
-            and any(is_symbolic(p) for pair in padding for p in pair)
-            and all(d == 1 for d in lhs_dilation or ())
-        ):
-            numbers = kwargs.get("dimension_numbers", args[1] if len(args) > 1 else None)
-            spec = convolution.conv_dimension_numbers(np.shape(lhs), np.shape(rhs), numbers).lhs_spec
-            config = [(0, 0, 0)] * np.ndim(lhs)
-            for axis, (lo, hi) in zip(spec[2:], padding):
-                config[axis] = (lo, hi, 0)
-            lhs = lax.pad(lhs, lax._const(lhs, 0), config)
-            padding = [(0, 0)] * len(padding)
-        return original(lhs, rhs, window_strides, padding, lhs_dilation, *args, **kwargs)
-
-    return conv_general_dilated
+    if (
+        not isinstance(padding, str)
+        and any(is_symbolic(p) for pair in padding for p in pair)
+        and all(d == 1 for d in lhs_dilation or ())
+    ):
+        numbers = kwargs.get("dimension_numbers", args[1] if len(args) > 1 else None)
+        spec = convolution.conv_dimension_numbers(np.shape(lhs), np.shape(rhs), numbers).lhs_spec
+        config = [(0, 0, 0)] * np.ndim(lhs)
+        for axis, (lo, hi) in zip(spec[2:], padding):
+            config[axis] = (lo, hi, 0)
+        lhs = lax.pad(lhs, lax._const(lhs, 0), config)
+        padding = [(0, 0)] * len(padding)
+    return original(lhs, rhs, window_strides, padding, lhs_dilation, *args, **kwargs)
 
 
 # Scans up to this length whose carries have symbolic shapes are unrolled while tracing.
@@ -147,25 +137,21 @@ _UNROLLED_SCAN_LENGTH = 64
 
 @repair(control_flow, "scan",
         "jax.numpy's short static scans whose carries have symbolic shapes run unrolled (polyval)")
-def _make_scan(original: Callable) -> Callable:
+def _scan(original: Callable, f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
     # JAX's scan cannot carry arrays of symbolic shapes (its body's sizes are unrelated to the
     # caller's): jax.numpy's short static scans (`jnp.polyval`) run their steps in Python.
-    def scan(f, init, xs=None, length=None, reverse=False, unroll=1, _split_transpose=False):
-        leaves, xs_leaves = jax.tree_util.tree_leaves((init, xs)), jax.tree_util.tree_leaves(xs)
-        steps = length if length is not None or not xs_leaves else np.shape(xs_leaves[0])[0]
-        if not (
-            is_active()
-            and isinstance(steps, (int, np.integer))
-            and 0 < steps <= _UNROLLED_SCAN_LENGTH
-            and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
-        ):
-            return original(f, init, xs, length, reverse, unroll, _split_transpose)
-        carry, ys = init, [None] * steps
-        for i in reversed(range(steps)) if reverse else range(steps):
-            carry, ys[i] = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
-        return carry, jax.tree_util.tree_map(lambda *y: lax_numpy.stack(y), *ys)
-
-    return scan
+    leaves, xs_leaves = jax.tree_util.tree_leaves((init, xs)), jax.tree_util.tree_leaves(xs)
+    steps = length if length is not None or not xs_leaves else np.shape(xs_leaves[0])[0]
+    if not (
+        isinstance(steps, (int, np.integer))
+        and 0 < steps <= _UNROLLED_SCAN_LENGTH
+        and any(is_symbolic(d) for leaf in leaves for d in np.shape(leaf))
+    ):
+        return original(f, init, xs, length, reverse, unroll, _split_transpose)
+    carry, ys = init, [None] * steps
+    for i in reversed(range(steps)) if reverse else range(steps):
+        carry, ys[i] = f(carry, jax.tree_util.tree_map(lambda x: x[i], xs))
+    return carry, jax.tree_util.tree_map(lambda *y: lax_numpy.stack(y), *ys)
 
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
@@ -173,18 +159,15 @@ _INT32_MAX = int(np.iinfo(np.int32).max)
 
 @repair(lax_utils, "int_dtype_for_dim",
         "a symbolic dimension's index dtype is int32, assuming it is below 2**31 (a checked fact)")
-def _make_int_dtype_for_dim(original: Callable) -> Callable:
+def _int_dtype_for_dim(original: Callable, d, *, signed):
     # jax.jit gives indices of a dimension below 2**31 the dtype int32 (`jnp.searchsorted`'s
     # result); JAX's default for a symbolic dimension is int64. Decide it as jax.jit does.
-    def int_dtype_for_dim(d, *, signed):
-        if is_active() and is_symbolic(d):
-            bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
-            small = decide_size_comparison(d, bound, "<=", generic_answer=True)
-            if small is not None:
-                return np.dtype(f"{'' if signed else 'u'}int{32 if small else 64}")
-        return original(d, signed=signed)
-
-    return int_dtype_for_dim
+    if is_symbolic(d):
+        bound = _INT32_MAX if signed else 2 * _INT32_MAX + 1
+        small = decide_size_comparison(d, bound, "<=", generic_answer=True)
+        if small is not None:
+            return np.dtype(f"{'' if signed else 'u'}int{32 if small else 64}")
+    return original(d, signed=signed)
 
 
 # --- jax.random ----------------------------------------------------------------------------------
@@ -192,15 +175,12 @@ def _make_int_dtype_for_dim(original: Callable) -> Callable:
 
 @repair(prng.random_split_p, "abstract_eval", "keys split into a symbolic number have a DShapedArray type")
 @repair(prng.random_bits_p, "abstract_eval", "random bits of a symbolic shape have a DShapedArray type")
-def _make_keyed_abstract_eval(original):
+def _abstract_eval(original, keys_aval, *, shape, **params):
     # `random_bits`'s and `random_split`'s build a `ShapedArray` (and sharding) of `keys.shape + shape`.
-    def abstract_eval(keys_aval, *, shape, **params):
-        if not (is_active() and any(isinstance(d, core.Tracer) for d in shape)):
-            return original(keys_aval, shape=shape, **params)
-        aval, effects = original(keys_aval, shape=(1,) * len(shape), **params)
-        return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
-
-    return abstract_eval
+    if not any(isinstance(d, core.Tracer) for d in shape):
+        return original(keys_aval, shape=shape, **params)
+    aval, effects = original(keys_aval, shape=(1,) * len(shape), **params)
+    return core.DShapedArray((*keys_aval.shape, *shape), aval.dtype, False), effects
 
 
 # --- shuffle: JAX's own, run at specialization ------------------------------------------------------
@@ -230,10 +210,7 @@ for _primitive, _option in ((prng.random_bits_p, "bit_width"), (prng.random_spli
 
 @repair(jax_random, "_shuffle",
         "permutation/shuffle of a symbolic axis is JAX's shuffle, run at specialization")
-def _make_shuffle(original):
-    def shuffle(key, x, axis):
-        if is_active() and not core.is_constant_dim(x.shape[axis]):
-            return shuffle_p.bind(key, x, axis=axis)
-        return original(key, x, axis)
-
-    return shuffle
+def _repaired_shuffle(original, key, x, axis):
+    if not core.is_constant_dim(x.shape[axis]):
+        return shuffle_p.bind(key, x, axis=axis)
+    return original(key, x, axis)

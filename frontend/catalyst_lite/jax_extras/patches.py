@@ -1,7 +1,7 @@
 """Scoped repairs to JAX 0.7's dynamic-shape path.
 
 JAX 0.7's dynamic-shape machinery partly rotted when tracing became "stackless". Each repair is a
-:class:`Patch` of a JAX attribute (why: its ``_make_...`` function's docstring) that behaves like
+:class:`Patch` of a JAX attribute (why: its replacement's docstring) that behaves like
 the original unless the *current thread* is inside :func:`patched_jax`; installed while some
 catalyst_lite trace runs, so importing catalyst_lite changes nothing in JAX.
 
@@ -138,12 +138,26 @@ patched_jax = _JAX_REPAIRS.scope  # the registered patches in effect for the cal
 suspended = _JAX_REPAIRS.suspended  # JAX's own behaviour for the calling thread in the block
 
 
-def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callable]:
-    """Register the decorated ``make(original)`` as the patch of ``owner.attr`` (why: ``why`` or its doc)."""
-    def register(make: Callable) -> Callable:
-        name = make.__name__.removeprefix("_make_")
-        register_patch(Patch(name, owner, attr, make, why or make.__doc__ or ""))
-        return make
+def repair(owner: Any, attr: str, why: str = "", as_property: bool = False) -> Callable[[Callable], Callable]:
+    """Register the decorated ``replacement(original, *args, **kwargs)`` as the patch of ``owner.attr``
+    (a property's getter with ``as_property``; why: ``why`` or its docstring), called only in the
+    threads inside :func:`patched_jax`: the others get the original."""
+    def register(replacement: Callable) -> Callable:
+        def make(original: Any) -> Any:
+            def repaired(*args: Any, **kwargs: Any) -> Any:
+                if is_active():
+                    return replacement(original, *args, **kwargs)
+                if not as_property:
+                    return original(*args, **kwargs)
+                if original is None:  # an attribute the owner lacks
+                    raise AttributeError(attr)
+                return original.fget(*args)
+
+            return property(repaired) if as_property else repaired
+
+        name = replacement.__name__.lstrip("_")
+        register_patch(Patch(name, owner, attr, make, why or replacement.__doc__ or ""))
+        return replacement
 
     return register
 
@@ -152,72 +166,53 @@ def repair(owner: Any, attr: str, why: str = "") -> Callable[[Callable], Callabl
 
 
 @repair(lax_internal, "_dyn_shape_staging_rule")
-def _make_dyn_shape_staging_rule(original):
+def _dyn_shape_staging_rule(original, trace, source_info, prim, out_aval, *args, **params):
     """Emit a ``TracingEqn``: ``lax._dyn_shape_staging_rule`` (``jnp.ones((n,))``) builds a ``JaxprEqn``,
     which the stackless frame refuses."""
-    def dyn_shape_staging_rule(trace, source_info, prim, out_aval, *args, **params):
-        if not is_active():
-            return original(trace, source_info, prim, out_aval, *args, **params)
-        (out,) = trace.emit_eqn(list(args), [out_aval], prim, params, core.no_effects, source_info)
-        return out
-
-    return dyn_shape_staging_rule
+    (out,) = trace.emit_eqn(list(args), [out_aval], prim, params, core.no_effects, source_info)
+    return out
 
 
 @repair(pe.DynamicJaxprTrace, "make_eqn")
-def _make_make_eqn(original):
+def _make_eqn(original, self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
     """Output tracers keep dimension *tracers* in their shapes, which jax.numpy needs:
     ``DynamicJaxprTrace.make_eqn`` builds them from their variables' avals, whose shapes hold ``Var``s."""
-    def make_eqn(self, in_tracers, out_avals, primitive, params, effects, source_info=None, ctx=None):
-        escaped = (type(a) is core.DShapedArray and any(isinstance(d, core.Var) for d in a.shape)
-                   for a in out_avals)
-        if is_active() and any(escaped):
-            # A result size that is a variable of JAX's nested trace (custom_jvp/custom_vjp's
-            # results: JAX relates no sizes across them): symbolic here, it would be unbound.
-            raise NeedsCallSizes(f"a size of {primitive.name}'s results escaped JAX's nested trace")
-        eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
-        if is_active():
-            out_tracers = [
-                pe.DynamicJaxprTracer(self, aval, t.val, t._line_info, eqn)
-                if type(aval) is core.DShapedArray
-                else t
-                for aval, t in zip(out_avals, out_tracers)
-            ]
-        return eqn, out_tracers
-
-    return make_eqn
+    if any(type(a) is core.DShapedArray and any(isinstance(d, core.Var) for d in a.shape) for a in out_avals):
+        # A result size that is a variable of JAX's nested trace (custom_jvp/custom_vjp's
+        # results: JAX relates no sizes across them): symbolic here, it would be unbound.
+        raise NeedsCallSizes(f"a size of {primitive.name}'s results escaped JAX's nested trace")
+    eqn, out_tracers = original(self, in_tracers, out_avals, primitive, params, effects, source_info, ctx)
+    out_tracers = [
+        pe.DynamicJaxprTracer(self, aval, t.val, t._line_info, eqn) if type(aval) is core.DShapedArray else t
+        for aval, t in zip(out_avals, out_tracers)
+    ]
+    return eqn, out_tracers
 
 
 @repair(core, "mapped_aval")
-def _make_mapped_aval(original):
+def _mapped_aval(original, size, axis, aval):
     """An element of an array mapped over its symbolic axis (``jax.vmap`` over ``jnp.arange(n)``)
     has static sizes: JAX's static type, not a ``DShapedArray`` of numbers, which jax.numpy's
     checks (``isinstance(aval, ShapedArray)``: ``x[i]``) refuse as "Indexing mode not yet supported"."""
-    def mapped_aval(size, axis, aval):
-        out = original(size, axis, aval)
-        if is_active() and type(out) is core.DShapedArray and all(type(d) is int for d in out.shape):
-            return core.ShapedArray(out.shape, out.dtype, out.weak_type)
-        return out
-
-    return mapped_aval
+    out = original(size, axis, aval)
+    if type(out) is core.DShapedArray and all(type(d) is int for d in out.shape):
+        return core.ShapedArray(out.shape, out.dtype, out.weak_type)
+    return out
 
 
 @repair(pjit, "_python_pjit_helper")
-def _make_pjit_helper(original):
+def _python_pjit_helper(original, fun, jit_info, *args, **kwargs):
     """Nested ``jax.jit`` calls (most of jax.numpy) are inlined, semantically the identity: under
     dynamic shapes their input type, from tracers whose shapes hold tracers, fails its check."""
-    def python_pjit_helper(fun, jit_info, *args, **kwargs):
-        trace = staging_trace(tree_flatten((args, kwargs))[0]) if is_active() else None
-        if trace is None:
-            return original(fun, jit_info, *args, **kwargs)
-        with core.set_current_trace(trace):
-            outs = fun(*args, **kwargs)
-        out_flat, out_tree = tree_flatten(outs)
-        args_flat, _ = tree_flatten((args, kwargs))
-        no_jaxpr = types.SimpleNamespace(effects=core.no_effects, consts=[])
-        return outs, out_flat, out_tree, args_flat, no_jaxpr, None, None, []
-
-    return python_pjit_helper
+    trace = staging_trace(tree_flatten((args, kwargs))[0])
+    if trace is None:
+        return original(fun, jit_info, *args, **kwargs)
+    with core.set_current_trace(trace):
+        outs = fun(*args, **kwargs)
+    out_flat, out_tree = tree_flatten(outs)
+    args_flat, _ = tree_flatten((args, kwargs))
+    no_jaxpr = types.SimpleNamespace(effects=core.no_effects, consts=[])
+    return outs, out_flat, out_tree, args_flat, no_jaxpr, None, None, []
 
 
 def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
@@ -233,16 +228,13 @@ def staging_trace(args: Sequence[Any]) -> pe.DynamicJaxprTrace | None:
 
 
 @repair(core.EvalTrace, "process_primitive")
-def _make_eval_process_primitive(original):
+def _process_primitive(original, self, primitive, args, params):
     """Arithmetic on dimension tracers in shape rules (``max(0, d - 1)``) is staged, not refused."""
-    def process_primitive(self, primitive, args, params):
-        trace = staging_trace(args) if is_active() else None
-        if trace is None:
-            return original(self, primitive, args, params)
-        with core.set_current_trace(trace):
-            return primitive.bind_with_trace(trace, args, params)
-
-    return process_primitive
+    trace = staging_trace(args)
+    if trace is None:
+        return original(self, primitive, args, params)
+    with core.set_current_trace(trace):
+        return primitive.bind_with_trace(trace, args, params)
 
 
 @repair(batching.BatchTrace, "process_primitive")
@@ -268,96 +260,75 @@ def _make_batch_process_primitive(original):
 
 
 @repair(pe.DynamicJaxprTrace, "to_jaxpr_tracer")
-def _make_to_jaxpr_tracer(original):
+def _to_jaxpr_tracer(original, self, x, source_info):
     """Captures go through every enclosing trace: a value of the outermost program captured two levels
     deep, unseen by the level between, has sizes differing there (``a + x``: "Incompatible shapes").
     A value standing for a traced array (``__jax_array__``: a mid-circuit outcome) bound as such
     (``lax.select(m, ...)``, ``jax.debug.print``) is that array, not a constant holding the object."""
-    def to_jaxpr_tracer(self, x, source_info):
-        if is_active() and not isinstance(x, core.Tracer) and hasattr(x, "__jax_array__"):
-            x = x.__jax_array__()
-        parent = getattr(self, "parent_trace", None)
-        if (
-            is_active()
-            and isinstance(x, pe.DynamicJaxprTracer)
-            and x._trace is not self
-            and isinstance(parent, pe.DynamicJaxprTrace)
-            and x._trace is not parent
-        ):
-            x = parent.to_jaxpr_tracer(x, source_info)
-        return original(self, x, source_info)
-
-    return to_jaxpr_tracer
+    if not isinstance(x, core.Tracer) and hasattr(x, "__jax_array__"):
+        x = x.__jax_array__()
+    parent = getattr(self, "parent_trace", None)
+    if (
+        isinstance(x, pe.DynamicJaxprTracer)
+        and x._trace is not self
+        and isinstance(parent, pe.DynamicJaxprTrace)
+        and x._trace is not parent
+    ):
+        x = parent.to_jaxpr_tracer(x, source_info)
+    return original(self, x, source_info)
 
 
 @repair(pjit, "_infer_params_impl")
-def _make_infer_params_impl(original):
+def _infer_params_impl(original, *args, **kwargs):
     """``jax.make_jaxpr`` inside a trace (PennyLane's program capture) builds ``PjitParams`` whose
     ``consts`` is a tuple, then adds a list to it: "can only concatenate tuple (not "list")"."""
-    def infer_params_impl(*args, **kwargs):
-        p, args_flat = original(*args, **kwargs)
-        if is_active() and isinstance(p.consts, tuple):
-            p = p._replace(consts=list(p.consts))
-        return p, args_flat
-
-    return infer_params_impl
+    p, args_flat = original(*args, **kwargs)
+    if isinstance(p.consts, tuple):
+        p = p._replace(consts=list(p.consts))
+    return p, args_flat
 
 
 @repair(control_flow, "platform_dependent")
-def _make_platform_dependent(original):
+def _platform_dependent(original, *args, default=None, **per_platform):
     """``lax.platform_dependent`` (jnp.diagonal's TPU variant) takes the default backend's branch
     at once, as lowering would: its staged ``switch`` does not carry symbolic shapes."""
-    def platform_dependent(*args, default=None, **per_platform):
-        if not is_active():
-            return original(*args, default=default, **per_platform)
-        branch = per_platform.get(xla_bridge.get_backend().platform, default)
-        if branch is None:
-            return original(*args, default=default, **per_platform)
-        return branch(*args)
-
-    return platform_dependent
+    branch = per_platform.get(xla_bridge.get_backend().platform, default)
+    if branch is None:
+        return original(*args, default=default, **per_platform)
+    return branch(*args)
 
 
 @repair(pe.JaxprTrace, "new_arg")
-def _make_new_arg(original):
+def _new_arg(original, self, pval):
     """``JaxprTrace.new_arg`` (``jax.linearize``'s unknown tangents) finds sizes of enclosing traces by
     ``d._trace.level``, gone with stackless tracing: they are the sizes not of this trace."""
-    def new_arg(self, pval):
-        aval = pval.get_aval() if pval.get_known() is None else None
-        if not is_active() or type(aval) is not core.DShapedArray:
-            return original(self, pval)
-        shape = tuple(
-            self.new_instantiated_const(d) if isinstance(d, core.Tracer) and d._trace is not self else d
-            for d in aval.shape
-        )
-        return pe.JaxprTracer(self, pe.PartialVal.unknown(aval.update(shape=shape)), pe.LambdaBinding())
-
-    return new_arg
+    aval = pval.get_aval() if pval.get_known() is None else None
+    if type(aval) is not core.DShapedArray:
+        return original(self, pval)
+    shape = tuple(
+        self.new_instantiated_const(d) if isinstance(d, core.Tracer) and d._trace is not self else d
+        for d in aval.shape
+    )
+    return pe.JaxprTracer(self, pe.PartialVal.unknown(aval.update(shape=shape)), pe.LambdaBinding())
 
 
 @repair(pe, "_drop_unused_vars")
-def _make_drop_unused_vars(original):
+def _drop_unused_vars(original, constvars, constvals, eqns, outvars):
     """A size used only in an equation's result type (``_:f64[d] = hessenberg b``) is kept: JAX would
     drop ``d``'s own equation, leaving ``d`` unbound."""
-    def drop_unused_vars(constvars, constvals, eqns, outvars):
-        if not is_active():
-            return original(constvars, constvals, eqns, outvars)
+    def names(atom):
+        if isinstance(atom, core.Literal):
+            return []
+        shape = atom.aval.shape if type(atom.aval) is core.DShapedArray else ()
+        return [atom, *(d for d in shape if isinstance(d, core.Var))]
 
-        def names(atom):
-            if isinstance(atom, core.Literal):
-                return []
-            shape = atom.aval.shape if type(atom.aval) is core.DShapedArray else ()
-            return [atom, *(d for d in shape if isinstance(d, core.Var))]
-
-        used = {v for atom in outvars for v in names(atom)}
-        for eqn in eqns[::-1]:
-            eqn.outvars = [v if v in used else core.DropVar(v.aval) for v in eqn.outvars]
-            used.update(v for atom in eqn.invars for v in names(atom))
-            used.update(d for v in eqn.outvars for d in names(v)[1:])
-        kept = [(v, val) for v, val in zip(constvars, constvals) if v in used]
-        return [v for v, _ in kept], [val for _, val in kept]
-
-    return drop_unused_vars
+    used = {v for atom in outvars for v in names(atom)}
+    for eqn in eqns[::-1]:
+        eqn.outvars = [v if v in used else core.DropVar(v.aval) for v in eqn.outvars]
+        used.update(v for atom in eqn.invars for v in names(atom))
+        used.update(d for v in eqn.outvars for d in names(v)[1:])
+    kept = [(v, val) for v, val in zip(constvars, constvals) if v in used]
+    return [v for v, _ in kept], [val for _, val in kept]
 
 
 # --- Where JAX meets a symbolic size it cannot handle: one typed signal ----------------------------
@@ -422,20 +393,17 @@ def symbolic_trace() -> bool:
 _SETTLED = (NeedsCallSizes, ShapeBroadcastError, NonIntegerSizeError, CatalystLiteError)
 
 
-def _make_site(site: Callable[..., str]):
+def _signal_at(site: Callable[..., str]) -> Callable:
     # A layer of JAX failing during a symbolic trace is the signal (the user's exceptions pass).
-    def make(original):
-        def at_site(*args, **kwargs):
-            try:
-                return original(*args, **kwargs)
-            except Exception as err:
-                if isinstance(err, _SETTLED) or not symbolic_trace() or raised_in_users_code(err):
-                    raise
-                raise NeedsCallSizes.standing_for(err, site(*args)) from err
+    def at_site(original, *args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except Exception as err:
+            if isinstance(err, _SETTLED) or not symbolic_trace() or raised_in_users_code(err):
+                raise
+            raise NeedsCallSizes.standing_for(err, site(*args)) from err
 
-        return at_site
-
-    return make
+    return at_site
 
 
 for _owner, _attr, _site in (
@@ -446,57 +414,42 @@ for _owner, _attr, _site in (
     (loops, "_check_carry_type", lambda name, *_: f"JAX's check of a {name}'s carry"),
     (conditionals, "_check_branch_outputs", lambda name, *_: f"JAX's check of {name}'s branch types"),
 ):
-    register_patch(Patch(f"signal_{_attr}", _owner, _attr, _make_site(_site),
-                         "a failure of this layer of JAX on symbolic sizes signals"))
+    repair(_owner, _attr, "a failure of this layer of JAX on symbolic sizes signals")(_signal_at(_site))
 
 
 @repair(lax_internal, "broadcast_shapes")
 @repair(numpy_util, "_broadcast_to")
-def _make_broadcast(original):
+def _broadcast(original, *args, **kwargs):
     """Shapes that do not broadcast are our typed error; in JAX's own nested trace, the signal."""
-    def broadcast(*args, **kwargs):
-        try:
-            return original(*args, **kwargs)
-        except ValueError as err:
-            if not is_active() or isinstance(err, _SETTLED):
-                raise
-            error = ShapeBroadcastError(*err.args)
-            scopes = current().size_scopes
-            if symbolic_trace() and scopes[-1].nested_jax_traces > 0:
-                raise NeedsCallSizes.standing_for(error, "broadcasting in JAX's nested trace") from err
-            raise error.with_traceback(err.__traceback__) from None
-
-    return broadcast
+    try:
+        return original(*args, **kwargs)
+    except ValueError as err:
+        if isinstance(err, _SETTLED):
+            raise
+        error = ShapeBroadcastError(*err.args)
+        scopes = current().size_scopes
+        if symbolic_trace() and scopes[-1].nested_jax_traces > 0:
+            raise NeedsCallSizes.standing_for(error, "broadcasting in JAX's nested trace") from err
+        raise error.with_traceback(err.__traceback__) from None
 
 
 @repair(core, "_invalid_shape_error")
-def _make_invalid_shape_error(original):
+def _invalid_shape_error(original, shape, context=""):
     """A shape holding a jaxpr variable (a size escaped JAX's nested trace) signals; a non-integer errs."""
-    def invalid_shape_error(shape, context=""):
-        error = original(shape, context)
-        if not is_active():
-            return error
-        if any(isinstance(d, core.Var) for d in shape):
-            return NeedsCallSizes.standing_for(error, "a size escaped JAX's nested trace")
-        return NonIntegerSizeError(*error.args)
-
-    return invalid_shape_error
-
-
-def _symbolic_dims(shape: Sequence[Any]) -> bool:
-    return is_active() and any(isinstance(d, core.Tracer) for d in shape)
+    error = original(shape, context)
+    if any(isinstance(d, core.Var) for d in shape):
+        return NeedsCallSizes.standing_for(error, "a size escaped JAX's nested trace")
+    return NonIntegerSizeError(*error.args)
 
 
 @repair(jax.lax, "associative_scan")
-def _make_associative_scan(original):
+def _associative_scan(original, fn, elems, reverse=False, axis=0):
     """``lax.associative_scan`` refuses an axis of symbolic size: it is traced with the call's sizes."""
-    def associative_scan(fn, elems, reverse=False, axis=0):
-        leaves = tree_flatten(elems)[0]
-        if symbolic_trace() and leaves and _symbolic_dims(np.shape(leaves[0])[axis:][:1]):
-            raise NeedsCallSizes("lax.associative_scan over an axis of symbolic size")
-        return original(fn, elems, reverse=reverse, axis=axis)
-
-    return associative_scan
+    leaves = tree_flatten(elems)[0]
+    scanned = np.shape(leaves[0])[axis:][:1] if leaves else ()
+    if symbolic_trace() and any(isinstance(d, core.Tracer) for d in scanned):
+        raise NeedsCallSizes("lax.associative_scan over an axis of symbolic size")
+    return original(fn, elems, reverse=reverse, axis=axis)
 
 
 def _no_symbolic_result(call: str, fix: str, jax_error: type[BaseException] | None = None) -> SymbolicShapeError:
@@ -507,63 +460,51 @@ def _no_symbolic_result(call: str, fix: str, jax_error: type[BaseException] | No
 
 
 @repair(lax_numpy, "_squeeze")
-def _make_squeeze(original):
+def _squeeze(original, a, axis):
     """``jnp.squeeze(x)`` of symbolic shape: which axes have length 1 is only known at run time."""
-    def squeeze(a, axis):
-        if axis is None and _symbolic_dims(np.shape(a)):
-            raise _no_symbolic_result("jnp.squeeze(x) without axis", "which axes have length 1 is only "
-                                      "known at run time; pass the axes, e.g. jnp.squeeze(x, axis=1)")
-        return original(a, axis)
-
-    return squeeze
+    if axis is None and any(isinstance(d, core.Tracer) for d in np.shape(a)):
+        raise _no_symbolic_result("jnp.squeeze(x) without axis", "which axes have length 1 is only "
+                                  "known at run time; pass the axes, e.g. jnp.squeeze(x, axis=1)")
+    return original(a, axis)
 
 
 @repair(indexing, "_expand_bool_indices")
-def _make_expand_bool_indices(original):
+def _expand_bool_indices(original, idx, shape):
     """``x[mask]`` of a traced mask: the result's length is only known at run time."""
-    def expand_bool_indices(idx, shape):
-        masks = (isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx)
-        if is_active() and any(masks):
-            raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
-                                      "on the data; use jnp.where(mask, x, fill) to keep the size, or "
-                                      "jnp.nonzero(mask, size=k, fill_value=...) with a bound k",
-                                      jax_errors.NonConcreteBooleanIndexError)
-        return original(idx, shape)
-
-    return expand_bool_indices
+    masks = (isinstance(i, core.Tracer) and np.ndim(i) and i.dtype == np.bool_ for i in idx)
+    if any(masks):
+        raise _no_symbolic_result("boolean-mask indexing x[mask]", "the result's length depends "
+                                  "on the data; use jnp.where(mask, x, fill) to keep the size, or "
+                                  "jnp.nonzero(mask, size=k, fill_value=...) with a bound k",
+                                  jax_errors.NonConcreteBooleanIndexError)
+    return original(idx, shape)
 
 
 @repair(indexing, "_is_slice_element_none_or_constant_or_symbolic")
-def _make_slice_element_check(original):
+def _is_slice_element_none_or_constant_or_symbolic(original, elt):
     """``x[:k]`` of a ``k`` computed from the data (``jnp.sum(x > 0)``): JAX's words, then which
     function and value, and the ways to keep the size known (a size input, or a mask)."""
-    def is_slice_element_none_or_constant_or_symbolic(elt):
-        allowed = original(elt)
-        if allowed or not (is_active() and isinstance(elt, core.Tracer)):
-            return allowed
-        where = user_line(2)
-        raise DataDependentSliceError(
-            "Array slice indices must have static start/stop/step to be used with NumPy indexing "
-            f"syntax: {where.function + ': ' if where else ''}a slice bound ({elt.aval.str_short()}) "
-            "is computed from array data, so the slice's length would only be known when the "
-            "program runs. Make the bound a size (an int argument of the qjit function, or a "
-            "length of an abstracted axis: abstracted_axes), keep the length and mask the rest "
-            "(jnp.where(jnp.arange(x.shape[0]) < k, x, 0)), or take a window of known length "
-            "with lax.dynamic_slice(x, (start,), (length,))"
-        )
-
-    return is_slice_element_none_or_constant_or_symbolic
+    allowed = original(elt)
+    if allowed or not isinstance(elt, core.Tracer):
+        return allowed
+    where = user_line(2)
+    raise DataDependentSliceError(
+        "Array slice indices must have static start/stop/step to be used with NumPy indexing "
+        f"syntax: {where.function + ': ' if where else ''}a slice bound ({elt.aval.str_short()}) "
+        "is computed from array data, so the slice's length would only be known when the "
+        "program runs. Make the bound a size (an int argument of the qjit function, or a "
+        "length of an abstracted axis: abstracted_axes), keep the length and mask the rest "
+        "(jnp.where(jnp.arange(x.shape[0]) < k, x, 0)), or take a window of known length "
+        "with lax.dynamic_slice(x, (start,), (length,))"
+    )
 
 
 @repair(core, "dimension_as_value")
-def _make_dimension_as_value(original):
+def _dimension_as_value(original, d):
     """A jaxpr variable where JAX wants a size's value is a size that escaped JAX's nested trace."""
-    def dimension_as_value(d):
-        if isinstance(d, core.Var) and symbolic_trace():
-            raise NeedsCallSizes("a size escaped JAX's nested trace")
-        return original(d)
-
-    return dimension_as_value
+    if isinstance(d, core.Var) and symbolic_trace():
+        raise NeedsCallSizes("a size escaped JAX's nested trace")
+    return original(d)
 
 
 def jax_nested_trace_depth() -> int:
@@ -573,28 +514,23 @@ def jax_nested_trace_depth() -> int:
 
 
 @repair(pe, "trace_to_jaxpr_dynamic")
-def _make_trace_to_jaxpr_dynamic(original):
+def _trace_to_jaxpr_dynamic(original, fun, in_avals, *args, **kwargs):
     """JAX's own nested traces (lax.cond's branches, custom_jvp functions) do not relate their sizes
     to ours: JAX's conversion errors there signal (the user's exceptions pass)."""
-    def trace_to_jaxpr_dynamic(fun, in_avals, *args, **kwargs):
-        if not is_active():
+    scopes = current().size_scopes
+    signals = symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)
+    if signals:
+        scopes[-1].nested_jax_traces += 1
+    try:
+        with context_scope(jax_nested_traces=jax_nested_trace_depth() + 1):
             return original(fun, in_avals, *args, **kwargs)
-        scopes = current().size_scopes
-        signals = symbolic_trace() and any(type(a) is core.DShapedArray for a in in_avals)
+    except jax_errors.JAXTypeError as err:
+        if not signals or isinstance(err, NeedsCallSizes):
+            raise
+        raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
+    finally:
         if signals:
-            scopes[-1].nested_jax_traces += 1
-        try:
-            with context_scope(jax_nested_traces=jax_nested_trace_depth() + 1):
-                return original(fun, in_avals, *args, **kwargs)
-        except jax_errors.JAXTypeError as err:
-            if not signals or isinstance(err, NeedsCallSizes):
-                raise
-            raise NeedsCallSizes.standing_for(err, "JAX's nested trace of a function") from err
-        finally:
-            if signals:
-                scopes[-1].nested_jax_traces -= 1
-
-    return trace_to_jaxpr_dynamic
+            scopes[-1].nested_jax_traces -= 1
 
 
 # --- The user's functions that JAX calls back are marked -------------------------------------------
@@ -624,23 +560,13 @@ def raised_in_users_code(err: BaseException) -> bool:
     return any(err is e for scope in current().size_scopes for e in scope.users_exceptions)
 
 
-def _make_custom_call(*functions: str):
-    # `custom_jvp.__call__`/`custom_vjp.__call__` on a copy whose user functions are marked.
-    def make(original):
-        def call(self, *args, **kwargs):
-            if not is_active():
-                return original(self, *args, **kwargs)
-            marked = copy.copy(self)
-            for name in functions:
-                setattr(marked, name, _users(getattr(self, name)))
-            return original(marked, *args, **kwargs)
-
-        return call
-
-    return make
-
-
-for _kind, _functions in ((custom_derivatives.custom_jvp, ("fun", "jvp")),
-                          (custom_derivatives.custom_vjp, ("fun", "fwd", "bwd"))):
-    register_patch(Patch(f"mark_users_{_kind.__name__}", _kind, "__call__", _make_custom_call(*_functions),
-                         f"the user's functions of a {_kind.__name__} are marked as the user's code"))
+@repair(custom_derivatives.custom_jvp, "__call__")
+@repair(custom_derivatives.custom_vjp, "__call__")
+def _mark_users(original, self, *args, **kwargs):
+    """The user's functions of a ``custom_jvp``/``custom_vjp`` are marked as the user's code: the call
+    runs on a copy holding them marked."""
+    marked = copy.copy(self)
+    jvp = isinstance(self, custom_derivatives.custom_jvp)
+    for name in ("fun", "jvp") if jvp else ("fun", "fwd", "bwd"):
+        setattr(marked, name, _users(getattr(self, name)))
+    return original(marked, *args, **kwargs)

@@ -22,15 +22,14 @@ from typing import Any, Sequence
 import jax.numpy as jnp
 import numpy as np
 from jax._src import core
-from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
 from jax._src.numpy import lax_numpy
 
 from ..errors import CompileError
 from .dimensions import generic_values, user_call_site
-from .rules import PrimitiveSpec, register_primitive
-from .patches import is_active, repair
+from .rules import size_check_primitive
+from .patches import repair
 from .shapes import fill_sizes, is_symbolic, product
 from .size_facts import current_scope
 
@@ -38,9 +37,6 @@ __all__ = ["require_size_p", "require", "size_quotient", "BrokenRequirement"]
 
 # relation -> whether it holds for (lhs, rhs)
 _RELATIONS = {"==": lambda lhs, rhs: lhs == rhs, "divides": lambda lhs, rhs: lhs != 0 and rhs % lhs == 0}
-
-require_size_p = core.Primitive("require_size")
-require_size_p.multiple_results = True
 
 
 class BrokenRequirement(CompileError):
@@ -65,12 +61,7 @@ def _requirement_holds(lhs: Any, rhs: Any, *, relation: str, **_: Any) -> Any:
     return (lhs != 0) & (rhs % jnp.where(lhs == 0, 1, lhs) == 0)  # divides
 
 
-require_size_p.def_impl(_check_requirement)
-require_size_p.def_abstract_eval(lambda *args, **params: [])
-mlir.register_lowering(require_size_p, lambda ctx, *args, **params: [])
-# Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
-register_primitive(require_size_p, PrimitiveSpec(dimension_operands=lambda params: {0, 1},
-                                                 size_check=_requirement_holds))
+require_size_p = size_check_primitive("require_size", _check_requirement, _requirement_holds)
 
 
 def require(lhs: Any, rhs: Any, relation: str, message: str) -> None:
@@ -151,29 +142,23 @@ def _is_exact_quotient_shape(shape: Sequence[Any], new_sizes: Sequence[Any]) -> 
 
 @repair(core, "cancel_divide_tracers",
         "the -1 of a reshape with symbolic sizes is their staged quotient, required to be exact")
-def _make_cancel_divide_tracers(original):
+def _cancel_divide_tracers(original, num, denom):
     # `jnp.reshape`'s `-1` with a tracer size: JAX's cancels equal tracers, then divides the
     # remaining *static* sizes (`1 // 3` for `(n,) -> (-1, 3)`: size 0) or fails.
-    def cancel_divide_tracers(num, denom):
-        if is_active() and any(map(is_symbolic, (*num, *denom))):
-            return size_quotient(num, denom)
-        return original(num, denom)
-
-    return cancel_divide_tracers
+    if any(map(is_symbolic, (*num, *denom))):
+        return size_quotient(num, denom)
+    return original(num, denom)
 
 
 @repair(pe.DynamicJaxprTrace, "process_primitive",
         "a reshape with symbolic sizes requires the same number of elements (checked at call time)")
-def _make_process_primitive(original):
+def _process_primitive(original, self, primitive, tracers, params):
     # Under dynamic shapes `reshape`'s shape rule no longer checks the element count (XLA then
     # failed at call time about JAX internals): every reshape with a symbolic size requires it.
-    def process_primitive(self, primitive, tracers, params):
-        if primitive is lax.reshape_p and is_active():
-            (operand, *_), filled = fill_sizes(primitive, list(tracers), params, lambda size: size)
-            _require_same_size(np.shape(operand), tuple(filled["new_sizes"]))
-        return original(self, primitive, tracers, params)
-
-    return process_primitive
+    if primitive is lax.reshape_p:
+        (operand, *_), filled = fill_sizes(primitive, list(tracers), params, lambda size: size)
+        _require_same_size(np.shape(operand), tuple(filled["new_sizes"]))
+    return original(self, primitive, tracers, params)
 
 
 def _factors(sizes: Sequence[Any]) -> tuple[int, list]:
@@ -204,27 +189,24 @@ def _require_same_size(shape: tuple, new_sizes: tuple) -> None:
 
 @repair(lax_numpy, "_split",
         "split/array_split of a symbolic axis into sections: symbolic sizes (equal ones required)")
-def _make_split(original):
+def _split(original, op, ary, indices_or_sections, axis=0):
     # `jnp.split`/`array_split` into sections branch on `divmod` of the axis size (and build
     # `[part + 1] * r`): with a symbolic size the pieces' sizes are computed symbolically instead,
     # equal ones (required to divide) or, for `array_split`, one more for the first `size % n`.
-    def _split(op, ary, indices_or_sections, axis=0):
-        size = np.shape(ary)[axis] if isinstance(axis, int) and -np.ndim(ary) <= axis < np.ndim(ary) else None
-        if not (is_active() and is_symbolic(size) and _is_count(indices_or_sections)):
-            return original(op, ary, indices_or_sections, axis)
-        sections = int(indices_or_sections)
-        if op == "array_split":  # piece i has ceil((size - i) / sections) elements
-            sizes = [lax.div(size + (sections - 1 - i), sections) for i in range(sections)]
-        else:
-            require(
-                sections, size, "divides",
-                f"jnp.{op} into {{lhs}} sections: the axis of {{rhs}} elements is not evenly divided "
-                "(jnp.array_split allows unequal sections)",
-            )
-            sizes = [lax.div(size, sections)] * sections
-        return list(lax.split(ary, sizes, axis=axis))
-
-    return _split
+    size = np.shape(ary)[axis] if isinstance(axis, int) and -np.ndim(ary) <= axis < np.ndim(ary) else None
+    if not (is_symbolic(size) and _is_count(indices_or_sections)):
+        return original(op, ary, indices_or_sections, axis)
+    sections = int(indices_or_sections)
+    if op == "array_split":  # piece i has ceil((size - i) / sections) elements
+        sizes = [lax.div(size + (sections - 1 - i), sections) for i in range(sections)]
+    else:
+        require(
+            sections, size, "divides",
+            f"jnp.{op} into {{lhs}} sections: the axis of {{rhs}} elements is not evenly divided "
+            "(jnp.array_split allows unequal sections)",
+        )
+        sizes = [lax.div(size, sections)] * sections
+    return list(lax.split(ary, sizes, axis=axis))
 
 
 def _is_count(sections: Any) -> bool:

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax._src import config, core, source_info_util
-from jax._src.interpreters import ad, batching
+from jax._src.interpreters import ad, batching, mlir
 from jax._src.interpreters import partial_eval as pe
 
 from ..errors import CompileError
@@ -27,8 +27,8 @@ from .tracing import InDBIdx, Jaxpr, OutDBIdx, Var, constant_value, dimension_va
 __all__ = [
     "Feeds", "NeedsHost", "PrimitiveSpec", "Zero", "batch_call", "bind_known", "deferred_vjp",
     "instantiate_zeros", "jvp_call", "move_batch_axis", "nested_primitives", "not_mapped",
-    "register_nested_primitive", "register_primitive", "result_avals", "same_atoms", "spec_of",
-    "specialized", "unknown_results", "zero_tangent",
+    "register_nested_primitive", "register_primitive", "result_avals", "same_atoms", "size_check_primitive",
+    "spec_of", "specialized", "unknown_results", "zero_tangent",
 ]
 
 Zero = ad.Zero
@@ -207,6 +207,19 @@ def register_primitive(primitive: core.Primitive, spec: PrimitiveSpec) -> None:
         register_compiled_lowering(primitive, spec.compiled_lowering)
     elif spec.lowering is not None:
         register_lowering(primitive, spec.lowering)
+
+
+def size_check_primitive(name: str, check: Callable[..., list], holds: Callable[..., Any]) -> core.Primitive:
+    """A primitive of no results whose ``check(lhs, rhs, **params)`` raises at specialization for
+    sizes that fail it; ``holds``: the same test as a traced flag (on a loop's capacity buffers)."""
+    primitive = core.Primitive(name)
+    primitive.multiple_results = True
+    primitive.def_impl(check)
+    primitive.def_abstract_eval(lambda *args, **params: [])
+    mlir.register_lowering(primitive, lambda ctx, *args, **params: [])
+    # Both sides are sizes: a specialization is keyed on them, and they are ints when checked.
+    register_primitive(primitive, PrimitiveSpec(dimension_operands=lambda params: {0, 1}, size_check=holds))
+    return primitive
 
 
 # deferred_vjp(fn, points, cotangents) -> cotangents of fn's inputs: a reverse-mode derivative

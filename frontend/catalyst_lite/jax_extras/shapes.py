@@ -24,7 +24,7 @@ from jax._src.lax import utils as lax_utils
 
 from ..errors import SymbolicShapeError
 from .dynshape import array_aval
-from .patches import Patch, is_active, register_patch, repair
+from .patches import repair
 from .tracing import dimension_value
 
 __all__ = ["SHAPE_PARAMS", "SIZE_PARAM_REWRITES", "fill_sizes", "holds_tracer", "is_symbolic", "product"]
@@ -130,31 +130,26 @@ def holds_tracer(value: Any, in_avals: bool = False) -> bool:
 
 @repair(pe.DynamicJaxprTrace, "default_process_primitive",
         "sizes in a SHAPE_PARAMS parameter are trailing operands; SIZE_PARAM_REWRITES rewritten")
-def _make_default_process_primitive(original):
+def _default_process_primitive(original, self, primitive, tracers, params, source_info=None):
     # The result type is computed from the parameters *with* the tracers (the shape rule needs
     # them); the equation is then emitted in the SHAPE_PARAMS form, which specialization fills in.
-    def default_process_primitive(self, primitive, tracers, params, source_info=None):
-        if not is_active():
-            return original(self, primitive, tracers, params, source_info)
-        names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
-        if holds_tracer([params.get(name) for name in names]):
-            with core.set_current_trace(self):
-                return rewrite(*tracers, **params)
-        if not (primitive in SHAPE_PARAMS and holds_tracer(params.get(SHAPE_PARAMS[primitive]))):
-            _refuse_sizes_in_params(primitive, params)
-            return original(self, primitive, tracers, params, source_info)
-        out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
-        operands, staged_params = _sizes_as_operands(primitive, list(tracers), params)
-        operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
-        # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
-        # its sizes become the equation's variables only in a dynamic-shape type.
-        out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
-        # A size captured from an enclosing trace is a constant of this one, in the result too.
-        out_aval = self._lift_tracers_in_aval(out_aval, source_info)
-        (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
-        return out
-
-    return default_process_primitive
+    names, rewrite = SIZE_PARAM_REWRITES.get(primitive, ((), None))
+    if holds_tracer([params.get(name) for name in names]):
+        with core.set_current_trace(self):
+            return rewrite(*tracers, **params)
+    if not (primitive in SHAPE_PARAMS and holds_tracer(params.get(SHAPE_PARAMS[primitive]))):
+        _refuse_sizes_in_params(primitive, params)
+        return original(self, primitive, tracers, params, source_info)
+    out_aval, effects = primitive.abstract_eval(*(t.aval for t in tracers), **params)
+    operands, staged_params = _sizes_as_operands(primitive, list(tracers), params)
+    operands = [self.to_jaxpr_tracer(x, source_info) for x in operands]
+    # A static-shape operand (a constant sliced by a loop's index) gets a `ShapedArray` result:
+    # its sizes become the equation's variables only in a dynamic-shape type.
+    out_aval = array_aval(out_aval.shape, out_aval.dtype, out_aval.weak_type)
+    # A size captured from an enclosing trace is a constant of this one, in the result too.
+    out_aval = self._lift_tracers_in_aval(out_aval, source_info)
+    (out,) = self.emit_eqn(operands, [out_aval], primitive, staged_params, effects, source_info)
+    return out
 
 
 def _refuse_sizes_in_params(primitive: core.Primitive, params: dict[str, Any]) -> None:
@@ -182,24 +177,6 @@ def _static_size(x: Any) -> int:
     return size
 
 
-def _make_static_sizes(original: Callable) -> Callable:
-    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's interpreters evaluate our jaxprs: a
-    # shape-carrying primitive with numbers as size operands is bound with a static shape, and
-    # (while `jax.jit` stages) integer arithmetic on numbers is folded, so sizes stay numbers.
-    def process_primitive(self, primitive, tracers, params):
-        if not is_active() or config.dynamic_shapes.value:
-            return original(self, primitive, tracers, params)
-        if primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ()):
-            operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
-            return primitive.bind_with_trace(self, operands, params)
-        if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
-            with core.eval_context():
-                return primitive.bind_with_trace(core.eval_trace, tracers, params)
-        return original(self, primitive, tracers, params)
-
-    return process_primitive
-
-
 def _is_integer_number(x: Any) -> bool:
     """A Python or NumPy integer (or boolean) scalar, or a concrete one: what sizes are made of."""
     if isinstance(x, core.Tracer):
@@ -210,11 +187,22 @@ def _is_integer_number(x: Any) -> bool:
     return dtype is not None and np.shape(x) == () and (np.issubdtype(dtype, np.integer) or dtype == np.bool_)
 
 
-for _owner in (core.EvalTrace, pe.DynamicJaxprTrace):
-    register_patch(Patch(
-        f"static_sizes_{_owner.__name__}", _owner, "process_primitive", _make_static_sizes,
-        "with dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold",
-    ))
+@repair(core.EvalTrace, "process_primitive")
+@repair(pe.DynamicJaxprTrace, "process_primitive")
+def _static_sizes(original: Callable, self, primitive, tracers, params):
+    """With dynamic shapes off, sizes given as numbers make static shapes; integer sizes fold."""
+    # In `dynamic_jaxprs()` (dynamic shapes off), JAX's interpreters evaluate our jaxprs: a
+    # shape-carrying primitive with numbers as size operands is bound with a static shape, and
+    # (while `jax.jit` stages) integer arithmetic on numbers is folded, so sizes stay numbers.
+    if config.dynamic_shapes.value:
+        return original(self, primitive, tracers, params)
+    if primitive in SHAPE_PARAMS and None in (params.get(SHAPE_PARAMS[primitive]) or ()):
+        operands, params = fill_sizes(primitive, list(tracers), params, _static_size)
+        return primitive.bind_with_trace(self, operands, params)
+    if isinstance(self, pe.DynamicJaxprTrace) and tracers and all(_is_integer_number(x) for x in tracers):
+        with core.eval_context():
+            return primitive.bind_with_trace(core.eval_trace, tracers, params)
+    return original(self, primitive, tracers, params)
 
 
 # --- multi-result primitives (`standard_multi_result_abstract_eval` lost its dynamic-shape branch) --
@@ -239,27 +227,21 @@ def standard_multi_result_primitives() -> Iterator[tuple[core.Primitive, functoo
                     yield value, rules
 
 
-def _make_abstract_eval(rules: functools.partial) -> Callable[[Any], Any]:
+def _dynamic_abstract_eval(rules: functools.partial) -> Callable[..., Any]:
     _, shape_rule, dtype_rule, weak_type_rule = rules.args[:4]
 
-    def make(original: Callable[..., Any]) -> Callable[..., Any]:
-        def abstract_eval(*avals: Any, **params: Any) -> Any:
-            if not (is_active() and any(type(a) is core.DShapedArray for a in avals)):
-                return original(*avals, **params)
-            shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
-            weak_types = weak_type_rule(*avals, **params)
-            if isinstance(weak_types, bool):
-                weak_types = (weak_types,) * len(shapes)
-            return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
+    def abstract_eval(original: Callable[..., Any], *avals: Any, **params: Any) -> Any:
+        if not any(type(a) is core.DShapedArray for a in avals):
+            return original(*avals, **params)
+        shapes, dtypes = shape_rule(*avals, **params), dtype_rule(*avals, **params)
+        weak_types = weak_type_rule(*avals, **params)
+        if isinstance(weak_types, bool):
+            weak_types = (weak_types,) * len(shapes)
+        return [array_aval(*t) for t in zip(shapes, dtypes, weak_types)], core.no_effects
 
-        return abstract_eval
-
-    return make
+    return abstract_eval
 
 
 for _primitive, _rules in standard_multi_result_primitives():
-    register_patch(Patch(
-        f"dynamic_shapes_in_{_primitive.name}_abstract_eval", _primitive, "abstract_eval",
-        _make_abstract_eval(_rules),
-        "multi-result primitives accept dynamically-shaped operands, as single-result ones do",
-    ))
+    _why = "multi-result primitives accept dynamically-shaped operands, as single-result ones do"
+    repair(_primitive, "abstract_eval", _why)(_dynamic_abstract_eval(_rules))
