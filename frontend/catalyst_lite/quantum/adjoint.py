@@ -27,9 +27,8 @@ from .fusion import (MAX_UNROLLED_BLOCKS, Block, BlockMatrices, PlannedGate, _ap
                      fuse, has_known_wires, planned_gates)
 from .gates import GateRecord, _dagger, batched_matrices, stacked
 from .measurements import apply_observable, exact_measurement
-from .monomials import Monomial, apply_monomials
 from .sampling import measurement_kind
-from .statevector import apply_block
+from .statevector import Monomial, apply_block, apply_monomials
 
 __all__ = ["adjoint_expvals"]
 

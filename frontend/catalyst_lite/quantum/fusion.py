@@ -3,7 +3,7 @@ whose size does not grow with the circuit's. A stretch that repeats (:func:`repe
 becomes one loop over stacked matrices; gates are fused (:func:`fuse`) into blocks applied in one
 pass each: *dense* (at most two wires, or one three-wire gate, :func:`~.statevector.apply_block`),
 *monomial* (known gates with one non-zero per matrix row, ``CNOT``, ``S``..., on any wires:
-:func:`~.monomials.apply_monomials`) or *wide* (a dense gate on more wires, alone). A gate joins
+:func:`~.statevector.apply_monomials`) or *wide* (a dense gate on more wires, alone). A gate joins
 an earlier block only if no block after it touches its wires: fusion never reorders gates that do
 not commute.
 
@@ -23,8 +23,7 @@ import numpy as np
 from jax import lax
 
 from .gates import GateRecord, stacked_matrices
-from .monomials import Monomial, apply_monomials
-from .statevector import apply_block, apply_in_loop, apply_matrix
+from .statevector import Monomial, apply_block, apply_in_loop, apply_matrix, apply_monomials
 
 __all__ = ["Shape", "Block", "PlannedGate", "fuse", "repeated_stretches", "has_known_wires", "planned_gates",
            "block_matrices", "BlockMatrices", "apply_known_wires", "apply_fused"]
@@ -134,7 +133,7 @@ def _best_repetition(ids: list[int], start: int, same: list[int]) -> tuple[int, 
 @dataclass
 class PlannedGate:
     """A gate of a planned run: its wires and matrix, ``known`` (NumPy) or row ``position`` of the
-    traced ``stack`` ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` in a :mod:`.table`)."""
+    traced ``stack`` ``(gates, repetitions, d, d)`` (``(entries, 4, 4)`` in a table of :mod:`.application`)."""
 
     targets: tuple
     controls: tuple

@@ -20,7 +20,7 @@ from .gates import _qml
 from .sampling import (
     measured_wires, measurement_kind, rotate_to_eigenbasis, shot_records, static_eigvals, statistic, value_record,
 )
-from .shots import ShotPlan
+from .mcm import ShotPlan
 from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
 from .wires import WireMap
 
@@ -149,8 +149,7 @@ def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
             f"{type(mp).__name__} needs a device with a known number of wires; return qml.state() "
             f"and compute it with {STATE_MEASUREMENTS[measurement_kind(mp)]} instead."
         )
-    import pennylane as qml
-
+    qml = _qml()
     device_order = qml.wires.Wires(range(n_wires))
     mutual = isinstance(mp, qml.measurements.MutualInfoMP)
     groups = [wires.indices(g, measurement_kind(mp)) for g in (mp.raw_wires if mutual else [mp.wires])]
@@ -179,8 +178,7 @@ def _targets_first(state, targets: list, n_wires: int):
 
 def _numbered(mp: Any, sizes: list[int]) -> Any:
     """A measurement like ``mp`` of the wires ``0, 1, ...``: its groups of ``sizes`` wires in turn."""
-    import pennylane as qml
-
+    qml = _qml()
     starts = [sum(sizes[:g]) for g in range(len(sizes))]
     groups = [list(range(s, s + n)) for s, n in zip(starts, sizes)]
     with qml.QueuingManager.stop_recording():

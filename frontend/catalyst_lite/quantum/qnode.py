@@ -2,7 +2,7 @@
 
 While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` runs
 :func:`execute_qnode`: the state vector and a PRNG key are *ambient carries* (threaded through
-loops and branches); the quantum function's operations queue (:mod:`.recorder`, :mod:`.regions`)
+loops and branches); the quantum function's operations queue (:mod:`.regions`)
 and are applied (:mod:`.application`) when the state is next needed, since PennyLane unqueues an
 operator that becomes the base of ``qml.adjoint``/``qml.ctrl``. Measurements are exact or
 statistics of shots (:mod:`.sampling`); mid-circuit measurements may run the circuit again per
@@ -51,15 +51,13 @@ from . import prng
 from .adjoint import adjoint_expvals
 from .application import apply_records
 from .gates import BroadcastingError, GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
-from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
+from .mcm import McmConfig, McmPolicy, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import check_hermitian, exact_measurement, measure_terminal
 from .sampling import flatten_results, is_measurement, measurement_kind
-from .recorder import recorder_class
-from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, run_ctrl
+from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, recorder_class, run_ctrl
 from .repeated import all_branches_results, one_shot_results
 from .sharded import StateSharding, execute_sharded_qnode
-from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_entanglement, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
 from .wires import OutsideWires, WireMap
@@ -140,7 +138,6 @@ def intercept_qnode_calls() -> None:
             register_patch(Patch("compile_qnode_calls", qnode_class, "__call__", _make_qnode_call,
                                  "a QNode called while catalyst_lite traces compiles into the program"))
             _intercepting = True
-
 
 
 class KeyCarry(ValueCarry):
@@ -318,7 +315,7 @@ class QuantumState:
             return
         in_control_flow = self._in_control_flow()
         restored = bool(op.hyperparameters.get("restored", False))
-        circuit = _circuits()[-1]
+        circuit = current_context().circuits[-1]
         for index, used in self.wires.allocate(op.wires, restored, reuse=in_control_flow):
             if (in_control_flow and not restored) or used:
                 if circuit.exact:  # one drawn outcome is PennyLane's average only if not entangled
@@ -394,7 +391,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     outside = OutsideWires(wires, WiresAllocated)
     wires.begin_run()
     run = CircuitRun(state, key, policy, exact=exact)
-    with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
+    with context_scope(circuits=(*current_context().circuits, run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
         scope.enter_context(recorder)
@@ -602,10 +599,6 @@ def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = F
                  for i in range(len(shots.slices())))
 
 
-def _circuits() -> tuple[CircuitRun, ...]:
-    return current_context().circuits
-
-
 def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
     """Measure one wire inside a compiled QNode, like ``catalyst.measure``: the outcome is a traced
     boolean; the state collapses (reset to ``|0>`` with ``reset=True``). The QNode's
@@ -627,7 +620,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     >>> round(float(copy_bit()), 6)
     1.0
     """
-    stack, qml = _circuits(), sys.modules.get("pennylane")
+    stack, qml = current_context().circuits, sys.modules.get("pennylane")
     another_compiler = qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
     if not is_tracing() and (pennylane_capture_enabled() or another_compiler):
         # qjit(capture=True), or qml.qjit with Catalyst: PennyLane's measure hands it to them
@@ -667,7 +660,6 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     return outcome
 
 
-
 def _measured_wire(wires: Any) -> Any:
     """The one wire of ``measure(wires)``: a label, or a one-element list or array of one."""
     if isinstance(wires, (list, tuple)):
@@ -684,7 +676,7 @@ def _measured_wire(wires: Any) -> Any:
 
 def compiling_state() -> QuantumState | None:
     """The state of the circuit being compiled in this thread, if any."""
-    stack = _circuits()
+    stack = current_context().circuits
     return stack[-1].state if stack and is_tracing(under_transformations=True) else None
 
 

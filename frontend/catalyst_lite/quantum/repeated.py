@@ -19,10 +19,9 @@ from jax import lax
 from ..control_flow import for_loop
 from ..errors import QuantumOperationError
 from . import prng
-from .mcm import Branches, OneShot
+from .mcm import Branches, McmConfig, OneShot, ShotPlan
 from .measurements import apply_observable, exact_measurement
 from .sampling import flatten_results, is_measurement, measurement_kind, shot_records, statistic, value_record
-from .shots import McmConfig, ShotPlan
 
 __all__ = ["one_shot_results", "all_branches_results", "MAX_BRANCHING_MEASUREMENTS"]
 

@@ -72,17 +72,13 @@ def _by_factor(obs: Any) -> bool:
     return isinstance(obs, _qml().ops.Prod) and any(isinstance(w, Tracer) for w in obs.wires)
 
 
-def _traced_data(obs: Any) -> bool:
-    return any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(obs.data))
-
-
 def _diagonalized_by_eigh(obs: Any, in_order: bool) -> bool:
     """``obs`` (with traced data) is diagonalized by JAX's ``eigh`` of its matrix: PennyLane
     diagonalizes a Hermitian with NumPy (it cannot when the matrix is traced), and other traced
     data give eigenvalues known only when the program runs. ``in_order``: the order of the
     eigenbasis matters (``probs(op=...)``); ``eigh``'s (ascending eigenvalues) is PennyLane's
     only for a ``Hermitian``."""
-    if not _traced_data(obs) or _by_factor(obs):
+    if not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(obs.data)) or _by_factor(obs):
         return False
     return not in_order or isinstance(obs, _qml().Hermitian)
 
