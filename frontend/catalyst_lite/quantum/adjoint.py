@@ -26,8 +26,7 @@ from ..jax_extras import Tracer
 from .fusion import (MAX_UNROLLED_BLOCKS, Block, BlockMatrices, PlannedGate, _apply_blocks, _monomial, _shape_of, block_matrices,
                      fuse, has_known_wires, planned_gates)
 from .gates import GateRecord, _dagger, batched_matrices, stacked
-from .measurements import apply_observable, exact_measurement
-from .sampling import measurement_kind
+from .measurements import apply_observable, exact_measurement, measurement_kind
 from .statevector import Monomial, apply_block, apply_monomials
 
 __all__ = ["adjoint_expvals"]

@@ -5,7 +5,7 @@ While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` ru
 loops and branches); the quantum function's operations queue (:mod:`.regions`)
 and are applied (:mod:`.application`) when the state is next needed, since PennyLane unqueues an
 operator that becomes the base of ``qml.adjoint``/``qml.ctrl``. Measurements are exact or
-statistics of shots (:mod:`.sampling`); mid-circuit measurements may run the circuit again per
+statistics of shots (:mod:`.measurements`); mid-circuit measurements may run the circuit again per
 shot or per branch (:mod:`.repeated`).
 
 >>> import pennylane as qml
@@ -50,17 +50,19 @@ from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .adjoint import adjoint_expvals
 from .application import apply_records
-from .gates import BroadcastingError, GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
+from .gates import (
+    BroadcastingError, GateRecord, OutsideWires, WireMap, _qml, bit_flip_matrix, gate_records, initial_state,
+)
 from .mcm import McmConfig, McmPolicy, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
-from .measurements import check_hermitian, exact_measurement, measure_terminal
-from .sampling import flatten_results, is_measurement, measurement_kind
+from .measurements import (
+    check_hermitian, exact_measurement, flatten_results, is_measurement, measure_terminal, measurement_kind,
+)
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, recorder_class, run_ctrl
 from .repeated import all_branches_results, one_shot_results
 from .sharded import StateSharding, execute_sharded_qnode
 from .statevector import apply_matrix, project_wire, wire_entanglement, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
-from .wires import OutsideWires, WireMap
 
 __all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "CIRCUIT_COMPILE_OPTIONS"]
 
@@ -308,7 +310,7 @@ class QuantumState:
         return self.control_flow.depth > 0
 
     def _allocation(self, op: Any) -> None:
-        """``Allocate``: each dynamic wire gets a slot (:mod:`.wires`); inside a loop or branch,
+        """``Allocate``: each dynamic wire gets a slot (:class:`.gates.WireMap`); inside a loop or branch,
         freed slots are reused, reset by a measurement as PennyLane does. ``Deallocate``: freed."""
         if op.name == "Deallocate":
             self.wires.deallocate(op.wires)
@@ -360,7 +362,7 @@ def _device_name(qnode) -> str:
 
 
 def _device_wires(qnode) -> WireMap:
-    """The device's wires: labels, a traced number, or allocated on use (:mod:`.wires`)."""
+    """The device's wires: labels, a traced number, or allocated on use (:class:`.gates.WireMap`)."""
     device = qnode.device
     name = _device_name(qnode)
     if name not in SUPPORTED_DEVICES:

@@ -20,8 +20,10 @@ from ..control_flow import for_loop
 from ..errors import QuantumOperationError
 from . import prng
 from .mcm import Branches, McmConfig, OneShot, ShotPlan
-from .measurements import apply_observable, exact_measurement
-from .sampling import flatten_results, is_measurement, measurement_kind, shot_records, statistic, value_record
+from .measurements import (
+    apply_observable, exact_measurement, flatten_results, is_measurement, measurement_kind, shot_records,
+    statistic, value_record,
+)
 
 __all__ = ["one_shot_results", "all_branches_results", "MAX_BRANCHING_MEASUREMENTS"]
 
