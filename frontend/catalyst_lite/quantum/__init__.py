@@ -3,7 +3,7 @@
 QNode interception and mid-circuit ``measure`` (:mod:`.qnode`); queuing and ``qml.adjoint``/
 ``qml.ctrl`` regions (:mod:`.regions`); Catalyst's ``adjoint``, ``ctrl`` and ``mitigate_with_zne``
 (:mod:`.operators`); gates and wires (:mod:`.gates`, :mod:`.transforms`); the state-vector
-simulation (:mod:`.application`, :mod:`.fusion`, :mod:`.statevector`, :mod:`.sharded`);
+simulation (:mod:`.fusion`, :mod:`.statevector`, :mod:`.sharded`);
 measurements and derivatives (:mod:`.measurements`, :mod:`.gradients`, :mod:`.adjoint`); shots and
 mid-circuit measurements (:mod:`.mcm`, :mod:`.repeated`, :mod:`.prng`).
 """

@@ -3,7 +3,7 @@
 While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` runs
 :func:`execute_qnode`: the state vector and a PRNG key are *ambient carries* (threaded through
 loops and branches); the quantum function's operations queue (:mod:`.regions`)
-and are applied (:mod:`.application`) when the state is next needed, since PennyLane unqueues an
+and are applied (:mod:`.fusion`) when the state is next needed, since PennyLane unqueues an
 operator that becomes the base of ``qml.adjoint``/``qml.ctrl``. Measurements are exact or
 statistics of shots (:mod:`.measurements`); mid-circuit measurements may run the circuit again per
 shot or per branch (:mod:`.repeated`).
@@ -49,11 +49,11 @@ from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .adjoint import adjoint_expvals
-from .application import apply_records
 from .gates import (
     BroadcastingError, GateRecord, OutsideWires, WireMap, _qml, bit_flip_matrix, gate_records, initial_state,
 )
 from .mcm import McmConfig, McmPolicy, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values
+from .fusion import apply_records
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import (
     check_hermitian, exact_measurement, flatten_results, is_measurement, measure_terminal, measurement_kind,
