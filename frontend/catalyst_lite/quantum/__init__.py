@@ -5,7 +5,7 @@ QNode interception and mid-circuit ``measure`` (:mod:`.qnode`); queuing and ``qm
 (:mod:`.operators`); gates and wires (:mod:`.gates`, :mod:`.transforms`); the state-vector
 simulation (:mod:`.fusion`, :mod:`.statevector`, :mod:`.sharded`);
 measurements and derivatives (:mod:`.measurements`, :mod:`.gradients`, :mod:`.adjoint`); shots and
-mid-circuit measurements (:mod:`.mcm`, :mod:`.repeated`, :mod:`.prng`).
+mid-circuit measurements (:mod:`.mcm`, :mod:`.prng`).
 """
 
 from .qnode import measure

@@ -5,7 +5,7 @@ matrix.
 
 With finite shots, as ``default.qubit`` estimates them: what each shot *records*
 (:func:`shot_records` from a final state; :func:`value_record` of mid-circuit measurement values,
-per shot in :mod:`.repeated`), and the :func:`statistic` of many shots' records. Shots that
+per shot in :mod:`.qnode`), and the :func:`statistic` of many shots' records. Shots that
 post-selection discards are left out of statistics; their samples are ``INVALID_SAMPLE``, as
 PennyLane pads them under ``jax.jit``.
 

@@ -5,8 +5,15 @@ While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` ru
 loops and branches); the quantum function's operations queue (:mod:`.regions`)
 and are applied (:mod:`.fusion`) when the state is next needed, since PennyLane unqueues an
 operator that becomes the base of ``qml.adjoint``/``qml.ctrl``. Measurements are exact or
-statistics of shots (:mod:`.measurements`); mid-circuit measurements may run the circuit again per
-shot or per branch (:mod:`.repeated`).
+statistics of shots (:mod:`.measurements`).
+
+A circuit whose mid-circuit measurements' results cover many branches runs again and again inside
+one counted loop: :func:`one_shot_results` once per shot (``"one-shot"``, ``"deferred"`` with
+shots; the results are statistics of each shot's records over the valid shots, a value that is no
+measurement stacked per shot, as in Catalyst), :func:`all_branches_results` once per branch
+(``"deferred"`` without shots: exact statistics of the weighted mixture, as PennyLane's). There,
+``run(policy, key)`` runs the quantum function once (:func:`run_circuit`); ``probe`` is the run
+that found the measurements: the results' structure and the QNode's key carry.
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -34,8 +41,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
+from ..control_flow import for_loop
 from ..control_flow.common import (
     ControlFlowOperation, StandsForValue, ambient_carry, control_flow_handler, traced_value,
 )
@@ -52,14 +61,16 @@ from .adjoint import adjoint_expvals
 from .gates import (
     BroadcastingError, GateRecord, OutsideWires, WireMap, _qml, bit_flip_matrix, gate_records, initial_state,
 )
-from .mcm import McmConfig, McmPolicy, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values
+from .mcm import (
+    Branches, McmConfig, McmPolicy, OneShot, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values,
+)
 from .fusion import apply_records
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
 from .measurements import (
-    check_hermitian, exact_measurement, flatten_results, is_measurement, measure_terminal, measurement_kind,
+    apply_observable, check_hermitian, exact_measurement, flatten_results, is_measurement, measure_terminal,
+    measurement_kind, shot_records, statistic, value_record,
 )
 from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, recorder_class, run_ctrl
-from .repeated import all_branches_results, one_shot_results
 from .sharded import StateSharding, execute_sharded_qnode
 from .statevector import apply_matrix, project_wire, wire_entanglement, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
@@ -599,6 +610,114 @@ def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = F
         return jax.tree_util.tree_unflatten(tree, values)
     return tuple(jax.tree_util.tree_unflatten(tree, [v[i] if is_measurement(x) else v for x, v in zip(leaves, values)])
                  for i in range(len(shots.slices())))
+
+
+MAX_BRANCHING_MEASUREMENTS = 20
+"""``mcm_method="deferred"`` without shots runs ``2**k`` branches: at most this many measurements."""
+
+
+def _shot_records(leaves: list, run: Any, key: Any) -> list:
+    """What one execution (one shot) records of each output leaf."""
+    drawn = [leaf for leaf in leaves if is_measurement(leaf) and leaf.mv is None]  # never state() (qnode._check_shots)
+    state = run.state
+    records = iter(shot_records(drawn, state.vector, key.split, 1, state.n_wires, state.wires))
+    return [jnp.asarray(leaf) if not is_measurement(leaf) else value_record(leaf) if leaf.mv is not None else next(records)[0]
+            for leaf in leaves]
+
+
+def one_shot_results(run: Callable, probe: Any, shots: ShotPlan, config: McmConfig) -> Any:
+    """The QNode's results with one execution per shot (see the module docstring)."""
+    key = probe.key
+    leaves, tree = flatten_results(probe.output)
+    # Each record's type, from the probe (with a key of its own: its equations are dropped)
+    scratch = type(key)(key.get())
+    shapes = [jnp.asarray(r) for r in _shot_records(leaves, probe, scratch)]
+    base = key.split()
+    count = shots.total
+
+    @for_loop(0, count, 1)
+    def each_shot(i, records, valid):
+        policy = OneShot(config.fill_shots)
+        shot_key = type(key)(prng.fold_in(base, i), key.on_draw)
+        current = run(policy, shot_key)
+        now = _shot_records(flatten_results(current.output)[0], current, shot_key)
+        records = [lax.dynamic_update_index_in_dim(r, jnp.asarray(x, r.dtype), i, 0) for r, x in zip(records, now)]
+        return records, lax.dynamic_update_index_in_dim(valid, policy.valid.get(), i, 0)
+
+    init = [jnp.zeros((count,) + s.shape, s.dtype) for s in shapes]
+    records, valid = each_shot(init, jnp.ones((count,), bool))
+    kept = None if config.fill_shots else valid
+
+    def entry(records: list, kept: Any) -> Any:
+        values = [statistic(leaf, r, probe.state.n_wires, kept) if is_measurement(leaf) else r
+                  for leaf, r in zip(leaves, records)]
+        return jax.tree_util.tree_unflatten(tree, values)
+
+    if not shots.partitioned:
+        return entry(records, kept)
+    return tuple(entry([r[start:stop] for r in records], None if kept is None else kept[start:stop])
+                 for start, stop in shots.slices())
+
+
+def _moments(leaf: Any, state: Any) -> Any:
+    """What one branch contributes (weighted) to a measurement: its exact value (and mean square)."""
+    if not is_measurement(leaf):
+        raise QuantumOperationError(
+            "With mcm_method='deferred' and no shots the QNode must return measurements only (a "
+            "mid-circuit measurement value differs from branch to branch); use qml.expval(m) or "
+            "qml.probs(op=m)."
+        )
+    kind = measurement_kind(leaf)
+    if kind not in ("expval", "var", "probs"):
+        problem = "needs finite shots" if kind in ("sample", "counts") else "is not supported here"
+        raise QuantumOperationError(
+            f"{kind} {problem}; with mcm_method='deferred' and no shots, expval, var and probs are "
+            "computed exactly."
+        )
+    if leaf.mv is not None:
+        value = value_record(leaf)
+        if kind == "probs":
+            return jax.nn.one_hot(value, 2 ** len(leaf.mv if isinstance(leaf.mv, (list, tuple)) else [leaf.mv]),
+                                  dtype=jnp.float64)
+        return jnp.stack([value, value**2])
+    if kind == "probs":
+        return exact_measurement(leaf, state.vector, state.n_wires, state.wires)
+    applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
+    return jnp.stack([jnp.real(jnp.vdot(state.vector, applied)), jnp.real(jnp.vdot(applied, applied))])
+
+
+def _combined(leaf: Any, total: Any, norm: Any) -> Any:
+    moments, kind = total / norm, measurement_kind(leaf)
+    return moments if kind == "probs" else moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
+
+
+def all_branches_results(run: Callable, probe: Any) -> Any:
+    """The QNode's exact results over every branch of its mid-circuit measurements."""
+    sites = probe.policy.sites
+    if probe.policy.sites_in_loops:
+        raise QuantumOperationError(
+            "mcm_method='deferred' without shots needs the number of mid-circuit measurements "
+            "while tracing, but a measurement is inside a for_loop/while_loop. Set finite shots "
+            "(each shot then follows its own branch), or measure outside loops."
+        )
+    if sites > MAX_BRANCHING_MEASUREMENTS:
+        raise QuantumOperationError(
+            f"mcm_method='deferred' without shots runs every branch: {sites} mid-circuit "
+            f"measurements would be 2**{sites} executions. Set finite shots instead."
+        )
+    leaves, tree = flatten_results(probe.output)
+    init = [jnp.zeros_like(_moments(leaf, probe.state)) for leaf in leaves]
+
+    @for_loop(0, 2**sites, 1)
+    def each_branch(b, totals, norm):
+        policy = Branches(b)
+        current = run(policy, probe.key)
+        weight = policy.total_weight()
+        moments = [_moments(leaf, current.state) for leaf in flatten_results(current.output)[0]]
+        return [t + weight * m for t, m in zip(totals, moments)], norm + weight
+
+    totals, norm = each_branch(init, jnp.zeros(()))
+    return jax.tree_util.tree_unflatten(tree, [_combined(leaf, t, norm) for leaf, t in zip(leaves, totals)])
 
 
 def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
