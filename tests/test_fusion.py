@@ -13,8 +13,7 @@ from circuits import layered
 
 from catalyst_lite import qjit
 from catalyst_lite.quantum.fusion import MAX_FUSED_WIRES, Shape, fuse, repeated_stretches
-from catalyst_lite.quantum.monomials import AffineMap, Monomial, apply_monomials
-from catalyst_lite.quantum.statevector import apply_block
+from catalyst_lite.quantum.statevector import AffineMap, Monomial, apply_block, apply_monomials
 
 SHAPES = st.lists(
     st.tuples(st.lists(st.integers(0, 5), min_size=1, max_size=4, unique=True), st.booleans()),
@@ -168,7 +167,7 @@ def test_affine_chains_are_one_table_lookup_and_match_their_product(ops):
 def test_affine_tables_cover_every_index_bit(n):
     # A CNOT chain down the line, then X on the last wire: j(i) checked against the gates' own
     # per-gate index arithmetic at every basis index.
-    from catalyst_lite.quantum.monomials import _source_indices
+    from catalyst_lite.quantum.statevector import _source_indices
 
     x = np.array([[0, 1], [1, 0]])
     gates = [Monomial.of(x, (w + 1,), (w,), (1,)) for w in range(n - 1)] + [Monomial.of(x, (n - 1,))]

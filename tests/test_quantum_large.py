@@ -11,7 +11,7 @@ import pytest
 from catalyst_lite import qjit
 from catalyst_lite.jax_extras.provenance import vectorized_stack
 from catalyst_lite.quantum.statevector import apply_tensor, zero_state
-from catalyst_lite.quantum.table import MAX_BLOCK_GATES
+from catalyst_lite.quantum.fusion import MAX_BLOCK_GATES
 
 TOL = 1e-10
 

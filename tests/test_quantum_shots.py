@@ -19,7 +19,7 @@ import pytest
 
 from catalyst_lite import for_loop, measure, qjit, while_loop
 from catalyst_lite.errors import QuantumOperationError, ShotsError
-from catalyst_lite.quantum.sampling import INVALID_SAMPLE
+from catalyst_lite.quantum.measurements import INVALID_SAMPLE
 
 DEV = qml.device("default.qubit", wires=3)
 REFERENCE = qml.device("default.qubit")  # deferred measurements add wires of their own

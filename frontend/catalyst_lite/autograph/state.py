@@ -26,7 +26,7 @@ from ..control_flow.common import flatten_values
 from ..errors import AutoGraphError, UninitializedVariableError
 from ..jax_extras import Tracer
 from ..jax_extras.frames import Location, user_line as innermost_user_line
-from ..quantum.recorder import recorder_class
+from ..quantum.regions import recorder_class
 
 _CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)  # compiled control flow's
 

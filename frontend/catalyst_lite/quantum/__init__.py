@@ -1,12 +1,11 @@
 """Quantum circuits compiled into the same XLA program as the classical code around them.
 
 QNode interception and mid-circuit ``measure`` (:mod:`.qnode`); queuing and ``qml.adjoint``/
-``qml.ctrl`` regions (:mod:`.recorder`, :mod:`.regions`); Catalyst's ``adjoint``, ``ctrl`` and
-``mitigate_with_zne`` (:mod:`.operators`); gates and wires (:mod:`.gates`, :mod:`.transforms`,
-:mod:`.wires`); the state-vector simulation (:mod:`.application`, :mod:`.fusion`, :mod:`.table`,
-:mod:`.statevector`, :mod:`.monomials`, :mod:`.sharded`); measurements and derivatives
-(:mod:`.measurements`, :mod:`.sampling`, :mod:`.gradients`, :mod:`.adjoint`); shots and
-mid-circuit measurements (:mod:`.shots`, :mod:`.mcm`, :mod:`.repeated`, :mod:`.prng`).
+``qml.ctrl`` regions (:mod:`.regions`); Catalyst's ``adjoint``, ``ctrl`` and ``mitigate_with_zne``
+(:mod:`.operators`); gates and wires (:mod:`.gates`, :mod:`.transforms`); the state-vector
+simulation (:mod:`.fusion`, :mod:`.statevector`, :mod:`.sharded`);
+measurements and derivatives (:mod:`.measurements`, :mod:`.gradients`, :mod:`.adjoint`); shots and
+mid-circuit measurements (:mod:`.mcm`, :mod:`.prng`).
 """
 
 from .qnode import measure

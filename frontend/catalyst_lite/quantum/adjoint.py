@@ -3,7 +3,7 @@
 When every result is an ``expval`` without shots and every traced parameter is a real scalar of a
 named gate, the results are a ``jax.custom_jvp`` function of the gates' parameters (JAX's reverse
 mode of the simulation would compile the transpose of every fused block: three times the program).
-Its value is the forward simulation of :mod:`.application`; its rule walks the fused blocks
+Its value is the forward simulation of :mod:`.fusion`; its rule walks the fused blocks
 (:func:`~.fusion.fuse`) backwards in one counted loop whose body is a ``switch`` over the distinct
 block kinds (one static kernel each). ``|psi>`` and ``|phi_o> = O_o|psi>`` take each block's
 inverse; for a traced block the loop keeps ``R[a, b] = sum_r conj(phi_o[a, r]) psi[b, r]`` (``a,
@@ -26,10 +26,8 @@ from ..jax_extras import Tracer
 from .fusion import (MAX_UNROLLED_BLOCKS, Block, BlockMatrices, PlannedGate, _apply_blocks, _monomial, _shape_of, block_matrices,
                      fuse, has_known_wires, planned_gates)
 from .gates import GateRecord, _dagger, batched_matrices, stacked
-from .measurements import apply_observable, exact_measurement
-from .monomials import Monomial, apply_monomials
-from .sampling import measurement_kind
-from .statevector import apply_block
+from .measurements import apply_observable, exact_measurement, measurement_kind
+from .statevector import Monomial, apply_block, apply_monomials
 
 __all__ = ["adjoint_expvals"]
 
@@ -135,21 +133,18 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
             members = [plan.records[m] for m in block.members]
             gates = ([plan.gates[m].monomial for m in block.members] if forward else
                      [_monomial(_dagger(np.asarray(r.matrix, np.complex128)), r) for r in members[::-1]])
-            key, row = plan.kind(block), 0
-            make = lambda gates=gates: _monomial_branch(gates, plan.n_wires)
+            key, row, kept = plan.kind(block), 0, (None, gates)
         elif b in matrices.known:
             d = 2 ** len(wires)
             known_by_size.setdefault(d, []).append(matrices.known[b])
-            key, row = ("known", wires), ("known", d, len(known_by_size[d]) - 1)
-            make = lambda wires=wires: _dense_branch(wires, plan.n_wires, None)
+            key, row, kept = ("known", wires), ("known", d, len(known_by_size[d]) - 1), (None,)
         else:
             stack, position = matrices.slot[b]
             key, row, slots[stack] = ("traced", wires, stack), ("traced", stack, position), position
-            keeping = None if forward else stack
-            make = lambda wires=wires, keeping=keeping: _dense_branch(wires, plan.n_wires, keeping)
-        if key not in kinds:
+            kept = (None if forward else stack,)
+        if key not in kinds:  # (kept: the branch's R to make, and its monomials)
             kinds[key] = len(branches)
-            branches.append(make())
+            branches.append(_branch(wires, plan.n_wires, *kept))
         steps.append((kinds[key], row, slots))
     # per size of block, one stack of its matrices (inverted for the backward sweep): known ones first
     by_size = {d: [jnp.asarray(np.stack(ms))] for d, ms in sorted(known_by_size.items())}
@@ -184,25 +179,20 @@ def _walk(plan: _Plan, matrices: BlockMatrices, vectors: Any, forward: bool, obs
     return vectors, tuple(c[:, :-1] for c in crosses)
 
 
-def _dense_branch(wires: tuple, n_wires: int, keeping: int | None):
-    """A block on ``wires``: the vectors take the picked matrix of its size; for the traced stack
-    ``keeping`` (backwards), the branch makes its ``R`` (else zeros, stored in the spare slot)."""
+def _branch(wires: tuple, n_wires: int, keeping: int | None, monomials: list[Monomial] | None = None):
+    """A block on ``wires``: the vectors take its ``monomials``, else the picked matrix of its size;
+    for the traced stack ``keeping`` (backwards), the branch makes its ``R`` (else zeros, stored in
+    the spare slot)."""
 
     def branch(vectors, picked, crosses):
-        matrix = picked[2 ** len(wires)]
-        moved = jax.vmap(lambda v: apply_block(v, matrix, list(wires), n_wires))(vectors)
+        if monomials is not None:
+            moved = jax.vmap(lambda v: apply_monomials(v, monomials, n_wires))(vectors)
+        else:
+            moved = jax.vmap(lambda v: apply_block(v, picked[2 ** len(wires)], list(wires), n_wires))(vectors)
         made = [jnp.zeros((c.shape[0], *c.shape[2:]), c.dtype) for c in crosses]
         if keeping is not None:
             made[keeping] = _cross(vectors[1:], moved[0], wires, n_wires)
         return moved, tuple(made)
-
-    return branch
-
-
-def _monomial_branch(gates: list[Monomial], n_wires: int):
-    def branch(vectors, picked, crosses):
-        made = tuple(jnp.zeros((c.shape[0], *c.shape[2:]), c.dtype) for c in crosses)
-        return jax.vmap(lambda v: apply_monomials(v, gates, n_wires))(vectors), made
 
     return branch
 

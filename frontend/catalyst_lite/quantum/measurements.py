@@ -1,7 +1,22 @@
 """Terminal measurements of a compiled circuit, computed from the final state vector: exact
-without shots, else statistics of the shots' records (:mod:`.sampling`), as ``default.qubit``
-gives them. Observables with a Pauli sentence are applied as a bit flip and a sign per word;
-others by their matrix.
+without shots, else statistics of the shots' records, as ``default.qubit`` gives them.
+Observables with a Pauli sentence are applied as a bit flip and a sign per word; others by their
+matrix.
+
+With finite shots, as ``default.qubit`` estimates them: what each shot *records*
+(:func:`shot_records` from a final state; :func:`value_record` of mid-circuit measurement values,
+per shot in :mod:`.qnode`), and the :func:`statistic` of many shots' records. Shots that
+post-selection discards are left out of statistics; their samples are ``INVALID_SAMPLE``, as
+PennyLane pads them under ``jax.jit``.
+
+>>> import pennylane as qml
+>>> from catalyst_lite.quantum.gates import WireMap
+>>> from catalyst_lite.quantum.prng import key_from_seed
+>>> from catalyst_lite.quantum.statevector import zero_state
+>>> mp = qml.counts(wires=[0])
+>>> (records,) = shot_records([mp], zero_state(1), lambda: key_from_seed(0), 5, 1, WireMap([0]))
+>>> [x.tolist() for x in statistic(mp, records, 1)]
+[[0, 1], [5, 0]]
 """
 
 from __future__ import annotations
@@ -10,22 +25,24 @@ import functools
 import operator
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
-from .gates import _qml
-from .sampling import (
-    measured_wires, measurement_kind, rotate_to_eigenbasis, shot_records, static_eigvals, statistic, value_record,
+from . import prng
+from .gates import WireMap, _qml, gate_records
+from .mcm import ShotPlan
+from .statevector import (
+    apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, state_size, wire_bits,
 )
-from .shots import ShotPlan
-from .statevector import apply_matrix, basis_indices, bit_mask, outcome_index, probabilities, wire_bits
-from .wires import WireMap
 
 __all__ = ["measure_terminal", "exact_measurement", "check_hermitian", "SUPPORTED_MEASUREMENTS",
-           "apply_observable"]
+           "apply_observable", "INVALID_SAMPLE", "measurement_kind", "is_measurement", "flatten_results",
+           "measured_wires", "rotate_to_eigenbasis", "shot_records", "value_record", "statistic",
+           "static_eigvals"]
 
 SUPPORTED_MEASUREMENTS = ("expval", "var", "probs", "state", "sample", "counts", "density_matrix", "vn_entropy",
                           "purity", "mutual_info")
@@ -149,8 +166,7 @@ def _from_state(mp: Any, state, n_wires: Any, wires: WireMap):
             f"{type(mp).__name__} needs a device with a known number of wires; return qml.state() "
             f"and compute it with {STATE_MEASUREMENTS[measurement_kind(mp)]} instead."
         )
-    import pennylane as qml
-
+    qml = _qml()
     device_order = qml.wires.Wires(range(n_wires))
     mutual = isinstance(mp, qml.measurements.MutualInfoMP)
     groups = [wires.indices(g, measurement_kind(mp)) for g in (mp.raw_wires if mutual else [mp.wires])]
@@ -179,8 +195,7 @@ def _targets_first(state, targets: list, n_wires: int):
 
 def _numbered(mp: Any, sizes: list[int]) -> Any:
     """A measurement like ``mp`` of the wires ``0, 1, ...``: its groups of ``sizes`` wires in turn."""
-    import pennylane as qml
-
+    qml = _qml()
     starts = [sum(sizes[:g]) for g in range(len(sizes))]
     groups = [list(range(s, s + n)) for s, n in zip(starts, sizes)]
     with qml.QueuingManager.stop_recording():
@@ -240,3 +255,278 @@ def measure_terminal(mps: list, state, n_wires: int, wires: WireMap, shots: Shot
             results[i] = (statistic(mp, records, n_wires) if not shots.partitioned else
                           tuple(statistic(mp, records[start:stop], n_wires) for start, stop in shots.slices()))
     return results
+
+
+INVALID_SAMPLE = int(np.iinfo(np.int32).min)  # the sample of a shot post-selection discarded
+
+_KINDS = {
+    "ExpectationMP": "expval", "VarianceMP": "var", "ProbabilityMP": "probs",
+    "StateMP": "state", "SampleMP": "sample", "CountsMP": "counts",
+}
+
+
+def measurement_kind(mp: Any) -> str:
+    """``"expval"``, ``"var"``, ``"probs"``, ``"state"``, ``"sample"``, ``"counts"`` or a class name."""
+    name = type(mp).__name__
+    return _KINDS.get(name, name)
+
+
+def is_measurement(x: Any) -> bool:
+    """``x`` is a PennyLane measurement process: a QNode's result to compute, not a value."""
+    return isinstance(x, _qml().measurements.MeasurementProcess)
+
+
+def flatten_results(output: Any) -> tuple[list, Any]:
+    """What a quantum function returned, flattened with its measurement processes as leaves."""
+    return jax.tree_util.tree_flatten(output, is_leaf=is_measurement)
+
+
+def measured_wires(mp: Any, n_wires: Any, wires: WireMap) -> tuple | None:
+    """The wire indices a measurement without observable reads (``None``: all, naming none)."""
+    return wires.indices(mp.wires, measurement_kind(mp)) if len(mp.wires) else None
+
+
+def _basis_samples(state, key, shots: Any):
+    return prng.sample_indices(key, probabilities(state), shots)
+
+
+def _by_factor(obs: Any) -> bool:
+    """A product with traced wires, taken factor by factor: PennyLane's compares its factors' wires."""
+    return isinstance(obs, _qml().ops.Prod) and any(isinstance(w, Tracer) for w in obs.wires)
+
+
+def _diagonalized_by_eigh(obs: Any, in_order: bool) -> bool:
+    """``obs`` (with traced data) is diagonalized by JAX's ``eigh`` of its matrix: PennyLane
+    diagonalizes a Hermitian with NumPy (it cannot when the matrix is traced), and other traced
+    data give eigenvalues known only when the program runs. ``in_order``: the order of the
+    eigenbasis matters (``probs(op=...)``); ``eigh``'s (ascending eigenvalues) is PennyLane's
+    only for a ``Hermitian``."""
+    if not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(obs.data)) or _by_factor(obs):
+        return False
+    return not in_order or isinstance(obs, _qml().Hermitian)
+
+
+def _eigh(obs: Any):
+    """``(eigenvalues, eigenvectors)`` of ``obs``'s matrix on its wires, traced."""
+    return jnp.linalg.eigh(jnp.asarray(obs.matrix(), jnp.complex128))
+
+
+def rotate_to_eigenbasis(state, obs, n_wires: int, wires: WireMap, in_order: bool = True):
+    """``state`` after ``obs``'s diagonalizing gates (a basis sample picks an eigenvalue); with
+    ``in_order=False`` only the eigenvalue of each outcome (:func:`eigenvalues`) must be known."""
+    qml = _qml()
+    if _diagonalized_by_eigh(obs, in_order):
+        vectors = _eigh(obs)[1]
+        return apply_matrix(state, jnp.conj(vectors).T, wires.indices(obs.wires, obs.name), n_wires)
+    if isinstance(obs, qml.ops.Sum) and any(isinstance(w, Tracer) for w in obs.wires):
+        raise QuantumOperationError(
+            f"catalyst_lite cannot sample {obs} with finite shots: a sum measured this way is sampled "
+            "in the eigenbasis of the whole observable, as PennyLane does, which needs its wires known "
+            "when compiling (here a wire is traced). Measure the expval of its terms, or use known wires."
+        )
+    if _by_factor(obs):
+        for factor in obs.operands:
+            state = rotate_to_eigenbasis(state, factor, n_wires, wires, in_order)
+        return state
+    with qml.QueuingManager.stop_recording():
+        gates = obs.diagonalizing_gates()
+    for op in gates:
+        for r in gate_records(op, wires):
+            state = apply_matrix(state, r.matrix, r.targets, n_wires, r.controls, r.control_values)
+    return state
+
+
+def static_eigvals(obs) -> np.ndarray:
+    """``obs.eigvals()`` as a constant (a traced observable's are unknown)."""
+    if _by_factor(obs):  # the factors' eigenvalues, in the order of the product's wires
+        return functools.reduce(np.kron, [static_eigvals(factor) for factor in obs.operands])
+    try:
+        return np.asarray(obs.eigvals())
+    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+        raise QuantumOperationError(
+            f"catalyst_lite cannot sample the observable {obs} with finite shots: its eigenvalues "
+            "depend on traced values. Sample its Pauli words separately."
+        ) from None
+
+
+def eigenvalues(obs: Any, in_order: bool = True):
+    """The eigenvalue of each outcome of :func:`rotate_to_eigenbasis` (traced for a traced observable
+    :func:`_diagonalized_by_eigh`; else constants, as :func:`static_eigvals`)."""
+    return _eigh(obs)[0] if _diagonalized_by_eigh(obs, in_order) else static_eigvals(obs)
+
+
+def _in_word_basis(state, word: dict, n_wires: Any, wires: WireMap):
+    """``state`` in the eigenbasis of the Pauli word ``{wire: "X"|"Y"|"Z"}``."""
+    qml = _qml()
+    with qml.QueuingManager.stop_recording():
+        operation = qml.pauli.PauliWord(word).operation()
+    return rotate_to_eigenbasis(state, operation, n_wires, wires)
+
+
+def _word_eigenvalues(samples, word: dict, n_wires: Any, wires: WireMap):
+    """The eigenvalue ``±1`` of the Pauli word in each of its basis' ``samples`` (the parity)."""
+    bits = (wire_bits(samples, wires.index(label, "observable"), n_wires) for label in word)
+    return 1.0 - 2.0 * (sum(bits, jnp.zeros_like(samples)) & 1).astype(jnp.float64)
+
+
+def _sentence_samples(state, sentence, key, shots: Any, n_wires: int, wires: WireMap):
+    """``(shots,)`` of ``sum_w c_w * (±1 of word w)``, each word in its own basis, with its key."""
+    total = None
+    for word, coeff in sentence.items():
+        key, sub = prng.split(key)
+        word = dict(word)
+        if word:
+            samples = _basis_samples(_in_word_basis(state, word, n_wires, wires), sub, shots)
+            outcomes = _word_eigenvalues(samples, word, n_wires, wires)
+        else:  # the identity: no draw needed
+            outcomes = jnp.ones((shots,), jnp.float64)
+        term = jnp.real(jnp.asarray(coeff)) * outcomes
+        total = term if total is None else total + term
+    return total
+
+
+def _records(mp: Any, state, key, shots: Any, n_wires: int, wires: WireMap):
+    """What each of ``shots`` shots records of ``mp``, of an observable, alone."""
+    kind, obs = measurement_kind(mp), mp.obs
+    sentence = obs.pauli_rep if kind in ("expval", "var") else None
+    if sentence is not None and (kind == "expval" or len(sentence) == 1):
+        return _sentence_samples(state, sentence, key, shots, n_wires, wires)
+    in_order = kind not in ("expval", "var", "sample")  # counts and probs name their outcomes
+    samples = _basis_samples(rotate_to_eigenbasis(state, obs, n_wires, wires, in_order), key, shots)
+    if kind not in ("expval", "var", "sample", "counts"):  # probs(op=...): on the observable's wires
+        return _basis_records(mp, samples, n_wires, wires)
+    position = outcome_index(samples, wires.indices(obs.wires, obs.name), n_wires)
+    return jnp.take(jnp.asarray(eigenvalues(obs, in_order), jnp.float64), position)
+
+
+def _basis_records(mp: Any, samples, n_wires: Any, wires: WireMap):
+    """What ``sample``/``probs``/``counts`` record of basis ``samples``."""
+    kind = measurement_kind(mp)
+    targets = measured_wires(mp, n_wires, wires) if mp.obs is None else wires.indices(mp.obs.wires, kind)
+    if kind == "sample":
+        if targets is None:  # every wire (none on a device without wires; a symbolic number)
+            positions = (n_wires - 1 - lax.iota(jnp.int64, n_wires)).astype(samples.dtype)
+            return ((samples[:, None] >> positions[None, :]) & 1).astype(jnp.int64)
+        return jnp.stack([wire_bits(samples, t, n_wires) for t in targets], axis=-1).astype(jnp.int64)
+    if kind in ("probs", "counts"):
+        return samples if targets is None else outcome_index(samples, targets, n_wires)
+    raise QuantumOperationError(
+        f"catalyst_lite cannot compile {kind} with finite shots; supported: expval, var, probs, "
+        "sample, counts. Call this QNode outside qjit (Catalyst 0.15 does not compile it either)."
+    )
+
+
+def _one_pauli_word(mp: Any) -> tuple[dict, Any] | None:
+    """``(word, coefficient)`` when ``mp`` measures one Pauli word (``2 * X(0) @ Z(1)``)."""
+    sentence = None if mp.obs is None else mp.obs.pauli_rep
+    if sentence is None or len(sentence) != 1:
+        return None
+    ((word, coeff),) = sentence.items()
+    if any(isinstance(w, Tracer) for w in word):
+        # a traced wire: measured on its own (two tracers may be one wire when the program runs)
+        return None
+    return dict(word), coeff
+
+
+def _sampling_groups(mps: list) -> list[tuple[dict | None, list[int]]]:
+    """The measurements sharing samples, as on ``default.qubit``: ``(None, members)`` those without
+    observable, ``(basis, members)`` Pauli words agreeing on common wires, ``(None, [i])`` others."""
+    plain = [i for i, mp in enumerate(mps) if mp.obs is None]
+    groups: list[tuple[dict | None, list[int]]] = [(None, plain)] if plain else []
+    for i, mp in enumerate(mps):
+        found = None if mp.obs is None else _one_pauli_word(mp)
+        if mp.obs is not None and found is None:
+            groups.append((None, [i]))
+        elif found is not None:
+            word = found[0]
+            for basis, members in groups:
+                if basis is not None and all(basis.get(w, p) == p for w, p in word.items()):
+                    basis.update(word)
+                    members.append(i)
+                    break
+            else:
+                groups.append((dict(word), [i]))
+    return groups
+
+
+def shot_records(mps: list, state, split, shots: Any, n_wires: int, wires: WireMap) -> list:
+    """What each of ``shots`` shots records of each of ``mps``, ``(shots, ...)``; a sampling group
+    (:func:`_sampling_groups`) records the same shots, drawn with a key from ``split()``."""
+    records: list = [None] * len(mps)
+    for basis, members in _sampling_groups(mps):
+        key = split()
+        if basis is None and mps[members[0]].obs is not None:  # an observable of its own
+            records[members[0]] = _records(mps[members[0]], state, key, shots, n_wires, wires)
+            continue
+        samples = _basis_samples(state if basis is None else _in_word_basis(state, basis, n_wires, wires), key, shots)
+        for i in members:
+            mp = mps[i]
+            if basis is None or measurement_kind(mp) == "probs":
+                records[i] = _basis_records(mp, samples, n_wires, wires)
+            else:
+                word, coeff = _one_pauli_word(mp)
+                records[i] = jnp.real(jnp.asarray(coeff)) * _word_eigenvalues(samples, word, n_wires, wires)
+    return records
+
+
+def _values(mp: Any) -> list:
+    return list(mp.mv) if isinstance(mp.mv, (list, tuple)) else [mp.mv]
+
+
+def _of_expression(mp: Any) -> bool:  # of one expression of measurement values (m0 + m1, ~m)
+    return getattr(mp.mv, "has_processing", False)
+
+
+def value_record(mp: Any):
+    """What one shot records of a statistic of mid-circuit measurement values ``mp.mv``."""
+    kind = measurement_kind(mp)
+    values = [jnp.asarray(v) for v in _values(mp)]
+    listed = isinstance(mp.mv, (list, tuple))
+    if kind == "counts" and _of_expression(mp):
+        return values[0]  # counted by its values (see statistic)
+    if kind in ("probs", "counts"):
+        if any(v.dtype != jnp.bool_ for v in values):
+            raise QuantumOperationError(
+                f"{kind} of a list of combinations of mid-circuit measurements (such as "
+                f"[m0 + m1, m2]) is not supported. Pass the measurements themselves "
+                f"({kind}(op=[m0, m1, m2])), or take {kind} of one combination."
+            )
+        k = len(values)
+        return sum(v.astype(jnp.int64) << (k - 1 - m) for m, v in enumerate(values))
+    if kind == "sample":
+        as_int = [v.astype(jnp.int64) if v.dtype == jnp.bool_ or jnp.issubdtype(v.dtype, jnp.integer)
+                  else v for v in values]
+        return jnp.stack(as_int) if listed else as_int[0]
+    if kind in ("expval", "var"):
+        if listed:
+            raise QuantumOperationError(f"qml.{kind} does not take a list of mid-circuit measurements.")
+        return values[0].astype(jnp.float64)
+    raise QuantumOperationError(f"{kind} of mid-circuit measurement values is not supported.")
+
+
+def statistic(mp: Any, records, n_wires: int, valid=None):
+    """The result of ``mp`` from the records of shots (``valid``: which count; ``None``: all)."""
+    kind = measurement_kind(mp)
+    weights = None if valid is None else valid.astype(jnp.float64)
+    if kind in ("expval", "var"):
+        mean = jnp.mean(records) if weights is None else jnp.sum(records * weights) / jnp.sum(weights)
+        if kind == "expval":
+            return mean
+        spread = (records - mean) ** 2
+        return jnp.mean(spread) if weights is None else jnp.sum(spread * weights) / jnp.sum(weights)
+    if kind == "sample":
+        if valid is None:
+            return records
+        keep = jnp.reshape(valid, valid.shape + (1,) * (records.ndim - 1))
+        return jnp.where(keep, records, jnp.asarray(INVALID_SAMPLE, records.dtype))
+    if kind not in ("probs", "counts"):
+        raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
+    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):  # counted by eigenvalue
+        outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs or mp)), records.dtype)
+    elif mp.mv is not None:
+        outcomes = jnp.arange(2 ** len(_values(mp)))
+    else:  # (a traced size for all the wires of a traced number of them)
+        outcomes = jnp.arange(state_size(len(mp.wires) or n_wires))
+    hits = records[:, None] == outcomes[None, :]
+    counts = jnp.sum(hits if valid is None else hits & valid[:, None], axis=0, dtype=jnp.int64)
+    return (outcomes, counts) if kind == "counts" else counts / jnp.sum(counts)

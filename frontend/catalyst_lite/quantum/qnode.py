@@ -2,11 +2,18 @@
 
 While catalyst_lite traces (:func:`quantum_tracing`), calling a ``qml.QNode`` runs
 :func:`execute_qnode`: the state vector and a PRNG key are *ambient carries* (threaded through
-loops and branches); the quantum function's operations queue (:mod:`.recorder`, :mod:`.regions`)
-and are applied (:mod:`.application`) when the state is next needed, since PennyLane unqueues an
+loops and branches); the quantum function's operations queue (:mod:`.regions`)
+and are applied (:mod:`.fusion`) when the state is next needed, since PennyLane unqueues an
 operator that becomes the base of ``qml.adjoint``/``qml.ctrl``. Measurements are exact or
-statistics of shots (:mod:`.sampling`); mid-circuit measurements may run the circuit again per
-shot or per branch (:mod:`.repeated`).
+statistics of shots (:mod:`.measurements`).
+
+A circuit whose mid-circuit measurements' results cover many branches runs again and again inside
+one counted loop: :func:`one_shot_results` once per shot (``"one-shot"``, ``"deferred"`` with
+shots; the results are statistics of each shot's records over the valid shots, a value that is no
+measurement stacked per shot, as in Catalyst), :func:`all_branches_results` once per branch
+(``"deferred"`` without shots: exact statistics of the weighted mixture, as PennyLane's). There,
+``run(policy, key)`` runs the quantum function once (:func:`run_circuit`); ``probe`` is the run
+that found the measurements: the results' structure and the QNode's key carry.
 
 >>> import pennylane as qml
 >>> from catalyst_lite import qjit
@@ -34,8 +41,10 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ..trace_context import current as current_context, pennylane_capture_enabled, scope as context_scope
+from ..control_flow import for_loop
 from ..control_flow.common import (
     ControlFlowOperation, StandsForValue, ambient_carry, control_flow_handler, traced_value,
 )
@@ -49,20 +58,22 @@ from ..jax_extras.patches import Patch, register_patch
 from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .adjoint import adjoint_expvals
-from .application import apply_records
-from .gates import BroadcastingError, GateRecord, _qml, bit_flip_matrix, gate_records, initial_state
-from .mcm import McmPolicy, SingleBranch, ValueCarry, measured_value, with_values
+from .gates import (
+    BroadcastingError, GateRecord, OutsideWires, WireMap, _qml, bit_flip_matrix, gate_records, initial_state,
+)
+from .mcm import (
+    Branches, McmConfig, McmPolicy, OneShot, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values,
+)
+from .fusion import apply_records
 from .gradients import by_adjoint_method, gradient_method, with_exact_derivative
-from .measurements import check_hermitian, exact_measurement, measure_terminal
-from .sampling import flatten_results, is_measurement, measurement_kind
-from .recorder import recorder_class
-from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, run_ctrl
-from .repeated import all_branches_results, one_shot_results
+from .measurements import (
+    apply_observable, check_hermitian, exact_measurement, flatten_results, is_measurement, measure_terminal,
+    measurement_kind, shot_records, statistic, value_record,
+)
+from .regions import MEASUREMENT_IN_REGION, Region, RegionControlFlow, adjoint_transform, recorder_class, run_ctrl
 from .sharded import StateSharding, execute_sharded_qnode
-from .shots import McmConfig, ShotPlan
 from .statevector import apply_matrix, project_wire, wire_entanglement, wire_probability, zero_state
 from .transforms import qnode_pipeline, transformed_operations
-from .wires import OutsideWires, WireMap
 
 __all__ = ["execute_qnode", "measure", "compiling_state", "quantum_tracing", "CIRCUIT_COMPILE_OPTIONS"]
 
@@ -140,7 +151,6 @@ def intercept_qnode_calls() -> None:
             register_patch(Patch("compile_qnode_calls", qnode_class, "__call__", _make_qnode_call,
                                  "a QNode called while catalyst_lite traces compiles into the program"))
             _intercepting = True
-
 
 
 class KeyCarry(ValueCarry):
@@ -311,14 +321,14 @@ class QuantumState:
         return self.control_flow.depth > 0
 
     def _allocation(self, op: Any) -> None:
-        """``Allocate``: each dynamic wire gets a slot (:mod:`.wires`); inside a loop or branch,
+        """``Allocate``: each dynamic wire gets a slot (:class:`.gates.WireMap`); inside a loop or branch,
         freed slots are reused, reset by a measurement as PennyLane does. ``Deallocate``: freed."""
         if op.name == "Deallocate":
             self.wires.deallocate(op.wires)
             return
         in_control_flow = self._in_control_flow()
         restored = bool(op.hyperparameters.get("restored", False))
-        circuit = _circuits()[-1]
+        circuit = current_context().circuits[-1]
         for index, used in self.wires.allocate(op.wires, restored, reuse=in_control_flow):
             if (in_control_flow and not restored) or used:
                 if circuit.exact:  # one drawn outcome is PennyLane's average only if not entangled
@@ -363,7 +373,7 @@ def _device_name(qnode) -> str:
 
 
 def _device_wires(qnode) -> WireMap:
-    """The device's wires: labels, a traced number, or allocated on use (:mod:`.wires`)."""
+    """The device's wires: labels, a traced number, or allocated on use (:class:`.gates.WireMap`)."""
     device = qnode.device
     name = _device_name(qnode)
     if name not in SUPPORTED_DEVICES:
@@ -394,7 +404,7 @@ def run_circuit(qnode, qfunc: Callable, args: tuple, kwargs: dict, wires: WireMa
     outside = OutsideWires(wires, WiresAllocated)
     wires.begin_run()
     run = CircuitRun(state, key, policy, exact=exact)
-    with context_scope(circuits=(*_circuits(), run)), contextlib.ExitStack() as scope:
+    with context_scope(circuits=(*current_context().circuits, run)), contextlib.ExitStack() as scope:
         for carry in (state, key, *policy.carries, *outside.carries):
             scope.enter_context(ambient_carry(carry))
         scope.enter_context(recorder)
@@ -602,8 +612,112 @@ def _terminal_results(run: CircuitRun, shots: ShotPlan, differentiated: bool = F
                  for i in range(len(shots.slices())))
 
 
-def _circuits() -> tuple[CircuitRun, ...]:
-    return current_context().circuits
+MAX_BRANCHING_MEASUREMENTS = 20
+"""``mcm_method="deferred"`` without shots runs ``2**k`` branches: at most this many measurements."""
+
+
+def _shot_records(leaves: list, run: Any, key: Any) -> list:
+    """What one execution (one shot) records of each output leaf."""
+    drawn = [leaf for leaf in leaves if is_measurement(leaf) and leaf.mv is None]  # never state() (qnode._check_shots)
+    state = run.state
+    records = iter(shot_records(drawn, state.vector, key.split, 1, state.n_wires, state.wires))
+    return [jnp.asarray(leaf) if not is_measurement(leaf) else value_record(leaf) if leaf.mv is not None else next(records)[0]
+            for leaf in leaves]
+
+
+def one_shot_results(run: Callable, probe: Any, shots: ShotPlan, config: McmConfig) -> Any:
+    """The QNode's results with one execution per shot (see the module docstring)."""
+    key = probe.key
+    leaves, tree = flatten_results(probe.output)
+    # Each record's type, from the probe (with a key of its own: its equations are dropped)
+    scratch = type(key)(key.get())
+    shapes = [jnp.asarray(r) for r in _shot_records(leaves, probe, scratch)]
+    base = key.split()
+    count = shots.total
+
+    @for_loop(0, count, 1)
+    def each_shot(i, records, valid):
+        policy = OneShot(config.fill_shots)
+        shot_key = type(key)(prng.fold_in(base, i), key.on_draw)
+        current = run(policy, shot_key)
+        now = _shot_records(flatten_results(current.output)[0], current, shot_key)
+        records = [lax.dynamic_update_index_in_dim(r, jnp.asarray(x, r.dtype), i, 0) for r, x in zip(records, now)]
+        return records, lax.dynamic_update_index_in_dim(valid, policy.valid.get(), i, 0)
+
+    init = [jnp.zeros((count,) + s.shape, s.dtype) for s in shapes]
+    records, valid = each_shot(init, jnp.ones((count,), bool))
+    kept = None if config.fill_shots else valid
+
+    def entry(records: list, kept: Any) -> Any:
+        values = [statistic(leaf, r, probe.state.n_wires, kept) if is_measurement(leaf) else r
+                  for leaf, r in zip(leaves, records)]
+        return jax.tree_util.tree_unflatten(tree, values)
+
+    if not shots.partitioned:
+        return entry(records, kept)
+    return tuple(entry([r[start:stop] for r in records], None if kept is None else kept[start:stop])
+                 for start, stop in shots.slices())
+
+
+def _moments(leaf: Any, state: Any) -> Any:
+    """What one branch contributes (weighted) to a measurement: its exact value (and mean square)."""
+    if not is_measurement(leaf):
+        raise QuantumOperationError(
+            "With mcm_method='deferred' and no shots the QNode must return measurements only (a "
+            "mid-circuit measurement value differs from branch to branch); use qml.expval(m) or "
+            "qml.probs(op=m)."
+        )
+    kind = measurement_kind(leaf)
+    if kind not in ("expval", "var", "probs"):
+        problem = "needs finite shots" if kind in ("sample", "counts") else "is not supported here"
+        raise QuantumOperationError(
+            f"{kind} {problem}; with mcm_method='deferred' and no shots, expval, var and probs are "
+            "computed exactly."
+        )
+    if leaf.mv is not None:
+        value = value_record(leaf)
+        if kind == "probs":
+            return jax.nn.one_hot(value, 2 ** len(leaf.mv if isinstance(leaf.mv, (list, tuple)) else [leaf.mv]),
+                                  dtype=jnp.float64)
+        return jnp.stack([value, value**2])
+    if kind == "probs":
+        return exact_measurement(leaf, state.vector, state.n_wires, state.wires)
+    applied = apply_observable(leaf.obs, state.vector, state.n_wires, state.wires)
+    return jnp.stack([jnp.real(jnp.vdot(state.vector, applied)), jnp.real(jnp.vdot(applied, applied))])
+
+
+def _combined(leaf: Any, total: Any, norm: Any) -> Any:
+    moments, kind = total / norm, measurement_kind(leaf)
+    return moments if kind == "probs" else moments[0] if kind == "expval" else moments[1] - moments[0] ** 2
+
+
+def all_branches_results(run: Callable, probe: Any) -> Any:
+    """The QNode's exact results over every branch of its mid-circuit measurements."""
+    sites = probe.policy.sites
+    if probe.policy.sites_in_loops:
+        raise QuantumOperationError(
+            "mcm_method='deferred' without shots needs the number of mid-circuit measurements "
+            "while tracing, but a measurement is inside a for_loop/while_loop. Set finite shots "
+            "(each shot then follows its own branch), or measure outside loops."
+        )
+    if sites > MAX_BRANCHING_MEASUREMENTS:
+        raise QuantumOperationError(
+            f"mcm_method='deferred' without shots runs every branch: {sites} mid-circuit "
+            f"measurements would be 2**{sites} executions. Set finite shots instead."
+        )
+    leaves, tree = flatten_results(probe.output)
+    init = [jnp.zeros_like(_moments(leaf, probe.state)) for leaf in leaves]
+
+    @for_loop(0, 2**sites, 1)
+    def each_branch(b, totals, norm):
+        policy = Branches(b)
+        current = run(policy, probe.key)
+        weight = policy.total_weight()
+        moments = [_moments(leaf, current.state) for leaf in flatten_results(current.output)[0]]
+        return [t + weight * m for t, m in zip(totals, moments)], norm + weight
+
+    totals, norm = each_branch(init, jnp.zeros(()))
+    return jax.tree_util.tree_unflatten(tree, [_combined(leaf, t, norm) for leaf, t in zip(leaves, totals)])
 
 
 def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> Any:
@@ -627,7 +741,7 @@ def measure(wires: Any, reset: bool = False, postselect: int | None = None) -> A
     >>> round(float(copy_bit()), 6)
     1.0
     """
-    stack, qml = _circuits(), sys.modules.get("pennylane")
+    stack, qml = current_context().circuits, sys.modules.get("pennylane")
     another_compiler = qml is not None and qml.compiler.active_compiler() not in (None, "catalyst_lite")
     if not is_tracing() and (pennylane_capture_enabled() or another_compiler):
         # qjit(capture=True), or qml.qjit with Catalyst: PennyLane's measure hands it to them
@@ -667,7 +781,6 @@ def collapse(circuit: CircuitRun, wire: Any, reset: bool = False, postselect: in
     return outcome
 
 
-
 def _measured_wire(wires: Any) -> Any:
     """The one wire of ``measure(wires)``: a label, or a one-element list or array of one."""
     if isinstance(wires, (list, tuple)):
@@ -684,7 +797,7 @@ def _measured_wire(wires: Any) -> Any:
 
 def compiling_state() -> QuantumState | None:
     """The state of the circuit being compiled in this thread, if any."""
-    stack = _circuits()
+    stack = current_context().circuits
     return stack[-1].state if stack and is_tracing(under_transformations=True) else None
 
 

@@ -38,10 +38,9 @@ from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .fusion import apply_fused
-from .gates import GateRecord, _qml, gate_records
+from .gates import GateRecord, WireMap, _qml, gate_records
 from .measurements import apply_observable
 from .statevector import basis_indices, outcome_index, probabilities, zero_state
-from .wires import WireMap
 
 __all__ = ["StateSharding", "execute_sharded_qnode"]
 
