@@ -238,25 +238,22 @@ def _process_primitive(original, self, primitive, args, params):
 
 
 @repair(batching.BatchTrace, "process_primitive")
-def _make_batch_process_primitive(original):
+def _batch_process_primitive(original, self, primitive, tracers, params):
     """With dynamic shapes on, ``BatchTrace`` first checks a primitive's abstract evaluation, which
     a primitive staged by its own rule lacks (PennyLane's ``qnode``): ``jax.vmap`` of a QNode under
     ``qjit(capture=True)`` was "Abstract evaluation for 'qnode' not implemented". Such a primitive
     goes to its batching rule unchecked, as it does without dynamic shapes."""
-    def process_primitive(self, primitive, tracers, params):
-        rule = batching.primitive_batchers.get(primitive)
-        if not (is_active() and rule and primitive.multiple_results and primitive in pe.custom_staging_rules
-                and "abstract_eval" not in vars(primitive)):
-            return original(self, primitive, tracers, params)
-        vals, dims = tuple(zip(*map(self.to_batch_info, tracers))) or ((), ())
-        with core.set_current_trace(self.parent_trace):
-            if all(d is batching.not_mapped for d in dims):
-                return primitive.bind_with_trace(self.parent_trace, vals, params)
-            outs, out_dims = rule(vals, dims, **params)
-            return [x if d is batching.not_mapped else batching.BatchTracer(self, x, d)
-                    for x, d in zip(outs, out_dims)]
-
-    return process_primitive
+    rule = batching.primitive_batchers.get(primitive)
+    if not (rule and primitive.multiple_results and primitive in pe.custom_staging_rules
+            and "abstract_eval" not in vars(primitive)):
+        return original(self, primitive, tracers, params)
+    vals, dims = tuple(zip(*map(self.to_batch_info, tracers))) or ((), ())
+    with core.set_current_trace(self.parent_trace):
+        if all(d is batching.not_mapped for d in dims):
+            return primitive.bind_with_trace(self.parent_trace, vals, params)
+        outs, out_dims = rule(vals, dims, **params)
+        return [x if d is batching.not_mapped else batching.BatchTracer(self, x, d)
+                for x, d in zip(outs, out_dims)]
 
 
 @repair(pe.DynamicJaxprTrace, "to_jaxpr_tracer")
