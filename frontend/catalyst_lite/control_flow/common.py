@@ -285,8 +285,10 @@ class WithOperation:
     def _note_call(self, replay: Callable[[], Any]) -> None:
         """Called in a compiled circuit (whose control flow goes to a handler): its operation, which
         ``replay`` (this call again) applies."""
-        if active_control_flow_handler() is not None:
+        handler = active_control_flow_handler()
+        if handler is not None:
             self._operation = self.operation_type(self.__name__, replay)
+            getattr(handler, "noted", lambda operation: None)(self._operation)  # a handler may queue it
 
     @property
     def operation(self) -> ControlFlowOperation:
@@ -331,7 +333,8 @@ class WhileLoopCallable(LoopCallable):
 # A handler sees the control flow traced in a quantum circuit before it is bound (inside qml.adjoint a
 # loop is recorded, to be applied reversed): ``for_loop(body, bounds, init, bind)``, ``while_loop(cond_fn,
 # body, init, bind)`` or ``cond(preds, branches, otherwise, bind)`` (``otherwise``: ``None`` if not given),
-# with ``bind`` (the same arguments but ``bounds``) the usual implementation.
+# with ``bind`` (the same arguments but ``bounds``) the usual implementation. A handler's optional
+# ``noted(operation)`` is first given the call's ``.operation`` (a decomposition's tape records it).
 
 
 def control_flow_handler(handler: Any) -> contextlib.AbstractContextManager:
