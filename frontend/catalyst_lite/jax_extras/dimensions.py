@@ -31,8 +31,10 @@ from jax._src import core, dtypes
 from jax._src.interpreters import mlir
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
+from jax._src.numpy import indexing as jnp_indexing
 
 from ..errors import SizeAssumptionError, SymbolicShapeError
+from ..trace_context import current as current_context, scope as context_scope
 from .frames import is_library_file
 from .rules import PrimitiveSpec, register_primitive
 from .patches import NeedsCallSizes, Patch, error_standing_for, is_active, register_patch, repair
@@ -219,14 +221,19 @@ assume_size_p.multiple_results = True
 
 
 def _check_assumption(
-    lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = ""
+    lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = "", refusal: str = ""
 ) -> list:
-    """Raise if ``(lhs comparison rhs) != holds`` for these concrete sizes."""
+    """Raise if ``(lhs comparison rhs) != holds`` for these concrete sizes (``refusal``: JAX's
+    ``IndexError`` at such sizes, which the error then is)."""
     op = _OPERATORS[comparison]
     lhs, rhs = np.asarray(lhs).item(), np.asarray(rhs).item()
     if bool(op(lhs, rhs)) != holds:
         comparison = comparison if holds else NEGATED[comparison]
         stated = f"{statement} ({lhs} {comparison} {rhs})" if statement else f"{lhs} {comparison} {rhs}"
+        if refusal:
+            raise error_standing_for(SizeAssumptionError, IndexError)(
+                f"{where}: {refusal} (a size computed inside a loop: {stated}), as jax.jit raises."
+            )
         raise SizeAssumptionError(
             f"{where}: the program was traced with symbolic sizes assuming that {stated}, which "
             "is false for these arguments. The sizes are computed inside a loop, so the call "
@@ -255,8 +262,9 @@ register_primitive(assume_size_p, PrimitiveSpec(dimension_operands=lambda params
 _recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True) -> None:
-    """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size`` equation."""
+def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True, refusal: str = "") -> None:
+    """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size``
+    equation (``refusal``: see :func:`_check_assumption`)."""
     where = user_call_site()
     scope = current_scope()
     fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
@@ -270,7 +278,8 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     recorded.add(key)
     statement = fact.statement(scope.names) if fact is not None else ""
     with core.set_current_trace(trace):
-        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement)
+        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement,
+                           refusal=refusal)
 
 
 def _identity(x: Any) -> Any:
@@ -320,10 +329,11 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
 
 
 def decide_size_comparison(
-    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
+    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None, in_program: bool = True
 ) -> bool | None:
     """Decide ``lhs comparison rhs`` of size expressions, record it as a fact and return it; ``None``
-    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's)."""
+    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's);
+    ``in_program``: also as an ``assume_size`` equation (checked where it runs)."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None or not (_checkable(lhs, scope) and _checkable(rhs, scope)):
@@ -338,7 +348,7 @@ def decide_size_comparison(
     (answer,) = answers
     if scope is not None and not scope.decides_at_point():
         scope.decided_generically = True
-    _assume(lhs, rhs, comparison, answer, in_program=not _in_shape_rule())
+    _assume(lhs, rhs, comparison, answer, in_program=in_program and not _in_shape_rule())
     if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
         scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
     return answer
@@ -479,6 +489,8 @@ def _make_definitely_equal(original):
             return True
         if not (is_active() and (isinstance(x, core.Tracer) or isinstance(y, core.Tracer))):
             return False
+        if current_context().static_index and any(_is_zero(v) for v in (x, y)):
+            return _axis_is_empty(x, y)
         points = generic_values(x, y)
         if points is None:
             return False
@@ -494,6 +506,31 @@ def _make_definitely_equal(original):
         return True
 
     return definitely_equal
+
+
+def _is_zero(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and v == 0
+
+
+def _axis_is_empty(x: Any, y: Any) -> bool:
+    """JAX's indexing asking whether the axis of an integer index is empty (it then raises
+    IndexError): decided as a fact, so that a call where it is empty is traced at its sizes and gets
+    JAX's error; a size computed in a loop is checked where it is known, with JAX's error."""
+    answer = decide_size_comparison(x, y, "==", in_program=False)
+    if answer is None and all(is_scalar_int_or_bool(v) for v in (x, y)) and not _in_shape_rule():
+        _assume(x, y, "==", False, refusal="index is out of bounds for an axis of size 0")
+    return bool(answer)
+
+
+@repair(jnp_indexing, "index_to_gather")
+def _make_index_to_gather(original):
+    """jax.numpy's indexing (reads, ``.at[...]`` updates) asks ``definitely_equal(axis, 0)`` of the
+    axis of each integer index: only there is a size compared with 0 a fact (see definitely_equal)."""
+    def index_to_gather(*args, **kwargs):
+        with context_scope(static_index=True):
+            return original(*args, **kwargs)
+
+    return index_to_gather
 
 
 @repair(pe.DynamicJaxprTracer, "_short_repr")
