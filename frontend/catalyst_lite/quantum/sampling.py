@@ -74,7 +74,7 @@ def _by_factor(obs: Any) -> bool:
 
 
 def _traced_data(obs: Any) -> bool:
-    return any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(obs.data))
+    return any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(getattr(obs, "data", ())))
 
 
 def _diagonalized_by_eigh(obs: Any, in_order: bool) -> bool:
