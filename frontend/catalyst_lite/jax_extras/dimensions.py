@@ -209,6 +209,15 @@ def computed_from_sizes(x: Any) -> bool:
     return isinstance(x, pe.DynamicJaxprTracer) and _term(x, current_scope()) is not None
 
 
+def compares_counts(x: Any) -> bool:
+    """``x`` compares integers computed from sizes, integer arguments and loop counters (``i <
+    len(x)``, ``i > 0`` of a while loop's counter ``i``): what guards an index."""
+    if not (isinstance(x, pe.DynamicJaxprTracer) and x.parent is not None and x.parent.primitive in _COMPARISONS):
+        return False
+    scope = current_scope()
+    return all(is_scalar_int_or_bool(t) and _term(t, scope) is not None for t in x.parent.in_tracers)
+
+
 def is_size_expression(x: Any) -> bool:
     """``x`` is an integer tracer of a catalyst_lite trace computed from sizes and numbers only."""
     return computed_from_sizes(x) and is_scalar_int_or_bool(x)
@@ -232,7 +241,7 @@ def _check_assumption(
         stated = f"{statement} ({lhs} {comparison} {rhs})" if statement else f"{lhs} {comparison} {rhs}"
         if refusal:
             raise error_standing_for(SizeAssumptionError, IndexError)(
-                f"{where}: {refusal} (a size computed inside a loop: {stated}), as jax.jit raises."
+                f"{where}: {refusal} (traced assuming {stated}, false for these arguments), as jax.jit raises."
             )
         raise SizeAssumptionError(
             f"{where}: the program was traced with symbolic sizes assuming that {stated}, which "
@@ -267,10 +276,17 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     equation (``refusal``: see :func:`_check_assumption`)."""
     where = user_call_site()
     scope = current_scope()
-    fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
-    if not in_program or not all(is_scalar_int_or_bool(x) for x in (lhs, rhs)):
+    staged = in_program and all(is_scalar_int_or_bool(x) for x in (lhs, rhs))
+    # In a branch taken on run-time values, no fact: checked only where the branch runs (by the
+    # equation, or by JAX's shape rule at the sizes there, which re-runs).
+    fact = None
+    if scope is not None and not (scope.run_time_guards and (staged or _in_shape_rule())):
+        fact = scope.record(lhs, rhs, comparison, holds, where)
+    if not staged:
         return  # (a comparison of floats computed from size inputs is a fact: checked before a call)
     trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
+    if scope is not None and scope.run_time_guards and isinstance(core.trace_ctx.trace, pe.DynamicJaxprTrace):
+        trace = core.trace_ctx.trace  # the branch's: checked where it runs
     recorded = _recorded.setdefault(trace.frame, set())
     key = (_identity(lhs), _identity(rhs), comparison, holds)
     if key in recorded:
@@ -515,8 +531,11 @@ def _is_zero(v: Any) -> bool:
 def _axis_is_empty(x: Any, y: Any) -> bool:
     """JAX's indexing asking whether the axis of an integer index is empty (it then raises
     IndexError): decided as a fact, so that a call where it is empty is traced at its sizes and gets
-    JAX's error; a size computed in a loop is checked where it is known, with JAX's error."""
-    answer = decide_size_comparison(x, y, "==", in_program=False)
+    JAX's error; a size computed in a loop, or an index in a branch taken on run-time values, is
+    checked where it runs, with JAX's error."""
+    scope = current_scope()
+    in_branch = scope is not None and scope.run_time_guards > 0  # (a fact would hold for every call)
+    answer = None if in_branch else decide_size_comparison(x, y, "==", in_program=False)
     if answer is None and all(is_scalar_int_or_bool(v) for v in (x, y)) and not _in_shape_rule():
         _assume(x, y, "==", False, refusal="index is out of bounds for an axis of size 0")
     return bool(answer)
