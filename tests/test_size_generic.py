@@ -192,6 +192,26 @@ def test_new_sizes_run_on_the_size_generic_executable(generic_programs, name, ex
     assert xla_sizes(f) == compiled_before  # no XLA compilation for a size seen once
 
 
+STATIC_INDICES_PAST_THE_END = {  # a static index into an axis shorter at a call: jax.jit clamps it
+    "x[5]": lambda x: x[5],
+    "x[-5]": lambda x: x[-5] * 2.0,
+    "row 4": lambda x: jnp.outer(x, jnp.ones(2))[4],
+}
+
+
+@needs_iree
+@pytest.mark.parametrize("name", STATIC_INDICES_PAST_THE_END)
+def test_a_static_index_past_the_end_on_the_size_generic_executable_is_clamped_as_jax_jit(name):
+    """IREE's gather of an operand of symbolic size read past the array (``x[5]`` of 3 elements
+    gave 0.0 or other memory) where StableHLO, and jax.jit, clamp the start (``x[2]``)."""
+    fn = STATIC_INDICES_PAST_THE_END[name]
+    f = warmed_up(qjit(fn, abstracted_axes={0: "n"}, size_generic=True), (np.arange(8.0),), (np.arange(9.0),))
+    assert tier(f).status is Status.READY, tier(f)
+    for n in (3, 2, 6):
+        x = np.arange(n) + 1.0
+        assert_close(f(x), reference(fn, x))
+
+
 @needs_iree
 def test_new_sizes_called_while_iree_compiles_wait_for_it_and_run_on_it(monkeypatch):
     """IREE's compile starts at the first call, which XLA serves; the new sizes called meanwhile

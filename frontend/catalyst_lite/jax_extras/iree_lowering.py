@@ -182,10 +182,12 @@ def _dynamic_broadcast(
 
 
 def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value, *sizes: Any, **params: Any) -> Any:
-    """``x[start:start + size]`` along some axes, ``size`` symbolic: a clamped ``real_dynamic_slice``."""
+    """``x[start:start + size]`` along some axes: a clamped ``real_dynamic_slice`` (IREE's gather of an
+    operand of symbolic size does not clamp its start as StableHLO's does: ``x[5]`` of 3 elements
+    read past the array where ``jax.jit`` reads ``x[2]``)."""
     operand_aval, indices_aval = ctx.avals_in[:2]
     dnums, slice_sizes = params["dimension_numbers"], params["slice_sizes"]
-    if not sizes or not _is_slice(dnums, indices_aval, params["mode"]):
+    if not _is_slice(dnums, indices_aval, params["mode"]):
         return display_rule(slicing.gather_p)(ctx, operand, indices, *sizes, **params)
     dynamic = iter(sizes)
     widths = [next(dynamic) if d is None else d for d in slice_sizes]
