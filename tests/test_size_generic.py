@@ -199,6 +199,28 @@ STATIC_INDICES_PAST_THE_END = {  # a static index into an axis shorter at a call
 }
 
 
+UNBOUNDED_INDICES = {  # gathers and scatters IREE does not bound: the program is XLA's per size
+    "x.at[-4].add": lambda x: x.at[-4].add(1.0),
+    "x.at[5].set": lambda x: x.at[5].set(1.0),
+    "x[array]": lambda x: x[jnp.array([0, 5])],
+    "take clip": lambda x: jnp.take(x, jnp.array([1, 6]), mode="clip"),
+}
+
+
+@needs_iree
+@pytest.mark.parametrize("name", UNBOUNDED_INDICES)
+def test_gathers_and_scatters_past_the_end_are_not_compiled_by_iree(name):
+    """A scatter past the end of an operand of symbolic size wrote past the array on the size-generic
+    executable (a segmentation fault for ``x.at[-4].add`` of 3 elements), an array of indices read
+    past it: such programs compile with XLA for each size, whose results are jax.jit's."""
+    fn = UNBOUNDED_INDICES[name]
+    f = warmed_up(qjit(fn, abstracted_axes={0: "n"}, size_generic=True), (np.arange(8.0),), (np.arange(9.0),))
+    assert tier(f).status is Status.UNSUPPORTED, tier(f)
+    for n in (3, 2, 6):
+        x = np.arange(n) + 1.0
+        assert_close(f(x), reference(fn, x))
+
+
 @needs_iree
 @pytest.mark.parametrize("name", STATIC_INDICES_PAST_THE_END)
 def test_a_static_index_past_the_end_on_the_size_generic_executable_is_clamped_as_jax_jit(name):
