@@ -192,43 +192,28 @@ def test_new_sizes_run_on_the_size_generic_executable(generic_programs, name, ex
     assert xla_sizes(f) == compiled_before  # no XLA compilation for a size seen once
 
 
-STATIC_INDICES_PAST_THE_END = {  # a static index into an axis shorter at a call: jax.jit clamps it
-    "x[5]": lambda x: x[5],
-    "x[-5]": lambda x: x[-5] * 2.0,
-    "row 4": lambda x: jnp.outer(x, jnp.ones(2))[4],
-}
-
-
-UNBOUNDED_INDICES = {  # gathers and scatters IREE does not bound: the program is XLA's per size
-    "x.at[-4].add": lambda x: x.at[-4].add(1.0),
-    "x.at[5].set": lambda x: x.at[5].set(1.0),
-    "x[array]": lambda x: x[jnp.array([0, 5])],
-    "take clip": lambda x: jnp.take(x, jnp.array([1, 6]), mode="clip"),
+INDICES_PAST_THE_END = {  # name -> (program, the tier's status): jax.jit clamps or drops such indices
+    # one index or window: a clamped slice on IREE's executable
+    "x[5]": (lambda x: x[5], Status.READY),
+    "x[-5]": (lambda x: x[-5] * 2.0, Status.READY),
+    "row 4": (lambda x: jnp.outer(x, jnp.ones(2))[4], Status.READY),
+    # scatters and arrays of indices, which IREE does not bound: XLA's for each size
+    "x.at[-4].add": (lambda x: x.at[-4].add(1.0), Status.UNSUPPORTED),
+    "x.at[5].set": (lambda x: x.at[5].set(1.0), Status.UNSUPPORTED),
+    "x[array]": (lambda x: x[jnp.array([0, 5])], Status.UNSUPPORTED),
+    "take clip": (lambda x: jnp.take(x, jnp.array([1, 6]), mode="clip"), Status.UNSUPPORTED),
 }
 
 
 @needs_iree
-@pytest.mark.parametrize("name", UNBOUNDED_INDICES)
-def test_gathers_and_scatters_past_the_end_are_not_compiled_by_iree(name):
-    """A scatter past the end of an operand of symbolic size wrote past the array on the size-generic
-    executable (a segmentation fault for ``x.at[-4].add`` of 3 elements), an array of indices read
-    past it: such programs compile with XLA for each size, whose results are jax.jit's."""
-    fn = UNBOUNDED_INDICES[name]
+@pytest.mark.parametrize("name", INDICES_PAST_THE_END)
+def test_indices_past_the_end_of_an_axis_of_symbolic_size_give_jax_jits_results(name):
+    """IREE neither clamps a gather's start nor drops a scatter's index past the end of an operand of
+    symbolic size: ``x[5]`` of 3 elements read past the array (0.0 or other memory) on the
+    size-generic executable, ``x.at[-4].add`` of 3 elements crashed the process."""
+    fn, status = INDICES_PAST_THE_END[name]
     f = warmed_up(qjit(fn, abstracted_axes={0: "n"}, size_generic=True), (np.arange(8.0),), (np.arange(9.0),))
-    assert tier(f).status is Status.UNSUPPORTED, tier(f)
-    for n in (3, 2, 6):
-        x = np.arange(n) + 1.0
-        assert_close(f(x), reference(fn, x))
-
-
-@needs_iree
-@pytest.mark.parametrize("name", STATIC_INDICES_PAST_THE_END)
-def test_a_static_index_past_the_end_on_the_size_generic_executable_is_clamped_as_jax_jit(name):
-    """IREE's gather of an operand of symbolic size read past the array (``x[5]`` of 3 elements
-    gave 0.0 or other memory) where StableHLO, and jax.jit, clamp the start (``x[2]``)."""
-    fn = STATIC_INDICES_PAST_THE_END[name]
-    f = warmed_up(qjit(fn, abstracted_axes={0: "n"}, size_generic=True), (np.arange(8.0),), (np.arange(9.0),))
-    assert tier(f).status is Status.READY, tier(f)
+    assert tier(f).status is status, tier(f)
     for n in (3, 2, 6):
         x = np.arange(n) + 1.0
         assert_close(f(x), reference(fn, x))
