@@ -109,6 +109,19 @@ def _while(F, p, wires):
     grow(p)
 
 
+def _switched(F, p, wires):
+    cases = [lambda: qml.RX(p, wires=wires[0]), lambda: qml.RY(p, wires=wires[1]),
+             lambda: (qml.RZ(p, wires=wires[0]), qml.Hadamard(wires[0]))]
+    k = (p > 0.5) * 1 + (p > 0.8) * 1
+    if F is qml:  # the reference: Python's choice
+        cases[int(k)]()
+        return
+    chosen = catalyst_lite.switch(k)(cases[0])
+    chosen.branch(1)(cases[1])
+    chosen.branch(2)(cases[2])
+    chosen()
+
+
 def _decomposed_by(body, F):
     """A user's operation whose decomposition records ``body`` (with the control flow of ``F``) on a
     tape, as in Catalyst's documentation."""
@@ -146,8 +159,10 @@ def _placing(Op, F):
     return circuit
 
 
-@pytest.mark.parametrize("body", [_branch, _branches, _loop_of_branches, _while])
-@pytest.mark.parametrize("flow", [catalyst_lite, qml], ids=["catalyst_lite", "qml"])
+@pytest.mark.parametrize("body, flow", [
+    *((body, flow) for body in (_branch, _branches, _loop_of_branches, _while) for flow in (catalyst_lite, qml)),
+    (_switched, catalyst_lite),  # (its cond was recorded too: its gates applied twice)
+])
 def test_loops_and_branches_of_a_decomposition_follow_its_traced_parameter(body, flow):
     """Catalyst's sharp-bits example (a ``cond`` on a parameter in ``compute_decomposition``): its
     gates were applied whatever the parameter, with ``otherwise`` or a loop an internal error."""

@@ -281,12 +281,13 @@ class WithOperation:
     operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
     operation_type: type[ControlFlowOperation] = ControlFlowOperation
     _operation: ControlFlowOperation | None = None
+    implements_another = False  # (a switch's cond: the switch is the operation)
 
     def _note_call(self, replay: Callable[[], Any]) -> None:
         """Called in a compiled circuit (whose control flow goes to a handler): its operation, which
         ``replay`` (this call again) applies."""
         handler = active_control_flow_handler()
-        if handler is not None:
+        if handler is not None and not self.implements_another:
             self._operation = self.operation_type(self.__name__, replay)
             getattr(handler, "noted", lambda operation: None)(self._operation)  # a handler may queue it
 
