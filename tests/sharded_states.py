@@ -210,7 +210,22 @@ def variance(x):
     return qml.var(qml.Z(0))
 
 
-for program in (looped, variance):
+class Branching(qml.operation.Operation):
+    num_params, num_wires = 1, 1
+
+    def compute_decomposition(self, p, wires=None):
+        with qml.tape.QuantumTape() as tape:
+            qml.cond(p > 0.5, qml.RX)(p, wires=wires[0])
+        return tape.operations
+
+
+@qml.qnode(dev)
+def decomposed_with_a_branch(x):
+    Branching(x, wires=0)
+    return qml.expval(qml.Z(0))
+
+
+for program in (looped, variance, decomposed_with_a_branch):
     try:
         qjit(program, state_sharding=split)(0.1)
     except QuantumOperationError as e:

@@ -260,8 +260,62 @@ def test_while_condition_with_and_reads_the_array_only_inside_it():
     f = qjit(first_not_positive, autograph=True, abstracted_axes={0: "n"})
     for values in ([], [5.0], [-1.0], [1.0, 2.0, 3.0], [1.0, -1.0, 2.0]):
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", AutoGraphWarning)  # the empty x: a Python loop
+            warnings.simplefilter("error", AutoGraphWarning)  # the empty x too: a compiled loop
             assert int(f(np.array(values))) == first_not_positive(np.array(values)), values
+
+
+def _first_not_positive_from(x, i):
+    while i < len(x) and x[i] > 0:
+        i += 1
+    return i
+
+
+def _sum_of_the_positive_run_from(x, i):
+    total = 0.0
+    while i < x.shape[0] and x[i] > 0:
+        total += x[i]
+        i += 1
+    return total
+
+
+def _first_not_positive_by_or(x, i):
+    while not (i >= len(x) or x[i] <= 0):
+        i += 1
+    return i
+
+
+def _first_not_positive_explicit(x, i):
+    def positive_inside(j):
+        @cond(j < x.shape[0])
+        def inside():
+            return x[j] > 0
+
+        @inside.otherwise
+        def outside():
+            return False
+
+        return inside()
+
+    return while_loop(positive_inside)(lambda j: j + 1)(i)
+
+
+@pytest.mark.parametrize("fn, reference", [
+    (_first_not_positive_from, _first_not_positive_from),
+    (_sum_of_the_positive_run_from, _sum_of_the_positive_run_from),
+    (_first_not_positive_by_or, _first_not_positive_by_or),
+    (_first_not_positive_explicit, _first_not_positive_from),
+])
+def test_while_condition_with_and_from_a_traced_start_reads_the_array_only_as_python(fn, reference):
+    """``while i < len(x) and x[i] > 0`` from an argument ``i``: Python never reads ``x[i]`` of an
+    empty ``x``, in the condition or the body; compiled, it was JAX's IndexError (the explicit
+    while_loop with a cond) or a Python loop unrolled (with a warning)."""
+    f = qjit(fn, autograph=True, abstracted_axes={0: "n"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AutoGraphWarning)
+        for values in ([2.0], [], [1.0, -1.0, 3.0], [], [4.0, 5.0]):
+            x = np.array(values)
+            for i in range(len(values) + 2):
+                assert float(f(x, i)) == float(reference(x, i)), (values, i)
 
 
 # --- for and while -------------------------------------------------------------------------------

@@ -54,6 +54,158 @@ def test_an_operation_without_matrix_or_decomposition_is_named():
         qjit(qml.qnode(dev())(lambda: (Opaque(wires=0), qml.state())[1]))()
 
 
+# --- operations whose decomposition has loops and branches (Catalyst's "sharp bits") ----------------
+
+
+def _branch(F, p, wires):
+    @F.cond(p > 0.5)
+    def big():
+        qml.RX(p, wires=wires[0])
+
+    big()
+
+
+def _branches(F, p, wires):
+    @F.cond(p > 0.8)
+    def big():
+        qml.RX(p, wires=wires[0])
+
+    @big.else_if(p > 0.4)
+    def middle():
+        qml.RZ(p, wires=wires[0])
+        qml.Hadamard(wires[0])
+
+    @big.otherwise
+    def small():
+        qml.RY(p, wires=wires[1])
+
+    big()
+
+
+def _loop_of_branches(F, p, wires):
+    @F.for_loop(0, 3, 1)
+    def rung(i, v):
+        @F.cond(v > 0.7)
+        def big():
+            qml.RX(v, wires=wires[0])
+
+        @big.otherwise
+        def small():
+            qml.CNOT(wires)
+
+        big()
+        return v * 1.5
+
+    qml.RY(rung(p), wires=wires[1])  # the loop's value, after it
+
+
+def _while(F, p, wires):
+    @F.while_loop(lambda v: v < 1.5)
+    def grow(v):
+        qml.RX(v, wires=wires[0])
+        qml.CNOT(wires)
+        return v + 0.4
+
+    grow(p)
+
+
+def _switched(F, p, wires):
+    cases = [lambda: qml.RX(p, wires=wires[0]), lambda: qml.RY(p, wires=wires[1]),
+             lambda: (qml.RZ(p, wires=wires[0]), qml.Hadamard(wires[0]))]
+    k = (p > 0.5) * 1 + (p > 0.8) * 1
+    if F is qml:  # the reference: Python's choice
+        cases[int(k)]()
+        return
+    chosen = catalyst_lite.switch(k)(cases[0])
+    chosen.branch(1)(cases[1])
+    chosen.branch(2)(cases[2])
+    chosen()
+
+
+def _decomposed_by(body, F):
+    """A user's operation whose decomposition records ``body`` (with the control flow of ``F``) on a
+    tape, as in Catalyst's documentation."""
+
+    class Op(qml.operation.Operation):
+        num_params, num_wires = 1, 2
+
+        def compute_decomposition(self, p, wires=None):
+            with qml.tape.QuantumTape() as tape:
+                body(F, p, wires)
+            return tape.operations
+
+    return Op
+
+
+def _placing(Op, F):
+    """A circuit with ``Op`` alone, adjointed, controlled, in a loop and in an adjoint region."""
+
+    def circuit(x):
+        qml.RY(0.4, 0)
+        qml.Hadamard(1)
+        qml.Hadamard(2)
+        Op(x, wires=[0, 1])
+        qml.adjoint(Op(x / 2, wires=[1, 0]))
+        qml.ctrl(Op, control=2)(x * 1.2, wires=[0, 1])
+
+        @F.for_loop(0, 2, 1)
+        def twice(i):
+            Op(x * (i + 1), wires=[1, 0])
+
+        twice()
+        qml.adjoint(lambda y: [qml.RZ(y, 1), Op(y, wires=[0, 1])])(x * 0.7)
+        return qml.probs()
+
+    return circuit
+
+
+@pytest.mark.parametrize("body, flow", [
+    *((body, flow) for body in (_branch, _branches, _loop_of_branches, _while) for flow in (catalyst_lite, qml)),
+    (_switched, catalyst_lite),  # (its cond was recorded too: its gates applied twice)
+])
+def test_loops_and_branches_of_a_decomposition_follow_its_traced_parameter(body, flow):
+    """Catalyst's sharp-bits example (a ``cond`` on a parameter in ``compute_decomposition``): its
+    gates were applied whatever the parameter, with ``otherwise`` or a loop an internal error."""
+    compiled = qjit(qml.qnode(dev())(_placing(_decomposed_by(body, flow), flow)))
+    reference = qml.qnode(dev())(_placing(_decomposed_by(body, qml), qml))
+    for x in (0.3, 0.6, 0.9):
+        np.testing.assert_allclose(compiled(x), reference(x), atol=TOL)
+
+
+@pytest.mark.parametrize("body", [_branches, _loop_of_branches])
+def test_gradient_through_a_decomposition_with_loops_and_branches(body):
+    def circuit(Op):
+        def expval(x):
+            qml.Hadamard(1)
+            Op(x, wires=[0, 1])
+            qml.adjoint(Op(x / 2, wires=[1, 0]))
+            return qml.expval(qml.Z(0) @ qml.Z(1) + 0.5 * qml.X(1))
+
+        return expval
+
+    compiled = qjit(catalyst_lite.grad(qml.qnode(dev())(circuit(_decomposed_by(body, catalyst_lite)))))
+    reference = qml.grad(qml.qnode(dev())(circuit(_decomposed_by(body, qml))))
+    for x in (0.3, 0.6, 0.9):
+        np.testing.assert_allclose(compiled(x), reference(qml.numpy.array(x)), atol=1e-8)
+
+
+def test_qnode_transform_decomposing_an_operation_with_loops_and_branches():
+    gates = {"RX", "RY", "RZ", "CNOT", "Hadamard"}
+
+    def circuit(Op):
+        def probs(x):
+            qml.Hadamard(0)
+            Op(x, wires=[0, 1])
+            return qml.probs()
+
+        return qml.transforms.decompose(qml.qnode(dev())(probs), gate_set=gates)
+
+    compiled = qjit(circuit(_decomposed_by(_loop_of_branches, catalyst_lite)))
+    reference = circuit(_decomposed_by(_loop_of_branches, qml))
+    for x in (0.3, 0.6, 0.9):
+        np.testing.assert_allclose(compiled(x), reference(x), atol=TOL)
+
+
 # --- qml.Snapshot ---------------------------------------------------------------------------------
 
 

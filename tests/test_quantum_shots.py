@@ -591,6 +591,28 @@ def test_observables_of_traced_data_are_sampled_in_their_eigenbasis(build):
     assert abs(float(variance) - expected[1]) < 5 * spread**2 / 2 / np.sqrt(shots) + 1e-12
 
 
+def test_counts_of_a_traced_hermitian_name_its_eigenvalues_as_pennylane():
+    """``qml.counts`` of a ``Hermitian`` whose matrix is an argument (PennyLane's ValueError):
+    its eigenvalues (PennyLane's keys) with counts of their probabilities; a repeated eigenvalue,
+    which PennyLane merges into one key, is a clear error."""
+    h = np.array([[1.0, 2.0, 0.0, 0.5], [2.0, -1.0, 0.5, 0.0], [0.0, 0.5, 0.3, 0.0], [0.5, 0.0, 0.0, 2.0]])
+
+    def circuit(h, measurement=qml.counts):
+        entangled(1, X)
+        return measurement(op=qml.Hermitian(h, wires=[1, 0])), measurement(op=qml.Hermitian(h[:2, :2], wires=2))
+
+    shots = 20000
+    compiled = qjit(qml.set_shots(qml.qnode(DEV)(circuit), shots=shots), seed=3)
+    by_pennylane = qml.set_shots(qml.qnode(DEV)(circuit), shots=shots)(h)
+    exact = qml.qnode(DEV)(circuit)(h, qml.probs)
+    for (values, counts), keys, probabilities in zip(compiled(h), by_pennylane, exact):
+        np.testing.assert_allclose(values, sorted(float(k) for k in keys), atol=1e-10)
+        assert int(np.sum(counts)) == shots
+        np.testing.assert_allclose(np.asarray(counts) / shots, probabilities, atol=5 * 0.5 / np.sqrt(shots))
+    with pytest.raises(QuantumOperationError, match="repeated eigenvalue"):
+        compiled(np.diag([1.0, 2.0, 2.0, 3.0]))
+
+
 def test_probabilities_in_the_eigenbasis_of_a_traced_hermitian():
     h = np.array([[1.0, 2.0, 0.0, 0.0], [2.0, -1.0, 0.5, 0.0], [0.0, 0.5, 0.3, 0.0], [0.0, 0.0, 0.0, 2.0]])
 

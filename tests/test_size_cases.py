@@ -147,6 +147,65 @@ def test_an_index_into_an_empty_axis_is_jax_jits_index_error_on_every_path(fn):
             assert_like(compiled(x, y), expected)
 
 
+STATIC_INDEX_PROGRAMS = {
+    "set": lambda x: x.at[0].set(5.0),
+    "add_last": lambda x: x.at[-1].add(2.0),
+    "set_drop": lambda x: x.at[4].set(1.0, mode="drop"),
+    "get_fill": lambda x: x.at[0].get(mode="fill", fill_value=7.0),
+    "zeros_set": lambda x: jnp.zeros(x.shape[0]).at[0].set(5.0) + x,
+    "column": lambda x: jnp.outer(jnp.ones(2), x).at[:, 0].multiply(3.0),
+    "take": lambda x: jnp.take(x, jnp.array([0, 1]), mode="clip"),
+    "read": lambda x: x[-1] * 2.0 + jnp.outer(jnp.ones(2), x)[:, 0],
+}
+
+
+def _like_jax_jit(compiled, fn, *args):
+    try:
+        expected = jax.jit(fn)(*args)
+    except IndexError:
+        with pytest.raises(IndexError):
+            compiled(*args)
+    else:
+        assert_like(compiled(*args), expected)
+
+
+@pytest.mark.parametrize("name", STATIC_INDEX_PROGRAMS)
+def test_a_static_index_into_an_axis_empty_at_run_time_is_jax_jits(name):
+    """``x.at[0].set(5.)`` of a symbolic ``n`` that is 0 at a call: JAX refuses an index into an axis
+    it knows is empty (IndexError); the generic program's scatter gave ``[]``. Only such an index
+    makes a program depend on the size being 0: it is traced again only for a call where it is."""
+    traces = []
+    fn = STATIC_INDEX_PROGRAMS[name]
+    compiled = qjit(lambda x: (traces.append(1), fn(x))[1], abstracted_axes={0: "n"})
+    for n in (3, 1, 5):
+        _like_jax_jit(compiled, fn, vec(n))
+    assert len(traces) == 1
+    for n in (0, 4, 0):
+        _like_jax_jit(compiled, fn, vec(n))
+
+
+@pytest.mark.parametrize("update", [lambda a: a.at[0].set(5.0), lambda a: a.at[-1].add(1.0) * 2.0])
+def test_a_static_index_into_an_axis_a_loop_emptied_is_jax_jits(update):
+    """A length computed by a resizing loop that reaches 0, then a static index: checked where the
+    length is known, with ``jax.jit``'s IndexError (it gave ``[]``)."""
+    def lite(x, k):
+        @for_loop(0, k, 1, allow_array_resizing=True)
+        def shrink(i, a):
+            return a[1:]
+
+        return update(shrink(x))
+
+    compiled = qjit(lite, abstracted_axes=({0: "n"}, None))
+    for n, k in ((5, 2), (3, 3), (4, 1), (2, 2), (0, 0)):
+        try:
+            expected = jax.jit(update)(vec(n)[k:])
+        except IndexError:
+            with pytest.raises(IndexError, match="out of bounds"):
+                compiled(vec(n), k)
+        else:
+            assert_like(compiled(vec(n), k), expected)
+
+
 def test_a_reduction_without_identity_of_an_empty_array_is_jax_jits_error():
     top = qjit(lambda x: jnp.max(x), abstracted_axes={0: "n"})
     assert top(vec(3)) == 0.0

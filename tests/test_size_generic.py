@@ -192,6 +192,33 @@ def test_new_sizes_run_on_the_size_generic_executable(generic_programs, name, ex
     assert xla_sizes(f) == compiled_before  # no XLA compilation for a size seen once
 
 
+INDICES_PAST_THE_END = {  # name -> (program, the tier's status): jax.jit clamps or drops such indices
+    # one index or window: a clamped slice on IREE's executable
+    "x[5]": (lambda x: x[5], Status.READY),
+    "x[-5]": (lambda x: x[-5] * 2.0, Status.READY),
+    "row 4": (lambda x: jnp.outer(x, jnp.ones(2))[4], Status.READY),
+    # scatters and arrays of indices, which IREE does not bound: XLA's for each size
+    "x.at[-4].add": (lambda x: x.at[-4].add(1.0), Status.UNSUPPORTED),
+    "x.at[5].set": (lambda x: x.at[5].set(1.0), Status.UNSUPPORTED),
+    "x[array]": (lambda x: x[jnp.array([0, 5])], Status.UNSUPPORTED),
+    "take clip": (lambda x: jnp.take(x, jnp.array([1, 6]), mode="clip"), Status.UNSUPPORTED),
+}
+
+
+@needs_iree
+@pytest.mark.parametrize("name", INDICES_PAST_THE_END)
+def test_indices_past_the_end_of_an_axis_of_symbolic_size_give_jax_jits_results(name):
+    """IREE neither clamps a gather's start nor drops a scatter's index past the end of an operand of
+    symbolic size: ``x[5]`` of 3 elements read past the array (0.0 or other memory) on the
+    size-generic executable, ``x.at[-4].add`` of 3 elements crashed the process."""
+    fn, status = INDICES_PAST_THE_END[name]
+    f = warmed_up(qjit(fn, abstracted_axes={0: "n"}, size_generic=True), (np.arange(8.0),), (np.arange(9.0),))
+    assert tier(f).status is status, tier(f)
+    for n in (3, 2, 6):
+        x = np.arange(n) + 1.0
+        assert_close(f(x), reference(fn, x))
+
+
 @needs_iree
 def test_new_sizes_called_while_iree_compiles_wait_for_it_and_run_on_it(monkeypatch):
     """IREE's compile starts at the first call, which XLA serves; the new sizes called meanwhile

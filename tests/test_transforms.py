@@ -622,6 +622,34 @@ def test_jax_transformations_of_a_qjit_function_with_a_fori_loop_over_sizes(name
               jax.vmap(reference, in_axes=(None, 0))(x, jnp.arange(2.0)))
 
 
+# lax.while_loop / lax.scan inside qjit whose body reads an array of symbolic size (bounds not sizes).
+JAX_LOOPS_READING_SIZED_ARRAYS = {
+    "while up to len(x)": lambda x, s: lax.while_loop(
+        lambda c: c[0] < x.shape[0], lambda c: (c[0] + 1, c[1] * s + x[c[0]]), (0, 0.0))[1],
+    "while of a fixed count": lambda x, s: jnp.sum(lax.while_loop(
+        lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * s + x), (0, x))[1]),
+    "fori_loop of static bounds (a scan)": lambda x, s: lax.fori_loop(0, 3, lambda i, c: c * s + x[i % 2], s),
+    "scan over a range": lambda x, s: lax.scan(lambda c, k: (c * s + x[0] * k, c), s, jnp.arange(3.0))[0],
+}
+
+
+@pytest.mark.parametrize("name", sorted(JAX_LOOPS_READING_SIZED_ARRAYS))
+def test_jax_transformations_of_a_qjit_function_with_a_jax_loop_reading_a_sized_array(name):
+    """``lax.while_loop``/``lax.scan`` whose body reads ``x`` of an abstracted axis: jax.jvp,
+    jax.vmap and jax.grad of the qjit function equal jax.jit's (a TypeError, '>=' between 'Var'
+    and 'int': JAX's rules of the loop read the body's symbolic sizes)."""
+    fn = JAX_LOOPS_READING_SIZED_ARRAYS[name]
+    program, reference = qjit(fn, abstracted_axes=({0: "n"}, {})), jax.jit(fn)
+    for n in (4, 2, 5):
+        x, s = jnp.linspace(0.5, 1.5, n), 0.7
+        close(program(x, s), reference(x, s))
+        close(jax.jvp(lambda t: program(x, t), (s,), (1.0,)), jax.jvp(lambda t: reference(x, t), (s,), (1.0,)))
+        close(jax.vmap(program, in_axes=(None, 0))(x, jnp.arange(2.0)),
+              jax.vmap(reference, in_axes=(None, 0))(x, jnp.arange(2.0)))
+        if "while" not in name:  # (JAX's while_loop has no reverse mode)
+            close(jax.grad(program, argnums=(0, 1))(x, s), jax.grad(reference, argnums=(0, 1))(x, s))
+
+
 def test_jax_grad_of_a_qjit_function_with_a_fori_loop_over_an_int_argument():
     """``lax.fori_loop(0, n, ...)`` with ``n`` an integer argument (a size): as jax.jit with ``n`` static."""
 

@@ -41,6 +41,7 @@ class TraceContext:
     jax_nested_traces: int = 0  # functions JAX traces itself (patches.jax_nested_trace_depth)
     lowering_target: Any = None
     size_scopes: tuple[Any, ...] = ()
+    static_index: bool = False  # in JAX's index_to_gather: a size compared with 0 is an index's bound
     qjit_options: Mapping[str, Any] | None = None
     # control_flow: ambient carries (outermost first), the handler of traced control flow.
     ambient_carries: tuple[Any, ...] = ()

@@ -23,7 +23,7 @@ from ..control_flow.common import traced_value
 from ..debug import debug_assert
 from ..errors import AutoGraphError, ControlFlowError
 from ..jax_extras import Tracer
-from ..jax_extras.dimensions import python_truth_of_sizes
+from ..jax_extras.dimensions import compares_counts, python_truth_of_sizes
 from ..jax_extras.size_facts import implied_condition, note_implied
 from .state import (
     ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
@@ -349,7 +349,7 @@ def _logical(
     truth = predicate(left, construct, innermost_user_line())
     takes_right = truth if op is jnp.logical_and else jnp.logical_not(truth)
     condition = implied_condition(takes_right)
-    if condition is None:  # a condition on data: both operands are evaluated
+    if condition is None and not compares_counts(left):  # on data: both operands are evaluated
         return _combined(op, left, truth, takes_right, traced_value(b()))
     # A condition on sizes (`i < len(x) and x[i] > 0`): Python evaluates `b` only when it decides
     # the value, so it is a cond branch, and what it needs (a non-empty `x`) need hold only then.
@@ -366,7 +366,7 @@ def _logical(
         return left if _is_number_pair(left, value) else op(left, jnp.zeros_like(value))
 
     result = cond(takes_right)(taken).otherwise(not_taken)()
-    if op is jnp.logical_and:
+    if op is jnp.logical_and and condition is not None:
         note_implied(result, condition)  # (an `if` on it reads `x[i]` only where `i < len(x)`)
     return result
 

@@ -21,6 +21,7 @@ from ..diagnostics import unsupported_equation_error
 from ..errors import ArrayTooLargeError, CatalystLiteError, CompileError
 from ..trace_context import current as current_context, scope as context_scope
 from ..jax_extras import ClosedJaxpr, DropVar, Jaxpr, Literal, Primitive, Tracer, Var, eval_context
+from ..jax_extras import jax_scan_p, jax_while_p
 from ..jax_extras.autodiff import is_reverse_mode_value
 from ..jax_extras.dynshape import has_symbolic_shape
 from ..jax_extras.tracing import get_aval
@@ -48,7 +49,45 @@ class Mode:
         if _has_rule(eqn, "size_check") and any_traced(invals):
             # A size check has no lowering: staged, it would be dropped. The host runs it.
             raise NeedsHost(f"{eqn.primitive} on sizes known only at run time")
+        if eqn.primitive is jax_while_p and _has_symbolic_types(eqn.params["body_jaxpr"]):
+            return _jax_while_at_sizes(eqn.params, invals, self)
+        if eqn.primitive is jax_scan_p and _has_symbolic_types(eqn.params["jaxpr"]):
+            return _jax_scan_at_sizes(eqn.params, invals, self)
         return _eval_equation(eqn, invals)
+
+
+def _has_symbolic_types(closed: ClosedJaxpr) -> bool:
+    return any(has_symbolic_shape(a) for a in closed.in_avals)
+
+
+def _run(closed: ClosedJaxpr, mode: Mode, *args: Sequence[Any]) -> list[Any]:
+    return eval_jaxpr(closed.jaxpr, [*closed.consts, *(x for group in args for x in group)], mode)
+
+
+# A `lax.while_loop` or `lax.scan` whose body has symbolic sizes (it reads an array of an abstracted
+# axis) is traced again at the operands' sizes, as `jax.jit` traces it: bound whole, JAX's rules for
+# it under `jax.jvp`/`jax.vmap`/`jax.grad` compared symbolic sizes (a TypeError).
+
+
+def _jax_while_at_sizes(params: dict[str, Any], invals: list[Any], mode: Mode) -> list[Any]:
+    ncond, nbody = params["cond_nconsts"], params["body_nconsts"]
+    cond_consts, body_consts, init = invals[:ncond], invals[ncond : ncond + nbody], invals[ncond + nbody :]
+    return list(jax.lax.while_loop(lambda carry: _run(params["cond_jaxpr"], mode, cond_consts, carry)[0],
+                                   lambda carry: tuple(_run(params["body_jaxpr"], mode, body_consts, carry)),
+                                   tuple(init)))
+
+
+def _jax_scan_at_sizes(params: dict[str, Any], invals: list[Any], mode: Mode) -> list[Any]:
+    nconsts, ncarry = params["num_consts"], params["num_carry"]
+    consts, init, xs = invals[:nconsts], invals[nconsts : nconsts + ncarry], invals[nconsts + ncarry :]
+
+    def body(carry: tuple, x: tuple) -> tuple:
+        out = _run(params["jaxpr"], mode, consts, carry, x)
+        return tuple(out[:ncarry]), tuple(out[ncarry:])
+
+    carry, ys = jax.lax.scan(body, tuple(init), tuple(xs), length=params["length"], reverse=params["reverse"],
+                             unroll=params["unroll"])
+    return [*carry, *ys]
 
 
 class _SizeArithmetic(Mode):

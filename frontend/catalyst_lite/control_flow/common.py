@@ -273,11 +273,15 @@ class WithOperation:
     operation_kind: str = ""  # the public function's name: "cond", "for_loop"...
     operation_type: type[ControlFlowOperation] = ControlFlowOperation
     _operation: ControlFlowOperation | None = None
+    implements_another = False  # (a switch's cond: the switch is the operation)
 
     def _note_call(self, replay: Callable[[], Any]) -> None:
-        """Called where a handler takes control flow (a compiled circuit): ``replay`` applies it again."""
-        if active_control_flow_handler() is not None:
+        """Called in a compiled circuit (whose control flow goes to a handler): its operation, which
+        ``replay`` (this call again) applies."""
+        handler = active_control_flow_handler()
+        if handler is not None and not self.implements_another:
             self._operation = self.operation_type(self.__name__, replay)
+            getattr(handler, "noted", lambda operation: None)(self._operation)  # a handler may queue it
 
     @property
     def operation(self) -> ControlFlowOperation:
@@ -322,7 +326,8 @@ class WhileLoopCallable(LoopCallable):
 # A handler sees the control flow traced in a quantum circuit before it is bound (inside qml.adjoint a
 # loop is recorded, to be applied reversed): ``for_loop(body, bounds, init, bind)``, ``while_loop(cond_fn,
 # body, init, bind)`` or ``cond(preds, branches, otherwise, bind)`` (``otherwise``: ``None`` if not given),
-# with ``bind`` (the same arguments but ``bounds``) the usual implementation.
+# with ``bind`` (the same arguments but ``bounds``) the usual implementation. A handler's optional
+# ``noted(operation)`` is first given the call's ``.operation`` (a decomposition's tape records it).
 
 
 def control_flow_handler(handler: Any) -> contextlib.AbstractContextManager:

@@ -163,6 +163,7 @@ class SwitchCallable(WithOperation):
         for case, fn in others:
             branches.else_if(index == case)(fn)
         branches.otherwise(self.default)
+        branches.implements_another = True
         return branches(*args, **kwargs)
 
 

@@ -23,7 +23,7 @@ from ..compiler.loop_body import LoopBody, resizes_arrays, split_groups, with_ba
 from ..compiler.specialize import NeedsHost, reverse_mode_requested
 from ..trace_context import refuse_under_capture
 from ..errors import ControlFlowError
-from ..jax_extras import ClosedJaxpr, lowering
+from ..jax_extras import ClosedJaxpr, Tracer, lowering
 from ..jax_extras.dynshape import input_type_of
 from ..jax_extras.dimensions import note_loop_carries
 from ..jax_extras.size_facts import runs_only_if, value_at
@@ -94,12 +94,15 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
     flat_init, in_tree = flatten_values(init)
     # Whether the body runs at all: the predicate at the initial values, when that is a size
     # expression (`k < len(x)` from k = 0). The body's facts need hold only then (`x[k]` of an
-    # empty `x`), as a for_loop's (see size_facts.runs_only_if_loop_runs).
+    # empty `x`), as a for_loop's (see size_facts.runs_only_if_loop_runs); when it is not (it reads
+    # data), the body's size checks are made where it runs.
     runs: list[Any] = []
+    traced_pred: list[bool] = []
 
     def flat_body(*carried: Any) -> list[Any]:
         note_loop_carries(carried, flat_init)
-        with runs_only_if(runs[-1] if runs else None):
+        guard = runs[-1] if runs else None
+        with runs_only_if(guard, at_run_time=guard is None and any(traced_pred)):
             results = body(*tree_unflatten(in_tree, list(carried)))
         return normalize_results(results, len(init), in_tree, "while_loop", body)
 
@@ -107,6 +110,7 @@ def _bind(cond_fn: Callable, body: Callable, init: tuple, strategy) -> Any:
         note_loop_carries(carried, flat_init)
         pred = check_predicate(cond_fn(*tree_unflatten(in_tree, list(carried))), "while_loop", cond_fn)
         runs.append(value_at(pred, carried, flat_init))
+        traced_pred.append(isinstance(pred, Tracer))
         return [pred]
 
     def equation(bodies: list, implicit: list, carried: list) -> Equation:

@@ -22,6 +22,7 @@ from jax._src.core import EvalTrace, Primitive, eval_context
 from jax._src.interpreters import partial_eval as pe
 from jax._src.interpreters import mlir as mlir
 from jax._src.lax import lax as _lax
+from jax._src.lax import control_flow as _lax_control_flow
 from jax._src import pjit as _pjit
 
 from . import dimensions as dimensions  # registers the symbolic-size patches
@@ -34,6 +35,8 @@ from .tracing import (
 )
 
 jit_p = _pjit.jit_p  # the primitive of a nested jax.jit call
+jax_while_p = _lax_control_flow.while_p  # jax.lax.while_loop's (and fori_loop's of traced bounds)
+jax_scan_p = _lax_control_flow.scan_p  # jax.lax.scan's (and fori_loop's of static bounds)
 
 
 def weakly_typed(x: Any) -> Any:

@@ -29,8 +29,10 @@ from jax import errors
 from jax._src import core, dtypes
 from jax._src.interpreters import partial_eval as pe
 from jax._src.lax import lax
+from jax._src.numpy import indexing as jnp_indexing
 
 from ..errors import SizeAssumptionError, SymbolicShapeError
+from ..trace_context import current as current_context, scope as context_scope
 from .frames import is_library_file
 from .rules import size_check_primitive
 from .patches import NeedsCallSizes, error_standing_for, is_active, repair
@@ -205,6 +207,15 @@ def computed_from_sizes(x: Any) -> bool:
     return isinstance(x, pe.DynamicJaxprTracer) and _term(x, current_scope()) is not None
 
 
+def compares_counts(x: Any) -> bool:
+    """``x`` compares integers computed from sizes, integer arguments and loop counters (``i <
+    len(x)``, ``i > 0`` of a while loop's counter ``i``): what guards an index."""
+    if not (isinstance(x, pe.DynamicJaxprTracer) and x.parent is not None and x.parent.primitive in _COMPARISONS):
+        return False
+    scope = current_scope()
+    return all(is_scalar_int_or_bool(t) and _term(t, scope) is not None for t in x.parent.in_tracers)
+
+
 def is_size_expression(x: Any) -> bool:
     """``x`` is an integer tracer of a catalyst_lite trace computed from sizes and numbers only."""
     return computed_from_sizes(x) and is_scalar_int_or_bool(x)
@@ -214,14 +225,19 @@ def is_size_expression(x: Any) -> bool:
 
 
 def _check_assumption(
-    lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = ""
+    lhs: Any, rhs: Any, *, comparison: str, holds: bool, where: str, statement: str = "", refusal: str = ""
 ) -> list:
-    """Raise if ``(lhs comparison rhs) != holds`` for these concrete sizes."""
+    """Raise if ``(lhs comparison rhs) != holds`` for these concrete sizes (``refusal``: JAX's
+    ``IndexError`` at such sizes, which the error then is)."""
     op = _OPERATORS[comparison]
     lhs, rhs = np.asarray(lhs).item(), np.asarray(rhs).item()
     if bool(op(lhs, rhs)) != holds:
         comparison = comparison if holds else NEGATED[comparison]
         stated = f"{statement} ({lhs} {comparison} {rhs})" if statement else f"{lhs} {comparison} {rhs}"
+        if refusal:
+            raise error_standing_for(SizeAssumptionError, IndexError)(
+                f"{where}: {refusal} (traced assuming {stated}, false for these arguments), as jax.jit raises."
+            )
         raise SizeAssumptionError(
             f"{where}: the program was traced with symbolic sizes assuming that {stated}, which "
             "is false for these arguments. The sizes are computed inside a loop, so the call "
@@ -245,14 +261,22 @@ assume_size_p = size_check_primitive("assume_size", _check_assumption, _assumpti
 _recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True) -> None:
-    """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size`` equation."""
+def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True, refusal: str = "") -> None:
+    """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size``
+    equation (``refusal``: see :func:`_check_assumption`)."""
     where = user_call_site()
     scope = current_scope()
-    fact = scope.record(lhs, rhs, comparison, holds, where) if scope is not None else None
-    if not in_program or not all(is_scalar_int_or_bool(x) for x in (lhs, rhs)):
+    staged = in_program and all(is_scalar_int_or_bool(x) for x in (lhs, rhs))
+    # In a branch taken on run-time values, no fact: checked only where the branch runs (by the
+    # equation, or by JAX's shape rule at the sizes there, which re-runs).
+    fact = None
+    if scope is not None and not (scope.run_time_guards and (staged or _in_shape_rule())):
+        fact = scope.record(lhs, rhs, comparison, holds, where)
+    if not staged:
         return  # (a comparison of floats computed from size inputs is a fact: checked before a call)
     trace = next(x._trace for x in (lhs, rhs) if isinstance(x, pe.DynamicJaxprTracer))
+    if scope is not None and scope.run_time_guards and isinstance(core.trace_ctx.trace, pe.DynamicJaxprTrace):
+        trace = core.trace_ctx.trace  # the branch's: checked where it runs
     recorded = _recorded.setdefault(trace.frame, set())
     key = (_identity(lhs), _identity(rhs), comparison, holds)
     if key in recorded:
@@ -260,7 +284,8 @@ def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool =
     recorded.add(key)
     statement = fact.statement(scope.names) if fact is not None else ""
     with core.set_current_trace(trace):
-        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement)
+        assume_size_p.bind(lhs, rhs, comparison=comparison, holds=holds, where=where, statement=statement,
+                           refusal=refusal)
 
 
 def _identity(x: Any) -> Any:
@@ -311,10 +336,11 @@ def _answers(points: list[tuple[Any, ...]], comparison: str) -> set[bool]:
 
 
 def decide_size_comparison(
-    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None
+    lhs: Any, rhs: Any, comparison: str, generic_answer: bool | None = None, in_program: bool = True
 ) -> bool | None:
     """Decide ``lhs comparison rhs`` of size expressions, record it as a fact and return it; ``None``
-    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's)."""
+    if undecided. ``generic_answer``: the answer at generic sizes (a guided trace uses the call's);
+    ``in_program``: also as an ``assume_size`` equation (checked where it runs)."""
     scope = current_scope()
     points = generic_values(lhs, rhs)
     if points is None or not (_checkable(lhs, scope) and _checkable(rhs, scope)):
@@ -329,7 +355,7 @@ def decide_size_comparison(
     (answer,) = answers
     if scope is not None and not scope.decides_at_point():
         scope.decided_generically = True
-    _assume(lhs, rhs, comparison, answer, in_program=not _in_shape_rule())
+    _assume(lhs, rhs, comparison, answer, in_program=in_program and not _in_shape_rule())
     if scope is not None and (comparison, answer) in (("==", False), ("!=", True)):
         scope.note_disagreement(lhs, rhs)  # `if a.shape != b.shape: raise`: a call may say equal
     return answer
@@ -463,6 +489,8 @@ def _definitely_equal(original, x, y):
         return True
     if not (isinstance(x, core.Tracer) or isinstance(y, core.Tracer)):
         return False
+    if current_context().static_index and any(_is_zero(v) for v in (x, y)):
+        return _axis_is_empty(x, y)
     points = generic_values(x, y)
     if points is None:
         return False
@@ -476,6 +504,31 @@ def _definitely_equal(original, x, y):
         return False
     _assume(x, y, "==", True, in_program=not _in_shape_rule())
     return True
+
+
+def _is_zero(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and v == 0
+
+
+def _axis_is_empty(x: Any, y: Any) -> bool:
+    """JAX's indexing asking whether the axis of an integer index is empty (it then raises
+    IndexError): decided as a fact, so that a call where it is empty is traced at its sizes and gets
+    JAX's error; a size computed in a loop, or an index in a branch taken on run-time values, is
+    checked where it runs, with JAX's error."""
+    scope = current_scope()
+    in_branch = scope is not None and scope.run_time_guards > 0  # (a fact would hold for every call)
+    answer = None if in_branch else decide_size_comparison(x, y, "==", in_program=False)
+    if answer is None and all(is_scalar_int_or_bool(v) for v in (x, y)) and not _in_shape_rule():
+        _assume(x, y, "==", False, refusal="index is out of bounds for an axis of size 0")
+    return bool(answer)
+
+
+@repair(jnp_indexing, "index_to_gather")
+def _index_to_gather(original, *args, **kwargs):
+    """jax.numpy's indexing (reads, ``.at[...]`` updates) asks ``definitely_equal(axis, 0)`` of the
+    axis of each integer index: only there is a size compared with 0 a fact (see definitely_equal)."""
+    with context_scope(static_index=True):
+        return original(*args, **kwargs)
 
 
 @repair(pe.DynamicJaxprTracer, "_short_repr")

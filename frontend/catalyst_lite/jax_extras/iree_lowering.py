@@ -182,10 +182,13 @@ def _dynamic_broadcast(
 
 
 def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value, *sizes: Any, **params: Any) -> Any:
-    """``x[start:start + size]`` along some axes, ``size`` symbolic: a clamped ``real_dynamic_slice``."""
+    """``x[start:start + size]`` along some axes: a clamped ``real_dynamic_slice`` (IREE's gather of an
+    operand of symbolic size does not clamp its start as StableHLO's does: ``x[5]`` of 3 elements
+    read past the array where ``jax.jit`` reads ``x[2]``)."""
     operand_aval, indices_aval = ctx.avals_in[:2]
     dnums, slice_sizes = params["dimension_numbers"], params["slice_sizes"]
-    if not sizes or not _is_slice(dnums, indices_aval, params["mode"]):
+    if not _is_slice(dnums, indices_aval, params["mode"]):
+        _refuse_unbounded(ctx, "gather")
         return display_rule(slicing.gather_p)(ctx, operand, indices, *sizes, **params)
     dynamic = iter(sizes)
     widths = [next(dynamic) if d is None else d for d in slice_sizes]
@@ -202,6 +205,26 @@ def _gather(ctx: mlir.LoweringRuleContext, operand: ir.Value, indices: ir.Value,
     window = hlo.real_dynamic_slice(result_type, operand, _vector(starts), _vector(limits), ones)
     kept = [w for axis, w in enumerate(widths) if axis not in dnums.collapsed_slice_dims]
     return [_reshape(window, kept)]
+
+
+def _refuse_unbounded(ctx: mlir.LoweringRuleContext, what: str) -> None:
+    """IREE neither clamps a gather's indices into an operand of symbolic size nor drops a scatter's
+    out of it, as StableHLO and XLA do: it reads or writes past the array (wrong values, a crash).
+    Such a program is not IREE's: each size compiles with XLA."""
+    if any(type(d) is not int for d in ctx.avals_in[0].shape):
+        raise NotImplementedError(f"a {what} into an array of symbolic size (IREE does not bound its indices)")
+
+
+def _scatter(prim: core.Primitive):
+    def lower(ctx: mlir.LoweringRuleContext, *operands: Any, **params: Any) -> Any:
+        _refuse_unbounded(ctx, "scatter")
+        return display_rule(prim)(ctx, *operands, **params)
+
+    return lower
+
+
+_SCATTERS = (slicing.scatter_p, slicing.scatter_add_p, slicing.scatter_mul_p, slicing.scatter_min_p,
+             slicing.scatter_max_p)
 
 
 def _is_slice(dnums: Any, indices_aval: Any, mode: Any) -> bool:
@@ -228,7 +251,8 @@ def _vector(values: Sequence[Size]) -> ir.Value:
 
 IREE = LoweringTarget(
     "IREE",
-    rules=((lax_internal.dot_general_p, _dot_general), (slicing.gather_p, _gather)),
+    rules=((lax_internal.dot_general_p, _dot_general), (slicing.gather_p, _gather),
+           *((prim, _scatter(prim)) for prim in _SCATTERS)),
     dynamic_reshape=lambda ctx, x, aval_out: _reshape(x, _sizes(ctx, aval_out)),
     dynamic_broadcast=_dynamic_broadcast,
     tie_sizes=True,

@@ -77,6 +77,9 @@ class SizeScope:
         self.decided_generically = False  # some comparison was decided at generic sizes
         # Conditions the code being traced runs under (enclosing for_loop bodies): facts need hold then.
         self.guards: list[SizeExpr] = []
+        # Inside cond branches taken on a condition no size expression states (`i < n` of a while
+        # loop's counter `i`): their static indices are checked where they run (dimensions).
+        self.run_time_guards = 0
         self._guard_at_point: dict[int, tuple[SizeExpr, bool]] = {}  # id -> (guard, its value there)
         self.implied: dict[Any, SizeExpr] = {}  # boolean variable (`i < n and x[i] > 0`) -> what it implies
 
@@ -246,7 +249,8 @@ def runs_only_if_chosen(preds: Sequence[Any], k: int) -> Iterator[None]:
         guard = failing[0] if failing else None
         for other in failing[1:]:
             guard = SizeExpr("and", (guard, other), is_bool=True)
-    with runs_only_if(None if guard is None else simplified(guard)):
+    at_run_time = guard is None and any(isinstance(p, core.Tracer) for p in preds)
+    with runs_only_if(None if guard is None else simplified(guard), at_run_time):
         yield
 
 
@@ -284,9 +288,18 @@ def value_at(x: Any, binders: Sequence[Any], values: Sequence[Any]) -> SizeExpr 
 
 
 @contextlib.contextmanager
-def runs_only_if(guard: SizeExpr | None) -> Iterator[None]:
-    """Trace code running only when ``guard`` holds (and enclosing guards): its facts are guarded by it."""
+def runs_only_if(guard: SizeExpr | None, at_run_time: bool = False) -> Iterator[None]:
+    """Trace code running only when ``guard`` holds (and enclosing guards): its facts are guarded by it.
+    ``at_run_time`` (no guard): it runs only under a condition on run-time values (``i < n`` of a
+    while loop's counter): its checks of sizes are made where it runs, not before the call."""
     scope = current_scope()
+    if at_run_time and scope is not None:
+        scope.run_time_guards += 1
+        try:
+            yield
+        finally:
+            scope.run_time_guards -= 1
+        return
     if guard is None or scope is None:
         yield
         return

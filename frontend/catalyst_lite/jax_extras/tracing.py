@@ -112,6 +112,10 @@ def register_stand_in(cls: type) -> None:
     """Values of ``cls`` (and its subclasses) stand for the traced array their ``__jax_array__`` gives:
     JAX abstractifies them as that array, without the deprecation warning of ``__jax_array__``
     (``lax.select(m, ...)`` of a mid-circuit outcome), and binds that array (``patches.to_jaxpr_tracer``)."""
+    # Registered once, not as a gated patch: it is JAX's table of how to abstractify a Python type,
+    # and this entry is for our own class only, whose values exist only inside our traces. No value
+    # of any other type is abstractified differently, so no behaviour of JAX changes; a gated patch
+    # (a dict entry added and removed around each trace) would add work per trace for no isolation.
     core.pytype_aval_mappings[cls] = lambda x: core.get_aval(x.__jax_array__())
 
 

@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..control_flow.common import ControlFlowOperation, control_flow_handler
 from ..debug import callback
 from ..errors import CompileError, QuantumOperationError, WireError, pennylane_error
+from ..trace_context import scope as context_scope
 from ..jax_extras import Tracer
 from ..jax_extras.provenance import vectorized_stack
 from .mcm import ValueCarry
@@ -152,7 +154,9 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         return [GateRecord(_unbatched(op), wires.indices(op.wires, op.name))]
     if op.has_decomposition:
         try:
-            decomposition = op.decomposition()
+            decomposition = recorded_decomposition(op)
+            if any(isinstance(o, replayed_control_flow()) for o in decomposition or ()):
+                raise DecomposesIntoControlFlow(op)
             if decomposition is not None:
                 return [r for sub in decomposition for r in gate_records(sub, wires)]
         except qml.operation.DecompositionUndefinedError:
@@ -170,6 +174,80 @@ def gate_records(op: Any, wires: WireMap) -> list[GateRecord]:
         "CSWAP...), BasisState and StatePrep, operations that decompose into these, and operations "
         f"with a matrix; give {op.name} a compute_matrix or a compute_decomposition."
     )
+
+
+def operators_dropped(branch: Callable) -> Callable:
+    """``branch`` returning ``None`` in place of the operators it returns (gates it applied)."""
+    qml = _qml()
+
+    def is_operator(x: Any) -> bool:
+        return isinstance(x, qml.operation.Operator)
+
+    def dropped() -> Any:
+        out = branch()
+        leaves = jax.tree_util.tree_leaves(out, is_leaf=is_operator)
+        if leaves and all(is_operator(x) for x in leaves):
+            return None
+        return jax.tree_util.tree_map(lambda x: None if is_operator(x) else x, out, is_leaf=is_operator)
+
+    dropped.__name__ = dropped.__qualname__ = getattr(branch, "__name__", "branch")
+    return dropped
+
+
+class DecomposesIntoControlFlow(Exception):
+    """Signal: ``op``'s decomposition calls a loop or branch, which only the circuit can apply (the
+    gates of its body are not operators of the decomposition's tape)."""
+
+
+class RecordedOnTape:
+    """The control-flow handler of a decomposition or a QNode's transform: a loop or branch goes on
+    the queue recording (a decomposition's tape) as its ``.operation``, which the circuit replays (a
+    transform may also put ``.operation`` on its tape); its values are computed here without the
+    circuit (its gates discarded)."""
+
+    def noted(self, operation: ControlFlowOperation) -> None:
+        replayed_control_flow()(operation)
+
+    @staticmethod
+    def _classical(bind: Callable, *args: Any) -> Any:
+        with _qml().QueuingManager.stop_recording(), context_scope(ambient_carries=()):
+            return bind(*args)
+
+    def for_loop(self, body: Any, bounds: tuple, init: tuple, bind: Callable) -> Any:
+        return self._classical(bind, body, init)
+
+    def while_loop(self, cond_fn: Any, body: Any, init: tuple, bind: Callable) -> Any:
+        return self._classical(bind, cond_fn, body, init)
+
+    def cond(self, preds: list, branches: list, otherwise: Any, bind: Callable) -> Any:
+        otherwise = None if otherwise is None else operators_dropped(otherwise)
+        return self._classical(bind, preds, [operators_dropped(b) for b in branches], otherwise)
+
+
+@functools.cache
+def replayed_control_flow() -> type:
+    """The operator that stands on a tape for ``flow``, a loop or branch called while the tape
+    recorded (a PennyLane tape takes operators only)."""
+    qml = _qml()
+
+    class ReplayedControlFlow(qml.operation.Operator):
+        num_params = 0
+
+        def __init__(self, flow: ControlFlowOperation):
+            self.flow = flow
+            super().__init__(wires=[])
+            self._name = flow.name  # "Cond", "ForLoop"...: Catalyst's name of the operation
+
+        def __repr__(self) -> str:
+            return repr(self.flow)
+
+    return ReplayedControlFlow
+
+
+def recorded_decomposition(op: Any) -> list:
+    """``op.decomposition()``, its loops and branches recorded as :func:`replayed_control_flow` s."""
+    with control_flow_handler(RecordedOnTape()):
+        return op.decomposition()
 
 
 def _unbatched(op: Any) -> Any:

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ..debug import callback
 from ..errors import QuantumOperationError
 from ..jax_extras import Tracer
 from . import prng
@@ -301,9 +302,13 @@ def _diagonalized_by_eigh(obs: Any, in_order: bool) -> bool:
     data give eigenvalues known only when the program runs. ``in_order``: the order of the
     eigenbasis matters (``probs(op=...)``); ``eigh``'s (ascending eigenvalues) is PennyLane's
     only for a ``Hermitian``."""
-    if not any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(obs.data)) or _by_factor(obs):
+    if not _traced_data(obs) or _by_factor(obs):
         return False
     return not in_order or isinstance(obs, _qml().Hermitian)
+
+
+def _traced_data(obs: Any) -> bool:
+    return any(isinstance(x, Tracer) for x in jax.tree_util.tree_leaves(getattr(obs, "data", ())))
 
 
 def _eigh(obs: Any):
@@ -340,13 +345,29 @@ def static_eigvals(obs) -> np.ndarray:
     """``obs.eigvals()`` as a constant (a traced observable's are unknown)."""
     if _by_factor(obs):  # the factors' eigenvalues, in the order of the product's wires
         return functools.reduce(np.kron, [static_eigvals(factor) for factor in obs.operands])
-    try:
-        return np.asarray(obs.eigvals())
-    except (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError):
+    if _traced_data(obs):  # (PennyLane's eigvals would convert the traced data to NumPy)
         raise QuantumOperationError(
             f"catalyst_lite cannot sample the observable {obs} with finite shots: its eigenvalues "
             "depend on traced values. Sample its Pauli words separately."
-        ) from None
+        )
+    return np.asarray(obs.eigvals())
+
+
+def _distinct(eigvals: Any) -> Any:
+    """``eigvals`` (ascending), checked distinct when the program runs: counts has one entry per
+    eigenvalue, which traced eigenvalues cannot merge (their number would depend on the data)."""
+    callback(_raise_if_degenerate)(jnp.min(jnp.diff(eigvals), initial=jnp.inf))
+    return eigvals
+
+
+def _raise_if_degenerate(gap: Any) -> None:
+    if float(gap) <= 1e-10:
+        raise QuantumOperationError(
+            "qml.counts of a qml.Hermitian whose matrix is traced and has a repeated eigenvalue: the "
+            "counts of a traced observable have one entry per eigenvalue, so equal eigenvalues cannot "
+            "be merged as PennyLane merges them. Pass the matrix as a constant, or count "
+            "qml.counts(wires=...) in the observable's eigenbasis."
+        )
 
 
 def eigenvalues(obs: Any, in_order: bool = True):
@@ -521,7 +542,9 @@ def statistic(mp: Any, records, n_wires: int, valid=None):
         return jnp.where(keep, records, jnp.asarray(INVALID_SAMPLE, records.dtype))
     if kind not in ("probs", "counts"):
         raise QuantumOperationError(f"catalyst_lite cannot compile {kind} with finite shots.")
-    if kind == "counts" and (mp.obs is not None or _of_expression(mp)):  # counted by eigenvalue
+    if kind == "counts" and mp.obs is not None and _diagonalized_by_eigh(mp.obs, True):
+        outcomes = _distinct(_eigh(mp.obs)[0])  # a traced Hermitian's: eigh's, ascending as np.unique's
+    elif kind == "counts" and (mp.obs is not None or _of_expression(mp)):  # counted by eigenvalue
         outcomes = jnp.asarray(np.unique(static_eigvals(mp.obs or mp)), records.dtype)
     elif mp.mv is not None:
         outcomes = jnp.arange(2 ** len(_values(mp)))

@@ -59,7 +59,8 @@ from ..tracing import Contribution, register_trace_extension
 from . import prng
 from .adjoint import adjoint_expvals
 from .gates import (
-    BroadcastingError, GateRecord, OutsideWires, WireMap, _qml, bit_flip_matrix, gate_records, initial_state,
+    BroadcastingError, DecomposesIntoControlFlow, GateRecord, OutsideWires, WireMap, _qml, bit_flip_matrix,
+    gate_records, initial_state, recorded_decomposition, replayed_control_flow,
 )
 from .mcm import (
     Branches, McmConfig, McmPolicy, OneShot, ShotPlan, SingleBranch, ValueCarry, measured_value, with_values,
@@ -266,10 +267,10 @@ class QuantumState:
             self.applied = None
         records: list[GateRecord] = []
         for op in ops:
-            if isinstance(op, ControlFlowOperation):  # put on the tape by a transform: its gates, now
-                self._commit(records)
+            if isinstance(op, (ControlFlowOperation, replayed_control_flow())):  # put on the tape by a
+                self._commit(records)  # transform or recorded by a decomposition: its gates, now
                 records = []
-                self._replay(op)
+                self._replay(getattr(op, "flow", op).replay)
                 continue
             if op.name in ("Snapshot", "Allocate", "Deallocate") and records:
                 # (an allocated slot's index is the wire's after the gates so far)
@@ -291,7 +292,12 @@ class QuantumState:
                     "(qml.qjit(compiler='catalyst_lite')); use catalyst_lite.measure."
                 )
             else:
-                records += gate_records(op, self.wires)
+                try:
+                    records += gate_records(op, self.wires)
+                except DecomposesIntoControlFlow:  # its gates follow its loops and branches, now
+                    self._commit(records)
+                    records = []
+                    self._replay(functools.partial(self._decompose, op))
                 self.wires.check_distinct(op.wires, op.name)
         self._commit(records)
 
@@ -306,16 +312,32 @@ class QuantumState:
             self.vector = apply_records(self, self.vector, records)
         self.fresh = False
 
-    def _replay(self, op: ControlFlowOperation) -> None:
-        """Call the control flow of ``op`` again, recording and applying its gates as in the circuit
-        (but not transformed again: the transform that placed ``op`` saw them as one operation)."""
+    def _replay(self, replay: Callable[[], Any]) -> None:
+        """Call ``replay`` (control flow called again), recording and applying its gates as in the
+        circuit (but not transformed again: the transform that placed it saw them as one operation;
+        nor controlled or adjointed again by the open regions, which the operation went through)."""
         pipeline, self.pipeline, self._applying = self.pipeline, None, False
+        regions, self.regions = self.regions, []
         try:
             with self.recorder, control_flow_handler(self.control_flow):
-                op.replay()
+                replay()
             self.flush()
         finally:
-            self.pipeline, self._applying = pipeline, True
+            self.pipeline, self._applying, self.regions = pipeline, True, regions
+
+    def _decompose(self, op: Any) -> None:
+        """Apply ``op``, whose decomposition has loops or branches, as a quantum function: its
+        operators queued, its control flow called again in the circuit (adjoints and controlled
+        versions of it in adjoint and ctrl regions)."""
+        qml = _qml()
+        if isinstance(op, qml.ops.Adjoint):
+            adjoint_transform(self, functools.partial(self._decompose, op.base), returns=False)()
+        elif isinstance(op, qml.ops.Controlled):
+            options = (op.control_wires, op.control_values, op.work_wires, "borrowed")
+            run_ctrl(self, functools.partial(self._decompose, op.base), options, (), {})
+        else:
+            for item in recorded_decomposition(op):
+                item.flow.replay() if isinstance(item, replayed_control_flow()) else qml.apply(item)
 
     def _in_control_flow(self) -> bool:
         return self.control_flow.depth > 0

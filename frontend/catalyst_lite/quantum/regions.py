@@ -40,13 +40,11 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
-import jax
-
 from ..compiler.specialize import trip_count
 from ..control_flow import cond, for_loop
 from ..errors import QuantumOperationError, QuantumRegionError
 from ..jax_extras.patches import jax_nested_trace_depth
-from .gates import _qml
+from .gates import _qml, operators_dropped
 
 __all__ = ["Region", "RegionControlFlow", "adjoint_transform", "RegionRun", "run_adjoint",
            "run_ctrl", "MEASUREMENT_IN_REGION", "recorder_class", "queue_class"]
@@ -376,31 +374,13 @@ class RegionControlFlow:
 
     def cond(self, preds: list, branches: list, otherwise: Callable | None, bind: Callable) -> Any:
         # `qml.cond(m, qml.RY)(x, wires=0)`: a branch may return the operator it applies.
-        branches = [_operators_dropped(b) for b in branches]
-        otherwise = None if otherwise is None else _operators_dropped(otherwise)
+        branches = [operators_dropped(b) for b in branches]
+        otherwise = None if otherwise is None else operators_dropped(otherwise)
         with self._traced(loop=False) as (region, within):
             if region is None:
                 return bind(preds, branches, otherwise)
             otherwise = None if otherwise is None else within(otherwise)
             return region.record_cond(preds, [within(b) for b in branches], otherwise, bind)
-
-
-def _operators_dropped(branch: Callable) -> Callable:
-    """``branch`` returning ``None`` in place of the operators it returns (gates it applied)."""
-    qml = _qml()
-
-    def is_operator(x: Any) -> bool:
-        return isinstance(x, qml.operation.Operator)
-
-    def dropped() -> Any:
-        out = branch()
-        leaves = jax.tree_util.tree_leaves(out, is_leaf=is_operator)
-        if leaves and all(is_operator(x) for x in leaves):
-            return None
-        return jax.tree_util.tree_map(lambda x: None if is_operator(x) else x, out, is_leaf=is_operator)
-
-    dropped.__name__ = dropped.__qualname__ = getattr(branch, "__name__", "branch")
-    return dropped
 
 
 def _within(state: Any, regions: Sequence[CtrlRegion], fn: Callable) -> Callable:

@@ -38,7 +38,7 @@ from ..errors import ArgumentValueError, QuantumOperationError
 from ..jax_extras import context_mesh, use_abstract_mesh
 from . import prng
 from .fusion import apply_fused
-from .gates import GateRecord, WireMap, _qml, gate_records
+from .gates import DecomposesIntoControlFlow, GateRecord, WireMap, _qml, gate_records
 from .measurements import apply_observable
 from .statevector import basis_indices, outcome_index, probabilities, zero_state
 
@@ -229,7 +229,13 @@ def _records(operations: Sequence[Any], wires: WireMap) -> list[GateRecord]:
             continue
         if type(op).__name__ == "MidMeasureMP":
             raise QuantumOperationError(f"state_sharding: {op.name} is not supported on a sharded state.")
-        records += gate_records(op, wires)
+        try:
+            records += gate_records(op, wires)
+        except DecomposesIntoControlFlow:
+            raise QuantumOperationError(
+                f"state_sharding: the decomposition of {op.name} calls for_loop, while_loop or cond, "
+                "which a sharded state does not run (straight-line circuits only)."
+            ) from None
     if not all(isinstance(w, int) for r in records for w in (*r.targets, *r.controls)):
         raise QuantumOperationError("state_sharding: the wires of a sharded state's gates must be known "
                                     "labels, not traced values.")

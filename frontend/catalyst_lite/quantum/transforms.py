@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ..control_flow.common import control_flow_handler
 from ..errors import CompileError, QuantumOperationError
+from .gates import RecordedOnTape
 
 __all__ = ["transformed_operations", "qnode_pipeline", "RESULT_PRESERVING_PASSES"]
 
@@ -49,7 +50,7 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             tape = _compiler_pass(pass_name, pipeline[i], tape)
             continue
         try:
-            with control_flow_handler(_BoundAsUsual()):
+            with control_flow_handler(RecordedOnTape()):
                 tapes, post = pipeline[i : i + 1]((tape,))
         except about_the_circuit as e:  # name the transform that raised
             raise QuantumOperationError(f"The QNode's transform {name} failed on a compiled circuit: {e}") from e
@@ -65,20 +66,6 @@ def transformed_operations(pipeline: Any, ops: Sequence[Any], measurements: Sequ
             )
         tape = tapes[0]
     return list(tape.operations)
-
-class _BoundAsUsual:
-    """The control-flow handler of a QNode's transform: loops and branches called there are bound as
-    usual, and have a ``.operation`` that the transform may put on its tape (applied by replaying)."""
-
-    def for_loop(self, body: Any, bounds: tuple, init: tuple, bind: Any) -> Any:
-        return bind(body, init)
-
-    def while_loop(self, cond_fn: Any, body: Any, init: tuple, bind: Any) -> Any:
-        return bind(cond_fn, body, init)
-
-    def cond(self, preds: list, branches: list, otherwise: Any, bind: Any) -> Any:
-        return bind(preds, branches, otherwise)
-
 
 def _compiler_pass(pass_name: str, bound: Any, tape: Any) -> Any:
     """``tape`` after the compiler pass ``pass_name`` (with no tape transform of its own): by
