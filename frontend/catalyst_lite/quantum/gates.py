@@ -32,7 +32,6 @@ from ..errors import CompileError, QuantumOperationError, WireError, pennylane_e
 from ..trace_context import scope as context_scope
 from ..jax_extras import Tracer
 from ..jax_extras.provenance import vectorized_stack
-from .mcm import ValueCarry
 from .statevector import basis_indices, bit_mask, outcome_index
 
 __all__ = ["GateRecord", "WireMap", "OutsideWires", "gate_records", "initial_state", "batched_matrices",
@@ -127,6 +126,19 @@ def stacked_matrices(run: Sequence[GateRecord]) -> Any:
         return blocks[0]
     order = np.argsort([i for rows in groups.values() for i in rows])
     return jnp.take(jnp.concatenate([jnp.asarray(b) for b in blocks]), order, axis=0)
+
+
+@dataclass(eq=False)
+class ValueCarry:
+    """A traced value threaded through control flow (an ambient carry)."""
+
+    value: Any
+
+    def get(self) -> Any:
+        return self.value
+
+    def set(self, value: Any) -> None:
+        self.value = value
 
 
 def _qml():

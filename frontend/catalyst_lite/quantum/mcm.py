@@ -32,6 +32,7 @@ from ..control_flow.common import StandsForValue, traced_value
 from ..errors import ShotsError
 from ..jax_extras import Tracer
 from . import prng
+from .gates import ValueCarry
 from .transforms import qnode_pipeline
 
 __all__ = ["ValueCarry", "McmPolicy", "SingleBranch", "OneShot", "Branches", "measured_value", "with_values",
@@ -100,19 +101,6 @@ def measured_value(wire: Any, reset: bool, postselect: int | None, outcome: Any)
     with qml.QueuingManager.stop_recording():  # the state already holds the measurement
         mp = qml.ops.MidMeasure(wire, reset=reset, postselect=postselect, meas_uid=str(uuid.uuid4()))
     return _measured_value_class()([mp], None, {mp.meas_uid: jnp.asarray(outcome).astype(jnp.int64)})
-
-
-@dataclass(eq=False)
-class ValueCarry:
-    """A traced value threaded through control flow (an ambient carry)."""
-
-    value: Any
-
-    def get(self) -> Any:
-        return self.value
-
-    def set(self, value: Any) -> None:
-        self.value = value
 
 
 class McmPolicy:
