@@ -215,6 +215,63 @@ def test_conditional_expression_and_logical_operators():
     assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
 
 
+def _sign(n):
+    return 1 if n > 0 else (0 if n == 0 else -1)
+
+
+def _bucket(x):
+    return ((2.0 if x > 10 else 1.0) if x > 1 else 0.5) * (x if x < 0 or x > 5 else -x)
+
+
+def _clamped(x):
+    return (lambda t: t if t > 0 else (-t if t > -1 else 1.0))(x - 1)
+
+
+@pytest.mark.parametrize("fn, args", [(_sign, [3, 0, -2]), (_bucket, [20.0, 3.0, 0.5, -2.0]),
+                                      (_clamped, [3.0, 0.5, -4.0])])
+def test_nested_conditional_expressions_on_traced_conditions(fn, args):
+    compiled = qjit(fn, autograph=True)
+    for a in args:
+        assert float(compiled(a)) == fn(a)
+
+
+def _first_square_at_least(n):
+    i = 0
+    while True:
+        if i * i >= n:
+            return i
+        i += 1
+
+
+def _doubled_past(x, limit):
+    while 1:
+        x = x * 2
+        for k in range(3):
+            if k > limit:
+                break  # (of the inner loop: the `while` still ends only by returning)
+        if x > limit:
+            return x
+
+
+def _while_true_with_break(n):
+    i = 0
+    while True:
+        i += 1
+        if i > n:
+            break
+    return i * 2
+
+
+@pytest.mark.parametrize(
+    "fn, args", [(_first_square_at_least, [(5,), (0,), (16,)]), (_doubled_past, [(1.5, 10.0), (20.0, 3.0)]),
+                 (_while_true_with_break, [(3,), (0,)])],
+)
+def test_a_function_returning_from_a_while_true_loop(fn, args):
+    compiled = qjit(fn, autograph=True)
+    for a in args:
+        assert float(compiled(*a)) == fn(*a)
+
+
 def _positive_at(x, i):
     return i < x.shape[0] and x[i] > 0
 

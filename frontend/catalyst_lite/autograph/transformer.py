@@ -77,7 +77,7 @@ class _Transpiler(transpiler.GenericTranspiler):
             (ast.Assert in kinds, lambda node, ctx: _AssertCalls().visit(node)),
             (ast.Call in kinds, call_trees.transform),
             (early_exits or bool(kinds & {ast.If, ast.For, ast.While}), _control_flow),
-            (ast.IfExp in kinds, conditional_expressions.transform),
+            (ast.IfExp in kinds, lambda node, ctx: _ConditionalExpressions(ctx).visit(node)),
             (early_exits or bool(kinds & {ast.BoolOp, ast.Not}), logical_expressions.transform),
         ]
         if not any(needed for needed, _ in passes) and not kinds & {ast.ExceptHandler, ast.With}:
@@ -116,6 +116,14 @@ class _ControlFlow(control_flow.ControlFlowTransformer):
             options.keys.append(ast.Constant("live_after"))
             options.values.append(ast.Constant(" ".join(live)))
         return options
+
+
+class _ConditionalExpressions(conditional_expressions.ConditionalExpressionTransformer):
+    """malt's pass, which leaves the conditional expressions inside one as they are: nested ones
+    (``a if c else (b if d else e)``) are converted too."""
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        return super().visit_IfExp(self.generic_visit(node))
 
 
 def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
@@ -410,11 +418,27 @@ def _terminates(s: ast.stmt) -> bool:
         return _always_returns(s.body) and _always_returns(s.orelse)
     if isinstance(s, ast.With):
         return _always_returns(s.body)
+    if isinstance(s, ast.While):  # `while True:` ends only by a `return` or a `break` of its own
+        return isinstance(s.test, ast.Constant) and bool(s.test.value) and not _breaks(s.body)
     if isinstance(s, ast.Try):
         handled = all(_always_returns(h.body) for h in s.handlers)
         return _always_returns(s.finalbody) or (
             (_always_returns(s.body) or _always_returns(s.orelse)) and handled
         )
+    return False
+
+
+def _breaks(body: list[ast.stmt]) -> bool:
+    """Whether a loop's ``body`` has a ``break`` of that loop (not of a loop or function inside it)."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Break):
+            return True
+        if not isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
+        elif isinstance(n, (ast.For, ast.While)):
+            stack.extend(n.orelse)  # (a loop's `else` block belongs to the enclosing loop)
     return False
 
 
