@@ -272,6 +272,28 @@ def test_a_function_returning_from_a_while_true_loop(fn, args):
         assert float(compiled(*a)) == fn(*a)
 
 
+def _memberships(x, n):
+    found = [n in x, n not in x, n in [1, 2, 3], n in (2.0, 4.5), n in range(2, 9, 3), n in range(8, 0, -3)]
+    found += [n not in {4: "a", 7: "b"}, 0 < n in {3, 4}, 3 in x, -1 in x]
+    count = 0
+    for i in range(n):  # a traced range, and a traced item in it
+        if i in range(1, n, 2) or 3 in range(i):
+            count += 1
+    return found, count
+
+
+def test_in_on_traced_values_is_pythons_membership():
+    compiled = qjit(_memberships, autograph=True)
+    x = np.array([0, 3, 5])
+    for n in [-1, 0, 1, 2, 3, 4, 5, 7, 8]:
+        found, count = compiled(x, n)
+        expected, expected_count = _memberships(x, n)
+        assert [bool(f) for f in found] == expected and int(count) == expected_count
+    sized = qjit(lambda x, v: (v in x, v * 1.5 in x), autograph=True, abstracted_axes={0: "n"})
+    for x in (np.arange(4.0), np.zeros(0)):
+        assert [bool(b) for b in sized(x, 2)] == [2 in list(x), 3.0 in list(x)]
+
+
 def _positive_at(x, i):
     return i < x.shape[0] and x[i] > 0
 

@@ -258,6 +258,26 @@ BUILTINS: dict[Any, Callable] = {
 """Python's builtins that converted code calls in these versions instead."""
 
 
+def contains(container: Any, item: Any) -> Any:
+    """``item in container``: Python's, but for a traced item or array, whose comparisons have no
+    Python truth: ``any(item == e for e in container)`` computed by JAX over a 1-D array, a range
+    or a list, tuple, set or dict (its keys) of numbers (a traced boolean)."""
+    traced = isinstance(item, Tracer) or isinstance(container, (Tracer, TracedRange))
+    if not traced or np.ndim(item) != 0:
+        return item in container
+    if isinstance(container, (range, TracedRange)):
+        offset, count = item - container.start, trip_count(container.start, container.stop, container.step)
+        index = offset // container.step
+        return (offset % container.step == 0) & (index >= 0) & (index < count)
+    if _is_array(container) and np.ndim(container) == 1:
+        return jnp.any(jnp.asarray(container) == item)
+    if isinstance(container, (list, tuple, set, frozenset, dict)) and all(
+        isinstance(e, (bool, int, float, complex, np.generic)) for e in container
+    ):
+        return functools.reduce(jnp.logical_or, [item == e for e in container], jnp.asarray(False))
+    return item in container
+
+
 def set_item(target: Any, key: Any, value: Any) -> Any:
     """``target[key] = value``, returning the updated ``target`` (a new array for JAX arrays)."""
     if isinstance(target, (Tracer, jax.Array)):

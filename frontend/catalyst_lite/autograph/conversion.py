@@ -229,6 +229,7 @@ _OPERATORS = {
     "except_handler": loops.except_handler,
     "with_context": loops.WithContext,
     "set_item": builtins.set_item,
+    "contains": builtins.contains,
     "update_item": builtins.update_item,
     "converted_call": converted_call,
     # malt's bookkeeping, used as malt defines it

@@ -79,6 +79,8 @@ class _Transpiler(transpiler.GenericTranspiler):
             (early_exits or bool(kinds & {ast.If, ast.For, ast.While}), _control_flow),
             (ast.IfExp in kinds, lambda node, ctx: _ConditionalExpressions(ctx).visit(node)),
             (early_exits or bool(kinds & {ast.BoolOp, ast.Not}), logical_expressions.transform),
+            # (after the logical pass, which splits chained comparisons such as `0 < i in x`)
+            (bool(kinds & {ast.In, ast.NotIn}), lambda node, ctx: _Membership().visit(node)),
         ]
         if not any(needed for needed, _ in passes) and not kinds & {ast.ExceptHandler, ast.With}:
             return node, {}, False
@@ -386,6 +388,18 @@ def _as_value(key: ast.expr) -> ast.expr:
 
 def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=ast.parse(f"ag__.{name}", mode="eval").body, args=list(args), keywords=[])
+
+
+class _Membership(ast.NodeTransformer):
+    """``a in b`` -> ``ag__.contains(b, a)`` (``not in``: ``ag__.not_`` of it): Python's ``in`` asks
+    each comparison for its truth, which a traced value cannot give."""
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return node
+        test = _call("contains", node.comparators[0], node.left)
+        return _call("not_", test) if isinstance(node.ops[0], ast.NotIn) else test
 
 
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
