@@ -825,6 +825,70 @@ def test_attributes_as_loop_and_branch_variables():
     assert control_flow_of(f.jaxpr) == control_flow_of(explicit.jaxpr)
 
 
+class _Running:
+    """State updated by methods: compiled control flow calling them carries what they assign."""
+
+    def __init__(self):
+        self.total, self.calls = 0.0, 0
+
+    def add(self, v):
+        self.total = self.total + v
+        self.calls += 1
+
+    def add_positive(self, v):
+        if v > 0:
+            self.add(v)
+
+    def run(self, xs):
+        for v in xs:
+            self.add_positive(v)
+        return self.total
+
+
+def _state_through_methods(x, n):
+    r = _Running()
+    for i in range(n):  # a traced range
+        r.add(i * 1.0)
+    for i in range(3):  # a known range (it ran as a Python loop, with a warning)
+        r.add(i * x[0])
+    k = 0
+    while r.calls < 2 * n + 3:
+        r.add_positive(x[k % len(x)])
+        k += 1
+    if x[0] > 1:
+        r.add(100.0)
+    bonus = r.add(-1.0) if x[0] > 2 else None
+    return r.total, r.calls, _Running().run(x)
+
+
+def test_attributes_assigned_by_called_methods_flow_through_loops_and_branches():
+    compiled = qjit(_state_through_methods, autograph=True, abstracted_axes={0: "m"})
+    for x, n in [(np.array([1.5, -2.0, 3.0]), 3), (np.array([3.0]), 0), (np.array([-1.0, 0.5]), 2)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", AutoGraphWarning)
+            ours = compiled(x, n)
+        assert [float(v) for v in ours] == pytest.approx(list(_state_through_methods(x, n)))
+
+
+def test_an_attribute_a_called_method_assigns_is_checked_as_a_variable():
+    class History:
+        def __init__(self):
+            self.items = []
+
+        def push(self, v):
+            self.items = self.items + [v]
+
+    def program():
+        @qjit(autograph=True)
+        def f(n: int):
+            h = History()
+            for i in range(n):
+                h.push(i)
+            return len(h.items)
+
+    check_error(program, AutoGraphError, "Variable 'h.items' is \\[\\] before the `for` loop", "for i in range(n)")
+
+
 def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():
     @qjit(autograph=True, abstracted_axes={0: "n"})
     def f(x, y, k: int):

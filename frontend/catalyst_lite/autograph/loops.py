@@ -36,8 +36,8 @@ from .builtins import (
 )
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
-    ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
-    display_name, innermost_user_line, predicate, recording_operators,
+    AttributesAssigned, ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at,
+    carrying_attributes, check_not_recording, display_name, innermost_user_line, predicate, recording_operators,
 )
 
 _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
@@ -62,6 +62,14 @@ def for_stmt(
     set_state: SetState, symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
+    statement = functools.partial(_for_stmt, iter_, extra_test, body, opts=opts)
+    carrying_attributes(statement, get_state, set_state, symbol_names)
+
+
+def _for_stmt(
+    iter_: Any, extra_test: Callable[[], Any] | None, body: Callable[[Any], None], get_state: GetState,
+    set_state: SetState, symbol_names: Sequence[str], opts: dict,
+) -> None:
     where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
@@ -222,6 +230,13 @@ def while_stmt(
     symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``while test(): body()``."""
+    carrying_attributes(functools.partial(_while_stmt, test, body, opts=opts), get_state, set_state, symbol_names)
+
+
+def _while_stmt(
+    test: Callable[[], Any], body: Callable[[], None], get_state: GetState, set_state: SetState,
+    symbol_names: Sequence[str], opts: dict,
+) -> None:
     where = innermost_user_line()
     raw_test = test
     test = lambda: traced_value(raw_test())  # noqa: E731 (a measurement value: its JAX value)
@@ -318,6 +333,8 @@ def _run(
         for o in [o for o in queue.queue if id(o) not in queued] if queue is not None else []:
             queue.remove(o)
         containers.restore()
+        if isinstance(error, AttributesAssigned):
+            raise  # the statement runs again, carrying them
         package = sys.modules["catalyst_lite"]  # Catalyst's module flags (see its __init__)
         if strict_conversion():
             _raise_explained(error, where, kind)
@@ -390,6 +407,7 @@ def _checked_iteration(
     had no side effect (raised from the body's tracing, so that the loop's own cleanup runs)."""
     side_effects = containers.side_effects()
     if side_effects:
+        containers.carry_attributes()
         raise AutoGraphError(
             f"The `{kind}` loop{at(where)} {side_effects}: a compiled loop runs its body once, "
             "while tracing. Collect the values in an array (`x[i] = v`) or in a loop variable "
