@@ -886,7 +886,7 @@ def test_an_attribute_a_called_method_assigns_is_checked_as_a_variable():
                 h.push(i)
             return len(h.items)
 
-    check_error(program, AutoGraphError, "Variable 'h.items' is \\[\\] before the `for` loop", "for i in range(n)")
+    check_error(program, AutoGraphError, "Variable 'h.items' is \\[\\] before the `for`", "for i in range(n)")
 
 
 def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():

@@ -37,7 +37,8 @@ from .builtins import (
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
     AttributesAssigned, ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at,
-    carrying_attributes, check_not_recording, display_name, innermost_user_line, predicate, recording_operators,
+    carrying_attributes, check_not_recording, display_name, innermost_user_line, predicate,
+    recording_operators,
 )
 
 _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
@@ -230,7 +231,8 @@ def while_stmt(
     symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``while test(): body()``."""
-    carrying_attributes(functools.partial(_while_stmt, test, body, opts=opts), get_state, set_state, symbol_names)
+    statement = functools.partial(_while_stmt, test, body, opts=opts)
+    carrying_attributes(statement, get_state, set_state, symbol_names)
 
 
 def _while_stmt(

@@ -352,7 +352,8 @@ class ContainerCheckpoint:
                 "in a function it calls)"
             )
         if attributes:
-            parts.append(f"assigns the attribute {', '.join(map(repr, attributes))} in a method or function it calls")
+            names = ", ".join(map(repr, attributes))
+            parts.append(f"assigns the attribute {names} in a method or function it calls")
         return " and ".join(parts)
 
     def restore(self) -> None:
