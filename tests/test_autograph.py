@@ -889,6 +889,31 @@ def test_an_attribute_a_called_method_assigns_is_checked_as_a_variable():
     check_error(program, AutoGraphError, "Variable 'h.items' is \\[\\] before the `for`", "for i in range(n)")
 
 
+def _validated(n, checked):
+    if checked and n < 0:
+        raise ValueError("n must not be negative")
+    if n > 100:
+        try:
+            raise KeyError("caught in the branch")
+        except KeyError:
+            n = n - 1
+    return n
+
+
+def test_a_raise_in_a_branch_of_a_traced_if_is_explained():
+    unchecked = qjit(functools.partial(_validated, checked=False), autograph=True)
+    assert [int(unchecked(n)) for n in (3, 101, -2)] == [_validated(n, False) for n in (3, 101, -2)]
+
+    with pytest.raises(ValueError, match="n must not be negative") as info:
+        qjit(_validated, autograph=True, static_argnums=1)(3, True)  # Python raises nothing for 3
+    error = str(info.value)
+    assert isinstance(info.value, AutoGraphError) and "use `assert`" in error
+    for statement, text in [("raise", "raise ValueError"), ("if", "if checked")]:
+        assert f"`{statement}` at {HERE}:{line_of(_validated, text)}" in error
+    with pytest.raises(ValueError, match="^n must not be negative$"):  # a Python condition: Python's error
+        qjit(lambda n: _validated(-1, True) + n, autograph=True)(1)
+
+
 def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():
     @qjit(autograph=True, abstracted_axes={0: "n"})
     def f(x, y, k: int):

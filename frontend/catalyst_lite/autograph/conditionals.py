@@ -147,7 +147,8 @@ def _compiled_branches(
         runs = [traced(branch, k) for k, branch in enumerate(branches)]
         failure = None
         try:
-            results = cond(pred)(runs[0]).otherwise(runs[1])()
+            with context_scope(traced_branches=(*current_context().traced_branches, where)):
+                results = cond(pred)(runs[0]).otherwise(runs[1])()
         except ControlFlowError as error:
             if any(o is None for o in outcomes):
                 raise  # a branch itself failed

@@ -227,6 +227,7 @@ _OPERATORS = {
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
     "except_handler": loops.except_handler,
+    "raised": loops.raised,
     "with_context": loops.WithContext,
     "set_item": builtins.set_item,
     "contains": builtins.contains,

@@ -28,6 +28,7 @@ from ..control_flow.common import traced_value
 from ..debug import callback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
+from ..trace_context import current as current_context
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.patches import NeedsCallSizes
 from ..jax_extras.dimensions import decide_size_comparison
@@ -520,6 +521,28 @@ def except_handler(handled: Any, name: str | None) -> None:
         for c in classes
     ):
         _raise_uncaught(error, "except")
+
+
+def raised(error: Any) -> Any:
+    """The error of a ``raise error`` statement in converted code. Raised while the branches of a
+    traced ``if`` are traced, it is raised whatever the condition (every branch is traced): it is
+    then explained, as an AutoGraphError that is also of the error's class."""
+    branches = current_context().traced_branches
+    error = error() if isinstance(error, type) and issubclass(error, BaseException) else error
+    if not branches or not isinstance(error, Exception):
+        return error
+    try:
+        explained = _explained_class(type(error))
+    except TypeError:  # (a class that cannot be combined with AutoGraphError's bases)
+        return error
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return explained(
+        f"{text}\nThe `raise`{at(innermost_user_line())} runs while the "
+        f"branches of the `if`{at(branches[-1])} are traced: its condition is traced, so every branch "
+        "is traced, whichever runs, and the error is raised for every input. To check a traced value "
+        "when the program runs, use `assert` (checked at run time under autograph) or "
+        "catalyst_lite.debug_assert."
+    )
 
 
 class WithContext:

@@ -75,6 +75,7 @@ class _Transpiler(transpiler.GenericTranspiler):
             (early_return, return_statements.transform),
             (ast.Store in kinds, lambda node, ctx: _ItemAssignments(ctx).visit(node)),
             (ast.Assert in kinds, lambda node, ctx: _AssertCalls().visit(node)),
+            (ast.Raise in kinds, lambda node, ctx: _RaisedErrors().visit(node)),
             (ast.Call in kinds, call_trees.transform),
             (early_exits or bool(kinds & {ast.If, ast.For, ast.While}), _control_flow),
             (ast.IfExp in kinds, lambda node, ctx: _ConditionalExpressions(ctx).visit(node)),
@@ -256,6 +257,17 @@ class _AssertCalls(ast.NodeTransformer):
         if node.msg is not None:
             statement.value.args[1].body = node.msg
         return statement
+
+
+class _RaisedErrors(ast.NodeTransformer):
+    """``raise error`` -> ``raise ag__.raised(error)``: raised while the branches of a traced ``if``
+    are traced, the error is explained (:func:`.loops.raised`)."""
+
+    def visit_Raise(self, node: ast.Raise) -> ast.Raise:
+        self.generic_visit(node)
+        if node.exc is not None:
+            node.exc = _call("raised", node.exc)
+        return node
 
 
 class _ExceptHandlers(ast.NodeTransformer):
