@@ -914,6 +914,50 @@ def test_a_raise_in_a_branch_of_a_traced_if_is_explained():
         qjit(lambda n: _validated(-1, True) + n, autograph=True)(1)
 
 
+def _countdown(n):
+    s = 0
+    while (n := n - 1) > 0:
+        if n == 7:
+            break
+        s += n
+        if n == 3:
+            continue
+        s += 100
+    else:
+        s = -s
+    return s, n
+
+
+def _doubled_in_range(x):
+    if (y := x * 2) > 1 and y < 5:
+        r = y
+    elif (z := (w := x + 1) * 3) < 0:
+        r = z + w
+    else:
+        r = 0.0
+    t = 0.0
+    for i in range(3):
+        r = r + (t := i * x)
+    return r, t
+
+
+@pytest.mark.parametrize("fn, args", [(_countdown, [5, 9, 0]), (_doubled_in_range, [1.0, 0.1, -3.0, 4.0])])
+def test_assignment_expressions_in_conditions_and_loops(fn, args):
+    compiled = qjit(fn, autograph=True)
+    for a in args:
+        assert [float(v) for v in compiled(a)] == list(fn(a))
+
+
+def test_an_assignment_expression_evaluated_only_sometimes_cannot_convert():
+    def f(x: float):
+        if x > 0 and (y := x * 2) < 5:
+            return y
+        return 0.0
+
+    with pytest.raises(AutoGraphError, match="evaluated only sometimes .* assign 'y' in a statement before"):
+        qjit(f, autograph=True)
+
+
 def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():
     @qjit(autograph=True, abstracted_axes={0: "n"})
     def f(x, y, k: int):

@@ -62,6 +62,8 @@ class _Transpiler(transpiler.GenericTranspiler):
         return "ag__" + super().get_transformed_name(node)
 
     def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
+        if any(isinstance(n, ast.NamedExpr) for n in ast.walk(node)):
+            node = _NamedExpressions().visit(node)
         if any(isinstance(n, (ast.For, ast.While)) and n.orelse for n in ast.walk(node)):
             node = _loops_without_else(node)
         unsupported_features_checker.verify(node)
@@ -234,6 +236,90 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
         visit_For = visit_While = visit_loop
 
     return ast.fix_missing_locations(Rewrite().visit(node))
+
+
+class _NamedExpressions(ast.NodeTransformer):
+    """Assignment expressions (``:=``), which malt's analyses do not see (and which its lambdas and
+    loop tests would bind locally), as assignment statements: ``if (y := f(x)) > 1:`` assigns
+    ``y = f(x)`` just before the ``if``; ``while (n := n - 1) > 0: body else: block`` becomes
+    ``while True: n = n - 1; if not n > 0: block; break; body``. One evaluated only sometimes
+    (right of ``and``/``or``, in a branch of a conditional expression) cannot convert."""
+
+    def visit(self, node: ast.AST) -> Any:
+        if not isinstance(node, ast.stmt):
+            return super().visit(node)
+        node = self.generic_visit(node)  # (the statements inside it first)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return node
+        hoist = _HoistedAssignments()
+        if isinstance(node, ast.While):
+            test = hoist.visit(node.test)
+            if not hoist.assignments:
+                return node
+            if any(isinstance(n, (ast.Break, ast.Continue)) for s in node.orelse for n in ast.walk(s)):
+                raise errors.UnsupportedLanguageElementError(
+                    f"a `while` loop{_line(node)} whose condition assigns with `:=` and whose `else` "
+                    "block has a `break` or `continue`"
+                )
+            check = _located(ast.If(ast.UnaryOp(ast.Not(), ast.Constant(None)), [], []), node)
+            check.test.operand, check.body = test, [*node.orelse, _located(ast.Break(), node)]
+            loop = _located(ast.While(ast.Constant(True), [], []), node)
+            loop.body = [*hoist.assignments, check, *node.body]
+            return loop
+        for field, value in ast.iter_fields(node):
+            if field not in ("body", "orelse", "finalbody", "handlers", "cases"):
+                setattr(node, field, hoist.visit(value) if isinstance(value, ast.AST) else
+                        [hoist.visit(v) if isinstance(v, ast.AST) else v for v in value]
+                        if isinstance(value, list) else value)
+        return [*hoist.assignments, node]
+
+
+class _HoistedAssignments(ast.NodeTransformer):
+    """The assignment expressions of a statement's own expressions, as statements (in evaluation
+    order), each replaced by its variable."""
+
+    def __init__(self) -> None:
+        self.assignments: list[ast.stmt] = []
+        self.conditional = 0
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.expr:
+        self.generic_visit(node)
+        if self.conditional:
+            raise errors.UnsupportedLanguageElementError(
+                f"the assignment expression `{ast.unparse(node)}`{_line(node)} is evaluated only "
+                f"sometimes (right of `and`/`or` or in a branch of a conditional expression): assign "
+                f"{node.target.id!r} in a statement before"
+            )
+        assign = _located(ast.Assign([ast.Name(node.target.id, ast.Store())], ast.Constant(None)), node)
+        assign.value = node.value
+        self.assignments.append(assign)
+        return _located(ast.Name(node.target.id, ast.Load()), node)
+
+    def sometimes(self, nodes: list[ast.expr]) -> list[ast.expr]:
+        self.conditional += 1
+        try:
+            return [self.visit(n) for n in nodes]
+        finally:
+            self.conditional -= 1
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        node.values = [self.visit(node.values[0]), *self.sometimes(node.values[1:])]
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
+        node.test = self.visit(node.test)
+        node.body, node.orelse = self.sometimes([node.body, node.orelse])
+        return node
+
+    def skip(self, node: ast.AST) -> ast.AST:
+        return node  # (a scope of its own, or an expression evaluated per item)
+
+    visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = skip
+
+
+def _line(node: ast.AST) -> str:
+    origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
+    return f" at {origin.loc.filename}:{origin.loc.lineno}" if origin is not None else ""
 
 
 def _located(new: ast.AST, like: ast.AST) -> ast.AST:
