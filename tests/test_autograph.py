@@ -958,6 +958,38 @@ def test_an_assignment_expression_evaluated_only_sometimes_cannot_convert():
         qjit(f, autograph=True)
 
 
+def _matched(n, mode):
+    match n:
+        case 1:
+            r = 10.0
+        case 2 | 3:
+            r = 20.0
+        case 4 if n > 100:
+            r = 0.0
+        case None:
+            r = -2.0
+        case _:
+            r = -1.0
+    for i in range(n):
+        match mode:  # a static subject: Python's choice
+            case "double":
+                r = r + 2 * i
+            case "square":
+                r = r + i * i
+    match n * 2:
+        case 4:
+            return r
+        case other:
+            return r + other
+
+
+def test_match_on_a_traced_subject_compares_values():
+    for mode in ("double", "square"):
+        compiled = qjit(_matched, autograph=True, static_argnums=1)
+        for n in (1, 2, 3, 4, 9):
+            assert float(compiled(n, mode)) == _matched(n, mode)
+
+
 def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():
     @qjit(autograph=True, abstracted_axes={0: "n"})
     def f(x, y, k: int):

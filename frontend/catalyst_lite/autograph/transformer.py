@@ -62,6 +62,8 @@ class _Transpiler(transpiler.GenericTranspiler):
         return "ag__" + super().get_transformed_name(node)
 
     def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
+        if any(isinstance(n, ast.Match) for n in ast.walk(node)):
+            node = _MatchAsIf().visit(node)
         if any(isinstance(n, ast.NamedExpr) for n in ast.walk(node)):
             node = _NamedExpressions().visit(node)
         if any(isinstance(n, (ast.For, ast.While)) and n.orelse for n in ast.walk(node)):
@@ -236,6 +238,67 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
         visit_For = visit_While = visit_loop
 
     return ast.fix_missing_locations(Rewrite().visit(node))
+
+
+class _MatchAsIf(ast.NodeTransformer):
+    """A ``match`` whose cases compare values (``case 1:``, ``case "a" | "b":``, ``case None:``, ``case
+    _:``, a last ``case name:``, with guards) as the ``if``/``elif`` chain it means, so that a traced
+    subject becomes a ``cond``; other patterns (sequences, classes, mappings) stay Python's."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_Match(self, node: ast.Match) -> Any:
+        self.generic_visit(node)
+        cases = node.cases
+        if not all(_value_pattern(c.pattern) or _capture(c.pattern) for c in cases) or any(
+            _capture(c.pattern) and (c is not cases[-1] or c.guard is not None) for c in cases
+        ):
+            return node
+        subject = f"match_subject__ag_{self.count}"
+        self.count += 1
+        chain: list[ast.stmt] = []
+        for case in reversed(cases):
+            if _capture(case.pattern):  # (the last case: no guard)
+                target, value = ast.Name(case.pattern.name, ast.Store()), ast.Name(subject, ast.Load())
+                chain = [_located(ast.Assign([target], value), case.pattern), *case.body]
+                continue
+            test = _pattern_test(case.pattern, subject)
+            if case.guard is not None:
+                test = _located(ast.BoolOp(ast.And(), [ast.Constant(None), ast.Constant(None)]), case.pattern)
+                test.values = [_pattern_test(case.pattern, subject), case.guard]
+            branch = _located(ast.If(ast.Constant(None), [], []), case.pattern)
+            branch.test, branch.body, branch.orelse = test, case.body, chain
+            chain = [branch]
+        start = _located(ast.Assign([ast.Name(subject, ast.Store())], ast.Constant(None)), node)
+        start.value = node.subject
+        return [start, *chain]
+
+
+def _value_pattern(p: ast.pattern) -> bool:
+    if isinstance(p, ast.MatchOr):
+        return all(_value_pattern(q) for q in p.patterns)
+    return isinstance(p, (ast.MatchValue, ast.MatchSingleton)) or (
+        isinstance(p, ast.MatchAs) and p.pattern is None and p.name is None
+    )
+
+
+def _capture(p: ast.pattern) -> bool:
+    return isinstance(p, ast.MatchAs) and p.pattern is None and p.name is not None
+
+
+def _pattern_test(p: ast.pattern, subject: str) -> ast.expr:
+    """Whether ``subject`` matches the value pattern ``p``: ``==`` a value, ``is`` a singleton."""
+    if isinstance(p, ast.MatchOr):
+        test = _located(ast.BoolOp(ast.Or(), []), p)
+        test.values = [_pattern_test(q, subject) for q in p.patterns]
+        return test
+    if isinstance(p, ast.MatchAs):  # `_`
+        return _located(ast.Constant(True), p)
+    singleton = isinstance(p, ast.MatchSingleton)
+    test = _located(ast.Compare(ast.Name(subject, ast.Load()), [ast.Is() if singleton else ast.Eq()], []), p)
+    test.comparators = [_located(ast.Constant(p.value), p) if singleton else p.value]
+    return test
 
 
 class _NamedExpressions(ast.NodeTransformer):
