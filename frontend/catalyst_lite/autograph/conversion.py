@@ -28,15 +28,10 @@ from ..errors import AutoGraphError, AutoGraphWarning
 from ..compiler.executable import is_compiled_function
 from ..jax_extras import is_tracing
 from . import builtins, conditionals, loops
-from .state import Unassigned, load_or_unassigned
+from .state import LIBRARY_PACKAGES, Unassigned, is_library, load_or_unassigned
 from .transformer import (
     ConversionFailed, ConvertedCode, cached_conversion, convert_code, converted_function, source_of,
 )
-
-LIBRARY_PACKAGES = frozenset(
-    {"jax", "jaxlib", "numpy", "scipy", "pennylane", "catalyst", "catalyst_lite", "malt", "builtins"}
-)
-"""Top-level packages whose functions are called as they are (with Python's standard library)."""
 
 _MARK = "__catalyst_lite_autograph__"  # on converted functions: "converted"; on disabled: "disabled"
 
@@ -85,13 +80,6 @@ def _module_of(fn: Any) -> str:
     return (globals_ or {}).get("__name__") or getattr(fn, "__module__", None) or ""
 
 
-def _is_library(module: str) -> bool:
-    if any(module == name or module.startswith(name + ".") for name in current_context().autograph_include):
-        return False
-    top = module.partition(".")[0]
-    return top in LIBRARY_PACKAGES or top in sys.stdlib_module_names
-
-
 def _convertible_function(fn: Any) -> bool:
     """A plain Python function of user code, not already converted or disabled."""
     return (
@@ -99,7 +87,7 @@ def _convertible_function(fn: Any) -> bool:
         and getattr(fn, _MARK, None) is None
         and not inspect.isgeneratorfunction(fn)
         and not inspect.iscoroutinefunction(fn)
-        and not _is_library(_module_of(fn))
+        and not is_library(_module_of(fn))
     )
 
 

@@ -27,9 +27,24 @@ from ..errors import AutoGraphError, UninitializedVariableError
 from ..jax_extras import Tracer
 from ..jax_extras.frames import Location, user_line as innermost_user_line
 from ..quantum.recorder import recorder_class
+from ..trace_context import current as current_context
 
 # what compiled control flow carries
 _CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)
+
+LIBRARY_PACKAGES = frozenset(
+    {"jax", "jaxlib", "numpy", "scipy", "pennylane", "catalyst", "catalyst_lite", "malt", "builtins"}
+)
+"""Top-level packages whose functions are called as they are (with Python's standard library)."""
+
+
+def is_library(module: str) -> bool:
+    """Whether code of ``module`` is a library's (not converted, unless ``autograph_include`` names it)."""
+    if any(module == name or module.startswith(name + ".") for name in current_context().autograph_include):
+        return False
+    top = module.partition(".")[0]
+    return top in LIBRARY_PACKAGES or top in sys.stdlib_module_names
+
 
 GetState = Callable[[], tuple]  # malt's get_state: the current values of the state variables
 SetState = Callable[[tuple], None]  # malt's set_state: assigns them
@@ -425,9 +440,7 @@ def _contents(cell: Any) -> Any:
 
 def _user_object(value: Any) -> bool:
     """An instance of a class of user code (whose methods autograph converts), with attributes."""
-    from .conversion import _is_library  # (conversion builds on this module)
-
-    return not _is_library(type(value).__module__) and hasattr(value, "__dict__")
+    return not is_library(type(value).__module__) and hasattr(value, "__dict__")
 
 
 def _reassigned(obj: Any, saved: dict) -> list[str]:
