@@ -274,7 +274,7 @@ def test_a_function_returning_from_a_while_true_loop(fn, args):
 
 def _memberships(x, n):
     found = [n in x, n not in x, n in [1, 2, 3], n in (2.0, 4.5), n in range(2, 9, 3), n in range(8, 0, -3)]
-    found += [n not in {4: "a", 7: "b"}, 0 < n in {3, 4}, 3 in x, -1 in x]
+    found += [n not in {4: "a", 7: "b"}, 0 < n in {3, 4}, 3 in x, -1 in x, 5 in [n, x[1]], n in (x[0], 2)]
     count = 0
     for i in range(n):  # a traced range, and a traced item in it
         if i in range(1, n, 2) or 3 in range(i):

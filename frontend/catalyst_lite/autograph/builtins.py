@@ -192,6 +192,10 @@ def sum_(iterable: Any, /, start: Any = 0) -> Any:
     return sum(iterable, start)
 
 
+def _is_scalar_array(x: Any) -> bool:
+    return isinstance(x, (Tracer, jax.Array, np.ndarray)) and np.ndim(x) == 0
+
+
 def _is_array(x: Any) -> bool:
     return isinstance(x, (Tracer, jax.Array, np.ndarray)) and np.ndim(x) > 0
 
@@ -261,8 +265,10 @@ BUILTINS: dict[Any, Callable] = {
 def contains(container: Any, item: Any) -> Any:
     """``item in container``: Python's, but for a traced item or array, whose comparisons have no
     Python truth: ``any(item == e for e in container)`` computed by JAX over a 1-D array, a range
-    or a list, tuple, set or dict (its keys) of numbers (a traced boolean)."""
-    traced = isinstance(item, Tracer) or isinstance(container, (Tracer, TracedRange))
+    or a list, tuple, set or dict (its keys) of numbers or scalar arrays (a traced boolean)."""
+    traced = isinstance(item, Tracer) or isinstance(container, (Tracer, TracedRange)) or (
+        isinstance(container, (list, tuple)) and any(isinstance(e, Tracer) for e in container)
+    )
     if not traced or np.ndim(item) != 0:
         return item in container
     if isinstance(container, (range, TracedRange)):
@@ -272,7 +278,7 @@ def contains(container: Any, item: Any) -> Any:
     if _is_array(container) and np.ndim(container) == 1:
         return jnp.any(jnp.asarray(container) == item)
     if isinstance(container, (list, tuple, set, frozenset, dict)) and all(
-        isinstance(e, (bool, int, float, complex, np.generic)) for e in container
+        isinstance(e, (bool, int, float, complex, np.generic)) or _is_scalar_array(e) for e in container
     ):
         return functools.reduce(jnp.logical_or, [item == e for e in container], jnp.asarray(False))
     return item in container
