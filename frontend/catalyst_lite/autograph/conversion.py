@@ -2,7 +2,7 @@
 
 :func:`run_autograph` converts a function; converted code calls every function through
 :func:`converted_call`, which converts the callee too when it is user code (not of
-:data:`LIBRARY_PACKAGES` or the standard library; ``autograph_include`` adds library modules),
+:data:`.state.LIBRARY_PACKAGES` or the standard library; ``autograph_include`` adds library modules),
 including functions given to ``grad``, ``for_loop``, ``qml.adjoint``... :data:`disable_autograph`
 leaves a function or a ``with`` block unconverted; :func:`autograph_source` shows the result.
 """
@@ -28,7 +28,7 @@ from ..errors import AutoGraphError, AutoGraphWarning
 from ..compiler.executable import is_compiled_function
 from ..jax_extras import is_tracing
 from . import builtins, conditionals, loops
-from .state import LIBRARY_PACKAGES, Unassigned, is_library, load_or_unassigned
+from .state import Unassigned, is_library, load_or_unassigned
 from .transformer import (
     ConversionFailed, ConvertedCode, cached_conversion, convert_code, converted_function, source_of,
 )
