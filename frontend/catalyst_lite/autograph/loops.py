@@ -37,8 +37,8 @@ from .builtins import (
 )
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
-    AttributesAssigned, ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at,
-    carrying_attributes, check_not_recording, display_name, innermost_user_line, predicate,
+    AttributesAssigned, ContainerCheckpoint, GetState, Location, QueuedOperations, SetState, Snapshot,
+    VariableRecord, at, carrying_attributes, check_not_recording, display_name, innermost_user_line, predicate,
     recording_operators,
 )
 
@@ -324,17 +324,14 @@ def _run(
     cannot be compiled and ``python_loop`` is given, undo the attempt (the loop's variables, the
     gates it queued, the ``containers`` it changed) and run that instead."""
     init = get_state()
-    qml = sys.modules.get("pennylane")  # the gates queued on a compiled QNode's circuit so far
-    queue = qml.QueuingManager.active_context() if qml is not None else None
-    queued = {id(o) for o in queue.queue} if queue is not None else set()
+    queued = QueuedOperations()
     try:
         set_state(_compiled_state(compiled, Snapshot.of(init, names), names, where, kind))
     except RetrySignal:
         raise  # not the loop's failure: what raised it runs again (and the loop is traced again)
     except Exception as error:
         set_state(init)
-        for o in [o for o in queue.queue if id(o) not in queued] if queue is not None else []:
-            queue.remove(o)
+        queued.drop()
         containers.restore()
         if isinstance(error, AttributesAssigned):
             raise  # the statement runs again, carrying them

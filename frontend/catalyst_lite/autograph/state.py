@@ -403,6 +403,20 @@ class AttributesAssigned(AutoGraphError):
         self.attributes = attributes
 
 
+class QueuedOperations:
+    """The operations queued on a compiled QNode's circuit from now on: :meth:`drop` removes them
+    (a statement's tracing undone, to trace it again or run it otherwise)."""
+
+    def __init__(self) -> None:
+        qml = sys.modules.get("pennylane")
+        self.queue = qml.QueuingManager.active_context() if qml is not None else None
+        self.before = {id(o) for o in self.queue.queue} if self.queue is not None else set()
+
+    def drop(self) -> None:
+        for o in [o for o in self.queue.queue if id(o) not in self.before] if self.queue is not None else []:
+            self.queue.remove(o)
+
+
 def carrying_attributes(
     statement: Callable[[GetState, SetState, Sequence[str]], None], get_state: GetState,
     set_state: SetState, names: Sequence[str],
@@ -422,9 +436,11 @@ def carrying_attributes(
                 if not isinstance(value, Undefined):
                     setattr(o, a, value)
 
+        queued = QueuedOperations()
         try:
             return statement(get, set_, (*names, *(name for _, _, name in extra)))
         except AttributesAssigned as signal:
+            queued.drop()  # (the gates of the tracing that found them)
             new = [x for x in signal.attributes if all(x[2] != name for _, _, name in extra)]
             if not new:
                 raise
