@@ -38,8 +38,8 @@ from .builtins import (
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
     AttributesAssigned, ContainerCheckpoint, GetState, Location, QueuedOperations, SetState, Snapshot,
-    VariableRecord, at, carrying_attributes, check_not_recording, display_name, innermost_user_line, predicate,
-    recording_operators,
+    VariableRecord, at, carrying_attributes, check_not_recording, display_name, innermost_user_line,
+    predicate, recording_operators,
 )
 
 _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
