@@ -294,6 +294,23 @@ def test_in_on_traced_values_is_pythons_membership():
         assert [bool(b) for b in sized(x, 2)] == [2 in list(x), 3.0 in list(x)]
 
 
+def _generators_and_sorted(x, n):
+    visited = []
+    decided = any(visited.append(k) or k > 1 for k in range(5))  # Python stops at k = 2
+    found = [any(v > 1 for v in x), all(v != 0 for v in x), any(v > 9 for v in x), all(v > -9 for v in x)]
+    found += [any(i == n for i in range(4)), all(x[i] < 5 for i in range(3))]
+    extremes = [min(v * v for v in x), max(abs(v) for v in x)]
+    ordered = sorted(x)
+    return found, extremes, [ordered[0], ordered[-1], sorted(x, reverse=True)[0]], (decided, len(visited))
+
+
+def test_reductions_of_generators_and_sorted_of_traced_values_equal_pythons():
+    compiled = qjit(_generators_and_sorted, autograph=True)
+    for x, n in [(np.array([1.0, -1.0, 2.0]), 2), (np.array([0.5, 0.0, -3.0]), 7)]:
+        ours, expected = compiled(x, n), _generators_and_sorted(x, n)
+        assert jax.tree.map(lambda v: float(v), ours) == jax.tree.map(float, expected)
+
+
 def _positive_at(x, i):
     return i < x.shape[0] and x[i] > 0
 
