@@ -215,6 +215,102 @@ def test_conditional_expression_and_logical_operators():
     assert skeleton(f.jaxpr) == skeleton(explicit.jaxpr)
 
 
+def _sign(n):
+    return 1 if n > 0 else (0 if n == 0 else -1)
+
+
+def _bucket(x):
+    return ((2.0 if x > 10 else 1.0) if x > 1 else 0.5) * (x if x < 0 or x > 5 else -x)
+
+
+def _clamped(x):
+    return (lambda t: t if t > 0 else (-t if t > -1 else 1.0))(x - 1)
+
+
+@pytest.mark.parametrize("fn, args", [(_sign, [3, 0, -2]), (_bucket, [20.0, 3.0, 0.5, -2.0]),
+                                      (_clamped, [3.0, 0.5, -4.0])])
+def test_nested_conditional_expressions_on_traced_conditions(fn, args):
+    compiled = qjit(fn, autograph=True)
+    for a in args:
+        assert float(compiled(a)) == fn(a)
+
+
+def _first_square_at_least(n):
+    i = 0
+    while True:
+        if i * i >= n:
+            return i
+        i += 1
+
+
+def _doubled_past(x, limit):
+    while 1:
+        x = x * 2
+        for k in range(3):
+            if k > limit:
+                break  # (of the inner loop: the `while` still ends only by returning)
+        if x > limit:
+            return x
+
+
+def _while_true_with_break(n):
+    i = 0
+    while True:
+        i += 1
+        if i > n:
+            break
+    return i * 2
+
+
+@pytest.mark.parametrize(
+    "fn, args", [(_first_square_at_least, [(5,), (0,), (16,)]), (_doubled_past, [(1.5, 10.0), (20.0, 3.0)]),
+                 (_while_true_with_break, [(3,), (0,)])],
+)
+def test_a_function_returning_from_a_while_true_loop(fn, args):
+    compiled = qjit(fn, autograph=True)
+    for a in args:
+        assert float(compiled(*a)) == fn(*a)
+
+
+def _memberships(x, n):
+    found = [n in x, n not in x, n in [1, 2, 3], n in (2.0, 4.5), n in range(2, 9, 3), n in range(8, 0, -3)]
+    found += [n not in {4: "a", 7: "b"}, 0 < n in {3, 4}, 3 in x, -1 in x, 5 in [n, x[1]], n in (x[0], 2)]
+    count = 0
+    for i in range(n):  # a traced range, and a traced item in it
+        if i in range(1, n, 2) or 3 in range(i):
+            count += 1
+    return found, count
+
+
+def test_in_on_traced_values_is_pythons_membership():
+    compiled = qjit(_memberships, autograph=True)
+    x = np.array([0, 3, 5])
+    for n in [-1, 0, 1, 2, 3, 4, 5, 7, 8]:
+        found, count = compiled(x, n)
+        expected, expected_count = _memberships(x, n)
+        assert [bool(f) for f in found] == expected and int(count) == expected_count
+    sized = qjit(lambda x, v: (v in x, v * 1.5 in x), autograph=True, abstracted_axes={0: "n"})
+    for x in (np.arange(4.0), np.zeros(0)):
+        assert [bool(b) for b in sized(x, 2)] == [2 in list(x), 3.0 in list(x)]
+
+
+def _generators_and_sorted(x, n):
+    visited = []
+    decided = any(visited.append(k) or k > 1 for k in range(5))  # Python stops at k = 2
+    found = [any(v > 1 for v in x), all(v != 0 for v in x), any(v > 9 for v in x), all(v > -9 for v in x)]
+    found += [any(i == n for i in range(4)), all(x[i] < 5 for i in range(3))]
+    extremes = [min(v * v for v in x), max(abs(v) for v in x)]
+    ordered = sorted(x)
+    return found, extremes, [ordered[0], ordered[-1], sorted(x, reverse=True)[0]], (decided, len(visited))
+
+
+def test_reductions_of_generators_and_sorted_of_traced_values_equal_pythons():
+    compiled = qjit(_generators_and_sorted, autograph=True)
+    for x, n in [(np.array([1.0, -1.0, 2.0]), 2), (np.array([0.5, 0.0, -3.0]), 7)]:
+        ours, expected = compiled(x, n), _generators_and_sorted(x, n)
+        assert jax.tree.map(lambda v: float(v), ours) == jax.tree.map(float, expected)
+
+
 def _positive_at(x, i):
     return i < x.shape[0] and x[i] > 0
 
@@ -798,6 +894,171 @@ def test_attributes_as_loop_and_branch_variables():
         for ours in (f(x, n), explicit(x, n)):
             assert float(ours[0]) == total and ours[1].tolist() == expected
     assert control_flow_of(f.jaxpr) == control_flow_of(explicit.jaxpr)
+
+
+class _Running:
+    """State updated by methods: compiled control flow calling them carries what they assign."""
+
+    def __init__(self):
+        self.total, self.calls = 0.0, 0
+
+    def add(self, v):
+        self.total = self.total + v
+        self.calls += 1
+
+    def add_positive(self, v):
+        if v > 0:
+            self.add(v)
+
+    def run(self, xs):
+        for v in xs:
+            self.add_positive(v)
+        return self.total
+
+
+def _state_through_methods(x, n):
+    r = _Running()
+    for i in range(n):  # a traced range
+        r.add(i * 1.0)
+    for i in range(3):  # a known range (it ran as a Python loop, with a warning)
+        r.add(i * x[0])
+    k = 0
+    while r.calls < 2 * n + 3:
+        r.add_positive(x[k % len(x)])
+        k += 1
+    if x[0] > 1:
+        r.add(100.0)
+    bonus = r.add(-1.0) if x[0] > 2 else None
+    return r.total, r.calls, _Running().run(x)
+
+
+def test_attributes_assigned_by_called_methods_flow_through_loops_and_branches():
+    compiled = qjit(_state_through_methods, autograph=True, abstracted_axes={0: "m"})
+    for x, n in [(np.array([1.5, -2.0, 3.0]), 3), (np.array([3.0]), 0), (np.array([-1.0, 0.5]), 2)]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", AutoGraphWarning)
+            ours = compiled(x, n)
+        assert [float(v) for v in ours] == pytest.approx(list(_state_through_methods(x, n)))
+
+
+def test_an_attribute_a_called_method_assigns_is_checked_as_a_variable():
+    class History:
+        def __init__(self):
+            self.items = []
+
+        def push(self, v):
+            self.items = self.items + [v]
+
+    def program():
+        @qjit(autograph=True)
+        def f(n: int):
+            h = History()
+            for i in range(n):
+                h.push(i)
+            return len(h.items)
+
+    check_error(program, AutoGraphError, "Variable 'h.items' is \\[\\] before the `for`", "for i in range(n)")
+
+
+def _validated(n, checked):
+    if checked and n < 0:
+        raise ValueError("n must not be negative")
+    if n > 100:
+        try:
+            raise KeyError("caught in the branch")
+        except KeyError:
+            n = n - 1
+    return n
+
+
+def test_a_raise_in_a_branch_of_a_traced_if_is_explained():
+    unchecked = qjit(functools.partial(_validated, checked=False), autograph=True)
+    assert [int(unchecked(n)) for n in (3, 101, -2)] == [_validated(n, False) for n in (3, 101, -2)]
+
+    with pytest.raises(ValueError, match="n must not be negative") as info:
+        qjit(_validated, autograph=True, static_argnums=1)(3, True)  # Python raises nothing for 3
+    error = str(info.value)
+    assert isinstance(info.value, AutoGraphError) and "use `assert`" in error
+    for statement, text in [("raise", "raise ValueError"), ("if", "if checked")]:
+        assert f"`{statement}` at {HERE}:{line_of(_validated, text)}" in error
+    with pytest.raises(ValueError, match="^n must not be negative$"):  # a Python condition: Python's error
+        qjit(lambda n: _validated(-1, True) + n, autograph=True)(1)
+
+
+def _countdown(n):
+    s = 0
+    while (n := n - 1) > 0:
+        if n == 7:
+            break
+        s += n
+        if n == 3:
+            continue
+        s += 100
+    else:
+        s = -s
+    return s, n
+
+
+def _doubled_in_range(x):
+    if (y := x * 2) > 1 and y < 5:
+        r = y
+    elif (z := (w := x + 1) * 3) < 0:
+        r = z + w
+    else:
+        r = 0.0
+    t = 0.0
+    for i in range(3):
+        r = r + (t := i * x)
+    return r, t
+
+
+@pytest.mark.parametrize("fn, args", [(_countdown, [5, 9, 0]), (_doubled_in_range, [1.0, 0.1, -3.0, 4.0])])
+def test_assignment_expressions_in_conditions_and_loops(fn, args):
+    compiled = qjit(fn, autograph=True)
+    for a in args:
+        assert [float(v) for v in compiled(a)] == list(fn(a))
+
+
+def test_an_assignment_expression_evaluated_only_sometimes_cannot_convert():
+    def f(x: float):
+        if x > 0 and (y := x * 2) < 5:
+            return y
+        return 0.0
+
+    with pytest.raises(AutoGraphError, match="evaluated only sometimes .* assign 'y' in a statement before"):
+        qjit(f, autograph=True)
+
+
+def _matched(n, mode):
+    match n:
+        case 1:
+            r = 10.0
+        case 2 | 3:
+            r = 20.0
+        case 4 if n > 100:
+            r = 0.0
+        case None:
+            r = -2.0
+        case _:
+            r = -1.0
+    for i in range(n):
+        match mode:  # a static subject: Python's choice
+            case "double":
+                r = r + 2 * i
+            case "square":
+                r = r + i * i
+    match n * 2:
+        case 4:
+            return r
+        case other:
+            return r + other
+
+
+def test_match_on_a_traced_subject_compares_values():
+    for mode in ("double", "square"):
+        compiled = qjit(_matched, autograph=True, static_argnums=1)
+        for n in (1, 2, 3, 4, 9):
+            assert float(compiled(n, mode)) == _matched(n, mode)
 
 
 def test_zip_of_arrays_and_traced_ranges_is_one_compiled_loop():

@@ -362,3 +362,33 @@ def test_loops_of_python_int_bounds_over_wires_compile_without_a_fallback(device
         actual = f(0.4)
     np.testing.assert_allclose(actual, qml.QNode(_wire_by_wire, DEV)(0.4), atol=1e-12)
     assert control_flow_of(f.jaxpr) == [("for_loop", [[("cond", [[], []])]]), ("while_loop", [[], []])]
+
+
+class _Rotations:
+    """Applies gates and counts them: a compiled loop or branch calling it carries the count."""
+
+    def __init__(self, x):
+        self.x, self.count = x, 0
+
+    def rotate(self, wire):
+        qml.RX(self.x, wires=wire)
+        self.count += 1
+        self.x = self.x * 2
+
+
+def _counted_rotations(x, n):
+    r = _Rotations(x)
+    for i in range(n):
+        r.rotate(i % 3)
+    if x > 0.2:
+        r.rotate(2)
+    return qml.expval(qml.PauliZ(0) @ qml.PauliZ(2)), r.count
+
+
+def test_methods_assigning_attributes_in_compiled_control_flow_apply_their_gates_once():
+    ours = qjit(autograph=True)(qml.qnode(DEV)(_counted_rotations))
+    for x, n in [(0.3, 4), (0.1, 2), (0.5, 0)]:
+        value, count = ours(x, n)
+        expected = qml.QNode(lambda x, n: _counted_rotations(x, n)[0], DEV)(x, n)
+        assert float(value) == pytest.approx(float(expected), abs=1e-12)
+        assert int(count) == n + (x > 0.2)

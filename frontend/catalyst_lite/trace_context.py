@@ -50,6 +50,7 @@ class TraceContext:
     autograph_include: tuple[str, ...] = ()
     autograph_disabled: tuple[Any, ...] = ()
     function_scopes: tuple[Any, ...] = ()
+    traced_branches: tuple[Any, ...] = ()  # the traced `if`s whose branches are being traced
     # quantum: QNodes compiled, circuits being compiled, enclosing grad/jacobian methods.
     traced_circuits: Any = None
     circuits: tuple[Any, ...] = ()

@@ -1,5 +1,6 @@
 """Python's builtins in converted code (``range``, ``enumerate``, ``zip``, ``len``, ``reversed``,
-``min``, ``max``, ``any``, ``all``, ``sum``), item assignments, and what a ``for`` loop iterates over.
+``min``, ``max``, ``any``, ``all``, ``sum``, ``sorted``), item assignments, ``in``, and what a ``for``
+loop iterates over.
 
 In converted code a traced bound gives a :class:`TracedRange`, which only a ``for`` consumes.
 :func:`iteration_space` says how to loop over an object: a range, an array, ``enumerate`` of
@@ -21,7 +22,7 @@ import functools
 import operator
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import jax
 import jax.numpy as jnp
@@ -156,10 +157,15 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial
     """``min``/``max``/``any``/``all`` of traced values, which Python's cannot compare one at a time:
     the same reduction by JAX (over a 1-D array, or pairwise over numbers, from ``initial``)."""
 
+    decided = {any: bool, all: operator.not_}.get(python, lambda v: False)
+
     def reduce(*args: Any, **kwargs: Any) -> Any:
         items = args[0] if len(args) == 1 else args
         if isinstance(items, TracedRange) and not kwargs:
             items = items.values()
+        if isinstance(items, Iterator) and not kwargs:  # a generator: its items, as Python reads them
+            items = _items_until_traced(items, decided)
+            args = (items,)
         if kwargs or not args:
             return python(*args, **kwargs)
         if isinstance(items, Tracer) and np.ndim(items) == 1:
@@ -173,10 +179,33 @@ def _reduction(python: Callable, array_fn: Callable, pairwise: Callable, initial
     return reduce
 
 
+def _items_until_traced(items: Iterator[Any], decided: Callable[[Any], bool]) -> list[Any]:
+    """The items of an iterator that Python's reduction reads while they are concrete (``any``
+    stops at a true one: ``decided``), and all the rest once one is traced (its truth is unknown)."""
+    seen = []
+    for v in items:
+        seen.append(v)
+        if isinstance(v, Tracer):
+            return seen + list(items)
+        if decided(v):
+            break
+    return seen
+
+
 min_ = _reduction(min, jnp.min, jnp.minimum)
 max_ = _reduction(max, jnp.max, jnp.maximum)
 any_ = _reduction(any, jnp.any, lambda a, b: jnp.logical_or(a, jnp.asarray(b, bool)), False)
 all_ = _reduction(all, jnp.all, lambda a, b: jnp.logical_and(a, jnp.asarray(b, bool)), True)
+
+
+def sorted_(iterable: Any, /, **kwargs: Any) -> Any:
+    """``sorted(...)`` of a traced 1-D array: ``jnp.sort`` (a list of its items when its length is
+    known, as Python's), since Python's compares one pair of items at a time."""
+    if not (isinstance(iterable, Tracer) and np.ndim(iterable) == 1) or set(kwargs) - {"reverse"}:
+        return sorted(iterable, **kwargs)
+    ordered = jnp.sort(iterable)
+    ordered = jnp.flip(ordered) if kwargs.get("reverse") else ordered
+    return list(ordered) if isinstance(ordered.shape[0], int) else ordered
 
 
 def sum_(iterable: Any, /, start: Any = 0) -> Any:
@@ -186,6 +215,10 @@ def sum_(iterable: Any, /, start: Any = 0) -> Any:
     if isinstance(iterable, Tracer) and np.ndim(iterable) > 0 and not isinstance(iterable.shape[0], int):
         return start + jnp.sum(iterable, axis=0)
     return sum(iterable, start)
+
+
+def _is_scalar_array(x: Any) -> bool:
+    return isinstance(x, (Tracer, jax.Array, np.ndarray)) and np.ndim(x) == 0
 
 
 def _is_array(x: Any) -> bool:
@@ -249,9 +282,31 @@ def _count(i: Any, space: IterationSpace, start: Any) -> Any:
 
 BUILTINS: dict[Any, Callable] = {
     range: range_, enumerate: enumerate_, zip: zip_, len: len_, reversed: reversed_,
-    min: min_, max: max_, any: any_, all: all_, sum: sum_,
+    min: min_, max: max_, any: any_, all: all_, sum: sum_, sorted: sorted_,
 }
 """Python's builtins that converted code calls in these versions instead."""
+
+
+def contains(container: Any, item: Any) -> Any:
+    """``item in container``: Python's, but for a traced item or array, whose comparisons have no
+    Python truth: ``any(item == e for e in container)`` computed by JAX over a 1-D array, a range
+    or a list, tuple, set or dict (its keys) of numbers or scalar arrays (a traced boolean)."""
+    traced = isinstance(item, Tracer) or isinstance(container, (Tracer, TracedRange)) or (
+        isinstance(container, (list, tuple)) and any(isinstance(e, Tracer) for e in container)
+    )
+    if not traced or np.ndim(item) != 0:
+        return item in container
+    if isinstance(container, (range, TracedRange)):
+        offset, count = item - container.start, trip_count(container.start, container.stop, container.step)
+        index = offset // container.step
+        return (offset % container.step == 0) & (index >= 0) & (index < count)
+    if _is_array(container) and np.ndim(container) == 1:
+        return jnp.any(jnp.asarray(container) == item)
+    if isinstance(container, (list, tuple, set, frozenset, dict)) and all(
+        isinstance(e, (bool, int, float, complex, np.generic)) or _is_scalar_array(e) for e in container
+    ):
+        return functools.reduce(jnp.logical_or, [item == e for e in container], jnp.asarray(False))
+    return item in container
 
 
 def set_item(target: Any, key: Any, value: Any) -> Any:

@@ -26,8 +26,8 @@ from ..jax_extras import Tracer
 from ..jax_extras.dimensions import compares_counts, python_truth_of_sizes
 from ..jax_extras.size_facts import implied_condition, note_implied
 from .state import (
-    ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
-    display_name, innermost_user_line, predicate,
+    ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, carrying_attributes,
+    check_not_recording, display_name, innermost_user_line, predicate,
 )
 
 
@@ -71,7 +71,11 @@ def _if(
     where = innermost_user_line()
     check_not_recording(construct, where)
     pred = predicate(condition, construct, where)
-    set_state(_compiled_branches(pred, branches, get_state, set_state, names, where))
+
+    def statement(get_state: GetState, set_state: SetState, names: Sequence[str]) -> None:
+        set_state(_compiled_branches(pred, branches, get_state, set_state, names, where))
+
+    carrying_attributes(statement, get_state, set_state, names)
 
 
 def _condition(condition: Any) -> Any:
@@ -98,6 +102,7 @@ def _compiled_branches(
             branch()
             side_effects = containers.side_effects()
             if side_effects:  # raised inside the branch's tracing, so that cond's own cleanup runs
+                containers.carry_attributes()
                 containers.restore()
                 raise AutoGraphError(
                     f"A branch of the `if`{at(where)} {side_effects}, but the condition is traced: "
@@ -129,7 +134,8 @@ def _compiled_branches(
         runs = [traced(branch, k) for k, branch in enumerate(branches)]
         failure = None
         try:
-            results = cond(pred)(runs[0]).otherwise(runs[1])()
+            with context_scope(traced_branches=(*current_context().traced_branches, where)):
+                results = cond(pred)(runs[0]).otherwise(runs[1])()
         except ControlFlowError as error:
             if any(o is None for o in outcomes):
                 raise  # a branch itself failed

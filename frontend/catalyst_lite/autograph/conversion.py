@@ -2,7 +2,7 @@
 
 :func:`run_autograph` converts a function; converted code calls every function through
 :func:`converted_call`, which converts the callee too when it is user code (not of
-:data:`LIBRARY_PACKAGES` or the standard library; ``autograph_include`` adds library modules),
+:data:`.state.LIBRARY_PACKAGES` or the standard library; ``autograph_include`` adds library modules),
 including functions given to ``grad``, ``for_loop``, ``qml.adjoint``... :data:`disable_autograph`
 leaves a function or a ``with`` block unconverted; :func:`autograph_source` shows the result.
 """
@@ -28,15 +28,10 @@ from ..errors import AutoGraphError, AutoGraphWarning
 from ..compiler.executable import is_compiled_function
 from ..jax_extras import is_tracing
 from . import builtins, conditionals, loops
-from .state import Unassigned, load_or_unassigned
+from .state import Unassigned, is_library, load_or_unassigned
 from .transformer import (
     ConversionFailed, ConvertedCode, cached_conversion, convert_code, converted_function, source_of,
 )
-
-LIBRARY_PACKAGES = frozenset(
-    {"jax", "jaxlib", "numpy", "scipy", "pennylane", "catalyst", "catalyst_lite", "malt", "builtins"}
-)
-"""Top-level packages whose functions are called as they are (with Python's standard library)."""
 
 _MARK = "__catalyst_lite_autograph__"  # on converted functions: "converted"; on disabled: "disabled"
 
@@ -85,13 +80,6 @@ def _module_of(fn: Any) -> str:
     return (globals_ or {}).get("__name__") or getattr(fn, "__module__", None) or ""
 
 
-def _is_library(module: str) -> bool:
-    if any(module == name or module.startswith(name + ".") for name in current_context().autograph_include):
-        return False
-    top = module.partition(".")[0]
-    return top in LIBRARY_PACKAGES or top in sys.stdlib_module_names
-
-
 def _convertible_function(fn: Any) -> bool:
     """A plain Python function of user code, not already converted or disabled."""
     return (
@@ -99,7 +87,7 @@ def _convertible_function(fn: Any) -> bool:
         and getattr(fn, _MARK, None) is None
         and not inspect.isgeneratorfunction(fn)
         and not inspect.iscoroutinefunction(fn)
-        and not _is_library(_module_of(fn))
+        and not is_library(_module_of(fn))
     )
 
 
@@ -223,8 +211,10 @@ _OPERATORS = {
     "for_stmt": loops.for_stmt,
     "while_stmt": loops.while_stmt,
     "except_handler": loops.except_handler,
+    "raised": loops.raised,
     "with_context": loops.WithContext,
     "set_item": builtins.set_item,
+    "contains": builtins.contains,
     "update_item": builtins.update_item,
     "converted_call": converted_call,
     # malt's bookkeeping, used as malt defines it

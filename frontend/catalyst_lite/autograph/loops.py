@@ -28,6 +28,7 @@ from ..control_flow.common import traced_value
 from ..debug import callback
 from ..errors import AutoGraphError, AutoGraphWarning, DimensionError, RetrySignal, UninitializedVariableError
 from ..jax_extras.frames import user_line_of_traceback
+from ..trace_context import current as current_context
 from ..jax_extras import Tracer, is_tracing
 from ..jax_extras.patches import NeedsCallSizes, error_standing_for
 from ..jax_extras.dimensions import decide_size_comparison
@@ -36,8 +37,9 @@ from .builtins import (
 )
 from .conditionals import if_stmt, scope_fills_return_value
 from .state import (
-    ContainerCheckpoint, GetState, Location, SetState, Snapshot, VariableRecord, at, check_not_recording,
-    display_name, innermost_user_line, predicate, recording_operators,
+    AttributesAssigned, ContainerCheckpoint, GetState, Location, QueuedOperations, SetState, Snapshot,
+    VariableRecord, at, carrying_attributes, check_not_recording, display_name, innermost_user_line,
+    predicate, recording_operators,
 )
 
 _MAX_RETRACES = 4  # promotions and resizing settle in one or two more tracings
@@ -57,6 +59,14 @@ def for_stmt(
     set_state: SetState, symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``for target in iter_: body(target)``; ``extra_test`` is malt's form of ``break``/``return``."""
+    statement = functools.partial(_for_stmt, iter_, extra_test, body, opts=opts)
+    carrying_attributes(statement, get_state, set_state, symbol_names)
+
+
+def _for_stmt(
+    iter_: Any, extra_test: Callable[[], Any] | None, body: Callable[[Any], None], get_state: GetState,
+    set_state: SetState, symbol_names: Sequence[str], opts: dict,
+) -> None:
     where = innermost_user_line()
     space = iteration_space(iter_)
     state = (get_state, set_state, symbol_names)
@@ -214,6 +224,14 @@ def while_stmt(
     symbol_names: Sequence[str], opts: dict,
 ) -> None:
     """``while test(): body()``."""
+    statement = functools.partial(_while_stmt, test, body, opts=opts)
+    carrying_attributes(statement, get_state, set_state, symbol_names)
+
+
+def _while_stmt(
+    test: Callable[[], Any], body: Callable[[], None], get_state: GetState, set_state: SetState,
+    symbol_names: Sequence[str], opts: dict,
+) -> None:
     where = innermost_user_line()
     raw_test = test
     test = lambda: traced_value(raw_test())  # noqa: E731 (a measurement value: its JAX value)
@@ -294,18 +312,17 @@ def _run(
     """Compile the loop (traced again to promote Python numbers or resize arrays); if it cannot be and
     ``python_loop`` is given, undo the attempt (variables, queued gates, ``containers``) and run that."""
     init = get_state()
-    qml = sys.modules.get("pennylane")  # the gates queued on a compiled QNode's circuit so far
-    queue = qml.QueuingManager.active_context() if qml is not None else None
-    queued = {id(o) for o in queue.queue} if queue is not None else set()
+    queued = QueuedOperations()
     try:
         set_state(_compiled_state(compiled, Snapshot.of(init, names), names, where, kind))
     except RetrySignal:
         raise  # not the loop's failure: what raised it runs again (and the loop is traced again)
     except Exception as error:
         set_state(init)
-        for o in [o for o in queue.queue if id(o) not in queued] if queue is not None else []:
-            queue.remove(o)
+        queued.drop()
         containers.restore()
+        if isinstance(error, AttributesAssigned):
+            raise  # the statement runs again, carrying them
         package = sys.modules["catalyst_lite"]  # Catalyst's module flags (see its __init__)
         if strict_conversion():
             _raise_explained(error, where, kind)
@@ -378,6 +395,7 @@ def _checked_iteration(
     had no side effect (raised from the body's tracing, so that the loop's own cleanup runs)."""
     side_effects = containers.side_effects()
     if side_effects:
+        containers.carry_attributes()
         raise AutoGraphError(
             f"The `{kind}` loop{at(where)} {side_effects}: a compiled loop runs its body once, "
             "while tracing. Collect the values in an array (`x[i] = v`) or in a loop variable "
@@ -485,6 +503,28 @@ def except_handler(handled: Any, name: str | None) -> None:
         for c in classes
     ):
         _raise_uncaught(error, "except")
+
+
+def raised(error: Any) -> Any:
+    """The error of a ``raise error`` statement in converted code. Raised while the branches of a
+    traced ``if`` are traced, it is raised whatever the condition (every branch is traced): it is
+    then explained, as an AutoGraphError that is also of the error's class."""
+    branches = current_context().traced_branches
+    error = error() if isinstance(error, type) and issubclass(error, BaseException) else error
+    if not branches or not isinstance(error, Exception):
+        return error
+    try:
+        explained = error_standing_for(AutoGraphError, type(error))
+    except TypeError:  # (a class that cannot be combined with AutoGraphError's bases)
+        return error
+    text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return explained(
+        f"{text}\nThe `raise`{at(innermost_user_line())} runs while the "
+        f"branches of the `if`{at(branches[-1])} are traced: its condition is traced, so every branch "
+        "is traced, whichever runs, and the error is raised for every input. To check a traced value "
+        "when the program runs, use `assert` (checked at run time under autograph) or "
+        "catalyst_lite.debug_assert."
+    )
 
 
 class WithContext:

@@ -27,8 +27,23 @@ from ..errors import AutoGraphError, UninitializedVariableError
 from ..jax_extras import Tracer
 from ..jax_extras.frames import Location, user_line as innermost_user_line
 from ..quantum.regions import recorder_class
+from ..trace_context import current as current_context
 
 _CARRIED = (Tracer, jax.Array, np.ndarray, bool, int, float, complex, np.generic)  # compiled control flow's
+
+LIBRARY_PACKAGES = frozenset(
+    {"jax", "jaxlib", "numpy", "scipy", "pennylane", "catalyst", "catalyst_lite", "malt", "builtins"}
+)
+"""Top-level packages whose functions are called as they are (with Python's standard library)."""
+
+
+def is_library(module: str) -> bool:
+    """Whether code of ``module`` is a library's (not converted, unless ``autograph_include`` names it)."""
+    if any(module == name or module.startswith(name + ".") for name in current_context().autograph_include):
+        return False
+    top = module.partition(".")[0]
+    return top in LIBRARY_PACKAGES or top in sys.stdlib_module_names
+
 
 GetState = Callable[[], tuple]  # malt's get_state: the current values of the state variables
 SetState = Callable[[tuple], None]  # malt's set_state: assigns them
@@ -283,6 +298,8 @@ class ContainerCheckpoint:
     def __init__(self, *functions: Callable, carried: Sequence[str] = ()):
         self.saved: list[tuple[str, Any, Any]] = []
         self.cells: list[tuple[str, Any, Any]] = []  # (name, cell, contents) of called functions
+        self.objects: list[tuple[str, Any, dict]] = []  # (name, object, attributes) of user classes
+        self.carried = carried
         # the block's own variables, and those the statement carries, may change
         own = {id(c) for fn in functions for c in fn.__closure__ or ()}
         seen: set[int] = set()
@@ -299,6 +316,8 @@ class ContainerCheckpoint:
                     self.cells.append((name, cell, value))
                 if type(value) in (list, dict, set) and all(value is not v for _, v, _ in self.saved):
                     self.saved.append((name, value, copy.copy(value)))
+                elif _user_object(value) and all(value is not o for _, o, _ in self.objects):
+                    self.objects.append((name, value, dict(vars(value))))
                 elif isinstance(value, types.FunctionType):
                     stack.append(value)
 
@@ -310,13 +329,33 @@ class ContainerCheckpoint:
         """The variables of enclosing functions that a called function assigned (``nonlocal``)."""
         return [name for name, cell, value in self.cells if _contents(cell) is not value]
 
+    def assigned_attributes(self) -> list[tuple[Any, str, str]]:
+        """(object, attribute, name) of the attributes of objects of user classes that the block
+        assigned other than by its own statements (which carry them: ``self.x = v``): in a method
+        it calls, say."""
+        return [
+            (obj, attr, f"{name}.{attr}") for name, obj, saved in self.objects
+            for attr in _reassigned(obj, saved) if f"{name}.{attr}" not in self.carried
+        ]
+
+    def carry_attributes(self) -> None:
+        """When assigning attributes is the block's only side effect, undo it and raise
+        :class:`AttributesAssigned`: the statement runs again carrying them (:func:`carrying_attributes`)."""
+        attributes = self.assigned_attributes()
+        if attributes and not self.changed() and not self.rebound():
+            self.restore()
+            raise AttributesAssigned(attributes)
+
     def side_effects(self) -> str:
         """What the block changed outside its own variables, for an error message ('' if nothing)."""
         changed, rebound = (", ".join(map(repr, names)) for names in (self.changed(), self.rebound()))
+        attributes = ", ".join(repr(name) for _, _, name in self.assigned_attributes())
         parts = [f"changes the Python container {changed} in place (append, ...)"] if changed else []
         if rebound:
             enclosing = "of an enclosing function (through `nonlocal`, in a function it calls)"
             parts.append(f"assigns {rebound} {enclosing}")
+        if attributes:
+            parts.append(f"assigns the attribute {attributes} in a method or function it calls")
         return " and ".join(parts)
 
     def restore(self) -> None:
@@ -330,9 +369,69 @@ class ContainerCheckpoint:
                     del cell.cell_contents
                 else:
                     cell.cell_contents = value
+        for _, obj, saved in self.objects:
+            for attr in _reassigned(obj, saved):
+                if attr in saved:
+                    setattr(obj, attr, saved[attr])
+                else:
+                    delattr(obj, attr)
 
 
 _EMPTY = object()  # the contents of a cell without a value
+
+
+class AttributesAssigned(AutoGraphError):
+    """A compiled block assigned attributes of objects in a function it calls (``attributes``:
+    object, attribute, name): its statement runs again, carrying them."""
+
+    def __init__(self, attributes: list[tuple[Any, str, str]]):
+        names = ", ".join(repr(name) for _, _, name in attributes)
+        super().__init__(f"compiled control flow cannot carry {names}, assigned in a function it calls")
+        self.attributes = attributes
+
+
+class QueuedOperations:
+    """The operations queued on a compiled QNode's circuit from now on: :meth:`drop` removes them
+    (a statement's tracing undone, to trace it again or run it otherwise)."""
+
+    def __init__(self) -> None:
+        qml = sys.modules.get("pennylane")
+        self.queue = qml.QueuingManager.active_context() if qml is not None else None
+        self.before = {id(o) for o in self.queue.queue} if self.queue is not None else set()
+
+    def drop(self) -> None:
+        for o in [o for o in self.queue.queue if id(o) not in self.before] if self.queue is not None else []:
+            self.queue.remove(o)
+
+
+def carrying_attributes(
+    statement: Callable[[GetState, SetState, Sequence[str]], None], get_state: GetState,
+    set_state: SetState, names: Sequence[str],
+) -> None:
+    """Runs a compiled ``if``, ``for`` or ``while`` (``statement`` of its state) with the state
+    variables malt found and the attributes that a function it calls assigns (``self.total = ...``
+    in a method): compiled control flow carries them as it carries ``self.total = ...`` written in
+    the statement itself."""
+    extra: list[tuple[Any, str, str]] = []
+    while True:
+        def get() -> tuple:
+            return (*get_state(), *(vars(o).get(a, Unassigned(name)) for o, a, name in extra))
+
+        def set_(values: tuple) -> None:
+            set_state(tuple(values[: len(names)]))
+            for (o, a, _), value in zip(extra, values[len(names) :]):
+                if not isinstance(value, Undefined):
+                    setattr(o, a, value)
+
+        queued = QueuedOperations()
+        try:
+            return statement(get, set_, (*names, *(name for _, _, name in extra)))
+        except AttributesAssigned as signal:
+            queued.drop()  # (the gates of the tracing that found them)
+            new = [x for x in signal.attributes if all(x[2] != name for _, _, name in extra)]
+            if not new:
+                raise
+            extra += new
 
 
 def _contents(cell: Any) -> Any:
@@ -340,6 +439,17 @@ def _contents(cell: Any) -> Any:
         return cell.cell_contents
     except ValueError:
         return _EMPTY
+
+
+def _user_object(value: Any) -> bool:
+    """An instance of a class of user code (whose methods autograph converts), with attributes."""
+    return not is_library(type(value).__module__) and hasattr(value, "__dict__")
+
+
+def _reassigned(obj: Any, saved: dict) -> list[str]:
+    """The attributes of ``obj`` assigned (or added, or deleted) since ``saved``."""
+    now = vars(obj)
+    return [a for a in {**saved, **now} if a not in now or a not in saved or now[a] is not saved[a]]
 
 
 def _differs(value: Any, saved: Any) -> bool:

@@ -61,6 +61,10 @@ class _Transpiler(transpiler.GenericTranspiler):
         return "ag__" + super().get_transformed_name(node)
 
     def transform_ast(self, node: ast.AST, ctx: Any) -> tuple[ast.AST, dict[str, bool], bool]:
+        if any(isinstance(n, ast.Match) for n in ast.walk(node)):
+            node = _MatchAsIf().visit(node)
+        if any(isinstance(n, ast.NamedExpr) for n in ast.walk(node)):
+            node = _NamedExpressions().visit(node)
         if any(isinstance(n, (ast.For, ast.While)) and n.orelse for n in ast.walk(node)):
             node = _loops_without_else(node)
         unsupported_features_checker.verify(node)
@@ -74,10 +78,13 @@ class _Transpiler(transpiler.GenericTranspiler):
             (early_return, return_statements.transform),
             (ast.Store in kinds, lambda node, ctx: _ItemAssignments(ctx).visit(node)),
             (ast.Assert in kinds, lambda node, ctx: _AssertCalls().visit(node)),
+            (ast.Raise in kinds, lambda node, ctx: _RaisedErrors().visit(node)),
             (ast.Call in kinds, call_trees.transform),
             (early_exits or bool(kinds & {ast.If, ast.For, ast.While}), _control_flow),
-            (ast.IfExp in kinds, conditional_expressions.transform),
+            (ast.IfExp in kinds, lambda node, ctx: _ConditionalExpressions(ctx).visit(node)),
             (early_exits or bool(kinds & {ast.BoolOp, ast.Not}), logical_expressions.transform),
+            # (after the logical pass, which splits chained comparisons such as `0 < i in x`)
+            (bool(kinds & {ast.In, ast.NotIn}), lambda node, ctx: _Membership().visit(node)),
         ]
         if not any(needed for needed, _ in passes) and not kinds & {ast.ExceptHandler, ast.With}:
             return node, {}, False
@@ -114,6 +121,14 @@ class _ControlFlow(control_flow.ControlFlowTransformer):
             options.keys.append(ast.Constant("live_after"))
             options.values.append(ast.Constant(" ".join(live)))
         return options
+
+
+class _ConditionalExpressions(conditional_expressions.ConditionalExpressionTransformer):
+    """malt's pass, which leaves the conditional expressions inside one as they are: nested ones
+    (``a if c else (b if d else e)``) are converted too."""
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        return super().visit_IfExp(self.generic_visit(node))
 
 
 def _control_flow(node: ast.AST, ctx: Any) -> ast.AST:
@@ -221,6 +236,151 @@ def _loops_without_else(node: ast.AST) -> ast.AST:
     return ast.fix_missing_locations(Rewrite().visit(node))
 
 
+class _MatchAsIf(ast.NodeTransformer):
+    """A ``match`` whose cases compare values (``case 1:``, ``case "a" | "b":``, ``case None:``, ``case
+    _:``, a last ``case name:``, with guards) as the ``if``/``elif`` chain it means, so that a traced
+    subject becomes a ``cond``; other patterns (sequences, classes, mappings) stay Python's."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def visit_Match(self, node: ast.Match) -> Any:
+        self.generic_visit(node)
+        cases = node.cases
+        if not all(_value_pattern(c.pattern) or _capture(c.pattern) for c in cases) or any(
+            _capture(c.pattern) and (c is not cases[-1] or c.guard is not None) for c in cases
+        ):
+            return node
+        subject = f"match_subject__ag_{self.count}"
+        self.count += 1
+        chain: list[ast.stmt] = []
+        for case in reversed(cases):
+            if _capture(case.pattern):  # (the last case: no guard)
+                target, value = ast.Name(case.pattern.name, ast.Store()), ast.Name(subject, ast.Load())
+                chain = [_located(ast.Assign([target], value), case.pattern), *case.body]
+                continue
+            test = _pattern_test(case.pattern, subject)
+            if case.guard is not None:
+                test = _located(ast.BoolOp(ast.And(), [ast.Constant(None), ast.Constant(None)]), case.pattern)
+                test.values = [_pattern_test(case.pattern, subject), case.guard]
+            branch = _located(ast.If(ast.Constant(None), [], []), case.pattern)
+            branch.test, branch.body, branch.orelse = test, case.body, chain
+            chain = [branch]
+        start = _located(ast.Assign([ast.Name(subject, ast.Store())], ast.Constant(None)), node)
+        start.value = node.subject
+        return [start, *chain]
+
+
+def _value_pattern(p: ast.pattern) -> bool:
+    if isinstance(p, ast.MatchOr):
+        return all(_value_pattern(q) for q in p.patterns)
+    return isinstance(p, (ast.MatchValue, ast.MatchSingleton)) or (
+        isinstance(p, ast.MatchAs) and p.pattern is None and p.name is None
+    )
+
+
+def _capture(p: ast.pattern) -> bool:
+    return isinstance(p, ast.MatchAs) and p.pattern is None and p.name is not None
+
+
+def _pattern_test(p: ast.pattern, subject: str) -> ast.expr:
+    """Whether ``subject`` matches the value pattern ``p``: ``==`` a value, ``is`` a singleton."""
+    if isinstance(p, ast.MatchOr):
+        test = _located(ast.BoolOp(ast.Or(), []), p)
+        test.values = [_pattern_test(q, subject) for q in p.patterns]
+        return test
+    if isinstance(p, ast.MatchAs):  # `_`
+        return _located(ast.Constant(True), p)
+    singleton = isinstance(p, ast.MatchSingleton)
+    test = _located(ast.Compare(ast.Name(subject, ast.Load()), [ast.Is() if singleton else ast.Eq()], []), p)
+    test.comparators = [_located(ast.Constant(p.value), p) if singleton else p.value]
+    return test
+
+
+class _NamedExpressions(ast.NodeTransformer):
+    """Assignment expressions (``:=``), which malt's analyses do not see (and which its lambdas and
+    loop tests would bind locally), as assignment statements: ``if (y := f(x)) > 1:`` assigns
+    ``y = f(x)`` just before the ``if``; ``while (n := n - 1) > 0: body else: block`` becomes
+    ``while True: n = n - 1; if not n > 0: block; break; body``. One evaluated only sometimes
+    (right of ``and``/``or``, in a branch of a conditional expression) cannot convert."""
+
+    def visit(self, node: ast.AST) -> Any:
+        if not isinstance(node, ast.stmt):
+            return super().visit(node)
+        node = self.generic_visit(node)  # (the statements inside it first)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return node
+        hoist = _HoistedAssignments()
+        if isinstance(node, ast.While):
+            test = hoist.visit(node.test)
+            if not hoist.assignments:
+                return node
+            if any(isinstance(n, (ast.Break, ast.Continue)) for s in node.orelse for n in ast.walk(s)):
+                raise errors.UnsupportedLanguageElementError(
+                    f"a `while` loop{_line(node)} whose condition assigns with `:=` and whose `else` "
+                    "block has a `break` or `continue`"
+                )
+            check = _located(ast.If(ast.UnaryOp(ast.Not(), ast.Constant(None)), [], []), node)
+            check.test.operand, check.body = test, [*node.orelse, _located(ast.Break(), node)]
+            loop = _located(ast.While(ast.Constant(True), [], []), node)
+            loop.body = [*hoist.assignments, check, *node.body]
+            return loop
+        for field, value in ast.iter_fields(node):
+            if field not in ("body", "orelse", "finalbody", "handlers", "cases"):
+                setattr(node, field, hoist.visit(value) if isinstance(value, ast.AST) else
+                        [hoist.visit(v) if isinstance(v, ast.AST) else v for v in value]
+                        if isinstance(value, list) else value)
+        return [*hoist.assignments, node]
+
+
+class _HoistedAssignments(ast.NodeTransformer):
+    """The assignment expressions of a statement's own expressions, as statements (in evaluation
+    order), each replaced by its variable."""
+
+    def __init__(self) -> None:
+        self.assignments: list[ast.stmt] = []
+        self.conditional = 0
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> ast.expr:
+        self.generic_visit(node)
+        if self.conditional:
+            raise errors.UnsupportedLanguageElementError(
+                f"the assignment expression `{ast.unparse(node)}`{_line(node)} is evaluated only "
+                f"sometimes (right of `and`/`or` or in a branch of a conditional expression): assign "
+                f"{node.target.id!r} in a statement before"
+            )
+        assign = _located(ast.Assign([ast.Name(node.target.id, ast.Store())], ast.Constant(None)), node)
+        assign.value = node.value
+        self.assignments.append(assign)
+        return _located(ast.Name(node.target.id, ast.Load()), node)
+
+    def sometimes(self, nodes: list[ast.expr]) -> list[ast.expr]:
+        self.conditional += 1
+        try:
+            return [self.visit(n) for n in nodes]
+        finally:
+            self.conditional -= 1
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.expr:
+        node.values = [self.visit(node.values[0]), *self.sometimes(node.values[1:])]
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.expr:
+        node.test = self.visit(node.test)
+        node.body, node.orelse = self.sometimes([node.body, node.orelse])
+        return node
+
+    def skip(self, node: ast.AST) -> ast.AST:
+        return node  # (a scope of its own, or an expression evaluated per item)
+
+    visit_Lambda = visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = skip
+
+
+def _line(node: ast.AST) -> str:
+    origin = anno.getanno(node, anno.Basic.ORIGIN, default=None)
+    return f" at {origin.loc.filename}:{origin.loc.lineno}" if origin is not None else ""
+
+
 def _located(new: ast.AST, like: ast.AST) -> ast.AST:
     """A generated tree ``new`` at ``like``'s position and origin in the user's code."""
     origin = anno.getanno(like, anno.Basic.ORIGIN, default=None)
@@ -242,6 +402,17 @@ class _AssertCalls(ast.NodeTransformer):
         if node.msg is not None:
             statement.value.args[1].body = node.msg
         return statement
+
+
+class _RaisedErrors(ast.NodeTransformer):
+    """``raise error`` -> ``raise ag__.raised(error)``: raised while the branches of a traced ``if``
+    are traced, the error is explained (:func:`.loops.raised`)."""
+
+    def visit_Raise(self, node: ast.Raise) -> ast.Raise:
+        self.generic_visit(node)
+        if node.exc is not None:
+            node.exc = _call("raised", node.exc)
+        return node
 
 
 class _ExceptHandlers(ast.NodeTransformer):
@@ -374,6 +545,18 @@ def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(func=ast.parse(f"ag__.{name}", mode="eval").body, args=list(args), keywords=[])
 
 
+class _Membership(ast.NodeTransformer):
+    """``a in b`` -> ``ag__.contains(b, a)`` (``not in``: ``ag__.not_`` of it): Python's ``in`` asks
+    each comparison for its truth, which a traced value cannot give."""
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            return node
+        test = _call("contains", node.comparators[0], node.left)
+        return _call("not_", test) if isinstance(node.ops[0], ast.NotIn) else test
+
+
 _BLOCKS = (ast.If, ast.For, ast.While, ast.With, ast.Try, ast.Match)
 
 
@@ -404,11 +587,27 @@ def _terminates(s: ast.stmt) -> bool:
         return _always_returns(s.body) and _always_returns(s.orelse)
     if isinstance(s, ast.With):
         return _always_returns(s.body)
+    if isinstance(s, ast.While):  # `while True:` ends only by a `return` or a `break` of its own
+        return isinstance(s.test, ast.Constant) and bool(s.test.value) and not _breaks(s.body)
     if isinstance(s, ast.Try):
         handled = all(_always_returns(h.body) for h in s.handlers)
         return _always_returns(s.finalbody) or (
             (_always_returns(s.body) or _always_returns(s.orelse)) and handled
         )
+    return False
+
+
+def _breaks(body: list[ast.stmt]) -> bool:
+    """Whether a loop's ``body`` has a ``break`` of that loop (not of a loop or function inside it)."""
+    stack: list[ast.AST] = list(body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Break):
+            return True
+        if not isinstance(n, (ast.For, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(n))
+        elif isinstance(n, (ast.For, ast.While)):
+            stack.extend(n.orelse)  # (a loop's `else` block belongs to the enclosing loop)
     return False
 
 
