@@ -236,7 +236,8 @@ def _check_assumption(
         stated = f"{statement} ({lhs} {comparison} {rhs})" if statement else f"{lhs} {comparison} {rhs}"
         if refusal:
             raise error_standing_for(SizeAssumptionError, IndexError)(
-                f"{where}: {refusal} (traced assuming {stated}, false for these arguments), as jax.jit raises."
+                f"{where}: {refusal} (traced assuming {stated}, false for these arguments), "
+                "as jax.jit raises."
             )
         raise SizeAssumptionError(
             f"{where}: the program was traced with symbolic sizes assuming that {stated}, which "
@@ -261,7 +262,9 @@ assume_size_p = size_check_primitive("assume_size", _check_assumption, _assumpti
 _recorded: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _assume(lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True, refusal: str = "") -> None:
+def _assume(
+    lhs: Any, rhs: Any, comparison: str, holds: bool, in_program: bool = True, refusal: str = ""
+) -> None:
     """Record ``(lhs comparison rhs) == holds`` as a fact and (``in_program``) an ``assume_size``
     equation (``refusal``: see :func:`_check_assumption`)."""
     where = user_call_site()

@@ -212,7 +212,9 @@ def _refuse_unbounded(ctx: mlir.LoweringRuleContext, what: str) -> None:
     out of it, as StableHLO and XLA do: it reads or writes past the array (wrong values, a crash).
     Such a program is not IREE's: each size compiles with XLA."""
     if any(type(d) is not int for d in ctx.avals_in[0].shape):
-        raise NotImplementedError(f"a {what} into an array of symbolic size (IREE does not bound its indices)")
+        raise NotImplementedError(
+            f"a {what} into an array of symbolic size (IREE does not bound its indices)"
+        )
 
 
 def _scatter(prim: core.Primitive):
